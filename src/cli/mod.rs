@@ -1,0 +1,64 @@
+//! The command line: one file per verb. `main.rs` only parses and maps errors to exit codes.
+
+pub mod run;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// pdsim — a deterministic simulator of prefill/decode-disaggregated LLM serving.
+#[derive(Parser, Debug)]
+#[command(name = "pdsim", version, about, long_about = None)]
+pub struct Cli {
+    /// The verb.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Verbs.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run one scenario and write its results.
+    Run(run::RunArgs),
+}
+
+/// Why a verb failed, with its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A bad flag or argument (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// An invalid scenario (exit 2).
+    #[error("{0}")]
+    Scenario(#[from] crate::scenario::ScenarioError),
+    /// A file could not be read or written (exit 3).
+    #[error("{0}")]
+    Io(#[from] crate::report::IoError),
+}
+
+impl CliError {
+    /// DESIGN.md §2: 2 usage or invalid input, 3 I/O.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) | CliError::Scenario(_) => 2,
+            CliError::Io(_) => 3,
+        }
+    }
+}
+
+/// Runs the parsed command.
+pub fn dispatch(cli: Cli) -> Result<(), CliError> {
+    match cli.command {
+        Command::Run(args) => run::run(&args).map(|_| ()),
+    }
+}
+
+/// A path for messages.
+pub fn shown(p: &std::path::Path) -> String {
+    p.display().to_string()
+}
+
+/// The default output folder of a run.
+pub fn default_out(name: &str) -> PathBuf {
+    PathBuf::from("results").join(name)
+}

@@ -1,0 +1,151 @@
+//! `pdsim run SCENARIO.toml [--seed N] [--out DIR] [--set KEY=VALUE]...`
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Args;
+use serde::Serialize;
+
+use super::CliError;
+use crate::cluster::World;
+use crate::report::{CsvSink, IoError, Summary, write_json};
+use crate::scenario::{self, Scenario, ScenarioFile};
+
+/// Arguments of `pdsim run`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// The scenario file (TOML).
+    pub scenario: PathBuf,
+    /// Overrides `run.seed`.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Output folder (default `results/<run.name>/`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Overrides any scenario key by its dotted path, e.g. `pools.decode.server.tp_size=8`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Print nothing on success.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// What a run produced.
+pub struct RunOutput {
+    /// The folder written.
+    pub dir: PathBuf,
+    /// The summary written to `summary.json`.
+    pub summary: Summary,
+}
+
+#[derive(Serialize)]
+struct InstanceFacts {
+    instance: u32,
+    pool: String,
+    role: &'static str,
+    kv_pages: u32,
+}
+
+#[derive(Serialize)]
+struct HostFacts {
+    wall_s: f64,
+    events_per_s: f64,
+    peak_rss_bytes: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct RunFacts<'a> {
+    pdsim_version: &'static str,
+    scenario_file: String,
+    seed: u64,
+    scenario: &'a ScenarioFile,
+    instances: Vec<InstanceFacts>,
+    host: HostFacts,
+}
+
+/// Peak resident memory of this process (Linux `VmHWM`), bytes.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Loads the scenario with `--seed` and `--set` applied.
+pub fn load(args: &RunArgs) -> Result<Scenario, CliError> {
+    let mut sets = args.sets.clone();
+    if let Some(seed) = args.seed {
+        sets.push(format!("run.seed={seed}"));
+    }
+    Ok(scenario::load(&args.scenario, &sets)?)
+}
+
+/// Runs the scenario and writes every result file.
+pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
+    let sc = load(args)?;
+    let dir = args.out.clone().unwrap_or_else(|| super::default_out(&sc.name));
+    let out = run_scenario(&sc, &dir)?;
+    if !args.quiet {
+        print!("{}", out.summary.human(&sc.name));
+        println!("  results in {}", dir.display());
+    }
+    Ok(out)
+}
+
+/// Runs a loaded scenario into `dir`.
+pub fn run_scenario(sc: &Scenario, dir: &Path) -> Result<RunOutput, CliError> {
+    std::fs::create_dir_all(dir).map_err(|source| IoError {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let started = Instant::now();
+    let mut sink = CsvSink::create(dir)?;
+    let io = |source| IoError {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let (stats, summary, pages) = {
+        let mut world = World::new(sc, &mut sink);
+        let stats = world.run().map_err(io)?;
+        let summary = Summary::new(
+            &world.collector,
+            stats.events,
+            stats.end_ns,
+            stats.cut_by_drain_timeout,
+        );
+        (stats, summary, world.kv_pages())
+    };
+    sink.finish().map_err(io)?;
+    write_json(&dir.join("summary.json"), &summary)?;
+    let wall = started.elapsed().as_secs_f64();
+    let mut instances = Vec::new();
+    let mut i = 0u32;
+    for pool in &sc.pools {
+        for _ in 0..pool.instances {
+            instances.push(InstanceFacts {
+                instance: i,
+                pool: pool.name.clone(),
+                role: pool.role.as_str(),
+                kv_pages: pages[i as usize],
+            });
+            i += 1;
+        }
+    }
+    let facts = RunFacts {
+        pdsim_version: env!("CARGO_PKG_VERSION"),
+        scenario_file: sc.source.display().to_string(),
+        seed: sc.seed,
+        scenario: &sc.resolved,
+        instances,
+        host: HostFacts {
+            wall_s: wall,
+            events_per_s: stats.events as f64 / wall.max(1e-9),
+            peak_rss_bytes: peak_rss_bytes(),
+        },
+    };
+    write_json(&dir.join("run.json"), &facts)?;
+    Ok(RunOutput {
+        dir: dir.to_path_buf(),
+        summary,
+    })
+}

@@ -1,0 +1,1059 @@
+//! The PD cluster: prefill and decode instances, the router, and sglang's request lifecycle
+//! (`domain/sglang-pd.md` §2–§3), driven by the engine's event queue.
+//!
+//! One [`World`] owns all state; one closed [`Event`] enum is matched exhaustively. Requests
+//! live in a slab indexed by [`ReqRef`] and leave it when they reach an outcome, so memory is
+//! bounded by requests in flight. A decode step is one event for its whole batch: per-token
+//! figures derive from step times, never from a loop over tokens.
+
+pub mod compute;
+pub mod memory;
+mod placement;
+mod router;
+
+use std::collections::{BinaryHeap, VecDeque};
+use std::cmp::Reverse;
+
+use serde::Serialize;
+
+use crate::engine::{EventQueue, NS_PER_S, Nanos};
+use crate::fabric::maxmin::FlowId;
+use crate::fabric::{Completion, Fabric, NicId};
+use crate::metrics::{Collector, Outcome, RequestRow, Sink, TimeseriesRow};
+use crate::scenario::{Role, Scenario};
+use crate::workload::{Generator, NewRequest};
+use compute::{ComputeParams, StepModel};
+use memory::PageAllocator;
+
+/// sglang's `KVPoll`: the state of one side of a request's transfer. The order is sglang's
+/// (`Failed=0 < Bootstrapping < WaitingForInput < Transferring < Success`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum KvPoll {
+    /// The transfer failed (terminal, overrides everything).
+    Failed,
+    /// Created; peers not yet connected (prefill: decode's page ids not yet received).
+    Bootstrapping,
+    /// Connected; waiting for data (decode: metadata sent, KV not yet landed).
+    WaitingForInput,
+    /// Chunks queued or moving.
+    Transferring,
+    /// Every chunk, the state and the aux landed.
+    Success,
+}
+
+/// Handle of a request in the slab: the slot and the id, so a stale handle is recognised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReqRef {
+    slot: u32,
+    id: u64,
+}
+
+/// Everything that can happen. Requests are commands; facts are in the past tense.
+#[derive(Clone, Copy, Debug)]
+pub enum Event {
+    /// The next request of the workload arrives at the router.
+    Arrival,
+    /// Decode's page ids (the per-request metadata) reached the prefill.
+    MetadataArrived(ReqRef),
+    /// A prefill forward finished.
+    PrefillStepDone(u32),
+    /// A transfer-queue worker's chunk paid its latency: start its flows.
+    ChunkLatencyPaid {
+        /// Prefill instance.
+        prefill: u32,
+        /// Shard.
+        shard: u32,
+    },
+    /// A flow moved its last byte (stale if `generation` is not the flow's current one).
+    FlowDone {
+        /// The flow.
+        flow: FlowId,
+        /// Its generation when scheduled.
+        generation: u64,
+    },
+    /// Prefill's `conclude_transfer(Success)` reached the decode.
+    TransferSucceeded(ReqRef),
+    /// A decode step finished.
+    DecodeStepDone(u32),
+    /// Decode's `WaitingForInput` timeout for a request.
+    WaitingTimeout(ReqRef),
+    /// Prefill's `Bootstrapping` timeout for a request.
+    BootstrapTimeout(ReqRef),
+    /// One simulated second passed: sample the timeseries.
+    Tick,
+}
+
+struct Req {
+    id: u64,
+    input: u32,
+    output: u32,
+    prefill: u32,
+    decode: u32,
+    sender: KvPoll,
+    receiver: KvPoll,
+    /// Prompt tokens already computed.
+    prefilled: u32,
+    /// Prompt tokens whose KV has been queued for sending.
+    sent: u32,
+    /// Chunks queued or moving.
+    chunks_in_flight: u32,
+    /// Whether the last chunk has been queued.
+    last_queued: bool,
+    prefill_pages: Vec<u32>,
+    decode_pages: Vec<u32>,
+    row: RequestRow,
+}
+
+/// One chunk of KV on a transfer queue.
+#[derive(Clone, Copy, Debug)]
+struct ChunkJob {
+    req: ReqRef,
+    /// Positions `[first, end)` in the request's page lists.
+    first_page: u32,
+    end_page: u32,
+    last: bool,
+}
+
+struct ActiveChunk {
+    job: ChunkJob,
+    flows: Vec<(u32, u32, u64, u64)>,
+    flows_left: u32,
+}
+
+/// A transfer-queue shard with its worker thread: chunks go one at a time, in order.
+#[derive(Default)]
+struct Shard {
+    queue: VecDeque<ChunkJob>,
+    active: Option<ActiveChunk>,
+}
+
+struct Instance {
+    pool: usize,
+    role: Role,
+    /// NIC of each TP rank.
+    nics: Vec<NicId>,
+    step: StepModel,
+    page_size: u32,
+    pages: PageAllocator,
+    /// Requests assigned and not yet done with this instance (least-loaded routing).
+    outstanding: u32,
+    busy: bool,
+    // Prefill side.
+    waiting: VecDeque<ReqRef>,
+    /// The request whose prompt is being chunked (it goes first in the next batch).
+    chunked: Option<ReqRef>,
+    batch: Vec<(ReqRef, u32)>,
+    shards: Vec<Shard>,
+    // Decode side.
+    prealloc: VecDeque<ReqRef>,
+    ready: VecDeque<ReqRef>,
+    running: u32,
+    joined: Vec<ReqRef>,
+    /// (finishing step, request): who leaves the batch after which step.
+    finishing: BinaryHeap<Reverse<(u64, ReqRef)>>,
+    steps_done: u64,
+    context_tokens: u64,
+    step_started: Nanos,
+    /// Session port of each rank (decode instances), which decides the transfer shard.
+    ports: Vec<u32>,
+    // Per-second counters.
+    tick_arrivals: u64,
+    tick_tokens: u64,
+    tick_link_bytes: f64,
+}
+
+/// Counts of the run for `summary.json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunStats {
+    /// Events handled.
+    pub events: u64,
+    /// Simulated time at the end, ns.
+    pub end_ns: Nanos,
+    /// Whether the run hit `duration + drain_timeout` with requests in flight.
+    pub cut_by_drain_timeout: bool,
+}
+
+/// The whole simulated cluster.
+pub struct World<'a> {
+    sc: &'a Scenario,
+    q: EventQueue<Event>,
+    fabric: Fabric,
+    instances: Vec<Instance>,
+    prefill_ids: Vec<u32>,
+    decode_ids: Vec<u32>,
+    router: router::Router,
+    source: Generator,
+    arrivals_done: bool,
+    /// The next request, drawn when its arrival was scheduled.
+    pending_arrival: Option<NewRequest>,
+    reqs: Vec<Option<Req>>,
+    free_slots: Vec<u32>,
+    live: u64,
+    /// Aggregates; read by the report after the run.
+    pub collector: Collector,
+    sink: &'a mut dyn Sink,
+    completions: Vec<Completion>,
+    /// Flow → (prefill, shard) of the chunk it belongs to.
+    flow_owner: Vec<(u32, u32)>,
+    last_tick_link: Vec<f64>,
+    seconds: u64,
+}
+
+const CONTROL_PORT_BASE: u32 = 17_000;
+
+impl<'a> World<'a> {
+    /// Builds the cluster of `sc`; rows stream to `sink`.
+    pub fn new(sc: &'a Scenario, sink: &'a mut dyn Sink) -> Self {
+        let layout = placement::place(sc);
+        let mut instances = Vec::new();
+        let (mut prefill_ids, mut decode_ids) = (Vec::new(), Vec::new());
+        for (pool_idx, pool) in sc.pools.iter().enumerate() {
+            for _ in 0..pool.instances {
+                let id = instances.len() as u32;
+                let tp = pool.server.tp_size;
+                let pages = placement::kv_pages(sc, pool);
+                let step = StepModel::new(
+                    &sc.gpu,
+                    &pool.model,
+                    tp,
+                    pool.kv_dtype_bytes,
+                    ComputeParams::default(),
+                );
+                let ports = (0..tp)
+                    .map(|r| CONTROL_PORT_BASE + 97 * id + r)
+                    .collect();
+                match pool.role {
+                    Role::Prefill => prefill_ids.push(id),
+                    Role::Decode => decode_ids.push(id),
+                }
+                instances.push(Instance {
+                    pool: pool_idx,
+                    role: pool.role,
+                    nics: layout.nics[id as usize].clone(),
+                    step,
+                    page_size: pool.server.page_size,
+                    pages: PageAllocator::new(pages),
+                    outstanding: 0,
+                    busy: false,
+                    waiting: VecDeque::new(),
+                    chunked: None,
+                    batch: Vec::new(),
+                    shards: (0..sc.sglang.queue_size).map(|_| Shard::default()).collect(),
+                    prealloc: VecDeque::new(),
+                    ready: VecDeque::new(),
+                    running: 0,
+                    joined: Vec::new(),
+                    finishing: BinaryHeap::new(),
+                    steps_done: 0,
+                    context_tokens: 0,
+                    step_started: 0,
+                    ports,
+                    tick_arrivals: 0,
+                    tick_tokens: 0,
+                    tick_link_bytes: 0.0,
+                });
+            }
+        }
+        let n = instances.len();
+        Self {
+            sc,
+            q: EventQueue::new(),
+            fabric: Fabric::new(layout.total_nics, sc.fabric.nic_bytes_per_ns),
+            instances,
+            router: router::Router::new(sc.router, sc.seed, prefill_ids.len(), decode_ids.len()),
+            prefill_ids,
+            decode_ids,
+            source: Generator::new(&sc.workload, sc.seed),
+            arrivals_done: false,
+            pending_arrival: None,
+            reqs: Vec::new(),
+            free_slots: Vec::new(),
+            live: 0,
+            collector: Collector::default(),
+            sink,
+            completions: Vec::new(),
+            flow_owner: Vec::new(),
+            last_tick_link: vec![0.0; n],
+            seconds: 0,
+        }
+    }
+
+    /// KV pages of each instance (for the run report).
+    pub fn kv_pages(&self) -> Vec<u32> {
+        self.instances.iter().map(|i| i.pages.total()).collect()
+    }
+
+    /// Runs to the end: arrivals stop at `duration`, then in-flight requests drain until
+    /// `duration + drain_timeout`; what remains is `unfinished`.
+    pub fn run(&mut self) -> std::io::Result<RunStats> {
+        self.q.schedule_at(0, Event::Tick);
+        self.schedule_next_arrival();
+        let hard_stop = self.sc.duration_ns.saturating_add(self.sc.drain_timeout_ns);
+        let mut cut = false;
+        while let Some(t) = self.q.peek_time() {
+            if self.arrivals_done && self.live == 0 {
+                break;
+            }
+            if t > hard_stop {
+                cut = true;
+                break;
+            }
+            let (_, ev) = self.q.pop().expect("peeked");
+            self.handle(ev)?;
+        }
+        let end = self.q.now();
+        // Whatever is still in flight ends as unfinished, in id order.
+        let mut left: Vec<u32> = (0..self.reqs.len() as u32)
+            .filter(|&s| self.reqs[s as usize].is_some())
+            .collect();
+        left.sort_by_key(|&s| self.reqs[s as usize].as_ref().map(|r| r.id));
+        for slot in left {
+            let r = self.reqs[slot as usize].take().expect("listed as live");
+            self.live -= 1;
+            let mut row = r.row;
+            row.outcome = Outcome::Unfinished;
+            self.collector.finish(row, None, self.slo(), self.sink)?;
+        }
+        assert_eq!(
+            self.collector.held_back(),
+            0,
+            "request rows left unwritten (seed {})",
+            self.sc.seed
+        );
+        Ok(RunStats {
+            events: self.q.events_popped(),
+            end_ns: end,
+            cut_by_drain_timeout: cut,
+        })
+    }
+
+    fn slo(&self) -> (Option<Nanos>, Option<Nanos>) {
+        (self.sc.slo.ttft_ns, self.sc.slo.tpot_ns)
+    }
+
+    fn handle(&mut self, ev: Event) -> std::io::Result<()> {
+        match ev {
+            Event::Arrival => self.on_arrival()?,
+            Event::MetadataArrived(r) => self.on_metadata(r),
+            Event::PrefillStepDone(p) => self.on_prefill_step_done(p),
+            Event::ChunkLatencyPaid { prefill, shard } => self.on_chunk_latency_paid(prefill, shard),
+            Event::FlowDone { flow, generation } => self.on_flow_done(flow, generation)?,
+            Event::TransferSucceeded(r) => self.on_transfer_succeeded(r)?,
+            Event::DecodeStepDone(d) => self.on_decode_step_done(d)?,
+            Event::WaitingTimeout(r) => self.on_waiting_timeout(r)?,
+            Event::BootstrapTimeout(r) => self.on_bootstrap_timeout(r)?,
+            Event::Tick => self.on_tick()?,
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- requests
+
+    fn req(&mut self, r: ReqRef) -> Option<&mut Req> {
+        self.reqs
+            .get_mut(r.slot as usize)
+            .and_then(Option::as_mut)
+            .filter(|q| q.id == r.id)
+    }
+
+    fn schedule_next_arrival(&mut self) {
+        let more = self
+            .sc
+            .max_requests
+            .is_none_or(|m| self.source.produced() < m);
+        if !more {
+            self.arrivals_done = true;
+            return;
+        }
+        // Peek by generating: the request is kept until its arrival event.
+        let next = self.source.next_request();
+        if next.arrival_ns >= self.sc.duration_ns {
+            self.arrivals_done = true;
+            return;
+        }
+        self.pending_arrival = Some(next);
+        self.q.schedule_at(next.arrival_ns, Event::Arrival);
+    }
+
+    fn on_arrival(&mut self) -> std::io::Result<()> {
+        let now = self.q.now();
+        let nr = self.pending_arrival.take().expect("an arrival was drawn");
+        self.schedule_next_arrival();
+        let loads = |ids: &[u32], inst: &[Instance]| -> Vec<u32> {
+            ids.iter().map(|&i| inst[i as usize].outstanding).collect()
+        };
+        let pl = loads(&self.prefill_ids, &self.instances);
+        let dl = loads(&self.decode_ids, &self.instances);
+        let (pi, di) = self.router.pick(&pl, &dl);
+        let (p, d) = (self.prefill_ids[pi], self.decode_ids[di]);
+        let id = self.collector.counts.arrived;
+        self.collector.counts.arrived += 1;
+        let row = RequestRow {
+            id,
+            arrival_ns: nr.arrival_ns,
+            prefill_instance: p,
+            decode_instance: d,
+            input_tokens: nr.input_tokens,
+            output_tokens: nr.output_tokens,
+            prefill_queued_ns: None,
+            prefill_start_ns: None,
+            prefill_end_ns: None,
+            transfer_start_ns: None,
+            transfer_end_ns: None,
+            decode_start_ns: None,
+            first_token_ns: None,
+            finish_ns: None,
+            kv_bytes: 0,
+            rdma_writes: 0,
+            outcome: Outcome::Unfinished,
+            error_kind: None,
+        };
+        let req = Req {
+            id,
+            input: nr.input_tokens,
+            output: nr.output_tokens,
+            prefill: p,
+            decode: d,
+            sender: KvPoll::Bootstrapping,
+            receiver: KvPoll::Bootstrapping,
+            prefilled: 0,
+            sent: 0,
+            chunks_in_flight: 0,
+            last_queued: false,
+            prefill_pages: Vec::new(),
+            decode_pages: Vec::new(),
+            row,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.reqs[s as usize] = Some(req);
+                s
+            }
+            None => {
+                self.reqs.push(Some(req));
+                (self.reqs.len() - 1) as u32
+            }
+        };
+        self.live += 1;
+        let r = ReqRef { slot, id };
+        for i in [p, d] {
+            let inst = &mut self.instances[i as usize];
+            inst.outstanding += 1;
+            inst.tick_arrivals += 1;
+        }
+        // A request whose KV can never fit is rejected up front, as sglang's tokenizer manager
+        // rejects prompts longer than the server can hold.
+        let (ps_p, ps_d) = (
+            self.instances[p as usize].page_size,
+            self.instances[d as usize].page_size,
+        );
+        let need_p = nr.input_tokens.div_ceil(ps_p);
+        let need_d = (nr.input_tokens + nr.output_tokens).div_ceil(ps_d);
+        if need_p > self.instances[p as usize].pages.total()
+            || need_d > self.instances[d as usize].pages.total()
+        {
+            let msg = format!(
+                "Request {id} needs {need_p} prefill and {need_d} decode KV pages; the instances hold {} and {}",
+                self.instances[p as usize].pages.total(),
+                self.instances[d as usize].pages.total()
+            );
+            return self.fail(r, "request_too_long", &msg);
+        }
+        // Prefill: the sender starts Bootstrapping; decode: into the prealloc queue.
+        self.q
+            .schedule_at(now + self.sc.sglang.bootstrap_timeout_ns, Event::BootstrapTimeout(r));
+        self.instances[d as usize].prealloc.push_back(r);
+        self.try_prealloc(d);
+        Ok(())
+    }
+
+    /// Decode's prealloc queue: in order, reserve KV pages for the whole sequence, then send
+    /// the page ids to the prefill (which starts the waiting-timeout clock).
+    fn try_prealloc(&mut self, d: u32) {
+        let now = self.q.now();
+        while let Some(&r) = self.instances[d as usize].prealloc.front() {
+            let Some(req) = self.req(r) else {
+                self.instances[d as usize].prealloc.pop_front();
+                continue;
+            };
+            let need = (req.input + req.output).div_ceil(self.instances[d as usize].page_size);
+            let Some(pages) = self.instances[d as usize].pages.alloc(need) else {
+                break;
+            };
+            self.instances[d as usize].prealloc.pop_front();
+            let req = self.req(r).expect("checked above");
+            req.decode_pages = pages;
+            req.receiver = KvPoll::WaitingForInput;
+            let lat = self.sc.fabric.control_latency_ns;
+            self.q.schedule_in(lat, Event::MetadataArrived(r));
+            self.q
+                .schedule_at(now + self.sc.sglang.waiting_timeout_ns, Event::WaitingTimeout(r));
+        }
+    }
+
+    fn on_metadata(&mut self, r: ReqRef) {
+        let now = self.q.now();
+        let Some(req) = self.req(r) else { return };
+        if req.sender != KvPoll::Bootstrapping {
+            return;
+        }
+        req.sender = KvPoll::WaitingForInput;
+        req.row.prefill_queued_ns = Some(now);
+        let p = req.prefill;
+        self.instances[p as usize].waiting.push_back(r);
+        self.try_prefill(p);
+    }
+
+    // ---------------------------------------------------------------- prefill
+
+    /// Forms the next prefill batch if the instance is idle: the chunked request first, then
+    /// waiting requests in order, up to `chunked_prefill_size` tokens; a request that does not
+    /// fit whole is chunked and ends the batch.
+    fn try_prefill(&mut self, p: u32) {
+        let now = self.q.now();
+        if self.instances[p as usize].busy {
+            return;
+        }
+        let budget_total = self.sc.pools[self.instances[p as usize].pool]
+            .server
+            .chunked_prefill_size;
+        let mut budget = budget_total;
+        let mut batch: Vec<(ReqRef, u32)> = Vec::new();
+        let mut shape: Vec<(u32, u32)> = Vec::new();
+        while budget > 0 {
+            let inst = &mut self.instances[p as usize];
+            let (r, from_chunked) = match inst.chunked.take() {
+                Some(r) => (r, true),
+                None => match inst.waiting.front() {
+                    Some(&r) => (r, false),
+                    None => break,
+                },
+            };
+            let ps = inst.page_size;
+            let Some(req) = self
+                .reqs
+                .get_mut(r.slot as usize)
+                .and_then(Option::as_mut)
+                .filter(|q| q.id == r.id && q.sender != KvPoll::Failed)
+            else {
+                if !from_chunked {
+                    self.instances[p as usize].waiting.pop_front();
+                }
+                continue;
+            };
+            if !from_chunked {
+                // Admission needs the prompt's pages on the prefill.
+                let need = req.input.div_ceil(ps);
+                let Some(pages) = self.instances[p as usize].pages.alloc(need) else {
+                    break;
+                };
+                self.instances[p as usize].waiting.pop_front();
+                req.prefill_pages = pages;
+                req.row.prefill_start_ns = Some(now);
+            }
+            let n = (req.input - req.prefilled).min(budget);
+            shape.push((n, req.prefilled));
+            batch.push((r, n));
+            budget -= n;
+            if req.prefilled + n < req.input {
+                self.instances[p as usize].chunked = Some(r);
+                break;
+            }
+        }
+        if batch.is_empty() {
+            return;
+        }
+        let inst = &mut self.instances[p as usize];
+        let dt = inst.step.prefill_ns(&shape);
+        inst.busy = true;
+        inst.batch = batch;
+        self.q.schedule_in(dt, Event::PrefillStepDone(p));
+    }
+
+    fn on_prefill_step_done(&mut self, p: u32) {
+        let now = self.q.now();
+        let batch = std::mem::take(&mut self.instances[p as usize].batch);
+        self.instances[p as usize].busy = false;
+        let ps = self.instances[p as usize].page_size;
+        for (r, n) in batch {
+            let Some(req) = self.req(r) else { continue };
+            if req.sender == KvPoll::Failed {
+                continue;
+            }
+            req.prefilled += n;
+            let last = req.prefilled == req.input;
+            // Non-last chunks send only whole pages; the partial page waits (sglang
+            // `send_kv_chunk` rounds `end` down to a page boundary).
+            let end = if last {
+                req.input
+            } else {
+                req.prefilled / ps * ps
+            };
+            if last {
+                req.row.prefill_end_ns = Some(now);
+            }
+            if end > req.sent || last {
+                let job = ChunkJob {
+                    req: r,
+                    first_page: req.sent / ps,
+                    end_page: end.div_ceil(ps),
+                    last,
+                };
+                req.sent = end;
+                req.chunks_in_flight += 1;
+                req.last_queued |= last;
+                req.sender = KvPoll::Transferring.max(req.sender);
+                let d = req.decode;
+                if last {
+                    self.instances[p as usize].tick_tokens += 1;
+                }
+                let shard = self.shard_of(d);
+                self.instances[p as usize].shards[shard as usize]
+                    .queue
+                    .push_back(job);
+                self.kick_shard(p, shard);
+            }
+        }
+        self.try_prefill(p);
+    }
+
+    /// `sum(decode session ports) % queue_size`: every request to one decode instance hashes to
+    /// the same shard of a prefill.
+    fn shard_of(&self, d: u32) -> u32 {
+        self.instances[d as usize].ports[0] % self.sc.sglang.queue_size
+    }
+
+    // ---------------------------------------------------------------- transfer
+
+    /// Starts the shard worker's next chunk if it is idle.
+    fn kick_shard(&mut self, p: u32, shard: u32) {
+        let now = self.q.now();
+        loop {
+            let sh = &mut self.instances[p as usize].shards[shard as usize];
+            if sh.active.is_some() {
+                return;
+            }
+            let Some(job) = sh.queue.pop_front() else {
+                return;
+            };
+            // The worker skips chunks of rooms that already failed.
+            let flows = match self
+                .reqs
+                .get_mut(job.req.slot as usize)
+                .and_then(Option::as_mut)
+                .filter(|q| q.id == job.req.id && q.sender != KvPoll::Failed)
+            {
+                Some(req) => {
+                    req.row.transfer_start_ns.get_or_insert(now);
+                    Self::chunk_flows(self.sc, &self.instances, req, &job)
+                }
+                None => continue,
+            };
+            let req = self.req(job.req).expect("checked");
+            for &(_, _, bytes, writes) in &flows {
+                req.row.kv_bytes += bytes;
+                req.row.rdma_writes += writes;
+            }
+            let sh = &mut self.instances[p as usize].shards[shard as usize];
+            sh.active = Some(ActiveChunk {
+                job,
+                flows_left: flows.len() as u32,
+                flows,
+            });
+            // The batch pays the fabric latency before its bytes flow.
+            self.q.schedule_in(
+                self.sc.fabric.base_latency_ns,
+                Event::ChunkLatencyPaid { prefill: p, shard },
+            );
+            return;
+        }
+    }
+
+    /// The flows of one chunk: `(prefill rank, decode rank, bytes, writes)`. First model: the
+    /// KV of the chunk's pages, split the way the two layouts split heads; the generic path writes
+    /// one block per region per contiguous page run, the head-sliced path one per token per layer.
+    fn chunk_flows(sc: &Scenario, inst: &[Instance], req: &Req, job: &ChunkJob) -> Vec<(u32, u32, u64, u64)> {
+        let (pi, di) = (&inst[req.prefill as usize], &inst[req.decode as usize]);
+        let (pp, dp) = (&sc.pools[pi.pool], &sc.pools[di.pool]);
+        let (tp_p, tp_d) = (pp.server.attn_tp_size, dp.server.attn_tp_size);
+        let pages = job.end_page - job.first_page;
+        let ps = u64::from(pi.page_size);
+        let src = &req.prefill_pages[job.first_page as usize..job.end_page as usize];
+        let dst = &req.decode_pages[job.first_page as usize..job.end_page as usize];
+        let runs = 1 + src
+            .windows(2)
+            .zip(dst.windows(2))
+            .filter(|(s, d)| s[1] != s[0] + 1 || d[1] != d[0] + 1)
+            .count() as u64;
+        let regions = if pp.model.is_mla() {
+            u64::from(pp.model.kv_layers())
+        } else {
+            2 * u64::from(pp.model.kv_layers())
+        };
+        let tokens = u64::from(pages) * ps;
+        let per_rank = |model: &crate::spec::ModelSpec, tp: u32, b: u32| model.kv_bytes_per_token_rank(tp, b) * tokens;
+        let mut flows = Vec::new();
+        if tp_p == tp_d || pp.model.is_mla() {
+            let bytes = per_rank(&dp.model, tp_d, dp.kv_dtype_bytes);
+            for d in 0..tp_d {
+                // Equal TP: rank r → r; MLA: the latent goes to every decode rank from one sender.
+                let src_rank = if tp_p == tp_d { d } else { d * tp_p / tp_d };
+                flows.push((src_rank, d, bytes, regions * runs));
+            }
+        } else if tp_d > tp_p {
+            let k = tp_d / tp_p;
+            let bytes = per_rank(&dp.model, tp_d, dp.kv_dtype_bytes);
+            for d in 0..tp_d {
+                flows.push((d / k, d, bytes, regions * tokens));
+            }
+        } else {
+            let k = tp_p / tp_d;
+            let bytes = per_rank(&pp.model, tp_p, pp.kv_dtype_bytes);
+            for s in 0..tp_p {
+                flows.push((s, s / k, bytes, regions * tokens));
+            }
+        }
+        flows
+    }
+
+    fn on_chunk_latency_paid(&mut self, p: u32, shard: u32) {
+        let now = self.q.now();
+        let (src_nics, dst_of) = {
+            let inst = &self.instances[p as usize];
+            let active = inst.shards[shard as usize].active.as_ref().expect("active chunk");
+            let d = match self.reqs.get(active.job.req.slot as usize) {
+                Some(Some(r)) if r.id == active.job.req.id => Some(r.decode),
+                _ => None,
+            };
+            (inst.nics.clone(), d)
+        };
+        let flows = self.instances[p as usize].shards[shard as usize]
+            .active
+            .as_ref()
+            .expect("active chunk")
+            .flows
+            .clone();
+        let Some(d) = dst_of else {
+            // The request ended while the latency was paid: the worker moves on.
+            self.instances[p as usize].shards[shard as usize].active = None;
+            self.kick_shard(p, shard);
+            return;
+        };
+        let dst_nics = self.instances[d as usize].nics.clone();
+        let token = (u64::from(p) << 32) | u64::from(shard);
+        let mut zero = 0;
+        for (sr, dr, bytes, _) in flows {
+            if bytes == 0 {
+                zero += 1;
+                continue;
+            }
+            let f = self
+                .fabric
+                .start_flow(now, src_nics[sr as usize], dst_nics[dr as usize], bytes, token);
+            let i = f.0 as usize;
+            if i >= self.flow_owner.len() {
+                self.flow_owner.resize(i + 1, (0, 0));
+            }
+            self.flow_owner[i] = (p, shard);
+        }
+        self.schedule_completions();
+        if zero > 0 {
+            let active = self.instances[p as usize].shards[shard as usize]
+                .active
+                .as_mut()
+                .expect("active");
+            active.flows_left -= zero;
+            if active.flows_left == 0 {
+                self.chunk_done(p, shard);
+            }
+        }
+    }
+
+    fn schedule_completions(&mut self) {
+        let now = self.q.now();
+        self.completions.clear();
+        self.fabric.completions(now, &mut self.completions);
+        for c in std::mem::take(&mut self.completions) {
+            self.q.schedule_at(
+                c.at,
+                Event::FlowDone {
+                    flow: c.flow,
+                    generation: c.generation,
+                },
+            );
+        }
+    }
+
+    fn on_flow_done(&mut self, flow: FlowId, generation: u64) -> std::io::Result<()> {
+        if !self.fabric.is_current(flow, generation) {
+            return Ok(());
+        }
+        
+        let token = self.fabric.finish_flow(flow);
+        let (p, shard) = ((token >> 32) as u32, token as u32);
+        self.schedule_completions();
+        let active = self.instances[p as usize].shards[shard as usize]
+            .active
+            .as_mut()
+            .expect("a flow belongs to an active chunk");
+        active.flows_left -= 1;
+        if active.flows_left == 0 {
+            self.chunk_done(p, shard);
+        }
+        Ok(())
+    }
+
+    /// Every flow of the shard's active chunk landed.
+    fn chunk_done(&mut self, p: u32, shard: u32) {
+        let now = self.q.now();
+        let active = self.instances[p as usize].shards[shard as usize]
+            .active
+            .take()
+            .expect("active chunk");
+        if let Some(req) = self.req(active.job.req)
+            && req.sender != KvPoll::Failed
+        {
+            req.chunks_in_flight -= 1;
+            if active.job.last && req.chunks_in_flight == 0 {
+                // conclude_transfer(Success): prefill frees its pages, decode is told.
+                req.sender = KvPoll::Success;
+                req.row.transfer_end_ns = Some(now);
+                let pages = std::mem::take(&mut req.prefill_pages);
+                let r = active.job.req;
+                let inst = &mut self.instances[p as usize];
+                inst.pages.free(&pages);
+                inst.outstanding -= 1;
+                self.q
+                    .schedule_in(self.sc.fabric.control_latency_ns, Event::TransferSucceeded(r));
+                self.try_prefill(p);
+            }
+        }
+        self.kick_shard(p, shard);
+    }
+
+    // ---------------------------------------------------------------- decode
+
+    fn on_transfer_succeeded(&mut self, r: ReqRef) -> std::io::Result<()> {
+        let now = self.q.now();
+        let Some(req) = self.req(r) else { return Ok(()) };
+        if req.receiver != KvPoll::WaitingForInput {
+            return Ok(());
+        }
+        req.receiver = KvPoll::Success;
+        // The prefill's first token arrives with the aux data.
+        req.row.first_token_ns = Some(now);
+        let d = req.decode;
+        if req.output == 1 {
+            req.row.decode_start_ns = Some(now);
+            return self.complete(r);
+        }
+        self.instances[d as usize].ready.push_back(r);
+        if !self.instances[d as usize].busy {
+            self.start_decode_step(d);
+        }
+        Ok(())
+    }
+
+    /// Starts a decode step: transferred requests join the batch (up to `max_running_requests`),
+    /// then one forward produces a token for every running request.
+    fn start_decode_step(&mut self, d: u32) {
+        let now = self.q.now();
+        let cap = self.sc.pools[self.instances[d as usize].pool]
+            .server
+            .max_running_requests
+            .unwrap_or(u32::MAX);
+        while self.instances[d as usize].running < cap {
+            let Some(r) = self.instances[d as usize].ready.pop_front() else {
+                break;
+            };
+            let Some(req) = self.req(r) else { continue };
+            req.row.decode_start_ns = Some(now);
+            let (input, remaining) = (req.input, req.output - 1);
+            let inst = &mut self.instances[d as usize];
+            inst.running += 1;
+            inst.context_tokens += u64::from(input) + 1;
+            inst.finishing
+                .push(Reverse((inst.steps_done + u64::from(remaining), r)));
+            inst.joined.push(r);
+        }
+        let inst = &mut self.instances[d as usize];
+        if inst.running == 0 {
+            inst.busy = false;
+            return;
+        }
+        let dt = inst.step.decode_ns(inst.running, inst.context_tokens);
+        inst.busy = true;
+        inst.step_started = now;
+        self.q.schedule_in(dt, Event::DecodeStepDone(d));
+    }
+
+    fn on_decode_step_done(&mut self, d: u32) -> std::io::Result<()> {
+        let now = self.q.now();
+        let joined = {
+            let inst = &mut self.instances[d as usize];
+            inst.steps_done += 1;
+            inst.context_tokens += u64::from(inst.running);
+            inst.tick_tokens += u64::from(inst.running);
+            let dt = now - inst.step_started;
+            let joined = std::mem::take(&mut inst.joined);
+            self.collector
+                .itl
+                .record_n(dt, u64::from(inst.running) - joined.len() as u64);
+            joined
+        };
+        // A request's first decoded token follows the prefill's token by the wait to join plus
+        // this step.
+        for r in joined {
+            if let Some(ft) = self.req(r).and_then(|q| q.row.first_token_ns) {
+                self.collector.itl.record(now - ft);
+            }
+        }
+        loop {
+            let inst = &mut self.instances[d as usize];
+            match inst.finishing.peek() {
+                Some(Reverse((step, _))) if *step <= inst.steps_done => {}
+                _ => break,
+            }
+            let Reverse((_, r)) = inst.finishing.pop().expect("peeked");
+            let Some(req) = self.req(r) else { continue };
+            let ctx = u64::from(req.input + req.output);
+            let inst = &mut self.instances[d as usize];
+            inst.running -= 1;
+            inst.context_tokens -= ctx;
+            self.complete(r)?;
+        }
+        self.instances[d as usize].busy = false;
+        self.try_prealloc(d);
+        self.start_decode_step(d);
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- endings
+
+    fn on_waiting_timeout(&mut self, r: ReqRef) -> std::io::Result<()> {
+        let timeout = self.sc.sglang.waiting_timeout_ns;
+        let Some(req) = self.req(r) else { return Ok(()) };
+        if req.receiver != KvPoll::WaitingForInput {
+            return Ok(());
+        }
+        let msg = format!(
+            "Request {} timed out after {:.1}s in KVPoll.WaitingForInput",
+            req.id,
+            timeout as f64 / NS_PER_S as f64
+        );
+        self.fail(r, "waiting_timeout", &msg)
+    }
+
+    fn on_bootstrap_timeout(&mut self, r: ReqRef) -> std::io::Result<()> {
+        let timeout = self.sc.sglang.bootstrap_timeout_ns;
+        let Some(req) = self.req(r) else { return Ok(()) };
+        if req.sender != KvPoll::Bootstrapping {
+            return Ok(());
+        }
+        let msg = format!(
+            "Request {} timed out after {:.1}s in KVPoll.Bootstrapping",
+            req.id,
+            timeout as f64 / NS_PER_S as f64
+        );
+        self.fail(r, "bootstrap_timeout", &msg)
+    }
+
+    /// Ends a request that decoded to its last token.
+    fn complete(&mut self, r: ReqRef) -> std::io::Result<()> {
+        self.end(r, Outcome::Completed, None, "")
+    }
+
+    /// Ends a request with an error: both sides mark the room Failed and free what they hold
+    /// (the ABORT to the prefill is taken as immediate for resources).
+    fn fail(&mut self, r: ReqRef, kind: &'static str, message: &str) -> std::io::Result<()> {
+        self.end(r, Outcome::Failed, Some(kind), message)
+    }
+
+    fn end(
+        &mut self,
+        r: ReqRef,
+        outcome: Outcome,
+        kind: Option<&'static str>,
+        message: &str,
+    ) -> std::io::Result<()> {
+        let now = self.q.now();
+        let mut req = self.reqs[r.slot as usize]
+            .take()
+            .filter(|q| q.id == r.id)
+            .unwrap_or_else(|| {
+                panic!(
+                    "request {} ended twice at {now} ns (seed {})",
+                    r.id, self.sc.seed
+                )
+            });
+        self.free_slots.push(r.slot);
+        self.live -= 1;
+        let (p, d) = (req.prefill as usize, req.decode as usize);
+        if !req.prefill_pages.is_empty() || req.sender < KvPoll::Success {
+            self.instances[p].pages.free(&req.prefill_pages);
+            self.instances[p].outstanding -= 1;
+        }
+        self.instances[d].pages.free(&req.decode_pages);
+        self.instances[d].outstanding -= 1;
+        req.row.finish_ns = Some(now);
+        req.row.outcome = outcome;
+        req.row.error_kind = kind;
+        let slo = self.slo();
+        self.collector
+            .finish(req.row, kind.map(|_| message), slo, self.sink)?;
+        if outcome == Outcome::Failed {
+            // Freed pages may admit waiting work on either side.
+            self.try_prealloc(d as u32);
+            self.try_prefill(p as u32);
+        }
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- timeseries
+
+    fn on_tick(&mut self) -> std::io::Result<()> {
+        let now = self.q.now();
+        if now > 0 {
+            self.fabric.settle_all(now);
+            for (i, inst) in self.instances.iter_mut().enumerate() {
+                let bytes: f64 = inst
+                    .nics
+                    .iter()
+                    .map(|&n| {
+                        let (tx, rx) = self.fabric.nic_bytes(n);
+                        if inst.role == Role::Prefill { tx } else { rx }
+                    })
+                    .sum();
+                let moved = bytes - self.last_tick_link[i];
+                self.last_tick_link[i] = bytes;
+                inst.tick_link_bytes = moved;
+                let capacity = self.sc.fabric.nic_bytes_per_ns * NS_PER_S as f64 * inst.nics.len() as f64;
+                let (running, queued) = match inst.role {
+                    Role::Prefill => (inst.batch.len() as u32, inst.waiting.len() as u32),
+                    Role::Decode => (inst.running, (inst.prealloc.len() + inst.ready.len()) as u32),
+                };
+                let row = TimeseriesRow {
+                    second: self.seconds,
+                    instance: i as u32,
+                    pool: self.sc.pools[inst.pool].name.clone(),
+                    role: inst.role.as_str(),
+                    arrivals: inst.tick_arrivals,
+                    running,
+                    queued,
+                    kv_pages_used: u64::from(inst.pages.used()),
+                    kv_pages_total: u64::from(inst.pages.total()),
+                    tokens_out: inst.tick_tokens,
+                    link_utilisation: (moved / capacity).clamp(0.0, 1.0),
+                };
+                inst.tick_arrivals = 0;
+                inst.tick_tokens = 0;
+                self.sink.timeseries(&row)?;
+            }
+        }
+        self.seconds += 1;
+        if !(self.arrivals_done && self.live == 0) {
+            self.q.schedule_in(NS_PER_S, Event::Tick);
+        }
+        Ok(())
+    }
+}

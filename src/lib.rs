@@ -1,0 +1,41 @@
+//! # pdsim — a deterministic simulator of prefill/decode-disaggregated LLM serving
+//!
+//! pdsim simulates sglang-style PD clusters: prefill instances compute a prompt's KV cache and
+//! push it over RDMA to decode instances, which generate the tokens.
+//!
+//! ## Units
+//! Simulated time is `u64` **nanoseconds** ([`engine::Nanos`]); sizes are **bytes**; lengths are
+//! **tokens**; rates say their unit in their name (`rate_per_s`, `bytes_per_ns`). Floats appear
+//! only inside models (a step time, a bandwidth share) and are rounded **up** to a whole
+//! nanosecond where an event is scheduled.
+//!
+//! ## Event-ordering contract
+//! Events are totally ordered by `(time, sequence number)`, where the sequence number is the
+//! order in which events were scheduled. Two events at the same nanosecond are handled in the
+//! order they were created — never in an order a heap, a hash or a thread picks.
+//!
+//! ## Determinism contract
+//! The same scenario and seed give byte-identical `summary.json`, `requests.csv` and
+//! `timeseries.csv` on every run and every machine of the same architecture:
+//! - every random source (arrivals, each length, the router, faults) draws from its own ChaCha8
+//!   stream derived from the seed ([`engine::rng_stream`]), so adding a source or drawing more
+//!   from one never shifts another;
+//! - nothing host-dependent reaches results: no `HashMap` iteration order, no wall clock, no
+//!   thread count; keyed collections that reach output are `BTreeMap`s or `Vec`s;
+//! - the simulation reads no files and no clock: the CLI reads inputs, the report writes outputs.
+//!
+//! Only `run.json` records host facts (wall time, events per second, peak memory).
+//!
+//! ## Layers
+//! `cli → scenario → cluster → {layout, fabric, workload, metrics} → engine/spec`; `report`
+//! reads metrics only.
+
+pub mod cli;
+pub mod cluster;
+pub mod engine;
+pub mod fabric;
+pub mod metrics;
+pub mod report;
+pub mod scenario;
+pub mod spec;
+pub mod workload;

@@ -1,0 +1,291 @@
+//! Per-request records and streaming aggregates. Nothing here reads the clock or files.
+
+pub mod histogram;
+
+pub use histogram::{Histogram, Stats};
+use serde::Serialize;
+
+use crate::engine::Nanos;
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Finished decoding from its own bytes.
+    Completed,
+    /// Ended with an error (see `error_kind`).
+    Failed,
+    /// Finished with no error but decoded from bytes that were not its own.
+    Corrupted,
+    /// Still in flight when the run stopped.
+    Unfinished,
+}
+
+impl Outcome {
+    /// All outcomes, in report order.
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Completed,
+        Outcome::Failed,
+        Outcome::Corrupted,
+        Outcome::Unfinished,
+    ];
+}
+
+/// One row of `requests.csv`: field order is column order; times are integer ns of simulated
+/// time, empty where the stage was never reached.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RequestRow {
+    /// Request id, in arrival order from 0.
+    pub id: u64,
+    /// Arrival at the router.
+    pub arrival_ns: Nanos,
+    /// Global index of the prefill instance.
+    pub prefill_instance: u32,
+    /// Global index of the decode instance.
+    pub decode_instance: u32,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// Output tokens requested.
+    pub output_tokens: u32,
+    /// Entered the prefill waiting queue (decode's page ids had arrived).
+    pub prefill_queued_ns: Option<Nanos>,
+    /// First chunk's forward started.
+    pub prefill_start_ns: Option<Nanos>,
+    /// Last chunk's forward ended.
+    pub prefill_end_ns: Option<Nanos>,
+    /// First chunk's transfer started.
+    pub transfer_start_ns: Option<Nanos>,
+    /// Last chunk's transfer ended.
+    pub transfer_end_ns: Option<Nanos>,
+    /// Joined a decode batch.
+    pub decode_start_ns: Option<Nanos>,
+    /// First token delivered (decode received KV and the prefill's first token).
+    pub first_token_ns: Option<Nanos>,
+    /// Last token, or the failure.
+    pub finish_ns: Option<Nanos>,
+    /// KV and state bytes moved for this request.
+    pub kv_bytes: u64,
+    /// RDMA writes posted for this request.
+    pub rdma_writes: u64,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Error kind of a failed request (DESIGN.md §4), empty otherwise.
+    pub error_kind: Option<&'static str>,
+}
+
+/// One row of `timeseries.csv`: one simulated second of one instance.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TimeseriesRow {
+    /// End of the one-second interval, whole simulated seconds.
+    pub second: u64,
+    /// Global instance index (prefill instances first).
+    pub instance: u32,
+    /// Pool name.
+    pub pool: String,
+    /// `prefill` or `decode`.
+    pub role: &'static str,
+    /// Requests routed to this instance during the interval.
+    pub arrivals: u64,
+    /// Requests in the running batch at the sample (prefill: in the forward; decode: decoding).
+    pub running: u32,
+    /// Requests waiting at the sample (prefill: waiting queue; decode: prealloc queue and
+    /// transferred requests not yet in the batch).
+    pub queued: u32,
+    /// KV pages held at the sample.
+    pub kv_pages_used: u64,
+    /// KV pages the instance has.
+    pub kv_pages_total: u64,
+    /// Tokens produced during the interval (prefill: first tokens; decode: decoded tokens).
+    pub tokens_out: u64,
+    /// Busy share of the instance's NICs in its transfer direction (prefill TX, decode RX), 0–1.
+    pub link_utilisation: f64,
+}
+
+/// Where the simulation streams its rows. The report layer implements it over files; tests
+/// implement it over vectors. Rows of `requests` arrive in request-id order.
+pub trait Sink {
+    /// One finished (or unfinished, at the end) request.
+    fn request(&mut self, row: &RequestRow) -> std::io::Result<()>;
+    /// One instance-second.
+    fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()>;
+}
+
+/// A [`Sink`] that keeps everything in memory (tests, small runs).
+#[derive(Default, Debug)]
+pub struct VecSink {
+    /// Request rows in id order.
+    pub requests: Vec<RequestRow>,
+    /// Timeseries rows in time order.
+    pub timeseries: Vec<TimeseriesRow>,
+}
+
+impl Sink for VecSink {
+    fn request(&mut self, row: &RequestRow) -> std::io::Result<()> {
+        self.requests.push(row.clone());
+        Ok(())
+    }
+    fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()> {
+        self.timeseries.push(row.clone());
+        Ok(())
+    }
+}
+
+/// Latency aggregates, in ms.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Latencies {
+    /// Arrival → first token.
+    pub ttft: Stats,
+    /// (finish − first token) ÷ (output − 1), requests with ≥ 2 output tokens.
+    pub tpot: Stats,
+    /// Gap between consecutive tokens of a request, over all tokens.
+    pub itl: Stats,
+    /// Arrival → last token.
+    pub e2e: Stats,
+    /// Prefill waiting queue → first prefill forward.
+    pub queue: Stats,
+    /// First chunk's transfer start → last chunk's transfer end.
+    pub transfer: Stats,
+}
+
+/// Request counts by outcome.
+#[derive(Clone, Debug, Serialize, PartialEq, Default)]
+pub struct Counts {
+    /// Requests that arrived.
+    pub arrived: u64,
+    /// Finished from their own bytes.
+    pub completed: u64,
+    /// Ended with an error.
+    pub failed: u64,
+    /// Finished from foreign or stale bytes.
+    pub corrupted: u64,
+    /// In flight when the run stopped.
+    pub unfinished: u64,
+}
+
+/// One error kind: how often, and sglang's message the first time it happened.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ErrorCount {
+    /// Stable snake_case kind.
+    pub kind: String,
+    /// Requests that failed with it.
+    pub count: u64,
+    /// The message, quoted once.
+    pub message: String,
+}
+
+/// Streaming aggregates over request rows: bounded memory whatever the number of requests,
+/// except the id-order buffer, which holds only rows that finished ahead of an earlier request.
+#[derive(Default)]
+pub struct Collector {
+    /// TTFT, ns.
+    pub ttft: Histogram,
+    /// TPOT, ns.
+    pub tpot: Histogram,
+    /// Inter-token latency, ns (fed by the decode model, one record per step).
+    pub itl: Histogram,
+    /// End-to-end, ns.
+    pub e2e: Histogram,
+    /// Prefill queueing, ns.
+    pub queue: Histogram,
+    /// Transfer, ns.
+    pub transfer: Histogram,
+    /// Counts by outcome.
+    pub counts: Counts,
+    /// Error kinds in first-seen order of kind name (BTreeMap: stable output order).
+    pub errors: std::collections::BTreeMap<&'static str, (u64, String)>,
+    /// Input and output tokens of finished requests.
+    pub tokens_in: u64,
+    /// Output tokens of finished requests.
+    pub tokens_out: u64,
+    /// Finished requests that met every SLO set.
+    pub slo_met: u64,
+    /// KV and state bytes moved.
+    pub kv_bytes: u64,
+    /// RDMA writes posted.
+    pub rdma_writes: u64,
+    pending: std::collections::BTreeMap<u64, RequestRow>,
+    next_id: u64,
+}
+
+impl Collector {
+    /// Records a request's end and streams every row now in id order to `sink`.
+    pub fn finish(
+        &mut self,
+        row: RequestRow,
+        message: Option<&str>,
+        slo: (Option<Nanos>, Option<Nanos>),
+        sink: &mut dyn Sink,
+    ) -> std::io::Result<()> {
+        self.kv_bytes += row.kv_bytes;
+        self.rdma_writes += row.rdma_writes;
+        match row.outcome {
+            Outcome::Completed | Outcome::Corrupted => {
+                if row.outcome == Outcome::Completed {
+                    self.counts.completed += 1;
+                } else {
+                    self.counts.corrupted += 1;
+                }
+                self.tokens_in += u64::from(row.input_tokens);
+                self.tokens_out += u64::from(row.output_tokens);
+                let ft = row.first_token_ns.expect("a finished request has a first token");
+                let fin = row.finish_ns.expect("a finished request has a finish time");
+                let ttft = ft - row.arrival_ns;
+                self.ttft.record(ttft);
+                self.e2e.record(fin - row.arrival_ns);
+                let tpot = (row.output_tokens > 1)
+                    .then(|| (fin - ft) / u64::from(row.output_tokens - 1));
+                if let Some(t) = tpot {
+                    self.tpot.record(t);
+                }
+                let ok_ttft = slo.0.is_none_or(|s| ttft <= s);
+                let ok_tpot = slo.1.is_none_or(|s| tpot.is_none_or(|t| t <= s));
+                if ok_ttft && ok_tpot {
+                    self.slo_met += 1;
+                }
+            }
+            Outcome::Failed => {
+                self.counts.failed += 1;
+                let kind = row.error_kind.expect("a failed request has an error kind");
+                let e = self
+                    .errors
+                    .entry(kind)
+                    .or_insert_with(|| (0, message.unwrap_or_default().to_string()));
+                e.0 += 1;
+            }
+            Outcome::Unfinished => self.counts.unfinished += 1,
+        }
+        if let (Some(q), Some(s)) = (row.prefill_queued_ns, row.prefill_start_ns) {
+            self.queue.record(s - q);
+        }
+        if let (Some(a), Some(b)) = (row.transfer_start_ns, row.transfer_end_ns) {
+            self.transfer.record(b - a);
+        }
+        self.pending.insert(row.id, row);
+        while let Some(entry) = self.pending.first_entry() {
+            if *entry.key() != self.next_id {
+                break;
+            }
+            sink.request(&entry.remove())?;
+            self.next_id += 1;
+        }
+        Ok(())
+    }
+
+    /// Rows held back waiting for an earlier request (must be 0 after the run).
+    pub fn held_back(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Latency aggregates in ms.
+    pub fn latencies(&self) -> Latencies {
+        let s = 1e-6;
+        Latencies {
+            ttft: self.ttft.summary(s),
+            tpot: self.tpot.summary(s),
+            itl: self.itl.summary(s),
+            e2e: self.e2e.summary(s),
+            queue: self.queue.summary(s),
+            transfer: self.transfer.summary(s),
+        }
+    }
+}

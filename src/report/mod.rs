@@ -1,0 +1,204 @@
+//! Result files (DESIGN.md §4): `summary.json`, `requests.csv`, `timeseries.csv`, `run.json`,
+//! and the human summary. Reports read metrics only; they never touch the simulation.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::engine::NS_PER_S;
+use crate::metrics::{Collector, Counts, ErrorCount, Latencies, RequestRow, Sink, TimeseriesRow};
+
+/// Throughput over the simulated span.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Throughput {
+    /// Finished (completed + corrupted) requests per simulated second.
+    pub requests_per_s: f64,
+    /// Prompt tokens of finished requests per second.
+    pub input_tokens_per_s: f64,
+    /// Output tokens of finished requests per second.
+    pub output_tokens_per_s: f64,
+}
+
+/// SLO figures.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SloSummary {
+    /// Share of arrived requests that finished within every SLO set (1.0 when none is set and
+    /// all finished). Failed and unfinished requests count against it.
+    pub attainment: f64,
+    /// Requests per simulated second that finished within every SLO.
+    pub goodput_requests_per_s: f64,
+}
+
+/// Transfer totals.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TransferSummary {
+    /// KV and state bytes moved.
+    pub bytes: u64,
+    /// RDMA writes posted.
+    pub writes: u64,
+}
+
+/// Simulation totals.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SimSummary {
+    /// Events handled.
+    pub events: u64,
+    /// Simulated span, seconds.
+    pub simulated_s: f64,
+    /// Whether the run stopped at `duration_s + drain_timeout_s` with requests in flight.
+    pub cut_by_drain_timeout: bool,
+}
+
+/// `summary.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    /// Counts by outcome.
+    pub requests: Counts,
+    /// Error kinds, sorted by kind, each with sglang's message quoted once.
+    pub errors: Vec<ErrorCount>,
+    /// Latencies, ms.
+    pub latency_ms: Latencies,
+    /// Throughput.
+    pub throughput: Throughput,
+    /// SLO attainment and goodput.
+    pub slo: SloSummary,
+    /// Transfer totals.
+    pub transfer: TransferSummary,
+    /// Simulation totals.
+    pub sim: SimSummary,
+}
+
+impl Summary {
+    /// Builds the summary from the run's aggregates.
+    pub fn new(c: &Collector, events: u64, end_ns: u64, cut: bool) -> Self {
+        let span = (end_ns as f64 / NS_PER_S as f64).max(1e-9);
+        let finished = c.counts.completed + c.counts.corrupted;
+        let arrived = c.counts.arrived.max(1);
+        Summary {
+            requests: c.counts.clone(),
+            errors: c
+                .errors
+                .iter()
+                .map(|(k, (n, m))| ErrorCount {
+                    kind: (*k).to_string(),
+                    count: *n,
+                    message: m.clone(),
+                })
+                .collect(),
+            latency_ms: c.latencies(),
+            throughput: Throughput {
+                requests_per_s: finished as f64 / span,
+                input_tokens_per_s: c.tokens_in as f64 / span,
+                output_tokens_per_s: c.tokens_out as f64 / span,
+            },
+            slo: SloSummary {
+                attainment: c.slo_met as f64 / arrived as f64,
+                goodput_requests_per_s: c.slo_met as f64 / span,
+            },
+            transfer: TransferSummary {
+                bytes: c.kv_bytes,
+                writes: c.rdma_writes,
+            },
+            sim: SimSummary {
+                events,
+                simulated_s: end_ns as f64 / NS_PER_S as f64,
+                cut_by_drain_timeout: cut,
+            },
+        }
+    }
+
+    /// The short summary printed on stdout.
+    pub fn human(&self, name: &str) -> String {
+        let r = &self.requests;
+        let l = &self.latency_ms;
+        let t = &self.throughput;
+        let mut s = format!(
+            "{name}: {} arrived — {} completed, {} failed, {} corrupted, {} unfinished ({:.1} s simulated, {} events)\n",
+            r.arrived, r.completed, r.failed, r.corrupted, r.unfinished, self.sim.simulated_s, self.sim.events
+        );
+        s += &format!(
+            "  TTFT ms  p50 {:>9.1}  p99 {:>9.1}\n  TPOT ms  p50 {:>9.2}  p99 {:>9.2}\n  E2E  ms  p50 {:>9.1}  p99 {:>9.1}\n",
+            l.ttft.p50, l.ttft.p99, l.tpot.p50, l.tpot.p99, l.e2e.p50, l.e2e.p99
+        );
+        s += &format!(
+            "  throughput {:.2} req/s, {:.0} input tok/s, {:.0} output tok/s; SLO attainment {:.1} %\n",
+            t.requests_per_s,
+            t.input_tokens_per_s,
+            t.output_tokens_per_s,
+            100.0 * self.slo.attainment
+        );
+        for e in &self.errors {
+            s += &format!("  error {} ×{}: {}\n", e.kind, e.count, e.message);
+        }
+        s
+    }
+}
+
+/// An I/O failure on a named file.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct IoError {
+    /// The file.
+    pub path: PathBuf,
+    /// What failed.
+    #[source]
+    pub source: std::io::Error,
+}
+
+fn create(path: &Path) -> Result<BufWriter<File>, IoError> {
+    File::create(path)
+        .map(BufWriter::new)
+        .map_err(|source| IoError {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Streams `requests.csv` and `timeseries.csv` as the run produces rows.
+pub struct CsvSink {
+    requests: csv::Writer<BufWriter<File>>,
+    timeseries: csv::Writer<BufWriter<File>>,
+}
+
+impl CsvSink {
+    /// Creates both files in `dir`.
+    pub fn create(dir: &Path) -> Result<Self, IoError> {
+        Ok(Self {
+            requests: csv::Writer::from_writer(create(&dir.join("requests.csv"))?),
+            timeseries: csv::Writer::from_writer(create(&dir.join("timeseries.csv"))?),
+        })
+    }
+
+    /// Flushes both files.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.requests.flush()?;
+        self.timeseries.flush()
+    }
+}
+
+fn csv_io(e: csv::Error) -> std::io::Error {
+    std::io::Error::other(e)
+}
+
+impl Sink for CsvSink {
+    fn request(&mut self, row: &RequestRow) -> std::io::Result<()> {
+        self.requests.serialize(row).map_err(csv_io)
+    }
+    fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()> {
+        self.timeseries.serialize(row).map_err(csv_io)
+    }
+}
+
+/// Writes `value` as pretty JSON with a trailing newline.
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), IoError> {
+    let mut w = create(path)?;
+    let wrap = |source| IoError {
+        path: path.to_path_buf(),
+        source,
+    };
+    serde_json::to_writer_pretty(&mut w, value).map_err(|e| wrap(std::io::Error::other(e)))?;
+    w.write_all(b"\n").map_err(wrap)?;
+    w.flush().map_err(wrap)
+}

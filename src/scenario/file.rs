@@ -1,0 +1,370 @@
+//! The scenario file as written (DESIGN.md §3): serde structs with `deny_unknown_fields`.
+//! Nothing here is checked beyond types; [`super::validate`] turns it into a [`super::Scenario`].
+
+use serde::{Deserialize, Serialize};
+
+/// A whole scenario file.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// `[run]`
+    pub run: RunSection,
+    /// `[model]`: the model every pool serves unless the pool overrides it.
+    pub model: Option<ModelRef>,
+    /// `[hardware]`
+    pub hardware: HardwareSection,
+    /// `[[pools]]`
+    #[serde(default)]
+    pub pools: Vec<PoolSection>,
+    /// `[fabric]`
+    #[serde(default)]
+    pub fabric: FabricSection,
+    /// `[workload]`
+    pub workload: WorkloadSection,
+    /// `[router]`
+    #[serde(default)]
+    pub router: RouterSection,
+    /// `[sglang]`
+    #[serde(default)]
+    pub sglang: SglangSection,
+    /// `[slo]`
+    #[serde(default)]
+    pub slo: SloSection,
+    /// `[expect]`: read by `pdsim check`; `pdsim run` records it in `run.json`.
+    pub expect: Option<toml::Table>,
+}
+
+/// `[run]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// Results go to `results/<name>/`.
+    pub name: String,
+    /// Seed of every random stream.
+    #[serde(default)]
+    pub seed: u64,
+    /// Arrivals stop after this many simulated seconds.
+    pub duration_s: f64,
+    /// Optional second bound on the number of arrivals.
+    pub max_requests: Option<u64>,
+    /// After arrivals stop, in-flight requests drain for at most this many seconds.
+    #[serde(default = "default_drain_timeout_s")]
+    pub drain_timeout_s: f64,
+}
+
+fn default_drain_timeout_s() -> f64 {
+    900.0
+}
+
+/// `[model]` or a pool's `model = {...}`: exactly one of `preset` or `config`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelRef {
+    /// A built-in model name.
+    pub preset: Option<String>,
+    /// A Hugging Face `config.json`, relative to the scenario file.
+    pub config: Option<String>,
+}
+
+/// `[hardware]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareSection {
+    /// GPU preset name.
+    pub gpu: String,
+    /// GPUs per node.
+    #[serde(default = "default_gpus_per_node")]
+    pub gpus_per_node: u32,
+    /// Overrides of the preset's dense BF16 peak, TFLOP/s.
+    pub bf16_tflops: Option<f64>,
+    /// Override of the preset's HBM capacity, GB (10⁹ bytes).
+    pub hbm_gb: Option<f64>,
+    /// Override of the preset's HBM bandwidth, TB/s.
+    pub hbm_tb_s: Option<f64>,
+}
+
+fn default_gpus_per_node() -> u32 {
+    8
+}
+
+/// `[[pools]]`: a group of identical sglang instances.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSection {
+    /// Unique pool name (addressed by `--set pools.<name>.…`).
+    pub name: String,
+    /// `prefill` or `decode`.
+    pub role: Role,
+    /// Number of instances.
+    pub instances: u32,
+    /// sglang server args.
+    #[serde(default)]
+    pub server: ServerSection,
+    /// Overrides `[model]` for this pool.
+    pub model: Option<ModelRef>,
+}
+
+/// The role of a pool.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Computes prompts and pushes their KV.
+    Prefill,
+    /// Receives KV and generates tokens.
+    Decode,
+}
+
+impl Role {
+    /// The role as written in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+        }
+    }
+}
+
+/// `[pools.server]`: sglang flags with `_` for `-`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSection {
+    /// `--tp-size`.
+    #[serde(default = "one")]
+    pub tp_size: u32,
+    /// Attention TP; defaults to `tp_size`.
+    pub attn_tp_size: Option<u32>,
+    /// `--page-size`, tokens.
+    #[serde(default = "default_page_size")]
+    pub page_size: u32,
+    /// `--kv-cache-dtype`.
+    #[serde(default = "default_kv_dtype")]
+    pub kv_cache_dtype: String,
+    /// `--enable-unified-memory`.
+    #[serde(default)]
+    pub enable_unified_memory: bool,
+    /// `--chunked-prefill-size`, tokens.
+    #[serde(default = "default_chunked_prefill_size")]
+    pub chunked_prefill_size: u32,
+    /// `--mem-fraction-static`.
+    #[serde(default = "default_mem_fraction")]
+    pub mem_fraction_static: f64,
+    /// `--max-running-requests`.
+    pub max_running_requests: Option<u32>,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        Self {
+            tp_size: 1,
+            attn_tp_size: None,
+            page_size: default_page_size(),
+            kv_cache_dtype: default_kv_dtype(),
+            enable_unified_memory: false,
+            chunked_prefill_size: default_chunked_prefill_size(),
+            mem_fraction_static: default_mem_fraction(),
+            max_running_requests: None,
+        }
+    }
+}
+
+fn one() -> u32 {
+    1
+}
+fn default_page_size() -> u32 {
+    1
+}
+fn default_kv_dtype() -> String {
+    "auto".to_string()
+}
+fn default_chunked_prefill_size() -> u32 {
+    8192
+}
+fn default_mem_fraction() -> f64 {
+    0.85
+}
+
+/// `[fabric]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricSection {
+    /// Per-NIC line rate, Gb/s.
+    #[serde(default = "default_nic_gbps")]
+    pub nic_gbps: f64,
+    /// NICs per node; default one per GPU.
+    pub nics_per_node: Option<u32>,
+    /// One-way latency a transfer pays before its bytes flow, µs.
+    #[serde(default = "default_base_latency_us")]
+    pub base_latency_us: f64,
+    /// Latency of a control message (ZMQ over TCP: metadata, status, abort), µs.
+    #[serde(default = "default_control_latency_us")]
+    pub control_latency_us: f64,
+}
+
+impl Default for FabricSection {
+    fn default() -> Self {
+        Self {
+            nic_gbps: default_nic_gbps(),
+            nics_per_node: None,
+            base_latency_us: default_base_latency_us(),
+            control_latency_us: default_control_latency_us(),
+        }
+    }
+}
+
+fn default_nic_gbps() -> f64 {
+    400.0
+}
+fn default_base_latency_us() -> f64 {
+    3.0
+}
+fn default_control_latency_us() -> f64 {
+    100.0
+}
+
+/// `[workload]`: synthetic (arrival + lengths) or a trace.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSection {
+    /// Arrival process of a synthetic workload.
+    pub arrival: Option<ArrivalSection>,
+    /// Prompt lengths, tokens.
+    pub input_tokens: Option<LengthSection>,
+    /// Output lengths, tokens.
+    pub output_tokens: Option<LengthSection>,
+    /// A trace to replay instead.
+    pub trace: Option<TraceSection>,
+}
+
+/// An arrival process.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "process", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ArrivalSection {
+    /// Exponential inter-arrival times.
+    Poisson {
+        /// Mean arrivals per second.
+        rate_per_s: f64,
+    },
+    /// Evenly spaced arrivals.
+    Constant {
+        /// Arrivals per second.
+        rate_per_s: f64,
+    },
+}
+
+/// A length distribution, tokens.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "dist", rename_all = "snake_case", deny_unknown_fields)]
+pub enum LengthSection {
+    /// Always `value`.
+    Fixed {
+        /// Tokens.
+        value: u32,
+    },
+    /// Uniform on `[min, max]`, inclusive.
+    Uniform {
+        /// Tokens.
+        min: u32,
+        /// Tokens.
+        max: u32,
+    },
+    /// Log-normal with this mean and coefficient of variation, clamped to `[min, max]`.
+    Lognormal {
+        /// Mean tokens (before clamping).
+        mean: f64,
+        /// Standard deviation ÷ mean.
+        cv: f64,
+        /// Upper clamp, tokens.
+        max: u32,
+        /// Lower clamp, tokens (default 1).
+        #[serde(default = "one")]
+        min: u32,
+    },
+}
+
+/// `trace = { path, format, time_scale }`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSection {
+    /// Trace file, relative to the scenario file.
+    pub path: String,
+    /// `mooncake`, `azure`, `vidur` or `csv`.
+    pub format: String,
+    /// Multiplies inter-arrival times (0.5 doubles the rate).
+    #[serde(default = "one_f64")]
+    pub time_scale: f64,
+}
+
+fn one_f64() -> f64 {
+    1.0
+}
+
+/// `[router]`
+#[derive(Clone, Debug, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RouterSection {
+    /// How the router picks instances.
+    #[serde(default)]
+    pub policy: RouterPolicy,
+}
+
+/// Router policies.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterPolicy {
+    /// Uniformly at random (its own RNG stream).
+    Random,
+    /// In turn, per role.
+    #[default]
+    RoundRobin,
+    /// The instance with the fewest requests assigned and not yet done (lowest index on ties).
+    LeastLoaded,
+}
+
+/// `[sglang]`
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SglangSection {
+    /// Which sglang behaviour: `guarded`, `unguarded` or `slice_dispatch`.
+    #[serde(default = "default_profile")]
+    pub profile: String,
+    /// `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, s.
+    #[serde(default = "default_timeout_s")]
+    pub waiting_timeout_s: f64,
+    /// `SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT`, s.
+    #[serde(default = "default_timeout_s")]
+    pub bootstrap_timeout_s: f64,
+    /// `SGLANG_DISAGGREGATION_QUEUE_SIZE`: transfer-queue shards per prefill instance.
+    #[serde(default = "default_queue_size")]
+    pub queue_size: u32,
+}
+
+impl Default for SglangSection {
+    fn default() -> Self {
+        Self {
+            profile: default_profile(),
+            waiting_timeout_s: default_timeout_s(),
+            bootstrap_timeout_s: default_timeout_s(),
+            queue_size: default_queue_size(),
+        }
+    }
+}
+
+fn default_profile() -> String {
+    "guarded".to_string()
+}
+fn default_timeout_s() -> f64 {
+    300.0
+}
+fn default_queue_size() -> u32 {
+    4
+}
+
+/// `[slo]`
+#[derive(Clone, Debug, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SloSection {
+    /// Time-to-first-token target, ms.
+    pub ttft_ms: Option<f64>,
+    /// Time-per-output-token target, ms.
+    pub tpot_ms: Option<f64>,
+}

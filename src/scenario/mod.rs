@@ -1,0 +1,658 @@
+//! Scenario files: parsed with serde (`deny_unknown_fields`), overridden by `--set`, then
+//! validated once into a [`Scenario`] that the simulation trusts. Every error names the file,
+//! the line where one can be found, the key, and what would be valid.
+
+pub mod file;
+pub mod locate;
+pub mod set;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::engine::{NS_PER_US, Nanos, ns_from_secs_ceil};
+use crate::spec::{GpuSpec, ModelSpec, ServerArgs, gpu, model, server};
+pub use file::{ArrivalSection, LengthSection, Role, RouterPolicy, ScenarioFile};
+
+/// An invalid scenario: where, which key, and what would be valid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioError {
+    /// The scenario file.
+    pub file: PathBuf,
+    /// 1-based line, where one is known.
+    pub line: Option<usize>,
+    /// Dotted key path (`pools.decode.server.tp_size`), or empty for the whole file.
+    pub key: String,
+    /// What is wrong and what would be valid.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ": {}", self.key)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// A transfer-protocol behaviour of sglang (`[sglang] profile`, `domain/sglang-pd.md` §9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// The seeds' sglang: the envelope validator runs whenever the prefill is unified.
+    Guarded,
+    /// sglang 0005973a as read: the validator only on the `send_kvcache` path.
+    SliceDispatch,
+    /// Before the validator existed: only out-of-bounds writes fail.
+    Unguarded,
+}
+
+impl Profile {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "guarded" => Profile::Guarded,
+            "slice_dispatch" => Profile::SliceDispatch,
+            "unguarded" => Profile::Unguarded,
+            _ => return None,
+        })
+    }
+}
+
+/// A validated pool.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    /// Unique name.
+    pub name: String,
+    /// Prefill or decode.
+    pub role: Role,
+    /// Number of instances (≥ 1).
+    pub instances: u32,
+    /// Server arguments.
+    pub server: ServerArgs,
+    /// The model this pool serves.
+    pub model: ModelSpec,
+    /// Bytes per KV element (from `kv_cache_dtype` and the model).
+    pub kv_dtype_bytes: u32,
+}
+
+/// A validated arrival process.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Arrival {
+    /// Exponential gaps, `rate_per_s` > 0.
+    Poisson {
+        /// Mean arrivals per second.
+        rate_per_s: f64,
+    },
+    /// Even gaps of `1 / rate_per_s`.
+    Constant {
+        /// Arrivals per second.
+        rate_per_s: f64,
+    },
+}
+
+/// A validated length distribution, tokens.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Lengths {
+    /// Always this many tokens.
+    Fixed(u32),
+    /// Uniform on `[min, max]`.
+    Uniform {
+        /// Tokens.
+        min: u32,
+        /// Tokens.
+        max: u32,
+    },
+    /// Log-normal with the given mean and coefficient of variation, clamped to `[min, max]`.
+    Lognormal {
+        /// Mean, tokens.
+        mean: f64,
+        /// Coefficient of variation.
+        cv: f64,
+        /// Tokens.
+        min: u32,
+        /// Tokens.
+        max: u32,
+    },
+}
+
+impl Lengths {
+    /// The largest length this distribution can produce.
+    pub fn max(&self) -> u32 {
+        match *self {
+            Lengths::Fixed(v) => v,
+            Lengths::Uniform { max, .. } | Lengths::Lognormal { max, .. } => max,
+        }
+    }
+}
+
+/// A validated workload.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// Generated from an arrival process and two length distributions.
+    Synthetic {
+        /// Arrival process.
+        arrival: Arrival,
+        /// Prompt lengths.
+        input: Lengths,
+        /// Output lengths.
+        output: Lengths,
+    },
+}
+
+/// Fabric parameters of the first fabric model.
+#[derive(Clone, Debug, Serialize)]
+pub struct FabricParams {
+    /// Per-NIC line rate, bytes per nanosecond (Gb/s ÷ 8).
+    pub nic_bytes_per_ns: f64,
+    /// NICs per node.
+    pub nics_per_node: u32,
+    /// Latency a transfer pays before its bytes flow, ns.
+    pub base_latency_ns: Nanos,
+    /// Latency of a control message, ns.
+    pub control_latency_ns: Nanos,
+}
+
+/// sglang's PD knobs.
+#[derive(Clone, Debug, Serialize)]
+pub struct SglangParams {
+    /// Behaviour profile.
+    pub profile: Profile,
+    /// Decode `WaitingForInput` timeout, ns.
+    pub waiting_timeout_ns: Nanos,
+    /// Prefill `Bootstrapping` timeout, ns.
+    pub bootstrap_timeout_ns: Nanos,
+    /// Transfer-queue shards per prefill instance.
+    pub queue_size: u32,
+}
+
+/// Latency targets.
+#[derive(Clone, Copy, Debug, Serialize, Default)]
+pub struct Slo {
+    /// TTFT target, ns.
+    pub ttft_ns: Option<Nanos>,
+    /// TPOT target, ns.
+    pub tpot_ns: Option<Nanos>,
+}
+
+/// A scenario the simulation can trust: every key checked, every path resolved.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// `run.name`: safe as a folder name.
+    pub name: String,
+    /// Seed of every random stream.
+    pub seed: u64,
+    /// Arrivals stop at this time, ns.
+    pub duration_ns: Nanos,
+    /// At most this many arrivals.
+    pub max_requests: Option<u64>,
+    /// The run stops at `duration_ns + drain_timeout_ns` whatever is in flight.
+    pub drain_timeout_ns: Nanos,
+    /// The GPU every instance runs on.
+    pub gpu: GpuSpec,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// Prefill pools then decode pools, in file order within each role.
+    pub pools: Vec<Pool>,
+    /// Fabric parameters.
+    pub fabric: FabricParams,
+    /// Workload.
+    pub workload: Workload,
+    /// Router policy.
+    pub router: RouterPolicy,
+    /// sglang knobs.
+    pub sglang: SglangParams,
+    /// Latency targets.
+    pub slo: Slo,
+    /// The file as resolved after `--set`, recorded in `run.json`.
+    pub resolved: ScenarioFile,
+    /// Where the scenario was read from.
+    pub source: PathBuf,
+}
+
+/// Reads, overrides and validates a scenario file.
+pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: path.to_path_buf(),
+        line: None,
+        key: String::new(),
+        message: format!("cannot read the scenario file: {e}"),
+    })?;
+    from_str(&text, path, sets)
+}
+
+/// Parses, overrides and validates scenario `text` read from `path` (used to resolve relative
+/// paths and to name the file in errors).
+pub fn from_str(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
+    let err_at = |line: Option<usize>, key: &str, message: String| ScenarioError {
+        file: path.to_path_buf(),
+        line,
+        key: key.to_string(),
+        message,
+    };
+    // Deserializing the text itself keeps TOML's spans, so type errors and unknown keys get a line.
+    let parsed: Result<ScenarioFile, toml::de::Error> = toml::from_str(text);
+    let file = match (parsed, sets.is_empty()) {
+        (Ok(f), true) => f,
+        (Err(e), _) => return Err(toml_error(text, path, &e, "")),
+        (Ok(_), false) => {
+            let mut table: toml::Table = toml::from_str(text).map_err(|e| toml_error(text, path, &e, ""))?;
+            for s in sets {
+                set::apply_set(&mut table, s).map_err(|m| err_at(None, "", m))?;
+            }
+            let value = toml::Value::Table(table);
+            value
+                .try_into::<ScenarioFile>()
+                .map_err(|e| toml_error(text, path, &e, " (after --set)"))?
+        }
+    };
+    validate(file, text, path)
+}
+
+fn toml_error(text: &str, path: &Path, e: &toml::de::Error, suffix: &str) -> ScenarioError {
+    let line = e
+        .span()
+        .filter(|_| suffix.is_empty())
+        .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    ScenarioError {
+        file: path.to_path_buf(),
+        line,
+        key: String::new(),
+        message: format!("{}{suffix}", e.message().trim_end()),
+    }
+}
+
+struct Checker<'a> {
+    text: &'a str,
+    path: &'a Path,
+}
+
+impl Checker<'_> {
+    fn err(&self, key: &str, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            file: self.path.to_path_buf(),
+            line: locate::line_of(self.text, key),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn positive(&self, key: &str, v: f64, what: &str) -> Result<f64, ScenarioError> {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(self.err(key, format!("must be a positive number ({what}), got {v}")))
+        }
+    }
+
+    fn non_negative(&self, key: &str, v: f64, what: &str) -> Result<f64, ScenarioError> {
+        if v.is_finite() && v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(self.err(key, format!("must be ≥ 0 ({what}), got {v}")))
+        }
+    }
+
+    fn resolve_path(&self, rel: &str) -> PathBuf {
+        let base = self.path.parent().unwrap_or(Path::new("."));
+        base.join(rel)
+    }
+
+    fn model(&self, key: &str, r: &file::ModelRef) -> Result<ModelSpec, ScenarioError> {
+        match (&r.preset, &r.config) {
+            (Some(p), None) => model::preset(p).ok_or_else(|| {
+                self.err(
+                    &format!("{key}.preset"),
+                    format!(
+                        "unknown model preset {p:?}; valid presets: {}",
+                        model::MODEL_PRESETS.join(", ")
+                    ),
+                )
+            }),
+            (None, Some(c)) => {
+                let p = self.resolve_path(c);
+                crate::spec::hf::load_model_config(&p)
+                    .map_err(|e| self.err(&format!("{key}.config"), e.to_string()))
+            }
+            _ => Err(self.err(
+                key,
+                "give exactly one of preset = \"<name>\" or config = \"<path to config.json>\"",
+            )),
+        }
+    }
+}
+
+fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
+    let c = Checker { text, path };
+    let run = &file.run;
+    if run.name.is_empty()
+        || !run
+            .name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+        || run.name.starts_with('.')
+    {
+        return Err(c.err(
+            "run.name",
+            format!(
+                "{:?} is not a usable folder name; use letters, digits, '-', '_' and '.'",
+                run.name
+            ),
+        ));
+    }
+    let duration_s = c.positive("run.duration_s", run.duration_s, "seconds of arrivals")?;
+    let drain_s = c.non_negative("run.drain_timeout_s", run.drain_timeout_s, "seconds")?;
+    if run.max_requests == Some(0) {
+        return Err(c.err("run.max_requests", "must be ≥ 1 (or left out for no bound)"));
+    }
+
+    // Hardware.
+    let hw = &file.hardware;
+    let mut gpu = gpu::gpu_preset(&hw.gpu).ok_or_else(|| {
+        c.err(
+            "hardware.gpu",
+            format!(
+                "unknown GPU preset {:?}; valid presets: {}",
+                hw.gpu,
+                gpu::GPU_PRESETS.join(", ")
+            ),
+        )
+    })?;
+    if let Some(t) = hw.bf16_tflops {
+        gpu.bf16_tflops = c.positive("hardware.bf16_tflops", t, "TFLOP/s")?;
+    }
+    if let Some(g) = hw.hbm_gb {
+        gpu.hbm_bytes = (c.positive("hardware.hbm_gb", g, "GB")? * 1e9) as u64;
+    }
+    if let Some(b) = hw.hbm_tb_s {
+        gpu.hbm_bytes_per_s = c.positive("hardware.hbm_tb_s", b, "TB/s")? * 1e12;
+    }
+    if hw.gpus_per_node == 0 {
+        return Err(c.err("hardware.gpus_per_node", "must be ≥ 1, e.g. 8"));
+    }
+
+    // Pools.
+    let default_model = match &file.model {
+        Some(r) => Some(c.model("model", r)?),
+        None => None,
+    };
+    let mut pools = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for p in &file.pools {
+        let key = format!("pools.{}", p.name);
+        if p.name.is_empty() {
+            return Err(c.err("pools", "every pool needs a non-empty name"));
+        }
+        if seen.contains(&p.name.as_str()) {
+            return Err(c.err(
+                &key,
+                format!("duplicate pool name {:?}; pool names must be unique", p.name),
+            ));
+        }
+        seen.push(&p.name);
+        if p.instances == 0 {
+            return Err(c.err(&format!("{key}.instances"), "must be ≥ 1"));
+        }
+        let s = &p.server;
+        let k = |f: &str| format!("{key}.server.{f}");
+        if s.tp_size == 0 || hw.gpus_per_node % s.tp_size != 0 {
+            return Err(c.err(
+                &k("tp_size"),
+                format!(
+                    "{} does not divide hardware.gpus_per_node = {}; use one of {}",
+                    s.tp_size,
+                    hw.gpus_per_node,
+                    divisors(hw.gpus_per_node)
+                ),
+            ));
+        }
+        let attn_tp = s.attn_tp_size.unwrap_or(s.tp_size);
+        if attn_tp == 0 || s.tp_size % attn_tp != 0 {
+            return Err(c.err(
+                &k("attn_tp_size"),
+                format!(
+                    "{attn_tp} must divide tp_size = {} (attention TP = tp_size / dp); use one of {}",
+                    s.tp_size,
+                    divisors(s.tp_size)
+                ),
+            ));
+        }
+        if s.page_size == 0 {
+            return Err(c.err(&k("page_size"), "must be ≥ 1 token, e.g. 1, 16 or 64"));
+        }
+        if s.chunked_prefill_size == 0 {
+            return Err(c.err(&k("chunked_prefill_size"), "must be ≥ 1 token, e.g. 8192"));
+        }
+        if !(s.mem_fraction_static > 0.0 && s.mem_fraction_static <= 1.0) {
+            return Err(c.err(
+                &k("mem_fraction_static"),
+                format!("must be in (0, 1], got {}", s.mem_fraction_static),
+            ));
+        }
+        if s.max_running_requests == Some(0) {
+            return Err(c.err(&k("max_running_requests"), "must be ≥ 1 (or left out)"));
+        }
+        let model = match (&p.model, &default_model) {
+            (Some(r), _) => c.model(&format!("{key}.model"), r)?,
+            (None, Some(m)) => m.clone(),
+            (None, None) => {
+                return Err(c.err(
+                    "model",
+                    format!(
+                        "no [model] table and pool {:?} sets no model; add [model] preset = \"llama-3.1-8b\"",
+                        p.name
+                    ),
+                ));
+            }
+        };
+        let server = ServerArgs {
+            tp_size: s.tp_size,
+            attn_tp_size: attn_tp,
+            page_size: s.page_size,
+            kv_cache_dtype: s.kv_cache_dtype.clone(),
+            enable_unified_memory: s.enable_unified_memory,
+            chunked_prefill_size: s.chunked_prefill_size,
+            mem_fraction_static: s.mem_fraction_static,
+            max_running_requests: s.max_running_requests,
+        };
+        let kv_dtype_bytes = server.kv_dtype_bytes(model.activation_bytes).ok_or_else(|| {
+            c.err(
+                &k("kv_cache_dtype"),
+                format!(
+                    "unknown KV cache dtype {:?}; valid: {}",
+                    s.kv_cache_dtype,
+                    server::KV_CACHE_DTYPES.join(", ")
+                ),
+            )
+        })?;
+        if server.enable_unified_memory && !model.is_hybrid() {
+            return Err(c.err(
+                &k("enable_unified_memory"),
+                format!(
+                    "model {} has no hybrid (mamba/GDN/SWA) layers: sglang's unified pool needs at least two sub-pools, so the server would not start; set it to false",
+                    model.name
+                ),
+            ));
+        }
+        let per_gpu_weights = model.weight_bytes_total() / f64::from(s.tp_size);
+        let budget = gpu.hbm_bytes as f64 * s.mem_fraction_static;
+        if per_gpu_weights >= budget {
+            return Err(c.err(
+                &k("tp_size"),
+                format!(
+                    "model {} needs {:.1} GB of weights per GPU at tp_size = {}, more than {:.1} GB ({} HBM × mem_fraction_static {}); raise tp_size",
+                    model.name,
+                    per_gpu_weights / 1e9,
+                    s.tp_size,
+                    budget / 1e9,
+                    gpu.name,
+                    s.mem_fraction_static
+                ),
+            ));
+        }
+        pools.push(Pool {
+            name: p.name.clone(),
+            role: p.role,
+            instances: p.instances,
+            server,
+            model,
+            kv_dtype_bytes,
+        });
+    }
+    for role in [Role::Prefill, Role::Decode] {
+        if !pools.iter().any(|p| p.role == role) {
+            return Err(c.err(
+                "pools",
+                format!(
+                    "no {} pool: a PD cluster needs at least one [[pools]] with role = \"prefill\" and one with role = \"decode\"",
+                    role.as_str()
+                ),
+            ));
+        }
+    }
+    pools.sort_by_key(|p| p.role);
+
+    // Fabric.
+    let f = &file.fabric;
+    let nic_gbps = c.positive("fabric.nic_gbps", f.nic_gbps, "Gb/s per NIC")?;
+    let nics_per_node = f.nics_per_node.unwrap_or(hw.gpus_per_node);
+    if nics_per_node == 0 {
+        return Err(c.err("fabric.nics_per_node", "must be ≥ 1 (default: one per GPU)"));
+    }
+    let base_latency_us = c.non_negative("fabric.base_latency_us", f.base_latency_us, "µs")?;
+    let control_latency_us =
+        c.non_negative("fabric.control_latency_us", f.control_latency_us, "µs")?;
+    let fabric = FabricParams {
+        nic_bytes_per_ns: nic_gbps / 8.0,
+        nics_per_node,
+        base_latency_ns: (base_latency_us * NS_PER_US as f64).ceil() as Nanos,
+        control_latency_ns: (control_latency_us * NS_PER_US as f64).ceil() as Nanos,
+    };
+
+    // Workload.
+    let w = &file.workload;
+    let workload = match (&w.trace, &w.arrival, &w.input_tokens, &w.output_tokens) {
+        (Some(_), ..) => {
+            return Err(c.err(
+                "workload.trace",
+                "trace replay is not supported by this version of pdsim; use arrival, input_tokens and output_tokens",
+            ));
+        }
+        (None, Some(a), Some(i), Some(o)) => Workload::Synthetic {
+            arrival: arrival(&c, a)?,
+            input: lengths(&c, "workload.input_tokens", i)?,
+            output: lengths(&c, "workload.output_tokens", o)?,
+        },
+        _ => {
+            return Err(c.err(
+                "workload",
+                "a synthetic workload needs arrival, input_tokens and output_tokens, e.g. arrival = { process = \"poisson\", rate_per_s = 8 }",
+            ));
+        }
+    };
+
+    // sglang.
+    let sg = &file.sglang;
+    let profile = Profile::parse(&sg.profile).ok_or_else(|| {
+        c.err(
+            "sglang.profile",
+            format!(
+                "unknown profile {:?}; valid: guarded, slice_dispatch, unguarded",
+                sg.profile
+            ),
+        )
+    })?;
+    let waiting = c.positive("sglang.waiting_timeout_s", sg.waiting_timeout_s, "seconds")?;
+    let bootstrap = c.positive("sglang.bootstrap_timeout_s", sg.bootstrap_timeout_s, "seconds")?;
+    if sg.queue_size == 0 {
+        return Err(c.err("sglang.queue_size", "must be ≥ 1 (sglang's default is 4)"));
+    }
+    let mut slo = Slo::default();
+    if let Some(t) = file.slo.ttft_ms {
+        slo.ttft_ns = Some(ns_from_secs_ceil(c.positive("slo.ttft_ms", t, "ms")? / 1e3));
+    }
+    if let Some(t) = file.slo.tpot_ms {
+        slo.tpot_ns = Some(ns_from_secs_ceil(c.positive("slo.tpot_ms", t, "ms")? / 1e3));
+    }
+
+    Ok(Scenario {
+        name: run.name.clone(),
+        seed: run.seed,
+        duration_ns: ns_from_secs_ceil(duration_s),
+        max_requests: run.max_requests,
+        drain_timeout_ns: ns_from_secs_ceil(drain_s),
+        gpu,
+        gpus_per_node: hw.gpus_per_node,
+        pools,
+        fabric,
+        workload,
+        router: file.router.policy,
+        sglang: SglangParams {
+            profile,
+            waiting_timeout_ns: ns_from_secs_ceil(waiting),
+            bootstrap_timeout_ns: ns_from_secs_ceil(bootstrap),
+            queue_size: sg.queue_size,
+        },
+        slo,
+        source: path.to_path_buf(),
+        resolved: file,
+    })
+}
+
+fn divisors(n: u32) -> String {
+    (1..=n)
+        .filter(|d| n % d == 0)
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn arrival(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
+    let key = "workload.arrival.rate_per_s";
+    Ok(match *a {
+        ArrivalSection::Poisson { rate_per_s } => Arrival::Poisson {
+            rate_per_s: c.positive(key, rate_per_s, "requests per second")?,
+        },
+        ArrivalSection::Constant { rate_per_s } => Arrival::Constant {
+            rate_per_s: c.positive(key, rate_per_s, "requests per second")?,
+        },
+    })
+}
+
+fn lengths(c: &Checker, key: &str, l: &LengthSection) -> Result<Lengths, ScenarioError> {
+    Ok(match *l {
+        LengthSection::Fixed { value } => {
+            if value == 0 {
+                return Err(c.err(&format!("{key}.value"), "must be ≥ 1 token"));
+            }
+            Lengths::Fixed(value)
+        }
+        LengthSection::Uniform { min, max } => {
+            if min == 0 || min > max {
+                return Err(c.err(
+                    key,
+                    format!("needs 1 ≤ min ≤ max tokens, got min = {min}, max = {max}"),
+                ));
+            }
+            Lengths::Uniform { min, max }
+        }
+        LengthSection::Lognormal { mean, cv, max, min } => {
+            let mean = c.positive(&format!("{key}.mean"), mean, "tokens")?;
+            let cv = c.non_negative(&format!("{key}.cv"), cv, "coefficient of variation")?;
+            if min == 0 || min > max {
+                return Err(c.err(
+                    key,
+                    format!("needs 1 ≤ min ≤ max tokens, got min = {min}, max = {max}"),
+                ));
+            }
+            Lengths::Lognormal { mean, cv, min, max }
+        }
+    })
+}

@@ -1,0 +1,45 @@
+//! GPU presets: the per-GPU figures the compute and memory models use.
+
+use serde::Serialize;
+
+/// One GPU's capabilities. Units are in the field names.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GpuSpec {
+    /// Preset name.
+    pub name: String,
+    /// Dense BF16 peak, TFLOP/s.
+    pub bf16_tflops: f64,
+    /// Dense FP8 peak, TFLOP/s (`None` where the GPU has no FP8 tensor cores).
+    pub fp8_tflops: Option<f64>,
+    /// HBM capacity, bytes.
+    pub hbm_bytes: u64,
+    /// HBM bandwidth, bytes per second.
+    pub hbm_bytes_per_s: f64,
+    /// NVLink bandwidth, both directions together, bytes per second.
+    pub nvlink_bytes_per_s: f64,
+}
+
+/// Names of the built-in GPU presets.
+pub const GPU_PRESETS: &[&str] = &["a100-sxm", "h100-sxm", "h200", "b200"];
+
+/// A built-in GPU by name, or `None`.
+///
+/// Source: `domain/numbers.md` (NVIDIA datasheets as reproduced by vendor spec pages, ±a few %).
+/// "GB" there is 10⁹ bytes.
+pub fn gpu_preset(name: &str) -> Option<GpuSpec> {
+    let g = |bf16: f64, fp8: Option<f64>, hbm_gb: u64, tb_s: f64, nvlink_gb_s: f64| GpuSpec {
+        name: name.to_string(),
+        bf16_tflops: bf16,
+        fp8_tflops: fp8,
+        hbm_bytes: hbm_gb * 1_000_000_000,
+        hbm_bytes_per_s: tb_s * 1e12,
+        nvlink_bytes_per_s: nvlink_gb_s * 1e9,
+    };
+    Some(match name {
+        "a100-sxm" => g(312.0, None, 80, 2.039, 600.0),
+        "h100-sxm" => g(989.0, Some(1979.0), 80, 3.35, 900.0),
+        "h200" => g(989.0, Some(1979.0), 141, 4.8, 900.0),
+        "b200" => g(2250.0, Some(4500.0), 180, 8.0, 1800.0),
+        _ => return None,
+    })
+}

@@ -1,0 +1,575 @@
+//! Model specifications: the architectural fields that decide KV/state layout, weight bytes and FLOPs.
+//!
+//! A [`ModelSpec`] is plain data. Presets carry the public figures of `domain/numbers.md` and
+//! `domain/sglang-pd.md` §5; Hugging Face `config.json` files are imported by [`crate::spec::hf`].
+//! Parameter counts are derived from the fields, so a preset and an imported config of the same
+//! model agree by construction.
+
+use serde::Serialize;
+
+/// How a layer with attention keeps its KV cache.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum KvAttention {
+    /// Multi-head / grouped-query attention: a K row and a V row per KV head per token.
+    Mha {
+        /// Total KV heads of the model (`num_key_value_heads`).
+        kv_heads: u32,
+        /// Elements per K head.
+        head_dim: u32,
+        /// Elements per V head (equal to `head_dim` for every preset).
+        v_head_dim: u32,
+    },
+    /// Multi-head latent attention (DeepSeek): one latent row per token per layer, replicated on
+    /// every TP rank.
+    Mla {
+        /// Width of the compressed KV latent.
+        kv_lora_rank: u32,
+        /// Width of the decoupled rotary key part, stored beside the latent.
+        qk_rope_head_dim: u32,
+        /// Per-head query/key width without rope (FLOPs only).
+        qk_nope_head_dim: u32,
+        /// Per-head value width (FLOPs only).
+        v_head_dim: u32,
+        /// Rank of the query compression, when queries are compressed too.
+        q_lora_rank: Option<u32>,
+    },
+}
+
+/// Which recurrent mixer a hybrid model's non-attention layers use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MambaKind {
+    /// Mamba2 (Nemotron-H).
+    Mamba2,
+    /// Gated DeltaNet (Qwen3-Next), mapped onto sglang's `Mamba2StateShape`.
+    Gdn,
+}
+
+/// Recurrent-state geometry in sglang's `Mamba2StateShape` terms (`domain/sglang-pd.md` §1.4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MambaSpec {
+    /// Mixer family.
+    pub kind: MambaKind,
+    /// `intermediate_size` of the state shape (GDN: value heads × value head dim).
+    pub intermediate_size: u32,
+    /// Key groups (GDN: key heads), padded up to a multiple of TP by sglang.
+    pub n_groups: u32,
+    /// SSM heads (GDN: value heads); the temporal state is split over TP along this axis.
+    pub num_heads: u32,
+    /// Elements per SSM head (GDN: value head dim).
+    pub head_dim: u32,
+    /// SSM state size (GDN: key head dim).
+    pub state_size: u32,
+    /// Causal-convolution kernel width; the conv state keeps `conv_kernel - 1` columns.
+    pub conv_kernel: u32,
+    /// Unsharded widths of the conv sub-blocks (`[q|k|v]` for GDN); empty for Mamba2.
+    pub conv_shard_groups: Vec<u32>,
+    /// Bytes per conv-state element (`SGLANG_MAMBA_CONV_DTYPE`, bf16 by default).
+    pub conv_dtype_bytes: u32,
+    /// Bytes per SSM-state element (fp32 by default).
+    pub ssm_dtype_bytes: u32,
+}
+
+/// A mixture-of-experts feed-forward block.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MoeSpec {
+    /// Routed experts per MoE layer.
+    pub experts: u32,
+    /// Routed experts each token activates.
+    pub active: u32,
+    /// Intermediate width of one routed expert.
+    pub expert_intermediate: u32,
+    /// Intermediate width of the always-on shared expert(s), 0 when there is none.
+    pub shared_intermediate: u32,
+}
+
+/// Everything pdsim needs to know about a model. Layer ids are global (0-based).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelSpec {
+    /// Preset name or the config file it came from.
+    pub name: String,
+    /// All decoder layers (for hybrids: attention, mixer and MLP blocks each count as one).
+    pub num_layers: u32,
+    /// Model width.
+    pub hidden_size: u32,
+    /// Query heads of the attention layers.
+    pub q_heads: u32,
+    /// KV cache form of the attention layers.
+    pub attention: KvAttention,
+    /// Global ids of the layers that hold KV cache.
+    pub attention_layers: Vec<u32>,
+    /// Recurrent mixer of a hybrid model.
+    pub mamba: Option<MambaSpec>,
+    /// Global ids of the layers that hold recurrent state.
+    pub mamba_layers: Vec<u32>,
+    /// Layers with a dense feed-forward block.
+    pub dense_ffn_layers: u32,
+    /// Intermediate width of the dense feed-forward block.
+    pub dense_intermediate: u32,
+    /// Whether the dense FFN is gated (SwiGLU: 3 matrices) or plain (relu²: 2 matrices).
+    pub dense_ffn_gated: bool,
+    /// Mixture-of-experts block, on `moe_layers` layers.
+    pub moe: Option<MoeSpec>,
+    /// Layers with a MoE block.
+    pub moe_layers: u32,
+    /// Vocabulary size (LM head FLOPs, embedding bytes).
+    pub vocab_size: u32,
+    /// Whether the LM head shares the embedding matrix.
+    pub tie_word_embeddings: bool,
+    /// Bytes per weight as served (2 for bf16, 1 for fp8 checkpoints).
+    pub weight_bytes: u32,
+    /// Hidden-state bytes per element, which `kv_cache_dtype = "auto"` resolves to.
+    pub activation_bytes: u32,
+}
+
+impl ModelSpec {
+    /// Whether KV is an MLA latent.
+    pub fn is_mla(&self) -> bool {
+        matches!(self.attention, KvAttention::Mla { .. })
+    }
+
+    /// Whether the model has recurrent (mamba/GDN) layers.
+    pub fn is_hybrid(&self) -> bool {
+        self.mamba.is_some() && !self.mamba_layers.is_empty()
+    }
+
+    /// Number of layers holding KV cache.
+    pub fn kv_layers(&self) -> u32 {
+        self.attention_layers.len() as u32
+    }
+
+    /// Total KV heads (1 for MLA, whose latent has no head axis).
+    pub fn kv_heads(&self) -> u32 {
+        match self.attention {
+            KvAttention::Mha { kv_heads, .. } => kv_heads,
+            KvAttention::Mla { .. } => 1,
+        }
+    }
+
+    /// KV heads one rank stores at attention TP `tp`: `max(1, H_kv / tp)` (sglang
+    /// `get_num_kv_heads`); heads are replicated once `tp > H_kv`.
+    pub fn kv_heads_per_rank(&self, tp: u32) -> u32 {
+        (self.kv_heads() / tp.max(1)).max(1)
+    }
+
+    /// KV elements one rank stores per token per KV layer (K and V together; the latent for MLA).
+    pub fn kv_elems_per_token_layer_rank(&self, tp: u32) -> u64 {
+        match self.attention {
+            KvAttention::Mha {
+                head_dim,
+                v_head_dim,
+                ..
+            } => u64::from(self.kv_heads_per_rank(tp)) * u64::from(head_dim + v_head_dim),
+            KvAttention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => u64::from(kv_lora_rank + qk_rope_head_dim),
+        }
+    }
+
+    /// KV bytes per token held by one rank (all KV layers), at `dtype_bytes` per element.
+    pub fn kv_bytes_per_token_rank(&self, tp: u32, dtype_bytes: u32) -> u64 {
+        u64::from(self.kv_layers())
+            * self.kv_elems_per_token_layer_rank(tp)
+            * u64::from(dtype_bytes)
+    }
+
+    /// KV bytes per token across all `tp` ranks of an instance: for MHA
+    /// `layers × max(kv_heads, tp) × head_dim × 2 × dtype`; for MLA the latent times `tp`
+    /// (every rank keeps a copy).
+    pub fn kv_bytes_per_token_instance(&self, tp: u32, dtype_bytes: u32) -> u64 {
+        self.kv_bytes_per_token_rank(tp, dtype_bytes) * u64::from(tp.max(1))
+    }
+
+    /// Weights of one attention layer (projections only), in parameters.
+    fn attention_params(&self) -> f64 {
+        let h = f64::from(self.hidden_size);
+        let q = f64::from(self.q_heads);
+        match self.attention {
+            KvAttention::Mha {
+                kv_heads,
+                head_dim,
+                v_head_dim,
+            } => {
+                let (kv, hd, vd) = (f64::from(kv_heads), f64::from(head_dim), f64::from(v_head_dim));
+                h * q * hd + h * kv * (hd + vd) + q * vd * h
+            }
+            KvAttention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                qk_nope_head_dim,
+                v_head_dim,
+                q_lora_rank,
+            } => {
+                let (r, rope, nope, vd) = (
+                    f64::from(kv_lora_rank),
+                    f64::from(qk_rope_head_dim),
+                    f64::from(qk_nope_head_dim),
+                    f64::from(v_head_dim),
+                );
+                let q_proj = match q_lora_rank {
+                    Some(ql) => h * f64::from(ql) + f64::from(ql) * q * (nope + rope),
+                    None => h * q * (nope + rope),
+                };
+                q_proj + h * (r + rope) + r * q * (nope + vd) + q * vd * h
+            }
+        }
+    }
+
+    /// Weights of one recurrent mixer layer, in parameters (in/out projections and conv).
+    fn mamba_params(&self) -> f64 {
+        let Some(m) = &self.mamba else { return 0.0 };
+        let h = f64::from(self.hidden_size);
+        let i = f64::from(m.intermediate_size);
+        let gs = f64::from(m.n_groups * m.state_size);
+        let conv_dim = i + 2.0 * gs;
+        h * (2.0 * i + 2.0 * gs + f64::from(m.num_heads)) + i * h + conv_dim * f64::from(m.conv_kernel)
+    }
+
+    fn dense_ffn_params(&self) -> f64 {
+        let mats = if self.dense_ffn_gated { 3.0 } else { 2.0 };
+        mats * f64::from(self.hidden_size) * f64::from(self.dense_intermediate)
+    }
+
+    /// (total, active-per-token) parameters of one MoE block.
+    fn moe_params(&self) -> (f64, f64) {
+        let Some(m) = &self.moe else { return (0.0, 0.0) };
+        let h = f64::from(self.hidden_size);
+        let expert = 3.0 * h * f64::from(m.expert_intermediate);
+        let shared = 3.0 * h * f64::from(m.shared_intermediate);
+        let router = h * f64::from(m.experts);
+        (
+            router + shared + expert * f64::from(m.experts),
+            router + shared + expert * f64::from(m.active),
+        )
+    }
+
+    fn embedding_params(&self) -> f64 {
+        let e = f64::from(self.vocab_size) * f64::from(self.hidden_size);
+        if self.tie_word_embeddings { e } else { 2.0 * e }
+    }
+
+    /// Total parameters (all experts), which decide weight bytes.
+    pub fn total_params(&self) -> f64 {
+        let (moe_total, _) = self.moe_params();
+        self.body_params_excluding_moe() + f64::from(self.moe_layers) * moe_total + self.embedding_params()
+    }
+
+    /// Parameters one token multiplies through (active experts, LM head; not the embedding
+    /// lookup), which decide FLOPs: `2 × active_params` per token.
+    pub fn active_params(&self) -> f64 {
+        let (_, moe_active) = self.moe_params();
+        let lm_head = f64::from(self.vocab_size) * f64::from(self.hidden_size);
+        self.body_params_excluding_moe() + f64::from(self.moe_layers) * moe_active + lm_head
+    }
+
+    fn body_params_excluding_moe(&self) -> f64 {
+        f64::from(self.kv_layers()) * self.attention_params()
+            + self.mamba_layers.len() as f64 * self.mamba_params()
+            + f64::from(self.dense_ffn_layers) * self.dense_ffn_params()
+    }
+
+    /// Weight bytes of the whole model as served.
+    pub fn weight_bytes_total(&self) -> f64 {
+        self.total_params() * f64::from(self.weight_bytes)
+    }
+
+    /// Attention FLOPs per (query token × context token) over all attention layers:
+    /// `2 × q_heads × (qk_dim + v_dim)` per layer (QKᵀ and AV).
+    pub fn attention_flops_per_token_pair(&self) -> f64 {
+        let per_layer = match self.attention {
+            KvAttention::Mha {
+                head_dim,
+                v_head_dim,
+                ..
+            } => 2.0 * f64::from(self.q_heads) * f64::from(head_dim + v_head_dim),
+            KvAttention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => {
+                // Absorbed MLA (sglang's decode path): scores and values run against the latent.
+                2.0 * f64::from(self.q_heads) * f64::from(2 * kv_lora_rank + qk_rope_head_dim)
+            }
+        };
+        f64::from(self.kv_layers()) * per_layer
+    }
+
+    /// Recurrent-scan FLOPs per token over all mixer layers (linear in length).
+    pub fn mamba_scan_flops_per_token(&self) -> f64 {
+        let Some(m) = &self.mamba else { return 0.0 };
+        // State update and readout: ~6 FLOPs per state element per token (decay, outer product, dot).
+        self.mamba_layers.len() as f64
+            * 6.0
+            * f64::from(m.num_heads)
+            * f64::from(m.head_dim)
+            * f64::from(m.state_size)
+    }
+}
+
+/// Names of the built-in model presets.
+pub const MODEL_PRESETS: &[&str] = &[
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "qwen3-8b",
+    "deepseek-v3",
+    "qwen3-next-80b-a3b",
+    "nemotron-h-8b",
+    "llama2-70b",
+    "bloom-176b",
+];
+
+fn dense_gqa(
+    name: &str,
+    layers: u32,
+    hidden: u32,
+    q_heads: u32,
+    kv_heads: u32,
+    head_dim: u32,
+    ffn: u32,
+    vocab: u32,
+) -> ModelSpec {
+    ModelSpec {
+        name: name.to_string(),
+        num_layers: layers,
+        hidden_size: hidden,
+        q_heads,
+        attention: KvAttention::Mha {
+            kv_heads,
+            head_dim,
+            v_head_dim: head_dim,
+        },
+        attention_layers: (0..layers).collect(),
+        mamba: None,
+        mamba_layers: Vec::new(),
+        dense_ffn_layers: layers,
+        dense_intermediate: ffn,
+        dense_ffn_gated: true,
+        moe: None,
+        moe_layers: 0,
+        vocab_size: vocab,
+        tie_word_embeddings: false,
+        weight_bytes: 2,
+        activation_bytes: 2,
+    }
+}
+
+/// Layer ids of each block kind in a Nemotron-H `hybrid_override_pattern`
+/// (`M` mamba, `*` attention, `-` MLP): `(mamba, attention, mlp)`.
+pub fn parse_hybrid_pattern(pattern: &str) -> Result<(Vec<u32>, Vec<u32>, Vec<u32>), char> {
+    let (mut m, mut a, mut f) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, c) in pattern.chars().enumerate() {
+        let i = i as u32;
+        match c {
+            'M' => m.push(i),
+            '*' => a.push(i),
+            '-' => f.push(i),
+            other => return Err(other),
+        }
+    }
+    Ok((m, a, f))
+}
+
+/// A built-in model by name, or `None`.
+///
+/// Sources: `domain/numbers.md` (model table), `domain/sglang-pd.md` §5, `models/SOURCES.md`
+/// (Llama-3.1-8B and Qwen3-8B fields); Llama2-70B and BLOOM-176B from their public configs
+/// (the models measured in `calibration/perf_model.csv`).
+pub fn preset(name: &str) -> Option<ModelSpec> {
+    Some(match name {
+        "llama-3.1-8b" => dense_gqa(name, 32, 4096, 32, 8, 128, 14336, 128_256),
+        "llama-3.1-70b" => dense_gqa(name, 80, 8192, 64, 8, 128, 28672, 128_256),
+        "qwen3-8b" => dense_gqa(name, 36, 4096, 32, 8, 128, 12288, 151_936),
+        "llama2-70b" => dense_gqa(name, 80, 8192, 64, 8, 128, 28672, 32_000),
+        "bloom-176b" => {
+            // BLOOM: 70 layers, hidden 14336, 112 heads of 128, plain MHA, 4×hidden GELU MLP.
+            let mut s = dense_gqa(name, 70, 14336, 112, 112, 128, 4 * 14336, 250_880);
+            s.dense_ffn_gated = false;
+            s.tie_word_embeddings = true;
+            s
+        }
+        "deepseek-v3" => ModelSpec {
+            name: name.to_string(),
+            num_layers: 61,
+            hidden_size: 7168,
+            q_heads: 128,
+            attention: KvAttention::Mla {
+                kv_lora_rank: 512,
+                qk_rope_head_dim: 64,
+                qk_nope_head_dim: 128,
+                v_head_dim: 128,
+                q_lora_rank: Some(1536),
+            },
+            attention_layers: (0..61).collect(),
+            mamba: None,
+            mamba_layers: Vec::new(),
+            dense_ffn_layers: 3,
+            dense_intermediate: 18432,
+            dense_ffn_gated: true,
+            moe: Some(MoeSpec {
+                experts: 256,
+                active: 8,
+                expert_intermediate: 2048,
+                shared_intermediate: 2048,
+            }),
+            moe_layers: 58,
+            vocab_size: 129_280,
+            tie_word_embeddings: false,
+            weight_bytes: 1,
+            activation_bytes: 2,
+        },
+        "qwen3-next-80b-a3b" => {
+            // Full attention every 4th layer: ids 3, 7, ..., 47; GDN elsewhere.
+            let attention_layers: Vec<u32> = (0..48).filter(|l| (l + 1) % 4 == 0).collect();
+            let mamba_layers: Vec<u32> = (0..48).filter(|l| (l + 1) % 4 != 0).collect();
+            ModelSpec {
+                name: name.to_string(),
+                num_layers: 48,
+                hidden_size: 2048,
+                q_heads: 16,
+                attention: KvAttention::Mha {
+                    kv_heads: 2,
+                    head_dim: 256,
+                    v_head_dim: 256,
+                },
+                attention_layers,
+                mamba: Some(MambaSpec {
+                    kind: MambaKind::Gdn,
+                    intermediate_size: 32 * 128,
+                    n_groups: 16,
+                    num_heads: 32,
+                    head_dim: 128,
+                    state_size: 128,
+                    conv_kernel: 4,
+                    conv_shard_groups: vec![16 * 128, 16 * 128, 32 * 128],
+                    conv_dtype_bytes: 2,
+                    ssm_dtype_bytes: 4,
+                }),
+                mamba_layers,
+                dense_ffn_layers: 0,
+                dense_intermediate: 0,
+                dense_ffn_gated: true,
+                moe: Some(MoeSpec {
+                    experts: 512,
+                    active: 10,
+                    expert_intermediate: 512,
+                    shared_intermediate: 512,
+                }),
+                moe_layers: 48,
+                vocab_size: 151_936,
+                tie_word_embeddings: false,
+                weight_bytes: 2,
+                activation_bytes: 2,
+            }
+        }
+        "nemotron-h-8b" => {
+            let (mamba_layers, attention_layers, mlp) =
+                parse_hybrid_pattern("M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-")
+                    .expect("the preset pattern is valid");
+            ModelSpec {
+                name: name.to_string(),
+                num_layers: 52,
+                hidden_size: 4096,
+                q_heads: 32,
+                attention: KvAttention::Mha {
+                    kv_heads: 8,
+                    head_dim: 128,
+                    v_head_dim: 128,
+                },
+                attention_layers,
+                mamba: Some(MambaSpec {
+                    kind: MambaKind::Mamba2,
+                    intermediate_size: 128 * 64,
+                    n_groups: 8,
+                    num_heads: 128,
+                    head_dim: 64,
+                    state_size: 128,
+                    conv_kernel: 4,
+                    conv_shard_groups: Vec::new(),
+                    conv_dtype_bytes: 2,
+                    ssm_dtype_bytes: 4,
+                }),
+                mamba_layers,
+                dense_ffn_layers: mlp.len() as u32,
+                dense_intermediate: 21504,
+                dense_ffn_gated: false,
+                moe: None,
+                moe_layers: 0,
+                vocab_size: 131_072,
+                tie_word_embeddings: false,
+                weight_bytes: 2,
+                activation_bytes: 2,
+            }
+        }
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kv_bytes_per_token_match_published_table() {
+        // domain/numbers.md, "KV bytes per token (bf16, whole model)", at TP 1.
+        let cases = [
+            ("llama-3.1-8b", 131_072),
+            ("llama-3.1-70b", 327_680),
+            ("qwen3-8b", 147_456),
+            ("qwen3-next-80b-a3b", 24_576),
+            ("nemotron-h-8b", 16_384),
+        ];
+        for (name, bytes) in cases {
+            let m = preset(name).unwrap();
+            assert_eq!(m.kv_bytes_per_token_instance(1, 2), bytes, "{name}");
+        }
+        // MLA latent: 61 × 576 × 2 = 70,272 per rank.
+        assert_eq!(preset("deepseek-v3").unwrap().kv_bytes_per_token_rank(8, 2), 70_272);
+    }
+
+    #[test]
+    fn heads_replicate_once_tp_exceeds_kv_heads() {
+        let m = preset("llama-3.1-8b").unwrap();
+        // layers × max(kv_heads, tp) × head_dim × 2 × dtype.
+        assert_eq!(m.kv_bytes_per_token_instance(16, 2), 32 * 16 * 128 * 2 * 2);
+        assert_eq!(m.kv_heads_per_rank(16), 1);
+    }
+
+    #[test]
+    fn parameter_counts_are_near_the_published_sizes() {
+        // Published sizes: 8.0B, 70.6B, 8.2B, 671B total / 37B active, 80B total / 3B active.
+        let near = |x: f64, want: f64, tol: f64| (x / want - 1.0).abs() < tol;
+        let p = |n: &str| preset(n).unwrap();
+        assert!(near(p("llama-3.1-8b").total_params(), 8.03e9, 0.02));
+        assert!(near(p("llama-3.1-70b").total_params(), 70.6e9, 0.02));
+        assert!(near(p("qwen3-8b").total_params(), 8.2e9, 0.03));
+        assert!(near(p("deepseek-v3").total_params(), 671e9, 0.03));
+        assert!(near(p("deepseek-v3").active_params(), 37e9, 0.06));
+        assert!(near(p("qwen3-next-80b-a3b").total_params(), 80e9, 0.05));
+        assert!(near(p("qwen3-next-80b-a3b").active_params(), 3.0e9, 0.25));
+        assert!(near(p("nemotron-h-8b").total_params(), 8.1e9, 0.08));
+        assert!(near(p("bloom-176b").total_params(), 176e9, 0.03));
+    }
+
+    #[test]
+    fn hybrid_layer_sets_follow_the_published_patterns() {
+        let q = preset("qwen3-next-80b-a3b").unwrap();
+        assert_eq!(q.kv_layers(), 12);
+        assert_eq!(q.attention_layers[0], 3);
+        assert_eq!(q.mamba_layers.len(), 36);
+        let n = preset("nemotron-h-8b").unwrap();
+        assert_eq!(n.attention_layers, vec![7, 18, 29, 40]);
+        assert_eq!(n.mamba_layers.len(), 24);
+        assert_eq!(n.dense_ffn_layers, 24);
+    }
+
+    #[test]
+    fn every_listed_preset_exists() {
+        for name in MODEL_PRESETS {
+            assert!(preset(name).is_some(), "{name}");
+        }
+        assert!(preset("gpt-5").is_none());
+    }
+}

@@ -120,6 +120,24 @@ impl Histogram {
         self.max as f64
     }
 
+    /// Non-empty buckets in ascending order as `(lower, upper, count)`: values in
+    /// `[lower, upper)`, clamped to the exact min and max (for CDF charts).
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, &c)| {
+                let (lo, hi) = bounds_of(i);
+                (lo.max(self.min), hi.min(self.max.saturating_add(1)), c)
+            })
+    }
+
+    /// Exact minimum, or 0 when empty.
+    pub fn min(&self) -> u64 {
+        self.min
+    }
+
     /// Mean, p50, p90, p99 and max, scaled by `scale` (e.g. 1e-6 for ns → ms).
     pub fn summary(&self, scale: f64) -> Stats {
         Stats {

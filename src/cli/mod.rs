@@ -1,6 +1,7 @@
 //! The command line: one file per verb. `main.rs` only parses and maps errors to exit codes.
 
 pub mod run;
+pub mod trace;
 
 use std::path::PathBuf;
 
@@ -20,6 +21,8 @@ pub struct Cli {
 pub enum Command {
     /// Run one scenario and write its results.
     Run(run::RunArgs),
+    /// Inspect a request trace.
+    Trace(trace::TraceArgs),
 }
 
 /// Why a verb failed, with its exit code.
@@ -28,6 +31,9 @@ pub enum CliError {
     /// A bad flag or argument (exit 2).
     #[error("{0}")]
     Usage(String),
+    /// An invalid input file other than a scenario: a trace, a model config (exit 2).
+    #[error("{0}")]
+    Input(String),
     /// An invalid scenario (exit 2).
     #[error("{0}")]
     Scenario(#[from] crate::scenario::ScenarioError),
@@ -40,7 +46,7 @@ impl CliError {
     /// DESIGN.md §2: 2 usage or invalid input, 3 I/O.
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Usage(_) | CliError::Scenario(_) => 2,
+            CliError::Usage(_) | CliError::Input(_) | CliError::Scenario(_) => 2,
             CliError::Io(_) => 3,
         }
     }
@@ -50,6 +56,7 @@ impl CliError {
 pub fn dispatch(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Run(args) => run::run(&args).map(|_| ()),
+        Command::Trace(args) => trace::run(&args),
     }
 }
 

@@ -83,7 +83,10 @@ pub fn load(args: &RunArgs) -> Result<Scenario, CliError> {
 /// Runs the scenario and writes every result file.
 pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
     let sc = load(args)?;
-    let dir = args.out.clone().unwrap_or_else(|| super::default_out(&sc.name));
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| super::default_out(&sc.name));
     let out = run_scenario(&sc, &dir)?;
     if !args.quiet {
         print!("{}", out.summary.human(&sc.name));

@@ -61,7 +61,13 @@ pub struct StepModel {
 
 impl StepModel {
     /// Builds the model for `tp` GPUs serving `model` with KV elements of `kv_dtype_bytes`.
-    pub fn new(gpu: &GpuSpec, model: &ModelSpec, tp: u32, kv_dtype_bytes: u32, params: ComputeParams) -> Self {
+    pub fn new(
+        gpu: &GpuSpec,
+        model: &ModelSpec,
+        tp: u32,
+        kv_dtype_bytes: u32,
+        params: ComputeParams,
+    ) -> Self {
         // FP8 checkpoints run their linear layers on FP8 tensor cores where the GPU has them.
         let peak_tflops = match (model.weight_bytes, gpu.fp8_tflops) {
             (1, Some(fp8)) => fp8,

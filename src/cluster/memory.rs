@@ -51,7 +51,10 @@ impl PageAllocator {
     /// in the same order.
     pub fn free(&mut self, pages: &[u32]) {
         self.free.extend(pages.iter().rev());
-        debug_assert!(self.free.len() <= self.total as usize, "double free of KV pages");
+        debug_assert!(
+            self.free.len() <= self.total as usize,
+            "double free of KV pages"
+        );
     }
 }
 

@@ -11,8 +11,8 @@ pub mod memory;
 mod placement;
 mod router;
 
-use std::collections::{BinaryHeap, VecDeque};
 use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use serde::Serialize;
 
@@ -160,6 +160,10 @@ struct Instance {
     tick_arrivals: u64,
     tick_tokens: u64,
     tick_link_bytes: f64,
+    /// Start of the running step, or of the current tick if the step began earlier.
+    busy_since: Nanos,
+    /// Nanoseconds spent computing in the current tick.
+    tick_busy_ns: u64,
 }
 
 /// Counts of the run for `summary.json`.
@@ -219,9 +223,7 @@ impl<'a> World<'a> {
                     pool.kv_dtype_bytes,
                     ComputeParams::default(),
                 );
-                let ports = (0..tp)
-                    .map(|r| CONTROL_PORT_BASE + 97 * id + r)
-                    .collect();
+                let ports = (0..tp).map(|r| CONTROL_PORT_BASE + 97 * id + r).collect();
                 match pool.role {
                     Role::Prefill => prefill_ids.push(id),
                     Role::Decode => decode_ids.push(id),
@@ -238,7 +240,9 @@ impl<'a> World<'a> {
                     waiting: VecDeque::new(),
                     chunked: None,
                     batch: Vec::new(),
-                    shards: (0..sc.sglang.queue_size).map(|_| Shard::default()).collect(),
+                    shards: (0..sc.sglang.queue_size)
+                        .map(|_| Shard::default())
+                        .collect(),
                     prealloc: VecDeque::new(),
                     ready: VecDeque::new(),
                     running: 0,
@@ -251,6 +255,8 @@ impl<'a> World<'a> {
                     tick_arrivals: 0,
                     tick_tokens: 0,
                     tick_link_bytes: 0.0,
+                    busy_since: 0,
+                    tick_busy_ns: 0,
                 });
             }
         }
@@ -336,7 +342,9 @@ impl<'a> World<'a> {
             Event::Arrival => self.on_arrival()?,
             Event::MetadataArrived(r) => self.on_metadata(r),
             Event::PrefillStepDone(p) => self.on_prefill_step_done(p),
-            Event::ChunkLatencyPaid { prefill, shard } => self.on_chunk_latency_paid(prefill, shard),
+            Event::ChunkLatencyPaid { prefill, shard } => {
+                self.on_chunk_latency_paid(prefill, shard)
+            }
             Event::FlowDone { flow, generation } => self.on_flow_done(flow, generation)?,
             Event::TransferSucceeded(r) => self.on_transfer_succeeded(r)?,
             Event::DecodeStepDone(d) => self.on_decode_step_done(d)?,
@@ -366,7 +374,10 @@ impl<'a> World<'a> {
             return;
         }
         // Peek by generating: the request is kept until its arrival event.
-        let next = self.source.next_request();
+        let Some(next) = self.source.next_request() else {
+            self.arrivals_done = true;
+            return;
+        };
         if next.arrival_ns >= self.sc.duration_ns {
             self.arrivals_done = true;
             return;
@@ -460,8 +471,10 @@ impl<'a> World<'a> {
             return self.fail(r, "request_too_long", &msg);
         }
         // Prefill: the sender starts Bootstrapping; decode: into the prealloc queue.
-        self.q
-            .schedule_at(now + self.sc.sglang.bootstrap_timeout_ns, Event::BootstrapTimeout(r));
+        self.q.schedule_at(
+            now + self.sc.sglang.bootstrap_timeout_ns,
+            Event::BootstrapTimeout(r),
+        );
         self.instances[d as usize].prealloc.push_back(r);
         self.try_prealloc(d);
         Ok(())
@@ -486,8 +499,10 @@ impl<'a> World<'a> {
             req.receiver = KvPoll::WaitingForInput;
             let lat = self.sc.fabric.control_latency_ns;
             self.q.schedule_in(lat, Event::MetadataArrived(r));
-            self.q
-                .schedule_at(now + self.sc.sglang.waiting_timeout_ns, Event::WaitingTimeout(r));
+            self.q.schedule_at(
+                now + self.sc.sglang.waiting_timeout_ns,
+                Event::WaitingTimeout(r),
+            );
         }
     }
 
@@ -566,6 +581,7 @@ impl<'a> World<'a> {
         let inst = &mut self.instances[p as usize];
         let dt = inst.step.prefill_ns(&shape);
         inst.busy = true;
+        inst.busy_since = now;
         inst.batch = batch;
         self.q.schedule_in(dt, Event::PrefillStepDone(p));
     }
@@ -573,7 +589,9 @@ impl<'a> World<'a> {
     fn on_prefill_step_done(&mut self, p: u32) {
         let now = self.q.now();
         let batch = std::mem::take(&mut self.instances[p as usize].batch);
-        self.instances[p as usize].busy = false;
+        let inst = &mut self.instances[p as usize];
+        inst.busy = false;
+        inst.tick_busy_ns += now - inst.busy_since;
         let ps = self.instances[p as usize].page_size;
         for (r, n) in batch {
             let Some(req) = self.req(r) else { continue };
@@ -672,7 +690,12 @@ impl<'a> World<'a> {
     /// The flows of one chunk: `(prefill rank, decode rank, bytes, writes)`. First model: the
     /// KV of the chunk's pages, split the way the two layouts split heads; the generic path writes
     /// one block per region per contiguous page run, the head-sliced path one per token per layer.
-    fn chunk_flows(sc: &Scenario, inst: &[Instance], req: &Req, job: &ChunkJob) -> Vec<(u32, u32, u64, u64)> {
+    fn chunk_flows(
+        sc: &Scenario,
+        inst: &[Instance],
+        req: &Req,
+        job: &ChunkJob,
+    ) -> Vec<(u32, u32, u64, u64)> {
         let (pi, di) = (&inst[req.prefill as usize], &inst[req.decode as usize]);
         let (pp, dp) = (&sc.pools[pi.pool], &sc.pools[di.pool]);
         let (tp_p, tp_d) = (pp.server.attn_tp_size, dp.server.attn_tp_size);
@@ -691,7 +714,9 @@ impl<'a> World<'a> {
             2 * u64::from(pp.model.kv_layers())
         };
         let tokens = u64::from(pages) * ps;
-        let per_rank = |model: &crate::spec::ModelSpec, tp: u32, b: u32| model.kv_bytes_per_token_rank(tp, b) * tokens;
+        let per_rank = |model: &crate::spec::ModelSpec, tp: u32, b: u32| {
+            model.kv_bytes_per_token_rank(tp, b) * tokens
+        };
         let mut flows = Vec::new();
         if tp_p == tp_d || pp.model.is_mla() {
             let bytes = per_rank(&dp.model, tp_d, dp.kv_dtype_bytes);
@@ -720,7 +745,10 @@ impl<'a> World<'a> {
         let now = self.q.now();
         let (src_nics, dst_of) = {
             let inst = &self.instances[p as usize];
-            let active = inst.shards[shard as usize].active.as_ref().expect("active chunk");
+            let active = inst.shards[shard as usize]
+                .active
+                .as_ref()
+                .expect("active chunk");
             let d = match self.reqs.get(active.job.req.slot as usize) {
                 Some(Some(r)) if r.id == active.job.req.id => Some(r.decode),
                 _ => None,
@@ -747,9 +775,13 @@ impl<'a> World<'a> {
                 zero += 1;
                 continue;
             }
-            let f = self
-                .fabric
-                .start_flow(now, src_nics[sr as usize], dst_nics[dr as usize], bytes, token);
+            let f = self.fabric.start_flow(
+                now,
+                src_nics[sr as usize],
+                dst_nics[dr as usize],
+                bytes,
+                token,
+            );
             let i = f.0 as usize;
             if i >= self.flow_owner.len() {
                 self.flow_owner.resize(i + 1, (0, 0));
@@ -788,7 +820,7 @@ impl<'a> World<'a> {
         if !self.fabric.is_current(flow, generation) {
             return Ok(());
         }
-        
+
         let token = self.fabric.finish_flow(flow);
         let (p, shard) = ((token >> 32) as u32, token as u32);
         self.schedule_completions();
@@ -823,8 +855,10 @@ impl<'a> World<'a> {
                 let inst = &mut self.instances[p as usize];
                 inst.pages.free(&pages);
                 inst.outstanding -= 1;
-                self.q
-                    .schedule_in(self.sc.fabric.control_latency_ns, Event::TransferSucceeded(r));
+                self.q.schedule_in(
+                    self.sc.fabric.control_latency_ns,
+                    Event::TransferSucceeded(r),
+                );
                 self.try_prefill(p);
             }
         }
@@ -835,7 +869,9 @@ impl<'a> World<'a> {
 
     fn on_transfer_succeeded(&mut self, r: ReqRef) -> std::io::Result<()> {
         let now = self.q.now();
-        let Some(req) = self.req(r) else { return Ok(()) };
+        let Some(req) = self.req(r) else {
+            return Ok(());
+        };
         if req.receiver != KvPoll::WaitingForInput {
             return Ok(());
         }
@@ -884,6 +920,7 @@ impl<'a> World<'a> {
         let dt = inst.step.decode_ns(inst.running, inst.context_tokens);
         inst.busy = true;
         inst.step_started = now;
+        inst.busy_since = now;
         self.q.schedule_in(dt, Event::DecodeStepDone(d));
     }
 
@@ -892,6 +929,7 @@ impl<'a> World<'a> {
         let joined = {
             let inst = &mut self.instances[d as usize];
             inst.steps_done += 1;
+            inst.tick_busy_ns += now - inst.busy_since;
             inst.context_tokens += u64::from(inst.running);
             inst.tick_tokens += u64::from(inst.running);
             let dt = now - inst.step_started;
@@ -932,7 +970,9 @@ impl<'a> World<'a> {
 
     fn on_waiting_timeout(&mut self, r: ReqRef) -> std::io::Result<()> {
         let timeout = self.sc.sglang.waiting_timeout_ns;
-        let Some(req) = self.req(r) else { return Ok(()) };
+        let Some(req) = self.req(r) else {
+            return Ok(());
+        };
         if req.receiver != KvPoll::WaitingForInput {
             return Ok(());
         }
@@ -946,7 +986,9 @@ impl<'a> World<'a> {
 
     fn on_bootstrap_timeout(&mut self, r: ReqRef) -> std::io::Result<()> {
         let timeout = self.sc.sglang.bootstrap_timeout_ns;
-        let Some(req) = self.req(r) else { return Ok(()) };
+        let Some(req) = self.req(r) else {
+            return Ok(());
+        };
         if req.sender != KvPoll::Bootstrapping {
             return Ok(());
         }
@@ -1027,11 +1069,19 @@ impl<'a> World<'a> {
                 let moved = bytes - self.last_tick_link[i];
                 self.last_tick_link[i] = bytes;
                 inst.tick_link_bytes = moved;
-                let capacity = self.sc.fabric.nic_bytes_per_ns * NS_PER_S as f64 * inst.nics.len() as f64;
+                let capacity =
+                    self.sc.fabric.nic_bytes_per_ns * NS_PER_S as f64 * inst.nics.len() as f64;
                 let (running, queued) = match inst.role {
                     Role::Prefill => (inst.batch.len() as u32, inst.waiting.len() as u32),
-                    Role::Decode => (inst.running, (inst.prealloc.len() + inst.ready.len()) as u32),
+                    Role::Decode => (
+                        inst.running,
+                        (inst.prealloc.len() + inst.ready.len()) as u32,
+                    ),
                 };
+                if inst.busy {
+                    inst.tick_busy_ns += now - inst.busy_since;
+                    inst.busy_since = now;
+                }
                 let row = TimeseriesRow {
                     second: self.seconds,
                     instance: i as u32,
@@ -1043,9 +1093,11 @@ impl<'a> World<'a> {
                     kv_pages_used: u64::from(inst.pages.used()),
                     kv_pages_total: u64::from(inst.pages.total()),
                     tokens_out: inst.tick_tokens,
+                    busy_fraction: inst.tick_busy_ns as f64 / NS_PER_S as f64,
                     link_utilisation: (moved / capacity).clamp(0.0, 1.0),
                 };
                 inst.tick_arrivals = 0;
+                inst.tick_busy_ns = 0;
                 inst.tick_tokens = 0;
                 self.sink.timeseries(&row)?;
             }

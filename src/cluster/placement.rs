@@ -53,7 +53,9 @@ pub fn kv_budget_bytes(sc: &Scenario, pool: &Pool) -> f64 {
 
 /// Usable KV pages of one instance of `pool` (page 0, the padding sink, excluded).
 pub fn kv_pages(sc: &Scenario, pool: &Pool) -> u32 {
-    let per_page = pool.model.kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes)
+    let per_page = pool
+        .model
+        .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes)
         * u64::from(pool.server.page_size);
     let pages = (kv_budget_bytes(sc, pool) / per_page as f64).floor();
     (pages as u64).saturating_sub(1).min(u64::from(u32::MAX)) as u32

@@ -218,6 +218,6 @@ mod tests {
         );
     }
 
-    const PINNED_ARRIVALS_FIRST_DRAW: u64 = 0;
-    const PINNED_ROUTER_FIRST_DRAW: u64 = 0;
+    const PINNED_ARRIVALS_FIRST_DRAW: u64 = 18_301_176_669_829_311_175;
+    const PINNED_ROUTER_FIRST_DRAW: u64 = 18_244_131_744_192_737_788;
 }

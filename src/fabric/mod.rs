@@ -74,7 +74,14 @@ impl Fabric {
 
     /// Starts moving `bytes` from `src`'s TX to `dst`'s RX now. Call [`Fabric::completions`]
     /// afterwards to learn which completion events to (re)schedule.
-    pub fn start_flow(&mut self, now: Nanos, src: NicId, dst: NicId, bytes: u64, token: u64) -> FlowId {
+    pub fn start_flow(
+        &mut self,
+        now: Nanos,
+        src: NicId,
+        dst: NicId,
+        bytes: u64,
+        token: u64,
+    ) -> FlowId {
         let links = [Self::tx(src), Self::rx(dst)];
         let id = self.sharing.add_flow(&links, f64::INFINITY);
         let i = id.0 as usize;

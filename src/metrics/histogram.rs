@@ -172,7 +172,17 @@ mod tests {
 
     #[test]
     fn bucket_bounds_invert_the_index() {
-        for v in [0u64, 1, 511, 512, 513, 1023, 1024, 123_456_789, u64::MAX / 3] {
+        for v in [
+            0u64,
+            1,
+            511,
+            512,
+            513,
+            1023,
+            1024,
+            123_456_789,
+            u64::MAX / 3,
+        ] {
             let (lo, hi) = bounds_of(index_of(v));
             assert!(lo <= v && v < hi, "{v}: [{lo}, {hi})");
             assert!((hi - lo) as f64 <= (lo as f64 / 256.0).max(1.0));

@@ -97,6 +97,8 @@ pub struct TimeseriesRow {
     pub kv_pages_total: u64,
     /// Tokens produced during the interval (prefill: first tokens; decode: decoded tokens).
     pub tokens_out: u64,
+    /// Share of the interval the instance spent in forward passes, 0–1.
+    pub busy_fraction: f64,
     /// Busy share of the instance's NICs in its transfer direction (prefill TX, decode RX), 0–1.
     pub link_utilisation: f64,
 }
@@ -227,13 +229,15 @@ impl Collector {
                 }
                 self.tokens_in += u64::from(row.input_tokens);
                 self.tokens_out += u64::from(row.output_tokens);
-                let ft = row.first_token_ns.expect("a finished request has a first token");
+                let ft = row
+                    .first_token_ns
+                    .expect("a finished request has a first token");
                 let fin = row.finish_ns.expect("a finished request has a finish time");
                 let ttft = ft - row.arrival_ns;
                 self.ttft.record(ttft);
                 self.e2e.record(fin - row.arrival_ns);
-                let tpot = (row.output_tokens > 1)
-                    .then(|| (fin - ft) / u64::from(row.output_tokens - 1));
+                let tpot =
+                    (row.output_tokens > 1).then(|| (fin - ft) / u64::from(row.output_tokens - 1));
                 if let Some(t) = tpot {
                     self.tpot.record(t);
                 }

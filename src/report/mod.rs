@@ -116,7 +116,13 @@ impl Summary {
         let t = &self.throughput;
         let mut s = format!(
             "{name}: {} arrived — {} completed, {} failed, {} corrupted, {} unfinished ({:.1} s simulated, {} events)\n",
-            r.arrived, r.completed, r.failed, r.corrupted, r.unfinished, self.sim.simulated_s, self.sim.events
+            r.arrived,
+            r.completed,
+            r.failed,
+            r.corrupted,
+            r.unfinished,
+            self.sim.simulated_s,
+            self.sim.events
         );
         s += &format!(
             "  TTFT ms  p50 {:>9.1}  p99 {:>9.1}\n  TPOT ms  p50 {:>9.2}  p99 {:>9.2}\n  E2E  ms  p50 {:>9.1}  p99 {:>9.1}\n",

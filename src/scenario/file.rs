@@ -281,17 +281,21 @@ pub enum LengthSection {
     },
 }
 
-/// `trace = { path, format, time_scale }`
+/// `trace = { path, format, time_scale, rate_per_s, limit }`
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TraceSection {
     /// Trace file, relative to the scenario file.
     pub path: String,
-    /// `mooncake`, `azure`, `vidur` or `csv`.
-    pub format: String,
-    /// Multiplies inter-arrival times (0.5 doubles the rate).
+    /// `mooncake`, `azure`, `vidur` or `csv`; detected from the file when left out.
+    pub format: Option<String>,
+    /// Multiplies every arrival time (0.5 doubles the rate).
     #[serde(default = "one_f64")]
     pub time_scale: f64,
+    /// Rescales arrival times so that the trace's mean rate becomes this (instead of time_scale).
+    pub rate_per_s: Option<f64>,
+    /// Replays only the first `limit` rows.
+    pub limit: Option<u64>,
 }
 
 fn one_f64() -> f64 {

@@ -9,6 +9,8 @@ pub fn line_of(text: &str, key_path: &str) -> Option<usize> {
     let mut header: Vec<String> = Vec::new();
     // For `[[pools]]` elements: the element's name, so `pools.decode` resolves.
     let mut element_name: Option<String> = None;
+    // Whether the current header is (inside) an array-of-tables element.
+    let mut in_array = false;
     let mut best: Option<(usize, usize)> = None; // (matched segments, line)
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -18,14 +20,16 @@ pub fn line_of(text: &str, key_path: &str) -> Option<usize> {
         if let Some(h) = line.strip_prefix("[[").and_then(|l| l.strip_suffix("]]")) {
             header = h.split('.').map(|s| s.trim().to_string()).collect();
             element_name = None;
-            consider(&mut best, &want, &resolve(&header, &element_name), i + 1);
+            in_array = true;
+            consider(&mut best, &want, &header, i + 1);
             continue;
         }
         if let Some(h) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
             let parts: Vec<String> = h.split('.').map(|s| s.trim().to_string()).collect();
             // `[pools.server]` continues the current `[[pools]]` element.
-            if !(header.len() == 1 && parts.first() == header.first()) {
+            if !(in_array && parts.first() == header.first()) {
                 element_name = None;
+                in_array = false;
             }
             header = parts;
             consider(&mut best, &want, &resolve(&header, &element_name), i + 1);
@@ -35,8 +39,10 @@ pub fn line_of(text: &str, key_path: &str) -> Option<usize> {
             continue;
         };
         let k = k.trim().trim_matches('"');
-        if k == "name" && header.len() == 1 {
+        if k == "name" && in_array && header.len() == 1 {
             element_name = Some(v.trim().trim_matches('"').to_string());
+            // The element itself (`pools.decode`) is found at its name line.
+            consider(&mut best, &want, &resolve(&header, &element_name), i + 1);
         }
         let mut path = resolve(&header, &element_name);
         path.extend(k.split('.').map(|s| s.trim().to_string()));
@@ -75,7 +81,8 @@ fn consider(best: &mut Option<(usize, usize)>, want: &[&str], path: &[String], l
         .take_while(|(w, p)| *w == p)
         .count();
     // Only a path that is a prefix of the wanted key counts (an enclosing table or the key).
-    if matched == path.len() && matched > 0 && best.is_none_or(|(m, _)| matched > m) {
+    // On ties the later line wins: a duplicate is reported where it repeats.
+    if matched == path.len() && matched > 0 && best.is_none_or(|(m, _)| matched >= m) {
         *best = Some((matched, line));
     }
 }

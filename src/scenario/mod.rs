@@ -145,6 +145,11 @@ pub enum Workload {
         /// Output lengths.
         output: Lengths,
     },
+    /// Replayed from a trace: arrival times already scaled, in arrival order.
+    Trace {
+        /// The rows to replay.
+        rows: std::sync::Arc<Vec<crate::workload::trace::TraceRow>>,
+    },
 }
 
 /// Fabric parameters of the first fabric model.
@@ -243,7 +248,8 @@ pub fn from_str(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Sc
         (Ok(f), true) => f,
         (Err(e), _) => return Err(toml_error(text, path, &e, "")),
         (Ok(_), false) => {
-            let mut table: toml::Table = toml::from_str(text).map_err(|e| toml_error(text, path, &e, ""))?;
+            let mut table: toml::Table =
+                toml::from_str(text).map_err(|e| toml_error(text, path, &e, ""))?;
             for s in sets {
                 set::apply_set(&mut table, s).map_err(|m| err_at(None, "", m))?;
             }
@@ -393,7 +399,10 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         if seen.contains(&p.name.as_str()) {
             return Err(c.err(
                 &key,
-                format!("duplicate pool name {:?}; pool names must be unique", p.name),
+                format!(
+                    "duplicate pool name {:?}; pool names must be unique",
+                    p.name
+                ),
             ));
         }
         seen.push(&p.name);
@@ -402,7 +411,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         }
         let s = &p.server;
         let k = |f: &str| format!("{key}.server.{f}");
-        if s.tp_size == 0 || hw.gpus_per_node % s.tp_size != 0 {
+        if s.tp_size == 0 || !hw.gpus_per_node.is_multiple_of(s.tp_size) {
             return Err(c.err(
                 &k("tp_size"),
                 format!(
@@ -414,7 +423,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
             ));
         }
         let attn_tp = s.attn_tp_size.unwrap_or(s.tp_size);
-        if attn_tp == 0 || s.tp_size % attn_tp != 0 {
+        if attn_tp == 0 || !s.tp_size.is_multiple_of(attn_tp) {
             return Err(c.err(
                 &k("attn_tp_size"),
                 format!(
@@ -462,16 +471,18 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
             mem_fraction_static: s.mem_fraction_static,
             max_running_requests: s.max_running_requests,
         };
-        let kv_dtype_bytes = server.kv_dtype_bytes(model.activation_bytes).ok_or_else(|| {
-            c.err(
-                &k("kv_cache_dtype"),
-                format!(
-                    "unknown KV cache dtype {:?}; valid: {}",
-                    s.kv_cache_dtype,
-                    server::KV_CACHE_DTYPES.join(", ")
-                ),
-            )
-        })?;
+        let kv_dtype_bytes = server
+            .kv_dtype_bytes(model.activation_bytes)
+            .ok_or_else(|| {
+                c.err(
+                    &k("kv_cache_dtype"),
+                    format!(
+                        "unknown KV cache dtype {:?}; valid: {}",
+                        s.kv_cache_dtype,
+                        server::KV_CACHE_DTYPES.join(", ")
+                    ),
+                )
+            })?;
         if server.enable_unified_memory && !model.is_hybrid() {
             return Err(c.err(
                 &k("enable_unified_memory"),
@@ -539,10 +550,11 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     // Workload.
     let w = &file.workload;
     let workload = match (&w.trace, &w.arrival, &w.input_tokens, &w.output_tokens) {
+        (Some(t), None, None, None) => trace_workload(&c, t)?,
         (Some(_), ..) => {
             return Err(c.err(
                 "workload.trace",
-                "trace replay is not supported by this version of pdsim; use arrival, input_tokens and output_tokens",
+                "a trace gives arrivals and lengths itself: remove arrival, input_tokens and output_tokens, or remove trace",
             ));
         }
         (None, Some(a), Some(i), Some(o)) => Workload::Synthetic {
@@ -553,7 +565,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         _ => {
             return Err(c.err(
                 "workload",
-                "a synthetic workload needs arrival, input_tokens and output_tokens, e.g. arrival = { process = \"poisson\", rate_per_s = 8 }",
+                "give either trace = { path = \"...\" } or all of arrival, input_tokens and output_tokens, e.g. arrival = { process = \"poisson\", rate_per_s = 8 }",
             ));
         }
     };
@@ -570,7 +582,11 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         )
     })?;
     let waiting = c.positive("sglang.waiting_timeout_s", sg.waiting_timeout_s, "seconds")?;
-    let bootstrap = c.positive("sglang.bootstrap_timeout_s", sg.bootstrap_timeout_s, "seconds")?;
+    let bootstrap = c.positive(
+        "sglang.bootstrap_timeout_s",
+        sg.bootstrap_timeout_s,
+        "seconds",
+    )?;
     if sg.queue_size == 0 {
         return Err(c.err("sglang.queue_size", "must be ≥ 1 (sglang's default is 4)"));
     }
@@ -606,9 +622,67 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     })
 }
 
+fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, ScenarioError> {
+    use crate::workload::trace;
+    let path = c.resolve_path(&t.path);
+    let format = match &t.format {
+        Some(f) => f.parse::<trace::TraceFormat>().map_err(|_| {
+            c.err(
+                "workload.trace.format",
+                format!("unknown trace format {f:?}; valid: mooncake, azure, vidur, csv (or leave it out to detect)"),
+            )
+        })?,
+        None => trace::detect_format(&path).map_err(|e| c.err("workload.trace.path", e.to_string()))?,
+    };
+    let mut rows = trace::read_trace(&path, format)
+        .map_err(|e| c.err("workload.trace.path", e.to_string()))?;
+    if let Some(limit) = t.limit {
+        if limit == 0 {
+            return Err(c.err(
+                "workload.trace.limit",
+                "must be ≥ 1 row (or left out for all rows)",
+            ));
+        }
+        rows.truncate(limit.min(rows.len() as u64) as usize);
+    }
+    let scale = match t.rate_per_s {
+        Some(rate) => {
+            if t.time_scale != 1.0 {
+                return Err(c.err(
+                    "workload.trace.rate_per_s",
+                    "give rate_per_s or time_scale, not both",
+                ));
+            }
+            let rate = c.positive("workload.trace.rate_per_s", rate, "requests per second")?;
+            let span =
+                rows.last().map_or(0, |r| r.arrival_ns) - rows.first().map_or(0, |r| r.arrival_ns);
+            if rows.len() < 2 || span == 0 {
+                return Err(c.err(
+                    "workload.trace.rate_per_s",
+                    "the trace has no time span to rescale (fewer than two distinct arrival times)",
+                ));
+            }
+            let observed = (rows.len() - 1) as f64 / (span as f64 / 1e9);
+            observed / rate
+        }
+        None => c.positive(
+            "workload.trace.time_scale",
+            t.time_scale,
+            "a factor on arrival times",
+        )?,
+    };
+    let base = rows.first().map_or(0, |r| r.arrival_ns);
+    for r in &mut rows {
+        r.arrival_ns = ((r.arrival_ns - base) as f64 * scale).round() as Nanos;
+    }
+    Ok(Workload::Trace {
+        rows: std::sync::Arc::new(rows),
+    })
+}
+
 fn divisors(n: u32) -> String {
     (1..=n)
-        .filter(|d| n % d == 0)
+        .filter(|d| n.is_multiple_of(*d))
         .map(|d| d.to_string())
         .collect::<Vec<_>>()
         .join(", ")

@@ -19,7 +19,9 @@ pub fn apply_set(root: &mut Table, assignment: &str) -> Result<(), String> {
         ));
     }
     let value = parse_value(raw.trim());
-    let (last, parents) = path.split_last().expect("split yields at least one segment");
+    let (last, parents) = path
+        .split_last()
+        .expect("split yields at least one segment");
     let mut table = root;
     for (depth, seg) in parents.iter().enumerate() {
         let walked = path[..=depth].join(".");
@@ -92,7 +94,9 @@ fn select_in_array<'a>(
 
 fn parse_value(raw: &str) -> Value {
     match toml::from_str::<Table>(&format!("v = {raw}")) {
-        Ok(mut t) => t.remove("v").unwrap_or_else(|| Value::String(raw.to_string())),
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or_else(|| Value::String(raw.to_string())),
         Err(_) => Value::String(raw.to_string()),
     }
 }
@@ -149,8 +153,20 @@ mod tests {
         let mut t = doc();
         let e = apply_set(&mut t, "pools.mystery.instances=2").unwrap_err();
         assert!(e.contains("prefill, decode"), "{e}");
-        assert!(apply_set(&mut t, "run.seed").unwrap_err().contains("KEY=VALUE"));
-        assert!(apply_set(&mut t, "run..seed=1").unwrap_err().contains("empty segment"));
-        assert!(apply_set(&mut t, "run.seed.x=1").unwrap_err().contains("not a table"));
+        assert!(
+            apply_set(&mut t, "run.seed")
+                .unwrap_err()
+                .contains("KEY=VALUE")
+        );
+        assert!(
+            apply_set(&mut t, "run..seed=1")
+                .unwrap_err()
+                .contains("empty segment")
+        );
+        assert!(
+            apply_set(&mut t, "run.seed.x=1")
+                .unwrap_err()
+                .contains("not a table")
+        );
     }
 }

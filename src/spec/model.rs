@@ -193,7 +193,11 @@ impl ModelSpec {
                 head_dim,
                 v_head_dim,
             } => {
-                let (kv, hd, vd) = (f64::from(kv_heads), f64::from(head_dim), f64::from(v_head_dim));
+                let (kv, hd, vd) = (
+                    f64::from(kv_heads),
+                    f64::from(head_dim),
+                    f64::from(v_head_dim),
+                );
                 h * q * hd + h * kv * (hd + vd) + q * vd * h
             }
             KvAttention::Mla {
@@ -225,7 +229,9 @@ impl ModelSpec {
         let i = f64::from(m.intermediate_size);
         let gs = f64::from(m.n_groups * m.state_size);
         let conv_dim = i + 2.0 * gs;
-        h * (2.0 * i + 2.0 * gs + f64::from(m.num_heads)) + i * h + conv_dim * f64::from(m.conv_kernel)
+        h * (2.0 * i + 2.0 * gs + f64::from(m.num_heads))
+            + i * h
+            + conv_dim * f64::from(m.conv_kernel)
     }
 
     fn dense_ffn_params(&self) -> f64 {
@@ -235,7 +241,9 @@ impl ModelSpec {
 
     /// (total, active-per-token) parameters of one MoE block.
     fn moe_params(&self) -> (f64, f64) {
-        let Some(m) = &self.moe else { return (0.0, 0.0) };
+        let Some(m) = &self.moe else {
+            return (0.0, 0.0);
+        };
         let h = f64::from(self.hidden_size);
         let expert = 3.0 * h * f64::from(m.expert_intermediate);
         let shared = 3.0 * h * f64::from(m.shared_intermediate);
@@ -254,7 +262,9 @@ impl ModelSpec {
     /// Total parameters (all experts), which decide weight bytes.
     pub fn total_params(&self) -> f64 {
         let (moe_total, _) = self.moe_params();
-        self.body_params_excluding_moe() + f64::from(self.moe_layers) * moe_total + self.embedding_params()
+        self.body_params_excluding_moe()
+            + f64::from(self.moe_layers) * moe_total
+            + self.embedding_params()
     }
 
     /// Parameters one token multiplies through (active experts, LM head; not the embedding
@@ -321,8 +331,8 @@ pub const MODEL_PRESETS: &[&str] = &[
     "bloom-176b",
 ];
 
-fn dense_gqa(
-    name: &str,
+/// The fields of a dense GQA transformer preset.
+struct Gqa {
     layers: u32,
     hidden: u32,
     q_heads: u32,
@@ -330,7 +340,18 @@ fn dense_gqa(
     head_dim: u32,
     ffn: u32,
     vocab: u32,
-) -> ModelSpec {
+}
+
+fn dense_gqa(name: &str, g: Gqa) -> ModelSpec {
+    let Gqa {
+        layers,
+        hidden,
+        q_heads,
+        kv_heads,
+        head_dim,
+        ffn,
+        vocab,
+    } = g;
     ModelSpec {
         name: name.to_string(),
         num_layers: layers,
@@ -356,9 +377,12 @@ fn dense_gqa(
     }
 }
 
+/// Layer ids of a hybrid pattern: `(mamba, attention, mlp)`.
+pub type HybridLayers = (Vec<u32>, Vec<u32>, Vec<u32>);
+
 /// Layer ids of each block kind in a Nemotron-H `hybrid_override_pattern`
 /// (`M` mamba, `*` attention, `-` MLP): `(mamba, attention, mlp)`.
-pub fn parse_hybrid_pattern(pattern: &str) -> Result<(Vec<u32>, Vec<u32>, Vec<u32>), char> {
+pub fn parse_hybrid_pattern(pattern: &str) -> Result<HybridLayers, char> {
     let (mut m, mut a, mut f) = (Vec::new(), Vec::new(), Vec::new());
     for (i, c) in pattern.chars().enumerate() {
         let i = i as u32;
@@ -379,13 +403,68 @@ pub fn parse_hybrid_pattern(pattern: &str) -> Result<(Vec<u32>, Vec<u32>, Vec<u3
 /// (the models measured in `calibration/perf_model.csv`).
 pub fn preset(name: &str) -> Option<ModelSpec> {
     Some(match name {
-        "llama-3.1-8b" => dense_gqa(name, 32, 4096, 32, 8, 128, 14336, 128_256),
-        "llama-3.1-70b" => dense_gqa(name, 80, 8192, 64, 8, 128, 28672, 128_256),
-        "qwen3-8b" => dense_gqa(name, 36, 4096, 32, 8, 128, 12288, 151_936),
-        "llama2-70b" => dense_gqa(name, 80, 8192, 64, 8, 128, 28672, 32_000),
+        "llama-3.1-8b" => dense_gqa(
+            name,
+            Gqa {
+                layers: 32,
+                hidden: 4096,
+                q_heads: 32,
+                kv_heads: 8,
+                head_dim: 128,
+                ffn: 14336,
+                vocab: 128_256,
+            },
+        ),
+        "llama-3.1-70b" => dense_gqa(
+            name,
+            Gqa {
+                layers: 80,
+                hidden: 8192,
+                q_heads: 64,
+                kv_heads: 8,
+                head_dim: 128,
+                ffn: 28672,
+                vocab: 128_256,
+            },
+        ),
+        "qwen3-8b" => dense_gqa(
+            name,
+            Gqa {
+                layers: 36,
+                hidden: 4096,
+                q_heads: 32,
+                kv_heads: 8,
+                head_dim: 128,
+                ffn: 12288,
+                vocab: 151_936,
+            },
+        ),
+        "llama2-70b" => dense_gqa(
+            name,
+            Gqa {
+                layers: 80,
+                hidden: 8192,
+                q_heads: 64,
+                kv_heads: 8,
+                head_dim: 128,
+                ffn: 28672,
+                vocab: 32_000,
+            },
+        ),
         "bloom-176b" => {
             // BLOOM: 70 layers, hidden 14336, 112 heads of 128, plain MHA, 4×hidden GELU MLP.
-            let mut s = dense_gqa(name, 70, 14336, 112, 112, 128, 4 * 14336, 250_880);
+            let mut s = dense_gqa(
+                name,
+                Gqa {
+                    layers: 70,
+                    hidden: 14336,
+                    q_heads: 112,
+                    kv_heads: 112,
+                    head_dim: 128,
+                    ffn: 4 * 14336,
+                    vocab: 250_880,
+                },
+            );
             s.dense_ffn_gated = false;
             s.tie_word_embeddings = true;
             s
@@ -526,7 +605,10 @@ mod tests {
             assert_eq!(m.kv_bytes_per_token_instance(1, 2), bytes, "{name}");
         }
         // MLA latent: 61 × 576 × 2 = 70,272 per rank.
-        assert_eq!(preset("deepseek-v3").unwrap().kv_bytes_per_token_rank(8, 2), 70_272);
+        assert_eq!(
+            preset("deepseek-v3").unwrap().kv_bytes_per_token_rank(8, 2),
+            70_272
+        );
     }
 
     #[test]

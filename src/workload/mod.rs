@@ -1,6 +1,8 @@
 //! Request sources: arrival processes and length distributions, each drawing from its own
 //! random stream so that changing one never shifts another.
 
+pub mod trace;
+
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
@@ -18,67 +20,118 @@ pub struct NewRequest {
     pub output_tokens: u32,
 }
 
+/// Where requests come from.
+// One per run: boxing the larger variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+enum Source {
+    Synthetic {
+        arrival: Arrival,
+        input: Lengths,
+        output: Lengths,
+        arrivals_rng: ChaCha8Rng,
+        input_rng: ChaCha8Rng,
+        output_rng: ChaCha8Rng,
+        /// Arrival time of the next request, in fractional ns, so that rounding never drifts
+        /// the rate.
+        next_arrival: f64,
+    },
+    Trace {
+        rows: std::sync::Arc<Vec<trace::TraceRow>>,
+        next: usize,
+    },
+}
+
 /// Generates requests in arrival order.
 pub struct Generator {
-    arrival: Arrival,
-    input: Lengths,
-    output: Lengths,
-    arrivals_rng: ChaCha8Rng,
-    input_rng: ChaCha8Rng,
-    output_rng: ChaCha8Rng,
-    /// Arrival time of the next request, in fractional ns, so that rounding never drifts the rate.
-    next_arrival: f64,
+    source: Source,
     produced: u64,
 }
 
 impl Generator {
     /// A generator for `workload` seeded by `seed`.
     pub fn new(workload: &Workload, seed: u64) -> Self {
-        let Workload::Synthetic {
-            arrival,
-            input,
-            output,
-        } = workload.clone();
-        let mut g = Self {
-            arrival,
-            input,
-            output,
-            arrivals_rng: rng_stream(seed, RngSource::Arrivals),
-            input_rng: rng_stream(seed, RngSource::InputLengths),
-            output_rng: rng_stream(seed, RngSource::OutputLengths),
-            next_arrival: 0.0,
-            produced: 0,
-        };
-        g.next_arrival = g.gap_ns();
-        g
-    }
-
-    fn gap_ns(&mut self) -> f64 {
-        match self.arrival {
-            Arrival::Poisson { rate_per_s } => {
-                // Inverse CDF of the exponential; 1 - u is in (0, 1], so ln never sees 0.
-                let u: f64 = self.arrivals_rng.random();
-                -(1.0 - u).ln() / rate_per_s * NS_PER_S as f64
+        let source = match workload.clone() {
+            Workload::Synthetic {
+                arrival,
+                input,
+                output,
+            } => {
+                let mut s = Source::Synthetic {
+                    arrival,
+                    input,
+                    output,
+                    arrivals_rng: rng_stream(seed, RngSource::Arrivals),
+                    input_rng: rng_stream(seed, RngSource::InputLengths),
+                    output_rng: rng_stream(seed, RngSource::OutputLengths),
+                    next_arrival: 0.0,
+                };
+                if let Source::Synthetic {
+                    arrival,
+                    arrivals_rng,
+                    next_arrival,
+                    ..
+                } = &mut s
+                {
+                    *next_arrival = gap_ns(arrival, arrivals_rng);
+                }
+                s
             }
-            Arrival::Constant { rate_per_s } => NS_PER_S as f64 / rate_per_s,
+            Workload::Trace { rows } => Source::Trace { rows, next: 0 },
+        };
+        Self {
+            source,
+            produced: 0,
         }
     }
 
-    /// The next request; arrival times never decrease.
-    pub fn next_request(&mut self) -> NewRequest {
-        let arrival_ns = self.next_arrival.ceil() as Nanos;
-        self.next_arrival += self.gap_ns();
+    /// The next request, or `None` when a trace is exhausted; arrival times never decrease.
+    pub fn next_request(&mut self) -> Option<NewRequest> {
+        let r = match &mut self.source {
+            Source::Synthetic {
+                arrival,
+                input,
+                output,
+                arrivals_rng,
+                input_rng,
+                output_rng,
+                next_arrival,
+            } => {
+                let arrival_ns = next_arrival.ceil() as Nanos;
+                *next_arrival += gap_ns(arrival, arrivals_rng);
+                NewRequest {
+                    arrival_ns,
+                    input_tokens: sample(input, input_rng),
+                    output_tokens: sample(output, output_rng),
+                }
+            }
+            Source::Trace { rows, next } => {
+                let row = rows.get(*next)?;
+                *next += 1;
+                NewRequest {
+                    arrival_ns: row.arrival_ns,
+                    input_tokens: row.input_tokens,
+                    output_tokens: row.output_tokens,
+                }
+            }
+        };
         self.produced += 1;
-        NewRequest {
-            arrival_ns,
-            input_tokens: sample(&self.input, &mut self.input_rng),
-            output_tokens: sample(&self.output, &mut self.output_rng),
-        }
+        Some(r)
     }
 
     /// Requests produced so far.
     pub fn produced(&self) -> u64 {
         self.produced
+    }
+}
+
+fn gap_ns(arrival: &Arrival, rng: &mut ChaCha8Rng) -> f64 {
+    match *arrival {
+        Arrival::Poisson { rate_per_s } => {
+            // Inverse CDF of the exponential; 1 - u is in (0, 1], so ln never sees 0.
+            let u: f64 = rng.random();
+            -(1.0 - u).ln() / rate_per_s * NS_PER_S as f64
+        }
+        Arrival::Constant { rate_per_s } => NS_PER_S as f64 / rate_per_s,
     }
 }
 
@@ -131,7 +184,7 @@ mod tests {
         );
         let mut g = Generator::new(&w, 11);
         let n = 200_000;
-        let reqs: Vec<_> = (0..n).map(|_| g.next_request()).collect();
+        let reqs: Vec<_> = (0..n).map(|_| g.next_request().unwrap()).collect();
         let span_s = reqs.last().unwrap().arrival_ns as f64 / 1e9;
         let rate = n as f64 / span_s;
         assert!((rate / 50.0 - 1.0).abs() < 0.01, "rate {rate}");
@@ -154,7 +207,7 @@ mod tests {
             Lengths::Uniform { min: 5, max: 9 },
         );
         let mut g = Generator::new(&w, 1);
-        let r: Vec<_> = (0..4).map(|_| g.next_request()).collect();
+        let r: Vec<_> = (0..4).map(|_| g.next_request().unwrap()).collect();
         assert_eq!(r[0].arrival_ns, 333_333_334);
         assert_eq!(r[2].arrival_ns, 1_000_000_000);
         assert!(r.iter().all(|x| (5..=9).contains(&x.input_tokens)));
@@ -166,7 +219,10 @@ mod tests {
         let mut a = Generator::new(&workload(Arrival::Poisson { rate_per_s: 1.0 }, lengths), 5);
         let mut b = Generator::new(&workload(Arrival::Constant { rate_per_s: 9.0 }, lengths), 5);
         for _ in 0..100 {
-            assert_eq!(a.next_request().input_tokens, b.next_request().input_tokens);
+            assert_eq!(
+                a.next_request().unwrap().input_tokens,
+                b.next_request().unwrap().input_tokens
+            );
         }
     }
 }

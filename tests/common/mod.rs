@@ -1,0 +1,60 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use pdsim::cli::run::run_scenario;
+use pdsim::report::Summary;
+use pdsim::scenario;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A fresh, empty folder for one test's output.
+pub fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("pdsim-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `scenario` (relative to the repo) with `sets` into `dir`.
+pub fn run(scenario: &str, sets: &[&str], dir: &Path) -> Summary {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sc = scenario::load(&repo().join(scenario), &sets)
+        .unwrap_or_else(|e| panic!("{scenario} does not load: {e}"));
+    run_scenario(&sc, dir)
+        .unwrap_or_else(|e| panic!("{scenario} failed to run: {e}"))
+        .summary
+}
+
+/// Rows of a CSV file as header → value maps, in file order.
+pub fn read_csv(path: &Path) -> Vec<std::collections::BTreeMap<String, String>> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let headers = r.headers().unwrap().clone();
+    r.records()
+        .map(|rec| {
+            let rec = rec.unwrap();
+            headers
+                .iter()
+                .zip(rec.iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// A column as u64 (None where empty).
+pub fn num(row: &std::collections::BTreeMap<String, String>, col: &str) -> Option<u64> {
+    let v = row.get(col).unwrap_or_else(|| panic!("no column {col}"));
+    if v.is_empty() {
+        None
+    } else {
+        Some(
+            v.parse()
+                .unwrap_or_else(|_| panic!("{col} = {v:?} is not a number")),
+        )
+    }
+}

@@ -1,0 +1,69 @@
+//! The same scenario and seed give byte-identical result files; another seed does not.
+
+mod common;
+use common::*;
+
+const FILES: [&str; 3] = ["summary.json", "requests.csv", "timeseries.csv"];
+
+fn assert_identical(scenario: &str, sets: &[&str], a: &std::path::Path, b: &std::path::Path) {
+    for f in FILES {
+        let (x, y) = (
+            std::fs::read_to_string(a.join(f)).unwrap(),
+            std::fs::read_to_string(b.join(f)).unwrap(),
+        );
+        if x != y {
+            // Name the first row where the runs diverged, and how to reproduce it.
+            let (i, (l, r)) = x
+                .lines()
+                .zip(y.lines())
+                .enumerate()
+                .find(|(_, (l, r))| l != r)
+                .unwrap_or((x.lines().count().min(y.lines().count()), ("<end>", "<end>")));
+            panic!(
+                "{scenario}: {f} differs between two runs of the same seed, first at line {}:\n  run 1: {l}\n  run 2: {r}\nreproduce: pdsim run {scenario} {}",
+                i + 1,
+                sets.iter()
+                    .map(|s| format!("--set {s}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+    }
+}
+
+fn check(scenario: &str, name: &str, other_seed: &str) {
+    let (a, b, c) = (
+        tmpdir(&format!("{name}-a")),
+        tmpdir(&format!("{name}-b")),
+        tmpdir(&format!("{name}-c")),
+    );
+    let sa = run(scenario, &[], &a);
+    run(scenario, &[], &b);
+    assert!(
+        sa.requests.completed > 100,
+        "{scenario} should finish real work"
+    );
+    assert_identical(scenario, &[], &a, &b);
+    run(scenario, &[other_seed], &c);
+    for f in FILES {
+        assert_ne!(
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(c.join(f)).unwrap(),
+            "{scenario}: {f} is the same under another seed: the seed reaches nothing"
+        );
+    }
+}
+
+#[test]
+fn quickstart_is_byte_identical_across_runs() {
+    check("scenarios/quickstart.toml", "quick", "run.seed=8");
+}
+
+#[test]
+fn a_larger_loaded_cluster_is_byte_identical_across_runs() {
+    check(
+        "scenarios/regression/loaded-4p4d-70b.toml",
+        "large",
+        "run.seed=99",
+    );
+}

@@ -1,0 +1,88 @@
+//! Every bad scenario exits with a clear error that names the file, the line where one can be
+//! found, the key, and what would be valid. Each file in `tests/bad_scenarios/` states what it
+//! expects in its first lines: `# expect-key: KEY` (empty when TOML itself reports the line) and
+//! `# expect: FRAGMENT` of the message.
+
+mod common;
+use common::*;
+
+#[test]
+fn every_bad_scenario_gets_a_clear_error() {
+    let dir = repo().join("tests/bad_scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= 10,
+        "at least ten bad files, found {}",
+        files.len()
+    );
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let header = |tag: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(tag))
+                .unwrap_or_else(|| panic!("{}: no `{tag}` line", path.display()))
+                .trim()
+                .to_string()
+        };
+        let (key, fragment) = (header("# expect-key:"), header("# expect:"));
+        let err = match pdsim::scenario::load(&path, &[]) {
+            Ok(_) => panic!("{} loaded, but should be rejected", path.display()),
+            Err(e) => e,
+        };
+        let shown = err.to_string();
+        assert!(
+            shown.starts_with(&path.display().to_string()),
+            "{shown}: the message must start with the file"
+        );
+        assert!(
+            shown.contains(&fragment),
+            "{}: {shown}\n  should contain {fragment:?}",
+            path.display()
+        );
+        assert_eq!(err.key, key, "{}: {shown}", path.display());
+        let line = err
+            .line
+            .unwrap_or_else(|| panic!("{}: no line in {shown}", path.display()));
+        let at = text.lines().nth(line - 1).unwrap_or_default();
+        // The line points at the key itself, or its table when the key is missing.
+        let leaf = key.rsplit('.').next().unwrap_or_default();
+        if !key.is_empty() {
+            assert!(
+                at.contains(leaf) || at.trim_start().starts_with('['),
+                "{}: line {line} is {at:?}, not the line of {key}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn set_overrides_are_validated_too() {
+    let q = repo().join("scenarios/quickstart.toml");
+    let e = pdsim::scenario::load(&q, &["pools.decode.server.tp_size=3".into()]).unwrap_err();
+    assert!(e.to_string().contains("does not divide"), "{e}");
+    let e = pdsim::scenario::load(&q, &["pools.nope.instances=1".into()]).unwrap_err();
+    assert!(
+        e.to_string().contains("valid names: prefill, decode"),
+        "{e}"
+    );
+    let e = pdsim::scenario::load(&q, &["run.bogus=1".into()]).unwrap_err();
+    assert!(
+        e.to_string().contains("unknown field `bogus`") && e.to_string().contains("after --set"),
+        "{e}"
+    );
+    let ok = pdsim::scenario::load(&q, &["pools.decode.instances=3".into()]).unwrap();
+    assert_eq!(
+        ok.pools
+            .iter()
+            .find(|p| p.name == "decode")
+            .unwrap()
+            .instances,
+        3
+    );
+}

@@ -87,7 +87,7 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
         .out
         .clone()
         .unwrap_or_else(|| super::default_out(&sc.name));
-    let out = run_scenario(&sc, &dir)?;
+    let out = run_scenario_with(&sc, &dir, !args.quiet)?;
     if !args.quiet {
         print!("{}", out.summary.human(&sc.name));
         println!("  results in {}", dir.display());
@@ -97,6 +97,71 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
 
 /// Runs a loaded scenario into `dir`.
 pub fn run_scenario(sc: &Scenario, dir: &Path) -> Result<RunOutput, CliError> {
+    run_scenario_with(sc, dir, false)
+}
+
+/// A progress bar on stderr for runs longer than about a second, only when stderr is a
+/// terminal (indicatif); silent otherwise.
+struct Progress {
+    enabled: bool,
+    started: Instant,
+    bar: Option<indicatif::ProgressBar>,
+    duration_ns: u64,
+    max_requests: Option<u64>,
+}
+
+impl Progress {
+    fn new(sc: &Scenario, show: bool) -> Self {
+        use std::io::IsTerminal;
+        Self {
+            enabled: show && std::io::stderr().is_terminal(),
+            started: Instant::now(),
+            bar: None,
+            duration_ns: sc.duration_ns,
+            max_requests: sc.max_requests,
+        }
+    }
+
+    fn update(&mut self, sim_ns: u64, events: u64, arrived: u64) {
+        if !self.enabled || self.started.elapsed().as_secs_f64() < 1.0 {
+            return;
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new(1000);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:40} {percent:>3}% of arrivals ({elapsed}) {msg}",
+                )
+                .expect("a valid template"),
+            );
+            b
+        });
+        // Arrivals end at the duration or at max_requests, whichever comes first.
+        let by_time = sim_ns as f64 / self.duration_ns.max(1) as f64;
+        let by_count = self
+            .max_requests
+            .map_or(0.0, |m| arrived as f64 / m.max(1) as f64);
+        bar.set_position((by_time.max(by_count).min(1.0) * 1000.0) as u64);
+        bar.set_message(format!(
+            "{:.0} simulated s, {events} events",
+            sim_ns as f64 / 1e9
+        ));
+    }
+
+    fn finish(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// Runs a loaded scenario into `dir`, with a progress bar if `show_progress` and stderr is a
+/// terminal.
+pub fn run_scenario_with(
+    sc: &Scenario,
+    dir: &Path,
+    show_progress: bool,
+) -> Result<RunOutput, CliError> {
     std::fs::create_dir_all(dir).map_err(|source| IoError {
         path: dir.to_path_buf(),
         source,
@@ -109,7 +174,11 @@ pub fn run_scenario(sc: &Scenario, dir: &Path) -> Result<RunOutput, CliError> {
     };
     let (stats, summary, pages) = {
         let mut world = World::new(sc, &mut sink);
-        let stats = world.run().map_err(io)?;
+        let mut bar = Progress::new(sc, show_progress);
+        let stats = world
+            .run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))
+            .map_err(io)?;
+        bar.finish();
         let summary = Summary::new(
             &world.collector,
             stats.events,

@@ -292,6 +292,15 @@ impl<'a> World<'a> {
     /// Runs to the end: arrivals stop at `duration`, then in-flight requests drain until
     /// `duration + drain_timeout`; what remains is `unfinished`.
     pub fn run(&mut self) -> std::io::Result<RunStats> {
+        self.run_with_progress(&mut |_, _, _| {})
+    }
+
+    /// [`World::run`], calling `progress(simulated ns, events, arrivals)` every 65,536 events (the CLI
+    /// draws a progress bar with it; the simulation itself never looks at the clock).
+    pub fn run_with_progress(
+        &mut self,
+        progress: &mut dyn FnMut(Nanos, u64, u64),
+    ) -> std::io::Result<RunStats> {
         self.q.schedule_at(0, Event::Tick);
         self.schedule_next_arrival();
         let hard_stop = self.sc.duration_ns.saturating_add(self.sc.drain_timeout_ns);
@@ -306,6 +315,9 @@ impl<'a> World<'a> {
             }
             let (_, ev) = self.q.pop().expect("peeked");
             self.handle(ev)?;
+            if self.q.events_popped() & 0xFFFF == 0 {
+                progress(t, self.q.events_popped(), self.collector.counts.arrived);
+            }
         }
         let end = self.q.now();
         // Whatever is still in flight ends as unfinished, in id order.

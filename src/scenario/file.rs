@@ -249,6 +249,37 @@ pub enum ArrivalSection {
         /// Arrivals per second.
         rate_per_s: f64,
     },
+    /// Gamma-distributed gaps: bursty (cv > 1) or regular (cv < 1) traffic at a mean rate.
+    Gamma {
+        /// Mean arrivals per second.
+        rate_per_s: f64,
+        /// Coefficient of variation of the gaps (1 is Poisson).
+        cv: f64,
+    },
+    /// Poisson arrivals during `on_s`-second bursts separated by `off_s` seconds of silence.
+    OnOff {
+        /// Arrivals per second while on.
+        rate_per_s: f64,
+        /// Length of a burst, s.
+        on_s: f64,
+        /// Length of a silence, s.
+        off_s: f64,
+    },
+    /// Poisson arrivals with a piecewise-constant rate; the last step's rate holds to the end.
+    Schedule {
+        /// Steps in time order.
+        steps: Vec<RateStep>,
+    },
+}
+
+/// One step of a rate schedule.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RateStep {
+    /// The step lasts until this simulated second (increasing).
+    pub until_s: f64,
+    /// Arrivals per second during the step (0 for a pause).
+    pub rate_per_s: f64,
 }
 
 /// A length distribution, tokens.
@@ -278,6 +309,12 @@ pub enum LengthSection {
         /// Lower clamp, tokens (default 1).
         #[serde(default = "one")]
         min: u32,
+    },
+    /// Sampled uniformly from the lengths of a trace file (any trace format, or a lengths-only
+    /// CSV such as Vidur's Arxiv-4K statistics).
+    Empirical {
+        /// The file, relative to the scenario file.
+        path: String,
     },
 }
 

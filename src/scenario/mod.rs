@@ -84,7 +84,7 @@ pub struct Pool {
 }
 
 /// A validated arrival process.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Arrival {
     /// Exponential gaps, `rate_per_s` > 0.
     Poisson {
@@ -96,10 +96,31 @@ pub enum Arrival {
         /// Arrivals per second.
         rate_per_s: f64,
     },
+    /// Gamma gaps with mean `1 / rate_per_s` and coefficient of variation `cv`.
+    Gamma {
+        /// Mean arrivals per second.
+        rate_per_s: f64,
+        /// Coefficient of variation of the gaps.
+        cv: f64,
+    },
+    /// Poisson at `rate_per_s` during `on_ns`, silent during `off_ns`, repeating.
+    OnOff {
+        /// Arrivals per second while on.
+        rate_per_s: f64,
+        /// Burst length, ns.
+        on_ns: Nanos,
+        /// Silence length, ns.
+        off_ns: Nanos,
+    },
+    /// Non-homogeneous Poisson with a piecewise-constant rate: `(until_ns, rate_per_s)` steps.
+    Schedule {
+        /// Steps in increasing `until_ns`; the last rate holds afterwards.
+        steps: std::sync::Arc<Vec<(Nanos, f64)>>,
+    },
 }
 
 /// A validated length distribution, tokens.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Lengths {
     /// Always this many tokens.
     Fixed(u32),
@@ -121,14 +142,17 @@ pub enum Lengths {
         /// Tokens.
         max: u32,
     },
+    /// Uniform choice among these lengths (from a file).
+    Empirical(std::sync::Arc<Vec<u32>>),
 }
 
 impl Lengths {
     /// The largest length this distribution can produce.
     pub fn max(&self) -> u32 {
-        match *self {
-            Lengths::Fixed(v) => v,
-            Lengths::Uniform { max, .. } | Lengths::Lognormal { max, .. } => max,
+        match self {
+            Lengths::Fixed(v) => *v,
+            Lengths::Uniform { max, .. } | Lengths::Lognormal { max, .. } => *max,
+            Lengths::Empirical(v) => v.iter().copied().max().unwrap_or(0),
         }
     }
 }
@@ -690,18 +714,86 @@ fn divisors(n: u32) -> String {
 
 fn arrival(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
     let key = "workload.arrival.rate_per_s";
-    Ok(match *a {
+    let secs = |k: &str, v: f64| -> Result<Nanos, ScenarioError> {
+        Ok(ns_from_secs_ceil(c.positive(
+            &format!("workload.arrival.{k}"),
+            v,
+            "seconds",
+        )?))
+    };
+    Ok(match a {
         ArrivalSection::Poisson { rate_per_s } => Arrival::Poisson {
-            rate_per_s: c.positive(key, rate_per_s, "requests per second")?,
+            rate_per_s: c.positive(key, *rate_per_s, "requests per second")?,
         },
         ArrivalSection::Constant { rate_per_s } => Arrival::Constant {
-            rate_per_s: c.positive(key, rate_per_s, "requests per second")?,
+            rate_per_s: c.positive(key, *rate_per_s, "requests per second")?,
         },
+        ArrivalSection::Gamma { rate_per_s, cv } => Arrival::Gamma {
+            rate_per_s: c.positive(key, *rate_per_s, "requests per second")?,
+            cv: c.positive(
+                "workload.arrival.cv",
+                *cv,
+                "coefficient of variation; 1 is Poisson",
+            )?,
+        },
+        ArrivalSection::OnOff {
+            rate_per_s,
+            on_s,
+            off_s,
+        } => Arrival::OnOff {
+            rate_per_s: c.positive(key, *rate_per_s, "requests per second while on")?,
+            on_ns: secs("on_s", *on_s)?,
+            off_ns: ns_from_secs_ceil(c.non_negative(
+                "workload.arrival.off_s",
+                *off_s,
+                "seconds",
+            )?),
+        },
+        ArrivalSection::Schedule { steps } => {
+            let k = "workload.arrival.steps";
+            if steps.is_empty() {
+                return Err(c.err(
+                    k,
+                    "needs at least one step, e.g. steps = [{ until_s = 60, rate_per_s = 5 }]",
+                ));
+            }
+            let mut out = Vec::new();
+            let mut last = 0.0;
+            for (i, st) in steps.iter().enumerate() {
+                if !(st.until_s.is_finite() && st.until_s > last) {
+                    return Err(c.err(
+                        k,
+                        format!("step {} ends at until_s = {}, which must be later than the step before ({last} s)", i + 1, st.until_s),
+                    ));
+                }
+                c.non_negative(k, st.rate_per_s, "requests per second")?;
+                last = st.until_s;
+                out.push((ns_from_secs_ceil(st.until_s), st.rate_per_s));
+            }
+            if out.iter().all(|s| s.1 == 0.0) {
+                return Err(c.err(k, "every step has rate 0: no request would ever arrive"));
+            }
+            Arrival::Schedule {
+                steps: std::sync::Arc::new(out),
+            }
+        }
     })
 }
 
 fn lengths(c: &Checker, key: &str, l: &LengthSection) -> Result<Lengths, ScenarioError> {
+    if let LengthSection::Empirical { path } = l {
+        let p = c.resolve_path(path);
+        let pairs = crate::workload::trace::read_lengths(&p)
+            .map_err(|e| c.err(&format!("{key}.path"), e.to_string()))?;
+        let output = key.ends_with("output_tokens");
+        let v: Vec<u32> = pairs
+            .iter()
+            .map(|&(i, o)| if output { o } else { i })
+            .collect();
+        return Ok(Lengths::Empirical(std::sync::Arc::new(v)));
+    }
     Ok(match *l {
+        LengthSection::Empirical { .. } => unreachable!("handled above"),
         LengthSection::Fixed { value } => {
             if value == 0 {
                 return Err(c.err(&format!("{key}.value"), "must be ≥ 1 token"));

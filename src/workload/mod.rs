@@ -72,7 +72,7 @@ impl Generator {
                     ..
                 } = &mut s
                 {
-                    *next_arrival = gap_ns(arrival, arrivals_rng);
+                    *next_arrival = gap_ns(arrival, arrivals_rng, 0.0);
                 }
                 s
             }
@@ -97,7 +97,7 @@ impl Generator {
                 next_arrival,
             } => {
                 let arrival_ns = next_arrival.ceil() as Nanos;
-                *next_arrival += gap_ns(arrival, arrivals_rng);
+                *next_arrival += gap_ns(arrival, arrivals_rng, *next_arrival);
                 NewRequest {
                     arrival_ns,
                     input_tokens: sample(input, input_rng),
@@ -124,20 +124,88 @@ impl Generator {
     }
 }
 
-fn gap_ns(arrival: &Arrival, rng: &mut ChaCha8Rng) -> f64 {
-    match *arrival {
-        Arrival::Poisson { rate_per_s } => {
-            // Inverse CDF of the exponential; 1 - u is in (0, 1], so ln never sees 0.
-            let u: f64 = rng.random();
-            -(1.0 - u).ln() / rate_per_s * NS_PER_S as f64
+/// The gap to the next arrival after `now` (fractional ns), for every arrival process.
+fn gap_ns(arrival: &Arrival, rng: &mut ChaCha8Rng, now: f64) -> f64 {
+    let ns = NS_PER_S as f64;
+    match arrival {
+        Arrival::Poisson { rate_per_s } => exponential(rng) / rate_per_s * ns,
+        Arrival::Constant { rate_per_s } => ns / rate_per_s,
+        Arrival::Gamma { rate_per_s, cv } => {
+            // Shape k = 1/cv² gives the CV; scale = mean/k keeps the mean gap 1/rate.
+            let k = 1.0 / (cv * cv);
+            gamma(k, rng) / k / rate_per_s * ns
         }
-        Arrival::Constant { rate_per_s } => NS_PER_S as f64 / rate_per_s,
+        Arrival::OnOff {
+            rate_per_s,
+            on_ns,
+            off_ns,
+        } => {
+            // Draw the gap in "on-time", then map on-time back to simulated time, skipping
+            // the silences.
+            let (on, off) = (*on_ns as f64, *off_ns as f64);
+            let period = on + off;
+            let on_time_now = (now / period).floor() * on + (now % period).min(on);
+            let t = on_time_now + exponential(rng) / rate_per_s * ns;
+            let at = (t / on).floor() * period + t % on;
+            at - now
+        }
+        Arrival::Schedule { steps } => {
+            // Time-change: a unit-rate exponential amount of "rate-time" Λ, spent step by step.
+            let mut need = exponential(rng);
+            let mut t = now;
+            for &(until, rate) in steps.iter() {
+                let until = until as f64;
+                if t >= until {
+                    continue;
+                }
+                let have = (until - t) / ns * rate;
+                if have >= need {
+                    return t + need / rate * ns - now;
+                }
+                need -= have;
+                t = until;
+            }
+            let last = steps.last().map_or(0.0, |s| s.1);
+            if last > 0.0 {
+                t + need / last * ns - now
+            } else {
+                f64::INFINITY
+            }
+        }
+    }
+}
+
+/// A unit-mean exponential draw (inverse CDF; `1 − u` is in (0, 1], so ln never sees 0).
+fn exponential(rng: &mut ChaCha8Rng) -> f64 {
+    let u: f64 = rng.random();
+    -(1.0 - u).ln()
+}
+
+/// A Gamma(k, 1) draw by Marsaglia–Tsang; shapes below 1 use the boost `G(k+1)·U^(1/k)`.
+fn gamma(k: f64, rng: &mut ChaCha8Rng) -> f64 {
+    if k < 1.0 {
+        let u: f64 = rng.random();
+        return gamma(k + 1.0, rng) * (1.0 - u).powf(1.0 / k);
+    }
+    let d = k - 1.0 / 3.0;
+    let c = 1.0 / (9.0 * d).sqrt();
+    loop {
+        let x = standard_normal(rng);
+        let v = (1.0 + c * x).powi(3);
+        if v <= 0.0 {
+            continue;
+        }
+        let u: f64 = rng.random();
+        if (1.0 - u).ln() < 0.5 * x * x + d - d * v + d * v.ln() {
+            return d * v;
+        }
     }
 }
 
 /// Draws one length from `dist`.
 pub fn sample(dist: &Lengths, rng: &mut ChaCha8Rng) -> u32 {
     match *dist {
+        Lengths::Empirical(ref v) => v[rng.random_range(0..v.len())],
         Lengths::Fixed(v) => v,
         Lengths::Uniform { min, max } => rng.random_range(min..=max),
         Lengths::Lognormal { mean, cv, min, max } => {
@@ -216,7 +284,10 @@ mod tests {
     #[test]
     fn length_streams_do_not_depend_on_the_arrival_process() {
         let lengths = Lengths::Uniform { min: 1, max: 1000 };
-        let mut a = Generator::new(&workload(Arrival::Poisson { rate_per_s: 1.0 }, lengths), 5);
+        let mut a = Generator::new(
+            &workload(Arrival::Poisson { rate_per_s: 1.0 }, lengths.clone()),
+            5,
+        );
         let mut b = Generator::new(&workload(Arrival::Constant { rate_per_s: 9.0 }, lengths), 5);
         for _ in 0..100 {
             assert_eq!(
@@ -224,5 +295,85 @@ mod tests {
                 b.next_request().unwrap().input_tokens
             );
         }
+    }
+
+    fn arrivals(arrival: Arrival, n: usize) -> Vec<f64> {
+        let mut g = Generator::new(&workload(arrival, Lengths::Fixed(1)), 21);
+        (0..n)
+            .map(|_| g.next_request().unwrap().arrival_ns as f64 / 1e9)
+            .collect()
+    }
+
+    fn gap_moments(t: &[f64]) -> (f64, f64) {
+        let gaps: Vec<f64> = t.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+        (mean, var.sqrt() / mean)
+    }
+
+    #[test]
+    fn gamma_arrivals_have_the_asked_rate_and_burstiness() {
+        for cv in [0.5, 1.0, 3.0] {
+            let t = arrivals(
+                Arrival::Gamma {
+                    rate_per_s: 20.0,
+                    cv,
+                },
+                200_000,
+            );
+            let (mean, got_cv) = gap_moments(&t);
+            assert!((mean * 20.0 - 1.0).abs() < 0.02, "cv {cv}: mean gap {mean}");
+            assert!((got_cv / cv - 1.0).abs() < 0.05, "cv {cv}: got {got_cv}");
+        }
+    }
+
+    #[test]
+    fn on_off_arrivals_stay_silent_when_off() {
+        let t = arrivals(
+            Arrival::OnOff {
+                rate_per_s: 100.0,
+                on_ns: 2 * NS_PER_S,
+                off_ns: 3 * NS_PER_S,
+            },
+            20_000,
+        );
+        assert!(
+            t.iter().all(|x| x % 5.0 < 2.0 + 1e-9),
+            "an arrival in a silence"
+        );
+        let span = t.last().unwrap();
+        let rate = t.len() as f64 / span;
+        assert!(
+            (rate / 40.0 - 1.0).abs() < 0.03,
+            "mean rate {rate}, want 100 × 2/5"
+        );
+    }
+
+    #[test]
+    fn a_rate_schedule_follows_its_steps() {
+        let steps = std::sync::Arc::new(vec![
+            (100 * NS_PER_S, 10.0),
+            (200 * NS_PER_S, 0.0),
+            (300 * NS_PER_S, 50.0),
+        ]);
+        let t = arrivals(Arrival::Schedule { steps }, 20_000);
+        let count = |a: f64, b: f64| t.iter().filter(|&&x| x >= a && x < b).count() as f64;
+        assert!((count(0.0, 100.0) / 1000.0 - 1.0).abs() < 0.1);
+        assert_eq!(count(100.0, 200.0), 0.0);
+        assert!((count(200.0, 300.0) / 5000.0 - 1.0).abs() < 0.05);
+        // The last rate holds after the last step.
+        assert!((count(300.0, 320.0) / 1000.0 - 1.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn empirical_lengths_sample_the_given_values() {
+        let v = std::sync::Arc::new(vec![3, 7, 7, 100]);
+        let mut rng = rng_stream(1, RngSource::InputLengths);
+        let draws: Vec<u32> = (0..4000)
+            .map(|_| sample(&Lengths::Empirical(v.clone()), &mut rng))
+            .collect();
+        assert!(draws.iter().all(|d| [3, 7, 100].contains(d)));
+        let sevens = draws.iter().filter(|&&d| d == 7).count() as f64 / 4000.0;
+        assert!((sevens - 0.5).abs() < 0.03, "{sevens}");
     }
 }

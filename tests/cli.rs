@@ -157,3 +157,64 @@ fn the_shipped_trace_scenario_runs() {
     assert_eq!(s.requests.arrived, 8_819);
     assert_eq!(s.requests.completed, 8_819);
 }
+
+#[test]
+fn every_chart_renders_for_the_quickstart_with_titles_and_axis_units() {
+    use pdsim::report::charts::Chart;
+    let dir = tmpdir("charts");
+    run("scenarios/quickstart.toml", &[], &dir);
+    let texts = |svg: &str| -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| {
+                let body = t.split_once('>')?.1;
+                Some(body.split("</text>").next()?.to_string())
+            })
+            .collect()
+    };
+    let axis_units = [
+        "ms",
+        "(s)",
+        "fraction",
+        "requests",
+        "tokens",
+        "pages",
+        "utilisation",
+        "share",
+    ];
+    for chart in Chart::ALL {
+        let path = dir.join(format!("charts/{}.svg", chart.name()));
+        let svg =
+            std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("{} missing", path.display()));
+        let t = texts(&svg);
+        assert!(
+            t.iter()
+                .any(|x| x.contains(chart.title()) && x.contains("quickstart")),
+            "{}: no title in {t:?}",
+            chart.name()
+        );
+        assert!(
+            t.iter().any(|x| axis_units.iter().any(|u| x.contains(u))),
+            "{}: no axis label with a unit in {t:?}",
+            chart.name()
+        );
+    }
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let srcs: Vec<&str> = html
+        .split("src=\"")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+        .collect();
+    assert_eq!(srcs.len(), Chart::ALL.len(), "every chart in the report");
+    for s in srcs {
+        assert!(
+            dir.join(s).is_file(),
+            "index.html references {s}, which does not exist"
+        );
+    }
+    assert!(
+        std::fs::read_to_string(dir.join("summary.md"))
+            .unwrap()
+            .contains("| completed | ")
+    );
+}

@@ -8,6 +8,8 @@ use serde::Serialize;
 
 use super::CliError;
 use crate::cluster::World;
+use crate::report::charts::{ChartInput, ImageFormat, render_charts};
+use crate::report::html::{write_index_html, write_summary_md};
 use crate::report::{CsvSink, IoError, Summary, write_json};
 use crate::scenario::{self, Scenario, ScenarioFile};
 
@@ -25,6 +27,9 @@ pub struct RunArgs {
     /// Overrides any scenario key by its dotted path, e.g. `pools.decode.server.tp_size=8`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// Draw the charts as PNG instead of SVG (needs a build with `--features png`).
+    #[arg(long)]
+    pub png: bool,
     /// Print nothing on success.
     #[arg(long, short)]
     pub quiet: bool,
@@ -87,7 +92,17 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
         .out
         .clone()
         .unwrap_or_else(|| super::default_out(&sc.name));
-    let out = run_scenario_with(&sc, &dir, !args.quiet)?;
+    let format = if args.png {
+        if !ImageFormat::Png.supported() {
+            return Err(CliError::Usage(
+                "--png needs a build with PNG support: cargo build --release --features png".into(),
+            ));
+        }
+        ImageFormat::Png
+    } else {
+        ImageFormat::Svg
+    };
+    let out = run_scenario_with(&sc, &dir, !args.quiet, format)?;
     if !args.quiet {
         print!("{}", out.summary.human(&sc.name));
         println!("  results in {}", dir.display());
@@ -97,7 +112,7 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
 
 /// Runs a loaded scenario into `dir`.
 pub fn run_scenario(sc: &Scenario, dir: &Path) -> Result<RunOutput, CliError> {
-    run_scenario_with(sc, dir, false)
+    run_scenario_with(sc, dir, false, ImageFormat::Svg)
 }
 
 /// A progress bar on stderr for runs longer than about a second, only when stderr is a
@@ -161,6 +176,7 @@ pub fn run_scenario_with(
     sc: &Scenario,
     dir: &Path,
     show_progress: bool,
+    charts: ImageFormat,
 ) -> Result<RunOutput, CliError> {
     std::fs::create_dir_all(dir).map_err(|source| IoError {
         path: dir.to_path_buf(),
@@ -172,7 +188,7 @@ pub fn run_scenario_with(
         path: dir.to_path_buf(),
         source,
     };
-    let (stats, summary, pages) = {
+    let (stats, summary, pages, ttft, tpot) = {
         let mut world = World::new(sc, &mut sink);
         let mut bar = Progress::new(sc, show_progress);
         let stats = world
@@ -185,10 +201,31 @@ pub fn run_scenario_with(
             stats.end_ns,
             stats.cut_by_drain_timeout,
         );
-        (stats, summary, world.kv_pages())
+        let c = &world.collector;
+        (
+            stats,
+            summary,
+            world.kv_pages(),
+            c.ttft.clone(),
+            c.tpot.clone(),
+        )
     };
-    sink.finish().map_err(io)?;
+    sink.flush().map_err(io)?;
     write_json(&dir.join("summary.json"), &summary)?;
+    let charts = render_charts(
+        &ChartInput {
+            run_name: &sc.name,
+            ttft: &ttft,
+            tpot: &tpot,
+            timeseries: &sink.timeseries_rows,
+            summary: &summary,
+            sample: &sink.sample,
+        },
+        dir,
+        charts,
+    )?;
+    write_index_html(dir, &sc.name, &summary, &charts)?;
+    write_summary_md(dir, &sc.name, &summary)?;
     let wall = started.elapsed().as_secs_f64();
     let mut instances = Vec::new();
     let mut i = 0u32;

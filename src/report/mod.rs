@@ -1,6 +1,9 @@
 //! Result files (DESIGN.md §4): `summary.json`, `requests.csv`, `timeseries.csv`, `run.json`,
 //! and the human summary. Reports read metrics only; they never touch the simulation.
 
+pub mod charts;
+pub mod html;
+
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -8,7 +11,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::engine::NS_PER_S;
-use crate::metrics::{Collector, Counts, ErrorCount, Latencies, RequestRow, Sink, TimeseriesRow};
+use crate::metrics::{
+    Collector, Counts, ErrorCount, Latencies, Outcome, RequestRow, Sink, TimeseriesRow,
+};
 
 /// Throughput over the simulated span.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -162,11 +167,22 @@ fn create(path: &Path) -> Result<BufWriter<File>, IoError> {
         })
 }
 
-/// Streams `requests.csv` and `timeseries.csv` as the run produces rows.
+/// Streams `requests.csv` and `timeseries.csv` as the run produces rows, and keeps what the
+/// charts need: the timeseries (one row per instance-second: bounded by duration, not by
+/// requests) and a small sample of requests for the timeline.
 pub struct CsvSink {
     requests: csv::Writer<BufWriter<File>>,
     timeseries: csv::Writer<BufWriter<File>>,
+    /// Every timeseries row, for the charts.
+    pub timeseries_rows: Vec<TimeseriesRow>,
+    /// The first requests by id, then the first requests that did not complete.
+    pub sample: Vec<RequestRow>,
 }
+
+/// Requests of the timeline sample that are simply the first by id.
+const SAMPLE_FIRST: usize = 28;
+/// Further requests that did not complete (failed, corrupted, unfinished) worth showing.
+const SAMPLE_TROUBLE: usize = 12;
 
 impl CsvSink {
     /// Creates both files in `dir`.
@@ -174,11 +190,13 @@ impl CsvSink {
         Ok(Self {
             requests: csv::Writer::from_writer(create(&dir.join("requests.csv"))?),
             timeseries: csv::Writer::from_writer(create(&dir.join("timeseries.csv"))?),
+            timeseries_rows: Vec::new(),
+            sample: Vec::new(),
         })
     }
 
     /// Flushes both files.
-    pub fn finish(mut self) -> std::io::Result<()> {
+    pub fn flush(&mut self) -> std::io::Result<()> {
         self.requests.flush()?;
         self.timeseries.flush()
     }
@@ -190,9 +208,20 @@ fn csv_io(e: csv::Error) -> std::io::Error {
 
 impl Sink for CsvSink {
     fn request(&mut self, row: &RequestRow) -> std::io::Result<()> {
+        let trouble = self
+            .sample
+            .iter()
+            .filter(|r| r.outcome != Outcome::Completed)
+            .count();
+        if self.sample.len() < SAMPLE_FIRST
+            || (row.outcome != Outcome::Completed && trouble < SAMPLE_TROUBLE)
+        {
+            self.sample.push(row.clone());
+        }
         self.requests.serialize(row).map_err(csv_io)
     }
     fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()> {
+        self.timeseries_rows.push(row.clone());
         self.timeseries.serialize(row).map_err(csv_io)
     }
 }

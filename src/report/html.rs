@@ -1,0 +1,566 @@
+//! The human-readable reports of a run: `index.html` (summary tables and the charts, opened from
+//! disk with no server, no script and no external URL) and `summary.md` (the same facts for
+//! terminals and CI logs). Both are byte-stable: no timestamps, no host facts.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+use crate::metrics::Stats;
+use crate::report::charts::Chart;
+use crate::report::{IoError, Summary};
+
+/// Writes `dir/index.html`: the summary tables (requests by outcome, error kinds with their
+/// messages, latency in ms, throughput, SLO, transfer) and every chart in `charts` (paths
+/// relative to `dir`, as [`render_charts`](super::charts::render_charts) returns them) as an
+/// `<img>`.
+pub fn write_index_html(
+    dir: &Path,
+    run_name: &str,
+    summary: &Summary,
+    charts: &[PathBuf],
+) -> Result<(), IoError> {
+    let path = dir.join("index.html");
+    fs::write(&path, index_html(run_name, summary, charts)).map_err(|source| IoError {
+        path: path.clone(),
+        source,
+    })
+}
+
+/// Writes `dir/summary.md`: the facts of `index.html` as Markdown, without the charts.
+pub fn write_summary_md(dir: &Path, run_name: &str, summary: &Summary) -> Result<(), IoError> {
+    let path = dir.join("summary.md");
+    fs::write(&path, summary_md(run_name, summary)).map_err(|source| IoError {
+        path: path.clone(),
+        source,
+    })
+}
+
+/// Escapes text for HTML content and double- or single-quoted attribute values.
+pub fn escape_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A relative path as a URL path: `/`-separated, every byte outside `[A-Za-z0-9._~-]`
+/// percent-encoded, so any file name survives.
+fn url_path(p: &Path) -> String {
+    let mut out = String::new();
+    for (i, c) in p
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy()),
+            _ => None,
+        })
+        .enumerate()
+    {
+        if i > 0 {
+            out.push('/');
+        }
+        for b in c.bytes() {
+            if b.is_ascii_alphanumeric() || b"._~-".contains(&b) {
+                out.push(b as char);
+            } else {
+                let _ = write!(out, "%{b:02X}");
+            }
+        }
+    }
+    out
+}
+
+/// A latency in ms with precision that suits its size: 1234, 56.7, 8.91, 0.123.
+pub fn fmt_ms(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Bytes in binary units: 512 B, 1.50 KiB, 3.25 GiB.
+fn fmt_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "–".into()
+    } else {
+        format!("{:.1} %", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+/// Outcome rows: (name, count, note).
+fn outcome_rows(s: &Summary) -> [(&'static str, u64, &'static str); 4] {
+    let r = &s.requests;
+    [
+        ("completed", r.completed, "finished from their own bytes"),
+        ("failed", r.failed, "ended with an error (kinds below)"),
+        (
+            "corrupted",
+            r.corrupted,
+            "finished with no error but decoded from bytes that were not their own; counted in throughput",
+        ),
+        ("unfinished", r.unfinished, "in flight when the run stopped"),
+    ]
+}
+
+fn latency_rows(s: &Summary) -> [(&'static str, &'static str, Stats); 6] {
+    let l = &s.latency_ms;
+    [
+        ("TTFT", "arrival → first token", l.ttft),
+        ("TPOT", "time per output token after the first", l.tpot),
+        ("ITL", "gap between consecutive tokens", l.itl),
+        ("E2E", "arrival → last token", l.e2e),
+        ("queue", "prefill waiting queue → first forward", l.queue),
+        (
+            "transfer",
+            "first chunk sent → last chunk landed",
+            l.transfer,
+        ),
+    ]
+}
+
+const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;\
+margin:2rem auto;max-width:960px;padding:0 1rem;color:#222;line-height:1.4}\
+h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}\
+table{border-collapse:collapse;margin:.5rem 0}th,td{border:1px solid #ddd;padding:.25rem .6rem;\
+text-align:left;vertical-align:top}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}\
+tr.corrupted td{background:#f3e8f7;color:#5a1f70;font-weight:600}\
+code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em;white-space:pre-wrap;\
+word-break:break-word}.warn{background:#fff4e5;border-left:4px solid #f28e2b;padding:.4rem .8rem}\
+.hazard{background:#f3e8f7;border-left:4px solid #7b3294;padding:.4rem .8rem}\
+figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}\
+figcaption{color:#666;font-size:.9rem}";
+
+/// The text of `index.html`.
+pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
+    let name = escape_html(run_name);
+    let r = &s.requests;
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>pdsim — {name}</title>\n<style>{CSS}</style>\n</head>\n<body>\n\
+         <h1>pdsim run <code>{name}</code></h1>\n"
+    );
+    let _ = writeln!(
+        h,
+        "<p>{} requests arrived over {:.3} s of simulated time ({} events).</p>",
+        r.arrived, s.sim.simulated_s, s.sim.events
+    );
+    if s.sim.cut_by_drain_timeout {
+        h.push_str(
+            "<p class=\"warn\">The run stopped at the drain timeout with requests still in \
+             flight: they count as unfinished.</p>\n",
+        );
+    }
+    if r.corrupted > 0 {
+        let _ = writeln!(
+            h,
+            "<p class=\"hazard\"><strong>{} corrupted request(s)</strong>: they finished with no \
+             error but decoded from bytes that were not their own (the silent hazard). They \
+             count in throughput, as they would in production.</p>",
+            r.corrupted
+        );
+    }
+
+    h.push_str(
+        "<h2>Requests</h2>\n<table>\n<tr><th>outcome</th><th class=\"n\">requests</th>\
+         <th class=\"n\">share of arrived</th><th>meaning</th></tr>\n",
+    );
+    for (outcome, n, note) in outcome_rows(s) {
+        let _ = writeln!(
+            h,
+            "<tr class=\"{outcome}\"><td>{outcome}</td><td class=\"n\">{n}</td>\
+             <td class=\"n\">{}</td><td>{}</td></tr>",
+            pct(n, r.arrived),
+            escape_html(note)
+        );
+    }
+    let _ = writeln!(
+        h,
+        "<tr><td>arrived</td><td class=\"n\">{}</td><td class=\"n\"></td><td></td></tr>\n</table>",
+        r.arrived
+    );
+
+    h.push_str("<h2>Errors</h2>\n");
+    if s.errors.is_empty() {
+        h.push_str("<p>No request failed.</p>\n");
+    } else {
+        h.push_str(
+            "<table>\n<tr><th>kind</th><th class=\"n\">requests</th><th>message (first \
+             occurrence)</th></tr>\n",
+        );
+        for e in &s.errors {
+            let _ = writeln!(
+                h,
+                "<tr><td><code>{}</code></td><td class=\"n\">{}</td><td><code>{}</code></td></tr>",
+                escape_html(&e.kind),
+                e.count,
+                escape_html(&e.message)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+
+    h.push_str(
+        "<h2>Latency (ms)</h2>\n<table>\n<tr><th>metric</th><th class=\"n\">mean</th>\
+         <th class=\"n\">p50</th><th class=\"n\">p90</th><th class=\"n\">p99</th>\
+         <th class=\"n\">max</th><th>what</th></tr>\n",
+    );
+    for (metric, what, st) in latency_rows(s) {
+        let _ = writeln!(
+            h,
+            "<tr><td>{metric}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+             <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            fmt_ms(st.mean),
+            fmt_ms(st.p50),
+            fmt_ms(st.p90),
+            fmt_ms(st.p99),
+            fmt_ms(st.max),
+            escape_html(what)
+        );
+    }
+    h.push_str("</table>\n");
+
+    let t = &s.throughput;
+    let _ = write!(
+        h,
+        "<h2>Throughput and SLO</h2>\n<table>\n\
+         <tr><td>finished requests/s</td><td class=\"n\">{:.3}</td></tr>\n\
+         <tr><td>input tokens/s</td><td class=\"n\">{:.1}</td></tr>\n\
+         <tr><td>output tokens/s</td><td class=\"n\">{:.1}</td></tr>\n\
+         <tr><td>SLO attainment (share of arrived)</td><td class=\"n\">{:.1} %</td></tr>\n\
+         <tr><td>goodput requests/s</td><td class=\"n\">{:.3}</td></tr>\n\
+         <tr><td>KV transfer</td><td class=\"n\">{} ({} B) in {} RDMA writes</td></tr>\n\
+         </table>\n",
+        t.requests_per_s,
+        t.input_tokens_per_s,
+        t.output_tokens_per_s,
+        100.0 * s.slo.attainment,
+        s.slo.goodput_requests_per_s,
+        fmt_bytes(s.transfer.bytes),
+        s.transfer.bytes,
+        s.transfer.writes
+    );
+
+    if !charts.is_empty() {
+        h.push_str("<h2>Charts</h2>\n");
+    }
+    for c in charts {
+        let stem = c
+            .file_stem()
+            .map(|s| s.to_string_lossy())
+            .unwrap_or_default();
+        let caption = Chart::from_name(&stem).map_or(stem.to_string(), |c| c.title().to_string());
+        let (w, hgt) = super::charts::SIZE;
+        let _ = writeln!(
+            h,
+            "<figure><img src=\"{}\" alt=\"{}\" width=\"{w}\" height=\"{hgt}\">\
+             <figcaption><code>{}</code></figcaption></figure>",
+            escape_html(&url_path(c)),
+            escape_html(&caption),
+            escape_html(&c.to_string_lossy())
+        );
+    }
+    h.push_str(
+        "<p><small>Also in this folder: <code>summary.json</code>, <code>summary.md</code>, \
+         <code>requests.csv</code>, <code>timeseries.csv</code>, <code>run.json</code>.</small></p>\n\
+         </body>\n</html>\n",
+    );
+    h
+}
+
+/// `text` as a Markdown code span: literal in any renderer (no HTML, no emphasis), with `|`
+/// escaped for tables and line breaks folded.
+fn code_span(text: &str) -> String {
+    let text = text.replace(['\r', '\n'], " ").replace('|', "\\|");
+    // The fence must be longer than any run of backticks inside (CommonMark).
+    let mut longest = 0;
+    let mut run = 0;
+    for c in text.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+/// The text of `summary.md`.
+pub fn summary_md(run_name: &str, s: &Summary) -> String {
+    let r = &s.requests;
+    let mut m = String::new();
+    let _ = writeln!(m, "# pdsim run {}\n", code_span(run_name));
+    let _ = writeln!(
+        m,
+        "{} requests arrived over {:.3} s of simulated time ({} events).",
+        r.arrived, s.sim.simulated_s, s.sim.events
+    );
+    if s.sim.cut_by_drain_timeout {
+        m.push_str(
+            "\n**Warning:** the run stopped at the drain timeout with requests still in flight: \
+             they count as unfinished.\n",
+        );
+    }
+    if r.corrupted > 0 {
+        let _ = writeln!(
+            m,
+            "\n**{} corrupted request(s)**: finished with no error but decoded from bytes that \
+             were not their own (the silent hazard). They count in throughput.",
+            r.corrupted
+        );
+    }
+
+    m.push_str("\n## Requests\n\n| outcome | requests | share of arrived |\n|---|---:|---:|\n");
+    for (outcome, n, _) in outcome_rows(s) {
+        let _ = writeln!(m, "| {outcome} | {n} | {} |", pct(n, r.arrived));
+    }
+    let _ = writeln!(m, "| arrived | {} | |", r.arrived);
+
+    m.push_str("\n## Errors\n\n");
+    if s.errors.is_empty() {
+        m.push_str("No request failed.\n");
+    } else {
+        m.push_str("| kind | requests | message (first occurrence) |\n|---|---:|---|\n");
+        for e in &s.errors {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} |",
+                code_span(&e.kind),
+                e.count,
+                code_span(&e.message)
+            );
+        }
+    }
+
+    m.push_str(
+        "\n## Latency (ms)\n\n| metric | mean | p50 | p90 | p99 | max |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+    );
+    for (metric, _, st) in latency_rows(s) {
+        let _ = writeln!(
+            m,
+            "| {metric} | {} | {} | {} | {} | {} |",
+            fmt_ms(st.mean),
+            fmt_ms(st.p50),
+            fmt_ms(st.p90),
+            fmt_ms(st.p99),
+            fmt_ms(st.max)
+        );
+    }
+
+    let t = &s.throughput;
+    let _ = write!(
+        m,
+        "\n## Throughput and SLO\n\n\
+         - finished requests/s: {:.3}\n\
+         - input tokens/s: {:.1}\n\
+         - output tokens/s: {:.1}\n\
+         - SLO attainment (share of arrived): {:.1} %\n\
+         - goodput requests/s: {:.3}\n\
+         - KV transfer: {} ({} B) in {} RDMA writes\n",
+        t.requests_per_s,
+        t.input_tokens_per_s,
+        t.output_tokens_per_s,
+        100.0 * s.slo.attainment,
+        s.slo.goodput_requests_per_s,
+        fmt_bytes(s.transfer.bytes),
+        s.transfer.bytes,
+        s.transfer.writes
+    );
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::charts::fixture::{NASTY_MESSAGE, empty, synthetic, temp_dir};
+    use crate::report::charts::{ImageFormat, render_charts};
+
+    /// Every value of an attribute `attr="…"` in `html`.
+    fn attr_values<'h>(html: &'h str, attr: &str) -> Vec<&'h str> {
+        let key = format!(" {attr}=\"");
+        html.match_indices(&key)
+            .map(|(i, _)| {
+                let v = &html[i + key.len()..];
+                &v[..v.find('"').expect("unterminated attribute")]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn index_references_only_files_that_exist() {
+        let f = synthetic();
+        let dir = temp_dir("html-index");
+        let charts = render_charts(&f.input("unit-run"), &dir, ImageFormat::Svg).unwrap();
+        write_index_html(&dir, "unit-run", &f.summary, &charts).unwrap();
+        let html = fs::read_to_string(dir.join("index.html")).unwrap();
+        let srcs = attr_values(&html, "src");
+        assert_eq!(srcs.len(), charts.len(), "one <img> per chart");
+        for src in srcs {
+            assert!(
+                !src.contains(':') && !src.starts_with('/'),
+                "not relative: {src}"
+            );
+            assert!(
+                dir.join(src).is_file(),
+                "{src} does not exist under {dir:?}"
+            );
+        }
+        assert!(attr_values(&html, "href").is_empty());
+        for banned in ["http:", "https:", "<script", "//"] {
+            assert!(!html.contains(banned), "index.html contains {banned:?}");
+        }
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        let f = synthetic();
+        let html = index_html("<b>run</b> & co", &f.summary, &[]);
+        assert!(!html.contains("<tp_size>") && !html.contains("<b>run"));
+        assert!(html.contains(
+            "Envelope &lt;tp_size&gt; mismatch: prefill &quot;4&quot; &amp; decode &#39;8&#39;"
+        ));
+        assert!(html.contains("&lt;b&gt;run&lt;/b&gt; &amp; co"));
+        assert_eq!(escape_html("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
+    }
+
+    #[test]
+    fn index_has_every_table() {
+        let f = synthetic();
+        let html = index_html("unit-run", &f.summary, &[]);
+        for want in [
+            "<td>completed</td><td class=\"n\">50</td>",
+            "<td>failed</td><td class=\"n\">4</td>",
+            "<td>corrupted</td><td class=\"n\">2</td>",
+            "<td>unfinished</td><td class=\"n\">4</td>",
+            "<code>envelope_tp_mismatch</code></td><td class=\"n\">4</td>",
+            "2 corrupted request(s)",
+            "<td>TTFT</td>",
+            "<td>TPOT</td>",
+            "<td>ITL</td>",
+            "<td>E2E</td>",
+            "<td>queue</td>",
+            "<td>transfer</td>",
+            "1075.5",
+            "87.5 %",
+            "3.00 GiB",
+        ] {
+            assert!(html.contains(want), "no {want:?} in index.html");
+        }
+        let p99 = fmt_ms(f.summary.latency_ms.ttft.p99);
+        assert!(html.contains(&format!("<td class=\"n\">{p99}</td>")));
+    }
+
+    #[test]
+    fn chart_paths_become_relative_urls() {
+        let html = index_html(
+            "r",
+            &synthetic().summary,
+            &[
+                PathBuf::from("charts/ttft_cdf.svg"),
+                PathBuf::from("charts/a b&c.svg"),
+            ],
+        );
+        assert_eq!(
+            attr_values(&html, "src"),
+            ["charts/ttft_cdf.svg", "charts/a%20b%26c.svg"]
+        );
+        assert!(html.contains("alt=\"Time to first token (TTFT), CDF\""));
+    }
+
+    #[test]
+    fn markdown_states_the_same_facts() {
+        let f = synthetic();
+        let dir = temp_dir("html-md");
+        write_summary_md(&dir, "unit-run", &f.summary).unwrap();
+        let md = fs::read_to_string(dir.join("summary.md")).unwrap();
+        for want in [
+            "# pdsim run `unit-run`",
+            "| completed | 50 | 83.3 % |",
+            "| failed | 4 | 6.7 % |",
+            "| corrupted | 2 | 3.3 % |",
+            "| unfinished | 4 | 6.7 % |",
+            "| metric | mean | p50 | p90 | p99 | max |",
+            "- output tokens/s: 1075.5",
+            "- SLO attainment (share of arrived): 87.5 %",
+        ] {
+            assert!(md.contains(want), "no {want:?} in:\n{md}");
+        }
+        // The message is one table cell: pipes escaped, backticks fenced, HTML inert.
+        let row = md
+            .lines()
+            .find(|l| l.contains("envelope_tp_mismatch"))
+            .expect("error row");
+        assert_eq!(
+            row,
+            format!(
+                "| `envelope_tp_mismatch` | 4 | `` {} `` |",
+                NASTY_MESSAGE.replace('|', "\\|")
+            )
+        );
+        assert_eq!(md, summary_md("unit-run", &f.summary), "byte-stable");
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn empty_run_reports_render() {
+        let f = empty();
+        let md = summary_md("empty", &f.summary);
+        assert!(md.contains("No request failed.") && md.contains("| completed | 0 | – |"));
+        let html = index_html("empty", &f.summary, &[]);
+        assert!(html.contains("No request failed.") && html.ends_with("</html>\n"));
+        assert!(!html.contains("NaN") && !md.contains("NaN"));
+    }
+
+    #[test]
+    fn code_spans_survive_backticks_and_newlines() {
+        assert_eq!(code_span("a`b"), "``a`b``");
+        assert_eq!(code_span("`x`"), "`` `x` ``");
+        assert_eq!(code_span("l1\nl2|x"), "`l1 l2\\|x`");
+    }
+
+    #[test]
+    fn number_formats() {
+        assert_eq!(fmt_ms(1234.4), "1234");
+        assert_eq!(fmt_ms(56.78), "56.8");
+        assert_eq!(fmt_ms(8.914), "8.91");
+        assert_eq!(fmt_ms(0.1234), "0.123");
+        assert_eq!(fmt_bytes(512), "512 B");
+        assert_eq!(fmt_bytes(1536), "1.50 KiB");
+    }
+}

@@ -200,6 +200,7 @@ pub fn run_scenario_with(
             stats.events,
             stats.end_ns,
             stats.cut_by_drain_timeout,
+            world.prefix_caches(),
         );
         let c = &world.collector;
         (

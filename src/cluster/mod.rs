@@ -9,6 +9,8 @@
 pub mod compute;
 pub mod memory;
 mod placement;
+pub mod prefix_cache;
+pub mod profile;
 mod router;
 
 use std::cmp::Reverse;
@@ -22,8 +24,9 @@ use crate::fabric::{Completion, Fabric, NicId};
 use crate::metrics::{Collector, Outcome, RequestRow, Sink, TimeseriesRow};
 use crate::scenario::{Role, Scenario};
 use crate::workload::{Generator, NewRequest};
-use compute::{ComputeParams, StepModel};
+use compute::{StepModel, calibrated_params};
 use memory::PageAllocator;
+use profile::StepTimes;
 
 /// sglang's `KVPoll`: the state of one side of a request's transfer. The order is sglang's
 /// (`Failed=0 < Bootstrapping < WaitingForInput < Transferring < Success`).
@@ -101,6 +104,8 @@ struct Req {
     last_queued: bool,
     prefill_pages: Vec<u32>,
     decode_pages: Vec<u32>,
+    /// Prompt block ids for the prefix cache (empty without prefix information).
+    hash_ids: Vec<u64>,
     row: RequestRow,
 }
 
@@ -132,7 +137,7 @@ struct Instance {
     role: Role,
     /// NIC of each TP rank.
     nics: Vec<NicId>,
-    step: StepModel,
+    step: StepTimes,
     page_size: u32,
     pages: PageAllocator,
     /// Requests assigned and not yet done with this instance (least-loaded routing).
@@ -156,6 +161,8 @@ struct Instance {
     step_started: Nanos,
     /// Session port of each rank (decode instances), which decides the transfer shard.
     ports: Vec<u32>,
+    /// Radix prefix cache of a prefill instance.
+    cache: Option<prefix_cache::PrefixCache>,
     // Per-second counters.
     tick_arrivals: u64,
     tick_tokens: u64,
@@ -216,13 +223,16 @@ impl<'a> World<'a> {
                 let id = instances.len() as u32;
                 let tp = pool.server.tp_size;
                 let pages = placement::kv_pages(sc, pool);
-                let step = StepModel::new(
-                    &sc.gpu,
-                    &pool.model,
-                    tp,
-                    pool.kv_dtype_bytes,
-                    ComputeParams::default(),
-                );
+                let step = match &pool.step_times {
+                    Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
+                    None => StepTimes::Model(StepModel::new(
+                        &sc.gpu,
+                        &pool.model,
+                        tp,
+                        pool.kv_dtype_bytes,
+                        calibrated_params(&sc.gpu),
+                    )),
+                };
                 let ports = (0..tp).map(|r| CONTROL_PORT_BASE + 97 * id + r).collect();
                 match pool.role {
                     Role::Prefill => prefill_ids.push(id),
@@ -252,6 +262,12 @@ impl<'a> World<'a> {
                     context_tokens: 0,
                     step_started: 0,
                     ports,
+                    cache: match (pool.role, pool.server.radix_cache) {
+                        (Role::Prefill, Some(cap)) => Some(prefix_cache::PrefixCache::new(Some(
+                            cap.unwrap_or(u64::from(pages) * u64::from(pool.server.page_size)),
+                        ))),
+                        _ => None,
+                    },
                     tick_arrivals: 0,
                     tick_tokens: 0,
                     tick_link_bytes: 0.0,
@@ -282,6 +298,25 @@ impl<'a> World<'a> {
             last_tick_link: vec![0.0; n],
             seconds: 0,
         }
+    }
+
+    /// Prefix-cache figures of every prefill instance that has a cache.
+    pub fn prefix_caches(&self) -> Vec<crate::report::CacheStats> {
+        self.instances
+            .iter()
+            .enumerate()
+            .filter_map(|(i, inst)| {
+                let c = inst.cache.as_ref()?;
+                Some(crate::report::CacheStats {
+                    instance: i as u32,
+                    pool: self.sc.pools[inst.pool].name.clone(),
+                    lookups: c.lookups(),
+                    hit_tokens: c.hit_tokens(),
+                    input_tokens: c.input_tokens(),
+                    hit_rate: c.hit_rate(),
+                })
+            })
+            .collect()
     }
 
     /// KV pages of each instance (for the run report).
@@ -394,8 +429,8 @@ impl<'a> World<'a> {
             self.arrivals_done = true;
             return;
         }
-        self.pending_arrival = Some(next);
         self.q.schedule_at(next.arrival_ns, Event::Arrival);
+        self.pending_arrival = Some(next);
     }
 
     fn on_arrival(&mut self) -> std::io::Result<()> {
@@ -445,6 +480,7 @@ impl<'a> World<'a> {
             last_queued: false,
             prefill_pages: Vec::new(),
             decode_pages: Vec::new(),
+            hash_ids: nr.hash_ids,
             row,
         };
         let slot = match self.free_slots.pop() {
@@ -577,6 +613,14 @@ impl<'a> World<'a> {
                 self.instances[p as usize].waiting.pop_front();
                 req.prefill_pages = pages;
                 req.row.prefill_start_ns = Some(now);
+                // Cached prefix blocks are not recomputed (their KV is still sent: the decode
+                // has none of it). The last token is always computed, for its logits.
+                if let Some(cache) = self.instances[p as usize].cache.as_mut()
+                    && !req.hash_ids.is_empty()
+                {
+                    let hit = cache.lookup_and_insert(&req.hash_ids, req.input, now);
+                    req.prefilled = hit.min(req.input - 1);
+                }
             }
             let n = (req.input - req.prefilled).min(budget);
             shape.push((n, req.prefilled));

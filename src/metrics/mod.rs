@@ -145,6 +145,11 @@ pub struct Latencies {
     pub e2e: Stats,
     /// Prefill waiting queue → first prefill forward.
     pub queue: Stats,
+    /// Arrival → the prefill holds decode's page ids (decode prealloc queue plus the metadata
+    /// message): the bootstrap stage.
+    pub bootstrap: Stats,
+    /// First token → joining a decode batch.
+    pub decode_queue: Stats,
     /// First chunk's transfer start → last chunk's transfer end.
     pub transfer: Stats,
 }
@@ -189,6 +194,10 @@ pub struct Collector {
     pub e2e: Histogram,
     /// Prefill queueing, ns.
     pub queue: Histogram,
+    /// Bootstrap stage, ns.
+    pub bootstrap: Histogram,
+    /// Decode queueing, ns.
+    pub decode_queue: Histogram,
     /// Transfer, ns.
     pub transfer: Histogram,
     /// Counts by outcome.
@@ -261,6 +270,12 @@ impl Collector {
         if let (Some(q), Some(s)) = (row.prefill_queued_ns, row.prefill_start_ns) {
             self.queue.record(s - q);
         }
+        if let Some(q) = row.prefill_queued_ns {
+            self.bootstrap.record(q - row.arrival_ns);
+        }
+        if let (Some(f), Some(d)) = (row.first_token_ns, row.decode_start_ns) {
+            self.decode_queue.record(d - f);
+        }
         if let (Some(a), Some(b)) = (row.transfer_start_ns, row.transfer_end_ns) {
             self.transfer.record(b - a);
         }
@@ -289,6 +304,8 @@ impl Collector {
             itl: self.itl.summary(s),
             e2e: self.e2e.summary(s),
             queue: self.queue.summary(s),
+            bootstrap: self.bootstrap.summary(s),
+            decode_queue: self.decode_queue.summary(s),
             transfer: self.transfer.summary(s),
         }
     }

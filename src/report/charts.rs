@@ -1294,6 +1294,8 @@ pub(crate) mod fixture {
                 itl: tpot.summary(s),
                 e2e: ttft.summary(s),
                 queue: ttft.summary(s),
+                bootstrap: ttft.summary(s),
+                decode_queue: tpot.summary(s),
                 transfer: tpot.summary(s),
             },
             throughput: Throughput {

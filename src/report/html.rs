@@ -131,18 +131,28 @@ fn outcome_rows(s: &Summary) -> [(&'static str, u64, &'static str); 4] {
     ]
 }
 
-fn latency_rows(s: &Summary) -> [(&'static str, &'static str, Stats); 6] {
+fn latency_rows(s: &Summary) -> [(&'static str, &'static str, Stats); 8] {
     let l = &s.latency_ms;
     [
         ("TTFT", "arrival → first token", l.ttft),
         ("TPOT", "time per output token after the first", l.tpot),
         ("ITL", "gap between consecutive tokens", l.itl),
         ("E2E", "arrival → last token", l.e2e),
+        (
+            "bootstrap",
+            "arrival → prefill holds decode's page ids",
+            l.bootstrap,
+        ),
         ("queue", "prefill waiting queue → first forward", l.queue),
         (
             "transfer",
             "first chunk sent → last chunk landed",
             l.transfer,
+        ),
+        (
+            "decode queue",
+            "first token → joins a decode batch",
+            l.decode_queue,
         ),
     ]
 }

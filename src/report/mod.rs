@@ -56,6 +56,23 @@ pub struct SimSummary {
     pub cut_by_drain_timeout: bool,
 }
 
+/// Prefix-cache figures of one prefill instance.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CacheStats {
+    /// Global instance index.
+    pub instance: u32,
+    /// Pool name.
+    pub pool: String,
+    /// Prompts looked up (those with prefix information).
+    pub lookups: u64,
+    /// Prompt tokens found cached.
+    pub hit_tokens: u64,
+    /// Prompt tokens looked up.
+    pub input_tokens: u64,
+    /// `hit_tokens / input_tokens` (0 with no lookup).
+    pub hit_rate: f64,
+}
+
 /// `summary.json`.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Summary {
@@ -73,11 +90,19 @@ pub struct Summary {
     pub transfer: TransferSummary,
     /// Simulation totals.
     pub sim: SimSummary,
+    /// Prefix cache per prefill instance (empty when no request carried prefix information).
+    pub prefix_cache: Vec<CacheStats>,
 }
 
 impl Summary {
     /// Builds the summary from the run's aggregates.
-    pub fn new(c: &Collector, events: u64, end_ns: u64, cut: bool) -> Self {
+    pub fn new(
+        c: &Collector,
+        events: u64,
+        end_ns: u64,
+        cut: bool,
+        prefix_cache: Vec<CacheStats>,
+    ) -> Self {
         let span = (end_ns as f64 / NS_PER_S as f64).max(1e-9);
         let finished = c.counts.completed + c.counts.corrupted;
         let arrived = c.counts.arrived.max(1);
@@ -111,6 +136,7 @@ impl Summary {
                 simulated_s: end_ns as f64 / NS_PER_S as f64,
                 cut_by_drain_timeout: cut,
             },
+            prefix_cache: prefix_cache.into_iter().filter(|c| c.lookups > 0).collect(),
         }
     }
 

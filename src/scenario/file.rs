@@ -102,6 +102,9 @@ pub struct PoolSection {
     pub server: ServerSection,
     /// Overrides `[model]` for this pool.
     pub model: Option<ModelRef>,
+    /// A CSV of measured step times to use instead of the roofline model
+    /// (`phase,tokens,batch_size,context_tokens,time_ms`), relative to the scenario file.
+    pub step_times: Option<String>,
 }
 
 /// The role of a pool.
@@ -150,6 +153,11 @@ pub struct ServerSection {
     pub mem_fraction_static: f64,
     /// `--max-running-requests`.
     pub max_running_requests: Option<u32>,
+    /// `--disable-radix-cache`: no prefix cache on this (prefill) instance.
+    #[serde(default)]
+    pub disable_radix_cache: bool,
+    /// Prefix-cache capacity, tokens (default: the instance's KV capacity).
+    pub radix_cache_tokens: Option<u64>,
 }
 
 impl Default for ServerSection {
@@ -163,6 +171,8 @@ impl Default for ServerSection {
             chunked_prefill_size: default_chunked_prefill_size(),
             mem_fraction_static: default_mem_fraction(),
             max_running_requests: None,
+            disable_radix_cache: false,
+            radix_cache_tokens: None,
         }
     }
 }

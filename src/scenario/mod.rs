@@ -81,6 +81,8 @@ pub struct Pool {
     pub model: ModelSpec,
     /// Bytes per KV element (from `kv_cache_dtype` and the model).
     pub kv_dtype_bytes: u32,
+    /// Measured step times replacing the roofline model (`pools.step_times`).
+    pub step_times: Option<std::sync::Arc<crate::cluster::profile::MeasuredProfile>>,
 }
 
 /// A validated arrival process.
@@ -469,6 +471,12 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
                 format!("must be in (0, 1], got {}", s.mem_fraction_static),
             ));
         }
+        if s.radix_cache_tokens == Some(0) {
+            return Err(c.err(
+                &k("radix_cache_tokens"),
+                "must be ≥ 1 token; to turn the cache off set disable_radix_cache = true",
+            ));
+        }
         if s.max_running_requests == Some(0) {
             return Err(c.err(&k("max_running_requests"), "must be ≥ 1 (or left out)"));
         }
@@ -494,6 +502,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
             chunked_prefill_size: s.chunked_prefill_size,
             mem_fraction_static: s.mem_fraction_static,
             max_running_requests: s.max_running_requests,
+            radix_cache: (!s.disable_radix_cache).then_some(s.radix_cache_tokens),
         };
         let kv_dtype_bytes = server
             .kv_dtype_bytes(model.activation_bytes)
@@ -532,6 +541,13 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
                 ),
             ));
         }
+        let step_times = match &p.step_times {
+            Some(path) => Some(std::sync::Arc::new(
+                crate::cluster::profile::load_profile(&c.resolve_path(path))
+                    .map_err(|e| c.err(&format!("{key}.step_times"), e.to_string()))?,
+            )),
+            None => None,
+        };
         pools.push(Pool {
             name: p.name.clone(),
             role: p.role,
@@ -539,6 +555,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
             server,
             model,
             kv_dtype_bytes,
+            step_times,
         });
     }
     for role in [Role::Prefill, Role::Decode] {

@@ -21,6 +21,9 @@ pub struct ServerArgs {
     pub mem_fraction_static: f64,
     /// `--max-running-requests`: cap on a decode batch (`None`: bounded by memory only).
     pub max_running_requests: Option<u32>,
+    /// Prefix (radix) cache on a prefill instance: `None` when `--disable-radix-cache`,
+    /// otherwise its capacity in tokens (`None` inside: the instance's KV capacity).
+    pub radix_cache: Option<Option<u64>>,
 }
 
 /// KV dtype flag values sglang accepts, and what pdsim knows of them.

@@ -10,7 +10,7 @@ use crate::engine::{NS_PER_S, Nanos, RngSource, rng_stream};
 use crate::scenario::{Arrival, Lengths, Workload};
 
 /// One request as the workload produces it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewRequest {
     /// Arrival time, ns.
     pub arrival_ns: Nanos,
@@ -18,6 +18,9 @@ pub struct NewRequest {
     pub input_tokens: u32,
     /// Tokens to generate (≥ 1), the first of which comes from prefill.
     pub output_tokens: u32,
+    /// Prefix-chained ids of the prompt's 512-token blocks (traces with prefix information;
+    /// empty otherwise).
+    pub hash_ids: Vec<u64>,
 }
 
 /// Where requests come from.
@@ -102,6 +105,7 @@ impl Generator {
                     arrival_ns,
                     input_tokens: sample(input, input_rng),
                     output_tokens: sample(output, output_rng),
+                    hash_ids: Vec::new(),
                 }
             }
             Source::Trace { rows, next } => {
@@ -111,6 +115,7 @@ impl Generator {
                     arrival_ns: row.arrival_ns,
                     input_tokens: row.input_tokens,
                     output_tokens: row.output_tokens,
+                    hash_ids: row.hash_ids.clone(),
                 }
             }
         };

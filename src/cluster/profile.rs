@@ -1,0 +1,655 @@
+//! Measured step times: a user's profile of prefill forwards and decode steps, interpolated,
+//! in place of the roofline model — as Vidur and SplitwiseSim users give theirs.
+//!
+//! # File format
+//!
+//! CSV with a header. Columns are found by name (order is free, extra columns are ignored,
+//! fields are trimmed):
+//!
+//! | column | prefill row | decode row |
+//! |---|---|---|
+//! | `phase` | `prefill` | `decode` |
+//! | `tokens` | new tokens in the forward (integer ≥ 1): **key** | ignored (may be empty) |
+//! | `batch_size` | ignored (may be empty) | sequences in the step (integer ≥ 1): **key** |
+//! | `context_tokens` | prefix tokens already in KV cache that the new tokens attend to, summed over the forward's chunks (integer ≥ 0; 0 for fresh prompts): **key** | context tokens summed over the batch (integer ≥ 0): **key** |
+//! | `time_ms` | measured step time, milliseconds (number > 0) | same |
+//!
+//! A cell in an ignored column, when not empty, must still be a non-negative integer (a typo
+//! is reported rather than silently dropped). Both phases must be present; a key pair may
+//! appear only once per phase. Example (`tests::EXAMPLE` is this text):
+//!
+//! ```text
+//! phase,tokens,batch_size,context_tokens,time_ms
+//! prefill,512,,0,20
+//! prefill,2048,,0,60
+//! prefill,8192,,0,240
+//! prefill,512,,8192,28
+//! prefill,2048,,8192,90
+//! prefill,8192,,8192,330
+//! decode,,1,4096,8.125
+//! decode,,1,65536,9.0625
+//! decode,,32,65536,11
+//! decode,,32,1048576,26
+//! decode,,128,262144,20
+//! decode,,128,4194304,80
+//! ```
+//!
+//! # Interpolation
+//!
+//! Each phase is a surface `time(key, context)` with `key` = `tokens` (prefill) or
+//! `batch_size` (decode). Rows with the same key form a *line*: time as a function of context.
+//! A query `(k, c)`:
+//!
+//! 1. finds the two lines whose keys bracket `k` (the one nearest below and nearest above; one
+//!    line when `k` is at or beyond an end, two last lines above the largest key);
+//! 2. evaluates each of them at `c`, piecewise-linearly along its own context points;
+//! 3. interpolates linearly in `k` between the two values.
+//!
+//! On a full grid this is bilinear interpolation; lines may have different context points (a
+//! decode profile naturally measures more context at larger batches). Outside the measured
+//! range, on either axis:
+//!
+//! * **below** the smallest point: **clamped** to the smallest point's value (small steps are
+//!   overhead-bound, so time is flat there, and extrapolating could go negative);
+//! * **above** the largest point: **extrapolated linearly** from the last two points, with the
+//!   slope floored at 0 (time grows about linearly in tokens, batch and context, so clamping
+//!   would understate it; a noisy last segment never makes time decrease);
+//! * a line or axis with a single point is constant.
+//!
+//! With data non-decreasing along each axis (and a larger key never faster than a smaller one
+//! at the same context), interpolated times are non-decreasing in the key everywhere, and in
+//! context everywhere up to the largest key. Above the largest key they can dip along context
+//! where the two last lines grow at different rates in context (the key slope then shrinks);
+//! measure the batch sizes and prompt lengths you simulate to stay inside.
+//!
+//! The queries from the simulator: a prefill forward over `chunks = [(new, prefix), ...]` asks
+//! `(Σ new, Σ prefix)`; a decode step asks `(batch, context_tokens)`. Times round up to
+//! whole nanoseconds.
+
+use std::path::{Path, PathBuf};
+
+use crate::cluster::compute::StepModel;
+use crate::engine::{Nanos, ns_from_secs_ceil};
+
+/// Why a profile could not be loaded. Row-level errors name the file, the 1-based line, the
+/// column (by name and 1-based position) and what would be valid.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// The file could not be read.
+    #[error("{path}: cannot read step-time profile: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The CSV parser rejected the text (e.g. a row with a different number of fields).
+    #[error("{path}:{line}: malformed CSV: {message}")]
+    Csv {
+        path: PathBuf,
+        line: u64,
+        message: String,
+    },
+    /// The header lacks a required column.
+    #[error(
+        "{path}:1: missing column `{column}`; the header must name phase, tokens, batch_size, \
+         context_tokens and time_ms (found: {found})"
+    )]
+    MissingColumn {
+        path: PathBuf,
+        column: &'static str,
+        found: String,
+    },
+    /// `phase` is neither `prefill` nor `decode`.
+    #[error(
+        "{path}:{line}: column `phase` (column {column}) = {value:?}: expected `prefill` or `decode`"
+    )]
+    UnknownPhase {
+        path: PathBuf,
+        line: u64,
+        column: usize,
+        value: String,
+    },
+    /// A cell is not the number its column needs.
+    #[error("{path}:{line}: column `{name}` (column {column}) = {value:?}: expected {expected}")]
+    BadNumber {
+        path: PathBuf,
+        line: u64,
+        name: &'static str,
+        column: usize,
+        value: String,
+        expected: &'static str,
+    },
+    /// `time_ms` is zero, negative or not finite.
+    #[error(
+        "{path}:{line}: column `time_ms` (column {column}) = {value:?}: a step time must be a \
+         positive number of milliseconds"
+    )]
+    BadTime {
+        path: PathBuf,
+        line: u64,
+        column: usize,
+        value: String,
+    },
+    /// No row of a phase: the profile must measure both.
+    #[error(
+        "{path}: no `{phase}` rows; a profile needs at least one prefill and one decode row \
+         (phase,tokens,batch_size,context_tokens,time_ms)"
+    )]
+    MissingPhase { path: PathBuf, phase: &'static str },
+    /// The same (key, context) point appears twice in a phase.
+    #[error(
+        "{path}:{line}: duplicate {phase} point ({key_name} = {key}, context_tokens = {context}), \
+         first given on line {first_line}; each point may appear once"
+    )]
+    Duplicate {
+        path: PathBuf,
+        line: u64,
+        first_line: u64,
+        phase: &'static str,
+        key_name: &'static str,
+        key: u64,
+        context: u64,
+    },
+}
+
+/// One phase's measurements: lines of constant key, each a sorted list of (context, ms).
+#[derive(Clone, Debug, PartialEq)]
+struct Surface {
+    /// (key, [(context, ms)]) sorted by key; every line holds ≥ 1 point, sorted by context,
+    /// contexts distinct. Stored as `f64` (exact for integers below 2^53) so that a query
+    /// allocates nothing.
+    lines: Vec<(f64, Vec<(f64, f64)>)>,
+}
+
+/// Piecewise-linear interpolation over points sorted by distinct x: clamped below the first,
+/// extrapolated from the last two above the last with the slope floored at 0.
+fn interp(points: &[(f64, f64)], x: f64) -> f64 {
+    let (x0, y0) = points[0];
+    if points.len() == 1 || x <= x0 {
+        return y0;
+    }
+    let i = points.partition_point(|p| p.0 <= x);
+    let (a, b) = if i >= points.len() {
+        (points[points.len() - 2], points[points.len() - 1])
+    } else {
+        (points[i - 1], points[i])
+    };
+    let slope = (b.1 - a.1) / (b.0 - a.0);
+    if i >= points.len() {
+        b.1 + slope.max(0.0) * (x - b.0)
+    } else {
+        a.1 + slope * (x - a.0)
+    }
+}
+
+impl Surface {
+    /// Milliseconds at (key, context), by the rules of the module docs.
+    fn eval(&self, key: f64, context: f64) -> f64 {
+        let at = |i: usize| (self.lines[i].0, interp(&self.lines[i].1, context));
+        let n = self.lines.len();
+        // Only the bracketing lines matter: the last line at or below `key` and the next.
+        let i = self.lines.partition_point(|l| l.0 <= key);
+        match (i, n) {
+            (_, 1) | (0, _) => at(0).1,
+            (i, n) if i >= n => interp(&[at(n - 2), at(n - 1)], key),
+            (i, _) => interp(&[at(i - 1), at(i)], key),
+        }
+    }
+}
+
+/// A measured step-time profile: prefill and decode surfaces, interpolated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeasuredProfile {
+    prefill: Surface,
+    decode: Surface,
+}
+
+/// Reads a profile file (format in the module docs).
+pub fn load_profile(path: &Path) -> Result<MeasuredProfile, ProfileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_profile(path, &text)
+}
+
+/// Parses profile text; `path` only names the source in errors.
+pub fn parse_profile(path: &Path, text: &str) -> Result<MeasuredProfile, ProfileError> {
+    const COLUMNS: [&str; 5] = ["phase", "tokens", "batch_size", "context_tokens", "time_ms"];
+    let p = || path.to_path_buf();
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(text.as_bytes());
+    let csv_err = |e: csv::Error| ProfileError::Csv {
+        path: p(),
+        line: e.position().map_or(1, |pos| pos.line()),
+        message: e.to_string(),
+    };
+    let header = reader.headers().map_err(csv_err)?.clone();
+    let mut idx = [0usize; 5];
+    for (slot, name) in idx.iter_mut().zip(COLUMNS) {
+        *slot = header
+            .iter()
+            .position(|h| h.trim_start_matches('\u{feff}') == name)
+            .ok_or_else(|| ProfileError::MissingColumn {
+                path: p(),
+                column: name,
+                found: header.iter().collect::<Vec<_>>().join(","),
+            })?;
+    }
+    let [i_phase, i_tokens, i_batch, i_context, i_time] = idx;
+
+    // (key, context) → (ms, line), per phase; BTreeMaps give the sorted lines directly.
+    type Points = std::collections::BTreeMap<(u64, u64), (f64, u64)>;
+    let (mut prefill, mut decode) = (Points::new(), Points::new());
+    for record in reader.records() {
+        let record = record.map_err(csv_err)?;
+        let line = record.position().map_or(0, |pos| pos.line());
+        let cell = |i: usize| record.get(i).unwrap_or("");
+        // An integer ≥ `min`, or None for an empty cell when `optional`.
+        let int = |i: usize, name: &'static str, min: u64, optional: bool| {
+            let v = cell(i);
+            if optional && v.is_empty() {
+                return Ok(None);
+            }
+            match v.parse::<u64>() {
+                Ok(n) if n >= min => Ok(Some(n)),
+                _ => Err(ProfileError::BadNumber {
+                    path: p(),
+                    line,
+                    name,
+                    column: i + 1,
+                    value: v.to_string(),
+                    expected: match (min, optional) {
+                        (0, true) => "empty, or an integer ≥ 0 (this phase ignores it)",
+                        (0, false) => "an integer ≥ 0",
+                        _ => "an integer ≥ 1",
+                    },
+                }),
+            }
+        };
+        let (phase, map, key_col, key_name) = match cell(i_phase) {
+            "prefill" => ("prefill", &mut prefill, i_tokens, "tokens"),
+            "decode" => ("decode", &mut decode, i_batch, "batch_size"),
+            other => {
+                return Err(ProfileError::UnknownPhase {
+                    path: p(),
+                    line,
+                    column: i_phase + 1,
+                    value: other.to_string(),
+                });
+            }
+        };
+        let key = int(key_col, key_name, 1, false)?.expect("required");
+        let other_col = if key_col == i_tokens {
+            i_batch
+        } else {
+            i_tokens
+        };
+        let other_name = if key_col == i_tokens {
+            "batch_size"
+        } else {
+            "tokens"
+        };
+        int(other_col, other_name, 0, true)?;
+        let context = int(i_context, "context_tokens", 0, false)?.expect("required");
+        let time_text = cell(i_time);
+        let ms = match time_text.parse::<f64>() {
+            Ok(t) if t.is_finite() && t > 0.0 => t,
+            Ok(_) => {
+                return Err(ProfileError::BadTime {
+                    path: p(),
+                    line,
+                    column: i_time + 1,
+                    value: time_text.to_string(),
+                });
+            }
+            Err(_) => {
+                return Err(ProfileError::BadNumber {
+                    path: p(),
+                    line,
+                    name: "time_ms",
+                    column: i_time + 1,
+                    value: time_text.to_string(),
+                    expected: "a positive number of milliseconds, e.g. 12.5",
+                });
+            }
+        };
+        if let Some(&(_, first_line)) = map.get(&(key, context)) {
+            return Err(ProfileError::Duplicate {
+                path: p(),
+                line,
+                first_line,
+                phase,
+                key_name,
+                key,
+                context,
+            });
+        }
+        map.insert((key, context), (ms, line));
+    }
+
+    let surface = |points: Points, phase: &'static str| {
+        if points.is_empty() {
+            return Err(ProfileError::MissingPhase { path: p(), phase });
+        }
+        let mut lines: Vec<(f64, Vec<(f64, f64)>)> = Vec::new();
+        for ((key, context), (ms, _)) in points {
+            let (key, context) = (key as f64, context as f64);
+            match lines.last_mut() {
+                Some((k, pts)) if *k == key => pts.push((context, ms)),
+                _ => lines.push((key, vec![(context, ms)])),
+            }
+        }
+        Ok(Surface { lines })
+    };
+    Ok(MeasuredProfile {
+        prefill: surface(prefill, "prefill")?,
+        decode: surface(decode, "decode")?,
+    })
+}
+
+impl MeasuredProfile {
+    /// One prefill forward over `chunks`, each `(new_tokens, prefix_tokens)`: the profile at
+    /// (Σ new, Σ prefix). Nanoseconds, rounded up; 0 when there are no new tokens.
+    pub fn prefill_ns(&self, chunks: &[(u32, u32)]) -> Nanos {
+        let (mut tokens, mut prefix) = (0u64, 0u64);
+        for &(n, p) in chunks.iter().filter(|c| c.0 > 0) {
+            tokens += u64::from(n);
+            prefix += u64::from(p);
+        }
+        if tokens == 0 {
+            return 0;
+        }
+        ns_from_secs_ceil(self.prefill.eval(tokens as f64, prefix as f64) / 1e3)
+    }
+
+    /// One decode step of `batch` sequences whose contexts sum to `context_tokens`: the
+    /// profile at (batch, context_tokens). Nanoseconds, rounded up; 0 for an empty batch.
+    pub fn decode_ns(&self, batch: u32, context_tokens: u64) -> Nanos {
+        if batch == 0 {
+            return 0;
+        }
+        ns_from_secs_ceil(self.decode.eval(f64::from(batch), context_tokens as f64) / 1e3)
+    }
+}
+
+/// Where an instance's step times come from: the calibrated model or a measured profile.
+#[derive(Clone, Debug)]
+pub enum StepTimes {
+    /// The roofline model of [`crate::cluster::compute`].
+    Model(StepModel),
+    /// A user's measurements, interpolated.
+    Measured(MeasuredProfile),
+}
+
+impl StepTimes {
+    /// One prefill forward over `chunks`, each `(new_tokens, prefix_tokens)`, nanoseconds.
+    pub fn prefill_ns(&self, chunks: &[(u32, u32)]) -> Nanos {
+        match self {
+            Self::Model(m) => m.prefill_ns(chunks),
+            Self::Measured(p) => p.prefill_ns(chunks),
+        }
+    }
+
+    /// One decode step of `batch` sequences with `context_tokens` in total, nanoseconds.
+    pub fn decode_ns(&self, batch: u32, context_tokens: u64) -> Nanos {
+        match self {
+            Self::Model(m) => m.decode_ns(batch, context_tokens),
+            Self::Measured(p) => p.decode_ns(batch, context_tokens),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::compute::{ComputeParams, StepModel};
+    use crate::spec::{gpu_preset, preset};
+
+    /// The example of the module docs (a test below keeps the two identical). Prefill:
+    /// 20/60/240 ms at 512/2048/8192 tokens, more with 8192 prefix tokens; decode:
+    /// `8 + batch/16 + context/65536` ms, each batch measured over its own context range.
+    const EXAMPLE: &str = "\
+phase,tokens,batch_size,context_tokens,time_ms
+prefill,512,,0,20
+prefill,2048,,0,60
+prefill,8192,,0,240
+prefill,512,,8192,28
+prefill,2048,,8192,90
+prefill,8192,,8192,330
+decode,,1,4096,8.125
+decode,,1,65536,9.0625
+decode,,32,65536,11
+decode,,32,1048576,26
+decode,,128,262144,20
+decode,,128,4194304,80
+";
+
+    fn example() -> MeasuredProfile {
+        parse_profile(Path::new("example.csv"), EXAMPLE).unwrap()
+    }
+
+    fn ms(ns: Nanos) -> f64 {
+        ns as f64 / 1e6
+    }
+
+    #[test]
+    fn the_docs_show_the_fixture() {
+        let docs: String = include_str!("profile.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            docs.contains(EXAMPLE.trim_end()),
+            "module docs and EXAMPLE differ"
+        );
+    }
+
+    #[test]
+    fn exact_at_every_measured_point() {
+        let p = example();
+        for line in EXAMPLE.lines().skip(1) {
+            let f: Vec<&str> = line.split(',').collect();
+            let want = ns_from_secs_ceil(f[4].parse::<f64>().unwrap() / 1e3);
+            let got = match f[0] {
+                "prefill" => p.prefill_ns(&[(f[1].parse().unwrap(), f[3].parse().unwrap())]),
+                _ => p.decode_ns(f[2].parse().unwrap(), f[3].parse().unwrap()),
+            };
+            assert_eq!(got, want, "{line}");
+        }
+    }
+
+    #[test]
+    fn linear_between_points_on_each_axis_and_bilinear_inside_a_cell() {
+        let p = example();
+        // Tokens halfway from 512 to 2048 at context 0: halfway from 20 to 60 ms.
+        assert_eq!(ms(p.prefill_ns(&[(1280, 0)])), 40.0);
+        // Context halfway at 512 tokens: halfway from 20 to 28.
+        assert_eq!(ms(p.prefill_ns(&[(512, 4096)])), 24.0);
+        // Cell centre: the mean of the four corners.
+        assert_eq!(
+            ms(p.prefill_ns(&[(1280, 4096)])),
+            (20.0 + 60.0 + 28.0 + 90.0) / 4.0
+        );
+        // Chunks add up: two chunks of 640 new tokens after 2048 prefix tokens each.
+        assert_eq!(
+            p.prefill_ns(&[(640, 2048), (640, 2048)]),
+            p.prefill_ns(&[(1280, 4096)])
+        );
+        // Decode lines with their own context ranges: batch 1 at 32768 is on its segment
+        // (8.125 → 9.0625); batch 32 at 32768 is below its range, so clamped to 11; batch 16
+        // is 15/31 of the way from the first to the second.
+        let b1 = 8.125 + (9.0625 - 8.125) * (32768.0 - 4096.0) / (65536.0 - 4096.0);
+        assert!((ms(p.decode_ns(1, 32768)) - b1).abs() < 1e-6);
+        assert_eq!(ms(p.decode_ns(32, 32768)), 11.0);
+        let b16 = b1 + (11.0 - b1) * 15.0 / 31.0;
+        assert!((ms(p.decode_ns(16, 32768)) - b16).abs() < 1e-6);
+    }
+
+    #[test]
+    fn clamped_below_and_extrapolated_above() {
+        let p = example();
+        // Below the smallest tokens and context: the smallest point's value.
+        assert_eq!(ms(p.prefill_ns(&[(100, 0)])), 20.0);
+        assert_eq!(ms(p.decode_ns(1, 10)), 8.125);
+        // Above the largest tokens: the last segment's slope (180 ms per 6144 tokens).
+        assert_eq!(ms(p.prefill_ns(&[(14336, 0)])), 240.0 + 180.0);
+        // Above the largest batch and context: the last segments' slopes on both axes.
+        let want = 80.0 + (8_388_608.0 - 4_194_304.0) / 65536.0;
+        assert!((ms(p.decode_ns(128, 8_388_608)) - want).abs() < 1e-6);
+        assert!(p.decode_ns(256, 4_194_304) > p.decode_ns(128, 4_194_304));
+        // A falling last segment (noise) is extended flat, never downwards.
+        let noisy = "phase,tokens,batch_size,context_tokens,time_ms\n\
+                     prefill,100,,0,10\nprefill,200,,0,9\ndecode,,1,0,5\n";
+        let q = parse_profile(Path::new("noisy.csv"), noisy).unwrap();
+        assert_eq!(ms(q.prefill_ns(&[(400, 0)])), 9.0);
+        // A single point is constant everywhere.
+        assert_eq!(ms(q.decode_ns(64, 1_000_000)), 5.0);
+        assert_eq!(q.decode_ns(0, 0), 0);
+        assert_eq!(q.prefill_ns(&[]), 0);
+    }
+
+    #[test]
+    fn monotone_data_interpolates_monotonically() {
+        let p = example();
+        let tokens: Vec<u32> = (0..60).map(|i| 64 + i * 300).collect();
+        let contexts: Vec<u32> = (0..40).map(|i| i * 500).collect();
+        for &c in &contexts {
+            let row: Vec<Nanos> = tokens.iter().map(|&t| p.prefill_ns(&[(t, c)])).collect();
+            assert!(row.windows(2).all(|w| w[0] <= w[1]), "prefill, context {c}");
+        }
+        // Along context: up to the largest key (8192 tokens, batch 128); see the module docs.
+        for &t in tokens.iter().filter(|&&t| t <= 8192) {
+            let col: Vec<Nanos> = contexts.iter().map(|&c| p.prefill_ns(&[(t, c)])).collect();
+            assert!(col.windows(2).all(|w| w[0] <= w[1]), "prefill, tokens {t}");
+        }
+        let batches: Vec<u32> = (1..=300).step_by(7).collect();
+        let ctxs: Vec<u64> = (0..50).map(|i| i * 200_000).collect();
+        for &c in &ctxs {
+            let row: Vec<Nanos> = batches.iter().map(|&b| p.decode_ns(b, c)).collect();
+            assert!(row.windows(2).all(|w| w[0] <= w[1]), "decode, context {c}");
+        }
+        for &b in batches.iter().filter(|&&b| b <= 128) {
+            let col: Vec<Nanos> = ctxs.iter().map(|&c| p.decode_ns(b, c)).collect();
+            assert!(col.windows(2).all(|w| w[0] <= w[1]), "decode, batch {b}");
+        }
+    }
+
+    #[test]
+    fn loads_from_a_file_with_columns_in_any_order_and_extra_columns() {
+        let text = "time_ms , note, context_tokens,phase,batch_size,tokens\r\n\
+                    20,a,0,prefill,,512\r\n7,b,100,decode,3,\r\n";
+        let path = std::env::temp_dir().join(format!("pdsim-profile-{}.csv", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        let p = load_profile(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(ms(p.prefill_ns(&[(512, 0)])), 20.0);
+        assert_eq!(ms(p.decode_ns(3, 100)), 7.0);
+    }
+
+    /// Parses `rows` under the standard header and returns the error message.
+    fn error(rows: &str) -> String {
+        let text = format!("phase,tokens,batch_size,context_tokens,time_ms\n{rows}");
+        parse_profile(Path::new("prof.csv"), &text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    const OK_ROWS: &str = "prefill,512,,0,20\ndecode,,1,100,8\n";
+
+    #[test]
+    fn every_bad_input_is_an_error_naming_file_line_column_and_what_is_valid() {
+        let cases: Vec<(String, &str)> = vec![
+            (
+                error(&format!("{OK_ROWS}prefil,512,,0,20\n")),
+                "prof.csv:4: column `phase` (column 1) = \"prefil\": expected `prefill` or `decode`",
+            ),
+            (
+                error(&format!("{OK_ROWS}prefill,5k,,0,20\n")),
+                "prof.csv:4: column `tokens` (column 2) = \"5k\": expected an integer ≥ 1",
+            ),
+            (
+                error(&format!("{OK_ROWS}decode,,0,0,20\n")),
+                "prof.csv:4: column `batch_size` (column 3) = \"0\": expected an integer ≥ 1",
+            ),
+            (
+                error(&format!("{OK_ROWS}decode,,2,-5,20\n")),
+                "prof.csv:4: column `context_tokens` (column 4) = \"-5\": expected an integer ≥ 0",
+            ),
+            (
+                error(&format!("{OK_ROWS}decode,x,2,5,20\n")),
+                "prof.csv:4: column `tokens` (column 2) = \"x\": expected empty, or an integer ≥ 0 \
+                 (this phase ignores it)",
+            ),
+            (
+                error(&format!("{OK_ROWS}decode,,2,5,fast\n")),
+                "prof.csv:4: column `time_ms` (column 5) = \"fast\": expected a positive number of \
+                 milliseconds, e.g. 12.5",
+            ),
+            (
+                error(&format!("{OK_ROWS}decode,,2,5,-1.5\n")),
+                "prof.csv:4: column `time_ms` (column 5) = \"-1.5\": a step time must be a positive \
+                 number of milliseconds",
+            ),
+            (
+                error(&format!("{OK_ROWS}decode,,2,5,0\n")),
+                "prof.csv:4: column `time_ms` (column 5) = \"0\": a step time must be a positive \
+                 number of milliseconds",
+            ),
+            (
+                error("prefill,512,,0,20\n"),
+                "prof.csv: no `decode` rows; a profile needs at least one prefill and one decode \
+                 row (phase,tokens,batch_size,context_tokens,time_ms)",
+            ),
+            (error("decode,,1,0,20\n"), "prof.csv: no `prefill` rows"),
+            (
+                error(&format!("{OK_ROWS}prefill,512,,0,21\n")),
+                "prof.csv:4: duplicate prefill point (tokens = 512, context_tokens = 0), first \
+                 given on line 2; each point may appear once",
+            ),
+            (
+                error(&format!("{OK_ROWS}decode,,2,5\n")),
+                "prof.csv:4: malformed CSV",
+            ),
+            (
+                parse_profile(
+                    Path::new("prof.csv"),
+                    "phase,tokens,batch,context_tokens,time_ms\n",
+                )
+                .unwrap_err()
+                .to_string(),
+                "prof.csv:1: missing column `batch_size`; the header must name phase, tokens, \
+                 batch_size, context_tokens and time_ms (found: phase,tokens,batch,context_tokens,time_ms)",
+            ),
+            (
+                load_profile(Path::new("/nonexistent/prof.csv"))
+                    .unwrap_err()
+                    .to_string(),
+                "/nonexistent/prof.csv: cannot read step-time profile",
+            ),
+        ];
+        for (got, want) in cases {
+            assert!(got.starts_with(want), "got:  {got}\nwant: {want}");
+        }
+    }
+
+    #[test]
+    fn step_times_dispatch_to_model_or_profile() {
+        let gpu = gpu_preset("h100-sxm").unwrap();
+        let model = StepModel::new(
+            &gpu,
+            &preset("llama-3.1-8b").unwrap(),
+            1,
+            2,
+            ComputeParams::default(),
+        );
+        let m = StepTimes::Model(model.clone());
+        assert_eq!(m.prefill_ns(&[(1000, 10)]), model.prefill_ns(&[(1000, 10)]));
+        assert_eq!(m.decode_ns(8, 8000), model.decode_ns(8, 8000));
+        let p = StepTimes::Measured(example());
+        assert_eq!(ms(p.prefill_ns(&[(512, 0)])), 20.0);
+        assert_eq!(ms(p.decode_ns(32, 65536)), 11.0);
+    }
+}

@@ -1,0 +1,99 @@
+//! Memory and prefix-cache behaviour of the cluster.
+
+mod common;
+use common::*;
+
+#[test]
+fn the_synthetic_trace_hits_the_prefix_cache_as_mooncake_reports() {
+    let dir = tmpdir("prefix-unbounded");
+    let s = run("tests/scenarios/prefix-cache.toml", &[], &dir);
+    assert_eq!(s.prefix_cache.len(), 1);
+    let c = &s.prefix_cache[0];
+    assert_eq!(c.lookups, 3_993);
+    // Mooncake paper: 66 %; the trace's own prefix structure gives 65 %.
+    assert!((c.hit_rate - 0.65).abs() <= 0.01, "hit rate {}", c.hit_rate);
+}
+
+#[test]
+fn a_smaller_prefix_cache_hits_less() {
+    let mut last = f64::INFINITY;
+    for tokens in [100_000_000u64, 10_000_000, 1_000_000, 100_000] {
+        let dir = tmpdir(&format!("prefix-{tokens}"));
+        let set = format!("pools.prefill.server.radix_cache_tokens={tokens}");
+        let s = run("tests/scenarios/prefix-cache.toml", &[&set], &dir);
+        let rate = s.prefix_cache[0].hit_rate;
+        println!("capacity {tokens} tokens: hit rate {rate:.4}");
+        assert!(
+            rate <= last,
+            "hit rate rose from {last} to {rate} as the cache shrank to {tokens}"
+        );
+        last = rate;
+    }
+    assert!(
+        last < 0.5,
+        "a 100k-token cache should hit far less than 65 %: {last}"
+    );
+}
+
+#[test]
+fn cached_prefixes_are_not_recomputed() {
+    let (a, b) = (tmpdir("prefix-on"), tmpdir("prefix-off"));
+    let on = run("tests/scenarios/prefix-cache.toml", &[], &a);
+    let off = run(
+        "tests/scenarios/prefix-cache.toml",
+        &["pools.prefill.server.disable_radix_cache=true"],
+        &b,
+    );
+    assert!(off.prefix_cache.is_empty());
+    let busy = |d: &std::path::Path| -> f64 {
+        read_csv(&d.join("timeseries.csv"))
+            .iter()
+            .filter(|r| r["role"] == "prefill")
+            .map(|r| r["busy_fraction"].parse::<f64>().unwrap())
+            .sum()
+    };
+    println!(
+        "prefill busy seconds: cache on {}, off {}",
+        busy(&a),
+        busy(&b)
+    );
+    assert!(
+        busy(&a) < 0.7 * busy(&b),
+        "cache on {} vs off {}",
+        busy(&a),
+        busy(&b)
+    );
+    let _ = on;
+    // Cached KV is still sent to decode: a request moves the same bytes either way.
+    let (ra, rb) = (
+        read_csv(&a.join("requests.csv")),
+        read_csv(&b.join("requests.csv")),
+    );
+    let mut compared = 0;
+    for (x, y) in ra.iter().zip(&rb) {
+        if x["outcome"] == "completed" && y["outcome"] == "completed" {
+            assert_eq!(x["kv_bytes"], y["kv_bytes"], "request {}", x["id"]);
+            compared += 1;
+        }
+    }
+    assert!(compared > 100, "{compared}");
+}
+
+#[test]
+fn a_measured_profile_replaces_the_roofline() {
+    let dir = tmpdir("measured");
+    let s = run(
+        "scenarios/measured-profile.toml",
+        &["run.max_requests=50"],
+        &dir,
+    );
+    assert_eq!(s.requests.completed, 50);
+    // The profile's single-sequence decode step is 8.125 ms at 4,096 context; a lone request's
+    // TPOT must sit on the profile's curve (8–12 ms), not on the roofline's.
+    let rows = read_csv(&dir.join("requests.csv"));
+    let r = &rows[0];
+    let tpot = (num(r, "finish_ns").unwrap() - num(r, "first_token_ns").unwrap()) as f64
+        / (num(r, "output_tokens").unwrap() - 1) as f64
+        / 1e6;
+    assert!((8.0..12.0).contains(&tpot), "TPOT {tpot} ms");
+}

@@ -1316,6 +1316,7 @@ pub(crate) mod fixture {
                 simulated_s: 10.0,
                 cut_by_drain_timeout: false,
             },
+            prefix_cache: Vec::new(),
         }
     }
 

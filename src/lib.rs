@@ -34,6 +34,7 @@ pub mod cli;
 pub mod cluster;
 pub mod engine;
 pub mod fabric;
+pub mod layout;
 pub mod metrics;
 pub mod report;
 pub mod scenario;

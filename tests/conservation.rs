@@ -81,7 +81,7 @@ fn timeouts_fail_requests_and_conserve_them() {
     let s = check(
         "scenarios/quickstart.toml",
         &[
-            "pools.decode.server.mem_fraction_static=0.104",
+            "pools.decode.server.mem_fraction_static=0.109",
             "pools.decode.instances=1",
             "sglang.bootstrap_timeout_s=2",
             "sglang.waiting_timeout_s=1",

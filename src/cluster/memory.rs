@@ -75,3 +75,110 @@ mod tests {
         assert_eq!(a.used(), 5);
     }
 }
+
+/// What a request holds on an instance: KV pages in request order, a state slot (hybrid
+/// models) and a metadata row (decode).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holding {
+    /// KV page ids, in the request's token order.
+    pub pages: Vec<u32>,
+    /// Mamba/GDN state slot.
+    pub slot: Option<u32>,
+    /// Metadata (aux) row.
+    pub aux: u32,
+}
+
+/// The memory of one instance: plain allocators where no write can land wrong, or the
+/// corruption oracle ([`crate::layout::DecodeMemory`]) for a decode instance that receives from
+/// a prefill whose plan is not exact (or whose pool is unified, so that page ids follow the
+/// unified pool's high-end allocation).
+// One per instance: boxing the oracle would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum KvPool {
+    /// Counting allocators with real ids.
+    Plain {
+        /// KV pages.
+        pages: PageAllocator,
+        /// State slots (ids from 1; 0 is the sink).
+        slots: PageAllocator,
+    },
+    /// The oracle, which allocates and tracks ownership itself.
+    Oracle {
+        /// Decode memory as the oracle sees it.
+        mem: crate::layout::DecodeMemory,
+        /// Pages in use.
+        used: u32,
+        /// Usable pages.
+        total: u32,
+    },
+}
+
+impl KvPool {
+    /// Usable pages.
+    pub fn total(&self) -> u32 {
+        match self {
+            KvPool::Plain { pages, .. } => pages.total(),
+            KvPool::Oracle { total, .. } => *total,
+        }
+    }
+
+    /// Pages in use.
+    pub fn used(&self) -> u32 {
+        match self {
+            KvPool::Plain { pages, .. } => pages.used(),
+            KvPool::Oracle { used, .. } => *used,
+        }
+    }
+
+    /// Reserves `n` pages (and a slot if `slot`) for request `id`, or `None` taking nothing.
+    pub fn alloc(&mut self, id: u64, n: u32, slot: bool) -> Option<Holding> {
+        match self {
+            KvPool::Plain { pages, slots } => {
+                if pages.available() < n || (slot && slots.available() == 0) {
+                    return None;
+                }
+                let p = pages.alloc(n)?;
+                let s = if slot { Some(slots.alloc(1)?[0]) } else { None };
+                Some(Holding {
+                    pages: p,
+                    slot: s,
+                    aux: 0,
+                })
+            }
+            KvPool::Oracle { mem, used, .. } => {
+                let (p, s, a) = mem.alloc_fresh(crate::layout::RequestId(id), n as usize, slot)?;
+                *used += n;
+                Some(Holding {
+                    pages: p,
+                    slot: s,
+                    aux: a,
+                })
+            }
+        }
+    }
+
+    /// Gives back what request `id` held; the oracle also gives its verdict on the request.
+    pub fn free(&mut self, id: u64, h: &Holding) -> Option<crate::layout::RequestReport> {
+        match self {
+            KvPool::Plain { pages, slots } => {
+                pages.free(&h.pages);
+                if let Some(s) = h.slot {
+                    slots.free(&[s]);
+                }
+                None
+            }
+            KvPool::Oracle { mem, used, .. } => {
+                *used -= h.pages.len() as u32;
+                Some(mem.release(crate::layout::RequestId(id), None))
+            }
+        }
+    }
+
+    /// The oracle, if this instance has one.
+    pub fn oracle(&mut self) -> Option<&mut crate::layout::DecodeMemory> {
+        match self {
+            KvPool::Oracle { mem, .. } => Some(mem),
+            KvPool::Plain { .. } => None,
+        }
+    }
+}

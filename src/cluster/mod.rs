@@ -8,7 +8,7 @@
 
 pub mod compute;
 pub mod memory;
-mod placement;
+pub mod placement;
 pub mod prefix_cache;
 pub mod profile;
 mod router;
@@ -25,8 +25,14 @@ use crate::metrics::{Collector, Outcome, RequestRow, Sink, TimeseriesRow};
 use crate::scenario::{Role, Scenario};
 use crate::workload::{Generator, NewRequest};
 use compute::{StepModel, calibrated_params};
-use memory::PageAllocator;
+use memory::{Holding, KvPool, PageAllocator};
+
+use crate::layout::{
+    ChunkRequest, Effect, ErrorTiming, PairPlan, PdError, RequestId, Verdict, Write,
+};
 use profile::StepTimes;
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 /// sglang's `KVPoll`: the state of one side of a request's transfer. The order is sglang's
 /// (`Failed=0 < Bootstrapping < WaitingForInput < Transferring < Success`).
@@ -102,8 +108,11 @@ struct Req {
     chunks_in_flight: u32,
     /// Whether the last chunk has been queued.
     last_queued: bool,
-    prefill_pages: Vec<u32>,
-    decode_pages: Vec<u32>,
+    /// What the request holds on its prefill and decode instance.
+    on_prefill: Holding,
+    on_decode: Holding,
+    /// Whether the decode allocation happened (so it must be given back).
+    decode_allocated: bool,
     /// Prompt block ids for the prefix cache (empty without prefix information).
     hash_ids: Vec<u64>,
     row: RequestRow,
@@ -123,6 +132,10 @@ struct ActiveChunk {
     job: ChunkJob,
     flows: Vec<(u32, u32, u64, u64)>,
     flows_left: u32,
+    /// A check that raises after this chunk's KV went (the mamba checks of §2.5).
+    after_kv: Option<PdError>,
+    /// The concrete writes, for a decode instance watched by the oracle through an inexact plan.
+    writes: Option<Vec<Write>>,
 }
 
 /// A transfer-queue shard with its worker thread: chunks go one at a time, in order.
@@ -130,6 +143,8 @@ struct ActiveChunk {
 struct Shard {
     queue: VecDeque<ChunkJob>,
     active: Option<ActiveChunk>,
+    /// The worker thread died on a raised error: nothing on this shard moves again (§2.4).
+    dead: bool,
 }
 
 struct Instance {
@@ -139,7 +154,8 @@ struct Instance {
     nics: Vec<NicId>,
     step: StepTimes,
     page_size: u32,
-    pages: PageAllocator,
+    /// KV pages, state slots and (on oracle-watched decode instances) ownership.
+    pages: KvPool,
     /// Requests assigned and not yet done with this instance (least-loaded routing).
     outstanding: u32,
     busy: bool,
@@ -208,9 +224,45 @@ pub struct World<'a> {
     flow_owner: Vec<(u32, u32)>,
     last_tick_link: Vec<f64>,
     seconds: u64,
+    /// (prefill, decode) instance pairs whose Mooncake session the prefill blacklisted after a
+    /// return code −1 (§2.6): later chunks to it fail at once.
+    blacklist: BTreeSet<(u32, u32)>,
+    /// The first I/O error writing a row; the run stops at the end of the event that met it.
+    io_error: Option<std::io::Error>,
 }
 
 const CONTROL_PORT_BASE: u32 = 17_000;
+
+/// The memory of one instance of pool `pool_idx` with `pages` usable KV pages: the oracle for a
+/// decode pool that some prefill pool reaches through an inexact plan, or that is unified;
+/// plain allocators otherwise (no write can land wrong there, so no ownership is tracked).
+fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
+    let pool = &sc.pools[pool_idx];
+    let watched = pool.role == Role::Decode
+        && (pool.server.enable_unified_memory
+            || sc
+                .plans
+                .iter()
+                .any(|(&(_, d), plan)| d == pool_idx && !plan.is_exact()));
+    if watched {
+        let cap = crate::layout::Capacity {
+            pages,
+            slots: pool.state_slots,
+            // One metadata row per request that can hold pages at once.
+            aux_rows: pages.max(1),
+        };
+        KvPool::Oracle {
+            mem: crate::layout::DecodeMemory::new(&pool.layout, cap),
+            used: 0,
+            total: pages,
+        }
+    } else {
+        KvPool::Plain {
+            pages: PageAllocator::new(pages),
+            slots: PageAllocator::new(pool.state_slots),
+        }
+    }
+}
 
 impl<'a> World<'a> {
     /// Builds the cluster of `sc`; rows stream to `sink`.
@@ -222,7 +274,7 @@ impl<'a> World<'a> {
             for _ in 0..pool.instances {
                 let id = instances.len() as u32;
                 let tp = pool.server.tp_size;
-                let pages = placement::kv_pages(sc, pool);
+                let pages = placement::kv_pages(&sc.gpu, pool);
                 let step = match &pool.step_times {
                     Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
                     None => StepTimes::Model(StepModel::new(
@@ -244,7 +296,7 @@ impl<'a> World<'a> {
                     nics: layout.nics[id as usize].clone(),
                     step,
                     page_size: pool.server.page_size,
-                    pages: PageAllocator::new(pages),
+                    pages: kv_pool(sc, pool_idx, pages),
                     outstanding: 0,
                     busy: false,
                     waiting: VecDeque::new(),
@@ -297,6 +349,8 @@ impl<'a> World<'a> {
             flow_owner: Vec::new(),
             last_tick_link: vec![0.0; n],
             seconds: 0,
+            blacklist: BTreeSet::new(),
+            io_error: None,
         }
     }
 
@@ -399,7 +453,10 @@ impl<'a> World<'a> {
             Event::BootstrapTimeout(r) => self.on_bootstrap_timeout(r)?,
             Event::Tick => self.on_tick()?,
         }
-        Ok(())
+        match self.io_error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     // ---------------------------------------------------------------- requests
@@ -465,6 +522,8 @@ impl<'a> World<'a> {
             rdma_writes: 0,
             outcome: Outcome::Unfinished,
             error_kind: None,
+            victims: String::new(),
+            corrupted_by: String::new(),
         };
         let req = Req {
             id,
@@ -478,8 +537,9 @@ impl<'a> World<'a> {
             sent: 0,
             chunks_in_flight: 0,
             last_queued: false,
-            prefill_pages: Vec::new(),
-            decode_pages: Vec::new(),
+            on_prefill: Holding::default(),
+            on_decode: Holding::default(),
+            decode_allocated: false,
             hash_ids: nr.hash_ids,
             row,
         };
@@ -516,7 +576,15 @@ impl<'a> World<'a> {
                 self.instances[p as usize].pages.total(),
                 self.instances[d as usize].pages.total()
             );
-            return self.fail(r, "request_too_long", &msg);
+            self.fail(r, "request_too_long", &msg);
+            return Ok(());
+        }
+        // Decode's first contact with the prefill (`try_ensure_parallel_info`): the page-size and
+        // KV-dtype checks raise on decode. The connection is only cached after a success, so
+        // every request between a mismatched pair meets the same error.
+        if let Some(e) = self.plan(p, d).first_contact().cloned() {
+            self.fail_with(r, &e);
+            return Ok(());
         }
         // Prefill: the sender starts Bootstrapping; decode: into the prealloc queue.
         self.q.schedule_at(
@@ -537,13 +605,16 @@ impl<'a> World<'a> {
                 self.instances[d as usize].prealloc.pop_front();
                 continue;
             };
-            let need = (req.input + req.output).div_ceil(self.instances[d as usize].page_size);
-            let Some(pages) = self.instances[d as usize].pages.alloc(need) else {
+            let (input, output, id) = (req.input, req.output, req.id);
+            let need = (input + output).div_ceil(self.instances[d as usize].page_size);
+            let hybrid = self.sc.pools[self.instances[d as usize].pool].state_slots > 0;
+            let Some(holding) = self.instances[d as usize].pages.alloc(id, need, hybrid) else {
                 break;
             };
             self.instances[d as usize].prealloc.pop_front();
             let req = self.req(r).expect("checked above");
-            req.decode_pages = pages;
+            req.on_decode = holding;
+            req.decode_allocated = true;
             req.receiver = KvPoll::WaitingForInput;
             let lat = self.sc.fabric.control_latency_ns;
             self.q.schedule_in(lat, Event::MetadataArrived(r));
@@ -607,11 +678,13 @@ impl<'a> World<'a> {
             if !from_chunked {
                 // Admission needs the prompt's pages on the prefill.
                 let need = req.input.div_ceil(ps);
-                let Some(pages) = self.instances[p as usize].pages.alloc(need) else {
+                let hybrid = self.sc.pools[self.instances[p as usize].pool].state_slots > 0;
+                let Some(holding) = self.instances[p as usize].pages.alloc(req.id, need, hybrid)
+                else {
                     break;
                 };
                 self.instances[p as usize].waiting.pop_front();
-                req.prefill_pages = pages;
+                req.on_prefill = holding;
                 req.row.prefill_start_ns = Some(now);
                 // Cached prefix blocks are not recomputed (their KV is still sent: the decode
                 // has none of it). The last token is always computed, for its logits.
@@ -699,31 +772,88 @@ impl<'a> World<'a> {
 
     // ---------------------------------------------------------------- transfer
 
-    /// Starts the shard worker's next chunk if it is idle.
+    /// The compiled transfer plan between prefill instance `p` and decode instance `d`.
+    fn plan(&self, p: u32, d: u32) -> Arc<PairPlan> {
+        let key = (
+            self.instances[p as usize].pool,
+            self.instances[d as usize].pool,
+        );
+        Arc::clone(&self.sc.plans[&key])
+    }
+
+    /// Starts the shard worker's next chunk if it is idle (and alive). Per chunk, as sglang's
+    /// `transfer_worker`: skip failed rooms; a blacklisted session fails at once; the plan's
+    /// check raises before the first write (the worker dies) or returns −1 (the room fails and
+    /// the session is blacklisted); otherwise the chunk's flows go on the fabric.
     fn kick_shard(&mut self, p: u32, shard: u32) {
-        let now = self.q.now();
         loop {
             let sh = &mut self.instances[p as usize].shards[shard as usize];
-            if sh.active.is_some() {
+            if sh.dead || sh.active.is_some() {
                 return;
             }
             let Some(job) = sh.queue.pop_front() else {
                 return;
             };
-            // The worker skips chunks of rooms that already failed.
-            let flows = match self
+            let Some(req) = self
                 .reqs
-                .get_mut(job.req.slot as usize)
-                .and_then(Option::as_mut)
-                .filter(|q| q.id == job.req.id && q.sender != KvPoll::Failed)
-            {
-                Some(req) => {
-                    req.row.transfer_start_ns.get_or_insert(now);
-                    Self::chunk_flows(self.sc, &self.instances, req, &job)
-                }
-                None => continue,
+                .get(job.req.slot as usize)
+                .and_then(Option::as_ref)
+            else {
+                continue;
             };
-            let req = self.req(job.req).expect("checked");
+            if req.id != job.req.id || req.sender == KvPoll::Failed {
+                continue;
+            }
+            let d = req.decode;
+            if self.blacklist.contains(&(p, d)) {
+                let msg = format!(
+                    "Decode instance could be dead, remote mooncake session {} is not alive",
+                    self.session_of(d)
+                );
+                self.fail(job.req, "session_blacklisted", &msg);
+                continue;
+            }
+            let plan = self.plan(p, d);
+            let (transfer, writes) = {
+                let creq = Self::chunk_request(req, &job, &self.instances);
+                let t = plan.chunk(&creq);
+                let watched = matches!(self.instances[d as usize].pages, KvPool::Oracle { .. });
+                let writes = (watched
+                    && !plan.is_exact()
+                    && t.error
+                        .as_ref()
+                        .is_none_or(|e| e.1 != ErrorTiming::BeforeAnyWrite))
+                .then(|| {
+                    let mut w = Vec::new();
+                    plan.writes(&creq, &mut w);
+                    w
+                });
+                (t, writes)
+            };
+            let mut after_kv = None;
+            match transfer.error {
+                Some((e, ErrorTiming::BeforeAnyWrite)) => match e.effect {
+                    Effect::WorkerDies => {
+                        self.worker_dies(p, shard, &e);
+                        return;
+                    }
+                    Effect::ReturnCodeFailure | Effect::RaisedOnDecode => {
+                        self.blacklist.insert((p, d));
+                        self.fail_with(job.req, &e);
+                        continue;
+                    }
+                },
+                Some((e, ErrorTiming::AfterKv)) => after_kv = Some(e),
+                None => {}
+            }
+            let now = self.q.now();
+            let flows: Vec<(u32, u32, u64, u64)> = transfer
+                .flows
+                .iter()
+                .map(|f| (f.prefill_rank, f.decode_rank, f.bytes, f.writes))
+                .collect();
+            let req = self.req(job.req).expect("checked above");
+            req.row.transfer_start_ns.get_or_insert(now);
             for &(_, _, bytes, writes) in &flows {
                 req.row.kv_bytes += bytes;
                 req.row.rdma_writes += writes;
@@ -733,6 +863,8 @@ impl<'a> World<'a> {
                 job,
                 flows_left: flows.len() as u32,
                 flows,
+                after_kv,
+                writes,
             });
             // The batch pays the fabric latency before its bytes flow.
             self.q.schedule_in(
@@ -743,58 +875,45 @@ impl<'a> World<'a> {
         }
     }
 
-    /// The flows of one chunk: `(prefill rank, decode rank, bytes, writes)`. First model: the
-    /// KV of the chunk's pages, split the way the two layouts split heads; the generic path writes
-    /// one block per region per contiguous page run, the head-sliced path one per token per layer.
-    fn chunk_flows(
-        sc: &Scenario,
-        inst: &[Instance],
-        req: &Req,
-        job: &ChunkJob,
-    ) -> Vec<(u32, u32, u64, u64)> {
-        let (pi, di) = (&inst[req.prefill as usize], &inst[req.decode as usize]);
-        let (pp, dp) = (&sc.pools[pi.pool], &sc.pools[di.pool]);
-        let (tp_p, tp_d) = (pp.server.attn_tp_size, dp.server.attn_tp_size);
-        let pages = job.end_page - job.first_page;
-        let ps = u64::from(pi.page_size);
-        let src = &req.prefill_pages[job.first_page as usize..job.end_page as usize];
-        let dst = &req.decode_pages[job.first_page as usize..job.end_page as usize];
-        let runs = 1 + src
-            .windows(2)
-            .zip(dst.windows(2))
-            .filter(|(s, d)| s[1] != s[0] + 1 || d[1] != d[0] + 1)
-            .count() as u64;
-        let regions = if pp.model.is_mla() {
-            u64::from(pp.model.kv_layers())
-        } else {
-            2 * u64::from(pp.model.kv_layers())
-        };
-        let tokens = u64::from(pages) * ps;
-        let per_rank = |model: &crate::spec::ModelSpec, tp: u32, b: u32| {
-            model.kv_bytes_per_token_rank(tp, b) * tokens
-        };
-        let mut flows = Vec::new();
-        if tp_p == tp_d || pp.model.is_mla() {
-            let bytes = per_rank(&dp.model, tp_d, dp.kv_dtype_bytes);
-            for d in 0..tp_d {
-                // Equal TP: rank r → r; MLA: the latent goes to every decode rank from one sender.
-                let src_rank = if tp_p == tp_d { d } else { d * tp_p / tp_d };
-                flows.push((src_rank, d, bytes, regions * runs));
-            }
-        } else if tp_d > tp_p {
-            let k = tp_d / tp_p;
-            let bytes = per_rank(&dp.model, tp_d, dp.kv_dtype_bytes);
-            for d in 0..tp_d {
-                flows.push((d / k, d, bytes, regions * tokens));
-            }
-        } else {
-            let k = tp_p / tp_d;
-            let bytes = per_rank(&pp.model, tp_p, pp.kv_dtype_bytes);
-            for s in 0..tp_p {
-                flows.push((s, s / k, bytes, regions * tokens));
-            }
+    /// The chunk as the plan sees it: prefill and decode page ids at the chunk's page positions.
+    /// sglang indexes decode's page list with the prefill's positions (and truncates the source
+    /// when the decode list is shorter), which is exactly where a page-size mismatch bites.
+    fn chunk_request<'r>(req: &'r Req, job: &ChunkJob, inst: &[Instance]) -> ChunkRequest<'r> {
+        let (a, b) = (job.first_page as usize, job.end_page as usize);
+        let src = &req.on_prefill.pages
+            [a.min(req.on_prefill.pages.len())..b.min(req.on_prefill.pages.len())];
+        // Decode's KV indices cover the prompt only (the rest of its reservation is for output).
+        let prompt_pages = (req.input.div_ceil(inst[req.decode as usize].page_size) as usize)
+            .min(req.on_decode.pages.len());
+        let dst_all = &req.on_decode.pages[..prompt_pages];
+        let dst = &dst_all[a.min(dst_all.len())..b.min(dst_all.len())];
+        ChunkRequest {
+            src_pages: src,
+            dst_pages: dst,
+            last: job.last,
+            src_slot: req.on_prefill.slot,
+            dst_slot: req.on_decode.slot,
+            src_aux: 0,
+            dst_aux: req.on_decode.aux,
         }
-        flows
+    }
+
+    /// The Mooncake session id of decode instance `d` (`ip:rpc_port`), for messages.
+    fn session_of(&self, d: u32) -> String {
+        format!(
+            "10.0.{}.{}:{}",
+            d / 256,
+            d % 256,
+            self.instances[d as usize].ports[0]
+        )
+    }
+
+    /// A RuntimeError escaped `send_kvcache`: the shard's worker thread dies ("Transfer thread
+    /// failed because of … is dead."). Its queued and future chunks never move; their rooms
+    /// wait for the decode waiting timeout. The error is counted once per raise.
+    fn worker_dies(&mut self, p: u32, shard: u32, e: &PdError) {
+        self.instances[p as usize].shards[shard as usize].dead = true;
+        self.collector.raised(e.kind.as_str(), &e.message);
     }
 
     fn on_chunk_latency_paid(&mut self, p: u32, shard: u32) {
@@ -891,31 +1010,66 @@ impl<'a> World<'a> {
         Ok(())
     }
 
-    /// Every flow of the shard's active chunk landed.
+    /// Every flow of the shard's active chunk landed: the bytes are in decode memory.
     fn chunk_done(&mut self, p: u32, shard: u32) {
         let now = self.q.now();
         let active = self.instances[p as usize].shards[shard as usize]
             .active
             .take()
             .expect("active chunk");
-        if let Some(req) = self.req(active.job.req)
-            && req.sender != KvPoll::Failed
-        {
-            req.chunks_in_flight -= 1;
-            if active.job.last && req.chunks_in_flight == 0 {
-                // conclude_transfer(Success): prefill frees its pages, decode is told.
-                req.sender = KvPoll::Success;
-                req.row.transfer_end_ns = Some(now);
-                let pages = std::mem::take(&mut req.prefill_pages);
-                let r = active.job.req;
-                let inst = &mut self.instances[p as usize];
-                inst.pages.free(&pages);
-                inst.outstanding -= 1;
-                self.q.schedule_in(
-                    self.sc.fabric.control_latency_ns,
-                    Event::TransferSucceeded(r),
-                );
-                self.try_prefill(p);
+        let r = active.job.req;
+        let alive = self.req(r).is_some_and(|q| q.sender != KvPoll::Failed);
+        if alive {
+            let (d, id) = {
+                let q = self.req(r).expect("alive");
+                (q.decode, q.id)
+            };
+            // Land the bytes in the oracle's view of decode memory.
+            let plan = self.plan(p, d);
+            let mut oob = None;
+            let job = active.job;
+            if let Some(writes) = &active.writes {
+                let mem = self.instances[d as usize].pages.oracle().expect("watched");
+                oob = mem.apply(&plan, RequestId(id), writes).error;
+            } else if matches!(self.instances[d as usize].pages, KvPool::Oracle { .. }) {
+                let (pages, slot, aux) = {
+                    let q = self.reqs[r.slot as usize].as_ref().expect("alive");
+                    let c = Self::chunk_request(q, &job, &self.instances);
+                    let whole = job.last && active.after_kv.is_none();
+                    (
+                        c.dst_pages.to_vec(),
+                        c.dst_slot.filter(|_| whole),
+                        whole.then_some(c.dst_aux),
+                    )
+                };
+                let mem = self.instances[d as usize].pages.oracle().expect("watched");
+                mem.apply_exact(RequestId(id), &pages, slot, aux);
+            }
+            if let Some(e) = oob {
+                // rc −1: the room fails and the session is blacklisted (§3.8, §2.6).
+                self.blacklist.insert((p, d));
+                self.fail_with(r, &e);
+            } else if let Some(e) = &active.after_kv {
+                // The KV went; then the state check raised and the worker died.
+                self.worker_dies(p, shard, e);
+                return;
+            } else {
+                let req = self.req(r).expect("alive");
+                req.chunks_in_flight -= 1;
+                if active.job.last && req.chunks_in_flight == 0 {
+                    // conclude_transfer(Success): prefill frees its pages, decode is told.
+                    req.sender = KvPoll::Success;
+                    req.row.transfer_end_ns = Some(now);
+                    let (held, id) = (std::mem::take(&mut req.on_prefill), req.id);
+                    let inst = &mut self.instances[p as usize];
+                    inst.pages.free(id, &held);
+                    inst.outstanding -= 1;
+                    self.q.schedule_in(
+                        self.sc.fabric.control_latency_ns,
+                        Event::TransferSucceeded(r),
+                    );
+                    self.try_prefill(p);
+                }
             }
         }
         self.kick_shard(p, shard);
@@ -934,10 +1088,15 @@ impl<'a> World<'a> {
         req.receiver = KvPoll::Success;
         // The prefill's first token arrives with the aux data.
         req.row.first_token_ns = Some(now);
-        let d = req.decode;
-        if req.output == 1 {
-            req.row.decode_start_ns = Some(now);
-            return self.complete(r);
+        let (d, id, output) = (req.decode, req.id, req.output);
+        // From now on decode reads these bytes: the oracle checks they are the request's own.
+        if let Some(mem) = self.instances[d as usize].pages.oracle() {
+            mem.landed(RequestId(id));
+        }
+        if output == 1 {
+            self.req(r).expect("alive").row.decode_start_ns = Some(now);
+            self.complete(r);
+            return Ok(());
         }
         self.instances[d as usize].ready.push_back(r);
         if !self.instances[d as usize].busy {
@@ -1014,7 +1173,7 @@ impl<'a> World<'a> {
             let inst = &mut self.instances[d as usize];
             inst.running -= 1;
             inst.context_tokens -= ctx;
-            self.complete(r)?;
+            self.complete(r);
         }
         self.instances[d as usize].busy = false;
         self.try_prealloc(d);
@@ -1037,7 +1196,8 @@ impl<'a> World<'a> {
             req.id,
             timeout as f64 / NS_PER_S as f64
         );
-        self.fail(r, "waiting_timeout", &msg)
+        self.fail(r, "waiting_timeout", &msg);
+        Ok(())
     }
 
     fn on_bootstrap_timeout(&mut self, r: ReqRef) -> std::io::Result<()> {
@@ -1053,27 +1213,28 @@ impl<'a> World<'a> {
             req.id,
             timeout as f64 / NS_PER_S as f64
         );
-        self.fail(r, "bootstrap_timeout", &msg)
+        self.fail(r, "bootstrap_timeout", &msg);
+        Ok(())
     }
 
-    /// Ends a request that decoded to its last token.
-    fn complete(&mut self, r: ReqRef) -> std::io::Result<()> {
-        self.end(r, Outcome::Completed, None, "")
+    /// Ends a request that decoded to its last token. The oracle (when it watches the decode)
+    /// decides whether it decoded from its own bytes.
+    fn complete(&mut self, r: ReqRef) {
+        self.end(r, Outcome::Completed, None, "");
     }
 
     /// Ends a request with an error: both sides mark the room Failed and free what they hold
     /// (the ABORT to the prefill is taken as immediate for resources).
-    fn fail(&mut self, r: ReqRef, kind: &'static str, message: &str) -> std::io::Result<()> {
-        self.end(r, Outcome::Failed, Some(kind), message)
+    fn fail(&mut self, r: ReqRef, kind: &'static str, message: &str) {
+        self.end(r, Outcome::Failed, Some(kind), message);
     }
 
-    fn end(
-        &mut self,
-        r: ReqRef,
-        outcome: Outcome,
-        kind: Option<&'static str>,
-        message: &str,
-    ) -> std::io::Result<()> {
+    /// [`World::fail`] with one of sglang's typed errors.
+    fn fail_with(&mut self, r: ReqRef, e: &PdError) {
+        self.fail(r, e.kind.as_str(), &e.message);
+    }
+
+    fn end(&mut self, r: ReqRef, outcome: Outcome, kind: Option<&'static str>, message: &str) {
         let now = self.q.now();
         let mut req = self.reqs[r.slot as usize]
             .take()
@@ -1087,24 +1248,43 @@ impl<'a> World<'a> {
         self.free_slots.push(r.slot);
         self.live -= 1;
         let (p, d) = (req.prefill as usize, req.decode as usize);
-        if !req.prefill_pages.is_empty() || req.sender < KvPoll::Success {
-            self.instances[p].pages.free(&req.prefill_pages);
+        if req.sender < KvPoll::Success {
+            self.instances[p].pages.free(req.id, &req.on_prefill);
             self.instances[p].outstanding -= 1;
         }
-        self.instances[d].pages.free(&req.decode_pages);
+        let mut outcome = outcome;
+        if req.decode_allocated
+            && let Some(report) = self.instances[d].pages.free(req.id, &req.on_decode)
+        {
+            let ids = |v: &[RequestId]| {
+                v.iter()
+                    .map(|x| x.0.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            req.row.victims = ids(&report.victims);
+            req.row.corrupted_by = ids(&report.corrupted_by);
+            if outcome == Outcome::Completed && matches!(report.verdict, Verdict::Corrupted { .. })
+            {
+                outcome = Outcome::Corrupted;
+            }
+        }
         self.instances[d].outstanding -= 1;
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
         req.row.error_kind = kind;
         let slo = self.slo();
-        self.collector
-            .finish(req.row, kind.map(|_| message), slo, self.sink)?;
+        if let Err(e) = self
+            .collector
+            .finish(req.row, kind.map(|_| message), slo, self.sink)
+        {
+            self.io_error.get_or_insert(e);
+        }
         if outcome == Outcome::Failed {
             // Freed pages may admit waiting work on either side.
             self.try_prealloc(d as u32);
             self.try_prefill(p as u32);
         }
-        Ok(())
     }
 
     // ---------------------------------------------------------------- timeseries

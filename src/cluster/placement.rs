@@ -8,6 +8,7 @@
 
 use crate::fabric::NicId;
 use crate::scenario::{Pool, Scenario};
+use crate::spec::GpuSpec;
 
 /// NICs of every instance's ranks, and how many NICs the cluster has.
 pub struct Placement {
@@ -45,18 +46,87 @@ pub fn place(sc: &Scenario) -> Placement {
     }
 }
 
-/// Bytes of HBM per GPU left for the KV cache: `hbm × mem_fraction_static − weights ÷ tp`.
-pub fn kv_budget_bytes(sc: &Scenario, pool: &Pool) -> f64 {
-    sc.gpu.hbm_bytes as f64 * pool.server.mem_fraction_static
+/// Bytes of HBM per GPU left for the KV cache (and state, for hybrids):
+/// `hbm × mem_fraction_static − weights ÷ tp − activation reserve`.
+pub fn kv_budget_bytes(gpu: &GpuSpec, pool: &Pool) -> f64 {
+    gpu.hbm_bytes as f64 * pool.server.mem_fraction_static
         - pool.model.weight_bytes_total() / f64::from(pool.server.tp_size)
+        - activation_reserve_bytes(pool)
 }
 
-/// Usable KV pages of one instance of `pool` (page 0, the padding sink, excluded).
-pub fn kv_pages(sc: &Scenario, pool: &Pool) -> u32 {
+/// Activations of the largest forward one GPU must hold inside the static pool: a chunk of
+/// `chunked_prefill_size` tokens through the widest layer (hidden plus the FFN intermediate
+/// split over TP), in bf16, twice (input and output of the layer). An estimate: sglang sizes
+/// this from a profiling run; here it is derived from the shapes so that larger chunks cost KV.
+pub fn activation_reserve_bytes(pool: &Pool) -> f64 {
+    let m = &pool.model;
+    let ffn = match &m.moe {
+        Some(moe) => {
+            f64::from(moe.expert_intermediate) * f64::from(moe.active)
+                + f64::from(moe.shared_intermediate)
+        }
+        None => f64::from(m.dense_intermediate),
+    };
+    let width = f64::from(m.hidden_size) + ffn / f64::from(pool.server.tp_size);
+    2.0 * f64::from(pool.server.chunked_prefill_size) * width * 2.0
+}
+
+/// Usable KV pages of one instance of `pool` (page 0, the padding sink, excluded); 0 when
+/// nothing is left for KV.
+pub fn kv_pages(gpu: &GpuSpec, pool: &Pool) -> u32 {
     let per_page = pool
         .model
         .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes)
         * u64::from(pool.server.page_size);
-    let pages = (kv_budget_bytes(sc, pool) / per_page as f64).floor();
+    // Hybrid models keep one recurrent-state slot per request (plus the sink) beside the KV.
+    let state = f64::from(pool.state_slots + u32::from(pool.state_slots > 0))
+        * pool.layout[0].state_slot_bytes() as f64;
+    let pages = ((kv_budget_bytes(gpu, pool) - state).max(0.0) / per_page as f64).floor();
     (pages as u64).saturating_sub(1).min(u64::from(u32::MAX)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario;
+
+    fn load(sets: &[&str]) -> Scenario {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let path = std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scenarios/quickstart.toml"
+        ));
+        scenario::load(path, &sets).unwrap()
+    }
+
+    #[test]
+    fn kv_pages_match_a_hand_computation() {
+        // Llama-3.1-8B, TP2, page 64, H100 80 GB, mem_fraction_static 0.85, chunk 8192:
+        //   budget  = 80e9 × 0.85 = 68.0e9 B
+        //   weights = 8,030,261,248 params × 2 B ÷ 2 = 8,030,261,248 B
+        //   reserve = 2 × 8192 × (4096 + 14336 / 2) × 2 B = 369,098,752 B
+        //   KV      = 59,600,640,000 B ÷ (64 tokens × 65,536 B) = 14,209.6 → 14,209 pages, −1 sink.
+        let sc = load(&[]);
+        let p = &sc.pools[0];
+        assert_eq!(p.model.total_params(), 8_030_261_248.0);
+        assert_eq!(kv_pages(&sc.gpu, p), 14_208);
+        // Llama-3.1-70B, TP8, page 16, H200 141 GB, fp8 KV (1 B), chunk 4096:
+        //   budget  = 141e9 × 0.9 = 126.9e9
+        //   weights = 70,553,706,496 × 2 ÷ 8 = 17,638,426,624
+        //   reserve = 2 × 4096 × (8192 + 28672 / 8) × 2 = 192,937,984
+        //   KV per token per rank = 80 layers × 1 head × 256 B = 20,480 B; per page × 16 = 327,680
+        //   pages = 109,068,635,392 ÷ 327,680 = 332,851.3 → 332,851 − 1.
+        let sc = load(&[
+            "model.preset=llama-3.1-70b",
+            "hardware.gpu=h200",
+            "pools.prefill.server.tp_size=8",
+            "pools.prefill.server.page_size=16",
+            "pools.prefill.server.kv_cache_dtype=fp8_e4m3",
+            "pools.prefill.server.mem_fraction_static=0.9",
+            "pools.prefill.server.chunked_prefill_size=4096",
+        ]);
+        let p = &sc.pools[0];
+        assert_eq!(p.model.total_params(), 70_553_706_496.0);
+        assert_eq!(kv_pages(&sc.gpu, p), 332_850);
+    }
 }

@@ -71,6 +71,10 @@ pub struct RequestRow {
     pub outcome: Outcome,
     /// Error kind of a failed request (DESIGN.md §4), empty otherwise.
     pub error_kind: Option<&'static str>,
+    /// Requests whose pages or slots this request's writes landed on (space-separated ids).
+    pub victims: String,
+    /// Requests whose writes left foreign bytes in this request's pages or slots.
+    pub corrupted_by: String,
 }
 
 /// One row of `timeseries.csv`: one simulated second of one instance.
@@ -219,6 +223,15 @@ pub struct Collector {
 }
 
 impl Collector {
+    /// Counts an error raised in a prefill transfer worker (it fails no request by itself: the
+    /// rooms behind it time out), quoting its message the first time.
+    pub fn raised(&mut self, kind: &'static str, message: &str) {
+        self.errors
+            .entry(kind)
+            .or_insert_with(|| (0, message.to_string()))
+            .0 += 1;
+    }
+
     /// Records a request's end and streams every row now in id order to `sink`.
     pub fn finish(
         &mut self,

@@ -1342,6 +1342,8 @@ pub(crate) mod fixture {
             rdma_writes: 40,
             outcome,
             error_kind: None,
+            victims: String::new(),
+            corrupted_by: String::new(),
         }
     }
 

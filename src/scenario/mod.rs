@@ -43,28 +43,7 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-/// A transfer-protocol behaviour of sglang (`[sglang] profile`, `domain/sglang-pd.md` §9).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Profile {
-    /// The seeds' sglang: the envelope validator runs whenever the prefill is unified.
-    Guarded,
-    /// sglang 0005973a as read: the validator only on the `send_kvcache` path.
-    SliceDispatch,
-    /// Before the validator existed: only out-of-bounds writes fail.
-    Unguarded,
-}
-
-impl Profile {
-    fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "guarded" => Profile::Guarded,
-            "slice_dispatch" => Profile::SliceDispatch,
-            "unguarded" => Profile::Unguarded,
-            _ => return None,
-        })
-    }
-}
+pub use crate::layout::Profile;
 
 /// A validated pool.
 #[derive(Clone, Debug)]
@@ -83,6 +62,10 @@ pub struct Pool {
     pub kv_dtype_bytes: u32,
     /// Measured step times replacing the roofline model (`pools.step_times`).
     pub step_times: Option<std::sync::Arc<crate::cluster::profile::MeasuredProfile>>,
+    /// Rank 0's layout (KV regions, state regions, aux rows).
+    pub layout: std::sync::Arc<Vec<crate::layout::RankLayout>>,
+    /// Mamba/GDN state slots per instance (0 for models without recurrent layers).
+    pub state_slots: u32,
 }
 
 /// A validated arrival process.
@@ -242,6 +225,8 @@ pub struct Scenario {
     pub sglang: SglangParams,
     /// Latency targets.
     pub slo: Slo,
+    /// The transfer plan of every (prefill pool, decode pool) pair, by pool index.
+    pub plans: std::collections::BTreeMap<(usize, usize), std::sync::Arc<crate::layout::PairPlan>>,
     /// The file as resolved after `--set`, recorded in `run.json`.
     pub resolved: ScenarioFile,
     /// Where the scenario was read from.
@@ -541,6 +526,13 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
                 ),
             ));
         }
+        let layouts = crate::layout::RankLayout::all_ranks(&model, &server)
+            .map_err(|e| c.err(&format!("{key}.server"), e.to_string()))?;
+        let state_slots = if model.is_hybrid() {
+            server.max_running_requests.unwrap_or(DEFAULT_STATE_SLOTS)
+        } else {
+            0
+        };
         let step_times = match &p.step_times {
             Some(path) => Some(std::sync::Arc::new(
                 crate::cluster::profile::load_profile(&c.resolve_path(path))
@@ -556,7 +548,23 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
             model,
             kv_dtype_bytes,
             step_times,
+            layout: std::sync::Arc::new(layouts),
+            state_slots,
         });
+    }
+    for p in &pools {
+        if crate::cluster::placement::kv_pages(&gpu, p) == 0 {
+            let key = format!("pools.{}.server.mem_fraction_static", p.name);
+            return Err(c.err(
+                &key,
+                format!(
+                    "leaves no room for KV cache: {:.2} GB per GPU after weights ({:.2} GB at tp_size {}) and activations; raise mem_fraction_static or tp_size",
+                    crate::cluster::placement::kv_budget_bytes(&gpu, p).max(0.0) / 1e9,
+                    p.model.weight_bytes_total() / f64::from(p.server.tp_size) / 1e9,
+                    p.server.tp_size
+                ),
+            ));
+        }
     }
     for role in [Role::Prefill, Role::Decode] {
         if !pools.iter().any(|p| p.role == role) {
@@ -613,7 +621,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
 
     // sglang.
     let sg = &file.sglang;
-    let profile = Profile::parse(&sg.profile).ok_or_else(|| {
+    let profile: Profile = sg.profile.parse().map_err(|_| {
         c.err(
             "sglang.profile",
             format!(
@@ -639,7 +647,35 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         slo.tpot_ns = Some(ns_from_secs_ceil(c.positive("slo.tpot_ms", t, "ms")? / 1e3));
     }
 
+    // One transfer plan per (prefill pool, decode pool): compiled once, used by every request.
+    let mut plans = std::collections::BTreeMap::new();
+    for (pi, pp) in pools
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.role == Role::Prefill)
+    {
+        for (di, dp) in pools
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.role == Role::Decode)
+        {
+            let plan = crate::layout::PairPlan::compile(
+                (&pp.model, &pp.server),
+                (&dp.model, &dp.server),
+                profile,
+            )
+            .map_err(|e| {
+                c.err(
+                    &format!("pools.{}.server", dp.name),
+                    format!("prefill pool {:?} cannot pair with it: {e}", pp.name),
+                )
+            })?;
+            plans.insert((pi, di), std::sync::Arc::new(plan));
+        }
+    }
+
     Ok(Scenario {
+        plans,
         name: run.name.clone(),
         seed: run.seed,
         duration_ns: ns_from_secs_ceil(duration_s),
@@ -720,6 +756,10 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
         rows: std::sync::Arc::new(rows),
     })
 }
+
+/// State slots of a hybrid instance when `max_running_requests` is not set: sglang sizes its
+/// mamba pool for the running batch; this is the cap on concurrent hybrid requests.
+pub const DEFAULT_STATE_SLOTS: u32 = 256;
 
 fn divisors(n: u32) -> String {
     (1..=n)

@@ -1,5 +1,716 @@
-//! PLACEHOLDER — replaced by the Hugging Face config importer before commit.
-use std::path::Path;
-pub fn load_model_config(path: &Path) -> Result<crate::spec::ModelSpec, String> {
-    Err(format!("{}: config import pending", path.display()))
+//! Imports a Hugging Face `config.json` (or DeepSeek's own inference config) as a [`ModelSpec`].
+//!
+//! Supported: `model_type` `llama`, `qwen2`, `qwen3` (dense GQA), `deepseek_v3` (MLA + MoE),
+//! `qwen3_next` (GDN hybrid + MoE), `nemotron_h` (Mamba2 hybrid), and DeepSeek's reference
+//! inference schema (`dim`, `n_layers`, `inter_dim`, `n_dense_layers`, …; no `model_type`),
+//! recognised by its keys. Field meanings follow `domain/sglang-pd.md` §5 and the model
+//! presets, so a config and the preset of the same model agree field for field (but `name`).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::model::{KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, parse_hybrid_pattern};
+
+/// The architectures [`load_model_config`] imports.
+pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
+    "llama",
+    "qwen2",
+    "qwen3",
+    "deepseek_v3",
+    "qwen3_next",
+    "nemotron_h",
+    "DeepSeek inference config (dim, n_layers, inter_dim, n_dense_layers, ...)",
+];
+
+/// Why a config file could not be imported. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read the model config: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid JSON.
+    #[error("{path}:{line}:{column}: invalid JSON: {message}")]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        column: usize,
+        /// serde_json's description.
+        message: String,
+    },
+    /// A field the architecture needs is absent (or null).
+    #[error(
+        "{path}: missing field `{field}`, which a {model_type} config needs; add it (see the model's config.json on Hugging Face)"
+    )]
+    MissingField {
+        /// The file.
+        path: PathBuf,
+        /// The field.
+        field: String,
+        /// The architecture being read.
+        model_type: String,
+    },
+    /// A field has the wrong type or an impossible value.
+    #[error("{path}: field `{field}` {problem}")]
+    BadField {
+        /// The file.
+        path: PathBuf,
+        /// The field.
+        field: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// `model_type` is not one pdsim imports.
+    #[error(
+        "{path}: unsupported architecture: model_type {found}; pdsim imports {supported}. Use a preset or a supported config"
+    )]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// The `model_type` found, as written (`none` when absent).
+        found: String,
+        /// The supported list.
+        supported: String,
+    },
+}
+
+/// Reads fields of one config with the file and architecture at hand for error messages.
+struct Fields<'a> {
+    path: &'a Path,
+    model_type: &'a str,
+    map: &'a Map<String, Value>,
+}
+
+impl Fields<'_> {
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    fn missing(&self, key: &str) -> ConfigError {
+        ConfigError::MissingField {
+            path: self.path.to_path_buf(),
+            field: key.to_string(),
+            model_type: self.model_type.to_string(),
+        }
+    }
+
+    fn bad(&self, key: &str, problem: impl Into<String>) -> ConfigError {
+        ConfigError::BadField {
+            path: self.path.to_path_buf(),
+            field: key.to_string(),
+            problem: problem.into(),
+        }
+    }
+
+    fn opt_u32(&self, key: &str) -> Result<Option<u32>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .and_then(|x| u32::try_from(x).ok())
+                .map(Some)
+                .ok_or_else(|| self.bad(key, format!("must be a non-negative integer, found {v}"))),
+        }
+    }
+
+    fn u32(&self, key: &str) -> Result<u32, ConfigError> {
+        self.opt_u32(key)?.ok_or_else(|| self.missing(key))
+    }
+
+    fn opt_bool(&self, key: &str) -> Result<Option<bool>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_bool()
+                .map(Some)
+                .ok_or_else(|| self.bad(key, format!("must be true or false, found {v}"))),
+        }
+    }
+
+    fn opt_str(&self, key: &str) -> Result<Option<&str>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_str()
+                .map(Some)
+                .ok_or_else(|| self.bad(key, format!("must be a string, found {v}"))),
+        }
+    }
+
+    fn opt_u32_list(&self, key: &str) -> Result<Option<Vec<u32>>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Array(xs)) => xs
+                .iter()
+                .map(|v| v.as_u64().and_then(|x| u32::try_from(x).ok()))
+                .collect::<Option<Vec<u32>>>()
+                .map(Some)
+                .ok_or_else(|| self.bad(key, "must be a list of non-negative integers")),
+            Some(v) => Err(self.bad(key, format!("must be a list, found {v}"))),
+        }
+    }
+
+    /// Bytes per element of a dtype name (`torch_dtype`, `dtype`, `mamba_ssm_dtype`).
+    fn dtype_bytes(&self, key: &str, default: u32) -> Result<u32, ConfigError> {
+        match self.opt_str(key)? {
+            None => Ok(default),
+            Some("bfloat16" | "bf16" | "float16" | "fp16" | "half") => Ok(2),
+            Some("float32" | "fp32" | "float") => Ok(4),
+            Some("fp8" | "float8_e4m3fn" | "float8_e5m2") => Ok(1),
+            Some(other) => Err(self.bad(key, format!("has an unknown dtype {other:?}"))),
+        }
+    }
+
+    /// Weight bytes as served: an fp8 quantization config means 1, else the torch dtype.
+    fn weight_bytes(&self) -> Result<u32, ConfigError> {
+        let fp8 = self
+            .get("quantization_config")
+            .and_then(|q| q.get("quant_method"))
+            .and_then(Value::as_str)
+            .is_some_and(|m| m == "fp8");
+        if fp8 {
+            return Ok(1);
+        }
+        self.dtype_bytes("torch_dtype", 2)
+    }
+
+    /// `head_dim`, else `hidden_size / num_attention_heads`.
+    fn head_dim(&self, key: &str, hidden: u32, heads: u32) -> Result<u32, ConfigError> {
+        match self.opt_u32(key)? {
+            Some(h) => Ok(h),
+            None if heads > 0 && hidden.is_multiple_of(heads) => Ok(hidden / heads),
+            None => Err(self.missing(key)),
+        }
+    }
+}
+
+/// Imports one `config.json` (see the module docs for what is supported).
+pub fn load_model_config(path: &Path) -> Result<ModelSpec, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| ConfigError::Json {
+        path: path.to_path_buf(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })?;
+    let Value::Object(map) = &value else {
+        return Err(ConfigError::Json {
+            path: path.to_path_buf(),
+            line: 1,
+            column: 1,
+            message: "the top level must be an object".into(),
+        });
+    };
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let model_type = map.get("model_type").and_then(Value::as_str);
+    let is_deepseek_inference = model_type.is_none()
+        && ["dim", "n_layers", "inter_dim", "n_dense_layers"]
+            .iter()
+            .all(|k| map.contains_key(*k));
+    let mt = match (model_type, is_deepseek_inference) {
+        (_, true) => "deepseek inference",
+        (Some(t), false) => t,
+        (None, false) => "none",
+    };
+    let f = Fields {
+        path,
+        model_type: mt,
+        map,
+    };
+    match mt {
+        "llama" | "qwen2" | "qwen3" => dense(&f, name),
+        "deepseek_v3" => deepseek_hf(&f, name),
+        "deepseek inference" => deepseek_inference(&f, name),
+        "qwen3_next" => qwen3_next(&f, name),
+        "nemotron_h" => nemotron_h(&f, name),
+        other => Err(ConfigError::Unsupported {
+            path: path.to_path_buf(),
+            found: if model_type.is_some() {
+                format!("{other:?}")
+            } else {
+                "none (no model_type key)".into()
+            },
+            supported: SUPPORTED_MODEL_TYPES.join(", "),
+        }),
+    }
+}
+
+fn dense(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
+    let layers = f.u32("num_hidden_layers")?;
+    let hidden = f.u32("hidden_size")?;
+    let q_heads = f.u32("num_attention_heads")?;
+    let kv_heads = f.opt_u32("num_key_value_heads")?.unwrap_or(q_heads);
+    let head_dim = f.head_dim("head_dim", hidden, q_heads)?;
+    Ok(ModelSpec {
+        name,
+        num_layers: layers,
+        hidden_size: hidden,
+        q_heads,
+        attention: KvAttention::Mha {
+            kv_heads,
+            head_dim,
+            v_head_dim: head_dim,
+        },
+        attention_layers: (0..layers).collect(),
+        mamba: None,
+        mamba_layers: Vec::new(),
+        dense_ffn_layers: layers,
+        dense_intermediate: f.u32("intermediate_size")?,
+        dense_ffn_gated: true,
+        moe: None,
+        moe_layers: 0,
+        vocab_size: f.u32("vocab_size")?,
+        tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+        weight_bytes: f.weight_bytes()?,
+        activation_bytes: f.dtype_bytes("torch_dtype", 2)?,
+    })
+}
+
+/// The MLA + MoE fields shared by both DeepSeek schemas, by their key names in each.
+struct DeepSeekKeys {
+    layers: &'static str,
+    hidden: &'static str,
+    heads: &'static str,
+    dense_layers: &'static str,
+    dense_inter: &'static str,
+    experts: &'static str,
+    active: &'static str,
+    expert_inter: &'static str,
+}
+
+fn deepseek(
+    f: &Fields,
+    name: String,
+    k: &DeepSeekKeys,
+    weight_bytes: u32,
+) -> Result<ModelSpec, ConfigError> {
+    let layers = f.u32(k.layers)?;
+    let dense_layers = f.u32(k.dense_layers)?;
+    if dense_layers > layers {
+        return Err(f.bad(
+            k.dense_layers,
+            format!("({dense_layers}) exceeds the layer count ({layers})"),
+        ));
+    }
+    let expert_inter = f.u32(k.expert_inter)?;
+    let shared = f.opt_u32("n_shared_experts")?.unwrap_or(0);
+    // DeepSeek's inference config writes q_lora_rank = 0 for "no query compression".
+    let q_lora_rank = f.opt_u32("q_lora_rank")?.filter(|&r| r > 0);
+    Ok(ModelSpec {
+        name,
+        num_layers: layers,
+        hidden_size: f.u32(k.hidden)?,
+        q_heads: f.u32(k.heads)?,
+        attention: KvAttention::Mla {
+            kv_lora_rank: f.u32("kv_lora_rank")?,
+            qk_rope_head_dim: f.u32("qk_rope_head_dim")?,
+            qk_nope_head_dim: f.u32("qk_nope_head_dim")?,
+            v_head_dim: f.u32("v_head_dim")?,
+            q_lora_rank,
+        },
+        attention_layers: (0..layers).collect(),
+        mamba: None,
+        mamba_layers: Vec::new(),
+        dense_ffn_layers: dense_layers,
+        dense_intermediate: f.u32(k.dense_inter)?,
+        dense_ffn_gated: true,
+        moe: Some(MoeSpec {
+            experts: f.u32(k.experts)?,
+            active: f.u32(k.active)?,
+            expert_intermediate: expert_inter,
+            shared_intermediate: shared * expert_inter,
+        }),
+        moe_layers: layers - dense_layers,
+        vocab_size: f.u32("vocab_size")?,
+        tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+        weight_bytes,
+        activation_bytes: 2,
+    })
+}
+
+fn deepseek_hf(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
+    let keys = DeepSeekKeys {
+        layers: "num_hidden_layers",
+        hidden: "hidden_size",
+        heads: "num_attention_heads",
+        dense_layers: "first_k_dense_replace",
+        dense_inter: "intermediate_size",
+        experts: "n_routed_experts",
+        active: "num_experts_per_tok",
+        expert_inter: "moe_intermediate_size",
+    };
+    // num_nextn_predict_layers (MTP) is a separate draft pool in sglang (§5), not counted.
+    deepseek(f, name, &keys, f.weight_bytes()?)
+}
+
+fn deepseek_inference(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
+    let keys = DeepSeekKeys {
+        layers: "n_layers",
+        hidden: "dim",
+        heads: "n_heads",
+        dense_layers: "n_dense_layers",
+        dense_inter: "inter_dim",
+        experts: "n_routed_experts",
+        active: "n_activated_experts",
+        expert_inter: "moe_inter_dim",
+    };
+    let weight_bytes = f.dtype_bytes("dtype", 2)?;
+    deepseek(f, name, &keys, weight_bytes)
+}
+
+fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
+    let layers = f.u32("num_hidden_layers")?;
+    let hidden = f.u32("hidden_size")?;
+    let q_heads = f.u32("num_attention_heads")?;
+    let head_dim = f.head_dim("head_dim", hidden, q_heads)?;
+    // Which layers are full attention: `layer_types` when given, else every
+    // `full_attention_interval`-th layer (sglang's Qwen3NextConfig).
+    let full: Vec<bool> = match f.get("layer_types") {
+        Some(Value::Array(types)) => types
+            .iter()
+            .map(|t| t.as_str() == Some("full_attention"))
+            .collect(),
+        Some(_) => return Err(f.bad("layer_types", "must be a list of strings")),
+        None => {
+            let interval = f.u32("full_attention_interval")?;
+            if interval == 0 {
+                return Err(f.bad("full_attention_interval", "must be at least 1"));
+            }
+            (0..layers).map(|l| (l + 1) % interval == 0).collect()
+        }
+    };
+    if full.len() != layers as usize {
+        return Err(f.bad(
+            "layer_types",
+            format!(
+                "lists {} layers but num_hidden_layers is {layers}",
+                full.len()
+            ),
+        ));
+    }
+    let attention_layers: Vec<u32> = (0..layers).filter(|&l| full[l as usize]).collect();
+    let mamba_layers: Vec<u32> = (0..layers).filter(|&l| !full[l as usize]).collect();
+    let (key_heads, key_dim) = (
+        f.u32("linear_num_key_heads")?,
+        f.u32("linear_key_head_dim")?,
+    );
+    let (value_heads, value_dim) = (
+        f.u32("linear_num_value_heads")?,
+        f.u32("linear_value_head_dim")?,
+    );
+    // MoE on every `decoder_sparse_step`-th layer not listed in `mlp_only_layers`.
+    let experts = f.u32("num_experts")?;
+    let step = f.opt_u32("decoder_sparse_step")?.unwrap_or(1).max(1);
+    let mlp_only = f.opt_u32_list("mlp_only_layers")?.unwrap_or_default();
+    let moe_layers = (0..layers)
+        .filter(|l| !mlp_only.contains(l) && experts > 0 && (l + 1) % step == 0)
+        .count() as u32;
+    let dense_layers = layers - moe_layers;
+    Ok(ModelSpec {
+        name,
+        num_layers: layers,
+        hidden_size: hidden,
+        q_heads,
+        attention: KvAttention::Mha {
+            kv_heads: f.u32("num_key_value_heads")?,
+            head_dim,
+            v_head_dim: head_dim,
+        },
+        attention_layers,
+        mamba: Some(MambaSpec {
+            kind: MambaKind::Gdn,
+            intermediate_size: value_heads * value_dim,
+            n_groups: key_heads,
+            num_heads: value_heads,
+            head_dim: value_dim,
+            state_size: key_dim,
+            conv_kernel: f.u32("linear_conv_kernel_dim")?,
+            conv_shard_groups: vec![
+                key_heads * key_dim,
+                key_heads * key_dim,
+                value_heads * value_dim,
+            ],
+            conv_dtype_bytes: 2,
+            ssm_dtype_bytes: f.dtype_bytes("mamba_ssm_dtype", 4)?,
+        }),
+        mamba_layers,
+        dense_ffn_layers: dense_layers,
+        // The dense width only matters where a layer has a dense MLP.
+        dense_intermediate: if dense_layers > 0 {
+            f.u32("intermediate_size")?
+        } else {
+            0
+        },
+        dense_ffn_gated: true,
+        moe: Some(MoeSpec {
+            experts,
+            active: f.u32("num_experts_per_tok")?,
+            expert_intermediate: f.u32("moe_intermediate_size")?,
+            shared_intermediate: f.opt_u32("shared_expert_intermediate_size")?.unwrap_or(0),
+        }),
+        moe_layers,
+        vocab_size: f.u32("vocab_size")?,
+        tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+        weight_bytes: f.weight_bytes()?,
+        activation_bytes: f.dtype_bytes("torch_dtype", 2)?,
+    })
+}
+
+fn nemotron_h(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
+    let layers = f.u32("num_hidden_layers")?;
+    let hidden = f.u32("hidden_size")?;
+    let q_heads = f.u32("num_attention_heads")?;
+    let pattern = f
+        .opt_str("hybrid_override_pattern")?
+        .ok_or_else(|| f.missing("hybrid_override_pattern"))?;
+    let (mamba_layers, attention_layers, mlp) = parse_hybrid_pattern(pattern).map_err(|c| {
+        f.bad(
+            "hybrid_override_pattern",
+            format!("has {c:?}; only M (mamba), * (attention) and - (MLP) are known"),
+        )
+    })?;
+    if pattern.chars().count() != layers as usize {
+        return Err(f.bad(
+            "hybrid_override_pattern",
+            format!(
+                "has {} layers but num_hidden_layers is {layers}",
+                pattern.chars().count()
+            ),
+        ));
+    }
+    let head_dim = match f.opt_u32("attention_head_dim")? {
+        Some(h) => h,
+        None => f.head_dim("head_dim", hidden, q_heads)?,
+    };
+    let heads = f.u32("mamba_num_heads")?;
+    let mamba_head_dim = f.u32("mamba_head_dim")?;
+    let gated = !matches!(
+        f.opt_str("mlp_hidden_act")?,
+        Some("relu2") | Some("squared_relu")
+    );
+    Ok(ModelSpec {
+        name,
+        num_layers: layers,
+        hidden_size: hidden,
+        q_heads,
+        attention: KvAttention::Mha {
+            kv_heads: f.u32("num_key_value_heads")?,
+            head_dim,
+            v_head_dim: head_dim,
+        },
+        attention_layers,
+        mamba: Some(MambaSpec {
+            kind: MambaKind::Mamba2,
+            intermediate_size: heads * mamba_head_dim,
+            n_groups: f.u32("n_groups")?,
+            num_heads: heads,
+            head_dim: mamba_head_dim,
+            state_size: f.u32("ssm_state_size")?,
+            conv_kernel: f.u32("conv_kernel")?,
+            conv_shard_groups: Vec::new(),
+            conv_dtype_bytes: 2,
+            ssm_dtype_bytes: f.dtype_bytes("mamba_ssm_dtype", 4)?,
+        }),
+        mamba_layers,
+        dense_ffn_layers: mlp.len() as u32,
+        dense_intermediate: f.u32("intermediate_size")?,
+        dense_ffn_gated: gated,
+        moe: None,
+        moe_layers: 0,
+        vocab_size: f.u32("vocab_size")?,
+        tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+        weight_bytes: f.weight_bytes()?,
+        activation_bytes: f.dtype_bytes("torch_dtype", 2)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::preset;
+
+    /// `shared/models`, which sits beside the repository (`../shared`).
+    fn models_dir() -> PathBuf {
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        [
+            here.join("../shared/models"),
+            here.join("../../shared/models"),
+        ]
+        .into_iter()
+        .find(|p| p.is_dir())
+        .expect("shared/models beside the repository (../shared/models)")
+    }
+
+    fn same_but_name(file: &str, preset_name: &str) {
+        let path = models_dir().join(file);
+        let mut got = load_model_config(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got.name, file);
+        let want = preset(preset_name).unwrap();
+        got.name = want.name.clone();
+        assert_eq!(got, want, "{file} vs preset {preset_name}");
+    }
+
+    #[test]
+    fn shared_configs_match_their_presets() {
+        same_but_name("Llama-3.3-70B-Instruct.config.json", "llama-3.1-70b");
+        same_but_name("DeepSeek-V3.inference-config_671B.json", "deepseek-v3");
+        same_but_name("Qwen3-Next-80B-A3B.config.json", "qwen3-next-80b-a3b");
+        same_but_name(
+            "Nemotron-H-8B-Base-8K.config.reconstructed.json",
+            "nemotron-h-8b",
+        );
+    }
+
+    #[test]
+    fn every_shared_config_loads() {
+        let mut n = 0;
+        for e in std::fs::read_dir(models_dir()).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "json") {
+                load_model_config(&p).unwrap_or_else(|e| panic!("{e}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 4);
+    }
+
+    /// A temp file with `text`, removed on drop.
+    struct Temp(PathBuf);
+    impl Temp {
+        fn new(tag: &str, text: &str) -> Temp {
+            let p =
+                std::env::temp_dir().join(format!("pdsim-hf-{}-{tag}.json", std::process::id()));
+            std::fs::write(&p, text).unwrap();
+            Temp(p)
+        }
+    }
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn llama_json() -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(models_dir().join("Llama-3.3-70B-Instruct.config.json"))
+                .unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn dense_hf_schemas_and_deepseek_hf() {
+        // qwen3 with an explicit head_dim; qwen2 deriving it.
+        let mut q3 = llama_json();
+        q3["model_type"] = "qwen3".into();
+        q3["num_hidden_layers"] = 36.into();
+        q3["hidden_size"] = 4096.into();
+        q3["num_attention_heads"] = 32.into();
+        q3["head_dim"] = 128.into();
+        q3["intermediate_size"] = 12288.into();
+        q3["vocab_size"] = 151_936.into();
+        let t = Temp::new("qwen3", &q3.to_string());
+        let mut got = load_model_config(&t.0).unwrap();
+        got.name = "qwen3-8b".into();
+        assert_eq!(got, preset("qwen3-8b").unwrap());
+
+        let ds = serde_json::json!({
+            "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168,
+            "num_attention_heads": 128, "first_k_dense_replace": 3, "intermediate_size": 18432,
+            "n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+            "n_shared_experts": 1, "kv_lora_rank": 512, "q_lora_rank": 1536,
+            "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+            "vocab_size": 129280, "num_nextn_predict_layers": 1, "torch_dtype": "bfloat16",
+            "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}
+        });
+        let t = Temp::new("dsv3", &ds.to_string());
+        let mut got = load_model_config(&t.0).unwrap();
+        got.name = "deepseek-v3".into();
+        assert_eq!(got, preset("deepseek-v3").unwrap());
+    }
+
+    #[test]
+    fn missing_field_names_file_and_field() {
+        let mut j = llama_json();
+        j.as_object_mut().unwrap().remove("num_hidden_layers");
+        let t = Temp::new("missing", &j.to_string());
+        let e = load_model_config(&t.0).unwrap_err();
+        assert!(
+            matches!(&e, ConfigError::MissingField { field, .. } if field == "num_hidden_layers")
+        );
+        let msg = e.to_string();
+        assert!(msg.contains(&t.0.display().to_string()), "{msg}");
+        assert!(
+            msg.contains("`num_hidden_layers`") && msg.contains("llama"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn unsupported_architecture_names_type_and_list() {
+        let t = Temp::new("gpt2", r#"{"model_type": "gpt2", "n_layer": 12}"#);
+        let msg = load_model_config(&t.0).unwrap_err().to_string();
+        assert!(msg.contains(&t.0.display().to_string()), "{msg}");
+        assert!(msg.contains("\"gpt2\""), "{msg}");
+        for ty in [
+            "llama",
+            "qwen2",
+            "qwen3",
+            "deepseek_v3",
+            "qwen3_next",
+            "nemotron_h",
+        ] {
+            assert!(msg.contains(ty), "{msg}");
+        }
+        let t = Temp::new("notype", r#"{"hidden_size": 12}"#);
+        let msg = load_model_config(&t.0).unwrap_err().to_string();
+        assert!(msg.contains("none (no model_type key)"), "{msg}");
+    }
+
+    #[test]
+    fn bad_json_names_file_and_line() {
+        let t = Temp::new("badjson", "{\n  \"model_type\": \"llama\",\n  oops\n}\n");
+        let e = load_model_config(&t.0).unwrap_err();
+        assert!(matches!(e, ConfigError::Json { line: 3, .. }), "{e:?}");
+        let msg = e.to_string();
+        assert!(msg.starts_with(&format!("{}:3:", t.0.display())), "{msg}");
+        let e = load_model_config(Path::new("/nonexistent/config.json")).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/config.json"));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let mut j = llama_json();
+        j["num_attention_heads"] = "sixty-four".into();
+        let t = Temp::new("badval", &j.to_string());
+        let msg = load_model_config(&t.0).unwrap_err().to_string();
+        assert!(
+            msg.contains("`num_attention_heads`") && msg.contains("integer"),
+            "{msg}"
+        );
+        let n = models_dir().join("Nemotron-H-8B-Base-8K.config.reconstructed.json");
+        let mut j: Value = serde_json::from_str(&std::fs::read_to_string(n).unwrap()).unwrap();
+        j["hybrid_override_pattern"] = "M*X".into();
+        let t = Temp::new("badpattern", &j.to_string());
+        let msg = load_model_config(&t.0).unwrap_err().to_string();
+        assert!(
+            msg.contains("hybrid_override_pattern") && msg.contains("'X'"),
+            "{msg}"
+        );
+    }
 }

@@ -276,7 +276,13 @@ impl ModelSpec {
     }
 
     fn body_params_excluding_moe(&self) -> f64 {
-        f64::from(self.kv_layers()) * self.attention_params()
+        // One RMSNorm weight vector before every attention/mixer/FFN block, plus the final norm.
+        let blocks = self.kv_layers() as usize
+            + self.mamba_layers.len()
+            + self.dense_ffn_layers as usize
+            + self.moe_layers as usize;
+        (blocks + 1) as f64 * f64::from(self.hidden_size)
+            + f64::from(self.kv_layers()) * self.attention_params()
             + self.mamba_layers.len() as f64 * self.mamba_params()
             + f64::from(self.dense_ffn_layers) * self.dense_ffn_params()
     }

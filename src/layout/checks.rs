@@ -1,0 +1,530 @@
+//! sglang's PD checks (`domain/sglang-pd.md` §2.1, §2.4, §2.5, §3.5) with its message text,
+//! character for character, and the behaviour profiles of §9.
+//!
+//! Each check is a pure function of the values sglang compares; [`crate::layout::PairPlan`]
+//! decides which ones run, and where, from the [`Profile`].
+
+use std::fmt::Display;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// Error kinds of DESIGN.md §4 (stable snake_case names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Decode first contact: `--page-size` differs.
+    PageSizeMismatch,
+    /// Decode first contact: `--kv-cache-dtype` strings differ.
+    KvCacheDtypeMismatch,
+    /// Envelope validator, error (1).
+    EnvelopeLayoutMismatch,
+    /// Envelope validator, error (2).
+    EnvelopeTpMismatch,
+    /// "Mamba state layouts differ …".
+    MambaLayoutMismatch,
+    /// "Prefill/Decode Mamba slot size mismatch …".
+    MambaSlotSizeMismatch,
+    /// "layers_current_pp_stage is out of range" (rc −1), or a layer list the sender indexes past.
+    KvLayersOutOfRange,
+    /// An RDMA write past a registered region (rc −1).
+    TransferOutOfBounds,
+    /// Mooncake batch timeout.
+    TransferTimeout,
+    /// Decode waited in `WaitingForInput` past its timeout.
+    WaitingTimeout,
+    /// Prefill waited in `Bootstrapping` past its timeout.
+    BootstrapTimeout,
+    /// Heartbeat lost the prefill.
+    PeerLost,
+    /// The decode session is blacklisted after an earlier failure.
+    SessionBlacklisted,
+    /// Different TP for a non-MLA SWA hybrid.
+    HeteroTpUnsupported,
+}
+
+impl ErrorKind {
+    /// The snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PageSizeMismatch => "page_size_mismatch",
+            Self::KvCacheDtypeMismatch => "kv_cache_dtype_mismatch",
+            Self::EnvelopeLayoutMismatch => "envelope_layout_mismatch",
+            Self::EnvelopeTpMismatch => "envelope_tp_mismatch",
+            Self::MambaLayoutMismatch => "mamba_layout_mismatch",
+            Self::MambaSlotSizeMismatch => "mamba_slot_size_mismatch",
+            Self::KvLayersOutOfRange => "kv_layers_out_of_range",
+            Self::TransferOutOfBounds => "transfer_out_of_bounds",
+            Self::TransferTimeout => "transfer_timeout",
+            Self::WaitingTimeout => "waiting_timeout",
+            Self::BootstrapTimeout => "bootstrap_timeout",
+            Self::PeerLost => "peer_lost",
+            Self::SessionBlacklisted => "session_blacklisted",
+            Self::HeteroTpUnsupported => "hetero_tp_unsupported",
+        }
+    }
+}
+
+impl Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a failed check does to the request and the instances (§2.4, §2.6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// Raised by decode at first contact with the prefill: the request fails on decode.
+    RaisedOnDecode,
+    /// A RuntimeError in the prefill transfer worker: that queue shard's worker thread dies, and
+    /// every later chunk hashed to it waits until the decode waiting timeout.
+    WorkerDies,
+    /// Return code −1: the room fails and the decode session is blacklisted.
+    ReturnCodeFailure,
+}
+
+/// A typed PD failure with sglang's own message text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct PdError {
+    /// Stable kind.
+    pub kind: ErrorKind,
+    /// The message as sglang prints it (values filled in as Python prints them).
+    pub message: String,
+    /// What it does.
+    pub effect: Effect,
+}
+
+impl PdError {
+    fn new(kind: ErrorKind, message: String, effect: Effect) -> Self {
+        Self {
+            kind,
+            message,
+            effect,
+        }
+    }
+}
+
+/// Which sglang behaviour pdsim reproduces (`[sglang] profile`, §9). Every profile uses the same
+/// layout math and the same oracle; only which checks run, and where, differ.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    /// The seeds' sglang: first-contact checks; the envelope validator whenever the prefill has
+    /// unified memory on, whatever the send path; mamba checks after KV.
+    #[default]
+    Guarded,
+    /// sglang 0005973a as read (§4.4): the validator only on the `send_kvcache` path, so an
+    /// unequal-TP MHA-hybrid unified prefill takes `send_kvcache_slice` (0 KV bytes) and fails at
+    /// the mamba check after KV.
+    SliceDispatch,
+    /// Before the validator existed: no checks; unified prefills always take the whole-envelope
+    /// copy; only a write past a registered region fails (rc −1).
+    Unguarded,
+}
+
+impl Profile {
+    /// All profiles.
+    pub const ALL: [Profile; 3] = [Self::Guarded, Self::SliceDispatch, Self::Unguarded];
+
+    /// The scenario-file name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Guarded => "guarded",
+            Self::SliceDispatch => "slice_dispatch",
+            Self::Unguarded => "unguarded",
+        }
+    }
+
+    /// Whether decode checks page size and KV dtype at first contact (§2.1).
+    pub fn first_contact_checks(self) -> bool {
+        self != Self::Unguarded
+    }
+
+    /// Whether the mamba checks of §2.5 ("Mamba state layouts differ", "slot size mismatch") run.
+    pub fn state_checks(self) -> bool {
+        self != Self::Unguarded
+    }
+
+    /// §3.1 step 3 / §4.4: which KV send function the prefill transfer worker calls for one
+    /// target. sglang dispatches to `send_kvcache` for MLA, hybrid-MLA or equal attention TP, and
+    /// to `send_kvcache_slice` otherwise (staging and DCP are not modelled). `unguarded` sends a
+    /// unified prefill's envelope whole whatever the TP (§9 table, last column).
+    pub fn kv_send_path(
+        self,
+        prefill_mla: bool,
+        prefill_unified: bool,
+        prefill_tp: u32,
+        decode_tp: u32,
+    ) -> SendPath {
+        let generic = prefill_mla || prefill_tp == decode_tp;
+        match self {
+            Self::Unguarded if prefill_unified => SendPath::SendKvcache,
+            _ if generic => SendPath::SendKvcache,
+            _ => SendPath::Slice,
+        }
+    }
+
+    /// §2.4 / §9: whether `_validate_envelope_kv_layout` runs for a chunk sent on `path`.
+    /// It keys on the prefill's unified flag; `guarded` runs it whatever the path,
+    /// `slice_dispatch` only inside `send_kvcache`, `unguarded` never.
+    pub fn validator_runs(self, path: SendPath, prefill_unified: bool) -> bool {
+        prefill_unified
+            && match self {
+                Self::Guarded => true,
+                Self::SliceDispatch => path == SendPath::SendKvcache,
+                Self::Unguarded => false,
+            }
+    }
+}
+
+impl FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown sglang profile {s:?}: use guarded, slice_dispatch or unguarded")
+            })
+    }
+}
+
+/// The KV send function the prefill worker calls for one target (§3.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SendPath {
+    /// `send_kvcache` → `_send_kvcache_generic`: contiguous runs per region (§3.2, §3.4, §3.7).
+    SendKvcache,
+    /// `send_kvcache_slice`: one write per token per layer, head-sliced (§3.3).
+    Slice,
+}
+
+/// Formats a list as Python prints it: `[196608]`, `[1, 2]`, `[]`.
+pub fn py_list<T: Display>(xs: &[T]) -> String {
+    let inner: Vec<String> = xs.iter().map(ToString::to_string).collect();
+    format!("[{}]", inner.join(", "))
+}
+
+/// Formats an optional value as Python prints it (`None`).
+pub fn py_opt<T: Display>(x: Option<T>) -> String {
+    x.map_or_else(|| "None".to_string(), |v| v.to_string())
+}
+
+/// Decode first contact (§2.1, `try_ensure_parallel_info`): page size, then the KV dtype flag
+/// string. Raised on decode.
+pub fn first_contact(
+    prefill_page_size: u32,
+    prefill_kv_dtype: &str,
+    decode_page_size: u32,
+    decode_kv_dtype: &str,
+) -> Result<(), PdError> {
+    if prefill_page_size != decode_page_size {
+        return Err(PdError::new(
+            ErrorKind::PageSizeMismatch,
+            format!(
+                "Page size mismatch: prefill server has page_size={prefill_page_size}, but decode server has page_size={decode_page_size}. Both servers must use the same --page-size value."
+            ),
+            Effect::RaisedOnDecode,
+        ));
+    }
+    if prefill_kv_dtype != decode_kv_dtype {
+        return Err(PdError::new(
+            ErrorKind::KvCacheDtypeMismatch,
+            format!(
+                "KV cache dtype mismatch: prefill server has kv_cache_dtype={prefill_kv_dtype}, but decode server has kv_cache_dtype={decode_kv_dtype}. Both servers must use the same --kv-cache-dtype value."
+            ),
+            Effect::RaisedOnDecode,
+        ));
+    }
+    Ok(())
+}
+
+/// `_validate_envelope_kv_layout` (§2.4), run by the prefill worker before the first write of a
+/// chunk. `dst_kv_ptrs` is the number of decode KV regions; `dst_kv_item_len` is the single
+/// item length decode registered (`None` when unknown). Errors (1) and (2) kill the worker.
+pub fn validate_envelope(
+    prefill_unified: bool,
+    prefill_tp: u32,
+    decode_tp: Option<u32>,
+    src_item_lens: &[u64],
+    dst_kv_ptrs: usize,
+    dst_kv_item_len: Option<u64>,
+) -> Result<(), PdError> {
+    if !prefill_unified {
+        return Ok(());
+    }
+    if let Some(d) = decode_tp
+        && d != prefill_tp
+    {
+        return Err(PdError::new(
+            ErrorKind::EnvelopeTpMismatch,
+            format!(
+                "--enable-unified-memory does not support different prefill / decode attention TP sizes (prefill={prefill_tp}, decode={d}): the whole-envelope state cannot be TP-resliced."
+            ),
+            Effect::WorkerDies,
+        ));
+    }
+    let ok = src_item_lens.len() == 1
+        && dst_kv_ptrs == 1
+        && dst_kv_item_len.is_some_and(|d| d == src_item_lens[0]);
+    if !ok {
+        return Err(PdError::new(
+            ErrorKind::EnvelopeLayoutMismatch,
+            format!(
+                "PD KV layout mismatch on the whole-envelope path: prefill has {} KV region(s) with item_lens={}, decode has {} with item_len={}. With --enable-unified-memory both sides must enable it and use the same page size and model spec.",
+                src_item_lens.len(),
+                py_list(src_item_lens),
+                dst_kv_ptrs,
+                py_opt(dst_kv_item_len)
+            ),
+            Effect::WorkerDies,
+        ));
+    }
+    Ok(())
+}
+
+/// `maybe_send_extra`, MAMBA (§2.5): with per-tensor dims missing on either side, the item
+/// lengths must be equal, or the layouts cannot be resliced.
+pub fn check_mamba_layouts(
+    src_dims: &[u32],
+    dst_dims: &[u32],
+    src_item_lens: &[u64],
+    dst_item_lens: &[u64],
+) -> Result<(), PdError> {
+    if (src_dims.is_empty() || dst_dims.is_empty()) && src_item_lens != dst_item_lens {
+        return Err(PdError::new(
+            ErrorKind::MambaLayoutMismatch,
+            format!(
+                "Mamba state layouts differ between prefill and decode (src item_lens={}, dst item_lens={}) and no per-tensor dim metadata is available to reslice. With --enable-unified-memory, prefill and decode must both enable it and use equal attention TP sizes.",
+                py_list(src_item_lens),
+                py_list(dst_item_lens)
+            ),
+            Effect::WorkerDies,
+        ));
+    }
+    Ok(())
+}
+
+/// `_send_mamba_state` (§3.5): each paired entry must have the same slot size.
+pub fn check_mamba_slot_size(src_len: u64, dst_len: u64) -> Result<(), PdError> {
+    if src_len != dst_len {
+        return Err(PdError::new(
+            ErrorKind::MambaSlotSizeMismatch,
+            format!(
+                "Prefill/Decode Mamba slot size mismatch (src={src_len}, dst={dst_len}). Configure matching persistent state layouts on both peers."
+            ),
+            Effect::WorkerDies,
+        ));
+    }
+    Ok(())
+}
+
+/// `maybe_send_extra` for SWA-type state (§2.5, §5.1): a non-MLA SWA hybrid cannot be sent
+/// between different attention TP sizes. No preset is an SWA hybrid; the rule is kept for
+/// imported models and for `explain`.
+pub fn check_swa_hetero_tp(
+    state_type: &str,
+    prefill_mla: bool,
+    prefill_tp: u32,
+    decode_tp: u32,
+) -> Result<(), PdError> {
+    if !prefill_mla && prefill_tp != decode_tp {
+        return Err(PdError::new(
+            ErrorKind::HeteroTpUnsupported,
+            format!(
+                "PD Disaggregation does NOT support PD different TP sizes for non-MLA {} hybrid models yet.",
+                state_type.to_uppercase()
+            ),
+            Effect::WorkerDies,
+        ));
+    }
+    Ok(())
+}
+
+/// `_send_kvcache_generic`, MHA branch (§2.5): the prefill stage has more layers than decode
+/// registered K regions; rc −1.
+pub fn check_kv_layers(layers_current_pp_stage: usize, dst_k_ptrs: usize) -> Result<(), PdError> {
+    if layers_current_pp_stage > dst_k_ptrs {
+        return Err(PdError::new(
+            ErrorKind::KvLayersOutOfRange,
+            format!(
+                "Prefill transfer kvcache error, layers_current_pp_stage is out of range: layers_current_pp_stage={layers_current_pp_stage}, len(dst_k_ptrs)={dst_k_ptrs}"
+            ),
+            Effect::ReturnCodeFailure,
+        ));
+    }
+    Ok(())
+}
+
+/// A Python `IndexError` raised while the worker builds a transfer (a layer list shorter than
+/// the one it walks): it escapes the worker like a RuntimeError. pdsim files it under
+/// `kv_layers_out_of_range`, the nearest stable kind, with Python's own text.
+pub fn index_error() -> PdError {
+    PdError::new(
+        ErrorKind::KvLayersOutOfRange,
+        "list index out of range".to_string(),
+        Effect::WorkerDies,
+    )
+}
+
+/// A write past a registered region (§3.8: the RDMA slice fails, the batch returns −1; the
+/// worker then records "Failed to send kv chunk of {room} to {endpoint}:{port}").
+pub fn out_of_bounds(decode_rank: u32, buffer: &str, end: u64, len: u64) -> PdError {
+    PdError::new(
+        ErrorKind::TransferOutOfBounds,
+        format!(
+            "Failed to send kv chunk: RDMA write to decode rank {decode_rank} {buffer} ends at byte {end}, past its registered length {len} (transfer returned -1; session blacklisted)"
+        ),
+        Effect::ReturnCodeFailure,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_formatting() {
+        assert_eq!(py_list(&[196_608u64]), "[196608]");
+        assert_eq!(py_list(&[1u64, 2]), "[1, 2]");
+        assert_eq!(py_list::<u64>(&[]), "[]");
+        assert_eq!(py_opt::<u64>(None), "None");
+        assert_eq!(py_opt(Some(8192u64)), "8192");
+    }
+
+    #[test]
+    fn error_kinds_serialize_to_design_names() {
+        let all = [
+            (ErrorKind::PageSizeMismatch, "page_size_mismatch"),
+            (ErrorKind::KvCacheDtypeMismatch, "kv_cache_dtype_mismatch"),
+            (
+                ErrorKind::EnvelopeLayoutMismatch,
+                "envelope_layout_mismatch",
+            ),
+            (ErrorKind::EnvelopeTpMismatch, "envelope_tp_mismatch"),
+            (ErrorKind::MambaLayoutMismatch, "mamba_layout_mismatch"),
+            (ErrorKind::MambaSlotSizeMismatch, "mamba_slot_size_mismatch"),
+            (ErrorKind::KvLayersOutOfRange, "kv_layers_out_of_range"),
+            (ErrorKind::TransferOutOfBounds, "transfer_out_of_bounds"),
+            (ErrorKind::TransferTimeout, "transfer_timeout"),
+            (ErrorKind::WaitingTimeout, "waiting_timeout"),
+            (ErrorKind::BootstrapTimeout, "bootstrap_timeout"),
+            (ErrorKind::PeerLost, "peer_lost"),
+            (ErrorKind::SessionBlacklisted, "session_blacklisted"),
+            (ErrorKind::HeteroTpUnsupported, "hetero_tp_unsupported"),
+        ];
+        for (k, name) in all {
+            assert_eq!(serde_json::to_value(k).unwrap(), name);
+            assert_eq!(k.as_str(), name);
+        }
+        assert_eq!(
+            serde_json::to_value(Effect::ReturnCodeFailure).unwrap(),
+            "return_code_failure"
+        );
+        assert_eq!(
+            "slice_dispatch".parse::<Profile>(),
+            Ok(Profile::SliceDispatch)
+        );
+        assert!("fast".parse::<Profile>().is_err());
+    }
+
+    #[test]
+    fn first_contact_messages() {
+        let e = first_contact(16, "auto", 64, "auto").unwrap_err();
+        assert_eq!(
+            e.message,
+            "Page size mismatch: prefill server has page_size=16, but decode server has page_size=64. Both servers must use the same --page-size value."
+        );
+        assert_eq!(e.effect, Effect::RaisedOnDecode);
+        // String comparison: `auto` and `bf16` differ although both store bf16.
+        let e = first_contact(16, "auto", 16, "bf16").unwrap_err();
+        assert_eq!(
+            e.message,
+            "KV cache dtype mismatch: prefill server has kv_cache_dtype=auto, but decode server has kv_cache_dtype=bf16. Both servers must use the same --kv-cache-dtype value."
+        );
+        assert_eq!(e.kind, ErrorKind::KvCacheDtypeMismatch);
+        assert!(first_contact(16, "fp8_e4m3", 16, "fp8_e4m3").is_ok());
+    }
+
+    #[test]
+    fn envelope_validator_logic() {
+        // Flag off on prefill: returns at once, whatever decode registered.
+        assert!(validate_envelope(false, 1, Some(2), &[1, 2], 24, Some(9)).is_ok());
+        // TP is checked before the region shape.
+        let e = validate_envelope(true, 2, Some(4), &[196_608], 1, Some(196_608)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::EnvelopeTpMismatch);
+        // Unknown decode TP: only the shape check.
+        assert!(validate_envelope(true, 2, None, &[5], 1, Some(5)).is_ok());
+        let e = validate_envelope(true, 2, Some(2), &[5], 1, None).unwrap_err();
+        assert!(e.message.ends_with(
+            "decode has 1 with item_len=None. With --enable-unified-memory both sides must enable it and use the same page size and model spec."
+        ));
+        assert!(validate_envelope(true, 2, Some(2), &[5], 1, Some(5)).is_ok());
+    }
+
+    #[test]
+    fn state_and_layer_messages() {
+        let e = check_mamba_layouts(&[], &[], &[77_266_944], &[38_633_472]).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Mamba state layouts differ between prefill and decode (src item_lens=[77266944], dst item_lens=[38633472]) and no per-tensor dim metadata is available to reslice. With --enable-unified-memory, prefill and decode must both enable it and use equal attention TP sizes."
+        );
+        // Dims on both sides: resliceable, no error even if lengths differ.
+        assert!(check_mamba_layouts(&[8, 4], &[4, 2], &[10, 20], &[5, 10]).is_ok());
+        let e = check_mamba_slot_size(16, 32).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Prefill/Decode Mamba slot size mismatch (src=16, dst=32). Configure matching persistent state layouts on both peers."
+        );
+        let e = check_swa_hetero_tp("swa", false, 1, 2).unwrap_err();
+        assert_eq!(
+            e.message,
+            "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."
+        );
+        assert_eq!(e.kind, ErrorKind::HeteroTpUnsupported);
+        assert!(check_swa_hetero_tp("swa", true, 1, 2).is_ok());
+        let e = check_kv_layers(12, 0).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Prefill transfer kvcache error, layers_current_pp_stage is out of range: layers_current_pp_stage=12, len(dst_k_ptrs)=0"
+        );
+        assert_eq!(e.effect, Effect::ReturnCodeFailure);
+    }
+
+    #[test]
+    fn dispatch_rule_of_section_4_4() {
+        use SendPath::*;
+        // MHA hybrid, unified, unequal TP.
+        assert_eq!(Profile::Guarded.kv_send_path(false, true, 1, 2), Slice);
+        assert!(Profile::Guarded.validator_runs(Slice, true));
+        assert_eq!(
+            Profile::SliceDispatch.kv_send_path(false, true, 1, 2),
+            Slice
+        );
+        assert!(!Profile::SliceDispatch.validator_runs(Slice, true));
+        assert_eq!(
+            Profile::Unguarded.kv_send_path(false, true, 1, 2),
+            SendKvcache
+        );
+        assert!(!Profile::Unguarded.validator_runs(SendKvcache, true));
+        // MLA always takes send_kvcache; equal TP too.
+        assert_eq!(
+            Profile::SliceDispatch.kv_send_path(true, true, 1, 2),
+            SendKvcache
+        );
+        assert!(Profile::SliceDispatch.validator_runs(SendKvcache, true));
+        assert_eq!(
+            Profile::Guarded.kv_send_path(false, false, 2, 2),
+            SendKvcache
+        );
+        // Non-unified MHA with unequal TP slices in every profile; the validator never runs.
+        for p in Profile::ALL {
+            assert_eq!(p.kv_send_path(false, false, 1, 2), Slice);
+            assert!(!p.validator_runs(Slice, false));
+        }
+    }
+}

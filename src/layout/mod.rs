@@ -1,0 +1,119 @@
+//! Pure KV / state layout math and the PD transfer contract (`domain/sglang-pd.md`).
+//!
+//! Four layers, each a pure function of values (no clock, no RNG, no I/O):
+//!
+//! * [`rank`]: what one attention-TP rank registers — KV regions, mamba/GDN state regions, aux
+//!   rows, and for a given [`Capacity`] the registered buffers and their byte lengths (§1).
+//! * [`checks`]: sglang's validations with its message text, the typed [`PdError`], and the
+//!   behaviour [`Profile`]s of §9 (§2, §4.4).
+//! * [`plan`]: the [`PairPlan`] compiled once per (prefill, decode) instance pair: the rank
+//!   mapping, the send path per target, which checks fire and when, and per chunk the flows
+//!   (bytes, RDMA writes) and concrete writes (§3).
+//! * [`oracle`]: [`DecodeMemory`], the corruption oracle of one decode instance: it applies the
+//!   concrete writes at page/slot granularity and derives completed / failed / corrupted from the
+//!   addresses alone (DESIGN.md §5).
+//!
+//! Units: tokens for `page_size`; bytes for every `item_len`, length and offset; page, slot and
+//! aux-row ids are indices. See `README.md` beside this file for the model and for how the
+//! simulator calls it per chunk and per request.
+
+pub mod checks;
+pub mod oracle;
+pub mod plan;
+pub mod rank;
+
+#[cfg(test)]
+mod outcome_tests;
+#[cfg(test)]
+mod property_tests;
+
+/// Server args for tests: attention TP = `tp`, the rest sglang's defaults.
+#[cfg(test)]
+pub(crate) fn test_args(tp: u32, ps: u32, dtype: &str, unified: bool) -> crate::spec::ServerArgs {
+    crate::spec::ServerArgs {
+        tp_size: tp,
+        attn_tp_size: tp,
+        page_size: ps,
+        kv_cache_dtype: dtype.to_string(),
+        enable_unified_memory: unified,
+        chunked_prefill_size: 8192,
+        mem_fraction_static: 0.85,
+        max_running_requests: None,
+        radix_cache: None,
+    }
+}
+
+pub use checks::{Effect, ErrorKind, PdError, Profile, SendPath};
+pub use oracle::{ApplyOutcome, DecodeMemory, RequestId, RequestReport, Verdict};
+pub use plan::{
+    ChunkRequest, ChunkTransfer, ErrorTiming, PairPlan, Pattern, RankFlow, Target, Write, WriteDst,
+};
+pub use rank::{Capacity, KvDtype, RankLayout, Registration, render_table};
+
+/// A layout that cannot be built: a server start-up or scenario-validation error, not a
+/// transfer-time failure.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// The `--kv-cache-dtype` flag is not one pdsim models.
+    #[error(
+        "unknown --kv-cache-dtype {flag:?}: pdsim models auto, bf16, bfloat16, fp8_e4m3 and fp8_e5m2 (auto needs a bf16 model)"
+    )]
+    UnknownKvDtype {
+        /// The flag as given.
+        flag: String,
+    },
+    /// §9: sglang's unified pool needs at least two sub-pools.
+    #[error(
+        "--enable-unified-memory needs a hybrid (mamba/GDN/SWA) model, but {model} has no hybrid layers: sglang's unified pool needs at least two sub-pools; set enable_unified_memory = false"
+    )]
+    UnifiedNeedsHybrid {
+        /// The model.
+        model: String,
+    },
+    /// Attention TP must be at least 1.
+    #[error("attention TP must be at least 1")]
+    ZeroTp,
+    /// Page size must be at least 1.
+    #[error("page size must be at least 1 token")]
+    ZeroPageSize,
+    /// A rank past the TP size.
+    #[error("rank {rank} is out of range for attention TP {tp}")]
+    RankOutOfRange {
+        /// The rank asked for.
+        rank: u32,
+        /// The TP size.
+        tp: u32,
+    },
+    /// A dimension TP must split evenly.
+    #[error(
+        "{model}: attention TP {tp} does not split {what} ({value}) evenly; use a TP that divides it (or, for KV heads, a multiple of it)"
+    )]
+    TpDoesNotDivide {
+        /// The model.
+        model: String,
+        /// Which dimension.
+        what: &'static str,
+        /// Its size.
+        value: u32,
+        /// The TP size.
+        tp: u32,
+    },
+    /// Prefill and decode TP must be multiples of each other (§2.1 rank mapping).
+    #[error(
+        "prefill attention TP {prefill} and decode attention TP {decode} are not multiples of each other: sglang maps ranks by their ratio"
+    )]
+    TpRatio {
+        /// Prefill attention TP.
+        prefill: u32,
+        /// Decode attention TP.
+        decode: u32,
+    },
+    /// A model feature pdsim does not lay out.
+    #[error("{model}: pdsim does not model {what}")]
+    Unsupported {
+        /// The model.
+        model: String,
+        /// The feature.
+        what: &'static str,
+    },
+}

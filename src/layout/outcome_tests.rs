@@ -1,0 +1,550 @@
+//! `domain/sglang-pd.md` §5.3: every row of the outcome table, under the profile its column names
+//! (the "version read" column is `slice_dispatch`, the seeds' column is `guarded`), with the
+//! error kinds and full messages compared character for character; and the two seed messages.
+
+use super::checks::{Effect, ErrorKind, PdError, Profile};
+use super::oracle::{DecodeMemory, RequestId, Verdict};
+use super::plan::{ChunkRequest, ErrorTiming, PairPlan};
+use super::rank::{Capacity, RankLayout};
+use crate::spec::{KvAttention, ModelSpec, ServerArgs, preset};
+
+/// (unified, page size, attention TP).
+type Side = (bool, u32, u32);
+const U: bool = true;
+const N: bool = false;
+
+fn args((unified, ps, tp): Side, dtype: &str) -> ServerArgs {
+    super::test_args(tp, ps, dtype, unified)
+}
+
+fn plan2(
+    pm: &ModelSpec,
+    dm: &ModelSpec,
+    dtype: &str,
+    p: Side,
+    d: Side,
+    profile: Profile,
+) -> PairPlan {
+    PairPlan::compile((pm, &args(p, dtype)), (dm, &args(d, dtype)), profile).unwrap()
+}
+
+fn plan(model: &str, dtype: &str, p: Side, d: Side, profile: Profile) -> PairPlan {
+    let m = preset(model).unwrap();
+    plan2(&m, &m, dtype, p, d, profile)
+}
+
+const QWEN: &str = "qwen3-next-80b-a3b";
+const NEM: &str = "nemotron-h-8b";
+
+/// The first error a request on this pair meets, and when.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    /// No error, and the plan is exact.
+    Pass,
+    /// Decode raises at first contact.
+    FirstContact(ErrorKind, String),
+    /// Every chunk raises before its first write.
+    BeforeWrites(ErrorKind, String, Effect),
+    /// The last chunk raises after its KV.
+    AfterKv(ErrorKind, String),
+}
+
+fn outcome(p: &PairPlan) -> Outcome {
+    let o = if let Some(e) = p.first_contact() {
+        Outcome::FirstContact(e.kind, e.message.clone())
+    } else if let Some(e) = p.chunk_error() {
+        Outcome::BeforeWrites(e.kind, e.message.clone(), e.effect)
+    } else if let Some(e) = p.last_chunk_error() {
+        assert_eq!(e.effect, Effect::WorkerDies);
+        Outcome::AfterKv(e.kind, e.message.clone())
+    } else {
+        assert!(p.is_exact(), "a passing pair must place every byte exactly");
+        Outcome::Pass
+    };
+    // What the simulator sees per chunk agrees with the plan's summary.
+    let pages = [1u32, 2];
+    let req = |last| ChunkRequest {
+        src_pages: &pages,
+        dst_pages: &pages,
+        last,
+        src_slot: Some(1),
+        dst_slot: Some(1),
+        src_aux: 0,
+        dst_aux: 0,
+    };
+    let (mid, last) = (p.chunk(&req(false)), p.chunk(&req(true)));
+    match &o {
+        Outcome::BeforeWrites(..) => {
+            for t in [&mid, &last] {
+                assert!(t.flows.is_empty());
+                assert_eq!(t.error.as_ref().unwrap().1, ErrorTiming::BeforeAnyWrite);
+            }
+        }
+        Outcome::AfterKv(k, _) => {
+            assert_eq!(mid.error, None);
+            let (e, timing) = last.error.clone().unwrap();
+            assert_eq!((e.kind, timing), (*k, ErrorTiming::AfterKv));
+            // No state, no aux after the raise: the last chunk moves what a middle chunk moves.
+            assert_eq!(last.flows, mid.flows);
+        }
+        Outcome::Pass => assert_eq!(last.error, None),
+        // The simulator never asks for chunks after a first-contact failure.
+        Outcome::FirstContact(..) => {}
+    }
+    o
+}
+
+fn e1(src: u64, regions: usize, dst: u64) -> String {
+    format!(
+        "PD KV layout mismatch on the whole-envelope path: prefill has 1 KV region(s) with item_lens=[{src}], decode has {regions} with item_len={dst}. With --enable-unified-memory both sides must enable it and use the same page size and model spec."
+    )
+}
+
+fn e2(a: u32, b: u32) -> String {
+    format!(
+        "--enable-unified-memory does not support different prefill / decode attention TP sizes (prefill={a}, decode={b}): the whole-envelope state cannot be TP-resliced."
+    )
+}
+
+fn mlay(src: &[u64], dst: &[u64]) -> String {
+    format!(
+        "Mamba state layouts differ between prefill and decode (src item_lens={}, dst item_lens={}) and no per-tensor dim metadata is available to reslice. With --enable-unified-memory, prefill and decode must both enable it and use equal attention TP sizes.",
+        super::checks::py_list(src),
+        super::checks::py_list(dst)
+    )
+}
+
+fn psm(p: u32, d: u32) -> String {
+    format!(
+        "Page size mismatch: prefill server has page_size={p}, but decode server has page_size={d}. Both servers must use the same --page-size value."
+    )
+}
+
+fn before(kind: ErrorKind, msg: String) -> Outcome {
+    Outcome::BeforeWrites(kind, msg, Effect::WorkerDies)
+}
+
+#[test]
+fn seed_messages_verbatim() {
+    // The two seed errors as quoted at the top of sglang-pd.md, values filled in.
+    let p = plan(QWEN, "auto", (U, 16, 2), (N, 16, 2), Profile::Guarded);
+    assert_eq!(
+        p.chunk_error().unwrap().message,
+        "PD KV layout mismatch on the whole-envelope path: prefill has 1 KV region(s) with item_lens=[196608], decode has 24 with item_len=8192. With --enable-unified-memory both sides must enable it and use the same page size and model spec."
+    );
+    let p = plan(QWEN, "auto", (U, 16, 1), (U, 16, 2), Profile::Guarded);
+    assert_eq!(
+        p.chunk_error().unwrap().message,
+        "--enable-unified-memory does not support different prefill / decode attention TP sizes (prefill=1, decode=2): the whole-envelope state cannot be TP-resliced."
+    );
+}
+
+#[test]
+fn row_01_qwen_unified_equal_passes() {
+    for prof in [Profile::SliceDispatch, Profile::Guarded] {
+        let p = plan(QWEN, "auto", (U, 16, 2), (U, 16, 2), prof);
+        assert_eq!(outcome(&p), Outcome::Pass);
+        assert_eq!(p.prefill_layouts()[0].kv_item_lens(), vec![196_608]);
+        assert_eq!(p.decode_layouts()[0].state_item_lens(), vec![38_633_472]);
+    }
+}
+
+#[test]
+fn row_02_page_size_differs() {
+    let p = plan(QWEN, "auto", (U, 16, 2), (U, 64, 2), Profile::SliceDispatch);
+    assert_eq!(
+        outcome(&p),
+        Outcome::FirstContact(ErrorKind::PageSizeMismatch, psm(16, 64))
+    );
+    // Seeds' model: were the validator reached, error (1).
+    let p = plan(QWEN, "auto", (U, 16, 2), (U, 64, 2), Profile::Guarded);
+    assert_eq!(p.first_contact().unwrap().kind, ErrorKind::PageSizeMismatch);
+    let e = p.chunk_error().unwrap();
+    assert_eq!(e.kind, ErrorKind::EnvelopeLayoutMismatch);
+    assert_eq!(e.message, e1(196_608, 1, 786_432));
+}
+
+#[test]
+fn row_03_qwen_unified_tp1_to_tp2() {
+    let p = plan(QWEN, "auto", (U, 16, 1), (U, 16, 2), Profile::SliceDispatch);
+    assert_eq!(
+        outcome(&p),
+        Outcome::AfterKv(
+            ErrorKind::MambaLayoutMismatch,
+            mlay(&[77_266_944], &[38_633_472])
+        )
+    );
+    // send_kvcache_slice on one region: zero layers, zero KV bytes, rc 0.
+    let pages = [1u32, 2, 3];
+    let t = p.chunk(&ChunkRequest {
+        src_pages: &pages,
+        dst_pages: &pages,
+        last: false,
+        src_slot: None,
+        dst_slot: None,
+        src_aux: 0,
+        dst_aux: 0,
+    });
+    assert!(t.flows.is_empty() && t.error.is_none());
+    let p = plan(QWEN, "auto", (U, 16, 1), (U, 16, 2), Profile::Guarded);
+    assert_eq!(outcome(&p), before(ErrorKind::EnvelopeTpMismatch, e2(1, 2)));
+}
+
+#[test]
+fn row_04_qwen_unified_tp2_to_tp4_equal_kv_items() {
+    let p = plan(QWEN, "auto", (U, 16, 2), (U, 16, 4), Profile::SliceDispatch);
+    assert_eq!(
+        p.prefill_layouts()[0].kv_item_lens(),
+        p.decode_layouts()[0].kv_item_lens(),
+        "KV items are equal (196608): error (1) alone could not catch it"
+    );
+    assert_eq!(
+        outcome(&p),
+        Outcome::AfterKv(
+            ErrorKind::MambaLayoutMismatch,
+            mlay(&[38_633_472], &[19_316_736])
+        )
+    );
+    let p = plan(QWEN, "auto", (U, 16, 2), (U, 16, 4), Profile::Guarded);
+    assert_eq!(outcome(&p), before(ErrorKind::EnvelopeTpMismatch, e2(2, 4)));
+}
+
+#[test]
+fn row_05_qwen_fp8_unified_tp4_to_tp8() {
+    let p = plan(
+        QWEN,
+        "fp8_e4m3",
+        (U, 64, 4),
+        (U, 64, 8),
+        Profile::SliceDispatch,
+    );
+    assert_eq!(p.prefill_layouts()[0].kv_item_lens(), vec![393_216]);
+    assert_eq!(p.decode_layouts()[0].kv_item_lens(), vec![393_216]);
+    assert_eq!(
+        outcome(&p),
+        Outcome::AfterKv(
+            ErrorKind::MambaLayoutMismatch,
+            mlay(&[19_316_736], &[9_658_368])
+        )
+    );
+    let p = plan(QWEN, "fp8_e4m3", (U, 64, 4), (U, 64, 8), Profile::Guarded);
+    assert_eq!(outcome(&p), before(ErrorKind::EnvelopeTpMismatch, e2(4, 8)));
+}
+
+#[test]
+fn row_06_unified_prefill_to_non_unified_decode() {
+    for prof in [Profile::SliceDispatch, Profile::Guarded] {
+        let p = plan(QWEN, "auto", (U, 16, 2), (N, 16, 2), prof);
+        assert_eq!(
+            outcome(&p),
+            before(ErrorKind::EnvelopeLayoutMismatch, e1(196_608, 24, 8192))
+        );
+    }
+}
+
+#[test]
+fn row_07_non_unified_prefill_to_unified_decode() {
+    // The validator keys on the prefill's flag: no E1/E2 in either column. Neither side
+    // publishes layer ids, so the MHA branch finds 12 layers and no decode K region: rc −1.
+    let msg = "Prefill transfer kvcache error, layers_current_pp_stage is out of range: layers_current_pp_stage=12, len(dst_k_ptrs)=0";
+    for prof in [Profile::SliceDispatch, Profile::Guarded] {
+        let p = plan(QWEN, "auto", (N, 16, 2), (U, 16, 2), prof);
+        assert_eq!(
+            outcome(&p),
+            Outcome::BeforeWrites(
+                ErrorKind::KvLayersOutOfRange,
+                msg.to_string(),
+                Effect::ReturnCodeFailure
+            )
+        );
+        // Were KV to get through, the state check would raise Mlay.
+        assert_eq!(
+            p.last_chunk_error().unwrap().kind,
+            ErrorKind::MambaLayoutMismatch
+        );
+    }
+}
+
+#[test]
+fn row_08_unified_prefill_to_non_unified_decode_unequal_tp() {
+    let p = plan(QWEN, "auto", (U, 16, 2), (N, 16, 4), Profile::SliceDispatch);
+    let dst = p.decode_layouts()[0].state_item_lens();
+    assert_eq!(dst.len(), 72);
+    assert_eq!(
+        outcome(&p),
+        Outcome::AfterKv(ErrorKind::MambaLayoutMismatch, mlay(&[38_633_472], &dst))
+    );
+    let p = plan(QWEN, "auto", (U, 16, 2), (N, 16, 4), Profile::Guarded);
+    assert_eq!(outcome(&p), before(ErrorKind::EnvelopeTpMismatch, e2(2, 4)));
+}
+
+#[test]
+fn row_09_nemotron_unified_equal_passes() {
+    for prof in [Profile::SliceDispatch, Profile::Guarded] {
+        let p = plan(NEM, "auto", (U, 64, 2), (U, 64, 2), prof);
+        assert_eq!(outcome(&p), Outcome::Pass);
+        assert_eq!(p.decode_layouts()[0].kv_item_lens(), vec![524_288]);
+        assert_eq!(p.decode_layouts()[0].state_item_lens(), vec![51_068_928]);
+    }
+}
+
+#[test]
+fn row_10_nemotron_unified_tp1_to_tp2() {
+    let p = plan(NEM, "auto", (U, 64, 1), (U, 64, 2), Profile::SliceDispatch);
+    assert_eq!(
+        outcome(&p),
+        Outcome::AfterKv(
+            ErrorKind::MambaLayoutMismatch,
+            mlay(&[102_137_856], &[51_068_928])
+        )
+    );
+    let p = plan(NEM, "auto", (U, 64, 1), (U, 64, 2), Profile::Guarded);
+    assert_eq!(outcome(&p), before(ErrorKind::EnvelopeTpMismatch, e2(1, 2)));
+    // KV differs too (1048576 vs 524288), so E1 would also catch it.
+    assert_eq!(p.prefill_layouts()[0].kv_item_lens(), vec![1_048_576]);
+    assert_eq!(p.decode_layouts()[0].kv_item_lens(), vec![524_288]);
+}
+
+#[test]
+fn row_11_nemotron_unified_to_non_unified() {
+    for prof in [Profile::SliceDispatch, Profile::Guarded] {
+        let p = plan(NEM, "auto", (U, 64, 4), (N, 64, 4), prof);
+        assert_eq!(
+            outcome(&p),
+            before(ErrorKind::EnvelopeLayoutMismatch, e1(262_144, 8, 32_768))
+        );
+    }
+}
+
+#[test]
+fn row_12_nemotron_spec_mismatch() {
+    // Prefill folds one more attention layer into the envelope (an MTP draft layer), decode not.
+    let d = preset(NEM).unwrap();
+    let mut p = d.clone();
+    p.attention_layers.push(51);
+    for prof in [Profile::SliceDispatch, Profile::Guarded] {
+        let plan = plan2(&p, &d, "auto", (U, 64, 2), (U, 64, 2), prof);
+        assert_eq!(
+            outcome(&plan),
+            before(ErrorKind::EnvelopeLayoutMismatch, e1(655_360, 1, 524_288))
+        );
+    }
+}
+
+/// A Kimi-Linear-type MLA hybrid: MLA attention on Qwen3-Next's layer pattern.
+fn mla_hybrid() -> ModelSpec {
+    let mut m = preset(QWEN).unwrap();
+    m.name = "mla-hybrid".into();
+    m.attention = KvAttention::Mla {
+        kv_lora_rank: 512,
+        qk_rope_head_dim: 64,
+        qk_nope_head_dim: 128,
+        v_head_dim: 128,
+        q_lora_rank: None,
+    };
+    m
+}
+
+#[test]
+fn row_13_mla_hybrid_unequal_tp() {
+    let m = mla_hybrid();
+    for ps in [1, 16, 64] {
+        // The KV envelope ps·L_full·576·b is TP-invariant: only E2 protects.
+        let l1 = RankLayout::new(&m, &args((U, ps, 1), "auto"), 0).unwrap();
+        let l2 = RankLayout::new(&m, &args((U, ps, 2), "auto"), 0).unwrap();
+        assert_eq!(l1.kv_item_lens(), vec![u64::from(ps) * 12 * 576 * 2]);
+        assert_eq!(l1.kv_item_lens(), l2.kv_item_lens());
+        assert_ne!(l1.state_item_lens(), l2.state_item_lens());
+        for prof in [Profile::SliceDispatch, Profile::Guarded] {
+            let p = plan2(&m, &m, "auto", (U, ps, 1), (U, ps, 2), prof);
+            assert_eq!(outcome(&p), before(ErrorKind::EnvelopeTpMismatch, e2(1, 2)));
+        }
+    }
+}
+
+#[test]
+fn row_14_dense_and_mla_never_raise_envelope_errors() {
+    for model in ["llama-3.1-8b", "llama-3.1-70b", "deepseek-v3"] {
+        for prof in [Profile::SliceDispatch, Profile::Guarded] {
+            // Different page size: decode's first-contact check.
+            let p = plan(model, "auto", (N, 16, 2), (N, 64, 2), prof);
+            assert_eq!(
+                outcome(&p),
+                Outcome::FirstContact(ErrorKind::PageSizeMismatch, psm(16, 64))
+            );
+            // Different KV dtype string (even one that stores the same bytes).
+            let pm = preset(model).unwrap();
+            let p = PairPlan::compile(
+                (&pm, &args((N, 16, 2), "auto")),
+                (&pm, &args((N, 16, 2), "bf16")),
+                prof,
+            )
+            .unwrap();
+            assert_eq!(
+                outcome(&p),
+                Outcome::FirstContact(
+                    ErrorKind::KvCacheDtypeMismatch,
+                    "KV cache dtype mismatch: prefill server has kv_cache_dtype=auto, but decode server has kv_cache_dtype=bf16. Both servers must use the same --kv-cache-dtype value.".into()
+                )
+            );
+            // Different TP: slice (MHA) or replicate (MLA), exact either way.
+            for (a, b) in [(1, 2), (2, 8), (8, 2), (4, 1)] {
+                let p = plan(model, "auto", (N, 16, a), (N, 16, b), prof);
+                assert_eq!(outcome(&p), Outcome::Pass, "{model} {a}->{b}");
+                let want = if model == "deepseek-v3" {
+                    super::SendPath::SendKvcache
+                } else {
+                    super::SendPath::Slice
+                };
+                assert_eq!(p.send_path(), want);
+            }
+        }
+    }
+}
+
+#[test]
+fn mamba_slot_size_check_fires_on_equal_tp_with_different_state() {
+    // Same TP, non-unified, but decode keeps its SSM state in bf16: dims are published on both
+    // sides (no Mlay), and `_send_mamba_state` compares each entry's slot size.
+    let p = preset(NEM).unwrap();
+    let mut d = p.clone();
+    d.mamba.as_mut().unwrap().ssm_dtype_bytes = 2;
+    let plan = plan2(
+        &p,
+        &d,
+        "auto",
+        (N, 64, 2),
+        (N, 64, 2),
+        Profile::SliceDispatch,
+    );
+    assert_eq!(
+        outcome(&plan),
+        Outcome::AfterKv(
+            ErrorKind::MambaSlotSizeMismatch,
+            "Prefill/Decode Mamba slot size mismatch (src=30720, dst=30720). Configure matching persistent state layouts on both peers.".replace("src=30720, dst=30720", "src=2097152, dst=1048576")
+        )
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// `unguarded`: no check fires; the oracle finds what the addresses do.
+
+struct Run {
+    mem: DecodeMemory,
+    plan: PairPlan,
+}
+
+impl Run {
+    fn new(model: &str, p: Side, d: Side) -> Run {
+        let plan = plan(model, "auto", p, d, Profile::Unguarded);
+        let cap = Capacity {
+            pages: 6,
+            slots: 4,
+            aux_rows: 4,
+        };
+        let mem = DecodeMemory::new(plan.decode_layouts(), cap);
+        Run { mem, plan }
+    }
+
+    /// Transfers a request of `pages` pages in one chunk; returns the oracle's apply error.
+    fn transfer(&mut self, id: u64, pages: &[u32], slot: u32, aux: u32) -> Option<PdError> {
+        let req = ChunkRequest {
+            src_pages: pages,
+            dst_pages: pages,
+            last: true,
+            src_slot: Some(slot),
+            dst_slot: Some(slot),
+            src_aux: aux,
+            dst_aux: aux,
+        };
+        let mut w = Vec::new();
+        self.plan.writes(&req, &mut w);
+        self.mem.apply(&self.plan, RequestId(id), &w).error
+    }
+}
+
+#[test]
+fn unguarded_unsliced_mamba_copy_clobbers_neighbour_slots() {
+    // §4(b) tp 2 → 4: KV envelopes are equal (one replicated head per rank, and decode ranks
+    // 2r, 2r+1 hold prefill rank r's head), so KV lands right; the unsliced mamba copy writes
+    // M_P = 2·M_D bytes at M_P·s, over decode slots 2s and 2s+1, and slot s gets nothing.
+    let mut r = Run::new(QWEN, (U, 16, 2), (U, 16, 4));
+    assert!(!r.plan.is_exact());
+    let pages: Vec<u32> = r.mem.registration(0).page_ids.clone().collect();
+    let (a, b, c) = (RequestId(1), RequestId(2), RequestId(3));
+    r.mem.alloc(a, &pages[0..2], Some(1), Some(0)).unwrap();
+    r.mem.alloc(b, &pages[2..4], Some(2), Some(1)).unwrap();
+    r.mem.alloc(c, &pages[4..6], Some(3), Some(2)).unwrap();
+    // b came from a healthy (exact) prefill and is decoding when a's transfer arrives.
+    r.mem.apply_exact(b, &pages[2..4], Some(2), Some(1));
+    assert!(r.mem.landed(b));
+    assert_eq!(r.transfer(1, &pages[0..2], 1, 0), None);
+    // a wrote its state over slots 2 and 3 (b live, c waiting); its own slot 1 got nothing.
+    assert!(!r.mem.landed(a));
+    let ra = r.mem.release(a, None);
+    assert_eq!(
+        ra.verdict,
+        Verdict::Corrupted {
+            victims: vec![b, c]
+        }
+    );
+    let rb = r.mem.release(b, None);
+    assert_eq!(rb.verdict, Verdict::Corrupted { victims: vec![] });
+    assert_eq!(rb.corrupted_by, vec![a]);
+    // c was hit before its own transfer; an exact transfer then overwrites the foreign bytes.
+    assert!(!r.mem.is_corrupted(c));
+    r.mem.apply_exact(c, &pages[4..6], Some(3), Some(2));
+    assert!(r.mem.landed(c));
+    assert_eq!(r.mem.release(c, None).verdict, Verdict::Completed);
+}
+
+#[test]
+fn unguarded_larger_envelope_runs_past_the_raw_buffer() {
+    // §4(a)/(b) tp 1 → 2: E_P = 2·E_D; KV pages at the high end land beyond `raw`: rc −1.
+    let mut r = Run::new(QWEN, (U, 16, 1), (U, 16, 2));
+    let pages: Vec<u32> = r.mem.registration(0).page_ids.clone().collect();
+    let top = &pages[4..6];
+    r.mem.alloc(RequestId(1), top, Some(1), Some(0)).unwrap();
+    let e = r
+        .transfer(1, top, 1, 0)
+        .expect("past the registered raw buffer");
+    assert_eq!(e.kind, ErrorKind::TransferOutOfBounds);
+    assert_eq!(e.effect, Effect::ReturnCodeFailure);
+    let rep = r.mem.release(RequestId(1), None);
+    assert!(matches!(
+        rep.verdict,
+        Verdict::Failed {
+            kind: ErrorKind::TransferOutOfBounds,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn unguarded_unified_to_layer0_buffer_is_out_of_bounds_or_garbage() {
+    // §4(c): the whole envelope stream goes to decode's layer-0 K buffer at Kbuf0 + d·E_P.
+    let mut r = Run::new(QWEN, (U, 16, 2), (N, 16, 2));
+    let (a, b) = (RequestId(1), RequestId(2));
+    r.mem.alloc(a, &[1], Some(1), Some(0)).unwrap();
+    r.mem.alloc(b, &[2, 3, 4, 5, 6], Some(2), Some(1)).unwrap();
+    // 196608 / 8192 = 24 decode pages per envelope page: page 1 lands on pages 24..48 of a
+    // 7-page buffer: out of bounds.
+    let e = r.transfer(1, &[1], 1, 0).unwrap();
+    assert_eq!(e.kind, ErrorKind::TransferOutOfBounds);
+}
+
+#[test]
+fn unguarded_equal_configs_complete() {
+    let mut r = Run::new(NEM, (U, 64, 2), (U, 64, 2));
+    assert!(r.plan.is_exact());
+    let pages: Vec<u32> = r.mem.registration(0).page_ids.clone().collect();
+    r.mem
+        .alloc(RequestId(7), &pages[1..3], Some(2), Some(3))
+        .unwrap();
+    assert_eq!(r.transfer(7, &pages[1..3], 2, 3), None);
+    assert!(r.mem.landed(RequestId(7)));
+    assert_eq!(
+        r.mem.release(RequestId(7), None).verdict,
+        Verdict::Completed
+    );
+}

@@ -218,3 +218,66 @@ fn every_chart_renders_for_the_quickstart_with_titles_and_axis_units() {
             .contains("| completed | ")
     );
 }
+
+#[test]
+fn layout_prints_sglang_item_lens_as_table_and_json() {
+    let (code, out, err) = pdsim(&[
+        "layout",
+        "--model",
+        "qwen3-next-80b-a3b",
+        "--tp",
+        "4",
+        "--page-size",
+        "16",
+        "--enable-unified-memory",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // domain/sglang-pd.md §5.2: envelope 196608 at TP 4; mamba M = 19,316,736.
+    assert!(out.contains("196608") && out.contains("19316736"), "{out}");
+    let (code, out, err) = pdsim(&[
+        "layout",
+        "--model",
+        "llama-3.1-8b",
+        "--tp",
+        "8",
+        "--page-size",
+        "64",
+        "--kv-cache-dtype",
+        "fp8_e4m3",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["kv"]["count"], 64);
+    assert_eq!(
+        v["kv"]["item_lens_distinct"][0], 8192,
+        "§5.1: Llama-8B fp8, ps 64, TP 8"
+    );
+    let cfg = repo().join("../shared/models/Nemotron-H-8B-Base-8K.config.reconstructed.json");
+    let (code, out, err) = pdsim(&[
+        "layout",
+        "--model",
+        cfg.to_str().unwrap(),
+        "--tp",
+        "2",
+        "--page-size",
+        "64",
+        "--enable-unified-memory",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("524288") && out.contains("51068928"),
+        "§5.2 Nemotron-H TP 2: {out}"
+    );
+    let (code, _, err) = pdsim(&["layout", "--model", "gpt-9"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("neither a preset"), "{err}");
+    let (code, _, err) = pdsim(&[
+        "layout",
+        "--model",
+        "llama-3.1-8b",
+        "--enable-unified-memory",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no hybrid layers"), "{err}");
+}

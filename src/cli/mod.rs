@@ -1,5 +1,6 @@
 //! The command line: one file per verb. `main.rs` only parses and maps errors to exit codes.
 
+pub mod layout;
 pub mod run;
 pub mod trace;
 
@@ -23,6 +24,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Inspect a request trace.
     Trace(trace::TraceArgs),
+    /// Print the KV and state regions one rank registers (sglang's kv_args).
+    Layout(layout::LayoutArgs),
 }
 
 /// Why a verb failed, with its exit code.
@@ -57,6 +60,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Run(args) => run::run(&args).map(|_| ()),
         Command::Trace(args) => trace::run(&args),
+        Command::Layout(args) => layout::run(&args),
     }
 }
 

@@ -86,6 +86,8 @@ pub struct Holding {
     pub slot: Option<u32>,
     /// Metadata (aux) row.
     pub aux: u32,
+    /// Pages reserved in all (`pages` plus, on an oracle-watched decode, the output room).
+    pub reserved: u32,
 }
 
 /// The memory of one instance: plain allocators where no write can land wrong, or the
@@ -132,6 +134,19 @@ impl KvPool {
 
     /// Reserves `n` pages (and a slot if `slot`) for request `id`, or `None` taking nothing.
     pub fn alloc(&mut self, id: u64, n: u32, slot: bool) -> Option<Holding> {
+        self.alloc_split(id, n, n, slot)
+    }
+
+    /// [`KvPool::alloc`] where, on the oracle, only the first `transferred` pages become the
+    /// request's watched units (the KV the prefill will write); the rest is the room decode
+    /// keeps for the tokens it generates, counted but not watched.
+    pub fn alloc_split(
+        &mut self,
+        id: u64,
+        n: u32,
+        transferred: u32,
+        slot: bool,
+    ) -> Option<Holding> {
         match self {
             KvPool::Plain { pages, slots } => {
                 if pages.available() < n || (slot && slots.available() == 0) {
@@ -143,15 +158,24 @@ impl KvPool {
                     pages: p,
                     slot: s,
                     aux: 0,
+                    reserved: n,
                 })
             }
-            KvPool::Oracle { mem, used, .. } => {
-                let (p, s, a) = mem.alloc_fresh(crate::layout::RequestId(id), n as usize, slot)?;
+            KvPool::Oracle { mem, used, total } => {
+                if *total - *used < n {
+                    return None;
+                }
+                let (p, s, a) = mem.alloc_fresh(
+                    crate::layout::RequestId(id),
+                    transferred.min(n) as usize,
+                    slot,
+                )?;
                 *used += n;
                 Some(Holding {
                     pages: p,
                     slot: s,
                     aux: a,
+                    reserved: n,
                 })
             }
         }
@@ -168,7 +192,7 @@ impl KvPool {
                 None
             }
             KvPool::Oracle { mem, used, .. } => {
-                *used -= h.pages.len() as u32;
+                *used -= h.reserved;
                 Some(mem.release(crate::layout::RequestId(id), None))
             }
         }

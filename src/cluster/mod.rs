@@ -606,9 +606,13 @@ impl<'a> World<'a> {
                 continue;
             };
             let (input, output, id) = (req.input, req.output, req.id);
-            let need = (input + output).div_ceil(self.instances[d as usize].page_size);
+            let ps = self.instances[d as usize].page_size;
+            let (need, prompt) = ((input + output).div_ceil(ps), input.div_ceil(ps));
             let hybrid = self.sc.pools[self.instances[d as usize].pool].state_slots > 0;
-            let Some(holding) = self.instances[d as usize].pages.alloc(id, need, hybrid) else {
+            let Some(holding) = self.instances[d as usize]
+                .pages
+                .alloc_split(id, need, prompt, hybrid)
+            else {
                 break;
             };
             self.instances[d as usize].prealloc.pop_front();
@@ -964,15 +968,15 @@ impl<'a> World<'a> {
             self.flow_owner[i] = (p, shard);
         }
         self.schedule_completions();
-        if zero > 0 {
-            let active = self.instances[p as usize].shards[shard as usize]
-                .active
-                .as_mut()
-                .expect("active");
-            active.flows_left -= zero;
-            if active.flows_left == 0 {
-                self.chunk_done(p, shard);
-            }
+        // A chunk with nothing to move (0 KV bytes on the slice path, dummy targets) is done
+        // once its latency is paid.
+        let active = self.instances[p as usize].shards[shard as usize]
+            .active
+            .as_mut()
+            .expect("active");
+        active.flows_left -= zero;
+        if active.flows_left == 0 {
+            self.chunk_done(p, shard);
         }
     }
 

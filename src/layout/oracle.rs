@@ -384,12 +384,17 @@ impl DecodeMemory {
             return None;
         }
         let pages: Vec<u32> = if self.unified {
-            self.free_pages
+            // The KV sub-pool grows down from the high end, but one allocation is a block of
+            // ascending ids, as a down-growing frontier hands it out: contiguous runs stay runs.
+            let mut top: Vec<u32> = self
+                .free_pages
                 .iter()
                 .rev()
                 .take(n_pages)
                 .copied()
-                .collect()
+                .collect();
+            top.reverse();
+            top
         } else {
             self.free_pages.iter().take(n_pages).copied().collect()
         };

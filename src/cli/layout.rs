@@ -1,0 +1,93 @@
+//! `pdsim layout --model M [--tp N] [--page-size P] [--kv-cache-dtype D]
+//! [--enable-unified-memory] [--rank R] [--json]`: the KV and state regions one rank registers.
+
+use std::path::Path;
+
+use clap::Args;
+
+use super::CliError;
+use crate::layout::{RankLayout, render_table};
+use crate::spec::{ServerArgs, model, server};
+
+/// Arguments of `pdsim layout`.
+#[derive(Args, Debug)]
+pub struct LayoutArgs {
+    /// A model preset (e.g. qwen3-next-80b-a3b) or a Hugging Face config.json.
+    #[arg(long)]
+    pub model: String,
+    /// Attention TP size.
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// Tokens per KV page.
+    #[arg(long, default_value_t = 1)]
+    pub page_size: u32,
+    /// `--kv-cache-dtype` as given to sglang.
+    #[arg(long, default_value = "auto")]
+    pub kv_cache_dtype: String,
+    /// `--enable-unified-memory`.
+    #[arg(long)]
+    pub enable_unified_memory: bool,
+    /// Which attention-TP rank (heads and channels it owns differ; sizes do not).
+    #[arg(long, default_value_t = 0)]
+    pub rank: u32,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints the layout.
+pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
+    let spec = match model::preset(&a.model) {
+        Some(m) => m,
+        None if a.model.ends_with(".json") || Path::new(&a.model).is_file() => {
+            crate::spec::hf::load_model_config(Path::new(&a.model))
+                .map_err(|e| CliError::Input(e.to_string()))?
+        }
+        None => {
+            return Err(CliError::Usage(format!(
+                "--model {:?} is neither a preset ({}) nor a config.json file",
+                a.model,
+                model::MODEL_PRESETS.join(", ")
+            )));
+        }
+    };
+    if !server::KV_CACHE_DTYPES.contains(&a.kv_cache_dtype.as_str()) {
+        return Err(CliError::Usage(format!(
+            "--kv-cache-dtype {:?}: valid values are {}",
+            a.kv_cache_dtype,
+            server::KV_CACHE_DTYPES.join(", ")
+        )));
+    }
+    if a.tp == 0 || a.page_size == 0 {
+        return Err(CliError::Usage(
+            "--tp and --page-size must be at least 1".into(),
+        ));
+    }
+    if a.rank >= a.tp {
+        return Err(CliError::Usage(format!(
+            "--rank {} is out of range for --tp {} (0..{})",
+            a.rank, a.tp, a.tp
+        )));
+    }
+    let args = ServerArgs {
+        tp_size: a.tp,
+        attn_tp_size: a.tp,
+        page_size: a.page_size,
+        kv_cache_dtype: a.kv_cache_dtype.clone(),
+        enable_unified_memory: a.enable_unified_memory,
+        chunked_prefill_size: 8192,
+        mem_fraction_static: 0.85,
+        max_running_requests: None,
+        radix_cache: None,
+    };
+    let layout =
+        RankLayout::new(&spec, &args, a.rank).map_err(|e| CliError::Usage(e.to_string()))?;
+    if a.json {
+        let text = serde_json::to_string_pretty(&layout)
+            .map_err(|e| CliError::Usage(format!("cannot render JSON: {e}")))?;
+        println!("{text}");
+    } else {
+        print!("{}", render_table(&layout));
+    }
+    Ok(())
+}

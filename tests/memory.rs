@@ -97,3 +97,32 @@ fn a_measured_profile_replaces_the_roofline() {
         / 1e6;
     assert!((8.0..12.0).contains(&tpot), "TPOT {tpot} ms");
 }
+
+#[test]
+fn decode_retracts_when_pages_run_out_and_retracted_requests_still_finish() {
+    let dir = tmpdir("retraction");
+    let s = run("scenarios/retraction.toml", &[], &dir);
+    assert_eq!(s.requests.completed, s.requests.arrived, "{:?}", s.requests);
+    let rows = read_csv(&dir.join("requests.csv"));
+    let retracted: Vec<_> = rows
+        .iter()
+        .filter(|r| num(r, "retractions").unwrap() > 0)
+        .collect();
+    assert!(retracted.len() >= 3, "{} retracted", retracted.len());
+    // The re-transfer is paid again: a retracted request moves its prompt's KV once, then its
+    // prompt plus the tokens generated so far once more.
+    let once = rows
+        .iter()
+        .find(|r| num(r, "retractions") == Some(0))
+        .map(|r| num(r, "kv_bytes").unwrap())
+        .unwrap();
+    for r in &retracted {
+        assert!(
+            num(r, "kv_bytes").unwrap() > 2 * once,
+            "request {} moved only {}",
+            r["id"],
+            r["kv_bytes"]
+        );
+        assert!(num(r, "finish_ns").unwrap() > num(r, "first_token_ns").unwrap());
+    }
+}

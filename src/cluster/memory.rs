@@ -103,6 +103,8 @@ pub enum KvPool {
         pages: PageAllocator,
         /// State slots (ids from 1; 0 is the sink).
         slots: PageAllocator,
+        /// Pages decode took for generated tokens, not tied to one request's id list.
+        grown: Vec<u32>,
     },
     /// The oracle, which allocates and tracks ownership itself.
     Oracle {
@@ -148,7 +150,7 @@ impl KvPool {
         slot: bool,
     ) -> Option<Holding> {
         match self {
-            KvPool::Plain { pages, slots } => {
+            KvPool::Plain { pages, slots, .. } => {
                 if pages.available() < n || (slot && slots.available() == 0) {
                     return None;
                 }
@@ -184,7 +186,7 @@ impl KvPool {
     /// Gives back what request `id` held; the oracle also gives its verdict on the request.
     pub fn free(&mut self, id: u64, h: &Holding) -> Option<crate::layout::RequestReport> {
         match self {
-            KvPool::Plain { pages, slots } => {
+            KvPool::Plain { pages, slots, .. } => {
                 pages.free(&h.pages);
                 if let Some(s) = h.slot {
                     slots.free(&[s]);
@@ -195,6 +197,44 @@ impl KvPool {
                 *used -= h.reserved;
                 Some(mem.release(crate::layout::RequestId(id), None))
             }
+        }
+    }
+
+    /// Pages free now.
+    pub fn available(&self) -> u32 {
+        self.total() - self.used()
+    }
+
+    /// Takes `n` pages for tokens decode generates (the KV of each step's input token), or
+    /// returns `false` taking nothing.
+    pub fn grow(&mut self, n: u32) -> bool {
+        match self {
+            KvPool::Plain { pages, grown, .. } => match pages.alloc(n) {
+                Some(p) => {
+                    grown.extend(p);
+                    true
+                }
+                None => false,
+            },
+            KvPool::Oracle { used, total, .. } => {
+                if *total - *used < n {
+                    return false;
+                }
+                *used += n;
+                true
+            }
+        }
+    }
+
+    /// Gives back `n` pages taken by [`KvPool::grow`].
+    pub fn shrink(&mut self, n: u32) {
+        match self {
+            KvPool::Plain { pages, grown, .. } => {
+                let at = grown.len() - n as usize;
+                let back = grown.split_off(at);
+                pages.free(&back);
+            }
+            KvPool::Oracle { used, .. } => *used -= n,
         }
     }
 

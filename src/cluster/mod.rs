@@ -84,10 +84,10 @@ pub enum Event {
     TransferSucceeded(ReqRef),
     /// A decode step finished.
     DecodeStepDone(u32),
-    /// Decode's `WaitingForInput` timeout for a request.
-    WaitingTimeout(ReqRef),
-    /// Prefill's `Bootstrapping` timeout for a request.
-    BootstrapTimeout(ReqRef),
+    /// Decode's `WaitingForInput` timeout for a request, in its bootstrap round.
+    WaitingTimeout(ReqRef, u32),
+    /// Prefill's `Bootstrapping` timeout for a request, in its bootstrap round.
+    BootstrapTimeout(ReqRef, u32),
     /// One simulated second passed: sample the timeseries.
     Tick,
 }
@@ -115,7 +115,38 @@ struct Req {
     decode_allocated: bool,
     /// Prompt block ids for the prefix cache (empty without prefix information).
     hash_ids: Vec<u64>,
+    /// Tokens decode generated before a retraction: their KV is rebuilt by the next prefill,
+    /// so the prompt the prefill sees is `input + extra`.
+    extra: u32,
+    /// Decode steps done on its instance when it joined the batch (`NOT_RUNNING` otherwise).
+    join_step: u64,
+    /// Bootstrap round: 0, then one more after each retraction (stale timeouts are ignored).
+    round: u32,
+    /// The oracle's verdict on a round before a retraction, if it found foreign bytes.
+    corrupted_earlier: Option<(String, String)>,
     row: RequestRow,
+}
+
+/// The page phase of a request that joined a decode batch after `join_step` steps with `prompt`
+/// tokens of KV: at step `k` it needs a new page iff `k ≡ join_step + 1 − prompt (mod ps)`
+/// (its step-`j` input token lands at slot `prompt + j − 1`).
+fn phase_key(join_step: u64, prompt: u32, ps: u32) -> usize {
+    let ps = u64::from(ps);
+    ((join_step + 1) % ps + ps - u64::from(prompt) % ps) as usize % ps as usize
+}
+
+/// `join_step` of a request that is not in a decode batch.
+const NOT_RUNNING: u64 = u64::MAX;
+
+/// sglang's `SGLANG_NUM_RESERVED_DECODE_TOKENS`: decode admits a request only if this much room
+/// stays free for every request it holds, so that decode rarely has to retract.
+const RESERVED_DECODE_TOKENS: u32 = 512;
+
+impl Req {
+    /// What the prefill computes and sends: the prompt plus tokens generated before a retraction.
+    fn prompt(&self) -> u32 {
+        self.input + self.extra
+    }
 }
 
 /// One chunk of KV on a transfer queue.
@@ -170,8 +201,16 @@ struct Instance {
     ready: VecDeque<ReqRef>,
     running: u32,
     joined: Vec<ReqRef>,
-    /// (finishing step, request): who leaves the batch after which step.
-    finishing: BinaryHeap<Reverse<(u64, ReqRef)>>,
+    /// (finishing step, join step, request): who leaves the batch after which step.
+    finishing: BinaryHeap<Reverse<(u64, u64, ReqRef)>>,
+    /// Running requests by (join step, id): retraction takes the most recent first.
+    batch_order: BTreeSet<(u64, u64, ReqRef)>,
+    /// Running requests by page phase: `phase[k % page_size]` of them need a new page at step k.
+    phase: Vec<u32>,
+    /// Requests holding decode pages (prealloc'd, transferring or running).
+    holders: u32,
+    /// Requests retracted (sent back to the prealloc queue) so far.
+    retractions: u64,
     steps_done: u64,
     context_tokens: u64,
     step_started: Nanos,
@@ -260,6 +299,7 @@ fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
         KvPool::Plain {
             pages: PageAllocator::new(pages),
             slots: PageAllocator::new(pool.state_slots),
+            grown: Vec::new(),
         }
     }
 }
@@ -310,6 +350,10 @@ impl<'a> World<'a> {
                     running: 0,
                     joined: Vec::new(),
                     finishing: BinaryHeap::new(),
+                    batch_order: BTreeSet::new(),
+                    phase: vec![0; pool.server.page_size as usize],
+                    holders: 0,
+                    retractions: 0,
                     steps_done: 0,
                     context_tokens: 0,
                     step_started: 0,
@@ -449,8 +493,8 @@ impl<'a> World<'a> {
             Event::FlowDone { flow, generation } => self.on_flow_done(flow, generation)?,
             Event::TransferSucceeded(r) => self.on_transfer_succeeded(r)?,
             Event::DecodeStepDone(d) => self.on_decode_step_done(d)?,
-            Event::WaitingTimeout(r) => self.on_waiting_timeout(r)?,
-            Event::BootstrapTimeout(r) => self.on_bootstrap_timeout(r)?,
+            Event::WaitingTimeout(r, round) => self.on_waiting_timeout(r, round)?,
+            Event::BootstrapTimeout(r, round) => self.on_bootstrap_timeout(r, round)?,
             Event::Tick => self.on_tick()?,
         }
         match self.io_error.take() {
@@ -524,6 +568,7 @@ impl<'a> World<'a> {
             error_kind: None,
             victims: String::new(),
             corrupted_by: String::new(),
+            retractions: 0,
         };
         let req = Req {
             id,
@@ -541,6 +586,10 @@ impl<'a> World<'a> {
             on_decode: Holding::default(),
             decode_allocated: false,
             hash_ids: nr.hash_ids,
+            extra: 0,
+            join_step: NOT_RUNNING,
+            round: 0,
+            corrupted_earlier: None,
             row,
         };
         let slot = match self.free_slots.pop() {
@@ -589,15 +638,16 @@ impl<'a> World<'a> {
         // Prefill: the sender starts Bootstrapping; decode: into the prealloc queue.
         self.q.schedule_at(
             now + self.sc.sglang.bootstrap_timeout_ns,
-            Event::BootstrapTimeout(r),
+            Event::BootstrapTimeout(r, 0),
         );
         self.instances[d as usize].prealloc.push_back(r);
         self.try_prealloc(d);
         Ok(())
     }
 
-    /// Decode's prealloc queue: in order, reserve KV pages for the whole sequence, then send
-    /// the page ids to the prefill (which starts the waiting-timeout clock).
+    /// Decode's prealloc queue: in order, reserve KV pages for the prompt (and a state slot
+    /// for hybrids) while room stays for `RESERVED_DECODE_TOKENS` of growth per request held,
+    /// then send the page ids to the prefill (which starts the waiting-timeout clock).
     fn try_prealloc(&mut self, d: u32) {
         let now = self.q.now();
         while let Some(&r) = self.instances[d as usize].prealloc.front() {
@@ -605,17 +655,22 @@ impl<'a> World<'a> {
                 self.instances[d as usize].prealloc.pop_front();
                 continue;
             };
-            let (input, output, id) = (req.input, req.output, req.id);
-            let ps = self.instances[d as usize].page_size;
-            let (need, prompt) = ((input + output).div_ceil(ps), input.div_ceil(ps));
-            let hybrid = self.sc.pools[self.instances[d as usize].pool].state_slots > 0;
-            let Some(holding) = self.instances[d as usize]
-                .pages
-                .alloc_split(id, need, prompt, hybrid)
-            else {
+            let (prompt, output, id, round) = (req.prompt(), req.output, req.id, req.round);
+            let inst = &self.instances[d as usize];
+            let ps = inst.page_size;
+            let need = prompt.div_ceil(ps);
+            let reserve = RESERVED_DECODE_TOKENS.min(output).div_ceil(ps);
+            // A lone request may always start: sglang never blocks on the reservation alone.
+            if inst.holders > 0 && inst.pages.available() < need + reserve * (inst.holders + 1) {
+                break;
+            }
+            let hybrid = self.sc.pools[inst.pool].state_slots > 0;
+            let Some(holding) = self.instances[d as usize].pages.alloc(id, need, hybrid) else {
                 break;
             };
-            self.instances[d as usize].prealloc.pop_front();
+            let inst = &mut self.instances[d as usize];
+            inst.prealloc.pop_front();
+            inst.holders += 1;
             let req = self.req(r).expect("checked above");
             req.on_decode = holding;
             req.decode_allocated = true;
@@ -624,7 +679,7 @@ impl<'a> World<'a> {
             self.q.schedule_in(lat, Event::MetadataArrived(r));
             self.q.schedule_at(
                 now + self.sc.sglang.waiting_timeout_ns,
-                Event::WaitingTimeout(r),
+                Event::WaitingTimeout(r, round),
             );
         }
     }
@@ -681,7 +736,7 @@ impl<'a> World<'a> {
             };
             if !from_chunked {
                 // Admission needs the prompt's pages on the prefill.
-                let need = req.input.div_ceil(ps);
+                let need = req.prompt().div_ceil(ps);
                 let hybrid = self.sc.pools[self.instances[p as usize].pool].state_slots > 0;
                 let Some(holding) = self.instances[p as usize].pages.alloc(req.id, need, hybrid)
                 else {
@@ -696,14 +751,14 @@ impl<'a> World<'a> {
                     && !req.hash_ids.is_empty()
                 {
                     let hit = cache.lookup_and_insert(&req.hash_ids, req.input, now);
-                    req.prefilled = hit.min(req.input - 1);
+                    req.prefilled = hit.min(req.prompt() - 1);
                 }
             }
-            let n = (req.input - req.prefilled).min(budget);
+            let n = (req.prompt() - req.prefilled).min(budget);
             shape.push((n, req.prefilled));
             batch.push((r, n));
             budget -= n;
-            if req.prefilled + n < req.input {
+            if req.prefilled + n < req.prompt() {
                 self.instances[p as usize].chunked = Some(r);
                 break;
             }
@@ -732,16 +787,16 @@ impl<'a> World<'a> {
                 continue;
             }
             req.prefilled += n;
-            let last = req.prefilled == req.input;
+            let last = req.prefilled == req.prompt();
             // Non-last chunks send only whole pages; the partial page waits (sglang
             // `send_kv_chunk` rounds `end` down to a page boundary).
             let end = if last {
-                req.input
+                req.prompt()
             } else {
                 req.prefilled / ps * ps
             };
             if last {
-                req.row.prefill_end_ns = Some(now);
+                req.row.prefill_end_ns.get_or_insert(now);
             }
             if end > req.sent || last {
                 let job = ChunkJob {
@@ -887,7 +942,7 @@ impl<'a> World<'a> {
         let src = &req.on_prefill.pages
             [a.min(req.on_prefill.pages.len())..b.min(req.on_prefill.pages.len())];
         // Decode's KV indices cover the prompt only (the rest of its reservation is for output).
-        let prompt_pages = (req.input.div_ceil(inst[req.decode as usize].page_size) as usize)
+        let prompt_pages = (req.prompt().div_ceil(inst[req.decode as usize].page_size) as usize)
             .min(req.on_decode.pages.len());
         let dst_all = &req.on_decode.pages[..prompt_pages];
         let dst = &dst_all[a.min(dst_all.len())..b.min(dst_all.len())];
@@ -1090,15 +1145,20 @@ impl<'a> World<'a> {
             return Ok(());
         }
         req.receiver = KvPoll::Success;
-        // The prefill's first token arrives with the aux data.
-        req.row.first_token_ns = Some(now);
-        let (d, id, output) = (req.decode, req.id, req.output);
+        // The prefill's first token arrives with the aux data (after a retraction the request
+        // already has one: TTFT is not reset).
+        req.row.first_token_ns.get_or_insert(now);
+        let (d, id, output) = (req.decode, req.id, req.output - req.extra);
         // From now on decode reads these bytes: the oracle checks they are the request's own.
         if let Some(mem) = self.instances[d as usize].pages.oracle() {
             mem.landed(RequestId(id));
         }
         if output == 1 {
-            self.req(r).expect("alive").row.decode_start_ns = Some(now);
+            self.req(r)
+                .expect("alive")
+                .row
+                .decode_start_ns
+                .get_or_insert(now);
             self.complete(r);
             return Ok(());
         }
@@ -1110,7 +1170,9 @@ impl<'a> World<'a> {
     }
 
     /// Starts a decode step: transferred requests join the batch (up to `max_running_requests`),
-    /// then one forward produces a token for every running request.
+    /// the step takes a page for every request whose next KV slot opens one — retracting the most
+    /// recently joined requests while the pool is short, as sglang's `retract_decode` does — and
+    /// one forward produces a token for every running request.
     fn start_decode_step(&mut self, d: u32) {
         let now = self.q.now();
         let cap = self.sc.pools[self.instances[d as usize].pool]
@@ -1121,26 +1183,106 @@ impl<'a> World<'a> {
             let Some(r) = self.instances[d as usize].ready.pop_front() else {
                 break;
             };
+            let steps_done = self.instances[d as usize].steps_done;
             let Some(req) = self.req(r) else { continue };
-            req.row.decode_start_ns = Some(now);
-            let (input, remaining) = (req.input, req.output - 1);
+            req.row.decode_start_ns.get_or_insert(now);
+            req.join_step = steps_done;
+            let (prompt, remaining, id) = (req.prompt(), req.output - 1 - req.extra, req.id);
             let inst = &mut self.instances[d as usize];
+            let key = phase_key(steps_done, prompt, inst.page_size);
+            inst.phase[key] += 1;
+            inst.batch_order.insert((steps_done, id, r));
             inst.running += 1;
-            inst.context_tokens += u64::from(input) + 1;
+            inst.context_tokens += u64::from(prompt) + 1;
             inst.finishing
-                .push(Reverse((inst.steps_done + u64::from(remaining), r)));
+                .push(Reverse((steps_done + u64::from(remaining), steps_done, r)));
             inst.joined.push(r);
         }
-        let inst = &mut self.instances[d as usize];
-        if inst.running == 0 {
-            inst.busy = false;
-            return;
+        loop {
+            let inst = &mut self.instances[d as usize];
+            if inst.running == 0 {
+                inst.busy = false;
+                return;
+            }
+            let step = inst.steps_done + 1;
+            let need = inst.phase[(step % u64::from(inst.page_size)) as usize];
+            if inst.pages.grow(need) {
+                break;
+            }
+            let &(_, _, victim) = inst.batch_order.last().expect("running > 0");
+            self.retract(d, victim);
         }
+        let inst = &mut self.instances[d as usize];
         let dt = inst.step.decode_ns(inst.running, inst.context_tokens);
         inst.busy = true;
         inst.step_started = now;
         inst.busy_since = now;
         self.q.schedule_in(dt, Event::DecodeStepDone(d));
+    }
+
+    /// Takes a running request out of decode instance `d`'s batch (it finished or is
+    /// retracted), giving back the pages it grew; returns how many tokens it generated here.
+    fn leave_batch(&mut self, d: u32, r: ReqRef) -> u32 {
+        let inst = &mut self.instances[d as usize];
+        let req = self.reqs[r.slot as usize]
+            .as_mut()
+            .expect("a running request is live");
+        let generated = (inst.steps_done - req.join_step) as u32;
+        let prompt = req.prompt();
+        let ps = inst.page_size;
+        inst.pages
+            .shrink((prompt + generated).div_ceil(ps) - prompt.div_ceil(ps));
+        inst.phase[phase_key(req.join_step, prompt, ps)] -= 1;
+        inst.batch_order.remove(&(req.join_step, req.id, r));
+        inst.running -= 1;
+        inst.context_tokens -= u64::from(prompt) + 1 + u64::from(generated);
+        inst.joined.retain(|&j| j != r);
+        req.join_step = NOT_RUNNING;
+        generated
+    }
+
+    /// sglang's decode retraction: the request leaves the batch and its KV, goes back to the
+    /// front of the prealloc queue, and pays the bootstrap, the prefill of everything it has so
+    /// far, and the transfer again before it resumes.
+    fn retract(&mut self, d: u32, r: ReqRef) {
+        let now = self.q.now();
+        let generated = self.leave_batch(d, r);
+        let req = self.reqs[r.slot as usize].as_mut().expect("live");
+        req.extra += generated;
+        req.round += 1;
+        req.row.retractions += 1;
+        req.sender = KvPoll::Bootstrapping;
+        req.receiver = KvPoll::Bootstrapping;
+        req.prefilled = 0;
+        req.sent = 0;
+        req.chunks_in_flight = 0;
+        req.last_queued = false;
+        req.decode_allocated = false;
+        let held = std::mem::take(&mut req.on_decode);
+        let (id, p, round) = (req.id, req.prefill, req.round);
+        let inst = &mut self.instances[d as usize];
+        inst.holders -= 1;
+        inst.retractions += 1;
+        if let Some(report) = inst.pages.free(id, &held)
+            && matches!(report.verdict, Verdict::Corrupted { .. })
+        {
+            let ids = |v: &[RequestId]| {
+                v.iter()
+                    .map(|x| x.0.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            self.reqs[r.slot as usize]
+                .as_mut()
+                .expect("live")
+                .corrupted_earlier = Some((ids(&report.victims), ids(&report.corrupted_by)));
+        }
+        inst.prealloc.push_front(r);
+        self.instances[p as usize].outstanding += 1;
+        self.q.schedule_at(
+            now + self.sc.sglang.bootstrap_timeout_ns,
+            Event::BootstrapTimeout(r, round),
+        );
     }
 
     fn on_decode_step_done(&mut self, d: u32) -> std::io::Result<()> {
@@ -1168,15 +1310,15 @@ impl<'a> World<'a> {
         loop {
             let inst = &mut self.instances[d as usize];
             match inst.finishing.peek() {
-                Some(Reverse((step, _))) if *step <= inst.steps_done => {}
+                Some(Reverse((step, _, _))) if *step <= inst.steps_done => {}
                 _ => break,
             }
-            let Reverse((_, r)) = inst.finishing.pop().expect("peeked");
-            let Some(req) = self.req(r) else { continue };
-            let ctx = u64::from(req.input + req.output);
-            let inst = &mut self.instances[d as usize];
-            inst.running -= 1;
-            inst.context_tokens -= ctx;
+            let Reverse((_, join, r)) = inst.finishing.pop().expect("peeked");
+            // A retracted request left a stale entry behind (its join step changed).
+            if self.req(r).is_none_or(|q| q.join_step != join) {
+                continue;
+            }
+            self.leave_batch(d, r);
             self.complete(r);
         }
         self.instances[d as usize].busy = false;
@@ -1187,12 +1329,12 @@ impl<'a> World<'a> {
 
     // ---------------------------------------------------------------- endings
 
-    fn on_waiting_timeout(&mut self, r: ReqRef) -> std::io::Result<()> {
+    fn on_waiting_timeout(&mut self, r: ReqRef, round: u32) -> std::io::Result<()> {
         let timeout = self.sc.sglang.waiting_timeout_ns;
         let Some(req) = self.req(r) else {
             return Ok(());
         };
-        if req.receiver != KvPoll::WaitingForInput {
+        if req.receiver != KvPoll::WaitingForInput || req.round != round {
             return Ok(());
         }
         let msg = format!(
@@ -1204,12 +1346,12 @@ impl<'a> World<'a> {
         Ok(())
     }
 
-    fn on_bootstrap_timeout(&mut self, r: ReqRef) -> std::io::Result<()> {
+    fn on_bootstrap_timeout(&mut self, r: ReqRef, round: u32) -> std::io::Result<()> {
         let timeout = self.sc.sglang.bootstrap_timeout_ns;
         let Some(req) = self.req(r) else {
             return Ok(());
         };
-        if req.sender != KvPoll::Bootstrapping {
+        if req.sender != KvPoll::Bootstrapping || req.round != round {
             return Ok(());
         }
         let msg = format!(
@@ -1256,7 +1398,23 @@ impl<'a> World<'a> {
             self.instances[p].pages.free(req.id, &req.on_prefill);
             self.instances[p].outstanding -= 1;
         }
+        if req.join_step != NOT_RUNNING {
+            // Put back so that leave_batch can read it, then take it again.
+            self.reqs[r.slot as usize] = Some(req);
+            self.leave_batch(d as u32, r);
+            req = self.reqs[r.slot as usize].take().expect("just put back");
+        }
+        if req.decode_allocated {
+            self.instances[d].holders -= 1;
+        }
         let mut outcome = outcome;
+        if let Some((v, by)) = req.corrupted_earlier.take() {
+            req.row.victims = v;
+            req.row.corrupted_by = by;
+            if outcome == Outcome::Completed {
+                outcome = Outcome::Corrupted;
+            }
+        }
         if req.decode_allocated
             && let Some(report) = self.instances[d].pages.free(req.id, &req.on_decode)
         {

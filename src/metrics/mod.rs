@@ -75,6 +75,8 @@ pub struct RequestRow {
     pub victims: String,
     /// Requests whose writes left foreign bytes in this request's pages or slots.
     pub corrupted_by: String,
+    /// Times decode retracted it (ran out of pages mid-generation) and it was re-transferred.
+    pub retractions: u32,
 }
 
 /// One row of `timeseries.csv`: one simulated second of one instance.

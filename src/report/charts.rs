@@ -1344,6 +1344,7 @@ pub(crate) mod fixture {
             error_kind: None,
             victims: String::new(),
             corrupted_by: String::new(),
+            retractions: 0,
         }
     }
 

@@ -768,6 +768,11 @@ impl Fabric {
             .map(|(i, _)| FlowId(i as u32))
     }
 
+    /// The token a live flow was started with.
+    pub fn flow_token(&self, flow: FlowId) -> u64 {
+        self.flow(flow).token
+    }
+
     /// Phase of a live flow.
     pub fn flow_phase(&self, flow: FlowId) -> FlowPhase {
         match self.flow(flow).phase {

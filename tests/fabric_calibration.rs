@@ -45,7 +45,7 @@ fn worst(errs: &[f64]) -> f64 {
 }
 
 #[test]
-fn every_row_of_the_mooncake_1p1d_table_within_15_percent() {
+fn fabric_every_row_of_the_mooncake_1p1d_table_within_15_percent() {
     let p = FabricParams::default();
     println!(
         "{:>7} {:>10} {:>11} {:>11} {:>8}",
@@ -68,7 +68,7 @@ fn every_row_of_the_mooncake_1p1d_table_within_15_percent() {
 }
 
 #[test]
-fn the_defaults_are_the_minimax_fit() {
+fn fabric_the_defaults_are_the_minimax_fit() {
     // Moving either fitted parameter by 2% in either direction makes the worst row worse: the
     // defaults sit at the optimum of the fit described in calibration.rs.
     let p = FabricParams::default();

@@ -7,7 +7,7 @@
 
 use pdsim::fabric::harness::Harness;
 use pdsim::fabric::{
-    FailReason, Fabric, FabricParams, Fault, FlowOutcome, GpuId, Link, NicId, TopologyConfig,
+    Fabric, FabricParams, FailReason, Fault, FlowOutcome, GpuId, Link, NicId, TopologyConfig,
 };
 
 const L: u64 = 1_000_000;
@@ -26,12 +26,15 @@ fn small() -> Harness {
         ..Default::default()
     };
     let p = FabricParams::ideal();
-    assert_eq!((p.local_detect_ns, p.remote_detect_ns, p.retry_cnt), (L, R, 9));
+    assert_eq!(
+        (p.local_detect_ns, p.remote_detect_ns, p.retry_cnt),
+        (L, R, 9)
+    );
     Harness::new(Fabric::build(topo, p).unwrap())
 }
 
 #[test]
-fn remote_nic_down_mid_transfer_retries_on_the_other_nic_and_completes_later() {
+fn fabric_remote_nic_down_mid_transfer_retries_on_the_other_nic_and_completes_later() {
     // 50 MB from GPU 0 of node 0 (NIC 0) to GPU 0 of node 1 (NIC 2): 1 ms at 50 B/ns.
     // NIC 2 dies at 0.4 ms (20 MB landed). The sender sees it after R, then re-posts on its
     // preferred NIC 0 → the receiver's next NIC 3 (across rails, via the spine) and moves the
@@ -52,7 +55,7 @@ fn remote_nic_down_mid_transfer_retries_on_the_other_nic_and_completes_later() {
 }
 
 #[test]
-fn local_nic_down_is_seen_at_once_and_the_sender_switches_nic() {
+fn fabric_local_nic_down_is_seen_at_once_and_the_sender_switches_nic() {
     // Same transfer; the sender's own NIC 0 dies at 0.4 ms: seen after L, re-posted from NIC 1
     // (rail 1) to NIC 2 (rail 0) through the spine.
     let mut h = small();
@@ -67,7 +70,7 @@ fn local_nic_down_is_seen_at_once_and_the_sender_switches_nic() {
 }
 
 #[test]
-fn a_dead_spine_uplink_sends_the_retry_along_the_rail() {
+fn fabric_a_dead_spine_uplink_sends_the_retry_along_the_rail() {
     // GPU 0 of node 0 → GPU 1 of node 1: NIC 0 → NIC 3 crosses rail 0's uplink. When it dies,
     // the first pair whose path is up is NIC 0 → NIC 2, on rail 0 alone.
     let mut h = small();
@@ -81,7 +84,7 @@ fn a_dead_spine_uplink_sends_the_retry_along_the_rail() {
 }
 
 #[test]
-fn all_nics_of_the_receiving_node_down_fails_with_rc_minus_1_after_the_retries() {
+fn fabric_all_nics_of_the_receiving_node_down_fails_with_rc_minus_1_after_the_retries() {
     // Attempt 1 fails at 0.4 ms, seen after R; attempts 2..10 find no path (each seen after R
     // too). After the 10th failure is seen (0.4 ms + 10 R) the batch returns −1.
     let mut h = small();
@@ -98,7 +101,7 @@ fn all_nics_of_the_receiving_node_down_fails_with_rc_minus_1_after_the_retries()
 }
 
 #[test]
-fn all_nics_of_the_sending_node_down_fails_fast() {
+fn fabric_all_nics_of_the_sending_node_down_fails_fast() {
     // The sender's own ports are down: every failure is seen after L.
     let mut h = small();
     h.start_at(0, gpu(0, 1), gpu(1, 1), 50_000_000, 72, 1);
@@ -111,7 +114,7 @@ fn all_nics_of_the_sending_node_down_fails_fast() {
 }
 
 #[test]
-fn a_transfer_started_while_no_path_is_up_fails_after_its_attempts() {
+fn fabric_a_transfer_started_while_no_path_is_up_fails_after_its_attempts() {
     let mut h = small();
     h.fault_at(0, Fault::NicDown(NicId(2)));
     h.fault_at(0, Fault::NicDown(NicId(3)));
@@ -123,7 +126,7 @@ fn a_transfer_started_while_no_path_is_up_fails_after_its_attempts() {
 }
 
 #[test]
-fn a_flap_shorter_than_the_retries_is_survived() {
+fn fabric_a_flap_shorter_than_the_retries_is_survived() {
     // One NIC per node. The receiver's NIC flaps for 1.2 s at 0.4 ms: the attempt fails (seen at
     // +R), the retries at +R and +2R find it still down (2R = 1.07 s < 1.2 s) and the one at +3R
     // (1.61 s) goes through: 30 MB in 0.6 ms.
@@ -151,7 +154,7 @@ fn a_flap_shorter_than_the_retries_is_survived() {
 }
 
 #[test]
-fn a_transfer_slower_than_its_timeout_fails_at_the_deadline() {
+fn fabric_a_transfer_slower_than_its_timeout_fails_at_the_deadline() {
     // 1 GB on a NIC degraded to 1/10,000 (0.005 B/ns) would take 200 s; Mooncake gives it
     // 30 s + 1 ns per byte = 31 s, and it has moved 0.005 × 31e9 bytes by then.
     let mut h = small();
@@ -171,7 +174,7 @@ fn a_transfer_slower_than_its_timeout_fails_at_the_deadline() {
 }
 
 #[test]
-fn a_degraded_link_is_proportionally_slower() {
+fn fabric_a_degraded_link_is_proportionally_slower() {
     // 10 MB at 50 B/ns = 200 µs. Receiver NIC at a quarter: 800 µs.
     let mut h = small();
     h.fault_at(
@@ -209,7 +212,7 @@ fn a_degraded_link_is_proportionally_slower() {
 }
 
 #[test]
-fn a_lossy_link_retransmits_about_loss_times_the_bytes() {
+fn fabric_a_lossy_link_retransmits_about_loss_times_the_bytes() {
     // 1% loss on the sender's NIC: the wire runs at 50 B/ns, goodput 49.5 B/ns, so 99 MB take
     // 2 ms and put 100 MB on the wire: 1 MB retransmitted = 99 MB × 0.01 / 0.99 ≈ loss × bytes.
     let mut h = small();
@@ -234,7 +237,7 @@ fn a_lossy_link_retransmits_about_loss_times_the_bytes() {
 }
 
 #[test]
-fn a_crash_aborts_the_instance_flows_once_and_spares_the_others() {
+fn fabric_a_crash_aborts_the_instance_flows_once_and_spares_the_others() {
     let topo = TopologyConfig {
         nodes: 3,
         gpus_per_node: 2,

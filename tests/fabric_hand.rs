@@ -2,8 +2,7 @@
 
 use pdsim::fabric::harness::Harness;
 use pdsim::fabric::{
-    Fabric, FabricParams, FlowOutcome, FlowPhase, GpuId, Link, NicId, TopologyConfig,
-    TopologyKind,
+    Fabric, FabricParams, FlowOutcome, FlowPhase, GpuId, Link, NicId, TopologyConfig, TopologyKind,
 };
 
 fn gpu(node: u32, local: u32) -> GpuId {
@@ -30,7 +29,7 @@ fn ends(h: &mut Harness) -> Vec<(u64, u64)> {
 }
 
 #[test]
-fn two_flows_on_one_nic_get_half_each() {
+fn fabric_two_flows_on_one_nic_get_half_each() {
     // Two GPUs share node 0's only NIC (50 B/ns); each sends 5000 B to its own GPU on node 1.
     let mut h = ideal(TopologyConfig {
         nodes: 2,
@@ -61,7 +60,7 @@ fn two_flows_on_one_nic_get_half_each() {
 }
 
 #[test]
-fn a_flow_that_ends_frees_its_bandwidth_at_that_instant() {
+fn fabric_a_flow_that_ends_frees_its_bandwidth_at_that_instant() {
     // Both leave node 0's one NIC: a = 1000 B, b = 3000 B. Shared: 25 B/ns each; a ends at
     // 1000 / 25 = 40 ns, when b has 2000 B left, which it moves at 50 B/ns: 40 ns more.
     let mut h = ideal(TopologyConfig {
@@ -76,12 +75,16 @@ fn a_flow_that_ends_frees_its_bandwidth_at_that_instant() {
     assert_eq!(h.ended.len(), 1);
     assert_eq!((h.ended[0].token, h.ended[0].end_ns), (1, 40));
     let b = h.fabric.live_flow_ids().next().unwrap();
-    assert_eq!(h.fabric.flow_rate(b), 50.0, "b speeds up at the instant a ends");
+    assert_eq!(
+        h.fabric.flow_rate(b),
+        50.0,
+        "b speeds up at the instant a ends"
+    );
     assert_eq!(ends(&mut h), vec![(1, 40), (2, 80)]);
 }
 
 #[test]
-fn a_flow_across_a_saturated_spine_gets_a_quarter_of_its_nic() {
+fn fabric_a_flow_across_a_saturated_spine_gets_a_quarter_of_its_nic() {
     // Leaf/spine, 2 nodes of 4 NICs per leaf, oversubscription 4: a leaf's uplink carries
     // 8 × 50 / 4 = 100 B/ns. One flow alone crosses it at its NIC rate (50 < 100)...
     let topo = TopologyConfig {
@@ -121,7 +124,7 @@ fn a_flow_across_a_saturated_spine_gets_a_quarter_of_its_nic() {
 }
 
 #[test]
-fn a_same_node_transfer_uses_nvlink_and_no_nic() {
+fn fabric_a_same_node_transfer_uses_nvlink_and_no_nic() {
     // H100: 900 B/ns bidirectional NVLink per GPU, 450 each way: 9 MB in 20,000 ns.
     let mut h = ideal(TopologyConfig::default());
     h.start_at(0, gpu(0, 1), gpu(0, 5), 9_000_000, 72, 0);
@@ -137,7 +140,7 @@ fn a_same_node_transfer_uses_nvlink_and_no_nic() {
 }
 
 #[test]
-fn rail_crossing_goes_through_the_spine_and_same_rail_does_not() {
+fn fabric_rail_crossing_goes_through_the_spine_and_same_rail_does_not() {
     // Rail topology: GPU 0 of node 0 → GPU 3 of node 1 leaves on rail 0 and lands on rail 3.
     let mut h = ideal(TopologyConfig {
         nodes: 2,
@@ -155,7 +158,7 @@ fn rail_crossing_goes_through_the_spine_and_same_rail_does_not() {
 }
 
 #[test]
-fn latency_then_bandwidth() {
+fn fabric_latency_then_bandwidth() {
     // Latency 3 µs + 10 µs, then 1 MB at 50 × 0.5 = 25 B/ns: 13,000 + 40,000 ns.
     let params = FabricParams {
         base_latency_ns: 3_000,
@@ -173,7 +176,7 @@ fn latency_then_bandwidth() {
 }
 
 #[test]
-fn head_sliced_writes_are_slower_than_page_writes_by_the_predicted_factor() {
+fn fabric_head_sliced_writes_are_slower_than_page_writes_by_the_predicted_factor() {
     // Calibrated parameters. 8 MiB per rank: as 72 page writes it is 128 slices of 64 KiB, so
     // the per-WR cap is 8 MiB / (128 × 1 µs) = 65.5 B/ns and the NIC (0.366 × 50 = 18.3 B/ns)
     // binds. Head-sliced into 1 KiB writes it is 8192 work requests: capped at
@@ -181,7 +184,7 @@ fn head_sliced_writes_are_slower_than_page_writes_by_the_predicted_factor() {
     let p = FabricParams::default();
     let bytes: u64 = 8 << 20;
     let latency = p.base_latency_ns + p.batch_overhead_ns;
-    let mut time = |writes: u64| {
+    let time = |writes: u64| {
         let fabric = Fabric::build(TopologyConfig::default(), p.clone()).unwrap();
         let mut h = Harness::new(fabric);
         h.start_at(0, gpu(0, 0), gpu(1, 0), bytes, writes, 0);
@@ -197,12 +200,15 @@ fn head_sliced_writes_are_slower_than_page_writes_by_the_predicted_factor() {
     assert_eq!(page, (bytes as f64 / nic).ceil() as u64);
     assert_eq!(head, (bytes as f64 / cap).ceil() as u64);
     let factor = head as f64 / page as f64;
-    println!("head-sliced / page writes: {factor:.2} (predicted {:.2})", nic / cap);
+    println!(
+        "head-sliced / page writes: {factor:.2} (predicted {:.2})",
+        nic / cap
+    );
     assert!((factor / (nic / cap) - 1.0).abs() < 1e-6);
 }
 
 #[test]
-fn first_model_api_still_works_on_a_real_topology() {
+fn fabric_first_model_api_still_works_on_a_real_topology() {
     // NIC 0 (node 0) → NIC 9 (node 1, rail 1): crosses rail 0's uplink and rail 1's downlink.
     let mut f = Fabric::build(TopologyConfig::default(), FabricParams::ideal()).unwrap();
     let id = f.start_flow(0, NicId(0), NicId(9), 500, 42);

@@ -4,7 +4,8 @@
 //!   between events; every flow's goodput + retransmissions equals what it put on the wire;
 //! - feasibility: no link carries more than its capacity, a down link carries nothing;
 //! - every flow ends exactly once (completed, failed or aborted), with a consistent outcome;
-//! - determinism: the same case twice gives bit-identical ends.
+//! - determinism: the same case twice gives bit-identical ends;
+//! - the two driving modes (one event per flow, one timer for the fabric) give the same ends.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,7 @@ use proptest::prelude::*;
 
 use pdsim::fabric::harness::Harness;
 use pdsim::fabric::{
-    FailReason, Fabric, FabricParams, Fault, FlowEnd, FlowOutcome, GpuId, Link, NicId,
+    Fabric, FabricParams, FailReason, Fault, FlowEnd, FlowOutcome, GpuId, Link, NicId,
     TopologyConfig, TopologyKind,
 };
 
@@ -53,20 +54,22 @@ fn case() -> impl Strategy<Value = Case> {
         1.0f64..4.0,
         prop_oneof![Just(50.0), Just(12.5)],
     )
-        .prop_map(|(rail, nodes, gpus, nics, per_leaf, oversub, nic)| TopologyConfig {
-            nodes,
-            gpus_per_node: gpus,
-            nics_per_node: nics,
-            nic_bytes_per_ns: nic,
-            kind: if rail {
-                TopologyKind::Rail
-            } else {
-                TopologyKind::LeafSpine
+        .prop_map(
+            |(rail, nodes, gpus, nics, per_leaf, oversub, nic)| TopologyConfig {
+                nodes,
+                gpus_per_node: gpus,
+                nics_per_node: nics,
+                nic_bytes_per_ns: nic,
+                kind: if rail {
+                    TopologyKind::Rail
+                } else {
+                    TopologyKind::LeafSpine
+                },
+                nodes_per_leaf: per_leaf,
+                oversubscription: oversub,
+                nvlink_bytes_per_ns: 200.0,
             },
-            nodes_per_leaf: per_leaf,
-            oversubscription: oversub,
-            nvlink_bytes_per_ns: 200.0,
-        });
+        );
     let params = (
         any::<bool>(),
         any::<bool>(),
@@ -130,12 +133,17 @@ fn gpu(g: u32, topo: &TopologyConfig) -> GpuId {
     GpuId::from_global(g, topo.gpus_per_node)
 }
 
-/// Runs the case, checking feasibility and conservation; returns the ends.
-fn run(c: &Case) -> Result<Vec<FlowEnd>, TestCaseError> {
+/// Runs the case (single-timer mode or per-flow events), checking feasibility and
+/// conservation; returns the ends.
+fn run(c: &Case, single_timer: bool) -> Result<Vec<FlowEnd>, TestCaseError> {
     let fabric = Fabric::build(c.topo.clone(), c.params.clone()).unwrap();
     let links: Vec<Link> = fabric.links().collect();
     let pos: BTreeMap<Link, usize> = links.iter().enumerate().map(|(i, &l)| (l, i)).collect();
-    let mut h = Harness::new(fabric);
+    let mut h = if single_timer {
+        Harness::single_timer(fabric)
+    } else {
+        Harness::new(fabric)
+    };
     for (i, f) in c.flows.iter().enumerate() {
         h.start_at(
             f.at,
@@ -273,8 +281,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
-    fn conservation_feasibility_and_one_end_per_flow(c in case()) {
-        let ends = run(&c)?;
+    fn fabric_conservation_feasibility_and_one_end_per_flow(c in case()) {
+        let ends = run(&c, false)?;
         // Every flow ended exactly once.
         let mut tokens: Vec<u64> = ends.iter().map(|e| e.token).collect();
         tokens.sort_unstable();
@@ -300,6 +308,13 @@ proptest! {
             prop_assert!(e.delivered_bytes <= spec.bytes as f64 + 1e-6);
         }
         // Deterministic.
-        prop_assert_eq!(run(&c)?, ends);
+        prop_assert_eq!(run(&c, false)?, ends.clone());
+        // The single-timer mode ends every flow the same way at the same time (only the order
+        // of ends within one instant may differ).
+        let by_token = |mut v: Vec<FlowEnd>| {
+            v.sort_by_key(|e| e.token);
+            v
+        };
+        prop_assert_eq!(by_token(run(&c, true)?), by_token(ends));
     }
 }

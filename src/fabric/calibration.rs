@@ -158,10 +158,7 @@ impl FabricParams {
             ));
         }
         if !(self.per_wr_ns.is_finite() && self.per_wr_ns >= 0.0) {
-            return Err(format!(
-                "per_wr_ns must be >= 0 ns, got {}",
-                self.per_wr_ns
-            ));
+            return Err(format!("per_wr_ns must be >= 0 ns, got {}", self.per_wr_ns));
         }
         if self.slice_bytes == 0 {
             return Err("slice_bytes must be >= 1".into());

@@ -7,8 +7,10 @@ use crate::engine::{EventQueue, Nanos};
 
 #[derive(Clone, Debug)]
 enum Ev {
-    /// A fabric event.
+    /// A fabric event (per-flow mode).
     Due(Completion),
+    /// The fabric's timer (single-timer mode); stale unless its number is the current one.
+    Timer(u64),
     /// Start a transfer.
     Start {
         src: GpuId,
@@ -38,18 +40,30 @@ pub struct Harness {
     pub fabric: Fabric,
     queue: EventQueue<Ev>,
     buf: Vec<Completion>,
+    /// Single-timer mode: the number and time of the live timer event.
+    single: Option<(u64, Option<Nanos>)>,
     /// Every flow end, in the order they happened.
     pub ended: Vec<FlowEnd>,
 }
 
 impl Harness {
-    /// Drives `fabric` from time 0.
+    /// Drives `fabric` from time 0 in per-flow mode ([`Fabric::completions`], [`Fabric::fire`]).
     pub fn new(fabric: Fabric) -> Self {
         Self {
             fabric,
             queue: EventQueue::new(),
             buf: Vec::new(),
+            single: None,
             ended: Vec::new(),
+        }
+    }
+
+    /// Drives `fabric` from time 0 in single-timer mode ([`Fabric::next_due`],
+    /// [`Fabric::fire_due`]).
+    pub fn single_timer(fabric: Fabric) -> Self {
+        Self {
+            single: Some((0, None)),
+            ..Self::new(fabric)
         }
     }
 
@@ -100,6 +114,15 @@ impl Harness {
                 }
                 Stepped::Fabric
             }
+            Ev::Timer(n) => {
+                if let Some((current, _)) = self.single
+                    && n == current
+                {
+                    self.single = Some((current, None));
+                    self.fabric.fire_due(now, &mut self.ended);
+                }
+                Stepped::Fabric
+            }
             Ev::Start {
                 src,
                 dst,
@@ -117,10 +140,21 @@ impl Harness {
             }
         };
         // After every call that changes the fabric: schedule what changed.
-        self.buf.clear();
-        self.fabric.completions(now, &mut self.buf);
-        for c in self.buf.drain(..) {
-            self.queue.schedule_at(c.at, Ev::Due(c));
+        if let Some((n, scheduled)) = self.single {
+            let due = self.fabric.next_due(now);
+            if due != scheduled {
+                // The old timer event (if any) goes stale.
+                self.single = Some((n + 1, due));
+                if let Some(at) = due {
+                    self.queue.schedule_at(at, Ev::Timer(n + 1));
+                }
+            }
+        } else {
+            self.buf.clear();
+            self.fabric.completions(now, &mut self.buf);
+            for c in self.buf.drain(..) {
+                self.queue.schedule_at(c.at, Ev::Due(c));
+            }
         }
         Some(stepped)
     }

@@ -4,11 +4,18 @@
 //!
 //! # Driving it (the contract with the simulator)
 //! The fabric never schedules anything itself. Every call that changes it takes `now` (ns,
-//! never decreasing from call to call) and, after **every** such call, the simulator calls
-//! [`Fabric::completions`] at the same `now` and schedules each returned [`Completion`] as an
-//! event. When one fires it calls [`Fabric::fire`]: a stale event (its generation is no longer
-//! the flow's) and a phase change (latency paid, retry posted) return `None`; the end of a flow
-//! returns its [`FlowEnd`]. Then `completions` again. A flow has at most one live event.
+//! never decreasing from call to call). After **every** such call, at the same `now`, the
+//! simulator asks what to schedule, in one of two modes (pick one per run):
+//! - **single timer** (recommended): [`Fabric::next_due`] returns when the fabric next needs
+//!   attention; the simulator keeps one event for it (replacing it when the time changes) and,
+//!   when it fires, calls [`Fabric::fire_due`], which handles every flow due and returns the
+//!   flows that ended. Cost per mutation: O(1) events, whatever the number of flows whose
+//!   times moved.
+//! - **per flow**: [`Fabric::completions`] returns one [`Completion`] per flow whose next event
+//!   changed; the simulator schedules each and, when one fires, calls [`Fabric::fire`], which
+//!   ignores stale ones (generation no longer the flow's) and returns the [`FlowEnd`] if the
+//!   flow ended (`None` for a phase change: latency paid, retry posted). Simple, but a mutation
+//!   in a big component leaves thousands of stale events in the queue.
 //!
 //! One [`Fabric::start_transfer`] is one Mooncake batch (`batch_transfer_sync_write` of one
 //! prefill rank to one decode rank): it pays `base_latency_ns + batch_overhead_ns` (handled
@@ -34,6 +41,7 @@
 pub mod calibration;
 pub mod harness;
 pub mod maxmin;
+mod timers;
 mod topology;
 
 pub use calibration::FabricParams;
@@ -44,6 +52,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use maxmin::{LinkIdx, RateChange, Sharing};
+use timers::Timers;
 use topology::{Layout, Path};
 
 use crate::engine::Nanos;
@@ -184,6 +193,17 @@ pub struct FaultEffect {
     pub ended: Vec<FlowEnd>,
 }
 
+/// Work done by the max-min solver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SolverWork {
+    /// Mutations: a flow joins or leaves the sharing, a link changes capacity.
+    pub mutations: u64,
+    /// Component re-solves (several mutations at one instant cost one per component).
+    pub recomputations: u64,
+    /// Flows re-solved, summed over all re-solves.
+    pub recomputed_flows: u64,
+}
+
 /// Counters over the whole run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FabricStats {
@@ -272,6 +292,10 @@ pub struct Fabric {
     /// Flows whose next event changed since the last `completions`.
     dirty: Vec<u32>,
     is_dirty: Vec<bool>,
+    /// Every live flow's next event (single-timer mode).
+    timers: Timers,
+    /// Scratch list of flows due now.
+    due_now: Vec<u32>,
     /// Time of solver mutations whose rate changes are not yet applied.
     pending: Option<Nanos>,
     /// Scheduled link-ups `(at, sequence, link)` of NIC flaps, applied lazily: bringing a link
@@ -280,6 +304,8 @@ pub struct Fabric {
     ups: BinaryHeap<Reverse<(Nanos, u64, u32)>>,
     up_seq: u64,
     stats: FabricStats,
+    /// Solver mutations so far.
+    mutations: u64,
     now: Nanos,
 }
 
@@ -329,10 +355,13 @@ impl Fabric {
             changes: Vec::new(),
             dirty: Vec::new(),
             is_dirty: Vec::new(),
+            timers: Timers::default(),
+            due_now: Vec::new(),
             pending: None,
             ups: BinaryHeap::new(),
             up_seq: 0,
             stats: FabricStats::default(),
+            mutations: 0,
             now: 0,
         })
     }
@@ -439,45 +468,55 @@ impl Fabric {
         FlowId(id)
     }
 
-    /// Brings rates up to date at `now` and appends the events to (re)schedule: one per flow
-    /// whose next event changed, in ascending flow id order.
+    /// Per-flow mode: brings rates up to date at `now` and appends the events to (re)schedule,
+    /// one per flow whose next event changed, in ascending flow id order.
     pub fn completions(&mut self, now: Nanos, out: &mut Vec<Completion>) {
         self.advance(now);
         self.flush();
-        let mut dirty = std::mem::take(&mut self.dirty);
-        dirty.sort_unstable();
-        for &fi in &dirty {
-            self.is_dirty[fi as usize] = false;
-            let Some(f) = self.flows[fi as usize].as_mut() else {
-                continue;
-            };
-            let due = match f.phase {
-                Phase::Latency { until } | Phase::Retrying { until } => until,
-                Phase::Moving { .. } => {
-                    let goodput = f.rate * f.keep;
-                    if f.remaining <= 0.0 {
-                        f.settled_ns
-                    } else if goodput > 0.0 {
-                        // Rounded up: the event never comes before the last byte.
-                        f.settled_ns
-                            .saturating_add((f.remaining / goodput).ceil() as Nanos)
-                    } else {
-                        Nanos::MAX
-                    }
+        self.process_dirty(now, Some(out));
+    }
+
+    /// Single-timer mode: brings rates up to date at `now` and returns when the fabric next
+    /// needs [`Fabric::fire_due`] (the earliest event of any flow), if ever. The simulator keeps
+    /// one event for the whole fabric instead of one per flow: in a big component every
+    /// mutation moves thousands of flows' times, which as per-flow events would pile up as
+    /// stale entries in its queue.
+    pub fn next_due(&mut self, now: Nanos) -> Option<Nanos> {
+        self.advance(now);
+        self.flush();
+        self.process_dirty(now, None);
+        self.timers.peek().map(|(at, _)| at)
+    }
+
+    /// Single-timer mode: handles every flow event due at or before `now`, in (time, flow id)
+    /// order, appending the flows that ended to `ends`. Then call [`Fabric::next_due`].
+    pub fn fire_due(&mut self, now: Nanos, ends: &mut Vec<FlowEnd>) {
+        self.advance(now);
+        loop {
+            self.flush();
+            self.process_dirty(now, None);
+            let mut batch = std::mem::take(&mut self.due_now);
+            while let Some((at, fi)) = self.timers.peek() {
+                if at > now {
+                    break;
                 }
-            };
-            f.due_ns = due;
-            let at = due.min(f.deadline_ns);
-            if at != Nanos::MAX {
-                out.push(Completion {
-                    flow: FlowId(fi),
-                    generation: f.generation,
-                    at: at.max(now),
-                });
+                self.timers.remove(fi);
+                batch.push(fi);
             }
+            if batch.is_empty() {
+                self.due_now = batch;
+                return;
+            }
+            // Fire them all before re-solving: a flow due now finished at its old rate even if
+            // another one ending now changes that rate from now on.
+            for &fi in &batch {
+                if let Some(end) = self.fire_inner(now, fi as usize) {
+                    ends.push(end);
+                }
+            }
+            batch.clear();
+            self.due_now = batch;
         }
-        dirty.clear();
-        self.dirty = dirty;
     }
 
     /// Whether `generation` is the flow's current one (its event is not stale).
@@ -492,8 +531,12 @@ impl Fabric {
         if !self.is_current(flow, generation) {
             return None;
         }
-        let fi = flow.0 as usize;
-        let f = self.flows[fi].as_ref().expect("current");
+        self.fire_inner(now, flow.0 as usize)
+    }
+
+    /// Handles flow `fi`'s event at `now` (see [`Fabric::fire`]).
+    fn fire_inner(&mut self, now: Nanos, fi: usize) -> Option<FlowEnd> {
+        let f = self.flows[fi].as_ref().expect("a live flow");
         let (due, deadline, phase) = (f.due_ns, f.deadline_ns, f.phase);
         if due <= now && due <= deadline {
             return match phase {
@@ -636,6 +679,7 @@ impl Fabric {
         let st = &mut self.links[l.0 as usize];
         st.fraction = fraction;
         self.sharing.set_capacity(l, st.nominal * fraction);
+        self.mutations += 1;
         self.pending = Some(now);
         self.flows_on(l)
     }
@@ -801,7 +845,11 @@ impl Fabric {
     pub fn flow_path(&self, flow: FlowId) -> Vec<Link> {
         let f = self.flow(flow);
         if matches!(f.phase, Phase::Moving { .. }) {
-            f.path.links().iter().map(|&l| self.layout.link(l)).collect()
+            f.path
+                .links()
+                .iter()
+                .map(|&l| self.layout.link(l))
+                .collect()
         } else {
             Vec::new()
         }
@@ -822,12 +870,13 @@ impl Fabric {
         self.stats
     }
 
-    /// Solver work so far: `(component recomputations, flows recomputed over all of them)`.
-    pub fn solver_work(&self) -> (u64, u64) {
-        (
-            self.sharing.recomputations(),
-            self.sharing.recomputed_flows(),
-        )
+    /// Solver work so far (for benchmarks).
+    pub fn solver_work(&self) -> SolverWork {
+        SolverWork {
+            mutations: self.mutations,
+            recomputations: self.sharing.recomputations(),
+            recomputed_flows: self.sharing.recomputed_flows(),
+        }
     }
 
     // ------------------------------------------------------------------ internals
@@ -843,8 +892,8 @@ impl Fabric {
     fn first_gpu_of(&self, nic: NicId) -> GpuId {
         let c = &self.layout.cfg;
         let (node, k) = (nic.0 / c.nics_per_node, nic.0 % c.nics_per_node);
-        let local = (u64::from(k) * u64::from(c.gpus_per_node))
-            .div_ceil(u64::from(c.nics_per_node)) as u32;
+        let local =
+            (u64::from(k) * u64::from(c.gpus_per_node)).div_ceil(u64::from(c.nics_per_node)) as u32;
         GpuId {
             node,
             local: local.min(c.gpus_per_node - 1),
@@ -906,6 +955,57 @@ impl Fabric {
         self.changes = changes;
     }
 
+    /// Computes the next event of every flow marked dirty, updates the timer heap, and (per-flow
+    /// mode) appends the events to schedule.
+    fn process_dirty(&mut self, now: Nanos, mut out: Option<&mut Vec<Completion>>) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        if dirty.len() * 16 > self.is_dirty.len() {
+            // Many (a big component changed): reading the marks in id order beats sorting.
+            dirty.clear();
+            dirty.extend((0..self.is_dirty.len() as u32).filter(|&f| self.is_dirty[f as usize]));
+        } else {
+            dirty.sort_unstable();
+        }
+        for &fi in &dirty {
+            self.is_dirty[fi as usize] = false;
+            let Some(f) = self.flows[fi as usize].as_mut() else {
+                continue;
+            };
+            let due = match f.phase {
+                Phase::Latency { until } | Phase::Retrying { until } => until,
+                Phase::Moving { .. } => {
+                    let goodput = f.rate * f.keep;
+                    if f.remaining <= 0.0 {
+                        f.settled_ns
+                    } else if goodput > 0.0 {
+                        // Rounded up: the event never comes before the last byte.
+                        f.settled_ns
+                            .saturating_add((f.remaining / goodput).ceil() as Nanos)
+                    } else {
+                        Nanos::MAX
+                    }
+                }
+            };
+            f.due_ns = due;
+            let at = due.min(f.deadline_ns);
+            if at == Nanos::MAX {
+                self.timers.remove(fi);
+                continue;
+            }
+            let at = at.max(now);
+            self.timers.set(fi, at);
+            if let Some(out) = out.as_deref_mut() {
+                out.push(Completion {
+                    flow: FlowId(fi),
+                    generation: f.generation,
+                    at,
+                });
+            }
+        }
+        dirty.clear();
+        self.dirty = dirty;
+    }
+
     /// Gives the flow a new generation (its scheduled event becomes stale) and lists it for the
     /// next `completions`.
     fn mark_dirty(&mut self, fi: u32) {
@@ -923,8 +1023,19 @@ impl Fabric {
         let Self { flows, links, .. } = self;
         let f = flows[fi].as_mut().expect("settle a live flow");
         if matches!(f.phase, Phase::Moving { .. }) && now > f.settled_ns && f.rate > 0.0 {
+            let goodput = f.rate * f.keep;
             let dt = (now - f.settled_ns) as f64;
-            let good = (f.rate * f.keep * dt).min(f.remaining);
+            // A flow past its (rounded-up) due time has landed everything, whatever the float
+            // product says: otherwise a flow due at the very instant another one ends would be
+            // left a residue and pushed 1 ns later.
+            let due = f
+                .settled_ns
+                .saturating_add((f.remaining / goodput).ceil() as Nanos);
+            let good = if now >= due {
+                f.remaining
+            } else {
+                (goodput * dt).min(f.remaining)
+            };
             let wire = good / f.keep;
             let resent = wire - good;
             f.remaining -= good;
@@ -952,7 +1063,9 @@ impl Fabric {
     }
 
     fn path_is_up(&self, path: &Path) -> bool {
-        path.links().iter().all(|l| self.links[l.0 as usize].down == 0)
+        path.links()
+            .iter()
+            .all(|l| self.links[l.0 as usize].down == 0)
     }
 
     /// The path an attempt uses: the first NIC pair, in Mooncake's preference order, whose
@@ -1008,8 +1121,17 @@ impl Fabric {
         match self.select_path(fi) {
             Some(path) => {
                 let keep = self.keep_of(path);
-                let cap = f.cap;
+                // A cap at or above the smallest healthy capacity on the path can never bind
+                // (capacities only go down from there): leave it out of the solver, which would
+                // otherwise sort every capped flow at each re-solve. Same rates, less work.
+                let floor = path
+                    .links()
+                    .iter()
+                    .map(|l| self.links[l.0 as usize].nominal)
+                    .fold(f64::INFINITY, f64::min);
+                let cap = if f.cap >= floor { f64::INFINITY } else { f.cap };
                 let share = self.sharing.add_flow(path.links(), cap);
+                self.mutations += 1;
                 if share.0 as usize >= self.owner.len() {
                     self.owner.resize(share.0 as usize + 1, 0);
                 }
@@ -1071,6 +1193,7 @@ impl Fabric {
             };
             let until = now + self.detect_ns(&f.path, l);
             self.sharing.remove_flow(share);
+            self.mutations += 1;
             let f = self.flows[fi].as_mut().expect("live");
             f.phase = Phase::Retrying { until };
             f.rate = 0.0;
@@ -1109,8 +1232,10 @@ impl Fabric {
                 f.remaining = 0.0;
             }
             self.sharing.remove_flow(share);
+            self.mutations += 1;
             self.pending = Some(now);
         }
+        self.timers.remove(fi as u32);
         self.free.push(Reverse(fi as u32));
         self.live -= 1;
         match outcome {

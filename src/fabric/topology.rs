@@ -283,21 +283,21 @@ impl Layout {
         let i = i.0;
         if i < self.nv_base {
             let n = NicId(i / 2);
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 Link::NicTx(n)
             } else {
                 Link::NicRx(n)
             }
         } else if i < self.sw_base {
             let g = GpuId::from_global((i - self.nv_base) / 2, self.cfg.gpus_per_node);
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 Link::NvlinkTx(g)
             } else {
                 Link::NvlinkRx(g)
             }
         } else {
             let s = (i - self.sw_base) / 2;
-            if (i - self.sw_base) % 2 == 0 {
+            if (i - self.sw_base).is_multiple_of(2) {
                 Link::Uplink(s)
             } else {
                 Link::Downlink(s)
@@ -331,8 +331,8 @@ impl Layout {
     /// The NIC GPU `g` is attached to (its preferred NIC).
     pub(crate) fn affinity(&self, g: GpuId) -> NicId {
         let c = &self.cfg;
-        let local = (u64::from(g.local) * u64::from(c.nics_per_node) / u64::from(c.gpus_per_node))
-            as u32;
+        let local =
+            (u64::from(g.local) * u64::from(c.nics_per_node) / u64::from(c.gpus_per_node)) as u32;
         NicId(g.node * c.nics_per_node + local)
     }
 
@@ -450,6 +450,11 @@ mod tests {
             nics_per_node: 0,
             ..Default::default()
         };
-        assert!(bad.validate().unwrap_err().to_string().contains("nics_per_node"));
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("nics_per_node")
+        );
     }
 }

@@ -272,3 +272,41 @@ fn fabric_a_crash_aborts_the_instance_flows_once_and_spares_the_others() {
     // Token 3 shared NIC 0 with token 1 (25 B/ns each) until 0.3 ms: 7.5 MB; the rest at 50.
     assert_eq!(h.end_of(3).unwrap().end_ns, 300_000 + 850_000);
 }
+
+#[test]
+fn fabric_downs_nest_and_a_flap_comes_back_by_itself() {
+    let mut f = Fabric::build(TopologyConfig::default(), FabricParams::ideal()).unwrap();
+    let rx = Link::NicRx(NicId(3));
+    f.link_down(0, rx);
+    f.link_down(0, rx);
+    f.link_up(10, rx);
+    assert!(!f.link_is_up(rx), "two downs need two ups");
+    assert_eq!(f.link_capacity(rx), 0.0);
+    f.link_up(20, rx);
+    assert!(f.link_is_up(rx));
+    assert_eq!(f.link_capacity(rx), 50.0);
+    // An unmatched up is ignored: the next down takes the link down.
+    f.link_up(30, rx);
+    f.link_down(40, rx);
+    assert!(!f.link_is_up(rx));
+    f.link_up(50, rx);
+
+    // A flap's up is applied at the first call at or after its time.
+    f.nic_flap(100, NicId(3), 1_000);
+    assert!(!f.link_is_up(Link::NicTx(NicId(3))));
+    let mut c = Vec::new();
+    f.completions(1_099, &mut c);
+    assert!(!f.link_is_up(rx));
+    f.completions(1_100, &mut c);
+    assert!(f.link_is_up(rx) && f.link_is_up(Link::NicTx(NicId(3))));
+}
+
+#[test]
+fn fabric_invalid_parameters_are_an_error_naming_the_field() {
+    let p = FabricParams {
+        nic_efficiency: 1.5,
+        ..FabricParams::default()
+    };
+    let err = Fabric::build(TopologyConfig::default(), p).err().unwrap();
+    assert!(err.to_string().contains("nic_efficiency"), "{err}");
+}

@@ -128,9 +128,13 @@ impl FlowEnd {
     }
 
     /// Achieved bandwidth `bytes ÷ (end − start)`, bytes/ns, latency included (what a user of
-    /// the transfer sees). `INFINITY` for a flow that took no time.
+    /// the transfer sees). A flow that took no time: `INFINITY`, or 0 if it had no bytes.
     pub fn achieved_bytes_per_ns(&self) -> f64 {
-        self.bytes as f64 / (self.end_ns - self.start_ns) as f64
+        match (self.bytes, self.end_ns - self.start_ns) {
+            (0, _) => 0.0,
+            (_, 0) => f64::INFINITY,
+            (b, dt) => b as f64 / dt as f64,
+        }
     }
 }
 
@@ -325,12 +329,10 @@ impl Fabric {
         Self::build(topo, FabricParams::ideal()).expect("a valid first-model fabric")
     }
 
-    /// A fabric of `topo` with `params`.
+    /// A fabric of `topo` with `params`; the error names the field at fault.
     pub fn build(topo: TopologyConfig, params: FabricParams) -> Result<Self, TopologyError> {
         topo.validate()?;
-        if let Err(e) = params.validate() {
-            panic!("invalid fabric parameters: {e}");
-        }
+        params.validate().map_err(TopologyError::Param)?;
         let layout = Layout::new(topo);
         let links: Vec<LinkState> = (0..layout.num_links())
             .map(|i| LinkState {

@@ -135,6 +135,9 @@ pub enum TopologyError {
     /// Oversubscription below 1.
     #[error("fabric.oversubscription must be >= 1 (1 = non-blocking), got {0}")]
     Oversubscription(f64),
+    /// A model parameter out of range (see `FabricParams::validate`).
+    #[error("fabric.{0}")]
+    Param(String),
 }
 
 impl TopologyConfig {

@@ -408,6 +408,7 @@ impl Fabric {
             phase: Phase::Latency {
                 until: now + latency,
             },
+            // Placeholder: the path is chosen when the latency is paid.
             path: self.layout.nvlink_path(src, src),
             remaining: bytes as f64,
             rate: 0.0,

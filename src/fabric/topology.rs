@@ -1,0 +1,463 @@
+//! Topology: nodes of GPUs, NICs with GPU affinity, switch tiers, NVLink, and the links a transfer
+//! crosses.
+//!
+//! # Links
+//! Every link is one direction of one physical resource, with a capacity in **bytes per ns**:
+//! - each NIC has a TX and an RX link (full duplex);
+//! - each GPU has an NVLink TX and RX link, each half the GPU's bidirectional NVLink bandwidth
+//!   (a same-node transfer crosses the sender's TX and the receiver's RX, never a NIC);
+//! - each first-tier switch (a rail switch, or a leaf) has an uplink to the spine and a downlink
+//!   from it. Switches themselves are non-blocking: only these uplinks and downlinks are
+//!   oversubscribed.
+//!
+//! # Paths between NICs
+//! - `rail`: NIC `i` of every node hangs off rail switch `i`. NIC `i` → NIC `i` of another node
+//!   stays on the rail: `[TX, RX]`. NIC `i` → NIC `j ≠ i` goes up rail `i` to the spine and down
+//!   rail `j`: `[TX, up(i), down(j), RX]`.
+//! - `leaf_spine`: nodes `[k·nodes_per_leaf, (k+1)·nodes_per_leaf)` hang off leaf `k`. Within a
+//!   leaf: `[TX, RX]`; across leaves: `[TX, up(leaf a), down(leaf b), RX]`.
+//!
+//! The uplink and the downlink of a switch each carry the line rate of the NICs under it divided
+//! by `oversubscription` (1 = non-blocking).
+
+use thiserror::Error;
+
+use super::maxmin::LinkIdx;
+
+/// Index of a NIC in the cluster: `node × nics_per_node + local`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NicId(pub u32);
+
+/// A GPU, the endpoint of every transfer: `local` is its index within `node`.
+/// The global index used by the placement is `node × gpus_per_node + local`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GpuId {
+    /// Node index.
+    pub node: u32,
+    /// GPU index within the node.
+    pub local: u32,
+}
+
+impl GpuId {
+    /// The GPU with global index `gpu` on nodes of `gpus_per_node` GPUs.
+    pub fn from_global(gpu: u32, gpus_per_node: u32) -> Self {
+        Self {
+            node: gpu / gpus_per_node,
+            local: gpu % gpus_per_node,
+        }
+    }
+}
+
+/// The switch tier of the fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopologyKind {
+    /// Rail-optimised: same-index NICs of all nodes share one rail switch; crossing rails goes
+    /// through the spine.
+    Rail,
+    /// Two tiers: `nodes_per_leaf` nodes per leaf switch, leaves joined by a spine.
+    LeafSpine,
+}
+
+/// One direction of one physical resource (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Link {
+    /// What a NIC sends.
+    NicTx(NicId),
+    /// What a NIC receives.
+    NicRx(NicId),
+    /// What a GPU sends over NVLink.
+    NvlinkTx(GpuId),
+    /// What a GPU receives over NVLink.
+    NvlinkRx(GpuId),
+    /// First-tier switch (rail or leaf) `s` to the spine.
+    Uplink(u32),
+    /// Spine to first-tier switch (rail or leaf) `s`.
+    Downlink(u32),
+}
+
+/// The hardware the scenario describes. Every field has a default (see [`Default`]); build it
+/// with `TopologyConfig { nodes: 4, ..Default::default() }`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TopologyConfig {
+    /// Nodes in the cluster. Default 2.
+    pub nodes: u32,
+    /// GPUs per node. Default 8 (HGX H100).
+    pub gpus_per_node: u32,
+    /// NICs per node; GPU `g` uses NIC `g × nics_per_node / gpus_per_node` of its node.
+    /// Default 8: one per GPU, as on DGX/HGX H100 (numbers.md).
+    pub nics_per_node: u32,
+    /// NIC line rate, bytes per ns, each direction. Default 50 (ConnectX-7, 400 Gb/s).
+    pub nic_bytes_per_ns: f64,
+    /// Switch tier. Default [`TopologyKind::Rail`].
+    pub kind: TopologyKind,
+    /// Nodes under one leaf (`LeafSpine` only; the last leaf may hold fewer). Default 8.
+    pub nodes_per_leaf: u32,
+    /// Line rate of the NICs under a switch ÷ capacity of its uplink (and of its downlink);
+    /// `>= 1`. Default 1 (non-blocking).
+    pub oversubscription: f64,
+    /// Bidirectional NVLink bandwidth of one GPU, bytes per ns; each direction gets half.
+    /// Default 900 (H100 SXM, numbers.md).
+    pub nvlink_bytes_per_ns: f64,
+}
+
+impl Default for TopologyConfig {
+    fn default() -> Self {
+        Self {
+            nodes: 2,
+            gpus_per_node: 8,
+            nics_per_node: 8,
+            nic_bytes_per_ns: 50.0,
+            kind: TopologyKind::Rail,
+            nodes_per_leaf: 8,
+            oversubscription: 1.0,
+            nvlink_bytes_per_ns: 900.0,
+        }
+    }
+}
+
+/// A topology that cannot be built; the message names the field and the fix.
+#[derive(Debug, Error, PartialEq)]
+pub enum TopologyError {
+    /// A count is zero.
+    #[error("fabric.{field} must be >= 1, got 0")]
+    Zero {
+        /// Field name.
+        field: &'static str,
+    },
+    /// A rate is not a positive finite number.
+    #[error("fabric.{field} must be a positive finite number of bytes/ns, got {value}")]
+    Rate {
+        /// Field name.
+        field: &'static str,
+        /// Value given.
+        value: f64,
+    },
+    /// Oversubscription below 1.
+    #[error("fabric.oversubscription must be >= 1 (1 = non-blocking), got {0}")]
+    Oversubscription(f64),
+    /// A model parameter out of range (see `FabricParams::validate`).
+    #[error("fabric.{0}")]
+    Param(String),
+}
+
+impl TopologyConfig {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), TopologyError> {
+        for (field, v) in [
+            ("nodes", self.nodes),
+            ("gpus_per_node", self.gpus_per_node),
+            ("nics_per_node", self.nics_per_node),
+            ("nodes_per_leaf", self.nodes_per_leaf),
+        ] {
+            if v == 0 {
+                return Err(TopologyError::Zero { field });
+            }
+        }
+        for (field, value) in [
+            ("nic_bytes_per_ns", self.nic_bytes_per_ns),
+            ("nvlink_bytes_per_ns", self.nvlink_bytes_per_ns),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(TopologyError::Rate { field, value });
+            }
+        }
+        if !(self.oversubscription.is_finite() && self.oversubscription >= 1.0) {
+            return Err(TopologyError::Oversubscription(self.oversubscription));
+        }
+        Ok(())
+    }
+}
+
+/// At most this many links on a path (`[TX, up, down, RX]`).
+pub(crate) const MAX_PATH: usize = 4;
+
+/// A route: the links a flow crosses, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Path {
+    links: [LinkIdx; MAX_PATH],
+    len: u8,
+}
+
+impl Path {
+    fn new(links: &[LinkIdx]) -> Self {
+        let mut p = Self {
+            links: [LinkIdx(0); MAX_PATH],
+            len: links.len() as u8,
+        };
+        p.links[..links.len()].copy_from_slice(links);
+        p
+    }
+
+    pub(crate) fn links(&self) -> &[LinkIdx] {
+        &self.links[..self.len as usize]
+    }
+}
+
+/// The built topology: link numbering, capacities and routes. Pure: no state changes after
+/// construction (link health lives in the fabric).
+#[derive(Clone, Debug)]
+pub(crate) struct Layout {
+    pub(crate) cfg: TopologyConfig,
+    /// First NVLink link index (NIC links come first: TX of NIC `n` at `2n`, RX at `2n + 1`).
+    nv_base: u32,
+    /// First switch link index (uplink of switch `s` at `sw_base + 2s`, downlink at `+ 1`).
+    sw_base: u32,
+    switches: u32,
+}
+
+impl Layout {
+    pub(crate) fn new(cfg: TopologyConfig) -> Self {
+        let nics = cfg.nodes * cfg.nics_per_node;
+        let gpus = cfg.nodes * cfg.gpus_per_node;
+        let switches = match cfg.kind {
+            TopologyKind::Rail => cfg.nics_per_node,
+            TopologyKind::LeafSpine => cfg.nodes.div_ceil(cfg.nodes_per_leaf),
+        };
+        Self {
+            nv_base: 2 * nics,
+            sw_base: 2 * nics + 2 * gpus,
+            switches,
+            cfg,
+        }
+    }
+
+    pub(crate) fn num_links(&self) -> u32 {
+        self.sw_base + 2 * self.switches
+    }
+
+    pub(crate) fn num_nics(&self) -> u32 {
+        self.cfg.nodes * self.cfg.nics_per_node
+    }
+
+    pub(crate) fn num_switches(&self) -> u32 {
+        self.switches
+    }
+
+    fn gpu_index(&self, g: GpuId) -> u32 {
+        g.node * self.cfg.gpus_per_node + g.local
+    }
+
+    pub(crate) fn check_gpu(&self, g: GpuId) {
+        assert!(
+            g.node < self.cfg.nodes && g.local < self.cfg.gpus_per_node,
+            "GPU {g:?} outside the fabric ({} nodes x {} GPUs)",
+            self.cfg.nodes,
+            self.cfg.gpus_per_node
+        );
+    }
+
+    pub(crate) fn check_nic(&self, n: NicId) {
+        assert!(
+            n.0 < self.num_nics(),
+            "NIC {} outside the fabric ({} NICs)",
+            n.0,
+            self.num_nics()
+        );
+    }
+
+    /// Index of `link` in the solver.
+    pub(crate) fn index(&self, link: Link) -> LinkIdx {
+        LinkIdx(match link {
+            Link::NicTx(n) => {
+                self.check_nic(n);
+                2 * n.0
+            }
+            Link::NicRx(n) => {
+                self.check_nic(n);
+                2 * n.0 + 1
+            }
+            Link::NvlinkTx(g) => {
+                self.check_gpu(g);
+                self.nv_base + 2 * self.gpu_index(g)
+            }
+            Link::NvlinkRx(g) => {
+                self.check_gpu(g);
+                self.nv_base + 2 * self.gpu_index(g) + 1
+            }
+            Link::Uplink(s) | Link::Downlink(s) => {
+                assert!(s < self.switches, "switch {s} outside the fabric");
+                self.sw_base + 2 * s + u32::from(matches!(link, Link::Downlink(_)))
+            }
+        })
+    }
+
+    /// The link at solver index `i`.
+    pub(crate) fn link(&self, i: LinkIdx) -> Link {
+        let i = i.0;
+        if i < self.nv_base {
+            let n = NicId(i / 2);
+            if i.is_multiple_of(2) {
+                Link::NicTx(n)
+            } else {
+                Link::NicRx(n)
+            }
+        } else if i < self.sw_base {
+            let g = GpuId::from_global((i - self.nv_base) / 2, self.cfg.gpus_per_node);
+            if i.is_multiple_of(2) {
+                Link::NvlinkTx(g)
+            } else {
+                Link::NvlinkRx(g)
+            }
+        } else {
+            let s = (i - self.sw_base) / 2;
+            if (i - self.sw_base).is_multiple_of(2) {
+                Link::Uplink(s)
+            } else {
+                Link::Downlink(s)
+            }
+        }
+    }
+
+    /// Capacity of `link` when healthy, bytes/ns. NIC links carry `nic_efficiency` of the line
+    /// rate (what the transfer engine achieves, see `calibration.rs`); switch links carry the
+    /// wire rate of their members ÷ oversubscription.
+    pub(crate) fn nominal_capacity(&self, link: Link, nic_efficiency: f64) -> f64 {
+        let c = &self.cfg;
+        match link {
+            Link::NicTx(_) | Link::NicRx(_) => c.nic_bytes_per_ns * nic_efficiency,
+            Link::NvlinkTx(_) | Link::NvlinkRx(_) => c.nvlink_bytes_per_ns / 2.0,
+            Link::Uplink(s) | Link::Downlink(s) => {
+                let members = match c.kind {
+                    // One NIC of every node.
+                    TopologyKind::Rail => c.nodes,
+                    TopologyKind::LeafSpine => {
+                        let first = s * c.nodes_per_leaf;
+                        let nodes = (c.nodes - first).min(c.nodes_per_leaf);
+                        nodes * c.nics_per_node
+                    }
+                };
+                f64::from(members) * c.nic_bytes_per_ns / c.oversubscription
+            }
+        }
+    }
+
+    /// The NIC GPU `g` is attached to (its preferred NIC).
+    pub(crate) fn affinity(&self, g: GpuId) -> NicId {
+        let c = &self.cfg;
+        let local =
+            (u64::from(g.local) * u64::from(c.nics_per_node) / u64::from(c.gpus_per_node)) as u32;
+        NicId(g.node * c.nics_per_node + local)
+    }
+
+    /// The `k`-th NIC Mooncake may use for GPU `g`: `k = 0` is the preferred (affine) NIC, then
+    /// the node's other NICs in ring order from it (the "secondary" list).
+    pub(crate) fn candidate(&self, g: GpuId, k: u32) -> NicId {
+        let n = self.cfg.nics_per_node;
+        let a = self.affinity(g).0 - g.node * n;
+        NicId(g.node * n + (a + k) % n)
+    }
+
+    fn node_of(&self, nic: NicId) -> u32 {
+        nic.0 / self.cfg.nics_per_node
+    }
+
+    fn switch_of(&self, nic: NicId) -> u32 {
+        match self.cfg.kind {
+            TopologyKind::Rail => nic.0 % self.cfg.nics_per_node,
+            TopologyKind::LeafSpine => self.node_of(nic) / self.cfg.nodes_per_leaf,
+        }
+    }
+
+    /// Route from `src`'s TX to `dst`'s RX through the switches.
+    pub(crate) fn nic_path(&self, src: NicId, dst: NicId) -> Path {
+        let (a, b) = (self.switch_of(src), self.switch_of(dst));
+        let tx = self.index(Link::NicTx(src));
+        let rx = self.index(Link::NicRx(dst));
+        if a == b {
+            Path::new(&[tx, rx])
+        } else {
+            Path::new(&[
+                tx,
+                self.index(Link::Uplink(a)),
+                self.index(Link::Downlink(b)),
+                rx,
+            ])
+        }
+    }
+
+    /// Route between two GPUs of one node (or a GPU and itself): NVLink only.
+    pub(crate) fn nvlink_path(&self, src: GpuId, dst: GpuId) -> Path {
+        Path::new(&[
+            self.index(Link::NvlinkTx(src)),
+            self.index(Link::NvlinkRx(dst)),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(kind: TopologyKind) -> Layout {
+        Layout::new(TopologyConfig {
+            nodes: 4,
+            gpus_per_node: 4,
+            nics_per_node: 2,
+            kind,
+            nodes_per_leaf: 2,
+            oversubscription: 2.0,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn link_numbering_round_trips() {
+        for kind in [TopologyKind::Rail, TopologyKind::LeafSpine] {
+            let l = layout(kind);
+            for i in 0..l.num_links() {
+                assert_eq!(l.index(l.link(LinkIdx(i))), LinkIdx(i));
+            }
+        }
+    }
+
+    #[test]
+    fn affinity_and_candidates() {
+        let l = layout(TopologyKind::Rail);
+        // 4 GPUs on 2 NICs: GPUs 0, 1 → NIC 0; GPUs 2, 3 → NIC 1 (of node 1: NICs 2, 3).
+        let g = |node, local| GpuId { node, local };
+        assert_eq!(l.affinity(g(1, 1)), NicId(2));
+        assert_eq!(l.affinity(g(1, 2)), NicId(3));
+        assert_eq!(l.candidate(g(1, 2), 1), NicId(2));
+        assert_eq!(l.candidate(g(1, 2), 2), NicId(3));
+    }
+
+    #[test]
+    fn rail_and_leaf_paths() {
+        let l = layout(TopologyKind::Rail);
+        // Same rail (NIC index 0 on nodes 0 and 3): no spine.
+        assert_eq!(l.nic_path(NicId(0), NicId(6)).links().len(), 2);
+        // Rail 0 → rail 1 crosses the spine; rail uplink = 4 nodes × 50 / 2.
+        let p = l.nic_path(NicId(0), NicId(7));
+        assert_eq!(l.link(p.links()[1]), Link::Uplink(0));
+        assert_eq!(l.link(p.links()[2]), Link::Downlink(1));
+        assert_eq!(l.nominal_capacity(Link::Uplink(0), 1.0), 100.0);
+
+        let l = layout(TopologyKind::LeafSpine);
+        // Nodes 0 and 1 share leaf 0; node 2 is on leaf 1.
+        assert_eq!(l.nic_path(NicId(0), NicId(3)).links().len(), 2);
+        let p = l.nic_path(NicId(0), NicId(4));
+        assert_eq!(l.link(p.links()[1]), Link::Uplink(0));
+        assert_eq!(l.link(p.links()[2]), Link::Downlink(1));
+        // 2 nodes × 2 NICs × 50 / 2.
+        assert_eq!(l.nominal_capacity(Link::Downlink(1), 1.0), 100.0);
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let bad = TopologyConfig {
+            oversubscription: 0.5,
+            ..Default::default()
+        };
+        assert_eq!(bad.validate(), Err(TopologyError::Oversubscription(0.5)));
+        let bad = TopologyConfig {
+            nics_per_node: 0,
+            ..Default::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("nics_per_node")
+        );
+    }
+}

@@ -19,10 +19,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use serde::Serialize;
 
 use crate::engine::{EventQueue, NS_PER_S, Nanos};
-use crate::fabric::maxmin::FlowId;
-use crate::fabric::{Completion, Fabric, NicId};
+use crate::fabric::{Fabric, FailReason, FlowOutcome, GpuId, NicId, TopologyConfig};
 use crate::metrics::{Collector, Outcome, RequestRow, Sink, TimeseriesRow};
-use crate::scenario::{Role, Scenario};
+use crate::scenario::{FaultAction, Role, Scenario};
 use crate::workload::{Generator, NewRequest};
 use compute::{StepModel, calibrated_params};
 use memory::{Holding, KvPool, PageAllocator};
@@ -64,26 +63,21 @@ pub enum Event {
     Arrival,
     /// Decode's page ids (the per-request metadata) reached the prefill.
     MetadataArrived(ReqRef),
-    /// A prefill forward finished.
-    PrefillStepDone(u32),
-    /// A transfer-queue worker's chunk paid its latency: start its flows.
-    ChunkLatencyPaid {
-        /// Prefill instance.
-        prefill: u32,
-        /// Shard.
-        shard: u32,
-    },
-    /// A flow moved its last byte (stale if `generation` is not the flow's current one).
-    FlowDone {
-        /// The flow.
-        flow: FlowId,
-        /// Its generation when scheduled.
-        generation: u64,
-    },
+    /// A prefill forward finished (instance, its epoch when started).
+    PrefillStepDone(u32, u32),
+    /// The fabric's next flow phase change or end is due (stale unless `0` is the current
+    /// fabric timer generation).
+    FabricDue(u64),
+    /// The scenario's fault number `0` happens.
+    Fault(usize),
+    /// A crashed instance comes back.
+    Restart(u32),
+    /// Decode's heartbeat has missed a crashed prefill twice: its rooms are failed.
+    HeartbeatLost(u32, u32),
     /// Prefill's `conclude_transfer(Success)` reached the decode.
     TransferSucceeded(ReqRef),
-    /// A decode step finished.
-    DecodeStepDone(u32),
+    /// A decode step finished (instance, its epoch when started).
+    DecodeStepDone(u32, u32),
     /// Decode's `WaitingForInput` timeout for a request, in its bootstrap round.
     WaitingTimeout(ReqRef, u32),
     /// Prefill's `Bootstrapping` timeout for a request, in its bootstrap round.
@@ -135,6 +129,24 @@ fn phase_key(join_step: u64, prompt: u32, ps: u32) -> usize {
     ((join_step + 1) % ps + ps - u64::from(prompt) % ps) as usize % ps as usize
 }
 
+/// A link's name in `links.csv` and in `[[faults]]`.
+pub fn link_name(link: crate::fabric::Link, nics_per_node: u32) -> String {
+    use crate::fabric::Link;
+    match link {
+        Link::NicTx(n) => format!("node{}.nic{}.tx", n.0 / nics_per_node, n.0 % nics_per_node),
+        Link::NicRx(n) => format!("node{}.nic{}.rx", n.0 / nics_per_node, n.0 % nics_per_node),
+        Link::NvlinkTx(g) => format!("node{}.gpu{}.nvlink_tx", g.node, g.local),
+        Link::NvlinkRx(g) => format!("node{}.gpu{}.nvlink_rx", g.node, g.local),
+        Link::Uplink(s) => format!("switch{s}.up"),
+        Link::Downlink(s) => format!("switch{s}.down"),
+    }
+}
+
+/// sglang's `SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL` (5 s), in ns.
+const HEARTBEAT_INTERVAL_NS: Nanos = 5 * NS_PER_S;
+/// sglang's `SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE`.
+const HEARTBEAT_MAX_FAILURE: u64 = 2;
+
 /// `join_step` of a request that is not in a decode batch.
 const NOT_RUNNING: u64 = u64::MAX;
 
@@ -161,8 +173,9 @@ struct ChunkJob {
 
 struct ActiveChunk {
     job: ChunkJob,
-    flows: Vec<(u32, u32, u64, u64)>,
     flows_left: u32,
+    /// A batch of this chunk returned −1 (the room already failed).
+    failed: bool,
     /// A check that raises after this chunk's KV went (the mamba checks of §2.5).
     after_kv: Option<PdError>,
     /// The concrete writes, for a decode instance watched by the oracle through an inexact plan.
@@ -181,8 +194,14 @@ struct Shard {
 struct Instance {
     pool: usize,
     role: Role,
-    /// NIC of each TP rank.
+    /// GPU of each TP rank.
+    gpus: Vec<GpuId>,
+    /// NIC of each TP rank (its GPU's preferred NIC).
     nics: Vec<NicId>,
+    /// False between a crash and its restart.
+    alive: bool,
+    /// Bumped at every crash: step events of an earlier life are ignored.
+    epoch: u32,
     step: StepTimes,
     page_size: u32,
     /// KV pages, state slots and (on oracle-watched decode instances) ownership.
@@ -258,19 +277,53 @@ pub struct World<'a> {
     /// Aggregates; read by the report after the run.
     pub collector: Collector,
     sink: &'a mut dyn Sink,
-    completions: Vec<Completion>,
-    /// Flow → (prefill, shard) of the chunk it belongs to.
-    flow_owner: Vec<(u32, u32)>,
+    /// Generation of the one pending `FabricDue` event.
+    fabric_gen: u64,
+    /// When the pending `FabricDue` fires.
+    fabric_due: Option<Nanos>,
+    ends: Vec<crate::fabric::FlowEnd>,
     last_tick_link: Vec<f64>,
     seconds: u64,
     /// (prefill, decode) instance pairs whose Mooncake session the prefill blacklisted after a
     /// return code −1 (§2.6): later chunks to it fail at once.
     blacklist: BTreeSet<(u32, u32)>,
+    /// Every link of the fabric, in the fabric's order, and its bytes and retransmitted bytes at
+    /// the last sample.
+    links: Vec<crate::fabric::Link>,
+    last_link: Vec<(f64, f64)>,
+    /// Capacity of each link before any fault, bytes/ns.
+    link_healthy: Vec<f64>,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
 }
 
 const CONTROL_PORT_BASE: u32 = 17_000;
+
+/// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters
+/// (`fabric/calibration.rs`) and the scenario's network latency.
+fn build_fabric(sc: &Scenario, nodes: u32) -> Fabric {
+    let topo = TopologyConfig {
+        nodes,
+        gpus_per_node: sc.gpus_per_node,
+        nics_per_node: sc.fabric.nics_per_node,
+        nic_bytes_per_ns: sc.fabric.nic_bytes_per_ns,
+        kind: sc.fabric.kind,
+        nodes_per_leaf: sc.fabric.nodes_per_leaf,
+        oversubscription: sc.fabric.oversubscription,
+        // GB/s is bytes per ns.
+        nvlink_bytes_per_ns: sc.gpu.nvlink_bytes_per_s / 1e9,
+    };
+    let params = crate::fabric::FabricParams {
+        base_latency_ns: sc.fabric.base_latency_ns,
+        ..Default::default()
+    };
+    Fabric::build(topo, params).unwrap_or_else(|e| {
+        panic!(
+            "a validated scenario builds its fabric: {e} (seed {})",
+            sc.seed
+        )
+    })
+}
 
 /// The memory of one instance of pool `pool_idx` with `pages` usable KV pages: the oracle for a
 /// decode pool that some prefill pool reaches through an inexact plan, or that is unified;
@@ -308,7 +361,7 @@ impl<'a> World<'a> {
     /// Builds the cluster of `sc`; rows stream to `sink`.
     pub fn new(sc: &'a Scenario, sink: &'a mut dyn Sink) -> Self {
         let layout = placement::place(sc);
-        let mut instances = Vec::new();
+        let mut instances: Vec<Instance> = Vec::new();
         let (mut prefill_ids, mut decode_ids) = (Vec::new(), Vec::new());
         for (pool_idx, pool) in sc.pools.iter().enumerate() {
             for _ in 0..pool.instances {
@@ -333,7 +386,10 @@ impl<'a> World<'a> {
                 instances.push(Instance {
                     pool: pool_idx,
                     role: pool.role,
-                    nics: layout.nics[id as usize].clone(),
+                    gpus: layout.gpus[id as usize].clone(),
+                    nics: Vec::new(),
+                    alive: true,
+                    epoch: 0,
                     step,
                     page_size: pool.server.page_size,
                     pages: kv_pool(sc, pool_idx, pages),
@@ -373,10 +429,16 @@ impl<'a> World<'a> {
             }
         }
         let n = instances.len();
+        let fabric = build_fabric(sc, layout.nodes);
+        for inst in &mut instances {
+            inst.nics = inst.gpus.iter().map(|&g| fabric.nic_of(g)).collect();
+        }
+        let links: Vec<crate::fabric::Link> = fabric.links().collect();
+        let link_healthy: Vec<f64> = links.iter().map(|&l| fabric.link_capacity(l)).collect();
         Self {
             sc,
             q: EventQueue::new(),
-            fabric: Fabric::new(layout.total_nics, sc.fabric.nic_bytes_per_ns),
+            fabric,
             instances,
             router: router::Router::new(sc.router, sc.seed, prefill_ids.len(), decode_ids.len()),
             prefill_ids,
@@ -389,11 +451,15 @@ impl<'a> World<'a> {
             live: 0,
             collector: Collector::default(),
             sink,
-            completions: Vec::new(),
-            flow_owner: Vec::new(),
+            fabric_gen: 0,
+            fabric_due: None,
+            ends: Vec::new(),
             last_tick_link: vec![0.0; n],
             seconds: 0,
             blacklist: BTreeSet::new(),
+            last_link: vec![(0.0, 0.0); links.len()],
+            link_healthy,
+            links,
             io_error: None,
         }
     }
@@ -435,6 +501,9 @@ impl<'a> World<'a> {
         progress: &mut dyn FnMut(Nanos, u64, u64),
     ) -> std::io::Result<RunStats> {
         self.q.schedule_at(0, Event::Tick);
+        for (i, f) in self.sc.faults.iter().enumerate() {
+            self.q.schedule_at(f.at_ns, Event::Fault(i));
+        }
         self.schedule_next_arrival();
         let hard_stop = self.sc.duration_ns.saturating_add(self.sc.drain_timeout_ns);
         let mut cut = false;
@@ -486,13 +555,25 @@ impl<'a> World<'a> {
         match ev {
             Event::Arrival => self.on_arrival()?,
             Event::MetadataArrived(r) => self.on_metadata(r),
-            Event::PrefillStepDone(p) => self.on_prefill_step_done(p),
-            Event::ChunkLatencyPaid { prefill, shard } => {
-                self.on_chunk_latency_paid(prefill, shard)
+            Event::PrefillStepDone(p, e) => {
+                if self.instances[p as usize].epoch == e {
+                    self.on_prefill_step_done(p);
+                }
             }
-            Event::FlowDone { flow, generation } => self.on_flow_done(flow, generation)?,
+            Event::FabricDue(g) => {
+                if g == self.fabric_gen {
+                    self.on_fabric_due();
+                }
+            }
+            Event::Fault(i) => self.on_fault(i),
+            Event::Restart(i) => self.on_restart(i),
+            Event::HeartbeatLost(p, e) => self.on_heartbeat_lost(p, e),
             Event::TransferSucceeded(r) => self.on_transfer_succeeded(r)?,
-            Event::DecodeStepDone(d) => self.on_decode_step_done(d)?,
+            Event::DecodeStepDone(d, e) => {
+                if self.instances[d as usize].epoch == e {
+                    self.on_decode_step_done(d)?;
+                }
+            }
             Event::WaitingTimeout(r, round) => self.on_waiting_timeout(r, round)?,
             Event::BootstrapTimeout(r, round) => self.on_bootstrap_timeout(r, round)?,
             Event::Tick => self.on_tick()?,
@@ -538,12 +619,50 @@ impl<'a> World<'a> {
         let now = self.q.now();
         let nr = self.pending_arrival.take().expect("an arrival was drawn");
         self.schedule_next_arrival();
-        let loads = |ids: &[u32], inst: &[Instance]| -> Vec<u32> {
-            ids.iter().map(|&i| inst[i as usize].outstanding).collect()
+        let loads = |ids: &[u32], inst: &[Instance]| -> Vec<Option<u32>> {
+            ids.iter()
+                .map(|&i| {
+                    inst[i as usize]
+                        .alive
+                        .then_some(inst[i as usize].outstanding)
+                })
+                .collect()
         };
         let pl = loads(&self.prefill_ids, &self.instances);
         let dl = loads(&self.decode_ids, &self.instances);
-        let (pi, di) = self.router.pick(&pl, &dl);
+        let Some((pi, di)) = self.router.pick(&pl, &dl) else {
+            // Every instance of a role is down: the router has nowhere to send it.
+            let id = self.collector.counts.arrived;
+            self.collector.counts.arrived += 1;
+            let row = RequestRow {
+                id,
+                arrival_ns: nr.arrival_ns,
+                prefill_instance: u32::MAX,
+                decode_instance: u32::MAX,
+                input_tokens: nr.input_tokens,
+                output_tokens: nr.output_tokens,
+                prefill_queued_ns: None,
+                prefill_start_ns: None,
+                prefill_end_ns: None,
+                transfer_start_ns: None,
+                transfer_end_ns: None,
+                decode_start_ns: None,
+                first_token_ns: None,
+                finish_ns: Some(now),
+                kv_bytes: 0,
+                rdma_writes: 0,
+                outcome: Outcome::Failed,
+                error_kind: Some("peer_lost"),
+                victims: String::new(),
+                corrupted_by: String::new(),
+                retractions: 0,
+            };
+            let msg = "No live prefill or decode instance to route the request to";
+            if let Err(e) = self.collector.finish(row, Some(msg), self.slo(), self.sink) {
+                self.io_error.get_or_insert(e);
+            }
+            return Ok(());
+        };
         let (p, d) = (self.prefill_ids[pi], self.decode_ids[di]);
         let id = self.collector.counts.arrived;
         self.collector.counts.arrived += 1;
@@ -650,6 +769,9 @@ impl<'a> World<'a> {
     /// then send the page ids to the prefill (which starts the waiting-timeout clock).
     fn try_prealloc(&mut self, d: u32) {
         let now = self.q.now();
+        if !self.instances[d as usize].alive {
+            return;
+        }
         while let Some(&r) = self.instances[d as usize].prealloc.front() {
             let Some(req) = self.req(r) else {
                 self.instances[d as usize].prealloc.pop_front();
@@ -704,7 +826,7 @@ impl<'a> World<'a> {
     /// fit whole is chunked and ends the batch.
     fn try_prefill(&mut self, p: u32) {
         let now = self.q.now();
-        if self.instances[p as usize].busy {
+        if self.instances[p as usize].busy || !self.instances[p as usize].alive {
             return;
         }
         let budget_total = self.sc.pools[self.instances[p as usize].pool]
@@ -771,7 +893,8 @@ impl<'a> World<'a> {
         inst.busy = true;
         inst.busy_since = now;
         inst.batch = batch;
-        self.q.schedule_in(dt, Event::PrefillStepDone(p));
+        let epoch = inst.epoch;
+        self.q.schedule_in(dt, Event::PrefillStepDone(p, epoch));
     }
 
     fn on_prefill_step_done(&mut self, p: u32) {
@@ -845,6 +968,9 @@ impl<'a> World<'a> {
     /// check raises before the first write (the worker dies) or returns −1 (the room fails and
     /// the session is blacklisted); otherwise the chunk's flows go on the fabric.
     fn kick_shard(&mut self, p: u32, shard: u32) {
+        if !self.instances[p as usize].alive {
+            return;
+        }
         loop {
             let sh = &mut self.instances[p as usize].shards[shard as usize];
             if sh.dead || sh.active.is_some() {
@@ -917,19 +1043,31 @@ impl<'a> World<'a> {
                 req.row.kv_bytes += bytes;
                 req.row.rdma_writes += writes;
             }
+            // One Mooncake batch per (prefill rank, decode rank): it pays the latency, then moves
+            // its bytes at its fair share, capped by the cost of posting its work requests.
+            let token = (u64::from(p) << 32) | u64::from(shard);
+            for &(sr, dr, bytes, writes) in &flows {
+                let (src, dst) = (
+                    self.instances[p as usize].gpus[sr as usize],
+                    self.instances[d as usize].gpus[dr as usize],
+                );
+                self.fabric
+                    .start_transfer(now, src, dst, bytes, writes, token);
+            }
+            let n = flows.len() as u32;
             let sh = &mut self.instances[p as usize].shards[shard as usize];
             sh.active = Some(ActiveChunk {
                 job,
-                flows_left: flows.len() as u32,
-                flows,
+                flows_left: n,
                 after_kv,
                 writes,
+                failed: false,
             });
-            // The batch pays the fabric latency before its bytes flow.
-            self.q.schedule_in(
-                self.sc.fabric.base_latency_ns,
-                Event::ChunkLatencyPaid { prefill: p, shard },
-            );
+            self.fabric_sync();
+            if n == 0 {
+                // Nothing to send (every target a dummy): the chunk is done at once.
+                self.chunk_done(p, shard);
+            }
             return;
         }
     }
@@ -975,98 +1113,84 @@ impl<'a> World<'a> {
         self.collector.raised(e.kind.as_str(), &e.message);
     }
 
-    fn on_chunk_latency_paid(&mut self, p: u32, shard: u32) {
+    /// Keeps exactly one `FabricDue` event pending, at the fabric's next due time.
+    fn fabric_sync(&mut self) {
         let now = self.q.now();
-        let (src_nics, dst_of) = {
-            let inst = &self.instances[p as usize];
-            let active = inst.shards[shard as usize]
-                .active
-                .as_ref()
-                .expect("active chunk");
-            let d = match self.reqs.get(active.job.req.slot as usize) {
-                Some(Some(r)) if r.id == active.job.req.id => Some(r.decode),
-                _ => None,
-            };
-            (inst.nics.clone(), d)
-        };
-        let flows = self.instances[p as usize].shards[shard as usize]
+        let due = self.fabric.next_due(now);
+        if due != self.fabric_due {
+            self.fabric_gen += 1;
+            self.fabric_due = due;
+            if let Some(t) = due {
+                self.q
+                    .schedule_at(t.max(now), Event::FabricDue(self.fabric_gen));
+            }
+        }
+    }
+
+    fn on_fabric_due(&mut self) {
+        let now = self.q.now();
+        self.fabric_due = None;
+        let mut ends = std::mem::take(&mut self.ends);
+        ends.clear();
+        self.fabric.fire_due(now, &mut ends);
+        for end in &ends {
+            self.flow_ended(end);
+        }
+        self.ends = ends;
+        self.fabric_sync();
+    }
+
+    /// One Mooncake batch ended: count it against its chunk; a −1 fails the room and
+    /// blacklists the decode session (the TP group's MIN poll fails the whole request).
+    fn flow_ended(&mut self, end: &crate::fabric::FlowEnd) {
+        let (p, shard) = ((end.token >> 32) as u32, end.token as u32);
+        let Some(active) = self.instances[p as usize].shards[shard as usize]
             .active
-            .as_ref()
-            .expect("active chunk")
-            .flows
-            .clone();
-        let Some(d) = dst_of else {
-            // The request ended while the latency was paid: the worker moves on.
-            self.instances[p as usize].shards[shard as usize].active = None;
-            self.kick_shard(p, shard);
+            .as_mut()
+        else {
             return;
         };
-        let dst_nics = self.instances[d as usize].nics.clone();
-        let token = (u64::from(p) << 32) | u64::from(shard);
-        let mut zero = 0;
-        for (sr, dr, bytes, _) in flows {
-            if bytes == 0 {
-                zero += 1;
-                continue;
-            }
-            let f = self.fabric.start_flow(
-                now,
-                src_nics[sr as usize],
-                dst_nics[dr as usize],
-                bytes,
-                token,
-            );
-            let i = f.0 as usize;
-            if i >= self.flow_owner.len() {
-                self.flow_owner.resize(i + 1, (0, 0));
-            }
-            self.flow_owner[i] = (p, shard);
-        }
-        self.schedule_completions();
-        // A chunk with nothing to move (0 KV bytes on the slice path, dummy targets) is done
-        // once its latency is paid.
-        let active = self.instances[p as usize].shards[shard as usize]
-            .active
-            .as_mut()
-            .expect("active");
-        active.flows_left -= zero;
-        if active.flows_left == 0 {
-            self.chunk_done(p, shard);
-        }
-    }
-
-    fn schedule_completions(&mut self) {
-        let now = self.q.now();
-        self.completions.clear();
-        self.fabric.completions(now, &mut self.completions);
-        for c in std::mem::take(&mut self.completions) {
-            self.q.schedule_at(
-                c.at,
-                Event::FlowDone {
-                    flow: c.flow,
-                    generation: c.generation,
-                },
-            );
-        }
-    }
-
-    fn on_flow_done(&mut self, flow: FlowId, generation: u64) -> std::io::Result<()> {
-        if !self.fabric.is_current(flow, generation) {
-            return Ok(());
-        }
-
-        let token = self.fabric.finish_flow(flow);
-        let (p, shard) = ((token >> 32) as u32, token as u32);
-        self.schedule_completions();
-        let active = self.instances[p as usize].shards[shard as usize]
-            .active
-            .as_mut()
-            .expect("a flow belongs to an active chunk");
         active.flows_left -= 1;
-        if active.flows_left == 0 {
+        let r = active.job.req;
+        match end.outcome {
+            FlowOutcome::Completed => {
+                let bw = end.achieved_bytes_per_ns();
+                if bw.is_finite() && end.bytes > 0 {
+                    // bytes/ns × 1000 = MB/s, kept as an integer in the histogram.
+                    self.collector
+                        .bandwidth
+                        .record((bw * 1000.0).round() as u64);
+                }
+            }
+            FlowOutcome::Failed(reason) => {
+                active.failed = true;
+                if let Some(d) = self.req(r).map(|q| q.decode) {
+                    self.blacklist.insert((p, d));
+                    let (kind, why) = match reason {
+                        FailReason::Timeout => ("transfer_timeout", "timed out"),
+                        FailReason::RetriesExhausted => ("transfer_failed", "retries exhausted"),
+                        FailReason::NoRoute => ("transfer_failed", "no route"),
+                    };
+                    let msg = format!(
+                        "Failed to send kv chunk of {} to {}: Mooncake batch_transfer_sync returned -1 ({why})",
+                        r.id,
+                        self.session_of(d)
+                    );
+                    self.fail(r, kind, &msg);
+                }
+            }
+            FlowOutcome::Aborted => {
+                active.failed = true;
+            }
+        }
+        self.collector.retransmitted_bytes += end.retransmitted_bytes;
+        let left = self.instances[p as usize].shards[shard as usize]
+            .active
+            .as_ref()
+            .map_or(1, |a| a.flows_left);
+        if left == 0 {
             self.chunk_done(p, shard);
         }
-        Ok(())
     }
 
     /// Every flow of the shard's active chunk landed: the bytes are in decode memory.
@@ -1077,7 +1201,7 @@ impl<'a> World<'a> {
             .take()
             .expect("active chunk");
         let r = active.job.req;
-        let alive = self.req(r).is_some_and(|q| q.sender != KvPoll::Failed);
+        let alive = !active.failed && self.req(r).is_some_and(|q| q.sender != KvPoll::Failed);
         if alive {
             let (d, id) = {
                 let q = self.req(r).expect("alive");
@@ -1175,6 +1299,9 @@ impl<'a> World<'a> {
     /// one forward produces a token for every running request.
     fn start_decode_step(&mut self, d: u32) {
         let now = self.q.now();
+        if !self.instances[d as usize].alive {
+            return;
+        }
         let cap = self.sc.pools[self.instances[d as usize].pool]
             .server
             .max_running_requests
@@ -1217,7 +1344,8 @@ impl<'a> World<'a> {
         inst.busy = true;
         inst.step_started = now;
         inst.busy_since = now;
-        self.q.schedule_in(dt, Event::DecodeStepDone(d));
+        let epoch = inst.epoch;
+        self.q.schedule_in(dt, Event::DecodeStepDone(d, epoch));
     }
 
     /// Takes a running request out of decode instance `d`'s batch (it finished or is
@@ -1325,6 +1453,138 @@ impl<'a> World<'a> {
         self.try_prealloc(d);
         self.start_decode_step(d);
         Ok(())
+    }
+
+    // ---------------------------------------------------------------- faults
+
+    fn on_fault(&mut self, i: usize) {
+        let now = self.q.now();
+        match self.sc.faults[i].action.clone() {
+            FaultAction::Fabric(f) => {
+                let effect = self.fabric.apply_fault(now, &f);
+                for end in &effect.ended {
+                    self.flow_ended(end);
+                }
+                self.fabric_sync();
+            }
+            FaultAction::Crash {
+                instance,
+                restart_ns,
+            } => {
+                self.crash(instance);
+                if let Some(r) = restart_ns {
+                    self.q.schedule_in(r, Event::Restart(instance));
+                }
+            }
+        }
+    }
+
+    /// An instance crashes: its flows are aborted and its state is lost. A decode's requests
+    /// fail at once (the prefill's next transfer to it returns −1 and blacklists it; its batch
+    /// is gone). A prefill's rooms are failed by the decodes' heartbeat (`HEARTBEAT_INTERVAL`
+    /// × `HEARTBEAT_MAX_FAILURE` misses) as `peer_lost`.
+    fn crash(&mut self, i: u32) {
+        let now = self.q.now();
+        if !self.instances[i as usize].alive {
+            return;
+        }
+        // Dead first, so that nothing the aborts set off starts new work on it.
+        let inst = &mut self.instances[i as usize];
+        inst.alive = false;
+        inst.epoch += 1;
+        let gpus = inst.gpus.clone();
+        let ended = self.fabric.abort_flows_touching(now, &gpus);
+        for end in &ended {
+            self.flow_ended(end);
+        }
+        self.fabric_sync();
+        let role = self.instances[i as usize].role;
+        if role == Role::Decode {
+            for &p in &self.prefill_ids.clone() {
+                self.blacklist.insert((p, i));
+            }
+            let session = self.session_of(i);
+            let victims = self.live_requests(|q| q.decode == i);
+            for r in victims {
+                let msg = format!("Lost connection with decode instance {session}: it crashed");
+                self.fail(r, "peer_lost", &msg);
+            }
+        }
+        let inst = &mut self.instances[i as usize];
+        inst.busy = false;
+        inst.batch.clear();
+        inst.chunked = None;
+        inst.waiting.clear();
+        for sh in &mut inst.shards {
+            sh.queue.clear();
+            sh.active = None;
+            sh.dead = false;
+        }
+        inst.prealloc.clear();
+        inst.ready.clear();
+        if role == Role::Prefill {
+            // Heartbeats go out every HEARTBEAT_INTERVAL_NS from time 0; the second one to miss
+            // marks the prefill dead.
+            let next = now.div_ceil(HEARTBEAT_INTERVAL_NS).max(1) * HEARTBEAT_INTERVAL_NS;
+            let detect = next + (HEARTBEAT_MAX_FAILURE - 1) * HEARTBEAT_INTERVAL_NS;
+            let epoch = inst.epoch;
+            self.q.schedule_at(detect, Event::HeartbeatLost(i, epoch));
+        }
+    }
+
+    /// Live requests matching `pred`, in id order.
+    fn live_requests(&self, pred: impl Fn(&Req) -> bool) -> Vec<ReqRef> {
+        let mut v: Vec<(u64, ReqRef)> = self
+            .reqs
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, q)| {
+                let q = q.as_ref()?;
+                pred(q).then_some((
+                    q.id,
+                    ReqRef {
+                        slot: slot as u32,
+                        id: q.id,
+                    },
+                ))
+            })
+            .collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, r)| r).collect()
+    }
+
+    fn on_heartbeat_lost(&mut self, p: u32, epoch: u32) {
+        if self.instances[p as usize].epoch != epoch || self.instances[p as usize].alive {
+            return;
+        }
+        let addr = self.bootstrap_addr(p);
+        // `_handle_node_failure`: every room of that prefill not yet Success fails.
+        let victims = self.live_requests(|q| q.prefill == p && q.receiver != KvPoll::Success);
+        for r in victims {
+            self.fail(
+                r,
+                "peer_lost",
+                &format!("Lost connection with prefill instance {addr}"),
+            );
+        }
+    }
+
+    fn on_restart(&mut self, i: u32) {
+        let inst = &mut self.instances[i as usize];
+        if inst.alive {
+            return;
+        }
+        inst.alive = true;
+        // A restarted decode registers again, which clears its blacklist entries.
+        self.blacklist.retain(|&(_, d)| d != i);
+        if self.instances[i as usize].role == Role::Decode {
+            self.try_prealloc(i);
+        }
+    }
+
+    /// The bootstrap address of prefill instance `p`, for messages.
+    fn bootstrap_addr(&self, p: u32) -> String {
+        format!("10.0.{}.{}:8998", p / 256, p % 256)
     }
 
     // ---------------------------------------------------------------- endings
@@ -1451,6 +1711,35 @@ impl<'a> World<'a> {
 
     // ---------------------------------------------------------------- timeseries
 
+    /// One `links.csv` row per link that carried bytes this second or is not healthy.
+    fn link_rows(&mut self) -> std::io::Result<()> {
+        for k in 0..self.links.len() {
+            let link = self.links[k];
+            let (bytes, retx) = (
+                self.fabric.link_bytes(link),
+                self.fabric.link_retransmitted_bytes(link),
+            );
+            let (b0, r0) = self.last_link[k];
+            self.last_link[k] = (bytes, retx);
+            let cap = self.fabric.link_capacity(link);
+            let up = self.fabric.link_is_up(link);
+            let healthy = self.link_healthy[k];
+            if bytes - b0 <= 0.0 && up && cap >= healthy {
+                continue;
+            }
+            self.sink.link(&crate::metrics::LinkRow {
+                second: self.seconds,
+                link: link_name(link, self.sc.fabric.nics_per_node),
+                capacity_gbps: if up { cap * 8.0 } else { 0.0 },
+                utilisation: ((bytes - b0) / (healthy * NS_PER_S as f64)).clamp(0.0, 1.0),
+                bytes: (bytes - b0).round() as u64,
+                retransmitted_bytes: (retx - r0).round() as u64,
+                up,
+            })?;
+        }
+        Ok(())
+    }
+
     fn on_tick(&mut self) -> std::io::Result<()> {
         let now = self.q.now();
         if now > 0 {
@@ -1499,6 +1788,9 @@ impl<'a> World<'a> {
                 inst.tick_tokens = 0;
                 self.sink.timeseries(&row)?;
             }
+        }
+        if now > 0 {
+            self.link_rows()?;
         }
         self.seconds += 1;
         if !(self.arrivals_done && self.live == 0) {

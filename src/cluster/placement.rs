@@ -6,44 +6,48 @@
 //! `g × nics_per_node / gpus_per_node` of that node: one NIC per GPU by default, shared by
 //! neighbouring GPUs when a node has fewer NICs.
 
-use crate::fabric::NicId;
+use crate::fabric::GpuId;
 use crate::scenario::{Pool, Scenario};
 use crate::spec::GpuSpec;
 
-/// NICs of every instance's ranks, and how many NICs the cluster has.
+/// Where every instance's ranks sit.
 pub struct Placement {
-    /// `nics[instance][rank]`.
-    pub nics: Vec<Vec<NicId>>,
-    /// NICs in the cluster.
-    pub total_nics: u32,
+    /// `gpus[instance][rank]`.
+    pub gpus: Vec<Vec<GpuId>>,
+    /// Nodes in the cluster.
+    pub nodes: u32,
+}
+
+/// Places the instances of `pools` (in scenario order, prefill pools first): each pool starts
+/// on the next node no earlier pool uses (prefill and decode never share a node unless a pool
+/// says so with `pools.node`), and each instance takes `tp_size` consecutive GPUs aligned to
+/// `tp_size`, so an instance never spans nodes.
+pub fn place_pools(pools: &[Pool], gpus_per_node: u32) -> Placement {
+    let g = gpus_per_node;
+    let mut next_free_node = 0u32;
+    let mut gpus = Vec::new();
+    let mut max_node = 0u32;
+    for pool in pools {
+        let tp = pool.server.tp_size;
+        let mut cursor = pool.node.unwrap_or(next_free_node) * g;
+        for _ in 0..pool.instances {
+            cursor = cursor.div_ceil(tp) * tp;
+            let ranks: Vec<GpuId> = (0..tp).map(|r| GpuId::from_global(cursor + r, g)).collect();
+            max_node = max_node.max(ranks[ranks.len() - 1].node);
+            gpus.push(ranks);
+            cursor += tp;
+        }
+        next_free_node = next_free_node.max(cursor.div_ceil(g));
+    }
+    Placement {
+        gpus,
+        nodes: max_node + 1,
+    }
 }
 
 /// Places every instance of `sc`.
 pub fn place(sc: &Scenario) -> Placement {
-    let g = sc.gpus_per_node;
-    let n = sc.fabric.nics_per_node;
-    let mut cursor = 0u32;
-    let mut nics = Vec::new();
-    for pool in &sc.pools {
-        let tp = pool.server.tp_size;
-        for _ in 0..pool.instances {
-            cursor = cursor.div_ceil(tp) * tp;
-            let ranks = (0..tp)
-                .map(|r| {
-                    let gpu = cursor + r;
-                    let (node, local) = (gpu / g, gpu % g);
-                    NicId(node * n + local * n / g)
-                })
-                .collect();
-            nics.push(ranks);
-            cursor += tp;
-        }
-    }
-    let nodes = cursor.div_ceil(g).max(1);
-    Placement {
-        nics,
-        total_nics: nodes * n,
-    }
+    place_pools(&sc.pools, sc.gpus_per_node)
 }
 
 /// Bytes of HBM per GPU left for the KV cache (and state, for hybrids):

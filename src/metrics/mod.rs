@@ -109,6 +109,26 @@ pub struct TimeseriesRow {
     pub link_utilisation: f64,
 }
 
+/// One row of `links.csv`: one simulated second of one fabric link that carried traffic or was
+/// not healthy.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LinkRow {
+    /// End of the one-second interval, whole simulated seconds.
+    pub second: u64,
+    /// `node<N>.nic<I>.tx|rx`, `node<N>.gpu<G>.nvlink_tx|nvlink_rx`, `switch<S>.up|down`.
+    pub link: String,
+    /// Capacity now (after degradation; 0 when down), Gb/s.
+    pub capacity_gbps: f64,
+    /// Bytes carried in the interval over what the healthy link could carry, 0–1.
+    pub utilisation: f64,
+    /// Bytes carried in the interval.
+    pub bytes: u64,
+    /// Bytes sent again after packet loss in the interval.
+    pub retransmitted_bytes: u64,
+    /// Whether the link is up at the sample.
+    pub up: bool,
+}
+
 /// Where the simulation streams its rows. The report layer implements it over files; tests
 /// implement it over vectors. Rows of `requests` arrive in request-id order.
 pub trait Sink {
@@ -116,6 +136,8 @@ pub trait Sink {
     fn request(&mut self, row: &RequestRow) -> std::io::Result<()>;
     /// One instance-second.
     fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()>;
+    /// One link-second.
+    fn link(&mut self, row: &LinkRow) -> std::io::Result<()>;
 }
 
 /// A [`Sink`] that keeps everything in memory (tests, small runs).
@@ -125,6 +147,8 @@ pub struct VecSink {
     pub requests: Vec<RequestRow>,
     /// Timeseries rows in time order.
     pub timeseries: Vec<TimeseriesRow>,
+    /// Link rows in time order.
+    pub links: Vec<LinkRow>,
 }
 
 impl Sink for VecSink {
@@ -134,6 +158,10 @@ impl Sink for VecSink {
     }
     fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()> {
         self.timeseries.push(row.clone());
+        Ok(())
+    }
+    fn link(&mut self, row: &LinkRow) -> std::io::Result<()> {
+        self.links.push(row.clone());
         Ok(())
     }
 }
@@ -220,6 +248,10 @@ pub struct Collector {
     pub kv_bytes: u64,
     /// RDMA writes posted.
     pub rdma_writes: u64,
+    /// Achieved bandwidth of each completed Mooncake batch (latency included), MB/s.
+    pub bandwidth: Histogram,
+    /// Bytes sent again after packet loss.
+    pub retransmitted_bytes: f64,
     pending: std::collections::BTreeMap<u64, RequestRow>,
     next_id: u64,
 }

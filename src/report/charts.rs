@@ -1310,6 +1310,8 @@ pub(crate) mod fixture {
             transfer: TransferSummary {
                 bytes: 3 << 30,
                 writes: 12_345,
+                bandwidth_gbps: ttft.summary(1e-6),
+                retransmitted_bytes: 0,
             },
             sim: SimSummary {
                 events: 98_765,

@@ -12,7 +12,8 @@ use serde::Serialize;
 
 use crate::engine::NS_PER_S;
 use crate::metrics::{
-    Collector, Counts, ErrorCount, Latencies, Outcome, RequestRow, Sink, TimeseriesRow,
+    Collector, Counts, ErrorCount, Latencies, LinkRow, Outcome, RequestRow, Sink, Stats,
+    TimeseriesRow,
 };
 
 /// Throughput over the simulated span.
@@ -43,6 +44,11 @@ pub struct TransferSummary {
     pub bytes: u64,
     /// RDMA writes posted.
     pub writes: u64,
+    /// Achieved bandwidth per Mooncake batch (one prefill rank → one decode rank, latency
+    /// included), GB/s.
+    pub bandwidth_gbps: Stats,
+    /// Bytes sent again after packet loss.
+    pub retransmitted_bytes: u64,
 }
 
 /// Simulation totals.
@@ -130,6 +136,8 @@ impl Summary {
             transfer: TransferSummary {
                 bytes: c.kv_bytes,
                 writes: c.rdma_writes,
+                bandwidth_gbps: c.bandwidth.summary(1e-3),
+                retransmitted_bytes: c.retransmitted_bytes.round() as u64,
             },
             sim: SimSummary {
                 events,
@@ -199,6 +207,7 @@ fn create(path: &Path) -> Result<BufWriter<File>, IoError> {
 pub struct CsvSink {
     requests: csv::Writer<BufWriter<File>>,
     timeseries: csv::Writer<BufWriter<File>>,
+    links: csv::Writer<BufWriter<File>>,
     /// Every timeseries row, for the charts.
     pub timeseries_rows: Vec<TimeseriesRow>,
     /// The first requests by id, then the first requests that did not complete.
@@ -216,6 +225,7 @@ impl CsvSink {
         Ok(Self {
             requests: csv::Writer::from_writer(create(&dir.join("requests.csv"))?),
             timeseries: csv::Writer::from_writer(create(&dir.join("timeseries.csv"))?),
+            links: csv::Writer::from_writer(create(&dir.join("links.csv"))?),
             timeseries_rows: Vec::new(),
             sample: Vec::new(),
         })
@@ -224,6 +234,7 @@ impl CsvSink {
     /// Flushes both files.
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.requests.flush()?;
+        self.links.flush()?;
         self.timeseries.flush()
     }
 }
@@ -249,6 +260,9 @@ impl Sink for CsvSink {
     fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()> {
         self.timeseries_rows.push(row.clone());
         self.timeseries.serialize(row).map_err(csv_io)
+    }
+    fn link(&mut self, row: &LinkRow) -> std::io::Result<()> {
+        self.links.serialize(row).map_err(csv_io)
     }
 }
 

@@ -19,6 +19,9 @@ pub struct ScenarioFile {
     /// `[fabric]`
     #[serde(default)]
     pub fabric: FabricSection,
+    /// `[[faults]]`
+    #[serde(default)]
+    pub faults: Vec<FaultSection>,
     /// `[workload]`
     pub workload: WorkloadSection,
     /// `[router]`
@@ -102,6 +105,8 @@ pub struct PoolSection {
     pub server: ServerSection,
     /// Overrides `[model]` for this pool.
     pub model: Option<ModelRef>,
+    /// First node of this pool's instances (default: the next node no earlier pool uses).
+    pub node: Option<u32>,
     /// A CSV of measured step times to use instead of the roofline model
     /// (`phase,tokens,batch_size,context_tokens,time_ms`), relative to the scenario file.
     pub step_times: Option<String>,
@@ -208,6 +213,49 @@ pub struct FabricSection {
     /// Latency of a control message (ZMQ over TCP: metadata, status, abort), µs.
     #[serde(default = "default_control_latency_us")]
     pub control_latency_us: f64,
+    /// `rail` (same-index NICs on one rail switch) or `leaf_spine`.
+    #[serde(default = "default_topology")]
+    pub topology: String,
+    /// Nodes under one leaf switch (`leaf_spine`).
+    #[serde(default = "default_nodes_per_leaf")]
+    pub nodes_per_leaf: u32,
+    /// NIC line rate under a switch ÷ its uplink capacity (≥ 1; 1 is non-blocking).
+    #[serde(default = "one_f64")]
+    pub oversubscription: f64,
+}
+
+fn default_topology() -> String {
+    "rail".to_string()
+}
+fn default_nodes_per_leaf() -> u32 {
+    8
+}
+
+/// `[[faults]]`: something that breaks (or heals) at a simulated time.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSection {
+    /// When, simulated seconds.
+    pub at_s: f64,
+    /// `link_down`, `link_up`, `link_degraded`, `packet_loss`, `nic_down`, `nic_up`, `nic_flap`
+    /// or `instance_crash`.
+    pub kind: String,
+    /// A link: `node<N>.nic<I>.tx|rx`, `node<N>.gpu<G>.nvlink_tx|nvlink_rx`, `switch<S>.up|down`.
+    pub link: Option<String>,
+    /// A NIC: `node<N>.nic<I>`.
+    pub nic: Option<String>,
+    /// The pool of a crashing instance.
+    pub pool: Option<String>,
+    /// The crashing instance's index within its pool (default 0).
+    pub instance: Option<u32>,
+    /// `link_degraded`: the fraction of capacity left, in (0, 1].
+    pub fraction: Option<f64>,
+    /// `packet_loss`: the loss rate, in [0, 1).
+    pub rate: Option<f64>,
+    /// `nic_flap`: how long the NIC stays down, s.
+    pub duration_s: Option<f64>,
+    /// `instance_crash`: restart after this many seconds (never, when left out).
+    pub restart_after_s: Option<f64>,
 }
 
 impl Default for FabricSection {
@@ -217,6 +265,9 @@ impl Default for FabricSection {
             nics_per_node: None,
             base_latency_us: default_base_latency_us(),
             control_latency_us: default_control_latency_us(),
+            topology: default_topology(),
+            nodes_per_leaf: default_nodes_per_leaf(),
+            oversubscription: 1.0,
         }
     }
 }

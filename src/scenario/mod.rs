@@ -62,6 +62,8 @@ pub struct Pool {
     pub kv_dtype_bytes: u32,
     /// Measured step times replacing the roofline model (`pools.step_times`).
     pub step_times: Option<std::sync::Arc<crate::cluster::profile::MeasuredProfile>>,
+    /// First node of this pool (`pools.node`), or `None` for the next free node.
+    pub node: Option<u32>,
     /// Rank 0's layout (KV regions, state regions, aux rows).
     pub layout: std::sync::Arc<Vec<crate::layout::RankLayout>>,
     /// Mamba/GDN state slots per instance (0 for models without recurrent layers).
@@ -161,9 +163,16 @@ pub enum Workload {
     },
 }
 
-/// Fabric parameters of the first fabric model.
+/// Fabric parameters.
 #[derive(Clone, Debug, Serialize)]
 pub struct FabricParams {
+    /// `rail` or `leaf_spine`.
+    #[serde(skip)]
+    pub kind: crate::fabric::TopologyKind,
+    /// Nodes under one leaf switch.
+    pub nodes_per_leaf: u32,
+    /// Uplink oversubscription (≥ 1).
+    pub oversubscription: f64,
     /// Per-NIC line rate, bytes per nanosecond (Gb/s ÷ 8).
     pub nic_bytes_per_ns: f64,
     /// NICs per node.
@@ -217,6 +226,10 @@ pub struct Scenario {
     pub pools: Vec<Pool>,
     /// Fabric parameters.
     pub fabric: FabricParams,
+    /// Faults in time order.
+    pub faults: Vec<FaultSpec>,
+    /// Nodes the placement uses.
+    pub nodes: u32,
     /// Workload.
     pub workload: Workload,
     /// Router policy.
@@ -550,6 +563,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
             step_times,
             layout: std::sync::Arc::new(layouts),
             state_slots,
+            node: p.node,
         });
     }
     for p in &pools {
@@ -589,7 +603,32 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     let base_latency_us = c.non_negative("fabric.base_latency_us", f.base_latency_us, "µs")?;
     let control_latency_us =
         c.non_negative("fabric.control_latency_us", f.control_latency_us, "µs")?;
+    let kind = match f.topology.as_str() {
+        "rail" => crate::fabric::TopologyKind::Rail,
+        "leaf_spine" => crate::fabric::TopologyKind::LeafSpine,
+        other => {
+            return Err(c.err(
+                "fabric.topology",
+                format!("unknown topology {other:?}; valid: rail, leaf_spine"),
+            ));
+        }
+    };
+    if f.nodes_per_leaf == 0 {
+        return Err(c.err("fabric.nodes_per_leaf", "must be ≥ 1, e.g. 8"));
+    }
+    if !(f.oversubscription.is_finite() && f.oversubscription >= 1.0) {
+        return Err(c.err(
+            "fabric.oversubscription",
+            format!(
+                "must be ≥ 1 (1 is non-blocking, 4 gives each uplink a quarter), got {}",
+                f.oversubscription
+            ),
+        ));
+    }
     let fabric = FabricParams {
+        kind,
+        nodes_per_leaf: f.nodes_per_leaf,
+        oversubscription: f.oversubscription,
         nic_bytes_per_ns: nic_gbps / 8.0,
         nics_per_node,
         base_latency_ns: (base_latency_us * NS_PER_US as f64).ceil() as Nanos,
@@ -674,7 +713,36 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         }
     }
 
+    let placement = crate::cluster::placement::place_pools(&pools, hw.gpus_per_node);
+    if let Some((i, p)) = pools
+        .iter()
+        .enumerate()
+        .find(|(_, p)| p.node.is_some_and(|n| n > 4096))
+    {
+        let _ = i;
+        return Err(c.err(
+            &format!("pools.{}.node", p.name),
+            "must be a node index below 4096",
+        ));
+    }
+    let nodes = placement.nodes;
+    let mut faults = Vec::new();
+    for (i, f) in file.faults.iter().enumerate() {
+        faults.push(fault(
+            &c,
+            i,
+            f,
+            &pools,
+            &placement,
+            nics_per_node,
+            hw.gpus_per_node,
+        )?);
+    }
+    faults.sort_by_key(|f| f.at_ns);
+
     Ok(Scenario {
+        faults,
+        nodes,
         plans,
         name: run.name.clone(),
         seed: run.seed,
@@ -754,6 +822,208 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
     }
     Ok(Workload::Trace {
         rows: std::sync::Arc::new(rows),
+    })
+}
+
+/// A validated fault.
+#[derive(Clone, Debug)]
+pub struct FaultSpec {
+    /// When, ns.
+    pub at_ns: Nanos,
+    /// What happens.
+    pub action: FaultAction,
+}
+
+/// What a fault does.
+#[derive(Clone, Debug)]
+pub enum FaultAction {
+    /// Something in the fabric breaks or heals.
+    Fabric(crate::fabric::Fault),
+    /// A global instance crashes; it restarts after `restart_ns` if given.
+    Crash {
+        /// Global instance index.
+        instance: u32,
+        /// Restart delay, ns.
+        restart_ns: Option<Nanos>,
+    },
+}
+
+fn parse_index(s: &str, prefix: &str) -> Option<u32> {
+    s.strip_prefix(prefix)?.parse().ok()
+}
+
+fn fault(
+    c: &Checker,
+    i: usize,
+    f: &file::FaultSection,
+    pools: &[Pool],
+    placement: &crate::cluster::placement::Placement,
+    nics_per_node: u32,
+    gpus_per_node: u32,
+) -> Result<FaultSpec, ScenarioError> {
+    use crate::fabric::{Fault, GpuId, Link, NicId};
+    let key = |k: &str| format!("faults[{i}].{k}");
+    let at_s = c.non_negative(&key("at_s"), f.at_s, "simulated seconds")?;
+    let nodes = placement.nodes;
+    let nic = |name: &Option<String>, k: &str| -> Result<NicId, ScenarioError> {
+        let name = name.as_deref().ok_or_else(|| {
+            c.err(
+                &key(k),
+                format!("{} needs {k} = \"node<N>.nic<I>\"", f.kind),
+            )
+        })?;
+        let parts: Vec<&str> = name.split('.').collect();
+        match parts.as_slice() {
+            [n, x] => match (parse_index(n, "node"), parse_index(x, "nic")) {
+                (Some(n), Some(x)) if n < nodes && x < nics_per_node => Ok(NicId(n * nics_per_node + x)),
+                _ => Err(c.err(&key(k), format!("{name:?}: node must be < {nodes} and nic < {nics_per_node}, as node<N>.nic<I>"))),
+            },
+            _ => Err(c.err(&key(k), format!("{name:?}: write a NIC as node<N>.nic<I>"))),
+        }
+    };
+    let link = || -> Result<Link, ScenarioError> {
+        let name = f.link.as_deref().ok_or_else(|| {
+            c.err(&key("link"), format!("{} needs link = \"node<N>.nic<I>.tx|rx\", \"node<N>.gpu<G>.nvlink_tx|nvlink_rx\" or \"switch<S>.up|down\"", f.kind))
+        })?;
+        let bad = || {
+            c.err(&key("link"), format!("{name:?} is not a link: write node<N>.nic<I>.tx|rx, node<N>.gpu<G>.nvlink_tx|nvlink_rx or switch<S>.up|down (nodes 0..{nodes}, NICs 0..{nics_per_node}, GPUs 0..{gpus_per_node})"))
+        };
+        let parts: Vec<&str> = name.split('.').collect();
+        match parts.as_slice() {
+            [n, x, d] if n.starts_with("node") => {
+                let node = parse_index(n, "node")
+                    .filter(|&v| v < nodes)
+                    .ok_or_else(bad)?;
+                if let Some(x) = parse_index(x, "nic").filter(|&v| v < nics_per_node) {
+                    let id = NicId(node * nics_per_node + x);
+                    match *d {
+                        "tx" => Ok(Link::NicTx(id)),
+                        "rx" => Ok(Link::NicRx(id)),
+                        _ => Err(bad()),
+                    }
+                } else if let Some(g) = parse_index(x, "gpu").filter(|&v| v < gpus_per_node) {
+                    let gpu = GpuId { node, local: g };
+                    match *d {
+                        "nvlink_tx" => Ok(Link::NvlinkTx(gpu)),
+                        "nvlink_rx" => Ok(Link::NvlinkRx(gpu)),
+                        _ => Err(bad()),
+                    }
+                } else {
+                    Err(bad())
+                }
+            }
+            [sw, d] => {
+                let s = parse_index(sw, "switch").ok_or_else(bad)?;
+                match *d {
+                    "up" => Ok(Link::Uplink(s)),
+                    "down" => Ok(Link::Downlink(s)),
+                    _ => Err(bad()),
+                }
+            }
+            _ => Err(bad()),
+        }
+    };
+    let action = match f.kind.as_str() {
+        "link_down" => FaultAction::Fabric(Fault::LinkDown(link()?)),
+        "link_up" => FaultAction::Fabric(Fault::LinkUp(link()?)),
+        "link_degraded" => {
+            let fr = f.fraction.ok_or_else(|| {
+                c.err(
+                    &key("fraction"),
+                    "link_degraded needs fraction = <share of capacity left, in (0, 1]>",
+                )
+            })?;
+            if !(fr > 0.0 && fr <= 1.0) {
+                return Err(c.err(&key("fraction"), format!("must be in (0, 1], got {fr}")));
+            }
+            FaultAction::Fabric(Fault::Degrade {
+                link: link()?,
+                fraction: fr,
+            })
+        }
+        "packet_loss" => {
+            let r = f.rate.ok_or_else(|| {
+                c.err(
+                    &key("rate"),
+                    "packet_loss needs rate = <loss rate in [0, 1)>",
+                )
+            })?;
+            if !(0.0..1.0).contains(&r) {
+                return Err(c.err(&key("rate"), format!("must be in [0, 1), got {r}")));
+            }
+            FaultAction::Fabric(Fault::Loss {
+                link: link()?,
+                rate: r,
+            })
+        }
+        "nic_down" => FaultAction::Fabric(Fault::NicDown(nic(&f.nic, "nic")?)),
+        "nic_up" => FaultAction::Fabric(Fault::NicUp(nic(&f.nic, "nic")?)),
+        "nic_flap" => {
+            let d = f.duration_s.ok_or_else(|| {
+                c.err(
+                    &key("duration_s"),
+                    "nic_flap needs duration_s = <seconds down>",
+                )
+            })?;
+            let d = c.positive(&key("duration_s"), d, "seconds down")?;
+            FaultAction::Fabric(Fault::NicFlap {
+                nic: nic(&f.nic, "nic")?,
+                down_ns: ns_from_secs_ceil(d),
+            })
+        }
+        "instance_crash" => {
+            let pool = f.pool.as_deref().ok_or_else(|| c.err(&key("pool"), "instance_crash needs pool = \"<pool name>\" (and instance = <index>, default 0)"))?;
+            let (pi, p) = pools
+                .iter()
+                .enumerate()
+                .find(|(_, p)| p.name == pool)
+                .ok_or_else(|| {
+                    c.err(
+                        &key("pool"),
+                        format!(
+                            "no pool named {pool:?}; pools: {}",
+                            pools
+                                .iter()
+                                .map(|p| p.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )
+                })?;
+            let k = f.instance.unwrap_or(0);
+            if k >= p.instances {
+                return Err(c.err(
+                    &key("instance"),
+                    format!(
+                        "pool {pool:?} has {} instance(s); use 0..{}",
+                        p.instances, p.instances
+                    ),
+                ));
+            }
+            let first: u32 = pools[..pi].iter().map(|p| p.instances).sum();
+            let restart_ns = match f.restart_after_s {
+                Some(r) => Some(ns_from_secs_ceil(c.positive(
+                    &key("restart_after_s"),
+                    r,
+                    "seconds",
+                )?)),
+                None => None,
+            };
+            FaultAction::Crash {
+                instance: first + k,
+                restart_ns,
+            }
+        }
+        other => {
+            return Err(c.err(
+                &key("kind"),
+                format!("unknown fault kind {other:?}; valid: link_down, link_up, link_degraded, packet_loss, nic_down, nic_up, nic_flap, instance_crash"),
+            ));
+        }
+    };
+    Ok(FaultSpec {
+        at_ns: ns_from_secs_ceil(at_s),
+        action,
     })
 }
 

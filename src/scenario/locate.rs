@@ -11,6 +11,9 @@ pub fn line_of(text: &str, key_path: &str) -> Option<usize> {
     let mut element_name: Option<String> = None;
     // Whether the current header is (inside) an array-of-tables element.
     let mut in_array = false;
+    // Elements seen so far of each array of tables, so `faults[2].link` resolves.
+    let mut seen: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    let mut elem: Option<usize> = None;
     let mut best: Option<(usize, usize)> = None; // (matched segments, line)
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -21,7 +24,11 @@ pub fn line_of(text: &str, key_path: &str) -> Option<usize> {
             header = h.split('.').map(|s| s.trim().to_string()).collect();
             element_name = None;
             in_array = true;
+            let n = seen.entry(header.join(".")).or_insert(0);
+            elem = Some(*n);
+            *n += 1;
             consider(&mut best, &want, &header, i + 1);
+            consider(&mut best, &want, &resolve_indexed(&header, elem), i + 1);
             continue;
         }
         if let Some(h) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
@@ -47,6 +54,11 @@ pub fn line_of(text: &str, key_path: &str) -> Option<usize> {
         let mut path = resolve(&header, &element_name);
         path.extend(k.split('.').map(|s| s.trim().to_string()));
         consider(&mut best, &want, &path, i + 1);
+        if in_array && header.first().is_some_and(|h| h != "pools") {
+            let mut indexed = resolve_indexed(&header, elem);
+            indexed.extend(k.split('.').map(|s| s.trim().to_string()));
+            consider(&mut best, &want, &indexed, i + 1);
+        }
         // Inline table: `arrival = { process = "poisson", rate_per_s = 8 }`.
         let v = v.trim();
         if v.starts_with('{') {
@@ -60,6 +72,15 @@ pub fn line_of(text: &str, key_path: &str) -> Option<usize> {
         }
     }
     best.map(|(_, line)| line)
+}
+
+/// The dotted path of an array-of-tables element addressed by index: `faults[2]`.
+fn resolve_indexed(header: &[String], elem: Option<usize>) -> Vec<String> {
+    let mut p: Vec<String> = header.to_vec();
+    if let (Some(first), Some(i)) = (p.first_mut(), elem) {
+        *first = format!("{first}[{i}]");
+    }
+    p
 }
 
 /// The dotted path a header denotes, with `[[pools]]` elements named by their `name`.

@@ -126,3 +126,23 @@ fn decode_retracts_when_pages_run_out_and_retracted_requests_still_finish() {
         assert!(num(r, "finish_ns").unwrap() > num(r, "first_token_ns").unwrap());
     }
 }
+
+#[test]
+fn max_prefill_tokens_bounds_a_prefill_batch() {
+    let service = |sets: &[&str], name: &str| {
+        let dir = tmpdir(name);
+        let mut all = vec!["run.max_requests=1"];
+        all.extend_from_slice(sets);
+        run("tests/scenarios/md1.toml", &all, &dir);
+        let r = &read_csv(&dir.join("requests.csv"))[0];
+        num(r, "prefill_end_ns").unwrap() - num(r, "prefill_start_ns").unwrap()
+    };
+    let whole = service(&[], "mpt-whole");
+    let halves = service(
+        &["pools.prefill.server.max_prefill_tokens=4096"],
+        "mpt-halves",
+    );
+    // 8192 prompt tokens in two forwards of 4096: one more per-step overhead, more attention
+    // context in the second.
+    assert!(halves > whole, "{halves} vs {whole}");
+}

@@ -76,6 +76,7 @@ pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
         kv_cache_dtype: a.kv_cache_dtype.clone(),
         enable_unified_memory: a.enable_unified_memory,
         chunked_prefill_size: 8192,
+        max_prefill_tokens: 16384,
         mem_fraction_static: 0.85,
         max_running_requests: None,
         radix_cache: None,

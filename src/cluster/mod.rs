@@ -829,9 +829,10 @@ impl<'a> World<'a> {
         if self.instances[p as usize].busy || !self.instances[p as usize].alive {
             return;
         }
-        let budget_total = self.sc.pools[self.instances[p as usize].pool]
-            .server
-            .chunked_prefill_size;
+        // sglang's PrefillAdder: the chunk budget spans the whole batch, within
+        // --max-prefill-tokens.
+        let server = &self.sc.pools[self.instances[p as usize].pool].server;
+        let budget_total = server.chunked_prefill_size.min(server.max_prefill_tokens);
         let mut budget = budget_total;
         let mut batch: Vec<(ReqRef, u32)> = Vec::new();
         let mut shape: Vec<(u32, u32)> = Vec::new();

@@ -37,6 +37,7 @@ pub(crate) fn test_args(tp: u32, ps: u32, dtype: &str, unified: bool) -> crate::
         kv_cache_dtype: dtype.to_string(),
         enable_unified_memory: unified,
         chunked_prefill_size: 8192,
+        max_prefill_tokens: 16384,
         mem_fraction_static: 0.85,
         max_running_requests: None,
         radix_cache: None,

@@ -156,6 +156,10 @@ pub struct ServerSection {
     /// `--mem-fraction-static`.
     #[serde(default = "default_mem_fraction")]
     pub mem_fraction_static: f64,
+    /// `--max-prefill-tokens`: most tokens in one prefill batch (with chunking, the batch budget
+    /// is the smaller of this and `chunked_prefill_size`).
+    #[serde(default = "default_max_prefill_tokens")]
+    pub max_prefill_tokens: u32,
     /// `--max-running-requests`.
     pub max_running_requests: Option<u32>,
     /// `--disable-radix-cache`: no prefix cache on this (prefill) instance.
@@ -175,6 +179,7 @@ impl Default for ServerSection {
             enable_unified_memory: false,
             chunked_prefill_size: default_chunked_prefill_size(),
             mem_fraction_static: default_mem_fraction(),
+            max_prefill_tokens: default_max_prefill_tokens(),
             max_running_requests: None,
             disable_radix_cache: false,
             radix_cache_tokens: None,
@@ -193,6 +198,9 @@ fn default_kv_dtype() -> String {
 }
 fn default_chunked_prefill_size() -> u32 {
     8192
+}
+fn default_max_prefill_tokens() -> u32 {
+    16384
 }
 fn default_mem_fraction() -> f64 {
     0.85

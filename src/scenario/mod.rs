@@ -460,6 +460,9 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         if s.page_size == 0 {
             return Err(c.err(&k("page_size"), "must be ≥ 1 token, e.g. 1, 16 or 64"));
         }
+        if s.max_prefill_tokens == 0 {
+            return Err(c.err(&k("max_prefill_tokens"), "must be ≥ 1 token, e.g. 16384"));
+        }
         if s.chunked_prefill_size == 0 {
             return Err(c.err(&k("chunked_prefill_size"), "must be ≥ 1 token, e.g. 8192"));
         }
@@ -498,6 +501,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
             kv_cache_dtype: s.kv_cache_dtype.clone(),
             enable_unified_memory: s.enable_unified_memory,
             chunked_prefill_size: s.chunked_prefill_size,
+            max_prefill_tokens: s.max_prefill_tokens,
             mem_fraction_static: s.mem_fraction_static,
             max_running_requests: s.max_running_requests,
             radix_cache: (!s.disable_radix_cache).then_some(s.radix_cache_tokens),

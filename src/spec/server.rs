@@ -17,6 +17,8 @@ pub struct ServerArgs {
     pub enable_unified_memory: bool,
     /// `--chunked-prefill-size`: most tokens in one prefill forward.
     pub chunked_prefill_size: u32,
+    /// `--max-prefill-tokens`: most tokens in one prefill batch.
+    pub max_prefill_tokens: u32,
     /// `--mem-fraction-static`: the share of HBM for weights and KV cache.
     pub mem_fraction_static: f64,
     /// `--max-running-requests`: cap on a decode batch (`None`: bounded by memory only).

@@ -74,6 +74,49 @@ mod tests {
         assert_eq!(a.alloc(2).unwrap(), vec![4, 5]);
         assert_eq!(a.used(), 5);
     }
+
+    #[test]
+    fn a_unified_pool_shares_one_budget_between_pages_and_slots() {
+        // 100 bytes; a page costs 10, a slot 30: the id stores alone would allow 10 pages and
+        // 3 slots at once, the shared budget does not.
+        let store = Store::Plain {
+            pages: PageAllocator::new(10),
+            slots: PageAllocator::new(3),
+            grown: Vec::new(),
+        };
+        let shared = Shared {
+            budget: 100.0,
+            page_bytes: 10.0,
+            slot_bytes: 30.0,
+            used: 0.0,
+        };
+        let mut pool = KvPool::new(store, Some(shared));
+        let a = pool.alloc(1, 2, true).unwrap(); // 50 bytes
+        let b = pool.alloc(2, 2, true).unwrap(); // 100 bytes
+        assert!(pool.alloc(3, 1, false).is_none(), "the budget is spent");
+        assert_eq!(pool.available(), 0);
+        assert!(!pool.grow(1));
+        pool.free(1, &a);
+        assert_eq!(pool.available(), 5, "freed slot bytes become pages");
+        assert!(pool.grow(5));
+        assert!(
+            pool.alloc(4, 0, true).is_none(),
+            "pages now fill what the slot used"
+        );
+        pool.shrink(5);
+        pool.free(2, &b);
+        assert_eq!(pool.shared.unwrap().used, 0.0);
+        // Without sharing the same stores hold 10 pages and 3 slots together.
+        let mut plain = KvPool::new(
+            Store::Plain {
+                pages: PageAllocator::new(10),
+                slots: PageAllocator::new(3),
+                grown: Vec::new(),
+            },
+            None,
+        );
+        assert!(plain.alloc(1, 4, true).is_some() && plain.alloc(2, 6, true).is_some());
+    }
 }
 
 /// What a request holds on an instance: KV pages in request order, a state slot (hybrid
@@ -90,13 +133,13 @@ pub struct Holding {
     pub reserved: u32,
 }
 
-/// The memory of one instance: plain allocators where no write can land wrong, or the
+/// Where an instance's ids come from: plain allocators where no write can land wrong, or the
 /// corruption oracle ([`crate::layout::DecodeMemory`]) for a decode instance that receives from
 /// a prefill whose plan is not exact (or whose pool is unified, so that page ids follow the
 /// unified pool's high-end allocation).
 // One per instance: boxing the oracle would buy nothing.
 #[allow(clippy::large_enum_variant)]
-pub enum KvPool {
+pub enum Store {
     /// Counting allocators with real ids.
     Plain {
         /// KV pages.
@@ -117,20 +160,20 @@ pub enum KvPool {
     },
 }
 
-impl KvPool {
+impl Store {
     /// Usable pages.
     pub fn total(&self) -> u32 {
         match self {
-            KvPool::Plain { pages, .. } => pages.total(),
-            KvPool::Oracle { total, .. } => *total,
+            Store::Plain { pages, .. } => pages.total(),
+            Store::Oracle { total, .. } => *total,
         }
     }
 
     /// Pages in use.
     pub fn used(&self) -> u32 {
         match self {
-            KvPool::Plain { pages, .. } => pages.used(),
-            KvPool::Oracle { used, .. } => *used,
+            Store::Plain { pages, .. } => pages.used(),
+            Store::Oracle { used, .. } => *used,
         }
     }
 
@@ -139,7 +182,7 @@ impl KvPool {
         self.alloc_split(id, n, n, slot)
     }
 
-    /// [`KvPool::alloc`] where, on the oracle, only the first `transferred` pages become the
+    /// [`Store::alloc`] where, on the oracle, only the first `transferred` pages become the
     /// request's watched units (the KV the prefill will write); the rest is the room decode
     /// keeps for the tokens it generates, counted but not watched.
     pub fn alloc_split(
@@ -150,7 +193,7 @@ impl KvPool {
         slot: bool,
     ) -> Option<Holding> {
         match self {
-            KvPool::Plain { pages, slots, .. } => {
+            Store::Plain { pages, slots, .. } => {
                 if pages.available() < n || (slot && slots.available() == 0) {
                     return None;
                 }
@@ -163,7 +206,7 @@ impl KvPool {
                     reserved: n,
                 })
             }
-            KvPool::Oracle { mem, used, total } => {
+            Store::Oracle { mem, used, total } => {
                 if *total - *used < n {
                     return None;
                 }
@@ -186,14 +229,14 @@ impl KvPool {
     /// Gives back what request `id` held; the oracle also gives its verdict on the request.
     pub fn free(&mut self, id: u64, h: &Holding) -> Option<crate::layout::RequestReport> {
         match self {
-            KvPool::Plain { pages, slots, .. } => {
+            Store::Plain { pages, slots, .. } => {
                 pages.free(&h.pages);
                 if let Some(s) = h.slot {
                     slots.free(&[s]);
                 }
                 None
             }
-            KvPool::Oracle { mem, used, .. } => {
+            Store::Oracle { mem, used, .. } => {
                 *used -= h.reserved;
                 Some(mem.release(crate::layout::RequestId(id), None))
             }
@@ -209,14 +252,14 @@ impl KvPool {
     /// returns `false` taking nothing.
     pub fn grow(&mut self, n: u32) -> bool {
         match self {
-            KvPool::Plain { pages, grown, .. } => match pages.alloc(n) {
+            Store::Plain { pages, grown, .. } => match pages.alloc(n) {
                 Some(p) => {
                     grown.extend(p);
                     true
                 }
                 None => false,
             },
-            KvPool::Oracle { used, total, .. } => {
+            Store::Oracle { used, total, .. } => {
                 if *total - *used < n {
                     return false;
                 }
@@ -226,23 +269,147 @@ impl KvPool {
         }
     }
 
-    /// Gives back `n` pages taken by [`KvPool::grow`].
+    /// Gives back `n` pages taken by [`Store::grow`].
     pub fn shrink(&mut self, n: u32) {
         match self {
-            KvPool::Plain { pages, grown, .. } => {
+            Store::Plain { pages, grown, .. } => {
                 let at = grown.len() - n as usize;
                 let back = grown.split_off(at);
                 pages.free(&back);
             }
-            KvPool::Oracle { used, .. } => *used -= n,
+            Store::Oracle { used, .. } => *used -= n,
         }
     }
 
     /// The oracle, if this instance has one.
     pub fn oracle(&mut self) -> Option<&mut crate::layout::DecodeMemory> {
         match self {
-            KvPool::Oracle { mem, .. } => Some(mem),
-            KvPool::Plain { .. } => None,
+            Store::Oracle { mem, .. } => Some(mem),
+            Store::Plain { .. } => None,
         }
+    }
+}
+
+/// A unified pool's one byte budget, shared by KV pages (growing down from the high end) and
+/// state slots (growing up from the low end): a page costs `page_bytes`, a slot `slot_bytes`,
+/// and together they never exceed `budget` (`domain/sglang-pd.md` §1.6).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shared {
+    /// Bytes per rank for pages and slots together.
+    pub budget: f64,
+    /// One page envelope, bytes per rank.
+    pub page_bytes: f64,
+    /// One slot envelope, bytes per rank.
+    pub slot_bytes: f64,
+    /// Bytes in use.
+    pub used: f64,
+}
+
+/// The memory of one instance: its id store, and for a unified pool the byte budget pages and
+/// slots share.
+pub struct KvPool {
+    /// Where ids come from.
+    pub store: Store,
+    /// The shared budget of a unified pool (`None`: separate, fixed pools).
+    pub shared: Option<Shared>,
+}
+
+impl KvPool {
+    /// A pool over `store`, optionally under a shared budget.
+    pub fn new(store: Store, shared: Option<Shared>) -> Self {
+        Self { store, shared }
+    }
+
+    /// Usable pages (the most that fit when nothing else is held).
+    pub fn total(&self) -> u32 {
+        self.store.total()
+    }
+
+    /// Pages in use.
+    pub fn used(&self) -> u32 {
+        self.store.used()
+    }
+
+    /// Pages that could be taken now.
+    pub fn available(&self) -> u32 {
+        let free = self.store.available();
+        match &self.shared {
+            Some(sh) => free.min(((sh.budget - sh.used).max(0.0) / sh.page_bytes) as u32),
+            None => free,
+        }
+    }
+
+    fn cost(&self, pages: u32, slot: bool) -> f64 {
+        self.shared.map_or(0.0, |sh| {
+            f64::from(pages) * sh.page_bytes + if slot { sh.slot_bytes } else { 0.0 }
+        })
+    }
+
+    fn fits(&self, bytes: f64) -> bool {
+        self.shared.is_none_or(|sh| sh.used + bytes <= sh.budget)
+    }
+
+    /// See [`Store::alloc_split`]; a unified pool also checks its shared budget.
+    pub fn alloc_split(
+        &mut self,
+        id: u64,
+        n: u32,
+        transferred: u32,
+        slot: bool,
+    ) -> Option<Holding> {
+        let bytes = self.cost(n, slot);
+        if !self.fits(bytes) {
+            return None;
+        }
+        let h = self.store.alloc_split(id, n, transferred, slot)?;
+        if let Some(sh) = &mut self.shared {
+            sh.used += bytes;
+        }
+        Some(h)
+    }
+
+    /// See [`Store::alloc`].
+    pub fn alloc(&mut self, id: u64, n: u32, slot: bool) -> Option<Holding> {
+        self.alloc_split(id, n, n, slot)
+    }
+
+    /// See [`Store::free`].
+    pub fn free(&mut self, id: u64, h: &Holding) -> Option<crate::layout::RequestReport> {
+        let bytes = self.cost(h.reserved, h.slot.is_some());
+        if let Some(sh) = &mut self.shared {
+            sh.used -= bytes;
+        }
+        self.store.free(id, h)
+    }
+
+    /// See [`Store::grow`].
+    pub fn grow(&mut self, n: u32) -> bool {
+        let bytes = self.cost(n, false);
+        if !self.fits(bytes) || !self.store.grow(n) {
+            return false;
+        }
+        if let Some(sh) = &mut self.shared {
+            sh.used += bytes;
+        }
+        true
+    }
+
+    /// See [`Store::shrink`].
+    pub fn shrink(&mut self, n: u32) {
+        let bytes = self.cost(n, false);
+        if let Some(sh) = &mut self.shared {
+            sh.used -= bytes;
+        }
+        self.store.shrink(n);
+    }
+
+    /// The oracle, if this instance has one.
+    pub fn oracle(&mut self) -> Option<&mut crate::layout::DecodeMemory> {
+        self.store.oracle()
+    }
+
+    /// Whether the oracle watches this instance.
+    pub fn is_oracle(&self) -> bool {
+        matches!(self.store, Store::Oracle { .. })
     }
 }

@@ -24,7 +24,7 @@ use crate::metrics::{Collector, Outcome, RequestRow, Sink, TimeseriesRow};
 use crate::scenario::{FaultAction, Role, Scenario};
 use crate::workload::{Generator, NewRequest};
 use compute::{StepModel, calibrated_params};
-use memory::{Holding, KvPool, PageAllocator};
+use memory::{Holding, KvPool, PageAllocator, Shared, Store};
 
 use crate::layout::{
     ChunkRequest, Effect, ErrorTiming, PairPlan, PdError, RequestId, Verdict, Write,
@@ -336,25 +336,32 @@ fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
                 .plans
                 .iter()
                 .any(|(&(_, d), plan)| d == pool_idx && !plan.is_exact()));
-    if watched {
+    let store = if watched {
         let cap = crate::layout::Capacity {
             pages,
             slots: pool.state_slots,
             // One metadata row per request that can hold pages at once.
             aux_rows: pages.max(1),
         };
-        KvPool::Oracle {
+        Store::Oracle {
             mem: crate::layout::DecodeMemory::new(&pool.layout, cap),
             used: 0,
             total: pages,
         }
     } else {
-        KvPool::Plain {
+        Store::Plain {
             pages: PageAllocator::new(pages),
             slots: PageAllocator::new(pool.state_slots),
             grown: Vec::new(),
         }
-    }
+    };
+    let shared = pool.server.enable_unified_memory.then(|| Shared {
+        budget: placement::kv_budget_bytes(&sc.gpu, pool).max(0.0),
+        page_bytes: pool.layout[0].kv_page_bytes() as f64,
+        slot_bytes: pool.layout[0].state_slot_bytes() as f64,
+        used: 0.0,
+    });
+    KvPool::new(store, shared)
 }
 
 impl<'a> World<'a> {
@@ -1003,7 +1010,7 @@ impl<'a> World<'a> {
             let (transfer, writes) = {
                 let creq = Self::chunk_request(req, &job, &self.instances);
                 let t = plan.chunk(&creq);
-                let watched = matches!(self.instances[d as usize].pages, KvPool::Oracle { .. });
+                let watched = self.instances[d as usize].pages.is_oracle();
                 let writes = (watched
                     && !plan.is_exact()
                     && t.error
@@ -1215,7 +1222,7 @@ impl<'a> World<'a> {
             if let Some(writes) = &active.writes {
                 let mem = self.instances[d as usize].pages.oracle().expect("watched");
                 oob = mem.apply(&plan, RequestId(id), writes).error;
-            } else if matches!(self.instances[d as usize].pages, KvPool::Oracle { .. }) {
+            } else if self.instances[d as usize].pages.is_oracle() {
                 let (pages, slot, aux) = {
                     let q = self.reqs[r.slot as usize].as_ref().expect("alive");
                     let c = Self::chunk_request(q, &job, &self.instances);

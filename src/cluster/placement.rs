@@ -82,9 +82,15 @@ pub fn kv_pages(gpu: &GpuSpec, pool: &Pool) -> u32 {
         .model
         .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes)
         * u64::from(pool.server.page_size);
-    // Hybrid models keep one recurrent-state slot per request (plus the sink) beside the KV.
-    let state = f64::from(pool.state_slots + u32::from(pool.state_slots > 0))
-        * pool.layout[0].state_slot_bytes() as f64;
+    // Hybrid models keep one recurrent-state slot per request (plus the sink) beside the KV;
+    // a unified pool shares one budget between pages and slots instead, so its page count is
+    // the most that fit when no slot is held (the shared budget is checked per allocation).
+    let state = if pool.server.enable_unified_memory {
+        0.0
+    } else {
+        f64::from(pool.state_slots + u32::from(pool.state_slots > 0))
+            * pool.layout[0].state_slot_bytes() as f64
+    };
     let pages = ((kv_budget_bytes(gpu, pool) - state).max(0.0) / per_page as f64).floor();
     (pages as u64).saturating_sub(1).min(u64::from(u32::MAX)) as u32
 }
@@ -133,4 +139,13 @@ mod tests {
         assert_eq!(p.model.total_params(), 70_553_706_496.0);
         assert_eq!(kv_pages(&sc.gpu, p), 332_850);
     }
+}
+
+/// State slots of a unified pool: as many as the whole shared budget could hold (pages and
+/// slots then compete for it), at most `cap`.
+pub fn unified_slots(gpu: &GpuSpec, pool: &Pool, cap: u32) -> u32 {
+    let m = pool.layout[0].state_slot_bytes().max(1) as f64;
+    ((kv_budget_bytes(gpu, pool).max(0.0) / m).floor() as u64)
+        .saturating_sub(1)
+        .min(u64::from(cap)) as u32
 }

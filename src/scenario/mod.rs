@@ -570,6 +570,13 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
             node: p.node,
         });
     }
+    for p in pools
+        .iter_mut()
+        .filter(|p| p.server.enable_unified_memory && p.state_slots > 0)
+    {
+        // One shared pool: slots and pages compete for the same bytes (§1.6).
+        p.state_slots = crate::cluster::placement::unified_slots(&gpu, p, MAX_UNIFIED_SLOTS);
+    }
     for p in &pools {
         if crate::cluster::placement::kv_pages(&gpu, p) == 0 {
             let key = format!("pools.{}.server.mem_fraction_static", p.name);
@@ -1030,6 +1037,9 @@ fn fault(
         action,
     })
 }
+
+/// Upper bound on a unified pool's slot count (its oracle keeps a record per slot).
+pub const MAX_UNIFIED_SLOTS: u32 = 65_536;
 
 /// State slots of a hybrid instance when `max_running_requests` is not set: sglang sizes its
 /// mamba pool for the running batch; this is the cap on concurrent hybrid requests.

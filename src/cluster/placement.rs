@@ -95,6 +95,15 @@ pub fn kv_pages(gpu: &GpuSpec, pool: &Pool) -> u32 {
     (pages as u64).saturating_sub(1).min(u64::from(u32::MAX)) as u32
 }
 
+/// State slots of a unified pool: as many as the whole shared budget could hold (pages and
+/// slots then compete for it), at most `cap`.
+pub fn unified_slots(gpu: &GpuSpec, pool: &Pool, cap: u32) -> u32 {
+    let m = pool.layout[0].state_slot_bytes().max(1) as f64;
+    ((kv_budget_bytes(gpu, pool).max(0.0) / m).floor() as u64)
+        .saturating_sub(1)
+        .min(u64::from(cap)) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,13 +148,4 @@ mod tests {
         assert_eq!(p.model.total_params(), 70_553_706_496.0);
         assert_eq!(kv_pages(&sc.gpu, p), 332_850);
     }
-}
-
-/// State slots of a unified pool: as many as the whole shared budget could hold (pages and
-/// slots then compete for it), at most `cap`.
-pub fn unified_slots(gpu: &GpuSpec, pool: &Pool, cap: u32) -> u32 {
-    let m = pool.layout[0].state_slot_bytes().max(1) as f64;
-    ((kv_budget_bytes(gpu, pool).max(0.0) / m).floor() as u64)
-        .saturating_sub(1)
-        .min(u64::from(cap)) as u32
 }

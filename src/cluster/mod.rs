@@ -581,8 +581,8 @@ impl<'a> World<'a> {
                     self.on_decode_step_done(d)?;
                 }
             }
-            Event::WaitingTimeout(r, round) => self.on_waiting_timeout(r, round)?,
-            Event::BootstrapTimeout(r, round) => self.on_bootstrap_timeout(r, round)?,
+            Event::WaitingTimeout(r, round) => self.on_timeout(r, round, KvPoll::WaitingForInput),
+            Event::BootstrapTimeout(r, round) => self.on_timeout(r, round, KvPoll::Bootstrapping),
             Event::Tick => self.on_tick()?,
         }
         match self.io_error.take() {
@@ -1597,38 +1597,28 @@ impl<'a> World<'a> {
 
     // ---------------------------------------------------------------- endings
 
-    fn on_waiting_timeout(&mut self, r: ReqRef, round: u32) -> std::io::Result<()> {
-        let timeout = self.sc.sglang.waiting_timeout_ns;
-        let Some(req) = self.req(r) else {
-            return Ok(());
+    /// sglang's timeouts: decode's in `WaitingForInput`, prefill's in `Bootstrapping`; a
+    /// request that moved on (or into a later bootstrap round) is left alone.
+    fn on_timeout(&mut self, r: ReqRef, round: u32, stage: KvPoll) {
+        let (timeout, kind) = match stage {
+            KvPoll::WaitingForInput => (self.sc.sglang.waiting_timeout_ns, "waiting_timeout"),
+            _ => (self.sc.sglang.bootstrap_timeout_ns, "bootstrap_timeout"),
         };
-        if req.receiver != KvPoll::WaitingForInput || req.round != round {
-            return Ok(());
+        let Some(req) = self.req(r) else { return };
+        let state = if stage == KvPoll::WaitingForInput {
+            req.receiver
+        } else {
+            req.sender
+        };
+        if state != stage || req.round != round {
+            return;
         }
         let msg = format!(
-            "Request {} timed out after {:.1}s in KVPoll.WaitingForInput",
+            "Request {} timed out after {:.1}s in KVPoll.{stage:?}",
             req.id,
             timeout as f64 / NS_PER_S as f64
         );
-        self.fail(r, "waiting_timeout", &msg);
-        Ok(())
-    }
-
-    fn on_bootstrap_timeout(&mut self, r: ReqRef, round: u32) -> std::io::Result<()> {
-        let timeout = self.sc.sglang.bootstrap_timeout_ns;
-        let Some(req) = self.req(r) else {
-            return Ok(());
-        };
-        if req.sender != KvPoll::Bootstrapping || req.round != round {
-            return Ok(());
-        }
-        let msg = format!(
-            "Request {} timed out after {:.1}s in KVPoll.Bootstrapping",
-            req.id,
-            timeout as f64 / NS_PER_S as f64
-        );
-        self.fail(r, "bootstrap_timeout", &msg);
-        Ok(())
+        self.fail(r, kind, &msg);
     }
 
     /// Ends a request that decoded to its last token. The oracle (when it watches the decode)

@@ -68,6 +68,8 @@ pub enum Event {
     /// The fabric's next flow phase change or end is due (stale unless `0` is the current
     /// fabric timer generation).
     FabricDue(u64),
+    /// A chunk with no bytes to move returned from its (empty) batch call.
+    EmptyChunkSent(u32, u32, u32),
     /// The scenario's fault number `0` happens.
     Fault(usize),
     /// A crashed instance comes back.
@@ -573,6 +575,16 @@ impl<'a> World<'a> {
                 }
             }
             Event::Fault(i) => self.on_fault(i),
+            Event::EmptyChunkSent(p, shard, epoch) => {
+                let empty = self.instances[p as usize].epoch == epoch
+                    && self.instances[p as usize].shards[shard as usize]
+                        .active
+                        .as_ref()
+                        .is_some_and(|a| a.flows_left == 0);
+                if empty {
+                    self.chunk_done(p, shard);
+                }
+            }
             Event::Restart(i) => self.on_restart(i),
             Event::HeartbeatLost(p, e) => self.on_heartbeat_lost(p, e),
             Event::TransferSucceeded(r) => self.on_transfer_succeeded(r)?,
@@ -1073,8 +1085,13 @@ impl<'a> World<'a> {
             });
             self.fabric_sync();
             if n == 0 {
-                // Nothing to send (every target a dummy): the chunk is done at once.
-                self.chunk_done(p, shard);
+                // Nothing to send (0 KV bytes on the slice path, every target a dummy): the
+                // batch call returns after the network latency.
+                let epoch = self.instances[p as usize].epoch;
+                self.q.schedule_in(
+                    self.sc.fabric.base_latency_ns,
+                    Event::EmptyChunkSent(p, shard, epoch),
+                );
             }
             return;
         }

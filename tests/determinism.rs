@@ -67,3 +67,28 @@ fn a_larger_loaded_cluster_is_byte_identical_across_runs() {
         "run.seed=99",
     );
 }
+
+#[test]
+fn faults_crashes_retractions_and_corruption_are_byte_identical_across_runs() {
+    for (i, scenario) in [
+        "scenarios/faults/decode-crash.toml",
+        "scenarios/faults/link-down.toml",
+        "scenarios/faults/lossy-links.toml",
+        "scenarios/pd/tp-mismatch-unguarded.toml",
+        "scenarios/pd/dead-shard-stalls-healthy.toml",
+        "scenarios/retraction.toml",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (a, b) = (tmpdir(&format!("det-{i}-a")), tmpdir(&format!("det-{i}-b")));
+        run(scenario, &[], &a);
+        run(scenario, &[], &b);
+        assert_identical(scenario, &[], &a, &b);
+        assert_eq!(
+            std::fs::read(a.join("links.csv")).unwrap(),
+            std::fs::read(b.join("links.csv")).unwrap(),
+            "{scenario}: links.csv differs"
+        );
+    }
+}

@@ -653,29 +653,11 @@ impl<'a> World<'a> {
             // Every instance of a role is down: the router has nowhere to send it.
             let id = self.collector.counts.arrived;
             self.collector.counts.arrived += 1;
-            let row = RequestRow {
-                id,
-                arrival_ns: nr.arrival_ns,
-                prefill_instance: u32::MAX,
-                decode_instance: u32::MAX,
-                input_tokens: nr.input_tokens,
-                output_tokens: nr.output_tokens,
-                prefill_queued_ns: None,
-                prefill_start_ns: None,
-                prefill_end_ns: None,
-                transfer_start_ns: None,
-                transfer_end_ns: None,
-                decode_start_ns: None,
-                first_token_ns: None,
-                finish_ns: Some(now),
-                kv_bytes: 0,
-                rdma_writes: 0,
-                outcome: Outcome::Failed,
-                error_kind: Some("peer_lost"),
-                victims: String::new(),
-                corrupted_by: String::new(),
-                retractions: 0,
-            };
+            let mut row =
+                RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
+            row.finish_ns = Some(now);
+            row.outcome = Outcome::Failed;
+            row.error_kind = Some("peer_lost");
             let msg = "No live prefill or decode instance to route the request to";
             if let Err(e) = self.collector.finish(row, Some(msg), self.slo(), self.sink) {
                 self.io_error.get_or_insert(e);
@@ -685,29 +667,13 @@ impl<'a> World<'a> {
         let (p, d) = (self.prefill_ids[pi], self.decode_ids[di]);
         let id = self.collector.counts.arrived;
         self.collector.counts.arrived += 1;
-        let row = RequestRow {
+        let row = RequestRow::arrived(
             id,
-            arrival_ns: nr.arrival_ns,
-            prefill_instance: p,
-            decode_instance: d,
-            input_tokens: nr.input_tokens,
-            output_tokens: nr.output_tokens,
-            prefill_queued_ns: None,
-            prefill_start_ns: None,
-            prefill_end_ns: None,
-            transfer_start_ns: None,
-            transfer_end_ns: None,
-            decode_start_ns: None,
-            first_token_ns: None,
-            finish_ns: None,
-            kv_bytes: 0,
-            rdma_writes: 0,
-            outcome: Outcome::Unfinished,
-            error_kind: None,
-            victims: String::new(),
-            corrupted_by: String::new(),
-            retractions: 0,
-        };
+            nr.arrival_ns,
+            Some((p, d)),
+            nr.input_tokens,
+            nr.output_tokens,
+        );
         let req = Req {
             id,
             input: nr.input_tokens,

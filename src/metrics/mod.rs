@@ -39,10 +39,10 @@ pub struct RequestRow {
     pub id: u64,
     /// Arrival at the router.
     pub arrival_ns: Nanos,
-    /// Global index of the prefill instance.
-    pub prefill_instance: u32,
-    /// Global index of the decode instance.
-    pub decode_instance: u32,
+    /// Global index of the prefill instance (empty if the router had no live one).
+    pub prefill_instance: Option<u32>,
+    /// Global index of the decode instance (empty if the router had no live one).
+    pub decode_instance: Option<u32>,
     /// Prompt tokens.
     pub input_tokens: u32,
     /// Output tokens requested.
@@ -77,6 +77,41 @@ pub struct RequestRow {
     pub corrupted_by: String,
     /// Times decode retracted it (ran out of pages mid-generation) and it was re-transferred.
     pub retractions: u32,
+}
+
+impl RequestRow {
+    /// A request that just arrived: every stage still ahead of it.
+    pub fn arrived(
+        id: u64,
+        arrival_ns: Nanos,
+        instances: Option<(u32, u32)>,
+        input_tokens: u32,
+        output_tokens: u32,
+    ) -> Self {
+        Self {
+            id,
+            arrival_ns,
+            prefill_instance: instances.map(|i| i.0),
+            decode_instance: instances.map(|i| i.1),
+            input_tokens,
+            output_tokens,
+            prefill_queued_ns: None,
+            prefill_start_ns: None,
+            prefill_end_ns: None,
+            transfer_start_ns: None,
+            transfer_end_ns: None,
+            decode_start_ns: None,
+            first_token_ns: None,
+            finish_ns: None,
+            kv_bytes: 0,
+            rdma_writes: 0,
+            outcome: Outcome::Unfinished,
+            error_kind: None,
+            victims: String::new(),
+            corrupted_by: String::new(),
+            retractions: 0,
+        }
+    }
 }
 
 /// One row of `timeseries.csv`: one simulated second of one instance.

@@ -1328,8 +1328,8 @@ pub(crate) mod fixture {
         RequestRow {
             id,
             arrival_ns: a,
-            prefill_instance: 0,
-            decode_instance: 1 + (id % 2) as u32,
+            prefill_instance: Some(0),
+            decode_instance: Some(1 + (id % 2) as u32),
             input_tokens: 1024,
             output_tokens: 64,
             prefill_queued_ns: Some(a + 5 * ms),

@@ -213,7 +213,7 @@ impl Phase {
             Phase::Queue => "queue",
             Phase::Prefill => "prefill",
             Phase::Transfer => "KV transfer",
-            Phase::Wait => "wait for decode",
+            Phase::Wait => "waiting",
             Phase::Decode => "decode",
         }
     }
@@ -1107,6 +1107,13 @@ fn phases(r: &RequestRow) -> Vec<(Phase, f64, f64)> {
         (Phase::Prefill, r.prefill_start_ns, r.prefill_end_ns),
         (Phase::Transfer, r.transfer_start_ns, r.transfer_end_ns),
         (Phase::Wait, r.transfer_end_ns, r.decode_start_ns),
+        // Prefilled but never transferred (its chunk sits on a dead or blocked shard): the wait
+        // runs from the end of prefill to the failure.
+        (
+            Phase::Wait,
+            r.prefill_end_ns.filter(|_| r.transfer_start_ns.is_none()),
+            None,
+        ),
         (Phase::Decode, r.decode_start_ns, r.finish_ns),
     ];
     spans
@@ -1586,7 +1593,7 @@ mod tests {
                 "queue",
                 "prefill",
                 "KV transfer",
-                "wait for decode",
+                "waiting",
                 "decode",
                 "failed (end)",
                 "corrupted (end)",

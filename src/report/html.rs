@@ -271,6 +271,8 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
          <tr><td>SLO attainment (share of arrived)</td><td class=\"n\">{:.1} %</td></tr>\n\
          <tr><td>goodput requests/s</td><td class=\"n\">{:.3}</td></tr>\n\
          <tr><td>KV transfer</td><td class=\"n\">{} ({} B) in {} RDMA writes</td></tr>\n\
+         <tr><td>achieved bandwidth per batch, p50 / p99 (GB/s)</td><td class=\"n\">{:.2} / {:.2}</td></tr>\n\
+         <tr><td>retransmitted after packet loss</td><td class=\"n\">{}</td></tr>\n\
          </table>\n",
         t.requests_per_s,
         t.input_tokens_per_s,
@@ -279,8 +281,26 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         s.slo.goodput_requests_per_s,
         fmt_bytes(s.transfer.bytes),
         s.transfer.bytes,
-        s.transfer.writes
+        s.transfer.writes,
+        s.transfer.bandwidth_gbps.p50,
+        s.transfer.bandwidth_gbps.p99,
+        fmt_bytes(s.transfer.retransmitted_bytes),
     );
+    if !s.prefix_cache.is_empty() {
+        h.push_str("<h2>Prefix cache</h2>\n<table>\n<tr><th>instance</th><th>pool</th><th>lookups</th><th>hit tokens</th><th>hit rate</th></tr>\n");
+        for c in &s.prefix_cache {
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1} %</td></tr>",
+                c.instance,
+                escape_html(&c.pool),
+                c.lookups,
+                c.hit_tokens,
+                100.0 * c.hit_rate
+            );
+        }
+        h.push_str("</table>\n");
+    }
 
     if !charts.is_empty() {
         h.push_str("<h2>Charts</h2>\n");
@@ -401,7 +421,9 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
          - output tokens/s: {:.1}\n\
          - SLO attainment (share of arrived): {:.1} %\n\
          - goodput requests/s: {:.3}\n\
-         - KV transfer: {} ({} B) in {} RDMA writes\n",
+         - KV transfer: {} ({} B) in {} RDMA writes\n\
+         - achieved bandwidth per batch, p50 / p99: {:.2} / {:.2} GB/s\n\
+         - retransmitted after packet loss: {}\n",
         t.requests_per_s,
         t.input_tokens_per_s,
         t.output_tokens_per_s,
@@ -409,8 +431,22 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
         s.slo.goodput_requests_per_s,
         fmt_bytes(s.transfer.bytes),
         s.transfer.bytes,
-        s.transfer.writes
+        s.transfer.writes,
+        s.transfer.bandwidth_gbps.p50,
+        s.transfer.bandwidth_gbps.p99,
+        fmt_bytes(s.transfer.retransmitted_bytes),
     );
+    for c in &s.prefix_cache {
+        let _ = writeln!(
+            m,
+            "- prefix cache of instance {} ({}): {:.1} % of {} prompt tokens hit in {} lookups",
+            c.instance,
+            c.pool.replace('|', "\\|"),
+            100.0 * c.hit_rate,
+            c.input_tokens,
+            c.lookups
+        );
+    }
     m
 }
 

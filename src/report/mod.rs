@@ -208,11 +208,17 @@ pub struct CsvSink {
     requests: csv::Writer<BufWriter<File>>,
     timeseries: csv::Writer<BufWriter<File>>,
     links: csv::Writer<BufWriter<File>>,
-    /// Every timeseries row, for the charts.
+    /// Timeseries rows for the charts: every second's, thinned to every `stride`-th second once
+    /// a run is long (the charts draw at most a few hundred points per series), so memory stays
+    /// bounded however long the run.
     pub timeseries_rows: Vec<TimeseriesRow>,
+    stride: u64,
     /// The first requests by id, then the first requests that did not complete.
     pub sample: Vec<RequestRow>,
 }
+
+/// Seconds of timeseries the charts keep before thinning (they draw at most 600 points).
+const CHART_SECONDS: u64 = 1200;
 
 /// Requests of the timeline sample that are simply the first by id.
 const SAMPLE_FIRST: usize = 28;
@@ -227,6 +233,7 @@ impl CsvSink {
             timeseries: csv::Writer::from_writer(create(&dir.join("timeseries.csv"))?),
             links: csv::Writer::from_writer(create(&dir.join("links.csv"))?),
             timeseries_rows: Vec::new(),
+            stride: 1,
             sample: Vec::new(),
         })
     }
@@ -258,7 +265,16 @@ impl Sink for CsvSink {
         self.requests.serialize(row).map_err(csv_io)
     }
     fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()> {
-        self.timeseries_rows.push(row.clone());
+        if row.second.is_multiple_of(self.stride) {
+            self.timeseries_rows.push(row.clone());
+            // Past CHART_SECONDS kept seconds, keep every other one of them.
+            if row.second / self.stride > CHART_SECONDS {
+                self.stride *= 2;
+                let stride = self.stride;
+                self.timeseries_rows
+                    .retain(|r| r.second.is_multiple_of(stride));
+            }
+        }
         self.timeseries.serialize(row).map_err(csv_io)
     }
     fn link(&mut self, row: &LinkRow) -> std::io::Result<()> {
@@ -276,4 +292,58 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), IoError> {
     serde_json::to_writer_pretty(&mut w, value).map_err(|e| wrap(std::io::Error::other(e)))?;
     w.write_all(b"\n").map_err(wrap)?;
     w.flush().map_err(wrap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(second: u64, instance: u32) -> TimeseriesRow {
+        TimeseriesRow {
+            second,
+            instance,
+            pool: "p".into(),
+            role: "decode",
+            arrivals: 0,
+            running: 0,
+            queued: 0,
+            kv_pages_used: 0,
+            kv_pages_total: 1,
+            tokens_out: second,
+            busy_fraction: 0.0,
+            link_utilisation: 0.0,
+        }
+    }
+
+    #[test]
+    fn chart_timeseries_stays_bounded_and_evenly_thinned() {
+        let dir = std::env::temp_dir().join(format!("pdsim-sink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut sink = CsvSink::create(&dir).unwrap();
+        for s in 1..=20_000 {
+            for i in 0..3 {
+                sink.timeseries(&row(s, i)).unwrap();
+            }
+        }
+        sink.flush().unwrap();
+        let kept = &sink.timeseries_rows;
+        assert!(
+            kept.len() <= 3 * (CHART_SECONDS as usize + 1),
+            "{} rows kept",
+            kept.len()
+        );
+        assert!(
+            kept.len() >= 3 * (CHART_SECONDS as usize / 2),
+            "{} rows kept",
+            kept.len()
+        );
+        let stride = kept[3].second - kept[0].second;
+        assert!(kept.iter().all(|r| r.second % stride == 0), "even thinning");
+        // The file keeps every row.
+        let lines = std::fs::read_to_string(dir.join("timeseries.csv"))
+            .unwrap()
+            .lines()
+            .count();
+        assert_eq!(lines, 1 + 3 * 20_000);
+    }
 }

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use super::model::{KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, parse_hybrid_pattern};
+use super::model::{
+    Gqa, KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, dense_gqa, parse_hybrid_pattern,
+};
 
 /// The architectures [`load_model_config`] imports.
 pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
@@ -251,34 +253,24 @@ pub fn load_model_config(path: &Path) -> Result<ModelSpec, ConfigError> {
 }
 
 fn dense(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
-    let layers = f.u32("num_hidden_layers")?;
     let hidden = f.u32("hidden_size")?;
     let q_heads = f.u32("num_attention_heads")?;
-    let kv_heads = f.opt_u32("num_key_value_heads")?.unwrap_or(q_heads);
-    let head_dim = f.head_dim("head_dim", hidden, q_heads)?;
-    Ok(ModelSpec {
-        name,
-        num_layers: layers,
-        hidden_size: hidden,
-        q_heads,
-        attention: KvAttention::Mha {
-            kv_heads,
-            head_dim,
-            v_head_dim: head_dim,
+    let mut spec = dense_gqa(
+        &name,
+        Gqa {
+            layers: f.u32("num_hidden_layers")?,
+            hidden,
+            q_heads,
+            kv_heads: f.opt_u32("num_key_value_heads")?.unwrap_or(q_heads),
+            head_dim: f.head_dim("head_dim", hidden, q_heads)?,
+            ffn: f.u32("intermediate_size")?,
+            vocab: f.u32("vocab_size")?,
         },
-        attention_layers: (0..layers).collect(),
-        mamba: None,
-        mamba_layers: Vec::new(),
-        dense_ffn_layers: layers,
-        dense_intermediate: f.u32("intermediate_size")?,
-        dense_ffn_gated: true,
-        moe: None,
-        moe_layers: 0,
-        vocab_size: f.u32("vocab_size")?,
-        tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
-        weight_bytes: f.weight_bytes()?,
-        activation_bytes: f.dtype_bytes("torch_dtype", 2)?,
-    })
+    );
+    spec.tie_word_embeddings = f.opt_bool("tie_word_embeddings")?.unwrap_or(false);
+    spec.weight_bytes = f.weight_bytes()?;
+    spec.activation_bytes = f.dtype_bytes("torch_dtype", 2)?;
+    Ok(spec)
 }
 
 /// The MLA + MoE fields shared by both DeepSeek schemas, by their key names in each.

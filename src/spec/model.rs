@@ -337,18 +337,19 @@ pub const MODEL_PRESETS: &[&str] = &[
     "bloom-176b",
 ];
 
-/// The fields of a dense GQA transformer preset.
-struct Gqa {
-    layers: u32,
-    hidden: u32,
-    q_heads: u32,
-    kv_heads: u32,
-    head_dim: u32,
-    ffn: u32,
-    vocab: u32,
+/// The fields of a dense GQA transformer (a preset or an imported config).
+pub(crate) struct Gqa {
+    pub(crate) layers: u32,
+    pub(crate) hidden: u32,
+    pub(crate) q_heads: u32,
+    pub(crate) kv_heads: u32,
+    pub(crate) head_dim: u32,
+    pub(crate) ffn: u32,
+    pub(crate) vocab: u32,
 }
 
-fn dense_gqa(name: &str, g: Gqa) -> ModelSpec {
+/// A dense GQA transformer with a gated FFN on every layer, bf16 weights, untied embeddings.
+pub(crate) fn dense_gqa(name: &str, g: Gqa) -> ModelSpec {
     let Gqa {
         layers,
         hidden,

@@ -33,40 +33,64 @@ pub fn ms(ns: Nanos) -> f64 {
     ns as f64 / NS_PER_MS as f64
 }
 
-struct Entry<E> {
+/// A heap entry: the order key and the slab slot holding the event. Events themselves stay in
+/// the slab, so a sift moves 24 bytes whatever the event's size.
+#[derive(Clone, Copy)]
+struct Entry {
     at: Nanos,
     seq: u64,
-    event: E,
+    slot: u32,
 }
 
-impl<E> PartialEq for Entry<E> {
+impl PartialEq for Entry {
     fn eq(&self, other: &Self) -> bool {
         self.at == other.at && self.seq == other.seq
     }
 }
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
+impl Eq for Entry {}
+impl PartialOrd for Entry {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }
 }
-impl<E> Ord for Entry<E> {
+impl Ord for Entry {
     /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest (time, sequence) first.
     fn cmp(&self, other: &Self) -> Ordering {
         (other.at, other.seq).cmp(&(self.at, self.seq))
     }
 }
 
-/// A future-event list ordered by (time, sequence number).
+/// The handle of a scheduled event, for [`EventQueue::cancel`]. It names the event by its
+/// sequence number, which no other event ever shares, so cancelling is deterministic and a key
+/// whose event already fired (or was cancelled) cancels nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventKey {
+    seq: u64,
+    slot: u32,
+}
+
+/// A future-event list ordered by (time, sequence number), with keyed cancellation.
 ///
 /// Why both keys: many events fall on the same nanosecond (a decode step that ends as a
 /// transfer lands). Ordering ties by the order in which events were *scheduled* makes the run a
 /// pure function of the scenario and the seed — the heap's internal layout never decides.
+///
+/// Cancellation is lazy: a cancelled event leaves its slab slot at once (the slot may be reused),
+/// and its heap entry is dropped when it reaches the top, recognised because the slot no longer
+/// holds that sequence number. When cancelled entries outnumber live ones the heap is rebuilt
+/// without them, so the heap stays within twice the pending events (a 300 s timeout that is
+/// cancelled after 50 ms does not sit in the heap for 300 s).
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
+    heap: BinaryHeap<Entry>,
+    /// Events by slot, with the sequence number they were scheduled under.
+    slab: Vec<(u64, Option<E>)>,
+    free: Vec<u32>,
+    /// Heap entries whose event was cancelled.
+    stale: usize,
     now: Nanos,
     next_seq: u64,
     popped: u64,
+    cancelled: u64,
 }
 
 impl<E> Default for EventQueue<E> {
@@ -80,9 +104,13 @@ impl<E> EventQueue<E> {
     pub fn new() -> Self {
         Self {
             heap: BinaryHeap::new(),
+            slab: Vec::new(),
+            free: Vec::new(),
+            stale: 0,
             now: 0,
             next_seq: 0,
             popped: 0,
+            cancelled: 0,
         }
     }
 
@@ -91,8 +119,8 @@ impl<E> EventQueue<E> {
         self.now
     }
 
-    /// Schedules `event` at absolute time `at` (never in the past).
-    pub fn schedule_at(&mut self, at: Nanos, event: E) {
+    /// Schedules `event` at absolute time `at` (never in the past) and returns its key.
+    pub fn schedule_keyed(&mut self, at: Nanos, event: E) -> EventKey {
         assert!(
             at >= self.now,
             "event scheduled in the past: at {at} ns < now {} ns",
@@ -100,40 +128,107 @@ impl<E> EventQueue<E> {
         );
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Entry { at, seq, event });
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slab[s as usize] = (seq, Some(event));
+                s
+            }
+            None => {
+                self.slab.push((seq, Some(event)));
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.heap.push(Entry { at, seq, slot });
+        EventKey { seq, slot }
     }
 
-    /// Schedules `event` `delay` nanoseconds from now.
+    /// Schedules `event` at absolute time `at` (never in the past).
+    pub fn schedule_at(&mut self, at: Nanos, event: E) {
+        self.schedule_keyed(at, event);
+    }
+
+    /// Schedules `event` `delay` nanoseconds from now (saturating at the end of time).
     pub fn schedule_in(&mut self, delay: Nanos, event: E) {
         self.schedule_at(self.now.saturating_add(delay), event);
     }
 
-    /// Time of the next event, if any.
+    /// [`EventQueue::schedule_in`], returning the event's key.
+    pub fn schedule_keyed_in(&mut self, delay: Nanos, event: E) -> EventKey {
+        self.schedule_keyed(self.now.saturating_add(delay), event)
+    }
+
+    /// Cancels the event of `key` if it is still pending; returns whether it was.
+    pub fn cancel(&mut self, key: EventKey) -> bool {
+        let Some(entry) = self.slab.get_mut(key.slot as usize) else {
+            return false;
+        };
+        if entry.0 != key.seq || entry.1.is_none() {
+            return false;
+        }
+        entry.1 = None;
+        self.free.push(key.slot);
+        self.stale += 1;
+        self.cancelled += 1;
+        if self.stale > 64 && self.stale * 2 > self.heap.len() {
+            let slab = &self.slab;
+            self.heap
+                .retain(|e| slab[e.slot as usize].0 == e.seq && slab[e.slot as usize].1.is_some());
+            self.stale = 0;
+        }
+        self.skip_stale();
+        true
+    }
+
+    /// Whether the heap's top entry is a cancelled event.
+    fn top_is_stale(&self) -> Option<bool> {
+        let e = self.heap.peek()?;
+        let (seq, ev) = &self.slab[e.slot as usize];
+        Some(*seq != e.seq || ev.is_none())
+    }
+
+    /// Drops cancelled entries from the top of the heap.
+    fn skip_stale(&mut self) {
+        while self.top_is_stale() == Some(true) {
+            self.heap.pop();
+            self.stale -= 1;
+        }
+    }
+
+    /// Time of the next pending event, if any. (The top of the heap is never a cancelled
+    /// entry: `cancel` and `pop` drop those as they surface.)
     pub fn peek_time(&self) -> Option<Nanos> {
         self.heap.peek().map(|e| e.at)
     }
 
-    /// Removes the next event and advances the clock to it.
+    /// Removes the next pending event and advances the clock to it.
     pub fn pop(&mut self) -> Option<(Nanos, E)> {
         let e = self.heap.pop()?;
+        let event = self.slab[e.slot as usize].1.take().expect("a live entry");
+        self.free.push(e.slot);
+        self.skip_stale();
         self.now = e.at;
         self.popped += 1;
-        Some((e.at, e.event))
+        Some((e.at, event))
     }
 
-    /// Events handled so far.
+    /// Events handled so far (cancelled events are not counted).
     pub fn events_popped(&self) -> u64 {
         self.popped
     }
 
+    /// Events cancelled so far.
+    pub fn events_cancelled(&self) -> u64 {
+        self.cancelled
+    }
+
     /// Events still pending.
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.len() - self.stale
     }
 
     /// Whether no event is pending.
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len() == 0
     }
 }
 
@@ -187,6 +282,69 @@ mod tests {
         q.schedule_at(10, ());
         q.pop();
         q.schedule_at(9, ());
+    }
+
+    #[test]
+    fn cancelled_events_never_pop_and_keys_are_single_use() {
+        let mut q = EventQueue::new();
+        let a = q.schedule_keyed(10, "a");
+        let b = q.schedule_keyed(10, "b");
+        q.schedule_at(5, "x");
+        assert!(q.cancel(a));
+        assert!(!q.cancel(a), "a key cancels once");
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.pop(), Some((5, "x")));
+        // The slot of `a` is reused by `c`; the old key must not cancel the new event.
+        let c = q.schedule_keyed(10, "c");
+        assert!(!q.cancel(a));
+        assert_eq!(q.peek_time(), Some(10));
+        assert_eq!(q.pop(), Some((10, "b")));
+        assert!(!q.cancel(b), "a fired event cannot be cancelled");
+        assert_eq!(q.pop(), Some((10, "c")));
+        assert!(!q.cancel(c));
+        assert!(q.is_empty());
+        assert_eq!((q.events_popped(), q.events_cancelled()), (3, 1));
+    }
+
+    #[test]
+    fn heap_stays_small_when_most_events_are_cancelled() {
+        // Two long timeouts per request, cancelled soon after: the heap must not keep them.
+        let mut q = EventQueue::new();
+        for i in 0..100_000u64 {
+            let t1 = q.schedule_keyed(i + 300_000_000_000, i);
+            let t2 = q.schedule_keyed(i + 300_000_000_000, i);
+            q.schedule_at(i, i);
+            q.pop();
+            q.cancel(t1);
+            q.cancel(t2);
+            assert!(q.heap.len() <= 2 * q.len() + 130, "heap {} pending {}", q.heap.len(), q.len());
+        }
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn order_with_cancellations_matches_a_sorted_reference() {
+        // Interleaved schedules and cancels: what pops is exactly the uncancelled events in
+        // (time, sequence) order.
+        let mut q = EventQueue::new();
+        let mut keys = Vec::new();
+        let mut expect = Vec::new();
+        let mut x: u64 = 12345;
+        for seq in 0..5_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let at = (x >> 33) % 1000;
+            keys.push((q.schedule_keyed(at, seq), at, seq));
+        }
+        for (i, &(k, at, seq)) in keys.iter().enumerate() {
+            if i % 3 == 0 {
+                assert!(q.cancel(k));
+            } else {
+                expect.push((at, seq));
+            }
+        }
+        expect.sort();
+        let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(got, expect);
     }
 
     #[test]

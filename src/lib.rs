@@ -31,12 +31,15 @@
 //! reads metrics only.
 
 pub mod cli;
-pub mod cluster;
+pub mod compute;
+pub mod config;
 pub mod engine;
 pub mod fabric;
 pub mod layout;
 pub mod metrics;
 pub mod report;
 pub mod scenario;
+pub mod sglang;
+pub mod sim;
 pub mod spec;
 pub mod workload;

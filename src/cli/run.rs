@@ -7,11 +7,11 @@ use clap::Args;
 use serde::Serialize;
 
 use super::CliError;
-use crate::cluster::World;
 use crate::report::charts::{ChartInput, ImageFormat, render_charts};
 use crate::report::html::{write_index_html, write_summary_md};
 use crate::report::{CsvSink, IoError, Summary, write_json};
-use crate::scenario::{self, Scenario, ScenarioFile};
+use crate::scenario::{self, Scenario};
+use crate::sim::World;
 
 /// Arguments of `pdsim run`.
 #[derive(Args, Debug, Clone)]
@@ -63,7 +63,7 @@ struct RunFacts<'a> {
     pdsim_version: &'static str,
     scenario_file: String,
     seed: u64,
-    scenario: &'a ScenarioFile,
+    scenario: &'a serde_json::Value,
     instances: Vec<InstanceFacts>,
     host: HostFacts,
 }

@@ -317,7 +317,12 @@ mod tests {
             q.pop();
             q.cancel(t1);
             q.cancel(t2);
-            assert!(q.heap.len() <= 2 * q.len() + 130, "heap {} pending {}", q.heap.len(), q.len());
+            assert!(
+                q.heap.len() <= 2 * q.len() + 130,
+                "heap {} pending {}",
+                q.heap.len(),
+                q.len()
+            );
         }
         assert!(q.is_empty());
     }
@@ -331,7 +336,9 @@ mod tests {
         let mut expect = Vec::new();
         let mut x: u64 = 12345;
         for seq in 0..5_000u64 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let at = (x >> 33) % 1000;
             keys.push((q.schedule_keyed(at, seq), at, seq));
         }

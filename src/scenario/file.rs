@@ -1,6 +1,7 @@
 //! The scenario file as written (DESIGN.md §3): serde structs with `deny_unknown_fields`.
 //! Nothing here is checked beyond types; [`super::validate`] turns it into a [`super::Scenario`].
 
+pub use crate::config::{Role, RouterPolicy};
 use serde::{Deserialize, Serialize};
 
 /// A whole scenario file.
@@ -110,26 +111,6 @@ pub struct PoolSection {
     /// A CSV of measured step times to use instead of the roofline model
     /// (`phase,tokens,batch_size,context_tokens,time_ms`), relative to the scenario file.
     pub step_times: Option<String>,
-}
-
-/// The role of a pool.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// Computes prompts and pushes their KV.
-    Prefill,
-    /// Receives KV and generates tokens.
-    Decode,
-}
-
-impl Role {
-    /// The role as written in files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Prefill => "prefill",
-            Role::Decode => "decode",
-        }
-    }
 }
 
 /// `[pools.server]`: sglang flags with `_` for `-`.
@@ -415,19 +396,6 @@ pub struct RouterSection {
     /// How the router picks instances.
     #[serde(default)]
     pub policy: RouterPolicy,
-}
-
-/// Router policies.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, Default, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum RouterPolicy {
-    /// Uniformly at random (its own RNG stream).
-    Random,
-    /// In turn, per role.
-    #[default]
-    RoundRobin,
-    /// The instance with the fewest requests assigned and not yet done (lowest index on ties).
-    LeastLoaded,
 }
 
 /// `[sglang]`

@@ -4,16 +4,16 @@
 
 pub mod file;
 pub mod locate;
+mod sections;
 pub mod set;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
-use crate::engine::{NS_PER_US, Nanos, ns_from_secs_ceil};
-use crate::spec::{GpuSpec, ModelSpec, ServerArgs, gpu, model, server};
-pub use file::{ArrivalSection, LengthSection, Role, RouterPolicy, ScenarioFile};
+pub use crate::config::*;
+use crate::engine::{Nanos, ns_from_secs_ceil};
+use crate::spec::{ModelSpec, model};
+pub use file::{ArrivalSection, LengthSection, ScenarioFile};
 
 /// An invalid scenario: where, which key, and what would be valid.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,209 +42,6 @@ impl fmt::Display for ScenarioError {
 }
 
 impl std::error::Error for ScenarioError {}
-
-pub use crate::layout::Profile;
-
-/// A validated pool.
-#[derive(Clone, Debug)]
-pub struct Pool {
-    /// Unique name.
-    pub name: String,
-    /// Prefill or decode.
-    pub role: Role,
-    /// Number of instances (≥ 1).
-    pub instances: u32,
-    /// Server arguments.
-    pub server: ServerArgs,
-    /// The model this pool serves.
-    pub model: ModelSpec,
-    /// Bytes per KV element (from `kv_cache_dtype` and the model).
-    pub kv_dtype_bytes: u32,
-    /// Measured step times replacing the roofline model (`pools.step_times`).
-    pub step_times: Option<std::sync::Arc<crate::cluster::profile::MeasuredProfile>>,
-    /// First node of this pool (`pools.node`), or `None` for the next free node.
-    pub node: Option<u32>,
-    /// Rank 0's layout (KV regions, state regions, aux rows).
-    pub layout: std::sync::Arc<Vec<crate::layout::RankLayout>>,
-    /// Mamba/GDN state slots per instance (0 for models without recurrent layers).
-    pub state_slots: u32,
-}
-
-/// A validated arrival process.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Arrival {
-    /// Exponential gaps, `rate_per_s` > 0.
-    Poisson {
-        /// Mean arrivals per second.
-        rate_per_s: f64,
-    },
-    /// Even gaps of `1 / rate_per_s`.
-    Constant {
-        /// Arrivals per second.
-        rate_per_s: f64,
-    },
-    /// Gamma gaps with mean `1 / rate_per_s` and coefficient of variation `cv`.
-    Gamma {
-        /// Mean arrivals per second.
-        rate_per_s: f64,
-        /// Coefficient of variation of the gaps.
-        cv: f64,
-    },
-    /// Poisson at `rate_per_s` during `on_ns`, silent during `off_ns`, repeating.
-    OnOff {
-        /// Arrivals per second while on.
-        rate_per_s: f64,
-        /// Burst length, ns.
-        on_ns: Nanos,
-        /// Silence length, ns.
-        off_ns: Nanos,
-    },
-    /// Non-homogeneous Poisson with a piecewise-constant rate: `(until_ns, rate_per_s)` steps.
-    Schedule {
-        /// Steps in increasing `until_ns`; the last rate holds afterwards.
-        steps: std::sync::Arc<Vec<(Nanos, f64)>>,
-    },
-}
-
-/// A validated length distribution, tokens.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Lengths {
-    /// Always this many tokens.
-    Fixed(u32),
-    /// Uniform on `[min, max]`.
-    Uniform {
-        /// Tokens.
-        min: u32,
-        /// Tokens.
-        max: u32,
-    },
-    /// Log-normal with the given mean and coefficient of variation, clamped to `[min, max]`.
-    Lognormal {
-        /// Mean, tokens.
-        mean: f64,
-        /// Coefficient of variation.
-        cv: f64,
-        /// Tokens.
-        min: u32,
-        /// Tokens.
-        max: u32,
-    },
-    /// Uniform choice among these lengths (from a file).
-    Empirical(std::sync::Arc<Vec<u32>>),
-}
-
-impl Lengths {
-    /// The largest length this distribution can produce.
-    pub fn max(&self) -> u32 {
-        match self {
-            Lengths::Fixed(v) => *v,
-            Lengths::Uniform { max, .. } | Lengths::Lognormal { max, .. } => *max,
-            Lengths::Empirical(v) => v.iter().copied().max().unwrap_or(0),
-        }
-    }
-}
-
-/// A validated workload.
-#[derive(Clone, Debug)]
-pub enum Workload {
-    /// Generated from an arrival process and two length distributions.
-    Synthetic {
-        /// Arrival process.
-        arrival: Arrival,
-        /// Prompt lengths.
-        input: Lengths,
-        /// Output lengths.
-        output: Lengths,
-    },
-    /// Replayed from a trace: arrival times already scaled, in arrival order.
-    Trace {
-        /// The rows to replay.
-        rows: std::sync::Arc<Vec<crate::workload::trace::TraceRow>>,
-    },
-}
-
-/// Fabric parameters.
-#[derive(Clone, Debug, Serialize)]
-pub struct FabricParams {
-    /// `rail` or `leaf_spine`.
-    #[serde(skip)]
-    pub kind: crate::fabric::TopologyKind,
-    /// Nodes under one leaf switch.
-    pub nodes_per_leaf: u32,
-    /// Uplink oversubscription (≥ 1).
-    pub oversubscription: f64,
-    /// Per-NIC line rate, bytes per nanosecond (Gb/s ÷ 8).
-    pub nic_bytes_per_ns: f64,
-    /// NICs per node.
-    pub nics_per_node: u32,
-    /// Latency a transfer pays before its bytes flow, ns.
-    pub base_latency_ns: Nanos,
-    /// Latency of a control message, ns.
-    pub control_latency_ns: Nanos,
-}
-
-/// sglang's PD knobs.
-#[derive(Clone, Debug, Serialize)]
-pub struct SglangParams {
-    /// Behaviour profile.
-    pub profile: Profile,
-    /// Decode `WaitingForInput` timeout, ns.
-    pub waiting_timeout_ns: Nanos,
-    /// Prefill `Bootstrapping` timeout, ns.
-    pub bootstrap_timeout_ns: Nanos,
-    /// Transfer-queue shards per prefill instance.
-    pub queue_size: u32,
-}
-
-/// Latency targets.
-#[derive(Clone, Copy, Debug, Serialize, Default)]
-pub struct Slo {
-    /// TTFT target, ns.
-    pub ttft_ns: Option<Nanos>,
-    /// TPOT target, ns.
-    pub tpot_ns: Option<Nanos>,
-}
-
-/// A scenario the simulation can trust: every key checked, every path resolved.
-#[derive(Clone, Debug)]
-pub struct Scenario {
-    /// `run.name`: safe as a folder name.
-    pub name: String,
-    /// Seed of every random stream.
-    pub seed: u64,
-    /// Arrivals stop at this time, ns.
-    pub duration_ns: Nanos,
-    /// At most this many arrivals.
-    pub max_requests: Option<u64>,
-    /// The run stops at `duration_ns + drain_timeout_ns` whatever is in flight.
-    pub drain_timeout_ns: Nanos,
-    /// The GPU every instance runs on.
-    pub gpu: GpuSpec,
-    /// GPUs per node.
-    pub gpus_per_node: u32,
-    /// Prefill pools then decode pools, in file order within each role.
-    pub pools: Vec<Pool>,
-    /// Fabric parameters.
-    pub fabric: FabricParams,
-    /// Faults in time order.
-    pub faults: Vec<FaultSpec>,
-    /// Nodes the placement uses.
-    pub nodes: u32,
-    /// Workload.
-    pub workload: Workload,
-    /// Router policy.
-    pub router: RouterPolicy,
-    /// sglang knobs.
-    pub sglang: SglangParams,
-    /// Latency targets.
-    pub slo: Slo,
-    /// The transfer plan of every (prefill pool, decode pool) pair, by pool index.
-    pub plans: std::collections::BTreeMap<(usize, usize), std::sync::Arc<crate::layout::PairPlan>>,
-    /// The file as resolved after `--set`, recorded in `run.json`.
-    pub resolved: ScenarioFile,
-    /// Where the scenario was read from.
-    pub source: PathBuf,
-}
 
 /// Reads, overrides and validates a scenario file.
 pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
@@ -362,369 +159,16 @@ impl Checker<'_> {
 fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
     let c = Checker { text, path };
     let run = &file.run;
-    if run.name.is_empty()
-        || !run
-            .name
-            .chars()
-            .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
-        || run.name.starts_with('.')
-    {
-        return Err(c.err(
-            "run.name",
-            format!(
-                "{:?} is not a usable folder name; use letters, digits, '-', '_' and '.'",
-                run.name
-            ),
-        ));
-    }
-    let duration_s = c.positive("run.duration_s", run.duration_s, "seconds of arrivals")?;
-    let drain_s = c.non_negative("run.drain_timeout_s", run.drain_timeout_s, "seconds")?;
-    if run.max_requests == Some(0) {
-        return Err(c.err("run.max_requests", "must be ≥ 1 (or left out for no bound)"));
-    }
-
-    // Hardware.
+    let (duration_s, drain_s) = sections::run(&c, run)?;
     let hw = &file.hardware;
-    let mut gpu = gpu::gpu_preset(&hw.gpu).ok_or_else(|| {
-        c.err(
-            "hardware.gpu",
-            format!(
-                "unknown GPU preset {:?}; valid presets: {}",
-                hw.gpu,
-                gpu::GPU_PRESETS.join(", ")
-            ),
-        )
-    })?;
-    if let Some(t) = hw.bf16_tflops {
-        gpu.bf16_tflops = c.positive("hardware.bf16_tflops", t, "TFLOP/s")?;
-    }
-    if let Some(g) = hw.hbm_gb {
-        gpu.hbm_bytes = (c.positive("hardware.hbm_gb", g, "GB")? * 1e9) as u64;
-    }
-    if let Some(b) = hw.hbm_tb_s {
-        gpu.hbm_bytes_per_s = c.positive("hardware.hbm_tb_s", b, "TB/s")? * 1e12;
-    }
-    if hw.gpus_per_node == 0 {
-        return Err(c.err("hardware.gpus_per_node", "must be ≥ 1, e.g. 8"));
-    }
-
-    // Pools.
-    let default_model = match &file.model {
-        Some(r) => Some(c.model("model", r)?),
-        None => None,
-    };
-    let mut pools = Vec::new();
-    let mut seen: Vec<&str> = Vec::new();
-    for p in &file.pools {
-        let key = format!("pools.{}", p.name);
-        if p.name.is_empty() {
-            return Err(c.err("pools", "every pool needs a non-empty name"));
-        }
-        if seen.contains(&p.name.as_str()) {
-            return Err(c.err(
-                &key,
-                format!(
-                    "duplicate pool name {:?}; pool names must be unique",
-                    p.name
-                ),
-            ));
-        }
-        seen.push(&p.name);
-        if p.instances == 0 {
-            return Err(c.err(&format!("{key}.instances"), "must be ≥ 1"));
-        }
-        let s = &p.server;
-        let k = |f: &str| format!("{key}.server.{f}");
-        if s.tp_size == 0 || !hw.gpus_per_node.is_multiple_of(s.tp_size) {
-            return Err(c.err(
-                &k("tp_size"),
-                format!(
-                    "{} does not divide hardware.gpus_per_node = {}; use one of {}",
-                    s.tp_size,
-                    hw.gpus_per_node,
-                    divisors(hw.gpus_per_node)
-                ),
-            ));
-        }
-        let attn_tp = s.attn_tp_size.unwrap_or(s.tp_size);
-        if attn_tp == 0 || !s.tp_size.is_multiple_of(attn_tp) {
-            return Err(c.err(
-                &k("attn_tp_size"),
-                format!(
-                    "{attn_tp} must divide tp_size = {} (attention TP = tp_size / dp); use one of {}",
-                    s.tp_size,
-                    divisors(s.tp_size)
-                ),
-            ));
-        }
-        if s.page_size == 0 {
-            return Err(c.err(&k("page_size"), "must be ≥ 1 token, e.g. 1, 16 or 64"));
-        }
-        if s.max_prefill_tokens == 0 {
-            return Err(c.err(&k("max_prefill_tokens"), "must be ≥ 1 token, e.g. 16384"));
-        }
-        if s.chunked_prefill_size == 0 {
-            return Err(c.err(&k("chunked_prefill_size"), "must be ≥ 1 token, e.g. 8192"));
-        }
-        if !(s.mem_fraction_static > 0.0 && s.mem_fraction_static <= 1.0) {
-            return Err(c.err(
-                &k("mem_fraction_static"),
-                format!("must be in (0, 1], got {}", s.mem_fraction_static),
-            ));
-        }
-        if s.radix_cache_tokens == Some(0) {
-            return Err(c.err(
-                &k("radix_cache_tokens"),
-                "must be ≥ 1 token; to turn the cache off set disable_radix_cache = true",
-            ));
-        }
-        if s.max_running_requests == Some(0) {
-            return Err(c.err(&k("max_running_requests"), "must be ≥ 1 (or left out)"));
-        }
-        let model = match (&p.model, &default_model) {
-            (Some(r), _) => c.model(&format!("{key}.model"), r)?,
-            (None, Some(m)) => m.clone(),
-            (None, None) => {
-                return Err(c.err(
-                    "model",
-                    format!(
-                        "no [model] table and pool {:?} sets no model; add [model] preset = \"llama-3.1-8b\"",
-                        p.name
-                    ),
-                ));
-            }
-        };
-        let server = ServerArgs {
-            tp_size: s.tp_size,
-            attn_tp_size: attn_tp,
-            page_size: s.page_size,
-            kv_cache_dtype: s.kv_cache_dtype.clone(),
-            enable_unified_memory: s.enable_unified_memory,
-            chunked_prefill_size: s.chunked_prefill_size,
-            max_prefill_tokens: s.max_prefill_tokens,
-            mem_fraction_static: s.mem_fraction_static,
-            max_running_requests: s.max_running_requests,
-            radix_cache: (!s.disable_radix_cache).then_some(s.radix_cache_tokens),
-        };
-        let kv_dtype_bytes = server
-            .kv_dtype_bytes(model.activation_bytes)
-            .ok_or_else(|| {
-                c.err(
-                    &k("kv_cache_dtype"),
-                    format!(
-                        "unknown KV cache dtype {:?}; valid: {}",
-                        s.kv_cache_dtype,
-                        server::KV_CACHE_DTYPES.join(", ")
-                    ),
-                )
-            })?;
-        if server.enable_unified_memory && !model.is_hybrid() {
-            return Err(c.err(
-                &k("enable_unified_memory"),
-                format!(
-                    "model {} has no hybrid (mamba/GDN/SWA) layers: sglang's unified pool needs at least two sub-pools, so the server would not start; set it to false",
-                    model.name
-                ),
-            ));
-        }
-        let per_gpu_weights = model.weight_bytes_total() / f64::from(s.tp_size);
-        let budget = gpu.hbm_bytes as f64 * s.mem_fraction_static;
-        if per_gpu_weights >= budget {
-            return Err(c.err(
-                &k("tp_size"),
-                format!(
-                    "model {} needs {:.1} GB of weights per GPU at tp_size = {}, more than {:.1} GB ({} HBM × mem_fraction_static {}); raise tp_size",
-                    model.name,
-                    per_gpu_weights / 1e9,
-                    s.tp_size,
-                    budget / 1e9,
-                    gpu.name,
-                    s.mem_fraction_static
-                ),
-            ));
-        }
-        let layouts = crate::layout::RankLayout::all_ranks(&model, &server)
-            .map_err(|e| c.err(&format!("{key}.server"), e.to_string()))?;
-        let state_slots = if model.is_hybrid() {
-            server.max_running_requests.unwrap_or(DEFAULT_STATE_SLOTS)
-        } else {
-            0
-        };
-        let step_times = match &p.step_times {
-            Some(path) => Some(std::sync::Arc::new(
-                crate::cluster::profile::load_profile(&c.resolve_path(path))
-                    .map_err(|e| c.err(&format!("{key}.step_times"), e.to_string()))?,
-            )),
-            None => None,
-        };
-        pools.push(Pool {
-            name: p.name.clone(),
-            role: p.role,
-            instances: p.instances,
-            server,
-            model,
-            kv_dtype_bytes,
-            step_times,
-            layout: std::sync::Arc::new(layouts),
-            state_slots,
-            node: p.node,
-        });
-    }
-    for p in pools
-        .iter_mut()
-        .filter(|p| p.server.enable_unified_memory && p.state_slots > 0)
-    {
-        // One shared pool: slots and pages compete for the same bytes (§1.6).
-        p.state_slots = crate::cluster::placement::unified_slots(&gpu, p, MAX_UNIFIED_SLOTS);
-    }
-    for p in &pools {
-        if crate::cluster::placement::kv_pages(&gpu, p) == 0 {
-            let key = format!("pools.{}.server.mem_fraction_static", p.name);
-            return Err(c.err(
-                &key,
-                format!(
-                    "leaves no room for KV cache: {:.2} GB per GPU after weights ({:.2} GB at tp_size {}) and activations; raise mem_fraction_static or tp_size",
-                    crate::cluster::placement::kv_budget_bytes(&gpu, p).max(0.0) / 1e9,
-                    p.model.weight_bytes_total() / f64::from(p.server.tp_size) / 1e9,
-                    p.server.tp_size
-                ),
-            ));
-        }
-    }
-    for role in [Role::Prefill, Role::Decode] {
-        if !pools.iter().any(|p| p.role == role) {
-            return Err(c.err(
-                "pools",
-                format!(
-                    "no {} pool: a PD cluster needs at least one [[pools]] with role = \"prefill\" and one with role = \"decode\"",
-                    role.as_str()
-                ),
-            ));
-        }
-    }
-    pools.sort_by_key(|p| p.role);
-
-    // Fabric.
-    let f = &file.fabric;
-    let nic_gbps = c.positive("fabric.nic_gbps", f.nic_gbps, "Gb/s per NIC")?;
-    let nics_per_node = f.nics_per_node.unwrap_or(hw.gpus_per_node);
-    if nics_per_node == 0 {
-        return Err(c.err("fabric.nics_per_node", "must be ≥ 1 (default: one per GPU)"));
-    }
-    let base_latency_us = c.non_negative("fabric.base_latency_us", f.base_latency_us, "µs")?;
-    let control_latency_us =
-        c.non_negative("fabric.control_latency_us", f.control_latency_us, "µs")?;
-    let kind = match f.topology.as_str() {
-        "rail" => crate::fabric::TopologyKind::Rail,
-        "leaf_spine" => crate::fabric::TopologyKind::LeafSpine,
-        other => {
-            return Err(c.err(
-                "fabric.topology",
-                format!("unknown topology {other:?}; valid: rail, leaf_spine"),
-            ));
-        }
-    };
-    if f.nodes_per_leaf == 0 {
-        return Err(c.err("fabric.nodes_per_leaf", "must be ≥ 1, e.g. 8"));
-    }
-    if !(f.oversubscription.is_finite() && f.oversubscription >= 1.0) {
-        return Err(c.err(
-            "fabric.oversubscription",
-            format!(
-                "must be ≥ 1 (1 is non-blocking, 4 gives each uplink a quarter), got {}",
-                f.oversubscription
-            ),
-        ));
-    }
-    let fabric = FabricParams {
-        kind,
-        nodes_per_leaf: f.nodes_per_leaf,
-        oversubscription: f.oversubscription,
-        nic_bytes_per_ns: nic_gbps / 8.0,
-        nics_per_node,
-        base_latency_ns: (base_latency_us * NS_PER_US as f64).ceil() as Nanos,
-        control_latency_ns: (control_latency_us * NS_PER_US as f64).ceil() as Nanos,
-    };
-
-    // Workload.
-    let w = &file.workload;
-    let workload = match (&w.trace, &w.arrival, &w.input_tokens, &w.output_tokens) {
-        (Some(t), None, None, None) => trace_workload(&c, t)?,
-        (Some(_), ..) => {
-            return Err(c.err(
-                "workload.trace",
-                "a trace gives arrivals and lengths itself: remove arrival, input_tokens and output_tokens, or remove trace",
-            ));
-        }
-        (None, Some(a), Some(i), Some(o)) => Workload::Synthetic {
-            arrival: arrival(&c, a)?,
-            input: lengths(&c, "workload.input_tokens", i)?,
-            output: lengths(&c, "workload.output_tokens", o)?,
-        },
-        _ => {
-            return Err(c.err(
-                "workload",
-                "give either trace = { path = \"...\" } or all of arrival, input_tokens and output_tokens, e.g. arrival = { process = \"poisson\", rate_per_s = 8 }",
-            ));
-        }
-    };
-
-    // sglang.
-    let sg = &file.sglang;
-    let profile: Profile = sg.profile.parse().map_err(|_| {
-        c.err(
-            "sglang.profile",
-            format!(
-                "unknown profile {:?}; valid: guarded, slice_dispatch, unguarded",
-                sg.profile
-            ),
-        )
-    })?;
-    let waiting = c.positive("sglang.waiting_timeout_s", sg.waiting_timeout_s, "seconds")?;
-    let bootstrap = c.positive(
-        "sglang.bootstrap_timeout_s",
-        sg.bootstrap_timeout_s,
-        "seconds",
-    )?;
-    if sg.queue_size == 0 {
-        return Err(c.err("sglang.queue_size", "must be ≥ 1 (sglang's default is 4)"));
-    }
-    let mut slo = Slo::default();
-    if let Some(t) = file.slo.ttft_ms {
-        slo.ttft_ns = Some(ns_from_secs_ceil(c.positive("slo.ttft_ms", t, "ms")? / 1e3));
-    }
-    if let Some(t) = file.slo.tpot_ms {
-        slo.tpot_ns = Some(ns_from_secs_ceil(c.positive("slo.tpot_ms", t, "ms")? / 1e3));
-    }
-
-    // One transfer plan per (prefill pool, decode pool): compiled once, used by every request.
-    let mut plans = std::collections::BTreeMap::new();
-    for (pi, pp) in pools
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.role == Role::Prefill)
-    {
-        for (di, dp) in pools
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.role == Role::Decode)
-        {
-            let plan = crate::layout::PairPlan::compile(
-                (&pp.model, &pp.server),
-                (&dp.model, &dp.server),
-                profile,
-            )
-            .map_err(|e| {
-                c.err(
-                    &format!("pools.{}.server", dp.name),
-                    format!("prefill pool {:?} cannot pair with it: {e}", pp.name),
-                )
-            })?;
-            plans.insert((pi, di), std::sync::Arc::new(plan));
-        }
-    }
-
-    let placement = crate::cluster::placement::place_pools(&pools, hw.gpus_per_node);
+    let gpu = sections::hardware(&c, hw)?;
+    let pools = sections::pools(&c, &file, &gpu)?;
+    let fabric = sections::fabric(&c, &file.fabric, hw.gpus_per_node)?;
+    let nics_per_node = fabric.nics_per_node;
+    let workload = sections::workload(&c, &file.workload)?;
+    let (sglang, slo) = sections::sglang_and_slo(&c, &file)?;
+    let plans = sections::plans(&c, &pools, sglang.profile)?;
+    let placement = crate::config::capacity::place_pools(&pools, hw.gpus_per_node);
     if let Some((i, p)) = pools
         .iter()
         .enumerate()
@@ -766,15 +210,10 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         fabric,
         workload,
         router: file.router.policy,
-        sglang: SglangParams {
-            profile,
-            waiting_timeout_ns: ns_from_secs_ceil(waiting),
-            bootstrap_timeout_ns: ns_from_secs_ceil(bootstrap),
-            queue_size: sg.queue_size,
-        },
+        sglang,
         slo,
         source: path.to_path_buf(),
-        resolved: file,
+        resolved: serde_json::to_value(&file).expect("a scenario file serializes"),
     })
 }
 
@@ -836,29 +275,6 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
     })
 }
 
-/// A validated fault.
-#[derive(Clone, Debug)]
-pub struct FaultSpec {
-    /// When, ns.
-    pub at_ns: Nanos,
-    /// What happens.
-    pub action: FaultAction,
-}
-
-/// What a fault does.
-#[derive(Clone, Debug)]
-pub enum FaultAction {
-    /// Something in the fabric breaks or heals.
-    Fabric(crate::fabric::Fault),
-    /// A global instance crashes; it restarts after `restart_ns` if given.
-    Crash {
-        /// Global instance index.
-        instance: u32,
-        /// Restart delay, ns.
-        restart_ns: Option<Nanos>,
-    },
-}
-
 fn parse_index(s: &str, prefix: &str) -> Option<u32> {
     s.strip_prefix(prefix)?.parse().ok()
 }
@@ -868,7 +284,7 @@ fn fault(
     i: usize,
     f: &file::FaultSection,
     pools: &[Pool],
-    placement: &crate::cluster::placement::Placement,
+    placement: &crate::config::capacity::Placement,
     nics_per_node: u32,
     gpus_per_node: u32,
 ) -> Result<FaultSpec, ScenarioError> {
@@ -1037,13 +453,6 @@ fn fault(
         action,
     })
 }
-
-/// Upper bound on a unified pool's slot count (its oracle keeps a record per slot).
-pub const MAX_UNIFIED_SLOTS: u32 = 65_536;
-
-/// State slots of a hybrid instance when `max_running_requests` is not set: sglang sizes its
-/// mamba pool for the running batch; this is the cap on concurrent hybrid requests.
-pub const DEFAULT_STATE_SLOTS: u32 = 256;
 
 fn divisors(n: u32) -> String {
     (1..=n)

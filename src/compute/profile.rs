@@ -68,7 +68,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cluster::compute::StepModel;
+use crate::compute::model::StepModel;
 use crate::engine::{Nanos, ns_from_secs_ceil};
 
 /// Why a profile could not be loaded. Row-level errors name the file, the 1-based line, the
@@ -377,7 +377,7 @@ impl MeasuredProfile {
 /// Where an instance's step times come from: the calibrated model or a measured profile.
 #[derive(Clone, Debug)]
 pub enum StepTimes {
-    /// The roofline model of [`crate::cluster::compute`].
+    /// The roofline model of [`crate::compute::model`].
     Model(StepModel),
     /// A user's measurements, interpolated.
     Measured(MeasuredProfile),
@@ -404,7 +404,7 @@ impl StepTimes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::compute::{ComputeParams, StepModel};
+    use crate::compute::model::{ComputeParams, StepModel};
     use crate::spec::{gpu_preset, preset};
 
     /// The example of the module docs (a test below keeps the two identical). Prefill:

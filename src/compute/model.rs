@@ -56,7 +56,7 @@
 //!
 //! The overheads are those of vLLM 2023 (Python scheduling and sampling, no CUDA graphs, NCCL
 //! all-reduce without overlap); a modern engine is faster there. Users with their own
-//! measurements should give them as a profile ([`crate::cluster::profile`]) instead.
+//! measurements should give them as a profile ([`crate::compute::profile`]) instead.
 
 use crate::engine::{Nanos, ns_from_secs_ceil};
 use crate::spec::{GpuSpec, KvAttention, ModelSpec};

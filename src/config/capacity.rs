@@ -6,8 +6,8 @@
 //! `g × nics_per_node / gpus_per_node` of that node: one NIC per GPU by default, shared by
 //! neighbouring GPUs when a node has fewer NICs.
 
+use crate::config::{Pool, Scenario};
 use crate::fabric::GpuId;
-use crate::scenario::{Pool, Scenario};
 use crate::spec::GpuSpec;
 
 /// Where every instance's ranks sit.

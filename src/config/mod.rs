@@ -1,0 +1,279 @@
+//! The checked configuration every part of the simulation reads: what `scenario/` produces
+//! after parsing, `--set` and validation, and the pure capacity math on it ([`capacity`]).
+//! Nothing here reads a file; everything below `config` in the dependency order
+//! (`spec`, `engine`, `layout`, `fabric`) is pure.
+
+pub mod capacity;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Nanos;
+use crate::spec::{GpuSpec, ModelSpec, ServerArgs};
+
+/// The role of a pool.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Computes prompts and pushes their KV.
+    Prefill,
+    /// Receives KV and generates tokens.
+    Decode,
+}
+
+impl Role {
+    /// The role as written in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+        }
+    }
+}
+
+/// Router policies.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterPolicy {
+    /// Uniformly at random (its own RNG stream).
+    Random,
+    /// In turn, per role.
+    #[default]
+    RoundRobin,
+    /// The instance with the fewest requests assigned and not yet done (lowest index on ties).
+    LeastLoaded,
+}
+
+pub use crate::layout::Profile;
+
+/// A validated pool.
+#[derive(Clone, Debug)]
+pub struct Pool {
+    /// Unique name.
+    pub name: String,
+    /// Prefill or decode.
+    pub role: Role,
+    /// Number of instances (≥ 1).
+    pub instances: u32,
+    /// Server arguments.
+    pub server: ServerArgs,
+    /// The model this pool serves.
+    pub model: ModelSpec,
+    /// Bytes per KV element (from `kv_cache_dtype` and the model).
+    pub kv_dtype_bytes: u32,
+    /// Measured step times replacing the roofline model (`pools.step_times`).
+    pub step_times: Option<std::sync::Arc<crate::compute::profile::MeasuredProfile>>,
+    /// First node of this pool (`pools.node`), or `None` for the next free node.
+    pub node: Option<u32>,
+    /// Rank 0's layout (KV regions, state regions, aux rows).
+    pub layout: std::sync::Arc<Vec<crate::layout::RankLayout>>,
+    /// Mamba/GDN state slots per instance (0 for models without recurrent layers).
+    pub state_slots: u32,
+}
+
+/// A validated arrival process.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arrival {
+    /// Exponential gaps, `rate_per_s` > 0.
+    Poisson {
+        /// Mean arrivals per second.
+        rate_per_s: f64,
+    },
+    /// Even gaps of `1 / rate_per_s`.
+    Constant {
+        /// Arrivals per second.
+        rate_per_s: f64,
+    },
+    /// Gamma gaps with mean `1 / rate_per_s` and coefficient of variation `cv`.
+    Gamma {
+        /// Mean arrivals per second.
+        rate_per_s: f64,
+        /// Coefficient of variation of the gaps.
+        cv: f64,
+    },
+    /// Poisson at `rate_per_s` during `on_ns`, silent during `off_ns`, repeating.
+    OnOff {
+        /// Arrivals per second while on.
+        rate_per_s: f64,
+        /// Burst length, ns.
+        on_ns: Nanos,
+        /// Silence length, ns.
+        off_ns: Nanos,
+    },
+    /// Non-homogeneous Poisson with a piecewise-constant rate: `(until_ns, rate_per_s)` steps.
+    Schedule {
+        /// Steps in increasing `until_ns`; the last rate holds afterwards.
+        steps: std::sync::Arc<Vec<(Nanos, f64)>>,
+    },
+}
+
+/// A validated length distribution, tokens.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lengths {
+    /// Always this many tokens.
+    Fixed(u32),
+    /// Uniform on `[min, max]`.
+    Uniform {
+        /// Tokens.
+        min: u32,
+        /// Tokens.
+        max: u32,
+    },
+    /// Log-normal with the given mean and coefficient of variation, clamped to `[min, max]`.
+    Lognormal {
+        /// Mean, tokens.
+        mean: f64,
+        /// Coefficient of variation.
+        cv: f64,
+        /// Tokens.
+        min: u32,
+        /// Tokens.
+        max: u32,
+    },
+    /// Uniform choice among these lengths (from a file).
+    Empirical(std::sync::Arc<Vec<u32>>),
+}
+
+impl Lengths {
+    /// The largest length this distribution can produce.
+    pub fn max(&self) -> u32 {
+        match self {
+            Lengths::Fixed(v) => *v,
+            Lengths::Uniform { max, .. } | Lengths::Lognormal { max, .. } => *max,
+            Lengths::Empirical(v) => v.iter().copied().max().unwrap_or(0),
+        }
+    }
+}
+
+/// A validated workload.
+#[derive(Clone, Debug)]
+pub enum Workload {
+    /// Generated from an arrival process and two length distributions.
+    Synthetic {
+        /// Arrival process.
+        arrival: Arrival,
+        /// Prompt lengths.
+        input: Lengths,
+        /// Output lengths.
+        output: Lengths,
+    },
+    /// Replayed from a trace: arrival times already scaled, in arrival order.
+    Trace {
+        /// The rows to replay.
+        rows: std::sync::Arc<Vec<crate::workload::trace::TraceRow>>,
+    },
+}
+
+/// Fabric parameters.
+#[derive(Clone, Debug, Serialize)]
+pub struct FabricParams {
+    /// `rail` or `leaf_spine`.
+    #[serde(skip)]
+    pub kind: crate::fabric::TopologyKind,
+    /// Nodes under one leaf switch.
+    pub nodes_per_leaf: u32,
+    /// Uplink oversubscription (≥ 1).
+    pub oversubscription: f64,
+    /// Per-NIC line rate, bytes per nanosecond (Gb/s ÷ 8).
+    pub nic_bytes_per_ns: f64,
+    /// NICs per node.
+    pub nics_per_node: u32,
+    /// Latency a transfer pays before its bytes flow, ns.
+    pub base_latency_ns: Nanos,
+    /// Latency of a control message, ns.
+    pub control_latency_ns: Nanos,
+}
+
+/// sglang's PD knobs.
+#[derive(Clone, Debug, Serialize)]
+pub struct SglangParams {
+    /// Behaviour profile.
+    pub profile: Profile,
+    /// Decode `WaitingForInput` timeout, ns.
+    pub waiting_timeout_ns: Nanos,
+    /// Prefill `Bootstrapping` timeout, ns.
+    pub bootstrap_timeout_ns: Nanos,
+    /// Transfer-queue shards per prefill instance.
+    pub queue_size: u32,
+}
+
+/// Latency targets.
+#[derive(Clone, Copy, Debug, Serialize, Default)]
+pub struct Slo {
+    /// TTFT target, ns.
+    pub ttft_ns: Option<Nanos>,
+    /// TPOT target, ns.
+    pub tpot_ns: Option<Nanos>,
+}
+
+/// A scenario the simulation can trust: every key checked, every path resolved.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// `run.name`: safe as a folder name.
+    pub name: String,
+    /// Seed of every random stream.
+    pub seed: u64,
+    /// Arrivals stop at this time, ns.
+    pub duration_ns: Nanos,
+    /// At most this many arrivals.
+    pub max_requests: Option<u64>,
+    /// The run stops at `duration_ns + drain_timeout_ns` whatever is in flight.
+    pub drain_timeout_ns: Nanos,
+    /// The GPU every instance runs on.
+    pub gpu: GpuSpec,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// Prefill pools then decode pools, in file order within each role.
+    pub pools: Vec<Pool>,
+    /// Fabric parameters.
+    pub fabric: FabricParams,
+    /// Faults in time order.
+    pub faults: Vec<FaultSpec>,
+    /// Nodes the placement uses.
+    pub nodes: u32,
+    /// Workload.
+    pub workload: Workload,
+    /// Router policy.
+    pub router: RouterPolicy,
+    /// sglang knobs.
+    pub sglang: SglangParams,
+    /// Latency targets.
+    pub slo: Slo,
+    /// The transfer plan of every (prefill pool, decode pool) pair, by pool index.
+    pub plans: std::collections::BTreeMap<(usize, usize), std::sync::Arc<crate::layout::PairPlan>>,
+    /// The file as resolved after `--set`, recorded in `run.json`.
+    pub resolved: serde_json::Value,
+    /// Where the scenario was read from.
+    pub source: PathBuf,
+}
+
+/// A validated fault.
+#[derive(Clone, Debug)]
+pub struct FaultSpec {
+    /// When, ns.
+    pub at_ns: Nanos,
+    /// What happens.
+    pub action: FaultAction,
+}
+
+/// What a fault does.
+#[derive(Clone, Debug)]
+pub enum FaultAction {
+    /// Something in the fabric breaks or heals.
+    Fabric(crate::fabric::Fault),
+    /// A global instance crashes; it restarts after `restart_ns` if given.
+    Crash {
+        /// Global instance index.
+        instance: u32,
+        /// Restart delay, ns.
+        restart_ns: Option<Nanos>,
+    },
+}
+
+/// Upper bound on a unified pool's slot count (its oracle keeps a record per slot).
+pub const MAX_UNIFIED_SLOTS: u32 = 65_536;
+
+/// State slots of a hybrid instance when `max_running_requests` is not set: sglang sizes its
+/// mamba pool for the running batch; this is the cap on concurrent hybrid requests.
+pub const DEFAULT_STATE_SLOTS: u32 = 256;

@@ -1,0 +1,436 @@
+//! Validation of a parsed scenario file, one function per section. Each checks its keys and
+//! returns the checked values; `validate` in the parent module puts them together.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::file::{self, ScenarioFile};
+use super::{Checker, ScenarioError, divisors};
+use crate::config::{
+    DEFAULT_STATE_SLOTS, FabricParams, MAX_UNIFIED_SLOTS, Pool, Profile, Role, SglangParams, Slo,
+    Workload,
+};
+use crate::engine::{NS_PER_US, Nanos, ns_from_secs_ceil};
+use crate::layout::PairPlan;
+use crate::spec::{GpuSpec, ServerArgs, gpu, server};
+
+/// `[run]`: the name, and the arrival and drain durations in seconds.
+pub(super) fn run(c: &Checker, run: &file::RunSection) -> Result<(f64, f64), ScenarioError> {
+    if run.name.is_empty()
+        || !run
+            .name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+        || run.name.starts_with('.')
+    {
+        return Err(c.err(
+            "run.name",
+            format!(
+                "{:?} is not a usable folder name; use letters, digits, '-', '_' and '.'",
+                run.name
+            ),
+        ));
+    }
+    let duration_s = c.positive("run.duration_s", run.duration_s, "seconds of arrivals")?;
+    let drain_s = c.non_negative("run.drain_timeout_s", run.drain_timeout_s, "seconds")?;
+    if run.max_requests == Some(0) {
+        return Err(c.err("run.max_requests", "must be ≥ 1 (or left out for no bound)"));
+    }
+    Ok((duration_s, drain_s))
+}
+
+/// `[hardware]`: the GPU preset with its overrides.
+pub(super) fn hardware(c: &Checker, hw: &file::HardwareSection) -> Result<GpuSpec, ScenarioError> {
+    let mut gpu = gpu::gpu_preset(&hw.gpu).ok_or_else(|| {
+        c.err(
+            "hardware.gpu",
+            format!(
+                "unknown GPU preset {:?}; valid presets: {}",
+                hw.gpu,
+                gpu::GPU_PRESETS.join(", ")
+            ),
+        )
+    })?;
+    if let Some(t) = hw.bf16_tflops {
+        gpu.bf16_tflops = c.positive("hardware.bf16_tflops", t, "TFLOP/s")?;
+    }
+    if let Some(g) = hw.hbm_gb {
+        gpu.hbm_bytes = (c.positive("hardware.hbm_gb", g, "GB")? * 1e9) as u64;
+    }
+    if let Some(b) = hw.hbm_tb_s {
+        gpu.hbm_bytes_per_s = c.positive("hardware.hbm_tb_s", b, "TB/s")? * 1e12;
+    }
+    if hw.gpus_per_node == 0 {
+        return Err(c.err("hardware.gpus_per_node", "must be ≥ 1, e.g. 8"));
+    }
+    Ok(gpu)
+}
+
+/// `[[pools]]`: every pool checked, prefill pools first.
+pub(super) fn pools(
+    c: &Checker,
+    file: &ScenarioFile,
+    gpu: &GpuSpec,
+) -> Result<Vec<Pool>, ScenarioError> {
+    let default_model = match &file.model {
+        Some(r) => Some(c.model("model", r)?),
+        None => None,
+    };
+    let mut pools = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for p in &file.pools {
+        let key = format!("pools.{}", p.name);
+        if p.name.is_empty() {
+            return Err(c.err("pools", "every pool needs a non-empty name"));
+        }
+        if seen.contains(&p.name.as_str()) {
+            return Err(c.err(
+                &key,
+                format!(
+                    "duplicate pool name {:?}; pool names must be unique",
+                    p.name
+                ),
+            ));
+        }
+        seen.push(&p.name);
+        pools.push(pool(
+            c,
+            p,
+            &key,
+            default_model.as_ref(),
+            gpu,
+            file.hardware.gpus_per_node,
+        )?);
+    }
+    for p in pools
+        .iter_mut()
+        .filter(|p| p.server.enable_unified_memory && p.state_slots > 0)
+    {
+        // One shared pool: slots and pages compete for the same bytes (§1.6).
+        p.state_slots = crate::config::capacity::unified_slots(&gpu, p, MAX_UNIFIED_SLOTS);
+    }
+    for p in &pools {
+        if crate::config::capacity::kv_pages(&gpu, p) == 0 {
+            let key = format!("pools.{}.server.mem_fraction_static", p.name);
+            return Err(c.err(
+                &key,
+                format!(
+                    "leaves no room for KV cache: {:.2} GB per GPU after weights ({:.2} GB at tp_size {}) and activations; raise mem_fraction_static or tp_size",
+                    crate::config::capacity::kv_budget_bytes(&gpu, p).max(0.0) / 1e9,
+                    p.model.weight_bytes_total() / f64::from(p.server.tp_size) / 1e9,
+                    p.server.tp_size
+                ),
+            ));
+        }
+    }
+    for role in [Role::Prefill, Role::Decode] {
+        if !pools.iter().any(|p| p.role == role) {
+            return Err(c.err(
+                "pools",
+                format!(
+                    "no {} pool: a PD cluster needs at least one [[pools]] with role = \"prefill\" and one with role = \"decode\"",
+                    role.as_str()
+                ),
+            ));
+        }
+    }
+    pools.sort_by_key(|p| p.role);
+    Ok(pools)
+}
+
+/// `[fabric]`.
+pub(super) fn fabric(
+    c: &Checker,
+    f: &file::FabricSection,
+    gpus_per_node: u32,
+) -> Result<FabricParams, ScenarioError> {
+    let nic_gbps = c.positive("fabric.nic_gbps", f.nic_gbps, "Gb/s per NIC")?;
+    let nics_per_node = f.nics_per_node.unwrap_or(gpus_per_node);
+    if nics_per_node == 0 {
+        return Err(c.err("fabric.nics_per_node", "must be ≥ 1 (default: one per GPU)"));
+    }
+    let base_latency_us = c.non_negative("fabric.base_latency_us", f.base_latency_us, "µs")?;
+    let control_latency_us =
+        c.non_negative("fabric.control_latency_us", f.control_latency_us, "µs")?;
+    let kind = match f.topology.as_str() {
+        "rail" => crate::fabric::TopologyKind::Rail,
+        "leaf_spine" => crate::fabric::TopologyKind::LeafSpine,
+        other => {
+            return Err(c.err(
+                "fabric.topology",
+                format!("unknown topology {other:?}; valid: rail, leaf_spine"),
+            ));
+        }
+    };
+    if f.nodes_per_leaf == 0 {
+        return Err(c.err("fabric.nodes_per_leaf", "must be ≥ 1, e.g. 8"));
+    }
+    if !(f.oversubscription.is_finite() && f.oversubscription >= 1.0) {
+        return Err(c.err(
+            "fabric.oversubscription",
+            format!(
+                "must be ≥ 1 (1 is non-blocking, 4 gives each uplink a quarter), got {}",
+                f.oversubscription
+            ),
+        ));
+    }
+    Ok(FabricParams {
+        kind,
+        nodes_per_leaf: f.nodes_per_leaf,
+        oversubscription: f.oversubscription,
+        nic_bytes_per_ns: nic_gbps / 8.0,
+        nics_per_node,
+        base_latency_ns: (base_latency_us * NS_PER_US as f64).ceil() as Nanos,
+        control_latency_ns: (control_latency_us * NS_PER_US as f64).ceil() as Nanos,
+    })
+}
+
+/// `[workload]`: a trace or a synthetic generator.
+pub(super) fn workload(c: &Checker, w: &file::WorkloadSection) -> Result<Workload, ScenarioError> {
+    Ok(
+        match (&w.trace, &w.arrival, &w.input_tokens, &w.output_tokens) {
+            (Some(t), None, None, None) => super::trace_workload(c, t)?,
+            (Some(_), ..) => {
+                return Err(c.err(
+                "workload.trace",
+                "a trace gives arrivals and lengths itself: remove arrival, input_tokens and output_tokens, or remove trace",
+            ));
+            }
+            (None, Some(a), Some(i), Some(o)) => Workload::Synthetic {
+                arrival: super::arrival(c, a)?,
+                input: super::lengths(c, "workload.input_tokens", i)?,
+                output: super::lengths(c, "workload.output_tokens", o)?,
+            },
+            _ => {
+                return Err(c.err(
+                "workload",
+                "give either trace = { path = \"...\" } or all of arrival, input_tokens and output_tokens, e.g. arrival = { process = \"poisson\", rate_per_s = 8 }",
+            ));
+            }
+        },
+    )
+}
+
+/// `[sglang]` and `[slo]`.
+pub(super) fn sglang_and_slo(
+    c: &Checker,
+    file: &ScenarioFile,
+) -> Result<(SglangParams, Slo), ScenarioError> {
+    let sg = &file.sglang;
+    let profile: Profile = sg.profile.parse().map_err(|_| {
+        c.err(
+            "sglang.profile",
+            format!(
+                "unknown profile {:?}; valid: guarded, slice_dispatch, unguarded",
+                sg.profile
+            ),
+        )
+    })?;
+    let waiting = c.positive("sglang.waiting_timeout_s", sg.waiting_timeout_s, "seconds")?;
+    let bootstrap = c.positive(
+        "sglang.bootstrap_timeout_s",
+        sg.bootstrap_timeout_s,
+        "seconds",
+    )?;
+    if sg.queue_size == 0 {
+        return Err(c.err("sglang.queue_size", "must be ≥ 1 (sglang's default is 4)"));
+    }
+    let mut slo = Slo::default();
+    if let Some(t) = file.slo.ttft_ms {
+        slo.ttft_ns = Some(ns_from_secs_ceil(c.positive("slo.ttft_ms", t, "ms")? / 1e3));
+    }
+    if let Some(t) = file.slo.tpot_ms {
+        slo.tpot_ns = Some(ns_from_secs_ceil(c.positive("slo.tpot_ms", t, "ms")? / 1e3));
+    }
+    let sglang = SglangParams {
+        profile,
+        waiting_timeout_ns: ns_from_secs_ceil(waiting),
+        bootstrap_timeout_ns: ns_from_secs_ceil(bootstrap),
+        queue_size: sg.queue_size,
+    };
+    Ok((sglang, slo))
+}
+
+/// One transfer plan per (prefill pool, decode pool): compiled once, used by every request.
+pub(super) fn plans(
+    c: &Checker,
+    pools: &[Pool],
+    profile: Profile,
+) -> Result<BTreeMap<(usize, usize), Arc<PairPlan>>, ScenarioError> {
+    let mut plans = std::collections::BTreeMap::new();
+    for (pi, pp) in pools
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.role == Role::Prefill)
+    {
+        for (di, dp) in pools
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.role == Role::Decode)
+        {
+            let plan = crate::layout::PairPlan::compile(
+                (&pp.model, &pp.server),
+                (&dp.model, &dp.server),
+                profile,
+            )
+            .map_err(|e| {
+                c.err(
+                    &format!("pools.{}.server", dp.name),
+                    format!("prefill pool {:?} cannot pair with it: {e}", pp.name),
+                )
+            })?;
+            plans.insert((pi, di), std::sync::Arc::new(plan));
+        }
+    }
+    Ok(plans)
+}
+
+/// One `[[pools]]` entry, its key `key` (`pools.<name>`).
+fn pool(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    default_model: Option<&crate::spec::ModelSpec>,
+    gpu: &GpuSpec,
+    gpus_per_node: u32,
+) -> Result<Pool, ScenarioError> {
+    if p.instances == 0 {
+        return Err(c.err(&format!("{key}.instances"), "must be ≥ 1"));
+    }
+    let s = &p.server;
+    let k = |f: &str| format!("{key}.server.{f}");
+    if s.tp_size == 0 || !gpus_per_node.is_multiple_of(s.tp_size) {
+        return Err(c.err(
+            &k("tp_size"),
+            format!(
+                "{} does not divide hardware.gpus_per_node = {}; use one of {}",
+                s.tp_size,
+                gpus_per_node,
+                divisors(gpus_per_node)
+            ),
+        ));
+    }
+    let attn_tp = s.attn_tp_size.unwrap_or(s.tp_size);
+    if attn_tp == 0 || !s.tp_size.is_multiple_of(attn_tp) {
+        return Err(c.err(
+            &k("attn_tp_size"),
+            format!(
+                "{attn_tp} must divide tp_size = {} (attention TP = tp_size / dp); use one of {}",
+                s.tp_size,
+                divisors(s.tp_size)
+            ),
+        ));
+    }
+    if s.page_size == 0 {
+        return Err(c.err(&k("page_size"), "must be ≥ 1 token, e.g. 1, 16 or 64"));
+    }
+    if s.max_prefill_tokens == 0 {
+        return Err(c.err(&k("max_prefill_tokens"), "must be ≥ 1 token, e.g. 16384"));
+    }
+    if s.chunked_prefill_size == 0 {
+        return Err(c.err(&k("chunked_prefill_size"), "must be ≥ 1 token, e.g. 8192"));
+    }
+    if !(s.mem_fraction_static > 0.0 && s.mem_fraction_static <= 1.0) {
+        return Err(c.err(
+            &k("mem_fraction_static"),
+            format!("must be in (0, 1], got {}", s.mem_fraction_static),
+        ));
+    }
+    if s.radix_cache_tokens == Some(0) {
+        return Err(c.err(
+            &k("radix_cache_tokens"),
+            "must be ≥ 1 token; to turn the cache off set disable_radix_cache = true",
+        ));
+    }
+    if s.max_running_requests == Some(0) {
+        return Err(c.err(&k("max_running_requests"), "must be ≥ 1 (or left out)"));
+    }
+    let model = match (&p.model, default_model) {
+        (Some(r), _) => c.model(&format!("{key}.model"), r)?,
+        (None, Some(m)) => m.clone(),
+        (None, None) => {
+            return Err(c.err(
+                "model",
+                format!(
+                    "no [model] table and pool {:?} sets no model; add [model] preset = \"llama-3.1-8b\"",
+                    p.name
+                ),
+            ));
+        }
+    };
+    let server = ServerArgs {
+        tp_size: s.tp_size,
+        attn_tp_size: attn_tp,
+        page_size: s.page_size,
+        kv_cache_dtype: s.kv_cache_dtype.clone(),
+        enable_unified_memory: s.enable_unified_memory,
+        chunked_prefill_size: s.chunked_prefill_size,
+        max_prefill_tokens: s.max_prefill_tokens,
+        mem_fraction_static: s.mem_fraction_static,
+        max_running_requests: s.max_running_requests,
+        radix_cache: (!s.disable_radix_cache).then_some(s.radix_cache_tokens),
+    };
+    let kv_dtype_bytes = server
+        .kv_dtype_bytes(model.activation_bytes)
+        .ok_or_else(|| {
+            c.err(
+                &k("kv_cache_dtype"),
+                format!(
+                    "unknown KV cache dtype {:?}; valid: {}",
+                    s.kv_cache_dtype,
+                    server::KV_CACHE_DTYPES.join(", ")
+                ),
+            )
+        })?;
+    if server.enable_unified_memory && !model.is_hybrid() {
+        return Err(c.err(
+            &k("enable_unified_memory"),
+            format!(
+                "model {} has no hybrid (mamba/GDN/SWA) layers: sglang's unified pool needs at least two sub-pools, so the server would not start; set it to false",
+                model.name
+            ),
+        ));
+    }
+    let per_gpu_weights = model.weight_bytes_total() / f64::from(s.tp_size);
+    let budget = gpu.hbm_bytes as f64 * s.mem_fraction_static;
+    if per_gpu_weights >= budget {
+        return Err(c.err(
+            &k("tp_size"),
+            format!(
+                "model {} needs {:.1} GB of weights per GPU at tp_size = {}, more than {:.1} GB ({} HBM × mem_fraction_static {}); raise tp_size",
+                model.name,
+                per_gpu_weights / 1e9,
+                s.tp_size,
+                budget / 1e9,
+                gpu.name,
+                s.mem_fraction_static
+            ),
+        ));
+    }
+    let layouts = crate::layout::RankLayout::all_ranks(&model, &server)
+        .map_err(|e| c.err(&format!("{key}.server"), e.to_string()))?;
+    let state_slots = if model.is_hybrid() {
+        server.max_running_requests.unwrap_or(DEFAULT_STATE_SLOTS)
+    } else {
+        0
+    };
+    let step_times = match &p.step_times {
+        Some(path) => Some(std::sync::Arc::new(
+            crate::compute::profile::load_profile(&c.resolve_path(path))
+                .map_err(|e| c.err(&format!("{key}.step_times"), e.to_string()))?,
+        )),
+        None => None,
+    };
+    Ok(Pool {
+        name: p.name.clone(),
+        role: p.role,
+        instances: p.instances,
+        server,
+        model,
+        kv_dtype_bytes,
+        step_times,
+        layout: std::sync::Arc::new(layouts),
+        state_slots,
+        node: p.node,
+    })
+}

@@ -1,0 +1,287 @@
+//! The decode server: the prealloc queue, the continuous batch with page-by-page KV growth,
+//! and sglang's retraction when the pool runs dry (`docs/sglang-pd.md` §2–§3).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+
+use crate::engine::{EventQueue, Nanos};
+use crate::layout::{RequestId, Verdict};
+use crate::metrics::histogram::Histogram;
+use crate::sim::event::Event;
+use crate::sim::ids::DecodeId;
+use crate::sim::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
+
+use super::Core;
+
+/// sglang's `SGLANG_NUM_RESERVED_DECODE_TOKENS`: decode admits a request only if this much room
+/// stays free for every request it holds, so that decode rarely has to retract.
+pub const RESERVED_DECODE_TOKENS: u32 = 512;
+
+/// The page phase of a request that joined a decode batch after `join_step` steps with `prompt`
+/// tokens of KV: at step `k` it needs a new page iff `k ≡ join_step + 1 − prompt (mod ps)`
+/// (its step-`j` input token lands at slot `prompt + j − 1`).
+fn phase_key(join_step: u64, prompt: u32, ps: u32) -> usize {
+    let ps = u64::from(ps);
+    ((join_step + 1) % ps + ps - u64::from(prompt) % ps) as usize % ps as usize
+}
+
+/// Space-separated request ids, as `requests.csv` lists victims.
+pub fn id_list(v: &[RequestId]) -> String {
+    v.iter()
+        .map(|x| x.0.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One decode instance.
+pub struct DecodeServer {
+    /// What every server has.
+    pub core: Core,
+    /// Requests waiting for pages, in order (retracted ones go to the front).
+    pub prealloc: VecDeque<ReqRef>,
+    /// Requests whose KV landed, waiting to join the batch.
+    pub ready: VecDeque<ReqRef>,
+    /// Requests in the batch.
+    pub running: u32,
+    /// Requests that joined at the start of the running step.
+    pub joined: Vec<ReqRef>,
+    /// (finishing step, join step, request): who leaves the batch after which step.
+    finishing: BinaryHeap<Reverse<(u64, u64, ReqRef)>>,
+    /// Running requests by (join step, id): retraction takes the most recent first.
+    batch_order: BTreeSet<(u64, u64, ReqRef)>,
+    /// Running requests by page phase: `phase[k % page_size]` of them need a new page at step k.
+    phase: Vec<u32>,
+    /// Requests holding decode pages (prealloc'd, transferring or running).
+    pub holders: u32,
+    /// Requests retracted (sent back to the prealloc queue) so far.
+    pub retractions: u64,
+    /// Steps finished.
+    pub steps_done: u64,
+    /// KV tokens the running batch attends to.
+    pub context_tokens: u64,
+    /// When the running step started, ns.
+    pub step_started: Nanos,
+    /// Session port of each rank, which decides the prefill's transfer shard.
+    pub ports: Vec<u32>,
+    /// `--max-running-requests`.
+    pub max_running: u32,
+}
+
+impl DecodeServer {
+    /// An idle decode server.
+    pub fn new(core: Core, ports: Vec<u32>, max_running: u32) -> Self {
+        let ps = core.page_size as usize;
+        Self {
+            core,
+            prealloc: VecDeque::new(),
+            ready: VecDeque::new(),
+            running: 0,
+            joined: Vec::new(),
+            finishing: BinaryHeap::new(),
+            batch_order: BTreeSet::new(),
+            phase: vec![0; ps],
+            holders: 0,
+            retractions: 0,
+            steps_done: 0,
+            context_tokens: 0,
+            step_started: 0,
+            ports,
+            max_running,
+        }
+    }
+
+    /// The prealloc queue: in order, reserve KV pages for the prompt (and a state slot for
+    /// hybrids) while room stays for `RESERVED_DECODE_TOKENS` of growth per request held. Each
+    /// admitted request goes to `admitted`, in order (its page ids are then sent to the prefill).
+    pub fn try_prealloc(&mut self, reqs: &mut Requests, admitted: &mut Vec<ReqRef>) {
+        if !self.core.alive {
+            return;
+        }
+        let ps = self.core.page_size;
+        while let Some(&r) = self.prealloc.front() {
+            let Some(req) = reqs.get_mut(r) else {
+                self.prealloc.pop_front();
+                continue;
+            };
+            let need = req.prompt().div_ceil(ps);
+            let reserve = RESERVED_DECODE_TOKENS.min(req.output).div_ceil(ps);
+            // A lone request may always start: sglang never blocks on the reservation alone.
+            if self.holders > 0 && self.core.pages.available() < need + reserve * (self.holders + 1)
+            {
+                break;
+            }
+            let Some(holding) = self.core.pages.alloc(req.id, need, self.core.hybrid) else {
+                break;
+            };
+            self.prealloc.pop_front();
+            self.holders += 1;
+            req.on_decode = holding;
+            req.decode_allocated = true;
+            req.receiver = KvPoll::WaitingForInput;
+            admitted.push(r);
+        }
+    }
+
+    /// The KV of `r` landed: it waits to join the batch.
+    pub fn enqueue_ready(&mut self, r: ReqRef) {
+        self.ready.push_back(r);
+    }
+
+    /// Starts a decode step: landed requests join the batch (up to `max_running_requests`), the
+    /// step takes a page for every request whose next KV slot opens one — retracting the most
+    /// recently joined requests while the pool is short, as sglang's `retract_decode` does — and
+    /// one forward produces a token for every running request. Retracted requests go to
+    /// `retracted` (their prefill must count them again).
+    pub fn start_step(
+        &mut self,
+        me: DecodeId,
+        reqs: &mut Requests,
+        q: &mut EventQueue<Event>,
+        bootstrap_timeout_ns: Nanos,
+        retracted: &mut Vec<ReqRef>,
+    ) {
+        let now = q.now();
+        if !self.core.alive {
+            return;
+        }
+        while self.running < self.max_running {
+            let Some(r) = self.ready.pop_front() else {
+                break;
+            };
+            let steps_done = self.steps_done;
+            let Some(req) = reqs.get_mut(r) else { continue };
+            req.row.decode_start_ns.get_or_insert(now);
+            req.join_step = steps_done;
+            let (prompt, remaining, id) = (req.prompt(), req.output - 1 - req.extra, req.id);
+            let key = phase_key(steps_done, prompt, self.core.page_size);
+            self.phase[key] += 1;
+            self.batch_order.insert((steps_done, id, r));
+            self.running += 1;
+            self.context_tokens += u64::from(prompt) + 1;
+            self.finishing
+                .push(Reverse((steps_done + u64::from(remaining), steps_done, r)));
+            self.joined.push(r);
+        }
+        loop {
+            if self.running == 0 {
+                self.core.busy = false;
+                return;
+            }
+            let step = self.steps_done + 1;
+            let need = self.phase[(step % u64::from(self.core.page_size)) as usize];
+            if self.core.pages.grow(need) {
+                break;
+            }
+            let &(_, _, victim) = self.batch_order.last().expect("running > 0");
+            self.retract(victim, reqs, q, bootstrap_timeout_ns);
+            retracted.push(victim);
+        }
+        let dt = self.core.step.decode_ns(self.running, self.context_tokens);
+        self.core.start_busy(now);
+        self.step_started = now;
+        self.core.step_key = Some(q.schedule_keyed_in(dt, Event::DecodeStepDone { decode: me }));
+    }
+
+    /// Takes a running request out of the batch (it finished, failed or is retracted), giving
+    /// back the pages it grew; returns how many tokens it generated here.
+    pub fn leave_batch(&mut self, req: &mut Req, r: ReqRef) -> u32 {
+        let generated = (self.steps_done - req.join_step) as u32;
+        let prompt = req.prompt();
+        let ps = self.core.page_size;
+        self.core
+            .pages
+            .shrink((prompt + generated).div_ceil(ps) - prompt.div_ceil(ps));
+        self.phase[phase_key(req.join_step, prompt, ps)] -= 1;
+        self.batch_order.remove(&(req.join_step, req.id, r));
+        self.running -= 1;
+        self.context_tokens -= u64::from(prompt) + 1 + u64::from(generated);
+        self.joined.retain(|&j| j != r);
+        req.join_step = NOT_RUNNING;
+        generated
+    }
+
+    /// sglang's decode retraction: the request leaves the batch and its KV, goes back to the
+    /// front of the prealloc queue, and pays the bootstrap, the prefill of everything it has so
+    /// far, and the transfer again before it resumes.
+    fn retract(
+        &mut self,
+        r: ReqRef,
+        reqs: &mut Requests,
+        q: &mut EventQueue<Event>,
+        bootstrap_timeout_ns: Nanos,
+    ) {
+        let req = reqs.get_mut(r).expect("a running request is live");
+        let generated = self.leave_batch(req, r);
+        req.extra += generated;
+        req.row.retractions += 1;
+        req.sender = KvPoll::Bootstrapping;
+        req.receiver = KvPoll::Bootstrapping;
+        req.prefilled = 0;
+        req.sent = 0;
+        req.chunks_in_flight = 0;
+        req.last_queued = false;
+        req.decode_allocated = false;
+        if let Some(k) = req.waiting_timeout.take() {
+            q.cancel(k);
+        }
+        let held = std::mem::take(&mut req.on_decode);
+        self.holders -= 1;
+        self.retractions += 1;
+        if let Some(report) = self.core.pages.free(req.id, &held)
+            && matches!(report.verdict, Verdict::Corrupted { .. })
+        {
+            req.corrupted_earlier = Some((id_list(&report.victims), id_list(&report.corrupted_by)));
+        }
+        self.prealloc.push_front(r);
+        let key = q.schedule_keyed_in(bootstrap_timeout_ns, Event::BootstrapTimeout { req: r });
+        if let Some(old) = req.bootstrap_timeout.replace(key) {
+            q.cancel(old);
+        }
+    }
+
+    /// The step ended: every running request produced a token. Inter-token latencies go to
+    /// `itl`; requests that produced their last token go to `finished` (still in the batch: the
+    /// caller ends them, which calls [`DecodeServer::leave_batch`]).
+    pub fn step_done(
+        &mut self,
+        now: Nanos,
+        reqs: &mut Requests,
+        itl: &mut Histogram,
+        finished: &mut Vec<ReqRef>,
+    ) {
+        self.steps_done += 1;
+        self.core.end_busy(now);
+        self.context_tokens += u64::from(self.running);
+        self.core.tick.tokens += u64::from(self.running);
+        let dt = now - self.step_started;
+        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        // A request's first decoded token follows the prefill's token by the wait to join plus
+        // this step.
+        for r in self.joined.drain(..) {
+            if let Some(ft) = reqs.get(r).and_then(|q| q.row.first_token_ns) {
+                itl.record(now - ft);
+            }
+        }
+        while let Some(&Reverse((step, join, r))) = self.finishing.peek() {
+            if step > self.steps_done {
+                break;
+            }
+            self.finishing.pop();
+            // A retracted request left a stale entry behind (its join step changed).
+            if reqs.get(r).is_some_and(|q| q.join_step == join) {
+                // It leaves the batch when it ends (`leave_batch`), in this order.
+                finished.push(r);
+            }
+        }
+    }
+
+    /// A crash: the batch and both queues are lost.
+    pub fn crash(&mut self, q: &mut EventQueue<Event>) {
+        if let Some(k) = self.core.step_key.take() {
+            q.cancel(k);
+        }
+        self.core.busy = false;
+        self.prealloc.clear();
+        self.ready.clear();
+    }
+}

@@ -1,0 +1,78 @@
+//! sglang's PD components, one file each: [`prefill`] (the prefill server's scheduler and its
+//! prefix cache), [`decode`] (prealloc queue, continuous batch, retraction), [`transfer`] (the
+//! Mooncake transfer queues, their shards and worker threads, and the session blacklist), and
+//! the [`router`]. Each owns its state and answers its events; **a component never calls another
+//! component** — what crosses from one to another (a freed page that may admit a request, a
+//! request that ended) goes through [`crate::sim::World`], which drains a wake set after every
+//! event. See `README.md` beside this file for the request lifecycle.
+
+pub mod decode;
+pub mod memory;
+pub mod prefill;
+pub mod prefix_cache;
+pub mod router;
+pub mod transfer;
+
+use crate::compute::StepTimes;
+use crate::engine::{EventKey, Nanos};
+use crate::fabric::{GpuId, NicId};
+use crate::sim::ids::{InstanceId, PoolId};
+use memory::KvPool;
+
+/// What every sglang server has, whatever its role.
+pub struct Core {
+    /// The instance's number in the results.
+    pub instance: InstanceId,
+    /// Its pool.
+    pub pool: PoolId,
+    /// GPU of each TP rank.
+    pub gpus: Vec<GpuId>,
+    /// NIC of each TP rank (its GPU's preferred NIC).
+    pub nics: Vec<NicId>,
+    /// False between a crash and its restart.
+    pub alive: bool,
+    /// Step-time model.
+    pub step: StepTimes,
+    /// `--page-size`, tokens.
+    pub page_size: u32,
+    /// Whether requests also hold a mamba/GDN state slot.
+    pub hybrid: bool,
+    /// KV pages, state slots and (on oracle-watched decode instances) ownership.
+    pub pages: KvPool,
+    /// Requests assigned and not yet done with this instance (least-loaded routing).
+    pub outstanding: u32,
+    /// Whether a forward is running.
+    pub busy: bool,
+    /// The pending end of the running forward (cancelled by a crash).
+    pub step_key: Option<EventKey>,
+    /// Per-second counters for the timeseries.
+    pub tick: TickCounters,
+}
+
+/// Counters of the current simulated second.
+#[derive(Default, Clone, Copy, Debug)]
+pub struct TickCounters {
+    /// Requests routed here.
+    pub arrivals: u64,
+    /// Tokens produced (decode) or prompts finished (prefill).
+    pub tokens: u64,
+    /// Start of the running step, or of the current tick if the step began earlier, ns.
+    pub busy_since: Nanos,
+    /// Nanoseconds spent computing in the current tick.
+    pub busy_ns: u64,
+}
+
+impl Core {
+    /// A forward starts at `now`.
+    pub fn start_busy(&mut self, now: Nanos) {
+        self.busy = true;
+        self.tick.busy_since = now;
+    }
+
+    /// The running forward ended at `now`.
+    pub fn end_busy(&mut self, now: Nanos) {
+        self.busy = false;
+        self.step_key = None;
+        self.tick.busy_ns += now - self.tick.busy_since;
+    }
+}

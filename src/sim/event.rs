@@ -1,0 +1,81 @@
+//! The one closed set of things that can happen in a run. Requests to do something are named
+//! as commands, facts in the past tense. Every handler is in [`super::World::handle`].
+
+use super::ids::{DecodeId, InstanceId, PrefillId, ShardId};
+use super::requests::ReqRef;
+
+/// Everything that can happen.
+#[derive(Clone, Copy, Debug)]
+pub enum Event {
+    /// The next request of the workload arrives at the router.
+    Arrival,
+    /// Decode's page ids (the per-request metadata) reached the prefill.
+    MetadataArrived {
+        /// The request.
+        req: ReqRef,
+    },
+    /// A prefill forward finished.
+    PrefillStepDone {
+        /// The instance.
+        prefill: PrefillId,
+    },
+    /// The fabric's next flow phase change or end is due.
+    FabricDue,
+    /// A chunk with no bytes to move returned from its (empty) batch call.
+    EmptyChunkSent {
+        /// The sending instance.
+        prefill: PrefillId,
+        /// Its transfer-queue shard.
+        shard: ShardId,
+    },
+    /// The scenario's fault number `index` happens.
+    Fault {
+        /// Index into the scenario's faults.
+        index: usize,
+    },
+    /// A crashed instance comes back.
+    Restart {
+        /// The instance.
+        instance: InstanceId,
+    },
+    /// Decode's heartbeat has missed a crashed prefill twice: its rooms are failed.
+    HeartbeatLost {
+        /// The crashed prefill.
+        prefill: PrefillId,
+    },
+    /// Prefill's `conclude_transfer(Success)` reached the decode.
+    TransferSucceeded {
+        /// The request.
+        req: ReqRef,
+    },
+    /// A decode step finished.
+    DecodeStepDone {
+        /// The instance.
+        decode: DecodeId,
+    },
+    /// Decode's `WaitingForInput` timeout for a request.
+    WaitingTimeout {
+        /// The request.
+        req: ReqRef,
+    },
+    /// Prefill's `Bootstrapping` timeout for a request.
+    BootstrapTimeout {
+        /// The request.
+        req: ReqRef,
+    },
+    /// One simulated second passed: sample the timeseries.
+    Tick,
+}
+
+/// Work a handler leaves for [`super::World`] to do once the event is handled: a component that
+/// frees pages or ends a request marks the instances that may now admit work, instead of
+/// calling into them. Drained in ascending order (prefills by id, then decodes by id), so the
+/// order never depends on which handler marked first — as sglang's scheduler loop frees every
+/// finished room before it forms its next batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Wake {
+    /// The prefill may form a batch (pages freed, requests failed).
+    Prefill(PrefillId),
+    /// The decode may preallocate (pages freed).
+    Decode(DecodeId),
+}

@@ -1,0 +1,391 @@
+//! The request lifecycle as `World` drives it: arrival and routing, the bootstrap (prealloc,
+//! metadata), the handlers of the components' step events, the timeouts, and the end of a
+//! request (`docs/sglang-pd.md` §2–§3).
+
+use crate::engine::NS_PER_S;
+use crate::layout::{RequestId, Verdict};
+use crate::metrics::{Outcome, RequestRow};
+use crate::sglang::decode::id_list;
+use crate::sglang::memory::Holding;
+
+use super::World;
+use super::event::{Event, Wake};
+use super::ids::{DecodeId, PrefillId, ShardId};
+use super::requests::{KvPoll, NOT_RUNNING, Req, ReqRef};
+
+impl World<'_> {
+    pub(super) fn schedule_next_arrival(&mut self) {
+        let more = self
+            .sc
+            .max_requests
+            .is_none_or(|m| self.source.produced() < m);
+        if !more {
+            self.arrivals_done = true;
+            return;
+        }
+        // Peek by generating: the request is kept until its arrival event.
+        let Some(next) = self.source.next_request() else {
+            self.arrivals_done = true;
+            return;
+        };
+        if next.arrival_ns >= self.sc.duration_ns {
+            self.arrivals_done = true;
+            return;
+        }
+        self.q.schedule_at(next.arrival_ns, Event::Arrival);
+        self.pending_arrival = Some(next);
+    }
+
+    /// The router picks a prefill and a decode instance; decode's first contact with the
+    /// prefill checks page size and KV dtype; the request enters decode's prealloc queue.
+    pub(super) fn on_arrival(&mut self) {
+        let now = self.q.now();
+        let nr = self.pending_arrival.take().expect("an arrival was drawn");
+        self.schedule_next_arrival();
+        let s = &mut self.scratch;
+        s.prefill_load.clear();
+        s.prefill_load.extend(
+            self.prefills
+                .iter()
+                .map(|p| p.core.alive.then_some(p.core.outstanding)),
+        );
+        s.decode_load.clear();
+        s.decode_load.extend(
+            self.decodes
+                .iter()
+                .map(|d| d.core.alive.then_some(d.core.outstanding)),
+        );
+        let id = self.collector.counts.arrived;
+        self.collector.counts.arrived += 1;
+        let Some((pi, di)) = self.router.pick(&s.prefill_load, &s.decode_load) else {
+            // Every instance of a role is down: the router has nowhere to send it.
+            let mut row =
+                RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
+            row.finish_ns = Some(now);
+            row.outcome = Outcome::Failed;
+            row.error_kind = Some("peer_lost");
+            let msg = "No live prefill or decode instance to route the request to";
+            if let Err(e) = self.collector.finish(row, Some(msg), self.slo(), self.sink) {
+                self.io_error.get_or_insert(e);
+            }
+            return;
+        };
+        let (p, d) = (PrefillId::from(pi), DecodeId::from(di));
+        let row = RequestRow::arrived(
+            id,
+            nr.arrival_ns,
+            Some((
+                self.prefills[p].core.instance.0,
+                self.decodes[d].core.instance.0,
+            )),
+            nr.input_tokens,
+            nr.output_tokens,
+        );
+        let r = self.reqs.insert(Req {
+            id,
+            input: nr.input_tokens,
+            output: nr.output_tokens,
+            prefill: p,
+            decode: d,
+            sender: KvPoll::Bootstrapping,
+            receiver: KvPoll::Bootstrapping,
+            prefilled: 0,
+            sent: 0,
+            chunks_in_flight: 0,
+            last_queued: false,
+            on_prefill: Holding::default(),
+            on_decode: Holding::default(),
+            decode_allocated: false,
+            hash_ids: nr.hash_ids,
+            extra: 0,
+            join_step: NOT_RUNNING,
+            bootstrap_timeout: None,
+            waiting_timeout: None,
+            corrupted_earlier: None,
+            row,
+        });
+        for core in [&mut self.prefills[p].core, &mut self.decodes[d].core] {
+            core.outstanding += 1;
+            core.tick.arrivals += 1;
+        }
+        // A request whose KV can never fit is rejected up front, as sglang's tokenizer manager
+        // rejects prompts longer than the server can hold.
+        let (pc, dc) = (&self.prefills[p].core, &self.decodes[d].core);
+        let need_p = nr.input_tokens.div_ceil(pc.page_size);
+        let need_d = (nr.input_tokens + nr.output_tokens).div_ceil(dc.page_size);
+        if need_p > pc.pages.total() || need_d > dc.pages.total() {
+            let msg = format!(
+                "Request {id} needs {need_p} prefill and {need_d} decode KV pages; the instances hold {} and {}",
+                pc.pages.total(),
+                dc.pages.total()
+            );
+            self.fail(r, "request_too_long", &msg);
+            return;
+        }
+        // Decode's first contact with the prefill (`try_ensure_parallel_info`): the page-size and
+        // KV-dtype checks raise on decode. The connection is only cached after a success, so
+        // every request between a mismatched pair meets the same error.
+        if let Some(e) = self.plans[p][d].first_contact().cloned() {
+            self.fail_with(r, &e);
+            return;
+        }
+        // Prefill: the sender starts Bootstrapping; decode: into the prealloc queue.
+        let key = self.q.schedule_keyed(
+            now + self.sc.sglang.bootstrap_timeout_ns,
+            Event::BootstrapTimeout { req: r },
+        );
+        self.reqs
+            .get_mut(r)
+            .expect("just inserted")
+            .bootstrap_timeout = Some(key);
+        self.decodes[d].prealloc.push_back(r);
+        self.try_prealloc(d);
+    }
+
+    /// Decode's prealloc queue admits what fits; each admitted request's page ids go to its
+    /// prefill (after the control latency) and its `WaitingForInput` clock starts.
+    pub(super) fn try_prealloc(&mut self, d: DecodeId) {
+        let mut admitted = std::mem::take(&mut self.scratch.refs);
+        admitted.clear();
+        self.decodes[d].try_prealloc(&mut self.reqs, &mut admitted);
+        let now = self.q.now();
+        for &r in &admitted {
+            self.q.schedule_in(
+                self.sc.fabric.control_latency_ns,
+                Event::MetadataArrived { req: r },
+            );
+            let key = self.q.schedule_keyed(
+                now + self.sc.sglang.waiting_timeout_ns,
+                Event::WaitingTimeout { req: r },
+            );
+            self.reqs.get_mut(r).expect("admitted").waiting_timeout = Some(key);
+        }
+        self.scratch.refs = admitted;
+    }
+
+    /// Decode's page ids reached the prefill: the sender is connected and the request queues
+    /// for a prefill batch.
+    pub(super) fn on_metadata(&mut self, r: ReqRef) {
+        let now = self.q.now();
+        let Some(req) = self.reqs.get_mut(r) else {
+            return;
+        };
+        if req.sender != KvPoll::Bootstrapping {
+            return;
+        }
+        req.sender = KvPoll::WaitingForInput;
+        req.row.prefill_queued_ns = Some(now);
+        if let Some(k) = req.bootstrap_timeout.take() {
+            self.q.cancel(k);
+        }
+        let p = req.prefill;
+        self.prefills[p].waiting.push_back(r);
+        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
+    }
+
+    /// A prefill forward ended: its chunks go on their transfer shards (all chunks to one
+    /// decode instance hash to the same shard), and the next batch forms.
+    pub(super) fn on_prefill_step_done(&mut self, p: PrefillId) {
+        let now = self.q.now();
+        let mut jobs = std::mem::take(&mut self.scratch.jobs);
+        jobs.clear();
+        self.prefills[p].step_done(now, &mut self.reqs, &mut jobs);
+        for &job in &jobs {
+            let shard = self.shard_of(job.decode);
+            self.transfers[p].push(shard, job);
+            self.kick_shard(p, shard);
+        }
+        self.scratch.jobs = jobs;
+        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
+    }
+
+    /// `sum(decode session ports) % queue_size`: every request to one decode instance hashes to
+    /// the same shard of a prefill.
+    fn shard_of(&self, d: DecodeId) -> ShardId {
+        ShardId(self.endpoints[d].port % self.sc.sglang.queue_size)
+    }
+
+    /// Prefill's `conclude_transfer(Success)` reached the decode: the request waits to join the
+    /// batch (or, with one output token, is done).
+    pub(super) fn on_transfer_succeeded(&mut self, r: ReqRef) {
+        let now = self.q.now();
+        let Some(req) = self.reqs.get_mut(r) else {
+            return;
+        };
+        if req.receiver != KvPoll::WaitingForInput {
+            return;
+        }
+        req.receiver = KvPoll::Success;
+        if let Some(k) = req.waiting_timeout.take() {
+            self.q.cancel(k);
+        }
+        // The prefill's first token arrives with the aux data (after a retraction the request
+        // already has one: TTFT is not reset).
+        req.row.first_token_ns.get_or_insert(now);
+        let (d, id, output) = (req.decode, req.id, req.output - req.extra);
+        if output == 1 {
+            req.row.decode_start_ns.get_or_insert(now);
+        }
+        // From now on decode reads these bytes: the oracle checks they are the request's own.
+        if let Some(mem) = self.decodes[d].core.pages.oracle() {
+            mem.landed(RequestId(id));
+        }
+        if output == 1 {
+            self.complete(r);
+            return;
+        }
+        self.decodes[d].enqueue_ready(r);
+        if !self.decodes[d].core.busy {
+            self.start_decode_step(d);
+        }
+    }
+
+    /// Starts decode instance `d`'s next step; a retracted request is counted again by its
+    /// prefill.
+    fn start_decode_step(&mut self, d: DecodeId) {
+        let mut retracted = std::mem::take(&mut self.scratch.refs);
+        retracted.clear();
+        self.decodes[d].start_step(
+            d,
+            &mut self.reqs,
+            &mut self.q,
+            self.sc.sglang.bootstrap_timeout_ns,
+            &mut retracted,
+        );
+        for &r in &retracted {
+            let p = self.reqs.get(r).expect("retracted, not ended").prefill;
+            self.prefills[p].core.outstanding += 1;
+        }
+        self.scratch.refs = retracted;
+    }
+
+    /// A decode step ended: finished requests complete, the prealloc queue admits what fits,
+    /// and the next step starts.
+    pub(super) fn on_decode_step_done(&mut self, d: DecodeId) {
+        let now = self.q.now();
+        let mut finished = std::mem::take(&mut self.scratch.refs);
+        finished.clear();
+        self.decodes[d].step_done(now, &mut self.reqs, &mut self.collector.itl, &mut finished);
+        for &r in &finished {
+            self.complete(r);
+        }
+        self.scratch.refs = finished;
+        self.try_prealloc(d);
+        self.start_decode_step(d);
+    }
+
+    /// sglang's timeouts: decode's in `WaitingForInput`, prefill's in `Bootstrapping`. A request
+    /// that moves on cancels its timeout, so one that fires always fails its request.
+    pub(super) fn on_timeout(&mut self, r: ReqRef, stage: KvPoll) {
+        let (timeout, kind) = match stage {
+            KvPoll::WaitingForInput => (self.sc.sglang.waiting_timeout_ns, "waiting_timeout"),
+            _ => (self.sc.sglang.bootstrap_timeout_ns, "bootstrap_timeout"),
+        };
+        let req = self.reqs.get_mut(r).unwrap_or_else(|| {
+            panic!(
+                "a timeout fired for ended request {} (seed {})",
+                r.id, self.sc.seed
+            )
+        });
+        let state = if stage == KvPoll::WaitingForInput {
+            req.waiting_timeout = None;
+            req.receiver
+        } else {
+            req.bootstrap_timeout = None;
+            req.sender
+        };
+        assert_eq!(
+            state, stage,
+            "request {} timed out in a state it left (seed {})",
+            req.id, self.sc.seed
+        );
+        let msg = format!(
+            "Request {} timed out after {:.1}s in KVPoll.{stage:?}",
+            req.id,
+            timeout as f64 / NS_PER_S as f64
+        );
+        self.fail(r, kind, &msg);
+    }
+
+    /// Ends a request that decoded to its last token. The oracle (when it watches the decode)
+    /// decides whether it decoded from its own bytes.
+    pub(super) fn complete(&mut self, r: ReqRef) {
+        self.end(r, Outcome::Completed, None, "");
+    }
+
+    /// Ends a request with an error: both sides mark the room Failed and free what they hold
+    /// (the ABORT to the prefill is taken as immediate for resources).
+    pub(super) fn fail(&mut self, r: ReqRef, kind: &'static str, message: &str) {
+        self.end(r, Outcome::Failed, Some(kind), message);
+    }
+
+    /// [`World::fail`] with one of sglang's typed errors.
+    pub(super) fn fail_with(&mut self, r: ReqRef, e: &crate::layout::PdError) {
+        self.fail(r, e.kind.as_str(), &e.message);
+    }
+
+    /// A request reaches its outcome: it gives back what it holds on both instances, its
+    /// pending timeouts are cancelled, its row is written, and a failure wakes both instances
+    /// (freed pages may admit waiting work).
+    fn end(&mut self, r: ReqRef, outcome: Outcome, kind: Option<&'static str>, message: &str) {
+        let now = self.q.now();
+        let mut req = self.reqs.take(r).unwrap_or_else(|| {
+            panic!(
+                "request {} ended twice at {now} ns (seed {})",
+                r.id, self.sc.seed
+            )
+        });
+        for k in [req.bootstrap_timeout.take(), req.waiting_timeout.take()]
+            .into_iter()
+            .flatten()
+        {
+            self.q.cancel(k);
+        }
+        let (p, d) = (req.prefill, req.decode);
+        if req.sender < KvPoll::Success {
+            let pc = &mut self.prefills[p].core;
+            pc.pages.free(req.id, &req.on_prefill);
+            pc.outstanding -= 1;
+        }
+        let dec = &mut self.decodes[d];
+        if req.join_step != NOT_RUNNING {
+            dec.leave_batch(&mut req, r);
+        }
+        if req.decode_allocated {
+            dec.holders -= 1;
+        }
+        let mut outcome = outcome;
+        if let Some((v, by)) = req.corrupted_earlier.take() {
+            req.row.victims = v;
+            req.row.corrupted_by = by;
+            if outcome == Outcome::Completed {
+                outcome = Outcome::Corrupted;
+            }
+        }
+        if req.decode_allocated
+            && let Some(report) = dec.core.pages.free(req.id, &req.on_decode)
+        {
+            req.row.victims = id_list(&report.victims);
+            req.row.corrupted_by = id_list(&report.corrupted_by);
+            if outcome == Outcome::Completed && matches!(report.verdict, Verdict::Corrupted { .. })
+            {
+                outcome = Outcome::Corrupted;
+            }
+        }
+        dec.core.outstanding -= 1;
+        req.row.finish_ns = Some(now);
+        req.row.outcome = outcome;
+        req.row.error_kind = kind;
+        let slo = self.slo();
+        if let Err(e) = self
+            .collector
+            .finish(req.row, kind.map(|_| message), slo, self.sink)
+        {
+            self.io_error.get_or_insert(e);
+        }
+        if outcome == Outcome::Failed {
+            self.wake.insert(Wake::Decode(d));
+            self.wake.insert(Wake::Prefill(p));
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! The simulation: [`World`] owns the sglang components, the fabric, the request table and the
+//! event queue, and runs sglang's request lifecycle (`docs/sglang-pd.md` §2–§3) to the end.
+//!
+//! The bottom files here are the shared vocabulary every component speaks — typed [`ids`], the
+//! closed [`event::Event`] set, the [`requests`] table — and import no component. `World`
+//! (this file and the `impl World` blocks in [`lifecycle`], [`transfer`], [`faults`] and
+//! [`sampler`]) sits above the components and is the only place where one component's outcome
+//! reaches another: a component never calls another component. Handlers mark a [`event::Wake`]
+//! set that `World` drains after every event, in ascending order.
+//!
+//! A decode step is one event for its whole batch: per-token figures derive from step times,
+//! never from a loop over tokens.
+
+pub mod event;
+mod faults;
+pub mod ids;
+mod lifecycle;
+pub mod requests;
+mod sampler;
+mod transfer;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::compute::{StepModel, StepTimes, calibrated_params};
+use crate::config::{Role, Scenario, capacity};
+use crate::engine::{EventKey, EventQueue, Nanos};
+use crate::fabric::{Fabric, FlowEnd, TopologyConfig};
+use crate::layout::PairPlan;
+use crate::metrics::{Collector, Outcome, Sink};
+use crate::sglang::decode::DecodeServer;
+use crate::sglang::memory::{KvPool, PageAllocator, Shared, Store};
+use crate::sglang::prefill::PrefillServer;
+use crate::sglang::prefix_cache::PrefixCache;
+use crate::sglang::router::Router;
+use crate::sglang::transfer::{DecodeEndpoint, TransferQueues};
+use crate::sglang::{Core, TickCounters};
+use crate::workload::{Generator, NewRequest};
+
+use event::{Event, Wake};
+use ids::{DecodeId, IdVec, InstanceId, PoolId, PrefillId};
+use requests::{ChunkJob, ReqRef, Requests};
+
+pub use crate::sim::requests::KvPoll;
+
+/// Counts of the run for `summary.json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunStats {
+    /// Events handled.
+    pub events: u64,
+    /// Simulated time at the end, ns.
+    pub end_ns: Nanos,
+    /// Whether the run hit `duration + drain_timeout` with requests in flight.
+    pub cut_by_drain_timeout: bool,
+}
+
+/// The first session port; rank `r` of global instance `i` listens on
+/// `CONTROL_PORT_BASE + 97 i + r`, chosen so decode instances spread over the transfer shards
+/// (sglang's ports are random; `docs/sglang-pd.md` §2.4).
+const CONTROL_PORT_BASE: u32 = 17_000;
+
+/// Scratch buffers reused by every event, so handlers do not allocate.
+#[derive(Default)]
+struct Scratch {
+    jobs: Vec<ChunkJob>,
+    refs: Vec<ReqRef>,
+    ends: Vec<FlowEnd>,
+    prefill_load: Vec<Option<u32>>,
+    decode_load: Vec<Option<u32>>,
+}
+
+/// The whole simulated cluster.
+pub struct World<'a> {
+    sc: &'a Scenario,
+    q: EventQueue<Event>,
+    fabric: Fabric,
+    prefills: IdVec<PrefillId, PrefillServer>,
+    transfers: IdVec<PrefillId, TransferQueues>,
+    decodes: IdVec<DecodeId, DecodeServer>,
+    /// What a prefill needs to know of each decode instance to send to it.
+    endpoints: IdVec<DecodeId, DecodeEndpoint>,
+    /// The compiled transfer plan of every (prefill, decode) instance pair.
+    plans: IdVec<PrefillId, IdVec<DecodeId, Arc<PairPlan>>>,
+    router: Router,
+    source: Generator,
+    arrivals_done: bool,
+    /// The next request, drawn when its arrival was scheduled.
+    pending_arrival: Option<NewRequest>,
+    reqs: Requests,
+    /// Aggregates; read by the report after the run.
+    pub collector: Collector,
+    sink: &'a mut dyn Sink,
+    /// The one pending `FabricDue` event and when it fires.
+    fabric_timer: Option<(EventKey, Nanos)>,
+    /// Instances that may admit work, drained after every event.
+    wake: BTreeSet<Wake>,
+    /// Pending heartbeat verdict on each crashed prefill.
+    heartbeat: IdVec<PrefillId, Option<EventKey>>,
+    sampler: sampler::Sampler,
+    scratch: Scratch,
+    /// The first I/O error writing a row; the run stops at the end of the event that met it.
+    io_error: Option<std::io::Error>,
+}
+
+/// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters
+/// (`fabric/calibration.rs`) and the scenario's network latency.
+fn build_fabric(sc: &Scenario, nodes: u32) -> Fabric {
+    let topo = TopologyConfig {
+        nodes,
+        gpus_per_node: sc.gpus_per_node,
+        nics_per_node: sc.fabric.nics_per_node,
+        nic_bytes_per_ns: sc.fabric.nic_bytes_per_ns,
+        kind: sc.fabric.kind,
+        nodes_per_leaf: sc.fabric.nodes_per_leaf,
+        oversubscription: sc.fabric.oversubscription,
+        // GB/s is bytes per ns.
+        nvlink_bytes_per_ns: sc.gpu.nvlink_bytes_per_s / 1e9,
+    };
+    let params = crate::fabric::FabricParams {
+        base_latency_ns: sc.fabric.base_latency_ns,
+        ..Default::default()
+    };
+    Fabric::build(topo, params).unwrap_or_else(|e| {
+        panic!(
+            "a validated scenario builds its fabric: {e} (seed {})",
+            sc.seed
+        )
+    })
+}
+
+/// The memory of one instance of pool `pool_idx` with `pages` usable KV pages: the oracle for a
+/// decode pool that some prefill pool reaches through an inexact plan, or that is unified;
+/// plain allocators otherwise (no write can land wrong there, so no ownership is tracked).
+fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
+    let pool = &sc.pools[pool_idx];
+    let watched = pool.role == Role::Decode
+        && (pool.server.enable_unified_memory
+            || sc
+                .plans
+                .iter()
+                .any(|(&(_, d), plan)| d == pool_idx && !plan.is_exact()));
+    let store = if watched {
+        let cap = crate::layout::Capacity {
+            pages,
+            slots: pool.state_slots,
+            // One metadata row per request that can hold pages at once.
+            aux_rows: pages.max(1),
+        };
+        Store::Oracle {
+            mem: crate::layout::DecodeMemory::new(&pool.layout, cap),
+            used: 0,
+            total: pages,
+        }
+    } else {
+        Store::Plain {
+            pages: PageAllocator::new(pages),
+            slots: PageAllocator::new(pool.state_slots),
+            grown: Vec::new(),
+        }
+    };
+    let shared = pool.server.enable_unified_memory.then(|| Shared {
+        budget: capacity::kv_budget_bytes(&sc.gpu, pool).max(0.0),
+        page_bytes: pool.layout[0].kv_page_bytes() as f64,
+        slot_bytes: pool.layout[0].state_slot_bytes() as f64,
+        used: 0.0,
+    });
+    KvPool::new(store, shared)
+}
+
+impl<'a> World<'a> {
+    /// Builds the cluster of `sc`; rows stream to `sink`.
+    pub fn new(sc: &'a Scenario, sink: &'a mut dyn Sink) -> Self {
+        let placement = capacity::place(sc);
+        let fabric = build_fabric(sc, placement.nodes);
+        let mut prefills = IdVec::default();
+        let mut transfers = IdVec::default();
+        let mut decodes = IdVec::default();
+        let mut heartbeat = IdVec::default();
+        let mut global = 0u32;
+        for (pool_idx, pool) in sc.pools.iter().enumerate() {
+            for _ in 0..pool.instances {
+                let id = global;
+                global += 1;
+                let tp = pool.server.tp_size;
+                let pages = capacity::kv_pages(&sc.gpu, pool);
+                let step = match &pool.step_times {
+                    Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
+                    None => StepTimes::Model(StepModel::new(
+                        &sc.gpu,
+                        &pool.model,
+                        tp,
+                        pool.kv_dtype_bytes,
+                        calibrated_params(&sc.gpu),
+                    )),
+                };
+                let gpus = placement.gpus[id as usize].clone();
+                let core = Core {
+                    instance: InstanceId(id),
+                    pool: PoolId::from(pool_idx),
+                    nics: gpus.iter().map(|&g| fabric.nic_of(g)).collect(),
+                    gpus,
+                    alive: true,
+                    step,
+                    page_size: pool.server.page_size,
+                    hybrid: pool.state_slots > 0,
+                    pages: kv_pool(sc, pool_idx, pages),
+                    outstanding: 0,
+                    busy: false,
+                    step_key: None,
+                    tick: TickCounters::default(),
+                };
+                match pool.role {
+                    Role::Prefill => {
+                        assert!(
+                            decodes.is_empty(),
+                            "pools are ordered prefill first (seed {})",
+                            sc.seed
+                        );
+                        let cache = pool.server.radix_cache.map(|cap| {
+                            PrefixCache::new(Some(
+                                cap.unwrap_or(u64::from(pages) * u64::from(pool.server.page_size)),
+                            ))
+                        });
+                        let budget = pool
+                            .server
+                            .chunked_prefill_size
+                            .min(pool.server.max_prefill_tokens);
+                        prefills.push(PrefillServer::new(core, cache, budget));
+                        transfers.push(TransferQueues::new(sc.sglang.queue_size));
+                        heartbeat.push(None);
+                    }
+                    Role::Decode => {
+                        let ports = (0..tp).map(|r| CONTROL_PORT_BASE + 97 * id + r).collect();
+                        let max_running = pool.server.max_running_requests.unwrap_or(u32::MAX);
+                        decodes.push(DecodeServer::new(core, ports, max_running));
+                    }
+                }
+            }
+        }
+        let endpoints: IdVec<DecodeId, DecodeEndpoint> = {
+            let mut v = IdVec::default();
+            for d in decodes.iter() {
+                let d: &DecodeServer = d;
+                v.push(DecodeEndpoint {
+                    instance: d.core.instance,
+                    gpus: d.core.gpus.clone(),
+                    page_size: d.core.page_size,
+                    watched: d.core.pages.is_oracle(),
+                    port: d.ports[0],
+                });
+            }
+            v
+        };
+        let mut plans = IdVec::default();
+        for p in prefills.iter() {
+            let p: &PrefillServer = p;
+            let mut row = IdVec::default();
+            for d in decodes.iter() {
+                let d: &DecodeServer = d;
+                row.push(Arc::clone(
+                    &sc.plans[&(p.core.pool.idx(), d.core.pool.idx())],
+                ));
+            }
+            plans.push(row);
+        }
+        let sampler = sampler::Sampler::new(&fabric, global as usize);
+        Self {
+            sc,
+            q: EventQueue::new(),
+            router: Router::new(sc.router, sc.seed, prefills.len(), decodes.len()),
+            fabric,
+            prefills,
+            transfers,
+            decodes,
+            endpoints,
+            plans,
+            source: Generator::new(&sc.workload, sc.seed),
+            arrivals_done: false,
+            pending_arrival: None,
+            reqs: Requests::default(),
+            collector: Collector::default(),
+            sink,
+            fabric_timer: None,
+            wake: BTreeSet::new(),
+            heartbeat,
+            sampler,
+            scratch: Scratch::default(),
+            io_error: None,
+        }
+    }
+
+    /// Prefix-cache figures of every prefill instance that has a cache.
+    pub fn prefix_caches(&self) -> Vec<crate::report::CacheStats> {
+        self.prefills
+            .iter()
+            .filter_map(|p| {
+                let c = p.cache.as_ref()?;
+                Some(crate::report::CacheStats {
+                    instance: p.core.instance.0,
+                    pool: self.sc.pools[p.core.pool.idx()].name.clone(),
+                    lookups: c.lookups(),
+                    hit_tokens: c.hit_tokens(),
+                    input_tokens: c.input_tokens(),
+                    hit_rate: c.hit_rate(),
+                })
+            })
+            .collect()
+    }
+
+    /// KV pages of each instance, in result order (for the run report).
+    pub fn kv_pages(&self) -> Vec<u32> {
+        let p = self.prefills.iter().map(|p| p.core.pages.total());
+        p.chain(self.decodes.iter().map(|d| d.core.pages.total()))
+            .collect()
+    }
+
+    /// Runs to the end: arrivals stop at `duration`, then in-flight requests drain until
+    /// `duration + drain_timeout`; what remains is `unfinished`.
+    pub fn run(&mut self) -> std::io::Result<RunStats> {
+        self.run_with_progress(&mut |_, _, _| {})
+    }
+
+    /// [`World::run`], calling `progress(simulated ns, events, arrivals)` every 65,536 events (the CLI
+    /// draws a progress bar with it; the simulation itself never looks at the clock).
+    pub fn run_with_progress(
+        &mut self,
+        progress: &mut dyn FnMut(Nanos, u64, u64),
+    ) -> std::io::Result<RunStats> {
+        self.q.schedule_at(0, Event::Tick);
+        for (index, f) in self.sc.faults.iter().enumerate() {
+            self.q.schedule_at(f.at_ns, Event::Fault { index });
+        }
+        self.schedule_next_arrival();
+        let hard_stop = self.sc.duration_ns.saturating_add(self.sc.drain_timeout_ns);
+        let mut cut = false;
+        while let Some(t) = self.q.peek_time() {
+            if self.arrivals_done && self.reqs.live() == 0 {
+                break;
+            }
+            if t > hard_stop {
+                cut = true;
+                break;
+            }
+            let (_, ev) = self.q.pop().expect("peeked");
+            self.handle(ev)?;
+            if self.q.events_popped() & 0xFFFF == 0 {
+                progress(t, self.q.events_popped(), self.collector.counts.arrived);
+            }
+        }
+        let end = self.q.now();
+        // Whatever is still in flight ends as unfinished, in id order.
+        for r in self.reqs.matching(|_| true) {
+            let req = self.reqs.take(r).expect("listed as live");
+            let mut row = req.row;
+            row.outcome = Outcome::Unfinished;
+            self.collector.finish(row, None, self.slo(), self.sink)?;
+        }
+        assert_eq!(
+            self.collector.held_back(),
+            0,
+            "request rows left unwritten (seed {})",
+            self.sc.seed
+        );
+        Ok(RunStats {
+            events: self.q.events_popped(),
+            end_ns: end,
+            cut_by_drain_timeout: cut,
+        })
+    }
+
+    fn slo(&self) -> (Option<Nanos>, Option<Nanos>) {
+        (self.sc.slo.ttft_ns, self.sc.slo.tpot_ns)
+    }
+
+    fn handle(&mut self, ev: Event) -> std::io::Result<()> {
+        match ev {
+            Event::Arrival => self.on_arrival(),
+            Event::MetadataArrived { req } => self.on_metadata(req),
+            Event::PrefillStepDone { prefill } => self.on_prefill_step_done(prefill),
+            Event::FabricDue => self.on_fabric_due(),
+            Event::Fault { index } => self.on_fault(index),
+            Event::EmptyChunkSent { prefill, shard } => {
+                self.transfers[prefill].shards[shard].empty_key = None;
+                if self.transfers[prefill].empty_chunk_pending(shard) {
+                    self.chunk_done(prefill, shard);
+                }
+            }
+            Event::Restart { instance } => self.on_restart(instance),
+            Event::HeartbeatLost { prefill } => self.on_heartbeat_lost(prefill),
+            Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),
+            Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
+            Event::WaitingTimeout { req } => self.on_timeout(req, KvPoll::WaitingForInput),
+            Event::BootstrapTimeout { req } => self.on_timeout(req, KvPoll::Bootstrapping),
+            Event::Tick => self.on_tick()?,
+        }
+        self.drain_wakes();
+        match self.io_error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Lets every instance that a handler marked admit work, in ascending order.
+    fn drain_wakes(&mut self) {
+        while let Some(w) = self.wake.pop_first() {
+            match w {
+                Wake::Prefill(p) => self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q),
+                Wake::Decode(d) => self.try_prealloc(d),
+            }
+        }
+    }
+
+    /// The decode instance behind a global instance number, or the prefill one.
+    fn role_of(&self, i: InstanceId) -> Result<PrefillId, DecodeId> {
+        let n = self.prefills.len() as u32;
+        if i.0 < n {
+            Ok(PrefillId(i.0))
+        } else {
+            Err(DecodeId(i.0 - n))
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The request table: every request in flight, in a slab indexed by [`ReqRef`]. A request
+//! leaves the table when it reaches an outcome, so memory is bounded by requests in flight.
+
+use serde::Serialize;
+
+use crate::engine::EventKey;
+use crate::metrics::RequestRow;
+use crate::sglang::memory::Holding;
+
+use super::ids::{DecodeId, PrefillId};
+
+/// sglang's `KVPoll`: the state of one side of a request's transfer. The order is sglang's
+/// (`Failed=0 < Bootstrapping < WaitingForInput < Transferring < Success`;
+/// `disaggregation/base/conn.py`, `class KVPoll`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum KvPoll {
+    /// The transfer failed (terminal, overrides everything).
+    Failed,
+    /// Created; peers not yet connected (prefill: decode's page ids not yet received).
+    Bootstrapping,
+    /// Connected; waiting for data (decode: metadata sent, KV not yet landed).
+    WaitingForInput,
+    /// Chunks queued or moving.
+    Transferring,
+    /// Every chunk, the state and the aux landed.
+    Success,
+}
+
+/// Handle of a request in the table: the slot and the id, so a stale handle is recognised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ReqRef {
+    pub(crate) slot: u32,
+    /// The request id (arrival order from 0).
+    pub id: u64,
+}
+
+/// `join_step` of a request that is not in a decode batch.
+pub const NOT_RUNNING: u64 = u64::MAX;
+
+/// One request in flight.
+pub struct Req {
+    /// Arrival order from 0.
+    pub id: u64,
+    /// Prompt tokens.
+    pub input: u32,
+    /// Output tokens.
+    pub output: u32,
+    /// Where the router sent it.
+    pub prefill: PrefillId,
+    /// Where the router sent it.
+    pub decode: DecodeId,
+    /// The prefill side's `KVPoll`.
+    pub sender: KvPoll,
+    /// The decode side's `KVPoll`.
+    pub receiver: KvPoll,
+    /// Prompt tokens already computed.
+    pub prefilled: u32,
+    /// Prompt tokens whose KV has been queued for sending.
+    pub sent: u32,
+    /// Chunks queued or moving.
+    pub chunks_in_flight: u32,
+    /// Whether the last chunk has been queued.
+    pub last_queued: bool,
+    /// What the request holds on its prefill instance.
+    pub on_prefill: Holding,
+    /// What the request holds on its decode instance.
+    pub on_decode: Holding,
+    /// Whether the decode allocation happened (so it must be given back).
+    pub decode_allocated: bool,
+    /// Prompt block ids for the prefix cache (empty without prefix information).
+    pub hash_ids: Vec<u64>,
+    /// Tokens decode generated before a retraction: their KV is rebuilt by the next prefill,
+    /// so the prompt the prefill sees is `input + extra`.
+    pub extra: u32,
+    /// Decode steps done on its instance when it joined the batch ([`NOT_RUNNING`] otherwise).
+    pub join_step: u64,
+    /// The pending prefill `Bootstrapping` timeout, cancelled when the sender moves on.
+    pub bootstrap_timeout: Option<EventKey>,
+    /// The pending decode `WaitingForInput` timeout, cancelled when the KV lands.
+    pub waiting_timeout: Option<EventKey>,
+    /// The oracle's verdict on a round before a retraction, if it found foreign bytes:
+    /// (victims, corrupted_by) as space-separated ids.
+    pub corrupted_earlier: Option<(String, String)>,
+    /// The row `requests.csv` gets when the request ends.
+    pub row: RequestRow,
+}
+
+impl Req {
+    /// What the prefill computes and sends: the prompt plus tokens generated before a retraction.
+    pub fn prompt(&self) -> u32 {
+        self.input + self.extra
+    }
+}
+
+/// The slab of requests in flight.
+#[derive(Default)]
+pub struct Requests {
+    slots: Vec<Option<Req>>,
+    free: Vec<u32>,
+    live: u64,
+}
+
+impl Requests {
+    /// Stores a new request and returns its handle.
+    pub fn insert(&mut self, req: Req) -> ReqRef {
+        let id = req.id;
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(req);
+                s
+            }
+            None => {
+                self.slots.push(Some(req));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.live += 1;
+        ReqRef { slot, id }
+    }
+
+    /// The request behind `r`, if it is still in flight.
+    pub fn get(&self, r: ReqRef) -> Option<&Req> {
+        self.slots
+            .get(r.slot as usize)
+            .and_then(Option::as_ref)
+            .filter(|q| q.id == r.id)
+    }
+
+    /// The request behind `r`, mutable, if it is still in flight.
+    pub fn get_mut(&mut self, r: ReqRef) -> Option<&mut Req> {
+        self.slots
+            .get_mut(r.slot as usize)
+            .and_then(Option::as_mut)
+            .filter(|q| q.id == r.id)
+    }
+
+    /// Removes the request behind `r` (it reached an outcome).
+    pub fn take(&mut self, r: ReqRef) -> Option<Req> {
+        let slot = self.slots.get_mut(r.slot as usize)?;
+        if slot.as_ref().is_none_or(|q| q.id != r.id) {
+            return None;
+        }
+        self.free.push(r.slot);
+        self.live -= 1;
+        slot.take()
+    }
+
+    /// Requests in flight.
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// Requests in flight matching `pred`, in id order.
+    pub fn matching(&self, pred: impl Fn(&Req) -> bool) -> Vec<ReqRef> {
+        let mut v: Vec<ReqRef> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, q)| {
+                let q = q.as_ref()?;
+                pred(q).then_some(ReqRef {
+                    slot: slot as u32,
+                    id: q.id,
+                })
+            })
+            .collect();
+        v.sort_unstable_by_key(|r| r.id);
+        v
+    }
+}
+
+/// One chunk of a request's KV on a transfer queue.
+#[derive(Clone, Copy, Debug)]
+pub struct ChunkJob {
+    /// The request.
+    pub req: ReqRef,
+    /// Its decode instance (which decides the shard).
+    pub decode: DecodeId,
+    /// Positions `[first_page, end_page)` in the request's page lists.
+    pub first_page: u32,
+    /// End of the page range (exclusive).
+    pub end_page: u32,
+    /// Whether this is the request's last chunk (it also carries state and aux).
+    pub last: bool,
+}

@@ -33,6 +33,10 @@ pub struct RunArgs {
     /// Print nothing on success.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Write `summary.json` and `run.json` only: no per-request, timeseries or link rows, no
+    /// charts (for sweeps; the summary is byte-identical to a full run's).
+    #[arg(long)]
+    pub summary_only: bool,
 }
 
 /// What a run produced.
@@ -102,7 +106,11 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
     } else {
         ImageFormat::Svg
     };
-    let out = run_scenario_with(&sc, &dir, !args.quiet, format)?;
+    let out = if args.summary_only {
+        run_summary_only(&sc, &dir, !args.quiet)?
+    } else {
+        run_scenario_with(&sc, &dir, !args.quiet, format)?
+    };
     if !args.quiet {
         print!("{}", out.summary.human(&sc.name));
         println!("  results in {}", dir.display());
@@ -188,29 +196,9 @@ pub fn run_scenario_with(
         path: dir.to_path_buf(),
         source,
     };
-    let (stats, summary, pages, ttft, tpot) = {
-        let mut world = World::new(sc, &mut sink);
-        let mut bar = Progress::new(sc, show_progress);
-        let stats = world
-            .run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))
-            .map_err(io)?;
-        bar.finish();
-        let summary = Summary::new(
-            &world.collector,
-            stats.events,
-            stats.end_ns,
-            stats.cut_by_drain_timeout,
-            world.prefix_caches(),
-        );
-        let c = &world.collector;
-        (
-            stats,
-            summary,
-            world.kv_pages(),
-            c.ttft.clone(),
-            c.tpot.clone(),
-        )
-    };
+    let sim = simulate(sc, &mut sink, show_progress).map_err(io)?;
+    let (stats, summary, pages) = (sim.stats, sim.summary, sim.kv_pages);
+    let (ttft, tpot) = (sim.ttft, sim.tpot);
     sink.flush().map_err(io)?;
     write_json(&dir.join("summary.json"), &summary)?;
     let charts = render_charts(
@@ -227,6 +215,81 @@ pub fn run_scenario_with(
     )?;
     write_index_html(dir, &sc.name, &summary, &charts)?;
     write_summary_md(dir, &sc.name, &summary)?;
+    write_run_json(sc, dir, &pages, stats.events, started)?;
+    Ok(RunOutput {
+        dir: dir.to_path_buf(),
+        summary,
+    })
+}
+
+/// What one simulation produced, before any file but the streamed rows is written.
+struct Simulated {
+    stats: crate::sim::RunStats,
+    summary: Summary,
+    kv_pages: Vec<u32>,
+    ttft: crate::metrics::histogram::Histogram,
+    tpot: crate::metrics::histogram::Histogram,
+}
+
+/// Runs `sc` to the end, streaming rows to `sink`.
+fn simulate(
+    sc: &Scenario,
+    sink: &mut dyn crate::metrics::Sink,
+    show_progress: bool,
+) -> std::io::Result<Simulated> {
+    let mut world = World::new(sc, sink);
+    let mut bar = Progress::new(sc, show_progress);
+    let stats = world.run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))?;
+    bar.finish();
+    let summary = Summary::new(
+        &world.collector,
+        stats.events,
+        stats.end_ns,
+        stats.cut_by_drain_timeout,
+        world.prefix_caches(),
+    );
+    Ok(Simulated {
+        summary,
+        kv_pages: world.kv_pages(),
+        ttft: world.collector.ttft.clone(),
+        tpot: world.collector.tpot.clone(),
+        stats,
+    })
+}
+
+/// Runs a loaded scenario into `dir`, writing `summary.json` and `run.json` only.
+pub fn run_summary_only(
+    sc: &Scenario,
+    dir: &Path,
+    show_progress: bool,
+) -> Result<RunOutput, CliError> {
+    std::fs::create_dir_all(dir).map_err(|source| IoError {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let started = Instant::now();
+    let sim = simulate(sc, &mut crate::metrics::NullSink, show_progress).map_err(|source| {
+        IoError {
+            path: dir.to_path_buf(),
+            source,
+        }
+    })?;
+    write_json(&dir.join("summary.json"), &sim.summary)?;
+    write_run_json(sc, dir, &sim.kv_pages, sim.stats.events, started)?;
+    Ok(RunOutput {
+        dir: dir.to_path_buf(),
+        summary: sim.summary,
+    })
+}
+
+/// `run.json`: the resolved scenario, the instances, and host facts of this run.
+fn write_run_json(
+    sc: &Scenario,
+    dir: &Path,
+    pages: &[u32],
+    events: u64,
+    started: Instant,
+) -> Result<(), CliError> {
     let wall = started.elapsed().as_secs_f64();
     let mut instances = Vec::new();
     let mut i = 0u32;
@@ -249,13 +312,10 @@ pub fn run_scenario_with(
         instances,
         host: HostFacts {
             wall_s: wall,
-            events_per_s: stats.events as f64 / wall.max(1e-9),
+            events_per_s: events as f64 / wall.max(1e-9),
             peak_rss_bytes: peak_rss_bytes(),
         },
     };
     write_json(&dir.join("run.json"), &facts)?;
-    Ok(RunOutput {
-        dir: dir.to_path_buf(),
-        summary,
-    })
+    Ok(())
 }

@@ -175,6 +175,23 @@ pub trait Sink {
     fn link(&mut self, row: &LinkRow) -> std::io::Result<()>;
 }
 
+/// A [`Sink`] that drops every row: `pdsim run --summary-only` and sweeps, where only the
+/// aggregates (which the [`Collector`] keeps) are wanted.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct NullSink;
+
+impl Sink for NullSink {
+    fn request(&mut self, _: &RequestRow) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn timeseries(&mut self, _: &TimeseriesRow) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn link(&mut self, _: &LinkRow) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A [`Sink`] that keeps everything in memory (tests, small runs).
 #[derive(Default, Debug)]
 pub struct VecSink {
@@ -287,7 +304,11 @@ pub struct Collector {
     pub bandwidth: Histogram,
     /// Bytes sent again after packet loss.
     pub retransmitted_bytes: f64,
-    pending: std::collections::BTreeMap<u64, RequestRow>,
+    /// Rows that finished ahead of an earlier request: slot `k` holds request `next_id + k`.
+    /// A ring rather than a map: rows are large, and most finish out of id order.
+    pending: std::collections::VecDeque<Option<RequestRow>>,
+    /// Rows held in `pending`.
+    held: usize,
     next_id: u64,
 }
 
@@ -361,20 +382,25 @@ impl Collector {
         if let (Some(a), Some(b)) = (row.transfer_start_ns, row.transfer_end_ns) {
             self.transfer.record(b - a);
         }
-        self.pending.insert(row.id, row);
-        while let Some(entry) = self.pending.first_entry() {
-            if *entry.key() != self.next_id {
-                break;
-            }
-            sink.request(&entry.remove())?;
+        let k = usize::try_from(row.id - self.next_id).expect("a row's id is ahead of the stream");
+        if k >= self.pending.len() {
+            self.pending.resize_with(k + 1, || None);
+        }
+        assert!(self.pending[k].is_none(), "request {} finished twice", row.id);
+        self.pending[k] = Some(row);
+        self.held += 1;
+        while let Some(Some(_)) = self.pending.front() {
+            let row = self.pending.pop_front().flatten().expect("checked");
+            self.held -= 1;
             self.next_id += 1;
+            sink.request(&row)?;
         }
         Ok(())
     }
 
     /// Rows held back waiting for an earlier request (must be 0 after the run).
     pub fn held_back(&self) -> usize {
-        self.pending.len()
+        self.held
     }
 
     /// Latency aggregates in ms.

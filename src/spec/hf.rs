@@ -570,15 +570,31 @@ mod tests {
 
     #[test]
     fn every_shared_config_loads() {
-        let mut n = 0;
+        // Architectures the shared folder holds that pdsim does not import yet: each must be
+        // refused with a message naming its model_type (Kimi-Linear, an MLA + KDA hybrid, is
+        // issue 11's work).
+        const NOT_YET: &[&str] = &["kimi_linear"];
+        let (mut loaded, mut refused) = (0, 0);
         for e in std::fs::read_dir(models_dir()).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "json") {
-                load_model_config(&p).unwrap_or_else(|e| panic!("{e}"));
-                n += 1;
+                match load_model_config(&p) {
+                    Ok(_) => loaded += 1,
+                    Err(e) => {
+                        let msg = e.to_string();
+                        assert!(
+                            NOT_YET
+                                .iter()
+                                .any(|t| msg.contains(&format!("model_type \"{t}\""))),
+                            "{msg}"
+                        );
+                        refused += 1;
+                    }
+                }
             }
         }
-        assert!(n >= 4);
+        assert!(loaded >= 4, "{loaded} configs loaded");
+        assert!(refused <= NOT_YET.len());
     }
 
     /// A temp file with `text`, removed on drop.

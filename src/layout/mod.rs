@@ -21,6 +21,7 @@ pub mod checks;
 pub mod oracle;
 pub mod plan;
 pub mod rank;
+pub mod write;
 
 #[cfg(test)]
 mod outcome_tests;
@@ -44,12 +45,14 @@ pub(crate) fn test_args(tp: u32, ps: u32, dtype: &str, unified: bool) -> crate::
     }
 }
 
-pub use checks::{Effect, ErrorKind, PdError, Profile, SendPath};
+/// The failure vocabulary lives in `metrics` (every component fails requests with it); layout
+/// re-exports it so `crate::layout::ErrorKind` keeps naming the kinds its checks raise.
+pub use crate::metrics::ErrorKind;
+pub use checks::{Effect, PdError, Profile, SendPath};
 pub use oracle::{ApplyOutcome, DecodeMemory, RequestId, RequestReport, Verdict};
-pub use plan::{
-    ChunkRequest, ChunkTransfer, ErrorTiming, PairPlan, Pattern, RankFlow, Target, Write, WriteDst,
-};
+pub use plan::{ChunkRequest, ChunkTransfer, ErrorTiming, PairPlan, RankFlow, Target};
 pub use rank::{Capacity, KvDtype, RankLayout, Registration, render_table};
+pub use write::{Pattern, Write, WriteDst};
 
 /// A layout that cannot be built: a server start-up or scenario-validation error, not a
 /// transfer-time failure.

@@ -29,9 +29,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::checks::{self, ErrorKind, PdError};
-use super::plan::{PairPlan, Write, WriteDst};
+use super::checks::{self, PdError};
 use super::rank::{Capacity, CellFormat, RankLayout, Registration, Space};
+use super::write::{Write, WriteDst};
+use crate::metrics::ErrorKind;
 
 /// A request, as the simulator numbers it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -433,7 +434,7 @@ impl DecodeMemory {
         self.units_mut(f)[id as usize].dirty = 0;
     }
 
-    /// Records that an exact plan ([`PairPlan::is_exact`]) filled these units of `req` on every
+    /// Records that an exact plan ([`crate::layout::PairPlan::is_exact`]) filled these units of `req` on every
     /// rank: O(units). Overwrites whatever foreign bytes were there.
     pub fn apply_exact(
         &mut self,
@@ -461,12 +462,19 @@ impl DecodeMemory {
         }
     }
 
-    /// Applies one chunk's planned writes of `writer` (from [`PairPlan::writes`] of `plan`).
-    pub fn apply(&mut self, plan: &PairPlan, writer: RequestId, writes: &[Write]) -> ApplyOutcome {
+    /// Applies one chunk's planned writes of `writer`, sent from the prefill ranks `prefill`
+    /// (whose layouts say what the source bytes are). [`DecodeMemory::apply`] is the same with
+    /// the layouts taken from a [`crate::layout::PairPlan`].
+    pub fn apply_writes(
+        &mut self,
+        prefill: &[RankLayout],
+        writer: RequestId,
+        writes: &[Write],
+    ) -> ApplyOutcome {
         let mut out = ApplyOutcome::default();
         let mut victims = BTreeSet::new();
         for w in writes {
-            if let Err(e) = self.apply_write(plan, writer, w, &mut victims)
+            if let Err(e) = self.apply_write(prefill, writer, w, &mut victims)
                 && out.error.is_none()
             {
                 out.error = Some(e);
@@ -484,7 +492,7 @@ impl DecodeMemory {
 
     fn apply_write(
         &mut self,
-        plan: &PairPlan,
+        prefill: &[RankLayout],
         writer: RequestId,
         w: &Write,
         victims: &mut BTreeSet<RequestId>,
@@ -526,7 +534,7 @@ impl DecodeMemory {
         } else {
             Ok(())
         };
-        let compatible = pair_compatible(plan, &self.layouts[rank], w);
+        let compatible = pair_compatible(&prefill[w.prefill_rank as usize], &self.layouts[rank], w);
         for map in &buffer.maps {
             let same = map.space == space;
             let regions = if same {
@@ -551,7 +559,7 @@ impl DecodeMemory {
                     if !map.units.contains(&unit) {
                         continue;
                     }
-                    let ok = compatible && self.rows_ok(plan, writer, w, u, unit, c);
+                    let ok = compatible && self.rows_ok(prefill, writer, w, u, unit, c);
                     let bx = Box3 {
                         regions,
                         rows: (0, p.rows),
@@ -587,7 +595,7 @@ impl DecodeMemory {
                         let sp = src_pos + (base + la - a);
                         let ok = same
                             && compatible
-                            && self.piece_ok(plan, writer, w, sp, unit, la, lb - la);
+                            && self.piece_ok(prefill, writer, w, sp, unit, la, lb - la);
                         for bx in byte_boxes(regions, g, la, lb) {
                             self.put(rank, map.space, unit, bx, writer, ok, victims);
                         }
@@ -610,7 +618,7 @@ impl DecodeMemory {
     #[allow(clippy::too_many_arguments)]
     fn piece_ok(
         &self,
-        plan: &PairPlan,
+        prefill: &[RankLayout],
         writer: RequestId,
         w: &Write,
         src_pos: u64,
@@ -623,7 +631,11 @@ impl DecodeMemory {
         if so + n > w.src_unit_len {
             return false;
         }
-        let (src_fmt, dst_fmt) = formats(plan, &self.layouts[w.decode_rank as usize], w);
+        let (src_fmt, dst_fmt) = formats(
+            &prefill[w.prefill_rank as usize],
+            &self.layouts[w.decode_rank as usize],
+            w,
+        );
         let Some(pos) = self.owner_matches(dst_family(w), unit, writer, w.intended + j as u32)
         else {
             return false;
@@ -638,14 +650,18 @@ impl DecodeMemory {
     /// the same row of destination `unit`.
     fn rows_ok(
         &self,
-        plan: &PairPlan,
+        prefill: &[RankLayout],
         writer: RequestId,
         w: &Write,
         u: u32,
         unit: u32,
         c: u64,
     ) -> bool {
-        let (src_fmt, dst_fmt) = formats(plan, &self.layouts[w.decode_rank as usize], w);
+        let (src_fmt, dst_fmt) = formats(
+            &prefill[w.prefill_rank as usize],
+            &self.layouts[w.decode_rank as usize],
+            w,
+        );
         let Some(pos) = self.owner_matches(dst_family(w), unit, writer, w.intended + u) else {
             return false;
         };
@@ -825,11 +841,10 @@ fn dst_family(w: &Write) -> Family {
 
 /// The cell formats of the first region pair of `w`.
 fn formats<'a>(
-    plan: &'a PairPlan,
+    src: &'a RankLayout,
     dst: &'a RankLayout,
     w: &Write,
 ) -> (&'a CellFormat, &'a CellFormat) {
-    let src = &plan.prefill_layouts()[w.prefill_rank as usize];
     fmt_pair(src, dst, w, 0).expect("pair_compatible checked the indices")
 }
 
@@ -857,8 +872,7 @@ fn fmt_pair<'a>(
 
 /// Whether every region pair of `w` relates like its first pair: equal geometry up to layer
 /// ids and K/V, and the same (layer, K/V) on both sides of each pair.
-fn pair_compatible(plan: &PairPlan, dst: &RankLayout, w: &Write) -> bool {
-    let src = &plan.prefill_layouts()[w.prefill_rank as usize];
+fn pair_compatible(src: &RankLayout, dst: &RankLayout, w: &Write) -> bool {
     let Some((s0, d0)) = fmt_pair(src, dst, w, 0) else {
         return false;
     };
@@ -966,8 +980,9 @@ mod tests {
 mod contract_tests {
     //! The oracle's contract on hand-made writes.
     use super::*;
+    use crate::layout::PairPlan;
     use crate::layout::checks::Profile;
-    use crate::layout::plan::Pattern;
+    use crate::layout::write::Pattern;
     use crate::spec::preset;
 
     fn setup() -> (PairPlan, DecodeMemory) {

@@ -4,7 +4,18 @@
 //! Units: rows are token rows (KV) or the single row of a state slot / aux row; columns are
 //! bytes within a row.
 
-use super::SpaceGeom;
+/// Per-rank geometry of one unit space: regions, and the row structure of one unit (rows of
+/// `row_len` bytes).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SpaceGeom {
+    /// Regions in the space.
+    pub(super) regions: u32,
+    /// Rows per unit: the page's token rows for per-layer KV; 1 for a unified page envelope,
+    /// a state slot and an aux row (one contiguous run of bytes).
+    pub(super) rows: u32,
+    /// Bytes per row.
+    pub(super) row_len: u64,
+}
 
 /// Rows × columns of one unit of one region, and the region range, half-open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -81,7 +81,7 @@ pub struct ApplyOutcome {
 mod apply;
 mod boxes;
 
-use boxes::Box3;
+use boxes::{Box3, SpaceGeom};
 
 /// A written part of one unit on one rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,14 +112,6 @@ struct Req {
     victims: BTreeSet<RequestId>,
     corrupted_by: BTreeSet<RequestId>,
     error: Option<PdError>,
-}
-
-/// Per-rank geometry of one unit space: regions, and the row structure of one unit.
-#[derive(Clone, Copy, Debug)]
-struct SpaceGeom {
-    regions: u32,
-    rows: u32,
-    row_len: u64,
 }
 
 /// Which unit family a [`Space`] indexes.

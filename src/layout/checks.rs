@@ -9,67 +9,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// Error kinds of DESIGN.md §4 (stable snake_case names).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// Decode first contact: `--page-size` differs.
-    PageSizeMismatch,
-    /// Decode first contact: `--kv-cache-dtype` strings differ.
-    KvCacheDtypeMismatch,
-    /// Envelope validator, error (1).
-    EnvelopeLayoutMismatch,
-    /// Envelope validator, error (2).
-    EnvelopeTpMismatch,
-    /// "Mamba state layouts differ …".
-    MambaLayoutMismatch,
-    /// "Prefill/Decode Mamba slot size mismatch …".
-    MambaSlotSizeMismatch,
-    /// "layers_current_pp_stage is out of range" (rc −1), or a layer list the sender indexes past.
-    KvLayersOutOfRange,
-    /// An RDMA write past a registered region (rc −1).
-    TransferOutOfBounds,
-    /// Mooncake batch timeout.
-    TransferTimeout,
-    /// Decode waited in `WaitingForInput` past its timeout.
-    WaitingTimeout,
-    /// Prefill waited in `Bootstrapping` past its timeout.
-    BootstrapTimeout,
-    /// Heartbeat lost the prefill.
-    PeerLost,
-    /// The decode session is blacklisted after an earlier failure.
-    SessionBlacklisted,
-    /// Different TP for a non-MLA SWA hybrid.
-    HeteroTpUnsupported,
-}
-
-impl ErrorKind {
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PageSizeMismatch => "page_size_mismatch",
-            Self::KvCacheDtypeMismatch => "kv_cache_dtype_mismatch",
-            Self::EnvelopeLayoutMismatch => "envelope_layout_mismatch",
-            Self::EnvelopeTpMismatch => "envelope_tp_mismatch",
-            Self::MambaLayoutMismatch => "mamba_layout_mismatch",
-            Self::MambaSlotSizeMismatch => "mamba_slot_size_mismatch",
-            Self::KvLayersOutOfRange => "kv_layers_out_of_range",
-            Self::TransferOutOfBounds => "transfer_out_of_bounds",
-            Self::TransferTimeout => "transfer_timeout",
-            Self::WaitingTimeout => "waiting_timeout",
-            Self::BootstrapTimeout => "bootstrap_timeout",
-            Self::PeerLost => "peer_lost",
-            Self::SessionBlacklisted => "session_blacklisted",
-            Self::HeteroTpUnsupported => "hetero_tp_unsupported",
-        }
-    }
-}
-
-impl Display for ErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::metrics::ErrorKind;
 
 /// What a failed check does to the request and the instances (§2.4, §2.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -397,30 +337,7 @@ mod tests {
     }
 
     #[test]
-    fn error_kinds_serialize_to_design_names() {
-        let all = [
-            (ErrorKind::PageSizeMismatch, "page_size_mismatch"),
-            (ErrorKind::KvCacheDtypeMismatch, "kv_cache_dtype_mismatch"),
-            (
-                ErrorKind::EnvelopeLayoutMismatch,
-                "envelope_layout_mismatch",
-            ),
-            (ErrorKind::EnvelopeTpMismatch, "envelope_tp_mismatch"),
-            (ErrorKind::MambaLayoutMismatch, "mamba_layout_mismatch"),
-            (ErrorKind::MambaSlotSizeMismatch, "mamba_slot_size_mismatch"),
-            (ErrorKind::KvLayersOutOfRange, "kv_layers_out_of_range"),
-            (ErrorKind::TransferOutOfBounds, "transfer_out_of_bounds"),
-            (ErrorKind::TransferTimeout, "transfer_timeout"),
-            (ErrorKind::WaitingTimeout, "waiting_timeout"),
-            (ErrorKind::BootstrapTimeout, "bootstrap_timeout"),
-            (ErrorKind::PeerLost, "peer_lost"),
-            (ErrorKind::SessionBlacklisted, "session_blacklisted"),
-            (ErrorKind::HeteroTpUnsupported, "hetero_tp_unsupported"),
-        ];
-        for (k, name) in all {
-            assert_eq!(serde_json::to_value(k).unwrap(), name);
-            assert_eq!(k.as_str(), name);
-        }
+    fn effects_and_profiles_serialize_to_design_names() {
         assert_eq!(
             serde_json::to_value(Effect::ReturnCodeFailure).unwrap(),
             "return_code_failure"

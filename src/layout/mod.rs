@@ -1,17 +1,23 @@
 //! Pure KV / state layout math and the PD transfer contract (`domain/sglang-pd.md`).
 //!
-//! Four layers, each a pure function of values (no clock, no RNG, no I/O):
+//! Layers, each a pure function of values (no clock, no RNG, no I/O), listed bottom up; each
+//! uses only the ones above it in this list, never one below:
 //!
 //! * [`rank`]: what one attention-TP rank registers — KV regions, mamba/GDN state regions, aux
 //!   rows, and for a given [`Capacity`] the registered buffers and their byte lengths (§1).
-//! * [`checks`]: sglang's validations with its message text, the typed [`PdError`], and the
-//!   behaviour [`Profile`]s of §9 (§2, §4.4).
+//! * [`checks`]: sglang's validations with its message text, the typed [`PdError`] (its kind
+//!   is the crate-wide [`ErrorKind`] of `metrics`), and the behaviour [`Profile`]s of §9
+//!   (§2, §4.4).
+//! * [`write`]: the vocabulary of one planned RDMA write group ([`Write`]), spoken by the plan
+//!   that emits it and the oracle that applies it.
+//! * [`oracle`]: [`DecodeMemory`], the corruption oracle of one decode instance: it applies
+//!   writes at page/slot granularity against the source and destination layouts and derives
+//!   completed / failed / corrupted from the addresses alone (DESIGN.md §5). It knows layouts
+//!   and writes, not plans.
 //! * [`plan`]: the [`PairPlan`] compiled once per (prefill, decode) instance pair: the rank
 //!   mapping, the send path per target, which checks fire and when, and per chunk the flows
-//!   (bytes, RDMA writes) and concrete writes (§3).
-//! * [`oracle`]: [`DecodeMemory`], the corruption oracle of one decode instance: it applies the
-//!   concrete writes at page/slot granularity and derives completed / failed / corrupted from the
-//!   addresses alone (DESIGN.md §5).
+//!   (bytes, RDMA writes) and concrete writes (§3). It runs the oracle on a probe request to
+//!   decide [`PairPlan::is_exact`], and provides [`DecodeMemory::apply`] for a plan's writes.
 //!
 //! Units: tokens for `page_size`; bytes for every `item_len`, length and offset; page, slot and
 //! aux-row ids are indices. See `README.md` beside this file for the model and for how the
@@ -21,6 +27,7 @@ pub mod checks;
 pub mod oracle;
 pub mod plan;
 pub mod rank;
+pub mod write;
 
 #[cfg(test)]
 mod outcome_tests;
@@ -44,12 +51,14 @@ pub(crate) fn test_args(tp: u32, ps: u32, dtype: &str, unified: bool) -> crate::
     }
 }
 
-pub use checks::{Effect, ErrorKind, PdError, Profile, SendPath};
+/// The failure vocabulary lives in `metrics` (every component fails requests with it); layout
+/// re-exports it so `crate::layout::ErrorKind` keeps naming the kinds its checks raise.
+pub use crate::metrics::ErrorKind;
+pub use checks::{Effect, PdError, Profile, SendPath};
 pub use oracle::{ApplyOutcome, DecodeMemory, RequestId, RequestReport, Verdict};
-pub use plan::{
-    ChunkRequest, ChunkTransfer, ErrorTiming, PairPlan, Pattern, RankFlow, Target, Write, WriteDst,
-};
+pub use plan::{ChunkRequest, ChunkTransfer, ErrorTiming, PairPlan, RankFlow, Target};
 pub use rank::{Capacity, KvDtype, RankLayout, Registration, render_table};
+pub use write::{Pattern, Write, WriteDst};
 
 /// A layout that cannot be built: a server start-up or scenario-validation error, not a
 /// transfer-time failure.

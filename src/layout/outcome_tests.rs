@@ -2,10 +2,11 @@
 //! (the "version read" column is `slice_dispatch`, the seeds' column is `guarded`), with the
 //! error kinds and full messages compared character for character; and the two seed messages.
 
-use super::checks::{Effect, ErrorKind, PdError, Profile};
+use super::checks::{Effect, PdError, Profile};
 use super::oracle::{DecodeMemory, RequestId, Verdict};
 use super::plan::{ChunkRequest, ErrorTiming, PairPlan};
 use super::rank::{Capacity, RankLayout};
+use crate::metrics::ErrorKind;
 use crate::spec::{KvAttention, ModelSpec, ServerArgs, preset};
 
 /// (unified, page size, attention TP).

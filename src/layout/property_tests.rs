@@ -12,10 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 
-use super::checks::{ErrorKind, PdError, Profile};
+use super::checks::{PdError, Profile};
 use super::oracle::{DecodeMemory, RequestId, Verdict};
-use super::plan::{ChunkRequest, PairPlan, Write, WriteDst};
+use super::plan::{ChunkRequest, PairPlan};
 use super::rank::{Capacity, CellFormat, RankLayout, Registration, Space};
+use super::write::{Write, WriteDst};
+use crate::metrics::ErrorKind;
 use crate::spec::model::MODEL_PRESETS;
 use crate::spec::{ServerArgs, preset};
 

@@ -1,7 +1,9 @@
 //! Per-request records and streaming aggregates. Nothing here reads the clock or files.
 
+pub mod error_kind;
 pub mod histogram;
 
+pub use error_kind::ErrorKind;
 pub use histogram::{Histogram, Stats};
 use serde::Serialize;
 

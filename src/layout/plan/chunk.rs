@@ -1,0 +1,219 @@
+//! What a compiled [`PairPlan`] answers per chunk: the flows the fabric carries (bytes and RDMA
+//! write entries per target, computed arithmetically) and the concrete writes the oracle applies.
+//!
+//! Units: bytes; page ids are the instances' physical ids.
+
+use super::{ChunkRequest, ChunkTransfer, ErrorTiming, KvSend, PairPlan, RankFlow};
+use crate::layout::write::{Pattern, Write, WriteDst};
+
+/// `group_concurrent_contiguous` (§3.2 step 1): `(src start, dst start, pages)` runs where both
+/// lists advance by one. O(pages).
+pub fn contiguous_runs(src: &[u32], dst: &[u32]) -> Vec<(u32, u32, u32)> {
+    let n = src.len().min(dst.len());
+    let mut runs: Vec<(u32, u32, u32)> = Vec::new();
+    for i in 0..n {
+        if let Some(r) = runs.last_mut()
+            && src[i] == r.0 + r.2
+            && dst[i] == r.1 + r.2
+        {
+            r.2 += 1;
+            continue;
+        }
+        runs.push((src[i], dst[i], 1));
+    }
+    runs
+}
+impl PairPlan {
+    /// The flows of one chunk and its error. O(pages) to group the contiguous runs, then O(1) per
+    /// target (a target's region groups are few): the head-sliced write count is
+    /// `2L × pages × page_size` per target, computed, not enumerated.
+    pub fn chunk(&self, req: &ChunkRequest) -> ChunkTransfer {
+        if let Some(e) = &self.kv_error {
+            return ChunkTransfer {
+                flows: Vec::new(),
+                error: Some((e.clone(), ErrorTiming::BeforeAnyWrite)),
+            };
+        }
+        let runs = contiguous_runs(req.src_pages, req.dst_pages);
+        let n_pages: u64 = runs.iter().map(|r| u64::from(r.2)).sum();
+        let n_runs = runs.len() as u64;
+        let state_error = if req.last {
+            self.state_error.clone()
+        } else {
+            None
+        };
+        let send_extra = req.last && state_error.is_none();
+        let mut flows = Vec::new();
+        for t in &self.targets {
+            let (mut bytes, mut writes) = (0u64, 0u64);
+            match &t.kv {
+                KvSend::Nothing => {}
+                KvSend::Generic { runs: rr, item } => {
+                    let regions: u64 = rr.iter().map(|r| u64::from(r.count)).sum();
+                    writes += regions * n_runs;
+                    bytes += regions * n_pages * item;
+                }
+                KvSend::Sliced {
+                    runs: rr,
+                    page_size,
+                    len,
+                    ..
+                } => {
+                    let regions: u64 = rr.iter().map(|r| u64::from(r.count)).sum();
+                    let w = regions * n_pages * u64::from(*page_size);
+                    writes += w;
+                    bytes += w * len;
+                }
+            }
+            if send_extra {
+                if req.src_slot.is_some() && req.dst_slot.is_some() {
+                    for s in &t.state {
+                        writes += u64::from(s.run.count);
+                        bytes += u64::from(s.run.count) * s.len;
+                    }
+                }
+                writes += t.aux.len() as u64;
+                bytes += t.aux.iter().map(|a| a.1).sum::<u64>();
+            }
+            if writes > 0 {
+                flows.push(RankFlow {
+                    prefill_rank: t.target.prefill_rank,
+                    decode_rank: t.target.decode_rank,
+                    bytes,
+                    writes,
+                });
+            }
+        }
+        ChunkTransfer {
+            flows,
+            error: state_error.map(|e| (e, ErrorTiming::AfterKv)),
+        }
+    }
+
+    /// The concrete writes of one chunk at run granularity, appended to `out` (cleared first),
+    /// for the oracle. Empty when the chunk raises before any write; without state and aux
+    /// when the last chunk raises after KV.
+    pub fn writes(&self, req: &ChunkRequest, out: &mut Vec<Write>) {
+        out.clear();
+        if self.kv_error.is_some() {
+            return;
+        }
+        let runs = contiguous_runs(req.src_pages, req.dst_pages);
+        let send_extra = req.last && self.state_error.is_none();
+        for t in &self.targets {
+            let (prefill_rank, decode_rank) = (t.target.prefill_rank, t.target.decode_rank);
+            match &t.kv {
+                KvSend::Nothing => {}
+                KvSend::Generic { runs: rr, item } => {
+                    for g in rr {
+                        for &(_, d0, n) in &runs {
+                            out.push(Write {
+                                decode_rank,
+                                prefill_rank,
+                                dst: WriteDst::Kv {
+                                    first: g.dst,
+                                    count: g.count,
+                                },
+                                src_first_region: g.src,
+                                dst_offset: u64::from(d0) * item,
+                                src_offset: 0,
+                                intended: d0,
+                                src_unit_len: *item,
+                                len: u64::from(n) * item,
+                                pattern: Pattern::ONE,
+                            });
+                        }
+                    }
+                }
+                KvSend::Sliced {
+                    runs: rr,
+                    src_item,
+                    dst_item,
+                    page_size,
+                    src_off,
+                    dst_off,
+                    len,
+                } => {
+                    let ps = u64::from(*page_size);
+                    for g in rr {
+                        for &(_, d0, n) in &runs {
+                            out.push(Write {
+                                decode_rank,
+                                prefill_rank,
+                                dst: WriteDst::Kv {
+                                    first: g.dst,
+                                    count: g.count,
+                                },
+                                src_first_region: g.src,
+                                dst_offset: u64::from(d0) * dst_item + dst_off,
+                                src_offset: *src_off,
+                                intended: d0,
+                                src_unit_len: *src_item,
+                                len: *len,
+                                pattern: Pattern {
+                                    units: n,
+                                    rows: *page_size,
+                                    // Both token strides divide by the prefill's page size.
+                                    dst_row_stride: dst_item / ps,
+                                    dst_unit_stride: *dst_item,
+                                    src_row_stride: src_item / ps,
+                                },
+                            });
+                        }
+                    }
+                }
+            }
+            if !send_extra {
+                continue;
+            }
+            if let (Some(_), Some(dst_slot)) = (req.src_slot, req.dst_slot) {
+                for s in &t.state {
+                    out.push(Write {
+                        decode_rank,
+                        prefill_rank,
+                        dst: WriteDst::State {
+                            first: s.run.dst,
+                            count: s.run.count,
+                        },
+                        src_first_region: s.run.src,
+                        dst_offset: s.dst_stride * u64::from(dst_slot) + s.dst_off,
+                        src_offset: s.src_off,
+                        intended: dst_slot,
+                        src_unit_len: s.src_item,
+                        len: s.len,
+                        pattern: Pattern::ONE,
+                    });
+                }
+            }
+            for &(i, len) in &t.aux {
+                out.push(Write {
+                    decode_rank,
+                    prefill_rank,
+                    dst: WriteDst::Aux { index: i },
+                    src_first_region: i,
+                    dst_offset: len * u64::from(req.dst_aux),
+                    src_offset: 0,
+                    intended: req.dst_aux,
+                    src_unit_len: len,
+                    len,
+                    pattern: Pattern::ONE,
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_split_where_either_side_jumps() {
+        assert_eq!(
+            contiguous_runs(&[1, 2, 3, 7, 8], &[4, 5, 9, 10, 11]),
+            vec![(1, 4, 2), (3, 9, 1), (7, 10, 2)]
+        );
+        // The sender truncates the source list to the destination's length.
+        assert_eq!(contiguous_runs(&[1, 2, 3], &[5]), vec![(1, 5, 1)]);
+    }
+}

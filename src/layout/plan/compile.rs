@@ -1,0 +1,471 @@
+//! Compiling a [`PairPlan`] (`domain/sglang-pd.md` §2.1, §2.4, §2.5, §3): the rank mapping, the
+//! send path, which checks fire and when, and per target the KV runs, state blocks and aux rows
+//! it sends. Everything here runs once per (prefill pool, decode pool) pair; what it leaves for
+//! per-chunk work is only the page runs.
+//!
+//! Units: bytes for every offset and length; region and rank ids are indices.
+
+use super::{KvSend, PairPlan, RegionRun, StateSend, Target, TargetPlan, push_pair};
+use crate::layout::LayoutError;
+use crate::layout::checks::{self, Effect, PdError, Profile, SendPath};
+use crate::layout::rank::{RankLayout, StatePart};
+use crate::metrics::ErrorKind;
+use crate::spec::{ModelSpec, ServerArgs};
+
+impl PairPlan {
+    /// Compiles the plan for a prefill instance `(model, server args)` sending to a decode
+    /// instance, under `profile`.
+    ///
+    /// Errors are start-up errors of either instance ([`RankLayout::new`]) or TP sizes that are
+    /// not multiples of each other.
+    pub fn compile(
+        prefill: (&ModelSpec, &ServerArgs),
+        decode: (&ModelSpec, &ServerArgs),
+        profile: Profile,
+    ) -> Result<PairPlan, LayoutError> {
+        let p_layouts = RankLayout::all_ranks(prefill.0, prefill.1)?;
+        let d_layouts = RankLayout::all_ranks(decode.0, decode.1)?;
+        let (p0, d0) = (&p_layouts[0], &d_layouts[0]);
+        let (tp_p, tp_d) = (p0.attn_tp_size, d0.attn_tp_size);
+        let targets = rank_mapping(tp_p, tp_d, p0.mla, p0.hybrid_mla())?;
+
+        let first_contact = if profile.first_contact_checks() {
+            checks::first_contact(
+                p0.page_size,
+                &p0.kv_cache_dtype,
+                d0.page_size,
+                &d0.kv_cache_dtype,
+            )
+            .err()
+        } else {
+            None
+        };
+
+        // §4.4: the send function, and whether the validator guards it.
+        let path = profile.kv_send_path(p0.mla, p0.unified, tp_p, tp_d);
+        let (kv_runs, kv_error) = kv_pairing(profile, path, p0, d0);
+        let state = state_pairing(profile, p0, d0);
+
+        let plans = targets
+            .into_iter()
+            .map(|t| {
+                let p = &p_layouts[t.prefill_rank as usize];
+                let d = &d_layouts[t.decode_rank as usize];
+                target_plan(t, p, d, path, &kv_runs, &state)
+            })
+            .collect();
+
+        let mut plan = PairPlan {
+            profile,
+            prefill: p_layouts,
+            decode: d_layouts,
+            path,
+            first_contact,
+            kv_error,
+            state_error: state.error,
+            targets: plans,
+            exact: false,
+        };
+        plan.exact = plan.probe_exact();
+        Ok(plan)
+    }
+}
+
+/// Which KV regions pair with which (rank 0 of each side stands for all: every rank of an
+/// instance registers the same region list), and the error every chunk raises before its first
+/// write: the envelope validator if it runs (§2.4), the layer-range check (§2.5), or the
+/// `IndexError` a too-short decode list provokes.
+fn kv_pairing(
+    profile: Profile,
+    path: SendPath,
+    p0: &RankLayout,
+    d0: &RankLayout,
+) -> (Vec<RegionRun>, Option<PdError>) {
+    let (tp_p, tp_d) = (p0.attn_tp_size, d0.attn_tp_size);
+    let mut kv_error = None;
+    if profile.validator_runs(path, p0.unified) {
+        kv_error = checks::validate_envelope(
+            p0.unified,
+            tp_p,
+            Some(tp_d),
+            &p0.kv_item_lens(),
+            d0.kv_regions.len(),
+            Some(d0.kv_item_lens().first().copied().unwrap_or(0)),
+        )
+        .err();
+    }
+
+    let (n_src, n_dst) = (p0.kv_regions.len() as u32, d0.kv_regions.len() as u32);
+    // Flat branch: MLA, hybrid-MLA or force_flat (= the prefill's unified flag); no pool
+    // publishes layer ids in pdsim, so pairing is positional (`get_mla_kv_ptrs_with_pp`).
+    let flat = p0.mla || p0.unified;
+    let mut kv_runs = Vec::new();
+    if kv_error.is_none() {
+        match path {
+            SendPath::SendKvcache if flat => {
+                if n_dst < n_src {
+                    // dst[start : start + len(src)] is shorter than src: the list
+                    // comprehension indexes past it.
+                    kv_error = Some(checks::index_error());
+                } else {
+                    for i in 0..n_src {
+                        push_pair(&mut kv_runs, i, i);
+                    }
+                }
+            }
+            SendPath::SendKvcache => {
+                let (runs, layers, dst_k) = mha_pairs(n_src, n_dst);
+                kv_error = checks::check_kv_layers(layers, dst_k).err();
+                kv_runs = runs;
+            }
+            SendPath::Slice => {
+                let (runs, layers, dst_k) = mha_pairs(n_src, n_dst);
+                // No explicit check on this path: `dst_k_ptrs[i]` raises IndexError.
+                if layers > dst_k {
+                    kv_error = Some(checks::index_error());
+                }
+                kv_runs = runs;
+            }
+        }
+    }
+    (kv_runs, kv_error)
+}
+
+/// How the last chunk's mamba state pairs up (§3.5), decided once per instance pair.
+struct StatePairing {
+    /// `(prefill state region, decode state region)`, positional.
+    pairs: Vec<(u32, u32)>,
+    /// Unequal TP with per-tensor dims on both sides: `_send_mamba_state_slice`.
+    sliced: bool,
+    /// The mamba check that raises after the last chunk's KV, if any.
+    error: Option<PdError>,
+}
+
+/// The mamba checks of §2.5 and the positional state pairing of §3.5 (pp = 1).
+fn state_pairing(profile: Profile, p0: &RankLayout, d0: &RankLayout) -> StatePairing {
+    let (tp_p, tp_d) = (p0.attn_tp_size, d0.attn_tp_size);
+    let mut error = None;
+    let (p_dims, d_dims) = (p0.state_dim_per_tensor(), d0.state_dim_per_tensor());
+    let (p_lens, d_lens) = (p0.state_item_lens(), d0.state_item_lens());
+    let mut sliced = false;
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    if !p0.state_regions.is_empty() {
+        if profile.state_checks() {
+            error = checks::check_mamba_layouts(&p_dims, &d_dims, &p_lens, &d_lens).err();
+        }
+        let (ns, nd) = (p_lens.len(), d_lens.len());
+        if error.is_none() && nd < ns {
+            // build_transfer_entry_pairs with positional fallback (pp = 1).
+            error = Some(PdError {
+                kind: ErrorKind::MambaLayoutMismatch,
+                message: format!(
+                    "PP-heterogeneous transfer requires layer ids on both peers; got src={ns} dst={nd} entries"
+                ),
+                effect: Effect::WorkerDies,
+            });
+        }
+        if error.is_none() {
+            pairs = (0..ns as u32).map(|i| (i, i)).collect();
+            sliced = tp_p != tp_d && !p_dims.is_empty() && !d_dims.is_empty();
+            if !sliced && profile.state_checks() {
+                error = pairs.iter().find_map(|&(i, j)| {
+                    checks::check_mamba_slot_size(p_lens[i as usize], d_lens[j as usize]).err()
+                });
+            }
+        }
+    }
+    StatePairing {
+        pairs,
+        sliced,
+        error,
+    }
+}
+
+/// What one (prefill rank, decode rank) target sends: its KV runs, its state blocks and its aux
+/// rows. A dummy target sends nothing.
+fn target_plan(
+    t: Target,
+    p: &RankLayout,
+    d: &RankLayout,
+    path: SendPath,
+    kv_runs: &[RegionRun],
+    state: &StatePairing,
+) -> TargetPlan {
+    if t.dummy {
+        return TargetPlan {
+            target: t,
+            kv: KvSend::Nothing,
+            state: Vec::new(),
+            aux: Vec::new(),
+        };
+    }
+    let (tp_p, tp_d) = (p.attn_tp_size, d.attn_tp_size);
+    // Hybrid-MLA prefill ranks with sub_rank != 0 skip KV (§3.4).
+    let skip_kv = p.hybrid_mla() && tp_p > tp_d && !t.prefill_rank.is_multiple_of(tp_p / tp_d);
+    let kv = if skip_kv || kv_runs.is_empty() {
+        KvSend::Nothing
+    } else {
+        match path {
+            SendPath::SendKvcache => KvSend::Generic {
+                runs: kv_runs.to_vec(),
+                item: p.kv_regions[0].item_len,
+            },
+            SendPath::Slice => {
+                let slice = head_slice(p, d);
+                KvSend::Sliced {
+                    runs: kv_runs.to_vec(),
+                    src_item: p.kv_regions[0].item_len,
+                    dst_item: d.kv_regions.first().map_or(0, |r| r.item_len),
+                    page_size: p.page_size,
+                    src_off: slice.0,
+                    dst_off: slice.1,
+                    len: slice.2,
+                }
+            }
+        }
+    };
+    let aux = (0..d.aux.len().min(p.aux.len()) as u32)
+        .map(|i| (i, p.aux[i as usize].item_len))
+        .collect();
+    TargetPlan {
+        target: t,
+        kv,
+        state: merge_state(state_sends(t, p, d, state)),
+        aux,
+    }
+}
+
+/// The state blocks of one target, one per paired region (several per conv region when sliced
+/// by GDN sub-block), before [`merge_state`] groups them.
+fn state_sends(t: Target, p: &RankLayout, d: &RankLayout, state: &StatePairing) -> Vec<StateSend> {
+    let (tp_p, tp_d) = (p.attn_tp_size, d.attn_tp_size);
+    let mut out = Vec::new();
+    for &(i, j) in &state.pairs {
+        let (sr, dr) = (&p.state_regions[i as usize], &d.state_regions[j as usize]);
+        let run = RegionRun {
+            src: i,
+            dst: j,
+            count: 1,
+        };
+        if state.sliced {
+            let groups = if sr.part == StatePart::Conv {
+                p.conv_shard_groups.as_slice()
+            } else {
+                &[]
+            };
+            for (so, dof, len) in mamba_slice_blocks(
+                sr.item_len,
+                dr.item_len,
+                sr.dim_per_tensor.unwrap_or(1),
+                dr.dim_per_tensor.unwrap_or(1),
+                groups,
+                tp_p,
+                tp_d,
+                t.prefill_rank,
+                t.decode_rank,
+            ) {
+                out.push(StateSend {
+                    run,
+                    src_item: sr.item_len,
+                    dst_stride: dr.item_len,
+                    src_off: so,
+                    dst_off: dof,
+                    len,
+                });
+            }
+        } else {
+            // Unsliced (§3.5): the whole source slot, at the source's stride.
+            out.push(StateSend {
+                run,
+                src_item: sr.item_len,
+                dst_stride: sr.item_len,
+                src_off: 0,
+                dst_off: 0,
+                len: sr.item_len,
+            });
+        }
+    }
+    out
+}
+
+/// §2.1 `_resolve_rank_mapping`: every (prefill rank, decode rank) target.
+fn rank_mapping(
+    tp_p: u32,
+    tp_d: u32,
+    prefill_mla: bool,
+    hybrid_mla: bool,
+) -> Result<Vec<Target>, LayoutError> {
+    if !tp_p.max(tp_d).is_multiple_of(tp_p.min(tp_d)) {
+        return Err(LayoutError::TpRatio {
+            prefill: tp_p,
+            decode: tp_d,
+        });
+    }
+    let mut out = Vec::new();
+    if tp_d >= tp_p {
+        // Decode rank d targets prefill rank d / k; equal TP is k = 1.
+        let k = tp_d / tp_p;
+        for d in 0..tp_d {
+            out.push(Target {
+                prefill_rank: d / k,
+                decode_rank: d,
+                dummy: false,
+            });
+        }
+    } else {
+        // Decode rank d contacts prefill ranks [d·k, (d+1)·k). For plain MLA only the first is
+        // real; hybrid-MLA keeps them real (they send TP-sharded state, §3.4).
+        let k = tp_p / tp_d;
+        for d in 0..tp_d {
+            for p in d * k..(d + 1) * k {
+                out.push(Target {
+                    prefill_rank: p,
+                    decode_rank: d,
+                    dummy: prefill_mla && !hybrid_mla && p != d * k,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|t| (t.prefill_rank, t.decode_rank));
+    Ok(out)
+}
+
+/// `get_mha_kv_ptrs_with_pp` (pp = 1): K pairs then V pairs, and the stage's layer count and
+/// the number of decode K regions (for the out-of-range check).
+fn mha_pairs(n_src: u32, n_dst: u32) -> (Vec<RegionRun>, usize, usize) {
+    let layers = n_src / 2;
+    let dst_k = if n_src == n_dst { n_src / 2 } else { n_dst / 2 };
+    let mut runs = Vec::new();
+    if layers <= dst_k {
+        for i in 0..layers {
+            push_pair(&mut runs, i, i);
+        }
+        for i in 0..layers {
+            push_pair(&mut runs, layers + i, dst_k + i);
+        }
+    }
+    (runs, layers as usize, dst_k as usize)
+}
+
+/// The byte blocks of `_send_mamba_state_slice` for one entry (§3.5, older inline formula,
+/// applied per GDN conv sub-block): `(src_off, dst_off, len)`.
+#[allow(clippy::too_many_arguments)]
+fn mamba_slice_blocks(
+    src_item: u64,
+    dst_item: u64,
+    src_dim: u32,
+    dst_dim: u32,
+    groups: &[u32],
+    tp_p: u32,
+    tp_d: u32,
+    p_rank: u32,
+    d_rank: u32,
+) -> Vec<(u64, u64, u64)> {
+    let src_bpd = src_item / u64::from(src_dim);
+    let dst_bpd = dst_item / u64::from(dst_dim);
+    // Sub-block widths per rank on each side; one block of the whole dim without shard groups.
+    let (src_w, dst_w): (Vec<u32>, Vec<u32>) = if groups.is_empty() {
+        (vec![src_dim], vec![dst_dim])
+    } else {
+        (
+            groups.iter().map(|g| g / tp_p).collect(),
+            groups.iter().map(|g| g / tp_d).collect(),
+        )
+    };
+    let mut out = Vec::new();
+    let (mut src_base, mut dst_base) = (0u64, 0u64);
+    for (&sw, &dw) in src_w.iter().zip(&dst_w) {
+        let (src_start, n, dst_start) = if tp_p > tp_d {
+            let writers = tp_p / tp_d;
+            (0, sw, (p_rank % writers) * sw)
+        } else {
+            ((d_rank * dw) % sw, dw, 0)
+        };
+        out.push((
+            (src_base + u64::from(src_start)) * src_bpd,
+            (dst_base + u64::from(dst_start)) * dst_bpd,
+            u64::from(n) * src_bpd,
+        ));
+        src_base += u64::from(sw);
+        dst_base += u64::from(dw);
+    }
+    out
+}
+/// Groups state sends of consecutive layers with identical offsets into one block kind.
+fn merge_state(sends: Vec<StateSend>) -> Vec<StateSend> {
+    let mut out: Vec<StateSend> = Vec::new();
+    for s in sends {
+        // A send joins an earlier one with the same offsets whose run it extends.
+        if let Some(prev) = out.iter_mut().rev().find(|p| {
+            p.src_item == s.src_item
+                && p.dst_stride == s.dst_stride
+                && p.src_off == s.src_off
+                && p.dst_off == s.dst_off
+                && p.len == s.len
+                && p.run.src + p.run.count == s.run.src
+                && p.run.dst + p.run.count == s.run.dst
+        }) {
+            prev.run.count += 1;
+            continue;
+        }
+        out.push(s);
+    }
+    out
+}
+
+/// `send_kvcache_slice` head mapping (§3.3): `(src byte offset in a token row, dst byte offset in
+/// a token row, bytes per token)` for one target.
+fn head_slice(p: &RankLayout, d: &RankLayout) -> (u64, u64, u64) {
+    let (tp_p, tp_d) = (p.attn_tp_size, d.attn_tp_size);
+    let h = p.total_kv_heads;
+    let src_heads = (h / tp_p).max(1);
+    let dst_heads = (h / tp_d).max(1);
+    let ps = u64::from(p.page_size);
+    let dst_item = d.kv_regions.first().map_or(0, |r| r.item_len);
+    let bph = dst_item / ps / u64::from(dst_heads);
+    let src_repl = (tp_p / h).max(1);
+    let (src_start, n, dst_start) = if tp_p > tp_d {
+        let unique = p.rank / src_repl;
+        (0, src_heads, (unique * src_heads) % dst_heads)
+    } else {
+        let dst_repl = (tp_d / h).max(1);
+        let unique_dst = d.rank / dst_repl;
+        ((unique_dst * dst_heads) % src_heads, dst_heads, 0)
+    };
+    (
+        u64::from(src_start) * bph,
+        u64::from(dst_start) * bph,
+        u64::from(n) * bph,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_mapping_of_section_2_1() {
+        let t = rank_mapping(2, 2, false, false).unwrap();
+        assert!(
+            t.iter()
+                .all(|t| t.prefill_rank == t.decode_rank && !t.dummy)
+        );
+        let t = rank_mapping(1, 4, false, false).unwrap();
+        assert_eq!(t.len(), 4);
+        assert!(t.iter().all(|t| t.prefill_rank == 0));
+        let t = rank_mapping(4, 2, false, false).unwrap();
+        assert_eq!(t.len(), 4);
+        assert!(
+            t.iter()
+                .all(|t| t.decode_rank == t.prefill_rank / 2 && !t.dummy)
+        );
+        let t = rank_mapping(4, 2, true, false).unwrap();
+        assert_eq!(t.iter().filter(|t| !t.dummy).count(), 2);
+        assert!(
+            t.iter()
+                .filter(|t| !t.dummy)
+                .all(|t| t.prefill_rank % 2 == 0)
+        );
+        assert!(rank_mapping(3, 2, false, false).is_err());
+    }
+}

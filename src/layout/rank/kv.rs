@@ -1,0 +1,156 @@
+//! KV regions of one rank (`domain/sglang-pd.md` §1.2, §1.3, §1.6): which KV heads the rank
+//! holds, and the regions it registers — per layer K and V (MHA) or latent (MLA), or one page
+//! envelope holding every full-attention layer when `--enable-unified-memory` is on.
+//!
+//! Units: `page_size` in tokens; `item_len` and every row length in bytes.
+
+use serde::Serialize;
+
+use crate::layout::LayoutError;
+use crate::layout::rank::cell::{Block, CellFormat, KvDtype, KvPart, Stream};
+use crate::spec::{KvAttention, ModelSpec};
+
+/// One KV region (one entry of `kv_item_lens`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KvRegion {
+    /// K, V, latent or the unified page envelope.
+    pub part: KvPart,
+    /// Global layer id (`None` for the envelope, which holds all full-attention layers).
+    pub layer: Option<u32>,
+    /// Bytes of one page of this region.
+    pub item_len: u64,
+    #[serde(skip)]
+    pub(crate) cell: CellFormat,
+}
+
+/// §1.2: `(total KV heads, KV heads per rank, first global KV head of this rank)` for rank
+/// `rank` of attention TP `tp`. MLA has one replicated latent "head".
+pub(super) fn kv_heads(
+    model: &ModelSpec,
+    tp: u32,
+    rank: u32,
+) -> Result<(u32, u32, u32), LayoutError> {
+    Ok(match model.attention {
+        KvAttention::Mha {
+            kv_heads,
+            head_dim,
+            v_head_dim,
+        } => {
+            if head_dim != v_head_dim {
+                return Err(LayoutError::Unsupported {
+                    model: model.name.clone(),
+                    what: "MHA with different K and V head dims",
+                });
+            }
+            if !(kv_heads.is_multiple_of(tp) || tp.is_multiple_of(kv_heads)) {
+                return Err(LayoutError::TpDoesNotDivide {
+                    model: model.name.clone(),
+                    what: "the KV head count",
+                    value: kv_heads,
+                    tp,
+                });
+            }
+            let h_r = model.kv_heads_per_rank(tp);
+            let first = if tp <= kv_heads {
+                rank * h_r
+            } else {
+                // Replicated heads: QKVParallelLinear gives rank r head r / (tp / H).
+                rank / (tp / kv_heads)
+            };
+            (kv_heads, h_r, first)
+        }
+        KvAttention::Mla { .. } => (1, 1, 0),
+    })
+}
+
+/// §1.3 / §1.6: the KV regions in registration order, for a rank holding `h_r` KV heads from
+/// global head `first_head` on, with pages of `ps` tokens.
+pub(super) fn kv_regions(
+    model: &ModelSpec,
+    dtype: KvDtype,
+    ps: u32,
+    (h_r, first_head): (u32, u32),
+    unified: bool,
+) -> Vec<KvRegion> {
+    let b = dtype.bytes();
+    let ps64 = u64::from(ps);
+    let layers = &model.attention_layers;
+    // Per-layer KV blocks (one page of one layer), §1.3.
+    let kv_block = |layer: u32, part: KvPart| -> Block {
+        match model.attention {
+            KvAttention::Mha { head_dim, .. } => {
+                let head_bytes = head_dim * b;
+                Block {
+                    stream: Stream::Kv {
+                        layer,
+                        part,
+                        dtype,
+                        head_bytes,
+                    },
+                    rows: ps,
+                    row_bytes: u64::from(h_r) * u64::from(head_bytes),
+                    token_rows: true,
+                    first_col: u64::from(first_head) * u64::from(head_bytes),
+                }
+            }
+            KvAttention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => {
+                let row_bytes = (kv_lora_rank + qk_rope_head_dim) * b;
+                Block {
+                    stream: Stream::Latent {
+                        layer,
+                        dtype,
+                        row_bytes,
+                    },
+                    rows: ps,
+                    row_bytes: u64::from(row_bytes),
+                    token_rows: true,
+                    first_col: 0,
+                }
+            }
+        }
+    };
+    let per_layer_parts: &[KvPart] = if model.is_mla() {
+        &[KvPart::Latent]
+    } else {
+        &[KvPart::K, KvPart::V]
+    };
+
+    let kv_regions: Vec<KvRegion> = if unified {
+        // §1.6: one page envelope [L0_K·ps | L0_V·ps | L1_K·ps | …].
+        let blocks: Vec<Block> = layers
+            .iter()
+            .flat_map(|&l| per_layer_parts.iter().map(move |&p| (l, p)))
+            .map(|(l, p)| kv_block(l, p))
+            .collect();
+        let cell = CellFormat { blocks };
+        vec![KvRegion {
+            part: KvPart::PageEnvelope,
+            layer: None,
+            item_len: cell.len(),
+            cell,
+        }]
+    } else {
+        // MHA: all K layers, then all V layers; MLA: one latent region per layer.
+        per_layer_parts
+            .iter()
+            .flat_map(|&p| layers.iter().map(move |&l| (l, p)))
+            .map(|(l, p)| {
+                let cell = CellFormat {
+                    blocks: vec![kv_block(l, p)],
+                };
+                KvRegion {
+                    part: p,
+                    layer: Some(l),
+                    item_len: cell.len(),
+                    cell,
+                }
+            })
+            .collect()
+    };
+    debug_assert!(kv_regions.iter().all(|r| r.item_len % ps64 == 0));
+    kv_regions
+}

@@ -1,0 +1,437 @@
+//! What one attention-TP rank of one sglang instance registers for PD transfer
+//! (`domain/sglang-pd.md` §1): KV regions, mamba/GDN state regions, aux rows, and — for a given
+//! capacity — the registered buffers with their byte lengths.
+//!
+//! Files, bottom up: `cell.rs` (what a unit's bytes are: dtype, streams, labels), `kv.rs` (KV
+//! heads and regions), `state.rs` (mamba/GDN state regions), `metadata.rs` (aux rows); this file
+//! assembles them into a [`RankLayout`]; `registration.rs` (buffers for a capacity, the unified
+//! pool) and `view.rs` (`pdsim layout` table and JSON) read a finished layout.
+//!
+//! Units: `page_size` in tokens; every `item_len`, `len` and offset in bytes; page, slot and aux
+//! row ids are indices (page/slot 0 is the padding sink).
+
+use super::LayoutError;
+use crate::spec::{ModelSpec, ServerArgs};
+
+mod cell;
+mod kv;
+mod metadata;
+mod registration;
+mod state;
+mod view;
+
+pub(crate) use cell::CellFormat;
+pub use cell::{KvDtype, KvPart, Label, StatePart, Stream};
+pub use kv::KvRegion;
+pub use metadata::AuxRegion;
+pub use registration::{Buffer, Capacity, Registration, Space, UnitMap};
+pub use state::StateRegion;
+pub use view::{Dim, RegionGroup, render_table};
+
+/// The layout one attention-TP rank registers (`kv_args`, §1.1), for one model and server args.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankLayout {
+    /// Model name.
+    pub model: String,
+    /// Attention TP of the instance.
+    pub attn_tp_size: u32,
+    /// This rank.
+    pub rank: u32,
+    /// Tokens per page.
+    pub page_size: u32,
+    /// The `--kv-cache-dtype` flag as given (sglang compares peers by this string).
+    pub kv_cache_dtype: String,
+    /// The resolved encoding.
+    pub kv_dtype: KvDtype,
+    /// `--enable-unified-memory`.
+    pub unified: bool,
+    /// KV is an MLA latent.
+    pub mla: bool,
+    /// The model has mamba/GDN layers.
+    pub hybrid: bool,
+    /// Total KV heads of the model (`total_kv_head_num`; 1 for MLA).
+    pub total_kv_heads: u32,
+    /// KV heads this rank stores, `max(1, H_kv / tp)` (§1.2).
+    pub kv_heads_per_rank: u32,
+    /// First global KV head this rank stores (`r * h_r`, or `r / (tp / H_kv)` when replicated).
+    pub first_kv_head: u32,
+    /// KV regions in registration order (MHA: all K layers then all V layers).
+    pub kv_regions: Vec<KvRegion>,
+    /// `kv_layer_ids` as published. pdsim publishes none for every pool (plain MHA and unified
+    /// pools publish none in sglang, §1.1; see the module README for hybrids), so peers pair
+    /// regions positionally.
+    pub kv_layer_ids: Vec<u32>,
+    /// State regions (all conv layers then all temporal layers; or one slot envelope).
+    pub state_regions: Vec<StateRegion>,
+    /// Unsharded conv sub-block widths (`[key_dim, key_dim, value_dim]` for GDN), published with
+    /// the per-layer conv regions; empty for Mamba2 and for the unified envelope.
+    pub conv_shard_groups: Vec<u32>,
+    /// Aux buffers (§1.5), in order.
+    pub aux: Vec<AuxRegion>,
+}
+
+impl RankLayout {
+    /// The layout attention-TP rank `rank` of an instance of `model` with `server` registers.
+    ///
+    /// Errors: an unknown KV dtype flag, unified memory on a model without hybrid layers (§9),
+    /// a TP that neither divides nor is a multiple of the KV head count, a mamba dimension TP does
+    /// not divide, or MHA with different K and V head dims (no preset has one).
+    pub fn new(model: &ModelSpec, server: &ServerArgs, rank: u32) -> Result<Self, LayoutError> {
+        let tp = server.attn_tp_size;
+        let ps = server.page_size;
+        if tp == 0 {
+            return Err(LayoutError::ZeroTp);
+        }
+        if ps == 0 {
+            return Err(LayoutError::ZeroPageSize);
+        }
+        if rank >= tp {
+            return Err(LayoutError::RankOutOfRange { rank, tp });
+        }
+        let hybrid = model.is_hybrid();
+        if server.enable_unified_memory && !hybrid {
+            return Err(LayoutError::UnifiedNeedsHybrid {
+                model: model.name.clone(),
+            });
+        }
+        let dtype = KvDtype::resolve(&server.kv_cache_dtype, model.activation_bytes)?;
+
+        // §1.2: heads per rank and which global heads this rank holds.
+        let (total_heads, h_r, first_head) = kv::kv_heads(model, tp, rank)?;
+        let unified = server.enable_unified_memory;
+        let kv_regions = kv::kv_regions(model, dtype, ps, (h_r, first_head), unified);
+        // §1.4 / §1.6: mamba state.
+        let (state_regions, conv_shard_groups) = state::state_regions(model, tp, rank, unified)?;
+        let mla = model.is_mla();
+        Ok(RankLayout {
+            model: model.name.clone(),
+            attn_tp_size: tp,
+            rank,
+            page_size: ps,
+            kv_cache_dtype: server.kv_cache_dtype.clone(),
+            kv_dtype: dtype,
+            unified: server.enable_unified_memory,
+            mla,
+            hybrid,
+            total_kv_heads: total_heads,
+            kv_heads_per_rank: h_r,
+            first_kv_head: first_head,
+            kv_regions,
+            kv_layer_ids: Vec::new(),
+            state_regions,
+            conv_shard_groups,
+            aux: metadata::aux_regions(model),
+        })
+    }
+    /// Layouts of every attention-TP rank of an instance, rank order.
+    pub fn all_ranks(model: &ModelSpec, server: &ServerArgs) -> Result<Vec<Self>, LayoutError> {
+        (0..server.attn_tp_size.max(1))
+            .map(|r| Self::new(model, server, r))
+            .collect()
+    }
+
+    /// MLA attention on a model with mamba layers (Kimi-Linear type, `is_hybrid_mla_backend`).
+    pub fn hybrid_mla(&self) -> bool {
+        self.mla && self.hybrid
+    }
+
+    /// `kv_item_lens`, bytes.
+    pub fn kv_item_lens(&self) -> Vec<u64> {
+        self.kv_regions.iter().map(|r| r.item_len).collect()
+    }
+
+    /// `state_item_lens` of the MAMBA component, bytes.
+    pub fn state_item_lens(&self) -> Vec<u64> {
+        self.state_regions.iter().map(|r| r.item_len).collect()
+    }
+
+    /// `state_dim_per_tensor` of the MAMBA component (empty for the unified envelope).
+    pub fn state_dim_per_tensor(&self) -> Vec<u32> {
+        self.state_regions
+            .iter()
+            .filter_map(|r| r.dim_per_tensor)
+            .collect()
+    }
+
+    /// `aux_item_lens`, bytes.
+    pub fn aux_item_lens(&self) -> Vec<u64> {
+        self.aux.iter().map(|a| a.item_len).collect()
+    }
+
+    /// Bytes of one page across all KV regions of this rank.
+    pub fn kv_page_bytes(&self) -> u64 {
+        self.kv_regions.iter().map(|r| r.item_len).sum()
+    }
+
+    /// Bytes of one state slot across all state regions of this rank.
+    pub fn state_slot_bytes(&self) -> u64 {
+        self.state_regions.iter().map(|r| r.item_len).sum()
+    }
+
+    /// Bytes of one metadata row across all aux buffers.
+    pub fn aux_row_bytes(&self) -> u64 {
+        self.aux.iter().map(|a| a.item_len).sum()
+    }
+
+    /// The state group of each state region: regions of one group share their item length
+    /// (non-unified: conv layers are group 0, temporal layers group 1; unified: the envelope).
+    pub fn state_group(&self, region: u32) -> (u32, u32) {
+        let n_conv = self
+            .state_regions
+            .iter()
+            .filter(|r| r.part == StatePart::Conv)
+            .count() as u32;
+        match self.state_regions[region as usize].part {
+            StatePart::Conv | StatePart::SlotEnvelope => (0, region),
+            StatePart::Temporal => (1, region - n_conv),
+        }
+    }
+
+    /// Number of state groups (see [`RankLayout::state_group`]).
+    pub fn state_groups(&self) -> u32 {
+        match self.state_regions.first().map(|r| r.part) {
+            None => 0,
+            Some(StatePart::SlotEnvelope) => 1,
+            Some(_) => 2,
+        }
+    }
+
+    /// Regions of one state group: `(first region index, count, item_len)`.
+    pub fn state_group_regions(&self, group: u32) -> (u32, u32, u64) {
+        let idx: Vec<u32> = (0..self.state_regions.len() as u32)
+            .filter(|&i| self.state_group(i).0 == group)
+            .collect();
+        let first = idx.first().copied().unwrap_or(0);
+        let item = self
+            .state_regions
+            .get(first as usize)
+            .map_or(0, |r| r.item_len);
+        (first, idx.len() as u32, item)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::preset;
+
+    pub(super) fn args(tp: u32, ps: u32, dtype: &str, unified: bool) -> ServerArgs {
+        crate::layout::test_args(tp, ps, dtype, unified)
+    }
+
+    pub(super) fn layout(model: &str, tp: u32, ps: u32, dtype: &str, unified: bool) -> RankLayout {
+        RankLayout::new(&preset(model).unwrap(), &args(tp, ps, dtype, unified), 0).unwrap()
+    }
+
+    const TPS: [u32; 4] = [1, 2, 4, 8];
+
+    /// Asserts every KV region of every TP has the listed item_len (one value per TP).
+    fn kv_vector(model: &str, regions: usize, ps: u32, dtype: &str, want: [u64; 4]) {
+        for (tp, w) in TPS.iter().zip(want) {
+            let l = layout(model, *tp, ps, dtype, false);
+            assert_eq!(l.kv_regions.len(), regions, "{model} tp{tp}");
+            assert!(
+                l.kv_item_lens().iter().all(|&x| x == w),
+                "{model} ps{ps} {dtype} tp{tp}: {:?} != {w}",
+                &l.kv_item_lens()[..1]
+            );
+        }
+    }
+
+    #[test]
+    fn section_5_1_dense_and_mla_item_lens() {
+        for (model, regions) in [("llama-3.1-8b", 64), ("llama-3.1-70b", 160)] {
+            kv_vector(model, regions, 1, "auto", [2048, 1024, 512, 256]);
+            kv_vector(model, regions, 1, "fp8_e4m3", [1024, 512, 256, 128]);
+            kv_vector(model, regions, 16, "bf16", [32768, 16384, 8192, 4096]);
+            kv_vector(model, regions, 16, "fp8_e5m2", [16384, 8192, 4096, 2048]);
+            kv_vector(model, regions, 64, "auto", [131072, 65536, 32768, 16384]);
+            kv_vector(model, regions, 64, "fp8_e4m3", [65536, 32768, 16384, 8192]);
+        }
+        for (ps, bf, fp) in [(1, 1152, 576), (16, 18432, 9216), (64, 73728, 36864)] {
+            kv_vector("deepseek-v3", 61, ps, "auto", [bf; 4]);
+            kv_vector("deepseek-v3", 61, ps, "fp8_e4m3", [fp; 4]);
+        }
+    }
+
+    #[test]
+    fn section_5_1_hybrid_kv_parts() {
+        kv_vector("qwen3-next-80b-a3b", 24, 1, "auto", [1024, 512, 512, 512]);
+        kv_vector(
+            "qwen3-next-80b-a3b",
+            24,
+            1,
+            "fp8_e4m3",
+            [512, 256, 256, 256],
+        );
+        kv_vector(
+            "qwen3-next-80b-a3b",
+            24,
+            16,
+            "auto",
+            [16384, 8192, 8192, 8192],
+        );
+        kv_vector(
+            "qwen3-next-80b-a3b",
+            24,
+            16,
+            "fp8_e4m3",
+            [8192, 4096, 4096, 4096],
+        );
+        kv_vector(
+            "qwen3-next-80b-a3b",
+            24,
+            64,
+            "auto",
+            [65536, 32768, 32768, 32768],
+        );
+        kv_vector(
+            "qwen3-next-80b-a3b",
+            24,
+            64,
+            "fp8_e4m3",
+            [32768, 16384, 16384, 16384],
+        );
+        for ps in [1u64, 16, 64] {
+            let p = ps as u32;
+            kv_vector(
+                "nemotron-h-8b",
+                8,
+                p,
+                "auto",
+                [2048, 1024, 512, 256].map(|x| x * ps),
+            );
+            kv_vector(
+                "nemotron-h-8b",
+                8,
+                p,
+                "fp8_e4m3",
+                [1024, 512, 256, 128].map(|x| x * ps),
+            );
+        }
+        // Replicated heads: Qwen3-Next has 2 KV heads, so tp 4 holds head r / 2.
+        let l = RankLayout::new(
+            &preset("qwen3-next-80b-a3b").unwrap(),
+            &args(4, 16, "auto", false),
+            3,
+        )
+        .unwrap();
+        assert_eq!((l.kv_heads_per_rank, l.first_kv_head), (1, 1));
+    }
+
+    #[test]
+    fn section_5_1_mamba_state() {
+        let cases = [
+            (
+                "qwen3-next-80b-a3b",
+                72,
+                [49152, 24576, 12288, 6144],
+                [8192, 4096, 2048, 1024],
+                [2097152, 1048576, 524288, 262144],
+                [32, 16, 8, 4],
+            ),
+            (
+                "nemotron-h-8b",
+                48,
+                [61440, 30720, 15360, 7680],
+                [10240, 5120, 2560, 1280],
+                [4194304, 2097152, 1048576, 524288],
+                [128, 64, 32, 16],
+            ),
+        ];
+        for (model, regions, conv, conv_dim, temporal, heads) in cases {
+            for (i, tp) in TPS.iter().enumerate() {
+                let l = layout(model, *tp, 16, "auto", false);
+                assert_eq!(l.state_regions.len(), regions, "{model}");
+                let half = regions / 2;
+                for (j, r) in l.state_regions.iter().enumerate() {
+                    let (want_len, want_dim, part) = if j < half {
+                        (conv[i], conv_dim[i], StatePart::Conv)
+                    } else {
+                        (temporal[i], heads[i], StatePart::Temporal)
+                    };
+                    assert_eq!(r.part, part);
+                    assert_eq!(r.item_len, want_len, "{model} tp{tp} region {j}");
+                    assert_eq!(r.dim_per_tensor, Some(want_dim), "{model} tp{tp}");
+                }
+                // fp8 KV does not change mamba state.
+                let f = layout(model, *tp, 16, "fp8_e4m3", false);
+                assert_eq!(f.state_item_lens(), l.state_item_lens());
+            }
+        }
+        let q = layout("qwen3-next-80b-a3b", 2, 16, "auto", false);
+        assert_eq!(q.conv_shard_groups, vec![2048, 2048, 4096]);
+        assert!(
+            layout("nemotron-h-8b", 2, 16, "auto", false)
+                .conv_shard_groups
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn section_5_2_unified_envelopes() {
+        let qwen_bf16 = [
+            (1, [24576, 12288, 12288, 12288]),
+            (16, [393216, 196608, 196608, 196608]),
+            (64, [1572864, 786432, 786432, 786432]),
+        ];
+        let nem_bf16 = [
+            (1, [16384, 8192, 4096, 2048]),
+            (16, [262144, 131072, 65536, 32768]),
+            (64, [1048576, 524288, 262144, 131072]),
+        ];
+        for (model, table, m) in [
+            (
+                "qwen3-next-80b-a3b",
+                qwen_bf16,
+                [77_266_944u64, 38_633_472, 19_316_736, 9_658_368],
+            ),
+            (
+                "nemotron-h-8b",
+                nem_bf16,
+                [102_137_856, 51_068_928, 25_534_464, 12_767_232],
+            ),
+        ] {
+            for (ps, bf) in table {
+                for (i, tp) in TPS.iter().enumerate() {
+                    for (dtype, div) in [("auto", 1), ("fp8_e5m2", 2)] {
+                        let l = layout(model, *tp, ps, dtype, true);
+                        assert_eq!(l.kv_item_lens(), vec![bf[i] / div], "{model} ps{ps} tp{tp}");
+                        assert_eq!(l.state_item_lens(), vec![m[i]], "{model} tp{tp} M");
+                        assert!(l.state_dim_per_tensor().is_empty());
+                        assert!(l.conv_shard_groups.is_empty());
+                        assert!(l.kv_layer_ids.is_empty());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn aux_rows_follow_section_1_5() {
+        let l = layout("qwen3-next-80b-a3b", 1, 16, "auto", false);
+        assert_eq!(
+            l.aux_item_lens(),
+            vec![64, 64, 64, 64, 512, 512, 64, 128, 2048 * 2, 64]
+        );
+    }
+
+    #[test]
+    fn unified_on_a_dense_model_is_an_error() {
+        for m in ["llama-3.1-8b", "deepseek-v3"] {
+            let e =
+                RankLayout::new(&preset(m).unwrap(), &args(1, 16, "auto", true), 0).unwrap_err();
+            assert!(matches!(e, LayoutError::UnifiedNeedsHybrid { .. }), "{e}");
+            assert!(e.to_string().contains("--enable-unified-memory"));
+        }
+    }
+
+    #[test]
+    fn bad_dtype_and_tp_are_errors() {
+        let m = preset("llama-3.1-8b").unwrap();
+        let e = RankLayout::new(&m, &args(1, 16, "fp4", false), 0).unwrap_err();
+        assert!(e.to_string().contains("fp4"), "{e}");
+        assert!(RankLayout::new(&m, &args(3, 16, "auto", false), 0).is_err());
+        assert!(RankLayout::new(&m, &args(2, 16, "auto", false), 2).is_err());
+    }
+}

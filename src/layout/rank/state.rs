@@ -1,0 +1,200 @@
+//! Mamba / GDN state regions of one rank (`domain/sglang-pd.md` §1.4, §1.6): the per-rank
+//! `Mamba2StateShape`, then per mamba layer a conv and a temporal region, or one slot envelope
+//! holding every mamba layer when `--enable-unified-memory` is on.
+//!
+//! Units: `item_len` and row lengths in bytes; `shape` in elements; widths and heads in
+//! channels and heads per rank.
+
+use serde::Serialize;
+
+use crate::layout::LayoutError;
+use crate::layout::rank::cell::{Block, CellFormat, StatePart, Stream};
+use crate::spec::{MambaKind, ModelSpec};
+
+/// One state region (one entry of `state_item_lens`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StateRegion {
+    /// Conv, temporal or the unified slot envelope.
+    pub part: StatePart,
+    /// Global layer id (`None` for the envelope).
+    pub layer: Option<u32>,
+    /// Bytes of one slot of this region.
+    pub item_len: u64,
+    /// The TP-sliced outermost dimension (`get_state_dim_per_tensor`): `conv_dim/tp` or
+    /// `num_heads/tp`. `None` for the unified envelope, which publishes no dims (§1.6).
+    pub dim_per_tensor: Option<u32>,
+    /// Per-slot shape, elements (`[conv_dim/tp, conv_kernel-1]`, `[heads/tp, head_dim, state]`).
+    pub shape: Vec<u64>,
+    /// Bytes per element.
+    pub dtype_bytes: u32,
+    #[serde(skip)]
+    pub(crate) cell: CellFormat,
+}
+
+/// Mamba2StateShape per rank (§1.4).
+struct MambaShape {
+    /// Conv sub-block widths per rank (one entry for Mamba2).
+    conv_groups_rank: Vec<u32>,
+    /// Unsharded conv sub-block widths (published `conv_shard_groups`).
+    conv_groups_global: Vec<u32>,
+    conv_cols: u32,
+    heads_rank: u32,
+    temporal_row: u64,
+    conv_row: u64,
+    conv_b: u32,
+    ssm_b: u32,
+    head_dim: u32,
+    state_size: u32,
+}
+
+fn mamba_shape(model: &ModelSpec, tp: u32) -> Result<Option<MambaShape>, LayoutError> {
+    let Some(m) = &model.mamba else {
+        return Ok(None);
+    };
+    if model.mamba_layers.is_empty() {
+        return Ok(None);
+    }
+    let div = |what: &'static str, value: u32| -> Result<u32, LayoutError> {
+        if value.is_multiple_of(tp) {
+            Ok(value / tp)
+        } else {
+            Err(LayoutError::TpDoesNotDivide {
+                model: model.name.clone(),
+                what,
+                value,
+                tp,
+            })
+        }
+    };
+    // sglang pads n_groups up to a multiple of TP (`extra_groups_for_head_shards`).
+    let n_groups = m.n_groups.div_ceil(tp) * tp;
+    let conv_groups_global: Vec<u32> = match m.kind {
+        MambaKind::Gdn if !m.conv_shard_groups.is_empty() => m.conv_shard_groups.clone(),
+        _ => vec![m.intermediate_size + 2 * n_groups * m.state_size],
+    };
+    let conv_groups_rank = conv_groups_global
+        .iter()
+        .map(|&w| div("a conv sub-block width", w))
+        .collect::<Result<Vec<_>, _>>()?;
+    let heads_rank = div("the SSM head count", m.num_heads)?;
+    let conv_row = u64::from(m.conv_kernel - 1) * u64::from(m.conv_dtype_bytes);
+    let temporal_row =
+        u64::from(m.head_dim) * u64::from(m.state_size) * u64::from(m.ssm_dtype_bytes);
+    Ok(Some(MambaShape {
+        conv_cols: m.conv_kernel - 1,
+        conv_groups_global: if m.conv_shard_groups.is_empty() {
+            Vec::new()
+        } else {
+            conv_groups_global
+        },
+        conv_groups_rank,
+        heads_rank,
+        temporal_row,
+        conv_row,
+        conv_b: m.conv_dtype_bytes,
+        ssm_b: m.ssm_dtype_bytes,
+        head_dim: m.head_dim,
+        state_size: m.state_size,
+    }))
+}
+
+/// §1.4 / §1.6: the state regions of rank `rank` of attention TP `tp` (empty without mamba
+/// layers), and the `conv_shard_groups` it publishes with them.
+pub(super) fn state_regions(
+    model: &ModelSpec,
+    tp: u32,
+    rank: u32,
+    unified: bool,
+) -> Result<(Vec<StateRegion>, Vec<u32>), LayoutError> {
+    let shape = mamba_shape(model, tp)?;
+    let mut state_regions = Vec::new();
+    let mut conv_shard_groups = Vec::new();
+    if let Some(s) = &shape {
+        let conv_blocks = |layer: u32| -> Vec<Block> {
+            s.conv_groups_rank
+                .iter()
+                .enumerate()
+                .map(|(g, &w)| Block {
+                    stream: Stream::State {
+                        layer,
+                        part: StatePart::Conv,
+                        group: g as u32,
+                        row_bytes: s.conv_row,
+                    },
+                    rows: w,
+                    row_bytes: s.conv_row,
+                    token_rows: false,
+                    first_col: u64::from(rank * w) * s.conv_row,
+                })
+                .collect()
+        };
+        let temporal_block = |layer: u32| Block {
+            stream: Stream::State {
+                layer,
+                part: StatePart::Temporal,
+                group: 0,
+                row_bytes: s.temporal_row,
+            },
+            rows: s.heads_rank,
+            row_bytes: s.temporal_row,
+            token_rows: false,
+            first_col: u64::from(rank * s.heads_rank) * s.temporal_row,
+        };
+        let conv_dim_rank: u32 = s.conv_groups_rank.iter().sum();
+        if unified {
+            // [conv rows × layers][temporal rows × layers], shapes already divided by TP.
+            let mut blocks = Vec::new();
+            for &l in &model.mamba_layers {
+                blocks.extend(conv_blocks(l));
+            }
+            for &l in &model.mamba_layers {
+                blocks.push(temporal_block(l));
+            }
+            let cell = CellFormat { blocks };
+            state_regions.push(StateRegion {
+                part: StatePart::SlotEnvelope,
+                layer: None,
+                item_len: cell.len(),
+                dim_per_tensor: None,
+                shape: vec![cell.len()],
+                dtype_bytes: 1,
+                cell,
+            });
+        } else {
+            for &l in &model.mamba_layers {
+                let cell = CellFormat {
+                    blocks: conv_blocks(l),
+                };
+                state_regions.push(StateRegion {
+                    part: StatePart::Conv,
+                    layer: Some(l),
+                    item_len: cell.len(),
+                    dim_per_tensor: Some(conv_dim_rank),
+                    shape: vec![u64::from(conv_dim_rank), u64::from(s.conv_cols)],
+                    dtype_bytes: s.conv_b,
+                    cell,
+                });
+            }
+            for &l in &model.mamba_layers {
+                let cell = CellFormat {
+                    blocks: vec![temporal_block(l)],
+                };
+                state_regions.push(StateRegion {
+                    part: StatePart::Temporal,
+                    layer: Some(l),
+                    item_len: cell.len(),
+                    dim_per_tensor: Some(s.heads_rank),
+                    shape: vec![
+                        u64::from(s.heads_rank),
+                        u64::from(s.head_dim),
+                        u64::from(s.state_size),
+                    ],
+                    dtype_bytes: s.ssm_b,
+                    cell,
+                });
+            }
+            conv_shard_groups = s.conv_groups_global.clone();
+        }
+    }
+    Ok((state_regions, conv_shard_groups))
+}

@@ -1,0 +1,92 @@
+//! Golden results: every scenario in `scenarios/` gives the same bytes in `summary.json`,
+//! `requests.csv`, `timeseries.csv` and `links.csv` as when the table in
+//! `tests/golden/hashes.txt` was written. A refactor that changes a result fails here; a change
+//! of behaviour made on purpose rewrites the table (`PDSIM_BLESS=1 cargo test --release --test
+//! golden`) and says why in its commit.
+//!
+//! The hash is 64-bit FNV-1a: enough to tell two files apart, written out here rather than
+//! adding a crate for a test.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const FILES: [&str; 4] = [
+    "summary.json",
+    "requests.csv",
+    "timeseries.csv",
+    "links.csv",
+];
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+fn scenarios(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            scenarios(&p, out);
+        } else if p.extension().is_some_and(|x| x == "toml") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn every_scenario_gives_its_recorded_bytes() {
+    let root = common::repo();
+    let mut files = Vec::new();
+    scenarios(&root.join("scenarios"), &mut files);
+    assert!(files.len() >= 20, "found {} scenarios", files.len());
+    let mut got = BTreeMap::new();
+    let out = common::tmpdir("golden");
+    for f in &files {
+        let rel = f.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+        let dir = out.join(rel.replace('/', "_"));
+        common::run(&rel, &[], &dir);
+        for name in FILES {
+            let bytes = std::fs::read(dir.join(name)).unwrap();
+            got.insert(format!("{rel} {name}"), format!("{:016x}", fnv1a(&bytes)));
+        }
+    }
+    let table_path = root.join("tests/golden/hashes.txt");
+    let table: String = got.iter().map(|(k, v)| format!("{v} {k}\n")).collect();
+    if std::env::var_os("PDSIM_BLESS").is_some() {
+        std::fs::write(&table_path, &table).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&table_path).unwrap();
+    let mut diffs = Vec::new();
+    let want: BTreeMap<&str, &str> = want
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(h, k)| (k, h)))
+        .collect();
+    for (k, h) in &got {
+        match want.get(k.as_str()) {
+            Some(w) if *w == h => {}
+            Some(w) => diffs.push(format!("{k}: recorded {w}, now {h}")),
+            None => diffs.push(format!("{k}: not in the table (new scenario? bless it)")),
+        }
+    }
+    for k in want.keys() {
+        if !got.contains_key(*k) {
+            diffs.push(format!("{k}: in the table but no longer produced"));
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "results changed:\n{}\nIf on purpose: PDSIM_BLESS=1 cargo test --release --test golden",
+        diffs.join("\n")
+    );
+}

@@ -56,6 +56,10 @@ impl World<'_> {
         // Dead first, so that nothing the aborts set off starts new work on it.
         core.alive = false;
         let gpus = core.gpus.clone();
+        match role {
+            Ok(p) => self.sync_prefill(p),
+            Err(d) => self.sync_decode(d),
+        }
         let ended = self.fabric.abort_flows_touching(now, &gpus);
         for end in &ended {
             self.flow_ended(end);
@@ -114,6 +118,7 @@ impl World<'_> {
                     return;
                 }
                 self.prefills[p].core.alive = true;
+                self.sync_prefill(p);
                 // Back before the heartbeat gave up: the decodes never notice.
                 if let Some(k) = self.heartbeat[p].take() {
                     self.q.cancel(k);
@@ -124,6 +129,7 @@ impl World<'_> {
                     return;
                 }
                 self.decodes[d].core.alive = true;
+                self.sync_decode(d);
                 // A restarted decode registers again, which clears its blacklist entries.
                 for t in self.transfers.iter_mut() {
                     t.blacklist.remove(&d);

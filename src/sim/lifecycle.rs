@@ -42,22 +42,9 @@ impl World<'_> {
         let now = self.q.now();
         let nr = self.pending_arrival.take().expect("an arrival was drawn");
         self.schedule_next_arrival();
-        let s = &mut self.scratch;
-        s.prefill_load.clear();
-        s.prefill_load.extend(
-            self.prefills
-                .iter()
-                .map(|p| p.core.alive.then_some(p.core.outstanding)),
-        );
-        s.decode_load.clear();
-        s.decode_load.extend(
-            self.decodes
-                .iter()
-                .map(|d| d.core.alive.then_some(d.core.outstanding)),
-        );
         let id = self.collector.counts.arrived;
         self.collector.counts.arrived += 1;
-        let Some((pi, di)) = self.router.pick(&s.prefill_load, &s.decode_load) else {
+        let Some((pi, di)) = self.router.pick() else {
             // Every instance of a role is down: the router has nowhere to send it.
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
@@ -108,6 +95,8 @@ impl World<'_> {
             core.outstanding += 1;
             core.tick.arrivals += 1;
         }
+        self.sync_prefill(p);
+        self.sync_decode(d);
         // A request whose KV can never fit is rejected up front, as sglang's tokenizer manager
         // rejects prompts longer than the server can hold.
         let (pc, dc) = (&self.prefills[p].core, &self.decodes[d].core);
@@ -255,6 +244,7 @@ impl World<'_> {
         for &r in &retracted {
             let p = self.reqs.get(r).expect("retracted, not ended").prefill;
             self.prefills[p].core.outstanding += 1;
+            self.sync_prefill(p);
         }
         self.scratch.refs = retracted;
     }
@@ -346,6 +336,7 @@ impl World<'_> {
             let pc = &mut self.prefills[p].core;
             pc.pages.free(req.id, &req.on_prefill);
             pc.outstanding -= 1;
+            self.sync_prefill(p);
         }
         let dec = &mut self.decodes[d];
         if req.join_step != NOT_RUNNING {
@@ -373,6 +364,7 @@ impl World<'_> {
             }
         }
         dec.core.outstanding -= 1;
+        self.sync_decode(d);
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
         req.row.error_kind = kind;
@@ -387,5 +379,17 @@ impl World<'_> {
             self.wake.insert(Wake::Decode(d));
             self.wake.insert(Wake::Prefill(p));
         }
+    }
+
+    /// Tells the router prefill `p`'s load (its outstanding requests; `None` while down).
+    pub(super) fn sync_prefill(&mut self, p: PrefillId) {
+        let c = &self.prefills[p].core;
+        self.router.set_prefill(p.idx(), c.alive.then_some(c.outstanding));
+    }
+
+    /// Tells the router decode `d`'s load (its outstanding requests; `None` while down).
+    pub(super) fn sync_decode(&mut self, d: DecodeId) {
+        let c = &self.decodes[d].core;
+        self.router.set_decode(d.idx(), c.alive.then_some(c.outstanding));
     }
 }

@@ -67,8 +67,6 @@ struct Scratch {
     jobs: Vec<ChunkJob>,
     refs: Vec<ReqRef>,
     ends: Vec<FlowEnd>,
-    prefill_load: Vec<Option<u32>>,
-    decode_load: Vec<Option<u32>>,
 }
 
 /// The whole simulated cluster.

@@ -169,6 +169,7 @@ impl World<'_> {
                     let pc = &mut self.prefills[p].core;
                     pc.pages.free(id, &held);
                     pc.outstanding -= 1;
+                    self.sync_prefill(p);
                     self.q.schedule_in(
                         self.sc.fabric.control_latency_ns,
                         Event::TransferSucceeded { req: r },

@@ -139,6 +139,36 @@ fn gpu(g: u32, topo: &TopologyConfig) -> GpuId {
     GpuId::from_global(g, topo.gpus_per_node)
 }
 
+/// The fault `spec` describes, in case `c` (link indices are taken modulo the link count).
+fn fault(spec: &FaultSpec, c: &Case, links: &[Link]) -> Fault {
+    let link = |i: usize| links[i % links.len()];
+    match *spec {
+        FaultSpec::Down(l) => Fault::LinkDown(link(l)),
+        FaultSpec::Up(l) => Fault::LinkUp(link(l)),
+        FaultSpec::Flap(n, d) => Fault::NicFlap {
+            nic: NicId(n),
+            down_ns: d,
+        },
+        FaultSpec::Degrade(l, fr) => Fault::Degrade {
+            link: link(l),
+            fraction: fr,
+        },
+        FaultSpec::Loss(l, r) => Fault::Loss {
+            link: link(l),
+            rate: r,
+        },
+        FaultSpec::Crash(g) => {
+            // The instance holding GPU g and its neighbour on the node.
+            let a = gpu(g, &c.topo);
+            let b = GpuId {
+                local: (a.local + 1) % c.topo.gpus_per_node,
+                ..a
+            };
+            Fault::Crash { gpus: vec![a, b] }
+        }
+    }
+}
+
 /// Runs the case, checking feasibility, rates against the reference solver and conservation;
 /// returns the ends.
 fn run(c: &Case) -> Result<Vec<FlowEnd>, TestCaseError> {
@@ -157,33 +187,7 @@ fn run(c: &Case) -> Result<Vec<FlowEnd>, TestCaseError> {
         );
     }
     for (at, f) in &c.faults {
-        let link = |i: usize| links[i % links.len()];
-        let fault = match *f {
-            FaultSpec::Down(l) => Fault::LinkDown(link(l)),
-            FaultSpec::Up(l) => Fault::LinkUp(link(l)),
-            FaultSpec::Flap(n, d) => Fault::NicFlap {
-                nic: NicId(n),
-                down_ns: d,
-            },
-            FaultSpec::Degrade(l, fr) => Fault::Degrade {
-                link: link(l),
-                fraction: fr,
-            },
-            FaultSpec::Loss(l, r) => Fault::Loss {
-                link: link(l),
-                rate: r,
-            },
-            FaultSpec::Crash(g) => {
-                // The instance holding GPU g and its neighbour on the node.
-                let a = gpu(g, &c.topo);
-                let b = GpuId {
-                    local: (a.local + 1) % c.topo.gpus_per_node,
-                    ..a
-                };
-                Fault::Crash { gpus: vec![a, b] }
-            }
-        };
-        h.fault_at(*at, fault);
+        h.fault_at(*at, fault(f, c, &links));
     }
 
     // The oracle: bytes per link and per flow (by token), integrated from the rates and paths

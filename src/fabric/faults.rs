@@ -1,6 +1,7 @@
 //! Faults: links and NICs going down and up, flapping, degrading and losing packets, and
 //! instances crashing. Each takes effect at the instant it is applied; the flows it touches
-//! are re-routed, re-solved or ended by the same call.
+//! are re-routed, re-solved or ended by the same call. Every call takes `now` in ns, like all
+//! fabric calls; capacities are bytes/ns.
 //!
 //! Why downs nest (a counter, not a flag): a NIC flap and an explicit link-down may overlap on
 //! the same link, and the link must stay down until both are over.

@@ -10,6 +10,7 @@ use super::{Fabric, FailReason, Flow, FlowEnd, FlowId, FlowOutcome, Phase};
 use crate::engine::Nanos;
 
 impl Fabric {
+    /// A live flow; panics with its id if it is not live (a simulator bug).
     pub(super) fn flow(&self, flow: FlowId) -> &Flow {
         self.flows
             .get(flow.0 as usize)
@@ -48,6 +49,7 @@ impl Fabric {
         None
     }
 
+    /// Stores a new flow under the lowest free id (deterministic reuse) and returns the id.
     pub(super) fn insert(&mut self, flow: Flow) -> u32 {
         let id = match self.free.pop() {
             Some(Reverse(id)) => id,

@@ -308,9 +308,10 @@ impl Fabric {
 
     // ------------------------------------------------------------------ flows
 
-    /// Starts one Mooncake batch of `bytes` in `writes` writes from `src` to `dst` now: it pays
-    /// its latency, then moves at its max-min share, capped by its per-WR cost. `token` is the
-    /// simulator's handle, returned in the [`FlowEnd`]. Same-node GPUs use NVLink.
+    /// Starts one Mooncake batch of `bytes` in `writes` writes from `src` to `dst` at `now`
+    /// (ns): it pays its latency, then moves at its max-min share (bytes/ns), capped by its
+    /// per-WR cost. `token` is the simulator's handle, returned in the [`FlowEnd`]. Same-node
+    /// GPUs use NVLink.
     pub fn start_transfer(
         &mut self,
         now: Nanos,
@@ -362,8 +363,8 @@ impl Fabric {
         self.timers.peek().map(|(at, _)| at)
     }
 
-    /// Handles every flow event due at or before `now`, in (time, flow id)
-    /// order, appending the flows that ended to `ends`. Then call [`Fabric::next_due`].
+    /// Handles every flow event due at or before `now` (ns), in (time, flow id) order,
+    /// appending the flows that ended to `ends`. Then call [`Fabric::next_due`].
     pub fn fire_due(&mut self, now: Nanos, ends: &mut Vec<FlowEnd>) {
         self.advance(now);
         loop {
@@ -393,7 +394,7 @@ impl Fabric {
         }
     }
 
-    /// Aborts a live flow now (e.g. its instance crashed).
+    /// Aborts a live flow at `now` (ns), e.g. its instance crashed.
     pub fn abort_flow(&mut self, now: Nanos, flow: FlowId) -> FlowEnd {
         self.advance(now);
         assert!(
@@ -404,8 +405,8 @@ impl Fabric {
         self.end(flow.0 as usize, now, FlowOutcome::Aborted)
     }
 
-    /// Aborts now every live flow from or to one of `gpus` (a crashed instance), in ascending
-    /// id order.
+    /// Aborts at `now` (ns) every live flow from or to one of `gpus` (a crashed instance), in
+    /// ascending id order.
     pub fn abort_flows_touching(&mut self, now: Nanos, gpus: &[GpuId]) -> Vec<FlowEnd> {
         self.advance(now);
         let hit: Vec<usize> = self
@@ -425,7 +426,8 @@ impl Fabric {
 
     // ------------------------------------------------------------------ reports
 
-    /// Brings every moving flow's bytes up to `now` (before reading byte counters).
+    /// Brings every moving flow's bytes up to `now` (ns): call it before reading byte counters,
+    /// which settling otherwise updates only when rates change.
     pub fn settle_all(&mut self, now: Nanos) {
         self.advance(now);
         for fi in 0..self.flows.len() {
@@ -444,7 +446,8 @@ impl Fabric {
         )
     }
 
-    /// Cumulative wire bytes carried by `link` (retransmissions included).
+    /// Cumulative wire bytes carried by `link` (retransmissions included), as of the last
+    /// [`Fabric::settle_all`].
     pub fn link_bytes(&self, link: Link) -> f64 {
         self.links[self.layout.index(link).0 as usize].bytes
     }
@@ -531,7 +534,8 @@ impl Fabric {
         }
     }
 
-    /// Wire rate of a live flow (its max-min share), bytes/ns, as of the last `next_due` or `fire_due`.
+    /// Wire rate of a live flow (its max-min share), bytes/ns, as of the last `next_due` or
+    /// `fire_due`.
     pub fn flow_rate(&self, flow: FlowId) -> f64 {
         let f = self.flow(flow);
         if matches!(f.phase, Phase::Moving { .. }) {

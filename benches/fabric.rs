@@ -1,14 +1,13 @@
-//! Throughput of the fabric driven exactly as the simulator drives it: an event queue,
-//! `start_transfer` / `fire` / `completions`, calibrated parameters (latency, per-WR cap, NIC
+//! Throughput of the fabric driven exactly as the simulator drives it: an event queue holding one
+//! timer for the whole fabric, `start_transfer` / `next_due` / `fire_due`, calibrated parameters (latency, per-WR cap, NIC
 //! efficiency), on a 64-node leaf/spine fabric (8 GPUs and 8 × 400 Gb/s NICs per node, 8 nodes
 //! per leaf, oversubscription 2).
 //!
 //! About `--flows` transfers (default 10,000) stay alive: each one that ends is replaced at the
 //! same instant by a new one, so flows start and end continuously. Each transfer costs two solver
 //! mutations (its flow joins the sharing when its latency is paid, and leaves when it ends) and
-//! a component re-solve after each event that touched the sharing. Both driving modes run: one
-//! timer for the whole fabric (`next_due` / `fire_due`) and one event per flow (`completions` /
-//! `fire`, which leaves stale events in the queue). Two traffic patterns:
+//! a component re-solve after each event that touched the sharing. Two traffic patterns, each at
+//! `--flows` and at a fifth of it (how the cost per end grows with the number of live flows):
 //! - `rail-local`: GPU g of a node → GPU g of another node of the same leaf; paths never cross
 //!   the spine, so components are small (one per leaf and rail);
 //! - `random`: any GPU → any GPU of another node; most paths cross the spine and all flows form
@@ -20,7 +19,7 @@ use std::time::Instant;
 
 use pdsim::engine::{EventQueue, Nanos};
 use pdsim::fabric::{
-    Completion, Fabric, FabricParams, FlowEnd, FlowOutcome, GpuId, TopologyConfig, TopologyKind,
+    Fabric, FabricParams, FlowEnd, FlowOutcome, GpuId, TopologyConfig, TopologyKind,
 };
 
 const NODES: u32 = 64;
@@ -85,17 +84,9 @@ enum Traffic {
     Random,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Mode {
-    SingleTimer,
-    PerFlow,
-}
-
+/// The fabric's timer event, by number: stale unless it is the current one.
 #[derive(Clone, Copy, Debug)]
-enum Ev {
-    Due(Completion),
-    Timer(u64),
-}
+struct Timer(u64);
 
 impl Traffic {
     fn pick(self, rng: &mut XorShift) -> (GpuId, GpuId) {
@@ -123,13 +114,11 @@ impl Traffic {
 
 struct Run {
     fabric: Fabric,
-    q: EventQueue<Ev>,
-    buf: Vec<Completion>,
+    q: EventQueue<Timer>,
     ends: Vec<FlowEnd>,
     rng: XorShift,
     traffic: Traffic,
-    mode: Mode,
-    /// Single-timer mode: number and time of the live timer event.
+    /// Number and time (ns) of the live timer event.
     timer: (u64, Option<Nanos>),
     next_token: u64,
 }
@@ -144,24 +133,13 @@ impl Run {
         self.next_token += 1;
     }
 
-    /// After every call that changed the fabric.
+    /// After every call that changed the fabric: move the timer if its time changed.
     fn schedule(&mut self, now: Nanos) {
-        match self.mode {
-            Mode::SingleTimer => {
-                let due = self.fabric.next_due(now);
-                if due != self.timer.1 {
-                    self.timer = (self.timer.0 + 1, due);
-                    if let Some(at) = due {
-                        self.q.schedule_at(at, Ev::Timer(self.timer.0));
-                    }
-                }
-            }
-            Mode::PerFlow => {
-                self.buf.clear();
-                self.fabric.completions(now, &mut self.buf);
-                for c in self.buf.drain(..) {
-                    self.q.schedule_at(c.at, Ev::Due(c));
-                }
+        let due = self.fabric.next_due(now);
+        if due != self.timer.1 {
+            self.timer = (self.timer.0 + 1, due);
+            if let Some(at) = due {
+                self.q.schedule_at(at, Timer(self.timer.0));
             }
         }
     }
@@ -181,7 +159,7 @@ struct Stats {
 
 /// Fills the fabric with about `flows` transfers, lets every initial one pay its latency, then
 /// measures the next `ends` transfer ends.
-fn run(flows: usize, seed: u64, traffic: Traffic, mode: Mode, ends: usize) -> Stats {
+fn run(flows: usize, seed: u64, traffic: Traffic, ends: usize) -> Stats {
     let topo = TopologyConfig {
         nodes: NODES,
         gpus_per_node: GPUS,
@@ -196,11 +174,9 @@ fn run(flows: usize, seed: u64, traffic: Traffic, mode: Mode, ends: usize) -> St
     let mut r = Run {
         fabric: Fabric::build(topo, params).expect("valid topology"),
         q: EventQueue::new(),
-        buf: Vec::new(),
         ends: Vec::new(),
         rng: XorShift(seed),
         traffic,
-        mode,
         timer: (0, None),
         next_token: 0,
     };
@@ -243,19 +219,10 @@ fn run(flows: usize, seed: u64, traffic: Traffic, mode: Mode, ends: usize) -> St
 
 /// Handles one event; a transfer that ends is replaced by a new one at the same instant.
 fn step(r: &mut Run) {
-    let (now, ev) = r.q.pop().expect("events left");
-    match ev {
-        Ev::Due(c) => {
-            if let Some(end) = r.fabric.fire(now, c.flow, c.generation) {
-                r.ends.push(end);
-            }
-        }
-        Ev::Timer(n) => {
-            if n == r.timer.0 {
-                r.timer.1 = None;
-                r.fabric.fire_due(now, &mut r.ends);
-            }
-        }
+    let (now, Timer(n)) = r.q.pop().expect("events left");
+    if n == r.timer.0 {
+        r.timer.1 = None;
+        r.fabric.fire_due(now, &mut r.ends);
     }
     let ended = std::mem::take(&mut r.ends);
     for end in &ended {
@@ -269,9 +236,8 @@ fn step(r: &mut Run) {
 
 fn header() {
     println!(
-        "{:<10} {:<12} {:>6} {:>7} {:>6} {:>10} {:>8} {:>12} {:>10} {:>9} {:>7} {:>9}",
+        "{:<10} {:>6} {:>7} {:>6} {:>10} {:>8} {:>12} {:>10} {:>9} {:>7} {:>9}",
         "traffic",
-        "mode",
         "flows",
         "ends",
         "secs",
@@ -285,13 +251,12 @@ fn header() {
     );
 }
 
-fn row(cfg: &Config, flows: usize, traffic: Traffic, mode: Mode, ends: usize) {
+fn row(cfg: &Config, flows: usize, traffic: Traffic, ends: usize) {
     let n = ((ends as f64 * cfg.scale) as usize).max(1);
-    let st = run(flows, cfg.seed, traffic, mode, n);
+    let st = run(flows, cfg.seed, traffic, n);
     println!(
-        "{:<10} {:<12} {:>6} {:>7} {:>6.2} {:>10.0} {:>8.0} {:>12.0} {:>10.0} {:>9.1} {:>7.1} {:>9}",
+        "{:<10} {:>6} {:>7} {:>6.2} {:>10.0} {:>8.0} {:>12.0} {:>10.0} {:>9.1} {:>7.1} {:>9}",
         format!("{traffic:?}"),
-        format!("{mode:?}"),
         flows,
         st.ends,
         st.secs,
@@ -314,21 +279,19 @@ fn main() {
     let start = Instant::now();
     header();
     for (traffic, ends) in [(Traffic::RailLocal, 100_000), (Traffic::Random, 3_000)] {
-        row(&cfg, cfg.flows, traffic, Mode::SingleTimer, ends);
+        row(&cfg, cfg.flows, traffic, ends);
     }
-    // Per-flow events leave O(flows) stale events per mutation in a big component: compare the
-    // two modes on a fifth of the flows.
+    // A fifth of the flows: in `random` traffic every end re-solves the one big component, so
+    // the cost per end should fall about five-fold; in `rail-local` it should barely move.
     let small = (cfg.flows / 5).max(1);
     for (traffic, ends) in [(Traffic::RailLocal, 30_000), (Traffic::Random, 3_000)] {
-        for mode in [Mode::SingleTimer, Mode::PerFlow] {
-            row(&cfg, small, traffic, mode, ends);
-        }
+        row(&cfg, small, traffic, ends);
     }
     println!(
         "mutations = solver mutations (a transfer's flow joins the sharing when its latency is \
          paid, leaves when it ends); recomps = component re-solves; comp size = mean flows per \
-         re-solve; events = events popped, stale ones included; queued = events left in the queue \
-         at the end; total {:.1} s",
+         re-solve; events = timer events popped, stale ones included; queued = events left in \
+         the queue at the end (one live timer at most, plus stale ones); total {:.1} s",
         start.elapsed().as_secs_f64()
     );
 }

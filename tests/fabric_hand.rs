@@ -1,8 +1,9 @@
 //! Bandwidth sharing computed by hand: each expected time and rate is derived in a comment.
 
-use pdsim::fabric::harness::Harness;
+use pdsim::fabric::harness::{Harness, Stepped};
 use pdsim::fabric::{
-    Fabric, FabricParams, FlowOutcome, FlowPhase, GpuId, Link, NicId, TopologyConfig, TopologyKind,
+    Fabric, FabricParams, FlowId, FlowOutcome, FlowPhase, GpuId, Link, NicId, TopologyConfig,
+    TopologyKind,
 };
 
 fn gpu(node: u32, local: u32) -> GpuId {
@@ -44,9 +45,8 @@ fn fabric_two_flows_on_one_nic_get_half_each() {
     for f in h.fabric.live_flow_ids().collect::<Vec<_>>() {
         assert_eq!(h.fabric.flow_phase(f), FlowPhase::Latency);
     }
-    // Latency 0: the next two events move both flows onto the NIC.
-    h.step();
-    h.step();
+    // Latency 0: the fabric's timer fires at 0 ns and moves both flows onto the NIC.
+    h.run_until(0);
     let rates: Vec<f64> = h
         .fabric
         .live_flow_ids()
@@ -208,16 +208,30 @@ fn fabric_head_sliced_writes_are_slower_than_page_writes_by_the_predicted_factor
 }
 
 #[test]
-fn fabric_first_model_api_still_works_on_a_real_topology() {
-    // NIC 0 (node 0) → NIC 9 (node 1, rail 1): crosses rail 0's uplink and rail 1's downlink.
-    let mut f = Fabric::build(TopologyConfig::default(), FabricParams::ideal()).unwrap();
-    let id = f.start_flow(0, NicId(0), NicId(9), 500, 42);
-    let mut c = Vec::new();
-    f.completions(0, &mut c);
-    assert_eq!(c.len(), 1);
-    assert_eq!((c[0].flow, c[0].at), (id, 10));
-    assert!(f.is_current(id, c[0].generation));
-    assert_eq!(f.finish_flow(id), 42);
-    assert_eq!(f.link_bytes(Link::Uplink(0)), 500.0);
-    assert_eq!(f.live_flows(), 0);
+fn fabric_a_rail_crossing_transfer_on_the_default_topology() {
+    // GPU 0 of node 0 (NIC 0, rail 0) → GPU 1 of node 1 (NIC 9, rail 1): crosses rail 0's
+    // uplink and rail 1's downlink. 500 B at 50 B/ns, no latency: 10 ns.
+    let mut h = ideal(TopologyConfig::default());
+    h.start_at(0, gpu(0, 0), gpu(1, 1), 500, 1, 42);
+    assert_eq!(h.step(), Some(Stepped::Started(FlowId(0))));
+    assert_eq!(
+        h.next_time(),
+        Some(0),
+        "the timer: latency 0 is paid at once"
+    );
+    h.step();
+    assert_eq!(
+        h.fabric.flow_path(FlowId(0)),
+        vec![
+            Link::NicTx(NicId(0)),
+            Link::Uplink(0),
+            Link::Downlink(1),
+            Link::NicRx(NicId(9))
+        ]
+    );
+    assert_eq!(h.next_time(), Some(10));
+    assert_eq!(ends(&mut h), vec![(42, 10)]);
+    assert_eq!(h.fabric.link_bytes(Link::Uplink(0)), 500.0);
+    assert_eq!(h.fabric.link_bytes(Link::Downlink(1)), 500.0);
+    assert_eq!(h.fabric.live_flows(), 0);
 }

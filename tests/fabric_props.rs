@@ -4,14 +4,20 @@
 //!   between events; every flow's goodput + retransmissions equals what it put on the wire;
 //! - feasibility: no link carries more than its capacity, a down link carries nothing;
 //! - every flow ends exactly once (completed, failed or aborted), with a consistent outcome;
-//! - determinism: the same case twice gives bit-identical ends;
-//! - the two driving modes (one event per flow, one timer for the fabric) give the same ends.
+//! - the fast solver against the slow one: after every event, every moving flow's rate equals
+//!   the max-min share that `maxmin::reference_rates` (progressive filling from scratch)
+//!   computes for the live flows, their paths, caps and the links' current capacities;
+//! - determinism: the same case twice gives bit-identical ends.
+//!
+//! The fabric is driven as the simulator drives it (one timer, `next_due` / `fire_due`),
+//! through the harness.
 
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
 use pdsim::fabric::harness::Harness;
+use pdsim::fabric::maxmin::{LinkIdx, reference_rates};
 use pdsim::fabric::{
     Fabric, FabricParams, FailReason, Fault, FlowEnd, FlowOutcome, GpuId, Link, NicId,
     TopologyConfig, TopologyKind,
@@ -133,17 +139,43 @@ fn gpu(g: u32, topo: &TopologyConfig) -> GpuId {
     GpuId::from_global(g, topo.gpus_per_node)
 }
 
-/// Runs the case (single-timer mode or per-flow events), checking feasibility and
-/// conservation; returns the ends.
-fn run(c: &Case, single_timer: bool) -> Result<Vec<FlowEnd>, TestCaseError> {
+/// The fault `spec` describes, in case `c` (link indices are taken modulo the link count).
+fn fault(spec: &FaultSpec, c: &Case, links: &[Link]) -> Fault {
+    let link = |i: usize| links[i % links.len()];
+    match *spec {
+        FaultSpec::Down(l) => Fault::LinkDown(link(l)),
+        FaultSpec::Up(l) => Fault::LinkUp(link(l)),
+        FaultSpec::Flap(n, d) => Fault::NicFlap {
+            nic: NicId(n),
+            down_ns: d,
+        },
+        FaultSpec::Degrade(l, fr) => Fault::Degrade {
+            link: link(l),
+            fraction: fr,
+        },
+        FaultSpec::Loss(l, r) => Fault::Loss {
+            link: link(l),
+            rate: r,
+        },
+        FaultSpec::Crash(g) => {
+            // The instance holding GPU g and its neighbour on the node.
+            let a = gpu(g, &c.topo);
+            let b = GpuId {
+                local: (a.local + 1) % c.topo.gpus_per_node,
+                ..a
+            };
+            Fault::Crash { gpus: vec![a, b] }
+        }
+    }
+}
+
+/// Runs the case, checking feasibility, rates against the reference solver and conservation;
+/// returns the ends.
+fn run(c: &Case) -> Result<Vec<FlowEnd>, TestCaseError> {
     let fabric = Fabric::build(c.topo.clone(), c.params.clone()).unwrap();
     let links: Vec<Link> = fabric.links().collect();
     let pos: BTreeMap<Link, usize> = links.iter().enumerate().map(|(i, &l)| (l, i)).collect();
-    let mut h = if single_timer {
-        Harness::single_timer(fabric)
-    } else {
-        Harness::new(fabric)
-    };
+    let mut h = Harness::new(fabric);
     for (i, f) in c.flows.iter().enumerate() {
         h.start_at(
             f.at,
@@ -155,33 +187,7 @@ fn run(c: &Case, single_timer: bool) -> Result<Vec<FlowEnd>, TestCaseError> {
         );
     }
     for (at, f) in &c.faults {
-        let link = |i: usize| links[i % links.len()];
-        let fault = match *f {
-            FaultSpec::Down(l) => Fault::LinkDown(link(l)),
-            FaultSpec::Up(l) => Fault::LinkUp(link(l)),
-            FaultSpec::Flap(n, d) => Fault::NicFlap {
-                nic: NicId(n),
-                down_ns: d,
-            },
-            FaultSpec::Degrade(l, fr) => Fault::Degrade {
-                link: link(l),
-                fraction: fr,
-            },
-            FaultSpec::Loss(l, r) => Fault::Loss {
-                link: link(l),
-                rate: r,
-            },
-            FaultSpec::Crash(g) => {
-                // The instance holding GPU g and its neighbour on the node.
-                let a = gpu(g, &c.topo);
-                let b = GpuId {
-                    local: (a.local + 1) % c.topo.gpus_per_node,
-                    ..a
-                };
-                Fault::Crash { gpus: vec![a, b] }
-            }
-        };
-        h.fault_at(*at, fault);
+        h.fault_at(*at, fault(f, c, &links));
     }
 
     // The oracle: bytes per link and per flow (by token), integrated from the rates and paths
@@ -220,6 +226,8 @@ fn run(c: &Case, single_timer: bool) -> Result<Vec<FlowEnd>, TestCaseError> {
         moving.clear();
         let mut load = vec![0.0f64; links.len()];
         let f = &h.fabric;
+        let mut shares: Vec<(Vec<LinkIdx>, f64)> = Vec::new();
+        let mut rates: Vec<f64> = Vec::new();
         for id in f.live_flow_ids() {
             let path = f.flow_path(id);
             let r = f.flow_rate(id);
@@ -230,7 +238,25 @@ fn run(c: &Case, single_timer: bool) -> Result<Vec<FlowEnd>, TestCaseError> {
             for l in &path {
                 load[pos[l]] += r;
             }
+            // The fabric's link order is the solver's: position i is LinkIdx(i).
+            shares.push((
+                path.iter().map(|l| LinkIdx(pos[l] as u32)).collect(),
+                f.flow_cap(id),
+            ));
+            rates.push(r);
             moving.insert(f.flow_token(id), (r, f.flow_goodput_rate(id), path));
+        }
+        let capacities: Vec<f64> = links.iter().map(|&l| f.link_capacity(l)).collect();
+        for (i, want) in reference_rates(&capacities, &shares)
+            .into_iter()
+            .enumerate()
+        {
+            prop_assert!(
+                (rates[i] - want).abs() <= 1e-9 * want.max(1.0),
+                "at {t} ns a flow on {:?} moves at {} B/ns, the reference share is {want}",
+                shares[i].0,
+                rates[i]
+            );
         }
         for (i, &l) in links.iter().enumerate() {
             let cap = f.link_capacity(l);
@@ -282,7 +308,7 @@ proptest! {
 
     #[test]
     fn fabric_conservation_feasibility_and_one_end_per_flow(c in case()) {
-        let ends = run(&c, false)?;
+        let ends = run(&c)?;
         // Every flow ended exactly once.
         let mut tokens: Vec<u64> = ends.iter().map(|e| e.token).collect();
         tokens.sort_unstable();
@@ -308,13 +334,6 @@ proptest! {
             prop_assert!(e.delivered_bytes <= spec.bytes as f64 + 1e-6);
         }
         // Deterministic.
-        prop_assert_eq!(run(&c, false)?, ends.clone());
-        // The single-timer mode ends every flow the same way at the same time (only the order
-        // of ends within one instant may differ).
-        let by_token = |mut v: Vec<FlowEnd>| {
-            v.sort_by_key(|e| e.token);
-            v
-        };
-        prop_assert_eq!(by_token(run(&c, true)?), by_token(ends));
+        prop_assert_eq!(run(&c)?, ends);
     }
 }

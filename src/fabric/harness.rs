@@ -1,15 +1,15 @@
 //! A minimal event loop around a [`Fabric`]: exactly what the simulator does with it, without the
-//! simulator. Tests, the calibration check and the benchmark drive the fabric through it, and it
-//! is the reference for integrating the fabric into the cluster.
+//! simulator (one timer event for the whole fabric, [`Fabric::next_due`] after every call,
+//! [`Fabric::fire_due`] when the timer fires). Tests and the calibration check drive the fabric
+//! through it, and it is the reference for integrating the fabric into the cluster.
 
-use super::{Completion, Fabric, FabricStats, Fault, FlowEnd, FlowId, GpuId};
+use super::{Fabric, FabricStats, Fault, FlowEnd, FlowId, GpuId};
 use crate::engine::{EventQueue, Nanos};
 
 #[derive(Clone, Debug)]
 enum Ev {
-    /// A fabric event (per-flow mode).
-    Due(Completion),
-    /// The fabric's timer (single-timer mode); stale unless its number is the current one.
+    /// The fabric's timer; stale unless its number is the current one (a timer is never
+    /// cancelled, only superseded: the queue has no removal).
     Timer(u64),
     /// Start a transfer.
     Start {
@@ -26,7 +26,7 @@ enum Ev {
 /// What one [`Harness::step`] handled.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Stepped {
-    /// A fabric event (stale, a phase change, or an end: see `Harness::ended`).
+    /// The fabric's timer fired (or a stale one was dropped); ends are in `Harness::ended`.
     Fabric,
     /// A transfer started, with its id.
     Started(FlowId),
@@ -39,31 +39,20 @@ pub struct Harness {
     /// The fabric under test.
     pub fabric: Fabric,
     queue: EventQueue<Ev>,
-    buf: Vec<Completion>,
-    /// Single-timer mode: the number and time of the live timer event.
-    single: Option<(u64, Option<Nanos>)>,
+    /// The number of the live timer event and its time, ns (`None`: no timer pending).
+    timer: (u64, Option<Nanos>),
     /// Every flow end, in the order they happened.
     pub ended: Vec<FlowEnd>,
 }
 
 impl Harness {
-    /// Drives `fabric` from time 0 in per-flow mode ([`Fabric::completions`], [`Fabric::fire`]).
+    /// Drives `fabric` from time 0.
     pub fn new(fabric: Fabric) -> Self {
         Self {
             fabric,
             queue: EventQueue::new(),
-            buf: Vec::new(),
-            single: None,
+            timer: (0, None),
             ended: Vec::new(),
-        }
-    }
-
-    /// Drives `fabric` from time 0 in single-timer mode ([`Fabric::next_due`],
-    /// [`Fabric::fire_due`]).
-    pub fn single_timer(fabric: Fabric) -> Self {
-        Self {
-            single: Some((0, None)),
-            ..Self::new(fabric)
         }
     }
 
@@ -72,7 +61,7 @@ impl Harness {
         self.queue.now()
     }
 
-    /// Time of the next event, if any.
+    /// Time of the next event (stale timers included), ns, if any.
     pub fn next_time(&self) -> Option<Nanos> {
         self.queue.peek_time()
     }
@@ -108,17 +97,9 @@ impl Harness {
     pub fn step(&mut self) -> Option<Stepped> {
         let (now, ev) = self.queue.pop()?;
         let stepped = match ev {
-            Ev::Due(c) => {
-                if let Some(end) = self.fabric.fire(now, c.flow, c.generation) {
-                    self.ended.push(end);
-                }
-                Stepped::Fabric
-            }
             Ev::Timer(n) => {
-                if let Some((current, _)) = self.single
-                    && n == current
-                {
-                    self.single = Some((current, None));
+                if n == self.timer.0 {
+                    self.timer.1 = None;
                     self.fabric.fire_due(now, &mut self.ended);
                 }
                 Stepped::Fabric
@@ -139,21 +120,13 @@ impl Harness {
                 Stepped::Fault
             }
         };
-        // After every call that changes the fabric: schedule what changed.
-        if let Some((n, scheduled)) = self.single {
-            let due = self.fabric.next_due(now);
-            if due != scheduled {
-                // The old timer event (if any) goes stale.
-                self.single = Some((n + 1, due));
-                if let Some(at) = due {
-                    self.queue.schedule_at(at, Ev::Timer(n + 1));
-                }
-            }
-        } else {
-            self.buf.clear();
-            self.fabric.completions(now, &mut self.buf);
-            for c in self.buf.drain(..) {
-                self.queue.schedule_at(c.at, Ev::Due(c));
+        // After every call that changes the fabric: move the timer if its time changed.
+        let due = self.fabric.next_due(now);
+        if due != self.timer.1 {
+            // The old timer event (if any) goes stale.
+            self.timer = (self.timer.0 + 1, due);
+            if let Some(at) = due {
+                self.queue.schedule_at(at, Ev::Timer(self.timer.0));
             }
         }
         Some(stepped)
@@ -165,7 +138,7 @@ impl Harness {
         &self.ended
     }
 
-    /// Runs every event due at or before `t`.
+    /// Runs every event due at or before `t` (ns).
     pub fn run_until(&mut self, t: Nanos) {
         while self.queue.peek_time().is_some_and(|at| at <= t) {
             self.step();

@@ -209,15 +209,20 @@ impl Layout {
     pub(crate) fn new(cfg: TopologyConfig) -> Self {
         let nics = cfg.nodes * cfg.nics_per_node;
         let gpus = cfg.nodes * cfg.gpus_per_node;
-        let switches = match cfg.kind {
-            TopologyKind::Rail => cfg.nics_per_node,
-            TopologyKind::LeafSpine => cfg.nodes.div_ceil(cfg.nodes_per_leaf),
-        };
+        let switches = Self::switch_count(&cfg);
         Self {
             nv_base: 2 * nics,
             sw_base: 2 * nics + 2 * gpus,
             switches,
             cfg,
+        }
+    }
+
+    /// First-tier switches of `cfg`: one per rail, or one per leaf (the last may be partial).
+    pub(crate) fn switch_count(cfg: &TopologyConfig) -> u32 {
+        match cfg.kind {
+            TopologyKind::Rail => cfg.nics_per_node,
+            TopologyKind::LeafSpine => cfg.nodes.div_ceil(cfg.nodes_per_leaf.max(1)),
         }
     }
 

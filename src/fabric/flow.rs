@@ -1,0 +1,353 @@
+//! A flow's life inside the fabric: its phases (latency, moving, retrying), lazy settling of its
+//! bytes, path selection in Mooncake's NIC preference order, its next due time, and its end.
+//! Everything here is private to the fabric; the driving API is in `mod.rs`.
+
+use std::cmp::Reverse;
+
+use super::maxmin::LinkIdx;
+use super::topology::Path;
+use super::{Fabric, FailReason, Flow, FlowEnd, FlowId, FlowOutcome, Phase};
+use crate::engine::Nanos;
+
+impl Fabric {
+    /// A live flow; panics with its id if it is not live (a simulator bug).
+    pub(super) fn flow(&self, flow: FlowId) -> &Flow {
+        self.flows
+            .get(flow.0 as usize)
+            .and_then(Option::as_ref)
+            .unwrap_or_else(|| panic!("flow {} is not live", flow.0))
+    }
+
+    /// Handles flow `fi`'s event, due at or before `now`: a phase change (latency paid: route
+    /// it; failure seen: retry or give up) or its end, which is returned.
+    pub(super) fn fire_one(&mut self, now: Nanos, fi: usize) -> Option<FlowEnd> {
+        let f = self.flows[fi].as_ref().expect("a live flow");
+        let (due, deadline, phase) = (f.due_ns, f.deadline_ns, f.phase);
+        if due <= now && due <= deadline {
+            return match phase {
+                Phase::Latency { .. } => self.route(fi, now),
+                Phase::Moving { .. } => Some(self.end(fi, now, FlowOutcome::Completed)),
+                Phase::Retrying { .. } => {
+                    if f.failures > self.params.retry_cnt {
+                        let reason = if self.select_path(fi).is_some() {
+                            FailReason::RetriesExhausted
+                        } else {
+                            FailReason::NoRoute
+                        };
+                        Some(self.end(fi, now, FlowOutcome::Failed(reason)))
+                    } else {
+                        self.route(fi, now)
+                    }
+                }
+            };
+        }
+        if deadline <= now {
+            return Some(self.end(fi, now, FlowOutcome::Failed(FailReason::Timeout)));
+        }
+        // Not due (cannot happen when the contract is followed): ask for a fresh event.
+        self.mark_dirty(fi as u32);
+        None
+    }
+
+    /// Stores a new flow under the lowest free id (deterministic reuse) and returns the id.
+    pub(super) fn insert(&mut self, flow: Flow) -> u32 {
+        let id = match self.free.pop() {
+            Some(Reverse(id)) => id,
+            None => {
+                let id = u32::try_from(self.flows.len()).expect("too many flows");
+                self.flows.push(None);
+                self.is_dirty.push(false);
+                id
+            }
+        };
+        self.flows[id as usize] = Some(flow);
+        self.live += 1;
+        self.stats.started += 1;
+        id
+    }
+
+    /// Moves the clock to `now`: applies rate changes of mutations made earlier, and scheduled
+    /// link-ups due by `now`.
+    pub(super) fn advance(&mut self, now: Nanos) {
+        assert!(
+            now >= self.now,
+            "fabric called at {now} ns after a call at {} ns: time went backwards",
+            self.now
+        );
+        if self.pending.is_some_and(|t| t < now) {
+            self.flush();
+        }
+        while let Some(&Reverse((at, _, l))) = self.ups.peek() {
+            if at > now {
+                break;
+            }
+            self.ups.pop();
+            self.raise(l);
+        }
+        self.now = now;
+    }
+
+    /// Applies the solver's rate changes at the time of the mutations that caused them: each
+    /// changed flow moved at its old rate until then.
+    pub(super) fn flush(&mut self) {
+        let Some(t) = self.pending.take() else {
+            return;
+        };
+        let mut changes = std::mem::take(&mut self.changes);
+        changes.clear();
+        self.sharing.drain_changes(&mut changes);
+        for ch in &changes {
+            let fi = self.owner[ch.flow.0 as usize] as usize;
+            self.settle(fi, t);
+            self.flows[fi].as_mut().expect("owner is live").rate = ch.new_rate;
+            self.mark_dirty(fi as u32);
+        }
+        self.changes = changes;
+    }
+
+    /// Computes the next event (ns) of every flow marked dirty and updates the timer heap.
+    pub(super) fn process_dirty(&mut self, now: Nanos) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        if dirty.len() * 16 > self.is_dirty.len() {
+            // Many (a big component changed): reading the marks in id order beats sorting.
+            dirty.clear();
+            dirty.extend((0..self.is_dirty.len() as u32).filter(|&f| self.is_dirty[f as usize]));
+        } else {
+            dirty.sort_unstable();
+        }
+        for &fi in &dirty {
+            self.is_dirty[fi as usize] = false;
+            let Some(f) = self.flows[fi as usize].as_mut() else {
+                continue;
+            };
+            let due = match f.phase {
+                Phase::Latency { until } | Phase::Retrying { until } => until,
+                Phase::Moving { .. } => {
+                    let goodput = f.rate * f.keep;
+                    if f.remaining <= 0.0 {
+                        f.settled_ns
+                    } else if goodput > 0.0 {
+                        // Rounded up: the event never comes before the last byte.
+                        f.settled_ns
+                            .saturating_add((f.remaining / goodput).ceil() as Nanos)
+                    } else {
+                        Nanos::MAX
+                    }
+                }
+            };
+            f.due_ns = due;
+            let at = due.min(f.deadline_ns);
+            if at == Nanos::MAX {
+                self.timers.remove(fi);
+                continue;
+            }
+            self.timers.set(fi, at.max(now));
+        }
+        dirty.clear();
+        self.dirty = dirty;
+    }
+
+    /// Lists the flow for the next `process_dirty`: its next event (or its rate) changed.
+    pub(super) fn mark_dirty(&mut self, fi: u32) {
+        if !self.is_dirty[fi as usize] {
+            self.is_dirty[fi as usize] = true;
+            self.dirty.push(fi);
+        }
+    }
+
+    /// Brings a flow's bytes up to `now` at its current rate.
+    pub(super) fn settle(&mut self, fi: usize, now: Nanos) {
+        let slice = self.params.slice_bytes as f64;
+        let Self { flows, links, .. } = self;
+        let f = flows[fi].as_mut().expect("settle a live flow");
+        if matches!(f.phase, Phase::Moving { .. }) && now > f.settled_ns && f.rate > 0.0 {
+            let goodput = f.rate * f.keep;
+            let dt = (now - f.settled_ns) as f64;
+            // A flow past its (rounded-up) due time has landed everything, whatever the float
+            // product says: otherwise a flow due at the very instant another one ends would be
+            // left a residue and pushed 1 ns later.
+            let due = f
+                .settled_ns
+                .saturating_add((f.remaining / goodput).ceil() as Nanos);
+            let good = if now >= due {
+                f.remaining
+            } else {
+                (goodput * dt).min(f.remaining)
+            };
+            let wire = good / f.keep;
+            let resent = wire - good;
+            f.remaining -= good;
+            f.delivered_on_path += good;
+            f.retransmitted += resent;
+            for &l in f.path.links() {
+                let st = &mut links[l.0 as usize];
+                st.bytes += wire;
+                st.retransmitted += resent;
+            }
+            if f.delivered_on_path >= slice {
+                // A slice landed on this path: the slices that failed before are through.
+                f.failures = 0;
+            }
+        }
+        f.settled_ns = f.settled_ns.max(now);
+    }
+
+    /// Goodput fraction of a path.
+    pub(super) fn keep_of(&self, path: Path) -> f64 {
+        path.links()
+            .iter()
+            .map(|l| 1.0 - self.links[l.0 as usize].loss)
+            .product()
+    }
+
+    pub(super) fn path_is_up(&self, path: &Path) -> bool {
+        path.links()
+            .iter()
+            .all(|l| self.links[l.0 as usize].down == 0)
+    }
+
+    /// The path an attempt uses: the first NIC pair, in Mooncake's preference order, whose
+    /// links are all up. Order: the sender's preferred NIC with each receiver NIC (preferred
+    /// first, then the node's others in ring order), then the sender's next NIC, and so on.
+    pub(super) fn select_path(&self, fi: usize) -> Option<Path> {
+        let f = self.flows[fi].as_ref().expect("live");
+        let up = |p: Path| self.path_is_up(&p).then_some(p);
+        if f.src.node == f.dst.node {
+            return up(self.layout.nvlink_path(f.src, f.dst));
+        }
+        let n = self.layout.cfg.nics_per_node;
+        (0..n).find_map(|i| {
+            let a = self.layout.candidate(f.src, i);
+            (0..n).find_map(|j| up(self.layout.nic_path(a, self.layout.candidate(f.dst, j))))
+        })
+    }
+
+    /// The path the sender tries first (whether up or not).
+    pub(super) fn preferred_path(&self, fi: usize) -> Path {
+        let f = self.flows[fi].as_ref().expect("live");
+        if f.src.node == f.dst.node {
+            self.layout.nvlink_path(f.src, f.dst)
+        } else {
+            self.layout
+                .nic_path(self.layout.affinity(f.src), self.layout.affinity(f.dst))
+        }
+    }
+
+    /// How long the sender takes to see an attempt on `path` fail because `dead` is down:
+    /// at once-ish if `dead` is its own first link (port-error event, WRs flushed), after the
+    /// RC retry timeout otherwise.
+    pub(super) fn detect_ns(&self, path: &Path, dead: LinkIdx) -> Nanos {
+        if path.links().first() == Some(&dead) {
+            self.params.local_detect_ns
+        } else {
+            self.params.remote_detect_ns
+        }
+    }
+
+    /// Starts (or re-posts) the flow's bytes on a path now. With no path up, the attempt fails:
+    /// the flow waits for the failure to be seen, then retries.
+    pub(super) fn route(&mut self, fi: usize, now: Nanos) -> Option<FlowEnd> {
+        let f = self.flows[fi].as_ref().expect("live");
+        if f.bytes == 0 {
+            return Some(self.end(fi, now, FlowOutcome::Completed));
+        }
+        match self.select_path(fi) {
+            Some(path) => {
+                let keep = self.keep_of(path);
+                // A cap at or above the smallest healthy capacity on the path can never bind
+                // (capacities only go down from there): leave it out of the solver, which would
+                // otherwise sort every capped flow at each re-solve. Same rates, less work.
+                let floor = path
+                    .links()
+                    .iter()
+                    .map(|l| self.links[l.0 as usize].nominal)
+                    .fold(f64::INFINITY, f64::min);
+                let cap = if f.cap >= floor { f64::INFINITY } else { f.cap };
+                let share = self.sharing.add_flow(path.links(), cap);
+                self.mutations += 1;
+                if share.0 as usize >= self.owner.len() {
+                    self.owner.resize(share.0 as usize + 1, 0);
+                }
+                self.owner[share.0 as usize] = fi as u32;
+                let f = self.flows[fi].as_mut().expect("live");
+                f.phase = Phase::Moving { share };
+                f.path = path;
+                f.keep = keep;
+                f.rate = 0.0;
+                f.settled_ns = now;
+                f.delivered_on_path = 0.0;
+                self.pending = Some(now);
+            }
+            None => {
+                let path = self.preferred_path(fi);
+                let dead = *path
+                    .links()
+                    .iter()
+                    .find(|l| self.links[l.0 as usize].down > 0)
+                    .expect("no path up, so the preferred one has a down link");
+                let until = now + self.detect_ns(&path, dead);
+                let f = self.flows[fi].as_mut().expect("live");
+                f.failures += 1;
+                f.failed_attempts += 1;
+                f.phase = Phase::Retrying { until };
+                self.stats.failed_attempts += 1;
+            }
+        }
+        self.mark_dirty(fi as u32);
+        None
+    }
+    /// Live fabric flows moving over `l`, ascending.
+    pub(super) fn flows_on(&self, l: LinkIdx) -> Vec<FlowId> {
+        let mut v: Vec<FlowId> = self
+            .sharing
+            .flows_on(l)
+            .map(|s| FlowId(self.owner[s.0 as usize]))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Ends flow `fi` now with `outcome`, frees its id, and reports it.
+    pub(super) fn end(&mut self, fi: usize, now: Nanos, outcome: FlowOutcome) -> FlowEnd {
+        self.settle(fi, now);
+        let mut f = self.flows[fi].take().expect("end a live flow");
+        if let Phase::Moving { share } = f.phase {
+            if outcome == FlowOutcome::Completed && f.remaining > 0.0 {
+                // The residue left by rounding the event time up to the nanosecond.
+                let wire = f.remaining / f.keep;
+                let resent = wire - f.remaining;
+                for &l in f.path.links() {
+                    let st = &mut self.links[l.0 as usize];
+                    st.bytes += wire;
+                    st.retransmitted += resent;
+                }
+                f.retransmitted += resent;
+                f.remaining = 0.0;
+            }
+            self.sharing.remove_flow(share);
+            self.mutations += 1;
+            self.pending = Some(now);
+        }
+        self.timers.remove(fi as u32);
+        self.free.push(Reverse(fi as u32));
+        self.live -= 1;
+        match outcome {
+            FlowOutcome::Completed => self.stats.completed += 1,
+            FlowOutcome::Failed(_) => self.stats.failed += 1,
+            FlowOutcome::Aborted => self.stats.aborted += 1,
+        }
+        FlowEnd {
+            flow: FlowId(fi as u32),
+            token: f.token,
+            outcome,
+            src: f.src,
+            dst: f.dst,
+            bytes: f.bytes,
+            delivered_bytes: f.bytes as f64 - f.remaining,
+            retransmitted_bytes: f.retransmitted,
+            failed_attempts: f.failed_attempts,
+            start_ns: f.start_ns,
+            end_ns: now,
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! Unit tests of the fabric's bookkeeping through the harness (the hand-computed sharing cases
+//! are in `tests/fabric_hand.rs`).
+
+use super::harness::Harness;
+use super::*;
+
+/// One GPU and one NIC per node, NICs of `bytes_per_ns`, latency 0: a flow from node `a` to node
+/// `b` crosses exactly `a`'s NIC TX and `b`'s NIC RX (all NICs on one rail switch).
+fn one_gpu_per_node(nodes: u32, bytes_per_ns: f64) -> Harness {
+    let topo = TopologyConfig {
+        nodes,
+        gpus_per_node: 1,
+        nics_per_node: 1,
+        nic_bytes_per_ns: bytes_per_ns,
+        ..TopologyConfig::default()
+    };
+    Harness::new(Fabric::build(topo, FabricParams::ideal()).unwrap())
+}
+
+fn node(n: u32) -> GpuId {
+    GpuId { node: n, local: 0 }
+}
+
+/// `(token, end_ns)` of every end, in the order they happened.
+fn run_to_end(h: &mut Harness) -> Vec<(u64, Nanos)> {
+    h.run();
+    h.ended.iter().map(|e| (e.token, e.end_ns)).collect()
+}
+
+#[test]
+fn two_flows_on_one_nic_share_it_then_the_survivor_speeds_up() {
+    // 50 bytes/ns NICs (400 Gb/s). Flow a: 1000 B, flow b: 3000 B, both leave NIC 0.
+    let mut h = one_gpu_per_node(3, 50.0);
+    h.start_at(0, node(0), node(1), 1000, 1, 1);
+    h.start_at(0, node(0), node(2), 3000, 1, 2);
+    // a: 1000 B at 25 B/ns = 40 ns; b then has 2000 B left at 50 B/ns = 40 ns more.
+    assert_eq!(run_to_end(&mut h), vec![(1, 40), (2, 80)]);
+    let (tx, _) = h.fabric.nic_bytes(NicId(0));
+    assert!((tx - 4000.0).abs() < 1e-6);
+}
+
+#[test]
+fn independent_flows_do_not_slow_each_other() {
+    let mut h = one_gpu_per_node(4, 50.0);
+    h.start_at(0, node(0), node(1), 5000, 1, 1);
+    h.start_at(0, node(2), node(3), 5000, 1, 2);
+    assert_eq!(run_to_end(&mut h), vec![(1, 100), (2, 100)]);
+}
+
+#[test]
+fn a_flow_crosses_its_sender_tx_and_its_receiver_rx_only() {
+    // 500 B at 50 B/ns: 10 ns; the bytes show on NIC 0's TX and NIC 1's RX, nowhere else.
+    let mut h = one_gpu_per_node(2, 50.0);
+    h.start_at(0, node(0), node(1), 500, 1, 7);
+    assert_eq!(run_to_end(&mut h), vec![(7, 10)]);
+    assert_eq!(h.fabric.nic_bytes(NicId(0)), (500.0, 0.0));
+    assert_eq!(h.fabric.nic_bytes(NicId(1)), (0.0, 500.0));
+}
+
+#[test]
+fn ids_are_reused_lowest_first_and_live_counts_follow() {
+    let mut h = one_gpu_per_node(2, 50.0);
+    h.start_at(0, node(0), node(1), 500, 1, 1);
+    h.start_at(0, node(1), node(0), 1000, 1, 2);
+    h.run_until(0);
+    assert_eq!(h.fabric.live_flows(), 2);
+    h.run_until(10);
+    // Token 1 ended at 10 ns: its id 0 is free again.
+    assert_eq!(
+        h.fabric.live_flow_ids().collect::<Vec<_>>(),
+        vec![FlowId(1)]
+    );
+    h.start_at(10, node(0), node(1), 500, 1, 3);
+    assert_eq!(h.step(), Some(harness::Stepped::Started(FlowId(0))));
+    h.run();
+    assert_eq!(h.fabric.live_flows(), 0);
+    assert_eq!(h.stats().completed, 3);
+}

@@ -202,6 +202,23 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         );
     }
 
+    requests_table(&mut h, s);
+    errors_table(&mut h, s);
+    latency_table(&mut h, s);
+    throughput_table(&mut h, s);
+    prefix_cache_table(&mut h, s);
+    chart_figures(&mut h, charts);
+    h.push_str(
+        "<p><small>Also in this folder: <code>summary.json</code>, <code>summary.md</code>, \
+         <code>requests.csv</code>, <code>timeseries.csv</code>, <code>run.json</code>.</small></p>\n\
+         </body>\n</html>\n",
+    );
+    h
+}
+
+/// The outcome table: requests per outcome and their share of arrivals.
+fn requests_table(h: &mut String, s: &Summary) {
+    let r = &s.requests;
     h.push_str(
         "<h2>Requests</h2>\n<table>\n<tr><th>outcome</th><th class=\"n\">requests</th>\
          <th class=\"n\">share of arrived</th><th>meaning</th></tr>\n",
@@ -220,7 +237,10 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         "<tr><td>arrived</td><td class=\"n\">{}</td><td class=\"n\"></td><td></td></tr>\n</table>",
         r.arrived
     );
+}
 
+/// Failed requests per error kind, with the first message of each.
+fn errors_table(h: &mut String, s: &Summary) {
     h.push_str("<h2>Errors</h2>\n");
     if s.errors.is_empty() {
         h.push_str("<p>No request failed.</p>\n");
@@ -240,7 +260,10 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         }
         h.push_str("</table>\n");
     }
+}
 
+/// Latency percentiles, in ms.
+fn latency_table(h: &mut String, s: &Summary) {
     h.push_str(
         "<h2>Latency (ms)</h2>\n<table>\n<tr><th>metric</th><th class=\"n\">mean</th>\
          <th class=\"n\">p50</th><th class=\"n\">p90</th><th class=\"n\">p99</th>\
@@ -260,7 +283,10 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         );
     }
     h.push_str("</table>\n");
+}
 
+/// Rates (per simulated second), SLO attainment and KV transfer volume and bandwidth.
+fn throughput_table(h: &mut String, s: &Summary) {
     let t = &s.throughput;
     let _ = write!(
         h,
@@ -286,6 +312,10 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         s.transfer.bandwidth_gbps.p99,
         fmt_bytes(s.transfer.retransmitted_bytes),
     );
+}
+
+/// Per-instance prefix cache hits; absent when no instance has a prefix cache.
+fn prefix_cache_table(h: &mut String, s: &Summary) {
     if !s.prefix_cache.is_empty() {
         h.push_str("<h2>Prefix cache</h2>\n<table>\n<tr><th>instance</th><th>pool</th><th>lookups</th><th>hit tokens</th><th>hit rate</th></tr>\n");
         for c in &s.prefix_cache {
@@ -301,7 +331,10 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         }
         h.push_str("</table>\n");
     }
+}
 
+/// One figure per chart file, `charts` relative to the run folder.
+fn chart_figures(h: &mut String, charts: &[PathBuf]) {
     if !charts.is_empty() {
         h.push_str("<h2>Charts</h2>\n");
     }
@@ -321,12 +354,6 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
             escape_html(&c.to_string_lossy())
         );
     }
-    h.push_str(
-        "<p><small>Also in this folder: <code>summary.json</code>, <code>summary.md</code>, \
-         <code>requests.csv</code>, <code>timeseries.csv</code>, <code>run.json</code>.</small></p>\n\
-         </body>\n</html>\n",
-    );
-    h
 }
 
 /// `text` as a Markdown code span: literal in any renderer (no HTML, no emphasis), with `|`

@@ -169,6 +169,61 @@ word-break:break-word}.warn{background:#fff4e5;border-left:4px solid #f28e2b;pad
 figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}\
 figcaption{color:#666;font-size:.9rem}";
 
+/// The throughput, SLO and KV transfer figures both reports list, as `(label, value,
+/// unit)`: rates are per simulated second. The unit, when the label does not carry it, goes
+/// after the label in HTML and after the value in Markdown.
+fn throughput_facts(s: &Summary) -> [(&'static str, String, Option<&'static str>); 8] {
+    let t = &s.throughput;
+    let x = &s.transfer;
+    [
+        (
+            "finished requests/s",
+            format!("{:.3}", t.requests_per_s),
+            None,
+        ),
+        (
+            "input tokens/s",
+            format!("{:.1}", t.input_tokens_per_s),
+            None,
+        ),
+        (
+            "output tokens/s",
+            format!("{:.1}", t.output_tokens_per_s),
+            None,
+        ),
+        (
+            "SLO attainment (share of arrived)",
+            format!("{:.1} %", 100.0 * s.slo.attainment),
+            None,
+        ),
+        (
+            "goodput requests/s",
+            format!("{:.3}", s.slo.goodput_requests_per_s),
+            None,
+        ),
+        (
+            "KV transfer",
+            format!(
+                "{} ({} B) in {} RDMA writes",
+                fmt_bytes(x.bytes),
+                x.bytes,
+                x.writes
+            ),
+            None,
+        ),
+        (
+            "achieved bandwidth per batch, p50 / p99",
+            format!("{:.2} / {:.2}", x.bandwidth_gbps.p50, x.bandwidth_gbps.p99),
+            Some("GB/s"),
+        ),
+        (
+            "retransmitted after packet loss",
+            fmt_bytes(x.retransmitted_bytes),
+            None,
+        ),
+    ]
+}
+
 /// The text of `index.html`.
 pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
     let name = escape_html(run_name);
@@ -287,31 +342,15 @@ fn latency_table(h: &mut String, s: &Summary) {
 
 /// Rates (per simulated second), SLO attainment and KV transfer volume and bandwidth.
 fn throughput_table(h: &mut String, s: &Summary) {
-    let t = &s.throughput;
-    let _ = write!(
-        h,
-        "<h2>Throughput and SLO</h2>\n<table>\n\
-         <tr><td>finished requests/s</td><td class=\"n\">{:.3}</td></tr>\n\
-         <tr><td>input tokens/s</td><td class=\"n\">{:.1}</td></tr>\n\
-         <tr><td>output tokens/s</td><td class=\"n\">{:.1}</td></tr>\n\
-         <tr><td>SLO attainment (share of arrived)</td><td class=\"n\">{:.1} %</td></tr>\n\
-         <tr><td>goodput requests/s</td><td class=\"n\">{:.3}</td></tr>\n\
-         <tr><td>KV transfer</td><td class=\"n\">{} ({} B) in {} RDMA writes</td></tr>\n\
-         <tr><td>achieved bandwidth per batch, p50 / p99 (GB/s)</td><td class=\"n\">{:.2} / {:.2}</td></tr>\n\
-         <tr><td>retransmitted after packet loss</td><td class=\"n\">{}</td></tr>\n\
-         </table>\n",
-        t.requests_per_s,
-        t.input_tokens_per_s,
-        t.output_tokens_per_s,
-        100.0 * s.slo.attainment,
-        s.slo.goodput_requests_per_s,
-        fmt_bytes(s.transfer.bytes),
-        s.transfer.bytes,
-        s.transfer.writes,
-        s.transfer.bandwidth_gbps.p50,
-        s.transfer.bandwidth_gbps.p99,
-        fmt_bytes(s.transfer.retransmitted_bytes),
-    );
+    h.push_str("<h2>Throughput and SLO</h2>\n<table>\n");
+    for (label, value, unit) in throughput_facts(s) {
+        let unit = unit.map_or(String::new(), |u| format!(" ({u})"));
+        let _ = writeln!(
+            h,
+            "<tr><td>{label}{unit}</td><td class=\"n\">{value}</td></tr>"
+        );
+    }
+    h.push_str("</table>\n");
 }
 
 /// Per-instance prefix cache hits; absent when no instance has a prefix cache.
@@ -439,30 +478,11 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
         );
     }
 
-    let t = &s.throughput;
-    let _ = write!(
-        m,
-        "\n## Throughput and SLO\n\n\
-         - finished requests/s: {:.3}\n\
-         - input tokens/s: {:.1}\n\
-         - output tokens/s: {:.1}\n\
-         - SLO attainment (share of arrived): {:.1} %\n\
-         - goodput requests/s: {:.3}\n\
-         - KV transfer: {} ({} B) in {} RDMA writes\n\
-         - achieved bandwidth per batch, p50 / p99: {:.2} / {:.2} GB/s\n\
-         - retransmitted after packet loss: {}\n",
-        t.requests_per_s,
-        t.input_tokens_per_s,
-        t.output_tokens_per_s,
-        100.0 * s.slo.attainment,
-        s.slo.goodput_requests_per_s,
-        fmt_bytes(s.transfer.bytes),
-        s.transfer.bytes,
-        s.transfer.writes,
-        s.transfer.bandwidth_gbps.p50,
-        s.transfer.bandwidth_gbps.p99,
-        fmt_bytes(s.transfer.retransmitted_bytes),
-    );
+    m.push_str("\n## Throughput and SLO\n\n");
+    for (label, value, unit) in throughput_facts(s) {
+        let unit = unit.map_or(String::new(), |u| format!(" {u}"));
+        let _ = writeln!(m, "- {label}: {value}{unit}");
+    }
     for c in &s.prefix_cache {
         let _ = writeln!(
             m,

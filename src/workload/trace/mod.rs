@@ -179,7 +179,8 @@ pub struct TraceReader<R> {
 
 enum Reader<R> {
     Mooncake(MooncakeReader<R>),
-    Csv(CsvTraceReader<R>),
+    /// Boxed: the CSV reader's state is several times the JSON-lines reader's.
+    Csv(Box<CsvTraceReader<R>>),
 }
 
 impl TraceReader<BufReader<File>> {
@@ -197,7 +198,7 @@ impl<R: BufRead> TraceReader<R> {
         let inner = match format {
             TraceFormat::Mooncake => Reader::Mooncake(MooncakeReader::new(path, reader)),
             TraceFormat::Azure | TraceFormat::Vidur | TraceFormat::Csv => {
-                Reader::Csv(CsvTraceReader::new(path, reader, format)?)
+                Reader::Csv(Box::new(CsvTraceReader::new(path, reader, format)?))
             }
         };
         Ok(TraceReader { inner, done: false })

@@ -169,6 +169,61 @@ word-break:break-word}.warn{background:#fff4e5;border-left:4px solid #f28e2b;pad
 figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}\
 figcaption{color:#666;font-size:.9rem}";
 
+/// The throughput, SLO and KV transfer figures both reports list, as `(label, value,
+/// unit)`: rates are per simulated second. The unit, when the label does not carry it, goes
+/// after the label in HTML and after the value in Markdown.
+fn throughput_facts(s: &Summary) -> [(&'static str, String, Option<&'static str>); 8] {
+    let t = &s.throughput;
+    let x = &s.transfer;
+    [
+        (
+            "finished requests/s",
+            format!("{:.3}", t.requests_per_s),
+            None,
+        ),
+        (
+            "input tokens/s",
+            format!("{:.1}", t.input_tokens_per_s),
+            None,
+        ),
+        (
+            "output tokens/s",
+            format!("{:.1}", t.output_tokens_per_s),
+            None,
+        ),
+        (
+            "SLO attainment (share of arrived)",
+            format!("{:.1} %", 100.0 * s.slo.attainment),
+            None,
+        ),
+        (
+            "goodput requests/s",
+            format!("{:.3}", s.slo.goodput_requests_per_s),
+            None,
+        ),
+        (
+            "KV transfer",
+            format!(
+                "{} ({} B) in {} RDMA writes",
+                fmt_bytes(x.bytes),
+                x.bytes,
+                x.writes
+            ),
+            None,
+        ),
+        (
+            "achieved bandwidth per batch, p50 / p99",
+            format!("{:.2} / {:.2}", x.bandwidth_gbps.p50, x.bandwidth_gbps.p99),
+            Some("GB/s"),
+        ),
+        (
+            "retransmitted after packet loss",
+            fmt_bytes(x.retransmitted_bytes),
+            None,
+        ),
+    ]
+}
+
 /// The text of `index.html`.
 pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
     let name = escape_html(run_name);
@@ -202,6 +257,23 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         );
     }
 
+    requests_table(&mut h, s);
+    errors_table(&mut h, s);
+    latency_table(&mut h, s);
+    throughput_table(&mut h, s);
+    prefix_cache_table(&mut h, s);
+    chart_figures(&mut h, charts);
+    h.push_str(
+        "<p><small>Also in this folder: <code>summary.json</code>, <code>summary.md</code>, \
+         <code>requests.csv</code>, <code>timeseries.csv</code>, <code>run.json</code>.</small></p>\n\
+         </body>\n</html>\n",
+    );
+    h
+}
+
+/// The outcome table: requests per outcome and their share of arrivals.
+fn requests_table(h: &mut String, s: &Summary) {
+    let r = &s.requests;
     h.push_str(
         "<h2>Requests</h2>\n<table>\n<tr><th>outcome</th><th class=\"n\">requests</th>\
          <th class=\"n\">share of arrived</th><th>meaning</th></tr>\n",
@@ -220,7 +292,10 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         "<tr><td>arrived</td><td class=\"n\">{}</td><td class=\"n\"></td><td></td></tr>\n</table>",
         r.arrived
     );
+}
 
+/// Failed requests per error kind, with the first message of each.
+fn errors_table(h: &mut String, s: &Summary) {
     h.push_str("<h2>Errors</h2>\n");
     if s.errors.is_empty() {
         h.push_str("<p>No request failed.</p>\n");
@@ -240,7 +315,10 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         }
         h.push_str("</table>\n");
     }
+}
 
+/// Latency percentiles, in ms.
+fn latency_table(h: &mut String, s: &Summary) {
     h.push_str(
         "<h2>Latency (ms)</h2>\n<table>\n<tr><th>metric</th><th class=\"n\">mean</th>\
          <th class=\"n\">p50</th><th class=\"n\">p90</th><th class=\"n\">p99</th>\
@@ -260,32 +338,23 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         );
     }
     h.push_str("</table>\n");
+}
 
-    let t = &s.throughput;
-    let _ = write!(
-        h,
-        "<h2>Throughput and SLO</h2>\n<table>\n\
-         <tr><td>finished requests/s</td><td class=\"n\">{:.3}</td></tr>\n\
-         <tr><td>input tokens/s</td><td class=\"n\">{:.1}</td></tr>\n\
-         <tr><td>output tokens/s</td><td class=\"n\">{:.1}</td></tr>\n\
-         <tr><td>SLO attainment (share of arrived)</td><td class=\"n\">{:.1} %</td></tr>\n\
-         <tr><td>goodput requests/s</td><td class=\"n\">{:.3}</td></tr>\n\
-         <tr><td>KV transfer</td><td class=\"n\">{} ({} B) in {} RDMA writes</td></tr>\n\
-         <tr><td>achieved bandwidth per batch, p50 / p99 (GB/s)</td><td class=\"n\">{:.2} / {:.2}</td></tr>\n\
-         <tr><td>retransmitted after packet loss</td><td class=\"n\">{}</td></tr>\n\
-         </table>\n",
-        t.requests_per_s,
-        t.input_tokens_per_s,
-        t.output_tokens_per_s,
-        100.0 * s.slo.attainment,
-        s.slo.goodput_requests_per_s,
-        fmt_bytes(s.transfer.bytes),
-        s.transfer.bytes,
-        s.transfer.writes,
-        s.transfer.bandwidth_gbps.p50,
-        s.transfer.bandwidth_gbps.p99,
-        fmt_bytes(s.transfer.retransmitted_bytes),
-    );
+/// Rates (per simulated second), SLO attainment and KV transfer volume and bandwidth.
+fn throughput_table(h: &mut String, s: &Summary) {
+    h.push_str("<h2>Throughput and SLO</h2>\n<table>\n");
+    for (label, value, unit) in throughput_facts(s) {
+        let unit = unit.map_or(String::new(), |u| format!(" ({u})"));
+        let _ = writeln!(
+            h,
+            "<tr><td>{label}{unit}</td><td class=\"n\">{value}</td></tr>"
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+/// Per-instance prefix cache hits; absent when no instance has a prefix cache.
+fn prefix_cache_table(h: &mut String, s: &Summary) {
     if !s.prefix_cache.is_empty() {
         h.push_str("<h2>Prefix cache</h2>\n<table>\n<tr><th>instance</th><th>pool</th><th>lookups</th><th>hit tokens</th><th>hit rate</th></tr>\n");
         for c in &s.prefix_cache {
@@ -301,7 +370,10 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         }
         h.push_str("</table>\n");
     }
+}
 
+/// One figure per chart file, `charts` relative to the run folder.
+fn chart_figures(h: &mut String, charts: &[PathBuf]) {
     if !charts.is_empty() {
         h.push_str("<h2>Charts</h2>\n");
     }
@@ -321,12 +393,6 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
             escape_html(&c.to_string_lossy())
         );
     }
-    h.push_str(
-        "<p><small>Also in this folder: <code>summary.json</code>, <code>summary.md</code>, \
-         <code>requests.csv</code>, <code>timeseries.csv</code>, <code>run.json</code>.</small></p>\n\
-         </body>\n</html>\n",
-    );
-    h
 }
 
 /// `text` as a Markdown code span: literal in any renderer (no HTML, no emphasis), with `|`
@@ -412,30 +478,11 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
         );
     }
 
-    let t = &s.throughput;
-    let _ = write!(
-        m,
-        "\n## Throughput and SLO\n\n\
-         - finished requests/s: {:.3}\n\
-         - input tokens/s: {:.1}\n\
-         - output tokens/s: {:.1}\n\
-         - SLO attainment (share of arrived): {:.1} %\n\
-         - goodput requests/s: {:.3}\n\
-         - KV transfer: {} ({} B) in {} RDMA writes\n\
-         - achieved bandwidth per batch, p50 / p99: {:.2} / {:.2} GB/s\n\
-         - retransmitted after packet loss: {}\n",
-        t.requests_per_s,
-        t.input_tokens_per_s,
-        t.output_tokens_per_s,
-        100.0 * s.slo.attainment,
-        s.slo.goodput_requests_per_s,
-        fmt_bytes(s.transfer.bytes),
-        s.transfer.bytes,
-        s.transfer.writes,
-        s.transfer.bandwidth_gbps.p50,
-        s.transfer.bandwidth_gbps.p99,
-        fmt_bytes(s.transfer.retransmitted_bytes),
-    );
+    m.push_str("\n## Throughput and SLO\n\n");
+    for (label, value, unit) in throughput_facts(s) {
+        let unit = unit.map_or(String::new(), |u| format!(" {u}"));
+        let _ = writeln!(m, "- {label}: {value}{unit}");
+    }
     for c in &s.prefix_cache {
         let _ = writeln!(
             m,

@@ -1,0 +1,418 @@
+//! Tests of the charts: texts promised by each chart, byte stability, edge cases.
+
+use super::fixture::{empty, synthetic, temp_dir};
+use crate::metrics::Outcome;
+
+use super::cdf::*;
+use super::style::*;
+use super::timeline::*;
+use super::*;
+
+/// Undoes the five XML entities plotters writes.
+fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+/// The contents of every `<text …>…</text>` element, in document order.
+fn texts(svg: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = svg;
+    while let Some(i) = rest.find("<text") {
+        rest = &rest[i..];
+        let open_end = rest.find('>').expect("unterminated <text> tag");
+        let close = rest.find("</text>").expect("no </text>");
+        out.push(unescape(rest[open_end + 1..close].trim()));
+        rest = &rest[close + "</text>".len()..];
+    }
+    out
+}
+
+/// A tiny XML checker: tags balance and nest, attribute quotes close, entities are known,
+/// the root is `<svg>`, and no coordinate is NaN or infinite.
+fn assert_well_formed(svg: &str) {
+    assert!(
+        !svg.contains("NaN") && !svg.contains("inf"),
+        "non-finite number"
+    );
+    let mut stack: Vec<&str> = Vec::new();
+    let mut roots = 0;
+    let mut rest = svg;
+    while let Some(i) = rest.find('<') {
+        check_entities(&rest[..i]);
+        rest = &rest[i..];
+        if rest.starts_with("<?") {
+            rest = &rest[rest.find("?>").expect("unterminated <?") + 2..];
+            continue;
+        }
+        if rest.starts_with("<!--") {
+            rest = &rest[rest.find("-->").expect("unterminated comment") + 3..];
+            continue;
+        }
+        // Find the tag's end outside quotes.
+        let mut quote = None;
+        let mut end = None;
+        for (k, c) in rest.char_indices().skip(1) {
+            match (quote, c) {
+                (None, '"' | '\'') => quote = Some(c),
+                (Some(q), c) if c == q => quote = None,
+                (None, '>') => {
+                    end = Some(k);
+                    break;
+                }
+                (None, '<') => panic!("'<' inside a tag: {}", &rest[..k]),
+                _ => {}
+            }
+        }
+        let end = end.expect("unterminated tag");
+        let tag = &rest[1..end];
+        if let Some(name) = tag.strip_prefix('/') {
+            let open = stack.pop().expect("close without open");
+            assert_eq!(open, name.trim(), "mis-nested tags");
+        } else {
+            let name = tag
+                .split(|c: char| c.is_whitespace() || c == '/')
+                .next()
+                .unwrap();
+            assert!(!name.is_empty(), "empty tag name");
+            if stack.is_empty() {
+                roots += 1;
+                assert_eq!(name, "svg", "root element");
+            }
+            check_entities(tag);
+            if !tag.ends_with('/') {
+                stack.push(name);
+            }
+        }
+        rest = &rest[end + 1..];
+    }
+    assert!(stack.is_empty(), "unclosed tags: {stack:?}");
+    assert_eq!(roots, 1, "one root element");
+}
+
+fn check_entities(s: &str) {
+    for (i, _) in s.match_indices('&') {
+        let tail = &s[i..];
+        assert!(
+            ["&lt;", "&gt;", "&amp;", "&quot;", "&apos;", "&#39;"]
+                .iter()
+                .any(|e| tail.starts_with(e)),
+            "bare '&' in {s:?}"
+        );
+    }
+}
+
+fn svg(chart: Chart, f: &fixture::Fixture) -> String {
+    render_svg(chart, &f.input("unit-run")).expect("render")
+}
+
+fn assert_texts(chart: Chart, svg: &str, expected: &[&str]) {
+    let t = texts(svg);
+    for e in expected {
+        assert!(
+            t.iter().any(|x| x == e),
+            "{}: no text {e:?} in {t:?}",
+            chart.name()
+        );
+    }
+}
+
+/// The texts each chart promises on the synthetic input: axis labels and legend entries.
+fn promised(chart: Chart) -> Vec<&'static str> {
+    let time = "simulated time (s)";
+    let instances = ["prefill #0", "decode #1", "decode #2"];
+    let mut v = match chart {
+        Chart::TtftCdf => vec![
+            "TTFT (ms, log scale)",
+            "fraction of requests ≤ x",
+            "TTFT, n = 200",
+        ],
+        Chart::TpotCdf => vec!["TPOT (ms)", "fraction of requests ≤ x", "TPOT, n = 200"],
+        Chart::Throughput => vec![
+            time,
+            "tokens/s",
+            "requests/s",
+            "output tokens/s (decode)",
+            "arrivals/s",
+            "prefills done/s",
+        ],
+        Chart::QueueDepth => vec![time, "queued requests", "running batch (requests)"],
+        Chart::KvUsage => vec![time, "KV pages used / total"],
+        Chart::Utilisation => {
+            vec![time, "compute busy (0–1)", "link utilisation (0–1)"]
+        }
+        Chart::Outcomes => vec![
+            "requests",
+            "completed",
+            "failed: envelope_tp_mismatch",
+            "corrupted (silent)",
+            "unfinished",
+            "50 (83.3%)",
+        ],
+        Chart::Timeline => vec![
+            time,
+            "request id",
+            "queue",
+            "prefill",
+            "KV transfer",
+            "waiting",
+            "decode",
+            "failed (end)",
+            "corrupted (end)",
+            "#0",
+            "#4",
+        ],
+    };
+    if matches!(
+        chart,
+        Chart::QueueDepth | Chart::KvUsage | Chart::Utilisation
+    ) {
+        v.extend(instances);
+    }
+    v
+}
+
+#[test]
+fn every_chart_has_its_title_axis_labels_and_legend() {
+    let f = synthetic();
+    for chart in Chart::ALL {
+        let s = svg(chart, &f);
+        assert_well_formed(&s);
+        let title = format!("{} — unit-run", chart.title());
+        let mut expected = vec![title.as_str()];
+        expected.extend(promised(chart));
+        assert_texts(chart, &s, &expected);
+        assert!(
+            !texts(&s).iter().any(|t| t.starts_with("no data")),
+            "{}: data present but 'no data' drawn",
+            chart.name()
+        );
+    }
+}
+
+#[test]
+fn cdf_legends_give_the_percentiles() {
+    let f = synthetic();
+    let t = texts(&svg(Chart::TtftCdf, &f));
+    for p in ["p50", "p90", "p99"] {
+        let want = format!(
+            "{p} = {} ms",
+            fmt_num(f.ttft.quantile(p[1..].parse::<f64>().unwrap() / 100.0) / 1e6)
+        );
+        assert!(t.contains(&want), "no {want:?} in {t:?}");
+    }
+}
+
+#[test]
+fn lines_are_drawn_one_per_instance() {
+    let f = synthetic();
+    let s = svg(Chart::QueueDepth, &f);
+    let stroke = |c: RGBColor| format!("stroke=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+    // Each of the 3 instances: its line in both panels and its legend swatch; no fourth
+    // colour.
+    for c in &PALETTE[..3] {
+        assert_eq!(s.matches(&stroke(*c)).count(), 3, "{}", stroke(*c));
+    }
+    assert_eq!(s.matches(&stroke(PALETTE[3])).count(), 0);
+}
+
+#[test]
+fn many_instances_are_drawn_as_pool_mean_and_max() {
+    let mut f = synthetic();
+    f.timeseries = (0..12u32)
+        .flat_map(|i| {
+            (1..=5u64).map(move |second| TimeseriesRow {
+                second,
+                instance: i,
+                pool: if i < 4 { "prefill" } else { "decode" }.into(),
+                role: if i < 4 { "prefill" } else { "decode" },
+                arrivals: 1,
+                running: i,
+                queued: i,
+                kv_pages_used: 1,
+                kv_pages_total: 2,
+                tokens_out: 1,
+                link_utilisation: 0.5,
+                busy_fraction: 0.25,
+            })
+        })
+        .collect();
+    let s = svg(Chart::QueueDepth, &f);
+    assert_texts(
+        Chart::QueueDepth,
+        &s,
+        &[
+            "prefill: mean of 4",
+            "prefill: max",
+            "decode: mean of 8",
+            "decode: max",
+        ],
+    );
+    assert!(!texts(&s).iter().any(|t| t == "decode #11"));
+}
+
+#[test]
+fn corrupted_and_failed_get_their_own_colours() {
+    let f = synthetic();
+    let hex = |c: RGBColor| format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+    let outcomes = svg(Chart::Outcomes, &f);
+    assert!(outcomes.contains(&hex(CORRUPTED)), "no corrupted bar");
+    assert!(!outcomes.contains(&hex(PALETTE[6])));
+    let timeline = svg(Chart::Timeline, &f);
+    assert!(timeline.contains(&hex(FAILED_MARK)), "no failed end marker");
+    assert!(
+        timeline.contains(&hex(CORRUPTED)),
+        "no corrupted end marker"
+    );
+    // Without failed or corrupted requests in the sample, no marker but the legend's.
+    let mut calm = synthetic();
+    for r in &mut calm.sample {
+        r.outcome = Outcome::Completed;
+    }
+    let calm = svg(Chart::Timeline, &calm);
+    assert_eq!(calm.matches(&hex(FAILED_MARK)).count(), 1);
+}
+
+#[test]
+fn rendering_is_byte_stable() {
+    let f = synthetic();
+    for chart in Chart::ALL {
+        assert_eq!(svg(chart, &f), svg(chart, &f), "{}", chart.name());
+    }
+    let (a, b) = (temp_dir("charts-det-a"), temp_dir("charts-det-b"));
+    let pa = render_charts(&f.input("unit-run"), &a, ImageFormat::Svg).unwrap();
+    let pb = render_charts(&f.input("unit-run"), &b, ImageFormat::Svg).unwrap();
+    assert_eq!(pa, pb);
+    for p in &pa {
+        assert_eq!(
+            fs::read(a.join(p)).unwrap(),
+            fs::read(b.join(p)).unwrap(),
+            "{p:?}"
+        );
+    }
+    let _ = (fs::remove_dir_all(a), fs::remove_dir_all(b));
+}
+
+#[test]
+fn render_charts_writes_every_chart_in_order() {
+    let f = synthetic();
+    let dir = temp_dir("charts-files");
+    let paths = render_charts(&f.input("unit-run"), &dir, ImageFormat::Svg).unwrap();
+    let want: Vec<PathBuf> = Chart::ALL
+        .iter()
+        .map(|c| PathBuf::from(format!("charts/{}.svg", c.name())))
+        .collect();
+    assert_eq!(paths, want);
+    for p in &paths {
+        let s = fs::read_to_string(dir.join(p)).unwrap();
+        assert!(s.starts_with("<svg") && s.contains("width=\"900\" height=\"500\""));
+    }
+    let _ = fs::remove_dir_all(dir);
+}
+
+#[test]
+fn empty_inputs_render_valid_svgs_that_say_so() {
+    let f = empty();
+    for chart in Chart::ALL {
+        let s = svg(chart, &f);
+        assert_well_formed(&s);
+        let t = texts(&s);
+        assert!(
+            t.iter().any(|x| x.starts_with("no data")),
+            "{}: no 'no data' note in {t:?}",
+            chart.name()
+        );
+        assert!(t.contains(&format!("{} — unit-run", chart.title())));
+    }
+}
+
+#[test]
+fn a_single_value_histogram_renders() {
+    let mut f = empty();
+    f.ttft.record(0);
+    f.tpot.record_n(30_000_000, 7);
+    for chart in [Chart::TtftCdf, Chart::TpotCdf] {
+        let s = svg(chart, &f);
+        assert_well_formed(&s);
+        assert!(!texts(&s).iter().any(|t| t.starts_with("no data")));
+    }
+}
+
+#[test]
+fn cdf_points_rise_from_0_to_1() {
+    let f = synthetic();
+    let pts = cdf_points(&f.ttft);
+    assert_eq!(pts.first().unwrap().1, 0.0);
+    assert_eq!(pts.last().unwrap().1, 1.0);
+    assert!(pts.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+    assert!(matches!(cdf_axis(&pts), CdfAxis::Log(_)));
+    assert!(matches!(cdf_axis(&cdf_points(&f.tpot)), CdfAxis::Linear(_)));
+    assert!(cdf_points(&Histogram::new()).is_empty());
+}
+
+#[test]
+fn a_failed_requests_open_phase_runs_to_its_failure() {
+    let f = synthetic();
+    let failed = &f.sample[3];
+    let p = phases(failed);
+    let end = failed.finish_ns.unwrap() as f64 / 1e9;
+    let transfer = p.iter().find(|x| x.0 == Phase::Transfer).unwrap();
+    assert_eq!(transfer.2, end);
+    assert!(!p.iter().any(|x| x.0 == Phase::Decode || x.0 == Phase::Wait));
+    let done = phases(&f.sample[0]);
+    assert_eq!(done.len(), 5);
+}
+
+#[test]
+fn long_series_are_averaged_down() {
+    let pts: Vec<(f64, f64)> = (0..3600).map(|i| (i as f64, 2.0)).collect();
+    let d = downsample(pts);
+    assert!(d.len() <= MAX_POINTS && d.len() >= MAX_POINTS / 2);
+    assert!(d.iter().all(|p| p.1 == 2.0));
+}
+
+#[test]
+fn number_formats() {
+    assert_eq!(fmt_num(0.0), "0");
+    assert_eq!(fmt_num(0.0123), "0.0123");
+    assert_eq!(fmt_num(1.5), "1.5");
+    assert_eq!(fmt_num(250.0), "250");
+    assert_eq!(fmt_num(12_345.0), "12345");
+    assert_eq!(fmt_count(3.0), "3");
+    assert_eq!(fmt_count(2.5), "");
+    assert_eq!(nice_ceil(3.6), 4.0);
+    assert_eq!(nice_ceil(1000.0), 1000.0);
+    assert_eq!(nice_ceil(0.0), 1.0);
+}
+
+#[cfg(not(feature = "png"))]
+#[test]
+fn png_without_the_feature_is_a_clear_error() {
+    let f = synthetic();
+    let dir = temp_dir("charts-nopng");
+    let e = render_charts(&f.input("x"), &dir, ImageFormat::Png).unwrap_err();
+    assert_eq!(e.source.kind(), io::ErrorKind::Unsupported);
+    assert!(e.to_string().contains("--features png"));
+    let _ = fs::remove_dir_all(dir);
+}
+
+#[cfg(feature = "png")]
+#[test]
+fn png_charts_are_pngs() {
+    let f = synthetic();
+    let dir = temp_dir("charts-png");
+    let paths = render_charts(&f.input("unit-run"), &dir, ImageFormat::Png).unwrap();
+    assert_eq!(paths.len(), Chart::ALL.len());
+    for p in &paths {
+        let bytes = fs::read(dir.join(p)).unwrap();
+        assert!(bytes.len() > 4096, "{p:?} is {} bytes", bytes.len());
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{p:?}");
+    }
+    // SVG still works with the bundled font registered.
+    assert_well_formed(&svg(Chart::Timeline, &f));
+    let _ = fs::remove_dir_all(dir);
+}

@@ -1,0 +1,108 @@
+//! Field parsers and row checks shared by every format: token counts, seconds, the
+//! non-decreasing arrival order and the `hash_ids` length.
+
+use std::path::Path;
+
+use super::HASH_BLOCK_TOKENS;
+use super::error::{TraceError, fmt_ns, show};
+
+/// Tracks the previous row's arrival to reject time going backwards. Arrivals are i128 ns
+/// so that Azure rows before the first one (negative after re-basing) are caught here too.
+#[derive(Default)]
+pub(super) struct Order {
+    /// Arrival (ns) and 1-based line of the previous row.
+    prev: Option<(i128, u64)>,
+}
+
+impl Order {
+    /// `raw` renders the field's text only on error, keeping the per-row path allocation-free.
+    pub(super) fn check<R: AsRef<[u8]>>(
+        &mut self,
+        path: &Path,
+        line: u64,
+        field: &'static str,
+        raw: impl FnOnce() -> R,
+        t: i128,
+    ) -> Result<(), TraceError> {
+        if let Some((prev, previous_line)) = self.prev
+            && t < prev
+        {
+            return Err(TraceError::Backwards {
+                path: path.to_path_buf(),
+                line,
+                field,
+                value: show(raw().as_ref()),
+                behind: fmt_ns((prev - t) as u128),
+                previous_line,
+            });
+        }
+        self.prev = Some((t, line));
+        Ok(())
+    }
+}
+
+pub(super) const TOKENS_EXPECTED: &str = "an integer token count from 1 to 4294967295";
+pub(super) const SECONDS_EXPECTED: &str = "a number of seconds ≥ 0 (e.g. `12.5`)";
+
+/// A token count: a decimal integer in `1..=u32::MAX`.
+pub(super) fn parse_tokens(raw: &[u8]) -> Option<u32> {
+    std::str::from_utf8(raw)
+        .ok()?
+        .parse::<u32>()
+        .ok()
+        .filter(|&n| n >= 1)
+}
+
+/// `x · scale` rounded to the nearest integer, if `x` is finite, ≥ 0 and the result fits u64.
+pub(super) fn scaled_round(x: f64, scale: f64) -> Option<u64> {
+    if !x.is_finite() || x < 0.0 {
+        return None;
+    }
+    let v = (x * scale).round();
+    // 2^64 is exactly representable; anything at or above it does not fit.
+    (v < 18_446_744_073_709_551_616.0).then_some(v as u64)
+}
+
+/// Decimal seconds ≥ 0 → ns, rounded to the nearest ns.
+pub(super) fn parse_seconds_ns(raw: &[u8]) -> Option<u64> {
+    let x: f64 = std::str::from_utf8(raw).ok()?.parse().ok()?;
+    scaled_round(x, 1e9)
+}
+
+/// `ids` must hold one id per started [`HASH_BLOCK_TOKENS`]-token block of the prompt.
+pub(super) fn check_hash_len(
+    path: &Path,
+    line: u64,
+    input_field: &'static str,
+    input_tokens: u32,
+    ids: &[u64],
+) -> Result<(), TraceError> {
+    let expected = u64::from(input_tokens.div_ceil(HASH_BLOCK_TOKENS));
+    if ids.len() as u64 != expected {
+        return Err(TraceError::HashIdsLength {
+            path: path.to_path_buf(),
+            line,
+            input_field,
+            input_tokens,
+            got: ids.len(),
+            expected,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_round_to_nearest_ns() {
+        assert_eq!(parse_seconds_ns(b"5.8926549999999995"), Some(5_892_655_000));
+        assert_eq!(parse_seconds_ns(b"0.052"), Some(52_000_000));
+        assert_eq!(parse_seconds_ns(b"1e-3"), Some(1_000_000));
+        assert_eq!(parse_seconds_ns(b"-0.0"), Some(0));
+        for bad in [&b"inf"[..], b"-1", b"1e30", b"", b"1s"] {
+            assert_eq!(parse_seconds_ns(bad), None);
+        }
+    }
+}

@@ -232,7 +232,7 @@ fn layout_prints_sglang_item_lens_as_table_and_json() {
         "--enable-unified-memory",
     ]);
     assert_eq!(code, 0, "{err}");
-    // domain/sglang-pd.md §5.2: envelope 196608 at TP 4; mamba M = 19,316,736.
+    // docs/sglang-pd.md §5.2: envelope 196608 at TP 4; mamba M = 19,316,736.
     assert!(out.contains("196608") && out.contains("19316736"), "{out}");
     let (code, out, err) = pdsim(&[
         "layout",

@@ -1,4 +1,4 @@
-//! The fabric against the Mooncake 1P1D table (`domain/numbers.md`; parameters and sources in
+//! The fabric against the Mooncake 1P1D table (`docs/numbers.md`; parameters and sources in
 //! `src/fabric/calibration.rs`). Run with `--nocapture` to see each row's error.
 
 use pdsim::fabric::calibration::{

@@ -30,7 +30,7 @@ fn run_all(path: &str, name: &str) -> (pdsim::report::Summary, Vec<Row>, Vec<Row
 fn the_mooncake_1p1d_table_is_reproduced_within_15_percent() {
     let (s, rows, _) = run_all("scenarios/calibration/mooncake-1p1d.toml", "mooncake");
     assert_eq!(s.requests.completed, 9);
-    // domain/numbers.md: prompt tokens → transfer ms (Mooncake, Qwen3-8B TP8, 8 × 400 Gb/s).
+    // docs/numbers.md: prompt tokens → transfer ms (Mooncake, Qwen3-8B TP8, 8 × 400 Gb/s).
     let table = [
         (128, 0.54),
         (256, 0.61),

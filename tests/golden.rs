@@ -52,7 +52,11 @@ fn every_scenario_gives_its_recorded_bytes() {
     let mut got = BTreeMap::new();
     let out = common::tmpdir("golden");
     for f in &files {
-        let rel = f.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+        let rel = f
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
         let dir = out.join(rel.replace('/', "_"));
         common::run(&rel, &[], &dir);
         for name in FILES {

@@ -239,7 +239,8 @@ fn simulate(
 ) -> std::io::Result<Simulated> {
     let mut world = World::new(sc, sink);
     let mut bar = Progress::new(sc, show_progress);
-    let stats = world.run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))?;
+    let stats =
+        world.run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))?;
     bar.finish();
     let summary = Summary::new(
         &world.collector,
@@ -268,12 +269,11 @@ pub fn run_summary_only(
         source,
     })?;
     let started = Instant::now();
-    let sim = simulate(sc, &mut crate::metrics::NullSink, show_progress).map_err(|source| {
-        IoError {
+    let sim =
+        simulate(sc, &mut crate::metrics::NullSink, show_progress).map_err(|source| IoError {
             path: dir.to_path_buf(),
             source,
-        }
-    })?;
+        })?;
     write_json(&dir.join("summary.json"), &sim.summary)?;
     write_run_json(sc, dir, &sim.kv_pages, sim.stats.events, started)?;
     Ok(RunOutput {

@@ -109,7 +109,7 @@ const A100_FIT: ComputeParams = ComputeParams {
 /// H100-80GB SXM fit. Source: `calibration/perf_model.csv`, rows `h100-80gb` (76 points;
 /// `h100-80gb-pcap`, power-capped, excluded), fitted by `tests::fit_to_perf_model`; median
 /// absolute error 8.4 % (prompt) and 1.6 % (token). 57 % of BF16 peak in prefill and 61 % of
-/// HBM bandwidth agree with `domain/numbers.md` (~47 % and ~56 % at TP2, which include the
+/// HBM bandwidth agree with `docs/numbers.md` (~47 % and ~56 % at TP2, which include the
 /// overheads). `decode_flops_efficiency` is tied to the prefill one, as for the A100.
 const H100_FIT: ComputeParams = ComputeParams {
     prefill_flops_efficiency: 0.566,

@@ -1,7 +1,7 @@
 //! Every fitted or borrowed parameter of the fabric, with its source: [`FabricParams`].
 //!
 //! # What was fitted, and to what
-//! The 1P1D table of `domain/numbers.md` (Mooncake docs, `performance/vllm/vllm-v1-pd-performance.md`:
+//! The 1P1D table of `docs/numbers.md` (Mooncake docs, `performance/vllm/vllm-v1-pd-performance.md`:
 //! vLLM, Qwen3-8B TP8 on H800, 8× ConnectX-7 400 Gb/s RoCE, one request at a time) gives the
 //! transfer time of a whole prompt's KV. Qwen3-8B holds 147,456 B of KV per token (bf16), so each
 //! of the 8 ranks sends `18,432 × tokens` bytes over its own NIC, as one Mooncake batch of
@@ -34,7 +34,7 @@
 //!   GPU, i.e. 1.5–4.5 µs per WR). 1 µs is the low end: head-sliced transfers are at least this
 //!   slow. With it, 1 KiB head-sliced writes run at 1.02 B/ns, 18× slower than page writes.
 //! - Mooncake's engine constants (`MC_SLICE_SIZE`, `MC_RETRY_CNT`, `MC_TRANSFER_TIMEOUT`) are
-//!   its defaults (`domain/sglang-pd.md` §3.8).
+//!   its defaults (`docs/sglang-pd.md` §3.8).
 //! - `remote_detect_ns`: a slice lost on a path that died silently completes with an error only
 //!   when the RC transport gives up: ACK timeout `4.096 µs × 2^14` (Mooncake sets `timeout = 14`,
 //!   `retry_cnt = 7` in `rdma_endpoint.cpp`) times 8 tries = 537 ms.
@@ -44,7 +44,7 @@
 
 use crate::engine::{NS_PER_MS, NS_PER_S, NS_PER_US, Nanos};
 
-/// Mooncake 1P1D measurements (`domain/numbers.md`): `(prompt tokens, transfer ms)`.
+/// Mooncake 1P1D measurements (`docs/numbers.md`): `(prompt tokens, transfer ms)`.
 pub const MOONCAKE_1P1D: [(u64, f64); 9] = [
     (128, 0.54),
     (256, 0.61),
@@ -57,7 +57,7 @@ pub const MOONCAKE_1P1D: [(u64, f64); 9] = [
     (32768, 31.65),
 ];
 
-/// Qwen3-8B KV bytes per token, whole model, bf16 (`domain/numbers.md`).
+/// Qwen3-8B KV bytes per token, whole model, bf16 (`docs/numbers.md`).
 pub const QWEN3_8B_KV_BYTES_PER_TOKEN: u64 = 147_456;
 
 /// Writes of one rank's whole-prompt transfer in sglang's generic path: one per K and V region

@@ -84,7 +84,7 @@ pub struct TopologyConfig {
     /// GPUs per node. Default 8 (HGX H100).
     pub gpus_per_node: u32,
     /// NICs per node; GPU `g` uses NIC `g × nics_per_node / gpus_per_node` of its node.
-    /// Default 8: one per GPU, as on DGX/HGX H100 (numbers.md).
+    /// Default 8: one per GPU, as on DGX/HGX H100 (docs/numbers.md §1.1).
     pub nics_per_node: u32,
     /// NIC line rate, bytes per ns, each direction. Default 50 (ConnectX-7, 400 Gb/s).
     pub nic_bytes_per_ns: f64,
@@ -96,7 +96,7 @@ pub struct TopologyConfig {
     /// `>= 1`. Default 1 (non-blocking).
     pub oversubscription: f64,
     /// Bidirectional NVLink bandwidth of one GPU, bytes per ns; each direction gets half.
-    /// Default 900 (H100 SXM, numbers.md).
+    /// Default 900 (H100 SXM, docs/numbers.md §1).
     pub nvlink_bytes_per_ns: f64,
 }
 

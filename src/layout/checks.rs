@@ -1,4 +1,4 @@
-//! sglang's PD checks (`domain/sglang-pd.md` §2.1, §2.4, §2.5, §3.5) with its message text,
+//! sglang's PD checks (`docs/sglang-pd.md` §2.1, §2.4, §2.5, §3.5) with its message text,
 //! character for character, and the behaviour profiles of §9.
 //!
 //! Each check is a pure function of the values sglang compares; [`crate::layout::PairPlan`]

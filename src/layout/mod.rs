@@ -1,4 +1,4 @@
-//! Pure KV / state layout math and the PD transfer contract (`domain/sglang-pd.md`).
+//! Pure KV / state layout math and the PD transfer contract (`docs/sglang-pd.md`).
 //!
 //! Layers, each a pure function of values (no clock, no RNG, no I/O), listed bottom up; each
 //! uses only the ones above it in this list, never one below:

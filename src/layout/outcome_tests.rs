@@ -1,4 +1,4 @@
-//! `domain/sglang-pd.md` §5.3: every row of the outcome table, under the profile its column names
+//! `docs/sglang-pd.md` §5.3: every row of the outcome table, under the profile its column names
 //! (the "version read" column is `slice_dispatch`, the seeds' column is `guarded`), with the
 //! error kinds and full messages compared character for character; and the two seed messages.
 

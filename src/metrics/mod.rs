@@ -72,7 +72,7 @@ pub struct RequestRow {
     /// How it ended.
     pub outcome: Outcome,
     /// Error kind of a failed request (DESIGN.md §4), empty otherwise.
-    pub error_kind: Option<&'static str>,
+    pub error_kind: Option<ErrorKind>,
     /// Requests whose pages or slots this request's writes landed on (space-separated ids).
     pub victims: String,
     /// Requests whose writes left foreign bytes in this request's pages or slots.
@@ -317,9 +317,9 @@ pub struct Collector {
 impl Collector {
     /// Counts an error raised in a prefill transfer worker (it fails no request by itself: the
     /// rooms behind it time out), quoting its message the first time.
-    pub fn raised(&mut self, kind: &'static str, message: &str) {
+    pub fn raised(&mut self, kind: ErrorKind, message: &str) {
         self.errors
-            .entry(kind)
+            .entry(kind.as_str())
             .or_insert_with(|| (0, message.to_string()))
             .0 += 1;
     }
@@ -366,7 +366,7 @@ impl Collector {
                 let kind = row.error_kind.expect("a failed request has an error kind");
                 let e = self
                     .errors
-                    .entry(kind)
+                    .entry(kind.as_str())
                     .or_insert_with(|| (0, message.unwrap_or_default().to_string()));
                 e.0 += 1;
             }
@@ -388,7 +388,11 @@ impl Collector {
         if k >= self.pending.len() {
             self.pending.resize_with(k + 1, || None);
         }
-        assert!(self.pending[k].is_none(), "request {} finished twice", row.id);
+        assert!(
+            self.pending[k].is_none(),
+            "request {} finished twice",
+            row.id
+        );
         self.pending[k] = Some(row);
         self.held += 1;
         while let Some(Some(_)) = self.pending.front() {

@@ -164,7 +164,6 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     let gpu = sections::hardware(&c, hw)?;
     let pools = sections::pools(&c, &file, &gpu)?;
     let fabric = sections::fabric(&c, &file.fabric, hw.gpus_per_node)?;
-    let nics_per_node = fabric.nics_per_node;
     let workload = sections::workload(&c, &file.workload)?;
     let (sglang, slo) = sections::sglang_and_slo(&c, &file)?;
     let plans = sections::plans(&c, &pools, sglang.profile)?;
@@ -189,7 +188,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
             f,
             &pools,
             &placement,
-            nics_per_node,
+            &fabric,
             hw.gpus_per_node,
         )?);
     }
@@ -275,23 +274,31 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
     })
 }
 
-fn parse_index(s: &str, prefix: &str) -> Option<u32> {
-    s.strip_prefix(prefix)?.parse().ok()
-}
-
 fn fault(
     c: &Checker,
     i: usize,
     f: &file::FaultSection,
     pools: &[Pool],
     placement: &crate::config::capacity::Placement,
-    nics_per_node: u32,
+    fabric: &crate::config::FabricParams,
     gpus_per_node: u32,
 ) -> Result<FaultSpec, ScenarioError> {
-    use crate::fabric::{Fault, GpuId, Link, NicId};
+    use crate::fabric::{Fault, Link, NicId};
+    let nics_per_node = fabric.nics_per_node;
     let key = |k: &str| format!("faults[{i}].{k}");
     let at_s = c.non_negative(&key("at_s"), f.at_s, "simulated seconds")?;
-    let nodes = placement.nodes;
+    // Names are parsed and range-checked by the fabric's own name type, against this
+    // scenario's topology: a switch or node the fabric does not have is an error here, not later.
+    let bounds = crate::fabric::NameBounds::of(&crate::fabric::TopologyConfig {
+        nodes: placement.nodes,
+        gpus_per_node,
+        nics_per_node,
+        nic_bytes_per_ns: fabric.nic_bytes_per_ns,
+        kind: fabric.kind,
+        nodes_per_leaf: fabric.nodes_per_leaf,
+        oversubscription: fabric.oversubscription,
+        nvlink_bytes_per_ns: 1.0,
+    });
     let nic = |name: &Option<String>, k: &str| -> Result<NicId, ScenarioError> {
         let name = name.as_deref().ok_or_else(|| {
             c.err(
@@ -299,56 +306,17 @@ fn fault(
                 format!("{} needs {k} = \"node<N>.nic<I>\"", f.kind),
             )
         })?;
-        let parts: Vec<&str> = name.split('.').collect();
-        match parts.as_slice() {
-            [n, x] => match (parse_index(n, "node"), parse_index(x, "nic")) {
-                (Some(n), Some(x)) if n < nodes && x < nics_per_node => Ok(NicId(n * nics_per_node + x)),
-                _ => Err(c.err(&key(k), format!("{name:?}: node must be < {nodes} and nic < {nics_per_node}, as node<N>.nic<I>"))),
-            },
-            _ => Err(c.err(&key(k), format!("{name:?}: write a NIC as node<N>.nic<I>"))),
-        }
+        bounds
+            .parse_nic(name)
+            .map_err(|e| c.err(&key(k), e.to_string()))
     };
     let link = || -> Result<Link, ScenarioError> {
         let name = f.link.as_deref().ok_or_else(|| {
             c.err(&key("link"), format!("{} needs link = \"node<N>.nic<I>.tx|rx\", \"node<N>.gpu<G>.nvlink_tx|nvlink_rx\" or \"switch<S>.up|down\"", f.kind))
         })?;
-        let bad = || {
-            c.err(&key("link"), format!("{name:?} is not a link: write node<N>.nic<I>.tx|rx, node<N>.gpu<G>.nvlink_tx|nvlink_rx or switch<S>.up|down (nodes 0..{nodes}, NICs 0..{nics_per_node}, GPUs 0..{gpus_per_node})"))
-        };
-        let parts: Vec<&str> = name.split('.').collect();
-        match parts.as_slice() {
-            [n, x, d] if n.starts_with("node") => {
-                let node = parse_index(n, "node")
-                    .filter(|&v| v < nodes)
-                    .ok_or_else(bad)?;
-                if let Some(x) = parse_index(x, "nic").filter(|&v| v < nics_per_node) {
-                    let id = NicId(node * nics_per_node + x);
-                    match *d {
-                        "tx" => Ok(Link::NicTx(id)),
-                        "rx" => Ok(Link::NicRx(id)),
-                        _ => Err(bad()),
-                    }
-                } else if let Some(g) = parse_index(x, "gpu").filter(|&v| v < gpus_per_node) {
-                    let gpu = GpuId { node, local: g };
-                    match *d {
-                        "nvlink_tx" => Ok(Link::NvlinkTx(gpu)),
-                        "nvlink_rx" => Ok(Link::NvlinkRx(gpu)),
-                        _ => Err(bad()),
-                    }
-                } else {
-                    Err(bad())
-                }
-            }
-            [sw, d] => {
-                let s = parse_index(sw, "switch").ok_or_else(bad)?;
-                match *d {
-                    "up" => Ok(Link::Uplink(s)),
-                    "down" => Ok(Link::Downlink(s)),
-                    _ => Err(bad()),
-                }
-            }
-            _ => Err(bad()),
-        }
+        bounds
+            .parse_link(name)
+            .map_err(|e| c.err(&key("link"), e.to_string()))
     };
     let action = match f.kind.as_str() {
         "link_down" => FaultAction::Fabric(Fault::LinkDown(link()?)),

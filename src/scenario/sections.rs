@@ -106,7 +106,7 @@ pub(super) fn pools(
         .iter_mut()
         .filter(|p| p.server.enable_unified_memory && p.state_slots > 0)
     {
-        // One shared pool: slots and pages compete for the same bytes (§1.6).
+        // One shared pool: slots and pages compete for the same bytes (`docs/sglang-pd.md` §1.6).
         p.state_slots = crate::config::capacity::unified_slots(&gpu, p, MAX_UNIFIED_SLOTS);
     }
     for p in &pools {

@@ -292,7 +292,7 @@ impl Store {
 
 /// A unified pool's one byte budget, shared by KV pages (growing down from the high end) and
 /// state slots (growing up from the low end): a page costs `page_bytes`, a slot `slot_bytes`,
-/// and together they never exceed `budget` (`domain/sglang-pd.md` §1.6).
+/// and together they never exceed `budget` (`docs/sglang-pd.md` §1.6).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Shared {
     /// Bytes per rank for pages and slots together.

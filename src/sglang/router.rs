@@ -153,7 +153,11 @@ mod tests {
             rr.set_prefill(i, None);
         }
         assert_eq!(rr.pick(), None);
-        let mut ll = router(RouterPolicy::LeastLoaded, &[Some(2), Some(1), Some(1)], &[z, z]);
+        let mut ll = router(
+            RouterPolicy::LeastLoaded,
+            &[Some(2), Some(1), Some(1)],
+            &[z, z],
+        );
         assert_eq!(ll.pick(), Some((1, 0)));
         ll.set_prefill(1, None);
         assert_eq!(ll.pick(), Some((2, 0)));
@@ -173,7 +177,9 @@ mod tests {
         let mut load: Vec<Option<u32>> = vec![Some(0); n];
         let mut x: u64 = 99;
         for _ in 0..5_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let i = (x >> 33) as usize % n;
             let l = ((x >> 20) % 9) as u32;
             let v = if l == 8 { None } else { Some(l) };

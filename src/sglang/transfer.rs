@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crate::engine::{EventKey, EventQueue, Nanos};
 use crate::fabric::{Fabric, GpuId};
 use crate::layout::{ChunkRequest, Effect, ErrorTiming, PairPlan, PdError, Write};
+use crate::metrics::ErrorKind;
 use crate::sim::event::Event;
 use crate::sim::ids::{DecodeId, IdVec, InstanceId, PrefillId, ShardId};
 use crate::sim::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
@@ -74,7 +75,7 @@ pub enum Kick {
         /// The request.
         req: ReqRef,
         /// Error kind.
-        kind: &'static str,
+        kind: ErrorKind,
         /// sglang's message.
         message: String,
     },
@@ -196,7 +197,7 @@ impl TransferQueues {
                 );
                 return Kick::Fail {
                     req: job.req,
-                    kind: "session_blacklisted",
+                    kind: ErrorKind::SessionBlacklisted,
                     message,
                 };
             }

@@ -4,6 +4,7 @@
 
 use crate::config::FaultAction;
 use crate::engine::{NS_PER_S, Nanos};
+use crate::metrics::ErrorKind;
 
 use super::World;
 use super::event::Event;
@@ -72,7 +73,7 @@ impl World<'_> {
             let session = self.endpoints[d].session();
             for r in self.reqs.matching(|q| q.decode == d) {
                 let msg = format!("Lost connection with decode instance {session}: it crashed");
-                self.fail(r, "peer_lost", &msg);
+                self.fail(r, ErrorKind::PeerLost, &msg);
             }
         }
         // Its running step, queues and transfer workers are lost.
@@ -105,7 +106,7 @@ impl World<'_> {
         {
             self.fail(
                 r,
-                "peer_lost",
+                ErrorKind::PeerLost,
                 &format!("Lost connection with prefill instance {addr}"),
             );
         }

@@ -4,7 +4,7 @@
 
 use crate::engine::NS_PER_S;
 use crate::layout::{RequestId, Verdict};
-use crate::metrics::{Outcome, RequestRow};
+use crate::metrics::{ErrorKind, Outcome, RequestRow};
 use crate::sglang::decode::id_list;
 use crate::sglang::memory::Holding;
 
@@ -50,7 +50,7 @@ impl World<'_> {
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
-            row.error_kind = Some("peer_lost");
+            row.error_kind = Some(ErrorKind::PeerLost);
             let msg = "No live prefill or decode instance to route the request to";
             if let Err(e) = self.collector.finish(row, Some(msg), self.slo(), self.sink) {
                 self.io_error.get_or_insert(e);
@@ -108,7 +108,7 @@ impl World<'_> {
                 pc.pages.total(),
                 dc.pages.total()
             );
-            self.fail(r, "request_too_long", &msg);
+            self.fail(r, ErrorKind::RequestTooLong, &msg);
             return;
         }
         // Decode's first contact with the prefill (`try_ensure_parallel_info`): the page-size and
@@ -268,8 +268,13 @@ impl World<'_> {
     /// that moves on cancels its timeout, so one that fires always fails its request.
     pub(super) fn on_timeout(&mut self, r: ReqRef, stage: KvPoll) {
         let (timeout, kind) = match stage {
-            KvPoll::WaitingForInput => (self.sc.sglang.waiting_timeout_ns, "waiting_timeout"),
-            _ => (self.sc.sglang.bootstrap_timeout_ns, "bootstrap_timeout"),
+            KvPoll::WaitingForInput => {
+                (self.sc.sglang.waiting_timeout_ns, ErrorKind::WaitingTimeout)
+            }
+            _ => (
+                self.sc.sglang.bootstrap_timeout_ns,
+                ErrorKind::BootstrapTimeout,
+            ),
         };
         let req = self.reqs.get_mut(r).unwrap_or_else(|| {
             panic!(
@@ -305,19 +310,19 @@ impl World<'_> {
 
     /// Ends a request with an error: both sides mark the room Failed and free what they hold
     /// (the ABORT to the prefill is taken as immediate for resources).
-    pub(super) fn fail(&mut self, r: ReqRef, kind: &'static str, message: &str) {
+    pub(super) fn fail(&mut self, r: ReqRef, kind: ErrorKind, message: &str) {
         self.end(r, Outcome::Failed, Some(kind), message);
     }
 
     /// [`World::fail`] with one of sglang's typed errors.
     pub(super) fn fail_with(&mut self, r: ReqRef, e: &crate::layout::PdError) {
-        self.fail(r, e.kind.as_str(), &e.message);
+        self.fail(r, e.kind, &e.message);
     }
 
     /// A request reaches its outcome: it gives back what it holds on both instances, its
     /// pending timeouts are cancelled, its row is written, and a failure wakes both instances
     /// (freed pages may admit waiting work).
-    fn end(&mut self, r: ReqRef, outcome: Outcome, kind: Option<&'static str>, message: &str) {
+    fn end(&mut self, r: ReqRef, outcome: Outcome, kind: Option<ErrorKind>, message: &str) {
         let now = self.q.now();
         let mut req = self.reqs.take(r).unwrap_or_else(|| {
             panic!(
@@ -384,12 +389,14 @@ impl World<'_> {
     /// Tells the router prefill `p`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_prefill(&mut self, p: PrefillId) {
         let c = &self.prefills[p].core;
-        self.router.set_prefill(p.idx(), c.alive.then_some(c.outstanding));
+        self.router
+            .set_prefill(p.idx(), c.alive.then_some(c.outstanding));
     }
 
     /// Tells the router decode `d`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_decode(&mut self, d: DecodeId) {
         let c = &self.decodes[d].core;
-        self.router.set_decode(d.idx(), c.alive.then_some(c.outstanding));
+        self.router
+            .set_decode(d.idx(), c.alive.then_some(c.outstanding));
     }
 }

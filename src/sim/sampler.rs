@@ -22,6 +22,8 @@ pub(super) struct Sampler {
     last_link: Vec<(f64, f64)>,
     /// Capacity of each link before any fault, bytes/ns.
     link_healthy: Vec<f64>,
+    /// The fabric's sizes, for link names.
+    bounds: crate::fabric::NameBounds,
 }
 
 impl Sampler {
@@ -33,19 +35,8 @@ impl Sampler {
             last_link: vec![(0.0, 0.0); links.len()],
             link_healthy: links.iter().map(|&l| fabric.link_capacity(l)).collect(),
             links,
+            bounds: crate::fabric::NameBounds::of(fabric.topology()),
         }
-    }
-}
-
-/// A link's name in `links.csv` and in `[[faults]]`.
-pub fn link_name(link: Link, nics_per_node: u32) -> String {
-    match link {
-        Link::NicTx(n) => format!("node{}.nic{}.tx", n.0 / nics_per_node, n.0 % nics_per_node),
-        Link::NicRx(n) => format!("node{}.nic{}.rx", n.0 / nics_per_node, n.0 % nics_per_node),
-        Link::NvlinkTx(g) => format!("node{}.gpu{}.nvlink_tx", g.node, g.local),
-        Link::NvlinkRx(g) => format!("node{}.gpu{}.nvlink_rx", g.node, g.local),
-        Link::Uplink(s) => format!("switch{s}.up"),
-        Link::Downlink(s) => format!("switch{s}.down"),
     }
 }
 
@@ -69,7 +60,9 @@ impl World<'_> {
             }
             self.sink.link(&LinkRow {
                 second: s.seconds,
-                link: link_name(link, self.sc.fabric.nics_per_node),
+                link: crate::fabric::LinkName::of(link, &s.bounds)
+                    .expect("a link of this fabric has a name")
+                    .to_string(),
                 capacity_gbps: if up { cap * 8.0 } else { 0.0 },
                 utilisation: ((bytes - b0) / (healthy * NS_PER_S as f64)).clamp(0.0, 1.0),
                 bytes: (bytes - b0).round() as u64,

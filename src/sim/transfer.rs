@@ -4,6 +4,7 @@
 
 use crate::fabric::{FailReason, FlowEnd, FlowOutcome};
 use crate::layout::{PdError, RequestId};
+use crate::metrics::ErrorKind;
 use crate::sglang::transfer::{Kick, KickEnv, chunk_request, from_token};
 
 use super::World;
@@ -47,7 +48,7 @@ impl World<'_> {
     /// failed because of … is dead."). Its queued and future chunks never move; their rooms
     /// wait for the decode waiting timeout. The error is counted once per raise.
     fn worker_died(&mut self, e: &PdError) {
-        self.collector.raised(e.kind.as_str(), &e.message);
+        self.collector.raised(e.kind, &e.message);
     }
 
     /// Keeps exactly one `FabricDue` event pending, at the fabric's next due time.
@@ -100,9 +101,11 @@ impl World<'_> {
                 if let Some(d) = self.reqs.get(r).map(|q| q.decode) {
                     self.transfers[p].blacklist.insert(d);
                     let (kind, why) = match reason {
-                        FailReason::Timeout => ("transfer_timeout", "timed out"),
-                        FailReason::RetriesExhausted => ("transfer_failed", "retries exhausted"),
-                        FailReason::NoRoute => ("transfer_failed", "no route"),
+                        FailReason::Timeout => (ErrorKind::TransferTimeout, "timed out"),
+                        FailReason::RetriesExhausted => {
+                            (ErrorKind::TransferFailed, "retries exhausted")
+                        }
+                        FailReason::NoRoute => (ErrorKind::TransferFailed, "no route"),
                     };
                     let msg = format!(
                         "Failed to send kv chunk of {} to {}: Mooncake batch_transfer_sync returned -1 ({why})",

@@ -24,7 +24,7 @@ pub const GPU_PRESETS: &[&str] = &["a100-sxm", "h100-sxm", "h200", "b200"];
 
 /// A built-in GPU by name, or `None`.
 ///
-/// Source: `domain/numbers.md` (NVIDIA datasheets as reproduced by vendor spec pages, ±a few %).
+/// Source: `docs/numbers.md` (NVIDIA datasheets as reproduced by vendor spec pages, ±a few %).
 /// "GB" there is 10⁹ bytes.
 pub fn gpu_preset(name: &str) -> Option<GpuSpec> {
     let g = |bf16: f64, fp8: Option<f64>, hbm_gb: u64, tb_s: f64, nvlink_gb_s: f64| GpuSpec {

@@ -3,7 +3,7 @@
 //! Supported: `model_type` `llama`, `qwen2`, `qwen3` (dense GQA), `deepseek_v3` (MLA + MoE),
 //! `qwen3_next` (GDN hybrid + MoE), `nemotron_h` (Mamba2 hybrid), and DeepSeek's reference
 //! inference schema (`dim`, `n_layers`, `inter_dim`, `n_dense_layers`, …; no `model_type`),
-//! recognised by its keys. Field meanings follow `domain/sglang-pd.md` §5 and the model
+//! recognised by its keys. Field meanings follow `docs/sglang-pd.md` §5 and the model
 //! presets, so a config and the preset of the same model agree field for field (but `name`).
 
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Model specifications: the architectural fields that decide KV/state layout, weight bytes and FLOPs.
 //!
-//! A [`ModelSpec`] is plain data. Presets carry the public figures of `domain/numbers.md` and
-//! `domain/sglang-pd.md` §5; Hugging Face `config.json` files are imported by [`crate::spec::hf`].
+//! A [`ModelSpec`] is plain data. Presets carry the public figures of `docs/numbers.md` and
+//! `docs/sglang-pd.md` §5; Hugging Face `config.json` files are imported by [`crate::spec::hf`].
 //! Parameter counts are derived from the fields, so a preset and an imported config of the same
 //! model agree by construction.
 
@@ -46,7 +46,7 @@ pub enum MambaKind {
     Gdn,
 }
 
-/// Recurrent-state geometry in sglang's `Mamba2StateShape` terms (`domain/sglang-pd.md` §1.4).
+/// Recurrent-state geometry in sglang's `Mamba2StateShape` terms (`docs/sglang-pd.md` §1.4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MambaSpec {
     /// Mixer family.
@@ -405,7 +405,7 @@ pub fn parse_hybrid_pattern(pattern: &str) -> Result<HybridLayers, char> {
 
 /// A built-in model by name, or `None`.
 ///
-/// Sources: `domain/numbers.md` (model table), `domain/sglang-pd.md` §5, `models/SOURCES.md`
+/// Sources: `docs/numbers.md` (model table), `docs/sglang-pd.md` §5, `models/SOURCES.md`
 /// (Llama-3.1-8B and Qwen3-8B fields); Llama2-70B and BLOOM-176B from their public configs
 /// (the models measured in `calibration/perf_model.csv`).
 pub fn preset(name: &str) -> Option<ModelSpec> {
@@ -599,7 +599,7 @@ mod tests {
 
     #[test]
     fn kv_bytes_per_token_match_published_table() {
-        // domain/numbers.md, "KV bytes per token (bf16, whole model)", at TP 1.
+        // docs/numbers.md, "KV bytes per token (bf16, whole model)", at TP 1.
         let cases = [
             ("llama-3.1-8b", 131_072),
             ("llama-3.1-70b", 327_680),

@@ -1,4 +1,4 @@
-//! The corruption oracle of one decode instance (DESIGN.md §5, `domain/sglang-pd.md` §4).
+//! The corruption oracle of one decode instance (DESIGN.md §5, `docs/sglang-pd.md` §4).
 //!
 //! [`DecodeMemory`] knows, per decode rank, the registered buffers and which request owns which
 //! page, state slot and metadata row. Planned writes ([`super::Write`]) are applied to it at

@@ -1,4 +1,4 @@
-//! Compiling a [`PairPlan`] (`domain/sglang-pd.md` §2.1, §2.4, §2.5, §3): the rank mapping, the
+//! Compiling a [`PairPlan`] (`docs/sglang-pd.md` §2.1, §2.4, §2.5, §3): the rank mapping, the
 //! send path, which checks fire and when, and per target the KV runs, state blocks and aux rows
 //! it sends. Everything here runs once per (prefill pool, decode pool) pair; what it leaves for
 //! per-chunk work is only the page runs.

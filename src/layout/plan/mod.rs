@@ -1,4 +1,4 @@
-//! The transfer plan of one (prefill instance, decode instance) pair (`domain/sglang-pd.md` §2.1,
+//! The transfer plan of one (prefill instance, decode instance) pair (`docs/sglang-pd.md` §2.1,
 //! §3): compiled once, asked per chunk.
 //!
 //! A [`PairPlan`] holds the rank mapping, the send path per (prefill rank, decode rank) target,

@@ -1,4 +1,4 @@
-//! KV regions of one rank (`domain/sglang-pd.md` §1.2, §1.3, §1.6): which KV heads the rank
+//! KV regions of one rank (`docs/sglang-pd.md` §1.2, §1.3, §1.6): which KV heads the rank
 //! holds, and the regions it registers — per layer K and V (MHA) or latent (MLA), or one page
 //! envelope holding every full-attention layer when `--enable-unified-memory` is on.
 //!

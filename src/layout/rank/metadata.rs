@@ -1,4 +1,4 @@
-//! The metadata ("aux") buffers of one rank (`domain/sglang-pd.md` §1.5): one row per metadata
+//! The metadata ("aux") buffers of one rank (`docs/sglang-pd.md` §1.5): one row per metadata
 //! slot, sent with a request's last chunk.
 //!
 //! Units: `item_len` in bytes.

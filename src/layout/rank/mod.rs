@@ -1,5 +1,5 @@
 //! What one attention-TP rank of one sglang instance registers for PD transfer
-//! (`domain/sglang-pd.md` §1): KV regions, mamba/GDN state regions, aux rows, and — for a given
+//! (`docs/sglang-pd.md` §1): KV regions, mamba/GDN state regions, aux rows, and — for a given
 //! capacity — the registered buffers with their byte lengths.
 //!
 //! Files, bottom up: `cell.rs` (what a unit's bytes are: dtype, streams, labels), `kv.rs` (KV

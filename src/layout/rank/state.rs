@@ -1,4 +1,4 @@
-//! Mamba / GDN state regions of one rank (`domain/sglang-pd.md` §1.4, §1.6): the per-rank
+//! Mamba / GDN state regions of one rank (`docs/sglang-pd.md` §1.4, §1.6): the per-rank
 //! `Mamba2StateShape`, then per mamba layer a conv and a temporal region, or one slot envelope
 //! holding every mamba layer when `--enable-unified-memory` is on.
 //!

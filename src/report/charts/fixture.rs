@@ -148,7 +148,7 @@ pub(crate) fn synthetic() -> Fixture {
     sample[2].outcome = Outcome::Corrupted;
     let failed = &mut sample[3];
     failed.outcome = Outcome::Failed;
-    failed.error_kind = Some("envelope_tp_mismatch");
+    failed.error_kind = Some(crate::metrics::ErrorKind::EnvelopeTpMismatch);
     failed.transfer_end_ns = None;
     failed.decode_start_ns = None;
     failed.first_token_ns = None;

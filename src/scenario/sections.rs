@@ -107,16 +107,16 @@ pub(super) fn pools(
         .filter(|p| p.server.enable_unified_memory && p.state_slots > 0)
     {
         // One shared pool: slots and pages compete for the same bytes (`docs/sglang-pd.md` §1.6).
-        p.state_slots = crate::config::capacity::unified_slots(&gpu, p, MAX_UNIFIED_SLOTS);
+        p.state_slots = crate::config::capacity::unified_slots(gpu, p, MAX_UNIFIED_SLOTS);
     }
     for p in &pools {
-        if crate::config::capacity::kv_pages(&gpu, p) == 0 {
+        if crate::config::capacity::kv_pages(gpu, p) == 0 {
             let key = format!("pools.{}.server.mem_fraction_static", p.name);
             return Err(c.err(
                 &key,
                 format!(
                     "leaves no room for KV cache: {:.2} GB per GPU after weights ({:.2} GB at tp_size {}) and activations; raise mem_fraction_static or tp_size",
-                    crate::config::capacity::kv_budget_bytes(&gpu, p).max(0.0) / 1e9,
+                    crate::config::capacity::kv_budget_bytes(gpu, p).max(0.0) / 1e9,
                     p.model.weight_bytes_total() / f64::from(p.server.tp_size) / 1e9,
                     p.server.tp_size
                 ),

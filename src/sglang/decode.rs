@@ -285,3 +285,89 @@ impl DecodeServer {
         self.ready.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sglang::testkit::{core, request};
+
+    /// Two requests fit in 8 pages of 16 tokens only without the growth reservation: prealloc
+    /// admits the first alone, and holds the second back while the first keeps its reserve.
+    #[test]
+    fn prealloc_keeps_room_for_growth_of_every_holder() {
+        let mut reqs = Requests::default();
+        let mut d = DecodeServer::new(core(8, 16), vec![17_000], u32::MAX);
+        let a = request(&mut reqs, 0, 32, 64); // 2 pages + 4 reserved
+        let b = request(&mut reqs, 1, 32, 64);
+        d.prealloc.extend([a, b]);
+        let mut admitted = Vec::new();
+        d.try_prealloc(&mut reqs, &mut admitted);
+        assert_eq!(
+            admitted,
+            [a],
+            "b needs 2 + 4 × 2 reserved pages, only 6 are left"
+        );
+        assert_eq!((d.holders, d.core.pages.available()), (1, 6));
+        assert_eq!(reqs.get(a).unwrap().receiver, KvPoll::WaitingForInput);
+        assert_eq!(d.prealloc.len(), 1);
+    }
+
+    /// A batch that runs the pool dry retracts its most recently joined request: it leaves with
+    /// its pages, goes to the front of the prealloc queue with what it generated added to its
+    /// prompt, and gets a fresh bootstrap timeout.
+    #[test]
+    fn a_dry_pool_retracts_the_newest_request() {
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut d = DecodeServer::new(core(4, 4), vec![17_000], u32::MAX);
+        let a = request(&mut reqs, 0, 4, 100);
+        let b = request(&mut reqs, 1, 4, 100);
+        // Admit both with the lone-request rule bypassed: one page each.
+        for r in [a, b] {
+            let id = reqs.get(r).unwrap().id;
+            let h = d.core.pages.alloc(id, 1, false).unwrap();
+            let req = reqs.get_mut(r).unwrap();
+            req.on_decode = h;
+            req.decode_allocated = true;
+            req.receiver = KvPoll::Success;
+            d.holders += 1;
+            d.enqueue_ready(r);
+        }
+        let mut retracted = Vec::new();
+        // Steps until the two requests' growth needs more than the 2 free pages.
+        let mut steps = 0;
+        while retracted.is_empty() && steps < 20 {
+            d.start_step(DecodeId(0), &mut reqs, &mut q, 1_000, &mut retracted);
+            let (now, _) = q.pop().unwrap();
+            let mut finished = Vec::new();
+            let mut itl = Histogram::default();
+            d.step_done(now, &mut reqs, &mut itl, &mut finished);
+            assert!(finished.is_empty());
+            steps += 1;
+        }
+        assert_eq!(retracted, [b], "the newest joined request goes first");
+        let rb = reqs.get(b).unwrap();
+        assert_eq!(
+            (rb.sender, rb.receiver),
+            (KvPoll::Bootstrapping, KvPoll::Bootstrapping)
+        );
+        assert!(rb.extra > 0 && rb.row.retractions == 1);
+        assert!(rb.bootstrap_timeout.is_some());
+        assert_eq!(d.prealloc.front(), Some(&b));
+        assert_eq!((d.running, d.holders, d.retractions), (1, 1, 1));
+    }
+
+    /// A crash cancels the running step: its end never fires.
+    #[test]
+    fn a_crash_cancels_the_running_step() {
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut d = DecodeServer::new(core(16, 16), vec![17_000], u32::MAX);
+        let a = request(&mut reqs, 0, 16, 10);
+        d.enqueue_ready(a);
+        d.start_step(DecodeId(0), &mut reqs, &mut q, 1_000, &mut Vec::new());
+        assert_eq!(q.len(), 1);
+        d.crash(&mut q);
+        assert!(q.is_empty() && !d.core.busy);
+    }
+}

@@ -76,3 +76,69 @@ impl Core {
         self.tick.busy_ns += now - self.tick.busy_since;
     }
 }
+
+/// Builders for the components' unit tests: a server core over a plain page pool, and requests.
+#[cfg(test)]
+pub(crate) mod testkit {
+    use super::memory::{KvPool, PageAllocator, Store};
+    use super::{Core, TickCounters};
+    use crate::compute::{StepModel, StepTimes, calibrated_params};
+    use crate::metrics::RequestRow;
+    use crate::sim::ids::{DecodeId, InstanceId, PoolId, PrefillId};
+    use crate::sim::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
+
+    /// A live, idle Llama-3.1-8B TP1 H100 server with `pages` KV pages of `page_size` tokens.
+    pub fn core(pages: u32, page_size: u32) -> Core {
+        let gpu = crate::spec::gpu::gpu_preset("h100-sxm").unwrap();
+        let model = crate::spec::model::preset("llama-3.1-8b").unwrap();
+        Core {
+            instance: InstanceId(0),
+            pool: PoolId(0),
+            gpus: Vec::new(),
+            nics: Vec::new(),
+            alive: true,
+            step: StepTimes::Model(StepModel::new(&gpu, &model, 1, 2, calibrated_params(&gpu))),
+            page_size,
+            hybrid: false,
+            pages: KvPool::new(
+                Store::Plain {
+                    pages: PageAllocator::new(pages),
+                    slots: PageAllocator::new(0),
+                    grown: Vec::new(),
+                },
+                None,
+            ),
+            outstanding: 0,
+            busy: false,
+            step_key: None,
+            tick: TickCounters::default(),
+        }
+    }
+
+    /// A request of `input` prompt and `output` generated tokens, just routed to P0/D0.
+    pub fn request(reqs: &mut Requests, id: u64, input: u32, output: u32) -> ReqRef {
+        reqs.insert(Req {
+            id,
+            input,
+            output,
+            prefill: PrefillId(0),
+            decode: DecodeId(0),
+            sender: KvPoll::Bootstrapping,
+            receiver: KvPoll::Bootstrapping,
+            prefilled: 0,
+            sent: 0,
+            chunks_in_flight: 0,
+            last_queued: false,
+            on_prefill: Default::default(),
+            on_decode: Default::default(),
+            decode_allocated: false,
+            hash_ids: Vec::new(),
+            extra: 0,
+            join_step: NOT_RUNNING,
+            bootstrap_timeout: None,
+            waiting_timeout: None,
+            corrupted_earlier: None,
+            row: RequestRow::arrived(id, 0, Some((0, 1)), input, output),
+        })
+    }
+}

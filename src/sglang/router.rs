@@ -40,12 +40,9 @@ impl Side {
         if old == load {
             return;
         }
-        match old {
-            Some(l) => {
-                self.by_load.remove(&(l, i));
-                self.alive -= 1;
-            }
-            None => {}
+        if let Some(l) = old {
+            self.by_load.remove(&(l, i));
+            self.alive -= 1;
         }
         if let Some(l) = load {
             self.by_load.insert((l, i));

@@ -300,3 +300,101 @@ impl TransferQueues {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(r: ReqRef, d: u32) -> ChunkJob {
+        ChunkJob {
+            req: r,
+            decode: DecodeId(d),
+            first_page: 0,
+            end_page: 1,
+            last: true,
+        }
+    }
+
+    /// A dead worker moves nothing again, whatever is queued behind it (the chunks of healthy
+    /// decode instances that hash to the same shard included); other shards go on.
+    #[test]
+    fn a_dead_shard_never_moves_again() {
+        let mut t = TransferQueues::new(4);
+        let r = ReqRef { slot: 0, id: 0 };
+        t.shards[ShardId(1)].dead = true;
+        t.push(ShardId(1), job(r, 0));
+        t.push(ShardId(1), job(r, 3));
+        let mut reqs = Requests::default();
+        let mut fabric = crate::fabric::Fabric::build(
+            crate::fabric::TopologyConfig {
+                nodes: 1,
+                gpus_per_node: 8,
+                nics_per_node: 8,
+                nic_bytes_per_ns: 50.0,
+                kind: crate::fabric::TopologyKind::Rail,
+                nodes_per_leaf: 1,
+                oversubscription: 1.0,
+                nvlink_bytes_per_ns: 900.0,
+            },
+            Default::default(),
+        )
+        .unwrap();
+        let mut q = EventQueue::new();
+        let decodes = IdVec::default();
+        let plans = IdVec::default();
+        let mut env = KickEnv {
+            reqs: &mut reqs,
+            fabric: &mut fabric,
+            q: &mut q,
+            decodes: &decodes,
+            plans: &plans,
+            gpus: &[],
+            base_latency_ns: 1,
+        };
+        assert!(matches!(
+            t.kick(PrefillId(0), ShardId(1), &mut env),
+            Kick::Done
+        ));
+        assert_eq!(t.shards[ShardId(1)].queue.len(), 2, "nothing was taken off");
+        // A live shard drops chunks of requests that already ended and stays idle.
+        t.push(ShardId(2), job(r, 0));
+        assert!(matches!(
+            t.kick(PrefillId(0), ShardId(2), &mut env),
+            Kick::Done
+        ));
+        assert!(t.shards[ShardId(2)].queue.is_empty());
+    }
+
+    /// A crash empties every shard and revives dead workers (they come back with the restart).
+    #[test]
+    fn a_crash_clears_queues_and_workers() {
+        let mut t = TransferQueues::new(2);
+        let r = ReqRef { slot: 0, id: 0 };
+        t.push(ShardId(0), job(r, 0));
+        t.shards[ShardId(1)].dead = true;
+        let mut q = EventQueue::new();
+        let k = q.schedule_keyed(
+            5,
+            Event::EmptyChunkSent {
+                prefill: PrefillId(0),
+                shard: ShardId(0),
+            },
+        );
+        t.shards[ShardId(0)].empty_key = Some(k);
+        t.crash(&mut q);
+        assert!(
+            t.shards
+                .iter()
+                .all(|s| s.queue.is_empty() && !s.dead && s.active.is_none())
+        );
+        assert!(q.is_empty(), "the pending empty-chunk return is cancelled");
+    }
+
+    #[test]
+    fn tokens_round_trip() {
+        assert_eq!(
+            from_token(token(PrefillId(513), ShardId(3))),
+            (PrefillId(513), ShardId(3))
+        );
+    }
+}

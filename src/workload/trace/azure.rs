@@ -1,17 +1,6 @@
 //! The Azure LLM inference 2023 CSV (`TIMESTAMP,ContextTokens,GeneratedTokens`): absolute
 //! civil date-times, converted exactly and re-based so the first row arrives at 0 ns.
 
-use super::csv::{Clock, CsvColumns};
-
-/// The columns of the Azure LLM inference 2023 CSV.
-pub(super) const COLUMNS: CsvColumns = CsvColumns {
-    arrival: "TIMESTAMP",
-    input: "ContextTokens",
-    output: "GeneratedTokens",
-    hash_ids: None,
-    clock: Clock::AzureDateTime,
-};
-
 /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
 /// Working in whole days makes month, year and leap-day rollovers between two rows exact.
 fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {

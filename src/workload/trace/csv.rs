@@ -6,30 +6,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::error::{TraceError, bad, show};
+use super::fields::{AZURE_COLUMNS, Clock, CsvColumns, VIDUR_COLUMNS};
 use super::fields::{
     Order, SECONDS_EXPECTED, TOKENS_EXPECTED, check_hash_len, parse_seconds_ns, parse_tokens,
 };
 use super::lines::{CountingReader, LineTooLong, MAX_LINE_BYTES};
-use super::{HASH_BLOCK_TOKENS, TraceFormat, TraceRow, azure, vidur};
-
-/// How a CSV format writes its arrival column.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Clock {
-    /// Decimal seconds from the trace start (Vidur, pdsim CSV).
-    Seconds,
-    /// Absolute civil date-times, re-based so the first row is 0 (Azure).
-    AzureDateTime,
-}
-
-/// The header names a CSV trace format reads, and how its arrival column is written.
-pub(super) struct CsvColumns {
-    pub arrival: &'static str,
-    pub input: &'static str,
-    pub output: &'static str,
-    /// Optional column.
-    pub hash_ids: Option<&'static str>,
-    pub clock: Clock,
-}
+use super::{HASH_BLOCK_TOKENS, TraceFormat, TraceRow, azure};
 
 /// The pdsim generic CSV.
 pub(super) const COLUMNS: CsvColumns = CsvColumns {
@@ -42,8 +24,8 @@ pub(super) const COLUMNS: CsvColumns = CsvColumns {
 
 fn columns(format: TraceFormat) -> &'static CsvColumns {
     match format {
-        TraceFormat::Azure => &azure::COLUMNS,
-        TraceFormat::Vidur => &vidur::COLUMNS,
+        TraceFormat::Azure => &AZURE_COLUMNS,
+        TraceFormat::Vidur => &VIDUR_COLUMNS,
         TraceFormat::Csv => &COLUMNS,
         TraceFormat::Mooncake => unreachable!("Mooncake traces are JSON lines, not CSV"),
     }

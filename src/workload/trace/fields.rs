@@ -91,6 +91,43 @@ pub(super) fn check_hash_len(
     Ok(())
 }
 
+/// How a CSV format writes its arrival column.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Clock {
+    /// Decimal seconds from the trace start (Vidur, pdsim CSV).
+    Seconds,
+    /// Absolute civil date-times, re-based so the first row is 0 (Azure).
+    AzureDateTime,
+}
+
+/// The header names a CSV trace format reads, and how its arrival column is written.
+pub(super) struct CsvColumns {
+    pub arrival: &'static str,
+    pub input: &'static str,
+    pub output: &'static str,
+    /// Optional column.
+    pub hash_ids: Option<&'static str>,
+    pub clock: Clock,
+}
+
+/// The columns of the Azure LLM inference 2023 CSV.
+pub(super) const AZURE_COLUMNS: CsvColumns = CsvColumns {
+    arrival: "TIMESTAMP",
+    input: "ContextTokens",
+    output: "GeneratedTokens",
+    hash_ids: None,
+    clock: Clock::AzureDateTime,
+};
+
+/// The columns of Vidur's processed-trace CSV.
+pub(super) const VIDUR_COLUMNS: CsvColumns = CsvColumns {
+    arrival: "arrived_at",
+    input: "num_prefill_tokens",
+    output: "num_decode_tokens",
+    hash_ids: None,
+    clock: Clock::Seconds,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

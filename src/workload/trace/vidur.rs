@@ -6,18 +6,9 @@
 use std::io::Read;
 use std::path::Path;
 
-use super::csv::{Clock, CsvColumns, CsvFile};
+use super::csv::CsvFile;
 use super::error::{TraceError, bad};
 use super::fields::{TOKENS_EXPECTED, parse_tokens};
-
-/// The columns of Vidur's processed-trace CSV.
-pub(super) const COLUMNS: CsvColumns = CsvColumns {
-    arrival: "arrived_at",
-    input: "num_prefill_tokens",
-    output: "num_decode_tokens",
-    hash_ids: None,
-    clock: Clock::Seconds,
-};
 
 /// `(input_tokens, output_tokens)` of every row of a lengths-only CSV, streamed from
 /// `source`; `num_total_tokens`, if present, must equal their sum.

@@ -122,6 +122,7 @@ impl Fabric {
         );
         self.advance(now);
         let l = self.layout.index(link);
+        self.unslack(l, now);
         let st = &mut self.links[l.0 as usize];
         st.fraction = fraction;
         self.sharing.set_capacity(l, st.nominal * fraction);

@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 
 use super::maxmin::LinkIdx;
-use super::topology::Path;
+use super::topology::{MAX_PATH, Path};
 use super::{Fabric, FailReason, Flow, FlowEnd, FlowId, FlowOutcome, Phase};
 use crate::engine::Nanos;
 
@@ -263,7 +263,8 @@ impl Fabric {
                     .map(|l| self.links[l.0 as usize].nominal)
                     .fold(f64::INFINITY, f64::min);
                 let cap = if f.cap >= floor { f64::INFINITY } else { f.cap };
-                let share = self.sharing.add_flow(path.links(), cap);
+                let (binding, n) = self.binding_links(&path);
+                let share = self.sharing.add_flow(&binding[..n], cap);
                 self.mutations += 1;
                 if share.0 as usize >= self.owner.len() {
                     self.owner.resize(share.0 as usize + 1, 0);
@@ -298,6 +299,20 @@ impl Fabric {
     }
     /// Live fabric flows moving over `l`, ascending.
     pub(super) fn flows_on(&self, l: LinkIdx) -> Vec<FlowId> {
+        if self.links[l.0 as usize].slack {
+            // Not in the solver's paths: look at the flows' own paths.
+            return self
+                .flows
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| {
+                    f.as_ref().is_some_and(|f| {
+                        matches!(f.phase, Phase::Moving { .. }) && f.path.links().contains(&l)
+                    })
+                })
+                .map(|(i, _)| FlowId(i as u32))
+                .collect();
+        }
         let mut v: Vec<FlowId> = self
             .sharing
             .flows_on(l)
@@ -349,5 +364,51 @@ impl Fabric {
             start_ns: f.start_ns,
             end_ns: now,
         }
+    }
+}
+
+impl Fabric {
+    /// The links of `path` the max-min solver must see: all but the slack ones.
+    pub(super) fn binding_links(&self, path: &Path) -> ([LinkIdx; MAX_PATH], usize) {
+        let mut out = [LinkIdx(0); MAX_PATH];
+        let mut n = 0;
+        for &l in path.links() {
+            if !self.links[l.0 as usize].slack {
+                out[n] = l;
+                n += 1;
+            }
+        }
+        (out, n)
+    }
+
+    /// Link `l` may bind from now on (it is being degraded): every flow moving over it goes
+    /// back into the solver with `l` in its path. Their rates are re-solved at the next refresh.
+    pub(super) fn unslack(&mut self, l: LinkIdx, now: Nanos) {
+        if !self.links[l.0 as usize].slack {
+            return;
+        }
+        let hit = self.flows_on(l);
+        self.links[l.0 as usize].slack = false;
+        for flow in hit {
+            let fi = flow.0 as usize;
+            self.settle(fi, now);
+            let f = self.flows[fi].as_ref().expect("live");
+            let Phase::Moving { share } = f.phase else {
+                unreachable!("flows_on lists moving flows")
+            };
+            let path = f.path;
+            let cap = self.sharing.cap(share);
+            self.sharing.remove_flow(share);
+            let (binding, n) = self.binding_links(&path);
+            let share = self.sharing.add_flow(&binding[..n], cap);
+            if share.0 as usize >= self.owner.len() {
+                self.owner.resize(share.0 as usize + 1, 0);
+            }
+            self.owner[share.0 as usize] = fi as u32;
+            self.flows[fi].as_mut().expect("live").phase = Phase::Moving { share };
+            self.mutations += 1;
+            self.mark_dirty(flow.0);
+        }
+        self.pending = Some(now);
     }
 }

@@ -581,6 +581,12 @@ impl Sharing {
         sol.rate[flow.0 as usize]
     }
 
+    /// The rate cap of a live flow, bytes/ns (`INFINITY` for none), as given to `add_flow`.
+    pub fn cap(&self, flow: FlowId) -> f64 {
+        self.assert_live(flow);
+        self.topo.cap[flow.0 as usize]
+    }
+
     /// Capacity of `link` in bytes/ns.
     pub fn capacity(&self, link: LinkIdx) -> f64 {
         self.topo.capacity[link.0 as usize]

@@ -222,6 +222,13 @@ struct LinkState {
     bytes: f64,
     /// Cumulative retransmitted bytes.
     retransmitted: f64,
+    /// The link can never be the bottleneck, so the max-min solver leaves it out of flow paths
+    /// (bytes are still counted on it). A switch up- or downlink is fed only by its members'
+    /// NICs; when its capacity is at least their total, the NICs always saturate first. Without
+    /// this, every cross-switch flow joins one max-min component through the switch links and
+    /// each flow start or end re-solves all of them. A degradation clears the flag (the link
+    /// may then bind) and puts the link back into its flows' paths.
+    slack: bool,
 }
 
 /// The fabric: topology, link health, live flows.
@@ -262,9 +269,14 @@ impl Fabric {
     pub fn build(topo: TopologyConfig, params: FabricParams) -> Result<Self, TopologyError> {
         topo.validate()?;
         params.validate().map_err(TopologyError::Param)?;
+        // A switch link's capacity is members × line rate / oversubscription; its feeders carry
+        // at most members × line rate × NIC efficiency. Strictly less: it never binds.
+        let switch_slack = topo.oversubscription * params.nic_efficiency < 1.0;
         let layout = Layout::new(topo);
         let links: Vec<LinkState> = (0..layout.num_links())
             .map(|i| LinkState {
+                slack: switch_slack
+                    && matches!(layout.link(LinkIdx(i)), Link::Uplink(_) | Link::Downlink(_)),
                 nominal: layout.nominal_capacity(layout.link(LinkIdx(i)), params.nic_efficiency),
                 fraction: 1.0,
                 down: 0,

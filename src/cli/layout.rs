@@ -40,8 +40,7 @@ pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
     let spec = match model::preset(&a.model) {
         Some(m) => m,
         None if a.model.ends_with(".json") || Path::new(&a.model).is_file() => {
-            crate::spec::hf::load_model_config(Path::new(&a.model))
-                .map_err(|e| CliError::Input(e.to_string()))?
+            crate::spec::hf::load_model_config(Path::new(&a.model))?
         }
         None => {
             return Err(CliError::Usage(format!(
@@ -81,8 +80,7 @@ pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
         max_running_requests: None,
         radix_cache: None,
     };
-    let layout =
-        RankLayout::new(&spec, &args, a.rank).map_err(|e| CliError::Usage(e.to_string()))?;
+    let layout = RankLayout::new(&spec, &args, a.rank)?;
     if a.json {
         let text = serde_json::to_string_pretty(&layout)
             .map_err(|e| CliError::Usage(format!("cannot render JSON: {e}")))?;

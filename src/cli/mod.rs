@@ -34,9 +34,15 @@ pub enum CliError {
     /// A bad flag or argument (exit 2).
     #[error("{0}")]
     Usage(String),
-    /// An invalid input file other than a scenario: a trace, a model config (exit 2).
+    /// An unreadable or invalid trace (exit 2).
     #[error("{0}")]
-    Input(String),
+    Trace(#[from] crate::workload::trace::TraceError),
+    /// An unreadable or unsupported model config (exit 2).
+    #[error("{0}")]
+    ModelConfig(#[from] crate::spec::hf::ConfigError),
+    /// Server arguments no layout exists for (exit 2).
+    #[error("{0}")]
+    Layout(#[from] crate::layout::LayoutError),
     /// An invalid scenario (exit 2).
     #[error("{0}")]
     Scenario(#[from] crate::scenario::ScenarioError),
@@ -49,7 +55,11 @@ impl CliError {
     /// DESIGN.md §2: 2 usage or invalid input, 3 I/O.
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Usage(_) | CliError::Input(_) | CliError::Scenario(_) => 2,
+            CliError::Usage(_)
+            | CliError::Trace(_)
+            | CliError::ModelConfig(_)
+            | CliError::Layout(_)
+            | CliError::Scenario(_) => 2,
             CliError::Io(_) => 3,
         }
     }

@@ -35,10 +35,9 @@ pub fn run(args: &TraceArgs) -> Result<(), CliError> {
         TraceCommand::Stats { file, format } => {
             let format = match format {
                 Some(f) => *f,
-                None => trace::detect_format(file).map_err(|e| CliError::Input(e.to_string()))?,
+                None => trace::detect_format(file)?,
             };
-            let rows =
-                trace::read_trace(file, format).map_err(|e| CliError::Input(e.to_string()))?;
+            let rows = trace::read_trace(file, format)?;
             println!("{} ({})", file.display(), format);
             print!("{}", trace::trace_stats(&rows));
             Ok(())

@@ -476,121 +476,136 @@ pub fn preset(name: &str) -> Option<ModelSpec> {
             s.tie_word_embeddings = true;
             s
         }
-        "deepseek-v3" => ModelSpec {
-            name: name.to_string(),
-            num_layers: 61,
-            hidden_size: 7168,
-            q_heads: 128,
-            attention: KvAttention::Mla {
-                kv_lora_rank: 512,
-                qk_rope_head_dim: 64,
-                qk_nope_head_dim: 128,
-                v_head_dim: 128,
-                q_lora_rank: Some(1536),
-            },
-            attention_layers: (0..61).collect(),
-            mamba: None,
-            mamba_layers: Vec::new(),
-            dense_ffn_layers: 3,
-            dense_intermediate: 18432,
-            dense_ffn_gated: true,
-            moe: Some(MoeSpec {
-                experts: 256,
-                active: 8,
-                expert_intermediate: 2048,
-                shared_intermediate: 2048,
-            }),
-            moe_layers: 58,
-            vocab_size: 129_280,
-            tie_word_embeddings: false,
-            weight_bytes: 1,
-            activation_bytes: 2,
-        },
-        "qwen3-next-80b-a3b" => {
-            // Full attention every 4th layer: ids 3, 7, ..., 47; GDN elsewhere.
-            let attention_layers: Vec<u32> = (0..48).filter(|l| (l + 1) % 4 == 0).collect();
-            let mamba_layers: Vec<u32> = (0..48).filter(|l| (l + 1) % 4 != 0).collect();
-            ModelSpec {
-                name: name.to_string(),
-                num_layers: 48,
-                hidden_size: 2048,
-                q_heads: 16,
-                attention: KvAttention::Mha {
-                    kv_heads: 2,
-                    head_dim: 256,
-                    v_head_dim: 256,
-                },
-                attention_layers,
-                mamba: Some(MambaSpec {
-                    kind: MambaKind::Gdn,
-                    intermediate_size: 32 * 128,
-                    n_groups: 16,
-                    num_heads: 32,
-                    head_dim: 128,
-                    state_size: 128,
-                    conv_kernel: 4,
-                    conv_shard_groups: vec![16 * 128, 16 * 128, 32 * 128],
-                    conv_dtype_bytes: 2,
-                    ssm_dtype_bytes: 4,
-                }),
-                mamba_layers,
-                dense_ffn_layers: 0,
-                dense_intermediate: 0,
-                dense_ffn_gated: true,
-                moe: Some(MoeSpec {
-                    experts: 512,
-                    active: 10,
-                    expert_intermediate: 512,
-                    shared_intermediate: 512,
-                }),
-                moe_layers: 48,
-                vocab_size: 151_936,
-                tie_word_embeddings: false,
-                weight_bytes: 2,
-                activation_bytes: 2,
-            }
-        }
-        "nemotron-h-8b" => {
-            let (mamba_layers, attention_layers, mlp) =
-                parse_hybrid_pattern("M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-")
-                    .expect("the preset pattern is valid");
-            ModelSpec {
-                name: name.to_string(),
-                num_layers: 52,
-                hidden_size: 4096,
-                q_heads: 32,
-                attention: KvAttention::Mha {
-                    kv_heads: 8,
-                    head_dim: 128,
-                    v_head_dim: 128,
-                },
-                attention_layers,
-                mamba: Some(MambaSpec {
-                    kind: MambaKind::Mamba2,
-                    intermediate_size: 128 * 64,
-                    n_groups: 8,
-                    num_heads: 128,
-                    head_dim: 64,
-                    state_size: 128,
-                    conv_kernel: 4,
-                    conv_shard_groups: Vec::new(),
-                    conv_dtype_bytes: 2,
-                    ssm_dtype_bytes: 4,
-                }),
-                mamba_layers,
-                dense_ffn_layers: mlp.len() as u32,
-                dense_intermediate: 21504,
-                dense_ffn_gated: false,
-                moe: None,
-                moe_layers: 0,
-                vocab_size: 131_072,
-                tie_word_embeddings: false,
-                weight_bytes: 2,
-                activation_bytes: 2,
-            }
-        }
+        "deepseek-v3" => deepseek_v3(name),
+        "qwen3-next-80b-a3b" => qwen3_next_80b(name),
+        "nemotron-h-8b" => nemotron_h_8b(name),
         _ => return None,
     })
+}
+
+/// DeepSeek-V3 (671B MoE, MLA attention, FP8 weights).
+fn deepseek_v3(name: &str) -> ModelSpec {
+    ModelSpec {
+        name: name.to_string(),
+        num_layers: 61,
+        hidden_size: 7168,
+        q_heads: 128,
+        attention: KvAttention::Mla {
+            kv_lora_rank: 512,
+            qk_rope_head_dim: 64,
+            qk_nope_head_dim: 128,
+            v_head_dim: 128,
+            q_lora_rank: Some(1536),
+        },
+        attention_layers: (0..61).collect(),
+        mamba: None,
+        mamba_layers: Vec::new(),
+        dense_ffn_layers: 3,
+        dense_intermediate: 18432,
+        dense_ffn_gated: true,
+        moe: Some(MoeSpec {
+            experts: 256,
+            active: 8,
+            expert_intermediate: 2048,
+            shared_intermediate: 2048,
+        }),
+        moe_layers: 58,
+        vocab_size: 129_280,
+        tie_word_embeddings: false,
+        weight_bytes: 1,
+        activation_bytes: 2,
+    }
+}
+
+/// Qwen3-Next-80B-A3B: GDN linear attention with full attention every 4th layer, MoE.
+fn qwen3_next_80b(name: &str) -> ModelSpec {
+    {
+        // Full attention every 4th layer: ids 3, 7, ..., 47; GDN elsewhere.
+        let attention_layers: Vec<u32> = (0..48).filter(|l| (l + 1) % 4 == 0).collect();
+        let mamba_layers: Vec<u32> = (0..48).filter(|l| (l + 1) % 4 != 0).collect();
+        ModelSpec {
+            name: name.to_string(),
+            num_layers: 48,
+            hidden_size: 2048,
+            q_heads: 16,
+            attention: KvAttention::Mha {
+                kv_heads: 2,
+                head_dim: 256,
+                v_head_dim: 256,
+            },
+            attention_layers,
+            mamba: Some(MambaSpec {
+                kind: MambaKind::Gdn,
+                intermediate_size: 32 * 128,
+                n_groups: 16,
+                num_heads: 32,
+                head_dim: 128,
+                state_size: 128,
+                conv_kernel: 4,
+                conv_shard_groups: vec![16 * 128, 16 * 128, 32 * 128],
+                conv_dtype_bytes: 2,
+                ssm_dtype_bytes: 4,
+            }),
+            mamba_layers,
+            dense_ffn_layers: 0,
+            dense_intermediate: 0,
+            dense_ffn_gated: true,
+            moe: Some(MoeSpec {
+                experts: 512,
+                active: 10,
+                expert_intermediate: 512,
+                shared_intermediate: 512,
+            }),
+            moe_layers: 48,
+            vocab_size: 151_936,
+            tie_word_embeddings: false,
+            weight_bytes: 2,
+            activation_bytes: 2,
+        }
+    }
+}
+
+/// Nemotron-H-8B: Mamba2 hybrid with MLP and attention layers by its pattern.
+fn nemotron_h_8b(name: &str) -> ModelSpec {
+    {
+        let (mamba_layers, attention_layers, mlp) =
+            parse_hybrid_pattern("M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-")
+                .expect("the preset pattern is valid");
+        ModelSpec {
+            name: name.to_string(),
+            num_layers: 52,
+            hidden_size: 4096,
+            q_heads: 32,
+            attention: KvAttention::Mha {
+                kv_heads: 8,
+                head_dim: 128,
+                v_head_dim: 128,
+            },
+            attention_layers,
+            mamba: Some(MambaSpec {
+                kind: MambaKind::Mamba2,
+                intermediate_size: 128 * 64,
+                n_groups: 8,
+                num_heads: 128,
+                head_dim: 64,
+                state_size: 128,
+                conv_kernel: 4,
+                conv_shard_groups: Vec::new(),
+                conv_dtype_bytes: 2,
+                ssm_dtype_bytes: 4,
+            }),
+            mamba_layers,
+            dense_ffn_layers: mlp.len() as u32,
+            dense_intermediate: 21504,
+            dense_ffn_gated: false,
+            moe: None,
+            moe_layers: 0,
+            vocab_size: 131_072,
+            tie_word_embeddings: false,
+            weight_bytes: 2,
+            activation_bytes: 2,
+        }
+    }
 }
 
 #[cfg(test)]

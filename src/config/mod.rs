@@ -158,11 +158,47 @@ pub enum Workload {
         /// Output lengths.
         output: Lengths,
     },
-    /// Replayed from a trace: arrival times already scaled, in arrival order.
+    /// Replayed from a trace, streamed: rows are read as the run reaches them.
     Trace {
-        /// The rows to replay.
-        rows: std::sync::Arc<Vec<crate::workload::trace::TraceRow>>,
+        /// Where the rows come from and how their times are rescaled.
+        source: TraceSource,
     },
+}
+
+/// One pass over a trace's rows in file order, errors included.
+pub type TraceRows = Box<
+    dyn Iterator<
+            Item = Result<crate::workload::trace::TraceRow, crate::workload::trace::TraceError>,
+        > + Send,
+>;
+
+/// A validated trace to replay without holding it in memory: `scenario/` checked every row
+/// once and hands the simulation a way to read them again. Replayed arrival of a row:
+/// `round((arrival_ns - base_ns) × scale)`.
+#[derive(Clone)]
+pub struct TraceSource {
+    /// Opens a fresh pass over the rows (the scenario layer's reader; the simulation never
+    /// opens a file itself).
+    pub open: std::sync::Arc<dyn Fn() -> TraceRows + Send + Sync>,
+    /// Rows to replay (the trace's, or `limit`'s).
+    pub rows: u64,
+    /// Arrival of the first row, ns: replayed times start at 0.
+    pub base_ns: Nanos,
+    /// Factor on arrival gaps (`time_scale`, or what `rate_per_s` implies).
+    pub scale: f64,
+    /// The file, for messages.
+    pub path: PathBuf,
+}
+
+impl std::fmt::Debug for TraceSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TraceSource")
+            .field("path", &self.path)
+            .field("rows", &self.rows)
+            .field("base_ns", &self.base_ns)
+            .field("scale", &self.scale)
+            .finish()
+    }
 }
 
 /// Fabric parameters.

@@ -228,17 +228,28 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
         })?,
         None => trace::detect_format(&path).map_err(|e| c.err("workload.trace.path", e.to_string()))?,
     };
-    let mut rows = trace::read_trace(&path, format)
-        .map_err(|e| c.err("workload.trace.path", e.to_string()))?;
-    if let Some(limit) = t.limit {
-        if limit == 0 {
-            return Err(c.err(
-                "workload.trace.limit",
-                "must be ≥ 1 row (or left out for all rows)",
-            ));
-        }
-        rows.truncate(limit.min(rows.len() as u64) as usize);
+    if t.limit == Some(0) {
+        return Err(c.err(
+            "workload.trace.limit",
+            "must be ≥ 1 row (or left out for all rows)",
+        ));
     }
+    // One pass to check every row and learn the count and the span; nothing is kept, so a
+    // trace of any length costs the memory of one row. The run reads the rows again.
+    let limit = t.limit.unwrap_or(u64::MAX);
+    let (mut count, mut first, mut last) = (0u64, None, 0u64);
+    for row in trace::TraceReader::open(&path, format)
+        .map_err(|e| c.err("workload.trace.path", e.to_string()))?
+    {
+        if count == limit {
+            break;
+        }
+        let row = row.map_err(|e| c.err("workload.trace.path", e.to_string()))?;
+        first.get_or_insert(row.arrival_ns);
+        last = row.arrival_ns;
+        count += 1;
+    }
+    let base = first.unwrap_or(0);
     let scale = match t.rate_per_s {
         Some(rate) => {
             if t.time_scale != 1.0 {
@@ -248,15 +259,14 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
                 ));
             }
             let rate = c.positive("workload.trace.rate_per_s", rate, "requests per second")?;
-            let span =
-                rows.last().map_or(0, |r| r.arrival_ns) - rows.first().map_or(0, |r| r.arrival_ns);
-            if rows.len() < 2 || span == 0 {
+            let span = last - base;
+            if count < 2 || span == 0 {
                 return Err(c.err(
                     "workload.trace.rate_per_s",
                     "the trace has no time span to rescale (fewer than two distinct arrival times)",
                 ));
             }
-            let observed = (rows.len() - 1) as f64 / (span as f64 / 1e9);
+            let observed = (count - 1) as f64 / (span as f64 / 1e9);
             observed / rate
         }
         None => c.positive(
@@ -265,12 +275,21 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
             "a factor on arrival times",
         )?,
     };
-    let base = rows.first().map_or(0, |r| r.arrival_ns);
-    for r in &mut rows {
-        r.arrival_ns = ((r.arrival_ns - base) as f64 * scale).round() as Nanos;
-    }
+    let open_path = path.clone();
+    let open = move || -> crate::config::TraceRows {
+        match trace::TraceReader::open(&open_path, format) {
+            Ok(reader) => Box::new(reader),
+            Err(e) => Box::new(std::iter::once(Err(e))),
+        }
+    };
     Ok(Workload::Trace {
-        rows: std::sync::Arc::new(rows),
+        source: crate::config::TraceSource {
+            open: std::sync::Arc::new(open),
+            rows: count,
+            base_ns: base,
+            scale,
+            path,
+        },
     })
 }
 

@@ -347,6 +347,12 @@ impl<'a> World<'a> {
                 progress(t, self.q.events_popped(), self.collector.counts.arrived);
             }
         }
+        if let Some(e) = self.source.error() {
+            // The trace was valid when the scenario was loaded; reading it again failed.
+            return Err(std::io::Error::other(format!(
+                "the trace could not be read again during the run: {e}"
+            )));
+        }
         let end = self.q.now();
         // Whatever is still in flight ends as unfinished, in id order.
         for r in self.reqs.matching(|_| true) {

@@ -39,8 +39,11 @@ enum Source {
         next_arrival: f64,
     },
     Trace {
-        rows: std::sync::Arc<Vec<trace::TraceRow>>,
-        next: usize,
+        rows: crate::config::TraceRows,
+        /// Rows still to replay.
+        left: u64,
+        base_ns: Nanos,
+        scale: f64,
     },
 }
 
@@ -48,6 +51,7 @@ enum Source {
 pub struct Generator {
     source: Source,
     produced: u64,
+    error: Option<trace::TraceError>,
 }
 
 impl Generator {
@@ -79,12 +83,24 @@ impl Generator {
                 }
                 s
             }
-            Workload::Trace { rows } => Source::Trace { rows, next: 0 },
+            Workload::Trace { source } => Source::Trace {
+                rows: (source.open)(),
+                left: source.rows,
+                base_ns: source.base_ns,
+                scale: source.scale,
+            },
         };
         Self {
             source,
             produced: 0,
+            error: None,
         }
+    }
+
+    /// Why a trace stopped early (it was valid when the scenario was loaded, then changed or
+    /// became unreadable), if it did.
+    pub fn error(&self) -> Option<&trace::TraceError> {
+        self.error.as_ref()
     }
 
     /// The next request, or `None` when a trace is exhausted; arrival times never decrease.
@@ -108,14 +124,29 @@ impl Generator {
                     hash_ids: Vec::new(),
                 }
             }
-            Source::Trace { rows, next } => {
-                let row = rows.get(*next)?;
-                *next += 1;
+            Source::Trace {
+                rows,
+                left,
+                base_ns,
+                scale,
+            } => {
+                if *left == 0 {
+                    return None;
+                }
+                let row = match rows.next()? {
+                    Ok(row) => row,
+                    Err(e) => {
+                        self.error = Some(e);
+                        *left = 0;
+                        return None;
+                    }
+                };
+                *left -= 1;
                 NewRequest {
-                    arrival_ns: row.arrival_ns,
+                    arrival_ns: ((row.arrival_ns - *base_ns) as f64 * *scale).round() as Nanos,
                     input_tokens: row.input_tokens,
                     output_tokens: row.output_tokens,
-                    hash_ids: row.hash_ids.clone(),
+                    hash_ids: row.hash_ids,
                 }
             }
         };

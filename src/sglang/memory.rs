@@ -47,6 +47,19 @@ impl PageAllocator {
         Some(pages)
     }
 
+    /// Takes `n` pages onto the end of `out` (the order [`PageAllocator::alloc`] gives), or
+    /// returns `false` taking nothing. No allocation: decode grows every step.
+    pub fn alloc_into(&mut self, n: u32, out: &mut Vec<u32>) -> bool {
+        let n = n as usize;
+        if n > self.free.len() {
+            return false;
+        }
+        let at = self.free.len() - n;
+        out.extend(self.free[at..].iter().rev());
+        self.free.truncate(at);
+        true
+    }
+
     /// Returns `pages` to the pool, so that the next allocation of the same size gets them back
     /// in the same order.
     pub fn free(&mut self, pages: &[u32]) {
@@ -73,6 +86,12 @@ mod tests {
         a.free(&b);
         assert_eq!(a.alloc(2).unwrap(), vec![4, 5]);
         assert_eq!(a.used(), 5);
+        // Growing in place takes the same ids in the same order.
+        let mut grown = vec![99];
+        assert!(a.alloc_into(2, &mut grown));
+        assert_eq!(grown, [99, 6, 7]);
+        assert!(!a.alloc_into(4, &mut grown), "3 free");
+        assert_eq!(grown.len(), 3);
     }
 
     #[test]
@@ -252,13 +271,7 @@ impl Store {
     /// returns `false` taking nothing.
     pub fn grow(&mut self, n: u32) -> bool {
         match self {
-            Store::Plain { pages, grown, .. } => match pages.alloc(n) {
-                Some(p) => {
-                    grown.extend(p);
-                    true
-                }
-                None => false,
-            },
+            Store::Plain { pages, grown, .. } => pages.alloc_into(n, grown),
             Store::Oracle { used, total, .. } => {
                 if *total - *used < n {
                     return false;
@@ -274,8 +287,8 @@ impl Store {
         match self {
             Store::Plain { pages, grown, .. } => {
                 let at = grown.len() - n as usize;
-                let back = grown.split_off(at);
-                pages.free(&back);
+                pages.free(&grown[at..]);
+                grown.truncate(at);
             }
             Store::Oracle { used, .. } => *used -= n,
         }

@@ -115,6 +115,8 @@ pub struct TransferQueues {
     /// Decode instances whose Mooncake session this prefill blacklisted after a return code −1
     /// (§2.6): later chunks to them fail at once.
     pub blacklist: BTreeSet<DecodeId>,
+    /// The flows of the chunk being started (reused, so a chunk allocates nothing).
+    flows: Vec<crate::layout::RankFlow>,
 }
 
 /// The chunk as the plan sees it: prefill and decode page ids at the chunk's page positions.
@@ -160,6 +162,7 @@ impl TransferQueues {
         Self {
             shards,
             blacklist: BTreeSet::new(),
+            flows: Vec::new(),
         }
     }
 
@@ -203,11 +206,10 @@ impl TransferQueues {
             }
             let plan = &env.plans[d];
             let creq = chunk_request(req, &job, dst.page_size);
-            let transfer = plan.chunk(&creq);
+            let error = plan.chunk_into(&creq, &mut self.flows);
             let writes = (dst.watched
                 && !plan.is_exact()
-                && transfer
-                    .error
+                && error
                     .as_ref()
                     .is_none_or(|e| e.1 != ErrorTiming::BeforeAnyWrite))
             .then(|| {
@@ -216,7 +218,7 @@ impl TransferQueues {
                 w
             });
             let mut after_kv = None;
-            match transfer.error {
+            match error {
                 Some((e, ErrorTiming::BeforeAnyWrite)) => match e.effect {
                     Effect::WorkerDies => {
                         self.shards[shard].dead = true;
@@ -238,7 +240,7 @@ impl TransferQueues {
             req.row.transfer_start_ns.get_or_insert(now);
             // One Mooncake batch per (prefill rank, decode rank): it pays the latency, then moves
             // its bytes at its fair share, capped by the cost of posting its work requests.
-            for f in &transfer.flows {
+            for f in &self.flows {
                 req.row.kv_bytes += f.bytes;
                 req.row.rdma_writes += f.writes;
                 let (src, dst_gpu) = (
@@ -248,7 +250,7 @@ impl TransferQueues {
                 env.fabric
                     .start_transfer(now, src, dst_gpu, f.bytes, f.writes, token(me, shard));
             }
-            let n = transfer.flows.len() as u32;
+            let n = self.flows.len() as u32;
             let sh = &mut self.shards[shard];
             sh.active = Some(ActiveChunk {
                 job,

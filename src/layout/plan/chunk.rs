@@ -23,27 +23,46 @@ pub fn contiguous_runs(src: &[u32], dst: &[u32]) -> Vec<(u32, u32, u32)> {
     }
     runs
 }
+/// Pages and runs [`contiguous_runs`] would give, counted without building the runs.
+fn run_counts(src: &[u32], dst: &[u32]) -> (u64, u64) {
+    let n = src.len().min(dst.len());
+    if n == 0 {
+        return (0, 0);
+    }
+    let breaks = (1..n)
+        .filter(|&i| src[i] != src[i - 1].wrapping_add(1) || dst[i] != dst[i - 1].wrapping_add(1))
+        .count();
+    (n as u64, breaks as u64 + 1)
+}
+
 impl PairPlan {
     /// The flows of one chunk and its error. O(pages) to group the contiguous runs, then O(1) per
     /// target (a target's region groups are few): the head-sliced write count is
     /// `2L × pages × page_size` per target, computed, not enumerated.
     pub fn chunk(&self, req: &ChunkRequest) -> ChunkTransfer {
+        let mut flows = Vec::new();
+        let error = self.chunk_into(req, &mut flows);
+        ChunkTransfer { flows, error }
+    }
+
+    /// [`PairPlan::chunk`] with the flows appended to `flows` (cleared first), so the caller
+    /// reuses one buffer for every chunk; returns the chunk's error.
+    pub fn chunk_into(
+        &self,
+        req: &ChunkRequest,
+        flows: &mut Vec<RankFlow>,
+    ) -> Option<(crate::layout::PdError, ErrorTiming)> {
+        flows.clear();
         if let Some(e) = &self.kv_error {
-            return ChunkTransfer {
-                flows: Vec::new(),
-                error: Some((e.clone(), ErrorTiming::BeforeAnyWrite)),
-            };
+            return Some((e.clone(), ErrorTiming::BeforeAnyWrite));
         }
-        let runs = contiguous_runs(req.src_pages, req.dst_pages);
-        let n_pages: u64 = runs.iter().map(|r| u64::from(r.2)).sum();
-        let n_runs = runs.len() as u64;
+        let (n_pages, n_runs) = run_counts(req.src_pages, req.dst_pages);
         let state_error = if req.last {
             self.state_error.clone()
         } else {
             None
         };
         let send_extra = req.last && state_error.is_none();
-        let mut flows = Vec::new();
         for t in &self.targets {
             let (mut bytes, mut writes) = (0u64, 0u64);
             match &t.kv {
@@ -84,10 +103,7 @@ impl PairPlan {
                 });
             }
         }
-        ChunkTransfer {
-            flows,
-            error: state_error.map(|e| (e, ErrorTiming::AfterKv)),
-        }
+        state_error.map(|e| (e, ErrorTiming::AfterKv))
     }
 
     /// The concrete writes of one chunk at run granularity, appended to `out` (cleared first),
@@ -215,5 +231,38 @@ mod tests {
         );
         // The sender truncates the source list to the destination's length.
         assert_eq!(contiguous_runs(&[1, 2, 3], &[5]), vec![(1, 5, 1)]);
+    }
+}
+
+#[cfg(test)]
+mod run_count_tests {
+    use super::*;
+
+    #[test]
+    fn run_counts_match_the_runs() {
+        let mut x: u64 = 3;
+        for len in 0..60usize {
+            let mut src = Vec::new();
+            let mut dst = Vec::new();
+            for _ in 0..len {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                // Mostly consecutive ids, with breaks.
+                let step = if (x >> 60) == 0 { 3 } else { 1 };
+                src.push(src.last().map_or(1, |&v: &u32| v + step));
+                dst.push(
+                    dst.last()
+                        .map_or(5, |&v: &u32| v + if (x >> 58) & 3 == 0 { 2 } else { 1 }),
+                );
+            }
+            let dst_len = len.saturating_sub((x % 3) as usize);
+            let runs = contiguous_runs(&src, &dst[..dst_len]);
+            let pages: u64 = runs.iter().map(|r| u64::from(r.2)).sum();
+            assert_eq!(
+                run_counts(&src, &dst[..dst_len]),
+                (pages, runs.len() as u64)
+            );
+        }
     }
 }

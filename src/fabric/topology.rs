@@ -48,8 +48,9 @@ impl GpuId {
     }
 }
 
-/// The switch tier of the fabric.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The switch tier of the fabric (`fabric.topology` in a scenario: `rail` or `leaf_spine`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TopologyKind {
     /// Rail-optimised: same-index NICs of all nodes share one rail switch; crossing rails goes
     /// through the spine.

@@ -204,7 +204,7 @@ pub struct FabricSection {
     pub control_latency_us: f64,
     /// `rail` (same-index NICs on one rail switch) or `leaf_spine`.
     #[serde(default = "default_topology")]
-    pub topology: String,
+    pub topology: crate::fabric::TopologyKind,
     /// Nodes under one leaf switch (`leaf_spine`).
     #[serde(default = "default_nodes_per_leaf")]
     pub nodes_per_leaf: u32,
@@ -213,11 +213,55 @@ pub struct FabricSection {
     pub oversubscription: f64,
 }
 
-fn default_topology() -> String {
-    "rail".to_string()
+fn default_topology() -> crate::fabric::TopologyKind {
+    crate::fabric::TopologyKind::Rail
 }
 fn default_nodes_per_leaf() -> u32 {
     8
+}
+
+/// The kinds of `[[faults]]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// A link goes down (`link`).
+    LinkDown,
+    /// A link comes back (`link`).
+    LinkUp,
+    /// A link keeps `fraction` of its capacity (`link`, `fraction`).
+    LinkDegraded,
+    /// A link drops `rate` of its packets (`link`, `rate`).
+    PacketLoss,
+    /// A NIC goes down (`nic`).
+    NicDown,
+    /// A NIC comes back (`nic`).
+    NicUp,
+    /// A NIC goes down for `duration_s` (`nic`, `duration_s`).
+    NicFlap,
+    /// An instance crashes (`pool`, `instance`), restarting after `restart_after_s` if given.
+    InstanceCrash,
+}
+
+impl FaultKind {
+    /// The kind as written in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::LinkDown => "link_down",
+            FaultKind::LinkUp => "link_up",
+            FaultKind::LinkDegraded => "link_degraded",
+            FaultKind::PacketLoss => "packet_loss",
+            FaultKind::NicDown => "nic_down",
+            FaultKind::NicUp => "nic_up",
+            FaultKind::NicFlap => "nic_flap",
+            FaultKind::InstanceCrash => "instance_crash",
+        }
+    }
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// `[[faults]]`: something that breaks (or heals) at a simulated time.
@@ -226,9 +270,8 @@ fn default_nodes_per_leaf() -> u32 {
 pub struct FaultSection {
     /// When, simulated seconds.
     pub at_s: f64,
-    /// `link_down`, `link_up`, `link_degraded`, `packet_loss`, `nic_down`, `nic_up`, `nic_flap`
-    /// or `instance_crash`.
-    pub kind: String,
+    /// What happens.
+    pub kind: FaultKind,
     /// A link: `node<N>.nic<I>.tx|rx`, `node<N>.gpu<G>.nvlink_tx|nvlink_rx`, `switch<S>.up|down`.
     pub link: Option<String>,
     /// A NIC: `node<N>.nic<I>`.
@@ -403,8 +446,8 @@ pub struct RouterSection {
 #[serde(deny_unknown_fields)]
 pub struct SglangSection {
     /// Which sglang behaviour: `guarded`, `unguarded` or `slice_dispatch`.
-    #[serde(default = "default_profile")]
-    pub profile: String,
+    #[serde(default)]
+    pub profile: crate::layout::Profile,
     /// `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, s.
     #[serde(default = "default_timeout_s")]
     pub waiting_timeout_s: f64,
@@ -419,7 +462,7 @@ pub struct SglangSection {
 impl Default for SglangSection {
     fn default() -> Self {
         Self {
-            profile: default_profile(),
+            profile: crate::layout::Profile::default(),
             waiting_timeout_s: default_timeout_s(),
             bootstrap_timeout_s: default_timeout_s(),
             queue_size: default_queue_size(),
@@ -427,9 +470,6 @@ impl Default for SglangSection {
     }
 }
 
-fn default_profile() -> String {
-    "guarded".to_string()
-}
 fn default_timeout_s() -> f64 {
     300.0
 }

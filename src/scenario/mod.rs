@@ -63,22 +63,21 @@ pub fn from_str(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Sc
         key: key.to_string(),
         message,
     };
-    // Deserializing the text itself keeps TOML's spans, so type errors and unknown keys get a line.
-    let parsed: Result<ScenarioFile, toml::de::Error> = toml::from_str(text);
-    let file = match (parsed, sets.is_empty()) {
-        (Ok(f), true) => f,
-        (Err(e), _) => return Err(toml_error(text, path, &e, "")),
-        (Ok(_), false) => {
-            let mut table: toml::Table =
-                toml::from_str(text).map_err(|e| toml_error(text, path, &e, ""))?;
-            for s in sets {
-                set::apply_set(&mut table, s).map_err(|m| err_at(None, "", m))?;
-            }
-            let value = toml::Value::Table(table);
-            value
-                .try_into::<ScenarioFile>()
-                .map_err(|e| toml_error(text, path, &e, " (after --set)"))?
+    // Deserializing the text itself keeps TOML's spans, so type errors and unknown keys get a
+    // line; serde_path_to_error adds the key they happened at.
+    let file = if sets.is_empty() {
+        let de = toml::Deserializer::parse(text).map_err(|e| toml_error(text, path, &e, ""))?;
+        serde_path_to_error::deserialize::<_, ScenarioFile>(de)
+            .map_err(|e| keyed_error(text, path, None, e, ""))?
+    } else {
+        let mut table: toml::Table =
+            toml::from_str(text).map_err(|e| toml_error(text, path, &e, ""))?;
+        for s in sets {
+            set::apply_set(&mut table, s).map_err(|m| err_at(None, "", m))?;
         }
+        let value = toml::Value::Table(table.clone());
+        serde_path_to_error::deserialize::<_, ScenarioFile>(value)
+            .map_err(|e| keyed_error(text, path, Some(&table), e, " (after --set)"))?
     };
     validate(file, text, path)
 }
@@ -93,6 +92,84 @@ fn toml_error(text: &str, path: &Path, e: &toml::de::Error, suffix: &str) -> Sce
         line,
         key: String::new(),
         message: format!("{}{suffix}", e.message().trim_end()),
+    }
+}
+
+/// A deserialization error with the dotted key it happened at: pools are named as the
+/// contract names them (`pools.decode.server.tp_size`, not `pools[1]...`), arrays of tables
+/// by index (`faults[0].link`). The line is TOML's when it knows one, else the key's.
+fn keyed_error(
+    text: &str,
+    path: &Path,
+    table: Option<&toml::Table>,
+    e: serde_path_to_error::Error<toml::de::Error>,
+    suffix: &str,
+) -> ScenarioError {
+    let key = contract_key(&e.path().to_string(), text, table);
+    let mut err = toml_error(text, path, e.inner(), suffix);
+    if let Some(hint) = did_you_mean(e.inner().message()) {
+        err.message = format!(
+            "{}; did you mean `{hint}`?{suffix}",
+            e.inner().message().trim_end()
+        );
+    }
+    if err.line.is_none() && !key.is_empty() {
+        err.line = locate::line_of(text, &key);
+    }
+    err.key = key;
+    err
+}
+
+/// For serde's "unknown field `x`, expected one of `a`, `b`" (or variant), the valid name
+/// closest to `x`, when one is close enough to be a likely typo.
+fn did_you_mean(message: &str) -> Option<String> {
+    let (given, rest) = ["unknown field `", "unknown variant `"]
+        .iter()
+        .find_map(|p| message.strip_prefix(p))?
+        .split_once('`')?;
+    let valid = rest.split('`').skip(1).step_by(2);
+    valid
+        .map(|v| (strsim::jaro_winkler(given, v), v))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, v)| v.to_string())
+}
+
+/// `pools[1].server.tp_size` → `pools.<name of pool 1>.server.tp_size` (when the pool has a
+/// name); `?` (serde's placeholder for the root) → empty.
+fn contract_key(raw: &str, text: &str, table: Option<&toml::Table>) -> String {
+    if raw == "?" || raw == "." || raw.is_empty() {
+        return String::new();
+    }
+    let Some(rest) = raw.strip_prefix("pools[") else {
+        return raw.to_string();
+    };
+    let Some((index, tail)) = rest.split_once(']') else {
+        return raw.to_string();
+    };
+    let owned;
+    let table = match table {
+        Some(t) => t,
+        None => match toml::from_str::<toml::Table>(text) {
+            Ok(t) => {
+                owned = t;
+                &owned
+            }
+            Err(_) => return raw.to_string(),
+        },
+    };
+    let name = index.parse::<usize>().ok().and_then(|i| {
+        table
+            .get("pools")?
+            .as_array()?
+            .get(i)?
+            .get("name")?
+            .as_str()
+            .map(str::to_string)
+    });
+    match name {
+        Some(n) => format!("pools.{n}{tail}"),
+        None => raw.to_string(),
     }
 }
 
@@ -337,10 +414,11 @@ fn fault(
             .parse_link(name)
             .map_err(|e| c.err(&key("link"), e.to_string()))
     };
-    let action = match f.kind.as_str() {
-        "link_down" => FaultAction::Fabric(Fault::LinkDown(link()?)),
-        "link_up" => FaultAction::Fabric(Fault::LinkUp(link()?)),
-        "link_degraded" => {
+    use file::FaultKind;
+    let action = match f.kind {
+        FaultKind::LinkDown => FaultAction::Fabric(Fault::LinkDown(link()?)),
+        FaultKind::LinkUp => FaultAction::Fabric(Fault::LinkUp(link()?)),
+        FaultKind::LinkDegraded => {
             let fr = f.fraction.ok_or_else(|| {
                 c.err(
                     &key("fraction"),
@@ -355,7 +433,7 @@ fn fault(
                 fraction: fr,
             })
         }
-        "packet_loss" => {
+        FaultKind::PacketLoss => {
             let r = f.rate.ok_or_else(|| {
                 c.err(
                     &key("rate"),
@@ -370,9 +448,9 @@ fn fault(
                 rate: r,
             })
         }
-        "nic_down" => FaultAction::Fabric(Fault::NicDown(nic(&f.nic, "nic")?)),
-        "nic_up" => FaultAction::Fabric(Fault::NicUp(nic(&f.nic, "nic")?)),
-        "nic_flap" => {
+        FaultKind::NicDown => FaultAction::Fabric(Fault::NicDown(nic(&f.nic, "nic")?)),
+        FaultKind::NicUp => FaultAction::Fabric(Fault::NicUp(nic(&f.nic, "nic")?)),
+        FaultKind::NicFlap => {
             let d = f.duration_s.ok_or_else(|| {
                 c.err(
                     &key("duration_s"),
@@ -385,7 +463,7 @@ fn fault(
                 down_ns: ns_from_secs_ceil(d),
             })
         }
-        "instance_crash" => {
+        FaultKind::InstanceCrash => {
             let pool = f.pool.as_deref().ok_or_else(|| c.err(&key("pool"), "instance_crash needs pool = \"<pool name>\" (and instance = <index>, default 0)"))?;
             let (pi, p) = pools
                 .iter()
@@ -427,12 +505,6 @@ fn fault(
                 instance: first + k,
                 restart_ns,
             }
-        }
-        other => {
-            return Err(c.err(
-                &key("kind"),
-                format!("unknown fault kind {other:?}; valid: link_down, link_up, link_degraded, packet_loss, nic_down, nic_up, nic_flap, instance_crash"),
-            ));
         }
     };
     Ok(FaultSpec {

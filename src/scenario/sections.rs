@@ -152,16 +152,7 @@ pub(super) fn fabric(
     let base_latency_us = c.non_negative("fabric.base_latency_us", f.base_latency_us, "µs")?;
     let control_latency_us =
         c.non_negative("fabric.control_latency_us", f.control_latency_us, "µs")?;
-    let kind = match f.topology.as_str() {
-        "rail" => crate::fabric::TopologyKind::Rail,
-        "leaf_spine" => crate::fabric::TopologyKind::LeafSpine,
-        other => {
-            return Err(c.err(
-                "fabric.topology",
-                format!("unknown topology {other:?}; valid: rail, leaf_spine"),
-            ));
-        }
-    };
+    let kind = f.topology;
     if f.nodes_per_leaf == 0 {
         return Err(c.err("fabric.nodes_per_leaf", "must be ≥ 1, e.g. 8"));
     }
@@ -217,15 +208,7 @@ pub(super) fn sglang_and_slo(
     file: &ScenarioFile,
 ) -> Result<(SglangParams, Slo), ScenarioError> {
     let sg = &file.sglang;
-    let profile: Profile = sg.profile.parse().map_err(|_| {
-        c.err(
-            "sglang.profile",
-            format!(
-                "unknown profile {:?}; valid: guarded, slice_dispatch, unguarded",
-                sg.profile
-            ),
-        )
-    })?;
+    let profile: Profile = sg.profile;
     let waiting = c.positive("sglang.waiting_timeout_s", sg.waiting_timeout_s, "seconds")?;
     let bootstrap = c.positive(
         "sglang.bootstrap_timeout_s",

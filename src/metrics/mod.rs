@@ -268,6 +268,9 @@ pub struct ErrorCount {
     pub message: String,
 }
 
+/// An empty slot of the id-order ring.
+const NO_ROW: u32 = u32::MAX;
+
 /// Streaming aggregates over request rows: bounded memory whatever the number of requests,
 /// except the id-order buffer, which holds only rows that finished ahead of an earlier request.
 #[derive(Default)]
@@ -306,10 +309,14 @@ pub struct Collector {
     pub bandwidth: Histogram,
     /// Bytes sent again after packet loss.
     pub retransmitted_bytes: f64,
-    /// Rows that finished ahead of an earlier request: slot `k` holds request `next_id + k`.
-    /// A ring rather than a map: rows are large, and most finish out of id order.
-    pending: std::collections::VecDeque<Option<RequestRow>>,
-    /// Rows held in `pending`.
+    /// Request `next_id + k` finished ahead of an earlier one iff `order[k]` names its row in
+    /// `rows` ([`NO_ROW`] otherwise). A ring of 4-byte indices, not of rows: under overload
+    /// thousands of requests wait for their timeouts, and each would cost a whole row here.
+    order: std::collections::VecDeque<u32>,
+    /// Rows held back, by slot; freed slots are reused.
+    rows: Vec<Option<RequestRow>>,
+    free_rows: Vec<u32>,
+    /// Rows held back.
     held: usize,
     next_id: u64,
 }
@@ -385,18 +392,37 @@ impl Collector {
             self.transfer.record(b - a);
         }
         let k = usize::try_from(row.id - self.next_id).expect("a row's id is ahead of the stream");
-        if k >= self.pending.len() {
-            self.pending.resize_with(k + 1, || None);
+        if k > 0 {
+            // Ahead of an earlier request: held until that one is written.
+            if k >= self.order.len() {
+                self.order.resize(k + 1, NO_ROW);
+            }
+            assert!(self.order[k] == NO_ROW, "request {} finished twice", row.id);
+            let slot = match self.free_rows.pop() {
+                Some(s) => {
+                    self.rows[s as usize] = Some(row);
+                    s
+                }
+                None => {
+                    self.rows.push(Some(row));
+                    (self.rows.len() - 1) as u32
+                }
+            };
+            self.order[k] = slot;
+            self.held += 1;
+            return Ok(());
         }
-        assert!(
-            self.pending[k].is_none(),
-            "request {} finished twice",
-            row.id
-        );
-        self.pending[k] = Some(row);
-        self.held += 1;
-        while let Some(Some(_)) = self.pending.front() {
-            let row = self.pending.pop_front().flatten().expect("checked");
+        // In order: straight out, then every held row it was holding back.
+        self.order.pop_front();
+        self.next_id += 1;
+        sink.request(&row)?;
+        while let Some(&slot) = self.order.front() {
+            if slot == NO_ROW {
+                break;
+            }
+            self.order.pop_front();
+            let row = self.rows[slot as usize].take().expect("a held row");
+            self.free_rows.push(slot);
             self.held -= 1;
             self.next_id += 1;
             sink.request(&row)?;

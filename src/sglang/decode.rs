@@ -230,7 +230,10 @@ impl DecodeServer {
         if let Some(report) = self.core.pages.free(req.id, &held)
             && matches!(report.verdict, Verdict::Corrupted { .. })
         {
-            req.corrupted_earlier = Some((id_list(&report.victims), id_list(&report.corrupted_by)));
+            req.corrupted_earlier = Some(Box::new((
+                id_list(&report.victims),
+                id_list(&report.corrupted_by),
+            )));
         }
         self.prealloc.push_front(r);
         let key = q.schedule_keyed_in(bootstrap_timeout_ns, Event::BootstrapTimeout { req: r });

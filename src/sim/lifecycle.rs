@@ -351,7 +351,7 @@ impl World<'_> {
             dec.holders -= 1;
         }
         let mut outcome = outcome;
-        if let Some((v, by)) = req.corrupted_earlier.take() {
+        if let Some((v, by)) = req.corrupted_earlier.take().map(|b| *b) {
             req.row.victims = v;
             req.row.corrupted_by = by;
             if outcome == Outcome::Completed {

@@ -80,7 +80,7 @@ pub struct Req {
     pub waiting_timeout: Option<EventKey>,
     /// The oracle's verdict on a round before a retraction, if it found foreign bytes:
     /// (victims, corrupted_by) as space-separated ids.
-    pub corrupted_earlier: Option<(String, String)>,
+    pub corrupted_earlier: Option<Box<(String, String)>>,
     /// The row `requests.csv` gets when the request ends.
     pub row: RequestRow,
 }

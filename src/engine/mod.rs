@@ -2,7 +2,7 @@
 //! random stream per source. It knows nothing about GPUs, requests or networks.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -75,18 +75,28 @@ pub struct EventKey {
 /// transfer lands). Ordering ties by the order in which events were *scheduled* makes the run a
 /// pure function of the scenario and the seed — the heap's internal layout never decides.
 ///
-/// Cancellation is lazy: a cancelled event leaves its slab slot at once (the slot may be reused),
-/// and its heap entry is dropped when it reaches the top, recognised because the slot no longer
-/// holds that sequence number. When cancelled entries outnumber live ones the heap is rebuilt
-/// without them, so the heap stays within twice the pending events (a 300 s timeout that is
-/// cancelled after 50 ms does not sit in the heap for 300 s).
+/// **Lanes.** Events that are always scheduled a fixed delay from now (sglang's timeouts, control
+/// messages) arrive in (time, sequence) order by construction, so they need no heap: each lane is
+/// a FIFO, and `pop` takes the earliest of the heap's top and the lanes' fronts. The order is
+/// exactly the heap's; the cost of a timeout is O(1) instead of O(log n) — under overload
+/// millions of timeouts wait at once.
+///
+/// **Cancellation** is lazy: a cancelled event leaves its slab slot at once (the slot may be
+/// reused), and its entry is dropped when it reaches the top of the heap or the front of its lane,
+/// recognised because the slot no longer holds that sequence number. When cancelled heap entries
+/// outnumber live ones the heap is rebuilt without them, so it stays within twice its pending
+/// events.
 pub struct EventQueue<E> {
     heap: BinaryHeap<Entry>,
-    /// Events by slot, with the sequence number they were scheduled under.
-    slab: Vec<(u64, Option<E>)>,
+    /// FIFO lanes, each in (time, sequence) order.
+    lanes: Vec<VecDeque<Entry>>,
+    /// Events by slot.
+    slab: Vec<Slot<E>>,
     free: Vec<u32>,
     /// Heap entries whose event was cancelled.
     stale: usize,
+    /// Lane entries whose event was cancelled.
+    stale_in_lanes: usize,
     now: Nanos,
     next_seq: u64,
     popped: u64,
@@ -99,14 +109,31 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
+/// A slab slot: the event, the sequence number it was scheduled under, and whether its entry is
+/// in a lane (else in the heap).
+struct Slot<E> {
+    seq: u64,
+    in_lane: bool,
+    event: Option<E>,
+}
+
+/// Where the earliest pending event is.
+#[derive(Clone, Copy)]
+enum Source {
+    Heap,
+    Lane(usize),
+}
+
 impl<E> EventQueue<E> {
     /// An empty queue at time 0.
     pub fn new() -> Self {
         Self {
             heap: BinaryHeap::new(),
+            lanes: Vec::new(),
             slab: Vec::new(),
             free: Vec::new(),
             stale: 0,
+            stale_in_lanes: 0,
             now: 0,
             next_seq: 0,
             popped: 0,
@@ -119,8 +146,8 @@ impl<E> EventQueue<E> {
         self.now
     }
 
-    /// Schedules `event` at absolute time `at` (never in the past) and returns its key.
-    pub fn schedule_keyed(&mut self, at: Nanos, event: E) -> EventKey {
+    /// Stores `event` and returns its entry.
+    fn store(&mut self, at: Nanos, event: E, in_lane: bool) -> Entry {
         assert!(
             at >= self.now,
             "event scheduled in the past: at {at} ns < now {} ns",
@@ -128,18 +155,54 @@ impl<E> EventQueue<E> {
         );
         let seq = self.next_seq;
         self.next_seq += 1;
+        let entry = Slot {
+            seq,
+            in_lane,
+            event: Some(event),
+        };
         let slot = match self.free.pop() {
             Some(s) => {
-                self.slab[s as usize] = (seq, Some(event));
+                self.slab[s as usize] = entry;
                 s
             }
             None => {
-                self.slab.push((seq, Some(event)));
+                self.slab.push(entry);
                 (self.slab.len() - 1) as u32
             }
         };
-        self.heap.push(Entry { at, seq, slot });
-        EventKey { seq, slot }
+        Entry { at, seq, slot }
+    }
+
+    /// Schedules `event` at absolute time `at` (never in the past) and returns its key.
+    pub fn schedule_keyed(&mut self, at: Nanos, event: E) -> EventKey {
+        let e = self.store(at, event, false);
+        self.heap.push(e);
+        EventKey {
+            seq: e.seq,
+            slot: e.slot,
+        }
+    }
+
+    /// Schedules `event` `delay` ns from now on FIFO lane `lane` and returns its key. Every event
+    /// of a lane must come no earlier than the lane's last one (use one lane per fixed delay).
+    pub fn schedule_lane(&mut self, lane: usize, delay: Nanos, event: E) -> EventKey {
+        let at = self.now.saturating_add(delay);
+        if lane >= self.lanes.len() {
+            self.lanes.resize_with(lane + 1, VecDeque::new);
+        }
+        if let Some(last) = self.lanes[lane].back() {
+            assert!(
+                last.at <= at,
+                "lane {lane} out of order: {at} ns after {} ns",
+                last.at
+            );
+        }
+        let e = self.store(at, event, true);
+        self.lanes[lane].push_back(e);
+        EventKey {
+            seq: e.seq,
+            slot: e.slot,
+        }
     }
 
     /// Schedules `event` at absolute time `at` (never in the past).
@@ -157,57 +220,111 @@ impl<E> EventQueue<E> {
         self.schedule_keyed(self.now.saturating_add(delay), event)
     }
 
-    /// Cancels the event of `key` if it is still pending; returns whether it was.
+    fn is_stale(&self, e: &Entry) -> bool {
+        let s = &self.slab[e.slot as usize];
+        s.seq != e.seq || s.event.is_none()
+    }
+
+    /// Cancels the event of `key` if it is still pending; returns whether it was. Whether it
+    /// sat in the heap or a lane is found out when its entry surfaces.
     pub fn cancel(&mut self, key: EventKey) -> bool {
         let Some(entry) = self.slab.get_mut(key.slot as usize) else {
             return false;
         };
-        if entry.0 != key.seq || entry.1.is_none() {
+        if entry.seq != key.seq || entry.event.is_none() {
             return false;
         }
-        entry.1 = None;
+        entry.event = None;
+        let in_lane = entry.in_lane;
         self.free.push(key.slot);
-        self.stale += 1;
         self.cancelled += 1;
-        if self.stale > 64 && self.stale * 2 > self.heap.len() {
-            let slab = &self.slab;
-            self.heap
-                .retain(|e| slab[e.slot as usize].0 == e.seq && slab[e.slot as usize].1.is_some());
-            self.stale = 0;
+        if in_lane {
+            self.stale_in_lanes += 1;
+            let total: usize = self.lanes.iter().map(VecDeque::len).sum();
+            if self.stale_in_lanes > 1024 && self.stale_in_lanes * 2 > total {
+                // Order is kept: a lane stays sorted when entries leave it.
+                let slab = &self.slab;
+                for lane in &mut self.lanes {
+                    lane.retain(|e| {
+                        let s = &slab[e.slot as usize];
+                        s.seq == e.seq && s.event.is_some()
+                    });
+                }
+                self.stale_in_lanes = 0;
+            }
+        } else {
+            self.stale += 1;
+            if self.stale > 64 && self.stale * 2 > self.heap.len() {
+                let slab = &self.slab;
+                self.heap.retain(|e| {
+                    let s = &slab[e.slot as usize];
+                    s.seq == e.seq && s.event.is_some()
+                });
+                self.stale = 0;
+            }
         }
         self.skip_stale();
         true
     }
 
-    /// Whether the heap's top entry is a cancelled event.
-    fn top_is_stale(&self) -> Option<bool> {
-        let e = self.heap.peek()?;
-        let (seq, ev) = &self.slab[e.slot as usize];
-        Some(*seq != e.seq || ev.is_none())
-    }
-
-    /// Drops cancelled entries from the top of the heap.
+    /// Drops cancelled entries from the top of the heap and the fronts of the lanes.
     fn skip_stale(&mut self) {
-        while self.top_is_stale() == Some(true) {
+        while let Some(e) = self.heap.peek() {
+            if !self.is_stale(e) {
+                break;
+            }
             self.heap.pop();
-            self.stale -= 1;
+            self.stale = self.stale.saturating_sub(1);
+        }
+        for i in 0..self.lanes.len() {
+            while let Some(e) = self.lanes[i].front() {
+                if !self.is_stale(e) {
+                    break;
+                }
+                self.lanes[i].pop_front();
+                self.stale_in_lanes = self.stale_in_lanes.saturating_sub(1);
+            }
         }
     }
 
-    /// Time of the next pending event, if any. (The top of the heap is never a cancelled
-    /// entry: `cancel` and `pop` drop those as they surface.)
+    /// The earliest pending entry and where it is.
+    fn earliest(&self) -> Option<(Entry, Source)> {
+        let mut best = self.heap.peek().map(|e| (*e, Source::Heap));
+        for (i, lane) in self.lanes.iter().enumerate() {
+            if let Some(e) = lane.front()
+                && best.is_none_or(|(b, _)| (e.at, e.seq) < (b.at, b.seq))
+            {
+                best = Some((*e, Source::Lane(i)));
+            }
+        }
+        best
+    }
+
+    /// Time of the next pending event, if any. (No cancelled entry is ever at the top of the
+    /// heap or the front of a lane: `cancel` and `pop` drop those as they surface.)
     pub fn peek_time(&self) -> Option<Nanos> {
-        self.heap.peek().map(|e| e.at)
+        self.earliest().map(|(e, _)| e.at)
     }
 
     /// Removes the next pending event and advances the clock to it.
     pub fn pop(&mut self) -> Option<(Nanos, E)> {
-        let e = self.heap.pop()?;
-        let event = self.slab[e.slot as usize].1.take().expect("a live entry");
+        let (e, from) = self.earliest()?;
+        match from {
+            Source::Heap => {
+                self.heap.pop();
+            }
+            Source::Lane(i) => {
+                self.lanes[i].pop_front();
+            }
+        }
+        let event = self.slab[e.slot as usize]
+            .event
+            .take()
+            .expect("a live entry");
         self.free.push(e.slot);
-        self.skip_stale();
         self.now = e.at;
         self.popped += 1;
+        self.skip_stale();
         Some((e.at, event))
     }
 
@@ -223,7 +340,7 @@ impl<E> EventQueue<E> {
 
     /// Events still pending.
     pub fn len(&self) -> usize {
-        self.heap.len() - self.stale
+        self.slab.len() - self.free.len()
     }
 
     /// Whether no event is pending.
@@ -352,6 +469,61 @@ mod tests {
         expect.sort();
         let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(got, expect);
+    }
+
+    #[test]
+    fn lanes_pop_in_the_same_order_as_the_heap() {
+        // The same schedule through lanes and through the heap pops identically, cancellations
+        // included: lanes change the cost, never the order.
+        let mut a = EventQueue::new();
+        let mut b = EventQueue::new();
+        let mut out_a = Vec::new();
+        let mut out_b = Vec::new();
+        let mut x: u64 = 5;
+        for step in 0..20_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = x >> 33;
+            match r % 4 {
+                // Fixed delays on two lanes; a keyed heap event at a random delay.
+                0 => {
+                    let ka = a.schedule_lane(0, 300, step);
+                    let kb = b.schedule_keyed_in(300, step);
+                    if r % 3 == 0 {
+                        assert_eq!(a.cancel(ka), b.cancel(kb));
+                    }
+                }
+                1 => {
+                    a.schedule_lane(1, 100, step);
+                    b.schedule_in(100, step);
+                }
+                2 => {
+                    a.schedule_in(r % 500, step);
+                    b.schedule_in(r % 500, step);
+                }
+                _ => {
+                    out_a.push(a.pop());
+                    out_b.push(b.pop());
+                    assert_eq!(a.peek_time(), b.peek_time());
+                    assert_eq!(a.len(), b.len());
+                }
+            }
+        }
+        while !b.is_empty() {
+            out_a.push(a.pop());
+            out_b.push(b.pop());
+        }
+        assert!(a.is_empty());
+        assert_eq!(out_a, out_b);
+    }
+
+    #[test]
+    #[should_panic(expected = "out of order")]
+    fn a_lane_refuses_an_earlier_event() {
+        let mut q = EventQueue::new();
+        q.schedule_lane(0, 100, ());
+        q.schedule_lane(0, 50, ());
     }
 
     #[test]

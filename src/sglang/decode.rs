@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use crate::engine::{EventQueue, Nanos};
 use crate::layout::{RequestId, Verdict};
 use crate::metrics::histogram::Histogram;
-use crate::sim::event::Event;
+use crate::sim::event::{Event, lane};
 use crate::sim::ids::DecodeId;
 use crate::sim::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
 
@@ -236,7 +236,11 @@ impl DecodeServer {
             )));
         }
         self.prealloc.push_front(r);
-        let key = q.schedule_keyed_in(bootstrap_timeout_ns, Event::BootstrapTimeout { req: r });
+        let key = q.schedule_lane(
+            lane::BOOTSTRAP_TIMEOUT,
+            bootstrap_timeout_ns,
+            Event::BootstrapTimeout { req: r },
+        );
         if let Some(old) = req.bootstrap_timeout.replace(key) {
             q.cancel(old);
         }

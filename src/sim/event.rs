@@ -79,3 +79,14 @@ pub enum Wake {
     /// The decode may preallocate (pages freed).
     Decode(DecodeId),
 }
+
+/// Event-queue lanes (`EventQueue::schedule_lane`): events always scheduled a fixed delay from
+/// now, which therefore arrive in order and need no heap.
+pub mod lane {
+    /// Prefill `Bootstrapping` timeouts (`sglang.bootstrap_timeout_s` from now).
+    pub const BOOTSTRAP_TIMEOUT: usize = 0;
+    /// Decode `WaitingForInput` timeouts (`sglang.waiting_timeout_s` from now).
+    pub const WAITING_TIMEOUT: usize = 1;
+    /// Control messages between prefill and decode (`fabric.control_latency_us` from now).
+    pub const CONTROL: usize = 2;
+}

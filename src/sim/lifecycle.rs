@@ -9,7 +9,7 @@ use crate::sglang::decode::id_list;
 use crate::sglang::memory::Holding;
 
 use super::World;
-use super::event::{Event, Wake};
+use super::event::{Event, Wake, lane};
 use super::ids::{DecodeId, PrefillId, ShardId};
 use super::requests::{KvPoll, NOT_RUNNING, Req, ReqRef};
 
@@ -119,8 +119,9 @@ impl World<'_> {
             return;
         }
         // Prefill: the sender starts Bootstrapping; decode: into the prealloc queue.
-        let key = self.q.schedule_keyed(
-            now + self.sc.sglang.bootstrap_timeout_ns,
+        let key = self.q.schedule_lane(
+            lane::BOOTSTRAP_TIMEOUT,
+            self.sc.sglang.bootstrap_timeout_ns,
             Event::BootstrapTimeout { req: r },
         );
         self.reqs
@@ -137,14 +138,15 @@ impl World<'_> {
         let mut admitted = std::mem::take(&mut self.scratch.refs);
         admitted.clear();
         self.decodes[d].try_prealloc(&mut self.reqs, &mut admitted);
-        let now = self.q.now();
         for &r in &admitted {
-            self.q.schedule_in(
+            self.q.schedule_lane(
+                lane::CONTROL,
                 self.sc.fabric.control_latency_ns,
                 Event::MetadataArrived { req: r },
             );
-            let key = self.q.schedule_keyed(
-                now + self.sc.sglang.waiting_timeout_ns,
+            let key = self.q.schedule_lane(
+                lane::WAITING_TIMEOUT,
+                self.sc.sglang.waiting_timeout_ns,
                 Event::WaitingTimeout { req: r },
             );
             self.reqs.get_mut(r).expect("admitted").waiting_timeout = Some(key);

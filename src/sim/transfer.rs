@@ -8,7 +8,7 @@ use crate::metrics::ErrorKind;
 use crate::sglang::transfer::{Kick, KickEnv, chunk_request, from_token};
 
 use super::World;
-use super::event::{Event, Wake};
+use super::event::{Event, Wake, lane};
 use super::ids::{PrefillId, ShardId};
 use super::requests::KvPoll;
 
@@ -173,7 +173,8 @@ impl World<'_> {
                     pc.pages.free(id, &held);
                     pc.outstanding -= 1;
                     self.sync_prefill(p);
-                    self.q.schedule_in(
+                    self.q.schedule_lane(
+                        lane::CONTROL,
                         self.sc.fabric.control_latency_ns,
                         Event::TransferSucceeded { req: r },
                     );

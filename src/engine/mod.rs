@@ -490,7 +490,7 @@ mod tests {
                 0 => {
                     let ka = a.schedule_lane(0, 300, step);
                     let kb = b.schedule_keyed_in(300, step);
-                    if r % 3 == 0 {
+                    if r.is_multiple_of(3) {
                         assert_eq!(a.cancel(ka), b.cancel(kb));
                     }
                 }

@@ -186,17 +186,11 @@ pub fn run_scenario_with(
     show_progress: bool,
     charts: ImageFormat,
 ) -> Result<RunOutput, CliError> {
-    std::fs::create_dir_all(dir).map_err(|source| IoError {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    std::fs::create_dir_all(dir).map_err(in_dir(dir))?;
     let started = Instant::now();
     let mut sink = CsvSink::create(dir)?;
-    let io = |source| IoError {
-        path: dir.to_path_buf(),
-        source,
-    };
-    let sim = simulate(sc, &mut sink, show_progress).map_err(io)?;
+    let io = in_dir(dir);
+    let sim = simulate(sc, &mut sink, show_progress).map_err(&io)?;
     let (stats, summary, pages) = (sim.stats, sim.summary, sim.kv_pages);
     let (ttft, tpot) = (sim.ttft, sim.tpot);
     sink.flush().map_err(io)?;
@@ -264,16 +258,9 @@ pub fn run_summary_only(
     dir: &Path,
     show_progress: bool,
 ) -> Result<RunOutput, CliError> {
-    std::fs::create_dir_all(dir).map_err(|source| IoError {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+    std::fs::create_dir_all(dir).map_err(in_dir(dir))?;
     let started = Instant::now();
-    let sim =
-        simulate(sc, &mut crate::metrics::NullSink, show_progress).map_err(|source| IoError {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+    let sim = simulate(sc, &mut crate::metrics::NullSink, show_progress).map_err(in_dir(dir))?;
     write_json(&dir.join("summary.json"), &sim.summary)?;
     write_run_json(sc, dir, &sim.kv_pages, sim.stats.events, started)?;
     Ok(RunOutput {
@@ -318,4 +305,12 @@ fn write_run_json(
     };
     write_json(&dir.join("run.json"), &facts)?;
     Ok(())
+}
+
+/// An I/O error in the output folder `dir`.
+fn in_dir(dir: &Path) -> impl Fn(std::io::Error) -> IoError + '_ {
+    move |source| IoError {
+        path: dir.to_path_buf(),
+        source,
+    }
 }

@@ -113,9 +113,13 @@ impl<E> Default for EventQueue<E> {
 /// in a lane (else in the heap).
 struct Slot<E> {
     seq: u64,
-    in_lane: bool,
+    /// The lane its entry is in, or [`IN_HEAP`].
+    lane: u32,
     event: Option<E>,
 }
+
+/// `Slot::lane` of an event whose entry is in the heap.
+const IN_HEAP: u32 = u32::MAX;
 
 /// Where the earliest pending event is.
 #[derive(Clone, Copy)]
@@ -147,7 +151,7 @@ impl<E> EventQueue<E> {
     }
 
     /// Stores `event` and returns its entry.
-    fn store(&mut self, at: Nanos, event: E, in_lane: bool) -> Entry {
+    fn store(&mut self, at: Nanos, event: E, lane: u32) -> Entry {
         assert!(
             at >= self.now,
             "event scheduled in the past: at {at} ns < now {} ns",
@@ -157,7 +161,7 @@ impl<E> EventQueue<E> {
         self.next_seq += 1;
         let entry = Slot {
             seq,
-            in_lane,
+            lane,
             event: Some(event),
         };
         let slot = match self.free.pop() {
@@ -175,7 +179,7 @@ impl<E> EventQueue<E> {
 
     /// Schedules `event` at absolute time `at` (never in the past) and returns its key.
     pub fn schedule_keyed(&mut self, at: Nanos, event: E) -> EventKey {
-        let e = self.store(at, event, false);
+        let e = self.store(at, event, IN_HEAP);
         self.heap.push(e);
         EventKey {
             seq: e.seq,
@@ -197,7 +201,7 @@ impl<E> EventQueue<E> {
                 last.at
             );
         }
-        let e = self.store(at, event, true);
+        let e = self.store(at, event, lane as u32);
         self.lanes[lane].push_back(e);
         EventKey {
             seq: e.seq,
@@ -235,10 +239,10 @@ impl<E> EventQueue<E> {
             return false;
         }
         entry.event = None;
-        let in_lane = entry.in_lane;
+        let lane = entry.lane;
         self.free.push(key.slot);
         self.cancelled += 1;
-        if in_lane {
+        if lane != IN_HEAP {
             self.stale_in_lanes += 1;
             let total: usize = self.lanes.iter().map(VecDeque::len).sum();
             if self.stale_in_lanes > 1024 && self.stale_in_lanes * 2 > total {
@@ -252,9 +256,10 @@ impl<E> EventQueue<E> {
                 }
                 self.stale_in_lanes = 0;
             }
+            self.skip_stale_lane(lane as usize);
         } else {
             self.stale += 1;
-            if self.stale > 64 && self.stale * 2 > self.heap.len() {
+            if self.stale > 16 && self.stale * 2 > self.heap.len() {
                 let slab = &self.slab;
                 self.heap.retain(|e| {
                     let s = &slab[e.slot as usize];
@@ -262,13 +267,13 @@ impl<E> EventQueue<E> {
                 });
                 self.stale = 0;
             }
+            self.skip_stale_heap();
         }
-        self.skip_stale();
         true
     }
 
-    /// Drops cancelled entries from the top of the heap and the fronts of the lanes.
-    fn skip_stale(&mut self) {
+    /// Drops cancelled entries from the top of the heap.
+    fn skip_stale_heap(&mut self) {
         while let Some(e) = self.heap.peek() {
             if !self.is_stale(e) {
                 break;
@@ -276,14 +281,16 @@ impl<E> EventQueue<E> {
             self.heap.pop();
             self.stale = self.stale.saturating_sub(1);
         }
-        for i in 0..self.lanes.len() {
-            while let Some(e) = self.lanes[i].front() {
-                if !self.is_stale(e) {
-                    break;
-                }
-                self.lanes[i].pop_front();
-                self.stale_in_lanes = self.stale_in_lanes.saturating_sub(1);
+    }
+
+    /// Drops cancelled entries from the front of lane `i`.
+    fn skip_stale_lane(&mut self, i: usize) {
+        while let Some(e) = self.lanes[i].front() {
+            if !self.is_stale(e) {
+                break;
             }
+            self.lanes[i].pop_front();
+            self.stale_in_lanes = self.stale_in_lanes.saturating_sub(1);
         }
     }
 
@@ -309,22 +316,24 @@ impl<E> EventQueue<E> {
     /// Removes the next pending event and advances the clock to it.
     pub fn pop(&mut self) -> Option<(Nanos, E)> {
         let (e, from) = self.earliest()?;
-        match from {
-            Source::Heap => {
-                self.heap.pop();
-            }
-            Source::Lane(i) => {
-                self.lanes[i].pop_front();
-            }
-        }
         let event = self.slab[e.slot as usize]
             .event
             .take()
             .expect("a live entry");
         self.free.push(e.slot);
+        // Only the source popped from can have a cancelled entry newly at its front.
+        match from {
+            Source::Heap => {
+                self.heap.pop();
+                self.skip_stale_heap();
+            }
+            Source::Lane(i) => {
+                self.lanes[i].pop_front();
+                self.skip_stale_lane(i);
+            }
+        }
         self.now = e.at;
         self.popped += 1;
-        self.skip_stale();
         Some((e.at, event))
     }
 
@@ -435,7 +444,7 @@ mod tests {
             q.cancel(t1);
             q.cancel(t2);
             assert!(
-                q.heap.len() <= 2 * q.len() + 130,
+                q.heap.len() <= 2 * q.len() + 34,
                 "heap {} pending {}",
                 q.heap.len(),
                 q.len()

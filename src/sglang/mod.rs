@@ -85,7 +85,7 @@ pub(crate) mod testkit {
     use crate::compute::{StepModel, StepTimes, calibrated_params};
     use crate::metrics::RequestRow;
     use crate::sim::ids::{DecodeId, InstanceId, PoolId, PrefillId};
-    use crate::sim::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
+    use crate::sim::requests::{Req, ReqRef, Requests};
 
     /// A live, idle Llama-3.1-8B TP1 H100 server with `pages` KV pages of `page_size` tokens.
     pub fn core(pages: u32, page_size: u32) -> Core {
@@ -117,28 +117,13 @@ pub(crate) mod testkit {
 
     /// A request of `input` prompt and `output` generated tokens, just routed to P0/D0.
     pub fn request(reqs: &mut Requests, id: u64, input: u32, output: u32) -> ReqRef {
-        reqs.insert(Req {
+        reqs.insert(Req::routed(
             id,
             input,
             output,
-            prefill: PrefillId(0),
-            decode: DecodeId(0),
-            sender: KvPoll::Bootstrapping,
-            receiver: KvPoll::Bootstrapping,
-            prefilled: 0,
-            sent: 0,
-            chunks_in_flight: 0,
-            last_queued: false,
-            on_prefill: Default::default(),
-            on_decode: Default::default(),
-            decode_allocated: false,
-            hash_ids: Vec::new(),
-            extra: 0,
-            join_step: NOT_RUNNING,
-            bootstrap_timeout: None,
-            waiting_timeout: None,
-            corrupted_earlier: None,
-            row: RequestRow::arrived(id, 0, Some((0, 1)), input, output),
-        })
+            (PrefillId(0), DecodeId(0)),
+            Vec::new(),
+            RequestRow::arrived(id, 0, Some((0, 1)), input, output),
+        ))
     }
 }

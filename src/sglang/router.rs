@@ -1,10 +1,9 @@
 //! The PD router: picks a prefill and a decode instance for every request.
 //!
 //! The router keeps each instance's load (outstanding requests, or `None` while it is down) as
-//! the simulation reports changes, so a pick costs O(log n) for `least_loaded` and O(1) for
-//! the others while every instance is up — not a scan of every instance per arrival.
-
-use std::collections::BTreeSet;
+//! the simulation reports changes, in a min-tree over (load, index): an update costs O(log n),
+//! a `least_loaded` pick O(1), and the other policies O(1) while every instance is up — not a
+//! scan of every instance per arrival.
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
@@ -12,13 +11,19 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::RouterPolicy;
 use crate::engine::{RngSource, rng_stream};
 
+/// The tree key of a down instance: after every live one.
+const DOWN: (u32, u32) = (u32::MAX, u32::MAX);
+
 /// One role's instances as the router sees them.
 #[derive(Default)]
 struct Side {
     /// Load of each instance; `None` while it is down (the health check skips it).
     load: Vec<Option<u32>>,
-    /// Live instances by (load, index), for `least_loaded`.
-    by_load: BTreeSet<(u32, usize)>,
+    /// A min-tree over (load, index) of live instances: leaf `i` at `leaves + i`, each inner
+    /// node the smaller of its two children, the root at 1. `least_loaded` reads the root.
+    tree: Vec<(u32, u32)>,
+    /// Leaves in the tree (a power of two ≥ the instance count).
+    leaves: usize,
     /// Live instances.
     alive: usize,
     /// Round-robin cursor.
@@ -27,9 +32,18 @@ struct Side {
 
 impl Side {
     fn new(n: usize) -> Self {
+        let leaves = n.next_power_of_two().max(1);
+        let mut tree = vec![DOWN; 2 * leaves];
+        for i in 0..n {
+            tree[leaves + i] = (0, i as u32);
+        }
+        for k in (1..leaves).rev() {
+            tree[k] = tree[2 * k].min(tree[2 * k + 1]);
+        }
         Self {
             load: vec![Some(0); n],
-            by_load: (0..n).map(|i| (0, i)).collect(),
+            tree,
+            leaves,
             alive: n,
             next: 0,
         }
@@ -40,14 +54,19 @@ impl Side {
         if old == load {
             return;
         }
-        if let Some(l) = old {
-            self.by_load.remove(&(l, i));
-            self.alive -= 1;
+        self.alive = self.alive + usize::from(load.is_some()) - usize::from(old.is_some());
+        let mut k = self.leaves + i;
+        self.tree[k] = load.map_or(DOWN, |l| (l, i as u32));
+        while k > 1 {
+            k /= 2;
+            self.tree[k] = self.tree[2 * k].min(self.tree[2 * k + 1]);
         }
-        if let Some(l) = load {
-            self.by_load.insert((l, i));
-            self.alive += 1;
-        }
+    }
+
+    /// The live instance with the least load, ties to the lowest index.
+    fn least_loaded(&self) -> Option<usize> {
+        let root = self.tree[1];
+        (root != DOWN).then_some(root.1 as usize)
     }
 }
 
@@ -116,7 +135,7 @@ impl Router {
                 }
             }
             // Ties go to the lowest index, so the choice never depends on anything but loads.
-            RouterPolicy::LeastLoaded => side.by_load.first()?.1,
+            RouterPolicy::LeastLoaded => side.least_loaded()?,
         })
     }
 }

@@ -6,7 +6,6 @@ use crate::engine::NS_PER_S;
 use crate::layout::{RequestId, Verdict};
 use crate::metrics::{ErrorKind, Outcome, RequestRow};
 use crate::sglang::decode::id_list;
-use crate::sglang::memory::Holding;
 
 use super::World;
 use super::event::{Event, Wake, lane};
@@ -68,29 +67,14 @@ impl World<'_> {
             nr.input_tokens,
             nr.output_tokens,
         );
-        let r = self.reqs.insert(Req {
+        let r = self.reqs.insert(Req::routed(
             id,
-            input: nr.input_tokens,
-            output: nr.output_tokens,
-            prefill: p,
-            decode: d,
-            sender: KvPoll::Bootstrapping,
-            receiver: KvPoll::Bootstrapping,
-            prefilled: 0,
-            sent: 0,
-            chunks_in_flight: 0,
-            last_queued: false,
-            on_prefill: Holding::default(),
-            on_decode: Holding::default(),
-            decode_allocated: false,
-            hash_ids: nr.hash_ids,
-            extra: 0,
-            join_step: NOT_RUNNING,
-            bootstrap_timeout: None,
-            waiting_timeout: None,
-            corrupted_earlier: None,
+            nr.input_tokens,
+            nr.output_tokens,
+            (p, d),
+            nr.hash_ids,
             row,
-        });
+        ));
         for core in [&mut self.prefills[p].core, &mut self.decodes[d].core] {
             core.outstanding += 1;
             core.tick.arrivals += 1;
@@ -383,8 +367,8 @@ impl World<'_> {
             self.io_error.get_or_insert(e);
         }
         if outcome == Outcome::Failed {
-            self.wake.insert(Wake::Decode(d));
-            self.wake.insert(Wake::Prefill(p));
+            self.wake.push(Wake::Decode(d));
+            self.wake.push(Wake::Prefill(p));
         }
     }
 

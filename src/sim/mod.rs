@@ -19,7 +19,6 @@ pub mod requests;
 mod sampler;
 mod transfer;
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -92,8 +91,9 @@ pub struct World<'a> {
     sink: &'a mut dyn Sink,
     /// The one pending `FabricDue` event and when it fires.
     fabric_timer: Option<(EventKey, Nanos)>,
-    /// Instances that may admit work, drained after every event.
-    wake: BTreeSet<Wake>,
+    /// Instances that may admit work, drained after every event (sorted and deduplicated
+    /// there: a handful per event, so a `Vec` beats a set).
+    wake: Vec<Wake>,
     /// Pending heartbeat verdict on each crashed prefill.
     heartbeat: IdVec<PrefillId, Option<EventKey>>,
     sampler: sampler::Sampler,
@@ -281,7 +281,7 @@ impl<'a> World<'a> {
             collector: Collector::default(),
             sink,
             fabric_timer: None,
-            wake: BTreeSet::new(),
+            wake: Vec::new(),
             heartbeat,
             sampler,
             scratch: Scratch::default(),
@@ -408,12 +408,24 @@ impl<'a> World<'a> {
 
     /// Lets every instance that a handler marked admit work, in ascending order.
     fn drain_wakes(&mut self) {
-        while let Some(w) = self.wake.pop_first() {
-            match w {
-                Wake::Prefill(p) => self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q),
-                Wake::Decode(d) => self.try_prealloc(d),
+        let mut wake = std::mem::take(&mut self.wake);
+        while !wake.is_empty() {
+            wake.sort_unstable();
+            wake.dedup();
+            for &w in &wake {
+                match w {
+                    Wake::Prefill(p) => {
+                        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q)
+                    }
+                    Wake::Decode(d) => self.try_prealloc(d),
+                }
             }
+            // Admitting work ends no request, so this is empty; if that ever changes, the new
+            // marks are drained too.
+            wake.clear();
+            std::mem::swap(&mut wake, &mut self.wake);
         }
+        self.wake = wake;
     }
 
     /// The decode instance behind a global instance number, or the prefill one.

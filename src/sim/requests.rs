@@ -86,6 +86,41 @@ pub struct Req {
 }
 
 impl Req {
+    /// A request the router just sent to `prefill` and `decode`: both sides `Bootstrapping`,
+    /// nothing held, no timeout yet.
+    pub fn routed(
+        id: u64,
+        input: u32,
+        output: u32,
+        (prefill, decode): (PrefillId, DecodeId),
+        hash_ids: Vec<u64>,
+        row: RequestRow,
+    ) -> Self {
+        Self {
+            id,
+            input,
+            output,
+            prefill,
+            decode,
+            sender: KvPoll::Bootstrapping,
+            receiver: KvPoll::Bootstrapping,
+            prefilled: 0,
+            sent: 0,
+            chunks_in_flight: 0,
+            last_queued: false,
+            on_prefill: Holding::default(),
+            on_decode: Holding::default(),
+            decode_allocated: false,
+            hash_ids,
+            extra: 0,
+            join_step: NOT_RUNNING,
+            bootstrap_timeout: None,
+            waiting_timeout: None,
+            corrupted_earlier: None,
+            row,
+        }
+    }
+
     /// What the prefill computes and sends: the prompt plus tokens generated before a retraction.
     pub fn prompt(&self) -> u32 {
         self.input + self.extra

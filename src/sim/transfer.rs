@@ -178,7 +178,7 @@ impl World<'_> {
                         self.sc.fabric.control_latency_ns,
                         Event::TransferSucceeded { req: r },
                     );
-                    self.wake.insert(Wake::Prefill(p));
+                    self.wake.push(Wake::Prefill(p));
                 }
             }
         }

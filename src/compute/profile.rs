@@ -204,15 +204,6 @@ pub struct MeasuredProfile {
     decode: Surface,
 }
 
-/// Reads a profile file (format in the module docs).
-pub fn load_profile(path: &Path) -> Result<MeasuredProfile, ProfileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    parse_profile(path, &text)
-}
-
 /// Parses profile text; `path` only names the source in errors.
 pub fn parse_profile(path: &Path, text: &str) -> Result<MeasuredProfile, ProfileError> {
     const COLUMNS: [&str; 5] = ["phase", "tokens", "batch_size", "context_tokens", "time_ms"];
@@ -404,6 +395,15 @@ impl StepTimes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Reads and parses a profile file, as the scenario layer does.
+    fn load_profile(path: &Path) -> Result<MeasuredProfile, ProfileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        parse_profile(path, &text)
+    }
     use crate::compute::model::{ComputeParams, StepModel};
     use crate::spec::{gpu_preset, preset};
 

@@ -398,10 +398,18 @@ fn pool(
         0
     };
     let step_times = match &p.step_times {
-        Some(path) => Some(std::sync::Arc::new(
-            crate::compute::profile::load_profile(&c.resolve_path(path))
-                .map_err(|e| c.err(&format!("{key}.step_times"), e.to_string()))?,
-        )),
+        Some(path) => {
+            // The scenario layer reads the file; compute/ only parses text.
+            let path = c.resolve_path(path);
+            let parsed = std::fs::read_to_string(&path)
+                .map_err(|source| crate::compute::profile::ProfileError::Io {
+                    path: path.clone(),
+                    source,
+                })
+                .and_then(|text| crate::compute::profile::parse_profile(&path, &text));
+            let profile = parsed.map_err(|e| c.err(&format!("{key}.step_times"), e.to_string()))?;
+            Some(std::sync::Arc::new(profile))
+        }
         None => None,
     };
     Ok(Pool {

@@ -146,6 +146,34 @@ fn a_prefill_crash_is_noticed_by_the_heartbeat() {
 }
 
 #[test]
+fn a_prefill_back_before_the_heartbeat_verdict_is_never_declared_lost() {
+    // Crash at 12 s, restart at 14 s: the heartbeats at 15 s and 20 s find it alive, so the
+    // pending verdict is cancelled and no room fails as peer_lost. The rooms it lost with its
+    // memory wait for decode's WaitingForInput timeout instead (30 s here).
+    let dir = tmpdir("prefill-crash-restart");
+    let s = run(
+        "scenarios/faults/prefill-crash.toml",
+        &["faults.0.restart_after_s=2", "sglang.waiting_timeout_s=30"],
+        &dir,
+    );
+    let rows = read_csv(&dir.join("requests.csv"));
+    assert!(rows.iter().all(|r| r["error_kind"] != "peer_lost"));
+    let timed_out: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r["error_kind"] == "waiting_timeout")
+        .collect();
+    assert!(!timed_out.is_empty(), "{:?}", s.requests);
+    for r in &timed_out {
+        assert_eq!(r["prefill_instance"], "1");
+        assert!(num(r, "arrival_ns").unwrap() < 12_000_000_000);
+    }
+    // After the restart the router sends it work again, and that work completes.
+    assert!(rows.iter().any(|r| r["prefill_instance"] == "1"
+        && num(r, "arrival_ns").unwrap() > 14_000_000_000
+        && r["outcome"] == "completed"));
+}
+
+#[test]
 fn lossy_links_retransmit_and_still_deliver() {
     let (s, _, links) = run_all("scenarios/faults/lossy-links.toml", "lossy");
     assert_eq!(s.requests.completed, s.requests.arrived);

@@ -398,18 +398,7 @@ fn pool(
         0
     };
     let step_times = match &p.step_times {
-        Some(path) => {
-            // The scenario layer reads the file; compute/ only parses text.
-            let path = c.resolve_path(path);
-            let parsed = std::fs::read_to_string(&path)
-                .map_err(|source| crate::compute::profile::ProfileError::Io {
-                    path: path.clone(),
-                    source,
-                })
-                .and_then(|text| crate::compute::profile::parse_profile(&path, &text));
-            let profile = parsed.map_err(|e| c.err(&format!("{key}.step_times"), e.to_string()))?;
-            Some(std::sync::Arc::new(profile))
-        }
+        Some(path) => Some(std::sync::Arc::new(step_times(c, key, path)?)),
         None => None,
     };
     Ok(Pool {
@@ -424,4 +413,21 @@ fn pool(
         state_slots,
         node: p.node,
     })
+}
+
+/// `pools.<name>.step_times`: the scenario layer reads the file; `compute/` only parses text.
+fn step_times(
+    c: &Checker,
+    key: &str,
+    path: &str,
+) -> Result<crate::compute::MeasuredProfile, ScenarioError> {
+    use crate::compute::profile::{ProfileError, parse_profile};
+    let path = c.resolve_path(path);
+    std::fs::read_to_string(&path)
+        .map_err(|source| ProfileError::Io {
+            path: path.clone(),
+            source,
+        })
+        .and_then(|text| parse_profile(&path, &text))
+        .map_err(|e| c.err(&format!("{key}.step_times"), e.to_string()))
 }

@@ -25,7 +25,21 @@ pub fn ns_from_secs_ceil(seconds: f64) -> Nanos {
         seconds.is_finite() && seconds >= 0.0,
         "a duration must be finite and non-negative, got {seconds} s"
     );
-    (seconds * NS_PER_S as f64).ceil() as Nanos
+    ceil_ns(seconds * NS_PER_S as f64)
+}
+
+/// `x.ceil() as Nanos`, without a call into libm: on the baseline x86-64 target `f64::ceil` is
+/// a function call, and this runs for every scheduled event. Exact: below 2^53 the truncation
+/// is exact, above it every `f64` is already an integer; NaN and negatives give 0 and huge
+/// values saturate, as the `as` cast does.
+#[inline]
+pub fn ceil_ns(x: f64) -> Nanos {
+    let t = x as Nanos;
+    if (t as f64) < x {
+        t.saturating_add(1)
+    } else {
+        t
+    }
 }
 
 /// Converts nanoseconds to milliseconds for reporting.
@@ -533,6 +547,35 @@ mod tests {
         let mut q = EventQueue::new();
         q.schedule_lane(0, 100, ());
         q.schedule_lane(0, 50, ());
+    }
+
+    #[test]
+    fn ceil_ns_is_the_ceiling() {
+        for x in [
+            0.0,
+            0.2,
+            1.0,
+            1.5,
+            2.999_999,
+            1e9 + 0.5,
+            4.5e15,
+            9.007_199_254_740_993e15,
+            1.2e19,
+            1e30,
+            -0.5,
+            -3.0,
+        ] {
+            assert_eq!(ceil_ns(x), x.ceil() as Nanos, "{x}");
+        }
+        assert_eq!(ceil_ns(f64::NAN), 0);
+        let mut v: u64 = 1;
+        for _ in 0..10_000 {
+            v = v
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let x = (v >> 11) as f64 / 1024.0;
+            assert_eq!(ceil_ns(x), x.ceil() as Nanos, "{x}");
+        }
     }
 
     #[test]

@@ -129,7 +129,7 @@ impl Fabric {
                     } else if goodput > 0.0 {
                         // Rounded up: the event never comes before the last byte.
                         f.settled_ns
-                            .saturating_add((f.remaining / goodput).ceil() as Nanos)
+                            .saturating_add(crate::engine::ceil_ns(f.remaining / goodput))
                     } else {
                         Nanos::MAX
                     }
@@ -168,7 +168,7 @@ impl Fabric {
             // left a residue and pushed 1 ns later.
             let due = f
                 .settled_ns
-                .saturating_add((f.remaining / goodput).ceil() as Nanos);
+                .saturating_add(crate::engine::ceil_ns(f.remaining / goodput));
             let good = if now >= due {
                 f.remaining
             } else {

@@ -115,7 +115,7 @@ impl Generator {
                 output_rng,
                 next_arrival,
             } => {
-                let arrival_ns = next_arrival.ceil() as Nanos;
+                let arrival_ns = crate::engine::ceil_ns(*next_arrival);
                 *next_arrival += gap_ns(arrival, arrivals_rng, *next_arrival);
                 NewRequest {
                     arrival_ns,

@@ -165,12 +165,26 @@ pub enum Workload {
     },
 }
 
-/// One pass over a trace's rows in file order, errors included.
-pub type TraceRows = Box<
-    dyn Iterator<
-            Item = Result<crate::workload::trace::TraceRow, crate::workload::trace::TraceError>,
-        > + Send,
->;
+/// One request of a trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceRow {
+    /// Arrival time in ns from the trace start. Azure: the first row is 0 (absolute
+    /// timestamps are re-based). Mooncake (`timestamp` ms × 1e6), Vidur and pdsim CSV
+    /// (seconds × 1e9): kept as given, rounded to the nearest ns; these are already
+    /// relative to the start.
+    pub arrival_ns: u64,
+    /// Prompt length in tokens (≥ 1).
+    pub input_tokens: u32,
+    /// Generated length in tokens (≥ 1).
+    pub output_tokens: u32,
+    /// Prefix-chained ids of the prompt's 512-token blocks (`ceil(input_tokens / 512)` of
+    /// them), or empty when the format has no prefix information.
+    pub hash_ids: Vec<u64>,
+}
+
+/// One pass over a trace's rows in file order; an unreadable row is its error message (which
+/// names the file and line).
+pub type TraceRows = Box<dyn Iterator<Item = Result<TraceRow, String>> + Send>;
 
 /// A validated trace to replay without holding it in memory: `scenario/` checked every row
 /// once and hands the simulation a way to read them again. Replayed arrival of a row:

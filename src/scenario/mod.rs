@@ -355,8 +355,8 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
     let open_path = path.clone();
     let open = move || -> crate::config::TraceRows {
         match trace::TraceReader::open(&open_path, format) {
-            Ok(reader) => Box::new(reader),
-            Err(e) => Box::new(std::iter::once(Err(e))),
+            Ok(reader) => Box::new(reader.map(|row| row.map_err(|e| e.to_string()))),
+            Err(e) => Box::new(std::iter::once(Err(e.to_string()))),
         }
     };
     Ok(Workload::Trace {

@@ -6,8 +6,8 @@ pub mod trace;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
+use crate::config::{Arrival, Lengths, Workload};
 use crate::engine::{NS_PER_S, Nanos, RngSource, rng_stream};
-use crate::scenario::{Arrival, Lengths, Workload};
 
 /// One request as the workload produces it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,7 +51,7 @@ enum Source {
 pub struct Generator {
     source: Source,
     produced: u64,
-    error: Option<trace::TraceError>,
+    error: Option<String>,
 }
 
 impl Generator {
@@ -98,9 +98,9 @@ impl Generator {
     }
 
     /// Why a trace stopped early (it was valid when the scenario was loaded, then changed or
-    /// became unreadable), if it did.
-    pub fn error(&self) -> Option<&trace::TraceError> {
-        self.error.as_ref()
+    /// became unreadable), if it did: the reader's message, naming the file and line.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
     }
 
     /// The next request, or `None` when a trace is exhausted; arrival times never decrease.

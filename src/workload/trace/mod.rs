@@ -150,22 +150,7 @@ impl FromStr for TraceFormat {
     }
 }
 
-/// One request of a trace.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TraceRow {
-    /// Arrival time in ns from the trace start. Azure: the first row is 0 (absolute
-    /// timestamps are re-based). Mooncake (`timestamp` ms × 1e6), Vidur and pdsim CSV
-    /// (seconds × 1e9): kept as given, rounded to the nearest ns; these are already
-    /// relative to the start.
-    pub arrival_ns: u64,
-    /// Prompt length in tokens (≥ 1).
-    pub input_tokens: u32,
-    /// Generated length in tokens (≥ 1).
-    pub output_tokens: u32,
-    /// Prefix-chained ids of the prompt's 512-token blocks (`ceil(input_tokens / 512)` of
-    /// them), or empty when the format has no prefix information.
-    pub hash_ids: Vec<u64>,
-}
+pub use crate::config::TraceRow;
 
 /// Streams the rows of a trace from any [`BufRead`], in file order, one at a time: the
 /// reader holds one line (JSON lines) or one record plus the CSV parser's read-ahead (CSV),

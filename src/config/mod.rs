@@ -343,8 +343,9 @@ pub mod limits {
     pub const GAMMA_CV_RANGE: (f64, f64) = (1e-3, 1e3);
     /// Memory the per-page and per-slot records of all instances may take together, bytes
     /// (plain allocators keep 4 B per page; the layout oracle of a watched decode instance
-    /// keeps about 72 B per page, slot and metadata row).
-    pub const MAX_PAGE_RECORD_BYTES: u64 = 4 << 30;
+    /// keeps about 56 B per page, slot and metadata row: ≈ 26 MB for a unified Qwen3-Next
+    /// instance, so about 80 of them). 2 GiB keeps a run within a laptop's memory.
+    pub const MAX_PAGE_RECORD_BYTES: u64 = 2 << 30;
     /// Segments of a `--set` key (the deepest scenario key has 5).
     pub const MAX_SET_KEY_SEGMENTS: usize = 32;
 }

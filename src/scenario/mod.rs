@@ -230,7 +230,8 @@ impl Checker<'_> {
             Err(self.err(
                 key,
                 format!(
-                    "{v} {unit} is longer than the simulator's bound of {max:e} {unit} (1e9 s ≈ 31.7 years: time is u64 nanoseconds, ≈ 1.8e10 s in all, and a run adds several durations together)"
+                    "{} {unit} is longer than the simulator's bound of {max:e} {unit} (1e9 s ≈ 31.7 years: time is u64 nanoseconds, ≈ 1.8e10 s in all, and a run adds several durations together)",
+                    short(v)
                 ),
             ))
         }
@@ -615,6 +616,15 @@ fn fault(
     })
 }
 
+/// `v` for a message: scientific notation when it is very large or very small.
+fn short(v: f64) -> String {
+    if v != 0.0 && !(1e-3..1e6).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 fn divisors(n: u32) -> String {
     (1..=n)
         .filter(|d| n.is_multiple_of(*d))
@@ -651,7 +661,7 @@ fn arrival(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
                 if !(lo..=hi).contains(&cv) {
                     return Err(c.err(
                         "workload.arrival.cv",
-                        format!("must be in [{lo:e}, {hi:e}], got {cv}: below {lo:e} the gaps are constant to one part in a million (use process = \"constant\"), above {hi:e} nearly every gap is 0 ns"),
+                        format!("must be in [{lo:e}, {hi:e}], got {}: below {lo:e} the gaps are constant to one part in a million (use process = \"constant\"), above {hi:e} nearly every gap is 0 ns", short(cv)),
                     ));
                 }
                 cv

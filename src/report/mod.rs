@@ -280,12 +280,10 @@ impl IoError {
     /// `e` as an error on its file when a sink named one, else on `fallback` (the folder).
     pub fn from_io(e: std::io::Error, fallback: &Path) -> Self {
         if e.get_ref().is_some_and(|inner| inner.is::<IoError>()) {
-            if let Some(inner) = e.into_inner() {
-                if let Ok(named) = inner.downcast::<IoError>() {
-                    return *named;
-                }
-            }
-            unreachable!("checked to hold an IoError just above");
+            let inner = e.into_inner().expect("checked to hold an error just above");
+            return *inner
+                .downcast::<IoError>()
+                .expect("checked to be an IoError just above");
         }
         IoError {
             path: fallback.to_path_buf(),

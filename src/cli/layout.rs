@@ -84,9 +84,8 @@ pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
     if a.json {
         let text = serde_json::to_string_pretty(&layout)
             .map_err(|e| CliError::Usage(format!("cannot render JSON: {e}")))?;
-        println!("{text}");
+        super::print_out(&format!("{text}\n"))
     } else {
-        print!("{}", render_table(&layout));
+        super::print_out(&render_table(&layout))
     }
-    Ok(())
 }

@@ -49,6 +49,10 @@ pub enum CliError {
     /// A file could not be read or written (exit 3).
     #[error("{0}")]
     Io(#[from] crate::report::IoError),
+    /// Standard output was closed by its reader (`pdsim ... | head`): not a failure, so exit 0
+    /// without a message, as `head`'s other writers (coreutils, ripgrep) do.
+    #[error("standard output closed")]
+    ClosedStdout,
 }
 
 impl CliError {
@@ -61,8 +65,29 @@ impl CliError {
             | CliError::Layout(_)
             | CliError::Scenario(_) => 2,
             CliError::Io(_) => 3,
+            CliError::ClosedStdout => 0,
         }
     }
+}
+
+/// Writes `text` to standard output, locked and flushed, so a write error is an error rather
+/// than a panic in `print!`: a closed pipe is [`CliError::ClosedStdout`] (exit 0, quietly),
+/// anything else (a full disk) an I/O error on `standard output` (exit 3).
+pub fn print_out(text: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|source| {
+            if source.kind() == std::io::ErrorKind::BrokenPipe {
+                CliError::ClosedStdout
+            } else {
+                CliError::Io(crate::report::IoError {
+                    path: PathBuf::from("standard output"),
+                    source,
+                })
+            }
+        })
 }
 
 /// Runs the parsed command.

@@ -112,8 +112,11 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
         run_scenario_with(&sc, &dir, !args.quiet, format)?
     };
     if !args.quiet {
-        print!("{}", out.summary.human(&sc.name));
-        println!("  results in {}", dir.display());
+        super::print_out(&format!(
+            "{}  results in {}\n",
+            out.summary.human(&sc.name),
+            dir.display()
+        ))?;
     }
     Ok(out)
 }
@@ -307,10 +310,7 @@ fn write_run_json(
     Ok(())
 }
 
-/// An I/O error in the output folder `dir`.
+/// An I/O error in the output folder `dir`: on the file the sink named, else on `dir`.
 fn in_dir(dir: &Path) -> impl Fn(std::io::Error) -> IoError + '_ {
-    move |source| IoError {
-        path: dir.to_path_buf(),
-        source,
-    }
+    move |e| IoError::from_io(e, dir)
 }

@@ -38,9 +38,12 @@ pub fn run(args: &TraceArgs) -> Result<(), CliError> {
                 None => trace::detect_format(file)?,
             };
             let rows = trace::read_trace(file, format)?;
-            println!("{} ({})", file.display(), format);
-            print!("{}", trace::trace_stats(&rows));
-            Ok(())
+            super::print_out(&format!(
+                "{} ({})\n{}",
+                file.display(),
+                format,
+                trace::trace_stats(&rows)
+            ))
         }
     }
 }

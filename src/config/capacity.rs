@@ -45,6 +45,40 @@ pub fn place_pools(pools: &[Pool], gpus_per_node: u32) -> Placement {
     }
 }
 
+/// Whether instances of decode pool `pool_idx` keep the layout oracle (a record per page, slot
+/// and metadata row, to see where every byte lands): unified pools, and decode pools some
+/// prefill pool reaches through an inexact plan. Plain allocators otherwise.
+pub fn oracle_watched(
+    pools: &[Pool],
+    plans: &std::collections::BTreeMap<(usize, usize), std::sync::Arc<crate::layout::PairPlan>>,
+    pool_idx: usize,
+) -> bool {
+    let pool = &pools[pool_idx];
+    pool.role == crate::config::Role::Decode
+        && (pool.server.enable_unified_memory
+            || plans
+                .iter()
+                .any(|(&(_, d), plan)| d == pool_idx && !plan.is_exact()))
+}
+
+/// Bytes the page and slot records of one instance of `pool` take: the free lists of the plain
+/// allocators (4 B per page and slot), or the oracle's ownership record and free list per page,
+/// slot and metadata row (the sizes used by `DecodeMemory::new`). An estimate, within ~20 %.
+pub fn page_record_bytes(gpu: &GpuSpec, pool: &Pool, watched: bool) -> u64 {
+    let pages = u64::from(kv_pages(gpu, pool));
+    let slots = u64::from(pool.state_slots);
+    if watched {
+        // Pages and metadata rows (one per page) each keep a unit record and a free-list entry;
+        // the free lists are `BTreeSet<u32>`, whose nodes cost about 16 B per entry. Checked
+        // against the peak RSS of a run: a unified Qwen3-Next decode instance (≈ 200 k pages,
+        // 65 k slots) estimates at ≈ 22 MiB and measures ≈ 26 MB.
+        let per = crate::layout::ORACLE_UNIT_BYTES + 16;
+        (2 * pages + slots + 2) * per
+    } else {
+        4 * (pages + slots)
+    }
+}
+
 /// Places every instance of `sc`.
 pub fn place(sc: &Scenario) -> Placement {
     place_pools(&sc.pools, sc.gpus_per_node)

@@ -55,7 +55,9 @@ pub(crate) fn test_args(tp: u32, ps: u32, dtype: &str, unified: bool) -> crate::
 /// re-exports it so `crate::layout::ErrorKind` keeps naming the kinds its checks raise.
 pub use crate::metrics::ErrorKind;
 pub use checks::{Effect, PdError, Profile, SendPath};
-pub use oracle::{ApplyOutcome, DecodeMemory, RequestId, RequestReport, Verdict};
+pub use oracle::{
+    ApplyOutcome, DecodeMemory, ORACLE_UNIT_BYTES, RequestId, RequestReport, Verdict,
+};
 pub use plan::{ChunkRequest, ChunkTransfer, ErrorTiming, PairPlan, RankFlow, Target};
 pub use rank::{Capacity, KvDtype, RankLayout, Registration, render_table};
 pub use write::{Pattern, Write, WriteDst};

@@ -205,9 +205,9 @@ fn create(path: &Path) -> Result<BufWriter<File>, IoError> {
 /// charts need: the timeseries (one row per instance-second: bounded by duration, not by
 /// requests) and a small sample of requests for the timeline.
 pub struct CsvSink {
-    requests: csv::Writer<BufWriter<File>>,
-    timeseries: csv::Writer<BufWriter<File>>,
-    links: csv::Writer<BufWriter<File>>,
+    requests: CsvFile,
+    timeseries: CsvFile,
+    links: CsvFile,
     /// Timeseries rows for the charts: every second's, thinned to every `stride`-th second once
     /// a run is long (the charts draw at most a few hundred points per series), so memory stays
     /// bounded however long the run.
@@ -215,6 +215,81 @@ pub struct CsvSink {
     stride: u64,
     /// The first requests by id, then the first requests that did not complete.
     pub sample: Vec<RequestRow>,
+}
+
+/// One CSV file being streamed, with its path for error messages.
+struct CsvFile {
+    path: PathBuf,
+    w: csv::Writer<BufWriter<File>>,
+}
+
+impl CsvFile {
+    /// Creates the file and writes its header now, so a run with no row still gets one
+    /// (the csv crate would only write it with the first row). `sample` is any row: only its
+    /// field names are used.
+    fn create<T: Serialize>(path: PathBuf, sample: &T) -> Result<Self, IoError> {
+        let mut w = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(create(&path)?);
+        let header = header_of(sample).map_err(|e| IoError {
+            path: path.clone(),
+            source: csv_io(e),
+        })?;
+        w.write_record(&header).map_err(|e| IoError {
+            path: path.clone(),
+            source: csv_io(e),
+        })?;
+        Ok(Self { path, w })
+    }
+
+    fn write<T: Serialize>(&mut self, row: &T) -> std::io::Result<()> {
+        let path = &self.path;
+        self.w.serialize(row).map_err(|e| named_io(path, csv_io(e)))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let path = &self.path;
+        self.w.flush().map_err(|e| named_io(path, e))
+    }
+}
+
+/// The column names the csv crate derives from `sample`'s fields (the header it would write).
+fn header_of<T: Serialize>(sample: &T) -> Result<csv::StringRecord, csv::Error> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.serialize(sample)?;
+    let bytes = w
+        .into_inner()
+        .map_err(|e| csv::Error::from(e.into_error()))?;
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(bytes.as_slice());
+    let mut header = csv::StringRecord::new();
+    r.read_record(&mut header)?;
+    Ok(header)
+}
+
+/// An I/O error carrying the file it happened on, for [`IoError::from_io`] to recover.
+fn named_io(path: &Path, source: std::io::Error) -> std::io::Error {
+    std::io::Error::other(IoError {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+impl IoError {
+    /// `e` as an error on its file when a sink named one, else on `fallback` (the folder).
+    pub fn from_io(e: std::io::Error, fallback: &Path) -> Self {
+        if e.get_ref().is_some_and(|inner| inner.is::<IoError>()) {
+            let inner = e.into_inner().expect("checked to hold an error just above");
+            return *inner
+                .downcast::<IoError>()
+                .expect("checked to be an IoError just above");
+        }
+        IoError {
+            path: fallback.to_path_buf(),
+            source: e,
+        }
+    }
 }
 
 /// Seconds of timeseries the charts keep before thinning (they draw at most 600 points).
@@ -226,19 +301,45 @@ const SAMPLE_FIRST: usize = 28;
 const SAMPLE_TROUBLE: usize = 12;
 
 impl CsvSink {
-    /// Creates both files in `dir`.
+    /// Creates the three files in `dir`, each with its header.
     pub fn create(dir: &Path) -> Result<Self, IoError> {
+        let ts = TimeseriesRow {
+            second: 0,
+            instance: 0,
+            pool: String::new(),
+            role: "",
+            arrivals: 0,
+            running: 0,
+            queued: 0,
+            kv_pages_used: 0,
+            kv_pages_total: 0,
+            tokens_out: 0,
+            busy_fraction: 0.0,
+            link_utilisation: 0.0,
+        };
+        let link = LinkRow {
+            second: 0,
+            link: String::new(),
+            capacity_gbps: 0.0,
+            utilisation: 0.0,
+            bytes: 0,
+            retransmitted_bytes: 0,
+            up: true,
+        };
         Ok(Self {
-            requests: csv::Writer::from_writer(create(&dir.join("requests.csv"))?),
-            timeseries: csv::Writer::from_writer(create(&dir.join("timeseries.csv"))?),
-            links: csv::Writer::from_writer(create(&dir.join("links.csv"))?),
+            requests: CsvFile::create(
+                dir.join("requests.csv"),
+                &RequestRow::arrived(0, 0, None, 0, 0),
+            )?,
+            timeseries: CsvFile::create(dir.join("timeseries.csv"), &ts)?,
+            links: CsvFile::create(dir.join("links.csv"), &link)?,
             timeseries_rows: Vec::new(),
             stride: 1,
             sample: Vec::new(),
         })
     }
 
-    /// Flushes both files.
+    /// Flushes the files; an error names the file.
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.requests.flush()?;
         self.links.flush()?;
@@ -246,7 +347,15 @@ impl CsvSink {
     }
 }
 
+/// The I/O error inside a csv error (so "No space left on device" reads as such), else the
+/// csv error itself.
 fn csv_io(e: csv::Error) -> std::io::Error {
+    if e.is_io_error() {
+        if let csv::ErrorKind::Io(io) = e.into_kind() {
+            return io;
+        }
+        unreachable!("is_io_error checked the kind");
+    }
     std::io::Error::other(e)
 }
 
@@ -262,7 +371,7 @@ impl Sink for CsvSink {
         {
             self.sample.push(row.clone());
         }
-        self.requests.serialize(row).map_err(csv_io)
+        self.requests.write(row)
     }
     fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()> {
         if row.second.is_multiple_of(self.stride) {
@@ -275,10 +384,10 @@ impl Sink for CsvSink {
                     .retain(|r| r.second.is_multiple_of(stride));
             }
         }
-        self.timeseries.serialize(row).map_err(csv_io)
+        self.timeseries.write(row)
     }
     fn link(&mut self, row: &LinkRow) -> std::io::Result<()> {
-        self.links.serialize(row).map_err(csv_io)
+        self.links.write(row)
     }
 }
 

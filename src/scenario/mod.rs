@@ -204,6 +204,39 @@ impl Checker<'_> {
         }
     }
 
+    /// A duration in seconds: finite, > 0 (or ≥ 0 when `zero_ok`), and within
+    /// [`limits::MAX_DURATION_S`] so that no sum of durations overflows the `u64` ns clock.
+    fn duration(&self, key: &str, v: f64, zero_ok: bool) -> Result<f64, ScenarioError> {
+        let v = if zero_ok {
+            self.non_negative(key, v, "seconds")?
+        } else {
+            self.positive(key, v, "seconds")?
+        };
+        self.within_clock(key, v, 1.0, "s")
+    }
+
+    /// `v`, in a unit of `unit_s` seconds written `unit`, must not exceed the clock bound.
+    fn within_clock(
+        &self,
+        key: &str,
+        v: f64,
+        unit_s: f64,
+        unit: &str,
+    ) -> Result<f64, ScenarioError> {
+        let max = limits::MAX_DURATION_S / unit_s;
+        if v <= max {
+            Ok(v)
+        } else {
+            Err(self.err(
+                key,
+                format!(
+                    "{} {unit} is longer than the simulator's bound of {max:e} {unit} (1e9 s ≈ 31.7 years: time is u64 nanoseconds, ≈ 1.8e10 s in all, and a run adds several durations together)",
+                    short(v)
+                ),
+            ))
+        }
+    }
+
     fn resolve_path(&self, rel: &str) -> PathBuf {
         let base = self.path.parent().unwrap_or(Path::new("."));
         base.join(rel)
@@ -244,18 +277,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     let workload = sections::workload(&c, &file.workload)?;
     let (sglang, slo) = sections::sglang_and_slo(&c, &file)?;
     let plans = sections::plans(&c, &pools, sglang.profile)?;
-    let placement = crate::config::capacity::place_pools(&pools, hw.gpus_per_node);
-    if let Some((i, p)) = pools
-        .iter()
-        .enumerate()
-        .find(|(_, p)| p.node.is_some_and(|n| n > 4096))
-    {
-        let _ = i;
-        return Err(c.err(
-            &format!("pools.{}.node", p.name),
-            "must be a node index below 4096",
-        ));
-    }
+    let placement = place(&c, &pools, &plans, &gpu, hw.gpus_per_node)?;
     let nodes = placement.nodes;
     let mut faults = Vec::new();
     for (i, f) in file.faults.iter().enumerate() {
@@ -291,6 +313,87 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         source: path.to_path_buf(),
         resolved: serde_json::to_value(&file).expect("a scenario file serializes"),
     })
+}
+
+/// Checks the cluster's size before placing it (the placement allocates per GPU), places it,
+/// and checks that no two pools share a GPU and that the page records fit in memory.
+fn place(
+    c: &Checker,
+    pools: &[Pool],
+    plans: &std::collections::BTreeMap<(usize, usize), std::sync::Arc<crate::layout::PairPlan>>,
+    gpu: &crate::spec::GpuSpec,
+    gpus_per_node: u32,
+) -> Result<crate::config::capacity::Placement, ScenarioError> {
+    use crate::config::capacity;
+    let mut total_gpus = 0u64;
+    for p in pools {
+        if let Some(n) = p.node
+            && n >= limits::MAX_NODES
+        {
+            return Err(c.err(
+                &format!("pools.{}.node", p.name),
+                format!(
+                    "must be a node index below {} (0..={}), got {n}",
+                    limits::MAX_NODES,
+                    limits::MAX_NODES - 1
+                ),
+            ));
+        }
+        total_gpus += u64::from(p.instances) * u64::from(p.server.tp_size);
+        if total_gpus > u64::from(limits::MAX_CLUSTER_GPUS) {
+            return Err(c.err(
+                &format!("pools.{}.instances", p.name),
+                format!(
+                    "{} instance(s) × tp_size {} bring the cluster to {total_gpus} GPUs, above the bound of {} GPUs in all pools together",
+                    p.instances,
+                    p.server.tp_size,
+                    limits::MAX_CLUSTER_GPUS
+                ),
+            ));
+        }
+    }
+    let placement = capacity::place_pools(pools, gpus_per_node);
+    // Two pools placed on the same GPUs (e.g. both at `node = 0`) would share their HBM.
+    let mut owner: std::collections::BTreeMap<crate::fabric::GpuId, usize> = Default::default();
+    let mut instance = 0usize;
+    for (pi, p) in pools.iter().enumerate() {
+        for _ in 0..p.instances {
+            for &g in &placement.gpus[instance] {
+                if let Some(&other) = owner.get(&g)
+                    && other != pi
+                {
+                    let (a, b) = (&pools[other].name, &p.name);
+                    return Err(c.err(
+                        &format!("pools.{b}.node"),
+                        format!(
+                            "pools {a:?} and {b:?} are both placed on GPU {} of node {}: pools cannot share GPUs; give pool {b:?} a node = that pool {a:?} does not use, or leave node out to take the next free node",
+                            g.local, g.node
+                        ),
+                    ));
+                }
+                owner.insert(g, pi);
+            }
+            instance += 1;
+        }
+    }
+    let mut bytes = 0u64;
+    for (pi, p) in pools.iter().enumerate() {
+        let each = capacity::page_record_bytes(gpu, p, capacity::oracle_watched(pools, plans, pi));
+        bytes = bytes.saturating_add(each.saturating_mul(u64::from(p.instances)));
+        if bytes > limits::MAX_PAGE_RECORD_BYTES {
+            return Err(c.err(
+                &format!("pools.{}.instances", p.name),
+                format!(
+                    "the KV page and state-slot records of the instances up to this pool take {:.1} GiB ({} instance(s) of {:.1} MiB each here), above the bound of {} GiB; use fewer instances, less hardware.hbm_gb or a larger page_size",
+                    bytes as f64 / f64::from(1u32 << 30),
+                    p.instances,
+                    each as f64 / f64::from(1u32 << 20),
+                    limits::MAX_PAGE_RECORD_BYTES >> 30
+                ),
+            ));
+        }
+    }
+    Ok(placement)
 }
 
 fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, ScenarioError> {
@@ -382,7 +485,7 @@ fn fault(
     use crate::fabric::{Fault, Link, NicId};
     let nics_per_node = fabric.nics_per_node;
     let key = |k: &str| format!("faults[{i}].{k}");
-    let at_s = c.non_negative(&key("at_s"), f.at_s, "simulated seconds")?;
+    let at_s = c.duration(&key("at_s"), f.at_s, true)?;
     // Names are parsed and range-checked by the fabric's own name type, against this
     // scenario's topology: a switch or node the fabric does not have is an error here, not later.
     let bounds = crate::fabric::NameBounds::of(&crate::fabric::TopologyConfig {
@@ -457,7 +560,7 @@ fn fault(
                     "nic_flap needs duration_s = <seconds down>",
                 )
             })?;
-            let d = c.positive(&key("duration_s"), d, "seconds down")?;
+            let d = c.duration(&key("duration_s"), d, false)?;
             FaultAction::Fabric(Fault::NicFlap {
                 nic: nic(&f.nic, "nic")?,
                 down_ns: ns_from_secs_ceil(d),
@@ -494,10 +597,10 @@ fn fault(
             }
             let first: u32 = pools[..pi].iter().map(|p| p.instances).sum();
             let restart_ns = match f.restart_after_s {
-                Some(r) => Some(ns_from_secs_ceil(c.positive(
+                Some(r) => Some(ns_from_secs_ceil(c.duration(
                     &key("restart_after_s"),
                     r,
-                    "seconds",
+                    false,
                 )?)),
                 None => None,
             };
@@ -513,6 +616,15 @@ fn fault(
     })
 }
 
+/// `v` for a message: scientific notation when it is very large or very small.
+fn short(v: f64) -> String {
+    if v != 0.0 && !(1e-3..1e6).contains(&v.abs()) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 fn divisors(n: u32) -> String {
     (1..=n)
         .filter(|d| n.is_multiple_of(*d))
@@ -524,10 +636,10 @@ fn divisors(n: u32) -> String {
 fn arrival(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
     let key = "workload.arrival.rate_per_s";
     let secs = |k: &str, v: f64| -> Result<Nanos, ScenarioError> {
-        Ok(ns_from_secs_ceil(c.positive(
+        Ok(ns_from_secs_ceil(c.duration(
             &format!("workload.arrival.{k}"),
             v,
-            "seconds",
+            false,
         )?))
     };
     Ok(match a {
@@ -539,11 +651,21 @@ fn arrival(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
         },
         ArrivalSection::Gamma { rate_per_s, cv } => Arrival::Gamma {
             rate_per_s: c.positive(key, *rate_per_s, "requests per second")?,
-            cv: c.positive(
-                "workload.arrival.cv",
-                *cv,
-                "coefficient of variation; 1 is Poisson",
-            )?,
+            cv: {
+                let (lo, hi) = limits::GAMMA_CV_RANGE;
+                let cv = c.positive(
+                    "workload.arrival.cv",
+                    *cv,
+                    "coefficient of variation; 1 is Poisson",
+                )?;
+                if !(lo..=hi).contains(&cv) {
+                    return Err(c.err(
+                        "workload.arrival.cv",
+                        format!("must be in [{lo:e}, {hi:e}], got {}: below {lo:e} the gaps are constant to one part in a million (use process = \"constant\"), above {hi:e} nearly every gap is 0 ns", short(cv)),
+                    ));
+                }
+                cv
+            },
         },
         ArrivalSection::OnOff {
             rate_per_s,
@@ -552,11 +674,7 @@ fn arrival(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
         } => Arrival::OnOff {
             rate_per_s: c.positive(key, *rate_per_s, "requests per second while on")?,
             on_ns: secs("on_s", *on_s)?,
-            off_ns: ns_from_secs_ceil(c.non_negative(
-                "workload.arrival.off_s",
-                *off_s,
-                "seconds",
-            )?),
+            off_ns: ns_from_secs_ceil(c.duration("workload.arrival.off_s", *off_s, true)?),
         },
         ArrivalSection::Schedule { steps } => {
             let k = "workload.arrival.steps";
@@ -576,6 +694,7 @@ fn arrival(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
                     ));
                 }
                 c.non_negative(k, st.rate_per_s, "requests per second")?;
+                c.within_clock(k, st.until_s, 1.0, "s")?;
                 last = st.until_s;
                 out.push((ns_from_secs_ceil(st.until_s), st.rate_per_s));
             }

@@ -8,7 +8,7 @@ use super::file::{self, ScenarioFile};
 use super::{Checker, ScenarioError, divisors};
 use crate::config::{
     DEFAULT_STATE_SLOTS, FabricParams, MAX_UNIFIED_SLOTS, Pool, Profile, Role, SglangParams, Slo,
-    Workload,
+    Workload, limits,
 };
 use crate::engine::{NS_PER_US, Nanos, ns_from_secs_ceil};
 use crate::layout::PairPlan;
@@ -31,8 +31,8 @@ pub(super) fn run(c: &Checker, run: &file::RunSection) -> Result<(f64, f64), Sce
             ),
         ));
     }
-    let duration_s = c.positive("run.duration_s", run.duration_s, "seconds of arrivals")?;
-    let drain_s = c.non_negative("run.drain_timeout_s", run.drain_timeout_s, "seconds")?;
+    let duration_s = c.duration("run.duration_s", run.duration_s, false)?;
+    let drain_s = c.duration("run.drain_timeout_s", run.drain_timeout_s, true)?;
     if run.max_requests == Some(0) {
         return Err(c.err("run.max_requests", "must be ≥ 1 (or left out for no bound)"));
     }
@@ -55,13 +55,30 @@ pub(super) fn hardware(c: &Checker, hw: &file::HardwareSection) -> Result<GpuSpe
         gpu.bf16_tflops = c.positive("hardware.bf16_tflops", t, "TFLOP/s")?;
     }
     if let Some(g) = hw.hbm_gb {
-        gpu.hbm_bytes = (c.positive("hardware.hbm_gb", g, "GB")? * 1e9) as u64;
+        let g = c.positive("hardware.hbm_gb", g, "GB")?;
+        if g > limits::MAX_HBM_GB {
+            return Err(c.err(
+                "hardware.hbm_gb",
+                format!(
+                    "{g} GB per GPU is above the bound of {} GB (today's GPUs carry 80–288 GB; the KV page records grow with it)",
+                    limits::MAX_HBM_GB
+                ),
+            ));
+        }
+        gpu.hbm_bytes = (g * 1e9) as u64;
     }
     if let Some(b) = hw.hbm_tb_s {
         gpu.hbm_bytes_per_s = c.positive("hardware.hbm_tb_s", b, "TB/s")? * 1e12;
     }
-    if hw.gpus_per_node == 0 {
-        return Err(c.err("hardware.gpus_per_node", "must be ≥ 1, e.g. 8"));
+    if hw.gpus_per_node == 0 || hw.gpus_per_node > limits::MAX_GPUS_PER_NODE {
+        return Err(c.err(
+            "hardware.gpus_per_node",
+            format!(
+                "must be in 1..={} (the largest NVLink domains have 72–576 GPUs), e.g. 8; got {}",
+                limits::MAX_GPUS_PER_NODE,
+                hw.gpus_per_node
+            ),
+        ));
     }
     Ok(gpu)
 }
@@ -146,12 +163,21 @@ pub(super) fn fabric(
 ) -> Result<FabricParams, ScenarioError> {
     let nic_gbps = c.positive("fabric.nic_gbps", f.nic_gbps, "Gb/s per NIC")?;
     let nics_per_node = f.nics_per_node.unwrap_or(gpus_per_node);
-    if nics_per_node == 0 {
-        return Err(c.err("fabric.nics_per_node", "must be ≥ 1 (default: one per GPU)"));
+    let max_nics = gpus_per_node.saturating_mul(limits::MAX_NICS_PER_GPU);
+    if nics_per_node == 0 || nics_per_node > max_nics {
+        return Err(c.err(
+            "fabric.nics_per_node",
+            format!(
+                "must be in 1..={max_nics} ({} per GPU × hardware.gpus_per_node = {gpus_per_node}; default: one per GPU), got {nics_per_node}",
+                limits::MAX_NICS_PER_GPU
+            ),
+        ));
     }
     let base_latency_us = c.non_negative("fabric.base_latency_us", f.base_latency_us, "µs")?;
+    c.within_clock("fabric.base_latency_us", base_latency_us, 1e-6, "µs")?;
     let control_latency_us =
         c.non_negative("fabric.control_latency_us", f.control_latency_us, "µs")?;
+    c.within_clock("fabric.control_latency_us", control_latency_us, 1e-6, "µs")?;
     let kind = f.topology;
     if f.nodes_per_leaf == 0 {
         return Err(c.err("fabric.nodes_per_leaf", "must be ≥ 1, e.g. 8"));
@@ -209,21 +235,30 @@ pub(super) fn sglang_and_slo(
 ) -> Result<(SglangParams, Slo), ScenarioError> {
     let sg = &file.sglang;
     let profile: Profile = sg.profile;
-    let waiting = c.positive("sglang.waiting_timeout_s", sg.waiting_timeout_s, "seconds")?;
-    let bootstrap = c.positive(
-        "sglang.bootstrap_timeout_s",
-        sg.bootstrap_timeout_s,
-        "seconds",
-    )?;
-    if sg.queue_size == 0 {
-        return Err(c.err("sglang.queue_size", "must be ≥ 1 (sglang's default is 4)"));
+    let waiting = c.duration("sglang.waiting_timeout_s", sg.waiting_timeout_s, false)?;
+    let bootstrap = c.duration("sglang.bootstrap_timeout_s", sg.bootstrap_timeout_s, false)?;
+    if sg.queue_size == 0 || sg.queue_size > limits::MAX_QUEUE_SIZE {
+        return Err(c.err(
+            "sglang.queue_size",
+            format!(
+                "must be in 1..={} transfer-queue shards per prefill instance (sglang's default is 4), got {}",
+                limits::MAX_QUEUE_SIZE,
+                sg.queue_size
+            ),
+        ));
     }
     let mut slo = Slo::default();
     if let Some(t) = file.slo.ttft_ms {
-        slo.ttft_ns = Some(ns_from_secs_ceil(c.positive("slo.ttft_ms", t, "ms")? / 1e3));
+        let t = c.positive("slo.ttft_ms", t, "ms")?;
+        slo.ttft_ns = Some(ns_from_secs_ceil(
+            c.within_clock("slo.ttft_ms", t, 1e-3, "ms")? / 1e3,
+        ));
     }
     if let Some(t) = file.slo.tpot_ms {
-        slo.tpot_ns = Some(ns_from_secs_ceil(c.positive("slo.tpot_ms", t, "ms")? / 1e3));
+        let t = c.positive("slo.tpot_ms", t, "ms")?;
+        slo.tpot_ns = Some(ns_from_secs_ceil(
+            c.within_clock("slo.tpot_ms", t, 1e-3, "ms")? / 1e3,
+        ));
     }
     let sglang = SglangParams {
         profile,

@@ -13,6 +13,16 @@ pub fn apply_set(root: &mut Table, assignment: &str) -> Result<(), String> {
         .ok_or_else(|| format!("--set {assignment:?}: expected KEY=VALUE, e.g. run.seed=3"))?;
     let key = key.trim();
     let path: Vec<&str> = key.split('.').collect();
+    // A deep key would build tables nested as deep, which serde and `Drop` walk recursively:
+    // 60,000 levels overflow the stack. No scenario key is deeper than a handful of levels.
+    let max = crate::config::limits::MAX_SET_KEY_SEGMENTS;
+    if path.len() > max {
+        return Err(format!(
+            "--set {}…: the key has {} dot-separated segments, above the bound of {max} (the deepest scenario key, pools.<name>.server.<key>, has 4)",
+            key.chars().take(40).collect::<String>(),
+            path.len()
+        ));
+    }
     if path.iter().any(|s| s.is_empty()) {
         return Err(format!(
             "--set {key:?}: empty segment in the dotted key; write e.g. pools.decode.server.tp_size=8"

@@ -133,12 +133,7 @@ fn build_fabric(sc: &Scenario, nodes: u32) -> Fabric {
 /// plain allocators otherwise (no write can land wrong there, so no ownership is tracked).
 fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
     let pool = &sc.pools[pool_idx];
-    let watched = pool.role == Role::Decode
-        && (pool.server.enable_unified_memory
-            || sc
-                .plans
-                .iter()
-                .any(|(&(_, d), plan)| d == pool_idx && !plan.is_exact()));
+    let watched = capacity::oracle_watched(&sc.pools, &sc.plans, pool_idx);
     let store = if watched {
         let cap = crate::layout::Capacity {
             pages,

@@ -25,6 +25,12 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "DeepSeek inference config (dim, n_layers, inter_dim, n_dense_layers, ...)",
 ];
 
+/// Largest size any one field (or a width derived from two) may give: 2²⁴, far above any real
+/// model's widths (hidden ≤ 2¹⁵, vocab ≤ 2¹⁹), low enough that products of a few stay in `u64`.
+pub const MAX_DIM: u32 = 1 << 24;
+/// Most layers a config may have (the largest models have ~128).
+pub const MAX_LAYERS: u32 = 4096;
+
 /// Why a config file could not be imported. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -124,8 +130,61 @@ impl Fields<'_> {
         }
     }
 
+    /// A required size (heads, dims, vocab, experts, layers...): at least 1, since a zero
+    /// divides by zero or leaves an empty model downstream, and at most [`MAX_DIM`].
     fn u32(&self, key: &str) -> Result<u32, ConfigError> {
-        self.opt_u32(key)?.ok_or_else(|| self.missing(key))
+        let v = self.count(key)?;
+        self.positive(key, v)
+    }
+
+    /// A required count that may be 0 (dense layers before the first MoE layer).
+    fn count(&self, key: &str) -> Result<u32, ConfigError> {
+        let v = self.opt_u32(key)?.ok_or_else(|| self.missing(key))?;
+        if v > MAX_DIM {
+            return Err(self.bad(key, format!("is {v}, above the bound of {MAX_DIM}")));
+        }
+        Ok(v)
+    }
+
+    /// An optional size: at least 1 when given.
+    fn opt_dim(&self, key: &str) -> Result<Option<u32>, ConfigError> {
+        match self.opt_u32(key)? {
+            None => Ok(None),
+            Some(v) if v > MAX_DIM => {
+                Err(self.bad(key, format!("is {v}, above the bound of {MAX_DIM}")))
+            }
+            Some(v) => self.positive(key, v).map(Some),
+        }
+    }
+
+    fn positive(&self, key: &str, v: u32) -> Result<u32, ConfigError> {
+        if v == 0 {
+            Err(self.bad(key, "is 0; it must be at least 1 (a size of zero leaves nothing to compute or divides by zero)"))
+        } else {
+            Ok(v)
+        }
+    }
+
+    /// A layer count: 1..=[`MAX_LAYERS`] (per-layer tables are allocated from it).
+    fn layers(&self, key: &str) -> Result<u32, ConfigError> {
+        let v = self.u32(key)?;
+        if v > MAX_LAYERS {
+            return Err(self.bad(
+                key,
+                format!("is {v}, above the bound of {MAX_LAYERS} layers"),
+            ));
+        }
+        Ok(v)
+    }
+
+    /// `a × b`, a width derived from two fields, which must fit in 32 bits.
+    fn product(&self, key: &str, a: u32, b: u32) -> Result<u32, ConfigError> {
+        a.checked_mul(b).filter(|&p| p <= MAX_DIM).ok_or_else(|| {
+            self.bad(
+                key,
+                format!("gives a width of {a} × {b}, above the bound of {MAX_DIM}"),
+            )
+        })
     }
 
     fn opt_bool(&self, key: &str) -> Result<Option<bool>, ConfigError> {
@@ -187,7 +246,7 @@ impl Fields<'_> {
 
     /// `head_dim`, else `hidden_size / num_attention_heads`.
     fn head_dim(&self, key: &str, hidden: u32, heads: u32) -> Result<u32, ConfigError> {
-        match self.opt_u32(key)? {
+        match self.opt_dim(key)? {
             Some(h) => Ok(h),
             None if heads > 0 && hidden.is_multiple_of(heads) => Ok(hidden / heads),
             None => Err(self.missing(key)),
@@ -258,10 +317,10 @@ fn dense(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
     let mut spec = dense_gqa(
         &name,
         Gqa {
-            layers: f.u32("num_hidden_layers")?,
+            layers: f.layers("num_hidden_layers")?,
             hidden,
             q_heads,
-            kv_heads: f.opt_u32("num_key_value_heads")?.unwrap_or(q_heads),
+            kv_heads: f.opt_dim("num_key_value_heads")?.unwrap_or(q_heads),
             head_dim: f.head_dim("head_dim", hidden, q_heads)?,
             ffn: f.u32("intermediate_size")?,
             vocab: f.u32("vocab_size")?,
@@ -291,8 +350,8 @@ fn deepseek(
     k: &DeepSeekKeys,
     weight_bytes: u32,
 ) -> Result<ModelSpec, ConfigError> {
-    let layers = f.u32(k.layers)?;
-    let dense_layers = f.u32(k.dense_layers)?;
+    let layers = f.layers(k.layers)?;
+    let dense_layers = f.count(k.dense_layers)?;
     if dense_layers > layers {
         return Err(f.bad(
             k.dense_layers,
@@ -301,6 +360,7 @@ fn deepseek(
     }
     let expert_inter = f.u32(k.expert_inter)?;
     let shared = f.opt_u32("n_shared_experts")?.unwrap_or(0);
+    let shared_inter = f.product("n_shared_experts", shared, expert_inter)?;
     // DeepSeek's inference config writes q_lora_rank = 0 for "no query compression".
     let q_lora_rank = f.opt_u32("q_lora_rank")?.filter(|&r| r > 0);
     Ok(ModelSpec {
@@ -325,7 +385,7 @@ fn deepseek(
             experts: f.u32(k.experts)?,
             active: f.u32(k.active)?,
             expert_intermediate: expert_inter,
-            shared_intermediate: shared * expert_inter,
+            shared_intermediate: shared_inter,
         }),
         moe_layers: layers - dense_layers,
         vocab_size: f.u32("vocab_size")?,
@@ -366,7 +426,7 @@ fn deepseek_inference(f: &Fields, name: String) -> Result<ModelSpec, ConfigError
 }
 
 fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
-    let layers = f.u32("num_hidden_layers")?;
+    let layers = f.layers("num_hidden_layers")?;
     let hidden = f.u32("hidden_size")?;
     let q_heads = f.u32("num_attention_heads")?;
     let head_dim = f.head_dim("head_dim", hidden, q_heads)?;
@@ -405,6 +465,8 @@ fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         f.u32("linear_num_value_heads")?,
         f.u32("linear_value_head_dim")?,
     );
+    let key_width = f.product("linear_key_head_dim", key_heads, key_dim)?;
+    let value_width = f.product("linear_value_head_dim", value_heads, value_dim)?;
     // MoE on every `decoder_sparse_step`-th layer not listed in `mlp_only_layers`.
     let experts = f.u32("num_experts")?;
     let step = f.opt_u32("decoder_sparse_step")?.unwrap_or(1).max(1);
@@ -426,17 +488,13 @@ fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         attention_layers,
         mamba: Some(MambaSpec {
             kind: MambaKind::Gdn,
-            intermediate_size: value_heads * value_dim,
+            intermediate_size: value_width,
             n_groups: key_heads,
             num_heads: value_heads,
             head_dim: value_dim,
             state_size: key_dim,
             conv_kernel: f.u32("linear_conv_kernel_dim")?,
-            conv_shard_groups: vec![
-                key_heads * key_dim,
-                key_heads * key_dim,
-                value_heads * value_dim,
-            ],
+            conv_shard_groups: vec![key_width, key_width, value_width],
             conv_dtype_bytes: 2,
             ssm_dtype_bytes: f.dtype_bytes("mamba_ssm_dtype", 4)?,
         }),
@@ -464,7 +522,7 @@ fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
 }
 
 fn nemotron_h(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
-    let layers = f.u32("num_hidden_layers")?;
+    let layers = f.layers("num_hidden_layers")?;
     let hidden = f.u32("hidden_size")?;
     let q_heads = f.u32("num_attention_heads")?;
     let pattern = f
@@ -485,7 +543,7 @@ fn nemotron_h(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
             ),
         ));
     }
-    let head_dim = match f.opt_u32("attention_head_dim")? {
+    let head_dim = match f.opt_dim("attention_head_dim")? {
         Some(h) => h,
         None => f.head_dim("head_dim", hidden, q_heads)?,
     };
@@ -508,7 +566,7 @@ fn nemotron_h(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         attention_layers,
         mamba: Some(MambaSpec {
             kind: MambaKind::Mamba2,
-            intermediate_size: heads * mamba_head_dim,
+            intermediate_size: f.product("mamba_head_dim", heads, mamba_head_dim)?,
             n_groups: f.u32("n_groups")?,
             num_heads: heads,
             head_dim: mamba_head_dim,

@@ -92,6 +92,10 @@ struct Frag {
     ok: bool,
 }
 
+/// Bytes of one unit's record: the oracle keeps one per page, slot and metadata row, so
+/// validation bounds the total (`config::limits::MAX_PAGE_RECORD_BYTES`).
+pub const ORACLE_UNIT_BYTES: u64 = std::mem::size_of::<Unit>() as u64;
+
 /// Ownership and fill state of one unit id, shared by all ranks and regions.
 #[derive(Clone, Copy, Debug, Default)]
 struct Unit {

@@ -1088,6 +1088,9 @@ fn gen_trace(rng: &mut Rng) -> (String, Vec<u8>, Option<String>, Vec<String>) {
     (format!("trace.{ext}"), bytes, format, muts)
 }
 
+/// Arguments, files to write, mutations.
+type CliLine = (Vec<std::ffi::OsString>, Vec<(String, Vec<u8>)>, Vec<String>);
+
 fn cli_value(rng: &mut Rng) -> String {
     rng.pick(&[
         "0",
@@ -1109,10 +1112,7 @@ fn cli_value(rng: &mut Rng) -> String {
     .to_string()
 }
 
-fn gen_cli(
-    rng: &mut Rng,
-    corpus: &Corpus,
-) -> (Vec<std::ffi::OsString>, Vec<(String, Vec<u8>)>, Vec<String>) {
+fn gen_cli(rng: &mut Rng, corpus: &Corpus) -> CliLine {
     use std::ffi::OsString;
     let mut args: Vec<OsString> = Vec::new();
     let mut files = Vec::new();
@@ -1230,7 +1230,7 @@ pub fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
     let mut rng = Rng::new(seed, index);
     let roll = rng.below(100);
     let mut mutations = Vec::new();
-    let (class, input) = if roll < 36 || roll >= 96 {
+    let (class, input) = if !(36..96).contains(&roll) {
         // Mutated scenario file (or a fault soak: the file untouched but for faults).
         let soak = roll >= 96;
         let (path, _, table) = rng.pick(&corpus.scenarios).clone();
@@ -1889,8 +1889,8 @@ pub fn drive(plan: &Plan, corpus: &Corpus, mut on_failure: impl FnMut(&Failure, 
     };
     loop {
         let mut alive = 0;
-        for w in 0..workers.len() {
-            let Some(wk) = workers[w].as_mut() else {
+        for (w, slot) in workers.iter_mut().enumerate() {
+            let Some(wk) = slot.as_mut() else {
                 continue;
             };
             alive += 1;
@@ -1963,12 +1963,7 @@ pub fn drive(plan: &Plan, corpus: &Corpus, mut on_failure: impl FnMut(&Failure, 
                     wk.next = i.saturating_add(stride);
                 }
                 let next = wk.next;
-                workers[w] = if !out_of_time
-                    && next <= last
-                    && plan.only.is_none()
-                    && (died || hung)
-                    && wk_resumable(died, hung)
-                {
+                *slot = if !out_of_time && next <= last && plan.only.is_none() && (died || hung) {
                     Some(spawn_worker(plan, w as u64, next, stride, last, &tmp))
                 } else {
                     None
@@ -1983,10 +1978,6 @@ pub fn drive(plan: &Plan, corpus: &Corpus, mut on_failure: impl FnMut(&Failure, 
     let _ = std::fs::remove_dir_all(&tmp);
     report.elapsed = start.elapsed();
     report
-}
-
-fn wk_resumable(died: bool, hung: bool) -> bool {
-    died || hung
 }
 
 /// Prints a campaign's counts and failures grouped by kind; returns the failures that are not

@@ -73,7 +73,11 @@ pub fn from_str(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Sc
         let mut table: toml::Table =
             toml::from_str(text).map_err(|e| toml_error(text, path, &e, ""))?;
         for s in sets {
-            set::apply_set(&mut table, s).map_err(|m| err_at(None, "", m))?;
+            set::apply_set(&mut table, s).map_err(|m| {
+                // The key is the --set argument's own (`KEY=VALUE`), as the user wrote it.
+                let key = s.split_once('=').map_or(s.as_str(), |(k, _)| k).trim();
+                err_at(None, key, m)
+            })?;
         }
         let value = toml::Value::Table(table.clone());
         serde_path_to_error::deserialize::<_, ScenarioFile>(value)
@@ -105,7 +109,20 @@ fn keyed_error(
     e: serde_path_to_error::Error<toml::de::Error>,
     suffix: &str,
 ) -> ScenarioError {
-    let key = contract_key(&e.path().to_string(), text, table);
+    let mut key = contract_key(&e.path().to_string(), text, table);
+    // A missing field has no path of its own: name it under its table.
+    if let Some(field) = e
+        .inner()
+        .message()
+        .strip_prefix("missing field `")
+        .and_then(|m| m.split('`').next())
+    {
+        key = if key.is_empty() {
+            field.to_string()
+        } else {
+            format!("{key}.{field}")
+        };
+    }
     let mut err = toml_error(text, path, e.inner(), suffix);
     if let Some(hint) = did_you_mean(e.inner().message()) {
         err.message = format!(

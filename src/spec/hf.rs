@@ -157,6 +157,33 @@ impl Fields<'_> {
         }
     }
 
+    /// The MoE block: `active` routed experts per token out of `experts`; a token cannot route
+    /// to more experts than there are.
+    fn moe(
+        &self,
+        experts_key: &str,
+        active_key: &str,
+        expert_intermediate: u32,
+        shared_intermediate: u32,
+    ) -> Result<MoeSpec, ConfigError> {
+        let experts = self.u32(experts_key)?;
+        let active = self.u32(active_key)?;
+        if active > experts {
+            return Err(self.bad(
+                active_key,
+                format!(
+                    "is {active}, more than the {experts} routed experts of `{experts_key}`; a token routes to at most every expert"
+                ),
+            ));
+        }
+        Ok(MoeSpec {
+            experts,
+            active,
+            expert_intermediate,
+            shared_intermediate,
+        })
+    }
+
     fn positive(&self, key: &str, v: u32) -> Result<u32, ConfigError> {
         if v == 0 {
             Err(self.bad(key, "is 0; it must be at least 1 (a size of zero leaves nothing to compute or divides by zero)"))
@@ -381,12 +408,7 @@ fn deepseek(
         dense_ffn_layers: dense_layers,
         dense_intermediate: f.u32(k.dense_inter)?,
         dense_ffn_gated: true,
-        moe: Some(MoeSpec {
-            experts: f.u32(k.experts)?,
-            active: f.u32(k.active)?,
-            expert_intermediate: expert_inter,
-            shared_intermediate: shared_inter,
-        }),
+        moe: Some(f.moe(k.experts, k.active, expert_inter, shared_inter)?),
         moe_layers: layers - dense_layers,
         vocab_size: f.u32("vocab_size")?,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
@@ -507,12 +529,12 @@ fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
             0
         },
         dense_ffn_gated: true,
-        moe: Some(MoeSpec {
-            experts,
-            active: f.u32("num_experts_per_tok")?,
-            expert_intermediate: f.u32("moe_intermediate_size")?,
-            shared_intermediate: f.opt_u32("shared_expert_intermediate_size")?.unwrap_or(0),
-        }),
+        moe: Some(f.moe(
+            "num_experts",
+            "num_experts_per_tok",
+            f.u32("moe_intermediate_size")?,
+            f.opt_u32("shared_expert_intermediate_size")?.unwrap_or(0),
+        )?),
         moe_layers,
         vocab_size: f.u32("vocab_size")?,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),

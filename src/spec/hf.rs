@@ -320,7 +320,7 @@ pub fn load_model_config(path: &Path) -> Result<ModelSpec, ConfigError> {
         model_type: mt,
         map,
     };
-    match mt {
+    let spec = match mt {
         "llama" | "qwen2" | "qwen3" => dense(&f, name),
         "deepseek_v3" => deepseek_hf(&f, name),
         "deepseek inference" => deepseek_inference(&f, name),
@@ -335,7 +335,19 @@ pub fn load_model_config(path: &Path) -> Result<ModelSpec, ConfigError> {
             },
             supported: SUPPORTED_MODEL_TYPES.join(", "),
         }),
+    }?;
+    // Every layout pdsim models registers at least one KV layer (sglang's hybrid pools too);
+    // a config whose layer pattern leaves none is refused here, not deep in the layout code.
+    if spec.attention_layers.is_empty() {
+        return Err(f.bad(
+            "num_hidden_layers",
+            format!(
+                "is {}, which leaves no attention layer in this model's layer pattern; pdsim needs at least one",
+                spec.num_layers
+            ),
+        ));
     }
+    Ok(spec)
 }
 
 fn dense(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
@@ -798,6 +810,40 @@ mod tests {
         let msg = load_model_config(&t.0).unwrap_err().to_string();
         assert!(
             msg.contains("hybrid_override_pattern") && msg.contains("'X'"),
+            "{msg}"
+        );
+    }
+
+    /// Found by the fuzzer: Qwen3-Next cut to one layer has no full-attention layer (every 4th
+    /// is one), which used to panic in the layout code.
+    #[test]
+    fn a_layer_pattern_without_attention_is_refused() {
+        let mut j: Value = serde_json::from_str(
+            &std::fs::read_to_string(models_dir().join("Qwen3-Next-80B-A3B.config.json")).unwrap(),
+        )
+        .unwrap();
+        j["num_hidden_layers"] = 1.into();
+        let t = Temp::new("noattn", &j.to_string());
+        let msg = load_model_config(&t.0).unwrap_err().to_string();
+        assert!(
+            msg.contains("num_hidden_layers") && msg.contains("no attention layer"),
+            "{msg}"
+        );
+    }
+
+    /// Found by the fuzzer: one routed expert with eight active per token made the MoE step
+    /// time infinite.
+    #[test]
+    fn more_active_experts_than_experts_is_refused() {
+        let mut j: Value = serde_json::from_str(
+            &std::fs::read_to_string(models_dir().join("Qwen3-Next-80B-A3B.config.json")).unwrap(),
+        )
+        .unwrap();
+        j["num_experts"] = 1.into();
+        let t = Temp::new("oneexpert", &j.to_string());
+        let msg = load_model_config(&t.0).unwrap_err().to_string();
+        assert!(
+            msg.contains("num_experts_per_tok") && msg.contains("more than the 1 routed experts"),
             "{msg}"
         );
     }

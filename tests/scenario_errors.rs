@@ -76,6 +76,35 @@ fn set_overrides_are_validated_too() {
         e.to_string().contains("unknown field `bogus`") && e.to_string().contains("after --set"),
         "{e}"
     );
+    // Typos get the nearest valid name; the key is named even for --set values.
+    for (set, key, hint) in [
+        (
+            "hardware.gpu=h100",
+            "hardware.gpu",
+            "did you mean `h100-sxm`?",
+        ),
+        (
+            "model.preset=llama-3.1-8B",
+            "model.preset",
+            "did you mean `llama-3.1-8b`?",
+        ),
+        (
+            "router.policy=least_load",
+            "router.policy",
+            "did you mean `least_loaded`?",
+        ),
+        (
+            "sglang.profile=guard",
+            "sglang.profile",
+            "did you mean `guarded`?",
+        ),
+    ] {
+        let e = pdsim::scenario::load(&q, &[set.into()]).unwrap_err();
+        assert_eq!(e.key, key, "{e}");
+        assert!(e.to_string().contains(hint), "{e}");
+    }
+    let e = pdsim::scenario::load(&q, &["pools.nope.instances=1".into()]).unwrap_err();
+    assert_eq!(e.key, "pools.nope.instances", "{e}");
     let ok = pdsim::scenario::load(&q, &["pools.decode.instances=3".into()]).unwrap();
     assert_eq!(
         ok.pools

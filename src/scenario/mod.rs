@@ -144,12 +144,24 @@ fn did_you_mean(message: &str) -> Option<String> {
         .iter()
         .find_map(|p| message.strip_prefix(p))?
         .split_once('`')?;
-    let valid = rest.split('`').skip(1).step_by(2);
+    closest(given, rest.split('`').skip(1).step_by(2)).map(str::to_string)
+}
+
+/// The name in `valid` closest to `given` (Jaro-Winkler ≥ 0.8), if any is a likely typo of it.
+fn closest<'v>(given: &str, valid: impl IntoIterator<Item = &'v str>) -> Option<&'v str> {
     valid
-        .map(|v| (strsim::jaro_winkler(given, v), v))
+        .into_iter()
+        .map(|v| (strsim::jaro_winkler(&given.to_lowercase(), v), v))
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, v)| v.to_string())
+        .map(|(_, v)| v)
+}
+
+/// `"; did you mean `x`?"` for the closest valid name, or nothing.
+pub(crate) fn suggestion(given: &str, valid: &[&str]) -> String {
+    closest(given, valid.iter().copied())
+        .map(|v| format!("; did you mean `{v}`?"))
+        .unwrap_or_default()
 }
 
 /// `pools[1].server.tp_size` → `pools.<name of pool 1>.server.tp_size` (when the pool has a
@@ -265,8 +277,9 @@ impl Checker<'_> {
                 self.err(
                     &format!("{key}.preset"),
                     format!(
-                        "unknown model preset {p:?}; valid presets: {}",
-                        model::MODEL_PRESETS.join(", ")
+                        "unknown model preset {p:?}; valid presets: {}{}",
+                        model::MODEL_PRESETS.join(", "),
+                        suggestion(p, model::MODEL_PRESETS)
                     ),
                 )
             }),

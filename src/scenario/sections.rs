@@ -45,9 +45,10 @@ pub(super) fn hardware(c: &Checker, hw: &file::HardwareSection) -> Result<GpuSpe
         c.err(
             "hardware.gpu",
             format!(
-                "unknown GPU preset {:?}; valid presets: {}",
+                "unknown GPU preset {:?}; valid presets: {}{}",
                 hw.gpu,
-                gpu::GPU_PRESETS.join(", ")
+                gpu::GPU_PRESETS.join(", "),
+                super::suggestion(&hw.gpu, gpu::GPU_PRESETS)
             ),
         )
     })?;

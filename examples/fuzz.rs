@@ -66,7 +66,7 @@ fn main() {
             Some(Instant::now() + Duration::from_secs_f64(minutes * 60.0))
         },
         workers: workers.max(1),
-        case_timeout: Duration::from_secs(10),
+        case_timeout: Duration::from_secs(30),
         worker: Box::new(move || Command::new(&exe)),
         only: case,
     };

@@ -1624,7 +1624,7 @@ pub fn run_case(case: &Case, dir: &Path, bin: Option<&Path>) -> Status {
         Input::Cli { args, files } => match bin {
             Some(b) => {
                 write_files(dir, files);
-                cli_case(b, dir, args, Duration::from_secs(10))
+                cli_case(b, dir, args, Duration::from_secs(30))
             }
             None => Status::Accepted,
         },

@@ -17,19 +17,6 @@ fn rejected(sets: &[&str]) -> pdsim::scenario::ScenarioError {
     }
 }
 
-fn pdsim(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pdsim"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn os(args: &[&str]) -> Vec<std::ffi::OsString> {
     args.iter().map(std::ffi::OsString::from).collect()
 }

@@ -58,3 +58,17 @@ pub fn num(row: &std::collections::BTreeMap<String, String>, col: &str) -> Optio
         )
     }
 }
+
+/// Runs the `pdsim` binary from the repository root: (exit code, stdout, stderr).
+pub fn pdsim<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_pdsim"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -1,6 +1,10 @@
 //! The command line: one file per verb. `main.rs` only parses and maps errors to exit codes.
 
+pub mod check;
+pub mod explain;
+pub mod kinds;
 pub mod layout;
+pub mod lint;
 pub mod run;
 pub mod trace;
 
@@ -26,6 +30,13 @@ pub enum Command {
     Trace(trace::TraceArgs),
     /// Print the KV and state regions one rank registers (sglang's kv_args).
     Layout(layout::LayoutArgs),
+    /// Run scenarios with an [expect] table and check it (exit 1 when any expectation fails).
+    Check(check::CheckArgs),
+    /// Explain a run (a results folder, or a scenario it runs first): what failed, why, where
+    /// in sglang, who was hurt, and the flags that fix it.
+    Explain(explain::ExplainArgs),
+    /// Predict a prefill/decode pair's outcome from two `sglang.launch_server` command lines.
+    Lint(lint::LintArgs),
 }
 
 /// Why a verb failed, with its exit code.
@@ -49,6 +60,10 @@ pub enum CliError {
     /// A file could not be read or written (exit 3).
     #[error("{0}")]
     Io(#[from] crate::report::IoError),
+    /// The verb ran and its verdict is negative: an expectation failed (`check`) or the pair
+    /// is incompatible (`lint`). Exit 1.
+    #[error("{0}")]
+    Failed(String),
     /// Standard output was closed by its reader (`pdsim ... | head`): not a failure, so exit 0
     /// without a message, as `head`'s other writers (coreutils, ripgrep) do.
     #[error("standard output closed")]
@@ -56,7 +71,7 @@ pub enum CliError {
 }
 
 impl CliError {
-    /// DESIGN.md §2: 2 usage or invalid input, 3 I/O.
+    /// DESIGN.md §2: 1 a negative verdict, 2 usage or invalid input, 3 I/O.
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Usage(_)
@@ -65,6 +80,7 @@ impl CliError {
             | CliError::Layout(_)
             | CliError::Scenario(_) => 2,
             CliError::Io(_) => 3,
+            CliError::Failed(_) => 1,
             CliError::ClosedStdout => 0,
         }
     }
@@ -96,6 +112,14 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Run(args) => run::run(&args).map(|_| ()),
         Command::Trace(args) => trace::run(&args),
         Command::Layout(args) => layout::run(&args),
+        Command::Check(args) => match check::run(&args)? {
+            true => Ok(()),
+            false => Err(CliError::Failed(
+                "check failed: at least one expectation did not hold (see above)".into(),
+            )),
+        },
+        Command::Explain(args) => explain::run(&args),
+        Command::Lint(args) => lint::run(&args),
     }
 }
 

@@ -255,6 +255,14 @@ fn simulate(
     })
 }
 
+/// Runs a loaded scenario and returns its summary, writing nothing (`pdsim check` without
+/// `--out`, `pdsim explain` of a scenario): the same summary a run would write.
+pub fn summarize(sc: &Scenario) -> Result<Summary, CliError> {
+    let sim = simulate(sc, &mut crate::metrics::NullSink, false)
+        .map_err(|e| IoError::from_io(e, &sc.source))?;
+    Ok(sim.summary)
+}
+
 /// Runs a loaded scenario into `dir`, writing `summary.json` and `run.json` only.
 pub fn run_summary_only(
     sc: &Scenario,

@@ -34,8 +34,9 @@ pub struct ScenarioFile {
     /// `[slo]`
     #[serde(default)]
     pub slo: SloSection,
-    /// `[expect]`: read by `pdsim check`; `pdsim run` records it in `run.json`.
-    pub expect: Option<toml::Table>,
+    /// `[expect]`: typed expectations that `pdsim check` evaluates; `pdsim run` checks its
+    /// keys and records it in `run.json`.
+    pub expect: Option<super::expect::Expect>,
 }
 
 /// `[run]`

@@ -2,6 +2,7 @@
 //! validated once into a [`Scenario`] that the simulation trusts. Every error names the file,
 //! the line where one can be found, the key, and what would be valid.
 
+pub mod expect;
 pub mod file;
 pub mod locate;
 mod sections;
@@ -42,6 +43,17 @@ impl fmt::Display for ScenarioError {
 }
 
 impl std::error::Error for ScenarioError {}
+
+/// The checked `[expect]` table of a loaded scenario (`None` when the file has none). It was
+/// validated with the scenario; it is read back from the resolved file so the checked
+/// configuration, which the simulation reads, carries nothing only `pdsim check` needs.
+pub fn expectations(sc: &Scenario) -> Option<expect::Expect> {
+    let v = sc.resolved.get("expect")?;
+    if v.is_null() {
+        return None;
+    }
+    Some(serde_json::from_value(v.clone()).expect("the validated [expect] table round-trips"))
+}
 
 /// Reads, overrides and validates a scenario file.
 pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
@@ -307,6 +319,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     let workload = sections::workload(&c, &file.workload)?;
     let (sglang, slo) = sections::sglang_and_slo(&c, &file)?;
     let plans = sections::plans(&c, &pools, sglang.profile)?;
+    sections::expect(&c, file.expect.as_ref())?;
     let placement = place(&c, &pools, &plans, &gpu, hw.gpus_per_node)?;
     let nodes = placement.nodes;
     let mut faults = Vec::new();

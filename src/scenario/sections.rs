@@ -467,3 +467,11 @@ fn step_times(
         .and_then(|text| parse_profile(&path, &text))
         .map_err(|e| c.err(&format!("{key}.step_times"), e.to_string()))
 }
+
+/// `[expect]`: what serde cannot check (finite, non-negative, min ≤ max, attainment ≤ 1).
+pub(super) fn expect(c: &Checker, e: Option<&super::expect::Expect>) -> Result<(), ScenarioError> {
+    match e.map(super::expect::Expect::check) {
+        Some(Err((key, message))) => Err(c.err(&key, message)),
+        _ => Ok(()),
+    }
+}

@@ -60,6 +60,14 @@ pub struct RunStats {
 /// (sglang's ports are random; `docs/sglang-pd.md` §2.4).
 const CONTROL_PORT_BASE: u32 = 17_000;
 
+/// The transfer-queue shard every prefill puts chunks for decode instance `instance` (global
+/// index) on: `sum(decode session ports) % queue_size` with rank 0's port standing for the
+/// sum, as `World` hashes it (`docs/sglang-pd.md` §2.4). `pdsim explain` uses it to name the
+/// healthy decode instances that share a dead shard.
+pub fn transfer_shard(instance: u32, queue_size: u32) -> u32 {
+    (CONTROL_PORT_BASE + 97 * instance) % queue_size.max(1)
+}
+
 /// Scratch buffers reused by every event, so handlers do not allocate.
 #[derive(Default)]
 struct Scratch {

@@ -1,0 +1,541 @@
+//! `pdsim check PATH... [--junit FILE] [--out DIR] [--set KEY=VALUE]... [--jobs N]`: runs every
+//! scenario (a file, or the `.toml` files under a folder) that has an `[expect]` table, prints
+//! each expectation with what was expected and what the run gave, writes JUnit XML, and exits 1
+//! when any expectation fails (DESIGN.md §2).
+//!
+//! Expectations are evaluated on the run's in-memory summary, serialized exactly as
+//! `summary.json` is, so an expectation reads the figure a `jq` gate on the file would read; a
+//! figure with no data (`null`, absent, or a latency when no request finished) fails its
+//! expectation with "got null" rather than passing on a 0.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use clap::Args;
+
+use super::CliError;
+use crate::scenario::expect::{Bound, Expect};
+use crate::scenario::{self, Scenario};
+
+/// Arguments of `pdsim check`.
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// Scenario files or folders (searched recursively for `.toml` files with an `[expect]`).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Also write a JUnit XML report here (one testcase per scenario, a `<failure>` per broken
+    /// expectation).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write each scenario's full results under `DIR/<run.name>/` (default: none are written).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Overrides a key of every scenario, as `pdsim run --set` does.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Scenarios run at once (default: the machine's cores). Results do not depend on it.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Print only failures and the final line.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// One expectation's verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    /// The `[expect]` key.
+    pub key: String,
+    /// What was expected, e.g. `≤ 2000`.
+    pub expected: String,
+    /// What the run gave, e.g. `2512.3`, or `null`.
+    pub got: String,
+    /// Whether it held.
+    pub held: bool,
+}
+
+/// One checked scenario.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// The scenario file.
+    pub file: PathBuf,
+    /// `run.name`.
+    pub name: String,
+    /// The seed it ran with.
+    pub seed: u64,
+    /// Verdicts in report order.
+    pub verdicts: Vec<Verdict>,
+    /// Wall time of the run, s (JUnit `time`; never part of a result).
+    pub wall_s: f64,
+    /// The one-line outcome of the run (`Summary::human`'s first line).
+    pub headline: String,
+}
+
+impl Checked {
+    /// Whether every expectation held.
+    pub fn passed(&self) -> bool {
+        self.verdicts.iter().all(|v| v.held)
+    }
+}
+
+/// A number as a person writes it: integers without a fraction, others to 3 decimals.
+pub fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// Evaluates `expect` against a summary serialized as `summary.json` is.
+pub fn evaluate(expect: &Expect, summary: &serde_json::Value) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    if let Some(kinds) = &expect.error_kinds {
+        let mut want: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        want.sort_unstable();
+        want.dedup();
+        let mut got: Vec<&str> = summary["errors"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|e| e["kind"].as_str()).collect())
+            .unwrap_or_default();
+        got.sort_unstable();
+        got.dedup();
+        out.push(Verdict {
+            key: "error_kinds".into(),
+            expected: format!("exactly [{}]", want.join(", ")),
+            got: format!("[{}]", got.join(", ")),
+            held: want == got,
+        });
+    }
+    let finished = summary["requests"]["completed"].as_u64().unwrap_or(0)
+        + summary["requests"]["corrupted"].as_u64().unwrap_or(0);
+    for b in expect.numeric() {
+        let figure = summary
+            .pointer(b.figure)
+            .and_then(serde_json::Value::as_f64);
+        // A latency with no finished request has no data, whatever the summary wrote for it.
+        let figure = figure.filter(|_| !b.needs_finished || finished > 0);
+        let (sign, held) = match (b.bound, figure) {
+            (Bound::Min, Some(v)) => ("≥", v >= b.value),
+            (Bound::Max, Some(v)) => ("≤", v <= b.value),
+            (Bound::Min, None) => ("≥", false),
+            (Bound::Max, None) => ("≤", false),
+        };
+        out.push(Verdict {
+            key: b.key.into(),
+            expected: format!("{sign} {}", fmt_num(b.value)),
+            got: figure.map_or_else(
+                || {
+                    if b.needs_finished && finished == 0 {
+                        "null (no request finished)".to_string()
+                    } else {
+                        "null".to_string()
+                    }
+                },
+                fmt_num,
+            ),
+            held,
+        });
+    }
+    out
+}
+
+/// The `.toml` files named by `paths`: files as given, folders searched recursively in name
+/// order. A path that does not exist is a usage error.
+fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, CliError> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            walk(p, &mut out)?;
+        } else if p.is_file() {
+            out.push((p.clone(), true));
+        } else {
+            return Err(CliError::Usage(format!(
+                "{}: no such scenario file or folder",
+                p.display()
+            )));
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), CliError> {
+    let rd = std::fs::read_dir(dir).map_err(|source| {
+        CliError::Io(crate::report::IoError {
+            path: dir.to_path_buf(),
+            source,
+        })
+    })?;
+    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "toml") {
+            out.push((p, false));
+        }
+    }
+    Ok(())
+}
+
+/// A scenario to run and its expectations.
+struct Job {
+    sc: Scenario,
+    expect: Expect,
+}
+
+/// Loads every scenario first, so an invalid one stops the check (exit 2) before any runs.
+/// Files found in folders without an `[expect]` are skipped; a file named on the command
+/// line without one is a usage error (there is nothing to check).
+fn load_jobs(a: &CheckArgs) -> Result<(Vec<Job>, Vec<PathBuf>), CliError> {
+    let mut jobs = Vec::new();
+    let mut skipped = Vec::new();
+    for (path, named) in collect(&a.paths)? {
+        let sc = scenario::load(&path, &a.sets)?;
+        match scenario::expectations(&sc).filter(|e| !e.is_empty()) {
+            Some(expect) => jobs.push(Job { sc, expect }),
+            None if named => {
+                return Err(CliError::Usage(format!(
+                    "{}: has no [expect] table, so there is nothing to check; add one (e.g. `[expect]` with `completed_min = 1`), or use `pdsim run`",
+                    path.display()
+                )));
+            }
+            None => skipped.push(path),
+        }
+    }
+    if jobs.is_empty() {
+        return Err(CliError::Usage(format!(
+            "no scenario with an [expect] table under {}",
+            a.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok((jobs, skipped))
+}
+
+/// Output folders, `DIR/<run.name>`, with `-2`, `-3`… for names used twice.
+fn out_dirs(jobs: &[Job], base: Option<&Path>) -> Vec<Option<PathBuf>> {
+    let mut seen = std::collections::BTreeMap::<&str, u32>::new();
+    jobs.iter()
+        .map(|j| {
+            let n = seen.entry(j.sc.name.as_str()).or_insert(0);
+            *n += 1;
+            let name = if *n == 1 {
+                j.sc.name.clone()
+            } else {
+                format!("{}-{n}", j.sc.name)
+            };
+            base.map(|b| b.join(name))
+        })
+        .collect()
+}
+
+fn check_one(job: &Job, out: Option<&Path>) -> Result<Checked, CliError> {
+    let started = Instant::now();
+    let summary = match out {
+        Some(dir) => super::run::run_scenario(&job.sc, dir)?.summary,
+        None => super::run::summarize(&job.sc)?,
+    };
+    let value = serde_json::to_value(&summary).expect("a summary serializes");
+    Ok(Checked {
+        file: job.sc.source.clone(),
+        name: job.sc.name.clone(),
+        seed: job.sc.seed,
+        verdicts: evaluate(&job.expect, &value),
+        wall_s: started.elapsed().as_secs_f64(),
+        headline: summary
+            .human(&job.sc.name)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    })
+}
+
+/// Runs the jobs on `threads` threads; results come back in job order whatever finishes first.
+fn run_all(
+    jobs: &[Job],
+    dirs: &[Option<PathBuf>],
+    threads: usize,
+) -> Vec<Result<Checked, CliError>> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Checked, CliError>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= jobs.len() {
+                        break;
+                    }
+                    let r = check_one(&jobs[i], dirs[i].as_deref());
+                    results.lock().expect("no thread panics holding it")[i] = Some(r);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("no thread panics holding it")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}
+
+/// The text report of one scenario.
+pub fn render(c: &Checked, quiet: bool) -> String {
+    let mut s = format!(
+        "{} {}  ({}, seed {}, {:.1} s)\n",
+        if c.passed() { "PASS" } else { "FAIL" },
+        c.file.display(),
+        c.name,
+        c.seed,
+        c.wall_s
+    );
+    if !quiet || !c.passed() {
+        s += &format!("  {}\n", c.headline);
+    }
+    let width = c.verdicts.iter().map(|v| v.key.len()).max().unwrap_or(0);
+    let ew = c
+        .verdicts
+        .iter()
+        .map(|v| v.expected.chars().count())
+        .max()
+        .unwrap_or(0);
+    for v in &c.verdicts {
+        if quiet && v.held {
+            continue;
+        }
+        s += &format!(
+            "  {}  {:width$}  expected {:ew$}  got {}\n",
+            if v.held { "ok  " } else { "FAIL" },
+            v.key,
+            v.expected,
+            v.got,
+        );
+    }
+    s
+}
+
+/// Escapes text for XML attributes and content.
+fn xml(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&apos;"),
+            // XML 1.0 forbids most control characters even escaped.
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => o.push('?'),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// JUnit XML as GitHub Actions (test-reporter actions), GitLab and Jenkins read it: one
+/// `<testsuite>`, one `<testcase>` per scenario (classname = its folder, name = `run.name`),
+/// a `<failure>` per broken expectation naming it with expected and got, and every verdict
+/// in `<system-out>`.
+pub fn junit(checked: &[Checked]) -> String {
+    let failures: usize = checked.iter().filter(|c| !c.passed()).count();
+    let time: f64 = checked.iter().map(|c| c.wall_s).sum();
+    let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    s += &format!(
+        "<testsuites name=\"pdsim check\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" time=\"{time:.3}\">\n",
+        checked.len()
+    );
+    s += &format!(
+        "  <testsuite name=\"pdsim check\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\" time=\"{time:.3}\">\n",
+        checked.len()
+    );
+    for c in checked {
+        let class = c
+            .file
+            .parent()
+            .map(|p| p.display().to_string().replace(['/', '\\'], "."))
+            .unwrap_or_default();
+        s += &format!(
+            "    <testcase classname=\"{}\" name=\"{}\" file=\"{}\" time=\"{:.3}\">\n",
+            xml(class.trim_matches('.')),
+            xml(&c.name),
+            xml(&c.file.display().to_string()),
+            c.wall_s
+        );
+        for v in c.verdicts.iter().filter(|v| !v.held) {
+            let msg = format!("{}: expected {}, got {}", v.key, v.expected, v.got);
+            s += &format!(
+                "      <failure type=\"expectation\" message=\"{}\">{}\nseed {}; reproduce: pdsim run {} --seed {}</failure>\n",
+                xml(&msg),
+                xml(&msg),
+                c.seed,
+                xml(&c.file.display().to_string()),
+                c.seed
+            );
+        }
+        s += &format!(
+            "      <system-out>{}</system-out>\n",
+            xml(&render(c, false))
+        );
+        s += "    </testcase>\n";
+    }
+    s += "  </testsuite>\n</testsuites>\n";
+    s
+}
+
+/// Runs `pdsim check`; `Ok(true)` when every expectation held.
+pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
+    let (jobs, skipped) = load_jobs(a)?;
+    let dirs = out_dirs(&jobs, a.out.as_deref());
+    let threads = a.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    if a.jobs == Some(0) {
+        return Err(CliError::Usage("--jobs must be at least 1".into()));
+    }
+    let mut checked = Vec::new();
+    for r in run_all(&jobs, &dirs, threads) {
+        checked.push(r?);
+    }
+    let mut text = String::new();
+    for c in &checked {
+        text += &render(c, a.quiet);
+    }
+    for p in &skipped {
+        if !a.quiet {
+            text += &format!("skip {}  (no [expect])\n", p.display());
+        }
+    }
+    let (n, failed) = (
+        checked.iter().map(|c| c.verdicts.len()).sum::<usize>(),
+        checked
+            .iter()
+            .flat_map(|c| &c.verdicts)
+            .filter(|v| !v.held)
+            .count(),
+    );
+    let bad = checked.iter().filter(|c| !c.passed()).count();
+    text += &format!(
+        "check: {} scenario(s), {n} expectation(s): {} held, {failed} failed{}\n",
+        checked.len(),
+        n - failed,
+        if bad > 0 {
+            format!(" ({bad} scenario(s) failed)")
+        } else {
+            String::new()
+        }
+    );
+    if let Some(path) = &a.junit {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|source| {
+                CliError::Io(crate::report::IoError {
+                    path: parent.to_path_buf(),
+                    source,
+                })
+            })?;
+        }
+        std::fs::write(path, junit(&checked)).map_err(|source| {
+            CliError::Io(crate::report::IoError {
+                path: path.clone(),
+                source,
+            })
+        })?;
+    }
+    super::print_out(&text)?;
+    Ok(bad == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(completed: u64, corrupted: u64, ttft_p99: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "requests": {"arrived": 10, "completed": completed, "failed": 10 - completed - corrupted,
+                         "corrupted": corrupted, "unfinished": 0},
+            "errors": [{"kind": "waiting_timeout", "count": 3, "message": "m"}],
+            "latency_ms": {"ttft": {"p50": 1.0, "p99": ttft_p99}},
+            "throughput": {"requests_per_s": 0.5},
+            "slo": {"attainment": 0.8}
+        })
+    }
+
+    #[test]
+    fn bounds_hold_and_fail_with_expected_and_got() {
+        let e = Expect {
+            completed_min: Some(8),
+            ttft_p99_ms_max: Some(100.0),
+            slo_attainment_min: Some(0.9),
+            error_kinds: Some(vec![crate::metrics::ErrorKind::WaitingTimeout]),
+            ..Default::default()
+        };
+        let v = evaluate(&e, &summary(8, 0, serde_json::json!(150.25)));
+        let by: std::collections::BTreeMap<_, _> = v.iter().map(|v| (v.key.as_str(), v)).collect();
+        assert!(by["completed_min"].held);
+        assert!(by["error_kinds"].held);
+        assert!(!by["ttft_p99_ms_max"].held);
+        assert_eq!(by["ttft_p99_ms_max"].expected, "≤ 100");
+        assert_eq!(by["ttft_p99_ms_max"].got, "150.25");
+        assert!(!by["slo_attainment_min"].held);
+    }
+
+    #[test]
+    fn a_figure_without_data_fails_as_null() {
+        let e = Expect {
+            ttft_p99_ms_max: Some(100.0),
+            ..Default::default()
+        };
+        // Issue 12's null.
+        let v = evaluate(&e, &summary(5, 0, serde_json::Value::Null));
+        assert!(!v[0].held && v[0].got == "null", "{v:?}");
+        // Every request failed: a 0 latency is no data, not a pass.
+        let v = evaluate(&e, &summary(0, 0, serde_json::json!(0.0)));
+        assert!(!v[0].held && v[0].got.starts_with("null"), "{v:?}");
+        // A missing figure.
+        let e = Expect {
+            goodput_rps_min: Some(0.0),
+            ..Default::default()
+        };
+        let v = evaluate(&e, &summary(5, 0, serde_json::json!(1.0)));
+        assert!(!v[0].held && v[0].got == "null", "{v:?}");
+    }
+
+    #[test]
+    fn junit_names_each_broken_expectation_and_escapes() {
+        let c = Checked {
+            file: PathBuf::from("scenarios/regression/a<b>.toml"),
+            name: "a&b".into(),
+            seed: 3,
+            verdicts: vec![
+                Verdict {
+                    key: "ttft_p99_ms_max".into(),
+                    expected: "≤ 100".into(),
+                    got: "150".into(),
+                    held: false,
+                },
+                Verdict {
+                    key: "completed_min".into(),
+                    expected: "≥ 1".into(),
+                    got: "0".into(),
+                    held: false,
+                },
+            ],
+            wall_s: 0.5,
+            headline: "x".into(),
+        };
+        let x = junit(&[c]);
+        assert_eq!(x.matches("<failure ").count(), 2, "{x}");
+        assert!(x.contains("message=\"ttft_p99_ms_max: expected ≤ 100, got 150\""));
+        assert!(x.contains("name=\"a&amp;b\"") && x.contains("a&lt;b&gt;.toml"));
+        assert!(x.contains("classname=\"scenarios.regression\""));
+    }
+}

@@ -1,0 +1,923 @@
+//! `pdsim explain RESULTS_DIR | SCENARIO.toml [--markdown] [--out DIR]`: a narrative of a run
+//! for people (DESIGN.md §2). What happened to requests, by outcome and error kind; then for
+//! every failure kind sglang's text, the check that raised it and where in sglang, the two
+//! layouts or sizes that differed (rank 0's regions, from `layout/`), who was hurt — the healthy
+//! decode instances stalled behind a dead transfer-queue shard, the victims of corrupted
+//! writes — and the sglang flags that fix it.
+//!
+//! A results folder is read back from its files (`summary.json`, `requests.csv`, `run.json`);
+//! the scenario is rebuilt from the resolved copy in `run.json` to lay out each pool. A scenario
+//! file is run first (into `--out`, default `results/<run.name>/`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde::Deserialize;
+
+use super::CliError;
+use super::kinds;
+use super::lint::{LayoutFacts, predict};
+use crate::layout::{Effect, PairPlan};
+use crate::metrics::ErrorKind;
+use crate::report::IoError;
+use crate::scenario::{self, Role, Scenario};
+
+/// Arguments of `pdsim explain`.
+#[derive(Args, Debug, Clone)]
+pub struct ExplainArgs {
+    /// A results folder (from `pdsim run`) or a scenario file (run first).
+    pub path: PathBuf,
+    /// Markdown instead of plain text.
+    #[arg(long)]
+    pub markdown: bool,
+    /// Where a scenario's run writes its results (default `results/<run.name>/`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Overrides a scenario key (scenario files only), as `pdsim run --set` does.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+}
+
+/// One part of the narrative, rendered as text or Markdown.
+#[derive(Clone, Debug)]
+enum Block {
+    Para(String),
+    Bullets(Vec<String>),
+    Table(Vec<String>, Vec<Vec<String>>),
+    /// sglang's own words.
+    Quote(String),
+}
+
+struct Section {
+    title: String,
+    blocks: Vec<Block>,
+}
+
+/// The columns of `requests.csv` explain reads (the rest are ignored).
+#[derive(Debug, Deserialize)]
+struct Row {
+    id: u64,
+    prefill_instance: Option<u32>,
+    decode_instance: Option<u32>,
+    prefill_end_ns: Option<u64>,
+    outcome: String,
+    error_kind: Option<String>,
+    #[serde(default)]
+    victims: String,
+    #[serde(default)]
+    corrupted_by: String,
+}
+
+/// Outcome counts of a group of requests.
+#[derive(Clone, Debug, Default)]
+struct Counts {
+    routed: u64,
+    completed: u64,
+    failed: u64,
+    corrupted: u64,
+    unfinished: u64,
+    kinds: BTreeMap<String, u64>,
+    /// The earliest end of a prefill forward among them, ns (when a dead shard stopped).
+    first_prefill_end_ns: Option<u64>,
+}
+
+impl Counts {
+    fn add(&mut self, r: &Row) {
+        self.routed += 1;
+        match r.outcome.as_str() {
+            "completed" => self.completed += 1,
+            "failed" => self.failed += 1,
+            "corrupted" => self.corrupted += 1,
+            _ => self.unfinished += 1,
+        }
+        if let Some(k) = &r.error_kind {
+            *self.kinds.entry(k.clone()).or_insert(0) += 1;
+        }
+        if let Some(t) = r.prefill_end_ns {
+            self.first_prefill_end_ns = Some(self.first_prefill_end_ns.map_or(t, |m| m.min(t)));
+        }
+    }
+    fn kinds_text(&self) -> String {
+        self.kinds
+            .iter()
+            .map(|(k, n)| format!("{k} ×{n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A corrupted request and who it names.
+struct Corrupted {
+    id: u64,
+    victims: String,
+    corrupted_by: String,
+}
+
+/// How many corrupted requests are listed one by one.
+const CORRUPTED_LISTED: usize = 10;
+
+/// Everything read from a run.
+struct Run {
+    name: String,
+    seed: u64,
+    sc: Option<Scenario>,
+    /// Why the scenario could not be rebuilt, if it could not.
+    sc_note: Option<String>,
+    summary: serde_json::Value,
+    per_instance: BTreeMap<u32, Counts>,
+    per_pair: BTreeMap<(u32, u32), Counts>,
+    corrupted: Vec<Corrupted>,
+    corrupted_total: u64,
+    corrupted_named: u64,
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> CliError + '_ {
+    move |source| {
+        CliError::Io(IoError {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, CliError> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::Usage(format!(
+            "{}: not a pdsim result file ({e}); explain reads the folder `pdsim run` writes",
+            path.display()
+        ))
+    })
+}
+
+/// `serde_json` → `toml`, dropping nulls (TOML has none; a null is an absent optional key).
+fn json_to_toml(v: &serde_json::Value) -> Option<toml::Value> {
+    use serde_json::Value as J;
+    Some(match v {
+        J::Null => return None,
+        J::Bool(b) => toml::Value::Boolean(*b),
+        J::Number(n) => match n.as_i64() {
+            Some(i) => toml::Value::Integer(i),
+            None => toml::Value::Float(n.as_f64()?),
+        },
+        J::String(s) => toml::Value::String(s.clone()),
+        J::Array(a) => toml::Value::Array(a.iter().filter_map(json_to_toml).collect()),
+        J::Object(o) => toml::Value::Table(
+            o.iter()
+                .filter_map(|(k, v)| json_to_toml(v).map(|v| (k.clone(), v)))
+                .collect(),
+        ),
+    })
+}
+
+/// The scenario a results folder ran, rebuilt from `run.json` (paths resolve against the
+/// original scenario file's folder).
+fn rebuild(run_json: &serde_json::Value) -> Result<Scenario, String> {
+    let file = run_json["scenario_file"]
+        .as_str()
+        .ok_or("run.json names no scenario file")?;
+    let resolved = json_to_toml(&run_json["scenario"]).ok_or("run.json holds no scenario")?;
+    let text = toml::to_string(&resolved).map_err(|e| e.to_string())?;
+    scenario::from_str(&text, Path::new(file), &[]).map_err(|e| e.to_string())
+}
+
+fn read_run(dir: &Path) -> Result<Run, CliError> {
+    let summary = read_json(&dir.join("summary.json"))?;
+    let run_json = read_json(&dir.join("run.json"))?;
+    let (sc, sc_note) = match rebuild(&run_json) {
+        Ok(sc) => (Some(sc), None),
+        Err(e) => (None, Some(e)),
+    };
+    let csv_path = dir.join("requests.csv");
+    let mut rd = csv::Reader::from_path(&csv_path).map_err(|e| {
+        CliError::Usage(format!(
+            "{}: {e} (a --summary-only run has no requests.csv; run it without --summary-only)",
+            csv_path.display()
+        ))
+    })?;
+    let mut run = Run {
+        name: run_json["scenario"]["run"]["name"]
+            .as_str()
+            .unwrap_or("?")
+            .to_string(),
+        seed: run_json["seed"].as_u64().unwrap_or(0),
+        sc,
+        sc_note,
+        summary,
+        per_instance: BTreeMap::new(),
+        per_pair: BTreeMap::new(),
+        corrupted: Vec::new(),
+        corrupted_total: 0,
+        corrupted_named: 0,
+    };
+    for (line, r) in rd.deserialize::<Row>().enumerate() {
+        let r =
+            r.map_err(|e| CliError::Usage(format!("{}:{}: {e}", csv_path.display(), line + 2)))?;
+        for i in [r.prefill_instance, r.decode_instance]
+            .into_iter()
+            .flatten()
+        {
+            run.per_instance.entry(i).or_default().add(&r);
+        }
+        if let (Some(p), Some(d)) = (r.prefill_instance, r.decode_instance) {
+            run.per_pair.entry((p, d)).or_default().add(&r);
+        }
+        if r.outcome == "corrupted" {
+            run.corrupted_total += 1;
+            if !r.corrupted_by.is_empty() || !r.victims.is_empty() {
+                run.corrupted_named += 1;
+            }
+            if run.corrupted.len() < CORRUPTED_LISTED {
+                run.corrupted.push(Corrupted {
+                    id: r.id,
+                    victims: r.victims.clone(),
+                    corrupted_by: r.corrupted_by.clone(),
+                });
+            }
+        }
+    }
+    Ok(run)
+}
+
+/// Pool index, pool name and role of every global instance, in instance order.
+fn instances(sc: &Scenario) -> Vec<(usize, String, Role)> {
+    let mut v = Vec::new();
+    for (pi, p) in sc.pools.iter().enumerate() {
+        for _ in 0..p.instances {
+            v.push((pi, p.name.clone(), p.role));
+        }
+    }
+    v
+}
+
+fn secs(ns: u64) -> String {
+    format!("{:.2} s", ns as f64 / 1e9)
+}
+
+fn count(s: &serde_json::Value, k: &str) -> u64 {
+    s["requests"][k].as_u64().unwrap_or(0)
+}
+
+/// The ways two sides' layouts differ, in words.
+fn differences(p: &LayoutFacts, d: &LayoutFacts) -> Vec<String> {
+    let mut v = Vec::new();
+    if p.attn_tp_size != d.attn_tp_size {
+        v.push(format!(
+            "attention TP {} vs {}",
+            p.attn_tp_size, d.attn_tp_size
+        ));
+    }
+    if p.page_size != d.page_size {
+        v.push(format!("page size {} vs {}", p.page_size, d.page_size));
+    }
+    if p.kv_cache_dtype != d.kv_cache_dtype {
+        v.push(format!(
+            "--kv-cache-dtype {:?} vs {:?}",
+            p.kv_cache_dtype, d.kv_cache_dtype
+        ));
+    }
+    if p.unified != d.unified {
+        v.push(format!(
+            "unified memory {} vs {}",
+            if p.unified { "on" } else { "off" },
+            if d.unified { "on" } else { "off" }
+        ));
+    }
+    if (p.kv_regions, &p.kv_item_lens) != (d.kv_regions, &d.kv_item_lens) {
+        v.push(format!(
+            "KV regions {} × {:?} B vs {} × {:?} B",
+            p.kv_regions, p.kv_item_lens, d.kv_regions, d.kv_item_lens
+        ));
+    }
+    if (p.state_regions, &p.state_item_lens) != (d.state_regions, &d.state_item_lens) {
+        v.push(format!(
+            "state regions {} × {:?} B vs {} × {:?} B",
+            p.state_regions, p.state_item_lens, d.state_regions, d.state_item_lens
+        ));
+    }
+    v
+}
+
+/// The plan of a (prefill pool, decode pool) pair.
+fn plan<'s>(sc: &'s Scenario, p: usize, d: usize) -> Option<&'s PairPlan> {
+    sc.plans.get(&(p, d)).map(|a| a.as_ref())
+}
+
+/// The error of a plan that kills the worker, if any.
+fn worker_killer(plan: &PairPlan) -> Option<&crate::layout::PdError> {
+    plan.chunk_error()
+        .or(plan.last_chunk_error())
+        .filter(|e| e.effect == Effect::WorkerDies)
+}
+
+/// The first sections: what happened, the cluster, per instance.
+fn overview(run: &Run) -> Vec<Section> {
+    let s = &run.summary;
+    let arrived = count(s, "arrived");
+    let mut blocks = vec![Block::Para(format!(
+        "{arrived} requests arrived: {} completed, {} failed, {} corrupted, {} unfinished.",
+        count(s, "completed"),
+        count(s, "failed"),
+        count(s, "corrupted"),
+        count(s, "unfinished")
+    ))];
+    let errors: Vec<String> = s["errors"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| {
+                    let kind = e["kind"].as_str().unwrap_or("?");
+                    let raised = kind
+                        .parse::<ErrorKind>()
+                        .ok()
+                        .filter(|k| is_raise_counted(*k))
+                        .map_or("", |_| " (raised; counts raises, not requests)");
+                    format!("{kind} ×{}{raised}", e["count"])
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if errors.is_empty() && count(s, "corrupted") == 0 {
+        blocks.push(Block::Para(
+            "No error was raised and no request was corrupted.".into(),
+        ));
+    } else if !errors.is_empty() {
+        blocks.push(Block::Para("Errors, by kind:".into()));
+        blocks.push(Block::Bullets(errors));
+    }
+    let mut out = vec![Section {
+        title: "What happened".into(),
+        blocks,
+    }];
+    let Some(sc) = &run.sc else {
+        out.push(Section {
+            title: "Cluster".into(),
+            blocks: vec![Block::Para(format!(
+                "The scenario could not be rebuilt from run.json ({}), so layouts are not shown.",
+                run.sc_note.as_deref().unwrap_or("unknown reason")
+            ))],
+        });
+        return out;
+    };
+    let mut rows = Vec::new();
+    let mut first = 0u32;
+    for p in &sc.pools {
+        let last = first + p.instances - 1;
+        rows.push(vec![
+            p.name.clone(),
+            p.role.as_str().into(),
+            if first == last {
+                format!("{first}")
+            } else {
+                format!("{first}–{last}")
+            },
+            p.model.name.clone(),
+            format!("--tp-size {}", p.server.tp_size),
+            LayoutFacts::of(&p.layout[0]).line(),
+        ]);
+        first = last + 1;
+    }
+    let mut blocks = vec![Block::Table(
+        ["pool", "role", "instances", "model", "tp", "rank 0 layout"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    )];
+    blocks.push(Block::Para(format!(
+        "sglang behaviour: profile `{}`; {} transfer-queue shards per prefill; waiting timeout {}.",
+        sc.sglang.profile.as_str(),
+        sc.sglang.queue_size,
+        secs(sc.sglang.waiting_timeout_ns)
+    )));
+    out.push(Section {
+        title: "Cluster".into(),
+        blocks,
+    });
+    let names = instances(sc);
+    let rows = run
+        .per_instance
+        .iter()
+        .map(|(i, c)| {
+            let (_, pool, role) =
+                names
+                    .get(*i as usize)
+                    .cloned()
+                    .unwrap_or((0, "?".into(), Role::Decode));
+            vec![
+                i.to_string(),
+                pool,
+                role.as_str().into(),
+                c.routed.to_string(),
+                c.completed.to_string(),
+                c.failed.to_string(),
+                c.corrupted.to_string(),
+                c.unfinished.to_string(),
+                c.kinds_text(),
+            ]
+        })
+        .collect();
+    out.push(Section {
+        title: "Per instance".into(),
+        blocks: vec![Block::Table(
+            [
+                "instance",
+                "pool",
+                "role",
+                "requests",
+                "completed",
+                "failed",
+                "corrupted",
+                "unfinished",
+                "errors",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        )],
+    });
+    out
+}
+
+/// Kinds whose `summary.json` count is raises (a worker death), not failed requests.
+fn is_raise_counted(k: ErrorKind) -> bool {
+    matches!(
+        k,
+        ErrorKind::EnvelopeLayoutMismatch
+            | ErrorKind::EnvelopeTpMismatch
+            | ErrorKind::MambaLayoutMismatch
+            | ErrorKind::MambaSlotSizeMismatch
+            | ErrorKind::HeteroTpUnsupported
+    )
+}
+
+/// A dead shard: prefill instance, shard, the decode instances whose chunks killed it, when.
+struct DeadShard {
+    prefill: u32,
+    shard: u32,
+    culprits: Vec<u32>,
+    by_ns: Option<u64>,
+    kind: ErrorKind,
+}
+
+/// Every (prefill instance, shard) whose worker a pair's error killed, from the requests
+/// routed to such pairs.
+fn dead_shards(run: &Run, sc: &Scenario) -> Vec<DeadShard> {
+    let names = instances(sc);
+    let mut out: Vec<DeadShard> = Vec::new();
+    for (&(p, d), c) in &run.per_pair {
+        let (Some(pp), Some(dp)) = (names.get(p as usize), names.get(d as usize)) else {
+            continue;
+        };
+        let Some(e) = plan(sc, pp.0, dp.0).and_then(worker_killer) else {
+            continue;
+        };
+        let shard = crate::sim::transfer_shard(d, sc.sglang.queue_size);
+        match out.iter_mut().find(|s| s.prefill == p && s.shard == shard) {
+            Some(s) => {
+                s.culprits.push(d);
+                s.by_ns = match (s.by_ns, c.first_prefill_end_ns) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            None => out.push(DeadShard {
+                prefill: p,
+                shard,
+                culprits: vec![d],
+                by_ns: c.first_prefill_end_ns,
+                kind: e.kind,
+            }),
+        }
+    }
+    out
+}
+
+/// The knock-on of dead shards: per dead shard, the healthy decode instances hashed to it.
+fn knock_on(run: &Run, sc: &Scenario, dead: &[DeadShard], kind: ErrorKind) -> Vec<String> {
+    let names = instances(sc);
+    let mut lines = Vec::new();
+    for s in dead.iter().filter(|s| s.kind == kind) {
+        let culprits: Vec<String> = s.culprits.iter().map(|d| d.to_string()).collect();
+        lines.push(format!(
+            "prefill instance {} ({}): transfer-queue shard {} died{} on the first chunk for decode instance {} — every later chunk hashed to shard {} waits in WaitingForInput until the waiting timeout ({}).",
+            s.prefill,
+            names[s.prefill as usize].1,
+            s.shard,
+            s.by_ns.map_or(String::new(), |t| format!(" by t = {}", secs(t))),
+            culprits.join(", "),
+            s.shard,
+            secs(sc.sglang.waiting_timeout_ns)
+        ));
+        for (&(p, d), c) in run.per_pair.range((s.prefill, 0)..=(s.prefill, u32::MAX)) {
+            debug_assert_eq!(p, s.prefill);
+            if s.culprits.contains(&d)
+                || crate::sim::transfer_shard(d, sc.sglang.queue_size) != s.shard
+            {
+                continue;
+            }
+            let healthy = plan(sc, names[p as usize].0, names[d as usize].0)
+                .is_some_and(|pl| worker_killer(pl).is_none());
+            if !healthy {
+                continue;
+            }
+            let stalled = c.kinds.get("waiting_timeout").copied().unwrap_or(0);
+            lines.push(format!(
+                "decode instance {d} (pool {}) passes every check with prefill {p}, yet shares shard {}: {stalled} of its {} requests through prefill {p} failed with waiting_timeout ({} completed before the shard died).",
+                names[d as usize].1, s.shard, c.routed, c.completed
+            ));
+        }
+    }
+    lines
+}
+
+/// The pool pairs whose requests met `kind` (by request), or whose plan raises it.
+fn pairs_with(run: &Run, sc: &Scenario, kind: ErrorKind) -> Vec<(usize, usize)> {
+    let names = instances(sc);
+    let mut pairs = std::collections::BTreeSet::new();
+    for (&(p, d), c) in &run.per_pair {
+        let (pp, dp) = (names[p as usize].0, names[d as usize].0);
+        let by_plan = plan(sc, pp, dp).is_some_and(|pl| {
+            [pl.first_contact(), pl.chunk_error(), pl.last_chunk_error()]
+                .into_iter()
+                .flatten()
+                .any(|e| e.kind == kind)
+        });
+        if by_plan || c.kinds.contains_key(kind.as_str()) {
+            pairs.insert((pp, dp));
+        }
+    }
+    pairs.into_iter().collect()
+}
+
+/// The layouts of a pool pair and how they differ.
+fn pair_blocks(sc: &Scenario, p: usize, d: usize) -> Vec<Block> {
+    let (pp, dp) = (&sc.pools[p], &sc.pools[d]);
+    let (pf, df) = (
+        LayoutFacts::of(&pp.layout[0]),
+        LayoutFacts::of(&dp.layout[0]),
+    );
+    let diff = differences(&pf, &df);
+    vec![
+        Block::Bullets(vec![
+            format!("prefill pool {:?}: {}", pp.name, pf.line()),
+            format!("decode pool {:?}: {}", dp.name, df.line()),
+        ]),
+        Block::Para(if diff.is_empty() {
+            "The two layouts are identical.".into()
+        } else {
+            format!("They differ in: {}.", diff.join("; "))
+        }),
+    ]
+}
+
+fn kind_section(
+    run: &Run,
+    sc: Option<&Scenario>,
+    kind: ErrorKind,
+    n: u64,
+    message: &str,
+) -> Section {
+    let i = kinds::info(kind);
+    let mut blocks = vec![
+        Block::Quote(message.to_string()),
+        Block::Bullets(vec![
+            format!("raised in: {}", i.raised_in),
+            format!("check: {}", i.check),
+            format!("effect: {}", i.effect),
+            format!("see: docs/sglang-pd.md {}", i.doc),
+        ]),
+    ];
+    let Some(sc) = sc else {
+        return Section {
+            title: format!("{kind} ×{n}"),
+            blocks,
+        };
+    };
+    let dead = dead_shards(run, sc);
+    let pairs = pairs_with(run, sc, kind);
+    if !i.knock_on {
+        for &(p, d) in &pairs {
+            blocks.extend(pair_blocks(sc, p, d));
+            blocks.push(Block::Para(format!(
+                "Fix: {}.",
+                kinds::fix(kind, &sc.pools[p].server, &sc.pools[d].server)
+            )));
+        }
+    }
+    let k = knock_on(run, sc, &dead, kind);
+    if !k.is_empty() {
+        blocks.push(Block::Para("Knock-on:".into()));
+        blocks.push(Block::Bullets(k));
+    }
+    if kind == ErrorKind::WaitingTimeout {
+        let stalled_by_dead = !dead.is_empty();
+        blocks.push(Block::Para(if stalled_by_dead {
+            format!(
+                "These requests are the knock-on of the dead transfer worker(s) above ({}): they were never refused by a check of their own.",
+                dead.iter()
+                    .map(|s| format!("prefill {} shard {}", s.prefill, s.shard))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            "No transfer worker died: the prefill did not transfer in time (overload, a dead prefill, or a stalled fabric).".into()
+        }));
+        blocks.push(Block::Para(format!(
+            "Fix: {}.",
+            kinds::fix(kind, &sc.pools[0].server, &sc.pools[0].server)
+        )));
+    } else if i.knock_on {
+        if let Some(f) = faults_line(sc) {
+            blocks.push(Block::Para(format!("Injected faults: {f}.")));
+        }
+        let (p, d) = pairs.first().copied().unwrap_or((0, 0));
+        blocks.push(Block::Para(format!(
+            "Fix: {}.",
+            kinds::fix(kind, &sc.pools[p].server, &sc.pools[d].server)
+        )));
+    }
+    Section {
+        title: format!("{kind} ×{n}"),
+        blocks,
+    }
+}
+
+fn faults_line(sc: &Scenario) -> Option<String> {
+    let faults = sc.resolved["faults"].as_array()?;
+    if faults.is_empty() {
+        return None;
+    }
+    Some(
+        faults
+            .iter()
+            .map(|f| {
+                let target = ["link", "nic", "pool"]
+                    .iter()
+                    .filter_map(|k| f[*k].as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let inst = f["instance"]
+                    .as_u64()
+                    .map_or(String::new(), |i| format!("[{i}]"));
+                format!(
+                    "t = {} s {} {target}{inst}",
+                    f["at_s"],
+                    f["kind"].as_str().unwrap_or("?")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
+fn corruption_section(run: &Run) -> Option<Section> {
+    if run.corrupted_total == 0 {
+        return None;
+    }
+    let mut blocks = vec![Block::Para(format!(
+        "{} request(s) finished with no error but decoded from bytes that were not their own. No check fired: the writes landed, in bounds, on pages or slots another request owns. {} of them name a culprit or victims.",
+        run.corrupted_total, run.corrupted_named
+    ))];
+    if let Some(sc) = &run.sc {
+        let names = instances(sc);
+        let mut pairs = std::collections::BTreeSet::new();
+        for (&(p, d), c) in &run.per_pair {
+            if c.corrupted > 0 {
+                pairs.insert((names[p as usize].0, names[d as usize].0));
+            }
+        }
+        for (p, d) in pairs {
+            blocks.extend(pair_blocks(sc, p, d));
+            if let Some(pl) = plan(sc, p, d) {
+                blocks.push(Block::Para(format!(
+                    "What a guarded sglang does with this pair instead: {}.",
+                    guarded_outcome(sc, p, d).unwrap_or_else(|| predict(pl).outcome.to_string())
+                )));
+            }
+            blocks.push(Block::Para(format!(
+                "Fix: {}.",
+                kinds::fix(
+                    ErrorKind::TransferOutOfBounds,
+                    &sc.pools[p].server,
+                    &sc.pools[d].server
+                )
+            )));
+        }
+    }
+    let rows: Vec<Vec<String>> = run
+        .corrupted
+        .iter()
+        .map(|c| {
+            let or_none = |s: &str| {
+                if s.is_empty() {
+                    "—".to_string()
+                } else {
+                    s.to_string()
+                }
+            };
+            vec![
+                c.id.to_string(),
+                or_none(&c.corrupted_by),
+                or_none(&c.victims),
+            ]
+        })
+        .collect();
+    blocks.push(Block::Para(format!(
+        "Victims (the first {} corrupted requests; requests.csv lists all):",
+        rows.len()
+    )));
+    blocks.push(Block::Table(
+        [
+            "request",
+            "corrupted by (whose writes landed in it)",
+            "its writes landed on",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    ));
+    Some(Section {
+        title: format!("corrupted ×{}", run.corrupted_total),
+        blocks,
+    })
+}
+
+/// The outcome the `guarded` profile predicts for a pool pair: its error kind and text.
+fn guarded_outcome(sc: &Scenario, p: usize, d: usize) -> Option<String> {
+    let (pp, dp) = (&sc.pools[p], &sc.pools[d]);
+    let pl = PairPlan::compile(
+        (&pp.model, &pp.server),
+        (&dp.model, &dp.server),
+        crate::layout::Profile::Guarded,
+    )
+    .ok()?;
+    let pr = predict(&pl);
+    Some(match (pr.kind, pr.message) {
+        (Some(k), Some(m)) => format!("{k} — \"{m}\""),
+        _ => pr.outcome.to_string(),
+    })
+}
+
+/// The whole narrative.
+fn narrative(run: &Run) -> Vec<Section> {
+    let mut out = overview(run);
+    let mut errors: Vec<(ErrorKind, u64, String)> = run.summary["errors"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| {
+                    Some((
+                        e["kind"].as_str()?.parse::<ErrorKind>().ok()?,
+                        e["count"].as_u64().unwrap_or(0),
+                        e["message"].as_str().unwrap_or("").to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // Causes first, then their knock-on.
+    errors.sort_by_key(|(k, ..)| (kinds::info(*k).knock_on, *k));
+    for (k, n, m) in &errors {
+        out.push(kind_section(run, run.sc.as_ref(), *k, *n, m));
+    }
+    out.extend(corruption_section(run));
+    if let Some(f) = run.sc.as_ref().and_then(faults_line)
+        && errors.iter().all(|(k, ..)| !kinds::info(*k).knock_on)
+    {
+        out.push(Section {
+            title: "Faults".into(),
+            blocks: vec![Block::Para(format!(
+                "Injected: {f}. No request failed because of them: sglang's retries and the router's health check absorbed them (see links.csv and the charts)."
+            ))],
+        });
+    }
+    out
+}
+
+fn render_text(title: &str, sections: &[Section]) -> String {
+    let mut s = format!("{title}\n{}\n", "=".repeat(title.chars().count()));
+    for sec in sections {
+        s += &format!(
+            "\n{}\n{}\n",
+            sec.title,
+            "-".repeat(sec.title.chars().count())
+        );
+        for b in &sec.blocks {
+            match b {
+                Block::Para(p) => s += &format!("{p}\n"),
+                Block::Quote(q) => s += &format!("  sglang: \"{q}\"\n"),
+                Block::Bullets(v) => {
+                    for l in v {
+                        s += &format!("  - {l}\n");
+                    }
+                }
+                Block::Table(head, rows) => {
+                    let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+                    for r in rows {
+                        for (i, c) in r.iter().enumerate() {
+                            w[i] = w[i].max(c.chars().count());
+                        }
+                    }
+                    let line = |cells: &[String]| {
+                        let mut l = String::from(" ");
+                        for (i, c) in cells.iter().enumerate() {
+                            let pad = w[i] - c.chars().count();
+                            l += &format!(" {c}{}", " ".repeat(pad));
+                            l += if i + 1 < cells.len() { " " } else { "" };
+                        }
+                        l.trim_end().to_string() + "\n"
+                    };
+                    s += &line(head);
+                    for r in rows {
+                        s += &line(r);
+                    }
+                }
+            }
+        }
+    }
+    s
+}
+
+fn render_markdown(title: &str, sections: &[Section]) -> String {
+    let cell = |c: &str| c.replace('|', "\\|");
+    let mut s = format!("# {title}\n");
+    for sec in sections {
+        s += &format!("\n## {}\n\n", sec.title);
+        for b in &sec.blocks {
+            match b {
+                Block::Para(p) => s += &format!("{p}\n\n"),
+                Block::Quote(q) => s += &format!("> sglang: `{q}`\n\n"),
+                Block::Bullets(v) => {
+                    for l in v {
+                        s += &format!("- {l}\n");
+                    }
+                    s += "\n";
+                }
+                Block::Table(head, rows) => {
+                    s += &format!(
+                        "| {} |\n|{}\n",
+                        head.iter().map(|h| cell(h)).collect::<Vec<_>>().join(" | "),
+                        "---|".repeat(head.len())
+                    );
+                    for r in rows {
+                        s += &format!(
+                            "| {} |\n",
+                            r.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | ")
+                        );
+                    }
+                    s += "\n";
+                }
+            }
+        }
+    }
+    s
+}
+
+/// The explanation of the results in `dir`, as text or Markdown.
+pub fn explain_dir(dir: &Path, markdown: bool) -> Result<String, CliError> {
+    let run = read_run(dir)?;
+    let title = format!("pdsim explain: {} (seed {})", run.name, run.seed);
+    let sections = narrative(&run);
+    Ok(if markdown {
+        render_markdown(&title, &sections)
+    } else {
+        render_text(&title, &sections)
+    })
+}
+
+/// Runs `pdsim explain`.
+pub fn run(a: &ExplainArgs) -> Result<(), CliError> {
+    let dir = if a.path.is_dir() {
+        if !a.sets.is_empty() {
+            return Err(CliError::Usage(
+                "--set applies to a scenario file, not to a results folder".into(),
+            ));
+        }
+        a.path.clone()
+    } else if a.path.is_file() {
+        let sc = scenario::load(&a.path, &a.sets)?;
+        let dir = a
+            .out
+            .clone()
+            .unwrap_or_else(|| super::default_out(&sc.name));
+        super::run::run_scenario(&sc, &dir)?;
+        let _ = writeln_stderr(&format!(
+            "pdsim: ran {} into {}",
+            a.path.display(),
+            dir.display()
+        ));
+        dir
+    } else {
+        return Err(CliError::Usage(format!(
+            "{}: neither a results folder nor a scenario file",
+            a.path.display()
+        )));
+    };
+    super::print_out(&explain_dir(&dir, a.markdown)?)
+}
+
+fn writeln_stderr(s: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    writeln!(std::io::stderr(), "{s}")
+}

@@ -1,0 +1,850 @@
+//! `pdsim lint --prefill "ARGS" --decode "ARGS" [--model-config F] [--profile P] [--json]`:
+//! reads two real `python -m sglang.launch_server …` command lines and predicts the pair's
+//! outcome — sglang's exact error text, or compatible — from the layouts and the transfer
+//! contract alone (`layout/`), without simulating traffic (DESIGN.md §2). Exit 0 compatible,
+//! 1 incompatible, 2 unreadable.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde::Serialize;
+
+use super::CliError;
+use super::kinds;
+use crate::layout::{
+    Capacity, ChunkRequest, DecodeMemory, Effect, PairPlan, PdError, Profile, RankLayout,
+    RequestId, SendPath, Verdict,
+};
+use crate::metrics::ErrorKind;
+use crate::spec::{ModelSpec, ServerArgs, model};
+
+/// Arguments of `pdsim lint`.
+#[derive(Args, Debug, Clone)]
+pub struct LintArgs {
+    /// The prefill server's command line (`python -m sglang.launch_server --model-path … --disaggregation-mode prefill …`).
+    #[arg(long, allow_hyphen_values = true)]
+    pub prefill: String,
+    /// The decode server's command line.
+    #[arg(long, allow_hyphen_values = true)]
+    pub decode: String,
+    /// A Hugging Face config.json for the model both lines serve (when `--model-path` is
+    /// neither a known model id nor a local folder with a config.json).
+    #[arg(long, value_name = "FILE")]
+    pub model_config: Option<PathBuf>,
+    /// Which sglang behaviour to predict: guarded (default), slice_dispatch or unguarded.
+    #[arg(long, default_value = "guarded")]
+    pub profile: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One parsed `sglang.launch_server` line.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerLine {
+    /// `--model-path` as given.
+    pub model_path: String,
+    /// The model pdsim lays out (preset name or the config's name).
+    pub model: String,
+    /// The server args pdsim models.
+    pub args: ServerArgs,
+    /// `--disaggregation-mode`, if given.
+    pub mode: Option<String>,
+    /// Flags pdsim does not know, or knows to be outside its model.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+    #[serde(skip)]
+    spec: Option<ModelSpec>,
+}
+
+/// Splits a command line as a POSIX shell would for plain words, quotes and backslashes
+/// (no expansions); a backslash-newline continues the line.
+pub fn shell_words(line: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('\n') => {}
+                Some(n) => {
+                    cur.push(n);
+                    in_word = true;
+                }
+                None => return Err("the line ends with a lone backslash".into()),
+            },
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(n) => cur.push(n),
+                        None => return Err("unclosed single quote".into()),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(n @ ('"' | '\\' | '$' | '`')) => cur.push(n),
+                            Some('\n') => {}
+                            Some(n) => {
+                                cur.push('\\');
+                                cur.push(n);
+                            }
+                            None => return Err("unclosed double quote".into()),
+                        },
+                        Some(n) => cur.push(n),
+                        None => return Err("unclosed double quote".into()),
+                    }
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+/// Flags that take a value and do not change the transfer contract or capacity pdsim models.
+const IGNORED_WITH_VALUE: &[&str] = &[
+    "--host",
+    "--port",
+    "--served-model-name",
+    "--tokenizer-path",
+    "--log-level",
+    "--disaggregation-ib-device",
+    "--disaggregation-bootstrap-port",
+    "--base-gpu-id",
+    "--nnodes",
+    "--node-rank",
+    "--dist-init-addr",
+    "--cuda-graph-max-bs",
+    "--attention-backend",
+    "--context-length",
+    "--load-format",
+    "--random-seed",
+    "--watchdog-timeout",
+    "--api-key",
+    "--schedule-policy",
+    "--stream-interval",
+    "--decode-log-interval",
+    "--ep-size",
+    "--ep",
+    "--moe-a2a-backend",
+    "--ep-num-redundant-experts",
+    "--revision",
+    "--quantization",
+];
+/// Boolean flags that do not change what pdsim models.
+const IGNORED_SWITCHES: &[&str] = &[
+    "--trust-remote-code",
+    "--disable-cuda-graph",
+    "--enable-metrics",
+    "--enable-two-batch-overlap",
+    "--enable-eplb",
+    "--skip-server-warmup",
+    "--enable-cache-report",
+    "--log-requests",
+];
+/// Every flag lint reads.
+const READ: &[&str] = &[
+    "--model-path",
+    "--model",
+    "--tp-size",
+    "--tp",
+    "--dp-size",
+    "--dp",
+    "--enable-dp-attention",
+    "--page-size",
+    "--kv-cache-dtype",
+    "--enable-unified-memory",
+    "--disaggregation-mode",
+    "--chunked-prefill-size",
+    "--mem-fraction-static",
+    "--max-running-requests",
+    "--max-prefill-tokens",
+    "--disable-radix-cache",
+    "--disaggregation-transfer-backend",
+    "--pp-size",
+    "--pp",
+    "--speculative-algorithm",
+    "--dtype",
+];
+
+/// Hugging Face ids (lowercased, organisation dropped) → preset: the public checkpoints whose
+/// architecture a preset describes.
+const HF_IDS: &[(&str, &str)] = &[
+    ("llama-3.1-8b", "llama-3.1-8b"),
+    ("meta-llama-3.1-8b", "llama-3.1-8b"),
+    ("llama-3.1-70b", "llama-3.1-70b"),
+    ("meta-llama-3.1-70b", "llama-3.1-70b"),
+    ("llama-3.3-70b", "llama-3.1-70b"),
+    ("llama-2-70b", "llama2-70b"),
+    ("qwen3-8b", "qwen3-8b"),
+    ("deepseek-v3", "deepseek-v3"),
+    ("deepseek-r1", "deepseek-v3"),
+    ("qwen3-next-80b-a3b", "qwen3-next-80b-a3b"),
+    ("nemotron-h-8b", "nemotron-h-8b"),
+    ("bloom", "bloom-176b"),
+];
+
+/// The preset a `--model-path` names: a preset itself, or a known Hugging Face id
+/// (`Qwen/Qwen3-Next-80B-A3B-Instruct` → `qwen3-next-80b-a3b`; suffixes such as `-Instruct`
+/// or `-Base-8K` do not change the layout).
+pub fn preset_for(model_path: &str) -> Option<&'static str> {
+    let lower = model_path.trim_end_matches('/').to_lowercase();
+    if let Some(p) = model::MODEL_PRESETS.iter().find(|p| **p == lower) {
+        return Some(p);
+    }
+    let last = lower.rsplit('/').next().unwrap_or(&lower);
+    HF_IDS
+        .iter()
+        .filter(|(id, _)| last == *id || last.starts_with(&format!("{id}-")))
+        .max_by_key(|(id, _)| id.len())
+        .map(|(_, p)| *p)
+}
+
+fn parse_u32(flag: &str, v: &str, side: &str) -> Result<u32, CliError> {
+    v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+        CliError::Usage(format!("--{side}: {flag} {v:?} must be a whole number ≥ 1"))
+    })
+}
+
+/// Parses one `launch_server` line of `side` (`prefill` / `decode`).
+pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, CliError> {
+    let words = shell_words(line).map_err(|e| CliError::Usage(format!("--{side}: {e}")))?;
+    // Skip `python -m sglang.launch_server` (or any launcher) up to the first flag.
+    let start = words.iter().position(|w| w.starts_with("--"));
+    let mut args = ServerArgs {
+        tp_size: 1,
+        attn_tp_size: 1,
+        page_size: 1,
+        kv_cache_dtype: "auto".into(),
+        enable_unified_memory: false,
+        chunked_prefill_size: 8192,
+        max_prefill_tokens: 16384,
+        mem_fraction_static: 0.85,
+        max_running_requests: None,
+        radix_cache: Some(None),
+    };
+    let (mut model_path, mut mode, mut dp, mut dp_attention) = (None, None, 1u32, false);
+    let mut warnings = Vec::new();
+    let mut i = start.unwrap_or(words.len());
+    while i < words.len() {
+        let w = &words[i];
+        i += 1;
+        let (flag, inline) = match w.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (w.clone(), None),
+        };
+        if !flag.starts_with("--") {
+            warnings.push(format!("{w:?} is not a flag; ignored"));
+            continue;
+        }
+        let switch = matches!(
+            flag.as_str(),
+            "--enable-dp-attention" | "--enable-unified-memory" | "--disable-radix-cache"
+        ) || IGNORED_SWITCHES.contains(&flag.as_str());
+        let known = READ.contains(&flag.as_str()) || IGNORED_WITH_VALUE.contains(&flag.as_str());
+        if !known && !switch {
+            // An unknown flag: take a following non-flag word as its value, and warn.
+            let value = inline.or_else(|| {
+                let v = words.get(i).filter(|v| !v.starts_with("--")).cloned();
+                i += usize::from(v.is_some());
+                v
+            });
+            let near = crate::scenario::suggestion(
+                &flag,
+                &[READ, IGNORED_WITH_VALUE, IGNORED_SWITCHES].concat(),
+            );
+            warnings.push(format!(
+                "unknown flag {flag}{}: ignored (pdsim does not model it){near}",
+                value.map(|v| format!(" {v}")).unwrap_or_default()
+            ));
+            continue;
+        }
+        let value = if switch {
+            None
+        } else {
+            match inline.or_else(|| {
+                let v = words.get(i).cloned();
+                i += 1;
+                v
+            }) {
+                Some(v) => Some(v),
+                None => {
+                    return Err(CliError::Usage(format!("--{side}: {flag} needs a value")));
+                }
+            }
+        };
+        let v = value.as_deref().unwrap_or("");
+        match flag.as_str() {
+            "--model-path" | "--model" => model_path = Some(v.to_string()),
+            "--tp-size" | "--tp" => args.tp_size = parse_u32(&flag, v, side)?,
+            "--dp-size" | "--dp" => dp = parse_u32(&flag, v, side)?,
+            "--enable-dp-attention" => dp_attention = true,
+            "--page-size" => args.page_size = parse_u32(&flag, v, side)?,
+            "--kv-cache-dtype" => {
+                if !crate::spec::server::KV_CACHE_DTYPES.contains(&v) {
+                    return Err(CliError::Usage(format!(
+                        "--{side}: --kv-cache-dtype {v:?}: pdsim models {}",
+                        crate::spec::server::KV_CACHE_DTYPES.join(", ")
+                    )));
+                }
+                args.kv_cache_dtype = v.to_string();
+            }
+            "--enable-unified-memory" => args.enable_unified_memory = true,
+            "--disaggregation-mode" => mode = Some(v.to_string()),
+            "--chunked-prefill-size" => args.chunked_prefill_size = parse_u32(&flag, v, side)?,
+            "--max-prefill-tokens" => args.max_prefill_tokens = parse_u32(&flag, v, side)?,
+            "--max-running-requests" => {
+                args.max_running_requests = Some(parse_u32(&flag, v, side)?);
+            }
+            "--mem-fraction-static" => {
+                args.mem_fraction_static = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| *f > 0.0 && *f <= 1.0)
+                    .ok_or_else(|| {
+                        CliError::Usage(format!(
+                            "--{side}: --mem-fraction-static {v:?} must be in (0, 1]"
+                        ))
+                    })?;
+            }
+            "--disable-radix-cache" => args.radix_cache = None,
+            "--disaggregation-transfer-backend" if v != "mooncake" => warnings.push(format!(
+                "--disaggregation-transfer-backend {v}: pdsim models the mooncake backend; the prediction is mooncake's"
+            )),
+            "--pp-size" | "--pp" if v != "1" => warnings.push(format!(
+                "{flag} {v}: pdsim models pipeline parallelism 1; the prediction ignores PP"
+            )),
+            "--speculative-algorithm" => warnings.push(format!(
+                "--speculative-algorithm {v}: a draft pool adds KV regions pdsim does not lay out (sglang rejects speculative decoding with unified-memory PD, #37416)"
+            )),
+            "--dtype" if !matches!(v, "auto" | "bfloat16" | "bf16") => warnings.push(format!(
+                "--dtype {v}: pdsim lays out bf16 activations; `--kv-cache-dtype auto` is taken as bf16"
+            )),
+            _ => {}
+        }
+    }
+    if start.is_none() || model_path.is_none() {
+        return Err(CliError::Usage(format!(
+            "--{side}: no --model-path in {line:?}; give the whole launch line, e.g. \"python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --disaggregation-mode {side} --tp-size 2\""
+        )));
+    }
+    if dp_attention {
+        if args.tp_size % dp != 0 {
+            return Err(CliError::Usage(format!(
+                "--{side}: --dp-size {dp} does not divide --tp-size {}",
+                args.tp_size
+            )));
+        }
+        args.attn_tp_size = args.tp_size / dp;
+    } else {
+        args.attn_tp_size = args.tp_size;
+        if dp > 1 {
+            warnings.push(format!(
+                "--dp-size {dp} without --enable-dp-attention runs {dp} data-parallel copies, each with attention TP {}",
+                args.tp_size
+            ));
+        }
+    }
+    match mode.as_deref() {
+        Some(m) if m == side => {}
+        Some(m) => warnings.push(format!(
+            "--disaggregation-mode {m} on the --{side} line: this line is used as the {side} server"
+        )),
+        None => warnings.push(format!(
+            "no --disaggregation-mode: this line is used as the {side} server"
+        )),
+    }
+    let model_path = model_path.expect("checked above");
+    Ok(ServerLine {
+        model: String::new(),
+        model_path,
+        args,
+        mode,
+        warnings,
+        spec: None,
+    })
+}
+
+/// Resolves the model of a line: `--model-config` when given, else a preset or known id, else a
+/// local folder holding `config.json` (or a `.json` file).
+fn resolve_model(l: &mut ServerLine, config: Option<&Path>, side: &str) -> Result<(), CliError> {
+    let spec = if let Some(c) = config {
+        crate::spec::hf::load_model_config(c)?
+    } else if let Some(p) = preset_for(&l.model_path) {
+        model::preset(p).expect("a listed preset")
+    } else {
+        let p = Path::new(&l.model_path);
+        let file = if p.is_dir() {
+            p.join("config.json")
+        } else {
+            p.to_path_buf()
+        };
+        if !file.is_file() {
+            return Err(CliError::Usage(format!(
+                "--{side}: --model-path {:?} is neither a model pdsim knows ({}; or their Hugging Face ids) nor a local folder with a config.json; pass --model-config path/to/config.json",
+                l.model_path,
+                model::MODEL_PRESETS.join(", ")
+            )));
+        }
+        crate::spec::hf::load_model_config(&file)?
+    };
+    l.model = spec.name.clone();
+    l.spec = Some(spec);
+    Ok(())
+}
+
+/// The outcome pdsim predicts for a pair.
+#[derive(Clone, Debug, Serialize)]
+pub struct Prediction {
+    /// Whether requests complete from their own bytes.
+    pub compatible: bool,
+    /// `completed`, `failed` or `corrupted`.
+    pub outcome: &'static str,
+    /// The error kind, when one is raised.
+    pub kind: Option<ErrorKind>,
+    /// sglang's message, word for word.
+    pub message: Option<String>,
+    /// Who raises it and when.
+    pub raised: Option<String>,
+    /// The KV send function of the pair.
+    pub send_path: SendPath,
+    /// Prefill rank 0: KV item_lens and state item_lens (bytes).
+    pub prefill_layout: LayoutFacts,
+    /// Decode rank 0: the same.
+    pub decode_layout: LayoutFacts,
+}
+
+/// The sizes a check compares, for one side (rank 0).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LayoutFacts {
+    /// Attention TP.
+    pub attn_tp_size: u32,
+    /// Tokens per page.
+    pub page_size: u32,
+    /// `--kv-cache-dtype` string.
+    pub kv_cache_dtype: String,
+    /// Unified memory.
+    pub unified: bool,
+    /// KV regions.
+    pub kv_regions: usize,
+    /// Distinct KV item lengths, bytes.
+    pub kv_item_lens: Vec<u64>,
+    /// State regions.
+    pub state_regions: usize,
+    /// Distinct state item lengths, bytes.
+    pub state_item_lens: Vec<u64>,
+    /// Whether per-tensor dims are published (sliced state transfer possible).
+    pub state_dims: bool,
+}
+
+impl LayoutFacts {
+    /// The facts of one rank layout.
+    pub fn of(l: &RankLayout) -> Self {
+        let dedup = |mut v: Vec<u64>| {
+            v.dedup();
+            v
+        };
+        let kv = l.kv_item_lens();
+        let st = l.state_item_lens();
+        Self {
+            attn_tp_size: l.attn_tp_size,
+            page_size: l.page_size,
+            kv_cache_dtype: l.kv_cache_dtype.clone(),
+            unified: l.unified,
+            kv_regions: kv.len(),
+            kv_item_lens: dedup(kv),
+            state_regions: st.len(),
+            state_item_lens: dedup(st),
+            state_dims: !l.state_dim_per_tensor().is_empty(),
+        }
+    }
+
+    /// `KV 24 region(s) × 8192 B; state 1 region(s) × 38633472 B (no dims)`.
+    pub fn line(&self) -> String {
+        let list = |v: &[u64]| {
+            v.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("/")
+        };
+        let mut s = format!(
+            "attention TP {}, page {}, kv {}, {}: KV {} region(s) × {} B",
+            self.attn_tp_size,
+            self.page_size,
+            self.kv_cache_dtype,
+            if self.unified {
+                "unified"
+            } else {
+                "not unified"
+            },
+            self.kv_regions,
+            list(&self.kv_item_lens)
+        );
+        if self.state_regions > 0 {
+            s += &format!(
+                "; state {} region(s) × {} B{}",
+                self.state_regions,
+                list(&self.state_item_lens),
+                if self.state_dims {
+                    ""
+                } else {
+                    " (no per-tensor dims)"
+                }
+            );
+        }
+        s
+    }
+}
+
+/// What a failed check's effect means, for `raised`.
+fn raised_text(e: &PdError, when: &str) -> String {
+    match e.effect {
+        Effect::RaisedOnDecode => "decode, at first contact with the prefill".into(),
+        Effect::WorkerDies => {
+            format!("the prefill transfer worker, {when}; the worker thread dies")
+        }
+        Effect::ReturnCodeFailure => {
+            format!("the prefill transfer worker, {when}; return code −1, session blacklisted")
+        }
+    }
+}
+
+/// Predicts the outcome of `plan` as the simulator would meet it: first-contact error, the
+/// chunk error, the last-chunk error, then — for a plan whose writes are not exact — a probe
+/// request through the corruption oracle decides between an out-of-bounds write (rc −1) and
+/// silent corruption.
+pub fn predict(plan: &PairPlan) -> Prediction {
+    let facts = (
+        LayoutFacts::of(&plan.prefill_layouts()[0]),
+        LayoutFacts::of(&plan.decode_layouts()[0]),
+    );
+    let failed = |e: &PdError, when: &str| Prediction {
+        compatible: false,
+        outcome: "failed",
+        kind: Some(e.kind),
+        message: Some(e.message.clone()),
+        raised: Some(raised_text(e, when)),
+        send_path: plan.send_path(),
+        prefill_layout: facts.0.clone(),
+        decode_layout: facts.1.clone(),
+    };
+    if let Some(e) = plan.first_contact() {
+        return failed(e, "");
+    }
+    if let Some(e) = plan.chunk_error() {
+        return failed(e, "before the chunk's first RDMA write");
+    }
+    if let Some(e) = plan.last_chunk_error() {
+        return failed(e, "after the last chunk's KV was sent");
+    }
+    let (outcome, err) = if plan.is_exact() {
+        ("completed", None)
+    } else {
+        probe(plan)
+    };
+    match err {
+        Some(e) => failed(&e, "when the RDMA batch returns"),
+        None => Prediction {
+            compatible: outcome == "completed",
+            outcome,
+            kind: None,
+            message: None,
+            raised: (outcome == "corrupted").then(|| {
+                "nobody: no check fires; the writes land on bytes the request does not own".into()
+            }),
+            send_path: plan.send_path(),
+            prefill_layout: facts.0,
+            decode_layout: facts.1,
+        },
+    }
+}
+
+/// Two requests on a small decode memory, each sending a two-chunk transfer: an out-of-bounds
+/// write, or the first request's verdict (corrupted when its bytes are not its own or it
+/// clobbered its neighbour).
+fn probe(plan: &PairPlan) -> (&'static str, Option<PdError>) {
+    let cap = Capacity {
+        // Room past the probe's units, as a real pool has: a write that lands beyond its own
+        // unit (an unsliced copy into smaller slots) stays in bounds unless it would in any
+        // pool, which is what the simulation meets for all but the last units.
+        pages: 64,
+        slots: 8,
+        aux_rows: 8,
+    };
+    let decode = plan.decode_layouts();
+    let mut mem = DecodeMemory::new(decode, cap);
+    let reg = decode[0].registration(&cap);
+    let hybrid = !decode[0].state_item_lens().is_empty();
+    let mut reqs = Vec::new();
+    for r in 0..2u64 {
+        let Some((pages, slot, aux)) = mem.alloc_fresh(RequestId(r + 1), 3, hybrid) else {
+            return ("completed", None);
+        };
+        reqs.push((RequestId(r + 1), pages, slot, aux));
+    }
+    let _ = reg;
+    let mut writes = Vec::new();
+    for (id, pages, slot, aux) in &reqs {
+        let src: Vec<u32> = (1..=pages.len() as u32)
+            .map(|p| p + 10 * id.0 as u32)
+            .collect();
+        for (range, last) in [(0..2, false), (2..3, true)] {
+            let req = ChunkRequest {
+                src_pages: &src[range.clone()],
+                dst_pages: &pages[range],
+                last,
+                src_slot: slot.map(|_| id.0 as u32),
+                dst_slot: *slot,
+                src_aux: id.0 as u32,
+                dst_aux: *aux,
+            };
+            writes.clear();
+            plan.writes(&req, &mut writes);
+            let out = mem.apply(plan, *id, &writes);
+            if let Some(e) = out.error {
+                return ("failed", Some(e));
+            }
+        }
+        mem.landed(*id);
+    }
+    let mut corrupted = false;
+    for (id, ..) in &reqs {
+        let rep = mem.release(*id, None);
+        corrupted |= !matches!(rep.verdict, Verdict::Completed) || !rep.victims.is_empty();
+    }
+    if corrupted {
+        ("corrupted", None)
+    } else {
+        ("completed", None)
+    }
+}
+
+/// A full lint report.
+#[derive(Clone, Debug, Serialize)]
+pub struct LintReport {
+    /// The prefill line as understood.
+    pub prefill: ServerLine,
+    /// The decode line as understood.
+    pub decode: ServerLine,
+    /// The sglang behaviour predicted.
+    pub profile: Profile,
+    /// The prediction.
+    pub prediction: Prediction,
+    /// The flags that fix it (empty when compatible).
+    pub fix: Option<String>,
+    /// Warnings about the lines.
+    pub warnings: Vec<String>,
+}
+
+/// Parses both lines and predicts their outcome.
+pub fn lint(a: &LintArgs) -> Result<LintReport, CliError> {
+    let profile: Profile = a.profile.parse().map_err(|e: String| {
+        CliError::Usage(format!(
+            "--profile: {e}{}",
+            crate::scenario::suggestion(&a.profile, &["guarded", "slice_dispatch", "unguarded"])
+        ))
+    })?;
+    let mut p = parse_line(&a.prefill, "prefill")?;
+    let mut d = parse_line(&a.decode, "decode")?;
+    resolve_model(&mut p, a.model_config.as_deref(), "prefill")?;
+    resolve_model(&mut d, a.model_config.as_deref(), "decode")?;
+    let mut warnings: Vec<String> = p
+        .warnings
+        .iter()
+        .map(|w| format!("prefill: {w}"))
+        .chain(d.warnings.iter().map(|w| format!("decode: {w}")))
+        .collect();
+    if p.model != d.model {
+        warnings.push(format!(
+            "the two lines serve different models ({} and {}): sglang does not check this; the layouts below are each side's own",
+            p.model, d.model
+        ));
+    }
+    let (ps, ds) = (
+        p.spec.as_ref().expect("resolved"),
+        d.spec.as_ref().expect("resolved"),
+    );
+    if p.args.enable_unified_memory && !ps.is_hybrid()
+        || d.args.enable_unified_memory && !ds.is_hybrid()
+    {
+        return Err(CliError::Usage(format!(
+            "--enable-unified-memory on a model without hybrid (mamba/GDN/SWA) layers ({}): sglang's unified pool needs at least two sub-pools, so that server would not start",
+            if p.args.enable_unified_memory && !ps.is_hybrid() {
+                &p.model
+            } else {
+                &d.model
+            }
+        )));
+    }
+    let plan = PairPlan::compile((ps, &p.args), (ds, &d.args), profile)?;
+    let prediction = predict(&plan);
+    let fix = match (prediction.kind, prediction.outcome) {
+        (Some(k), _) => Some(kinds::fix(k, &p.args, &d.args)),
+        (None, "corrupted") => Some(kinds::fix(ErrorKind::TransferOutOfBounds, &p.args, &d.args)),
+        _ => None,
+    };
+    Ok(LintReport {
+        prefill: p,
+        decode: d,
+        profile,
+        prediction,
+        fix,
+        warnings,
+    })
+}
+
+/// The text form of a report.
+pub fn render(r: &LintReport) -> String {
+    let pr = &r.prediction;
+    let mut s = format!(
+        "prefill: {} ({})\n  {}\ndecode:  {} ({})\n  {}\nsend path: {} (sglang profile {})\n",
+        r.prefill.model,
+        r.prefill.model_path,
+        pr.prefill_layout.line(),
+        r.decode.model,
+        r.decode.model_path,
+        pr.decode_layout.line(),
+        match pr.send_path {
+            SendPath::SendKvcache =>
+                "send_kvcache → _send_kvcache_generic (whole pages per region)",
+            SendPath::Slice =>
+                "send_kvcache_slice (one RDMA write per token per layer: heterogeneous TP)",
+        },
+        r.profile.as_str()
+    );
+    if pr.compatible {
+        s += "outcome: COMPATIBLE — requests complete from their own bytes\n";
+    } else if let (Some(k), Some(m)) = (pr.kind, &pr.message) {
+        let i = kinds::info(k);
+        s += &format!("outcome: INCOMPATIBLE — {k}\n  sglang: {m}\n");
+        s += &format!(
+            "  raised by: {}\n  where: {}\n  check: {}\n  effect: {}\n  see: docs/sglang-pd.md {}\n",
+            pr.raised.as_deref().unwrap_or(""),
+            i.raised_in,
+            i.check,
+            i.effect,
+            i.doc
+        );
+    } else {
+        s += "outcome: INCOMPATIBLE — silent corruption: no error is raised, but the writes land on bytes the request does not own (requests finish corrupted; see docs/sglang-pd.md §4)\n";
+    }
+    if let Some(f) = &r.fix {
+        s += &format!("  fix: {f}\n");
+    }
+    for w in &r.warnings {
+        s += &format!("warning: {w}\n");
+    }
+    s
+}
+
+/// Runs `pdsim lint`.
+pub fn run(a: &LintArgs) -> Result<(), CliError> {
+    let r = lint(a)?;
+    let text = if a.json {
+        serde_json::to_string_pretty(&r).expect("a report serializes") + "\n"
+    } else {
+        render(&r)
+    };
+    super::print_out(&text)?;
+    if r.prediction.compatible {
+        Ok(())
+    } else {
+        Err(CliError::Failed(format!(
+            "incompatible pair: {}",
+            r.prediction
+                .kind
+                .map_or("silent corruption".to_string(), |k| k.to_string())
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_split_like_a_shell() {
+        let w =
+            shell_words("python -m sglang.launch_server \\\n --model-path 'a b' --tp=2 \"x\\\"y\"")
+                .unwrap();
+        assert_eq!(
+            w,
+            [
+                "python",
+                "-m",
+                "sglang.launch_server",
+                "--model-path",
+                "a b",
+                "--tp=2",
+                "x\"y"
+            ]
+        );
+        assert!(shell_words("--x 'open").is_err());
+    }
+
+    #[test]
+    fn hf_ids_map_to_presets() {
+        assert_eq!(
+            preset_for("Qwen/Qwen3-Next-80B-A3B-Instruct"),
+            Some("qwen3-next-80b-a3b")
+        );
+        assert_eq!(
+            preset_for("meta-llama/Llama-3.1-8B-Instruct"),
+            Some("llama-3.1-8b")
+        );
+        assert_eq!(
+            preset_for("meta-llama/Meta-Llama-3.1-70B"),
+            Some("llama-3.1-70b")
+        );
+        assert_eq!(
+            preset_for("deepseek-ai/DeepSeek-V3-0324"),
+            Some("deepseek-v3")
+        );
+        assert_eq!(
+            preset_for("nvidia/Nemotron-H-8B-Base-8K"),
+            Some("nemotron-h-8b")
+        );
+        assert_eq!(preset_for("qwen3-8b"), Some("qwen3-8b"));
+        assert_eq!(preset_for("mistralai/Mistral-7B"), None);
+    }
+
+    #[test]
+    fn lines_parse_with_dp_attention_and_unknown_flags_warned() {
+        let l = parse_line(
+            "python3 -m sglang.launch_server --model-path x --tp-size 8 --dp-size 4 --enable-dp-attention --page-size=64 --kv-cache-dtype fp8_e4m3 --disaggregation-mode decode --frobnicate 3 --enable-unified-memory",
+            "decode",
+        )
+        .unwrap();
+        assert_eq!(
+            (l.args.tp_size, l.args.attn_tp_size, l.args.page_size),
+            (8, 2, 64)
+        );
+        assert_eq!(l.args.kv_cache_dtype, "fp8_e4m3");
+        assert!(l.args.enable_unified_memory);
+        assert_eq!(l.warnings.len(), 1, "{:?}", l.warnings);
+        assert!(l.warnings[0].contains("--frobnicate 3"));
+        assert!(parse_line("--model-path x --tp-size zero", "prefill").is_err());
+        assert!(parse_line("--model-path x --page-size", "prefill").is_err());
+        assert!(parse_line("python -m sglang.launch_server --tp 2", "prefill").is_err());
+    }
+}

@@ -388,25 +388,25 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, CliError> {
 /// Resolves the model of a line: `--model-config` when given, else a preset or known id, else a
 /// local folder holding `config.json` (or a `.json` file).
 fn resolve_model(l: &mut ServerLine, config: Option<&Path>, side: &str) -> Result<(), CliError> {
+    let local = Path::new(&l.model_path);
+    let local = if local.is_dir() {
+        local.join("config.json")
+    } else {
+        local.to_path_buf()
+    };
+    // A local checkpoint wins over a name that merely looks like a known id.
     let spec = if let Some(c) = config {
         crate::spec::hf::load_model_config(c)?
+    } else if local.is_file() {
+        crate::spec::hf::load_model_config(&local)?
     } else if let Some(p) = preset_for(&l.model_path) {
         model::preset(p).expect("a listed preset")
     } else {
-        let p = Path::new(&l.model_path);
-        let file = if p.is_dir() {
-            p.join("config.json")
-        } else {
-            p.to_path_buf()
-        };
-        if !file.is_file() {
-            return Err(CliError::Usage(format!(
-                "--{side}: --model-path {:?} is neither a model pdsim knows ({}; or their Hugging Face ids) nor a local folder with a config.json; pass --model-config path/to/config.json",
-                l.model_path,
-                model::MODEL_PRESETS.join(", ")
-            )));
-        }
-        crate::spec::hf::load_model_config(&file)?
+        return Err(CliError::Usage(format!(
+            "--{side}: --model-path {:?} is neither a model pdsim knows ({}; or their Hugging Face ids) nor a local folder with a config.json; pass --model-config path/to/config.json",
+            l.model_path,
+            model::MODEL_PRESETS.join(", ")
+        )));
     };
     l.model = spec.name.clone();
     l.spec = Some(spec);

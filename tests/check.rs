@@ -35,7 +35,10 @@ fn the_regression_suite_holds_and_its_junit_has_one_testcase_per_scenario() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites "));
     assert_eq!(testcases(&xml).len(), n, "{xml}");
-    assert!(xml.contains(&format!("tests=\"{n}\" failures=\"0\"")), "{xml}");
+    assert!(
+        xml.contains(&format!("tests=\"{n}\" failures=\"0\"")),
+        "{xml}"
+    );
     assert!(!xml.contains("<failure"), "{xml}");
 }
 

@@ -20,21 +20,61 @@ const DSV3: &str = "deepseek-ai/DeepSeek-V3";
 
 /// §5.3, prefill → decode.
 const ROWS: &[(&str, Side, Side)] = &[
-    ("1", (true, 16, 2, "auto", QWEN), (true, 16, 2, "auto", QWEN)),
-    ("2", (true, 16, 2, "auto", QWEN), (true, 64, 2, "auto", QWEN)),
-    ("3", (true, 16, 1, "auto", QWEN), (true, 16, 2, "auto", QWEN)),
-    ("4", (true, 16, 2, "auto", QWEN), (true, 16, 4, "auto", QWEN)),
+    (
+        "1",
+        (true, 16, 2, "auto", QWEN),
+        (true, 16, 2, "auto", QWEN),
+    ),
+    (
+        "2",
+        (true, 16, 2, "auto", QWEN),
+        (true, 64, 2, "auto", QWEN),
+    ),
+    (
+        "3",
+        (true, 16, 1, "auto", QWEN),
+        (true, 16, 2, "auto", QWEN),
+    ),
+    (
+        "4",
+        (true, 16, 2, "auto", QWEN),
+        (true, 16, 4, "auto", QWEN),
+    ),
     (
         "5",
         (true, 64, 4, "fp8_e4m3", QWEN),
         (true, 64, 8, "fp8_e4m3", QWEN),
     ),
-    ("6", (true, 16, 2, "auto", QWEN), (false, 16, 2, "auto", QWEN)),
-    ("7", (false, 16, 2, "auto", QWEN), (true, 16, 2, "auto", QWEN)),
-    ("8", (true, 16, 2, "auto", QWEN), (false, 16, 4, "auto", QWEN)),
-    ("9", (true, 64, 2, "auto", NEMO), (true, 64, 2, "auto", NEMO)),
-    ("10", (true, 64, 1, "auto", NEMO), (true, 64, 2, "auto", NEMO)),
-    ("11", (true, 64, 4, "auto", NEMO), (false, 64, 4, "auto", NEMO)),
+    (
+        "6",
+        (true, 16, 2, "auto", QWEN),
+        (false, 16, 2, "auto", QWEN),
+    ),
+    (
+        "7",
+        (false, 16, 2, "auto", QWEN),
+        (true, 16, 2, "auto", QWEN),
+    ),
+    (
+        "8",
+        (true, 16, 2, "auto", QWEN),
+        (false, 16, 4, "auto", QWEN),
+    ),
+    (
+        "9",
+        (true, 64, 2, "auto", NEMO),
+        (true, 64, 2, "auto", NEMO),
+    ),
+    (
+        "10",
+        (true, 64, 1, "auto", NEMO),
+        (true, 64, 2, "auto", NEMO),
+    ),
+    (
+        "11",
+        (true, 64, 4, "auto", NEMO),
+        (false, 64, 4, "auto", NEMO),
+    ),
     (
         "12",
         (true, 64, 2, "auto", NEMO_SPEC),

@@ -1,0 +1,142 @@
+//! `pdsim explain` on every teaching scenario (`scenarios/pd/`, `scenarios/faults/`): the text is
+//! pinned by golden files in `tests/golden/explain/` (rewrite them on purpose with
+//! `PDSIM_BLESS=1 cargo test --release --test explain`), and each explanation must name the
+//! failure, its cause (sglang's text, where it is raised) and the flag that fixes it.
+
+mod common;
+
+use std::path::Path;
+
+use pdsim::cli::explain::explain_dir;
+
+fn teaching_scenarios() -> Vec<String> {
+    let mut v = Vec::new();
+    for dir in ["scenarios/pd", "scenarios/faults"] {
+        let mut files: Vec<_> = std::fs::read_dir(common::repo().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        v.extend(
+            files
+                .iter()
+                .map(|p| format!("{dir}/{}", p.file_name().unwrap().to_string_lossy())),
+        );
+    }
+    v
+}
+
+fn golden(name: &str, got: &str, diffs: &mut Vec<String>) {
+    let path = common::repo().join("tests/golden/explain").join(name);
+    if std::env::var_os("PDSIM_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    if want != got {
+        let line = want
+            .lines()
+            .zip(got.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.lines().count().min(got.lines().count()));
+        diffs.push(format!(
+            "{name}: differs from line {}:\n  want: {:?}\n  got:  {:?}",
+            line + 1,
+            want.lines().nth(line).unwrap_or(""),
+            got.lines().nth(line).unwrap_or("")
+        ));
+    }
+}
+
+#[test]
+fn every_teaching_scenario_is_explained_as_pinned() {
+    let out = common::tmpdir("explain");
+    let mut diffs = Vec::new();
+    let scenarios = teaching_scenarios();
+    assert!(scenarios.len() >= 13, "{scenarios:?}");
+    for s in &scenarios {
+        let stem = Path::new(s)
+            .file_stem()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        let dir = out.join(&stem);
+        let summary = common::run(s, &[], &dir);
+        let text = explain_dir(&dir, false).unwrap();
+        // What every explanation must say, whatever its wording.
+        let causes: Vec<&str> = summary
+            .errors
+            .iter()
+            .map(|e| e.kind.as_str())
+            .filter(|k| *k != "waiting_timeout")
+            .collect();
+        for k in &causes {
+            let section = text
+                .split(&format!("\n{k} ×"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{s}: no section for {k}:\n{text}"));
+            assert!(
+                section.contains("sglang: \"") && section.contains("raised in: "),
+                "{s}: {k} without sglang's text or where it is raised:\n{text}"
+            );
+            assert!(section.contains("Fix: "), "{s}: {k} without a fix:\n{text}");
+        }
+        if summary.requests.corrupted > 0 {
+            assert!(
+                text.contains("\ncorrupted ×") && text.contains("Fix: make both servers"),
+                "{s}:\n{text}"
+            );
+        }
+        if causes.iter().any(|k| k.starts_with("envelope_")) {
+            assert!(
+                text.contains("--enable-unified-memory"),
+                "{s}: the flag that fixes it:\n{text}"
+            );
+        }
+        if s.contains("page-size") {
+            assert!(text.contains("use the same --page-size"), "{text}");
+        }
+        if s.contains("dead-shard") {
+            assert!(
+                text.contains("passes every check with prefill 0, yet shares shard"),
+                "{text}"
+            );
+        }
+        golden(&format!("{stem}.txt"), &text, &mut diffs);
+        if s.contains("dead-shard") {
+            golden(
+                &format!("{stem}.md"),
+                &explain_dir(&dir, true).unwrap(),
+                &mut diffs,
+            );
+        }
+    }
+    assert!(
+        diffs.is_empty(),
+        "explain texts changed (PDSIM_BLESS=1 to accept):\n{}",
+        diffs.join("\n")
+    );
+}
+
+#[test]
+fn explain_runs_a_scenario_file_first_and_refuses_other_paths() {
+    let out = common::tmpdir("explain-cli");
+    let (code, text, err) = common::pdsim(&[
+        "explain",
+        "scenarios/pd/page-size-mismatch.toml",
+        "--out",
+        out.to_str().unwrap(),
+        "--markdown",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.starts_with("# pdsim explain: page-size-mismatch"),
+        "{text}"
+    );
+    assert!(text.contains("## page_size_mismatch ×"), "{text}");
+    assert!(out.join("requests.csv").is_file());
+    let (code, _, err) = common::pdsim(&["explain", "no/such/thing"]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -37,6 +37,10 @@ pub struct RunArgs {
     /// charts (for sweeps; the summary is byte-identical to a full run's).
     #[arg(long)]
     pub summary_only: bool,
+    /// Also write `trace.json` (Chrome/Perfetto trace events: a track per instance and per
+    /// transfer shard, a span per request phase, fault markers) for ui.perfetto.dev.
+    #[arg(long)]
+    pub trace_events: bool,
 }
 
 /// What a run produced.
@@ -106,10 +110,16 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
     } else {
         ImageFormat::Svg
     };
+    if args.summary_only && args.trace_events {
+        return Err(CliError::Usage(
+            "--trace-events needs the request rows that --summary-only skips; use one of them"
+                .into(),
+        ));
+    }
     let out = if args.summary_only {
         run_summary_only(&sc, &dir, !args.quiet)?
     } else {
-        run_scenario_with(&sc, &dir, !args.quiet, format)?
+        run_scenario_traced(&sc, &dir, !args.quiet, format, args.trace_events)?
     };
     if !args.quiet {
         super::print_out(&format!(
@@ -189,11 +199,70 @@ pub fn run_scenario_with(
     show_progress: bool,
     charts: ImageFormat,
 ) -> Result<RunOutput, CliError> {
+    run_scenario_traced(sc, dir, show_progress, charts, false)
+}
+
+/// The instances and fault markers `trace.json` names.
+fn trace_writer(sc: &Scenario, dir: &Path) -> Result<crate::report::trace::TraceWriter, IoError> {
+    use crate::report::trace::{TraceInstance, TraceWriter};
+    let mut instances = Vec::new();
+    for p in &sc.pools {
+        for _ in 0..p.instances {
+            instances.push(TraceInstance {
+                instance: instances.len() as u32,
+                pool: p.name.clone(),
+                role: p.role.as_str(),
+            });
+        }
+    }
+    TraceWriter::create(
+        &dir.join("trace.json"),
+        &instances,
+        sc.sglang.queue_size,
+        crate::sim::transfer_shard,
+    )
+}
+
+/// Fault markers of `sc` for `trace.json`: time and a short description, in file order.
+fn trace_faults(sc: &Scenario) -> Vec<crate::report::trace::TraceFault> {
+    let Some(faults) = sc.resolved["faults"].as_array() else {
+        return Vec::new();
+    };
+    faults
+        .iter()
+        .map(|f| {
+            let target: Vec<String> = ["link", "nic", "pool"]
+                .iter()
+                .filter_map(|k| f[*k].as_str().map(str::to_string))
+                .chain(f["instance"].as_u64().map(|i| format!("[{i}]")))
+                .collect();
+            crate::report::trace::TraceFault {
+                at_ns: crate::engine::ns_from_secs_ceil(f["at_s"].as_f64().unwrap_or(0.0)),
+                what: format!("{} {}", f["kind"].as_str().unwrap_or("?"), target.join(" ")),
+            }
+        })
+        .collect()
+}
+
+/// [`run_scenario_with`], also writing `trace.json` when `trace` is set.
+pub fn run_scenario_traced(
+    sc: &Scenario,
+    dir: &Path,
+    show_progress: bool,
+    charts: ImageFormat,
+    trace: bool,
+) -> Result<RunOutput, CliError> {
     std::fs::create_dir_all(dir).map_err(in_dir(dir))?;
     let started = Instant::now();
     let mut sink = CsvSink::create(dir)?;
+    if trace {
+        sink.trace = Some(trace_writer(sc, dir)?);
+    }
     let io = in_dir(dir);
     let sim = simulate(sc, &mut sink, show_progress).map_err(&io)?;
+    if let Some(t) = sink.trace.take() {
+        t.finish(&trace_faults(sc))?;
+    }
     let (stats, summary, pages) = (sim.stats, sim.summary, sim.kv_pages);
     let (ttft, tpot) = (sim.ttft, sim.tpot);
     sink.flush().map_err(io)?;

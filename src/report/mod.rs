@@ -3,6 +3,7 @@
 
 pub mod charts;
 pub mod html;
+pub mod trace;
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -215,6 +216,8 @@ pub struct CsvSink {
     stride: u64,
     /// The first requests by id, then the first requests that did not complete.
     pub sample: Vec<RequestRow>,
+    /// `trace.json`, when `--trace-events` asked for it.
+    pub trace: Option<trace::TraceWriter>,
 }
 
 /// One CSV file being streamed, with its path for error messages.
@@ -336,6 +339,7 @@ impl CsvSink {
             timeseries_rows: Vec::new(),
             stride: 1,
             sample: Vec::new(),
+            trace: None,
         })
     }
 
@@ -370,6 +374,9 @@ impl Sink for CsvSink {
             || (row.outcome != Outcome::Completed && trouble < SAMPLE_TROUBLE)
         {
             self.sample.push(row.clone());
+        }
+        if let Some(t) = &mut self.trace {
+            t.request(row).map_err(std::io::Error::other)?;
         }
         self.requests.write(row)
     }

@@ -84,19 +84,22 @@ fn trace_json_is_valid_and_spans_nest_in_time() {
             serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap())
                 .unwrap();
         let arrived = summary["requests"]["arrived"].as_u64().unwrap() as usize;
-        assert!(spans >= arrived, "{scenario}: {spans} spans for {arrived} requests");
+        assert!(
+            spans >= arrived,
+            "{scenario}: {spans} spans for {arrived} requests"
+        );
         // A named track per instance and per transfer shard.
         let names: Vec<&str> = events
             .iter()
             .filter(|e| e["name"] == "process_name")
             .map(|e| e["args"]["name"].as_str().unwrap())
             .collect();
-        assert!(names.iter().any(|n| n.starts_with("prefill 0 (pool")), "{names:?}");
-        assert!(names.iter().any(|n| n.starts_with("decode ")), "{names:?}");
         assert!(
-            names.contains(&"prefill 0 transfer shard 1"),
+            names.iter().any(|n| n.starts_with("prefill 0 (pool")),
             "{names:?}"
         );
+        assert!(names.iter().any(|n| n.starts_with("decode ")), "{names:?}");
+        assert!(names.contains(&"prefill 0 transfer shard 1"), "{names:?}");
         let markers = |prefix: &str| {
             events
                 .iter()
@@ -119,7 +122,12 @@ fn without_the_flag_there_is_no_trace_and_results_are_unchanged() {
     run("scenarios/faults/decode-crash.toml", &b, false);
     assert!(a.join("trace.json").is_file());
     assert!(!b.join("trace.json").exists());
-    for f in ["summary.json", "requests.csv", "timeseries.csv", "links.csv"] {
+    for f in [
+        "summary.json",
+        "requests.csv",
+        "timeseries.csv",
+        "links.csv",
+    ] {
         assert_eq!(
             std::fs::read(a.join(f)).unwrap(),
             std::fs::read(b.join(f)).unwrap(),

@@ -300,7 +300,7 @@ fn differences(p: &LayoutFacts, d: &LayoutFacts) -> Vec<String> {
 }
 
 /// The plan of a (prefill pool, decode pool) pair.
-fn plan<'s>(sc: &'s Scenario, p: usize, d: usize) -> Option<&'s PairPlan> {
+fn plan(sc: &Scenario, p: usize, d: usize) -> Option<&PairPlan> {
     sc.plans.get(&(p, d)).map(|a| a.as_ref())
 }
 

@@ -349,7 +349,7 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, CliError> {
         )));
     }
     if dp_attention {
-        if args.tp_size % dp != 0 {
+        if !args.tp_size.is_multiple_of(dp) {
             return Err(CliError::Usage(format!(
                 "--{side}: --dp-size {dp} does not divide --tp-size {}",
                 args.tp_size

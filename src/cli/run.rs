@@ -202,6 +202,63 @@ pub fn run_scenario_with(
     run_scenario_traced(sc, dir, show_progress, charts, false)
 }
 
+/// Both pools' configuration, the SLO and an empty per-instance table for the reports.
+fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
+    use crate::report::context::{InstanceOutcomes, PoolFacts, RunContext};
+    let mut ctx = RunContext {
+        setup: format!(
+            "router {}, sglang profile {}, {} transfer-queue shards per prefill, waiting timeout {} s",
+            serde_json::to_value(sc.router)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            sc.sglang.profile.as_str(),
+            sc.sglang.queue_size,
+            sc.sglang.waiting_timeout_ns as f64 / 1e9
+        ),
+        slo_ttft_ms: sc.slo.ttft_ns.map(|n| n as f64 / 1e6),
+        slo_tpot_ms: sc.slo.tpot_ns.map(|n| n as f64 / 1e6),
+        ..RunContext::default()
+    };
+    for p in &sc.pools {
+        let first = ctx.instances.len();
+        let a = &p.server;
+        let mut flags = format!(
+            "--tp-size {} --page-size {} --kv-cache-dtype {} --chunked-prefill-size {} --mem-fraction-static {}",
+            a.tp_size, a.page_size, a.kv_cache_dtype, a.chunked_prefill_size, a.mem_fraction_static
+        );
+        if a.attn_tp_size != a.tp_size {
+            flags += &format!(" (attention TP {})", a.attn_tp_size);
+        }
+        if a.enable_unified_memory {
+            flags += " --enable-unified-memory";
+        }
+        if let Some(m) = a.max_running_requests {
+            flags += &format!(" --max-running-requests {m}");
+        }
+        for _ in 0..p.instances {
+            ctx.instances.push(InstanceOutcomes {
+                pool: p.name.clone(),
+                role: p.role.as_str().into(),
+                ..InstanceOutcomes::default()
+            });
+        }
+        let last = ctx.instances.len() - 1;
+        ctx.pools.push(PoolFacts {
+            name: p.name.clone(),
+            role: p.role.as_str().into(),
+            instances: if first == last {
+                format!("1 (instance {first})")
+            } else {
+                format!("{} (instances {first}–{last})", p.instances)
+            },
+            model: p.model.name.clone(),
+            flags,
+        });
+    }
+    ctx
+}
+
 /// The instances and fault markers `trace.json` names.
 fn trace_writer(sc: &Scenario, dir: &Path) -> Result<crate::report::trace::TraceWriter, IoError> {
     use crate::report::trace::{TraceInstance, TraceWriter};
@@ -258,6 +315,7 @@ pub fn run_scenario_traced(
     if trace {
         sink.trace = Some(trace_writer(sc, dir)?);
     }
+    sink.context = report_context(sc);
     let io = in_dir(dir);
     let sim = simulate(sc, &mut sink, show_progress).map_err(&io)?;
     if let Some(t) = sink.trace.take() {
@@ -274,13 +332,13 @@ pub fn run_scenario_traced(
             tpot: &tpot,
             timeseries: &sink.timeseries_rows,
             summary: &summary,
-            sample: &sink.sample,
+            sample: &sink.sample(),
         },
         dir,
         charts,
     )?;
-    write_index_html(dir, &sc.name, &summary, &charts)?;
-    write_summary_md(dir, &sc.name, &summary)?;
+    write_index_html(dir, &sc.name, &summary, &charts, &sink.context)?;
+    write_summary_md(dir, &sc.name, &summary, &sink.context)?;
     write_run_json(sc, dir, &pages, stats.events, started)?;
     Ok(RunOutput {
         dir: dir.to_path_buf(),

@@ -19,18 +19,34 @@ pub fn write_index_html(
     run_name: &str,
     summary: &Summary,
     charts: &[PathBuf],
+    ctx: &super::context::RunContext,
 ) -> Result<(), IoError> {
     let path = dir.join("index.html");
-    fs::write(&path, index_html(run_name, summary, charts)).map_err(|source| IoError {
+    let html = index_html(run_name, summary, charts).replacen(
+        "<h2>Requests</h2>",
+        &format!("{}<h2>Requests</h2>", ctx.html()),
+        1,
+    );
+    fs::write(&path, html).map_err(|source| IoError {
         path: path.clone(),
         source,
     })
 }
 
 /// Writes `dir/summary.md`: the facts of `index.html` as Markdown, without the charts.
-pub fn write_summary_md(dir: &Path, run_name: &str, summary: &Summary) -> Result<(), IoError> {
+pub fn write_summary_md(
+    dir: &Path,
+    run_name: &str,
+    summary: &Summary,
+    ctx: &super::context::RunContext,
+) -> Result<(), IoError> {
     let path = dir.join("summary.md");
-    fs::write(&path, summary_md(run_name, summary)).map_err(|source| IoError {
+    let md = summary_md(run_name, summary).replacen(
+        "\n## Requests\n",
+        &format!("{}\n## Requests\n", ctx.markdown()),
+        1,
+    );
+    fs::write(&path, md).map_err(|source| IoError {
         path: path.clone(),
         source,
     })
@@ -519,7 +535,7 @@ mod tests {
         let f = synthetic();
         let dir = temp_dir("html-index");
         let charts = render_charts(&f.input("unit-run"), &dir, ImageFormat::Svg).unwrap();
-        write_index_html(&dir, "unit-run", &f.summary, &charts).unwrap();
+        write_index_html(&dir, "unit-run", &f.summary, &charts, &Default::default()).unwrap();
         let html = fs::read_to_string(dir.join("index.html")).unwrap();
         let srcs = attr_values(&html, "src");
         assert_eq!(srcs.len(), charts.len(), "one <img> per chart");
@@ -600,7 +616,7 @@ mod tests {
     fn markdown_states_the_same_facts() {
         let f = synthetic();
         let dir = temp_dir("html-md");
-        write_summary_md(&dir, "unit-run", &f.summary).unwrap();
+        write_summary_md(&dir, "unit-run", &f.summary, &Default::default()).unwrap();
         let md = fs::read_to_string(dir.join("summary.md")).unwrap();
         for want in [
             "# pdsim run `unit-run`",

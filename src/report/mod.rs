@@ -2,6 +2,7 @@
 //! and the human summary. Reports read metrics only; they never touch the simulation.
 
 pub mod charts;
+pub mod context;
 pub mod html;
 pub mod trace;
 
@@ -214,8 +215,11 @@ pub struct CsvSink {
     /// bounded however long the run.
     pub timeseries_rows: Vec<TimeseriesRow>,
     stride: u64,
-    /// The first requests by id, then the first requests that did not complete.
-    pub sample: Vec<RequestRow>,
+    /// The timeline's candidates: typical (the first completed by id), the slowest by
+    /// end-to-end time, and the first failed, corrupted and unfinished ones.
+    picks: Picks,
+    /// Per-instance outcomes and the configuration, for `index.html` and `summary.md`.
+    pub context: context::RunContext,
     /// `trace.json`, when `--trace-events` asked for it.
     pub trace: Option<trace::TraceWriter>,
 }
@@ -298,10 +302,68 @@ impl IoError {
 /// Seconds of timeseries the charts keep before thinning (they draw at most 600 points).
 const CHART_SECONDS: u64 = 1200;
 
-/// Requests of the timeline sample that are simply the first by id.
-const SAMPLE_FIRST: usize = 28;
-/// Further requests that did not complete (failed, corrupted, unfinished) worth showing.
-const SAMPLE_TROUBLE: usize = 12;
+/// Typical requests of the timeline sample: the first completed ones by id.
+const SAMPLE_TYPICAL: usize = 16;
+/// The slowest requests (end to end) the timeline shows.
+const SAMPLE_SLOWEST: usize = 8;
+/// Failed, corrupted and unfinished requests the timeline shows, each.
+const SAMPLE_TROUBLE: usize = 6;
+
+/// The timeline sample, bounded whatever the run's length.
+#[derive(Default)]
+struct Picks {
+    typical: Vec<RequestRow>,
+    /// Sorted slowest first.
+    slowest: Vec<(u64, RequestRow)>,
+    failed: Vec<RequestRow>,
+    corrupted: Vec<RequestRow>,
+    unfinished: Vec<RequestRow>,
+}
+
+impl Picks {
+    fn offer(&mut self, row: &RequestRow) {
+        let keep = |v: &mut Vec<RequestRow>| {
+            if v.len() < SAMPLE_TROUBLE {
+                v.push(row.clone());
+            }
+        };
+        match row.outcome {
+            Outcome::Failed => keep(&mut self.failed),
+            Outcome::Corrupted => keep(&mut self.corrupted),
+            Outcome::Unfinished => keep(&mut self.unfinished),
+            Outcome::Completed if self.typical.len() < SAMPLE_TYPICAL => {
+                self.typical.push(row.clone());
+                return;
+            }
+            Outcome::Completed => {}
+        }
+        if let (Some(f), true) = (row.finish_ns, row.outcome != Outcome::Unfinished) {
+            let e2e = f.saturating_sub(row.arrival_ns);
+            // Ties keep the earlier id (rows arrive in id order), so the sample is stable.
+            if self.slowest.len() < SAMPLE_SLOWEST || e2e > self.slowest[SAMPLE_SLOWEST - 1].0 {
+                let at = self.slowest.partition_point(|(t, _)| *t >= e2e);
+                self.slowest.insert(at, (e2e, row.clone()));
+                self.slowest.truncate(SAMPLE_SLOWEST);
+            }
+        }
+    }
+
+    /// Every pick once, in id order.
+    fn rows(&self) -> Vec<RequestRow> {
+        let mut all: Vec<RequestRow> = self
+            .typical
+            .iter()
+            .chain(self.slowest.iter().map(|(_, r)| r))
+            .chain(&self.failed)
+            .chain(&self.corrupted)
+            .chain(&self.unfinished)
+            .cloned()
+            .collect();
+        all.sort_by_key(|r| r.id);
+        all.dedup_by_key(|r| r.id);
+        all
+    }
+}
 
 impl CsvSink {
     /// Creates the three files in `dir`, each with its header.
@@ -338,9 +400,16 @@ impl CsvSink {
             links: CsvFile::create(dir.join("links.csv"), &link)?,
             timeseries_rows: Vec::new(),
             stride: 1,
-            sample: Vec::new(),
+            picks: Picks::default(),
+            context: context::RunContext::default(),
             trace: None,
         })
+    }
+
+    /// The timeline sample: typical, slowest, failed, corrupted and unfinished requests, in id
+    /// order.
+    pub fn sample(&self) -> Vec<RequestRow> {
+        self.picks.rows()
     }
 
     /// Flushes the files; an error names the file.
@@ -365,16 +434,8 @@ fn csv_io(e: csv::Error) -> std::io::Error {
 
 impl Sink for CsvSink {
     fn request(&mut self, row: &RequestRow) -> std::io::Result<()> {
-        let trouble = self
-            .sample
-            .iter()
-            .filter(|r| r.outcome != Outcome::Completed)
-            .count();
-        if self.sample.len() < SAMPLE_FIRST
-            || (row.outcome != Outcome::Completed && trouble < SAMPLE_TROUBLE)
-        {
-            self.sample.push(row.clone());
-        }
+        self.picks.offer(row);
+        self.context.count(row);
         if let Some(t) = &mut self.trace {
             t.request(row).map_err(std::io::Error::other)?;
         }

@@ -145,7 +145,15 @@ impl TraceWriter {
         ))
     }
 
-    fn open(&mut self, pid: u64, cat: &str, id: u64, name: &str, at: u64, args: &str) -> Result<(), IoError> {
+    fn open(
+        &mut self,
+        pid: u64,
+        cat: &str,
+        id: u64,
+        name: &str,
+        at: u64,
+        args: &str,
+    ) -> Result<(), IoError> {
         self.event(&format!(
             "{{\"ph\":\"b\",\"cat\":\"{cat}\",\"id2\":{{\"local\":{id}}},\"name\":{},\"pid\":{pid},\"tid\":0,\"ts\":{},\"args\":{args}}}",
             json_str(name),
@@ -196,13 +204,26 @@ impl TraceWriter {
                 let b = r.transfer_end_ns.or(r.finish_ns).unwrap_or(a).max(a);
                 let shard = (self.shard_of)(d, self.queue_size);
                 let sp = shard_pid(p, shard, self.instances_total, self.queue_size);
-                self.span(sp, "transfer", r.id, &format!("transfer req {} → decode {d}", r.id), a, b)?;
+                self.span(
+                    sp,
+                    "transfer",
+                    r.id,
+                    &format!("transfer req {} → decode {d}", r.id),
+                    a,
+                    b,
+                )?;
             }
         }
         if let (Some(d), true) = (r.decode_instance, reached_decode) {
             let pid = u64::from(d) + 1;
-            let start = r.transfer_end_ns.or(r.decode_start_ns).expect("reached decode");
-            let end = r.finish_ns.unwrap_or(start).max(r.decode_start_ns.unwrap_or(start));
+            let start = r
+                .transfer_end_ns
+                .or(r.decode_start_ns)
+                .expect("reached decode");
+            let end = r
+                .finish_ns
+                .unwrap_or(start)
+                .max(r.decode_start_ns.unwrap_or(start));
             self.open(pid, "request", r.id, &name, start, &args)?;
             if let Some(j) = r.decode_start_ns {
                 self.span(pid, "request", r.id, "wait", start, j)?;
@@ -218,13 +239,24 @@ impl TraceWriter {
             Outcome::Corrupted => Some(format!(
                 "corrupted req {} (by: {}; victims: {})",
                 r.id,
-                if r.corrupted_by.is_empty() { "?" } else { &r.corrupted_by },
-                if r.victims.is_empty() { "none" } else { &r.victims }
+                if r.corrupted_by.is_empty() {
+                    "?"
+                } else {
+                    &r.corrupted_by
+                },
+                if r.victims.is_empty() {
+                    "none"
+                } else {
+                    &r.victims
+                }
             )),
             _ => None,
         };
         if let (Some(m), Some(at)) = (marker, r.finish_ns) {
-            let inst = r.decode_instance.filter(|_| reached_decode).or(r.prefill_instance);
+            let inst = r
+                .decode_instance
+                .filter(|_| reached_decode)
+                .or(r.prefill_instance);
             if let Some(i) = inst {
                 self.event(&format!(
                     "{{\"ph\":\"i\",\"s\":\"p\",\"name\":{},\"pid\":{},\"tid\":0,\"ts\":{},\"args\":{args}}}",

@@ -1,0 +1,186 @@
+//! What the reports say beyond the summary: both pools' configuration, the SLO, and each
+//! instance's outcomes (so a healthy decode stalled behind a dead shard stands out). The CLI
+//! fills [`RunContext`] from the scenario; reports never read the scenario themselves.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::metrics::{Outcome, RequestRow};
+
+use super::html::escape_html;
+
+/// One pool's configuration, as the reports print it.
+#[derive(Clone, Debug, Default)]
+pub struct PoolFacts {
+    /// Pool name.
+    pub name: String,
+    /// `prefill` or `decode`.
+    pub role: String,
+    /// Instances, and their global indices (`0–1`).
+    pub instances: String,
+    /// Model name.
+    pub model: String,
+    /// sglang flags: `--tp-size 2 --page-size 64 --kv-cache-dtype auto …`.
+    pub flags: String,
+}
+
+/// Outcomes of the requests one instance served (prefill or decode side).
+#[derive(Clone, Debug, Default)]
+pub struct InstanceOutcomes {
+    /// Pool name.
+    pub pool: String,
+    /// `prefill` or `decode`.
+    pub role: String,
+    /// Requests routed to it.
+    pub requests: u64,
+    /// By outcome, in [`Outcome::ALL`] order.
+    pub outcomes: [u64; 4],
+    /// Failed requests by error kind.
+    pub errors: BTreeMap<String, u64>,
+}
+
+/// The reports' context of a run.
+#[derive(Clone, Debug, Default)]
+pub struct RunContext {
+    /// Pools in scenario order.
+    pub pools: Vec<PoolFacts>,
+    /// Router policy and sglang profile, in words.
+    pub setup: String,
+    /// TTFT target, ms.
+    pub slo_ttft_ms: Option<f64>,
+    /// TPOT target, ms.
+    pub slo_tpot_ms: Option<f64>,
+    /// Per global instance.
+    pub instances: Vec<InstanceOutcomes>,
+}
+
+impl RunContext {
+    /// Counts one finished request on its instances.
+    pub fn count(&mut self, r: &RequestRow) {
+        let slot = Outcome::ALL
+            .iter()
+            .position(|o| *o == r.outcome)
+            .unwrap_or(3);
+        for i in [r.prefill_instance, r.decode_instance]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(inst) = self.instances.get_mut(i as usize) {
+                inst.requests += 1;
+                inst.outcomes[slot] += 1;
+                if let Some(k) = r.error_kind {
+                    *inst.errors.entry(k.as_str().to_string()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+
+    fn slo_text(&self) -> String {
+        match (self.slo_ttft_ms, self.slo_tpot_ms) {
+            (None, None) => "no SLO set (attainment counts requests that completed)".into(),
+            (t, p) => {
+                let mut v = Vec::new();
+                if let Some(t) = t {
+                    v.push(format!("TTFT ≤ {t} ms"));
+                }
+                if let Some(p) = p {
+                    v.push(format!("TPOT ≤ {p} ms"));
+                }
+                v.join(", ")
+            }
+        }
+    }
+
+    /// A flag an instance stands out by: healthy pool, yet most of its requests failed.
+    fn stands_out(i: &InstanceOutcomes) -> bool {
+        i.requests > 0 && i.outcomes[1] + i.outcomes[2] > 0 && i.outcomes[0] > 0
+    }
+
+    /// The HTML sections: configuration and SLO, then per-instance outcomes.
+    pub fn html(&self) -> String {
+        let mut h = String::new();
+        if self.pools.is_empty() {
+            return h;
+        }
+        h.push_str("<h2>Configuration</h2>\n<table>\n<tr><th>pool</th><th>role</th><th>instances</th><th>model</th><th>sglang flags</th></tr>\n");
+        for p in &self.pools {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+                escape_html(&p.name),
+                escape_html(&p.role),
+                escape_html(&p.instances),
+                escape_html(&p.model),
+                escape_html(&p.flags)
+            );
+        }
+        let _ = writeln!(
+            h,
+            "</table>\n<p>{}. SLO: {}.</p>",
+            escape_html(&self.setup),
+            escape_html(&self.slo_text())
+        );
+        h.push_str("<h2>Per instance</h2>\n<table>\n<tr><th>instance</th><th>pool</th><th>role</th><th class=\"n\">requests</th><th class=\"n\">completed</th><th class=\"n\">failed</th><th class=\"n\">corrupted</th><th class=\"n\">unfinished</th><th>errors</th></tr>\n");
+        for (n, i) in self.instances.iter().enumerate() {
+            let errors: Vec<String> = i.errors.iter().map(|(k, c)| format!("{k} ×{c}")).collect();
+            let class = if Self::stands_out(i) {
+                " class=\"failed\""
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                h,
+                "<tr{class}><td>{n}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                escape_html(&i.pool),
+                escape_html(&i.role),
+                i.requests,
+                i.outcomes[0],
+                i.outcomes[1],
+                i.outcomes[2],
+                i.outcomes[3],
+                escape_html(&errors.join(", "))
+            );
+        }
+        h.push_str("</table>\n");
+        h
+    }
+
+    /// The Markdown sections of `summary.md`.
+    pub fn markdown(&self) -> String {
+        let mut m = String::new();
+        if self.pools.is_empty() {
+            return m;
+        }
+        let cell = |s: &str| s.replace('|', "\\|");
+        m.push_str("\n## Configuration\n\n| pool | role | instances | model | sglang flags |\n|---|---|---|---|---|\n");
+        for p in &self.pools {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {} | {} | `{}` |",
+                cell(&p.name),
+                p.role,
+                p.instances,
+                cell(&p.model),
+                p.flags
+            );
+        }
+        let _ = writeln!(m, "\n{}. SLO: {}.", self.setup, self.slo_text());
+        m.push_str("\n## Per instance\n\n| instance | pool | role | requests | completed | failed | corrupted | unfinished | errors |\n|---:|---|---|---:|---:|---:|---:|---:|---|\n");
+        for (n, i) in self.instances.iter().enumerate() {
+            let errors: Vec<String> = i.errors.iter().map(|(k, c)| format!("{k} ×{c}")).collect();
+            let _ = writeln!(
+                m,
+                "| {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                cell(&i.pool),
+                i.role,
+                i.requests,
+                i.outcomes[0],
+                i.outcomes[1],
+                i.outcomes[2],
+                i.outcomes[3],
+                errors.join(", ")
+            );
+        }
+        m
+    }
+}

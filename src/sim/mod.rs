@@ -232,11 +232,12 @@ impl<'a> World<'a> {
                                 cap.unwrap_or(u64::from(pages) * u64::from(pool.server.page_size)),
                             ))
                         });
-                        let budget = pool
-                            .server
-                            .chunked_prefill_size
-                            .min(pool.server.max_prefill_tokens);
-                        prefills.push(PrefillServer::new(core, cache, budget));
+                        prefills.push(PrefillServer::new(
+                            core,
+                            cache,
+                            pool.server.chunked_prefill_size,
+                            pool.server.max_prefill_tokens,
+                        ));
                         transfers.push(TransferQueues::new(sc.sglang.queue_size));
                         heartbeat.push(None);
                     }

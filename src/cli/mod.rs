@@ -1,5 +1,6 @@
 //! The command line: one file per verb. `main.rs` only parses and maps errors to exit codes.
 
+pub mod calibrate;
 pub mod layout;
 pub mod run;
 pub mod trace;
@@ -26,6 +27,8 @@ pub enum Command {
     Trace(trace::TraceArgs),
     /// Print the KV and state regions one rank registers (sglang's kv_args).
     Layout(layout::LayoutArgs),
+    /// Fit the step-time model to measurements and write a calibration file.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 /// Why a verb failed, with its exit code.
@@ -96,6 +99,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Run(args) => run::run(&args).map(|_| ()),
         Command::Trace(args) => trace::run(&args),
         Command::Layout(args) => layout::run(&args),
+        Command::Calibrate(args) => calibrate::run(&args),
     }
 }
 

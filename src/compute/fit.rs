@@ -173,11 +173,11 @@ impl Param {
         *self.slot(p) = v.clamp(lo, hi);
     }
 
-    fn to_x(self, v: f64) -> f64 {
+    fn value_to_x(self, v: f64) -> f64 {
         (v + self.range().0).ln()
     }
 
-    fn from_x(self, x: f64) -> f64 {
+    fn x_to_value(self, x: f64) -> f64 {
         x.exp() - self.range().0
     }
 }
@@ -191,7 +191,7 @@ pub fn pattern_search(
 ) -> (f64, ComputeParams) {
     let mut best_p = start.clone();
     let mut best = loss(&best_p);
-    let mut x: Vec<f64> = free.iter().map(|q| q.to_x(q.get(start))).collect();
+    let mut x: Vec<f64> = free.iter().map(|q| q.value_to_x(q.get(start))).collect();
     let mut step: f64 = 1.0;
     while step > 1e-5 {
         let mut improved = false;
@@ -199,12 +199,12 @@ pub fn pattern_search(
             for dir in [1.0, -1.0] {
                 let xi = x[i] + dir * step;
                 let mut cand = best_p.clone();
-                q.set(&mut cand, q.from_x(xi));
+                q.set(&mut cand, q.x_to_value(xi));
                 let l = loss(&cand);
                 if l < best {
                     best = l;
                     // Keep x consistent with the clamped value.
-                    x[i] = q.to_x(q.get(&cand));
+                    x[i] = q.value_to_x(q.get(&cand));
                     best_p = cand;
                     improved = true;
                 }
@@ -287,7 +287,8 @@ pub struct RegimeError {
 /// decode by batch).
 pub fn report(setup: &Setup, params: &ComputeParams, points: &[StepPoint]) -> Vec<RegimeError> {
     let model = setup.step_model(params);
-    let mut by: std::collections::BTreeMap<(Phase, u32, &'static str), Vec<(f64, &str)>> =
+    type Errors<'a> = Vec<(f64, &'a str)>;
+    let mut by: std::collections::BTreeMap<(Phase, u32, &'static str), Errors<'_>> =
         Default::default();
     for pt in points {
         let e = (pt.predict_ms(&model) / pt.ms - 1.0).abs();

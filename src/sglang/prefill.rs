@@ -90,22 +90,19 @@ impl PrefillServer {
         let ps = self.core.page_size;
         let paged = |n: u32| i64::from(n.div_ceil(ps) * ps);
         // 1. The chunked request continues (`add_chunked_req`).
-        if let Some(r) = self.chunked.take() {
-            match reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed) {
-                Some(req) => {
-                    let left = req.prompt() - req.prefilled;
-                    let n = left.min(u32::try_from(rem_chunk.max(0)).unwrap_or(u32::MAX));
-                    if n > 0 {
-                        self.shape.push((n, req.prefilled));
-                        self.batch.push((r, n));
-                        rem_input -= paged(n);
-                        rem_chunk -= paged(n);
-                    }
-                    if n < left {
-                        self.chunked = Some(r);
-                    }
-                }
-                None => {}
+        if let Some(r) = self.chunked.take()
+            && let Some(req) = reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed)
+        {
+            let left = req.prompt() - req.prefilled;
+            let n = left.min(u32::try_from(rem_chunk.max(0)).unwrap_or(u32::MAX));
+            if n > 0 {
+                self.shape.push((n, req.prefilled));
+                self.batch.push((r, n));
+                rem_input -= paged(n);
+                rem_chunk -= paged(n);
+            }
+            if n < left {
+                self.chunked = Some(r);
             }
         }
         // 2. Waiting requests in order (`add_one_req`), while neither budget is spent.

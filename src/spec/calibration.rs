@@ -116,23 +116,22 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     // Fitted: the 8B H100 prefill row (27,670 input tok/s in ~8k-token forwards; the run also
     // decoded, so this MFU ceiling is conservative).
     prefill_flops_efficiency: 0.444,
-    // Borrowed: BF16 GEMM efficiency on H100 falls to about half at M ≈ 256–512 rows (tile
-    // and wave quantisation; NVIDIA's matrix-multiplication performance guide); 384 is its
-    // middle.
+    // Assumed (no public row separates it from the ceiling): GEMM efficiency falls to about
+    // half of its large-M value when M is a few hundred rows (tile and wave quantisation, as
+    // NVIDIA's matrix-multiplication performance guide explains); 384 is a middle value.
     prefill_mfu_half_tokens: 384.0,
-    // Borrowed: no public decode row is compute-bound; tied to the prefill-size GEMM figure
-    // of H100 at M ≈ 256 (half-ramp of the ceiling, rounded up): 0.55 of peak.
+    // Assumed: no public decode row is compute-bound (the offline-throughput estimates are the
+    // only ones that reach it); 0.55 of peak.
     decode_flops_efficiency: 0.55,
     // Fitted: 8B on H100 at batch 1 (7.06 ms, sglang PR #1401) with the median ITL rows.
     hbm_efficiency: 0.678,
     // Fitted: the ITL rows' growth with batch (paged attention over ~300-token contexts).
     kv_hbm_efficiency: 0.563,
-    // Borrowed: sglang's overlapped scheduler hides most host time; ~2 ms of a prefill
-    // forward's preparation is not hidden (sglang scheduler profiles; not separable from MFU
-    // in the one public prefill row).
+    // Assumed: the one public prefill row cannot separate a fixed cost from MFU; 2 ms of
+    // preparation per forward that the overlapped scheduler does not hide.
     prefill_overhead_s: 2.0e-3,
-    // Borrowed: ~50 µs per request (input copy, radix match, first-token sampling), sglang
-    // scheduler profiles; not separable in the public rows.
+    // Assumed: ~50 µs per request in a forward (input copy, radix match, first-token
+    // sampling); not separable in the public rows.
     prefill_per_seq_overhead_s: 5.0e-5,
     // Fitted: the 8B H100 batch-1 row together with hbm_efficiency.
     decode_overhead_s: 4.60e-4,
@@ -145,8 +144,8 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     // sglang's custom all-reduce (`custom_all_reduce.cuh`): one-shot below 512 KB, two-shot
     // above; its latency grows far slower than a ring's with TP.
     allreduce_log_steps: true,
-    // Borrowed: NCCL all-reduce bus bandwidth on H100 NVLink reaches ~360 GB/s of 450 GB/s
-    // one-way for large messages (nccl-tests); 0.8.
+    // Borrowed: nccl-tests all-reduce bus bandwidth on 8 × H100 NVLink is commonly reported at
+    // ~360 GB/s or more of 450 GB/s one-way for large messages; 0.8.
     nvlink_efficiency: 0.8,
     // CUDA graphs replay a decode step as one launch: no per-block floor.
     launch_per_block_s: 0.0,

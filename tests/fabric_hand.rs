@@ -178,9 +178,10 @@ fn fabric_latency_then_bandwidth() {
 #[test]
 fn fabric_head_sliced_writes_are_slower_than_page_writes_by_the_predicted_factor() {
     // Calibrated parameters. 8 MiB per rank: as 72 page writes it is 128 slices of 64 KiB, so
-    // the per-WR cap is 8 MiB / (128 × 1 µs) = 65.5 B/ns and the NIC (0.366 × 50 = 18.3 B/ns)
-    // binds. Head-sliced into 1 KiB writes it is 8192 work requests: capped at
-    // 1024 B / 1 µs = 1.024 B/ns. Predicted factor (bandwidth phase) 18.3 / 1.024 = 17.87.
+    // the per-WR cap is 8 MiB / (128 × 1 µs) = 65.5 B/ns and the batch's own limit (18.3 B/ns,
+    // below the NIC's min(0.9225 × 50, 23.75)) binds. Head-sliced into 1 KiB writes it is 8192
+    // work requests: capped at 1024 B / 1 µs = 1.024 B/ns. Predicted factor (bandwidth phase)
+    // 18.3 / 1.024 = 17.87.
     let p = FabricParams::default();
     let bytes: u64 = 8 << 20;
     let latency = p.base_latency_ns + p.batch_overhead_ns;
@@ -195,7 +196,8 @@ fn fabric_head_sliced_writes_are_slower_than_page_writes_by_the_predicted_factor
     };
     let page = time(72);
     let head = time(bytes / 1024);
-    let nic = 50.0 * p.nic_efficiency;
+    let nic = p.batch_rate_bytes_per_ns.min(p.nic_capacity(50.0));
+    assert_eq!(nic, 18.3);
     let cap = 1024.0 / p.per_wr_ns;
     assert_eq!(page, (bytes as f64 / nic).ceil() as u64);
     assert_eq!(head, (bytes as f64 / cap).ceil() as u64);

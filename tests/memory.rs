@@ -128,7 +128,9 @@ fn decode_retracts_when_pages_run_out_and_retracted_requests_still_finish() {
 }
 
 #[test]
-fn max_prefill_tokens_bounds_a_prefill_batch() {
+fn max_prefill_tokens_does_not_split_a_lone_prompt_but_the_chunk_size_does() {
+    // sglang's PrefillAdder.add_one_req refuses a request over the remaining
+    // --max-prefill-tokens only when the batch already holds one (docs/sglang-pd.md §11).
     let service = |sets: &[&str], name: &str| {
         let dir = tmpdir(name);
         let mut all = vec!["run.max_requests=1"];
@@ -138,11 +140,16 @@ fn max_prefill_tokens_bounds_a_prefill_batch() {
         num(r, "prefill_end_ns").unwrap() - num(r, "prefill_start_ns").unwrap()
     };
     let whole = service(&[], "mpt-whole");
-    let halves = service(
+    let lone = service(
         &["pools.prefill.server.max_prefill_tokens=4096"],
+        "mpt-lone",
+    );
+    assert_eq!(lone, whole, "a lone 8192-token prompt runs in one forward");
+    let halves = service(
+        &["pools.prefill.server.chunked_prefill_size=4096"],
         "mpt-halves",
     );
-    // 8192 prompt tokens in two forwards of 4096: one more per-step overhead, more attention
+    // 8192 prompt tokens in two forwards of 4096: one more per-step cost, more attention
     // context in the second.
     assert!(halves > whole, "{halves} vs {whole}");
 }

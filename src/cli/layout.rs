@@ -35,21 +35,23 @@ pub struct LayoutArgs {
     pub json: bool,
 }
 
+/// A model preset, or a Hugging Face `config.json` read from `name`.
+pub(super) fn load_model(name: &str) -> Result<crate::spec::ModelSpec, CliError> {
+    match model::preset(name) {
+        Some(m) => Ok(m),
+        None if name.ends_with(".json") || Path::new(name).is_file() => {
+            Ok(crate::spec::hf::load_model_config(Path::new(name))?)
+        }
+        None => Err(CliError::Usage(format!(
+            "--model {name:?} is neither a preset ({}) nor a config.json file",
+            model::MODEL_PRESETS.join(", ")
+        ))),
+    }
+}
+
 /// Prints the layout.
 pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
-    let spec = match model::preset(&a.model) {
-        Some(m) => m,
-        None if a.model.ends_with(".json") || Path::new(&a.model).is_file() => {
-            crate::spec::hf::load_model_config(Path::new(&a.model))?
-        }
-        None => {
-            return Err(CliError::Usage(format!(
-                "--model {:?} is neither a preset ({}) nor a config.json file",
-                a.model,
-                model::MODEL_PRESETS.join(", ")
-            )));
-        }
-    };
+    let spec = load_model(&a.model)?;
     if !server::KV_CACHE_DTYPES.contains(&a.kv_cache_dtype.as_str()) {
         return Err(CliError::Usage(format!(
             "--kv-cache-dtype {:?}: valid values are {}",

@@ -1,5 +1,6 @@
 //! The command line: one file per verb. `main.rs` only parses and maps errors to exit codes.
 
+pub mod calibrate;
 pub mod check;
 pub mod explain;
 pub mod kinds;
@@ -37,6 +38,8 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     /// Predict a prefill/decode pair's outcome from two `sglang.launch_server` command lines.
     Lint(lint::LintArgs),
+    /// Fit the step-time model to measurements and write a calibration file.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 /// Why a verb failed, with its exit code.
@@ -120,6 +123,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         },
         Command::Explain(args) => explain::run(&args),
         Command::Lint(args) => lint::run(&args),
+        Command::Calibrate(args) => calibrate::run(&args),
     }
 }
 

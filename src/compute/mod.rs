@@ -1,9 +1,15 @@
 //! Step-time models: how long a prefill forward or a decode step takes on an instance.
-//! [`model`] is the calibrated roofline with named overheads; [`profile`] interpolates a user's
-//! measured step times in its place.
+//! [`model`] is the roofline with named overheads whose constants are a calibration
+//! (`crate::spec::calibration`); [`profile`] interpolates a user's measured step times in its
+//! place; [`fit`] and [`measure`] fit a calibration to a user's measurements (`pdsim
+//! calibrate`); [`modern`] holds the public measurements the default calibration matches.
 
+pub mod fit;
+pub mod measure;
 pub mod model;
+pub mod modern;
 pub mod profile;
+mod vllm2023;
 
-pub use model::{ComputeParams, StepModel, calibrated_params};
+pub use model::{ComputeParams, Forward, Interconnect, StepModel, calibrated_params};
 pub use profile::{MeasuredProfile, StepTimes};

@@ -367,6 +367,9 @@ impl MeasuredProfile {
 
 /// Where an instance's step times come from: the calibrated model or a measured profile.
 #[derive(Clone, Debug)]
+// One per instance, never moved in a hot path: boxing the model would only add an indirection
+// to every step-time query.
+#[allow(clippy::large_enum_variant)]
 pub enum StepTimes {
     /// The roofline model of [`crate::compute::model`].
     Model(StepModel),

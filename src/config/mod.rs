@@ -272,6 +272,10 @@ pub struct Scenario {
     pub drain_timeout_ns: Nanos,
     /// The GPU every instance runs on.
     pub gpu: GpuSpec,
+    /// `hardware.calibration` as given: a calibration name or the calibration file's path.
+    pub calibration: String,
+    /// The step-time parameters that calibration gives for `gpu`.
+    pub compute: crate::spec::ComputeParams,
     /// GPUs per node.
     pub gpus_per_node: u32,
     /// Prefill pools then decode pools, in file order within each role.

@@ -271,13 +271,14 @@ impl Fabric {
         params.validate().map_err(TopologyError::Param)?;
         // A switch link's capacity is members × line rate / oversubscription; its feeders carry
         // at most members × line rate × NIC efficiency. Strictly less: it never binds.
-        let switch_slack = topo.oversubscription * params.nic_efficiency < 1.0;
+        let nic = params.nic_capacity(topo.nic_bytes_per_ns);
+        let switch_slack = topo.oversubscription * nic < topo.nic_bytes_per_ns;
         let layout = Layout::new(topo);
         let links: Vec<LinkState> = (0..layout.num_links())
             .map(|i| LinkState {
                 slack: switch_slack
                     && matches!(layout.link(LinkIdx(i)), Link::Uplink(_) | Link::Downlink(_)),
-                nominal: layout.nominal_capacity(layout.link(LinkIdx(i)), params.nic_efficiency),
+                nominal: layout.nominal_capacity(layout.link(LinkIdx(i)), nic),
                 fraction: 1.0,
                 down: 0,
                 loss: 0.0,
@@ -318,6 +319,11 @@ impl Fabric {
         &self.params
     }
 
+    /// What one healthy NIC moves each way, bytes/ns ([`FabricParams::nic_capacity`]).
+    pub fn nic_capacity_bytes_per_ns(&self) -> f64 {
+        self.params.nic_capacity(self.layout.cfg.nic_bytes_per_ns)
+    }
+
     // ------------------------------------------------------------------ flows
 
     /// Starts one Mooncake batch of `bytes` in `writes` writes from `src` to `dst` at `now`
@@ -342,7 +348,7 @@ impl Fabric {
             src,
             dst,
             bytes,
-            cap: self.params.wr_cap(bytes, writes),
+            cap: self.params.flow_cap(bytes, writes),
             start_ns: now,
             deadline_ns: now.saturating_add(self.params.timeout_ns(bytes)),
             phase: Phase::Latency {

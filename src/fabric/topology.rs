@@ -314,13 +314,13 @@ impl Layout {
         }
     }
 
-    /// Capacity of `link` when healthy, bytes/ns. NIC links carry `nic_efficiency` of the line
-    /// rate (what the transfer engine achieves, see `calibration.rs`); switch links carry the
-    /// wire rate of their members ÷ oversubscription.
-    pub(crate) fn nominal_capacity(&self, link: Link, nic_efficiency: f64) -> f64 {
+    /// Capacity of `link` when healthy, bytes/ns. NIC links carry `nic_bytes_per_ns` (what a
+    /// NIC achieves, [`super::FabricParams::nic_capacity`]); switch links carry the wire rate
+    /// of their members ÷ oversubscription.
+    pub(crate) fn nominal_capacity(&self, link: Link, nic_bytes_per_ns: f64) -> f64 {
         let c = &self.cfg;
         match link {
-            Link::NicTx(_) | Link::NicRx(_) => c.nic_bytes_per_ns * nic_efficiency,
+            Link::NicTx(_) | Link::NicRx(_) => nic_bytes_per_ns,
             Link::NvlinkTx(_) | Link::NvlinkRx(_) => c.nvlink_bytes_per_ns / 2.0,
             Link::Uplink(s) | Link::Downlink(s) => {
                 let members = match c.kind {

@@ -86,6 +86,15 @@ pub struct HardwareSection {
     pub hbm_gb: Option<f64>,
     /// Override of the preset's HBM bandwidth, TB/s.
     pub hbm_tb_s: Option<f64>,
+    /// Override of the preset's dense FP8 peak, TFLOP/s.
+    pub fp8_tflops: Option<f64>,
+    /// Override of the preset's NVLink bandwidth (both directions), GB/s.
+    pub nvlink_gb_s: Option<f64>,
+    /// Most one NIC moves between GPU memory and the wire (the PCIe / GPU side), Gb/s.
+    pub nic_host_gbps: Option<f64>,
+    /// Step-time calibration: `sglang-2025` (default), `vllm-2023`, or a file written by
+    /// `pdsim calibrate` (relative to the scenario file).
+    pub calibration: Option<String>,
 }
 
 fn default_gpus_per_node() -> u32 {

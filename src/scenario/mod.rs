@@ -313,7 +313,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     let run = &file.run;
     let (duration_s, drain_s) = sections::run(&c, run)?;
     let hw = &file.hardware;
-    let gpu = sections::hardware(&c, hw)?;
+    let (gpu, calibration, compute) = sections::hardware(&c, hw)?;
     let pools = sections::pools(&c, &file, &gpu)?;
     let fabric = sections::fabric(&c, &file.fabric, hw.gpus_per_node)?;
     let workload = sections::workload(&c, &file.workload)?;
@@ -346,6 +346,8 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         max_requests: run.max_requests,
         drain_timeout_ns: ns_from_secs_ceil(drain_s),
         gpu,
+        calibration,
+        compute,
         gpus_per_node: hw.gpus_per_node,
         pools,
         fabric,

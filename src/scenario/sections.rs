@@ -39,8 +39,12 @@ pub(super) fn run(c: &Checker, run: &file::RunSection) -> Result<(f64, f64), Sce
     Ok((duration_s, drain_s))
 }
 
-/// `[hardware]`: the GPU preset with its overrides.
-pub(super) fn hardware(c: &Checker, hw: &file::HardwareSection) -> Result<GpuSpec, ScenarioError> {
+/// `[hardware]`: the GPU preset with its overrides, and the step-time calibration (a name, or
+/// a `pdsim calibrate` file read here) resolved for that GPU.
+pub(super) fn hardware(
+    c: &Checker,
+    hw: &file::HardwareSection,
+) -> Result<(GpuSpec, String, crate::spec::ComputeParams), ScenarioError> {
     let mut gpu = gpu::gpu_preset(&hw.gpu).ok_or_else(|| {
         c.err(
             "hardware.gpu",
@@ -71,6 +75,17 @@ pub(super) fn hardware(c: &Checker, hw: &file::HardwareSection) -> Result<GpuSpe
     if let Some(b) = hw.hbm_tb_s {
         gpu.hbm_bytes_per_s = c.positive("hardware.hbm_tb_s", b, "TB/s")? * 1e12;
     }
+    if let Some(t) = hw.fp8_tflops {
+        gpu.fp8_tflops = Some(c.positive("hardware.fp8_tflops", t, "TFLOP/s")?);
+    }
+    if let Some(b) = hw.nvlink_gb_s {
+        gpu.nvlink_bytes_per_s = c.positive("hardware.nvlink_gb_s", b, "GB/s")? * 1e9;
+    }
+    if let Some(g) = hw.nic_host_gbps {
+        gpu.nic_host_bytes_per_s =
+            Some(c.positive("hardware.nic_host_gbps", g, "Gb/s per NIC")? / 8.0 * 1e9);
+    }
+    let (calibration, compute) = calibration(c, hw, &gpu)?;
     if hw.gpus_per_node == 0 || hw.gpus_per_node > limits::MAX_GPUS_PER_NODE {
         return Err(c.err(
             "hardware.gpus_per_node",
@@ -81,7 +96,50 @@ pub(super) fn hardware(c: &Checker, hw: &file::HardwareSection) -> Result<GpuSpe
             ),
         ));
     }
-    Ok(gpu)
+    Ok((gpu, calibration, compute))
+}
+
+/// `hardware.calibration`: a built-in name, or a path (relative to the scenario) to a file
+/// written by `pdsim calibrate`.
+fn calibration(
+    c: &Checker,
+    hw: &file::HardwareSection,
+    gpu: &GpuSpec,
+) -> Result<(String, crate::spec::ComputeParams), ScenarioError> {
+    use crate::spec::calibration as cal;
+    let key = "hardware.calibration";
+    let name = hw
+        .calibration
+        .clone()
+        .unwrap_or_else(|| cal::DEFAULT_CALIBRATION.to_string());
+    if let Some(p) = cal::named(&name, gpu) {
+        return Ok((name, p));
+    }
+    let looks_like_file = name.contains('/') || name.contains('.') || name.ends_with(".toml");
+    if !looks_like_file {
+        return Err(c.err(
+            key,
+            format!(
+                "unknown calibration {name:?}; valid: {} or the path of a file written by `pdsim calibrate`{}",
+                cal::CALIBRATIONS.join(", "),
+                super::suggestion(&name, cal::CALIBRATIONS)
+            ),
+        ));
+    }
+    let path = c.resolve_path(&name);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        c.err(
+            key,
+            format!(
+                "cannot read calibration file {}: {e}; give {} or a file written by `pdsim calibrate`",
+                path.display(),
+                cal::CALIBRATIONS.join(", ")
+            ),
+        )
+    })?;
+    let file = cal::CalibrationFile::parse(&text)
+        .map_err(|e| c.err(key, format!("{}: {e}", path.display())))?;
+    Ok((name, file.params))
 }
 
 /// `[[pools]]`: every pool checked, prefill pools first.

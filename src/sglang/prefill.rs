@@ -1,5 +1,29 @@
 //! The prefill server: its waiting queue, sglang's `PrefillAdder` batch formation with chunked
 //! prefill, and the radix prefix cache (`docs/sglang-pd.md` §2).
+//!
+//! # Batch admission (sglang `PrefillAdder`)
+//!
+//! Followed from sglang v0.5 `python/sglang/srt/managers/schedule_policy.py`:
+//! `PrefillAdder.add_chunked_req`, `add_one_req`, `_update_prefill_budget` and `budget_state`
+//! (the same rules hold at sgl-project/sglang commit 00550cd, around more features). A batch
+//! has two budgets: `rem_input_tokens` (`--max-prefill-tokens`) and `rem_chunk_tokens`
+//! (`--chunked-prefill-size`).
+//!
+//! 1. The request being chunked goes first (`add_chunked_req`): it takes
+//!    `min(its remaining tokens, rem_chunk_tokens)`, whatever `rem_input_tokens` says.
+//! 2. Each waiting request, in order (`add_one_req`), with `input` = its uncached tokens
+//!    rounded up to whole pages (`ceil_paged_tokens`):
+//!    * refused — the batch closes — if `input >= rem_input_tokens` **and the batch already
+//!      holds a request**: a lone request is never refused by `--max-prefill-tokens`, so a
+//!      long prompt runs in one forward when it fits the chunk;
+//!    * whole if `input <= rem_chunk_tokens`;
+//!    * otherwise chunked to `rem_chunk_tokens` rounded down to whole pages (none: the batch
+//!      closes), and it becomes the chunked request.
+//! 3. Each admission takes its page-rounded tokens off both budgets; the batch closes when
+//!    either reaches 0 (`budget_state`).
+//!
+//! pdsim's memory check (the prompt's pages must be free) stands for `add_one_req`'s
+//! `NO_TOKEN`; `ignore_eos` requests are admitted by the same rules.
 
 use std::collections::VecDeque;
 
@@ -23,76 +47,118 @@ pub struct PrefillServer {
     pub batch: Vec<(ReqRef, u32)>,
     /// Radix prefix cache, if enabled.
     pub cache: Option<PrefixCache>,
-    /// Tokens in one batch: `chunked_prefill_size` within `--max-prefill-tokens`.
-    pub budget: u32,
+    /// `--chunked-prefill-size`: tokens of one forward (`rem_chunk_tokens`).
+    pub chunk_tokens: u32,
+    /// `--max-prefill-tokens`: the batch's input budget (`rem_input_tokens`).
+    pub max_prefill_tokens: u32,
     /// The forward's shape, `(new tokens, cached context)` per request (scratch, reused).
     shape: Vec<(u32, u32)>,
 }
 
 impl PrefillServer {
-    /// A prefill server with an empty queue.
-    pub fn new(core: Core, cache: Option<PrefixCache>, budget: u32) -> Self {
+    /// A prefill server with an empty queue, `--chunked-prefill-size` and
+    /// `--max-prefill-tokens`.
+    pub fn new(
+        core: Core,
+        cache: Option<PrefixCache>,
+        chunk_tokens: u32,
+        max_prefill_tokens: u32,
+    ) -> Self {
         Self {
             core,
             waiting: VecDeque::new(),
             chunked: None,
             batch: Vec::new(),
             cache,
-            budget,
+            chunk_tokens,
+            max_prefill_tokens,
             shape: Vec::new(),
         }
     }
 
-    /// Forms the next batch if the instance is idle and alive: the chunked request first, then
-    /// waiting requests in order, up to the token budget; a request that does not fit whole is
-    /// chunked and ends the batch (sglang's `PrefillAdder`). Schedules the forward's end.
+    /// Forms the next batch if the instance is idle and alive, by sglang's `PrefillAdder` rules
+    /// (module docs). Schedules the forward's end.
     pub fn try_schedule(&mut self, me: PrefillId, reqs: &mut Requests, q: &mut EventQueue<Event>) {
         let now = q.now();
         if self.core.busy || !self.core.alive {
             return;
         }
-        let mut budget = self.budget;
+        // i64: sglang's budgets go negative after a page-rounded admission.
+        let mut rem_input = i64::from(self.max_prefill_tokens);
+        let mut rem_chunk = i64::from(self.chunk_tokens);
         self.shape.clear();
         let ps = self.core.page_size;
-        while budget > 0 {
-            let (r, from_chunked) = match self.chunked.take() {
-                Some(r) => (r, true),
-                None => match self.waiting.front() {
-                    Some(&r) => (r, false),
-                    None => break,
-                },
+        let paged = |n: u32| i64::from(n.div_ceil(ps) * ps);
+        // 1. The chunked request continues (`add_chunked_req`).
+        if let Some(r) = self.chunked.take()
+            && let Some(req) = reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed)
+        {
+            let left = req.prompt() - req.prefilled;
+            let n = left.min(u32::try_from(rem_chunk.max(0)).unwrap_or(u32::MAX));
+            if n > 0 {
+                self.shape.push((n, req.prefilled));
+                self.batch.push((r, n));
+                rem_input -= paged(n);
+                rem_chunk -= paged(n);
+            }
+            if n < left {
+                self.chunked = Some(r);
+            }
+        }
+        // 2. Waiting requests in order (`add_one_req`), while neither budget is spent.
+        while self.chunked.is_none() && rem_input > 0 && rem_chunk > 0 {
+            let Some(&r) = self.waiting.front() else {
+                break;
             };
             let Some(req) = reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed) else {
-                if !from_chunked {
-                    self.waiting.pop_front();
-                }
+                self.waiting.pop_front();
                 continue;
             };
-            if !from_chunked {
-                // Admission needs the prompt's pages on the prefill.
-                let need = req.prompt().div_ceil(ps);
-                let Some(holding) = self.core.pages.alloc(req.id, need, self.core.hybrid) else {
-                    break;
-                };
-                self.waiting.pop_front();
-                req.on_prefill = holding;
-                req.row.prefill_start_ns = Some(now);
-                // Cached prefix blocks are not recomputed (their KV is still sent: the decode
-                // has none of it). The last token is always computed, for its logits.
-                if let Some(cache) = self.cache.as_mut()
-                    && !req.hash_ids.is_empty()
-                {
-                    let hit = cache.lookup_and_insert(&req.hash_ids, req.input, now);
-                    req.prefilled = hit.min(req.prompt() - 1);
+            // The uncached prompt, as the scheduler knows it before admission (the last token
+            // is always computed, for its logits).
+            let hit = match self.cache.as_ref() {
+                Some(cache) if !req.hash_ids.is_empty() => {
+                    cache.peek(&req.hash_ids, req.input).min(req.prompt() - 1)
                 }
+                _ => 0,
+            };
+            let input = paged(req.prompt() - hit);
+            if input >= rem_input && !self.batch.is_empty() {
+                break;
             }
-            let n = (req.prompt() - req.prefilled).min(budget);
+            let whole = input <= rem_chunk;
+            let trunc = rem_chunk / i64::from(ps) * i64::from(ps);
+            if !whole && trunc <= 0 {
+                break;
+            }
+            // Admission needs the prompt's pages on the prefill.
+            let need = req.prompt().div_ceil(ps);
+            let Some(holding) = self.core.pages.alloc(req.id, need, self.core.hybrid) else {
+                break;
+            };
+            self.waiting.pop_front();
+            req.on_prefill = holding;
+            req.row.prefill_start_ns = Some(now);
+            // Cached prefix blocks are not recomputed (their KV is still sent: the decode
+            // has none of it).
+            if let Some(cache) = self.cache.as_mut()
+                && !req.hash_ids.is_empty()
+            {
+                let got = cache.lookup_and_insert(&req.hash_ids, req.input, now);
+                req.prefilled = got.min(req.prompt() - 1);
+            }
+            let left = req.prompt() - req.prefilled;
+            let n = if whole {
+                left
+            } else {
+                left.min(u32::try_from(trunc).unwrap_or(u32::MAX))
+            };
             self.shape.push((n, req.prefilled));
             self.batch.push((r, n));
-            budget -= n;
-            if req.prefilled + n < req.prompt() {
+            rem_input -= paged(n);
+            rem_chunk -= paged(n);
+            if n < left {
                 self.chunked = Some(r);
-                break;
             }
         }
         if self.batch.is_empty() {
@@ -152,5 +218,107 @@ impl PrefillServer {
         self.batch.clear();
         self.chunked = None;
         self.waiting.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sglang::testkit::{core, request};
+    use crate::sim::ids::PrefillId;
+
+    /// Forms one batch over requests of `prompts` tokens on a server with `chunk` and
+    /// `max_prefill`, page size `ps`; returns the batch's (request index, tokens) and the
+    /// chunked request's index.
+    fn batch(
+        prompts: &[u32],
+        chunk: u32,
+        max_prefill: u32,
+        ps: u32,
+    ) -> (Vec<(usize, u32)>, Option<usize>) {
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut p = PrefillServer::new(core(1 << 20, ps), None, chunk, max_prefill);
+        let refs: Vec<ReqRef> = prompts
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| request(&mut reqs, i as u64, n, 8))
+            .collect();
+        p.waiting.extend(refs.iter().copied());
+        p.try_schedule(PrefillId(0), &mut reqs, &mut q);
+        let idx = |r: ReqRef| refs.iter().position(|&x| x == r).unwrap();
+        (
+            p.batch.iter().map(|&(r, n)| (idx(r), n)).collect(),
+            p.chunked.map(idx),
+        )
+    }
+
+    #[test]
+    fn a_lone_long_prompt_runs_in_one_forward_when_it_fits_the_chunk() {
+        // sglang add_one_req: `max_prefill_tokens` refuses only when the batch holds one.
+        assert_eq!(
+            batch(&[12_000], 16_384, 8_192, 1),
+            (vec![(0, 12_000)], None)
+        );
+        // The next request is refused by the input budget the first one spent.
+        assert_eq!(
+            batch(&[12_000, 100], 16_384, 8_192, 1),
+            (vec![(0, 12_000)], None)
+        );
+        // Beyond the chunk it is chunked at the chunk size, whatever max_prefill_tokens.
+        assert_eq!(
+            batch(&[20_000], 16_384, 8_192, 1),
+            (vec![(0, 16_384)], Some(0))
+        );
+    }
+
+    #[test]
+    fn the_input_budget_refuses_a_request_that_reaches_it() {
+        // 3000 + 3000 leave 2192 of 8192: a 2192-token request reaches it (`>=`) and is
+        // refused; a 2191-token one is admitted whole.
+        assert_eq!(
+            batch(&[3000, 3000, 2192], 16_384, 8_192, 1),
+            (vec![(0, 3000), (1, 3000)], None)
+        );
+        assert_eq!(
+            batch(&[3000, 3000, 2191, 5], 16_384, 8_192, 1),
+            (vec![(0, 3000), (1, 3000), (2, 2191)], None),
+            "the budget is spent (1 token left), then the 5-token request reaches it"
+        );
+    }
+
+    #[test]
+    fn a_request_over_the_remaining_chunk_is_chunked_to_whole_pages() {
+        // Chunk 8192, page 64: 5000 whole (5056 paged), 3136 left → the next is cut to 3136.
+        assert_eq!(
+            batch(&[5000, 6000], 8192, 16_384, 64),
+            (vec![(0, 5000), (1, 3136)], Some(1))
+        );
+        // With 20 tokens of chunk left and 64-token pages nothing fits: the batch closes.
+        assert_eq!(batch(&[8172, 100], 8192, 16_384, 64).0, vec![(0, 8172)]);
+    }
+
+    #[test]
+    fn the_chunked_request_continues_first_within_the_chunk() {
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut p = PrefillServer::new(core(1 << 20, 1), None, 4096, 16_384);
+        let a = request(&mut reqs, 0, 10_000, 8);
+        let b = request(&mut reqs, 1, 1000, 8);
+        p.waiting.extend([a, b]);
+        p.try_schedule(PrefillId(0), &mut reqs, &mut q);
+        assert_eq!((p.batch.clone(), p.chunked), (vec![(a, 4096)], Some(a)));
+        // The forward ends; the next batch continues `a`, then `b` would need the chunk.
+        let mut jobs = Vec::new();
+        p.step_done(q.now(), &mut reqs, &mut jobs);
+        p.try_schedule(PrefillId(0), &mut reqs, &mut q);
+        assert_eq!((p.batch.clone(), p.chunked), (vec![(a, 4096)], Some(a)));
+        p.step_done(q.now(), &mut reqs, &mut jobs);
+        p.try_schedule(PrefillId(0), &mut reqs, &mut q);
+        // 1808 left of `a`, then `b` whole (1000 ≤ 4096 − 1808).
+        assert_eq!(
+            (p.batch.clone(), p.chunked),
+            (vec![(a, 1808), (b, 1000)], None)
+        );
     }
 }

@@ -89,6 +89,23 @@ impl PrefixCache {
         }
     }
 
+    /// The prompt tokens of `hash_ids` already cached, as [`PrefixCache::lookup_and_insert`]
+    /// would return them, without touching, inserting or counting anything: what sglang's
+    /// scheduler knows of a waiting request's prefix before `PrefillAdder` decides on it.
+    pub fn peek(&self, hash_ids: &[u64], input_tokens: u32) -> u32 {
+        let mut parent = ROOT;
+        let mut matched = 0u64;
+        for &id in hash_ids {
+            let Some(&node) = self.index.get(&(parent, id)) else {
+                break;
+            };
+            parent = node;
+            matched += 1;
+        }
+        let hit = (matched * u64::from(HASH_BLOCK_TOKENS)).min(u64::from(input_tokens));
+        u32::try_from(hit).expect("hit ≤ input_tokens, a u32")
+    }
+
     /// Looks up a prompt of `input_tokens` tokens whose blocks are `hash_ids`, at simulated
     /// time `now` (ns), then caches all its blocks, evicting least recently used leaves if over
     /// capacity. Returns the prompt tokens already cached: `min(matched × 512, input_tokens)`

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::compute::{StepModel, StepTimes, calibrated_params};
+use crate::compute::{Interconnect, StepModel, StepTimes};
 use crate::config::{Role, Scenario, capacity};
 use crate::engine::{EventKey, EventQueue, Nanos};
 use crate::fabric::{Fabric, FlowEnd, TopologyConfig};
@@ -124,9 +124,15 @@ fn build_fabric(sc: &Scenario, nodes: u32) -> Fabric {
         // GB/s is bytes per ns.
         nvlink_bytes_per_ns: sc.gpu.nvlink_bytes_per_s / 1e9,
     };
+    let defaults = crate::fabric::FabricParams::default();
     let params = crate::fabric::FabricParams {
         base_latency_ns: sc.fabric.base_latency_ns,
-        ..Default::default()
+        // GB/s is bytes per ns.
+        nic_host_bytes_per_ns: sc
+            .gpu
+            .nic_host_bytes_per_s
+            .map_or(defaults.nic_host_bytes_per_ns, |b| b / 1e9),
+        ..defaults
     };
     Fabric::build(topo, params).unwrap_or_else(|e| {
         panic!(
@@ -180,6 +186,15 @@ impl<'a> World<'a> {
         let mut decodes = IdVec::default();
         let mut heartbeat = IdVec::default();
         let mut global = 0u32;
+        // An instance spanning nodes all-reduces over its GPUs' NICs (one NIC share per GPU).
+        let interconnect = Interconnect {
+            gpus_per_node: sc.gpus_per_node,
+            nic_bytes_per_s_per_gpu: fabric.nic_capacity_bytes_per_ns()
+                * 1e9
+                * f64::from(sc.fabric.nics_per_node)
+                / f64::from(sc.gpus_per_node),
+            network_latency_s: sc.fabric.base_latency_ns as f64 / 1e9,
+        };
         for (pool_idx, pool) in sc.pools.iter().enumerate() {
             for _ in 0..pool.instances {
                 let id = global;
@@ -188,12 +203,13 @@ impl<'a> World<'a> {
                 let pages = capacity::kv_pages(&sc.gpu, pool);
                 let step = match &pool.step_times {
                     Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
-                    None => StepTimes::Model(StepModel::new(
+                    None => StepTimes::Model(StepModel::with_interconnect(
                         &sc.gpu,
                         &pool.model,
                         tp,
                         pool.kv_dtype_bytes,
-                        calibrated_params(&sc.gpu),
+                        sc.compute.clone(),
+                        Some(&interconnect),
                     )),
                 };
                 let gpus = placement.gpus[id as usize].clone();
@@ -224,11 +240,12 @@ impl<'a> World<'a> {
                                 cap.unwrap_or(u64::from(pages) * u64::from(pool.server.page_size)),
                             ))
                         });
-                        let budget = pool
-                            .server
-                            .chunked_prefill_size
-                            .min(pool.server.max_prefill_tokens);
-                        prefills.push(PrefillServer::new(core, cache, budget));
+                        prefills.push(PrefillServer::new(
+                            core,
+                            cache,
+                            pool.server.chunked_prefill_size,
+                            pool.server.max_prefill_tokens,
+                        ));
                         transfers.push(TransferQueues::new(sc.sglang.queue_size));
                         heartbeat.push(None);
                     }

@@ -17,6 +17,10 @@ pub struct GpuSpec {
     pub hbm_bytes_per_s: f64,
     /// NVLink bandwidth, both directions together, bytes per second.
     pub nvlink_bytes_per_s: f64,
+    /// Most one NIC can move between GPU memory and the wire, bytes per second: the GPU/PCIe
+    /// side of a node's RDMA path (`hardware.nic_host_gbps`). `None`: the fabric's calibrated
+    /// default (`fabric::calibration`), which is what Mooncake measured on 8 × 400 Gb/s RoCE.
+    pub nic_host_bytes_per_s: Option<f64>,
 }
 
 /// Names of the built-in GPU presets.
@@ -25,7 +29,10 @@ pub const GPU_PRESETS: &[&str] = &["a100-sxm", "h100-sxm", "h200", "b200"];
 /// A built-in GPU by name, or `None`.
 ///
 /// Source: `docs/numbers.md` (NVIDIA datasheets as reproduced by vendor spec pages, ±a few %).
-/// "GB" there is 10⁹ bytes.
+/// "GB" there is 10⁹ bytes. What the step-time model takes from them: BF16 and FP8 peaks (FP8
+/// checkpoints run their GEMMs at the FP8 peak where there is one: not on the A100), HBM
+/// bandwidth (decode is bound by it: an H200 decodes ~1.4× and a B200 ~2.4× faster than an
+/// H100 at the same efficiency) and NVLink bandwidth (TP all-reduce).
 pub fn gpu_preset(name: &str) -> Option<GpuSpec> {
     let g = |bf16: f64, fp8: Option<f64>, hbm_gb: u64, tb_s: f64, nvlink_gb_s: f64| GpuSpec {
         name: name.to_string(),
@@ -34,6 +41,7 @@ pub fn gpu_preset(name: &str) -> Option<GpuSpec> {
         hbm_bytes: hbm_gb * 1_000_000_000,
         hbm_bytes_per_s: tb_s * 1e12,
         nvlink_bytes_per_s: nvlink_gb_s * 1e9,
+        nic_host_bytes_per_s: None,
     };
     Some(match name {
         "a100-sxm" => g(312.0, None, 80, 2.039, 600.0),

@@ -1,11 +1,13 @@
 //! Specifications: models, GPUs and sglang server arguments. Pure data; no I/O except the
 //! config importer, which reads one file.
 
+pub mod calibration;
 pub mod gpu;
 pub mod hf;
 pub mod model;
 pub mod server;
 
+pub use calibration::{CalibrationFile, ComputeParams};
 pub use gpu::{GpuSpec, gpu_preset};
 pub use model::{KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, preset};
 pub use server::ServerArgs;

@@ -1,0 +1,190 @@
+//! `pdsim calibrate MEASUREMENTS... --model M --gpu G [--tp N] [--kv-cache-dtype D]
+//! [--base NAME] --out FILE`: fits the step-time model to a user's measurements, prints the
+//! error per regime before and after, and writes a calibration file that
+//! `hardware.calibration` names. Formats: `compute::measure`; the fit: `compute::fit`.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::CliError;
+use crate::compute::fit::{self, RegimeError, Setup, StepPoint};
+use crate::compute::measure;
+use crate::spec::calibration::{self as cal, CalibrationFile, ComputeParams, MeasuredOn};
+use crate::spec::{gpu, server};
+
+/// Arguments of `pdsim calibrate`.
+#[derive(Args, Debug)]
+pub struct CalibrateArgs {
+    /// Measurement files: a step-time CSV (phase,tokens,batch_size,context_tokens,time_ms),
+    /// sglang bench_one_batch result JSON lines, or sglang bench_serving result JSON lines.
+    #[arg(required = true)]
+    pub measurements: Vec<PathBuf>,
+    /// The model measured: a preset or a Hugging Face config.json.
+    #[arg(long)]
+    pub model: String,
+    /// The GPU measured (a preset).
+    #[arg(long)]
+    pub gpu: String,
+    /// GPUs per instance (tensor parallel size) of the measured server.
+    #[arg(long, default_value_t = 1)]
+    pub tp: u32,
+    /// `--kv-cache-dtype` of the measured server.
+    #[arg(long, default_value = "auto")]
+    pub kv_cache_dtype: String,
+    /// The calibration to start from; parameters the measurements cannot see keep its values.
+    #[arg(long, default_value = cal::DEFAULT_CALIBRATION)]
+    pub base: String,
+    /// Where to write the calibration file (TOML).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs the fit, prints the report and writes the file.
+pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
+    let gpu = gpu::gpu_preset(&a.gpu).ok_or_else(|| {
+        CliError::Usage(format!(
+            "--gpu {:?}: unknown GPU preset; valid presets: {}",
+            a.gpu,
+            gpu::GPU_PRESETS.join(", ")
+        ))
+    })?;
+    let spec = super::layout::load_model(&a.model)?;
+    if a.tp == 0 || a.tp > 1024 {
+        return Err(CliError::Usage(format!(
+            "--tp {}: must be in 1..=1024 (GPUs per instance)",
+            a.tp
+        )));
+    }
+    if !server::KV_CACHE_DTYPES.contains(&a.kv_cache_dtype.as_str()) {
+        return Err(CliError::Usage(format!(
+            "--kv-cache-dtype {:?}: valid values are {}",
+            a.kv_cache_dtype,
+            server::KV_CACHE_DTYPES.join(", ")
+        )));
+    }
+    let base = cal::named(&a.base, &gpu).ok_or_else(|| {
+        CliError::Usage(format!(
+            "--base {:?}: valid calibrations are {}",
+            a.base,
+            cal::CALIBRATIONS.join(", ")
+        ))
+    })?;
+    let args = crate::spec::ServerArgs {
+        tp_size: a.tp,
+        attn_tp_size: a.tp,
+        page_size: 1,
+        kv_cache_dtype: a.kv_cache_dtype.clone(),
+        enable_unified_memory: false,
+        chunked_prefill_size: 8192,
+        max_prefill_tokens: 16384,
+        mem_fraction_static: 0.85,
+        max_running_requests: None,
+        radix_cache: None,
+    };
+    let kv_dtype_bytes = args
+        .kv_dtype_bytes(spec.activation_bytes)
+        .expect("a checked dtype");
+    let mut points: Vec<StepPoint> = Vec::new();
+    for path in &a.measurements {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| CliError::Usage(format!("{name}: cannot read measurements: {e}")))?;
+        points.extend(measure::parse(&name, &text).map_err(CliError::Usage)?);
+    }
+    let setup = Setup {
+        gpu,
+        model: spec,
+        tp: a.tp,
+        kv_dtype_bytes,
+    };
+    let fitted = fit::fit(&setup, &base, &points);
+    let before = fit::report(&setup, &base, &points);
+    let after = fit::report(&setup, &fitted, &points);
+    let file = CalibrationFile {
+        measured: MeasuredOn {
+            model: a.model.clone(),
+            gpu: a.gpu.clone(),
+            tp: a.tp,
+            files: a
+                .measurements
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            points: u32::try_from(points.len()).unwrap_or(u32::MAX),
+        },
+        params: fitted.clone(),
+    };
+    std::fs::write(&a.out, file.to_toml())
+        .map_err(|e| crate::report::IoError::from_io(e, &a.out))?;
+    super::print_out(&render(
+        &a.base,
+        &base,
+        &fitted,
+        &before,
+        &after,
+        points.len(),
+        a,
+    ))
+}
+
+/// The report: error per regime under the base calibration and the fit, and the fitted
+/// parameters next to the base's.
+fn render(
+    base_name: &str,
+    base: &ComputeParams,
+    fitted: &ComputeParams,
+    before: &[RegimeError],
+    after: &[RegimeError],
+    n: usize,
+    a: &CalibrateArgs,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{n} measurements of {} on {} × {}; error per regime (|predicted / measured − 1|):",
+        a.model, a.tp, a.gpu
+    );
+    let _ = writeln!(
+        s,
+        "{:<26} {:>6} {:>12} {:>12} {:>12} {:>12}  worst point (fit)",
+        "regime", "points", "base median", "base worst", "fit median", "fit worst"
+    );
+    for (b, f) in before.iter().zip(after) {
+        let _ = writeln!(
+            s,
+            "{:<26} {:>6} {:>11.1}% {:>11.1}% {:>11.1}% {:>11.1}%  {}",
+            f.regime,
+            f.points,
+            100.0 * b.median,
+            100.0 * b.worst,
+            100.0 * f.median,
+            100.0 * f.worst,
+            f.worst_at
+        );
+    }
+    let _ = writeln!(s, "\nparameters ({base_name} → fitted):");
+    let (bt, ft) = (
+        toml::to_string(base).unwrap_or_default(),
+        toml::to_string(fitted).unwrap_or_default(),
+    );
+    for (bl, fl) in bt.lines().zip(ft.lines()) {
+        let value = |l: &str| {
+            l.split_once(" = ")
+                .map(|x| x.1.to_string())
+                .unwrap_or_default()
+        };
+        let key = bl.split_once(" = ").map_or(bl, |x| x.0);
+        let (bv, fv) = (value(bl), value(fl));
+        let mark = if bv == fv { "" } else { "  *" };
+        let _ = writeln!(s, "  {key:<28} {bv:>24} → {fv:<24}{mark}");
+    }
+    let _ = writeln!(
+        s,
+        "\nwrote {} (use it with hardware.calibration = \"{}\")",
+        a.out.display(),
+        a.out.display()
+    );
+    s
+}

@@ -1,0 +1,313 @@
+//! Step-time calibrations as data: [`ComputeParams`] (every constant of the step-time model in
+//! `compute::model`, each named for what it costs) and the named calibrations a scenario's
+//! `hardware.calibration` selects, each parameter with its source beside it.
+//!
+//! * `sglang-2025` (the default): today's sglang — CUDA-graph decode, overlapped scheduling,
+//!   custom all-reduce — fitted to the public measurements in `calibration/modern-engines.md`
+//!   (`compute::modern` prints each row's error). No launch floor: a CUDA graph replays a
+//!   whole decode step as one launch.
+//! * `vllm-2023`: the Splitwise fit to vLLM 2023 (`calibration/perf_model.csv`), kept so the
+//!   numbers pdsim printed before stay reachable. Its A100 and H100 rows are separate fits.
+//!
+//! A third kind is a file written by `pdsim calibrate` ([`CalibrationFile`]): the same
+//! parameters fitted to a user's own measurements.
+
+use serde::{Deserialize, Serialize};
+
+use super::GpuSpec;
+
+/// The parameters of the step-time model. Efficiencies are fractions in (0, 1] of the GPU's
+/// own peaks (so a faster GPU is faster where its datasheet is); times are seconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeParams {
+    /// Fraction of peak tensor FLOP/s a large prefill forward achieves (the MFU ceiling).
+    pub prefill_flops_efficiency: f64,
+    /// Tokens in one forward at which prefill MFU reaches half its ceiling: MFU =
+    /// `ceiling × T / (T + half)` for a forward of `T` tokens (small GEMMs fill the GPU
+    /// poorly). 0 keeps MFU flat at the ceiling.
+    #[serde(default)]
+    pub prefill_mfu_half_tokens: f64,
+    /// Fraction of peak tensor FLOP/s a decode step achieves where it is compute-bound.
+    pub decode_flops_efficiency: f64,
+    /// Fraction of peak HBM bandwidth streaming the weights achieves.
+    pub hbm_efficiency: f64,
+    /// Fraction of peak HBM bandwidth reading the KV cache (and recurrent state) achieves:
+    /// attention kernels gather pages and rarely stream as well as a GEMM reads weights.
+    pub kv_hbm_efficiency: f64,
+    /// Fixed host cost of one prefill forward, seconds (scheduling, input preparation).
+    pub prefill_overhead_s: f64,
+    /// Host cost per request in a prefill forward, seconds (per-request scheduling, radix
+    /// matching, sampling its first token).
+    #[serde(default)]
+    pub prefill_per_seq_overhead_s: f64,
+    /// Fixed cost of one decode step, seconds (what the GPU-side graph replay and the
+    /// non-overlapped part of scheduling leave).
+    pub decode_overhead_s: f64,
+    /// Cost per running sequence in one decode step, seconds (per-sequence metadata, sampling).
+    pub decode_per_seq_overhead_s: f64,
+    /// Latency of one step of an all-reduce, seconds; a forward runs one all-reduce per block.
+    pub allreduce_step_latency_s: f64,
+    /// How many latency steps an all-reduce over `n` GPUs takes: `false` — a ring, `2(n − 1)`
+    /// (NCCL's ring, the 2023 fit); `true` — `2⌈log2 n⌉` (sglang's custom all-reduce, one- or
+    /// two-shot through peer memory, and NCCL's tree: latency grows with log n).
+    #[serde(default)]
+    pub allreduce_log_steps: bool,
+    /// Fraction of a link's one-way bandwidth (NVLink, or the NIC across nodes) an all-reduce
+    /// achieves.
+    pub nvlink_efficiency: f64,
+    /// Host time to launch one block's kernels, seconds: a forward takes at least
+    /// `blocks × launch_per_block_s`. 0 under CUDA graphs.
+    pub launch_per_block_s: f64,
+}
+
+impl ComputeParams {
+    /// Checks every field's range; the message names the field and what is valid.
+    pub fn validate(&self) -> Result<(), String> {
+        let fractions = [
+            ("prefill_flops_efficiency", self.prefill_flops_efficiency),
+            ("decode_flops_efficiency", self.decode_flops_efficiency),
+            ("hbm_efficiency", self.hbm_efficiency),
+            ("kv_hbm_efficiency", self.kv_hbm_efficiency),
+            ("nvlink_efficiency", self.nvlink_efficiency),
+        ];
+        for (name, v) in fractions {
+            if !(v.is_finite() && v > 0.0 && v <= 1.0) {
+                return Err(format!(
+                    "{name} must be in (0, 1] (a fraction of peak), got {v}"
+                ));
+            }
+        }
+        let times = [
+            ("prefill_mfu_half_tokens", self.prefill_mfu_half_tokens),
+            ("prefill_overhead_s", self.prefill_overhead_s),
+            (
+                "prefill_per_seq_overhead_s",
+                self.prefill_per_seq_overhead_s,
+            ),
+            ("decode_overhead_s", self.decode_overhead_s),
+            ("decode_per_seq_overhead_s", self.decode_per_seq_overhead_s),
+            ("allreduce_step_latency_s", self.allreduce_step_latency_s),
+            ("launch_per_block_s", self.launch_per_block_s),
+        ];
+        for (name, v) in times {
+            // 1e3 s per step (or 1e9 tokens) is far beyond any GPU; it bounds the clock.
+            let bound = if name.ends_with("_tokens") { 1e9 } else { 1e3 };
+            if !(v.is_finite() && (0.0..=bound).contains(&v)) {
+                return Err(format!("{name} must be in [0, {bound}], got {v}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Names of the built-in calibrations; the first is the default.
+pub const CALIBRATIONS: &[&str] = &["sglang-2025", "vllm-2023"];
+
+/// The default calibration's name.
+pub const DEFAULT_CALIBRATION: &str = "sglang-2025";
+
+/// Today's sglang, one set for every GPU (efficiencies are fractions of each GPU's own peaks;
+/// host costs do not scale with the GPU). Fitted by `compute::modern::tests::fit_sglang_2025`
+/// (six free parameters, weak priors) to the six in-sample rows of
+/// `calibration/modern-engines.md` (A100 and H100, TP1 and TP4): all within 6 %; each row's
+/// error is printed by `compute::modern::tests::sglang_2025_matches_modern_engines`.
+pub const SGLANG_2025: ComputeParams = ComputeParams {
+    // Fitted: the 8B H100 prefill row (27,670 input tok/s in ~8k-token forwards; the run also
+    // decoded, so this MFU ceiling is conservative).
+    prefill_flops_efficiency: 0.444,
+    // Assumed (no public row separates it from the ceiling): GEMM efficiency falls to about
+    // half of its large-M value when M is a few hundred rows (tile and wave quantisation, as
+    // NVIDIA's matrix-multiplication performance guide explains); 384 is a middle value.
+    prefill_mfu_half_tokens: 384.0,
+    // Assumed: no public decode row is compute-bound (the offline-throughput estimates are the
+    // only ones that reach it); 0.55 of peak.
+    decode_flops_efficiency: 0.55,
+    // Fitted: 8B on H100 at batch 1 (7.06 ms, sglang PR #1401) with the median ITL rows.
+    hbm_efficiency: 0.678,
+    // Fitted: the ITL rows' growth with batch (paged attention over ~300-token contexts).
+    kv_hbm_efficiency: 0.563,
+    // Assumed: the one public prefill row cannot separate a fixed cost from MFU; 2 ms of
+    // preparation per forward that the overlapped scheduler does not hide.
+    prefill_overhead_s: 2.0e-3,
+    // Assumed: ~50 µs per request in a forward (input copy, radix match, first-token
+    // sampling); not separable in the public rows.
+    prefill_per_seq_overhead_s: 5.0e-5,
+    // Fitted: the 8B H100 batch-1 row together with hbm_efficiency.
+    decode_overhead_s: 4.60e-4,
+    // Fitted: the growth of median ITL with load (4 → 8 req/s) on A100 TP1 and H100 TP4 —
+    // output streaming and sampling per sequence, far below the 2023 fit's 0.29 ms.
+    decode_per_seq_overhead_s: 9.43e-5,
+    // Fitted: 70B H100 TP4 ITL rows (TP1 rows have no all-reduce): 21 µs per all-reduce at
+    // TP4, 32 µs at TP8.
+    allreduce_step_latency_s: 5.31e-6,
+    // sglang's custom all-reduce (`custom_all_reduce.cuh`): one-shot below 512 KB, two-shot
+    // above; its latency grows far slower than a ring's with TP.
+    allreduce_log_steps: true,
+    // Borrowed: nccl-tests all-reduce bus bandwidth on 8 × H100 NVLink is commonly reported at
+    // ~360 GB/s or more of 450 GB/s one-way for large messages; 0.8.
+    nvlink_efficiency: 0.8,
+    // CUDA graphs replay a decode step as one launch: no per-block floor.
+    launch_per_block_s: 0.0,
+};
+
+/// vLLM 2023, A100-80GB SXM fit. Source: `calibration/perf_model.csv`, rows `a100-80gb` (76
+/// points: Llama2-70B TP2/4/8, BLOOM-176B TP8), fitted by `compute::vllm2023::fit_to_perf_model`;
+/// median absolute error 5.4 % (prompt) and 1.4 % (token). `decode_flops_efficiency` is not
+/// identifiable (no measured decode step is compute-bound at batch ≤ 64) and is tied to the
+/// prefill one; KV reads share the weights' HBM efficiency (one `hbm_efficiency` was fitted).
+pub const VLLM_2023_A100: ComputeParams = ComputeParams {
+    prefill_flops_efficiency: 0.690,
+    prefill_mfu_half_tokens: 0.0,
+    decode_flops_efficiency: 0.690,
+    hbm_efficiency: 0.650,
+    kv_hbm_efficiency: 0.650,
+    prefill_overhead_s: 9.844e-3,
+    prefill_per_seq_overhead_s: 0.0,
+    decode_overhead_s: 5.635e-3,
+    decode_per_seq_overhead_s: 3.013e-4,
+    allreduce_step_latency_s: 4.701e-6,
+    allreduce_log_steps: false,
+    nvlink_efficiency: 0.217,
+    launch_per_block_s: 2.430e-4,
+};
+
+/// vLLM 2023, H100-80GB SXM fit. Source: `calibration/perf_model.csv`, rows `h100-80gb` (76
+/// points; `h100-80gb-pcap`, power-capped, excluded); median absolute error 8.4 % (prompt) and
+/// 1.6 % (token). Used for H200 and B200 as well (efficiencies scale with their peaks; the
+/// host- and latency-bound overheads do not).
+pub const VLLM_2023_H100: ComputeParams = ComputeParams {
+    prefill_flops_efficiency: 0.566,
+    prefill_mfu_half_tokens: 0.0,
+    decode_flops_efficiency: 0.566,
+    hbm_efficiency: 0.614,
+    kv_hbm_efficiency: 0.614,
+    prefill_overhead_s: 6.654e-3,
+    prefill_per_seq_overhead_s: 0.0,
+    decode_overhead_s: 1.507e-3,
+    decode_per_seq_overhead_s: 2.896e-4,
+    allreduce_step_latency_s: 6.119e-6,
+    allreduce_log_steps: false,
+    nvlink_efficiency: 0.254,
+    launch_per_block_s: 1.752e-4,
+};
+
+/// The parameters of the named calibration `name` for `gpu`, or `None` for an unknown name.
+pub fn named(name: &str, gpu: &GpuSpec) -> Option<ComputeParams> {
+    match name {
+        "sglang-2025" => Some(SGLANG_2025),
+        "vllm-2023" => Some(match gpu.name.as_str() {
+            "a100-sxm" => VLLM_2023_A100,
+            _ => VLLM_2023_H100,
+        }),
+        _ => None,
+    }
+}
+
+impl Default for ComputeParams {
+    /// The default calibration (`sglang-2025`).
+    fn default() -> Self {
+        SGLANG_2025
+    }
+}
+
+/// A calibration file written by `pdsim calibrate` and read by `hardware.calibration`:
+/// what it was measured on (for the reader; a scenario may use it on another GPU, since the
+/// efficiencies are fractions of that GPU's peaks) and the fitted parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibrationFile {
+    /// What was measured.
+    pub measured: MeasuredOn,
+    /// The fitted parameters.
+    pub params: ComputeParams,
+}
+
+/// Where a calibration file's measurements come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeasuredOn {
+    /// Model preset or config path given to `pdsim calibrate`.
+    pub model: String,
+    /// GPU preset.
+    pub gpu: String,
+    /// GPUs per instance.
+    pub tp: u32,
+    /// Measurement files, as given.
+    pub files: Vec<String>,
+    /// Measurements fitted.
+    pub points: u32,
+}
+
+impl CalibrationFile {
+    /// Parses a calibration file's TOML; the error names the key at fault.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let de = toml::Deserializer::parse(text).map_err(|e| e.message().to_string())?;
+        let file: Self = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            let msg = inner.message().to_string();
+            if path.is_empty() || path == "." {
+                msg
+            } else {
+                format!("{path}: {msg}")
+            }
+        })?;
+        file.params.validate().map_err(|e| format!("params.{e}"))?;
+        Ok(file)
+    }
+
+    /// The file's text: a header comment and TOML.
+    pub fn to_toml(&self) -> String {
+        let body = toml::to_string(self).expect("a calibration serializes");
+        format!(
+            "# pdsim step-time calibration, written by `pdsim calibrate`.\n\
+             # Use it with `hardware.calibration = \"<this file>\"` in a scenario.\n\
+             # Efficiencies are fractions of the GPU's peaks; times are seconds.\n\n{body}"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::gpu_preset;
+
+    #[test]
+    fn named_calibrations_and_their_gpu_rule() {
+        let g = |n: &str| gpu_preset(n).unwrap();
+        assert_eq!(named("sglang-2025", &g("a100-sxm")), Some(SGLANG_2025));
+        assert_eq!(named("vllm-2023", &g("a100-sxm")), Some(VLLM_2023_A100));
+        for gpu in ["h100-sxm", "h200", "b200"] {
+            assert_eq!(named("vllm-2023", &g(gpu)), Some(VLLM_2023_H100));
+        }
+        assert_eq!(named("sglang-2024", &g("h100-sxm")), None);
+        assert_eq!(ComputeParams::default(), SGLANG_2025);
+        for p in [SGLANG_2025, VLLM_2023_A100, VLLM_2023_H100] {
+            p.validate().unwrap();
+        }
+        assert_eq!(CALIBRATIONS[0], DEFAULT_CALIBRATION);
+    }
+
+    #[test]
+    fn calibration_files_round_trip_and_name_bad_keys() {
+        let f = CalibrationFile {
+            measured: MeasuredOn {
+                model: "llama-3.1-8b".into(),
+                gpu: "h100-sxm".into(),
+                tp: 1,
+                files: vec!["a.csv".into()],
+                points: 12,
+            },
+            params: SGLANG_2025,
+        };
+        let text = f.to_toml();
+        assert_eq!(CalibrationFile::parse(&text).unwrap(), f);
+        let bad = text.replace("hbm_efficiency = 0.678", "hbm_efficiency = 1.7");
+        let e = CalibrationFile::parse(&bad).unwrap_err();
+        assert!(e.contains("params.hbm_efficiency"), "{e}");
+        let typo = text.replace("decode_overhead_s", "decode_overhead");
+        let e = CalibrationFile::parse(&typo).unwrap_err();
+        assert!(e.contains("decode_overhead"), "{e}");
+    }
+}

@@ -241,9 +241,8 @@ fn simulate(
     bar.finish();
     let summary = Summary::new(
         &world.collector,
-        stats.events,
-        stats.end_ns,
-        stats.cut_by_drain_timeout,
+        sc,
+        &stats.totals(),
         world.prefix_caches(),
     );
     Ok(Simulated {

@@ -85,6 +85,9 @@ pub struct HardwareSection {
     pub hbm_gb: Option<f64>,
     /// Override of the preset's HBM bandwidth, TB/s.
     pub hbm_tb_s: Option<f64>,
+    /// Price of one GPU-hour, US dollars: the summary and `pdsim plan` then give $/hour and
+    /// $/1M output tokens.
+    pub usd_per_gpu_hour: Option<f64>,
 }
 
 fn default_gpus_per_node() -> u32 {
@@ -97,7 +100,7 @@ fn default_gpus_per_node() -> u32 {
 pub struct PoolSection {
     /// Unique pool name (addressed by `--set pools.<name>.…`).
     pub name: String,
-    /// `prefill` or `decode`.
+    /// `prefill`, `decode`, or `colocated` (a plain sglang server).
     pub role: Role,
     /// Number of instances.
     pub instances: u32,
@@ -481,8 +484,22 @@ fn default_queue_size() -> u32 {
 #[derive(Clone, Debug, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct SloSection {
-    /// Time-to-first-token target, ms.
+    /// Per-request time-to-first-token threshold (attainment, goodput), ms.
     pub ttft_ms: Option<f64>,
-    /// Time-per-output-token target, ms.
+    /// Per-request time-per-output-token threshold (attainment, goodput), ms.
     pub tpot_ms: Option<f64>,
+    /// Median TTFT target over arrived requests (failed ones count as never), ms.
+    pub ttft_p50_ms: Option<f64>,
+    /// 90th-percentile TTFT target, ms.
+    pub ttft_p90_ms: Option<f64>,
+    /// 99th-percentile TTFT target, ms.
+    pub ttft_p99_ms: Option<f64>,
+    /// Median TPOT target, ms.
+    pub tpot_p50_ms: Option<f64>,
+    /// 90th-percentile TPOT target, ms.
+    pub tpot_p90_ms: Option<f64>,
+    /// 99th-percentile TPOT target, ms.
+    pub tpot_p99_ms: Option<f64>,
+    /// Least share of arrived requests that must meet `ttft_ms` and `tpot_ms`, in (0, 1].
+    pub attainment_min: Option<f64>,
 }

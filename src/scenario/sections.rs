@@ -141,15 +141,31 @@ pub(super) fn pools(
             ));
         }
     }
-    for role in [Role::Prefill, Role::Decode] {
-        if !pools.iter().any(|p| p.role == role) {
-            return Err(c.err(
-                "pools",
-                format!(
-                    "no {} pool: a PD cluster needs at least one [[pools]] with role = \"prefill\" and one with role = \"decode\"",
-                    role.as_str()
-                ),
-            ));
+    let colocated = pools.iter().find(|p| p.role == Role::Colocated);
+    let pd = pools.iter().find(|p| p.role != Role::Colocated);
+    if let (Some(co), Some(other)) = (colocated, pd) {
+        // A colocated server is the baseline a PD cluster is compared with, not a part of one:
+        // the router of a PD cluster picks a (prefill, decode) pair, a plain server's picks one.
+        return Err(c.err(
+            &format!("pools.{}.role", co.name),
+            format!(
+                "a scenario is either a PD cluster (prefill and decode pools) or colocated servers (only role = \"colocated\" pools); pool {:?} is {} — compare the two with `pdsim sweep --vary` over two scenarios' pools",
+                other.name,
+                other.role.as_str()
+            ),
+        ));
+    }
+    if colocated.is_none() {
+        for role in [Role::Prefill, Role::Decode] {
+            if !pools.iter().any(|p| p.role == role) {
+                return Err(c.err(
+                    "pools",
+                    format!(
+                        "no {} pool: a PD cluster needs at least one [[pools]] with role = \"prefill\" and one with role = \"decode\" (or use only role = \"colocated\" pools for plain sglang servers)",
+                        role.as_str()
+                    ),
+                ));
+            }
         }
     }
     pools.sort_by_key(|p| p.role);
@@ -260,6 +276,34 @@ pub(super) fn sglang_and_slo(
         slo.tpot_ns = Some(ns_from_secs_ceil(
             c.within_clock("slo.tpot_ms", t, 1e-3, "ms")? / 1e3,
         ));
+    }
+    let s = &file.slo;
+    let pct = |name: &str, v: Option<f64>| -> Result<Option<f64>, ScenarioError> {
+        v.map(|t| {
+            let key = format!("slo.{name}");
+            c.positive(&key, t, "ms")?;
+            c.within_clock(&key, t, 1e-3, "ms")
+        })
+        .transpose()
+    };
+    slo.ttft_pct_ms = [
+        pct("ttft_p50_ms", s.ttft_p50_ms)?,
+        pct("ttft_p90_ms", s.ttft_p90_ms)?,
+        pct("ttft_p99_ms", s.ttft_p99_ms)?,
+    ];
+    slo.tpot_pct_ms = [
+        pct("tpot_p50_ms", s.tpot_p50_ms)?,
+        pct("tpot_p90_ms", s.tpot_p90_ms)?,
+        pct("tpot_p99_ms", s.tpot_p99_ms)?,
+    ];
+    if let Some(a) = s.attainment_min {
+        if !(a > 0.0 && a <= 1.0) {
+            return Err(c.err(
+                "slo.attainment_min",
+                format!("must be a share of arrived requests in (0, 1], e.g. 0.9; got {a}"),
+            ));
+        }
+        slo.attainment_min = Some(a);
     }
     let sglang = SglangParams {
         profile,

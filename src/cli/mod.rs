@@ -1,7 +1,10 @@
 //! The command line: one file per verb. `main.rs` only parses and maps errors to exit codes.
 
 pub mod layout;
+pub mod merge;
+pub mod plan;
 pub mod run;
+pub mod sweep;
 pub mod trace;
 
 use std::path::PathBuf;
@@ -26,6 +29,12 @@ pub enum Command {
     Trace(trace::TraceArgs),
     /// Print the KV and state regions one rank registers (sglang's kv_args).
     Layout(layout::LayoutArgs),
+    /// Run a grid of scenario values × seeds in parallel (summary only per point).
+    Sweep(sweep::SweepArgs),
+    /// Join the shards of a sweep (`pdsim sweep --shard I/N`).
+    Merge(merge::MergeArgs),
+    /// The cheapest grid point meeting [slo] at a rate, or each point's highest rate.
+    Plan(plan::PlanArgs),
 }
 
 /// Why a verb failed, with its exit code.
@@ -49,6 +58,9 @@ pub enum CliError {
     /// A file could not be read or written (exit 3).
     #[error("{0}")]
     Io(#[from] crate::report::IoError),
+    /// A sweep or plan failed.
+    #[error("{0}")]
+    Plan(#[from] crate::plan::PlanError),
     /// Standard output was closed by its reader (`pdsim ... | head`): not a failure, so exit 0
     /// without a message, as `head`'s other writers (coreutils, ripgrep) do.
     #[error("standard output closed")]
@@ -65,6 +77,8 @@ impl CliError {
             | CliError::Layout(_)
             | CliError::Scenario(_) => 2,
             CliError::Io(_) => 3,
+            CliError::Plan(crate::plan::PlanError::Io(_)) => 3,
+            CliError::Plan(_) => 2,
             CliError::ClosedStdout => 0,
         }
     }
@@ -96,6 +110,9 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Run(args) => run::run(&args).map(|_| ()),
         Command::Trace(args) => trace::run(&args),
         Command::Layout(args) => layout::run(&args),
+        Command::Sweep(args) => sweep::run(&args),
+        Command::Merge(args) => merge::run(&args),
+        Command::Plan(args) => plan::run(&args),
     }
 }
 

@@ -253,7 +253,7 @@ pub struct SglangParams {
 
 /// Latency targets (`[slo]`): per-request thresholds for attainment, percentile targets, and
 /// the least attainment a run must reach to meet them.
-#[derive(Clone, Copy, Debug, Serialize, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, Default, PartialEq)]
 pub struct Slo {
     /// Per-request TTFT threshold, ns.
     pub ttft_ns: Option<Nanos>,

@@ -136,6 +136,12 @@ pub enum Lengths {
     },
     /// Uniform choice among these lengths (from a file).
     Empirical(std::sync::Arc<Vec<u32>>),
+    /// `workload.lengths = { path }`: the prompt of a uniformly chosen (input, output) pair of
+    /// a trace. The workload draws the pair once and takes its output from the same pair
+    /// ([`Lengths::PairedOutput`]), so the correlation of the two survives.
+    PairedInput(std::sync::Arc<Vec<(u32, u32)>>),
+    /// The output of the pair drawn for [`Lengths::PairedInput`].
+    PairedOutput(std::sync::Arc<Vec<(u32, u32)>>),
 }
 
 impl Lengths {
@@ -145,6 +151,8 @@ impl Lengths {
             Lengths::Fixed(v) => *v,
             Lengths::Uniform { max, .. } | Lengths::Lognormal { max, .. } => *max,
             Lengths::Empirical(v) => v.iter().copied().max().unwrap_or(0),
+            Lengths::PairedInput(v) => v.iter().map(|p| p.0).max().unwrap_or(0),
+            Lengths::PairedOutput(v) => v.iter().map(|p| p.1).max().unwrap_or(0),
         }
     }
 }

@@ -115,8 +115,9 @@ pub struct CacheStats {
     pub hit_rate: f64,
 }
 
-/// Time-weighted utilisation of one pool over the run and what bound it. Shares are 0–1,
-/// averaged over the pool's instances; `null` when the run has no simulated time.
+/// Time-weighted utilisation of one pool over the arrival window (the steady state; the drain
+/// tail would dilute it) and what bound it. Shares are 0–1, averaged over the pool's
+/// instances; `null` when the window has no simulated time.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct PoolUsage {
     /// Pool name.
@@ -182,7 +183,9 @@ pub struct PoolGauges {
 pub const BINDING: f64 = 0.8;
 
 /// What bound a pool, first match in this order: `fabric` (NIC utilisation ≥ [`BINDING`]),
-/// `kv_memory` (KV occupancy ≥ [`BINDING`]: decode's prealloc waits for pages), `batch_cap`
+/// `kv_memory` (KV occupancy ≥ [`BINDING`]; or, on decode, requests waited in the prealloc
+/// queue more than half the time — it waits for nothing but pages, including sglang's 512
+/// reserved tokens per request held, so the pool is full before its pages are), `batch_cap`
 /// (batch at ≥ 90 % of `max_running_requests`), `compute` (prefill or colocated forwards run
 /// ≥ [`BINDING`] of the time), `queue` (requests waited more than half the time without any
 /// of those: admission is the limit, e.g. a dead transfer shard), else `none`. Decode's busy
@@ -191,10 +194,11 @@ pub fn bottleneck(role: Role, u: &PoolUsage) -> &'static str {
     let at = |v: Option<f64>, t: f64| v.is_some_and(|v| v >= t);
     if at(u.link_utilisation, BINDING) {
         "fabric"
-    } else if at(u.kv_occupancy, BINDING) {
-        "kv_memory"
     } else if at(u.batch_occupancy, 0.9) {
         "batch_cap"
+    } else if at(u.kv_occupancy, BINDING) || (role == Role::Decode && at(u.queue_nonempty, 0.5))
+    {
+        "kv_memory"
     } else if role != Role::Decode && at(u.busy, BINDING) {
         "compute"
     } else if at(u.queue_nonempty, 0.5) {
@@ -333,7 +337,7 @@ impl Summary {
                 bandwidth_gbps: c.bandwidth.summary(1e-3),
                 retransmitted_bytes: c.retransmitted_bytes.round() as u64,
             },
-            pools: run.pools.iter().map(|g| g.usage(run.end_ns)).collect(),
+            pools: run.pools.iter().map(|g| g.usage(window_end)).collect(),
             cluster: ClusterSummary {
                 gpus,
                 nodes: run.nodes,
@@ -395,5 +399,66 @@ pub fn slo_summary(c: &Collector, slo: &Slo, span_s: f64) -> SloSummary {
         goodput_requests_per_s: c.slo_met as f64 / span_s,
         met: (!targets.is_empty()).then(|| targets.iter().all(|t| t.met)),
         targets,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(busy: f64, kv: f64, batch: Option<f64>, queue: f64, link: f64) -> PoolUsage {
+        PoolUsage {
+            pool: "p".into(),
+            role: "decode",
+            instances: 1,
+            gpus: 1,
+            busy: Some(busy),
+            batch_mean: Some(1.0),
+            batch_occupancy: batch,
+            kv_occupancy: Some(kv),
+            queue_mean: Some(queue),
+            queue_nonempty: Some(queue),
+            link_utilisation: Some(link),
+            bottleneck: "none",
+        }
+    }
+
+    #[test]
+    fn bottlenecks_follow_the_binding_signal() {
+        // Decode busy all the time with headroom everywhere: no bottleneck (busy is no signal).
+        assert_eq!(bottleneck(Role::Decode, &usage(1.0, 0.3, None, 0.0, 0.1)), "none");
+        // The same busy share on a prefill is compute.
+        assert_eq!(bottleneck(Role::Prefill, &usage(0.95, 0.3, None, 0.9, 0.1)), "compute");
+        // A decode whose prealloc queue is rarely empty waits for KV pages.
+        assert_eq!(bottleneck(Role::Decode, &usage(1.0, 0.6, None, 0.7, 0.1)), "kv_memory");
+        assert_eq!(bottleneck(Role::Decode, &usage(1.0, 0.6, Some(0.95), 0.7, 0.1)), "batch_cap");
+        assert_eq!(bottleneck(Role::Prefill, &usage(0.5, 0.1, None, 0.1, 0.9)), "fabric");
+        assert_eq!(bottleneck(Role::Prefill, &usage(0.3, 0.1, None, 0.8, 0.1)), "queue");
+    }
+
+    #[test]
+    fn gauges_become_shares_and_no_time_is_null() {
+        let g = PoolGauges {
+            pool: "d".into(),
+            role: Some(Role::Decode),
+            instances: 2,
+            gpus: 2,
+            batch_cap: Some(10),
+            busy_ns: 2e9,
+            running_ns: 20e9,
+            kv_ns: 1e9,
+            queued_ns: 0.0,
+            queue_nonempty_ns: 0.0,
+            nic_bytes: 50.0,
+            nic_bytes_per_ns: 1.0,
+        };
+        let u = g.usage(1_000_000_000);
+        assert_eq!(u.busy, Some(1.0));
+        assert_eq!(u.batch_mean, Some(10.0));
+        assert_eq!(u.batch_occupancy, Some(1.0));
+        assert_eq!(u.kv_occupancy, Some(0.5));
+        assert_eq!(u.bottleneck, "batch_cap");
+        let none = g.usage(0);
+        assert_eq!((none.busy, none.kv_occupancy, none.link_utilisation), (None, None, None));
     }
 }

@@ -90,14 +90,11 @@ fn latency_chart(vs: &[PointVerdict], grid: &Grid, metric: &str, target: Option<
         }
     }
     let xmax = nice_max(series.values().flatten().map(|p| p.0).fold(0.0, f64::max));
-    let ymax = nice_max(
-        series
-            .values()
-            .flatten()
-            .map(|p| p.1)
-            .chain(target)
-            .fold(0.0, f64::max),
-    );
+    // Latency past saturation grows by orders of magnitude: a log axis keeps the knee visible.
+    let ys = || series.values().flatten().map(|p| p.1).chain(target);
+    let ymax = nice_max(ys().fold(0.0, f64::max));
+    let ymin = ys().fold(f64::INFINITY, f64::min).max(1e-3) / 2.0;
+    let ymin = 10f64.powf(ymin.log10().floor()).min(ymax / 10.0);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
@@ -108,14 +105,14 @@ fn latency_chart(vs: &[PointVerdict], grid: &Grid, metric: &str, target: Option<
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+            .build_cartesian_2d(0.0..xmax, (ymin..ymax).log_scale())
         else {
             return svg_fallback("no data");
         };
         let _ = chart
             .configure_mesh()
             .x_desc("requests/s")
-            .y_desc("ms")
+            .y_desc("ms (log)")
             .draw();
         for (k, (name, mut pts)) in series.into_iter().enumerate() {
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -268,9 +265,18 @@ fn heatmap(vs: &[PointVerdict]) -> Option<String> {
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0..ps.len() as i32, 0..ds.len() as i32)
+            .build_cartesian_2d(
+                (0..ps.len() as i32).into_segmented(),
+                (0..ds.len() as i32).into_segmented(),
+            )
         else {
             return None;
+        };
+        let name = |v: &[u32], s: &SegmentValue<i32>| match s {
+            SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                v.get(*i as usize).map_or(String::new(), |x| x.to_string())
+            }
+            SegmentValue::Last => String::new(),
         };
         let _ = chart
             .configure_mesh()
@@ -279,8 +285,8 @@ fn heatmap(vs: &[PointVerdict]) -> Option<String> {
             .y_desc("decode instances")
             .x_labels(ps.len() + 1)
             .y_labels(ds.len() + 1)
-            .x_label_formatter(&|i| ps.get(*i as usize).map_or(String::new(), |v| v.to_string()))
-            .y_label_formatter(&|i| ds.get(*i as usize).map_or(String::new(), |v| v.to_string()))
+            .x_label_formatter(&|s| name(&ps, s))
+            .y_label_formatter(&|s| name(&ds, s))
             .draw();
         for (i, p) in ps.iter().enumerate() {
             for (j, d) in ds.iter().enumerate() {
@@ -293,13 +299,16 @@ fn heatmap(vs: &[PointVerdict]) -> Option<String> {
                 );
                 let (x, y) = (i as i32, j as i32);
                 let _ = chart.draw_series(std::iter::once(Rectangle::new(
-                    [(x, y), (x + 1, y + 1)],
+                    [
+                        (SegmentValue::Exact(x), SegmentValue::Exact(y)),
+                        (SegmentValue::Exact(x + 1), SegmentValue::Exact(y + 1)),
+                    ],
                     color.filled(),
                 )));
                 let _ = chart.draw_series(std::iter::once(Text::new(
                     format!("{g:.2}"),
-                    (x, y + 1),
-                    ("sans-serif", 14),
+                    (SegmentValue::CenterOf(x), SegmentValue::CenterOf(y)),
+                    ("sans-serif", 16),
                 )));
             }
         }

@@ -327,6 +327,9 @@ pub struct WorkloadSection {
     pub input_tokens: Option<LengthSection>,
     /// Output lengths, tokens.
     pub output_tokens: Option<LengthSection>,
+    /// Instead of `input_tokens` and `output_tokens`: (input, output) pairs sampled together
+    /// from a trace's rows (`{ path = "..." }`), keeping their correlation.
+    pub lengths: Option<PairedLengthsSection>,
     /// A trace to replay instead.
     pub trace: Option<TraceSection>,
 }
@@ -412,6 +415,14 @@ pub enum LengthSection {
         /// The file, relative to the scenario file.
         path: String,
     },
+}
+
+/// `lengths = { path }`: paired (input, output) lengths from a trace or lengths-only CSV.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PairedLengthsSection {
+    /// The file (any trace format, or a lengths-only CSV), relative to the scenario file.
+    pub path: String,
 }
 
 /// `trace = { path, format, time_scale, rate_per_s, limit }`

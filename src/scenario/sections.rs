@@ -221,16 +221,30 @@ pub(super) fn fabric(
 
 /// `[workload]`: a trace or a synthetic generator.
 pub(super) fn workload(c: &Checker, w: &file::WorkloadSection) -> Result<Workload, ScenarioError> {
+    if w.lengths.is_some() && (w.input_tokens.is_some() || w.output_tokens.is_some()) {
+        return Err(c.err(
+            "workload.lengths",
+            "lengths = { path } gives input and output lengths together: remove input_tokens and output_tokens, or remove lengths",
+        ));
+    }
     Ok(
-        match (&w.trace, &w.arrival, &w.input_tokens, &w.output_tokens) {
-            (Some(t), None, None, None) => super::trace_workload(c, t)?,
+        match (&w.trace, &w.arrival, &w.input_tokens, &w.output_tokens, &w.lengths) {
+            (Some(t), None, None, None, None) => super::trace_workload(c, t)?,
             (Some(_), ..) => {
                 return Err(c.err(
                 "workload.trace",
-                "a trace gives arrivals and lengths itself: remove arrival, input_tokens and output_tokens, or remove trace",
+                "a trace gives arrivals and lengths itself: remove arrival, input_tokens, output_tokens and lengths, or remove trace",
             ));
             }
-            (None, Some(a), Some(i), Some(o)) => Workload::Synthetic {
+            (None, Some(a), None, None, Some(l)) => {
+                let pairs = paired_lengths(c, &l.path)?;
+                Workload::Synthetic {
+                    arrival: super::arrival(c, a)?,
+                    input: crate::config::Lengths::PairedInput(pairs.clone()),
+                    output: crate::config::Lengths::PairedOutput(pairs),
+                }
+            }
+            (None, Some(a), Some(i), Some(o), None) => Workload::Synthetic {
                 arrival: super::arrival(c, a)?,
                 input: super::lengths(c, "workload.input_tokens", i)?,
                 output: super::lengths(c, "workload.output_tokens", o)?,
@@ -238,11 +252,31 @@ pub(super) fn workload(c: &Checker, w: &file::WorkloadSection) -> Result<Workloa
             _ => {
                 return Err(c.err(
                 "workload",
-                "give either trace = { path = \"...\" } or all of arrival, input_tokens and output_tokens, e.g. arrival = { process = \"poisson\", rate_per_s = 8 }",
+                "give either trace = { path = \"...\" }, or arrival with input_tokens and output_tokens, or arrival with lengths = { path = \"...\" } (paired), e.g. arrival = { process = \"poisson\", rate_per_s = 8 }",
             ));
             }
         },
     )
+}
+
+/// The (input, output) pairs of `workload.lengths.path`; every pair ≥ 1 token each.
+fn paired_lengths(
+    c: &Checker,
+    rel: &str,
+) -> Result<std::sync::Arc<Vec<(u32, u32)>>, ScenarioError> {
+    let key = "workload.lengths.path";
+    let pairs = crate::workload::trace::read_lengths(&c.resolve_path(rel))
+        .map_err(|e| c.err(key, e.to_string()))?;
+    if pairs.is_empty() {
+        return Err(c.err(key, "the file has no rows: nothing to sample lengths from"));
+    }
+    if let Some(i) = pairs.iter().position(|p| p.0 == 0 || p.1 == 0) {
+        return Err(c.err(
+            key,
+            format!("row {} has a length of 0 tokens (input {}, output {}); every request needs ≥ 1 of each", i + 1, pairs[i].0, pairs[i].1),
+        ));
+    }
+    Ok(std::sync::Arc::new(pairs))
 }
 
 /// `[sglang]` and `[slo]`.

@@ -49,6 +49,8 @@ struct Gauge {
     queue_nonempty_ns: f64,
     /// Busy time of the ticks already closed, ns.
     busy_ns: f64,
+    /// Bytes the NICs moved in the instance's direction in the ticks already closed.
+    nic_bytes: f64,
 }
 
 impl Sampler {
@@ -110,8 +112,11 @@ impl World<'_> {
         } else {
             f64::from(core.pages.used()) / f64::from(total)
         };
+        // Integrate up to the arrival window's end only: the summary's utilisation, like its
+        // throughput, describes the steady state, not the drain tail where load falls to 0.
+        let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
         let g = &mut self.sampler.gauges[i];
-        let dt = (now - g.last_ns) as f64;
+        let dt = (now.min(end).max(g.last_ns) - g.last_ns) as f64;
         g.running_ns += f64::from(g.running) * dt;
         g.queued_ns += f64::from(g.queued) * dt;
         g.kv_ns += g.kv_share * dt;
@@ -134,10 +139,12 @@ impl World<'_> {
             .collect()
     }
 
-    /// The time integrals of every pool, for `summary.json` (observes every instance first).
+    /// The time integrals of every pool over the arrival window, for `summary.json` (observes
+    /// every instance first). Busy time and NIC bytes are counted per simulated second (the
+    /// ticks), the gauges at every step.
     pub(crate) fn pool_gauges(&mut self) -> Vec<crate::metrics::summary::PoolGauges> {
         let now = self.q.now();
-        self.fabric.settle_all(now);
+        let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
         let mut out: Vec<crate::metrics::summary::PoolGauges> = self
             .sc
             .pools
@@ -153,23 +160,22 @@ impl World<'_> {
             .collect();
         for c in self.all_cores() {
             self.observe(c);
-            let (core, role, _, _) = state_of(&mut self.prefills, &mut self.decodes, &mut self.colocated, c);
-            let busy_open = if core.busy {
-                (now - core.tick.busy_since) as f64
+            let (core, _, _, _) = state_of(&mut self.prefills, &mut self.decodes, &mut self.colocated, c);
+            // The open second counts when the window is still open (a run cut short).
+            let busy_tick = if now <= end {
+                core.tick.busy_ns as f64
+                    + if core.busy {
+                        (now - core.tick.busy_since) as f64
+                    } else {
+                        0.0
+                    }
             } else {
                 0.0
             };
-            let busy_tick = core.tick.busy_ns as f64 + busy_open;
             let (i, pool) = (core.instance.idx(), core.pool.idx());
-            let nics = core.nics.clone();
+            let nics = core.nics.len();
             let g = self.sampler.gauges[i];
-            let bytes: f64 = nics
-                .iter()
-                .map(|&n| {
-                    let (tx, rx) = self.fabric.nic_bytes(n);
-                    if role == Role::Prefill { tx } else { rx }
-                })
-                .sum();
+            let bytes = g.nic_bytes;
             let o = &mut out[pool];
             o.busy_ns += g.busy_ns + busy_tick;
             o.running_ns += g.running_ns;
@@ -177,7 +183,7 @@ impl World<'_> {
             o.kv_ns += g.kv_ns;
             o.queue_nonempty_ns += g.queue_nonempty_ns;
             o.nic_bytes += bytes;
-            o.nic_bytes_per_ns += self.sc.fabric.nic_bytes_per_ns * nics.len() as f64;
+            o.nic_bytes_per_ns += self.sc.fabric.nic_bytes_per_ns * nics as f64;
         }
         // Colocated servers move no KV: their NICs carry nothing worth a utilisation.
         for o in &mut out {
@@ -222,7 +228,11 @@ impl World<'_> {
             busy_fraction: core.tick.busy_ns as f64 / NS_PER_S as f64,
             link_utilisation: (moved / capacity).clamp(0.0, 1.0),
         };
-        self.sampler.gauges[i].busy_ns += core.tick.busy_ns as f64;
+        if now <= self.collector.window_end_ns.unwrap_or(Nanos::MAX) {
+            let g = &mut self.sampler.gauges[i];
+            g.busy_ns += core.tick.busy_ns as f64;
+            g.nic_bytes += moved;
+        }
         core.tick.arrivals = 0;
         core.tick.busy_ns = 0;
         core.tick.tokens = 0;

@@ -17,7 +17,11 @@ pub struct PlanArgs {
     pub scenario: PathBuf,
     /// The arrival rate to plan for, requests/s: finds the cheapest grid point (fewest GPUs,
     /// then nodes) that meets `[slo]` on every seed.
-    #[arg(long, conflicts_with = "max_rate", required_unless_present = "max_rate")]
+    #[arg(
+        long,
+        conflicts_with = "max_rate",
+        required_unless_present = "max_rate"
+    )]
     pub rate: Option<f64>,
     /// Instead: every grid point's highest rate that meets `[slo]` on every seed (bisection).
     #[arg(long)]
@@ -105,7 +109,9 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
                 let vals = grid.values_of(p).join(", ");
                 let rate = r
                     .max_rate_per_s
-                    .map_or("below the lowest rate tried".into(), |v| format!("{v:.2} req/s"));
+                    .map_or("below the lowest rate tried".into(), |v| {
+                        format!("{v:.2} req/s")
+                    });
                 out += &format!("  [{vals}] {} GPUs: {rate}\n", r.gpus.unwrap_or(0));
             }
             super::print_out(&out)?;

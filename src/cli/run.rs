@@ -91,7 +91,17 @@ pub fn load(args: &RunArgs) -> Result<Scenario, CliError> {
 
 /// Runs the scenario and writes every result file.
 pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
-    let sc = load(args)?;
+    let sc = match load(args) {
+        Ok(sc) => sc,
+        Err(e) => {
+            // An invalid scenario is a failed run too: an earlier run's results in the folder
+            // named by --out must not pass for this one's.
+            if let Some(out) = args.out.as_deref().filter(|o| o.is_dir()) {
+                let _ = clear_results(out);
+            }
+            return Err(e);
+        }
+    };
     let dir = args
         .out
         .clone()
@@ -181,6 +191,54 @@ impl Progress {
     }
 }
 
+/// The files a run writes (besides `charts/`). A run removes them from its folder before it
+/// starts and again if it fails, so a failed run never leaves an earlier run's
+/// `summary.json` looking like its own.
+pub const RESULT_FILES: [&str; 9] = [
+    "summary.json",
+    "run.json",
+    "requests.csv",
+    "timeseries.csv",
+    "links.csv",
+    "index.html",
+    "summary.md",
+    "trace.json",
+    "charts",
+];
+
+/// Removes an earlier run's result files from `dir` (a missing file is fine).
+pub fn clear_results(dir: &Path) -> Result<(), CliError> {
+    for f in RESULT_FILES {
+        let p = dir.join(f);
+        let gone = if p.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+        match gone {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(CliError::Io(IoError { path: p, source })),
+        }
+    }
+    Ok(())
+}
+
+/// Runs `body` into a cleared `dir`; if it fails, what it wrote is removed too.
+fn fresh_run(
+    dir: &Path,
+    body: impl FnOnce() -> Result<RunOutput, CliError>,
+) -> Result<RunOutput, CliError> {
+    std::fs::create_dir_all(dir).map_err(in_dir(dir))?;
+    clear_results(dir)?;
+    let out = body();
+    if out.is_err() {
+        // Best effort: the error being reported matters more than a file we could not remove.
+        let _ = clear_results(dir);
+    }
+    out
+}
+
 /// Runs a loaded scenario into `dir`, with a progress bar if `show_progress` and stderr is a
 /// terminal.
 pub fn run_scenario_with(
@@ -189,7 +247,15 @@ pub fn run_scenario_with(
     show_progress: bool,
     charts: ImageFormat,
 ) -> Result<RunOutput, CliError> {
-    std::fs::create_dir_all(dir).map_err(in_dir(dir))?;
+    fresh_run(dir, || write_full_run(sc, dir, show_progress, charts))
+}
+
+fn write_full_run(
+    sc: &Scenario,
+    dir: &Path,
+    show_progress: bool,
+    charts: ImageFormat,
+) -> Result<RunOutput, CliError> {
     let started = Instant::now();
     let mut sink = CsvSink::create(dir)?;
     let io = in_dir(dir);
@@ -239,12 +305,7 @@ fn simulate(
     let stats =
         world.run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))?;
     bar.finish();
-    let summary = Summary::new(
-        &world.collector,
-        sc,
-        &stats.totals(),
-        world.prefix_caches(),
-    );
+    let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches());
     Ok(Simulated {
         summary,
         kv_pages: world.kv_pages(),
@@ -260,7 +321,14 @@ pub fn run_summary_only(
     dir: &Path,
     show_progress: bool,
 ) -> Result<RunOutput, CliError> {
-    std::fs::create_dir_all(dir).map_err(in_dir(dir))?;
+    fresh_run(dir, || write_summary_only(sc, dir, show_progress))
+}
+
+fn write_summary_only(
+    sc: &Scenario,
+    dir: &Path,
+    show_progress: bool,
+) -> Result<RunOutput, CliError> {
     let started = Instant::now();
     let sim = simulate(sc, &mut crate::metrics::NullSink, show_progress).map_err(in_dir(dir))?;
     write_json(&dir.join("summary.json"), &sim.summary)?;

@@ -106,18 +106,18 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), CliError> {
 
 /// Writes a whole sweep's (or a shard's) files: `sweep.csv`, `sweep.json` and, for a whole
 /// sweep, `index.html`.
-pub fn write_sweep(
-    dir: &Path,
-    m: &Manifest,
-    rows: &[(usize, SweepRow)],
-) -> Result<(), CliError> {
+pub fn write_sweep(dir: &Path, m: &Manifest, rows: &[(usize, SweepRow)]) -> Result<(), CliError> {
     write(dir, "sweep.csv", &plan::sweep_csv(&m.grid, rows)?)?;
     let json = serde_json::to_string_pretty(m).expect("a manifest serializes") + "\n";
     write(dir, "sweep.json", json.as_bytes())?;
     if m.shard.is_none() {
         let only: Vec<SweepRow> = rows.iter().map(|r| r.1.clone()).collect();
         let title = format!("pdsim sweep: {}", m.scenario);
-        write(dir, "index.html", plan::report::index_html(m, &only, &title).as_bytes())?;
+        write(
+            dir,
+            "index.html",
+            plan::report::index_html(m, &only, &title).as_bytes(),
+        )?;
     }
     Ok(())
 }
@@ -156,7 +156,10 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
             indexed.len(),
             m.grid.points(),
             m.grid.seeds.len(),
-            shard.map_or(String::new(), |s| format!(", shard {}/{}", s.index, s.count)),
+            shard.map_or(String::new(), |s| format!(
+                ", shard {}/{}",
+                s.index, s.count
+            )),
             if infeasible > 0 {
                 format!(", {infeasible} infeasible (see the error column)")
             } else {

@@ -284,7 +284,11 @@ impl Slo {
         self.ttft_ns.is_some()
             || self.tpot_ns.is_some()
             || self.attainment_min.is_some()
-            || self.ttft_pct_ms.iter().chain(&self.tpot_pct_ms).any(Option::is_some)
+            || self
+                .ttft_pct_ms
+                .iter()
+                .chain(&self.tpot_pct_ms)
+                .any(Option::is_some)
     }
 }
 

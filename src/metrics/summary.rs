@@ -182,24 +182,31 @@ pub struct PoolGauges {
 /// queueing delay grow quickly (an M/D/1 queue at 80 % load already waits 2 service times).
 pub const BINDING: f64 = 0.8;
 
-/// What bound a pool, first match in this order: `fabric` (NIC utilisation ≥ [`BINDING`]),
-/// `kv_memory` (KV occupancy ≥ [`BINDING`]; or, on decode, requests waited in the prealloc
-/// queue more than half the time — it waits for nothing but pages, including sglang's 512
-/// reserved tokens per request held, so the pool is full before its pages are), `batch_cap`
-/// (batch at ≥ 90 % of `max_running_requests`), `compute` (prefill or colocated forwards run
-/// ≥ [`BINDING`] of the time), `queue` (requests waited more than half the time without any
-/// of those: admission is the limit, e.g. a dead transfer shard), else `none`. Decode's busy
-/// share is not a signal (see [`PoolUsage::busy`]): its compute shows in TPOT, not here.
+/// What bound a pool, first match in this order:
+/// - `fabric`: NIC utilisation ≥ [`BINDING`];
+/// - `batch_cap`: the batch at ≥ 90 % of `max_running_requests`;
+/// - `kv_memory`: KV occupancy ≥ [`BINDING`]; or, on decode, requests waited in the prealloc
+///   queue ≥ 10 % of the time — it waits for nothing but pages, including sglang's 512
+///   reserved tokens per request held, so the pool is full before its pages are;
+/// - `compute`: a prefill's forwards ran ≥ [`BINDING`] of the time; or, on a colocated server,
+///   requests waited ≥ 10 % of the time (its waiting queue waits for the step's token budget);
+/// - `queue`: requests waited more than half the time without any of those (admission is the
+///   limit, e.g. a dead transfer shard);
+/// - else `none`.
+///
+/// Decode's and a colocated server's busy share is not a signal (see [`PoolUsage::busy`]): a
+/// continuous batch steps whenever it holds anyone.
 pub fn bottleneck(role: Role, u: &PoolUsage) -> &'static str {
     let at = |v: Option<f64>, t: f64| v.is_some_and(|v| v >= t);
     if at(u.link_utilisation, BINDING) {
         "fabric"
     } else if at(u.batch_occupancy, 0.9) {
         "batch_cap"
-    } else if at(u.kv_occupancy, BINDING) || (role == Role::Decode && at(u.queue_nonempty, 0.5))
-    {
+    } else if at(u.kv_occupancy, BINDING) || (role == Role::Decode && at(u.queue_nonempty, 0.1)) {
         "kv_memory"
-    } else if role != Role::Decode && at(u.busy, BINDING) {
+    } else if (role == Role::Prefill && at(u.busy, BINDING))
+        || (role == Role::Colocated && at(u.queue_nonempty, 0.1))
+    {
         "compute"
     } else if at(u.queue_nonempty, 0.5) {
         "queue"
@@ -293,7 +300,12 @@ pub struct RunTotals {
 
 impl Summary {
     /// Builds the summary from the run's aggregates.
-    pub fn new(c: &Collector, sc: &Scenario, run: &RunTotals, prefix_cache: Vec<CacheStats>) -> Self {
+    pub fn new(
+        c: &Collector,
+        sc: &Scenario,
+        run: &RunTotals,
+        prefix_cache: Vec<CacheStats>,
+    ) -> Self {
         let secs = |ns: Nanos| ns as f64 / NS_PER_S as f64;
         let span = secs(run.end_ns).max(1e-9);
         let window_end = c.window_end_ns.unwrap_or(run.end_ns).min(run.end_ns.max(1));
@@ -307,7 +319,11 @@ impl Summary {
             output_tokens_per_s: w.output_tokens as f64 / wspan,
             goodput_requests_per_s: w.slo_met as f64 / wspan,
         };
-        let gpus: u32 = sc.pools.iter().map(|p| p.instances * p.server.tp_size).sum();
+        let gpus: u32 = sc
+            .pools
+            .iter()
+            .map(|p| p.instances * p.server.tp_size)
+            .sum();
         let usd_per_hour = sc.usd_per_gpu_hour.map(|u| u * f64::from(gpus));
         let usd_per_1m_output_tokens = usd_per_hour
             .filter(|_| window.output_tokens_per_s > 0.0)
@@ -365,7 +381,10 @@ pub fn slo_summary(c: &Collector, slo: &Slo, span_s: f64) -> SloSummary {
     let mut targets = Vec::new();
     let pct = |h: &super::Histogram, population: u64, q: u32| -> Option<f64> {
         let rank = (u64::from(q) * population).div_ceil(100).max(1);
-        (population > 0).then(|| h.at_rank(rank)).flatten().map(|ns| ns * 1e-6)
+        (population > 0)
+            .then(|| h.at_rank(rank))
+            .flatten()
+            .map(|ns| ns * 1e-6)
     };
     let tpot_population = arrived.saturating_sub(c.one_token_completed);
     for (metric, targets_ms, h, population) in [
@@ -426,14 +445,41 @@ mod tests {
     #[test]
     fn bottlenecks_follow_the_binding_signal() {
         // Decode busy all the time with headroom everywhere: no bottleneck (busy is no signal).
-        assert_eq!(bottleneck(Role::Decode, &usage(1.0, 0.3, None, 0.0, 0.1)), "none");
+        assert_eq!(
+            bottleneck(Role::Decode, &usage(1.0, 0.3, None, 0.0, 0.1)),
+            "none"
+        );
         // The same busy share on a prefill is compute.
-        assert_eq!(bottleneck(Role::Prefill, &usage(0.95, 0.3, None, 0.9, 0.1)), "compute");
-        // A decode whose prealloc queue is rarely empty waits for KV pages.
-        assert_eq!(bottleneck(Role::Decode, &usage(1.0, 0.6, None, 0.7, 0.1)), "kv_memory");
-        assert_eq!(bottleneck(Role::Decode, &usage(1.0, 0.6, Some(0.95), 0.7, 0.1)), "batch_cap");
-        assert_eq!(bottleneck(Role::Prefill, &usage(0.5, 0.1, None, 0.1, 0.9)), "fabric");
-        assert_eq!(bottleneck(Role::Prefill, &usage(0.3, 0.1, None, 0.8, 0.1)), "queue");
+        assert_eq!(
+            bottleneck(Role::Prefill, &usage(0.95, 0.3, None, 0.9, 0.1)),
+            "compute"
+        );
+        // A decode whose prealloc queue is often non-empty waits for KV pages.
+        assert_eq!(
+            bottleneck(Role::Decode, &usage(1.0, 0.6, None, 0.2, 0.1)),
+            "kv_memory"
+        );
+        // A colocated server always busy with an empty queue has headroom; with a queue, not.
+        assert_eq!(
+            bottleneck(Role::Colocated, &usage(1.0, 0.3, None, 0.0, 0.0)),
+            "none"
+        );
+        assert_eq!(
+            bottleneck(Role::Colocated, &usage(1.0, 0.3, None, 0.3, 0.0)),
+            "compute"
+        );
+        assert_eq!(
+            bottleneck(Role::Decode, &usage(1.0, 0.6, Some(0.95), 0.7, 0.1)),
+            "batch_cap"
+        );
+        assert_eq!(
+            bottleneck(Role::Prefill, &usage(0.5, 0.1, None, 0.1, 0.9)),
+            "fabric"
+        );
+        assert_eq!(
+            bottleneck(Role::Prefill, &usage(0.3, 0.1, None, 0.8, 0.1)),
+            "queue"
+        );
     }
 
     #[test]
@@ -459,6 +505,9 @@ mod tests {
         assert_eq!(u.kv_occupancy, Some(0.5));
         assert_eq!(u.bottleneck, "batch_cap");
         let none = g.usage(0);
-        assert_eq!((none.busy, none.kv_occupancy, none.link_utilisation), (None, None, None));
+        assert_eq!(
+            (none.busy, none.kv_occupancy, none.link_utilisation),
+            (None, None, None)
+        );
     }
 }

@@ -504,7 +504,9 @@ fn row_cells(row: &SweepRow) -> Result<Vec<String>, csv::Error> {
         .has_headers(false)
         .from_writer(Vec::new());
     w.serialize(row)?;
-    let bytes = w.into_inner().map_err(|e| csv::Error::from(e.into_error()))?;
+    let bytes = w
+        .into_inner()
+        .map_err(|e| csv::Error::from(e.into_error()))?;
     let mut r = csv::ReaderBuilder::new()
         .has_headers(false)
         .from_reader(bytes.as_slice());
@@ -532,7 +534,10 @@ pub fn read_sweep_csv(path: &Path, axes: usize) -> Result<Vec<SweepRow>, PlanErr
     for rec in r.records() {
         let rec = rec.map_err(err)?;
         let tail: csv::StringRecord = rec.iter().skip(axes).collect();
-        rows.push(tail.deserialize::<SweepRow>(Some(&row_columns().into())).map_err(err)?);
+        rows.push(
+            tail.deserialize::<SweepRow>(Some(&row_columns().into()))
+                .map_err(err)?,
+        );
     }
     Ok(rows)
 }
@@ -546,17 +551,18 @@ mod tests {
         assert_eq!(split_values("1, 2,4"), vec!["1", "2", "4"]);
         assert_eq!(
             split_values(r#"{ process = "poisson", rate_per_s = 4 },"a,b",[1,2]"#),
-            vec![r#"{ process = "poisson", rate_per_s = 4 }"#, r#""a,b""#, "[1,2]"]
+            vec![
+                r#"{ process = "poisson", rate_per_s = 4 }"#,
+                r#""a,b""#,
+                "[1,2]"
+            ]
         );
     }
 
     #[test]
     fn grid_order_is_first_axis_slowest_then_seeds() {
         let g = Grid::new(
-            vec![
-                parse_axis("a=1,2").unwrap(),
-                parse_axis("b=x,y,z").unwrap(),
-            ],
+            vec![parse_axis("a=1,2").unwrap(), parse_axis("b=x,y,z").unwrap()],
             vec![7, 8],
             vec![],
         )
@@ -602,6 +608,9 @@ mod tests {
         std::fs::write(&p, &bytes).unwrap();
         let back = read_sweep_csv(&p, 1).unwrap();
         assert_eq!(back[0], r);
-        assert_eq!(sweep_csv(&g, &[(0, back[0].clone()), (1, back[1].clone())]).unwrap(), bytes);
+        assert_eq!(
+            sweep_csv(&g, &[(0, back[0].clone()), (1, back[1].clone())]).unwrap(),
+            bytes
+        );
     }
 }

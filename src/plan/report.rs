@@ -39,9 +39,7 @@ fn esc(s: &str) -> String {
 
 /// The rate axis: the varied key that sets the arrival rate, if any.
 fn rate_axis(grid: &Grid) -> Option<usize> {
-    grid.axes
-        .iter()
-        .position(|a| a.key.ends_with("rate_per_s"))
+    grid.axes.iter().position(|a| a.key.ends_with("rate_per_s"))
 }
 
 /// A label of a point's values other than the axis `skip`.
@@ -51,7 +49,18 @@ fn label(v: &PointVerdict, skip: Option<usize>) -> String {
         .iter()
         .enumerate()
         .filter(|(i, _)| Some(*i) != skip)
-        .map(|(_, (k, val))| format!("{}={val}", k.rsplit('.').take(2).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(".")))
+        .map(|(_, (k, val))| {
+            format!(
+                "{}={val}",
+                k.rsplit('.')
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join(".")
+            )
+        })
         .collect();
     if parts.is_empty() {
         "all".into()
@@ -211,9 +220,10 @@ fn pareto_chart(vs: &[PointVerdict], target: Option<f64>) -> String {
         }
         if let Some(t) = target {
             let red = RGBColor(200, 0, 0);
-            if let Ok(s) =
-                chart.draw_series(LineSeries::new(vec![(t, 0.0), (t, ymax)], red.stroke_width(1)))
-            {
+            if let Ok(s) = chart.draw_series(LineSeries::new(
+                vec![(t, 0.0), (t, ymax)],
+                red.stroke_width(1),
+            )) {
                 s.label(format!("SLO p99 TTFT {t} ms"))
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], red));
             }
@@ -290,7 +300,9 @@ fn heatmap(vs: &[PointVerdict]) -> Option<String> {
             .draw();
         for (i, p) in ps.iter().enumerate() {
             for (j, d) in ds.iter().enumerate() {
-                let Some(&g) = cells.get(&(*p, *d)) else { continue };
+                let Some(&g) = cells.get(&(*p, *d)) else {
+                    continue;
+                };
                 let t = g / top;
                 let color = RGBColor(
                     (255.0 - 200.0 * t) as u8,
@@ -352,8 +364,12 @@ fn answer_html(vs: &[PointVerdict], m: &Manifest) -> String {
 /// `index.html` of a whole sweep (all rows, in grid order).
 pub fn index_html(m: &Manifest, rows: &[SweepRow], title: &str) -> String {
     let vs = verdicts(&m.grid, rows);
-    let ttft_t = m.slo.ttft_pct_ms[2].or(m.slo.ttft_pct_ms[1]).or(m.slo.ttft_pct_ms[0]);
-    let tpot_t = m.slo.tpot_pct_ms[2].or(m.slo.tpot_pct_ms[1]).or(m.slo.tpot_pct_ms[0]);
+    let ttft_t = m.slo.ttft_pct_ms[2]
+        .or(m.slo.ttft_pct_ms[1])
+        .or(m.slo.ttft_pct_ms[0]);
+    let tpot_t = m.slo.tpot_pct_ms[2]
+        .or(m.slo.tpot_pct_ms[1])
+        .or(m.slo.tpot_pct_ms[0]);
     let mut h = String::new();
     let _ = write!(
         h,
@@ -407,9 +423,14 @@ pub fn index_html(m: &Manifest, rows: &[SweepRow], title: &str) -> String {
             f(mean(&v.seeds, |r| r.ttft_p99_ms)),
             f(mean(&v.seeds, |r| r.tpot_p99_ms)),
             f(mean(&v.seeds, |r| r.output_tokens_per_s_per_gpu)),
-            mean(&v.seeds, |r| r.goodput_requests_per_s).map_or("—".into(), |g| format!("{g:.2}")),
+            mean(&v.seeds, |r| r.goodput_requests_per_s)
+                .map_or("—".into(), |g| format!("{g:.2}")),
             if v.meets_slo { "yes" } else { "no" },
-            esc(r.bottlenecks.as_deref().or(r.error.as_deref()).unwrap_or(""))
+            esc(r
+                .bottlenecks
+                .as_deref()
+                .or(r.error.as_deref())
+                .unwrap_or(""))
         );
     }
     h += "</table>\n</body></html>\n";

@@ -233,8 +233,12 @@ pub fn max_rates(
         .build()
         .map_err(|e| PlanError::Usage(format!("--jobs {jobs}: {e}")))?;
     let points: Vec<usize> = (0..grid.points()).collect();
-    let rows: Vec<MaxRateRow> =
-        pool.install(|| points.par_iter().map(|&p| max_rate(base, grid, p, key, s)).collect());
+    let rows: Vec<MaxRateRow> = pool.install(|| {
+        points
+            .par_iter()
+            .map(|&p| max_rate(base, grid, p, key, s))
+            .collect()
+    });
     if rows.iter().all(|r| r.error.is_some()) {
         return Err(PlanError::Usage(format!(
             "no grid point is a valid scenario; the first: {}",
@@ -302,8 +306,7 @@ pub fn best_toml(
     }
     let from = base.path.parent().unwrap_or(std::path::Path::new("."));
     rewrite_paths(&mut table, from, out_dir);
-    let body = toml::to_string(&table)
-        .map_err(|e| PlanError::Io(format!("best.toml: {e}")))?;
+    let body = toml::to_string(&table).map_err(|e| PlanError::Io(format!("best.toml: {e}")))?;
     Ok(format!("{header}{body}"))
 }
 
@@ -323,7 +326,12 @@ fn is_path_key(path: &[&str]) -> bool {
 }
 
 fn rewrite_paths(table: &mut toml::Table, from: &std::path::Path, to: &std::path::Path) {
-    fn walk(v: &mut toml::Value, path: &mut Vec<String>, from: &std::path::Path, to: &std::path::Path) {
+    fn walk(
+        v: &mut toml::Value,
+        path: &mut Vec<String>,
+        from: &std::path::Path,
+        to: &std::path::Path,
+    ) {
         match v {
             toml::Value::Table(t) => {
                 for (k, v) in t.iter_mut() {

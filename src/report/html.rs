@@ -222,8 +222,12 @@ fn throughput_facts(s: &Summary) -> [(&'static str, String, Option<&'static str>
             "achieved bandwidth per batch, p50 / p99",
             format!(
                 "{} / {}",
-                x.bandwidth_gbps.p50.map_or("—".into(), |v| format!("{v:.2}")),
-                x.bandwidth_gbps.p99.map_or("—".into(), |v| format!("{v:.2}"))
+                x.bandwidth_gbps
+                    .p50
+                    .map_or("—".into(), |v| format!("{v:.2}")),
+                x.bandwidth_gbps
+                    .p99
+                    .map_or("—".into(), |v| format!("{v:.2}"))
             ),
             Some("GB/s"),
         ),

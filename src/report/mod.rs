@@ -67,7 +67,12 @@ impl Summary {
                 .iter()
                 .map(|t| {
                     let v = t.value.map_or("—".to_string(), |v| format!("{v:.4}"));
-                    format!("{} {v} vs {} {}", t.key, t.target, if t.met { "ok" } else { "MISSED" })
+                    format!(
+                        "{} {v} vs {} {}",
+                        t.key,
+                        t.target,
+                        if t.met { "ok" } else { "MISSED" }
+                    )
                 })
                 .collect();
             s += &format!(
@@ -77,7 +82,10 @@ impl Summary {
             );
         }
         for p in &self.pools {
-            s += &format!("  pool {} ({}): bound by {}\n", p.pool, p.role, p.bottleneck);
+            s += &format!(
+                "  pool {} ({}): bound by {}\n",
+                p.pool, p.role, p.bottleneck
+            );
         }
         for e in &self.errors {
             s += &format!("  error {} ×{}: {}\n", e.kind, e.count, e.message);

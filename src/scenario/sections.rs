@@ -228,7 +228,13 @@ pub(super) fn workload(c: &Checker, w: &file::WorkloadSection) -> Result<Workloa
         ));
     }
     Ok(
-        match (&w.trace, &w.arrival, &w.input_tokens, &w.output_tokens, &w.lengths) {
+        match (
+            &w.trace,
+            &w.arrival,
+            &w.input_tokens,
+            &w.output_tokens,
+            &w.lengths,
+        ) {
             (Some(t), None, None, None, None) => super::trace_workload(c, t)?,
             (Some(_), ..) => {
                 return Err(c.err(

@@ -239,10 +239,8 @@ impl ColocatedServer {
         };
         self.core.start_busy(now);
         self.step_started = now;
-        self.core.step_key = Some(q.schedule_keyed_in(
-            dt.max(1),
-            Event::ColocatedStepDone { colocated: me },
-        ));
+        self.core.step_key =
+            Some(q.schedule_keyed_in(dt.max(1), Event::ColocatedStepDone { colocated: me }));
     }
 
     /// The prefill part of a step: the chunked request first, then waiting requests in order

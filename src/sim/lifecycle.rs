@@ -450,7 +450,10 @@ impl World<'_> {
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
             row.error_kind = Some(ErrorKind::RequestTooLong);
-            if let Err(e) = self.collector.finish(row, Some(&msg), self.slo(), self.sink) {
+            if let Err(e) = self
+                .collector
+                .finish(row, Some(&msg), self.slo(), self.sink)
+            {
                 self.io_error.get_or_insert(e);
             }
             return;

@@ -352,7 +352,12 @@ impl<'a> World<'a> {
 
     /// Requests in flight, on every kind of server.
     fn live(&self) -> u64 {
-        self.reqs.live() + self.colocated.iter().map(|c| u64::from(c.live())).sum::<u64>()
+        self.reqs.live()
+            + self
+                .colocated
+                .iter()
+                .map(|c| u64::from(c.live()))
+                .sum::<u64>()
     }
 
     /// Runs to the end: arrivals stop at `duration`, then in-flight requests drain until

@@ -104,7 +104,12 @@ impl World<'_> {
     /// Integrates instance `core_of`'s gauges up to now and takes its current state.
     pub(super) fn observe(&mut self, core_of: CoreRef) {
         let now = self.q.now();
-        let (core, _, running, queued) = state_of(&mut self.prefills, &mut self.decodes, &mut self.colocated, core_of);
+        let (core, _, running, queued) = state_of(
+            &mut self.prefills,
+            &mut self.decodes,
+            &mut self.colocated,
+            core_of,
+        );
         let i = core.instance.idx();
         let total = core.pages.total();
         let kv_share = if total == 0 {
@@ -160,7 +165,12 @@ impl World<'_> {
             .collect();
         for c in self.all_cores() {
             self.observe(c);
-            let (core, _, _, _) = state_of(&mut self.prefills, &mut self.decodes, &mut self.colocated, c);
+            let (core, _, _, _) = state_of(
+                &mut self.prefills,
+                &mut self.decodes,
+                &mut self.colocated,
+                c,
+            );
             // The open second counts when the window is still open (a run cut short).
             let busy_tick = if now <= end {
                 core.tick.busy_ns as f64
@@ -197,7 +207,12 @@ impl World<'_> {
     /// The row of one instance for the second ending `now`; resets its counters.
     fn instance_row(&mut self, core_of: CoreRef, now: Nanos) -> TimeseriesRow {
         self.observe(core_of);
-        let (core, role, running, queued) = state_of(&mut self.prefills, &mut self.decodes, &mut self.colocated, core_of);
+        let (core, role, running, queued) = state_of(
+            &mut self.prefills,
+            &mut self.decodes,
+            &mut self.colocated,
+            core_of,
+        );
         let i = core.instance.idx();
         let bytes: f64 = core
             .nics

@@ -420,7 +420,11 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for _ in 0..400 {
             let r = g.next_request().unwrap();
-            assert_eq!(r.input_tokens, 100 * r.output_tokens, "a pair stays together");
+            assert_eq!(
+                r.input_tokens,
+                100 * r.output_tokens,
+                "a pair stays together"
+            );
             seen.insert(r.output_tokens);
         }
         assert_eq!(seen.len(), 4, "every pair is drawn");

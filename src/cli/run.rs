@@ -206,10 +206,15 @@ pub const RESULT_FILES: [&str; 9] = [
     "charts",
 ];
 
-/// Removes an earlier run's result files from `dir` (a missing file is fine).
+/// Removes an earlier run's result files from `dir` (a missing file is fine). A symbolic link
+/// is left alone: the user placed it there to send that file elsewhere, and the run writes
+/// through it.
 pub fn clear_results(dir: &Path) -> Result<(), CliError> {
     for f in RESULT_FILES {
         let p = dir.join(f);
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            continue;
+        }
         let gone = if p.is_dir() {
             std::fs::remove_dir_all(&p)
         } else {

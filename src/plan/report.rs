@@ -415,9 +415,9 @@ pub fn index_html(m: &Manifest, rows: &[SweepRow], title: &str) -> String {
             let _ = write!(h, "<td>{}</td>", esc(val));
         }
         let r = &v.seeds[0];
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             r.gpus.map_or("—".into(), |g| g.to_string()),
             r.nodes.map_or("—".into(), |g| g.to_string()),
             f(mean(&v.seeds, |r| r.ttft_p99_ms)),

@@ -90,14 +90,37 @@ fn latency_chart(vs: &[PointVerdict], grid: &Grid, metric: &str, target: Option<
         "ttft" => r.ttft_p99_ms,
         _ => r.tpot_p99_ms,
     };
+    // With one arrival rate for every point (a plan), load is not an axis: the chart shows
+    // each point's latency against its GPUs instead, split by whether it meets [slo].
+    let rates: std::collections::BTreeSet<u64> = vs
+        .iter()
+        .filter_map(|v| mean(&v.seeds, |r| r.rate_per_s.or(r.requests_per_s)))
+        .map(f64::to_bits)
+        .collect();
+    let by_gpus = rates.len() < 2;
     let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for v in vs {
-        let x = mean(&v.seeds, |r| r.rate_per_s.or(r.requests_per_s));
+        let x = if by_gpus {
+            v.gpus.map(f64::from)
+        } else {
+            mean(&v.seeds, |r| r.rate_per_s.or(r.requests_per_s))
+        };
         let y = mean(&v.seeds, pick);
+        let name = if by_gpus {
+            if v.meets_slo {
+                "meets [slo]"
+            } else {
+                "misses [slo]"
+            }
+            .to_string()
+        } else {
+            label(v, ri)
+        };
         if let (Some(x), Some(y)) = (x, y) {
-            series.entry(label(v, ri)).or_default().push((x, y));
+            series.entry(name).or_default().push((x, y));
         }
     }
+    let legend = series.len() <= 12;
     let xmax = nice_max(series.values().flatten().map(|p| p.0).fold(0.0, f64::max));
     // Latency past saturation grows by orders of magnitude: a log axis keeps the knee visible.
     let ys = || series.values().flatten().map(|p| p.1).chain(target);
@@ -108,7 +131,14 @@ fn latency_chart(vs: &[PointVerdict], grid: &Grid, metric: &str, target: Option<
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         let _ = root.fill(&WHITE);
-        let caption = format!("p99 {} (ms) vs arrival rate", metric.to_uppercase());
+        let caption = if by_gpus {
+            format!(
+                "p99 {} (ms) of each point vs its GPUs",
+                metric.to_uppercase()
+            )
+        } else {
+            format!("p99 {} (ms) vs arrival rate", metric.to_uppercase())
+        };
         let Ok(mut chart) = ChartBuilder::on(&root)
             .caption(caption, ("sans-serif", 18))
             .margin(12)
@@ -120,16 +150,34 @@ fn latency_chart(vs: &[PointVerdict], grid: &Grid, metric: &str, target: Option<
         };
         let _ = chart
             .configure_mesh()
-            .x_desc("requests/s")
+            .x_desc(if by_gpus { "GPUs" } else { "requests/s" })
             .y_desc("ms (log)")
             .draw();
         for (k, (name, mut pts)) in series.into_iter().enumerate() {
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let c = COLORS[k % COLORS.len()];
+            let c = if by_gpus {
+                if name.starts_with("meets") {
+                    COLORS[2]
+                } else {
+                    COLORS[7]
+                }
+            } else {
+                COLORS[k % COLORS.len()]
+            };
+            if by_gpus {
+                if let Ok(s) = chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+                {
+                    s.label(name)
+                        .legend(move |(x, y)| Circle::new((x + 8, y), 4, c.filled()));
+                }
+                continue;
+            }
             if let Ok(s) = chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2))) {
-                s.label(name).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                });
+                if legend {
+                    s.label(name).legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                    });
+                }
             }
             let _ = chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())));
         }
@@ -275,9 +323,10 @@ fn heatmap(vs: &[PointVerdict]) -> Option<String> {
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
+            // A segmented i32 range has one segment per value of `0..=n-1`.
             .build_cartesian_2d(
-                (0..ps.len() as i32).into_segmented(),
-                (0..ds.len() as i32).into_segmented(),
+                (0..ps.len() as i32 - 1).into_segmented(),
+                (0..ds.len() as i32 - 1).into_segmented(),
             )
         else {
             return None;

@@ -658,3 +658,35 @@ fn a_failed_run_leaves_no_stale_results() {
         assert!(!d.join(f).exists(), "{f} left behind by a failed run");
     }
 }
+
+#[test]
+fn a_crashed_colocated_server_fails_what_it_held_and_serves_again_after_restart() {
+    let d = tmpdir("colocated-crash");
+    ok(&[
+        "run",
+        "tests/scenarios/colocated-crash.toml",
+        "-q",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let s: serde_json::Value = serde_json::from_slice(&bytes(&d, "summary.json")).unwrap();
+    let r = &s["requests"];
+    let sum: u64 = ["completed", "failed", "corrupted", "unfinished"]
+        .iter()
+        .map(|k| r[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        sum,
+        r["arrived"].as_u64().unwrap(),
+        "every request ends once"
+    );
+    assert_eq!(s["errors"][0]["kind"], "server_crashed");
+    let rows = read_csv(&d.join("requests.csv"));
+    // Server 1 serves again after its restart at 15 s.
+    assert!(rows.iter().any(|r| r["prefill_instance"] == "1"
+        && r["arrival_ns"].parse::<u64>().unwrap() > 16_000_000_000
+        && r["outcome"] == "completed"));
+    // The batch cap (max_running_requests = 16) holds: occupancy is at most 1.
+    let occ = s["pools"][0]["batch_occupancy"].as_f64().unwrap();
+    assert!(occ > 0.0 && occ <= 1.0, "{occ}");
+}

@@ -89,6 +89,9 @@ pub struct ColocatedServer {
     /// What every server has.
     pub core: Core,
     waiting: VecDeque<Slot>,
+    /// Requests whose prompt is computed, waiting for room in a batch at its cap (they keep
+    /// their pages, as sglang keeps their KV).
+    computed: VecDeque<Slot>,
     chunked: Option<Slot>,
     /// The prefill part of the running step: slot and tokens computed.
     step_prefill: Vec<(Slot, u32)>,
@@ -132,6 +135,7 @@ impl ColocatedServer {
         Self {
             core,
             waiting: VecDeque::new(),
+            computed: VecDeque::new(),
             chunked: None,
             step_prefill: Vec::new(),
             running: 0,
@@ -159,7 +163,7 @@ impl ColocatedServer {
 
     /// Requests waiting for (the rest of) their prefill.
     pub fn queued(&self) -> u32 {
-        self.waiting.len() as u32 + u32::from(self.chunked.is_some())
+        (self.waiting.len() + self.computed.len()) as u32 + u32::from(self.chunked.is_some())
     }
 
     /// Requests held, in any stage.
@@ -208,6 +212,14 @@ impl ColocatedServer {
             return;
         }
         let ps = self.core.page_size;
+        while self.running < self.max_running {
+            let Some(s) = self.computed.pop_front() else {
+                break;
+            };
+            let r = self.req(s);
+            let remaining = r.output - 1 - r.extra.min(r.output - 1);
+            self.join(s, now, remaining);
+        }
         loop {
             if self.running == 0 {
                 break;
@@ -354,9 +366,9 @@ impl ColocatedServer {
                 continue;
             }
             if self.running >= self.max_running {
-                // The batch is full: it waits, computed, at the front of the queue (sglang keeps
-                // it in the waiting queue with its prefix cached; here its pages stay held).
-                self.waiting.push_front(s);
+                // The batch is full: it waits, computed, with its pages held, and joins when a
+                // running request leaves.
+                self.computed.push_back(s);
                 continue;
             }
             self.join(s, now, remaining);
@@ -455,6 +467,7 @@ impl ColocatedServer {
             }
         }
         self.waiting.clear();
+        self.computed.clear();
         self.chunked = None;
         self.step_prefill.clear();
         self.finishing.clear();
@@ -524,6 +537,27 @@ mod tests {
         s.arrive(row(10, 100, 2));
         s.try_step(ColocatedId(0), &mut q);
         assert_eq!(s.step_prefill, vec![(10, 54)]);
+    }
+
+    #[test]
+    fn a_capped_batch_holds_computed_requests_until_room_and_leaks_no_page() {
+        let mut s = ColocatedServer::new(testkit::core(5000, 16), 8192, 3);
+        let mut q = EventQueue::new();
+        for id in 0..12 {
+            s.arrive(row(id, 200, 20 + id as u32));
+        }
+        let mut itl = Histogram::new();
+        let mut done = 0;
+        s.try_step(ColocatedId(0), &mut q);
+        while let Some(_) = q.pop() {
+            let mut out = StepOutcome::default();
+            s.step_done(q.now(), &mut itl, &mut out);
+            done += out.finished.len();
+            assert!(s.running() <= 3, "the cap holds");
+            s.try_step(ColocatedId(0), &mut q);
+        }
+        assert_eq!(done, 12);
+        assert_eq!(s.core.pages.used(), 0, "no page leaked");
     }
 
     #[test]

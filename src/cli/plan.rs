@@ -77,46 +77,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         .unwrap_or_else(|| super::default_out(&format!("{}-plan", sc.name)));
     fresh_dir(&dir)?;
     if args.max_rate {
-        if !(args.tolerance > 0.0 && args.tolerance < 1.0) {
-            return Err(CliError::Usage(format!(
-                "--tolerance {}: must be in (0, 1), e.g. 0.02",
-                args.tolerance
-            )));
-        }
-        let start = sc
-            .resolved
-            .get("workload")
-            .and_then(|w| w.get("arrival").or_else(|| w.get("trace")))
-            .and_then(|a| a.get("rate_per_s"))
-            .and_then(serde_json::Value::as_f64)
-            .unwrap_or(1.0);
-        let s = RateSearch {
-            start,
-            rel_tol: args.tolerance,
-            max_steps: 24,
-        };
-        let rows = search::max_rates(&base, &grid, key, s, jobs)?;
-        write(&dir, "plan.csv", &search::plan_csv(&grid, &rows)?)?;
-        if !args.quiet {
-            let mut out = format!(
-                "plan --max-rate: {} points × {} seeds in {:.1} s; results in {}\n",
-                grid.points(),
-                grid.seeds.len(),
-                started.elapsed().as_secs_f64(),
-                dir.display()
-            );
-            for (p, r) in rows.iter().enumerate() {
-                let vals = grid.values_of(p).join(", ");
-                let rate = r
-                    .max_rate_per_s
-                    .map_or("below the lowest rate tried".into(), |v| {
-                        format!("{v:.2} req/s")
-                    });
-                out += &format!("  [{vals}] {} GPUs: {rate}\n", r.gpus.unwrap_or(0));
-            }
-            super::print_out(&out)?;
-        }
-        return Ok(());
+        return max_rate(args, &base, &grid, &sc, key, jobs, &dir, started);
     }
     let rate = args.rate.expect("clap requires --rate without --max-rate");
     let all: Vec<usize> = (0..grid.rows()).collect();
@@ -191,6 +152,60 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
             started.elapsed().as_secs_f64(),
             dir.display()
         ))?;
+    }
+    Ok(())
+}
+
+/// `pdsim plan --max-rate`: every point's highest rate meeting `[slo]` → `plan.csv`.
+#[allow(clippy::too_many_arguments)]
+fn max_rate(
+    args: &PlanArgs,
+    base: &Base,
+    grid: &crate::plan::Grid,
+    sc: &crate::scenario::Scenario,
+    key: &str,
+    jobs: usize,
+    dir: &std::path::Path,
+    started: Instant,
+) -> Result<(), CliError> {
+    if !(args.tolerance > 0.0 && args.tolerance < 1.0) {
+        return Err(CliError::Usage(format!(
+            "--tolerance {}: must be in (0, 1), e.g. 0.02",
+            args.tolerance
+        )));
+    }
+    let start = sc
+        .resolved
+        .get("workload")
+        .and_then(|w| w.get("arrival").or_else(|| w.get("trace")))
+        .and_then(|a| a.get("rate_per_s"))
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(1.0);
+    let s = RateSearch {
+        start,
+        rel_tol: args.tolerance,
+        max_steps: 24,
+    };
+    let rows = search::max_rates(base, grid, key, s, jobs)?;
+    write(dir, "plan.csv", &search::plan_csv(grid, &rows)?)?;
+    if !args.quiet {
+        let mut out = format!(
+            "plan --max-rate: {} points × {} seeds in {:.1} s; results in {}\n",
+            grid.points(),
+            grid.seeds.len(),
+            started.elapsed().as_secs_f64(),
+            dir.display()
+        );
+        for (p, r) in rows.iter().enumerate() {
+            let vals = grid.values_of(p).join(", ");
+            let rate = r
+                .max_rate_per_s
+                .map_or("below the lowest rate tried".into(), |v| {
+                    format!("{v:.2} req/s")
+                });
+            out += &format!("  [{vals}] {} GPUs: {rate}\n", r.gpus.unwrap_or(0));
+        }
+        super::print_out(&out)?;
     }
     Ok(())
 }

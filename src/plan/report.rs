@@ -172,12 +172,12 @@ fn latency_chart(vs: &[PointVerdict], grid: &Grid, metric: &str, target: Option<
                 }
                 continue;
             }
-            if let Ok(s) = chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2))) {
-                if legend {
-                    s.label(name).legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
-                    });
-                }
+            if let Ok(s) = chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+                && legend
+            {
+                s.label(name).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2))
+                });
             }
             let _ = chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())));
         }

@@ -549,7 +549,7 @@ mod tests {
         let mut itl = Histogram::new();
         let mut done = 0;
         s.try_step(ColocatedId(0), &mut q);
-        while let Some(_) = q.pop() {
+        while q.pop().is_some() {
             let mut out = StepOutcome::default();
             s.step_done(q.now(), &mut itl, &mut out);
             done += out.finished.len();

@@ -37,6 +37,7 @@ pub mod engine;
 pub mod fabric;
 pub mod layout;
 pub mod metrics;
+pub mod plan;
 pub mod report;
 pub mod scenario;
 pub mod sglang;

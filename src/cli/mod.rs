@@ -6,7 +6,10 @@ pub mod explain;
 pub mod kinds;
 pub mod layout;
 pub mod lint;
+pub mod merge;
+pub mod plan;
 pub mod run;
+pub mod sweep;
 pub mod trace;
 
 use std::path::PathBuf;
@@ -40,6 +43,12 @@ pub enum Command {
     Lint(lint::LintArgs),
     /// Fit the step-time model to measurements and write a calibration file.
     Calibrate(calibrate::CalibrateArgs),
+    /// Run a grid of scenario values × seeds in parallel (summary only per point).
+    Sweep(sweep::SweepArgs),
+    /// Join the shards of a sweep (`pdsim sweep --shard I/N`).
+    Merge(merge::MergeArgs),
+    /// The cheapest grid point meeting [slo] at a rate, or each point's highest rate.
+    Plan(plan::PlanArgs),
 }
 
 /// Why a verb failed, with its exit code.
@@ -67,6 +76,9 @@ pub enum CliError {
     /// is incompatible (`lint`). Exit 1.
     #[error("{0}")]
     Failed(String),
+    /// A sweep or plan failed.
+    #[error("{0}")]
+    Plan(#[from] crate::plan::PlanError),
     /// Standard output was closed by its reader (`pdsim ... | head`): not a failure, so exit 0
     /// without a message, as `head`'s other writers (coreutils, ripgrep) do.
     #[error("standard output closed")]
@@ -84,6 +96,8 @@ impl CliError {
             | CliError::Scenario(_) => 2,
             CliError::Io(_) => 3,
             CliError::Failed(_) => 1,
+            CliError::Plan(crate::plan::PlanError::Io(_)) => 3,
+            CliError::Plan(_) => 2,
             CliError::ClosedStdout => 0,
         }
     }
@@ -124,6 +138,9 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Explain(args) => explain::run(&args),
         Command::Lint(args) => lint::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
+        Command::Sweep(args) => sweep::run(&args),
+        Command::Merge(args) => merge::run(&args),
+        Command::Plan(args) => plan::run(&args),
     }
 }
 

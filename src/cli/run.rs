@@ -95,7 +95,17 @@ pub fn load(args: &RunArgs) -> Result<Scenario, CliError> {
 
 /// Runs the scenario and writes every result file.
 pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
-    let sc = load(args)?;
+    let sc = match load(args) {
+        Ok(sc) => sc,
+        Err(e) => {
+            // An invalid scenario is a failed run too: an earlier run's results in the folder
+            // named by --out must not pass for this one's.
+            if let Some(out) = args.out.as_deref().filter(|o| o.is_dir()) {
+                let _ = clear_results(out);
+            }
+            return Err(e);
+        }
+    };
     let dir = args
         .out
         .clone()
@@ -189,6 +199,59 @@ impl Progress {
             b.finish_and_clear();
         }
     }
+}
+
+/// The files a run writes (besides `charts/`). A run removes them from its folder before it
+/// starts and again if it fails, so a failed run never leaves an earlier run's
+/// `summary.json` looking like its own.
+pub const RESULT_FILES: [&str; 9] = [
+    "summary.json",
+    "run.json",
+    "requests.csv",
+    "timeseries.csv",
+    "links.csv",
+    "index.html",
+    "summary.md",
+    "trace.json",
+    "charts",
+];
+
+/// Removes an earlier run's result files from `dir` (a missing file is fine). A symbolic link
+/// is left alone: the user placed it there to send that file elsewhere, and the run writes
+/// through it.
+pub fn clear_results(dir: &Path) -> Result<(), CliError> {
+    for f in RESULT_FILES {
+        let p = dir.join(f);
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            continue;
+        }
+        let gone = if p.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+        match gone {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(CliError::Io(IoError { path: p, source })),
+        }
+    }
+    Ok(())
+}
+
+/// Runs `body` into a cleared `dir`; if it fails, what it wrote is removed too.
+fn fresh_run(
+    dir: &Path,
+    body: impl FnOnce() -> Result<RunOutput, CliError>,
+) -> Result<RunOutput, CliError> {
+    std::fs::create_dir_all(dir).map_err(in_dir(dir))?;
+    clear_results(dir)?;
+    let out = body();
+    if out.is_err() {
+        // Best effort: the error being reported matters more than a file we could not remove.
+        let _ = clear_results(dir);
+    }
+    out
 }
 
 /// Runs a loaded scenario into `dir`, with a progress bar if `show_progress` and stderr is a
@@ -301,7 +364,9 @@ fn trace_faults(sc: &Scenario) -> Vec<crate::report::trace::TraceFault> {
         .collect()
 }
 
-/// [`run_scenario_with`], also writing `trace.json` when `trace` is set.
+/// [`run_scenario_with`], also writing `trace.json` when `trace` is set. Result files of an
+/// earlier run in `dir` are removed first, and again if this run fails, so a failed run never
+/// leaves a stale summary behind.
 pub fn run_scenario_traced(
     sc: &Scenario,
     dir: &Path,
@@ -309,7 +374,18 @@ pub fn run_scenario_traced(
     charts: ImageFormat,
     trace: bool,
 ) -> Result<RunOutput, CliError> {
-    std::fs::create_dir_all(dir).map_err(in_dir(dir))?;
+    fresh_run(dir, || {
+        write_full_run(sc, dir, show_progress, charts, trace)
+    })
+}
+
+fn write_full_run(
+    sc: &Scenario,
+    dir: &Path,
+    show_progress: bool,
+    charts: ImageFormat,
+    trace: bool,
+) -> Result<RunOutput, CliError> {
     let started = Instant::now();
     let mut sink = CsvSink::create(dir)?;
     if trace {
@@ -366,13 +442,7 @@ fn simulate(
     let stats =
         world.run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))?;
     bar.finish();
-    let summary = Summary::new(
-        &world.collector,
-        stats.events,
-        stats.end_ns,
-        stats.cut_by_drain_timeout,
-        world.prefix_caches(),
-    );
+    let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches());
     Ok(Simulated {
         summary,
         kv_pages: world.kv_pages(),
@@ -396,7 +466,14 @@ pub fn run_summary_only(
     dir: &Path,
     show_progress: bool,
 ) -> Result<RunOutput, CliError> {
-    std::fs::create_dir_all(dir).map_err(in_dir(dir))?;
+    fresh_run(dir, || write_summary_only(sc, dir, show_progress))
+}
+
+fn write_summary_only(
+    sc: &Scenario,
+    dir: &Path,
+    show_progress: bool,
+) -> Result<RunOutput, CliError> {
     let started = Instant::now();
     let sim = simulate(sc, &mut crate::metrics::NullSink, show_progress).map_err(in_dir(dir))?;
     write_json(&dir.join("summary.json"), &sim.summary)?;

@@ -20,6 +20,8 @@ pub enum Role {
     Prefill,
     /// Receives KV and generates tokens.
     Decode,
+    /// A plain sglang server (no disaggregation): chunked prefill and decode mixed in one batch.
+    Colocated,
 }
 
 impl Role {
@@ -28,6 +30,7 @@ impl Role {
         match self {
             Role::Prefill => "prefill",
             Role::Decode => "decode",
+            Role::Colocated => "colocated",
         }
     }
 }
@@ -133,6 +136,12 @@ pub enum Lengths {
     },
     /// Uniform choice among these lengths (from a file).
     Empirical(std::sync::Arc<Vec<u32>>),
+    /// `workload.lengths = { path }`: the prompt of a uniformly chosen (input, output) pair of
+    /// a trace. The workload draws the pair once and takes its output from the same pair
+    /// ([`Lengths::PairedOutput`]), so the correlation of the two survives.
+    PairedInput(std::sync::Arc<Vec<(u32, u32)>>),
+    /// The output of the pair drawn for [`Lengths::PairedInput`].
+    PairedOutput(std::sync::Arc<Vec<(u32, u32)>>),
 }
 
 impl Lengths {
@@ -142,6 +151,8 @@ impl Lengths {
             Lengths::Fixed(v) => *v,
             Lengths::Uniform { max, .. } | Lengths::Lognormal { max, .. } => *max,
             Lengths::Empirical(v) => v.iter().copied().max().unwrap_or(0),
+            Lengths::PairedInput(v) => v.iter().map(|p| p.0).max().unwrap_or(0),
+            Lengths::PairedOutput(v) => v.iter().map(|p| p.1).max().unwrap_or(0),
         }
     }
 }
@@ -248,13 +259,37 @@ pub struct SglangParams {
     pub queue_size: u32,
 }
 
-/// Latency targets.
-#[derive(Clone, Copy, Debug, Serialize, Default)]
+/// Latency targets (`[slo]`): per-request thresholds for attainment, percentile targets, and
+/// the least attainment a run must reach to meet them.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, Default, PartialEq)]
 pub struct Slo {
-    /// TTFT target, ns.
+    /// Per-request TTFT threshold, ns.
     pub ttft_ns: Option<Nanos>,
-    /// TPOT target, ns.
+    /// Per-request TPOT threshold, ns.
     pub tpot_ns: Option<Nanos>,
+    /// TTFT percentile targets, ms, at [`SLO_PERCENTILES`] (p50, p90, p99).
+    pub ttft_pct_ms: [Option<f64>; 3],
+    /// TPOT percentile targets, ms, at [`SLO_PERCENTILES`].
+    pub tpot_pct_ms: [Option<f64>; 3],
+    /// Least share of arrived requests that must meet the per-request thresholds, 0–1.
+    pub attainment_min: Option<f64>,
+}
+
+/// The percentiles an `[slo]` target may name (`ttft_p50_ms`, `ttft_p90_ms`, `ttft_p99_ms`).
+pub const SLO_PERCENTILES: [u32; 3] = [50, 90, 99];
+
+impl Slo {
+    /// Whether any target is set (a run with none has no verdict).
+    pub fn any(&self) -> bool {
+        self.ttft_ns.is_some()
+            || self.tpot_ns.is_some()
+            || self.attainment_min.is_some()
+            || self
+                .ttft_pct_ms
+                .iter()
+                .chain(&self.tpot_pct_ms)
+                .any(Option::is_some)
+    }
 }
 
 /// A scenario the simulation can trust: every key checked, every path resolved.
@@ -278,6 +313,9 @@ pub struct Scenario {
     pub compute: crate::spec::ComputeParams,
     /// GPUs per node.
     pub gpus_per_node: u32,
+    /// Price of one GPU-hour, US dollars (`hardware.usd_per_gpu_hour`): cost figures in the
+    /// summary and the plan when given.
+    pub usd_per_gpu_hour: Option<f64>,
     /// Prefill pools then decode pools, in file order within each role.
     pub pools: Vec<Pool>,
     /// Fabric parameters.

@@ -138,31 +138,57 @@ impl Histogram {
         self.min
     }
 
-    /// Mean, p50, p90, p99 and max, scaled by `scale` (e.g. 1e-6 for ns → ms).
+    /// The value of nearest rank `rank` (1-based) within the module's error bound, or `None`
+    /// when fewer than `rank` values were recorded: an SLO percentile taken over more requests
+    /// than completed lands on one that never did (`metrics::summary`).
+    pub fn at_rank(&self, rank: u64) -> Option<f64> {
+        if rank == 0 || rank > self.count {
+            return None;
+        }
+        let mut seen = 0;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                let (lo, hi) = bounds_of(i);
+                let mid = if hi - lo == 1 {
+                    lo as f64
+                } else {
+                    (lo as f64 + hi as f64) / 2.0
+                };
+                return Some(mid.clamp(self.min as f64, self.max as f64));
+            }
+        }
+        Some(self.max as f64)
+    }
+
+    /// Mean, p50, p90, p99 and max, scaled by `scale` (e.g. 1e-6 for ns → ms); every figure is
+    /// `None` when nothing was recorded (DESIGN.md §4: no data is `null`, never 0).
     pub fn summary(&self, scale: f64) -> Stats {
+        let some = |v: f64| (self.count > 0).then_some(v * scale);
         Stats {
-            mean: self.mean() * scale,
-            p50: self.quantile(0.50) * scale,
-            p90: self.quantile(0.90) * scale,
-            p99: self.quantile(0.99) * scale,
-            max: self.max as f64 * scale,
+            mean: some(self.mean()),
+            p50: some(self.quantile(0.50)),
+            p90: some(self.quantile(0.90)),
+            p99: some(self.quantile(0.99)),
+            max: some(self.max as f64),
         }
     }
 }
 
-/// The five numbers the summary reports for every latency.
+/// The five numbers the summary reports for every latency; `None` (JSON `null`) when no
+/// request reached the stage.
 #[derive(Clone, Copy, Debug, Serialize, PartialEq)]
 pub struct Stats {
     /// Exact mean.
-    pub mean: f64,
+    pub mean: Option<f64>,
     /// Median (nearest rank).
-    pub p50: f64,
+    pub p50: Option<f64>,
     /// 90th percentile.
-    pub p90: f64,
+    pub p90: Option<f64>,
     /// 99th percentile.
-    pub p99: f64,
+    pub p99: Option<f64>,
     /// Exact maximum.
-    pub max: f64,
+    pub max: Option<f64>,
 }
 
 #[cfg(test)]

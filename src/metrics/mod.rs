@@ -2,6 +2,7 @@
 
 pub mod error_kind;
 pub mod histogram;
+pub mod summary;
 
 pub use error_kind::ErrorKind;
 pub use histogram::{Histogram, Stats};
@@ -299,8 +300,18 @@ pub struct Collector {
     pub tokens_in: u64,
     /// Output tokens of finished requests.
     pub tokens_out: u64,
-    /// Finished requests that met every SLO set.
+    /// Requests that **completed** (not corrupted) within every per-request SLO threshold.
     pub slo_met: u64,
+    /// TTFT of completed (uncorrupted) requests, ns: the population of SLO percentiles.
+    pub ttft_completed: Histogram,
+    /// TPOT of completed requests with ≥ 2 output tokens, ns.
+    pub tpot_completed: Histogram,
+    /// Completed requests with one output token (they have no TPOT).
+    pub one_token_completed: u64,
+    /// When arrivals stopped (the arrival window's end), ns; `None` while they go on.
+    pub window_end_ns: Option<Nanos>,
+    /// Counts inside the arrival window.
+    pub window: WindowCounts,
     /// KV and state bytes moved.
     pub kv_bytes: u64,
     /// RDMA writes posted.
@@ -321,7 +332,39 @@ pub struct Collector {
     next_id: u64,
 }
 
+/// What happened inside the arrival window (see `summary::WindowThroughput`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WindowCounts {
+    /// Requests finished (completed or corrupted).
+    pub finished: u64,
+    /// Completed requests within every per-request SLO threshold.
+    pub slo_met: u64,
+    /// Prompt tokens whose first token came.
+    pub input_tokens: u64,
+    /// Tokens generated.
+    pub output_tokens: u64,
+}
+
 impl Collector {
+    /// Whether time `t` lies inside the arrival window.
+    fn in_window(&self, t: Nanos) -> bool {
+        self.window_end_ns.is_none_or(|end| t <= end)
+    }
+
+    /// `n` tokens were generated at `now` (a decode step's batch, a prefill's first token).
+    pub fn tokens_generated(&mut self, now: Nanos, n: u64) {
+        if self.in_window(now) {
+            self.window.output_tokens += n;
+        }
+    }
+
+    /// A prompt of `input` tokens got its first token at `now` (counted once per request).
+    pub fn prompt_done(&mut self, now: Nanos, input: u32) {
+        if self.in_window(now) {
+            self.window.input_tokens += u64::from(input);
+        }
+    }
+
     /// Counts an error raised in a prefill transfer worker (it fails no request by itself: the
     /// rooms behind it time out), quoting its message the first time.
     pub fn raised(&mut self, kind: ErrorKind, message: &str) {
@@ -362,10 +405,26 @@ impl Collector {
                 if let Some(t) = tpot {
                     self.tpot.record(t);
                 }
-                let ok_ttft = slo.0.is_none_or(|s| ttft <= s);
-                let ok_tpot = slo.1.is_none_or(|s| tpot.is_none_or(|t| t <= s));
-                if ok_ttft && ok_tpot {
-                    self.slo_met += 1;
+                let in_window = self.in_window(fin);
+                if in_window {
+                    self.window.finished += 1;
+                }
+                // A corrupted request decoded from bytes that were not its own: whatever its
+                // latency, it met no SLO (DESIGN.md §3).
+                if row.outcome == Outcome::Completed {
+                    self.ttft_completed.record(ttft);
+                    match tpot {
+                        Some(t) => self.tpot_completed.record(t),
+                        None => self.one_token_completed += 1,
+                    }
+                    let ok_ttft = slo.0.is_none_or(|s| ttft <= s);
+                    let ok_tpot = slo.1.is_none_or(|s| tpot.is_none_or(|t| t <= s));
+                    if ok_ttft && ok_tpot {
+                        self.slo_met += 1;
+                        if in_window {
+                            self.window.slo_met += 1;
+                        }
+                    }
                 }
             }
             Outcome::Failed => {

@@ -94,6 +94,11 @@ fn url_path(p: &Path) -> String {
     out
 }
 
+/// [`fmt_ms`], or "—" for a figure with no data (`null` in summary.json).
+pub fn fmt_ms_or_dash(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".to_string(), fmt_ms)
+}
+
 /// A latency in ms with precision that suits its size: 1234, 56.7, 8.91, 0.123.
 pub fn fmt_ms(v: f64) -> String {
     let a = v.abs();
@@ -209,7 +214,9 @@ fn throughput_facts(s: &Summary) -> [(&'static str, String, Option<&'static str>
         ),
         (
             "SLO attainment (share of arrived)",
-            format!("{:.1} %", 100.0 * s.slo.attainment),
+            s.slo
+                .attainment
+                .map_or_else(|| "—".to_string(), |a| format!("{:.1} %", 100.0 * a)),
             None,
         ),
         (
@@ -229,7 +236,15 @@ fn throughput_facts(s: &Summary) -> [(&'static str, String, Option<&'static str>
         ),
         (
             "achieved bandwidth per batch, p50 / p99",
-            format!("{:.2} / {:.2}", x.bandwidth_gbps.p50, x.bandwidth_gbps.p99),
+            format!(
+                "{} / {}",
+                x.bandwidth_gbps
+                    .p50
+                    .map_or("—".into(), |v| format!("{v:.2}")),
+                x.bandwidth_gbps
+                    .p99
+                    .map_or("—".into(), |v| format!("{v:.2}"))
+            ),
             Some("GB/s"),
         ),
         (
@@ -345,11 +360,11 @@ fn latency_table(h: &mut String, s: &Summary) {
             h,
             "<tr><td>{metric}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
              <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
-            fmt_ms(st.mean),
-            fmt_ms(st.p50),
-            fmt_ms(st.p90),
-            fmt_ms(st.p99),
-            fmt_ms(st.max),
+            fmt_ms_or_dash(st.mean),
+            fmt_ms_or_dash(st.p50),
+            fmt_ms_or_dash(st.p90),
+            fmt_ms_or_dash(st.p99),
+            fmt_ms_or_dash(st.max),
             escape_html(what)
         );
     }
@@ -486,11 +501,11 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
         let _ = writeln!(
             m,
             "| {metric} | {} | {} | {} | {} | {} |",
-            fmt_ms(st.mean),
-            fmt_ms(st.p50),
-            fmt_ms(st.p90),
-            fmt_ms(st.p99),
-            fmt_ms(st.max)
+            fmt_ms_or_dash(st.mean),
+            fmt_ms_or_dash(st.p50),
+            fmt_ms_or_dash(st.p90),
+            fmt_ms_or_dash(st.p99),
+            fmt_ms_or_dash(st.max)
         );
     }
 
@@ -591,7 +606,7 @@ mod tests {
         ] {
             assert!(html.contains(want), "no {want:?} in index.html");
         }
-        let p99 = fmt_ms(f.summary.latency_ms.ttft.p99);
+        let p99 = fmt_ms_or_dash(f.summary.latency_ms.ttft.p99);
         assert!(html.contains(&format!("<td class=\"n\">{p99}</td>")));
     }
 

@@ -12,144 +12,16 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::engine::NS_PER_S;
-use crate::metrics::{
-    Collector, Counts, ErrorCount, Latencies, LinkRow, Outcome, RequestRow, Sink, Stats,
-    TimeseriesRow,
+use crate::metrics::{LinkRow, Outcome, RequestRow, Sink, TimeseriesRow};
+
+// The summary's types live in `metrics::summary` (the simulation's aggregates); the report
+// writes them and renders them for humans.
+pub use crate::metrics::summary::{
+    CacheStats, ClusterSummary, PoolUsage, SimSummary, SloSummary, SloTarget, Summary, Throughput,
+    TransferSummary, WindowThroughput,
 };
 
-/// Throughput over the simulated span.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct Throughput {
-    /// Finished (completed + corrupted) requests per simulated second.
-    pub requests_per_s: f64,
-    /// Prompt tokens of finished requests per second.
-    pub input_tokens_per_s: f64,
-    /// Output tokens of finished requests per second.
-    pub output_tokens_per_s: f64,
-}
-
-/// SLO figures.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct SloSummary {
-    /// Share of arrived requests that finished within every SLO set (1.0 when none is set and
-    /// all finished). Failed and unfinished requests count against it.
-    pub attainment: f64,
-    /// Requests per simulated second that finished within every SLO.
-    pub goodput_requests_per_s: f64,
-}
-
-/// Transfer totals.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct TransferSummary {
-    /// KV and state bytes moved.
-    pub bytes: u64,
-    /// RDMA writes posted.
-    pub writes: u64,
-    /// Achieved bandwidth per Mooncake batch (one prefill rank → one decode rank, latency
-    /// included), GB/s.
-    pub bandwidth_gbps: Stats,
-    /// Bytes sent again after packet loss.
-    pub retransmitted_bytes: u64,
-}
-
-/// Simulation totals.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct SimSummary {
-    /// Events handled.
-    pub events: u64,
-    /// Simulated span, seconds.
-    pub simulated_s: f64,
-    /// Whether the run stopped at `duration_s + drain_timeout_s` with requests in flight.
-    pub cut_by_drain_timeout: bool,
-}
-
-/// Prefix-cache figures of one prefill instance.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct CacheStats {
-    /// Global instance index.
-    pub instance: u32,
-    /// Pool name.
-    pub pool: String,
-    /// Prompts looked up (those with prefix information).
-    pub lookups: u64,
-    /// Prompt tokens found cached.
-    pub hit_tokens: u64,
-    /// Prompt tokens looked up.
-    pub input_tokens: u64,
-    /// `hit_tokens / input_tokens` (0 with no lookup).
-    pub hit_rate: f64,
-}
-
-/// `summary.json`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct Summary {
-    /// Counts by outcome.
-    pub requests: Counts,
-    /// Error kinds, sorted by kind, each with sglang's message quoted once.
-    pub errors: Vec<ErrorCount>,
-    /// Latencies, ms.
-    pub latency_ms: Latencies,
-    /// Throughput.
-    pub throughput: Throughput,
-    /// SLO attainment and goodput.
-    pub slo: SloSummary,
-    /// Transfer totals.
-    pub transfer: TransferSummary,
-    /// Simulation totals.
-    pub sim: SimSummary,
-    /// Prefix cache per prefill instance (empty when no request carried prefix information).
-    pub prefix_cache: Vec<CacheStats>,
-}
-
 impl Summary {
-    /// Builds the summary from the run's aggregates.
-    pub fn new(
-        c: &Collector,
-        events: u64,
-        end_ns: u64,
-        cut: bool,
-        prefix_cache: Vec<CacheStats>,
-    ) -> Self {
-        let span = (end_ns as f64 / NS_PER_S as f64).max(1e-9);
-        let finished = c.counts.completed + c.counts.corrupted;
-        let arrived = c.counts.arrived.max(1);
-        Summary {
-            requests: c.counts.clone(),
-            errors: c
-                .errors
-                .iter()
-                .map(|(k, (n, m))| ErrorCount {
-                    kind: (*k).to_string(),
-                    count: *n,
-                    message: m.clone(),
-                })
-                .collect(),
-            latency_ms: c.latencies(),
-            throughput: Throughput {
-                requests_per_s: finished as f64 / span,
-                input_tokens_per_s: c.tokens_in as f64 / span,
-                output_tokens_per_s: c.tokens_out as f64 / span,
-            },
-            slo: SloSummary {
-                attainment: c.slo_met as f64 / arrived as f64,
-                goodput_requests_per_s: c.slo_met as f64 / span,
-            },
-            transfer: TransferSummary {
-                bytes: c.kv_bytes,
-                writes: c.rdma_writes,
-                bandwidth_gbps: c.bandwidth.summary(1e-3),
-                retransmitted_bytes: c.retransmitted_bytes.round() as u64,
-            },
-            sim: SimSummary {
-                events,
-                simulated_s: end_ns as f64 / NS_PER_S as f64,
-                cut_by_drain_timeout: cut,
-            },
-            prefix_cache: prefix_cache.into_iter().filter(|c| c.lookups > 0).collect(),
-        }
-    }
-
     /// The short summary printed on stdout.
     pub fn human(&self, name: &str) -> String {
         let r = &self.requests;
@@ -165,17 +37,58 @@ impl Summary {
             self.sim.simulated_s,
             self.sim.events
         );
+        let f = |v: Option<f64>, d: usize| match v {
+            Some(v) => format!("{v:>9.d$}"),
+            None => format!("{:>9}", "—"),
+        };
         s += &format!(
-            "  TTFT ms  p50 {:>9.1}  p99 {:>9.1}\n  TPOT ms  p50 {:>9.2}  p99 {:>9.2}\n  E2E  ms  p50 {:>9.1}  p99 {:>9.1}\n",
-            l.ttft.p50, l.ttft.p99, l.tpot.p50, l.tpot.p99, l.e2e.p50, l.e2e.p99
+            "  TTFT ms  p50 {}  p99 {}\n  TPOT ms  p50 {}  p99 {}\n  E2E  ms  p50 {}  p99 {}\n",
+            f(l.ttft.p50, 1),
+            f(l.ttft.p99, 1),
+            f(l.tpot.p50, 2),
+            f(l.tpot.p99, 2),
+            f(l.e2e.p50, 1),
+            f(l.e2e.p99, 1)
         );
+        let w = &t.arrival_window;
         s += &format!(
-            "  throughput {:.2} req/s, {:.0} input tok/s, {:.0} output tok/s; SLO attainment {:.1} %\n",
+            "  throughput {:.2} req/s, {:.0} input tok/s, {:.0} output tok/s (arrival window: {:.2} req/s, {:.0} output tok/s); SLO attainment {}\n",
             t.requests_per_s,
             t.input_tokens_per_s,
             t.output_tokens_per_s,
-            100.0 * self.slo.attainment
+            w.requests_per_s,
+            w.output_tokens_per_s,
+            self.slo
+                .attainment
+                .map_or("—".to_string(), |a| format!("{:.1} %", 100.0 * a))
         );
+        if let Some(met) = self.slo.met {
+            let each: Vec<String> = self
+                .slo
+                .targets
+                .iter()
+                .map(|t| {
+                    let v = t.value.map_or("—".to_string(), |v| format!("{v:.4}"));
+                    format!(
+                        "{} {v} vs {} {}",
+                        t.key,
+                        t.target,
+                        if t.met { "ok" } else { "MISSED" }
+                    )
+                })
+                .collect();
+            s += &format!(
+                "  SLO {}: {}\n",
+                if met { "met" } else { "not met" },
+                each.join("; ")
+            );
+        }
+        for p in &self.pools {
+            s += &format!(
+                "  pool {} ({}): bound by {}\n",
+                p.pool, p.role, p.bottleneck
+            );
+        }
         for e in &self.errors {
             s += &format!("  error {} ×{}: {}\n", e.kind, e.count, e.message);
         }

@@ -95,6 +95,9 @@ pub struct HardwareSection {
     /// Step-time calibration: `sglang-2025` (default), `vllm-2023`, or a file written by
     /// `pdsim calibrate` (relative to the scenario file).
     pub calibration: Option<String>,
+    /// Price of one GPU-hour, US dollars: the summary and `pdsim plan` then give $/hour and
+    /// $/1M output tokens.
+    pub usd_per_gpu_hour: Option<f64>,
 }
 
 fn default_gpus_per_node() -> u32 {
@@ -107,7 +110,7 @@ fn default_gpus_per_node() -> u32 {
 pub struct PoolSection {
     /// Unique pool name (addressed by `--set pools.<name>.…`).
     pub name: String,
-    /// `prefill` or `decode`.
+    /// `prefill`, `decode`, or `colocated` (a plain sglang server).
     pub role: Role,
     /// Number of instances.
     pub instances: u32,
@@ -334,6 +337,9 @@ pub struct WorkloadSection {
     pub input_tokens: Option<LengthSection>,
     /// Output lengths, tokens.
     pub output_tokens: Option<LengthSection>,
+    /// Instead of `input_tokens` and `output_tokens`: (input, output) pairs sampled together
+    /// from a trace's rows (`{ path = "..." }`), keeping their correlation.
+    pub lengths: Option<PairedLengthsSection>,
     /// A trace to replay instead.
     pub trace: Option<TraceSection>,
 }
@@ -421,6 +427,14 @@ pub enum LengthSection {
     },
 }
 
+/// `lengths = { path }`: paired (input, output) lengths from a trace or lengths-only CSV.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PairedLengthsSection {
+    /// The file (any trace format, or a lengths-only CSV), relative to the scenario file.
+    pub path: String,
+}
+
 /// `trace = { path, format, time_scale, rate_per_s, limit }`
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -491,8 +505,22 @@ fn default_queue_size() -> u32 {
 #[derive(Clone, Debug, Deserialize, Serialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct SloSection {
-    /// Time-to-first-token target, ms.
+    /// Per-request time-to-first-token threshold (attainment, goodput), ms.
     pub ttft_ms: Option<f64>,
-    /// Time-per-output-token target, ms.
+    /// Per-request time-per-output-token threshold (attainment, goodput), ms.
     pub tpot_ms: Option<f64>,
+    /// Median TTFT target over arrived requests (failed ones count as never), ms.
+    pub ttft_p50_ms: Option<f64>,
+    /// 90th-percentile TTFT target, ms.
+    pub ttft_p90_ms: Option<f64>,
+    /// 99th-percentile TTFT target, ms.
+    pub ttft_p99_ms: Option<f64>,
+    /// Median TPOT target, ms.
+    pub tpot_p50_ms: Option<f64>,
+    /// 90th-percentile TPOT target, ms.
+    pub tpot_p90_ms: Option<f64>,
+    /// 99th-percentile TPOT target, ms.
+    pub tpot_p99_ms: Option<f64>,
+    /// Least share of arrived requests that must meet `ttft_ms` and `tpot_ms`, in (0, 1].
+    pub attainment_min: Option<f64>,
 }

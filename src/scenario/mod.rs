@@ -349,6 +349,12 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         calibration,
         compute,
         gpus_per_node: hw.gpus_per_node,
+        usd_per_gpu_hour: match hw.usd_per_gpu_hour {
+            Some(u) => {
+                Some(c.non_negative("hardware.usd_per_gpu_hour", u, "US dollars per GPU-hour")?)
+            }
+            None => None,
+        },
         pools,
         fabric,
         workload,

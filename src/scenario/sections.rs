@@ -199,15 +199,31 @@ pub(super) fn pools(
             ));
         }
     }
-    for role in [Role::Prefill, Role::Decode] {
-        if !pools.iter().any(|p| p.role == role) {
-            return Err(c.err(
-                "pools",
-                format!(
-                    "no {} pool: a PD cluster needs at least one [[pools]] with role = \"prefill\" and one with role = \"decode\"",
-                    role.as_str()
-                ),
-            ));
+    let colocated = pools.iter().find(|p| p.role == Role::Colocated);
+    let pd = pools.iter().find(|p| p.role != Role::Colocated);
+    if let (Some(co), Some(other)) = (colocated, pd) {
+        // A colocated server is the baseline a PD cluster is compared with, not a part of one:
+        // the router of a PD cluster picks a (prefill, decode) pair, a plain server's picks one.
+        return Err(c.err(
+            &format!("pools.{}.role", co.name),
+            format!(
+                "a scenario is either a PD cluster (prefill and decode pools) or colocated servers (only role = \"colocated\" pools); pool {:?} is {} — compare the two with `pdsim sweep --vary` over two scenarios' pools",
+                other.name,
+                other.role.as_str()
+            ),
+        ));
+    }
+    if colocated.is_none() {
+        for role in [Role::Prefill, Role::Decode] {
+            if !pools.iter().any(|p| p.role == role) {
+                return Err(c.err(
+                    "pools",
+                    format!(
+                        "no {} pool: a PD cluster needs at least one [[pools]] with role = \"prefill\" and one with role = \"decode\" (or use only role = \"colocated\" pools for plain sglang servers)",
+                        role.as_str()
+                    ),
+                ));
+            }
         }
     }
     pools.sort_by_key(|p| p.role);
@@ -263,16 +279,36 @@ pub(super) fn fabric(
 
 /// `[workload]`: a trace or a synthetic generator.
 pub(super) fn workload(c: &Checker, w: &file::WorkloadSection) -> Result<Workload, ScenarioError> {
+    if w.lengths.is_some() && (w.input_tokens.is_some() || w.output_tokens.is_some()) {
+        return Err(c.err(
+            "workload.lengths",
+            "lengths = { path } gives input and output lengths together: remove input_tokens and output_tokens, or remove lengths",
+        ));
+    }
     Ok(
-        match (&w.trace, &w.arrival, &w.input_tokens, &w.output_tokens) {
-            (Some(t), None, None, None) => super::trace_workload(c, t)?,
+        match (
+            &w.trace,
+            &w.arrival,
+            &w.input_tokens,
+            &w.output_tokens,
+            &w.lengths,
+        ) {
+            (Some(t), None, None, None, None) => super::trace_workload(c, t)?,
             (Some(_), ..) => {
                 return Err(c.err(
                 "workload.trace",
-                "a trace gives arrivals and lengths itself: remove arrival, input_tokens and output_tokens, or remove trace",
+                "a trace gives arrivals and lengths itself: remove arrival, input_tokens, output_tokens and lengths, or remove trace",
             ));
             }
-            (None, Some(a), Some(i), Some(o)) => Workload::Synthetic {
+            (None, Some(a), None, None, Some(l)) => {
+                let pairs = paired_lengths(c, &l.path)?;
+                Workload::Synthetic {
+                    arrival: super::arrival(c, a)?,
+                    input: crate::config::Lengths::PairedInput(pairs.clone()),
+                    output: crate::config::Lengths::PairedOutput(pairs),
+                }
+            }
+            (None, Some(a), Some(i), Some(o), None) => Workload::Synthetic {
                 arrival: super::arrival(c, a)?,
                 input: super::lengths(c, "workload.input_tokens", i)?,
                 output: super::lengths(c, "workload.output_tokens", o)?,
@@ -280,11 +316,31 @@ pub(super) fn workload(c: &Checker, w: &file::WorkloadSection) -> Result<Workloa
             _ => {
                 return Err(c.err(
                 "workload",
-                "give either trace = { path = \"...\" } or all of arrival, input_tokens and output_tokens, e.g. arrival = { process = \"poisson\", rate_per_s = 8 }",
+                "give either trace = { path = \"...\" }, or arrival with input_tokens and output_tokens, or arrival with lengths = { path = \"...\" } (paired), e.g. arrival = { process = \"poisson\", rate_per_s = 8 }",
             ));
             }
         },
     )
+}
+
+/// The (input, output) pairs of `workload.lengths.path`; every pair ≥ 1 token each.
+fn paired_lengths(
+    c: &Checker,
+    rel: &str,
+) -> Result<std::sync::Arc<Vec<(u32, u32)>>, ScenarioError> {
+    let key = "workload.lengths.path";
+    let pairs = crate::workload::trace::read_lengths(&c.resolve_path(rel))
+        .map_err(|e| c.err(key, e.to_string()))?;
+    if pairs.is_empty() {
+        return Err(c.err(key, "the file has no rows: nothing to sample lengths from"));
+    }
+    if let Some(i) = pairs.iter().position(|p| p.0 == 0 || p.1 == 0) {
+        return Err(c.err(
+            key,
+            format!("row {} has a length of 0 tokens (input {}, output {}); every request needs ≥ 1 of each", i + 1, pairs[i].0, pairs[i].1),
+        ));
+    }
+    Ok(std::sync::Arc::new(pairs))
 }
 
 /// `[sglang]` and `[slo]`.
@@ -318,6 +374,34 @@ pub(super) fn sglang_and_slo(
         slo.tpot_ns = Some(ns_from_secs_ceil(
             c.within_clock("slo.tpot_ms", t, 1e-3, "ms")? / 1e3,
         ));
+    }
+    let s = &file.slo;
+    let pct = |name: &str, v: Option<f64>| -> Result<Option<f64>, ScenarioError> {
+        v.map(|t| {
+            let key = format!("slo.{name}");
+            c.positive(&key, t, "ms")?;
+            c.within_clock(&key, t, 1e-3, "ms")
+        })
+        .transpose()
+    };
+    slo.ttft_pct_ms = [
+        pct("ttft_p50_ms", s.ttft_p50_ms)?,
+        pct("ttft_p90_ms", s.ttft_p90_ms)?,
+        pct("ttft_p99_ms", s.ttft_p99_ms)?,
+    ];
+    slo.tpot_pct_ms = [
+        pct("tpot_p50_ms", s.tpot_p50_ms)?,
+        pct("tpot_p90_ms", s.tpot_p90_ms)?,
+        pct("tpot_p99_ms", s.tpot_p99_ms)?,
+    ];
+    if let Some(a) = s.attainment_min {
+        if !(a > 0.0 && a <= 1.0) {
+            return Err(c.err(
+                "slo.attainment_min",
+                format!("must be a share of arrived requests in (0, 1], e.g. 0.9; got {a}"),
+            ));
+        }
+        slo.attainment_min = Some(a);
     }
     let sglang = SglangParams {
         profile,

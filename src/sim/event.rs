@@ -1,7 +1,7 @@
 //! The one closed set of things that can happen in a run. Requests to do something are named
 //! as commands, facts in the past tense. Every handler is in [`super::World::handle`].
 
-use super::ids::{DecodeId, InstanceId, PrefillId, ShardId};
+use super::ids::{ColocatedId, DecodeId, InstanceId, PrefillId, ShardId};
 use super::requests::ReqRef;
 
 /// Everything that can happen.
@@ -47,6 +47,11 @@ pub enum Event {
     TransferSucceeded {
         /// The request.
         req: ReqRef,
+    },
+    /// A colocated server's mixed (chunked prefill + decode) step finished.
+    ColocatedStepDone {
+        /// The instance.
+        colocated: ColocatedId,
     },
     /// A decode step finished.
     DecodeStepDone {

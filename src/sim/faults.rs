@@ -45,6 +45,10 @@ impl World<'_> {
     /// is gone). A prefill's rooms are failed by the decodes' heartbeat (`HEARTBEAT_INTERVAL`
     /// × `HEARTBEAT_MAX_FAILURE` misses) as `peer_lost`.
     fn crash(&mut self, i: InstanceId) {
+        if let Some(c) = self.colocated_of(i) {
+            self.crash_colocated(c);
+            return;
+        }
         let now = self.q.now();
         let role = self.role_of(i);
         let core = match role {
@@ -113,6 +117,10 @@ impl World<'_> {
     }
 
     pub(super) fn on_restart(&mut self, i: InstanceId) {
+        if let Some(c) = self.colocated_of(i) {
+            self.restart_colocated(c);
+            return;
+        }
         match self.role_of(i) {
             Ok(p) => {
                 if self.prefills[p].core.alive {

@@ -34,6 +34,10 @@ id!(
     DecodeId
 );
 id!(
+    /// A colocated (plain sglang) instance: its position among all colocated instances.
+    ColocatedId
+);
+id!(
     /// An instance of either role as the results number it: prefill instances first, then
     /// decode instances (the scenario orders pools by role).
     InstanceId
@@ -120,6 +124,7 @@ macro_rules! index {
 }
 index!(PrefillId);
 index!(DecodeId);
+index!(ColocatedId);
 index!(InstanceId);
 index!(PoolId);
 index!(ShardId);

@@ -9,8 +9,9 @@ use crate::sglang::decode::id_list;
 
 use super::World;
 use super::event::{Event, Wake, lane};
-use super::ids::{DecodeId, PrefillId, ShardId};
+use super::ids::{ColocatedId, DecodeId, PrefillId, ShardId};
 use super::requests::{KvPoll, NOT_RUNNING, Req, ReqRef};
+use super::sampler::CoreRef;
 
 impl World<'_> {
     pub(super) fn schedule_next_arrival(&mut self) {
@@ -18,21 +19,29 @@ impl World<'_> {
             .sc
             .max_requests
             .is_none_or(|m| self.source.produced() < m);
+        let now = self.q.now();
         if !more {
-            self.arrivals_done = true;
+            self.arrivals_stopped(now);
             return;
         }
         // Peek by generating: the request is kept until its arrival event.
         let Some(next) = self.source.next_request() else {
-            self.arrivals_done = true;
+            self.arrivals_stopped(now);
             return;
         };
         if next.arrival_ns >= self.sc.duration_ns {
-            self.arrivals_done = true;
+            self.arrivals_stopped(self.sc.duration_ns);
             return;
         }
         self.q.schedule_at(next.arrival_ns, Event::Arrival);
         self.pending_arrival = Some(next);
+    }
+
+    /// Arrivals are over: the arrival window ends at `end_ns` (the duration, or the last
+    /// arrival when `max_requests` or the trace ended them first).
+    fn arrivals_stopped(&mut self, end_ns: crate::engine::Nanos) {
+        self.arrivals_done = true;
+        self.collector.window_end_ns = Some(end_ns);
     }
 
     /// The router picks a prefill and a decode instance; decode's first contact with the
@@ -43,6 +52,10 @@ impl World<'_> {
         self.schedule_next_arrival();
         let id = self.collector.counts.arrived;
         self.collector.counts.arrived += 1;
+        if !self.colocated.is_empty() {
+            self.arrive_colocated(id, nr);
+            return;
+        }
         let Some((pi, di)) = self.router.pick() else {
             // Every instance of a role is down: the router has nowhere to send it.
             let mut row =
@@ -156,6 +169,7 @@ impl World<'_> {
         let p = req.prefill;
         self.prefills[p].waiting.push_back(r);
         self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
+        self.observe(CoreRef::Prefill(p));
     }
 
     /// A prefill forward ended: its chunks go on their transfer shards (all chunks to one
@@ -172,6 +186,7 @@ impl World<'_> {
         }
         self.scratch.jobs = jobs;
         self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
+        self.observe(CoreRef::Prefill(p));
     }
 
     /// `sum(decode session ports) % queue_size`: every request to one decode instance hashes to
@@ -196,7 +211,11 @@ impl World<'_> {
         }
         // The prefill's first token arrives with the aux data (after a retraction the request
         // already has one: TTFT is not reset).
-        req.row.first_token_ns.get_or_insert(now);
+        if req.row.first_token_ns.is_none() {
+            req.row.first_token_ns = Some(now);
+            self.collector.prompt_done(now, req.input);
+            self.collector.tokens_generated(now, 1);
+        }
         let (d, id, output) = (req.decode, req.id, req.output - req.extra);
         if output == 1 {
             req.row.decode_start_ns.get_or_insert(now);
@@ -212,6 +231,7 @@ impl World<'_> {
         self.decodes[d].enqueue_ready(r);
         if !self.decodes[d].core.busy {
             self.start_decode_step(d);
+            self.observe(CoreRef::Decode(d));
         }
     }
 
@@ -241,6 +261,8 @@ impl World<'_> {
         let now = self.q.now();
         let mut finished = std::mem::take(&mut self.scratch.refs);
         finished.clear();
+        self.collector
+            .tokens_generated(now, u64::from(self.decodes[d].running));
         self.decodes[d].step_done(now, &mut self.reqs, &mut self.collector.itl, &mut finished);
         for &r in &finished {
             self.complete(r);
@@ -248,6 +270,7 @@ impl World<'_> {
         self.scratch.refs = finished;
         self.try_prealloc(d);
         self.start_decode_step(d);
+        self.observe(CoreRef::Decode(d));
     }
 
     /// sglang's timeouts: decode's in `WaitingForInput`, prefill's in `Bootstrapping`. A request
@@ -384,5 +407,126 @@ impl World<'_> {
         let c = &self.decodes[d].core;
         self.router
             .set_decode(d.idx(), c.alive.then_some(c.outstanding));
+    }
+}
+
+/// Colocated (plain sglang) servers: routing, the mixed step, crashes. A colocated request
+/// never touches the request table, the fabric or the transfer queues: the server owns it from
+/// arrival to its end, and `World` only records what each step produced.
+impl World<'_> {
+    /// The router picks a live server; a request whose prompt and output can never fit in its
+    /// KV is rejected up front, as sglang's tokenizer manager rejects it.
+    fn arrive_colocated(&mut self, id: u64, nr: crate::workload::NewRequest) {
+        let now = self.q.now();
+        let Some((ci, _)) = self.router.pick() else {
+            let mut row =
+                RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
+            row.finish_ns = Some(now);
+            row.outcome = Outcome::Failed;
+            row.error_kind = Some(ErrorKind::PeerLost);
+            let msg = "No live server to route the request to";
+            if let Err(e) = self.collector.finish(row, Some(msg), self.slo(), self.sink) {
+                self.io_error.get_or_insert(e);
+            }
+            return;
+        };
+        let c = ColocatedId::from(ci);
+        let server = &mut self.colocated[c];
+        let instance = server.core.instance.0;
+        let mut row = RequestRow::arrived(
+            id,
+            nr.arrival_ns,
+            Some((instance, instance)),
+            nr.input_tokens,
+            nr.output_tokens,
+        );
+        server.core.tick.arrivals += 1;
+        let need = (nr.input_tokens + nr.output_tokens).div_ceil(server.core.page_size);
+        if need > server.core.pages.total() {
+            let msg = format!(
+                "Request {id} needs {need} KV pages; the server holds {}",
+                server.core.pages.total()
+            );
+            row.finish_ns = Some(now);
+            row.outcome = Outcome::Failed;
+            row.error_kind = Some(ErrorKind::RequestTooLong);
+            if let Err(e) = self
+                .collector
+                .finish(row, Some(&msg), self.slo(), self.sink)
+            {
+                self.io_error.get_or_insert(e);
+            }
+            return;
+        }
+        row.prefill_queued_ns = Some(now);
+        server.arrive(row);
+        self.sync_colocated(c);
+        self.colocated[c].try_step(c, &mut self.q);
+        self.observe(CoreRef::Colocated(c));
+    }
+
+    /// A mixed step ended: record its tokens, end the requests that finished, start the next.
+    pub(super) fn on_colocated_step_done(&mut self, c: ColocatedId) {
+        let now = self.q.now();
+        let mut out = crate::sglang::colocated::StepOutcome::default();
+        self.colocated[c].step_done(now, &mut self.collector.itl, &mut out);
+        self.collector.tokens_generated(now, out.tokens);
+        for input in out.first_token_inputs {
+            self.collector.prompt_done(now, input);
+        }
+        let slo = self.slo();
+        for mut row in out.finished {
+            row.outcome = Outcome::Completed;
+            if let Err(e) = self.collector.finish(row, None, slo, self.sink) {
+                self.io_error.get_or_insert(e);
+            }
+        }
+        self.sync_colocated(c);
+        self.colocated[c].try_step(c, &mut self.q);
+        self.observe(CoreRef::Colocated(c));
+    }
+
+    /// Tells the router server `c`'s load (`None` while down).
+    fn sync_colocated(&mut self, c: ColocatedId) {
+        let core = &self.colocated[c].core;
+        self.router
+            .set_prefill(c.idx(), core.alive.then_some(core.outstanding));
+    }
+
+    /// A colocated server crashes: its step is lost and every request it holds fails
+    /// (`server_crashed`: the exception ends sglang's scheduler loop).
+    pub(super) fn crash_colocated(&mut self, c: ColocatedId) {
+        let now = self.q.now();
+        if !self.colocated[c].core.alive {
+            return;
+        }
+        self.colocated[c].core.alive = false;
+        self.sync_colocated(c);
+        let rows = self.colocated[c].crash(&mut self.q);
+        let msg = format!("Server {} crashed", c.0);
+        let slo = self.slo();
+        for mut row in rows {
+            row.finish_ns = Some(now);
+            row.outcome = Outcome::Failed;
+            row.error_kind = Some(ErrorKind::ServerCrashed);
+            if let Err(e) = self.collector.finish(row, Some(&msg), slo, self.sink) {
+                self.io_error.get_or_insert(e);
+            }
+        }
+        self.observe(CoreRef::Colocated(c));
+    }
+
+    /// A crashed colocated server is back, empty.
+    pub(super) fn restart_colocated(&mut self, c: ColocatedId) {
+        if self.colocated[c].core.alive {
+            return;
+        }
+        self.colocated[c].core.alive = true;
+        self.sync_colocated(c);
+    }
+
+    /// The colocated server behind a global instance number, when the cluster is colocated.
+    pub(super) fn colocated_of(&self, i: super::ids::InstanceId) -> Option<ColocatedId> {
+        (!self.colocated.is_empty()).then_some(ColocatedId(i.0))
     }
 }

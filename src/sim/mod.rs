@@ -29,6 +29,7 @@ use crate::engine::{EventKey, EventQueue, Nanos};
 use crate::fabric::{Fabric, FlowEnd, TopologyConfig};
 use crate::layout::PairPlan;
 use crate::metrics::{Collector, Outcome, Sink};
+use crate::sglang::colocated::ColocatedServer;
 use crate::sglang::decode::DecodeServer;
 use crate::sglang::memory::{KvPool, PageAllocator, Shared, Store};
 use crate::sglang::prefill::PrefillServer;
@@ -39,7 +40,7 @@ use crate::sglang::{Core, TickCounters};
 use crate::workload::{Generator, NewRequest};
 
 use event::{Event, Wake};
-use ids::{DecodeId, IdVec, InstanceId, PoolId, PrefillId};
+use ids::{ColocatedId, DecodeId, IdVec, InstanceId, PoolId, PrefillId};
 use requests::{ChunkJob, ReqRef, Requests};
 
 pub use crate::sim::requests::KvPoll;
@@ -53,6 +54,24 @@ pub struct RunStats {
     pub end_ns: Nanos,
     /// Whether the run hit `duration + drain_timeout` with requests in flight.
     pub cut_by_drain_timeout: bool,
+    /// Time-weighted gauges of each pool (`summary.json` `pools`).
+    #[serde(skip)]
+    pub pools: Vec<crate::metrics::summary::PoolGauges>,
+    /// Nodes the cluster spans.
+    pub nodes: u32,
+}
+
+impl RunStats {
+    /// The run loop's totals as the summary reads them.
+    pub fn totals(&self) -> crate::metrics::summary::RunTotals {
+        crate::metrics::summary::RunTotals {
+            events: self.events,
+            end_ns: self.end_ns,
+            cut: self.cut_by_drain_timeout,
+            pools: self.pools.clone(),
+            nodes: self.nodes,
+        }
+    }
 }
 
 /// The first session port; rank `r` of global instance `i` listens on
@@ -84,6 +103,10 @@ pub struct World<'a> {
     prefills: IdVec<PrefillId, PrefillServer>,
     transfers: IdVec<PrefillId, TransferQueues>,
     decodes: IdVec<DecodeId, DecodeServer>,
+    /// Plain sglang servers (a colocated scenario has only these).
+    colocated: IdVec<ColocatedId, ColocatedServer>,
+    /// Nodes the cluster spans.
+    nodes: u32,
     /// What a prefill needs to know of each decode instance to send to it.
     endpoints: IdVec<DecodeId, DecodeEndpoint>,
     /// The compiled transfer plan of every (prefill, decode) instance pair.
@@ -184,6 +207,7 @@ impl<'a> World<'a> {
         let mut prefills = IdVec::default();
         let mut transfers = IdVec::default();
         let mut decodes = IdVec::default();
+        let mut colocated = IdVec::default();
         let mut heartbeat = IdVec::default();
         let mut global = 0u32;
         // An instance spanning nodes all-reduces over its GPUs' NICs (one NIC share per GPU).
@@ -254,6 +278,14 @@ impl<'a> World<'a> {
                         let max_running = pool.server.max_running_requests.unwrap_or(u32::MAX);
                         decodes.push(DecodeServer::new(core, ports, max_running));
                     }
+                    Role::Colocated => {
+                        let budget = pool
+                            .server
+                            .chunked_prefill_size
+                            .min(pool.server.max_prefill_tokens);
+                        let max_running = pool.server.max_running_requests.unwrap_or(u32::MAX);
+                        colocated.push(ColocatedServer::new(core, budget, max_running));
+                    }
                 }
             }
         }
@@ -287,11 +319,19 @@ impl<'a> World<'a> {
         Self {
             sc,
             q: EventQueue::new(),
-            router: Router::new(sc.router, sc.seed, prefills.len(), decodes.len()),
+            // A colocated cluster's router picks one server: its "prefill" side is the
+            // servers, its "decode" side a single always-live placeholder.
+            router: if colocated.is_empty() {
+                Router::new(sc.router, sc.seed, prefills.len(), decodes.len())
+            } else {
+                Router::new(sc.router, sc.seed, colocated.len(), 1)
+            },
             fabric,
             prefills,
             transfers,
             decodes,
+            colocated,
+            nodes: placement.nodes,
             endpoints,
             plans,
             source: Generator::new(&sc.workload, sc.seed),
@@ -331,7 +371,18 @@ impl<'a> World<'a> {
     pub fn kv_pages(&self) -> Vec<u32> {
         let p = self.prefills.iter().map(|p| p.core.pages.total());
         p.chain(self.decodes.iter().map(|d| d.core.pages.total()))
+            .chain(self.colocated.iter().map(|c| c.core.pages.total()))
             .collect()
+    }
+
+    /// Requests in flight, on every kind of server.
+    fn live(&self) -> u64 {
+        self.reqs.live()
+            + self
+                .colocated
+                .iter()
+                .map(|c| u64::from(c.live()))
+                .sum::<u64>()
     }
 
     /// Runs to the end: arrivals stop at `duration`, then in-flight requests drain until
@@ -354,7 +405,7 @@ impl<'a> World<'a> {
         let hard_stop = self.sc.duration_ns.saturating_add(self.sc.drain_timeout_ns);
         let mut cut = false;
         while let Some(t) = self.q.peek_time() {
-            if self.arrivals_done && self.reqs.live() == 0 {
+            if self.arrivals_done && self.live() == 0 {
                 break;
             }
             if t > hard_stop {
@@ -381,6 +432,16 @@ impl<'a> World<'a> {
             row.outcome = Outcome::Unfinished;
             self.collector.finish(row, None, self.slo(), self.sink)?;
         }
+        let mut rows = Vec::new();
+        for c in self.colocated.iter_mut() {
+            rows.extend(c.drain());
+        }
+        for mut row in rows {
+            row.outcome = Outcome::Unfinished;
+            row.finish_ns = None;
+            self.collector.finish(row, None, self.slo(), self.sink)?;
+        }
+        let pools = self.pool_gauges();
         assert_eq!(
             self.collector.held_back(),
             0,
@@ -391,6 +452,8 @@ impl<'a> World<'a> {
             events: self.q.events_popped(),
             end_ns: end,
             cut_by_drain_timeout: cut,
+            pools,
+            nodes: self.nodes,
         })
     }
 
@@ -415,6 +478,7 @@ impl<'a> World<'a> {
             Event::HeartbeatLost { prefill } => self.on_heartbeat_lost(prefill),
             Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
+            Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),
             Event::WaitingTimeout { req } => self.on_timeout(req, KvPoll::WaitingForInput),
             Event::BootstrapTimeout { req } => self.on_timeout(req, KvPoll::Bootstrapping),
             Event::Tick => self.on_tick()?,

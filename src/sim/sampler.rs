@@ -6,6 +6,11 @@ use crate::engine::{NS_PER_S, Nanos};
 use crate::fabric::{Fabric, Link};
 use crate::metrics::{LinkRow, TimeseriesRow};
 use crate::sglang::Core;
+use crate::sglang::colocated::ColocatedServer;
+use crate::sglang::decode::DecodeServer;
+use crate::sglang::prefill::PrefillServer;
+
+use super::ids::{ColocatedId, DecodeId, IdVec, PrefillId};
 
 use super::World;
 use super::event::Event;
@@ -24,6 +29,28 @@ pub(super) struct Sampler {
     link_healthy: Vec<f64>,
     /// The fabric's sizes, for link names.
     bounds: crate::fabric::NameBounds,
+    /// Time integrals of each instance's gauges (`summary.json` `pools`).
+    gauges: Vec<Gauge>,
+}
+
+/// One instance's gauges, integrated over time by the left-point rule: the state seen at an
+/// observation holds until the next one. Observations come at every step end of the instance
+/// (its batch changes only there or when an idle instance starts a step, also observed) and at
+/// every tick, so the error is at most one step of one instance.
+#[derive(Clone, Copy, Default)]
+struct Gauge {
+    last_ns: Nanos,
+    running: u32,
+    queued: u32,
+    kv_share: f64,
+    running_ns: f64,
+    queued_ns: f64,
+    kv_ns: f64,
+    queue_nonempty_ns: f64,
+    /// Busy time of the ticks already closed, ns.
+    busy_ns: f64,
+    /// Bytes the NICs moved in the instance's direction in the ticks already closed.
+    nic_bytes: f64,
 }
 
 impl Sampler {
@@ -35,6 +62,7 @@ impl Sampler {
             last_link: vec![(0.0, 0.0); links.len()],
             link_healthy: links.iter().map(|&l| fabric.link_capacity(l)).collect(),
             links,
+            gauges: vec![Gauge::default(); instances],
             bounds: crate::fabric::NameBounds::of(fabric.topology()),
         }
     }
@@ -73,20 +101,118 @@ impl World<'_> {
         Ok(())
     }
 
+    /// Integrates instance `core_of`'s gauges up to now and takes its current state.
+    pub(super) fn observe(&mut self, core_of: CoreRef) {
+        let now = self.q.now();
+        let (core, _, running, queued) = state_of(
+            &mut self.prefills,
+            &mut self.decodes,
+            &mut self.colocated,
+            core_of,
+        );
+        let i = core.instance.idx();
+        let total = core.pages.total();
+        let kv_share = if total == 0 {
+            0.0
+        } else {
+            f64::from(core.pages.used()) / f64::from(total)
+        };
+        // Integrate up to the arrival window's end only: the summary's utilisation, like its
+        // throughput, describes the steady state, not the drain tail where load falls to 0.
+        let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
+        let g = &mut self.sampler.gauges[i];
+        let dt = (now.min(end).max(g.last_ns) - g.last_ns) as f64;
+        g.running_ns += f64::from(g.running) * dt;
+        g.queued_ns += f64::from(g.queued) * dt;
+        g.kv_ns += g.kv_share * dt;
+        if g.queued > 0 {
+            g.queue_nonempty_ns += dt;
+        }
+        g.last_ns = now;
+        g.running = running;
+        g.queued = queued;
+        g.kv_share = kv_share;
+    }
+
+    /// Every instance, in result order.
+    pub(super) fn all_cores(&self) -> Vec<CoreRef> {
+        self.prefills
+            .ids()
+            .map(CoreRef::Prefill)
+            .chain(self.decodes.ids().map(CoreRef::Decode))
+            .chain(self.colocated.ids().map(CoreRef::Colocated))
+            .collect()
+    }
+
+    /// The time integrals of every pool over the arrival window, for `summary.json` (observes
+    /// every instance first). Busy time and NIC bytes are counted per simulated second (the
+    /// ticks), the gauges at every step.
+    pub(crate) fn pool_gauges(&mut self) -> Vec<crate::metrics::summary::PoolGauges> {
+        let now = self.q.now();
+        let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
+        let mut out: Vec<crate::metrics::summary::PoolGauges> = self
+            .sc
+            .pools
+            .iter()
+            .map(|p| crate::metrics::summary::PoolGauges {
+                pool: p.name.clone(),
+                role: Some(p.role),
+                instances: p.instances,
+                gpus: p.instances * p.server.tp_size,
+                batch_cap: p.server.max_running_requests,
+                ..Default::default()
+            })
+            .collect();
+        for c in self.all_cores() {
+            self.observe(c);
+            let (core, _, _, _) = state_of(
+                &mut self.prefills,
+                &mut self.decodes,
+                &mut self.colocated,
+                c,
+            );
+            // The open second counts when the window is still open (a run cut short).
+            let busy_tick = if now <= end {
+                core.tick.busy_ns as f64
+                    + if core.busy {
+                        (now - core.tick.busy_since) as f64
+                    } else {
+                        0.0
+                    }
+            } else {
+                0.0
+            };
+            let (i, pool) = (core.instance.idx(), core.pool.idx());
+            let nics = core.nics.len();
+            let g = self.sampler.gauges[i];
+            let bytes = g.nic_bytes;
+            let o = &mut out[pool];
+            o.busy_ns += g.busy_ns + busy_tick;
+            o.running_ns += g.running_ns;
+            o.queued_ns += g.queued_ns;
+            o.kv_ns += g.kv_ns;
+            o.queue_nonempty_ns += g.queue_nonempty_ns;
+            o.nic_bytes += bytes;
+            o.nic_bytes_per_ns += self.sc.fabric.nic_bytes_per_ns * nics as f64;
+        }
+        // Colocated servers move no KV: their NICs carry nothing worth a utilisation.
+        for o in &mut out {
+            if o.role == Some(Role::Colocated) {
+                o.nic_bytes_per_ns = 0.0;
+            }
+        }
+        out
+    }
+
     /// The row of one instance for the second ending `now`; resets its counters.
     fn instance_row(&mut self, core_of: CoreRef, now: Nanos) -> TimeseriesRow {
-        let (core, role, running, queued): (&mut Core, Role, u32, u32) = match core_of {
-            CoreRef::Prefill(p) => {
-                let s = &mut self.prefills[p];
-                let (running, queued) = (s.batch.len() as u32, s.waiting.len() as u32);
-                (&mut s.core, Role::Prefill, running, queued)
-            }
-            CoreRef::Decode(d) => {
-                let s = &mut self.decodes[d];
-                let (running, queued) = (s.running, (s.prealloc.len() + s.ready.len()) as u32);
-                (&mut s.core, Role::Decode, running, queued)
-            }
-        };
+        self.observe(core_of);
+        let (core, role, running, queued) = state_of(
+            &mut self.prefills,
+            &mut self.decodes,
+            &mut self.colocated,
+            core_of,
+        );
         let i = core.instance.idx();
         let bytes: f64 = core
             .nics
@@ -117,6 +243,11 @@ impl World<'_> {
             busy_fraction: core.tick.busy_ns as f64 / NS_PER_S as f64,
             link_utilisation: (moved / capacity).clamp(0.0, 1.0),
         };
+        if now <= self.collector.window_end_ns.unwrap_or(Nanos::MAX) {
+            let g = &mut self.sampler.gauges[i];
+            g.busy_ns += core.tick.busy_ns as f64;
+            g.nic_bytes += moved;
+        }
         core.tick.arrivals = 0;
         core.tick.busy_ns = 0;
         core.tick.tokens = 0;
@@ -127,29 +258,51 @@ impl World<'_> {
         let now = self.q.now();
         if now > 0 {
             self.fabric.settle_all(now);
-            let all = self
-                .prefills
-                .ids()
-                .map(CoreRef::Prefill)
-                .chain(self.decodes.ids().map(CoreRef::Decode))
-                .collect::<Vec<_>>();
-            for c in all {
+            for c in self.all_cores() {
                 let row = self.instance_row(c, now);
                 self.sink.timeseries(&row)?;
             }
             self.link_rows()?;
         }
         self.sampler.seconds += 1;
-        if !(self.arrivals_done && self.reqs.live() == 0) {
+        if !(self.arrivals_done && self.live() == 0) {
             self.q.schedule_in(NS_PER_S, Event::Tick);
         }
         Ok(())
     }
 }
 
-/// An instance of either role, for the sampler's walk in result order.
+/// An instance's core, role, running batch and queue (a free function over the three server
+/// tables, so the caller keeps the rest of `World` free to borrow).
+fn state_of<'w>(
+    prefills: &'w mut IdVec<PrefillId, PrefillServer>,
+    decodes: &'w mut IdVec<DecodeId, DecodeServer>,
+    colocated: &'w mut IdVec<ColocatedId, ColocatedServer>,
+    core_of: CoreRef,
+) -> (&'w mut Core, Role, u32, u32) {
+    match core_of {
+        CoreRef::Prefill(p) => {
+            let s = &mut prefills[p];
+            let (running, queued) = (s.batch.len() as u32, s.waiting.len() as u32);
+            (&mut s.core, Role::Prefill, running, queued)
+        }
+        CoreRef::Decode(d) => {
+            let s = &mut decodes[d];
+            let (running, queued) = (s.running, (s.prealloc.len() + s.ready.len()) as u32);
+            (&mut s.core, Role::Decode, running, queued)
+        }
+        CoreRef::Colocated(c) => {
+            let s = &mut colocated[c];
+            let (running, queued) = (s.running(), s.queued());
+            (&mut s.core, Role::Colocated, running, queued)
+        }
+    }
+}
+
+/// An instance of any role, for the sampler's walk in result order.
 #[derive(Clone, Copy)]
-enum CoreRef {
-    Prefill(super::ids::PrefillId),
-    Decode(super::ids::DecodeId),
+pub(super) enum CoreRef {
+    Prefill(PrefillId),
+    Decode(DecodeId),
+    Colocated(ColocatedId),
 }

@@ -117,10 +117,15 @@ impl Generator {
             } => {
                 let arrival_ns = crate::engine::ceil_ns(*next_arrival);
                 *next_arrival += gap_ns(arrival, arrivals_rng, *next_arrival);
+                let (input_tokens, output_tokens) = match input {
+                    // One draw picks the pair: the output comes from the same trace row.
+                    Lengths::PairedInput(pairs) => pairs[input_rng.random_range(0..pairs.len())],
+                    _ => (sample(input, input_rng), sample(output, output_rng)),
+                };
                 NewRequest {
                     arrival_ns,
-                    input_tokens: sample(input, input_rng),
-                    output_tokens: sample(output, output_rng),
+                    input_tokens,
+                    output_tokens,
                     hash_ids: Vec::new(),
                 }
             }
@@ -242,6 +247,8 @@ fn gamma(k: f64, rng: &mut ChaCha8Rng) -> f64 {
 pub fn sample(dist: &Lengths, rng: &mut ChaCha8Rng) -> u32 {
     match *dist {
         Lengths::Empirical(ref v) => v[rng.random_range(0..v.len())],
+        Lengths::PairedInput(ref v) => v[rng.random_range(0..v.len())].0,
+        Lengths::PairedOutput(ref v) => v[rng.random_range(0..v.len())].1,
         Lengths::Fixed(v) => v,
         Lengths::Uniform { min, max } => rng.random_range(min..=max),
         Lengths::Lognormal { mean, cv, min, max } => {
@@ -399,6 +406,28 @@ mod tests {
         assert!((count(200.0, 300.0) / 5000.0 - 1.0).abs() < 0.05);
         // The last rate holds after the last step.
         assert!((count(300.0, 320.0) / 1000.0 - 1.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn paired_lengths_keep_each_rows_input_with_its_output() {
+        let pairs = std::sync::Arc::new(vec![(100, 1), (200, 2), (300, 3), (400, 4)]);
+        let w = Workload::Synthetic {
+            arrival: Arrival::Poisson { rate_per_s: 10.0 },
+            input: Lengths::PairedInput(pairs.clone()),
+            output: Lengths::PairedOutput(pairs.clone()),
+        };
+        let mut g = Generator::new(&w, 5);
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..400 {
+            let r = g.next_request().unwrap();
+            assert_eq!(
+                r.input_tokens,
+                100 * r.output_tokens,
+                "a pair stays together"
+            );
+            seen.insert(r.output_tokens);
+        }
+        assert_eq!(seen.len(), 4, "every pair is drawn");
     }
 
     #[test]

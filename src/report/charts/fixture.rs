@@ -62,16 +62,32 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
             requests_per_s: 4.2,
             input_tokens_per_s: 8600.0,
             output_tokens_per_s: 1075.5,
+            arrival_window: crate::report::WindowThroughput {
+                end_s: 9.0,
+                requests_per_s: 4.4,
+                input_tokens_per_s: 9000.0,
+                output_tokens_per_s: 1100.0,
+                goodput_requests_per_s: 3.7,
+            },
         },
         slo: SloSummary {
-            attainment: 0.875,
+            attainment: Some(0.875),
             goodput_requests_per_s: 3.5,
+            met: None,
+            targets: Vec::new(),
         },
         transfer: TransferSummary {
             bytes: 3 << 30,
             writes: 12_345,
             bandwidth_gbps: ttft.summary(1e-6),
             retransmitted_bytes: 0,
+        },
+        pools: Vec::new(),
+        cluster: crate::report::ClusterSummary {
+            gpus: 3,
+            nodes: 1,
+            usd_per_hour: None,
+            usd_per_1m_output_tokens: None,
         },
         sim: SimSummary {
             events: 98_765,

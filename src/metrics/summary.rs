@@ -1,0 +1,513 @@
+//! `summary.json` (DESIGN.md §4): counts, errors, latencies, throughput over the whole run and
+//! over the arrival window, the `[slo]` verdict with each target's value, per-pool utilisation
+//! and what bound each pool, and the cluster's size and cost.
+//!
+//! A figure with no data behind it is `None` (JSON `null`, a blank CSV cell), never 0: an
+//! all-failed run has no TTFT, not a TTFT of 0 ms.
+
+use serde::Serialize;
+
+use super::{Collector, Counts, ErrorCount, Latencies, Stats};
+use crate::config::{Role, SLO_PERCENTILES, Scenario, Slo};
+use crate::engine::{NS_PER_S, Nanos};
+
+/// Throughput over the whole simulated span (arrivals and the drain tail) and, apart, over the
+/// arrival window, which is what a server sustains in steady state.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Throughput {
+    /// Finished (completed + corrupted) requests per simulated second, whole run.
+    pub requests_per_s: f64,
+    /// Prompt tokens of finished requests per second, whole run.
+    pub input_tokens_per_s: f64,
+    /// Output tokens of finished requests per second, whole run.
+    pub output_tokens_per_s: f64,
+    /// The same over the arrival window.
+    pub arrival_window: WindowThroughput,
+}
+
+/// Throughput over the arrival window `[0, end_s]`: from the start until arrivals stop
+/// (`run.duration_s`, or the last arrival when `max_requests` or the trace ended them first).
+/// The drain tail after it, when the cluster empties, would dilute every rate.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct WindowThroughput {
+    /// End of the window, simulated seconds.
+    pub end_s: f64,
+    /// Requests that finished (completed or corrupted) inside the window, per second.
+    pub requests_per_s: f64,
+    /// Prompt tokens whose first token came inside the window, per second.
+    pub input_tokens_per_s: f64,
+    /// Tokens generated inside the window (each decode step's batch, each prefill's first
+    /// token), per second.
+    pub output_tokens_per_s: f64,
+    /// Requests that met every per-request SLO threshold and finished inside the window, per
+    /// second.
+    pub goodput_requests_per_s: f64,
+}
+
+/// One `[slo]` target and how the run did against it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SloTarget {
+    /// The key as written in `[slo]` (`ttft_p99_ms`, `attainment_min`, …).
+    pub key: String,
+    /// The target: ms for latencies, a share for `attainment_min`.
+    pub target: f64,
+    /// What the run reached; `null` when the percentile falls on requests that never completed
+    /// (failed, corrupted or unfinished count as infinitely late) or nothing arrived.
+    pub value: Option<f64>,
+    /// Whether it holds.
+    pub met: bool,
+}
+
+/// SLO figures and the verdict.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SloSummary {
+    /// Share of arrived requests that **completed** (not corrupted, not failed, not
+    /// unfinished) within every per-request threshold set (`ttft_ms`, `tpot_ms`); with no
+    /// threshold, the share that completed. `null` when nothing arrived.
+    pub attainment: Option<f64>,
+    /// Requests per simulated second (whole run) that completed within every threshold.
+    pub goodput_requests_per_s: f64,
+    /// Whether every target holds; `null` when `[slo]` sets none.
+    pub met: Option<bool>,
+    /// Every target given, in `[slo]` key order.
+    pub targets: Vec<SloTarget>,
+}
+
+/// Transfer totals.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TransferSummary {
+    /// KV and state bytes moved.
+    pub bytes: u64,
+    /// RDMA writes posted.
+    pub writes: u64,
+    /// Achieved bandwidth per Mooncake batch (one prefill rank → one decode rank, latency
+    /// included), GB/s.
+    pub bandwidth_gbps: Stats,
+    /// Bytes sent again after packet loss.
+    pub retransmitted_bytes: u64,
+}
+
+/// Simulation totals.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SimSummary {
+    /// Events handled.
+    pub events: u64,
+    /// Simulated span, seconds.
+    pub simulated_s: f64,
+    /// Whether the run stopped at `duration_s + drain_timeout_s` with requests in flight.
+    pub cut_by_drain_timeout: bool,
+}
+
+/// Prefix-cache figures of one prefill instance.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CacheStats {
+    /// Global instance index.
+    pub instance: u32,
+    /// Pool name.
+    pub pool: String,
+    /// Prompts looked up (those with prefix information).
+    pub lookups: u64,
+    /// Prompt tokens found cached.
+    pub hit_tokens: u64,
+    /// Prompt tokens looked up.
+    pub input_tokens: u64,
+    /// `hit_tokens / input_tokens` (0 with no lookup).
+    pub hit_rate: f64,
+}
+
+/// Time-weighted utilisation of one pool over the arrival window (the steady state; the drain
+/// tail would dilute it) and what bound it. Shares are 0–1, averaged over the pool's
+/// instances; `null` when the window has no simulated time.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PoolUsage {
+    /// Pool name.
+    pub pool: String,
+    /// `prefill`, `decode` or `colocated`.
+    pub role: &'static str,
+    /// Instances.
+    pub instances: u32,
+    /// GPUs (instances × tp_size).
+    pub gpus: u32,
+    /// Share of time a forward runs. For decode this is 1 whenever it holds a request (a
+    /// continuous batch steps while it has anyone), so it is no bottleneck signal there.
+    pub busy: Option<f64>,
+    /// Mean requests in the running batch per instance.
+    pub batch_mean: Option<f64>,
+    /// `batch_mean` ÷ `max_running_requests` (`null` with no cap).
+    pub batch_occupancy: Option<f64>,
+    /// Mean share of KV pages held.
+    pub kv_occupancy: Option<f64>,
+    /// Mean requests waiting per instance (prefill: waiting queue; decode: prealloc and ready
+    /// queues; colocated: waiting queue).
+    pub queue_mean: Option<f64>,
+    /// Share of time an instance had a request waiting.
+    pub queue_nonempty: Option<f64>,
+    /// Mean busy share of the pool's NICs in its transfer direction (prefill TX, decode RX).
+    pub link_utilisation: Option<f64>,
+    /// What bound the pool: `fabric`, `kv_memory`, `batch_cap`, `queue`, `compute`, or `none`
+    /// (headroom everywhere); see [`bottleneck`].
+    pub bottleneck: &'static str,
+}
+
+/// Time integrals of one pool's gauges, summed over its instances, from the simulation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PoolGauges {
+    /// Pool name.
+    pub pool: String,
+    /// Role.
+    pub role: Option<Role>,
+    /// Instances.
+    pub instances: u32,
+    /// GPUs.
+    pub gpus: u32,
+    /// `max_running_requests`, when set.
+    pub batch_cap: Option<u32>,
+    /// ∫ busy dt, ns.
+    pub busy_ns: f64,
+    /// ∫ running requests dt, request·ns.
+    pub running_ns: f64,
+    /// ∫ (pages used ÷ pages total) dt, ns.
+    pub kv_ns: f64,
+    /// ∫ queued requests dt, request·ns.
+    pub queued_ns: f64,
+    /// ∫ [queue non-empty] dt, ns.
+    pub queue_nonempty_ns: f64,
+    /// Bytes the pool's NICs moved in its transfer direction.
+    pub nic_bytes: f64,
+    /// The pool's NIC capacity, bytes/ns.
+    pub nic_bytes_per_ns: f64,
+}
+
+/// The threshold at which a utilisation counts as binding: past it, a little more load makes
+/// queueing delay grow quickly (an M/D/1 queue at 80 % load already waits 2 service times).
+pub const BINDING: f64 = 0.8;
+
+/// What bound a pool, first match in this order:
+/// - `fabric`: NIC utilisation ≥ [`BINDING`];
+/// - `batch_cap`: the batch at ≥ 90 % of `max_running_requests`;
+/// - `kv_memory`: KV occupancy ≥ [`BINDING`]; or, on decode, requests waited in the prealloc
+///   queue ≥ 10 % of the time — it waits for nothing but pages, including sglang's 512
+///   reserved tokens per request held, so the pool is full before its pages are;
+/// - `compute`: a prefill's forwards ran ≥ [`BINDING`] of the time; or, on a colocated server,
+///   requests waited ≥ 10 % of the time (its waiting queue waits for the step's token budget);
+/// - `queue`: requests waited more than half the time without any of those (admission is the
+///   limit, e.g. a dead transfer shard);
+/// - else `none`.
+///
+/// Decode's and a colocated server's busy share is not a signal (see [`PoolUsage::busy`]): a
+/// continuous batch steps whenever it holds anyone.
+pub fn bottleneck(role: Role, u: &PoolUsage) -> &'static str {
+    let at = |v: Option<f64>, t: f64| v.is_some_and(|v| v >= t);
+    if at(u.link_utilisation, BINDING) {
+        "fabric"
+    } else if at(u.batch_occupancy, 0.9) {
+        "batch_cap"
+    } else if at(u.kv_occupancy, BINDING) || (role == Role::Decode && at(u.queue_nonempty, 0.1)) {
+        "kv_memory"
+    } else if (role == Role::Prefill && at(u.busy, BINDING))
+        || (role == Role::Colocated && at(u.queue_nonempty, 0.1))
+    {
+        "compute"
+    } else if at(u.queue_nonempty, 0.5) {
+        "queue"
+    } else {
+        "none"
+    }
+}
+
+impl PoolGauges {
+    /// The pool's utilisation over `span_ns`.
+    pub fn usage(&self, span_ns: Nanos) -> PoolUsage {
+        let per = (span_ns as f64) * f64::from(self.instances.max(1));
+        let share = |v: f64| (span_ns > 0).then(|| (v / per).clamp(0.0, f64::MAX));
+        let batch_mean = share(self.running_ns);
+        let role = self.role.unwrap_or(Role::Decode);
+        let mut u = PoolUsage {
+            pool: self.pool.clone(),
+            role: role.as_str(),
+            instances: self.instances,
+            gpus: self.gpus,
+            busy: share(self.busy_ns).map(|v| v.min(1.0)),
+            batch_mean,
+            batch_occupancy: self
+                .batch_cap
+                .and_then(|cap| batch_mean.map(|b| (b / f64::from(cap.max(1))).min(1.0))),
+            kv_occupancy: share(self.kv_ns).map(|v| v.min(1.0)),
+            queue_mean: share(self.queued_ns),
+            queue_nonempty: share(self.queue_nonempty_ns).map(|v| v.min(1.0)),
+            link_utilisation: (span_ns > 0 && self.nic_bytes_per_ns > 0.0)
+                .then(|| (self.nic_bytes / (self.nic_bytes_per_ns * span_ns as f64)).min(1.0)),
+            bottleneck: "none",
+        };
+        u.bottleneck = bottleneck(role, &u);
+        u
+    }
+}
+
+/// The cluster's size and, when `hardware.usd_per_gpu_hour` is given, its cost.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ClusterSummary {
+    /// GPUs in all pools.
+    pub gpus: u32,
+    /// Nodes the pools are placed on.
+    pub nodes: u32,
+    /// `gpus × usd_per_gpu_hour`, US dollars per hour.
+    pub usd_per_hour: Option<f64>,
+    /// Dollars per million output tokens at the arrival window's output rate (`null` without a
+    /// price or with no token generated).
+    pub usd_per_1m_output_tokens: Option<f64>,
+}
+
+/// `summary.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    /// Counts by outcome.
+    pub requests: Counts,
+    /// Error kinds, sorted by kind, each with sglang's message quoted once.
+    pub errors: Vec<ErrorCount>,
+    /// Latencies, ms, over finished (completed and corrupted) requests.
+    pub latency_ms: Latencies,
+    /// Throughput.
+    pub throughput: Throughput,
+    /// SLO attainment, goodput and the verdict.
+    pub slo: SloSummary,
+    /// Transfer totals.
+    pub transfer: TransferSummary,
+    /// Per pool: utilisation and what bound it.
+    pub pools: Vec<PoolUsage>,
+    /// GPUs, nodes and cost.
+    pub cluster: ClusterSummary,
+    /// Simulation totals.
+    pub sim: SimSummary,
+    /// Prefix cache per prefill instance (empty when no request carried prefix information).
+    pub prefix_cache: Vec<CacheStats>,
+}
+
+/// What the run loop reports besides the collector.
+#[derive(Clone, Debug, Default)]
+pub struct RunTotals {
+    /// Events handled.
+    pub events: u64,
+    /// Simulated time at the end, ns.
+    pub end_ns: Nanos,
+    /// Whether the drain timeout cut the run.
+    pub cut: bool,
+    /// Time-weighted gauges per pool, in scenario pool order.
+    pub pools: Vec<PoolGauges>,
+    /// Nodes the cluster spans.
+    pub nodes: u32,
+}
+
+impl Summary {
+    /// Builds the summary from the run's aggregates.
+    pub fn new(
+        c: &Collector,
+        sc: &Scenario,
+        run: &RunTotals,
+        prefix_cache: Vec<CacheStats>,
+    ) -> Self {
+        let secs = |ns: Nanos| ns as f64 / NS_PER_S as f64;
+        let span = secs(run.end_ns).max(1e-9);
+        let window_end = c.window_end_ns.unwrap_or(run.end_ns).min(run.end_ns.max(1));
+        let wspan = secs(window_end).max(1e-9);
+        let finished = c.counts.completed + c.counts.corrupted;
+        let w = &c.window;
+        let window = WindowThroughput {
+            end_s: secs(window_end),
+            requests_per_s: w.finished as f64 / wspan,
+            input_tokens_per_s: w.input_tokens as f64 / wspan,
+            output_tokens_per_s: w.output_tokens as f64 / wspan,
+            goodput_requests_per_s: w.slo_met as f64 / wspan,
+        };
+        let gpus: u32 = sc
+            .pools
+            .iter()
+            .map(|p| p.instances * p.server.tp_size)
+            .sum();
+        let usd_per_hour = sc.usd_per_gpu_hour.map(|u| u * f64::from(gpus));
+        let usd_per_1m_output_tokens = usd_per_hour
+            .filter(|_| window.output_tokens_per_s > 0.0)
+            .map(|h| h / (window.output_tokens_per_s * 3600.0) * 1e6);
+        Summary {
+            requests: c.counts.clone(),
+            errors: c
+                .errors
+                .iter()
+                .map(|(k, (n, m))| ErrorCount {
+                    kind: (*k).to_string(),
+                    count: *n,
+                    message: m.clone(),
+                })
+                .collect(),
+            latency_ms: c.latencies(),
+            throughput: Throughput {
+                requests_per_s: finished as f64 / span,
+                input_tokens_per_s: c.tokens_in as f64 / span,
+                output_tokens_per_s: c.tokens_out as f64 / span,
+                arrival_window: window,
+            },
+            slo: slo_summary(c, &sc.slo, span),
+            transfer: TransferSummary {
+                bytes: c.kv_bytes,
+                writes: c.rdma_writes,
+                bandwidth_gbps: c.bandwidth.summary(1e-3),
+                retransmitted_bytes: c.retransmitted_bytes.round() as u64,
+            },
+            pools: run.pools.iter().map(|g| g.usage(window_end)).collect(),
+            cluster: ClusterSummary {
+                gpus,
+                nodes: run.nodes,
+                usd_per_hour,
+                usd_per_1m_output_tokens,
+            },
+            sim: SimSummary {
+                events: run.events,
+                simulated_s: secs(run.end_ns),
+                cut_by_drain_timeout: run.cut,
+            },
+            prefix_cache: prefix_cache.into_iter().filter(|c| c.lookups > 0).collect(),
+        }
+    }
+}
+
+/// The `[slo]` verdict. Percentile targets are taken over **arrived** requests, with every
+/// request that did not complete (failed, corrupted, unfinished) counted as infinitely late —
+/// so a run where 2 % of requests fail cannot meet a p99 target however fast the rest are. This
+/// is the reading of DistServe's SLO attainment and of MLPerf's server scenario, where a
+/// dropped query counts against the latency bound.
+pub fn slo_summary(c: &Collector, slo: &Slo, span_s: f64) -> SloSummary {
+    let arrived = c.counts.arrived;
+    let attainment = (arrived > 0).then(|| c.slo_met as f64 / arrived as f64);
+    let mut targets = Vec::new();
+    let pct = |h: &super::Histogram, population: u64, q: u32| -> Option<f64> {
+        let rank = (u64::from(q) * population).div_ceil(100).max(1);
+        (population > 0)
+            .then(|| h.at_rank(rank))
+            .flatten()
+            .map(|ns| ns * 1e-6)
+    };
+    let tpot_population = arrived.saturating_sub(c.one_token_completed);
+    for (metric, targets_ms, h, population) in [
+        ("ttft", &slo.ttft_pct_ms, &c.ttft_completed, arrived),
+        ("tpot", &slo.tpot_pct_ms, &c.tpot_completed, tpot_population),
+    ] {
+        for (k, &q) in SLO_PERCENTILES.iter().enumerate() {
+            if let Some(target) = targets_ms[k] {
+                let value = pct(h, population, q);
+                targets.push(SloTarget {
+                    key: format!("{metric}_p{q}_ms"),
+                    target,
+                    value,
+                    met: value.is_some_and(|v| v <= target),
+                });
+            }
+        }
+    }
+    // The per-request thresholds (`ttft_ms`, `tpot_ms`) define attainment; they enter the
+    // verdict through `attainment_min`.
+    if let Some(min) = slo.attainment_min {
+        targets.push(SloTarget {
+            key: "attainment_min".into(),
+            target: min,
+            value: attainment,
+            met: attainment.is_some_and(|a| a >= min),
+        });
+    }
+    SloSummary {
+        attainment,
+        goodput_requests_per_s: c.slo_met as f64 / span_s,
+        met: (!targets.is_empty()).then(|| targets.iter().all(|t| t.met)),
+        targets,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(busy: f64, kv: f64, batch: Option<f64>, queue: f64, link: f64) -> PoolUsage {
+        PoolUsage {
+            pool: "p".into(),
+            role: "decode",
+            instances: 1,
+            gpus: 1,
+            busy: Some(busy),
+            batch_mean: Some(1.0),
+            batch_occupancy: batch,
+            kv_occupancy: Some(kv),
+            queue_mean: Some(queue),
+            queue_nonempty: Some(queue),
+            link_utilisation: Some(link),
+            bottleneck: "none",
+        }
+    }
+
+    #[test]
+    fn bottlenecks_follow_the_binding_signal() {
+        // Decode busy all the time with headroom everywhere: no bottleneck (busy is no signal).
+        assert_eq!(
+            bottleneck(Role::Decode, &usage(1.0, 0.3, None, 0.0, 0.1)),
+            "none"
+        );
+        // The same busy share on a prefill is compute.
+        assert_eq!(
+            bottleneck(Role::Prefill, &usage(0.95, 0.3, None, 0.9, 0.1)),
+            "compute"
+        );
+        // A decode whose prealloc queue is often non-empty waits for KV pages.
+        assert_eq!(
+            bottleneck(Role::Decode, &usage(1.0, 0.6, None, 0.2, 0.1)),
+            "kv_memory"
+        );
+        // A colocated server always busy with an empty queue has headroom; with a queue, not.
+        assert_eq!(
+            bottleneck(Role::Colocated, &usage(1.0, 0.3, None, 0.0, 0.0)),
+            "none"
+        );
+        assert_eq!(
+            bottleneck(Role::Colocated, &usage(1.0, 0.3, None, 0.3, 0.0)),
+            "compute"
+        );
+        assert_eq!(
+            bottleneck(Role::Decode, &usage(1.0, 0.6, Some(0.95), 0.7, 0.1)),
+            "batch_cap"
+        );
+        assert_eq!(
+            bottleneck(Role::Prefill, &usage(0.5, 0.1, None, 0.1, 0.9)),
+            "fabric"
+        );
+        assert_eq!(
+            bottleneck(Role::Prefill, &usage(0.3, 0.1, None, 0.8, 0.1)),
+            "queue"
+        );
+    }
+
+    #[test]
+    fn gauges_become_shares_and_no_time_is_null() {
+        let g = PoolGauges {
+            pool: "d".into(),
+            role: Some(Role::Decode),
+            instances: 2,
+            gpus: 2,
+            batch_cap: Some(10),
+            busy_ns: 2e9,
+            running_ns: 20e9,
+            kv_ns: 1e9,
+            queued_ns: 0.0,
+            queue_nonempty_ns: 0.0,
+            nic_bytes: 50.0,
+            nic_bytes_per_ns: 1.0,
+        };
+        let u = g.usage(1_000_000_000);
+        assert_eq!(u.busy, Some(1.0));
+        assert_eq!(u.batch_mean, Some(10.0));
+        assert_eq!(u.batch_occupancy, Some(1.0));
+        assert_eq!(u.kv_occupancy, Some(0.5));
+        assert_eq!(u.bottleneck, "batch_cap");
+        let none = g.usage(0);
+        assert_eq!(
+            (none.busy, none.kv_occupancy, none.link_utilisation),
+            (None, None, None)
+        );
+    }
+}

@@ -1,0 +1,616 @@
+//! Capacity planning: sweeps over a grid of scenario values × seeds, sharding and merging, and
+//! SLO searches (the cheapest point that meets `[slo]` at a rate; each point's highest
+//! sustainable rate). See `README.md` beside this file.
+//!
+//! Everything here is a pure function of the scenario text, the grid and the seeds: points run
+//! independently (in parallel with rayon), rows are kept in grid order, and nothing host-
+//! dependent reaches a row — so `--jobs 1` and `--jobs 8`, one process or N shards merged, write
+//! the same bytes. Files are written by `cli`; this module returns rows and text.
+
+pub mod report;
+pub mod search;
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Role;
+use crate::metrics::NullSink;
+use crate::metrics::summary::Summary;
+use crate::scenario::{self, Scenario, ScenarioError};
+use crate::sim::World;
+
+/// A failure of a sweep or search, with the exit code it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A bad `--vary`, `--shard`, `--rate` or a grid with no valid point (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// The scenario itself is invalid (exit 2).
+    #[error("{0}")]
+    Scenario(#[from] ScenarioError),
+    /// A simulation could not finish (a trace unreadable mid-run; exit 3).
+    #[error("{0}")]
+    Io(String),
+}
+
+/// One `--vary KEY=V1,V2,...`: a dotted scenario key (as `--set` takes it) and its values,
+/// each a TOML value as written.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Axis {
+    /// The dotted key.
+    pub key: String,
+    /// The values, as written.
+    pub values: Vec<String>,
+}
+
+/// Splits `V1,V2,...` at top-level commas (not inside `{}`, `[]` or quotes), so inline tables
+/// and arrays can be values: `workload.arrival={ process = "poisson", rate_per_s = 4 },{...}`.
+pub fn split_values(s: &str) -> Vec<String> {
+    let (mut out, mut cur, mut depth, mut quote) = (Vec::new(), String::new(), 0i32, None);
+    for ch in s.chars() {
+        match (quote, ch) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(ch),
+            (None, '{' | '[') => depth += 1,
+            (None, '}' | ']') => depth -= 1,
+            (None, ',') if depth == 0 => {
+                out.push(std::mem::take(&mut cur).trim().to_string());
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    out.push(cur.trim().to_string());
+    out
+}
+
+/// Parses one `--vary` argument.
+pub fn parse_axis(arg: &str) -> Result<Axis, PlanError> {
+    let (key, values) = arg.split_once('=').ok_or_else(|| {
+        PlanError::Usage(format!(
+            "--vary {arg:?}: expected KEY=V1,V2,..., e.g. --vary pools.decode.instances=1,2,4"
+        ))
+    })?;
+    let key = key.trim().to_string();
+    let values = split_values(values);
+    if key.is_empty() || values.iter().any(String::is_empty) {
+        return Err(PlanError::Usage(format!(
+            "--vary {arg:?}: a key and at least one non-empty value are needed, e.g. --vary pools.decode.instances=1,2,4"
+        )));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for v in &values {
+        if !seen.insert(v) {
+            return Err(PlanError::Usage(format!(
+                "--vary {key}: value {v} is listed twice"
+            )));
+        }
+    }
+    Ok(Axis { key, values })
+}
+
+/// The grid: every combination of the axes' values, the first axis varying slowest, each run
+/// on every seed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Grid {
+    /// The axes, in `--vary` order.
+    pub axes: Vec<Axis>,
+    /// The seeds every point runs on.
+    pub seeds: Vec<u64>,
+    /// `--set` assignments applied to every point before the axes (e.g. the rate of a plan).
+    pub fixed: Vec<String>,
+}
+
+impl Grid {
+    /// A grid; an axis named twice is an error.
+    pub fn new(axes: Vec<Axis>, seeds: Vec<u64>, fixed: Vec<String>) -> Result<Self, PlanError> {
+        for (i, a) in axes.iter().enumerate() {
+            if axes[..i].iter().any(|b| b.key == a.key) {
+                return Err(PlanError::Usage(format!(
+                    "--vary {} is given twice; list every value in one --vary",
+                    a.key
+                )));
+            }
+        }
+        if seeds.is_empty() {
+            return Err(PlanError::Usage("--seeds must be at least 1".into()));
+        }
+        Ok(Self { axes, seeds, fixed })
+    }
+
+    /// Grid points (combinations of axis values).
+    pub fn points(&self) -> usize {
+        self.axes.iter().map(|a| a.values.len()).product()
+    }
+
+    /// Rows: points × seeds.
+    pub fn rows(&self) -> usize {
+        self.points() * self.seeds.len()
+    }
+
+    /// The axis values of point `p`, in axis order.
+    pub fn values_of(&self, p: usize) -> Vec<&str> {
+        let mut rest = p;
+        let mut out = vec![""; self.axes.len()];
+        for (k, a) in self.axes.iter().enumerate().rev() {
+            out[k] = &a.values[rest % a.values.len()];
+            rest /= a.values.len();
+        }
+        out
+    }
+
+    /// The `--set` list of row `i` (point `i / seeds`, seed `i % seeds`).
+    pub fn sets_of(&self, i: usize) -> Vec<String> {
+        let (p, s) = (i / self.seeds.len(), i % self.seeds.len());
+        let mut sets = self.fixed.clone();
+        for (a, v) in self.axes.iter().zip(self.values_of(p)) {
+            sets.push(format!("{}={v}", a.key));
+        }
+        sets.push(format!("run.seed={}", self.seeds[s]));
+        sets
+    }
+}
+
+/// `--shard I/N`: this process runs rows `I, I + N, I + 2N, ...` (interleaved, so every shard
+/// gets a similar mix of cheap and expensive points).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// 0-based index.
+    pub index: usize,
+    /// Shards in all.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Parses `I/N` with `0 ≤ I < N`.
+    pub fn parse(s: &str) -> Result<Self, PlanError> {
+        let bad = || {
+            PlanError::Usage(format!(
+                "--shard {s:?}: expected I/N with 0 ≤ I < N, e.g. --shard 0/4 (Slurm: $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; Kubernetes: $JOB_COMPLETION_INDEX/N)"
+            ))
+        };
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (
+            i.trim().parse::<usize>().map_err(|_| bad())?,
+            n.trim().parse::<usize>().map_err(|_| bad())?,
+        );
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Self { index, count })
+    }
+
+    /// The rows of a grid of `rows` this shard runs.
+    pub fn rows(&self, rows: usize) -> impl Iterator<Item = usize> + '_ {
+        (self.index..rows).step_by(self.count)
+    }
+}
+
+/// One row of `sweep.csv`: a point on one seed. Field order is column order (after the varied
+/// keys, which come first); `None` is a blank cell (no data, or an infeasible point).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepRow {
+    /// The seed.
+    pub seed: u64,
+    /// GPUs in all pools.
+    pub gpus: Option<u32>,
+    /// Nodes the pools span.
+    pub nodes: Option<u32>,
+    /// Prefill instances (all prefill pools).
+    pub prefill_instances: Option<u32>,
+    /// Decode instances.
+    pub decode_instances: Option<u32>,
+    /// Colocated instances.
+    pub colocated_instances: Option<u32>,
+    /// The arrival rate asked for, requests/s (`workload.arrival.rate_per_s` or the trace's
+    /// `rate_per_s`; blank for other processes).
+    pub rate_per_s: Option<f64>,
+    /// Requests that arrived.
+    pub arrived: Option<u64>,
+    /// Completed.
+    pub completed: Option<u64>,
+    /// Failed.
+    pub failed: Option<u64>,
+    /// Corrupted.
+    pub corrupted: Option<u64>,
+    /// Unfinished.
+    pub unfinished: Option<u64>,
+    /// TTFT median, ms (finished requests).
+    pub ttft_p50_ms: Option<f64>,
+    /// TTFT p90, ms.
+    pub ttft_p90_ms: Option<f64>,
+    /// TTFT p99, ms.
+    pub ttft_p99_ms: Option<f64>,
+    /// TPOT median, ms.
+    pub tpot_p50_ms: Option<f64>,
+    /// TPOT p90, ms.
+    pub tpot_p90_ms: Option<f64>,
+    /// TPOT p99, ms.
+    pub tpot_p99_ms: Option<f64>,
+    /// End-to-end p99, ms.
+    pub e2e_p99_ms: Option<f64>,
+    /// Finished requests/s over the arrival window.
+    pub requests_per_s: Option<f64>,
+    /// Output tokens/s over the arrival window.
+    pub output_tokens_per_s: Option<f64>,
+    /// Output tokens/s per GPU over the arrival window.
+    pub output_tokens_per_s_per_gpu: Option<f64>,
+    /// Requests/s within the per-request SLO thresholds, over the arrival window.
+    pub goodput_requests_per_s: Option<f64>,
+    /// Share of arrived requests that completed within the per-request thresholds.
+    pub slo_attainment: Option<f64>,
+    /// Whether every `[slo]` target holds (blank when `[slo]` sets none).
+    pub slo_met: Option<bool>,
+    /// GPUs × `hardware.usd_per_gpu_hour`.
+    pub usd_per_hour: Option<f64>,
+    /// Dollars per million output tokens.
+    pub usd_per_1m_output_tokens: Option<f64>,
+    /// What bound each pool, `pool:bottleneck` space-separated.
+    pub bottlenecks: Option<String>,
+    /// Why the point could not run (an invalid combination), blank otherwise.
+    pub error: Option<String>,
+}
+
+impl SweepRow {
+    /// A point that could not run.
+    fn infeasible(seed: u64, error: String) -> Self {
+        Self {
+            seed,
+            gpus: None,
+            nodes: None,
+            prefill_instances: None,
+            decode_instances: None,
+            colocated_instances: None,
+            rate_per_s: None,
+            arrived: None,
+            completed: None,
+            failed: None,
+            corrupted: None,
+            unfinished: None,
+            ttft_p50_ms: None,
+            ttft_p90_ms: None,
+            ttft_p99_ms: None,
+            tpot_p50_ms: None,
+            tpot_p90_ms: None,
+            tpot_p99_ms: None,
+            e2e_p99_ms: None,
+            requests_per_s: None,
+            output_tokens_per_s: None,
+            output_tokens_per_s_per_gpu: None,
+            goodput_requests_per_s: None,
+            slo_attainment: None,
+            slo_met: None,
+            usd_per_hour: None,
+            usd_per_1m_output_tokens: None,
+            bottlenecks: None,
+            error: Some(error),
+        }
+    }
+
+    /// The row of a finished run.
+    pub fn of(sc: &Scenario, s: &Summary) -> Self {
+        let count = |role: Role| -> u32 {
+            sc.pools
+                .iter()
+                .filter(|p| p.role == role)
+                .map(|p| p.instances)
+                .sum()
+        };
+        let w = &s.throughput.arrival_window;
+        let l = &s.latency_ms;
+        let gpus = s.cluster.gpus;
+        Self {
+            seed: sc.seed,
+            gpus: Some(gpus),
+            nodes: Some(s.cluster.nodes),
+            prefill_instances: Some(count(Role::Prefill)),
+            decode_instances: Some(count(Role::Decode)),
+            colocated_instances: Some(count(Role::Colocated)),
+            rate_per_s: rate_of(sc),
+            arrived: Some(s.requests.arrived),
+            completed: Some(s.requests.completed),
+            failed: Some(s.requests.failed),
+            corrupted: Some(s.requests.corrupted),
+            unfinished: Some(s.requests.unfinished),
+            ttft_p50_ms: l.ttft.p50,
+            ttft_p90_ms: l.ttft.p90,
+            ttft_p99_ms: l.ttft.p99,
+            tpot_p50_ms: l.tpot.p50,
+            tpot_p90_ms: l.tpot.p90,
+            tpot_p99_ms: l.tpot.p99,
+            e2e_p99_ms: l.e2e.p99,
+            requests_per_s: Some(w.requests_per_s),
+            output_tokens_per_s: Some(w.output_tokens_per_s),
+            output_tokens_per_s_per_gpu: Some(w.output_tokens_per_s / f64::from(gpus.max(1))),
+            goodput_requests_per_s: Some(w.goodput_requests_per_s),
+            slo_attainment: s.slo.attainment,
+            slo_met: s.slo.met,
+            usd_per_hour: s.cluster.usd_per_hour,
+            usd_per_1m_output_tokens: s.cluster.usd_per_1m_output_tokens,
+            bottlenecks: Some(
+                s.pools
+                    .iter()
+                    .map(|p| format!("{}:{}", p.pool, p.bottleneck))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            error: None,
+        }
+    }
+}
+
+/// The arrival rate of a scenario, when its process has one.
+fn rate_of(sc: &Scenario) -> Option<f64> {
+    let w = sc.resolved.get("workload")?;
+    let r = w
+        .get("arrival")
+        .and_then(|a| a.get("rate_per_s"))
+        .or_else(|| w.get("trace").and_then(|t| t.get("rate_per_s")))?;
+    r.as_f64()
+}
+
+/// Runs one scenario to its summary, writing nothing (`--summary-only` speed).
+pub fn summarize(sc: &Scenario) -> Result<Summary, PlanError> {
+    let mut sink = NullSink;
+    let mut world = World::new(sc, &mut sink);
+    let stats = world
+        .run()
+        .map_err(|e| PlanError::Io(format!("{}: {e}", sc.source.display())))?;
+    Ok(Summary::new(
+        &world.collector,
+        sc,
+        &stats.totals(),
+        world.prefix_caches(),
+    ))
+}
+
+/// A scenario to sweep: its text (read once) and where it was read from.
+#[derive(Clone, Debug)]
+pub struct Base {
+    /// The scenario file.
+    pub path: PathBuf,
+    /// Its text.
+    pub text: String,
+}
+
+impl Base {
+    /// Reads and validates the scenario as written (a sweep of an invalid scenario is exit 2
+    /// before any point runs).
+    pub fn load(path: &Path) -> Result<Self, PlanError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            PlanError::Scenario(ScenarioError {
+                file: path.to_path_buf(),
+                line: None,
+                key: String::new(),
+                message: format!("cannot read the scenario file: {e}"),
+            })
+        })?;
+        scenario::from_str(&text, path, &[])?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            text,
+        })
+    }
+
+    /// The scenario with `sets` applied.
+    pub fn with(&self, sets: &[String]) -> Result<Scenario, ScenarioError> {
+        scenario::from_str(&self.text, &self.path, sets)
+    }
+}
+
+/// Runs rows `which` of `grid` on `jobs` threads; results in the order of `which`. A point
+/// whose values make an invalid scenario becomes an infeasible row; an error that is the
+/// same for every point (a misspelt `--vary` key) is exit 2 once every row failed.
+pub fn run_rows(
+    base: &Base,
+    grid: &Grid,
+    which: &[usize],
+    jobs: usize,
+) -> Result<Vec<SweepRow>, PlanError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+        .map_err(|e| PlanError::Usage(format!("--jobs {jobs}: {e}")))?;
+    let rows: Vec<Result<SweepRow, PlanError>> = pool.install(|| {
+        which
+            .par_iter()
+            .map(|&i| {
+                let seed = grid.seeds[i % grid.seeds.len()];
+                match base.with(&grid.sets_of(i)) {
+                    Ok(sc) => summarize(&sc).map(|s| SweepRow::of(&sc, &s)),
+                    Err(e) => Ok(SweepRow::infeasible(seed, e.to_string())),
+                }
+            })
+            .collect()
+    });
+    let rows = rows.into_iter().collect::<Result<Vec<_>, _>>()?;
+    if !rows.is_empty() && rows.iter().all(|r| r.error.is_some()) {
+        return Err(PlanError::Usage(format!(
+            "no grid point is a valid scenario; the first: {}",
+            rows[0].error.as_deref().unwrap_or_default()
+        )));
+    }
+    Ok(rows)
+}
+
+/// `sweep.json`: what a sweep folder holds, so `pdsim merge` can check its shards belong
+/// together and the report can be drawn again from the rows alone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The scenario file as given.
+    pub scenario: String,
+    /// FNV-1a hash of the scenario text (shards of different scenarios do not merge).
+    pub scenario_fnv: String,
+    /// The grid.
+    pub grid: Grid,
+    /// Rows in the whole grid.
+    pub rows: usize,
+    /// This folder's shard, or `None` for a whole sweep.
+    pub shard: Option<Shard>,
+    /// The SLO targets of the scenario (for the report's marks).
+    pub slo: crate::config::Slo,
+}
+
+/// FNV-1a, 64 bits, hex: a stable fingerprint of bytes.
+pub fn fnv(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// `sweep.csv`'s bytes: the varied keys, then [`SweepRow`]'s columns.
+pub fn sweep_csv(grid: &Grid, rows: &[(usize, SweepRow)]) -> Result<Vec<u8>, PlanError> {
+    let err = |e: csv::Error| PlanError::Io(format!("sweep.csv: {e}"));
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    let mut header: Vec<String> = grid.axes.iter().map(|a| a.key.clone()).collect();
+    header.extend(row_columns());
+    w.write_record(&header).map_err(err)?;
+    for (i, row) in rows {
+        let p = i / grid.seeds.len();
+        let mut rec: Vec<String> = grid.values_of(p).iter().map(|s| s.to_string()).collect();
+        rec.extend(row_cells(row).map_err(err)?);
+        w.write_record(&rec).map_err(err)?;
+    }
+    w.into_inner()
+        .map_err(|e| PlanError::Io(format!("sweep.csv: {e}")))
+}
+
+/// The column names of [`SweepRow`].
+pub fn row_columns() -> Vec<String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.serialize(SweepRow::infeasible(0, String::new()))
+        .expect("a row serializes");
+    let bytes = w.into_inner().expect("in memory");
+    let text = String::from_utf8(bytes).expect("csv is UTF-8");
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .map(str::to_string)
+        .collect()
+}
+
+fn row_cells(row: &SweepRow) -> Result<Vec<String>, csv::Error> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    w.serialize(row)?;
+    let bytes = w
+        .into_inner()
+        .map_err(|e| csv::Error::from(e.into_error()))?;
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(bytes.as_slice());
+    let mut rec = csv::StringRecord::new();
+    r.read_record(&mut rec)?;
+    Ok(rec.iter().map(str::to_string).collect())
+}
+
+/// Reads a `sweep.csv` back: each line's row, after the varied keys' columns.
+pub fn read_sweep_csv(path: &Path, axes: usize) -> Result<Vec<SweepRow>, PlanError> {
+    let err = |e: csv::Error| PlanError::Usage(format!("{}: {e}", path.display()));
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_path(path)
+        .map_err(err)?;
+    let header: csv::StringRecord = r.headers().map_err(err)?.clone();
+    let tail: csv::StringRecord = header.iter().skip(axes).collect();
+    if tail.iter().map(str::to_string).collect::<Vec<_>>() != row_columns() {
+        return Err(PlanError::Usage(format!(
+            "{}: not a sweep.csv of this pdsim (its columns after the {axes} varied key(s) differ)",
+            path.display()
+        )));
+    }
+    let mut rows = Vec::new();
+    for rec in r.records() {
+        let rec = rec.map_err(err)?;
+        let tail: csv::StringRecord = rec.iter().skip(axes).collect();
+        rows.push(
+            tail.deserialize::<SweepRow>(Some(&row_columns().into()))
+                .map_err(err)?,
+        );
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_split_at_top_level_commas_only() {
+        assert_eq!(split_values("1, 2,4"), vec!["1", "2", "4"]);
+        assert_eq!(
+            split_values(r#"{ process = "poisson", rate_per_s = 4 },"a,b",[1,2]"#),
+            vec![
+                r#"{ process = "poisson", rate_per_s = 4 }"#,
+                r#""a,b""#,
+                "[1,2]"
+            ]
+        );
+    }
+
+    #[test]
+    fn grid_order_is_first_axis_slowest_then_seeds() {
+        let g = Grid::new(
+            vec![parse_axis("a=1,2").unwrap(), parse_axis("b=x,y,z").unwrap()],
+            vec![7, 8],
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(g.rows(), 12);
+        assert_eq!(g.values_of(0), vec!["1", "x"]);
+        assert_eq!(g.values_of(2), vec!["1", "z"]);
+        assert_eq!(g.values_of(3), vec!["2", "x"]);
+        assert_eq!(g.sets_of(3), vec!["a=1", "b=y", "run.seed=8"]);
+    }
+
+    #[test]
+    fn shards_partition_the_rows() {
+        let mut all: Vec<usize> = (0..3)
+            .flat_map(|i| Shard { index: i, count: 3 }.rows(10).collect::<Vec<_>>())
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..10).collect::<Vec<_>>());
+        assert!(Shard::parse("3/3").is_err());
+        assert!(Shard::parse("x").is_err());
+        assert_eq!(Shard::parse("1/4").unwrap(), Shard { index: 1, count: 4 });
+    }
+
+    #[test]
+    fn bad_vary_arguments_say_what_is_expected() {
+        for bad in ["a", "=1", "a=", "a=1,,2", "a=1,1"] {
+            let e = parse_axis(bad).unwrap_err().to_string();
+            assert!(e.contains("--vary"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn rows_read_back_as_written() {
+        let g = Grid::new(vec![parse_axis("a=1,2").unwrap()], vec![0], vec![]).unwrap();
+        let mut r = SweepRow::infeasible(0, "no, \"really\"".into());
+        r.ttft_p99_ms = Some(0.1 + 0.2);
+        r.slo_met = Some(false);
+        let rows = vec![(0, r.clone()), (1, SweepRow::infeasible(0, String::new()))];
+        let bytes = sweep_csv(&g, &rows).unwrap();
+        let dir = std::env::temp_dir().join(format!("pdsim-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("sweep.csv");
+        std::fs::write(&p, &bytes).unwrap();
+        let back = read_sweep_csv(&p, 1).unwrap();
+        assert_eq!(back[0], r);
+        assert_eq!(
+            sweep_csv(&g, &[(0, back[0].clone()), (1, back[1].clone())]).unwrap(),
+            bytes
+        );
+    }
+}

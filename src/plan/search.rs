@@ -1,0 +1,406 @@
+//! SLO searches over a sweep's grid: the cheapest point that meets `[slo]` at a rate, and each
+//! point's highest sustainable rate (goodput search, DistServe §4's placement question).
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::{Base, Grid, PlanError, SweepRow, summarize};
+
+/// The `--set` key that gives a scenario's arrival rate: the synthetic arrival's or the trace's
+/// `rate_per_s`. A rate schedule has no single rate to set.
+pub fn rate_key(base: &Base) -> Result<&'static str, PlanError> {
+    let table: toml::Table = toml::from_str(&base.text)
+        .map_err(|e| PlanError::Usage(format!("{}: {e}", base.path.display())))?;
+    let w = table.get("workload");
+    if w.and_then(|w| w.get("trace")).is_some() {
+        return Ok("workload.trace.rate_per_s");
+    }
+    match w
+        .and_then(|w| w.get("arrival"))
+        .and_then(|a| a.get("process"))
+        .and_then(toml::Value::as_str)
+    {
+        Some("poisson" | "constant" | "gamma" | "on_off") => Ok("workload.arrival.rate_per_s"),
+        Some(p) => Err(PlanError::Usage(format!(
+            "{}: workload.arrival.process = {p:?} has no single rate for --rate or --max-rate to set; use poisson, constant, gamma, on_off or a trace",
+            base.path.display()
+        ))),
+        None => Err(PlanError::Usage(format!(
+            "{}: the workload has no arrival rate to set (workload.arrival or workload.trace)",
+            base.path.display()
+        ))),
+    }
+}
+
+/// A grid point's figures across its seeds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PointVerdict {
+    /// Point index in grid order.
+    pub point: usize,
+    /// The chosen value of every varied key, in `--vary` order.
+    pub values: Vec<(String, String)>,
+    /// GPUs.
+    pub gpus: Option<u32>,
+    /// Nodes.
+    pub nodes: Option<u32>,
+    /// Whether `[slo]` held on every seed.
+    pub meets_slo: bool,
+    /// The point's rows, one per seed.
+    pub seeds: Vec<SweepRow>,
+}
+
+/// Groups rows (in grid order, all seeds of a point together) by point.
+pub fn verdicts(grid: &Grid, rows: &[SweepRow]) -> Vec<PointVerdict> {
+    let n = grid.seeds.len();
+    rows.chunks(n)
+        .enumerate()
+        .map(|(p, seeds)| PointVerdict {
+            point: p,
+            values: grid
+                .axes
+                .iter()
+                .zip(grid.values_of(p))
+                .map(|(a, v)| (a.key.clone(), v.to_string()))
+                .collect(),
+            gpus: seeds[0].gpus,
+            nodes: seeds[0].nodes,
+            meets_slo: seeds.iter().all(|r| r.slo_met == Some(true)),
+            seeds: seeds.to_vec(),
+        })
+        .collect()
+}
+
+/// The cheapest point that meets `[slo]` on every seed: fewest GPUs, then fewest nodes, then
+/// the earliest in grid order (so the answer never depends on thread timing).
+pub fn cheapest(verdicts: &[PointVerdict]) -> Option<&PointVerdict> {
+    verdicts
+        .iter()
+        .filter(|v| v.meets_slo && v.gpus.is_some())
+        .min_by_key(|v| (v.gpus, v.nodes, v.point))
+}
+
+/// `plan.json` of `pdsim plan --rate`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanAnswer {
+    /// The scenario file.
+    pub scenario: String,
+    /// The arrival rate the plan was made for, requests/s.
+    pub rate_per_s: f64,
+    /// The seeds every point ran on.
+    pub seeds: Vec<u64>,
+    /// The `[slo]` targets.
+    pub slo: crate::config::Slo,
+    /// Grid points examined.
+    pub points: usize,
+    /// Points that met `[slo]` on every seed.
+    pub points_meeting_slo: usize,
+    /// The answer, or `null` when no point meets `[slo]`.
+    pub best: Option<PointVerdict>,
+    /// `best.toml`, when there is an answer (relative to `plan.json`).
+    pub best_toml: Option<String>,
+}
+
+/// One row of `plan.csv` (`pdsim plan --max-rate`): a point's highest rate meeting `[slo]`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MaxRateRow {
+    /// GPUs.
+    pub gpus: Option<u32>,
+    /// Nodes.
+    pub nodes: Option<u32>,
+    /// The highest rate found to meet `[slo]` on every seed, requests/s (blank when even the
+    /// lowest rate tried fails, or the point is infeasible).
+    pub max_rate_per_s: Option<f64>,
+    /// `max_rate_per_s` ÷ GPUs.
+    pub max_rate_per_s_per_gpu: Option<f64>,
+    /// Output tokens/s at that rate (mean over seeds).
+    pub output_tokens_per_s: Option<f64>,
+    /// Dollars per million output tokens at that rate (mean over seeds).
+    pub usd_per_1m_output_tokens: Option<f64>,
+    /// The lowest rate found to fail, requests/s (the answer lies between the two).
+    pub fails_at_rate_per_s: Option<f64>,
+    /// Simulations the search ran (every seed of every rate tried).
+    pub runs: u32,
+    /// Why the point could not run, blank otherwise.
+    pub error: Option<String>,
+}
+
+/// Bisection settings of `--max-rate`.
+#[derive(Clone, Copy, Debug)]
+pub struct RateSearch {
+    /// The first rate tried, requests/s.
+    pub start: f64,
+    /// Stop when `(fail − pass) / pass` is at most this.
+    pub rel_tol: f64,
+    /// At most this many rates tried per point.
+    pub max_steps: u32,
+}
+
+/// The highest rate at which point `p` meets `[slo]` on every seed: from `start`, double (or
+/// halve) until the verdict flips, then bisect the bracket to `rel_tol`. Goodput search as in
+/// DistServe: a rate "is sustained" when the SLO holds on every seed.
+pub fn max_rate(base: &Base, grid: &Grid, p: usize, key: &str, s: RateSearch) -> MaxRateRow {
+    let mut runs = 0u32;
+    let mut last_ok: Option<(f64, Vec<SweepRow>)> = None;
+    let mut first_fail: Option<f64> = None;
+    let mut gpus = None;
+    let mut nodes = None;
+    let eval = |rate: f64, runs: &mut u32| -> Result<(bool, Vec<SweepRow>), String> {
+        let mut rows = Vec::new();
+        for k in 0..grid.seeds.len() {
+            let mut sets = grid.sets_of(p * grid.seeds.len() + k);
+            sets.insert(0, format!("{key}={rate}"));
+            let sc = base.with(&sets).map_err(|e| e.to_string())?;
+            let sum = summarize(&sc).map_err(|e| e.to_string())?;
+            *runs += 1;
+            let row = SweepRow::of(&sc, &sum);
+            let ok = row.slo_met == Some(true);
+            rows.push(row);
+            if !ok {
+                // One failing seed decides: the rest need not run.
+                return Ok((false, rows));
+            }
+        }
+        Ok((true, rows))
+    };
+    let mut rate = s.start;
+    let mut steps = 0;
+    let error = loop {
+        if steps >= s.max_steps {
+            break None;
+        }
+        steps += 1;
+        let (ok, rows) = match eval(rate, &mut runs) {
+            Ok(v) => v,
+            Err(e) => break Some(e),
+        };
+        gpus = rows[0].gpus;
+        nodes = rows[0].nodes;
+        if ok {
+            last_ok = Some((rate, rows));
+        } else {
+            first_fail = Some(first_fail.map_or(rate, |f: f64| f.min(rate)));
+        }
+        let pass = last_ok.as_ref().map(|l| l.0);
+        rate = match (pass, first_fail) {
+            (Some(p), None) => p * 2.0,
+            (None, Some(f)) => {
+                if f < s.start * 1e-3 {
+                    break None;
+                }
+                f / 2.0
+            }
+            (Some(p), Some(f)) => {
+                if (f - p) / p <= s.rel_tol {
+                    break None;
+                }
+                (p + f) / 2.0
+            }
+            (None, None) => unreachable!("a rate was just tried"),
+        };
+    };
+    let mean = |f: &dyn Fn(&SweepRow) -> Option<f64>, rows: &[SweepRow]| -> Option<f64> {
+        let v: Vec<f64> = rows.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let best = last_ok.as_ref().map(|l| l.0);
+    MaxRateRow {
+        gpus,
+        nodes,
+        max_rate_per_s: best,
+        max_rate_per_s_per_gpu: best.zip(gpus).map(|(r, g)| r / f64::from(g.max(1))),
+        output_tokens_per_s: last_ok
+            .as_ref()
+            .and_then(|l| mean(&|r| r.output_tokens_per_s, &l.1)),
+        usd_per_1m_output_tokens: last_ok
+            .as_ref()
+            .and_then(|l| mean(&|r| r.usd_per_1m_output_tokens, &l.1)),
+        fails_at_rate_per_s: first_fail,
+        runs,
+        error,
+    }
+}
+
+/// [`max_rate`] for every point of the grid, on `jobs` threads, in grid order.
+pub fn max_rates(
+    base: &Base,
+    grid: &Grid,
+    key: &str,
+    s: RateSearch,
+    jobs: usize,
+) -> Result<Vec<MaxRateRow>, PlanError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+        .map_err(|e| PlanError::Usage(format!("--jobs {jobs}: {e}")))?;
+    let points: Vec<usize> = (0..grid.points()).collect();
+    let rows: Vec<MaxRateRow> = pool.install(|| {
+        points
+            .par_iter()
+            .map(|&p| max_rate(base, grid, p, key, s))
+            .collect()
+    });
+    if rows.iter().all(|r| r.error.is_some()) {
+        return Err(PlanError::Usage(format!(
+            "no grid point is a valid scenario; the first: {}",
+            rows[0].error.as_deref().unwrap_or_default()
+        )));
+    }
+    Ok(rows)
+}
+
+/// `plan.csv`'s bytes: the varied keys, then [`MaxRateRow`]'s columns.
+pub fn plan_csv(grid: &Grid, rows: &[MaxRateRow]) -> Result<Vec<u8>, PlanError> {
+    let err = |e: csv::Error| PlanError::Io(format!("plan.csv: {e}"));
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    let mut header: Vec<String> = grid.axes.iter().map(|a| a.key.clone()).collect();
+    header.extend(
+        [
+            "gpus",
+            "nodes",
+            "max_rate_per_s",
+            "max_rate_per_s_per_gpu",
+            "output_tokens_per_s",
+            "usd_per_1m_output_tokens",
+            "fails_at_rate_per_s",
+            "runs",
+            "error",
+        ]
+        .map(String::from),
+    );
+    w.write_record(&header).map_err(err)?;
+    let cell = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
+    for (p, r) in rows.iter().enumerate() {
+        let mut rec: Vec<String> = grid.values_of(p).iter().map(|s| s.to_string()).collect();
+        rec.extend([
+            r.gpus.map_or(String::new(), |v| v.to_string()),
+            r.nodes.map_or(String::new(), |v| v.to_string()),
+            cell(r.max_rate_per_s),
+            cell(r.max_rate_per_s_per_gpu),
+            cell(r.output_tokens_per_s),
+            cell(r.usd_per_1m_output_tokens),
+            cell(r.fails_at_rate_per_s),
+            r.runs.to_string(),
+            r.error.clone().unwrap_or_default(),
+        ]);
+        w.write_record(&rec).map_err(err)?;
+    }
+    w.into_inner()
+        .map_err(|e| PlanError::Io(format!("plan.csv: {e}")))
+}
+
+/// `best.toml`: the scenario with the chosen values and the rate set, every relative path
+/// rewritten to be relative to `out_dir` (where the file is written), so it runs as is from
+/// there. The chosen values are listed in a comment at the top and written in the tables.
+pub fn best_toml(
+    base: &Base,
+    sets: &[String],
+    out_dir: &std::path::Path,
+    header: &str,
+) -> Result<String, PlanError> {
+    let mut table: toml::Table = toml::from_str(&base.text)
+        .map_err(|e| PlanError::Usage(format!("{}: {e}", base.path.display())))?;
+    for s in sets {
+        crate::scenario::set::apply_set(&mut table, s).map_err(PlanError::Usage)?;
+    }
+    let from = base.path.parent().unwrap_or(std::path::Path::new("."));
+    rewrite_paths(&mut table, from, out_dir);
+    let body = toml::to_string(&table).map_err(|e| PlanError::Io(format!("best.toml: {e}")))?;
+    Ok(format!("{header}{body}"))
+}
+
+/// The keys whose values are paths relative to the scenario file.
+fn is_path_key(path: &[&str]) -> bool {
+    matches!(
+        path,
+        ["model", "config"]
+            | ["pools", _, "model", "config"]
+            | ["pools", _, "step_times"]
+            | ["workload", "trace", "path"]
+            | ["workload", "input_tokens", "path"]
+            | ["workload", "output_tokens", "path"]
+            | ["workload", "lengths", "path"]
+            | ["hardware", "calibration_file"]
+    )
+}
+
+fn rewrite_paths(table: &mut toml::Table, from: &std::path::Path, to: &std::path::Path) {
+    fn walk(
+        v: &mut toml::Value,
+        path: &mut Vec<String>,
+        from: &std::path::Path,
+        to: &std::path::Path,
+    ) {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t.iter_mut() {
+                    path.push(k.clone());
+                    walk(v, path, from, to);
+                    path.pop();
+                }
+            }
+            toml::Value::Array(a) => {
+                for v in a.iter_mut() {
+                    path.push("_".into());
+                    walk(v, path, from, to);
+                    path.pop();
+                }
+            }
+            toml::Value::String(s) => {
+                let keys: Vec<&str> = path.iter().map(String::as_str).collect();
+                if is_path_key(&keys) && std::path::Path::new(s.as_str()).is_relative() {
+                    *s = relative_to(&from.join(s.as_str()), to)
+                        .display()
+                        .to_string();
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut root = toml::Value::Table(std::mem::take(table));
+    walk(&mut root, &mut Vec::new(), from, to);
+    if let toml::Value::Table(t) = root {
+        *table = t;
+    }
+}
+
+/// `target` as a path relative to the folder `dir` (both made absolute first).
+pub fn relative_to(target: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    let abs = |p: &std::path::Path| {
+        std::fs::canonicalize(p).unwrap_or_else(|_| {
+            std::env::current_dir()
+                .map(|c| c.join(p))
+                .unwrap_or_else(|_| p.to_path_buf())
+        })
+    };
+    let (t, d) = (abs(target), abs(dir));
+    let tc: Vec<_> = t.components().collect();
+    let dc: Vec<_> = d.components().collect();
+    let common = tc.iter().zip(&dc).take_while(|(a, b)| a == b).count();
+    let mut out = std::path::PathBuf::new();
+    for _ in common..dc.len() {
+        out.push("..");
+    }
+    for c in &tc[common..] {
+        out.push(c.as_os_str());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_climb_and_descend() {
+        let base = std::env::temp_dir().join(format!("pdsim-rel-{}", std::process::id()));
+        std::fs::create_dir_all(base.join("a/b")).unwrap();
+        std::fs::create_dir_all(base.join("c")).unwrap();
+        std::fs::write(base.join("a/b/t.csv"), "x").unwrap();
+        assert_eq!(
+            relative_to(&base.join("a/b/t.csv"), &base.join("c")),
+            std::path::PathBuf::from("../a/b/t.csv")
+        );
+    }
+}

@@ -1,0 +1,575 @@
+//! A plain (colocated) sglang server: one instance computes prompts and generates tokens, no KV
+//! crosses the fabric. The baseline a PD cluster is compared with (DistServe's Fig. 1 question:
+//! PD or not, and at what ratio).
+//!
+//! It follows sglang's scheduler with chunked prefill and `--enable-mixed-chunk`
+//! (`docs/sglang-pd.md` §12):
+//! - every step is one forward mixing the running decode batch (one token each) with a chunk of
+//!   prefill work (`Scheduler.get_new_batch_prefill` then `ScheduleBatch.mix_with_running`,
+//!   `python/sglang/srt/managers/scheduler.py` / `schedule_batch.py`);
+//! - the prefill budget is `chunked_prefill_size` (within `max_prefill_tokens`) **minus the
+//!   running decode tokens** (`PrefillAdder.__init__`: `rem_chunk_tokens -=
+//!   mixed_with_decode_tokens`, `schedule_policy.py`), and a truncated chunk is rounded down to
+//!   whole pages (`PrefillAdder.add_one_req`: `trunc_len = rem_chunk_tokens // page_size *
+//!   page_size`);
+//! - a waiting request is admitted when its prompt plus `min(max_new_tokens, 4096)` fits in the
+//!   free KV less what the holders are expected to still need, `new_token_ratio` (0.7, sglang's
+//!   `SGLANG_INIT_NEW_TOKEN_RATIO`) of their `min(max_new_tokens, 4096)`
+//!   (`PrefillAdder.add_one_req`, `rem_total_tokens`; `CLIP_MAX_NEW_TOKENS_ESTIMATION`); the
+//!   estimate is kept from admission rather than shrunk per token (sglang decays the ratio
+//!   instead), so admission is slightly conservative;
+//! - when a step's pages run out, the most recently joined request is retracted to the front of
+//!   the waiting queue and its prompt and generated tokens are computed again
+//!   (`ScheduleBatch.retract_decode`).
+//!
+//! Like the decode server, a step is one event for the whole batch: page growth is counted per
+//! page phase and finishing per step, never per token.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+
+use crate::engine::{EventQueue, Nanos};
+use crate::metrics::RequestRow;
+use crate::metrics::histogram::Histogram;
+use crate::sim::event::Event;
+use crate::sim::ids::ColocatedId;
+
+use super::Core;
+use super::memory::Holding;
+
+/// sglang's `CLIP_MAX_NEW_TOKENS_ESTIMATION`: output lengths count at most this much in the
+/// admission estimate.
+pub const CLIP_MAX_NEW_TOKENS: u32 = 4096;
+/// sglang's `SGLANG_INIT_NEW_TOKEN_RATIO`: the share of their outputs the holders are expected
+/// to still need.
+pub const NEW_TOKEN_RATIO: f64 = 0.7;
+
+/// A slot in the server's request table.
+type Slot = u32;
+
+/// A request this server holds.
+struct CoReq {
+    id: u64,
+    input: u32,
+    output: u32,
+    /// Tokens generated before a retraction (they are part of the prompt computed again).
+    extra: u32,
+    /// Prompt tokens computed so far.
+    prefilled: u32,
+    holding: Holding,
+    /// Whether it holds its prompt's pages.
+    admitted: bool,
+    /// Decode steps done when it joined the batch, or `None` while not running.
+    join_step: Option<u64>,
+    /// Its share of the admission estimate, tokens.
+    reserve: f64,
+    row: RequestRow,
+}
+
+impl CoReq {
+    fn prompt(&self) -> u32 {
+        self.input + self.extra
+    }
+}
+
+/// What one step produced, for `World` to record.
+#[derive(Default)]
+pub struct StepOutcome {
+    /// Rows of requests that produced their last token (outcome and times still to set by the
+    /// caller: it ends them).
+    pub finished: Vec<RequestRow>,
+    /// Prompt tokens of requests whose first token came in this step.
+    pub first_token_inputs: Vec<u32>,
+    /// Tokens generated in this step (decode batch plus first tokens).
+    pub tokens: u64,
+}
+
+/// One colocated instance.
+pub struct ColocatedServer {
+    /// What every server has.
+    pub core: Core,
+    waiting: VecDeque<Slot>,
+    /// Requests whose prompt is computed, waiting for room in a batch at its cap (they keep
+    /// their pages, as sglang keeps their KV).
+    computed: VecDeque<Slot>,
+    chunked: Option<Slot>,
+    /// The prefill part of the running step: slot and tokens computed.
+    step_prefill: Vec<(Slot, u32)>,
+    /// Requests in the decode batch.
+    running: u32,
+    /// Requests that joined the batch for the running step.
+    joined: Vec<Slot>,
+    table: Vec<Option<CoReq>>,
+    free_slots: Vec<Slot>,
+    live: u32,
+    /// (finishing step, join step, slot).
+    finishing: BinaryHeap<Reverse<(u64, u64, Slot)>>,
+    /// Running requests by (join step, id): retraction takes the most recent.
+    batch_order: BTreeSet<(u64, u64, Slot)>,
+    /// Running requests by page phase (see `phase_key`).
+    phase: Vec<u32>,
+    steps_done: u64,
+    /// KV tokens the decode batch attends to.
+    context_tokens: u64,
+    /// Prefill token budget of a step before the decode tokens are taken off.
+    budget: u32,
+    max_running: u32,
+    /// The holders' admission estimate, tokens.
+    reserved_tokens: f64,
+    step_started: Nanos,
+    shape: Vec<(u32, u32)>,
+}
+
+/// The page phase of a request that joined after `join_step` steps with `prompt` tokens of KV:
+/// it needs a new page at step `k` iff `k ≡ join_step + 1 − prompt (mod ps)` (the same rule as
+/// the decode server's).
+fn phase_key(join_step: u64, prompt: u32, ps: u32) -> usize {
+    let ps = u64::from(ps);
+    ((join_step + 1) % ps + ps - u64::from(prompt) % ps) as usize % ps as usize
+}
+
+impl ColocatedServer {
+    /// An idle server; `budget` is `min(chunked_prefill_size, max_prefill_tokens)`.
+    pub fn new(core: Core, budget: u32, max_running: u32) -> Self {
+        let ps = core.page_size as usize;
+        Self {
+            core,
+            waiting: VecDeque::new(),
+            computed: VecDeque::new(),
+            chunked: None,
+            step_prefill: Vec::new(),
+            running: 0,
+            joined: Vec::new(),
+            table: Vec::new(),
+            free_slots: Vec::new(),
+            live: 0,
+            finishing: BinaryHeap::new(),
+            batch_order: BTreeSet::new(),
+            phase: vec![0; ps],
+            steps_done: 0,
+            context_tokens: 0,
+            budget,
+            max_running,
+            reserved_tokens: 0.0,
+            step_started: 0,
+            shape: Vec::new(),
+        }
+    }
+
+    /// Requests in the decode batch.
+    pub fn running(&self) -> u32 {
+        self.running
+    }
+
+    /// Requests waiting for (the rest of) their prefill.
+    pub fn queued(&self) -> u32 {
+        (self.waiting.len() + self.computed.len()) as u32 + u32::from(self.chunked.is_some())
+    }
+
+    /// Requests held, in any stage.
+    pub fn live(&self) -> u32 {
+        self.live
+    }
+
+    /// A routed request joins the waiting queue.
+    pub fn arrive(&mut self, row: RequestRow) {
+        let r = CoReq {
+            id: row.id,
+            input: row.input_tokens,
+            output: row.output_tokens,
+            extra: 0,
+            prefilled: 0,
+            holding: Holding::default(),
+            admitted: false,
+            join_step: None,
+            reserve: 0.0,
+            row,
+        };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.table[s as usize] = Some(r);
+                s
+            }
+            None => {
+                self.table.push(Some(r));
+                (self.table.len() - 1) as Slot
+            }
+        };
+        self.live += 1;
+        self.core.outstanding += 1;
+        self.waiting.push_back(slot);
+    }
+
+    fn req(&mut self, s: Slot) -> &mut CoReq {
+        self.table[s as usize].as_mut().expect("a live slot")
+    }
+
+    /// Starts the next mixed step if the server is idle and has work: the decode batch takes
+    /// its pages (retracting while short), then the prefill part fills what the budget leaves.
+    pub fn try_step(&mut self, me: ColocatedId, q: &mut EventQueue<Event>) {
+        let now = q.now();
+        if self.core.busy || !self.core.alive {
+            return;
+        }
+        let ps = self.core.page_size;
+        while self.running < self.max_running {
+            let Some(s) = self.computed.pop_front() else {
+                break;
+            };
+            let r = self.req(s);
+            let remaining = r.output - 1 - r.extra.min(r.output - 1);
+            self.join(s, now, remaining);
+        }
+        loop {
+            if self.running == 0 {
+                break;
+            }
+            let need = self.phase[((self.steps_done + 1) % u64::from(ps)) as usize];
+            if self.core.pages.grow(need) {
+                break;
+            }
+            let &(_, _, victim) = self.batch_order.last().expect("running > 0");
+            self.retract(victim);
+        }
+        self.form_prefill(now);
+        if self.running == 0 && self.step_prefill.is_empty() {
+            return;
+        }
+        let dt = if self.shape.is_empty() {
+            self.core.step.decode_ns(self.running, self.context_tokens)
+        } else {
+            // One forward over the prefill chunks and the decode tokens. The decode requests
+            // enter as one chunk of `running` tokens over their mean context (an O(1) stand-in
+            // for one single-token chunk each; it adds a `running²/2` attention term, small
+            // beside the contexts).
+            if self.running > 0 {
+                let mean_ctx = self.context_tokens / u64::from(self.running);
+                self.shape
+                    .push((self.running, u32::try_from(mean_ctx).unwrap_or(u32::MAX)));
+            }
+            self.core.step.prefill_ns(&self.shape)
+        };
+        self.core.start_busy(now);
+        self.step_started = now;
+        self.core.step_key =
+            Some(q.schedule_keyed_in(dt.max(1), Event::ColocatedStepDone { colocated: me }));
+    }
+
+    /// The prefill part of a step: the chunked request first, then waiting requests in order
+    /// while KV and the budget allow (sglang's `PrefillAdder`).
+    fn form_prefill(&mut self, now: Nanos) {
+        self.shape.clear();
+        self.step_prefill.clear();
+        let ps = self.core.page_size;
+        let mut budget = self.budget.saturating_sub(self.running);
+        while budget > 0 {
+            let (s, from_chunked) = match self.chunked.take() {
+                Some(s) => (s, true),
+                None => match self.waiting.front() {
+                    Some(&s) => (s, false),
+                    None => break,
+                },
+            };
+            if !from_chunked {
+                let running = self.running;
+                let holders_reserve = self.reserved_tokens;
+                let free_tokens = f64::from(self.core.pages.available()) * f64::from(ps);
+                let hybrid = self.core.hybrid;
+                let r = self.req(s);
+                let rest = (r.output - 1 - r.extra.min(r.output - 1)).min(CLIP_MAX_NEW_TOKENS);
+                let wanted = f64::from(r.prompt()) + f64::from(rest);
+                let lone = running == 0 && holders_reserve == 0.0;
+                if !lone && wanted >= free_tokens - holders_reserve {
+                    break;
+                }
+                let (id, pages) = (r.id, r.prompt().div_ceil(ps));
+                let Some(holding) = self.core.pages.alloc(id, pages, hybrid) else {
+                    break;
+                };
+                self.waiting.pop_front();
+                let r = self.req(s);
+                r.holding = holding;
+                r.admitted = true;
+                r.reserve = f64::from(rest) * NEW_TOKEN_RATIO;
+                r.row.prefill_start_ns.get_or_insert(now);
+                let reserve = r.reserve;
+                self.reserved_tokens += reserve;
+            }
+            let r = self.req(s);
+            let left = r.prompt() - r.prefilled;
+            let n = if left <= budget {
+                left
+            } else {
+                // A truncated chunk is whole pages (sglang `add_one_req`), at least one token.
+                (budget / ps * ps).max(budget.min(1))
+            };
+            let prefilled = r.prefilled;
+            self.shape.push((n, prefilled));
+            self.step_prefill.push((s, n));
+            budget -= n;
+            if prefilled + n < self.req(s).prompt() {
+                self.chunked = Some(s);
+                break;
+            }
+        }
+    }
+
+    /// The step ended: every decode request produced a token, finished ones leave, and
+    /// requests whose last chunk was computed get their first token and join the batch.
+    pub fn step_done(&mut self, now: Nanos, itl: &mut Histogram, out: &mut StepOutcome) {
+        self.core.end_busy(now);
+        self.steps_done += 1;
+        let dt = now - self.step_started;
+        out.tokens += u64::from(self.running);
+        self.core.tick.tokens += u64::from(self.running);
+        self.context_tokens += u64::from(self.running);
+        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        for s in std::mem::take(&mut self.joined) {
+            if let Some(ft) = self.table[s as usize]
+                .as_ref()
+                .and_then(|r| r.row.first_token_ns)
+            {
+                itl.record(now - ft);
+            }
+        }
+        while let Some(&Reverse((step, join, s))) = self.finishing.peek() {
+            if step > self.steps_done {
+                break;
+            }
+            self.finishing.pop();
+            let current = self.table[s as usize].as_ref().and_then(|r| r.join_step);
+            if current == Some(join) {
+                let mut r = self.remove(s);
+                r.row.finish_ns = Some(now);
+                out.finished.push(r.row);
+            }
+        }
+        for (s, n) in std::mem::take(&mut self.step_prefill) {
+            let r = self.table[s as usize].as_mut().expect("a live slot");
+            r.prefilled += n;
+            if r.prefilled < r.prompt() {
+                continue;
+            }
+            r.row.prefill_end_ns.get_or_insert(now);
+            if r.row.first_token_ns.is_none() {
+                r.row.first_token_ns = Some(now);
+                out.first_token_inputs.push(r.input);
+                out.tokens += 1;
+                self.core.tick.tokens += 1;
+            }
+            let remaining = r.output - 1 - r.extra.min(r.output - 1);
+            if remaining == 0 {
+                let mut r = self.remove(s);
+                r.row.decode_start_ns.get_or_insert(now);
+                r.row.finish_ns = Some(now);
+                out.finished.push(r.row);
+                continue;
+            }
+            if self.running >= self.max_running {
+                // The batch is full: it waits, computed, with its pages held, and joins when a
+                // running request leaves.
+                self.computed.push_back(s);
+                continue;
+            }
+            self.join(s, now, remaining);
+        }
+    }
+
+    fn join(&mut self, s: Slot, now: Nanos, remaining: u32) {
+        let steps = self.steps_done;
+        let ps = self.core.page_size;
+        let r = self.req(s);
+        r.row.decode_start_ns.get_or_insert(now);
+        r.join_step = Some(steps);
+        let (prompt, id) = (r.prompt(), r.id);
+        self.phase[phase_key(steps, prompt, ps)] += 1;
+        self.batch_order.insert((steps, id, s));
+        self.running += 1;
+        self.context_tokens += u64::from(prompt);
+        self.finishing
+            .push(Reverse((steps + u64::from(remaining), steps, s)));
+        self.joined.push(s);
+    }
+
+    /// Takes a running request out of the batch, giving back the pages it grew; returns the
+    /// tokens it generated while running.
+    fn leave_batch(&mut self, s: Slot) -> u32 {
+        let ps = self.core.page_size;
+        let steps = self.steps_done;
+        let r = self.table[s as usize].as_mut().expect("a live slot");
+        let Some(join) = r.join_step.take() else {
+            return 0;
+        };
+        let generated = (steps - join) as u32;
+        let prompt = r.prompt();
+        let id = r.id;
+        self.core
+            .pages
+            .shrink((prompt + generated).div_ceil(ps) - prompt.div_ceil(ps));
+        self.phase[phase_key(join, prompt, ps)] -= 1;
+        self.batch_order.remove(&(join, id, s));
+        self.running -= 1;
+        self.context_tokens -= u64::from(prompt) + u64::from(generated);
+        self.joined.retain(|&j| j != s);
+        generated
+    }
+
+    /// sglang's `retract_decode`: the newest running request gives back its KV and goes to the
+    /// front of the waiting queue; its prompt and generated tokens are computed again.
+    fn retract(&mut self, s: Slot) {
+        let generated = self.leave_batch(s);
+        let r = self.table[s as usize].as_mut().expect("a live slot");
+        r.extra += generated;
+        r.row.retractions += 1;
+        r.prefilled = 0;
+        r.admitted = false;
+        let (id, holding, reserve) = (r.id, std::mem::take(&mut r.holding), r.reserve);
+        r.reserve = 0.0;
+        self.reserved_tokens -= reserve;
+        self.core.pages.free(id, &holding);
+        self.waiting.push_front(s);
+    }
+
+    /// Frees everything request `s` holds and takes it out of the table.
+    fn remove(&mut self, s: Slot) -> CoReq {
+        self.leave_batch(s);
+        let r = self.table[s as usize].take().expect("a live slot");
+        if r.admitted {
+            self.core.pages.free(r.id, &r.holding);
+            self.reserved_tokens -= r.reserve;
+        }
+        if self.live == 1 {
+            // The last holder left: reset the float sum so rounding never accumulates.
+            self.reserved_tokens = 0.0;
+        }
+        self.free_slots.push(s);
+        self.live -= 1;
+        self.core.outstanding -= 1;
+        r
+    }
+
+    /// A crash: the step is lost and every request held here ends (rows returned in slot
+    /// order, for the caller to fail).
+    pub fn crash(&mut self, q: &mut EventQueue<Event>) -> Vec<RequestRow> {
+        if let Some(k) = self.core.step_key.take() {
+            q.cancel(k);
+        }
+        self.core.busy = false;
+        self.drain()
+    }
+
+    /// Every request still held (the run ended, or the server crashed), in slot order.
+    pub fn drain(&mut self) -> Vec<RequestRow> {
+        let mut out = Vec::new();
+        for s in 0..self.table.len() as Slot {
+            if self.table[s as usize].is_some() {
+                out.push(self.remove(s).row);
+            }
+        }
+        self.waiting.clear();
+        self.computed.clear();
+        self.chunked = None;
+        self.step_prefill.clear();
+        self.finishing.clear();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sglang::testkit;
+
+    fn row(id: u64, input: u32, output: u32) -> RequestRow {
+        RequestRow::arrived(id, 0, Some((0, 0)), input, output)
+    }
+
+    /// Runs the server alone until it is idle; returns the finished rows.
+    fn run(server: &mut ColocatedServer, q: &mut EventQueue<Event>) -> Vec<RequestRow> {
+        let mut done = Vec::new();
+        let mut itl = Histogram::new();
+        server.try_step(ColocatedId(0), q);
+        while let Some((_, ev)) = q.pop() {
+            assert!(matches!(ev, Event::ColocatedStepDone { .. }));
+            let mut out = StepOutcome::default();
+            server.step_done(q.now(), &mut itl, &mut out);
+            done.extend(out.finished);
+            server.try_step(ColocatedId(0), q);
+        }
+        done
+    }
+
+    #[test]
+    fn mixed_steps_finish_every_request_and_free_every_page() {
+        let mut s = ColocatedServer::new(testkit::core(2000, 16), 512, u32::MAX);
+        let mut q = EventQueue::new();
+        for id in 0..20 {
+            s.arrive(row(id, 300 + 37 * id as u32, 5 + id as u32));
+        }
+        let done = run(&mut s, &mut q);
+        assert_eq!(done.len(), 20);
+        assert_eq!(s.live(), 0);
+        assert_eq!(s.core.pages.used(), 0, "every page given back");
+        for r in &done {
+            let (ft, fin) = (r.first_token_ns.unwrap(), r.finish_ns.unwrap());
+            assert!(ft <= fin && r.prefill_start_ns.unwrap() < ft);
+        }
+        // A prompt longer than the budget is chunked over several steps, mixed with decoding.
+        assert!(s.steps_done > 20);
+    }
+
+    #[test]
+    fn the_prefill_budget_shrinks_by_the_running_decode_tokens() {
+        let mut s = ColocatedServer::new(testkit::core(100_000, 1), 64, u32::MAX);
+        let mut q = EventQueue::new();
+        for id in 0..10 {
+            s.arrive(row(id, 4, 100));
+        }
+        // Step 1: 64 tokens of budget, 10 prompts of 4 tokens: all prefilled at once.
+        s.try_step(ColocatedId(0), &mut q);
+        assert_eq!(s.step_prefill.len(), 10);
+        let mut out = StepOutcome::default();
+        let mut itl = Histogram::new();
+        q.pop();
+        s.step_done(q.now(), &mut itl, &mut out);
+        assert_eq!(s.running(), 10);
+        // Step 2: a 100-token prompt gets 64 − 10 running = 54 tokens.
+        s.arrive(row(10, 100, 2));
+        s.try_step(ColocatedId(0), &mut q);
+        assert_eq!(s.step_prefill, vec![(10, 54)]);
+    }
+
+    #[test]
+    fn a_capped_batch_holds_computed_requests_until_room_and_leaks_no_page() {
+        let mut s = ColocatedServer::new(testkit::core(5000, 16), 8192, 3);
+        let mut q = EventQueue::new();
+        for id in 0..12 {
+            s.arrive(row(id, 200, 20 + id as u32));
+        }
+        let mut itl = Histogram::new();
+        let mut done = 0;
+        s.try_step(ColocatedId(0), &mut q);
+        while q.pop().is_some() {
+            let mut out = StepOutcome::default();
+            s.step_done(q.now(), &mut itl, &mut out);
+            done += out.finished.len();
+            assert!(s.running() <= 3, "the cap holds");
+            s.try_step(ColocatedId(0), &mut q);
+        }
+        assert_eq!(done, 12);
+        assert_eq!(s.core.pages.used(), 0, "no page leaked");
+    }
+
+    #[test]
+    fn a_short_pool_retracts_the_newest_request_and_still_finishes_all() {
+        // 40 pages of 16 tokens: four requests of 100 + 200 tokens cannot all hold their KV.
+        let mut s = ColocatedServer::new(testkit::core(40, 16), 8192, u32::MAX);
+        let mut q = EventQueue::new();
+        for id in 0..4 {
+            s.arrive(row(id, 100, 200));
+        }
+        let done = run(&mut s, &mut q);
+        assert_eq!(done.len(), 4);
+        assert_eq!(s.core.pages.used(), 0);
+    }
+}

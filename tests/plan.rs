@@ -1,0 +1,698 @@
+//! Capacity planning (issue 12): sweeps are byte-identical whatever `--jobs` and however they
+//! are sharded (shards run as separate processes through `deploy/`); `pdsim plan --rate` finds
+//! the cheapest point and no cheaper point meets `[slo]`; `best.toml` runs from where it is
+//! written and meets `[slo]` on fresh seeds; `--max-rate` brackets each point's limit; the
+//! summary's nulls, SLO verdict, colocated servers, paired lengths and stale-file removal.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{pdsim, read_csv, repo, tmpdir};
+
+/// A short quickstart: 20 s of arrivals keeps every point of a grid well under a second.
+const SHORT: [&str; 4] = [
+    "--set",
+    "run.duration_s=20",
+    "--set",
+    "run.drain_timeout_s=60",
+];
+
+fn ok(args: &[&str]) -> String {
+    let (code, out, err) = pdsim(args);
+    assert_eq!(code, 0, "pdsim {args:?}\nstdout: {out}\nstderr: {err}");
+    out
+}
+
+fn bytes(dir: &Path, f: &str) -> Vec<u8> {
+    std::fs::read(dir.join(f)).unwrap_or_else(|e| panic!("{}/{f}: {e}", dir.display()))
+}
+
+const GRID: [&str; 6] = [
+    "--vary",
+    "pools.prefill.instances=1,2",
+    "--vary",
+    "pools.decode.instances=1,2",
+    "--vary",
+    "workload.arrival.rate_per_s=8,24",
+];
+
+fn sweep(out: &Path, extra: &[&str]) {
+    let o = out.to_str().unwrap();
+    let mut args = vec![
+        "sweep",
+        "scenarios/quickstart.toml",
+        "--seeds",
+        "2",
+        "--out",
+        o,
+        "-q",
+    ];
+    args.extend(SHORT);
+    args.extend(GRID);
+    args.extend(extra);
+    ok(&args);
+}
+
+#[test]
+fn jobs_do_not_change_a_byte() {
+    let d = tmpdir("sweep-jobs");
+    let (a, b) = (d.join("j1"), d.join("j2"));
+    sweep(&a, &["--jobs", "1"]);
+    sweep(&b, &["--jobs", "2"]);
+    for f in ["sweep.csv", "sweep.json", "index.html"] {
+        assert_eq!(
+            bytes(&a, f),
+            bytes(&b, f),
+            "{f} differs between --jobs 1 and 2"
+        );
+    }
+    let rows = read_csv(&a.join("sweep.csv"));
+    assert_eq!(rows.len(), 16, "8 points × 2 seeds");
+    // Grid order: the first --vary slowest, seeds innermost.
+    assert_eq!(rows[0]["pools.prefill.instances"], "1");
+    assert_eq!(rows[1]["seed"], "8");
+    assert_eq!(rows[2]["workload.arrival.rate_per_s"], "24");
+    assert_eq!(rows[15]["pools.decode.instances"], "2");
+    for r in &rows {
+        let gpus: u32 = r["gpus"].parse().unwrap();
+        let (p, d): (u32, u32) = (
+            r["prefill_instances"].parse().unwrap(),
+            r["decode_instances"].parse().unwrap(),
+        );
+        assert_eq!(gpus, 2 * (p + d), "TP2 instances");
+    }
+}
+
+/// Runs `deploy/run-shard.sh` for every shard as its own process (all at once, as an array job
+/// would), with the scheduler's index variable, then `deploy/merge.sh`.
+fn deploy_shards(out: &Path, n: usize, index_var: &str) {
+    let deploy = repo().join("deploy");
+    let children: Vec<_> = (0..n)
+        .map(|i| {
+            let mut c = std::process::Command::new("bash");
+            c.arg(deploy.join("run-shard.sh"))
+                .current_dir(repo())
+                .env(index_var, i.to_string())
+                .env("SHARDS", n.to_string())
+                .env("SCENARIO", "scenarios/quickstart.toml")
+                .env("OUT", out)
+                .env("SEEDS", "2")
+                .env("JOBS", "1")
+                .env("SETS", "run.duration_s=20 run.drain_timeout_s=60")
+                .env(
+                    "VARY",
+                    "pools.prefill.instances=1,2 pools.decode.instances=1,2 workload.arrival.rate_per_s=8,24",
+                )
+                .env("PDSIM", env!("CARGO_BIN_EXE_pdsim"));
+            for v in ["SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX", "SHARD_INDEX"] {
+                if v != index_var {
+                    c.env_remove(v);
+                }
+            }
+            c.spawn().unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success(), "a shard failed");
+    }
+    let status = std::process::Command::new("bash")
+        .arg(deploy.join("merge.sh"))
+        .current_dir(repo())
+        .env("OUT", out)
+        .env("PDSIM", env!("CARGO_BIN_EXE_pdsim"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "merge failed");
+}
+
+#[test]
+fn shards_run_as_separate_processes_merge_to_the_unsharded_bytes() {
+    let d = tmpdir("sweep-shards");
+    let whole = d.join("whole");
+    sweep(&whole, &["--jobs", "2"]);
+    for (n, var) in [(3, "SLURM_ARRAY_TASK_ID"), (5, "JOB_COMPLETION_INDEX")] {
+        let out = d.join(format!("sharded-{n}"));
+        deploy_shards(&out, n, var);
+        for f in ["sweep.csv", "sweep.json", "index.html"] {
+            assert_eq!(
+                bytes(&whole, f),
+                bytes(&out.join("merged"), f),
+                "{f}: {n} merged shards differ from the unsharded sweep"
+            );
+        }
+    }
+    // A missing shard, a repeated one, and shards of another grid are refused.
+    let s = d.join("sharded-3");
+    let (a, b, c) = (s.join("shard-0"), s.join("shard-1"), s.join("shard-2"));
+    let m = d.join("bad");
+    let m = m.to_str().unwrap();
+    for dirs in [vec![&a, &b], vec![&a, &a, &b, &c]] {
+        let mut args = vec!["merge".to_string()];
+        args.extend(dirs.iter().map(|p| p.display().to_string()));
+        args.extend(["--out".into(), m.into()]);
+        let (code, _, err) = pdsim(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("shard"), "{err}");
+    }
+    let (code, _, err) = pdsim(&[
+        "merge",
+        a.to_str().unwrap(),
+        d.join("sharded-5/shard-1").to_str().unwrap(),
+        "--out",
+        m,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a shard of the same sweep"), "{err}");
+}
+
+/// `pdsim plan --rate`: the answer meets `[slo]` on every seed; every point that is cheaper
+/// (fewer GPUs, or as many on fewer nodes) fails it on some seed; `best.toml` runs from its
+/// own folder and meets `[slo]` on seeds the plan never ran.
+#[test]
+fn plan_picks_the_cheapest_point_and_best_toml_holds_on_fresh_seeds() {
+    let d = tmpdir("plan-rate");
+    let o = d.join("plan");
+    let out = ok(&[
+        "plan",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "14",
+        "--seeds",
+        "2",
+        "--set",
+        "run.duration_s=30",
+        "--set",
+        "slo.ttft_p99_ms=600",
+        "--set",
+        "slo.tpot_p99_ms=40",
+        "--vary",
+        "pools.prefill.instances=1,2",
+        "--vary",
+        "pools.decode.instances=1,2,3",
+        "--vary",
+        "pools.decode.server.tp_size=1,2",
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    assert!(out.contains("cheapest point"), "{out}");
+    let plan: serde_json::Value =
+        serde_json::from_slice(&bytes(&o, "plan.json")).expect("plan.json is JSON");
+    let best = &plan["best"];
+    assert!(best.is_object(), "an answer exists: {plan}");
+    let key = |v: &serde_json::Value| -> (u64, u64) {
+        (v["gpus"].as_u64().unwrap(), v["nodes"].as_u64().unwrap())
+    };
+    let best_cost = key(best);
+    // Independently of the planner: group sweep.csv rows by point.
+    let rows = read_csv(&o.join("sweep.csv"));
+    let mut points: BTreeMap<Vec<String>, Vec<&BTreeMap<String, String>>> = BTreeMap::new();
+    for r in &rows {
+        let k = [
+            "pools.prefill.instances",
+            "pools.decode.instances",
+            "pools.decode.server.tp_size",
+        ]
+        .map(|c| r[c].clone())
+        .to_vec();
+        points.entry(k).or_default().push(r);
+    }
+    assert_eq!(points.len(), 12);
+    let mut cheaper = 0;
+    for (k, seeds) in &points {
+        let cost: (u64, u64) = (
+            seeds[0]["gpus"].parse().unwrap(),
+            seeds[0]["nodes"].parse().unwrap(),
+        );
+        let meets = seeds.iter().all(|r| r["slo_met"] == "true");
+        if cost < best_cost {
+            cheaper += 1;
+            assert!(
+                !meets,
+                "point {k:?} is cheaper ({cost:?} < {best_cost:?}) and meets [slo]"
+            );
+        }
+    }
+    assert!(
+        cheaper > 0,
+        "the grid has cheaper points that fail (else the test proves nothing)"
+    );
+    for s in best["seeds"].as_array().unwrap() {
+        assert_eq!(s["slo_met"], true);
+    }
+    // best.toml runs as is from its folder, on fresh seeds, and meets [slo].
+    let text = String::from_utf8(bytes(&o, "best.toml")).unwrap();
+    for (k, v) in best["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_str().unwrap(), p[1].as_str().unwrap()))
+    {
+        let leaf = k.rsplit('.').next().unwrap();
+        assert!(
+            text.contains(&format!("{leaf} = {v}")),
+            "best.toml writes {k} = {v}"
+        );
+    }
+    assert!(
+        text.contains("rate_per_s = 14"),
+        "best.toml has the planned rate"
+    );
+    for seed in [1001, 1002] {
+        let run_out = d.join(format!("fresh-{seed}"));
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_pdsim"))
+            .args([
+                "run",
+                "best.toml",
+                "-q",
+                "--summary-only",
+                "--seed",
+                &seed.to_string(),
+                "--out",
+            ])
+            .arg(&run_out)
+            .current_dir(&o)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let s: serde_json::Value =
+            serde_json::from_slice(&bytes(&run_out, "summary.json")).unwrap();
+        assert_eq!(s["slo"]["met"], true, "seed {seed}: {}", s["slo"]);
+    }
+    // The sweep report opens with the plan's answer.
+    let html = String::from_utf8(bytes(&o, "index.html")).unwrap();
+    assert!(html.contains("Cheapest point meeting [slo]"));
+    assert!(
+        html.matches("<svg").count() >= 4,
+        "latency ×2, Pareto, heatmap"
+    );
+}
+
+#[test]
+fn best_toml_rewrites_relative_paths_to_run_where_it_is_written() {
+    let d = tmpdir("plan-paths");
+    let o = d.join("deep/er");
+    ok(&[
+        "plan",
+        "scenarios/measured-profile.toml",
+        "--rate",
+        "1",
+        "--seeds",
+        "1",
+        "--set",
+        "run.duration_s=10",
+        "--set",
+        "slo.ttft_p99_ms=100000",
+        "--vary",
+        "pools.decode.instances=1,2",
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8(bytes(&o, "best.toml")).unwrap();
+    assert!(!text.contains("\"profiles/"), "paths rewritten: {text}");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_pdsim"))
+        .args(["run", "best.toml", "-q", "--summary-only", "--out", "run"])
+        .current_dir(&o)
+        .status()
+        .unwrap();
+    assert!(status.success(), "best.toml runs from its folder:\n{text}");
+}
+
+#[test]
+fn max_rate_brackets_each_points_limit() {
+    let d = tmpdir("plan-max");
+    let o = d.join("m");
+    ok(&[
+        "plan",
+        "scenarios/quickstart.toml",
+        "--max-rate",
+        "--seeds",
+        "1",
+        "--tolerance",
+        "0.1",
+        "--set",
+        "run.duration_s=20",
+        "--set",
+        "slo.ttft_p99_ms=600",
+        "--vary",
+        "pools.decode.instances=1,2",
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    let rows = read_csv(&o.join("plan.csv"));
+    assert_eq!(rows.len(), 2);
+    let rate = |r: &BTreeMap<String, String>, c: &str| -> f64 { r[c].parse().unwrap() };
+    for r in &rows {
+        let (pass, fail) = (rate(r, "max_rate_per_s"), rate(r, "fails_at_rate_per_s"));
+        assert!(pass < fail && (fail - pass) / pass <= 0.1 + 1e-9, "{r:?}");
+        // Check the bracket by running both ends.
+        for (rate, want) in [(pass, true), (fail, false)] {
+            let out = d.join(format!("check-{}-{rate}", r["pools.decode.instances"]));
+            ok(&[
+                "run",
+                "scenarios/quickstart.toml",
+                "--summary-only",
+                "-q",
+                "--set",
+                "run.duration_s=20",
+                "--set",
+                "slo.ttft_p99_ms=600",
+                "--set",
+                &format!("pools.decode.instances={}", r["pools.decode.instances"]),
+                "--set",
+                &format!("workload.arrival.rate_per_s={rate}"),
+                "--out",
+                out.to_str().unwrap(),
+            ]);
+            let s: serde_json::Value =
+                serde_json::from_slice(&bytes(&out, "summary.json")).unwrap();
+            assert_eq!(s["slo"]["met"], want, "rate {rate}: {}", s["slo"]);
+        }
+    }
+    let one: f64 = rows[0]["max_rate_per_s"].parse().unwrap();
+    let two: f64 = rows[1]["max_rate_per_s"].parse().unwrap();
+    assert!(
+        two >= one,
+        "two decode instances sustain at least what one does"
+    );
+}
+
+#[test]
+fn sweep_and_plan_inputs_are_checked() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &[
+                "sweep",
+                "scenarios/quickstart.toml",
+                "--vary",
+                "pools.decode.instances",
+            ],
+            "--vary",
+        ),
+        (
+            &[
+                "sweep",
+                "scenarios/quickstart.toml",
+                "--vary",
+                "pools.decode.instances=1",
+                "--shard",
+                "2/2",
+            ],
+            "--shard",
+        ),
+        (
+            &[
+                "sweep",
+                "scenarios/quickstart.toml",
+                "--vary",
+                "pools.decode.tp=1,2",
+            ],
+            "unknown field `tp`",
+        ),
+        (
+            &["sweep", "scenarios/quickstart.toml", "--jobs", "0"],
+            "--jobs",
+        ),
+        (
+            &[
+                "plan",
+                "scenarios/pd/page-size-mismatch.toml",
+                "--rate",
+                "5",
+            ],
+            "[slo]",
+        ),
+        (&["plan", "scenarios/quickstart.toml", "--rate=0"], "--rate"),
+    ];
+    for (args, want) in cases {
+        let (code, _, err) = pdsim(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn an_all_failed_run_reports_null_latencies_and_misses_its_slo() {
+    let d = tmpdir("nulls");
+    ok(&[
+        "run",
+        "scenarios/pd/page-size-mismatch.toml",
+        "-q",
+        "--summary-only",
+        "--set",
+        "slo.ttft_p99_ms=1000",
+        "--set",
+        "slo.attainment_min=0.5",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let s: serde_json::Value = serde_json::from_slice(&bytes(&d, "summary.json")).unwrap();
+    assert_eq!(s["requests"]["completed"], 0);
+    for m in ["ttft", "tpot", "e2e"] {
+        for q in ["mean", "p50", "p99", "max"] {
+            assert!(
+                s["latency_ms"][m][q].is_null(),
+                "{m}.{q} = {}",
+                s["latency_ms"][m][q]
+            );
+        }
+    }
+    assert_eq!(s["slo"]["met"], false);
+    assert_eq!(s["slo"]["attainment"], 0.0);
+    let t = &s["slo"]["targets"];
+    assert_eq!(t[0]["key"], "ttft_p99_ms");
+    assert!(t[0]["value"].is_null());
+    assert_eq!(t[0]["met"], false);
+}
+
+#[test]
+fn corrupted_requests_never_meet_an_slo() {
+    let d = tmpdir("corrupted");
+    ok(&[
+        "run",
+        "scenarios/pd/tp-mismatch-unguarded.toml",
+        "-q",
+        "--summary-only",
+        "--set",
+        "slo.ttft_ms=1e9",
+        "--set",
+        "slo.ttft_p50_ms=1e9",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let s: serde_json::Value = serde_json::from_slice(&bytes(&d, "summary.json")).unwrap();
+    let r = &s["requests"];
+    let (arrived, completed, corrupted) = (
+        r["arrived"].as_f64().unwrap(),
+        r["completed"].as_f64().unwrap(),
+        r["corrupted"].as_f64().unwrap(),
+    );
+    assert!(corrupted > 0.0, "the scenario corrupts requests");
+    let att = s["slo"]["attainment"].as_f64().unwrap();
+    assert!(
+        (att - completed / arrived).abs() < 1e-12,
+        "attainment {att} counts only completed"
+    );
+    // With more than half corrupted, even a 1e9 ms median target is missed.
+    if corrupted > arrived / 2.0 {
+        assert_eq!(s["slo"]["met"], false);
+    }
+}
+
+#[test]
+fn throughput_over_the_arrival_window_excludes_the_drain_tail() {
+    let d = tmpdir("window");
+    ok(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "-q",
+        "--summary-only",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let s: serde_json::Value = serde_json::from_slice(&bytes(&d, "summary.json")).unwrap();
+    let t = &s["throughput"];
+    let w = &t["arrival_window"];
+    assert_eq!(w["end_s"], 60.0);
+    assert!(
+        s["sim"]["simulated_s"].as_f64().unwrap() > 60.0,
+        "a drain tail exists"
+    );
+    let (whole, window) = (
+        t["output_tokens_per_s"].as_f64().unwrap(),
+        w["output_tokens_per_s"].as_f64().unwrap(),
+    );
+    // The drain tail produces tokens at a falling rate, so the whole-run rate is lower; and
+    // the window's tokens are a part of the whole run's.
+    let simulated = s["sim"]["simulated_s"].as_f64().unwrap();
+    assert!(window > whole, "window {window} vs whole run {whole}");
+    assert!(
+        window * 60.0 <= whole * simulated + 1e-6,
+        "window tokens {} exceed the run's {}",
+        window * 60.0,
+        whole * simulated
+    );
+    assert_eq!(s["cluster"]["gpus"], 8);
+    assert_eq!(s["cluster"]["nodes"], 2);
+    let pools = s["pools"].as_array().unwrap();
+    assert_eq!(pools.len(), 2);
+    let decode = &pools[1];
+    assert!(decode["batch_mean"].as_f64().unwrap() > 1.0);
+    let kv = decode["kv_occupancy"].as_f64().unwrap();
+    assert!(kv > 0.0 && kv < 1.0);
+}
+
+#[test]
+fn colocated_servers_finish_every_request_without_the_fabric() {
+    let d = tmpdir("colocated");
+    ok(&[
+        "run",
+        "scenarios/plan/colocated-8b.toml",
+        "-q",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let s: serde_json::Value = serde_json::from_slice(&bytes(&d, "summary.json")).unwrap();
+    assert_eq!(s["requests"]["arrived"], s["requests"]["completed"]);
+    assert_eq!(s["transfer"]["bytes"], 0);
+    assert_eq!(s["pools"][0]["role"], "colocated");
+    for r in read_csv(&d.join("requests.csv")) {
+        assert_eq!(r["prefill_instance"], r["decode_instance"]);
+        assert!(r["transfer_start_ns"].is_empty());
+        let (a, f, e): (u64, u64, u64) = (
+            r["arrival_ns"].parse().unwrap(),
+            r["first_token_ns"].parse().unwrap(),
+            r["finish_ns"].parse().unwrap(),
+        );
+        assert!(a <= f && f <= e);
+    }
+    // A colocated pool cannot be mixed into a PD cluster.
+    let (code, _, err) = pdsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--set",
+        "pools.decode.role=colocated",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("either a PD cluster"), "{err}");
+}
+
+#[test]
+fn paired_lengths_keep_each_rows_input_with_its_output() {
+    let d = tmpdir("paired");
+    let lengths = d.join("pairs.csv");
+    std::fs::write(
+        &lengths,
+        "arrival_s,input_tokens,output_tokens\n0,100,7\n1,2000,3\n2,555,40\n",
+    )
+    .unwrap();
+    let sc = d.join("s.toml");
+    let text = std::fs::read_to_string(repo().join("scenarios/quickstart.toml"))
+        .unwrap()
+        .replace(
+            "input_tokens = { dist = \"lognormal\", mean = 2048, cv = 0.8, max = 16384 }\noutput_tokens = { dist = \"lognormal\", mean = 256, cv = 0.5, max = 2048 }",
+            "lengths = { path = \"pairs.csv\" }",
+        );
+    assert!(text.contains("lengths = {"));
+    std::fs::write(&sc, text).unwrap();
+    let out = d.join("out");
+    ok(&[
+        "run",
+        sc.to_str().unwrap(),
+        "-q",
+        "--set",
+        "run.duration_s=10",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let pairs: std::collections::BTreeSet<(String, String)> =
+        [("100", "7"), ("2000", "3"), ("555", "40")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+    let rows = read_csv(&out.join("requests.csv"));
+    assert!(rows.len() > 50);
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &rows {
+        let p = (r["input_tokens"].clone(), r["output_tokens"].clone());
+        assert!(pairs.contains(&p), "{p:?} is not a row of the file");
+        seen.insert(p);
+    }
+    assert_eq!(seen.len(), 3);
+    // Paired lengths and separate lengths together are refused.
+    let (code, _, err) = pdsim(&[
+        "run",
+        sc.to_str().unwrap(),
+        "--set",
+        "workload.input_tokens={ dist = \"fixed\", value = 5 }",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("workload.lengths"), "{err}");
+}
+
+#[test]
+fn a_failed_run_leaves_no_stale_results() {
+    let d = tmpdir("stale");
+    let o = d.to_str().unwrap();
+    ok(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "-q",
+        "--set",
+        "run.duration_s=5",
+        "--out",
+        o,
+    ]);
+    assert!(d.join("summary.json").exists() && d.join("charts").is_dir());
+    let (code, _, _) = pdsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "--set",
+        "pools.decode.server.tp_size=3",
+        "--out",
+        o,
+    ]);
+    assert_eq!(code, 2);
+    for f in [
+        "summary.json",
+        "requests.csv",
+        "run.json",
+        "index.html",
+        "charts",
+    ] {
+        assert!(!d.join(f).exists(), "{f} left behind by a failed run");
+    }
+}
+
+#[test]
+fn a_crashed_colocated_server_fails_what_it_held_and_serves_again_after_restart() {
+    let d = tmpdir("colocated-crash");
+    ok(&[
+        "run",
+        "tests/scenarios/colocated-crash.toml",
+        "-q",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let s: serde_json::Value = serde_json::from_slice(&bytes(&d, "summary.json")).unwrap();
+    let r = &s["requests"];
+    let sum: u64 = ["completed", "failed", "corrupted", "unfinished"]
+        .iter()
+        .map(|k| r[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        sum,
+        r["arrived"].as_u64().unwrap(),
+        "every request ends once"
+    );
+    assert_eq!(s["errors"][0]["kind"], "server_crashed");
+    let rows = read_csv(&d.join("requests.csv"));
+    // Server 1 serves again after its restart at 15 s.
+    assert!(rows.iter().any(|r| r["prefill_instance"] == "1"
+        && r["arrival_ns"].parse::<u64>().unwrap() > 16_000_000_000
+        && r["outcome"] == "completed"));
+    // The batch cap (max_running_requests = 16) holds: occupancy is at most 1.
+    let occ = s["pools"][0]["batch_occupancy"].as_f64().unwrap();
+    assert!(occ > 0.0 && occ <= 1.0, "{occ}");
+}

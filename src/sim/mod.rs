@@ -96,6 +96,8 @@ pub struct World<'a> {
     wake: Vec<Wake>,
     /// Pending heartbeat verdict on each crashed prefill.
     heartbeat: IdVec<PrefillId, Option<EventKey>>,
+    /// Whether a router health check is scheduled.
+    health_check_pending: bool,
     sampler: sampler::Sampler,
     scratch: Scratch,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
@@ -221,7 +223,10 @@ impl<'a> World<'a> {
                             .chunked_prefill_size
                             .min(pool.server.max_prefill_tokens);
                         prefills.push(PrefillServer::new(core, cache, budget));
-                        transfers.push(TransferQueues::new(sc.sglang.queue_size));
+                        transfers.push(TransferQueues::new(
+                            pool.server.attn_tp_size,
+                            sc.sglang.queue_size,
+                        ));
                         heartbeat.push(None);
                     }
                     Role::Decode => {
@@ -241,7 +246,7 @@ impl<'a> World<'a> {
                     gpus: d.core.gpus.clone(),
                     page_size: d.core.page_size,
                     watched: d.core.pages.is_oracle(),
-                    port: d.ports[0],
+                    ports: d.ports.clone(),
                 });
             }
             v
@@ -278,6 +283,7 @@ impl<'a> World<'a> {
             fabric_timer: None,
             wake: Vec::new(),
             heartbeat,
+            health_check_pending: false,
             sampler,
             scratch: Scratch::default(),
             io_error: None,
@@ -388,6 +394,7 @@ impl<'a> World<'a> {
             }
             Event::Restart { instance } => self.on_restart(instance),
             Event::HeartbeatLost { prefill } => self.on_heartbeat_lost(prefill),
+            Event::RouterHealthCheck => self.on_router_health_check(),
             Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
             Event::WaitingTimeout { req } => self.on_timeout(req, KvPoll::WaitingForInput),

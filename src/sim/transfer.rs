@@ -1,19 +1,63 @@
-//! `World`'s side of the transfer: driving the shard workers of [`crate::sglang::transfer`],
-//! keeping one fabric timer, and landing finished chunks in decode memory, where the corruption
-//! oracle judges them (`docs/sglang-pd.md` §2.4–§2.6, §3.8).
+//! `World`'s side of the transfer: queueing chunks on every prefill rank's transfer queues,
+//! driving the lanes' workers of [`crate::sglang::transfer`], keeping one fabric timer, and
+//! landing finished batches in decode memory, where the corruption oracle judges them
+//! (`docs/sglang-pd.md` §2.4–§2.6, §3.1, §3.8).
 
-use crate::fabric::{FailReason, FlowEnd, FlowOutcome};
+use crate::fabric::{FlowEnd, FlowOutcome};
 use crate::layout::{PdError, RequestId};
 use crate::metrics::ErrorKind;
-use crate::sglang::transfer::{Kick, KickEnv, chunk_request, from_token};
+use crate::sglang::transfer::{
+    Kick, KickEnv, bootstrap_room, chunk_request, failed_to_send, from_token,
+};
 
 use super::World;
 use super::event::{Event, Wake, lane};
 use super::ids::{PrefillId, ShardId};
-use super::requests::KvPoll;
+use super::requests::{ChunkJob, KvPoll};
+
+/// sglang's `--disaggregation-bootstrap-port` default: every prefill instance's bootstrap
+/// server listens on it (`server_args.py`).
+pub(super) const BOOTSTRAP_PORT: u32 = 8998;
+
+/// The line sglang logs when an exception escapes `transfer_worker` (0005973a):
+/// `f"Transfer thread failed because of {e}. Prefill instance with
+/// bootstrap_port={self.bootstrap_port} is dead."` — the thread dies with it.
+pub fn transfer_thread_failed(e: &str) -> String {
+    format!(
+        "Transfer thread failed because of {e}. Prefill instance with bootstrap_port={BOOTSTRAP_PORT} is dead."
+    )
+}
 
 impl World<'_> {
-    /// Lets the shard's worker send its next chunk, failing rooms as it meets errors.
+    /// `add_transfer_request` on every rank of prefill `p`: each rank puts the chunk on its
+    /// queue `sum(session ports of the decode ranks it serves for the room) % queue_size`.
+    /// The request counts one chunk in flight per rank.
+    pub(super) fn enqueue_chunk(&mut self, p: PrefillId, job: ChunkJob) {
+        let plan = &self.plans[p][job.decode];
+        let ports = &self.endpoints[job.decode].ports;
+        let ranks = plan.prefill_layouts().len() as u32;
+        let qs = self.sc.sglang.queue_size;
+        let mut lanes = Vec::with_capacity(ranks as usize);
+        for rank in 0..ranks {
+            let sum: u64 = plan
+                .rank_targets(rank)
+                .map(|i| u64::from(ports[plan.target(i).decode_rank as usize]))
+                .sum();
+            lanes.push(self.transfers[p].lane(rank, (sum % u64::from(qs)) as u32));
+        }
+        if let Some(req) = self.reqs.get_mut(job.req) {
+            // `on_prefill_step_done` counted the chunk once; every further rank adds one.
+            req.chunks_in_flight += ranks - 1;
+        }
+        for &l in &lanes {
+            self.transfers[p].push(l, job);
+        }
+        for l in lanes {
+            self.kick_shard(p, l);
+        }
+    }
+
+    /// Lets the lane's worker send its next batch, failing rooms as it meets errors.
     pub(super) fn kick_shard(&mut self, p: PrefillId, shard: ShardId) {
         if !self.prefills[p].core.alive {
             return;
@@ -40,15 +84,18 @@ impl World<'_> {
                     self.worker_died(&e);
                     return;
                 }
+                Kick::ChunkDone(job) => self.rank_chunk_done(p, job),
             }
         }
     }
 
-    /// A RuntimeError escaped `send_kvcache`: the shard's worker thread died ("Transfer thread
-    /// failed because of … is dead."). Its queued and future chunks never move; their rooms
-    /// wait for the decode waiting timeout. The error is counted once per raise.
+    /// An exception escaped `transfer_worker`: the lane's worker thread died with sglang's
+    /// "Transfer thread failed because of … is dead." — the line the prefill's operator sees,
+    /// so it is the message the summary shows. Its queued and future chunks never move; their
+    /// rooms wait for the decode waiting timeout. Counted once per raise, i.e. per rank.
     fn worker_died(&mut self, e: &PdError) {
-        self.collector.raised(e.kind, &e.message);
+        self.collector
+            .raised(e.kind, &transfer_thread_failed(&e.message));
     }
 
     /// Keeps exactly one `FabricDue` event pending, at the fabric's next due time.
@@ -79,8 +126,9 @@ impl World<'_> {
         self.fabric_sync();
     }
 
-    /// One Mooncake batch ended: count it against its chunk; a −1 fails the room and
-    /// blacklists the decode session (the TP group's MIN poll fails the whole request).
+    /// One Mooncake batch ended: count it against its target; a −1 fails the room and
+    /// blacklists the decode session on that rank (the TP group's MIN poll fails the whole
+    /// request).
     pub(super) fn flow_ended(&mut self, end: &FlowEnd) {
         let (p, shard) = from_token(end.token);
         let failed = !matches!(end.outcome, FlowOutcome::Completed);
@@ -99,19 +147,15 @@ impl World<'_> {
             }
             FlowOutcome::Failed(reason) => {
                 if let Some(d) = self.reqs.get(r).map(|q| q.decode) {
-                    self.transfers[p].blacklist.insert(d);
-                    let (kind, why) = match reason {
-                        FailReason::Timeout => (ErrorKind::TransferTimeout, "timed out"),
-                        FailReason::RetriesExhausted => {
-                            (ErrorKind::TransferFailed, "retries exhausted")
-                        }
-                        FailReason::NoRoute => (ErrorKind::TransferFailed, "no route"),
+                    let ep = &self.endpoints[d];
+                    let drank = ep.gpus.iter().position(|&g| g == end.dst).unwrap_or(0) as u32;
+                    let rank = self.transfers[p].rank_of(shard);
+                    self.transfers[p].blacklists[rank as usize].insert((d, drank));
+                    let kind = match reason {
+                        crate::fabric::FailReason::Timeout => ErrorKind::TransferTimeout,
+                        _ => ErrorKind::TransferFailed,
                     };
-                    let msg = format!(
-                        "Failed to send kv chunk of {} to {}: Mooncake batch_transfer_sync returned -1 ({why})",
-                        r.id,
-                        self.endpoints[d].session()
-                    );
+                    let msg = failed_to_send(bootstrap_room(self.sc.seed, r.id), ep, drank);
                     self.fail(r, kind, &msg);
                 }
             }
@@ -123,65 +167,98 @@ impl World<'_> {
         }
     }
 
-    /// Every flow of the shard's active chunk ended: the bytes are in decode memory, where the
-    /// oracle sees whose pages they landed on. The request's last chunk concludes the transfer.
+    /// Every flow of the lane's current batch ended: the bytes are in decode memory, where the
+    /// oracle sees whose pages they landed on. Then the worker goes on with its next target.
     pub(super) fn chunk_done(&mut self, p: PrefillId, shard: ShardId) {
-        let now = self.q.now();
-        let active = self.transfers[p].shards[shard]
-            .active
-            .take()
-            .expect("active chunk");
-        let r = active.job.req;
+        let active = {
+            let a = self.transfers[p].shards[shard]
+                .active
+                .as_mut()
+                .expect("active chunk");
+            a.busy = false;
+            (
+                a.job,
+                a.target,
+                a.failed,
+                a.after_kv.take(),
+                a.writes.take(),
+            )
+        };
+        let (job, target, failed, after_kv, writes) = active;
+        let r = job.req;
         let live = self.reqs.get(r).filter(|q| q.sender != KvPoll::Failed);
-        if let (false, Some(req)) = (active.failed, live) {
-            let (d, id) = (req.decode, req.id);
-            // Land the bytes in the oracle's view of decode memory.
-            let mut oob = None;
-            let job = active.job;
-            if let Some(writes) = &active.writes {
-                let mem = self.decodes[d].core.pages.oracle().expect("watched");
-                oob = mem.apply(&self.plans[p][d], RequestId(id), writes).error;
-            } else if self.endpoints[d].watched {
-                let c = chunk_request(req, &job, self.endpoints[d].page_size);
-                let whole = job.last && active.after_kv.is_none();
-                let (pages, slot, aux) = (
-                    c.dst_pages.to_vec(),
-                    c.dst_slot.filter(|_| whole),
-                    whole.then_some(c.dst_aux),
-                );
-                let mem = self.decodes[d].core.pages.oracle().expect("watched");
-                mem.apply_exact(RequestId(id), &pages, slot, aux);
-            }
-            if let Some(e) = oob {
-                // rc −1: the room fails and the session is blacklisted (§3.8, §2.6).
-                self.transfers[p].blacklist.insert(d);
-                self.fail_with(r, &e);
-            } else if let Some(e) = &active.after_kv {
-                // The KV went; then the state check raised and the worker died.
-                self.transfers[p].shards[shard].dead = true;
-                self.worker_died(e);
-                return;
-            } else {
-                let req = self.reqs.get_mut(r).expect("live");
-                req.chunks_in_flight -= 1;
-                if job.last && req.chunks_in_flight == 0 {
-                    // conclude_transfer(Success): prefill frees its pages, decode is told.
-                    req.sender = KvPoll::Success;
-                    req.row.transfer_end_ns = Some(now);
-                    let held = std::mem::take(&mut req.on_prefill);
-                    let pc = &mut self.prefills[p].core;
-                    pc.pages.free(id, &held);
-                    pc.outstanding -= 1;
-                    self.sync_prefill(p);
-                    self.q.schedule_lane(
-                        lane::CONTROL,
-                        self.sc.fabric.control_latency_ns,
-                        Event::TransferSucceeded { req: r },
+        match (failed, live) {
+            (false, Some(req)) => {
+                let (d, id) = (req.decode, req.id);
+                let plan = &self.plans[p][d];
+                let mut oob = None;
+                if let Some(writes) = &writes {
+                    let mem = self.decodes[d].core.pages.oracle().expect("watched");
+                    oob = mem.apply(plan, RequestId(id), writes).error;
+                } else if self.endpoints[d].watched {
+                    let c = chunk_request(req, &job, self.endpoints[d].page_size);
+                    let whole = job.last && after_kv.is_none();
+                    let (pages, slot, aux) = (
+                        c.dst_pages.to_vec(),
+                        c.dst_slot.filter(|_| whole),
+                        whole.then_some(c.dst_aux),
                     );
-                    self.wake.push(Wake::Prefill(p));
+                    let mem = self.decodes[d].core.pages.oracle().expect("watched");
+                    mem.apply_exact(RequestId(id), &pages, slot, aux);
                 }
+                let drank = plan.target(target).decode_rank;
+                if let Some(e) = oob {
+                    // rc −1: the session is blacklisted on this rank and the room fails with
+                    // sglang's reason (§3.8, §2.6).
+                    let rank = self.transfers[p].rank_of(shard);
+                    self.transfers[p].blacklists[rank as usize].insert((d, drank));
+                    let msg =
+                        failed_to_send(bootstrap_room(self.sc.seed, id), &self.endpoints[d], drank);
+                    self.transfers[p].shards[shard].active = None;
+                    self.fail(r, e.kind, &msg);
+                } else if let Some(e) = &after_kv {
+                    // The KV went; then the state check raised and the worker died.
+                    let sh = &mut self.transfers[p].shards[shard];
+                    sh.dead = true;
+                    sh.active = None;
+                    self.worker_died(e);
+                    return;
+                }
+            }
+            _ => {
+                // The room failed while the batch was out: the worker drops the chunk.
+                self.transfers[p].shards[shard].active = None;
             }
         }
         self.kick_shard(p, shard);
+    }
+
+    /// One prefill rank sent the chunk to all its targets. The request's last chunk, once every
+    /// rank is done with it, concludes the transfer: `conclude_transfer(Success)`.
+    fn rank_chunk_done(&mut self, p: PrefillId, job: ChunkJob) {
+        let now = self.q.now();
+        let r = job.req;
+        let Some(req) = self.reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed) else {
+            return;
+        };
+        req.chunks_in_flight -= 1;
+        if !(job.last && req.chunks_in_flight == 0) {
+            return;
+        }
+        // conclude_transfer(Success): prefill frees its pages, decode is told.
+        let id = req.id;
+        req.sender = KvPoll::Success;
+        req.row.transfer_end_ns = Some(now);
+        let held = std::mem::take(&mut req.on_prefill);
+        let pc = &mut self.prefills[p].core;
+        pc.pages.free(id, &held);
+        pc.outstanding -= 1;
+        self.sync_prefill(p);
+        self.q.schedule_lane(
+            lane::CONTROL,
+            self.sc.fabric.control_latency_ns,
+            Event::TransferSucceeded { req: r },
+        );
+        self.wake.push(Wake::Prefill(p));
     }
 }

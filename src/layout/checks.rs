@@ -311,6 +311,72 @@ pub fn index_error() -> PdError {
     )
 }
 
+/// The Python `ZeroDivisionError` `get_mha_kv_ptrs_with_pp` meets when the source has no K/V
+/// layer pair (`dst_num_total_layers % num_kv_layers` with `num_kv_layers == 0`).
+pub fn zero_division_error() -> PdError {
+    PdError::new(
+        ErrorKind::KvLayersOutOfRange,
+        "integer division or modulo by zero".to_string(),
+        Effect::WorkerDies,
+    )
+}
+
+/// `build_transfer_entry_pairs(src_layer_ids, dst_layer_ids, n_src, n_dst,
+/// allow_positional_fallback)` (`disaggregation/utils.py`, §2.5): pairs transfer entries by
+/// global layer id, or positionally. Its RuntimeErrors escape the transfer worker, so they
+/// kill it; they are filed under `kind` (the entries' family).
+pub fn build_transfer_entry_pairs(
+    src_layer_ids: &[u32],
+    dst_layer_ids: &[u32],
+    n_src: usize,
+    n_dst: usize,
+    allow_positional_fallback: bool,
+    kind: ErrorKind,
+) -> Result<Vec<(u32, u32)>, PdError> {
+    let raise = |m: String| Err(PdError::new(kind, m, Effect::WorkerDies));
+    if n_src == 0 {
+        return Ok(Vec::new());
+    }
+    let (mut src, mut dst) = (src_layer_ids, dst_layer_ids);
+    if src.is_empty() != dst.is_empty() {
+        if !allow_positional_fallback {
+            return raise(
+                "Layer metadata must be provided by both PD peers or neither".to_string(),
+            );
+        }
+        src = &[];
+        dst = &[];
+    }
+    if !src.is_empty() {
+        if src.len() != n_src || dst.len() != n_dst {
+            return raise(format!(
+                "Layer metadata length must match transfer entries: src metadata={} entries={n_src}, dst metadata={} entries={n_dst}",
+                src.len(),
+                dst.len()
+            ));
+        }
+        // Each destination position is used once, in order, per layer id (a deque per id).
+        let mut used = vec![false; n_dst];
+        let mut pairs = Vec::with_capacity(n_src);
+        for (i, id) in src.iter().enumerate() {
+            let Some(j) = (0..n_dst).find(|&j| !used[j] && dst[j] == *id) else {
+                return raise(format!(
+                    "Decode peer is missing a transfer entry for model layer {id}"
+                ));
+            };
+            used[j] = true;
+            pairs.push((i as u32, j as u32));
+        }
+        return Ok(pairs);
+    }
+    if n_dst < n_src || (n_src != n_dst && !allow_positional_fallback) {
+        return raise(format!(
+            "PP-heterogeneous transfer requires layer ids on both peers; got src={n_src} dst={n_dst} entries"
+        ));
+    }
+    Ok((0..n_src as u32).map(|i| (i, i)).collect())
+}
+
 /// A write past a registered region (§3.8: the RDMA slice fails, the batch returns −1; the
 /// worker then records "Failed to send kv chunk of {room} to {endpoint}:{port}").
 pub fn out_of_bounds(decode_rank: u32, buffer: &str, end: u64, len: u64) -> PdError {
@@ -410,6 +476,52 @@ mod tests {
             "Prefill transfer kvcache error, layers_current_pp_stage is out of range: layers_current_pp_stage=12, len(dst_k_ptrs)=0"
         );
         assert_eq!(e.effect, Effect::ReturnCodeFailure);
+    }
+
+    #[test]
+    fn entry_pairs_follow_build_transfer_entry_pairs() {
+        let k = ErrorKind::KvLayersOutOfRange;
+        // Ids on both sides: paired by id, each destination used once, in order.
+        assert_eq!(
+            build_transfer_entry_pairs(&[3, 7, 3, 7], &[3, 7, 3, 7], 4, 4, true, k).unwrap(),
+            vec![(0, 0), (1, 1), (2, 2), (3, 3)]
+        );
+        assert_eq!(
+            build_transfer_entry_pairs(&[7, 3], &[3, 7, 11], 2, 3, true, k).unwrap(),
+            vec![(0, 1), (1, 0)]
+        );
+        let e = build_transfer_entry_pairs(&[3, 9], &[3, 7], 2, 2, true, k).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Decode peer is missing a transfer entry for model layer 9"
+        );
+        let e = build_transfer_entry_pairs(&[3], &[3, 7], 2, 2, true, k).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Layer metadata length must match transfer entries: src metadata=1 entries=2, dst metadata=2 entries=2"
+        );
+        // Ids on one side only: positional fallback (pp = 1), which needs n_dst >= n_src.
+        let ids: Vec<u32> = (0..24).collect();
+        let e = build_transfer_entry_pairs(&ids, &[], 24, 1, true, k).unwrap_err();
+        assert_eq!(
+            e.message,
+            "PP-heterogeneous transfer requires layer ids on both peers; got src=24 dst=1 entries"
+        );
+        assert_eq!(e.effect, Effect::WorkerDies);
+        assert_eq!(
+            build_transfer_entry_pairs(&[], &ids, 1, 24, true, k).unwrap(),
+            vec![(0, 0)]
+        );
+        let e = build_transfer_entry_pairs(&[1], &[], 1, 1, false, k).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Layer metadata must be provided by both PD peers or neither"
+        );
+        assert!(
+            build_transfer_entry_pairs(&[], &[], 0, 5, false, k)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

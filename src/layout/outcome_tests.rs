@@ -245,25 +245,90 @@ fn row_06_unified_prefill_to_non_unified_decode() {
 
 #[test]
 fn row_07_non_unified_prefill_to_unified_decode() {
-    // The validator keys on the prefill's flag: no E1/E2 in either column. Neither side
-    // publishes layer ids, so the MHA branch finds 12 layers and no decode K region: rc −1.
-    let msg = "Prefill transfer kvcache error, layers_current_pp_stage is out of range: layers_current_pp_stage=12, len(dst_k_ptrs)=0";
+    // The validator keys on the prefill's flag: no E1/E2 in either column. The non-unified
+    // hybrid pool publishes its 24 KV layer ids, the unified one none (`get_kv_layer_ids`
+    // returns []), so `build_transfer_entry_pairs` falls back to positions, finds 1 decode
+    // entry for 24 source entries and raises: the worker dies. The same at unequal TP, where
+    // `send_kvcache_slice` pairs by the same function.
+    let msg =
+        "PP-heterogeneous transfer requires layer ids on both peers; got src=24 dst=1 entries";
     for prof in [Profile::SliceDispatch, Profile::Guarded] {
-        let p = plan(QWEN, "auto", (N, 16, 2), (U, 16, 2), prof);
-        assert_eq!(
-            outcome(&p),
-            Outcome::BeforeWrites(
-                ErrorKind::KvLayersOutOfRange,
-                msg.to_string(),
-                Effect::ReturnCodeFailure
-            )
-        );
-        // Were KV to get through, the state check would raise Mlay.
-        assert_eq!(
-            p.last_chunk_error().unwrap().kind,
-            ErrorKind::MambaLayoutMismatch
-        );
+        for d_tp in [2, 4] {
+            let p = plan(QWEN, "auto", (N, 16, 2), (U, 16, d_tp), prof);
+            assert_eq!(
+                p.prefill_layouts()[0].kv_layer_ids,
+                [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47].repeat(2)
+            );
+            assert!(p.decode_layouts()[0].kv_layer_ids.is_empty());
+            assert_eq!(
+                outcome(&p),
+                Outcome::BeforeWrites(
+                    ErrorKind::KvLayersOutOfRange,
+                    msg.to_string(),
+                    Effect::WorkerDies
+                )
+            );
+            // Were KV to get through, the state check would raise Mlay.
+            assert_eq!(
+                p.last_chunk_error().unwrap().kind,
+                ErrorKind::MambaLayoutMismatch
+            );
+        }
     }
+}
+
+/// `len(dst_k_ptrs)` is a Python slice: `dst_kv_ptrs[0:80]` of a 64-entry list has 64 entries,
+/// not `64 / 2`. Llama-3.1-70B (80 layers) into Llama-3.1-8B (32 layers), same head shape,
+/// neither publishing layer ids: the MHA branch returns −1 with sglang's text.
+#[test]
+fn the_layer_range_check_reports_pythons_slice_length() {
+    let big = preset("llama-3.1-70b").unwrap();
+    let small = preset("llama-3.1-8b").unwrap();
+    let p = plan2(
+        &big,
+        &small,
+        "auto",
+        (N, 16, 8),
+        (N, 16, 8),
+        Profile::Guarded,
+    );
+    assert_eq!(
+        outcome(&p),
+        Outcome::BeforeWrites(
+            ErrorKind::KvLayersOutOfRange,
+            "Prefill transfer kvcache error, layers_current_pp_stage is out of range: layers_current_pp_stage=80, len(dst_k_ptrs)=64".to_string(),
+            Effect::ReturnCodeFailure
+        )
+    );
+    // The other way round the K pairs fit but the V slice `dst[80:112]` of a 160-entry list
+    // pairs V of layer i with decode V region 80 + i: every write lands on a real region, so
+    // the plan goes through (and the oracle judges the bytes).
+    let p = plan2(
+        &small,
+        &big,
+        "auto",
+        (N, 16, 8),
+        (N, 16, 8),
+        Profile::Guarded,
+    );
+    assert!(p.chunk_error().is_none());
+    // At unequal TP the slice path indexes `dst_k_ptrs[i]` past its end: IndexError.
+    let p = plan2(
+        &big,
+        &small,
+        "auto",
+        (N, 16, 4),
+        (N, 16, 8),
+        Profile::Guarded,
+    );
+    assert_eq!(
+        outcome(&p),
+        Outcome::BeforeWrites(
+            ErrorKind::KvLayersOutOfRange,
+            "list index out of range".to_string(),
+            Effect::WorkerDies
+        )
+    );
 }
 
 #[test]

@@ -57,9 +57,10 @@ pub struct RankLayout {
     pub first_kv_head: u32,
     /// KV regions in registration order (MHA: all K layers then all V layers).
     pub kv_regions: Vec<KvRegion>,
-    /// `kv_layer_ids` as published. pdsim publishes none for every pool (plain MHA and unified
-    /// pools publish none in sglang, §1.1; see the module README for hybrids), so peers pair
-    /// regions positionally.
+    /// `kv_layer_ids` as published (`get_transfer_kv_layer_ids`, §1.1): a non-unified hybrid
+    /// pool (`HybridLinearKVPool`, the SWA pool) publishes the global layer id of each KV
+    /// region (every K then every V); plain MHA/MLA pools publish none, and the unified pool's
+    /// `get_kv_layer_ids` returns `[]` ("the sender falls back to positional pairing").
     pub kv_layer_ids: Vec<u32>,
     /// State regions (all conv layers then all temporal layers; or one slot envelope).
     pub state_regions: Vec<StateRegion>,
@@ -116,8 +117,12 @@ impl RankLayout {
             total_kv_heads: total_heads,
             kv_heads_per_rank: h_r,
             first_kv_head: first_head,
+            kv_layer_ids: if hybrid && !unified {
+                kv_regions.iter().filter_map(|r| r.layer).collect()
+            } else {
+                Vec::new()
+            },
             kv_regions,
-            kv_layer_ids: Vec::new(),
             state_regions,
             conv_shard_groups,
             aux: metadata::aux_regions(model),

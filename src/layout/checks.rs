@@ -61,14 +61,24 @@ pub enum Profile {
     /// unequal-TP MHA-hybrid unified prefill takes `send_kvcache_slice` (0 KV bytes) and fails at
     /// the mamba check after KV.
     SliceDispatch,
-    /// Before the validator existed: no checks; unified prefills always take the whole-envelope
-    /// copy; only a write past a registered region fails (rc −1).
+    /// Before the validator existed: decode's first-contact page-size check (PR #14474, which
+    /// predates unified memory) and nothing else; unified prefills always take the
+    /// whole-envelope copy; only a write past a registered region fails (rc −1).
     Unguarded,
+    /// sglang at the seeds' commit (0132848349, 2026-08-27): `guarded`, plus the start-up
+    /// refusal of `--enable-unified-memory` with PD for MHA-attention hybrids (lifted by PR
+    /// #37506), so only MLA hybrids (Kimi-Linear type) reach the validator.
+    SeedCommit,
 }
 
 impl Profile {
     /// All profiles.
-    pub const ALL: [Profile; 3] = [Self::Guarded, Self::SliceDispatch, Self::Unguarded];
+    pub const ALL: [Profile; 4] = [
+        Self::Guarded,
+        Self::SliceDispatch,
+        Self::Unguarded,
+        Self::SeedCommit,
+    ];
 
     /// The scenario-file name.
     pub fn as_str(self) -> &'static str {
@@ -76,11 +86,19 @@ impl Profile {
             Self::Guarded => "guarded",
             Self::SliceDispatch => "slice_dispatch",
             Self::Unguarded => "unguarded",
+            Self::SeedCommit => "seed_commit",
         }
     }
 
-    /// Whether decode checks page size and KV dtype at first contact (§2.1).
-    pub fn first_contact_checks(self) -> bool {
+    /// Whether a server with `--enable-unified-memory` on an MHA-attention hybrid model is
+    /// refused at start-up in PD mode (the seeds' commit; lifted by PR #37506).
+    pub fn refuses_unified_mha_hybrid_pd(self) -> bool {
+        self == Self::SeedCommit
+    }
+
+    /// Whether decode checks the KV dtype string at first contact (§2.1). The page-size check
+    /// runs in every profile: it predates unified memory (PR #14474).
+    pub fn first_contact_dtype_check(self) -> bool {
         self != Self::Unguarded
     }
 
@@ -114,7 +132,7 @@ impl Profile {
     pub fn validator_runs(self, path: SendPath, prefill_unified: bool) -> bool {
         prefill_unified
             && match self {
-                Self::Guarded => true,
+                Self::Guarded | Self::SeedCommit => true,
                 Self::SliceDispatch => path == SendPath::SendKvcache,
                 Self::Unguarded => false,
             }
@@ -128,7 +146,9 @@ impl FromStr for Profile {
             .into_iter()
             .find(|p| p.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown sglang profile {s:?}: use guarded, slice_dispatch or unguarded")
+                format!(
+                    "unknown sglang profile {s:?}: use guarded, slice_dispatch, unguarded or seed_commit"
+                )
             })
     }
 }
@@ -155,12 +175,30 @@ pub fn py_opt<T: Display>(x: Option<T>) -> String {
 }
 
 /// Decode first contact (§2.1, `try_ensure_parallel_info`): page size, then the KV dtype flag
-/// string. Raised on decode.
+/// string. Raised on decode (the RuntimeError kills the decode server). The dtype check is
+/// skipped when `dtype_check` is false (profile `unguarded`).
 pub fn first_contact(
     prefill_page_size: u32,
     prefill_kv_dtype: &str,
     decode_page_size: u32,
     decode_kv_dtype: &str,
+) -> Result<(), PdError> {
+    first_contact_with(
+        prefill_page_size,
+        prefill_kv_dtype,
+        decode_page_size,
+        decode_kv_dtype,
+        true,
+    )
+}
+
+/// [`first_contact`] with the dtype check optional.
+pub fn first_contact_with(
+    prefill_page_size: u32,
+    prefill_kv_dtype: &str,
+    decode_page_size: u32,
+    decode_kv_dtype: &str,
+    dtype_check: bool,
 ) -> Result<(), PdError> {
     if prefill_page_size != decode_page_size {
         return Err(PdError::new(
@@ -171,7 +209,7 @@ pub fn first_contact(
             Effect::RaisedOnDecode,
         ));
     }
-    if prefill_kv_dtype != decode_kv_dtype {
+    if dtype_check && prefill_kv_dtype != decode_kv_dtype {
         return Err(PdError::new(
             ErrorKind::KvCacheDtypeMismatch,
             format!(

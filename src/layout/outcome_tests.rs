@@ -548,12 +548,15 @@ fn unguarded_unsliced_mamba_copy_clobbers_neighbour_slots() {
     // a wrote its state over slots 2 and 3 (b live, c waiting); its own slot 1 got nothing.
     assert!(!r.mem.landed(a));
     let ra = r.mem.release(a, None);
+    // Its own slot got nothing, so its own transfer is its culprit: it names itself on both
+    // sides, beside the two requests it hit.
     assert_eq!(
         ra.verdict,
         Verdict::Corrupted {
-            victims: vec![b, c]
+            victims: vec![a, b, c]
         }
     );
+    assert_eq!(ra.corrupted_by, vec![a]);
     let rb = r.mem.release(b, None);
     assert_eq!(rb.verdict, Verdict::Corrupted { victims: vec![] });
     assert_eq!(rb.corrupted_by, vec![a]);

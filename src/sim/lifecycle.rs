@@ -47,6 +47,7 @@ impl World<'_> {
             // Every instance of a role is down: the router has nowhere to send it.
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
+            row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
             row.error_kind = Some(ErrorKind::PeerLost);
@@ -57,7 +58,7 @@ impl World<'_> {
             return;
         };
         let (p, d) = (PrefillId::from(pi), DecodeId::from(di));
-        let row = RequestRow::arrived(
+        let mut row = RequestRow::arrived(
             id,
             nr.arrival_ns,
             Some((
@@ -67,6 +68,7 @@ impl World<'_> {
             nr.input_tokens,
             nr.output_tokens,
         );
+        row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
         let r = self.reqs.insert(Req::routed(
             id,
             nr.input_tokens,

@@ -29,17 +29,24 @@ impl PairPlan {
         let (tp_p, tp_d) = (p0.attn_tp_size, d0.attn_tp_size);
         let targets = rank_mapping(tp_p, tp_d, p0.mla, p0.hybrid_mla())?;
 
-        let first_contact = if profile.first_contact_checks() {
-            checks::first_contact(
-                p0.page_size,
-                &p0.kv_cache_dtype,
-                d0.page_size,
-                &d0.kv_cache_dtype,
-            )
-            .err()
-        } else {
-            None
-        };
+        if profile.refuses_unified_mha_hybrid_pd() {
+            for (side, l) in [("prefill", p0), ("decode", d0)] {
+                if l.unified && !l.mla {
+                    return Err(LayoutError::UnifiedPdRefused {
+                        model: l.model.clone(),
+                        side,
+                    });
+                }
+            }
+        }
+        let first_contact = checks::first_contact_with(
+            p0.page_size,
+            &p0.kv_cache_dtype,
+            d0.page_size,
+            &d0.kv_cache_dtype,
+            profile.first_contact_dtype_check(),
+        )
+        .err();
 
         // §4.4: the send function, and whether the validator guards it.
         let path = profile.kv_send_path(p0.mla, p0.unified, tp_p, tp_d);

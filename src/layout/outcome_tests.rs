@@ -617,3 +617,41 @@ fn unguarded_equal_configs_complete() {
         Verdict::Completed
     );
 }
+
+/// §1.4 / item 6 of issue 14: GDN `n_groups` padding. Qwen3-Next has 16 key heads
+/// (`n_groups`); at attention TP 32 `extra_groups_for_head_shards` pads them to 32, so each rank
+/// holds one replicated key head for q and for k (128 channels each) plus 128 value channels:
+/// conv_dim / tp = (4096 + 2·32·128) / 32 = 384, not (2048 + 2048 + 4096) / 32 = 256.
+#[test]
+fn gdn_groups_are_padded_when_tp_exceeds_them() {
+    let m = preset(QWEN).unwrap();
+    let at = |tp: u32, rank: u32| {
+        RankLayout::new(&m, &super::test_args(tp, 16, "auto", false), rank).unwrap()
+    };
+    let l32 = at(32, 5);
+    let conv = &l32.state_regions[0];
+    assert_eq!(conv.dim_per_tensor, Some(384));
+    assert_eq!(
+        conv.item_len,
+        384 * 3 * 2,
+        "[384 channels, kernel 4 − 1] bf16"
+    );
+    assert_eq!(l32.conv_shard_groups, vec![32 * 128, 32 * 128, 32 * 128]);
+    let temporal = &l32.state_regions[36];
+    assert_eq!(temporal.dim_per_tensor, Some(1));
+    assert_eq!(temporal.item_len, 128 * 128 * 4);
+    // Ranks 4 and 5 hold replicas of key head 2 in q and k (the same content, so the same
+    // labels); their value channels differ.
+    let (c4, c6) = (at(32, 4), at(32, 6));
+    let blocks = |l: &RankLayout| l.state_regions[0].cell.blocks.clone();
+    assert_eq!(blocks(&c4)[..2], blocks(&l32)[..2], "replicated key groups");
+    assert_ne!(blocks(&c4)[2], blocks(&l32)[2]);
+    assert_ne!(blocks(&c6)[..2], blocks(&l32)[..2]);
+    // Where TP divides the groups nothing is padded (the published widths are the model's).
+    let l16 = at(16, 0);
+    assert_eq!(l16.state_regions[0].dim_per_tensor, Some(128 + 128 + 256));
+    assert_eq!(l16.conv_shard_groups, vec![16 * 128, 16 * 128, 32 * 128]);
+    assert_eq!(super::rank::padded_groups(16, 32), 32);
+    assert_eq!(super::rank::padded_groups(16, 8), 16);
+    assert_eq!(super::rank::padded_groups(1, 4), 4);
+}

@@ -348,8 +348,15 @@ impl World<'_> {
             }
         }
         if req.decode_allocated
-            && let Some(report) = dec.core.pages.free(req.id, &req.on_decode)
+            && let Some(mut report) = dec.core.pages.free(req.id, &req.on_decode)
         {
+            if outcome != Outcome::Completed {
+                // A request that never decoded is nobody's victim of its own unfinished
+                // transfer; the requests its writes hit stay named.
+                let me = RequestId(req.id);
+                report.victims.retain(|&v| v != me);
+                report.corrupted_by.retain(|&v| v != me);
+            }
             req.row.victims = id_list(&report.victims);
             req.row.corrupted_by = id_list(&report.corrupted_by);
             if outcome == Outcome::Completed && matches!(report.verdict, Verdict::Corrupted { .. })

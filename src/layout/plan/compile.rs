@@ -190,6 +190,30 @@ fn state_pairing(profile: Profile, p0: &RankLayout, d0: &RankLayout) -> StatePai
     let (p_lens, d_lens) = (p0.state_item_lens(), d0.state_item_lens());
     let mut sliced = false;
     let mut pairs: Vec<(u32, u32)> = Vec::new();
+    if p0.swa && !p0.state_regions.is_empty() {
+        // `maybe_send_extra`, generic state types (SWA): different attention TP on a non-MLA
+        // model raises (every version, so every profile); otherwise the windows go by
+        // position (the SWA component publishes no state layer ids).
+        error = checks::check_swa_hetero_tp("swa", p0.mla || p0.hybrid_mla(), tp_p, tp_d).err();
+        if error.is_none() {
+            match checks::build_transfer_entry_pairs(
+                &[],
+                &[],
+                p_lens.len(),
+                d_lens.len(),
+                true,
+                ErrorKind::HeteroTpUnsupported,
+            ) {
+                Ok(p) => pairs = p,
+                Err(e) => error = Some(e),
+            }
+        }
+        return StatePairing {
+            pairs,
+            sliced: false,
+            error,
+        };
+    }
     if !p0.state_regions.is_empty() {
         if profile.state_checks() {
             error = checks::check_mamba_layouts(&p_dims, &d_dims, &p_lens, &d_lens).err();

@@ -26,6 +26,8 @@ pub use kv::KvRegion;
 pub use metadata::AuxRegion;
 pub use registration::{Buffer, Capacity, Registration, Space, UnitMap};
 pub use state::StateRegion;
+#[cfg(test)]
+pub(crate) use state::padded_groups;
 pub use view::{Dim, RegionGroup, render_table};
 
 /// The layout one attention-TP rank registers (`kv_args`, §1.1), for one model and server args.
@@ -64,6 +66,9 @@ pub struct RankLayout {
     pub kv_layer_ids: Vec<u32>,
     /// State regions (all conv layers then all temporal layers; or one slot envelope).
     pub state_regions: Vec<StateRegion>,
+    /// Whether the model is an SWA hybrid: its state component is `StateType.SWA`, sent on the
+    /// generic page path, not the mamba path.
+    pub swa: bool,
     /// Unsharded conv sub-block widths (`[key_dim, key_dim, value_dim]` for GDN), published with
     /// the per-layer conv regions; empty for Mamba2 and for the unified envelope.
     pub conv_shard_groups: Vec<u32>,
@@ -102,7 +107,15 @@ impl RankLayout {
         let unified = server.enable_unified_memory;
         let kv_regions = kv::kv_regions(model, dtype, ps, (h_r, first_head), unified);
         // §1.4 / §1.6: mamba state.
-        let (state_regions, conv_shard_groups) = state::state_regions(model, tp, rank, unified)?;
+        let (mut state_regions, conv_shard_groups) =
+            state::state_regions(model, tp, rank, unified)?;
+        state_regions.extend(state::swa_regions(
+            model,
+            dtype,
+            ps,
+            (h_r, first_head),
+            unified,
+        ));
         let mla = model.is_mla();
         Ok(RankLayout {
             model: model.name.clone(),
@@ -124,6 +137,7 @@ impl RankLayout {
             },
             kv_regions,
             state_regions,
+            swa: model.is_swa(),
             conv_shard_groups,
             aux: metadata::aux_regions(model),
         })
@@ -187,7 +201,7 @@ impl RankLayout {
             .filter(|r| r.part == StatePart::Conv)
             .count() as u32;
         match self.state_regions[region as usize].part {
-            StatePart::Conv | StatePart::SlotEnvelope => (0, region),
+            StatePart::Conv | StatePart::SlotEnvelope | StatePart::SwaWindow => (0, region),
             StatePart::Temporal => (1, region - n_conv),
         }
     }
@@ -196,7 +210,7 @@ impl RankLayout {
     pub fn state_groups(&self) -> u32 {
         match self.state_regions.first().map(|r| r.part) {
             None => 0,
-            Some(StatePart::SlotEnvelope) => 1,
+            Some(StatePart::SlotEnvelope | StatePart::SwaWindow) => 1,
             Some(_) => 2,
         }
     }

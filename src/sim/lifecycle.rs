@@ -84,9 +84,10 @@ impl World<'_> {
         self.sync_prefill(p);
         self.sync_decode(d);
         // The router's pick may be a server that died under an exception and that its health
-        // check has not yet taken out of rotation: the request fails at once.
+        // check has not yet taken out of rotation: the request fails at once (the peer is gone;
+        // `server_crashed` is for the requests the server held when it died).
         if let Some(msg) = self.dead_pick(p, d) {
-            self.fail(r, ErrorKind::ServerCrashed, &msg);
+            self.fail(r, ErrorKind::PeerLost, &msg);
             return;
         }
         // A request whose KV can never fit is rejected up front, as sglang's tokenizer manager

@@ -7,5 +7,5 @@ pub mod model;
 pub mod server;
 
 pub use gpu::{GpuSpec, gpu_preset};
-pub use model::{KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, preset};
+pub use model::{KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, SwaSpec, preset};
 pub use server::ServerArgs;

@@ -213,9 +213,7 @@ fn culprits_and_victims_agree(rows: &[Row]) -> usize {
         }
         for c in r["corrupted_by"].split_whitespace() {
             assert!(
-                by_id[c]["victims"]
-                    .split_whitespace()
-                    .any(|v| v == r["id"]),
+                by_id[c]["victims"].split_whitespace().any(|v| v == r["id"]),
                 "request {} names culprit {c}, which does not name it",
                 r["id"]
             );
@@ -245,11 +243,10 @@ fn without_the_guard_the_unsliced_copy_corrupts_requests_and_names_culprits() {
     assert!(culprits_and_victims_agree(&rows) > 0);
     // A request whose own state went to other requests' slots names itself: its slot was
     // never written.
-    assert!(rows.iter().any(|r| {
-        r["corrupted_by"]
-            .split_whitespace()
-            .any(|c| c == r["id"])
-    }));
+    assert!(
+        rows.iter()
+            .any(|r| { r["corrupted_by"].split_whitespace().any(|c| c == r["id"]) })
+    );
     // Corrupted requests finish normally: they count in throughput, as in production.
     assert!(s.throughput.requests_per_s > 0.0);
 }
@@ -257,7 +254,11 @@ fn without_the_guard_the_unsliced_copy_corrupts_requests_and_names_culprits() {
 /// The same property in the other hazard scenarios, run unguarded.
 #[test]
 fn every_corrupted_request_names_a_culprit_in_every_unguarded_hazard() {
-    for name in ["spec-mismatch", "unified-into-plain", "dead-shard-stalls-healthy"] {
+    for name in [
+        "spec-mismatch",
+        "unified-into-plain",
+        "dead-shard-stalls-healthy",
+    ] {
         let (_, rows) = run_pd_with(name, &["sglang.profile=unguarded"]);
         culprits_and_victims_agree(&rows);
     }
@@ -318,7 +319,10 @@ fn one_mismatched_decode_stalls_the_healthy_decodes_sglangs_rule_picks() {
     };
     assert!(on("5", "completed") == 0 && on("5", "failed") > 10);
     for d in ["2", "3"] {
-        assert!(on(d, "failed") > 10, "decode {d} stalls behind a dead queue");
+        assert!(
+            on(d, "failed") > 10,
+            "decode {d} stalls behind a dead queue"
+        );
     }
     for d in ["1", "4"] {
         assert_eq!(on(d, "failed"), 0, "decode {d} uses live queues");

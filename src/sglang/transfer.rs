@@ -196,6 +196,13 @@ pub fn session_not_alive(session: &str) -> String {
     format!("Decode instance could be dead, remote mooncake session {session} is not alive")
 }
 
+/// sglang's timeout reason (`CommonKVReceiver.poll` / `CommonKVSender`):
+/// `f"Request {self.bootstrap_room} timed out after {elapsed:.1f}s in KVPoll.{stage}"` —
+/// the bootstrap room, not pdsim's request id.
+pub fn timed_out(room: u64, elapsed_s: f64, stage: &str) -> String {
+    format!("Request {room} timed out after {elapsed_s:.1}s in KVPoll.{stage}")
+}
+
 /// The fabric token of a lane: every flow of the lane's batch carries it.
 fn token(p: PrefillId, lane: ShardId) -> u64 {
     (u64::from(p.0) << 32) | u64::from(lane.0)

@@ -179,11 +179,7 @@ impl World<'_> {
             .reqs
             .matching(|q| q.prefill == p && q.receiver != KvPoll::Success)
         {
-            self.fail(
-                r,
-                ErrorKind::PeerLost,
-                &format!("Lost connection with prefill instance {addr}"),
-            );
+            self.fail(r, ErrorKind::PeerLost, &lost_prefill(&addr));
         }
     }
 
@@ -216,8 +212,19 @@ impl World<'_> {
     }
 }
 
+/// `_handle_node_failure`'s failure reason (`common/conn.py`):
+/// `f"Lost connection with prefill instance (bootstrap_addr: {failed_bootstrap_addr})"`.
+pub fn lost_prefill(bootstrap_addr: &str) -> String {
+    format!("Lost connection with prefill instance (bootstrap_addr: {bootstrap_addr})")
+}
+
 /// The bootstrap address of prefill instance `p` (prefills come first in the global
 /// numbering, so its instance number is its prefill index), for messages.
 fn bootstrap_addr(p: PrefillId) -> String {
-    format!("10.0.{}.{}:8998", p.0 / 256, p.0 % 256)
+    format!(
+        "10.0.{}.{}:{}",
+        p.0 / 256,
+        p.0 % 256,
+        super::transfer::BOOTSTRAP_PORT
+    )
 }

@@ -284,10 +284,10 @@ impl World<'_> {
         );
         // sglang's f-string: `f"Request {self.bootstrap_room} timed out after {elapsed:.1f}s in
         // KVPoll.WaitingForInput"` (`CommonKVReceiver`/`CommonKVSender.poll`).
-        let msg = format!(
-            "Request {} timed out after {:.1}s in KVPoll.{stage:?}",
+        let msg = crate::sglang::transfer::timed_out(
             crate::sglang::transfer::bootstrap_room(self.sc.seed, req.id),
-            timeout as f64 / NS_PER_S as f64
+            timeout as f64 / NS_PER_S as f64,
+            &format!("{stage:?}"),
         );
         self.fail(r, kind, &msg);
     }

@@ -301,9 +301,8 @@ pub fn check_mamba_slot_size(src_len: u64, dst_len: u64) -> Result<(), PdError> 
     Ok(())
 }
 
-/// `maybe_send_extra` for SWA-type state (§2.5, §5.1): a non-MLA SWA hybrid cannot be sent
-/// between different attention TP sizes. No preset is an SWA hybrid; the rule is kept for
-/// imported models and for `explain`.
+/// `maybe_send_extra` for SWA-type state (§2.5, §11.7): a non-MLA SWA hybrid (gpt-oss) cannot
+/// be sent between different attention TP sizes. Raised after the last chunk's KV.
 pub fn check_swa_hetero_tp(
     state_type: &str,
     prefill_mla: bool,

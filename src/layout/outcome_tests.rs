@@ -655,3 +655,48 @@ fn gdn_groups_are_padded_when_tp_exceeds_them() {
     assert_eq!(super::rank::padded_groups(16, 8), 16);
     assert_eq!(super::rank::padded_groups(1, 4), 4);
 }
+
+/// §3.4 / §11.6: a hybrid-MLA prefill at attention TP 4 into a decode at TP 2. Plain MLA makes
+/// prefill ranks 1 and 3 dummies; hybrid-MLA keeps them real (`_get_dsa_cache_transfer_skip_
+/// flags`): they skip the replicated KV (`sub_rank = (rank % 4) % 2 != 0`) but send their
+/// TP-sharded mamba state and the aux row on the last chunk.
+#[test]
+fn hybrid_mla_sub_ranks_skip_kv_but_send_state() {
+    let mut m = preset("deepseek-v3").unwrap();
+    let nem = preset(NEM).unwrap();
+    m.name = "mla-hybrid-test".into();
+    m.num_layers = 16;
+    m.attention_layers = (0..8).collect();
+    m.mamba = nem.mamba.clone();
+    m.mamba_layers = (8..16).collect();
+    let p = plan2(&m, &m, "auto", (N, 16, 4), (N, 16, 2), Profile::Guarded);
+    assert!(p.targets().iter().all(|t| !t.dummy), "no dummies for hybrid-MLA");
+    assert_eq!(p.targets().len(), 4);
+    let pages = [1u32, 2];
+    let req = |last| ChunkRequest {
+        src_pages: &pages,
+        dst_pages: &pages,
+        last,
+        src_slot: Some(1),
+        dst_slot: Some(1),
+        src_aux: 0,
+        dst_aux: 0,
+    };
+    let senders = |t: &super::plan::ChunkTransfer| -> Vec<u32> {
+        t.flows.iter().map(|f| f.prefill_rank).collect()
+    };
+    // A middle chunk is KV only: ranks 0 and 2 send it, ranks 1 and 3 skip.
+    let mid = p.chunk(&req(false));
+    assert_eq!(senders(&mid), vec![0, 2]);
+    // The last chunk: every rank sends its state; ranks 1 and 3 send no KV bytes.
+    let last = p.chunk(&req(true));
+    assert_eq!(senders(&last), vec![0, 1, 2, 3]);
+    let kv = mid.flows[0].bytes;
+    assert_eq!(last.flows[0].bytes - last.flows[1].bytes, kv);
+    assert!(p.is_exact(), "every byte lands where the decode expects it");
+    // Plain MLA at the same TPs: ranks 1 and 3 are dummies and send nothing at all.
+    let plain = preset("deepseek-v3").unwrap();
+    let p = plan2(&plain, &plain, "auto", (N, 16, 4), (N, 16, 2), Profile::Guarded);
+    assert_eq!(p.targets().iter().filter(|t| t.dummy).count(), 2);
+    assert_eq!(senders(&p.chunk(&req(true))), vec![0, 2]);
+}

@@ -670,7 +670,10 @@ fn hybrid_mla_sub_ranks_skip_kv_but_send_state() {
     m.mamba = nem.mamba.clone();
     m.mamba_layers = (8..16).collect();
     let p = plan2(&m, &m, "auto", (N, 16, 4), (N, 16, 2), Profile::Guarded);
-    assert!(p.targets().iter().all(|t| !t.dummy), "no dummies for hybrid-MLA");
+    assert!(
+        p.targets().iter().all(|t| !t.dummy),
+        "no dummies for hybrid-MLA"
+    );
     assert_eq!(p.targets().len(), 4);
     let pages = [1u32, 2];
     let req = |last| ChunkRequest {
@@ -696,7 +699,14 @@ fn hybrid_mla_sub_ranks_skip_kv_but_send_state() {
     assert!(p.is_exact(), "every byte lands where the decode expects it");
     // Plain MLA at the same TPs: ranks 1 and 3 are dummies and send nothing at all.
     let plain = preset("deepseek-v3").unwrap();
-    let p = plan2(&plain, &plain, "auto", (N, 16, 4), (N, 16, 2), Profile::Guarded);
+    let p = plan2(
+        &plain,
+        &plain,
+        "auto",
+        (N, 16, 4),
+        (N, 16, 2),
+        Profile::Guarded,
+    );
     assert_eq!(p.targets().iter().filter(|t| t.dummy).count(), 2);
     assert_eq!(senders(&p.chunk(&req(true))), vec![0, 2]);
 }

@@ -23,6 +23,13 @@ use crate::sim::event::Event;
 use crate::sim::ids::{DecodeId, IdVec, InstanceId, PrefillId, ShardId};
 use crate::sim::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
 
+/// Executor threads of one transfer queue: `send_kvcache_slice` submits one future per layer to
+/// the queue's `ThreadPoolExecutor(transfer_thread_pool_size // queue_size)` and awaits them, so
+/// that many per-layer batches of one target are in flight at once. sglang's pool size is
+/// `min(max(4, int(0.5 · cpu_count) // 8), 12)` (`MooncakeKVManager.__init__`), i.e. 8 on a
+/// 128-CPU host: 8 // 4 queues = 2 threads. (`send_kvcache` puts every layer in one batch.)
+pub const SLICE_EXECUTOR_THREADS: u64 = 2;
+
 /// The chunk a lane's worker is sending, and to which of its targets.
 pub struct ActiveChunk {
     /// The chunk.
@@ -376,6 +383,14 @@ impl TransferQueues {
         req.row.transfer_start_ns.get_or_insert(now);
         // One Mooncake batch per (prefill rank, decode rank): it pays the latency, then moves
         // its bytes at its fair share, capped by the cost of posting its work requests.
+        // On the head-sliced path the target's per-layer batches run on the queue's executor
+        // threads: that many flows, each with its share of the bytes and writes.
+        let split = if plan.send_path() == crate::layout::SendPath::Slice {
+            SLICE_EXECUTOR_THREADS
+        } else {
+            1
+        };
+        let mut n = 0u32;
         for f in &self.flows {
             req.row.kv_bytes += f.bytes;
             req.row.rdma_writes += f.writes;
@@ -383,10 +398,21 @@ impl TransferQueues {
                 env.gpus[f.prefill_rank as usize],
                 dst.gpus[f.decode_rank as usize],
             );
-            env.fabric
-                .start_transfer(now, src, dst_gpu, f.bytes, f.writes, token(me, lane));
+            let k = split.min(f.writes).max(1);
+            for i in 0..k {
+                // Shares differ by at most one byte / one write.
+                let share = |x: u64| x / k + u64::from(i < x % k);
+                env.fabric.start_transfer(
+                    now,
+                    src,
+                    dst_gpu,
+                    share(f.bytes),
+                    share(f.writes),
+                    token(me, lane),
+                );
+                n += 1;
+            }
         }
-        let n = self.flows.len() as u32;
         let sh = &mut self.shards[lane];
         let a = sh.active.as_mut().expect("still active");
         a.busy = true;

@@ -39,7 +39,7 @@ fn run_writes_every_result_file_and_a_summary() {
     }
     let header = std::fs::read_to_string(dir.join("requests.csv")).unwrap();
     assert!(header.starts_with(
-        "id,arrival_ns,prefill_instance,decode_instance,input_tokens,output_tokens,prefill_queued_ns,prefill_start_ns,prefill_end_ns,transfer_start_ns,transfer_end_ns,decode_start_ns,first_token_ns,finish_ns,kv_bytes,rdma_writes,outcome,error_kind,victims,corrupted_by,retractions\n"
+        "id,arrival_ns,prefill_instance,decode_instance,input_tokens,output_tokens,prefill_queued_ns,prefill_start_ns,prefill_end_ns,transfer_start_ns,transfer_end_ns,decode_start_ns,first_token_ns,finish_ns,kv_bytes,rdma_writes,outcome,error_kind,victims,corrupted_by,retractions,bootstrap_room\n"
     ));
 }
 

@@ -130,7 +130,7 @@ fn decode_retracts_when_pages_run_out_and_retracted_requests_still_finish() {
 #[test]
 fn max_prefill_tokens_does_not_split_a_lone_prompt_but_the_chunk_size_does() {
     // sglang's PrefillAdder.add_one_req refuses a request over the remaining
-    // --max-prefill-tokens only when the batch already holds one (docs/sglang-pd.md §11).
+    // --max-prefill-tokens only when the batch already holds one (docs/sglang-pd.md §13).
     let service = |sets: &[&str], name: &str| {
         let dir = tmpdir(name);
         let mut all = vec!["run.max_requests=1"];

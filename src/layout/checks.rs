@@ -61,14 +61,24 @@ pub enum Profile {
     /// unequal-TP MHA-hybrid unified prefill takes `send_kvcache_slice` (0 KV bytes) and fails at
     /// the mamba check after KV.
     SliceDispatch,
-    /// Before the validator existed: no checks; unified prefills always take the whole-envelope
-    /// copy; only a write past a registered region fails (rc −1).
+    /// Before the validator existed: decode's first-contact page-size check (PR #14474, which
+    /// predates unified memory) and nothing else; unified prefills always take the
+    /// whole-envelope copy; only a write past a registered region fails (rc −1).
     Unguarded,
+    /// sglang at the seeds' commit (0132848349, 2026-08-27): `guarded`, plus the start-up
+    /// refusal of `--enable-unified-memory` with PD for MHA-attention hybrids (lifted by PR
+    /// #37506), so only MLA hybrids (Kimi-Linear type) reach the validator.
+    SeedCommit,
 }
 
 impl Profile {
     /// All profiles.
-    pub const ALL: [Profile; 3] = [Self::Guarded, Self::SliceDispatch, Self::Unguarded];
+    pub const ALL: [Profile; 4] = [
+        Self::Guarded,
+        Self::SliceDispatch,
+        Self::Unguarded,
+        Self::SeedCommit,
+    ];
 
     /// The scenario-file name.
     pub fn as_str(self) -> &'static str {
@@ -76,11 +86,19 @@ impl Profile {
             Self::Guarded => "guarded",
             Self::SliceDispatch => "slice_dispatch",
             Self::Unguarded => "unguarded",
+            Self::SeedCommit => "seed_commit",
         }
     }
 
-    /// Whether decode checks page size and KV dtype at first contact (§2.1).
-    pub fn first_contact_checks(self) -> bool {
+    /// Whether a server with `--enable-unified-memory` on an MHA-attention hybrid model is
+    /// refused at start-up in PD mode (the seeds' commit; lifted by PR #37506).
+    pub fn refuses_unified_mha_hybrid_pd(self) -> bool {
+        self == Self::SeedCommit
+    }
+
+    /// Whether decode checks the KV dtype string at first contact (§2.1). The page-size check
+    /// runs in every profile: it predates unified memory (PR #14474).
+    pub fn first_contact_dtype_check(self) -> bool {
         self != Self::Unguarded
     }
 
@@ -114,7 +132,7 @@ impl Profile {
     pub fn validator_runs(self, path: SendPath, prefill_unified: bool) -> bool {
         prefill_unified
             && match self {
-                Self::Guarded => true,
+                Self::Guarded | Self::SeedCommit => true,
                 Self::SliceDispatch => path == SendPath::SendKvcache,
                 Self::Unguarded => false,
             }
@@ -128,7 +146,9 @@ impl FromStr for Profile {
             .into_iter()
             .find(|p| p.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown sglang profile {s:?}: use guarded, slice_dispatch or unguarded")
+                format!(
+                    "unknown sglang profile {s:?}: use guarded, slice_dispatch, unguarded or seed_commit"
+                )
             })
     }
 }
@@ -155,12 +175,30 @@ pub fn py_opt<T: Display>(x: Option<T>) -> String {
 }
 
 /// Decode first contact (§2.1, `try_ensure_parallel_info`): page size, then the KV dtype flag
-/// string. Raised on decode.
+/// string. Raised on decode (the RuntimeError kills the decode server). The dtype check is
+/// skipped when `dtype_check` is false (profile `unguarded`).
 pub fn first_contact(
     prefill_page_size: u32,
     prefill_kv_dtype: &str,
     decode_page_size: u32,
     decode_kv_dtype: &str,
+) -> Result<(), PdError> {
+    first_contact_with(
+        prefill_page_size,
+        prefill_kv_dtype,
+        decode_page_size,
+        decode_kv_dtype,
+        true,
+    )
+}
+
+/// [`first_contact`] with the dtype check optional.
+pub fn first_contact_with(
+    prefill_page_size: u32,
+    prefill_kv_dtype: &str,
+    decode_page_size: u32,
+    decode_kv_dtype: &str,
+    dtype_check: bool,
 ) -> Result<(), PdError> {
     if prefill_page_size != decode_page_size {
         return Err(PdError::new(
@@ -171,7 +209,7 @@ pub fn first_contact(
             Effect::RaisedOnDecode,
         ));
     }
-    if prefill_kv_dtype != decode_kv_dtype {
+    if dtype_check && prefill_kv_dtype != decode_kv_dtype {
         return Err(PdError::new(
             ErrorKind::KvCacheDtypeMismatch,
             format!(
@@ -263,9 +301,8 @@ pub fn check_mamba_slot_size(src_len: u64, dst_len: u64) -> Result<(), PdError> 
     Ok(())
 }
 
-/// `maybe_send_extra` for SWA-type state (§2.5, §5.1): a non-MLA SWA hybrid cannot be sent
-/// between different attention TP sizes. No preset is an SWA hybrid; the rule is kept for
-/// imported models and for `explain`.
+/// `maybe_send_extra` for SWA-type state (§2.5, §11.7): a non-MLA SWA hybrid (gpt-oss) cannot
+/// be sent between different attention TP sizes. Raised after the last chunk's KV.
 pub fn check_swa_hetero_tp(
     state_type: &str,
     prefill_mla: bool,
@@ -309,6 +346,72 @@ pub fn index_error() -> PdError {
         "list index out of range".to_string(),
         Effect::WorkerDies,
     )
+}
+
+/// The Python `ZeroDivisionError` `get_mha_kv_ptrs_with_pp` meets when the source has no K/V
+/// layer pair (`dst_num_total_layers % num_kv_layers` with `num_kv_layers == 0`).
+pub fn zero_division_error() -> PdError {
+    PdError::new(
+        ErrorKind::KvLayersOutOfRange,
+        "integer division or modulo by zero".to_string(),
+        Effect::WorkerDies,
+    )
+}
+
+/// `build_transfer_entry_pairs(src_layer_ids, dst_layer_ids, n_src, n_dst,
+/// allow_positional_fallback)` (`disaggregation/utils.py`, §2.5): pairs transfer entries by
+/// global layer id, or positionally. Its RuntimeErrors escape the transfer worker, so they
+/// kill it; they are filed under `kind` (the entries' family).
+pub fn build_transfer_entry_pairs(
+    src_layer_ids: &[u32],
+    dst_layer_ids: &[u32],
+    n_src: usize,
+    n_dst: usize,
+    allow_positional_fallback: bool,
+    kind: ErrorKind,
+) -> Result<Vec<(u32, u32)>, PdError> {
+    let raise = |m: String| Err(PdError::new(kind, m, Effect::WorkerDies));
+    if n_src == 0 {
+        return Ok(Vec::new());
+    }
+    let (mut src, mut dst) = (src_layer_ids, dst_layer_ids);
+    if src.is_empty() != dst.is_empty() {
+        if !allow_positional_fallback {
+            return raise(
+                "Layer metadata must be provided by both PD peers or neither".to_string(),
+            );
+        }
+        src = &[];
+        dst = &[];
+    }
+    if !src.is_empty() {
+        if src.len() != n_src || dst.len() != n_dst {
+            return raise(format!(
+                "Layer metadata length must match transfer entries: src metadata={} entries={n_src}, dst metadata={} entries={n_dst}",
+                src.len(),
+                dst.len()
+            ));
+        }
+        // Each destination position is used once, in order, per layer id (a deque per id).
+        let mut used = vec![false; n_dst];
+        let mut pairs = Vec::with_capacity(n_src);
+        for (i, id) in src.iter().enumerate() {
+            let Some(j) = (0..n_dst).find(|&j| !used[j] && dst[j] == *id) else {
+                return raise(format!(
+                    "Decode peer is missing a transfer entry for model layer {id}"
+                ));
+            };
+            used[j] = true;
+            pairs.push((i as u32, j as u32));
+        }
+        return Ok(pairs);
+    }
+    if n_dst < n_src || (n_src != n_dst && !allow_positional_fallback) {
+        return raise(format!(
+            "PP-heterogeneous transfer requires layer ids on both peers; got src={n_src} dst={n_dst} entries"
+        ));
+    }
+    Ok((0..n_src as u32).map(|i| (i, i)).collect())
 }
 
 /// A write past a registered region (§3.8: the RDMA slice fails, the batch returns −1; the
@@ -410,6 +513,52 @@ mod tests {
             "Prefill transfer kvcache error, layers_current_pp_stage is out of range: layers_current_pp_stage=12, len(dst_k_ptrs)=0"
         );
         assert_eq!(e.effect, Effect::ReturnCodeFailure);
+    }
+
+    #[test]
+    fn entry_pairs_follow_build_transfer_entry_pairs() {
+        let k = ErrorKind::KvLayersOutOfRange;
+        // Ids on both sides: paired by id, each destination used once, in order.
+        assert_eq!(
+            build_transfer_entry_pairs(&[3, 7, 3, 7], &[3, 7, 3, 7], 4, 4, true, k).unwrap(),
+            vec![(0, 0), (1, 1), (2, 2), (3, 3)]
+        );
+        assert_eq!(
+            build_transfer_entry_pairs(&[7, 3], &[3, 7, 11], 2, 3, true, k).unwrap(),
+            vec![(0, 1), (1, 0)]
+        );
+        let e = build_transfer_entry_pairs(&[3, 9], &[3, 7], 2, 2, true, k).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Decode peer is missing a transfer entry for model layer 9"
+        );
+        let e = build_transfer_entry_pairs(&[3], &[3, 7], 2, 2, true, k).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Layer metadata length must match transfer entries: src metadata=1 entries=2, dst metadata=2 entries=2"
+        );
+        // Ids on one side only: positional fallback (pp = 1), which needs n_dst >= n_src.
+        let ids: Vec<u32> = (0..24).collect();
+        let e = build_transfer_entry_pairs(&ids, &[], 24, 1, true, k).unwrap_err();
+        assert_eq!(
+            e.message,
+            "PP-heterogeneous transfer requires layer ids on both peers; got src=24 dst=1 entries"
+        );
+        assert_eq!(e.effect, Effect::WorkerDies);
+        assert_eq!(
+            build_transfer_entry_pairs(&[], &ids, 1, 24, true, k).unwrap(),
+            vec![(0, 0)]
+        );
+        let e = build_transfer_entry_pairs(&[1], &[], 1, 1, false, k).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Layer metadata must be provided by both PD peers or neither"
+        );
+        assert!(
+            build_transfer_entry_pairs(&[], &[], 0, 5, false, k)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -82,6 +82,18 @@ pub enum LayoutError {
         /// The model.
         model: String,
     },
+    /// Profile `seed_commit`: unified memory with PD on an MHA-attention hybrid is refused at
+    /// start-up (the refusal PR #37506 lifted). pdsim's wording: the stored sglang sources do
+    /// not hold the assertion text of that commit.
+    #[error(
+        "the {side} server refuses to start: --enable-unified-memory with PD disaggregation supports only MLA hybrid models (Kimi-Linear type) in sglang at the seeds' commit (profile seed_commit; PR #37506 lifted this for MHA hybrids), and {model} uses MHA attention; set enable_unified_memory = false, or use profile guarded"
+    )]
+    UnifiedPdRefused {
+        /// The model.
+        model: String,
+        /// `prefill` or `decode`.
+        side: &'static str,
+    },
     /// Attention TP must be at least 1.
     #[error("attention TP must be at least 1")]
     ZeroTp,

@@ -245,25 +245,90 @@ fn row_06_unified_prefill_to_non_unified_decode() {
 
 #[test]
 fn row_07_non_unified_prefill_to_unified_decode() {
-    // The validator keys on the prefill's flag: no E1/E2 in either column. Neither side
-    // publishes layer ids, so the MHA branch finds 12 layers and no decode K region: rc −1.
-    let msg = "Prefill transfer kvcache error, layers_current_pp_stage is out of range: layers_current_pp_stage=12, len(dst_k_ptrs)=0";
+    // The validator keys on the prefill's flag: no E1/E2 in either column. The non-unified
+    // hybrid pool publishes its 24 KV layer ids, the unified one none (`get_kv_layer_ids`
+    // returns []), so `build_transfer_entry_pairs` falls back to positions, finds 1 decode
+    // entry for 24 source entries and raises: the worker dies. The same at unequal TP, where
+    // `send_kvcache_slice` pairs by the same function.
+    let msg =
+        "PP-heterogeneous transfer requires layer ids on both peers; got src=24 dst=1 entries";
     for prof in [Profile::SliceDispatch, Profile::Guarded] {
-        let p = plan(QWEN, "auto", (N, 16, 2), (U, 16, 2), prof);
-        assert_eq!(
-            outcome(&p),
-            Outcome::BeforeWrites(
-                ErrorKind::KvLayersOutOfRange,
-                msg.to_string(),
-                Effect::ReturnCodeFailure
-            )
-        );
-        // Were KV to get through, the state check would raise Mlay.
-        assert_eq!(
-            p.last_chunk_error().unwrap().kind,
-            ErrorKind::MambaLayoutMismatch
-        );
+        for d_tp in [2, 4] {
+            let p = plan(QWEN, "auto", (N, 16, 2), (U, 16, d_tp), prof);
+            assert_eq!(
+                p.prefill_layouts()[0].kv_layer_ids,
+                [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47].repeat(2)
+            );
+            assert!(p.decode_layouts()[0].kv_layer_ids.is_empty());
+            assert_eq!(
+                outcome(&p),
+                Outcome::BeforeWrites(
+                    ErrorKind::KvLayersOutOfRange,
+                    msg.to_string(),
+                    Effect::WorkerDies
+                )
+            );
+            // Were KV to get through, the state check would raise Mlay.
+            assert_eq!(
+                p.last_chunk_error().unwrap().kind,
+                ErrorKind::MambaLayoutMismatch
+            );
+        }
     }
+}
+
+/// `len(dst_k_ptrs)` is a Python slice: `dst_kv_ptrs[0:80]` of a 64-entry list has 64 entries,
+/// not `64 / 2`. Llama-3.1-70B (80 layers) into Llama-3.1-8B (32 layers), same head shape,
+/// neither publishing layer ids: the MHA branch returns −1 with sglang's text.
+#[test]
+fn the_layer_range_check_reports_pythons_slice_length() {
+    let big = preset("llama-3.1-70b").unwrap();
+    let small = preset("llama-3.1-8b").unwrap();
+    let p = plan2(
+        &big,
+        &small,
+        "auto",
+        (N, 16, 8),
+        (N, 16, 8),
+        Profile::Guarded,
+    );
+    assert_eq!(
+        outcome(&p),
+        Outcome::BeforeWrites(
+            ErrorKind::KvLayersOutOfRange,
+            "Prefill transfer kvcache error, layers_current_pp_stage is out of range: layers_current_pp_stage=80, len(dst_k_ptrs)=64".to_string(),
+            Effect::ReturnCodeFailure
+        )
+    );
+    // The other way round the K pairs fit but the V slice `dst[80:112]` of a 160-entry list
+    // pairs V of layer i with decode V region 80 + i: every write lands on a real region, so
+    // the plan goes through (and the oracle judges the bytes).
+    let p = plan2(
+        &small,
+        &big,
+        "auto",
+        (N, 16, 8),
+        (N, 16, 8),
+        Profile::Guarded,
+    );
+    assert!(p.chunk_error().is_none());
+    // At unequal TP the slice path indexes `dst_k_ptrs[i]` past its end: IndexError.
+    let p = plan2(
+        &big,
+        &small,
+        "auto",
+        (N, 16, 4),
+        (N, 16, 8),
+        Profile::Guarded,
+    );
+    assert_eq!(
+        outcome(&p),
+        Outcome::BeforeWrites(
+            ErrorKind::KvLayersOutOfRange,
+            "list index out of range".to_string(),
+            Effect::WorkerDies
+        )
+    );
 }
 
 #[test]
@@ -483,12 +548,15 @@ fn unguarded_unsliced_mamba_copy_clobbers_neighbour_slots() {
     // a wrote its state over slots 2 and 3 (b live, c waiting); its own slot 1 got nothing.
     assert!(!r.mem.landed(a));
     let ra = r.mem.release(a, None);
+    // Its own slot got nothing, so its own transfer is its culprit: it names itself on both
+    // sides, beside the two requests it hit.
     assert_eq!(
         ra.verdict,
         Verdict::Corrupted {
-            victims: vec![b, c]
+            victims: vec![a, b, c]
         }
     );
+    assert_eq!(ra.corrupted_by, vec![a]);
     let rb = r.mem.release(b, None);
     assert_eq!(rb.verdict, Verdict::Corrupted { victims: vec![] });
     assert_eq!(rb.corrupted_by, vec![a]);
@@ -548,4 +616,97 @@ fn unguarded_equal_configs_complete() {
         r.mem.release(RequestId(7), None).verdict,
         Verdict::Completed
     );
+}
+
+/// §1.4 / item 6 of issue 14: GDN `n_groups` padding. Qwen3-Next has 16 key heads
+/// (`n_groups`); at attention TP 32 `extra_groups_for_head_shards` pads them to 32, so each rank
+/// holds one replicated key head for q and for k (128 channels each) plus 128 value channels:
+/// conv_dim / tp = (4096 + 2·32·128) / 32 = 384, not (2048 + 2048 + 4096) / 32 = 256.
+#[test]
+fn gdn_groups_are_padded_when_tp_exceeds_them() {
+    let m = preset(QWEN).unwrap();
+    let at = |tp: u32, rank: u32| {
+        RankLayout::new(&m, &super::test_args(tp, 16, "auto", false), rank).unwrap()
+    };
+    let l32 = at(32, 5);
+    let conv = &l32.state_regions[0];
+    assert_eq!(conv.dim_per_tensor, Some(384));
+    assert_eq!(
+        conv.item_len,
+        384 * 3 * 2,
+        "[384 channels, kernel 4 − 1] bf16"
+    );
+    assert_eq!(l32.conv_shard_groups, vec![32 * 128, 32 * 128, 32 * 128]);
+    let temporal = &l32.state_regions[36];
+    assert_eq!(temporal.dim_per_tensor, Some(1));
+    assert_eq!(temporal.item_len, 128 * 128 * 4);
+    // Ranks 4 and 5 hold replicas of key head 2 in q and k (the same content, so the same
+    // labels); their value channels differ.
+    let (c4, c6) = (at(32, 4), at(32, 6));
+    let blocks = |l: &RankLayout| l.state_regions[0].cell.blocks.clone();
+    assert_eq!(blocks(&c4)[..2], blocks(&l32)[..2], "replicated key groups");
+    assert_ne!(blocks(&c4)[2], blocks(&l32)[2]);
+    assert_ne!(blocks(&c6)[..2], blocks(&l32)[..2]);
+    // Where TP divides the groups nothing is padded (the published widths are the model's).
+    let l16 = at(16, 0);
+    assert_eq!(l16.state_regions[0].dim_per_tensor, Some(128 + 128 + 256));
+    assert_eq!(l16.conv_shard_groups, vec![16 * 128, 16 * 128, 32 * 128]);
+    assert_eq!(super::rank::padded_groups(16, 32), 32);
+    assert_eq!(super::rank::padded_groups(16, 8), 16);
+    assert_eq!(super::rank::padded_groups(1, 4), 4);
+}
+
+/// §3.4 / §11.6: a hybrid-MLA prefill at attention TP 4 into a decode at TP 2. Plain MLA makes
+/// prefill ranks 1 and 3 dummies; hybrid-MLA keeps them real (`_get_dsa_cache_transfer_skip_
+/// flags`): they skip the replicated KV (`sub_rank = (rank % 4) % 2 != 0`) but send their
+/// TP-sharded mamba state and the aux row on the last chunk.
+#[test]
+fn hybrid_mla_sub_ranks_skip_kv_but_send_state() {
+    let mut m = preset("deepseek-v3").unwrap();
+    let nem = preset(NEM).unwrap();
+    m.name = "mla-hybrid-test".into();
+    m.num_layers = 16;
+    m.attention_layers = (0..8).collect();
+    m.mamba = nem.mamba.clone();
+    m.mamba_layers = (8..16).collect();
+    let p = plan2(&m, &m, "auto", (N, 16, 4), (N, 16, 2), Profile::Guarded);
+    assert!(
+        p.targets().iter().all(|t| !t.dummy),
+        "no dummies for hybrid-MLA"
+    );
+    assert_eq!(p.targets().len(), 4);
+    let pages = [1u32, 2];
+    let req = |last| ChunkRequest {
+        src_pages: &pages,
+        dst_pages: &pages,
+        last,
+        src_slot: Some(1),
+        dst_slot: Some(1),
+        src_aux: 0,
+        dst_aux: 0,
+    };
+    let senders = |t: &super::plan::ChunkTransfer| -> Vec<u32> {
+        t.flows.iter().map(|f| f.prefill_rank).collect()
+    };
+    // A middle chunk is KV only: ranks 0 and 2 send it, ranks 1 and 3 skip.
+    let mid = p.chunk(&req(false));
+    assert_eq!(senders(&mid), vec![0, 2]);
+    // The last chunk: every rank sends its state; ranks 1 and 3 send no KV bytes.
+    let last = p.chunk(&req(true));
+    assert_eq!(senders(&last), vec![0, 1, 2, 3]);
+    let kv = mid.flows[0].bytes;
+    assert_eq!(last.flows[0].bytes - last.flows[1].bytes, kv);
+    assert!(p.is_exact(), "every byte lands where the decode expects it");
+    // Plain MLA at the same TPs: ranks 1 and 3 are dummies and send nothing at all.
+    let plain = preset("deepseek-v3").unwrap();
+    let p = plan2(
+        &plain,
+        &plain,
+        "auto",
+        (N, 16, 4),
+        (N, 16, 2),
+        Profile::Guarded,
+    );
+    assert_eq!(p.targets().iter().filter(|t| t.dummy).count(), 2);
+    assert_eq!(senders(&p.chunk(&req(true))), vec![0, 2]);
 }

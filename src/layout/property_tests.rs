@@ -261,7 +261,10 @@ impl<'a> Reference<'a> {
         units.extend(r.slot.map(|s| (1, s, 0)));
         units.extend(r.aux.map(|a| (2, a, 0)));
         let mut whole = true;
-        'outer: for (rank, reg) in self.regs.iter().enumerate() {
+        // Its own transfer is to blame for a byte nobody wrote, or for its own byte with the
+        // wrong content: it then names itself as culprit and victim.
+        let mut own = false;
+        for (rank, reg) in self.regs.iter().enumerate() {
             let layout = &self.plan.decode_layouts()[rank];
             for (bi, buf) in reg.buffers.iter().enumerate() {
                 for map in &buf.maps {
@@ -271,29 +274,44 @@ impl<'a> Reference<'a> {
                         }
                         let cell = dst_cell(layout, map.space, map.region);
                         let start = u64::from(unit) * map.stride;
+                        let end = start + map.stride;
                         let mut x = start;
-                        while x < start + map.stride {
+                        while x < end {
                             let (want, rem_d) = cell.label_at(x - start, pos).unwrap();
-                            let Some((&ps, piece)) = self.bufs[rank][bi].range(..=x).next_back()
-                            else {
+                            let hit = self.bufs[rank][bi]
+                                .range(..=x)
+                                .next_back()
+                                .filter(|(_, p)| p.end > x);
+                            let Some((&ps, piece)) = hit else {
+                                // Written by nobody up to the next piece.
                                 whole = false;
-                                break 'outer;
+                                own = true;
+                                let next = self.bufs[rank][bi]
+                                    .range(x + 1..)
+                                    .next()
+                                    .map_or(end, |(&s, _)| s);
+                                x = next.min(end);
+                                continue;
                             };
-                            if piece.end <= x || piece.writer != req {
+                            if piece.writer != req {
                                 whole = false;
-                                break 'outer;
+                                x = piece.end.min(end);
+                                continue;
                             }
-                            let Some((got, rem_s)) =
-                                self.src_label(piece, piece.src_pos + (x - ps))
-                            else {
-                                whole = false;
-                                break 'outer;
-                            };
-                            if got != want {
-                                whole = false;
-                                break 'outer;
+                            match self.src_label(piece, piece.src_pos + (x - ps)) {
+                                Some((got, rem_s)) => {
+                                    if got != want {
+                                        whole = false;
+                                        own = true;
+                                    }
+                                    x += rem_d.min(rem_s).min(piece.end - x);
+                                }
+                                None => {
+                                    whole = false;
+                                    own = true;
+                                    x = piece.end.min(end);
+                                }
                             }
-                            x += rem_d.min(rem_s).min(piece.end - x);
                         }
                     }
                 }
@@ -303,6 +321,9 @@ impl<'a> Reference<'a> {
         r.landed = true;
         if !whole {
             r.corrupted = true;
+        }
+        if own {
+            r.victims.insert(req);
         }
         whole
     }

@@ -74,12 +74,18 @@ pub struct RequestRow {
     pub outcome: Outcome,
     /// Error kind of a failed request (DESIGN.md §4), empty otherwise.
     pub error_kind: Option<ErrorKind>,
-    /// Requests whose pages or slots this request's writes landed on (space-separated ids).
+    /// Requests whose pages or slots this request's writes landed on (space-separated ids);
+    /// its own id when its own transfer left its own pages or slots wrong.
     pub victims: String,
-    /// Requests whose writes left foreign bytes in this request's pages or slots.
+    /// The culprits of a corrupted request: requests whose writes left foreign bytes in its
+    /// pages or slots, or its own id when its own transfer is to blame (never empty for a
+    /// `corrupted` row; every id listed names this request among its `victims`).
     pub corrupted_by: String,
     /// Times decode retracted it (ran out of pages mid-generation) and it was re-transferred.
     pub retractions: u32,
+    /// sglang's bootstrap room of the request (the id sglang's messages print; 63-bit, drawn
+    /// from the seed and the request id). Last column, so earlier column positions hold.
+    pub bootstrap_room: u64,
 }
 
 impl RequestRow {
@@ -113,6 +119,7 @@ impl RequestRow {
             victims: String::new(),
             corrupted_by: String::new(),
             retractions: 0,
+            bootstrap_room: 0,
         }
     }
 }

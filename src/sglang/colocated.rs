@@ -3,7 +3,7 @@
 //! PD or not, and at what ratio).
 //!
 //! It follows sglang's scheduler with chunked prefill and `--enable-mixed-chunk`
-//! (`docs/sglang-pd.md` §12):
+//! (`docs/sglang-pd.md` §14):
 //! - every step is one forward mixing the running decode batch (one token each) with a chunk of
 //!   prefill work (`Scheduler.get_new_batch_prefill` then `ScheduleBatch.mix_with_running`,
 //!   `python/sglang/srt/managers/scheduler.py` / `schedule_batch.py`);

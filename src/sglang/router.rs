@@ -4,6 +4,13 @@
 //! the simulation reports changes, in a min-tree over (load, index): an update costs O(log n),
 //! a `least_loaded` pick O(1), and the other policies O(1) while every instance is up — not a
 //! scan of every instance per arrival.
+//!
+//! **Health checks** (sgl-router's `--health-check-interval-secs` 60,
+//! `--health-failure-threshold` 3; `docs/sglang-pd.md` §2.7): an instance whose server died
+//! under an exception stays in rotation — the router keeps sending it requests, which fail at
+//! once — until [`HEALTH_FAILURE_THRESHOLD`] consecutive checks, every
+//! [`HEALTH_CHECK_INTERVAL_NS`] from the router's start, have failed. (An injected
+//! `instance_crash` fault takes the instance out at once, as before: see §2.7.)
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
@@ -13,6 +20,14 @@ use crate::engine::{RngSource, rng_stream};
 
 /// The tree key of a down instance: after every live one.
 const DOWN: (u32, u32) = (u32::MAX, u32::MAX);
+
+/// sgl-router's default `--health-check-interval-secs` (60 s), in ns: checks run at every
+/// multiple of it from the router's start.
+pub const HEALTH_CHECK_INTERVAL_NS: u64 = 60 * crate::engine::NS_PER_S;
+
+/// sgl-router's default `--health-failure-threshold`: consecutive failed checks that take a
+/// worker out of rotation.
+pub const HEALTH_FAILURE_THRESHOLD: u32 = 3;
 
 /// One role's instances as the router sees them.
 #[derive(Default)]
@@ -24,10 +39,13 @@ struct Side {
     tree: Vec<(u32, u32)>,
     /// Leaves in the tree (a power of two ≥ the instance count).
     leaves: usize,
-    /// Live instances.
+    /// Instances in rotation (live, or dead but not yet caught by the health check).
     alive: usize,
     /// Round-robin cursor.
     next: usize,
+    /// Per instance, failed health checks while its server is dead but still in rotation;
+    /// `None` for instances the router sees as they are.
+    unseen: Vec<Option<u32>>,
 }
 
 impl Side {
@@ -46,10 +64,27 @@ impl Side {
             leaves,
             alive: n,
             next: 0,
+            unseen: vec![None; n],
         }
     }
 
+    /// Whether instance `i` is in rotation.
+    fn routable(&self, i: usize) -> bool {
+        self.load[i].is_some() || self.unseen[i].is_some()
+    }
+
     fn set(&mut self, i: usize, load: Option<u32>) {
+        if self.unseen[i].is_some() {
+            if load.is_none() {
+                // Dead but still in rotation: the router keeps its last known load.
+                self.load[i] = None;
+                return;
+            }
+            // Back before the health check gave up on it.
+            self.unseen[i] = None;
+            self.load[i] = None;
+            self.alive -= 1;
+        }
         let old = std::mem::replace(&mut self.load[i], load);
         if old == load {
             return;
@@ -61,6 +96,39 @@ impl Side {
             k /= 2;
             self.tree[k] = self.tree[2 * k].min(self.tree[2 * k + 1]);
         }
+    }
+
+    /// Instance `i`'s server died (it is alive now): it stays in rotation until the health
+    /// check catches it.
+    fn died_unseen(&mut self, i: usize) {
+        if self.load[i].is_some() {
+            self.unseen[i] = Some(0);
+        }
+    }
+
+    /// One health-check round: a dead instance still in rotation fails its check; at the
+    /// threshold it leaves rotation. Returns whether any dead instance is still in rotation.
+    fn health_check(&mut self) -> bool {
+        let mut pending = false;
+        for i in 0..self.unseen.len() {
+            let Some(fails) = self.unseen[i] else {
+                continue;
+            };
+            if fails + 1 >= HEALTH_FAILURE_THRESHOLD {
+                self.unseen[i] = None;
+                self.alive -= 1;
+                let mut k = self.leaves + i;
+                self.tree[k] = DOWN;
+                while k > 1 {
+                    k /= 2;
+                    self.tree[k] = self.tree[2 * k].min(self.tree[2 * k + 1]);
+                }
+            } else {
+                self.unseen[i] = Some(fails + 1);
+                pending = true;
+            }
+        }
+        pending
     }
 
     /// The live instance with the least load, ties to the lowest index.
@@ -102,8 +170,29 @@ impl Router {
         self.sides[DECODE].set(i, load);
     }
 
+    /// Decode instance `i`'s server died under an exception: it stays in rotation until the
+    /// health check catches it (call before its load is reported as `None`).
+    pub fn decode_died_unseen(&mut self, i: usize) {
+        self.sides[DECODE].died_unseen(i);
+    }
+
+    /// Prefill instance `i`'s server died under an exception (see
+    /// [`Router::decode_died_unseen`]).
+    pub fn prefill_died_unseen(&mut self, i: usize) {
+        self.sides[PREFILL].died_unseen(i);
+    }
+
+    /// One health-check round over every instance (at a multiple of
+    /// [`HEALTH_CHECK_INTERVAL_NS`]). Returns whether another round can change anything.
+    pub fn health_check(&mut self) -> bool {
+        let p = self.sides[PREFILL].health_check();
+        let d = self.sides[DECODE].health_check();
+        p || d
+    }
+
     /// `(prefill index, decode index)` into the role's instance lists; `None` when every
-    /// instance of a role is down.
+    /// instance of a role is down. The pick may be a dead server the health check has not yet
+    /// caught: the caller fails such a request.
     pub fn pick(&mut self) -> Option<(usize, usize)> {
         Some((self.one(PREFILL)?, self.one(DECODE)?))
     }
@@ -121,7 +210,7 @@ impl Router {
                 let start = side.next;
                 let i = (0..n)
                     .map(|k| (start + k) % n)
-                    .find(|&i| side.load[i].is_some())?;
+                    .find(|&i| side.routable(i))?;
                 side.next = (i + 1) % n;
                 i
             }
@@ -131,7 +220,7 @@ impl Router {
                 if side.alive == n {
                     k
                 } else {
-                    (0..n).filter(|&i| side.load[i].is_some()).nth(k)?
+                    (0..n).filter(|&i| side.routable(i)).nth(k)?
                 }
             }
             // Ties go to the lowest index, so the choice never depends on anything but loads.
@@ -183,6 +272,40 @@ mod tests {
             seen[r.pick().unwrap().0] = true;
         }
         assert!(seen.iter().all(|&s| s));
+    }
+
+    /// A server that died under an exception stays in rotation for three failed health checks
+    /// (sgl-router's defaults), then leaves it; a restart before then puts it back as it was.
+    #[test]
+    fn the_health_check_takes_a_dead_server_out_after_three_failures() {
+        let z = Some(0);
+        let mut rr = router(RouterPolicy::RoundRobin, &[z], &[z, z]);
+        rr.decode_died_unseen(1);
+        rr.set_decode(1, None);
+        let picks: Vec<_> = (0..4).map(|_| rr.pick().unwrap().1).collect();
+        assert_eq!(picks, vec![0, 1, 0, 1], "still routed to the dead server");
+        assert!(rr.health_check(), "one failure");
+        assert!(rr.health_check(), "two failures");
+        assert!(!rr.health_check(), "the third takes it out");
+        let picks: Vec<_> = (0..4).map(|_| rr.pick().unwrap().1).collect();
+        assert_eq!(picks, vec![0, 0, 0, 0]);
+        // least_loaded: the dead server keeps its last load until it is caught.
+        let mut ll = router(RouterPolicy::LeastLoaded, &[z], &[Some(1), Some(0)]);
+        ll.decode_died_unseen(1);
+        ll.set_decode(1, None);
+        assert_eq!(ll.pick(), Some((0, 1)));
+        ll.set_decode(1, Some(5));
+        assert_eq!(ll.pick(), Some((0, 0)), "back up, with its real load");
+        assert!(!ll.health_check(), "nothing left to catch");
+        // Every decode dead and caught: nowhere to route.
+        let mut one = router(RouterPolicy::Random, &[z], &[z]);
+        one.decode_died_unseen(0);
+        one.set_decode(0, None);
+        assert!(one.pick().is_some());
+        for _ in 0..3 {
+            one.health_check();
+        }
+        assert_eq!(one.pick(), None);
     }
 
     #[test]

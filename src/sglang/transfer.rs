@@ -1,8 +1,16 @@
-//! The prefill side of the Mooncake transfer: per prefill instance, `queue_size` transfer-queue
-//! shards, each with one worker thread that sends chunks one at a time, in order; the worker
-//! dies on a raised error; a return code −1 blacklists the decode session
-//! (`docs/sglang-pd.md` §2.4–§2.6; sglang `disaggregation/mooncake/conn.py`,
-//! `MooncakeKVManager.transfer_worker` and `add_transfer_request`).
+//! The prefill side of the Mooncake transfer (`docs/sglang-pd.md` §2.4–§2.6, §3.1; sglang
+//! `disaggregation/mooncake/conn.py` @ 0005973a, `MooncakeKVManager.transfer_worker` and
+//! `add_transfer_request`).
+//!
+//! Every prefill **rank** (TP rank) runs its own `MooncakeKVManager`, so every rank has its own
+//! `queue_size` transfer queues, one worker thread each, and its own session blacklist. A room's
+//! chunk goes, on each rank, to queue `sum(session ports of the decode ranks that rank serves for
+//! the room) % queue_size`. A worker sends one chunk at a time and, within a chunk, walks its
+//! decode targets one after another (`for req in reqs_to_be_processed`). A raised error kills
+//! that rank's worker alone; a return code −1 blacklists that decode session on that rank.
+//!
+//! Lanes: the shards of all ranks live in one list, lane `rank · queue_size + queue`
+//! ([`TransferQueues::lane`]), so an event names a lane with one [`ShardId`].
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -15,28 +23,42 @@ use crate::sim::event::Event;
 use crate::sim::ids::{DecodeId, IdVec, InstanceId, PrefillId, ShardId};
 use crate::sim::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
 
-/// A chunk a shard's worker is sending.
+/// Executor threads of one transfer queue: `send_kvcache_slice` submits one future per layer to
+/// the queue's `ThreadPoolExecutor(transfer_thread_pool_size // queue_size)` and awaits them, so
+/// that many per-layer batches of one target are in flight at once. sglang's pool size is
+/// `min(max(4, int(0.5 · cpu_count) // 8), 12)` (`MooncakeKVManager.__init__`), i.e. 8 on a
+/// 128-CPU host: 8 // 4 queues = 2 threads. (`send_kvcache` puts every layer in one batch.)
+pub const SLICE_EXECUTOR_THREADS: u64 = 2;
+
+/// The chunk a lane's worker is sending, and to which of its targets.
 pub struct ActiveChunk {
     /// The chunk.
     pub job: ChunkJob,
-    /// Mooncake batches (flows) not yet ended.
+    /// Index into the plan's targets of the target being sent to (meaningful while `busy`).
+    pub target: usize,
+    /// The first target not yet started.
+    pub next_target: usize,
+    /// The current target's batch is on the fabric (or its empty batch call is pending).
+    pub busy: bool,
+    /// Mooncake batches (flows) of the current target not yet ended.
     pub flows_left: u32,
-    /// A batch of this chunk returned −1 (the room already failed).
+    /// A batch of the current target returned −1 (the room already failed).
     pub failed: bool,
-    /// A check that raises after this chunk's KV went (the mamba checks of §2.5).
+    /// A check that raises after the current target's KV went (the state checks of §2.5).
     pub after_kv: Option<PdError>,
-    /// The concrete writes, for a decode instance watched by the oracle through an inexact plan.
+    /// The concrete writes of the current target, for a decode watched by the oracle through
+    /// an inexact plan.
     pub writes: Option<Vec<Write>>,
 }
 
-/// A transfer-queue shard with its worker thread.
+/// One transfer queue of one prefill rank, with its worker thread.
 #[derive(Default)]
 pub struct Shard {
     /// Chunks waiting for the worker.
     pub queue: VecDeque<ChunkJob>,
     /// The chunk being sent.
     pub active: Option<ActiveChunk>,
-    /// The worker thread died on a raised error: nothing on this shard moves again (§2.4).
+    /// The worker thread died on a raised error: nothing on this queue moves again (§2.4).
     pub dead: bool,
     /// The pending return of an empty batch call (cancelled by a crash).
     pub empty_key: Option<EventKey>,
@@ -52,25 +74,32 @@ pub struct DecodeEndpoint {
     pub page_size: u32,
     /// Whether the corruption oracle watches its memory.
     pub watched: bool,
-    /// Session port of its rank 0.
-    pub port: u32,
+    /// Session port of each decode rank (pdsim gives each rank one port: its Mooncake session
+    /// port and its ZMQ `rank_port` are the same number).
+    pub ports: Vec<u32>,
 }
 
 impl DecodeEndpoint {
-    /// The Mooncake session id of this decode instance (`ip:rpc_port`), for messages.
-    pub fn session(&self) -> String {
+    /// The host of this decode instance, for messages (`10.0.x.y`).
+    pub fn host(&self) -> String {
         let d = self.instance.0;
-        format!("10.0.{}.{}:{}", d / 256, d % 256, self.port)
+        format!("10.0.{}.{}", d / 256, d % 256)
+    }
+
+    /// The Mooncake session id of decode rank `rank` (`ip:rpc_port`).
+    pub fn session(&self, rank: u32) -> String {
+        format!("{}:{}", self.host(), self.ports[rank as usize])
     }
 }
 
-/// What a worker did when it looked at its queue.
+/// What a lane's worker did.
 pub enum Kick {
-    /// Nothing to do, or a chunk is on its way.
+    /// Nothing to do, or a batch is on its way.
     Done,
-    /// A chunk was put on the fabric (the fabric's timer must be refreshed).
+    /// A batch was put on the fabric (the fabric's timer must be refreshed).
     Started,
-    /// The chunk's room fails with this error (the worker goes on with the next chunk).
+    /// The chunk's room fails with this error; the worker drops the chunk (`break`) and goes on
+    /// with its next chunk.
     Fail {
         /// The request.
         req: ReqRef,
@@ -79,15 +108,17 @@ pub enum Kick {
         /// sglang's message.
         message: String,
     },
-    /// A typed error fails the chunk's room (the worker goes on with the next chunk).
+    /// A typed return-code failure fails the chunk's room (the worker goes on).
     FailWith {
         /// The request.
         req: ReqRef,
         /// The error.
         error: PdError,
     },
-    /// A RuntimeError escaped `send_kvcache`: this shard's worker died.
+    /// An exception escaped the worker loop: this lane's worker thread died.
     WorkerDied(PdError),
+    /// The worker sent this chunk to every one of its targets.
+    ChunkDone(ChunkJob),
 }
 
 /// The world a worker needs to send one chunk.
@@ -108,14 +139,16 @@ pub struct KickEnv<'a> {
     pub base_latency_ns: Nanos,
 }
 
-/// The transfer queues of one prefill instance.
+/// The transfer queues of every rank of one prefill instance.
 pub struct TransferQueues {
-    /// The shards.
+    /// `sglang.queue_size`: queues per rank.
+    queue_size: u32,
+    /// Every rank's queues, lane `rank · queue_size + queue`.
     pub shards: IdVec<ShardId, Shard>,
-    /// Decode instances whose Mooncake session this prefill blacklisted after a return code −1
-    /// (§2.6): later chunks to them fail at once.
-    pub blacklist: BTreeSet<DecodeId>,
-    /// The flows of the chunk being started (reused, so a chunk allocates nothing).
+    /// Per prefill rank, the decode sessions `(instance, decode rank)` that rank blacklisted
+    /// after a return code −1 (§2.6): later chunks to them fail at once.
+    pub blacklists: Vec<BTreeSet<(DecodeId, u32)>>,
+    /// The flows of the batch being started (reused, so a batch allocates nothing).
     flows: Vec<crate::layout::RankFlow>,
 }
 
@@ -142,152 +175,282 @@ pub fn chunk_request<'r>(req: &'r Req, job: &ChunkJob, decode_page_size: u32) ->
     }
 }
 
-/// The fabric token of a prefill's shard: every flow of the chunk carries it.
-fn token(p: PrefillId, shard: ShardId) -> u64 {
-    (u64::from(p.0) << 32) | u64::from(shard.0)
+/// The bootstrap room of request `id`: sglang's router draws
+/// `random.randint(0, 2**63 - 1)` per request; pdsim derives it from the seed and the id
+/// (SplitMix64), so it is fixed by the scenario and seed and never collides in practice.
+pub fn bootstrap_room(seed: u64, id: u64) -> u64 {
+    let mut z = seed
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(id.wrapping_add(1).wrapping_mul(0xBF58_476D_1CE4_E5B9));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) >> 1
 }
 
-/// The prefill and shard a fabric token names.
+/// sglang's `conclude_failure` reason for a batch that returned −1:
+/// `f"Failed to send kv chunk of {kv_chunk.room} to {NetworkAddress(req.endpoint,
+/// req.dst_port).to_host_port_str()}"` (`transfer_worker`, 0005973a).
+pub fn failed_to_send(room: u64, endpoint: &DecodeEndpoint, decode_rank: u32) -> String {
+    format!(
+        "Failed to send kv chunk of {room} to {}",
+        endpoint.session(decode_rank)
+    )
+}
+
+/// The blacklist reason (`transfer_worker`, 0005973a): `f"Decode instance could be dead, remote
+/// mooncake session {req.mooncake_session_id} is not alive"`.
+pub fn session_not_alive(session: &str) -> String {
+    format!("Decode instance could be dead, remote mooncake session {session} is not alive")
+}
+
+/// sglang's timeout reason (`CommonKVReceiver.poll` / `CommonKVSender`):
+/// `f"Request {self.bootstrap_room} timed out after {elapsed:.1f}s in KVPoll.{stage}"` —
+/// the bootstrap room, not pdsim's request id.
+pub fn timed_out(room: u64, elapsed_s: f64, stage: &str) -> String {
+    format!("Request {room} timed out after {elapsed_s:.1}s in KVPoll.{stage}")
+}
+
+/// The fabric token of a lane: every flow of the lane's batch carries it.
+fn token(p: PrefillId, lane: ShardId) -> u64 {
+    (u64::from(p.0) << 32) | u64::from(lane.0)
+}
+
+/// The prefill and lane a fabric token names.
 pub fn from_token(token: u64) -> (PrefillId, ShardId) {
     (PrefillId((token >> 32) as u32), ShardId(token as u32))
 }
 
 impl TransferQueues {
-    /// `queue_size` idle shards.
-    pub fn new(queue_size: u32) -> Self {
+    /// `queue_size` idle queues on each of `ranks` prefill ranks.
+    pub fn new(ranks: u32, queue_size: u32) -> Self {
         let mut shards = IdVec::default();
-        for _ in 0..queue_size {
+        for _ in 0..ranks * queue_size {
             shards.push(Shard::default());
         }
         Self {
+            queue_size,
             shards,
-            blacklist: BTreeSet::new(),
+            blacklists: vec![BTreeSet::new(); ranks as usize],
             flows: Vec::new(),
         }
     }
 
-    /// Puts a chunk on a shard's queue.
-    pub fn push(&mut self, shard: ShardId, job: ChunkJob) {
-        self.shards[shard].queue.push_back(job);
+    /// The lane of queue `queue` of prefill rank `rank`.
+    pub fn lane(&self, rank: u32, queue: u32) -> ShardId {
+        ShardId(rank * self.queue_size + queue)
     }
 
-    /// The shard's worker looks at its queue if it is idle. Per chunk, as sglang's
-    /// `transfer_worker`: skip failed rooms; a blacklisted session fails at once; the plan's
-    /// check raises before the first write (the worker dies) or returns −1 (the room fails and
-    /// the session is blacklisted); otherwise the chunk's flows go on the fabric. Returns at
-    /// the first chunk that started or failed; call again after a failure.
-    pub fn kick(&mut self, me: PrefillId, shard: ShardId, env: &mut KickEnv) -> Kick {
-        loop {
-            let sh = &mut self.shards[shard];
-            if sh.dead || sh.active.is_some() {
-                return Kick::Done;
+    /// The prefill rank that owns `lane`.
+    pub fn rank_of(&self, lane: ShardId) -> u32 {
+        lane.0 / self.queue_size
+    }
+
+    /// Puts a chunk on a lane's queue.
+    pub fn push(&mut self, lane: ShardId, job: ChunkJob) {
+        self.shards[lane].queue.push_back(job);
+    }
+
+    /// Blacklists decode rank `decode_rank` of `d` on every rank (a crashed decode).
+    pub fn blacklist_everywhere(&mut self, d: DecodeId, ranks: u32) {
+        for b in &mut self.blacklists {
+            for r in 0..ranks {
+                b.insert((d, r));
             }
-            let Some(job) = sh.queue.pop_front() else {
-                return Kick::Done;
-            };
-            let Some(req) = env.reqs.get(job.req) else {
-                continue;
-            };
-            if req.sender == KvPoll::Failed {
-                continue;
-            }
-            let d = req.decode;
-            let dst = &env.decodes[d];
-            if self.blacklist.contains(&d) {
-                let message = format!(
-                    "Decode instance could be dead, remote mooncake session {} is not alive",
-                    dst.session()
-                );
-                return Kick::Fail {
-                    req: job.req,
-                    kind: ErrorKind::SessionBlacklisted,
-                    message,
-                };
-            }
-            let plan = &env.plans[d];
-            let creq = chunk_request(req, &job, dst.page_size);
-            let error = plan.chunk_into(&creq, &mut self.flows);
-            let writes = (dst.watched
-                && !plan.is_exact()
-                && error
-                    .as_ref()
-                    .is_none_or(|e| e.1 != ErrorTiming::BeforeAnyWrite))
-            .then(|| {
-                let mut w = Vec::new();
-                plan.writes(&creq, &mut w);
-                w
-            });
-            let mut after_kv = None;
-            match error {
-                Some((e, ErrorTiming::BeforeAnyWrite)) => match e.effect {
-                    Effect::WorkerDies => {
-                        self.shards[shard].dead = true;
-                        return Kick::WorkerDied(e);
-                    }
-                    Effect::ReturnCodeFailure | Effect::RaisedOnDecode => {
-                        self.blacklist.insert(d);
-                        return Kick::FailWith {
-                            req: job.req,
-                            error: e,
-                        };
-                    }
-                },
-                Some((e, ErrorTiming::AfterKv)) => after_kv = Some(e),
-                None => {}
-            }
-            let now = env.q.now();
-            let req = env.reqs.get_mut(job.req).expect("checked above");
-            req.row.transfer_start_ns.get_or_insert(now);
-            // One Mooncake batch per (prefill rank, decode rank): it pays the latency, then moves
-            // its bytes at its fair share, capped by the cost of posting its work requests.
-            for f in &self.flows {
-                req.row.kv_bytes += f.bytes;
-                req.row.rdma_writes += f.writes;
-                let (src, dst_gpu) = (
-                    env.gpus[f.prefill_rank as usize],
-                    dst.gpus[f.decode_rank as usize],
-                );
-                env.fabric
-                    .start_transfer(now, src, dst_gpu, f.bytes, f.writes, token(me, shard));
-            }
-            let n = self.flows.len() as u32;
-            let sh = &mut self.shards[shard];
-            sh.active = Some(ActiveChunk {
-                job,
-                flows_left: n,
-                after_kv,
-                writes,
-                failed: false,
-            });
-            if n == 0 {
-                // Nothing to send (0 KV bytes on the slice path, every target a dummy): the
-                // batch call returns after the network latency.
-                sh.empty_key = Some(env.q.schedule_keyed_in(
-                    env.base_latency_ns,
-                    Event::EmptyChunkSent { prefill: me, shard },
-                ));
-            }
-            return Kick::Started;
         }
     }
 
-    /// One flow of the shard's active chunk ended; `failed` if it returned −1 or was aborted.
-    /// Returns the chunk's request and whether that was its last flow, or `None` when the shard
-    /// has no active chunk (it was lost in a crash).
-    pub fn flow_ended(&mut self, shard: ShardId, failed: bool) -> Option<(ReqRef, bool)> {
-        let active = self.shards[shard].active.as_mut()?;
+    /// A restarted decode registered again: every rank takes its sessions off the list
+    /// (`bootstrap_thread`: `failed_sessions.remove`).
+    pub fn unblacklist(&mut self, d: DecodeId) {
+        for b in &mut self.blacklists {
+            b.retain(|&(x, _)| x != d);
+        }
+    }
+
+    /// The lane's worker goes on: with an idle active chunk it starts the next target; with
+    /// none it takes the next chunk off its queue (skipping rooms that already failed, as
+    /// `transfer_worker` does). Returns at the first batch started, failure, or finished chunk.
+    pub fn kick(&mut self, me: PrefillId, lane: ShardId, env: &mut KickEnv) -> Kick {
+        let rank = self.rank_of(lane);
+        loop {
+            let sh = &mut self.shards[lane];
+            if sh.dead {
+                return Kick::Done;
+            }
+            match &sh.active {
+                Some(a) if a.busy => return Kick::Done,
+                Some(_) => {}
+                None => {
+                    let Some(job) = sh.queue.pop_front() else {
+                        return Kick::Done;
+                    };
+                    if env
+                        .reqs
+                        .get(job.req)
+                        .is_none_or(|r| r.sender == KvPoll::Failed)
+                    {
+                        continue;
+                    }
+                    let first = env.plans[job.decode].rank_targets(rank).start;
+                    sh.active = Some(ActiveChunk {
+                        job,
+                        target: first,
+                        next_target: first,
+                        busy: false,
+                        flows_left: 0,
+                        failed: false,
+                        after_kv: None,
+                        writes: None,
+                    });
+                }
+            }
+            return self.advance(me, lane, env);
+        }
+    }
+
+    /// Starts the active chunk's next non-dummy target (§3.1 steps 1–4): the blacklist check,
+    /// then the plan's check for that target (raise → the worker dies; rc −1 → the session is
+    /// blacklisted on this rank and the room fails), then the batch.
+    fn advance(&mut self, me: PrefillId, lane: ShardId, env: &mut KickEnv) -> Kick {
+        let rank = self.rank_of(lane);
+        let a = self.shards[lane].active.as_mut().expect("an active chunk");
+        let job = a.job;
+        let Some(req) = env.reqs.get(job.req).filter(|r| r.sender != KvPoll::Failed) else {
+            // The room failed while an earlier target's batch was out: the chunk is dropped.
+            self.shards[lane].active = None;
+            return Kick::Done;
+        };
+        let d = req.decode;
+        let dst = &env.decodes[d];
+        let plan = &env.plans[d];
+        let end = plan.rank_targets(rank).end;
+        let mut i = a.next_target;
+        while i < end && plan.target(i).dummy {
+            // A dummy target (MLA, prefill TP > decode TP) sends nothing (§3.4).
+            i += 1;
+        }
+        if i == end {
+            self.shards[lane].active = None;
+            return Kick::ChunkDone(job);
+        }
+        let t = plan.target(i);
+        a.next_target = i + 1;
+        a.target = i;
+        if self.blacklists[rank as usize].contains(&(d, t.decode_rank)) {
+            self.shards[lane].active = None;
+            return Kick::Fail {
+                req: job.req,
+                kind: ErrorKind::SessionBlacklisted,
+                message: session_not_alive(&dst.session(t.decode_rank)),
+            };
+        }
+        let creq = chunk_request(req, &job, dst.page_size);
+        let error = plan.chunk_target_into(&creq, i, &mut self.flows);
+        let writes = (dst.watched
+            && !plan.is_exact()
+            && error
+                .as_ref()
+                .is_none_or(|e| e.1 != ErrorTiming::BeforeAnyWrite))
+        .then(|| {
+            let mut w = Vec::new();
+            plan.target_writes(&creq, i, &mut w);
+            w
+        });
+        let mut after_kv = None;
+        match error {
+            Some((e, ErrorTiming::BeforeAnyWrite)) => {
+                let sh = &mut self.shards[lane];
+                sh.active = None;
+                return match e.effect {
+                    Effect::WorkerDies => {
+                        sh.dead = true;
+                        Kick::WorkerDied(e)
+                    }
+                    Effect::ReturnCodeFailure | Effect::RaisedOnDecode => {
+                        self.blacklists[rank as usize].insert((d, t.decode_rank));
+                        Kick::FailWith {
+                            req: job.req,
+                            error: e,
+                        }
+                    }
+                };
+            }
+            Some((e, ErrorTiming::AfterKv)) => after_kv = Some(e),
+            None => {}
+        }
+        let now = env.q.now();
+        let req = env.reqs.get_mut(job.req).expect("checked above");
+        req.row.transfer_start_ns.get_or_insert(now);
+        // One Mooncake batch per (prefill rank, decode rank): it pays the latency, then moves
+        // its bytes at its fair share, capped by the cost of posting its work requests.
+        // On the head-sliced path the target's per-layer batches run on the queue's executor
+        // threads: that many flows, each with its share of the bytes and writes.
+        let split = if plan.send_path() == crate::layout::SendPath::Slice {
+            SLICE_EXECUTOR_THREADS
+        } else {
+            1
+        };
+        let mut n = 0u32;
+        for f in &self.flows {
+            req.row.kv_bytes += f.bytes;
+            req.row.rdma_writes += f.writes;
+            let (src, dst_gpu) = (
+                env.gpus[f.prefill_rank as usize],
+                dst.gpus[f.decode_rank as usize],
+            );
+            let k = split.min(f.writes).max(1);
+            for i in 0..k {
+                // Shares differ by at most one byte / one write.
+                let share = |x: u64| x / k + u64::from(i < x % k);
+                env.fabric.start_transfer(
+                    now,
+                    src,
+                    dst_gpu,
+                    share(f.bytes),
+                    share(f.writes),
+                    token(me, lane),
+                );
+                n += 1;
+            }
+        }
+        let sh = &mut self.shards[lane];
+        let a = sh.active.as_mut().expect("still active");
+        a.busy = true;
+        a.flows_left = n;
+        a.failed = false;
+        a.after_kv = after_kv;
+        a.writes = writes;
+        if n == 0 {
+            // Nothing to send (0 KV bytes on the slice path, a hybrid-MLA sub-rank): the batch
+            // call returns after the network latency.
+            sh.empty_key = Some(env.q.schedule_keyed_in(
+                env.base_latency_ns,
+                Event::EmptyChunkSent {
+                    prefill: me,
+                    shard: lane,
+                },
+            ));
+        }
+        Kick::Started
+    }
+
+    /// One flow of the lane's current batch ended; `failed` if it returned −1 or was aborted.
+    /// Returns the chunk's request and whether that was the batch's last flow, or `None` when
+    /// the lane has no active chunk (it was lost in a crash).
+    pub fn flow_ended(&mut self, lane: ShardId, failed: bool) -> Option<(ReqRef, bool)> {
+        let active = self.shards[lane].active.as_mut()?;
         active.flows_left -= 1;
         active.failed |= failed;
         Some((active.job.req, active.flows_left == 0))
     }
 
-    /// Whether the shard's active chunk had nothing to send and is waiting for its empty
+    /// Whether the lane's current batch had nothing to send and is waiting for its empty
     /// batch call to return.
-    pub fn empty_chunk_pending(&self, shard: ShardId) -> bool {
-        self.shards[shard]
+    pub fn empty_chunk_pending(&self, lane: ShardId) -> bool {
+        self.shards[lane]
             .active
             .as_ref()
-            .is_some_and(|a| a.flows_left == 0)
+            .is_some_and(|a| a.busy && a.flows_left == 0)
     }
 
     /// A crash: every queue, chunk and worker is lost (workers come back with the restart).
@@ -317,17 +480,8 @@ mod tests {
         }
     }
 
-    /// A dead worker moves nothing again, whatever is queued behind it (the chunks of healthy
-    /// decode instances that hash to the same shard included); other shards go on.
-    #[test]
-    fn a_dead_shard_never_moves_again() {
-        let mut t = TransferQueues::new(4);
-        let r = ReqRef { slot: 0, id: 0 };
-        t.shards[ShardId(1)].dead = true;
-        t.push(ShardId(1), job(r, 0));
-        t.push(ShardId(1), job(r, 3));
-        let mut reqs = Requests::default();
-        let mut fabric = crate::fabric::Fabric::build(
+    fn fabric() -> crate::fabric::Fabric {
+        crate::fabric::Fabric::build(
             crate::fabric::TopologyConfig {
                 nodes: 1,
                 gpus_per_node: 8,
@@ -340,7 +494,21 @@ mod tests {
             },
             Default::default(),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// A dead worker moves nothing again, whatever is queued behind it (the chunks of healthy
+    /// decode instances that hash to the same queue included); other lanes go on.
+    #[test]
+    fn a_dead_shard_never_moves_again() {
+        let mut t = TransferQueues::new(2, 4);
+        let r = ReqRef { slot: 0, id: 0 };
+        let dead = t.lane(1, 1);
+        t.shards[dead].dead = true;
+        t.push(dead, job(r, 0));
+        t.push(dead, job(r, 3));
+        let mut reqs = Requests::default();
+        let mut fabric = fabric();
         let mut q = EventQueue::new();
         let decodes = IdVec::default();
         let plans = IdVec::default();
@@ -353,27 +521,22 @@ mod tests {
             gpus: &[],
             base_latency_ns: 1,
         };
-        assert!(matches!(
-            t.kick(PrefillId(0), ShardId(1), &mut env),
-            Kick::Done
-        ));
-        assert_eq!(t.shards[ShardId(1)].queue.len(), 2, "nothing was taken off");
-        // A live shard drops chunks of requests that already ended and stays idle.
-        t.push(ShardId(2), job(r, 0));
-        assert!(matches!(
-            t.kick(PrefillId(0), ShardId(2), &mut env),
-            Kick::Done
-        ));
-        assert!(t.shards[ShardId(2)].queue.is_empty());
+        assert!(matches!(t.kick(PrefillId(0), dead, &mut env), Kick::Done));
+        assert_eq!(t.shards[dead].queue.len(), 2, "nothing was taken off");
+        // A live lane drops chunks of requests that already ended and stays idle.
+        let live = t.lane(0, 1);
+        t.push(live, job(r, 0));
+        assert!(matches!(t.kick(PrefillId(0), live, &mut env), Kick::Done));
+        assert!(t.shards[live].queue.is_empty());
     }
 
-    /// A crash empties every shard and revives dead workers (they come back with the restart).
+    /// A crash empties every lane and revives dead workers (they come back with the restart).
     #[test]
     fn a_crash_clears_queues_and_workers() {
-        let mut t = TransferQueues::new(2);
+        let mut t = TransferQueues::new(2, 2);
         let r = ReqRef { slot: 0, id: 0 };
         t.push(ShardId(0), job(r, 0));
-        t.shards[ShardId(1)].dead = true;
+        t.shards[ShardId(3)].dead = true;
         let mut q = EventQueue::new();
         let k = q.schedule_keyed(
             5,
@@ -393,10 +556,46 @@ mod tests {
     }
 
     #[test]
-    fn tokens_round_trip() {
+    fn lanes_and_tokens_round_trip() {
+        let t = TransferQueues::new(4, 4);
+        assert_eq!(t.lane(2, 3), ShardId(11));
+        assert_eq!(t.rank_of(ShardId(11)), 2);
         assert_eq!(
             from_token(token(PrefillId(513), ShardId(3))),
             (PrefillId(513), ShardId(3))
+        );
+    }
+
+    /// Rooms are 63-bit, fixed by (seed, id), and distinct across ids and seeds.
+    #[test]
+    fn rooms_are_63_bit_and_distinct() {
+        let mut seen = BTreeSet::new();
+        for seed in 0..4 {
+            for id in 0..2_000 {
+                let r = bootstrap_room(seed, id);
+                assert!(r < 1 << 63);
+                assert!(seen.insert(r), "room {r} repeats");
+                assert_eq!(r, bootstrap_room(seed, id));
+            }
+        }
+    }
+
+    #[test]
+    fn messages_fill_sglangs_templates() {
+        let e = DecodeEndpoint {
+            instance: InstanceId(258),
+            gpus: vec![],
+            page_size: 16,
+            watched: false,
+            ports: vec![17_000, 17_001],
+        };
+        assert_eq!(
+            failed_to_send(42, &e, 1),
+            "Failed to send kv chunk of 42 to 10.0.1.2:17001"
+        );
+        assert_eq!(
+            session_not_alive(&e.session(0)),
+            "Decode instance could be dead, remote mooncake session 10.0.1.2:17000 is not alive"
         );
     }
 }

@@ -43,6 +43,9 @@ pub enum Event {
         /// The crashed prefill.
         prefill: PrefillId,
     },
+    /// The router's periodic health check (every sgl-router `health_check_interval_secs`),
+    /// scheduled only while a dead server is still in rotation.
+    RouterHealthCheck,
     /// Prefill's `conclude_transfer(Success)` reached the decode.
     TransferSucceeded {
         /// The request.

@@ -1,15 +1,27 @@
-//! Faults: fabric faults, instance crashes and restarts, and the decode heartbeat that notices a
-//! dead prefill (`docs/sglang-pd.md` §2.6; sglang `CommonKVReceiver` heartbeat and
-//! `_handle_node_failure` in `disaggregation/common/conn.py`).
+//! Faults: fabric faults, instance crashes and restarts, a server killed by an exception that
+//! escaped its scheduler loop, the decode heartbeat that notices a dead prefill, and the
+//! router's health check that takes a dead server out of rotation (`docs/sglang-pd.md` §2.6,
+//! §2.7; sglang `CommonKVReceiver` heartbeat and `_handle_node_failure` in
+//! `disaggregation/common/conn.py`; `run_scheduler_process` in `managers/scheduler.py`).
 
 use crate::config::FaultAction;
 use crate::engine::{NS_PER_S, Nanos};
+use crate::layout::PdError;
 use crate::metrics::ErrorKind;
+use crate::sglang::router::HEALTH_CHECK_INTERVAL_NS;
 
 use super::World;
 use super::event::Event;
-use super::ids::{InstanceId, PrefillId};
+use super::ids::{DecodeId, InstanceId, PrefillId};
 use super::requests::KvPoll;
+
+/// What `run_scheduler_process` logs before it sends SIGQUIT to its parent and the server
+/// exits (`managers/scheduler.py`): `f"Scheduler hit an exception: {traceback}"`. pdsim fills
+/// `{traceback}` with the traceback's last line, `RuntimeError: {e}` (the frames above it are
+/// not modelled).
+pub fn scheduler_hit_an_exception(e: &str) -> String {
+    format!("Scheduler hit an exception: RuntimeError: {e}")
+}
 
 /// sglang's `SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL` (5 s), in ns.
 const HEARTBEAT_INTERVAL_NS: Nanos = 5 * NS_PER_S;
@@ -40,15 +52,72 @@ impl World<'_> {
         }
     }
 
-    /// An instance crashes: its flows are aborted and its state is lost. A decode's requests
-    /// fail at once (the prefill's next transfer to it returns −1 and blacklists it; its batch
-    /// is gone). A prefill's rooms are failed by the decodes' heartbeat (`HEARTBEAT_INTERVAL`
-    /// × `HEARTBEAT_MAX_FAILURE` misses) as `peer_lost`.
+    /// Decode `d`'s scheduler raised `e` (decode's first contact with a prefill whose page size
+    /// or KV dtype differs: `try_ensure_parallel_info` inside `_ensure_prefill_info`, with no
+    /// try/except on the way up): the scheduler process logs "Scheduler hit an exception",
+    /// SIGQUITs its parent and the whole server exits (§2.1). Every request it holds is lost
+    /// with it (`server_crashed`); the router keeps sending it requests until its health check
+    /// catches it.
+    pub(super) fn server_died(&mut self, d: DecodeId, e: &PdError) {
+        if !self.decodes[d].core.alive {
+            return;
+        }
+        self.router.decode_died_unseen(d.idx());
+        let msg = scheduler_hit_an_exception(&e.message);
+        self.crash_as(
+            self.decodes[d].core.instance,
+            Some((ErrorKind::ServerCrashed, msg)),
+        );
+        if !self.health_check_pending {
+            self.health_check_pending = true;
+            let now = self.q.now();
+            let next = (now / HEALTH_CHECK_INTERVAL_NS + 1) * HEALTH_CHECK_INTERVAL_NS;
+            self.q.schedule_at(next, Event::RouterHealthCheck);
+        }
+    }
+
+    /// Why a request routed to `(p, d)` fails at once: one of them is a server that died under
+    /// an exception and is still in rotation. `None` when both are up.
+    pub(super) fn dead_pick(&self, p: PrefillId, d: DecodeId) -> Option<String> {
+        let (pc, dc) = (&self.prefills[p].core, &self.decodes[d].core);
+        let dead = if !dc.alive {
+            format!("decode server {}", self.endpoints[d].host())
+        } else if !pc.alive {
+            format!("prefill server {}", bootstrap_addr(p))
+        } else {
+            return None;
+        };
+        Some(format!(
+            "The router sent the request to {dead}, which is dead: its health check has not yet taken it out of rotation"
+        ))
+    }
+
+    /// The router's health check: a dead server still in rotation fails one more check; the
+    /// next round is scheduled while any remains.
+    pub(super) fn on_router_health_check(&mut self) {
+        if self.router.health_check() {
+            self.q
+                .schedule_in(HEALTH_CHECK_INTERVAL_NS, Event::RouterHealthCheck);
+        } else {
+            self.health_check_pending = false;
+        }
+    }
+
+    /// An injected crash (see [`World::crash_as`]).
     fn crash(&mut self, i: InstanceId) {
         if let Some(c) = self.colocated_of(i) {
             self.crash_colocated(c);
             return;
         }
+        self.crash_as(i, None);
+    }
+
+    /// An instance crashes: its flows are aborted and its state is lost. A decode's requests
+    /// fail at once — `peer_lost` for an injected crash (the prefill's next transfer to it
+    /// returns −1 and blacklists it; its batch is gone), or `cause` when its own server died
+    /// under an exception. A prefill's rooms are failed by the decodes' heartbeat
+    /// (`HEARTBEAT_INTERVAL` × `HEARTBEAT_MAX_FAILURE` misses) as `peer_lost`.
+    fn crash_as(&mut self, i: InstanceId, cause: Option<(ErrorKind, String)>) {
         let now = self.q.now();
         let role = self.role_of(i);
         let core = match role {
@@ -71,13 +140,19 @@ impl World<'_> {
         }
         self.fabric_sync();
         if let Err(d) = role {
+            let ranks = self.endpoints[d].ports.len() as u32;
             for t in self.transfers.iter_mut() {
-                t.blacklist.insert(d);
+                t.blacklist_everywhere(d, ranks);
             }
-            let session = self.endpoints[d].session();
+            let (kind, msg) = cause.unwrap_or_else(|| {
+                let host = self.endpoints[d].host();
+                (
+                    ErrorKind::PeerLost,
+                    format!("Lost connection with decode instance {host}: it crashed"),
+                )
+            });
             for r in self.reqs.matching(|q| q.decode == d) {
-                let msg = format!("Lost connection with decode instance {session}: it crashed");
-                self.fail(r, ErrorKind::PeerLost, &msg);
+                self.fail(r, kind, &msg);
             }
         }
         // Its running step, queues and transfer workers are lost.
@@ -108,11 +183,7 @@ impl World<'_> {
             .reqs
             .matching(|q| q.prefill == p && q.receiver != KvPoll::Success)
         {
-            self.fail(
-                r,
-                ErrorKind::PeerLost,
-                &format!("Lost connection with prefill instance {addr}"),
-            );
+            self.fail(r, ErrorKind::PeerLost, &lost_prefill(&addr));
         }
     }
 
@@ -141,7 +212,7 @@ impl World<'_> {
                 self.sync_decode(d);
                 // A restarted decode registers again, which clears its blacklist entries.
                 for t in self.transfers.iter_mut() {
-                    t.blacklist.remove(&d);
+                    t.unblacklist(d);
                 }
                 self.try_prealloc(d);
             }
@@ -149,8 +220,19 @@ impl World<'_> {
     }
 }
 
+/// `_handle_node_failure`'s failure reason (`common/conn.py`):
+/// `f"Lost connection with prefill instance (bootstrap_addr: {failed_bootstrap_addr})"`.
+pub fn lost_prefill(bootstrap_addr: &str) -> String {
+    format!("Lost connection with prefill instance (bootstrap_addr: {bootstrap_addr})")
+}
+
 /// The bootstrap address of prefill instance `p` (prefills come first in the global
 /// numbering, so its instance number is its prefill index), for messages.
 fn bootstrap_addr(p: PrefillId) -> String {
-    format!("10.0.{}.{}:8998", p.0 / 256, p.0 % 256)
+    format!(
+        "10.0.{}.{}:{}",
+        p.0 / 256,
+        p.0 % 256,
+        super::transfer::BOOTSTRAP_PORT
+    )
 }

@@ -47,7 +47,8 @@ id!(
     PoolId
 );
 id!(
-    /// A transfer-queue shard of a prefill instance (`0..sglang.queue_size`).
+    /// A transfer-queue lane of a prefill instance: queue `q` of prefill rank `r` is lane
+    /// `r · sglang.queue_size + q`.
     ShardId
 );
 

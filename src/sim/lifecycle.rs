@@ -9,7 +9,7 @@ use crate::sglang::decode::id_list;
 
 use super::World;
 use super::event::{Event, Wake, lane};
-use super::ids::{ColocatedId, DecodeId, PrefillId, ShardId};
+use super::ids::{ColocatedId, DecodeId, PrefillId};
 use super::requests::{KvPoll, NOT_RUNNING, Req, ReqRef};
 use super::sampler::CoreRef;
 
@@ -60,6 +60,7 @@ impl World<'_> {
             // Every instance of a role is down: the router has nowhere to send it.
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
+            row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
             row.error_kind = Some(ErrorKind::PeerLost);
@@ -70,7 +71,7 @@ impl World<'_> {
             return;
         };
         let (p, d) = (PrefillId::from(pi), DecodeId::from(di));
-        let row = RequestRow::arrived(
+        let mut row = RequestRow::arrived(
             id,
             nr.arrival_ns,
             Some((
@@ -80,6 +81,7 @@ impl World<'_> {
             nr.input_tokens,
             nr.output_tokens,
         );
+        row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
         let r = self.reqs.insert(Req::routed(
             id,
             nr.input_tokens,
@@ -94,6 +96,13 @@ impl World<'_> {
         }
         self.sync_prefill(p);
         self.sync_decode(d);
+        // The router's pick may be a server that died under an exception and that its health
+        // check has not yet taken out of rotation: the request fails at once (the peer is gone;
+        // `server_crashed` is for the requests the server held when it died).
+        if let Some(msg) = self.dead_pick(p, d) {
+            self.fail(r, ErrorKind::PeerLost, &msg);
+            return;
+        }
         // A request whose KV can never fit is rejected up front, as sglang's tokenizer manager
         // rejects prompts longer than the server can hold.
         let (pc, dc) = (&self.prefills[p].core, &self.decodes[d].core);
@@ -108,11 +117,12 @@ impl World<'_> {
             self.fail(r, ErrorKind::RequestTooLong, &msg);
             return;
         }
-        // Decode's first contact with the prefill (`try_ensure_parallel_info`): the page-size and
-        // KV-dtype checks raise on decode. The connection is only cached after a success, so
-        // every request between a mismatched pair meets the same error.
+        // Decode's first contact with the prefill (`try_ensure_parallel_info`, called from
+        // `_ensure_prefill_info` in the decode event loop): the page-size and KV-dtype checks
+        // raise a RuntimeError nothing catches, so the decode server dies (§2.1).
         if let Some(e) = self.plans[p][d].first_contact().cloned() {
             self.fail_with(r, &e);
+            self.server_died(d, &e);
             return;
         }
         // Prefill: the sender starts Bootstrapping; decode: into the prealloc queue.
@@ -180,19 +190,11 @@ impl World<'_> {
         jobs.clear();
         self.prefills[p].step_done(now, &mut self.reqs, &mut jobs);
         for &job in &jobs {
-            let shard = self.shard_of(job.decode);
-            self.transfers[p].push(shard, job);
-            self.kick_shard(p, shard);
+            self.enqueue_chunk(p, job);
         }
         self.scratch.jobs = jobs;
         self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
         self.observe(CoreRef::Prefill(p));
-    }
-
-    /// `sum(decode session ports) % queue_size`: every request to one decode instance hashes to
-    /// the same shard of a prefill.
-    fn shard_of(&self, d: DecodeId) -> ShardId {
-        ShardId(self.endpoints[d].port % self.sc.sglang.queue_size)
     }
 
     /// Prefill's `conclude_transfer(Success)` reached the decode: the request waits to join the
@@ -303,10 +305,12 @@ impl World<'_> {
             "request {} timed out in a state it left (seed {})",
             req.id, self.sc.seed
         );
-        let msg = format!(
-            "Request {} timed out after {:.1}s in KVPoll.{stage:?}",
-            req.id,
-            timeout as f64 / NS_PER_S as f64
+        // sglang's f-string: `f"Request {self.bootstrap_room} timed out after {elapsed:.1f}s in
+        // KVPoll.WaitingForInput"` (`CommonKVReceiver`/`CommonKVSender.poll`).
+        let msg = crate::sglang::transfer::timed_out(
+            crate::sglang::transfer::bootstrap_room(self.sc.seed, req.id),
+            timeout as f64 / NS_PER_S as f64,
+            &format!("{stage:?}"),
         );
         self.fail(r, kind, &msg);
     }
@@ -368,8 +372,15 @@ impl World<'_> {
             }
         }
         if req.decode_allocated
-            && let Some(report) = dec.core.pages.free(req.id, &req.on_decode)
+            && let Some(mut report) = dec.core.pages.free(req.id, &req.on_decode)
         {
+            if outcome != Outcome::Completed {
+                // A request that never decoded is nobody's victim of its own unfinished
+                // transfer; the requests its writes hit stay named.
+                let me = RequestId(req.id);
+                report.victims.retain(|&v| v != me);
+                report.corrupted_by.retain(|&v| v != me);
+            }
             req.row.victims = id_list(&report.victims);
             req.row.corrupted_by = id_list(&report.corrupted_by);
             if outcome == Outcome::Completed && matches!(report.verdict, Verdict::Corrupted { .. })

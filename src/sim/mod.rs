@@ -127,6 +127,8 @@ pub struct World<'a> {
     wake: Vec<Wake>,
     /// Pending heartbeat verdict on each crashed prefill.
     heartbeat: IdVec<PrefillId, Option<EventKey>>,
+    /// Whether a router health check is scheduled.
+    health_check_pending: bool,
     sampler: sampler::Sampler,
     scratch: Scratch,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
@@ -270,7 +272,10 @@ impl<'a> World<'a> {
                             pool.server.chunked_prefill_size,
                             pool.server.max_prefill_tokens,
                         ));
-                        transfers.push(TransferQueues::new(sc.sglang.queue_size));
+                        transfers.push(TransferQueues::new(
+                            pool.server.attn_tp_size,
+                            sc.sglang.queue_size,
+                        ));
                         heartbeat.push(None);
                     }
                     Role::Decode => {
@@ -298,7 +303,7 @@ impl<'a> World<'a> {
                     gpus: d.core.gpus.clone(),
                     page_size: d.core.page_size,
                     watched: d.core.pages.is_oracle(),
-                    port: d.ports[0],
+                    ports: d.ports.clone(),
                 });
             }
             v
@@ -343,6 +348,7 @@ impl<'a> World<'a> {
             fabric_timer: None,
             wake: Vec::new(),
             heartbeat,
+            health_check_pending: false,
             sampler,
             scratch: Scratch::default(),
             io_error: None,
@@ -476,6 +482,7 @@ impl<'a> World<'a> {
             }
             Event::Restart { instance } => self.on_restart(instance),
             Event::HeartbeatLost { prefill } => self.on_heartbeat_lost(prefill),
+            Event::RouterHealthCheck => self.on_router_health_check(),
             Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
             Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),

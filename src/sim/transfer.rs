@@ -1,19 +1,63 @@
-//! `World`'s side of the transfer: driving the shard workers of [`crate::sglang::transfer`],
-//! keeping one fabric timer, and landing finished chunks in decode memory, where the corruption
-//! oracle judges them (`docs/sglang-pd.md` §2.4–§2.6, §3.8).
+//! `World`'s side of the transfer: queueing chunks on every prefill rank's transfer queues,
+//! driving the lanes' workers of [`crate::sglang::transfer`], keeping one fabric timer, and
+//! landing finished batches in decode memory, where the corruption oracle judges them
+//! (`docs/sglang-pd.md` §2.4–§2.6, §3.1, §3.8).
 
-use crate::fabric::{FailReason, FlowEnd, FlowOutcome};
+use crate::fabric::{FlowEnd, FlowOutcome};
 use crate::layout::{PdError, RequestId};
 use crate::metrics::ErrorKind;
-use crate::sglang::transfer::{Kick, KickEnv, chunk_request, from_token};
+use crate::sglang::transfer::{
+    Kick, KickEnv, bootstrap_room, chunk_request, failed_to_send, from_token,
+};
 
 use super::World;
 use super::event::{Event, Wake, lane};
 use super::ids::{PrefillId, ShardId};
-use super::requests::KvPoll;
+use super::requests::{ChunkJob, KvPoll};
+
+/// sglang's `--disaggregation-bootstrap-port` default: every prefill instance's bootstrap
+/// server listens on it (`server_args.py`).
+pub(super) const BOOTSTRAP_PORT: u32 = 8998;
+
+/// The line sglang logs when an exception escapes `transfer_worker` (0005973a):
+/// `f"Transfer thread failed because of {e}. Prefill instance with
+/// bootstrap_port={self.bootstrap_port} is dead."` — the thread dies with it.
+pub fn transfer_thread_failed(e: &str) -> String {
+    format!(
+        "Transfer thread failed because of {e}. Prefill instance with bootstrap_port={BOOTSTRAP_PORT} is dead."
+    )
+}
 
 impl World<'_> {
-    /// Lets the shard's worker send its next chunk, failing rooms as it meets errors.
+    /// `add_transfer_request` on every rank of prefill `p`: each rank puts the chunk on its
+    /// queue `sum(session ports of the decode ranks it serves for the room) % queue_size`.
+    /// The request counts one chunk in flight per rank.
+    pub(super) fn enqueue_chunk(&mut self, p: PrefillId, job: ChunkJob) {
+        let plan = &self.plans[p][job.decode];
+        let ports = &self.endpoints[job.decode].ports;
+        let ranks = plan.prefill_layouts().len() as u32;
+        let qs = self.sc.sglang.queue_size;
+        let mut lanes = Vec::with_capacity(ranks as usize);
+        for rank in 0..ranks {
+            let sum: u64 = plan
+                .rank_targets(rank)
+                .map(|i| u64::from(ports[plan.target(i).decode_rank as usize]))
+                .sum();
+            lanes.push(self.transfers[p].lane(rank, (sum % u64::from(qs)) as u32));
+        }
+        if let Some(req) = self.reqs.get_mut(job.req) {
+            // `on_prefill_step_done` counted the chunk once; every further rank adds one.
+            req.chunks_in_flight += ranks - 1;
+        }
+        for &l in &lanes {
+            self.transfers[p].push(l, job);
+        }
+        for l in lanes {
+            self.kick_shard(p, l);
+        }
+    }
+
+    /// Lets the lane's worker send its next batch, failing rooms as it meets errors.
     pub(super) fn kick_shard(&mut self, p: PrefillId, shard: ShardId) {
         if !self.prefills[p].core.alive {
             return;
@@ -40,15 +84,18 @@ impl World<'_> {
                     self.worker_died(&e);
                     return;
                 }
+                Kick::ChunkDone(job) => self.rank_chunk_done(p, job),
             }
         }
     }
 
-    /// A RuntimeError escaped `send_kvcache`: the shard's worker thread died ("Transfer thread
-    /// failed because of … is dead."). Its queued and future chunks never move; their rooms
-    /// wait for the decode waiting timeout. The error is counted once per raise.
+    /// An exception escaped `transfer_worker`: the lane's worker thread died with sglang's
+    /// "Transfer thread failed because of … is dead." — the line the prefill's operator sees,
+    /// so it is the message the summary shows. Its queued and future chunks never move; their
+    /// rooms wait for the decode waiting timeout. Counted once per raise, i.e. per rank.
     fn worker_died(&mut self, e: &PdError) {
-        self.collector.raised(e.kind, &e.message);
+        self.collector
+            .raised(e.kind, &transfer_thread_failed(&e.message));
     }
 
     /// Keeps exactly one `FabricDue` event pending, at the fabric's next due time.
@@ -79,8 +126,9 @@ impl World<'_> {
         self.fabric_sync();
     }
 
-    /// One Mooncake batch ended: count it against its chunk; a −1 fails the room and
-    /// blacklists the decode session (the TP group's MIN poll fails the whole request).
+    /// One Mooncake batch ended: count it against its target; a −1 fails the room and
+    /// blacklists the decode session on that rank (the TP group's MIN poll fails the whole
+    /// request).
     pub(super) fn flow_ended(&mut self, end: &FlowEnd) {
         let (p, shard) = from_token(end.token);
         let failed = !matches!(end.outcome, FlowOutcome::Completed);
@@ -99,19 +147,15 @@ impl World<'_> {
             }
             FlowOutcome::Failed(reason) => {
                 if let Some(d) = self.reqs.get(r).map(|q| q.decode) {
-                    self.transfers[p].blacklist.insert(d);
-                    let (kind, why) = match reason {
-                        FailReason::Timeout => (ErrorKind::TransferTimeout, "timed out"),
-                        FailReason::RetriesExhausted => {
-                            (ErrorKind::TransferFailed, "retries exhausted")
-                        }
-                        FailReason::NoRoute => (ErrorKind::TransferFailed, "no route"),
+                    let ep = &self.endpoints[d];
+                    let drank = ep.gpus.iter().position(|&g| g == end.dst).unwrap_or(0) as u32;
+                    let rank = self.transfers[p].rank_of(shard);
+                    self.transfers[p].blacklists[rank as usize].insert((d, drank));
+                    let kind = match reason {
+                        crate::fabric::FailReason::Timeout => ErrorKind::TransferTimeout,
+                        _ => ErrorKind::TransferFailed,
                     };
-                    let msg = format!(
-                        "Failed to send kv chunk of {} to {}: Mooncake batch_transfer_sync returned -1 ({why})",
-                        r.id,
-                        self.endpoints[d].session()
-                    );
+                    let msg = failed_to_send(bootstrap_room(self.sc.seed, r.id), ep, drank);
                     self.fail(r, kind, &msg);
                 }
             }
@@ -123,65 +167,354 @@ impl World<'_> {
         }
     }
 
-    /// Every flow of the shard's active chunk ended: the bytes are in decode memory, where the
-    /// oracle sees whose pages they landed on. The request's last chunk concludes the transfer.
+    /// Every flow of the lane's current batch ended: the bytes are in decode memory, where the
+    /// oracle sees whose pages they landed on. Then the worker goes on with its next target.
     pub(super) fn chunk_done(&mut self, p: PrefillId, shard: ShardId) {
-        let now = self.q.now();
-        let active = self.transfers[p].shards[shard]
-            .active
-            .take()
-            .expect("active chunk");
-        let r = active.job.req;
+        let active = {
+            let a = self.transfers[p].shards[shard]
+                .active
+                .as_mut()
+                .expect("active chunk");
+            a.busy = false;
+            (
+                a.job,
+                a.target,
+                a.failed,
+                a.after_kv.take(),
+                a.writes.take(),
+            )
+        };
+        let (job, target, failed, after_kv, writes) = active;
+        let r = job.req;
         let live = self.reqs.get(r).filter(|q| q.sender != KvPoll::Failed);
-        if let (false, Some(req)) = (active.failed, live) {
-            let (d, id) = (req.decode, req.id);
-            // Land the bytes in the oracle's view of decode memory.
-            let mut oob = None;
-            let job = active.job;
-            if let Some(writes) = &active.writes {
-                let mem = self.decodes[d].core.pages.oracle().expect("watched");
-                oob = mem.apply(&self.plans[p][d], RequestId(id), writes).error;
-            } else if self.endpoints[d].watched {
-                let c = chunk_request(req, &job, self.endpoints[d].page_size);
-                let whole = job.last && active.after_kv.is_none();
-                let (pages, slot, aux) = (
-                    c.dst_pages.to_vec(),
-                    c.dst_slot.filter(|_| whole),
-                    whole.then_some(c.dst_aux),
-                );
-                let mem = self.decodes[d].core.pages.oracle().expect("watched");
-                mem.apply_exact(RequestId(id), &pages, slot, aux);
-            }
-            if let Some(e) = oob {
-                // rc −1: the room fails and the session is blacklisted (§3.8, §2.6).
-                self.transfers[p].blacklist.insert(d);
-                self.fail_with(r, &e);
-            } else if let Some(e) = &active.after_kv {
-                // The KV went; then the state check raised and the worker died.
-                self.transfers[p].shards[shard].dead = true;
-                self.worker_died(e);
-                return;
-            } else {
-                let req = self.reqs.get_mut(r).expect("live");
-                req.chunks_in_flight -= 1;
-                if job.last && req.chunks_in_flight == 0 {
-                    // conclude_transfer(Success): prefill frees its pages, decode is told.
-                    req.sender = KvPoll::Success;
-                    req.row.transfer_end_ns = Some(now);
-                    let held = std::mem::take(&mut req.on_prefill);
-                    let pc = &mut self.prefills[p].core;
-                    pc.pages.free(id, &held);
-                    pc.outstanding -= 1;
-                    self.sync_prefill(p);
-                    self.q.schedule_lane(
-                        lane::CONTROL,
-                        self.sc.fabric.control_latency_ns,
-                        Event::TransferSucceeded { req: r },
+        match (failed, live) {
+            (false, Some(req)) => {
+                let (d, id) = (req.decode, req.id);
+                let plan = &self.plans[p][d];
+                let mut oob = None;
+                if let Some(writes) = &writes {
+                    let mem = self.decodes[d].core.pages.oracle().expect("watched");
+                    oob = mem.apply(plan, RequestId(id), writes).error;
+                } else if self.endpoints[d].watched {
+                    let c = chunk_request(req, &job, self.endpoints[d].page_size);
+                    let whole = job.last && after_kv.is_none();
+                    let (pages, slot, aux) = (
+                        c.dst_pages.to_vec(),
+                        c.dst_slot.filter(|_| whole),
+                        whole.then_some(c.dst_aux),
                     );
-                    self.wake.push(Wake::Prefill(p));
+                    let mem = self.decodes[d].core.pages.oracle().expect("watched");
+                    mem.apply_exact(RequestId(id), &pages, slot, aux);
                 }
+                let drank = plan.target(target).decode_rank;
+                if let Some(e) = oob {
+                    // rc −1: the session is blacklisted on this rank and the room fails with
+                    // sglang's reason (§3.8, §2.6).
+                    let rank = self.transfers[p].rank_of(shard);
+                    self.transfers[p].blacklists[rank as usize].insert((d, drank));
+                    let msg =
+                        failed_to_send(bootstrap_room(self.sc.seed, id), &self.endpoints[d], drank);
+                    self.transfers[p].shards[shard].active = None;
+                    self.fail(r, e.kind, &msg);
+                } else if let Some(e) = &after_kv {
+                    // The KV went; then the state check raised and the worker died.
+                    let sh = &mut self.transfers[p].shards[shard];
+                    sh.dead = true;
+                    sh.active = None;
+                    self.worker_died(e);
+                    return;
+                }
+            }
+            _ => {
+                // The room failed while the batch was out: the worker drops the chunk.
+                self.transfers[p].shards[shard].active = None;
             }
         }
         self.kick_shard(p, shard);
+    }
+
+    /// One prefill rank sent the chunk to all its targets. The request's last chunk, once every
+    /// rank is done with it, concludes the transfer: `conclude_transfer(Success)`.
+    fn rank_chunk_done(&mut self, p: PrefillId, job: ChunkJob) {
+        let now = self.q.now();
+        let r = job.req;
+        let Some(req) = self.reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed) else {
+            return;
+        };
+        req.chunks_in_flight -= 1;
+        if !(job.last && req.chunks_in_flight == 0) {
+            return;
+        }
+        // conclude_transfer(Success): prefill frees its pages, decode is told.
+        let id = req.id;
+        req.sender = KvPoll::Success;
+        req.row.transfer_end_ns = Some(now);
+        let held = std::mem::take(&mut req.on_prefill);
+        let pc = &mut self.prefills[p].core;
+        pc.pages.free(id, &held);
+        pc.outstanding -= 1;
+        self.sync_prefill(p);
+        self.q.schedule_lane(
+            lane::CONTROL,
+            self.sc.fabric.control_latency_ns,
+            Event::TransferSucceeded { req: r },
+        );
+        self.wake.push(Wake::Prefill(p));
+    }
+}
+
+/// Every message pdsim attributes to sglang, compared character for character with the
+/// template `docs/sglang-pd.md` §12 quotes: the test fills each template's placeholders with
+/// the sample values pdsim was given and checks pdsim's rendering equals it. A template in the
+/// table without a rendering here, or the reverse, fails the test.
+#[cfg(test)]
+mod template_tests {
+    use std::collections::BTreeMap;
+
+    use crate::layout::checks;
+    use crate::metrics::ErrorKind;
+    use crate::sglang::transfer::{DecodeEndpoint, failed_to_send, session_not_alive, timed_out};
+    use crate::sim::faults::{lost_prefill, scheduler_hit_an_exception};
+    use crate::sim::ids::InstanceId;
+
+    const DOC: &str = include_str!("../../docs/sglang-pd.md");
+
+    /// `(id, template)` of every row of §12's table.
+    fn templates() -> BTreeMap<String, String> {
+        let start = DOC
+            .find("## 12. Every message pdsim attributes to sglang")
+            .expect("§12 exists");
+        let mut out = BTreeMap::new();
+        for line in DOC[start..].lines() {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            if cells.len() < 3 || !cells[1].starts_with('`') {
+                continue;
+            }
+            let id = cells[0].trim_start_matches('|').trim();
+            let t = cells[1].trim().trim_matches('`');
+            assert!(
+                out.insert(id.to_string(), t.to_string()).is_none(),
+                "id {id} twice"
+            );
+        }
+        out
+    }
+
+    /// Fills `{expr}` placeholders (the whole text between the braces, format spec included).
+    fn fill(template: &str, values: &[(&str, &str)]) -> String {
+        let mut out = String::new();
+        let mut rest = template;
+        while let Some(i) = rest.find('{') {
+            out.push_str(&rest[..i]);
+            let j = rest[i..].find('}').expect("closed placeholder") + i;
+            let key = &rest[i + 1..j];
+            let v = values
+                .iter()
+                .find(|(k, _)| *k == key)
+                .unwrap_or_else(|| panic!("no sample value for {{{key}}} in {template:?}"));
+            out.push_str(v.1);
+            rest = &rest[j + 1..];
+        }
+        out + rest
+    }
+
+    fn err<T>(r: Result<T, checks::PdError>) -> String {
+        r.err().expect("the check raises").message
+    }
+
+    #[test]
+    fn every_sglang_message_is_its_f_string_filled_as_python_fills_it() {
+        let ep = DecodeEndpoint {
+            instance: InstanceId(258),
+            gpus: vec![],
+            page_size: 16,
+            watched: false,
+            ports: vec![17_000, 17_001],
+        };
+        let k = ErrorKind::KvLayersOutOfRange;
+        let ids: Vec<u32> = (0..24).collect();
+        #[allow(clippy::type_complexity)]
+        let cases: Vec<(&str, String, Vec<(&str, &str)>)> = vec![
+            (
+                "page_size",
+                err(checks::first_contact(16, "auto", 64, "auto")),
+                vec![("prefill_page_size", "16"), ("decode_page_size", "64")],
+            ),
+            (
+                "kv_dtype",
+                err(checks::first_contact(16, "auto", 16, "bf16")),
+                vec![
+                    ("prefill_kv_cache_dtype", "auto"),
+                    ("decode_kv_cache_dtype", "bf16"),
+                ],
+            ),
+            (
+                "envelope_tp",
+                err(checks::validate_envelope(
+                    true,
+                    2,
+                    Some(4),
+                    &[196_608],
+                    1,
+                    Some(196_608),
+                )),
+                vec![("self.attn_tp_size", "2"), ("dst_attn_tp_size", "4")],
+            ),
+            (
+                "envelope_layout",
+                err(checks::validate_envelope(
+                    true,
+                    2,
+                    Some(2),
+                    &[196_608],
+                    24,
+                    Some(8192),
+                )),
+                vec![
+                    ("len(src_item_lens)", "1"),
+                    ("src_item_lens", "[196608]"),
+                    ("len(dst_kv_ptrs)", "24"),
+                    ("dst_kv_item_len", "8192"),
+                ],
+            ),
+            (
+                "mamba_layouts",
+                err(checks::check_mamba_layouts(
+                    &[],
+                    &[],
+                    &[77_266_944],
+                    &[38_633_472, 1],
+                )),
+                vec![
+                    ("src_item_lens", "[77266944]"),
+                    ("dst_item_lens", "[38633472, 1]"),
+                ],
+            ),
+            (
+                "mamba_slot",
+                err(checks::check_mamba_slot_size(16, 32)),
+                vec![("length", "16"), ("dst_state_item_lens[j]", "32")],
+            ),
+            (
+                "swa_tp",
+                err(checks::check_swa_hetero_tp("swa", false, 1, 4)),
+                vec![("st.upper()", "SWA")],
+            ),
+            (
+                "layers_range",
+                err(checks::check_kv_layers(80, 64)),
+                vec![("layers_current_pp_stage", "80"), ("len(dst_k_ptrs)", "64")],
+            ),
+            (
+                "pairs_both",
+                err(checks::build_transfer_entry_pairs(
+                    &[1],
+                    &[],
+                    1,
+                    1,
+                    false,
+                    k,
+                )),
+                vec![],
+            ),
+            (
+                "pairs_len",
+                err(checks::build_transfer_entry_pairs(
+                    &[3],
+                    &[3, 7],
+                    2,
+                    2,
+                    true,
+                    k,
+                )),
+                vec![
+                    ("len(src_layer_ids)", "1"),
+                    ("n_src", "2"),
+                    ("len(dst_layer_ids)", "2"),
+                    ("n_dst", "2"),
+                ],
+            ),
+            (
+                "pairs_missing",
+                err(checks::build_transfer_entry_pairs(
+                    &[3, 9],
+                    &[3, 7],
+                    2,
+                    2,
+                    true,
+                    k,
+                )),
+                vec![("layer_id", "9")],
+            ),
+            (
+                "pairs_pp",
+                err(checks::build_transfer_entry_pairs(
+                    &ids,
+                    &[],
+                    24,
+                    1,
+                    true,
+                    k,
+                )),
+                vec![("n_src", "24"), ("n_dst", "1")],
+            ),
+            (
+                "send_failed",
+                failed_to_send(5_946_051_343_055_743_272, &ep, 1),
+                vec![
+                    ("kv_chunk.room", "5946051343055743272"),
+                    (
+                        "NetworkAddress(req.endpoint, req.dst_port).to_host_port_str()",
+                        "10.0.1.2:17001",
+                    ),
+                ],
+            ),
+            (
+                "not_alive",
+                session_not_alive(&ep.session(0)),
+                vec![("req.mooncake_session_id", "10.0.1.2:17000")],
+            ),
+            (
+                "thread_failed",
+                super::transfer_thread_failed("boom."),
+                vec![("e", "boom."), ("self.bootstrap_port", "8998")],
+            ),
+            (
+                "waiting_timeout",
+                timed_out(42, 300.0, "WaitingForInput"),
+                vec![("self.bootstrap_room", "42"), ("elapsed:.1f", "300.0")],
+            ),
+            (
+                "bootstrap_timeout",
+                timed_out(7, 29.96, "Bootstrapping"),
+                vec![("self.bootstrap_room", "7"), ("elapsed:.1f", "30.0")],
+            ),
+            (
+                "lost_prefill",
+                lost_prefill("10.0.0.1:8998"),
+                vec![("failed_bootstrap_addr", "10.0.0.1:8998")],
+            ),
+            (
+                "scheduler",
+                scheduler_hit_an_exception("Page size mismatch"),
+                vec![("traceback", "RuntimeError: Page size mismatch")],
+            ),
+            ("index_error", checks::index_error().message, vec![]),
+            (
+                "zero_division",
+                checks::zero_division_error().message,
+                vec![],
+            ),
+        ];
+        let table = templates();
+        let rendered: BTreeMap<&str, ()> = cases.iter().map(|c| (c.0, ())).collect();
+        assert_eq!(
+            table.keys().map(String::as_str).collect::<Vec<_>>(),
+            rendered.keys().copied().collect::<Vec<_>>(),
+            "§12 and this test cover the same messages"
+        );
+        for (id, got, values) in &cases {
+            assert_eq!(got, &fill(&table[*id], values), "message {id}");
+        }
     }
 }

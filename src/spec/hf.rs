@@ -417,6 +417,7 @@ fn deepseek(
         attention_layers: (0..layers).collect(),
         mamba: None,
         mamba_layers: Vec::new(),
+        swa: None,
         dense_ffn_layers: dense_layers,
         dense_intermediate: f.u32(k.dense_inter)?,
         dense_ffn_gated: true,
@@ -533,6 +534,7 @@ fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
             ssm_dtype_bytes: f.dtype_bytes("mamba_ssm_dtype", 4)?,
         }),
         mamba_layers,
+        swa: None,
         dense_ffn_layers: dense_layers,
         // The dense width only matters where a layer has a dense MLP.
         dense_intermediate: if dense_layers > 0 {
@@ -611,6 +613,7 @@ fn nemotron_h(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
             ssm_dtype_bytes: f.dtype_bytes("mamba_ssm_dtype", 4)?,
         }),
         mamba_layers,
+        swa: None,
         dense_ffn_layers: mlp.len() as u32,
         dense_intermediate: f.u32("intermediate_size")?,
         dense_ffn_gated: gated,

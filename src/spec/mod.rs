@@ -9,5 +9,5 @@ pub mod server;
 
 pub use calibration::{CalibrationFile, ComputeParams};
 pub use gpu::{GpuSpec, gpu_preset};
-pub use model::{KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, preset};
+pub use model::{KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, SwaSpec, preset};
 pub use server::ServerArgs;

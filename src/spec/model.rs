@@ -71,6 +71,18 @@ pub struct MambaSpec {
     pub ssm_dtype_bytes: u32,
 }
 
+/// Sliding-window attention layers of an SWA hybrid (gpt-oss): their KV lives in sglang's SWA
+/// sub-pool (`SWAKVPool`), which keeps only the last `window` tokens of a request and is sent
+/// as a `StateType.SWA` state component, not with the full-attention KV (`docs/sglang-pd.md`
+/// §1.1, §1.3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SwaSpec {
+    /// `sliding_window`, tokens.
+    pub window: u32,
+    /// Global ids of the sliding-window layers (a subset of `attention_layers`).
+    pub layers: Vec<u32>,
+}
+
 /// A mixture-of-experts feed-forward block.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MoeSpec {
@@ -103,6 +115,9 @@ pub struct ModelSpec {
     pub mamba: Option<MambaSpec>,
     /// Global ids of the layers that hold recurrent state.
     pub mamba_layers: Vec<u32>,
+    /// Sliding-window layers of an SWA hybrid (they stay in `attention_layers` for FLOPs and
+    /// weights; their KV is the SWA state component).
+    pub swa: Option<SwaSpec>,
     /// Layers with a dense feed-forward block.
     pub dense_ffn_layers: u32,
     /// Intermediate width of the dense feed-forward block.
@@ -131,7 +146,26 @@ impl ModelSpec {
 
     /// Whether the model has recurrent (mamba/GDN) layers.
     pub fn is_hybrid(&self) -> bool {
-        self.mamba.is_some() && !self.mamba_layers.is_empty()
+        (self.mamba.is_some() && !self.mamba_layers.is_empty()) || self.is_swa()
+    }
+
+    /// Whether some attention layers use a sliding window (an SWA hybrid).
+    pub fn is_swa(&self) -> bool {
+        self.swa.as_ref().is_some_and(|s| !s.layers.is_empty())
+    }
+
+    /// The attention layers whose KV is kept whole (every attention layer but the
+    /// sliding-window ones): sglang's full-attention KV pool.
+    pub fn full_attention_layers(&self) -> Vec<u32> {
+        match &self.swa {
+            Some(s) => self
+                .attention_layers
+                .iter()
+                .copied()
+                .filter(|l| !s.layers.contains(l))
+                .collect(),
+            None => self.attention_layers.clone(),
+        }
     }
 
     /// Number of layers holding KV cache.
@@ -171,7 +205,8 @@ impl ModelSpec {
 
     /// KV bytes per token held by one rank (all KV layers), at `dtype_bytes` per element.
     pub fn kv_bytes_per_token_rank(&self, tp: u32, dtype_bytes: u32) -> u64 {
-        u64::from(self.kv_layers())
+        // Sliding-window layers keep a bounded window, not a row per context token.
+        self.full_attention_layers().len() as u64
             * self.kv_elems_per_token_layer_rank(tp)
             * u64::from(dtype_bytes)
     }
@@ -335,6 +370,7 @@ pub const MODEL_PRESETS: &[&str] = &[
     "nemotron-h-8b",
     "llama2-70b",
     "bloom-176b",
+    "gpt-oss-120b",
 ];
 
 /// The fields of a dense GQA transformer (a preset or an imported config).
@@ -372,6 +408,7 @@ pub(crate) fn dense_gqa(name: &str, g: Gqa) -> ModelSpec {
         attention_layers: (0..layers).collect(),
         mamba: None,
         mamba_layers: Vec::new(),
+        swa: None,
         dense_ffn_layers: layers,
         dense_intermediate: ffn,
         dense_ffn_gated: true,
@@ -479,6 +516,7 @@ pub fn preset(name: &str) -> Option<ModelSpec> {
         "deepseek-v3" => deepseek_v3(name),
         "qwen3-next-80b-a3b" => qwen3_next_80b(name),
         "nemotron-h-8b" => nemotron_h_8b(name),
+        "gpt-oss-120b" => gpt_oss_120b(name),
         _ => return None,
     })
 }
@@ -500,6 +538,7 @@ fn deepseek_v3(name: &str) -> ModelSpec {
         attention_layers: (0..61).collect(),
         mamba: None,
         mamba_layers: Vec::new(),
+        swa: None,
         dense_ffn_layers: 3,
         dense_intermediate: 18432,
         dense_ffn_gated: true,
@@ -547,6 +586,7 @@ fn qwen3_next_80b(name: &str) -> ModelSpec {
                 ssm_dtype_bytes: 4,
             }),
             mamba_layers,
+            swa: None,
             dense_ffn_layers: 0,
             dense_intermediate: 0,
             dense_ffn_gated: true,
@@ -562,6 +602,48 @@ fn qwen3_next_80b(name: &str) -> ModelSpec {
             weight_bytes: 2,
             activation_bytes: 2,
         }
+    }
+}
+
+/// gpt-oss-120b (OpenAI, Apache-2.0), from its public `config.json`
+/// (`scenarios/models/gpt-oss-120b.config.json`): 36 layers alternating sliding-window (128
+/// tokens, even layers) and full attention, 64 query heads, 8 KV heads of 64, MoE with 128
+/// experts of width 2880, 4 active per token. The checkpoint stores the experts in MXFP4
+/// (4.25 bits a weight) and the rest in bf16; `weight_bytes` is an integer, so pdsim counts
+/// 1 byte a weight (about 1.9× the real 63 GB checkpoint: size the GPUs accordingly).
+fn gpt_oss_120b(name: &str) -> ModelSpec {
+    ModelSpec {
+        name: name.to_string(),
+        num_layers: 36,
+        hidden_size: 2880,
+        q_heads: 64,
+        attention: KvAttention::Mha {
+            kv_heads: 8,
+            head_dim: 64,
+            v_head_dim: 64,
+        },
+        attention_layers: (0..36).collect(),
+        mamba: None,
+        mamba_layers: Vec::new(),
+        swa: Some(SwaSpec {
+            window: 128,
+            // `layer_types`: "sliding_attention" on even layers, "full_attention" on odd.
+            layers: (0..36).filter(|l| l % 2 == 0).collect(),
+        }),
+        dense_ffn_layers: 0,
+        dense_intermediate: 0,
+        dense_ffn_gated: true,
+        moe: Some(MoeSpec {
+            experts: 128,
+            active: 4,
+            expert_intermediate: 2880,
+            shared_intermediate: 0,
+        }),
+        moe_layers: 36,
+        vocab_size: 201_088,
+        tie_word_embeddings: false,
+        weight_bytes: 1,
+        activation_bytes: 2,
     }
 }
 
@@ -595,6 +677,7 @@ fn nemotron_h_8b(name: &str) -> ModelSpec {
                 ssm_dtype_bytes: 4,
             }),
             mamba_layers,
+            swa: None,
             dense_ffn_layers: mlp.len() as u32,
             dense_intermediate: 21504,
             dense_ffn_gated: false,

@@ -63,9 +63,11 @@ pub enum Verdict {
 pub struct RequestReport {
     /// The verdict.
     pub verdict: Verdict,
-    /// Requests whose units this request's writes touched (live or not).
+    /// Requests whose units this request's writes touched (live or not); itself when its own
+    /// transfer left its own units wrong (bytes misplaced, or never written).
     pub victims: Vec<RequestId>,
-    /// Requests whose writes left foreign bytes in this request's units.
+    /// Requests whose writes left foreign bytes in this request's units; itself when its own
+    /// transfer is to blame. Never empty for a corrupted request.
     pub corrupted_by: Vec<RequestId>,
 }
 
@@ -402,6 +404,9 @@ impl DecodeMemory {
             .collect();
         let mut whole = true;
         let mut by = BTreeSet::new();
+        // Its own transfer is to blame when its own bytes sit at the wrong place in its unit,
+        // or when part of a unit was written by nobody (its bytes went elsewhere).
+        let mut own_fault = false;
         for (f, id) in units {
             let u = self.units(f)[id as usize];
             for rank in 0..self.layouts.len() {
@@ -415,19 +420,24 @@ impl DecodeMemory {
                     let frags = self.frags[rank]
                         .get(&(s, id))
                         .map_or(&[][..], Vec::as_slice);
-                    let mut vol = 0;
+                    let (mut vol, mut covered) = (0, 0);
                     for fr in frags {
+                        // Fragments are disjoint (a later write cuts the earlier ones).
+                        covered += fr.bx.volume();
                         if fr.ok {
                             vol += fr.bx.volume();
                         } else {
                             whole = false;
-                            if fr.writer != req {
+                            if fr.writer == req {
+                                own_fault = true;
+                            } else {
                                 by.insert(fr.writer);
                             }
                         }
                     }
                     if !u.exact && vol != full {
                         whole = false;
+                        own_fault |= covered != full;
                     }
                 }
             }
@@ -436,6 +446,12 @@ impl DecodeMemory {
         r.landed = true;
         if !whole {
             r.corrupted = true;
+        }
+        if own_fault {
+            // Every corrupted request names a culprit, and every culprit its victims: a
+            // request its own transfer failed names itself on both sides.
+            by.insert(req);
+            r.victims.insert(req);
         }
         r.corrupted_by.extend(by);
         whole

@@ -52,6 +52,27 @@ impl PairPlan {
         req: &ChunkRequest,
         flows: &mut Vec<RankFlow>,
     ) -> Option<(crate::layout::PdError, ErrorTiming)> {
+        self.chunk_some_into(req, 0..self.targets.len(), flows)
+    }
+
+    /// [`PairPlan::chunk_into`] for target number `target` alone (an index into
+    /// [`PairPlan::targets`]): what one prefill rank's transfer worker sends to one decode rank
+    /// for this chunk (§3.1: the worker walks its targets one after another).
+    pub fn chunk_target_into(
+        &self,
+        req: &ChunkRequest,
+        target: usize,
+        flows: &mut Vec<RankFlow>,
+    ) -> Option<(crate::layout::PdError, ErrorTiming)> {
+        self.chunk_some_into(req, target..target + 1, flows)
+    }
+
+    fn chunk_some_into(
+        &self,
+        req: &ChunkRequest,
+        which: std::ops::Range<usize>,
+        flows: &mut Vec<RankFlow>,
+    ) -> Option<(crate::layout::PdError, ErrorTiming)> {
         flows.clear();
         if let Some(e) = &self.kv_error {
             return Some((e.clone(), ErrorTiming::BeforeAnyWrite));
@@ -63,7 +84,7 @@ impl PairPlan {
             None
         };
         let send_extra = req.last && state_error.is_none();
-        for t in &self.targets {
+        for t in &self.targets[which] {
             let (mut bytes, mut writes) = (0u64, 0u64);
             match &t.kv {
                 KvSend::Nothing => {}
@@ -110,13 +131,22 @@ impl PairPlan {
     /// for the oracle. Empty when the chunk raises before any write; without state and aux
     /// when the last chunk raises after KV.
     pub fn writes(&self, req: &ChunkRequest, out: &mut Vec<Write>) {
+        self.some_writes(req, 0..self.targets.len(), out);
+    }
+
+    /// [`PairPlan::writes`] of target number `target` alone.
+    pub fn target_writes(&self, req: &ChunkRequest, target: usize, out: &mut Vec<Write>) {
+        self.some_writes(req, target..target + 1, out);
+    }
+
+    fn some_writes(&self, req: &ChunkRequest, which: std::ops::Range<usize>, out: &mut Vec<Write>) {
         out.clear();
         if self.kv_error.is_some() {
             return;
         }
         let runs = contiguous_runs(req.src_pages, req.dst_pages);
         let send_extra = req.last && self.state_error.is_none();
-        for t in &self.targets {
+        for t in &self.targets[which] {
             let (prefill_rank, decode_rank) = (t.target.prefill_rank, t.target.decode_rank);
             match &t.kv {
                 KvSend::Nothing => {}

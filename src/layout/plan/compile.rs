@@ -7,7 +7,7 @@
 
 use super::{KvSend, PairPlan, RegionRun, StateSend, Target, TargetPlan, push_pair};
 use crate::layout::LayoutError;
-use crate::layout::checks::{self, Effect, PdError, Profile, SendPath};
+use crate::layout::checks::{self, PdError, Profile, SendPath};
 use crate::layout::rank::{RankLayout, StatePart};
 use crate::metrics::ErrorKind;
 use crate::spec::{ModelSpec, ServerArgs};
@@ -29,17 +29,24 @@ impl PairPlan {
         let (tp_p, tp_d) = (p0.attn_tp_size, d0.attn_tp_size);
         let targets = rank_mapping(tp_p, tp_d, p0.mla, p0.hybrid_mla())?;
 
-        let first_contact = if profile.first_contact_checks() {
-            checks::first_contact(
-                p0.page_size,
-                &p0.kv_cache_dtype,
-                d0.page_size,
-                &d0.kv_cache_dtype,
-            )
-            .err()
-        } else {
-            None
-        };
+        if profile.refuses_unified_mha_hybrid_pd() {
+            for (side, l) in [("prefill", p0), ("decode", d0)] {
+                if l.unified && !l.mla {
+                    return Err(LayoutError::UnifiedPdRefused {
+                        model: l.model.clone(),
+                        side,
+                    });
+                }
+            }
+        }
+        let first_contact = checks::first_contact_with(
+            p0.page_size,
+            &p0.kv_cache_dtype,
+            d0.page_size,
+            &d0.kv_cache_dtype,
+            profile.first_contact_dtype_check(),
+        )
+        .err();
 
         // §4.4: the send function, and whether the validator guards it.
         let path = profile.kv_send_path(p0.mla, p0.unified, tp_p, tp_d);
@@ -96,36 +103,70 @@ fn kv_pairing(
     }
 
     let (n_src, n_dst) = (p0.kv_regions.len() as u32, d0.kv_regions.len() as u32);
-    // Flat branch: MLA, hybrid-MLA or force_flat (= the prefill's unified flag); no pool
-    // publishes layer ids in pdsim, so pairing is positional (`get_mla_kv_ptrs_with_pp`).
-    let flat = p0.mla || p0.unified;
+    // Published layer ids decide the pairing wherever either side has them (§1.1, §3.2):
+    // `has_layer_ids = bool(src_layer_ids or dst_layer_ids)`.
+    let has_ids = !p0.kv_layer_ids.is_empty() || !d0.kv_layer_ids.is_empty();
+    // Flat branch: MLA, hybrid-MLA, force_flat (= the prefill's unified flag) or layer ids.
+    let flat = p0.mla || p0.unified || has_ids;
     let mut kv_runs = Vec::new();
     if kv_error.is_none() {
+        let by_ids = || {
+            // `allow_positional_fallback = self.pp_size == 1`: pdsim models pp = 1.
+            checks::build_transfer_entry_pairs(
+                &p0.kv_layer_ids,
+                &d0.kv_layer_ids,
+                n_src as usize,
+                n_dst as usize,
+                true,
+                ErrorKind::KvLayersOutOfRange,
+            )
+        };
+        let mut pair = |pairs: Vec<(u32, u32)>| {
+            for (i, j) in pairs {
+                push_pair(&mut kv_runs, i, j);
+            }
+        };
         match path {
+            SendPath::SendKvcache if flat && has_ids => match by_ids() {
+                Ok(pairs) => pair(pairs),
+                Err(e) => kv_error = Some(e),
+            },
             SendPath::SendKvcache if flat => {
+                // `get_mla_kv_ptrs_with_pp`: equal lengths pair whole; otherwise
+                // `dst[start : start + len(src)]`, which the list comprehension indexes past
+                // when it is shorter than src.
                 if n_dst < n_src {
-                    // dst[start : start + len(src)] is shorter than src: the list
-                    // comprehension indexes past it.
                     kv_error = Some(checks::index_error());
                 } else {
-                    for i in 0..n_src {
-                        push_pair(&mut kv_runs, i, i);
+                    pair((0..n_src).map(|i| (i, i)).collect());
+                }
+            }
+            SendPath::SendKvcache => match mha_pairs(n_src, n_dst) {
+                Ok(m) => {
+                    kv_error = checks::check_kv_layers(m.layers, m.dst_k)
+                        .err()
+                        .or(m.index_error);
+                    if kv_error.is_none() {
+                        pair(m.pairs);
                     }
                 }
-            }
-            SendPath::SendKvcache => {
-                let (runs, layers, dst_k) = mha_pairs(n_src, n_dst);
-                kv_error = checks::check_kv_layers(layers, dst_k).err();
-                kv_runs = runs;
-            }
-            SendPath::Slice => {
-                let (runs, layers, dst_k) = mha_pairs(n_src, n_dst);
-                // No explicit check on this path: `dst_k_ptrs[i]` raises IndexError.
-                if layers > dst_k {
-                    kv_error = Some(checks::index_error());
-                }
-                kv_runs = runs;
-            }
+                Err(e) => kv_error = Some(e),
+            },
+            // `send_kvcache_slice` with layer ids pairs by id (its "one item length" guard
+            // cannot fire: K and V entries of one model share the item length).
+            SendPath::Slice if has_ids => match by_ids() {
+                Ok(pairs) => pair(pairs),
+                Err(e) => kv_error = Some(e),
+            },
+            SendPath::Slice => match mha_pairs(n_src, n_dst) {
+                // No explicit range check on this path: `dst_k_ptrs[i]` raises IndexError.
+                Ok(m) => match m.index_error {
+                    Some(e) => kv_error = Some(e),
+                    None if m.layers > m.dst_k => kv_error = Some(checks::index_error()),
+                    None => pair(m.pairs),
+                },
+                Err(e) => kv_error = Some(e),
+            },
         }
     }
     (kv_runs, kv_error)
@@ -149,23 +190,51 @@ fn state_pairing(profile: Profile, p0: &RankLayout, d0: &RankLayout) -> StatePai
     let (p_lens, d_lens) = (p0.state_item_lens(), d0.state_item_lens());
     let mut sliced = false;
     let mut pairs: Vec<(u32, u32)> = Vec::new();
+    if p0.swa && !p0.state_regions.is_empty() {
+        // `maybe_send_extra`, generic state types (SWA): different attention TP on a non-MLA
+        // model raises (every version, so every profile); otherwise the windows go by
+        // position (the SWA component publishes no state layer ids).
+        error = checks::check_swa_hetero_tp("swa", p0.mla || p0.hybrid_mla(), tp_p, tp_d).err();
+        if error.is_none() {
+            match checks::build_transfer_entry_pairs(
+                &[],
+                &[],
+                p_lens.len(),
+                d_lens.len(),
+                true,
+                ErrorKind::HeteroTpUnsupported,
+            ) {
+                Ok(p) => pairs = p,
+                Err(e) => error = Some(e),
+            }
+        }
+        return StatePairing {
+            pairs,
+            sliced: false,
+            error,
+        };
+    }
     if !p0.state_regions.is_empty() {
         if profile.state_checks() {
             error = checks::check_mamba_layouts(&p_dims, &d_dims, &p_lens, &d_lens).err();
         }
         let (ns, nd) = (p_lens.len(), d_lens.len());
-        if error.is_none() && nd < ns {
-            // build_transfer_entry_pairs with positional fallback (pp = 1).
-            error = Some(PdError {
-                kind: ErrorKind::MambaLayoutMismatch,
-                message: format!(
-                    "PP-heterogeneous transfer requires layer ids on both peers; got src={ns} dst={nd} entries"
-                ),
-                effect: Effect::WorkerDies,
-            });
+        if error.is_none() {
+            // The MAMBA component publishes no state layer ids: positional with fallback
+            // (pp = 1).
+            match checks::build_transfer_entry_pairs(
+                &[],
+                &[],
+                ns,
+                nd,
+                true,
+                ErrorKind::MambaLayoutMismatch,
+            ) {
+                Ok(p) => pairs = p,
+                Err(e) => error = Some(e),
+            }
         }
         if error.is_none() {
-            pairs = (0..ns as u32).map(|i| (i, i)).collect();
             sliced = tp_p != tp_d && !p_dims.is_empty() && !d_dims.is_empty();
             if !sliced && profile.state_checks() {
                 error = pairs.iter().find_map(|&(i, j)| {
@@ -330,21 +399,59 @@ fn rank_mapping(
     Ok(out)
 }
 
-/// `get_mha_kv_ptrs_with_pp` (pp = 1): K pairs then V pairs, and the stage's layer count and
-/// the number of decode K regions (for the out-of-range check).
-fn mha_pairs(n_src: u32, n_dst: u32) -> (Vec<RegionRun>, usize, usize) {
-    let layers = n_src / 2;
-    let dst_k = if n_src == n_dst { n_src / 2 } else { n_dst / 2 };
-    let mut runs = Vec::new();
-    if layers <= dst_k {
-        for i in 0..layers {
-            push_pair(&mut runs, i, i);
+/// What `get_mha_kv_ptrs_with_pp` (pp = 1, `start_layer = 0`) gives one target: the K then V
+/// region pairs, the stage's layer count and `len(dst_k_ptrs)` for the range check, and the
+/// `IndexError` the V pairs would raise if their slice is short.
+struct MhaPairs {
+    pairs: Vec<(u32, u32)>,
+    layers: usize,
+    dst_k: usize,
+    index_error: Option<PdError>,
+}
+
+/// `get_mha_kv_ptrs_with_pp` with Python's slicing (§3.2): `num_kv_layers = len(src) // 2`,
+/// `dst_num_total_layers = len(dst) // 2`; equal → halves; decode with extra draft layers
+/// (`dst_total % layers != 0`) → K `dst[:layers]`, V from `layers · (dst_total // layers)`;
+/// otherwise K `dst[:layers]`, V `dst[dst_total : dst_total + layers]`. A slice past the end
+/// is short, not an error, so `len(dst_k_ptrs) = min(layers, len(dst))`, not `len(dst) / 2`.
+fn mha_pairs(n_src: u32, n_dst: u32) -> Result<MhaPairs, PdError> {
+    let (layers, dst_total) = (n_src / 2, n_dst / 2);
+    let slice = |start: u32, len: u32| start.min(n_dst)..(start + len).min(n_dst);
+    let (k, v) = if layers == dst_total {
+        (0..dst_total, dst_total..n_dst)
+    } else if layers < dst_total {
+        if layers == 0 {
+            // `dst_num_total_layers % num_kv_layers` divides by zero.
+            return Err(checks::zero_division_error());
         }
-        for i in 0..layers {
-            push_pair(&mut runs, layers + i, dst_k + i);
+        if dst_total % layers != 0 {
+            (
+                slice(0, layers),
+                slice(layers * (dst_total / layers), layers),
+            )
+        } else {
+            (slice(0, layers), slice(dst_total, layers))
+        }
+    } else {
+        (slice(0, layers), slice(dst_total, layers))
+    };
+    let dst_k = k.len();
+    let mut pairs = Vec::new();
+    let mut index_error = None;
+    if layers as usize <= dst_k {
+        pairs.extend((0..layers).map(|i| (i, k.start + i)));
+        if (layers as usize) > v.len() {
+            index_error = Some(checks::index_error());
+        } else {
+            pairs.extend((0..layers).map(|i| (layers + i, v.start + i)));
         }
     }
-    (runs, layers as usize, dst_k as usize)
+    Ok(MhaPairs {
+        pairs,
+        layers: layers as usize,
+        dst_k,
+        index_error,
+    })
 }
 
 /// The byte blocks of `_send_mamba_state_slice` for one entry (§3.5, older inline formula,

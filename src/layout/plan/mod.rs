@@ -187,9 +187,27 @@ impl PairPlan {
         self.path
     }
 
-    /// Every (prefill rank, decode rank) target, dummies included.
+    /// Every (prefill rank, decode rank) target, dummies included, sorted by (prefill rank,
+    /// decode rank).
     pub fn targets(&self) -> Vec<Target> {
         self.targets.iter().map(|t| t.target).collect()
+    }
+
+    /// Target number `i` (an index into [`PairPlan::targets`]).
+    pub fn target(&self, i: usize) -> Target {
+        self.targets[i].target
+    }
+
+    /// The indices of prefill rank `rank`'s targets: the decode ranks whose metadata that
+    /// rank's `transfer_infos[room]` holds, in decode-rank order (§2.1, §3.1).
+    pub fn rank_targets(&self, rank: u32) -> std::ops::Range<usize> {
+        let start = self
+            .targets
+            .partition_point(|t| t.target.prefill_rank < rank);
+        let end = self
+            .targets
+            .partition_point(|t| t.target.prefill_rank <= rank);
+        start..end
     }
 
     /// Decode's first-contact error (page size, KV dtype string), raised on decode before the

@@ -79,8 +79,12 @@ pub enum StatePart {
     Conv,
     /// SSM (temporal) state, `[num_heads/tp, head_dim, state_size]` per slot.
     Temporal,
-    /// All mamba layers' conv and temporal state of one slot (unified, §1.6).
+    /// All mamba layers' conv and temporal state of one slot (unified, §1.6); for an SWA
+    /// hybrid, all sliding-window layers' window of one request.
     SlotEnvelope,
+    /// K or V of one sliding-window layer over one request's window (`StateType.SWA`): the
+    /// last `ceil(window / page_size) + 1` pages of tokens, held as one per-request unit.
+    SwaWindow,
 }
 
 /// The logical stream a run of bytes belongs to. Two bytes are the same content iff they have the

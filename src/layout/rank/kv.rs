@@ -74,7 +74,8 @@ pub(super) fn kv_regions(
 ) -> Vec<KvRegion> {
     let b = dtype.bytes();
     let ps64 = u64::from(ps);
-    let layers = &model.attention_layers;
+    // Sliding-window layers are not in the full-attention pool (they are the SWA state).
+    let layers = &model.full_attention_layers();
     // Per-layer KV blocks (one page of one layer), §1.3.
     let kv_block = |layer: u32, part: KvPart| -> Block {
         match model.attention {

@@ -26,6 +26,8 @@ pub use kv::KvRegion;
 pub use metadata::AuxRegion;
 pub use registration::{Buffer, Capacity, Registration, Space, UnitMap};
 pub use state::StateRegion;
+#[cfg(test)]
+pub(crate) use state::padded_groups;
 pub use view::{Dim, RegionGroup, render_table};
 
 /// The layout one attention-TP rank registers (`kv_args`, §1.1), for one model and server args.
@@ -57,12 +59,16 @@ pub struct RankLayout {
     pub first_kv_head: u32,
     /// KV regions in registration order (MHA: all K layers then all V layers).
     pub kv_regions: Vec<KvRegion>,
-    /// `kv_layer_ids` as published. pdsim publishes none for every pool (plain MHA and unified
-    /// pools publish none in sglang, §1.1; see the module README for hybrids), so peers pair
-    /// regions positionally.
+    /// `kv_layer_ids` as published (`get_transfer_kv_layer_ids`, §1.1): a non-unified hybrid
+    /// pool (`HybridLinearKVPool`, the SWA pool) publishes the global layer id of each KV
+    /// region (every K then every V); plain MHA/MLA pools publish none, and the unified pool's
+    /// `get_kv_layer_ids` returns `[]` ("the sender falls back to positional pairing").
     pub kv_layer_ids: Vec<u32>,
     /// State regions (all conv layers then all temporal layers; or one slot envelope).
     pub state_regions: Vec<StateRegion>,
+    /// Whether the model is an SWA hybrid: its state component is `StateType.SWA`, sent on the
+    /// generic page path, not the mamba path.
+    pub swa: bool,
     /// Unsharded conv sub-block widths (`[key_dim, key_dim, value_dim]` for GDN), published with
     /// the per-layer conv regions; empty for Mamba2 and for the unified envelope.
     pub conv_shard_groups: Vec<u32>,
@@ -101,7 +107,15 @@ impl RankLayout {
         let unified = server.enable_unified_memory;
         let kv_regions = kv::kv_regions(model, dtype, ps, (h_r, first_head), unified);
         // §1.4 / §1.6: mamba state.
-        let (state_regions, conv_shard_groups) = state::state_regions(model, tp, rank, unified)?;
+        let (mut state_regions, conv_shard_groups) =
+            state::state_regions(model, tp, rank, unified)?;
+        state_regions.extend(state::swa_regions(
+            model,
+            dtype,
+            ps,
+            (h_r, first_head),
+            unified,
+        ));
         let mla = model.is_mla();
         Ok(RankLayout {
             model: model.name.clone(),
@@ -116,9 +130,14 @@ impl RankLayout {
             total_kv_heads: total_heads,
             kv_heads_per_rank: h_r,
             first_kv_head: first_head,
+            kv_layer_ids: if hybrid && !unified {
+                kv_regions.iter().filter_map(|r| r.layer).collect()
+            } else {
+                Vec::new()
+            },
             kv_regions,
-            kv_layer_ids: Vec::new(),
             state_regions,
+            swa: model.is_swa(),
             conv_shard_groups,
             aux: metadata::aux_regions(model),
         })
@@ -182,7 +201,7 @@ impl RankLayout {
             .filter(|r| r.part == StatePart::Conv)
             .count() as u32;
         match self.state_regions[region as usize].part {
-            StatePart::Conv | StatePart::SlotEnvelope => (0, region),
+            StatePart::Conv | StatePart::SlotEnvelope | StatePart::SwaWindow => (0, region),
             StatePart::Temporal => (1, region - n_conv),
         }
     }
@@ -191,7 +210,7 @@ impl RankLayout {
     pub fn state_groups(&self) -> u32 {
         match self.state_regions.first().map(|r| r.part) {
             None => 0,
-            Some(StatePart::SlotEnvelope) => 1,
+            Some(StatePart::SlotEnvelope | StatePart::SwaWindow) => 1,
             Some(_) => 2,
         }
     }

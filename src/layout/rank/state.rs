@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use crate::layout::LayoutError;
-use crate::layout::rank::cell::{Block, CellFormat, StatePart, Stream};
+use crate::layout::rank::cell::{Block, CellFormat, KvDtype, KvPart, StatePart, Stream};
 use crate::spec::{MambaKind, ModelSpec};
 
 /// One state region (one entry of `state_item_lens`).
@@ -42,9 +42,40 @@ struct MambaShape {
     temporal_row: u64,
     conv_row: u64,
     conv_b: u32,
+    /// GDN key groups before padding (0 for Mamba2): when padding made every rank hold one
+    /// replicated key group, rank `r` holds key head `r · n_groups / tp`.
+    real_groups: u32,
+    /// Channels of one GDN key group.
+    head_k: u32,
     ssm_b: u32,
     head_dim: u32,
     state_size: u32,
+}
+
+impl MambaShape {
+    /// The first global channel of conv sub-block `g` on rank `rank` (width `w`): contiguous
+    /// shards, except the GDN key sub-blocks (q, k) padded past their head count, where a rank
+    /// holds a replica of key head `rank · n_groups / tp` (the channels that give the bytes
+    /// their meaning, so the oracle compares replicas as equal content).
+    fn conv_first_channel(&self, g: usize, rank: u32, tp: u32, w: u32) -> u32 {
+        let padded = self.real_groups > 0 && !self.real_groups.is_multiple_of(tp);
+        if padded && g < 2 {
+            (u64::from(rank) * u64::from(self.real_groups) / u64::from(tp)) as u32 * self.head_k
+        } else {
+            rank * w
+        }
+    }
+}
+
+/// `n_groups + extra_groups_for_head_shards(n_groups, tp)` (sglang `configs/mamba_utils.py`,
+/// the vLLM helper it copies).
+pub(crate) fn padded_groups(n_groups: u32, tp: u32) -> u32 {
+    if n_groups.is_multiple_of(tp) {
+        n_groups
+    } else {
+        // n_groups + (tp - n_groups)
+        tp
+    }
 }
 
 fn mamba_shape(model: &ModelSpec, tp: u32) -> Result<Option<MambaShape>, LayoutError> {
@@ -66,10 +97,20 @@ fn mamba_shape(model: &ModelSpec, tp: u32) -> Result<Option<MambaShape>, LayoutE
             })
         }
     };
-    // sglang pads n_groups up to a multiple of TP (`extra_groups_for_head_shards`).
-    let n_groups = m.n_groups.div_ceil(tp) * tp;
+    // `Mamba2StateShape.create` pads the group count with `extra_groups_for_head_shards`:
+    // `0 if n_groups % tp == 0 else tp - n_groups`, so a TP that does not divide the groups
+    // gets exactly `tp` groups, each rank one (replicated) group. This is what Qwen3-Next at
+    // attention TP 32 meets: 16 key heads, 32 ranks, each rank holds one key head replicated.
+    let n_groups = padded_groups(m.n_groups, tp);
     let conv_groups_global: Vec<u32> = match m.kind {
-        MambaKind::Gdn if !m.conv_shard_groups.is_empty() => m.conv_shard_groups.clone(),
+        MambaKind::Gdn if !m.conv_shard_groups.is_empty() => {
+            // [q | k | v]: the key sub-blocks are n_groups key heads wide, padded the same way.
+            let head_k = m.conv_shard_groups[0] / m.n_groups.max(1);
+            let mut g = m.conv_shard_groups.clone();
+            g[0] = n_groups * head_k;
+            g[1] = n_groups * head_k;
+            g
+        }
         _ => vec![m.intermediate_size + 2 * n_groups * m.state_size],
     };
     let conv_groups_rank = conv_groups_global
@@ -92,6 +133,12 @@ fn mamba_shape(model: &ModelSpec, tp: u32) -> Result<Option<MambaShape>, LayoutE
         temporal_row,
         conv_row,
         conv_b: m.conv_dtype_bytes,
+        real_groups: if m.kind == MambaKind::Gdn && !m.conv_shard_groups.is_empty() {
+            m.n_groups
+        } else {
+            0
+        },
+        head_k: m.conv_shard_groups.first().copied().unwrap_or(0) / m.n_groups.max(1),
         ssm_b: m.ssm_dtype_bytes,
         head_dim: m.head_dim,
         state_size: m.state_size,
@@ -124,7 +171,7 @@ pub(super) fn state_regions(
                     rows: w,
                     row_bytes: s.conv_row,
                     token_rows: false,
-                    first_col: u64::from(rank * w) * s.conv_row,
+                    first_col: u64::from(s.conv_first_channel(g, rank, tp, w)) * s.conv_row,
                 })
                 .collect()
         };
@@ -197,4 +244,78 @@ pub(super) fn state_regions(
         }
     }
     Ok((state_regions, conv_shard_groups))
+}
+
+/// Tokens one request's sliding window occupies in the SWA pool: the window rounded up to
+/// whole pages plus the page the newest token is on (`ceil(window / ps) + 1` pages).
+pub(super) fn swa_window_tokens(window: u32, ps: u32) -> u32 {
+    (window.div_ceil(ps) + 1) * ps
+}
+
+/// The `StateType.SWA` component of an SWA hybrid (§1.1: `get_state_buf_infos()` of the SWA
+/// sub-pool): per sliding-window layer a K and a V region (all K, then all V), each unit one
+/// request's window; with unified memory one envelope holding every window (§1.6). Empty for
+/// other models.
+pub(super) fn swa_regions(
+    model: &ModelSpec,
+    dtype: KvDtype,
+    ps: u32,
+    (h_r, first_head): (u32, u32),
+    unified: bool,
+) -> Vec<StateRegion> {
+    let (Some(swa), crate::spec::KvAttention::Mha { head_dim, .. }) =
+        (&model.swa, &model.attention)
+    else {
+        return Vec::new();
+    };
+    let tokens = swa_window_tokens(swa.window, ps);
+    let head_bytes = head_dim * dtype.bytes();
+    let block = |layer: u32, part: KvPart| Block {
+        stream: Stream::Kv {
+            layer,
+            part,
+            dtype,
+            head_bytes,
+        },
+        rows: tokens,
+        row_bytes: u64::from(h_r) * u64::from(head_bytes),
+        token_rows: true,
+        first_col: u64::from(first_head) * u64::from(head_bytes),
+    };
+    let shape = vec![u64::from(tokens), u64::from(h_r), u64::from(*head_dim)];
+    if unified {
+        let blocks: Vec<Block> = swa
+            .layers
+            .iter()
+            .flat_map(|&l| [block(l, KvPart::K), block(l, KvPart::V)])
+            .collect();
+        let cell = CellFormat { blocks };
+        return vec![StateRegion {
+            part: StatePart::SlotEnvelope,
+            layer: None,
+            item_len: cell.len(),
+            dim_per_tensor: None,
+            shape: vec![cell.len()],
+            dtype_bytes: 1,
+            cell,
+        }];
+    }
+    [KvPart::K, KvPart::V]
+        .into_iter()
+        .flat_map(|p| swa.layers.iter().map(move |&l| (l, p)))
+        .map(|(l, p)| {
+            let cell = CellFormat {
+                blocks: vec![block(l, p)],
+            };
+            StateRegion {
+                part: StatePart::SwaWindow,
+                layer: Some(l),
+                item_len: cell.len(),
+                dim_per_tensor: None,
+                shape: shape.clone(),
+                dtype_bytes: dtype.bytes(),
+                cell,
+            }
+        })
+        .collect()
 }

@@ -73,6 +73,7 @@ fn state_dims(r: &StateRegion) -> Vec<Dim> {
         StatePart::Conv => &["channels", "kernel-1"],
         StatePart::Temporal => &["heads", "head_dim", "state"],
         StatePart::SlotEnvelope => &["entry_bytes"],
+        StatePart::SwaWindow => &["tokens", "heads", "head_dim"],
     };
     let mut out: Vec<(&str, u64)> = names.iter().copied().zip(r.shape.iter().copied()).collect();
     if r.part != StatePart::SlotEnvelope {
@@ -226,6 +227,11 @@ fn layer_list(layers: &[u32]) -> String {
     if layers.is_empty() {
         return "-".into();
     }
+    // A group may hold the K and the V region of each layer (the SWA windows): list each once.
+    let mut layers = layers.to_vec();
+    layers.sort_unstable();
+    layers.dedup();
+    let layers = layers.as_slice();
     let contiguous = layers.windows(2).all(|w| w[1] == w[0] + 1);
     if contiguous && layers.len() > 2 {
         return format!("{}-{}", layers[0], layers[layers.len() - 1]);
@@ -286,9 +292,14 @@ pub fn render_table(l: &RankLayout) -> String {
     };
     let _ = writeln!(
         s,
-        "\nKV regions: {} ({}; layer ids not published; {})",
+        "\nKV regions: {} ({}; layer ids {}; {})",
         l.kv_regions.len(),
         l.kv_order(),
+        if l.kv_layer_ids.is_empty() {
+            "not published"
+        } else {
+            "published"
+        },
         heads
     );
     if let [r] = l.kv_regions.as_slice()
@@ -331,7 +342,8 @@ pub fn render_table(l: &RankLayout) -> String {
     } else {
         let _ = writeln!(
             s,
-            "\nState regions (MAMBA): {}, one slot per request{}",
+            "\nState regions ({}): {}, one slot per request{}",
+            if l.swa { "SWA" } else { "MAMBA" },
             l.state_regions.len(),
             if l.unified {
                 "; no dim_per_tensor (cannot be TP-resliced)".to_string()

@@ -123,6 +123,7 @@ fn row(id: u64, outcome: Outcome) -> RequestRow {
         victims: String::new(),
         corrupted_by: String::new(),
         retractions: 0,
+        bootstrap_room: 0,
     }
 }
 

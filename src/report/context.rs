@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use crate::metrics::{Outcome, RequestRow};
 
+use super::markers::Marker;
+
 /// Escapes text for HTML content (the reports' `html.rs` reads this module, so it keeps its
 /// own escaper rather than importing that one back).
 fn escape_html(s: &str) -> String {
@@ -67,6 +69,8 @@ pub struct RunContext {
     pub slo_tpot_ms: Option<f64>,
     /// Per global instance.
     pub instances: Vec<InstanceOutcomes>,
+    /// Faults, recoveries and transfer-worker deaths, by time (also marked on the charts).
+    pub events: Vec<Marker>,
 }
 
 impl RunContext {
@@ -157,6 +161,19 @@ impl RunContext {
             );
         }
         h.push_str("</table>\n");
+        if !self.events.is_empty() {
+            h.push_str("<h2>Events</h2>\n<p>Marked on every time chart.</p>\n<table>\n<tr><th class=\"n\">time (s)</th><th>kind</th><th>what</th></tr>\n");
+            for e in &self.events {
+                let _ = writeln!(
+                    h,
+                    "<tr><td class=\"n\">{:.3}</td><td>{}</td><td>{}</td></tr>",
+                    e.at_s(),
+                    e.kind.as_str(),
+                    escape_html(&e.label)
+                );
+            }
+            h.push_str("</table>\n");
+        }
         h
     }
 
@@ -195,6 +212,18 @@ impl RunContext {
                 i.outcomes[3],
                 errors.join(", ")
             );
+        }
+        if !self.events.is_empty() {
+            m.push_str("\n## Events\n\n| time (s) | kind | what |\n|---:|---|---|\n");
+            for e in &self.events {
+                let _ = writeln!(
+                    m,
+                    "| {:.3} | {} | {} |",
+                    e.at_s(),
+                    e.kind.as_str(),
+                    cell(&e.label)
+                );
+            }
         }
         m
     }

@@ -9,7 +9,9 @@
 //! (arrival → decode's page ids), `queue` and `prefill`; on the shard, `transfer`; on the decode,
 //! `req N` holds `wait` (transferred → joined a batch) and `decode`. A failed or corrupted
 //! request ends with an instant marker naming its error kind or its culprits; scenario faults
-//! are global instant markers. Timestamps are µs of simulated time.
+//! and recoveries are global instant markers (`fault: …`, `recovery: …`), and a transfer
+//! worker's death (`worker died: …`) an instant on its shard's track. Timestamps are µs of
+//! simulated time.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -18,6 +20,7 @@ use std::path::{Path, PathBuf};
 use crate::metrics::{Outcome, RequestRow};
 
 use super::IoError;
+use super::markers::{Marker, MarkerKind};
 
 /// One instance as the trace names it.
 #[derive(Clone, Debug)]
@@ -28,15 +31,6 @@ pub struct TraceInstance {
     pub pool: String,
     /// `prefill` or `decode`.
     pub role: &'static str,
-}
-
-/// A fault marker: when (ns) and what.
-#[derive(Clone, Debug)]
-pub struct TraceFault {
-    /// Simulated time, ns.
-    pub at_ns: u64,
-    /// `link_down node1.nic0.rx`, …
-    pub what: String,
 }
 
 /// Streams `trace.json`.
@@ -269,14 +263,25 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Fault markers, then the closing bracket.
-    pub fn finish(mut self, faults: &[TraceFault]) -> Result<(), IoError> {
-        for f in faults {
-            self.event(&format!(
-                "{{\"ph\":\"i\",\"s\":\"g\",\"name\":{},\"pid\":0,\"tid\":0,\"ts\":{}}}",
-                json_str(&format!("fault: {}", f.what)),
-                us(f.at_ns)
-            ))?;
+    /// The run's event markers, then the closing bracket. Faults and recoveries are global
+    /// instants (a line across every track); a transfer-worker death is an instant on its
+    /// shard's track, which is where the knock-on shows: nothing moves on it afterwards.
+    pub fn finish(mut self, markers: &[Marker]) -> Result<(), IoError> {
+        for m in markers {
+            let e = match m.kind {
+                MarkerKind::Fault | MarkerKind::Recovery => format!(
+                    "{{\"ph\":\"i\",\"s\":\"g\",\"name\":{},\"pid\":0,\"tid\":0,\"ts\":{}}}",
+                    json_str(&format!("{}: {}", m.kind.as_str(), m.label)),
+                    us(m.at_ns)
+                ),
+                MarkerKind::WorkerDeath { prefill, shard } => format!(
+                    "{{\"ph\":\"i\",\"s\":\"p\",\"name\":{},\"pid\":{},\"tid\":0,\"ts\":{}}}",
+                    json_str(&m.label),
+                    shard_pid(prefill, shard, self.instances_total, self.queue_size),
+                    us(m.at_ns)
+                ),
+            };
+            self.event(&e)?;
         }
         self.raw("\n]}\n")?;
         self.w.flush().map_err(|source| IoError {

@@ -4,7 +4,7 @@
 
 use crate::fabric::{FailReason, FlowEnd, FlowOutcome};
 use crate::layout::{PdError, RequestId};
-use crate::metrics::ErrorKind;
+use crate::metrics::{ErrorKind, WorkerDeath};
 use crate::sglang::transfer::{Kick, KickEnv, chunk_request, from_token};
 
 use super::World;
@@ -37,7 +37,7 @@ impl World<'_> {
                 Kick::Fail { req, kind, message } => self.fail(req, kind, &message),
                 Kick::FailWith { req, error } => self.fail_with(req, &error),
                 Kick::WorkerDied(e) => {
-                    self.worker_died(&e);
+                    self.worker_died(p, shard, &e);
                     return;
                 }
             }
@@ -46,9 +46,17 @@ impl World<'_> {
 
     /// A RuntimeError escaped `send_kvcache`: the shard's worker thread died ("Transfer thread
     /// failed because of … is dead."). Its queued and future chunks never move; their rooms
-    /// wait for the decode waiting timeout. The error is counted once per raise.
-    fn worker_died(&mut self, e: &PdError) {
+    /// wait for the decode waiting timeout. The error is counted once per raise, and the death
+    /// recorded for the reports' markers.
+    fn worker_died(&mut self, p: PrefillId, shard: ShardId, e: &PdError) {
         self.collector.raised(e.kind, &e.message);
+        self.collector.worker_deaths.push(WorkerDeath {
+            at_ns: self.q.now(),
+            // Prefills come first among the global instances: `PrefillId(i)` is instance i.
+            prefill_instance: p.0,
+            shard: shard.0,
+            kind: e.kind,
+        });
     }
 
     /// Keeps exactly one `FabricDue` event pending, at the fabric's next due time.
@@ -159,7 +167,7 @@ impl World<'_> {
             } else if let Some(e) = &active.after_kv {
                 // The KV went; then the state check raised and the worker died.
                 self.transfers[p].shards[shard].dead = true;
-                self.worker_died(e);
+                self.worker_died(p, shard, e);
                 return;
             } else {
                 let req = self.reqs.get_mut(r).expect("live");

@@ -228,3 +228,47 @@ impl RunContext {
         m
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::markers::MarkerKind;
+
+    #[test]
+    fn events_are_listed_escaped_and_only_when_there_are_some() {
+        let mut ctx = RunContext {
+            pools: vec![PoolFacts {
+                name: "p".into(),
+                role: "prefill".into(),
+                ..PoolFacts::default()
+            }],
+            ..RunContext::default()
+        };
+        assert!(!ctx.html().contains("Events"));
+        assert!(!ctx.markdown().contains("Events"));
+        ctx.events = vec![
+            Marker {
+                at_ns: 1_500_000_000,
+                kind: MarkerKind::Fault,
+                label: "link down <a|b>".into(),
+            },
+            Marker {
+                at_ns: 2_000_000_001,
+                kind: MarkerKind::WorkerDeath {
+                    prefill: 0,
+                    shard: 2,
+                },
+                label: "worker died: prefill #0 shard 2 (x)".into(),
+            },
+        ];
+        let h = ctx.html();
+        assert!(h.contains("<h2>Events</h2>"));
+        assert!(
+            h.contains("<td class=\"n\">1.500</td><td>fault</td><td>link down &lt;a|b&gt;</td>")
+        );
+        assert!(h.contains("<td>worker died</td><td>worker died: prefill #0 shard 2 (x)</td>"));
+        let m = ctx.markdown();
+        assert!(m.contains("| 1.500 | fault | link down <a\\|b> |"), "{m}");
+        assert!(m.contains("| 2.000 | worker died |"), "{m}");
+    }
+}

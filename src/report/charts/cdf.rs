@@ -134,6 +134,28 @@ impl SloLine {
     }
 }
 
+impl SloLine {
+    /// How the run fares against the line: `(72 % within)` for a threshold (share of the
+    /// finished requests the CDF counts), `met` / `missed` for percentile targets.
+    pub(super) fn verdict(&self, pts: &[(f64, f64)]) -> String {
+        let at = cdf_at(pts, self.ms);
+        let mut v = Vec::new();
+        if self.threshold {
+            v.push(format!("{} % within", fmt_num((at * 100.0).min(100.0))));
+        }
+        for q in &self.quantiles {
+            // Rounding of the piecewise CDF: a hair below q still counts as reaching it.
+            let met = at + 1e-9 >= *q;
+            v.push(format!(
+                "p{} {}",
+                fmt_num(q * 100.0),
+                if met { "met" } else { "missed" }
+            ));
+        }
+        format!("({})", v.join(", "))
+    }
+}
+
 /// The targets of one metric as lines, by threshold.
 pub(super) fn slo_lines(targets: &[SloTarget], metric: SloMetric) -> Vec<SloLine> {
     let mut lines: Vec<SloLine> = Vec::new();
@@ -218,14 +240,7 @@ pub(super) fn cdf_chart<DB: DrawingBackend>(
         ));
     }
     match axis {
-        CdfAxis::Linear(x) => cdf_plot(
-            &plot,
-            x,
-            &format!("{what} (ms)"),
-            &pts,
-            &quantiles,
-            slo,
-        )?,
+        CdfAxis::Linear(x) => cdf_plot(&plot, x, &format!("{what} (ms)"), &pts, &quantiles, slo)?,
         CdfAxis::Log(x) => {
             let lo = x.start;
             // Log axes cannot show 0: a zero-latency bucket is drawn at the axis' left edge.
@@ -334,26 +349,38 @@ where
     // Off-axis labels stack downwards at each edge.
     let (mut left_row, mut right_row) = (0, 0);
     for l in slo {
-        let label = l.label();
+        let label = format!("{} {}", l.label(), l.verdict(pts));
         if l.ms > x.end || l.ms < x.start {
+            // Beyond the right edge the curve has risen to the top there, so the note sits at
+            // the bottom; beyond the left edge the curve is still at 0, so at the top.
             let right = l.ms > x.end;
             let row = if right { &mut right_row } else { &mut left_row };
-            let y = 6 + *row * 18;
-            *row += 1;
-            let (text, pos, at) = if right {
-                (format!("{label} →"), HPos::Right, w - 6)
+            let (text, y) = if right {
+                (format!("{label} →"), h - 26 - *row * 20)
             } else {
-                (format!("← {label}"), HPos::Left, 6)
+                (format!("← {label}"), 6 + *row * 20)
             };
+            *row += 1;
+            let style = text_style(LEGEND_PT, SLO);
+            let (tw, th) = plain.estimate_text_size(&text, &style).unwrap_or((160, 14));
+            let (tw, th) = (tw as i32, th as i32);
+            let left = if right { w - 6 - tw } else { 6 };
+            plain.draw(&Rectangle::new(
+                [(left - 2, y - 2), (left + tw + 2, y + th + 2)],
+                WHITE.mix(0.85).filled(),
+            ))?;
             plain.draw_text(
                 &text,
-                &text_style(LEGEND_PT, SLO).pos(Pos::new(pos, VPos::Top)),
-                (at, y),
+                &style.pos(Pos::new(HPos::Left, VPos::Top)),
+                (left, y),
             )?;
             continue;
         }
         let (lx, _) = px(l.ms, 0.0);
-        plain.draw(&PathElement::new(vec![(lx, 0), (lx, h)], SLO.stroke_width(2)))?;
+        plain.draw(&PathElement::new(
+            vec![(lx, 0), (lx, h)],
+            SLO.stroke_width(2),
+        ))?;
         for &q in &l.quantiles {
             let (_, qy) = px(l.ms, q);
             let mut sx = 0;
@@ -367,7 +394,9 @@ where
             plain.draw(&Circle::new((lx, qy), 4, SLO.filled()))?;
         }
         let style = text_style(LEGEND_PT, SLO);
-        let (tw, th) = plain.estimate_text_size(&label, &style).unwrap_or((120, 14));
+        let (tw, th) = plain
+            .estimate_text_size(&label, &style)
+            .unwrap_or((120, 14));
         let (tw, th) = (tw as i32, th as i32);
         let left = if lx + 6 + tw <= w - 2 {
             lx + 6

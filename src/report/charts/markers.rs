@@ -265,7 +265,11 @@ mod tests {
         // Three labels 100 px wide at 10, 50 and 590 px of a 600 px plot, two rows.
         let p = place_labels(&[10, 50, 590], &[100, 100, 100], 600, 2);
         assert_eq!(p[0], Some((14, 0)));
-        assert_eq!(p[1], Some((54, 1)), "the second overlaps the first: next row");
+        assert_eq!(
+            p[1],
+            Some((54, 1)),
+            "the second overlaps the first: next row"
+        );
         assert_eq!(p[2], Some((486, 0)), "flipped left of its line");
         // A fourth at 30 px fits in neither row.
         let p = place_labels(&[10, 50, 30], &[100, 100, 100], 600, 2);

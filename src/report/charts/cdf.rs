@@ -1,5 +1,5 @@
-//! 1. Latency CDFs: TTFT and TPOT, one curve each, with their percentiles in the legend and
-//! the `[slo]` targets of that latency as labelled lines.
+//! Chart 1, latency CDFs: TTFT and TPOT, one curve each, with their percentiles in the legend
+//! and the `[slo]` targets of that latency as labelled lines.
 
 use std::ops::Range;
 

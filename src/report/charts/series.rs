@@ -270,7 +270,8 @@ pub(super) fn throughput_chart<DB: DrawingBackend>(
 fn finished_lines(rates: &FinishRates, last_s: u64) -> (Vec<Line>, Vec<LegendEntry>) {
     let pts = rates.series(last_s);
     let totals = rates.totals();
-    let kinds: [(&str, RGBColor, fn(&RatePoint) -> f64); 3] = [
+    type Rate = fn(&RatePoint) -> f64;
+    let kinds: [(&str, RGBColor, Rate); 3] = [
         ("completed", COMPLETED, |p| p.completed),
         ("failed", FAILED[0], |p| p.failed),
         ("corrupted", CORRUPTED, |p| p.corrupted),

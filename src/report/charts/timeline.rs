@@ -1,5 +1,5 @@
-//! 7. Timeline: the phases of a sample of requests, one row each, with how each ended, and the
-//! run's event markers.
+//! Chart 7, timeline: the phases of a sample of requests, one row each, with how each ended,
+//! and the run's event markers.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;

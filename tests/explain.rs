@@ -99,10 +99,22 @@ fn every_teaching_scenario_is_explained_as_pinned() {
             assert!(text.contains("use the same --page-size"), "{text}");
         }
         if s.contains("dead-shard") {
-            assert!(
-                text.contains("passes every check with prefill 0, yet shares shard"),
-                "{text}"
-            );
+            // sglang's rule (`session_port_sum % queue_size`, per prefill rank) stalls healthy
+            // decodes 2 and 3 through the queues decode 5's chunks killed; 1 and 4 go free.
+            for d in [2, 3] {
+                assert!(
+                    text.contains(&format!(
+                        "decode instance {d} (pool healthy) passes every check with prefill 0, yet its rooms hash to dead"
+                    )),
+                    "decode {d} stalls:\n{text}"
+                );
+            }
+            for d in [1, 4] {
+                assert!(
+                    !text.contains(&format!("decode instance {d} (pool healthy) passes")),
+                    "decode {d} is not stalled:\n{text}"
+                );
+            }
         }
         golden(&format!("{stem}.txt"), &text, &mut diffs);
         if s.contains("dead-shard") {

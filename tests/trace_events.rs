@@ -1,5 +1,6 @@
 //! `pdsim run --trace-events`: `trace.json` is valid trace-event JSON whose spans nest in time,
-//! with a named track per instance and per transfer shard and a marker per fault; without the
+//! with a named track per instance and per transfer shard, a marker per fault and recovery and
+//! one per transfer-worker death on its shard's track; without the
 //! flag nothing changes (no file, the other outputs byte-identical).
 
 mod common;
@@ -61,10 +62,11 @@ fn check_nesting(events: &[Value]) -> usize {
 #[test]
 fn trace_json_is_valid_and_spans_nest_in_time() {
     let out = common::tmpdir("trace");
-    for (scenario, faults) in [
-        ("scenarios/faults/decode-crash.toml", 1),
-        ("scenarios/pd/dead-shard-stalls-healthy.toml", 0),
-        ("scenarios/pd/tp-mismatch-unguarded.toml", 0),
+    // (scenario, faults, recoveries, worker deaths)
+    for (scenario, faults, recoveries, deaths) in [
+        ("scenarios/faults/decode-crash.toml", 1, 1, 0),
+        ("scenarios/pd/dead-shard-stalls-healthy.toml", 0, 0, 2),
+        ("scenarios/pd/tp-mismatch-unguarded.toml", 0, 0, 0),
     ] {
         let dir = out.join(scenario.replace('/', "_"));
         run(scenario, &dir, true);
@@ -99,7 +101,10 @@ fn trace_json_is_valid_and_spans_nest_in_time() {
             "{names:?}"
         );
         assert!(names.iter().any(|n| n.starts_with("decode ")), "{names:?}");
-        assert!(names.contains(&"prefill 0 transfer shard 1"), "{names:?}");
+        assert!(
+            names.contains(&"prefill 0 rank 0 transfer queue 1"),
+            "{names:?}"
+        );
         let markers = |prefix: &str| {
             events
                 .iter()
@@ -107,6 +112,42 @@ fn trace_json_is_valid_and_spans_nest_in_time() {
                 .count()
         };
         assert_eq!(markers("fault: "), faults, "{scenario}");
+        assert_eq!(markers("recovery: "), recoveries, "{scenario}");
+        assert_eq!(markers("worker died: "), deaths, "{scenario}");
+        // A worker's death sits on its shard's track, named after the shard.
+        for d in events
+            .iter()
+            .filter(|e| e["ph"] == "i" && e["name"].as_str().unwrap().starts_with("worker died"))
+        {
+            let track = events
+                .iter()
+                .find(|e| e["name"] == "process_name" && e["pid"] == d["pid"])
+                .map(|e| e["args"]["name"].as_str().unwrap())
+                .unwrap();
+            // "worker died: prefill #0 rank 0 queue 3 (…)" on "prefill 0 rank 0 transfer queue
+            // 3"; a death on another rank sits on the prefill instance's own track.
+            let name = d["name"].as_str().unwrap();
+            let after = |key: &str| {
+                name.split(key)
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            };
+            let (rank, queue) = (after(" rank "), after(" queue "));
+            if rank == "0" {
+                assert_eq!(
+                    track,
+                    format!("prefill 0 rank 0 transfer queue {queue}"),
+                    "{d}"
+                );
+            } else {
+                assert!(track.starts_with("prefill 0 (pool"), "{d} on {track}");
+            }
+            assert_eq!(d["s"], "p", "{d}");
+        }
         let failed = summary["requests"]["failed"].as_u64().unwrap() as usize;
         let corrupted = summary["requests"]["corrupted"].as_u64().unwrap() as usize;
         assert_eq!(markers("failed: "), failed, "{scenario}");

@@ -7,8 +7,9 @@ use clap::Args;
 use serde::Serialize;
 
 use super::CliError;
-use crate::report::charts::{ChartInput, ImageFormat, render_charts};
+use crate::report::charts::{ChartInput, ImageFormat, SloMetric, SloTarget, render_charts};
 use crate::report::html::{write_index_html, write_summary_md};
+use crate::report::markers::{Marker, MarkerKind};
 use crate::report::{CsvSink, IoError, Summary, write_json};
 use crate::scenario::{self, Scenario};
 use crate::sim::World;
@@ -343,25 +344,112 @@ fn trace_writer(sc: &Scenario, dir: &Path) -> Result<crate::report::trace::Trace
     )
 }
 
-/// Fault markers of `sc` for `trace.json`: time and a short description, in file order.
-fn trace_faults(sc: &Scenario) -> Vec<crate::report::trace::TraceFault> {
-    let Some(faults) = sc.resolved["faults"].as_array() else {
+/// `v` × 100 as a short percentage: `2`, `12.5`.
+fn percent(v: f64) -> String {
+    format!("{}", (v * 1e4).round() / 1e2)
+}
+
+/// The markers of `sc`'s faults and of what undoes them (a restart, a flap's end), by time,
+/// for the charts, `trace.json` and the reports' events table. Times come from the validated
+/// faults; names (links, NICs, pools) as the scenario wrote them.
+fn fault_markers(sc: &Scenario) -> Vec<Marker> {
+    use crate::config::FaultAction;
+    use crate::fabric::Fault;
+    let Some(files) = sc.resolved["faults"].as_array() else {
         return Vec::new();
     };
-    faults
-        .iter()
-        .map(|f| {
-            let target: Vec<String> = ["link", "nic", "pool"]
-                .iter()
-                .filter_map(|k| f[*k].as_str().map(str::to_string))
-                .chain(f["instance"].as_u64().map(|i| format!("[{i}]")))
-                .collect();
-            crate::report::trace::TraceFault {
-                at_ns: crate::engine::ns_from_secs_ceil(f["at_s"].as_f64().unwrap_or(0.0)),
-                what: format!("{} {}", f["kind"].as_str().unwrap_or("?"), target.join(" ")),
+    // `sc.faults` is the file's list stably sorted by time: sort the file's entries alike.
+    let mut files: Vec<&serde_json::Value> = files.iter().collect();
+    files.sort_by_key(|f| crate::engine::ns_from_secs_ceil(f["at_s"].as_f64().unwrap_or(0.0)));
+    let mut out = Vec::new();
+    let mut push = |at_ns, kind, label: String| out.push(Marker { at_ns, kind, label });
+    for (spec, f) in sc.faults.iter().zip(files) {
+        let at = spec.at_ns;
+        let name = |k: &str| f[k].as_str().unwrap_or("?").to_string();
+        match &spec.action {
+            FaultAction::Crash {
+                instance,
+                restart_ns,
+            } => {
+                let who = format!("{} #{instance}", name("pool"));
+                push(at, MarkerKind::Fault, format!("crash {who}"));
+                if let Some(r) = restart_ns {
+                    push(at + r, MarkerKind::Recovery, format!("restart {who}"));
+                }
             }
-        })
-        .collect()
+            FaultAction::Fabric(fault) => match fault {
+                Fault::LinkDown(_) => {
+                    push(at, MarkerKind::Fault, format!("link down {}", name("link")))
+                }
+                Fault::LinkUp(_) => push(
+                    at,
+                    MarkerKind::Recovery,
+                    format!("link up {}", name("link")),
+                ),
+                Fault::NicDown(_) => {
+                    push(at, MarkerKind::Fault, format!("NIC down {}", name("nic")))
+                }
+                Fault::NicUp(_) => {
+                    push(at, MarkerKind::Recovery, format!("NIC up {}", name("nic")))
+                }
+                Fault::NicFlap { down_ns, .. } => {
+                    push(at, MarkerKind::Fault, format!("NIC flap {}", name("nic")));
+                    push(
+                        at + down_ns,
+                        MarkerKind::Recovery,
+                        format!("NIC up {} (flap over)", name("nic")),
+                    );
+                }
+                Fault::Degrade { fraction, .. } if *fraction >= 1.0 => push(
+                    at,
+                    MarkerKind::Recovery,
+                    format!("{} at full capacity", name("link")),
+                ),
+                Fault::Degrade { fraction, .. } => push(
+                    at,
+                    MarkerKind::Fault,
+                    format!("{} at {} % capacity", name("link"), percent(*fraction)),
+                ),
+                Fault::Loss { rate, .. } if *rate == 0.0 => push(
+                    at,
+                    MarkerKind::Recovery,
+                    format!("no loss on {}", name("link")),
+                ),
+                Fault::Loss { rate, .. } => push(
+                    at,
+                    MarkerKind::Fault,
+                    format!("{} % loss on {}", percent(*rate), name("link")),
+                ),
+                // Not written by scenarios (the simulation's own crash of an instance's
+                // flows); named by the file's kind should one ever come from a file.
+                _ => push(at, MarkerKind::Fault, name("kind")),
+            },
+        }
+    }
+    // Restarts and flap ends land later than their fault: back in time order (stable).
+    out.sort_by_key(|m| m.at_ns);
+    out
+}
+
+/// The `[slo]` targets the CDFs draw.
+fn slo_targets(sc: &Scenario) -> Vec<SloTarget> {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let mut v = Vec::new();
+    if let Some(t) = sc.slo.ttft_ns {
+        v.push(SloTarget {
+            metric: SloMetric::Ttft,
+            ms: ms(t),
+            quantile: None,
+        });
+    }
+    if let Some(t) = sc.slo.tpot_ns {
+        v.push(SloTarget {
+            metric: SloMetric::Tpot,
+            ms: ms(t),
+            quantile: None,
+        });
+    }
+    v
 }
 
 /// [`run_scenario_with`], also writing `trace.json` when `trace` is set. Result files of an
@@ -394,8 +482,9 @@ fn write_full_run(
     sink.context = report_context(sc);
     let io = in_dir(dir);
     let sim = simulate(sc, &mut sink, show_progress).map_err(&io)?;
+    sink.context.events = crate::report::markers::merge(fault_markers(sc), &sim.worker_deaths);
     if let Some(t) = sink.trace.take() {
-        t.finish(&trace_faults(sc))?;
+        t.finish(&sink.context.events)?;
     }
     let (stats, summary, pages) = (sim.stats, sim.summary, sim.kv_pages);
     let (ttft, tpot) = (sim.ttft, sim.tpot);
@@ -409,6 +498,9 @@ fn write_full_run(
             timeseries: &sink.timeseries_rows,
             summary: &summary,
             sample: &sink.sample(),
+            finish_rates: &sink.finish_rates,
+            markers: &sink.context.events,
+            slo: &slo_targets(sc),
         },
         dir,
         charts,
@@ -429,6 +521,8 @@ struct Simulated {
     kv_pages: Vec<u32>,
     ttft: crate::metrics::histogram::Histogram,
     tpot: crate::metrics::histogram::Histogram,
+    /// Transfer workers that died, for the reports' markers.
+    worker_deaths: Vec<crate::metrics::WorkerDeath>,
 }
 
 /// Runs `sc` to the end, streaming rows to `sink`.
@@ -448,6 +542,7 @@ fn simulate(
         kv_pages: world.kv_pages(),
         ttft: world.collector.ttft.clone(),
         tpot: world.collector.tpot.clone(),
+        worker_deaths: world.collector.worker_deaths.clone(),
         stats,
     })
 }

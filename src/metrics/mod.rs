@@ -174,6 +174,23 @@ pub struct LinkRow {
     pub up: bool,
 }
 
+/// A prefill transfer worker that died: a raise escaped `send_kvcache` (sglang's
+/// `transfer_worker` thread ends; "Transfer thread failed because of … is dead."). Kept so the
+/// reports can mark when and where it happened; a run has at most one per shard and crash.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkerDeath {
+    /// Simulated time of the raise, ns.
+    pub at_ns: Nanos,
+    /// Global index of the prefill instance.
+    pub prefill_instance: u32,
+    /// The prefill TP rank whose worker died (every rank has its own queues, §11.3).
+    pub rank: u32,
+    /// The rank's transfer queue (shard) whose worker died.
+    pub shard: u32,
+    /// The check that raised.
+    pub kind: ErrorKind,
+}
+
 /// Where the simulation streams its rows. The report layer implements it over files; tests
 /// implement it over vectors. Rows of `requests` arrive in request-id order.
 pub trait Sink {
@@ -327,6 +344,8 @@ pub struct Collector {
     pub bandwidth: Histogram,
     /// Bytes sent again after packet loss.
     pub retransmitted_bytes: f64,
+    /// Transfer workers that died, in time order (for the reports' markers).
+    pub worker_deaths: Vec<WorkerDeath>,
     /// Request `next_id + k` finished ahead of an earlier one iff `order[k]` names its row in
     /// `rows` ([`NO_ROW`] otherwise). A ring of 4-byte indices, not of rows: under overload
     /// thousands of requests wait for their timeouts, and each would cost a whole row here.

@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 
 use crate::metrics::{Outcome, RequestRow};
 
+use super::markers::Marker;
+
 /// Escapes text for HTML content (the reports' `html.rs` reads this module, so it keeps its
 /// own escaper rather than importing that one back).
 fn escape_html(s: &str) -> String {
@@ -67,6 +69,8 @@ pub struct RunContext {
     pub slo_tpot_ms: Option<f64>,
     /// Per global instance.
     pub instances: Vec<InstanceOutcomes>,
+    /// Faults, recoveries and transfer-worker deaths, by time (also marked on the charts).
+    pub events: Vec<Marker>,
 }
 
 impl RunContext {
@@ -157,6 +161,19 @@ impl RunContext {
             );
         }
         h.push_str("</table>\n");
+        if !self.events.is_empty() {
+            h.push_str("<h2>Events</h2>\n<p>Marked on every time chart.</p>\n<table>\n<tr><th class=\"n\">time (s)</th><th>kind</th><th>what</th></tr>\n");
+            for e in &self.events {
+                let _ = writeln!(
+                    h,
+                    "<tr><td class=\"n\">{:.3}</td><td>{}</td><td>{}</td></tr>",
+                    e.at_s(),
+                    e.kind.as_str(),
+                    escape_html(&e.label)
+                );
+            }
+            h.push_str("</table>\n");
+        }
         h
     }
 
@@ -196,6 +213,65 @@ impl RunContext {
                 errors.join(", ")
             );
         }
+        if !self.events.is_empty() {
+            m.push_str("\n## Events\n\n| time (s) | kind | what |\n|---:|---|---|\n");
+            for e in &self.events {
+                let _ = writeln!(
+                    m,
+                    "| {:.3} | {} | {} |",
+                    e.at_s(),
+                    e.kind.as_str(),
+                    cell(&e.label)
+                );
+            }
+        }
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::markers::MarkerKind;
+
+    #[test]
+    fn events_are_listed_escaped_and_only_when_there_are_some() {
+        let mut ctx = RunContext {
+            pools: vec![PoolFacts {
+                name: "p".into(),
+                role: "prefill".into(),
+                ..PoolFacts::default()
+            }],
+            ..RunContext::default()
+        };
+        assert!(!ctx.html().contains("Events"));
+        assert!(!ctx.markdown().contains("Events"));
+        ctx.events = vec![
+            Marker {
+                at_ns: 1_500_000_000,
+                kind: MarkerKind::Fault,
+                label: "link down <a|b>".into(),
+            },
+            Marker {
+                at_ns: 2_000_000_001,
+                kind: MarkerKind::WorkerDeath {
+                    prefill: 0,
+                    rank: 0,
+                    shard: 2,
+                },
+                label: "worker died: prefill #0 rank 0 queue 2 (x)".into(),
+            },
+        ];
+        let h = ctx.html();
+        assert!(h.contains("<h2>Events</h2>"));
+        assert!(
+            h.contains("<td class=\"n\">1.500</td><td>fault</td><td>link down &lt;a|b&gt;</td>")
+        );
+        assert!(
+            h.contains("<td>worker died</td><td>worker died: prefill #0 rank 0 queue 2 (x)</td>")
+        );
+        let m = ctx.markdown();
+        assert!(m.contains("| 1.500 | fault | link down <a\\|b> |"), "{m}");
+        assert!(m.contains("| 2.000 | worker died |"), "{m}");
     }
 }

@@ -4,6 +4,8 @@
 pub mod charts;
 pub mod context;
 pub mod html;
+pub mod markers;
+pub mod rates;
 pub mod trace;
 
 use std::fs::File;
@@ -131,6 +133,8 @@ pub struct CsvSink {
     /// The timeline's candidates: typical (the first completed by id), the slowest by
     /// end-to-end time, and the first failed, corrupted and unfinished ones.
     picks: Picks,
+    /// Requests finished per second by outcome, for the throughput chart.
+    pub finish_rates: rates::FinishRates,
     /// Per-instance outcomes and the configuration, for `index.html` and `summary.md`.
     pub context: context::RunContext,
     /// `trace.json`, when `--trace-events` asked for it.
@@ -314,6 +318,7 @@ impl CsvSink {
             timeseries_rows: Vec::new(),
             stride: 1,
             picks: Picks::default(),
+            finish_rates: rates::FinishRates::default(),
             context: context::RunContext::default(),
             trace: None,
         })
@@ -348,6 +353,7 @@ fn csv_io(e: csv::Error) -> std::io::Error {
 impl Sink for CsvSink {
     fn request(&mut self, row: &RequestRow) -> std::io::Result<()> {
         self.picks.offer(row);
+        self.finish_rates.record(row);
         self.context.count(row);
         if let Some(t) = &mut self.trace {
             t.request(row).map_err(std::io::Error::other)?;

@@ -4,12 +4,17 @@
 //! in the simulation and costs nothing unless asked for.
 //!
 //! Tracks: one process per instance (`prefill 0 (pool prefill)`, …) and one per (prefill
-//! instance, transfer-queue shard). Spans are nestable async events (`b`/`e`, one id per
+//! instance, rank 0's transfer queue): every prefill rank has its own queues (§11.3), and a
+//! transfer is drawn on rank 0's, where it is hashed by decode rank 0's session port alone when
+//! the attention TPs are equal. Spans are nestable async events (`b`/`e`, one id per
 //! request), so concurrent requests stack in lanes: on the prefill, `req N` holds `bootstrap`
 //! (arrival → decode's page ids), `queue` and `prefill`; on the shard, `transfer`; on the decode,
 //! `req N` holds `wait` (transferred → joined a batch) and `decode`. A failed or corrupted
 //! request ends with an instant marker naming its error kind or its culprits; scenario faults
-//! are global instant markers. Timestamps are µs of simulated time.
+//! and recoveries are global instant markers (`fault: …`, `recovery: …`), and a transfer
+//! worker's death (`worker died: …`) an instant on its queue's track (rank 0), or on the prefill
+//! instance's track (other ranks). Timestamps are µs of
+//! simulated time.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -18,6 +23,7 @@ use std::path::{Path, PathBuf};
 use crate::metrics::{Outcome, RequestRow};
 
 use super::IoError;
+use super::markers::{Marker, MarkerKind};
 
 /// One instance as the trace names it.
 #[derive(Clone, Debug)]
@@ -28,15 +34,6 @@ pub struct TraceInstance {
     pub pool: String,
     /// `prefill` or `decode`.
     pub role: &'static str,
-}
-
-/// A fault marker: when (ns) and what.
-#[derive(Clone, Debug)]
-pub struct TraceFault {
-    /// Simulated time, ns.
-    pub at_ns: u64,
-    /// `link_down node1.nic0.rx`, …
-    pub what: String,
 }
 
 /// Streams `trace.json`.
@@ -101,7 +98,7 @@ impl TraceWriter {
                     let sp = shard_pid(i.instance, s, n, t.queue_size);
                     t.event(&format!(
                         "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{sp},\"tid\":0,\"args\":{{\"name\":{}}}}}",
-                        json_str(&format!("prefill {} transfer shard {s}", i.instance))
+                        json_str(&format!("prefill {} rank 0 transfer queue {s}", i.instance))
                     ))?;
                     t.event(&format!(
                         "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{sp},\"tid\":0,\"args\":{{\"sort_index\":{sp}}}}}"
@@ -269,14 +266,33 @@ impl TraceWriter {
         Ok(())
     }
 
-    /// Fault markers, then the closing bracket.
-    pub fn finish(mut self, faults: &[TraceFault]) -> Result<(), IoError> {
-        for f in faults {
-            self.event(&format!(
-                "{{\"ph\":\"i\",\"s\":\"g\",\"name\":{},\"pid\":0,\"tid\":0,\"ts\":{}}}",
-                json_str(&format!("fault: {}", f.what)),
-                us(f.at_ns)
-            ))?;
+    /// The run's event markers, then the closing bracket. Faults and recoveries are global
+    /// instants (a line across every track); a transfer-worker death is an instant on its
+    /// shard's track, which is where the knock-on shows: nothing moves on it afterwards.
+    pub fn finish(mut self, markers: &[Marker]) -> Result<(), IoError> {
+        for m in markers {
+            let e = match m.kind {
+                MarkerKind::Fault | MarkerKind::Recovery => format!(
+                    "{{\"ph\":\"i\",\"s\":\"g\",\"name\":{},\"pid\":0,\"tid\":0,\"ts\":{}}}",
+                    json_str(&format!("{}: {}", m.kind.as_str(), m.label)),
+                    us(m.at_ns)
+                ),
+                MarkerKind::WorkerDeath {
+                    prefill,
+                    rank,
+                    shard,
+                } => format!(
+                    "{{\"ph\":\"i\",\"s\":\"p\",\"name\":{},\"pid\":{},\"tid\":0,\"ts\":{}}}",
+                    json_str(&m.label),
+                    if rank == 0 {
+                        shard_pid(prefill, shard, self.instances_total, self.queue_size)
+                    } else {
+                        u64::from(prefill) + 1
+                    },
+                    us(m.at_ns)
+                ),
+            };
+            self.event(&e)?;
         }
         self.raw("\n]}\n")?;
         self.w.flush().map_err(|source| IoError {

@@ -79,12 +79,28 @@ impl RunStats {
 /// (sglang's ports are random; `docs/sglang-pd.md` §2.4).
 const CONTROL_PORT_BASE: u32 = 17_000;
 
-/// The transfer-queue shard every prefill puts chunks for decode instance `instance` (global
-/// index) on: `sum(decode session ports) % queue_size` with rank 0's port standing for the
-/// sum, as `World` hashes it (`docs/sglang-pd.md` §2.4). `pdsim explain` uses it to name the
-/// healthy decode instances that share a dead shard.
+/// The session port of rank `rank` of global instance `instance`.
+pub fn session_port(instance: u32, rank: u32) -> u32 {
+    CONTROL_PORT_BASE + 97 * instance + rank
+}
+
+/// The transfer queue prefill rank `rank` puts a room's chunks on when the room goes to decode
+/// instance `decode` (global index) through `plan`: `sum(session ports of the decode ranks that
+/// rank serves) % queue_size`, as `MooncakeKVManager.add_transfer_request` hashes it
+/// (`docs/sglang-pd.md` §11.3). `World` queues chunks by it; `pdsim explain` uses it to name the
+/// healthy decode instances that share a dead queue.
+pub fn rank_queue(plan: &crate::layout::PairPlan, decode: u32, rank: u32, queue_size: u32) -> u32 {
+    let sum: u64 = plan
+        .rank_targets(rank)
+        .map(|i| u64::from(session_port(decode, plan.target(i).decode_rank)))
+        .sum();
+    (sum % u64::from(queue_size.max(1))) as u32
+}
+
+/// Rank 0's queue for decode instance `instance` when prefill rank 0 serves decode rank 0
+/// alone (equal attention TP): the queue `trace.json` draws a transfer on.
 pub fn transfer_shard(instance: u32, queue_size: u32) -> u32 {
-    (CONTROL_PORT_BASE + 97 * instance) % queue_size.max(1)
+    session_port(instance, 0) % queue_size.max(1)
 }
 
 /// Scratch buffers reused by every event, so handlers do not allocate.
@@ -279,7 +295,7 @@ impl<'a> World<'a> {
                         heartbeat.push(None);
                     }
                     Role::Decode => {
-                        let ports = (0..tp).map(|r| CONTROL_PORT_BASE + 97 * id + r).collect();
+                        let ports = (0..tp).map(|r| session_port(id, r)).collect();
                         let max_running = pool.server.max_running_requests.unwrap_or(u32::MAX);
                         decodes.push(DecodeServer::new(core, ports, max_running));
                     }

@@ -5,7 +5,7 @@
 
 use crate::fabric::{FlowEnd, FlowOutcome};
 use crate::layout::{PdError, RequestId};
-use crate::metrics::ErrorKind;
+use crate::metrics::{ErrorKind, WorkerDeath};
 use crate::sglang::transfer::{
     Kick, KickEnv, bootstrap_room, chunk_request, failed_to_send, from_token,
 };
@@ -34,16 +34,13 @@ impl World<'_> {
     /// The request counts one chunk in flight per rank.
     pub(super) fn enqueue_chunk(&mut self, p: PrefillId, job: ChunkJob) {
         let plan = &self.plans[p][job.decode];
-        let ports = &self.endpoints[job.decode].ports;
+        let decode = self.decodes[job.decode].core.instance.0;
         let ranks = plan.prefill_layouts().len() as u32;
         let qs = self.sc.sglang.queue_size;
         let mut lanes = Vec::with_capacity(ranks as usize);
         for rank in 0..ranks {
-            let sum: u64 = plan
-                .rank_targets(rank)
-                .map(|i| u64::from(ports[plan.target(i).decode_rank as usize]))
-                .sum();
-            lanes.push(self.transfers[p].lane(rank, (sum % u64::from(qs)) as u32));
+            let queue = super::rank_queue(plan, decode, rank, qs);
+            lanes.push(self.transfers[p].lane(rank, queue));
         }
         if let Some(req) = self.reqs.get_mut(job.req) {
             // `on_prefill_step_done` counted the chunk once; every further rank adds one.
@@ -81,7 +78,7 @@ impl World<'_> {
                 Kick::Fail { req, kind, message } => self.fail(req, kind, &message),
                 Kick::FailWith { req, error } => self.fail_with(req, &error),
                 Kick::WorkerDied(e) => {
-                    self.worker_died(&e);
+                    self.worker_died(p, shard, &e);
                     return;
                 }
                 Kick::ChunkDone(job) => self.rank_chunk_done(p, job),
@@ -92,10 +89,20 @@ impl World<'_> {
     /// An exception escaped `transfer_worker`: the lane's worker thread died with sglang's
     /// "Transfer thread failed because of … is dead." — the line the prefill's operator sees,
     /// so it is the message the summary shows. Its queued and future chunks never move; their
-    /// rooms wait for the decode waiting timeout. Counted once per raise, i.e. per rank.
-    fn worker_died(&mut self, e: &PdError) {
+    /// rooms wait for the decode waiting timeout. Counted once per raise, i.e. per rank, and the
+    /// death recorded for the reports' markers.
+    fn worker_died(&mut self, p: PrefillId, lane: ShardId, e: &PdError) {
         self.collector
             .raised(e.kind, &transfer_thread_failed(&e.message));
+        let t = &self.transfers[p];
+        self.collector.worker_deaths.push(WorkerDeath {
+            at_ns: self.q.now(),
+            // Prefills come first among the global instances: `PrefillId(i)` is instance i.
+            prefill_instance: p.0,
+            rank: t.rank_of(lane),
+            shard: lane.0 - t.lane(t.rank_of(lane), 0).0,
+            kind: e.kind,
+        });
     }
 
     /// Keeps exactly one `FabricDue` event pending, at the fabric's next due time.
@@ -221,7 +228,7 @@ impl World<'_> {
                     let sh = &mut self.transfers[p].shards[shard];
                     sh.dead = true;
                     sh.active = None;
-                    self.worker_died(e);
+                    self.worker_died(p, shard, e);
                     return;
                 }
             }

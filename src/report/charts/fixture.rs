@@ -5,9 +5,11 @@ use std::path::PathBuf;
 use crate::metrics::{
     Counts, ErrorCount, Histogram, Latencies, Outcome, RequestRow, TimeseriesRow,
 };
+use crate::report::markers::{Marker, MarkerKind};
+use crate::report::rates::FinishRates;
 use crate::report::{SimSummary, SloSummary, Summary, Throughput, TransferSummary};
 
-use super::ChartInput;
+use super::{ChartInput, SloMetric, SloTarget};
 
 /// The owned data a [`ChartInput`] borrows.
 pub(crate) struct Fixture {
@@ -16,6 +18,9 @@ pub(crate) struct Fixture {
     pub timeseries: Vec<TimeseriesRow>,
     pub summary: Summary,
     pub sample: Vec<RequestRow>,
+    pub finish_rates: FinishRates,
+    pub markers: Vec<Marker>,
+    pub slo: Vec<SloTarget>,
 }
 
 impl Fixture {
@@ -27,6 +32,9 @@ impl Fixture {
             timeseries: &self.timeseries,
             summary: &self.summary,
             sample: &self.sample,
+            finish_rates: &self.finish_rates,
+            markers: &self.markers,
+            slo: &self.slo,
         }
     }
 }
@@ -128,7 +136,8 @@ fn row(id: u64, outcome: Outcome) -> RequestRow {
 }
 
 /// Three instances over 10 s, 5 sampled requests (one failed mid-transfer, one corrupted),
-/// TTFT over three decades (log axis), TPOT within one (linear axis).
+/// TTFT over three decades (log axis), TPOT within one (linear axis); a crash, a worker death
+/// and a restart; TTFT and TPOT thresholds and a TTFT p99 target.
 pub(crate) fn synthetic() -> Fixture {
     let ms = 1_000_000;
     let mut ttft = Histogram::new();
@@ -177,12 +186,56 @@ pub(crate) fn synthetic() -> Fixture {
         corrupted: 2,
         unfinished: 4,
     };
+    let mut finish_rates = FinishRates::default();
+    for r in &sample {
+        finish_rates.record(r);
+    }
     Fixture {
         summary: summary(&ttft, &tpot, counts),
         ttft,
         tpot,
         timeseries,
         sample,
+        finish_rates,
+        markers: vec![
+            marker(1_200, MarkerKind::Fault, "crash decode #2"),
+            marker(
+                1_900,
+                MarkerKind::WorkerDeath {
+                    prefill: 0,
+                    rank: 0,
+                    shard: 1,
+                },
+                "worker died: prefill #0 rank 0 queue 1 (envelope_tp_mismatch)",
+            ),
+            marker(3_000, MarkerKind::Recovery, "restart decode #2"),
+        ],
+        slo: vec![
+            SloTarget {
+                metric: SloMetric::Ttft,
+                ms: 2_000.0,
+                quantile: None,
+            },
+            SloTarget {
+                metric: SloMetric::Ttft,
+                ms: 2_000.0,
+                quantile: Some(0.99),
+            },
+            SloTarget {
+                metric: SloMetric::Tpot,
+                ms: 30.0,
+                quantile: None,
+            },
+        ],
+    }
+}
+
+/// A marker at `ms` of simulated time.
+pub(crate) fn marker(ms: u64, kind: MarkerKind, label: &str) -> Marker {
+    Marker {
+        at_ns: ms * 1_000_000,
+        kind,
+        label: label.into(),
     }
 }
 
@@ -195,6 +248,9 @@ pub(crate) fn empty() -> Fixture {
         tpot,
         timeseries: Vec::new(),
         sample: Vec::new(),
+        finish_rates: FinishRates::default(),
+        markers: Vec::new(),
+        slo: Vec::new(),
     }
 }
 

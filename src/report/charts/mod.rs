@@ -1,5 +1,8 @@
 //! Charts of one run (DESIGN.md §4 `charts/`): TTFT and TPOT CDFs, throughput, queue depth, KV
 //! usage and utilisation over time, the outcome breakdown and a per-request phase timeline.
+//! The CDFs show the `[slo]` targets; the throughput chart shows failed and corrupted requests
+//! per second beside completed ones; every time chart marks the injected faults, recoveries and
+//! transfer-worker deaths.
 //!
 //! Every chart is 900 × 500 px with a title naming the run, axis labels with units, and a legend
 //! panel on the right wherever it shows more than one series. Charts read metrics only.
@@ -13,6 +16,7 @@
 //! `png`.
 
 mod cdf;
+mod markers;
 mod outcomes;
 mod series;
 mod style;
@@ -31,9 +35,13 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::metrics::{Histogram, RequestRow, TimeseriesRow};
+use crate::report::markers::Marker;
+use crate::report::rates::FinishRates;
 use crate::report::{IoError, Summary};
 
-use cdf::cdf_chart;
+pub use cdf::{SloMetric, SloTarget};
+
+use cdf::{cdf_chart, slo_lines};
 use outcomes::outcomes_chart;
 use series::{Metric, instance_chart, throughput_chart};
 use style::*;
@@ -53,6 +61,13 @@ pub struct ChartInput<'a> {
     pub summary: &'a Summary,
     /// A few dozen requests for the timeline (the first [`MAX_TIMELINE_ROWS`] are drawn).
     pub sample: &'a [RequestRow],
+    /// Requests finished per second by outcome (the throughput chart's bottom panel).
+    pub finish_rates: &'a FinishRates,
+    /// Faults, recoveries and transfer-worker deaths, by time: a labelled line on every time
+    /// chart.
+    pub markers: &'a [Marker],
+    /// `[slo]` targets: labelled lines on the CDF of their latency.
+    pub slo: &'a [SloTarget],
 }
 
 /// File format of the charts.
@@ -90,7 +105,7 @@ pub enum Chart {
     TtftCdf,
     /// CDF of time per output token, ms.
     TpotCdf,
-    /// Output tokens/s, and arrivals and prefills/s, per simulated second.
+    /// Output tokens/s; arrivals and prefills/s; completed, failed and corrupted requests/s.
     Throughput,
     /// Queued requests and running batch per instance over time.
     QueueDepth,
@@ -246,29 +261,44 @@ fn draw<DB: DrawingBackend>(
     let title = format!("{} — {}", chart.title(), input.run_name);
     let body = root.titled(&title, text_style(TITLE_PT, TEXT))?;
     match chart {
-        Chart::TtftCdf => cdf_chart(&body, "TTFT", input.ttft),
-        Chart::TpotCdf => cdf_chart(&body, "TPOT", input.tpot),
-        Chart::Throughput => throughput_chart(&body, input.timeseries),
+        Chart::TtftCdf => cdf_chart(
+            &body,
+            "TTFT",
+            input.ttft,
+            &slo_lines(input.slo, SloMetric::Ttft),
+        ),
+        Chart::TpotCdf => cdf_chart(
+            &body,
+            "TPOT",
+            input.tpot,
+            &slo_lines(input.slo, SloMetric::Tpot),
+        ),
+        Chart::Throughput => {
+            throughput_chart(&body, input.timeseries, input.finish_rates, input.markers)
+        }
         Chart::QueueDepth => instance_chart(
             &body,
             input.timeseries,
             &[Metric::Queued, Metric::Running],
             "no data: no timeseries rows",
+            input.markers,
         ),
         Chart::KvUsage => instance_chart(
             &body,
             input.timeseries,
             &[Metric::KvFraction],
             "no data: no timeseries rows",
+            input.markers,
         ),
         Chart::Utilisation => instance_chart(
             &body,
             input.timeseries,
             &[Metric::Busy, Metric::Link],
             "no data: no timeseries rows",
+            input.markers,
         ),
         Chart::Outcomes => outcomes_chart(&body, input.summary),
-        Chart::Timeline => timeline_chart(&body, input.sample),
+        Chart::Timeline => timeline_chart(&body, input.sample, input.markers),
     }?;
     root.present()
 }

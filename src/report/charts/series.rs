@@ -1,6 +1,7 @@
-//! 2–5. Time series over simulated seconds: throughput, and per-instance queue depth, KV
-//! usage and utilisation (one line per instance, or pool mean and max past
-//! [`MAX_INSTANCE_LINES`](super::MAX_INSTANCE_LINES)).
+//! 2–5. Time series over simulated seconds: throughput (with requests finished per second by
+//! outcome), and per-instance queue depth, KV usage and utilisation (one line per instance, or
+//! pool mean and max past [`MAX_INSTANCE_LINES`](super::MAX_INSTANCE_LINES)). Every panel
+//! shows the run's event markers; the first panel of a chart carries their labels.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -9,7 +10,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::metrics::TimeseriesRow;
+use crate::report::markers::Marker;
+use crate::report::rates::{FinishRates, RatePoint};
 
+use super::markers;
 use super::style::*;
 use super::*;
 
@@ -21,7 +25,34 @@ pub(super) struct Line {
     color: RGBColor,
     /// Secondary line (a pool's max), drawn 1 px.
     thin: bool,
+    /// Drawn only around its non-zero points (failures: a red line along the axis would read
+    /// as failing all the time and hide the axis).
+    sparse: bool,
     points: Vec<(f64, f64)>,
+}
+
+/// The stretches of `points` to draw when only the non-zero ones matter: each non-zero point
+/// with its neighbours, so a spike rises from 0 and returns to it.
+pub(super) fn nonzero_runs(points: &[(f64, f64)]) -> Vec<Vec<(f64, f64)>> {
+    let keep = |i: usize| {
+        points[i].1 != 0.0
+            || (i > 0 && points[i - 1].1 != 0.0)
+            || points.get(i + 1).is_some_and(|p| p.1 != 0.0)
+    };
+    let mut runs: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut open = false;
+    for (i, p) in points.iter().enumerate() {
+        if keep(i) {
+            if !open {
+                runs.push(Vec::new());
+                open = true;
+            }
+            runs.last_mut().expect("pushed above").push(*p);
+        } else {
+            open = false;
+        }
+    }
+    runs
 }
 
 /// `c` halfway to white.
@@ -49,19 +80,28 @@ pub(super) fn x_range(lines: &[Line]) -> Range<f64> {
     0.0..max.max(1.0)
 }
 
+/// Draws one panel; `marks` are the event markers (lines always, labels when `marks.labels`).
+/// Returns how many marker labels did not fit.
 pub(super) fn line_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     x: Range<f64>,
     panel: &Panel,
     lines: &[Line],
     empty_note: &str,
-) -> DrawResult<(), DB> {
+    marks: &Marks,
+) -> DrawResult<usize, DB> {
     let y = panel.y_fixed.clone().unwrap_or_else(|| {
         let max = lines
             .iter()
             .flat_map(|l| l.points.iter().map(|p| p.1))
             .fold(0.0, f64::max);
-        0.0..nice_ceil(max * 1.05)
+        // Room above the data for the marker labels of the top panel.
+        let room = if marks.labels && !marks.groups.is_empty() {
+            1.3
+        } else {
+            1.05
+        };
+        0.0..nice_ceil(max * room)
     });
     let mut chart = ChartBuilder::on(area)
         .margin(10)
@@ -86,22 +126,42 @@ pub(super) fn line_panel<DB: DrawingBackend>(
         mesh.x_desc("simulated time (s)");
     }
     mesh.draw()?;
+    // Markers under the data, their labels over it.
+    markers::draw_lines(&chart, marks.groups)?;
     for l in lines {
-        chart.draw_series(LineSeries::new(
-            l.points.iter().copied(),
-            l.color.stroke_width(if l.thin { 1 } else { 2 }),
-        ))?;
+        let style = l.color.stroke_width(if l.thin { 1 } else { 2 });
+        if l.sparse {
+            for run in nonzero_runs(&l.points) {
+                chart.draw_series(LineSeries::new(run, style))?;
+            }
+        } else {
+            chart.draw_series(LineSeries::new(l.points.iter().copied(), style))?;
+        }
     }
     if lines.iter().all(|l| l.points.is_empty()) {
         draw_note(chart.plotting_area(), empty_note)?;
     }
-    Ok(())
+    if marks.labels {
+        return markers::draw_labels(&chart, marks.groups, markers::LABEL_ROWS);
+    }
+    Ok(0)
 }
 
-/// Output tokens/s (decode) on top; arrivals/s and prefills/s below.
+/// The event markers of a panel.
+pub(super) struct Marks<'g> {
+    pub groups: &'g [markers::Group],
+    /// Whether this panel carries the labels (the top one of a chart).
+    pub labels: bool,
+}
+
+/// Three panels over simulated seconds: output tokens/s (decode); arrivals/s and prefills
+/// done/s; and requests finished per second by outcome — completed, failed and corrupted side
+/// by side, so a run whose requests fail looks different from one whose requests complete.
 pub(super) fn throughput_chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     ts: &[TimeseriesRow],
+    rates: &FinishRates,
+    marks: &[Marker],
 ) -> DrawResult<(), DB> {
     // second → (decode tokens out, prefill first tokens, arrivals at prefill instances)
     let mut per_s: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
@@ -127,55 +187,115 @@ pub(super) fn throughput_chart<DB: DrawingBackend>(
         label: "output tokens/s (decode)".into(),
         color: PALETTE[0],
         thin: false,
+        sparse: false,
         points: series(|v| v.0),
     }];
-    let bottom = [
+    let middle = [
         Line {
             label: "arrivals/s".into(),
             color: PALETTE[1],
             thin: false,
+            sparse: false,
             points: series(|v| v.2),
         },
         Line {
             label: "prefills done/s".into(),
-            color: PALETTE[4],
+            // Not green: green is "completed" in the panel below.
+            color: PALETTE[3],
             thin: false,
+            sparse: false,
             points: series(|v| v.1),
         },
     ];
+    let last_s = per_s.keys().next_back().copied().unwrap_or(0);
+    let (bottom, notes) = finished_lines(rates, last_s);
     let (plot, legend) = with_legend(area);
-    let x = x_range(&bottom);
-    let (upper, lower) = plot.split_vertically(plot.dim_in_pixel().1 * 9 / 20);
-    line_panel(
+    let x = 0.0..x_range(&middle).end.max(x_range(&bottom).end);
+    let groups = markers::groups(marks, &x);
+    let h = plot.dim_in_pixel().1;
+    // Panels without the x axis are shorter by its 48 px.
+    let (upper, rest) = plot.split_vertically((h.saturating_sub(48)) / 3);
+    let (mid, lower) = rest.split_vertically((h.saturating_sub(48)) / 3);
+    let panel = |y_desc, x_axis| Panel {
+        y_desc,
+        y_fixed: None,
+        counts: false,
+        x_axis,
+    };
+    let no_rows = "no data: no timeseries rows";
+    let mut hidden = line_panel(
         &upper,
         x.clone(),
-        &Panel {
-            y_desc: "tokens/s",
-            y_fixed: None,
-            counts: false,
-            x_axis: false,
-        },
+        &panel("tokens/s", false),
         &top,
-        "no data: no timeseries rows",
-    )?;
-    line_panel(
-        &lower,
-        x,
-        &Panel {
-            y_desc: "requests/s",
-            y_fixed: None,
-            counts: false,
-            x_axis: true,
+        no_rows,
+        &Marks {
+            groups: &groups,
+            labels: true,
         },
-        &bottom,
-        "no data: no timeseries rows",
     )?;
-    let entries: Vec<LegendEntry> = top
+    let quiet = Marks {
+        groups: &groups,
+        labels: false,
+    };
+    hidden += line_panel(
+        &mid,
+        x.clone(),
+        &panel("requests in/s", false),
+        &middle,
+        no_rows,
+        &quiet,
+    )?;
+    hidden += line_panel(
+        &lower,
+        x.clone(),
+        &panel("finished/s", true),
+        &bottom,
+        "no request finished",
+        &quiet,
+    )?;
+    let mut entries: Vec<LegendEntry> = top
         .iter()
+        .chain(&middle)
         .chain(&bottom)
         .map(|l| LegendEntry::new(l.label.clone(), l.color, Swatch::Line))
         .collect();
+    entries.extend(notes);
+    entries.extend(markers::legend_entries(marks, &x, hidden));
     draw_legend(&legend, &entries)
+}
+
+/// Completed, failed and corrupted requests per second. An outcome that never happened gets
+/// no line (it would lie on the axis) but a legend entry saying so.
+fn finished_lines(rates: &FinishRates, last_s: u64) -> (Vec<Line>, Vec<LegendEntry>) {
+    let pts = rates.series(last_s);
+    let totals = rates.totals();
+    type Rate = fn(&RatePoint) -> f64;
+    let kinds: [(&str, RGBColor, Rate); 3] = [
+        ("completed", COMPLETED, |p| p.completed),
+        ("failed", FAILED[0], |p| p.failed),
+        ("corrupted", CORRUPTED, |p| p.corrupted),
+    ];
+    let mut lines = Vec::new();
+    let mut notes = Vec::new();
+    for ((name, color, f), total) in kinds.into_iter().zip(totals) {
+        if total == 0 {
+            notes.push(LegendEntry::new(
+                format!("{name}/s: none"),
+                lighten(color),
+                Swatch::Line,
+            ));
+            continue;
+        }
+        lines.push(Line {
+            label: format!("{name}/s ({total} in all)"),
+            color,
+            thin: false,
+            sparse: name != "completed",
+            points: downsample(pts.iter().map(|p| (p.second, f(p))).collect()),
+        });
+    }
+    (lines, notes)
 }
 
 /// A per-instance quantity of a timeseries row.
@@ -223,6 +343,7 @@ pub(super) fn instance_chart<DB: DrawingBackend>(
     ts: &[TimeseriesRow],
     metrics: &[Metric],
     empty_note: &str,
+    marks: &[Marker],
 ) -> DrawResult<(), DB> {
     let mut by_instance: BTreeMap<u32, (&str, Vec<&TimeseriesRow>)> = BTreeMap::new();
     for r in ts {
@@ -252,6 +373,7 @@ pub(super) fn instance_chart<DB: DrawingBackend>(
                     label: format!("{pool} #{id}"),
                     color: PALETTE[i % PALETTE.len()],
                     thin: false,
+                    sparse: false,
                     points: downsample(
                         rows.iter().map(|r| (r.second as f64, m.value(r))).collect(),
                     ),
@@ -281,6 +403,7 @@ pub(super) fn instance_chart<DB: DrawingBackend>(
                 label: format!("{pool}: mean of {members}"),
                 color,
                 thin: false,
+                sparse: false,
                 points: downsample(
                     per_s
                         .iter()
@@ -292,6 +415,7 @@ pub(super) fn instance_chart<DB: DrawingBackend>(
                 label: format!("{pool}: max"),
                 color: lighten(color),
                 thin: true,
+                sparse: false,
                 points: downsample(per_s.iter().map(|(s, v)| (*s as f64, v.1)).collect()),
             });
         }
@@ -300,6 +424,8 @@ pub(super) fn instance_chart<DB: DrawingBackend>(
     let (plot, legend) = with_legend(area);
     let panels: Vec<Vec<Line>> = metrics.iter().map(|m| lines_of(*m)).collect();
     let x = x_range(&panels[0]);
+    let groups = markers::groups(marks, &x);
+    let mut hidden = 0;
     let mut rest = plot;
     for (k, (m, lines)) in metrics.iter().zip(&panels).enumerate() {
         let last = k + 1 == metrics.len();
@@ -313,11 +439,16 @@ pub(super) fn instance_chart<DB: DrawingBackend>(
             rest = b;
             a
         };
-        line_panel(&this, x.clone(), &m.panel(last), lines, empty_note)?;
+        let labels = Marks {
+            groups: &groups,
+            labels: k == 0,
+        };
+        hidden += line_panel(&this, x.clone(), &m.panel(last), lines, empty_note, &labels)?;
     }
-    let entries: Vec<LegendEntry> = panels[0]
+    let mut entries: Vec<LegendEntry> = panels[0]
         .iter()
         .map(|l| LegendEntry::new(l.label.clone(), l.color, Swatch::Line))
         .collect();
+    entries.extend(markers::legend_entries(marks, &x, hidden));
     draw_legend(&legend, &entries)
 }

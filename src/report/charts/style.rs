@@ -119,6 +119,12 @@ impl LegendEntry {
             swatch,
         }
     }
+
+    /// The text shown.
+    #[cfg(test)]
+    pub(super) fn label(&self) -> &str {
+        &self.label
+    }
 }
 
 /// Splits off the legend panel on the right of `area`; returns (plot area, legend area).

@@ -7,6 +7,7 @@ use super::cdf::*;
 use super::style::*;
 use super::timeline::*;
 use super::*;
+use crate::report::markers::MarkerKind;
 
 /// Undoes the five XML entities plotters writes.
 fn unescape(s: &str) -> String {
@@ -135,7 +136,8 @@ fn promised(chart: Chart) -> Vec<&'static str> {
         Chart::Throughput => vec![
             time,
             "tokens/s",
-            "requests/s",
+            "requests in/s",
+            "finished/s",
             "output tokens/s (decode)",
             "arrivals/s",
             "prefills done/s",
@@ -349,8 +351,11 @@ fn cdf_points_rise_from_0_to_1() {
     assert_eq!(pts.first().unwrap().1, 0.0);
     assert_eq!(pts.last().unwrap().1, 1.0);
     assert!(pts.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
-    assert!(matches!(cdf_axis(&pts), CdfAxis::Log(_)));
-    assert!(matches!(cdf_axis(&cdf_points(&f.tpot)), CdfAxis::Linear(_)));
+    assert!(matches!(cdf_axis(&pts, &[]), CdfAxis::Log(_)));
+    assert!(matches!(
+        cdf_axis(&cdf_points(&f.tpot), &[]),
+        CdfAxis::Linear(_)
+    ));
     assert!(cdf_points(&Histogram::new()).is_empty());
 }
 
@@ -415,4 +420,209 @@ fn png_charts_are_pngs() {
     // SVG still works with the bundled font registered.
     assert_well_formed(&svg(Chart::Timeline, &f));
     let _ = fs::remove_dir_all(dir);
+}
+
+/// The charts with a time axis, which mark the run's events.
+const TIME_CHARTS: [Chart; 5] = [
+    Chart::Throughput,
+    Chart::QueueDepth,
+    Chart::KvUsage,
+    Chart::Utilisation,
+    Chart::Timeline,
+];
+
+fn stroke(c: RGBColor) -> String {
+    format!("stroke=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2)
+}
+
+#[test]
+fn every_time_chart_marks_faults_recoveries_and_worker_deaths() {
+    let f = synthetic();
+    let labels = [
+        "crash decode #2",
+        "restart decode #2",
+        "worker died: prefill #0 rank 0 queue 1 (envelope_tp_mismatch)",
+    ];
+    for chart in Chart::ALL {
+        let s = svg(chart, &f);
+        assert_well_formed(&s);
+        let t = texts(&s);
+        if TIME_CHARTS.contains(&chart) {
+            assert_texts(chart, &s, &labels);
+            assert_texts(chart, &s, &["fault", "recovery", "worker died"]);
+            // Each label once (on the top panel), each line in every panel.
+            for l in labels {
+                assert_eq!(t.iter().filter(|x| *x == l).count(), 1, "{l}");
+            }
+            assert!(s.contains(&stroke(super::markers::WORKER_DEATH)));
+            assert!(s.contains(&stroke(super::markers::RECOVERY)));
+        } else {
+            assert!(!t.iter().any(|x| labels.contains(&x.as_str())), "{t:?}");
+            assert!(!s.contains(&stroke(super::markers::WORKER_DEATH)));
+        }
+    }
+    // No markers, no marker legend.
+    let mut calm = synthetic();
+    calm.markers.clear();
+    for chart in TIME_CHARTS {
+        let t = texts(&svg(chart, &calm));
+        assert!(
+            !t.iter().any(|x| x == "fault" || x == "worker died"),
+            "{t:?}"
+        );
+    }
+}
+
+#[test]
+fn markers_at_one_time_share_a_line_and_crowded_labels_defer_to_the_events_table() {
+    let mut f = synthetic();
+    // Twelve faults a few ms apart: far more labels than fit at one spot.
+    f.markers = (0..12)
+        .map(|i| {
+            fixture::marker(
+                2_000 + i,
+                MarkerKind::Fault,
+                &format!("link down node{i}.nic0.rx"),
+            )
+        })
+        .collect();
+    let t = texts(&svg(Chart::Throughput, &f));
+    let shown = t.iter().filter(|x| x.starts_with("link down")).count();
+    assert!((1..12).contains(&shown), "{shown} labels shown");
+    assert!(
+        t.contains(&format!("{} labels: see Events", 12 - shown)),
+        "{t:?}"
+    );
+    assert!(t.contains(&"fault ×12".to_string()), "{t:?}");
+    // At one time, one line and one label for all.
+    for m in &mut f.markers {
+        m.at_ns = 2_000_000_000;
+    }
+    let t = texts(&svg(Chart::Throughput, &f));
+    assert_texts(
+        Chart::Throughput,
+        &svg(Chart::Throughput, &f),
+        &["link down node0.nic0.rx (+11 more)"],
+    );
+    assert!(!t.iter().any(|x| x.contains("see Events")), "{t:?}");
+}
+
+#[test]
+fn throughput_shows_failed_and_corrupted_beside_completed() {
+    let f = synthetic();
+    let s = svg(Chart::Throughput, &f);
+    assert_texts(
+        Chart::Throughput,
+        &s,
+        &[
+            "completed/s (3 in all)",
+            "failed/s (1 in all)",
+            "corrupted/s (1 in all)",
+        ],
+    );
+    // A line and a legend swatch each.
+    assert!(s.matches(&stroke(FAILED[0])).count() >= 2);
+    assert!(s.matches(&stroke(CORRUPTED)).count() >= 2);
+    // A run where nothing fails: no failure line, and the legend says so.
+    let mut calm = synthetic();
+    calm.finish_rates = Default::default();
+    for r in &mut calm.sample {
+        r.outcome = Outcome::Completed;
+        calm.finish_rates.record(r);
+    }
+    let s = svg(Chart::Throughput, &calm);
+    assert_texts(
+        Chart::Throughput,
+        &s,
+        &[
+            "completed/s (5 in all)",
+            "failed/s: none",
+            "corrupted/s: none",
+        ],
+    );
+    assert_eq!(s.matches(&stroke(FAILED[0])).count(), 0);
+    assert_eq!(s.matches(&stroke(CORRUPTED)).count(), 0);
+}
+
+#[test]
+fn cdfs_draw_their_slo_targets_with_a_verdict() {
+    let mut f = synthetic();
+    let ttft = texts(&svg(Chart::TtftCdf, &f));
+    // Threshold and p99 target at 2 s share one line; about half the TTFTs are within it.
+    assert!(ttft.contains(&"SLO, p99 ≤ 2000 ms".to_string()), "{ttft:?}");
+    let on_chart = ttft
+        .iter()
+        .find(|t| t.starts_with("SLO, p99 ≤ 2000 ms ("))
+        .unwrap_or_else(|| panic!("{ttft:?}"));
+    assert!(on_chart.ends_with("% within, p99 missed)"), "{on_chart}");
+    let tpot = texts(&svg(Chart::TpotCdf, &f));
+    assert!(tpot.contains(&"SLO ≤ 30 ms".to_string()), "{tpot:?}");
+    assert!(!tpot.iter().any(|t| t.contains("2000")), "TTFT SLO on TPOT");
+    // Far beyond the data, the axis is not stretched: the edge names the target.
+    f.slo[2].ms = 500.0;
+    let s = svg(Chart::TpotCdf, &f);
+    assert_texts(
+        Chart::TpotCdf,
+        &s,
+        &["SLO ≤ 500 ms, off axis", "SLO ≤ 500 ms (100 % within) →"],
+    );
+    assert!(
+        !texts(&s).contains(&"500".to_string()),
+        "axis stretched to 500"
+    );
+    // Just past the data, it is.
+    f.slo[2].ms = 45.0;
+    assert_texts(Chart::TpotCdf, &svg(Chart::TpotCdf, &f), &["SLO ≤ 45 ms"]);
+    // No SLO, no SLO text.
+    f.slo.clear();
+    assert!(
+        !texts(&svg(Chart::TtftCdf, &f))
+            .iter()
+            .any(|t| t.starts_with("SLO"))
+    );
+}
+
+#[test]
+fn slo_targets_at_one_threshold_share_a_line() {
+    let t = |ms, quantile| SloTarget {
+        metric: SloMetric::Ttft,
+        ms,
+        quantile,
+    };
+    let lines = slo_lines(
+        &[
+            t(200.0, Some(0.99)),
+            t(100.0, None),
+            t(200.0, Some(0.9)),
+            SloTarget {
+                metric: SloMetric::Tpot,
+                ms: 5.0,
+                quantile: None,
+            },
+        ],
+        SloMetric::Ttft,
+    );
+    let labels: Vec<String> = lines.iter().map(|l| l.label()).collect();
+    assert_eq!(labels, ["SLO ≤ 100 ms", "SLO p90, p99 ≤ 200 ms"]);
+    // A CDF through (100, 0.5) and (200, 0.95).
+    let pts = [(0.0, 0.0), (100.0, 0.5), (200.0, 0.95), (300.0, 1.0)];
+    assert_eq!(lines[0].verdict(&pts), "(50 % within)");
+    assert_eq!(lines[1].verdict(&pts), "(p90 met, p99 missed)");
+}
+
+#[test]
+fn zero_stretches_of_sparse_lines_are_left_out() {
+    use super::series::nonzero_runs;
+    let pts: Vec<(f64, f64)> = [0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0, 1.0, 1.0]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (i as f64, *v))
+        .collect();
+    let runs = nonzero_runs(&pts);
+    let xs: Vec<Vec<f64>> = runs
+        .iter()
+        .map(|r| r.iter().map(|p| p.0).collect())
+        .collect();
+    assert_eq!(xs, [vec![2.0, 3.0, 4.0], vec![6.0, 7.0, 8.0]]);
+    assert!(nonzero_runs(&[(0.0, 0.0), (1.0, 0.0)]).is_empty());
 }

@@ -1,11 +1,14 @@
-//! 7. Timeline: the phases of a sample of requests, one row each, with how each ended.
+//! Chart 7, timeline: the phases of a sample of requests, one row each, with how each ended,
+//! and the run's event markers.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::engine::NS_PER_S;
 use crate::metrics::{Outcome, RequestRow};
+use crate::report::markers::Marker;
 
+use super::markers;
 use super::style::*;
 use super::*;
 
@@ -100,6 +103,7 @@ pub(super) fn last_time(r: &RequestRow) -> u64 {
 pub(super) fn timeline_chart<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     sample: &[RequestRow],
+    marks: &[Marker],
 ) -> DrawResult<(), DB> {
     let (plot, legend) = with_legend(area);
     let rows = &sample[..sample.len().min(MAX_TIMELINE_ROWS)];
@@ -119,6 +123,19 @@ pub(super) fn timeline_chart<DB: DrawingBackend>(
         };
         ((secs(t0) - pad).max(0.0)..secs(t1) + pad, desc)
     };
+    let groups = markers::groups(marks, &x);
+    let x_marks = x.clone();
+    // With markers, empty rows on top hold their labels (about one label row of height),
+    // so no label covers a request's bars.
+    let plot_h = f64::from(plot.dim_in_pixel().1) - 68.0;
+    let extra = if groups.is_empty() {
+        0
+    } else {
+        ((n as f64 * markers::LABEL_ROW_PX) / (plot_h - markers::LABEL_ROW_PX).max(1.0)).ceil()
+            as usize
+    };
+    let label_rows =
+        ((extra as f64 * plot_h / (n + extra) as f64) / markers::LABEL_ROW_PX).floor() as usize;
     // Label every row while they fit (about 16 px per label), else every k-th.
     let step = rows.len().div_ceil(24).max(1);
     let keys: Vec<f64> = (0..rows.len()).step_by(step).map(pos).collect();
@@ -136,7 +153,7 @@ pub(super) fn timeline_chart<DB: DrawingBackend>(
         .margin_right(16)
         .x_label_area_size(48)
         .y_label_area_size(72)
-        .build_cartesian_2d(x, RowAxis::new(n, keys))?;
+        .build_cartesian_2d(x, RowAxis::new(n + extra, keys))?;
     chart
         .configure_mesh()
         .disable_y_mesh()
@@ -150,6 +167,7 @@ pub(super) fn timeline_chart<DB: DrawingBackend>(
         .x_label_formatter(&|v| fmt_num(*v))
         .y_label_formatter(&y_fmt)
         .draw()?;
+    markers::draw_lines(&chart, &groups)?;
     for (i, r) in rows.iter().enumerate() {
         let y = pos(i);
         let bars = phases(r);
@@ -181,6 +199,7 @@ pub(super) fn timeline_chart<DB: DrawingBackend>(
     if rows.is_empty() {
         draw_note(chart.plotting_area(), "no data: no sampled requests")?;
     }
+    let hidden = markers::draw_labels(&chart, &groups, label_rows.max(1))?;
     let mut entries: Vec<LegendEntry> = Phase::ALL
         .iter()
         .map(|p| LegendEntry::new(p.label(), p.color(), Swatch::Bar))
@@ -195,5 +214,6 @@ pub(super) fn timeline_chart<DB: DrawingBackend>(
         CORRUPTED,
         Swatch::Marker,
     ));
+    entries.extend(markers::legend_entries(marks, &x_marks, hidden));
     draw_legend(&legend, &entries)
 }

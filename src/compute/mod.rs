@@ -7,6 +7,7 @@
 pub mod fit;
 pub mod measure;
 pub mod model;
+pub mod moe;
 pub mod modern;
 pub mod profile;
 mod vllm2023;

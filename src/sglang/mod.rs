@@ -7,6 +7,7 @@
 //! event. See `README.md` beside this file for the request lifecycle.
 
 pub mod decode;
+pub mod dp;
 pub mod memory;
 pub mod prefill;
 pub mod prefix_cache;

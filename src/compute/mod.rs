@@ -7,8 +7,8 @@
 pub mod fit;
 pub mod measure;
 pub mod model;
-pub mod moe;
 pub mod modern;
+pub mod moe;
 pub mod profile;
 mod vllm2023;
 

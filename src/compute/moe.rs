@@ -181,8 +181,8 @@ impl ExpertCost {
             let touched = self.experts_per_gpu
                 * (1.0 - (1.0 - 1.0 / self.experts_per_gpu.max(1.0)).powf(busiest));
             let weights = touched * self.expert_bytes;
-            let compute = (flops / (self.peak_flops * eff))
-                .max(weights / (self.hbm_bytes_per_s * hbm_eff));
+            let compute =
+                (flops / (self.peak_flops * eff)).max(weights / (self.hbm_bytes_per_s * hbm_eff));
             let (comm, rdma) = self.a2a_s(tokens * self.dp / self.gpus, prefill);
             (compute, comm, rdma)
         } else {
@@ -191,8 +191,8 @@ impl ExpertCost {
             let touched =
                 self.experts * (1.0 - (1.0 - self.active / self.experts).powf(all_tokens));
             let weights = touched * self.expert_bytes / self.gpus;
-            let compute = (flops / (self.peak_flops * eff))
-                .max(weights / (self.hbm_bytes_per_s * hbm_eff));
+            let compute =
+                (flops / (self.peak_flops * eff)).max(weights / (self.hbm_bytes_per_s * hbm_eff));
             (compute, self.gather_scatter_s(all_tokens), 0.0)
         };
         let total_s = if self.tbo {
@@ -240,7 +240,10 @@ impl ExpertCost {
         };
         let t_nv = nvlink / (self.net.nvlink_one_way_bytes_per_s * A2A_NVLINK_EFFICIENCY);
         let latency = if self.deepep { 2.0 } else { 4.0 } * A2A_LATENCY_S * self.layers;
-        (t_rdma.max(t_nv) + latency, if nodes > 1.0 { rdma } else { 0.0 })
+        (
+            t_rdma.max(t_nv) + latency,
+            if nodes > 1.0 { rdma } else { 0.0 },
+        )
     }
 
     /// Without EP: all-gather the ranks' tokens and reduce-scatter the result per MoE layer,
@@ -278,7 +281,6 @@ mod tests {
             ep_num_redundant_experts: 32,
             enable_eplb: eplb,
             enable_two_batch_overlap: tbo,
-            ..Parallel::default()
         };
         let net = A2aNetwork {
             gpus_per_node: 8,
@@ -297,7 +299,9 @@ mod tests {
         p.ep_num_redundant_experts = 32;
         assert!(skew(&p, 256) < EXPERT_SKEW_EPLB && skew(&p, 256) > 1.0);
         let (a, b) = (lmsys(32, false, false), lmsys(32, true, false));
-        assert!(b.time(4096.0, true, 0.4, 0.7).compute_s < a.time(4096.0, true, 0.4, 0.7).compute_s);
+        assert!(
+            b.time(4096.0, true, 0.4, 0.7).compute_s < a.time(4096.0, true, 0.4, 0.7).compute_s
+        );
     }
 
     #[test]
@@ -329,7 +333,11 @@ mod tests {
         let c = lmsys(72, true, true);
         let t = c.time(256.0, false, 0.5, 0.7);
         let want = 256.0 * 8.0 * (8.0 / 9.0) * (7168.0 + 224.0 + 14336.0) * 58.0;
-        assert!((t.rdma_bytes_per_gpu / want - 1.0).abs() < 1e-12, "{}", t.rdma_bytes_per_gpu);
+        assert!(
+            (t.rdma_bytes_per_gpu / want - 1.0).abs() < 1e-12,
+            "{}",
+            t.rdma_bytes_per_gpu
+        );
         // One node: nothing on the NICs.
         let g = gpu_preset("h100-sxm").unwrap();
         let p = Parallel {
@@ -344,8 +352,8 @@ mod tests {
             nic_bytes_per_s_per_gpu: 50e9,
             nvlink_one_way_bytes_per_s: 225e9,
         };
-        let one = ExpertCost::new(&g, &preset("deepseek-v3").unwrap(), 8, &p, net, 1979e12)
-            .unwrap();
+        let one =
+            ExpertCost::new(&g, &preset("deepseek-v3").unwrap(), 8, &p, net, 1979e12).unwrap();
         assert_eq!(one.time(256.0, false, 0.5, 0.7).rdma_bytes_per_gpu, 0.0);
     }
 }

@@ -637,7 +637,8 @@ fn fault(
                     &key("instance"),
                     format!(
                         "pool {pool:?} has {} instance(s); use 0..{}",
-                        p.servers(), p.servers()
+                        p.servers(),
+                        p.servers()
                     ),
                 ));
             }

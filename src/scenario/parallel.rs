@@ -46,8 +46,11 @@ pub(super) fn check(
     }
     let dp = if s.enable_dp_attention { s.dp_size } else { 1 };
     let attn_tp = tp / dp;
-    if let Some(a) = s.attn_tp_size {
-        if s.enable_dp_attention && a != attn_tp {
+    if let Some(a) = s.attn_tp_size
+        && s.enable_dp_attention
+        && a != attn_tp
+    {
+        {
             return Err(c.err(
                 &k("attn_tp_size"),
                 format!(

@@ -464,8 +464,7 @@ fn pool(
             ),
         ));
     }
-    let per_gpu_weights =
-        crate::config::capacity::weight_bytes_per_gpu(&model, &server, &parallel);
+    let per_gpu_weights = crate::config::capacity::weight_bytes_per_gpu(&model, &server, &parallel);
     let budget = gpu.hbm_bytes as f64 * s.mem_fraction_static;
     if per_gpu_weights >= budget {
         return Err(c.err(

@@ -65,7 +65,7 @@ fn every_bad_scenario_gets_a_clear_error() {
 fn set_overrides_are_validated_too() {
     let q = repo().join("scenarios/quickstart.toml");
     let e = pdsim::scenario::load(&q, &["pools.decode.server.tp_size=3".into()]).unwrap_err();
-    assert!(e.to_string().contains("does not divide"), "{e}");
+    assert!(e.to_string().contains("neither divides"), "{e}");
     let e = pdsim::scenario::load(&q, &["pools.nope.instances=1".into()]).unwrap_err();
     assert!(
         e.to_string().contains("valid names: prefill, decode"),

@@ -244,7 +244,7 @@ fn read_run(dir: &Path) -> Result<Run, CliError> {
 fn instances(sc: &Scenario) -> Vec<(usize, String, Role)> {
     let mut v = Vec::new();
     for (pi, p) in sc.pools.iter().enumerate() {
-        for _ in 0..p.instances {
+        for _ in 0..p.servers() {
             v.push((pi, p.name.clone(), p.role));
         }
     }
@@ -363,7 +363,7 @@ fn overview(run: &Run) -> Vec<Section> {
     let mut rows = Vec::new();
     let mut first = 0u32;
     for p in &sc.pools {
-        let last = first + p.instances - 1;
+        let last = first + p.servers() - 1;
         rows.push(vec![
             p.name.clone(),
             p.role.as_str().into(),

@@ -297,10 +297,29 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
         if a.enable_unified_memory {
             flags += " --enable-unified-memory";
         }
+        let par = &p.parallel;
+        if par.enable_dp_attention {
+            flags += &format!(" --enable-dp-attention --dp-size {}", par.dp_size);
+        }
+        if par.ep_size > 1 {
+            flags += &format!(" --ep-size {}", par.ep_size);
+            if par.moe_a2a_backend == crate::spec::server::A2aBackend::Deepep {
+                flags += " --moe-a2a-backend deepep";
+            }
+            if par.enable_eplb {
+                flags += &format!(
+                    " --enable-eplb --ep-num-redundant-experts {}",
+                    par.ep_num_redundant_experts
+                );
+            }
+        }
+        if par.enable_two_batch_overlap {
+            flags += " --enable-two-batch-overlap";
+        }
         if let Some(m) = a.max_running_requests {
             flags += &format!(" --max-running-requests {m}");
         }
-        for _ in 0..p.instances {
+        for _ in 0..p.servers() {
             ctx.instances.push(InstanceOutcomes {
                 pool: p.name.clone(),
                 role: p.role.as_str().into(),
@@ -314,7 +333,7 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
             instances: if first == last {
                 format!("1 (instance {first})")
             } else {
-                format!("{} (instances {first}–{last})", p.instances)
+                format!("{} (instances {first}–{last})", p.servers())
             },
             model: p.model.name.clone(),
             flags,
@@ -328,7 +347,7 @@ fn trace_writer(sc: &Scenario, dir: &Path) -> Result<crate::report::trace::Trace
     use crate::report::trace::{TraceInstance, TraceWriter};
     let mut instances = Vec::new();
     for p in &sc.pools {
-        for _ in 0..p.instances {
+        for _ in 0..p.servers() {
             instances.push(TraceInstance {
                 instance: instances.len() as u32,
                 pool: p.name.clone(),
@@ -591,7 +610,7 @@ fn write_run_json(
     let mut instances = Vec::new();
     let mut i = 0u32;
     for pool in &sc.pools {
-        for _ in 0..pool.instances {
+        for _ in 0..pool.servers() {
             instances.push(InstanceFacts {
                 instance: i,
                 pool: pool.name.clone(),

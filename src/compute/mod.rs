@@ -8,6 +8,7 @@ pub mod fit;
 pub mod measure;
 pub mod model;
 pub mod modern;
+pub mod moe;
 pub mod profile;
 mod vllm2023;
 

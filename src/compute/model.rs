@@ -133,6 +133,9 @@ pub struct StepModel {
     /// Across nodes: (nodes the instance spans, GPUs per node, NIC bytes/s per GPU, network
     /// latency s); `None` within one node.
     span: Option<(f64, f64, f64, f64)>,
+    /// Routed experts under DP attention / expert parallelism ([`crate::compute::moe`]);
+    /// `None` when the experts are part of the TP-sharded body above.
+    moe: Option<crate::compute::moe::ExpertCost>,
     params: ComputeParams,
 }
 
@@ -147,6 +150,43 @@ impl StepModel {
         params: ComputeParams,
     ) -> Self {
         Self::with_interconnect(gpu, model, tp, kv_dtype_bytes, params, None)
+    }
+
+    /// As [`StepModel::with_interconnect`] for one DP rank of an instance with DP attention
+    /// or expert parallelism: `attn_tp` GPUs run the attention, dense and shared-expert part
+    /// (`tp` of [`StepModel::with_interconnect`]), and the routed experts are priced by
+    /// `moe` over the whole instance ([`crate::compute::moe`]).
+    pub fn with_parallel(
+        gpu: &GpuSpec,
+        model: &ModelSpec,
+        attn_tp: u32,
+        kv_dtype_bytes: u32,
+        params: ComputeParams,
+        interconnect: Option<&Interconnect>,
+        moe: Option<crate::compute::moe::ExpertCost>,
+    ) -> Self {
+        let mut s =
+            Self::with_interconnect(gpu, model, attn_tp, kv_dtype_bytes, params, interconnect);
+        if let Some(m) = moe {
+            // The routed experts leave the TP body: their FLOPs, their weights and the MoE
+            // blocks' all-reduces are the expert model's (dispatch/combine replace them).
+            let one = s.expert_bytes_gpu * s.tp / f64::from(model.weight_bytes);
+            s.body_flops_per_token -= 2.0 * s.experts_active * one;
+            s.experts = 0.0;
+            s.expert_bytes_gpu = 0.0;
+            s.allreduces -= f64::from(model.moe_layers);
+            s.moe = Some(m);
+        }
+        s
+    }
+
+    /// The peak FLOP/s this model's GEMMs run at on `gpu` (FP8 where the checkpoint and the
+    /// GPU have it).
+    pub fn peak_flops_for(gpu: &GpuSpec, model: &ModelSpec) -> f64 {
+        match (model.weight_bytes, gpu.fp8_tflops) {
+            (1, Some(fp8)) => fp8 * 1e12,
+            _ => gpu.bf16_tflops * 1e12,
+        }
     }
 
     /// As [`StepModel::new`]; an instance of more GPUs than `interconnect.gpus_per_node`
@@ -259,6 +299,7 @@ impl StepModel {
                         i.network_latency_s,
                     )
                 }),
+            moe: None,
             params,
         }
     }
@@ -366,13 +407,24 @@ impl StepModel {
             + 2.0 * self.state_bytes_per_seq_gpu * (seqs + b);
         let t_memory = self.weight_bytes_gpu(tokens) / (self.hbm_bytes_per_s * p.hbm_efficiency)
             + kv_bytes / (self.hbm_bytes_per_s * p.kv_hbm_efficiency);
-        let gpu = t_compute.max(t_memory) + self.allreduce_s(tokens);
+        let moe = self.moe.as_ref().map_or(0.0, |m| {
+            m.time(tokens, new > 0.0, eff, p.hbm_efficiency).total_s
+        });
+        let gpu = t_compute.max(t_memory) + self.allreduce_s(tokens) + moe;
         let host = if new > 0.0 {
             p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
         } else {
             p.decode_overhead_s
         } + p.decode_per_seq_overhead_s * b;
         host + gpu.max(self.allreduces * p.launch_per_block_s)
+    }
+
+    /// Inter-node all-to-all bytes one GPU sends in a forward over `tokens` tokens of this
+    /// rank (0 without DeepEP across nodes): what the simulation puts on the fabric.
+    pub fn a2a_rdma_bytes_per_gpu(&self, tokens: u64, prefill: bool) -> f64 {
+        self.moe.as_ref().map_or(0.0, |m| {
+            m.time(tokens as f64, prefill, 1.0, 1.0).rdma_bytes_per_gpu
+        })
     }
 
     /// One prefill forward over `chunks`, each `(new_tokens, prefix_tokens)`: the new tokens

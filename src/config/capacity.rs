@@ -1,8 +1,10 @@
 //! Where instances sit and how much KV they hold.
 //!
 //! Placement rule: pools are laid out in scenario order (prefill pools first), each instance on
-//! `tp_size` consecutive GPUs starting at a multiple of `tp_size`, so an instance never spans two
-//! nodes (`tp_size` divides `gpus_per_node`, checked at validation). GPU `g` of a node uses NIC
+//! `tp_size` consecutive GPUs starting at a multiple of `tp_size`: an instance smaller than a
+//! node never spans two nodes (`tp_size` divides `gpus_per_node`), and one larger than a node
+//! takes `tp_size / gpus_per_node` whole nodes (a multiple of `gpus_per_node`, checked at
+//! validation); its collectives then cross the fabric. GPU `g` of a node uses NIC
 //! `g × nics_per_node / gpus_per_node` of that node: one NIC per GPU by default, shared by
 //! neighbouring GPUs when a node has fewer NICs.
 
@@ -85,11 +87,46 @@ pub fn place(sc: &Scenario) -> Placement {
 }
 
 /// Bytes of HBM per GPU left for the KV cache (and state, for hybrids):
-/// `hbm × mem_fraction_static − weights ÷ tp − activation reserve`.
+/// `hbm × mem_fraction_static − weights per GPU − activation reserve`.
 pub fn kv_budget_bytes(gpu: &GpuSpec, pool: &Pool) -> f64 {
     gpu.hbm_bytes as f64 * pool.server.mem_fraction_static
-        - pool.model.weight_bytes_total() / f64::from(pool.server.tp_size)
+        - weight_bytes_per_gpu(&pool.model, &pool.server, &pool.parallel)
         - activation_reserve_bytes(pool)
+}
+
+/// Weight bytes one GPU holds. Plain TP: everything ÷ `tp_size`. With DP attention or EP
+/// (sglang's DeepSeek deployment): the attention, dense-FFN and shared-expert weights are
+/// replicated per DP rank and split over its `attn_tp_size` GPUs; the routed experts are
+/// split over `ep_size` GPUs with `ep_num_redundant_experts` extra replicas (or TP-sharded
+/// over `tp_size` when `ep_size = 1`); the embedding and LM head stay vocab-parallel over
+/// `tp_size`.
+pub fn weight_bytes_per_gpu(
+    model: &crate::spec::ModelSpec,
+    server: &crate::spec::ServerArgs,
+    par: &crate::spec::server::Parallel,
+) -> f64 {
+    let tp = f64::from(server.tp_size.max(1));
+    let total = model.weight_bytes_total();
+    if par.dp_ranks() == 1 && par.ep_size <= 1 {
+        return total / tp;
+    }
+    let wb = f64::from(model.weight_bytes);
+    let h = f64::from(model.hidden_size);
+    let vocab = f64::from(model.vocab_size) * h * if model.tie_word_embeddings { 1.0 } else { 2.0 };
+    let (experts, per_expert) = match &model.moe {
+        Some(m) => (
+            f64::from(m.experts),
+            3.0 * h * f64::from(m.expert_intermediate) * f64::from(model.moe_layers),
+        ),
+        None => (0.0, 0.0),
+    };
+    let routed = if par.ep_size > 1 {
+        per_expert * (experts + f64::from(par.ep_num_redundant_experts)) / f64::from(par.ep_size)
+    } else {
+        per_expert * experts / tp
+    };
+    let rest = model.total_params() - vocab - per_expert * experts;
+    (rest / f64::from(server.attn_tp_size.max(1)) + routed + vocab / tp) * wb
 }
 
 /// Activations of the largest forward one GPU must hold inside the static pool: a chunk of

@@ -73,6 +73,18 @@ pub struct Pool {
     pub layout: std::sync::Arc<Vec<crate::layout::RankLayout>>,
     /// Mamba/GDN state slots per instance (0 for models without recurrent layers).
     pub state_slots: u32,
+    /// DP attention and expert parallelism (`dp_size`, `ep_size`, …); the default for a
+    /// plain TP instance.
+    pub parallel: crate::spec::server::Parallel,
+}
+
+impl Pool {
+    /// Servers the simulation runs for this pool: one per instance, or one per DP rank of
+    /// each instance with DP attention (each rank has its own batch and KV pool). Results,
+    /// faults and the timeseries number these.
+    pub fn servers(&self) -> u32 {
+        self.instances * self.parallel.dp_ranks()
+    }
 }
 
 /// A validated arrival process.

@@ -161,6 +161,27 @@ pub struct ServerSection {
     pub disable_radix_cache: bool,
     /// Prefix-cache capacity, tokens (default: the instance's KV capacity).
     pub radix_cache_tokens: Option<u64>,
+    /// `--dp-size`: data-parallel attention ranks (with `enable_dp_attention`).
+    #[serde(default = "one")]
+    pub dp_size: u32,
+    /// `--enable-dp-attention`: attention TP = `tp_size / dp_size`, one batch per DP rank.
+    #[serde(default)]
+    pub enable_dp_attention: bool,
+    /// `--ep-size`: GPUs the routed experts are spread over.
+    #[serde(default = "one")]
+    pub ep_size: u32,
+    /// `--moe-a2a-backend`: `none` or `deepep`.
+    #[serde(default)]
+    pub moe_a2a_backend: crate::spec::server::A2aBackend,
+    /// `--ep-num-redundant-experts`.
+    #[serde(default)]
+    pub ep_num_redundant_experts: u32,
+    /// `--enable-eplb`.
+    #[serde(default)]
+    pub enable_eplb: bool,
+    /// `--enable-two-batch-overlap`.
+    #[serde(default)]
+    pub enable_two_batch_overlap: bool,
 }
 
 impl Default for ServerSection {
@@ -177,6 +198,13 @@ impl Default for ServerSection {
             max_running_requests: None,
             disable_radix_cache: false,
             radix_cache_tokens: None,
+            dp_size: 1,
+            enable_dp_attention: false,
+            ep_size: 1,
+            moe_a2a_backend: Default::default(),
+            ep_num_redundant_experts: 0,
+            enable_eplb: false,
+            enable_two_batch_overlap: false,
         }
     }
 }

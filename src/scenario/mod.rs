@@ -5,6 +5,7 @@
 pub mod expect;
 pub mod file;
 pub mod locate;
+mod parallel;
 mod sections;
 pub mod set;
 
@@ -430,7 +431,7 @@ fn place(
     let mut bytes = 0u64;
     for (pi, p) in pools.iter().enumerate() {
         let each = capacity::page_record_bytes(gpu, p, capacity::oracle_watched(pools, plans, pi));
-        bytes = bytes.saturating_add(each.saturating_mul(u64::from(p.instances)));
+        bytes = bytes.saturating_add(each.saturating_mul(u64::from(p.servers())));
         if bytes > limits::MAX_PAGE_RECORD_BYTES {
             return Err(c.err(
                 &format!("pools.{}.instances", p.name),
@@ -637,16 +638,17 @@ fn fault(
                     )
                 })?;
             let k = f.instance.unwrap_or(0);
-            if k >= p.instances {
+            if k >= p.servers() {
                 return Err(c.err(
                     &key("instance"),
                     format!(
                         "pool {pool:?} has {} instance(s); use 0..{}",
-                        p.instances, p.instances
+                        p.servers(),
+                        p.servers()
                     ),
                 ));
             }
-            let first: u32 = pools[..pi].iter().map(|p| p.instances).sum();
+            let first: u32 = pools[..pi].iter().map(|p| p.servers()).sum();
             let restart_ns = match f.restart_after_s {
                 Some(r) => Some(ns_from_secs_ceil(c.duration(
                     &key("restart_after_s"),

@@ -193,7 +193,7 @@ pub(super) fn pools(
                 format!(
                     "leaves no room for KV cache: {:.2} GB per GPU after weights ({:.2} GB at tp_size {}) and activations; raise mem_fraction_static or tp_size",
                     crate::config::capacity::kv_budget_bytes(gpu, p).max(0.0) / 1e9,
-                    p.model.weight_bytes_total() / f64::from(p.server.tp_size) / 1e9,
+                    crate::config::capacity::weight_bytes_per_gpu(&p.model, &p.server, &p.parallel) / 1e9,
                     p.server.tp_size
                 ),
             ));
@@ -460,28 +460,23 @@ fn pool(
     }
     let s = &p.server;
     let k = |f: &str| format!("{key}.server.{f}");
-    if s.tp_size == 0 || !gpus_per_node.is_multiple_of(s.tp_size) {
+    if s.tp_size == 0
+        || !(gpus_per_node.is_multiple_of(s.tp_size) || s.tp_size.is_multiple_of(gpus_per_node))
+    {
         return Err(c.err(
             &k("tp_size"),
             format!(
-                "{} does not divide hardware.gpus_per_node = {}; use one of {}",
+                "{} neither divides hardware.gpus_per_node = {} nor is a multiple of it (an instance spans whole nodes); use one of {} or a multiple of {}",
                 s.tp_size,
                 gpus_per_node,
-                divisors(gpus_per_node)
+                divisors(gpus_per_node),
+                gpus_per_node
             ),
         ));
     }
-    let attn_tp = s.attn_tp_size.unwrap_or(s.tp_size);
-    if attn_tp == 0 || !s.tp_size.is_multiple_of(attn_tp) {
-        return Err(c.err(
-            &k("attn_tp_size"),
-            format!(
-                "{attn_tp} must divide tp_size = {} (attention TP = tp_size / dp); use one of {}",
-                s.tp_size,
-                divisors(s.tp_size)
-            ),
-        ));
-    }
+    let parallel = super::parallel::check(c, key, s, gpus_per_node)?;
+    let attn_tp = parallel.attn_tp;
+    let parallel = parallel.args;
     if s.page_size == 0 {
         return Err(c.err(&k("page_size"), "must be ≥ 1 token, e.g. 1, 16 or 64"));
     }
@@ -519,6 +514,7 @@ fn pool(
             ));
         }
     };
+    super::parallel::check_model(c, key, &parallel, &model)?;
     let server = ServerArgs {
         tp_size: s.tp_size,
         attn_tp_size: attn_tp,
@@ -552,16 +548,18 @@ fn pool(
             ),
         ));
     }
-    let per_gpu_weights = model.weight_bytes_total() / f64::from(s.tp_size);
+    let per_gpu_weights = crate::config::capacity::weight_bytes_per_gpu(&model, &server, &parallel);
     let budget = gpu.hbm_bytes as f64 * s.mem_fraction_static;
     if per_gpu_weights >= budget {
         return Err(c.err(
             &k("tp_size"),
             format!(
-                "model {} needs {:.1} GB of weights per GPU at tp_size = {}, more than {:.1} GB ({} HBM × mem_fraction_static {}); raise tp_size",
+                "model {} needs {:.1} GB of weights per GPU at tp_size = {} (dp_size {}, ep_size {}), more than {:.1} GB ({} HBM × mem_fraction_static {}); raise tp_size or ep_size",
                 model.name,
                 per_gpu_weights / 1e9,
                 s.tp_size,
+                parallel.dp_ranks(),
+                parallel.ep_size,
                 budget / 1e9,
                 gpu.name,
                 s.mem_fraction_static
@@ -590,6 +588,7 @@ fn pool(
         layout: std::sync::Arc::new(layouts),
         state_slots,
         node: p.node,
+        parallel,
     })
 }
 

@@ -8,6 +8,7 @@
 
 pub mod colocated;
 pub mod decode;
+pub mod dp;
 pub mod memory;
 pub mod prefill;
 pub mod prefix_cache;

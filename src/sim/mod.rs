@@ -183,6 +183,45 @@ fn build_fabric(sc: &Scenario, nodes: u32) -> Fabric {
     })
 }
 
+/// The step-time model of one server of `pool`: the whole instance, or one DP rank of an
+/// instance with DP attention / expert parallelism (its routed experts priced over the
+/// instance by `compute::moe`, its all-to-all over NVLink and the NICs).
+fn step_model(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> StepModel {
+    let par = &pool.parallel;
+    if par.dp_ranks() == 1 && par.ep_size <= 1 {
+        return StepModel::with_interconnect(
+            &sc.gpu,
+            &pool.model,
+            pool.server.tp_size,
+            pool.kv_dtype_bytes,
+            sc.compute.clone(),
+            Some(ic),
+        );
+    }
+    let net = crate::compute::moe::A2aNetwork {
+        gpus_per_node: sc.gpus_per_node,
+        nic_bytes_per_s_per_gpu: ic.nic_bytes_per_s_per_gpu,
+        nvlink_one_way_bytes_per_s: sc.gpu.nvlink_bytes_per_s / 2.0,
+    };
+    let moe = crate::compute::moe::ExpertCost::new(
+        &sc.gpu,
+        &pool.model,
+        pool.server.tp_size,
+        par,
+        net,
+        StepModel::peak_flops_for(&sc.gpu, &pool.model),
+    );
+    StepModel::with_parallel(
+        &sc.gpu,
+        &pool.model,
+        pool.server.attn_tp_size,
+        pool.kv_dtype_bytes,
+        sc.compute.clone(),
+        Some(ic),
+        moe,
+    )
+}
+
 /// The memory of one instance of pool `pool_idx` with `pages` usable KV pages: the oracle for a
 /// decode pool that some prefill pool reaches through an inexact plan, or that is unified;
 /// plain allocators otherwise (no write can land wrong there, so no ownership is tracked).
@@ -237,24 +276,25 @@ impl<'a> World<'a> {
                 / f64::from(sc.gpus_per_node),
             network_latency_s: sc.fabric.base_latency_ns as f64 / 1e9,
         };
+        let mut placed = 0usize;
         for (pool_idx, pool) in sc.pools.iter().enumerate() {
-            for _ in 0..pool.instances {
+            // With DP attention every DP rank is its own server (`sglang::dp`).
+            let dp = pool.parallel.dp_ranks();
+            let units: Vec<Vec<crate::fabric::GpuId>> = (0..pool.instances)
+                .flat_map(|_| {
+                    placed += 1;
+                    crate::sglang::dp::rank_gpus(&placement.gpus[placed - 1], dp)
+                })
+                .collect();
+            for gpus in units {
                 let id = global;
                 global += 1;
-                let tp = pool.server.tp_size;
+                let tp = gpus.len() as u32;
                 let pages = capacity::kv_pages(&sc.gpu, pool);
                 let step = match &pool.step_times {
                     Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
-                    None => StepTimes::Model(StepModel::with_interconnect(
-                        &sc.gpu,
-                        &pool.model,
-                        tp,
-                        pool.kv_dtype_bytes,
-                        sc.compute.clone(),
-                        Some(&interconnect),
-                    )),
+                    None => StepTimes::Model(step_model(sc, pool, &interconnect)),
                 };
-                let gpus = placement.gpus[id as usize].clone();
                 let core = Core {
                     instance: InstanceId(id),
                     pool: PoolId::from(pool_idx),
@@ -296,7 +336,12 @@ impl<'a> World<'a> {
                     }
                     Role::Decode => {
                         let ports = (0..tp).map(|r| session_port(id, r)).collect();
-                        let max_running = pool.server.max_running_requests.unwrap_or(u32::MAX);
+                        // Under DP attention sglang divides `--max-running-requests` over the DP ranks
+                        // (`Scheduler.init_memory_pool_and_cache`: `max_running_requests // dp_size`).
+                        let max_running = pool
+                            .server
+                            .max_running_requests
+                            .map_or(u32::MAX, |m| (m / dp).max(1));
                         decodes.push(DecodeServer::new(core, ports, max_running));
                     }
                     Role::Colocated => {

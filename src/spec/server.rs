@@ -43,3 +43,63 @@ impl ServerArgs {
         }
     }
 }
+
+/// `--moe-a2a-backend`: how MoE tokens reach the GPUs holding their experts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum A2aBackend {
+    /// No all-to-all: experts are TP-sharded and the MoE output is all-reduced (sglang's
+    /// default, `--moe-a2a-backend none`).
+    #[default]
+    None,
+    /// DeepEP dispatch/combine kernels: tokens travel to their experts' GPUs over NVLink
+    /// inside a node and over the RDMA NICs between nodes.
+    Deepep,
+}
+
+/// The large-MoE parallelism of one instance: DP attention and expert parallelism, with
+/// sglang's flag names (`server_args.py`). Kept beside [`ServerArgs`], not inside it: the
+/// transfer contract sees only the attention TP these imply (`ServerArgs::attn_tp_size`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Parallel {
+    /// `--dp-size` (1 without DP attention).
+    pub dp_size: u32,
+    /// `--enable-dp-attention`: attention runs data-parallel, TP `tp_size / dp_size` per rank.
+    pub enable_dp_attention: bool,
+    /// `--ep-size`: GPUs the routed experts are spread over (1: TP-sharded experts).
+    pub ep_size: u32,
+    /// `--moe-a2a-backend`.
+    pub moe_a2a_backend: A2aBackend,
+    /// `--ep-num-redundant-experts`: extra expert replicas EPLB may place.
+    pub ep_num_redundant_experts: u32,
+    /// `--enable-eplb`: the expert-parallel load balancer rebalances experts over GPUs.
+    pub enable_eplb: bool,
+    /// `--enable-two-batch-overlap`: split each batch in two micro-batches so one's
+    /// communication runs under the other's compute.
+    pub enable_two_batch_overlap: bool,
+}
+
+impl Default for Parallel {
+    fn default() -> Self {
+        Self {
+            dp_size: 1,
+            enable_dp_attention: false,
+            ep_size: 1,
+            moe_a2a_backend: A2aBackend::None,
+            ep_num_redundant_experts: 0,
+            enable_eplb: false,
+            enable_two_batch_overlap: false,
+        }
+    }
+}
+
+impl Parallel {
+    /// DP ranks that each hold a batch and a KV pool (1 without DP attention).
+    pub fn dp_ranks(&self) -> u32 {
+        if self.enable_dp_attention {
+            self.dp_size.max(1)
+        } else {
+            1
+        }
+    }
+}

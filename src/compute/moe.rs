@@ -1,0 +1,359 @@
+//! The routed-expert (MoE) part of a forward on an instance with DP attention and/or expert
+//! parallelism (`docs/performance-model.md` §5).
+//!
+//! With DP attention an instance of `tp` GPUs runs `dp` attention ranks of `tp / dp` GPUs
+//! each, every rank with its own batch; at each MoE layer the ranks meet: sglang runs the
+//! ranks in lockstep (an idle rank runs an idle batch, `Scheduler.prepare_mlp_sync_batch`,
+//! sglang v0.4.6), so one rank's step is the instance's step. pdsim models that step from one
+//! rank's batch under the assumption that every rank carries the same load (the dispatcher
+//! spreads requests evenly): the MoE layer sees `dp × T` tokens.
+//!
+//! * **Expert parallelism** (`ep_size = tp`, `moe_a2a_backend = "deepep"`): each GPU holds
+//!   `(E + redundant) / ep` experts. Per layer a GPU computes its share of the `dp·T·k`
+//!   token-expert pairs times the **imbalance** (the busiest GPU sets the pace): a popularity
+//!   skew (`EXPERT_SKEW`, reduced to `EXPERT_SKEW_EPLB` by EPLB, and further by redundant
+//!   experts) times the statistical excess of the most loaded of `ep` GPUs over the mean
+//!   (`μ + sqrt(2 μ ln ep)` for `μ` pairs per GPU, the Gaussian tail of a sum of routings).
+//! * **DeepEP dispatch/combine**: every token travels to the GPUs of its `k` experts (FP8
+//!   dispatch, `hidden + hidden/128 × 4` bytes with its scales) and back (BF16 combine,
+//!   `2 × hidden`). Copies to a GPU of the same node cross NVLink; copies to another node
+//!   cross the RDMA NICs. Prefill uses DeepEP's *normal* kernels, which send a token once per
+//!   destination node (the NVLink forward fans it out there); decode uses the *low-latency*
+//!   kernels, which send one copy per expert (`deep_ep.Buffer.low_latency_dispatch`).
+//!   Each dispatch and combine pays `A2A_LATENCY_S`.
+//! * **Two-batch overlap** (`enable_two_batch_overlap`): the batch runs as two micro-batches,
+//!   one's all-to-all under the other's compute (sglang `two_batch_overlap.py`): the MoE
+//!   layers take `max(compute, comm) + min(compute, comm) / 2` instead of the sum (half of
+//!   the shorter side cannot hide: the pipeline's fill and drain).
+//! * **Without EP** (`ep_size = 1`) the experts are TP-sharded over all `tp` GPUs: the ranks'
+//!   tokens are gathered, every GPU computes `1/tp` of every expert, and the result is
+//!   reduce-scattered (one all-reduce's traffic of the `dp·T` tokens over NVLink / the NICs).
+//!
+//! Every constant is named with its source; none is fitted to the LMSYS figures that
+//! `tests/moe_lmsys.rs` compares against.
+
+use crate::spec::{GpuSpec, ModelSpec, server::A2aBackend, server::Parallel};
+
+/// Popularity skew of DeepSeek-V3's experts without EPLB: the busiest GPU's share over the
+/// mean when tokens are plentiful. LMSYS (2025-05-05, "Expert Parallelism Load Balancer")
+/// plots a balancedness (mean ÷ max GPU load) near 0.5–0.6 for real traces at EP32+ without
+/// EPLB; 1 / 0.6 ≈ 1.7. Borrowed, not fitted.
+pub const EXPERT_SKEW: f64 = 1.7;
+/// The same with EPLB: LMSYS's balancedness with EPLB is ~0.85–0.9 (1 / 0.87 ≈ 1.15).
+/// Redundant experts bring it further towards 1 (see [`skew`]). Borrowed, not fitted.
+pub const EXPERT_SKEW_EPLB: f64 = 1.15;
+/// Fixed latency of one DeepEP dispatch or combine, seconds: DeepEP's README lists
+/// low-latency dispatch at ~77–194 µs for 128 tokens (EP8–EP256), of which ~20 µs is not
+/// bandwidth (its EP8 NVLink-only row). Borrowed, not fitted.
+pub const A2A_LATENCY_S: f64 = 20e-6;
+/// Fraction of NIC line rate DeepEP's RDMA kernels reach: its README reports 43–58 GB/s per
+/// 400 Gb/s (50 GB/s) CX7 NIC for normal kernels (0.86–1.0 over the quoted range); 0.9.
+/// Borrowed, not fitted.
+pub const A2A_RDMA_EFFICIENCY: f64 = 0.9;
+/// Fraction of NVLink one-way bandwidth DeepEP's intranode kernels reach: 153–158 GB/s of
+/// H800's 160 GB/s (README, "normal kernels with NVLink"); for H100's 450 GB/s one-way pdsim
+/// keeps the ratio, 0.95 × `nvlink_efficiency`-free. Borrowed.
+pub const A2A_NVLINK_EFFICIENCY: f64 = 0.95;
+
+/// The network an instance's all-to-all runs over.
+#[derive(Clone, Debug, PartialEq)]
+pub struct A2aNetwork {
+    /// GPUs per node (the NVLink domain).
+    pub gpus_per_node: u32,
+    /// RDMA bytes per second one GPU can send (its NIC share), before contention.
+    pub nic_bytes_per_s_per_gpu: f64,
+    /// One-way NVLink bytes per second of one GPU.
+    pub nvlink_one_way_bytes_per_s: f64,
+}
+
+/// The routed-expert cost model of one instance.
+#[derive(Clone, Debug)]
+pub struct ExpertCost {
+    /// Routed experts per MoE layer, and each token's active count.
+    experts: f64,
+    active: f64,
+    /// Weight bytes of one routed expert over all MoE layers.
+    expert_bytes: f64,
+    /// FLOPs of one token through one expert over all MoE layers.
+    pair_flops: f64,
+    /// MoE layers.
+    layers: f64,
+    /// Hidden width.
+    hidden: f64,
+    /// Attention DP ranks whose tokens meet at each MoE layer.
+    dp: f64,
+    /// GPUs of the instance.
+    gpus: f64,
+    /// Expert-parallel degree (1: TP-sharded experts).
+    ep: f64,
+    /// Experts one GPU holds (with redundant replicas) under EP.
+    experts_per_gpu: f64,
+    skew: f64,
+    deepep: bool,
+    tbo: bool,
+    net: A2aNetwork,
+    peak_flops: f64,
+    hbm_bytes_per_s: f64,
+}
+
+/// What the MoE layers of one forward cost on the busiest GPU, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MoeTime {
+    /// Expert GEMMs (compute or weight streaming, whichever binds).
+    pub compute_s: f64,
+    /// Dispatch + combine (or gather + reduce-scatter without EP).
+    pub comm_s: f64,
+    /// What the forward pays: the sum, or the overlapped time under two-batch overlap.
+    pub total_s: f64,
+    /// Inter-node bytes one GPU sends per forward (to load the fabric with).
+    pub rdma_bytes_per_gpu: f64,
+}
+
+/// The popularity skew an instance's busiest GPU sees: EPLB's with `redundant` spare
+/// replicas over `experts` (each replica splits a hot expert's load: the excess shrinks by
+/// the share of experts that can be doubled), or the raw skew without EPLB.
+pub fn skew(p: &Parallel, experts: u32) -> f64 {
+    if !p.enable_eplb {
+        return EXPERT_SKEW;
+    }
+    let spare = f64::from(p.ep_num_redundant_experts) / f64::from(experts.max(1));
+    1.0 + (EXPERT_SKEW_EPLB - 1.0) / (1.0 + spare)
+}
+
+impl ExpertCost {
+    /// The model for `model` (which must have a MoE block) on an instance of `p` over `tp`
+    /// GPUs; `None` for a model without routed experts.
+    pub fn new(
+        gpu: &GpuSpec,
+        model: &ModelSpec,
+        tp: u32,
+        p: &Parallel,
+        net: A2aNetwork,
+        peak_flops: f64,
+    ) -> Option<Self> {
+        let moe = model.moe.as_ref()?;
+        let h = f64::from(model.hidden_size);
+        let layers = f64::from(model.moe_layers);
+        let one = 3.0 * h * f64::from(moe.expert_intermediate);
+        let ep = f64::from(p.ep_size.max(1));
+        Some(Self {
+            experts: f64::from(moe.experts),
+            active: f64::from(moe.active),
+            expert_bytes: one * layers * f64::from(model.weight_bytes),
+            pair_flops: 2.0 * one * layers,
+            layers,
+            hidden: h,
+            dp: f64::from(p.dp_ranks()),
+            gpus: f64::from(tp.max(1)),
+            ep,
+            experts_per_gpu: f64::from(moe.experts + p.ep_num_redundant_experts) / ep,
+            skew: skew(p, moe.experts),
+            deepep: p.moe_a2a_backend == A2aBackend::Deepep && p.ep_size > 1,
+            tbo: p.enable_two_batch_overlap,
+            net,
+            peak_flops,
+            hbm_bytes_per_s: gpu.hbm_bytes_per_s,
+        })
+    }
+
+    /// Weight bytes of routed experts one GPU holds (with redundant replicas under EP).
+    pub fn resident_bytes_per_gpu(&self) -> f64 {
+        if self.ep > 1.0 {
+            self.expert_bytes * self.experts_per_gpu
+        } else {
+            self.expert_bytes * self.experts / self.gpus
+        }
+    }
+
+    /// The MoE layers of one forward in which one DP rank carries `tokens` tokens (prefill
+    /// when `prefill`), at compute efficiency `eff` and weight-streaming efficiency `hbm_eff`.
+    pub fn time(&self, tokens: f64, prefill: bool, eff: f64, hbm_eff: f64) -> MoeTime {
+        if tokens <= 0.0 {
+            return MoeTime::default();
+        }
+        let all_tokens = tokens * self.dp;
+        let pairs = all_tokens * self.active;
+        let (compute_s, comm_s, rdma) = if self.ep > 1.0 {
+            // The busiest GPU: skewed mean plus the statistical excess of the max of `ep`.
+            let mean = pairs / self.ep;
+            let busiest = mean * self.skew + (2.0 * mean * self.skew * self.ep.ln()).sqrt();
+            let flops = busiest * self.pair_flops;
+            let touched = self.experts_per_gpu
+                * (1.0 - (1.0 - 1.0 / self.experts_per_gpu.max(1.0)).powf(busiest));
+            let weights = touched * self.expert_bytes;
+            let compute =
+                (flops / (self.peak_flops * eff)).max(weights / (self.hbm_bytes_per_s * hbm_eff));
+            let (comm, rdma) = self.a2a_s(tokens * self.dp / self.gpus, prefill);
+            (compute, comm, rdma)
+        } else {
+            // TP-sharded experts: every GPU computes 1/tp of each touched expert.
+            let flops = pairs * self.pair_flops / self.gpus;
+            let touched =
+                self.experts * (1.0 - (1.0 - self.active / self.experts).powf(all_tokens));
+            let weights = touched * self.expert_bytes / self.gpus;
+            let compute =
+                (flops / (self.peak_flops * eff)).max(weights / (self.hbm_bytes_per_s * hbm_eff));
+            (compute, self.gather_scatter_s(all_tokens), 0.0)
+        };
+        let total_s = if self.tbo {
+            compute_s.max(comm_s) + compute_s.min(comm_s) / 2.0
+        } else {
+            compute_s + comm_s
+        };
+        MoeTime {
+            compute_s,
+            comm_s,
+            total_s,
+            rdma_bytes_per_gpu: rdma,
+        }
+    }
+
+    /// DeepEP dispatch and combine for `per_gpu` tokens originating on each GPU, over all MoE
+    /// layers: seconds on the slower of NVLink and the NIC, and the RDMA bytes per GPU.
+    fn a2a_s(&self, per_gpu: f64, prefill: bool) -> (f64, f64) {
+        let per_node = f64::from(self.net.gpus_per_node).min(self.gpus);
+        let nodes = (self.gpus / per_node).max(1.0);
+        // FP8 dispatch with per-128 scales, BF16 combine.
+        let bytes_per_copy = self.hidden + self.hidden / 128.0 * 4.0 + 2.0 * self.hidden;
+        let k = self.active;
+        // Copies that leave the node: per destination node (normal) or per expert (LL).
+        let remote_share = (nodes - 1.0) / nodes;
+        let remote_copies = if prefill {
+            // Expected distinct other nodes among k experts spread uniformly over `nodes`.
+            (nodes - 1.0) * (1.0 - (1.0 - 1.0 / nodes).powf(k))
+        } else {
+            k * remote_share
+        };
+        let local_copies = k * (1.0 - remote_share)
+            + if prefill {
+                // The NVLink fan-out of a remote token to its experts' GPUs in that node.
+                k * remote_share
+            } else {
+                0.0
+            };
+        let rdma = per_gpu * remote_copies * bytes_per_copy * self.layers;
+        let nvlink = per_gpu * local_copies * bytes_per_copy * self.layers;
+        let t_rdma = if nodes > 1.0 {
+            rdma / (self.net.nic_bytes_per_s_per_gpu * A2A_RDMA_EFFICIENCY)
+        } else {
+            0.0
+        };
+        let t_nv = nvlink / (self.net.nvlink_one_way_bytes_per_s * A2A_NVLINK_EFFICIENCY);
+        let latency = if self.deepep { 2.0 } else { 4.0 } * A2A_LATENCY_S * self.layers;
+        (
+            t_rdma.max(t_nv) + latency,
+            if nodes > 1.0 { rdma } else { 0.0 },
+        )
+    }
+
+    /// Without EP: all-gather the ranks' tokens and reduce-scatter the result per MoE layer,
+    /// the traffic of one ring all-reduce of `tokens × hidden × 2` bytes over the instance.
+    fn gather_scatter_s(&self, tokens: f64) -> f64 {
+        if self.gpus <= 1.0 {
+            return 0.0;
+        }
+        let n = self.gpus;
+        let per_node = f64::from(self.net.gpus_per_node).min(n);
+        let msg = tokens * self.hidden * 2.0;
+        let nv = 2.0 * (per_node - 1.0) / per_node * msg / self.net.nvlink_one_way_bytes_per_s;
+        let nodes = (n / per_node).max(1.0);
+        let nic = if nodes > 1.0 {
+            2.0 * (nodes - 1.0) / nodes * msg / per_node / self.net.nic_bytes_per_s_per_gpu
+        } else {
+            0.0
+        };
+        self.layers * (nv + nic + 2.0 * A2A_LATENCY_S)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{gpu_preset, preset};
+
+    fn lmsys(ep: u32, eplb: bool, tbo: bool) -> ExpertCost {
+        let g = gpu_preset("h100-sxm").unwrap();
+        let p = Parallel {
+            dp_size: ep,
+            enable_dp_attention: true,
+            ep_size: ep,
+            moe_a2a_backend: A2aBackend::Deepep,
+            ep_num_redundant_experts: 32,
+            enable_eplb: eplb,
+            enable_two_batch_overlap: tbo,
+        };
+        let net = A2aNetwork {
+            gpus_per_node: 8,
+            nic_bytes_per_s_per_gpu: 50e9,
+            nvlink_one_way_bytes_per_s: 225e9,
+        };
+        ExpertCost::new(&g, &preset("deepseek-v3").unwrap(), ep, &p, net, 1979e12).unwrap()
+    }
+
+    #[test]
+    fn eplb_and_redundant_experts_reduce_the_skew() {
+        let mut p = Parallel::default();
+        assert_eq!(skew(&p, 256), EXPERT_SKEW);
+        p.enable_eplb = true;
+        assert_eq!(skew(&p, 256), EXPERT_SKEW_EPLB);
+        p.ep_num_redundant_experts = 32;
+        assert!(skew(&p, 256) < EXPERT_SKEW_EPLB && skew(&p, 256) > 1.0);
+        let (a, b) = (lmsys(32, false, false), lmsys(32, true, false));
+        assert!(
+            b.time(4096.0, true, 0.4, 0.7).compute_s < a.time(4096.0, true, 0.4, 0.7).compute_s
+        );
+    }
+
+    #[test]
+    fn experts_are_sharded_over_ep_with_redundant_replicas() {
+        // DeepSeek-V3: 58 layers × 3 × 7168 × 2048 × 1 B = 2.554 GB per expert index;
+        // (256 + 32) / 32 = 9 experts per GPU.
+        let c = lmsys(32, true, true);
+        let one = 58.0 * 3.0 * 7168.0 * 2048.0;
+        assert!((c.resident_bytes_per_gpu() / (9.0 * one) - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn two_batch_overlap_hides_the_shorter_side() {
+        let (plain, tbo) = (lmsys(72, true, false), lmsys(72, true, true));
+        let a = plain.time(256.0, false, 0.5, 0.7);
+        let b = tbo.time(256.0, false, 0.5, 0.7);
+        assert!((a.total_s - (a.compute_s + a.comm_s)).abs() < 1e-15);
+        assert!(b.total_s < a.total_s);
+        assert!(
+            (b.total_s - (b.compute_s.max(b.comm_s) + b.compute_s.min(b.comm_s) / 2.0)).abs()
+                < 1e-15
+        );
+    }
+
+    #[test]
+    fn deepep_traffic_crosses_the_nics_only_between_nodes() {
+        // Hand computation, decode (low-latency: a copy per expert), EP72 over 9 nodes:
+        // 256 tokens per GPU × 8 × 8/9 remote × (7168 + 224 + 14336) B × 58 layers.
+        let c = lmsys(72, true, true);
+        let t = c.time(256.0, false, 0.5, 0.7);
+        let want = 256.0 * 8.0 * (8.0 / 9.0) * (7168.0 + 224.0 + 14336.0) * 58.0;
+        assert!(
+            (t.rdma_bytes_per_gpu / want - 1.0).abs() < 1e-12,
+            "{}",
+            t.rdma_bytes_per_gpu
+        );
+        // One node: nothing on the NICs.
+        let g = gpu_preset("h100-sxm").unwrap();
+        let p = Parallel {
+            dp_size: 8,
+            enable_dp_attention: true,
+            ep_size: 8,
+            moe_a2a_backend: A2aBackend::Deepep,
+            ..Parallel::default()
+        };
+        let net = A2aNetwork {
+            gpus_per_node: 8,
+            nic_bytes_per_s_per_gpu: 50e9,
+            nvlink_one_way_bytes_per_s: 225e9,
+        };
+        let one =
+            ExpertCost::new(&g, &preset("deepseek-v3").unwrap(), 8, &p, net, 1979e12).unwrap();
+        assert_eq!(one.time(256.0, false, 0.5, 0.7).rdma_bytes_per_gpu, 0.0);
+    }
+}

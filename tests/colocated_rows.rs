@@ -5,13 +5,11 @@
 //! --nocapture`).
 //!
 //! What the bounds mean: the median-ITL rows are held out here (the step model was fitted to
-//! them as pure steps at the Little's-law batch), so they must land within 30 %. pdsim's `itl`
-//! percentiles are over each request's mean inter-token latency, where sglang's are over
-//! every token interval; prefill interference moves a request's mean more than a token
-//! interval's median, which is why the 8 req/s rows read high. The offline-throughput rows are
-//! not fitted and sit 30–40 % low (the admission and KV-bound batch of a colocated server under
-//! a burst of 3,000 prompts is not calibrated, see the note in docs/performance-model.md): they
-//! are pinned within 45 % so a regression shows, and printed so the gap stays visible.
+//! them as pure steps at the Little's-law batch), so they must land within 30 %; the 8 req/s
+//! rows read high for a reason not yet measured (docs/performance-model.md §2). The
+//! offline-throughput rows are not fitted and sit 30–40 % low (the admission and KV-bound batch
+//! of a colocated server under a burst of 3,000 prompts is not calibrated): they are pinned
+//! within 45 % so a regression shows, and printed so the gap stays visible.
 
 mod common;
 

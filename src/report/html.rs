@@ -292,6 +292,7 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
     errors_table(&mut h, s);
     latency_table(&mut h, s);
     throughput_table(&mut h, s);
+    pools_table(&mut h, s);
     prefix_cache_table(&mut h, s);
     chart_figures(&mut h, charts);
     h.push_str(
@@ -380,6 +381,70 @@ fn throughput_table(h: &mut String, s: &Summary) {
             h,
             "<tr><td>{label}{unit}</td><td class=\"n\">{value}</td></tr>"
         );
+    }
+    h.push_str("</table>\n");
+}
+
+/// Rows of the per-pool utilisation table: what each pool did over the arrival window and what
+/// bound it. Decode's compute share is 1 whenever it holds a request, so its batch and KV
+/// occupancy are the signal that varies.
+fn pool_rows(s: &Summary) -> Vec<[String; 8]> {
+    let pct = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{:.1} %", 100.0 * x));
+    let num = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{x:.2}"));
+    s.pools
+        .iter()
+        .map(|p| {
+            [
+                p.pool.clone(),
+                p.role.to_string(),
+                pct(p.busy),
+                num(p.batch_mean),
+                pct(p.kv_occupancy),
+                num(p.queue_mean),
+                pct(p.link_utilisation),
+                p.bottleneck.to_string(),
+            ]
+        })
+        .collect()
+}
+
+const POOL_HEAD: [&str; 8] = [
+    "pool",
+    "role",
+    "compute busy",
+    "mean batch",
+    "KV occupancy",
+    "mean queue",
+    "link use",
+    "bottleneck",
+];
+
+/// Per-pool utilisation and bottleneck (`summary.json` `pools`).
+fn pools_table(h: &mut String, s: &Summary) {
+    if s.pools.is_empty() {
+        return;
+    }
+    h.push_str("<h2>Pools: utilisation and bottleneck</h2>\n<p>Over the arrival window. A decode pool computes whenever it holds a request, so its batch and KV occupancy say how full it is.</p>\n<table>\n<tr>");
+    for (i, c) in POOL_HEAD.iter().enumerate() {
+        let class = if (2..7).contains(&i) {
+            " class=\"n\""
+        } else {
+            ""
+        };
+        let _ = write!(h, "<th{class}>{c}</th>");
+    }
+    h.push_str("</tr>\n");
+    for row in pool_rows(s) {
+        h.push_str("<tr>");
+        for (i, c) in row.iter().enumerate() {
+            let class = if (2..7).contains(&i) {
+                " class=\"n\""
+            } else {
+                ""
+            };
+            let _ = write!(h, "<td{class}>{}</td>", escape_html(c));
+        }
+        h.push_str("</tr>\n");
     }
     h.push_str("</table>\n");
 }
@@ -514,6 +579,16 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
         let unit = unit.map_or(String::new(), |u| format!(" {u}"));
         let _ = writeln!(m, "- {label}: {value}{unit}");
     }
+    if !s.pools.is_empty() {
+        m.push_str("\n## Pools: utilisation and bottleneck\n\n");
+        let _ = writeln!(m, "| {} |", POOL_HEAD.join(" | "));
+        let _ = writeln!(m, "|{}", "---|".repeat(POOL_HEAD.len()));
+        for row in pool_rows(s) {
+            let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
+            let _ = writeln!(m, "| {} |", cells.join(" | "));
+        }
+        m.push('\n');
+    }
     for c in &s.prefix_cache {
         let _ = writeln!(
             m,
@@ -569,6 +644,41 @@ mod tests {
             assert!(!html.contains(banned), "index.html contains {banned:?}");
         }
         let _ = fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn both_reports_show_each_pools_utilisation_and_bottleneck() {
+        let mut f = synthetic();
+        f.summary.pools = vec![crate::report::PoolUsage {
+            pool: "dec<ode>".into(),
+            role: "decode",
+            instances: 2,
+            gpus: 4,
+            busy: Some(1.0),
+            batch_mean: Some(37.5),
+            batch_occupancy: None,
+            kv_occupancy: Some(0.914),
+            queue_mean: Some(3.25),
+            queue_nonempty: Some(0.5),
+            link_utilisation: None,
+            bottleneck: "kv_memory",
+        }];
+        let html = index_html("unit-run", &f.summary, &[]);
+        assert!(
+            html.contains("<h2>Pools: utilisation and bottleneck</h2>"),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "<td>dec&lt;ode&gt;</td><td>decode</td><td class=\"n\">100.0 %</td><td class=\"n\">37.50</td><td class=\"n\">91.4 %</td><td class=\"n\">3.25</td><td class=\"n\">—</td><td>kv_memory</td>"
+            ),
+            "{html}"
+        );
+        let md = summary_md("unit-run", &f.summary);
+        assert!(
+            md.contains("| dec<ode> | decode | 100.0 % | 37.50 | 91.4 % | 3.25 | — | kv_memory |"),
+            "{md}"
+        );
     }
 
     #[test]

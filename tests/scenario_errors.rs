@@ -115,3 +115,21 @@ fn set_overrides_are_validated_too() {
         3
     );
 }
+
+/// Found by the fuzzer (seed 2031, case 60643): a huge hardware rate became an infinite fabric
+/// rate and panicked at run time. Every hardware rate is bounded at load time instead.
+#[test]
+fn huge_hardware_rates_are_refused_with_their_key() {
+    let q = repo().join("scenarios/quickstart.toml");
+    for key in [
+        "hardware.nvlink_gb_s",
+        "hardware.nic_host_gbps",
+        "hardware.bf16_tflops",
+        "hardware.fp8_tflops",
+        "hardware.hbm_tb_s",
+    ] {
+        let e = pdsim::scenario::load(&q, &[format!("{key}=1e300")]).unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains(key) && m.contains("above the bound"), "{key}: {m}");
+    }
+}

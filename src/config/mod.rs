@@ -402,6 +402,13 @@ pub mod limits {
     /// HBM per GPU, GB: today's parts carry 80–288 GB; 4 TB leaves room without letting the
     /// KV page count (and the allocators sized by it) run out of memory.
     pub const MAX_HBM_GB: f64 = 4096.0;
+    /// Upper bound on a GPU's dense peak, TFLOP/s (B200: ~2,250 BF16): far above any GPU, low
+    /// enough that every step time stays a finite number of nanoseconds.
+    pub const MAX_TFLOPS: f64 = 1e6;
+    /// Upper bound on HBM bandwidth, TB/s (B200: 8).
+    pub const MAX_HBM_TB_S: f64 = 1e4;
+    /// Upper bound on NVLink or NIC host-side bandwidth, GB/s or Gb/s (NVLink 5: 1,800 GB/s).
+    pub const MAX_LINK_RATE: f64 = 1e7;
     /// Transfer-queue shards per prefill instance (`sglang.queue_size`, sglang's default 4):
     /// each shard is a queue object per prefill instance.
     pub const MAX_QUEUE_SIZE: u32 = 4096;

@@ -238,6 +238,18 @@ impl Checker<'_> {
         }
     }
 
+    /// A positive hardware figure no larger than `max` (so derived rates stay finite).
+    fn bounded(&self, key: &str, v: f64, what: &str, max: f64) -> Result<f64, ScenarioError> {
+        let v = self.positive(key, v, what)?;
+        if v > max {
+            return Err(self.err(
+                key,
+                format!("{v} {what} is above the bound of {max} {what}, far beyond any GPU today"),
+            ));
+        }
+        Ok(v)
+    }
+
     fn non_negative(&self, key: &str, v: f64, what: &str) -> Result<f64, ScenarioError> {
         if v.is_finite() && v >= 0.0 {
             Ok(v)

@@ -57,7 +57,7 @@ pub(super) fn hardware(
         )
     })?;
     if let Some(t) = hw.bf16_tflops {
-        gpu.bf16_tflops = c.positive("hardware.bf16_tflops", t, "TFLOP/s")?;
+        gpu.bf16_tflops = c.bounded("hardware.bf16_tflops", t, "TFLOP/s", limits::MAX_TFLOPS)?;
     }
     if let Some(g) = hw.hbm_gb {
         let g = c.positive("hardware.hbm_gb", g, "GB")?;
@@ -73,17 +73,27 @@ pub(super) fn hardware(
         gpu.hbm_bytes = (g * 1e9) as u64;
     }
     if let Some(b) = hw.hbm_tb_s {
-        gpu.hbm_bytes_per_s = c.positive("hardware.hbm_tb_s", b, "TB/s")? * 1e12;
+        gpu.hbm_bytes_per_s =
+            c.bounded("hardware.hbm_tb_s", b, "TB/s", limits::MAX_HBM_TB_S)? * 1e12;
     }
     if let Some(t) = hw.fp8_tflops {
-        gpu.fp8_tflops = Some(c.positive("hardware.fp8_tflops", t, "TFLOP/s")?);
+        gpu.fp8_tflops =
+            Some(c.bounded("hardware.fp8_tflops", t, "TFLOP/s", limits::MAX_TFLOPS)?);
     }
     if let Some(b) = hw.nvlink_gb_s {
-        gpu.nvlink_bytes_per_s = c.positive("hardware.nvlink_gb_s", b, "GB/s")? * 1e9;
+        gpu.nvlink_bytes_per_s =
+            c.bounded("hardware.nvlink_gb_s", b, "GB/s", limits::MAX_LINK_RATE)? * 1e9;
     }
     if let Some(g) = hw.nic_host_gbps {
-        gpu.nic_host_bytes_per_s =
-            Some(c.positive("hardware.nic_host_gbps", g, "Gb/s per NIC")? / 8.0 * 1e9);
+        gpu.nic_host_bytes_per_s = Some(
+            c.bounded(
+                "hardware.nic_host_gbps",
+                g,
+                "Gb/s per NIC",
+                limits::MAX_LINK_RATE,
+            )? / 8.0
+                * 1e9,
+        );
     }
     let (calibration, compute) = calibration(c, hw, &gpu)?;
     if hw.gpus_per_node == 0 || hw.gpus_per_node > limits::MAX_GPUS_PER_NODE {

@@ -130,6 +130,9 @@ fn huge_hardware_rates_are_refused_with_their_key() {
     ] {
         let e = pdsim::scenario::load(&q, &[format!("{key}=1e300")]).unwrap_err();
         let m = e.to_string();
-        assert!(m.contains(key) && m.contains("above the bound"), "{key}: {m}");
+        assert!(
+            m.contains(key) && m.contains("above the bound"),
+            "{key}: {m}"
+        );
     }
 }

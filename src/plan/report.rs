@@ -233,7 +233,16 @@ fn pareto_chart(vs: &[PointVerdict], target: Option<f64>) -> String {
             best = y;
         }
     }
-    let xmax = nice_max(pts.iter().map(|p| p.0).chain(target).fold(0.0, f64::max));
+    // A log latency axis: the points that miss an SLO often sit 100× past it, and a linear
+    // axis would squeeze the front (the interesting part) against zero.
+    let xs = pts.iter().map(|p| p.0).chain(target).filter(|x| *x > 0.0);
+    let xmin = 10f64.powf(xs.clone().fold(f64::INFINITY, f64::min).log10().floor());
+    let xmax = 10f64.powf(xs.fold(1.0, f64::max).log10().ceil());
+    let xmin = if xmin.is_finite() && xmin < xmax {
+        xmin
+    } else {
+        xmax / 10.0
+    };
     let ymax = nice_max(pts.iter().map(|p| p.1).fold(0.0, f64::max));
     let mut svg = String::new();
     {
@@ -247,13 +256,13 @@ fn pareto_chart(vs: &[PointVerdict], target: Option<f64>) -> String {
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+            .build_cartesian_2d((xmin..xmax).log_scale(), 0.0..ymax)
         else {
             return svg_fallback("no data");
         };
         let _ = chart
             .configure_mesh()
-            .x_desc("p99 TTFT, ms")
+            .x_desc("p99 TTFT, ms (log)")
             .y_desc("output tokens/s per GPU")
             .draw();
         let (green, grey) = (RGBColor(44, 160, 44), RGBColor(160, 160, 160));

@@ -6,7 +6,8 @@
 //! scan of every instance per arrival.
 //!
 //! **Health checks** (sgl-router's `--health-check-interval-secs` 60,
-//! `--health-failure-threshold` 3; `docs/sglang-pd.md` §2.7): an instance whose server died
+//! `--health-failure-threshold` 3, the defaults of `RouterArgs` in
+//! `sgl-router/py_src/sglang_router/router_args.py`; `docs/sglang-pd.md` §11.2): an instance whose server died
 //! under an exception stays in rotation — the router keeps sending it requests, which fail at
 //! once — until [`HEALTH_FAILURE_THRESHOLD`] consecutive checks, every
 //! [`HEALTH_CHECK_INTERVAL_NS`] from the router's start, have failed. (An injected

@@ -44,6 +44,11 @@ pub enum MambaKind {
     Mamba2,
     /// Gated DeltaNet (Qwen3-Next), mapped onto sglang's `Mamba2StateShape`.
     Gdn,
+    /// Kimi Delta Attention (Kimi-Linear), sglang's `KimiLinearStateShape`: the fused
+    /// `[q|k|v]` conv state is stored transposed, `[conv_kernel - 1, channels/tp]` per slot
+    /// (`conv_slice_axis = 1`), each sub-block sharded on its own; the temporal state is
+    /// `[heads/tp, head_dim, head_dim]` (`docs/sglang-pd.md` §1.4).
+    Kda,
 }
 
 /// Recurrent-state geometry in sglang's `Mamba2StateShape` terms (`docs/sglang-pd.md` §1.4).
@@ -261,6 +266,20 @@ impl ModelSpec {
     fn mamba_params(&self) -> f64 {
         let Some(m) = &self.mamba else { return 0.0 };
         let h = f64::from(self.hidden_size);
+        if m.kind == MambaKind::Kda {
+            // KDA (Kimi-Linear `KimiDeltaAttention`): q, k, v projections (the conv sub-blocks),
+            // the output projection, beta (a scalar per head), and the low-rank (rank
+            // `head_dim`) forget and output gates `f_a·f_b`, `g_a·g_b`; a depthwise conv per
+            // channel.
+            let width: f64 = m.conv_shard_groups.iter().map(|&w| f64::from(w)).sum();
+            let value = f64::from(m.intermediate_size);
+            let rank = f64::from(m.head_dim);
+            return h * width
+                + value * h
+                + h * f64::from(m.num_heads)
+                + 2.0 * (h * rank + rank * value)
+                + width * f64::from(m.conv_kernel);
+        }
         let i = f64::from(m.intermediate_size);
         let gs = f64::from(m.n_groups * m.state_size);
         let conv_dim = i + 2.0 * gs;
@@ -371,6 +390,8 @@ pub const MODEL_PRESETS: &[&str] = &[
     "llama2-70b",
     "bloom-176b",
     "gpt-oss-120b",
+    "qwen3-235b-a22b",
+    "kimi-linear-48b-a3b",
 ];
 
 /// The fields of a dense GQA transformer (a preset or an imported config).
@@ -517,6 +538,8 @@ pub fn preset(name: &str) -> Option<ModelSpec> {
         "qwen3-next-80b-a3b" => qwen3_next_80b(name),
         "nemotron-h-8b" => nemotron_h_8b(name),
         "gpt-oss-120b" => gpt_oss_120b(name),
+        "qwen3-235b-a22b" => super::presets_moe::qwen3_235b_a22b(name),
+        "kimi-linear-48b-a3b" => super::presets_moe::kimi_linear_48b_a3b(name),
         _ => return None,
     })
 }

@@ -70,6 +70,8 @@ fn kv_dims(l: &RankLayout, r: &KvRegion) -> Vec<Dim> {
 
 fn state_dims(r: &StateRegion) -> Vec<Dim> {
     let names: &[&str] = match r.part {
+        // KDA keeps its conv state transposed (`conv_slice_axis = 1`, outer count K - 1).
+        StatePart::Conv if r.outer_count > 1 => &["kernel-1", "channels"],
         StatePart::Conv => &["channels", "kernel-1"],
         StatePart::Temporal => &["heads", "head_dim", "state"],
         StatePart::SlotEnvelope => &["entry_bytes"],

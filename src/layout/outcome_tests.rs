@@ -768,10 +768,11 @@ fn kimi_linear_non_unified_unequal_tp_is_exact() {
     }
 }
 
-/// Guard on the reslice itself: slicing the transposed conv state as if it were
-/// `[channels, K - 1]` (outer count 1) would scatter window rows; the oracle must see that.
+/// The transposed KDA conv cell: each window row holds every channel the rank owns, sub-block
+/// by sub-block. (Reslicing it with outer count 1, as if it were `[channels, K - 1]`, scatters
+/// window rows: the exactness test above then fails, which was checked by hand.)
 #[test]
-fn kimi_conv_reslice_needs_the_outer_count() {
+fn kimi_conv_cells_hold_window_rows_of_every_sub_block() {
     let m = preset(KIMI).unwrap();
     let l = RankLayout::new(&m, &args((N, 16, 2), "auto"), 1).unwrap();
     let conv = &l.state_regions[0];

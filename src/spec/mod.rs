@@ -5,7 +5,6 @@ pub mod calibration;
 pub mod gpu;
 pub mod hf;
 pub mod model;
-mod presets_moe;
 pub mod server;
 
 pub use calibration::{CalibrationFile, ComputeParams};

@@ -716,7 +716,9 @@ mod tests {
 
     #[test]
     fn kimi_linear_bad_fields_are_named() {
-        let cases: [(&str, Box<dyn Fn(&mut Value)>, &str); 5] = [
+        /// (file tag, the edit, what the message must say).
+        type Case = (&'static str, Box<dyn Fn(&mut Value)>, &'static str);
+        let cases: [Case; 5] = [
             (
                 "zero",
                 Box::new(|j| j["linear_attn_config"]["kda_layers"][0] = 0.into()),

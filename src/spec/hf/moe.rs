@@ -2,13 +2,13 @@
 //! GQA + MoE) and `kimi_linear` (Kimi-Linear: MLA full-attention layers, KDA linear-attention
 //! layers, MoE). Field meanings follow sglang's config classes (`configs/kimi_linear.py`
 //! `KimiLinearConfig`, and transformers' `Qwen3MoeConfig`); the presets of
-//! `spec::presets_moe` equal what these import from `scenarios/models/`.
+//! `spec::model` equal what these import from `scenarios/models/`.
 
 use serde_json::{Map, Value};
 
 use super::{ConfigError, Fields};
+use crate::spec::model::kimi_layer_ids;
 use crate::spec::model::{Gqa, KvAttention, MambaKind, MambaSpec, ModelSpec, dense_gqa};
-use crate::spec::presets_moe::kimi_layer_ids;
 
 /// `qwen3_moe`: a dense-GQA attention stack whose feed-forward is MoE on every
 /// `decoder_sparse_step`-th layer not listed in `mlp_only_layers` (transformers'

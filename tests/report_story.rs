@@ -81,7 +81,11 @@ fn a_dead_shard_is_marked_when_its_worker_died_and_healthy_traffic_stalls_after_
     assert!(before >= 1 && after >= 40, "{before} before, {after} after");
     for chart in TIME_CHARTS {
         let t = svg_texts(&dir.join(format!("charts/{chart}.svg")));
-        assert!(t.contains(what), "{chart}: {t:?}");
+        // Deaths at one time share a marker: "… (envelope_tp_mismatch) (+1 more)".
+        assert!(
+            t.iter().any(|x| x.starts_with(what.as_str())),
+            "{chart}: {t:?}"
+        );
     }
     // Failures appear in the throughput chart.
     let t = svg_texts(&dir.join("charts/throughput.svg"));
@@ -96,7 +100,7 @@ fn a_crash_and_its_restart_are_marked_and_the_slo_drawn() {
     let dir = common::tmpdir("story-decode-crash");
     common::run(
         "scenarios/faults/decode-crash.toml",
-        &["slo.ttft_ms=100", "slo.tpot_ms=30"],
+        &["slo.ttft_ms=100", "slo.tpot_ms=15"],
         &dir,
     );
     let ev = events(&dir);
@@ -128,9 +132,13 @@ fn a_crash_and_its_restart_are_marked_and_the_slo_drawn() {
         "{ttft:?}"
     );
     let tpot = svg_texts(&dir.join("charts/tpot_cdf.svg"));
-    assert!(tpot.contains(&"SLO ≤ 30 ms".to_string()), "{tpot:?}");
+    assert!(tpot.contains(&"SLO ≤ 15 ms".to_string()), "{tpot:?}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let failed = summary["requests"]["failed"].as_u64().unwrap();
+    assert!(failed > 0, "the crash fails requests");
     let t = svg_texts(&dir.join("charts/throughput.svg"));
-    assert!(t.contains(&"failed/s (25 in all)".to_string()), "{t:?}");
+    assert!(t.contains(&format!("failed/s ({failed} in all)")), "{t:?}");
     assert!(t.contains(&"corrupted/s: none".to_string()), "{t:?}");
 }
 

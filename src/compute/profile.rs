@@ -393,6 +393,24 @@ impl StepTimes {
             Self::Measured(p) => p.decode_ns(batch, context_tokens),
         }
     }
+
+    /// One mixed forward of a colocated server: prefill `chunks` and `batch` decode sequences
+    /// with `context_tokens` in total, nanoseconds. A measured profile has no mixed rows, so
+    /// there the decode sequences enter as one chunk of `batch` tokens over their mean context
+    /// (it adds a `batch²/2` attention term, small beside the contexts).
+    pub fn mixed_ns(&self, chunks: &[(u32, u32)], batch: u32, context_tokens: u64) -> Nanos {
+        match self {
+            Self::Model(m) => m.mixed_ns(chunks, batch, context_tokens),
+            Self::Measured(p) => {
+                let mut all = chunks.to_vec();
+                if batch > 0 {
+                    let mean = context_tokens / u64::from(batch);
+                    all.push((batch, u32::try_from(mean).unwrap_or(u32::MAX)));
+                }
+                p.prefill_ns(&all)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

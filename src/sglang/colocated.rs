@@ -235,19 +235,15 @@ impl ColocatedServer {
         if self.running == 0 && self.step_prefill.is_empty() {
             return;
         }
+        // One forward over the prefill chunks and the decode tokens, as sglang's mixed chunked
+        // prefill runs them (`compute::StepModel::mixed_ns`: the decode sequences read their
+        // whole context, the chunks pay prefill compute and attention).
         let dt = if self.shape.is_empty() {
             self.core.step.decode_ns(self.running, self.context_tokens)
         } else {
-            // One forward over the prefill chunks and the decode tokens. The decode requests
-            // enter as one chunk of `running` tokens over their mean context (an O(1) stand-in
-            // for one single-token chunk each; it adds a `running²/2` attention term, small
-            // beside the contexts).
-            if self.running > 0 {
-                let mean_ctx = self.context_tokens / u64::from(self.running);
-                self.shape
-                    .push((self.running, u32::try_from(mean_ctx).unwrap_or(u32::MAX)));
-            }
-            self.core.step.prefill_ns(&self.shape)
+            self.core
+                .step
+                .mixed_ns(&self.shape, self.running, self.context_tokens)
         };
         self.core.start_busy(now);
         self.step_started = now;

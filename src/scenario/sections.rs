@@ -14,6 +14,9 @@ use crate::engine::{NS_PER_US, Nanos, ns_from_secs_ceil};
 use crate::layout::PairPlan;
 use crate::spec::{GpuSpec, ServerArgs, gpu, server};
 
+/// Most any GPU rate override may be, in its own unit (TFLOP/s, TB/s, GB/s, Gb/s).
+const MAX_RATE_OVERRIDE: f64 = 1e9;
+
 /// `[run]`: the name, and the arrival and drain durations in seconds.
 pub(super) fn run(c: &Checker, run: &file::RunSection) -> Result<(f64, f64), ScenarioError> {
     if run.name.is_empty()
@@ -56,8 +59,21 @@ pub(super) fn hardware(
             ),
         )
     })?;
+    // A rate override is scaled to bytes or FLOPs per second (× up to 1e12): bound it far above
+    // any real GPU (≤ 1e4 of each unit today) so the product stays finite (found by the fuzzer:
+    // nvlink_gb_s = 1e300 became an infinite link capacity).
+    let rate = |key: &str, v: f64, what: &str| -> Result<f64, ScenarioError> {
+        let v = c.positive(key, v, what)?;
+        if v > MAX_RATE_OVERRIDE {
+            return Err(c.err(
+                key,
+                format!("{v} {what} is above the bound of {MAX_RATE_OVERRIDE:e} {what}; give the GPU's real figure"),
+            ));
+        }
+        Ok(v)
+    };
     if let Some(t) = hw.bf16_tflops {
-        gpu.bf16_tflops = c.positive("hardware.bf16_tflops", t, "TFLOP/s")?;
+        gpu.bf16_tflops = rate("hardware.bf16_tflops", t, "TFLOP/s")?;
     }
     if let Some(g) = hw.hbm_gb {
         let g = c.positive("hardware.hbm_gb", g, "GB")?;
@@ -73,17 +89,17 @@ pub(super) fn hardware(
         gpu.hbm_bytes = (g * 1e9) as u64;
     }
     if let Some(b) = hw.hbm_tb_s {
-        gpu.hbm_bytes_per_s = c.positive("hardware.hbm_tb_s", b, "TB/s")? * 1e12;
+        gpu.hbm_bytes_per_s = rate("hardware.hbm_tb_s", b, "TB/s")? * 1e12;
     }
     if let Some(t) = hw.fp8_tflops {
-        gpu.fp8_tflops = Some(c.positive("hardware.fp8_tflops", t, "TFLOP/s")?);
+        gpu.fp8_tflops = Some(rate("hardware.fp8_tflops", t, "TFLOP/s")?);
     }
     if let Some(b) = hw.nvlink_gb_s {
-        gpu.nvlink_bytes_per_s = c.positive("hardware.nvlink_gb_s", b, "GB/s")? * 1e9;
+        gpu.nvlink_bytes_per_s = rate("hardware.nvlink_gb_s", b, "GB/s")? * 1e9;
     }
     if let Some(g) = hw.nic_host_gbps {
         gpu.nic_host_bytes_per_s =
-            Some(c.positive("hardware.nic_host_gbps", g, "Gb/s per NIC")? / 8.0 * 1e9);
+            Some(rate("hardware.nic_host_gbps", g, "Gb/s per NIC")? / 8.0 * 1e9);
     }
     let (calibration, compute) = calibration(c, hw, &gpu)?;
     if hw.gpus_per_node == 0 || hw.gpus_per_node > limits::MAX_GPUS_PER_NODE {

@@ -180,7 +180,10 @@ struct RankLayoutView<'a> {
 
 impl RankLayout {
     fn kv_order(&self) -> &'static str {
-        if self.unified {
+        if self.unified && self.mla {
+            // `UnifiedMLATokenToKVPool`: one latent block per layer per page.
+            "page envelope: [L0_latent|L1_latent|...] per page, all layers in one region"
+        } else if self.unified {
             "page envelope: [L0_K|L0_V|L1_K|...] per page, all layers in one region"
         } else if self.mla {
             "one latent region per layer"

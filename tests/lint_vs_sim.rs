@@ -2,7 +2,8 @@
 //! `../shared/domain/sglang-pd.md` §5.3 (and every sglang profile), lint's prediction from two
 //! `sglang.launch_server` lines is what a simulation of the same pair gives.
 //!
-//! Row 13 (a Kimi-Linear-type MLA hybrid) has no preset or config in pdsim and is left out.
+//! Row 13 (an MLA hybrid) uses the Kimi-Linear preset (issue 11), by its Hugging Face id and by
+//! its config.json.
 
 mod common;
 
@@ -17,6 +18,8 @@ const NEMO: &str = "nvidia/Nemotron-H-8B-Base-8K";
 const NEMO_SPEC: &str = "scenarios/models/nemotron-h-8b-extra-attention.config.json";
 const LLAMA: &str = "meta-llama/Llama-3.1-8B-Instruct";
 const DSV3: &str = "deepseek-ai/DeepSeek-V3";
+const KIMI: &str = "moonshotai/Kimi-Linear-48B-A3B-Instruct";
+const KIMI_CONFIG: &str = "scenarios/models/kimi-linear-48b-a3b.config.json";
 
 /// §5.3, prefill → decode.
 const ROWS: &[(&str, Side, Side)] = &[
@@ -79,6 +82,26 @@ const ROWS: &[(&str, Side, Side)] = &[
         "12",
         (true, 64, 2, "auto", NEMO_SPEC),
         (true, 64, 2, "auto", NEMO),
+    ),
+    (
+        "13",
+        (true, 16, 2, "auto", KIMI),
+        (true, 16, 4, "auto", KIMI),
+    ),
+    (
+        "13 config",
+        (true, 16, 4, "auto", KIMI_CONFIG),
+        (true, 16, 1, "auto", KIMI_CONFIG),
+    ),
+    (
+        "13 equal TP",
+        (true, 16, 2, "auto", KIMI),
+        (true, 16, 2, "auto", KIMI),
+    ),
+    (
+        "13 not unified",
+        (false, 16, 2, "auto", KIMI),
+        (false, 16, 4, "auto", KIMI),
     ),
     (
         "14 page size",
@@ -180,7 +203,7 @@ fn lint_predicts_what_the_simulation_gives_for_every_outcome_table_row() {
                 profile: profile.into(),
                 json: false,
             };
-            // The config.json path of row 12 is relative to the repository root.
+            // The config.json path of rows 12 and 13 is relative to the repository root.
             let cwd = std::env::current_dir().unwrap();
             std::env::set_current_dir(common::repo()).unwrap();
             let r = lint(&args);

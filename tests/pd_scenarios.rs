@@ -434,3 +434,31 @@ fn seed_commit_refuses_unified_memory_on_mha_hybrids_at_start_up() {
     );
     assert_eq!(s.requests.completed, s.requests.arrived);
 }
+
+/// Issue 11: error (2) as sglang raises it, from an MLA hybrid. Kimi-Linear (MLA + KDA) always
+/// takes `send_kvcache`, so under the version read (`slice_dispatch`) the whole-envelope
+/// validator runs and only its TP check can tell the peers apart (the MLA page envelope is
+/// TP-invariant). The seeds' commit lets MLA hybrids start with unified memory and raises the
+/// same; without the guard (`unguarded`) the unsliced slot envelope corrupts every request;
+/// without unified memory the KDA state is resliced and every request completes.
+#[test]
+fn kimi_linear_at_unequal_tp_raises_error_2_on_the_send_kvcache_path() {
+    let e2 = "--enable-unified-memory does not support different prefill / decode attention TP sizes (prefill=2, decode=4): the whole-envelope state cannot be TP-resliced.";
+    worker_death("kimi-linear-tp-mismatch", "envelope_tp_mismatch", e2);
+    let (s, _) = run_pd_with("kimi-linear-tp-mismatch", &["sglang.profile=seed_commit"]);
+    assert_eq!(error(&s, "envelope_tp_mismatch").message, thread_failed(e2));
+    assert_eq!(s.requests.failed, s.requests.arrived);
+    let (s, rows) = run_pd_with("kimi-linear-tp-mismatch", &["sglang.profile=unguarded"]);
+    assert_eq!(s.requests.corrupted, s.requests.arrived);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    assert!(culprits_and_victims_agree(&rows) > 0);
+    let (s, _) = run_pd_with(
+        "kimi-linear-tp-mismatch",
+        &[
+            "pools.prefill.server.enable_unified_memory=false",
+            "pools.decode.server.enable_unified_memory=false",
+        ],
+    );
+    assert_eq!(s.requests.completed, s.requests.arrived);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+}

@@ -202,6 +202,8 @@ const HF_IDS: &[(&str, &str)] = &[
     ("qwen3-next-80b-a3b", "qwen3-next-80b-a3b"),
     ("nemotron-h-8b", "nemotron-h-8b"),
     ("bloom", "bloom-176b"),
+    ("qwen3-235b-a22b", "qwen3-235b-a22b"),
+    ("kimi-linear-48b-a3b", "kimi-linear-48b-a3b"),
 ];
 
 /// The preset a `--model-path` names: a preset itself, or a known Hugging Face id
@@ -825,6 +827,14 @@ mod tests {
             Some("nemotron-h-8b")
         );
         assert_eq!(preset_for("qwen3-8b"), Some("qwen3-8b"));
+        assert_eq!(
+            preset_for("moonshotai/Kimi-Linear-48B-A3B-Instruct"),
+            Some("kimi-linear-48b-a3b")
+        );
+        assert_eq!(
+            preset_for("Qwen/Qwen3-235B-A22B-Instruct-2507"),
+            Some("qwen3-235b-a22b")
+        );
         assert_eq!(preset_for("mistralai/Mistral-7B"), None);
     }
 

@@ -710,3 +710,78 @@ fn hybrid_mla_sub_ranks_skip_kv_but_send_state() {
     assert_eq!(p.targets().iter().filter(|t| t.dummy).count(), 2);
     assert_eq!(senders(&p.chunk(&req(true))), vec![0, 2]);
 }
+
+const KIMI: &str = "kimi-linear-48b-a3b";
+
+/// Row 13 with the real Kimi-Linear preset (7 MLA layers, 20 KDA layers): unequal attention TP
+/// on unified pools always takes `send_kvcache`, so error (2) strikes before any write, under
+/// both the version read and the seeds' profile; the KV envelope alone could not tell the
+/// sides apart.
+#[test]
+fn row_13_kimi_linear_unified_unequal_tp() {
+    let m = preset(KIMI).unwrap();
+    for (a, b) in [(1, 2), (2, 4), (4, 2), (4, 1)] {
+        let (lp, ld) = (
+            RankLayout::new(&m, &args((U, 16, a), "auto"), 0).unwrap(),
+            RankLayout::new(&m, &args((U, 16, b), "auto"), 0).unwrap(),
+        );
+        assert_eq!(lp.kv_item_lens(), ld.kv_item_lens(), "{a}->{b}");
+        assert_ne!(lp.state_item_lens(), ld.state_item_lens(), "{a}->{b}");
+        for prof in [
+            Profile::SliceDispatch,
+            Profile::Guarded,
+            Profile::SeedCommit,
+        ] {
+            let p = plan(KIMI, "auto", (U, 16, a), (U, 16, b), prof);
+            assert_eq!(p.send_path(), super::SendPath::SendKvcache);
+            assert_eq!(
+                outcome(&p),
+                before(ErrorKind::EnvelopeTpMismatch, e2(a, b)),
+                "{prof:?} {a}->{b}"
+            );
+        }
+    }
+    // Equal TP on unified pools passes, byte for byte.
+    for tp in [1, 2, 4] {
+        let p = plan(
+            KIMI,
+            "auto",
+            (U, 16, tp),
+            (U, 16, tp),
+            Profile::SliceDispatch,
+        );
+        assert_eq!(outcome(&p), Outcome::Pass, "tp {tp}");
+    }
+}
+
+/// Without unified memory, Kimi-Linear at unequal TP is served: the MLA latent is replicated
+/// (`send_kvcache`, sub-ranks skip it) and the transposed KDA conv state is resliced per window
+/// row and per `[q|k|v]` sub-block (outer count 3), which the oracle proves exact.
+#[test]
+fn kimi_linear_non_unified_unequal_tp_is_exact() {
+    for (a, b) in [(1, 2), (2, 1), (2, 4), (4, 2), (1, 4), (4, 1)] {
+        for prof in [Profile::SliceDispatch, Profile::Guarded] {
+            let p = plan(KIMI, "auto", (N, 16, a), (N, 16, b), prof);
+            assert_eq!(outcome(&p), Outcome::Pass, "{prof:?} {a}->{b}");
+            assert_eq!(p.send_path(), super::SendPath::SendKvcache);
+        }
+    }
+}
+
+/// The transposed KDA conv cell: each window row holds every channel the rank owns, sub-block
+/// by sub-block. (Reslicing it with outer count 1, as if it were `[channels, K - 1]`, scatters
+/// window rows: the exactness test above then fails, which was checked by hand.)
+#[test]
+fn kimi_conv_cells_hold_window_rows_of_every_sub_block() {
+    let m = preset(KIMI).unwrap();
+    let l = RankLayout::new(&m, &args((N, 16, 2), "auto"), 1).unwrap();
+    let conv = &l.state_regions[0];
+    assert_eq!((conv.outer_count, conv.shape.clone()), (3, vec![3, 6144]));
+    // Rank 1 of 2, window row 1, sub-block k (g = 1): 2048 channels from global channel 2048.
+    let blk = conv.cell.blocks[3 + 1];
+    assert_eq!((blk.rows, blk.first_col), (2048, 2048 * 2));
+    assert_eq!(
+        conv.cell.label_at(6144 * 2 + 2048 * 2, 0).unwrap().0.col,
+        2048 * 2
+    );
+}

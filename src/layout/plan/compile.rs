@@ -323,10 +323,12 @@ fn state_sends(t: Target, p: &RankLayout, d: &RankLayout, state: &StatePairing) 
                 &[]
             };
             for (so, dof, len) in mamba_slice_blocks(
-                sr.item_len,
-                dr.item_len,
-                sr.dim_per_tensor.unwrap_or(1),
-                dr.dim_per_tensor.unwrap_or(1),
+                (sr.item_len, dr.item_len),
+                (
+                    sr.dim_per_tensor.unwrap_or(1),
+                    dr.dim_per_tensor.unwrap_or(1),
+                ),
+                sr.outer_count.max(1),
                 groups,
                 tp_p,
                 tp_d,
@@ -455,21 +457,25 @@ fn mha_pairs(n_src: u32, n_dst: u32) -> Result<MhaPairs, PdError> {
 }
 
 /// The byte blocks of `_send_mamba_state_slice` for one entry (§3.5, older inline formula,
-/// applied per GDN conv sub-block): `(src_off, dst_off, len)`.
+/// applied per GDN/KDA conv sub-block): `(src_off, dst_off, len)`. `outer` is the entry's
+/// `get_state_slice_outer_counts` value: the sliced axis repeats `outer` times per slot (KDA conv
+/// `[K - 1, channels/tp]`), so the blocks repeat once per outer row, each row
+/// `item / outer` bytes further (sglang `compute_mamba_state_slice_byte_blocks`, which takes
+/// the outer count since the Kimi-Linear `conv_slice_axis = 1` change).
 #[allow(clippy::too_many_arguments)]
 fn mamba_slice_blocks(
-    src_item: u64,
-    dst_item: u64,
-    src_dim: u32,
-    dst_dim: u32,
+    (src_item, dst_item): (u64, u64),
+    (src_dim, dst_dim): (u32, u32),
+    outer: u32,
     groups: &[u32],
     tp_p: u32,
     tp_d: u32,
     p_rank: u32,
     d_rank: u32,
 ) -> Vec<(u64, u64, u64)> {
-    let src_bpd = src_item / u64::from(src_dim);
-    let dst_bpd = dst_item / u64::from(dst_dim);
+    let (src_row, dst_row) = (src_item / u64::from(outer), dst_item / u64::from(outer));
+    let src_bpd = src_row / u64::from(src_dim);
+    let dst_bpd = dst_row / u64::from(dst_dim);
     // Sub-block widths per rank on each side; one block of the whole dim without shard groups.
     let (src_w, dst_w): (Vec<u32>, Vec<u32>) = if groups.is_empty() {
         (vec![src_dim], vec![dst_dim])
@@ -480,21 +486,23 @@ fn mamba_slice_blocks(
         )
     };
     let mut out = Vec::new();
-    let (mut src_base, mut dst_base) = (0u64, 0u64);
-    for (&sw, &dw) in src_w.iter().zip(&dst_w) {
-        let (src_start, n, dst_start) = if tp_p > tp_d {
-            let writers = tp_p / tp_d;
-            (0, sw, (p_rank % writers) * sw)
-        } else {
-            ((d_rank * dw) % sw, dw, 0)
-        };
-        out.push((
-            (src_base + u64::from(src_start)) * src_bpd,
-            (dst_base + u64::from(dst_start)) * dst_bpd,
-            u64::from(n) * src_bpd,
-        ));
-        src_base += u64::from(sw);
-        dst_base += u64::from(dw);
+    for o in 0..u64::from(outer) {
+        let (mut src_base, mut dst_base) = (0u64, 0u64);
+        for (&sw, &dw) in src_w.iter().zip(&dst_w) {
+            let (src_start, n, dst_start) = if tp_p > tp_d {
+                let writers = tp_p / tp_d;
+                (0, sw, (p_rank % writers) * sw)
+            } else {
+                ((d_rank * dw) % sw, dw, 0)
+            };
+            out.push((
+                o * src_row + (src_base + u64::from(src_start)) * src_bpd,
+                o * dst_row + (dst_base + u64::from(dst_start)) * dst_bpd,
+                u64::from(n) * src_bpd,
+            ));
+            src_base += u64::from(sw);
+            dst_base += u64::from(dw);
+        }
     }
     out
 }

@@ -435,6 +435,51 @@ mod tests {
         );
     }
 
+    /// Kimi-Linear (`docs/sglang-pd.md` §5.4), computed by hand from sglang's pools:
+    /// `MLATokenToKVPool` over the 7 full-attention layers (`ps · 576 · b`, TP-invariant);
+    /// `MambaPool` with `KimiLinearStateShape` over the 20 KDA layers: conv `[3, 12288/tp]` bf16
+    /// (73728 / tp bytes, `dim_per_tensor` 12288 / tp, outer count 3) and temporal
+    /// `[32/tp, 128, 128]` fp32 (2097152 / tp bytes, dim 32 / tp); unified: one page envelope
+    /// `ps · 7 · 576 · b` and one slot envelope `M = 20 · (73728 + 2097152) / tp`.
+    #[test]
+    fn section_5_4_kimi_linear_vectors() {
+        let m = "kimi-linear-48b-a3b";
+        for (i, tp) in [1u32, 2, 4].into_iter().enumerate() {
+            for (ps, dtype, b) in [(1u64, "auto", 2u64), (16, "auto", 2), (64, "fp8_e4m3", 1)] {
+                let l = layout(m, tp, ps as u32, dtype, false);
+                assert_eq!(l.kv_item_lens(), vec![ps * 576 * b; 7], "tp{tp} ps{ps}");
+                assert_eq!(l.kv_layer_ids, vec![3, 7, 11, 15, 19, 23, 26]);
+                let conv = [73_728u64, 36_864, 18_432][i];
+                let temporal = [2_097_152u64, 1_048_576, 524_288][i];
+                let mut want = vec![conv; 20];
+                want.extend([temporal; 20]);
+                assert_eq!(l.state_item_lens(), want, "tp{tp}");
+                let mut dims = vec![[12_288u32, 6144, 3072][i]; 20];
+                dims.extend([[32u32, 16, 8][i]; 20]);
+                assert_eq!(l.state_dim_per_tensor(), dims, "tp{tp}");
+                assert_eq!(l.conv_shard_groups, vec![4096, 4096, 4096]);
+                assert!(l.hybrid_mla());
+
+                let u = layout(m, tp, ps as u32, dtype, true);
+                assert_eq!(
+                    u.kv_item_lens(),
+                    vec![ps * 7 * 576 * b],
+                    "unified tp{tp} ps{ps}"
+                );
+                assert_eq!(
+                    u.state_item_lens(),
+                    vec![[43_417_600u64, 21_708_800, 10_854_400][i]],
+                    "unified tp{tp}"
+                );
+                assert!(u.state_dim_per_tensor().is_empty());
+                assert!(u.kv_layer_ids.is_empty() && u.conv_shard_groups.is_empty());
+            }
+        }
+        // KimiLinearStateShape divides the 32 KDA heads by TP (`divide` asserts): TP 64 fails.
+        let e = RankLayout::new(&preset(m).unwrap(), &args(64, 16, "auto", false), 0).unwrap_err();
+        assert!(matches!(e, LayoutError::TpDoesNotDivide { .. }), "{e}");
+    }
+
     #[test]
     fn unified_on_a_dense_model_is_an_error() {
         for m in ["llama-3.1-8b", "deepseek-v3"] {

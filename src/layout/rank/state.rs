@@ -27,8 +27,18 @@ pub struct StateRegion {
     pub shape: Vec<u64>,
     /// Bytes per element.
     pub dtype_bytes: u32,
+    /// `get_state_slice_outer_counts`: how many times the TP-sliced dimension repeats within
+    /// one slot (the product of the axes before it). 1 except Kimi-Linear's transposed conv
+    /// state `[conv_kernel - 1, channels/tp]` (`conv_slice_axis = 1`), where it is
+    /// `conv_kernel - 1`: a TP reslice cuts every window row.
+    #[serde(skip_serializing_if = "is_one")]
+    pub outer_count: u32,
     #[serde(skip)]
     pub(crate) cell: CellFormat,
+}
+
+fn is_one(x: &u32) -> bool {
+    *x == 1
 }
 
 /// Mamba2StateShape per rank (§1.4).
@@ -50,6 +60,8 @@ struct MambaShape {
     ssm_b: u32,
     head_dim: u32,
     state_size: u32,
+    /// KDA: conv state stored `[conv_kernel - 1, channels]` (`conv_slice_axis = 1`).
+    transposed: bool,
 }
 
 impl MambaShape {
@@ -101,8 +113,14 @@ fn mamba_shape(model: &ModelSpec, tp: u32) -> Result<Option<MambaShape>, LayoutE
     // `0 if n_groups % tp == 0 else tp - n_groups`, so a TP that does not divide the groups
     // gets exactly `tp` groups, each rank one (replicated) group. This is what Qwen3-Next at
     // attention TP 32 meets: 16 key heads, 32 ranks, each rank holds one key head replicated.
-    let n_groups = padded_groups(m.n_groups, tp);
+    // `KimiLinearStateShape.create` divides every width by TP (`divide` asserts), no padding.
+    let n_groups = if m.kind == MambaKind::Kda {
+        m.n_groups
+    } else {
+        padded_groups(m.n_groups, tp)
+    };
     let conv_groups_global: Vec<u32> = match m.kind {
+        MambaKind::Kda => m.conv_shard_groups.clone(),
         MambaKind::Gdn if !m.conv_shard_groups.is_empty() => {
             // [q | k | v]: the key sub-blocks are n_groups key heads wide, padded the same way.
             let head_k = m.conv_shard_groups[0] / m.n_groups.max(1);
@@ -142,6 +160,7 @@ fn mamba_shape(model: &ModelSpec, tp: u32) -> Result<Option<MambaShape>, LayoutE
         ssm_b: m.ssm_dtype_bytes,
         head_dim: m.head_dim,
         state_size: m.state_size,
+        transposed: m.kind == MambaKind::Kda,
     }))
 }
 
@@ -158,6 +177,32 @@ pub(super) fn state_regions(
     let mut conv_shard_groups = Vec::new();
     if let Some(s) = &shape {
         let conv_blocks = |layer: u32| -> Vec<Block> {
+            if s.transposed {
+                // KDA: `[conv_kernel - 1, q_r | k_r | v_r]` per slot; each window row holds one
+                // element of every channel this rank owns. A (window row, sub-block) pair is its
+                // own stream, so a layout that kept channels outermost would label differently.
+                let n_groups = s.conv_groups_rank.len() as u32;
+                return (0..s.conv_cols)
+                    .flat_map(|w| {
+                        s.conv_groups_rank
+                            .iter()
+                            .enumerate()
+                            .map(move |(g, &width)| (w, g, width))
+                    })
+                    .map(|(w, g, width)| Block {
+                        stream: Stream::State {
+                            layer,
+                            part: StatePart::Conv,
+                            group: w * n_groups + g as u32,
+                            row_bytes: u64::from(s.conv_b),
+                        },
+                        rows: width,
+                        row_bytes: u64::from(s.conv_b),
+                        token_rows: false,
+                        first_col: u64::from(rank * width) * u64::from(s.conv_b),
+                    })
+                    .collect();
+            }
             s.conv_groups_rank
                 .iter()
                 .enumerate()
@@ -205,9 +250,18 @@ pub(super) fn state_regions(
                 dim_per_tensor: None,
                 shape: vec![cell.len()],
                 dtype_bytes: 1,
+                outer_count: 1,
                 cell,
             });
         } else {
+            let (conv_shape, conv_outer) = if s.transposed {
+                (
+                    vec![u64::from(s.conv_cols), u64::from(conv_dim_rank)],
+                    s.conv_cols,
+                )
+            } else {
+                (vec![u64::from(conv_dim_rank), u64::from(s.conv_cols)], 1)
+            };
             for &l in &model.mamba_layers {
                 let cell = CellFormat {
                     blocks: conv_blocks(l),
@@ -217,8 +271,9 @@ pub(super) fn state_regions(
                     layer: Some(l),
                     item_len: cell.len(),
                     dim_per_tensor: Some(conv_dim_rank),
-                    shape: vec![u64::from(conv_dim_rank), u64::from(s.conv_cols)],
+                    shape: conv_shape.clone(),
                     dtype_bytes: s.conv_b,
+                    outer_count: conv_outer,
                     cell,
                 });
             }
@@ -237,6 +292,7 @@ pub(super) fn state_regions(
                         u64::from(s.state_size),
                     ],
                     dtype_bytes: s.ssm_b,
+                    outer_count: 1,
                     cell,
                 });
             }
@@ -297,6 +353,7 @@ pub(super) fn swa_regions(
             dim_per_tensor: None,
             shape: vec![cell.len()],
             dtype_bytes: 1,
+            outer_count: 1,
             cell,
         }];
     }
@@ -314,6 +371,7 @@ pub(super) fn swa_regions(
                 dim_per_tensor: None,
                 shape: shape.clone(),
                 dtype_bytes: dtype.bytes(),
+                outer_count: 1,
                 cell,
             }
         })

@@ -70,6 +70,8 @@ fn kv_dims(l: &RankLayout, r: &KvRegion) -> Vec<Dim> {
 
 fn state_dims(r: &StateRegion) -> Vec<Dim> {
     let names: &[&str] = match r.part {
+        // KDA keeps its conv state transposed (`conv_slice_axis = 1`, outer count K - 1).
+        StatePart::Conv if r.outer_count > 1 => &["kernel-1", "channels"],
         StatePart::Conv => &["channels", "kernel-1"],
         StatePart::Temporal => &["heads", "head_dim", "state"],
         StatePart::SlotEnvelope => &["entry_bytes"],
@@ -178,7 +180,10 @@ struct RankLayoutView<'a> {
 
 impl RankLayout {
     fn kv_order(&self) -> &'static str {
-        if self.unified {
+        if self.unified && self.mla {
+            // `UnifiedMLATokenToKVPool`: one latent block per layer per page.
+            "page envelope: [L0_latent|L1_latent|...] per page, all layers in one region"
+        } else if self.unified {
             "page envelope: [L0_K|L0_V|L1_K|...] per page, all layers in one region"
         } else if self.mla {
             "one latent region per layer"

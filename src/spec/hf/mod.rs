@@ -1,7 +1,8 @@
 //! Imports a Hugging Face `config.json` (or DeepSeek's own inference config) as a [`ModelSpec`].
 //!
 //! Supported: `model_type` `llama`, `qwen2`, `qwen3` (dense GQA), `deepseek_v3` (MLA + MoE),
-//! `qwen3_next` (GDN hybrid + MoE), `nemotron_h` (Mamba2 hybrid), and DeepSeek's reference
+//! `qwen3_next` (GDN hybrid + MoE), `nemotron_h` (Mamba2 hybrid), `qwen3_moe` (GQA + MoE) and
+//! `kimi_linear` (MLA + KDA hybrid + MoE; `moe.rs`), and DeepSeek's reference
 //! inference schema (`dim`, `n_layers`, `inter_dim`, `n_dense_layers`, …; no `model_type`),
 //! recognised by its keys. Field meanings follow `docs/sglang-pd.md` §5 and the model
 //! presets, so a config and the preset of the same model agree field for field (but `name`).
@@ -9,6 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
+
+mod moe;
 
 use super::model::{
     Gqa, KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, dense_gqa, parse_hybrid_pattern,
@@ -22,6 +25,8 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "deepseek_v3",
     "qwen3_next",
     "nemotron_h",
+    "qwen3_moe",
+    "kimi_linear",
     "DeepSeek inference config (dim, n_layers, inter_dim, n_dense_layers, ...)",
 ];
 
@@ -326,6 +331,8 @@ pub fn load_model_config(path: &Path) -> Result<ModelSpec, ConfigError> {
         "deepseek inference" => deepseek_inference(&f, name),
         "qwen3_next" => qwen3_next(&f, name),
         "nemotron_h" => nemotron_h(&f, name),
+        "qwen3_moe" => moe::qwen3_moe(&f, name),
+        "kimi_linear" => moe::kimi_linear(&f, name),
         other => Err(ConfigError::Unsupported {
             path: path.to_path_buf(),
             found: if model_type.is_some() {
@@ -665,31 +672,110 @@ mod tests {
 
     #[test]
     fn every_shared_config_loads() {
-        // Architectures the shared folder holds that pdsim does not import yet: each must be
-        // refused with a message naming its model_type (Kimi-Linear, an MLA + KDA hybrid, is
-        // issue 11's work).
-        const NOT_YET: &[&str] = &["kimi_linear"];
-        let (mut loaded, mut refused) = (0, 0);
+        // Every architecture in the shared folder is imported (Kimi-Linear since issue 11).
+        let mut loaded = 0;
         for e in std::fs::read_dir(models_dir()).unwrap() {
             let p = e.unwrap().path();
             if p.extension().is_some_and(|x| x == "json") {
-                match load_model_config(&p) {
-                    Ok(_) => loaded += 1,
-                    Err(e) => {
-                        let msg = e.to_string();
-                        assert!(
-                            NOT_YET
-                                .iter()
-                                .any(|t| msg.contains(&format!("model_type \"{t}\""))),
-                            "{msg}"
-                        );
-                        refused += 1;
-                    }
-                }
+                load_model_config(&p).unwrap_or_else(|e| panic!("{e}"));
+                loaded += 1;
             }
         }
-        assert!(loaded >= 4, "{loaded} configs loaded");
-        assert!(refused <= NOT_YET.len());
+        assert!(loaded >= 5, "{loaded} configs loaded");
+    }
+
+    /// `scenarios/models/` in this repository.
+    fn repo_models() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/models")
+    }
+
+    #[test]
+    fn repo_moe_configs_match_their_presets() {
+        for (file, preset_name) in [
+            ("qwen3-235b-a22b.config.json", "qwen3-235b-a22b"),
+            ("kimi-linear-48b-a3b.config.json", "kimi-linear-48b-a3b"),
+        ] {
+            let mut got = load_model_config(&repo_models().join(file)).unwrap();
+            got.name = preset_name.into();
+            assert_eq!(got, preset(preset_name).unwrap(), "{file}");
+        }
+        // The repo copy of Kimi-Linear is the shared reconstruction, unchanged.
+        same_but_name(
+            "Kimi-Linear-48B-A3B.config.reconstructed.json",
+            "kimi-linear-48b-a3b",
+        );
+    }
+
+    fn kimi_json() -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(repo_models().join("kimi-linear-48b-a3b.config.json"))
+                .unwrap(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn kimi_linear_bad_fields_are_named() {
+        /// (file tag, the edit, what the message must say).
+        type Case = (&'static str, Box<dyn Fn(&mut Value)>, &'static str);
+        let cases: [Case; 5] = [
+            (
+                "zero",
+                Box::new(|j| j["linear_attn_config"]["kda_layers"][0] = 0.into()),
+                "`linear_attn_config.kda_layers` lists layer 0, but the list is 1-based",
+            ),
+            (
+                "full",
+                Box::new(|j| j["linear_attn_config"]["full_attn_layers"][0] = 5.into()),
+                "`linear_attn_config.full_attn_layers` is [5, 8",
+            ),
+            (
+                "nolac",
+                Box::new(|j| {
+                    j.as_object_mut().unwrap().remove("linear_attn_config");
+                }),
+                "missing field `linear_attn_config`, which a kimi_linear config needs",
+            ),
+            (
+                "noheads",
+                Box::new(|j| {
+                    j["linear_attn_config"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("num_heads");
+                }),
+                "missing field `linear_attn_config.num_heads`",
+            ),
+            (
+                "active",
+                Box::new(|j| j["num_experts_per_token"] = 300.into()),
+                "`num_experts_per_token` is 300, more than the 256 routed experts",
+            ),
+        ];
+        for (tag, edit, want) in cases {
+            let mut j = kimi_json();
+            edit(&mut j);
+            let t = Temp::new(&format!("kimi-{tag}"), &j.to_string());
+            let msg = load_model_config(&t.0).unwrap_err().to_string();
+            assert!(msg.contains(&t.0.display().to_string()), "{msg}");
+            assert!(msg.contains(want), "{tag}: {msg}");
+        }
+    }
+
+    #[test]
+    fn qwen3_moe_sparse_step_and_mlp_only_layers() {
+        let mut j: Value = serde_json::from_str(
+            &std::fs::read_to_string(repo_models().join("qwen3-235b-a22b.config.json")).unwrap(),
+        )
+        .unwrap();
+        j["decoder_sparse_step"] = 2.into();
+        j["mlp_only_layers"] = serde_json::json!([1, 3]);
+        let t = Temp::new("q3moe", &j.to_string());
+        let got = load_model_config(&t.0).unwrap();
+        // Odd 0-based ids are MoE under step 2 ((l + 1) % 2 == 0), minus layers 1 and 3.
+        assert_eq!(got.moe_layers, 47 - 2);
+        assert_eq!(got.dense_ffn_layers, 94 - 45);
+        assert_eq!(got.dense_intermediate, 12288);
     }
 
     /// A temp file with `text`, removed on drop.
@@ -777,6 +863,8 @@ mod tests {
             "deepseek_v3",
             "qwen3_next",
             "nemotron_h",
+            "qwen3_moe",
+            "kimi_linear",
         ] {
             assert!(msg.contains(ty), "{msg}");
         }

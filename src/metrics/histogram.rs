@@ -104,20 +104,8 @@ impl Histogram {
             return 0.0;
         }
         let rank = ((q.clamp(0.0, 1.0) * self.count as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for (i, &c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                let (lo, hi) = bounds_of(i);
-                let mid = if hi - lo == 1 {
-                    lo as f64
-                } else {
-                    (lo as f64 + hi as f64) / 2.0
-                };
-                return mid.clamp(self.min as f64, self.max as f64);
-            }
-        }
-        self.max as f64
+        self.at_rank(rank.min(self.count))
+            .unwrap_or(self.max as f64)
     }
 
     /// Non-empty buckets in ascending order as `(lower, upper, count)`: values in

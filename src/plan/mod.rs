@@ -500,19 +500,10 @@ pub fn row_columns() -> Vec<String> {
 }
 
 fn row_cells(row: &SweepRow) -> Result<Vec<String>, csv::Error> {
-    let mut w = csv::WriterBuilder::new()
-        .has_headers(false)
-        .from_writer(Vec::new());
-    w.serialize(row)?;
-    let bytes = w
-        .into_inner()
-        .map_err(|e| csv::Error::from(e.into_error()))?;
-    let mut r = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .from_reader(bytes.as_slice());
-    let mut rec = csv::StringRecord::new();
-    r.read_record(&mut rec)?;
-    Ok(rec.iter().map(str::to_string).collect())
+    Ok(crate::report::first_csv_record(row, false)?
+        .iter()
+        .map(str::to_string)
+        .collect())
 }
 
 /// Reads a `sweep.csv` back: each line's row, after the varied keys' columns.

@@ -13,16 +13,11 @@ use super::{Grid, Manifest, SweepRow};
 
 const W: u32 = 720;
 const H: u32 = 420;
-const COLORS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
+/// The run report's palette (Tableau 10), so both reports read alike.
+const COLORS: [RGBColor; 10] = crate::report::charts::PALETTE;
+/// Points that meet `[slo]` (Tableau green) and those that miss it (Tableau grey).
+const MEETS: RGBColor = COLORS[4];
+const MISSES: RGBColor = COLORS[9];
 
 /// The mean of a figure over a point's seeds (`None` when no seed has it).
 fn mean(rows: &[SweepRow], f: impl Fn(&SweepRow) -> Option<f64>) -> Option<f64> {
@@ -157,9 +152,9 @@ fn latency_chart(vs: &[PointVerdict], grid: &Grid, metric: &str, target: Option<
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             let c = if by_gpus {
                 if name.starts_with("meets") {
-                    COLORS[2]
+                    MEETS
                 } else {
-                    COLORS[7]
+                    MISSES
                 }
             } else {
                 COLORS[k % COLORS.len()]
@@ -265,7 +260,7 @@ fn pareto_chart(vs: &[PointVerdict], target: Option<f64>) -> String {
             .x_desc("p99 TTFT, ms (log)")
             .y_desc("output tokens/s per GPU")
             .draw();
-        let (green, grey) = (RGBColor(44, 160, 44), RGBColor(160, 160, 160));
+        let (green, grey) = (MEETS, MISSES);
         let _ = chart.draw_series(
             pts.iter()
                 .map(|&(x, y, ok)| Circle::new((x, y), 4, if ok { green } else { grey }.filled())),

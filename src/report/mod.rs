@@ -179,17 +179,28 @@ impl CsvFile {
 
 /// The column names the csv crate derives from `sample`'s fields (the header it would write).
 fn header_of<T: Serialize>(sample: &T) -> Result<csv::StringRecord, csv::Error> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.serialize(sample)?;
+    first_csv_record(sample, true)
+}
+
+/// The first record the csv crate writes for `v`: its header when `header`, else its cells —
+/// exactly the bytes a CSV writer of `T` would produce, read back as fields.
+pub(crate) fn first_csv_record<T: Serialize>(
+    v: &T,
+    header: bool,
+) -> Result<csv::StringRecord, csv::Error> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(header)
+        .from_writer(Vec::new());
+    w.serialize(v)?;
     let bytes = w
         .into_inner()
         .map_err(|e| csv::Error::from(e.into_error()))?;
     let mut r = csv::ReaderBuilder::new()
         .has_headers(false)
         .from_reader(bytes.as_slice());
-    let mut header = csv::StringRecord::new();
-    r.read_record(&mut header)?;
-    Ok(header)
+    let mut rec = csv::StringRecord::new();
+    r.read_record(&mut rec)?;
+    Ok(rec)
 }
 
 /// An I/O error carrying the file it happened on, for [`IoError::from_io`] to recover.

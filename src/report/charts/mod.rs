@@ -20,6 +20,9 @@ mod markers;
 mod outcomes;
 mod series;
 mod style;
+
+/// The colours every chart uses, so the sweep report (`plan::report`) matches the run report.
+pub(crate) use style::PALETTE;
 mod timeline;
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ pub(super) const LEGEND_PT: f64 = 15.0;
 pub(super) const NOTE_PT: f64 = 22.0;
 
 /// Tableau 10: distinct, colour-blind-friendlier than the plotters palette.
-pub(super) const PALETTE: [RGBColor; 10] = [
+pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(0x4E, 0x79, 0xA7),
     RGBColor(0xF2, 0x8E, 0x2B),
     RGBColor(0xE1, 0x57, 0x59),

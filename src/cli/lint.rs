@@ -233,20 +233,7 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, CliError> {
     let words = shell_words(line).map_err(|e| CliError::Usage(format!("--{side}: {e}")))?;
     // Skip `python -m sglang.launch_server` (or any launcher) up to the first flag.
     let start = words.iter().position(|w| w.starts_with("--"));
-    let mut args = ServerArgs {
-        tp_size: 1,
-        attn_tp_size: 1,
-        page_size: 1,
-        kv_cache_dtype: "auto".into(),
-        enable_unified_memory: false,
-        chunked_prefill_size: 8192,
-        max_prefill_tokens: 16384,
-        mem_fraction_static: 0.85,
-        max_running_requests: None,
-        radix_cache: Some(None),
-    };
-    let (mut model_path, mut mode, mut dp, mut dp_attention) = (None, None, 1u32, false);
-    let mut warnings = Vec::new();
+    let mut p = Parsed::new();
     let mut i = start.unwrap_or(words.len());
     while i < words.len() {
         let w = &words[i];
@@ -256,7 +243,7 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, CliError> {
             _ => (w.clone(), None),
         };
         if !flag.starts_with("--") {
-            warnings.push(format!("{w:?} is not a flag; ignored"));
+            p.warnings.push(format!("{w:?} is not a flag; ignored"));
             continue;
         }
         let switch = matches!(
@@ -275,7 +262,7 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, CliError> {
                 &flag,
                 &[READ, IGNORED_WITH_VALUE, IGNORED_SWITCHES].concat(),
             );
-            warnings.push(format!(
+            p.warnings.push(format!(
                 "unknown flag {flag}{}: ignored (pdsim does not model it){near}",
                 value.map(|v| format!(" {v}")).unwrap_or_default()
             ));
@@ -284,24 +271,66 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, CliError> {
         let value = if switch {
             None
         } else {
-            match inline.or_else(|| {
+            let v = inline.or_else(|| {
                 let v = words.get(i).cloned();
                 i += 1;
                 v
-            }) {
-                Some(v) => Some(v),
-                None => {
-                    return Err(CliError::Usage(format!("--{side}: {flag} needs a value")));
-                }
-            }
+            });
+            Some(v.ok_or_else(|| CliError::Usage(format!("--{side}: {flag} needs a value")))?)
         };
-        let v = value.as_deref().unwrap_or("");
-        match flag.as_str() {
-            "--model-path" | "--model" => model_path = Some(v.to_string()),
-            "--tp-size" | "--tp" => args.tp_size = parse_u32(&flag, v, side)?,
-            "--dp-size" | "--dp" => dp = parse_u32(&flag, v, side)?,
-            "--enable-dp-attention" => dp_attention = true,
-            "--page-size" => args.page_size = parse_u32(&flag, v, side)?,
+        p.apply(&flag, value.as_deref().unwrap_or(""), side)?;
+    }
+    if start.is_none() || p.model_path.is_none() {
+        return Err(CliError::Usage(format!(
+            "--{side}: no --model-path in {line:?}; give the whole launch line, e.g. \"python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --disaggregation-mode {side} --tp-size 2\""
+        )));
+    }
+    p.finish(side)
+}
+
+/// A launch line's flags as read so far.
+struct Parsed {
+    args: ServerArgs,
+    model_path: Option<String>,
+    mode: Option<String>,
+    dp: u32,
+    dp_attention: bool,
+    warnings: Vec<String>,
+}
+
+impl Parsed {
+    /// sglang's defaults (`ServerArgs` in `server_args.py`) for the flags pdsim reads.
+    fn new() -> Self {
+        Self {
+            args: ServerArgs {
+                tp_size: 1,
+                attn_tp_size: 1,
+                page_size: 1,
+                kv_cache_dtype: "auto".into(),
+                enable_unified_memory: false,
+                chunked_prefill_size: 8192,
+                max_prefill_tokens: 16384,
+                mem_fraction_static: 0.85,
+                max_running_requests: None,
+                radix_cache: Some(None),
+            },
+            model_path: None,
+            mode: None,
+            dp: 1,
+            dp_attention: false,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Applies one known flag with its value (`""` for a switch).
+    fn apply(&mut self, flag: &str, v: &str, side: &str) -> Result<(), CliError> {
+        let args = &mut self.args;
+        match flag {
+            "--model-path" | "--model" => self.model_path = Some(v.to_string()),
+            "--tp-size" | "--tp" => args.tp_size = parse_u32(flag, v, side)?,
+            "--dp-size" | "--dp" => self.dp = parse_u32(flag, v, side)?,
+            "--enable-dp-attention" => self.dp_attention = true,
+            "--page-size" => args.page_size = parse_u32(flag, v, side)?,
             "--kv-cache-dtype" => {
                 if !crate::spec::server::KV_CACHE_DTYPES.contains(&v) {
                     return Err(CliError::Usage(format!(
@@ -312,11 +341,11 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, CliError> {
                 args.kv_cache_dtype = v.to_string();
             }
             "--enable-unified-memory" => args.enable_unified_memory = true,
-            "--disaggregation-mode" => mode = Some(v.to_string()),
-            "--chunked-prefill-size" => args.chunked_prefill_size = parse_u32(&flag, v, side)?,
-            "--max-prefill-tokens" => args.max_prefill_tokens = parse_u32(&flag, v, side)?,
+            "--disaggregation-mode" => self.mode = Some(v.to_string()),
+            "--chunked-prefill-size" => args.chunked_prefill_size = parse_u32(flag, v, side)?,
+            "--max-prefill-tokens" => args.max_prefill_tokens = parse_u32(flag, v, side)?,
             "--max-running-requests" => {
-                args.max_running_requests = Some(parse_u32(&flag, v, side)?);
+                args.max_running_requests = Some(parse_u32(flag, v, side)?);
             }
             "--mem-fraction-static" => {
                 args.mem_fraction_static = v
@@ -330,61 +359,61 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, CliError> {
                     })?;
             }
             "--disable-radix-cache" => args.radix_cache = None,
-            "--disaggregation-transfer-backend" if v != "mooncake" => warnings.push(format!(
+            "--disaggregation-transfer-backend" if v != "mooncake" => self.warnings.push(format!(
                 "--disaggregation-transfer-backend {v}: pdsim models the mooncake backend; the prediction is mooncake's"
             )),
-            "--pp-size" | "--pp" if v != "1" => warnings.push(format!(
+            "--pp-size" | "--pp" if v != "1" => self.warnings.push(format!(
                 "{flag} {v}: pdsim models pipeline parallelism 1; the prediction ignores PP"
             )),
-            "--speculative-algorithm" => warnings.push(format!(
+            "--speculative-algorithm" => self.warnings.push(format!(
                 "--speculative-algorithm {v}: a draft pool adds KV regions pdsim does not lay out (sglang rejects speculative decoding with unified-memory PD, #37416)"
             )),
-            "--dtype" if !matches!(v, "auto" | "bfloat16" | "bf16") => warnings.push(format!(
+            "--dtype" if !matches!(v, "auto" | "bfloat16" | "bf16") => self.warnings.push(format!(
                 "--dtype {v}: pdsim lays out bf16 activations; `--kv-cache-dtype auto` is taken as bf16"
             )),
             _ => {}
         }
+        Ok(())
     }
-    if start.is_none() || model_path.is_none() {
-        return Err(CliError::Usage(format!(
-            "--{side}: no --model-path in {line:?}; give the whole launch line, e.g. \"python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --disaggregation-mode {side} --tp-size 2\""
-        )));
-    }
-    if dp_attention {
-        if !args.tp_size.is_multiple_of(dp) {
-            return Err(CliError::Usage(format!(
-                "--{side}: --dp-size {dp} does not divide --tp-size {}",
-                args.tp_size
-            )));
+
+    /// Attention TP from DP attention, the mode warnings, and the line.
+    fn finish(mut self, side: &str) -> Result<ServerLine, CliError> {
+        let dp = self.dp;
+        if self.dp_attention {
+            if !self.args.tp_size.is_multiple_of(dp) {
+                return Err(CliError::Usage(format!(
+                    "--{side}: --dp-size {dp} does not divide --tp-size {}",
+                    self.args.tp_size
+                )));
+            }
+            self.args.attn_tp_size = self.args.tp_size / dp;
+        } else {
+            self.args.attn_tp_size = self.args.tp_size;
+            if dp > 1 {
+                self.warnings.push(format!(
+                    "--dp-size {dp} without --enable-dp-attention runs {dp} data-parallel copies, each with attention TP {}",
+                    self.args.tp_size
+                ));
+            }
         }
-        args.attn_tp_size = args.tp_size / dp;
-    } else {
-        args.attn_tp_size = args.tp_size;
-        if dp > 1 {
-            warnings.push(format!(
-                "--dp-size {dp} without --enable-dp-attention runs {dp} data-parallel copies, each with attention TP {}",
-                args.tp_size
-            ));
+        match self.mode.as_deref() {
+            Some(m) if m == side => {}
+            Some(m) => self.warnings.push(format!(
+                "--disaggregation-mode {m} on the --{side} line: this line is used as the {side} server"
+            )),
+            None => self.warnings.push(format!(
+                "no --disaggregation-mode: this line is used as the {side} server"
+            )),
         }
+        Ok(ServerLine {
+            model: String::new(),
+            model_path: self.model_path.unwrap_or_default(),
+            args: self.args,
+            mode: self.mode,
+            warnings: self.warnings,
+            spec: None,
+        })
     }
-    match mode.as_deref() {
-        Some(m) if m == side => {}
-        Some(m) => warnings.push(format!(
-            "--disaggregation-mode {m} on the --{side} line: this line is used as the {side} server"
-        )),
-        None => warnings.push(format!(
-            "no --disaggregation-mode: this line is used as the {side} server"
-        )),
-    }
-    let model_path = model_path.expect("checked above");
-    Ok(ServerLine {
-        model: String::new(),
-        model_path,
-        args,
-        mode,
-        warnings,
-        spec: None,
-    })
 }
 
 /// Resolves the model of a line: `--model-config` when given, else a preset or known id, else a
@@ -802,6 +831,54 @@ mod tests {
             ]
         );
         assert!(shell_words("--x 'open").is_err());
+    }
+
+    /// DP without DP attention keeps attention TP; sglang's defaults fill what a line omits.
+    #[test]
+    fn dp_without_dp_attention_warns_and_defaults_hold() {
+        let l = parse_line("x --model-path m --tp 4 --dp 2 --frobnicate 3", "prefill").unwrap();
+        assert_eq!(
+            l.args.attn_tp_size, 4,
+            "DP without DP attention keeps attention TP"
+        );
+        let w = l.warnings.join("\n");
+        assert!(w.contains("unknown flag --frobnicate 3"), "{w}");
+        assert!(
+            w.contains("--dp-size 2 without --enable-dp-attention"),
+            "{w}"
+        );
+        assert!(w.contains("no --disaggregation-mode"), "{w}");
+    }
+
+    /// Each malformed line is a usage error naming the side and the flag.
+    #[test]
+    fn bad_launch_lines_name_the_flag() {
+        for (line, want) in [
+            ("x --model-path m --tp", "--prefill: --tp needs a value"),
+            ("x --tp 2", "--prefill: no --model-path"),
+            (
+                "x --model-path m --tp 0",
+                "--tp \"0\" must be a whole number",
+            ),
+            (
+                "x --model-path m --tp 6 --dp 4 --enable-dp-attention",
+                "--dp-size 4 does not divide --tp-size 6",
+            ),
+            (
+                "x --model-path m --mem-fraction-static 1.5",
+                "--mem-fraction-static \"1.5\" must be in (0, 1]",
+            ),
+            (
+                "x --model-path m --kv-cache-dtype int3",
+                "--kv-cache-dtype \"int3\"",
+            ),
+        ] {
+            let e = parse_line(line, "prefill")
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{line}: {e}");
+        }
     }
 
     #[test]

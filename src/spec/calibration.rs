@@ -59,6 +59,26 @@ pub struct ComputeParams {
     /// Host time to launch one block's kernels, seconds: a forward takes at least
     /// `blocks × launch_per_block_s`. 0 under CUDA graphs.
     pub launch_per_block_s: f64,
+    /// Per-request serving costs outside the forward (`docs/performance-model.md` §1.1).
+    /// Tokenization, fixed part per request, seconds: the tokenizer manager's parse,
+    /// normalisation and send to the scheduler (`TokenizerManager._tokenize_one_request`). A
+    /// server's tokenizer manager is one process: requests queue for it in arrival order.
+    #[serde(default)]
+    pub tokenize_per_request_s: f64,
+    /// Tokenization per input token, seconds (the HF tokenizer's `encode`).
+    #[serde(default)]
+    pub tokenize_per_token_s: f64,
+    /// PD only: the decode side's bootstrap handshake per request, seconds — its KV receiver
+    /// resolving the prefill's bootstrap info and registering before the request may be
+    /// preallocated (`DecodePreallocQueue`: "the request handshakes first"). The page ids
+    /// then travel to the prefill over the control network as before.
+    #[serde(default)]
+    pub bootstrap_handshake_s: f64,
+    /// The path of every output token to the client, seconds: detokenizer, tokenizer manager,
+    /// HTTP/SSE response. It shifts the first token and the end a client sees (TTFT, E2E),
+    /// not the interval between tokens.
+    #[serde(default)]
+    pub first_token_path_s: f64,
 }
 
 impl ComputeParams {
@@ -89,6 +109,10 @@ impl ComputeParams {
             ("decode_per_seq_overhead_s", self.decode_per_seq_overhead_s),
             ("allreduce_step_latency_s", self.allreduce_step_latency_s),
             ("launch_per_block_s", self.launch_per_block_s),
+            ("tokenize_per_request_s", self.tokenize_per_request_s),
+            ("tokenize_per_token_s", self.tokenize_per_token_s),
+            ("bootstrap_handshake_s", self.bootstrap_handshake_s),
+            ("first_token_path_s", self.first_token_path_s),
         ];
         for (name, v) in times {
             // 1e3 s per step (or 1e9 tokens) is far beyond any GPU; it bounds the clock.
@@ -98,6 +122,20 @@ impl ComputeParams {
             }
         }
         Ok(())
+    }
+
+    /// Whether any per-request serving cost is set (a calibration without them runs the
+    /// request path exactly as before they existed).
+    pub fn has_serving_costs(&self) -> bool {
+        self.tokenize_per_request_s > 0.0
+            || self.tokenize_per_token_s > 0.0
+            || self.bootstrap_handshake_s > 0.0
+            || self.first_token_path_s > 0.0
+    }
+
+    /// Tokenizer-manager time for one request of `input_tokens`, seconds.
+    pub fn tokenize_s(&self, input_tokens: u32) -> f64 {
+        self.tokenize_per_request_s + self.tokenize_per_token_s * f64::from(input_tokens)
     }
 }
 
@@ -114,12 +152,14 @@ pub const DEFAULT_CALIBRATION: &str = "sglang-2025";
 /// error is printed by `compute::modern::tests::sglang_2025_matches_modern_engines`.
 pub const SGLANG_2025: ComputeParams = ComputeParams {
     // Fitted: the 8B H100 prefill row (27,670 input tok/s in ~8k-token forwards; the run also
-    // decoded, so this MFU ceiling is conservative).
-    prefill_flops_efficiency: 0.444,
-    // Assumed (no public row separates it from the ceiling): GEMM efficiency falls to about
-    // half of its large-M value when M is a few hundred rows (tile and wave quantisation, as
-    // NVIDIA's matrix-multiplication performance guide explains); 384 is a middle value.
-    prefill_mfu_half_tokens: 384.0,
+    // decoded, so this MFU ceiling is conservative). Refitted with the ramp below at 0: the
+    // MFU at 8,192 tokens is unchanged (0.444 × 8192/8576 before).
+    prefill_flops_efficiency: 0.4241,
+    // Fitted to the median TTFT rows of sglang's `benchmark_vllm_060/README.md` (ShareGPT,
+    // ~215-token prompts): with a ramp (384 was assumed before) a 215-token prefill ran at a
+    // sixth of the ceiling and TTFT came out 2.2× the published 31.98 ms; the roofline's
+    // memory bound already prices small forwards, and 0 fits best (docs §2, TTFT table).
+    prefill_mfu_half_tokens: 0.0,
     // Assumed: no public decode row is compute-bound (the offline-throughput estimates are the
     // only ones that reach it); 0.55 of peak.
     decode_flops_efficiency: 0.55,
@@ -149,6 +189,22 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     nvlink_efficiency: 0.8,
     // CUDA graphs replay a decode step as one launch: no per-block floor.
     launch_per_block_s: 0.0,
+    // Borrowed: a Python call into the HF fast tokenizer costs ~130 µs per short prompt
+    // (sgl-project/mini-sglang PR #55: sequential encode, batch 1, 13.0 ms per 100 prompts);
+    // 100 µs fixed plus the per-token rate below.
+    tokenize_per_request_s: 1.0e-4,
+    // Borrowed: HF tokenizers encode ~1M tokens (4 MB) in 1.1 s on one core ("3.3x Faster
+    // HuggingFace Tokenizers for Single Sequence", charlesxu.io/parallel-tokenizer).
+    tokenize_per_token_s: 1.1e-6,
+    // Set by hand (no public row isolates it): one ZMQ round trip between the decode's KV
+    // receiver and the prefill's bootstrap thread plus Python handling on both ends, ~0.5 ms
+    // (sglang `disaggregation/decode.py` DecodePreallocQueue, `common/conn.py`).
+    bootstrap_handshake_s: 5.0e-4,
+    // Fitted: the residual of the four median-TTFT rows of `benchmark_vllm_060/README.md`
+    // (31.98 / 35.68 ms 8B A100, 53.94 / 58.11 ms 70B H100 TP4) once the forward and the
+    // tokenizer are priced: detokenizer + tokenizer manager + HTTP/SSE through sglang 0.3.0's
+    // Python path and bench_serving's aiohttp client (`tests/colocated_rows.rs` prints them).
+    first_token_path_s: 4.0e-3,
 };
 
 /// vLLM 2023, A100-80GB SXM fit. Source: `calibration/perf_model.csv`, rows `a100-80gb` (76
@@ -170,6 +226,11 @@ pub const VLLM_2023_A100: ComputeParams = ComputeParams {
     allreduce_log_steps: false,
     nvlink_efficiency: 0.217,
     launch_per_block_s: 2.430e-4,
+    // The 2023 fit priced no serving cost outside the forward: 0 keeps its numbers.
+    tokenize_per_request_s: 0.0,
+    tokenize_per_token_s: 0.0,
+    bootstrap_handshake_s: 0.0,
+    first_token_path_s: 0.0,
 };
 
 /// vLLM 2023, H100-80GB SXM fit. Source: `calibration/perf_model.csv`, rows `h100-80gb` (76
@@ -190,6 +251,11 @@ pub const VLLM_2023_H100: ComputeParams = ComputeParams {
     allreduce_log_steps: false,
     nvlink_efficiency: 0.254,
     launch_per_block_s: 1.752e-4,
+    // The 2023 fit priced no serving cost outside the forward: 0 keeps its numbers.
+    tokenize_per_request_s: 0.0,
+    tokenize_per_token_s: 0.0,
+    bootstrap_handshake_s: 0.0,
+    first_token_path_s: 0.0,
 };
 
 /// The parameters of the named calibration `name` for `gpu`, or `None` for an unknown name.

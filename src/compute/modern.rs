@@ -292,7 +292,16 @@ mod tests {
         );
         ROWS.iter()
             .map(|r| {
-                let p = predict(r, params);
+                // The named calibration as a scenario resolves it for the row's GPU.
+                let resolved = match params == &SGLANG_2025 {
+                    true => crate::spec::calibration::named(
+                        "sglang-2025",
+                        &crate::spec::gpu_preset(r.gpu).expect("a preset"),
+                    )
+                    .expect("built in"),
+                    false => params.clone(),
+                };
+                let p = predict(r, &resolved);
                 let e = p / r.measured - 1.0;
                 let tag = match r.use_ {
                     Use::InSample => "in-sample",

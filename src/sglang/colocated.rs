@@ -266,7 +266,11 @@ impl ColocatedServer {
             let (s, from_chunked) = match self.chunked.take() {
                 Some(s) => (s, true),
                 None => match self.waiting.front() {
-                    Some(&s) if self.table[s as usize].as_ref().is_some_and(|r| r.ready_ns <= now) => {
+                    Some(&s)
+                        if self.table[s as usize]
+                            .as_ref()
+                            .is_some_and(|r| r.ready_ns <= now) =>
+                    {
                         (s, false)
                     }
                     _ => break,

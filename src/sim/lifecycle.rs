@@ -153,7 +153,10 @@ impl World<'_> {
         let ready_p = self.tokenize(pi, nr.input_tokens);
         let ready_d = self.tokenize(di, nr.input_tokens)
             + crate::engine::ns_from_secs_ceil(self.sc.compute.bootstrap_handshake_s);
-        self.reqs.get_mut(r).expect("just inserted").prefill_ready_ns = ready_p;
+        self.reqs
+            .get_mut(r)
+            .expect("just inserted")
+            .prefill_ready_ns = ready_p;
         self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
     }
 

@@ -293,13 +293,11 @@ mod tests {
         ROWS.iter()
             .map(|r| {
                 // The named calibration as a scenario resolves it for the row's GPU.
-                let resolved = match params == &SGLANG_2025 {
-                    true => crate::spec::calibration::named(
-                        "sglang-2025",
-                        &crate::spec::gpu_preset(r.gpu).expect("a preset"),
-                    )
-                    .expect("built in"),
-                    false => params.clone(),
+                let resolved = if params == &SGLANG_2025 {
+                    let gpu = crate::spec::gpu_preset(r.gpu).expect("a preset");
+                    crate::spec::calibration::named("sglang-2025", &gpu).expect("built in")
+                } else {
+                    params.clone()
                 };
                 let p = predict(r, &resolved);
                 let e = p / r.measured - 1.0;

@@ -552,14 +552,26 @@ impl World<'_> {
 
     /// What the client sees: every output token reaches it `first_token_path_s` after the
     /// server produced it (detokenizer, tokenizer manager, HTTP), so the first token and the
-    /// end shift by that much and the intervals between tokens do not.
+    /// end of a request that completes shift by that much and the intervals between tokens do
+    /// not. A request that fails ends when the server fails it (a crash drops the connection at
+    /// once); a first token still on its way then is never seen after that end.
     fn client_clock(&self, row: &mut RequestRow) {
         let path = crate::engine::ns_from_secs_ceil(self.sc.compute.first_token_path_s);
-        if path == 0 || row.first_token_ns.is_none() {
+        let Some(first) = row.first_token_ns else {
+            return;
+        };
+        if path == 0 {
             return;
         }
-        row.first_token_ns = row.first_token_ns.map(|t| t + path);
-        row.finish_ns = row.finish_ns.map(|t| t + path);
+        if matches!(row.outcome, Outcome::Completed | Outcome::Corrupted) {
+            row.first_token_ns = Some(first + path);
+            row.finish_ns = row.finish_ns.map(|t| t + path);
+        } else {
+            row.first_token_ns = Some(
+                row.finish_ns
+                    .map_or(first + path, |f| (first + path).min(f)),
+            );
+        }
     }
 
     /// A mixed step ended: record its tokens, end the requests that finished, start the next.

@@ -157,7 +157,13 @@ impl World<'_> {
             .get_mut(r)
             .expect("just inserted")
             .prefill_ready_ns = ready_p;
-        self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
+        if ready_d > self.q.now() {
+            self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
+        } else {
+            // Nothing to wait for on the decode side (only the first-token path is set).
+            self.decodes[d].prealloc.push_back(r);
+            self.try_prealloc(d);
+        }
     }
 
     /// Instance `instance`'s tokenizer manager takes a request of `input` tokens: it starts

@@ -24,6 +24,7 @@ fn truth() -> ComputeParams {
         prefill_per_seq_overhead_s: 8.0e-5,
         decode_overhead_s: 7.0e-4,
         decode_per_seq_overhead_s: 6.0e-5,
+        first_token_path_s: 6.0e-3,
         ..SGLANG_2025
     }
 }
@@ -82,6 +83,19 @@ fn write_measurements(dir: &Path, m: &StepModel) -> Vec<String> {
         )
         .unwrap();
     }
+    // One client at a time (`--max-concurrency 1`): its median TTFT is the tokenizer, one
+    // forward of the 1,000-token prompt and the first token's path.
+    let p = m.params();
+    let ttft =
+        p.tokenize_s(1000) * 1e3 + ms(m.prefill_ns(&[(1000, 0)])) + p.first_token_path_s * 1e3;
+    let itl = ms(m.decode_ns(1, 1100));
+    writeln!(
+        serving,
+        "{{\"backend\": \"sglang\", \"completed\": 100, \"total_input_tokens\": 100000, \
+         \"total_output_tokens\": 20000, \"max_concurrency\": 1, \"concurrency\": 1.0, \
+         \"median_ttft_ms\": {ttft}, \"median_itl_ms\": {itl}}}"
+    )
+    .unwrap();
     let files = [
         ("steps.csv", csv),
         ("one_batch.jsonl", one),
@@ -130,7 +144,7 @@ fn calibrate_round_trips_pdsim_measurements_within_2_percent() {
     }
     let file = CalibrationFile::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
     assert_eq!((file.measured.gpu.as_str(), file.measured.tp), ("h200", 2));
-    assert_eq!(file.measured.points, 13 + 6 + 2);
+    assert_eq!(file.measured.points, 13 + 6 + 2 + 2);
     // Every measured shape, and shapes not measured, predicted within 2 %.
     let fitted = model(&file.params);
     let mut worst: f64 = 0.0;
@@ -157,6 +171,14 @@ fn calibrate_round_trips_pdsim_measurements_within_2_percent() {
         );
     }
     println!("worst round-trip error {:.3}%", 100.0 * worst);
+    // The TTFT point gives back the first token's path (the base has 6.9 ms, the truth 6 ms).
+    assert!(stdout.contains("TTFT, concurrency 1"), "{stdout}");
+    let path = file.params.first_token_path_s / truth().first_token_path_s - 1.0;
+    assert!(
+        path.abs() < 0.02,
+        "first_token_path_s {:+.2}%",
+        100.0 * path
+    );
 
     // The file is a calibration a scenario accepts, and it changes the run.
     let scenario = dir.join("s.toml");

@@ -13,7 +13,10 @@
 //! when they strictly improve the loss, so a parameter the data cannot see (a prefill
 //! parameter when only decode was measured) keeps its starting value — the base calibration's.
 //!
-//! Only [`FITTED`] parameters move: the MFU, HBM efficiencies and host costs. The all-reduce
+//! Only [`FITTED`] parameters move: the MFU, HBM efficiencies, host costs and, from TTFT points,
+//! the first-token path. A TTFT at concurrency 1 minus its forward is one constant per request,
+//! so it moves `first_token_path_s` alone; the tokenizer rates (fixed and per token, the latter
+//! collinear with prefill compute) stay at the base calibration's. The all-reduce
 //! latency and NVLink efficiency stay at the base calibration's (measurements at one TP cannot
 //! separate them from the fixed step cost), and so does the launch floor (0 under CUDA graphs).
 //!
@@ -34,6 +37,10 @@ pub enum Phase {
     Prefill,
     /// A decode step.
     Decode,
+    /// A request's time to first token on an idle server (bench_serving at concurrency 1):
+    /// tokenization, one prefill forward of the prompt and the first token's path to the
+    /// client (`ComputeParams::tokenize_s`, `first_token_path_s`).
+    Ttft,
 }
 
 /// One measured step: its shape and time, and where it came from.
@@ -78,6 +85,14 @@ impl StepPoint {
                     context_tokens: self.context_tokens,
                 }) * 1e3
             }
+            Phase::Ttft => {
+                let p = model.params();
+                let forward = model.forward_s(&Forward {
+                    chunks: &[(self.tokens, 0)],
+                    ..Forward::default()
+                });
+                (p.tokenize_s(self.tokens) + forward + p.first_token_path_s) * 1e3
+            }
         }
     }
 
@@ -97,6 +112,7 @@ impl StepPoint {
                 33..=128 => "decode batch 33–128",
                 _ => "decode batch > 128",
             },
+            Phase::Ttft => "TTFT, concurrency 1",
         }
     }
 }
@@ -115,6 +131,7 @@ pub enum Param {
     DecodePerSeqOverhead,
     AllreduceStepLatency,
     NvlinkEfficiency,
+    FirstTokenPath,
 }
 
 /// The parameters `pdsim calibrate` fits.
@@ -128,6 +145,7 @@ pub const FITTED: &[Param] = &[
     Param::PrefillPerSeqOverhead,
     Param::DecodeOverhead,
     Param::DecodePerSeqOverhead,
+    Param::FirstTokenPath,
 ];
 
 impl Param {
@@ -144,6 +162,7 @@ impl Param {
             Param::DecodePerSeqOverhead => &mut p.decode_per_seq_overhead_s,
             Param::AllreduceStepLatency => &mut p.allreduce_step_latency_s,
             Param::NvlinkEfficiency => &mut p.nvlink_efficiency,
+            Param::FirstTokenPath => &mut p.first_token_path_s,
         }
     }
 
@@ -307,6 +326,7 @@ pub fn report(setup: &Setup, params: &ComputeParams, points: &[StepPoint]) -> Ve
                 33..=128 => 3,
                 _ => 4,
             },
+            Phase::Ttft => 0,
         };
         by.entry((pt.phase, bound, pt.regime()))
             .or_default()

@@ -19,8 +19,8 @@
 //!    gives a decode point: the median inter-token latency is one decode step of the batch the
 //!    server held, `request_throughput × (mean E2E − mean TTFT)` by Little's law (or
 //!    `concurrency` when that is all there is), at the mean context `input + output / 2`. With
-//!    `max_concurrency = 1` it also gives a prefill point: the median TTFT is one forward of
-//!    the mean input. Run it against **one** instance (one colocated server, or the decode
+//!    `max_concurrency = 1` it also gives a TTFT point: the median TTFT is the tokenizer, one
+//!    forward of the mean input and the first token's path to the client (`fit::Phase::Ttft`). Run it against **one** instance (one colocated server, or the decode
 //!    server of a 1P1D pair for ITL), at a steady load.
 //!
 //! Every error names the file, the line and the field, and what would be valid.
@@ -242,7 +242,7 @@ fn bench_serving(
     if num("max_concurrency") == Some(1.0) {
         let ttft = need("median_ttft_ms", "milliseconds > 0")?;
         out.push(StepPoint {
-            phase: Phase::Prefill,
+            phase: Phase::Ttft,
             tokens: input.round().max(1.0) as u32,
             seqs: 1,
             context_tokens: 0,
@@ -293,7 +293,7 @@ mod tests {
         assert_eq!(p[0].context_tokens, 8 * 1100);
         assert_eq!(
             (p[1].phase, p[1].tokens, p[1].ms),
-            (Phase::Prefill, 1000, 90.0)
+            (Phase::Ttft, 1000, 90.0)
         );
     }
 

@@ -665,8 +665,19 @@ mod tests {
 
     #[test]
     fn prefill_mfu_grows_with_tokens_per_forward() {
-        let s = h100("llama-3.1-8b", 1);
-        let p = s.params().clone();
+        // `sglang-2025` has no ramp (its TTFT rows fit best without one); a calibration file
+        // may set one, as here.
+        let p = ComputeParams {
+            prefill_mfu_half_tokens: 384.0,
+            ..SGLANG_2025
+        };
+        let s = StepModel::new(
+            &gpu_preset("h100-sxm").unwrap(),
+            &preset("llama-3.1-8b").unwrap(),
+            1,
+            2,
+            p.clone(),
+        );
         assert!(s.prefill_efficiency(128.0) < 0.3 * p.prefill_flops_efficiency);
         assert!(s.prefill_efficiency(16384.0) > 0.95 * p.prefill_flops_efficiency);
         // Per token, a long forward is cheaper than a short one.

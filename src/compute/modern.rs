@@ -292,7 +292,14 @@ mod tests {
         );
         ROWS.iter()
             .map(|r| {
-                let p = predict(r, params);
+                // The named calibration as a scenario resolves it for the row's GPU.
+                let resolved = if params == &SGLANG_2025 {
+                    let gpu = crate::spec::gpu_preset(r.gpu).expect("a preset");
+                    crate::spec::calibration::named("sglang-2025", &gpu).expect("built in")
+                } else {
+                    params.clone()
+                };
+                let p = predict(r, &resolved);
                 let e = p / r.measured - 1.0;
                 let tag = match r.use_ {
                     Use::InSample => "in-sample",

@@ -232,6 +232,7 @@ mod tests {
             allreduce_step_latency_s: v[5],
             nvlink_efficiency: v[6].min(1.0),
             launch_per_block_s: v[7],
+            ..VLLM_2023_A100
         }
     }
 
@@ -310,6 +311,7 @@ mod tests {
                         allreduce_step_latency_s: 1e-5,
                         nvlink_efficiency: 0.1,
                         launch_per_block_s: launch,
+                        ..VLLM_2023_A100
                     };
                     pattern_search(&start, &points)
                 })

@@ -63,6 +63,8 @@ struct CoReq {
     join_step: Option<u64>,
     /// Its share of the admission estimate, tokens.
     reserve: f64,
+    /// When the scheduler has it (its tokenizer manager is done), ns.
+    ready_ns: Nanos,
     row: RequestRow,
 }
 
@@ -171,8 +173,9 @@ impl ColocatedServer {
         self.live
     }
 
-    /// A routed request joins the waiting queue.
-    pub fn arrive(&mut self, row: RequestRow) {
+    /// A routed request joins the waiting queue; the scheduler may admit it from `ready_ns`
+    /// (when the tokenizer manager hands it over: requests become ready in arrival order).
+    pub fn arrive(&mut self, row: RequestRow, ready_ns: Nanos) {
         let r = CoReq {
             id: row.id,
             input: row.input_tokens,
@@ -183,6 +186,7 @@ impl ColocatedServer {
             admitted: false,
             join_step: None,
             reserve: 0.0,
+            ready_ns,
             row,
         };
         let slot = match self.free_slots.pop() {
@@ -262,8 +266,14 @@ impl ColocatedServer {
             let (s, from_chunked) = match self.chunked.take() {
                 Some(s) => (s, true),
                 None => match self.waiting.front() {
-                    Some(&s) => (s, false),
-                    None => break,
+                    Some(&s)
+                        if self.table[s as usize]
+                            .as_ref()
+                            .is_some_and(|r| r.ready_ns <= now) =>
+                    {
+                        (s, false)
+                    }
+                    _ => break,
                 },
             };
             if !from_chunked {
@@ -500,7 +510,7 @@ mod tests {
         let mut s = ColocatedServer::new(testkit::core(2000, 16), 512, u32::MAX);
         let mut q = EventQueue::new();
         for id in 0..20 {
-            s.arrive(row(id, 300 + 37 * id as u32, 5 + id as u32));
+            s.arrive(row(id, 300 + 37 * id as u32, 5 + id as u32), 0);
         }
         let done = run(&mut s, &mut q);
         assert_eq!(done.len(), 20);
@@ -519,7 +529,7 @@ mod tests {
         let mut s = ColocatedServer::new(testkit::core(100_000, 1), 64, u32::MAX);
         let mut q = EventQueue::new();
         for id in 0..10 {
-            s.arrive(row(id, 4, 100));
+            s.arrive(row(id, 4, 100), 0);
         }
         // Step 1: 64 tokens of budget, 10 prompts of 4 tokens: all prefilled at once.
         s.try_step(ColocatedId(0), &mut q);
@@ -530,7 +540,7 @@ mod tests {
         s.step_done(q.now(), &mut itl, &mut out);
         assert_eq!(s.running(), 10);
         // Step 2: a 100-token prompt gets 64 − 10 running = 54 tokens.
-        s.arrive(row(10, 100, 2));
+        s.arrive(row(10, 100, 2), 0);
         s.try_step(ColocatedId(0), &mut q);
         assert_eq!(s.step_prefill, vec![(10, 54)]);
     }
@@ -540,7 +550,7 @@ mod tests {
         let mut s = ColocatedServer::new(testkit::core(5000, 16), 8192, 3);
         let mut q = EventQueue::new();
         for id in 0..12 {
-            s.arrive(row(id, 200, 20 + id as u32));
+            s.arrive(row(id, 200, 20 + id as u32), 0);
         }
         let mut itl = Histogram::new();
         let mut done = 0;
@@ -562,7 +572,7 @@ mod tests {
         let mut s = ColocatedServer::new(testkit::core(40, 16), 8192, u32::MAX);
         let mut q = EventQueue::new();
         for id in 0..4 {
-            s.arrive(row(id, 100, 200));
+            s.arrive(row(id, 100, 200), 0);
         }
         let done = run(&mut s, &mut q);
         assert_eq!(done.len(), 4);

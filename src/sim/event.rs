@@ -14,6 +14,17 @@ pub enum Event {
         /// The request.
         req: ReqRef,
     },
+    /// The decode side has tokenized the request and finished its bootstrap handshake: the
+    /// request enters decode's prealloc queue (only with per-request serving costs).
+    Bootstrapped {
+        /// The request.
+        req: ReqRef,
+    },
+    /// A colocated server's tokenizer manager handed a request to its scheduler.
+    Tokenized {
+        /// The instance.
+        colocated: ColocatedId,
+    },
     /// A prefill forward finished.
     PrefillStepDone {
         /// The instance.

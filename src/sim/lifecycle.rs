@@ -135,6 +135,62 @@ impl World<'_> {
             .get_mut(r)
             .expect("just inserted")
             .bootstrap_timeout = Some(key);
+        let costs = &self.sc.compute;
+        if !costs.has_serving_costs() {
+            // No serving cost: the request reaches both schedulers at once (the 2023 fit).
+            self.decodes[d].prealloc.push_back(r);
+            self.try_prealloc(d);
+            return;
+        }
+        // Both servers' tokenizer managers tokenize it (sgl-router sends the request to both);
+        // the prefill's scheduler has it when its own is done, and the decode's prealloc
+        // queue once decode's is done and its KV receiver has handshaken with the prefill's
+        // bootstrap server (`DecodePreallocQueue`, sglang `disaggregation/decode.py`).
+        let (pi, di) = (
+            self.prefills[p].core.instance.0,
+            self.decodes[d].core.instance.0,
+        );
+        let ready_p = self.tokenize(pi, nr.input_tokens);
+        let ready_d = self.tokenize(di, nr.input_tokens)
+            + crate::engine::ns_from_secs_ceil(self.sc.compute.bootstrap_handshake_s);
+        self.reqs
+            .get_mut(r)
+            .expect("just inserted")
+            .prefill_ready_ns = ready_p;
+        if ready_d > self.q.now() {
+            self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
+        } else {
+            // Nothing to wait for on the decode side (only the first-token path is set).
+            self.decodes[d].prealloc.push_back(r);
+            self.try_prealloc(d);
+        }
+    }
+
+    /// Instance `instance`'s tokenizer manager takes a request of `input` tokens: it starts
+    /// when the process is free (one process, first come first served —
+    /// `TokenizerManager._tokenize_one_request` runs the tokenizer in its event loop) and
+    /// hands the request to the scheduler when done. Returns that time, ns.
+    pub(super) fn tokenize(&mut self, instance: u32, input: u32) -> crate::engine::Nanos {
+        let now = self.q.now();
+        let cost = crate::engine::ns_from_secs_ceil(self.sc.compute.tokenize_s(input));
+        let free = &mut self.tokenizer_free[instance as usize];
+        *free = (*free).max(now) + cost;
+        *free
+    }
+
+    /// Decode has tokenized the request and handshaken: it enters the prealloc queue.
+    pub(super) fn on_bootstrapped(&mut self, r: ReqRef) {
+        let Some(req) = self.reqs.get_mut(r) else {
+            // It ended meanwhile (a fault, a timeout).
+            return;
+        };
+        if req.receiver != KvPoll::Bootstrapping {
+            return;
+        }
+        let d = req.decode;
+        if !self.decodes[d].core.alive {
+            return;
+        }
         self.decodes[d].prealloc.push_back(r);
         self.try_prealloc(d);
     }
@@ -146,11 +202,18 @@ impl World<'_> {
         admitted.clear();
         self.decodes[d].try_prealloc(&mut self.reqs, &mut admitted);
         for &r in &admitted {
-            self.q.schedule_lane(
-                lane::CONTROL,
-                self.sc.fabric.control_latency_ns,
-                Event::MetadataArrived { req: r },
-            );
+            // The page ids wait at the prefill for its own tokenizer manager to be done.
+            let ready = self.reqs.get(r).map_or(0, |q| q.prefill_ready_ns);
+            let arrives = self.q.now() + self.sc.fabric.control_latency_ns;
+            if ready > arrives {
+                self.q.schedule_at(ready, Event::MetadataArrived { req: r });
+            } else {
+                self.q.schedule_lane(
+                    lane::CONTROL,
+                    self.sc.fabric.control_latency_ns,
+                    Event::MetadataArrived { req: r },
+                );
+            }
             let key = self.q.schedule_lane(
                 lane::WAITING_TIMEOUT,
                 self.sc.sglang.waiting_timeout_ns,
@@ -393,6 +456,7 @@ impl World<'_> {
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
         req.row.error_kind = kind;
+        self.client_clock(&mut req.row);
         let slo = self.slo();
         if let Err(e) = self
             .collector
@@ -469,11 +533,51 @@ impl World<'_> {
             }
             return;
         }
-        row.prefill_queued_ns = Some(now);
-        server.arrive(row);
+        // The scheduler has it once the server's tokenizer manager is done with it.
+        let ready = if self.sc.compute.has_serving_costs() {
+            self.tokenize(instance, nr.input_tokens)
+        } else {
+            now
+        };
+        row.prefill_queued_ns = Some(ready);
+        let server = &mut self.colocated[c];
+        server.arrive(row, ready);
+        if ready > now {
+            self.q.schedule_at(ready, Event::Tokenized { colocated: c });
+        }
         self.sync_colocated(c);
         self.colocated[c].try_step(c, &mut self.q);
         self.observe(CoreRef::Colocated(c));
+    }
+
+    /// A colocated server's tokenizer manager handed a request over: an idle server steps.
+    pub(super) fn on_tokenized(&mut self, c: ColocatedId) {
+        self.colocated[c].try_step(c, &mut self.q);
+        self.observe(CoreRef::Colocated(c));
+    }
+
+    /// What the client sees: every output token reaches it `first_token_path_s` after the
+    /// server produced it (detokenizer, tokenizer manager, HTTP), so the first token and the
+    /// end of a request that completes shift by that much and the intervals between tokens do
+    /// not. A request that fails ends when the server fails it (a crash drops the connection at
+    /// once); a first token still on its way then is never seen after that end.
+    fn client_clock(&self, row: &mut RequestRow) {
+        let path = crate::engine::ns_from_secs_ceil(self.sc.compute.first_token_path_s);
+        let Some(first) = row.first_token_ns else {
+            return;
+        };
+        if path == 0 {
+            return;
+        }
+        if matches!(row.outcome, Outcome::Completed | Outcome::Corrupted) {
+            row.first_token_ns = Some(first + path);
+            row.finish_ns = row.finish_ns.map(|t| t + path);
+        } else {
+            row.first_token_ns = Some(
+                row.finish_ns
+                    .map_or(first + path, |f| (first + path).min(f)),
+            );
+        }
     }
 
     /// A mixed step ended: record its tokens, end the requests that finished, start the next.
@@ -488,6 +592,7 @@ impl World<'_> {
         let slo = self.slo();
         for mut row in out.finished {
             row.outcome = Outcome::Completed;
+            self.client_clock(&mut row);
             if let Err(e) = self.collector.finish(row, None, slo, self.sink) {
                 self.io_error.get_or_insert(e);
             }

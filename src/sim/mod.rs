@@ -147,6 +147,9 @@ pub struct World<'a> {
     health_check_pending: bool,
     sampler: sampler::Sampler,
     scratch: Scratch,
+    /// When each instance's tokenizer manager (one process, first come first served) is free
+    /// again, by global instance number (`lifecycle::tokenize`).
+    tokenizer_free: Vec<Nanos>,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
 }
@@ -412,6 +415,7 @@ impl<'a> World<'a> {
             health_check_pending: false,
             sampler,
             scratch: Scratch::default(),
+            tokenizer_free: vec![0; global as usize],
             io_error: None,
         }
     }
@@ -532,6 +536,8 @@ impl<'a> World<'a> {
         match ev {
             Event::Arrival => self.on_arrival(),
             Event::MetadataArrived { req } => self.on_metadata(req),
+            Event::Bootstrapped { req } => self.on_bootstrapped(req),
+            Event::Tokenized { colocated } => self.on_tokenized(colocated),
             Event::PrefillStepDone { prefill } => self.on_prefill_step_done(prefill),
             Event::FabricDue => self.on_fabric_due(),
             Event::Fault { index } => self.on_fault(index),

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::engine::EventKey;
+use crate::engine::{EventKey, Nanos};
 use crate::metrics::RequestRow;
 use crate::sglang::memory::Holding;
 
@@ -81,6 +81,9 @@ pub struct Req {
     /// The oracle's verdict on a round before a retraction, if it found foreign bytes:
     /// (victims, corrupted_by) as space-separated ids.
     pub corrupted_earlier: Option<Box<(String, String)>>,
+    /// When the prefill's scheduler has the request (its tokenizer manager is done), ns: the
+    /// metadata that arrives earlier waits for it.
+    pub prefill_ready_ns: Nanos,
     /// The row `requests.csv` gets when the request ends.
     pub row: RequestRow,
 }
@@ -117,6 +120,7 @@ impl Req {
             bootstrap_timeout: None,
             waiting_timeout: None,
             corrupted_earlier: None,
+            prefill_ready_ns: 0,
             row,
         }
     }

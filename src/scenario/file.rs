@@ -252,6 +252,15 @@ pub struct FabricSection {
     /// NIC line rate under a switch ÷ its uplink capacity (≥ 1; 1 is non-blocking).
     #[serde(default = "one_f64")]
     pub oversubscription: f64,
+    /// DeepEP's inter-node dispatch/combine as fabric flows that share the NICs with KV
+    /// transfers (default); `false` prices it at the NICs' uncontended rate inside the step
+    /// time — the counterfactual "no link sharing" (`docs/performance-model.md` §5.3).
+    #[serde(default = "yes")]
+    pub a2a_flows: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_topology() -> crate::fabric::TopologyKind {
@@ -341,6 +350,7 @@ impl Default for FabricSection {
             topology: default_topology(),
             nodes_per_leaf: default_nodes_per_leaf(),
             oversubscription: 1.0,
+            a2a_flows: true,
         }
     }
 }

@@ -284,6 +284,7 @@ pub(super) fn fabric(
         nics_per_node,
         base_latency_ns: (base_latency_us * NS_PER_US as f64).ceil() as Nanos,
         control_latency_ns: (control_latency_us * NS_PER_US as f64).ceil() as Nanos,
+        a2a_flows: f.a2a_flows,
     })
 }
 

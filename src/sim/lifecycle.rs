@@ -178,7 +178,7 @@ impl World<'_> {
         }
         let p = req.prefill;
         self.prefills[p].waiting.push_back(r);
-        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
+        self.schedule_prefill(p);
         self.observe(CoreRef::Prefill(p));
     }
 
@@ -193,7 +193,7 @@ impl World<'_> {
             self.enqueue_chunk(p, job);
         }
         self.scratch.jobs = jobs;
-        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
+        self.schedule_prefill(p);
         self.observe(CoreRef::Prefill(p));
     }
 
@@ -242,6 +242,7 @@ impl World<'_> {
     fn start_decode_step(&mut self, d: DecodeId) {
         let mut retracted = std::mem::take(&mut self.scratch.refs);
         retracted.clear();
+        let before = self.decodes[d].core.step_key;
         self.decodes[d].start_step(
             d,
             &mut self.reqs,
@@ -249,6 +250,7 @@ impl World<'_> {
             self.sc.sglang.bootstrap_timeout_ns,
             &mut retracted,
         );
+        self.a2a_forward_started(CoreRef::Decode(d), before);
         for &r in &retracted {
             let p = self.reqs.get(r).expect("retracted, not ended").prefill;
             self.prefills[p].core.outstanding += 1;

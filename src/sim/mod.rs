@@ -11,6 +11,7 @@
 //! A decode step is one event for its whole batch: per-token figures derive from step times,
 //! never from a loop over tokens.
 
+mod a2a;
 pub mod event;
 mod faults;
 pub mod ids;
@@ -149,6 +150,8 @@ pub struct World<'a> {
     scratch: Scratch,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
+    /// DeepEP all-to-all on the fabric (`a2a.rs`).
+    a2a: a2a::A2aFlows,
 }
 
 /// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters
@@ -276,6 +279,11 @@ impl<'a> World<'a> {
                 / f64::from(sc.gpus_per_node),
             network_latency_s: sc.fabric.base_latency_ns as f64 / 1e9,
         };
+        let a2a = a2a::A2aFlows::new(
+            sc,
+            &placement.gpus,
+            interconnect.nic_bytes_per_s_per_gpu / 1e9,
+        );
         let mut placed = 0usize;
         for (pool_idx, pool) in sc.pools.iter().enumerate() {
             // With DP attention every DP rank is its own server (`sglang::dp`).
@@ -413,6 +421,7 @@ impl<'a> World<'a> {
             sampler,
             scratch: Scratch::default(),
             io_error: None,
+            a2a,
         }
     }
 
@@ -566,9 +575,7 @@ impl<'a> World<'a> {
             wake.dedup();
             for &w in &wake {
                 match w {
-                    Wake::Prefill(p) => {
-                        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q)
-                    }
+                    Wake::Prefill(p) => self.schedule_prefill(p),
                     Wake::Decode(d) => self.try_prealloc(d),
                 }
             }

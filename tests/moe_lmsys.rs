@@ -45,11 +45,7 @@ fn prefill_tokens_per_s(dir: &std::path::Path, from_s: f64, to_s: f64) -> f64 {
         ) else {
             continue;
         };
-        *by_server
-            .entry(server)
-            .or_default()
-            .entry(end)
-            .or_default() += input as f64;
+        *by_server.entry(server).or_default().entry(end).or_default() += input as f64;
     }
     let (from, to) = ((from_s * 1e9) as u64, (to_s * 1e9) as u64);
     let mut total = 0.0;

@@ -42,6 +42,7 @@ use crate::compute::moe::{A2A_RDMA_EFFICIENCY, MoeTime};
 use crate::config::{Role, Scenario};
 use crate::engine::{EventKey, Nanos};
 use crate::fabric::{FlowEnd, GpuId};
+use crate::metrics::summary::A2aSummary;
 use crate::spec::server::A2aBackend;
 
 use super::World;
@@ -82,11 +83,9 @@ pub(super) struct A2aFlows {
     cap: f64,
     /// Forwards waiting, by instance number.
     pending: BTreeMap<u32, Pending>,
-    /// Forwards whose all-to-all ran on the fabric, and their summed NIC-leg time over the
-    /// uncontended one (ns, ns): how much contention cost.
-    pub forwards: u64,
-    pub fabric_ns: u128,
-    pub uncontended_ns: u128,
+    /// Per pool: forwards whose all-to-all ran on the fabric, their NIC legs on the fabric
+    /// summed (ns), and the same at the uncontended rate (ns).
+    totals: BTreeMap<usize, (u64, u128, u128)>,
 }
 
 impl A2aFlows {
@@ -114,6 +113,25 @@ impl A2aFlows {
             cap: nic_bytes_per_ns_per_gpu * A2A_RDMA_EFFICIENCY,
             ..Self::default()
         }
+    }
+
+    /// The run's figures for `summary.json`: one row per pool whose forwards' all-to-all ran
+    /// on the fabric.
+    pub(super) fn summary(&self, sc: &Scenario) -> Vec<A2aSummary> {
+        self.totals
+            .iter()
+            .map(|(&pool, &(n, fabric, uncontended))| {
+                let n = n.max(1) as f64;
+                let (f, u) = (fabric as f64 / n / 1e6, uncontended as f64 / n / 1e6);
+                A2aSummary {
+                    pool: sc.pools[pool].name.clone(),
+                    forwards: n as u64,
+                    fabric_ms_mean: f,
+                    uncontended_ms_mean: u,
+                    slowdown: f / u.max(1e-12) - 1.0,
+                }
+            })
+            .collect()
     }
 
     /// Whether the forwards of a server on `gpus` put all-to-all bytes on the fabric: the
@@ -260,8 +278,9 @@ impl World<'_> {
             .saturating_add_signed((delta * 1e9).round() as i64)
             .max(now);
         core.step_key = Some(self.q.schedule_keyed(at, p.done));
-        self.a2a.forwards += 1;
-        self.a2a.fabric_ns += u128::from(fabric_ns);
-        self.a2a.uncontended_ns += (p.moe.rdma_s * 1e9).round() as u128;
+        let t = self.a2a.totals.entry(core.pool.idx()).or_default();
+        t.0 += 1;
+        t.1 += u128::from(fabric_ns);
+        t.2 += (p.moe.rdma_s * 1e9).round() as u128;
     }
 }

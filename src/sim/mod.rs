@@ -60,6 +60,9 @@ pub struct RunStats {
     pub pools: Vec<crate::metrics::summary::PoolGauges>,
     /// Nodes the cluster spans.
     pub nodes: u32,
+    /// DeepEP all-to-all on the fabric (`a2a.rs`).
+    #[serde(skip)]
+    pub a2a: Vec<crate::metrics::summary::A2aSummary>,
 }
 
 impl RunStats {
@@ -71,6 +74,7 @@ impl RunStats {
             cut: self.cut_by_drain_timeout,
             pools: self.pools.clone(),
             nodes: self.nodes,
+            a2a: self.a2a.clone(),
         }
     }
 }
@@ -530,6 +534,7 @@ impl<'a> World<'a> {
             cut_by_drain_timeout: cut,
             pools,
             nodes: self.nodes,
+            a2a: self.a2a.summary(self.sc),
         })
     }
 

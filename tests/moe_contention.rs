@@ -75,13 +75,17 @@ fn kv_transfers_and_deepep_all_to_all_slow_each_other_on_shared_nics() {
             with.out_tok_s,
             slow * 100.0
         );
-        // Measured (400 / 200 Gb/s): transfer +25 / +50 %, TPOT +4.4 / +8.5 %, output −4.8 /
-        // −11 %, all-to-all +7.5 / +11 %. The bounds are about half of that.
-        assert!(t > 10.0, "{gbps} Gb/s: KV transfers grew only {t:.1} %");
-        assert!(p > 2.0, "{gbps} Gb/s: TPOT grew only {p:.1} %");
-        assert!(o < -2.0, "{gbps} Gb/s: output fell only {o:.1} %");
+        // Measured (400 / 200 Gb/s NICs): KV transfer mean +3.3 / +46 %, TPOT +3.7 / +7.3 %,
+        // output −3.8 / −9.6 %, decode all-to-all +5.9 / +8.9 % over uncontended. At 400 Gb/s
+        // one Mooncake batch's per-WR ceiling (~18 GB/s) sits below its fair share of the NIC,
+        // so the KV barely slows and the all-to-all absorbs the contention; at 200 Gb/s the
+        // fair share falls below that ceiling and both slow. The bounds are about half of it.
+        let (t_min, p_min) = if gbps == 400 { (1.0, 1.5) } else { (20.0, 3.5) };
+        assert!(t > t_min, "{gbps} Gb/s: KV transfers grew only {t:.1} %");
+        assert!(p > p_min, "{gbps} Gb/s: TPOT grew only {p:.1} %");
+        assert!(o < -1.5, "{gbps} Gb/s: output fell only {o:.1} %");
         assert!(
-            slow > 0.03,
+            slow > 0.025,
             "{gbps} Gb/s: the all-to-all slowed only {:.1} %",
             slow * 100.0
         );

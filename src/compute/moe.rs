@@ -326,6 +326,7 @@ mod tests {
             ep_num_redundant_experts: 32,
             enable_eplb: eplb,
             enable_two_batch_overlap: tbo,
+            ..Parallel::default()
         };
         let net = A2aNetwork {
             gpus_per_node: 8,

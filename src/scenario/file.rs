@@ -182,6 +182,9 @@ pub struct ServerSection {
     /// `--enable-two-batch-overlap`.
     #[serde(default)]
     pub enable_two_batch_overlap: bool,
+    /// `--load-balance-method`: how the DP controller picks a DP rank.
+    #[serde(default)]
+    pub load_balance_method: crate::spec::server::LoadBalanceMethod,
 }
 
 impl Default for ServerSection {
@@ -205,6 +208,7 @@ impl Default for ServerSection {
             ep_num_redundant_experts: 0,
             enable_eplb: false,
             enable_two_batch_overlap: false,
+            load_balance_method: Default::default(),
         }
     }
 }

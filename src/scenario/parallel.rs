@@ -135,6 +135,7 @@ pub(super) fn check(
             ep_num_redundant_experts: s.ep_num_redundant_experts,
             enable_eplb: s.enable_eplb,
             enable_two_batch_overlap: s.enable_two_batch_overlap,
+            load_balance_method: s.load_balance_method,
         },
         attn_tp,
     })

@@ -70,6 +70,12 @@ impl World<'_> {
             }
             return;
         };
+        // The router chose instances; their DP controllers choose the ranks.
+        let room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
+        let (pi, di) = (
+            self.pick_rank(super::dispatch::FRONT, pi, room),
+            self.pick_rank(super::dispatch::DECODE, di, room),
+        );
         let (p, d) = (PrefillId::from(pi), DecodeId::from(di));
         let mut row = RequestRow::arrived(
             id,
@@ -410,16 +416,14 @@ impl World<'_> {
 
     /// Tells the router prefill `p`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_prefill(&mut self, p: PrefillId) {
-        let c = &self.prefills[p].core;
-        self.router
-            .set_prefill(p.idx(), c.alive.then_some(c.outstanding));
+        let (k, load) = self.instance_load(super::dispatch::FRONT, p.idx());
+        self.router.set_prefill(k, load);
     }
 
     /// Tells the router decode `d`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_decode(&mut self, d: DecodeId) {
-        let c = &self.decodes[d].core;
-        self.router
-            .set_decode(d.idx(), c.alive.then_some(c.outstanding));
+        let (k, load) = self.instance_load(super::dispatch::DECODE, d.idx());
+        self.router.set_decode(k, load);
     }
 }
 
@@ -443,6 +447,7 @@ impl World<'_> {
             }
             return;
         };
+        let ci = self.pick_rank(super::dispatch::FRONT, ci, 0);
         let c = ColocatedId::from(ci);
         let server = &mut self.colocated[c];
         let instance = server.core.instance.0;
@@ -501,9 +506,8 @@ impl World<'_> {
 
     /// Tells the router server `c`'s load (`None` while down).
     fn sync_colocated(&mut self, c: ColocatedId) {
-        let core = &self.colocated[c].core;
-        self.router
-            .set_prefill(c.idx(), core.alive.then_some(core.outstanding));
+        let (k, load) = self.instance_load(super::dispatch::FRONT, c.idx());
+        self.router.set_prefill(k, load);
     }
 
     /// A colocated server crashes: its step is lost and every request it holds fails

@@ -12,6 +12,7 @@
 //! never from a loop over tokens.
 
 mod a2a;
+mod dispatch;
 pub mod event;
 mod faults;
 pub mod ids;
@@ -156,6 +157,8 @@ pub struct World<'a> {
     io_error: Option<std::io::Error>,
     /// DeepEP all-to-all on the fabric (`a2a.rs`).
     a2a: a2a::A2aFlows,
+    /// Instances and their DP controllers (`dispatch.rs`).
+    dispatch: dispatch::Dispatch,
 }
 
 /// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters
@@ -394,15 +397,22 @@ impl<'a> World<'a> {
             plans.push(row);
         }
         let sampler = sampler::Sampler::new(&fabric, global as usize);
+        let dispatch = dispatch::Dispatch::new(sc);
         Self {
             sc,
             q: EventQueue::new(),
             // A colocated cluster's router picks one server: its "prefill" side is the
             // servers, its "decode" side a single always-live placeholder.
+            // The router picks instances; their DP controllers pick ranks (`dispatch.rs`).
             router: if colocated.is_empty() {
-                Router::new(sc.router, sc.seed, prefills.len(), decodes.len())
+                Router::new(
+                    sc.router,
+                    sc.seed,
+                    dispatch.instances(dispatch::FRONT),
+                    dispatch.instances(dispatch::DECODE),
+                )
             } else {
-                Router::new(sc.router, sc.seed, colocated.len(), 1)
+                Router::new(sc.router, sc.seed, dispatch.instances(dispatch::FRONT), 1)
             },
             fabric,
             prefills,
@@ -426,6 +436,7 @@ impl<'a> World<'a> {
             scratch: Scratch::default(),
             io_error: None,
             a2a,
+            dispatch,
         }
     }
 

@@ -486,6 +486,7 @@ fn pool(
         ));
     }
     let parallel = super::parallel::check(c, key, s, gpus_per_node)?;
+    super::parallel::check_role(c, key, &parallel.args, p.role)?;
     let attn_tp = parallel.attn_tp;
     let parallel = parallel.args;
     if s.page_size == 0 {

@@ -154,7 +154,6 @@ impl DpController {
     }
 }
 
-
 /// The GPUs of each DP rank of an instance placed on `gpus` (rank order), each rank taking
 /// `gpus.len() / dp` consecutive GPUs: sglang's attention TP groups are consecutive ranks.
 pub fn rank_gpus(gpus: &[GpuId], dp: u32) -> Vec<Vec<GpuId>> {
@@ -174,12 +173,21 @@ mod tests {
         assert_eq!(resolve(M::Auto, Mode::Decode), Rule::RoundRobin);
         assert_eq!(resolve(M::Auto, Mode::Plain), Rule::RoundRobin);
         // PD prefill: legacy round_robin means bootstrap-room routing.
-        assert_eq!(resolve(M::RoundRobin, Mode::Prefill), Rule::FollowBootstrapRoom);
+        assert_eq!(
+            resolve(M::RoundRobin, Mode::Prefill),
+            Rule::FollowBootstrapRoom
+        );
         assert_eq!(resolve(M::RoundRobin, Mode::Decode), Rule::RoundRobin);
-        assert_eq!(resolve(M::MinimumTokens, Mode::Decode), Rule::FollowBootstrapRoom);
+        assert_eq!(
+            resolve(M::MinimumTokens, Mode::Decode),
+            Rule::FollowBootstrapRoom
+        );
         assert_eq!(resolve(M::MinimumTokens, Mode::Plain), Rule::RoundRobin);
         assert_eq!(resolve(M::ShortestQueue, Mode::Decode), Rule::ShortestQueue);
-        assert_eq!(resolve(M::FollowBootstrapRoom, Mode::Decode), Rule::FollowBootstrapRoom);
+        assert_eq!(
+            resolve(M::FollowBootstrapRoom, Mode::Decode),
+            Rule::FollowBootstrapRoom
+        );
     }
 
     #[test]
@@ -200,16 +208,34 @@ mod tests {
         // queue is empty and every rank takes a turn in order.
         let loads = [3u32, 1, 1, 0];
         let mut c = DpController::new(Rule::ShortestQueue, 4);
-        let got: Vec<u32> = (0..11).map(|_| c.dispatch(0, 5, |r| loads[r as usize])).collect();
+        let got: Vec<u32> = (0..11)
+            .map(|_| c.dispatch(0, 5, |r| loads[r as usize]))
+            .collect();
         assert_eq!(got, vec![3, 1, 2, 3, 1, 2, 3, 0, 1, 2, 3]);
         // Level loads leave the queue empty: plain turns. A new interval re-reads the loads.
         let mut c = DpController::new(Rule::ShortestQueue, 2);
         assert_eq!(c.dispatch(0, 0, |_| 4), 0);
-        assert_eq!(c.dispatch(0, 1, |r| [0, 9][r as usize]), 1, "same interval: no re-read");
-        assert_eq!(c.dispatch(0, LOAD_WATCH_INTERVAL_NS, |r| [0, 2][r as usize]), 0);
-        assert_eq!(c.dispatch(0, LOAD_WATCH_INTERVAL_NS, |r| [0, 2][r as usize]), 0);
-        assert_eq!(c.dispatch(0, LOAD_WATCH_INTERVAL_NS, |r| [0, 2][r as usize]), 0);
-        assert_eq!(c.dispatch(0, LOAD_WATCH_INTERVAL_NS, |r| [0, 2][r as usize]), 1);
+        assert_eq!(
+            c.dispatch(0, 1, |r| [0, 9][r as usize]),
+            1,
+            "same interval: no re-read"
+        );
+        assert_eq!(
+            c.dispatch(0, LOAD_WATCH_INTERVAL_NS, |r| [0, 2][r as usize]),
+            0
+        );
+        assert_eq!(
+            c.dispatch(0, LOAD_WATCH_INTERVAL_NS, |r| [0, 2][r as usize]),
+            0
+        );
+        assert_eq!(
+            c.dispatch(0, LOAD_WATCH_INTERVAL_NS, |r| [0, 2][r as usize]),
+            0
+        );
+        assert_eq!(
+            c.dispatch(0, LOAD_WATCH_INTERVAL_NS, |r| [0, 2][r as usize]),
+            1
+        );
     }
 
     #[test]

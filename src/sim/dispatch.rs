@@ -109,8 +109,8 @@ impl World<'_> {
         let base = servers.start;
         let n = servers.len();
         let loads: Vec<u32> = servers.map(|i| self.server_state(side, i).1).collect();
-        let rank = self.dispatch.sides[side].ctl[k].dispatch(room, now, |r| loads[r as usize])
-            as usize;
+        let rank =
+            self.dispatch.sides[side].ctl[k].dispatch(room, now, |r| loads[r as usize]) as usize;
         (0..n)
             .map(|j| base + (rank + j) % n)
             .find(|&i| self.server_state(side, i).0)

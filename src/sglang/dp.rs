@@ -6,9 +6,7 @@
 //! and a request lives on exactly one rank: its KV is on that rank's GPUs and its PD transfer
 //! runs between the prefill rank's and the decode rank's GPUs (the transfer contract sees the
 //! attention TP, `get_attention_tp_size()`). pdsim therefore simulates each DP rank as its own
-//! server (its own `Core`: GPUs, pages, batch) and the router dispatches to DP ranks directly,
-//! as sgl-router does in its DP-aware mode (`--dp-aware`: each `(worker, dp_rank)` is a routing
-//! target). The ranks of one instance step in lockstep in sglang (an idle rank runs an idle
+//! server (its own `Core`: GPUs, pages, batch). The ranks of one instance step in lockstep in sglang (an idle rank runs an idle
 //! batch so the MoE layers meet); the step-time model prices that by assuming the ranks carry
 //! equal load (`compute::moe`).
 //!

@@ -284,3 +284,44 @@ impl World<'_> {
         t.2 += (p.moe.rdma_s * 1e9).round() as u128;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(node: u32, local: u32) -> GpuId {
+        GpuId { node, local }
+    }
+
+    #[test]
+    fn each_gpu_sends_to_its_index_on_the_next_node_of_its_instance() {
+        // An instance on nodes 2..5 (3 nodes × 2 GPUs): a ring 2 → 3 → 4 → 2 per index.
+        let inst: Vec<GpuId> = (2..5).flat_map(|n| [gpu(n, 0), gpu(n, 1)]).collect();
+        let mut peer = BTreeMap::new();
+        ring(&inst, &mut peer);
+        assert_eq!(peer[&gpu(2, 0)], gpu(3, 0));
+        assert_eq!(peer[&gpu(3, 1)], gpu(4, 1));
+        assert_eq!(peer[&gpu(4, 1)], gpu(2, 1));
+        // Every GPU receives exactly one aggregate: the ring is a permutation.
+        let mut dst: Vec<GpuId> = peer.values().copied().collect();
+        dst.sort_unstable();
+        assert_eq!(dst, inst);
+        // Within one node: nothing on the NICs.
+        let mut none = BTreeMap::new();
+        ring(&[gpu(0, 0), gpu(0, 1)], &mut none);
+        assert!(none.is_empty());
+        let flows = A2aFlows {
+            peer,
+            ..A2aFlows::default()
+        };
+        assert!(flows.on_fabric(&[gpu(3, 0)]));
+        assert!(!flows.on_fabric(&[gpu(0, 0)]));
+    }
+
+    #[test]
+    fn all_to_all_tokens_never_look_like_transfer_tokens() {
+        assert_eq!(instance_of(A2A_TOKEN | 7), Some(InstanceId(7)));
+        // A KV transfer's token: prefill << 32 | shard.
+        assert_eq!(instance_of((5u64 << 32) | 3), None);
+    }
+}

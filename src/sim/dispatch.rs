@@ -108,6 +108,10 @@ impl World<'_> {
         let servers = self.dispatch.servers(side, k);
         let base = servers.start;
         let n = servers.len();
+        if n == 1 {
+            // No DP attention: the instance is its server (and no controller state moves).
+            return base;
+        }
         let loads: Vec<u32> = servers.map(|i| self.server_state(side, i).1).collect();
         let rank =
             self.dispatch.sides[side].ctl[k].dispatch(room, now, |r| loads[r as usize]) as usize;

@@ -90,8 +90,8 @@ pub(super) struct A2aFlows {
 
 impl A2aFlows {
     /// The all-to-all senders of `sc` placed on `gpus` (`gpus[instance][rank]`, pools in
-    /// order), with `nic_bytes_per_ns_per_gpu` of NIC per GPU.
-    pub(super) fn new(sc: &Scenario, gpus: &[Vec<GpuId>], nic_bytes_per_ns_per_gpu: f64) -> Self {
+    /// order), with `nic_bytes_per_s_per_gpu` of NIC per GPU (bytes/s).
+    pub(super) fn new(sc: &Scenario, gpus: &[Vec<GpuId>], nic_bytes_per_s_per_gpu: f64) -> Self {
         let mut peer = BTreeMap::new();
         let mut placed = 0usize;
         for pool in &sc.pools {
@@ -110,7 +110,8 @@ impl A2aFlows {
         }
         Self {
             peer,
-            cap: nic_bytes_per_ns_per_gpu * A2A_RDMA_EFFICIENCY,
+            // Bytes/s to bytes/ns.
+            cap: nic_bytes_per_s_per_gpu / 1e9 * A2A_RDMA_EFFICIENCY,
             ..Self::default()
         }
     }

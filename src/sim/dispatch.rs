@@ -4,6 +4,7 @@
 
 use crate::config::{Role, Scenario};
 use crate::sglang::dp::{DpController, Mode, resolve};
+use crate::sglang::router::Router;
 
 use super::World;
 use super::ids::{ColocatedId, DecodeId, PrefillId};
@@ -61,6 +62,14 @@ impl Dispatch {
     /// Instances on `side` (what the router chooses among).
     pub(super) fn instances(&self, side: usize) -> usize {
         self.sides[side].first.len()
+    }
+
+    /// The router over the instances (its DP controllers pick the ranks). A colocated
+    /// cluster's router picks one server: its "prefill" side is the servers, its "decode"
+    /// side a single always-live placeholder.
+    pub(super) fn router(&self, sc: &Scenario, colocated: bool) -> Router {
+        let decodes = if colocated { 1 } else { self.instances(DECODE) };
+        Router::new(sc.router, sc.seed, self.instances(FRONT), decodes)
     }
 
     /// The instance of server `server` on `side`.

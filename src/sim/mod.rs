@@ -286,11 +286,7 @@ impl<'a> World<'a> {
                 / f64::from(sc.gpus_per_node),
             network_latency_s: sc.fabric.base_latency_ns as f64 / 1e9,
         };
-        let a2a = a2a::A2aFlows::new(
-            sc,
-            &placement.gpus,
-            interconnect.nic_bytes_per_s_per_gpu / 1e9,
-        );
+        let a2a = a2a::A2aFlows::new(sc, &placement.gpus, interconnect.nic_bytes_per_s_per_gpu);
         let mut placed = 0usize;
         for (pool_idx, pool) in sc.pools.iter().enumerate() {
             // With DP attention every DP rank is its own server (`sglang::dp`).
@@ -401,19 +397,7 @@ impl<'a> World<'a> {
         Self {
             sc,
             q: EventQueue::new(),
-            // A colocated cluster's router picks one server: its "prefill" side is the
-            // servers, its "decode" side a single always-live placeholder.
-            // The router picks instances; their DP controllers pick ranks (`dispatch.rs`).
-            router: if colocated.is_empty() {
-                Router::new(
-                    sc.router,
-                    sc.seed,
-                    dispatch.instances(dispatch::FRONT),
-                    dispatch.instances(dispatch::DECODE),
-                )
-            } else {
-                Router::new(sc.router, sc.seed, dispatch.instances(dispatch::FRONT), 1)
-            },
+            router: dispatch.router(sc, !colocated.is_empty()),
             fabric,
             prefills,
             transfers,

@@ -316,6 +316,10 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
         if par.enable_two_batch_overlap {
             flags += " --enable-two-batch-overlap";
         }
+        if par.load_balance_method != crate::spec::server::LoadBalanceMethod::Auto {
+            let name = serde_json::to_value(par.load_balance_method).unwrap_or_default();
+            flags += &format!(" --load-balance-method {}", name.as_str().unwrap_or("auto"));
+        }
         if let Some(m) = a.max_running_requests {
             flags += &format!(" --max-running-requests {m}");
         }

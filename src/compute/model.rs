@@ -407,9 +407,7 @@ impl StepModel {
             + 2.0 * self.state_bytes_per_seq_gpu * (seqs + b);
         let t_memory = self.weight_bytes_gpu(tokens) / (self.hbm_bytes_per_s * p.hbm_efficiency)
             + kv_bytes / (self.hbm_bytes_per_s * p.kv_hbm_efficiency);
-        let moe = self.moe.as_ref().map_or(0.0, |m| {
-            m.time(tokens, new > 0.0, eff, p.hbm_efficiency).total_s
-        });
+        let moe = self.moe_time(tokens, new > 0.0).map_or(0.0, |m| m.total_s);
         let gpu = t_compute.max(t_memory) + self.allreduce_s(tokens) + moe;
         let host = if new > 0.0 {
             p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
@@ -419,12 +417,21 @@ impl StepModel {
         host + gpu.max(self.allreduces * p.launch_per_block_s)
     }
 
-    /// Inter-node all-to-all bytes one GPU sends in a forward over `tokens` tokens of this
-    /// rank (0 without DeepEP across nodes): what the simulation puts on the fabric.
-    pub fn a2a_rdma_bytes_per_gpu(&self, tokens: u64, prefill: bool) -> f64 {
-        self.moe.as_ref().map_or(0.0, |m| {
-            m.time(tokens as f64, prefill, 1.0, 1.0).rdma_bytes_per_gpu
-        })
+    /// The routed-expert part of a forward over `tokens` tokens of this rank (`prefill` when
+    /// it computes new prompt tokens), at the efficiencies [`StepModel::forward_s`] uses:
+    /// `None` without a [`crate::compute::moe`] model. The simulation reads its NIC leg to
+    /// put the all-to-all on the fabric (`sim::a2a`).
+    pub fn moe_time(&self, tokens: f64, prefill: bool) -> Option<crate::compute::moe::MoeTime> {
+        let p = &self.params;
+        let eff = if prefill {
+            self.prefill_efficiency(tokens)
+        } else {
+            p.decode_flops_efficiency
+        };
+        self.moe
+            .as_ref()
+            .filter(|_| tokens > 0.0)
+            .map(|m| m.time(tokens, prefill, eff, p.hbm_efficiency))
     }
 
     /// One prefill forward over `chunks`, each `(new_tokens, prefix_tokens)`: the new tokens

@@ -107,6 +107,45 @@ pub struct MoeTime {
     pub total_s: f64,
     /// Inter-node bytes one GPU sends per forward (to load the fabric with).
     pub rdma_bytes_per_gpu: f64,
+    /// The NIC part of `comm_s` at the uncontended DeepEP rate, seconds.
+    pub rdma_s: f64,
+    /// The NVLink part of `comm_s`, seconds.
+    pub nvlink_s: f64,
+    /// The fixed kernel latencies in `comm_s`, seconds.
+    pub latency_s: f64,
+    /// Whether two-batch overlap hides communication behind compute.
+    pub tbo: bool,
+}
+
+impl MoeTime {
+    /// What the forward's MoE layers take when their inter-node all-to-all takes `rdma_s`
+    /// seconds (as the fabric measured it, contention included) instead of the uncontended
+    /// [`MoeTime::rdma_s`]: the same composition as `total_s` — NVLink and NIC legs run
+    /// concurrently, the kernel latencies add, two-batch overlap hides the shorter side.
+    pub fn total_with_rdma_s(&self, rdma_s: f64) -> f64 {
+        let comm = rdma_s.max(self.nvlink_s) + self.latency_s;
+        combine(self.compute_s, comm, self.tbo)
+    }
+}
+
+/// Compute and communication of the MoE layers as one forward pays them: the sum, or under
+/// two-batch overlap `max + min / 2` (one micro-batch's all-to-all under the other's compute;
+/// half of the shorter side cannot hide: the pipeline's fill and drain).
+fn combine(compute_s: f64, comm_s: f64, tbo: bool) -> f64 {
+    if tbo {
+        compute_s.max(comm_s) + compute_s.min(comm_s) / 2.0
+    } else {
+        compute_s + comm_s
+    }
+}
+
+/// The legs of one forward's all-to-all (see [`MoeTime`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct A2a {
+    rdma_s: f64,
+    nvlink_s: f64,
+    latency_s: f64,
+    rdma_bytes: f64,
 }
 
 /// The popularity skew an instance's busiest GPU sees: EPLB's with `redundant` spare
@@ -173,7 +212,7 @@ impl ExpertCost {
         }
         let all_tokens = tokens * self.dp;
         let pairs = all_tokens * self.active;
-        let (compute_s, comm_s, rdma) = if self.ep > 1.0 {
+        let (compute_s, a2a) = if self.ep > 1.0 {
             // The busiest GPU: skewed mean plus the statistical excess of the max of `ep`.
             let mean = pairs / self.ep;
             let busiest = mean * self.skew + (2.0 * mean * self.skew * self.ep.ln()).sqrt();
@@ -183,8 +222,7 @@ impl ExpertCost {
             let weights = touched * self.expert_bytes;
             let compute =
                 (flops / (self.peak_flops * eff)).max(weights / (self.hbm_bytes_per_s * hbm_eff));
-            let (comm, rdma) = self.a2a_s(tokens * self.dp / self.gpus, prefill);
-            (compute, comm, rdma)
+            (compute, self.a2a_s(tokens * self.dp / self.gpus, prefill))
         } else {
             // TP-sharded experts: every GPU computes 1/tp of each touched expert.
             let flops = pairs * self.pair_flops / self.gpus;
@@ -193,24 +231,29 @@ impl ExpertCost {
             let weights = touched * self.expert_bytes / self.gpus;
             let compute =
                 (flops / (self.peak_flops * eff)).max(weights / (self.hbm_bytes_per_s * hbm_eff));
-            (compute, self.gather_scatter_s(all_tokens), 0.0)
+            let a2a = A2a {
+                latency_s: self.gather_scatter_s(all_tokens),
+                ..A2a::default()
+            };
+            (compute, a2a)
         };
-        let total_s = if self.tbo {
-            compute_s.max(comm_s) + compute_s.min(comm_s) / 2.0
-        } else {
-            compute_s + comm_s
-        };
+        let comm_s = a2a.rdma_s.max(a2a.nvlink_s) + a2a.latency_s;
         MoeTime {
             compute_s,
             comm_s,
-            total_s,
-            rdma_bytes_per_gpu: rdma,
+            total_s: combine(compute_s, comm_s, self.tbo),
+            rdma_bytes_per_gpu: a2a.rdma_bytes,
+            rdma_s: a2a.rdma_s,
+            nvlink_s: a2a.nvlink_s,
+            latency_s: a2a.latency_s,
+            tbo: self.tbo,
         }
     }
 
     /// DeepEP dispatch and combine for `per_gpu` tokens originating on each GPU, over all MoE
-    /// layers: seconds on the slower of NVLink and the NIC, and the RDMA bytes per GPU.
-    fn a2a_s(&self, per_gpu: f64, prefill: bool) -> (f64, f64) {
+    /// layers: seconds on NVLink and on the NIC (uncontended), the kernel latencies, and the
+    /// RDMA bytes per GPU.
+    fn a2a_s(&self, per_gpu: f64, prefill: bool) -> A2a {
         let per_node = f64::from(self.net.gpus_per_node).min(self.gpus);
         let nodes = (self.gpus / per_node).max(1.0);
         // FP8 dispatch with per-128 scales, BF16 combine.
@@ -240,10 +283,12 @@ impl ExpertCost {
         };
         let t_nv = nvlink / (self.net.nvlink_one_way_bytes_per_s * A2A_NVLINK_EFFICIENCY);
         let latency = if self.deepep { 2.0 } else { 4.0 } * A2A_LATENCY_S * self.layers;
-        (
-            t_rdma.max(t_nv) + latency,
-            if nodes > 1.0 { rdma } else { 0.0 },
-        )
+        A2a {
+            rdma_s: t_rdma,
+            nvlink_s: t_nv,
+            latency_s: latency,
+            rdma_bytes: if nodes > 1.0 { rdma } else { 0.0 },
+        }
     }
 
     /// Without EP: all-gather the ranks' tokens and reduce-scatter the result per MoE layer,
@@ -281,6 +326,7 @@ mod tests {
             ep_num_redundant_experts: 32,
             enable_eplb: eplb,
             enable_two_batch_overlap: tbo,
+            ..Parallel::default()
         };
         let net = A2aNetwork {
             gpus_per_node: 8,
@@ -324,6 +370,26 @@ mod tests {
             (b.total_s - (b.compute_s.max(b.comm_s) + b.compute_s.min(b.comm_s) / 2.0)).abs()
                 < 1e-15
         );
+    }
+
+    #[test]
+    fn the_fabric_time_of_the_nic_leg_re_prices_the_moe_layers() {
+        for tbo in [false, true] {
+            let t = lmsys(72, true, tbo).time(256.0, false, 0.5, 0.7);
+            assert!(t.rdma_s > 0.0 && t.rdma_s > t.nvlink_s);
+            // The uncontended time gives back the analytic total.
+            assert!((t.total_with_rdma_s(t.rdma_s) - t.total_s).abs() < 1e-15);
+            // Twice the NIC time: communication grows by exactly that much.
+            let comm2 = 2.0 * t.rdma_s + t.latency_s;
+            let want = if tbo {
+                t.compute_s.max(comm2) + t.compute_s.min(comm2) / 2.0
+            } else {
+                t.compute_s + comm2
+            };
+            assert!((t.total_with_rdma_s(2.0 * t.rdma_s) - want).abs() < 1e-15);
+            // Faster than NVLink on the NIC: NVLink binds.
+            assert!((t.total_with_rdma_s(0.0) - t.total_with_rdma_s(t.nvlink_s)).abs() < 1e-15);
+        }
     }
 
     #[test]

@@ -386,6 +386,16 @@ impl StepTimes {
         }
     }
 
+    /// The routed-expert part of a forward over `tokens` tokens (`prefill` when it computes
+    /// prompt tokens): the roofline model's, `None` for a measured profile (its times already
+    /// contain whatever communication the measured deployment did).
+    pub fn moe_time(&self, tokens: u64, prefill: bool) -> Option<crate::compute::moe::MoeTime> {
+        match self {
+            Self::Model(m) => m.moe_time(tokens as f64, prefill),
+            Self::Measured(_) => None,
+        }
+    }
+
     /// One decode step of `batch` sequences with `context_tokens` in total, nanoseconds.
     pub fn decode_ns(&self, batch: u32, context_tokens: u64) -> Nanos {
         match self {

@@ -256,6 +256,15 @@ pub struct FabricParams {
     pub base_latency_ns: Nanos,
     /// Latency of a control message, ns.
     pub control_latency_ns: Nanos,
+    /// Whether DeepEP's inter-node all-to-all runs as fabric flows (`fabric.a2a_flows`).
+    /// Left out of the resolved scenario when on (the default), so results of scenarios
+    /// that never set it keep their bytes.
+    #[serde(skip_serializing_if = "is_true")]
+    pub a2a_flows: bool,
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 /// sglang's PD knobs.

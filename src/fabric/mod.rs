@@ -371,6 +371,55 @@ impl Fabric {
         FlowId(id)
     }
 
+    /// Starts an aggregated all-to-all flow (DeepEP dispatch + combine of one forward) of
+    /// `bytes` from `src` to `dst`, another node's GPU, at `now` (ns): no Mooncake batch latency,
+    /// no transfer timeout (the kernels' fixed latency is in the step time), moving at once at
+    /// its max-min share, at most `cap` bytes/ns (the rate DeepEP's RDMA kernels reach). It
+    /// shares NIC (and switch) links with KV transfers like any flow, and ends like any flow,
+    /// with `token` in its [`FlowEnd`]. `bytes` must be positive.
+    pub fn start_a2a(
+        &mut self,
+        now: Nanos,
+        src: GpuId,
+        dst: GpuId,
+        bytes: u64,
+        cap: f64,
+        token: u64,
+    ) -> FlowId {
+        self.advance(now);
+        self.layout.check_gpu(src);
+        self.layout.check_gpu(dst);
+        assert!(bytes > 0, "an all-to-all flow carries bytes");
+        let flow = Flow {
+            token,
+            src,
+            dst,
+            bytes,
+            cap,
+            start_ns: now,
+            deadline_ns: Nanos::MAX,
+            phase: Phase::Latency { until: now },
+            path: self.layout.nvlink_path(src, src),
+            remaining: bytes as f64,
+            rate: 0.0,
+            keep: 1.0,
+            settled_ns: now,
+            due_ns: Nanos::MAX,
+            failures: 0,
+            failed_attempts: 0,
+            delivered_on_path: 0.0,
+            retransmitted: 0.0,
+        };
+        let id = self.insert(flow);
+        // Routed now, not at a timer event: the flow has no latency phase to pay.
+        let ended = self.route(id as usize, now);
+        debug_assert!(
+            ended.is_none(),
+            "a flow with bytes does not end when routed"
+        );
+        FlowId(id)
+    }
+
     /// Brings rates up to date at `now` (ns) and returns when, in ns, the fabric next needs
     /// [`Fabric::fire_due`] (the earliest event of any flow), if ever. Call it after every call
     /// that changed the fabric (see the module documentation).

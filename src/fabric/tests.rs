@@ -76,3 +76,22 @@ fn ids_are_reused_lowest_first_and_live_counts_follow() {
     assert_eq!(h.fabric.live_flows(), 0);
     assert_eq!(h.stats().completed, 3);
 }
+
+#[test]
+fn an_all_to_all_flow_shares_a_nic_with_a_kv_transfer_and_both_slow_down() {
+    // NIC 1 receives an all-to-all aggregate (3000 B from node 0, capped at DeepEP's 45 B/ns)
+    // and a KV transfer (1000 B from node 2). Alone: 3000 / 45 = 66.7 ns and 1000 / 50 = 20 ns.
+    // Together on NIC 1's RX (50 B/ns): 25 B/ns each, so the transfer ends at 40 ns; the
+    // all-to-all has 2000 B left at its 45 B/ns cap: 40 + 44.4 = 84.4, ends at 85 ns.
+    let mut h = one_gpu_per_node(3, 50.0);
+    h.fabric.start_a2a(0, node(0), node(1), 3000, 45.0, 9);
+    h.start_at(0, node(2), node(1), 1000, 1, 1);
+    assert_eq!(run_to_end(&mut h), vec![(1, 40), (9, 85)]);
+    // Alone, the all-to-all pays no Mooncake latency and moves at its cap.
+    let mut alone = one_gpu_per_node(2, 50.0);
+    alone.fabric.start_a2a(0, node(0), node(1), 3000, 45.0, 9);
+    alone.start_at(0, node(1), node(0), 0, 1, 1);
+    let ends = run_to_end(&mut alone);
+    assert!(ends.contains(&(9, 67)), "{ends:?}");
+    assert_eq!(alone.fabric.nic_bytes(NicId(0)).0, 3000.0);
+}

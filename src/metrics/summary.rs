@@ -85,6 +85,26 @@ pub struct TransferSummary {
     pub bandwidth_gbps: Stats,
     /// Bytes sent again after packet loss.
     pub retransmitted_bytes: u64,
+    /// DeepEP all-to-all on the fabric, per pool that ran some (`sim::a2a`); left out of
+    /// runs without any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub a2a: Vec<A2aSummary>,
+}
+
+/// What sharing the NICs with KV transfers cost the DeepEP all-to-all of EP instances that
+/// span nodes.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct A2aSummary {
+    /// The pool.
+    pub pool: String,
+    /// Forwards whose inter-node all-to-all ran as fabric flows.
+    pub forwards: u64,
+    /// Mean time of a forward's inter-node all-to-all on the fabric (contention included), ms.
+    pub fabric_ms_mean: f64,
+    /// The same at DeepEP's uncontended NIC rate, ms.
+    pub uncontended_ms_mean: f64,
+    /// `fabric / uncontended − 1`: how much longer contention made it.
+    pub slowdown: f64,
 }
 
 /// Simulation totals.
@@ -296,6 +316,8 @@ pub struct RunTotals {
     pub pools: Vec<PoolGauges>,
     /// Nodes the cluster spans.
     pub nodes: u32,
+    /// DeepEP all-to-all on the fabric, per pool that ran some.
+    pub a2a: Vec<A2aSummary>,
 }
 
 impl Summary {
@@ -352,6 +374,7 @@ impl Summary {
                 writes: c.rdma_writes,
                 bandwidth_gbps: c.bandwidth.summary(1e-3),
                 retransmitted_bytes: c.retransmitted_bytes.round() as u64,
+                a2a: run.a2a.clone(),
             },
             pools: run.pools.iter().map(|g| g.usage(window_end)).collect(),
             cluster: ClusterSummary {

@@ -182,6 +182,9 @@ pub struct ServerSection {
     /// `--enable-two-batch-overlap`.
     #[serde(default)]
     pub enable_two_batch_overlap: bool,
+    /// `--load-balance-method`: how the DP controller picks a DP rank.
+    #[serde(default)]
+    pub load_balance_method: crate::spec::server::LoadBalanceMethod,
 }
 
 impl Default for ServerSection {
@@ -205,6 +208,7 @@ impl Default for ServerSection {
             ep_num_redundant_experts: 0,
             enable_eplb: false,
             enable_two_batch_overlap: false,
+            load_balance_method: Default::default(),
         }
     }
 }
@@ -252,6 +256,15 @@ pub struct FabricSection {
     /// NIC line rate under a switch ÷ its uplink capacity (≥ 1; 1 is non-blocking).
     #[serde(default = "one_f64")]
     pub oversubscription: f64,
+    /// DeepEP's inter-node dispatch/combine as fabric flows that share the NICs with KV
+    /// transfers (default); `false` prices it at the NICs' uncontended rate inside the step
+    /// time — the counterfactual "no link sharing" (`docs/performance-model.md` §5.3).
+    #[serde(default = "yes")]
+    pub a2a_flows: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_topology() -> crate::fabric::TopologyKind {
@@ -341,6 +354,7 @@ impl Default for FabricSection {
             topology: default_topology(),
             nodes_per_leaf: default_nodes_per_leaf(),
             oversubscription: 1.0,
+            a2a_flows: true,
         }
     }
 }

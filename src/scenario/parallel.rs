@@ -5,8 +5,9 @@
 
 use super::file::ServerSection;
 use super::{Checker, ScenarioError, divisors};
+use crate::config::Role;
 use crate::spec::ModelSpec;
-use crate::spec::server::{A2aBackend, Parallel};
+use crate::spec::server::{A2aBackend, LoadBalanceMethod, Parallel};
 
 /// The checked parallelism of one pool and the attention TP it implies.
 pub(super) struct Checked {
@@ -135,9 +136,36 @@ pub(super) fn check(
             ep_num_redundant_experts: s.ep_num_redundant_experts,
             enable_eplb: s.enable_eplb,
             enable_two_batch_overlap: s.enable_two_batch_overlap,
+            load_balance_method: s.load_balance_method,
         },
         attn_tp,
     })
+}
+
+/// Checks `load_balance_method` against the pool's role: `follow_bootstrap_room` needs a
+/// bootstrap room, which only PD requests carry (sglang's `follow_bootstrap_room_scheduler`
+/// asserts "req.bootstrap_room should not be None" on a plain server).
+pub(super) fn check_role(
+    c: &Checker,
+    key: &str,
+    p: &Parallel,
+    role: Role,
+) -> Result<(), ScenarioError> {
+    if role == Role::Colocated && p.load_balance_method == LoadBalanceMethod::FollowBootstrapRoom {
+        return Err(c.err(
+            &format!("{key}.server.load_balance_method"),
+            format!(
+                "follow_bootstrap_room needs the bootstrap room of a PD request; a colocated server has none (sglang asserts it): use one of {}",
+                LoadBalanceMethod::NAMES
+                    .iter()
+                    .filter(|n| **n != "follow_bootstrap_room")
+                    .map(|n| format!("\"{n}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks that `model` supports what `p` asks: DP attention only on the MoE models whose

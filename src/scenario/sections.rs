@@ -284,6 +284,7 @@ pub(super) fn fabric(
         nics_per_node,
         base_latency_ns: (base_latency_us * NS_PER_US as f64).ceil() as Nanos,
         control_latency_ns: (control_latency_us * NS_PER_US as f64).ceil() as Nanos,
+        a2a_flows: f.a2a_flows,
     })
 }
 
@@ -485,6 +486,7 @@ fn pool(
         ));
     }
     let parallel = super::parallel::check(c, key, s, gpus_per_node)?;
+    super::parallel::check_role(c, key, &parallel.args, p.role)?;
     let attn_tp = parallel.attn_tp;
     let parallel = parallel.args;
     if s.page_size == 0 {

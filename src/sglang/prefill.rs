@@ -76,6 +76,12 @@ impl PrefillServer {
         }
     }
 
+    /// The running forward's shape, `(new tokens, cached context)` per request (what its
+    /// step time was priced on; `sim::a2a` re-prices its all-to-all from it).
+    pub fn forward_shape(&self) -> &[(u32, u32)] {
+        &self.shape
+    }
+
     /// Forms the next batch if the instance is idle and alive, by sglang's `PrefillAdder` rules
     /// (module docs). Schedules the forward's end.
     pub fn try_schedule(&mut self, me: PrefillId, reqs: &mut Requests, q: &mut EventQueue<Event>) {

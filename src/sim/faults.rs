@@ -62,7 +62,8 @@ impl World<'_> {
         if !self.decodes[d].core.alive {
             return;
         }
-        self.router.decode_died_unseen(d.idx());
+        let k = self.dispatch.instance_of(super::dispatch::DECODE, d.idx());
+        self.router.decode_died_unseen(k);
         let msg = scheduler_hit_an_exception(&e.message);
         self.crash_as(
             self.decodes[d].core.instance,

@@ -70,6 +70,12 @@ impl World<'_> {
             }
             return;
         };
+        // The router chose instances; their DP controllers choose the ranks.
+        let room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
+        let (pi, di) = (
+            self.pick_rank(super::dispatch::FRONT, pi, room),
+            self.pick_rank(super::dispatch::DECODE, di, room),
+        );
         let (p, d) = (PrefillId::from(pi), DecodeId::from(di));
         let mut row = RequestRow::arrived(
             id,
@@ -241,7 +247,7 @@ impl World<'_> {
         }
         let p = req.prefill;
         self.prefills[p].waiting.push_back(r);
-        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
+        self.schedule_prefill(p);
         self.observe(CoreRef::Prefill(p));
     }
 
@@ -256,7 +262,7 @@ impl World<'_> {
             self.enqueue_chunk(p, job);
         }
         self.scratch.jobs = jobs;
-        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
+        self.schedule_prefill(p);
         self.observe(CoreRef::Prefill(p));
     }
 
@@ -305,6 +311,7 @@ impl World<'_> {
     fn start_decode_step(&mut self, d: DecodeId) {
         let mut retracted = std::mem::take(&mut self.scratch.refs);
         retracted.clear();
+        let before = self.decodes[d].core.step_key;
         self.decodes[d].start_step(
             d,
             &mut self.reqs,
@@ -312,6 +319,7 @@ impl World<'_> {
             self.sc.sglang.bootstrap_timeout_ns,
             &mut retracted,
         );
+        self.a2a_forward_started(CoreRef::Decode(d), before);
         for &r in &retracted {
             let p = self.reqs.get(r).expect("retracted, not ended").prefill;
             self.prefills[p].core.outstanding += 1;
@@ -472,16 +480,14 @@ impl World<'_> {
 
     /// Tells the router prefill `p`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_prefill(&mut self, p: PrefillId) {
-        let c = &self.prefills[p].core;
-        self.router
-            .set_prefill(p.idx(), c.alive.then_some(c.outstanding));
+        let (k, load) = self.instance_load(super::dispatch::FRONT, p.idx());
+        self.router.set_prefill(k, load);
     }
 
     /// Tells the router decode `d`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_decode(&mut self, d: DecodeId) {
-        let c = &self.decodes[d].core;
-        self.router
-            .set_decode(d.idx(), c.alive.then_some(c.outstanding));
+        let (k, load) = self.instance_load(super::dispatch::DECODE, d.idx());
+        self.router.set_decode(k, load);
     }
 }
 
@@ -505,6 +511,7 @@ impl World<'_> {
             }
             return;
         };
+        let ci = self.pick_rank(super::dispatch::FRONT, ci, 0);
         let c = ColocatedId::from(ci);
         let server = &mut self.colocated[c];
         let instance = server.core.instance.0;
@@ -604,9 +611,8 @@ impl World<'_> {
 
     /// Tells the router server `c`'s load (`None` while down).
     fn sync_colocated(&mut self, c: ColocatedId) {
-        let core = &self.colocated[c].core;
-        self.router
-            .set_prefill(c.idx(), core.alive.then_some(core.outstanding));
+        let (k, load) = self.instance_load(super::dispatch::FRONT, c.idx());
+        self.router.set_prefill(k, load);
     }
 
     /// A colocated server crashes: its step is lost and every request it holds fails

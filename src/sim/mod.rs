@@ -11,6 +11,8 @@
 //! A decode step is one event for its whole batch: per-token figures derive from step times,
 //! never from a loop over tokens.
 
+mod a2a;
+mod dispatch;
 pub mod event;
 mod faults;
 pub mod ids;
@@ -59,6 +61,9 @@ pub struct RunStats {
     pub pools: Vec<crate::metrics::summary::PoolGauges>,
     /// Nodes the cluster spans.
     pub nodes: u32,
+    /// DeepEP all-to-all on the fabric (`a2a.rs`).
+    #[serde(skip)]
+    pub a2a: Vec<crate::metrics::summary::A2aSummary>,
 }
 
 impl RunStats {
@@ -70,6 +75,7 @@ impl RunStats {
             cut: self.cut_by_drain_timeout,
             pools: self.pools.clone(),
             nodes: self.nodes,
+            a2a: self.a2a.clone(),
         }
     }
 }
@@ -152,6 +158,10 @@ pub struct World<'a> {
     tokenizer_free: Vec<Nanos>,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
+    /// DeepEP all-to-all on the fabric (`a2a.rs`).
+    a2a: a2a::A2aFlows,
+    /// Instances and their DP controllers (`dispatch.rs`).
+    dispatch: dispatch::Dispatch,
 }
 
 /// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters
@@ -279,6 +289,7 @@ impl<'a> World<'a> {
                 / f64::from(sc.gpus_per_node),
             network_latency_s: sc.fabric.base_latency_ns as f64 / 1e9,
         };
+        let a2a = a2a::A2aFlows::new(sc, &placement.gpus, interconnect.nic_bytes_per_s_per_gpu);
         let mut placed = 0usize;
         for (pool_idx, pool) in sc.pools.iter().enumerate() {
             // With DP attention every DP rank is its own server (`sglang::dp`).
@@ -385,16 +396,11 @@ impl<'a> World<'a> {
             plans.push(row);
         }
         let sampler = sampler::Sampler::new(&fabric, global as usize);
+        let dispatch = dispatch::Dispatch::new(sc);
         Self {
             sc,
             q: EventQueue::new(),
-            // A colocated cluster's router picks one server: its "prefill" side is the
-            // servers, its "decode" side a single always-live placeholder.
-            router: if colocated.is_empty() {
-                Router::new(sc.router, sc.seed, prefills.len(), decodes.len())
-            } else {
-                Router::new(sc.router, sc.seed, colocated.len(), 1)
-            },
+            router: dispatch.router(sc, !colocated.is_empty()),
             fabric,
             prefills,
             transfers,
@@ -417,6 +423,8 @@ impl<'a> World<'a> {
             scratch: Scratch::default(),
             tokenizer_free: vec![0; global as usize],
             io_error: None,
+            a2a,
+            dispatch,
         }
     }
 
@@ -525,6 +533,7 @@ impl<'a> World<'a> {
             cut_by_drain_timeout: cut,
             pools,
             nodes: self.nodes,
+            a2a: self.a2a.summary(self.sc),
         })
     }
 
@@ -572,9 +581,7 @@ impl<'a> World<'a> {
             wake.dedup();
             for &w in &wake {
                 match w {
-                    Wake::Prefill(p) => {
-                        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q)
-                    }
+                    Wake::Prefill(p) => self.schedule_prefill(p),
                     Wake::Decode(d) => self.try_prealloc(d),
                 }
             }

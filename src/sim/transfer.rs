@@ -137,6 +137,10 @@ impl World<'_> {
     /// blacklists the decode session on that rank (the TP group's MIN poll fails the whole
     /// request).
     pub(super) fn flow_ended(&mut self, end: &FlowEnd) {
+        if let Some(i) = super::a2a::instance_of(end.token) {
+            self.a2a_flow_ended(end, i);
+            return;
+        }
         let (p, shard) = from_token(end.token);
         let failed = !matches!(end.outcome, FlowOutcome::Completed);
         let Some((r, last)) = self.transfers[p].flow_ended(shard, failed) else {

@@ -57,6 +57,42 @@ pub enum A2aBackend {
     Deepep,
 }
 
+/// `--load-balance-method`: how an instance's DP controller spreads requests over its DP
+/// ranks (sglang `managers/data_parallel_controller.py` `LoadBalanceMethod` and
+/// `server_args.py` `_handle_load_balance_method`, commit 000a3db1; `sglang::dp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadBalanceMethod {
+    /// sglang's default: `follow_bootstrap_room` on a PD prefill server, `round_robin`
+    /// everywhere else.
+    #[default]
+    Auto,
+    /// The next rank in turn (on a PD prefill server sglang reads it as
+    /// `follow_bootstrap_room`, for backward compatibility).
+    RoundRobin,
+    /// Rank `bootstrap_room % dp_size`: a PD request's rank follows from its room.
+    FollowBootstrapRoom,
+    /// The DP budget: ranks below the most loaded one (requests, as last reported) first.
+    ShortestQueue,
+    /// Deprecated in sglang: falls back to `round_robin` (non-PD) or `follow_bootstrap_room`.
+    MinimumTokens,
+}
+
+impl LoadBalanceMethod {
+    /// The flag values, as the key takes them.
+    pub const NAMES: &[&str] = &[
+        "auto",
+        "round_robin",
+        "follow_bootstrap_room",
+        "shortest_queue",
+        "minimum_tokens",
+    ];
+
+    fn is_auto(&self) -> bool {
+        *self == Self::Auto
+    }
+}
+
 /// The large-MoE parallelism of one instance: DP attention and expert parallelism, with
 /// sglang's flag names (`server_args.py`). Kept beside [`ServerArgs`], not inside it: the
 /// transfer contract sees only the attention TP these imply (`ServerArgs::attn_tp_size`).
@@ -77,6 +113,10 @@ pub struct Parallel {
     /// `--enable-two-batch-overlap`: split each batch in two micro-batches so one's
     /// communication runs under the other's compute.
     pub enable_two_batch_overlap: bool,
+    /// `--load-balance-method` (left out of results when `auto`, so that scenarios which never
+    /// set it keep their bytes).
+    #[serde(skip_serializing_if = "LoadBalanceMethod::is_auto")]
+    pub load_balance_method: LoadBalanceMethod,
 }
 
 impl Default for Parallel {
@@ -89,6 +129,7 @@ impl Default for Parallel {
             ep_num_redundant_experts: 0,
             enable_eplb: false,
             enable_two_batch_overlap: false,
+            load_balance_method: LoadBalanceMethod::Auto,
         }
     }
 }

@@ -790,6 +790,7 @@ fn random_set(rng: &mut Rng, t: &Table) -> String {
                 "server.ep_size",
                 "server.moe_a2a_backend",
                 "server.enable_two_batch_overlap",
+                "server.load_balance_method",
                 "nope"
             ])
         ),

@@ -89,6 +89,7 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
             writes: 12_345,
             bandwidth_gbps: ttft.summary(1e-6),
             retransmitted_bytes: 0,
+            a2a: Vec::new(),
         },
         pools: Vec::new(),
         cluster: crate::report::ClusterSummary {

@@ -1,0 +1,328 @@
+//! DeepEP's inter-node all-to-all as fabric flows (`docs/performance-model.md` §5.3).
+//!
+//! An expert-parallel instance that spans nodes dispatches each token to its experts' GPUs and
+//! combines the results back at every MoE layer; the copies that leave a node cross the RDMA
+//! NICs — the same NICs that carry the KV transfers of PD disaggregation. pdsim puts that
+//! traffic on the fabric as **one aggregated flow per GPU per forward**: at the start of a
+//! forward of a DP rank, each of its GPUs sends the forward's inter-node dispatch + combine
+//! bytes ([`crate::compute::moe::MoeTime::rdma_bytes_per_gpu`], summed over the layers) from
+//! its NIC to the GPU of the same local index on the next node of the instance (a ring over
+//! the instance's nodes). Why one flow is a faithful aggregation:
+//!
+//! * **Per NIC, the load is the real one.** Routing is uniform over the instance's GPUs and
+//!   every rank carries the same batch (`compute::moe`), so in the all-to-all every NIC sends
+//!   and receives the same bytes per forward. The ring gives every NIC exactly one outgoing
+//!   and one incoming aggregated flow of that size: what each NIC's TX and RX carry is what
+//!   DeepEP puts on it. DeepEP's normal kernels send RDMA only between same-index GPUs
+//!   (rail-aligned, then NVLink inside the node), which is the ring's path too.
+//! * **Per layer vs per forward.** The layers' all-to-alls follow one another within the
+//!   forward; what a concurrent KV transfer sees is the NIC busy with all-to-all for the
+//!   forward's communication time, which the aggregate reproduces at the same average rate.
+//!   What it smooths away is the gaps between layers (the KV flow gets the whole NIC there
+//!   rather than a share): an approximation in favour of KV, stated here. Per-layer flows
+//!   would cost 2 × layers × GPUs fabric mutations per forward (58 layers on DeepSeek-V3).
+//!
+//! The forward cannot end before its communication does. The component priced the forward at
+//! the uncontended DeepEP rate (`compute::moe`) and scheduled its end; the hook
+//! [`World::a2a_forward_started`] takes that end back, starts the flows, and when the last one
+//! lands re-prices the MoE layers with the fabric's time for the NIC leg
+//! ([`crate::compute::moe::MoeTime::total_with_rdma_s`]: NVLink and NIC legs concurrent; under
+//! two-batch overlap the shorter of compute and communication hidden as before) and schedules
+//! the end. Uncontended, the fabric takes the analytic time (the flows are capped at DeepEP's
+//! RDMA rate), so the step is the same; contended, it grows — and so do the KV transfers
+//! sharing those NICs.
+//!
+//! Measured step profiles keep their times (they already contain whatever communication the
+//! measured deployment did); colocated servers keep the analytic price (no KV transfers to
+//! share with); `fabric.a2a_flows = false` keeps it everywhere (the counterfactual).
+
+use std::collections::BTreeMap;
+
+use crate::compute::moe::{A2A_RDMA_EFFICIENCY, MoeTime};
+use crate::config::{Role, Scenario};
+use crate::engine::{EventKey, Nanos};
+use crate::fabric::{FlowEnd, GpuId};
+use crate::metrics::summary::A2aSummary;
+use crate::spec::server::A2aBackend;
+
+use super::World;
+use super::event::Event;
+use super::ids::{InstanceId, PrefillId};
+use super::sampler::CoreRef;
+
+/// The bit that marks an all-to-all flow's token (a KV transfer's token is
+/// `prefill << 32 | shard`, far below it); the low 32 bits are the instance number.
+const A2A_TOKEN: u64 = 1 << 63;
+
+/// The instance whose forward an all-to-all flow belongs to, if `token` is one's.
+pub(super) fn instance_of(token: u64) -> Option<InstanceId> {
+    (token & A2A_TOKEN != 0).then_some(InstanceId(token as u32))
+}
+
+/// A forward waiting for its all-to-all.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    /// When the forward started, ns.
+    start: Nanos,
+    /// Its analytic length (uncontended all-to-all), ns.
+    dt: Nanos,
+    /// Its MoE layers' cost, with the uncontended NIC leg.
+    moe: MoeTime,
+    /// Flows still moving.
+    left: u32,
+    /// The event that ends the forward.
+    done: Event,
+}
+
+/// Which GPUs send all-to-all over the fabric, and the forwards waiting for theirs.
+#[derive(Default)]
+pub(super) struct A2aFlows {
+    /// Each sending GPU's ring peer: the same local index on the instance's next node.
+    peer: BTreeMap<GpuId, GpuId>,
+    /// DeepEP's RDMA rate per GPU, bytes/ns: the cap of one flow.
+    cap: f64,
+    /// Forwards waiting, by instance number.
+    pending: BTreeMap<u32, Pending>,
+    /// Per pool: forwards whose all-to-all ran on the fabric, their NIC legs on the fabric
+    /// summed (ns), and the same at the uncontended rate (ns).
+    totals: BTreeMap<usize, (u64, u128, u128)>,
+}
+
+impl A2aFlows {
+    /// The all-to-all senders of `sc` placed on `gpus` (`gpus[instance][rank]`, pools in
+    /// order), with `nic_bytes_per_s_per_gpu` of NIC per GPU (bytes/s).
+    pub(super) fn new(sc: &Scenario, gpus: &[Vec<GpuId>], nic_bytes_per_s_per_gpu: f64) -> Self {
+        let mut peer = BTreeMap::new();
+        let mut placed = 0usize;
+        for pool in &sc.pools {
+            let on_fabric = sc.fabric.a2a_flows
+                && pool.role != Role::Colocated
+                && pool.step_times.is_none()
+                && pool.parallel.ep_size > 1
+                && pool.parallel.moe_a2a_backend == A2aBackend::Deepep
+                && pool.model.moe.is_some();
+            for inst in &gpus[placed..placed + pool.instances as usize] {
+                if on_fabric {
+                    ring(inst, &mut peer);
+                }
+            }
+            placed += pool.instances as usize;
+        }
+        Self {
+            peer,
+            // Bytes/s to bytes/ns.
+            cap: nic_bytes_per_s_per_gpu / 1e9 * A2A_RDMA_EFFICIENCY,
+            ..Self::default()
+        }
+    }
+
+    /// The run's figures for `summary.json`: one row per pool whose forwards' all-to-all ran
+    /// on the fabric.
+    pub(super) fn summary(&self, sc: &Scenario) -> Vec<A2aSummary> {
+        self.totals
+            .iter()
+            .map(|(&pool, &(n, fabric, uncontended))| {
+                let n = n.max(1) as f64;
+                let (f, u) = (fabric as f64 / n / 1e6, uncontended as f64 / n / 1e6);
+                A2aSummary {
+                    pool: sc.pools[pool].name.clone(),
+                    forwards: n as u64,
+                    fabric_ms_mean: f,
+                    uncontended_ms_mean: u,
+                    slowdown: f / u.max(1e-12) - 1.0,
+                }
+            })
+            .collect()
+    }
+
+    /// Whether the forwards of a server on `gpus` put all-to-all bytes on the fabric: the
+    /// test that decides whether a step may be coalesced with the next (one that puts bytes
+    /// on the fabric may not: its end depends on the flows).
+    pub fn on_fabric(&self, gpus: &[GpuId]) -> bool {
+        gpus.first().is_some_and(|g| self.peer.contains_key(g))
+    }
+}
+
+/// Adds the ring peers of one instance's GPUs when it spans nodes.
+fn ring(inst: &[GpuId], peer: &mut BTreeMap<GpuId, GpuId>) {
+    let mut nodes: Vec<u32> = inst.iter().map(|g| g.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    if nodes.len() < 2 {
+        return;
+    }
+    for &g in inst {
+        let at = nodes.binary_search(&g.node).expect("its own node");
+        let next = nodes[(at + 1) % nodes.len()];
+        let same = GpuId {
+            node: next,
+            local: g.local,
+        };
+        // Whole nodes per instance: the same index is there; otherwise its node's first GPU.
+        let to = if inst.contains(&same) {
+            same
+        } else {
+            *inst.iter().find(|h| h.node == next).expect("a GPU there")
+        };
+        peer.insert(g, to);
+    }
+}
+
+impl World<'_> {
+    /// Whether server `c`'s forwards put all-to-all bytes on the fabric (see
+    /// [`A2aFlows::on_fabric`]).
+    pub(super) fn forward_uses_fabric(&self, c: CoreRef) -> bool {
+        let gpus = match c {
+            CoreRef::Prefill(p) => &self.prefills[p].core.gpus,
+            CoreRef::Decode(d) => &self.decodes[d].core.gpus,
+            CoreRef::Colocated(_) => return false,
+        };
+        self.a2a.on_fabric(gpus)
+    }
+
+    /// `try_schedule` on prefill `p`, then the all-to-all hook if a forward started.
+    pub(super) fn schedule_prefill(&mut self, p: PrefillId) {
+        let before = self.prefills[p].core.step_key;
+        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
+        self.a2a_forward_started(CoreRef::Prefill(p), before);
+    }
+
+    /// The hook at a forward's start: called after a component may have started one (its
+    /// `step_key` was `before`). If one started on a server whose all-to-all crosses the
+    /// fabric, its end is taken back and its flows start (module docs). Does nothing for any
+    /// other server, so results of scenarios without such a server are unchanged.
+    pub(super) fn a2a_forward_started(&mut self, c: CoreRef, before: Option<EventKey>) {
+        if !self.forward_uses_fabric(c) {
+            return;
+        }
+        let now = self.q.now();
+        let (core, tokens, prefill, dt, done) = match c {
+            CoreRef::Prefill(p) => {
+                let s = &mut self.prefills[p];
+                let shape = s.forward_shape();
+                let tokens: u64 = shape.iter().map(|&(n, _)| u64::from(n)).sum();
+                let dt = s.core.step.prefill_ns(shape);
+                (
+                    &mut s.core,
+                    tokens,
+                    true,
+                    dt,
+                    Event::PrefillStepDone { prefill: p },
+                )
+            }
+            CoreRef::Decode(d) => {
+                let s = &mut self.decodes[d];
+                let dt = s.core.step.decode_ns(s.running, s.context_tokens);
+                let done = Event::DecodeStepDone { decode: d };
+                (&mut s.core, u64::from(s.running), false, dt, done)
+            }
+            CoreRef::Colocated(_) => return,
+        };
+        let Some(key) = core.step_key.filter(|&k| Some(k) != before && core.alive) else {
+            return;
+        };
+        let Some(moe) = core.step.moe_time(tokens, prefill) else {
+            return;
+        };
+        let bytes = moe.rdma_bytes_per_gpu.round() as u64;
+        if bytes == 0 {
+            return;
+        }
+        self.q.cancel(key);
+        core.step_key = None;
+        let i = core.instance.0;
+        for &g in &core.gpus {
+            let to = self.a2a.peer[&g];
+            let cap = self.a2a.cap;
+            self.fabric
+                .start_a2a(now, g, to, bytes, cap, A2A_TOKEN | u64::from(i));
+        }
+        let left = core.gpus.len() as u32;
+        let old = self.a2a.pending.insert(
+            i,
+            Pending {
+                start: now,
+                dt,
+                moe,
+                left,
+                done,
+            },
+        );
+        debug_assert!(old.is_none(), "one forward at a time per server");
+        self.fabric_sync();
+    }
+
+    /// An all-to-all flow of instance `i` ended. When its forward's last one has, the forward
+    /// ends at its re-priced time (never before now); a crashed server's forward is dropped
+    /// (its flows were aborted by the crash). A flow that failed or was aborted because its
+    /// peer crashed ends the communication where it stopped: DeepEP's timeout is not modelled.
+    pub(super) fn a2a_flow_ended(&mut self, end: &FlowEnd, i: InstanceId) {
+        let Some(p) = self.a2a.pending.get_mut(&i.0) else {
+            return;
+        };
+        p.left -= 1;
+        if p.left > 0 {
+            return;
+        }
+        let p = self.a2a.pending.remove(&i.0).expect("present");
+        let core = match self.role_of(i) {
+            Ok(pf) => &mut self.prefills[pf].core,
+            Err(d) => &mut self.decodes[d].core,
+        };
+        if !core.alive {
+            return;
+        }
+        let now = self.q.now();
+        let fabric_ns = end.end_ns.max(now) - p.start;
+        let delta = p.moe.total_with_rdma_s(fabric_ns as f64 / 1e9) - p.moe.total_s;
+        let at = (p.start + p.dt)
+            .saturating_add_signed((delta * 1e9).round() as i64)
+            .max(now);
+        core.step_key = Some(self.q.schedule_keyed(at, p.done));
+        let t = self.a2a.totals.entry(core.pool.idx()).or_default();
+        t.0 += 1;
+        t.1 += u128::from(fabric_ns);
+        t.2 += (p.moe.rdma_s * 1e9).round() as u128;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(node: u32, local: u32) -> GpuId {
+        GpuId { node, local }
+    }
+
+    #[test]
+    fn each_gpu_sends_to_its_index_on_the_next_node_of_its_instance() {
+        // An instance on nodes 2..5 (3 nodes × 2 GPUs): a ring 2 → 3 → 4 → 2 per index.
+        let inst: Vec<GpuId> = (2..5).flat_map(|n| [gpu(n, 0), gpu(n, 1)]).collect();
+        let mut peer = BTreeMap::new();
+        ring(&inst, &mut peer);
+        assert_eq!(peer[&gpu(2, 0)], gpu(3, 0));
+        assert_eq!(peer[&gpu(3, 1)], gpu(4, 1));
+        assert_eq!(peer[&gpu(4, 1)], gpu(2, 1));
+        // Every GPU receives exactly one aggregate: the ring is a permutation.
+        let mut dst: Vec<GpuId> = peer.values().copied().collect();
+        dst.sort_unstable();
+        assert_eq!(dst, inst);
+        // Within one node: nothing on the NICs.
+        let mut none = BTreeMap::new();
+        ring(&[gpu(0, 0), gpu(0, 1)], &mut none);
+        assert!(none.is_empty());
+        let flows = A2aFlows {
+            peer,
+            ..A2aFlows::default()
+        };
+        assert!(flows.on_fabric(&[gpu(3, 0)]));
+        assert!(!flows.on_fabric(&[gpu(0, 0)]));
+    }
+
+    #[test]
+    fn all_to_all_tokens_never_look_like_transfer_tokens() {
+        assert_eq!(instance_of(A2A_TOKEN | 7), Some(InstanceId(7)));
+        // A KV transfer's token: prefill << 32 | shard.
+        assert_eq!(instance_of((5u64 << 32) | 3), None);
+    }
+}

@@ -333,19 +333,14 @@ mod template_tests {
         r.err().expect("the check raises").message
     }
 
-    #[test]
-    fn every_sglang_message_is_its_f_string_filled_as_python_fills_it() {
-        let ep = DecodeEndpoint {
-            instance: InstanceId(258),
-            gpus: vec![],
-            page_size: 16,
-            watched: false,
-            ports: vec![17_000, 17_001],
-        };
+    /// One message: its §12 id, pdsim's text, and the values its f-string is filled with.
+    type Case = (&'static str, String, Vec<(&'static str, &'static str)>);
+
+    /// The layout checks' messages (`checks`), filled from the values that raise them.
+    fn check_cases() -> Vec<Case> {
         let k = ErrorKind::KvLayersOutOfRange;
         let ids: Vec<u32> = (0..24).collect();
-        #[allow(clippy::type_complexity)]
-        let cases: Vec<(&str, String, Vec<(&str, &str)>)> = vec![
+        vec![
             (
                 "page_size",
                 err(checks::first_contact(16, "auto", 64, "auto")),
@@ -469,6 +464,19 @@ mod template_tests {
                 )),
                 vec![("n_src", "24"), ("n_dst", "1")],
             ),
+        ]
+    }
+
+    /// The transfer path's messages (`conn.py`, the scheduler), from a decode endpoint.
+    fn conn_cases() -> Vec<Case> {
+        let ep = DecodeEndpoint {
+            instance: InstanceId(258),
+            gpus: vec![],
+            page_size: 16,
+            watched: false,
+            ports: vec![17_000, 17_001],
+        };
+        vec![
             (
                 "send_failed",
                 failed_to_send(5_946_051_343_055_743_272, &ep, 1),
@@ -516,7 +524,12 @@ mod template_tests {
                 checks::zero_division_error().message,
                 vec![],
             ),
-        ];
+        ]
+    }
+
+    #[test]
+    fn every_sglang_message_is_its_f_string_filled_as_python_fills_it() {
+        let cases: Vec<Case> = check_cases().into_iter().chain(conn_cases()).collect();
         let table = templates();
         let rendered: BTreeMap<&str, ()> = cases.iter().map(|c| (c.0, ())).collect();
         assert_eq!(

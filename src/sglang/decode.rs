@@ -4,6 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
+use crate::compute::DecodeCache;
 use crate::engine::{EventQueue, Nanos};
 use crate::layout::{RequestId, Verdict};
 use crate::metrics::histogram::Histogram;
@@ -65,6 +66,8 @@ pub struct DecodeServer {
     pub ports: Vec<u32>,
     /// `--max-running-requests`.
     pub max_running: u32,
+    /// The step model's batch-size terms, per batch size.
+    step_cache: DecodeCache,
 }
 
 impl DecodeServer {
@@ -87,6 +90,7 @@ impl DecodeServer {
             step_started: 0,
             ports,
             max_running,
+            step_cache: DecodeCache::default(),
         }
     }
 
@@ -176,7 +180,11 @@ impl DecodeServer {
             self.retract(victim, reqs, q, bootstrap_timeout_ns);
             retracted.push(victim);
         }
-        let dt = self.core.step.decode_ns(self.running, self.context_tokens);
+        let dt = self.core.step.decode_ns_cached(
+            &mut self.step_cache,
+            self.running,
+            self.context_tokens,
+        );
         self.core.start_busy(now);
         self.step_started = now;
         self.core.step_key = Some(q.schedule_keyed_in(dt, Event::DecodeStepDone { decode: me }));

@@ -68,13 +68,27 @@ pub struct DecodeServer {
     pub max_running: u32,
     /// The step model's batch-size terms, per batch size.
     step_cache: DecodeCache,
+    /// Whether steps may be coalesced into runs (see [`DecodeServer::plan_run`]); `World`
+    /// turns it off where a step's effects reach beyond this server (an ownership oracle
+    /// watching the pages, a step that puts all-to-all bytes on the fabric).
+    pub coalesce: bool,
+    /// Steps of the current run that end without an event of their own: `World` materializes
+    /// them ([`DecodeServer::virtual_step`]) when their time comes or something touches this
+    /// server; the run's scheduled event is the end of the step after them.
+    pub virtual_left: u32,
+    /// When the running step ends, ns.
+    pub step_end: Nanos,
 }
+
+/// The most steps one coalesced run covers: planning walks them, so this bounds the work a
+/// run plans that a touch may throw away.
+const MAX_RUN_STEPS: u64 = 4096;
 
 impl DecodeServer {
     /// An idle decode server.
     pub fn new(core: Core, ports: Vec<u32>, max_running: u32) -> Self {
         let ps = core.page_size as usize;
-        Self {
+        let mut d = Self {
             core,
             prealloc: VecDeque::new(),
             ready: VecDeque::new(),
@@ -91,7 +105,22 @@ impl DecodeServer {
             ports,
             max_running,
             step_cache: DecodeCache::default(),
-        }
+            coalesce: false,
+            virtual_left: 0,
+            step_end: 0,
+        };
+        d.coalesce = d.may_coalesce();
+        d
+    }
+
+    /// Whether this server's steps may be coalesced: not where an ownership oracle reads who
+    /// owns every page as transfers land, nor where a DeepEP step across nodes puts bytes on
+    /// the fabric (their steps stay events).
+    pub fn may_coalesce(&self) -> bool {
+        let oracle = matches!(self.core.pages.store, super::memory::Store::Oracle { .. });
+        let a2a = matches!(&self.core.step, crate::compute::StepTimes::Model(m)
+            if m.a2a_rdma_bytes_per_gpu(1, false) > 0.0);
+        !oracle && !a2a
     }
 
     /// The prealloc queue: in order, reserve KV pages for the prompt (and a state slot for
@@ -136,15 +165,18 @@ impl DecodeServer {
     /// recently joined requests while the pool is short, as sglang's `retract_decode` does — and
     /// one forward produces a token for every running request. Retracted requests go to
     /// `retracted` (their prefill must count them again).
+    ///
+    /// A step that starts at `now` inside a coalesced run (`virtual_left > 0`) schedules
+    /// nothing: the run's event is already in the queue. Otherwise the step plans a run
+    /// ([`DecodeServer::plan_run`]) and schedules its end.
     pub fn start_step(
         &mut self,
-        me: DecodeId,
+        (me, now): (DecodeId, Nanos),
         reqs: &mut Requests,
         q: &mut EventQueue<Event>,
         bootstrap_timeout_ns: Nanos,
         retracted: &mut Vec<ReqRef>,
     ) {
-        let now = q.now();
         if !self.core.alive {
             return;
         }
@@ -187,7 +219,90 @@ impl DecodeServer {
         );
         self.core.start_busy(now);
         self.step_started = now;
-        self.core.step_key = Some(q.schedule_keyed_in(dt, Event::DecodeStepDone { decode: me }));
+        self.step_end = now.saturating_add(dt);
+        if self.virtual_left > 0 {
+            return;
+        }
+        let end = self.plan_run();
+        self.core.step_key = Some(q.schedule_keyed(end, Event::DecodeStepDone { decode: me }));
+    }
+
+    /// Plans a coalesced run from the step that just started. While the batch cannot change —
+    /// nobody joins (the ready and prealloc queues are empty, and whatever would fill them
+    /// first cuts the run: `World::touch_decode`), nobody finishes before the run's last step,
+    /// and the free pages cover every step's growth — the steps that follow are arithmetic, so
+    /// only the run's last step gets an event. Sets `virtual_left` to the steps that end before
+    /// it and returns the run's end, ns (without coalescing: `step_end`).
+    fn plan_run(&mut self) -> Nanos {
+        self.virtual_left = 0;
+        if !self.coalesce || !self.ready.is_empty() || !self.prealloc.is_empty() {
+            return self.step_end;
+        }
+        let first = self.steps_done + 1;
+        // Stale entries of retracted requests end a run early: harmless, only less coalesced.
+        let finish = self.finishing.peek().map_or(u64::MAX, |e| e.0.0);
+        let last = finish.min(first + MAX_RUN_STEPS);
+        // A unified pool's byte budget is checked in floating point: a page kept in hand lets
+        // the page count alone decide.
+        let margin = u64::from(self.core.pages.shared.is_some());
+        let mut avail = u64::from(self.core.pages.available()).saturating_sub(margin);
+        let ps = u64::from(self.core.page_size);
+        let (running, mut ctx, mut end) = (self.running, self.context_tokens, self.step_end);
+        let mut k = first;
+        while k < last {
+            // Step k ends without an event; step k + 1 starts and grows its pages.
+            let need = u64::from(self.phase[((k + 1) % ps) as usize]);
+            if need > avail {
+                break;
+            }
+            avail -= need;
+            ctx += u64::from(running);
+            let dt = self
+                .core
+                .step
+                .decode_ns_cached(&mut self.step_cache, running, ctx);
+            end = end.saturating_add(dt);
+            k += 1;
+        }
+        self.virtual_left = (k - first) as u32;
+        end
+    }
+
+    /// Materializes the next step end of a coalesced run, at `step_end`: exactly what the
+    /// step's own event would have done — [`DecodeServer::step_done`] (no request finishes
+    /// inside a run) and the next [`DecodeServer::start_step`] (nobody joins, the growth fits)
+    /// — keeping the run's scheduled event. Returns the step's end, ns.
+    pub fn virtual_step(
+        &mut self,
+        me: DecodeId,
+        reqs: &mut Requests,
+        q: &mut EventQueue<Event>,
+        itl: &mut Histogram,
+    ) -> Nanos {
+        let now = self.step_end;
+        let key = self.core.step_key;
+        let mut none = Vec::new();
+        self.step_done(now, reqs, itl, &mut none);
+        assert!(none.is_empty(), "a request finished inside a coalesced run");
+        self.core.step_key = key;
+        self.start_step((me, now), reqs, q, 0, &mut none);
+        assert!(none.is_empty(), "a coalesced run retracted");
+        self.virtual_left -= 1;
+        now
+    }
+
+    /// Ends the current run at the running step, whose end gets the run's event: something
+    /// touched the server, and the steps after may differ.
+    pub fn cut_run(&mut self, me: DecodeId, q: &mut EventQueue<Event>) {
+        if self.virtual_left == 0 {
+            return;
+        }
+        self.virtual_left = 0;
+        if let Some(k) = self.core.step_key.take() {
+            q.cancel(k);
+        }
+        let key = q.schedule_keyed(self.step_end, Event::DecodeStepDone { decode: me });
+        self.core.step_key = Some(key);
     }
 
     /// Takes a running request out of the batch (it finished, failed or is retracted), giving
@@ -292,6 +407,7 @@ impl DecodeServer {
 
     /// A crash: the batch and both queues are lost.
     pub fn crash(&mut self, q: &mut EventQueue<Event>) {
+        self.virtual_left = 0;
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
         }
@@ -352,7 +468,13 @@ mod tests {
         // Steps until the two requests' growth needs more than the 2 free pages.
         let mut steps = 0;
         while retracted.is_empty() && steps < 20 {
-            d.start_step(DecodeId(0), &mut reqs, &mut q, 1_000, &mut retracted);
+            d.start_step(
+                (DecodeId(0), q.now()),
+                &mut reqs,
+                &mut q,
+                1_000,
+                &mut retracted,
+            );
             let (now, _) = q.pop().unwrap();
             let mut finished = Vec::new();
             let mut itl = Histogram::default();
@@ -380,7 +502,13 @@ mod tests {
         let mut d = DecodeServer::new(core(16, 16), vec![17_000], u32::MAX);
         let a = request(&mut reqs, 0, 16, 10);
         d.enqueue_ready(a);
-        d.start_step(DecodeId(0), &mut reqs, &mut q, 1_000, &mut Vec::new());
+        d.start_step(
+            (DecodeId(0), q.now()),
+            &mut reqs,
+            &mut q,
+            1_000,
+            &mut Vec::new(),
+        );
         assert_eq!(q.len(), 1);
         d.crash(&mut q);
         assert!(q.is_empty() && !d.core.busy);

@@ -19,6 +19,9 @@ pub mod requests;
 mod sampler;
 mod transfer;
 
+#[cfg(test)]
+mod coalesce_tests;
+
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -149,6 +152,9 @@ pub struct World<'a> {
     scratch: Scratch,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
+    /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
+    /// drain timeout ends there when it is past the last event).
+    materialized_ns: Nanos,
 }
 
 /// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters
@@ -413,6 +419,7 @@ impl<'a> World<'a> {
             sampler,
             scratch: Scratch::default(),
             io_error: None,
+            materialized_ns: 0,
         }
     }
 
@@ -477,6 +484,9 @@ impl<'a> World<'a> {
             }
             if t > hard_stop {
                 cut = true;
+                // The coalesced steps the cut run had reached are run as their events would be.
+                self.catch_up_decodes(hard_stop);
+                self.q.advance_to(self.materialized_ns);
                 break;
             }
             let (_, ev) = self.q.pop().expect("peeked");
@@ -534,16 +544,29 @@ impl<'a> World<'a> {
             Event::MetadataArrived { req } => self.on_metadata(req),
             Event::PrefillStepDone { prefill } => self.on_prefill_step_done(prefill),
             Event::FabricDue => self.on_fabric_due(),
-            Event::Fault { index } => self.on_fault(index),
+            Event::Fault { index } => {
+                // Faults read and change instances and links beyond any one request.
+                self.touch_decodes();
+                self.on_fault(index)
+            }
             Event::EmptyChunkSent { prefill, shard } => {
                 self.transfers[prefill].shards[shard].empty_key = None;
                 if self.transfers[prefill].empty_chunk_pending(shard) {
                     self.chunk_done(prefill, shard);
                 }
             }
-            Event::Restart { instance } => self.on_restart(instance),
-            Event::HeartbeatLost { prefill } => self.on_heartbeat_lost(prefill),
-            Event::RouterHealthCheck => self.on_router_health_check(),
+            Event::Restart { instance } => {
+                self.touch_decodes();
+                self.on_restart(instance)
+            }
+            Event::HeartbeatLost { prefill } => {
+                self.touch_decodes();
+                self.on_heartbeat_lost(prefill)
+            }
+            Event::RouterHealthCheck => {
+                self.touch_decodes();
+                self.on_router_health_check()
+            }
             Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
             Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),
@@ -578,6 +601,14 @@ impl<'a> World<'a> {
             std::mem::swap(&mut wake, &mut self.wake);
         }
         self.wake = wake;
+    }
+
+    /// Turns decode-step coalescing off (`false`) for every decode instance, or back on where
+    /// it is allowed: the reference the coalescing tests compare against.
+    pub fn set_decode_coalescing(&mut self, on: bool) {
+        for d in self.decodes.iter_mut() {
+            d.coalesce = on && d.may_coalesce();
+        }
     }
 
     /// The decode instance behind a global instance number, or the prefill one.

@@ -78,11 +78,22 @@ pub struct DecodeServer {
     pub virtual_left: u32,
     /// When the running step ends, ns.
     pub step_end: Nanos,
+    /// The planned durations of the run's steps still to start, ns, in order.
+    planned: VecDeque<Nanos>,
+    /// How many steps the next run may plan: doubled after a run that ran to its end, halved
+    /// after one that was cut, so the planning a cut throws away stays near the steps a run
+    /// actually covers.
+    horizon: u64,
+    /// Whether the current run was cut.
+    cut: bool,
+    /// Pages the run's steps still to start will grow by.
+    need_left: u64,
 }
 
-/// The most steps one coalesced run covers: planning walks them, so this bounds the work a
-/// run plans that a touch may throw away.
+/// The most steps one coalesced run covers.
 const MAX_RUN_STEPS: u64 = 4096;
+/// The fewest steps a run plans (when the batch allows).
+const MIN_RUN_STEPS: u64 = 4;
 
 impl DecodeServer {
     /// An idle decode server.
@@ -108,6 +119,10 @@ impl DecodeServer {
             coalesce: false,
             virtual_left: 0,
             step_end: 0,
+            planned: VecDeque::new(),
+            horizon: MIN_RUN_STEPS,
+            cut: false,
+            need_left: 0,
         };
         d.coalesce = d.may_coalesce();
         d
@@ -206,16 +221,28 @@ impl DecodeServer {
             let step = self.steps_done + 1;
             let need = self.phase[(step % u64::from(self.core.page_size)) as usize];
             if self.core.pages.grow(need) {
+                if self.virtual_left > 0 {
+                    self.need_left -= u64::from(need);
+                }
                 break;
             }
             let &(_, _, victim) = self.batch_order.last().expect("running > 0");
             self.retract(victim, reqs, q, bootstrap_timeout_ns);
             retracted.push(victim);
         }
-        let dt = self.core.step.decode_ns_cached(
-            &mut self.step_cache,
-            self.running,
-            self.context_tokens,
+        // Inside a run the step's duration was computed when the run was planned, from the
+        // same batch and context.
+        let dt = match self.planned.pop_front() {
+            Some(dt) if self.virtual_left > 0 => dt,
+            _ => self.core.step.decode_ns_cached(
+                &mut self.step_cache,
+                self.running,
+                self.context_tokens,
+            ),
+        };
+        debug_assert_eq!(
+            dt,
+            self.core.step.decode_ns(self.running, self.context_tokens)
         );
         self.core.start_busy(now);
         self.step_started = now;
@@ -235,17 +262,24 @@ impl DecodeServer {
     /// it and returns the run's end, ns (without coalescing: `step_end`).
     fn plan_run(&mut self) -> Nanos {
         self.virtual_left = 0;
-        if !self.coalesce || !self.ready.is_empty() || !self.prealloc.is_empty() {
+        self.planned.clear();
+        self.horizon = if std::mem::take(&mut self.cut) {
+            (self.horizon / 2).max(MIN_RUN_STEPS)
+        } else {
+            (self.horizon * 2).min(MAX_RUN_STEPS)
+        };
+        // A prealloc queue that is not empty is blocked (it was just run): it stays blocked
+        // while the run only takes pages and holds the same requests, so its retries at the
+        // run's step ends would admit nothing.
+        if !self.coalesce || !self.ready.is_empty() {
             return self.step_end;
         }
         let first = self.steps_done + 1;
         // Stale entries of retracted requests end a run early: harmless, only less coalesced.
         let finish = self.finishing.peek().map_or(u64::MAX, |e| e.0.0);
-        let last = finish.min(first + MAX_RUN_STEPS);
-        // A unified pool's byte budget is checked in floating point: a page kept in hand lets
-        // the page count alone decide.
-        let margin = u64::from(self.core.pages.shared.is_some());
-        let mut avail = u64::from(self.core.pages.available()).saturating_sub(margin);
+        let last = finish.min(first + self.horizon);
+        let mut avail = self.pages_in_hand();
+        let start = avail;
         let ps = u64::from(self.core.page_size);
         let (running, mut ctx, mut end) = (self.running, self.context_tokens, self.step_end);
         let mut k = first;
@@ -262,10 +296,27 @@ impl DecodeServer {
                 .step
                 .decode_ns_cached(&mut self.step_cache, running, ctx);
             end = end.saturating_add(dt);
+            self.planned.push_back(dt);
             k += 1;
         }
         self.virtual_left = (k - first) as u32;
+        self.need_left = start - avail;
         end
+    }
+
+    /// Free pages a run may plan on. A unified pool's byte budget is checked in floating
+    /// point: a page kept in hand lets the page count alone decide.
+    fn pages_in_hand(&self) -> u64 {
+        let margin = u64::from(self.core.pages.shared.is_some());
+        u64::from(self.core.pages.available()).saturating_sub(margin)
+    }
+
+    /// The prealloc queue took pages during a run: the run goes on if the pages left still
+    /// cover its growth, and is cut at the running step otherwise.
+    pub fn check_run(&mut self, me: DecodeId, q: &mut EventQueue<Event>) {
+        if self.virtual_left > 0 && self.pages_in_hand() < self.need_left {
+            self.cut_run(me, q);
+        }
     }
 
     /// Materializes the next step end of a coalesced run, at `step_end`: exactly what the
@@ -298,6 +349,8 @@ impl DecodeServer {
             return;
         }
         self.virtual_left = 0;
+        self.planned.clear();
+        self.cut = true;
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
         }
@@ -408,6 +461,7 @@ impl DecodeServer {
     /// A crash: the batch and both queues are lost.
     pub fn crash(&mut self, q: &mut EventQueue<Event>) {
         self.virtual_left = 0;
+        self.planned.clear();
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
         }

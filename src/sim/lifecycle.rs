@@ -71,7 +71,9 @@ impl World<'_> {
             return;
         };
         let (p, d) = (PrefillId::from(pi), DecodeId::from(di));
-        self.touch_decode(d);
+        // The decode's steps up to now first (its prealloc reads the pages they grew); the
+        // arrival itself changes nothing a run depends on.
+        self.catch_up_decode(d, now);
         let mut row = RequestRow::arrived(
             id,
             nr.arrival_ns,
@@ -143,10 +145,13 @@ impl World<'_> {
     /// Decode's prealloc queue admits what fits; each admitted request's page ids go to its
     /// prefill (after the control latency) and its `WaitingForInput` clock starts.
     pub(super) fn try_prealloc(&mut self, d: DecodeId) {
-        self.touch_decode(d);
+        self.catch_up_decode(d, self.q.now());
         let mut admitted = std::mem::take(&mut self.scratch.refs);
         admitted.clear();
         self.decodes[d].try_prealloc(&mut self.reqs, &mut admitted);
+        if !admitted.is_empty() {
+            self.decodes[d].check_run(d, &mut self.q);
+        }
         for &r in &admitted {
             self.q.schedule_lane(
                 lane::CONTROL,

@@ -86,6 +86,8 @@ pub struct DecodeServer {
     horizon: u64,
     /// Whether the current run was cut.
     cut: bool,
+    /// Whether the current run was planned to the horizon (not stopped by a finish or pages).
+    full: bool,
     /// Pages the run's steps still to start will grow by.
     need_left: u64,
 }
@@ -122,6 +124,7 @@ impl DecodeServer {
             planned: VecDeque::new(),
             horizon: MIN_RUN_STEPS,
             cut: false,
+            full: false,
             need_left: 0,
         };
         d.coalesce = d.may_coalesce();
@@ -263,11 +266,17 @@ impl DecodeServer {
     fn plan_run(&mut self) -> Nanos {
         self.virtual_left = 0;
         self.planned.clear();
-        self.horizon = if std::mem::take(&mut self.cut) {
-            (self.horizon / 2).max(MIN_RUN_STEPS)
-        } else {
-            (self.horizon * 2).min(MAX_RUN_STEPS)
-        };
+        // Planning past the next touch is work thrown away: the horizon follows how far runs
+        // actually get.
+        let (cut, full) = (
+            std::mem::take(&mut self.cut),
+            std::mem::take(&mut self.full),
+        );
+        if cut {
+            self.horizon = (self.horizon / 2).max(MIN_RUN_STEPS);
+        } else if full {
+            self.horizon = (self.horizon * 2).min(MAX_RUN_STEPS);
+        }
         // A prealloc queue that is not empty is blocked (it was just run): it stays blocked
         // while the run only takes pages and holds the same requests, so its retries at the
         // run's step ends would admit nothing.
@@ -301,6 +310,7 @@ impl DecodeServer {
         }
         self.virtual_left = (k - first) as u32;
         self.need_left = start - avail;
+        self.full = k == first + self.horizon;
         end
     }
 

@@ -10,6 +10,21 @@
 //!
 //! A decode step is one event for its whole batch: per-token figures derive from step times,
 //! never from a loop over tokens.
+//!
+//! **Coalesced decode runs.** A decode instance whose batch cannot change — nobody waits to
+//! join, nobody finishes before the run's last step, its free pages cover every step's growth —
+//! plans its next steps at once ([`DecodeServer`]'s `plan_run`) and schedules one event, at the
+//! run's end. The steps before it are *materialized* (each does exactly what its own event would
+//! have done, at its own end time) when their time is reached by something that reads or
+//! changes that instance: a request routed to it or landing on it or ending, its prealloc
+//! queue, the per-second tick, a fault, the end of the run. A landing, a request's end, a fault,
+//! or an admission that leaves too few pages also *cuts* the run: its event moves to the
+//! running step's end. Tie rule, deterministic: a materialized step end at time `t` is handled
+//! before the event at `t` that asked for it; a run's own event keeps the sequence number it got
+//! when the run was planned. Results are byte-identical to stepping one event per step (the
+//! golden files, and `coalesce_tests` against [`World::set_decode_coalescing`]`(false)`);
+//! only `sim.events` falls. Not coalesced: decodes watched by the ownership oracle and steps
+//! that put DeepEP all-to-all bytes on the fabric.
 
 pub mod event;
 mod faults;

@@ -515,6 +515,8 @@ mod tests {
         let mut reqs = Requests::default();
         let mut q = EventQueue::new();
         let mut d = DecodeServer::new(core(4, 4), vec![17_000], u32::MAX);
+        // Step by step: this test plays `World`'s part for one event per step.
+        d.coalesce = false;
         let a = request(&mut reqs, 0, 4, 100);
         let b = request(&mut reqs, 1, 4, 100);
         // Admit both with the lone-request rule bypassed: one page each.
@@ -576,5 +578,70 @@ mod tests {
         assert_eq!(q.len(), 1);
         d.crash(&mut q);
         assert!(q.is_empty() && !d.core.busy);
+    }
+
+    /// Steps a decode of three requests (outputs 5, 9 and 40 tokens, pages of 4 tokens) to its
+    /// end, playing `World`'s part: after every step end and the next step's start, (time,
+    /// steps, context, free pages); the finished requests; the events it took.
+    fn step_through(coalesce: bool) -> (Vec<(Nanos, u64, u64, u32)>, Vec<ReqRef>, usize) {
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut d = DecodeServer::new(core(24, 4), vec![17_000], u32::MAX);
+        d.coalesce = coalesce;
+        for (i, out) in [5, 9, 40].into_iter().enumerate() {
+            let r = request(&mut reqs, i as u64, 6, out);
+            let id = reqs.get(r).unwrap().id;
+            let req = reqs.get_mut(r).unwrap();
+            req.on_decode = d.core.pages.alloc(id, 2, false).unwrap();
+            req.decode_allocated = true;
+            req.receiver = KvPoll::Success;
+            d.holders += 1;
+            d.enqueue_ready(r);
+        }
+        let (mut seen, mut done, mut events) = (Vec::new(), Vec::new(), 0);
+        let mut itl = Histogram::default();
+        d.start_step((DecodeId(0), 0), &mut reqs, &mut q, 1_000, &mut Vec::new());
+        while let Some((now, _)) = q.pop() {
+            events += 1;
+            while d.virtual_left > 0 && d.step_end <= now {
+                let t = d.virtual_step(DecodeId(0), &mut reqs, &mut q, &mut itl);
+                let free = d.core.pages.available();
+                seen.push((t, d.steps_done, d.context_tokens, free));
+            }
+            let mut finished = Vec::new();
+            d.step_done(now, &mut reqs, &mut itl, &mut finished);
+            for r in finished {
+                let mut req = reqs.take(r).unwrap();
+                d.leave_batch(&mut req, r);
+                done.push(r);
+            }
+            let mut retracted = Vec::new();
+            d.start_step((DecodeId(0), now), &mut reqs, &mut q, 1_000, &mut retracted);
+            assert!(retracted.is_empty(), "the pool suffices");
+            // As a materialized step: its end, then the next step's start (pages grown).
+            let free = d.core.pages.available();
+            seen.push((now, d.steps_done, d.context_tokens, free));
+        }
+        (seen, done, events)
+    }
+
+    /// A coalesced run materializes exactly the step ends, contexts and page counts of one event
+    /// per step, and ends where a request finishes; it takes far fewer events.
+    #[test]
+    fn a_coalesced_run_replays_every_step_exactly() {
+        let (steps, done, events) = step_through(false);
+        let (steps_c, done_c, events_c) = step_through(true);
+        assert_eq!(
+            steps.len(),
+            39,
+            "40 output tokens: the first comes from the prefill"
+        );
+        assert_eq!(steps, steps_c);
+        assert_eq!(done, done_c);
+        assert_eq!(events, 39);
+        assert!(
+            events_c <= 6,
+            "one event per finish and per horizon: {events_c}"
+        );
     }
 }

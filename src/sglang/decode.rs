@@ -580,10 +580,13 @@ mod tests {
         assert!(q.is_empty() && !d.core.busy);
     }
 
+    /// (time, steps done, context tokens, free pages) after a step end and the next start.
+    type StepState = (Nanos, u64, u64, u32);
+
     /// Steps a decode of three requests (outputs 5, 9 and 40 tokens, pages of 4 tokens) to its
     /// end, playing `World`'s part: after every step end and the next step's start, (time,
     /// steps, context, free pages); the finished requests; the events it took.
-    fn step_through(coalesce: bool) -> (Vec<(Nanos, u64, u64, u32)>, Vec<ReqRef>, usize) {
+    fn step_through(coalesce: bool) -> (Vec<StepState>, Vec<ReqRef>, usize) {
         let mut reqs = Requests::default();
         let mut q = EventQueue::new();
         let mut d = DecodeServer::new(core(24, 4), vec![17_000], u32::MAX);

@@ -5,7 +5,9 @@
 //! Pin it to one core for figures that compare (`taskset -c 0 cargo bench --bench sim`).
 //! Each case runs `scenarios/bench/foundation-100k.toml` (Llama-3.1-8B TP1 on H100, lognormal
 //! lengths) with overrides, summary only (rows go nowhere, as in a sweep), and prints one line:
-//! requests, events, wall seconds, events per second and peak resident memory (Linux VmHWM).
+//! requests, events, wall seconds, requests per second, events per second and peak resident
+//! memory (Linux VmHWM). Coalesced decode runs (`src/sim/mod.rs`) make events per second a
+//! poor yardstick: a run of steps is one event, so compare wall seconds and requests per second.
 //!
 //! Cases:
 //! - `100k`: 100,000 requests, 8P + 8D, 50 req/s (~80 % load);
@@ -92,10 +94,11 @@ fn run_case(name: &str) {
     let wall = started.elapsed().as_secs_f64();
     let c = &world.collector.counts;
     println!(
-        "{name:<14} {:>9} req {:>11} events {:>7.3} s {:>6.2} M events/s {:>8.1} MB peak  (completed {}, failed {})",
+        "{name:<14} {:>9} req {:>11} events {:>7.3} s {:>9.0} req/s {:>6.2} M events/s {:>8.1} MB peak  (completed {}, failed {})",
         c.arrived,
         stats.events,
         wall,
+        c.arrived as f64 / wall,
         stats.events as f64 / wall / 1e6,
         peak_rss_mb(),
         c.completed,

@@ -91,6 +91,32 @@ pub struct Forward<'a> {
     pub context_tokens: u64,
 }
 
+/// The terms of a decode-only forward that depend on the batch size alone (see
+/// [`StepModel::decode_terms`]); seconds, FLOPs and bytes as their names say.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DecodeTerms {
+    /// Body and LM-head FLOPs of the batch's tokens.
+    flops0: f64,
+    /// `tp × peak × decode efficiency`, FLOP/s.
+    compute_denom: f64,
+    /// Recurrent state bytes read and written per GPU.
+    state_bytes: f64,
+    /// Seconds to stream the weights the batch touches.
+    t_weights: f64,
+    /// `HBM × kv_hbm_efficiency`, bytes/s.
+    kv_denom: f64,
+    /// All-reduce seconds.
+    allreduce: f64,
+    /// Routed-expert seconds (0 without DP attention / EP).
+    moe: f64,
+    /// Host seconds: decode overhead and per-sequence cost.
+    host: f64,
+    /// The launch floor, seconds.
+    floor: f64,
+    /// An empty batch (no forward runs).
+    empty: bool,
+}
+
 /// Precomputed step-time model for one (GPU, model, TP, KV dtype).
 #[derive(Clone, Debug)]
 pub struct StepModel {
@@ -417,6 +443,46 @@ impl StepModel {
         host + gpu.max(self.allreduces * p.launch_per_block_s)
     }
 
+    /// The context-independent terms of a decode-only forward of `batch` sequences, for
+    /// [`StepModel::decode_s_with`]. Each term is the very sub-expression [`StepModel::forward_s`]
+    /// computes with no chunks (where its chunk sums are 0.0, and `x + 0.0 == x`), in the same
+    /// operation order, so the cached path is bit-identical to the uncached one.
+    pub fn decode_terms(&self, batch: u32) -> DecodeTerms {
+        let b = f64::from(batch);
+        let p = &self.params;
+        let eff = p.decode_flops_efficiency;
+        DecodeTerms {
+            flops0: self.body_flops_per_token * b + self.lm_head_flops * b,
+            compute_denom: self.tp * self.peak_flops * eff,
+            state_bytes: 2.0 * self.state_bytes_per_seq_gpu * b,
+            t_weights: self.weight_bytes_gpu(b) / (self.hbm_bytes_per_s * p.hbm_efficiency),
+            kv_denom: self.hbm_bytes_per_s * p.kv_hbm_efficiency,
+            allreduce: self.allreduce_s(b),
+            moe: self
+                .moe
+                .as_ref()
+                .map_or(0.0, |m| m.time(b, false, eff, p.hbm_efficiency).total_s),
+            host: p.decode_overhead_s + p.decode_per_seq_overhead_s * b,
+            floor: self.allreduces * p.launch_per_block_s,
+            empty: batch == 0,
+        }
+    }
+
+    /// [`StepModel::forward_s`] of a decode-only forward over `context_tokens`, from the
+    /// batch's cached `terms`: seconds, bit-identical to the uncached call.
+    pub fn decode_s_with(&self, t: &DecodeTerms, context_tokens: u64) -> f64 {
+        if t.empty {
+            return 0.0;
+        }
+        let ctx = context_tokens as f64;
+        let flops = t.flops0 + self.decode_pair_flops * ctx;
+        let t_compute = flops / t.compute_denom;
+        let kv_bytes = self.kv_bytes_per_token_gpu * ctx + t.state_bytes;
+        let t_memory = t.t_weights + kv_bytes / t.kv_denom;
+        let gpu = t_compute.max(t_memory) + t.allreduce + t.moe;
+        t.host + gpu.max(t.floor)
+    }
+
     /// The routed-expert part of a forward over `tokens` tokens of this rank (`prefill` when
     /// it computes new prompt tokens), at the efficiencies [`StepModel::forward_s`] uses:
     /// `None` without a [`crate::compute::moe`] model. The simulation reads its NIC leg to
@@ -702,5 +768,123 @@ mod tests {
         // The comparison: 13.0 ms (2023 fit) vs 7.06 ms (sglang PR #1401).
         assert!((old as f64 / 1e6 - 13.0).abs() < 0.2, "{old}");
         assert!((new as f64 / 1e6 / 7.06 - 1.0).abs() < 0.15, "{new}");
+    }
+
+    /// Every shape a scenario can build: each preset on each GPU, at TP 1, 2, 8 and 16 (the
+    /// last across nodes), BF16 and FP8 weights and KV, both calibrations, and the MoE presets
+    /// under DP attention with DeepEP and two-batch overlap.
+    fn every_shape() -> Vec<StepModel> {
+        use crate::spec::gpu::GPU_PRESETS;
+        use crate::spec::model::MODEL_PRESETS;
+        use crate::spec::server::{A2aBackend, Parallel};
+        let ic = Interconnect {
+            gpus_per_node: 8,
+            nic_bytes_per_s_per_gpu: 50e9,
+            network_latency_s: 5e-6,
+        };
+        let mut out = Vec::new();
+        for gname in GPU_PRESETS {
+            let gpu = gpu_preset(gname).unwrap();
+            for mname in MODEL_PRESETS {
+                let base = preset(mname).unwrap();
+                for fp8 in [false, true] {
+                    let mut model = base.clone();
+                    if fp8 {
+                        model.weight_bytes = 1;
+                    }
+                    let kv = if fp8 { 1 } else { 2 };
+                    for cal in crate::spec::calibration::CALIBRATIONS {
+                        let params = crate::spec::calibration::named(cal, &gpu).unwrap();
+                        for tp in [1, 2, 8, 16] {
+                            out.push(StepModel::with_interconnect(
+                                &gpu,
+                                &model,
+                                tp,
+                                kv,
+                                params.clone(),
+                                Some(&ic),
+                            ));
+                        }
+                        let par = Parallel {
+                            dp_size: 8,
+                            enable_dp_attention: true,
+                            ep_size: 16,
+                            moe_a2a_backend: A2aBackend::Deepep,
+                            ep_num_redundant_experts: 16,
+                            enable_eplb: true,
+                            enable_two_batch_overlap: fp8,
+                        };
+                        let net = crate::compute::moe::A2aNetwork {
+                            gpus_per_node: 8,
+                            nic_bytes_per_s_per_gpu: 50e9,
+                            nvlink_one_way_bytes_per_s: gpu.nvlink_bytes_per_s / 2.0,
+                        };
+                        let peak = StepModel::peak_flops_for(&gpu, &model);
+                        if let Some(m) =
+                            crate::compute::moe::ExpertCost::new(&gpu, &model, 16, &par, net, peak)
+                        {
+                            out.push(StepModel::with_parallel(
+                                &gpu,
+                                &model,
+                                2,
+                                kv,
+                                params.clone(),
+                                Some(&ic),
+                                Some(m),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The per-batch decode cache gives the uncached `forward_s` bit for bit, over random
+    /// (batch, context) on every shape, and so the same rounded nanoseconds.
+    #[test]
+    fn cached_decode_step_is_bit_identical_to_forward_s() {
+        use crate::compute::StepTimes;
+        use rand::{RngExt, SeedableRng};
+        let shapes = every_shape();
+        assert!(shapes.len() > 300, "{} shapes", shapes.len());
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        for (i, m) in shapes.iter().enumerate() {
+            // One cache per server, as each decode server holds its own.
+            let mut cache = crate::compute::DecodeCache::default();
+            let times = StepTimes::Model(m.clone());
+            let mut cases: Vec<(u32, u64)> = vec![(0, 0), (1, 0), (1, 1), (0, 5)];
+            for _ in 0..200 {
+                let b = if rng.random_bool(0.5) {
+                    rng.random_range(1..=64)
+                } else {
+                    rng.random_range(1..=4096)
+                };
+                let ctx = match rng.random_range(0..3) {
+                    0 => rng.random_range(0..=u64::from(b) * 64),
+                    1 => rng.random_range(0..=u64::from(b) * 200_000),
+                    _ => rng.random_range(0..=1u64 << 40),
+                };
+                cases.push((b, ctx));
+            }
+            for (b, ctx) in cases {
+                let want = m.forward_s(&Forward {
+                    chunks: &[],
+                    batch: b,
+                    context_tokens: ctx,
+                });
+                let got = m.decode_s_with(&m.decode_terms(b), ctx);
+                assert_eq!(
+                    want.to_bits(),
+                    got.to_bits(),
+                    "shape {i}: batch {b}, ctx {ctx}: {want} vs {got}"
+                );
+                assert_eq!(
+                    times.decode_ns_cached(&mut cache, b, ctx),
+                    m.decode_ns(b, ctx),
+                    "shape {i}: batch {b}, ctx {ctx}"
+                );
+            }
+        }
     }
 }

@@ -365,6 +365,13 @@ impl MeasuredProfile {
     }
 }
 
+/// Per-batch-size terms of the calibrated decode step, filled lazily by
+/// [`StepTimes::decode_ns_cached`]; one per decode server (index: batch size).
+#[derive(Clone, Debug, Default)]
+pub struct DecodeCache {
+    terms: Vec<Option<crate::compute::model::DecodeTerms>>,
+}
+
 /// Where an instance's step times come from: the calibrated model or a measured profile.
 #[derive(Clone, Debug)]
 // One per instance, never moved in a hot path: boxing the model would only add an indirection
@@ -400,6 +407,28 @@ impl StepTimes {
     pub fn decode_ns(&self, batch: u32, context_tokens: u64) -> Nanos {
         match self {
             Self::Model(m) => m.decode_ns(batch, context_tokens),
+            Self::Measured(p) => p.decode_ns(batch, context_tokens),
+        }
+    }
+
+    /// [`StepTimes::decode_ns`] through `cache`, which keeps the batch-size terms of the
+    /// calibrated model per batch size (filled on first use): the same nanoseconds, bit for
+    /// bit, without recomputing what only the batch decides at every step.
+    pub fn decode_ns_cached(
+        &self,
+        cache: &mut DecodeCache,
+        batch: u32,
+        context_tokens: u64,
+    ) -> Nanos {
+        match self {
+            Self::Model(m) => {
+                let i = batch as usize;
+                if i >= cache.terms.len() {
+                    cache.terms.resize(i + 1, None);
+                }
+                let t = *cache.terms[i].get_or_insert_with(|| m.decode_terms(batch));
+                ns_from_secs_ceil(m.decode_s_with(&t, context_tokens))
+            }
             Self::Measured(p) => p.decode_ns(batch, context_tokens),
         }
     }

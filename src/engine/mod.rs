@@ -164,6 +164,12 @@ impl<E> EventQueue<E> {
         self.now
     }
 
+    /// Moves the clock forward to `t` (never back): work done outside the queue, such as a
+    /// simulation's coalesced steps, reached `t` after the last popped event.
+    pub fn advance_to(&mut self, t: Nanos) {
+        self.now = self.now.max(t);
+    }
+
     /// Stores `event` and returns its entry.
     fn store(&mut self, at: Nanos, event: E, lane: u32) -> Entry {
         assert!(

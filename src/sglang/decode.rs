@@ -4,6 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
+use crate::compute::DecodeCache;
 use crate::engine::{EventQueue, Nanos};
 use crate::layout::{RequestId, Verdict};
 use crate::metrics::histogram::Histogram;
@@ -65,13 +66,42 @@ pub struct DecodeServer {
     pub ports: Vec<u32>,
     /// `--max-running-requests`.
     pub max_running: u32,
+    /// The step model's batch-size terms, per batch size.
+    step_cache: DecodeCache,
+    /// Whether steps may be coalesced into runs (see [`DecodeServer::plan_run`]); `World`
+    /// turns it off where a step's effects reach beyond this server (an ownership oracle
+    /// watching the pages, a step that puts all-to-all bytes on the fabric).
+    pub coalesce: bool,
+    /// Steps of the current run that end without an event of their own: `World` materializes
+    /// them ([`DecodeServer::virtual_step`]) when their time comes or something touches this
+    /// server; the run's scheduled event is the end of the step after them.
+    pub virtual_left: u32,
+    /// When the running step ends, ns.
+    pub step_end: Nanos,
+    /// The planned durations of the run's steps still to start, ns, in order.
+    planned: VecDeque<Nanos>,
+    /// How many steps the next run may plan: doubled after a run that ran to its end, halved
+    /// after one that was cut, so the planning a cut throws away stays near the steps a run
+    /// actually covers.
+    horizon: u64,
+    /// Whether the current run was cut.
+    cut: bool,
+    /// Whether the current run was planned to the horizon (not stopped by a finish or pages).
+    full: bool,
+    /// Pages the run's steps still to start will grow by.
+    need_left: u64,
 }
+
+/// The most steps one coalesced run covers.
+const MAX_RUN_STEPS: u64 = 4096;
+/// The fewest steps a run plans (when the batch allows).
+const MIN_RUN_STEPS: u64 = 4;
 
 impl DecodeServer {
     /// An idle decode server.
     pub fn new(core: Core, ports: Vec<u32>, max_running: u32) -> Self {
         let ps = core.page_size as usize;
-        Self {
+        let mut d = Self {
             core,
             prealloc: VecDeque::new(),
             ready: VecDeque::new(),
@@ -87,7 +117,28 @@ impl DecodeServer {
             step_started: 0,
             ports,
             max_running,
-        }
+            step_cache: DecodeCache::default(),
+            coalesce: false,
+            virtual_left: 0,
+            step_end: 0,
+            planned: VecDeque::new(),
+            horizon: MIN_RUN_STEPS,
+            cut: false,
+            full: false,
+            need_left: 0,
+        };
+        d.coalesce = d.may_coalesce();
+        d
+    }
+
+    /// Whether this server's steps may be coalesced: not where an ownership oracle reads who
+    /// owns every page as transfers land, nor where a DeepEP step across nodes puts bytes on
+    /// the fabric (their steps stay events).
+    pub fn may_coalesce(&self) -> bool {
+        let oracle = matches!(self.core.pages.store, super::memory::Store::Oracle { .. });
+        let a2a = matches!(&self.core.step, crate::compute::StepTimes::Model(m)
+            if m.moe_time(1.0, false).is_some_and(|t| t.rdma_bytes_per_gpu > 0.0));
+        !oracle && !a2a
     }
 
     /// The prealloc queue: in order, reserve KV pages for the prompt (and a state slot for
@@ -132,15 +183,18 @@ impl DecodeServer {
     /// recently joined requests while the pool is short, as sglang's `retract_decode` does — and
     /// one forward produces a token for every running request. Retracted requests go to
     /// `retracted` (their prefill must count them again).
+    ///
+    /// A step that starts at `now` inside a coalesced run (`virtual_left > 0`) schedules
+    /// nothing: the run's event is already in the queue. Otherwise the step plans a run
+    /// ([`DecodeServer::plan_run`]) and schedules its end.
     pub fn start_step(
         &mut self,
-        me: DecodeId,
+        (me, now): (DecodeId, Nanos),
         reqs: &mut Requests,
         q: &mut EventQueue<Event>,
         bootstrap_timeout_ns: Nanos,
         retracted: &mut Vec<ReqRef>,
     ) {
-        let now = q.now();
         if !self.core.alive {
             return;
         }
@@ -170,16 +224,148 @@ impl DecodeServer {
             let step = self.steps_done + 1;
             let need = self.phase[(step % u64::from(self.core.page_size)) as usize];
             if self.core.pages.grow(need) {
+                if self.virtual_left > 0 {
+                    self.need_left -= u64::from(need);
+                }
                 break;
             }
             let &(_, _, victim) = self.batch_order.last().expect("running > 0");
             self.retract(victim, reqs, q, bootstrap_timeout_ns);
             retracted.push(victim);
         }
-        let dt = self.core.step.decode_ns(self.running, self.context_tokens);
+        // Inside a run the step's duration was computed when the run was planned, from the
+        // same batch and context.
+        let dt = match self.planned.pop_front() {
+            Some(dt) if self.virtual_left > 0 => dt,
+            _ => self.core.step.decode_ns_cached(
+                &mut self.step_cache,
+                self.running,
+                self.context_tokens,
+            ),
+        };
+        debug_assert_eq!(
+            dt,
+            self.core.step.decode_ns(self.running, self.context_tokens)
+        );
         self.core.start_busy(now);
         self.step_started = now;
-        self.core.step_key = Some(q.schedule_keyed_in(dt, Event::DecodeStepDone { decode: me }));
+        self.step_end = now.saturating_add(dt);
+        if self.virtual_left > 0 {
+            return;
+        }
+        let end = self.plan_run();
+        self.core.step_key = Some(q.schedule_keyed(end, Event::DecodeStepDone { decode: me }));
+    }
+
+    /// Plans a coalesced run from the step that just started. While the batch cannot change —
+    /// nobody joins (the ready and prealloc queues are empty, and whatever would fill them
+    /// first cuts the run: `World::touch_decode`), nobody finishes before the run's last step,
+    /// and the free pages cover every step's growth — the steps that follow are arithmetic, so
+    /// only the run's last step gets an event. Sets `virtual_left` to the steps that end before
+    /// it and returns the run's end, ns (without coalescing: `step_end`).
+    fn plan_run(&mut self) -> Nanos {
+        self.virtual_left = 0;
+        self.planned.clear();
+        // Planning past the next touch is work thrown away: the horizon follows how far runs
+        // actually get.
+        let (cut, full) = (
+            std::mem::take(&mut self.cut),
+            std::mem::take(&mut self.full),
+        );
+        if cut {
+            self.horizon = (self.horizon / 2).max(MIN_RUN_STEPS);
+        } else if full {
+            self.horizon = (self.horizon * 2).min(MAX_RUN_STEPS);
+        }
+        // A prealloc queue that is not empty is blocked (it was just run): it stays blocked
+        // while the run only takes pages and holds the same requests, so its retries at the
+        // run's step ends would admit nothing.
+        if !self.coalesce || !self.ready.is_empty() {
+            return self.step_end;
+        }
+        let first = self.steps_done + 1;
+        // Stale entries of retracted requests end a run early: harmless, only less coalesced.
+        let finish = self.finishing.peek().map_or(u64::MAX, |e| e.0.0);
+        let last = finish.min(first + self.horizon);
+        let mut avail = self.pages_in_hand();
+        let start = avail;
+        let ps = u64::from(self.core.page_size);
+        let (running, mut ctx, mut end) = (self.running, self.context_tokens, self.step_end);
+        let mut k = first;
+        while k < last {
+            // Step k ends without an event; step k + 1 starts and grows its pages.
+            let need = u64::from(self.phase[((k + 1) % ps) as usize]);
+            if need > avail {
+                break;
+            }
+            avail -= need;
+            ctx += u64::from(running);
+            let dt = self
+                .core
+                .step
+                .decode_ns_cached(&mut self.step_cache, running, ctx);
+            end = end.saturating_add(dt);
+            self.planned.push_back(dt);
+            k += 1;
+        }
+        self.virtual_left = (k - first) as u32;
+        self.need_left = start - avail;
+        self.full = k == first + self.horizon;
+        end
+    }
+
+    /// Free pages a run may plan on. A unified pool's byte budget is checked in floating
+    /// point: a page kept in hand lets the page count alone decide.
+    fn pages_in_hand(&self) -> u64 {
+        let margin = u64::from(self.core.pages.shared.is_some());
+        u64::from(self.core.pages.available()).saturating_sub(margin)
+    }
+
+    /// The prealloc queue took pages during a run: the run goes on if the pages left still
+    /// cover its growth, and is cut at the running step otherwise.
+    pub fn check_run(&mut self, me: DecodeId, q: &mut EventQueue<Event>) {
+        if self.virtual_left > 0 && self.pages_in_hand() < self.need_left {
+            self.cut_run(me, q);
+        }
+    }
+
+    /// Materializes the next step end of a coalesced run, at `step_end`: exactly what the
+    /// step's own event would have done — [`DecodeServer::step_done`] (no request finishes
+    /// inside a run) and the next [`DecodeServer::start_step`] (nobody joins, the growth fits)
+    /// — keeping the run's scheduled event. Returns the step's end, ns.
+    pub fn virtual_step(
+        &mut self,
+        me: DecodeId,
+        reqs: &mut Requests,
+        q: &mut EventQueue<Event>,
+        itl: &mut Histogram,
+    ) -> Nanos {
+        let now = self.step_end;
+        let key = self.core.step_key;
+        let mut none = Vec::new();
+        self.step_done(now, reqs, itl, &mut none);
+        assert!(none.is_empty(), "a request finished inside a coalesced run");
+        self.core.step_key = key;
+        self.start_step((me, now), reqs, q, 0, &mut none);
+        assert!(none.is_empty(), "a coalesced run retracted");
+        self.virtual_left -= 1;
+        now
+    }
+
+    /// Ends the current run at the running step, whose end gets the run's event: something
+    /// touched the server, and the steps after may differ.
+    pub fn cut_run(&mut self, me: DecodeId, q: &mut EventQueue<Event>) {
+        if self.virtual_left == 0 {
+            return;
+        }
+        self.virtual_left = 0;
+        self.planned.clear();
+        self.cut = true;
+        if let Some(k) = self.core.step_key.take() {
+            q.cancel(k);
+        }
+        let key = q.schedule_keyed(self.step_end, Event::DecodeStepDone { decode: me });
+        self.core.step_key = Some(key);
     }
 
     /// Takes a running request out of the batch (it finished, failed or is retracted), giving
@@ -284,6 +470,8 @@ impl DecodeServer {
 
     /// A crash: the batch and both queues are lost.
     pub fn crash(&mut self, q: &mut EventQueue<Event>) {
+        self.virtual_left = 0;
+        self.planned.clear();
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
         }
@@ -327,6 +515,8 @@ mod tests {
         let mut reqs = Requests::default();
         let mut q = EventQueue::new();
         let mut d = DecodeServer::new(core(4, 4), vec![17_000], u32::MAX);
+        // Step by step: this test plays `World`'s part for one event per step.
+        d.coalesce = false;
         let a = request(&mut reqs, 0, 4, 100);
         let b = request(&mut reqs, 1, 4, 100);
         // Admit both with the lone-request rule bypassed: one page each.
@@ -344,7 +534,13 @@ mod tests {
         // Steps until the two requests' growth needs more than the 2 free pages.
         let mut steps = 0;
         while retracted.is_empty() && steps < 20 {
-            d.start_step(DecodeId(0), &mut reqs, &mut q, 1_000, &mut retracted);
+            d.start_step(
+                (DecodeId(0), q.now()),
+                &mut reqs,
+                &mut q,
+                1_000,
+                &mut retracted,
+            );
             let (now, _) = q.pop().unwrap();
             let mut finished = Vec::new();
             let mut itl = Histogram::default();
@@ -372,9 +568,83 @@ mod tests {
         let mut d = DecodeServer::new(core(16, 16), vec![17_000], u32::MAX);
         let a = request(&mut reqs, 0, 16, 10);
         d.enqueue_ready(a);
-        d.start_step(DecodeId(0), &mut reqs, &mut q, 1_000, &mut Vec::new());
+        d.start_step(
+            (DecodeId(0), q.now()),
+            &mut reqs,
+            &mut q,
+            1_000,
+            &mut Vec::new(),
+        );
         assert_eq!(q.len(), 1);
         d.crash(&mut q);
         assert!(q.is_empty() && !d.core.busy);
+    }
+
+    /// (time, steps done, context tokens, free pages) after a step end and the next start.
+    type StepState = (Nanos, u64, u64, u32);
+
+    /// Steps a decode of three requests (outputs 5, 9 and 40 tokens, pages of 4 tokens) to its
+    /// end, playing `World`'s part: after every step end and the next step's start, (time,
+    /// steps, context, free pages); the finished requests; the events it took.
+    fn step_through(coalesce: bool) -> (Vec<StepState>, Vec<ReqRef>, usize) {
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut d = DecodeServer::new(core(24, 4), vec![17_000], u32::MAX);
+        d.coalesce = coalesce;
+        for (i, out) in [5, 9, 40].into_iter().enumerate() {
+            let r = request(&mut reqs, i as u64, 6, out);
+            let id = reqs.get(r).unwrap().id;
+            let req = reqs.get_mut(r).unwrap();
+            req.on_decode = d.core.pages.alloc(id, 2, false).unwrap();
+            req.decode_allocated = true;
+            req.receiver = KvPoll::Success;
+            d.holders += 1;
+            d.enqueue_ready(r);
+        }
+        let (mut seen, mut done, mut events) = (Vec::new(), Vec::new(), 0);
+        let mut itl = Histogram::default();
+        d.start_step((DecodeId(0), 0), &mut reqs, &mut q, 1_000, &mut Vec::new());
+        while let Some((now, _)) = q.pop() {
+            events += 1;
+            while d.virtual_left > 0 && d.step_end <= now {
+                let t = d.virtual_step(DecodeId(0), &mut reqs, &mut q, &mut itl);
+                let free = d.core.pages.available();
+                seen.push((t, d.steps_done, d.context_tokens, free));
+            }
+            let mut finished = Vec::new();
+            d.step_done(now, &mut reqs, &mut itl, &mut finished);
+            for r in finished {
+                let mut req = reqs.take(r).unwrap();
+                d.leave_batch(&mut req, r);
+                done.push(r);
+            }
+            let mut retracted = Vec::new();
+            d.start_step((DecodeId(0), now), &mut reqs, &mut q, 1_000, &mut retracted);
+            assert!(retracted.is_empty(), "the pool suffices");
+            // As a materialized step: its end, then the next step's start (pages grown).
+            let free = d.core.pages.available();
+            seen.push((now, d.steps_done, d.context_tokens, free));
+        }
+        (seen, done, events)
+    }
+
+    /// A coalesced run materializes exactly the step ends, contexts and page counts of one event
+    /// per step, and ends where a request finishes; it takes far fewer events.
+    #[test]
+    fn a_coalesced_run_replays_every_step_exactly() {
+        let (steps, done, events) = step_through(false);
+        let (steps_c, done_c, events_c) = step_through(true);
+        assert_eq!(
+            steps.len(),
+            39,
+            "40 output tokens: the first comes from the prefill"
+        );
+        assert_eq!(steps, steps_c);
+        assert_eq!(done, done_c);
+        assert_eq!(events, 39);
+        assert!(
+            events_c <= 6,
+            "one event per finish and per horizon: {events_c}"
+        );
     }
 }

@@ -77,6 +77,9 @@ impl World<'_> {
             self.pick_rank(super::dispatch::DECODE, di, room),
         );
         let (p, d) = (PrefillId::from(pi), DecodeId::from(di));
+        // The decode's steps up to now first (its prealloc reads the pages they grew); the
+        // arrival itself changes nothing a run depends on.
+        self.catch_up_decode(d, now);
         let mut row = RequestRow::arrived(
             id,
             nr.arrival_ns,
@@ -204,9 +207,13 @@ impl World<'_> {
     /// Decode's prealloc queue admits what fits; each admitted request's page ids go to its
     /// prefill (after the control latency) and its `WaitingForInput` clock starts.
     pub(super) fn try_prealloc(&mut self, d: DecodeId) {
+        self.catch_up_decode(d, self.q.now());
         let mut admitted = std::mem::take(&mut self.scratch.refs);
         admitted.clear();
         self.decodes[d].try_prealloc(&mut self.reqs, &mut admitted);
+        if !admitted.is_empty() {
+            self.decodes[d].check_run(d, &mut self.q);
+        }
         for &r in &admitted {
             // The page ids wait at the prefill for its own tokenizer manager to be done.
             let ready = self.reqs.get(r).map_or(0, |q| q.prefill_ready_ns);
@@ -277,9 +284,12 @@ impl World<'_> {
             return;
         }
         req.receiver = KvPoll::Success;
+        let d = req.decode;
         if let Some(k) = req.waiting_timeout.take() {
             self.q.cancel(k);
         }
+        self.touch_decode(d);
+        let req = self.reqs.get_mut(r).expect("live");
         // The prefill's first token arrives with the aux data (after a retraction the request
         // already has one: TTFT is not reset).
         if req.row.first_token_ns.is_none() {
@@ -313,7 +323,7 @@ impl World<'_> {
         retracted.clear();
         let before = self.decodes[d].core.step_key;
         self.decodes[d].start_step(
-            d,
+            (d, self.q.now()),
             &mut self.reqs,
             &mut self.q,
             self.sc.sglang.bootstrap_timeout_ns,
@@ -332,6 +342,9 @@ impl World<'_> {
     /// and the next step starts.
     pub(super) fn on_decode_step_done(&mut self, d: DecodeId) {
         let now = self.q.now();
+        // The run's last step: the steps before it end first, at their own times.
+        self.catch_up_decode(d, now);
+        debug_assert_eq!(self.decodes[d].virtual_left, 0);
         let mut finished = std::mem::take(&mut self.scratch.refs);
         finished.clear();
         self.collector
@@ -344,6 +357,43 @@ impl World<'_> {
         self.try_prealloc(d);
         self.start_decode_step(d);
         self.observe(CoreRef::Decode(d));
+    }
+
+    /// Materializes decode `d`'s coalesced steps that end at or before `t`
+    /// ([`crate::sglang::decode::DecodeServer::virtual_step`]), each as its own event would have
+    /// run: tokens counted at its end, the step's bookkeeping, the gauges observed at its end.
+    /// A step end at `t` is handled before the event at `t` that asks for it.
+    pub(super) fn catch_up_decode(&mut self, d: DecodeId, t: crate::engine::Nanos) {
+        while self.decodes[d].virtual_left > 0 && self.decodes[d].step_end <= t {
+            let dec = &mut self.decodes[d];
+            self.collector
+                .tokens_generated(dec.step_end, u64::from(dec.running));
+            let end = dec.virtual_step(d, &mut self.reqs, &mut self.q, &mut self.collector.itl);
+            self.materialized_ns = self.materialized_ns.max(end);
+            self.observe_at(CoreRef::Decode(d), end);
+        }
+    }
+
+    /// Every decode's coalesced steps up to `t`.
+    pub(super) fn catch_up_decodes(&mut self, t: crate::engine::Nanos) {
+        for d in self.decodes.ids() {
+            self.catch_up_decode(d, t);
+        }
+    }
+
+    /// Something is about to read or change decode `d` (a request arrives, lands, ends; its
+    /// prealloc queue runs; a fault): its steps up to now are materialized and its run is cut
+    /// at the running step, so the next step sees the change.
+    pub(super) fn touch_decode(&mut self, d: DecodeId) {
+        self.catch_up_decode(d, self.q.now());
+        self.decodes[d].cut_run(d, &mut self.q);
+    }
+
+    /// [`World::touch_decode`] for every decode instance.
+    pub(super) fn touch_decodes(&mut self) {
+        for d in self.decodes.ids() {
+            self.touch_decode(d);
+        }
     }
 
     /// sglang's timeouts: decode's in `WaitingForInput`, prefill's in `Bootstrapping`. A request
@@ -421,6 +471,7 @@ impl World<'_> {
             self.q.cancel(k);
         }
         let (p, d) = (req.prefill, req.decode);
+        self.touch_decode(d);
         if req.sender < KvPoll::Success {
             let pc = &mut self.prefills[p].core;
             pc.pages.free(req.id, &req.on_prefill);

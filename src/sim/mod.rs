@@ -10,6 +10,21 @@
 //!
 //! A decode step is one event for its whole batch: per-token figures derive from step times,
 //! never from a loop over tokens.
+//!
+//! **Coalesced decode runs.** A decode instance whose batch cannot change — nobody waits to
+//! join, nobody finishes before the run's last step, its free pages cover every step's growth —
+//! plans its next steps at once ([`DecodeServer`]'s `plan_run`) and schedules one event, at the
+//! run's end. The steps before it are *materialized* (each does exactly what its own event would
+//! have done, at its own end time) when their time is reached by something that reads or
+//! changes that instance: a request routed to it or landing on it or ending, its prealloc
+//! queue, the per-second tick, a fault, the end of the run. A landing, a request's end, a fault,
+//! or an admission that leaves too few pages also *cuts* the run: its event moves to the
+//! running step's end. Tie rule, deterministic: a materialized step end at time `t` is handled
+//! before the event at `t` that asked for it; a run's own event keeps the sequence number it got
+//! when the run was planned. Results are byte-identical to stepping one event per step (the
+//! golden files, and `coalesce_tests` against [`World::set_decode_coalescing`]`(false)`);
+//! only `sim.events` falls. Not coalesced: decodes watched by the ownership oracle and steps
+//! that put DeepEP all-to-all bytes on the fabric.
 
 mod a2a;
 mod dispatch;
@@ -20,6 +35,9 @@ mod lifecycle;
 pub mod requests;
 mod sampler;
 mod transfer;
+
+#[cfg(test)]
+mod coalesce_tests;
 
 use std::sync::Arc;
 
@@ -162,6 +180,9 @@ pub struct World<'a> {
     a2a: a2a::A2aFlows,
     /// Instances and their DP controllers (`dispatch.rs`).
     dispatch: dispatch::Dispatch,
+    /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
+    /// drain timeout ends there when it is past the last event).
+    materialized_ns: Nanos,
 }
 
 /// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters
@@ -397,7 +418,7 @@ impl<'a> World<'a> {
         }
         let sampler = sampler::Sampler::new(&fabric, global as usize);
         let dispatch = dispatch::Dispatch::new(sc);
-        Self {
+        let mut w = Self {
             sc,
             q: EventQueue::new(),
             router: dispatch.router(sc, !colocated.is_empty()),
@@ -425,7 +446,10 @@ impl<'a> World<'a> {
             io_error: None,
             a2a,
             dispatch,
-        }
+            materialized_ns: 0,
+        };
+        w.set_decode_coalescing(true);
+        w
     }
 
     /// Prefix-cache figures of every prefill instance that has a cache.
@@ -489,6 +513,9 @@ impl<'a> World<'a> {
             }
             if t > hard_stop {
                 cut = true;
+                // The coalesced steps the cut run had reached are run as their events would be.
+                self.catch_up_decodes(hard_stop);
+                self.q.advance_to(self.materialized_ns);
                 break;
             }
             let (_, ev) = self.q.pop().expect("peeked");
@@ -549,16 +576,29 @@ impl<'a> World<'a> {
             Event::Tokenized { colocated } => self.on_tokenized(colocated),
             Event::PrefillStepDone { prefill } => self.on_prefill_step_done(prefill),
             Event::FabricDue => self.on_fabric_due(),
-            Event::Fault { index } => self.on_fault(index),
+            Event::Fault { index } => {
+                // Faults read and change instances and links beyond any one request.
+                self.touch_decodes();
+                self.on_fault(index)
+            }
             Event::EmptyChunkSent { prefill, shard } => {
                 self.transfers[prefill].shards[shard].empty_key = None;
                 if self.transfers[prefill].empty_chunk_pending(shard) {
                     self.chunk_done(prefill, shard);
                 }
             }
-            Event::Restart { instance } => self.on_restart(instance),
-            Event::HeartbeatLost { prefill } => self.on_heartbeat_lost(prefill),
-            Event::RouterHealthCheck => self.on_router_health_check(),
+            Event::Restart { instance } => {
+                self.touch_decodes();
+                self.on_restart(instance)
+            }
+            Event::HeartbeatLost { prefill } => {
+                self.touch_decodes();
+                self.on_heartbeat_lost(prefill)
+            }
+            Event::RouterHealthCheck => {
+                self.touch_decodes();
+                self.on_router_health_check()
+            }
             Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
             Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),
@@ -591,6 +631,17 @@ impl<'a> World<'a> {
             std::mem::swap(&mut wake, &mut self.wake);
         }
         self.wake = wake;
+    }
+
+    /// Turns decode-step coalescing off (`false`) for every decode instance, or back on where
+    /// it is allowed: the reference the coalescing tests compare against.
+    pub fn set_decode_coalescing(&mut self, on: bool) {
+        for d in self.decodes.ids() {
+            // A forward whose all-to-all is on the fabric ends when its flows do: never planned.
+            let fabric = self.forward_uses_fabric(sampler::CoreRef::Decode(d));
+            let dec = &mut self.decodes[d];
+            dec.coalesce = on && !fabric && dec.may_coalesce();
+        }
     }
 
     /// The decode instance behind a global instance number, or the prefill one.

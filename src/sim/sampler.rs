@@ -103,7 +103,12 @@ impl World<'_> {
 
     /// Integrates instance `core_of`'s gauges up to now and takes its current state.
     pub(super) fn observe(&mut self, core_of: CoreRef) {
-        let now = self.q.now();
+        self.observe_at(core_of, self.q.now());
+    }
+
+    /// [`World::observe`] at `now`: a coalesced decode step materialized later observes at
+    /// its own end.
+    pub(super) fn observe_at(&mut self, core_of: CoreRef, now: Nanos) {
         let (core, _, running, queued) = state_of(
             &mut self.prefills,
             &mut self.decodes,
@@ -149,6 +154,7 @@ impl World<'_> {
     /// ticks), the gauges at every step.
     pub(crate) fn pool_gauges(&mut self) -> Vec<crate::metrics::summary::PoolGauges> {
         let now = self.q.now();
+        self.catch_up_decodes(now);
         let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
         let mut out: Vec<crate::metrics::summary::PoolGauges> = self
             .sc
@@ -256,6 +262,8 @@ impl World<'_> {
 
     pub(super) fn on_tick(&mut self) -> std::io::Result<()> {
         let now = self.q.now();
+        // The second's rows read every decode's counters: its coalesced steps up to now first.
+        self.catch_up_decodes(now);
         if now > 0 {
             self.fabric.settle_all(now);
             for c in self.all_cores() {

@@ -43,6 +43,25 @@ fn scenarios(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// A blessed hash says nothing about whether a figure makes sense: every latency figure in
+/// `summary.json` must lie between 0 and the simulated time (a `u64` difference taken the wrong
+/// way round once read 1.8e13 ms and was blessed).
+fn latencies_are_within_the_run(rel: &str, dir: &Path) {
+    let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+    let s: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let run_ms = s["sim"]["simulated_s"].as_f64().unwrap() * 1e3;
+    for (name, stats) in s["latency_ms"].as_object().unwrap() {
+        for (k, v) in stats.as_object().unwrap() {
+            if let Some(x) = v.as_f64() {
+                assert!(
+                    (0.0..=run_ms).contains(&x),
+                    "{rel}: latency_ms.{name}.{k} = {x} outside [0, {run_ms}]"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn every_scenario_gives_its_recorded_bytes() {
     let root = common::repo();
@@ -59,6 +78,7 @@ fn every_scenario_gives_its_recorded_bytes() {
             .replace('\\', "/");
         let dir = out.join(rel.replace('/', "_"));
         common::run(&rel, &[], &dir);
+        latencies_are_within_the_run(&rel, &dir);
         for name in FILES {
             let bytes = std::fs::read(dir.join(name)).unwrap();
             got.insert(format!("{rel} {name}"), format!("{:016x}", fnv1a(&bytes)));

@@ -813,6 +813,7 @@ mod tests {
                             ep_num_redundant_experts: 16,
                             enable_eplb: true,
                             enable_two_batch_overlap: fp8,
+                            ..Parallel::default()
                         };
                         let net = crate::compute::moe::A2aNetwork {
                             gpus_per_node: 8,

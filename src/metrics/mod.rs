@@ -86,6 +86,10 @@ pub struct RequestRow {
     /// sglang's bootstrap room of the request (the id sglang's messages print; 63-bit, drawn
     /// from the seed and the request id). Last column, so earlier column positions hold.
     pub bootstrap_room: u64,
+    /// When the server produced the first token, where `first_token_ns` is the client's later
+    /// time (`first_token_path_s`); not a column. The decode-queue wait is measured from it.
+    #[serde(skip)]
+    pub server_first_token_ns: Option<Nanos>,
 }
 
 impl RequestRow {
@@ -120,6 +124,7 @@ impl RequestRow {
             corrupted_by: String::new(),
             retractions: 0,
             bootstrap_room: 0,
+            server_first_token_ns: None,
         }
     }
 }
@@ -470,8 +475,16 @@ impl Collector {
         if let Some(q) = row.prefill_queued_ns {
             self.bootstrap.record(q - row.arrival_ns);
         }
-        if let (Some(f), Some(d)) = (row.first_token_ns, row.decode_start_ns) {
-            self.decode_queue.record(d - f);
+        // From the server's first token: the client's comes `first_token_path_s` later, after
+        // the request may already have joined its decode batch.
+        let served = row.server_first_token_ns.or(row.first_token_ns);
+        if let (Some(f), Some(d)) = (served, row.decode_start_ns) {
+            debug_assert!(
+                d >= f,
+                "request {} joined decode before its first token",
+                row.id
+            );
+            self.decode_queue.record(d.saturating_sub(f));
         }
         if let (Some(a), Some(b)) = (row.transfer_start_ns, row.transfer_end_ns) {
             self.transfer.record(b - a);

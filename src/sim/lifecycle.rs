@@ -200,6 +200,9 @@ impl World<'_> {
         if !self.decodes[d].core.alive {
             return;
         }
+        // The decode's coalesced steps up to now first: they observe the prealloc queue as it
+        // was before this request joined it.
+        self.catch_up_decode(d, self.q.now());
         self.decodes[d].prealloc.push_back(r);
         self.try_prealloc(d);
     }
@@ -627,6 +630,7 @@ impl World<'_> {
         if path == 0 {
             return;
         }
+        row.server_first_token_ns = Some(first);
         if matches!(row.outcome, Outcome::Completed | Outcome::Corrupted) {
             row.first_token_ns = Some(first + path);
             row.finish_ns = row.finish_ns.map(|t| t + path);

@@ -133,6 +133,7 @@ fn row(id: u64, outcome: Outcome) -> RequestRow {
         corrupted_by: String::new(),
         retractions: 0,
         bootstrap_room: 0,
+        server_first_token_ns: None,
     }
 }
 

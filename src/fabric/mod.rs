@@ -343,17 +343,33 @@ impl Fabric {
         self.layout.check_gpu(src);
         self.layout.check_gpu(dst);
         let latency = self.params.base_latency_ns + self.params.batch_overhead_ns;
-        let flow = Flow {
+        let cap = self.params.flow_cap(bytes, writes);
+        let deadline = now.saturating_add(self.params.timeout_ns(bytes));
+        let flow = self.new_flow((token, src, dst, bytes), cap, now, now + latency, deadline);
+        let id = self.insert(flow);
+        self.mark_dirty(id);
+        FlowId(id)
+    }
+
+    /// A flow of `bytes` from `src` to `dst` started at `now` (ns), capped at `cap` bytes/ns,
+    /// paying its latency until `until` and failing at `deadline` (ns); nothing moved yet.
+    fn new_flow(
+        &self,
+        (token, src, dst, bytes): (u64, GpuId, GpuId, u64),
+        cap: f64,
+        now: Nanos,
+        until: Nanos,
+        deadline: Nanos,
+    ) -> Flow {
+        Flow {
             token,
             src,
             dst,
             bytes,
-            cap: self.params.flow_cap(bytes, writes),
+            cap,
             start_ns: now,
-            deadline_ns: now.saturating_add(self.params.timeout_ns(bytes)),
-            phase: Phase::Latency {
-                until: now + latency,
-            },
+            deadline_ns: deadline,
+            phase: Phase::Latency { until },
             // Placeholder: the path is chosen when the latency is paid.
             path: self.layout.nvlink_path(src, src),
             remaining: bytes as f64,
@@ -365,10 +381,7 @@ impl Fabric {
             failed_attempts: 0,
             delivered_on_path: 0.0,
             retransmitted: 0.0,
-        };
-        let id = self.insert(flow);
-        self.mark_dirty(id);
-        FlowId(id)
+        }
     }
 
     /// Starts an aggregated all-to-all flow (DeepEP dispatch + combine of one forward) of
@@ -390,26 +403,7 @@ impl Fabric {
         self.layout.check_gpu(src);
         self.layout.check_gpu(dst);
         assert!(bytes > 0, "an all-to-all flow carries bytes");
-        let flow = Flow {
-            token,
-            src,
-            dst,
-            bytes,
-            cap,
-            start_ns: now,
-            deadline_ns: Nanos::MAX,
-            phase: Phase::Latency { until: now },
-            path: self.layout.nvlink_path(src, src),
-            remaining: bytes as f64,
-            rate: 0.0,
-            keep: 1.0,
-            settled_ns: now,
-            due_ns: Nanos::MAX,
-            failures: 0,
-            failed_attempts: 0,
-            delivered_on_path: 0.0,
-            retransmitted: 0.0,
-        };
+        let flow = self.new_flow((token, src, dst, bytes), cap, now, now, Nanos::MAX);
         let id = self.insert(flow);
         // Routed now, not at a timer event: the flow has no latency phase to pay.
         let ended = self.route(id as usize, now);

@@ -150,7 +150,7 @@ pub struct World<'a> {
     /// What a prefill needs to know of each decode instance to send to it.
     endpoints: IdVec<DecodeId, DecodeEndpoint>,
     /// The compiled transfer plan of every (prefill, decode) instance pair.
-    plans: IdVec<PrefillId, IdVec<DecodeId, Arc<PairPlan>>>,
+    plans: Plans,
     router: Router,
     source: Generator,
     arrivals_done: bool,
@@ -183,6 +183,45 @@ pub struct World<'a> {
     /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
     /// drain timeout ends there when it is past the last event).
     materialized_ns: Nanos,
+}
+
+/// The compiled transfer plan of every (prefill, decode) pair of instances.
+type Plans = IdVec<PrefillId, IdVec<DecodeId, Arc<PairPlan>>>;
+
+/// What prefills need of the decodes: each decode's transfer endpoint, and the compiled
+/// transfer plan of every (prefill, decode) pair of instances.
+fn wiring(
+    sc: &Scenario,
+    prefills: &IdVec<PrefillId, PrefillServer>,
+    decodes: &IdVec<DecodeId, DecodeServer>,
+) -> (IdVec<DecodeId, DecodeEndpoint>, Plans) {
+    let endpoints: IdVec<DecodeId, DecodeEndpoint> = {
+        let mut v = IdVec::default();
+        for d in decodes.iter() {
+            let d: &DecodeServer = d;
+            v.push(DecodeEndpoint {
+                instance: d.core.instance,
+                gpus: d.core.gpus.clone(),
+                page_size: d.core.page_size,
+                watched: d.core.pages.is_oracle(),
+                ports: d.ports.clone(),
+            });
+        }
+        v
+    };
+    let mut plans = IdVec::default();
+    for p in prefills.iter() {
+        let p: &PrefillServer = p;
+        let mut row = IdVec::default();
+        for d in decodes.iter() {
+            let d: &DecodeServer = d;
+            row.push(Arc::clone(
+                &sc.plans[&(p.core.pool.idx(), d.core.pool.idx())],
+            ));
+        }
+        plans.push(row);
+    }
+    (endpoints, plans)
 }
 
 /// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters
@@ -390,32 +429,7 @@ impl<'a> World<'a> {
                 }
             }
         }
-        let endpoints: IdVec<DecodeId, DecodeEndpoint> = {
-            let mut v = IdVec::default();
-            for d in decodes.iter() {
-                let d: &DecodeServer = d;
-                v.push(DecodeEndpoint {
-                    instance: d.core.instance,
-                    gpus: d.core.gpus.clone(),
-                    page_size: d.core.page_size,
-                    watched: d.core.pages.is_oracle(),
-                    ports: d.ports.clone(),
-                });
-            }
-            v
-        };
-        let mut plans = IdVec::default();
-        for p in prefills.iter() {
-            let p: &PrefillServer = p;
-            let mut row = IdVec::default();
-            for d in decodes.iter() {
-                let d: &DecodeServer = d;
-                row.push(Arc::clone(
-                    &sc.plans[&(p.core.pool.idx(), d.core.pool.idx())],
-                ));
-            }
-            plans.push(row);
-        }
+        let (endpoints, plans) = wiring(sc, &prefills, &decodes);
         let sampler = sampler::Sampler::new(&fabric, global as usize);
         let dispatch = dispatch::Dispatch::new(sc);
         let mut w = Self {

@@ -282,6 +282,9 @@ const ENUM_WORDS: &[&str] = &[
     "none",
     "sglang-2025",
     "vllm-2023",
+    "follow_bootstrap_room",
+    "shortest_queue",
+    "minimum_tokens",
     "gpt-oss-120b",
     "round_robin",
     "least_loaded",
@@ -791,9 +794,11 @@ fn random_set(rng: &mut Rng, t: &Table) -> String {
                 "server.moe_a2a_backend",
                 "server.enable_two_batch_overlap",
                 "server.load_balance_method",
+                "server.enable_eplb",
                 "nope"
             ])
         ),
+        2 if rng.chance(0.3) => "fabric.a2a_flows".into(),
         2 => "k.".repeat(1 + rng.below(40) as usize) + "v",
         _ if !paths.is_empty() => {
             // Dotted form of a real key (array indices as numbers).

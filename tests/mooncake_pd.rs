@@ -1,4 +1,4 @@
-//! The Mooncake P:D check (issue 10; `docs/performance-model.md` §7):
+//! The Mooncake P:D check (issue 10; `docs/performance-model.md` §8):
 //! `scenarios/calibration/mooncake-70b-pd.toml` (Llama-3.1-70B, 8-GPU A100 instances, the first
 //! 10 minutes of Mooncake's conversation trace) through `pdsim plan --max-rate` on small grids,
 //! under both calibrations. It pins what pdsim answers, and why:

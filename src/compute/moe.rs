@@ -1,5 +1,5 @@
 //! The routed-expert (MoE) part of a forward on an instance with DP attention and/or expert
-//! parallelism (`docs/performance-model.md` §5).
+//! parallelism (`docs/performance-model.md` §7).
 //!
 //! With DP attention an instance of `tp` GPUs runs `dp` attention ranks of `tp / dp` GPUs
 //! each, every rank with its own batch; at each MoE layer the ranks meet: sglang runs the

@@ -258,7 +258,7 @@ pub struct FabricSection {
     pub oversubscription: f64,
     /// DeepEP's inter-node dispatch/combine as fabric flows that share the NICs with KV
     /// transfers (default); `false` prices it at the NICs' uncontended rate inside the step
-    /// time — the counterfactual "no link sharing" (`docs/performance-model.md` §5.3).
+    /// time — the counterfactual "no link sharing" (`docs/performance-model.md` §7.3).
     #[serde(default = "yes")]
     pub a2a_flows: bool,
 }

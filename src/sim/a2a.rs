@@ -1,4 +1,4 @@
-//! DeepEP's inter-node all-to-all as fabric flows (`docs/performance-model.md` §5.3).
+//! DeepEP's inter-node all-to-all as fabric flows (`docs/performance-model.md` §7.3).
 //!
 //! An expert-parallel instance that spans nodes dispatches each token to its experts' GPUs and
 //! combines the results back at every MoE layer; the copies that leave a node cross the RDMA

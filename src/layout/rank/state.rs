@@ -37,6 +37,23 @@ pub struct StateRegion {
     pub(crate) cell: CellFormat,
 }
 
+impl StateRegion {
+    /// The unified pool's slot envelope around `cell`: one byte-addressed region of the
+    /// cell's length, publishing no dims (§1.6).
+    fn envelope(cell: CellFormat) -> Self {
+        Self {
+            part: StatePart::SlotEnvelope,
+            layer: None,
+            item_len: cell.len(),
+            dim_per_tensor: None,
+            shape: vec![cell.len()],
+            dtype_bytes: 1,
+            outer_count: 1,
+            cell,
+        }
+    }
+}
+
 fn is_one(x: &u32) -> bool {
     *x == 1
 }
@@ -243,16 +260,7 @@ pub(super) fn state_regions(
                 blocks.push(temporal_block(l));
             }
             let cell = CellFormat { blocks };
-            state_regions.push(StateRegion {
-                part: StatePart::SlotEnvelope,
-                layer: None,
-                item_len: cell.len(),
-                dim_per_tensor: None,
-                shape: vec![cell.len()],
-                dtype_bytes: 1,
-                outer_count: 1,
-                cell,
-            });
+            state_regions.push(StateRegion::envelope(cell));
         } else {
             let (conv_shape, conv_outer) = if s.transposed {
                 (
@@ -346,16 +354,7 @@ pub(super) fn swa_regions(
             .flat_map(|&l| [block(l, KvPart::K), block(l, KvPart::V)])
             .collect();
         let cell = CellFormat { blocks };
-        return vec![StateRegion {
-            part: StatePart::SlotEnvelope,
-            layer: None,
-            item_len: cell.len(),
-            dim_per_tensor: None,
-            shape: vec![cell.len()],
-            dtype_bytes: 1,
-            outer_count: 1,
-            cell,
-        }];
+        return vec![StateRegion::envelope(cell)];
     }
     [KvPart::K, KvPart::V]
         .into_iter()

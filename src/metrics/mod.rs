@@ -205,6 +205,11 @@ pub trait Sink {
     fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()>;
     /// One link-second.
     fn link(&mut self, row: &LinkRow) -> std::io::Result<()>;
+    /// Whether this sink keeps rows at all: a sink that drops them (`--summary-only`, sweeps)
+    /// spares the simulation building them and holding finished rows back for id order.
+    fn wants_rows(&self) -> bool {
+        true
+    }
 }
 
 /// A [`Sink`] that drops every row: `pdsim run --summary-only` and sweeps, where only the
@@ -221,6 +226,9 @@ impl Sink for NullSink {
     }
     fn link(&mut self, _: &LinkRow) -> std::io::Result<()> {
         Ok(())
+    }
+    fn wants_rows(&self) -> bool {
+        false
     }
 }
 
@@ -488,6 +496,10 @@ impl Collector {
         }
         if let (Some(a), Some(b)) = (row.transfer_start_ns, row.transfer_end_ns) {
             self.transfer.record(b - a);
+        }
+        if !sink.wants_rows() {
+            // Nothing is written, so nothing waits for id order.
+            return Ok(());
         }
         let k = usize::try_from(row.id - self.next_id).expect("a row's id is ahead of the stream");
         if k > 0 {

@@ -207,6 +207,9 @@ struct Solution {
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     /// Unfrozen flows left in the component being solved.
     left: usize,
+    /// Solve every component with progressive filling, small ones included (tests compare the
+    /// shortcuts of [`Solution::solve_small`] with it).
+    general_only: bool,
 }
 
 fn check_capacity(capacity: f64) -> f64 {
@@ -274,7 +277,9 @@ impl Solution {
                 continue; // its component was already solved in this refresh
             }
             self.collect_component(topo, start);
-            self.solve_component(topo);
+            if self.general_only || !self.solve_small(topo) {
+                self.solve_component(topo);
+            }
             self.recomputations += 1;
             self.recomputed_flows += self.comp_flows.len() as u64;
         }
@@ -309,6 +314,46 @@ impl Solution {
                     }
                 }
             }
+        }
+    }
+
+    /// Solves a component of at most one flow directly, with the bits progressive filling gives
+    /// (most components of a lightly loaded fabric: a flow alone on its NICs, or the links a
+    /// flow just left); returns whether it did. Alone, the flow's share on each link is the
+    /// link's capacity (`C / 1`, exact), the level is the smallest of them, and the flow's cap
+    /// wins ties (`cap_level <= link_level`); each link then carries `0.0 + 1.0 × rate`, i.e.
+    /// the rate. Capacities are `>= +0.0`, so `min` and the heap's bit order agree. The working
+    /// state (`rem_*`, `unfrozen`, `frozen`) is only read inside a solve, after its own reset.
+    fn solve_small(&mut self, topo: &Topology) -> bool {
+        match self.comp_flows.len() {
+            0 => {
+                for &l in &self.comp_links {
+                    self.load[l as usize] = 0.0;
+                }
+                true
+            }
+            1 => {
+                let f = self.comp_flows[0];
+                let path = topo.path.get(f as usize);
+                let level = path
+                    .iter()
+                    .map(|&l| topo.capacity[l as usize])
+                    .fold(f64::INFINITY, f64::min);
+                let cap = topo.cap[f as usize];
+                let rate = if cap <= level { cap } else { level };
+                // Links reached but not on the path cannot exist: the search starts on a link
+                // of the flow's and only follows the flow's path.
+                debug_assert_eq!(self.comp_links.len(), path.len());
+                for &l in path {
+                    self.load[l as usize] = rate;
+                }
+                if self.rate[f as usize] != rate {
+                    self.rate[f as usize] = rate;
+                    self.touch(f);
+                }
+                true
+            }
+            _ => false,
         }
     }
 
@@ -690,6 +735,13 @@ impl Sharing {
     /// [`Sharing::recomputations`] it gives the mean component size.
     pub fn recomputed_flows(&self) -> u64 {
         self.sol.borrow().recomputed_flows
+    }
+
+    /// Solves every component by progressive filling, without the shortcut for components of
+    /// at most one flow (tests compare the two bit for bit).
+    #[cfg(test)]
+    pub(crate) fn general_only(&mut self) {
+        self.sol.get_mut().general_only = true;
     }
 
     /// Marks every link dirty, so that the next query re-solves everything from scratch (a naive

@@ -129,7 +129,9 @@ impl Fabric {
     /// [`Fabric::process_dirty`] with flows marked.
     fn process_dirty_now(&mut self, now: Nanos) {
         let mut dirty = std::mem::take(&mut self.dirty);
-        if dirty.len() * 16 > self.is_dirty.len() {
+        if dirty.len() == 1 {
+            // One flow (a quiet fabric): already in order.
+        } else if dirty.len() * 16 > self.is_dirty.len() {
             // Many (a big component changed): reading the marks in id order beats sorting.
             dirty.clear();
             dirty.extend((0..self.is_dirty.len() as u32).filter(|&f| self.is_dirty[f as usize]));

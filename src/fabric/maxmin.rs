@@ -158,7 +158,9 @@ impl Paths {
         self.inline[f].0 = links.len() as u32;
         if links.len() <= INLINE_LINKS {
             self.inline[f].1[..links.len()].copy_from_slice(links);
-            self.spill[f] = Vec::new();
+            if self.spill[f].capacity() > 0 {
+                self.spill[f] = Vec::new();
+            }
         } else {
             self.spill[f].clear();
             self.spill[f].extend_from_slice(links);
@@ -333,27 +335,35 @@ impl Solution {
                 true
             }
             1 => {
-                let f = self.comp_flows[0];
-                let path = topo.path.get(f as usize);
-                let level = path
-                    .iter()
-                    .map(|&l| topo.capacity[l as usize])
-                    .fold(f64::INFINITY, f64::min);
-                let cap = topo.cap[f as usize];
-                let rate = if cap <= level { cap } else { level };
                 // Links reached but not on the path cannot exist: the search starts on a link
                 // of the flow's and only follows the flow's path.
-                debug_assert_eq!(self.comp_links.len(), path.len());
-                for &l in path {
-                    self.load[l as usize] = rate;
-                }
-                if self.rate[f as usize] != rate {
-                    self.rate[f as usize] = rate;
-                    self.touch(f);
-                }
+                debug_assert_eq!(
+                    self.comp_links.len(),
+                    topo.path.get(self.comp_flows[0] as usize).len()
+                );
+                self.solve_alone(topo, self.comp_flows[0]);
                 true
             }
             _ => false,
+        }
+    }
+
+    /// Solves flow `f`, alone on every link of its (non-empty) path, as progressive filling
+    /// would (see [`Solution::solve_small`]).
+    fn solve_alone(&mut self, topo: &Topology, f: u32) {
+        let path = topo.path.get(f as usize);
+        let level = path
+            .iter()
+            .map(|&l| topo.capacity[l as usize])
+            .fold(f64::INFINITY, f64::min);
+        let cap = topo.cap[f as usize];
+        let rate = if cap <= level { cap } else { level };
+        for &l in path {
+            self.load[l as usize] = rate;
+        }
+        if self.rate[f as usize] != rate {
+            self.rate[f as usize] = rate;
+            self.touch(f);
         }
     }
 
@@ -564,19 +574,32 @@ impl Sharing {
         let p = &mut topo.path_buf;
         p.clear();
         p.extend(path.iter().map(|l| l.0));
-        p.sort_unstable();
-        p.dedup();
+        if !p.is_sorted_by(|a, b| a < b) {
+            p.sort_unstable();
+            p.dedup();
+        }
         topo.path.set(f, p);
+        // A flow alone on links no pending mutation touched is a component of its own: solved
+        // now, with nothing marked for the next refresh (the common case on a quiet fabric).
+        let alone = !sol.general_only
+            && !p.is_empty()
+            && p.iter()
+                .all(|&l| topo.link_flows[l as usize].is_empty() && !sol.is_dirty[l as usize]);
         for &l in p.iter() {
             let list = &mut topo.link_flows[l as usize];
             let pos = list.binary_search(&id).unwrap_err();
             list.insert(pos, id);
-            sol.mark_dirty(l);
+            if !alone {
+                sol.mark_dirty(l);
+            }
         }
         // New flows are reported against a baseline of 0.0.
         sol.reported[f] = 0.0;
         sol.rate[f] = if p.is_empty() { cap } else { 0.0 };
         sol.touch(id);
+        if alone {
+            sol.solve_alone(topo, id);
+        }
         FlowId(id)
     }
 
@@ -595,7 +618,12 @@ impl Sharing {
                 .binary_search(&flow.0)
                 .expect("flow listed on its links");
             list.remove(pos);
-            sol.mark_dirty(l);
+            if list.is_empty() && !sol.is_dirty[l as usize] && !sol.general_only {
+                // An empty link is a component of its own: it carries nothing.
+                sol.load[l as usize] = 0.0;
+            } else {
+                sol.mark_dirty(l);
+            }
         }
         topo.path.set(f, &[]);
         topo.live[f] = false;

@@ -263,10 +263,15 @@ impl Solution {
     }
 
     /// Re-solves every component containing a dirty link, once each.
+    #[inline]
     fn refresh(&mut self, topo: &Topology) {
-        if self.dirty.is_empty() {
-            return;
+        if !self.dirty.is_empty() {
+            self.refresh_dirty(topo);
         }
+    }
+
+    /// [`Solution::refresh`] with dirty links.
+    fn refresh_dirty(&mut self, topo: &Topology) {
         if self.epoch == u32::MAX {
             self.link_epoch.fill(0);
             self.flow_epoch.fill(0);
@@ -725,7 +730,9 @@ impl Sharing {
         let topo = &self.topo;
         let sol = self.sol.get_mut();
         sol.refresh(topo);
-        if sol.touched.len() * 16 > sol.is_touched.len() {
+        if sol.touched.len() <= 1 {
+            // Nothing to order (one flow changed, the common case on a quiet fabric).
+        } else if sol.touched.len() * 16 > sol.is_touched.len() {
             // Many changes (a big component): reading the marks in id order is cheaper than
             // sorting.
             let marks = &sol.is_touched;

@@ -398,10 +398,16 @@ mod tests {
                     (Direction::Out, "tx", "nvlink_tx", "up"),
                     (Direction::In, "rx", "nvlink_rx", "down"),
                 ] {
-                    assert_eq!(LinkName::Nic(nic, d).to_string(), format!("node{a}.nic{b}.{x}"));
+                    assert_eq!(
+                        LinkName::Nic(nic, d).to_string(),
+                        format!("node{a}.nic{b}.{x}")
+                    );
                     let want = format!("node{a}.gpu{b}.{nv}");
                     assert_eq!(LinkName::Nvlink(g, d).to_string(), want);
-                    assert_eq!(LinkName::Switch(a, d).to_string(), format!("switch{a}.{sw}"));
+                    assert_eq!(
+                        LinkName::Switch(a, d).to_string(),
+                        format!("switch{a}.{sw}")
+                    );
                 }
             }
         }

@@ -364,7 +364,9 @@ impl Fabric {
             }
             self.sharing.remove_flow(share);
             self.mutations += 1;
-            self.pending = Some(now);
+            if self.sharing.has_pending() {
+                self.pending = Some(now);
+            }
         }
         self.timers.remove(fi as u32);
         self.free.push(Reverse(fi as u32));

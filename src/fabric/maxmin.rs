@@ -761,6 +761,14 @@ impl Sharing {
         sol.touched.clear();
     }
 
+    /// Whether a mutation left something for [`Sharing::drain_changes`]: a component to
+    /// re-solve, or a flow whose rate may have changed. A flow that leaves links it had alone
+    /// leaves nothing.
+    pub fn has_pending(&mut self) -> bool {
+        let sol = self.sol.get_mut();
+        !sol.dirty.is_empty() || !sol.touched.is_empty()
+    }
+
     /// Number of component recomputations done so far (for the benchmark).
     pub fn recomputations(&self) -> u64 {
         self.sol.borrow().recomputations

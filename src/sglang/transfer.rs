@@ -399,8 +399,14 @@ impl TransferQueues {
             );
             let k = split.min(f.writes).max(1);
             for i in 0..k {
-                // Shares differ by at most one byte / one write.
-                let share = |x: u64| x / k + u64::from(i < x % k);
+                // Shares differ by at most one byte / one write (one flow: no division).
+                let share = |x: u64| {
+                    if k == 1 {
+                        x
+                    } else {
+                        x / k + u64::from(i < x % k)
+                    }
+                };
                 env.fabric.start_transfer(
                     now,
                     src,

@@ -247,6 +247,25 @@ fn only_touched_components_are_recomputed_and_batched() {
     assert_eq!(g.recomputations(), 2);
 }
 
+/// `has_pending` says whether `drain_changes` has anything to do: not after a lone flow left.
+#[test]
+fn pending_work_after_mutations() {
+    let mut s = Sharing::new(vec![10.0; 3]);
+    assert!(!s.has_pending());
+    let a = s.add_flow(&[l(0), l(1)], f64::INFINITY);
+    assert!(s.has_pending(), "a new flow's rate is to be reported");
+    assert_eq!(drain(&mut s).len(), 1);
+    assert!(!s.has_pending());
+    let b = s.add_flow(&[l(1), l(2)], f64::INFINITY);
+    assert_eq!(drain(&mut s).len(), 2);
+    s.remove_flow(b);
+    assert!(s.has_pending(), "`a` gets link 1 back");
+    assert_eq!(drain(&mut s).len(), 1);
+    s.remove_flow(a);
+    assert!(!s.has_pending(), "a flow alone on its links leaves nothing to solve");
+    assert!(drain(&mut s).is_empty());
+}
+
 #[test]
 fn full_recomputation_is_bit_identical() {
     let mut s = Sharing::new(vec![3.0, 7.0, 1.0 / 3.0, 11.0]);

@@ -262,7 +262,10 @@ fn pending_work_after_mutations() {
     assert!(s.has_pending(), "`a` gets link 1 back");
     assert_eq!(drain(&mut s).len(), 1);
     s.remove_flow(a);
-    assert!(!s.has_pending(), "a flow alone on its links leaves nothing to solve");
+    assert!(
+        !s.has_pending(),
+        "a flow alone on its links leaves nothing to solve"
+    );
     assert!(drain(&mut s).is_empty());
 }
 

@@ -68,6 +68,7 @@ impl Fabric {
 
     /// Moves the clock to `now`: applies rate changes of mutations made earlier, and scheduled
     /// link-ups due by `now`.
+    #[inline]
     pub(super) fn advance(&mut self, now: Nanos) {
         assert!(
             now >= self.now,
@@ -77,6 +78,14 @@ impl Fabric {
         if self.pending.is_some_and(|t| t < now) {
             self.flush();
         }
+        if !self.ups.is_empty() {
+            self.raise_due_ups(now);
+        }
+        self.now = now;
+    }
+
+    /// Applies the scheduled link-ups due by `now` (ns).
+    fn raise_due_ups(&mut self, now: Nanos) {
         while let Some(&Reverse((at, _, l))) = self.ups.peek() {
             if at > now {
                 break;
@@ -84,15 +93,19 @@ impl Fabric {
             self.ups.pop();
             self.raise(l);
         }
-        self.now = now;
     }
 
     /// Applies the solver's rate changes at the time of the mutations that caused them: each
     /// changed flow moved at its old rate until then.
+    #[inline]
     pub(super) fn flush(&mut self) {
-        let Some(t) = self.pending.take() else {
-            return;
-        };
+        if let Some(t) = self.pending.take() {
+            self.flush_at(t);
+        }
+    }
+
+    /// [`Fabric::flush`] of mutations made at `t` (ns).
+    fn flush_at(&mut self, t: Nanos) {
         let mut changes = std::mem::take(&mut self.changes);
         changes.clear();
         self.sharing.drain_changes(&mut changes);
@@ -106,9 +119,19 @@ impl Fabric {
     }
 
     /// Computes the next event (ns) of every flow marked dirty and updates the timer heap.
+    #[inline]
     pub(super) fn process_dirty(&mut self, now: Nanos) {
+        if !self.dirty.is_empty() {
+            self.process_dirty_now(now);
+        }
+    }
+
+    /// [`Fabric::process_dirty`] with flows marked.
+    fn process_dirty_now(&mut self, now: Nanos) {
         let mut dirty = std::mem::take(&mut self.dirty);
-        if dirty.len() * 16 > self.is_dirty.len() {
+        if dirty.len() == 1 {
+            // One flow (a quiet fabric): already in order.
+        } else if dirty.len() * 16 > self.is_dirty.len() {
             // Many (a big component changed): reading the marks in id order beats sorting.
             dirty.clear();
             dirty.extend((0..self.is_dirty.len() as u32).filter(|&f| self.is_dirty[f as usize]));
@@ -341,7 +364,9 @@ impl Fabric {
             }
             self.sharing.remove_flow(share);
             self.mutations += 1;
-            self.pending = Some(now);
+            if self.sharing.has_pending() {
+                self.pending = Some(now);
+            }
         }
         self.timers.remove(fi as u32);
         self.free.push(Reverse(fi as u32));

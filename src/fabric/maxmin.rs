@@ -158,7 +158,9 @@ impl Paths {
         self.inline[f].0 = links.len() as u32;
         if links.len() <= INLINE_LINKS {
             self.inline[f].1[..links.len()].copy_from_slice(links);
-            self.spill[f] = Vec::new();
+            if self.spill[f].capacity() > 0 {
+                self.spill[f] = Vec::new();
+            }
         } else {
             self.spill[f].clear();
             self.spill[f].extend_from_slice(links);
@@ -207,6 +209,9 @@ struct Solution {
     heap: BinaryHeap<Reverse<(u64, u32)>>,
     /// Unfrozen flows left in the component being solved.
     left: usize,
+    /// Solve every component with progressive filling, small ones included (tests compare the
+    /// shortcuts of [`Solution::solve_small`] with it).
+    general_only: bool,
 }
 
 fn check_capacity(capacity: f64) -> f64 {
@@ -258,10 +263,15 @@ impl Solution {
     }
 
     /// Re-solves every component containing a dirty link, once each.
+    #[inline]
     fn refresh(&mut self, topo: &Topology) {
-        if self.dirty.is_empty() {
-            return;
+        if !self.dirty.is_empty() {
+            self.refresh_dirty(topo);
         }
+    }
+
+    /// [`Solution::refresh`] with dirty links.
+    fn refresh_dirty(&mut self, topo: &Topology) {
         if self.epoch == u32::MAX {
             self.link_epoch.fill(0);
             self.flow_epoch.fill(0);
@@ -274,7 +284,9 @@ impl Solution {
                 continue; // its component was already solved in this refresh
             }
             self.collect_component(topo, start);
-            self.solve_component(topo);
+            if self.general_only || !self.solve_small(topo) {
+                self.solve_component(topo);
+            }
             self.recomputations += 1;
             self.recomputed_flows += self.comp_flows.len() as u64;
         }
@@ -309,6 +321,54 @@ impl Solution {
                     }
                 }
             }
+        }
+    }
+
+    /// Solves a component of at most one flow directly, with the bits progressive filling gives
+    /// (most components of a lightly loaded fabric: a flow alone on its NICs, or the links a
+    /// flow just left); returns whether it did. Alone, the flow's share on each link is the
+    /// link's capacity (`C / 1`, exact), the level is the smallest of them, and the flow's cap
+    /// wins ties (`cap_level <= link_level`); each link then carries `0.0 + 1.0 × rate`, i.e.
+    /// the rate. Capacities are `>= +0.0`, so `min` and the heap's bit order agree. The working
+    /// state (`rem_*`, `unfrozen`, `frozen`) is only read inside a solve, after its own reset.
+    fn solve_small(&mut self, topo: &Topology) -> bool {
+        match self.comp_flows.len() {
+            0 => {
+                for &l in &self.comp_links {
+                    self.load[l as usize] = 0.0;
+                }
+                true
+            }
+            1 => {
+                // Links reached but not on the path cannot exist: the search starts on a link
+                // of the flow's and only follows the flow's path.
+                debug_assert_eq!(
+                    self.comp_links.len(),
+                    topo.path.get(self.comp_flows[0] as usize).len()
+                );
+                self.solve_alone(topo, self.comp_flows[0]);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Solves flow `f`, alone on every link of its (non-empty) path, as progressive filling
+    /// would (see [`Solution::solve_small`]).
+    fn solve_alone(&mut self, topo: &Topology, f: u32) {
+        let path = topo.path.get(f as usize);
+        let level = path
+            .iter()
+            .map(|&l| topo.capacity[l as usize])
+            .fold(f64::INFINITY, f64::min);
+        let cap = topo.cap[f as usize];
+        let rate = if cap <= level { cap } else { level };
+        for &l in path {
+            self.load[l as usize] = rate;
+        }
+        if self.rate[f as usize] != rate {
+            self.rate[f as usize] = rate;
+            self.touch(f);
         }
     }
 
@@ -519,19 +579,32 @@ impl Sharing {
         let p = &mut topo.path_buf;
         p.clear();
         p.extend(path.iter().map(|l| l.0));
-        p.sort_unstable();
-        p.dedup();
+        if !p.is_sorted_by(|a, b| a < b) {
+            p.sort_unstable();
+            p.dedup();
+        }
         topo.path.set(f, p);
+        // A flow alone on links no pending mutation touched is a component of its own: solved
+        // now, with nothing marked for the next refresh (the common case on a quiet fabric).
+        let alone = !sol.general_only
+            && !p.is_empty()
+            && p.iter()
+                .all(|&l| topo.link_flows[l as usize].is_empty() && !sol.is_dirty[l as usize]);
         for &l in p.iter() {
             let list = &mut topo.link_flows[l as usize];
             let pos = list.binary_search(&id).unwrap_err();
             list.insert(pos, id);
-            sol.mark_dirty(l);
+            if !alone {
+                sol.mark_dirty(l);
+            }
         }
         // New flows are reported against a baseline of 0.0.
         sol.reported[f] = 0.0;
         sol.rate[f] = if p.is_empty() { cap } else { 0.0 };
         sol.touch(id);
+        if alone {
+            sol.solve_alone(topo, id);
+        }
         FlowId(id)
     }
 
@@ -550,7 +623,12 @@ impl Sharing {
                 .binary_search(&flow.0)
                 .expect("flow listed on its links");
             list.remove(pos);
-            sol.mark_dirty(l);
+            if list.is_empty() && !sol.is_dirty[l as usize] && !sol.general_only {
+                // An empty link is a component of its own: it carries nothing.
+                sol.load[l as usize] = 0.0;
+            } else {
+                sol.mark_dirty(l);
+            }
         }
         topo.path.set(f, &[]);
         topo.live[f] = false;
@@ -652,7 +730,9 @@ impl Sharing {
         let topo = &self.topo;
         let sol = self.sol.get_mut();
         sol.refresh(topo);
-        if sol.touched.len() * 16 > sol.is_touched.len() {
+        if sol.touched.len() <= 1 {
+            // Nothing to order (one flow changed, the common case on a quiet fabric).
+        } else if sol.touched.len() * 16 > sol.is_touched.len() {
             // Many changes (a big component): reading the marks in id order is cheaper than
             // sorting.
             let marks = &sol.is_touched;
@@ -681,6 +761,14 @@ impl Sharing {
         sol.touched.clear();
     }
 
+    /// Whether a mutation left something for [`Sharing::drain_changes`]: a component to
+    /// re-solve, or a flow whose rate may have changed. A flow that leaves links it had alone
+    /// leaves nothing.
+    pub fn has_pending(&mut self) -> bool {
+        let sol = self.sol.get_mut();
+        !sol.dirty.is_empty() || !sol.touched.is_empty()
+    }
+
     /// Number of component recomputations done so far (for the benchmark).
     pub fn recomputations(&self) -> u64 {
         self.sol.borrow().recomputations
@@ -690,6 +778,13 @@ impl Sharing {
     /// [`Sharing::recomputations`] it gives the mean component size.
     pub fn recomputed_flows(&self) -> u64 {
         self.sol.borrow().recomputed_flows
+    }
+
+    /// Solves every component by progressive filling, without the shortcut for components of
+    /// at most one flow (tests compare the two bit for bit).
+    #[cfg(test)]
+    pub(crate) fn general_only(&mut self) {
+        self.sol.get_mut().general_only = true;
     }
 
     /// Marks every link dirty, so that the next query re-solves everything from scratch (a naive

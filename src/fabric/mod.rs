@@ -370,8 +370,8 @@ impl Fabric {
             start_ns: now,
             deadline_ns: deadline,
             phase: Phase::Latency { until },
-            // Placeholder: the path is chosen when the latency is paid.
-            path: self.layout.nvlink_path(src, src),
+            // The path is chosen when the latency is paid.
+            path: Path::EMPTY,
             remaining: bytes as f64,
             rate: 0.0,
             keep: 1.0,

@@ -180,6 +180,12 @@ pub(crate) struct Path {
 }
 
 impl Path {
+    /// No links: the path of a flow that is not moving (never read until it moves).
+    pub(crate) const EMPTY: Path = Path {
+        links: [LinkIdx(0); MAX_PATH],
+        len: 0,
+    };
+
     fn new(links: &[LinkIdx]) -> Self {
         let mut p = Self {
             links: [LinkIdx(0); MAX_PATH],

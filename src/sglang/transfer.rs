@@ -304,15 +304,14 @@ impl TransferQueues {
                     });
                 }
             }
-            return self.advance(me, lane, env);
+            return self.advance(me, lane, rank, env);
         }
     }
 
     /// Starts the active chunk's next non-dummy target (§3.1 steps 1–4): the blacklist check,
     /// then the plan's check for that target (raise → the worker dies; rc −1 → the session is
     /// blacklisted on this rank and the room fails), then the batch.
-    fn advance(&mut self, me: PrefillId, lane: ShardId, env: &mut KickEnv) -> Kick {
-        let rank = self.rank_of(lane);
+    fn advance(&mut self, me: PrefillId, lane: ShardId, rank: u32, env: &mut KickEnv) -> Kick {
         let a = self.shards[lane].active.as_mut().expect("an active chunk");
         let job = a.job;
         let Some(req) = env.reqs.get(job.req).filter(|r| r.sender != KvPoll::Failed) else {
@@ -400,8 +399,14 @@ impl TransferQueues {
             );
             let k = split.min(f.writes).max(1);
             for i in 0..k {
-                // Shares differ by at most one byte / one write.
-                let share = |x: u64| x / k + u64::from(i < x % k);
+                // Shares differ by at most one byte / one write (one flow: no division).
+                let share = |x: u64| {
+                    if k == 1 {
+                        x
+                    } else {
+                        x / k + u64::from(i < x % k)
+                    }
+                };
                 env.fabric.start_transfer(
                     now,
                     src,

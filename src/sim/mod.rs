@@ -644,7 +644,11 @@ impl<'a> World<'a> {
             wake.clear();
             std::mem::swap(&mut wake, &mut self.wake);
         }
-        self.wake = wake;
+        // Both lists are empty here: keep the one with an allocation, so the next mark does
+        // not allocate again.
+        if wake.capacity() > self.wake.capacity() {
+            self.wake = wake;
+        }
     }
 
     /// Turns decode-step coalescing off (`false`) for every decode instance, or back on where

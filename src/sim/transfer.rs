@@ -33,25 +33,30 @@ impl World<'_> {
     /// queue `sum(session ports of the decode ranks it serves for the room) % queue_size`.
     /// The request counts one chunk in flight per rank.
     pub(super) fn enqueue_chunk(&mut self, p: PrefillId, job: ChunkJob) {
-        let plan = &self.plans[p][job.decode];
         let decode = self.decodes[job.decode].core.instance.0;
-        let ranks = plan.prefill_layouts().len() as u32;
-        let qs = self.sc.sglang.queue_size;
-        let mut lanes = Vec::with_capacity(ranks as usize);
-        for rank in 0..ranks {
-            let queue = super::rank_queue(plan, decode, rank, qs);
-            lanes.push(self.transfers[p].lane(rank, queue));
-        }
+        let ranks = self.plans[p][job.decode].prefill_layouts().len() as u32;
         if let Some(req) = self.reqs.get_mut(job.req) {
             // `on_prefill_step_done` counted the chunk once; every further rank adds one.
             req.chunks_in_flight += ranks - 1;
         }
-        for &l in &lanes {
+        // Every rank's lane gets the chunk before any worker moves (the lane is recomputed,
+        // cheaply, rather than kept in a list allocated per chunk).
+        for rank in 0..ranks {
+            let l = self.chunk_lane(p, job, decode, rank);
             self.transfers[p].push(l, job);
         }
-        for l in lanes {
+        for rank in 0..ranks {
+            let l = self.chunk_lane(p, job, decode, rank);
             self.kick_shard(p, l);
         }
+    }
+
+    /// The lane of prefill `p`'s rank `rank` that a chunk to decode instance number `decode`
+    /// goes on.
+    fn chunk_lane(&self, p: PrefillId, job: ChunkJob, decode: u32, rank: u32) -> ShardId {
+        let plan = &self.plans[p][job.decode];
+        let queue = super::rank_queue(plan, decode, rank, self.sc.sglang.queue_size);
+        self.transfers[p].lane(rank, queue)
     }
 
     /// Lets the lane's worker send its next batch, failing rooms as it meets errors.

@@ -470,6 +470,7 @@ impl StepModel {
 
     /// [`StepModel::forward_s`] of a decode-only forward over `context_tokens`, from the
     /// batch's cached `terms`: seconds, bit-identical to the uncached call.
+    #[inline]
     pub fn decode_s_with(&self, t: &DecodeTerms, context_tokens: u64) -> f64 {
         if t.empty {
             return 0.0;

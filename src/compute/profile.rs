@@ -372,6 +372,26 @@ pub struct DecodeCache {
     terms: Vec<Option<crate::compute::model::DecodeTerms>>,
 }
 
+/// One batch size's decode step, from [`StepTimes::decode_step`].
+#[derive(Clone, Copy, Debug)]
+pub enum DecodeStep<'a> {
+    /// The calibrated model with the batch's cached terms.
+    Model(&'a StepModel, crate::compute::model::DecodeTerms),
+    /// A measured profile and the batch size.
+    Measured(&'a MeasuredProfile, u32),
+}
+
+impl DecodeStep<'_> {
+    /// [`StepTimes::decode_ns`] of this batch over `context_tokens`, bit for bit, ns.
+    #[inline]
+    pub fn ns(&self, context_tokens: u64) -> Nanos {
+        match self {
+            Self::Model(m, t) => ns_from_secs_ceil(m.decode_s_with(t, context_tokens)),
+            Self::Measured(p, batch) => p.decode_ns(*batch, context_tokens),
+        }
+    }
+}
+
 /// Where an instance's step times come from: the calibrated model or a measured profile.
 #[derive(Clone, Debug)]
 // One per instance, never moved in a hot path: boxing the model would only add an indirection
@@ -420,6 +440,12 @@ impl StepTimes {
         batch: u32,
         context_tokens: u64,
     ) -> Nanos {
+        self.decode_step(cache, batch).ns(context_tokens)
+    }
+
+    /// The decode step of `batch` sequences at any context ([`DecodeStep::ns`]), its
+    /// batch-size terms taken from `cache` once: a coalesced run's steps share one batch.
+    pub fn decode_step(&self, cache: &mut DecodeCache, batch: u32) -> DecodeStep<'_> {
         match self {
             Self::Model(m) => {
                 let i = batch as usize;
@@ -427,9 +453,9 @@ impl StepTimes {
                     cache.terms.resize(i + 1, None);
                 }
                 let t = *cache.terms[i].get_or_insert_with(|| m.decode_terms(batch));
-                ns_from_secs_ceil(m.decode_s_with(&t, context_tokens))
+                DecodeStep::Model(m, t)
             }
-            Self::Measured(p) => p.decode_ns(batch, context_tokens),
+            Self::Measured(p) => DecodeStep::Measured(p, batch),
         }
     }
 

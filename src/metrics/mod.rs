@@ -205,6 +205,11 @@ pub trait Sink {
     fn timeseries(&mut self, row: &TimeseriesRow) -> std::io::Result<()>;
     /// One link-second.
     fn link(&mut self, row: &LinkRow) -> std::io::Result<()>;
+    /// Whether this sink keeps link rows: the sampler builds none for a sink that drops them
+    /// (naming a link costs a formatted string per link and second).
+    fn wants_links(&self) -> bool {
+        true
+    }
 }
 
 /// A [`Sink`] that drops every row: `pdsim run --summary-only` and sweeps, where only the
@@ -221,6 +226,9 @@ impl Sink for NullSink {
     }
     fn link(&mut self, _: &LinkRow) -> std::io::Result<()> {
         Ok(())
+    }
+    fn wants_links(&self) -> bool {
+        false
     }
 }
 

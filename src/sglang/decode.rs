@@ -78,8 +78,11 @@ pub struct DecodeServer {
     pub virtual_left: u32,
     /// When the running step ends, ns.
     pub step_end: Nanos,
-    /// The planned durations of the run's steps still to start, ns, in order.
-    planned: VecDeque<Nanos>,
+    /// The planned durations of the run's steps after the first, ns, in order; the next
+    /// virtual step takes `planned[next_planned]`.
+    planned: Vec<Nanos>,
+    /// How many of `planned` have started.
+    next_planned: usize,
     /// How many steps the next run may plan: doubled after a run that ran to its end, halved
     /// after one that was cut, so the planning a cut throws away stays near the steps a run
     /// actually covers.
@@ -121,7 +124,8 @@ impl DecodeServer {
             coalesce: false,
             virtual_left: 0,
             step_end: 0,
-            planned: VecDeque::new(),
+            planned: Vec::new(),
+            next_planned: 0,
             horizon: MIN_RUN_STEPS,
             cut: false,
             full: false,
@@ -184,9 +188,8 @@ impl DecodeServer {
     /// one forward produces a token for every running request. Retracted requests go to
     /// `retracted` (their prefill must count them again).
     ///
-    /// A step that starts at `now` inside a coalesced run (`virtual_left > 0`) schedules
-    /// nothing: the run's event is already in the queue. Otherwise the step plans a run
-    /// ([`DecodeServer::plan_run`]) and schedules its end.
+    /// The step plans a run ([`DecodeServer::plan_run`]) and schedules its end; the steps
+    /// inside a run start in [`DecodeServer::virtual_step`].
     pub fn start_step(
         &mut self,
         (me, now): (DecodeId, Nanos),
@@ -224,25 +227,18 @@ impl DecodeServer {
             let step = self.steps_done + 1;
             let need = self.phase[(step % u64::from(self.core.page_size)) as usize];
             if self.core.pages.grow(need) {
-                if self.virtual_left > 0 {
-                    self.need_left -= u64::from(need);
-                }
                 break;
             }
             let &(_, _, victim) = self.batch_order.last().expect("running > 0");
             self.retract(victim, reqs, q, bootstrap_timeout_ns);
             retracted.push(victim);
         }
-        // Inside a run the step's duration was computed when the run was planned, from the
-        // same batch and context.
-        let dt = match self.planned.pop_front() {
-            Some(dt) if self.virtual_left > 0 => dt,
-            _ => self.core.step.decode_ns_cached(
-                &mut self.step_cache,
-                self.running,
-                self.context_tokens,
-            ),
-        };
+        debug_assert_eq!(self.virtual_left, 0, "a run's steps start in virtual_step");
+        let dt = self.core.step.decode_ns_cached(
+            &mut self.step_cache,
+            self.running,
+            self.context_tokens,
+        );
         debug_assert_eq!(
             dt,
             self.core.step.decode_ns(self.running, self.context_tokens)
@@ -250,9 +246,6 @@ impl DecodeServer {
         self.core.start_busy(now);
         self.step_started = now;
         self.step_end = now.saturating_add(dt);
-        if self.virtual_left > 0 {
-            return;
-        }
         let end = self.plan_run();
         self.core.step_key = Some(q.schedule_keyed(end, Event::DecodeStepDone { decode: me }));
     }
@@ -266,6 +259,7 @@ impl DecodeServer {
     fn plan_run(&mut self) -> Nanos {
         self.virtual_left = 0;
         self.planned.clear();
+        self.next_planned = 0;
         // Planning past the next touch is work thrown away: the horizon follows how far runs
         // actually get.
         let (cut, full) = (
@@ -291,21 +285,24 @@ impl DecodeServer {
         let start = avail;
         let ps = u64::from(self.core.page_size);
         let (running, mut ctx, mut end) = (self.running, self.context_tokens, self.step_end);
+        // The batch is the run's: its terms are looked up once.
+        let step = self.core.step.decode_step(&mut self.step_cache, running);
+        // The phase of step k + 1, walked without a division per step.
+        let mut at = ((first + 1) % ps) as usize;
         let mut k = first;
         while k < last {
             // Step k ends without an event; step k + 1 starts and grows its pages.
-            let need = u64::from(self.phase[((k + 1) % ps) as usize]);
+            let need = u64::from(self.phase[at]);
             if need > avail {
                 break;
             }
+            at = if at + 1 == self.phase.len() { 0 } else { at + 1 };
             avail -= need;
             ctx += u64::from(running);
-            let dt = self
-                .core
-                .step
-                .decode_ns_cached(&mut self.step_cache, running, ctx);
+            let dt = step.ns(ctx);
+            debug_assert_eq!(dt, self.core.step.decode_ns(running, ctx));
             end = end.saturating_add(dt);
-            self.planned.push_back(dt);
+            self.planned.push(dt);
             k += 1;
         }
         self.virtual_left = (k - first) as u32;
@@ -330,26 +327,51 @@ impl DecodeServer {
     }
 
     /// Materializes the next step end of a coalesced run, at `step_end`: exactly what the
-    /// step's own event would have done — [`DecodeServer::step_done`] (no request finishes
-    /// inside a run) and the next [`DecodeServer::start_step`] (nobody joins, the growth fits)
-    /// — keeping the run's scheduled event. Returns the step's end, ns.
-    pub fn virtual_step(
-        &mut self,
-        me: DecodeId,
-        reqs: &mut Requests,
-        q: &mut EventQueue<Event>,
-        itl: &mut Histogram,
-    ) -> Nanos {
+    /// step's own event would have done — [`DecodeServer::step_done`] and the next
+    /// [`DecodeServer::start_step`] — in the few lines left of them inside a run, where no
+    /// request finishes, nobody joins, the planned pages are free and the step's duration was
+    /// planned; the run's scheduled event stays. Returns the step's end, ns.
+    pub fn virtual_step(&mut self, reqs: &Requests, itl: &mut Histogram) -> Nanos {
         let now = self.step_end;
-        let key = self.core.step_key;
-        let mut none = Vec::new();
-        self.step_done(now, reqs, itl, &mut none);
-        assert!(none.is_empty(), "a request finished inside a coalesced run");
-        self.core.step_key = key;
-        self.start_step((me, now), reqs, q, 0, &mut none);
-        assert!(none.is_empty(), "a coalesced run retracted");
+        let running = u64::from(self.running);
+        // The step ends (`step_done`; busy stays on: the next step starts at once).
+        self.steps_done += 1;
+        self.context_tokens += running;
+        let tick = &mut self.core.tick;
+        tick.tokens += running;
+        tick.busy_ns += now - tick.busy_since;
+        tick.busy_since = now;
+        self.record_itl(now, reqs, itl);
+        debug_assert!(
+            self.finishing.peek().is_none_or(|e| e.0.0 > self.steps_done),
+            "a request finished inside a coalesced run"
+        );
+        // The next starts (`start_step`): its pages, its planned duration.
+        let ps = u64::from(self.core.page_size);
+        let need = self.phase[((self.steps_done + 1) % ps) as usize];
+        if need > 0 {
+            assert!(self.core.pages.grow(need), "a coalesced run retracted");
+            self.need_left -= u64::from(need);
+        }
+        let dt = self.planned[self.next_planned];
+        self.next_planned += 1;
+        self.step_started = now;
+        self.step_end = now.saturating_add(dt);
         self.virtual_left -= 1;
         now
+    }
+
+    /// The inter-token latencies of the step that ended at `now`: one per running request; a
+    /// request's first decoded token follows the prefill's token by the wait to join plus this
+    /// step.
+    fn record_itl(&mut self, now: Nanos, reqs: &Requests, itl: &mut Histogram) {
+        let dt = now - self.step_started;
+        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        for r in self.joined.drain(..) {
+            if let Some(ft) = reqs.get(r).and_then(|q| q.row.first_token_ns) {
+                itl.record(now - ft);
+            }
+        }
     }
 
     /// Ends the current run at the running step, whose end gets the run's event: something
@@ -360,6 +382,7 @@ impl DecodeServer {
         }
         self.virtual_left = 0;
         self.planned.clear();
+        self.next_planned = 0;
         self.cut = true;
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
@@ -446,15 +469,7 @@ impl DecodeServer {
         self.core.end_busy(now);
         self.context_tokens += u64::from(self.running);
         self.core.tick.tokens += u64::from(self.running);
-        let dt = now - self.step_started;
-        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
-        // A request's first decoded token follows the prefill's token by the wait to join plus
-        // this step.
-        for r in self.joined.drain(..) {
-            if let Some(ft) = reqs.get(r).and_then(|q| q.row.first_token_ns) {
-                itl.record(now - ft);
-            }
-        }
+        self.record_itl(now, reqs, itl);
         while let Some(&Reverse((step, join, r))) = self.finishing.peek() {
             if step > self.steps_done {
                 break;
@@ -472,6 +487,7 @@ impl DecodeServer {
     pub fn crash(&mut self, q: &mut EventQueue<Event>) {
         self.virtual_left = 0;
         self.planned.clear();
+        self.next_planned = 0;
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
         }
@@ -607,7 +623,7 @@ mod tests {
         while let Some((now, _)) = q.pop() {
             events += 1;
             while d.virtual_left > 0 && d.step_end <= now {
-                let t = d.virtual_step(DecodeId(0), &mut reqs, &mut q, &mut itl);
+                let t = d.virtual_step(&reqs, &mut itl);
                 let free = d.core.pages.available();
                 seen.push((t, d.steps_done, d.context_tokens, free));
             }

@@ -475,7 +475,12 @@ impl StepModel {
         if t.empty {
             return 0.0;
         }
-        let ctx = context_tokens as f64;
+        // The same value as `context_tokens as f64` (both round the same integer), in one
+        // instruction where the unsigned conversion takes several.
+        let ctx = match i64::try_from(context_tokens) {
+            Ok(c) => c as f64,
+            Err(_) => context_tokens as f64,
+        };
         let flops = t.flops0 + self.decode_pair_flops * ctx;
         let t_compute = flops / t.compute_denom;
         let kv_bytes = self.kv_bytes_per_token_gpu * ctx + t.state_bytes;

@@ -22,6 +22,7 @@ pub struct Histogram {
     max: u64,
 }
 
+#[inline]
 fn index_of(v: u64) -> usize {
     if v < EXACT {
         return v as usize;
@@ -58,15 +59,16 @@ impl Histogram {
     }
 
     /// Records `value` `n` times (a decode step's inter-token latency for every request in it).
+    #[inline]
     pub fn record_n(&mut self, value: u64, n: u64) {
         if n == 0 {
             return;
         }
         let i = index_of(value);
-        if i >= self.counts.len() {
-            self.counts.resize(i + 1, 0);
+        match self.counts.get_mut(i) {
+            Some(c) => *c += n,
+            None => self.grow_to(i, n),
         }
-        self.counts[i] += n;
         if self.count == 0 {
             self.min = value;
             self.max = value;
@@ -76,6 +78,13 @@ impl Histogram {
         }
         self.count += n;
         self.sum += u128::from(value) * u128::from(n);
+    }
+
+    /// Extends the counters to bucket `i`, which gets `n` (a value beyond every bucket so far).
+    #[cold]
+    fn grow_to(&mut self, i: usize, n: u64) {
+        self.counts.resize(i + 1, 0);
+        self.counts[i] = n;
     }
 
     /// Values recorded.

@@ -83,6 +83,9 @@ pub struct DecodeServer {
     planned: Vec<Nanos>,
     /// How many of `planned` have started.
     next_planned: usize,
+    /// `phase` index of the step after the running one inside a run (`(steps_done + 2) %
+    /// page_size`), walked instead of divided.
+    next_phase: usize,
     /// How many steps the next run may plan: doubled after a run that ran to its end, halved
     /// after one that was cut, so the planning a cut throws away stays near the steps a run
     /// actually covers.
@@ -126,6 +129,7 @@ impl DecodeServer {
             step_end: 0,
             planned: Vec::new(),
             next_planned: 0,
+            next_phase: 0,
             horizon: MIN_RUN_STEPS,
             cut: false,
             full: false,
@@ -306,6 +310,7 @@ impl DecodeServer {
             k += 1;
         }
         self.virtual_left = (k - first) as u32;
+        self.next_phase = ((first + 1) % ps) as usize;
         self.need_left = start - avail;
         self.full = k == first + self.horizon;
         end
@@ -331,6 +336,7 @@ impl DecodeServer {
     /// [`DecodeServer::start_step`] — in the few lines left of them inside a run, where no
     /// request finishes, nobody joins, the planned pages are free and the step's duration was
     /// planned; the run's scheduled event stays. Returns the step's end, ns.
+    #[inline]
     pub fn virtual_step(&mut self, reqs: &Requests, itl: &mut Histogram) -> Nanos {
         let now = self.step_end;
         let running = u64::from(self.running);
@@ -341,14 +347,23 @@ impl DecodeServer {
         tick.tokens += running;
         tick.busy_ns += now - tick.busy_since;
         tick.busy_since = now;
-        self.record_itl(now, reqs, itl);
+        if self.joined.is_empty() {
+            itl.record_n(now - self.step_started, running);
+        } else {
+            self.record_itl(now, reqs, itl);
+        }
         debug_assert!(
             self.finishing.peek().is_none_or(|e| e.0.0 > self.steps_done),
             "a request finished inside a coalesced run"
         );
         // The next starts (`start_step`): its pages, its planned duration.
-        let ps = u64::from(self.core.page_size);
-        let need = self.phase[((self.steps_done + 1) % ps) as usize];
+        let at = self.next_phase;
+        debug_assert_eq!(
+            at as u64,
+            (self.steps_done + 1) % u64::from(self.core.page_size)
+        );
+        self.next_phase = if at + 1 == self.phase.len() { 0 } else { at + 1 };
+        let need = self.phase[at];
         if need > 0 {
             assert!(self.core.pages.grow(need), "a coalesced run retracted");
             self.need_left -= u64::from(need);
@@ -359,6 +374,71 @@ impl DecodeServer {
         self.step_end = now.saturating_add(dt);
         self.virtual_left -= 1;
         now
+    }
+
+    /// [`DecodeServer::virtual_step`] for every step end of the run at or before `t`, in one
+    /// pass: what only adds up (steps, context, tokens, busy time) is added once for them all,
+    /// and each step keeps what is its own (its inter-token latency, the pages its successor
+    /// opens). `each(end, used_pages)` sees every step end in order, after the next step took
+    /// its pages, as an observer of that step's event would. Returns the steps materialized.
+    #[inline]
+    pub fn virtual_steps(
+        &mut self,
+        t: Nanos,
+        reqs: &Requests,
+        itl: &mut Histogram,
+        mut each: impl FnMut(Nanos, u32),
+    ) -> u32 {
+        if self.virtual_left == 0 || self.step_end > t {
+            return 0;
+        }
+        let mut done = 0;
+        // Requests that joined at the run's first step record their first token's latency:
+        // that step alone goes the single-step way.
+        if !self.joined.is_empty() {
+            let end = self.virtual_step(reqs, itl);
+            each(end, self.core.pages.used());
+            done = 1;
+        }
+        let running = u64::from(self.running);
+        let (from, left) = (self.next_planned, self.virtual_left as usize);
+        let plan = &self.planned[from..from + left];
+        let (mut end, mut started, mut at) = (self.step_end, self.step_started, self.next_phase);
+        let (mut used, mut grown, mut k) = (self.core.pages.used(), 0u64, 0);
+        while k < left && end <= t {
+            itl.record_n(end - started, running);
+            // The next step starts and takes the pages its tokens open.
+            let need = self.phase[at];
+            at = if at + 1 == self.phase.len() { 0 } else { at + 1 };
+            if need > 0 {
+                assert!(self.core.pages.grow(need), "a coalesced run retracted");
+                used += need;
+                grown += u64::from(need);
+            }
+            each(end, used);
+            started = end;
+            end = end.saturating_add(plan[k]);
+            k += 1;
+        }
+        let steps = k as u64;
+        self.steps_done += steps;
+        self.context_tokens += steps * running;
+        let tick = &mut self.core.tick;
+        tick.tokens += steps * running;
+        // Each step adds its end less the previous one: together, the last end less the start.
+        tick.busy_ns += started - tick.busy_since;
+        tick.busy_since = started;
+        self.step_started = started;
+        self.step_end = end;
+        self.next_phase = at;
+        self.next_planned += k;
+        self.virtual_left -= k as u32;
+        self.need_left -= grown;
+        debug_assert!(
+            self.finishing.peek().is_none_or(|e| e.0.0 > self.steps_done),
+            "a request finished inside a coalesced run"
+        );
+        done + k as u32
     }
 
     /// The inter-token latencies of the step that ended at `now`: one per running request; a

@@ -76,11 +76,16 @@ impl Gauge {
 /// The share of `core`'s KV pages in use (0 for a pool of none).
 #[inline]
 fn kv_share(core: &Core) -> f64 {
-    let total = core.pages.total();
+    share(core.pages.used(), core.pages.total())
+}
+
+/// `used` of `total` pages as a share (0 for a pool of none).
+#[inline]
+fn share(used: u32, total: u32) -> f64 {
     if total == 0 {
         0.0
     } else {
-        f64::from(core.pages.used()) / f64::from(total)
+        f64::from(used) / f64::from(total)
     }
 }
 
@@ -165,14 +170,25 @@ impl World<'_> {
         let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
         let dec = &mut self.decodes[d];
         let (running, queued) = (dec.running, (dec.prealloc.len() + dec.ready.len()) as u32);
+        let total = dec.core.pages.total();
         let g = &mut self.sampler.gauges[dec.core.instance.idx()];
-        while dec.virtual_left > 0 && dec.step_end <= t {
+        // Step ends increase: the ones inside the arrival window come first.
+        let (mut last, mut first, mut in_window) = (0, 0, 0u64);
+        let itl = &mut self.collector.itl;
+        dec.virtual_steps(t, &self.reqs, itl, |at, used| {
+            if at <= end {
+                first = if in_window == 0 { at } else { first };
+                in_window += 1;
+            }
+            g.observe(at, end, running, queued, share(used, total));
+            last = at;
+        });
+        // Their tokens, as each step's `tokens_generated` would have counted them.
+        if in_window > 0 {
             self.collector
-                .tokens_generated(dec.step_end, u64::from(running));
-            let at = dec.virtual_step(&self.reqs, &mut self.collector.itl);
-            self.materialized_ns = self.materialized_ns.max(at);
-            g.observe(at, end, running, queued, kv_share(&dec.core));
+                .tokens_generated(first, in_window * u64::from(running));
         }
+        self.materialized_ns = self.materialized_ns.max(last);
     }
 
     /// Every instance, in result order.

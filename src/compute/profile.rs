@@ -369,14 +369,17 @@ impl MeasuredProfile {
 /// [`StepTimes::decode_ns_cached`]; one per decode server (index: batch size).
 #[derive(Clone, Debug, Default)]
 pub struct DecodeCache {
-    terms: Vec<Option<crate::compute::model::DecodeTerms>>,
+    /// The batch's terms, and whether they allow the plain evaluation
+    /// ([`StepModel::decode_plain_ok`]).
+    terms: Vec<Option<(crate::compute::model::DecodeTerms, bool)>>,
 }
 
 /// One batch size's decode step, from [`StepTimes::decode_step`].
 #[derive(Clone, Copy, Debug)]
 pub enum DecodeStep<'a> {
-    /// The calibrated model with the batch's cached terms.
-    Model(&'a StepModel, crate::compute::model::DecodeTerms),
+    /// The calibrated model with the batch's cached terms, and whether they allow the plain
+    /// evaluation ([`StepModel::decode_plain_ok`]).
+    Model(&'a StepModel, crate::compute::model::DecodeTerms, bool),
     /// A measured profile and the batch size.
     Measured(&'a MeasuredProfile, u32),
 }
@@ -386,7 +389,9 @@ impl DecodeStep<'_> {
     #[inline]
     pub fn ns(&self, context_tokens: u64) -> Nanos {
         match self {
-            Self::Model(m, t) => secs_to_ns_ceil(m.decode_s_with(t, context_tokens)),
+            // Plain terms give a finite, non-negative duration: nothing to check.
+            Self::Model(m, t, true) => ceil_secs_to_ns(m.decode_s_plain(t, context_tokens)),
+            Self::Model(m, t, false) => secs_to_ns_ceil(m.decode_s_with(t, context_tokens)),
             Self::Measured(p, batch) => p.decode_ns(*batch, context_tokens),
         }
     }
@@ -401,6 +406,12 @@ fn secs_to_ns_ceil(seconds: f64) -> Nanos {
         seconds >= 0.0 && seconds < f64::INFINITY,
         "a duration must be finite and non-negative, got {seconds} s"
     );
+    ceil_secs_to_ns(seconds)
+}
+
+/// [`secs_to_ns_ceil`] of a duration known to be finite and non-negative.
+#[inline]
+fn ceil_secs_to_ns(seconds: f64) -> Nanos {
     let x = seconds * crate::engine::NS_PER_S as f64;
     if x < 9_223_372_036_854_775_808.0 {
         let t = x as i64;
@@ -470,8 +481,11 @@ impl StepTimes {
                 if i >= cache.terms.len() {
                     cache.terms.resize(i + 1, None);
                 }
-                let t = *cache.terms[i].get_or_insert_with(|| m.decode_terms(batch));
-                DecodeStep::Model(m, t)
+                let (t, plain) = *cache.terms[i].get_or_insert_with(|| {
+                    let t = m.decode_terms(batch);
+                    (t, m.decode_plain_ok(&t))
+                });
+                DecodeStep::Model(m, t, plain)
             }
             Self::Measured(p) => DecodeStep::Measured(p, batch),
         }

@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use crate::compute::DecodeCache;
 use crate::engine::{EventQueue, Nanos};
 use crate::layout::{RequestId, Verdict};
-use crate::metrics::histogram::Histogram;
+use crate::metrics::histogram::{Batch, Histogram};
 use crate::sim::event::{Event, lane};
 use crate::sim::ids::DecodeId;
 use crate::sim::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
@@ -405,8 +405,9 @@ impl DecodeServer {
         let plan = &self.planned[from..from + left];
         let (mut end, mut started, mut at) = (self.step_end, self.step_started, self.next_phase);
         let (mut used, mut grown, mut k) = (self.core.pages.used(), 0u64, 0);
+        let mut batch = Batch::default();
         while k < left && end <= t {
-            itl.record_n(end - started, running);
+            itl.gather(&mut batch, end - started, running);
             // The next step starts and takes the pages its tokens open.
             let need = self.phase[at];
             at = if at + 1 == self.phase.len() { 0 } else { at + 1 };
@@ -420,6 +421,7 @@ impl DecodeServer {
             end = end.saturating_add(plan[k]);
             k += 1;
         }
+        itl.absorb(&mut batch);
         let steps = k as u64;
         self.steps_done += steps;
         self.context_tokens += steps * running;

@@ -366,7 +366,7 @@ impl World<'_> {
     /// ([`crate::sglang::decode::DecodeServer::virtual_step`]), each as its own event would have
     /// run: tokens counted at its end, the step's bookkeeping, the gauges observed at its end.
     /// A step end at `t` is handled before the event at `t` that asks for it.
-    #[inline]
+    #[inline(always)]
     pub(super) fn catch_up_decode(&mut self, d: DecodeId, t: crate::engine::Nanos) {
         let dec = &self.decodes[d];
         if dec.virtual_left > 0 && dec.step_end <= t {

@@ -166,12 +166,15 @@ impl World<'_> {
     /// counted at its end and the gauges observed there, exactly as
     /// [`World::observe_at`] would (the batch and queues cannot change inside the pass; the
     /// pages can, and are read at every step).
+    #[inline(never)]
     pub(super) fn materialize_decode(&mut self, d: DecodeId, t: Nanos) {
         let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
         let dec = &mut self.decodes[d];
         let (running, queued) = (dec.running, (dec.prealloc.len() + dec.ready.len()) as u32);
         let total = dec.core.pages.total();
-        let g = &mut self.sampler.gauges[dec.core.instance.idx()];
+        let i = dec.core.instance.idx();
+        // A copy the pass keeps in registers.
+        let mut g = self.sampler.gauges[i];
         // Step ends increase: the ones inside the arrival window come first.
         let (mut last, mut first, mut in_window) = (0, 0, 0u64);
         let itl = &mut self.collector.itl;
@@ -183,6 +186,7 @@ impl World<'_> {
             g.observe(at, end, running, queued, share(used, total));
             last = at;
         });
+        self.sampler.gauges[i] = g;
         // Their tokens, as each step's `tokens_generated` would have counted them.
         if in_window > 0 {
             self.collector

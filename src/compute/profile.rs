@@ -379,19 +379,27 @@ pub struct DecodeCache {
 pub enum DecodeStep<'a> {
     /// The calibrated model with the batch's cached terms, and whether they allow the plain
     /// evaluation ([`StepModel::decode_plain_ok`]).
-    Model(&'a StepModel, crate::compute::model::DecodeTerms, bool),
+    Model(&'a StepModel, &'a crate::compute::model::DecodeTerms, bool),
     /// A measured profile and the batch size.
     Measured(&'a MeasuredProfile, u32),
 }
 
 impl DecodeStep<'_> {
     /// [`StepTimes::decode_ns`] of this batch over `context_tokens`, bit for bit, ns.
-    #[inline]
+    #[inline(always)]
     pub fn ns(&self, context_tokens: u64) -> Nanos {
         match self {
             // Plain terms give a finite, non-negative duration: nothing to check.
             Self::Model(m, t, true) => ceil_secs_to_ns(m.decode_s_plain(t, context_tokens)),
-            Self::Model(m, t, false) => secs_to_ns_ceil(m.decode_s_with(t, context_tokens)),
+            _ => self.ns_checked(context_tokens),
+        }
+    }
+
+    /// [`DecodeStep::ns`] off the plain path.
+    #[inline(never)]
+    fn ns_checked(&self, context_tokens: u64) -> Nanos {
+        match self {
+            Self::Model(m, t, _) => secs_to_ns_ceil(m.decode_s_with(t, context_tokens)),
             Self::Measured(p, batch) => p.decode_ns(*batch, context_tokens),
         }
     }
@@ -474,18 +482,18 @@ impl StepTimes {
 
     /// The decode step of `batch` sequences at any context ([`DecodeStep::ns`]), its
     /// batch-size terms taken from `cache` once: a coalesced run's steps share one batch.
-    pub fn decode_step(&self, cache: &mut DecodeCache, batch: u32) -> DecodeStep<'_> {
+    pub fn decode_step<'a>(&'a self, cache: &'a mut DecodeCache, batch: u32) -> DecodeStep<'a> {
         match self {
             Self::Model(m) => {
                 let i = batch as usize;
                 if i >= cache.terms.len() {
                     cache.terms.resize(i + 1, None);
                 }
-                let (t, plain) = *cache.terms[i].get_or_insert_with(|| {
+                let (t, plain) = cache.terms[i].get_or_insert_with(|| {
                     let t = m.decode_terms(batch);
                     (t, m.decode_plain_ok(&t))
                 });
-                DecodeStep::Model(m, t, plain)
+                DecodeStep::Model(m, t, *plain)
             }
             Self::Measured(p) => DecodeStep::Measured(p, batch),
         }

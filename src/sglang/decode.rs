@@ -238,29 +238,29 @@ impl DecodeServer {
             retracted.push(victim);
         }
         debug_assert_eq!(self.virtual_left, 0, "a run's steps start in virtual_step");
-        let dt = self.core.step.decode_ns_cached(
-            &mut self.step_cache,
-            self.running,
-            self.context_tokens,
-        );
-        debug_assert_eq!(
-            dt,
-            self.core.step.decode_ns(self.running, self.context_tokens)
-        );
         self.core.start_busy(now);
         self.step_started = now;
-        self.step_end = now.saturating_add(dt);
-        let end = self.plan_run();
+        let end = self.plan_run(now);
         self.core.step_key = Some(q.schedule_keyed(end, Event::DecodeStepDone { decode: me }));
     }
 
-    /// Plans a coalesced run from the step that just started. While the batch cannot change —
+    /// Times the step that starts at `now` (sets `step_end`) and plans a coalesced run from
+    /// it. While the batch cannot change —
     /// nobody joins (the ready and prealloc queues are empty, and whatever would fill them
     /// first cuts the run: `World::touch_decode`), nobody finishes before the run's last step,
     /// and the free pages cover every step's growth — the steps that follow are arithmetic, so
     /// only the run's last step gets an event. Sets `virtual_left` to the steps that end before
     /// it and returns the run's end, ns (without coalescing: `step_end`).
-    fn plan_run(&mut self) -> Nanos {
+    fn plan_run(&mut self, now: Nanos) -> Nanos {
+        // The batch is the run's: its terms are looked up once.
+        let step = self
+            .core
+            .step
+            .decode_step(&mut self.step_cache, self.running);
+        let (running, mut ctx) = (self.running, self.context_tokens);
+        let dt = step.ns(ctx);
+        debug_assert_eq!(dt, self.core.step.decode_ns(running, ctx));
+        self.step_end = now.saturating_add(dt);
         self.virtual_left = 0;
         self.planned.clear();
         self.next_planned = 0;
@@ -285,12 +285,10 @@ impl DecodeServer {
         // Stale entries of retracted requests end a run early: harmless, only less coalesced.
         let finish = self.finishing.peek().map_or(u64::MAX, |e| e.0.0);
         let last = finish.min(first + self.horizon);
-        let mut avail = self.pages_in_hand();
+        let mut avail = Self::pages_in_hand(&self.core.pages);
         let start = avail;
         let ps = u64::from(self.core.page_size);
-        let (running, mut ctx, mut end) = (self.running, self.context_tokens, self.step_end);
-        // The batch is the run's: its terms are looked up once.
-        let step = self.core.step.decode_step(&mut self.step_cache, running);
+        let mut end = self.step_end;
         // The phase of step k + 1, walked without a division per step.
         let mut at = ((first + 1) % ps) as usize;
         let mut k = first;
@@ -318,15 +316,15 @@ impl DecodeServer {
 
     /// Free pages a run may plan on. A unified pool's byte budget is checked in floating
     /// point: a page kept in hand lets the page count alone decide.
-    fn pages_in_hand(&self) -> u64 {
-        let margin = u64::from(self.core.pages.shared.is_some());
-        u64::from(self.core.pages.available()).saturating_sub(margin)
+    fn pages_in_hand(pages: &super::memory::KvPool) -> u64 {
+        let margin = u64::from(pages.shared.is_some());
+        u64::from(pages.available()).saturating_sub(margin)
     }
 
     /// The prealloc queue took pages during a run: the run goes on if the pages left still
     /// cover its growth, and is cut at the running step otherwise.
     pub fn check_run(&mut self, me: DecodeId, q: &mut EventQueue<Event>) {
-        if self.virtual_left > 0 && self.pages_in_hand() < self.need_left {
+        if self.virtual_left > 0 && Self::pages_in_hand(&self.core.pages) < self.need_left {
             self.cut_run(me, q);
         }
     }

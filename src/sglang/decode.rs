@@ -2,7 +2,7 @@
 //! and sglang's retraction when the pool runs dry (`docs/sglang-pd.md` §2–§3).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::compute::DecodeCache;
 use crate::engine::{EventQueue, Nanos};
@@ -48,8 +48,9 @@ pub struct DecodeServer {
     pub joined: Vec<ReqRef>,
     /// (finishing step, join step, request): who leaves the batch after which step.
     finishing: BinaryHeap<Reverse<(u64, u64, ReqRef)>>,
-    /// Running requests by (join step, id): retraction takes the most recent first.
-    batch_order: BTreeSet<(u64, u64, ReqRef)>,
+    /// Running requests by (join step, id), sorted: retraction takes the most recent first.
+    /// A sorted list, not a tree: requests join at the end, and a batch is small.
+    batch_order: Vec<(u64, u64, ReqRef)>,
     /// Running requests by page phase: `phase[k % page_size]` of them need a new page at step k.
     phase: Vec<u32>,
     /// Requests holding decode pages (prealloc'd, transferring or running).
@@ -114,7 +115,7 @@ impl DecodeServer {
             running: 0,
             joined: Vec::new(),
             finishing: BinaryHeap::new(),
-            batch_order: BTreeSet::new(),
+            batch_order: Vec::new(),
             phase: vec![0; ps],
             holders: 0,
             retractions: 0,
@@ -216,7 +217,9 @@ impl DecodeServer {
             let (prompt, remaining, id) = (req.prompt(), req.output - 1 - req.extra, req.id);
             let key = phase_key(steps_done, prompt, self.core.page_size);
             self.phase[key] += 1;
-            self.batch_order.insert((steps_done, id, r));
+            let key = (steps_done, id, r);
+            let at = self.batch_order.partition_point(|e| *e < key);
+            self.batch_order.insert(at, key);
             self.running += 1;
             self.context_tokens += u64::from(prompt) + 1;
             self.finishing
@@ -481,7 +484,9 @@ impl DecodeServer {
             .pages
             .shrink((prompt + generated).div_ceil(ps) - prompt.div_ceil(ps));
         self.phase[phase_key(req.join_step, prompt, ps)] -= 1;
-        self.batch_order.remove(&(req.join_step, req.id, r));
+        if let Ok(at) = self.batch_order.binary_search(&(req.join_step, req.id, r)) {
+            self.batch_order.remove(at);
+        }
         self.running -= 1;
         self.context_tokens -= u64::from(prompt) + 1 + u64::from(generated);
         self.joined.retain(|&j| j != r);

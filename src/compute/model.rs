@@ -943,7 +943,10 @@ mod tests {
                 );
             }
         }
-        assert!(plain > shapes.len() * 100, "the plain path ran {plain} times");
+        assert!(
+            plain > shapes.len() * 100,
+            "the plain path ran {plain} times"
+        );
         // A term that is not plain (NaN, −0.0, infinite) keeps the checked path.
         let m = &shapes[0];
         for bad in [f64::NAN, -0.0, f64::INFINITY] {

@@ -527,10 +527,24 @@ mod tests {
     #[test]
     fn secs_to_ns_ceil_is_ns_from_secs_ceil() {
         use rand::{RngExt, SeedableRng};
-        let mut cases = vec![0.0, -0.0, 1e-9, 1e-12, 0.5, 1.0, 9.223372036854775e9, 1e10, 1e300];
+        let mut cases = vec![
+            0.0,
+            -0.0,
+            1e-9,
+            1e-12,
+            0.5,
+            1.0,
+            9.223372036854775e9,
+            1e10,
+            1e300,
+        ];
         for e in 0..64 {
             let x = (1u64 << e) as f64 / 1e9;
-            cases.extend([x, f64::from_bits(x.to_bits() + 1), f64::from_bits(x.to_bits() - 1)]);
+            cases.extend([
+                x,
+                f64::from_bits(x.to_bits() + 1),
+                f64::from_bits(x.to_bits() - 1),
+            ]);
         }
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         for _ in 0..10_000 {

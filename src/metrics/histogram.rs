@@ -337,7 +337,10 @@ mod tests {
                 };
             }
             b.absorb(&mut batch);
-            assert_eq!((a.count, a.sum, a.min, a.max), (b.count, b.sum, b.min, b.max));
+            assert_eq!(
+                (a.count, a.sum, a.min, a.max),
+                (b.count, b.sum, b.min, b.max)
+            );
             assert!(a.buckets().eq(b.buckets()), "case {case}");
         }
     }

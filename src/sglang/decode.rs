@@ -301,7 +301,11 @@ impl DecodeServer {
             if need > avail {
                 break;
             }
-            at = if at + 1 == self.phase.len() { 0 } else { at + 1 };
+            at = if at + 1 == self.phase.len() {
+                0
+            } else {
+                at + 1
+            };
             avail -= need;
             ctx += u64::from(running);
             let dt = step.ns(ctx);
@@ -354,7 +358,9 @@ impl DecodeServer {
             self.record_itl(now, reqs, itl);
         }
         debug_assert!(
-            self.finishing.peek().is_none_or(|e| e.0.0 > self.steps_done),
+            self.finishing
+                .peek()
+                .is_none_or(|e| e.0.0 > self.steps_done),
             "a request finished inside a coalesced run"
         );
         // The next starts (`start_step`): its pages, its planned duration.
@@ -363,7 +369,11 @@ impl DecodeServer {
             at as u64,
             (self.steps_done + 1) % u64::from(self.core.page_size)
         );
-        self.next_phase = if at + 1 == self.phase.len() { 0 } else { at + 1 };
+        self.next_phase = if at + 1 == self.phase.len() {
+            0
+        } else {
+            at + 1
+        };
         let need = self.phase[at];
         if need > 0 {
             assert!(self.core.pages.grow(need), "a coalesced run retracted");
@@ -411,7 +421,11 @@ impl DecodeServer {
             itl.gather(&mut batch, end - started, running);
             // The next step starts and takes the pages its tokens open.
             let need = self.phase[at];
-            at = if at + 1 == self.phase.len() { 0 } else { at + 1 };
+            at = if at + 1 == self.phase.len() {
+                0
+            } else {
+                at + 1
+            };
             if need > 0 {
                 assert!(self.core.pages.grow(need), "a coalesced run retracted");
                 used += need;
@@ -438,7 +452,9 @@ impl DecodeServer {
         self.virtual_left -= k as u32;
         self.need_left -= grown;
         debug_assert!(
-            self.finishing.peek().is_none_or(|e| e.0.0 > self.steps_done),
+            self.finishing
+                .peek()
+                .is_none_or(|e| e.0.0 > self.steps_done),
             "a request finished inside a coalesced run"
         );
         done + k as u32
@@ -681,17 +697,42 @@ mod tests {
         assert!(q.is_empty() && !d.core.busy);
     }
 
-    /// (time, steps done, context tokens, free pages) after a step end and the next start.
-    type StepState = (Nanos, u64, u64, u32);
+    /// (time, steps done, context tokens, free pages, busy ns and tokens of the tick) after a
+    /// step end and the next start.
+    type StepState = (Nanos, u64, u64, u32, Nanos, u64);
+
+    /// How a test plays `World`'s part in materializing a run's steps.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mode {
+        /// No coalescing: one event per step.
+        Events,
+        /// Coalesced, each step by [`DecodeServer::virtual_step`].
+        Single,
+        /// Coalesced, the due steps in one [`DecodeServer::virtual_steps`] pass.
+        Pass,
+    }
+
+    fn state(d: &DecodeServer, t: Nanos) -> StepState {
+        let free = d.core.pages.available();
+        let tick = &d.core.tick;
+        (
+            t,
+            d.steps_done,
+            d.context_tokens,
+            free,
+            tick.busy_ns,
+            tick.tokens,
+        )
+    }
 
     /// Steps a decode of three requests (outputs 5, 9 and 40 tokens, pages of 4 tokens) to its
-    /// end, playing `World`'s part: after every step end and the next step's start, (time,
-    /// steps, context, free pages); the finished requests; the events it took.
-    fn step_through(coalesce: bool) -> (Vec<StepState>, Vec<ReqRef>, usize) {
+    /// end, playing `World`'s part: after every step end and the next step's start, its
+    /// state; the finished requests; the events it took; the inter-token latencies.
+    fn step_through(mode: Mode) -> (Vec<StepState>, Vec<ReqRef>, usize, Vec<(u64, u64, u64)>) {
         let mut reqs = Requests::default();
         let mut q = EventQueue::new();
         let mut d = DecodeServer::new(core(24, 4), vec![17_000], u32::MAX);
-        d.coalesce = coalesce;
+        d.coalesce = mode != Mode::Events;
         for (i, out) in [5, 9, 40].into_iter().enumerate() {
             let r = request(&mut reqs, i as u64, 6, out);
             let id = reqs.get(r).unwrap().id;
@@ -699,6 +740,7 @@ mod tests {
             req.on_decode = d.core.pages.alloc(id, 2, false).unwrap();
             req.decode_allocated = true;
             req.receiver = KvPoll::Success;
+            req.row.first_token_ns = Some(0);
             d.holders += 1;
             d.enqueue_ready(r);
         }
@@ -707,10 +749,37 @@ mod tests {
         d.start_step((DecodeId(0), 0), &mut reqs, &mut q, 1_000, &mut Vec::new());
         while let Some((now, _)) = q.pop() {
             events += 1;
-            while d.virtual_left > 0 && d.step_end <= now {
-                let t = d.virtual_step(&reqs, &mut itl);
-                let free = d.core.pages.available();
-                seen.push((t, d.steps_done, d.context_tokens, free));
+            // Halfway through the run first, as a touch would, then to its end.
+            for t in [now - (now - d.step_started) / 2, now] {
+                if mode == Mode::Pass {
+                    let mut ends = Vec::new();
+                    d.virtual_steps(t, &reqs, &mut itl, |end, used| ends.push((end, used)));
+                    // The pass leaves only the last state to read: earlier ones are rebuilt
+                    // from the last by the arithmetic it skipped.
+                    let n = ends.len() as u64;
+                    for (j, &(end, used)) in ends.iter().enumerate() {
+                        let back = n - 1 - j as u64;
+                        let (running, total) = (u64::from(d.running), d.core.pages.total());
+                        let last = state(&d, end);
+                        seen.push(if back == 0 {
+                            last
+                        } else {
+                            (
+                                end,
+                                last.1 - back,
+                                last.2 - back * running,
+                                total - used,
+                                0,
+                                0,
+                            )
+                        });
+                    }
+                } else {
+                    while d.virtual_left > 0 && d.step_end <= t {
+                        let end = d.virtual_step(&reqs, &mut itl);
+                        seen.push(state(&d, end));
+                    }
+                }
             }
             let mut finished = Vec::new();
             d.step_done(now, &mut reqs, &mut itl, &mut finished);
@@ -723,29 +792,53 @@ mod tests {
             d.start_step((DecodeId(0), now), &mut reqs, &mut q, 1_000, &mut retracted);
             assert!(retracted.is_empty(), "the pool suffices");
             // As a materialized step: its end, then the next step's start (pages grown).
-            let free = d.core.pages.available();
-            seen.push((now, d.steps_done, d.context_tokens, free));
+            seen.push(state(&d, now));
         }
-        (seen, done, events)
+        (seen, done, events, itl.buckets().collect())
     }
 
-    /// A coalesced run materializes exactly the step ends, contexts and page counts of one event
-    /// per step, and ends where a request finishes; it takes far fewer events.
+    /// Busy time and tokens of the tick are read only at the pass's end: earlier states of a
+    /// pass carry 0 there, and the step-by-step states are compared alike.
+    fn without_tick_inside_passes(pass: &[StepState], other: &[StepState]) -> Vec<StepState> {
+        other
+            .iter()
+            .zip(pass)
+            .map(|(&o, p)| {
+                if p.4 == 0 && p.5 == 0 {
+                    (o.0, o.1, o.2, o.3, 0, 0)
+                } else {
+                    o
+                }
+            })
+            .collect()
+    }
+
+    /// A coalesced run materializes exactly the step ends, contexts, page counts, tick
+    /// counters and inter-token latencies of one event per step — one step at a time or in
+    /// one pass — and ends where a request finishes; it takes far fewer events.
     #[test]
     fn a_coalesced_run_replays_every_step_exactly() {
-        let (steps, done, events) = step_through(false);
-        let (steps_c, done_c, events_c) = step_through(true);
+        let (steps, done, events, itl) = step_through(Mode::Events);
+        let (steps_s, done_s, events_s, itl_s) = step_through(Mode::Single);
+        let (steps_p, done_p, events_p, itl_p) = step_through(Mode::Pass);
         assert_eq!(
             steps.len(),
             39,
             "40 output tokens: the first comes from the prefill"
         );
-        assert_eq!(steps, steps_c);
-        assert_eq!(done, done_c);
-        assert_eq!(events, 39);
+        assert_eq!(steps, steps_s);
+        assert_eq!(without_tick_inside_passes(&steps_p, &steps), steps_p);
         assert!(
-            events_c <= 6,
-            "one event per finish and per horizon: {events_c}"
+            steps_p.iter().filter(|s| s.4 == 0).count() > 10,
+            "passes covered several steps"
+        );
+        assert_eq!((&done, &done), (&done_s, &done_p));
+        assert_eq!((&itl, &itl), (&itl_s, &itl_p));
+        assert_eq!(events, 39);
+        assert_eq!(events_s, events_p);
+        assert!(
+            events_s <= 6,
+            "one event per finish and per horizon: {events_s}"
         );
     }
 }

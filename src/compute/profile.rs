@@ -406,12 +406,12 @@ impl DecodeStep<'_> {
 }
 
 /// [`ns_from_secs_ceil`], bit for bit, in fewer instructions (a coalesced run evaluates it
-/// for every step it plans): the same check as two comparisons (NaN fails both), and below
-/// 2^63 ns the signed conversions, which give the unsigned ones' values there.
+/// for every step it plans): below 2^63 ns the signed conversions, which give the unsigned
+/// ones' values there. (The check is the same: NaN fails both comparisons.)
 #[inline]
 fn secs_to_ns_ceil(seconds: f64) -> Nanos {
     assert!(
-        seconds >= 0.0 && seconds < f64::INFINITY,
+        (0.0..f64::INFINITY).contains(&seconds),
         "a duration must be finite and non-negative, got {seconds} s"
     );
     ceil_secs_to_ns(seconds)

@@ -701,6 +701,9 @@ mod tests {
     /// step end and the next start.
     type StepState = (Nanos, u64, u64, u32, Nanos, u64);
 
+    /// What [`step_through`] saw: states, finished requests, events, latency buckets.
+    type Walk = (Vec<StepState>, Vec<ReqRef>, usize, Vec<(u64, u64, u64)>);
+
     /// How a test plays `World`'s part in materializing a run's steps.
     #[derive(Clone, Copy, PartialEq)]
     enum Mode {
@@ -728,7 +731,7 @@ mod tests {
     /// Steps a decode of three requests (outputs 5, 9 and 40 tokens, pages of 4 tokens) to its
     /// end, playing `World`'s part: after every step end and the next step's start, its
     /// state; the finished requests; the events it took; the inter-token latencies.
-    fn step_through(mode: Mode) -> (Vec<StepState>, Vec<ReqRef>, usize, Vec<(u64, u64, u64)>) {
+    fn step_through(mode: Mode) -> Walk {
         let mut reqs = Requests::default();
         let mut q = EventQueue::new();
         let mut d = DecodeServer::new(core(24, 4), vec![17_000], u32::MAX);

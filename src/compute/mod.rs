@@ -13,4 +13,4 @@ pub mod profile;
 mod vllm2023;
 
 pub use model::{ComputeParams, Forward, Interconnect, StepModel, calibrated_params};
-pub use profile::{DecodeCache, MeasuredProfile, StepTimes};
+pub use profile::{DecodeCache, DecodeStep, MeasuredProfile, StepTimes};

@@ -470,6 +470,7 @@ impl StepModel {
 
     /// [`StepModel::forward_s`] of a decode-only forward over `context_tokens`, from the
     /// batch's cached `terms`: seconds, bit-identical to the uncached call.
+    #[inline]
     pub fn decode_s_with(&self, t: &DecodeTerms, context_tokens: u64) -> f64 {
         if t.empty {
             return 0.0;
@@ -481,6 +482,51 @@ impl StepModel {
         let t_memory = t.t_weights + kv_bytes / t.kv_denom;
         let gpu = t_compute.max(t_memory) + t.allreduce + t.moe;
         t.host + gpu.max(t.floor)
+    }
+
+    /// Whether [`StepModel::decode_s_plain`] is [`StepModel::decode_s_with`] for `t` at every
+    /// context, and a valid duration: every term and coefficient is finite and positive or
+    /// +0.0 (no −0.0), both denominators are above 0, and the step at `u64::MAX` tokens is
+    /// finite. Every operation is then non-decreasing in the context over such values, so no
+    /// NaN, infinity or −0.0 arises anywhere in between, and `max` needs none of its NaN and
+    /// signed-zero care.
+    pub fn decode_plain_ok(&self, t: &DecodeTerms) -> bool {
+        let plain = |x: f64| x.is_finite() && x.is_sign_positive();
+        let terms = [
+            t.flops0,
+            t.state_bytes,
+            t.t_weights,
+            t.allreduce,
+            t.moe,
+            t.host,
+            t.floor,
+            self.decode_pair_flops,
+            self.kv_bytes_per_token_gpu,
+        ];
+        !t.empty
+            && terms.into_iter().all(plain)
+            && [t.compute_denom, t.kv_denom]
+                .into_iter()
+                .all(|x| plain(x) && x > 0.0)
+            && self.decode_s_with(t, u64::MAX).is_finite()
+    }
+
+    /// [`StepModel::decode_s_with`] with plain comparisons for `max`: the same bits where
+    /// [`StepModel::decode_plain_ok`] holds for `t` (only there may it be used).
+    #[inline]
+    pub fn decode_s_plain(&self, t: &DecodeTerms, context_tokens: u64) -> f64 {
+        let ctx = context_tokens as f64;
+        let flops = t.flops0 + self.decode_pair_flops * ctx;
+        let t_compute = flops / t.compute_denom;
+        let kv_bytes = self.kv_bytes_per_token_gpu * ctx + t.state_bytes;
+        let t_memory = t.t_weights + kv_bytes / t.kv_denom;
+        let gpu = if t_compute > t_memory {
+            t_compute
+        } else {
+            t_memory
+        } + t.allreduce
+            + t.moe;
+        t.host + if gpu > t.floor { gpu } else { t.floor }
     }
 
     /// The routed-expert part of a forward over `tokens` tokens of this rank (`prefill` when
@@ -850,6 +896,7 @@ mod tests {
         let shapes = every_shape();
         assert!(shapes.len() > 300, "{} shapes", shapes.len());
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+        let mut plain = 0;
         for (i, m) in shapes.iter().enumerate() {
             // One cache per server, as each decode server holds its own.
             let mut cache = crate::compute::DecodeCache::default();
@@ -874,7 +921,16 @@ mod tests {
                     batch: b,
                     context_tokens: ctx,
                 });
-                let got = m.decode_s_with(&m.decode_terms(b), ctx);
+                let terms = m.decode_terms(b);
+                let got = m.decode_s_with(&terms, ctx);
+                if m.decode_plain_ok(&terms) {
+                    plain += 1;
+                    assert_eq!(
+                        m.decode_s_plain(&terms, ctx).to_bits(),
+                        want.to_bits(),
+                        "shape {i}: batch {b}, ctx {ctx}: plain"
+                    );
+                }
                 assert_eq!(
                     want.to_bits(),
                     got.to_bits(),
@@ -887,5 +943,19 @@ mod tests {
                 );
             }
         }
+        assert!(
+            plain > shapes.len() * 100,
+            "the plain path ran {plain} times"
+        );
+        // A term that is not plain (NaN, −0.0, infinite) keeps the checked path.
+        let m = &shapes[0];
+        for bad in [f64::NAN, -0.0, f64::INFINITY] {
+            let t = DecodeTerms {
+                floor: bad,
+                ..m.decode_terms(4)
+            };
+            assert!(!m.decode_plain_ok(&t), "{bad}");
+        }
+        assert!(!m.decode_plain_ok(&m.decode_terms(0)));
     }
 }

@@ -369,7 +369,64 @@ impl MeasuredProfile {
 /// [`StepTimes::decode_ns_cached`]; one per decode server (index: batch size).
 #[derive(Clone, Debug, Default)]
 pub struct DecodeCache {
-    terms: Vec<Option<crate::compute::model::DecodeTerms>>,
+    /// The batch's terms, and whether they allow the plain evaluation
+    /// ([`StepModel::decode_plain_ok`]).
+    terms: Vec<Option<(crate::compute::model::DecodeTerms, bool)>>,
+}
+
+/// One batch size's decode step, from [`StepTimes::decode_step`].
+#[derive(Clone, Copy, Debug)]
+pub enum DecodeStep<'a> {
+    /// The calibrated model with the batch's cached terms, and whether they allow the plain
+    /// evaluation ([`StepModel::decode_plain_ok`]).
+    Model(&'a StepModel, &'a crate::compute::model::DecodeTerms, bool),
+    /// A measured profile and the batch size.
+    Measured(&'a MeasuredProfile, u32),
+}
+
+impl DecodeStep<'_> {
+    /// [`StepTimes::decode_ns`] of this batch over `context_tokens`, bit for bit, ns.
+    #[inline(always)]
+    pub fn ns(&self, context_tokens: u64) -> Nanos {
+        match self {
+            // Plain terms give a finite, non-negative duration: nothing to check.
+            Self::Model(m, t, true) => ceil_secs_to_ns(m.decode_s_plain(t, context_tokens)),
+            _ => self.ns_checked(context_tokens),
+        }
+    }
+
+    /// [`DecodeStep::ns`] off the plain path.
+    #[inline(never)]
+    fn ns_checked(&self, context_tokens: u64) -> Nanos {
+        match self {
+            Self::Model(m, t, _) => secs_to_ns_ceil(m.decode_s_with(t, context_tokens)),
+            Self::Measured(p, batch) => p.decode_ns(*batch, context_tokens),
+        }
+    }
+}
+
+/// [`ns_from_secs_ceil`], bit for bit, in fewer instructions (a coalesced run evaluates it
+/// for every step it plans): below 2^63 ns the signed conversions, which give the unsigned
+/// ones' values there. (The check is the same: NaN fails both comparisons.)
+#[inline]
+fn secs_to_ns_ceil(seconds: f64) -> Nanos {
+    assert!(
+        (0.0..f64::INFINITY).contains(&seconds),
+        "a duration must be finite and non-negative, got {seconds} s"
+    );
+    ceil_secs_to_ns(seconds)
+}
+
+/// [`secs_to_ns_ceil`] of a duration known to be finite and non-negative.
+#[inline]
+fn ceil_secs_to_ns(seconds: f64) -> Nanos {
+    let x = seconds * crate::engine::NS_PER_S as f64;
+    if x < 9_223_372_036_854_775_808.0 {
+        let t = x as i64;
+        (if (t as f64) < x { t + 1 } else { t }) as Nanos
+    } else {
+        crate::engine::ceil_ns(x)
+    }
 }
 
 /// Where an instance's step times come from: the calibrated model or a measured profile.
@@ -420,16 +477,25 @@ impl StepTimes {
         batch: u32,
         context_tokens: u64,
     ) -> Nanos {
+        self.decode_step(cache, batch).ns(context_tokens)
+    }
+
+    /// The decode step of `batch` sequences at any context ([`DecodeStep::ns`]), its
+    /// batch-size terms taken from `cache` once: a coalesced run's steps share one batch.
+    pub fn decode_step<'a>(&'a self, cache: &'a mut DecodeCache, batch: u32) -> DecodeStep<'a> {
         match self {
             Self::Model(m) => {
                 let i = batch as usize;
                 if i >= cache.terms.len() {
                     cache.terms.resize(i + 1, None);
                 }
-                let t = *cache.terms[i].get_or_insert_with(|| m.decode_terms(batch));
-                ns_from_secs_ceil(m.decode_s_with(&t, context_tokens))
+                let (t, plain) = cache.terms[i].get_or_insert_with(|| {
+                    let t = m.decode_terms(batch);
+                    (t, m.decode_plain_ok(&t))
+                });
+                DecodeStep::Model(m, t, *plain)
             }
-            Self::Measured(p) => p.decode_ns(batch, context_tokens),
+            Self::Measured(p) => DecodeStep::Measured(p, batch),
         }
     }
 
@@ -455,6 +521,39 @@ impl StepTimes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lean conversion gives `ns_from_secs_ceil`'s nanoseconds: around integers, at the
+    /// 2^63 ns edge, at 0 and -0, and over random durations.
+    #[test]
+    fn secs_to_ns_ceil_is_ns_from_secs_ceil() {
+        use rand::{RngExt, SeedableRng};
+        let mut cases = vec![
+            0.0,
+            -0.0,
+            1e-9,
+            1e-12,
+            0.5,
+            1.0,
+            9.223372036854775e9,
+            1e10,
+            1e300,
+        ];
+        for e in 0..64 {
+            let x = (1u64 << e) as f64 / 1e9;
+            cases.extend([
+                x,
+                f64::from_bits(x.to_bits() + 1),
+                f64::from_bits(x.to_bits() - 1),
+            ]);
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for _ in 0..10_000 {
+            cases.push(rng.random_range(0.0..1.0) * 10f64.powi(rng.random_range(-9..12)));
+        }
+        for s in cases {
+            assert_eq!(secs_to_ns_ceil(s), ns_from_secs_ceil(s), "{s:e} s");
+        }
+    }
 
     /// Reads and parses a profile file, as the scenario layer does.
     fn load_profile(path: &Path) -> Result<MeasuredProfile, ProfileError> {

@@ -2,12 +2,12 @@
 //! and sglang's retraction when the pool runs dry (`docs/sglang-pd.md` §2–§3).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::compute::DecodeCache;
 use crate::engine::{EventQueue, Nanos};
 use crate::layout::{RequestId, Verdict};
-use crate::metrics::histogram::Histogram;
+use crate::metrics::histogram::{Batch, Histogram};
 use crate::sim::event::{Event, lane};
 use crate::sim::ids::DecodeId;
 use crate::sim::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
@@ -48,8 +48,9 @@ pub struct DecodeServer {
     pub joined: Vec<ReqRef>,
     /// (finishing step, join step, request): who leaves the batch after which step.
     finishing: BinaryHeap<Reverse<(u64, u64, ReqRef)>>,
-    /// Running requests by (join step, id): retraction takes the most recent first.
-    batch_order: BTreeSet<(u64, u64, ReqRef)>,
+    /// Running requests by (join step, id), sorted: retraction takes the most recent first.
+    /// A sorted list, not a tree: requests join at the end, and a batch is small.
+    batch_order: Vec<(u64, u64, ReqRef)>,
     /// Running requests by page phase: `phase[k % page_size]` of them need a new page at step k.
     phase: Vec<u32>,
     /// Requests holding decode pages (prealloc'd, transferring or running).
@@ -78,8 +79,14 @@ pub struct DecodeServer {
     pub virtual_left: u32,
     /// When the running step ends, ns.
     pub step_end: Nanos,
-    /// The planned durations of the run's steps still to start, ns, in order.
-    planned: VecDeque<Nanos>,
+    /// The planned durations of the run's steps after the first, ns, in order; the next
+    /// virtual step takes `planned[next_planned]`.
+    planned: Vec<Nanos>,
+    /// How many of `planned` have started.
+    next_planned: usize,
+    /// `phase` index of the step after the running one inside a run (`(steps_done + 2) %
+    /// page_size`), walked instead of divided.
+    next_phase: usize,
     /// How many steps the next run may plan: doubled after a run that ran to its end, halved
     /// after one that was cut, so the planning a cut throws away stays near the steps a run
     /// actually covers.
@@ -108,7 +115,7 @@ impl DecodeServer {
             running: 0,
             joined: Vec::new(),
             finishing: BinaryHeap::new(),
-            batch_order: BTreeSet::new(),
+            batch_order: Vec::new(),
             phase: vec![0; ps],
             holders: 0,
             retractions: 0,
@@ -121,7 +128,9 @@ impl DecodeServer {
             coalesce: false,
             virtual_left: 0,
             step_end: 0,
-            planned: VecDeque::new(),
+            planned: Vec::new(),
+            next_planned: 0,
+            next_phase: 0,
             horizon: MIN_RUN_STEPS,
             cut: false,
             full: false,
@@ -184,9 +193,8 @@ impl DecodeServer {
     /// one forward produces a token for every running request. Retracted requests go to
     /// `retracted` (their prefill must count them again).
     ///
-    /// A step that starts at `now` inside a coalesced run (`virtual_left > 0`) schedules
-    /// nothing: the run's event is already in the queue. Otherwise the step plans a run
-    /// ([`DecodeServer::plan_run`]) and schedules its end.
+    /// The step plans a run ([`DecodeServer::plan_run`]) and schedules its end; the steps
+    /// inside a run start in [`DecodeServer::virtual_step`].
     pub fn start_step(
         &mut self,
         (me, now): (DecodeId, Nanos),
@@ -209,7 +217,9 @@ impl DecodeServer {
             let (prompt, remaining, id) = (req.prompt(), req.output - 1 - req.extra, req.id);
             let key = phase_key(steps_done, prompt, self.core.page_size);
             self.phase[key] += 1;
-            self.batch_order.insert((steps_done, id, r));
+            let key = (steps_done, id, r);
+            let at = self.batch_order.partition_point(|e| *e < key);
+            self.batch_order.insert(at, key);
             self.running += 1;
             self.context_tokens += u64::from(prompt) + 1;
             self.finishing
@@ -224,48 +234,39 @@ impl DecodeServer {
             let step = self.steps_done + 1;
             let need = self.phase[(step % u64::from(self.core.page_size)) as usize];
             if self.core.pages.grow(need) {
-                if self.virtual_left > 0 {
-                    self.need_left -= u64::from(need);
-                }
                 break;
             }
             let &(_, _, victim) = self.batch_order.last().expect("running > 0");
             self.retract(victim, reqs, q, bootstrap_timeout_ns);
             retracted.push(victim);
         }
-        // Inside a run the step's duration was computed when the run was planned, from the
-        // same batch and context.
-        let dt = match self.planned.pop_front() {
-            Some(dt) if self.virtual_left > 0 => dt,
-            _ => self.core.step.decode_ns_cached(
-                &mut self.step_cache,
-                self.running,
-                self.context_tokens,
-            ),
-        };
-        debug_assert_eq!(
-            dt,
-            self.core.step.decode_ns(self.running, self.context_tokens)
-        );
+        debug_assert_eq!(self.virtual_left, 0, "a run's steps start in virtual_step");
         self.core.start_busy(now);
         self.step_started = now;
-        self.step_end = now.saturating_add(dt);
-        if self.virtual_left > 0 {
-            return;
-        }
-        let end = self.plan_run();
+        let end = self.plan_run(now);
         self.core.step_key = Some(q.schedule_keyed(end, Event::DecodeStepDone { decode: me }));
     }
 
-    /// Plans a coalesced run from the step that just started. While the batch cannot change —
+    /// Times the step that starts at `now` (sets `step_end`) and plans a coalesced run from
+    /// it. While the batch cannot change —
     /// nobody joins (the ready and prealloc queues are empty, and whatever would fill them
     /// first cuts the run: `World::touch_decode`), nobody finishes before the run's last step,
     /// and the free pages cover every step's growth — the steps that follow are arithmetic, so
     /// only the run's last step gets an event. Sets `virtual_left` to the steps that end before
     /// it and returns the run's end, ns (without coalescing: `step_end`).
-    fn plan_run(&mut self) -> Nanos {
+    fn plan_run(&mut self, now: Nanos) -> Nanos {
+        // The batch is the run's: its terms are looked up once.
+        let step = self
+            .core
+            .step
+            .decode_step(&mut self.step_cache, self.running);
+        let (running, mut ctx) = (self.running, self.context_tokens);
+        let dt = step.ns(ctx);
+        debug_assert_eq!(dt, self.core.step.decode_ns(running, ctx));
+        self.step_end = now.saturating_add(dt);
         self.virtual_left = 0;
         self.planned.clear();
+        self.next_planned = 0;
         // Planning past the next touch is work thrown away: the horizon follows how far runs
         // actually get.
         let (cut, full) = (
@@ -287,28 +288,34 @@ impl DecodeServer {
         // Stale entries of retracted requests end a run early: harmless, only less coalesced.
         let finish = self.finishing.peek().map_or(u64::MAX, |e| e.0.0);
         let last = finish.min(first + self.horizon);
-        let mut avail = self.pages_in_hand();
+        let mut avail = Self::pages_in_hand(&self.core.pages);
         let start = avail;
         let ps = u64::from(self.core.page_size);
-        let (running, mut ctx, mut end) = (self.running, self.context_tokens, self.step_end);
+        let mut end = self.step_end;
+        // The phase of step k + 1, walked without a division per step.
+        let mut at = ((first + 1) % ps) as usize;
         let mut k = first;
         while k < last {
             // Step k ends without an event; step k + 1 starts and grows its pages.
-            let need = u64::from(self.phase[((k + 1) % ps) as usize]);
+            let need = u64::from(self.phase[at]);
             if need > avail {
                 break;
             }
+            at = if at + 1 == self.phase.len() {
+                0
+            } else {
+                at + 1
+            };
             avail -= need;
             ctx += u64::from(running);
-            let dt = self
-                .core
-                .step
-                .decode_ns_cached(&mut self.step_cache, running, ctx);
+            let dt = step.ns(ctx);
+            debug_assert_eq!(dt, self.core.step.decode_ns(running, ctx));
             end = end.saturating_add(dt);
-            self.planned.push_back(dt);
+            self.planned.push(dt);
             k += 1;
         }
         self.virtual_left = (k - first) as u32;
+        self.next_phase = ((first + 1) % ps) as usize;
         self.need_left = start - avail;
         self.full = k == first + self.horizon;
         end
@@ -316,40 +323,154 @@ impl DecodeServer {
 
     /// Free pages a run may plan on. A unified pool's byte budget is checked in floating
     /// point: a page kept in hand lets the page count alone decide.
-    fn pages_in_hand(&self) -> u64 {
-        let margin = u64::from(self.core.pages.shared.is_some());
-        u64::from(self.core.pages.available()).saturating_sub(margin)
+    fn pages_in_hand(pages: &super::memory::KvPool) -> u64 {
+        let margin = u64::from(pages.shared.is_some());
+        u64::from(pages.available()).saturating_sub(margin)
     }
 
     /// The prealloc queue took pages during a run: the run goes on if the pages left still
     /// cover its growth, and is cut at the running step otherwise.
     pub fn check_run(&mut self, me: DecodeId, q: &mut EventQueue<Event>) {
-        if self.virtual_left > 0 && self.pages_in_hand() < self.need_left {
+        if self.virtual_left > 0 && Self::pages_in_hand(&self.core.pages) < self.need_left {
             self.cut_run(me, q);
         }
     }
 
     /// Materializes the next step end of a coalesced run, at `step_end`: exactly what the
-    /// step's own event would have done — [`DecodeServer::step_done`] (no request finishes
-    /// inside a run) and the next [`DecodeServer::start_step`] (nobody joins, the growth fits)
-    /// — keeping the run's scheduled event. Returns the step's end, ns.
-    pub fn virtual_step(
-        &mut self,
-        me: DecodeId,
-        reqs: &mut Requests,
-        q: &mut EventQueue<Event>,
-        itl: &mut Histogram,
-    ) -> Nanos {
+    /// step's own event would have done — [`DecodeServer::step_done`] and the next
+    /// [`DecodeServer::start_step`] — in the few lines left of them inside a run, where no
+    /// request finishes, nobody joins, the planned pages are free and the step's duration was
+    /// planned; the run's scheduled event stays. Returns the step's end, ns.
+    #[inline]
+    pub fn virtual_step(&mut self, reqs: &Requests, itl: &mut Histogram) -> Nanos {
         let now = self.step_end;
-        let key = self.core.step_key;
-        let mut none = Vec::new();
-        self.step_done(now, reqs, itl, &mut none);
-        assert!(none.is_empty(), "a request finished inside a coalesced run");
-        self.core.step_key = key;
-        self.start_step((me, now), reqs, q, 0, &mut none);
-        assert!(none.is_empty(), "a coalesced run retracted");
+        let running = u64::from(self.running);
+        // The step ends (`step_done`; busy stays on: the next step starts at once).
+        self.steps_done += 1;
+        self.context_tokens += running;
+        let tick = &mut self.core.tick;
+        tick.tokens += running;
+        tick.busy_ns += now - tick.busy_since;
+        tick.busy_since = now;
+        if self.joined.is_empty() {
+            itl.record_n(now - self.step_started, running);
+        } else {
+            self.record_itl(now, reqs, itl);
+        }
+        debug_assert!(
+            self.finishing
+                .peek()
+                .is_none_or(|e| e.0.0 > self.steps_done),
+            "a request finished inside a coalesced run"
+        );
+        // The next starts (`start_step`): its pages, its planned duration.
+        let at = self.next_phase;
+        debug_assert_eq!(
+            at as u64,
+            (self.steps_done + 1) % u64::from(self.core.page_size)
+        );
+        self.next_phase = if at + 1 == self.phase.len() {
+            0
+        } else {
+            at + 1
+        };
+        let need = self.phase[at];
+        if need > 0 {
+            assert!(self.core.pages.grow(need), "a coalesced run retracted");
+            self.need_left -= u64::from(need);
+        }
+        let dt = self.planned[self.next_planned];
+        self.next_planned += 1;
+        self.step_started = now;
+        self.step_end = now.saturating_add(dt);
         self.virtual_left -= 1;
         now
+    }
+
+    /// [`DecodeServer::virtual_step`] for every step end of the run at or before `t`, in one
+    /// pass: what only adds up (steps, context, tokens, busy time) is added once for them all,
+    /// and each step keeps what is its own (its inter-token latency, the pages its successor
+    /// opens). `each(end, used_pages)` sees every step end in order, after the next step took
+    /// its pages, as an observer of that step's event would. Returns the steps materialized.
+    #[inline]
+    pub fn virtual_steps(
+        &mut self,
+        t: Nanos,
+        reqs: &Requests,
+        itl: &mut Histogram,
+        mut each: impl FnMut(Nanos, u32),
+    ) -> u32 {
+        if self.virtual_left == 0 || self.step_end > t {
+            return 0;
+        }
+        let mut done = 0;
+        // Requests that joined at the run's first step record their first token's latency:
+        // that step alone goes the single-step way.
+        if !self.joined.is_empty() {
+            let end = self.virtual_step(reqs, itl);
+            each(end, self.core.pages.used());
+            done = 1;
+        }
+        let running = u64::from(self.running);
+        let (from, left) = (self.next_planned, self.virtual_left as usize);
+        let plan = &self.planned[from..from + left];
+        let (mut end, mut started, mut at) = (self.step_end, self.step_started, self.next_phase);
+        let (mut used, mut grown, mut k) = (self.core.pages.used(), 0u64, 0);
+        let mut batch = Batch::default();
+        while k < left && end <= t {
+            itl.gather(&mut batch, end - started, running);
+            // The next step starts and takes the pages its tokens open.
+            let need = self.phase[at];
+            at = if at + 1 == self.phase.len() {
+                0
+            } else {
+                at + 1
+            };
+            if need > 0 {
+                assert!(self.core.pages.grow(need), "a coalesced run retracted");
+                used += need;
+                grown += u64::from(need);
+            }
+            each(end, used);
+            started = end;
+            end = end.saturating_add(plan[k]);
+            k += 1;
+        }
+        itl.absorb(&mut batch);
+        let steps = k as u64;
+        self.steps_done += steps;
+        self.context_tokens += steps * running;
+        let tick = &mut self.core.tick;
+        tick.tokens += steps * running;
+        // Each step adds its end less the previous one: together, the last end less the start.
+        tick.busy_ns += started - tick.busy_since;
+        tick.busy_since = started;
+        self.step_started = started;
+        self.step_end = end;
+        self.next_phase = at;
+        self.next_planned += k;
+        self.virtual_left -= k as u32;
+        self.need_left -= grown;
+        debug_assert!(
+            self.finishing
+                .peek()
+                .is_none_or(|e| e.0.0 > self.steps_done),
+            "a request finished inside a coalesced run"
+        );
+        done + k as u32
+    }
+
+    /// The inter-token latencies of the step that ended at `now`: one per running request; a
+    /// request's first decoded token follows the prefill's token by the wait to join plus this
+    /// step.
+    fn record_itl(&mut self, now: Nanos, reqs: &Requests, itl: &mut Histogram) {
+        let dt = now - self.step_started;
+        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        for r in self.joined.drain(..) {
+            if let Some(ft) = reqs.get(r).and_then(|q| q.row.first_token_ns) {
+                itl.record(now - ft);
+            }
+        }
     }
 
     /// Ends the current run at the running step, whose end gets the run's event: something
@@ -360,6 +481,7 @@ impl DecodeServer {
         }
         self.virtual_left = 0;
         self.planned.clear();
+        self.next_planned = 0;
         self.cut = true;
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
@@ -378,7 +500,9 @@ impl DecodeServer {
             .pages
             .shrink((prompt + generated).div_ceil(ps) - prompt.div_ceil(ps));
         self.phase[phase_key(req.join_step, prompt, ps)] -= 1;
-        self.batch_order.remove(&(req.join_step, req.id, r));
+        if let Ok(at) = self.batch_order.binary_search(&(req.join_step, req.id, r)) {
+            self.batch_order.remove(at);
+        }
         self.running -= 1;
         self.context_tokens -= u64::from(prompt) + 1 + u64::from(generated);
         self.joined.retain(|&j| j != r);
@@ -446,15 +570,7 @@ impl DecodeServer {
         self.core.end_busy(now);
         self.context_tokens += u64::from(self.running);
         self.core.tick.tokens += u64::from(self.running);
-        let dt = now - self.step_started;
-        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
-        // A request's first decoded token follows the prefill's token by the wait to join plus
-        // this step.
-        for r in self.joined.drain(..) {
-            if let Some(ft) = reqs.get(r).and_then(|q| q.row.first_token_ns) {
-                itl.record(now - ft);
-            }
-        }
+        self.record_itl(now, reqs, itl);
         while let Some(&Reverse((step, join, r))) = self.finishing.peek() {
             if step > self.steps_done {
                 break;
@@ -472,6 +588,7 @@ impl DecodeServer {
     pub fn crash(&mut self, q: &mut EventQueue<Event>) {
         self.virtual_left = 0;
         self.planned.clear();
+        self.next_planned = 0;
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
         }
@@ -580,17 +697,45 @@ mod tests {
         assert!(q.is_empty() && !d.core.busy);
     }
 
-    /// (time, steps done, context tokens, free pages) after a step end and the next start.
-    type StepState = (Nanos, u64, u64, u32);
+    /// (time, steps done, context tokens, free pages, busy ns and tokens of the tick) after a
+    /// step end and the next start.
+    type StepState = (Nanos, u64, u64, u32, Nanos, u64);
+
+    /// What [`step_through`] saw: states, finished requests, events, latency buckets.
+    type Walk = (Vec<StepState>, Vec<ReqRef>, usize, Vec<(u64, u64, u64)>);
+
+    /// How a test plays `World`'s part in materializing a run's steps.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mode {
+        /// No coalescing: one event per step.
+        Events,
+        /// Coalesced, each step by [`DecodeServer::virtual_step`].
+        Single,
+        /// Coalesced, the due steps in one [`DecodeServer::virtual_steps`] pass.
+        Pass,
+    }
+
+    fn state(d: &DecodeServer, t: Nanos) -> StepState {
+        let free = d.core.pages.available();
+        let tick = &d.core.tick;
+        (
+            t,
+            d.steps_done,
+            d.context_tokens,
+            free,
+            tick.busy_ns,
+            tick.tokens,
+        )
+    }
 
     /// Steps a decode of three requests (outputs 5, 9 and 40 tokens, pages of 4 tokens) to its
-    /// end, playing `World`'s part: after every step end and the next step's start, (time,
-    /// steps, context, free pages); the finished requests; the events it took.
-    fn step_through(coalesce: bool) -> (Vec<StepState>, Vec<ReqRef>, usize) {
+    /// end, playing `World`'s part: after every step end and the next step's start, its
+    /// state; the finished requests; the events it took; the inter-token latencies.
+    fn step_through(mode: Mode) -> Walk {
         let mut reqs = Requests::default();
         let mut q = EventQueue::new();
         let mut d = DecodeServer::new(core(24, 4), vec![17_000], u32::MAX);
-        d.coalesce = coalesce;
+        d.coalesce = mode != Mode::Events;
         for (i, out) in [5, 9, 40].into_iter().enumerate() {
             let r = request(&mut reqs, i as u64, 6, out);
             let id = reqs.get(r).unwrap().id;
@@ -598,6 +743,7 @@ mod tests {
             req.on_decode = d.core.pages.alloc(id, 2, false).unwrap();
             req.decode_allocated = true;
             req.receiver = KvPoll::Success;
+            req.row.first_token_ns = Some(0);
             d.holders += 1;
             d.enqueue_ready(r);
         }
@@ -606,10 +752,37 @@ mod tests {
         d.start_step((DecodeId(0), 0), &mut reqs, &mut q, 1_000, &mut Vec::new());
         while let Some((now, _)) = q.pop() {
             events += 1;
-            while d.virtual_left > 0 && d.step_end <= now {
-                let t = d.virtual_step(DecodeId(0), &mut reqs, &mut q, &mut itl);
-                let free = d.core.pages.available();
-                seen.push((t, d.steps_done, d.context_tokens, free));
+            // Halfway through the run first, as a touch would, then to its end.
+            for t in [now - (now - d.step_started) / 2, now] {
+                if mode == Mode::Pass {
+                    let mut ends = Vec::new();
+                    d.virtual_steps(t, &reqs, &mut itl, |end, used| ends.push((end, used)));
+                    // The pass leaves only the last state to read: earlier ones are rebuilt
+                    // from the last by the arithmetic it skipped.
+                    let n = ends.len() as u64;
+                    for (j, &(end, used)) in ends.iter().enumerate() {
+                        let back = n - 1 - j as u64;
+                        let (running, total) = (u64::from(d.running), d.core.pages.total());
+                        let last = state(&d, end);
+                        seen.push(if back == 0 {
+                            last
+                        } else {
+                            (
+                                end,
+                                last.1 - back,
+                                last.2 - back * running,
+                                total - used,
+                                0,
+                                0,
+                            )
+                        });
+                    }
+                } else {
+                    while d.virtual_left > 0 && d.step_end <= t {
+                        let end = d.virtual_step(&reqs, &mut itl);
+                        seen.push(state(&d, end));
+                    }
+                }
             }
             let mut finished = Vec::new();
             d.step_done(now, &mut reqs, &mut itl, &mut finished);
@@ -622,29 +795,53 @@ mod tests {
             d.start_step((DecodeId(0), now), &mut reqs, &mut q, 1_000, &mut retracted);
             assert!(retracted.is_empty(), "the pool suffices");
             // As a materialized step: its end, then the next step's start (pages grown).
-            let free = d.core.pages.available();
-            seen.push((now, d.steps_done, d.context_tokens, free));
+            seen.push(state(&d, now));
         }
-        (seen, done, events)
+        (seen, done, events, itl.buckets().collect())
     }
 
-    /// A coalesced run materializes exactly the step ends, contexts and page counts of one event
-    /// per step, and ends where a request finishes; it takes far fewer events.
+    /// Busy time and tokens of the tick are read only at the pass's end: earlier states of a
+    /// pass carry 0 there, and the step-by-step states are compared alike.
+    fn without_tick_inside_passes(pass: &[StepState], other: &[StepState]) -> Vec<StepState> {
+        other
+            .iter()
+            .zip(pass)
+            .map(|(&o, p)| {
+                if p.4 == 0 && p.5 == 0 {
+                    (o.0, o.1, o.2, o.3, 0, 0)
+                } else {
+                    o
+                }
+            })
+            .collect()
+    }
+
+    /// A coalesced run materializes exactly the step ends, contexts, page counts, tick
+    /// counters and inter-token latencies of one event per step — one step at a time or in
+    /// one pass — and ends where a request finishes; it takes far fewer events.
     #[test]
     fn a_coalesced_run_replays_every_step_exactly() {
-        let (steps, done, events) = step_through(false);
-        let (steps_c, done_c, events_c) = step_through(true);
+        let (steps, done, events, itl) = step_through(Mode::Events);
+        let (steps_s, done_s, events_s, itl_s) = step_through(Mode::Single);
+        let (steps_p, done_p, events_p, itl_p) = step_through(Mode::Pass);
         assert_eq!(
             steps.len(),
             39,
             "40 output tokens: the first comes from the prefill"
         );
-        assert_eq!(steps, steps_c);
-        assert_eq!(done, done_c);
-        assert_eq!(events, 39);
+        assert_eq!(steps, steps_s);
+        assert_eq!(without_tick_inside_passes(&steps_p, &steps), steps_p);
         assert!(
-            events_c <= 6,
-            "one event per finish and per horizon: {events_c}"
+            steps_p.iter().filter(|s| s.4 == 0).count() > 10,
+            "passes covered several steps"
+        );
+        assert_eq!((&done, &done), (&done_s, &done_p));
+        assert_eq!((&itl, &itl), (&itl_s, &itl_p));
+        assert_eq!(events, 39);
+        assert_eq!(events_s, events_p);
+        assert!(
+            events_s <= 6,
+            "one event per finish and per horizon: {events_s}"
         );
     }
 }

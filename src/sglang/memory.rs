@@ -397,6 +397,10 @@ impl KvPool {
 
     /// See [`Store::grow`].
     pub fn grow(&mut self, n: u32) -> bool {
+        // Most decode steps open no page: nothing to take (the budget holds 0 bytes more).
+        if n == 0 {
+            return true;
+        }
         let bytes = self.cost(n, false);
         if !self.fits(bytes) || !self.store.grow(n) {
             return false;

@@ -15,11 +15,22 @@ use crate::metrics::summary::Summary;
 /// Runs `path` with `sets`, coalescing on or off: the rows, the summary as JSON without
 /// `sim.events`, and the event count.
 fn run(path: &str, sets: &[&str], coalesce: bool) -> (VecSink, serde_json::Value, u64) {
+    let mut sink = VecSink::default();
+    let (summary, events) = run_into(path, sets, coalesce, &mut sink);
+    (sink, summary, events)
+}
+
+/// [`run`] into any sink: the summary as JSON without `sim.events`, and the event count.
+fn run_into(
+    path: &str,
+    sets: &[&str],
+    coalesce: bool,
+    sink: &mut dyn crate::metrics::Sink,
+) -> (serde_json::Value, u64) {
     let sets: Vec<String> = sets.iter().map(|s| (*s).to_string()).collect();
     let sc = crate::scenario::load(Path::new(path), &sets).expect("scenario loads");
-    let mut sink = VecSink::default();
     let (mut summary, events) = {
-        let mut world = super::World::new(&sc, &mut sink);
+        let mut world = super::World::new(&sc, sink);
         world.set_decode_coalescing(coalesce);
         let stats = world.run().expect("runs");
         let summary = Summary::new(
@@ -34,7 +45,7 @@ fn run(path: &str, sets: &[&str], coalesce: bool) -> (VecSink, serde_json::Value
         .as_object_mut()
         .expect("summary has sim")
         .remove("events");
-    (sink, summary, events)
+    (summary, events)
 }
 
 /// Asserts coalesced and step-by-step runs agree; returns (events on, events off).
@@ -130,4 +141,19 @@ fn a_decode_dominated_run_needs_far_fewer_events() {
         ],
     );
     assert!(on * 4 < off, "{on} vs {off}");
+}
+
+/// A sink that drops rows (`--summary-only`) gets no link rows built: the summary is the one a
+/// sink keeping every row gets, on scenarios whose links carry bytes and fail.
+#[test]
+fn a_summary_only_run_gives_the_same_summary() {
+    for (path, sets) in [
+        ("scenarios/quickstart.toml", &["run.duration_s=10"][..]),
+        ("scenarios/faults/lossy-links.toml", &[][..]),
+    ] {
+        let (rows, kept, _) = run(path, sets, true);
+        assert!(!rows.links.is_empty(), "{path}: links carried bytes");
+        let (dropped, _) = run_into(path, sets, true, &mut crate::metrics::NullSink);
+        assert_eq!(kept, dropped, "{path}");
+    }
 }

@@ -366,14 +366,11 @@ impl World<'_> {
     /// ([`crate::sglang::decode::DecodeServer::virtual_step`]), each as its own event would have
     /// run: tokens counted at its end, the step's bookkeeping, the gauges observed at its end.
     /// A step end at `t` is handled before the event at `t` that asks for it.
+    #[inline(always)]
     pub(super) fn catch_up_decode(&mut self, d: DecodeId, t: crate::engine::Nanos) {
-        while self.decodes[d].virtual_left > 0 && self.decodes[d].step_end <= t {
-            let dec = &mut self.decodes[d];
-            self.collector
-                .tokens_generated(dec.step_end, u64::from(dec.running));
-            let end = dec.virtual_step(d, &mut self.reqs, &mut self.q, &mut self.collector.itl);
-            self.materialized_ns = self.materialized_ns.max(end);
-            self.observe_at(CoreRef::Decode(d), end);
+        let dec = &self.decodes[d];
+        if dec.virtual_left > 0 && dec.step_end <= t {
+            self.materialize_decode(d, t);
         }
     }
 

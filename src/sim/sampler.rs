@@ -53,6 +53,42 @@ struct Gauge {
     nic_bytes: f64,
 }
 
+impl Gauge {
+    /// Integrates the state last seen up to `now` (clipped to the arrival window's `end`: the
+    /// summary's utilisation, like its throughput, describes the steady state, not the drain
+    /// tail where load falls to 0), then takes the state now.
+    #[inline]
+    fn observe(&mut self, now: Nanos, end: Nanos, running: u32, queued: u32, kv_share: f64) {
+        let dt = (now.min(end).max(self.last_ns) - self.last_ns) as f64;
+        self.running_ns += f64::from(self.running) * dt;
+        self.queued_ns += f64::from(self.queued) * dt;
+        self.kv_ns += self.kv_share * dt;
+        if self.queued > 0 {
+            self.queue_nonempty_ns += dt;
+        }
+        self.last_ns = now;
+        self.running = running;
+        self.queued = queued;
+        self.kv_share = kv_share;
+    }
+}
+
+/// The share of `core`'s KV pages in use (0 for a pool of none).
+#[inline]
+fn kv_share(core: &Core) -> f64 {
+    share(core.pages.used(), core.pages.total())
+}
+
+/// `used` of `total` pages as a share (0 for a pool of none).
+#[inline]
+fn share(used: u32, total: u32) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        f64::from(used) / f64::from(total)
+    }
+}
+
 impl Sampler {
     pub(super) fn new(fabric: &Fabric, instances: usize) -> Self {
         let links: Vec<Link> = fabric.links().collect();
@@ -69,8 +105,12 @@ impl Sampler {
 }
 
 impl World<'_> {
-    /// One `links.csv` row per link that carried bytes this second or is not healthy.
+    /// One `links.csv` row per link that carried bytes this second or is not healthy. A sink
+    /// that drops link rows gets none built (the last sample only serves the rows).
     fn link_rows(&mut self) -> std::io::Result<()> {
+        if !self.sink.wants_rows() {
+            return Ok(());
+        }
         let s = &mut self.sampler;
         for k in 0..s.links.len() {
             let link = s.links[k];
@@ -116,27 +156,43 @@ impl World<'_> {
             core_of,
         );
         let i = core.instance.idx();
-        let total = core.pages.total();
-        let kv_share = if total == 0 {
-            0.0
-        } else {
-            f64::from(core.pages.used()) / f64::from(total)
-        };
-        // Integrate up to the arrival window's end only: the summary's utilisation, like its
-        // throughput, describes the steady state, not the drain tail where load falls to 0.
+        let kv_share = kv_share(core);
         let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
-        let g = &mut self.sampler.gauges[i];
-        let dt = (now.min(end).max(g.last_ns) - g.last_ns) as f64;
-        g.running_ns += f64::from(g.running) * dt;
-        g.queued_ns += f64::from(g.queued) * dt;
-        g.kv_ns += g.kv_share * dt;
-        if g.queued > 0 {
-            g.queue_nonempty_ns += dt;
+        self.sampler.gauges[i].observe(now, end, running, queued, kv_share);
+    }
+
+    /// Decode `d`'s coalesced steps that end at or before `t`, in one pass: each step as
+    /// [`crate::sglang::decode::DecodeServer::virtual_step`] materializes it, its tokens
+    /// counted at its end and the gauges observed there, exactly as
+    /// [`World::observe_at`] would (the batch and queues cannot change inside the pass; the
+    /// pages can, and are read at every step).
+    #[inline(never)]
+    pub(super) fn materialize_decode(&mut self, d: DecodeId, t: Nanos) {
+        let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
+        let dec = &mut self.decodes[d];
+        let (running, queued) = (dec.running, (dec.prealloc.len() + dec.ready.len()) as u32);
+        let total = dec.core.pages.total();
+        let i = dec.core.instance.idx();
+        // A copy the pass keeps in registers.
+        let mut g = self.sampler.gauges[i];
+        // Step ends increase: the ones inside the arrival window come first.
+        let (mut last, mut first, mut in_window) = (0, 0, 0u64);
+        let itl = &mut self.collector.itl;
+        dec.virtual_steps(t, &self.reqs, itl, |at, used| {
+            if at <= end {
+                first = if in_window == 0 { at } else { first };
+                in_window += 1;
+            }
+            g.observe(at, end, running, queued, share(used, total));
+            last = at;
+        });
+        self.sampler.gauges[i] = g;
+        // Their tokens, as each step's `tokens_generated` would have counted them.
+        if in_window > 0 {
+            self.collector
+                .tokens_generated(first, in_window * u64::from(running));
         }
-        g.last_ns = now;
-        g.running = running;
-        g.queued = queued;
-        g.kv_share = kv_share;
+        self.materialized_ns = self.materialized_ns.max(last);
     }
 
     /// Every instance, in result order.

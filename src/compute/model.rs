@@ -515,7 +515,13 @@ impl StepModel {
     /// [`StepModel::decode_plain_ok`] holds for `t` (only there may it be used).
     #[inline]
     pub fn decode_s_plain(&self, t: &DecodeTerms, context_tokens: u64) -> f64 {
-        let ctx = context_tokens as f64;
+        self.decode_s_plain_f(t, crate::engine::u64_to_f64(context_tokens))
+    }
+
+    /// [`StepModel::decode_s_plain`] over a context already converted (`context_tokens as
+    /// f64`, exact): a coalesced run steps it by adding the batch size.
+    #[inline(always)]
+    pub fn decode_s_plain_f(&self, t: &DecodeTerms, ctx: f64) -> f64 {
         let flops = t.flops0 + self.decode_pair_flops * ctx;
         let t_compute = flops / t.compute_denom;
         let kv_bytes = self.kv_bytes_per_token_gpu * ctx + t.state_bytes;
@@ -947,6 +953,24 @@ mod tests {
             plain > shapes.len() * 100,
             "the plain path ran {plain} times"
         );
+        // A run's planned steps (context stepped in f64 on the plain path) are each step's
+        // own `decode_ns`, also where the context reaches 2^53 and the checked path takes over.
+        for (i, m) in shapes.iter().enumerate().step_by(7) {
+            let times = StepTimes::Model(m.clone());
+            let mut cache = crate::compute::DecodeCache::default();
+            for (b, ctx, n) in [(1, 0, 9), (37, 70_000, 40), (512, (1 << 53) - 2_000, 8)] {
+                let mut out = Vec::new();
+                let sum = times
+                    .decode_step(&mut cache, b)
+                    .extend_run(ctx, b.into(), n, &mut out);
+                let want: Vec<_> = (1..=n)
+                    .map(|k| m.decode_ns(b, ctx + k * u64::from(b)))
+                    .collect();
+                assert_eq!(out, want, "shape {i}: batch {b}, ctx {ctx}");
+                let total = want.iter().fold(0u64, |a, &x| a.saturating_add(x));
+                assert_eq!(sum, total, "shape {i}");
+            }
+        }
         // A term that is not plain (NaN, −0.0, infinite) keeps the checked path.
         let m = &shapes[0];
         for bad in [f64::NAN, -0.0, f64::INFINITY] {

@@ -395,6 +395,40 @@ impl DecodeStep<'_> {
         }
     }
 
+    /// The durations of the `n` steps after one at context `ctx`, the context growing by
+    /// `per_step` tokens a step: [`DecodeStep::ns`] of `ctx + per_step`, `ctx + 2·per_step`, …,
+    /// pushed to `out` in order. Returns their sum, ns (saturating). The plain model steps its
+    /// context in `f64` (exact below 2^53 tokens) instead of converting it at every step.
+    #[inline]
+    pub fn extend_run(&self, ctx: u64, per_step: u64, n: u64, out: &mut Vec<Nanos>) -> Nanos {
+        let mut sum: Nanos = 0;
+        let exact = per_step
+            .checked_mul(n)
+            .and_then(|g| g.checked_add(ctx))
+            .is_some_and(|last| last < 1 << 53);
+        match self {
+            Self::Model(m, t, true) if exact => {
+                let (mut c, step) = (ctx as f64, per_step as f64);
+                out.extend((0..n).map(|_| {
+                    c += step;
+                    let dt = ceil_secs_to_ns(m.decode_s_plain_f(t, c));
+                    sum = sum.saturating_add(dt);
+                    dt
+                }));
+            }
+            _ => {
+                let mut c = ctx;
+                out.extend((0..n).map(|_| {
+                    c += per_step;
+                    let dt = self.ns(c);
+                    sum = sum.saturating_add(dt);
+                    dt
+                }));
+            }
+        }
+        sum
+    }
+
     /// [`DecodeStep::ns`] off the plain path.
     #[inline(never)]
     fn ns_checked(&self, context_tokens: u64) -> Nanos {

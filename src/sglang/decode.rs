@@ -102,7 +102,7 @@ pub struct DecodeServer {
 /// The most steps one coalesced run covers.
 const MAX_RUN_STEPS: u64 = 4096;
 /// The fewest steps a run plans (when the batch allows).
-const MIN_RUN_STEPS: u64 = 4;
+const MIN_RUN_STEPS: u64 = 16;
 
 impl DecodeServer {
     /// An idle decode server.
@@ -291,6 +291,18 @@ impl DecodeServer {
         let mut avail = Self::pages_in_hand(&self.core.pages);
         let start = avail;
         let ps = u64::from(self.core.page_size);
+        let n = last.saturating_sub(first);
+        // Any `n` steps open at most `ceil(n / ps)` pages per running request: when the pages
+        // in hand cover that, no step can stop the run, and its steps are timed in one pass.
+        if n.div_ceil(ps) * u64::from(running) <= avail {
+            let sum = step.extend_run(ctx, running.into(), n, &mut self.planned);
+            let end = self.step_end.saturating_add(sum);
+            self.next_phase = ((first + 1) % ps) as usize;
+            self.need_left = self.pages_opened(self.next_phase, n);
+            self.virtual_left = n as u32;
+            self.full = n == self.horizon;
+            return end;
+        }
         let mut end = self.step_end;
         // The phase of step k + 1, walked without a division per step.
         let mut at = ((first + 1) % ps) as usize;
@@ -319,6 +331,30 @@ impl DecodeServer {
         self.need_left = start - avail;
         self.full = k == first + self.horizon;
         end
+    }
+
+    /// Pages the `n` steps whose growth starts at `phase[at]` open: whole turns of the phase
+    /// table open one page per running request each.
+    fn pages_opened(&self, at: usize, n: u64) -> u64 {
+        let ps = self.phase.len();
+        let (turns, rest) = (n / ps as u64, (n % ps as u64) as usize);
+        let whole = if turns > 0 {
+            turns * self.phase.iter().map(|&x| u64::from(x)).sum::<u64>()
+        } else {
+            0
+        };
+        let tail = if at + rest <= ps {
+            &self.phase[at..at + rest]
+        } else {
+            &self.phase[at..]
+        };
+        let wrapped = &self.phase[..(at + rest).saturating_sub(ps)];
+        whole
+            + tail
+                .iter()
+                .chain(wrapped)
+                .map(|&x| u64::from(x))
+                .sum::<u64>()
     }
 
     /// Free pages a run may plan on. A unified pool's byte budget is checked in floating
@@ -675,6 +711,24 @@ mod tests {
         assert!(rb.bootstrap_timeout.is_some());
         assert_eq!(d.prealloc.front(), Some(&b));
         assert_eq!((d.running, d.holders, d.retractions), (1, 1, 1));
+    }
+
+    /// The pages a run's steps open, counted by whole turns of the phase table, are the sum
+    /// a step-by-step walk of the table finds, from every start and over every length.
+    #[test]
+    fn pages_opened_is_the_walk() {
+        let mut d = DecodeServer::new(core(8, 16), vec![17_000], u32::MAX);
+        for (i, x) in d.phase.iter_mut().enumerate() {
+            *x = (i as u32 * 7 + 3) % 5;
+        }
+        for at in 0..16 {
+            for n in 0..70u64 {
+                let walk: u64 = (0..n as usize)
+                    .map(|k| u64::from(d.phase[(at + k) % 16]))
+                    .sum();
+                assert_eq!(d.pages_opened(at, n), walk, "from {at}, {n} steps");
+            }
+        }
     }
 
     /// A crash cancels the running step: its end never fires.

@@ -59,7 +59,7 @@ impl Gauge {
     /// tail where load falls to 0), then takes the state now.
     #[inline]
     fn observe(&mut self, now: Nanos, end: Nanos, running: u32, queued: u32, kv_share: f64) {
-        let dt = (now.min(end).max(self.last_ns) - self.last_ns) as f64;
+        let dt = crate::engine::u64_to_f64(now.min(end).max(self.last_ns) - self.last_ns);
         self.running_ns += f64::from(self.running) * dt;
         self.queued_ns += f64::from(self.queued) * dt;
         self.kv_ns += self.kv_share * dt;

@@ -2,7 +2,10 @@
 //! random stream per source. It knows nothing about GPUs, requests or networks.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
+
+mod heap;
+use heap::MinHeap;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -114,7 +117,7 @@ pub struct EventKey {
 /// outnumber live ones the heap is rebuilt without them, so it stays within twice its pending
 /// events.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry>,
+    heap: MinHeap,
     /// FIFO lanes, each in (time, sequence) order.
     lanes: Vec<VecDeque<Entry>>,
     /// Events by slot.
@@ -159,7 +162,7 @@ impl<E> EventQueue<E> {
     /// An empty queue at time 0.
     pub fn new() -> Self {
         Self {
-            heap: BinaryHeap::new(),
+            heap: MinHeap::default(),
             lanes: Vec::new(),
             slab: Vec::new(),
             free: Vec::new(),

@@ -211,6 +211,10 @@ impl World<'_> {
     /// prefill (after the control latency) and its `WaitingForInput` clock starts.
     pub(super) fn try_prealloc(&mut self, d: DecodeId) {
         self.catch_up_decode(d, self.q.now());
+        // Most step ends find nobody waiting: nothing to admit.
+        if self.decodes[d].prealloc.is_empty() {
+            return;
+        }
         let mut admitted = std::mem::take(&mut self.scratch.refs);
         admitted.clear();
         self.decodes[d].try_prealloc(&mut self.reqs, &mut admitted);

@@ -1,7 +1,6 @@
 //! The discrete-event engine: integer-nanosecond time, a totally ordered event queue and one
 //! random stream per source. It knows nothing about GPUs, requests or networks.
 
-use std::cmp::Ordering;
 use std::collections::VecDeque;
 
 mod heap;
@@ -70,24 +69,6 @@ struct Entry {
     at: Nanos,
     seq: u64,
     slot: u32,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        self.at == other.at && self.seq == other.seq
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Entry {
-    /// Reversed, so that `BinaryHeap` (a max-heap) pops the earliest (time, sequence) first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        (other.at, other.seq).cmp(&(self.at, self.seq))
-    }
 }
 
 /// The handle of a scheduled event, for [`EventQueue::cancel`]. It names the event by its

@@ -18,6 +18,22 @@ pub(super) struct MinHeap {
     v: Vec<Entry>,
 }
 
+/// Puts `e` into the hole at `pos`, moving later parents down until `e` is no earlier than its
+/// parent (a push's new leaf, a pop's last entry from the bottom).
+#[inline(always)]
+fn rise(v: &mut [Entry], mut pos: usize, e: Entry) {
+    let k = key(&e);
+    while pos > 0 {
+        let parent = (pos - 1) / 2;
+        if k >= key(&v[parent]) {
+            break;
+        }
+        v[pos] = v[parent];
+        pos = parent;
+    }
+    v[pos] = e;
+}
+
 impl MinHeap {
     /// Entries held (cancelled ones included until they are dropped).
     #[inline]
@@ -35,18 +51,8 @@ impl MinHeap {
     #[inline(always)]
     pub(super) fn push(&mut self, e: Entry) {
         self.v.push(e);
-        let v = self.v.as_mut_slice();
-        let k = key(&e);
-        let mut pos = v.len() - 1;
-        while pos > 0 {
-            let parent = (pos - 1) / 2;
-            if k >= key(&v[parent]) {
-                break;
-            }
-            v[pos] = v[parent];
-            pos = parent;
-        }
-        v[pos] = e;
+        let pos = self.v.len() - 1;
+        rise(self.v.as_mut_slice(), pos, e);
     }
 
     /// Removes the earliest entry.
@@ -74,16 +80,7 @@ impl MinHeap {
             pos = child;
         }
         // ...and the last entry rises from there to its place.
-        let k = key(&last);
-        while pos > 0 {
-            let parent = (pos - 1) / 2;
-            if k >= key(&v[parent]) {
-                break;
-            }
-            v[pos] = v[parent];
-            pos = parent;
-        }
-        v[pos] = last;
+        rise(v, pos, last);
         Some(top)
     }
 

@@ -227,87 +227,25 @@ impl LinkName {
 
 impl fmt::Display for NicName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write_parts(f, &[S("node"), N(self.node), S(".nic"), N(self.nic)])
+        write!(f, "node{}.nic{}", self.node, self.nic)
     }
 }
 
 impl fmt::Display for LinkName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            LinkName::Nic(nic, d) => write_parts(
-                f,
-                &[
-                    S("node"),
-                    N(nic.node),
-                    S(".nic"),
-                    N(nic.nic),
-                    S(if d == Direction::Out { ".tx" } else { ".rx" }),
-                ],
-            ),
-            LinkName::Nvlink(g, d) => write_parts(
-                f,
-                &[
-                    S("node"),
-                    N(g.node),
-                    S(".gpu"),
-                    N(g.local),
-                    S(if d == Direction::Out {
-                        ".nvlink_tx"
-                    } else {
-                        ".nvlink_rx"
-                    }),
-                ],
-            ),
-            LinkName::Switch(s, d) => write_parts(
-                f,
-                &[
-                    S("switch"),
-                    N(s),
-                    S(if d == Direction::Out { ".up" } else { ".down" }),
-                ],
-            ),
+            LinkName::Nic(nic, Direction::Out) => write!(f, "{nic}.tx"),
+            LinkName::Nic(nic, Direction::In) => write!(f, "{nic}.rx"),
+            LinkName::Nvlink(g, Direction::Out) => {
+                write!(f, "node{}.gpu{}.nvlink_tx", g.node, g.local)
+            }
+            LinkName::Nvlink(g, Direction::In) => {
+                write!(f, "node{}.gpu{}.nvlink_rx", g.node, g.local)
+            }
+            LinkName::Switch(s, Direction::Out) => write!(f, "switch{s}.up"),
+            LinkName::Switch(s, Direction::In) => write!(f, "switch{s}.down"),
         }
     }
-}
-
-/// A piece of a name: text, or a number written in decimal.
-enum Part<'a> {
-    S(&'a str),
-    N(u32),
-}
-use Part::{N, S};
-
-/// Writes a name with one `write_str`, exactly as `write!` with `{}` would: names are written
-/// for every link row of every sampled second, where the formatting machinery of `write!`
-/// (nested for a NIC's links) cost several times the text itself. The longest name,
-/// `node<u32>.gpu<u32>.nvlink_tx`, is 38 bytes.
-fn write_parts(f: &mut fmt::Formatter<'_>, parts: &[Part]) -> fmt::Result {
-    let mut buf = [0u8; 64];
-    let mut len = 0;
-    for p in parts {
-        match *p {
-            S(s) => {
-                buf[len..len + s.len()].copy_from_slice(s.as_bytes());
-                len += s.len();
-            }
-            N(mut v) => {
-                let mut digits = [0u8; 10];
-                let mut i = digits.len();
-                loop {
-                    i -= 1;
-                    digits[i] = b'0' + (v % 10) as u8;
-                    v /= 10;
-                    if v == 0 {
-                        break;
-                    }
-                }
-                let d = &digits[i..];
-                buf[len..len + d.len()].copy_from_slice(d);
-                len += d.len();
-            }
-        }
-    }
-    f.write_str(std::str::from_utf8(&buf[..len]).expect("names are ASCII"))
 }
 
 /// `prefix<digits>` → the number. Digits only: no sign, no spaces, no empty index.
@@ -384,34 +322,6 @@ impl FromStr for LinkName {
 mod tests {
     use super::*;
     use crate::fabric::{Fabric, FabricParams, TopologyKind};
-
-    /// The one-`write_str` names are what `write!` with `{}` writes, digits at every length.
-    #[test]
-    fn names_write_as_format_does() {
-        let values = [0, 1, 9, 10, 99, 100, 4_095, 65_536, 999_999_999, u32::MAX];
-        for &a in &values {
-            for &b in &values {
-                let nic = NicName { node: a, nic: b };
-                assert_eq!(nic.to_string(), format!("node{a}.nic{b}"));
-                let g = GpuId { node: a, local: b };
-                for (d, x, nv, sw) in [
-                    (Direction::Out, "tx", "nvlink_tx", "up"),
-                    (Direction::In, "rx", "nvlink_rx", "down"),
-                ] {
-                    assert_eq!(
-                        LinkName::Nic(nic, d).to_string(),
-                        format!("node{a}.nic{b}.{x}")
-                    );
-                    let want = format!("node{a}.gpu{b}.{nv}");
-                    assert_eq!(LinkName::Nvlink(g, d).to_string(), want);
-                    assert_eq!(
-                        LinkName::Switch(a, d).to_string(),
-                        format!("switch{a}.{sw}")
-                    );
-                }
-            }
-        }
-    }
 
     fn topologies() -> Vec<TopologyConfig> {
         vec![

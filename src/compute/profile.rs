@@ -69,7 +69,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::compute::model::StepModel;
-use crate::engine::{Nanos, ns_from_secs_ceil};
+use crate::engine::{NS_PER_S, Nanos, ceil_ns, ns_from_secs_ceil};
 
 /// Why a profile could not be loaded. Row-level errors name the file, the 1-based line, the
 /// column (by name and 1-based position) and what would be valid.
@@ -390,7 +390,9 @@ impl DecodeStep<'_> {
     pub fn ns(&self, context_tokens: u64) -> Nanos {
         match self {
             // Plain terms give a finite, non-negative duration: nothing to check.
-            Self::Model(m, t, true) => ceil_secs_to_ns(m.decode_s_plain(t, context_tokens)),
+            Self::Model(m, t, true) => {
+                ceil_ns(m.decode_s_plain(t, context_tokens) * NS_PER_S as f64)
+            }
             _ => self.ns_checked(context_tokens),
         }
     }
@@ -411,7 +413,7 @@ impl DecodeStep<'_> {
                 let (mut c, step) = (ctx as f64, per_step as f64);
                 out.extend((0..n).map(|_| {
                     c += step;
-                    let dt = ceil_secs_to_ns(m.decode_s_plain_f(t, c));
+                    let dt = ceil_ns(m.decode_s_plain_f(t, c) * NS_PER_S as f64);
                     sum = sum.saturating_add(dt);
                     dt
                 }));
@@ -433,33 +435,9 @@ impl DecodeStep<'_> {
     #[inline(never)]
     fn ns_checked(&self, context_tokens: u64) -> Nanos {
         match self {
-            Self::Model(m, t, _) => secs_to_ns_ceil(m.decode_s_with(t, context_tokens)),
+            Self::Model(m, t, _) => ns_from_secs_ceil(m.decode_s_with(t, context_tokens)),
             Self::Measured(p, batch) => p.decode_ns(*batch, context_tokens),
         }
-    }
-}
-
-/// [`ns_from_secs_ceil`], bit for bit, in fewer instructions (a coalesced run evaluates it
-/// for every step it plans): below 2^63 ns the signed conversions, which give the unsigned
-/// ones' values there. (The check is the same: NaN fails both comparisons.)
-#[inline]
-fn secs_to_ns_ceil(seconds: f64) -> Nanos {
-    assert!(
-        (0.0..f64::INFINITY).contains(&seconds),
-        "a duration must be finite and non-negative, got {seconds} s"
-    );
-    ceil_secs_to_ns(seconds)
-}
-
-/// [`secs_to_ns_ceil`] of a duration known to be finite and non-negative.
-#[inline]
-fn ceil_secs_to_ns(seconds: f64) -> Nanos {
-    let x = seconds * crate::engine::NS_PER_S as f64;
-    if x < 9_223_372_036_854_775_808.0 {
-        let t = x as i64;
-        (if (t as f64) < x { t + 1 } else { t }) as Nanos
-    } else {
-        crate::engine::ceil_ns(x)
     }
 }
 
@@ -555,39 +533,6 @@ impl StepTimes {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The lean conversion gives `ns_from_secs_ceil`'s nanoseconds: around integers, at the
-    /// 2^63 ns edge, at 0 and -0, and over random durations.
-    #[test]
-    fn secs_to_ns_ceil_is_ns_from_secs_ceil() {
-        use rand::{RngExt, SeedableRng};
-        let mut cases = vec![
-            0.0,
-            -0.0,
-            1e-9,
-            1e-12,
-            0.5,
-            1.0,
-            9.223372036854775e9,
-            1e10,
-            1e300,
-        ];
-        for e in 0..64 {
-            let x = (1u64 << e) as f64 / 1e9;
-            cases.extend([
-                x,
-                f64::from_bits(x.to_bits() + 1),
-                f64::from_bits(x.to_bits() - 1),
-            ]);
-        }
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        for _ in 0..10_000 {
-            cases.push(rng.random_range(0.0..1.0) * 10f64.powi(rng.random_range(-9..12)));
-        }
-        for s in cases {
-            assert_eq!(secs_to_ns_ceil(s), ns_from_secs_ceil(s), "{s:e} s");
-        }
-    }
 
     /// Reads and parses a profile file, as the scenario layer does.
     fn load_profile(path: &Path) -> Result<MeasuredProfile, ProfileError> {

@@ -186,6 +186,7 @@ impl Fabric {
         if st.down > 1 {
             return Vec::new();
         }
+        self.links_down += 1;
         let hit = self.flows_on(l);
         for &flow in &hit {
             let fi = flow.0 as usize;
@@ -214,6 +215,10 @@ impl Fabric {
     /// One less down on link `l` (no-op on a link that is up).
     pub(super) fn raise(&mut self, l: u32) {
         let st = &mut self.links[l as usize];
-        st.down = st.down.saturating_sub(1);
+        let was = st.down;
+        st.down = was.saturating_sub(1);
+        if was == 1 {
+            self.links_down -= 1;
+        }
     }
 }

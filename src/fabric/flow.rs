@@ -245,6 +245,36 @@ impl Fabric {
         })
     }
 
+    /// [`Fabric::select_path`], without the search while every link is up: the first NIC
+    /// pair in Mooncake's order is then the preferred one.
+    pub(super) fn choose_path(&self, fi: usize) -> Option<Path> {
+        if self.links_down == 0 {
+            Some(self.preferred_path(fi))
+        } else {
+            self.select_path(fi)
+        }
+    }
+
+    /// What routing needs of `path`, in one pass over its links: its goodput fraction (as
+    /// [`Fabric::keep_of`], same product order), its smallest healthy capacity (bytes/ns) and
+    /// its links the solver sees ([`Fabric::binding_links`]).
+    pub(super) fn resolve(&self, path: &Path) -> (f64, f64, [LinkIdx; MAX_PATH], usize) {
+        let mut keep = 1.0;
+        let mut floor = f64::INFINITY;
+        let mut out = [LinkIdx(0); MAX_PATH];
+        let mut n = 0;
+        for &l in path.links() {
+            let st = &self.links[l.0 as usize];
+            keep *= 1.0 - st.loss;
+            floor = f64::min(floor, st.nominal);
+            if !st.slack {
+                out[n] = l;
+                n += 1;
+            }
+        }
+        (keep, floor, out, n)
+    }
+
     /// The path the sender tries first (whether up or not).
     pub(super) fn preferred_path(&self, fi: usize) -> Path {
         let f = self.flows[fi].as_ref().expect("live");
@@ -274,19 +304,13 @@ impl Fabric {
         if f.bytes == 0 {
             return Some(self.end(fi, now, FlowOutcome::Completed));
         }
-        match self.select_path(fi) {
+        match self.choose_path(fi) {
             Some(path) => {
-                let keep = self.keep_of(path);
+                let (keep, floor, binding, n) = self.resolve(&path);
                 // A cap at or above the smallest healthy capacity on the path can never bind
                 // (capacities only go down from there): leave it out of the solver, which would
                 // otherwise sort every capped flow at each re-solve. Same rates, less work.
-                let floor = path
-                    .links()
-                    .iter()
-                    .map(|l| self.links[l.0 as usize].nominal)
-                    .fold(f64::INFINITY, f64::min);
                 let cap = if f.cap >= floor { f64::INFINITY } else { f.cap };
-                let (binding, n) = self.binding_links(&path);
                 let share = self.sharing.add_flow(&binding[..n], cap);
                 self.mutations += 1;
                 if share.0 as usize >= self.owner.len() {

@@ -237,6 +237,8 @@ pub struct Fabric {
     params: FabricParams,
     sharing: Sharing,
     links: Vec<LinkState>,
+    /// Links that are down (`down > 0`): while none is, every flow takes its preferred path.
+    links_down: u32,
     flows: Vec<Option<Flow>>,
     /// Free flow ids, lowest first (deterministic reuse).
     free: BinaryHeap<Reverse<u32>>,
@@ -289,6 +291,7 @@ impl Fabric {
         Ok(Self {
             sharing: Sharing::new(links.iter().map(|l| l.nominal).collect()),
             links,
+            links_down: 0,
             layout,
             params,
             flows: Vec::new(),

@@ -95,3 +95,106 @@ fn an_all_to_all_flow_shares_a_nic_with_a_kv_transfer_and_both_slow_down() {
     assert!(ends.contains(&(9, 67)), "{ends:?}");
     assert_eq!(alone.fabric.nic_bytes(NicId(0)).0, 3000.0);
 }
+
+mod routing {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn fabric(kind: TopologyKind) -> Fabric {
+        let topo = TopologyConfig {
+            nodes: 4,
+            gpus_per_node: 4,
+            nics_per_node: 2,
+            kind,
+            nodes_per_leaf: 2,
+            oversubscription: 2.0,
+            ..TopologyConfig::default()
+        };
+        Fabric::build(topo, FabricParams::ideal()).unwrap()
+    }
+
+    /// For every GPU pair: the routing fast paths (`choose_path`, `resolve`) against the general
+    /// ones (`select_path`, `keep_of`, the healthy-capacity minimum, `binding_links`), and the
+    /// count of down links against a recount.
+    fn check_every_pair(fab: &mut Fabric, now: Nanos) -> Result<(), TestCaseError> {
+        let recount = fab.links.iter().filter(|l| l.down > 0).count() as u32;
+        prop_assert_eq!(fab.links_down, recount);
+        let gpus: Vec<GpuId> = (0..4)
+            .flat_map(|node| (0..4).map(move |local| GpuId { node, local }))
+            .collect();
+        for &src in &gpus {
+            for &dst in &gpus {
+                let id = fab.start_transfer(now, src, dst, 1000, 1, 0);
+                let fi = id.0 as usize;
+                let general = fab.select_path(fi);
+                prop_assert_eq!(fab.choose_path(fi), general);
+                if let Some(path) = general {
+                    let (keep, floor, binding, n) = fab.resolve(&path);
+                    prop_assert_eq!(keep.to_bits(), fab.keep_of(path).to_bits());
+                    let want_floor = path
+                        .links()
+                        .iter()
+                        .map(|l| fab.links[l.0 as usize].nominal)
+                        .fold(f64::INFINITY, f64::min);
+                    prop_assert_eq!(floor.to_bits(), want_floor.to_bits());
+                    let (want, wn) = fab.binding_links(&path);
+                    prop_assert_eq!(&binding[..n], &want[..wn]);
+                }
+                fab.abort_flow(now, id);
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        /// Faults in any order (nested downs, flaps coming back, loss, degradation that
+        /// un-slacks switch links): the fast paths always agree with the general ones,
+        /// including right after a down moves a path off the preferred NIC pair.
+        #[test]
+        fn fast_routing_agrees_with_the_search(
+            leaf in any::<bool>(),
+            ops in prop::collection::vec((0u8..7, 0u32..64, 0u32..4), 1..40),
+        ) {
+            let kind = if leaf { TopologyKind::LeafSpine } else { TopologyKind::Rail };
+            let mut fab = fabric(kind);
+            let links: Vec<Link> = fab.links().collect();
+            let nics = fab.num_nics();
+            let mut now = 0;
+            check_every_pair(&mut fab, now)?;
+            for (op, a, b) in ops {
+                now += 10;
+                let link = links[a as usize % links.len()];
+                let nic = NicId(a % nics);
+                match op {
+                    0 => { fab.link_down(now, link); }
+                    1 => { fab.link_up(now, link); }
+                    2 => { fab.nic_down(now, nic); }
+                    3 => { fab.nic_up(now, nic); }
+                    4 => { fab.nic_flap(now, nic, 15); }
+                    5 => { fab.set_link_loss(now, link, f64::from(b) / 8.0); }
+                    _ => { fab.degrade_link(now, link, f64::from(b + 1) / 4.0); }
+                }
+                fab.next_due(now);
+                check_every_pair(&mut fab, now)?;
+            }
+        }
+    }
+
+    /// The invalidation case by hand: a down preferred NIC moves the path to the next NIC pair.
+    #[test]
+    fn a_down_nic_moves_the_path_off_the_fast_path() {
+        let mut fab = fabric(TopologyKind::Rail);
+        let (src, dst) = (GpuId { node: 0, local: 0 }, GpuId { node: 1, local: 0 });
+        let id = fab.start_transfer(0, src, dst, 1000, 1, 0);
+        let fi = id.0 as usize;
+        let before = fab.choose_path(fi).unwrap();
+        fab.nic_down(0, fab.nic_of(src));
+        assert_eq!(fab.links_down, 2);
+        let after = fab.choose_path(fi).unwrap();
+        assert_ne!(after, before);
+        assert_eq!(Some(after), fab.select_path(fi));
+        fab.nic_up(0, fab.nic_of(src));
+        assert_eq!(fab.links_down, 0);
+        assert_eq!(fab.choose_path(fi), Some(before));
+    }
+}

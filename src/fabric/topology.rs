@@ -372,18 +372,24 @@ impl Layout {
 
     /// Route from `src`'s TX to `dst`'s RX through the switches.
     pub(crate) fn nic_path(&self, src: NicId, dst: NicId) -> Path {
+        // The link numbering of [`Layout::index`], written out: every flow start resolves one
+        // path, and the checked, matched form costs more than the rest of routing.
+        debug_assert!(src.0 < self.num_nics() && dst.0 < self.num_nics());
         let (a, b) = (self.switch_of(src), self.switch_of(dst));
-        let tx = self.index(Link::NicTx(src));
-        let rx = self.index(Link::NicRx(dst));
+        let tx = LinkIdx(2 * src.0);
+        let rx = LinkIdx(2 * dst.0 + 1);
         if a == b {
-            Path::new(&[tx, rx])
+            Path {
+                links: [tx, rx, LinkIdx(0), LinkIdx(0)],
+                len: 2,
+            }
         } else {
-            Path::new(&[
-                tx,
-                self.index(Link::Uplink(a)),
-                self.index(Link::Downlink(b)),
-                rx,
-            ])
+            let up = LinkIdx(self.sw_base + 2 * a);
+            let down = LinkIdx(self.sw_base + 2 * b + 1);
+            Path {
+                links: [tx, up, down, rx],
+                len: 4,
+            }
         }
     }
 
@@ -452,6 +458,32 @@ mod tests {
         assert_eq!(l.link(p.links()[2]), Link::Downlink(1));
         // 2 nodes × 2 NICs × 50 / 2.
         assert_eq!(l.nominal_capacity(Link::Downlink(1), 1.0), 100.0);
+    }
+
+    /// The written-out numbering of `nic_path` is `index`'s, for every NIC pair of both kinds.
+    #[test]
+    fn nic_paths_use_the_index_numbering() {
+        for kind in [TopologyKind::Rail, TopologyKind::LeafSpine] {
+            let l = layout(kind);
+            for s in 0..l.num_nics() {
+                for d in 0..l.num_nics() {
+                    let (src, dst) = (NicId(s), NicId(d));
+                    let (a, b) = (l.switch_of(src), l.switch_of(dst));
+                    let (tx, rx) = (l.index(Link::NicTx(src)), l.index(Link::NicRx(dst)));
+                    let want = if a == b {
+                        Path::new(&[tx, rx])
+                    } else {
+                        Path::new(&[
+                            tx,
+                            l.index(Link::Uplink(a)),
+                            l.index(Link::Downlink(b)),
+                            rx,
+                        ])
+                    };
+                    assert_eq!(l.nic_path(src, dst), want, "{kind:?} {s} -> {d}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -251,8 +251,6 @@ pub struct Fabric {
     is_dirty: Vec<bool>,
     /// Every live flow's next event (single-timer mode).
     timers: Timers,
-    /// Scratch list of flows due now.
-    due_now: Vec<u32>,
     /// Time of solver mutations whose rate changes are not yet applied.
     pending: Option<Nanos>,
     /// Scheduled link-ups `(at, sequence, link)` of NIC flaps, applied lazily: bringing a link
@@ -302,7 +300,6 @@ impl Fabric {
             dirty: Vec::new(),
             is_dirty: Vec::new(),
             timers: Timers::default(),
-            due_now: Vec::new(),
             pending: None,
             ups: BinaryHeap::new(),
             up_seq: 0,
@@ -434,27 +431,23 @@ impl Fabric {
         loop {
             self.flush();
             self.process_dirty(now);
-            let mut batch = std::mem::take(&mut self.due_now);
+            if self.timers.peek().is_none_or(|(at, _)| at > now) {
+                return;
+            }
+            // Fire every flow due now before re-solving: a flow due now finished at its old
+            // rate even if another one ending now changes that rate from now on. Firing a flow
+            // touches no other flow's timer (rates and due times move only at the next
+            // `process_dirty`), so taking them off the heap one at a time gives the order a
+            // batch collected first would.
             while let Some((at, fi)) = self.timers.peek() {
                 if at > now {
                     break;
                 }
                 self.timers.remove(fi);
-                batch.push(fi);
-            }
-            if batch.is_empty() {
-                self.due_now = batch;
-                return;
-            }
-            // Fire them all before re-solving: a flow due now finished at its old rate even if
-            // another one ending now changes that rate from now on.
-            for &fi in &batch {
                 if let Some(end) = self.fire_one(now, fi as usize) {
                     ends.push(end);
                 }
             }
-            batch.clear();
-            self.due_now = batch;
         }
     }
 

@@ -622,7 +622,12 @@ impl Sharing {
             let pos = list
                 .binary_search(&flow.0)
                 .expect("flow listed on its links");
-            list.remove(pos);
+            if pos + 1 == list.len() {
+                // The last (often the only) flow: no shift, so no memmove call.
+                list.pop();
+            } else {
+                list.remove(pos);
+            }
             if list.is_empty() && !sol.is_dirty[l as usize] && !sol.general_only {
                 // An empty link is a component of its own: it carries nothing.
                 sol.load[l as usize] = 0.0;

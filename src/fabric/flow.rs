@@ -378,20 +378,40 @@ impl Fabric {
     /// Ends flow `fi` now with `outcome`, frees its id, and reports it.
     pub(super) fn end(&mut self, fi: usize, now: Nanos, outcome: FlowOutcome) -> FlowEnd {
         self.settle(fi, now);
-        let mut f = self.flows[fi].take().expect("end a live flow");
-        if let Phase::Moving { share } = f.phase {
-            if outcome == FlowOutcome::Completed && f.remaining > 0.0 {
-                // The residue left by rounding the event time up to the nanosecond.
-                let wire = f.remaining / f.keep;
-                let resent = wire - f.remaining;
-                for &l in f.path.links() {
-                    let st = &mut self.links[l.0 as usize];
-                    st.bytes += wire;
-                    st.retransmitted += resent;
-                }
-                f.retransmitted += resent;
-                f.remaining = 0.0;
+        // Read in place and cleared after: taking the flow out would copy all of it.
+        let Self { flows, links, .. } = self;
+        let f = flows[fi].as_mut().expect("end a live flow");
+        let share = match f.phase {
+            Phase::Moving { share } => Some(share),
+            _ => None,
+        };
+        if share.is_some() && outcome == FlowOutcome::Completed && f.remaining > 0.0 {
+            // The residue left by rounding the event time up to the nanosecond.
+            let wire = f.remaining / f.keep;
+            let resent = wire - f.remaining;
+            for &l in f.path.links() {
+                let st = &mut links[l.0 as usize];
+                st.bytes += wire;
+                st.retransmitted += resent;
             }
+            f.retransmitted += resent;
+            f.remaining = 0.0;
+        }
+        let report = FlowEnd {
+            flow: FlowId(fi as u32),
+            token: f.token,
+            outcome,
+            src: f.src,
+            dst: f.dst,
+            bytes: f.bytes,
+            delivered_bytes: f.bytes as f64 - f.remaining,
+            retransmitted_bytes: f.retransmitted,
+            failed_attempts: f.failed_attempts,
+            start_ns: f.start_ns,
+            end_ns: now,
+        };
+        flows[fi] = None;
+        if let Some(share) = share {
             self.sharing.remove_flow(share);
             self.mutations += 1;
             if self.sharing.has_pending() {
@@ -406,19 +426,7 @@ impl Fabric {
             FlowOutcome::Failed(_) => self.stats.failed += 1,
             FlowOutcome::Aborted => self.stats.aborted += 1,
         }
-        FlowEnd {
-            flow: FlowId(fi as u32),
-            token: f.token,
-            outcome,
-            src: f.src,
-            dst: f.dst,
-            bytes: f.bytes,
-            delivered_bytes: f.bytes as f64 - f.remaining,
-            retransmitted_bytes: f.retransmitted,
-            failed_attempts: f.failed_attempts,
-            start_ns: f.start_ns,
-            end_ns: now,
-        }
+        report
     }
 }
 

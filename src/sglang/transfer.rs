@@ -245,6 +245,13 @@ impl TransferQueues {
         lane.0 / self.queue_size
     }
 
+    /// Whether a kick of the lane would do nothing: its worker is dead, or has no chunk, active
+    /// or queued.
+    pub fn is_idle(&self, lane: ShardId) -> bool {
+        let sh = &self.shards[lane];
+        sh.dead || (sh.active.is_none() && sh.queue.is_empty())
+    }
+
     /// Puts a chunk on a lane's queue.
     pub fn push(&mut self, lane: ShardId, job: ChunkJob) {
         self.shards[lane].queue.push_back(job);

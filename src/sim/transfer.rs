@@ -86,7 +86,14 @@ impl World<'_> {
                     self.worker_died(p, shard, &e);
                     return;
                 }
-                Kick::ChunkDone(job) => self.rank_chunk_done(p, job),
+                Kick::ChunkDone(job) => {
+                    self.rank_chunk_done(p, job);
+                    // The usual end of a chunk: nothing queued behind it, so the next kick
+                    // would find the worker idle (skipped, not paid for).
+                    if self.transfers[p].is_idle(shard) {
+                        return;
+                    }
+                }
             }
         }
     }

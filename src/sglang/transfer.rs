@@ -38,6 +38,9 @@ pub struct ActiveChunk {
     pub target: usize,
     /// The first target not yet started.
     pub next_target: usize,
+    /// The end of this rank's targets in the plan of the job's decode instance
+    /// ([`PairPlan::rank_targets`], kept: two binary searches per look-up).
+    pub end_target: usize,
     /// The current target's batch is on the fabric (or its empty batch call is pending).
     pub busy: bool,
     /// Mooncake batches (flows) of the current target not yet ended.
@@ -298,11 +301,12 @@ impl TransferQueues {
                     {
                         continue;
                     }
-                    let first = env.plans[job.decode].rank_targets(rank).start;
+                    let targets = env.plans[job.decode].rank_targets(rank);
                     sh.active = Some(ActiveChunk {
                         job,
-                        target: first,
-                        next_target: first,
+                        target: targets.start,
+                        next_target: targets.start,
+                        end_target: targets.end,
                         busy: false,
                         flows_left: 0,
                         failed: false,
@@ -329,7 +333,11 @@ impl TransferQueues {
         let d = req.decode;
         let dst = &env.decodes[d];
         let plan = &env.plans[d];
-        let end = plan.rank_targets(rank).end;
+        let end = if d == job.decode {
+            a.end_target
+        } else {
+            plan.rank_targets(rank).end
+        };
         let mut i = a.next_target;
         while i < end && plan.target(i).dummy {
             // A dummy target (MLA, prefill TP > decode TP) sends nothing (§3.4).

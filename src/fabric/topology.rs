@@ -473,12 +473,7 @@ mod tests {
                     let want = if a == b {
                         Path::new(&[tx, rx])
                     } else {
-                        Path::new(&[
-                            tx,
-                            l.index(Link::Uplink(a)),
-                            l.index(Link::Downlink(b)),
-                            rx,
-                        ])
+                        Path::new(&[tx, l.index(Link::Uplink(a)), l.index(Link::Downlink(b)), rx])
                     };
                     assert_eq!(l.nic_path(src, dst), want, "{kind:?} {s} -> {d}");
                 }

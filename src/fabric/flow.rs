@@ -134,19 +134,26 @@ impl Fabric {
 
     /// [`Fabric::process_dirty`] with flows marked.
     fn process_dirty_now(&mut self, now: Nanos) {
-        let mut dirty = std::mem::take(&mut self.dirty);
+        // Borrowed field by field: the list is walked in place, not taken and put back.
+        let Self {
+            dirty,
+            is_dirty,
+            flows,
+            timers,
+            ..
+        } = self;
         if dirty.len() == 1 {
             // One flow (a quiet fabric): already in order.
-        } else if dirty.len() * 16 > self.is_dirty.len() {
+        } else if dirty.len() * 16 > is_dirty.len() {
             // Many (a big component changed): reading the marks in id order beats sorting.
             dirty.clear();
-            dirty.extend((0..self.is_dirty.len() as u32).filter(|&f| self.is_dirty[f as usize]));
+            dirty.extend((0..is_dirty.len() as u32).filter(|&f| is_dirty[f as usize]));
         } else {
             dirty.sort_unstable();
         }
-        for &fi in &dirty {
-            self.is_dirty[fi as usize] = false;
-            let Some(f) = self.flows[fi as usize].as_mut() else {
+        for &fi in dirty.iter() {
+            is_dirty[fi as usize] = false;
+            let Some(f) = flows[fi as usize].as_mut() else {
                 continue;
             };
             let due = match f.phase {
@@ -167,13 +174,12 @@ impl Fabric {
             f.due_ns = due;
             let at = due.min(f.deadline_ns);
             if at == Nanos::MAX {
-                self.timers.remove(fi);
+                timers.remove(fi);
                 continue;
             }
-            self.timers.set(fi, at.max(now));
+            timers.set(fi, at.max(now));
         }
         dirty.clear();
-        self.dirty = dirty;
     }
 
     /// Lists the flow for the next `process_dirty`: its next event (or its rate) changed.

@@ -80,6 +80,7 @@ impl Side {
         self.load[i].is_some() || self.unseen[i].is_some()
     }
 
+    #[inline]
     fn set(&mut self, i: usize, load: Option<u32>) {
         if self.unseen[i].is_some() {
             if load.is_none() {
@@ -102,16 +103,19 @@ impl Side {
 
     /// Leaf `i` becomes `v`; its ancestors follow up to the first that keeps its value (the
     /// ones above it cannot change then).
+    #[inline]
     fn set_leaf(&mut self, i: usize, v: u64) {
-        let mut k = self.leaves + i;
-        self.tree[k] = v;
+        let t = &mut self.tree[..];
+        let (mut k, mut m) = (self.leaves + i, v);
+        t[k] = v;
+        // `m` is node k's value: its parent's is the smaller of it and k's sibling.
         while k > 1 {
+            m = m.min(t[k ^ 1]);
             k /= 2;
-            let m = self.tree[2 * k].min(self.tree[2 * k + 1]);
-            if self.tree[k] == m {
+            if t[k] == m {
                 break;
             }
-            self.tree[k] = m;
+            t[k] = m;
         }
     }
 

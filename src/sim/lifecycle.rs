@@ -547,13 +547,13 @@ impl World<'_> {
 
     /// Tells the router prefill `p`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_prefill(&mut self, p: PrefillId) {
-        let (k, load) = self.instance_load(super::dispatch::FRONT, p.idx());
+        let (k, load) = self.server_load(super::dispatch::FRONT, p.idx());
         self.router.set_prefill(k, load);
     }
 
     /// Tells the router decode `d`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_decode(&mut self, d: DecodeId) {
-        let (k, load) = self.instance_load(super::dispatch::DECODE, d.idx());
+        let (k, load) = self.server_load(super::dispatch::DECODE, d.idx());
         self.router.set_decode(k, load);
     }
 }

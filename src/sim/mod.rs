@@ -629,6 +629,10 @@ impl<'a> World<'a> {
 
     /// Lets every instance that a handler marked admit work, in ascending order.
     fn drain_wakes(&mut self) {
+        // Most events mark nothing.
+        if self.wake.is_empty() {
+            return;
+        }
         let mut wake = std::mem::take(&mut self.wake);
         while !wake.is_empty() {
             wake.sort_unstable();

@@ -416,7 +416,7 @@ impl Collector {
     /// Records a request's end and streams every row now in id order to `sink`.
     pub fn finish(
         &mut self,
-        row: RequestRow,
+        row: &RequestRow,
         message: Option<&str>,
         slo: (Option<Nanos>, Option<Nanos>),
         sink: &mut dyn Sink,
@@ -510,11 +510,11 @@ impl Collector {
             assert!(self.order[k] == NO_ROW, "request {} finished twice", row.id);
             let slot = match self.free_rows.pop() {
                 Some(s) => {
-                    self.rows[s as usize] = Some(row);
+                    self.rows[s as usize] = Some(row.clone());
                     s
                 }
                 None => {
-                    self.rows.push(Some(row));
+                    self.rows.push(Some(row.clone()));
                     (self.rows.len() - 1) as u32
                 }
             };
@@ -525,7 +525,7 @@ impl Collector {
         // In order: straight out, then every held row it was holding back.
         self.order.pop_front();
         self.next_id += 1;
-        sink.request(&row)?;
+        sink.request(row)?;
         while let Some(&slot) = self.order.front() {
             if slot == NO_ROW {
                 break;

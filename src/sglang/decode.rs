@@ -46,11 +46,10 @@ pub struct DecodeServer {
     pub running: u32,
     /// Requests that joined at the start of the running step.
     pub joined: Vec<ReqRef>,
-    /// (finishing step, join step, request): who leaves the batch after which step.
+    /// (finishing step, join step, request): who leaves the batch after which step. Every
+    /// running request has its entry here (an entry whose request left is stale: see
+    /// [`DecodeServer::newest_running`]), so retraction finds its victim here too.
     finishing: BinaryHeap<Reverse<(u64, u64, ReqRef)>>,
-    /// Running requests by (join step, id), sorted: retraction takes the most recent first.
-    /// A sorted list, not a tree: requests join at the end, and a batch is small.
-    batch_order: Vec<(u64, u64, ReqRef)>,
     /// Running requests by page phase: `phase[k % page_size]` of them need a new page at step k.
     phase: Vec<u32>,
     /// Requests holding decode pages (prealloc'd, transferring or running).
@@ -115,7 +114,6 @@ impl DecodeServer {
             running: 0,
             joined: Vec::new(),
             finishing: BinaryHeap::new(),
-            batch_order: Vec::new(),
             phase: vec![0; ps],
             holders: 0,
             retractions: 0,
@@ -214,12 +212,9 @@ impl DecodeServer {
             let Some(req) = reqs.get_mut(r) else { continue };
             req.row.decode_start_ns.get_or_insert(now);
             req.join_step = steps_done;
-            let (prompt, remaining, id) = (req.prompt(), req.output - 1 - req.extra, req.id);
+            let (prompt, remaining) = (req.prompt(), req.output - 1 - req.extra);
             let key = phase_key(steps_done, prompt, self.core.page_size);
             self.phase[key] += 1;
-            let key = (steps_done, id, r);
-            let at = self.batch_order.partition_point(|e| *e < key);
-            self.batch_order.insert(at, key);
             self.running += 1;
             self.context_tokens += u64::from(prompt) + 1;
             self.finishing
@@ -236,7 +231,7 @@ impl DecodeServer {
             if self.core.pages.grow(need) {
                 break;
             }
-            let &(_, _, victim) = self.batch_order.last().expect("running > 0");
+            let victim = self.newest_running(reqs).expect("running > 0");
             self.retract(victim, reqs, q, bootstrap_timeout_ns);
             retracted.push(victim);
         }
@@ -536,14 +531,26 @@ impl DecodeServer {
             .pages
             .shrink((prompt + generated).div_ceil(ps) - prompt.div_ceil(ps));
         self.phase[phase_key(req.join_step, prompt, ps)] -= 1;
-        if let Ok(at) = self.batch_order.binary_search(&(req.join_step, req.id, r)) {
-            self.batch_order.remove(at);
-        }
         self.running -= 1;
         self.context_tokens -= u64::from(prompt) + 1 + u64::from(generated);
         self.joined.retain(|&j| j != r);
         req.join_step = NOT_RUNNING;
         generated
+    }
+
+    /// The running request that joined last (the largest (join step, id)): sglang's
+    /// `retract_decode` takes it first. Retraction is rare, so it is found by a scan of the
+    /// finishing entries rather than kept in order at every join and leave; an entry is live
+    /// while its request is in the table with the entry's join step.
+    fn newest_running(&self, reqs: &Requests) -> Option<ReqRef> {
+        self.finishing
+            .iter()
+            .filter_map(|&Reverse((_, join, r))| {
+                let q = reqs.get(r).filter(|q| q.join_step == join)?;
+                Some((join, q.id, r))
+            })
+            .max()
+            .map(|(_, _, r)| r)
     }
 
     /// sglang's decode retraction: the request leaves the batch and its KV, goes back to the
@@ -711,6 +718,84 @@ mod tests {
         assert!(rb.bootstrap_timeout.is_some());
         assert_eq!(d.prealloc.front(), Some(&b));
         assert_eq!((d.running, d.holders, d.retractions), (1, 1, 1));
+    }
+
+    /// Retraction's victim, found among the finishing entries, is the newest running request
+    /// a scan of the table finds, while requests join at various steps, end in any order, are
+    /// retracted and join again (stale entries of both kinds stay behind).
+    #[test]
+    fn retraction_takes_the_newest_running_request_a_table_scan_finds() {
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut d = DecodeServer::new(core(100_000, 4), vec![17_000], u32::MAX);
+        d.coalesce = false;
+        let scan = |reqs: &Requests| {
+            let live = reqs.matching(|q| q.join_step != NOT_RUNNING);
+            live.into_iter()
+                .map(|r| (reqs.get(r).unwrap().join_step, r.id, r))
+                .max()
+                .map(|e| e.2)
+        };
+        let (mut x, mut next_id, mut retracted) = (7u64, 0u64, 0);
+        for _ in 0..400 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // 0–2 requests land, from new arrivals or from the retracted ones.
+            for _ in 0..(x >> 40) % 3 {
+                let r = match d.prealloc.pop_front() {
+                    Some(r) if (x >> 20) % 2 == 0 => r,
+                    other => {
+                        d.prealloc.extend(other);
+                        next_id += 1;
+                        request(&mut reqs, next_id, 4 + (x >> 50) as u32 % 9, 1_000)
+                    }
+                };
+                let id = reqs.get(r).unwrap().id;
+                let need = reqs.get(r).unwrap().prompt().div_ceil(4);
+                let h = d.core.pages.alloc(id, need, false).unwrap();
+                let req = reqs.get_mut(r).unwrap();
+                (req.on_decode, req.decode_allocated) = (h, true);
+                d.holders += 1;
+                d.enqueue_ready(r);
+            }
+            d.start_step(
+                (DecodeId(0), q.now()),
+                &mut reqs,
+                &mut q,
+                1_000,
+                &mut Vec::new(),
+            );
+            assert_eq!(d.newest_running(&reqs), scan(&reqs));
+            match (x >> 30) % 4 {
+                // The newest is retracted.
+                0 => {
+                    if let Some(v) = scan(&reqs) {
+                        d.retract(v, &mut reqs, &mut q, 1_000);
+                        retracted += 1;
+                    }
+                }
+                // A running request ends (out of the table, then out of the batch).
+                1 => {
+                    let live = reqs.matching(|q| q.join_step != NOT_RUNNING);
+                    if !live.is_empty() {
+                        let r = live[(x >> 8) as usize % live.len()];
+                        let mut req = reqs.take(r).unwrap();
+                        d.leave_batch(&mut req, r);
+                        d.core.pages.free(req.id, &req.on_decode);
+                        d.holders -= 1;
+                    }
+                }
+                _ => {}
+            }
+            assert_eq!(d.newest_running(&reqs), scan(&reqs));
+            if let Some(k) = d.core.step_key.take() {
+                q.cancel(k);
+            }
+            d.core.busy = false;
+            d.steps_done += 1;
+        }
+        assert!(retracted > 50 && next_id > 200, "{retracted} {next_id}");
     }
 
     /// The pages a run's steps open, counted by whole turns of the phase table, are the sum

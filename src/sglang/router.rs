@@ -20,7 +20,13 @@ use crate::config::RouterPolicy;
 use crate::engine::{RngSource, rng_stream};
 
 /// The tree key of a down instance: after every live one.
-const DOWN: (u32, u32) = (u32::MAX, u32::MAX);
+const DOWN: u64 = u64::MAX;
+
+/// The tree key of instance `i` with `load`: (load, index) packed high to low, so that one
+/// integer comparison orders keys as the pair would (a branch-free `min` on the update path).
+fn key(load: u32, i: usize) -> u64 {
+    (u64::from(load) << 32) | i as u64
+}
 
 /// sgl-router's default `--health-check-interval-secs` (60 s), in ns: checks run at every
 /// multiple of it from the router's start.
@@ -37,7 +43,7 @@ struct Side {
     load: Vec<Option<u32>>,
     /// A min-tree over (load, index) of live instances: leaf `i` at `leaves + i`, each inner
     /// node the smaller of its two children, the root at 1. `least_loaded` reads the root.
-    tree: Vec<(u32, u32)>,
+    tree: Vec<u64>,
     /// Leaves in the tree (a power of two ≥ the instance count).
     leaves: usize,
     /// Instances in rotation (live, or dead but not yet caught by the health check).
@@ -54,7 +60,7 @@ impl Side {
         let leaves = n.next_power_of_two().max(1);
         let mut tree = vec![DOWN; 2 * leaves];
         for i in 0..n {
-            tree[leaves + i] = (0, i as u32);
+            tree[leaves + i] = key(0, i);
         }
         for k in (1..leaves).rev() {
             tree[k] = tree[2 * k].min(tree[2 * k + 1]);
@@ -74,6 +80,7 @@ impl Side {
         self.load[i].is_some() || self.unseen[i].is_some()
     }
 
+    #[inline]
     fn set(&mut self, i: usize, load: Option<u32>) {
         if self.unseen[i].is_some() {
             if load.is_none() {
@@ -91,11 +98,24 @@ impl Side {
             return;
         }
         self.alive = self.alive + usize::from(load.is_some()) - usize::from(old.is_some());
-        let mut k = self.leaves + i;
-        self.tree[k] = load.map_or(DOWN, |l| (l, i as u32));
+        self.set_leaf(i, load.map_or(DOWN, |l| key(l, i)));
+    }
+
+    /// Leaf `i` becomes `v`; its ancestors follow up to the first that keeps its value (the
+    /// ones above it cannot change then).
+    #[inline]
+    fn set_leaf(&mut self, i: usize, v: u64) {
+        let t = &mut self.tree[..];
+        let (mut k, mut m) = (self.leaves + i, v);
+        t[k] = v;
+        // `m` is node k's value: its parent's is the smaller of it and k's sibling.
         while k > 1 {
+            m = m.min(t[k ^ 1]);
             k /= 2;
-            self.tree[k] = self.tree[2 * k].min(self.tree[2 * k + 1]);
+            if t[k] == m {
+                break;
+            }
+            t[k] = m;
         }
     }
 
@@ -118,12 +138,7 @@ impl Side {
             if fails + 1 >= HEALTH_FAILURE_THRESHOLD {
                 self.unseen[i] = None;
                 self.alive -= 1;
-                let mut k = self.leaves + i;
-                self.tree[k] = DOWN;
-                while k > 1 {
-                    k /= 2;
-                    self.tree[k] = self.tree[2 * k].min(self.tree[2 * k + 1]);
-                }
+                self.set_leaf(i, DOWN);
             } else {
                 self.unseen[i] = Some(fails + 1);
                 pending = true;
@@ -135,7 +150,7 @@ impl Side {
     /// The live instance with the least load, ties to the lowest index.
     fn least_loaded(&self) -> Option<usize> {
         let root = self.tree[1];
-        (root != DOWN).then_some(root.1 as usize)
+        (root != DOWN).then_some((root & u64::from(u32::MAX)) as usize)
     }
 }
 

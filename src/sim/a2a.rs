@@ -182,7 +182,13 @@ impl World<'_> {
 
     /// `try_schedule` on prefill `p`, then the all-to-all hook if a forward started.
     pub(super) fn schedule_prefill(&mut self, p: PrefillId) {
-        let before = self.prefills[p].core.step_key;
+        let core = &self.prefills[p].core;
+        // Only an idle, live prefill starts a forward (`try_schedule` returns at once on any
+        // other): the common wake of a busy one costs no call.
+        if core.busy || !core.alive {
+            return;
+        }
+        let before = core.step_key;
         self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
         self.a2a_forward_started(CoreRef::Prefill(p), before);
     }

@@ -77,6 +77,15 @@ impl Dispatch {
         self.sides[side].of[server]
     }
 
+    /// The instance of server `server` on `side` when it is the instance's only server (no
+    /// DP attention: the instance's load is the server's).
+    #[inline]
+    pub(super) fn sole_instance_of(&self, side: usize, server: usize) -> Option<usize> {
+        let g = &self.sides[side];
+        let k = g.of[server];
+        (g.ranks[k] == 1).then_some(k)
+    }
+
     /// The servers of instance `k` on `side`.
     fn servers(&self, side: usize, k: usize) -> std::ops::Range<usize> {
         let g = &self.sides[side];
@@ -86,6 +95,7 @@ impl Dispatch {
 
 impl World<'_> {
     /// `(alive, outstanding)` of server `i` on `side`.
+    #[inline]
     fn server_state(&self, side: usize, i: usize) -> (bool, u32) {
         let core = match side {
             FRONT if self.colocated.is_empty() => &self.prefills[PrefillId::from(i)].core,
@@ -109,6 +119,19 @@ impl World<'_> {
         (k, load)
     }
 
+    /// [`World::instance_load`] of server `server`'s instance, without the walk over its
+    /// ranks when the server is the whole instance (no DP attention).
+    #[inline]
+    pub(super) fn server_load(&self, side: usize, server: usize) -> (usize, Option<u32>) {
+        match self.dispatch.sole_instance_of(side, server) {
+            Some(k) => {
+                let (alive, n) = self.server_state(side, server);
+                (k, alive.then_some(n))
+            }
+            None => self.instance_load(side, server),
+        }
+    }
+
     /// The server of instance `k` on `side` that gets a request with bootstrap room `room`:
     /// its DP controller's rank; a rank that is down passes the request to the next live
     /// one (sglang's instance would be down with it; pdsim's ranks crash alone).
@@ -128,5 +151,50 @@ impl World<'_> {
             .map(|j| base + (rank + j) % n)
             .find(|&i| self.server_state(side, i).0)
             .unwrap_or(base + rank)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{DECODE, FRONT};
+    use crate::metrics::NullSink;
+    use crate::sim::ids::{DecodeId, PrefillId};
+
+    /// The load the router hears for a server is its instance's, DP ranks or not, whatever
+    /// the servers' states: the shortcut for a one-server instance agrees with the walk.
+    #[test]
+    fn server_load_is_the_instance_load() {
+        for path in [
+            "scenarios/bench/foundation-100k.toml",
+            "scenarios/moe/deepep-kv-contention.toml",
+        ] {
+            let sc = crate::scenario::load(Path::new(path), &[]).expect("scenario loads");
+            let mut sink = NullSink;
+            let mut w = super::World::new(&sc, &mut sink);
+            let mut x: u64 = 5;
+            for _ in 0..50 {
+                for p in 0..w.prefills.len() {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let c = &mut w.prefills[PrefillId::from(p)].core;
+                    (c.alive, c.outstanding) = ((x >> 60) != 0, (x >> 40) as u32 % 7);
+                }
+                for d in 0..w.decodes.len() {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let c = &mut w.decodes[DecodeId::from(d)].core;
+                    (c.alive, c.outstanding) = ((x >> 60) != 0, (x >> 40) as u32 % 7);
+                }
+                for (side, n) in [(FRONT, w.prefills.len()), (DECODE, w.decodes.len())] {
+                    for i in 0..n {
+                        assert_eq!(w.server_load(side, i), w.instance_load(side, i), "{path}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -65,7 +65,10 @@ impl World<'_> {
             row.outcome = Outcome::Failed;
             row.error_kind = Some(ErrorKind::PeerLost);
             let msg = "No live prefill or decode instance to route the request to";
-            if let Err(e) = self.collector.finish(row, Some(msg), self.slo(), self.sink) {
+            if let Err(e) = self
+                .collector
+                .finish(&row, Some(msg), self.slo(), self.sink)
+            {
                 self.io_error.get_or_insert(e);
             }
             return;
@@ -462,29 +465,33 @@ impl World<'_> {
     /// (freed pages may admit waiting work).
     fn end(&mut self, r: ReqRef, outcome: Outcome, kind: Option<ErrorKind>, message: &str) {
         let now = self.q.now();
-        let mut req = self.reqs.take(r).unwrap_or_else(|| {
+        // Out of flight at once (nothing below finds it), but worked on in its slot.
+        if !self.reqs.retire(r) {
             panic!(
                 "request {} ended twice at {now} ns (seed {})",
                 r.id, self.sc.seed
-            )
-        });
+            );
+        }
+        let req = self.reqs.retired_mut(r);
+        let (p, d) = (req.prefill, req.decode);
         for k in [req.bootstrap_timeout.take(), req.waiting_timeout.take()]
             .into_iter()
             .flatten()
         {
             self.q.cancel(k);
         }
-        let (p, d) = (req.prefill, req.decode);
         self.touch_decode(d);
-        if req.sender < KvPoll::Success {
+        let (slo, path) = (self.slo(), self.first_token_path_ns());
+        let req = self.reqs.retired_mut(r);
+        let released_prefill = req.sender < KvPoll::Success;
+        if released_prefill {
             let pc = &mut self.prefills[p].core;
-            pc.pages.free(req.id, &req.on_prefill);
+            pc.pages.free(r.id, &req.on_prefill);
             pc.outstanding -= 1;
-            self.sync_prefill(p);
         }
         let dec = &mut self.decodes[d];
         if req.join_step != NOT_RUNNING {
-            dec.leave_batch(&mut req, r);
+            dec.leave_batch(req, r);
         }
         if req.decode_allocated {
             dec.holders -= 1;
@@ -498,12 +505,12 @@ impl World<'_> {
             }
         }
         if req.decode_allocated
-            && let Some(mut report) = dec.core.pages.free(req.id, &req.on_decode)
+            && let Some(mut report) = dec.core.pages.free(r.id, &req.on_decode)
         {
             if outcome != Outcome::Completed {
                 // A request that never decoded is nobody's victim of its own unfinished
                 // transfer; the requests its writes hit stay named.
-                let me = RequestId(req.id);
+                let me = RequestId(r.id);
                 report.victims.retain(|&v| v != me);
                 report.corrupted_by.retain(|&v| v != me);
             }
@@ -515,18 +522,23 @@ impl World<'_> {
             }
         }
         dec.core.outstanding -= 1;
-        self.sync_decode(d);
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
         req.row.error_kind = kind;
-        self.client_clock(&mut req.row);
-        let slo = self.slo();
+        client_clock(path, &mut req.row);
         if let Err(e) = self
             .collector
-            .finish(req.row, kind.map(|_| message), slo, self.sink)
+            .finish(&req.row, kind.map(|_| message), slo, self.sink)
         {
             self.io_error.get_or_insert(e);
         }
+        self.reqs.release(r);
+        // The router reads loads only when it picks: telling it after the row is written is
+        // telling it at once.
+        if released_prefill {
+            self.sync_prefill(p);
+        }
+        self.sync_decode(d);
         if outcome == Outcome::Failed {
             self.wake.push(Wake::Decode(d));
             self.wake.push(Wake::Prefill(p));
@@ -535,13 +547,13 @@ impl World<'_> {
 
     /// Tells the router prefill `p`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_prefill(&mut self, p: PrefillId) {
-        let (k, load) = self.instance_load(super::dispatch::FRONT, p.idx());
+        let (k, load) = self.server_load(super::dispatch::FRONT, p.idx());
         self.router.set_prefill(k, load);
     }
 
     /// Tells the router decode `d`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_decode(&mut self, d: DecodeId) {
-        let (k, load) = self.instance_load(super::dispatch::DECODE, d.idx());
+        let (k, load) = self.server_load(super::dispatch::DECODE, d.idx());
         self.router.set_decode(k, load);
     }
 }
@@ -561,7 +573,10 @@ impl World<'_> {
             row.outcome = Outcome::Failed;
             row.error_kind = Some(ErrorKind::PeerLost);
             let msg = "No live server to route the request to";
-            if let Err(e) = self.collector.finish(row, Some(msg), self.slo(), self.sink) {
+            if let Err(e) = self
+                .collector
+                .finish(&row, Some(msg), self.slo(), self.sink)
+            {
                 self.io_error.get_or_insert(e);
             }
             return;
@@ -589,7 +604,7 @@ impl World<'_> {
             row.error_kind = Some(ErrorKind::RequestTooLong);
             if let Err(e) = self
                 .collector
-                .finish(row, Some(&msg), self.slo(), self.sink)
+                .finish(&row, Some(&msg), self.slo(), self.sink)
             {
                 self.io_error.get_or_insert(e);
             }
@@ -624,23 +639,12 @@ impl World<'_> {
     /// not. A request that fails ends when the server fails it (a crash drops the connection at
     /// once); a first token still on its way then is never seen after that end.
     fn client_clock(&self, row: &mut RequestRow) {
-        let path = crate::engine::ns_from_secs_ceil(self.sc.compute.first_token_path_s);
-        let Some(first) = row.first_token_ns else {
-            return;
-        };
-        if path == 0 {
-            return;
-        }
-        row.server_first_token_ns = Some(first);
-        if matches!(row.outcome, Outcome::Completed | Outcome::Corrupted) {
-            row.first_token_ns = Some(first + path);
-            row.finish_ns = row.finish_ns.map(|t| t + path);
-        } else {
-            row.first_token_ns = Some(
-                row.finish_ns
-                    .map_or(first + path, |f| (first + path).min(f)),
-            );
-        }
+        client_clock(self.first_token_path_ns(), row);
+    }
+
+    /// `first_token_path_s` in ns.
+    fn first_token_path_ns(&self) -> crate::engine::Nanos {
+        crate::engine::ns_from_secs_ceil(self.sc.compute.first_token_path_s)
     }
 
     /// A mixed step ended: record its tokens, end the requests that finished, start the next.
@@ -656,7 +660,7 @@ impl World<'_> {
         for mut row in out.finished {
             row.outcome = Outcome::Completed;
             self.client_clock(&mut row);
-            if let Err(e) = self.collector.finish(row, None, slo, self.sink) {
+            if let Err(e) = self.collector.finish(&row, None, slo, self.sink) {
                 self.io_error.get_or_insert(e);
             }
         }
@@ -687,7 +691,7 @@ impl World<'_> {
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
             row.error_kind = Some(ErrorKind::ServerCrashed);
-            if let Err(e) = self.collector.finish(row, Some(&msg), slo, self.sink) {
+            if let Err(e) = self.collector.finish(&row, Some(&msg), slo, self.sink) {
                 self.io_error.get_or_insert(e);
             }
         }
@@ -706,5 +710,25 @@ impl World<'_> {
     /// The colocated server behind a global instance number, when the cluster is colocated.
     pub(super) fn colocated_of(&self, i: super::ids::InstanceId) -> Option<ColocatedId> {
         (!self.colocated.is_empty()).then_some(ColocatedId(i.0))
+    }
+}
+
+/// [`World::client_clock`] with the path, ns, given (`row` shifted as the client sees it).
+fn client_clock(path: crate::engine::Nanos, row: &mut RequestRow) {
+    let Some(first) = row.first_token_ns else {
+        return;
+    };
+    if path == 0 {
+        return;
+    }
+    row.server_first_token_ns = Some(first);
+    if matches!(row.outcome, Outcome::Completed | Outcome::Corrupted) {
+        row.first_token_ns = Some(first + path);
+        row.finish_ns = row.finish_ns.map(|t| t + path);
+    } else {
+        row.first_token_ns = Some(
+            row.finish_ns
+                .map_or(first + path, |f| (first + path).min(f)),
+        );
     }
 }

@@ -550,7 +550,7 @@ impl<'a> World<'a> {
             let req = self.reqs.take(r).expect("listed as live");
             let mut row = req.row;
             row.outcome = Outcome::Unfinished;
-            self.collector.finish(row, None, self.slo(), self.sink)?;
+            self.collector.finish(&row, None, self.slo(), self.sink)?;
         }
         let mut rows = Vec::new();
         for c in self.colocated.iter_mut() {
@@ -559,7 +559,7 @@ impl<'a> World<'a> {
         for mut row in rows {
             row.outcome = Outcome::Unfinished;
             row.finish_ns = None;
-            self.collector.finish(row, None, self.slo(), self.sink)?;
+            self.collector.finish(&row, None, self.slo(), self.sink)?;
         }
         let pools = self.pool_gauges();
         assert_eq!(
@@ -629,6 +629,10 @@ impl<'a> World<'a> {
 
     /// Lets every instance that a handler marked admit work, in ascending order.
     fn drain_wakes(&mut self) {
+        // Most events mark nothing.
+        if self.wake.is_empty() {
+            return;
+        }
         let mut wake = std::mem::take(&mut self.wake);
         while !wake.is_empty() {
             wake.sort_unstable();

@@ -37,6 +37,9 @@ pub struct ReqRef {
 /// `join_step` of a request that is not in a decode batch.
 pub const NOT_RUNNING: u64 = u64::MAX;
 
+/// The id a retired request's slot holds until it is released (no request has it).
+const RETIRED: u64 = u64::MAX;
+
 /// One request in flight.
 pub struct Req {
     /// Arrival order from 0.
@@ -184,6 +187,35 @@ impl Requests {
         slot.take()
     }
 
+    /// Takes the request behind `r` out of flight without moving it: from now on only
+    /// [`Requests::retired_mut`] finds it (`get` does not, as after [`Requests::take`]), until
+    /// [`Requests::release`] drops it in its slot. Returns whether it was in flight. A request
+    /// is ~400 bytes: its end works on it where it is instead of moving it out.
+    pub fn retire(&mut self, r: ReqRef) -> bool {
+        let Some(q) = self.get_mut(r) else {
+            return false;
+        };
+        q.id = RETIRED;
+        self.live -= 1;
+        true
+    }
+
+    /// The request [`Requests::retire`] took out of flight behind `r`.
+    pub fn retired_mut(&mut self, r: ReqRef) -> &mut Req {
+        self.slots[r.slot as usize]
+            .as_mut()
+            .filter(|q| q.id == RETIRED)
+            .expect("a retired request")
+    }
+
+    /// Drops the retired request behind `r`; its slot is free again.
+    pub fn release(&mut self, r: ReqRef) {
+        let slot = &mut self.slots[r.slot as usize];
+        assert!(slot.as_ref().is_some_and(|q| q.id == RETIRED));
+        *slot = None;
+        self.free.push(r.slot);
+    }
+
     /// Requests in flight.
     pub fn live(&self) -> u64 {
         self.live
@@ -196,7 +228,7 @@ impl Requests {
             .iter()
             .enumerate()
             .filter_map(|(slot, q)| {
-                let q = q.as_ref()?;
+                let q = q.as_ref().filter(|q| q.id != RETIRED)?;
                 pred(q).then_some(ReqRef {
                     slot: slot as u32,
                     id: q.id,
@@ -221,4 +253,40 @@ pub struct ChunkJob {
     pub end_page: u32,
     /// Whether this is the request's last chunk (it also carries state and aux).
     pub last: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::RequestRow;
+
+    fn req(id: u64) -> Req {
+        let row = RequestRow::arrived(id, 0, Some((0, 1)), 8, 4);
+        Req::routed(id, 8, 4, (PrefillId(0), DecodeId(0)), Vec::new(), row)
+    }
+
+    /// A retired request is out of flight exactly as a taken one is (`get`, `take`,
+    /// `matching`, `live` no longer see it) while its end still reaches it; released, its
+    /// slot serves the next request.
+    #[test]
+    fn retire_then_release_is_take() {
+        let (mut a, mut b) = (Requests::default(), Requests::default());
+        let ra: Vec<ReqRef> = (0..4).map(|i| a.insert(req(i))).collect();
+        let rb: Vec<ReqRef> = (0..4).map(|i| b.insert(req(i))).collect();
+        assert_eq!(ra, rb);
+        assert!(a.retire(ra[1]));
+        assert!(!a.retire(ra[1]), "retired twice");
+        assert!(b.take(rb[1]).is_some());
+        assert!(a.get(ra[1]).is_none() && a.take(ra[1]).is_none());
+        assert_eq!(a.retired_mut(ra[1]).input, 8);
+        assert_eq!(a.live(), b.live());
+        assert_eq!(a.matching(|_| true), b.matching(|_| true));
+        a.release(ra[1]);
+        assert_eq!(
+            a.insert(req(9)),
+            b.insert(req(9)),
+            "the freed slot is reused"
+        );
+        assert_eq!(a.matching(|_| true), b.matching(|_| true));
+    }
 }

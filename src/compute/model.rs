@@ -61,6 +61,9 @@ use crate::engine::{Nanos, ns_from_secs_ceil};
 pub use crate::spec::calibration::ComputeParams;
 use crate::spec::{GpuSpec, KvAttention, ModelSpec};
 
+mod plain;
+pub use plain::PlainStep;
+
 /// How the GPUs of an instance are connected when it spans nodes: the all-reduce crosses the
 /// fabric between nodes.
 #[derive(Clone, Debug, PartialEq)]
@@ -825,7 +828,7 @@ mod tests {
     /// Every shape a scenario can build: each preset on each GPU, at TP 1, 2, 8 and 16 (the
     /// last across nodes), BF16 and FP8 weights and KV, both calibrations, and the MoE presets
     /// under DP attention with DeepEP and two-batch overlap.
-    fn every_shape() -> Vec<StepModel> {
+    pub(super) fn every_shape() -> Vec<StepModel> {
         use crate::spec::gpu::GPU_PRESETS;
         use crate::spec::model::MODEL_PRESETS;
         use crate::spec::server::{A2aBackend, Parallel};

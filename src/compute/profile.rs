@@ -399,10 +399,28 @@ impl DecodeStep<'_> {
 
     /// The durations of the `n` steps after one at context `ctx`, the context growing by
     /// `per_step` tokens a step: [`DecodeStep::ns`] of `ctx + per_step`, `ctx + 2·per_step`, …,
-    /// pushed to `out` in order. Returns their sum, ns (saturating). The plain model steps its
-    /// context in `f64` (exact below 2^53 tokens) instead of converting it at every step.
-    #[inline]
+    /// pushed to `out` in order. Returns their sum, ns (saturating).
     pub fn extend_run(&self, ctx: u64, per_step: u64, n: u64, out: &mut Vec<Nanos>) -> Nanos {
+        let from = out.len();
+        out.resize(
+            from + usize::try_from(n).expect("a run's steps fit in memory"),
+            0,
+        );
+        self.fill_run(ctx, per_step, &mut out[from..])
+    }
+
+    /// [`DecodeStep::extend_run`] into `out`, one step a slot (a run's plan reuses its
+    /// buffer). The plain model steps its context in `f64` (exact below 2^53 tokens) instead
+    /// of converting it at every step, with the batch's terms held by value
+    /// ([`crate::compute::model::PlainStep`]) below 2^63 ns a step.
+    #[inline]
+    pub fn fill_run(&self, ctx: u64, per_step: u64, out: &mut [Nanos]) -> Nanos {
+        if let Self::Model(m, t, true) = self
+            && let Some(sum) = m.plain_step(t).fill_run(ctx, per_step, out)
+        {
+            return sum;
+        }
+        let n = out.len() as u64;
         let mut sum: Nanos = 0;
         let exact = per_step
             .checked_mul(n)
@@ -411,21 +429,21 @@ impl DecodeStep<'_> {
         match self {
             Self::Model(m, t, true) if exact => {
                 let (mut c, step) = (ctx as f64, per_step as f64);
-                out.extend((0..n).map(|_| {
+                for slot in out {
                     c += step;
                     let dt = ceil_ns(m.decode_s_plain_f(t, c) * NS_PER_S as f64);
                     sum = sum.saturating_add(dt);
-                    dt
-                }));
+                    *slot = dt;
+                }
             }
             _ => {
                 let mut c = ctx;
-                out.extend((0..n).map(|_| {
+                for slot in out {
                     c += per_step;
                     let dt = self.ns(c);
                     sum = sum.saturating_add(dt);
-                    dt
-                }));
+                    *slot = dt;
+                }
             }
         }
         sum

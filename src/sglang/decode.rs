@@ -79,7 +79,8 @@ pub struct DecodeServer {
     /// When the running step ends, ns.
     pub step_end: Nanos,
     /// The planned durations of the run's steps after the first, ns, in order; the next
-    /// virtual step takes `planned[next_planned]`.
+    /// virtual step takes `planned[next_planned]`. Slots past the run's steps are stale: the
+    /// buffer is reused run after run, grown but never cleared on the hot path.
     planned: Vec<Nanos>,
     /// How many of `planned` have started.
     next_planned: usize,
@@ -260,7 +261,6 @@ impl DecodeServer {
         debug_assert_eq!(dt, self.core.step.decode_ns(running, ctx));
         self.step_end = now.saturating_add(dt);
         self.virtual_left = 0;
-        self.planned.clear();
         self.next_planned = 0;
         // Planning past the next touch is work thrown away: the horizon follows how far runs
         // actually get.
@@ -290,7 +290,11 @@ impl DecodeServer {
         // Any `n` steps open at most `ceil(n / ps)` pages per running request: when the pages
         // in hand cover that, no step can stop the run, and its steps are timed in one pass.
         if n.div_ceil(ps) * u64::from(running) <= avail {
-            let sum = step.extend_run(ctx, running.into(), n, &mut self.planned);
+            let len = usize::try_from(n).expect("a run's steps fit in memory");
+            if self.planned.len() < len {
+                self.planned.resize(len, 0);
+            }
+            let sum = step.fill_run(ctx, running.into(), &mut self.planned[..len]);
             let end = self.step_end.saturating_add(sum);
             self.next_phase = ((first + 1) % ps) as usize;
             self.need_left = self.pages_opened(self.next_phase, n);
@@ -298,6 +302,7 @@ impl DecodeServer {
             self.full = n == self.horizon;
             return end;
         }
+        self.planned.clear();
         let mut end = self.step_end;
         // The phase of step k + 1, walked without a division per step.
         let mut at = ((first + 1) % ps) as usize;
@@ -511,7 +516,6 @@ impl DecodeServer {
             return;
         }
         self.virtual_left = 0;
-        self.planned.clear();
         self.next_planned = 0;
         self.cut = true;
         if let Some(k) = self.core.step_key.take() {

@@ -1,0 +1,199 @@
+//! A batch's plain decode step ([`StepModel::decode_s_plain`]) with its terms copied out, for a
+//! coalesced run that times many steps of one batch in a row.
+
+use super::{DecodeTerms, StepModel};
+use crate::engine::{NS_PER_S, Nanos};
+
+/// [`StepModel::decode_s_plain_f`] of one batch, its terms and the model's two per-token
+/// coefficients held by value: a run's loop keeps them in registers instead of reading them
+/// through two references at every step.
+#[derive(Clone, Copy, Debug)]
+pub struct PlainStep {
+    flops0: f64,
+    pair_flops: f64,
+    compute_denom: f64,
+    kv_per_token: f64,
+    state_bytes: f64,
+    t_weights: f64,
+    kv_denom: f64,
+    allreduce: f64,
+    moe: f64,
+    host: f64,
+    floor: f64,
+}
+
+/// 2^63 as `f64`: below it a duration's ceiling fits the signed conversion.
+const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+
+impl StepModel {
+    /// `t`'s plain step by value. Only where [`StepModel::decode_plain_ok`] holds for `t`.
+    pub fn plain_step(&self, t: &DecodeTerms) -> PlainStep {
+        PlainStep {
+            flops0: t.flops0,
+            pair_flops: self.decode_pair_flops,
+            compute_denom: t.compute_denom,
+            kv_per_token: self.kv_bytes_per_token_gpu,
+            state_bytes: t.state_bytes,
+            t_weights: t.t_weights,
+            kv_denom: t.kv_denom,
+            allreduce: t.allreduce,
+            moe: t.moe,
+            host: t.host,
+            floor: t.floor,
+        }
+    }
+}
+
+impl PlainStep {
+    /// [`StepModel::decode_s_plain_f`]: the same operations in the same order, seconds.
+    #[inline(always)]
+    pub fn secs(&self, ctx: f64) -> f64 {
+        let flops = self.flops0 + self.pair_flops * ctx;
+        let t_compute = flops / self.compute_denom;
+        let kv_bytes = self.kv_per_token * ctx + self.state_bytes;
+        let t_memory = self.t_weights + kv_bytes / self.kv_denom;
+        let gpu = if t_compute > t_memory {
+            t_compute
+        } else {
+            t_memory
+        } + self.allreduce
+            + self.moe;
+        self.host + if gpu > self.floor { gpu } else { self.floor }
+    }
+
+    /// The durations of the steps after one at context `ctx`, the context growing by
+    /// `per_step` tokens a step, written to `out` in order (one step a slot): `ceil_ns(secs(c)
+    /// · 1e9)` of each context `c`, stepped in `f64` as
+    /// [`crate::compute::profile::DecodeStep::fill_run`] steps it. Returns their sum, ns
+    /// (saturating), or `None` (and `out` untouched) unless every context is exact in `f64`
+    /// and every step below 2^63 ns, where the ceiling is two signed conversions. Every
+    /// operation of [`PlainStep::secs`] is non-decreasing in the context over plain terms, so
+    /// the last step bounds them all, and the first and last steps decide which operand of
+    /// each `max` every step takes where they agree.
+    pub fn fill_run(&self, ctx: u64, per_step: u64, out: &mut [Nanos]) -> Option<Nanos> {
+        let n = u64::try_from(out.len()).ok()?;
+        let last = per_step.checked_mul(n)?.checked_add(ctx)?;
+        if last >= 1 << 53 {
+            return None;
+        }
+        let (first, last) = (ctx as f64, last as f64);
+        let x_last = self.secs(last) * NS_PER_S as f64;
+        if !(x_last < TWO_63) {
+            return None;
+        }
+        // No step exceeds `x_last + 1` ns: where `n` of those fit, the sum needs no saturation.
+        let no_overflow = (x_last + 1.0) * (n as f64) < TWO_63;
+        if self.memory_bound(first, last) && no_overflow {
+            return Some(fill(first, per_step as f64, out, |c| {
+                self.host + self.gpu(self.t_memory(c))
+            }));
+        }
+        let sum = fill(first, per_step as f64, out, |c| self.secs(c));
+        // `fill` adds without saturating: a sum that may not fit is summed again.
+        Some(if no_overflow {
+            sum
+        } else {
+            out.iter().fold(0, |a: Nanos, &x| a.saturating_add(x))
+        })
+    }
+
+    /// Whether every step between contexts `first` and `last` takes the memory time and clears
+    /// the floor: the context only grows, so where the memory time at `first` already reaches
+    /// the compute time at `last` (and the GPU time at `first` clears the floor), every step
+    /// between does, and computes only that.
+    fn memory_bound(&self, first: f64, last: f64) -> bool {
+        self.t_compute(last) <= self.t_memory(first) && self.gpu(self.t_memory(first)) > self.floor
+    }
+
+    /// The compute-bound time at context `ctx`, s.
+    #[inline(always)]
+    fn t_compute(&self, ctx: f64) -> f64 {
+        (self.flops0 + self.pair_flops * ctx) / self.compute_denom
+    }
+
+    /// The memory-bound time at context `ctx`, s.
+    #[inline(always)]
+    fn t_memory(&self, ctx: f64) -> f64 {
+        self.t_weights + (self.kv_per_token * ctx + self.state_bytes) / self.kv_denom
+    }
+
+    /// The GPU time from the larger of the two, s.
+    #[inline(always)]
+    fn gpu(&self, t: f64) -> f64 {
+        t + self.allreduce + self.moe
+    }
+}
+
+/// Writes `ceil_ns(secs(c) · 1e9)` of the contexts after `ctx`, `step` apart, to `out`; returns
+/// their sum (wrapping: the caller knows whether it fits). Every step must lie in [0, 2^63) ns.
+#[inline(always)]
+fn fill(mut c: f64, step: f64, out: &mut [Nanos], secs: impl Fn(f64) -> f64) -> Nanos {
+    let mut sum: Nanos = 0;
+    for slot in out {
+        c += step;
+        let x = secs(c) * NS_PER_S as f64;
+        // 0 ≤ x < 2^63: the truncation is exact, and one more where it cut a fraction.
+        let t = x as i64;
+        let dt = (t + i64::from((t as f64) < x)) as Nanos;
+        sum = sum.wrapping_add(dt);
+        *slot = dt;
+    }
+    sum
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::every_shape;
+    use rand::{RngExt, SeedableRng};
+
+    /// The run's fast path gives every step's own `decode_ns`, on every shape whose terms are
+    /// plain, over random batches, contexts and lengths; it declines (leaving `out` alone)
+    /// where a step reaches 2^63 ns or a context 2^53 tokens.
+    #[test]
+    fn a_plain_run_is_each_steps_decode_ns() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let (mut fast, mut declined, mut memory) = (0, 0, 0);
+        for m in every_shape().iter().step_by(3) {
+            for k in 0..12 {
+                let b: u32 = rng.random_range(1..=1024);
+                let terms = m.decode_terms(b);
+                if !m.decode_plain_ok(&terms) {
+                    continue;
+                }
+                let ctx = match k {
+                    0 => (1 << 53) - 3 * u64::from(b),
+                    1 => 1 << 52,
+                    _ => rng.random_range(0..=u64::from(b) * 100_000),
+                };
+                let n: u64 = rng.random_range(0..80);
+                let mut out = vec![7; n as usize + 1];
+                match m.plain_step(&terms).fill_run(ctx, b.into(), &mut out[1..]) {
+                    Some(sum) => {
+                        fast += 1;
+                        let last = (ctx + n * u64::from(b)) as f64;
+                        memory += usize::from(m.plain_step(&terms).memory_bound(ctx as f64, last));
+                        let want: Vec<_> = std::iter::once(7)
+                            .chain((1..=n).map(|s| m.decode_ns(b, ctx + s * u64::from(b))))
+                            .collect();
+                        assert_eq!(out, want, "batch {b}, ctx {ctx}");
+                        let total = want[1..].iter().fold(0u64, |a, &x| a.saturating_add(x));
+                        assert_eq!(sum, total);
+                    }
+                    None => {
+                        declined += 1;
+                        assert!(out.iter().all(|&x| x == 7));
+                        let last = ctx + n * u64::from(b);
+                        assert!(
+                            last >= 1 << 53 || m.decode_ns(b, last) >= 1 << 63,
+                            "declined batch {b}, ctx {ctx}, n {n}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(
+            fast > 500 && declined > 20 && memory > 100 && fast - memory > 30,
+            "fast {fast}, declined {declined}, memory-bound {memory}"
+        );
+    }
+}

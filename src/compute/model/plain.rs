@@ -78,7 +78,7 @@ impl PlainStep {
         }
         let (first, last) = (ctx as f64, last as f64);
         let x_last = self.secs(last) * NS_PER_S as f64;
-        if !(x_last < TWO_63) {
+        if !(0.0..TWO_63).contains(&x_last) {
             return None;
         }
         // No step exceeds `x_last + 1` ns: where `n` of those fit, the sum needs no saturation.

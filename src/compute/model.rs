@@ -962,10 +962,10 @@ mod tests {
             let times = StepTimes::Model(m.clone());
             let mut cache = crate::compute::DecodeCache::default();
             for (b, ctx, n) in [(1, 0, 9), (37, 70_000, 40), (512, (1 << 53) - 2_000, 8)] {
-                let mut out = Vec::new();
+                let mut out = vec![0; n as usize];
                 let sum = times
                     .decode_step(&mut cache, b)
-                    .extend_run(ctx, b.into(), n, &mut out);
+                    .fill_run(ctx, b.into(), &mut out);
                 let want: Vec<_> = (1..=n)
                     .map(|k| m.decode_ns(b, ctx + k * u64::from(b)))
                     .collect();

@@ -397,20 +397,10 @@ impl DecodeStep<'_> {
         }
     }
 
-    /// The durations of the `n` steps after one at context `ctx`, the context growing by
+    /// The durations of the steps after one at context `ctx`, the context growing by
     /// `per_step` tokens a step: [`DecodeStep::ns`] of `ctx + per_step`, `ctx + 2·per_step`, …,
-    /// pushed to `out` in order. Returns their sum, ns (saturating).
-    pub fn extend_run(&self, ctx: u64, per_step: u64, n: u64, out: &mut Vec<Nanos>) -> Nanos {
-        let from = out.len();
-        out.resize(
-            from + usize::try_from(n).expect("a run's steps fit in memory"),
-            0,
-        );
-        self.fill_run(ctx, per_step, &mut out[from..])
-    }
-
-    /// [`DecodeStep::extend_run`] into `out`, one step a slot (a run's plan reuses its
-    /// buffer). The plain model steps its context in `f64` (exact below 2^53 tokens) instead
+    /// written to `out` in order, one step a slot (a run's plan reuses its buffer). Returns
+    /// their sum, ns (saturating). The plain model steps its context in `f64` (exact below 2^53 tokens) instead
     /// of converting it at every step, with the batch's terms held by value
     /// ([`crate::compute::model::PlainStep`]) below 2^63 ns a step. Inlined into the one hot
     /// caller (a run's plan), where a call costs as much as a short run's planning.

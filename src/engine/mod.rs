@@ -40,9 +40,8 @@ pub fn ns_from_secs_ceil(seconds: f64) -> Nanos {
 pub fn ceil_ns(x: f64) -> Nanos {
     // Below 2^63 the signed conversions give the unsigned ones' values in fewer instructions
     // (x86-64 has no unsigned conversion).
-    if (0.0..9_223_372_036_854_775_808.0).contains(&x) {
-        let t = x as i64;
-        return (if (t as f64) < x { t + 1 } else { t }) as Nanos;
+    if (0.0..TWO_63).contains(&x) {
+        return ceil_ns_below_2_63(x);
     }
     let t = x as Nanos;
     if (t as f64) < x {
@@ -50,6 +49,20 @@ pub fn ceil_ns(x: f64) -> Nanos {
     } else {
         t
     }
+}
+
+/// 2^63 as `f64`: below it a duration's ceiling fits the signed conversion.
+pub const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+
+/// [`ceil_ns`] of an `x` the caller knows is in [0, 2^63): the signed conversions alone, for a
+/// loop that proved the range once for all its values (a coalesced run's planned steps) rather
+/// than per value.
+#[inline(always)]
+pub fn ceil_ns_below_2_63(x: f64) -> Nanos {
+    debug_assert!((0.0..TWO_63).contains(&x), "{x} outside [0, 2^63)");
+    // Below 2^53 the truncation is exact; above it every `f64` is already an integer.
+    let t = x as i64;
+    (t + i64::from((t as f64) < x)) as Nanos
 }
 
 /// `x as f64`, bit for bit, in one conversion where it can: below 2^63 the signed conversion

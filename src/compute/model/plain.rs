@@ -2,7 +2,7 @@
 //! coalesced run that times many steps of one batch in a row.
 
 use super::{DecodeTerms, StepModel};
-use crate::engine::{NS_PER_S, Nanos};
+use crate::engine::{NS_PER_S, Nanos, TWO_63, ceil_ns_below_2_63};
 
 /// [`StepModel::decode_s_plain_f`] of one batch, its terms and the model's two per-token
 /// coefficients held by value: a run's loop keeps them in registers instead of reading them
@@ -21,9 +21,6 @@ pub struct PlainStep {
     host: f64,
     floor: f64,
 }
-
-/// 2^63 as `f64`: below it a duration's ceiling fits the signed conversion.
-const TWO_63: f64 = 9_223_372_036_854_775_808.0;
 
 impl StepModel {
     /// `t`'s plain step by value. Only where [`StepModel::decode_plain_ok`] holds for `t`.
@@ -131,10 +128,7 @@ fn fill(mut c: f64, step: f64, out: &mut [Nanos], secs: impl Fn(f64) -> f64) -> 
     let mut sum: Nanos = 0;
     for slot in out {
         c += step;
-        let x = secs(c) * NS_PER_S as f64;
-        // 0 ≤ x < 2^63: the truncation is exact, and one more where it cut a fraction.
-        let t = x as i64;
-        let dt = (t + i64::from((t as f64) < x)) as Nanos;
+        let dt = ceil_ns_below_2_63(secs(c) * NS_PER_S as f64);
         sum = sum.wrapping_add(dt);
         *slot = dt;
     }

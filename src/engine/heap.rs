@@ -34,6 +34,29 @@ fn rise(v: &mut [Entry], mut pos: usize, e: Entry) {
     v[pos] = e;
 }
 
+/// Puts `e` in place of the root of the non-empty heap `v`: the hole left at the root goes down
+/// along the smaller children to the bottom, and `e` rises from there to its place (`std`'s
+/// pop does the same: one comparison per level on the way down, where a sift-down needs two,
+/// and an entry from the bottom rarely rises far).
+#[inline(always)]
+fn sink(v: &mut [Entry], e: Entry) {
+    let n = v.len();
+    let mut pos = 0;
+    let mut child = 1;
+    while child + 1 < n {
+        let right = key(&v[child + 1]) < key(&v[child]);
+        let c = child + usize::from(right);
+        v[pos] = v[c];
+        pos = c;
+        child = 2 * pos + 1;
+    }
+    if child < n {
+        v[pos] = v[child];
+        pos = child;
+    }
+    rise(v, pos, e);
+}
+
 impl MinHeap {
     /// Entries held (cancelled ones included until they are dropped).
     #[inline]
@@ -59,29 +82,18 @@ impl MinHeap {
     #[inline]
     pub(super) fn pop(&mut self) -> Option<Entry> {
         let last = self.v.pop()?;
-        let n = self.v.len();
-        if n == 0 {
+        if self.v.is_empty() {
             return Some(last);
         }
-        let v = self.v.as_mut_slice();
-        let top = v[0];
-        // The hole left at the root goes down along the smaller children to the bottom...
-        let mut pos = 0;
-        let mut child = 1;
-        while child + 1 < n {
-            let right = key(&v[child + 1]) < key(&v[child]);
-            let c = child + usize::from(right);
-            v[pos] = v[c];
-            pos = c;
-            child = 2 * pos + 1;
-        }
-        if child < n {
-            v[pos] = v[child];
-            pos = child;
-        }
-        // ...and the last entry rises from there to its place.
-        rise(v, pos, last);
+        let top = self.v[0];
+        sink(self.v.as_mut_slice(), last);
         Some(top)
+    }
+
+    /// Replaces the earliest entry with `e` (a pop and a push in one sift; `e` may go anywhere).
+    #[inline]
+    pub(super) fn replace_top(&mut self, e: Entry) {
+        sink(self.v.as_mut_slice(), e);
     }
 
     /// Keeps the entries `keep` accepts, and restores the heap order.
@@ -118,7 +130,8 @@ impl MinHeap {
 mod tests {
     use super::*;
 
-    /// Random pushes, pops and retains pop exactly what a sorted list of the live keys gives.
+    /// Random pushes, pops, top replacements and retains pop exactly what a sorted list of the
+    /// live keys gives.
     #[test]
     fn pops_in_key_order() {
         let mut h = MinHeap::default();
@@ -129,11 +142,16 @@ mod tests {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            match (x >> 60) % 8 {
+            match (x >> 60) % 9 {
                 0..=3 => {
                     // Few distinct times: ties broken by the sequence number.
                     let at = (x >> 20) % 64;
-                    h.push(Entry { at, seq, slot: 0 });
+                    h.push(Entry {
+                        at,
+                        seq,
+                        slot: 0,
+                        lane: 0,
+                    });
                     reference.push((at, seq));
                     seq += 1;
                 }
@@ -141,6 +159,18 @@ mod tests {
                     reference.sort_unstable();
                     let want = (!reference.is_empty()).then(|| reference.remove(0));
                     assert_eq!(h.pop().map(|e| (e.at, e.seq)), want, "step {step}");
+                }
+                7 if !reference.is_empty() => {
+                    // A lane's next entry in place of its popped front: anywhere in the order.
+                    reference.sort_unstable();
+                    reference[0] = ((x >> 20) % 64, seq);
+                    h.replace_top(Entry {
+                        at: reference[0].0,
+                        seq,
+                        slot: 0,
+                        lane: 0,
+                    });
+                    seq += 1;
                 }
                 _ => {
                     let m = x % 3;

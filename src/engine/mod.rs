@@ -70,13 +70,29 @@ pub fn ms(ns: Nanos) -> f64 {
     ns as f64 / NS_PER_MS as f64
 }
 
-/// A heap entry: the order key and the slab slot holding the event. Events themselves stay in
-/// the slab, so a sift moves 24 bytes whatever the event's size.
+/// A heap entry: the order key, the slab slot holding the event, and the lane the event was
+/// scheduled on. Events themselves stay in the slab, so a sift moves 24 bytes whatever the
+/// event's size.
 #[derive(Clone, Copy)]
 struct Entry {
     at: Nanos,
     seq: u64,
     slot: u32,
+    /// The event's lane, or [`IN_HEAP`].
+    lane: u32,
+}
+
+/// `Entry::lane` of an event scheduled on no lane (its entry is in the heap alone).
+const IN_HEAP: u32 = u32::MAX;
+
+impl Entry {
+    fn key(self) -> EventKey {
+        EventKey {
+            seq: self.seq,
+            slot: self.slot,
+            lane: self.lane,
+        }
+    }
 }
 
 /// The handle of a scheduled event, for [`EventQueue::cancel`]. It names the event by its
@@ -86,6 +102,7 @@ struct Entry {
 pub struct EventKey {
     seq: u64,
     slot: u32,
+    lane: u32,
 }
 
 /// A future-event list ordered by (time, sequence number), with keyed cancellation.
@@ -96,23 +113,31 @@ pub struct EventKey {
 ///
 /// **Lanes.** Events that are always scheduled a fixed delay from now (sglang's timeouts, control
 /// messages) arrive in (time, sequence) order by construction, so they need no heap: each lane is
-/// a FIFO, and `pop` takes the earliest of the heap's top and the lanes' fronts. The order is
-/// exactly the heap's; the cost of a timeout is O(1) instead of O(log n) — under overload
-/// millions of timeouts wait at once.
+/// a FIFO, and only its front entry is in the heap, standing for the whole lane. When the front
+/// pops, the lane's next entry takes its place at the top of the heap (one sift). So the earliest
+/// event is always the heap's top — `pop` looks in one place — and a lane costs the heap one
+/// entry however many events wait in it: under overload millions of timeouts wait at once. The
+/// order is exactly that of one heap holding every event.
 ///
 /// **Cancellation** is lazy: a cancelled event leaves its slab slot at once (the slot may be
-/// reused), and its entry is dropped when it reaches the top of the heap or the front of its lane,
-/// recognised because the slot no longer holds that sequence number. When cancelled heap entries
-/// outnumber live ones the heap is rebuilt without them, so it stays within twice its pending
-/// events.
+/// reused), and its entry is dropped when it reaches the top of the heap, recognised because the
+/// slot no longer holds that sequence number; cancelled entries behind a lane's front are dropped
+/// as they reach the front, before they would enter the heap. When cancelled entries outnumber
+/// live ones the heap (or the lanes) are rebuilt without them, so both stay within about twice
+/// their pending events. A lane's front stays through a rebuild, cancelled or not: the heap holds
+/// its copy.
 pub struct EventQueue<E> {
+    /// Events scheduled on no lane, and the front entry of every non-empty lane. Its top is
+    /// never a cancelled event.
     heap: MinHeap,
     /// FIFO lanes, each in (time, sequence) order.
     lanes: Vec<VecDeque<Entry>>,
+    /// Entries in all lanes (cancelled ones included until they are dropped).
+    in_lanes: usize,
     /// Events by slot.
     slab: Vec<Slot<E>>,
     free: Vec<u32>,
-    /// Heap entries whose event was cancelled.
+    /// Heap entries of no lane whose event was cancelled.
     stale: usize,
     /// Lane entries whose event was cancelled.
     stale_in_lanes: usize,
@@ -128,23 +153,17 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
-/// A slab slot: the event, the sequence number it was scheduled under, and whether its entry is
-/// in a lane (else in the heap).
+/// A slab slot: the event and the sequence number it was scheduled under.
 struct Slot<E> {
     seq: u64,
-    /// The lane its entry is in, or [`IN_HEAP`].
-    lane: u32,
     event: Option<E>,
 }
 
-/// `Slot::lane` of an event whose entry is in the heap.
-const IN_HEAP: u32 = u32::MAX;
-
-/// Where the earliest pending event is.
-#[derive(Clone, Copy)]
-enum Source {
-    Heap,
-    Lane(usize),
+/// Whether the event of `e` is still pending in `slab` (not popped, not cancelled).
+#[inline(always)]
+fn is_live<E>(slab: &[Slot<E>], e: &Entry) -> bool {
+    let s = &slab[e.slot as usize];
+    s.seq == e.seq && s.event.is_some()
 }
 
 impl<E> EventQueue<E> {
@@ -153,6 +172,7 @@ impl<E> EventQueue<E> {
         Self {
             heap: MinHeap::default(),
             lanes: Vec::new(),
+            in_lanes: 0,
             slab: Vec::new(),
             free: Vec::new(),
             stale: 0,
@@ -176,6 +196,7 @@ impl<E> EventQueue<E> {
     }
 
     /// Stores `event` and returns its entry.
+    #[inline(always)]
     fn store(&mut self, at: Nanos, event: E, lane: u32) -> Entry {
         assert!(
             at >= self.now,
@@ -186,7 +207,6 @@ impl<E> EventQueue<E> {
         self.next_seq += 1;
         let entry = Slot {
             seq,
-            lane,
             event: Some(event),
         };
         let slot = match self.free.pop() {
@@ -199,17 +219,19 @@ impl<E> EventQueue<E> {
                 (self.slab.len() - 1) as u32
             }
         };
-        Entry { at, seq, slot }
+        Entry {
+            at,
+            seq,
+            slot,
+            lane,
+        }
     }
 
     /// Schedules `event` at absolute time `at` (never in the past) and returns its key.
     pub fn schedule_keyed(&mut self, at: Nanos, event: E) -> EventKey {
         let e = self.store(at, event, IN_HEAP);
         self.heap.push(e);
-        EventKey {
-            seq: e.seq,
-            slot: e.slot,
-        }
+        e.key()
     }
 
     /// Schedules `event` `delay` ns from now on FIFO lane `lane` and returns its key. Every event
@@ -227,11 +249,14 @@ impl<E> EventQueue<E> {
             );
         }
         let e = self.store(at, event, lane as u32);
-        self.lanes[lane].push_back(e);
-        EventKey {
-            seq: e.seq,
-            slot: e.slot,
+        let fifo = &mut self.lanes[lane];
+        if fifo.is_empty() {
+            // The new front stands for its lane in the heap.
+            self.heap.push(e);
         }
+        fifo.push_back(e);
+        self.in_lanes += 1;
+        e.key()
     }
 
     /// Schedules `event` at absolute time `at` (never in the past).
@@ -249,13 +274,7 @@ impl<E> EventQueue<E> {
         self.schedule_keyed(self.now.saturating_add(delay), event)
     }
 
-    fn is_stale(&self, e: &Entry) -> bool {
-        let s = &self.slab[e.slot as usize];
-        s.seq != e.seq || s.event.is_none()
-    }
-
-    /// Cancels the event of `key` if it is still pending; returns whether it was. Whether it
-    /// sat in the heap or a lane is found out when its entry surfaces.
+    /// Cancels the event of `key` if it is still pending; returns whether it was.
     pub fn cancel(&mut self, key: EventKey) -> bool {
         let Some(entry) = self.slab.get_mut(key.slot as usize) else {
             return false;
@@ -264,103 +283,99 @@ impl<E> EventQueue<E> {
             return false;
         }
         entry.event = None;
-        let lane = entry.lane;
         self.free.push(key.slot);
         self.cancelled += 1;
-        if lane != IN_HEAP {
-            self.stale_in_lanes += 1;
-            let total: usize = self.lanes.iter().map(VecDeque::len).sum();
-            if self.stale_in_lanes > 1024 && self.stale_in_lanes * 2 > total {
-                // Order is kept: a lane stays sorted when entries leave it.
-                let slab = &self.slab;
-                for lane in &mut self.lanes {
-                    lane.retain(|e| {
-                        let s = &slab[e.slot as usize];
-                        s.seq == e.seq && s.event.is_some()
-                    });
-                }
-                self.stale_in_lanes = 0;
-            }
-            self.skip_stale_lane(lane as usize);
-        } else {
+        if key.lane == IN_HEAP {
             self.stale += 1;
             if self.stale > 16 && self.stale * 2 > self.heap.len() {
+                // A lane's front stays: it stands for its lane.
                 let slab = &self.slab;
-                self.heap.retain(|e| {
-                    let s = &slab[e.slot as usize];
-                    s.seq == e.seq && s.event.is_some()
-                });
+                self.heap.retain(|e| e.lane != IN_HEAP || is_live(slab, e));
                 self.stale = 0;
             }
-            self.skip_stale_heap();
+        } else {
+            self.stale_in_lanes += 1;
+            if self.stale_in_lanes > 1024 && self.stale_in_lanes * 2 > self.in_lanes {
+                self.compact_lanes();
+            }
         }
+        self.settle();
         true
     }
 
-    /// Drops cancelled entries from the top of the heap.
-    fn skip_stale_heap(&mut self) {
-        while let Some(e) = self.heap.peek() {
-            if !self.is_stale(e) {
-                break;
-            }
-            self.heap.pop();
-            self.stale = self.stale.saturating_sub(1);
+    /// Drops the cancelled entries from every lane but its front (the heap holds a copy of the
+    /// front). Order is kept: a lane stays sorted when entries leave it.
+    fn compact_lanes(&mut self) {
+        let slab = &self.slab;
+        let (mut held, mut stale) = (0, 0);
+        for fifo in &mut self.lanes {
+            let mut front = true;
+            fifo.retain(|e| std::mem::take(&mut front) || is_live(slab, e));
+            held += fifo.len();
+            stale += usize::from(fifo.front().is_some_and(|e| !is_live(slab, e)));
         }
+        (self.in_lanes, self.stale_in_lanes) = (held, stale);
     }
 
-    /// Drops cancelled entries from the front of lane `i`.
-    fn skip_stale_lane(&mut self, i: usize) {
-        while let Some(e) = self.lanes[i].front() {
-            if !self.is_stale(e) {
-                break;
+    /// Removes `top`, the heap's top, and puts its lane's next pending entry (if any) in its
+    /// place; cancelled entries behind it in the lane are dropped on the way.
+    #[inline(always)]
+    fn remove_top(&mut self, top: Entry) {
+        if top.lane == IN_HEAP {
+            self.heap.pop();
+            return;
+        }
+        let fifo = &mut self.lanes[top.lane as usize];
+        fifo.pop_front();
+        self.in_lanes -= 1;
+        while let Some(next) = fifo.front() {
+            if is_live(&self.slab, next) {
+                self.heap.replace_top(*next);
+                return;
             }
-            self.lanes[i].pop_front();
+            fifo.pop_front();
+            self.in_lanes -= 1;
             self.stale_in_lanes = self.stale_in_lanes.saturating_sub(1);
         }
+        self.heap.pop();
     }
 
-    /// The earliest pending entry and where it is.
-    fn earliest(&self) -> Option<(Entry, Source)> {
-        let mut best = self.heap.peek().map(|e| (*e, Source::Heap));
-        for (i, lane) in self.lanes.iter().enumerate() {
-            if let Some(e) = lane.front()
-                && best.is_none_or(|(b, _)| (e.at, e.seq) < (b.at, b.seq))
-            {
-                best = Some((*e, Source::Lane(i)));
+    /// Drops cancelled entries from the top of the heap, so that its top is pending.
+    #[inline(always)]
+    fn settle(&mut self) {
+        while let Some(&top) = self.heap.peek() {
+            if is_live(&self.slab, &top) {
+                break;
             }
+            if top.lane == IN_HEAP {
+                self.stale = self.stale.saturating_sub(1);
+            } else {
+                self.stale_in_lanes = self.stale_in_lanes.saturating_sub(1);
+            }
+            self.remove_top(top);
         }
-        best
     }
 
-    /// Time of the next pending event, if any. (No cancelled entry is ever at the top of the
-    /// heap or the front of a lane: `cancel` and `pop` drop those as they surface.)
+    /// Time of the next pending event, if any.
+    #[inline]
     pub fn peek_time(&self) -> Option<Nanos> {
-        self.earliest().map(|(e, _)| e.at)
+        self.heap.peek().map(|e| e.at)
     }
 
     /// Removes the next pending event and advances the clock to it.
     #[inline]
     pub fn pop(&mut self) -> Option<(Nanos, E)> {
-        let (e, from) = self.earliest()?;
-        let event = self.slab[e.slot as usize]
+        let top = *self.heap.peek()?;
+        let event = self.slab[top.slot as usize]
             .event
             .take()
-            .expect("a live entry");
-        self.free.push(e.slot);
-        // Only the source popped from can have a cancelled entry newly at its front.
-        match from {
-            Source::Heap => {
-                self.heap.pop();
-                self.skip_stale_heap();
-            }
-            Source::Lane(i) => {
-                self.lanes[i].pop_front();
-                self.skip_stale_lane(i);
-            }
-        }
-        self.now = e.at;
+            .expect("the heap's top is pending");
+        self.free.push(top.slot);
+        self.remove_top(top);
+        self.settle();
+        self.now = top.at;
         self.popped += 1;
-        Some((e.at, event))
+        Some((top.at, event))
     }
 
     /// Events handled so far (cancelled events are not counted).
@@ -551,6 +566,76 @@ mod tests {
         }
         assert!(a.is_empty());
         assert_eq!(out_a, out_b);
+    }
+
+    #[test]
+    fn lanes_with_cancellations_pop_as_one_heap() {
+        // Lanes whose fronts, middles and backs are cancelled (in bursts that make the lanes and
+        // the heap rebuild) pop exactly as a plain heap given the same schedule.
+        let mut a = EventQueue::new();
+        let mut b = EventQueue::new();
+        let mut keys: Vec<(EventKey, EventKey)> = Vec::new();
+        let mut x: u64 = 77;
+        let (mut popped, mut lane_rebuilds, mut heap_rebuilds) = (0, 0, 0);
+        for step in 0..200_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = x >> 33;
+            // Bursts of cancellations (a quarter of the steps), else a growing mix.
+            let burst = (step / 5_000) % 4 == 3;
+            let (lane_stale, heap_stale) = (a.stale_in_lanes, a.stale);
+            match if burst { 10 } else { r % 10 } {
+                0..=3 => {
+                    let lane = (r / 10 % 3) as usize;
+                    let delay = [1_000, 40, 300][lane];
+                    let ka = a.schedule_lane(lane, delay, step);
+                    keys.push((ka, b.schedule_keyed_in(delay, step)));
+                }
+                4 => {
+                    let at = r % 700;
+                    keys.push((a.schedule_keyed_in(at, step), b.schedule_keyed_in(at, step)));
+                }
+                5..=7 => {
+                    let (ea, eb) = (a.pop(), b.pop());
+                    assert_eq!(ea, eb, "step {step}");
+                    popped += u64::from(ea.is_some());
+                }
+                // Any key, often one whose event already fired (a lane's front, a middle...).
+                8 | 9 if !keys.is_empty() => {
+                    let (ka, kb) = keys.swap_remove(r as usize % keys.len());
+                    assert_eq!(a.cancel(ka), b.cancel(kb), "step {step}");
+                }
+                // The newest keys, still pending.
+                _ => {
+                    if let Some((ka, kb)) = keys.pop() {
+                        assert_eq!(a.cancel(ka), b.cancel(kb), "step {step}");
+                    }
+                }
+            }
+            lane_rebuilds += u32::from(a.stale_in_lanes + 100 < lane_stale);
+            heap_rebuilds += u32::from(a.stale + 10 < heap_stale);
+            assert_eq!(a.peek_time(), b.peek_time(), "step {step}");
+            assert_eq!(a.len(), b.len());
+            assert!(
+                a.in_lanes <= 2 * a.len() + 1030,
+                "lanes keep cancelled entries"
+            );
+            assert!(
+                a.heap.len() <= 2 * a.len() + 40,
+                "heap keeps cancelled entries"
+            );
+        }
+        while let Some(e) = b.pop() {
+            assert_eq!(a.pop(), Some(e));
+            popped += 1;
+        }
+        assert!(a.is_empty() && a.heap.len() == 0 && a.in_lanes == 0);
+        assert_eq!(a.events_popped(), popped);
+        assert!(
+            lane_rebuilds > 0 && heap_rebuilds > 0,
+            "{lane_rebuilds} {heap_rebuilds}"
+        );
     }
 
     #[test]

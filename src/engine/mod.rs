@@ -70,30 +70,17 @@ pub fn ms(ns: Nanos) -> f64 {
     ns as f64 / NS_PER_MS as f64
 }
 
-/// A heap entry: the order key, the slab slot holding the event, and the lane the event was
-/// scheduled on. Events themselves stay in the slab, so a sift moves 24 bytes whatever the
-/// event's size.
+/// A heap or lane entry: the order key and the slab slot holding the event. Events themselves
+/// stay in the slab, so a sift moves 24 bytes whatever the event's size.
 #[derive(Clone, Copy)]
 struct Entry {
     at: Nanos,
     seq: u64,
     slot: u32,
-    /// The event's lane, or [`IN_HEAP`].
-    lane: u32,
 }
 
-/// `Entry::lane` of an event scheduled on no lane (its entry is in the heap alone).
+/// `EventKey::lane` of an event scheduled on no lane (its entry is in the heap).
 const IN_HEAP: u32 = u32::MAX;
-
-impl Entry {
-    fn key(self) -> EventKey {
-        EventKey {
-            seq: self.seq,
-            slot: self.slot,
-            lane: self.lane,
-        }
-    }
-}
 
 /// The handle of a scheduled event, for [`EventQueue::cancel`]. It names the event by its
 /// sequence number, which no other event ever shares, so cancelling is deterministic and a key
@@ -102,6 +89,7 @@ impl Entry {
 pub struct EventKey {
     seq: u64,
     slot: u32,
+    /// The event's lane, or [`IN_HEAP`].
     lane: u32,
 }
 
@@ -113,31 +101,29 @@ pub struct EventKey {
 ///
 /// **Lanes.** Events that are always scheduled a fixed delay from now (sglang's timeouts, control
 /// messages) arrive in (time, sequence) order by construction, so they need no heap: each lane is
-/// a FIFO, and only its front entry is in the heap, standing for the whole lane. When the front
-/// pops, the lane's next entry takes its place at the top of the heap (one sift). So the earliest
-/// event is always the heap's top — `pop` looks in one place — and a lane costs the heap one
-/// entry however many events wait in it: under overload millions of timeouts wait at once. The
-/// order is exactly that of one heap holding every event.
+/// a FIFO. The queue keeps which lane front is earliest, so `pop` compares the heap's top with
+/// one entry, and the lanes are looked over only when a lane's front changes. The order is
+/// exactly the heap's; the cost of a timeout is O(1) instead of O(log n) — under overload
+/// millions of timeouts wait at once.
 ///
 /// **Cancellation** is lazy: a cancelled event leaves its slab slot at once (the slot may be
-/// reused), and its entry is dropped when it reaches the top of the heap, recognised because the
-/// slot no longer holds that sequence number; cancelled entries behind a lane's front are dropped
-/// as they reach the front, before they would enter the heap. When cancelled entries outnumber
-/// live ones the heap (or the lanes) are rebuilt without them, so both stay within about twice
-/// their pending events. A lane's front stays through a rebuild, cancelled or not: the heap holds
-/// its copy.
+/// reused), and its entry is dropped when it reaches the top of the heap or the front of its lane,
+/// recognised because the slot no longer holds that sequence number. When cancelled entries
+/// outnumber live ones the heap (or the lanes) are rebuilt without them, so both stay within
+/// about twice their pending events.
 pub struct EventQueue<E> {
-    /// Events scheduled on no lane, and the front entry of every non-empty lane. Its top is
-    /// never a cancelled event.
+    /// Events on no lane. Its top is never a cancelled event.
     heap: MinHeap,
-    /// FIFO lanes, each in (time, sequence) order.
+    /// FIFO lanes, each in (time, sequence) order; a front is never a cancelled event.
     lanes: Vec<VecDeque<Entry>>,
+    /// The earliest lane front and its lane.
+    first_lane: Option<(Entry, usize)>,
     /// Entries in all lanes (cancelled ones included until they are dropped).
     in_lanes: usize,
     /// Events by slot.
     slab: Vec<Slot<E>>,
     free: Vec<u32>,
-    /// Heap entries of no lane whose event was cancelled.
+    /// Heap entries whose event was cancelled.
     stale: usize,
     /// Lane entries whose event was cancelled.
     stale_in_lanes: usize,
@@ -166,12 +152,26 @@ fn is_live<E>(slab: &[Slot<E>], e: &Entry) -> bool {
     s.seq == e.seq && s.event.is_some()
 }
 
+/// The earliest front of `lanes` and its lane.
+fn first_front(lanes: &[VecDeque<Entry>]) -> Option<(Entry, usize)> {
+    let mut best: Option<(Entry, usize)> = None;
+    for (i, lane) in lanes.iter().enumerate() {
+        if let Some(&e) = lane.front()
+            && best.is_none_or(|(b, _)| heap::key(&e) < heap::key(&b))
+        {
+            best = Some((e, i));
+        }
+    }
+    best
+}
+
 impl<E> EventQueue<E> {
     /// An empty queue at time 0.
     pub fn new() -> Self {
         Self {
             heap: MinHeap::default(),
             lanes: Vec::new(),
+            first_lane: None,
             in_lanes: 0,
             slab: Vec::new(),
             free: Vec::new(),
@@ -197,7 +197,7 @@ impl<E> EventQueue<E> {
 
     /// Stores `event` and returns its entry.
     #[inline(always)]
-    fn store(&mut self, at: Nanos, event: E, lane: u32) -> Entry {
+    fn store(&mut self, at: Nanos, event: E) -> Entry {
         assert!(
             at >= self.now,
             "event scheduled in the past: at {at} ns < now {} ns",
@@ -219,19 +219,18 @@ impl<E> EventQueue<E> {
                 (self.slab.len() - 1) as u32
             }
         };
-        Entry {
-            at,
-            seq,
-            slot,
-            lane,
-        }
+        Entry { at, seq, slot }
     }
 
     /// Schedules `event` at absolute time `at` (never in the past) and returns its key.
     pub fn schedule_keyed(&mut self, at: Nanos, event: E) -> EventKey {
-        let e = self.store(at, event, IN_HEAP);
+        let e = self.store(at, event);
         self.heap.push(e);
-        e.key()
+        EventKey {
+            seq: e.seq,
+            slot: e.slot,
+            lane: IN_HEAP,
+        }
     }
 
     /// Schedules `event` `delay` ns from now on FIFO lane `lane` and returns its key. Every event
@@ -239,6 +238,7 @@ impl<E> EventQueue<E> {
     pub fn schedule_lane(&mut self, lane: usize, delay: Nanos, event: E) -> EventKey {
         let at = self.now.saturating_add(delay);
         if lane >= self.lanes.len() {
+            assert!(lane < IN_HEAP as usize, "lane {lane} is no lane number");
             self.lanes.resize_with(lane + 1, VecDeque::new);
         }
         if let Some(last) = self.lanes[lane].back() {
@@ -248,15 +248,23 @@ impl<E> EventQueue<E> {
                 last.at
             );
         }
-        let e = self.store(at, event, lane as u32);
+        let e = self.store(at, event);
         let fifo = &mut self.lanes[lane];
-        if fifo.is_empty() {
-            // The new front stands for its lane in the heap.
-            self.heap.push(e);
+        // Only a new front can be the earliest front (the lane's others come after its front).
+        if fifo.is_empty()
+            && self
+                .first_lane
+                .is_none_or(|(f, _)| heap::key(&e) < heap::key(&f))
+        {
+            self.first_lane = Some((e, lane));
         }
         fifo.push_back(e);
         self.in_lanes += 1;
-        e.key()
+        EventKey {
+            seq: e.seq,
+            slot: e.slot,
+            lane: lane as u32,
+        }
     }
 
     /// Schedules `event` at absolute time `at` (never in the past).
@@ -288,94 +296,103 @@ impl<E> EventQueue<E> {
         if key.lane == IN_HEAP {
             self.stale += 1;
             if self.stale > 16 && self.stale * 2 > self.heap.len() {
-                // A lane's front stays: it stands for its lane.
                 let slab = &self.slab;
-                self.heap.retain(|e| e.lane != IN_HEAP || is_live(slab, e));
+                self.heap.retain(|e| is_live(slab, e));
                 self.stale = 0;
             }
-        } else {
-            self.stale_in_lanes += 1;
-            if self.stale_in_lanes > 1024 && self.stale_in_lanes * 2 > self.in_lanes {
-                self.compact_lanes();
-            }
+            self.skip_stale_heap();
+            return true;
         }
-        self.settle();
+        self.stale_in_lanes += 1;
+        if self.stale_in_lanes > 1024 && self.stale_in_lanes * 2 > self.in_lanes {
+            // Order is kept: a lane stays sorted when entries leave it.
+            let slab = &self.slab;
+            for fifo in &mut self.lanes {
+                fifo.retain(|e| is_live(slab, e));
+            }
+            self.in_lanes = self.lanes.iter().map(VecDeque::len).sum();
+            self.stale_in_lanes = 0;
+        }
+        let lane = key.lane as usize;
+        self.skip_stale_lane(lane);
+        // Only a front that left can have been the earliest (fronts are never cancelled, so a
+        // rebuild leaves them).
+        if self
+            .first_lane
+            .is_some_and(|(f, l)| l == lane && f.seq == key.seq)
+        {
+            self.first_lane = first_front(&self.lanes);
+        }
         true
     }
 
-    /// Drops the cancelled entries from every lane but its front (the heap holds a copy of the
-    /// front). Order is kept: a lane stays sorted when entries leave it.
-    fn compact_lanes(&mut self) {
-        let slab = &self.slab;
-        let (mut held, mut stale) = (0, 0);
-        for fifo in &mut self.lanes {
-            let mut front = true;
-            fifo.retain(|e| std::mem::take(&mut front) || is_live(slab, e));
-            held += fifo.len();
-            stale += usize::from(fifo.front().is_some_and(|e| !is_live(slab, e)));
+    /// Drops cancelled entries from the top of the heap.
+    fn skip_stale_heap(&mut self) {
+        while let Some(e) = self.heap.peek() {
+            if is_live(&self.slab, e) {
+                break;
+            }
+            self.heap.pop();
+            self.stale = self.stale.saturating_sub(1);
         }
-        (self.in_lanes, self.stale_in_lanes) = (held, stale);
     }
 
-    /// Removes `top`, the heap's top, and puts its lane's next pending entry (if any) in its
-    /// place; cancelled entries behind it in the lane are dropped on the way.
-    #[inline(always)]
-    fn remove_top(&mut self, top: Entry) {
-        if top.lane == IN_HEAP {
-            self.heap.pop();
-            return;
-        }
-        let fifo = &mut self.lanes[top.lane as usize];
-        fifo.pop_front();
-        self.in_lanes -= 1;
-        while let Some(next) = fifo.front() {
-            if is_live(&self.slab, next) {
-                self.heap.replace_top(*next);
-                return;
+    /// Drops cancelled entries from the front of lane `i`.
+    fn skip_stale_lane(&mut self, i: usize) {
+        let fifo = &mut self.lanes[i];
+        while let Some(e) = fifo.front() {
+            if is_live(&self.slab, e) {
+                break;
             }
             fifo.pop_front();
             self.in_lanes -= 1;
             self.stale_in_lanes = self.stale_in_lanes.saturating_sub(1);
         }
-        self.heap.pop();
     }
 
-    /// Drops cancelled entries from the top of the heap, so that its top is pending.
+    /// The earliest pending entry, and its lane if it is a lane's front.
     #[inline(always)]
-    fn settle(&mut self) {
-        while let Some(&top) = self.heap.peek() {
-            if is_live(&self.slab, &top) {
-                break;
-            }
-            if top.lane == IN_HEAP {
-                self.stale = self.stale.saturating_sub(1);
-            } else {
-                self.stale_in_lanes = self.stale_in_lanes.saturating_sub(1);
-            }
-            self.remove_top(top);
+    fn earliest(&self) -> Option<(Entry, Option<usize>)> {
+        let top = self.heap.peek();
+        match (top, self.first_lane) {
+            (Some(h), Some((f, lane))) if heap::key(&f) < heap::key(h) => Some((f, Some(lane))),
+            (Some(h), _) => Some((*h, None)),
+            (None, Some((f, lane))) => Some((f, Some(lane))),
+            (None, None) => None,
         }
     }
 
     /// Time of the next pending event, if any.
     #[inline]
     pub fn peek_time(&self) -> Option<Nanos> {
-        self.heap.peek().map(|e| e.at)
+        self.earliest().map(|(e, _)| e.at)
     }
 
     /// Removes the next pending event and advances the clock to it.
     #[inline]
     pub fn pop(&mut self) -> Option<(Nanos, E)> {
-        let top = *self.heap.peek()?;
-        let event = self.slab[top.slot as usize]
+        let (e, lane) = self.earliest()?;
+        let event = self.slab[e.slot as usize]
             .event
             .take()
-            .expect("the heap's top is pending");
-        self.free.push(top.slot);
-        self.remove_top(top);
-        self.settle();
-        self.now = top.at;
+            .expect("a live entry");
+        self.free.push(e.slot);
+        // Only the source popped from can have a cancelled entry newly at its front.
+        match lane {
+            None => {
+                self.heap.pop();
+                self.skip_stale_heap();
+            }
+            Some(i) => {
+                self.lanes[i].pop_front();
+                self.in_lanes -= 1;
+                self.skip_stale_lane(i);
+                self.first_lane = first_front(&self.lanes);
+            }
+        }
+        self.now = e.at;
         self.popped += 1;
-        Some((top.at, event))
+        Some((e.at, event))
     }
 
     /// Events handled so far (cancelled events are not counted).

@@ -34,29 +34,6 @@ fn rise(v: &mut [Entry], mut pos: usize, e: Entry) {
     v[pos] = e;
 }
 
-/// Puts `e` in place of the root of the non-empty heap `v`: the hole left at the root goes down
-/// along the smaller children to the bottom, and `e` rises from there to its place (`std`'s
-/// pop does the same: one comparison per level on the way down, where a sift-down needs two,
-/// and an entry from the bottom rarely rises far).
-#[inline(always)]
-fn sink(v: &mut [Entry], e: Entry) {
-    let n = v.len();
-    let mut pos = 0;
-    let mut child = 1;
-    while child + 1 < n {
-        let right = key(&v[child + 1]) < key(&v[child]);
-        let c = child + usize::from(right);
-        v[pos] = v[c];
-        pos = c;
-        child = 2 * pos + 1;
-    }
-    if child < n {
-        v[pos] = v[child];
-        pos = child;
-    }
-    rise(v, pos, e);
-}
-
 impl MinHeap {
     /// Entries held (cancelled ones included until they are dropped).
     #[inline]
@@ -82,11 +59,28 @@ impl MinHeap {
     #[inline]
     pub(super) fn pop(&mut self) -> Option<Entry> {
         let last = self.v.pop()?;
-        if self.v.is_empty() {
+        let n = self.v.len();
+        if n == 0 {
             return Some(last);
         }
-        let top = self.v[0];
-        sink(self.v.as_mut_slice(), last);
+        let v = self.v.as_mut_slice();
+        let top = v[0];
+        // The hole left at the root goes down along the smaller children to the bottom...
+        let mut pos = 0;
+        let mut child = 1;
+        while child + 1 < n {
+            let right = key(&v[child + 1]) < key(&v[child]);
+            let c = child + usize::from(right);
+            v[pos] = v[c];
+            pos = c;
+            child = 2 * pos + 1;
+        }
+        if child < n {
+            v[pos] = v[child];
+            pos = child;
+        }
+        // ...and the last entry rises from there to its place.
+        rise(v, pos, last);
         Some(top)
     }
 

@@ -338,6 +338,7 @@ impl<E> EventQueue<E> {
     }
 
     /// Drops cancelled entries from the front of lane `i`.
+    #[inline(always)]
     fn skip_stale_lane(&mut self, i: usize) {
         let fifo = &mut self.lanes[i];
         while let Some(e) = fifo.front() {

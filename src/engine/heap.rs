@@ -8,7 +8,7 @@ use super::Entry;
 
 /// The order key of an entry: time, then sequence number.
 #[inline(always)]
-fn key(e: &Entry) -> u128 {
+pub(super) fn key(e: &Entry) -> u128 {
     (u128::from(e.at) << 64) | u128::from(e.seq)
 }
 

@@ -83,14 +83,17 @@ pub fn ms(ns: Nanos) -> f64 {
     ns as f64 / NS_PER_MS as f64
 }
 
-/// A heap entry: the order key and the slab slot holding the event. Events themselves stay in
-/// the slab, so a sift moves 24 bytes whatever the event's size.
+/// A heap or lane entry: the order key and the slab slot holding the event. Events themselves
+/// stay in the slab, so a sift moves 24 bytes whatever the event's size.
 #[derive(Clone, Copy)]
 struct Entry {
     at: Nanos,
     seq: u64,
     slot: u32,
 }
+
+/// `EventKey::lane` of an event scheduled on no lane (its entry is in the heap).
+const IN_HEAP: u32 = u32::MAX;
 
 /// The handle of a scheduled event, for [`EventQueue::cancel`]. It names the event by its
 /// sequence number, which no other event ever shares, so cancelling is deterministic and a key
@@ -99,6 +102,8 @@ struct Entry {
 pub struct EventKey {
     seq: u64,
     slot: u32,
+    /// The event's lane, or [`IN_HEAP`].
+    lane: u32,
 }
 
 /// A future-event list ordered by (time, sequence number), with keyed cancellation.
@@ -109,19 +114,25 @@ pub struct EventKey {
 ///
 /// **Lanes.** Events that are always scheduled a fixed delay from now (sglang's timeouts, control
 /// messages) arrive in (time, sequence) order by construction, so they need no heap: each lane is
-/// a FIFO, and `pop` takes the earliest of the heap's top and the lanes' fronts. The order is
+/// a FIFO. The queue keeps which lane front is earliest, so `pop` compares the heap's top with
+/// one entry, and the lanes are looked over only when a lane's front changes. The order is
 /// exactly the heap's; the cost of a timeout is O(1) instead of O(log n) — under overload
 /// millions of timeouts wait at once.
 ///
 /// **Cancellation** is lazy: a cancelled event leaves its slab slot at once (the slot may be
 /// reused), and its entry is dropped when it reaches the top of the heap or the front of its lane,
-/// recognised because the slot no longer holds that sequence number. When cancelled heap entries
-/// outnumber live ones the heap is rebuilt without them, so it stays within twice its pending
-/// events.
+/// recognised because the slot no longer holds that sequence number. When cancelled entries
+/// outnumber live ones the heap (or the lanes) are rebuilt without them, so both stay within
+/// about twice their pending events.
 pub struct EventQueue<E> {
+    /// Events on no lane. Its top is never a cancelled event.
     heap: MinHeap,
-    /// FIFO lanes, each in (time, sequence) order.
+    /// FIFO lanes, each in (time, sequence) order; a front is never a cancelled event.
     lanes: Vec<VecDeque<Entry>>,
+    /// The earliest lane front and its lane.
+    first_lane: Option<(Entry, usize)>,
+    /// Entries in all lanes (cancelled ones included until they are dropped).
+    in_lanes: usize,
     /// Events by slot.
     slab: Vec<Slot<E>>,
     free: Vec<u32>,
@@ -141,23 +152,30 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
-/// A slab slot: the event, the sequence number it was scheduled under, and whether its entry is
-/// in a lane (else in the heap).
+/// A slab slot: the event and the sequence number it was scheduled under.
 struct Slot<E> {
     seq: u64,
-    /// The lane its entry is in, or [`IN_HEAP`].
-    lane: u32,
     event: Option<E>,
 }
 
-/// `Slot::lane` of an event whose entry is in the heap.
-const IN_HEAP: u32 = u32::MAX;
+/// Whether the event of `e` is still pending in `slab` (not popped, not cancelled).
+#[inline(always)]
+fn is_live<E>(slab: &[Slot<E>], e: &Entry) -> bool {
+    let s = &slab[e.slot as usize];
+    s.seq == e.seq && s.event.is_some()
+}
 
-/// Where the earliest pending event is.
-#[derive(Clone, Copy)]
-enum Source {
-    Heap,
-    Lane(usize),
+/// The earliest front of `lanes` and its lane.
+fn first_front(lanes: &[VecDeque<Entry>]) -> Option<(Entry, usize)> {
+    let mut best: Option<(Entry, usize)> = None;
+    for (i, lane) in lanes.iter().enumerate() {
+        if let Some(&e) = lane.front()
+            && best.is_none_or(|(b, _)| heap::key(&e) < heap::key(&b))
+        {
+            best = Some((e, i));
+        }
+    }
+    best
 }
 
 impl<E> EventQueue<E> {
@@ -166,6 +184,8 @@ impl<E> EventQueue<E> {
         Self {
             heap: MinHeap::default(),
             lanes: Vec::new(),
+            first_lane: None,
+            in_lanes: 0,
             slab: Vec::new(),
             free: Vec::new(),
             stale: 0,
@@ -189,7 +209,8 @@ impl<E> EventQueue<E> {
     }
 
     /// Stores `event` and returns its entry.
-    fn store(&mut self, at: Nanos, event: E, lane: u32) -> Entry {
+    #[inline(always)]
+    fn store(&mut self, at: Nanos, event: E) -> Entry {
         assert!(
             at >= self.now,
             "event scheduled in the past: at {at} ns < now {} ns",
@@ -199,7 +220,6 @@ impl<E> EventQueue<E> {
         self.next_seq += 1;
         let entry = Slot {
             seq,
-            lane,
             event: Some(event),
         };
         let slot = match self.free.pop() {
@@ -217,11 +237,12 @@ impl<E> EventQueue<E> {
 
     /// Schedules `event` at absolute time `at` (never in the past) and returns its key.
     pub fn schedule_keyed(&mut self, at: Nanos, event: E) -> EventKey {
-        let e = self.store(at, event, IN_HEAP);
+        let e = self.store(at, event);
         self.heap.push(e);
         EventKey {
             seq: e.seq,
             slot: e.slot,
+            lane: IN_HEAP,
         }
     }
 
@@ -230,6 +251,7 @@ impl<E> EventQueue<E> {
     pub fn schedule_lane(&mut self, lane: usize, delay: Nanos, event: E) -> EventKey {
         let at = self.now.saturating_add(delay);
         if lane >= self.lanes.len() {
+            assert!(lane < IN_HEAP as usize, "lane {lane} is no lane number");
             self.lanes.resize_with(lane + 1, VecDeque::new);
         }
         if let Some(last) = self.lanes[lane].back() {
@@ -239,11 +261,22 @@ impl<E> EventQueue<E> {
                 last.at
             );
         }
-        let e = self.store(at, event, lane as u32);
-        self.lanes[lane].push_back(e);
+        let e = self.store(at, event);
+        let fifo = &mut self.lanes[lane];
+        // Only a new front can be the earliest front (the lane's others come after its front).
+        if fifo.is_empty()
+            && self
+                .first_lane
+                .is_none_or(|(f, _)| heap::key(&e) < heap::key(&f))
+        {
+            self.first_lane = Some((e, lane));
+        }
+        fifo.push_back(e);
+        self.in_lanes += 1;
         EventKey {
             seq: e.seq,
             slot: e.slot,
+            lane: lane as u32,
         }
     }
 
@@ -262,13 +295,7 @@ impl<E> EventQueue<E> {
         self.schedule_keyed(self.now.saturating_add(delay), event)
     }
 
-    fn is_stale(&self, e: &Entry) -> bool {
-        let s = &self.slab[e.slot as usize];
-        s.seq != e.seq || s.event.is_none()
-    }
-
-    /// Cancels the event of `key` if it is still pending; returns whether it was. Whether it
-    /// sat in the heap or a lane is found out when its entry surfaces.
+    /// Cancels the event of `key` if it is still pending; returns whether it was.
     pub fn cancel(&mut self, key: EventKey) -> bool {
         let Some(entry) = self.slab.get_mut(key.slot as usize) else {
             return false;
@@ -277,35 +304,37 @@ impl<E> EventQueue<E> {
             return false;
         }
         entry.event = None;
-        let lane = entry.lane;
         self.free.push(key.slot);
         self.cancelled += 1;
-        if lane != IN_HEAP {
-            self.stale_in_lanes += 1;
-            let total: usize = self.lanes.iter().map(VecDeque::len).sum();
-            if self.stale_in_lanes > 1024 && self.stale_in_lanes * 2 > total {
-                // Order is kept: a lane stays sorted when entries leave it.
-                let slab = &self.slab;
-                for lane in &mut self.lanes {
-                    lane.retain(|e| {
-                        let s = &slab[e.slot as usize];
-                        s.seq == e.seq && s.event.is_some()
-                    });
-                }
-                self.stale_in_lanes = 0;
-            }
-            self.skip_stale_lane(lane as usize);
-        } else {
+        if key.lane == IN_HEAP {
             self.stale += 1;
             if self.stale > 16 && self.stale * 2 > self.heap.len() {
                 let slab = &self.slab;
-                self.heap.retain(|e| {
-                    let s = &slab[e.slot as usize];
-                    s.seq == e.seq && s.event.is_some()
-                });
+                self.heap.retain(|e| is_live(slab, e));
                 self.stale = 0;
             }
             self.skip_stale_heap();
+            return true;
+        }
+        self.stale_in_lanes += 1;
+        if self.stale_in_lanes > 1024 && self.stale_in_lanes * 2 > self.in_lanes {
+            // Order is kept: a lane stays sorted when entries leave it.
+            let slab = &self.slab;
+            for fifo in &mut self.lanes {
+                fifo.retain(|e| is_live(slab, e));
+            }
+            self.in_lanes = self.lanes.iter().map(VecDeque::len).sum();
+            self.stale_in_lanes = 0;
+        }
+        let lane = key.lane as usize;
+        self.skip_stale_lane(lane);
+        // Only a front that left can have been the earliest (fronts are never cancelled, so a
+        // rebuild leaves them).
+        if self
+            .first_lane
+            .is_some_and(|(f, l)| l == lane && f.seq == key.seq)
+        {
+            self.first_lane = first_front(&self.lanes);
         }
         true
     }
@@ -313,7 +342,7 @@ impl<E> EventQueue<E> {
     /// Drops cancelled entries from the top of the heap.
     fn skip_stale_heap(&mut self) {
         while let Some(e) = self.heap.peek() {
-            if !self.is_stale(e) {
+            if is_live(&self.slab, e) {
                 break;
             }
             self.heap.pop();
@@ -322,31 +351,33 @@ impl<E> EventQueue<E> {
     }
 
     /// Drops cancelled entries from the front of lane `i`.
+    #[inline(always)]
     fn skip_stale_lane(&mut self, i: usize) {
-        while let Some(e) = self.lanes[i].front() {
-            if !self.is_stale(e) {
+        let fifo = &mut self.lanes[i];
+        while let Some(e) = fifo.front() {
+            if is_live(&self.slab, e) {
                 break;
             }
-            self.lanes[i].pop_front();
+            fifo.pop_front();
+            self.in_lanes -= 1;
             self.stale_in_lanes = self.stale_in_lanes.saturating_sub(1);
         }
     }
 
-    /// The earliest pending entry and where it is.
-    fn earliest(&self) -> Option<(Entry, Source)> {
-        let mut best = self.heap.peek().map(|e| (*e, Source::Heap));
-        for (i, lane) in self.lanes.iter().enumerate() {
-            if let Some(e) = lane.front()
-                && best.is_none_or(|(b, _)| (e.at, e.seq) < (b.at, b.seq))
-            {
-                best = Some((*e, Source::Lane(i)));
-            }
+    /// The earliest pending entry, and its lane if it is a lane's front.
+    #[inline(always)]
+    fn earliest(&self) -> Option<(Entry, Option<usize>)> {
+        let top = self.heap.peek();
+        match (top, self.first_lane) {
+            (Some(h), Some((f, lane))) if heap::key(&f) < heap::key(h) => Some((f, Some(lane))),
+            (Some(h), _) => Some((*h, None)),
+            (None, Some((f, lane))) => Some((f, Some(lane))),
+            (None, None) => None,
         }
-        best
     }
 
-    /// Time of the next pending event, if any. (No cancelled entry is ever at the top of the
-    /// heap or the front of a lane: `cancel` and `pop` drop those as they surface.)
+    /// Time of the next pending event, if any.
+    #[inline]
     pub fn peek_time(&self) -> Option<Nanos> {
         self.earliest().map(|(e, _)| e.at)
     }
@@ -354,21 +385,23 @@ impl<E> EventQueue<E> {
     /// Removes the next pending event and advances the clock to it.
     #[inline]
     pub fn pop(&mut self) -> Option<(Nanos, E)> {
-        let (e, from) = self.earliest()?;
+        let (e, lane) = self.earliest()?;
         let event = self.slab[e.slot as usize]
             .event
             .take()
             .expect("a live entry");
         self.free.push(e.slot);
         // Only the source popped from can have a cancelled entry newly at its front.
-        match from {
-            Source::Heap => {
+        match lane {
+            None => {
                 self.heap.pop();
                 self.skip_stale_heap();
             }
-            Source::Lane(i) => {
+            Some(i) => {
                 self.lanes[i].pop_front();
+                self.in_lanes -= 1;
                 self.skip_stale_lane(i);
+                self.first_lane = first_front(&self.lanes);
             }
         }
         self.now = e.at;
@@ -564,6 +597,76 @@ mod tests {
         }
         assert!(a.is_empty());
         assert_eq!(out_a, out_b);
+    }
+
+    #[test]
+    fn lanes_with_cancellations_pop_as_one_heap() {
+        // Lanes whose fronts, middles and backs are cancelled (in bursts that make the lanes and
+        // the heap rebuild) pop exactly as a plain heap given the same schedule.
+        let mut a = EventQueue::new();
+        let mut b = EventQueue::new();
+        let mut keys: Vec<(EventKey, EventKey)> = Vec::new();
+        let mut x: u64 = 77;
+        let (mut popped, mut lane_rebuilds, mut heap_rebuilds) = (0, 0, 0);
+        for step in 0..200_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = x >> 33;
+            // Bursts of cancellations (a quarter of the steps), else a growing mix.
+            let burst = (step / 5_000) % 4 == 3;
+            let (lane_stale, heap_stale) = (a.stale_in_lanes, a.stale);
+            match if burst { 10 } else { r % 10 } {
+                0..=3 => {
+                    let lane = (r / 10 % 3) as usize;
+                    let delay = [1_000, 40, 300][lane];
+                    let ka = a.schedule_lane(lane, delay, step);
+                    keys.push((ka, b.schedule_keyed_in(delay, step)));
+                }
+                4 => {
+                    let at = r % 700;
+                    keys.push((a.schedule_keyed_in(at, step), b.schedule_keyed_in(at, step)));
+                }
+                5..=7 => {
+                    let (ea, eb) = (a.pop(), b.pop());
+                    assert_eq!(ea, eb, "step {step}");
+                    popped += u64::from(ea.is_some());
+                }
+                // Any key, often one whose event already fired (a lane's front, a middle...).
+                8 | 9 if !keys.is_empty() => {
+                    let (ka, kb) = keys.swap_remove(r as usize % keys.len());
+                    assert_eq!(a.cancel(ka), b.cancel(kb), "step {step}");
+                }
+                // The newest keys, still pending.
+                _ => {
+                    if let Some((ka, kb)) = keys.pop() {
+                        assert_eq!(a.cancel(ka), b.cancel(kb), "step {step}");
+                    }
+                }
+            }
+            lane_rebuilds += u32::from(a.stale_in_lanes + 100 < lane_stale);
+            heap_rebuilds += u32::from(a.stale + 10 < heap_stale);
+            assert_eq!(a.peek_time(), b.peek_time(), "step {step}");
+            assert_eq!(a.len(), b.len());
+            assert!(
+                a.in_lanes <= 2 * a.len() + 1030,
+                "lanes keep cancelled entries"
+            );
+            assert!(
+                a.heap.len() <= 2 * a.len() + 40,
+                "heap keeps cancelled entries"
+            );
+        }
+        while let Some(e) = b.pop() {
+            assert_eq!(a.pop(), Some(e));
+            popped += 1;
+        }
+        assert!(a.is_empty() && a.heap.len() == 0 && a.in_lanes == 0);
+        assert_eq!(a.events_popped(), popped);
+        assert!(
+            lane_rebuilds > 0 && heap_rebuilds > 0,
+            "{lane_rebuilds} {heap_rebuilds}"
+        );
     }
 
     #[test]

@@ -525,17 +525,7 @@ impl StepModel {
     /// f64`, exact): a coalesced run steps it by adding the batch size.
     #[inline(always)]
     pub fn decode_s_plain_f(&self, t: &DecodeTerms, ctx: f64) -> f64 {
-        let flops = t.flops0 + self.decode_pair_flops * ctx;
-        let t_compute = flops / t.compute_denom;
-        let kv_bytes = self.kv_bytes_per_token_gpu * ctx + t.state_bytes;
-        let t_memory = t.t_weights + kv_bytes / t.kv_denom;
-        let gpu = if t_compute > t_memory {
-            t_compute
-        } else {
-            t_memory
-        } + t.allreduce
-            + t.moe;
-        t.host + if gpu > t.floor { gpu } else { t.floor }
+        self.plain_step(t).secs(ctx)
     }
 
     /// The routed-expert part of a forward over `tokens` tokens of this rank (`prefill` when

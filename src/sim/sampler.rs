@@ -60,16 +60,7 @@ impl Gauge {
     #[inline]
     fn observe(&mut self, now: Nanos, end: Nanos, running: u32, queued: u32, kv_share: f64) {
         let dt = crate::engine::u64_to_f64(now.min(end).max(self.last_ns) - self.last_ns);
-        self.running_ns += f64::from(self.running) * dt;
-        self.queued_ns += f64::from(self.queued) * dt;
-        self.kv_ns += self.kv_share * dt;
-        if self.queued > 0 {
-            self.queue_nonempty_ns += dt;
-        }
-        self.last_ns = now;
-        self.running = running;
-        self.queued = queued;
-        self.kv_share = kv_share;
+        self.integrate(dt, now, running, queued, kv_share);
     }
 
     /// [`Gauge::observe`] at `now` at or before the window's end: the same operations, without
@@ -77,6 +68,12 @@ impl Gauge {
     #[inline]
     fn observe_open(&mut self, now: Nanos, running: u32, queued: u32, kv_share: f64) {
         let dt = crate::engine::u64_to_f64(now.max(self.last_ns) - self.last_ns);
+        self.integrate(dt, now, running, queued, kv_share);
+    }
+
+    /// Adds `dt` ns of the state last seen to the integrals, then takes the state at `now`.
+    #[inline(always)]
+    fn integrate(&mut self, dt: f64, now: Nanos, running: u32, queued: u32, kv_share: f64) {
         self.running_ns += f64::from(self.running) * dt;
         self.queued_ns += f64::from(self.queued) * dt;
         self.kv_ns += self.kv_share * dt;

@@ -42,7 +42,10 @@ impl StepModel {
 }
 
 impl PlainStep {
-    /// [`StepModel::decode_s_plain_f`]: the same operations in the same order, seconds.
+    /// The plain step's duration at context `ctx` (exact in `f64`), seconds: the compute- or
+    /// memory-bound time, whichever is larger, plus the all-reduce and MoE parts, at least the
+    /// launch floor, plus the host's time ([`StepModel::decode_s_with`] with plain comparisons
+    /// for `max`). [`StepModel::decode_s_plain_f`] is this.
     #[inline(always)]
     pub fn secs(&self, ctx: f64) -> f64 {
         let flops = self.flops0 + self.pair_flops * ctx;

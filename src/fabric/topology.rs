@@ -269,28 +269,41 @@ impl Layout {
 
     /// Index of `link` in the solver.
     pub(crate) fn index(&self, link: Link) -> LinkIdx {
-        LinkIdx(match link {
+        match link {
             Link::NicTx(n) => {
                 self.check_nic(n);
-                2 * n.0
+                Self::nic_link(n, false)
             }
             Link::NicRx(n) => {
                 self.check_nic(n);
-                2 * n.0 + 1
+                Self::nic_link(n, true)
             }
             Link::NvlinkTx(g) => {
                 self.check_gpu(g);
-                self.nv_base + 2 * self.gpu_index(g)
+                LinkIdx(self.nv_base + 2 * self.gpu_index(g))
             }
             Link::NvlinkRx(g) => {
                 self.check_gpu(g);
-                self.nv_base + 2 * self.gpu_index(g) + 1
+                LinkIdx(self.nv_base + 2 * self.gpu_index(g) + 1)
             }
             Link::Uplink(s) | Link::Downlink(s) => {
                 assert!(s < self.switches, "switch {s} outside the fabric");
-                self.sw_base + 2 * s + u32::from(matches!(link, Link::Downlink(_)))
+                self.switch_link(s, matches!(link, Link::Downlink(_)))
             }
-        })
+        }
+    }
+
+    /// The solver index of NIC `n`'s TX link (its RX link when `rx`), unchecked: the
+    /// numbering [`Layout::index`] and the hot [`Layout::nic_path`] share.
+    #[inline(always)]
+    fn nic_link(n: NicId, rx: bool) -> LinkIdx {
+        LinkIdx(2 * n.0 + u32::from(rx))
+    }
+
+    /// The solver index of switch `s`'s uplink (its downlink when `down`), unchecked.
+    #[inline(always)]
+    fn switch_link(&self, s: u32, down: bool) -> LinkIdx {
+        LinkIdx(self.sw_base + 2 * s + u32::from(down))
     }
 
     /// The link at solver index `i`.
@@ -372,20 +385,20 @@ impl Layout {
 
     /// Route from `src`'s TX to `dst`'s RX through the switches.
     pub(crate) fn nic_path(&self, src: NicId, dst: NicId) -> Path {
-        // The link numbering of [`Layout::index`], written out: every flow start resolves one
-        // path, and the checked, matched form costs more than the rest of routing.
+        // [`Layout::index`]'s numbering without its checks and match: every flow start
+        // resolves one path, and the checked form costs more than the rest of routing.
         debug_assert!(src.0 < self.num_nics() && dst.0 < self.num_nics());
         let (a, b) = (self.switch_of(src), self.switch_of(dst));
-        let tx = LinkIdx(2 * src.0);
-        let rx = LinkIdx(2 * dst.0 + 1);
+        let tx = Self::nic_link(src, false);
+        let rx = Self::nic_link(dst, true);
         if a == b {
             Path {
                 links: [tx, rx, LinkIdx(0), LinkIdx(0)],
                 len: 2,
             }
         } else {
-            let up = LinkIdx(self.sw_base + 2 * a);
-            let down = LinkIdx(self.sw_base + 2 * b + 1);
+            let up = self.switch_link(a, false);
+            let down = self.switch_link(b, true);
             Path {
                 links: [tx, up, down, rx],
                 len: 4,

@@ -9,34 +9,21 @@ use crate::engine::{NS_PER_S, Nanos, TWO_63, ceil_ns_below_2_63};
 /// through two references at every step.
 #[derive(Clone, Copy, Debug)]
 pub struct PlainStep {
-    flops0: f64,
+    /// The batch's terms.
+    t: DecodeTerms,
+    /// [`StepModel`]'s `decode_pair_flops`: attention FLOPs per context token.
     pair_flops: f64,
-    compute_denom: f64,
+    /// [`StepModel`]'s `kv_bytes_per_token_gpu`: KV bytes read per context token.
     kv_per_token: f64,
-    state_bytes: f64,
-    t_weights: f64,
-    kv_denom: f64,
-    allreduce: f64,
-    moe: f64,
-    host: f64,
-    floor: f64,
 }
 
 impl StepModel {
     /// `t`'s plain step by value. Only where [`StepModel::decode_plain_ok`] holds for `t`.
     pub fn plain_step(&self, t: &DecodeTerms) -> PlainStep {
         PlainStep {
-            flops0: t.flops0,
+            t: *t,
             pair_flops: self.decode_pair_flops,
-            compute_denom: t.compute_denom,
             kv_per_token: self.kv_bytes_per_token_gpu,
-            state_bytes: t.state_bytes,
-            t_weights: t.t_weights,
-            kv_denom: t.kv_denom,
-            allreduce: t.allreduce,
-            moe: t.moe,
-            host: t.host,
-            floor: t.floor,
         }
     }
 }
@@ -48,17 +35,22 @@ impl PlainStep {
     /// for `max`). [`StepModel::decode_s_plain_f`] is this.
     #[inline(always)]
     pub fn secs(&self, ctx: f64) -> f64 {
-        let flops = self.flops0 + self.pair_flops * ctx;
-        let t_compute = flops / self.compute_denom;
-        let kv_bytes = self.kv_per_token * ctx + self.state_bytes;
-        let t_memory = self.t_weights + kv_bytes / self.kv_denom;
+        let flops = self.t.flops0 + self.pair_flops * ctx;
+        let t_compute = flops / self.t.compute_denom;
+        let kv_bytes = self.kv_per_token * ctx + self.t.state_bytes;
+        let t_memory = self.t.t_weights + kv_bytes / self.t.kv_denom;
         let gpu = if t_compute > t_memory {
             t_compute
         } else {
             t_memory
-        } + self.allreduce
-            + self.moe;
-        self.host + if gpu > self.floor { gpu } else { self.floor }
+        } + self.t.allreduce
+            + self.t.moe;
+        self.t.host
+            + if gpu > self.t.floor {
+                gpu
+            } else {
+                self.t.floor
+            }
     }
 
     /// The durations of the steps after one at context `ctx`, the context growing by
@@ -85,7 +77,7 @@ impl PlainStep {
         let no_overflow = (x_last + 1.0) * (n as f64) < TWO_63;
         if self.memory_bound(first, last) && no_overflow {
             return Some(fill(first, per_step as f64, out, |c| {
-                self.host + self.gpu(self.t_memory(c))
+                self.t.host + self.gpu(self.t_memory(c))
             }));
         }
         let sum = fill(first, per_step as f64, out, |c| self.secs(c));
@@ -102,25 +94,26 @@ impl PlainStep {
     /// the compute time at `last` (and the GPU time at `first` clears the floor), every step
     /// between does, and computes only that.
     fn memory_bound(&self, first: f64, last: f64) -> bool {
-        self.t_compute(last) <= self.t_memory(first) && self.gpu(self.t_memory(first)) > self.floor
+        self.t_compute(last) <= self.t_memory(first)
+            && self.gpu(self.t_memory(first)) > self.t.floor
     }
 
     /// The compute-bound time at context `ctx`, s.
     #[inline(always)]
     fn t_compute(&self, ctx: f64) -> f64 {
-        (self.flops0 + self.pair_flops * ctx) / self.compute_denom
+        (self.t.flops0 + self.pair_flops * ctx) / self.t.compute_denom
     }
 
     /// The memory-bound time at context `ctx`, s.
     #[inline(always)]
     fn t_memory(&self, ctx: f64) -> f64 {
-        self.t_weights + (self.kv_per_token * ctx + self.state_bytes) / self.kv_denom
+        self.t.t_weights + (self.kv_per_token * ctx + self.t.state_bytes) / self.t.kv_denom
     }
 
     /// The GPU time from the larger of the two, s.
     #[inline(always)]
     fn gpu(&self, t: f64) -> f64 {
-        t + self.allreduce + self.moe
+        t + self.t.allreduce + self.t.moe
     }
 }
 

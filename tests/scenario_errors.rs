@@ -136,3 +136,84 @@ fn huge_hardware_rates_are_refused_with_their_key() {
         );
     }
 }
+
+/// Every `[router]` key rejects a bad value naming the key and what is valid.
+#[test]
+fn router_keys_name_themselves_and_what_is_valid() {
+    let q = repo().join("scenarios/quickstart.toml");
+    for (set, key, hint) in [
+        ("router.policy=cache_awar", "router.policy", "cache_aware"),
+        (
+            "router.prefill_policy=po2",
+            "router.prefill_policy",
+            "power_of_two",
+        ),
+        (
+            "router.decode_policy=x",
+            "router.decode_policy",
+            "round_robin",
+        ),
+        (
+            "router.cache_threshold=1.5",
+            "router.cache_threshold",
+            "[0, 1]",
+        ),
+        (
+            "router.cache_threshold=-0.1",
+            "router.cache_threshold",
+            "[0, 1]",
+        ),
+        (
+            "router.balance_rel_threshold=0.5",
+            "router.balance_rel_threshold",
+            "≥ 1",
+        ),
+        (
+            "router.balance_abs_threshold=-1",
+            "router.balance_abs_threshold",
+            "",
+        ),
+        (
+            "router.balance_abs_threshold=99999999999",
+            "router.balance_abs_threshold",
+            "≤",
+        ),
+        (
+            "router.max_tree_size=0",
+            "router.max_tree_size",
+            "≥ 1 character",
+        ),
+        (
+            "router.eviction_interval_secs=99999999999",
+            "router.eviction_interval_secs",
+            "at most",
+        ),
+        (
+            "router.eviction_interval_secs=1.5",
+            "router.eviction_interval_secs",
+            "",
+        ),
+    ] {
+        let e = pdsim::scenario::load(&q, &[set.into()]).unwrap_err();
+        assert_eq!(e.key, key, "{set}: {e}");
+        assert!(e.to_string().contains(hint), "{set}: {e}");
+    }
+    // A plain cluster has no prefill or decode side to give a policy to.
+    let c = repo().join("scenarios/calibration/sharegpt-colocated.toml");
+    let e = pdsim::scenario::load(&c, &["router.decode_policy=random".into()]).unwrap_err();
+    assert_eq!(e.key, "router.decode_policy", "{e}");
+    assert!(e.to_string().contains("set router.policy instead"), "{e}");
+    // Good values load, per side.
+    let ok = pdsim::scenario::load(
+        &q,
+        &[
+            "router.policy=power_of_two".into(),
+            "router.decode_policy=cache_aware".into(),
+            "router.cache_threshold=0.5".into(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(ok.router.prefill, pdsim::config::RouterPolicy::PowerOfTwo);
+    assert_eq!(ok.router.decode, pdsim::config::RouterPolicy::CacheAware);
+    assert_eq!(ok.router.cache_aware.cache_threshold, 0.5);
+}

@@ -118,6 +118,34 @@ pub struct SimSummary {
     pub cut_by_drain_timeout: bool,
 }
 
+/// What sgl-model-gateway's `cache_aware` policy decided on one side of the router.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct RouterDecisions {
+    /// Routed by prefix affinity (balanced, match rate above `cache_threshold`).
+    pub affinity: u64,
+    /// Routed to the least loaded instance because load was imbalanced.
+    pub imbalanced: u64,
+    /// Routed to the least loaded instance because the match was at or below the threshold.
+    pub low_match: u64,
+    /// The instance the match named was out of rotation: the first instance in rotation.
+    pub fallback: u64,
+    /// Largest `max − min` outstanding requests over the side's instances seen at a pick.
+    pub peak_load_gap: u32,
+    /// Instance holds dropped from the router's tree by its periodic eviction.
+    pub evicted: u64,
+}
+
+/// `summary.json` `router`: `cache_aware`'s decisions per side that uses it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RouterSummary {
+    /// The prefill (or colocated) side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<RouterDecisions>,
+    /// The decode side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode: Option<RouterDecisions>,
+}
+
 /// Prefix-cache figures of one prefill instance.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct CacheStats {
@@ -301,6 +329,9 @@ pub struct Summary {
     pub sim: SimSummary,
     /// Prefix cache per prefill instance (empty when no request carried prefix information).
     pub prefix_cache: Vec<CacheStats>,
+    /// The router's `cache_aware` decisions (absent when no side uses `cache_aware`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterSummary>,
 }
 
 /// What the run loop reports besides the collector.
@@ -389,7 +420,19 @@ impl Summary {
                 cut_by_drain_timeout: run.cut,
             },
             prefix_cache: prefix_cache.into_iter().filter(|c| c.lookups > 0).collect(),
+            router: None,
         }
+    }
+
+    /// The summary with the router's `cache_aware` decisions per side (`[prefill, decode]`).
+    pub fn with_router(mut self, sides: [Option<RouterDecisions>; 2]) -> Self {
+        if sides.iter().any(Option::is_some) {
+            self.router = Some(RouterSummary {
+                prefill: sides[0],
+                decode: sides[1],
+            });
+        }
+        self
     }
 }
 

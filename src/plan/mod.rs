@@ -360,12 +360,10 @@ pub fn summarize(sc: &Scenario) -> Result<Summary, PlanError> {
     let stats = world
         .run()
         .map_err(|e| PlanError::Io(format!("{}: {e}", sc.source.display())))?;
-    Ok(Summary::new(
-        &world.collector,
-        sc,
-        &stats.totals(),
-        world.prefix_caches(),
-    ))
+    Ok(
+        Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
+            .with_router(world.router_decisions()),
+    )
 }
 
 /// A scenario to sweep: its text (read once) and where it was read from.

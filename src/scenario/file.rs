@@ -498,13 +498,67 @@ fn one_f64() -> f64 {
     1.0
 }
 
-/// `[router]`
-#[derive(Clone, Debug, Deserialize, Serialize, Default)]
+/// `[router]`: sgl-model-gateway's routing flags (`router_args.py`, sgl-project/sglang
+/// 05e589a), defaults as there.
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouterSection {
-    /// How the router picks instances.
+    /// `--policy`: how the router picks instances (both sides of a PD cluster unless
+    /// overridden).
     #[serde(default)]
     pub policy: RouterPolicy,
+    /// `--prefill-policy` (PD only): the prefill side's policy instead of `policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_policy: Option<RouterPolicy>,
+    /// `--decode-policy` (PD only): the decode side's policy instead of `policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_policy: Option<RouterPolicy>,
+    /// `--cache-threshold`: least prefix match rate, in [0, 1], for affinity routing.
+    #[serde(default = "default_cache_threshold")]
+    pub cache_threshold: f64,
+    /// `--balance-abs-threshold`: requests.
+    #[serde(default = "default_balance_abs_threshold")]
+    pub balance_abs_threshold: u64,
+    /// `--balance-rel-threshold`: a ratio.
+    #[serde(default = "default_balance_rel_threshold")]
+    pub balance_rel_threshold: f64,
+    /// `--eviction-interval-secs`: seconds between the approximate tree's evictions (0: none).
+    #[serde(default = "default_eviction_interval_secs")]
+    pub eviction_interval_secs: u64,
+    /// `--max-tree-size`: characters per instance the tree keeps after an eviction.
+    #[serde(default = "default_max_tree_size")]
+    pub max_tree_size: u64,
+}
+
+impl Default for RouterSection {
+    fn default() -> Self {
+        Self {
+            policy: RouterPolicy::default(),
+            prefill_policy: None,
+            decode_policy: None,
+            cache_threshold: default_cache_threshold(),
+            balance_abs_threshold: default_balance_abs_threshold(),
+            balance_rel_threshold: default_balance_rel_threshold(),
+            eviction_interval_secs: default_eviction_interval_secs(),
+            max_tree_size: default_max_tree_size(),
+        }
+    }
+}
+
+fn default_cache_threshold() -> f64 {
+    0.3
+}
+fn default_balance_abs_threshold() -> u64 {
+    64
+}
+fn default_balance_rel_threshold() -> f64 {
+    1.5
+}
+fn default_eviction_interval_secs() -> u64 {
+    60
+}
+fn default_max_tree_size() -> u64 {
+    1 << 26
 }
 
 /// `[sglang]`

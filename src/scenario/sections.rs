@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::file::{self, ScenarioFile};
 use super::{Checker, ScenarioError, divisors};
 use crate::config::{
-    DEFAULT_STATE_SLOTS, FabricParams, MAX_UNIFIED_SLOTS, Pool, Profile, Role, SglangParams, Slo,
-    Workload, limits,
+    CacheAwareParams, DEFAULT_STATE_SLOTS, FabricParams, MAX_UNIFIED_SLOTS, Pool, Profile, Role,
+    RouterParams, SglangParams, Slo, Workload, limits,
 };
 use crate::engine::{NS_PER_US, Nanos, ns_from_secs_ceil};
 use crate::layout::PairPlan;
@@ -627,4 +627,81 @@ pub(super) fn expect(c: &Checker, e: Option<&super::expect::Expect>) -> Result<(
         Some(Err((key, message))) => Err(c.err(&key, message)),
         _ => Ok(()),
     }
+}
+
+/// `[router]`: a policy per side and `cache_aware`'s parameters. `prefill_policy` and
+/// `decode_policy` are the PD router's flags: a plain (colocated) cluster has neither side.
+pub(super) fn router(
+    c: &Checker,
+    r: &file::RouterSection,
+    colocated: bool,
+) -> Result<RouterParams, ScenarioError> {
+    if colocated {
+        for (key, v) in [
+            ("router.prefill_policy", r.prefill_policy),
+            ("router.decode_policy", r.decode_policy),
+        ] {
+            if v.is_some() {
+                return Err(c.err(
+                    key,
+                    "is a PD router flag (--prefill-policy / --decode-policy), and this cluster has colocated servers; set router.policy instead",
+                ));
+            }
+        }
+    }
+    if !(0.0..=1.0).contains(&r.cache_threshold) {
+        return Err(c.err(
+            "router.cache_threshold",
+            format!(
+                "must be a prefix match rate in [0, 1] (sgl-model-gateway's default: 0.3), got {}",
+                r.cache_threshold
+            ),
+        ));
+    }
+    if !(r.balance_rel_threshold.is_finite() && r.balance_rel_threshold >= 1.0) {
+        return Err(c.err(
+            "router.balance_rel_threshold",
+            format!(
+                "must be a load ratio ≥ 1 (sgl-model-gateway's default: 1.5), got {}",
+                r.balance_rel_threshold
+            ),
+        ));
+    }
+    if r.balance_abs_threshold > u64::from(u32::MAX) {
+        return Err(c.err(
+            "router.balance_abs_threshold",
+            format!(
+                "must be a number of requests ≤ {} (sgl-model-gateway's default: 64), got {}",
+                u32::MAX,
+                r.balance_abs_threshold
+            ),
+        ));
+    }
+    if r.eviction_interval_secs as f64 > limits::MAX_DURATION_S {
+        return Err(c.err(
+            "router.eviction_interval_secs",
+            format!(
+                "must be at most {} s (0 turns eviction off; sgl-model-gateway's default: 60), got {}",
+                limits::MAX_DURATION_S,
+                r.eviction_interval_secs
+            ),
+        ));
+    }
+    if r.max_tree_size == 0 {
+        return Err(c.err(
+            "router.max_tree_size",
+            "must be ≥ 1 character (sgl-model-gateway's default: 67108864 = 2^26)",
+        ));
+    }
+    Ok(RouterParams {
+        prefill: r.prefill_policy.unwrap_or(r.policy),
+        decode: r.decode_policy.unwrap_or(r.policy),
+        cache_aware: CacheAwareParams {
+            cache_threshold: r.cache_threshold as f32,
+            balance_abs_threshold: r.balance_abs_threshold,
+            balance_rel_threshold: r.balance_rel_threshold as f32,
+            eviction_interval_ns: r.eviction_interval_secs * crate::engine::NS_PER_S,
+            max_tree_size: r.max_tree_size,
+        },
+    })
 }

@@ -6,6 +6,7 @@
 //! request that ended) goes through [`crate::sim::World`], which drains a wake set after every
 //! event. See `README.md` beside this file for the request lifecycle.
 
+pub mod approx_tree;
 pub mod colocated;
 pub mod decode;
 pub mod dp;

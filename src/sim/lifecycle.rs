@@ -56,7 +56,11 @@ impl World<'_> {
             self.arrive_colocated(id, nr);
             return;
         }
-        let Some((pi, di)) = self.router.pick() else {
+        let prompt = crate::sglang::router::Prompt {
+            hash_ids: &nr.hash_ids,
+            input_tokens: nr.input_tokens,
+        };
+        let Some((pi, di)) = self.router.pick(prompt, now) else {
             // Every instance of a role is down: the router has nowhere to send it.
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
@@ -566,7 +570,11 @@ impl World<'_> {
     /// KV is rejected up front, as sglang's tokenizer manager rejects it.
     fn arrive_colocated(&mut self, id: u64, nr: crate::workload::NewRequest) {
         let now = self.q.now();
-        let Some((ci, _)) = self.router.pick() else {
+        let prompt = crate::sglang::router::Prompt {
+            hash_ids: &nr.hash_ids,
+            input_tokens: nr.input_tokens,
+        };
+        let Some((ci, _)) = self.router.pick(prompt, now) else {
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
             row.finish_ns = Some(now);

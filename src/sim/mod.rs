@@ -466,6 +466,15 @@ impl<'a> World<'a> {
         w
     }
 
+    /// The router's `cache_aware` decisions, `[prefill or colocated side, decode side]`.
+    pub fn router_decisions(&self) -> [Option<crate::metrics::summary::RouterDecisions>; 2] {
+        let mut d = self.router.decisions();
+        if !self.colocated.is_empty() {
+            d[1] = None; // the placeholder side of a plain cluster
+        }
+        d
+    }
+
     /// Prefix-cache figures of every prefill instance that has a cache.
     pub fn prefix_caches(&self) -> Vec<crate::report::CacheStats> {
         self.prefills

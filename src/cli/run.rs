@@ -570,7 +570,8 @@ fn simulate(
         world.run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))?;
     bar.finish();
     let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
-        .with_router(world.router_decisions());
+        .with_router(world.router_decisions())
+        .with_kv_store(world.kv_store_summary());
     Ok(Simulated {
         summary,
         kv_pages: world.kv_pages(),

@@ -149,6 +149,67 @@ pub struct Pool {
     /// DP attention and expert parallelism (`dp_size`, `ep_size`, …); the default for a
     /// plain TP instance.
     pub parallel: crate::spec::server::Parallel,
+    /// HiCache (`enable_hierarchical_cache`) on this prefill pool, if on.
+    pub hicache: Option<HiCacheParams>,
+}
+
+/// `--hicache-write-policy`: when a block computed on the GPU is backed up to host memory
+/// (and, with a storage backend, from there to the store).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WritePolicy {
+    /// sglang's default: every block on its first use (`write_through_threshold` 1).
+    #[default]
+    WriteThrough,
+    /// Only blocks used a second time (`write_through_threshold` 2).
+    WriteThroughSelective,
+    /// Only blocks evicted from the GPU (not modelled with a storage backend).
+    WriteBack,
+}
+
+/// `--hicache-storage-prefetch-policy`: how long a request waits for its prefetch from storage.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefetchPolicy {
+    /// sglang's default: the request is scheduled whenever it would be; what has arrived by
+    /// then counts.
+    #[default]
+    BestEffort,
+    /// The request waits until the whole prefetch is in host memory.
+    WaitComplete,
+    /// It waits at most `prefetch_timeout_base + prefetch_timeout_per_ki_token × tokens/1024`.
+    Timeout,
+}
+
+/// A prefill pool's HiCache, checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HiCacheParams {
+    /// Host-memory tier per instance, tokens.
+    pub host_tokens: u64,
+    /// `--hicache-write-policy`.
+    pub write_policy: WritePolicy,
+    /// `--hicache-storage-backend mooncake`: the shared `[kv_store]` is the third tier.
+    pub storage: bool,
+    /// `--hicache-storage-prefetch-policy`.
+    pub prefetch: PrefetchPolicy,
+    /// KV bytes of one token over the instance's attention-TP ranks (what a tier moves).
+    pub bytes_per_token: u64,
+    /// GPU ↔ host bandwidth of the instance (its attention-TP ranks' PCIe links), bytes/ns.
+    pub pcie_bytes_per_ns: f64,
+}
+
+/// `[kv_store]`: the Mooncake Store shared by every prefill instance whose pool sets
+/// `hicache_storage_backend = "mooncake"`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KvStoreParams {
+    /// Capacity, tokens (`None`: unbounded).
+    pub capacity_tokens: Option<u64>,
+    /// Nodes whose DRAM holds it.
+    pub nodes: Vec<u32>,
+    /// Least recently used blocks make room (`lru`); otherwise a full store takes no more.
+    pub evict: bool,
+    /// Read rate of the store's nodes together (their NICs), bytes/ns.
+    pub nic_bytes_per_ns: f64,
 }
 
 impl Pool {
@@ -422,6 +483,8 @@ pub struct Scenario {
     pub workload: Workload,
     /// The router: a policy per side and `cache_aware`'s parameters.
     pub router: RouterParams,
+    /// The shared Mooncake Store (`[kv_store]`), if any.
+    pub kv_store: Option<KvStoreParams>,
     /// sglang knobs.
     pub sglang: SglangParams,
     /// Latency targets.

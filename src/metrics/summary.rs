@@ -161,6 +161,49 @@ pub struct CacheStats {
     pub input_tokens: u64,
     /// `hit_tokens / input_tokens` (0 with no lookup).
     pub hit_rate: f64,
+    /// HiCache's tiers (absent without `enable_hierarchical_cache`); `hit_tokens` is their sum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<TierStats>,
+}
+
+/// One prefill instance's HiCache tiers.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct TierStats {
+    /// Prompt tokens found in the GPU radix cache.
+    pub device_hit_tokens: u64,
+    /// Prompt tokens found only in host memory.
+    pub host_hit_tokens: u64,
+    /// Prompt tokens found only in the store, prefetched in time.
+    pub store_hit_tokens: u64,
+    /// Bytes loaded host → GPU over PCIe (host and store hits).
+    pub host_to_gpu_bytes: u64,
+    /// Bytes prefetched from the store by RDMA reads.
+    pub store_read_bytes: u64,
+    /// Bytes this instance's write-backs offered to the store.
+    pub store_write_bytes: u64,
+}
+
+/// `summary.json` `kv_store`: the shared Mooncake Store.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct KvStoreSummary {
+    /// Capacity, tokens (`null`: unbounded).
+    pub capacity_tokens: Option<u64>,
+    /// Nodes whose DRAM holds it.
+    pub nodes: Vec<u32>,
+    /// 512-token blocks held at the end.
+    pub blocks: u64,
+    /// Blocks written (new to the store).
+    pub written_blocks: u64,
+    /// Bytes of those writes.
+    pub write_bytes: u64,
+    /// Blocks a full store (`eviction = "none"`) refused.
+    pub skipped_blocks: u64,
+    /// Blocks evicted (`eviction = "lru"`).
+    pub evicted_blocks: u64,
+    /// Blocks prefetches asked for.
+    pub prefetched_blocks: u64,
+    /// Bytes of those blocks.
+    pub prefetched_bytes: u64,
 }
 
 /// Time-weighted utilisation of one pool over the arrival window (the steady state; the drain
@@ -332,6 +375,9 @@ pub struct Summary {
     /// The router's `cache_aware` decisions (absent when no side uses `cache_aware`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub router: Option<RouterSummary>,
+    /// The shared Mooncake Store (absent without `[kv_store]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_store: Option<KvStoreSummary>,
 }
 
 /// What the run loop reports besides the collector.
@@ -421,7 +467,14 @@ impl Summary {
             },
             prefix_cache: prefix_cache.into_iter().filter(|c| c.lookups > 0).collect(),
             router: None,
+            kv_store: None,
         }
+    }
+
+    /// The summary with the shared store's figures.
+    pub fn with_kv_store(mut self, s: Option<KvStoreSummary>) -> Self {
+        self.kv_store = s;
+        self
     }
 
     /// The summary with the router's `cache_aware` decisions per side (`[prefill, decode]`).

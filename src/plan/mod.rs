@@ -362,7 +362,8 @@ pub fn summarize(sc: &Scenario) -> Result<Summary, PlanError> {
         .map_err(|e| PlanError::Io(format!("{}: {e}", sc.source.display())))?;
     Ok(
         Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
-            .with_router(world.router_decisions()),
+            .with_router(world.router_decisions())
+            .with_kv_store(world.kv_store_summary()),
     )
 }
 

@@ -28,6 +28,9 @@ pub struct ScenarioFile {
     /// `[router]`
     #[serde(default)]
     pub router: RouterSection,
+    /// `[kv_store]`: a Mooncake Store shared by the prefill instances (HiCache's storage tier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_store: Option<KvStoreSection>,
     /// `[sglang]`
     #[serde(default)]
     pub sglang: SglangSection,
@@ -185,6 +188,46 @@ pub struct ServerSection {
     /// `--load-balance-method`: how the DP controller picks a DP rank.
     #[serde(default)]
     pub load_balance_method: crate::spec::server::LoadBalanceMethod,
+    /// `--enable-hierarchical-cache`: HiCache (GPU → host memory → storage), prefill pools.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub enable_hierarchical_cache: bool,
+    /// `--hicache-ratio`: host tier ÷ GPU KV pool (used when `hicache_size` is 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hicache_ratio: Option<f64>,
+    /// `--hicache-size`: host tier per rank, GB (0: from `hicache_ratio`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hicache_size: Option<f64>,
+    /// `--hicache-write-policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hicache_write_policy: Option<crate::config::WritePolicy>,
+    /// `--hicache-storage-backend`: `mooncake` (the `[kv_store]`), or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hicache_storage_backend: Option<String>,
+    /// `--hicache-storage-prefetch-policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hicache_storage_prefetch_policy: Option<crate::config::PrefetchPolicy>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// `[kv_store]`: a Mooncake Store (Mooncake's distributed KV pool in the nodes' DRAM).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvStoreSection {
+    /// Capacity over all its nodes, GB (left out: unbounded).
+    pub capacity_gb: Option<f64>,
+    /// Nodes whose DRAM holds it (default: node 0); their NICs serve its reads.
+    #[serde(default)]
+    pub nodes: Vec<u32>,
+    /// `lru` (default) or `none` (a full store refuses new blocks).
+    #[serde(default = "default_store_eviction")]
+    pub eviction: String,
+}
+
+fn default_store_eviction() -> String {
+    "lru".to_string()
 }
 
 impl Default for ServerSection {
@@ -209,6 +252,12 @@ impl Default for ServerSection {
             enable_eplb: false,
             enable_two_batch_overlap: false,
             load_balance_method: Default::default(),
+            enable_hierarchical_cache: false,
+            hicache_ratio: None,
+            hicache_size: None,
+            hicache_write_policy: None,
+            hicache_storage_backend: None,
+            hicache_storage_prefetch_policy: None,
         }
     }
 }

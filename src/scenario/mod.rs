@@ -352,8 +352,10 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         )?);
     }
     faults.sort_by_key(|f| f.at_ns);
+    let kv_store = sections::kv_store(&c, &file, &pools, &fabric, nodes)?;
 
     Ok(Scenario {
+        kv_store,
         faults,
         nodes,
         plans,

@@ -10,6 +10,8 @@ pub mod approx_tree;
 pub mod colocated;
 pub mod decode;
 pub mod dp;
+pub mod hicache;
+pub mod kv_store;
 pub mod memory;
 pub mod prefill;
 pub mod prefix_cache;

@@ -122,6 +122,20 @@ fn an_unbounded_shared_store_reaches_the_traces_own_reuse() {
     }
 }
 
+/// `pdsim explain` and the run's summary.md tell the tiers and the store.
+#[test]
+fn explain_and_the_report_show_the_tiers_and_the_store() {
+    let dir = tmpdir("kv-store-explain");
+    run(SCENARIO, &["workload.trace.limit=300"], &dir);
+    let text = pdsim::cli::explain::explain_dir(&dir, false).unwrap();
+    assert!(text.contains("Prefix reuse"), "{text}");
+    assert!(text.contains("from the Mooncake Store"), "{text}");
+    assert!(text.contains("Mooncake Store: "), "{text}");
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap_or_default();
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap_or_default();
+    assert!(md.contains("tiers:") || html.contains("store hits"), "{md}");
+}
+
 #[test]
 fn a_bounded_store_hits_less_as_it_shrinks() {
     let mut last = f64::INFINITY;

@@ -172,3 +172,26 @@ fn a_bounded_store_hits_less_as_it_shrinks() {
     // The smallest store keeps little: far below the unbounded one.
     assert!(seen.last().unwrap().2 < 0.5 * seen[0].2, "{seen:?}");
 }
+
+/// The same scenario and seed give the same bytes with the router's tree, HiCache and the store
+/// (no hash order reaches a result).
+#[test]
+fn the_store_and_cache_aware_routing_are_deterministic() {
+    let sets = ["workload.trace.limit=500", "router.policy=cache_aware"];
+    let (a, b) = (tmpdir("kv-store-det-a"), tmpdir("kv-store-det-b"));
+    run(SCENARIO, &sets, &a);
+    run(SCENARIO, &sets, &b);
+    for f in ["summary.json", "requests.csv", "timeseries.csv"] {
+        let (x, y) = (
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+        );
+        assert!(x == y, "{f} differs between two runs");
+    }
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(a.join("summary.json")).unwrap()).unwrap();
+    assert!(
+        s["router"]["prefill"]["affinity"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+}

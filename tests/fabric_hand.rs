@@ -211,8 +211,9 @@ fn fabric_head_sliced_writes_are_slower_than_page_writes_by_the_predicted_factor
 
 #[test]
 fn fabric_a_rail_crossing_transfer_on_the_default_topology() {
-    // GPU 0 of node 0 (NIC 0, rail 0) → GPU 1 of node 1 (NIC 9, rail 1): crosses rail 0's
-    // uplink and rail 1's downlink. 500 B at 50 B/ns, no latency: 10 ns.
+    // GPU 0 of node 0 (NIC 0, rail 0) → GPU 1 of node 1 (NIC 9, rail 1): crosses the sender's
+    // RDMA path, rail 0's uplink, rail 1's downlink and the receiver's RDMA path. 500 B at
+    // 50 B/ns, no latency: 10 ns.
     let mut h = ideal(TopologyConfig::default());
     h.start_at(0, gpu(0, 0), gpu(1, 1), 500, 1, 42);
     assert_eq!(h.step(), Some(Stepped::Started(FlowId(0))));
@@ -225,15 +226,19 @@ fn fabric_a_rail_crossing_transfer_on_the_default_topology() {
     assert_eq!(
         h.fabric.flow_path(FlowId(0)),
         vec![
+            Link::GpuRdmaTx(gpu(0, 0)),
             Link::NicTx(NicId(0)),
             Link::Uplink(0),
             Link::Downlink(1),
-            Link::NicRx(NicId(9))
+            Link::NicRx(NicId(9)),
+            Link::GpuRdmaRx(gpu(1, 1)),
         ]
     );
+    assert_eq!(h.fabric.link_bytes(Link::GpuRdmaTx(gpu(0, 0))), 0.0);
     assert_eq!(h.next_time(), Some(10));
     assert_eq!(ends(&mut h), vec![(42, 10)]);
     assert_eq!(h.fabric.link_bytes(Link::Uplink(0)), 500.0);
     assert_eq!(h.fabric.link_bytes(Link::Downlink(1)), 500.0);
+    assert_eq!(h.fabric.link_bytes(Link::GpuRdmaRx(gpu(1, 1))), 500.0);
     assert_eq!(h.fabric.live_flows(), 0);
 }

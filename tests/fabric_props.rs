@@ -30,6 +30,9 @@ struct FlowSpec {
     dst: u32,
     bytes: u64,
     writes: u64,
+    /// An all-to-all flow (DeepEP) instead of a Mooncake batch, where it can be one (other
+    /// node, some bytes): it crosses NICs without the GPUs' RDMA links.
+    a2a: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -82,18 +85,23 @@ fn case() -> impl Strategy<Value = Case> {
         any::<bool>(),
         0u32..=3,
         prop_oneof![Just(1_000_000u64), Just(30_000_000_000)],
+        // The GPUs' engine: the calibrated rate, one below a 12.5 B/ns NIC, or none.
+        prop_oneof![Just(23.75), Just(6.0), Just(f64::INFINITY)],
     )
-        .prop_map(|(latency, wr, eff, retry_cnt, timeout)| FabricParams {
-            base_latency_ns: if latency { 3_000 } else { 0 },
-            batch_overhead_ns: if latency { 20_000 } else { 0 },
-            per_wr_ns: if wr { 1000.0 } else { 0.0 },
-            nic_efficiency: if eff { 0.366 } else { 1.0 },
-            transfer_timeout_ns: timeout,
-            retry_cnt,
-            local_detect_ns: 1_000,
-            remote_detect_ns: 50_000,
-            ..FabricParams::default()
-        });
+        .prop_map(
+            |(latency, wr, eff, retry_cnt, timeout, engine)| FabricParams {
+                engine_bytes_per_ns: engine,
+                base_latency_ns: if latency { 3_000 } else { 0 },
+                batch_overhead_ns: if latency { 20_000 } else { 0 },
+                per_wr_ns: if wr { 1000.0 } else { 0.0 },
+                nic_efficiency: if eff { 0.366 } else { 1.0 },
+                transfer_timeout_ns: timeout,
+                retry_cnt,
+                local_detect_ns: 1_000,
+                remote_detect_ns: 50_000,
+                ..FabricParams::default()
+            },
+        );
     (topo, params).prop_flat_map(|(topo, params)| {
         let gpus = topo.nodes * topo.gpus_per_node;
         let nics = topo.nodes * topo.nics_per_node;
@@ -103,13 +111,15 @@ fn case() -> impl Strategy<Value = Case> {
             0..gpus,
             prop_oneof![Just(0u64), 1u64..20_000_000],
             1u64..2_000,
+            prop::bool::weighted(0.2),
         )
-            .prop_map(|(at, src, dst, bytes, writes)| FlowSpec {
+            .prop_map(|(at, src, dst, bytes, writes, a2a)| FlowSpec {
                 at,
                 src,
                 dst,
                 bytes,
                 writes,
+                a2a,
             });
         // Link indices are drawn in a wide range and reduced modulo the link count in `run`.
         let fault = prop_oneof![
@@ -177,14 +187,13 @@ fn run(c: &Case) -> Result<Vec<FlowEnd>, TestCaseError> {
     let pos: BTreeMap<Link, usize> = links.iter().enumerate().map(|(i, &l)| (l, i)).collect();
     let mut h = Harness::new(fabric);
     for (i, f) in c.flows.iter().enumerate() {
-        h.start_at(
-            f.at,
-            gpu(f.src, &c.topo),
-            gpu(f.dst, &c.topo),
-            f.bytes,
-            f.writes,
-            i as u64,
-        );
+        let (src, dst) = (gpu(f.src, &c.topo), gpu(f.dst, &c.topo));
+        if f.a2a && src.node != dst.node && f.bytes > 0 {
+            // Capped at a few bytes/ns below some NICs' capacity, as DeepEP's flows are.
+            h.a2a_at(f.at, src, dst, f.bytes, 30.0, i as u64);
+        } else {
+            h.start_at(f.at, src, dst, f.bytes, f.writes, i as u64);
+        }
     }
     for (at, f) in &c.faults {
         h.fault_at(*at, fault(f, c, &links));

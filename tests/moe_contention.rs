@@ -26,7 +26,6 @@ fn run(gbps: u32, flows: bool) -> Run {
         SCENARIO,
         &[
             &format!("fabric.nic_gbps={gbps}"),
-            &format!("hardware.nic_host_gbps={gbps}"),
             &format!("fabric.a2a_flows={flows}"),
         ],
         &dir,
@@ -75,12 +74,14 @@ fn kv_transfers_and_deepep_all_to_all_slow_each_other_on_shared_nics() {
             with.out_tok_s,
             slow * 100.0
         );
-        // Measured (400 / 200 Gb/s NICs): KV transfer mean +3.3 / +46 %, TPOT +3.7 / +7.3 %,
-        // output −3.8 / −9.6 %, decode all-to-all +5.9 / +8.9 % over uncontended. At 400 Gb/s
-        // one Mooncake batch's per-WR ceiling (~18 GB/s) sits below its fair share of the NIC,
-        // so the KV barely slows and the all-to-all absorbs the contention; at 200 Gb/s the
-        // fair share falls below that ceiling and both slow. The bounds are about half of it.
-        let (t_min, p_min) = if gbps == 400 { (1.0, 1.5) } else { (20.0, 3.5) };
+        // Measured with the defaults (issue 22: the engine limit on each GPU, none on DeepEP;
+        // 400 / 200 Gb/s NICs): KV transfer mean +0.6 / +39 %, TPOT +3.8 / +6.9 %, output
+        // −3.3 / −8.2 %, decode all-to-all +5.8 / +8.7 % over uncontended. At 400 Gb/s one
+        // Mooncake batch's ceiling (18.3 GB/s) sits below its max-min share of the NIC next to
+        // the all-to-all (23 GB/s), so the KV keeps its speed and the all-to-all absorbs the
+        // contention; at 200 Gb/s the share (11.5 GB/s) falls below that ceiling and both slow.
+        // The bounds are about half of it.
+        let (t_min, p_min) = if gbps == 400 { (0.3, 1.5) } else { (20.0, 3.5) };
         assert!(t > t_min, "{gbps} Gb/s: KV transfers grew only {t:.1} %");
         assert!(p > p_min, "{gbps} Gb/s: TPOT grew only {p:.1} %");
         assert!(o < -1.5, "{gbps} Gb/s: output fell only {o:.1} %");

@@ -123,7 +123,7 @@ fn huge_hardware_rates_are_refused_with_their_key() {
     let q = repo().join("scenarios/quickstart.toml");
     for key in [
         "hardware.nvlink_gb_s",
-        "hardware.nic_host_gbps",
+        "hardware.rdma_engine_gbps",
         "hardware.bf16_tflops",
         "hardware.fp8_tflops",
         "hardware.hbm_tb_s",
@@ -318,4 +318,65 @@ fn hicache_and_kv_store_keys_name_themselves() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("add a [kv_store] section"), "{e}");
+}
+
+/// The per-NIC host cap was replaced by a per-GPU engine limit (issue 22): a scenario that
+/// still sets it is told what replaced it, and a bad engine rate or transport names its key.
+#[test]
+fn the_removed_nic_host_cap_and_the_engine_keys_are_explained() {
+    let q = repo().join("scenarios/quickstart.toml");
+    let m = pdsim::scenario::load(&q, &["hardware.nic_host_gbps=400".to_string()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        m.contains("hardware.nic_host_gbps")
+            && m.contains("hardware.rdma_engine_gbps")
+            && m.contains("fabric.transport"),
+        "{m}"
+    );
+    for bad in ["0", "-5", "nan"] {
+        let m = pdsim::scenario::load(&q, &[format!("hardware.rdma_engine_gbps={bad}")])
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("hardware.rdma_engine_gbps"), "{bad}: {m}");
+    }
+    let m = pdsim::scenario::load(&q, &["fabric.transport=\"tcp\"".to_string()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        m.contains("transport") && m.contains("rdma") && m.contains("efa"),
+        "{m}"
+    );
+    let ok = pdsim::scenario::load(&q, &["fabric.transport=\"efa\"".to_string()]).unwrap();
+    assert_eq!(ok.fabric.transport, pdsim::fabric::Transport::Efa);
+}
+
+/// `pools.gpu` (issue 22, placement): needs `pools.node`, is a GPU index of the node, is
+/// aligned to `tp_size`, and two pools still cannot share a GPU.
+#[test]
+fn pool_gpu_placement_is_checked_by_key() {
+    let q = repo().join("scenarios/placement/same-node-nvlink.toml");
+    let cases: [(&[&str], &str); 4] = [
+        (&["pools.decode.gpu=8"], "0..7"),
+        (
+            &["pools.decode.gpu=3", "pools.decode.server.tp_size=2"],
+            "multiple of tp_size",
+        ),
+        (&["pools.decode.gpu=2"], "cannot share GPUs"),
+        (&["pools.prefill.gpu=2"], "cannot share GPUs"),
+    ];
+    for (sets, want) in cases {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let m = pdsim::scenario::load(&q, &sets).unwrap_err().to_string();
+        assert!(m.contains(".gpu") || m.contains(".node"), "{sets:?}: {m}");
+        assert!(m.contains(want), "{sets:?}: {m}");
+    }
+    let q = repo().join("scenarios/quickstart.toml");
+    let m = pdsim::scenario::load(&q, &["pools.decode.gpu=4".to_string()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        m.contains("pools.decode.gpu") && m.contains("pools.node"),
+        "{m}"
+    );
 }

@@ -22,8 +22,9 @@ pub struct Placement {
 
 /// Places the instances of `pools` (in scenario order, prefill pools first): each pool starts
 /// on the next node no earlier pool uses (prefill and decode never share a node unless a pool
-/// says so with `pools.node`), and each instance takes `tp_size` consecutive GPUs aligned to
-/// `tp_size`, so an instance never spans nodes.
+/// says so with `pools.node`, and then at GPU `pools.gpu` of it), and each instance takes
+/// `tp_size` consecutive GPUs aligned to `tp_size`, so an instance never spans nodes unless it
+/// is larger than one.
 pub fn place_pools(pools: &[Pool], gpus_per_node: u32) -> Placement {
     let g = gpus_per_node;
     let mut next_free_node = 0u32;
@@ -31,7 +32,7 @@ pub fn place_pools(pools: &[Pool], gpus_per_node: u32) -> Placement {
     let mut max_node = 0u32;
     for pool in pools {
         let tp = pool.server.tp_size;
-        let mut cursor = pool.node.unwrap_or(next_free_node) * g;
+        let mut cursor = pool.node.unwrap_or(next_free_node) * g + pool.gpu;
         for _ in 0..pool.instances {
             cursor = cursor.div_ceil(tp) * tp;
             let ranks: Vec<GpuId> = (0..tp).map(|r| GpuId::from_global(cursor + r, g)).collect();

@@ -142,6 +142,8 @@ pub struct Pool {
     pub step_times: Option<std::sync::Arc<crate::compute::profile::MeasuredProfile>>,
     /// First node of this pool (`pools.node`), or `None` for the next free node.
     pub node: Option<u32>,
+    /// First GPU on that node (`pools.gpu`, default 0).
+    pub gpu: u32,
     /// Rank 0's layout (KV regions, state regions, aux rows).
     pub layout: std::sync::Arc<Vec<crate::layout::RankLayout>>,
     /// Mamba/GDN state slots per instance (0 for models without recurrent layers).
@@ -395,6 +397,10 @@ pub struct FabricParams {
     /// that never set it keep their bytes.
     #[serde(skip_serializing_if = "is_true")]
     pub a2a_flows: bool,
+    /// Mooncake's transport (`fabric.transport`); left out of the resolved scenario at the
+    /// default, as `a2a_flows`.
+    #[serde(skip_serializing_if = "crate::fabric::Transport::is_rdma")]
+    pub transport: crate::fabric::Transport,
 }
 
 fn is_true(b: &bool) -> bool {

@@ -251,9 +251,17 @@ impl Fabric {
             return up(self.layout.nvlink_path(f.src, f.dst));
         }
         let n = self.layout.cfg.nics_per_node;
+        let l = &self.layout;
         (0..n).find_map(|i| {
-            let a = self.layout.candidate(f.src, i);
-            (0..n).find_map(|j| up(self.layout.nic_path(a, self.layout.candidate(f.dst, j))))
+            let a = l.candidate(f.src, i);
+            (0..n).find_map(|j| {
+                let b = l.candidate(f.dst, j);
+                up(if f.rdma {
+                    l.rdma_path(f.src, a, b, f.dst)
+                } else {
+                    l.nic_path(a, b)
+                })
+            })
         })
     }
 
@@ -290,19 +298,27 @@ impl Fabric {
     /// The path the sender tries first (whether up or not).
     pub(super) fn preferred_path(&self, fi: usize) -> Path {
         let f = self.flows[fi].as_ref().expect("live");
+        let l = &self.layout;
         if f.src.node == f.dst.node {
-            self.layout.nvlink_path(f.src, f.dst)
+            l.nvlink_path(f.src, f.dst)
+        } else if f.rdma {
+            l.rdma_path(f.src, l.affinity(f.src), l.affinity(f.dst), f.dst)
         } else {
-            self.layout
-                .nic_path(self.layout.affinity(f.src), self.layout.affinity(f.dst))
+            l.nic_path(l.affinity(f.src), l.affinity(f.dst))
         }
     }
 
     /// How long the sender takes to see an attempt on `path` fail because `dead` is down:
-    /// at once-ish if `dead` is its own first link (port-error event, WRs flushed), after the
-    /// RC retry timeout otherwise.
+    /// at once-ish if `dead` is its own (its first links: its RDMA path, its NIC's TX or its
+    /// NVLink TX; port-error event, WRs flushed), after the RC retry timeout otherwise.
     pub(super) fn detect_ns(&self, path: &Path, dead: LinkIdx) -> Nanos {
-        if path.links().first() == Some(&dead) {
+        use super::Link;
+        let own = path.links().iter().take(2).any(|&l| l == dead)
+            && matches!(
+                self.layout.link(dead),
+                Link::GpuRdmaTx(_) | Link::NicTx(_) | Link::NvlinkTx(_)
+            );
+        if own {
             self.params.local_detect_ns
         } else {
             self.params.remote_detect_ns
@@ -318,6 +334,10 @@ impl Fabric {
         }
         match self.choose_path(fi) {
             Some(path) => {
+                if !(f.rdma && self.links_down == 0) {
+                    self.unslack_unfed(fi, &path, now);
+                }
+                let f = self.flows[fi].as_ref().expect("live");
                 let (keep, floor, binding, n) = self.resolve(&path);
                 // A cap at or above the smallest healthy capacity on the path can never bind
                 // (capacities only go down from there): leave it out of the solver, which would
@@ -448,6 +468,22 @@ impl Fabric {
             }
         }
         (out, n)
+    }
+
+    /// Before flow `fi` moves on `path`: the links of the path that are slack only while fed by
+    /// Mooncake batches on their preferred routes stop being slack, unless this flow is such a
+    /// batch (an all-to-all flow, or a batch re-posted on another NIC, is not).
+    fn unslack_unfed(&mut self, fi: usize, path: &Path, now: Nanos) {
+        let f = self.flows[fi].as_ref().expect("live");
+        if f.rdma && *path == self.preferred_path(fi) {
+            return;
+        }
+        for &l in path.links() {
+            if self.links[l.0 as usize].slack_if_fed {
+                self.links[l.0 as usize].slack_if_fed = false;
+                self.unslack(l, now);
+            }
+        }
     }
 
     /// Link `l` may bind from now on (it is being degraded): every flow moving over it goes

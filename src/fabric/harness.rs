@@ -19,6 +19,14 @@ enum Ev {
         writes: u64,
         token: u64,
     },
+    /// Start an all-to-all flow.
+    A2a {
+        src: GpuId,
+        dst: GpuId,
+        bytes: u64,
+        cap: f64,
+        token: u64,
+    },
     /// Apply a fault.
     Fault(Fault),
 }
@@ -88,6 +96,21 @@ impl Harness {
         );
     }
 
+    /// Starts an all-to-all flow at `at` (see [`Fabric::start_a2a`]: `src` and `dst` on
+    /// different nodes, `bytes > 0`, at most `cap` bytes/ns).
+    pub fn a2a_at(&mut self, at: Nanos, src: GpuId, dst: GpuId, bytes: u64, cap: f64, token: u64) {
+        self.queue.schedule_at(
+            at,
+            Ev::A2a {
+                src,
+                dst,
+                bytes,
+                cap,
+                token,
+            },
+        );
+    }
+
     /// Applies `fault` at `at`.
     pub fn fault_at(&mut self, at: Nanos, fault: Fault) {
         self.queue.schedule_at(at, Ev::Fault(fault));
@@ -114,6 +137,13 @@ impl Harness {
                 self.fabric
                     .start_transfer(now, src, dst, bytes, writes, token),
             ),
+            Ev::A2a {
+                src,
+                dst,
+                bytes,
+                cap,
+                token,
+            } => Stepped::Started(self.fabric.start_a2a(now, src, dst, bytes, cap, token)),
             Ev::Fault(fault) => {
                 let effect = self.fabric.apply_fault(now, &fault);
                 self.ended.extend(effect.ended);

@@ -49,7 +49,7 @@ mod names;
 mod timers;
 mod topology;
 
-pub use calibration::FabricParams;
+pub use calibration::{FabricParams, Transport};
 pub use faults::{Fault, FaultEffect};
 pub use maxmin::FlowId;
 pub use names::{Direction, LinkName, NameBounds, NameError, NicName};
@@ -181,6 +181,8 @@ enum Phase {
 #[derive(Clone, Debug)]
 struct Flow {
     token: u64,
+    /// A Mooncake batch (crosses its GPUs' RDMA links), not an all-to-all flow.
+    rdma: bool,
     src: GpuId,
     dst: GpuId,
     bytes: u64,
@@ -229,6 +231,10 @@ struct LinkState {
     /// each flow start or end re-solves all of them. A degradation clears the flag (the link
     /// may then bind) and puts the link back into its flows' paths.
     slack: bool,
+    /// The link is slack only while every flow on it is a Mooncake batch on its preferred route
+    /// (its GPUs' engines then bound what it carries); the first other flow routed over it (an
+    /// all-to-all, a batch re-posted on another NIC) clears `slack` for good.
+    slack_if_fed: bool,
 }
 
 /// The fabric: topology, link health, live flows.
@@ -269,21 +275,42 @@ impl Fabric {
     pub fn build(topo: TopologyConfig, params: FabricParams) -> Result<Self, TopologyError> {
         topo.validate()?;
         params.validate().map_err(TopologyError::Param)?;
+        let layout = Layout::new(topo);
+        let topo = &layout.cfg;
+        let nic = params.nic_capacity(topo.nic_bytes_per_ns);
+        // An unlimited engine (`INFINITY`) is a link the solver never sees (slack below); the
+        // solver takes finite capacities only.
+        let engine = params.engine_bytes_per_ns.min(f64::MAX);
+        // Links that can never bind are left out of the solver's paths (see `LinkState::slack`).
         // A switch link's capacity is members × line rate / oversubscription; its feeders carry
         // at most members × line rate × NIC efficiency. Strictly less: it never binds.
-        let nic = params.nic_capacity(topo.nic_bytes_per_ns);
         let switch_slack = topo.oversubscription * nic < topo.nic_bytes_per_ns;
-        let layout = Layout::new(topo);
+        // Fed only by Mooncake batches on their preferred routes, a NIC carries at most the
+        // engines of the GPUs attached to it, and a switch link at most that per member NIC.
+        let fed = f64::from(layout.gpus_per_nic()) * engine;
+        let nic_slack_fed = fed <= nic;
+        let switch_slack_fed = topo.oversubscription * nic.min(fed) < topo.nic_bytes_per_ns;
+        // An engine faster than all of its node's NICs together never binds.
+        let engine_slack = engine >= nic * f64::from(topo.nics_per_node);
         let links: Vec<LinkState> = (0..layout.num_links())
-            .map(|i| LinkState {
-                slack: switch_slack
-                    && matches!(layout.link(LinkIdx(i)), Link::Uplink(_) | Link::Downlink(_)),
-                nominal: layout.nominal_capacity(layout.link(LinkIdx(i)), nic),
-                fraction: 1.0,
-                down: 0,
-                loss: 0.0,
-                bytes: 0.0,
-                retransmitted: 0.0,
+            .map(|i| {
+                let link = layout.link(LinkIdx(i));
+                let (always, fed) = match link {
+                    Link::Uplink(_) | Link::Downlink(_) => (switch_slack, switch_slack_fed),
+                    Link::NicTx(_) | Link::NicRx(_) => (false, nic_slack_fed),
+                    Link::GpuRdmaTx(_) | Link::GpuRdmaRx(_) => (engine_slack, engine_slack),
+                    Link::NvlinkTx(_) | Link::NvlinkRx(_) => (false, false),
+                };
+                LinkState {
+                    slack: always || fed,
+                    slack_if_fed: fed && !always,
+                    nominal: layout.nominal_capacity(link, nic, engine),
+                    fraction: 1.0,
+                    down: 0,
+                    loss: 0.0,
+                    bytes: 0.0,
+                    retransmitted: 0.0,
+                }
             })
             .collect();
         Ok(Self {
@@ -339,13 +366,42 @@ impl Fabric {
         writes: u64,
         token: u64,
     ) -> FlowId {
+        self.start_transfer_after(now, 0, (src, dst), bytes, writes, token)
+    }
+
+    /// [`Fabric::start_transfer`] of a batch whose sender first spends `lead_ns` (its own
+    /// bookkeeping before the call, ns) at `now`: the batch's latency and timeout start then.
+    pub fn start_transfer_after(
+        &mut self,
+        now: Nanos,
+        lead_ns: Nanos,
+        (src, dst): (GpuId, GpuId),
+        bytes: u64,
+        writes: u64,
+        token: u64,
+    ) -> FlowId {
         self.advance(now);
         self.layout.check_gpu(src);
         self.layout.check_gpu(dst);
-        let latency = self.params.base_latency_ns + self.params.batch_overhead_ns;
-        let cap = self.params.flow_cap(bytes, writes);
-        let deadline = now.saturating_add(self.params.timeout_ns(bytes));
-        let flow = self.new_flow((token, src, dst, bytes), cap, now, now + latency, deadline);
+        let latency = lead_ns + self.params.base_latency_ns + self.params.batch_overhead_ns;
+        // Over NVLink (Mooncake's NVLink transport: a device copy) there are no RDMA work
+        // requests and no sender thread posting them: only the links bound it.
+        let cap = if src.node == dst.node {
+            f64::INFINITY
+        } else {
+            self.params.flow_cap(bytes, writes)
+        };
+        let deadline = now
+            .saturating_add(lead_ns)
+            .saturating_add(self.params.timeout_ns(bytes));
+        let flow = self.new_flow(
+            (token, src, dst, bytes),
+            true,
+            cap,
+            now,
+            now + latency,
+            deadline,
+        );
         let id = self.insert(flow);
         self.mark_dirty(id);
         FlowId(id)
@@ -356,6 +412,7 @@ impl Fabric {
     fn new_flow(
         &self,
         (token, src, dst, bytes): (u64, GpuId, GpuId, u64),
+        rdma: bool,
         cap: f64,
         now: Nanos,
         until: Nanos,
@@ -363,6 +420,7 @@ impl Fabric {
     ) -> Flow {
         Flow {
             token,
+            rdma,
             src,
             dst,
             bytes,
@@ -403,7 +461,7 @@ impl Fabric {
         self.layout.check_gpu(src);
         self.layout.check_gpu(dst);
         assert!(bytes > 0, "an all-to-all flow carries bytes");
-        let flow = self.new_flow((token, src, dst, bytes), cap, now, now, Nanos::MAX);
+        let flow = self.new_flow((token, src, dst, bytes), false, cap, now, now, Nanos::MAX);
         let id = self.insert(flow);
         // Routed now, not at a timer event: the flow has no latency phase to pay.
         let ended = self.route(id as usize, now);

@@ -9,6 +9,8 @@
 //! | `node<N>.nic<I>.rx`      | what NIC `I` of node `N` receives            |
 //! | `node<N>.gpu<G>.nvlink_tx` | what GPU `G` of node `N` sends over NVLink |
 //! | `node<N>.gpu<G>.nvlink_rx` | what it receives over NVLink               |
+//! | `node<N>.gpu<G>.rdma_tx` | what GPU `G`'s transfer engine sends to the NICs (PCIe / GPUDirect) |
+//! | `node<N>.gpu<G>.rdma_rx` | what it receives from them                   |
 //! | `switch<S>.up`           | first-tier switch `S` (rail or leaf) to the spine |
 //! | `switch<S>.down`         | the spine to switch `S`                      |
 //!
@@ -28,8 +30,8 @@ use super::topology::{Layout, TopologyConfig};
 use super::{GpuId, Link, NicId};
 
 /// The valid link forms, quoted in errors.
-const LINK_FORMS: &str =
-    "node<N>.nic<I>.tx|rx, node<N>.gpu<G>.nvlink_tx|nvlink_rx or switch<S>.up|down";
+const LINK_FORMS: &str = "node<N>.nic<I>.tx|rx, node<N>.gpu<G>.nvlink_tx|nvlink_rx|rdma_tx|rdma_rx \
+     or switch<S>.up|down";
 /// The valid NIC form, quoted in errors.
 const NIC_FORMS: &str = "node<N>.nic<I>";
 
@@ -58,6 +60,9 @@ pub enum LinkName {
     Nic(NicName, Direction),
     /// `node<N>.gpu<G>.nvlink_tx` (`Out`) or `.nvlink_rx` (`In`); `gpu.local` is `G`.
     Nvlink(GpuId, Direction),
+    /// `node<N>.gpu<G>.rdma_tx` (`Out`) or `.rdma_rx` (`In`): the GPU's transfer-engine path
+    /// to its NICs.
+    GpuRdma(GpuId, Direction),
     /// `switch<S>.up` (`Out`) or `.down` (`In`).
     Switch(u32, Direction),
 }
@@ -176,12 +181,14 @@ impl LinkName {
                     Direction::In => Link::NicRx(id),
                 }
             }
-            LinkName::Nvlink(gpu, dir) => {
+            LinkName::Nvlink(gpu, dir) | LinkName::GpuRdma(gpu, dir) => {
                 NameBounds::check(&self, "node", gpu.node, bounds.nodes)?;
                 NameBounds::check(&self, "gpu", gpu.local, bounds.gpus_per_node)?;
-                match dir {
-                    Direction::Out => Link::NvlinkTx(gpu),
-                    Direction::In => Link::NvlinkRx(gpu),
+                match (self, dir) {
+                    (LinkName::Nvlink(..), Direction::Out) => Link::NvlinkTx(gpu),
+                    (LinkName::Nvlink(..), Direction::In) => Link::NvlinkRx(gpu),
+                    (_, Direction::Out) => Link::GpuRdmaTx(gpu),
+                    (_, Direction::In) => Link::GpuRdmaRx(gpu),
                 }
             }
             LinkName::Switch(s, dir) => {
@@ -201,6 +208,8 @@ impl LinkName {
             Link::NicRx(n) => LinkName::Nic(NicName::of(n, bounds)?, Direction::In),
             Link::NvlinkTx(g) => LinkName::Nvlink(g, Direction::Out),
             Link::NvlinkRx(g) => LinkName::Nvlink(g, Direction::In),
+            Link::GpuRdmaTx(g) => LinkName::GpuRdma(g, Direction::Out),
+            Link::GpuRdmaRx(g) => LinkName::GpuRdma(g, Direction::In),
             Link::Uplink(s) => LinkName::Switch(s, Direction::Out),
             Link::Downlink(s) => LinkName::Switch(s, Direction::In),
         };
@@ -241,6 +250,12 @@ impl fmt::Display for LinkName {
             }
             LinkName::Nvlink(g, Direction::In) => {
                 write!(f, "node{}.gpu{}.nvlink_rx", g.node, g.local)
+            }
+            LinkName::GpuRdma(g, Direction::Out) => {
+                write!(f, "node{}.gpu{}.rdma_tx", g.node, g.local)
+            }
+            LinkName::GpuRdma(g, Direction::In) => {
+                write!(f, "node{}.gpu{}.rdma_rx", g.node, g.local)
             }
             LinkName::Switch(s, Direction::Out) => write!(f, "switch{s}.up"),
             LinkName::Switch(s, Direction::In) => write!(f, "switch{s}.down"),
@@ -295,12 +310,14 @@ impl FromStr for LinkName {
                     };
                     Ok(LinkName::Nic(NicName { node, nic }, dir))
                 } else if let Some(local) = index(x, "gpu") {
-                    let dir = match *d {
-                        "nvlink_tx" => Direction::Out,
-                        "nvlink_rx" => Direction::In,
-                        _ => return Err(syntax()),
-                    };
-                    Ok(LinkName::Nvlink(GpuId { node, local }, dir))
+                    let g = GpuId { node, local };
+                    match *d {
+                        "nvlink_tx" => Ok(LinkName::Nvlink(g, Direction::Out)),
+                        "nvlink_rx" => Ok(LinkName::Nvlink(g, Direction::In)),
+                        "rdma_tx" => Ok(LinkName::GpuRdma(g, Direction::Out)),
+                        "rdma_rx" => Ok(LinkName::GpuRdma(g, Direction::In)),
+                        _ => Err(syntax()),
+                    }
                 } else {
                     Err(syntax())
                 }
@@ -387,6 +404,14 @@ mod tests {
             (
                 "node0.gpu0.nvlink_rx",
                 Link::NvlinkRx(GpuId { node: 0, local: 0 }),
+            ),
+            (
+                "node1.gpu3.rdma_tx",
+                Link::GpuRdmaTx(GpuId { node: 1, local: 3 }),
+            ),
+            (
+                "node0.gpu7.rdma_rx",
+                Link::GpuRdmaRx(GpuId { node: 0, local: 7 }),
             ),
             ("switch7.up", Link::Uplink(7)),
             ("switch0.down", Link::Downlink(0)),

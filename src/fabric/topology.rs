@@ -8,7 +8,12 @@
 //!   (a same-node transfer crosses the sender's TX and the receiver's RX, never a NIC);
 //! - each first-tier switch (a rail switch, or a leaf) has an uplink to the spine and a downlink
 //!   from it. Switches themselves are non-blocking: only these uplinks and downlinks are
-//!   oversubscribed.
+//!   oversubscribed;
+//! - each GPU has an RDMA TX and RX link: what its Mooncake transfer engine moves between GPU
+//!   memory and its NICs (the PCIe / GPUDirect path and the engine's posting threads). A KV
+//!   transfer crosses the sender's and the receiver's; DeepEP's all-to-all (GPU-initiated,
+//!   NVSHMEM/IBGDA) does not. Why here and not on the NIC: the limit is per engine, so GPUs that
+//!   share a NIC each bring their own, and the NIC carries their sum up to its wire rate.
 //!
 //! # Paths between NICs
 //! - `rail`: NIC `i` of every node hangs off rail switch `i`. NIC `i` → NIC `i` of another node
@@ -74,6 +79,10 @@ pub enum Link {
     Uplink(u32),
     /// Spine to first-tier switch (rail or leaf) `s`.
     Downlink(u32),
+    /// What a GPU's transfer engine sends to its NICs (PCIe / GPUDirect).
+    GpuRdmaTx(GpuId),
+    /// What a GPU's transfer engine receives from its NICs.
+    GpuRdmaRx(GpuId),
 }
 
 /// The hardware the scenario describes. Every field has a default (see [`Default`]); build it
@@ -169,8 +178,8 @@ impl TopologyConfig {
     }
 }
 
-/// At most this many links on a path (`[TX, up, down, RX]`).
-pub(crate) const MAX_PATH: usize = 4;
+/// At most this many links on a path (`[rdma TX, TX, up, down, RX, rdma RX]`).
+pub(crate) const MAX_PATH: usize = 6;
 
 /// A route: the links a flow crosses, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,6 +219,9 @@ pub(crate) struct Layout {
     /// First switch link index (uplink of switch `s` at `sw_base + 2s`, downlink at `+ 1`).
     sw_base: u32,
     switches: u32,
+    /// First GPU RDMA link index (TX of GPU `g` at `rdma_base + 2g`, RX at `+ 1`): after the
+    /// switches, so the older links keep their numbers (and `links.csv` its first rows).
+    rdma_base: u32,
 }
 
 impl Layout {
@@ -221,6 +233,7 @@ impl Layout {
             nv_base: 2 * nics,
             sw_base: 2 * nics + 2 * gpus,
             switches,
+            rdma_base: 2 * nics + 2 * gpus + 2 * switches,
             cfg,
         }
     }
@@ -234,7 +247,7 @@ impl Layout {
     }
 
     pub(crate) fn num_links(&self) -> u32 {
-        self.sw_base + 2 * self.switches
+        self.rdma_base + 2 * self.cfg.nodes * self.cfg.gpus_per_node
     }
 
     pub(crate) fn num_nics(&self) -> u32 {
@@ -290,7 +303,21 @@ impl Layout {
                 assert!(s < self.switches, "switch {s} outside the fabric");
                 self.switch_link(s, matches!(link, Link::Downlink(_)))
             }
+            Link::GpuRdmaTx(g) => {
+                self.check_gpu(g);
+                self.rdma_link(g, false)
+            }
+            Link::GpuRdmaRx(g) => {
+                self.check_gpu(g);
+                self.rdma_link(g, true)
+            }
         }
+    }
+
+    /// The solver index of GPU `g`'s RDMA TX link (its RX link when `rx`), unchecked.
+    #[inline(always)]
+    fn rdma_link(&self, g: GpuId, rx: bool) -> LinkIdx {
+        LinkIdx(self.rdma_base + 2 * self.gpu_index(g) + u32::from(rx))
     }
 
     /// The solver index of NIC `n`'s TX link (its RX link when `rx`), unchecked: the
@@ -323,23 +350,37 @@ impl Layout {
             } else {
                 Link::NvlinkRx(g)
             }
-        } else {
+        } else if i < self.rdma_base {
             let s = (i - self.sw_base) / 2;
             if (i - self.sw_base).is_multiple_of(2) {
                 Link::Uplink(s)
             } else {
                 Link::Downlink(s)
             }
+        } else {
+            let g = GpuId::from_global((i - self.rdma_base) / 2, self.cfg.gpus_per_node);
+            if (i - self.rdma_base).is_multiple_of(2) {
+                Link::GpuRdmaTx(g)
+            } else {
+                Link::GpuRdmaRx(g)
+            }
         }
     }
 
     /// Capacity of `link` when healthy, bytes/ns. NIC links carry `nic_bytes_per_ns` (what a
-    /// NIC achieves, [`super::FabricParams::nic_capacity`]); switch links carry the wire rate
-    /// of their members ÷ oversubscription.
-    pub(crate) fn nominal_capacity(&self, link: Link, nic_bytes_per_ns: f64) -> f64 {
+    /// NIC achieves, [`super::FabricParams::nic_capacity`]); a GPU's RDMA links carry
+    /// `engine_bytes_per_ns` ([`super::FabricParams::engine_bytes_per_ns`]); switch links carry
+    /// the wire rate of their members ÷ oversubscription.
+    pub(crate) fn nominal_capacity(
+        &self,
+        link: Link,
+        nic_bytes_per_ns: f64,
+        engine_bytes_per_ns: f64,
+    ) -> f64 {
         let c = &self.cfg;
         match link {
             Link::NicTx(_) | Link::NicRx(_) => nic_bytes_per_ns,
+            Link::GpuRdmaTx(_) | Link::GpuRdmaRx(_) => engine_bytes_per_ns,
             Link::NvlinkTx(_) | Link::NvlinkRx(_) => c.nvlink_bytes_per_ns / 2.0,
             Link::Uplink(s) | Link::Downlink(s) => {
                 let members = match c.kind {
@@ -391,19 +432,40 @@ impl Layout {
         let (a, b) = (self.switch_of(src), self.switch_of(dst));
         let tx = Self::nic_link(src, false);
         let rx = Self::nic_link(dst, true);
+        let z = LinkIdx(0);
         if a == b {
             Path {
-                links: [tx, rx, LinkIdx(0), LinkIdx(0)],
+                links: [tx, rx, z, z, z, z],
                 len: 2,
             }
         } else {
             let up = self.switch_link(a, false);
             let down = self.switch_link(b, true);
             Path {
-                links: [tx, up, down, rx],
+                links: [tx, up, down, rx, z, z],
                 len: 4,
             }
         }
+    }
+
+    /// Route of a Mooncake batch from GPU `src` through NIC `a` to NIC `b` and GPU `dst`: the
+    /// NIC route with the two GPUs' RDMA links around it.
+    pub(crate) fn rdma_path(&self, src: GpuId, a: NicId, b: NicId, dst: GpuId) -> Path {
+        let inner = self.nic_path(a, b);
+        let n = inner.len as usize;
+        let mut links = [LinkIdx(0); MAX_PATH];
+        links[0] = self.rdma_link(src, false);
+        links[1..=n].copy_from_slice(inner.links());
+        links[n + 1] = self.rdma_link(dst, true);
+        Path {
+            links,
+            len: inner.len + 2,
+        }
+    }
+
+    /// GPUs of a node attached to (preferring) each of its NICs: the most any NIC has.
+    pub(crate) fn gpus_per_nic(&self) -> u32 {
+        self.cfg.gpus_per_node.div_ceil(self.cfg.nics_per_node)
     }
 
     /// Route between two GPUs of one node (or a GPU and itself): NVLink only.
@@ -461,7 +523,7 @@ mod tests {
         let p = l.nic_path(NicId(0), NicId(7));
         assert_eq!(l.link(p.links()[1]), Link::Uplink(0));
         assert_eq!(l.link(p.links()[2]), Link::Downlink(1));
-        assert_eq!(l.nominal_capacity(Link::Uplink(0), 1.0), 100.0);
+        assert_eq!(l.nominal_capacity(Link::Uplink(0), 1.0, 1.0), 100.0);
 
         let l = layout(TopologyKind::LeafSpine);
         // Nodes 0 and 1 share leaf 0; node 2 is on leaf 1.
@@ -470,7 +532,23 @@ mod tests {
         assert_eq!(l.link(p.links()[1]), Link::Uplink(0));
         assert_eq!(l.link(p.links()[2]), Link::Downlink(1));
         // 2 nodes × 2 NICs × 50 / 2.
-        assert_eq!(l.nominal_capacity(Link::Downlink(1), 1.0), 100.0);
+        assert_eq!(l.nominal_capacity(Link::Downlink(1), 1.0, 1.0), 100.0);
+        // A GPU's RDMA links carry the engine's rate; a Mooncake route wraps the NIC route.
+        let g = |node, local| GpuId { node, local };
+        assert_eq!(l.nominal_capacity(Link::GpuRdmaTx(g(0, 1)), 1.0, 7.0), 7.0);
+        let p = l.rdma_path(g(0, 1), NicId(0), NicId(4), g(2, 0));
+        let names: Vec<Link> = p.links().iter().map(|&i| l.link(i)).collect();
+        assert_eq!(
+            names,
+            [
+                Link::GpuRdmaTx(g(0, 1)),
+                Link::NicTx(NicId(0)),
+                Link::Uplink(0),
+                Link::Downlink(1),
+                Link::NicRx(NicId(4)),
+                Link::GpuRdmaRx(g(2, 0)),
+            ]
+        );
     }
 
     /// The written-out numbering of `nic_path` is `index`'s, for every NIC pair of both kinds.

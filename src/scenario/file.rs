@@ -93,7 +93,12 @@ pub struct HardwareSection {
     pub fp8_tflops: Option<f64>,
     /// Override of the preset's NVLink bandwidth (both directions), GB/s.
     pub nvlink_gb_s: Option<f64>,
-    /// Most one NIC moves between GPU memory and the wire (the PCIe / GPU side), Gb/s.
+    /// Most one GPU's Mooncake transfer engine moves each way between GPU memory and its NICs
+    /// (PCIe / GPUDirect path and engine threads), Gb/s. Default: the calibrated 190.
+    pub rdma_engine_gbps: Option<f64>,
+    /// Removed (it capped each NIC, which is wrong for shared NICs and for DeepEP): read only
+    /// to say what replaced it.
+    #[serde(default, skip_serializing)]
     pub nic_host_gbps: Option<f64>,
     /// Step-time calibration: `sglang-2025` (default), `vllm-2023`, or a file written by
     /// `pdsim calibrate` (relative to the scenario file).
@@ -124,6 +129,9 @@ pub struct PoolSection {
     pub model: Option<ModelRef>,
     /// First node of this pool's instances (default: the next node no earlier pool uses).
     pub node: Option<u32>,
+    /// First GPU of `node` this pool's instances take (default 0): with it, pools share a
+    /// node on distinct GPUs (DistServe's placement), and their transfers go over NVLink.
+    pub gpu: Option<u32>,
     /// A CSV of measured step times to use instead of the roofline model
     /// (`phase,tokens,batch_size,context_tokens,time_ms`), relative to the scenario file.
     pub step_times: Option<String>,
@@ -310,6 +318,9 @@ pub struct FabricSection {
     /// time — the counterfactual "no link sharing" (`docs/performance-model.md` §7.3).
     #[serde(default = "yes")]
     pub a2a_flows: bool,
+    /// Mooncake's transport: `rdma` (RoCE / InfiniBand verbs, the default) or `efa` (AWS EFA).
+    #[serde(default)]
+    pub transport: crate::fabric::Transport,
 }
 
 fn yes() -> bool {
@@ -404,6 +415,7 @@ impl Default for FabricSection {
             nodes_per_leaf: default_nodes_per_leaf(),
             oversubscription: 1.0,
             a2a_flows: true,
+            transport: Default::default(),
         }
     }
 }

@@ -409,6 +409,34 @@ fn place(
                 ),
             ));
         }
+        if p.gpu != 0 {
+            let key = format!("pools.{}.gpu", p.name);
+            if p.node.is_none() {
+                return Err(c.err(
+                    &key,
+                    "places a pool on a GPU of a given node: set pools.node too (e.g. node = 0, gpu = 4)",
+                ));
+            }
+            if p.gpu >= gpus_per_node {
+                return Err(c.err(
+                    &key,
+                    format!(
+                        "must be a GPU index of the node, 0..{} (hardware.gpus_per_node = {gpus_per_node}), got {}",
+                        gpus_per_node - 1,
+                        p.gpu
+                    ),
+                ));
+            }
+            if !p.gpu.is_multiple_of(p.server.tp_size) {
+                return Err(c.err(
+                    &key,
+                    format!(
+                        "must be a multiple of tp_size = {} (an instance takes tp_size GPUs aligned to tp_size), got {}",
+                        p.server.tp_size, p.gpu
+                    ),
+                ));
+            }
+        }
         total_gpus += u64::from(p.instances) * u64::from(p.server.tp_size);
         if total_gpus > u64::from(limits::MAX_CLUSTER_GPUS) {
             return Err(c.err(

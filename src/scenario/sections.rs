@@ -84,12 +84,21 @@ pub(super) fn hardware(
         gpu.nvlink_bytes_per_s =
             c.bounded("hardware.nvlink_gb_s", b, "GB/s", limits::MAX_LINK_RATE)? * 1e9;
     }
-    if let Some(g) = hw.nic_host_gbps {
-        gpu.nic_host_bytes_per_s = Some(
+    if hw.nic_host_gbps.is_some() {
+        return Err(c.err(
+            "hardware.nic_host_gbps",
+            "was removed: it capped every NIC, which is wrong when GPUs share NICs and for \
+             DeepEP's all-to-all. Remove it; the limit now sits on each GPU's transfer engine \
+             (hardware.rdma_engine_gbps, Gb/s per GPU, default 190) and the defaults hold on \
+             shared-NIC hosts; on AWS EFA set fabric.transport = \"efa\"",
+        ));
+    }
+    if let Some(g) = hw.rdma_engine_gbps {
+        gpu.rdma_engine_bytes_per_s = Some(
             c.bounded(
-                "hardware.nic_host_gbps",
+                "hardware.rdma_engine_gbps",
                 g,
-                "Gb/s per NIC",
+                "Gb/s per GPU",
                 limits::MAX_LINK_RATE,
             )? / 8.0
                 * 1e9,
@@ -285,6 +294,7 @@ pub(super) fn fabric(
         base_latency_ns: (base_latency_us * NS_PER_US as f64).ceil() as Nanos,
         control_latency_ns: (control_latency_us * NS_PER_US as f64).ceil() as Nanos,
         a2a_flows: f.a2a_flows,
+        transport: f.transport,
     })
 }
 
@@ -600,6 +610,7 @@ fn pool(
         layout: std::sync::Arc::new(layouts),
         state_slots,
         node: p.node,
+        gpu: p.gpu.unwrap_or(0),
         parallel,
         hicache: None,
     };

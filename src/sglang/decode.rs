@@ -14,9 +14,27 @@ use crate::sim::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
 
 use super::Core;
 
-/// sglang's `SGLANG_NUM_RESERVED_DECODE_TOKENS`: decode admits a request only if this much room
-/// stays free for every request it holds, so that decode rarely has to retract.
+/// sglang's `--num-reserved-decode-tokens` (default 512; `SGLANG_NUM_RESERVED_DECODE_TOKENS`
+/// in older builds): decode admits a request only if this many tokens stay free for every
+/// request it holds, whatever their output lengths, so that decode rarely has to retract.
 pub const RESERVED_DECODE_TOKENS: u32 = 512;
+
+/// sglang's `SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION` (4096): a request's `max_new_tokens` as the
+/// admission budget counts it.
+pub const CLIP_MAX_NEW_TOKENS: u32 = 4096;
+
+/// `DecodeReqToTokenPool` rows beyond `--max-running-requests` for requests being preallocated
+/// or transferred: `pre_alloc_size = 2 × max_num_reqs` when `max_num_reqs <= 32`, else
+/// `SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS` (0) (`model_runner.py`; `docs/sglang-pd.md`
+/// §2.3). So above 32 running requests, preallocated, transferring and running requests share
+/// the same rows.
+fn pre_alloc_rows(max_running: u32) -> u32 {
+    if max_running <= 32 {
+        2 * max_running
+    } else {
+        0
+    }
+}
 
 /// The page phase of a request that joined a decode batch after `join_step` steps with `prompt`
 /// tokens of KV: at step `k` it needs a new page iff `k ≡ join_step + 1 − prompt (mod ps)`
@@ -60,6 +78,9 @@ pub struct DecodeServer {
     pub steps_done: u64,
     /// KV tokens the running batch attends to.
     pub context_tokens: u64,
+    /// The most tokens any request that joined may reach, `prompt + min(output, 4096)`: an
+    /// upper bound of the prealloc budget's `need_single` term (never lowered).
+    longest_joined: u64,
     /// When the running step started, ns.
     pub step_started: Nanos,
     /// Session port of each rank, which decides the prefill's transfer shard.
@@ -120,6 +141,7 @@ impl DecodeServer {
             retractions: 0,
             steps_done: 0,
             context_tokens: 0,
+            longest_joined: 0,
             step_started: 0,
             ports,
             max_running,
@@ -150,35 +172,87 @@ impl DecodeServer {
     }
 
     /// The prealloc queue: in order, reserve KV pages for the prompt (and a state slot for
-    /// hybrids) while room stays for `RESERVED_DECODE_TOKENS` of growth per request held. Each
-    /// admitted request goes to `admitted`, in order (its page ids are then sent to the prefill).
+    /// hybrids) while the admission budget holds; stop at the first request that does not fit.
+    /// Each admitted request goes to `admitted`, in order (its page ids are then sent to the
+    /// prefill).
+    ///
+    /// sglang's `DecodePreallocQueue.pop_preallocated` with `_allocatable_tokens` (sglang
+    /// `disaggregation/decode.py` @ 278e503a; `_allocatable_token_budgets` @ 0035ca42, same
+    /// rule), in tokens, with `R = --num-reserved-decode-tokens`:
+    ///
+    /// ```text
+    /// retractable = Σ running (prompt + outputs)
+    /// need_single = max running (prompt + min(max_new, 4096)) − retractable
+    /// allocatable = free − max(R × held, need_single)         held: running, transferring,
+    ///                                                          waiting, just preallocated
+    /// admit iff a request row is free and
+    ///   max(pages(prompt) + R, prompt + min(max_new, 4096) − retractable) <= allocatable
+    /// ```
+    ///
+    /// Only the prompt's pages are taken; `R` is a budget, never allocated. There is no
+    /// exception for an empty server: a prompt that cannot fit with its reservation waits.
     pub fn try_prealloc(&mut self, reqs: &mut Requests, admitted: &mut Vec<ReqRef>) {
         if !self.core.alive {
             return;
         }
-        let ps = self.core.page_size;
-        while let Some(&r) = self.prealloc.front() {
-            let Some(req) = reqs.get_mut(r) else {
+        let ps = u64::from(self.core.page_size);
+        let r = u64::from(RESERVED_DECODE_TOKENS);
+        let rows = u64::from(self.max_running) + u64::from(pre_alloc_rows(self.max_running));
+        let retractable = self.context_tokens;
+        // `need_single` is read only when it could beat the holders' reservation: the longest
+        // running request's tokens bound it, so the scan of the batch runs on small batches.
+        let mut need_single: Option<u64> = None;
+        while let Some(&q) = self.prealloc.front() {
+            let Some((id, prompt, output)) = reqs.get(q).map(|x| (x.id, x.prompt(), x.output))
+            else {
                 self.prealloc.pop_front();
                 continue;
             };
-            let need = req.prompt().div_ceil(ps);
-            let reserve = RESERVED_DECODE_TOKENS.min(req.output).div_ceil(ps);
-            // A lone request may always start: sglang never blocks on the reservation alone.
-            if self.holders > 0 && self.core.pages.available() < need + reserve * (self.holders + 1)
-            {
+            let held = u64::from(self.holders);
+            if held >= rows {
                 break;
             }
-            let Some(holding) = self.core.pages.alloc(req.id, need, self.core.hybrid) else {
+            let reserve = r * held;
+            let single = if self.longest_joined > retractable + reserve {
+                *need_single.get_or_insert_with(|| self.need_single(reqs))
+            } else {
+                0
+            };
+            let free = u64::from(self.core.pages.available()) * ps;
+            let allocatable = free.saturating_sub(reserve.max(single));
+            let prompt = u64::from(prompt);
+            let pages = prompt.div_ceil(ps);
+            let finish =
+                (prompt + u64::from(output.min(CLIP_MAX_NEW_TOKENS))).saturating_sub(retractable);
+            if (pages * ps + r).max(finish) > allocatable {
+                break;
+            }
+            let Some(holding) = self.core.pages.alloc(id, pages as u32, self.core.hybrid) else {
                 break;
             };
+            let req = reqs.get_mut(q).expect("looked up above");
             self.prealloc.pop_front();
             self.holders += 1;
             req.on_decode = holding;
             req.decode_allocated = true;
             req.receiver = KvPoll::WaitingForInput;
-            admitted.push(r);
+            admitted.push(q);
         }
+    }
+
+    /// `need_single` of the budget: the most tokens one running request may reach
+    /// (`prompt + min(max_new, 4096)`) less every running request's tokens now.
+    fn need_single(&self, reqs: &Requests) -> u64 {
+        let longest = self
+            .finishing
+            .iter()
+            .filter_map(|&Reverse((_, join, r))| {
+                let q = reqs.get(r).filter(|q| q.join_step == join)?;
+                Some(u64::from(q.prompt()) + u64::from(q.output.min(CLIP_MAX_NEW_TOKENS)))
+            })
+            .max()
+            .unwrap_or(0);
+        longest.saturating_sub(self.context_tokens)
     }
 
     /// The KV of `r` landed: it waits to join the batch.
@@ -218,6 +292,9 @@ impl DecodeServer {
             self.phase[key] += 1;
             self.running += 1;
             self.context_tokens += u64::from(prompt) + 1;
+            self.longest_joined = self
+                .longest_joined
+                .max(u64::from(prompt) + u64::from(req.output.min(CLIP_MAX_NEW_TOKENS)));
             self.finishing
                 .push(Reverse((steps_done + u64::from(remaining), steps_done, r)));
             self.joined.push(r);
@@ -650,25 +727,66 @@ mod tests {
     use super::*;
     use crate::sglang::testkit::{core, request};
 
-    /// Two requests fit in 8 pages of 16 tokens only without the growth reservation: prealloc
-    /// admits the first alone, and holds the second back while the first keeps its reserve.
+    /// sglang's budget by hand (`try_prealloc`'s formula), 80 pages of 16 tokens = 1,280
+    /// tokens: each holder keeps 512 tokens of reservation whatever its output (64 here), so
+    /// two short requests are admitted and the third waits (1,216 free − 2 × 512 = 192 <
+    /// 32 + 512).
     #[test]
-    fn prealloc_keeps_room_for_growth_of_every_holder() {
+    fn prealloc_reserves_512_tokens_for_every_holder_whatever_its_output() {
         let mut reqs = Requests::default();
-        let mut d = DecodeServer::new(core(8, 16), vec![17_000], u32::MAX);
-        let a = request(&mut reqs, 0, 32, 64); // 2 pages + 4 reserved
-        let b = request(&mut reqs, 1, 32, 64);
-        d.prealloc.extend([a, b]);
+        let mut d = DecodeServer::new(core(80, 16), vec![17_000], u32::MAX);
+        let v: Vec<_> = (0..3).map(|i| request(&mut reqs, i, 32, 64)).collect();
+        d.prealloc.extend(v.iter().copied());
         let mut admitted = Vec::new();
         d.try_prealloc(&mut reqs, &mut admitted);
         assert_eq!(
             admitted,
-            [a],
-            "b needs 2 + 4 × 2 reserved pages, only 6 are left"
+            v[..2],
+            "the third needs 544 of 192 allocatable tokens"
         );
-        assert_eq!((d.holders, d.core.pages.available()), (1, 6));
-        assert_eq!(reqs.get(a).unwrap().receiver, KvPoll::WaitingForInput);
+        assert_eq!((d.holders, d.core.pages.available()), (2, 76));
+        assert_eq!(reqs.get(v[0]).unwrap().receiver, KvPoll::WaitingForInput);
         assert_eq!(d.prealloc.len(), 1);
+        // One page more is still short (1,232 − 1,024 = 208 < 544); 22 more pages are enough.
+        let mut d = DecodeServer::new(core(81, 16), vec![17_000], u32::MAX);
+        d.prealloc.extend(v.iter().copied());
+        let mut admitted = Vec::new();
+        d.try_prealloc(&mut reqs, &mut admitted);
+        assert_eq!(admitted.len(), 2);
+        let mut d = DecodeServer::new(core(102, 16), vec![17_000], u32::MAX);
+        d.prealloc.extend(v.iter().copied());
+        let mut admitted = Vec::new();
+        d.try_prealloc(&mut reqs, &mut admitted);
+        assert_eq!(admitted.len(), 3, "1,600 free − 1,024 = 576 ≥ 544");
+    }
+
+    /// No exception for an empty server: a prompt whose pages and reservation exceed the pool
+    /// waits (13 pages = 208 tokens + 512 > 640), as sglang's budget makes it.
+    #[test]
+    fn a_lone_prompt_that_cannot_keep_its_reservation_waits() {
+        let mut reqs = Requests::default();
+        let mut d = DecodeServer::new(core(40, 16), vec![17_000], u32::MAX);
+        let a = request(&mut reqs, 0, 200, 8);
+        d.prealloc.push_back(a);
+        let mut admitted = Vec::new();
+        d.try_prealloc(&mut reqs, &mut admitted);
+        assert!(admitted.is_empty());
+        assert_eq!(d.core.pages.available(), 40);
+    }
+
+    /// Request rows: `--max-running-requests` 1 (≤ 32) gets `2 × 1` pre-alloc rows, so three
+    /// requests are held at most; 40 (> 32) gets none, so 40.
+    #[test]
+    fn prealloc_stops_when_the_request_rows_are_held() {
+        for (max_running, rows) in [(1u32, 3usize), (40, 40)] {
+            let mut reqs = Requests::default();
+            let mut d = DecodeServer::new(core(100_000, 16), vec![17_000], max_running);
+            let v: Vec<_> = (0..50).map(|i| request(&mut reqs, i, 16, 4)).collect();
+            d.prealloc.extend(v.iter().copied());
+            let mut admitted = Vec::new();
+            d.try_prealloc(&mut reqs, &mut admitted);
+            assert_eq!(admitted.len(), rows, "max_running_requests {max_running}");
+        }
     }
 
     /// A batch that runs the pool dry retracts its most recently joined request: it leaves with

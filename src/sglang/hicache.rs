@@ -1,6 +1,6 @@
 //! HiCache on a prefill instance: sglang's hierarchical cache (`--enable-hierarchical-cache`,
 //! `python/sglang/srt/mem_cache/hiradix_cache.py`), tiers GPU radix cache → host memory →
-//! storage (the shared Mooncake Store, [`super::kv_store`]); `docs/sglang-pd.md` §17.
+//! storage (the shared Mooncake Store, [`super::kv_store`]); `docs/sglang-pd.md` §18.
 //!
 //! # The model
 //!

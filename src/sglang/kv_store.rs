@@ -1,6 +1,6 @@
 //! The shared Mooncake Store: HiCache's storage tier (`hicache_storage_backend = "mooncake"`),
 //! one KV pool in some nodes' DRAM that every prefill instance of the pools using it reads and
-//! writes (`docs/sglang-pd.md` §17).
+//! writes (`docs/sglang-pd.md` §18).
 //!
 //! Blocks are Mooncake-style 512-token prefix blocks, kept in a [`PrefixCache`] (a block is
 //! only reusable with its whole prefix, as HiCache's prefix-keyed pages are). A write becomes

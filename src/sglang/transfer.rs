@@ -30,6 +30,16 @@ use crate::sim::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
 /// 128-CPU host: 8 // 4 queues = 2 threads. (`send_kvcache` puts every layer in one batch.)
 pub const SLICE_EXECUTOR_THREADS: u64 = 2;
 
+/// What sglang's transfer worker spends on one send before its Mooncake call returns, beyond
+/// the call's own cost, ns: taking the chunk off its queue, grouping the page ids into
+/// contiguous runs and building the per-layer address lists (`MooncakeKVManager
+/// .transfer_worker`, `send_kvcache` → `_send_kvcache_generic` / `process_layers`,
+/// `group_concurrent_contiguous`, conn.py @ 0005973a), and the status bookkeeping after it.
+/// **Fitted**: the minimax of the 128–1,024-token rows of Mooncake's sglang PD table
+/// (`docs/numbers.md` §4.3, `src/fabric/calibration.rs`), whose short prompts bottom out near
+/// 2 ms; the table's 2k–32k rows are held out. Paid once per (chunk, decode rank) batch.
+pub const SEND_OVERHEAD_NS: Nanos = 880_000;
+
 /// The chunk a lane's worker is sending, and to which of its targets.
 pub struct ActiveChunk {
     /// The chunk.
@@ -404,6 +414,17 @@ impl TransferQueues {
         } else {
             1
         };
+        // The worker's own cost comes first; the last chunk then also makes the aux call (and,
+        // with state regions, the state call) — each a synchronous Mooncake batch of its own,
+        // so each pays a batch's floor. Paid here, before the KV batch, as one lead: the
+        // request's time is the same, and the tiny aux/state bytes ride with the KV flows.
+        let floor = env.fabric.params().base_latency_ns + env.fabric.params().batch_overhead_ns;
+        let calls = if job.last {
+            1 + u64::from(plan.has_state())
+        } else {
+            0
+        };
+        let lead = SEND_OVERHEAD_NS + calls * floor;
         let mut n = 0u32;
         for f in &self.flows {
             req.row.kv_bytes += f.bytes;
@@ -422,10 +443,10 @@ impl TransferQueues {
                         x / k + u64::from(i < x % k)
                     }
                 };
-                env.fabric.start_transfer(
+                env.fabric.start_transfer_after(
                     now,
-                    src,
-                    dst_gpu,
+                    lead,
+                    (src, dst_gpu),
                     share(f.bytes),
                     share(f.writes),
                     token(me, lane),

@@ -244,10 +244,10 @@ fn build_fabric(sc: &Scenario, nodes: u32) -> Fabric {
     let params = crate::fabric::FabricParams {
         base_latency_ns: sc.fabric.base_latency_ns,
         // GB/s is bytes per ns.
-        nic_host_bytes_per_ns: sc
-            .gpu
-            .nic_host_bytes_per_s
-            .map_or(defaults.nic_host_bytes_per_ns, |b| b / 1e9),
+        engine_bytes_per_ns: sc.gpu.rdma_engine_bytes_per_s.map_or_else(
+            || sc.fabric.transport.engine_bytes_per_ns(&defaults),
+            |b| b / 1e9,
+        ),
         ..defaults
     };
     Fabric::build(topo, params).unwrap_or_else(|e| {

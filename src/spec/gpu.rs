@@ -17,10 +17,10 @@ pub struct GpuSpec {
     pub hbm_bytes_per_s: f64,
     /// NVLink bandwidth, both directions together, bytes per second.
     pub nvlink_bytes_per_s: f64,
-    /// Most one NIC can move between GPU memory and the wire, bytes per second: the GPU/PCIe
-    /// side of a node's RDMA path (`hardware.nic_host_gbps`). `None`: the fabric's calibrated
-    /// default (`fabric::calibration`), which is what Mooncake measured on 8 × 400 Gb/s RoCE.
-    pub nic_host_bytes_per_s: Option<f64>,
+    /// Most one GPU's Mooncake transfer engine moves each way between GPU memory and its
+    /// NICs, bytes per second (`hardware.rdma_engine_gbps`): the PCIe / GPUDirect path and the
+    /// engine's threads. `None`: the fabric's calibrated default (`fabric::calibration`).
+    pub rdma_engine_bytes_per_s: Option<f64>,
 }
 
 /// Names of the built-in GPU presets.
@@ -41,7 +41,7 @@ pub fn gpu_preset(name: &str) -> Option<GpuSpec> {
         hbm_bytes: hbm_gb * 1_000_000_000,
         hbm_bytes_per_s: tb_s * 1e12,
         nvlink_bytes_per_s: nvlink_gb_s * 1e9,
-        nic_host_bytes_per_s: None,
+        rdma_engine_bytes_per_s: None,
     };
     Some(match name {
         "a100-sxm" => g(312.0, None, 80, 2.039, 600.0),

@@ -363,7 +363,7 @@ const HOT_KEYS: &[(&str, &str)] = &[
     ("pools", "server.dp_size"),
     ("pools", "server.ep_size"),
     ("pools", "server.ep_num_redundant_experts"),
-    ("hardware", "nic_host_gbps"),
+    ("hardware", "rdma_engine_gbps"),
     ("hardware", "nvlink_gb_s"),
     ("hardware", "fp8_tflops"),
     ("hardware", "usd_per_gpu_hour"),

@@ -182,7 +182,13 @@ impl PairPlan {
         &self.decode
     }
 
-    /// The KV send function the prefill workers call (§3.1 step 3).
+    /// Whether the prefill registers state regions (Mamba / GDN / SWA state), which its last
+    /// chunk sends with a call of their own.
+    pub fn has_state(&self) -> bool {
+        !self.prefill_layouts()[0].state_regions.is_empty()
+    }
+
+    /// Which of sglang's send paths the KV takes (`send_kvcache` or `send_kvcache_slice`).
     pub fn send_path(&self) -> SendPath {
         self.path
     }

@@ -192,21 +192,22 @@ mod tests {
 
     #[test]
     fn kv_pages_match_a_hand_computation() {
-        // Llama-3.1-8B, TP2, page 64, H100 80 GB, mem_fraction_static 0.85, chunk 8192:
-        //   budget  = 80e9 × 0.85 = 68.0e9 B
+        // Llama-3.1-8B, TP2, page 64, H100 80 GB (81,559 MiB), mem_fraction_static 0.85, chunk
+        // 8192:
+        //   budget  = 81,559 × 2^20 × 0.85 = 72,692,688,486.4 B
         //   weights = 8,030,261,248 params × 2 B ÷ 2 = 8,030,261,248 B
         //   reserve = 2 × 8192 × (4096 + 14336 / 2) × 2 B = 369,098,752 B
-        //   KV      = 59,600,640,000 B ÷ (64 tokens × 65,536 B) = 14,209.6 → 14,209 pages, −1 sink.
+        //   KV      = 64,293,328,486.4 B ÷ (64 tokens × 65,536 B) = 15,328.7 → 15,328 pages, −1 sink.
         let sc = load(&[]);
         let p = &sc.pools[0];
         assert_eq!(p.model.total_params(), 8_030_261_248.0);
-        assert_eq!(kv_pages(&sc.gpu, p), 14_208);
-        // Llama-3.1-70B, TP8, page 16, H200 141 GB, fp8 KV (1 B), chunk 4096:
-        //   budget  = 141e9 × 0.9 = 126.9e9
+        assert_eq!(kv_pages(&sc.gpu, p), 15_327);
+        // Llama-3.1-70B, TP8, page 16, H200 141 GB (143,771 MiB), fp8 KV (1 B), chunk 4096:
+        //   budget  = 143,771 × 2^20 × 0.9 = 135,679,338,086.4
         //   weights = 70,553,706,496 × 2 ÷ 8 = 17,638,426,624
         //   reserve = 2 × 4096 × (8192 + 28672 / 8) × 2 = 192,937,984
         //   KV per token per rank = 80 layers × 1 head × 256 B = 20,480 B; per page × 16 = 327,680
-        //   pages = 109,068,635,392 ÷ 327,680 = 332,851.3 → 332,851 − 1.
+        //   pages = 117,847,973,478.4 ÷ 327,680 = 359,643.5 → 359,643 − 1.
         let sc = load(&[
             "model.preset=llama-3.1-70b",
             "hardware.gpu=h200",
@@ -218,6 +219,6 @@ mod tests {
         ]);
         let p = &sc.pools[0];
         assert_eq!(p.model.total_params(), 70_553_706_496.0);
-        assert_eq!(kv_pages(&sc.gpu, p), 332_850);
+        assert_eq!(kv_pages(&sc.gpu, p), 359_642);
     }
 }

@@ -144,6 +144,8 @@ pub struct Pool {
     pub node: Option<u32>,
     /// First GPU on that node (`pools.gpu`, default 0).
     pub gpu: u32,
+    /// `--num-reserved-decode-tokens` (`pools.server.num_reserved_decode_tokens`, default 512).
+    pub num_reserved_decode_tokens: u32,
     /// Rank 0's layout (KV regions, state regions, aux rows).
     pub layout: std::sync::Arc<Vec<crate::layout::RankLayout>>,
     /// Mamba/GDN state slots per instance (0 for models without recurrent layers).
@@ -543,6 +545,9 @@ pub mod limits {
     pub const MAX_DURATION_S: f64 = 1e9;
     /// GPUs per node: the largest NVLink domains sold are 72–576 GPUs; 1024 leaves room.
     pub const MAX_GPUS_PER_NODE: u32 = 1024;
+    /// Most `num_reserved_decode_tokens`: far beyond any context length, so that the budget's
+    /// products stay far from overflow.
+    pub const MAX_RESERVED_DECODE_TOKENS: u32 = 1 << 24;
     /// NICs per node, per GPU of the node (a rail design has 1–2; 8 leaves room).
     pub const MAX_NICS_PER_GPU: u32 = 8;
     /// GPUs in the whole cluster (instances × tp_size summed over pools): the fabric, the

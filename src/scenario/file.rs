@@ -108,6 +108,10 @@ pub struct HardwareSection {
     pub usd_per_gpu_hour: Option<f64>,
 }
 
+fn default_reserved_decode_tokens() -> u32 {
+    crate::sglang::decode::RESERVED_DECODE_TOKENS
+}
+
 fn default_gpus_per_node() -> u32 {
     8
 }
@@ -167,6 +171,10 @@ pub struct ServerSection {
     pub max_prefill_tokens: u32,
     /// `--max-running-requests`.
     pub max_running_requests: Option<u32>,
+    /// `--num-reserved-decode-tokens` (decode): tokens of room the prealloc budget keeps for
+    /// every request a decode instance holds. Default 512, sglang's.
+    #[serde(default = "default_reserved_decode_tokens")]
+    pub num_reserved_decode_tokens: u32,
     /// `--disable-radix-cache`: no prefix cache on this (prefill) instance.
     #[serde(default)]
     pub disable_radix_cache: bool,
@@ -250,6 +258,7 @@ impl Default for ServerSection {
             mem_fraction_static: default_mem_fraction(),
             max_prefill_tokens: default_max_prefill_tokens(),
             max_running_requests: None,
+            num_reserved_decode_tokens: default_reserved_decode_tokens(),
             disable_radix_cache: false,
             radix_cache_tokens: None,
             dp_size: 1,

@@ -523,6 +523,16 @@ fn pool(
     if s.max_running_requests == Some(0) {
         return Err(c.err(&k("max_running_requests"), "must be ≥ 1 (or left out)"));
     }
+    if s.num_reserved_decode_tokens > limits::MAX_RESERVED_DECODE_TOKENS {
+        return Err(c.err(
+            &k("num_reserved_decode_tokens"),
+            format!(
+                "must be at most {} tokens (sglang's default is 512), got {}",
+                limits::MAX_RESERVED_DECODE_TOKENS,
+                s.num_reserved_decode_tokens
+            ),
+        ));
+    }
     let model = match (&p.model, default_model) {
         (Some(r), _) => c.model(&format!("{key}.model"), r)?,
         (None, Some(m)) => m.clone(),
@@ -611,6 +621,7 @@ fn pool(
         state_slots,
         node: p.node,
         gpu: p.gpu.unwrap_or(0),
+        num_reserved_decode_tokens: s.num_reserved_decode_tokens,
         parallel,
         hicache: None,
     };

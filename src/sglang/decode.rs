@@ -87,6 +87,8 @@ pub struct DecodeServer {
     pub ports: Vec<u32>,
     /// `--max-running-requests`.
     pub max_running: u32,
+    /// `--num-reserved-decode-tokens`: the prealloc budget's room per request held.
+    pub reserved_tokens: u32,
     /// The step model's batch-size terms, per batch size.
     step_cache: DecodeCache,
     /// Whether steps may be coalesced into runs (see [`DecodeServer::plan_run`]); `World`
@@ -145,6 +147,7 @@ impl DecodeServer {
             step_started: 0,
             ports,
             max_running,
+            reserved_tokens: RESERVED_DECODE_TOKENS,
             step_cache: DecodeCache::default(),
             coalesce: false,
             virtual_left: 0,
@@ -196,7 +199,7 @@ impl DecodeServer {
             return;
         }
         let ps = u64::from(self.core.page_size);
-        let r = u64::from(RESERVED_DECODE_TOKENS);
+        let r = u64::from(self.reserved_tokens);
         let rows = u64::from(self.max_running) + u64::from(pre_alloc_rows(self.max_running));
         let retractable = self.context_tokens;
         // `need_single` is read only when it could beat the holders' reservation: the longest

@@ -427,7 +427,9 @@ impl<'a> World<'a> {
                             .server
                             .max_running_requests
                             .map_or(u32::MAX, |m| (m / dp).max(1));
-                        decodes.push(DecodeServer::new(core, ports, max_running));
+                        let mut d = DecodeServer::new(core, ports, max_running);
+                        d.reserved_tokens = pool.num_reserved_decode_tokens;
+                        decodes.push(d);
                     }
                     Role::Colocated => {
                         let budget = pool

@@ -363,6 +363,7 @@ const HOT_KEYS: &[(&str, &str)] = &[
     ("pools", "server.dp_size"),
     ("pools", "server.ep_size"),
     ("pools", "server.ep_num_redundant_experts"),
+    ("pools", "server.num_reserved_decode_tokens"),
     ("hardware", "rdma_engine_gbps"),
     ("hardware", "nvlink_gb_s"),
     ("hardware", "fp8_tflops"),

@@ -137,6 +137,189 @@ fn huge_hardware_rates_are_refused_with_their_key() {
     }
 }
 
+/// Every `[router]` key rejects a bad value naming the key and what is valid.
+#[test]
+fn router_keys_name_themselves_and_what_is_valid() {
+    let q = repo().join("scenarios/quickstart.toml");
+    for (set, key, hint) in [
+        ("router.policy=cache_awar", "router.policy", "cache_aware"),
+        (
+            "router.prefill_policy=po2",
+            "router.prefill_policy",
+            "power_of_two",
+        ),
+        (
+            "router.decode_policy=x",
+            "router.decode_policy",
+            "round_robin",
+        ),
+        (
+            "router.cache_threshold=1.5",
+            "router.cache_threshold",
+            "[0, 1]",
+        ),
+        (
+            "router.cache_threshold=-0.1",
+            "router.cache_threshold",
+            "[0, 1]",
+        ),
+        (
+            "router.balance_rel_threshold=0.5",
+            "router.balance_rel_threshold",
+            "≥ 1",
+        ),
+        (
+            "router.balance_abs_threshold=-1",
+            "router.balance_abs_threshold",
+            "",
+        ),
+        (
+            "router.balance_abs_threshold=99999999999",
+            "router.balance_abs_threshold",
+            "≤",
+        ),
+        (
+            "router.max_tree_size=0",
+            "router.max_tree_size",
+            "≥ 1 character",
+        ),
+        (
+            "router.eviction_interval_secs=99999999999",
+            "router.eviction_interval_secs",
+            "at most",
+        ),
+        (
+            "router.eviction_interval_secs=1.5",
+            "router.eviction_interval_secs",
+            "",
+        ),
+    ] {
+        let e = pdsim::scenario::load(&q, &[set.into()]).unwrap_err();
+        assert_eq!(e.key, key, "{set}: {e}");
+        assert!(e.to_string().contains(hint), "{set}: {e}");
+    }
+    // A plain cluster has no prefill or decode side to give a policy to.
+    let c = repo().join("scenarios/calibration/sharegpt-colocated.toml");
+    let e = pdsim::scenario::load(&c, &["router.decode_policy=random".into()]).unwrap_err();
+    assert_eq!(e.key, "router.decode_policy", "{e}");
+    assert!(e.to_string().contains("set router.policy instead"), "{e}");
+    // Good values load, per side.
+    let ok = pdsim::scenario::load(
+        &q,
+        &[
+            "router.policy=power_of_two".into(),
+            "router.decode_policy=cache_aware".into(),
+            "router.cache_threshold=0.5".into(),
+        ],
+    )
+    .unwrap();
+    assert_eq!(ok.router.prefill, pdsim::config::RouterPolicy::PowerOfTwo);
+    assert_eq!(ok.router.decode, pdsim::config::RouterPolicy::CacheAware);
+    assert_eq!(ok.router.cache_aware.cache_threshold, 0.5);
+}
+
+/// HiCache's flags and `[kv_store]` reject bad values naming the key and what is valid.
+#[test]
+fn hicache_and_kv_store_keys_name_themselves() {
+    let q = repo().join("tests/scenarios/kv-store.toml");
+    let ok = pdsim::scenario::load(&q, &[]).unwrap();
+    let h = ok.pools[0].hicache.unwrap();
+    assert!(h.storage && h.host_tokens > 0);
+    assert_eq!(ok.kv_store.as_ref().unwrap().nodes, vec![0, 1]);
+    let p = "pools.prefill.server";
+    for (set, key, hint) in [
+        (
+            format!("{p}.hicache_ratio=1"),
+            format!("{p}.hicache_ratio"),
+            "above 1",
+        ),
+        (
+            format!("{p}.hicache_size=-2"),
+            format!("{p}.hicache_size"),
+            "GB",
+        ),
+        (
+            format!("{p}.hicache_storage_backend=hf3fs"),
+            format!("{p}.hicache_storage_backend"),
+            "valid: \"mooncake\"",
+        ),
+        (
+            format!("{p}.hicache_write_policy=write_back"),
+            format!("{p}.hicache_write_policy"),
+            "write_through_selective",
+        ),
+        (
+            format!("{p}.hicache_write_policy=sometimes"),
+            format!("{p}.hicache_write_policy"),
+            "write_through",
+        ),
+        (
+            format!("{p}.hicache_storage_prefetch_policy=eager"),
+            format!("{p}.hicache_storage_prefetch_policy"),
+            "best_effort",
+        ),
+        (
+            format!("{p}.disable_radix_cache=true"),
+            format!("{p}.enable_hierarchical_cache"),
+            "radix cache",
+        ),
+        (
+            "pools.decode.server.enable_hierarchical_cache=true".into(),
+            "pools.decode.server.enable_hierarchical_cache".into(),
+            "prefill pools only",
+        ),
+        (
+            "kv_store.capacity_gb=0".into(),
+            "kv_store.capacity_gb".into(),
+            "positive",
+        ),
+        (
+            "kv_store.nodes=[0, 99]".into(),
+            "kv_store.nodes".into(),
+            "not in the cluster",
+        ),
+        (
+            "kv_store.nodes=[1, 1]".into(),
+            "kv_store.nodes".into(),
+            "twice",
+        ),
+        (
+            "kv_store.eviction=fifo".into(),
+            "kv_store.eviction".into(),
+            "\"lru\"",
+        ),
+        (
+            format!("{p}.hicache_storage_backend=none"),
+            format!("{p}.hicache_storage_backend"),
+            "mooncake",
+        ),
+    ] {
+        let e = pdsim::scenario::load(&q, std::slice::from_ref(&set)).unwrap_err();
+        assert_eq!(e.key, key, "{set}: {e}");
+        assert!(e.to_string().contains(hint), "{set}: {e}");
+    }
+    // HiCache flags without HiCache, the store without a user, a user without the store.
+    let plain = repo().join("scenarios/quickstart.toml");
+    let e = pdsim::scenario::load(&plain, &["pools.prefill.server.hicache_ratio=3".into()])
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("enable_hierarchical_cache = true"),
+        "{e}"
+    );
+    let e =
+        pdsim::scenario::load(&q, &[format!("{p}.enable_hierarchical_cache=false")]).unwrap_err();
+    assert!(e.key.starts_with(p), "{e}");
+    let e = pdsim::scenario::load(
+        &plain,
+        &[
+            "pools.prefill.server.enable_hierarchical_cache=true".into(),
+            "pools.prefill.server.hicache_storage_backend=mooncake".into(),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("add a [kv_store] section"), "{e}");
+}
+
 /// The per-NIC host cap was replaced by a per-GPU engine limit (issue 22): a scenario that
 /// still sets it is told what replaced it, and a bad engine rate or transport names its key.
 #[test]

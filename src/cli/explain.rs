@@ -436,7 +436,74 @@ fn overview(run: &Run) -> Vec<Section> {
             rows,
         )],
     });
+    out.extend(reuse_section(s));
     out
+}
+
+/// Prefix reuse: hits per HiCache tier, the router's `cache_aware` decisions, the shared store
+/// (only when the run had any of them).
+fn reuse_section(s: &serde_json::Value) -> Option<Section> {
+    let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+    let mut bullets = Vec::new();
+    let caches = s["prefix_cache"].as_array().cloned().unwrap_or_default();
+    let (mut hit, mut input) = (0, 0);
+    let mut tiers = [0u64; 3];
+    let mut with_tiers = false;
+    for c in &caches {
+        hit += n(c, "hit_tokens");
+        input += n(c, "input_tokens");
+        if c["tiers"].is_object() {
+            with_tiers = true;
+            let t = &c["tiers"];
+            for (k, key) in ["device_hit_tokens", "host_hit_tokens", "store_hit_tokens"]
+                .iter()
+                .enumerate()
+            {
+                tiers[k] += n(t, key);
+            }
+        }
+    }
+    let share = |x: u64| 100.0 * x as f64 / input.max(1) as f64;
+    if with_tiers {
+        bullets.push(format!(
+            "HiCache: {:.1} % of {input} prompt tokens hit — {:.1} % on the GPU, {:.1} % in host memory, {:.1} % from the Mooncake Store — and were not recomputed.",
+            share(hit),
+            share(tiers[0]),
+            share(tiers[1]),
+            share(tiers[2])
+        ));
+    }
+    if let Some(r) = s["router"].as_object() {
+        for side in ["prefill", "decode"] {
+            if let Some(d) = r.get(side).filter(|d| d.is_object()) {
+                bullets.push(format!(
+                    "Router cache_aware, {side} side: {} requests by prefix affinity, {} to the least loaded instance because the match was at or below cache_threshold, {} because load was imbalanced (spread > balance_abs_threshold and ratio > balance_rel_threshold), {} fallbacks; the largest load spread at a pick was {} requests.",
+                    n(d, "affinity"),
+                    n(d, "low_match"),
+                    n(d, "imbalanced"),
+                    n(d, "fallback"),
+                    n(d, "peak_load_gap")
+                ));
+            }
+        }
+    }
+    let k = &s["kv_store"];
+    if k.is_object() {
+        bullets.push(format!(
+            "Mooncake Store: {} blocks held at the end, {} written ({:.1} GB), {} evicted, {} refused as full; prefetches read {} blocks ({:.1} GB).",
+            n(k, "blocks"),
+            n(k, "written_blocks"),
+            n(k, "write_bytes") as f64 / 1e9,
+            n(k, "evicted_blocks"),
+            n(k, "skipped_blocks"),
+            n(k, "prefetched_blocks"),
+            n(k, "prefetched_bytes") as f64 / 1e9
+        ));
+    }
+    (!bullets.is_empty()).then(|| Section {
+        title: "Prefix reuse".into(),
+        blocks: vec![Block::Bullets(bullets)],
+    })
 }
 
 /// Kinds whose `summary.json` count is raises (a worker death), not failed requests.

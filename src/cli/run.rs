@@ -266,16 +266,26 @@ pub fn run_scenario_with(
     run_scenario_traced(sc, dir, show_progress, charts, false)
 }
 
+/// The router's policies in words: one name when both sides share it.
+fn router_words(r: &crate::config::RouterParams) -> String {
+    if r.prefill == r.decode {
+        r.prefill.as_str().to_string()
+    } else {
+        format!(
+            "prefill {}, decode {}",
+            r.prefill.as_str(),
+            r.decode.as_str()
+        )
+    }
+}
+
 /// Both pools' configuration, the SLO and an empty per-instance table for the reports.
 fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
     use crate::report::context::{InstanceOutcomes, PoolFacts, RunContext};
     let mut ctx = RunContext {
         setup: format!(
             "router {}, sglang profile {}, {} transfer-queue shards per prefill, waiting timeout {} s",
-            serde_json::to_value(sc.router)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            router_words(&sc.router),
             sc.sglang.profile.as_str(),
             sc.sglang.queue_size,
             sc.sglang.waiting_timeout_ns as f64 / 1e9
@@ -559,7 +569,9 @@ fn simulate(
     let stats =
         world.run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))?;
     bar.finish();
-    let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches());
+    let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
+        .with_router(world.router_decisions())
+        .with_kv_store(world.kv_store_summary());
     Ok(Simulated {
         summary,
         kv_pages: world.kv_pages(),

@@ -35,17 +35,90 @@ impl Role {
     }
 }
 
-/// Router policies.
+/// Router policies: sgl-model-gateway's `--policy` / `--prefill-policy` / `--decode-policy`
+/// values (`router_args.py` choices at sgl-project/sglang 05e589a), plus pdsim's
+/// `least_loaded`.
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum RouterPolicy {
     /// Uniformly at random (its own RNG stream).
     Random,
     /// In turn, per role.
-    #[default]
     RoundRobin,
     /// The instance with the fewest requests assigned and not yet done (lowest index on ties).
     LeastLoaded,
+    /// sgl-model-gateway's default: prefix affinity on the router's own approximate tree
+    /// unless load is unbalanced (`sglang::router` docs).
+    #[default]
+    CacheAware,
+    /// Two distinct instances at random, the less loaded of them (ties to the first drawn).
+    PowerOfTwo,
+}
+
+impl RouterPolicy {
+    /// The policy as written in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouterPolicy::Random => "random",
+            RouterPolicy::RoundRobin => "round_robin",
+            RouterPolicy::LeastLoaded => "least_loaded",
+            RouterPolicy::CacheAware => "cache_aware",
+            RouterPolicy::PowerOfTwo => "power_of_two",
+        }
+    }
+}
+
+/// `cache_aware`'s parameters, sgl-model-gateway's `CacheAwareConfig` (its flags
+/// `--cache-threshold`, `--balance-abs-threshold`, `--balance-rel-threshold`,
+/// `--eviction-interval-secs`, `--max-tree-size`). The thresholds are `f32` as in the router.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CacheAwareParams {
+    /// Least prefix match rate (matched ÷ prompt) that routes by affinity (strictly above).
+    pub cache_threshold: f32,
+    /// Load spread (max − min outstanding requests) above which load may be unbalanced.
+    pub balance_abs_threshold: u64,
+    /// Load ratio (max ÷ min) above which load may be unbalanced.
+    pub balance_rel_threshold: f32,
+    /// Period of the tree's LRU eviction, ns (0: never, as the router starts no thread).
+    pub eviction_interval_ns: Nanos,
+    /// Most characters one instance's share of the tree may hold after an eviction round.
+    pub max_tree_size: u64,
+}
+
+/// The router of a run: a policy per side and `cache_aware`'s parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RouterParams {
+    /// How prefill (or, for a plain cluster, colocated) instances are picked.
+    pub prefill: RouterPolicy,
+    /// How decode instances are picked.
+    pub decode: RouterPolicy,
+    /// `cache_aware`'s parameters (read only by a side that uses it).
+    pub cache_aware: CacheAwareParams,
+}
+
+impl RouterParams {
+    /// The router with `policy` on both sides and `cache_aware` at sgl-model-gateway's defaults.
+    pub fn uniform(policy: RouterPolicy) -> Self {
+        Self {
+            prefill: policy,
+            decode: policy,
+            cache_aware: CacheAwareParams::default(),
+        }
+    }
+}
+
+impl Default for CacheAwareParams {
+    /// sgl-model-gateway's defaults (`RouterArgs` in `router_args.py`, sgl-project/sglang
+    /// 05e589a): 0.3, 64, 1.5, 60 s, 2^26 characters.
+    fn default() -> Self {
+        Self {
+            cache_threshold: 0.3,
+            balance_abs_threshold: 64,
+            balance_rel_threshold: 1.5,
+            eviction_interval_ns: 60 * crate::engine::NS_PER_S,
+            max_tree_size: 1 << 26,
+        }
+    }
 }
 
 pub use crate::layout::Profile;
@@ -80,6 +153,67 @@ pub struct Pool {
     /// DP attention and expert parallelism (`dp_size`, `ep_size`, …); the default for a
     /// plain TP instance.
     pub parallel: crate::spec::server::Parallel,
+    /// HiCache (`enable_hierarchical_cache`) on this prefill pool, if on.
+    pub hicache: Option<HiCacheParams>,
+}
+
+/// `--hicache-write-policy`: when a block computed on the GPU is backed up to host memory
+/// (and, with a storage backend, from there to the store).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum WritePolicy {
+    /// sglang's default: every block on its first use (`write_through_threshold` 1).
+    #[default]
+    WriteThrough,
+    /// Only blocks used a second time (`write_through_threshold` 2).
+    WriteThroughSelective,
+    /// Only blocks evicted from the GPU (not modelled with a storage backend).
+    WriteBack,
+}
+
+/// `--hicache-storage-prefetch-policy`: how long a request waits for its prefetch from storage.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefetchPolicy {
+    /// sglang's default: the request is scheduled whenever it would be; what has arrived by
+    /// then counts.
+    #[default]
+    BestEffort,
+    /// The request waits until the whole prefetch is in host memory.
+    WaitComplete,
+    /// It waits at most `prefetch_timeout_base + prefetch_timeout_per_ki_token × tokens/1024`.
+    Timeout,
+}
+
+/// A prefill pool's HiCache, checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HiCacheParams {
+    /// Host-memory tier per instance, tokens.
+    pub host_tokens: u64,
+    /// `--hicache-write-policy`.
+    pub write_policy: WritePolicy,
+    /// `--hicache-storage-backend mooncake`: the shared `[kv_store]` is the third tier.
+    pub storage: bool,
+    /// `--hicache-storage-prefetch-policy`.
+    pub prefetch: PrefetchPolicy,
+    /// KV bytes of one token over the instance's attention-TP ranks (what a tier moves).
+    pub bytes_per_token: u64,
+    /// GPU ↔ host bandwidth of the instance (its attention-TP ranks' PCIe links), bytes/ns.
+    pub pcie_bytes_per_ns: f64,
+}
+
+/// `[kv_store]`: the Mooncake Store shared by every prefill instance whose pool sets
+/// `hicache_storage_backend = "mooncake"`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KvStoreParams {
+    /// Capacity, tokens (`None`: unbounded).
+    pub capacity_tokens: Option<u64>,
+    /// Nodes whose DRAM holds it.
+    pub nodes: Vec<u32>,
+    /// Least recently used blocks make room (`lru`); otherwise a full store takes no more.
+    pub evict: bool,
+    /// Read rate of the store's nodes together (their NICs), bytes/ns.
+    pub nic_bytes_per_ns: f64,
 }
 
 impl Pool {
@@ -355,8 +489,10 @@ pub struct Scenario {
     pub nodes: u32,
     /// Workload.
     pub workload: Workload,
-    /// Router policy.
-    pub router: RouterPolicy,
+    /// The router: a policy per side and `cache_aware`'s parameters.
+    pub router: RouterParams,
+    /// The shared Mooncake Store (`[kv_store]`), if any.
+    pub kv_store: Option<KvStoreParams>,
     /// sglang knobs.
     pub sglang: SglangParams,
     /// Latency targets.

@@ -118,6 +118,34 @@ pub struct SimSummary {
     pub cut_by_drain_timeout: bool,
 }
 
+/// What sgl-model-gateway's `cache_aware` policy decided on one side of the router.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct RouterDecisions {
+    /// Routed by prefix affinity (balanced, match rate above `cache_threshold`).
+    pub affinity: u64,
+    /// Routed to the least loaded instance because load was imbalanced.
+    pub imbalanced: u64,
+    /// Routed to the least loaded instance because the match was at or below the threshold.
+    pub low_match: u64,
+    /// The instance the match named was out of rotation: the first instance in rotation.
+    pub fallback: u64,
+    /// Largest `max − min` outstanding requests over the side's instances seen at a pick.
+    pub peak_load_gap: u32,
+    /// Instance holds dropped from the router's tree by its periodic eviction.
+    pub evicted: u64,
+}
+
+/// `summary.json` `router`: `cache_aware`'s decisions per side that uses it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RouterSummary {
+    /// The prefill (or colocated) side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<RouterDecisions>,
+    /// The decode side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode: Option<RouterDecisions>,
+}
+
 /// Prefix-cache figures of one prefill instance.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct CacheStats {
@@ -133,6 +161,49 @@ pub struct CacheStats {
     pub input_tokens: u64,
     /// `hit_tokens / input_tokens` (0 with no lookup).
     pub hit_rate: f64,
+    /// HiCache's tiers (absent without `enable_hierarchical_cache`); `hit_tokens` is their sum.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<TierStats>,
+}
+
+/// One prefill instance's HiCache tiers.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+pub struct TierStats {
+    /// Prompt tokens found in the GPU radix cache.
+    pub device_hit_tokens: u64,
+    /// Prompt tokens found only in host memory.
+    pub host_hit_tokens: u64,
+    /// Prompt tokens found only in the store, prefetched in time.
+    pub store_hit_tokens: u64,
+    /// Bytes loaded host → GPU over PCIe (host and store hits).
+    pub host_to_gpu_bytes: u64,
+    /// Bytes prefetched from the store by RDMA reads.
+    pub store_read_bytes: u64,
+    /// Bytes this instance's write-backs offered to the store.
+    pub store_write_bytes: u64,
+}
+
+/// `summary.json` `kv_store`: the shared Mooncake Store.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct KvStoreSummary {
+    /// Capacity, tokens (`null`: unbounded).
+    pub capacity_tokens: Option<u64>,
+    /// Nodes whose DRAM holds it.
+    pub nodes: Vec<u32>,
+    /// 512-token blocks held at the end.
+    pub blocks: u64,
+    /// Blocks written (new to the store).
+    pub written_blocks: u64,
+    /// Bytes of those writes.
+    pub write_bytes: u64,
+    /// Blocks a full store (`eviction = "none"`) refused.
+    pub skipped_blocks: u64,
+    /// Blocks evicted (`eviction = "lru"`).
+    pub evicted_blocks: u64,
+    /// Blocks prefetches asked for.
+    pub prefetched_blocks: u64,
+    /// Bytes of those blocks.
+    pub prefetched_bytes: u64,
 }
 
 /// Time-weighted utilisation of one pool over the arrival window (the steady state; the drain
@@ -301,6 +372,12 @@ pub struct Summary {
     pub sim: SimSummary,
     /// Prefix cache per prefill instance (empty when no request carried prefix information).
     pub prefix_cache: Vec<CacheStats>,
+    /// The router's `cache_aware` decisions (absent when no side uses `cache_aware`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub router: Option<RouterSummary>,
+    /// The shared Mooncake Store (absent without `[kv_store]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kv_store: Option<KvStoreSummary>,
 }
 
 /// What the run loop reports besides the collector.
@@ -389,7 +466,26 @@ impl Summary {
                 cut_by_drain_timeout: run.cut,
             },
             prefix_cache: prefix_cache.into_iter().filter(|c| c.lookups > 0).collect(),
+            router: None,
+            kv_store: None,
         }
+    }
+
+    /// The summary with the shared store's figures.
+    pub fn with_kv_store(mut self, s: Option<KvStoreSummary>) -> Self {
+        self.kv_store = s;
+        self
+    }
+
+    /// The summary with the router's `cache_aware` decisions per side (`[prefill, decode]`).
+    pub fn with_router(mut self, sides: [Option<RouterDecisions>; 2]) -> Self {
+        if sides.iter().any(Option::is_some) {
+            self.router = Some(RouterSummary {
+                prefill: sides[0],
+                decode: sides[1],
+            });
+        }
+        self
     }
 }
 

@@ -360,12 +360,11 @@ pub fn summarize(sc: &Scenario) -> Result<Summary, PlanError> {
     let stats = world
         .run()
         .map_err(|e| PlanError::Io(format!("{}: {e}", sc.source.display())))?;
-    Ok(Summary::new(
-        &world.collector,
-        sc,
-        &stats.totals(),
-        world.prefix_caches(),
-    ))
+    Ok(
+        Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
+            .with_router(world.router_decisions())
+            .with_kv_store(world.kv_store_summary()),
+    )
 }
 
 /// A scenario to sweep: its text (read once) and where it was read from.

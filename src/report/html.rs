@@ -449,22 +449,69 @@ fn pools_table(h: &mut String, s: &Summary) {
     h.push_str("</table>\n");
 }
 
-/// Per-instance prefix cache hits; absent when no instance has a prefix cache.
+/// Per-instance prefix cache hits (with HiCache, per tier); absent when no instance has a
+/// prefix cache. Then the router's `cache_aware` decisions and the shared store, when present.
 fn prefix_cache_table(h: &mut String, s: &Summary) {
     if !s.prefix_cache.is_empty() {
-        h.push_str("<h2>Prefix cache</h2>\n<table>\n<tr><th>instance</th><th>pool</th><th>lookups</th><th>hit tokens</th><th>hit rate</th></tr>\n");
+        let tiers = s.prefix_cache.iter().any(|c| c.tiers.is_some());
+        h.push_str("<h2>Prefix cache</h2>\n<table>\n<tr><th>instance</th><th>pool</th><th>lookups</th><th>hit tokens</th><th>hit rate</th>");
+        if tiers {
+            h.push_str("<th>GPU hits</th><th>host hits</th><th>store hits</th><th>store read</th>");
+        }
+        h.push_str("</tr>\n");
         for c in &s.prefix_cache {
-            let _ = writeln!(
+            let _ = write!(
                 h,
-                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1} %</td></tr>",
+                "<tr><td class=\"n\">{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1} %</td>",
                 c.instance,
                 escape_html(&c.pool),
                 c.lookups,
                 c.hit_tokens,
                 100.0 * c.hit_rate
             );
+            if let Some(t) = c.tiers {
+                let _ = write!(
+                    h,
+                    "<td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.1} GB</td>",
+                    t.device_hit_tokens,
+                    t.host_hit_tokens,
+                    t.store_hit_tokens,
+                    t.store_read_bytes as f64 / 1e9
+                );
+            } else if tiers {
+                h.push_str("<td></td><td></td><td></td><td></td>");
+            }
+            h.push_str("</tr>\n");
         }
         h.push_str("</table>\n");
+    }
+    if let Some(r) = &s.router {
+        h.push_str("<h2>Router: cache_aware decisions</h2>\n<table>\n<tr><th>side</th><th>affinity</th><th>imbalanced</th><th>low match</th><th>fallback</th><th>peak load gap</th><th>tree evictions</th></tr>\n");
+        for (side, d) in [("prefill", r.prefill), ("decode", r.decode)] {
+            if let Some(d) = d {
+                let _ = writeln!(
+                    h,
+                    "<tr><td>{side}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                    d.affinity, d.imbalanced, d.low_match, d.fallback, d.peak_load_gap, d.evicted
+                );
+            }
+        }
+        h.push_str("</table>\n");
+    }
+    if let Some(k) = &s.kv_store {
+        let _ = writeln!(
+            h,
+            "<h2>Mooncake Store</h2>\n<p>{} blocks held ({}), {} written ({:.1} GB), {} evicted, {} refused, {} prefetched ({:.1} GB).</p>",
+            k.blocks,
+            k.capacity_tokens
+                .map_or("unbounded".to_string(), |t| format!("capacity {t} tokens")),
+            k.written_blocks,
+            k.write_bytes as f64 / 1e9,
+            k.evicted_blocks,
+            k.skipped_blocks,
+            k.prefetched_blocks,
+            k.prefetched_bytes as f64 / 1e9
+        );
     }
 }
 
@@ -598,6 +645,31 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
             100.0 * c.hit_rate,
             c.input_tokens,
             c.lookups
+        );
+        if let Some(t) = c.tiers {
+            let _ = writeln!(
+                m,
+                "  - tiers: {} GPU, {} host, {} store hit tokens",
+                t.device_hit_tokens, t.host_hit_tokens, t.store_hit_tokens
+            );
+        }
+    }
+    if let Some(r) = &s.router {
+        for (side, d) in [("prefill", r.prefill), ("decode", r.decode)] {
+            if let Some(d) = d {
+                let _ = writeln!(
+                    m,
+                    "- router cache_aware ({side}): {} by affinity, {} balanced (imbalanced load), {} to the least loaded (low match), {} fallbacks; peak load gap {}",
+                    d.affinity, d.imbalanced, d.low_match, d.fallback, d.peak_load_gap
+                );
+            }
+        }
+    }
+    if let Some(k) = &s.kv_store {
+        let _ = writeln!(
+            m,
+            "- Mooncake Store: {} blocks held, {} written, {} evicted, {} refused, {} prefetched",
+            k.blocks, k.written_blocks, k.evicted_blocks, k.skipped_blocks, k.prefetched_blocks
         );
     }
     m

@@ -28,6 +28,9 @@ pub struct ScenarioFile {
     /// `[router]`
     #[serde(default)]
     pub router: RouterSection,
+    /// `[kv_store]`: a Mooncake Store shared by the prefill instances (HiCache's storage tier).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_store: Option<KvStoreSection>,
     /// `[sglang]`
     #[serde(default)]
     pub sglang: SglangSection,
@@ -201,6 +204,46 @@ pub struct ServerSection {
     /// `--load-balance-method`: how the DP controller picks a DP rank.
     #[serde(default)]
     pub load_balance_method: crate::spec::server::LoadBalanceMethod,
+    /// `--enable-hierarchical-cache`: HiCache (GPU → host memory → storage), prefill pools.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub enable_hierarchical_cache: bool,
+    /// `--hicache-ratio`: host tier ÷ GPU KV pool (used when `hicache_size` is 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hicache_ratio: Option<f64>,
+    /// `--hicache-size`: host tier per rank, GB (0: from `hicache_ratio`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hicache_size: Option<f64>,
+    /// `--hicache-write-policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hicache_write_policy: Option<crate::config::WritePolicy>,
+    /// `--hicache-storage-backend`: `mooncake` (the `[kv_store]`), or none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hicache_storage_backend: Option<String>,
+    /// `--hicache-storage-prefetch-policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hicache_storage_prefetch_policy: Option<crate::config::PrefetchPolicy>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// `[kv_store]`: a Mooncake Store (Mooncake's distributed KV pool in the nodes' DRAM).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KvStoreSection {
+    /// Capacity over all its nodes, GB (left out: unbounded).
+    pub capacity_gb: Option<f64>,
+    /// Nodes whose DRAM holds it (default: node 0); their NICs serve its reads.
+    #[serde(default)]
+    pub nodes: Vec<u32>,
+    /// `lru` (default) or `none` (a full store refuses new blocks).
+    #[serde(default = "default_store_eviction")]
+    pub eviction: String,
+}
+
+fn default_store_eviction() -> String {
+    "lru".to_string()
 }
 
 impl Default for ServerSection {
@@ -226,6 +269,12 @@ impl Default for ServerSection {
             enable_eplb: false,
             enable_two_batch_overlap: false,
             load_balance_method: Default::default(),
+            enable_hierarchical_cache: false,
+            hicache_ratio: None,
+            hicache_size: None,
+            hicache_write_policy: None,
+            hicache_storage_backend: None,
+            hicache_storage_prefetch_policy: None,
         }
     }
 }
@@ -519,13 +568,67 @@ fn one_f64() -> f64 {
     1.0
 }
 
-/// `[router]`
-#[derive(Clone, Debug, Deserialize, Serialize, Default)]
+/// `[router]`: sgl-model-gateway's routing flags (`router_args.py`, sgl-project/sglang
+/// 05e589a), defaults as there.
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouterSection {
-    /// How the router picks instances.
+    /// `--policy`: how the router picks instances (both sides of a PD cluster unless
+    /// overridden).
     #[serde(default)]
     pub policy: RouterPolicy,
+    /// `--prefill-policy` (PD only): the prefill side's policy instead of `policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_policy: Option<RouterPolicy>,
+    /// `--decode-policy` (PD only): the decode side's policy instead of `policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_policy: Option<RouterPolicy>,
+    /// `--cache-threshold`: least prefix match rate, in [0, 1], for affinity routing.
+    #[serde(default = "default_cache_threshold")]
+    pub cache_threshold: f64,
+    /// `--balance-abs-threshold`: requests.
+    #[serde(default = "default_balance_abs_threshold")]
+    pub balance_abs_threshold: u64,
+    /// `--balance-rel-threshold`: a ratio.
+    #[serde(default = "default_balance_rel_threshold")]
+    pub balance_rel_threshold: f64,
+    /// `--eviction-interval-secs`: seconds between the approximate tree's evictions (0: none).
+    #[serde(default = "default_eviction_interval_secs")]
+    pub eviction_interval_secs: u64,
+    /// `--max-tree-size`: characters per instance the tree keeps after an eviction.
+    #[serde(default = "default_max_tree_size")]
+    pub max_tree_size: u64,
+}
+
+impl Default for RouterSection {
+    fn default() -> Self {
+        Self {
+            policy: RouterPolicy::default(),
+            prefill_policy: None,
+            decode_policy: None,
+            cache_threshold: default_cache_threshold(),
+            balance_abs_threshold: default_balance_abs_threshold(),
+            balance_rel_threshold: default_balance_rel_threshold(),
+            eviction_interval_secs: default_eviction_interval_secs(),
+            max_tree_size: default_max_tree_size(),
+        }
+    }
+}
+
+fn default_cache_threshold() -> f64 {
+    0.3
+}
+fn default_balance_abs_threshold() -> u64 {
+    64
+}
+fn default_balance_rel_threshold() -> f64 {
+    1.5
+}
+fn default_eviction_interval_secs() -> u64 {
+    60
+}
+fn default_max_tree_size() -> u64 {
+    1 << 26
 }
 
 /// `[sglang]`

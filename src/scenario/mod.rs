@@ -331,6 +331,10 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     let fabric = sections::fabric(&c, &file.fabric, hw.gpus_per_node)?;
     let workload = sections::workload(&c, &file.workload)?;
     let (sglang, slo) = sections::sglang_and_slo(&c, &file)?;
+    let colocated = pools
+        .iter()
+        .any(|p| p.role == crate::config::Role::Colocated);
+    let router = sections::router(&c, &file.router, colocated)?;
     let plans = sections::plans(&c, &pools, sglang.profile)?;
     sections::expect(&c, file.expect.as_ref())?;
     let placement = place(&c, &pools, &plans, &gpu, hw.gpus_per_node)?;
@@ -348,8 +352,10 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         )?);
     }
     faults.sort_by_key(|f| f.at_ns);
+    let kv_store = sections::kv_store(&c, &file, &pools, &fabric, nodes)?;
 
     Ok(Scenario {
+        kv_store,
         faults,
         nodes,
         plans,
@@ -371,7 +377,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         pools,
         fabric,
         workload,
-        router: file.router.policy,
+        router,
         sglang,
         slo,
         source: path.to_path_buf(),

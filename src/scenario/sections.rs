@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::file::{self, ScenarioFile};
 use super::{Checker, ScenarioError, divisors};
 use crate::config::{
-    DEFAULT_STATE_SLOTS, FabricParams, MAX_UNIFIED_SLOTS, Pool, Profile, Role, SglangParams, Slo,
-    Workload, limits,
+    CacheAwareParams, DEFAULT_STATE_SLOTS, FabricParams, MAX_UNIFIED_SLOTS, Pool, Profile, Role,
+    RouterParams, SglangParams, Slo, Workload, limits,
 };
 use crate::engine::{NS_PER_US, Nanos, ns_from_secs_ceil};
 use crate::layout::PairPlan;
@@ -609,7 +609,7 @@ fn pool(
         Some(path) => Some(std::sync::Arc::new(step_times(c, key, path)?)),
         None => None,
     };
-    Ok(Pool {
+    let mut pool = Pool {
         name: p.name.clone(),
         role: p.role,
         instances: p.instances,
@@ -623,7 +623,235 @@ fn pool(
         gpu: p.gpu.unwrap_or(0),
         num_reserved_decode_tokens: s.num_reserved_decode_tokens,
         parallel,
-    })
+        hicache: None,
+    };
+    pool.hicache = hicache(c, p, key, &pool, gpu)?;
+    Ok(pool)
+}
+
+/// GPU → host bandwidth of one GPU, bytes/s, one direction: its PCIe x16 link (NVIDIA's data
+/// sheets: A100 "PCIe Gen4: 64 GB/s", H100/H200/B200 "PCIe Gen5: 128 GB/s", both directions
+/// together) times [`PCIE_EFFICIENCY`].
+fn pcie_bytes_per_s(gpu: &GpuSpec) -> f64 {
+    let raw = if gpu.name.starts_with("a100") {
+        32e9
+    } else {
+        64e9
+    };
+    raw * PCIE_EFFICIENCY
+}
+
+/// Share of a PCIe link's line rate that bulk DMA copies reach (≈ 80 %: 128b/130b coding, TLP
+/// headers and flow control; the usual measured `cudaMemcpy` pinned-memory figure). A
+/// correction factor.
+const PCIE_EFFICIENCY: f64 = 0.8;
+
+/// `pools.<name>.server.enable_hierarchical_cache` and the `hicache_*` flags (sglang
+/// `server_args.py` defaults: ratio 2.0, size 0, `write_through`, no storage backend,
+/// `best_effort`).
+fn hicache(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    pool: &Pool,
+    gpu: &GpuSpec,
+) -> Result<Option<crate::config::HiCacheParams>, ScenarioError> {
+    let s = &p.server;
+    let k = |f: &str| format!("{key}.server.{f}");
+    if !s.enable_hierarchical_cache {
+        for (f, set) in [
+            ("hicache_ratio", s.hicache_ratio.is_some()),
+            ("hicache_size", s.hicache_size.is_some()),
+            ("hicache_write_policy", s.hicache_write_policy.is_some()),
+            (
+                "hicache_storage_backend",
+                s.hicache_storage_backend.is_some(),
+            ),
+            (
+                "hicache_storage_prefetch_policy",
+                s.hicache_storage_prefetch_policy.is_some(),
+            ),
+        ] {
+            if set {
+                return Err(c.err(
+                    &k(f),
+                    "is a HiCache flag: set enable_hierarchical_cache = true on this pool, or drop it",
+                ));
+            }
+        }
+        return Ok(None);
+    }
+    if p.role != Role::Prefill {
+        return Err(c.err(
+            &k("enable_hierarchical_cache"),
+            format!(
+                "pdsim models HiCache on prefill pools only (pool {:?} is {}); decode-side HiCache is not modelled",
+                p.name,
+                p.role.as_str()
+            ),
+        ));
+    }
+    if s.disable_radix_cache {
+        return Err(c.err(
+            &k("enable_hierarchical_cache"),
+            "needs the radix cache (sglang refuses --enable-hierarchical-cache with --disable-radix-cache); set disable_radix_cache = false",
+        ));
+    }
+    let attn_tp = pool.server.attn_tp_size;
+    let per_rank = pool
+        .model
+        .kv_bytes_per_token_rank(attn_tp, pool.kv_dtype_bytes)
+        .max(1);
+    let size_gb = s.hicache_size.unwrap_or(0.0);
+    if !(size_gb.is_finite() && (0.0..=1e6).contains(&size_gb)) {
+        return Err(c.err(
+            &k("hicache_size"),
+            format!("must be host memory per rank in GB, 0 to 1e6 (0: from hicache_ratio), got {size_gb}"),
+        ));
+    }
+    let ratio = s.hicache_ratio.unwrap_or(2.0);
+    if !(ratio.is_finite() && ratio > 1.0 && ratio <= 1e4) {
+        return Err(c.err(
+            &k("hicache_ratio"),
+            format!("must be above 1 (the host tier is larger than the GPU pool; sglang's default: 2.0) and at most 1e4, got {ratio}"),
+        ));
+    }
+    let device_tokens =
+        u64::from(crate::config::capacity::kv_pages(gpu, pool)) * u64::from(pool.server.page_size);
+    let host_tokens = if size_gb > 0.0 {
+        (size_gb * 1e9 / per_rank as f64) as u64
+    } else {
+        (ratio * device_tokens as f64) as u64
+    };
+    let storage = match s.hicache_storage_backend.as_deref() {
+        None => false,
+        Some("mooncake") => true,
+        Some(other) => {
+            return Err(c.err(
+                &k("hicache_storage_backend"),
+                format!("{other:?} is not modelled; valid: \"mooncake\" (the scenario's [kv_store]), or leave it out"),
+            ));
+        }
+    };
+    let write_policy = s.hicache_write_policy.unwrap_or_default();
+    if storage && write_policy == crate::config::WritePolicy::WriteBack {
+        return Err(c.err(
+            &k("hicache_write_policy"),
+            "write_back with a storage backend is not modelled (blocks would reach the store only when the GPU evicts them); valid with hicache_storage_backend: write_through, write_through_selective",
+        ));
+    }
+    let prefetch = s.hicache_storage_prefetch_policy.unwrap_or_default();
+    if !storage && s.hicache_storage_prefetch_policy.is_some() {
+        return Err(c.err(
+            &k("hicache_storage_prefetch_policy"),
+            "only matters with a storage backend: set hicache_storage_backend = \"mooncake\", or drop it",
+        ));
+    }
+    Ok(Some(crate::config::HiCacheParams {
+        host_tokens,
+        write_policy,
+        storage,
+        prefetch,
+        bytes_per_token: per_rank * u64::from(attn_tp),
+        pcie_bytes_per_ns: pcie_bytes_per_s(gpu) * f64::from(attn_tp) / 1e9,
+    }))
+}
+
+/// `[kv_store]`: needed by, and only by, pools with `hicache_storage_backend = "mooncake"`.
+/// Its capacity is counted in the tokens of the first such pool (every such pool must store the
+/// same KV bytes per token: the store's blocks are shared between them).
+pub(super) fn kv_store(
+    c: &Checker,
+    file: &ScenarioFile,
+    pools: &[Pool],
+    fabric: &FabricParams,
+    nodes: u32,
+) -> Result<Option<crate::config::KvStoreParams>, ScenarioError> {
+    let users: Vec<&Pool> = pools
+        .iter()
+        .filter(|p| p.hicache.is_some_and(|h| h.storage))
+        .collect();
+    let Some(ks) = &file.kv_store else {
+        if let Some(p) = users.first() {
+            return Err(c.err(
+                &format!("pools.{}.server.hicache_storage_backend", p.name),
+                "\"mooncake\" needs the store: add a [kv_store] section (capacity_gb, nodes, eviction)",
+            ));
+        }
+        return Ok(None);
+    };
+    let Some(first) = users.first() else {
+        return Err(c.err(
+            "kv_store",
+            "no pool uses it: set enable_hierarchical_cache = true and hicache_storage_backend = \"mooncake\" on a prefill pool, or drop [kv_store]",
+        ));
+    };
+    let bpt = first.hicache.expect("a user has HiCache").bytes_per_token;
+    if let Some(other) = users
+        .iter()
+        .find(|p| p.hicache.expect("a user has HiCache").bytes_per_token != bpt)
+    {
+        return Err(c.err(
+            &format!("pools.{}.server.hicache_storage_backend", other.name),
+            format!(
+                "pools sharing the [kv_store] must store the same KV bytes per token; pool {:?} has {} and pool {:?} {}",
+                first.name,
+                bpt,
+                other.name,
+                other.hicache.expect("a user has HiCache").bytes_per_token
+            ),
+        ));
+    }
+    let capacity_tokens = match ks.capacity_gb {
+        None => None,
+        Some(gb) => {
+            if !(gb.is_finite() && gb > 0.0 && gb <= 1e9) {
+                return Err(c.err(
+                    "kv_store.capacity_gb",
+                    format!("must be a positive number of GB, at most 1e9 (leave it out for an unbounded store), got {gb}"),
+                ));
+            }
+            Some((gb * 1e9 / bpt as f64) as u64)
+        }
+    };
+    let store_nodes = if ks.nodes.is_empty() {
+        vec![0]
+    } else {
+        ks.nodes.clone()
+    };
+    if let Some(&n) = store_nodes.iter().find(|&&n| n >= nodes) {
+        return Err(c.err(
+            "kv_store.nodes",
+            format!(
+                "node {n} is not in the cluster, which has nodes 0 to {}",
+                nodes - 1
+            ),
+        ));
+    }
+    let mut sorted = store_nodes.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != store_nodes.len() {
+        return Err(c.err("kv_store.nodes", "lists a node twice"));
+    }
+    let evict = match ks.eviction.as_str() {
+        "lru" => true,
+        "none" => false,
+        other => {
+            return Err(c.err(
+                "kv_store.eviction",
+                format!("{other:?} is not an eviction policy; valid: \"lru\" (least recently used blocks make room), \"none\" (a full store takes no more)"),
+            ));
+        }
+    };
+    Ok(Some(crate::config::KvStoreParams {
+        capacity_tokens,
+        nic_bytes_per_ns: fabric.nic_bytes_per_ns
+            * f64::from(fabric.nics_per_node)
+            * store_nodes.len() as f64,
+        nodes: store_nodes,
+        evict,
+    }))
 }
 
 /// `pools.<name>.step_times`: the scenario layer reads the file; `compute/` only parses text.
@@ -649,4 +877,81 @@ pub(super) fn expect(c: &Checker, e: Option<&super::expect::Expect>) -> Result<(
         Some(Err((key, message))) => Err(c.err(&key, message)),
         _ => Ok(()),
     }
+}
+
+/// `[router]`: a policy per side and `cache_aware`'s parameters. `prefill_policy` and
+/// `decode_policy` are the PD router's flags: a plain (colocated) cluster has neither side.
+pub(super) fn router(
+    c: &Checker,
+    r: &file::RouterSection,
+    colocated: bool,
+) -> Result<RouterParams, ScenarioError> {
+    if colocated {
+        for (key, v) in [
+            ("router.prefill_policy", r.prefill_policy),
+            ("router.decode_policy", r.decode_policy),
+        ] {
+            if v.is_some() {
+                return Err(c.err(
+                    key,
+                    "is a PD router flag (--prefill-policy / --decode-policy), and this cluster has colocated servers; set router.policy instead",
+                ));
+            }
+        }
+    }
+    if !(0.0..=1.0).contains(&r.cache_threshold) {
+        return Err(c.err(
+            "router.cache_threshold",
+            format!(
+                "must be a prefix match rate in [0, 1] (sgl-model-gateway's default: 0.3), got {}",
+                r.cache_threshold
+            ),
+        ));
+    }
+    if !(r.balance_rel_threshold.is_finite() && r.balance_rel_threshold >= 1.0) {
+        return Err(c.err(
+            "router.balance_rel_threshold",
+            format!(
+                "must be a load ratio ≥ 1 (sgl-model-gateway's default: 1.5), got {}",
+                r.balance_rel_threshold
+            ),
+        ));
+    }
+    if r.balance_abs_threshold > u64::from(u32::MAX) {
+        return Err(c.err(
+            "router.balance_abs_threshold",
+            format!(
+                "must be a number of requests ≤ {} (sgl-model-gateway's default: 64), got {}",
+                u32::MAX,
+                r.balance_abs_threshold
+            ),
+        ));
+    }
+    if r.eviction_interval_secs as f64 > limits::MAX_DURATION_S {
+        return Err(c.err(
+            "router.eviction_interval_secs",
+            format!(
+                "must be at most {} s (0 turns eviction off; sgl-model-gateway's default: 60), got {}",
+                limits::MAX_DURATION_S,
+                r.eviction_interval_secs
+            ),
+        ));
+    }
+    if r.max_tree_size == 0 {
+        return Err(c.err(
+            "router.max_tree_size",
+            "must be ≥ 1 character (sgl-model-gateway's default: 67108864 = 2^26)",
+        ));
+    }
+    Ok(RouterParams {
+        prefill: r.prefill_policy.unwrap_or(r.policy),
+        decode: r.decode_policy.unwrap_or(r.policy),
+        cache_aware: CacheAwareParams {
+            cache_threshold: r.cache_threshold as f32,
+            balance_abs_threshold: r.balance_abs_threshold,
+            balance_rel_threshold: r.balance_rel_threshold as f32,
+            eviction_interval_ns: r.eviction_interval_secs * crate::engine::NS_PER_S,
+            max_tree_size: r.max_tree_size,
+        },
+    })
 }

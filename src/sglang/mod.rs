@@ -6,9 +6,12 @@
 //! request that ended) goes through [`crate::sim::World`], which drains a wake set after every
 //! event. See `README.md` beside this file for the request lifecycle.
 
+pub mod approx_tree;
 pub mod colocated;
 pub mod decode;
 pub mod dp;
+pub mod hicache;
+pub mod kv_store;
 pub mod memory;
 pub mod prefill;
 pub mod prefix_cache;

@@ -33,6 +33,7 @@ use crate::sim::ids::PrefillId;
 use crate::sim::requests::{ChunkJob, KvPoll, ReqRef, Requests};
 
 use super::Core;
+use super::hicache::HiCache;
 use super::prefix_cache::PrefixCache;
 
 /// One prefill instance.
@@ -47,6 +48,8 @@ pub struct PrefillServer {
     pub batch: Vec<(ReqRef, u32)>,
     /// Radix prefix cache, if enabled.
     pub cache: Option<PrefixCache>,
+    /// HiCache's host and storage tiers past `cache`, if enabled.
+    pub hicache: Option<Box<HiCache>>,
     /// `--chunked-prefill-size`: tokens of one forward (`rem_chunk_tokens`).
     pub chunk_tokens: u32,
     /// `--max-prefill-tokens`: the batch's input budget (`rem_input_tokens`).
@@ -70,6 +73,7 @@ impl PrefillServer {
             chunked: None,
             batch: Vec::new(),
             cache,
+            hicache: None,
             chunk_tokens,
             max_prefill_tokens,
             shape: Vec::new(),
@@ -95,6 +99,8 @@ impl PrefillServer {
         self.shape.clear();
         let ps = self.core.page_size;
         let paged = |n: u32| i64::from(n.div_ceil(ps) * ps);
+        // HiCache's loads to the GPU for this forward (host and store hits), ns.
+        let mut load_ns: Nanos = 0;
         // 1. The chunked request continues (`add_chunked_req`).
         if let Some(r) = self.chunked.take()
             && let Some(req) = reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed)
@@ -124,7 +130,14 @@ impl PrefillServer {
             // is always computed, for its logits).
             let hit = match self.cache.as_ref() {
                 Some(cache) if !req.hash_ids.is_empty() => {
-                    cache.peek(&req.hash_ids, req.input).min(req.prompt() - 1)
+                    let device = cache.peek(&req.hash_ids, req.input);
+                    let all = match self.hicache.as_deref() {
+                        None => device,
+                        Some(h) => {
+                            h.peek(&req.hash_ids, req.input, device, req.prefetch.as_ref(), now)
+                        }
+                    };
+                    all.min(req.prompt() - 1)
                 }
                 _ => 0,
             };
@@ -150,7 +163,14 @@ impl PrefillServer {
             if let Some(cache) = self.cache.as_mut()
                 && !req.hash_ids.is_empty()
             {
-                let got = cache.lookup_and_insert(&req.hash_ids, req.input, now);
+                let mut got = cache.lookup_and_insert(&req.hash_ids, req.input, now);
+                if let Some(h) = self.hicache.as_deref_mut() {
+                    let (found, ns) =
+                        h.admit(&req.hash_ids, req.input, got, req.prefetch.as_ref(), now);
+                    got = found.all;
+                    req.local_hit_tokens = found.local;
+                    load_ns += ns;
+                }
                 req.prefilled = got.min(req.prompt() - 1);
             }
             let left = req.prompt() - req.prefilled;
@@ -170,7 +190,8 @@ impl PrefillServer {
         if self.batch.is_empty() {
             return;
         }
-        let dt: Nanos = self.core.step.prefill_ns(&self.shape);
+        // HiCache loads layer by layer while the forward computes: the longer of the two.
+        let dt: Nanos = self.core.step.prefill_ns(&self.shape).max(load_ns);
         self.core.start_busy(now);
         self.core.step_key = Some(q.schedule_keyed_in(dt, Event::PrefillStepDone { prefill: me }));
     }

@@ -144,6 +144,70 @@ impl PrefixCache {
         u32::try_from(hit).expect("hit ≤ input_tokens, a u32")
     }
 
+    /// Writes the prompt's blocks without a lookup counted (a store's write of blocks another
+    /// instance computed): touches the cached prefix and caches the rest; with `evict`,
+    /// least recently used leaves make room as in [`PrefixCache::lookup_and_insert`], without
+    /// it, only as many new blocks as fit are written. Returns the blocks newly written.
+    pub fn write(&mut self, hash_ids: &[u64], now: u64, evict: bool) -> u64 {
+        let used = (now, self.lookups);
+        self.lookups += 1;
+        let mut parent = ROOT;
+        let mut matched = 0usize;
+        for &id in hash_ids {
+            let Some(&node) = self.index.get(&(parent, id)) else {
+                break;
+            };
+            self.touch(node, used);
+            parent = node;
+            matched += 1;
+        }
+        let mut rest = &hash_ids[matched..];
+        if !evict && let Some(cap) = self.capacity_tokens {
+            let room = (cap / u64::from(HASH_BLOCK_TOKENS)).saturating_sub(self.blocks);
+            rest = &rest[..rest.len().min(usize::try_from(room).unwrap_or(usize::MAX))];
+        }
+        for (k, &id) in rest.iter().enumerate() {
+            parent = self.insert(parent, id, used, k == 0, k + 1 == rest.len());
+        }
+        if let Some(cap) = self.capacity_tokens {
+            while self.blocks * u64::from(HASH_BLOCK_TOKENS) > cap {
+                self.evict_lru_leaf();
+            }
+        }
+        rest.len() as u64
+    }
+
+    /// Leading blocks of `hash_ids` cached, each touched at `now` (a read: LRU recency).
+    pub fn touch_prefix(&mut self, hash_ids: &[u64], now: u64) -> u32 {
+        let used = (now, self.lookups);
+        self.lookups += 1;
+        let mut parent = ROOT;
+        let mut matched = 0u32;
+        for &id in hash_ids {
+            let Some(&node) = self.index.get(&(parent, id)) else {
+                break;
+            };
+            self.touch(node, used);
+            parent = node;
+            matched += 1;
+        }
+        matched
+    }
+
+    /// Leading blocks of `hash_ids` cached (no touch).
+    pub fn peek_blocks(&self, hash_ids: &[u64]) -> u32 {
+        let mut parent = ROOT;
+        let mut matched = 0u32;
+        for &id in hash_ids {
+            let Some(&node) = self.index.get(&(parent, id)) else {
+                break;
+            };
+            parent = node;
+            matched += 1;
+        }
+        matched
+    }
+
     /// Marks `node` used at `used`, keeping the leaf set's order right.
     fn touch(&mut self, node: u32, used: (u64, u64)) {
         let n = &mut self.nodes[node as usize];

@@ -69,7 +69,12 @@ impl Dispatch {
     /// side a single always-live placeholder.
     pub(super) fn router(&self, sc: &Scenario, colocated: bool) -> Router {
         let decodes = if colocated { 1 } else { self.instances(DECODE) };
-        Router::new(sc.router, sc.seed, self.instances(FRONT), decodes)
+        let mut params = sc.router;
+        if colocated && params.decode == crate::config::RouterPolicy::CacheAware {
+            // The placeholder needs no tree (and draws nothing, as before).
+            params.decode = crate::config::RouterPolicy::LeastLoaded;
+        }
+        Router::new(params, sc.seed, self.instances(FRONT), decodes)
     }
 
     /// The instance of server `server` on `side`.

@@ -2,7 +2,7 @@
 //! metadata), the handlers of the components' step events, the timeouts, and the end of a
 //! request (`docs/sglang-pd.md` §2–§3).
 
-use crate::engine::NS_PER_S;
+use crate::engine::{NS_PER_S, Nanos};
 use crate::layout::{RequestId, Verdict};
 use crate::metrics::{ErrorKind, Outcome, RequestRow};
 use crate::sglang::decode::id_list;
@@ -56,7 +56,11 @@ impl World<'_> {
             self.arrive_colocated(id, nr);
             return;
         }
-        let Some((pi, di)) = self.router.pick() else {
+        let prompt = crate::sglang::router::Prompt {
+            hash_ids: &nr.hash_ids,
+            input_tokens: nr.input_tokens,
+        };
+        let Some((pi, di)) = self.router.pick(prompt, now) else {
             // Every instance of a role is down: the router has nowhere to send it.
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
@@ -147,9 +151,18 @@ impl World<'_> {
             .get_mut(r)
             .expect("just inserted")
             .bootstrap_timeout = Some(key);
+        // HiCache with a storage backend: the prefetch from the store starts now; its policy
+        // may hold the request back from the prefill's scheduler.
+        let prefetch_ready = self.plan_prefetch(r, p, now).unwrap_or(0);
         let costs = &self.sc.compute;
         if !costs.has_serving_costs() {
             // No serving cost: the request reaches both schedulers at once (the 2023 fit).
+            if prefetch_ready > 0 {
+                self.reqs
+                    .get_mut(r)
+                    .expect("just inserted")
+                    .prefill_ready_ns = prefetch_ready;
+            }
             self.decodes[d].prealloc.push_back(r);
             self.try_prealloc(d);
             return;
@@ -168,7 +181,7 @@ impl World<'_> {
         self.reqs
             .get_mut(r)
             .expect("just inserted")
-            .prefill_ready_ns = ready_p;
+            .prefill_ready_ns = ready_p.max(prefetch_ready);
         if ready_d > self.q.now() {
             self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
         } else {
@@ -276,11 +289,87 @@ impl World<'_> {
         jobs.clear();
         self.prefills[p].step_done(now, &mut self.reqs, &mut jobs);
         for &job in &jobs {
+            if job.last && self.kv_store.is_some() {
+                self.write_back(p, job.req, now);
+            }
             self.enqueue_chunk(p, job);
         }
         self.scratch.jobs = jobs;
         self.schedule_prefill(p);
         self.observe(CoreRef::Prefill(p));
+    }
+
+    /// HiCache's prefetch of request `r` from the shared store, planned as prefill `p`'s
+    /// scheduler receives it at `now` (`sglang::hicache`): the blocks past the instance's own
+    /// tiers that the store holds now, when there are at least `prefetch_threshold` tokens of
+    /// them. Returns when the prefetch policy lets the request be scheduled.
+    fn plan_prefetch(&mut self, r: ReqRef, p: PrefillId, now: Nanos) -> Option<Nanos> {
+        use crate::sglang::hicache::{PREFETCH_THRESHOLD_TOKENS, Prefetch};
+        use crate::sglang::kv_store::KvStore;
+        let store = self.kv_store.as_mut()?;
+        let server = &self.prefills[p];
+        let h = server.hicache.as_deref().filter(|h| h.params.storage)?;
+        let req = self.reqs.get(r)?;
+        if req.hash_ids.is_empty() {
+            return None;
+        }
+        let device = server
+            .cache
+            .as_ref()
+            .map_or(0, |c| c.peek_blocks(&req.hash_ids));
+        let local = device.max(h.host_blocks(&req.hash_ids));
+        let held = store.held(&req.hash_ids, now);
+        let input = u64::from(req.input);
+        let gain = KvStore::tokens(held)
+            .min(input)
+            .saturating_sub(KvStore::tokens(local));
+        if held <= local || gain < PREFETCH_THRESHOLD_TOKENS {
+            return None;
+        }
+        store.read(&req.hash_ids, local, now);
+        let k = self
+            .sc
+            .kv_store
+            .as_ref()
+            .expect("a store has its parameters");
+        let pf = Prefetch {
+            start_ns: now,
+            from_block: local,
+            blocks: held - local,
+            latency_ns: self.sc.fabric.base_latency_ns,
+            bytes_per_ns: h.nic_bytes_per_ns.min(k.nic_bytes_per_ns),
+            block_bytes: KvStore::tokens(1) * h.params.bytes_per_token,
+        };
+        let ready = pf.ready_ns(h.params.prefetch);
+        self.reqs.get_mut(r)?.prefetch = Some(pf);
+        Some(ready)
+    }
+
+    /// Request `r`'s prefill on `p` ended at `now`: HiCache writes its blocks back to the
+    /// shared store as the write policy says (`HiCache::write_back`).
+    fn write_back(&mut self, p: PrefillId, r: ReqRef, now: Nanos) {
+        let (Some(store), Some(k)) = (self.kv_store.as_mut(), self.sc.kv_store.as_ref()) else {
+            return;
+        };
+        let Some(h) = self.prefills[p]
+            .hicache
+            .as_deref_mut()
+            .filter(|h| h.params.storage)
+        else {
+            return;
+        };
+        let Some(req) = self.reqs.get(r) else {
+            return;
+        };
+        if let Some((n, done)) = h.write_back(
+            req.hash_ids.len(),
+            req.local_hit_tokens,
+            now,
+            k.nic_bytes_per_ns,
+            self.sc.fabric.base_latency_ns,
+        ) {
+            store.write(&req.hash_ids[..n], done);
+        }
     }
 
     /// Prefill's `conclude_transfer(Success)` reached the decode: the request waits to join the
@@ -566,7 +655,11 @@ impl World<'_> {
     /// KV is rejected up front, as sglang's tokenizer manager rejects it.
     fn arrive_colocated(&mut self, id: u64, nr: crate::workload::NewRequest) {
         let now = self.q.now();
-        let Some((ci, _)) = self.router.pick() else {
+        let prompt = crate::sglang::router::Prompt {
+            hash_ids: &nr.hash_ids,
+            input_tokens: nr.input_tokens,
+        };
+        let Some((ci, _)) = self.router.pick(prompt, now) else {
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
             row.finish_ns = Some(now);

@@ -152,6 +152,8 @@ pub struct World<'a> {
     /// The compiled transfer plan of every (prefill, decode) instance pair.
     plans: Plans,
     router: Router,
+    /// The shared Mooncake Store (`[kv_store]`), if any.
+    kv_store: Option<crate::sglang::kv_store::KvStore>,
     source: Generator,
     arrivals_done: bool,
     /// The next request, drawn when its arrival was scheduled.
@@ -396,12 +398,21 @@ impl<'a> World<'a> {
                                 cap.unwrap_or(u64::from(pages) * u64::from(pool.server.page_size)),
                             ))
                         });
-                        prefills.push(PrefillServer::new(
+                        let hicache = pool.hicache.map(|h| {
+                            let mut nics = core.nics.clone();
+                            nics.sort_unstable();
+                            nics.dedup();
+                            let rate = sc.fabric.nic_bytes_per_ns * nics.len() as f64;
+                            Box::new(crate::sglang::hicache::HiCache::new(h, rate))
+                        });
+                        let mut server = PrefillServer::new(
                             core,
                             cache,
                             pool.server.chunked_prefill_size,
                             pool.server.max_prefill_tokens,
-                        ));
+                        );
+                        server.hicache = hicache;
+                        prefills.push(server);
                         transfers.push(TransferQueues::new(
                             pool.server.attn_tp_size,
                             sc.sglang.queue_size,
@@ -438,6 +449,10 @@ impl<'a> World<'a> {
             sc,
             q: EventQueue::new(),
             router: dispatch.router(sc, !colocated.is_empty()),
+            kv_store: sc
+                .kv_store
+                .as_ref()
+                .map(|k| crate::sglang::kv_store::KvStore::new(k.capacity_tokens, k.evict)),
             fabric,
             prefills,
             transfers,
@@ -468,19 +483,76 @@ impl<'a> World<'a> {
         w
     }
 
+    /// The router's `cache_aware` decisions, `[prefill or colocated side, decode side]`.
+    pub fn router_decisions(&self) -> [Option<crate::metrics::summary::RouterDecisions>; 2] {
+        let mut d = self.router.decisions();
+        if !self.colocated.is_empty() {
+            d[1] = None; // the placeholder side of a plain cluster
+        }
+        d
+    }
+
+    /// The shared store's figures (`summary.json` `kv_store`), if the scenario has one.
+    pub fn kv_store_summary(&mut self) -> Option<crate::metrics::summary::KvStoreSummary> {
+        let now = self.q.now();
+        let s = self.kv_store.as_mut()?;
+        s.settle(now);
+        let k = self.sc.kv_store.as_ref()?;
+        let bpt = self
+            .sc
+            .pools
+            .iter()
+            .find_map(|p| p.hicache.filter(|h| h.storage))
+            .map_or(0, |h| h.bytes_per_token);
+        let block = u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * bpt;
+        Some(crate::metrics::summary::KvStoreSummary {
+            capacity_tokens: k.capacity_tokens,
+            nodes: k.nodes.clone(),
+            blocks: s.blocks(),
+            written_blocks: s.written_blocks,
+            write_bytes: s.written_blocks * block,
+            skipped_blocks: s.skipped_blocks,
+            evicted_blocks: s.evicted_blocks(),
+            prefetched_blocks: s.read_blocks,
+            prefetched_bytes: s.read_blocks * block,
+        })
+    }
+
     /// Prefix-cache figures of every prefill instance that has a cache.
     pub fn prefix_caches(&self) -> Vec<crate::report::CacheStats> {
         self.prefills
             .iter()
             .filter_map(|p| {
                 let c = p.cache.as_ref()?;
+                let tiers = p.hicache.as_deref().map(|h| {
+                    let t = h.counts;
+                    crate::metrics::summary::TierStats {
+                        device_hit_tokens: t.device_hit_tokens,
+                        host_hit_tokens: t.host_hit_tokens,
+                        store_hit_tokens: t.store_hit_tokens,
+                        host_to_gpu_bytes: t.load_bytes,
+                        store_read_bytes: t.store_read_bytes,
+                        store_write_bytes: t.store_write_bytes,
+                    }
+                });
+                // Hits from every tier: the GPU cache's, plus host and store hits.
+                let hit_tokens =
+                    c.hit_tokens() + tiers.map_or(0, |t| t.host_hit_tokens + t.store_hit_tokens);
+                let input_tokens = c.input_tokens();
                 Some(crate::report::CacheStats {
                     instance: p.core.instance.0,
                     pool: self.sc.pools[p.core.pool.idx()].name.clone(),
                     lookups: c.lookups(),
-                    hit_tokens: c.hit_tokens(),
-                    input_tokens: c.input_tokens(),
-                    hit_rate: c.hit_rate(),
+                    hit_tokens,
+                    input_tokens,
+                    hit_rate: if tiers.is_none() {
+                        c.hit_rate()
+                    } else if input_tokens == 0 {
+                        0.0
+                    } else {
+                        hit_tokens as f64 / input_tokens as f64
+                    },
+                    tiers,
                 })
             })
             .collect()

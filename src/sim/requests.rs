@@ -87,6 +87,10 @@ pub struct Req {
     /// When the prefill's scheduler has the request (its tokenizer manager is done), ns: the
     /// metadata that arrives earlier waits for it.
     pub prefill_ready_ns: Nanos,
+    /// Its prefetch from the shared store (HiCache with a storage backend), if one was planned.
+    pub prefetch: Option<crate::sglang::hicache::Prefetch>,
+    /// Prompt tokens its admission found on its prefill's own tiers (GPU and host).
+    pub local_hit_tokens: u32,
     /// The row `requests.csv` gets when the request ends.
     pub row: RequestRow,
 }
@@ -124,6 +128,8 @@ impl Req {
             waiting_timeout: None,
             corrupted_earlier: None,
             prefill_ready_ns: 0,
+            prefetch: None,
+            local_hit_tokens: 0,
             row,
         }
     }

@@ -104,6 +104,8 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
             cut_by_drain_timeout: false,
         },
         prefix_cache: Vec::new(),
+        router: None,
+        kv_store: None,
     }
 }
 

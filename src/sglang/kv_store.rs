@@ -1,0 +1,148 @@
+//! The shared Mooncake Store: HiCache's storage tier (`hicache_storage_backend = "mooncake"`),
+//! one KV pool in some nodes' DRAM that every prefill instance of the pools using it reads and
+//! writes (`docs/sglang-pd.md` §18).
+//!
+//! Blocks are Mooncake-style 512-token prefix blocks, kept in a [`PrefixCache`] (a block is
+//! only reusable with its whole prefix, as HiCache's prefix-keyed pages are). A write becomes
+//! visible when it completes: [`KvStore::write`] queues the blocks with their completion time,
+//! and every read first applies the writes completed by then, in completion order
+//! ([`KvStore::settle`]). Capacity is in tokens (whole blocks); a full store evicts least
+//! recently used leaves (`lru`) or takes no more (`none`).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::prefix_cache::PrefixCache;
+use crate::engine::Nanos;
+use crate::workload::trace::HASH_BLOCK_TOKENS;
+
+/// The store of a run.
+#[derive(Debug)]
+pub struct KvStore {
+    blocks: PrefixCache,
+    evict: bool,
+    /// Writes in flight: (completion ns, sequence, blocks).
+    pending: BinaryHeap<Reverse<(Nanos, u64, Vec<u64>)>>,
+    writes: u64,
+    /// Blocks written (new to the store).
+    pub written_blocks: u64,
+    /// Blocks offered that a full store (`none`) did not take.
+    pub skipped_blocks: u64,
+    /// Blocks read by prefetches.
+    pub read_blocks: u64,
+}
+
+impl KvStore {
+    /// An empty store of `capacity_tokens` (`None`: unbounded).
+    pub fn new(capacity_tokens: Option<u64>, evict: bool) -> Self {
+        Self {
+            blocks: PrefixCache::new(capacity_tokens),
+            evict,
+            pending: BinaryHeap::new(),
+            writes: 0,
+            written_blocks: 0,
+            skipped_blocks: 0,
+            read_blocks: 0,
+        }
+    }
+
+    /// Applies every write completed by `now`, in completion order.
+    pub fn settle(&mut self, now: Nanos) {
+        while let Some(Reverse((t, _, _))) = self.pending.peek()
+            && *t <= now
+        {
+            let Reverse((t, _, ids)) = self.pending.pop().expect("peeked");
+            let held = u64::from(self.blocks.peek_blocks(&ids));
+            let new = self.blocks.write(&ids, t, self.evict);
+            self.written_blocks += new;
+            self.skipped_blocks += ids.len() as u64 - held - new;
+        }
+    }
+
+    /// Queues a write of the prompt blocks `hash_ids` that completes at `done_ns`.
+    pub fn write(&mut self, hash_ids: &[u64], done_ns: Nanos) {
+        if hash_ids.is_empty() {
+            return;
+        }
+        self.pending
+            .push(Reverse((done_ns, self.writes, hash_ids.to_vec())));
+        self.writes += 1;
+    }
+
+    /// The prompt's leading blocks the store holds at `now`, after the writes completed by then.
+    pub fn held(&mut self, hash_ids: &[u64], now: Nanos) -> u32 {
+        self.settle(now);
+        self.blocks.peek_blocks(hash_ids)
+    }
+
+    /// A prefetch reads the prompt's leading blocks from `from` on at `now`: each block held is
+    /// touched (LRU recency) and the ones read counted. Returns the leading blocks held.
+    pub fn read(&mut self, hash_ids: &[u64], from: u32, now: Nanos) -> u32 {
+        let held = self.held(hash_ids, now);
+        if held > from {
+            self.blocks.touch_prefix(&hash_ids[..held as usize], now);
+            self.read_blocks += u64::from(held - from);
+        }
+        held
+    }
+
+    /// Blocks held now.
+    pub fn blocks(&self) -> u64 {
+        self.blocks.cached_blocks()
+    }
+
+    /// Blocks evicted so far.
+    pub fn evicted_blocks(&self) -> u64 {
+        self.blocks.evicted_blocks()
+    }
+
+    /// Tokens of `blocks` whole blocks.
+    pub fn tokens(blocks: u32) -> u64 {
+        u64::from(blocks) * u64::from(HASH_BLOCK_TOKENS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_is_readable_once_its_write_completes() {
+        let mut s = KvStore::new(None, true);
+        s.write(&[1, 2, 3], 100);
+        assert_eq!(s.read(&[1, 2, 3], 0, 99), 0, "not yet written");
+        assert_eq!(s.read(&[1, 2, 3], 0, 100), 3);
+        assert_eq!(s.read(&[1, 2, 9], 1, 101), 2);
+        assert_eq!(s.read_blocks, 3 + 1);
+        assert_eq!(s.written_blocks, 3);
+        // Writes apply in completion order, not queueing order.
+        s.write(&[7, 8], 300);
+        s.write(&[7], 200);
+        assert_eq!(s.read(&[7, 8], 0, 250), 1);
+        assert_eq!(s.read(&[7, 8], 0, 300), 2);
+        assert_eq!(s.written_blocks, 5);
+    }
+
+    #[test]
+    fn a_full_store_evicts_lru_or_refuses() {
+        let cap = Some(2 * u64::from(HASH_BLOCK_TOKENS));
+        let mut lru = KvStore::new(cap, true);
+        lru.write(&[1], 1);
+        lru.write(&[2], 2);
+        lru.settle(2);
+        assert_eq!(lru.read(&[1], 0, 3), 1, "reading 1 makes 2 the oldest");
+        lru.write(&[3], 4);
+        lru.settle(4);
+        assert_eq!(lru.blocks(), 2);
+        assert_eq!(lru.evicted_blocks(), 1);
+        assert_eq!(lru.read(&[2], 0, 5), 0);
+        assert_eq!(lru.read(&[1], 0, 5), 1);
+        let mut none = KvStore::new(cap, false);
+        none.write(&[1, 2, 3], 1);
+        none.settle(1);
+        assert_eq!(none.blocks(), 2);
+        assert_eq!(none.read(&[1, 2, 3], 0, 2), 2);
+        assert_eq!(none.evicted_blocks(), 0);
+        assert_eq!(none.skipped_blocks, 1);
+    }
+}

@@ -150,6 +150,13 @@ const IGNORED_WITH_VALUE: &[&str] = &[
     "--ep-num-redundant-experts",
     "--revision",
     "--quantization",
+    // Capacity and caching knobs a scenario models (`pools.server.*`), not the contract.
+    "--num-reserved-decode-tokens",
+    "--hicache-ratio",
+    "--hicache-size",
+    "--hicache-write-policy",
+    "--hicache-storage-backend",
+    "--hicache-storage-prefetch-policy",
 ];
 /// Boolean flags that do not change what pdsim models.
 const IGNORED_SWITCHES: &[&str] = &[
@@ -158,6 +165,7 @@ const IGNORED_SWITCHES: &[&str] = &[
     "--enable-metrics",
     "--enable-two-batch-overlap",
     "--enable-eplb",
+    "--enable-hierarchical-cache",
     "--skip-server-warmup",
     "--enable-cache-report",
     "--log-requests",

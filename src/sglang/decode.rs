@@ -792,6 +792,48 @@ mod tests {
         }
     }
 
+    /// `need_single` (sglang's "each request can finish with all others retracted"): one
+    /// running request of 16 prompt tokens that may grow to 16 + 3,500 holds back every new
+    /// one, where the 512-token reservations alone would let six in. 250 pages of 16 = 4,000
+    /// tokens; the running request holds 1 page, so 3,984 are free and its tokens are 17:
+    /// need_single = 3,516 − 17 = 3,499, allocatable = 3,984 − 3,499 = 485 < 16 + 512.
+    /// With an output of 100 instead, need_single = 99 < 512 and the reservations decide:
+    /// after k admissions 3,984 − 16 k − 512 (1 + k) ≥ 528 holds for k ≤ 5, six admitted.
+    #[test]
+    fn need_single_keeps_room_for_the_longest_running_request_to_finish() {
+        let admitted_beside = |long_output: u32| {
+            let mut reqs = Requests::default();
+            let mut q = EventQueue::new();
+            let mut d = DecodeServer::new(core(250, 16), vec![17_000], u32::MAX);
+            d.coalesce = false;
+            let a = request(&mut reqs, 0, 16, long_output);
+            let id = reqs.get(a).unwrap().id;
+            let h = d.core.pages.alloc(id, 1, false).unwrap();
+            let req = reqs.get_mut(a).unwrap();
+            req.on_decode = h;
+            req.decode_allocated = true;
+            req.receiver = KvPoll::Success;
+            d.holders += 1;
+            d.enqueue_ready(a);
+            let mut retracted = Vec::new();
+            d.start_step(
+                (DecodeId(0), q.now()),
+                &mut reqs,
+                &mut q,
+                1_000,
+                &mut retracted,
+            );
+            assert_eq!((d.running, d.context_tokens), (1, 17));
+            let v: Vec<_> = (1..10).map(|i| request(&mut reqs, i, 16, 4)).collect();
+            d.prealloc.extend(v.iter().copied());
+            let mut admitted = Vec::new();
+            d.try_prealloc(&mut reqs, &mut admitted);
+            admitted.len()
+        };
+        assert_eq!(admitted_beside(3_500), 0);
+        assert_eq!(admitted_beside(100), 6);
+    }
+
     /// A batch that runs the pool dry retracts its most recently joined request: it leaves with
     /// its pages, goes to the front of the prealloc queue with what it generated added to its
     /// prompt, and gets a fresh bootstrap timeout.

@@ -18,39 +18,6 @@ const SCENARIO: &str = "tests/scenarios/kv-store.toml";
 /// Rows of each trace (the first ones), to keep the test fast.
 const ROWS: usize = 2000;
 
-fn hit_share(s: &Summary) -> f64 {
-    let h: u64 = s.prefix_cache.iter().map(|c| c.hit_tokens).sum();
-    let i: u64 = s.prefix_cache.iter().map(|c| c.input_tokens).sum();
-    h as f64 / i as f64
-}
-
-/// The trace's own reuse over its first `rows` rows: each row hits the longest prefix of its
-/// blocks that any earlier row had (whole 512-token blocks, capped at its prompt).
-fn reuse_bound(path: &std::path::Path, rows: usize) -> f64 {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut seen = std::collections::BTreeSet::new();
-    let (mut hit, mut all) = (0u64, 0u64);
-    for line in text.lines().filter(|l| !l.trim().is_empty()).take(rows) {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        let ids: Vec<u64> = v["hash_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap())
-            .collect();
-        let input = v["input_length"].as_u64().unwrap();
-        let m = (1..=ids.len())
-            .take_while(|&k| seen.contains(&ids[..k]))
-            .count() as u64;
-        hit += (m * 512).min(input);
-        all += input;
-        for k in 1..=ids.len() {
-            seen.insert(ids[..k].to_vec());
-        }
-    }
-    hit as f64 / all as f64
-}
-
 fn store_run(name: &str, sets: &[String]) -> Summary {
     let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
     run(SCENARIO, &sets, &tmpdir(&format!("kv-store-{name}")))
@@ -73,7 +40,7 @@ fn an_unbounded_shared_store_reaches_the_traces_own_reuse() {
         ),
     ];
     for (repo_path, scenario_path) in traces {
-        let bound = reuse_bound(&common::repo().join(repo_path), ROWS);
+        let bound = common::trace_reuse_bound(&common::repo().join(repo_path), ROWS);
         let base = vec![
             format!("workload.trace.path={scenario_path}"),
             format!("workload.trace.limit={ROWS}"),
@@ -88,7 +55,7 @@ fn an_unbounded_shared_store_reaches_the_traces_own_reuse() {
             let rows = s.requests.arrived;
             assert!(rows == ROWS as u64 || repo_path.contains("10min"), "{rows}");
             assert_eq!(s.requests.completed, rows, "{repo_path}: {:?}", s.requests);
-            let h = hit_share(&s);
+            let h = common::hit_share(&s);
             let store: u64 = s
                 .prefix_cache
                 .iter()
@@ -149,7 +116,7 @@ fn a_bounded_store_hits_less_as_it_shrinks() {
                     format!("kv_store.eviction={eviction}"),
                 ],
             );
-            let h = hit_share(&s);
+            let h = common::hit_share(&s);
             let k = s.kv_store.as_ref().unwrap();
             println!(
                 "capacity {cap:>5} GB {eviction:<4}: hit share {:>6.2} %  evicted {}  refused {}",

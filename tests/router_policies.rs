@@ -11,49 +11,13 @@ use pdsim::report::Summary;
 
 const SCENARIO: &str = "tests/scenarios/router-conversation.toml";
 
-/// Hit tokens ÷ looked-up tokens over every prefill instance.
-fn hit_share(s: &Summary) -> f64 {
-    let h: u64 = s.prefix_cache.iter().map(|c| c.hit_tokens).sum();
-    let i: u64 = s.prefix_cache.iter().map(|c| c.input_tokens).sum();
-    h as f64 / i as f64
-}
-
-/// The share of the trace's prompt tokens that a cache seeing every earlier request would hit:
-/// the trace's own reuse bound, from its `hash_ids` alone.
-fn reuse_bound() -> f64 {
-    let text =
-        std::fs::read_to_string(common::repo().join("traces/mooncake_conversation_10min.jsonl"))
-            .unwrap();
-    let mut seen = std::collections::BTreeSet::new();
-    let (mut hit, mut all) = (0u64, 0u64);
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        let ids: Vec<u64> = v["hash_ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap())
-            .collect();
-        let input = v["input_length"].as_u64().unwrap();
-        let m = (1..=ids.len())
-            .take_while(|&k| seen.contains(&ids[..k]))
-            .count() as u64;
-        hit += (m * 512).min(input);
-        all += input;
-        for k in 1..=ids.len() {
-            seen.insert(ids[..k].to_vec());
-        }
-    }
-    hit as f64 / all as f64
-}
-
 fn policy_run(name: &str, sets: &[&str]) -> Summary {
     let dir = tmpdir(&format!("router-{name}"));
     let s = run(SCENARIO, sets, &dir);
     assert_eq!(s.requests.completed, 1750, "{name}: {:?}", s.requests);
     println!(
         "{name:<28} prefix hit share {:>6.2} %   router {:?}",
-        100.0 * hit_share(&s),
+        100.0 * common::hit_share(&s),
         s.router
     );
     s
@@ -61,7 +25,10 @@ fn policy_run(name: &str, sets: &[&str]) -> Summary {
 
 #[test]
 fn cache_aware_hits_more_prefix_tokens_within_the_balance_thresholds() {
-    let bound = reuse_bound();
+    let bound = common::trace_reuse_bound(
+        &common::repo().join("traces/mooncake_conversation_10min.jsonl"),
+        usize::MAX,
+    );
     println!("trace reuse bound {:.2} %", 100.0 * bound);
     for cache in ["kv-sized", "unbounded"] {
         let mut sets = vec![];
@@ -89,16 +56,16 @@ fn cache_aware_hits_more_prefix_tokens_within_the_balance_thresholds() {
             &format!("{cache} power_of_two"),
             &with("router.policy=power_of_two"),
         );
-        let h = hit_share(&ca);
+        let h = common::hit_share(&ca);
         for (other, s) in [
             ("round_robin", &rr),
             ("least_loaded", &ll),
             ("power_of_two", &p2),
         ] {
             assert!(
-                h > 1.2 * hit_share(s),
+                h > 1.2 * common::hit_share(s),
                 "{cache}: cache_aware {h} vs {other} {}",
-                hit_share(s)
+                common::hit_share(s)
             );
         }
         assert!(
@@ -139,7 +106,7 @@ fn cache_aware_hits_more_prefix_tokens_within_the_balance_thresholds() {
     let p = tight.router.as_ref().unwrap().prefill.unwrap();
     assert!(p.imbalanced > 50, "{p:?}");
     assert!(p.peak_load_gap < 16, "{p:?}");
-    assert!(hit_share(&tight) > hit_share(&rr));
+    assert!(common::hit_share(&tight) > common::hit_share(&rr));
 }
 
 /// The prefill and decode sides follow their own flags.

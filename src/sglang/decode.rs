@@ -730,6 +730,19 @@ mod tests {
     use super::*;
     use crate::sglang::testkit::{core, request};
 
+    /// Request `r` holds one page of `d` (prealloc bypassed) and its KV landed: it joins at the
+    /// next step.
+    fn landed(d: &mut DecodeServer, reqs: &mut Requests, r: ReqRef) {
+        let id = reqs.get(r).unwrap().id;
+        let h = d.core.pages.alloc(id, 1, false).unwrap();
+        let req = reqs.get_mut(r).unwrap();
+        req.on_decode = h;
+        req.decode_allocated = true;
+        req.receiver = KvPoll::Success;
+        d.holders += 1;
+        d.enqueue_ready(r);
+    }
+
     /// sglang's budget by hand (`try_prealloc`'s formula), 80 pages of 16 tokens = 1,280
     /// tokens: each holder keeps 512 tokens of reservation whatever its output (64 here), so
     /// two short requests are admitted and the third waits (1,216 free − 2 × 512 = 192 <
@@ -807,14 +820,7 @@ mod tests {
             let mut d = DecodeServer::new(core(250, 16), vec![17_000], u32::MAX);
             d.coalesce = false;
             let a = request(&mut reqs, 0, 16, long_output);
-            let id = reqs.get(a).unwrap().id;
-            let h = d.core.pages.alloc(id, 1, false).unwrap();
-            let req = reqs.get_mut(a).unwrap();
-            req.on_decode = h;
-            req.decode_allocated = true;
-            req.receiver = KvPoll::Success;
-            d.holders += 1;
-            d.enqueue_ready(a);
+            landed(&mut d, &mut reqs, a);
             let mut retracted = Vec::new();
             d.start_step(
                 (DecodeId(0), q.now()),
@@ -848,14 +854,7 @@ mod tests {
         let b = request(&mut reqs, 1, 4, 100);
         // Admit both with the lone-request rule bypassed: one page each.
         for r in [a, b] {
-            let id = reqs.get(r).unwrap().id;
-            let h = d.core.pages.alloc(id, 1, false).unwrap();
-            let req = reqs.get_mut(r).unwrap();
-            req.on_decode = h;
-            req.decode_allocated = true;
-            req.receiver = KvPoll::Success;
-            d.holders += 1;
-            d.enqueue_ready(r);
+            landed(&mut d, &mut reqs, r);
         }
         let mut retracted = Vec::new();
         // Steps until the two requests' growth needs more than the 2 free pages.

@@ -93,15 +93,7 @@ impl PrefixCache {
     /// would return them, without touching, inserting or counting anything: what sglang's
     /// scheduler knows of a waiting request's prefix before `PrefillAdder` decides on it.
     pub fn peek(&self, hash_ids: &[u64], input_tokens: u32) -> u32 {
-        let mut parent = ROOT;
-        let mut matched = 0u64;
-        for &id in hash_ids {
-            let Some(&node) = self.index.get(&(parent, id)) else {
-                break;
-            };
-            parent = node;
-            matched += 1;
-        }
+        let matched = u64::from(self.peek_blocks(hash_ids));
         let hit = (matched * u64::from(HASH_BLOCK_TOKENS)).min(u64::from(input_tokens));
         u32::try_from(hit).expect("hit ≤ input_tokens, a u32")
     }
@@ -117,16 +109,7 @@ impl PrefixCache {
         self.input_tokens += u64::from(input_tokens);
 
         // Match the longest cached prefix, touching each block on the way.
-        let mut parent = ROOT;
-        let mut matched = 0usize;
-        for &id in hash_ids {
-            let Some(&node) = self.index.get(&(parent, id)) else {
-                break;
-            };
-            self.touch(node, used);
-            parent = node;
-            matched += 1;
-        }
+        let (mut parent, matched) = self.match_touching(hash_ids, used);
         let hit = (matched as u64 * u64::from(HASH_BLOCK_TOKENS)).min(u64::from(input_tokens));
         self.hit_tokens += hit;
 
@@ -136,11 +119,7 @@ impl PrefixCache {
         for (k, &id) in rest.iter().enumerate() {
             parent = self.insert(parent, id, used, k == 0, k + 1 == rest.len());
         }
-        if let Some(cap) = self.capacity_tokens {
-            while self.blocks * u64::from(HASH_BLOCK_TOKENS) > cap {
-                self.evict_lru_leaf();
-            }
-        }
+        self.evict_to_capacity();
         u32::try_from(hit).expect("hit ≤ input_tokens, a u32")
     }
 
@@ -151,16 +130,7 @@ impl PrefixCache {
     pub fn write(&mut self, hash_ids: &[u64], now: u64, evict: bool) -> u64 {
         let used = (now, self.lookups);
         self.lookups += 1;
-        let mut parent = ROOT;
-        let mut matched = 0usize;
-        for &id in hash_ids {
-            let Some(&node) = self.index.get(&(parent, id)) else {
-                break;
-            };
-            self.touch(node, used);
-            parent = node;
-            matched += 1;
-        }
+        let (mut parent, matched) = self.match_touching(hash_ids, used);
         let mut rest = &hash_ids[matched..];
         if !evict && let Some(cap) = self.capacity_tokens {
             let room = (cap / u64::from(HASH_BLOCK_TOKENS)).saturating_sub(self.blocks);
@@ -169,11 +139,7 @@ impl PrefixCache {
         for (k, &id) in rest.iter().enumerate() {
             parent = self.insert(parent, id, used, k == 0, k + 1 == rest.len());
         }
-        if let Some(cap) = self.capacity_tokens {
-            while self.blocks * u64::from(HASH_BLOCK_TOKENS) > cap {
-                self.evict_lru_leaf();
-            }
-        }
+        self.evict_to_capacity();
         rest.len() as u64
     }
 
@@ -181,17 +147,7 @@ impl PrefixCache {
     pub fn touch_prefix(&mut self, hash_ids: &[u64], now: u64) -> u32 {
         let used = (now, self.lookups);
         self.lookups += 1;
-        let mut parent = ROOT;
-        let mut matched = 0u32;
-        for &id in hash_ids {
-            let Some(&node) = self.index.get(&(parent, id)) else {
-                break;
-            };
-            self.touch(node, used);
-            parent = node;
-            matched += 1;
-        }
-        matched
+        self.match_touching(hash_ids, used).1 as u32
     }
 
     /// Leading blocks of `hash_ids` cached (no touch).
@@ -206,6 +162,32 @@ impl PrefixCache {
             matched += 1;
         }
         matched
+    }
+
+    /// The longest cached prefix of `hash_ids`, each of its blocks touched at `used`: the last
+    /// matched node (`ROOT` when none) and the blocks matched.
+    #[inline]
+    fn match_touching(&mut self, hash_ids: &[u64], used: (u64, u64)) -> (u32, usize) {
+        let mut parent = ROOT;
+        let mut matched = 0usize;
+        for &id in hash_ids {
+            let Some(&node) = self.index.get(&(parent, id)) else {
+                break;
+            };
+            self.touch(node, used);
+            parent = node;
+            matched += 1;
+        }
+        (parent, matched)
+    }
+
+    /// Least recently used leaves go until the cache is within its capacity.
+    fn evict_to_capacity(&mut self) {
+        if let Some(cap) = self.capacity_tokens {
+            while self.blocks * u64::from(HASH_BLOCK_TOKENS) > cap {
+                self.evict_lru_leaf();
+            }
+        }
     }
 
     /// Marks `node` used at `used`, keeping the leaf set's order right.

@@ -72,3 +72,38 @@ pub fn pdsim<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// A Mooncake trace's own prefix reuse over its first `rows` rows, from its `hash_ids` alone
+/// (what a cache that saw every earlier request would hit): each row hits the longest prefix of its
+/// blocks that any earlier row had (whole 512-token blocks, capped at its prompt).
+pub fn trace_reuse_bound(path: &std::path::Path, rows: usize) -> f64 {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    let (mut hit, mut all) = (0u64, 0u64);
+    for line in text.lines().filter(|l| !l.trim().is_empty()).take(rows) {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let ids: Vec<u64> = v["hash_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        let input = v["input_length"].as_u64().unwrap();
+        let m = (1..=ids.len())
+            .take_while(|&k| seen.contains(&ids[..k]))
+            .count() as u64;
+        hit += (m * 512).min(input);
+        all += input;
+        for k in 1..=ids.len() {
+            seen.insert(ids[..k].to_vec());
+        }
+    }
+    hit as f64 / all as f64
+}
+
+/// Share of all prefill instances' prompt tokens that hit a prefix cache (every tier).
+pub fn hit_share(s: &Summary) -> f64 {
+    let h: u64 = s.prefix_cache.iter().map(|c| c.hit_tokens).sum();
+    let i: u64 = s.prefix_cache.iter().map(|c| c.input_tokens).sum();
+    h as f64 / i as f64
+}

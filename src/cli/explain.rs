@@ -499,6 +499,21 @@ fn reuse_section(s: &serde_json::Value) -> Option<Section> {
             n(k, "prefetched_blocks"),
             n(k, "prefetched_bytes") as f64 / 1e9
         ));
+        let t = &k["traffic"];
+        if t.is_object() {
+            let reads = n(t, "reads");
+            bullets.push(format!(
+                "On the fabric, sharing NICs with the KV transfers: {} prefetch reads ({:.1} GB, {:.1} ms each on average, {:.1} ms the longest) and {} write-backs ({:.1} GB); {:.1} GB copied locally (replicas on the client's node); {} operations failed.",
+                reads,
+                n(t, "fabric_read_bytes") as f64 / 1e9,
+                n(t, "read_ns_total") as f64 / reads.max(1) as f64 / 1e6,
+                n(t, "read_ns_max") as f64 / 1e6,
+                n(t, "writes"),
+                n(t, "fabric_write_bytes") as f64 / 1e9,
+                n(t, "local_copy_bytes") as f64 / 1e9,
+                n(t, "failed")
+            ));
+        }
     }
     (!bullets.is_empty()).then(|| Section {
         title: "Prefix reuse".into(),

@@ -204,6 +204,31 @@ pub struct KvStoreSummary {
     pub prefetched_blocks: u64,
     /// Bytes of those blocks.
     pub prefetched_bytes: u64,
+    /// What the store's reads and writes put on the fabric.
+    pub traffic: KvStoreTraffic,
+}
+
+/// `summary.json` `kv_store.traffic`: the store's operations as they moved — RDMA batches on the
+/// fabric (sharing NICs with KV transfers) and local copies of replicas on the client's node.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct KvStoreTraffic {
+    /// Prefetch reads started.
+    pub reads: u64,
+    /// Write-backs started (those with blocks to put).
+    pub writes: u64,
+    /// Operations with a failed or aborted batch (a read keeps what landed; a write puts
+    /// nothing).
+    pub failed: u64,
+    /// Bytes of read batches started on the fabric.
+    pub fabric_read_bytes: u64,
+    /// Bytes of write batches started on the fabric.
+    pub fabric_write_bytes: u64,
+    /// Bytes copied locally (a replica on the client's own node).
+    pub local_copy_bytes: u64,
+    /// Sum of finished reads' durations, ns (from their start to their last batch's end).
+    pub read_ns_total: u64,
+    /// Longest finished read, ns.
+    pub read_ns_max: u64,
 }
 
 /// Time-weighted utilisation of one pool over the arrival window (the steady state; the drain

@@ -512,6 +512,18 @@ fn prefix_cache_table(h: &mut String, s: &Summary) {
             k.prefetched_blocks,
             k.prefetched_bytes as f64 / 1e9
         );
+        let t = &k.traffic;
+        let _ = writeln!(
+            h,
+            "<p>On the fabric (sharing NICs with KV transfers): {} reads ({:.1} GB, mean {:.1} ms), {} writes ({:.1} GB); {:.1} GB local copies; {} failed.</p>",
+            t.reads,
+            t.fabric_read_bytes as f64 / 1e9,
+            t.read_ns_total as f64 / t.reads.max(1) as f64 / 1e6,
+            t.writes,
+            t.fabric_write_bytes as f64 / 1e9,
+            t.local_copy_bytes as f64 / 1e9,
+            t.failed
+        );
     }
 }
 
@@ -668,8 +680,15 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
     if let Some(k) = &s.kv_store {
         let _ = writeln!(
             m,
-            "- Mooncake Store: {} blocks held, {} written, {} evicted, {} refused, {} prefetched",
-            k.blocks, k.written_blocks, k.evicted_blocks, k.skipped_blocks, k.prefetched_blocks
+            "- Mooncake Store: {} blocks held, {} written, {} evicted, {} refused, {} prefetched; on the fabric {:.1} GB read, {:.1} GB written, {:.1} GB local copies",
+            k.blocks,
+            k.written_blocks,
+            k.evicted_blocks,
+            k.skipped_blocks,
+            k.prefetched_blocks,
+            k.traffic.fabric_read_bytes as f64 / 1e9,
+            k.traffic.fabric_write_bytes as f64 / 1e9,
+            k.traffic.local_copy_bytes as f64 / 1e9
         );
     }
     m

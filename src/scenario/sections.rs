@@ -764,7 +764,6 @@ pub(super) fn kv_store(
     c: &Checker,
     file: &ScenarioFile,
     pools: &[Pool],
-    fabric: &FabricParams,
     nodes: u32,
 ) -> Result<Option<crate::config::KvStoreParams>, ScenarioError> {
     let users: Vec<&Pool> = pools
@@ -846,9 +845,6 @@ pub(super) fn kv_store(
     };
     Ok(Some(crate::config::KvStoreParams {
         capacity_tokens,
-        nic_bytes_per_ns: fabric.nic_bytes_per_ns
-            * f64::from(fabric.nics_per_node)
-            * store_nodes.len() as f64,
         nodes: store_nodes,
         evict,
     }))

@@ -189,6 +189,8 @@ impl World<'_> {
             return;
         }
         let before = core.step_key;
+        // What the prefetches from the store have landed by now is what admission finds.
+        self.refresh_prefetches(p);
         self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
         self.a2a_forward_started(CoreRef::Prefill(p), before);
     }

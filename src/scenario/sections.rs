@@ -685,7 +685,7 @@ fn hicache(
         return Err(c.err(
             &k("enable_hierarchical_cache"),
             format!(
-                "pdsim models HiCache on prefill pools only (pool {:?} is {}); decode-side HiCache is not modelled",
+                "pdsim models HiCache on prefill pools only (pool {:?} is {}): sglang's decode side offloads to the store through its own flag (--disaggregation-decode-enable-offload-kvcache, DecodeKVCacheOffloadManager), which pdsim does not model; remove enable_hierarchical_cache here",
                 p.name,
                 p.role.as_str()
             ),

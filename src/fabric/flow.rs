@@ -253,9 +253,9 @@ impl Fabric {
         let n = self.layout.cfg.nics_per_node;
         let l = &self.layout;
         (0..n).find_map(|i| {
-            let a = l.candidate(f.src, i);
+            let a = l.candidate(f.src, f.rail + i);
             (0..n).find_map(|j| {
-                let b = l.candidate(f.dst, j);
+                let b = l.candidate(f.dst, f.rail + j);
                 up(if f.kind == Kind::Batch {
                     l.rdma_path(f.src, a, b, f.dst)
                 } else {
@@ -302,7 +302,12 @@ impl Fabric {
         if f.src.node == f.dst.node {
             l.nvlink_path(f.src, f.dst)
         } else if f.kind == Kind::Batch {
-            l.rdma_path(f.src, l.affinity(f.src), l.affinity(f.dst), f.dst)
+            let (a, b) = if f.rail == 0 {
+                (l.affinity(f.src), l.affinity(f.dst))
+            } else {
+                (l.candidate(f.src, f.rail), l.candidate(f.dst, f.rail))
+            };
+            l.rdma_path(f.src, a, b, f.dst)
         } else {
             l.nic_path(l.affinity(f.src), l.affinity(f.dst))
         }

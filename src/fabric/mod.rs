@@ -198,6 +198,9 @@ struct Flow {
     token: u64,
     /// What the flow is: it decides its route (see [`Kind`]).
     kind: Kind,
+    /// Which of its GPUs' own NICs a batch starts from ([`Fabric::rails_between`]): its
+    /// routes are tried from `candidate(src, rail)` and `candidate(dst, rail)` on.
+    rail: u32,
     src: GpuId,
     dst: GpuId,
     bytes: u64,
@@ -422,6 +425,64 @@ impl Fabric {
         FlowId(id)
     }
 
+    /// Over how many NICs a Mooncake batch from `src` to `dst` spreads: on nodes with more
+    /// NICs than GPUs each GPU has `rails` NICs of its own (its preferred devices), and
+    /// Mooncake's engine picks a preferred device per slice, so a batch's slices go out over
+    /// all of them (`RdmaTransport::selectDevice`); 1 within a node and on hosts with a NIC per
+    /// GPU or fewer.
+    pub fn rails_between(&self, src: GpuId, dst: GpuId) -> u32 {
+        if src.node == dst.node {
+            1
+        } else {
+            self.layout.rails()
+        }
+    }
+
+    /// One rail's share of a Mooncake batch that spreads over `rails` NICs
+    /// ([`Fabric::rails_between`]): `bytes` in `writes` writes leave by the `rail`-th of
+    /// `src`'s own NICs for the `rail`-th of `dst`'s, after `lead_ns` at `now`, as
+    /// [`Fabric::start_transfer_after`] otherwise. The batch's own limits stay the batch's:
+    /// each share is capped at `1 / rails` of what the whole batch (`rails ×` these bytes and
+    /// writes) may move, so spreading changes which NICs carry it, not how fast it can go
+    /// alone. With `rails = 1` this is `start_transfer_after`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_transfer_rail(
+        &mut self,
+        now: Nanos,
+        lead_ns: Nanos,
+        (src, dst): (GpuId, GpuId),
+        (rail, rails): (u32, u32),
+        bytes: u64,
+        writes: u64,
+        token: u64,
+    ) -> FlowId {
+        if rails <= 1 {
+            return self.start_transfer_after(now, lead_ns, (src, dst), bytes, writes, token);
+        }
+        debug_assert!(rail < rails && src.node != dst.node);
+        self.advance(now);
+        self.layout.check_gpu(src);
+        self.layout.check_gpu(dst);
+        let latency = lead_ns + self.params.base_latency_ns + self.params.batch_overhead_ns;
+        let whole = |x: u64| x.saturating_mul(u64::from(rails));
+        let cap = self.params.flow_cap(whole(bytes), whole(writes)) / f64::from(rails);
+        let deadline = now
+            .saturating_add(lead_ns)
+            .saturating_add(self.params.timeout_ns(whole(bytes)));
+        let mut flow = self.new_flow(
+            (token, src, dst, bytes),
+            Kind::Batch,
+            cap,
+            now,
+            now + latency,
+            deadline,
+        );
+        flow.rail = rail;
+        let id = self.insert(flow);
+        self.mark_dirty(id);
+        FlowId(id)
+    }
+
     /// A flow of `bytes` from `src` to `dst` started at `now` (ns), capped at `cap` bytes/ns,
     /// paying its latency until `until` and failing at `deadline` (ns); nothing moved yet.
     fn new_flow(
@@ -436,6 +497,7 @@ impl Fabric {
         Flow {
             token,
             kind,
+            rail: 0,
             src,
             dst,
             bytes,

@@ -7,6 +7,7 @@
 //! dependent reaches a row — so `--jobs 1` and `--jobs 8`, one process or N shards merged, write
 //! the same bytes. Files are written by `cli`; this module returns rows and text.
 
+pub mod launch;
 pub mod report;
 pub mod search;
 

@@ -36,7 +36,8 @@
 //!     batch: every micro-batch streams the layer's weights), `e` its expert GEMMs, `d` and
 //!     `m` its dispatch and combine (half the bytes, a whole kernel latency each). The
 //!     attention is inside the overlap — as in sglang's `_compute_moe_deepseek_blog_decode`
-//!     (`operations_strategy.py`, sglang v0.4.6.post2: five stages, `tbo_delta_stages = 2`,
+//!     (`srt/operations_strategy.py` as of sglang PR #6598, merged 2025-05-26, the LMSYS
+//!     blog's month; `srt/batch_overlap/` later: five stages, `tbo_delta_stages = 2`,
 //!     a micro-batch's dispatch under the other's attention preparation, its combine under
 //!     the other's attention core), which pdsim's roofline cannot split finer than
 //!     attention/experts. The first `first_k_dense_replace` layers run outside it on the

@@ -33,6 +33,7 @@
 pub mod cli;
 pub mod compute;
 pub mod config;
+pub mod diagnose;
 pub mod engine;
 pub mod fabric;
 pub mod layout;

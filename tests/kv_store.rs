@@ -40,7 +40,11 @@ fn an_unbounded_shared_store_reaches_the_traces_own_reuse() {
         ),
     ];
     for (repo_path, scenario_path) in traces {
-        let bound = common::trace_reuse_bound(&common::repo().join(repo_path), ROWS);
+        let path = match repo_path.strip_prefix("../shared/") {
+            Some(rel) => common::shared(rel),
+            None => common::repo().join(repo_path),
+        };
+        let bound = common::trace_reuse_bound(&path, ROWS);
         let base = vec![
             format!("workload.trace.path={scenario_path}"),
             format!("workload.trace.limit={ROWS}"),

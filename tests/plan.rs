@@ -746,3 +746,93 @@ fn per_request_slos_mark_points_that_reach_attainment_as_met() {
         assert_eq!(r["slo_met"], "false", "{r:?}");
     }
 }
+
+/// `pdsim plan` writes `launch.txt` beside `best.toml`: one sglang launch line per instance of
+/// every pool (the planned values on them) and the router's line naming every server. `pdsim
+/// lint` accepts each prefill line with each decode line as compatible.
+#[test]
+fn plan_writes_launch_lines_that_lint_accepts() {
+    let d = tmpdir("plan-launch");
+    let o = d.join("plan");
+    ok(&[
+        "plan",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "14",
+        "--set",
+        "run.duration_s=20",
+        "--set",
+        "slo.ttft_p99_ms=600",
+        "--set",
+        "slo.tpot_p99_ms=40",
+        "--vary",
+        "pools.decode.instances=1,2",
+        "--vary",
+        "pools.decode.server.tp_size=1,2",
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    let plan: serde_json::Value = serde_json::from_slice(&bytes(&o, "plan.json")).unwrap();
+    assert_eq!(plan["launch"], "launch.txt", "{plan}");
+    let best: BTreeMap<String, String> = plan["best"]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kv| {
+            (
+                kv[0].as_str().unwrap().to_string(),
+                kv[1].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let text = String::from_utf8(bytes(&o, "launch.txt")).unwrap();
+    let lines: Vec<&str> = pdsim::plan::launch::commands(&text).collect();
+    let servers: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains("sglang.launch_server"))
+        .collect();
+    let prefill: Vec<&str> = servers
+        .iter()
+        .copied()
+        .filter(|l| l.contains("--disaggregation-mode prefill"))
+        .collect();
+    let decode: Vec<&str> = servers
+        .iter()
+        .copied()
+        .filter(|l| l.contains("--disaggregation-mode decode"))
+        .collect();
+    // The quickstart's prefill pool has one instance; decode has the planned count and TP.
+    assert_eq!(prefill.len(), 1, "{text}");
+    assert_eq!(
+        decode.len().to_string(),
+        best["pools.decode.instances"],
+        "{text}"
+    );
+    let tp = &best["pools.decode.server.tp_size"];
+    for l in &decode {
+        assert!(l.contains(&format!("--tp-size {tp} ")), "{l}");
+        assert!(
+            l.contains("--mem-fraction-static "),
+            "the simulated value is written: {l}"
+        );
+    }
+    // The router names every server: prefills with their bootstrap ports.
+    let router = lines
+        .iter()
+        .find(|l| l.contains("sglang_router.launch_router"))
+        .expect("a router line");
+    assert!(router.contains("--pd-disaggregation"), "{router}");
+    assert_eq!(router.matches("--prefill http://").count(), prefill.len());
+    assert_eq!(router.matches("--decode http://").count(), decode.len());
+    for p in &prefill {
+        for dl in &decode {
+            let (code, out, err) = pdsim(&["lint", "--prefill", p, "--decode", dl]);
+            assert_eq!(
+                code, 0,
+                "lint refused the plan's lines:\n{p}\n{dl}\n{out}{err}"
+            );
+            assert!(out.to_lowercase().contains("compatible"), "{out}");
+        }
+    }
+}

@@ -95,6 +95,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     let vs = search::verdicts(&grid, &rows);
     let best = search::cheapest(&vs).cloned();
     let mut best_toml = None;
+    let mut launch = None;
     if let Some(b) = &best {
         let mut sets = grid.fixed.clone();
         sets.extend(b.values.iter().map(|(k, v)| format!("{k}={v}")));
@@ -113,6 +114,11 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         let text = search::best_toml(&base, &sets, &dir, &header)?;
         write(&dir, "best.toml", text.as_bytes())?;
         best_toml = Some("best.toml".to_string());
+        // The deployment of that point: what was simulated is what is launched.
+        let planned = crate::scenario::from_str(&text, &dir.join("best.toml"), &[])?;
+        let lines = crate::plan::launch::launch_text(&planned);
+        write(&dir, "launch.txt", lines.as_bytes())?;
+        launch = Some("launch.txt".to_string());
     }
     let answer = PlanAnswer {
         scenario: args.scenario.display().to_string(),
@@ -123,6 +129,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         points_meeting_slo: vs.iter().filter(|v| v.meets_slo).count(),
         best: best.clone(),
         best_toml,
+        launch,
     };
     let json = serde_json::to_string_pretty(&answer).expect("a plan serializes") + "\n";
     write(&dir, "plan.json", json.as_bytes())?;

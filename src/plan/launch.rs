@@ -74,8 +74,7 @@ fn is_quiet(key: &str, v: &serde_json::Value) -> bool {
 /// A value as a shell word: plain when it is safe, single-quoted otherwise.
 fn word(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./:=+,@".contains(c))
     {
         s.to_string()
@@ -85,7 +84,10 @@ fn word(s: &str) -> String {
 }
 
 /// The flags of one pool's `[pools.server]` as resolved (`Scenario::resolved`), in key order.
-fn server_flags(server: &serde_json::Map<String, serde_json::Value>, notes: &mut Vec<String>) -> String {
+fn server_flags(
+    server: &serde_json::Map<String, serde_json::Value>,
+    notes: &mut Vec<String>,
+) -> String {
     let mut out = String::new();
     for (key, v) in server {
         if let Some((_, why)) = PDSIM_ONLY.iter().find(|(k, _)| k == key) {
@@ -245,8 +247,10 @@ pub fn launch_text(sc: &Scenario) -> String {
             out,
             "\n# Mooncake Store: mooncake_master once, and a store service contributing DRAM on {} ({}); the HiCache servers reach it through MOONCAKE_MASTER and MOONCAKE_TE_META_DATA_SERVER.",
             nodes.join(", "),
-            k.capacity_tokens
-                .map_or("unbounded in the simulation: size it to the DRAM you give it".into(), |t| format!("{t} tokens in all"))
+            k.capacity_tokens.map_or(
+                "unbounded in the simulation: size it to the DRAM you give it".into(),
+                |t| format!("{t} tokens in all")
+            )
         );
     }
     let r = &sc.router;
@@ -261,7 +265,10 @@ pub fn launch_text(sc: &Scenario) -> String {
         for u in &decode_urls {
             let _ = write!(line, " --decode {u}");
         }
-        let (p, d) = (gateway_policy(r.prefill, &mut notes), gateway_policy(r.decode, &mut notes));
+        let (p, d) = (
+            gateway_policy(r.prefill, &mut notes),
+            gateway_policy(r.decode, &mut notes),
+        );
         if p == d {
             let _ = write!(line, " --policy {p}");
         } else {
@@ -337,5 +344,75 @@ mod tests {
         );
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].starts_with("radix_cache_tokens"));
+    }
+
+    fn load(rel: &str) -> Scenario {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
+        crate::scenario::load(&path, &[]).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    #[test]
+    fn instances_sharing_a_node_get_their_own_gpus_and_ports() {
+        // Four TP1 prefills on GPUs 0-3 and four TP1 decodes on GPUs 4-7 of node 0.
+        let text = launch_text(&load("scenarios/placement/same-node-nvlink.toml"));
+        let lines: Vec<&str> = commands(&text).collect();
+        let decode: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| l.contains("--disaggregation-mode decode"))
+            .collect();
+        assert_eq!(decode.len(), 4, "{text}");
+        assert!(decode[0].contains("--base-gpu-id 4 ") && decode[0].contains("--port 30004 "));
+        assert!(decode[3].contains("--base-gpu-id 7 ") && decode[3].contains("--port 30007 "));
+        let prefill = lines
+            .iter()
+            .find(|l| l.contains("--disaggregation-mode prefill"))
+            .unwrap();
+        assert!(
+            prefill.contains("--disaggregation-bootstrap-port 8998"),
+            "{prefill}"
+        );
+        assert!(
+            !prefill.contains("--base-gpu-id"),
+            "GPU 0 needs none: {prefill}"
+        );
+        let router = lines.last().unwrap();
+        assert!(
+            router.contains("--prefill http://node0:30003 9001"),
+            "{router}"
+        );
+        assert!(router.contains("--decode http://node0:30007"), "{router}");
+        assert!(router.contains("--policy round_robin"), "{router}");
+    }
+
+    #[test]
+    fn an_instance_spanning_nodes_gets_a_line_per_node() {
+        // LMSYS prefill: instances of 32 GPUs (4 nodes), DP attention and EP over DeepEP.
+        let text = launch_text(&load("scenarios/moe/lmsys-prefill-ep32.toml"));
+        let first: Vec<&str> = commands(&text)
+            .filter(|l| l.contains("--disaggregation-mode prefill"))
+            .take(4)
+            .collect();
+        assert_eq!(first.len(), 4);
+        for (rank, l) in first.iter().enumerate() {
+            assert!(
+                l.contains(&format!("--nnodes 4 --node-rank {rank} ")),
+                "{l}"
+            );
+            assert!(l.contains("--dist-init-addr node0:50000"), "{l}");
+            assert!(l.contains("--enable-dp-attention") && l.contains("--moe-a2a-backend deepep"));
+            assert!(l.contains("--model-path deepseek-ai/DeepSeek-V3 "), "{l}");
+        }
+    }
+
+    #[test]
+    fn least_loaded_is_written_as_the_gateways_closest_policy_with_a_note() {
+        let text = launch_text(&load("scenarios/bench/foundation-100k.toml"));
+        let router = commands(&text).last().unwrap().to_string();
+        assert!(router.contains("--policy power_of_two"), "{router}");
+        assert!(
+            text.contains("# - router policy least_loaded is pdsim's"),
+            "{text}"
+        );
     }
 }

@@ -98,6 +98,9 @@ pub struct PlanAnswer {
     pub best: Option<PointVerdict>,
     /// `best.toml`, when there is an answer (relative to `plan.json`).
     pub best_toml: Option<String>,
+    /// `launch.txt`, the sglang and router launch lines of that answer (relative to
+    /// `plan.json`; `plan::launch`).
+    pub launch: Option<String>,
 }
 
 /// One row of `plan.csv` (`pdsim plan --max-rate`): a point's highest rate meeting `[slo]`.

@@ -7,8 +7,10 @@ pub mod kinds;
 pub mod layout;
 pub mod lint;
 pub mod merge;
+pub mod outdir;
 pub mod plan;
 pub mod run;
+pub mod signals;
 pub mod sweep;
 pub mod trace;
 
@@ -76,6 +78,9 @@ pub enum CliError {
     /// is incompatible (`lint`). Exit 1.
     #[error("{0}")]
     Failed(String),
+    /// Another pdsim process is writing the output folder (exit 3, like any I/O refusal).
+    #[error("{0}")]
+    Busy(String),
     /// A sweep or plan failed.
     #[error("{0}")]
     Plan(#[from] crate::plan::PlanError),
@@ -94,7 +99,7 @@ impl CliError {
             | CliError::ModelConfig(_)
             | CliError::Layout(_)
             | CliError::Scenario(_) => 2,
-            CliError::Io(_) => 3,
+            CliError::Io(_) | CliError::Busy(_) => 3,
             CliError::Failed(_) => 1,
             CliError::Plan(crate::plan::PlanError::Io(_)) => 3,
             CliError::Plan(_) => 2,

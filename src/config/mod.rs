@@ -503,6 +503,10 @@ pub struct Scenario {
     pub resolved: serde_json::Value,
     /// Where the scenario was read from.
     pub source: PathBuf,
+    /// Every file the scenario names (traces, lengths, model configs, calibrations, step
+    /// times): the path as written (relative to the scenario) and as resolved. Sweeps
+    /// fingerprint their bytes so shards of different inputs never merge.
+    pub inputs: Vec<(String, PathBuf)>,
 }
 
 /// A validated fault.

@@ -218,6 +218,8 @@ fn contract_key(raw: &str, text: &str, table: Option<&toml::Table>) -> String {
 struct Checker<'a> {
     text: &'a str,
     path: &'a Path,
+    /// Every file the scenario names, as written and as resolved (see [`Scenario::inputs`]).
+    inputs: std::cell::RefCell<Vec<(String, PathBuf)>>,
 }
 
 impl Checker<'_> {
@@ -291,9 +293,16 @@ impl Checker<'_> {
         }
     }
 
+    /// `rel` resolved against the scenario's folder, and recorded as an input of the scenario
+    /// (every file a scenario reads goes through here).
     fn resolve_path(&self, rel: &str) -> PathBuf {
         let base = self.path.parent().unwrap_or(Path::new("."));
-        base.join(rel)
+        let p = base.join(rel);
+        let mut inputs = self.inputs.borrow_mut();
+        if !inputs.iter().any(|(r, _)| r == rel) {
+            inputs.push((rel.to_string(), p.clone()));
+        }
+        p
     }
 
     fn model(&self, key: &str, r: &file::ModelRef) -> Result<ModelSpec, ScenarioError> {
@@ -322,7 +331,11 @@ impl Checker<'_> {
 }
 
 fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
-    let c = Checker { text, path };
+    let c = Checker {
+        text,
+        path,
+        inputs: Default::default(),
+    };
     let run = &file.run;
     let (duration_s, drain_s) = sections::run(&c, run)?;
     let hw = &file.hardware;
@@ -382,6 +395,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         slo,
         source: path.to_path_buf(),
         resolved: serde_json::to_value(&file).expect("a scenario file serializes"),
+        inputs: c.inputs.take(),
     })
 }
 

@@ -9,6 +9,7 @@ pub mod lint;
 pub mod merge;
 pub mod outdir;
 pub mod plan;
+pub mod readback;
 pub mod run;
 pub mod signals;
 pub mod sweep;
@@ -146,6 +147,16 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Sweep(args) => sweep::run(&args),
         Command::Merge(args) => merge::run(&args),
         Command::Plan(args) => plan::run(&args),
+    }
+}
+
+/// Whether `a` and `b` name the same file (by device and inode when both exist, so `./x`,
+/// `x` and a link to it are one file).
+pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
     }
 }
 

@@ -70,6 +70,11 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         fixed.push(format!("{key}={}", search::rate_value(r)));
     }
     let (grid, sc) = grid_of(&base, &args.vary, args.seeds, fixed, args.rate.map(|_| key))?;
+    if !args.quiet {
+        for n in &sc.notes {
+            note(&format!("warning: {n}"));
+        }
+    }
     if !sc.slo.any() {
         return Err(CliError::Usage(format!(
             "{}: [slo] sets no target to plan for; add e.g. ttft_p99_ms = 2000 and tpot_p99_ms = 100 (or attainment_min with ttft_ms/tpot_ms)",

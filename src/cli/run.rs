@@ -112,6 +112,11 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
         .out
         .clone()
         .unwrap_or_else(|| super::default_out(&sc.name));
+    if !args.quiet {
+        for n in &sc.notes {
+            super::sweep::note(&format!("warning: {n}"));
+        }
+    }
     let format = if args.png {
         if !ImageFormat::Png.supported() {
             return Err(CliError::Usage(

@@ -275,6 +275,11 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let started = Instant::now();
     let base = Base::load(&args.scenario)?;
     let (grid, sc) = grid_of(&base, &args.vary, args.seeds, args.sets.clone(), None)?;
+    if !args.quiet {
+        for n in &sc.notes {
+            note(&format!("warning: {n}"));
+        }
+    }
     let shard = args.shard.as_deref().map(Shard::parse).transpose()?;
     let jobs = jobs_of(args.jobs)?;
     let dir = args

@@ -507,6 +507,9 @@ pub struct Scenario {
     /// times): the path as written (relative to the scenario) and as resolved. Sweeps
     /// fingerprint their bytes so shards of different inputs never merge.
     pub inputs: Vec<(String, PathBuf)>,
+    /// Warnings about legal but doubtful choices (a calibration measured on another GPU,
+    /// model or TP), printed by the verbs that run the scenario.
+    pub notes: Vec<String>,
 }
 
 /// A validated fault.

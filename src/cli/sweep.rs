@@ -57,17 +57,18 @@ pub fn jobs_of(jobs: Option<usize>) -> Result<usize, CliError> {
 /// two spellings of one key are one axis.
 pub fn canonical_key(table: &toml::Table, key: &str) -> String {
     let mut parts: Vec<String> = key.split('.').map(|p| p.trim().to_string()).collect();
-    if parts.len() > 1 && parts[0] == "pools" {
-        if let Ok(i) = parts[1].parse::<usize>() {
-            let name = table
-                .get("pools")
-                .and_then(toml::Value::as_array)
-                .and_then(|a| a.get(i))
-                .and_then(|p| p.get("name"))
-                .and_then(toml::Value::as_str);
-            if let Some(n) = name {
-                parts[1] = n.to_string();
-            }
+    if parts.len() > 1
+        && parts[0] == "pools"
+        && let Ok(i) = parts[1].parse::<usize>()
+    {
+        let name = table
+            .get("pools")
+            .and_then(toml::Value::as_array)
+            .and_then(|a| a.get(i))
+            .and_then(|p| p.get("name"))
+            .and_then(toml::Value::as_str);
+        if let Some(n) = name {
+            parts[1] = n.to_string();
         }
     }
     parts.join(".")

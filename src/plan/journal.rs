@@ -15,6 +15,9 @@ use super::{PlanError, fnv};
 /// The folder of point files inside an output folder's staging.
 pub const POINTS: &str = ".points";
 
+/// Recorded rows `(index, bytes)`, and the point files found damaged.
+pub type Recorded = (Vec<(usize, Vec<u8>)>, Vec<PathBuf>);
+
 /// Point files of one sweep.
 #[derive(Debug)]
 pub struct Journal {
@@ -66,7 +69,7 @@ impl Journal {
 
     /// The recorded rows, by index: `(index, bytes)` for every point file whose checksum holds.
     /// Damaged files are listed in the second vector (by path) and removed, so they run again.
-    pub fn recorded(&self) -> Result<(Vec<(usize, Vec<u8>)>, Vec<PathBuf>), PlanError> {
+    pub fn recorded(&self) -> Result<Recorded, PlanError> {
         let rd = std::fs::read_dir(&self.dir).map_err(|e| io(&self.dir, e))?;
         let mut good = Vec::new();
         let mut bad = Vec::new();

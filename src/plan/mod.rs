@@ -638,16 +638,16 @@ impl Manifest {
                 format!("{} but the grid has {} rows", m.rows, grid.rows()),
             ));
         }
-        if let Some(s) = m.shard {
-            if s.count == 0 || s.index >= s.count || s.count > MAX_GRID_ROWS {
-                return Err(bad(
-                    "shard",
-                    format!(
-                        "{}/{}: expected 0 ≤ index < count ≤ {MAX_GRID_ROWS}",
-                        s.index, s.count
-                    ),
-                ));
-            }
+        if let Some(s) = m.shard
+            && (s.count == 0 || s.index >= s.count || s.count > MAX_GRID_ROWS)
+        {
+            return Err(bad(
+                "shard",
+                format!(
+                    "{}/{}: expected 0 ≤ index < count ≤ {MAX_GRID_ROWS}",
+                    s.index, s.count
+                ),
+            ));
         }
         if m.scenario_fnv.len() != 16 || !m.scenario_fnv.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(bad("scenario_fnv", "16 hex digits expected".into()));

@@ -8,7 +8,7 @@
 //! and no lock or staging is), it must be the reference, byte for byte — a partial result may
 //! never look finished.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -119,8 +119,11 @@ fn configs(root: &Path) -> Vec<Config> {
     ]
 }
 
+/// A folder's files and their bytes.
+type Files = Vec<(String, Vec<u8>)>;
+
 /// The top-level files of a folder and their bytes (`run.json` holds wall times: skipped).
-fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+fn files(dir: &Path) -> Files {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -181,7 +184,7 @@ pub fn campaign(
     let _ = std::fs::remove_dir_all(tmp);
     std::fs::create_dir_all(tmp).expect("a folder for the campaign");
     // Uninterrupted references, and how long each takes (kills land within that time).
-    let mut refs: Vec<(Vec<(String, Vec<u8>)>, Duration)> = Vec::new();
+    let mut refs: Vec<(Files, Duration)> = Vec::new();
     for (k, c) in cfgs.iter().enumerate() {
         let out = tmp.join(format!("ref{k}"));
         let t = Instant::now();
@@ -204,7 +207,7 @@ pub fn campaign(
         let (c, (want, took)) = (&cfgs[k], &refs[k]);
         let out = tmp.join(format!("cycle{}", i % 4));
         let _ = std::fs::remove_dir_all(&out);
-        if i % 5 == 0 {
+        if i.is_multiple_of(5) {
             concurrent(bin, c, want, &out, &mut rng, &mut rep);
             rep.concurrent += 1;
             continue;
@@ -260,7 +263,7 @@ fn concurrent(
     bin: &Path,
     c: &Config,
     want: &[(String, Vec<u8>)],
-    out: &PathBuf,
+    out: &Path,
     rng: &mut Rng,
     rep: &mut ProcessReport,
 ) {

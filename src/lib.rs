@@ -33,6 +33,7 @@
 pub mod cli;
 pub mod compute;
 pub mod config;
+pub mod diagnose;
 pub mod engine;
 pub mod fabric;
 pub mod layout;
@@ -44,3 +45,24 @@ pub mod sglang;
 pub mod sim;
 pub mod spec;
 pub mod workload;
+
+/// The message every test that needs `../shared` stops with when it is missing.
+pub fn shared_missing(path: &std::path::Path) -> String {
+    format!(
+        "this test needs pdsim's reference data, and {} is missing: place the `shared` folder \
+         (traces, model configs, calibration measurements) beside the repository as `../shared`, \
+         as CI does (README, \"Two commands\"). `pdsim` itself and the quickstart need nothing from it.",
+        path.display()
+    )
+}
+
+/// `../shared/REL` beside the repository, for the unit tests that read reference data; missing,
+/// the test stops with [`shared_missing`]'s message.
+#[cfg(test)]
+pub(crate) fn shared_path(rel: &str) -> std::path::PathBuf {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared")
+        .join(rel);
+    assert!(p.exists(), "{}", shared_missing(&p));
+    p
+}

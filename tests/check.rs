@@ -169,3 +169,59 @@ fn check_out_writes_each_scenarios_results() {
     );
     assert!(!out.contains("ok "), "quiet prints failures only: {out}");
 }
+
+#[test]
+fn a_baseline_catches_drift_inside_every_absolute_bound() {
+    // Record a baseline, then re-check: identical runs hold every figure.
+    let base = tmpdir("check-baseline");
+    let b = base.to_str().unwrap();
+    let scenario = "scenarios/regression/healthy-2p2d-8b.toml";
+    let (code, out, err) = pdsim(&["check", scenario, "--out", b, "-q"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = pdsim(&["check", scenario, "--baseline", b]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("baseline.ttft_p99_ms"), "{out}");
+    // Traffic 4× the baseline's: flagged however the [expect] bounds fare, exit 1.
+    let (code, out, err) = pdsim(&[
+        "check",
+        scenario,
+        "--baseline",
+        b,
+        "--set",
+        "workload.arrival.rate_per_s=32",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("FAIL") && l.contains("baseline.arrived")),
+        "{out}"
+    );
+    // A ratio wide enough lets a small drift through; a bad ratio names the flag.
+    let (code, _, err) = pdsim(&["check", scenario, "--baseline", b, "--max-regression=-1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--max-regression must be a ratio in [0, 10)"),
+        "{err}"
+    );
+    // A folder that is not a baseline, and a summary that is not pdsim's, stop with exit 2.
+    let empty = tmpdir("check-baseline-empty");
+    let (code, _, err) = pdsim(&["check", scenario, "--baseline", empty.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a pdsim baseline"), "{err}");
+    let run = std::fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("summary.json").is_file())
+        .unwrap();
+    std::fs::write(run.join("summary.json"), "{\"requests\": {\"arrived\": 3}}").unwrap();
+    let (code, _, err) = pdsim(&["check", scenario, "--baseline", b]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a pdsim summary.json"), "{err}");
+    // A run the baseline does not have fails its `baseline` verdict.
+    std::fs::remove_dir_all(&run).unwrap();
+    std::fs::create_dir_all(base.join("other")).unwrap();
+    std::fs::write(base.join("other/summary.json"), "{}").unwrap();
+    let (code, out, _) = pdsim(&["check", scenario, "--baseline", b]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("re-record the baseline"), "{out}");
+}

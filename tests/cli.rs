@@ -102,7 +102,7 @@ fn unwritable_output_exits_3() {
 
 #[test]
 fn trace_stats_prints_the_published_figures() {
-    let path = repo().join("../shared/traces/conversation_trace.jsonl");
+    let path = common::shared("traces/conversation_trace.jsonl");
     let (code, out, err) = pdsim(&["trace", "stats", path.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("12031"), "{out}");
@@ -116,7 +116,7 @@ fn trace_stats_prints_the_published_figures() {
 fn a_trace_replays_at_its_timestamps_and_time_scale_doubles_the_rate() {
     use pdsim::workload::trace::{TraceFormat, read_trace};
     let trace = read_trace(
-        &repo().join("../shared/traces/conversation_trace.jsonl"),
+        &common::shared("traces/conversation_trace.jsonl"),
         TraceFormat::Mooncake,
     )
     .unwrap();
@@ -239,7 +239,7 @@ fn layout_prints_sglang_item_lens_as_table_and_json() {
         v["kv"]["item_lens_distinct"][0], 8192,
         "§5.1: Llama-8B fp8, ps 64, TP 8"
     );
-    let cfg = repo().join("../shared/models/Nemotron-H-8B-Base-8K.config.reconstructed.json");
+    let cfg = common::shared("models/Nemotron-H-8B-Base-8K.config.reconstructed.json");
     let (code, out, err) = pdsim(&[
         "layout",
         "--model",

@@ -152,3 +152,43 @@ fn explain_runs_a_scenario_file_first_and_refuses_other_paths() {
     let (code, _, err) = common::pdsim(&["explain", "no/such/thing"]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn explain_names_the_binding_pool_and_a_lever_with_its_measured_effect() {
+    // The quickstart with one prefill instance at 4× its rate: prefill cannot keep up, requests
+    // are still queued when the run stops.
+    let out = common::tmpdir("explain-capacity");
+    let s = common::run(
+        "scenarios/quickstart.toml",
+        &[
+            "pools.prefill.instances=1",
+            "workload.arrival.rate_per_s=40",
+            "run.duration_s=20",
+            "run.drain_timeout_s=5",
+        ],
+        &out,
+    );
+    assert!(s.requests.unfinished > 0, "{:?}", s.requests);
+    let text = explain_dir(&out, false).unwrap();
+    let cap = &text[text.find("\nCapacity\n").expect("a Capacity section")..];
+    assert!(
+        cap.contains("Binding: pool `prefill` (prefill) on compute — forwards ran"),
+        "{cap}"
+    );
+    // The top lever is the one that relieves prefill, with its measured effect.
+    let first = cap
+        .lines()
+        .find(|l| l.trim_start().starts_with("- (1)"))
+        .expect("a ranked lever");
+    assert!(first.contains("pools.prefill."), "{first}");
+    assert!(first.contains("unserved (failed + unfinished)"), "{first}");
+    let (before, after) = {
+        let u = &first[first.find("unserved (failed + unfinished) ").unwrap() + 31..];
+        let mut it = u.split(';').next().unwrap().split(" → ");
+        let a: u64 = it.next().unwrap().trim().parse().unwrap();
+        let b: u64 = it.next().unwrap().trim().parse().unwrap();
+        (a, b)
+    };
+    assert_eq!(before, s.requests.failed + s.requests.unfinished);
+    assert!(after < before, "the lever was run and helped: {first}");
+}

@@ -308,3 +308,49 @@ fn pools_sharing_a_node_transfer_over_nvlink_without_rdma_caps() {
     println!("transfer p50: NVLink {near:.2} ms, RDMA {far:.2} ms");
     assert!(far > 4.0 * near, "{near} vs {far}");
 }
+
+/// A host with more NICs than GPUs (AWS p5-like: 32 × 100 Gb/s EFA for 8 GPUs, four per GPU):
+/// every batch spreads over its GPU's own NICs, as Mooncake's engine picks a preferred device
+/// per slice. Each of a GPU's four NICs carries a quarter of its bytes, and a lone large
+/// transfer is faster than on one 100 Gb/s NIC per GPU — by the batch's own limit
+/// (`batch_rate_bytes_per_ns`, 18.3 B/ns, over one NIC's 11.5): ~1.6×, not 4×.
+#[test]
+fn a_gpu_with_several_nics_spreads_each_batch_over_them() {
+    let scenario = "scenarios/calibration/mooncake-sglang-h20.toml";
+    let mut ms = Vec::new();
+    for nics in [8, 32] {
+        let dir = tmpdir(&format!("rails-{nics}"));
+        let sets = [
+            format!("fabric.nics_per_node={nics}"),
+            "fabric.nic_gbps=100".to_string(),
+            "fabric.transport=\"efa\"".to_string(),
+        ];
+        let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        let s = run(scenario, &sets, &dir);
+        assert_eq!(s.requests.completed, 9);
+        let rows = read_csv(&dir.join("requests.csv"));
+        let last = rows.last().unwrap();
+        assert_eq!(num(last, "input_tokens"), Some(32768));
+        let t = (num(last, "transfer_end_ns").unwrap() - num(last, "transfer_start_ns").unwrap())
+            as f64
+            / 1e6;
+        let mut per_nic = std::collections::BTreeMap::<String, f64>::new();
+        for l in read_csv(&dir.join("links.csv")) {
+            *per_nic.entry(l["link"].clone()).or_default() += l["bytes"].parse::<f64>().unwrap();
+        }
+        let nic = |i: u32| per_nic[&format!("node0.nic{i}.tx")];
+        if nics == 32 {
+            // GPU 0's NICs are 0..4: equal shares, and GPU 1's start at 4.
+            for i in 1..4 {
+                assert!((nic(i) / nic(0) - 1.0).abs() < 1e-6, "nic{i}: {per_nic:?}");
+            }
+            let gpu0 = per_nic["node0.gpu0.rdma_tx"];
+            assert!(((nic(0) + nic(1) + nic(2) + nic(3)) / gpu0 - 1.0).abs() < 1e-6);
+        }
+        println!("{nics:>2} x 100 Gb/s EFA per 8 GPUs: 32k-token transfer {t:.2} ms");
+        ms.push(t);
+    }
+    let speedup = ms[0] / ms[1];
+    println!("spread over four NICs per GPU: {speedup:.2}x faster");
+    assert!((1.4..1.8).contains(&speedup), "{ms:?}");
+}

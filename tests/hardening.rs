@@ -253,7 +253,7 @@ fn a_run_with_no_arrivals_writes_csv_headers() {
 
 /// The shared model configs (beside the repository, as `spec::hf`'s tests use them).
 fn model_dir() -> std::path::PathBuf {
-    repo().join("../shared/models")
+    common::shared("models")
 }
 
 #[test]

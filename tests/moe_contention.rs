@@ -75,8 +75,9 @@ fn kv_transfers_and_deepep_all_to_all_slow_each_other_on_shared_nics() {
             slow * 100.0
         );
         // Measured with the defaults (issue 22: the engine limit on each GPU, none on DeepEP;
-        // 400 / 200 Gb/s NICs): KV transfer mean +0.6 / +39 %, TPOT +3.8 / +6.9 %, output
-        // −3.3 / −8.2 %, decode all-to-all +5.8 / +8.7 % over uncontended. At 400 Gb/s one
+        // decode under DeepEP's two-micro-batch pipeline; 400 / 200 Gb/s NICs): KV transfer
+        // mean +0.4 / +43 %, TPOT +4.4 / +10.0 %, output −3.4 / −10.8 %, decode all-to-all
+        // +7.1 / +10.2 % over uncontended. At 400 Gb/s one
         // Mooncake batch's ceiling (18.3 GB/s) sits below its max-min share of the NIC next to
         // the all-to-all (23 GB/s), so the KV keeps its speed and the all-to-all absorbs the
         // contention; at 200 Gb/s the share (11.5 GB/s) falls below that ceiling and both slow.

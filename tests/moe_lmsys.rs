@@ -1,7 +1,8 @@
 //! The LMSYS large-EP figures (2025-05-05, "Deploying DeepSeek with PD Disaggregation and
 //! Large-scale Expert Parallelism on 96 H100 GPUs"), reproduced from the published setup
 //! only — no parameter here or in `compute::moe` is fitted to them. Each row prints its error;
-//! the test holds each within 25 %. `cargo test --release --test moe_lmsys -- --nocapture`.
+//! the test holds the prefill rows within 15 % and the decode row within 20 % (issue 22's
+//! bar). `cargo test --release --test moe_lmsys -- --nocapture`.
 
 mod common;
 
@@ -72,7 +73,7 @@ fn row(what: &str, got: f64, want: f64) -> f64 {
 }
 
 #[test]
-fn lmsys_large_ep_per_node_throughputs_within_25_percent() {
+fn lmsys_large_ep_per_node_throughputs_within_15_and_20_percent() {
     let mut errors = Vec::new();
     // Prefill: 4 nodes, EP32; a saturating arrival rate (prompts queue), so the prefill
     // servers' tokens per second is their capacity, counted over whole forwards ending in
@@ -91,6 +92,7 @@ fn lmsys_large_ep_per_node_throughputs_within_25_percent() {
         let got = prefill_tokens_per_s(&dir, 5.0, 19.0) / 4.0;
         errors.push((
             format!("prefill {len} input tok/s per node"),
+            0.15,
             row(
                 &format!("prefill EP32, {len}-token prompts: input tok/s/node"),
                 got,
@@ -110,7 +112,7 @@ fn lmsys_large_ep_per_node_throughputs_within_25_percent() {
         &dir,
     );
     let twice = prefill_tokens_per_s(&dir, 5.0, 19.0) / 4.0;
-    let once = (1.0 + errors[1].1) * 54_543.0;
+    let once = (1.0 + errors[1].2) * 54_543.0;
     println!("prefill EP32, 2K at 2x the rate: {twice:.0} tok/s/node (1x: {once:.0})");
     assert!(
         (twice / once - 1.0).abs() < 0.01,
@@ -122,17 +124,19 @@ fn lmsys_large_ep_per_node_throughputs_within_25_percent() {
     let got = per_second(&dir, "decode", 9, 14) / 9.0;
     errors.push((
         "decode output tok/s per node".into(),
+        0.20,
         row(
             "decode EP72, 2K input, 256/GPU: output tok/s/node",
             got,
             22_282.0,
         ),
     ));
-    for (what, e) in errors {
+    for (what, bar, e) in errors {
         assert!(
-            e.abs() <= 0.25,
-            "{what}: {:+.1} % is beyond 25 %",
-            e * 100.0
+            e.abs() <= bar,
+            "{what}: {:+.1} % is beyond {:.0} %",
+            e * 100.0,
+            bar * 100.0
         );
     }
 }

@@ -696,3 +696,53 @@ fn a_crashed_colocated_server_fails_what_it_held_and_serves_again_after_restart(
     let occ = s["pools"][0]["batch_occupancy"].as_f64().unwrap();
     assert!(occ > 0.0 && occ <= 1.0, "{occ}");
 }
+
+#[test]
+fn per_request_slos_mark_points_that_reach_attainment_as_met() {
+    // The quickstart's [slo] is per-request thresholds (ttft_ms, tpot_ms) without
+    // attainment_min: the default 90 % applies, so a comfortable point meets it — and with an
+    // attainment_min no point can reach, none does.
+    let out = tmpdir("sweep-per-request-slo");
+    let o = out.to_str().unwrap();
+    let mut args = vec![
+        "sweep",
+        "scenarios/quickstart.toml",
+        "--vary",
+        "pools.decode.instances=1,2",
+        "--out",
+        o,
+        "-q",
+    ];
+    args.extend(SHORT);
+    ok(&args);
+    let rows = common::read_csv(&out.join("sweep.csv"));
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        let a: f64 = r["slo_attainment"].parse().unwrap();
+        assert!(a >= 0.9, "{r:?}");
+        assert_eq!(r["slo_met"], "true", "{r:?}");
+    }
+    let html = String::from_utf8(bytes(&out, "index.html")).unwrap();
+    assert!(html.contains("<td>yes</td>"), "the report marks met points");
+    // attainment_min above what any point reaches: every row misses.
+    let strict = tmpdir("sweep-per-request-slo-strict");
+    let s = strict.to_str().unwrap();
+    let mut args = vec![
+        "sweep",
+        "scenarios/quickstart.toml",
+        "--vary",
+        "pools.decode.instances=1,2",
+        "--set",
+        "slo.ttft_ms=1",
+        "--set",
+        "slo.attainment_min=0.5",
+        "--out",
+        s,
+        "-q",
+    ];
+    args.extend(SHORT);
+    ok(&args);
+    for r in common::read_csv(&strict.join("sweep.csv")) {
+        assert_eq!(r["slo_met"], "false", "{r:?}");
+    }
+}

@@ -160,7 +160,7 @@ fn a_killed_run_leaves_no_half_file_in_the_folder() {
             "run",
             QUICK,
             "--set",
-            "run.duration_s=600",
+            "run.duration_s=100000",
             "--out",
             &s(&d),
             "-q",
@@ -175,6 +175,10 @@ fn a_killed_run_leaves_no_half_file_in_the_folder() {
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run must still be running when it is killed"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     for f in ["requests.csv", "summary.json", "timeseries.csv"] {

@@ -266,7 +266,7 @@ fn hicache_and_kv_store_keys_name_themselves() {
         (
             "pools.decode.server.enable_hierarchical_cache=true".into(),
             "pools.decode.server.enable_hierarchical_cache".into(),
-            "prefill pools only",
+            "--disaggregation-decode-enable-offload-kvcache",
         ),
         (
             "kv_store.capacity_gb=0".into(),

@@ -41,7 +41,20 @@ pub struct CheckArgs {
     /// Print only failures and the final line.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Also compare every run with the `summary.json` of the same `run.name` under DIR (the
+    /// folder an earlier `pdsim check … --out DIR` wrote): a figure that got worse by more than
+    /// `--max-regression` fails, as a broken expectation does.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: Option<PathBuf>,
+    /// With `--baseline`: how much worse a figure may get, as a ratio of the baseline's value
+    /// (default 0.1 = 10 %; latencies and failures may rise by it, throughput and attainment
+    /// fall by it, arrivals move by it either way).
+    #[arg(long, value_name = "RATIO", requires = "baseline", value_parser = crate::report::baseline::parse_ratio)]
+    pub max_regression: Option<f64>,
 }
+
+/// `--max-regression` when not given: 10 %.
+pub const DEFAULT_MAX_REGRESSION: f64 = 0.1;
 
 /// One expectation's verdict.
 #[derive(Clone, Debug, PartialEq)]
@@ -199,6 +212,9 @@ fn walk(
 struct Job {
     sc: Scenario,
     expect: Expect,
+    /// With `--baseline`: the baseline's summary of this run (`Err`: the file it lacks) and
+    /// the ratio a figure may regress by.
+    baseline: Option<(Result<serde_json::Value, PathBuf>, f64)>,
 }
 
 /// Loads every scenario first, so an invalid one stops the check (exit 2) before any runs.
@@ -210,7 +226,11 @@ fn load_jobs(a: &CheckArgs) -> Result<(Vec<Job>, Vec<PathBuf>), CliError> {
     for (path, named) in collect(&a.paths)? {
         let sc = scenario::load(&path, &a.sets)?;
         match scenario::expectations(&sc).filter(|e| !e.is_empty()) {
-            Some(expect) => jobs.push(Job { sc, expect }),
+            Some(expect) => jobs.push(Job {
+                sc,
+                expect,
+                baseline: None,
+            }),
             None if named => {
                 return Err(CliError::Usage(format!(
                     "{}: has no [expect] table, so there is nothing to check; add one (e.g. `[expect]` with `completed_min = 1`), or use `pdsim run`",
@@ -259,11 +279,33 @@ fn check_one(job: &Job, out: Option<&Path>) -> Result<Checked, CliError> {
         None => super::run::summarize(&job.sc)?,
     };
     let value = serde_json::to_value(&summary).expect("a summary serializes");
+    let mut verdicts = evaluate(&job.expect, &value);
+    match &job.baseline {
+        None => {}
+        Some((Err(missing), _)) => verdicts.push(Verdict {
+            key: "baseline".into(),
+            expected: format!("{} to exist", missing.display()),
+            got: "no such file (a new scenario or a renamed run: re-record the baseline)".into(),
+            held: false,
+        }),
+        Some((Ok(base), ratio)) => {
+            verdicts.extend(
+                crate::report::baseline::compare(base, &value, *ratio)
+                    .into_iter()
+                    .map(|c| Verdict {
+                        key: format!("baseline.{}", c.figure),
+                        expected: c.allowed.clone(),
+                        got: c.got_text(),
+                        held: c.held,
+                    }),
+            );
+        }
+    }
     Ok(Checked {
         file: job.sc.source.clone(),
         name: job.sc.name.clone(),
         seed: job.sc.seed,
-        verdicts: evaluate(&job.expect, &value),
+        verdicts,
         wall_s: started.elapsed().as_secs_f64(),
         headline: summary
             .human(&job.sc.name)
@@ -408,9 +450,30 @@ pub fn junit(checked: &[Checked]) -> String {
     s
 }
 
+/// Reads every job's baseline summary from `dir`, named as `--out` names run folders (so a
+/// baseline recorded with `--out DIR` lines up); a folder that is not a baseline, or a summary
+/// that is not pdsim's, stops the check before anything runs (exit 2).
+fn attach_baselines(jobs: &mut [Job], dir: &Path, ratio: Option<f64>) -> Result<(), CliError> {
+    use crate::report::baseline;
+    let usage = |e: baseline::BaselineError| CliError::Usage(e.to_string());
+    baseline::check_folder(dir).map_err(usage)?;
+    let ratio = ratio.unwrap_or(DEFAULT_MAX_REGRESSION);
+    let names = out_dirs(jobs, Some(dir));
+    for (job, path) in jobs.iter_mut().zip(names) {
+        let path = path.expect("a baseline folder names every run");
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let found = baseline::read(dir, &name).map_err(usage)?;
+        job.baseline = Some((found.ok_or(path.join("summary.json")), ratio));
+    }
+    Ok(())
+}
+
 /// Runs `pdsim check`; `Ok(true)` when every expectation held.
 pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
-    let (jobs, skipped) = load_jobs(a)?;
+    let (mut jobs, skipped) = load_jobs(a)?;
     if let Some(path) = &a.junit {
         // Before anything runs: the report must not overwrite what the check reads.
         let inputs = jobs.iter().flat_map(|j| {
@@ -427,6 +490,9 @@ pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
         }
     }
     let dirs = out_dirs(&jobs, a.out.as_deref());
+    if let Some(dir) = &a.baseline {
+        attach_baselines(&mut jobs, dir, a.max_regression)?;
+    }
     let threads = a.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });

@@ -125,6 +125,8 @@ struct Run {
     /// Why the scenario could not be rebuilt, if it could not.
     sc_note: Option<String>,
     summary: serde_json::Value,
+    /// `run.json`, from which capacity levers rebuild the scenario with their changes.
+    run_json: serde_json::Value,
     per_instance: BTreeMap<u32, Counts>,
     per_pair: BTreeMap<(u32, u32), Counts>,
     corrupted: Vec<Corrupted>,
@@ -172,20 +174,25 @@ fn json_to_toml(v: &serde_json::Value) -> Option<toml::Value> {
 }
 
 /// The scenario a results folder ran, rebuilt from `run.json` (paths resolve against the
-/// original scenario file's folder).
-fn rebuild(run_json: &serde_json::Value) -> Result<Scenario, String> {
+/// original scenario file's folder), with `sets` applied as `--set` would (capacity levers).
+fn rebuild(run_json: &serde_json::Value, sets: &[String]) -> Result<Scenario, String> {
     let file = run_json["scenario_file"]
         .as_str()
         .ok_or("run.json names no scenario file")?;
     let resolved = json_to_toml(&run_json["scenario"]).ok_or("run.json holds no scenario")?;
     let text = toml::to_string(&resolved).map_err(|e| e.to_string())?;
-    scenario::from_str(&text, Path::new(file), &[]).map_err(|e| e.to_string())
+    let mut sc = scenario::from_str(&text, Path::new(file), sets).map_err(|e| e.to_string())?;
+    // The run's own seed: `run.seed` in the resolved file may differ when `--seed` was given.
+    if let Some(seed) = run_json["seed"].as_u64() {
+        sc.seed = seed;
+    }
+    Ok(sc)
 }
 
 fn read_run(dir: &Path) -> Result<Run, CliError> {
     let summary = read_json(&dir.join("summary.json"))?;
     let run_json = read_json(&dir.join("run.json"))?;
-    let (sc, sc_note) = match rebuild(&run_json) {
+    let (sc, sc_note) = match rebuild(&run_json, &[]) {
         Ok(sc) => (Some(sc), None),
         Err(e) => (None, Some(e)),
     };
@@ -205,6 +212,7 @@ fn read_run(dir: &Path) -> Result<Run, CliError> {
         sc,
         sc_note,
         summary,
+        run_json,
         per_instance: BTreeMap::new(),
         per_pair: BTreeMap::new(),
         corrupted: Vec::new(),
@@ -499,6 +507,21 @@ fn reuse_section(s: &serde_json::Value) -> Option<Section> {
             n(k, "prefetched_blocks"),
             n(k, "prefetched_bytes") as f64 / 1e9
         ));
+        let t = &k["traffic"];
+        if t.is_object() {
+            let reads = n(t, "reads");
+            bullets.push(format!(
+                "On the fabric, sharing NICs with the KV transfers: {} prefetch reads ({:.1} GB, {:.1} ms each on average, {:.1} ms the longest) and {} write-backs ({:.1} GB); {:.1} GB copied locally (replicas on the client's node); {} operations failed.",
+                reads,
+                n(t, "fabric_read_bytes") as f64 / 1e9,
+                n(t, "read_ns_total") as f64 / reads.max(1) as f64 / 1e6,
+                n(t, "read_ns_max") as f64 / 1e6,
+                n(t, "writes"),
+                n(t, "fabric_write_bytes") as f64 / 1e9,
+                n(t, "local_copy_bytes") as f64 / 1e9,
+                n(t, "failed")
+            ));
+        }
     }
     (!bullets.is_empty()).then(|| Section {
         title: "Prefix reuse".into(),
@@ -863,9 +886,137 @@ fn guarded_outcome(sc: &Scenario, p: usize, d: usize) -> Option<String> {
     })
 }
 
+/// Error kinds an overloaded cluster raises by itself (requests waited too long): they do not
+/// stop the capacity levers from running.
+fn is_overload_kind(k: &str) -> bool {
+    matches!(
+        k,
+        "waiting_timeout" | "bootstrap_timeout" | "transfer_timeout" | "request_too_long"
+    )
+}
+
+/// The SLO verdict target by target, what the latencies are taken over, which pool binds on
+/// which resource (with the figures), and the levers — each run on the same seed, ranked by its
+/// measured effect (`diagnose::capacity`).
+fn capacity_section(run: &Run) -> Section {
+    use crate::diagnose::capacity;
+    let s = &run.summary;
+    let mut blocks = Vec::new();
+    if let Ok(slo) = serde_json::from_value::<crate::metrics::slo::SloSummary>(s["slo"].clone()) {
+        blocks.push(Block::Para(format!(
+            "{}. Attainment {}: {}.",
+            match slo.met {
+                None => "No [slo] target set".to_string(),
+                Some(_) => format!("[slo] {}", slo.verdict_text()),
+            },
+            slo.attainment
+                .map_or("—".into(), |a| format!("{:.1} %", 100.0 * a)),
+            slo.attainment_basis()
+        )));
+        if !slo.targets.is_empty() {
+            blocks.push(Block::Bullets(
+                slo.targets.iter().map(|t| t.line()).collect(),
+            ));
+        }
+    }
+    let counts = crate::metrics::Counts {
+        arrived: count(s, "arrived"),
+        completed: count(s, "completed"),
+        failed: count(s, "failed"),
+        corrupted: count(s, "corrupted"),
+        unfinished: count(s, "unfinished"),
+    };
+    blocks.push(Block::Para(format!(
+        "Latency figures are {}.",
+        crate::metrics::slo::latency_basis(&counts)
+    )));
+    let Some(sc) = &run.sc else {
+        blocks.push(Block::Para(
+            "The scenario could not be rebuilt, so no lever was run.".into(),
+        ));
+        return Section {
+            title: "Capacity".into(),
+            blocks,
+        };
+    };
+    let faults: Vec<&str> = s["errors"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| e["kind"].as_str())
+                .filter(|k| !is_overload_kind(k))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !faults.is_empty() || counts.corrupted > 0 || !sc.faults.is_empty() {
+        blocks.push(Block::Para(format!(
+            "Requests failed or were hurt for reasons other than load ({}): fix those first (below); no capacity lever was run.",
+            if faults.is_empty() {
+                "corruption or injected faults".to_string()
+            } else {
+                faults.join(", ")
+            }
+        )));
+        return Section {
+            title: "Capacity".into(),
+            blocks,
+        };
+    }
+    let with = |sets: &[String]| rebuild(&run.run_json, sets);
+    let d = capacity::diagnose(s, sc, &with);
+    match d.binding.first() {
+        None => blocks.push(Block::Para(format!(
+            "No pool binds: headroom everywhere (the highest figure: {}).",
+            d.headroom.as_deref().unwrap_or("none")
+        ))),
+        Some(b) => {
+            blocks.push(Block::Para(format!(
+                "Binding: pool `{}` ({}) on {} — {}.",
+                b.pool, b.role, b.resource, b.evidence
+            )));
+            for o in &d.binding[1..] {
+                blocks.push(Block::Para(format!(
+                    "Also bound: pool `{}` ({}) on {} — {}.",
+                    o.pool, o.role, o.resource, o.evidence
+                )));
+            }
+        }
+    }
+    if d.levers.is_empty() {
+        if d.base.strained() {
+            blocks.push(Block::Para("No lever applies.".into()));
+        }
+    } else {
+        blocks.push(Block::Para(format!(
+            "Levers, each run on seed {} and ranked by its measured effect ([slo] met first, then fewer requests failed or unfinished, then more goodput):",
+            run.seed
+        )));
+        blocks.push(Block::Bullets(
+            d.levers
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    format!(
+                        "({}) {} (`--set {}`): {}",
+                        i + 1,
+                        l.what,
+                        l.sets.join(" --set "),
+                        l.effect(&d.base)
+                    )
+                })
+                .collect(),
+        ));
+    }
+    Section {
+        title: "Capacity".into(),
+        blocks,
+    }
+}
+
 /// The whole narrative.
 fn narrative(run: &Run) -> Vec<Section> {
     let mut out = overview(run);
+    out.push(capacity_section(run));
     let mut errors: Vec<(ErrorKind, u64, String)> = run.summary["errors"]
         .as_array()
         .map(|a| {

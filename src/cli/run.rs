@@ -272,8 +272,6 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
             sc.sglang.queue_size,
             sc.sglang.waiting_timeout_ns as f64 / 1e9
         ),
-        slo_ttft_ms: sc.slo.ttft_ns.map(|n| n as f64 / 1e6),
-        slo_tpot_ms: sc.slo.tpot_ns.map(|n| n as f64 / 1e6),
         ..RunContext::default()
     };
     for p in &sc.pools {

@@ -22,9 +22,26 @@
 //!   kernels, which send one copy per expert (`deep_ep.Buffer.low_latency_dispatch`).
 //!   Each dispatch and combine pays `A2A_LATENCY_S`.
 //! * **Two-batch overlap** (`enable_two_batch_overlap`): the batch runs as two micro-batches,
-//!   one's all-to-all under the other's compute (sglang `two_batch_overlap.py`): the MoE
-//!   layers take `max(compute, comm) + min(compute, comm) / 2` instead of the sum (half of
-//!   the shorter side cannot hide: the pipeline's fill and drain).
+//!   one's all-to-all under the other's compute (sglang `two_batch_overlap.py`).
+//!   - *Prefill* (normal kernels, which occupy SMs): the MoE layers take
+//!     `max(compute, comm) + min(compute, comm) / 2` instead of the sum (half of the shorter
+//!     side cannot hide: the pipeline's fill and drain).
+//!   - *Decode* (low-latency kernels with receive hooks, which free every SM once the RDMA
+//!     writes are issued: DeepSeek `profile-data` README, "Decoding"): each MoE layer is
+//!     DeepEP's four-part pipeline (DeepEP `docs/legacy.md`, "two-micro-batch overlapping",
+//!     the four parts attention / dispatch / MoE / combine), each of one micro-batch's
+//!     dispatch and combine under a compute part of the other:
+//!     `max(a, d) + max(e, d) + max(e, m) + max(a, m)` per layer, with `a` one micro-batch's
+//!     attention and dense work of the layer (its share of the rank's roofline over half the
+//!     batch: every micro-batch streams the layer's weights), `e` its expert GEMMs, `d` and
+//!     `m` its dispatch and combine (half the bytes, a whole kernel latency each). The
+//!     attention is inside the overlap — as in sglang's `_compute_moe_deepseek_blog_decode`
+//!     (`srt/operations_strategy.py` as of sglang PR #6598, merged 2025-05-26, the LMSYS
+//!     blog's month; `srt/batch_overlap/` later: five stages, `tbo_delta_stages = 2`,
+//!     a micro-batch's dispatch under the other's attention preparation, its combine under
+//!     the other's attention core), which pdsim's roofline cannot split finer than
+//!     attention/experts. The first `first_k_dense_replace` layers run outside it on the
+//!     whole batch (`DeepseekV2Model.forward`, `normal_num_layers`).
 //! * **Without EP** (`ep_size = 1`) the experts are TP-sharded over all `tp` GPUs: the ranks'
 //!   tokens are gathered, every GPU computes `1/tp` of every expert, and the result is
 //!   reduce-scattered (one all-reduce's traffic of the `dp·T` tokens over NVLink / the NICs).
@@ -115,6 +132,40 @@ pub struct MoeTime {
     pub latency_s: f64,
     /// Whether two-batch overlap hides communication behind compute.
     pub tbo: bool,
+    /// A decode forward under two-batch overlap with DeepEP's low-latency kernels: the
+    /// micro-batches' compute parts the four-part pipeline pairs with their communication
+    /// (`total_s` is that pipeline and includes `MicroBatches::attn_s` twice).
+    pub stages: Option<MicroBatches>,
+}
+
+/// One micro-batch's compute in a decode forward under two-batch overlap, summed over the MoE
+/// layers, seconds (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MicroBatches {
+    /// Attention and dense work of one micro-batch (half the rank's batch) in the MoE layers.
+    pub attn_s: f64,
+    /// Expert GEMMs of one micro-batch on the busiest GPU.
+    pub experts_s: f64,
+    /// MoE layers.
+    pub layers: f64,
+    /// Dispatch's share of the bytes of one token copy (FP8 out, BF16 back).
+    pub dispatch_share: f64,
+}
+
+impl MicroBatches {
+    /// DeepEP's four-part pipeline over all MoE layers when the whole forward's
+    /// communication (both micro-batches, dispatch + combine, kernel latencies excluded)
+    /// takes `bytes_s`, and each kernel pays `latency_s` once per micro-batch and layer:
+    /// per layer `max(a, d) + max(e, d) + max(e, m) + max(a, m)`, seconds.
+    fn pipeline_s(&self, bytes_s: f64, latency_s: f64) -> f64 {
+        let l = self.layers.max(1.0);
+        let (a, e) = (self.attn_s / l, self.experts_s / l);
+        // One micro-batch's half of the bytes, per layer.
+        let per = bytes_s / 2.0 / l;
+        let d = per * self.dispatch_share + latency_s;
+        let m = per * (1.0 - self.dispatch_share) + latency_s;
+        l * (a.max(d) + e.max(d) + e.max(m) + a.max(m))
+    }
 }
 
 impl MoeTime {
@@ -123,6 +174,9 @@ impl MoeTime {
     /// [`MoeTime::rdma_s`]: the same composition as `total_s` — NVLink and NIC legs run
     /// concurrently, the kernel latencies add, two-batch overlap hides the shorter side.
     pub fn total_with_rdma_s(&self, rdma_s: f64) -> f64 {
+        if let Some(mb) = &self.stages {
+            return mb.pipeline_s(rdma_s.max(self.nvlink_s), A2A_LATENCY_S);
+        }
         let comm = rdma_s.max(self.nvlink_s) + self.latency_s;
         combine(self.compute_s, comm, self.tbo)
     }
@@ -247,7 +301,38 @@ impl ExpertCost {
             nvlink_s: a2a.nvlink_s,
             latency_s: a2a.latency_s,
             tbo: self.tbo,
+            stages: None,
         }
+    }
+
+    /// Whether a decode forward runs DeepEP's four-part two-micro-batch pipeline (two-batch
+    /// overlap over DeepEP's low-latency kernels), so that its attention and dense work is
+    /// priced inside the MoE layers ([`ExpertCost::decode_time`]).
+    pub fn decode_pipelined(&self) -> bool {
+        self.tbo && self.deepep
+    }
+
+    /// The MoE layers of a decode forward of `tokens` tokens per DP rank, as
+    /// [`ExpertCost::time`]; where [`ExpertCost::decode_pipelined`], the four-part pipeline
+    /// with `attn_s`, one micro-batch's attention and dense seconds in the MoE layers (the
+    /// caller's roofline over half the batch): `total_s` then holds both micro-batches'
+    /// attention, expert and communication time.
+    pub fn decode_time(&self, tokens: f64, eff: f64, hbm_eff: f64, attn_s: f64) -> MoeTime {
+        let mut t = self.time(tokens, false, eff, hbm_eff);
+        if !self.decode_pipelined() || tokens <= 0.0 {
+            return t;
+        }
+        let h = self.hidden;
+        let dispatch = h + h / 128.0 * 4.0;
+        let mb = MicroBatches {
+            attn_s,
+            experts_s: self.time(tokens / 2.0, false, eff, hbm_eff).compute_s,
+            layers: self.layers,
+            dispatch_share: dispatch / (dispatch + 2.0 * h),
+        };
+        t.total_s = mb.pipeline_s(t.rdma_s.max(t.nvlink_s), A2A_LATENCY_S);
+        t.stages = Some(mb);
+        t
     }
 
     /// DeepEP dispatch and combine for `per_gpu` tokens originating on each GPU, over all MoE
@@ -370,6 +455,74 @@ mod tests {
             (b.total_s - (b.compute_s.max(b.comm_s) + b.compute_s.min(b.comm_s) / 2.0)).abs()
                 < 1e-15
         );
+    }
+
+    /// DeepEP's low-latency table (`docs/legacy.md`, "Low-latency kernels with pure RDMA": H800,
+    /// CX7 400 Gb/s, 128 tokens per rank, hidden 7168, top-8, FP8 dispatch, BF16 combine):
+    /// dispatch and combine latency per call at EP32–EP256 against one layer of pdsim's
+    /// low-latency legs (`A2A_RDMA_EFFICIENCY` and `A2A_LATENCY_S` were borrowed from the same
+    /// README: the latency from its EP8 row, the efficiency from the normal kernels' table, so
+    /// these rows check the composition, not a fit). pdsim sends a GPU's copies for its own
+    /// node over NVLink; V1's kernels sent every copy over RDMA, so pdsim may be a little
+    /// faster (held within 15 %).
+    #[test]
+    fn low_latency_legs_match_deepeps_table() {
+        for (ep, dispatch_us, combine_us) in [
+            (32u32, 155.0, 273.0),
+            (64, 173.0, 314.0),
+            (128, 192.0, 369.0),
+            (256, 194.0, 360.0),
+        ] {
+            let c = lmsys(ep, true, true);
+            let t = c.time(128.0, false, 0.5, 0.7);
+            let per_layer = t.rdma_s.max(t.nvlink_s) / 58.0;
+            let h = 7168.0;
+            let share = (h + h / 128.0 * 4.0) / (h + h / 128.0 * 4.0 + 2.0 * h);
+            let d = (per_layer * share + A2A_LATENCY_S) * 1e6;
+            let m = (per_layer * (1.0 - share) + A2A_LATENCY_S) * 1e6;
+            println!(
+                "EP{ep}: dispatch {d:.0} us (DeepEP {dispatch_us}), combine {m:.0} us (DeepEP {combine_us})"
+            );
+            assert!(
+                (d / dispatch_us - 1.0).abs() < 0.15,
+                "EP{ep} dispatch {d:.0} us"
+            );
+            assert!(
+                (m / combine_us - 1.0).abs() < 0.15,
+                "EP{ep} combine {m:.0} us"
+            );
+        }
+    }
+
+    #[test]
+    fn the_decode_pipeline_pairs_each_micro_batchs_comm_with_the_others_compute() {
+        let c = lmsys(72, true, true);
+        assert!(c.decode_pipelined() && !lmsys(72, true, false).decode_pipelined());
+        let attn = 0.015;
+        let t = c.decode_time(256.0, 0.5, 0.7, attn);
+        let mb = t.stages.expect("pipelined");
+        // Hand computation of the four parts per layer.
+        let l = 58.0;
+        let (a, e) = (attn / l, mb.experts_s / l);
+        let per = t.rdma_s.max(t.nvlink_s) / 2.0 / l;
+        let d = per * mb.dispatch_share + A2A_LATENCY_S;
+        let m = per * (1.0 - mb.dispatch_share) + A2A_LATENCY_S;
+        let want = l * (a.max(d) + e.max(d) + e.max(m) + a.max(m));
+        assert!((t.total_s - want).abs() < 1e-12, "{} vs {want}", t.total_s);
+        // Never below either resource's busy time, never above running them in sequence.
+        let compute = 2.0 * (attn + mb.experts_s);
+        let comm = t.rdma_s.max(t.nvlink_s) + 4.0 * l * A2A_LATENCY_S;
+        assert!(t.total_s >= compute.max(comm) - 1e-12);
+        assert!(t.total_s <= compute + comm + 1e-12);
+        // Half a batch's experts cost more than half the batch's (the busiest GPU's excess
+        // over the mean grows slower than the mean).
+        assert!(mb.experts_s > t.compute_s / 2.0 && mb.experts_s < t.compute_s);
+        // The fabric's time for the NIC leg re-prices the pipeline; uncontended it is the same.
+        assert!((t.total_with_rdma_s(t.rdma_s) - t.total_s).abs() < 1e-15);
+        assert!(t.total_with_rdma_s(2.0 * t.rdma_s) > t.total_s);
+        // Prefill and non-pipelined decode keep the `max + min / 2` composition.
+        let plain = lmsys(72, true, false).decode_time(256.0, 0.5, 0.7, attn);
+        assert!(plain.stages.is_none());
     }
 
     #[test]

@@ -473,10 +473,17 @@ impl StepTimes {
 
     /// The routed-expert part of a forward over `tokens` tokens (`prefill` when it computes
     /// prompt tokens): the roofline model's, `None` for a measured profile (its times already
-    /// contain whatever communication the measured deployment did).
-    pub fn moe_time(&self, tokens: u64, prefill: bool) -> Option<crate::compute::moe::MoeTime> {
+    /// contain whatever communication the measured deployment did). `context_tokens`: the
+    /// decode sequences' contexts summed (a pipelined decode forward's attention is inside
+    /// its MoE layers, [`StepModel::moe_time_at`]).
+    pub fn moe_time(
+        &self,
+        tokens: u64,
+        prefill: bool,
+        context_tokens: u64,
+    ) -> Option<crate::compute::moe::MoeTime> {
         match self {
-            Self::Model(m) => m.moe_time(tokens as f64, prefill),
+            Self::Model(m) => m.moe_time_at(tokens as f64, prefill, context_tokens),
             Self::Measured(_) => None,
         }
     }

@@ -24,11 +24,6 @@ mod tests {
     use crate::spec::calibration::{ComputeParams, VLLM_2023_A100, VLLM_2023_H100, named};
     use crate::spec::{GpuSpec, gpu_preset, preset};
 
-    const PERF_MODEL_CSV: &str = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/calibration/perf_model.csv"
-    );
-
     /// One measured configuration of `perf_model.csv`: the mean of its repeats.
     #[derive(Clone, Debug)]
     struct Point {
@@ -56,7 +51,8 @@ mod tests {
 
     /// Configurations in (model, hardware, tp, prompt, batch, tokens) order, repeats averaged.
     fn load_points() -> Vec<Point> {
-        let mut reader = csv::Reader::from_path(PERF_MODEL_CSV).expect("perf_model.csv");
+        let mut reader = csv::Reader::from_path(crate::shared_path("calibration/perf_model.csv"))
+            .expect("perf_model.csv");
         type Key = (String, String, u32, u32, u32, u32);
         let mut sums: BTreeMap<Key, (f64, f64, f64)> = BTreeMap::new();
         for row in reader.deserialize() {

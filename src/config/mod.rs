@@ -212,8 +212,6 @@ pub struct KvStoreParams {
     pub nodes: Vec<u32>,
     /// Least recently used blocks make room (`lru`); otherwise a full store takes no more.
     pub evict: bool,
-    /// Read rate of the store's nodes together (their NICs), bytes/ns.
-    pub nic_bytes_per_ns: f64,
 }
 
 impl Pool {

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 
 use super::maxmin::LinkIdx;
 use super::topology::{MAX_PATH, Path};
-use super::{Fabric, FailReason, Flow, FlowEnd, FlowId, FlowOutcome, Phase};
+use super::{Fabric, FailReason, Flow, FlowEnd, FlowId, FlowOutcome, Kind, Phase};
 use crate::engine::Nanos;
 
 /// The contract's one hard failure, out of line: every call advances the clock first, so the
@@ -253,10 +253,10 @@ impl Fabric {
         let n = self.layout.cfg.nics_per_node;
         let l = &self.layout;
         (0..n).find_map(|i| {
-            let a = l.candidate(f.src, i);
+            let a = l.candidate(f.src, f.rail + i);
             (0..n).find_map(|j| {
-                let b = l.candidate(f.dst, j);
-                up(if f.rdma {
+                let b = l.candidate(f.dst, f.rail + j);
+                up(if f.kind == Kind::Batch {
                     l.rdma_path(f.src, a, b, f.dst)
                 } else {
                     l.nic_path(a, b)
@@ -301,8 +301,13 @@ impl Fabric {
         let l = &self.layout;
         if f.src.node == f.dst.node {
             l.nvlink_path(f.src, f.dst)
-        } else if f.rdma {
-            l.rdma_path(f.src, l.affinity(f.src), l.affinity(f.dst), f.dst)
+        } else if f.kind == Kind::Batch {
+            let (a, b) = if f.rail == 0 {
+                (l.affinity(f.src), l.affinity(f.dst))
+            } else {
+                (l.candidate(f.src, f.rail), l.candidate(f.dst, f.rail))
+            };
+            l.rdma_path(f.src, a, b, f.dst)
         } else {
             l.nic_path(l.affinity(f.src), l.affinity(f.dst))
         }
@@ -334,7 +339,7 @@ impl Fabric {
         }
         match self.choose_path(fi) {
             Some(path) => {
-                if !(f.rdma && self.links_down == 0) {
+                if !(f.kind == Kind::Batch && self.links_down == 0) {
                     self.unslack_unfed(fi, &path, now);
                 }
                 let f = self.flows[fi].as_ref().expect("live");
@@ -475,7 +480,7 @@ impl Fabric {
     /// batch (an all-to-all flow, or a batch re-posted on another NIC, is not).
     fn unslack_unfed(&mut self, fi: usize, path: &Path, now: Nanos) {
         let f = self.flows[fi].as_ref().expect("live");
-        if f.rdma && *path == self.preferred_path(fi) {
+        if f.kind == Kind::Batch && *path == self.preferred_path(fi) {
             return;
         }
         for &l in path.links() {

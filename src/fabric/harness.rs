@@ -27,6 +27,13 @@ enum Ev {
         cap: f64,
         token: u64,
     },
+    /// Start a Mooncake Store batch.
+    Store {
+        ends: (GpuId, GpuId, GpuId),
+        bytes: u64,
+        writes: u64,
+        token: u64,
+    },
     /// Apply a fault.
     Fault(Fault),
 }
@@ -111,6 +118,20 @@ impl Harness {
         );
     }
 
+    /// Starts a Mooncake Store batch at `at` (see [`Fabric::start_store`]: `(src, dst, client)`
+    /// with `src` and `dst` on different nodes and `client` one of them).
+    pub fn store_at(&mut self, at: Nanos, ends: (GpuId, GpuId, GpuId), bytes: u64, token: u64) {
+        self.queue.schedule_at(
+            at,
+            Ev::Store {
+                ends,
+                bytes,
+                writes: 1,
+                token,
+            },
+        );
+    }
+
     /// Applies `fault` at `at`.
     pub fn fault_at(&mut self, at: Nanos, fault: Fault) {
         self.queue.schedule_at(at, Ev::Fault(fault));
@@ -144,6 +165,15 @@ impl Harness {
                 cap,
                 token,
             } => Stepped::Started(self.fabric.start_a2a(now, src, dst, bytes, cap, token)),
+            Ev::Store {
+                ends,
+                bytes,
+                writes,
+                token,
+            } => Stepped::Started(
+                self.fabric
+                    .start_store(now, 0, ends, (bytes, writes), token),
+            ),
             Ev::Fault(fault) => {
                 let effect = self.fabric.apply_fault(now, &fault);
                 self.ended.extend(effect.ended);

@@ -178,11 +178,29 @@ enum Phase {
     Retrying { until: Nanos },
 }
 
+/// What a flow carries, which decides its route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A Mooncake batch between GPUs: through both GPUs' transfer-engine links (PCIe /
+    /// GPUDirect) and their NICs; NVLink within a node.
+    Batch,
+    /// A DeepEP all-to-all aggregate: NIC to NIC (NVSHMEM/IBGDA, no Mooncake engine).
+    A2a,
+    /// A Mooncake Store read or write between host memories: NIC to NIC (no GPU on either
+    /// end), never NVLink — a store replica on the reader's own node is a local memcpy that
+    /// the simulator keeps off the fabric. `client` is the end that is the sglang process (the
+    /// other is the store's DRAM, which no server crash takes down).
+    Store { client: GpuId },
+}
+
 #[derive(Clone, Debug)]
 struct Flow {
     token: u64,
-    /// A Mooncake batch (crosses its GPUs' RDMA links), not an all-to-all flow.
-    rdma: bool,
+    /// What the flow is: it decides its route (see [`Kind`]).
+    kind: Kind,
+    /// Which of its GPUs' own NICs a batch starts from ([`Fabric::rails_between`]): its
+    /// routes are tried from `candidate(src, rail)` and `candidate(dst, rail)` on.
+    rail: u32,
     src: GpuId,
     dst: GpuId,
     bytes: u64,
@@ -396,7 +414,7 @@ impl Fabric {
             .saturating_add(self.params.timeout_ns(bytes));
         let flow = self.new_flow(
             (token, src, dst, bytes),
-            true,
+            Kind::Batch,
             cap,
             now,
             now + latency,
@@ -407,12 +425,70 @@ impl Fabric {
         FlowId(id)
     }
 
+    /// Over how many NICs a Mooncake batch from `src` to `dst` spreads: on nodes with more
+    /// NICs than GPUs each GPU has `rails` NICs of its own (its preferred devices), and
+    /// Mooncake's engine picks a preferred device per slice, so a batch's slices go out over
+    /// all of them (`RdmaTransport::selectDevice`); 1 within a node and on hosts with a NIC per
+    /// GPU or fewer.
+    pub fn rails_between(&self, src: GpuId, dst: GpuId) -> u32 {
+        if src.node == dst.node {
+            1
+        } else {
+            self.layout.rails()
+        }
+    }
+
+    /// One rail's share of a Mooncake batch that spreads over `rails` NICs
+    /// ([`Fabric::rails_between`]): `bytes` in `writes` writes leave by the `rail`-th of
+    /// `src`'s own NICs for the `rail`-th of `dst`'s, after `lead_ns` at `now`, as
+    /// [`Fabric::start_transfer_after`] otherwise. The batch's own limits stay the batch's:
+    /// each share is capped at `1 / rails` of what the whole batch (`rails ×` these bytes and
+    /// writes) may move, so spreading changes which NICs carry it, not how fast it can go
+    /// alone. With `rails = 1` this is `start_transfer_after`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_transfer_rail(
+        &mut self,
+        now: Nanos,
+        lead_ns: Nanos,
+        (src, dst): (GpuId, GpuId),
+        (rail, rails): (u32, u32),
+        bytes: u64,
+        writes: u64,
+        token: u64,
+    ) -> FlowId {
+        if rails <= 1 {
+            return self.start_transfer_after(now, lead_ns, (src, dst), bytes, writes, token);
+        }
+        debug_assert!(rail < rails && src.node != dst.node);
+        self.advance(now);
+        self.layout.check_gpu(src);
+        self.layout.check_gpu(dst);
+        let latency = lead_ns + self.params.base_latency_ns + self.params.batch_overhead_ns;
+        let whole = |x: u64| x.saturating_mul(u64::from(rails));
+        let cap = self.params.flow_cap(whole(bytes), whole(writes)) / f64::from(rails);
+        let deadline = now
+            .saturating_add(lead_ns)
+            .saturating_add(self.params.timeout_ns(whole(bytes)));
+        let mut flow = self.new_flow(
+            (token, src, dst, bytes),
+            Kind::Batch,
+            cap,
+            now,
+            now + latency,
+            deadline,
+        );
+        flow.rail = rail;
+        let id = self.insert(flow);
+        self.mark_dirty(id);
+        FlowId(id)
+    }
+
     /// A flow of `bytes` from `src` to `dst` started at `now` (ns), capped at `cap` bytes/ns,
     /// paying its latency until `until` and failing at `deadline` (ns); nothing moved yet.
     fn new_flow(
         &self,
         (token, src, dst, bytes): (u64, GpuId, GpuId, u64),
-        rdma: bool,
+        kind: Kind,
         cap: f64,
         now: Nanos,
         until: Nanos,
@@ -420,7 +496,8 @@ impl Fabric {
     ) -> Flow {
         Flow {
             token,
-            rdma,
+            kind,
+            rail: 0,
             src,
             dst,
             bytes,
@@ -461,7 +538,14 @@ impl Fabric {
         self.layout.check_gpu(src);
         self.layout.check_gpu(dst);
         assert!(bytes > 0, "an all-to-all flow carries bytes");
-        let flow = self.new_flow((token, src, dst, bytes), false, cap, now, now, Nanos::MAX);
+        let flow = self.new_flow(
+            (token, src, dst, bytes),
+            Kind::A2a,
+            cap,
+            now,
+            now,
+            Nanos::MAX,
+        );
         let id = self.insert(flow);
         // Routed now, not at a timer event: the flow has no latency phase to pay.
         let ended = self.route(id as usize, now);
@@ -469,6 +553,49 @@ impl Fabric {
             ended.is_none(),
             "a flow with bytes does not end when routed"
         );
+        FlowId(id)
+    }
+
+    /// Starts one Mooncake Store batch (a HiCache prefetch read or write-back) of `bytes` in
+    /// `writes` objects between the host memories behind `src` and `dst` — GPUs standing for
+    /// their NICs (each end uses the NIC its GPU prefers), on different nodes — after the
+    /// caller's `lead_ns` of its own work at `now` (ns). It pays a Mooncake batch's latency and
+    /// per-WR cap like a KV batch and shares NIC and switch links with every other flow, but
+    /// crosses no GPU transfer-engine link: both ends are DRAM. `token` comes back in its
+    /// [`FlowEnd`]; it fails at Mooncake's transfer timeout like any batch. `client` (`src`
+    /// or `dst`) is the sglang server's end: a crash of its instance aborts the flow
+    /// ([`Fabric::abort_flows_touching`]), a crash of a server beside the store's DRAM does not.
+    pub fn start_store(
+        &mut self,
+        now: Nanos,
+        lead_ns: Nanos,
+        (src, dst, client): (GpuId, GpuId, GpuId),
+        (bytes, writes): (u64, u64),
+        token: u64,
+    ) -> FlowId {
+        self.advance(now);
+        self.layout.check_gpu(src);
+        self.layout.check_gpu(dst);
+        assert_ne!(
+            src.node, dst.node,
+            "a store replica on the reader's node is a local copy, not a flow"
+        );
+        debug_assert!(client == src || client == dst, "the client is one end");
+        let latency = lead_ns + self.params.base_latency_ns + self.params.batch_overhead_ns;
+        let deadline = now
+            .saturating_add(lead_ns)
+            .saturating_add(self.params.timeout_ns(bytes));
+        let cap = self.params.flow_cap(bytes, writes);
+        let flow = self.new_flow(
+            (token, src, dst, bytes),
+            Kind::Store { client },
+            cap,
+            now,
+            now + latency,
+            deadline,
+        );
+        let id = self.insert(flow);
+        self.mark_dirty(id);
         FlowId(id)
     }
 
@@ -530,7 +657,10 @@ impl Fabric {
             .enumerate()
             .filter_map(|(i, f)| {
                 f.as_ref()
-                    .filter(|f| gpus.contains(&f.src) || gpus.contains(&f.dst))
+                    .filter(|f| match f.kind {
+                        Kind::Store { client } => gpus.contains(&client),
+                        _ => gpus.contains(&f.src) || gpus.contains(&f.dst),
+                    })
                     .map(|_| i)
             })
             .collect();
@@ -682,6 +812,19 @@ impl Fabric {
     /// Goodput bytes a live flow still has to land, as of its last settling.
     pub fn flow_remaining_bytes(&self, flow: FlowId) -> f64 {
         self.flow(flow).remaining
+    }
+
+    /// Goodput bytes a live flow has landed by `now` (ns, not before its last settling), at
+    /// its current rate: what a reader polling the transfer would see. Rates are current after
+    /// [`Fabric::next_due`], so at any event time this is exact.
+    pub fn flow_landed_bytes_at(&self, flow: FlowId, now: Nanos) -> f64 {
+        let f = self.flow(flow);
+        let moving = if matches!(f.phase, Phase::Moving { .. }) && now > f.settled_ns {
+            (f.rate * f.keep * (now - f.settled_ns) as f64).min(f.remaining)
+        } else {
+            0.0
+        };
+        f.bytes as f64 - f.remaining + moving
     }
 
     /// Per-WR rate cap of a live flow, bytes/ns (`INFINITY`: none).

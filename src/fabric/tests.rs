@@ -96,6 +96,62 @@ fn an_all_to_all_flow_shares_a_nic_with_a_kv_transfer_and_both_slow_down() {
     assert_eq!(alone.fabric.nic_bytes(NicId(0)).0, 3000.0);
 }
 
+#[test]
+fn a_store_batch_skips_the_gpu_engines_but_shares_the_nics() {
+    // Engines of 20 B/ns behind 50 B/ns NICs. A KV batch of 1000 B is bound by its engines:
+    // 50 ns. A store batch (host memory on both ends) is bound by the NICs only: 20 ns.
+    let topo = TopologyConfig {
+        nodes: 3,
+        gpus_per_node: 1,
+        nics_per_node: 1,
+        nic_bytes_per_ns: 50.0,
+        ..TopologyConfig::default()
+    };
+    let params = FabricParams {
+        engine_bytes_per_ns: 20.0,
+        ..FabricParams::ideal()
+    };
+    let mut h = Harness::new(Fabric::build(topo.clone(), params.clone()).unwrap());
+    h.start_at(0, node(0), node(1), 1000, 1, 1);
+    h.store_at(0, (node(2), node(1), node(1)), 1000, 2);
+    // Both enter NIC 1's RX (50 B/ns): the batch takes its 20 B/ns engine share, the store
+    // batch the other 30 B/ns; at 33.3 ns the store batch is done, the batch alone at 20 B/ns.
+    let ends = run_to_end(&mut h);
+    assert_eq!(ends, vec![(2, 34), (1, 50)], "{ends:?}");
+    assert_eq!(h.fabric.nic_bytes(NicId(1)).1, 2000.0);
+    let engine_rx = h.fabric.link_bytes(Link::GpuRdmaRx(node(1)));
+    assert!(
+        (engine_rx - 1000.0).abs() < 1e-6,
+        "only the KV batch: {engine_rx}"
+    );
+    // A crash of the store's node does not abort its batches; one of the client's does.
+    let mut c = Harness::new(Fabric::build(topo, params).unwrap());
+    let f = c
+        .fabric
+        .start_store(0, 0, (node(2), node(1), node(1)), (1000, 1), 3);
+    assert!(c.fabric.abort_flows_touching(0, &[node(2)]).is_empty());
+    let ended = c.fabric.abort_flows_touching(0, &[node(1)]);
+    assert_eq!(ended.len(), 1);
+    assert_eq!((ended[0].flow, ended[0].outcome), (f, FlowOutcome::Aborted));
+}
+
+#[test]
+fn a_flows_landed_bytes_follow_its_rate_between_events() {
+    let mut h = one_gpu_per_node(2, 50.0);
+    h.store_at(0, (node(0), node(1), node(1)), 1000, 4);
+    let Some(harness::Stepped::Started(f)) = h.step() else {
+        panic!("the batch starts first")
+    };
+    h.run_until(0);
+    assert_eq!(h.fabric.flow_landed_bytes_at(f, 0), 0.0);
+    assert!((h.fabric.flow_landed_bytes_at(f, 10) - 500.0).abs() < 1e-9);
+    assert_eq!(
+        h.fabric.flow_landed_bytes_at(f, 1000),
+        1000.0,
+        "never past its bytes"
+    );
+}
+
 mod routing {
     use super::*;
     use proptest::prelude::*;

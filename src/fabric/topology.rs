@@ -405,6 +405,14 @@ impl Layout {
         NicId(g.node * c.nics_per_node + local)
     }
 
+    /// NICs every GPU has to itself when a node has more NICs than GPUs (`nics_per_node ÷
+    /// gpus_per_node`, rounded down; 1 otherwise): the NICs on its PCIe switch, which
+    /// Mooncake's topology discovery lists as the GPU's preferred devices. They are the NICs
+    /// `candidate(g, 0..rails)`.
+    pub(crate) fn rails(&self) -> u32 {
+        (self.cfg.nics_per_node / self.cfg.gpus_per_node.max(1)).max(1)
+    }
+
     /// The `k`-th NIC Mooncake may use for GPU `g`: `k = 0` is the preferred (affine) NIC, then
     /// the node's other NICs in ring order from it (the "secondary" list).
     pub(crate) fn candidate(&self, g: GpuId, k: u32) -> NicId {

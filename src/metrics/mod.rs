@@ -2,6 +2,7 @@
 
 pub mod error_kind;
 pub mod histogram;
+pub mod slo;
 pub mod summary;
 
 pub use error_kind::ErrorKind;

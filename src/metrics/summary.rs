@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use super::{Collector, Counts, ErrorCount, Latencies, Stats};
-use crate::config::{Role, SLO_PERCENTILES, Scenario, Slo};
+use crate::config::{Role, Scenario};
 use crate::engine::{NS_PER_S, Nanos};
 
 /// Throughput over the whole simulated span (arrivals and the drain tail) and, apart, over the
@@ -44,34 +44,7 @@ pub struct WindowThroughput {
     pub goodput_requests_per_s: f64,
 }
 
-/// One `[slo]` target and how the run did against it.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct SloTarget {
-    /// The key as written in `[slo]` (`ttft_p99_ms`, `attainment_min`, …).
-    pub key: String,
-    /// The target: ms for latencies, a share for `attainment_min`.
-    pub target: f64,
-    /// What the run reached; `null` when the percentile falls on requests that never completed
-    /// (failed, corrupted or unfinished count as infinitely late) or nothing arrived.
-    pub value: Option<f64>,
-    /// Whether it holds.
-    pub met: bool,
-}
-
-/// SLO figures and the verdict.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct SloSummary {
-    /// Share of arrived requests that **completed** (not corrupted, not failed, not
-    /// unfinished) within every per-request threshold set (`ttft_ms`, `tpot_ms`); with no
-    /// threshold, the share that completed. `null` when nothing arrived.
-    pub attainment: Option<f64>,
-    /// Requests per simulated second (whole run) that completed within every threshold.
-    pub goodput_requests_per_s: f64,
-    /// Whether every target holds; `null` when `[slo]` sets none.
-    pub met: Option<bool>,
-    /// Every target given, in `[slo]` key order.
-    pub targets: Vec<SloTarget>,
-}
+pub use super::slo::{SloSummary, SloTarget};
 
 /// Transfer totals.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -204,6 +177,31 @@ pub struct KvStoreSummary {
     pub prefetched_blocks: u64,
     /// Bytes of those blocks.
     pub prefetched_bytes: u64,
+    /// What the store's reads and writes put on the fabric.
+    pub traffic: KvStoreTraffic,
+}
+
+/// `summary.json` `kv_store.traffic`: the store's operations as they moved — RDMA batches on the
+/// fabric (sharing NICs with KV transfers) and local copies of replicas on the client's node.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct KvStoreTraffic {
+    /// Prefetch reads started.
+    pub reads: u64,
+    /// Write-backs started (those with blocks to put).
+    pub writes: u64,
+    /// Operations with a failed or aborted batch (a read keeps what landed; a write puts
+    /// nothing).
+    pub failed: u64,
+    /// Bytes of read batches started on the fabric.
+    pub fabric_read_bytes: u64,
+    /// Bytes of write batches started on the fabric.
+    pub fabric_write_bytes: u64,
+    /// Bytes copied locally (a replica on the client's own node).
+    pub local_copy_bytes: u64,
+    /// Sum of finished reads' durations, ns (from their start to their last batch's end).
+    pub read_ns_total: u64,
+    /// Longest finished read, ns.
+    pub read_ns_max: u64,
 }
 
 /// Time-weighted utilisation of one pool over the arrival window (the steady state; the drain
@@ -273,6 +271,13 @@ pub struct PoolGauges {
 /// queueing delay grow quickly (an M/D/1 queue at 80 % load already waits 2 service times).
 pub const BINDING: f64 = 0.8;
 
+/// How much longer a decode step at a pool's mean batch takes than the step of one of those
+/// requests alone, past which the batch itself is the binding resource: at 2× more than half
+/// of every step is per-sequence work (KV reads, per-sequence host cost), so each request added
+/// to an instance slows every other one — the decode roofline's knee, where throughput per
+/// instance stops growing with load and TPOT grows instead.
+pub const DECODE_STEP_GROWTH_BINDING: f64 = 2.0;
+
 /// What bound a pool, first match in this order:
 /// - `fabric`: NIC utilisation ≥ [`BINDING`];
 /// - `batch_cap`: the batch at ≥ 90 % of `max_running_requests`;
@@ -281,14 +286,20 @@ pub const BINDING: f64 = 0.8;
 ///   reserved tokens per request held, so the pool is full before its pages are;
 /// - `compute`: a prefill's forwards ran ≥ [`BINDING`] of the time; or, on a colocated server,
 ///   requests waited ≥ 10 % of the time (its waiting queue waits for the step's token budget);
+///   or a decode or colocated pool stepped ≥ [`BINDING`] of the time at a batch whose step is
+///   ≥ [`DECODE_STEP_GROWTH_BINDING`] × a lone request's (`step_growth`: saturated — e.g. 99.9 %
+///   busy at batch 170 — not idle);
 /// - `queue`: requests waited more than half the time without any of those (admission is the
 ///   limit, e.g. a dead transfer shard);
 /// - else `none`.
 ///
-/// Decode's and a colocated server's busy share is not a signal (see [`PoolUsage::busy`]): a
-/// continuous batch steps whenever it holds anyone.
-pub fn bottleneck(role: Role, u: &PoolUsage) -> &'static str {
+/// Decode's and a colocated server's busy share alone is not a signal (see [`PoolUsage::busy`]):
+/// a continuous batch steps whenever it holds anyone, at batch 3 as at batch 300; the step's
+/// growth with the batch tells the two apart.
+pub fn bottleneck(role: Role, u: &PoolUsage, step_growth: Option<f64>) -> &'static str {
     let at = |v: Option<f64>, t: f64| v.is_some_and(|v| v >= t);
+    let batch_bound =
+        role != Role::Prefill && at(u.busy, BINDING) && at(step_growth, DECODE_STEP_GROWTH_BINDING);
     if at(u.link_utilisation, BINDING) {
         "fabric"
     } else if at(u.batch_occupancy, 0.9) {
@@ -297,6 +308,7 @@ pub fn bottleneck(role: Role, u: &PoolUsage) -> &'static str {
         "kv_memory"
     } else if (role == Role::Prefill && at(u.busy, BINDING))
         || (role == Role::Colocated && at(u.queue_nonempty, 0.1))
+        || batch_bound
     {
         "compute"
     } else if at(u.queue_nonempty, 0.5) {
@@ -330,9 +342,38 @@ impl PoolGauges {
                 .then(|| (self.nic_bytes / (self.nic_bytes_per_ns * span_ns as f64)).min(1.0)),
             bottleneck: "none",
         };
-        u.bottleneck = bottleneck(role, &u);
+        u.bottleneck = bottleneck(role, &u, None);
         u
     }
+}
+
+/// How many times longer one decode step of `pool` at its mean batch and KV occupancy takes
+/// than one of those requests' step alone (`None` for a prefill pool, a measured step-time
+/// profile, or no batch). An estimate from the roofline of one attention-TP group with the
+/// interconnect and expert parallelism left out: a ratio of two steps of the same model, which
+/// those terms shift alike, not a time.
+pub fn step_growth(sc: &Scenario, pool: &crate::config::Pool, u: &PoolUsage) -> Option<f64> {
+    if pool.role == Role::Prefill || pool.step_times.is_some() {
+        return None;
+    }
+    let batch = u.batch_mean?.round();
+    if batch < 1.0 {
+        return None;
+    }
+    let model = crate::compute::StepModel::new(
+        &sc.gpu,
+        &pool.model,
+        pool.server.attn_tp_size,
+        pool.kv_dtype_bytes,
+        sc.compute.clone(),
+    );
+    // Tokens the batch holds: the occupied share of the instance's KV pages.
+    let pages = f64::from(crate::config::capacity::kv_pages(&sc.gpu, pool));
+    let held = u.kv_occupancy.unwrap_or(0.0) * pages * f64::from(pool.server.page_size);
+    let b = batch.min(f64::from(u32::MAX)) as u32;
+    let all = model.decode_ns(b, held as u64) as f64;
+    let one = model.decode_ns(1, (held / batch) as u64) as f64;
+    (one > 0.0).then(|| all / one)
 }
 
 /// The cluster's size and, when `hardware.usd_per_gpu_hour` is given, its cost.
@@ -445,7 +486,7 @@ impl Summary {
                 output_tokens_per_s: c.tokens_out as f64 / span,
                 arrival_window: window,
             },
-            slo: slo_summary(c, &sc.slo, span),
+            slo: super::slo::evaluate(c, &sc.slo, span),
             transfer: TransferSummary {
                 bytes: c.kv_bytes,
                 writes: c.rdma_writes,
@@ -453,7 +494,19 @@ impl Summary {
                 retransmitted_bytes: c.retransmitted_bytes.round() as u64,
                 a2a: run.a2a.clone(),
             },
-            pools: run.pools.iter().map(|g| g.usage(window_end)).collect(),
+            pools: run
+                .pools
+                .iter()
+                .map(|g| {
+                    let mut u = g.usage(window_end);
+                    if let (Some(role), Some(pool)) =
+                        (g.role, sc.pools.iter().find(|p| p.name == g.pool))
+                    {
+                        u.bottleneck = bottleneck(role, &u, step_growth(sc, pool, &u));
+                    }
+                    u
+                })
+                .collect(),
             cluster: ClusterSummary {
                 gpus,
                 nodes: run.nodes,
@@ -489,57 +542,6 @@ impl Summary {
     }
 }
 
-/// The `[slo]` verdict. Percentile targets are taken over **arrived** requests, with every
-/// request that did not complete (failed, corrupted, unfinished) counted as infinitely late —
-/// so a run where 2 % of requests fail cannot meet a p99 target however fast the rest are. This
-/// is the reading of DistServe's SLO attainment and of MLPerf's server scenario, where a
-/// dropped query counts against the latency bound.
-pub fn slo_summary(c: &Collector, slo: &Slo, span_s: f64) -> SloSummary {
-    let arrived = c.counts.arrived;
-    let attainment = (arrived > 0).then(|| c.slo_met as f64 / arrived as f64);
-    let mut targets = Vec::new();
-    let pct = |h: &super::Histogram, population: u64, q: u32| -> Option<f64> {
-        let rank = (u64::from(q) * population).div_ceil(100).max(1);
-        (population > 0)
-            .then(|| h.at_rank(rank))
-            .flatten()
-            .map(|ns| ns * 1e-6)
-    };
-    let tpot_population = arrived.saturating_sub(c.one_token_completed);
-    for (metric, targets_ms, h, population) in [
-        ("ttft", &slo.ttft_pct_ms, &c.ttft_completed, arrived),
-        ("tpot", &slo.tpot_pct_ms, &c.tpot_completed, tpot_population),
-    ] {
-        for (k, &q) in SLO_PERCENTILES.iter().enumerate() {
-            if let Some(target) = targets_ms[k] {
-                let value = pct(h, population, q);
-                targets.push(SloTarget {
-                    key: format!("{metric}_p{q}_ms"),
-                    target,
-                    value,
-                    met: value.is_some_and(|v| v <= target),
-                });
-            }
-        }
-    }
-    // The per-request thresholds (`ttft_ms`, `tpot_ms`) define attainment; they enter the
-    // verdict through `attainment_min`.
-    if let Some(min) = slo.attainment_min {
-        targets.push(SloTarget {
-            key: "attainment_min".into(),
-            target: min,
-            value: attainment,
-            met: attainment.is_some_and(|a| a >= min),
-        });
-    }
-    SloSummary {
-        attainment,
-        goodput_requests_per_s: c.slo_met as f64 / span_s,
-        met: (!targets.is_empty()).then(|| targets.iter().all(|t| t.met)),
-        targets,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -565,38 +567,48 @@ mod tests {
     fn bottlenecks_follow_the_binding_signal() {
         // Decode busy all the time with headroom everywhere: no bottleneck (busy is no signal).
         assert_eq!(
-            bottleneck(Role::Decode, &usage(1.0, 0.3, None, 0.0, 0.1)),
+            bottleneck(Role::Decode, &usage(1.0, 0.3, None, 0.0, 0.1), None),
+            "none"
+        );
+        // Saturated: busy at a batch whose step is 3× a lone request's (the batch binds) — never
+        // `none`; at 1.2× the same busy share is headroom.
+        assert_eq!(
+            bottleneck(Role::Decode, &usage(0.999, 0.5, None, 0.0, 0.1), Some(3.0)),
+            "compute"
+        );
+        assert_eq!(
+            bottleneck(Role::Decode, &usage(0.999, 0.5, None, 0.0, 0.1), Some(1.2)),
             "none"
         );
         // The same busy share on a prefill is compute.
         assert_eq!(
-            bottleneck(Role::Prefill, &usage(0.95, 0.3, None, 0.9, 0.1)),
+            bottleneck(Role::Prefill, &usage(0.95, 0.3, None, 0.9, 0.1), None),
             "compute"
         );
         // A decode whose prealloc queue is often non-empty waits for KV pages.
         assert_eq!(
-            bottleneck(Role::Decode, &usage(1.0, 0.6, None, 0.2, 0.1)),
+            bottleneck(Role::Decode, &usage(1.0, 0.6, None, 0.2, 0.1), None),
             "kv_memory"
         );
         // A colocated server always busy with an empty queue has headroom; with a queue, not.
         assert_eq!(
-            bottleneck(Role::Colocated, &usage(1.0, 0.3, None, 0.0, 0.0)),
+            bottleneck(Role::Colocated, &usage(1.0, 0.3, None, 0.0, 0.0), None),
             "none"
         );
         assert_eq!(
-            bottleneck(Role::Colocated, &usage(1.0, 0.3, None, 0.3, 0.0)),
+            bottleneck(Role::Colocated, &usage(1.0, 0.3, None, 0.3, 0.0), None),
             "compute"
         );
         assert_eq!(
-            bottleneck(Role::Decode, &usage(1.0, 0.6, Some(0.95), 0.7, 0.1)),
+            bottleneck(Role::Decode, &usage(1.0, 0.6, Some(0.95), 0.7, 0.1), None),
             "batch_cap"
         );
         assert_eq!(
-            bottleneck(Role::Prefill, &usage(0.5, 0.1, None, 0.1, 0.9)),
+            bottleneck(Role::Prefill, &usage(0.5, 0.1, None, 0.1, 0.9), None),
             "fabric"
         );
         assert_eq!(
-            bottleneck(Role::Prefill, &usage(0.3, 0.1, None, 0.8, 0.1)),
+            bottleneck(Role::Prefill, &usage(0.3, 0.1, None, 0.8, 0.1), None),
             "queue"
         );
     }

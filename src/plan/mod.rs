@@ -8,6 +8,7 @@
 //! the same bytes. Files are written by `cli`; this module returns rows and text.
 
 pub mod journal;
+pub mod launch;
 pub mod report;
 pub mod search;
 

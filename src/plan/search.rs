@@ -64,7 +64,7 @@ pub fn verdicts(grid: &Grid, rows: &[SweepRow]) -> Vec<PointVerdict> {
                 .collect(),
             gpus: seeds[0].gpus,
             nodes: seeds[0].nodes,
-            meets_slo: seeds.iter().all(|r| r.slo_met == Some(true)),
+            meets_slo: crate::metrics::slo::met_on_every_seed(seeds.iter().map(|r| r.slo_met)),
             seeds: seeds.to_vec(),
         })
         .collect()
@@ -168,7 +168,7 @@ pub fn max_rate(base: &Base, grid: &Grid, p: usize, key: &str, s: RateSearch) ->
             let sum = summarize(&sc).map_err(|e| e.to_string())?;
             *runs += 1;
             let row = SweepRow::of(&sc, &sum);
-            let ok = row.slo_met == Some(true);
+            let ok = crate::metrics::slo::met_on_every_seed([row.slo_met]);
             rows.push(row);
             if !ok {
                 // One failing seed decides: the rest need not run.

@@ -1,4 +1,4 @@
-//! What the reports say beyond the summary: both pools' configuration, the SLO, and each
+//! What the reports say beyond the summary: both pools' configuration and each
 //! instance's outcomes (so a healthy decode stalled behind a dead shard stands out). The CLI
 //! fills [`RunContext`] from the scenario; reports never read the scenario themselves.
 
@@ -63,10 +63,6 @@ pub struct RunContext {
     pub pools: Vec<PoolFacts>,
     /// Router policy and sglang profile, in words.
     pub setup: String,
-    /// TTFT target, ms.
-    pub slo_ttft_ms: Option<f64>,
-    /// TPOT target, ms.
-    pub slo_tpot_ms: Option<f64>,
     /// Per global instance.
     pub instances: Vec<InstanceOutcomes>,
     /// Faults, recoveries and transfer-worker deaths, by time (also marked on the charts).
@@ -94,22 +90,6 @@ impl RunContext {
         }
     }
 
-    fn slo_text(&self) -> String {
-        match (self.slo_ttft_ms, self.slo_tpot_ms) {
-            (None, None) => "no SLO set (attainment counts requests that completed)".into(),
-            (t, p) => {
-                let mut v = Vec::new();
-                if let Some(t) = t {
-                    v.push(format!("TTFT ≤ {t} ms"));
-                }
-                if let Some(p) = p {
-                    v.push(format!("TPOT ≤ {p} ms"));
-                }
-                v.join(", ")
-            }
-        }
-    }
-
     /// A flag an instance stands out by: healthy pool, yet most of its requests failed.
     fn stands_out(i: &InstanceOutcomes) -> bool {
         i.requests > 0 && i.outcomes[1] + i.outcomes[2] > 0 && i.outcomes[0] > 0
@@ -133,12 +113,8 @@ impl RunContext {
                 escape_html(&p.flags)
             );
         }
-        let _ = writeln!(
-            h,
-            "</table>\n<p>{}. SLO: {}.</p>",
-            escape_html(&self.setup),
-            escape_html(&self.slo_text())
-        );
+        // The SLO has its own section, from the summary's verdict (`metrics::slo`).
+        let _ = writeln!(h, "</table>\n<p>{}.</p>", escape_html(&self.setup));
         h.push_str("<h2>Per instance</h2>\n<table>\n<tr><th>instance</th><th>pool</th><th>role</th><th class=\"n\">requests</th><th class=\"n\">completed</th><th class=\"n\">failed</th><th class=\"n\">corrupted</th><th class=\"n\">unfinished</th><th>errors</th></tr>\n");
         for (n, i) in self.instances.iter().enumerate() {
             let errors: Vec<String> = i.errors.iter().map(|(k, c)| format!("{k} ×{c}")).collect();
@@ -196,7 +172,7 @@ impl RunContext {
                 p.flags
             );
         }
-        let _ = writeln!(m, "\n{}. SLO: {}.", self.setup, self.slo_text());
+        let _ = writeln!(m, "\n{}.", self.setup);
         m.push_str("\n## Per instance\n\n| instance | pool | role | requests | completed | failed | corrupted | unfinished | errors |\n|---:|---|---|---:|---:|---:|---:|---:|---|\n");
         for (n, i) in self.instances.iter().enumerate() {
             let errors: Vec<String> = i.errors.iter().map(|(k, c)| format!("{k} ×{c}")).collect();

@@ -99,19 +99,7 @@ pub fn fmt_ms_or_dash(v: Option<f64>) -> String {
     v.map_or_else(|| "—".to_string(), fmt_ms)
 }
 
-/// A latency in ms with precision that suits its size: 1234, 56.7, 8.91, 0.123.
-pub fn fmt_ms(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else if a >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
+pub use crate::metrics::slo::fmt_ms;
 
 /// Bytes in binary units: 512 B, 1.50 KiB, 3.25 GiB.
 fn fmt_bytes(b: u64) -> String {
@@ -184,13 +172,40 @@ h1{font-size:1.6rem}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid 
 table{border-collapse:collapse;margin:.5rem 0}th,td{border:1px solid #ddd;padding:.25rem .6rem;\
 text-align:left;vertical-align:top}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}\
 tr.corrupted td{background:#f3e8f7;color:#5a1f70;font-weight:600}\
+tr.missed td{background:#fbeeee;color:#8b1a1a;font-weight:600}\
+.ok{background:#eef7ee;border-left:4px solid #2ca02c;padding:.4rem .8rem}\
 code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em;white-space:pre-wrap;\
 word-break:break-word}.warn{background:#fff4e5;border-left:4px solid #f28e2b;padding:.4rem .8rem}\
 .hazard{background:#f3e8f7;border-left:4px solid #7b3294;padding:.4rem .8rem}\
 figure{margin:1rem 0}figure img{max-width:100%;height:auto;border:1px solid #eee}\
 figcaption{color:#666;font-size:.9rem}";
 
-/// The throughput, SLO and KV transfer figures both reports list, as `(label, value,
+/// `$20.00 (8 GPUs × $2.50/GPU-hour)`, or why there is no figure.
+fn cost_per_hour(s: &Summary) -> String {
+    let c = &s.cluster;
+    match c.usd_per_hour {
+        Some(h) => format!(
+            "${h:.2} ({} GPUs × ${:.2}/GPU-hour)",
+            c.gpus,
+            h / f64::from(c.gpus.max(1))
+        ),
+        None => no_price(s, ""),
+    }
+}
+
+/// Why a cost figure is blank: no price given, or (`why`) no data with one.
+fn no_price(s: &Summary, why: &str) -> String {
+    if s.cluster.usd_per_hour.is_none() {
+        format!(
+            "— (no price: set hardware.usd_per_gpu_hour; {} GPUs)",
+            s.cluster.gpus
+        )
+    } else {
+        format!("— ({why})")
+    }
+}
+
+/// The throughput, cost and KV transfer figures both reports list, as `(label, value,
 /// unit)`: rates are per simulated second. The unit, when the label does not carry it, goes
 /// after the label in HTML and after the value in Markdown.
 fn throughput_facts(s: &Summary) -> [(&'static str, String, Option<&'static str>); 8] {
@@ -212,16 +227,13 @@ fn throughput_facts(s: &Summary) -> [(&'static str, String, Option<&'static str>
             format!("{:.1}", t.output_tokens_per_s),
             None,
         ),
+        ("cost per hour", cost_per_hour(s), None),
         (
-            "SLO attainment (share of arrived)",
-            s.slo
-                .attainment
-                .map_or_else(|| "—".to_string(), |a| format!("{:.1} %", 100.0 * a)),
-            None,
-        ),
-        (
-            "goodput requests/s",
-            format!("{:.3}", s.slo.goodput_requests_per_s),
+            "cost per 1M output tokens",
+            s.cluster.usd_per_1m_output_tokens.map_or_else(
+                || no_price(s, "no output token in the arrival window"),
+                |c| format!("${c:.2} (at the arrival window's output rate)"),
+            ),
             None,
         ),
         (
@@ -290,6 +302,7 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
 
     requests_table(&mut h, s);
     errors_table(&mut h, s);
+    slo_section(&mut h, s);
     latency_table(&mut h, s);
     throughput_table(&mut h, s);
     pools_table(&mut h, s);
@@ -349,10 +362,53 @@ fn errors_table(h: &mut String, s: &Summary) {
     }
 }
 
+/// Every `[slo]` target with what the run reached and met/MISSED, the verdict, and what
+/// attainment counts (so a 100 % beside a missed percentile target reads as what it is).
+fn slo_section(h: &mut String, s: &Summary) {
+    let slo = &s.slo;
+    h.push_str("<h2>SLO</h2>\n");
+    match slo.met {
+        None => h.push_str("<p>No <code>[slo]</code> target set: no verdict.</p>\n"),
+        Some(met) => {
+            let _ = writeln!(
+                h,
+                "<p class=\"{}\">[slo] <strong>{}</strong>.</p>\n<table>\n<tr><th>target</th><th class=\"n\">reached</th><th>verdict</th></tr>",
+                if met { "ok" } else { "warn" },
+                escape_html(&slo.verdict_text())
+            );
+            for t in &slo.targets {
+                let _ = writeln!(
+                    h,
+                    "<tr class=\"{}\"><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                    if t.met { "met" } else { "missed" },
+                    escape_html(&t.condition()),
+                    escape_html(&t.reached()),
+                    t.verdict()
+                );
+            }
+            h.push_str("</table>\n");
+        }
+    }
+    let _ = writeln!(
+        h,
+        "<p>Attainment {}: {}. Goodput {:.3} requests/s (whole run; {:.3} over the arrival window).</p>",
+        slo.attainment
+            .map_or_else(|| "—".to_string(), |a| format!("{:.1} %", 100.0 * a)),
+        escape_html(&slo.attainment_basis()),
+        slo.goodput_requests_per_s,
+        s.throughput.arrival_window.goodput_requests_per_s
+    );
+}
+
 /// Latency percentiles, in ms.
 fn latency_table(h: &mut String, s: &Summary) {
+    let _ = writeln!(
+        h,
+        "<h2>Latency (ms)</h2>\n<p>Latencies {}.</p>",
+        escape_html(&crate::metrics::slo::latency_basis(&s.requests))
+    );
     h.push_str(
-        "<h2>Latency (ms)</h2>\n<table>\n<tr><th>metric</th><th class=\"n\">mean</th>\
+        "<table>\n<tr><th>metric</th><th class=\"n\">mean</th>\
          <th class=\"n\">p50</th><th class=\"n\">p90</th><th class=\"n\">p99</th>\
          <th class=\"n\">max</th><th>what</th></tr>\n",
     );
@@ -372,9 +428,9 @@ fn latency_table(h: &mut String, s: &Summary) {
     h.push_str("</table>\n");
 }
 
-/// Rates (per simulated second), SLO attainment and KV transfer volume and bandwidth.
+/// Rates (per simulated second), cost and KV transfer volume and bandwidth.
 fn throughput_table(h: &mut String, s: &Summary) {
-    h.push_str("<h2>Throughput and SLO</h2>\n<table>\n");
+    h.push_str("<h2>Throughput and cost</h2>\n<table>\n");
     for (label, value, unit) in throughput_facts(s) {
         let unit = unit.map_or(String::new(), |u| format!(" ({u})"));
         let _ = writeln!(
@@ -512,6 +568,18 @@ fn prefix_cache_table(h: &mut String, s: &Summary) {
             k.prefetched_blocks,
             k.prefetched_bytes as f64 / 1e9
         );
+        let t = &k.traffic;
+        let _ = writeln!(
+            h,
+            "<p>On the fabric (sharing NICs with KV transfers): {} reads ({:.1} GB, mean {:.1} ms), {} writes ({:.1} GB); {:.1} GB local copies; {} failed.</p>",
+            t.reads,
+            t.fabric_read_bytes as f64 / 1e9,
+            t.read_ns_total as f64 / t.reads.max(1) as f64 / 1e6,
+            t.writes,
+            t.fabric_write_bytes as f64 / 1e9,
+            t.local_copy_bytes as f64 / 1e9,
+            t.failed
+        );
     }
 }
 
@@ -605,9 +673,41 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
         }
     }
 
-    m.push_str(
-        "\n## Latency (ms)\n\n| metric | mean | p50 | p90 | p99 | max |\n\
+    m.push_str("\n## SLO\n\n");
+    let slo = &s.slo;
+    match slo.met {
+        None => m.push_str("No `[slo]` target set: no verdict.\n"),
+        Some(_) => {
+            let _ = writeln!(
+                m,
+                "[slo] **{}**.\n\n| target | reached | verdict |\n|---|---:|---|",
+                slo.verdict_text()
+            );
+            for t in &slo.targets {
+                let _ = writeln!(
+                    m,
+                    "| {} | {} | {} |",
+                    t.condition().replace('|', "\\|"),
+                    t.reached(),
+                    t.verdict()
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        m,
+        "\nAttainment {}: {}. Goodput {:.3} requests/s (whole run; {:.3} over the arrival window).",
+        slo.attainment
+            .map_or_else(|| "—".to_string(), |a| format!("{:.1} %", 100.0 * a)),
+        slo.attainment_basis(),
+        slo.goodput_requests_per_s,
+        s.throughput.arrival_window.goodput_requests_per_s
+    );
+    let _ = write!(
+        m,
+        "\n## Latency (ms)\n\nLatencies {}.\n\n| metric | mean | p50 | p90 | p99 | max |\n\
          |---|---:|---:|---:|---:|---:|\n",
+        crate::metrics::slo::latency_basis(&s.requests)
     );
     for (metric, _, st) in latency_rows(s) {
         let _ = writeln!(
@@ -621,7 +721,7 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
         );
     }
 
-    m.push_str("\n## Throughput and SLO\n\n");
+    m.push_str("\n## Throughput and cost\n\n");
     for (label, value, unit) in throughput_facts(s) {
         let unit = unit.map_or(String::new(), |u| format!(" {u}"));
         let _ = writeln!(m, "- {label}: {value}{unit}");
@@ -668,8 +768,15 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
     if let Some(k) = &s.kv_store {
         let _ = writeln!(
             m,
-            "- Mooncake Store: {} blocks held, {} written, {} evicted, {} refused, {} prefetched",
-            k.blocks, k.written_blocks, k.evicted_blocks, k.skipped_blocks, k.prefetched_blocks
+            "- Mooncake Store: {} blocks held, {} written, {} evicted, {} refused, {} prefetched; on the fabric {:.1} GB read, {:.1} GB written, {:.1} GB local copies",
+            k.blocks,
+            k.written_blocks,
+            k.evicted_blocks,
+            k.skipped_blocks,
+            k.prefetched_blocks,
+            k.traffic.fabric_read_bytes as f64 / 1e9,
+            k.traffic.fabric_write_bytes as f64 / 1e9,
+            k.traffic.local_copy_bytes as f64 / 1e9
         );
     }
     m
@@ -754,6 +861,73 @@ mod tests {
     }
 
     #[test]
+    fn both_reports_list_every_slo_target_with_its_verdict_and_the_cost() {
+        use crate::metrics::slo::SloTarget;
+        let mut f = synthetic();
+        // Percentile targets only, one missed, while every request completed: the report must
+        // list both, say MISSED, and explain that attainment is not the verdict.
+        f.summary.slo.attainment = Some(1.0);
+        f.summary.slo.targets = vec![
+            SloTarget {
+                key: "ttft_p99_ms".into(),
+                target: 2000.0,
+                value: Some(87.0),
+                met: true,
+                default: false,
+            },
+            SloTarget {
+                key: "tpot_p99_ms".into(),
+                target: 50.0,
+                value: Some(53.0),
+                met: false,
+                default: false,
+            },
+        ];
+        f.summary.slo.met = Some(false);
+        f.summary.cluster.gpus = 8;
+        f.summary.cluster.usd_per_hour = Some(20.0);
+        f.summary.cluster.usd_per_1m_output_tokens = Some(5.05);
+        let html = index_html("unit-run", &f.summary, &[]);
+        let md = summary_md("unit-run", &f.summary);
+        for text in [&html, &md] {
+            assert!(!text.contains("no SLO set"), "{text}");
+            assert!(text.contains("MISSED (tpot_p99_ms)"), "{text}");
+            assert!(
+                text.contains("the percentile targets decide the verdict"),
+                "{text}"
+            );
+            assert!(text.contains("$20.00 (8 GPUs × $2.50/GPU-hour)"), "{text}");
+            assert!(text.contains("$5.05"), "{text}");
+            assert!(
+                text.contains("over 52 finished requests (50 completed + 2 corrupted)"),
+                "{text}"
+            );
+        }
+        assert!(html.contains(
+            "<tr class=\"met\"><td>ttft_p99_ms ≤ 2000 ms</td><td class=\"n\">87.0 ms</td><td>met</td></tr>"
+        ));
+        assert!(html.contains(
+            "<tr class=\"missed\"><td>tpot_p99_ms ≤ 50.0 ms</td><td class=\"n\">53.0 ms</td><td>MISSED</td></tr>"
+        ));
+        assert!(
+            md.contains("| ttft_p99_ms ≤ 2000 ms | 87.0 ms | met |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| tpot_p99_ms ≤ 50.0 ms | 53.0 ms | MISSED |"),
+            "{md}"
+        );
+        // No price: the cost row says how to get one.
+        f.summary.cluster.usd_per_hour = None;
+        f.summary.cluster.usd_per_1m_output_tokens = None;
+        assert!(summary_md("unit-run", &f.summary).contains("set hardware.usd_per_gpu_hour"));
+        // No target at all: said once, as such.
+        f.summary.slo.targets.clear();
+        f.summary.slo.met = None;
+        assert!(summary_md("unit-run", &f.summary).contains("No `[slo]` target set"));
+    }
+
+    #[test]
     fn strings_are_escaped() {
         let f = synthetic();
         let html = index_html("<b>run</b> & co", &f.summary, &[]);
@@ -823,7 +997,7 @@ mod tests {
             "| unfinished | 4 | 6.7 % |",
             "| metric | mean | p50 | p90 | p99 | max |",
             "- output tokens/s: 1075.5",
-            "- SLO attainment (share of arrived): 87.5 %",
+            "Attainment 87.5 %: share of arrived requests that completed",
         ] {
             assert!(md.contains(want), "no {want:?} in:\n{md}");
         }

@@ -1,6 +1,7 @@
 //! Result files (DESIGN.md §4): `summary.json`, `requests.csv`, `timeseries.csv`, `run.json`,
 //! and the human summary. Reports read metrics only; they never touch the simulation.
 
+pub mod baseline;
 pub mod charts;
 pub mod context;
 pub mod html;
@@ -52,37 +53,36 @@ impl Summary {
             f(l.e2e.p50, 1),
             f(l.e2e.p99, 1)
         );
+        if r.failed + r.unfinished > 0 {
+            s += &format!("  latencies {}\n", crate::metrics::slo::latency_basis(r));
+        }
         let w = &t.arrival_window;
         s += &format!(
-            "  throughput {:.2} req/s, {:.0} input tok/s, {:.0} output tok/s (arrival window: {:.2} req/s, {:.0} output tok/s); SLO attainment {}\n",
+            "  throughput {:.2} req/s, {:.0} input tok/s, {:.0} output tok/s (arrival window: {:.2} req/s, {:.0} output tok/s)\n",
             t.requests_per_s,
             t.input_tokens_per_s,
             t.output_tokens_per_s,
             w.requests_per_s,
             w.output_tokens_per_s,
+        );
+        s += &format!(
+            "  SLO attainment {}: {}\n",
             self.slo
                 .attainment
-                .map_or("—".to_string(), |a| format!("{:.1} %", 100.0 * a))
+                .map_or("—".to_string(), |a| format!("{:.1} %", 100.0 * a)),
+            self.slo.attainment_basis()
         );
-        if let Some(met) = self.slo.met {
-            let each: Vec<String> = self
-                .slo
-                .targets
-                .iter()
-                .map(|t| {
-                    let v = t.value.map_or("—".to_string(), |v| format!("{v:.4}"));
-                    format!(
-                        "{} {v} vs {} {}",
-                        t.key,
-                        t.target,
-                        if t.met { "ok" } else { "MISSED" }
-                    )
-                })
-                .collect();
+        if self.slo.met.is_some() {
+            let each: Vec<String> = self.slo.targets.iter().map(|t| t.line()).collect();
+            s += &format!("  SLO {}: {}\n", self.slo.verdict_text(), each.join("; "));
+        }
+        if let Some(h) = self.cluster.usd_per_hour {
             s += &format!(
-                "  SLO {}: {}\n",
-                if met { "met" } else { "not met" },
-                each.join("; ")
+                "  cost ${h:.2}/hour for {} GPUs{}\n",
+                self.cluster.gpus,
+                self.cluster
+                    .usd_per_1m_output_tokens
+                    .map_or(String::new(), |c| format!(", ${c:.2} per 1M output tokens"))
             );
         }
         for p in &self.pools {

@@ -368,7 +368,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         )?);
     }
     faults.sort_by_key(|f| f.at_ns);
-    let kv_store = sections::kv_store(&c, &file, &pools, &fabric, nodes)?;
+    let kv_store = sections::kv_store(&c, &file, &pools, nodes)?;
 
     let notes = calibration_notes(&c, &calibration, &file.hardware.gpu, &pools);
     Ok(Scenario {

@@ -686,7 +686,7 @@ fn hicache(
         return Err(c.err(
             &k("enable_hierarchical_cache"),
             format!(
-                "pdsim models HiCache on prefill pools only (pool {:?} is {}); decode-side HiCache is not modelled",
+                "pdsim models HiCache on prefill pools only (pool {:?} is {}): sglang's decode side offloads to the store through its own flag (--disaggregation-decode-enable-offload-kvcache, DecodeKVCacheOffloadManager), which pdsim does not model; remove enable_hierarchical_cache here",
                 p.name,
                 p.role.as_str()
             ),
@@ -765,7 +765,6 @@ pub(super) fn kv_store(
     c: &Checker,
     file: &ScenarioFile,
     pools: &[Pool],
-    fabric: &FabricParams,
     nodes: u32,
 ) -> Result<Option<crate::config::KvStoreParams>, ScenarioError> {
     let users: Vec<&Pool> = pools
@@ -847,9 +846,6 @@ pub(super) fn kv_store(
     };
     Ok(Some(crate::config::KvStoreParams {
         capacity_tokens,
-        nic_bytes_per_ns: fabric.nic_bytes_per_ns
-            * f64::from(fabric.nics_per_node)
-            * store_nodes.len() as f64,
         nodes: store_nodes,
         evict,
     }))

@@ -16,14 +16,20 @@
 //!   forward takes the longer of its compute and its loads.
 //! - **Prefetch** (`prefetch_from_storage`, when the scheduler receives the request): the blocks
 //!   beyond the local tiers that the store holds then, if at least [`PREFETCH_THRESHOLD_TOKENS`],
-//!   read over RDMA at the slower of the instance's NICs and the store nodes' NICs (analytic:
-//!   no sharing with KV transfers; `docs/performance-model.md` §8 says why). The policy decides
-//!   how long the request waits: `best_effort` not at all (what has arrived when it is scheduled
-//!   counts), `wait_complete` until all is in, `timeout` at most [`prefetch_timeout_ns`].
+//!   are read into host memory as Mooncake Store batches **on the fabric** (`sim::store`): RDMA
+//!   reads from the store nodes' DRAM through their NICs to this instance's NICs, sharing
+//!   them with KV transfers; a replica on the instance's own node is a local copy. The policy
+//!   decides how long the request waits (`can_terminate_prefetch`): `best_effort` not at all
+//!   (the blocks that have arrived when it is scheduled count), `wait_complete` until all is
+//!   in, `timeout` at most [`prefetch_timeout_ns`]. [`Prefetch`] holds what the fabric has
+//!   delivered so far.
 //! - **Write-back to the store** when the request's prefill ends (`write_backup_storage` after
 //!   the host copy): `write_through` writes every block, `write_through_selective` only blocks
-//!   used a second time on this instance (those its lookup found locally); the write completes
-//!   after the GPU → host copy and the RDMA write, and only then can any instance read it.
+//!   used a second time on this instance (those its lookup found locally); blocks the store
+//!   holds or is already being written are skipped (sglang's Mooncake backend puts only keys
+//!   `batch_is_exist` does not find: `MooncakeStore._batch_set_v2_aggregated`). The write is
+//!   the GPU → host copy then RDMA writes on the fabric, and only when they land can any
+//!   instance read the block.
 
 use super::prefix_cache::PrefixCache;
 use crate::config::{HiCacheParams, PrefetchPolicy, WritePolicy};
@@ -46,50 +52,51 @@ pub fn prefetch_timeout_ns(tokens: u64) -> Nanos {
     )
 }
 
-/// A request's prefetch from the store, planned when its prefill's scheduler receives it.
+/// A request's prefetch from the store, started when its prefill's scheduler receives it. Its
+/// bytes move as fabric flows (`sim::store`); the simulator keeps `arrived` and `done_ns` up
+/// to date from them before the prefill's scheduler looks.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Prefetch {
-    /// When the read starts, ns.
+    /// When the read started, ns.
     pub start_ns: Nanos,
     /// Prompt blocks the local tiers held then: the read starts after them.
     pub from_block: u32,
     /// Blocks to read.
     pub blocks: u32,
-    /// Fixed latency before the first byte, ns.
-    pub latency_ns: Nanos,
-    /// Read rate, bytes/ns.
-    pub bytes_per_ns: f64,
-    /// Bytes of one block.
+    /// Bytes of one block (all attention-TP ranks together).
     pub block_bytes: u64,
+    /// Blocks in host memory by the last look, in prompt order (sglang counts a prefetch's
+    /// progress in whole pages from the front: `PrefetchOperation.completed_tokens`).
+    pub arrived: u32,
+    /// When the read ended (every flow and local copy), ns; `None` while it moves.
+    pub done_ns: Option<Nanos>,
 }
 
 impl Prefetch {
-    /// When the whole read is in host memory, ns.
-    pub fn done_ns(&self) -> Nanos {
-        let bytes = self.block_bytes * u64::from(self.blocks);
-        self.start_ns + self.latency_ns + crate::engine::ceil_ns(bytes as f64 / self.bytes_per_ns)
+    /// A read of `blocks` blocks from block `from_block` on, started at `start_ns`.
+    pub fn new(start_ns: Nanos, from_block: u32, blocks: u32, block_bytes: u64) -> Self {
+        Self {
+            start_ns,
+            from_block,
+            blocks,
+            block_bytes,
+            arrived: 0,
+            done_ns: None,
+        }
     }
 
-    /// Blocks in host memory by `now` (whole blocks, in prompt order).
-    pub fn arrived(&self, now: Nanos) -> u32 {
-        let t0 = self.start_ns + self.latency_ns;
-        if now < t0 {
-            return 0;
-        }
-        let n = ((now - t0) as f64 * self.bytes_per_ns / self.block_bytes as f64).floor();
-        (n.min(f64::from(self.blocks))) as u32
+    /// The `timeout` policy's deadline: the read's start plus [`prefetch_timeout_ns`] of its
+    /// tokens, ns.
+    pub fn timeout_at(&self) -> Nanos {
+        self.start_ns.saturating_add(prefetch_timeout_ns(
+            u64::from(self.blocks) * u64::from(HASH_BLOCK_TOKENS),
+        ))
     }
 
-    /// When the policy lets the request be scheduled, ns.
-    pub fn ready_ns(&self, policy: PrefetchPolicy) -> Nanos {
-        match policy {
-            PrefetchPolicy::BestEffort => self.start_ns,
-            PrefetchPolicy::WaitComplete => self.done_ns(),
-            PrefetchPolicy::Timeout => self.done_ns().min(
-                self.start_ns
-                    + prefetch_timeout_ns(u64::from(self.blocks) * u64::from(HASH_BLOCK_TOKENS)),
-            ),
-        }
+    /// Whether `policy` holds the request back from the prefill's scheduler while the read
+    /// moves (`can_terminate_prefetch`): `best_effort` never does.
+    pub fn holds(&self, policy: PrefetchPolicy) -> bool {
+        self.done_ns.is_none() && policy != PrefetchPolicy::BestEffort
     }
 }
 
@@ -116,8 +123,6 @@ pub struct HiCache {
     /// The pool's flags, checked.
     pub params: HiCacheParams,
     host: PrefixCache,
-    /// The instance's NICs together, bytes/ns (store reads and writes).
-    pub nic_bytes_per_ns: f64,
     /// Hits and bytes so far.
     pub counts: TierCounts,
 }
@@ -134,12 +139,11 @@ pub struct Found {
 }
 
 impl HiCache {
-    /// An empty host tier for `params`; the instance's NICs move `nic_bytes_per_ns`.
-    pub fn new(params: HiCacheParams, nic_bytes_per_ns: f64) -> Self {
+    /// An empty host tier for `params`.
+    pub fn new(params: HiCacheParams) -> Self {
         Self {
             params,
             host: PrefixCache::new(Some(params.host_tokens)),
-            nic_bytes_per_ns,
             counts: TierCounts::default(),
         }
     }
@@ -157,10 +161,9 @@ impl HiCache {
         input: u32,
         device: u32,
         prefetch: Option<&Prefetch>,
-        now: Nanos,
     ) -> u32 {
         let host = self.host.peek(hash_ids, input);
-        let store = prefetch.map_or(0, |p| blocks_tokens(p.from_block + p.arrived(now), input));
+        let store = prefetch.map_or(0, |p| blocks_tokens(p.from_block + p.arrived, input));
         device.max(host).max(store)
     }
 
@@ -179,7 +182,7 @@ impl HiCache {
         let local = device.max(host);
         let (store, read) = match prefetch {
             Some(p) => {
-                let n = p.arrived(now);
+                let n = p.arrived;
                 (
                     blocks_tokens(p.from_block + n, input),
                     u64::from(n) * p.block_bytes,
@@ -199,33 +202,23 @@ impl HiCache {
         (Found { device, local, all }, load_ns)
     }
 
-    /// The blocks a finished prefill writes back to the store and when the write completes:
-    /// `write_through` all of them, `write_through_selective` those found locally (their second
-    /// use here); `None` when there is nothing to write. The write is the GPU → host copy then
-    /// the RDMA write at `store_bytes_per_ns` (the slower of this instance's and the store's
-    /// NICs), after `latency_ns`.
-    pub fn write_back(
-        &mut self,
-        blocks: usize,
-        local_tokens: u32,
-        now: Nanos,
-        store_bytes_per_ns: f64,
-        latency_ns: Nanos,
-    ) -> Option<(usize, Nanos)> {
-        let n = match self.params.write_policy {
+    /// How many of a finished prefill's `blocks` leading prompt blocks its write policy backs
+    /// up to the store: `write_through` all of them, `write_through_selective` those found
+    /// locally (`local_tokens`: their second use here), `write_back` none (refused with a
+    /// storage backend by the scenario checks).
+    pub fn blocks_to_store(&self, blocks: usize, local_tokens: u32) -> usize {
+        match self.params.write_policy {
             WritePolicy::WriteThrough => blocks,
             WritePolicy::WriteThroughSelective => (local_tokens / HASH_BLOCK_TOKENS) as usize,
             WritePolicy::WriteBack => 0,
         }
-        .min(blocks);
-        if n == 0 {
-            return None;
-        }
-        let bytes = n as u64 * u64::from(HASH_BLOCK_TOKENS) * self.params.bytes_per_token;
-        self.counts.store_write_bytes += bytes;
-        let copy = bytes as f64 / self.params.pcie_bytes_per_ns;
-        let rdma = bytes as f64 / store_bytes_per_ns.min(self.nic_bytes_per_ns);
-        Some((n, now + latency_ns + crate::engine::ceil_ns(copy + rdma)))
+        .min(blocks)
+    }
+
+    /// The GPU → host copy of `bytes` (all ranks) before a write to the store can start, ns:
+    /// each rank copies its share over its own PCIe link.
+    pub fn copy_ns(&self, bytes: u64) -> Nanos {
+        crate::engine::ceil_ns(bytes as f64 / self.params.pcie_bytes_per_ns)
     }
 }
 
@@ -250,34 +243,21 @@ mod tests {
     }
 
     #[test]
-    fn a_prefetch_arrives_block_by_block_and_the_policy_sets_the_wait() {
-        let p = Prefetch {
-            start_ns: 1000,
-            from_block: 2,
-            blocks: 4,
-            latency_ns: 100,
-            bytes_per_ns: 512.0, // one 512 000-byte block per 1000 ns
-            block_bytes: 512_000,
-        };
-        assert_eq!(p.arrived(1099), 0);
-        assert_eq!(p.arrived(1100), 0);
-        assert_eq!(p.arrived(2100), 1);
-        assert_eq!(p.arrived(9_999_999), 4);
-        assert_eq!(p.done_ns(), 1000 + 100 + 4000);
-        assert_eq!(p.ready_ns(PrefetchPolicy::BestEffort), 1000);
-        assert_eq!(p.ready_ns(PrefetchPolicy::WaitComplete), 5100);
-        // 2048 tokens: 1 s + 0.5 s, longer than the read.
-        assert_eq!(p.ready_ns(PrefetchPolicy::Timeout), 5100);
-        let slow = Prefetch {
-            bytes_per_ns: 0.0005,
-            ..p
-        };
-        assert_eq!(slow.ready_ns(PrefetchPolicy::Timeout), 1000 + 1_500_000_000);
+    fn the_policy_decides_whether_a_moving_prefetch_holds_the_request() {
+        let mut p = Prefetch::new(1000, 2, 4, 512_000);
+        assert!(!p.holds(PrefetchPolicy::BestEffort));
+        assert!(p.holds(PrefetchPolicy::WaitComplete));
+        assert!(p.holds(PrefetchPolicy::Timeout));
+        // 2048 tokens: 1 s + 0.25 s × 2.
+        assert_eq!(p.timeout_at(), 1000 + 1_500_000_000);
+        p.done_ns = Some(5000);
+        assert!(!p.holds(PrefetchPolicy::WaitComplete));
+        assert!(!p.holds(PrefetchPolicy::Timeout));
     }
 
     #[test]
     fn tiers_count_what_only_they_had_and_loads_take_pcie_time() {
-        let mut h = HiCache::new(params(WritePolicy::WriteThrough), 100.0);
+        let mut h = HiCache::new(params(WritePolicy::WriteThrough));
         // First sight: nothing anywhere; host now holds [1, 2, 3].
         let (f, ns) = h.admit(&[1, 2, 3], 1400, 0, None, 0);
         assert_eq!((f.device, f.local, f.all, ns), (0, 0, 0, 0));
@@ -289,12 +269,8 @@ mod tests {
         // The GPU holds 1 block, host 3, a prefetch brought blocks 3..5 of [1, 2, 3, 4, 5]
         // (from block 3, 2 arrived): all 2400 tokens.
         let p = Prefetch {
-            start_ns: 0,
-            from_block: 3,
-            blocks: 2,
-            latency_ns: 0,
-            bytes_per_ns: 1e9,
-            block_bytes: 512_000,
+            arrived: 2,
+            ..Prefetch::new(0, 3, 2, 512_000)
         };
         let (f, _) = h.admit(&[1, 2, 3, 4, 5], 2400, 512, Some(&p), 10);
         assert_eq!((f.device, f.local, f.all), (512, 1536, 2400));
@@ -308,15 +284,19 @@ mod tests {
 
     #[test]
     fn write_policies_choose_what_reaches_the_store() {
-        let mut wt = HiCache::new(params(WritePolicy::WriteThrough), 100.0);
-        // 3 blocks of 512 000 bytes: copy 153 600 ns at 10 B/ns, RDMA 15 360 ns at 100 B/ns.
+        let wt = HiCache::new(params(WritePolicy::WriteThrough));
+        assert_eq!(wt.blocks_to_store(3, 0), 3);
+        // 3 blocks of 512 000 bytes copied at 10 B/ns.
+        assert_eq!(wt.copy_ns(3 * 512_000), 153_600);
+        let sel = HiCache::new(params(WritePolicy::WriteThroughSelective));
+        assert_eq!(sel.blocks_to_store(3, 0), 0, "first use: nothing");
+        assert_eq!(sel.blocks_to_store(3, 1100), 2);
         assert_eq!(
-            wt.write_back(3, 0, 1000, 1e9, 7),
-            Some((3, 1000 + 7 + 153_600 + 15_360))
+            sel.blocks_to_store(1, 1100),
+            1,
+            "never more than the prompt's blocks"
         );
-        let mut sel = HiCache::new(params(WritePolicy::WriteThroughSelective), 100.0);
-        assert_eq!(sel.write_back(3, 0, 0, 1e9, 0), None, "first use: nothing");
-        assert_eq!(sel.write_back(3, 1100, 0, 1e9, 0).map(|w| w.0), Some(2));
-        assert_eq!(sel.counts.store_write_bytes, 2 * 512 * 1000);
+        let wb = HiCache::new(params(WritePolicy::WriteBack));
+        assert_eq!(wb.blocks_to_store(3, 3000), 0);
     }
 }

@@ -21,8 +21,11 @@ use crate::workload::trace::HASH_BLOCK_TOKENS;
 pub struct KvStore {
     blocks: PrefixCache,
     evict: bool,
-    /// Writes in flight: (completion ns, sequence, blocks).
+    /// Writes completed but not yet applied: (completion ns, sequence, blocks).
     pending: BinaryHeap<Reverse<(Nanos, u64, Vec<u64>)>>,
+    /// Blocks whose write is on its way (a second writer skips them, as Mooncake's master
+    /// refuses a put of a key already being put).
+    writing: std::collections::HashSet<u64>,
     writes: u64,
     /// Blocks written (new to the store).
     pub written_blocks: u64,
@@ -39,6 +42,7 @@ impl KvStore {
             blocks: PrefixCache::new(capacity_tokens),
             evict,
             pending: BinaryHeap::new(),
+            writing: std::collections::HashSet::new(),
             writes: 0,
             written_blocks: 0,
             skipped_blocks: 0,
@@ -67,6 +71,35 @@ impl KvStore {
         self.pending
             .push(Reverse((done_ns, self.writes, hash_ids.to_vec())));
         self.writes += 1;
+    }
+
+    /// A writer starts putting the prompt blocks `hash_ids` at `now`: the leading blocks the
+    /// store holds or is already being written are skipped (sglang's backend puts only the keys
+    /// `batch_is_exist` does not find). Returns how many lead are skipped; the rest are in
+    /// flight until [`KvStore::finish_write`].
+    pub fn begin_write(&mut self, hash_ids: &[u64], now: Nanos) -> usize {
+        let held = self.held(hash_ids, now) as usize;
+        let from = held
+            + hash_ids[held..]
+                .iter()
+                .take_while(|id| self.writing.contains(id))
+                .count();
+        self.writing.extend(&hash_ids[from..]);
+        from
+    }
+
+    /// The write of `hash_ids[from..]` (what [`KvStore::begin_write`] returned `from` for and
+    /// left in flight) ended at `now`: landed (`ok`), its blocks are readable from now on;
+    /// failed, they are not in the store. The store is keyed by prefix, so the write is applied
+    /// as the whole prefix `hash_ids` (its first `from` blocks were held or being written: a
+    /// block another writer is still putting becomes readable with this one).
+    pub fn finish_write(&mut self, hash_ids: &[u64], from: usize, now: Nanos, ok: bool) {
+        for id in &hash_ids[from..] {
+            self.writing.remove(id);
+        }
+        if ok {
+            self.write(hash_ids, now);
+        }
     }
 
     /// The prompt's leading blocks the store holds at `now`, after the writes completed by then.
@@ -144,5 +177,31 @@ mod tests {
         assert_eq!(none.read(&[1, 2, 3], 0, 2), 2);
         assert_eq!(none.evicted_blocks(), 0);
         assert_eq!(none.skipped_blocks, 1);
+    }
+
+    #[test]
+    fn a_second_writer_skips_what_is_held_or_on_its_way() {
+        let mut s = KvStore::new(None, true);
+        s.write(&[1], 0);
+        assert_eq!(s.begin_write(&[1, 2, 3], 10), 1, "block 1 is held");
+        // Blocks 2 and 3 are on their way: another writer of [1, 2, 3, 4] only puts 4.
+        assert_eq!(s.begin_write(&[1, 2, 3, 4], 11), 3);
+        assert_eq!(
+            s.read(&[1, 2, 3], 0, 12),
+            1,
+            "not readable before the write lands"
+        );
+        s.finish_write(&[1, 2, 3], 1, 20, true);
+        s.finish_write(&[1, 2, 3, 4], 3, 21, false);
+        assert_eq!(
+            s.read(&[1, 2, 3, 4], 0, 22),
+            3,
+            "the failed write left 4 out"
+        );
+        assert_eq!(
+            s.begin_write(&[1, 2, 3, 4], 23),
+            3,
+            "4 may be written again"
+        );
     }
 }

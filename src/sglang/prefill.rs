@@ -133,9 +133,7 @@ impl PrefillServer {
                     let device = cache.peek(&req.hash_ids, req.input);
                     let all = match self.hicache.as_deref() {
                         None => device,
-                        Some(h) => {
-                            h.peek(&req.hash_ids, req.input, device, req.prefetch.as_ref(), now)
-                        }
+                        Some(h) => h.peek(&req.hash_ids, req.input, device, req.prefetch.as_ref()),
                     };
                     all.min(req.prompt() - 1)
                 }

@@ -300,14 +300,16 @@ impl PrefixCache {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
 
     use super::*;
     use crate::workload::trace::{TraceFormat, TraceRow, read_trace};
 
     fn trace(name: &str) -> Vec<TraceRow> {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/traces/");
-        read_trace(&Path::new(dir).join(name), TraceFormat::Mooncake).unwrap()
+        read_trace(
+            &crate::shared_path("traces").join(name),
+            TraceFormat::Mooncake,
+        )
+        .unwrap()
     }
 
     /// Runs a trace through one cache in arrival order; returns the cache.

@@ -433,7 +433,10 @@ impl TransferQueues {
                 env.gpus[f.prefill_rank as usize],
                 dst.gpus[f.decode_rank as usize],
             );
-            let k = split.min(f.writes).max(1);
+            // On hosts with more NICs than GPUs the batch's slices spread over the GPU's own
+            // NICs (`Fabric::rails_between`): one flow per rail, each its share.
+            let rails = u64::from(env.fabric.rails_between(src, dst_gpu));
+            let k = (split * rails).min(f.writes).max(1);
             for i in 0..k {
                 // Shares differ by at most one byte / one write (one flow: no division).
                 let share = |x: u64| {
@@ -443,14 +446,27 @@ impl TransferQueues {
                         x / k + u64::from(i < x % k)
                     }
                 };
-                env.fabric.start_transfer_after(
-                    now,
-                    lead,
-                    (src, dst_gpu),
-                    share(f.bytes),
-                    share(f.writes),
-                    token(me, lane),
-                );
+                if rails == 1 {
+                    env.fabric.start_transfer_after(
+                        now,
+                        lead,
+                        (src, dst_gpu),
+                        share(f.bytes),
+                        share(f.writes),
+                        token(me, lane),
+                    );
+                } else {
+                    let used = rails.min(k);
+                    env.fabric.start_transfer_rail(
+                        now,
+                        lead,
+                        (src, dst_gpu),
+                        ((i % used) as u32, used as u32),
+                        share(f.bytes),
+                        share(f.writes),
+                        token(me, lane),
+                    );
+                }
                 n += 1;
             }
         }

@@ -189,6 +189,8 @@ impl World<'_> {
             return;
         }
         let before = core.step_key;
+        // What the prefetches from the store have landed by now is what admission finds.
+        self.refresh_prefetches(p);
         self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
         self.a2a_forward_started(CoreRef::Prefill(p), before);
     }
@@ -202,7 +204,7 @@ impl World<'_> {
             return;
         }
         let now = self.q.now();
-        let (core, tokens, prefill, dt, done) = match c {
+        let (core, tokens, prefill, ctx, dt, done) = match c {
             CoreRef::Prefill(p) => {
                 let s = &mut self.prefills[p];
                 let shape = s.forward_shape();
@@ -212,6 +214,7 @@ impl World<'_> {
                     &mut s.core,
                     tokens,
                     true,
+                    0,
                     dt,
                     Event::PrefillStepDone { prefill: p },
                 )
@@ -220,14 +223,15 @@ impl World<'_> {
                 let s = &mut self.decodes[d];
                 let dt = s.core.step.decode_ns(s.running, s.context_tokens);
                 let done = Event::DecodeStepDone { decode: d };
-                (&mut s.core, u64::from(s.running), false, dt, done)
+                let ctx = s.context_tokens;
+                (&mut s.core, u64::from(s.running), false, ctx, dt, done)
             }
             CoreRef::Colocated(_) => return,
         };
         let Some(key) = core.step_key.filter(|&k| Some(k) != before && core.alive) else {
             return;
         };
-        let Some(moe) = core.step.moe_time(tokens, prefill) else {
+        let Some(moe) = core.step.moe_time(tokens, prefill, ctx) else {
             return;
         };
         let bytes = moe.rdma_bytes_per_gpu.round() as u64;

@@ -82,6 +82,14 @@ pub enum Event {
         /// The request.
         req: ReqRef,
     },
+    /// A local copy of a Mooncake Store operation ended (a replica on the reader's or
+    /// writer's own node: `sim::store`).
+    StoreCopied {
+        /// The store operation.
+        op: u32,
+        /// Its batch.
+        part: u32,
+    },
     /// One simulated second passed: sample the timeseries.
     Tick,
 }

@@ -152,17 +152,13 @@ impl World<'_> {
             .expect("just inserted")
             .bootstrap_timeout = Some(key);
         // HiCache with a storage backend: the prefetch from the store starts now; its policy
-        // may hold the request back from the prefill's scheduler.
-        let prefetch_ready = self.plan_prefetch(r, p, now).unwrap_or(0);
+        // may hold the request back from the prefill's scheduler (`try_prealloc`).
+        if self.kv_store.is_some() {
+            self.start_prefetch(r, p, now);
+        }
         let costs = &self.sc.compute;
         if !costs.has_serving_costs() {
             // No serving cost: the request reaches both schedulers at once (the 2023 fit).
-            if prefetch_ready > 0 {
-                self.reqs
-                    .get_mut(r)
-                    .expect("just inserted")
-                    .prefill_ready_ns = prefetch_ready;
-            }
             self.decodes[d].prealloc.push_back(r);
             self.try_prealloc(d);
             return;
@@ -181,7 +177,7 @@ impl World<'_> {
         self.reqs
             .get_mut(r)
             .expect("just inserted")
-            .prefill_ready_ns = ready_p.max(prefetch_ready);
+            .prefill_ready_ns = ready_p;
         if ready_d > self.q.now() {
             self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
         } else {
@@ -241,7 +237,9 @@ impl World<'_> {
             // The page ids wait at the prefill for its own tokenizer manager to be done.
             let ready = self.reqs.get(r).map_or(0, |q| q.prefill_ready_ns);
             let arrives = self.q.now() + self.sc.fabric.control_latency_ns;
-            if ready > arrives {
+            if self.kv_store.is_some() && self.prefetch_holds(r, ready.max(arrives)) {
+                // The prefetch policy holds it: the prefetch's end (or its timeout) lets it go.
+            } else if ready > arrives {
                 self.q.schedule_at(ready, Event::MetadataArrived { req: r });
             } else {
                 self.q.schedule_lane(
@@ -299,77 +297,34 @@ impl World<'_> {
         self.observe(CoreRef::Prefill(p));
     }
 
-    /// HiCache's prefetch of request `r` from the shared store, planned as prefill `p`'s
-    /// scheduler receives it at `now` (`sglang::hicache`): the blocks past the instance's own
-    /// tiers that the store holds now, when there are at least `prefetch_threshold` tokens of
-    /// them. Returns when the prefetch policy lets the request be scheduled.
-    fn plan_prefetch(&mut self, r: ReqRef, p: PrefillId, now: Nanos) -> Option<Nanos> {
-        use crate::sglang::hicache::{PREFETCH_THRESHOLD_TOKENS, Prefetch};
-        use crate::sglang::kv_store::KvStore;
-        let store = self.kv_store.as_mut()?;
-        let server = &self.prefills[p];
-        let h = server.hicache.as_deref().filter(|h| h.params.storage)?;
-        let req = self.reqs.get(r)?;
-        if req.hash_ids.is_empty() {
-            return None;
-        }
-        let device = server
-            .cache
-            .as_ref()
-            .map_or(0, |c| c.peek_blocks(&req.hash_ids));
-        let local = device.max(h.host_blocks(&req.hash_ids));
-        let held = store.held(&req.hash_ids, now);
-        let input = u64::from(req.input);
-        let gain = KvStore::tokens(held)
-            .min(input)
-            .saturating_sub(KvStore::tokens(local));
-        if held <= local || gain < PREFETCH_THRESHOLD_TOKENS {
-            return None;
-        }
-        store.read(&req.hash_ids, local, now);
-        let k = self
-            .sc
-            .kv_store
-            .as_ref()
-            .expect("a store has its parameters");
-        let pf = Prefetch {
-            start_ns: now,
-            from_block: local,
-            blocks: held - local,
-            latency_ns: self.sc.fabric.base_latency_ns,
-            bytes_per_ns: h.nic_bytes_per_ns.min(k.nic_bytes_per_ns),
-            block_bytes: KvStore::tokens(1) * h.params.bytes_per_token,
+    /// Whether request `r`'s prefetch policy holds it back from the prefill's scheduler past
+    /// `at` (when decode's page ids would be there, ns): `wait_complete` until the prefetch
+    /// ends, `timeout` until then or its deadline, whichever is first (sglang's
+    /// `can_terminate_prefetch`, checked as the scheduler considers the request). When it
+    /// holds, the release is arranged here (the deadline) and at the prefetch's end
+    /// (`sim::store`).
+    fn prefetch_holds(&mut self, r: ReqRef, at: Nanos) -> bool {
+        let Some(req) = self.reqs.get_mut(r) else {
+            return false;
         };
-        let ready = pf.ready_ns(h.params.prefetch);
-        self.reqs.get_mut(r)?.prefetch = Some(pf);
-        Some(ready)
-    }
-
-    /// Request `r`'s prefill on `p` ended at `now`: HiCache writes its blocks back to the
-    /// shared store as the write policy says (`HiCache::write_back`).
-    fn write_back(&mut self, p: PrefillId, r: ReqRef, now: Nanos) {
-        let (Some(store), Some(k)) = (self.kv_store.as_mut(), self.sc.kv_store.as_ref()) else {
-            return;
-        };
-        let Some(h) = self.prefills[p]
+        let p = req.prefill;
+        let Some(policy) = self.prefills[p]
             .hicache
-            .as_deref_mut()
-            .filter(|h| h.params.storage)
+            .as_deref()
+            .map(|h| h.params.prefetch)
         else {
-            return;
+            return false;
         };
-        let Some(req) = self.reqs.get(r) else {
-            return;
+        let Some(pf) = req.prefetch.filter(|pf| pf.holds(policy)) else {
+            return false;
         };
-        if let Some((n, done)) = h.write_back(
-            req.hash_ids.len(),
-            req.local_hit_tokens,
-            now,
-            k.nic_bytes_per_ns,
-            self.sc.fabric.base_latency_ns,
-        ) {
-            store.write(&req.hash_ids[..n], done);
+        req.metadata_at = Some(at);
+        if policy == crate::config::PrefetchPolicy::Timeout {
+            // Whichever comes first lets it go; `on_metadata` ignores the second.
+            self.q
+                .schedule_at(at.max(pf.timeout_at()), Event::MetadataArrived { req: r });
         }
+        true
     }
 
     /// Prefill's `conclude_transfer(Success)` reached the decode: the request waits to join the

@@ -34,6 +34,7 @@ pub mod ids;
 mod lifecycle;
 pub mod requests;
 mod sampler;
+mod store;
 mod transfer;
 
 #[cfg(test)]
@@ -180,6 +181,8 @@ pub struct World<'a> {
     io_error: Option<std::io::Error>,
     /// DeepEP all-to-all on the fabric (`a2a.rs`).
     a2a: a2a::A2aFlows,
+    /// The Mooncake Store's reads and writes on the fabric (`store.rs`).
+    store: store::StoreFlows,
     /// Instances and their DP controllers (`dispatch.rs`).
     dispatch: dispatch::Dispatch,
     /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
@@ -398,13 +401,9 @@ impl<'a> World<'a> {
                                 cap.unwrap_or(u64::from(pages) * u64::from(pool.server.page_size)),
                             ))
                         });
-                        let hicache = pool.hicache.map(|h| {
-                            let mut nics = core.nics.clone();
-                            nics.sort_unstable();
-                            nics.dedup();
-                            let rate = sc.fabric.nic_bytes_per_ns * nics.len() as f64;
-                            Box::new(crate::sglang::hicache::HiCache::new(h, rate))
-                        });
+                        let hicache = pool
+                            .hicache
+                            .map(|h| Box::new(crate::sglang::hicache::HiCache::new(h)));
                         let mut server = PrefillServer::new(
                             core,
                             cache,
@@ -476,6 +475,7 @@ impl<'a> World<'a> {
             tokenizer_free: vec![0; global as usize],
             io_error: None,
             a2a,
+            store: store::StoreFlows::default(),
             dispatch,
             materialized_ns: 0,
         };
@@ -515,6 +515,7 @@ impl<'a> World<'a> {
             evicted_blocks: s.evicted_blocks(),
             prefetched_blocks: s.read_blocks,
             prefetched_bytes: s.read_blocks * block,
+            traffic: self.store.traffic,
         })
     }
 
@@ -692,6 +693,7 @@ impl<'a> World<'a> {
             Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),
             Event::WaitingTimeout { req } => self.on_timeout(req, KvPoll::WaitingForInput),
             Event::BootstrapTimeout { req } => self.on_timeout(req, KvPoll::Bootstrapping),
+            Event::StoreCopied { op, part } => self.on_store_copied(op, part),
             Event::Tick => self.on_tick()?,
         }
         self.drain_wakes();

@@ -87,8 +87,11 @@ pub struct Req {
     /// When the prefill's scheduler has the request (its tokenizer manager is done), ns: the
     /// metadata that arrives earlier waits for it.
     pub prefill_ready_ns: Nanos,
-    /// Its prefetch from the shared store (HiCache with a storage backend), if one was planned.
+    /// Its prefetch from the shared store (HiCache with a storage backend), if one was started.
     pub prefetch: Option<crate::sglang::hicache::Prefetch>,
+    /// When decode's page ids would reach the prefill, ns, while the prefetch policy holds the
+    /// request back (`wait_complete`, `timeout`): the prefetch's end releases it.
+    pub metadata_at: Option<Nanos>,
     /// Prompt tokens its admission found on its prefill's own tiers (GPU and host).
     pub local_hit_tokens: u32,
     /// The row `requests.csv` gets when the request ends.
@@ -129,6 +132,7 @@ impl Req {
             corrupted_earlier: None,
             prefill_ready_ns: 0,
             prefetch: None,
+            metadata_at: None,
             local_hit_tokens: 0,
             row,
         }

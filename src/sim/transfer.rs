@@ -153,6 +153,10 @@ impl World<'_> {
             self.a2a_flow_ended(end, i);
             return;
         }
+        if let Some((op, part)) = super::store::part_of(end.token) {
+            self.store_flow_ended(end, op, part);
+            return;
+        }
         let (p, shard) = from_token(end.token);
         let failed = !matches!(end.outcome, FlowOutcome::Completed);
         let Some((r, last)) = self.transfers[p].flow_ended(shard, failed) else {

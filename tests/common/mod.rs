@@ -12,6 +12,15 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A path in the reference data beside the repository (`../shared/REL`: traces, model configs,
+/// measurements). Missing, the test stops here with one message naming it and where it belongs,
+/// not with an `unwrap()` deep in a reader.
+pub fn shared(rel: &str) -> PathBuf {
+    let p = repo().join("../shared").join(rel);
+    assert!(p.exists(), "{}", pdsim::shared_missing(&p));
+    p
+}
+
 /// A fresh, empty folder for one test's output.
 pub fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("pdsim-test-{}-{name}", std::process::id()));
@@ -22,6 +31,10 @@ pub fn tmpdir(name: &str) -> PathBuf {
 
 /// Runs `scenario` (relative to the repo) with `sets` into `dir`.
 pub fn run(scenario: &str, sets: &[&str], dir: &Path) -> Summary {
+    // A scenario that reads a trace from ../shared says so before it fails to load.
+    if std::fs::read_to_string(repo().join(scenario)).is_ok_and(|t| t.contains("shared/traces")) {
+        shared("traces");
+    }
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     let sc = scenario::load(&repo().join(scenario), &sets)
         .unwrap_or_else(|e| panic!("{scenario} does not load: {e}"));

@@ -83,6 +83,8 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
             goodput_requests_per_s: 3.5,
             met: None,
             targets: Vec::new(),
+            ttft_ms: None,
+            tpot_ms: None,
         },
         transfer: TransferSummary {
             bytes: 3 << 30,

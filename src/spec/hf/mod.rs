@@ -640,14 +640,7 @@ mod tests {
 
     /// `shared/models`, which sits beside the repository (`../shared`).
     fn models_dir() -> PathBuf {
-        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-        [
-            here.join("../shared/models"),
-            here.join("../../shared/models"),
-        ]
-        .into_iter()
-        .find(|p| p.is_dir())
-        .expect("shared/models beside the repository (../shared/models)")
+        crate::shared_path("models")
     }
 
     fn same_but_name(file: &str, preset_name: &str) {

@@ -336,14 +336,14 @@ fn sniff(path: &Path) -> Result<Sniffed, TraceError> {
 
 #[cfg(test)]
 pub(super) mod testutil {
-    use std::path::{Path, PathBuf};
+    use std::path::PathBuf;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::{TraceFormat, TraceStats, detect_format, read_trace, trace_stats};
 
     /// A file of the shared trace folder (`/work/shared/traces`, beside the repository).
     pub fn shared(name: &str) -> PathBuf {
-        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/traces")).join(name)
+        crate::shared_path("traces").join(name)
     }
 
     /// A uniquely named file in the temp dir, removed on drop.

@@ -1,0 +1,388 @@
+//! The one SLO evaluator: every verb and every report reads the `[slo]` verdict from here —
+//! `run` (stdout, `summary.json`, `index.html`, `summary.md`), `sweep` and `plan` (each point's
+//! `slo_met`), `check` and `explain`. Two kinds of target, one verdict:
+//!
+//! - **per-request thresholds** (`ttft_ms`, `tpot_ms`): a request *attains* the SLO when it
+//!   completed (not failed, corrupted or unfinished) within every threshold given; the run's
+//!   *attainment* is the share of arrived requests that did. They enter the verdict through
+//!   `attainment_min` — and when `[slo]` gives thresholds without `attainment_min`, through
+//!   [`DEFAULT_ATTAINMENT_MIN`], marked `default` so no report passes it off as the user's.
+//! - **percentile targets** (`ttft_p99_ms`, …): over **arrived** requests, every request that did
+//!   not complete counted as infinitely late (DistServe's SLO attainment, MLPerf's server
+//!   scenario: a dropped query counts against the bound).
+//!
+//! A run meets `[slo]` when every target holds; with no target there is no verdict (`null`).
+
+use super::{Collector, Counts, Histogram};
+use crate::config::{SLO_PERCENTILES, Slo};
+use crate::engine::Nanos;
+use serde::{Deserialize, Serialize};
+
+/// The least attainment a run needs when `[slo]` sets `ttft_ms` / `tpot_ms` without
+/// `attainment_min`: 90 %, the attainment target of DistServe's evaluation (Zhong et al.,
+/// OSDI '24, §6: "we set the SLO attainment target to 90%"). Without a default such a run has
+/// thresholds but no verdict, and every sweep point read "meets SLO: no".
+pub const DEFAULT_ATTAINMENT_MIN: f64 = 0.9;
+
+/// One `[slo]` target and how the run did against it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SloTarget {
+    /// The key as written in `[slo]` (`ttft_p99_ms`, `attainment_min`, …).
+    pub key: String,
+    /// The target: ms for latencies, a share (0–1) for `attainment_min`.
+    pub target: f64,
+    /// What the run reached; `null` when the percentile falls on requests that never completed
+    /// (failed, corrupted or unfinished count as infinitely late) or nothing arrived.
+    pub value: Option<f64>,
+    /// Whether it holds.
+    pub met: bool,
+    /// True when `[slo]` did not give this target and pdsim supplied it
+    /// ([`DEFAULT_ATTAINMENT_MIN`]); left out of `summary.json` otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
+}
+
+/// SLO figures and the verdict (`summary.json` `slo`; read back by `explain` and `check`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SloSummary {
+    /// Share of arrived requests that **completed** (not corrupted, not failed, not
+    /// unfinished) within every per-request threshold set (`ttft_ms`, `tpot_ms`); with no
+    /// threshold, the share that completed. `null` when nothing arrived.
+    pub attainment: Option<f64>,
+    /// Requests per simulated second (whole run) that completed within every threshold.
+    pub goodput_requests_per_s: f64,
+    /// Whether every target holds; `null` when `[slo]` sets none.
+    pub met: Option<bool>,
+    /// Every target, in `[slo]` key order (percentiles, then `attainment_min`).
+    pub targets: Vec<SloTarget>,
+    /// `slo.ttft_ms`, the per-request TTFT threshold attainment counts against, ms (left out
+    /// when not set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    /// `slo.tpot_ms`, the per-request TPOT threshold, ms (left out when not set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ms: Option<f64>,
+}
+
+/// The `[slo]` verdict of a run from its aggregates; `span_s` is the simulated span goodput is
+/// taken over, seconds.
+pub fn evaluate(c: &Collector, slo: &Slo, span_s: f64) -> SloSummary {
+    let arrived = c.counts.arrived;
+    let attainment = (arrived > 0).then(|| c.slo_met as f64 / arrived as f64);
+    let mut targets = Vec::new();
+    let pct = |h: &Histogram, population: u64, q: u32| -> Option<f64> {
+        let rank = (u64::from(q) * population).div_ceil(100).max(1);
+        (population > 0)
+            .then(|| h.at_rank(rank))
+            .flatten()
+            .map(|ns| ns * 1e-6)
+    };
+    // A one-token request has no TPOT: it is neither early nor late for a TPOT percentile.
+    let tpot_population = arrived.saturating_sub(c.one_token_completed);
+    for (metric, targets_ms, h, population) in [
+        ("ttft", &slo.ttft_pct_ms, &c.ttft_completed, arrived),
+        ("tpot", &slo.tpot_pct_ms, &c.tpot_completed, tpot_population),
+    ] {
+        for (k, &q) in SLO_PERCENTILES.iter().enumerate() {
+            if let Some(target) = targets_ms[k] {
+                let value = pct(h, population, q);
+                targets.push(SloTarget {
+                    key: format!("{metric}_p{q}_ms"),
+                    target,
+                    value,
+                    met: value.is_some_and(|v| v <= target),
+                    default: false,
+                });
+            }
+        }
+    }
+    let thresholds = slo.ttft_ns.is_some() || slo.tpot_ns.is_some();
+    let min = slo
+        .attainment_min
+        .map(|m| (m, false))
+        .or(thresholds.then_some((DEFAULT_ATTAINMENT_MIN, true)));
+    if let Some((min, default)) = min {
+        targets.push(SloTarget {
+            key: "attainment_min".into(),
+            target: min,
+            value: attainment,
+            met: attainment.is_some_and(|a| a >= min),
+            default,
+        });
+    }
+    let ms = |ns: Option<Nanos>| ns.map(|n| n as f64 / 1e6);
+    SloSummary {
+        attainment,
+        goodput_requests_per_s: c.slo_met as f64 / span_s,
+        met: (!targets.is_empty()).then(|| targets.iter().all(|t| t.met)),
+        targets,
+        ttft_ms: ms(slo.ttft_ns),
+        tpot_ms: ms(slo.tpot_ns),
+    }
+}
+
+/// Whether a grid point meets `[slo]`: its verdict holds on every seed. A seed with no verdict
+/// (`[slo]` sets no target) or no run (an infeasible point) does not meet it.
+pub fn met_on_every_seed(verdicts: impl IntoIterator<Item = Option<bool>>) -> bool {
+    let mut any = false;
+    for v in verdicts {
+        if v != Some(true) {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
+/// A latency in ms with precision that suits its size: 1234, 56.7, 8.91, 0.123 (every report
+/// prints latencies this way).
+pub fn fmt_ms(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// A figure of a target in its unit: `53.0 ms`, `87.5 %`.
+fn figure(key: &str, v: f64) -> String {
+    if key == "attainment_min" {
+        format!("{:.1} %", 100.0 * v)
+    } else {
+        format!("{} ms", fmt_ms(v))
+    }
+}
+
+impl SloTarget {
+    /// The target as a condition: `tpot_p99_ms ≤ 50 ms`, `attainment ≥ 90.0 % (default)`.
+    pub fn condition(&self) -> String {
+        if self.key == "attainment_min" {
+            format!(
+                "attainment ≥ {}{}",
+                figure(&self.key, self.target),
+                if self.default {
+                    " (default: [slo] sets ttft_ms/tpot_ms without attainment_min)"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            format!("{} ≤ {}", self.key, figure(&self.key, self.target))
+        }
+    }
+
+    /// What the run reached, or why there is no figure.
+    pub fn reached(&self) -> String {
+        match self.value {
+            Some(v) => figure(&self.key, v),
+            None if self.key == "attainment_min" => "— (nothing arrived)".into(),
+            None => "— (falls on requests that never completed)".into(),
+        }
+    }
+
+    /// `met` or `MISSED`.
+    pub fn verdict(&self) -> &'static str {
+        if self.met { "met" } else { "MISSED" }
+    }
+
+    /// One line: `tpot_p99_ms ≤ 50 ms: 53.0 ms — MISSED`.
+    pub fn line(&self) -> String {
+        format!(
+            "{}: {} — {}",
+            self.condition(),
+            self.reached(),
+            self.verdict()
+        )
+    }
+}
+
+impl SloSummary {
+    /// The verdict in words: `met`, `MISSED (tpot_p99_ms)`, or `no target set`.
+    pub fn verdict_text(&self) -> String {
+        match self.met {
+            None => "no target set".into(),
+            Some(true) => "met".into(),
+            Some(false) => {
+                let missed: Vec<&str> = self
+                    .targets
+                    .iter()
+                    .filter(|t| !t.met)
+                    .map(|t| t.key.as_str())
+                    .collect();
+                format!("MISSED ({})", missed.join(", "))
+            }
+        }
+    }
+
+    /// What attainment counts, so a 100 % never reads as the verdict: `share of arrived
+    /// requests that completed within TTFT ≤ 1000 ms and TPOT ≤ 50 ms`, or, with no
+    /// per-request threshold, `share of arrived requests that completed, with no
+    /// ttft_ms/tpot_ms set (the percentile targets decide the verdict)`.
+    pub fn attainment_basis(&self) -> String {
+        let mut within = Vec::new();
+        if let Some(t) = self.ttft_ms {
+            within.push(format!("TTFT ≤ {} ms", fmt_ms(t)));
+        }
+        if let Some(t) = self.tpot_ms {
+            within.push(format!("TPOT ≤ {} ms", fmt_ms(t)));
+        }
+        if within.is_empty() {
+            let pct = self.targets.iter().any(|t| t.key != "attainment_min");
+            format!(
+                "share of arrived requests that completed, with no ttft_ms/tpot_ms set{}",
+                if pct {
+                    " (the percentile targets decide the verdict)"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            format!(
+                "share of arrived requests that completed within {}",
+                within.join(" and ")
+            )
+        }
+    }
+}
+
+/// Over which requests the latency figures (`summary.json` `latency_ms`) are taken: the
+/// finished ones (completed and corrupted), with the requests left out counted, e.g.
+/// `over 420 finished requests (412 completed + 8 corrupted); 580 failed and 0 unfinished are
+/// not in them (…)`.
+pub fn latency_basis(r: &Counts) -> String {
+    let finished = r.completed + r.corrupted;
+    let mut s = format!("over {finished} finished requests");
+    if r.corrupted > 0 {
+        s += &format!(" ({} completed + {} corrupted)", r.completed, r.corrupted);
+    }
+    if r.failed + r.unfinished > 0 {
+        s += &format!(
+            "; {} failed and {} unfinished are not in them (an [slo] percentile target counts them as infinitely late)",
+            r.failed, r.unfinished
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(targets: Vec<SloTarget>, ttft_ms: Option<f64>) -> SloSummary {
+        SloSummary {
+            attainment: Some(1.0),
+            goodput_requests_per_s: 1.0,
+            met: (!targets.is_empty()).then(|| targets.iter().all(|t| t.met)),
+            targets,
+            ttft_ms,
+            tpot_ms: None,
+        }
+    }
+
+    fn target(key: &str, target: f64, value: Option<f64>, met: bool) -> SloTarget {
+        SloTarget {
+            key: key.into(),
+            target,
+            value,
+            met,
+            default: false,
+        }
+    }
+
+    #[test]
+    fn thresholds_without_attainment_min_get_the_default_and_a_verdict() {
+        let mut c = Collector::default();
+        c.counts.arrived = 10;
+        c.slo_met = 9;
+        let slo = Slo {
+            ttft_ns: Some(1_000_000_000),
+            tpot_ns: Some(50_000_000),
+            ..Slo::default()
+        };
+        let s = evaluate(&c, &slo, 1.0);
+        assert_eq!(s.met, Some(true), "90 % ≥ the 90 % default");
+        assert_eq!(s.targets.len(), 1);
+        assert!(s.targets[0].default && s.targets[0].key == "attainment_min");
+        assert_eq!((s.ttft_ms, s.tpot_ms), (Some(1000.0), Some(50.0)));
+        c.slo_met = 8;
+        assert_eq!(evaluate(&c, &slo, 1.0).met, Some(false));
+        // Given explicitly, the user's value holds and is not marked default.
+        let slo = Slo {
+            attainment_min: Some(0.8),
+            ..slo
+        };
+        let s = evaluate(&c, &slo, 1.0);
+        assert_eq!(s.met, Some(true));
+        assert!(!s.targets[0].default);
+        // No target at all: no verdict.
+        assert_eq!(evaluate(&c, &Slo::default(), 1.0).met, None);
+    }
+
+    #[test]
+    fn the_default_is_marked_in_json_and_text() {
+        let mut t = target("attainment_min", 0.9, Some(1.0), true);
+        assert!(!serde_json::to_string(&t).unwrap().contains("default"));
+        t.default = true;
+        assert!(
+            serde_json::to_string(&t)
+                .unwrap()
+                .contains("\"default\":true")
+        );
+        assert!(t.condition().contains("(default"), "{}", t.condition());
+    }
+
+    #[test]
+    fn every_seed_must_meet_it() {
+        assert!(met_on_every_seed([Some(true), Some(true)]));
+        assert!(!met_on_every_seed([Some(true), None]));
+        assert!(!met_on_every_seed([Some(true), Some(false)]));
+        assert!(!met_on_every_seed(std::iter::empty()));
+    }
+
+    #[test]
+    fn lines_say_value_target_and_verdict() {
+        let t = target("tpot_p99_ms", 50.0, Some(53.04), false);
+        assert_eq!(t.line(), "tpot_p99_ms ≤ 50.0 ms: 53.0 ms — MISSED");
+        let t = target("ttft_p99_ms", 2000.0, None, false);
+        assert!(t.line().contains("never completed"), "{}", t.line());
+        let s = summary(
+            vec![
+                target("ttft_p99_ms", 2000.0, Some(10.0), true),
+                target("tpot_p99_ms", 50.0, Some(53.0), false),
+            ],
+            None,
+        );
+        assert_eq!(s.verdict_text(), "MISSED (tpot_p99_ms)");
+        assert!(
+            s.attainment_basis()
+                .contains("the percentile targets decide the verdict"),
+            "{}",
+            s.attainment_basis()
+        );
+        let s = summary(Vec::new(), Some(1000.0));
+        assert_eq!(s.verdict_text(), "no target set");
+        assert!(s.attainment_basis().ends_with("within TTFT ≤ 1000 ms"));
+    }
+
+    #[test]
+    fn latency_basis_counts_who_is_left_out() {
+        let r = Counts {
+            arrived: 1000,
+            completed: 412,
+            failed: 580,
+            corrupted: 8,
+            unfinished: 0,
+        };
+        let b = latency_basis(&r);
+        assert!(b.starts_with("over 420 finished requests (412 completed + 8 corrupted)"));
+        assert!(
+            b.contains("580 failed and 0 unfinished are not in them"),
+            "{b}"
+        );
+    }
+}

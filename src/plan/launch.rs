@@ -1,0 +1,341 @@
+//! A plan's deployment: the sglang launch line of every instance and the router's, as
+//! `launch.txt` beside `best.toml` (`pdsim plan`). What was simulated is what is launched: every
+//! server flag pdsim models is written with the value the simulation used (sglang computes
+//! some of them from the GPU's memory when they are left out — `mem_fraction_static`,
+//! `chunked_prefill_size`, `max_running_requests` — and would then serve something else).
+//!
+//! Lines are for sglang's PD mode with the Mooncake transfer backend
+//! (`python -m sglang.launch_server … --disaggregation-mode prefill|decode`,
+//! `python -m sglang_router.launch_router --pd-disaggregation …`: sglang `ServerArgs` and
+//! sgl-model-gateway `RouterArgs`, the versions `docs/sglang-pd.md` §17 cites). Hosts are
+//! written `nodeN` for node `N` of pdsim's placement; replace them with the nodes' addresses.
+//! An instance spanning nodes gets one line per node (`--nnodes`, `--node-rank`,
+//! `--dist-init-addr`); instances sharing a node get their own `--base-gpu-id`, `--port` and
+//! `--disaggregation-bootstrap-port`.
+
+use std::fmt::Write as _;
+
+use crate::config::{Role, RouterPolicy, Scenario};
+
+/// The first HTTP port of the servers on a node (one more per further server on it).
+pub const BASE_PORT: u32 = 30000;
+/// The first bootstrap port of the prefill servers on a node (sglang's default, 8998).
+pub const BASE_BOOTSTRAP_PORT: u32 = 8998;
+/// The port the rank-0 node of a multi-node instance listens on for its peers.
+pub const DIST_INIT_PORT: u32 = 50000;
+/// The router's port.
+pub const ROUTER_PORT: u32 = 8000;
+
+/// The Hugging Face id sglang's `--model-path` takes for a pdsim model preset (the one
+/// `pdsim lint` maps back to the preset).
+pub fn hf_model_path(preset: &str) -> Option<&'static str> {
+    Some(match preset {
+        "llama-3.1-8b" => "meta-llama/Llama-3.1-8B-Instruct",
+        "llama-3.1-70b" => "meta-llama/Llama-3.1-70B-Instruct",
+        "qwen3-8b" => "Qwen/Qwen3-8B",
+        "deepseek-v3" => "deepseek-ai/DeepSeek-V3",
+        "qwen3-next-80b-a3b" => "Qwen/Qwen3-Next-80B-A3B-Instruct",
+        "nemotron-h-8b" => "nvidia/Nemotron-H-8B-Base-8K",
+        "llama2-70b" => "meta-llama/Llama-2-70b-hf",
+        "bloom-176b" => "bigscience/bloom",
+        "gpt-oss-120b" => "openai/gpt-oss-120b",
+        "qwen3-235b-a22b" => "Qwen/Qwen3-235B-A22B",
+        "kimi-linear-48b-a3b" => "moonshotai/Kimi-Linear-48B-A3B-Instruct",
+        _ => return None,
+    })
+}
+
+/// Server keys that are pdsim's own, with why no sglang flag is written for them.
+const PDSIM_ONLY: &[(&str, &str)] = &[
+    (
+        "radix_cache_tokens",
+        "pdsim's cap on the radix cache; sglang's cache takes the pool's free pages",
+    ),
+    (
+        "attn_tp_size",
+        "sglang derives attention TP from --tp-size and --dp-size",
+    ),
+];
+
+/// Server values that are sglang's defaults as well as pdsim's, left out for short lines.
+fn is_quiet(key: &str, v: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (key, v) {
+        (_, Value::Null) | (_, Value::Bool(false)) => true,
+        ("kv_cache_dtype" | "load_balance_method", Value::String(s)) => s == "auto",
+        ("moe_a2a_backend", Value::String(s)) => s == "none",
+        ("dp_size" | "ep_size", Value::Number(n)) => n.as_u64() == Some(1),
+        ("ep_num_redundant_experts", Value::Number(n)) => n.as_u64() == Some(0),
+        ("num_reserved_decode_tokens", Value::Number(n)) => n.as_u64() == Some(512),
+        _ => false,
+    }
+}
+
+/// A value as a shell word: plain when it is safe, single-quoted otherwise.
+fn word(s: &str) -> String {
+    if !s.is_empty()
+        && s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=+,@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The flags of one pool's `[pools.server]` as resolved (`Scenario::resolved`), in key order.
+fn server_flags(server: &serde_json::Map<String, serde_json::Value>, notes: &mut Vec<String>) -> String {
+    let mut out = String::new();
+    for (key, v) in server {
+        if let Some((_, why)) = PDSIM_ONLY.iter().find(|(k, _)| k == key) {
+            if !v.is_null() {
+                notes.push(format!("{key} = {v} is not written: {why}"));
+            }
+            continue;
+        }
+        if key == "tp_size" || is_quiet(key, v) {
+            continue;
+        }
+        let flag = format!("--{}", key.replace('_', "-"));
+        match v {
+            serde_json::Value::Bool(true) => {
+                let _ = write!(out, " {flag}");
+            }
+            serde_json::Value::String(s) => {
+                let _ = write!(out, " {flag} {}", word(s));
+            }
+            other => {
+                let _ = write!(out, " {flag} {other}");
+            }
+        }
+    }
+    out
+}
+
+/// `--model-path` of pool `i`: the pool's own model or the scenario's, a preset's Hugging Face
+/// id or the folder of a config file.
+fn model_path(sc: &Scenario, i: usize) -> String {
+    let r = &sc.resolved;
+    let m = match &r["pools"][i]["model"] {
+        serde_json::Value::Null => &r["model"],
+        own => own,
+    };
+    if let Some(p) = m["preset"].as_str() {
+        return hf_model_path(p).map_or_else(|| p.to_string(), str::to_string);
+    }
+    m["config"]
+        .as_str()
+        .map(|c| {
+            let c = std::path::Path::new(c);
+            let c = if c.is_relative() {
+                sc.source
+                    .parent()
+                    .unwrap_or(std::path::Path::new("."))
+                    .join(c)
+            } else {
+                c.to_path_buf()
+            };
+            word(&c.parent().unwrap_or(&c).display().to_string())
+        })
+        .unwrap_or_else(|| sc.pools[i].model.name.clone())
+}
+
+/// The policy flag value sgl-model-gateway takes for `p`, and a note when it has none.
+fn gateway_policy(p: RouterPolicy, notes: &mut Vec<String>) -> &'static str {
+    if p == RouterPolicy::LeastLoaded {
+        notes.push(
+            "router policy least_loaded is pdsim's; sgl-model-gateway's closest is power_of_two (the less loaded of two random instances), written here: set router.policy = \"power_of_two\" and plan again to simulate exactly this line".into(),
+        );
+        "power_of_two"
+    } else {
+        p.as_str()
+    }
+}
+
+/// `launch.txt` for `sc`: comment lines (`#`) and one command per line.
+pub fn launch_text(sc: &Scenario) -> String {
+    let placement = crate::config::capacity::place(sc);
+    let mut out = String::new();
+    let mut notes = Vec::new();
+    let _ = writeln!(
+        out,
+        "# sglang launch lines for scenario {:?} (pdsim {}); nodeN is node N of pdsim's placement ({} nodes of {} GPUs).",
+        sc.name,
+        env!("CARGO_PKG_VERSION"),
+        sc.nodes,
+        sc.gpus_per_node
+    );
+    let pd = sc.pools.iter().any(|p| p.role != Role::Colocated);
+    // Servers per node so far: their ports and bootstrap ports follow one another.
+    let mut on_node = vec![0u32; sc.nodes as usize];
+    let (mut prefill_urls, mut decode_urls, mut worker_urls) = (Vec::new(), Vec::new(), Vec::new());
+    let mut inst = 0usize;
+    for (i, pool) in sc.pools.iter().enumerate() {
+        let server = sc.resolved["pools"][i]["server"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let flags = server_flags(&server, &mut notes);
+        let tp = pool.server.tp_size;
+        let _ = writeln!(
+            out,
+            "\n# pool {:?} ({}): {} instance(s) × {} GPU(s)",
+            pool.name,
+            pool.role.as_str(),
+            pool.instances,
+            tp
+        );
+        for _ in 0..pool.instances {
+            let gpus = &placement.gpus[inst];
+            inst += 1;
+            let mut nodes: Vec<u32> = gpus.iter().map(|g| g.node).collect();
+            nodes.dedup();
+            let head = nodes[0];
+            let slot = on_node[head as usize];
+            for &n in &nodes {
+                on_node[n as usize] += 1;
+            }
+            let port = BASE_PORT + slot;
+            let mut line = format!(
+                "python -m sglang.launch_server --model-path {} --tp-size {tp}",
+                model_path(sc, i)
+            );
+            if pool.role != Role::Colocated {
+                let _ = write!(
+                    line,
+                    " --disaggregation-mode {} --disaggregation-transfer-backend mooncake",
+                    pool.role.as_str()
+                );
+            }
+            let _ = write!(line, " --host 0.0.0.0 --port {port}");
+            if gpus[0].local != 0 {
+                let _ = write!(line, " --base-gpu-id {}", gpus[0].local);
+            }
+            if pool.role == Role::Prefill {
+                let _ = write!(
+                    line,
+                    " --disaggregation-bootstrap-port {}",
+                    BASE_BOOTSTRAP_PORT + slot
+                );
+            }
+            line.push_str(&flags);
+            let url = format!("http://node{head}:{port}");
+            match pool.role {
+                Role::Prefill => prefill_urls.push(format!("{url} {}", BASE_BOOTSTRAP_PORT + slot)),
+                Role::Decode => decode_urls.push(url),
+                Role::Colocated => worker_urls.push(url),
+            }
+            if nodes.len() == 1 {
+                let _ = writeln!(out, "{line}");
+            } else {
+                for (rank, n) in nodes.iter().enumerate() {
+                    let _ = writeln!(
+                        out,
+                        "# on node{n}:\n{line} --nnodes {} --node-rank {rank} --dist-init-addr node{head}:{DIST_INIT_PORT}",
+                        nodes.len()
+                    );
+                }
+            }
+        }
+    }
+    if let Some(k) = &sc.kv_store {
+        let nodes: Vec<String> = k.nodes.iter().map(|n| format!("node{n}")).collect();
+        let _ = writeln!(
+            out,
+            "\n# Mooncake Store: mooncake_master once, and a store service contributing DRAM on {} ({}); the HiCache servers reach it through MOONCAKE_MASTER and MOONCAKE_TE_META_DATA_SERVER.",
+            nodes.join(", "),
+            k.capacity_tokens
+                .map_or("unbounded in the simulation: size it to the DRAM you give it".into(), |t| format!("{t} tokens in all"))
+        );
+    }
+    let r = &sc.router;
+    let _ = writeln!(out, "\n# router (sgl-model-gateway)");
+    let mut line = String::from("python -m sglang_router.launch_router --host 0.0.0.0");
+    let _ = write!(line, " --port {ROUTER_PORT}");
+    if pd {
+        line.push_str(" --pd-disaggregation");
+        for u in &prefill_urls {
+            let _ = write!(line, " --prefill {u}");
+        }
+        for u in &decode_urls {
+            let _ = write!(line, " --decode {u}");
+        }
+        let (p, d) = (gateway_policy(r.prefill, &mut notes), gateway_policy(r.decode, &mut notes));
+        if p == d {
+            let _ = write!(line, " --policy {p}");
+        } else {
+            let _ = write!(line, " --prefill-policy {p} --decode-policy {d}");
+        }
+    } else {
+        let _ = write!(line, " --worker-urls {}", worker_urls.join(" "));
+        let _ = write!(line, " --policy {}", gateway_policy(r.prefill, &mut notes));
+    }
+    if r.prefill == RouterPolicy::CacheAware || r.decode == RouterPolicy::CacheAware {
+        let c = &r.cache_aware;
+        let _ = write!(
+            line,
+            " --cache-threshold {} --balance-abs-threshold {} --balance-rel-threshold {} --eviction-interval-secs {} --max-tree-size {}",
+            c.cache_threshold,
+            c.balance_abs_threshold,
+            c.balance_rel_threshold,
+            c.eviction_interval_ns / 1_000_000_000,
+            c.max_tree_size
+        );
+    }
+    let _ = writeln!(out, "{line}");
+    notes.sort();
+    notes.dedup();
+    if !notes.is_empty() {
+        out.push_str("\n# notes\n");
+        for n in notes {
+            let _ = writeln!(out, "# - {n}");
+        }
+    }
+    out
+}
+
+/// The command lines of `launch.txt` (its comments and blank lines dropped).
+pub fn commands(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_has_a_model_path() {
+        for p in crate::spec::model::MODEL_PRESETS {
+            assert!(hf_model_path(p).is_some(), "{p}");
+        }
+        assert_eq!(hf_model_path("no-such-model"), None);
+    }
+
+    #[test]
+    fn values_become_shell_words() {
+        assert_eq!(word("fp8_e4m3"), "fp8_e4m3");
+        assert_eq!(word("a b"), "'a b'");
+        assert_eq!(word("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn server_flags_skip_defaults_and_name_what_pdsim_alone_has() {
+        let v: serde_json::Value = serde_json::json!({
+            "tp_size": 8, "page_size": 64, "kv_cache_dtype": "auto", "enable_eplb": false,
+            "enable_dp_attention": true, "dp_size": 8, "radix_cache_tokens": 1000,
+            "mem_fraction_static": 0.85, "hicache_storage_backend": "mooncake",
+            "max_running_requests": null
+        });
+        let mut notes = Vec::new();
+        let f = server_flags(v.as_object().unwrap(), &mut notes);
+        assert_eq!(
+            f,
+            " --dp-size 8 --enable-dp-attention --hicache-storage-backend mooncake --mem-fraction-static 0.85 --page-size 64"
+        );
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("radix_cache_tokens"));
+    }
+}

@@ -1,0 +1,343 @@
+//! Regression against a stored baseline (`pdsim check --baseline DIR`): each figure of a run's
+//! `summary.json` against the same figure of an earlier run's, failing when it got worse by more
+//! than a stated ratio. Absolute `[expect]` bounds cannot see drift inside them (a 4× traffic
+//! rise passed every bound of its scenario); a baseline can.
+//!
+//! A baseline folder is what `pdsim check … --out DIR` writes: `DIR/<run.name>/summary.json`
+//! per scenario. Figures are read by the JSON pointers `summary.json` is written with (the same
+//! ones `[expect]` reads); a baseline file without them is not pdsim's and is an error naming
+//! the file and the figure, never a silent pass.
+
+use std::path::{Path, PathBuf};
+
+/// Which way a figure gets worse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Worse {
+    /// A rise is a regression (latencies, failures).
+    Up,
+    /// A fall is a regression (throughput, goodput, attainment).
+    Down,
+    /// Any change beyond the ratio: the workload itself moved (arrivals).
+    Either,
+}
+
+/// `(name, summary.json pointer, which way is worse, needs a finished request)`, in report order.
+pub const FIGURES: &[(&str, &str, Worse, bool)] = &[
+    ("arrived", "/requests/arrived", Worse::Either, false),
+    ("failed", "/requests/failed", Worse::Up, false),
+    ("corrupted", "/requests/corrupted", Worse::Up, false),
+    ("unfinished", "/requests/unfinished", Worse::Up, false),
+    ("ttft_p50_ms", "/latency_ms/ttft/p50", Worse::Up, true),
+    ("ttft_p99_ms", "/latency_ms/ttft/p99", Worse::Up, true),
+    ("tpot_p50_ms", "/latency_ms/tpot/p50", Worse::Up, true),
+    ("tpot_p99_ms", "/latency_ms/tpot/p99", Worse::Up, true),
+    ("e2e_p99_ms", "/latency_ms/e2e/p99", Worse::Up, true),
+    (
+        "throughput_rps",
+        "/throughput/arrival_window/requests_per_s",
+        Worse::Down,
+        false,
+    ),
+    (
+        "output_tokens_per_s",
+        "/throughput/arrival_window/output_tokens_per_s",
+        Worse::Down,
+        false,
+    ),
+    (
+        "goodput_rps",
+        "/throughput/arrival_window/goodput_requests_per_s",
+        Worse::Down,
+        false,
+    ),
+    ("slo_attainment", "/slo/attainment", Worse::Down, false),
+];
+
+/// One figure against its baseline.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    /// The figure, e.g. `ttft_p99_ms`.
+    pub figure: &'static str,
+    /// The baseline's value (`None`: no data, e.g. no request finished).
+    pub baseline: Option<f64>,
+    /// This run's value.
+    pub got: Option<f64>,
+    /// The bound this run had to keep, in words: `≤ 893.5 (baseline 812.3 × 1.10)`.
+    pub allowed: String,
+    /// Whether it held.
+    pub held: bool,
+}
+
+/// Why a baseline could not be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum BaselineError {
+    /// The folder is missing or holds no pdsim summary at all.
+    #[error("--baseline {}: {why}", dir.display())]
+    NotABaseline {
+        /// The folder given.
+        dir: PathBuf,
+        /// What is wrong and how to make one.
+        why: String,
+    },
+    /// A summary that is not pdsim's (unreadable, or without a figure pdsim writes).
+    #[error("{}: {why}", file.display())]
+    NotASummary {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+const HOW: &str = "a baseline is the folder `pdsim check SCENARIOS --out DIR` writes (DIR/<run.name>/summary.json per scenario)";
+
+/// Checks that `dir` looks like a baseline: a folder with at least one `*/summary.json`.
+pub fn check_folder(dir: &Path) -> Result<(), BaselineError> {
+    let not = |why: String| BaselineError::NotABaseline {
+        dir: dir.to_path_buf(),
+        why,
+    };
+    let rd = std::fs::read_dir(dir).map_err(|e| not(format!("cannot be read ({e}); {HOW}")))?;
+    let any = rd
+        .filter_map(Result::ok)
+        .any(|e| e.path().join("summary.json").is_file());
+    if any {
+        Ok(())
+    } else {
+        Err(not(format!(
+            "holds no <run.name>/summary.json, so it is not a pdsim baseline; {HOW}"
+        )))
+    }
+}
+
+/// The baseline summary of run `name` (the folder `check --out` gave it), `None` when the
+/// baseline has no such run.
+pub fn read(dir: &Path, name: &str) -> Result<Option<serde_json::Value>, BaselineError> {
+    let file = dir.join(name).join("summary.json");
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let not = |why: String| BaselineError::NotASummary {
+        file: file.clone(),
+        why,
+    };
+    let text = std::fs::read_to_string(&file).map_err(|e| not(e.to_string()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| not(format!("not JSON ({e}); {HOW}")))?;
+    for (figure, pointer, ..) in FIGURES {
+        if v.pointer(pointer).is_none() {
+            return Err(not(format!(
+                "has no {pointer} ({figure}): not a pdsim summary.json, or one from an older pdsim; re-record the baseline ({HOW})"
+            )));
+        }
+    }
+    Ok(Some(v))
+}
+
+fn fmt(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.3}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    }
+}
+
+/// Every figure of `got` against `base`: a figure regresses when it moved the worse way by more
+/// than `max_regression` (a ratio: 0.1 = 10 %) of the baseline's value. A count whose baseline
+/// is 0 regresses on any rise (a new failure is never within a ratio of none). A figure with
+/// data in the baseline and none now regresses; one with no data in the baseline holds.
+pub fn compare(
+    base: &serde_json::Value,
+    got: &serde_json::Value,
+    max_regression: f64,
+) -> Vec<Comparison> {
+    let finished = |v: &serde_json::Value| {
+        let n = |p: &str| {
+            v.pointer(p)
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0)
+        };
+        n("/requests/completed") + n("/requests/corrupted") > 0
+    };
+    let r = max_regression;
+    FIGURES
+        .iter()
+        .map(|&(figure, pointer, worse, needs_finished)| {
+            let read = |v: &serde_json::Value| {
+                v.pointer(pointer)
+                    .and_then(serde_json::Value::as_f64)
+                    .filter(|_| !needs_finished || finished(v))
+            };
+            let (b, g) = (read(base), read(got));
+            let (allowed, held) = match b {
+                None => ("any (no data in the baseline)".to_string(), true),
+                Some(b) => {
+                    let hi = b * (1.0 + r);
+                    let lo = b * (1.0 - r);
+                    let ratio = fmt(1.0 + r);
+                    match worse {
+                        Worse::Up => (
+                            format!("≤ {} (baseline {} × {ratio})", fmt(hi), fmt(b)),
+                            g.is_some_and(|g| g <= hi),
+                        ),
+                        Worse::Down => (
+                            format!("≥ {} (baseline {} × {})", fmt(lo), fmt(b), fmt(1.0 - r)),
+                            g.is_some_and(|g| g >= lo),
+                        ),
+                        Worse::Either => (
+                            format!(
+                                "{} … {} (baseline {} ± {})",
+                                fmt(lo),
+                                fmt(hi),
+                                fmt(b),
+                                fmt(r)
+                            ),
+                            g.is_some_and(|g| g >= lo && g <= hi),
+                        ),
+                    }
+                }
+            };
+            Comparison {
+                figure,
+                baseline: b,
+                got: g,
+                allowed,
+                held,
+            }
+        })
+        .collect()
+}
+
+impl Comparison {
+    /// What this run gave, with its change against the baseline: `950.1 (+17.0 %)`.
+    pub fn got_text(&self) -> String {
+        match (self.got, self.baseline) {
+            (None, _) => "null".into(),
+            (Some(g), Some(b)) if b != 0.0 => {
+                format!("{} ({:+.1} %)", fmt(g), 100.0 * (g / b - 1.0))
+            }
+            (Some(g), _) => fmt(g),
+        }
+    }
+}
+
+/// Reads `--max-regression`: a ratio in [0, 10) (0.1 = 10 %).
+pub fn parse_ratio(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..10.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "--max-regression must be a ratio in [0, 10): how much worse a figure may get than the baseline's (0.1 = 10 %), got {s:?}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn summary(arrived: u64, failed: u64, ttft_p99: Option<f64>, rps: f64) -> serde_json::Value {
+        json!({
+            "requests": {"arrived": arrived, "completed": arrived - failed, "failed": failed,
+                         "corrupted": 0, "unfinished": 0},
+            "latency_ms": {"ttft": {"p50": 10.0, "p99": ttft_p99}, "tpot": {"p50": 5.0, "p99": 6.0},
+                           "e2e": {"p99": 900.0}},
+            "throughput": {"arrival_window": {"requests_per_s": rps, "output_tokens_per_s": 100.0,
+                                              "goodput_requests_per_s": rps}},
+            "slo": {"attainment": 1.0}
+        })
+    }
+
+    fn held(c: &[Comparison], figure: &str) -> bool {
+        c.iter().find(|c| c.figure == figure).unwrap().held
+    }
+
+    #[test]
+    fn a_figure_fails_only_beyond_the_ratio_and_the_worse_way() {
+        let base = summary(1000, 0, Some(800.0), 10.0);
+        let same = compare(&base, &base, 0.1);
+        assert!(same.iter().all(|c| c.held), "{same:?}");
+        // p99 TTFT +9 % holds at 10 %, +11 % fails; faster is never a regression.
+        assert!(held(
+            &compare(&base, &summary(1000, 0, Some(872.0), 10.0), 0.1),
+            "ttft_p99_ms"
+        ));
+        let c = compare(&base, &summary(1000, 0, Some(888.0), 10.0), 0.1);
+        assert!(!held(&c, "ttft_p99_ms"));
+        let t = c.iter().find(|c| c.figure == "ttft_p99_ms").unwrap();
+        assert_eq!(t.allowed, "≤ 880 (baseline 800 × 1.1)");
+        assert_eq!(t.got_text(), "888 (+11.0 %)");
+        assert!(held(
+            &compare(&base, &summary(1000, 0, Some(100.0), 10.0), 0.1),
+            "ttft_p99_ms"
+        ));
+        // Throughput falls the worse way.
+        assert!(!held(
+            &compare(&base, &summary(1000, 0, Some(800.0), 8.0), 0.1),
+            "throughput_rps"
+        ));
+        assert!(held(
+            &compare(&base, &summary(1000, 0, Some(800.0), 20.0), 0.1),
+            "throughput_rps"
+        ));
+        // Traffic 4× is flagged however the latencies look.
+        assert!(!held(
+            &compare(&base, &summary(4000, 0, Some(800.0), 40.0), 0.1),
+            "arrived"
+        ));
+        // One new failure against none regresses.
+        assert!(!held(
+            &compare(&base, &summary(1000, 1, Some(800.0), 10.0), 0.1),
+            "failed"
+        ));
+        // Data then, none now: regressed; none then: any value holds.
+        assert!(!held(
+            &compare(&base, &summary(1000, 0, None, 10.0), 0.1),
+            "ttft_p99_ms"
+        ));
+        let no_data = summary(1000, 0, None, 10.0);
+        assert!(held(&compare(&no_data, &base, 0.1), "ttft_p99_ms"));
+    }
+
+    #[test]
+    fn folders_and_files_that_are_not_pdsims_are_named() {
+        let dir = std::env::temp_dir().join(format!("pdsim-baseline-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let e = check_folder(&dir).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--baseline ") && e.contains("pdsim check"),
+            "{e}"
+        );
+        std::fs::create_dir_all(dir.join("run")).unwrap();
+        let e = check_folder(&dir).unwrap_err().to_string();
+        assert!(e.contains("not a pdsim baseline"), "{e}");
+        std::fs::write(dir.join("run/summary.json"), "{\"requests\": {}}").unwrap();
+        check_folder(&dir).unwrap();
+        let e = read(&dir, "run").unwrap_err().to_string();
+        assert!(e.contains("summary.json: has no /requests/arrived"), "{e}");
+        std::fs::write(dir.join("run/summary.json"), "not json").unwrap();
+        assert!(
+            read(&dir, "run")
+                .unwrap_err()
+                .to_string()
+                .contains("not JSON")
+        );
+        assert_eq!(read(&dir, "other"), Ok(None));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_ratio_is_checked() {
+        assert_eq!(parse_ratio("0.1"), Ok(0.1));
+        assert_eq!(parse_ratio("0"), Ok(0.0));
+        for bad in ["-0.1", "10", "nan", "x", "inf"] {
+            assert!(
+                parse_ratio(bad).unwrap_err().contains("--max-regression"),
+                "{bad}"
+            );
+        }
+    }
+}

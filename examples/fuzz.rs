@@ -3,6 +3,7 @@
 //! ```text
 //! cargo build --release && cargo run --release --example fuzz -- --minutes 5 [--seed S] [--workers W]
 //! cargo run --release --example fuzz -- --seed S --case I      # reproduce one case
+//! cargo run --release --example fuzz -- --minutes 0 --kill-cycles 1000   # process faults only
 //! ```
 //!
 //! Prints the count of cases, rejections and runs, every failure with a reproduce line, and
@@ -32,6 +33,7 @@ fn main() {
     let mut seed: Option<u64> = None;
     let mut case: Option<u64> = None;
     let mut workers = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+    let mut kill_cycles = 0u64;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || {
@@ -43,6 +45,9 @@ fn main() {
             "--seed" => seed = Some(val().parse().unwrap_or_else(|_| usage("--seed S"))),
             "--case" => case = Some(val().parse().unwrap_or_else(|_| usage("--case I"))),
             "--workers" => workers = val().parse().unwrap_or_else(|_| usage("--workers W")),
+            "--kill-cycles" => {
+                kill_cycles = val().parse().unwrap_or_else(|_| usage("--kill-cycles N"))
+            }
             _ => usage(&format!("unknown argument {a}")),
         }
     }
@@ -103,14 +108,36 @@ fn main() {
             .collect::<std::collections::BTreeSet<_>>()
             .len()
     );
-    if !report.failures.is_empty() {
+    let mut process_failures = 0;
+    if kill_cycles > 0 {
+        let Some(bin) = bin.as_deref() else {
+            usage("--kill-cycles needs the release pdsim binary: cargo build --release");
+        };
+        let tmp = std::env::temp_dir().join(format!("pdsim-fuzz-proc-{}", std::process::id()));
+        let t = Instant::now();
+        let rep = fuzz_gen::process::campaign(bin, &root, seed, kill_cycles, None, &tmp);
+        let _ = std::fs::remove_dir_all(&tmp);
+        for f in &rep.failures {
+            eprintln!("PROCESS FAILURE: {f}");
+        }
+        println!(
+            "fuzz: process faults: {} kill-and-resume cycles ({} signals delivered), {} rounds of concurrent writers in {:.1} s: {} failures",
+            rep.cycles,
+            rep.kills,
+            rep.concurrent,
+            t.elapsed().as_secs_f64(),
+            rep.failures.len()
+        );
+        process_failures = rep.failures.len();
+    }
+    if !report.failures.is_empty() || process_failures > 0 {
         std::process::exit(1);
     }
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "fuzz: {msg}\nusage: cargo run --release --example fuzz -- [--minutes N] [--seed S] [--workers W] [--case I]"
+        "fuzz: {msg}\nusage: cargo run --release --example fuzz -- [--minutes N] [--seed S] [--workers W] [--case I] [--kill-cycles N]"
     );
     std::process::exit(2);
 }

@@ -34,6 +34,30 @@ fn fuzz_worker() {
     }
 }
 
+/// The process-fault harness's fast slice: a few kill-and-resume cycles of sweeps, plans and
+/// runs and one round of concurrent writers (`examples/fuzz --kill-cycles N` runs thousands).
+#[test]
+fn fuzz_process_faults_fast() {
+    if std::env::var(fuzz_gen::WORKER_ENV).is_ok() {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = std::env::temp_dir().join(format!("pdsim-fuzz-proc-{}", std::process::id()));
+    let cycles = env_u64("PDSIM_FUZZ_KILL_CYCLES").unwrap_or(5);
+    let seed = env_u64("PDSIM_FUZZ_SEED").unwrap_or(DEFAULT_SEED);
+    let rep = fuzz_gen::process::campaign(
+        Path::new(env!("CARGO_BIN_EXE_pdsim")),
+        root,
+        seed,
+        cycles,
+        None,
+        &tmp,
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(rep.failures.is_empty(), "{:#?}", rep.failures);
+    assert_eq!(rep.cycles + rep.concurrent, cycles, "{rep:?}");
+}
+
 #[test]
 fn fuzz_fixed_budget() {
     if std::env::var(fuzz_gen::WORKER_ENV).is_ok() {

@@ -86,6 +86,13 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
     let kv_dtype_bytes = args
         .kv_dtype_bytes(spec.activation_bytes)
         .expect("a checked dtype");
+    if let Some(m) = a.measurements.iter().find(|m| super::same_file(m, &a.out)) {
+        return Err(CliError::Usage(format!(
+            "--out {}: is the measurement file {}; writing the calibration there would destroy the measurements — give another --out",
+            a.out.display(),
+            m.display()
+        )));
+    }
     let mut points: Vec<StepPoint> = Vec::new();
     for path in &a.measurements {
         let name = path.display().to_string();
@@ -93,6 +100,7 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
             .map_err(|e| CliError::Usage(format!("{name}: cannot read measurements: {e}")))?;
         points.extend(measure::parse(&name, &text).map_err(CliError::Usage)?);
     }
+    physical(&points)?;
     let setup = Setup {
         gpu,
         model: spec,
@@ -116,8 +124,11 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
         },
         params: fitted.clone(),
     };
-    std::fs::write(&a.out, file.to_toml())
-        .map_err(|e| crate::report::IoError::from_io(e, &a.out))?;
+    // Atomic: a crash or a full disk leaves the previous calibration whole, never half of one.
+    super::outdir::write_atomic(&a.out, file.to_toml().as_bytes())?;
+    for w in on_bounds(&fitted) {
+        super::sweep::note(&format!("warning: {w}"));
+    }
     super::print_out(&render(
         &a.base,
         &base,
@@ -127,6 +138,63 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
         points.len(),
         a,
     ))
+}
+
+/// The shortest and longest step time `calibrate` accepts, ms: 1 µs is below any GPU kernel
+/// launch (a value in seconds or nanoseconds written as ms, or a typo); an hour is no step.
+pub const STEP_MS_RANGE: (f64, f64) = (1e-3, 3.6e6);
+
+/// Refuses measurements no GPU produced (exit 2 naming the file and line): a step time that is
+/// not finite, ≤ 0, below 1 µs or above an hour, or a step with no tokens.
+fn physical(points: &[StepPoint]) -> Result<(), CliError> {
+    let (lo, hi) = STEP_MS_RANGE;
+    for p in points {
+        if !(p.ms.is_finite() && p.ms >= lo && p.ms <= hi) {
+            return Err(CliError::Usage(format!(
+                "{}: step time {} ms is not a physical measurement; it must be between {lo} ms (1 µs) and {hi} ms (an hour) — are the times in another unit?",
+                p.origin, p.ms
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Fitted parameters that ended on a bound of the fit (the bounds of `compute::fit`'s
+/// parameters: efficiencies in (1e-4, 1], times up to 1 s): the data pushed the model past
+/// what it can express, so the fit there is a clamp, not a measurement.
+fn on_bounds(p: &ComputeParams) -> Vec<String> {
+    let mut out = Vec::new();
+    let fractions = [
+        ("prefill_flops_efficiency", p.prefill_flops_efficiency),
+        ("decode_flops_efficiency", p.decode_flops_efficiency),
+        ("hbm_efficiency", p.hbm_efficiency),
+        ("kv_hbm_efficiency", p.kv_hbm_efficiency),
+    ];
+    for (name, v) in fractions {
+        if v >= 1.0 - 1e-9 {
+            out.push(format!("the fit put {name} at its upper bound 1.0 (the measurements are faster than the roofline allows: check --gpu, --tp and the model)"));
+        } else if v <= 1e-4 * (1.0 + 1e-6) {
+            out.push(format!("the fit put {name} at its lower bound 1e-4 (the measurements are far slower than the hardware: check the time unit and --gpu)"));
+        }
+    }
+    let times = [
+        ("prefill_overhead_s", p.prefill_overhead_s),
+        ("prefill_per_seq_overhead_s", p.prefill_per_seq_overhead_s),
+        ("decode_overhead_s", p.decode_overhead_s),
+        ("decode_per_seq_overhead_s", p.decode_per_seq_overhead_s),
+        ("first_token_path_s", p.first_token_path_s),
+    ];
+    for (name, v) in times {
+        if v >= 1.0 - 1e-9 {
+            out.push(format!(
+                "the fit put {name} at its upper bound of 1 s per step: check the time unit"
+            ));
+        }
+    }
+    if p.prefill_mfu_half_tokens >= 1e6 * (1.0 - 1e-9) {
+        out.push("the fit put prefill_mfu_half_tokens at its upper bound 1e6".into());
+    }
+    out
 }
 
 /// The report: error per regime under the base calibration and the fit, and the fitted

@@ -157,14 +157,19 @@ pub fn evaluate(expect: &Expect, summary: &serde_json::Value) -> Vec<Verdict> {
 }
 
 /// The `.toml` files named by `paths`: files as given, folders searched recursively in name
-/// order. A path that does not exist is a usage error.
+/// order. A path that does not exist is a usage error. Symbolic links are followed once: a
+/// folder (or file) reached again by another path — a link loop, or two links to one place —
+/// is not searched (run) again.
 fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, CliError> {
     let mut out = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for p in paths {
         if p.is_dir() {
-            walk(p, &mut out)?;
+            walk(p, &mut out, &mut seen)?;
         } else if p.is_file() {
-            out.push((p.clone(), true));
+            if seen.insert(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())) {
+                out.push((p.clone(), true));
+            }
         } else {
             return Err(CliError::Usage(format!(
                 "{}: no such scenario file or folder",
@@ -175,7 +180,14 @@ fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, CliError> {
     Ok(out)
 }
 
-fn walk(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), CliError> {
+fn walk(
+    dir: &Path,
+    out: &mut Vec<(PathBuf, bool)>,
+    seen: &mut std::collections::BTreeSet<PathBuf>,
+) -> Result<(), CliError> {
+    if !seen.insert(std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())) {
+        return Ok(());
+    }
     let rd = std::fs::read_dir(dir).map_err(|source| {
         CliError::Io(crate::report::IoError {
             path: dir.to_path_buf(),
@@ -186,8 +198,10 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), CliError> {
     entries.sort();
     for p in entries {
         if p.is_dir() {
-            walk(&p, out)?;
-        } else if p.extension().is_some_and(|x| x == "toml") {
+            walk(&p, out, seen)?;
+        } else if p.extension().is_some_and(|x| x == "toml")
+            && seen.insert(std::fs::canonicalize(&p).unwrap_or_else(|_| p.clone()))
+        {
             out.push((p, false));
         }
     }
@@ -239,18 +253,20 @@ fn load_jobs(a: &CheckArgs) -> Result<(Vec<Job>, Vec<PathBuf>), CliError> {
     Ok((jobs, skipped))
 }
 
-/// Output folders, `DIR/<run.name>`, with `-2`, `-3`… for names used twice.
+/// Output folders, `DIR/<run.name>`, with `-2`, `-3`… for names used twice — never a name
+/// another scenario has (`a`, `a`, `a-2` give `a`, `a-3`, `a-2`), so no two share a folder.
 fn out_dirs(jobs: &[Job], base: Option<&Path>) -> Vec<Option<PathBuf>> {
-    let mut seen = std::collections::BTreeMap::<&str, u32>::new();
+    let names: std::collections::BTreeSet<&str> = jobs.iter().map(|j| j.sc.name.as_str()).collect();
+    let mut used = std::collections::BTreeSet::<String>::new();
     jobs.iter()
         .map(|j| {
-            let n = seen.entry(j.sc.name.as_str()).or_insert(0);
-            *n += 1;
-            let name = if *n == 1 {
-                j.sc.name.clone()
-            } else {
-                format!("{}-{n}", j.sc.name)
-            };
+            let mut name = j.sc.name.clone();
+            let mut n = 1;
+            while used.contains(&name) || (n > 1 && names.contains(name.as_str())) {
+                n += 1;
+                name = format!("{}-{n}", j.sc.name);
+            }
+            used.insert(name.clone());
             base.map(|b| b.join(name))
         })
         .collect()
@@ -458,6 +474,21 @@ fn attach_baselines(jobs: &mut [Job], dir: &Path, ratio: Option<f64>) -> Result<
 /// Runs `pdsim check`; `Ok(true)` when every expectation held.
 pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
     let (mut jobs, skipped) = load_jobs(a)?;
+    if let Some(path) = &a.junit {
+        // Before anything runs: the report must not overwrite what the check reads.
+        let inputs = jobs.iter().flat_map(|j| {
+            std::iter::once(j.sc.source.clone()).chain(j.sc.inputs.iter().map(|i| i.1.clone()))
+        });
+        for f in inputs {
+            if super::same_file(&f, path) {
+                return Err(CliError::Usage(format!(
+                    "--junit {}: is {}, an input of this check; give the report another path",
+                    path.display(),
+                    f.display()
+                )));
+            }
+        }
+    }
     let dirs = out_dirs(&jobs, a.out.as_deref());
     if let Some(dir) = &a.baseline {
         attach_baselines(&mut jobs, dir, a.max_regression)?;
@@ -509,12 +540,7 @@ pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
                 })
             })?;
         }
-        std::fs::write(path, junit(&checked)).map_err(|source| {
-            CliError::Io(crate::report::IoError {
-                path: path.clone(),
-                source,
-            })
-        })?;
+        super::outdir::write_atomic(path, junit(&checked).as_bytes())?;
     }
     super::print_out(&text)?;
     Ok(bad == 0)

@@ -1169,6 +1169,7 @@ pub fn run(a: &ExplainArgs) -> Result<(), CliError> {
             a.path.display()
         )));
     };
+    super::readback::results_dir(&dir)?;
     super::print_out(&explain_dir(&dir, a.markdown)?)
 }
 

@@ -236,6 +236,20 @@ fn parse_u32(flag: &str, v: &str, side: &str) -> Result<u32, CliError> {
     })
 }
 
+/// A TP or DP size: at least 1 and at most the cluster bound a scenario accepts
+/// (`limits::MAX_CLUSTER_GPUS`): lint compares the pair rank by rank, so an unbounded size
+/// is an unbounded amount of work, where no real server has more GPUs than that.
+fn parse_ranks(flag: &str, v: &str, side: &str) -> Result<u32, CliError> {
+    let max = crate::config::limits::MAX_CLUSTER_GPUS;
+    let n = parse_u32(flag, v, side)?;
+    if n > max {
+        return Err(CliError::Usage(format!(
+            "--{side}: {flag} {n} is above the bound of {max} GPUs (the most a pdsim cluster has)"
+        )));
+    }
+    Ok(n)
+}
+
 /// Parses one `launch_server` line of `side` (`prefill` / `decode`).
 pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, CliError> {
     let words = shell_words(line).map_err(|e| CliError::Usage(format!("--{side}: {e}")))?;
@@ -335,8 +349,8 @@ impl Parsed {
         let args = &mut self.args;
         match flag {
             "--model-path" | "--model" => self.model_path = Some(v.to_string()),
-            "--tp-size" | "--tp" => args.tp_size = parse_u32(flag, v, side)?,
-            "--dp-size" | "--dp" => self.dp = parse_u32(flag, v, side)?,
+            "--tp-size" | "--tp" => args.tp_size = parse_ranks(flag, v, side)?,
+            "--dp-size" | "--dp" => self.dp = parse_ranks(flag, v, side)?,
             "--enable-dp-attention" => self.dp_attention = true,
             "--page-size" => args.page_size = parse_u32(flag, v, side)?,
             "--kv-cache-dtype" => {

@@ -1,12 +1,15 @@
 //! `pdsim merge DIR... --out DIR`: joins the shards of a sweep into the sweep itself, byte for
-//! byte what one unsharded `pdsim sweep` writes.
+//! byte what one unsharded `pdsim sweep` writes — after checking that every shard is complete,
+//! belongs to the same sweep (scenario text, every file it reads, grid, seeds, `[slo]`), and
+//! that every row sits where the grid puts it.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::CliError;
-use super::sweep::{fresh_dir, io, write_sweep};
+use super::outdir::{OutDir, check_complete};
+use super::sweep::{SWEEP_FILES, write_sweep};
 use crate::plan::{self, Manifest, SweepRow};
 
 /// Arguments of `pdsim merge`.
@@ -23,57 +26,104 @@ pub struct MergeArgs {
     pub quiet: bool,
 }
 
+/// The same folder, however it is spelt.
+fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
 /// Runs `pdsim merge`.
 pub fn run(args: &MergeArgs) -> Result<(), CliError> {
+    if let Some(d) = args.dirs.iter().find(|d| same_dir(d, &args.out)) {
+        return Err(CliError::Usage(format!(
+            "--out {}: is one of the shards given ({}); merge into another folder",
+            args.out.display(),
+            d.display()
+        )));
+    }
     let mut shards: Vec<(Manifest, Vec<SweepRow>, PathBuf)> = Vec::new();
     for d in &args.dirs {
+        check_complete(
+            d,
+            "finish that shard first (`pdsim sweep ... --shard I/N --resume` continues it)",
+        )?;
         let mp = d.join("sweep.json");
-        let text = std::fs::read_to_string(&mp).map_err(|e| io(&mp, e))?;
-        let m: Manifest = serde_json::from_str(&text).map_err(|e| {
-            CliError::Usage(format!(
-                "{}: not a sweep manifest ({e}); give the folders `pdsim sweep --shard I/N --out DIR` wrote",
-                mp.display()
-            ))
-        })?;
-        let rows = plan::read_sweep_csv(&d.join("sweep.csv"), m.grid.axes.len())?;
-        shards.push((m, rows, d.clone()));
+        if !mp.is_file() {
+            return Err(CliError::Usage(format!(
+                "{}: no sweep.json; give the folders `pdsim sweep --shard I/N --out DIR` wrote",
+                d.display()
+            )));
+        }
+        let m = Manifest::read(&mp)?;
+        let Some(s) = m.shard else {
+            return Err(CliError::Usage(format!(
+                "{}: a whole sweep, not a shard; merge joins the folders of `pdsim sweep --shard I/N`",
+                d.display()
+            )));
+        };
+        let csv = d.join("sweep.csv");
+        let rows = plan::read_sweep_csv(&csv, m.grid.axes.len())?;
+        let want: Vec<usize> = s.rows(m.rows).collect();
+        if rows.len() != want.len() {
+            return Err(CliError::Usage(format!(
+                "{}: shard {}/{} should hold {} rows, it has {} (an unfinished or cut shard?)",
+                csv.display(),
+                s.index,
+                s.count,
+                want.len(),
+                rows.len()
+            )));
+        }
+        plan::verify_rows(&csv, &m.grid, &want, &rows)?;
+        shards.push((m, rows.into_iter().map(|r| r.1).collect(), d.clone()));
     }
     let first = shards[0].0.clone();
-    let Some(s0) = first.shard else {
-        return Err(CliError::Usage(format!(
-            "{}: a whole sweep, not a shard; merge joins the folders of `pdsim sweep --shard I/N`",
-            shards[0].2.display()
-        )));
-    };
-    let n = s0.count;
+    let n = first.shard.expect("checked to be a shard").count;
     let mut by_index: Vec<Option<usize>> = vec![None; n];
-    for (k, (m, rows, d)) in shards.iter().enumerate() {
-        let same = m.scenario_fnv == first.scenario_fnv
-            && m.grid == first.grid
-            && m.rows == first.rows
-            && m.slo == first.slo;
-        let Some(s) = m.shard.filter(|s| s.count == n && same) else {
+    for (k, (m, _, d)) in shards.iter().enumerate() {
+        let differs = [
+            ("scenario text", m.scenario_fnv != first.scenario_fnv),
+            ("files the scenario reads", m.inputs != first.inputs),
+            ("grid (--vary, --seeds, --set)", m.grid != first.grid),
+            ("rows", m.rows != first.rows),
+            ("[slo]", m.slo != first.slo),
+            ("shard count", m.shard.map(|s| s.count) != Some(n)),
+        ];
+        if let Some((what, _)) = differs.iter().find(|d| d.1) {
+            let detail = if *what == "files the scenario reads" {
+                let mut files: Vec<&String> = m
+                    .inputs
+                    .iter()
+                    .filter(|(f, h)| first.inputs.get(*f) != Some(h))
+                    .map(|x| x.0)
+                    .collect();
+                files.extend(first.inputs.keys().filter(|f| !m.inputs.contains_key(*f)));
+                format!(
+                    ": {}",
+                    files
+                        .iter()
+                        .map(|f| f.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                String::new()
+            };
             return Err(CliError::Usage(format!(
-                "{}: not a shard of the same sweep as {} (scenario, grid, seeds and shard count must agree)",
+                "{}: not a shard of the same sweep as {}: its {what} differ{detail}",
                 d.display(),
                 shards[0].2.display()
             )));
-        };
+        }
+        let s = m.shard.expect("checked to be a shard");
         if let Some(prev) = by_index[s.index].replace(k) {
             return Err(CliError::Usage(format!(
                 "shard {}/{n} is given twice: {} and {}",
                 s.index,
                 shards[prev].2.display(),
                 d.display()
-            )));
-        }
-        let want = s.rows(m.rows).count();
-        if rows.len() != want {
-            return Err(CliError::Usage(format!(
-                "{}: shard {}/{n} should hold {want} rows, its sweep.csv has {} (an unfinished shard?)",
-                d.display(),
-                s.index,
-                rows.len()
             )));
         }
     }
@@ -87,12 +137,16 @@ pub fn run(args: &MergeArgs) -> Result<(), CliError> {
         let k = by_index[i % n].expect("every shard checked present");
         merged.push((i, shards[k].1[i / n].clone()));
     }
+    let only: Vec<SweepRow> = merged.iter().map(|r| r.1.clone()).collect();
+    // The unsharded sweep would have stopped here; so does its merge.
+    plan::all_infeasible(&only)?;
     let m = Manifest {
         shard: None,
         ..first
     };
-    fresh_dir(&args.out)?;
-    write_sweep(&args.out, &m, &merged)?;
+    let out = OutDir::open(&args.out, "merge", &SWEEP_FILES, false)?;
+    write_sweep(out.staging(), &m, &merged).map_err(|e| out.rename_error(e))?;
+    out.install(&["sweep.json"])?;
     if !args.quiet {
         super::print_out(&format!(
             "merge: {n} shards, {} rows; results in {}\n",

@@ -7,8 +7,11 @@ pub mod kinds;
 pub mod layout;
 pub mod lint;
 pub mod merge;
+pub mod outdir;
 pub mod plan;
+pub mod readback;
 pub mod run;
+pub mod signals;
 pub mod sweep;
 pub mod trace;
 
@@ -76,6 +79,9 @@ pub enum CliError {
     /// is incompatible (`lint`). Exit 1.
     #[error("{0}")]
     Failed(String),
+    /// Another pdsim process is writing the output folder (exit 3, like any I/O refusal).
+    #[error("{0}")]
+    Busy(String),
     /// A sweep or plan failed.
     #[error("{0}")]
     Plan(#[from] crate::plan::PlanError),
@@ -94,7 +100,7 @@ impl CliError {
             | CliError::ModelConfig(_)
             | CliError::Layout(_)
             | CliError::Scenario(_) => 2,
-            CliError::Io(_) => 3,
+            CliError::Io(_) | CliError::Busy(_) => 3,
             CliError::Failed(_) => 1,
             CliError::Plan(crate::plan::PlanError::Io(_)) => 3,
             CliError::Plan(_) => 2,
@@ -141,6 +147,16 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Sweep(args) => sweep::run(&args),
         Command::Merge(args) => merge::run(&args),
         Command::Plan(args) => plan::run(&args),
+    }
+}
+
+/// Whether `a` and `b` name the same file (by device and inode when both exist, so `./x`,
+/// `x` and a link to it are one file).
+pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
     }
 }
 

@@ -6,8 +6,10 @@ use std::time::Instant;
 use clap::Args;
 
 use super::CliError;
-use super::sweep::{fresh_dir, grid_of, jobs_of, write, write_sweep};
-use crate::plan::search::{self, PlanAnswer, RateSearch};
+use super::outdir::OutDir;
+use super::sweep::{SWEEP_FILES, durable_rows, grid_of, jobs_of, note, write, write_sweep};
+use crate::plan::journal::Journal;
+use crate::plan::search::{self, MAX_PLAN_RATE, MaxRateRow, PlanAnswer, RateSearch};
 use crate::plan::{self, Base, Manifest, SweepRow};
 
 /// Arguments of `pdsim plan`.
@@ -47,6 +49,10 @@ pub struct PlanArgs {
     /// Print nothing on success.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Continue an interrupted plan in `--out` (same arguments): finished runs are kept and the
+    /// answer is byte-identical to an uninterrupted plan's.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// Runs `pdsim plan`.
@@ -56,14 +62,19 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     let key = search::rate_key(&base)?;
     let mut fixed = args.sets.clone();
     if let Some(r) = args.rate {
-        if !(r.is_finite() && r > 0.0) {
+        if !(r.is_finite() && r > 0.0 && r <= MAX_PLAN_RATE) {
             return Err(CliError::Usage(format!(
-                "--rate {r}: must be a positive number of requests per second"
+                "--rate {r}: must be a positive number of requests per second, at most {MAX_PLAN_RATE:e} ({key}: one arrival per nanosecond, the simulated clock's resolution)"
             )));
         }
-        fixed.push(format!("{key}={r}"));
+        fixed.push(format!("{key}={}", search::rate_value(r)));
     }
-    let (grid, sc) = grid_of(&base, &args.vary, args.seeds, fixed)?;
+    let (grid, sc) = grid_of(&base, &args.vary, args.seeds, fixed, args.rate.map(|_| key))?;
+    if !args.quiet {
+        for n in &sc.notes {
+            note(&format!("warning: {n}"));
+        }
+    }
     if !sc.slo.any() {
         return Err(CliError::Usage(format!(
             "{}: [slo] sets no target to plan for; add e.g. ttft_p99_ms = 2000 and tpot_p99_ms = 100 (or attainment_min with ttft_ms/tpot_ms)",
@@ -75,23 +86,25 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         .out
         .clone()
         .unwrap_or_else(|| super::default_out(&format!("{}-plan", sc.name)));
-    fresh_dir(&dir)?;
+    let m = Manifest::new(&base, &sc, grid.clone(), None)?;
+    let mut out = OutDir::open(&dir, "plan", &SWEEP_FILES, args.resume)?;
+    out.keep_staging_on_failure();
     if args.max_rate {
-        return max_rate(args, &base, &grid, &sc, key, jobs, &dir, started);
+        let text = max_rate(args, &base, &m, &sc, key, jobs, &out, started)?;
+        out.install(&["plan.csv"])?;
+        return match args.quiet {
+            true => Ok(()),
+            false => super::print_out(&text),
+        };
     }
     let rate = args.rate.expect("clap requires --rate without --max-rate");
     let all: Vec<usize> = (0..grid.rows()).collect();
-    let rows = plan::run_rows(&base, &grid, &all, jobs)?;
-    let m = Manifest {
-        scenario: args.scenario.display().to_string(),
-        scenario_fnv: plan::fnv(base.text.as_bytes()),
-        rows: grid.rows(),
-        grid: grid.clone(),
-        shard: None,
-        slo: sc.slo,
-    };
+    let question = format!("plan --rate {}", search::rate_value(rate));
+    let rows = durable_rows(&out, &base, &m, &all, jobs, args.resume, &question)?;
+    plan::all_infeasible(&rows)?;
     let indexed: Vec<(usize, SweepRow)> = all.into_iter().zip(rows.iter().cloned()).collect();
-    write_sweep(&dir, &m, &indexed)?;
+    let stage = out.staging().to_path_buf();
+    write_sweep(&stage, &m, &indexed).map_err(|e| out.rename_error(e))?;
     let vs = search::verdicts(&grid, &rows);
     let best = search::cheapest(&vs).cloned();
     let mut best_toml = None;
@@ -112,7 +125,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
             grid.seeds
         );
         let text = search::best_toml(&base, &sets, &dir, &header)?;
-        write(&dir, "best.toml", text.as_bytes())?;
+        write(&stage, "best.toml", text.as_bytes())?;
         best_toml = Some("best.toml".to_string());
         // The deployment of that point: what was simulated is what is launched.
         let planned = crate::scenario::from_str(&text, &dir.join("best.toml"), &[])?;
@@ -132,7 +145,8 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         launch,
     };
     let json = serde_json::to_string_pretty(&answer).expect("a plan serializes") + "\n";
-    write(&dir, "plan.json", json.as_bytes())?;
+    write(&stage, "plan.json", json.as_bytes())?;
+    out.install(&["sweep.json", "plan.json"])?;
     if !args.quiet {
         let head = match &best {
             Some(b) => format!(
@@ -163,18 +177,20 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `pdsim plan --max-rate`: every point's highest rate meeting `[slo]` → `plan.csv`.
+/// `pdsim plan --max-rate`: every point's highest rate meeting `[slo]` → `plan.csv` (in
+/// `out`'s staging), each point durable as soon as its search ends.
 #[allow(clippy::too_many_arguments)]
 fn max_rate(
     args: &PlanArgs,
     base: &Base,
-    grid: &crate::plan::Grid,
+    m: &Manifest,
     sc: &crate::scenario::Scenario,
     key: &str,
     jobs: usize,
-    dir: &std::path::Path,
+    out: &OutDir,
     started: Instant,
-) -> Result<(), CliError> {
+) -> Result<String, CliError> {
+    let grid = &m.grid;
     if !(args.tolerance > 0.0 && args.tolerance < 1.0) {
         return Err(CliError::Usage(format!(
             "--tolerance {}: must be in (0, 1), e.g. 0.02",
@@ -187,32 +203,91 @@ fn max_rate(
         .and_then(|w| w.get("arrival").or_else(|| w.get("trace")))
         .and_then(|a| a.get("rate_per_s"))
         .and_then(serde_json::Value::as_f64)
-        .unwrap_or(1.0);
+        .unwrap_or(1.0)
+        .min(MAX_PLAN_RATE);
     let s = RateSearch {
         start,
         rel_tol: args.tolerance,
         max_steps: 24,
     };
-    let rows = search::max_rates(base, grid, key, s, jobs)?;
-    write(dir, "plan.csv", &search::plan_csv(grid, &rows)?)?;
-    if !args.quiet {
-        let mut out = format!(
+    let question = format!(
+        "plan --max-rate from {} to {:?}",
+        search::rate_value(start),
+        args.tolerance
+    );
+    let identity = serde_json::to_string_pretty(&(m, &question)).expect("a manifest serializes");
+    let (journal, continued) = Journal::open(out.staging(), &identity, args.resume)?;
+    let mut done = std::collections::BTreeMap::new();
+    if continued {
+        let (good, bad) = journal.recorded()?;
+        for (p, bytes) in good {
+            let name = out
+                .staging()
+                .join(plan::journal::POINTS)
+                .join(p.to_string());
+            match search::parse_plan_csv(&name, &bytes, grid.axes.len()) {
+                Ok(mut r)
+                    if r.len() == 1
+                        && p < grid.points()
+                        && r[0].0.iter().map(String::as_str).eq(grid.values_of(p)) =>
+                {
+                    done.insert(p, r.remove(0).1);
+                }
+                _ => note(&format!(
+                    "a damaged point file: point {p} is searched again"
+                )),
+            }
+        }
+        for p in bad {
+            note(&format!(
+                "{}: damaged (checksum); that point is searched again",
+                p.display()
+            ));
+        }
+        note(&format!(
+            "resuming {}: {} of {} points already searched",
+            out.dir().display(),
+            done.len(),
+            grid.points()
+        ));
+    }
+    super::signals::on_interrupt(&format!(
+        "pdsim: interrupted; the points searched are kept in {}. Continue with:\n  {}",
+        out.dir().display(),
+        super::signals::resume_line()
+    ));
+    let record = |p: usize, r: &MaxRateRow| -> Result<(), plan::PlanError> {
+        journal.record(p, &search::plan_csv(grid, &[(p, r.clone())])?)
+    };
+    let rows = search::max_rates(base, grid, key, s, jobs, &done, &record)?;
+    let indexed: Vec<(usize, MaxRateRow)> = rows.iter().cloned().enumerate().collect();
+    write(
+        out.staging(),
+        "plan.csv",
+        &search::plan_csv(grid, &indexed)?,
+    )
+    .map_err(|e| out.rename_error(e))?;
+    let mut text = String::new();
+    {
+        text += &format!(
             "plan --max-rate: {} points × {} seeds in {:.1} s; results in {}\n",
             grid.points(),
             grid.seeds.len(),
             started.elapsed().as_secs_f64(),
-            dir.display()
+            out.dir().display()
         );
         for (p, r) in rows.iter().enumerate() {
             let vals = grid.values_of(p).join(", ");
-            let rate = r
-                .max_rate_per_s
-                .map_or("below the lowest rate tried".into(), |v| {
-                    format!("{v:.2} req/s")
-                });
-            out += &format!("  [{vals}] {} GPUs: {rate}\n", r.gpus.unwrap_or(0));
+            let rate = match (r.max_rate_per_s, r.max_rate_is_lower_bound) {
+                (None, _) => "below the lowest rate tried".to_string(),
+                (Some(v), true) => format!(
+                    "≥ {v} req/s (a lower bound: no failing rate found up to {v} req/s; the search stops at {MAX_PLAN_RATE:e} req/s or {} steps)",
+                    s.max_steps
+                ),
+                (Some(v), false) => format!("{v:.2} req/s"),
+            };
+            text += &format!("  [{vals}] {} GPUs: {rate}\n", r.gpus.unwrap_or(0));
         }
-        super::print_out(&out)?;
     }
-    Ok(())
+    Ok(text)
 }

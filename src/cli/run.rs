@@ -101,8 +101,9 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
         Err(e) => {
             // An invalid scenario is a failed run too: an earlier run's results in the folder
             // named by --out must not pass for this one's.
+            // Under the folder's lock: a run another process is writing is not touched.
             if let Some(out) = args.out.as_deref().filter(|o| o.is_dir()) {
-                let _ = clear_results(out);
+                let _ = super::outdir::OutDir::open(out, "run", &RESULT_FILES, false);
             }
             return Err(e);
         }
@@ -111,6 +112,11 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
         .out
         .clone()
         .unwrap_or_else(|| super::default_out(&sc.name));
+    if !args.quiet {
+        for n in &sc.notes {
+            super::sweep::note(&format!("warning: {n}"));
+        }
+    }
     let format = if args.png {
         if !ImageFormat::Png.supported() {
             return Err(CliError::Usage(
@@ -202,8 +208,8 @@ impl Progress {
     }
 }
 
-/// The files a run writes (besides `charts/`). A run removes them from its folder before it
-/// starts and again if it fails, so a failed run never leaves an earlier run's
+/// The files a run writes. A run removes them from its folder before it starts (and writes
+/// the new ones beside, in staging), so a failed run never leaves an earlier run's
 /// `summary.json` looking like its own.
 pub const RESULT_FILES: [&str; 9] = [
     "summary.json",
@@ -217,42 +223,18 @@ pub const RESULT_FILES: [&str; 9] = [
     "charts",
 ];
 
-/// Removes an earlier run's result files from `dir` (a missing file is fine). A symbolic link
-/// is left alone: the user placed it there to send that file elsewhere, and the run writes
-/// through it.
-pub fn clear_results(dir: &Path) -> Result<(), CliError> {
-    for f in RESULT_FILES {
-        let p = dir.join(f);
-        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
-            continue;
-        }
-        let gone = if p.is_dir() {
-            std::fs::remove_dir_all(&p)
-        } else {
-            std::fs::remove_file(&p)
-        };
-        match gone {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => return Err(CliError::Io(IoError { path: p, source })),
-        }
-    }
-    Ok(())
-}
-
-/// Runs `body` into a cleared `dir`; if it fails, what it wrote is removed too.
+/// Runs `body` into the staging folder of a locked `dir` (see [`super::outdir`]): earlier
+/// results are cleared first, and the new files appear in `dir` only when the run succeeded,
+/// `summary.json` last. If it fails, what it wrote is removed and `dir` holds no result.
 fn fresh_run(
     dir: &Path,
-    body: impl FnOnce() -> Result<RunOutput, CliError>,
+    body: impl FnOnce(&Path) -> Result<RunOutput, CliError>,
 ) -> Result<RunOutput, CliError> {
-    std::fs::create_dir_all(dir).map_err(in_dir(dir))?;
-    clear_results(dir)?;
-    let out = body();
-    if out.is_err() {
-        // Best effort: the error being reported matters more than a file we could not remove.
-        let _ = clear_results(dir);
-    }
-    out
+    let out = super::outdir::OutDir::open(dir, "run", &RESULT_FILES, false)?;
+    let mut done = body(out.staging()).map_err(|e| out.rename_error(e))?;
+    out.install(&["run.json", "summary.json"])?;
+    done.dir = dir.to_path_buf();
+    Ok(done)
 }
 
 /// Runs a loaded scenario into `dir`, with a progress bar if `show_progress` and stderr is a
@@ -493,8 +475,8 @@ pub fn run_scenario_traced(
     charts: ImageFormat,
     trace: bool,
 ) -> Result<RunOutput, CliError> {
-    fresh_run(dir, || {
-        write_full_run(sc, dir, show_progress, charts, trace)
+    fresh_run(dir, |staging| {
+        write_full_run(sc, staging, show_progress, charts, trace)
     })
 }
 
@@ -594,7 +576,9 @@ pub fn run_summary_only(
     dir: &Path,
     show_progress: bool,
 ) -> Result<RunOutput, CliError> {
-    fresh_run(dir, || write_summary_only(sc, dir, show_progress))
+    fresh_run(dir, |staging| {
+        write_summary_only(sc, staging, show_progress)
+    })
 }
 
 fn write_summary_only(

@@ -6,6 +6,9 @@ use std::time::Instant;
 use clap::Args;
 
 use super::CliError;
+use super::outdir::OutDir;
+use super::signals;
+use crate::plan::journal::Journal;
 use crate::plan::{self, Base, Grid, Manifest, Shard, SweepRow};
 
 /// Arguments of `pdsim sweep`.
@@ -35,6 +38,10 @@ pub struct SweepArgs {
     /// Print nothing on success.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Continue an interrupted sweep in `--out` (same arguments): its finished points are kept
+    /// and the result is byte-identical to an uninterrupted run.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// The jobs to use: `--jobs`, else the machine's cores.
@@ -46,22 +53,106 @@ pub fn jobs_of(jobs: Option<usize>) -> Result<usize, CliError> {
     }
 }
 
+/// `key` with a pool's index replaced by its name (`pools.1.x` → `pools.decode.x`), so that
+/// two spellings of one key are one axis.
+pub fn canonical_key(table: &toml::Table, key: &str) -> String {
+    let mut parts: Vec<String> = key.split('.').map(|p| p.trim().to_string()).collect();
+    if parts.len() > 1
+        && parts[0] == "pools"
+        && let Ok(i) = parts[1].parse::<usize>()
+    {
+        let name = table
+            .get("pools")
+            .and_then(toml::Value::as_array)
+            .and_then(|a| a.get(i))
+            .and_then(|p| p.get("name"))
+            .and_then(toml::Value::as_str);
+        if let Some(n) = name {
+            parts[1] = n.to_string();
+        }
+    }
+    parts.join(".")
+}
+
+/// Whether setting one key can change the other: equal, or one a table holding the other.
+fn overlaps(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.split('.').collect(), b.split('.').collect());
+    a.iter().zip(&b).all(|(x, y)| x == y)
+}
+
 /// The grid of `--vary` × `--seeds`, seeds counted from the scenario's `run.seed` (after
-/// `--set`); `fixed` are applied to every point first.
+/// `--set`); `fixed` are applied to every point first. Each key has one resolved name: two
+/// axes (or an axis and a `fixed` key) that name one key, or a table and a key inside it, are
+/// exit 2 — the later one would silently replace the other. `rate_key` is the key `--rate`
+/// fixes, for plan's message.
 pub fn grid_of(
     base: &Base,
     vary: &[String],
     seeds: u32,
     fixed: Vec<String>,
+    rate_key: Option<&str>,
 ) -> Result<(Grid, crate::scenario::Scenario), CliError> {
+    if seeds == 0 || seeds as usize > plan::MAX_GRID_ROWS {
+        return Err(CliError::Usage(format!(
+            "--seeds {seeds}: give 1 to {} seeds per point",
+            plan::MAX_GRID_ROWS
+        )));
+    }
+    if vary.len() > plan::MAX_AXES {
+        return Err(CliError::Usage(format!(
+            "{} --vary axes: at most {} are supported",
+            vary.len(),
+            plan::MAX_AXES
+        )));
+    }
     let axes = vary
         .iter()
         .map(|v| plan::parse_axis(v))
         .collect::<Result<Vec<_>, _>>()?;
+    let table: toml::Table = toml::from_str(&base.text).unwrap_or_default();
+    let canon: Vec<String> = axes.iter().map(|a| canonical_key(&table, &a.key)).collect();
+    for (i, a) in axes.iter().enumerate() {
+        if let Some(rk) = rate_key.filter(|rk| overlaps(&canon[i], rk)) {
+            return Err(CliError::Usage(format!(
+                "--vary {}: --rate fixes {rk} for every point, so the plan would answer for rates it was not asked about; drop this --vary, or use --max-rate to find each point's highest rate",
+                a.key
+            )));
+        }
+        for (j, b) in axes[..i].iter().enumerate() {
+            if overlaps(&canon[i], &canon[j]) {
+                return Err(CliError::Usage(format!(
+                    "--vary {} and --vary {} name the same setting{}; vary it in one --vary",
+                    b.key,
+                    a.key,
+                    if canon[i] == canon[j] {
+                        format!(" ({})", canon[i])
+                    } else {
+                        " (one is a table holding the other)".to_string()
+                    }
+                )));
+            }
+        }
+        for f in &fixed {
+            let key = f.split_once('=').map_or(f.as_str(), |(k, _)| k);
+            let fk = canonical_key(&table, key);
+            if rate_key != Some(fk.as_str()) && overlaps(&canon[i], &fk) {
+                return Err(CliError::Usage(format!(
+                    "--vary {} and --set {key} name the same setting; --set fixes it for every point, --vary changes it per point: give one",
+                    a.key
+                )));
+            }
+        }
+    }
     let sc = base.with(&fixed)?;
-    let seeds: Vec<u64> = (0..u64::from(seeds))
-        .map(|k| sc.seed.wrapping_add(k))
-        .collect();
+    if sc.seed.checked_add(u64::from(seeds) - 1).is_none() {
+        return Err(CliError::Usage(format!(
+            "--seeds {seeds}: seeds run.seed ({}) to run.seed + {} pass the largest seed, {}; use a smaller run.seed or fewer seeds",
+            sc.seed,
+            seeds - 1,
+            u64::MAX
+        )));
+    }
+    let seeds: Vec<u64> = (0..u64::from(seeds)).map(|k| sc.seed + k).collect();
     Ok((Grid::new(axes, seeds, fixed)?, sc))
 }
 
@@ -75,20 +166,6 @@ pub const SWEEP_FILES: [&str; 6] = [
     "plan.csv",
     "best.toml",
 ];
-
-/// Creates `dir` and removes the result files of an earlier sweep in it.
-pub fn fresh_dir(dir: &Path) -> Result<(), CliError> {
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
-    for f in SWEEP_FILES {
-        let p = dir.join(f);
-        match std::fs::remove_file(&p) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io(&p, e)),
-        }
-    }
-    Ok(())
-}
 
 /// An I/O error on `path`.
 pub fn io(path: &Path, source: std::io::Error) -> CliError {
@@ -122,33 +199,108 @@ pub fn write_sweep(dir: &Path, m: &Manifest, rows: &[(usize, SweepRow)]) -> Resu
     Ok(())
 }
 
+/// Runs rows `which` of `m`'s grid into `out`'s staging, each finished row durable at once
+/// (`plan::journal`); with `resume`, rows an interrupted run finished are read back (checked
+/// against the grid) instead of run again. `question` names what else the result depends on
+/// (a plan's rate) so a resumed run answers the same question. SIGINT/SIGTERM print the
+/// resume line and exit.
+pub fn durable_rows(
+    out: &OutDir,
+    base: &Base,
+    m: &Manifest,
+    which: &[usize],
+    jobs: usize,
+    resume: bool,
+    question: &str,
+) -> Result<Vec<SweepRow>, CliError> {
+    let identity = serde_json::to_string_pretty(&(m, question)).expect("a manifest serializes");
+    let (journal, continued) = Journal::open(out.staging(), &identity, resume)?;
+    let mut done = std::collections::BTreeMap::new();
+    if continued {
+        let (good, bad) = journal.recorded()?;
+        for (i, bytes) in good {
+            let name = out
+                .staging()
+                .join(plan::journal::POINTS)
+                .join(format!("{i}"));
+            let rows = plan::parse_sweep_csv(&name, &bytes, m.grid.axes.len());
+            let fits = |r: &Vec<(Vec<String>, SweepRow)>| {
+                r.len() == 1
+                    && which.binary_search(&i).is_ok()
+                    && plan::verify_rows(&name, &m.grid, &[i], r).is_ok()
+            };
+            match rows {
+                Ok(mut r) if fits(&r) => {
+                    done.insert(i, r.remove(0).1);
+                }
+                _ => note(&format!(
+                    "a damaged point file in {}: point {i} runs again",
+                    out.dir().display()
+                )),
+            }
+        }
+        for p in bad {
+            note(&format!(
+                "{}: damaged (checksum); that point runs again",
+                p.display()
+            ));
+        }
+        note(&format!(
+            "resuming {}: {} of {} rows already finished",
+            out.dir().display(),
+            done.len(),
+            which.len()
+        ));
+    }
+    signals::on_interrupt(&format!(
+        "pdsim: interrupted; the finished points are kept in {}. Continue with:\n  {}",
+        out.dir().display(),
+        signals::resume_line()
+    ));
+    let record = |i: usize, row: &SweepRow| -> Result<(), plan::PlanError> {
+        journal.record(i, &plan::sweep_csv(&m.grid, &[(i, row.clone())])?)
+    };
+    Ok(plan::run_rows_durable(
+        base, &m.grid, which, jobs, &done, &record,
+    )?)
+}
+
+/// A note on stderr (a closed stderr is no reason to fail).
+pub fn note(s: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "pdsim: {s}");
+}
+
 /// Runs `pdsim sweep`.
 pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let started = Instant::now();
     let base = Base::load(&args.scenario)?;
-    let (grid, sc) = grid_of(&base, &args.vary, args.seeds, args.sets.clone())?;
+    let (grid, sc) = grid_of(&base, &args.vary, args.seeds, args.sets.clone(), None)?;
+    if !args.quiet {
+        for n in &sc.notes {
+            note(&format!("warning: {n}"));
+        }
+    }
     let shard = args.shard.as_deref().map(Shard::parse).transpose()?;
     let jobs = jobs_of(args.jobs)?;
     let dir = args
         .out
         .clone()
         .unwrap_or_else(|| super::default_out(&format!("{}-sweep", sc.name)));
-    fresh_dir(&dir)?;
     let which: Vec<usize> = match shard {
         Some(s) => s.rows(grid.rows()).collect(),
         None => (0..grid.rows()).collect(),
     };
-    let rows = plan::run_rows(&base, &grid, &which, jobs)?;
-    let m = Manifest {
-        scenario: args.scenario.display().to_string(),
-        scenario_fnv: plan::fnv(base.text.as_bytes()),
-        rows: grid.rows(),
-        grid,
-        shard,
-        slo: sc.slo,
-    };
+    let m = Manifest::new(&base, &sc, grid, shard)?;
+    let mut out = OutDir::open(&dir, "sweep", &SWEEP_FILES, args.resume)?;
+    out.keep_staging_on_failure();
+    let rows = durable_rows(&out, &base, &m, &which, jobs, args.resume, "sweep")?;
+    if shard.is_none() {
+        plan::all_infeasible(&rows)?;
+    }
     let indexed: Vec<(usize, SweepRow)> = which.into_iter().zip(rows).collect();
-    write_sweep(&dir, &m, &indexed)?;
+    write_sweep(out.staging(), &m, &indexed).map_err(|e| out.rename_error(e))?;
+    out.install(&["sweep.json"])?;
     if !args.quiet {
         let infeasible = indexed.iter().filter(|r| r.1.error.is_some()).count();
         super::print_out(&format!(

@@ -501,6 +501,13 @@ pub struct Scenario {
     pub resolved: serde_json::Value,
     /// Where the scenario was read from.
     pub source: PathBuf,
+    /// Every file the scenario names (traces, lengths, model configs, calibrations, step
+    /// times): the path as written (relative to the scenario) and as resolved. Sweeps
+    /// fingerprint their bytes so shards of different inputs never merge.
+    pub inputs: Vec<(String, PathBuf)>,
+    /// Warnings about legal but doubtful choices (a calibration measured on another GPU,
+    /// model or TP), printed by the verbs that run the scenario.
+    pub notes: Vec<String>,
 }
 
 /// A validated fault.

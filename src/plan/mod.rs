@@ -7,6 +7,7 @@
 //! dependent reaches a row — so `--jobs 1` and `--jobs 8`, one process or N shards merged, write
 //! the same bytes. Files are written by `cli`; this module returns rows and text.
 
+pub mod journal;
 pub mod launch;
 pub mod report;
 pub mod search;
@@ -106,9 +107,24 @@ pub struct Grid {
     pub fixed: Vec<String>,
 }
 
+/// At most this many rows (points × seeds) in a grid: each is a simulation, and a grid past
+/// this is a typo (an extra axis, a seed count with one digit too many) rather than a plan.
+pub const MAX_GRID_ROWS: usize = 1_000_000;
+/// At most this many `--vary` axes.
+pub const MAX_AXES: usize = 32;
+/// At most this many values on one axis.
+pub const MAX_AXIS_VALUES: usize = 10_000;
+
 impl Grid {
-    /// A grid; an axis named twice is an error.
+    /// A grid; an axis named twice, a grid past [`MAX_GRID_ROWS`] rows, more than
+    /// [`MAX_AXES`] axes, an empty axis or no seed is an error (exit 2, stating the limit).
     pub fn new(axes: Vec<Axis>, seeds: Vec<u64>, fixed: Vec<String>) -> Result<Self, PlanError> {
+        if axes.len() > MAX_AXES {
+            return Err(PlanError::Usage(format!(
+                "{} --vary axes: at most {MAX_AXES} are supported",
+                axes.len()
+            )));
+        }
         for (i, a) in axes.iter().enumerate() {
             if axes[..i].iter().any(|b| b.key == a.key) {
                 return Err(PlanError::Usage(format!(
@@ -116,9 +132,34 @@ impl Grid {
                     a.key
                 )));
             }
+            if a.values.is_empty() || a.values.len() > MAX_AXIS_VALUES {
+                return Err(PlanError::Usage(format!(
+                    "--vary {}: {} values; give 1 to {MAX_AXIS_VALUES}",
+                    a.key,
+                    a.values.len()
+                )));
+            }
+            if a.key == "run.seed" {
+                return Err(PlanError::Usage(
+                    "--vary run.seed: the seeds are the grid's own (run.seed, run.seed + 1, … for --seeds N); set the first with --set run.seed=S and the count with --seeds N".into(),
+                ));
+            }
         }
         if seeds.is_empty() {
             return Err(PlanError::Usage("--seeds must be at least 1".into()));
+        }
+        let rows = axes
+            .iter()
+            .try_fold(seeds.len(), |n, a| n.checked_mul(a.values.len()))
+            .filter(|&n| n <= MAX_GRID_ROWS);
+        if rows.is_none() {
+            let shown =
+                axes.iter().map(|a| a.values.len() as f64).product::<f64>() * seeds.len() as f64;
+            return Err(PlanError::Usage(format!(
+                "the grid has {shown:.3e} rows ({} axes × {} seeds); at most {MAX_GRID_ROWS} are supported: vary fewer keys or values, or use fewer seeds",
+                axes.len(),
+                seeds.len()
+            )));
         }
         Ok(Self { axes, seeds, fixed })
     }
@@ -411,6 +452,35 @@ pub fn run_rows(
     which: &[usize],
     jobs: usize,
 ) -> Result<Vec<SweepRow>, PlanError> {
+    let rows = run_rows_durable(base, grid, which, jobs, &Default::default(), &|_, _| Ok(()))?;
+    all_infeasible(&rows)?;
+    Ok(rows)
+}
+
+/// Exit 2 when every row is infeasible (and there is at least one): no point of the grid is
+/// a valid scenario, which is a mistake in the question (a misspelt key), not a result.
+pub fn all_infeasible(rows: &[SweepRow]) -> Result<(), PlanError> {
+    if !rows.is_empty() && rows.iter().all(|r| r.error.is_some()) {
+        return Err(PlanError::Usage(format!(
+            "no grid point is a valid scenario; the first: {}",
+            rows[0].error.as_deref().unwrap_or_default()
+        )));
+    }
+    Ok(())
+}
+
+/// [`run_rows`] that skips the rows in `done` (finished by an earlier, interrupted process)
+/// and hands every row it runs to `on_row` as soon as it finishes (to make it durable), before
+/// the next point starts on that thread. No all-infeasible check: a shard may hold only
+/// infeasible rows and must still be written so its sweep can be merged.
+pub fn run_rows_durable(
+    base: &Base,
+    grid: &Grid,
+    which: &[usize],
+    jobs: usize,
+    done: &std::collections::BTreeMap<usize, SweepRow>,
+    on_row: &(dyn Fn(usize, &SweepRow) -> Result<(), PlanError> + Sync),
+) -> Result<Vec<SweepRow>, PlanError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.max(1))
         .build()
@@ -419,22 +489,20 @@ pub fn run_rows(
         which
             .par_iter()
             .map(|&i| {
-                let seed = grid.seeds[i % grid.seeds.len()];
-                match base.with(&grid.sets_of(i)) {
-                    Ok(sc) => summarize(&sc).map(|s| SweepRow::of(&sc, &s)),
-                    Err(e) => Ok(SweepRow::infeasible(seed, e.to_string())),
+                if let Some(r) = done.get(&i) {
+                    return Ok(r.clone());
                 }
+                let seed = grid.seeds[i % grid.seeds.len()];
+                let row = match base.with(&grid.sets_of(i)) {
+                    Ok(sc) => summarize(&sc).map(|s| SweepRow::of(&sc, &s))?,
+                    Err(e) => SweepRow::infeasible(seed, e.to_string()),
+                };
+                on_row(i, &row)?;
+                Ok(row)
             })
             .collect()
     });
-    let rows = rows.into_iter().collect::<Result<Vec<_>, _>>()?;
-    if !rows.is_empty() && rows.iter().all(|r| r.error.is_some()) {
-        return Err(PlanError::Usage(format!(
-            "no grid point is a valid scenario; the first: {}",
-            rows[0].error.as_deref().unwrap_or_default()
-        )));
-    }
-    Ok(rows)
+    rows.into_iter().collect()
 }
 
 /// `sweep.json`: what a sweep folder holds, so `pdsim merge` can check its shards belong
@@ -445,6 +513,9 @@ pub struct Manifest {
     pub scenario: String,
     /// FNV-1a hash of the scenario text (shards of different scenarios do not merge).
     pub scenario_fnv: String,
+    /// FNV-1a hash of every file the scenario reads, by its path as written (relative to the
+    /// scenario): shards of one text beside different traces or configs do not merge.
+    pub inputs: std::collections::BTreeMap<String, String>,
     /// The grid.
     pub grid: Grid,
     /// Rows in the whole grid.
@@ -463,6 +534,153 @@ pub fn fnv(bytes: &[u8]) -> String {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{h:016x}")
+}
+
+/// FNV-1a of a file's bytes, read in blocks (a trace may be large).
+pub fn fnv_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        for &b in &buf[..n] {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    Ok(format!("{h:016x}"))
+}
+
+/// The last segments of keys whose values are file paths (for the files an axis may name).
+const PATH_LEAVES: [&str; 5] = ["path", "config", "step_times", "calibration", "lengths"];
+
+impl Manifest {
+    /// A manifest for `grid` of `base`: the text's and every input file's fingerprint. The
+    /// inputs are the files the scenario `sc` (the base with the fixed `--set`s) reads, and
+    /// every file an axis names (a varied trace path, model config or calibration).
+    pub fn new(
+        base: &Base,
+        sc: &Scenario,
+        grid: Grid,
+        shard: Option<Shard>,
+    ) -> Result<Self, PlanError> {
+        let mut inputs = std::collections::BTreeMap::new();
+        let dir = base.path.parent().unwrap_or(Path::new("."));
+        let mut named: Vec<(String, PathBuf)> = sc.inputs.clone();
+        for a in &grid.axes {
+            let leaf = a.key.rsplit('.').next().unwrap_or_default();
+            if !PATH_LEAVES.contains(&leaf) {
+                continue;
+            }
+            for v in &a.values {
+                let rel = v.trim().trim_matches(|c| c == '"' || c == '\'');
+                if dir.join(rel).is_file() {
+                    named.push((rel.to_string(), dir.join(rel)));
+                }
+            }
+        }
+        for (rel, path) in named {
+            // A file that cannot be read now fails its points, which say so; it has no print.
+            let print = fnv_file(&path).unwrap_or_else(|e| format!("unreadable: {e}"));
+            inputs.insert(rel, print);
+        }
+        Ok(Self {
+            scenario: base.path.display().to_string(),
+            scenario_fnv: fnv(base.text.as_bytes()),
+            inputs,
+            rows: grid.rows(),
+            grid,
+            shard,
+            slo: sc.slo,
+        })
+    }
+
+    /// Reads `sweep.json` back, checking every field (a hand-edited index is exit 2 naming the
+    /// field, never a panic): the grid within bounds, `rows` equal to it, the shard in range.
+    pub fn read(path: &Path) -> Result<Self, PlanError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| PlanError::Io(format!("{}: {e}", path.display())))?;
+        let bad = |field: &str, why: String| {
+            PlanError::Usage(format!(
+                "{}: {field}: {why}; this is not a sweep.json that pdsim wrote (was it edited?)",
+                path.display()
+            ))
+        };
+        let m: Manifest =
+            serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text))
+                .map_err(|e| {
+                    let field = e.path().to_string();
+                    bad(&field, e.inner().to_string())
+                })?;
+        for (k, a) in m.grid.axes.iter().enumerate() {
+            parse_axis(&format!("{}={}", a.key, a.values.join(",")))
+                .ok()
+                .filter(|b| b == a)
+                .ok_or_else(|| {
+                    bad(
+                        &format!("grid.axes[{k}]"),
+                        "a key and distinct, non-empty values are needed".into(),
+                    )
+                })?;
+        }
+        let grid = Grid::new(
+            m.grid.axes.clone(),
+            m.grid.seeds.clone(),
+            m.grid.fixed.clone(),
+        )
+        .map_err(|e| bad("grid", e.to_string()))?;
+        if m.rows != grid.rows() {
+            return Err(bad(
+                "rows",
+                format!("{} but the grid has {} rows", m.rows, grid.rows()),
+            ));
+        }
+        if let Some(s) = m.shard
+            && (s.count == 0 || s.index >= s.count || s.count > MAX_GRID_ROWS)
+        {
+            return Err(bad(
+                "shard",
+                format!(
+                    "{}/{}: expected 0 ≤ index < count ≤ {MAX_GRID_ROWS}",
+                    s.index, s.count
+                ),
+            ));
+        }
+        if m.scenario_fnv.len() != 16 || !m.scenario_fnv.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad("scenario_fnv", "16 hex digits expected".into()));
+        }
+        Ok(m)
+    }
+}
+
+/// Checks rows read back against the grid: the row at position `k` must be grid row
+/// `indices[k]` — its varied values that point's and its seed that row's seed. A row filed
+/// under another point (rows swapped by hand) is exit 2 naming the file and line.
+pub fn verify_rows(
+    file: &Path,
+    grid: &Grid,
+    indices: &[usize],
+    rows: &[(Vec<String>, SweepRow)],
+) -> Result<(), PlanError> {
+    for (k, (&i, (values, row))) in indices.iter().zip(rows).enumerate() {
+        let want = grid.values_of(i / grid.seeds.len());
+        let seed = grid.seeds[i % grid.seeds.len()];
+        if values.iter().map(String::as_str).ne(want.iter().copied()) || row.seed != seed {
+            return Err(PlanError::Usage(format!(
+                "{}: line {}: the row is ({}, seed {}), but grid row {i} is ({}, seed {seed}); the file's rows are out of order or from another sweep",
+                file.display(),
+                k + 2,
+                values.join(", "),
+                row.seed,
+                want.join(", ")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `sweep.csv`'s bytes: the varied keys, then [`SweepRow`]'s columns.
@@ -506,13 +724,23 @@ fn row_cells(row: &SweepRow) -> Result<Vec<String>, csv::Error> {
         .collect())
 }
 
-/// Reads a `sweep.csv` back: each line's row, after the varied keys' columns.
-pub fn read_sweep_csv(path: &Path, axes: usize) -> Result<Vec<SweepRow>, PlanError> {
+/// Reads a `sweep.csv` back: each line's varied values and row.
+pub fn read_sweep_csv(path: &Path, axes: usize) -> Result<Vec<(Vec<String>, SweepRow)>, PlanError> {
+    let bytes =
+        std::fs::read(path).map_err(|e| PlanError::Io(format!("{}: {e}", path.display())))?;
+    parse_sweep_csv(path, &bytes, axes)
+}
+
+/// [`read_sweep_csv`] of bytes (`path` names them in errors).
+pub fn parse_sweep_csv(
+    path: &Path,
+    bytes: &[u8],
+    axes: usize,
+) -> Result<Vec<(Vec<String>, SweepRow)>, PlanError> {
     let err = |e: csv::Error| PlanError::Usage(format!("{}: {e}", path.display()));
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)
-        .from_path(path)
-        .map_err(err)?;
+        .from_reader(bytes);
     let header: csv::StringRecord = r.headers().map_err(err)?.clone();
     let tail: csv::StringRecord = header.iter().skip(axes).collect();
     if tail.iter().map(str::to_string).collect::<Vec<_>>() != row_columns() {
@@ -521,14 +749,16 @@ pub fn read_sweep_csv(path: &Path, axes: usize) -> Result<Vec<SweepRow>, PlanErr
             path.display()
         )));
     }
+    let columns: csv::StringRecord = row_columns().into();
     let mut rows = Vec::new();
     for rec in r.records() {
         let rec = rec.map_err(err)?;
+        let values: Vec<String> = rec.iter().take(axes).map(str::to_string).collect();
         let tail: csv::StringRecord = rec.iter().skip(axes).collect();
-        rows.push(
-            tail.deserialize::<SweepRow>(Some(&row_columns().into()))
-                .map_err(err)?,
-        );
+        rows.push((
+            values,
+            tail.deserialize::<SweepRow>(Some(&columns)).map_err(err)?,
+        ));
     }
     Ok(rows)
 }
@@ -597,7 +827,11 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join("sweep.csv");
         std::fs::write(&p, &bytes).unwrap();
-        let back = read_sweep_csv(&p, 1).unwrap();
+        let back: Vec<SweepRow> = read_sweep_csv(&p, 1)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.1)
+            .collect();
         assert_eq!(back[0], r);
         assert_eq!(
             sweep_csv(&g, &[(0, back[0].clone()), (1, back[1].clone())]).unwrap(),

@@ -2,7 +2,7 @@
 //! point's highest sustainable rate (goodput search, DistServe §4's placement question).
 
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Base, Grid, PlanError, SweepRow, summarize};
 
@@ -103,8 +103,19 @@ pub struct PlanAnswer {
     pub launch: Option<String>,
 }
 
+/// The highest arrival rate a plan asks about or searches to, requests/s: one arrival per
+/// nanosecond, the simulated clock's resolution (a faster rate is the same run).
+pub const MAX_PLAN_RATE: f64 = 1e9;
+
+/// A rate as a `--set` value that parses back to the same number as a TOML float (`14.0`,
+/// `1e19`): Rust's `{:?}` of an `f64` is the shortest round-trip form and always has a `.` or
+/// an exponent, where `{}` would write `10000000000000000000`, an integer TOML cannot hold.
+pub fn rate_value(r: f64) -> String {
+    format!("{r:?}")
+}
+
 /// One row of `plan.csv` (`pdsim plan --max-rate`): a point's highest rate meeting `[slo]`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MaxRateRow {
     /// GPUs.
     pub gpus: Option<u32>,
@@ -121,6 +132,10 @@ pub struct MaxRateRow {
     pub usd_per_1m_output_tokens: Option<f64>,
     /// The lowest rate found to fail, requests/s (the answer lies between the two).
     pub fails_at_rate_per_s: Option<f64>,
+    /// No failing rate was found before the search's limit (its steps, or
+    /// [`MAX_PLAN_RATE`]): the point sustains *at least* `max_rate_per_s`, and the true limit
+    /// was not bracketed.
+    pub max_rate_is_lower_bound: bool,
     /// Simulations the search ran (every seed of every rate tried).
     pub runs: u32,
     /// Why the point could not run, blank otherwise.
@@ -151,7 +166,7 @@ pub fn max_rate(base: &Base, grid: &Grid, p: usize, key: &str, s: RateSearch) ->
         let mut rows = Vec::new();
         for k in 0..grid.seeds.len() {
             let mut sets = grid.sets_of(p * grid.seeds.len() + k);
-            sets.insert(0, format!("{key}={rate}"));
+            sets.insert(0, format!("{key}={}", rate_value(rate)));
             let sc = base.with(&sets).map_err(|e| e.to_string())?;
             let sum = summarize(&sc).map_err(|e| e.to_string())?;
             *runs += 1;
@@ -185,7 +200,8 @@ pub fn max_rate(base: &Base, grid: &Grid, p: usize, key: &str, s: RateSearch) ->
         }
         let pass = last_ok.as_ref().map(|l| l.0);
         rate = match (pass, first_fail) {
-            (Some(p), None) => p * 2.0,
+            (Some(p), None) if p >= MAX_PLAN_RATE => break None,
+            (Some(p), None) => (p * 2.0).min(MAX_PLAN_RATE),
             (None, Some(f)) => {
                 if f < s.start * 1e-3 {
                     break None;
@@ -218,30 +234,43 @@ pub fn max_rate(base: &Base, grid: &Grid, p: usize, key: &str, s: RateSearch) ->
             .as_ref()
             .and_then(|l| mean(&|r| r.usd_per_1m_output_tokens, &l.1)),
         fails_at_rate_per_s: first_fail,
+        max_rate_is_lower_bound: best.is_some() && first_fail.is_none(),
         runs,
         error,
     }
 }
 
-/// [`max_rate`] for every point of the grid, on `jobs` threads, in grid order.
+/// [`max_rate`] for every point of the grid, on `jobs` threads, in grid order. Points in
+/// `done` (finished by an interrupted run) are not searched again; every point searched is
+/// handed to `on_point` as soon as it is done.
 pub fn max_rates(
     base: &Base,
     grid: &Grid,
     key: &str,
     s: RateSearch,
     jobs: usize,
+    done: &std::collections::BTreeMap<usize, MaxRateRow>,
+    on_point: &(dyn Fn(usize, &MaxRateRow) -> Result<(), PlanError> + Sync),
 ) -> Result<Vec<MaxRateRow>, PlanError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.max(1))
         .build()
         .map_err(|e| PlanError::Usage(format!("--jobs {jobs}: {e}")))?;
     let points: Vec<usize> = (0..grid.points()).collect();
-    let rows: Vec<MaxRateRow> = pool.install(|| {
+    let rows: Vec<Result<MaxRateRow, PlanError>> = pool.install(|| {
         points
             .par_iter()
-            .map(|&p| max_rate(base, grid, p, key, s))
+            .map(|&p| {
+                if let Some(r) = done.get(&p) {
+                    return Ok(r.clone());
+                }
+                let r = max_rate(base, grid, p, key, s);
+                on_point(p, &r)?;
+                Ok(r)
+            })
             .collect()
     });
+    let rows = rows.into_iter().collect::<Result<Vec<_>, _>>()?;
     if rows.iter().all(|r| r.error.is_some()) {
         return Err(PlanError::Usage(format!(
             "no grid point is a valid scenario; the first: {}",
@@ -251,31 +280,61 @@ pub fn max_rates(
     Ok(rows)
 }
 
+/// The columns of `plan.csv` after the varied keys.
+const PLAN_COLUMNS: [&str; 10] = [
+    "gpus",
+    "nodes",
+    "max_rate_per_s",
+    "max_rate_per_s_per_gpu",
+    "output_tokens_per_s",
+    "usd_per_1m_output_tokens",
+    "fails_at_rate_per_s",
+    "max_rate_is_lower_bound",
+    "runs",
+    "error",
+];
+
+/// Reads `plan.csv` bytes back (for a resumed search's finished points): each line's varied
+/// values and row.
+pub fn parse_plan_csv(
+    name: &std::path::Path,
+    bytes: &[u8],
+    axes: usize,
+) -> Result<Vec<(Vec<String>, MaxRateRow)>, PlanError> {
+    let err = |e: csv::Error| PlanError::Usage(format!("{}: {e}", name.display()));
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_reader(bytes);
+    let header = r.headers().map_err(err)?.clone();
+    if header.iter().skip(axes).ne(PLAN_COLUMNS) {
+        return Err(PlanError::Usage(format!(
+            "{}: not a plan.csv of this pdsim (its columns differ)",
+            name.display()
+        )));
+    }
+    let columns: csv::StringRecord = PLAN_COLUMNS.iter().copied().collect();
+    let mut out = Vec::new();
+    for rec in r.records() {
+        let rec = rec.map_err(err)?;
+        let values = rec.iter().take(axes).map(str::to_string).collect();
+        let tail: csv::StringRecord = rec.iter().skip(axes).collect();
+        out.push((values, tail.deserialize(Some(&columns)).map_err(err)?));
+    }
+    Ok(out)
+}
+
 /// `plan.csv`'s bytes: the varied keys, then [`MaxRateRow`]'s columns.
-pub fn plan_csv(grid: &Grid, rows: &[MaxRateRow]) -> Result<Vec<u8>, PlanError> {
+pub fn plan_csv(grid: &Grid, rows: &[(usize, MaxRateRow)]) -> Result<Vec<u8>, PlanError> {
     let err = |e: csv::Error| PlanError::Io(format!("plan.csv: {e}"));
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(Vec::new());
     let mut header: Vec<String> = grid.axes.iter().map(|a| a.key.clone()).collect();
-    header.extend(
-        [
-            "gpus",
-            "nodes",
-            "max_rate_per_s",
-            "max_rate_per_s_per_gpu",
-            "output_tokens_per_s",
-            "usd_per_1m_output_tokens",
-            "fails_at_rate_per_s",
-            "runs",
-            "error",
-        ]
-        .map(String::from),
-    );
+    header.extend(PLAN_COLUMNS.map(String::from));
     w.write_record(&header).map_err(err)?;
     let cell = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
-    for (p, r) in rows.iter().enumerate() {
-        let mut rec: Vec<String> = grid.values_of(p).iter().map(|s| s.to_string()).collect();
+    for (p, r) in rows {
+        let mut rec: Vec<String> = grid.values_of(*p).iter().map(|s| s.to_string()).collect();
         rec.extend([
             r.gpus.map_or(String::new(), |v| v.to_string()),
             r.nodes.map_or(String::new(), |v| v.to_string()),
@@ -284,6 +343,7 @@ pub fn plan_csv(grid: &Grid, rows: &[MaxRateRow]) -> Result<Vec<u8>, PlanError> 
             cell(r.output_tokens_per_s),
             cell(r.usd_per_1m_output_tokens),
             cell(r.fails_at_rate_per_s),
+            r.max_rate_is_lower_bound.to_string(),
             r.runs.to_string(),
             r.error.clone().unwrap_or_default(),
         ]);
@@ -352,7 +412,14 @@ fn rewrite_paths(table: &mut toml::Table, from: &std::path::Path, to: &std::path
             }
             toml::Value::String(s) => {
                 let keys: Vec<&str> = path.iter().map(String::as_str).collect();
-                if is_path_key(&keys) && std::path::Path::new(s.as_str()).is_relative() {
+                // `hardware.calibration` is a preset name or a file: a path only if it names
+                // one beside the scenario (a name is never rewritten).
+                let calibration_file = keys == ["hardware", "calibration"]
+                    && std::path::Path::new(s.as_str()).is_relative()
+                    && from.join(s.as_str()).is_file();
+                if (is_path_key(&keys) || calibration_file)
+                    && std::path::Path::new(s.as_str()).is_relative()
+                {
                     *s = relative_to(&from.join(s.as_str()), to)
                         .display()
                         .to_string();

@@ -218,6 +218,10 @@ fn contract_key(raw: &str, text: &str, table: Option<&toml::Table>) -> String {
 struct Checker<'a> {
     text: &'a str,
     path: &'a Path,
+    /// Every file the scenario names, as written and as resolved (see [`Scenario::inputs`]).
+    inputs: std::cell::RefCell<Vec<(String, PathBuf)>>,
+    /// What a calibration file says it was measured on, to warn when it is used elsewhere.
+    measured: std::cell::RefCell<Option<crate::spec::calibration::MeasuredOn>>,
 }
 
 impl Checker<'_> {
@@ -291,9 +295,16 @@ impl Checker<'_> {
         }
     }
 
+    /// `rel` resolved against the scenario's folder, and recorded as an input of the scenario
+    /// (every file a scenario reads goes through here).
     fn resolve_path(&self, rel: &str) -> PathBuf {
         let base = self.path.parent().unwrap_or(Path::new("."));
-        base.join(rel)
+        let p = base.join(rel);
+        let mut inputs = self.inputs.borrow_mut();
+        if !inputs.iter().any(|(r, _)| r == rel) {
+            inputs.push((rel.to_string(), p.clone()));
+        }
+        p
     }
 
     fn model(&self, key: &str, r: &file::ModelRef) -> Result<ModelSpec, ScenarioError> {
@@ -322,7 +333,12 @@ impl Checker<'_> {
 }
 
 fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
-    let c = Checker { text, path };
+    let c = Checker {
+        text,
+        path,
+        inputs: Default::default(),
+        measured: Default::default(),
+    };
     let run = &file.run;
     let (duration_s, drain_s) = sections::run(&c, run)?;
     let hw = &file.hardware;
@@ -354,7 +370,9 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     faults.sort_by_key(|f| f.at_ns);
     let kv_store = sections::kv_store(&c, &file, &pools, nodes)?;
 
+    let notes = calibration_notes(&c, &calibration, &file.hardware.gpu, &pools);
     Ok(Scenario {
+        notes,
         kv_store,
         faults,
         nodes,
@@ -382,7 +400,47 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         slo,
         source: path.to_path_buf(),
         resolved: serde_json::to_value(&file).expect("a scenario file serializes"),
+        inputs: c.inputs.take(),
     })
+}
+
+/// Warnings when a calibration file measured on one model, GPU or TP is used for another:
+/// legal (a nearby fit may be the best there is) but its step times are extrapolated.
+fn calibration_notes(c: &Checker, calibration: &str, gpu: &str, pools: &[Pool]) -> Vec<String> {
+    let Some(m) = c.measured.borrow().clone() else {
+        return Vec::new();
+    };
+    let norm = |s: &str| {
+        let base = Path::new(s)
+            .file_name()
+            .map_or(s.to_string(), |f| f.to_string_lossy().into_owned());
+        base.to_lowercase()
+            .trim_end_matches(".json")
+            .trim_end_matches(".config")
+            .to_string()
+    };
+    let mut out = Vec::new();
+    if !m.gpu.eq_ignore_ascii_case(gpu) {
+        out.push(format!(
+            "hardware.calibration {calibration:?} was measured on {}, and this scenario runs on {gpu}: its step times are extrapolated",
+            m.gpu
+        ));
+    }
+    for p in pools {
+        if norm(&m.model) != norm(&p.model.name) {
+            out.push(format!(
+                "hardware.calibration {calibration:?} was measured with model {}, and pool {} serves {}: its step times are extrapolated",
+                m.model, p.name, p.model.name
+            ));
+        }
+        if m.tp != p.server.tp_size {
+            out.push(format!(
+                "hardware.calibration {calibration:?} was measured at TP {}, and pool {} runs TP {}: its step times are extrapolated",
+                m.tp, p.name, p.server.tp_size
+            ));
+        }
+    }
+    out
 }
 
 /// Checks the cluster's size before placing it (the placement allocates per GPU), places it,

@@ -158,6 +158,7 @@ fn calibration(
     })?;
     let file = cal::CalibrationFile::parse(&text)
         .map_err(|e| c.err(key, format!("{}: {e}", path.display())))?;
+    *c.measured.borrow_mut() = Some(file.measured.clone());
     Ok((name, file.params))
 }
 

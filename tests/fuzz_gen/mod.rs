@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+pub mod process;
+mod verbs;
+
 /// Set in a worker's environment: `SEED FIRST STRIDE LAST` (LAST = u64::MAX: until killed).
 pub const WORKER_ENV: &str = "PDSIM_FUZZ_WORKER";
 /// Prefix of the protocol lines a worker prints on stdout.
@@ -1285,9 +1288,18 @@ pub fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
             },
         )
     } else if roll < 90 {
-        let (args, files, m) = gen_cli(&mut rng, corpus);
+        // Half the CLI lines go to the verbs of issue 25 (tests/fuzz_gen/verbs.rs).
+        let verb = rng.chance(0.5);
+        let (args, files, m) = if verb {
+            verbs::gen_verb(&mut rng)
+        } else {
+            gen_cli(&mut rng, corpus)
+        };
         mutations.extend(m);
-        ("cli", Input::Cli { args, files })
+        (
+            if verb { "verb" } else { "cli" },
+            Input::Cli { args, files },
+        )
     } else {
         // Text-level damage: truncation, a stray byte, a duplicated line.
         let (path, text, _) = rng.pick(&corpus.scenarios).clone();
@@ -1408,8 +1420,14 @@ fn fail(kind: &str, detail: impl Into<String>) -> Status {
 }
 
 fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) {
+    // The verbs' cases keep their files under `c/`, fresh for every case.
+    let _ = std::fs::remove_dir_all(dir.join("c"));
     for (name, bytes) in files {
-        std::fs::write(dir.join(name), bytes).expect("write a case file");
+        let p = dir.join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("a case folder");
+        }
+        std::fs::write(p, bytes).expect("write a case file");
     }
 }
 
@@ -1652,7 +1670,16 @@ pub fn run_case(case: &Case, dir: &Path, bin: Option<&Path>) -> Status {
         Input::Cli { args, files } => match bin {
             Some(b) => {
                 write_files(dir, files);
-                cli_case(b, dir, args, Duration::from_secs(30))
+                let status = cli_case(b, dir, args, Duration::from_secs(30));
+                if status == Status::Rejected
+                    && case.mutations.iter().any(|m| m == verbs::EXPECT_OK)
+                {
+                    return fail(
+                        "valid input refused",
+                        "an untampered input (e.g. a set of shards) was rejected with exit 2/3",
+                    );
+                }
+                status
             }
             None => Status::Accepted,
         },

@@ -802,8 +802,8 @@ fn plan_writes_launch_lines_that_lint_accepts() {
         .copied()
         .filter(|l| l.contains("--disaggregation-mode decode"))
         .collect();
-    // The quickstart's prefill pool has one instance; decode has the planned count and TP.
-    assert_eq!(prefill.len(), 1, "{text}");
+    // The quickstart's two prefill instances; decode has the planned count and TP.
+    assert_eq!(prefill.len(), 2, "{text}");
     assert_eq!(
         decode.len().to_string(),
         best["pools.decode.instances"],

@@ -82,6 +82,7 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
         mem_fraction_static: 0.85,
         max_running_requests: None,
         radix_cache: None,
+        quantization: None,
     };
     let kv_dtype_bytes = args
         .kv_dtype_bytes(spec.activation_bytes)

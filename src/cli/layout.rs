@@ -81,6 +81,7 @@ pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
         mem_fraction_static: 0.85,
         max_running_requests: None,
         radix_cache: None,
+        quantization: None,
     };
     let layout = RankLayout::new(&spec, &args, a.rank)?;
     if a.json {

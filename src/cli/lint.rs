@@ -149,7 +149,6 @@ const IGNORED_WITH_VALUE: &[&str] = &[
     "--moe-a2a-backend",
     "--ep-num-redundant-experts",
     "--revision",
-    "--quantization",
     // Capacity and caching knobs a scenario models (`pools.server.*`), not the contract.
     "--num-reserved-decode-tokens",
     "--hicache-ratio",
@@ -193,6 +192,7 @@ const READ: &[&str] = &[
     "--pp",
     "--speculative-algorithm",
     "--dtype",
+    "--quantization",
 ];
 
 /// Hugging Face ids (lowercased, organisation dropped) → preset: the public checkpoints whose
@@ -335,6 +335,7 @@ impl Parsed {
                 mem_fraction_static: 0.85,
                 max_running_requests: None,
                 radix_cache: Some(None),
+                quantization: None,
             },
             model_path: None,
             mode: None,
@@ -390,6 +391,15 @@ impl Parsed {
             "--speculative-algorithm" => self.warnings.push(format!(
                 "--speculative-algorithm {v}: a draft pool adds KV regions pdsim does not lay out (sglang rejects speculative decoding with unified-memory PD, #37416)"
             )),
+            // What `pools.server.quantization` takes; the transfer contract does not depend on
+            // it (KV stays the activations' dtype under `--kv-cache-dtype auto`, as in sglang).
+            "--quantization" => match crate::spec::server::Quantization::parse(v) {
+                Some(q) => args.quantization = Some(q),
+                None => self.warnings.push(format!(
+                    "--quantization {v}: pdsim models {} only; the line is read with the checkpoint's own weights (the KV layout does not depend on it)",
+                    crate::spec::server::QUANTIZATIONS.join(", ")
+                )),
+            },
             "--dtype" if !matches!(v, "auto" | "bfloat16" | "bf16") => self.warnings.push(format!(
                 "--dtype {v}: pdsim lays out bf16 activations; `--kv-cache-dtype auto` is taken as bf16"
             )),
@@ -461,6 +471,10 @@ fn resolve_model(l: &mut ServerLine, config: Option<&Path>, side: &str) -> Resul
             model::MODEL_PRESETS.join(", ")
         )));
     };
+    let mut spec = spec;
+    if let Some(q) = l.args.quantization {
+        q.apply(&mut spec);
+    }
     l.model = spec.name.clone();
     l.spec = Some(spec);
     Ok(())
@@ -733,6 +747,14 @@ pub fn lint(a: &LintArgs) -> Result<LintReport, CliError> {
             p.model, d.model
         ));
     }
+    if p.args.quantization != d.args.quantization {
+        let q = |a: &ServerArgs| a.quantization.map_or("none", |q| q.as_str());
+        warnings.push(format!(
+            "the two lines quantize differently (--quantization {} and {}): sglang does not check this and the KV layout does not depend on it, but decode then continues from a prefill computed with other weights",
+            q(&p.args),
+            q(&d.args)
+        ));
+    }
     let (ps, ds) = (
         p.spec.as_ref().expect("resolved"),
         d.spec.as_ref().expect("resolved"),
@@ -955,5 +977,59 @@ mod tests {
         assert!(parse_line("--model-path x --tp-size zero", "prefill").is_err());
         assert!(parse_line("--model-path x --page-size", "prefill").is_err());
         assert!(parse_line("python -m sglang.launch_server --tp 2", "prefill").is_err());
+    }
+
+    /// `--quantization fp8` becomes the server arg a scenario's `quantization = "fp8"` sets, on
+    /// both sides alike; a pair that differs is compatible but warned; a method pdsim does not
+    /// model is warned and read as unquantized.
+    #[test]
+    fn quantization_is_read_into_the_server_args() {
+        let line = |side: &str, q: &str| {
+            format!(
+                "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode {side} --tp-size 2 {q}"
+            )
+        };
+        let l = parse_line(&line("prefill", "--quantization fp8"), "prefill").unwrap();
+        assert_eq!(
+            l.args.quantization,
+            Some(crate::spec::server::Quantization::Fp8)
+        );
+        assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        let l = parse_line(&line("prefill", "--quantization=awq"), "prefill").unwrap();
+        assert_eq!(l.args.quantization, None);
+        assert!(
+            l.warnings
+                .iter()
+                .any(|w| w.contains("--quantization awq") && w.contains("fp8")),
+            "{:?}",
+            l.warnings
+        );
+        let lint_pair = |pq: &str, dq: &str| {
+            lint(&LintArgs {
+                prefill: line("prefill", pq),
+                decode: line("decode", dq),
+                model_config: None,
+                profile: "guarded".into(),
+                json: false,
+            })
+            .unwrap()
+        };
+        let both = lint_pair("--quantization fp8", "--quantization fp8");
+        assert!(both.prediction.compatible);
+        assert!(both.warnings.is_empty(), "{:?}", both.warnings);
+        assert_eq!(both.prefill.spec.as_ref().unwrap().weight_bytes, 1);
+        let mixed = lint_pair("--quantization fp8", "");
+        assert!(
+            mixed.prediction.compatible,
+            "the KV layout does not depend on it"
+        );
+        assert!(
+            mixed
+                .warnings
+                .iter()
+                .any(|w| w.contains("quantize differently")),
+            "{:?}",
+            mixed.warnings
+        );
     }
 }

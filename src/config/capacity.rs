@@ -221,4 +221,46 @@ mod tests {
         assert_eq!(p.model.total_params(), 70_553_706_496.0);
         assert_eq!(kv_pages(&sc.gpu, p), 359_642);
     }
+
+    /// `quantization = "fp8"` (sglang's `--quantization fp8`) halves a BF16 model's weight
+    /// memory, so the KV pool grows by what the weights gave back; and a weight-bound decode
+    /// step streams half the bytes.
+    #[test]
+    fn fp8_weights_free_kv_pages_and_speed_up_a_weight_bound_decode() {
+        // As the hand computation above, with 1 B weights:
+        //   weights = 8,030,261,248 × 1 B ÷ 2 = 4,015,130,624 B
+        //   KV      = (72,692,688,486.4 − 4,015,130,624 − 369,098,752) ÷ 4,194,304
+        //           = 16,286.006 → 16,286 pages, −1 sink.
+        let bf16 = load(&[]);
+        let fp8 = load(&["pools.prefill.server.quantization=\"fp8\""]);
+        let (pb, pf) = (&bf16.pools[0], &fp8.pools[0]);
+        assert_eq!(
+            pf.server.quantization,
+            Some(crate::spec::server::Quantization::Fp8)
+        );
+        assert_eq!((pb.model.weight_bytes, pf.model.weight_bytes), (2, 1));
+        assert_eq!(kv_pages(&bf16.gpu, pb), 15_327);
+        assert_eq!(kv_pages(&fp8.gpu, pf), 16_285);
+        // The decode pool was not given the key: its weights and pages are unchanged.
+        assert_eq!(
+            kv_pages(&fp8.gpu, &fp8.pools[1]),
+            kv_pages(&bf16.gpu, &bf16.pools[1])
+        );
+        // Batch 1 at 1k tokens of context: the step streams the weights (8 GB ÷ TP 2 in BF16).
+        let step = |sc: &Scenario, p: &Pool| {
+            let m = crate::compute::StepModel::new(
+                &sc.gpu,
+                &p.model,
+                p.server.tp_size,
+                p.kv_dtype_bytes,
+                sc.compute.clone(),
+            );
+            m.decode_ns(1, 1024) as f64
+        };
+        let (tb, tf) = (step(&bf16, pb), step(&fp8, pf));
+        assert!(
+            tf < 0.8 * tb && tf > 0.4 * tb,
+            "FP8 decode step {tf} ns vs BF16 {tb} ns: about half the weight bytes"
+        );
+    }
 }

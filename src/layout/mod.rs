@@ -48,6 +48,7 @@ pub(crate) fn test_args(tp: u32, ps: u32, dtype: &str, unified: bool) -> crate::
         mem_fraction_static: 0.85,
         max_running_requests: None,
         radix_cache: None,
+        quantization: None,
     }
 }
 

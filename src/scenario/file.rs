@@ -156,6 +156,10 @@ pub struct ServerSection {
     /// `--kv-cache-dtype`.
     #[serde(default = "default_kv_dtype")]
     pub kv_cache_dtype: String,
+    /// `--quantization`: `fp8` loads the checkpoint's weights as FP8 (one byte each); left out,
+    /// the weights keep the checkpoint's dtype. Checked in `sections::pool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<String>,
     /// `--enable-unified-memory`.
     #[serde(default)]
     pub enable_unified_memory: bool,
@@ -253,6 +257,7 @@ impl Default for ServerSection {
             attn_tp_size: None,
             page_size: default_page_size(),
             kv_cache_dtype: default_kv_dtype(),
+            quantization: None,
             enable_unified_memory: false,
             chunked_prefill_size: default_chunked_prefill_size(),
             mem_fraction_static: default_mem_fraction(),

@@ -547,6 +547,25 @@ fn pool(
             ));
         }
     };
+    let quantization = match s.quantization.as_deref() {
+        None => None,
+        Some(q) => Some(server::Quantization::parse(q).ok_or_else(|| {
+            c.err(
+                &k("quantization"),
+                format!(
+                    "{q:?} is not a quantization pdsim models; valid: {} (sglang's online FP8 \
+                     weights). sglang's other --quantization methods (awq, gptq, marlin, \
+                     bitsandbytes, gguf, modelopt_fp4, w8a8_int8, mxfp4, …) are not modelled; \
+                     leave the key out to serve the checkpoint's own dtype",
+                    server::QUANTIZATIONS.join(", ")
+                ),
+            )
+        })?),
+    };
+    let mut model = model;
+    if let Some(q) = quantization {
+        q.apply(&mut model);
+    }
     super::parallel::check_model(c, key, &parallel, &model)?;
     let server = ServerArgs {
         tp_size: s.tp_size,
@@ -559,6 +578,7 @@ fn pool(
         mem_fraction_static: s.mem_fraction_static,
         max_running_requests: s.max_running_requests,
         radix_cache: (!s.disable_radix_cache).then_some(s.radix_cache_tokens),
+        quantization,
     };
     let kv_dtype_bytes = server
         .kv_dtype_bytes(model.activation_bytes)
@@ -631,8 +651,10 @@ fn pool(
 }
 
 /// GPU → host bandwidth of one GPU, bytes/s, one direction: its PCIe x16 link (NVIDIA's data
-/// sheets: A100 "PCIe Gen4: 64 GB/s", H100/H200/B200 "PCIe Gen5: 128 GB/s", both directions
-/// together) times [`PCIE_EFFICIENCY`].
+/// sheets: A100 "PCIe Gen4: 64 GB/s", H100/H800/H20/H200/B200 "PCIe Gen5: 128 GB/s", both
+/// directions together; AMD's MI300X sheet the same Gen5 x16) times [`PCIE_EFFICIENCY`]. A
+/// GB200 reaches its Grace host over NVLink-C2C instead; it takes the Gen5 figure too, a lower
+/// bound (`docs/numbers.md` §1).
 fn pcie_bytes_per_s(gpu: &GpuSpec) -> f64 {
     let raw = if gpu.name.starts_with("a100") {
         32e9

@@ -26,6 +26,58 @@ pub struct ServerArgs {
     /// Prefix (radix) cache on a prefill instance: `None` when `--disable-radix-cache`,
     /// otherwise its capacity in tokens (`None` inside: the instance's KV capacity).
     pub radix_cache: Option<Option<u64>>,
+    /// `--quantization` (`None`: the weights as the checkpoint stores them). Left out of
+    /// results when `None`, so that scenarios which never set it keep their bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<Quantization>,
+}
+
+/// `--quantization` methods pdsim models, as the key takes them.
+pub const QUANTIZATIONS: &[&str] = &["fp8"];
+
+/// `--quantization`: how sglang quantizes the weights it loads (`server_args.py`
+/// `QUANTIZATION_CHOICES`). Only `fp8` is modelled: sglang's `Fp8Config` quantizes a
+/// BF16 checkpoint's linear and MoE weights to FP8 (e4m3) when it loads them
+/// (`layers/quantization/fp8.py`, online quantization: one byte a weight), and runs the GEMMs
+/// on FP8 tensor cores where the GPU has them (Hopper, Blackwell, MI300X); on an A100 it falls
+/// back to a weight-only FP8 kernel (Marlin) with BF16 math. The other methods (AWQ/GPTQ
+/// int4, bitsandbytes, GGUF, ModelOpt FP4, w8a8 int8, …) need a pre-quantized checkpoint or
+/// kernels whose speed pdsim has no figures for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantization {
+    /// `fp8`: FP8 weights, one byte each.
+    Fp8,
+}
+
+impl Quantization {
+    /// The method a flag value names, or `None` where pdsim does not model it.
+    pub fn parse(v: &str) -> Option<Self> {
+        match v {
+            "fp8" => Some(Self::Fp8),
+            _ => None,
+        }
+    }
+
+    /// The flag value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fp8 => "fp8",
+        }
+    }
+
+    /// `model` as a server with this flag loads it: what a config's `quantization_config`
+    /// with `quant_method = "fp8"` gives (`spec::hf`). The weight bytes drive the weight
+    /// memory (and so the KV pool left over), the weight-streaming time of a step, and the
+    /// FP8 peak of its GEMMs (`compute::StepModel::peak_flops_for`). Activations and a KV
+    /// cache of `kv_cache_dtype = "auto"` stay the model's dtype, as in sglang. Like the
+    /// config route, every weight counts one byte, the embedding and LM head too (sglang keeps
+    /// those in BF16): on an 8B model with a 128k vocabulary that is ~1 GB of weights too few.
+    pub fn apply(self, model: &mut crate::spec::ModelSpec) {
+        match self {
+            Self::Fp8 => model.weight_bytes = 1,
+        }
+    }
 }
 
 /// KV dtype flag values sglang accepts, and what pdsim knows of them.

@@ -193,6 +193,7 @@ fn plan_picks_the_cheapest_point_and_best_toml_holds_on_fresh_seeds() {
         "pools.decode.instances=1,2,3",
         "--vary",
         "pools.decode.server.tp_size=1,2",
+        "--full-grid",
         "--out",
         o.to_str().unwrap(),
     ]);
@@ -833,6 +834,118 @@ fn plan_writes_launch_lines_that_lint_accepts() {
                 "lint refused the plan's lines:\n{p}\n{dl}\n{out}{err}"
             );
             assert!(out.to_lowercase().contains("compatible"), "{out}");
+        }
+    }
+}
+
+/// `plan --rate` searches cheapest first and stops at the answer; `--full-grid` runs every
+/// point. On the README's 70B question (64 points) and on that grid × page size × chunk size
+/// (256 points) the search gives the same best point in at most a third of the runs, and its
+/// `sweep.csv` holds exactly the rows it ran. Prints runs, grid_runs and wall time of both.
+#[test]
+fn the_search_finds_the_full_grids_answer_in_a_third_of_the_runs() {
+    const PLAN: &str = "scenarios/plan/llama70b-azure-conv.toml";
+    const README: [&str; 8] = [
+        "--vary",
+        "pools.prefill.instances=1,2,3,4",
+        "--vary",
+        "pools.decode.instances=1,2,3,4",
+        "--vary",
+        "pools.prefill.server.tp_size=4,8",
+        "--vary",
+        "pools.decode.server.tp_size=4,8",
+    ];
+    const LARGER: [&str; 4] = [
+        "--vary",
+        "pools.decode.server.page_size=16,64",
+        "--vary",
+        "pools.prefill.server.chunked_prefill_size=4096,8192",
+    ];
+    let run = |name: &str, axes: &[&str], extra: &[&str]| -> (serde_json::Value, f64, Vec<u8>) {
+        let o = tmpdir(&format!("plan-search-{name}"));
+        let mut args = vec!["plan", PLAN, "--rate", "20", "--jobs", "2", "-q", "--out"];
+        args.push(o.to_str().unwrap());
+        args.extend(axes);
+        args.extend(extra);
+        let t = std::time::Instant::now();
+        ok(&args);
+        let wall = t.elapsed().as_secs_f64();
+        let plan = serde_json::from_slice(&bytes(&o, "plan.json")).expect("plan.json is JSON");
+        (plan, wall, bytes(&o, "sweep.csv"))
+    };
+    let larger: Vec<&str> = README.iter().chain(&LARGER).copied().collect();
+    for (name, axes, points) in [("readme", &README[..], 64), ("larger", &larger[..], 256)] {
+        let (search, t_search, csv) = run(name, axes, &[]);
+        let (full, t_full, _) = run(&format!("{name}-full"), axes, &["--full-grid"]);
+        let runs = |p: &serde_json::Value, k: &str| p[k].as_u64().unwrap();
+        eprintln!(
+            "{name}: search {} runs of grid_runs {} in {t_search:.1} s; full grid {} runs in {t_full:.1} s",
+            runs(&search, "runs"),
+            runs(&search, "grid_runs"),
+            runs(&full, "runs"),
+        );
+        assert_eq!(search["search"], "cheapest_first");
+        assert_eq!(full["search"], "full_grid");
+        assert_eq!(runs(&full, "grid_points"), points);
+        assert_eq!(runs(&full, "runs"), points * 3);
+        assert_eq!(runs(&search, "grid_runs"), runs(&full, "runs"));
+        assert!(full["best"].is_object(), "{name}: the grid has an answer");
+        assert_eq!(search["best"], full["best"], "{name}: the same best point");
+        assert!(
+            3 * runs(&search, "runs") <= runs(&full, "runs"),
+            "{name}: {} runs is more than a third of {}",
+            runs(&search, "runs"),
+            runs(&full, "runs")
+        );
+        // sweep.csv holds the rows that ran: one header and `runs` lines.
+        let lines = csv.iter().filter(|&&b| b == b'\n').count() as u64;
+        assert_eq!(lines, 1 + runs(&search, "runs"), "{name}");
+    }
+}
+
+/// The search's files do not depend on `--jobs` (the batch only decides how far past the
+/// answer the last batch runs, and those rows are not kept).
+#[test]
+fn a_search_writes_the_same_bytes_on_any_number_of_jobs() {
+    let d = tmpdir("plan-search-jobs");
+    let mut outs = Vec::new();
+    for jobs in ["1", "2", "5"] {
+        let o = d.join(jobs);
+        let mut args = vec![
+            "plan",
+            "scenarios/quickstart.toml",
+            "--rate",
+            "30",
+            "--seeds",
+            "2",
+            "--jobs",
+            jobs,
+            "-q",
+            "--set",
+            "slo.ttft_p99_ms=600",
+            "--set",
+            "slo.tpot_p99_ms=40",
+            "--vary",
+            "pools.prefill.instances=1,2",
+            "--vary",
+            "pools.decode.instances=1,2,3",
+            "--out",
+        ];
+        args.push(o.to_str().unwrap());
+        args.extend(SHORT);
+        ok(&args);
+        outs.push(o);
+    }
+    // Cheaper points fail first (else the batches prove nothing), and --jobs 2 runs past the
+    // answer in its batch.
+    let plan: serde_json::Value = serde_json::from_slice(&bytes(&outs[0], "plan.json")).unwrap();
+    assert!(
+        plan["best"].is_object() && plan["points"].as_u64().unwrap() >= 3,
+        "{plan}"
+    );
+    for f in ["sweep.csv", "plan.json", "best.toml", "index.html"] {
+        for o in &outs[1..] {
+            assert_eq!(bytes(&outs[0], f), bytes(o, f), "{f} differs with --jobs");
         }
     }
 }

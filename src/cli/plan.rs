@@ -7,7 +7,9 @@ use clap::Args;
 
 use super::CliError;
 use super::outdir::OutDir;
-use super::sweep::{SWEEP_FILES, durable_rows, grid_of, jobs_of, note, write, write_sweep};
+use super::sweep::{
+    SWEEP_FILES, durable_rows, grid_of, jobs_of, note, open_journal, write, write_sweep,
+};
 use crate::plan::journal::Journal;
 use crate::plan::search::{self, MAX_PLAN_RATE, MaxRateRow, PlanAnswer, RateSearch};
 use crate::plan::{self, Base, Manifest, SweepRow};
@@ -49,6 +51,10 @@ pub struct PlanArgs {
     /// Print nothing on success.
     #[arg(long, short)]
     pub quiet: bool,
+    /// `--rate`: run every point of the grid instead of searching cheapest first (the same
+    /// answer; `sweep.csv` then holds every row).
+    #[arg(long, conflicts_with = "max_rate")]
+    pub full_grid: bool,
     /// Continue an interrupted plan in `--out` (same arguments): finished runs are kept and the
     /// answer is byte-identical to an uninterrupted plan's.
     #[arg(long)]
@@ -98,14 +104,29 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         };
     }
     let rate = args.rate.expect("clap requires --rate without --max-rate");
-    let all: Vec<usize> = (0..grid.rows()).collect();
     let question = format!("plan --rate {}", search::rate_value(rate));
-    let rows = durable_rows(&out, &base, &m, &all, jobs, args.resume, &question)?;
-    plan::all_infeasible(&rows)?;
-    let indexed: Vec<(usize, SweepRow)> = all.into_iter().zip(rows.iter().cloned()).collect();
+    // Rows are pure functions of the grid and their index, so the journal is the same whether
+    // the grid is searched or run whole: a resumed plan may switch between the two.
+    let (indexed, past) = if args.full_grid {
+        let all: Vec<usize> = (0..grid.rows()).collect();
+        let rows = durable_rows(&out, &base, &m, &all, jobs, args.resume, &question)?;
+        plan::all_infeasible(&rows)?;
+        (all.into_iter().zip(rows).collect::<Vec<_>>(), 0)
+    } else {
+        let (journal, done) = open_journal(&out, &m, &[], args.resume, &question)?;
+        let run_row = |i: usize| -> Result<SweepRow, plan::PlanError> {
+            if let Some(r) = done.get(&i) {
+                return Ok(r.clone());
+            }
+            let row = plan::run_row(&base, &grid, i)?;
+            journal.record(i, &plan::sweep_csv(&grid, &[(i, row.clone())])?)?;
+            Ok(row)
+        };
+        search::cheapest_first(&base, &grid, jobs, &run_row)?
+    };
     let stage = out.staging().to_path_buf();
     write_sweep(&stage, &m, &indexed).map_err(|e| out.rename_error(e))?;
-    let vs = search::verdicts(&grid, &rows);
+    let vs = search::verdicts(&grid, &indexed);
     let best = search::cheapest(&vs).cloned();
     let mut best_toml = None;
     let mut launch = None;
@@ -138,7 +159,16 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         rate_per_s: rate,
         seeds: grid.seeds.clone(),
         slo: sc.slo,
+        search: if args.full_grid {
+            "full_grid"
+        } else {
+            "cheapest_first"
+        }
+        .to_string(),
         points: vs.len(),
+        grid_points: grid.points(),
+        runs: indexed.len(),
+        grid_runs: grid.rows(),
         points_meeting_slo: vs.iter().filter(|v| v.meets_slo).count(),
         best: best.clone(),
         best_toml,
@@ -166,10 +196,23 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
             None => format!("no grid point meets [slo] at {rate} req/s on every seed"),
         };
         super::print_out(&format!(
-            "plan: {head}\n  {} of {} points meet it; {} runs in {:.1} s; results in {}\n",
+            "plan: {head}\n  {} of {} points run meet it; {} runs of the grid's {} ({} of {} points{}){} in {:.1} s; results in {}\n",
             answer.points_meeting_slo,
             answer.points,
-            grid.rows(),
+            answer.runs,
+            answer.grid_runs,
+            answer.points,
+            answer.grid_points,
+            if args.full_grid {
+                ""
+            } else {
+                ", cheapest first"
+            },
+            if past > 0 {
+                format!(" (+{past} past the answer in its batch, not kept)")
+            } else {
+                String::new()
+            },
             started.elapsed().as_secs_f64(),
             dir.display()
         ))?;

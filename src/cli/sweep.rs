@@ -188,12 +188,11 @@ pub fn write_sweep(dir: &Path, m: &Manifest, rows: &[(usize, SweepRow)]) -> Resu
     let json = serde_json::to_string_pretty(m).expect("a manifest serializes") + "\n";
     write(dir, "sweep.json", json.as_bytes())?;
     if m.shard.is_none() {
-        let only: Vec<SweepRow> = rows.iter().map(|r| r.1.clone()).collect();
         let title = format!("pdsim sweep: {}", m.scenario);
         write(
             dir,
             "index.html",
-            plan::report::index_html(m, &only, &title).as_bytes(),
+            plan::report::index_html(m, rows, &title).as_bytes(),
         )?;
     }
     Ok(())
@@ -213,6 +212,25 @@ pub fn durable_rows(
     resume: bool,
     question: &str,
 ) -> Result<Vec<SweepRow>, CliError> {
+    let (journal, done) = open_journal(out, m, which, resume, question)?;
+    let record = |i: usize, row: &SweepRow| -> Result<(), plan::PlanError> {
+        journal.record(i, &plan::sweep_csv(&m.grid, &[(i, row.clone())])?)
+    };
+    Ok(plan::run_rows_durable(
+        base, &m.grid, which, jobs, &done, &record,
+    )?)
+}
+
+/// The journal of `out` (see [`durable_rows`]) and, with `resume`, the rows an interrupted run
+/// finished among `which` (any row of the grid when `which` is empty: a plan's search does
+/// not know beforehand which rows it runs). Installs the SIGINT/SIGTERM resume line.
+pub fn open_journal(
+    out: &OutDir,
+    m: &Manifest,
+    which: &[usize],
+    resume: bool,
+    question: &str,
+) -> Result<(Journal, std::collections::BTreeMap<usize, SweepRow>), CliError> {
     let identity = serde_json::to_string_pretty(&(m, question)).expect("a manifest serializes");
     let (journal, continued) = Journal::open(out.staging(), &identity, resume)?;
     let mut done = std::collections::BTreeMap::new();
@@ -226,7 +244,8 @@ pub fn durable_rows(
             let rows = plan::parse_sweep_csv(&name, &bytes, m.grid.axes.len());
             let fits = |r: &Vec<(Vec<String>, SweepRow)>| {
                 r.len() == 1
-                    && which.binary_search(&i).is_ok()
+                    && i < m.grid.rows()
+                    && (which.is_empty() || which.binary_search(&i).is_ok())
                     && plan::verify_rows(&name, &m.grid, &[i], r).is_ok()
             };
             match rows {
@@ -249,7 +268,11 @@ pub fn durable_rows(
             "resuming {}: {} of {} rows already finished",
             out.dir().display(),
             done.len(),
-            which.len()
+            if which.is_empty() {
+                m.grid.rows()
+            } else {
+                which.len()
+            }
         ));
     }
     signals::on_interrupt(&format!(
@@ -257,12 +280,7 @@ pub fn durable_rows(
         out.dir().display(),
         signals::resume_line()
     ));
-    let record = |i: usize, row: &SweepRow| -> Result<(), plan::PlanError> {
-        journal.record(i, &plan::sweep_csv(&m.grid, &[(i, row.clone())])?)
-    };
-    Ok(plan::run_rows_durable(
-        base, &m.grid, which, jobs, &done, &record,
-    )?)
+    Ok((journal, done))
 }
 
 /// A note on stderr (a closed stderr is no reason to fail).

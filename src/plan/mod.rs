@@ -492,17 +492,22 @@ pub fn run_rows_durable(
                 if let Some(r) = done.get(&i) {
                     return Ok(r.clone());
                 }
-                let seed = grid.seeds[i % grid.seeds.len()];
-                let row = match base.with(&grid.sets_of(i)) {
-                    Ok(sc) => summarize(&sc).map(|s| SweepRow::of(&sc, &s))?,
-                    Err(e) => SweepRow::infeasible(seed, e.to_string()),
-                };
+                let row = run_row(base, grid, i)?;
                 on_row(i, &row)?;
                 Ok(row)
             })
             .collect()
     });
     rows.into_iter().collect()
+}
+
+/// Row `i` of `grid`: its run, or an infeasible row when its values make an invalid scenario.
+pub fn run_row(base: &Base, grid: &Grid, i: usize) -> Result<SweepRow, PlanError> {
+    let seed = grid.seeds[i % grid.seeds.len()];
+    Ok(match base.with(&grid.sets_of(i)) {
+        Ok(sc) => summarize(&sc).map(|s| SweepRow::of(&sc, &s))?,
+        Err(e) => SweepRow::infeasible(seed, e.to_string()),
+    })
 }
 
 /// `sweep.json`: what a sweep folder holds, so `pdsim merge` can check its shards belong

@@ -400,10 +400,18 @@ fn answer_html(vs: &[PointVerdict], m: &Manifest) -> String {
                 .iter()
                 .map(|(k, v)| format!("<code>{}={}</code>", esc(k), esc(v)))
                 .collect();
+            // A plan's search runs points cheapest first and stops at this one.
+            let searched = match vs.len() < m.grid.points() {
+                true => format!(
+                    " (a search: the grid has {}, run cheapest first up to this one)",
+                    m.grid.points()
+                ),
+                false => String::new(),
+            };
             let cost = mean(&b.seeds, |r| r.usd_per_hour)
                 .map_or(String::new(), |c| format!(", ${c:.2}/hour"));
             format!(
-                "<p class=\"answer\"><b>Cheapest point meeting [slo] on all {} seeds:</b> {} — {} GPUs on {} nodes{cost}. {ok} of {} points meet it.</p>",
+                "<p class=\"answer\"><b>Cheapest point meeting [slo] on all {} seeds:</b> {} — {} GPUs on {} nodes{cost}. {ok} of {} points meet it{searched}.</p>",
                 m.grid.seeds.len(),
                 vals.join(" "),
                 b.gpus.unwrap_or(0),
@@ -414,8 +422,9 @@ fn answer_html(vs: &[PointVerdict], m: &Manifest) -> String {
     }
 }
 
-/// `index.html` of a whole sweep (all rows, in grid order).
-pub fn index_html(m: &Manifest, rows: &[SweepRow], title: &str) -> String {
+/// `index.html` of a whole sweep (its rows `(row index, row)`, in row order: every row of the
+/// grid, or those a plan's search ran).
+pub fn index_html(m: &Manifest, rows: &[(usize, SweepRow)], title: &str) -> String {
     let vs = verdicts(&m.grid, rows);
     let ttft_t = m.slo.ttft_pct_ms[2]
         .or(m.slo.ttft_pct_ms[1])

@@ -49,23 +49,28 @@ pub struct PointVerdict {
     pub seeds: Vec<SweepRow>,
 }
 
-/// Groups rows (in grid order, all seeds of a point together) by point.
-pub fn verdicts(grid: &Grid, rows: &[SweepRow]) -> Vec<PointVerdict> {
+/// Groups rows `(row index, row)` (in row order, the seeds of a point together) by point. A
+/// point may hold fewer rows than seeds: a search stops a point at its first failing seed, and
+/// with one seed missing `[slo]` the point fails whatever the others would give.
+pub fn verdicts(grid: &Grid, rows: &[(usize, SweepRow)]) -> Vec<PointVerdict> {
     let n = grid.seeds.len();
-    rows.chunks(n)
-        .enumerate()
-        .map(|(p, seeds)| PointVerdict {
-            point: p,
-            values: grid
-                .axes
-                .iter()
-                .zip(grid.values_of(p))
-                .map(|(a, v)| (a.key.clone(), v.to_string()))
-                .collect(),
-            gpus: seeds[0].gpus,
-            nodes: seeds[0].nodes,
-            meets_slo: crate::metrics::slo::met_on_every_seed(seeds.iter().map(|r| r.slo_met)),
-            seeds: seeds.to_vec(),
+    rows.chunk_by(|a, b| a.0 / n == b.0 / n)
+        .map(|seeds| {
+            let p = seeds[0].0 / n;
+            PointVerdict {
+                point: p,
+                values: grid
+                    .axes
+                    .iter()
+                    .zip(grid.values_of(p))
+                    .map(|(a, v)| (a.key.clone(), v.to_string()))
+                    .collect(),
+                gpus: seeds[0].1.gpus,
+                nodes: seeds[0].1.nodes,
+                meets_slo: seeds.len() == n
+                    && crate::metrics::slo::met_on_every_seed(seeds.iter().map(|r| r.1.slo_met)),
+                seeds: seeds.iter().map(|r| r.1.clone()).collect(),
+            }
         })
         .collect()
 }
@@ -79,6 +84,109 @@ pub fn cheapest(verdicts: &[PointVerdict]) -> Option<&PointVerdict> {
         .min_by_key(|v| (v.gpus, v.nodes, v.point))
 }
 
+/// A point's cost before it runs: (GPUs, nodes) of its placement, the key [`cheapest`] orders
+/// by; the scenario's error when its values make an invalid one.
+pub fn point_cost(base: &Base, grid: &Grid, p: usize) -> Result<(u32, u32), String> {
+    let sc = base
+        .with(&grid.sets_of(p * grid.seeds.len()))
+        .map_err(|e| e.to_string())?;
+    let place = crate::config::capacity::place(&sc);
+    let gpus = place.gpus.iter().map(|g| g.len() as u32).sum();
+    Ok((gpus, place.nodes))
+}
+
+/// The cheapest point meeting `[slo]` at a rate without running the whole grid, and the same
+/// answer as [`cheapest`] of the whole grid's [`verdicts`] (see `README.md` beside this file).
+///
+/// Points run cheapest first — (GPUs, nodes, grid order), [`cheapest`]'s own key, known
+/// before a run from the placement — in batches of `jobs` points. A point runs its seeds in
+/// order and stops at the first that misses `[slo]` (the point fails whatever the others
+/// give). The search stops after the batch holding the first point that meets `[slo]` on every
+/// seed: every point before it in that order has run and failed, so no cheaper point meets
+/// it. No monotonicity is assumed, so the answer holds for any axis (TP, page size, chunk size,
+/// router policy alike).
+///
+/// Returns the rows `(row index, row)` of the points up to and including the answer in that
+/// order, sorted by row index, and the runs made past the answer in its batch (kept in the
+/// journal, not in the result). The kept rows do not depend on `jobs`: the batch only decides
+/// how far past the answer the last batch reaches. A point whose values make an invalid
+/// scenario never runs and is not kept; when every point is invalid, exit 2 with the first
+/// error. `run_row` runs (or reads back from an interrupted search) one row.
+pub fn cheapest_first(
+    base: &Base,
+    grid: &Grid,
+    jobs: usize,
+    run_row: &(dyn Fn(usize) -> Result<SweepRow, PlanError> + Sync),
+) -> Result<(Vec<(usize, SweepRow)>, usize), PlanError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+        .map_err(|e| PlanError::Usage(format!("--jobs {jobs}: {e}")))?;
+    let n = grid.seeds.len();
+    let costs: Vec<Result<(u32, u32), String>> = pool.install(|| {
+        (0..grid.points())
+            .into_par_iter()
+            .map(|p| point_cost(base, grid, p))
+            .collect()
+    });
+    let mut order: Vec<(u32, u32, usize)> = costs
+        .iter()
+        .enumerate()
+        .filter_map(|(p, c)| c.as_ref().ok().map(|&(g, nodes)| (g, nodes, p)))
+        .collect();
+    if order.is_empty() {
+        let first = costs.into_iter().find_map(Result::err).unwrap_or_default();
+        return Err(PlanError::Usage(format!(
+            "no grid point is a valid scenario; the first: {first}"
+        )));
+    }
+    order.sort_unstable();
+    // One point's rows: its seeds in order, up to the first that misses [slo].
+    let point =
+        |&(gpus, nodes, p): &(u32, u32, usize)| -> Result<Vec<(usize, SweepRow)>, PlanError> {
+            let mut rows = Vec::new();
+            for k in 0..n {
+                let i = p * n + k;
+                let row = run_row(i)?;
+                assert!(
+                    row.error.is_some() || (row.gpus, row.nodes) == (Some(gpus), Some(nodes)),
+                    "point {p} seed {}: the run used {:?} GPUs on {:?} nodes but its placement gave {gpus} on {nodes}; the search's order is wrong",
+                    grid.seeds[k],
+                    row.gpus,
+                    row.nodes
+                );
+                let met = row.slo_met == Some(true);
+                rows.push((i, row));
+                if !met {
+                    break;
+                }
+            }
+            Ok(rows)
+        };
+    let mut kept = Vec::new();
+    let mut past = 0;
+    for batch in order.chunks(jobs.max(1)) {
+        let ran: Vec<Result<Vec<(usize, SweepRow)>, PlanError>> =
+            pool.install(|| batch.par_iter().map(point).collect());
+        // Decided from the whole batch, in the search's order: never from which thread ended first.
+        let mut found = false;
+        for rows in ran {
+            let rows = rows?;
+            if found {
+                past += rows.len();
+                continue;
+            }
+            found = rows.len() == n && rows.iter().all(|r| r.1.slo_met == Some(true));
+            kept.extend(rows);
+        }
+        if found {
+            break;
+        }
+    }
+    kept.sort_by_key(|r| r.0);
+    Ok((kept, past))
+}
+
 /// `plan.json` of `pdsim plan --rate`.
 #[derive(Clone, Debug, Serialize)]
 pub struct PlanAnswer {
@@ -90,8 +198,16 @@ pub struct PlanAnswer {
     pub seeds: Vec<u64>,
     /// The `[slo]` targets.
     pub slo: crate::config::Slo,
-    /// Grid points examined.
+    /// How the grid was searched: `cheapest_first` (the default) or `full_grid`.
+    pub search: String,
+    /// Grid points examined (that ran; a search stops at the answer).
     pub points: usize,
+    /// Grid points in all.
+    pub grid_points: usize,
+    /// Simulations run (points × seeds, a failing point's seeds up to its first miss).
+    pub runs: usize,
+    /// Simulations the full grid takes (points × seeds).
+    pub grid_runs: usize,
     /// Points that met `[slo]` on every seed.
     pub points_meeting_slo: usize,
     /// The answer, or `null` when no point meets `[slo]`.
@@ -461,6 +577,32 @@ pub fn relative_to(target: &std::path::Path, dir: &std::path::Path) -> std::path
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_point_stopped_at_its_first_failing_seed_is_one_verdict_that_fails() {
+        let g = Grid::new(
+            vec![super::super::parse_axis("a=1,2,3").unwrap()],
+            vec![0, 1],
+            vec![],
+        )
+        .unwrap();
+        let row = |met: bool| {
+            let mut r = SweepRow::infeasible(0, String::new());
+            (r.error, r.gpus, r.nodes, r.slo_met) = (None, Some(1), Some(1), Some(met));
+            r
+        };
+        // Point 0 stopped at seed 0; point 2 met on both seeds; point 1 never ran.
+        let rows = vec![(0, row(false)), (4, row(true)), (5, row(true))];
+        let vs = verdicts(&g, &rows);
+        assert_eq!(vs.iter().map(|v| v.point).collect::<Vec<_>>(), vec![0, 2]);
+        assert_eq!(
+            vs.iter().map(|v| v.meets_slo).collect::<Vec<_>>(),
+            vec![false, true]
+        );
+        assert_eq!(cheapest(&vs).map(|v| v.point), Some(2));
+        // A point with a seed missing is never met, even if the seeds it has are.
+        assert!(!verdicts(&g, &[(4, row(true))])[0].meets_slo);
+    }
 
     #[test]
     fn relative_paths_climb_and_descend() {

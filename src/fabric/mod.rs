@@ -398,10 +398,6 @@ impl Fabric {
         writes: u64,
         token: u64,
     ) -> FlowId {
-        self.advance(now);
-        self.layout.check_gpu(src);
-        self.layout.check_gpu(dst);
-        let latency = lead_ns + self.params.base_latency_ns + self.params.batch_overhead_ns;
         // Over NVLink (Mooncake's NVLink transport: a device copy) there are no RDMA work
         // requests and no sender thread posting them: only the links bound it.
         let cap = if src.node == dst.node {
@@ -409,17 +405,48 @@ impl Fabric {
         } else {
             self.params.flow_cap(bytes, writes)
         };
+        self.post_batch(
+            now,
+            lead_ns,
+            (src, dst, bytes),
+            (Kind::Batch, 0),
+            cap,
+            bytes,
+            token,
+        )
+    }
+
+    /// Posts one Mooncake batch (a KV batch's share on rail `rail`, or a store batch) of
+    /// `bytes` from `src` to `dst` after the sender's `lead_ns` at `now`: it pays a batch's
+    /// latency, moves at most `cap` bytes/ns, and fails at Mooncake's timeout for
+    /// `timeout_bytes` (the whole batch's bytes).
+    #[allow(clippy::too_many_arguments)]
+    fn post_batch(
+        &mut self,
+        now: Nanos,
+        lead_ns: Nanos,
+        (src, dst, bytes): (GpuId, GpuId, u64),
+        (kind, rail): (Kind, u32),
+        cap: f64,
+        timeout_bytes: u64,
+        token: u64,
+    ) -> FlowId {
+        self.advance(now);
+        self.layout.check_gpu(src);
+        self.layout.check_gpu(dst);
+        let latency = lead_ns + self.params.base_latency_ns + self.params.batch_overhead_ns;
         let deadline = now
             .saturating_add(lead_ns)
-            .saturating_add(self.params.timeout_ns(bytes));
-        let flow = self.new_flow(
+            .saturating_add(self.params.timeout_ns(timeout_bytes));
+        let mut flow = self.new_flow(
             (token, src, dst, bytes),
-            Kind::Batch,
+            kind,
             cap,
             now,
             now + latency,
             deadline,
         );
+        flow.rail = rail;
         let id = self.insert(flow);
         self.mark_dirty(id);
         FlowId(id)
@@ -460,27 +487,17 @@ impl Fabric {
             return self.start_transfer_after(now, lead_ns, (src, dst), bytes, writes, token);
         }
         debug_assert!(rail < rails && src.node != dst.node);
-        self.advance(now);
-        self.layout.check_gpu(src);
-        self.layout.check_gpu(dst);
-        let latency = lead_ns + self.params.base_latency_ns + self.params.batch_overhead_ns;
         let whole = |x: u64| x.saturating_mul(u64::from(rails));
         let cap = self.params.flow_cap(whole(bytes), whole(writes)) / f64::from(rails);
-        let deadline = now
-            .saturating_add(lead_ns)
-            .saturating_add(self.params.timeout_ns(whole(bytes)));
-        let mut flow = self.new_flow(
-            (token, src, dst, bytes),
-            Kind::Batch,
-            cap,
+        self.post_batch(
             now,
-            now + latency,
-            deadline,
-        );
-        flow.rail = rail;
-        let id = self.insert(flow);
-        self.mark_dirty(id);
-        FlowId(id)
+            lead_ns,
+            (src, dst, bytes),
+            (Kind::Batch, rail),
+            cap,
+            whole(bytes),
+            token,
+        )
     }
 
     /// A flow of `bytes` from `src` to `dst` started at `now` (ns), capped at `cap` bytes/ns,
@@ -573,30 +590,21 @@ impl Fabric {
         (bytes, writes): (u64, u64),
         token: u64,
     ) -> FlowId {
-        self.advance(now);
-        self.layout.check_gpu(src);
-        self.layout.check_gpu(dst);
         assert_ne!(
             src.node, dst.node,
             "a store replica on the reader's node is a local copy, not a flow"
         );
         debug_assert!(client == src || client == dst, "the client is one end");
-        let latency = lead_ns + self.params.base_latency_ns + self.params.batch_overhead_ns;
-        let deadline = now
-            .saturating_add(lead_ns)
-            .saturating_add(self.params.timeout_ns(bytes));
         let cap = self.params.flow_cap(bytes, writes);
-        let flow = self.new_flow(
-            (token, src, dst, bytes),
-            Kind::Store { client },
-            cap,
+        self.post_batch(
             now,
-            now + latency,
-            deadline,
-        );
-        let id = self.insert(flow);
-        self.mark_dirty(id);
-        FlowId(id)
+            lead_ns,
+            (src, dst, bytes),
+            (Kind::Store { client }, 0),
+            cap,
+            bytes,
+            token,
+        )
     }
 
     /// Brings rates up to date at `now` (ns) and returns when, in ns, the fabric next needs

@@ -44,6 +44,7 @@ pub mod scenario;
 pub mod sglang;
 pub mod sim;
 pub mod spec;
+pub mod vocab;
 pub mod workload;
 
 /// The message every test that needs `../shared` stops with when it is missing.

@@ -567,7 +567,7 @@ mod tests {
             completed_min: Some(8),
             ttft_p99_ms_max: Some(100.0),
             slo_attainment_min: Some(0.9),
-            error_kinds: Some(vec![crate::metrics::ErrorKind::WaitingTimeout]),
+            error_kinds: Some(vec![crate::vocab::ErrorKind::WaitingTimeout]),
             ..Default::default()
         };
         let v = evaluate(&e, &summary(8, 0, serde_json::json!(150.25)));

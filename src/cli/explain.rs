@@ -19,9 +19,9 @@ use super::CliError;
 use super::kinds;
 use super::lint::{LayoutFacts, predict};
 use crate::layout::{Effect, PairPlan};
-use crate::metrics::ErrorKind;
 use crate::report::IoError;
 use crate::scenario::{self, Role, Scenario};
+use crate::vocab::ErrorKind;
 
 /// Arguments of `pdsim explain`.
 #[derive(Args, Debug, Clone)]

@@ -2,8 +2,8 @@
 //! is raised (file and function, as `docs/sglang-pd.md` records them for commit 0005973a), which
 //! check raises it, what it does to the instances, and the launch flags that fix it.
 
-use crate::metrics::ErrorKind;
 use crate::spec::ServerArgs;
+use crate::vocab::ErrorKind;
 
 /// Teaching facts of one error kind.
 #[derive(Clone, Copy, Debug)]

@@ -15,8 +15,8 @@ use crate::layout::{
     Capacity, ChunkRequest, DecodeMemory, Effect, PairPlan, PdError, Profile, RankLayout,
     RequestId, SendPath, Verdict,
 };
-use crate::metrics::ErrorKind;
 use crate::spec::{ModelSpec, ServerArgs, model};
+use crate::vocab::ErrorKind;
 
 /// Arguments of `pdsim lint`.
 #[derive(Args, Debug, Clone)]

@@ -111,7 +111,7 @@ pub fn results_dir(dir: &Path) -> Result<(), CliError> {
         .errors
         .iter()
         .enumerate()
-        .find(|(_, e)| e.kind.parse::<crate::metrics::ErrorKind>().is_err())
+        .find(|(_, e)| e.kind.parse::<crate::vocab::ErrorKind>().is_err())
     {
         return Err(CliError::Usage(format!(
             "{}: errors[{i}].kind: {:?} is not an error kind pdsim knows",

@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::ErrorKind;
+use crate::vocab::ErrorKind;
 
 /// What a failed check does to the request and the instances (§2.4, §2.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

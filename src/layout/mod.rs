@@ -54,7 +54,7 @@ pub(crate) fn test_args(tp: u32, ps: u32, dtype: &str, unified: bool) -> crate::
 
 /// The failure vocabulary lives in `metrics` (every component fails requests with it); layout
 /// re-exports it so `crate::layout::ErrorKind` keeps naming the kinds its checks raise.
-pub use crate::metrics::ErrorKind;
+pub use crate::vocab::ErrorKind;
 pub use checks::{Effect, PdError, Profile, SendPath};
 pub use oracle::{
     ApplyOutcome, DecodeMemory, ORACLE_UNIT_BYTES, RequestId, RequestReport, Verdict,

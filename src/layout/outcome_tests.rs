@@ -6,8 +6,8 @@ use super::checks::{Effect, PdError, Profile};
 use super::oracle::{DecodeMemory, RequestId, Verdict};
 use super::plan::{ChunkRequest, ErrorTiming, PairPlan};
 use super::rank::{Capacity, RankLayout};
-use crate::metrics::ErrorKind;
 use crate::spec::{KvAttention, ModelSpec, ServerArgs, preset};
+use crate::vocab::ErrorKind;
 
 /// (unified, page size, attention TP).
 type Side = (bool, u32, u32);

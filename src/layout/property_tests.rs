@@ -17,9 +17,9 @@ use super::oracle::{DecodeMemory, RequestId, Verdict};
 use super::plan::{ChunkRequest, PairPlan};
 use super::rank::{Capacity, CellFormat, RankLayout, Registration, Space};
 use super::write::{Write, WriteDst};
-use crate::metrics::ErrorKind;
 use crate::spec::model::MODEL_PRESETS;
 use crate::spec::{ServerArgs, preset};
+use crate::vocab::ErrorKind;
 
 // ------------------------------------------------------------------------------------------
 // The slow reference.

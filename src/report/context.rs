@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::metrics::{Outcome, RequestRow};
+use crate::vocab::{Outcome, RequestRow};
 
 use super::markers::Marker;
 

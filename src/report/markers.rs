@@ -85,7 +85,7 @@ pub fn merge(mut faults: Vec<Marker>, deaths: &[WorkerDeath]) -> Vec<Marker> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::ErrorKind;
+    use crate::vocab::ErrorKind;
 
     #[test]
     fn deaths_interleave_with_faults_by_time_stably() {

@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::metrics::{LinkRow, Outcome, RequestRow, Sink, TimeseriesRow};
+use crate::metrics::{LinkRow, Sink, TimeseriesRow};
+
+use crate::vocab::{Outcome, RequestRow};
 
 // The summary's types live in `metrics::summary` (the simulation's aggregates); the report
 // writes them and renders them for humans.

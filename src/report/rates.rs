@@ -4,7 +4,7 @@
 //! however long the run (buckets widen, as the chart timeseries thins).
 
 use crate::engine::NS_PER_S;
-use crate::metrics::{Outcome, RequestRow};
+use crate::vocab::{Outcome, RequestRow};
 
 /// Buckets kept at most before two neighbours merge into one twice as wide (the charts draw
 /// at most 600 points per line).

@@ -20,7 +20,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::metrics::{Outcome, RequestRow};
+use crate::vocab::{Outcome, RequestRow};
 
 use super::IoError;
 use super::markers::{Marker, MarkerKind};

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::ErrorKind;
+use crate::vocab::ErrorKind;
 
 /// `[expect]` as written. Every field is optional; an empty table expects nothing.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

@@ -29,13 +29,13 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use crate::engine::{EventQueue, Nanos};
-use crate::metrics::RequestRow;
 use crate::metrics::histogram::Histogram;
-use crate::sim::event::Event;
-use crate::sim::ids::ColocatedId;
+use crate::vocab::RequestRow;
+use crate::vocab::event::Event;
+use crate::vocab::ids::ColocatedId;
 
 use super::Core;
-use super::memory::Holding;
+use crate::vocab::requests::Holding;
 
 /// sglang's `CLIP_MAX_NEW_TOKENS_ESTIMATION`: output lengths count at most this much in the
 /// admission estimate.

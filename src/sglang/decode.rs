@@ -8,9 +8,9 @@ use crate::compute::DecodeCache;
 use crate::engine::{EventQueue, Nanos};
 use crate::layout::{RequestId, Verdict};
 use crate::metrics::histogram::{Batch, Histogram};
-use crate::sim::event::{Event, lane};
-use crate::sim::ids::DecodeId;
-use crate::sim::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
+use crate::vocab::event::{Event, lane};
+use crate::vocab::ids::DecodeId;
+use crate::vocab::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
 
 use super::Core;
 

@@ -34,6 +34,7 @@
 use super::prefix_cache::PrefixCache;
 use crate::config::{HiCacheParams, PrefetchPolicy, WritePolicy};
 use crate::engine::Nanos;
+use crate::vocab::requests::Prefetch;
 use crate::workload::trace::HASH_BLOCK_TOKENS;
 
 /// sglang's `prefetch_threshold` default (256 tokens, `hiradix_cache.py`
@@ -52,50 +53,25 @@ pub fn prefetch_timeout_ns(tokens: u64) -> Nanos {
     )
 }
 
-/// A request's prefetch from the store, started when its prefill's scheduler receives it. Its
-/// bytes move as fabric flows (`sim::store`); the simulator keeps `arrived` and `done_ns` up
-/// to date from them before the prefill's scheduler looks.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Prefetch {
-    /// When the read started, ns.
-    pub start_ns: Nanos,
-    /// Prompt blocks the local tiers held then: the read starts after them.
-    pub from_block: u32,
-    /// Blocks to read.
-    pub blocks: u32,
-    /// Bytes of one block (all attention-TP ranks together).
-    pub block_bytes: u64,
-    /// Blocks in host memory by the last look, in prompt order (sglang counts a prefetch's
-    /// progress in whole pages from the front: `PrefetchOperation.completed_tokens`).
-    pub arrived: u32,
-    /// When the read ended (every flow and local copy), ns; `None` while it moves.
-    pub done_ns: Option<Nanos>,
-}
-
-impl Prefetch {
-    /// A read of `blocks` blocks from block `from_block` on, started at `start_ns`.
-    pub fn new(start_ns: Nanos, from_block: u32, blocks: u32, block_bytes: u64) -> Self {
-        Self {
-            start_ns,
-            from_block,
-            blocks,
-            block_bytes,
-            arrived: 0,
-            done_ns: None,
-        }
-    }
-
+/// sglang's rules on a request's store prefetch ([`Prefetch`], the data the request table
+/// keeps): its `timeout` deadline and whether the prefetch policy holds the request back.
+pub trait PrefetchRules {
     /// The `timeout` policy's deadline: the read's start plus [`prefetch_timeout_ns`] of its
     /// tokens, ns.
-    pub fn timeout_at(&self) -> Nanos {
+    fn timeout_at(&self) -> Nanos;
+    /// Whether `policy` holds the request back from the prefill's scheduler while the read
+    /// moves (`can_terminate_prefetch`): `best_effort` never does.
+    fn holds(&self, policy: PrefetchPolicy) -> bool;
+}
+
+impl PrefetchRules for Prefetch {
+    fn timeout_at(&self) -> Nanos {
         self.start_ns.saturating_add(prefetch_timeout_ns(
             u64::from(self.blocks) * u64::from(HASH_BLOCK_TOKENS),
         ))
     }
 
-    /// Whether `policy` holds the request back from the prefill's scheduler while the read
-    /// moves (`can_terminate_prefetch`): `best_effort` never does.
-    pub fn holds(&self, policy: PrefetchPolicy) -> bool {
+    fn holds(&self, policy: PrefetchPolicy) -> bool {
         self.done_ns.is_none() && policy != PrefetchPolicy::BestEffort
     }
 }

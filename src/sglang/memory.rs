@@ -2,6 +2,8 @@
 //! the padding sink and never allocated; a request's pages need not be contiguous once the pool
 //! has churned, which is what decides how many contiguous runs (and RDMA writes) a transfer has.
 
+use crate::vocab::requests::Holding;
+
 /// Free-list page allocator of one instance (ids are per rank-group: every TP rank of an
 /// instance uses the same page ids for a request).
 #[derive(Clone, Debug)]
@@ -136,20 +138,6 @@ mod tests {
         );
         assert!(plain.alloc(1, 4, true).is_some() && plain.alloc(2, 6, true).is_some());
     }
-}
-
-/// What a request holds on an instance: KV pages in request order, a state slot (hybrid
-/// models) and a metadata row (decode).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Holding {
-    /// KV page ids, in the request's token order.
-    pub pages: Vec<u32>,
-    /// Mamba/GDN state slot.
-    pub slot: Option<u32>,
-    /// Metadata (aux) row.
-    pub aux: u32,
-    /// Pages reserved in all (`pages` plus, on an oracle-watched decode, the output room).
-    pub reserved: u32,
 }
 
 /// Where an instance's ids come from: plain allocators where no write can land wrong, or the

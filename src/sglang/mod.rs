@@ -3,7 +3,7 @@
 //! Mooncake transfer queues, their shards and worker threads, and the session blacklist), and
 //! the [`router`]. Each owns its state and answers its events; **a component never calls another
 //! component** — what crosses from one to another (a freed page that may admit a request, a
-//! request that ended) goes through [`crate::sim::World`], which drains a wake set after every
+//! request that ended) goes through the simulator's `World` (`sim/`), which drains a wake set after every
 //! event. See `README.md` beside this file for the request lifecycle.
 
 pub mod approx_tree;
@@ -21,7 +21,7 @@ pub mod transfer;
 use crate::compute::StepTimes;
 use crate::engine::{EventKey, Nanos};
 use crate::fabric::{GpuId, NicId};
-use crate::sim::ids::{InstanceId, PoolId};
+use crate::vocab::ids::{InstanceId, PoolId};
 use memory::KvPool;
 
 /// What every sglang server has, whatever its role.
@@ -88,9 +88,9 @@ pub(crate) mod testkit {
     use super::memory::{KvPool, PageAllocator, Store};
     use super::{Core, TickCounters};
     use crate::compute::{StepModel, StepTimes, calibrated_params};
-    use crate::metrics::RequestRow;
-    use crate::sim::ids::{DecodeId, InstanceId, PoolId, PrefillId};
-    use crate::sim::requests::{Req, ReqRef, Requests};
+    use crate::vocab::RequestRow;
+    use crate::vocab::ids::{DecodeId, InstanceId, PoolId, PrefillId};
+    use crate::vocab::requests::{Req, ReqRef, Requests};
 
     /// A live, idle Llama-3.1-8B TP1 H100 server with `pages` KV pages of `page_size` tokens.
     pub fn core(pages: u32, page_size: u32) -> Core {

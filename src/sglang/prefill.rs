@@ -28,9 +28,9 @@
 use std::collections::VecDeque;
 
 use crate::engine::{EventQueue, Nanos};
-use crate::sim::event::Event;
-use crate::sim::ids::PrefillId;
-use crate::sim::requests::{ChunkJob, KvPoll, ReqRef, Requests};
+use crate::vocab::event::Event;
+use crate::vocab::ids::PrefillId;
+use crate::vocab::requests::{ChunkJob, KvPoll, ReqRef, Requests};
 
 use super::Core;
 use super::hicache::HiCache;
@@ -250,7 +250,7 @@ impl PrefillServer {
 mod tests {
     use super::*;
     use crate::sglang::testkit::{core, request};
-    use crate::sim::ids::PrefillId;
+    use crate::vocab::ids::PrefillId;
 
     /// Forms one batch over requests of `prompts` tokens on a server with `chunk` and
     /// `max_prefill`, page size `ps`; returns the batch's (request index, tokens) and the

@@ -18,10 +18,10 @@ use std::sync::Arc;
 use crate::engine::{EventKey, EventQueue, Nanos};
 use crate::fabric::{Fabric, GpuId};
 use crate::layout::{ChunkRequest, Effect, ErrorTiming, PairPlan, PdError, Write};
-use crate::metrics::ErrorKind;
-use crate::sim::event::Event;
-use crate::sim::ids::{DecodeId, IdVec, InstanceId, PrefillId, ShardId};
-use crate::sim::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
+use crate::vocab::ErrorKind;
+use crate::vocab::event::Event;
+use crate::vocab::ids::{DecodeId, IdVec, InstanceId, PrefillId, ShardId};
+use crate::vocab::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
 
 /// Executor threads of one transfer queue: `send_kvcache_slice` submits one future per layer to
 /// the queue's `ThreadPoolExecutor(transfer_thread_pool_size // queue_size)` and awaits them, so

@@ -46,9 +46,9 @@ use crate::metrics::summary::A2aSummary;
 use crate::spec::server::A2aBackend;
 
 use super::World;
-use super::event::Event;
-use super::ids::{InstanceId, PrefillId};
 use super::sampler::CoreRef;
+use crate::vocab::event::Event;
+use crate::vocab::ids::{InstanceId, PrefillId};
 
 /// The bit that marks an all-to-all flow's token (a KV transfer's token is
 /// `prefill << 32 | shard`, far below it); the low 32 bits are the instance number.

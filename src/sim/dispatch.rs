@@ -7,7 +7,7 @@ use crate::sglang::dp::{DpController, Mode, resolve};
 use crate::sglang::router::Router;
 
 use super::World;
-use super::ids::{ColocatedId, DecodeId, PrefillId};
+use crate::vocab::ids::{ColocatedId, DecodeId, PrefillId};
 
 /// One side of the router (prefill or colocated servers; decode servers): which instance
 /// each server belongs to, and each instance's servers and controller.
@@ -165,7 +165,7 @@ mod tests {
 
     use super::{DECODE, FRONT};
     use crate::metrics::NullSink;
-    use crate::sim::ids::{DecodeId, PrefillId};
+    use crate::vocab::ids::{DecodeId, PrefillId};
 
     /// The load the router hears for a server is its instance's, DP ranks or not, whatever
     /// the servers' states: the shortcut for a one-server instance agrees with the walk.

@@ -7,13 +7,13 @@
 use crate::config::FaultAction;
 use crate::engine::{NS_PER_S, Nanos};
 use crate::layout::PdError;
-use crate::metrics::ErrorKind;
 use crate::sglang::router::HEALTH_CHECK_INTERVAL_NS;
+use crate::vocab::ErrorKind;
 
 use super::World;
-use super::event::Event;
-use super::ids::{DecodeId, InstanceId, PrefillId};
-use super::requests::KvPoll;
+use crate::vocab::event::Event;
+use crate::vocab::ids::{DecodeId, InstanceId, PrefillId};
+use crate::vocab::requests::KvPoll;
 
 /// What `run_scheduler_process` logs before it sends SIGQUIT to its parent and the server
 /// exits (`managers/scheduler.py`): `f"Scheduler hit an exception: {traceback}"`. pdsim fills

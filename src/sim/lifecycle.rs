@@ -4,14 +4,15 @@
 
 use crate::engine::{NS_PER_S, Nanos};
 use crate::layout::{RequestId, Verdict};
-use crate::metrics::{ErrorKind, Outcome, RequestRow};
 use crate::sglang::decode::id_list;
+use crate::sglang::hicache::PrefetchRules;
+use crate::vocab::{ErrorKind, Outcome, RequestRow};
 
 use super::World;
-use super::event::{Event, Wake, lane};
-use super::ids::{ColocatedId, DecodeId, PrefillId};
-use super::requests::{KvPoll, NOT_RUNNING, Req, ReqRef};
 use super::sampler::CoreRef;
+use crate::vocab::event::{Event, Wake, lane};
+use crate::vocab::ids::{ColocatedId, DecodeId, PrefillId};
+use crate::vocab::requests::{KvPoll, NOT_RUNNING, Req, ReqRef};
 
 impl World<'_> {
     pub(super) fn schedule_next_arrival(&mut self) {
@@ -756,7 +757,7 @@ impl World<'_> {
     }
 
     /// The colocated server behind a global instance number, when the cluster is colocated.
-    pub(super) fn colocated_of(&self, i: super::ids::InstanceId) -> Option<ColocatedId> {
+    pub(super) fn colocated_of(&self, i: crate::vocab::ids::InstanceId) -> Option<ColocatedId> {
         (!self.colocated.is_empty()).then_some(ColocatedId(i.0))
     }
 }

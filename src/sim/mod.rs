@@ -28,11 +28,8 @@
 
 mod a2a;
 mod dispatch;
-pub mod event;
 mod faults;
-pub mod ids;
 mod lifecycle;
-pub mod requests;
 mod sampler;
 mod store;
 mod transfer;
@@ -49,7 +46,7 @@ use crate::config::{Role, Scenario, capacity};
 use crate::engine::{EventKey, EventQueue, Nanos};
 use crate::fabric::{Fabric, FlowEnd, TopologyConfig};
 use crate::layout::PairPlan;
-use crate::metrics::{Collector, Outcome, Sink};
+use crate::metrics::{Collector, Sink};
 use crate::sglang::colocated::ColocatedServer;
 use crate::sglang::decode::DecodeServer;
 use crate::sglang::memory::{KvPool, PageAllocator, Shared, Store};
@@ -58,13 +55,14 @@ use crate::sglang::prefix_cache::PrefixCache;
 use crate::sglang::router::Router;
 use crate::sglang::transfer::{DecodeEndpoint, TransferQueues};
 use crate::sglang::{Core, TickCounters};
+use crate::vocab::Outcome;
 use crate::workload::{Generator, NewRequest};
 
-use event::{Event, Wake};
-use ids::{ColocatedId, DecodeId, IdVec, InstanceId, PoolId, PrefillId};
-use requests::{ChunkJob, ReqRef, Requests};
+use crate::vocab::event::{Event, Wake};
+use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PoolId, PrefillId};
+use crate::vocab::requests::{ChunkJob, ReqRef, Requests};
 
-pub use crate::sim::requests::KvPoll;
+pub use crate::vocab::requests::KvPoll;
 
 /// Counts of the run for `summary.json`.
 #[derive(Clone, Debug, Serialize)]

@@ -10,10 +10,10 @@ use crate::sglang::colocated::ColocatedServer;
 use crate::sglang::decode::DecodeServer;
 use crate::sglang::prefill::PrefillServer;
 
-use super::ids::{ColocatedId, DecodeId, IdVec, PrefillId};
+use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, PrefillId};
 
 use super::World;
-use super::event::Event;
+use crate::vocab::event::Event;
 
 /// What the sampler remembers between seconds.
 pub(super) struct Sampler {

@@ -35,9 +35,9 @@ use crate::fabric::{FlowEnd, FlowId, FlowOutcome, GpuId};
 use crate::metrics::summary::KvStoreTraffic;
 
 use super::World;
-use super::event::Event;
-use super::ids::PrefillId;
-use super::requests::ReqRef;
+use crate::vocab::event::Event;
+use crate::vocab::ids::PrefillId;
+use crate::vocab::requests::ReqRef;
 
 /// The bit that marks a store batch's token (a KV transfer's token is `prefill << 32 | shard`,
 /// far below it; an all-to-all flow's has bit 63).
@@ -260,8 +260,9 @@ impl World<'_> {
     /// the instance's own tiers that the store holds now, when there are at least
     /// `prefetch_threshold` tokens of them.
     pub(super) fn start_prefetch(&mut self, r: ReqRef, p: PrefillId, now: Nanos) {
-        use crate::sglang::hicache::{PREFETCH_THRESHOLD_TOKENS, Prefetch};
+        use crate::sglang::hicache::PREFETCH_THRESHOLD_TOKENS;
         use crate::sglang::kv_store::KvStore;
+        use crate::vocab::requests::Prefetch;
         let Some(store) = self.kv_store.as_mut() else {
             return;
         };

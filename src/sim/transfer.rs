@@ -5,15 +5,16 @@
 
 use crate::fabric::{FlowEnd, FlowOutcome};
 use crate::layout::{PdError, RequestId};
-use crate::metrics::{ErrorKind, WorkerDeath};
+use crate::metrics::WorkerDeath;
 use crate::sglang::transfer::{
     Kick, KickEnv, bootstrap_room, chunk_request, failed_to_send, from_token,
 };
+use crate::vocab::ErrorKind;
 
 use super::World;
-use super::event::{Event, Wake, lane};
-use super::ids::{PrefillId, ShardId};
-use super::requests::{ChunkJob, KvPoll};
+use crate::vocab::event::{Event, Wake, lane};
+use crate::vocab::ids::{PrefillId, ShardId};
+use crate::vocab::requests::{ChunkJob, KvPoll};
 
 /// sglang's `--disaggregation-bootstrap-port` default: every prefill instance's bootstrap
 /// server listens on it (`server_args.py`).
@@ -299,10 +300,10 @@ mod template_tests {
     use std::collections::BTreeMap;
 
     use crate::layout::checks;
-    use crate::metrics::ErrorKind;
     use crate::sglang::transfer::{DecodeEndpoint, failed_to_send, session_not_alive, timed_out};
     use crate::sim::faults::{lost_prefill, scheduler_hit_an_exception};
-    use crate::sim::ids::InstanceId;
+    use crate::vocab::ErrorKind;
+    use crate::vocab::ids::InstanceId;
 
     const DOC: &str = include_str!("../../docs/sglang-pd.md");
 

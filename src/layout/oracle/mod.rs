@@ -31,7 +31,7 @@ use serde::Serialize;
 
 use super::checks::PdError;
 use super::rank::{Capacity, RankLayout, Registration, Space};
-use crate::metrics::ErrorKind;
+use crate::vocab::ErrorKind;
 
 /// A request, as the simulator numbers it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

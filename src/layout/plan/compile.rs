@@ -9,8 +9,8 @@ use super::{KvSend, PairPlan, RegionRun, StateSend, Target, TargetPlan, push_pai
 use crate::layout::LayoutError;
 use crate::layout::checks::{self, PdError, Profile, SendPath};
 use crate::layout::rank::{RankLayout, StatePart};
-use crate::metrics::ErrorKind;
 use crate::spec::{ModelSpec, ServerArgs};
+use crate::vocab::ErrorKind;
 
 impl PairPlan {
     /// Compiles the plan for a prefill instance `(model, server args)` sending to a decode

@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
-use crate::metrics::{
-    Counts, ErrorCount, Histogram, Latencies, Outcome, RequestRow, TimeseriesRow,
-};
+use crate::metrics::{Counts, ErrorCount, Histogram, Latencies, TimeseriesRow};
+
 use crate::report::markers::{Marker, MarkerKind};
 use crate::report::rates::FinishRates;
 use crate::report::{SimSummary, SloSummary, Summary, Throughput, TransferSummary};
+use crate::vocab::{Outcome, RequestRow};
 
 use super::{ChartInput, SloMetric, SloTarget};
 
@@ -180,7 +180,7 @@ pub(crate) fn synthetic() -> Fixture {
     sample[2].outcome = Outcome::Corrupted;
     let failed = &mut sample[3];
     failed.outcome = Outcome::Failed;
-    failed.error_kind = Some(crate::metrics::ErrorKind::EnvelopeTpMismatch);
+    failed.error_kind = Some(crate::vocab::ErrorKind::EnvelopeTpMismatch);
     failed.transfer_end_ns = None;
     failed.decode_start_ns = None;
     failed.first_token_ns = None;

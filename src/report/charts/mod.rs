@@ -37,10 +37,12 @@ use std::path::{Path, PathBuf};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::metrics::{Histogram, RequestRow, TimeseriesRow};
+use crate::metrics::{Histogram, TimeseriesRow};
+
 use crate::report::markers::Marker;
 use crate::report::rates::FinishRates;
 use crate::report::{IoError, Summary};
+use crate::vocab::RequestRow;
 
 pub use cdf::{SloMetric, SloTarget};
 

@@ -1,7 +1,7 @@
 //! Tests of the charts: texts promised by each chart, byte stability, edge cases.
 
 use super::fixture::{empty, synthetic, temp_dir};
-use crate::metrics::Outcome;
+use crate::vocab::Outcome;
 
 use super::cdf::*;
 use super::style::*;

@@ -5,8 +5,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::engine::NS_PER_S;
-use crate::metrics::{Outcome, RequestRow};
 use crate::report::markers::Marker;
+use crate::vocab::{Outcome, RequestRow};
 
 use super::markers;
 use super::style::*;

@@ -3,11 +3,9 @@
 
 use serde::Serialize;
 
-use crate::engine::{EventKey, Nanos};
-use crate::metrics::RequestRow;
-use crate::sglang::memory::Holding;
-
+use super::RequestRow;
 use super::ids::{DecodeId, PrefillId};
+use crate::engine::{EventKey, Nanos};
 
 /// sglang's `KVPoll`: the state of one side of a request's transfer. The order is sglang's
 /// (`Failed=0 < Bootstrapping < WaitingForInput < Transferring < Success`;
@@ -88,7 +86,7 @@ pub struct Req {
     /// metadata that arrives earlier waits for it.
     pub prefill_ready_ns: Nanos,
     /// Its prefetch from the shared store (HiCache with a storage backend), if one was started.
-    pub prefetch: Option<crate::sglang::hicache::Prefetch>,
+    pub prefetch: Option<Prefetch>,
     /// When decode's page ids would reach the prefill, ns, while the prefetch policy holds the
     /// request back (`wait_complete`, `timeout`): the prefetch's end releases it.
     pub metadata_at: Option<Nanos>,
@@ -265,10 +263,58 @@ pub struct ChunkJob {
     pub last: bool,
 }
 
+/// What a request holds on an instance: KV pages in request order, a state slot (hybrid
+/// models) and a metadata row (decode).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Holding {
+    /// KV page ids, in the request's token order.
+    pub pages: Vec<u32>,
+    /// Mamba/GDN state slot.
+    pub slot: Option<u32>,
+    /// Metadata (aux) row.
+    pub aux: u32,
+    /// Pages reserved in all (`pages` plus, on an oracle-watched decode, the output room).
+    pub reserved: u32,
+}
+
+/// A request's prefetch from the store, started when its prefill's scheduler receives it. Its
+/// bytes move as fabric flows (`sim::store`); the sglang rules on it (its timeout, whether it holds a request back) are `sglang::hicache::PrefetchRules`; the simulator keeps `arrived` and `done_ns` up
+/// to date from them before the prefill's scheduler looks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Prefetch {
+    /// When the read started, ns.
+    pub start_ns: Nanos,
+    /// Prompt blocks the local tiers held then: the read starts after them.
+    pub from_block: u32,
+    /// Blocks to read.
+    pub blocks: u32,
+    /// Bytes of one block (all attention-TP ranks together).
+    pub block_bytes: u64,
+    /// Blocks in host memory by the last look, in prompt order (sglang counts a prefetch's
+    /// progress in whole pages from the front: `PrefetchOperation.completed_tokens`).
+    pub arrived: u32,
+    /// When the read ended (every flow and local copy), ns; `None` while it moves.
+    pub done_ns: Option<Nanos>,
+}
+
+impl Prefetch {
+    /// A read of `blocks` blocks from block `from_block` on, started at `start_ns`.
+    pub fn new(start_ns: Nanos, from_block: u32, blocks: u32, block_bytes: u64) -> Self {
+        Self {
+            start_ns,
+            from_block,
+            blocks,
+            block_bytes,
+            arrived: 0,
+            done_ns: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::RequestRow;
+    use crate::vocab::RequestRow;
 
     fn req(id: u64) -> Req {
         let row = RequestRow::arrived(id, 0, Some((0, 1)), 8, 4);

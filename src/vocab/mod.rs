@@ -1,0 +1,15 @@
+//! The ground floor: the words every floor shares — typed ids, the closed [`event::Event`] enum,
+//! the request table, and how a request ended ([`Outcome`], [`ErrorKind`], [`RequestRow`]).
+//!
+//! Nothing here knows a rule of sglang or of the fabric: these are data and their bookkeeping
+//! (a slab, an id vector), so that `layout`, `fabric`, `sglang`, `metrics` and `sim` can all name
+//! them without an import running back up (`docs/architecture.md`, "Layers").
+
+pub mod error_kind;
+pub mod event;
+pub mod ids;
+mod record;
+pub mod requests;
+
+pub use error_kind::ErrorKind;
+pub use record::{Outcome, RequestRow};

@@ -1,0 +1,127 @@
+//! How a request ended and the row it leaves in `requests.csv`: the record every floor above
+//! the simulation reads (metrics aggregates it, report writes it, diagnose reads it back).
+
+use serde::Serialize;
+
+use crate::engine::Nanos;
+
+use super::ErrorKind;
+
+/// How a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Finished decoding from its own bytes.
+    Completed,
+    /// Ended with an error (see `error_kind`).
+    Failed,
+    /// Finished with no error but decoded from bytes that were not its own.
+    Corrupted,
+    /// Still in flight when the run stopped.
+    Unfinished,
+}
+
+impl Outcome {
+    /// All outcomes, in report order.
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Completed,
+        Outcome::Failed,
+        Outcome::Corrupted,
+        Outcome::Unfinished,
+    ];
+}
+
+/// One row of `requests.csv`: field order is column order; times are integer ns of simulated
+/// time, empty where the stage was never reached.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RequestRow {
+    /// Request id, in arrival order from 0.
+    pub id: u64,
+    /// Arrival at the router.
+    pub arrival_ns: Nanos,
+    /// Global index of the prefill instance (empty if the router had no live one).
+    pub prefill_instance: Option<u32>,
+    /// Global index of the decode instance (empty if the router had no live one).
+    pub decode_instance: Option<u32>,
+    /// Prompt tokens.
+    pub input_tokens: u32,
+    /// Output tokens requested.
+    pub output_tokens: u32,
+    /// Entered the prefill waiting queue (decode's page ids had arrived).
+    pub prefill_queued_ns: Option<Nanos>,
+    /// First chunk's forward started.
+    pub prefill_start_ns: Option<Nanos>,
+    /// Last chunk's forward ended.
+    pub prefill_end_ns: Option<Nanos>,
+    /// First chunk's transfer started.
+    pub transfer_start_ns: Option<Nanos>,
+    /// Last chunk's transfer ended.
+    pub transfer_end_ns: Option<Nanos>,
+    /// Joined a decode batch.
+    pub decode_start_ns: Option<Nanos>,
+    /// First token delivered (decode received KV and the prefill's first token).
+    pub first_token_ns: Option<Nanos>,
+    /// Last token, or the failure.
+    pub finish_ns: Option<Nanos>,
+    /// KV and state bytes moved for this request.
+    pub kv_bytes: u64,
+    /// RDMA writes posted for this request.
+    pub rdma_writes: u64,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Error kind of a failed request (DESIGN.md §4), empty otherwise.
+    pub error_kind: Option<ErrorKind>,
+    /// Requests whose pages or slots this request's writes landed on (space-separated ids);
+    /// its own id when its own transfer left its own pages or slots wrong.
+    pub victims: String,
+    /// The culprits of a corrupted request: requests whose writes left foreign bytes in its
+    /// pages or slots, or its own id when its own transfer is to blame (never empty for a
+    /// `corrupted` row; every id listed names this request among its `victims`).
+    pub corrupted_by: String,
+    /// Times decode retracted it (ran out of pages mid-generation) and it was re-transferred.
+    pub retractions: u32,
+    /// sglang's bootstrap room of the request (the id sglang's messages print; 63-bit, drawn
+    /// from the seed and the request id). Last column, so earlier column positions hold.
+    pub bootstrap_room: u64,
+    /// When the server produced the first token, where `first_token_ns` is the client's later
+    /// time (`first_token_path_s`); not a column. The decode-queue wait is measured from it.
+    #[serde(skip)]
+    pub server_first_token_ns: Option<Nanos>,
+}
+
+impl RequestRow {
+    /// A request that just arrived: every stage still ahead of it.
+    pub fn arrived(
+        id: u64,
+        arrival_ns: Nanos,
+        instances: Option<(u32, u32)>,
+        input_tokens: u32,
+        output_tokens: u32,
+    ) -> Self {
+        Self {
+            id,
+            arrival_ns,
+            prefill_instance: instances.map(|i| i.0),
+            decode_instance: instances.map(|i| i.1),
+            input_tokens,
+            output_tokens,
+            prefill_queued_ns: None,
+            prefill_start_ns: None,
+            prefill_end_ns: None,
+            transfer_start_ns: None,
+            transfer_end_ns: None,
+            decode_start_ns: None,
+            first_token_ns: None,
+            finish_ns: None,
+            kv_bytes: 0,
+            rdma_writes: 0,
+            outcome: Outcome::Unfinished,
+            error_kind: None,
+            victims: String::new(),
+            corrupted_by: String::new(),
+            retractions: 0,
+            bootstrap_room: 0,
+            server_first_token_ns: None,
+        }
+    }
+}

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use pdsim::cli::explain::explain_dir;
+use pdsim::diagnose::explain::explain_dir;
 
 fn teaching_scenarios() -> Vec<String> {
     let mut v = Vec::new();

@@ -94,15 +94,18 @@ fn the_launch_lines_carry_the_flag_and_lint_reads_it() {
             .unwrap()
             .to_string()
     };
-    let r = pdsim::cli::lint::lint(&pdsim::cli::lint::LintArgs {
+    let r = pdsim::diagnose::lint::lint(&pdsim::diagnose::lint::LintQuestion {
         prefill: pick("prefill"),
         decode: pick("decode"),
         model_config: None,
         profile: "guarded".into(),
-        json: false,
     })
     .unwrap();
-    assert!(r.prediction.compatible, "{}", pdsim::cli::lint::render(&r));
+    assert!(
+        r.prediction.compatible,
+        "{}",
+        pdsim::diagnose::lint::render(&r)
+    );
     for side in [&r.prefill, &r.decode] {
         assert_eq!(
             side.args.quantization,

@@ -98,7 +98,7 @@ fn an_unbounded_shared_store_reaches_the_traces_own_reuse() {
 fn explain_and_the_report_show_the_tiers_and_the_store() {
     let dir = tmpdir("kv-store-explain");
     run(SCENARIO, &["workload.trace.limit=300"], &dir);
-    let text = pdsim::cli::explain::explain_dir(&dir, false).unwrap();
+    let text = pdsim::diagnose::explain::explain_dir(&dir, false).unwrap();
     assert!(text.contains("Prefix reuse"), "{text}");
     assert!(text.contains("from the Mooncake Store"), "{text}");
     assert!(text.contains("Mooncake Store: "), "{text}");

@@ -7,7 +7,7 @@
 
 mod common;
 
-use pdsim::cli::lint::{LintArgs, lint};
+use pdsim::diagnose::lint::{LintQuestion, lint};
 use pdsim::scenario;
 
 /// One side of a row: (unified, page size, attention TP, kv dtype, model path).
@@ -141,7 +141,7 @@ fn model_key(path: &str) -> String {
         // Relative to the scenario, written in the repository root.
         format!("model = {{ config = \"{path}\" }}")
     } else {
-        let preset = pdsim::cli::lint::preset_for(path).unwrap();
+        let preset = pdsim::spec::launch::preset_for(path).unwrap();
         format!("model = {{ preset = \"{preset}\" }}")
     }
 }
@@ -196,12 +196,11 @@ fn lint_predicts_what_the_simulation_gives_for_every_outcome_table_row() {
     let mut table = String::new();
     for profile in ["guarded", "slice_dispatch", "unguarded"] {
         for (row, p, d) in ROWS {
-            let args = LintArgs {
+            let args = LintQuestion {
                 prefill: launch_line(p, "prefill"),
                 decode: launch_line(d, "decode"),
                 model_config: None,
                 profile: profile.into(),
-                json: false,
             };
             // The config.json path of rows 12 and 13 is relative to the repository root.
             let cwd = std::env::current_dir().unwrap();

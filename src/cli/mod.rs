@@ -3,7 +3,6 @@
 pub mod calibrate;
 pub mod check;
 pub mod explain;
-pub mod kinds;
 pub mod layout;
 pub mod lint;
 pub mod merge;
@@ -75,6 +74,12 @@ pub enum CliError {
     /// A file could not be read or written (exit 3).
     #[error("{0}")]
     Io(#[from] crate::report::IoError),
+    /// A results file read back that is not pdsim's (exit 2) or could not be read (exit 3).
+    #[error(transparent)]
+    Results(#[from] crate::report::schema::ReadError),
+    /// Launch lines `lint` cannot read or predict (exit 2).
+    #[error(transparent)]
+    Lint(#[from] crate::diagnose::lint::LintError),
     /// The verb ran and its verdict is negative: an expectation failed (`check`) or the pair
     /// is incompatible (`lint`). Exit 1.
     #[error("{0}")]
@@ -99,7 +104,9 @@ impl CliError {
             | CliError::Trace(_)
             | CliError::ModelConfig(_)
             | CliError::Layout(_)
-            | CliError::Scenario(_) => 2,
+            | CliError::Scenario(_)
+            | CliError::Lint(_) => 2,
+            CliError::Results(e) => e.exit_code(),
             CliError::Io(_) | CliError::Busy(_) => 3,
             CliError::Failed(_) => 1,
             CliError::Plan(crate::plan::PlanError::Io(_)) => 3,

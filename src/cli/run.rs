@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
-use serde::Serialize;
 
 use super::CliError;
 use crate::report::charts::{ChartInput, ImageFormat, SloMetric, SloTarget, render_charts};
@@ -50,31 +49,6 @@ pub struct RunOutput {
     pub dir: PathBuf,
     /// The summary written to `summary.json`.
     pub summary: Summary,
-}
-
-#[derive(Serialize)]
-struct InstanceFacts {
-    instance: u32,
-    pool: String,
-    role: &'static str,
-    kv_pages: u32,
-}
-
-#[derive(Serialize)]
-struct HostFacts {
-    wall_s: f64,
-    events_per_s: f64,
-    peak_rss_bytes: Option<u64>,
-}
-
-#[derive(Serialize)]
-struct RunFacts<'a> {
-    pdsim_version: &'static str,
-    scenario_file: String,
-    seed: u64,
-    scenario: &'a serde_json::Value,
-    instances: Vec<InstanceFacts>,
-    host: HostFacts,
 }
 
 /// Peak resident memory of this process (Linux `VmHWM`), bytes.
@@ -604,6 +578,8 @@ fn write_run_json(
     events: u64,
     started: Instant,
 ) -> Result<(), CliError> {
+    use crate::report::schema::{HostFacts, InstanceFacts, RunRecord};
+    use serde::Deserialize;
     let wall = started.elapsed().as_secs_f64();
     let mut instances = Vec::new();
     let mut i = 0u32;
@@ -612,17 +588,21 @@ fn write_run_json(
             instances.push(InstanceFacts {
                 instance: i,
                 pool: pool.name.clone(),
-                role: pool.role.as_str(),
+                role: pool.role.as_str().to_string(),
                 kv_pages: pages[i as usize],
             });
             i += 1;
         }
     }
-    let facts = RunFacts {
-        pdsim_version: env!("CARGO_PKG_VERSION"),
+    // The resolved scenario as its typed file, so `run.json` is written and read back through
+    // one type (`report::schema::RunRecord`).
+    let scenario = crate::scenario::file::ScenarioFile::deserialize(&sc.resolved)
+        .expect("the resolved scenario is a scenario file");
+    let facts = RunRecord {
+        pdsim_version: env!("CARGO_PKG_VERSION").to_string(),
         scenario_file: sc.source.display().to_string(),
         seed: sc.seed,
-        scenario: &sc.resolved,
+        scenario,
         instances,
         host: HostFacts {
             wall_s: wall,

@@ -6,47 +6,16 @@
 //! effect. A rule can name a suspect; only the re-run says whether relieving it helps (relieve
 //! prefill and the queue may just move to decode).
 //!
-//! The original run's figures are read back from `summary.json` through [`RunFigures`] and
-//! [`PoolRead`]; the scenario comes from the caller (explain rebuilds it from `run.json`), so this
+//! The original run's figures are the [`Summary`] read back from `summary.json` through the
+//! results schema (`report::schema`); the scenario comes from the caller (explain rebuilds it from `run.json`), so this
 //! module reads no file itself.
 
 use rayon::prelude::*;
-use serde::Deserialize;
 
 use crate::config::{Role, Scenario};
 use crate::metrics::NullSink;
 use crate::metrics::summary::{PoolUsage, Summary, step_growth};
 use crate::sim::World;
-
-/// One pool's utilisation as `summary.json` `pools[]` holds it (the fields of
-/// [`PoolUsage`], read back; `role` and `bottleneck` are owned strings here).
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct PoolRead {
-    /// Pool name.
-    pub pool: String,
-    /// `prefill`, `decode` or `colocated`.
-    pub role: String,
-    /// Instances.
-    pub instances: u32,
-    /// GPUs.
-    pub gpus: u32,
-    /// Share of time a forward runs, 0–1.
-    pub busy: Option<f64>,
-    /// Mean running batch per instance, requests.
-    pub batch_mean: Option<f64>,
-    /// Batch ÷ `max_running_requests`, 0–1.
-    pub batch_occupancy: Option<f64>,
-    /// Mean share of KV pages held, 0–1.
-    pub kv_occupancy: Option<f64>,
-    /// Mean requests waiting per instance.
-    pub queue_mean: Option<f64>,
-    /// Share of time a request waited, 0–1.
-    pub queue_nonempty: Option<f64>,
-    /// NIC busy share in the pool's transfer direction, 0–1.
-    pub link_utilisation: Option<f64>,
-    /// What bound it (`summary::bottleneck`).
-    pub bottleneck: String,
-}
 
 /// The figures a lever is judged by, of one run.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -87,28 +56,6 @@ impl RunFigures {
             tpot_p99_ms: s.latency_ms.tpot.p99,
             goodput_rps: s.throughput.arrival_window.goodput_requests_per_s,
             output_tps: s.throughput.arrival_window.output_tokens_per_s,
-        }
-    }
-
-    /// The same figures read back from `summary.json` (a missing figure reads as no data).
-    pub fn read(v: &serde_json::Value) -> Self {
-        let f = |p: &str| v.pointer(p).and_then(serde_json::Value::as_f64);
-        let u = |p: &str| {
-            v.pointer(p)
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0)
-        };
-        Self {
-            gpus: u("/cluster/gpus") as u32,
-            arrived: u("/requests/arrived"),
-            failed: u("/requests/failed"),
-            unfinished: u("/requests/unfinished"),
-            slo_met: v.pointer("/slo/met").and_then(serde_json::Value::as_bool),
-            attainment: f("/slo/attainment"),
-            ttft_p99_ms: f("/latency_ms/ttft/p99"),
-            tpot_p99_ms: f("/latency_ms/tpot/p99"),
-            goodput_rps: f("/throughput/arrival_window/goodput_requests_per_s").unwrap_or(0.0),
-            output_tps: f("/throughput/arrival_window/output_tokens_per_s").unwrap_or(0.0),
         }
     }
 
@@ -174,7 +121,7 @@ fn num(v: Option<f64>) -> String {
 
 /// The figures that show pool `p` binds on its `bottleneck`; `growth` is the decode step's
 /// growth with the batch ([`step_growth`]).
-fn evidence(p: &PoolRead, growth: Option<f64>) -> String {
+fn evidence(p: &PoolUsage, growth: Option<f64>) -> String {
     let queue = format!(
         "{} requests waiting per instance on average, a request waiting {} of the time",
         num(p.queue_mean),
@@ -212,7 +159,7 @@ fn evidence(p: &PoolRead, growth: Option<f64>) -> String {
 
 /// How much a pool's figures say it is constrained (orders the binding pools before any lever
 /// ran): its largest utilisation share.
-fn severity(p: &PoolRead) -> f64 {
+fn severity(p: &PoolUsage) -> f64 {
     [
         p.queue_nonempty,
         p.kv_occupancy,
@@ -226,7 +173,7 @@ fn severity(p: &PoolRead) -> f64 {
 }
 
 /// The levers worth running for a pool of the scenario that binds on `resource`.
-fn levers_for(sc: &Scenario, p: &PoolRead, resource: &str) -> Vec<(String, Vec<String>)> {
+fn levers_for(sc: &Scenario, p: &PoolUsage, resource: &str) -> Vec<(String, Vec<String>)> {
     let Some(pool) = sc.pools.iter().find(|q| q.name == p.pool) else {
         return Vec::new();
     };
@@ -333,34 +280,17 @@ fn rank(o: &Result<RunFigures, String>) -> (u8, u64, i64, i64, u32) {
 /// and `with` rebuilds that scenario with `--set` overrides (the levers). Levers run only when
 /// the run is strained ([`RunFigures::strained`]) or a pool binds: a healthy run costs nothing.
 pub fn diagnose(
-    summary: &serde_json::Value,
+    summary: &Summary,
     sc: &Scenario,
     with: &(dyn Fn(&[String]) -> Result<Scenario, String> + Sync),
 ) -> Diagnosis {
-    let base = RunFigures::read(summary);
-    let pools: Vec<PoolRead> = summary
-        .get("pools")
-        .and_then(|p| serde_json::from_value(p.clone()).ok())
-        .unwrap_or_default();
-    let growth = |p: &PoolRead| -> Option<f64> {
+    let base = RunFigures::of(summary);
+    let pools = &summary.pools;
+    let growth = |p: &PoolUsage| -> Option<f64> {
         let pool = sc.pools.iter().find(|q| q.name == p.pool)?;
-        let u = PoolUsage {
-            pool: p.pool.clone(),
-            role: pool.role.as_str(),
-            instances: p.instances,
-            gpus: p.gpus,
-            busy: p.busy,
-            batch_mean: p.batch_mean,
-            batch_occupancy: p.batch_occupancy,
-            kv_occupancy: p.kv_occupancy,
-            queue_mean: p.queue_mean,
-            queue_nonempty: p.queue_nonempty,
-            link_utilisation: p.link_utilisation,
-            bottleneck: "none",
-        };
-        step_growth(sc, pool, &u)
+        step_growth(sc, pool, p)
     };
-    let mut bound: Vec<&PoolRead> = pools.iter().filter(|p| p.bottleneck != "none").collect();
+    let mut bound: Vec<&PoolUsage> = pools.iter().filter(|p| p.bottleneck != "none").collect();
     bound.sort_by(|a, b| severity(b).total_cmp(&severity(a)));
     let mut binding: Vec<Binding> = bound
         .iter()
@@ -402,7 +332,7 @@ pub fn diagnose(
         };
     }
     // Strained with no pool named: every pool is a suspect; the re-runs decide.
-    let suspects: Vec<(PoolRead, String)> = if bound.is_empty() {
+    let suspects: Vec<(PoolUsage, String)> = if bound.is_empty() {
         pools.iter().map(|p| (p.clone(), "queue".into())).collect()
     } else {
         bound
@@ -525,7 +455,7 @@ mod tests {
 
     #[test]
     fn evidence_names_the_figures_of_the_resource() {
-        let p = PoolRead {
+        let p = PoolUsage {
             pool: "prefill".into(),
             role: "prefill".into(),
             instances: 1,
@@ -544,7 +474,7 @@ mod tests {
             e.contains("forwards ran 99.9 %") && e.contains("394.8"),
             "{e}"
         );
-        let d = PoolRead {
+        let d = PoolUsage {
             role: "decode".into(),
             ..p
         };

@@ -6,7 +6,7 @@
 //! by 1/512 ≈ 0.2 %**. Count, sum, min and max are exact, so the mean is exact.
 //! Memory: at most ~14,600 `u64` counters, whatever the number of values.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const EXACT: u64 = 512;
 const SUB_BITS: u32 = 8;
@@ -251,7 +251,7 @@ impl Default for Batch {
 
 /// The five numbers the summary reports for every latency; `None` (JSON `null`) when no
 /// request reached the stage.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Stats {
     /// Exact mean.
     pub mean: Option<f64>,

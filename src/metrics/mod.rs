@@ -5,13 +5,13 @@ pub mod slo;
 pub mod summary;
 
 pub use histogram::{Histogram, Stats};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::Nanos;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
 
 /// One row of `timeseries.csv`: one simulated second of one instance.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct TimeseriesRow {
     /// End of the one-second interval, whole simulated seconds.
     pub second: u64,
@@ -42,7 +42,7 @@ pub struct TimeseriesRow {
 
 /// One row of `links.csv`: one simulated second of one fabric link that carried traffic or was
 /// not healthy.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct LinkRow {
     /// End of the one-second interval, whole simulated seconds.
     pub second: u64,
@@ -140,7 +140,7 @@ impl Sink for VecSink {
 }
 
 /// Latency aggregates, in ms.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Latencies {
     /// Arrival → first token.
     pub ttft: Stats,
@@ -162,7 +162,7 @@ pub struct Latencies {
 }
 
 /// Request counts by outcome.
-#[derive(Clone, Debug, Serialize, PartialEq, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
 pub struct Counts {
     /// Requests that arrived.
     pub arrived: u64,
@@ -177,7 +177,7 @@ pub struct Counts {
 }
 
 /// One error kind: how often, and sglang's message the first time it happened.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ErrorCount {
     /// Stable snake_case kind.
     pub kind: String,

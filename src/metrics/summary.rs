@@ -5,7 +5,7 @@
 //! A figure with no data behind it is `None` (JSON `null`, a blank CSV cell), never 0: an
 //! all-failed run has no TTFT, not a TTFT of 0 ms.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Collector, Counts, ErrorCount, Latencies, Stats};
 use crate::config::{Role, Scenario};
@@ -13,7 +13,7 @@ use crate::engine::{NS_PER_S, Nanos};
 
 /// Throughput over the whole simulated span (arrivals and the drain tail) and, apart, over the
 /// arrival window, which is what a server sustains in steady state.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Throughput {
     /// Finished (completed + corrupted) requests per simulated second, whole run.
     pub requests_per_s: f64,
@@ -28,7 +28,7 @@ pub struct Throughput {
 /// Throughput over the arrival window `[0, end_s]`: from the start until arrivals stop
 /// (`run.duration_s`, or the last arrival when `max_requests` or the trace ended them first).
 /// The drain tail after it, when the cluster empties, would dilute every rate.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct WindowThroughput {
     /// End of the window, simulated seconds.
     pub end_s: f64,
@@ -47,7 +47,7 @@ pub struct WindowThroughput {
 pub use super::slo::{SloSummary, SloTarget};
 
 /// Transfer totals.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct TransferSummary {
     /// KV and state bytes moved.
     pub bytes: u64,
@@ -60,13 +60,13 @@ pub struct TransferSummary {
     pub retransmitted_bytes: u64,
     /// DeepEP all-to-all on the fabric, per pool that ran some (`sim::a2a`); left out of
     /// runs without any.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub a2a: Vec<A2aSummary>,
 }
 
 /// What sharing the NICs with KV transfers cost the DeepEP all-to-all of EP instances that
 /// span nodes.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct A2aSummary {
     /// The pool.
     pub pool: String,
@@ -81,7 +81,7 @@ pub struct A2aSummary {
 }
 
 /// Simulation totals.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SimSummary {
     /// Events handled.
     pub events: u64,
@@ -92,7 +92,7 @@ pub struct SimSummary {
 }
 
 /// What sgl-model-gateway's `cache_aware` policy decided on one side of the router.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RouterDecisions {
     /// Routed by prefix affinity (balanced, match rate above `cache_threshold`).
     pub affinity: u64,
@@ -109,18 +109,18 @@ pub struct RouterDecisions {
 }
 
 /// `summary.json` `router`: `cache_aware`'s decisions per side that uses it.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RouterSummary {
     /// The prefill (or colocated) side.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill: Option<RouterDecisions>,
     /// The decode side.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decode: Option<RouterDecisions>,
 }
 
 /// Prefix-cache figures of one prefill instance.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct CacheStats {
     /// Global instance index.
     pub instance: u32,
@@ -135,12 +135,12 @@ pub struct CacheStats {
     /// `hit_tokens / input_tokens` (0 with no lookup).
     pub hit_rate: f64,
     /// HiCache's tiers (absent without `enable_hierarchical_cache`); `hit_tokens` is their sum.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tiers: Option<TierStats>,
 }
 
 /// One prefill instance's HiCache tiers.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TierStats {
     /// Prompt tokens found in the GPU radix cache.
     pub device_hit_tokens: u64,
@@ -157,7 +157,7 @@ pub struct TierStats {
 }
 
 /// `summary.json` `kv_store`: the shared Mooncake Store.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct KvStoreSummary {
     /// Capacity, tokens (`null`: unbounded).
     pub capacity_tokens: Option<u64>,
@@ -183,7 +183,7 @@ pub struct KvStoreSummary {
 
 /// `summary.json` `kv_store.traffic`: the store's operations as they moved — RDMA batches on the
 /// fabric (sharing NICs with KV transfers) and local copies of replicas on the client's node.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct KvStoreTraffic {
     /// Prefetch reads started.
     pub reads: u64,
@@ -207,12 +207,12 @@ pub struct KvStoreTraffic {
 /// Time-weighted utilisation of one pool over the arrival window (the steady state; the drain
 /// tail would dilute it) and what bound it. Shares are 0–1, averaged over the pool's
 /// instances; `null` when the window has no simulated time.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct PoolUsage {
     /// Pool name.
     pub pool: String,
     /// `prefill`, `decode` or `colocated`.
-    pub role: &'static str,
+    pub role: String,
     /// Instances.
     pub instances: u32,
     /// GPUs (instances × tp_size).
@@ -235,7 +235,7 @@ pub struct PoolUsage {
     pub link_utilisation: Option<f64>,
     /// What bound the pool: `fabric`, `kv_memory`, `batch_cap`, `queue`, `compute`, or `none`
     /// (headroom everywhere); see [`bottleneck`].
-    pub bottleneck: &'static str,
+    pub bottleneck: String,
 }
 
 /// Time integrals of one pool's gauges, summed over its instances, from the simulation.
@@ -327,7 +327,7 @@ impl PoolGauges {
         let role = self.role.unwrap_or(Role::Decode);
         let mut u = PoolUsage {
             pool: self.pool.clone(),
-            role: role.as_str(),
+            role: role.as_str().to_string(),
             instances: self.instances,
             gpus: self.gpus,
             busy: share(self.busy_ns).map(|v| v.min(1.0)),
@@ -340,9 +340,9 @@ impl PoolGauges {
             queue_nonempty: share(self.queue_nonempty_ns).map(|v| v.min(1.0)),
             link_utilisation: (span_ns > 0 && self.nic_bytes_per_ns > 0.0)
                 .then(|| (self.nic_bytes / (self.nic_bytes_per_ns * span_ns as f64)).min(1.0)),
-            bottleneck: "none",
+            bottleneck: "none".to_string(),
         };
-        u.bottleneck = bottleneck(role, &u, None);
+        u.bottleneck = bottleneck(role, &u, None).to_string();
         u
     }
 }
@@ -377,7 +377,7 @@ pub fn step_growth(sc: &Scenario, pool: &crate::config::Pool, u: &PoolUsage) -> 
 }
 
 /// The cluster's size and, when `hardware.usd_per_gpu_hour` is given, its cost.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ClusterSummary {
     /// GPUs in all pools.
     pub gpus: u32,
@@ -391,7 +391,7 @@ pub struct ClusterSummary {
 }
 
 /// `summary.json`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
     /// Counts by outcome.
     pub requests: Counts,
@@ -414,10 +414,10 @@ pub struct Summary {
     /// Prefix cache per prefill instance (empty when no request carried prefix information).
     pub prefix_cache: Vec<CacheStats>,
     /// The router's `cache_aware` decisions (absent when no side uses `cache_aware`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub router: Option<RouterSummary>,
     /// The shared Mooncake Store (absent without `[kv_store]`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_store: Option<KvStoreSummary>,
 }
 
@@ -502,7 +502,7 @@ impl Summary {
                     if let (Some(role), Some(pool)) =
                         (g.role, sc.pools.iter().find(|p| p.name == g.pool))
                     {
-                        u.bottleneck = bottleneck(role, &u, step_growth(sc, pool, &u));
+                        u.bottleneck = bottleneck(role, &u, step_growth(sc, pool, &u)).to_string();
                     }
                     u
                 })
@@ -549,7 +549,7 @@ mod tests {
     fn usage(busy: f64, kv: f64, batch: Option<f64>, queue: f64, link: f64) -> PoolUsage {
         PoolUsage {
             pool: "p".into(),
-            role: "decode",
+            role: "decode".into(),
             instances: 1,
             gpus: 1,
             busy: Some(busy),
@@ -559,7 +559,7 @@ mod tests {
             queue_mean: Some(queue),
             queue_nonempty: Some(queue),
             link_utilisation: Some(link),
-            bottleneck: "none",
+            bottleneck: "none".to_string(),
         }
     }
 

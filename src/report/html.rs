@@ -830,7 +830,7 @@ mod tests {
         let mut f = synthetic();
         f.summary.pools = vec![crate::report::PoolUsage {
             pool: "dec<ode>".into(),
-            role: "decode",
+            role: "decode".into(),
             instances: 2,
             gpus: 4,
             busy: Some(1.0),
@@ -840,7 +840,7 @@ mod tests {
             queue_mean: Some(3.25),
             queue_nonempty: Some(0.5),
             link_utilisation: None,
-            bottleneck: "kv_memory",
+            bottleneck: "kv_memory".into(),
         }];
         let html = index_html("unit-run", &f.summary, &[]);
         assert!(

@@ -7,6 +7,7 @@ pub mod context;
 pub mod html;
 pub mod markers;
 pub mod rates;
+pub mod schema;
 pub mod trace;
 
 use std::fs::File;

@@ -160,22 +160,7 @@ fn did_you_mean(message: &str) -> Option<String> {
     closest(given, rest.split('`').skip(1).step_by(2)).map(str::to_string)
 }
 
-/// The name in `valid` closest to `given` (Jaro-Winkler ≥ 0.8), if any is a likely typo of it.
-fn closest<'v>(given: &str, valid: impl IntoIterator<Item = &'v str>) -> Option<&'v str> {
-    valid
-        .into_iter()
-        .map(|v| (strsim::jaro_winkler(&given.to_lowercase(), v), v))
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, v)| v)
-}
-
-/// `"; did you mean `x`?"` for the closest valid name, or nothing.
-pub(crate) fn suggestion(given: &str, valid: &[&str]) -> String {
-    closest(given, valid.iter().copied())
-        .map(|v| format!("; did you mean `{v}`?"))
-        .unwrap_or_default()
-}
+pub(crate) use crate::vocab::suggest::{closest, suggestion};
 
 /// `pools[1].server.tp_size` → `pools.<name of pool 1>.server.tp_size` (when the pool has a
 /// name); `?` (serde's placeholder for the root) → empty.

@@ -4,6 +4,7 @@
 pub mod calibration;
 pub mod gpu;
 pub mod hf;
+pub mod launch;
 pub mod model;
 pub mod server;
 

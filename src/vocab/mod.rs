@@ -8,8 +8,10 @@
 pub mod error_kind;
 pub mod event;
 pub mod ids;
+pub mod limits;
 mod record;
 pub mod requests;
+pub mod suggest;
 
 pub use error_kind::ErrorKind;
 pub use record::{Outcome, RequestRow};

@@ -1,14 +1,14 @@
 //! How a request ended and the row it leaves in `requests.csv`: the record every floor above
 //! the simulation reads (metrics aggregates it, report writes it, diagnose reads it back).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::Nanos;
 
 use super::ErrorKind;
 
 /// How a request ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Finished decoding from its own bytes.
@@ -33,7 +33,7 @@ impl Outcome {
 
 /// One row of `requests.csv`: field order is column order; times are integer ns of simulated
 /// time, empty where the stage was never reached.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RequestRow {
     /// Request id, in arrival order from 0.
     pub id: u64,

@@ -1,0 +1,216 @@
+//! `pdsim lint`'s analysis: two sglang launch lines parsed (`spec::launch`), their models
+//! resolved, and the pair's outcome predicted (`diagnose::outcome`), with the flags that fix it
+//! (`diagnose::kinds`). `cli/lint.rs` parses the command line and prints.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::kinds;
+use super::outcome::{Prediction, predict};
+use crate::layout::{PairPlan, Profile, SendPath};
+use crate::spec::ServerArgs;
+use crate::spec::launch::{LaunchError, ServerLine, parse_line, resolve_model};
+use crate::vocab::ErrorKind;
+
+/// What `lint` is asked: two launch lines, the model config they serve (when their
+/// `--model-path` is not enough) and the sglang behaviour to predict.
+#[derive(Clone, Debug)]
+pub struct LintQuestion {
+    /// The prefill server's command line.
+    pub prefill: String,
+    /// The decode server's command line.
+    pub decode: String,
+    /// A Hugging Face config.json for the model both lines serve.
+    pub model_config: Option<PathBuf>,
+    /// `guarded`, `slice_dispatch` or `unguarded`.
+    pub profile: String,
+}
+
+/// Why `lint` could not predict (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum LintError {
+    /// `--profile` is not one pdsim knows.
+    #[error("{0}")]
+    Profile(String),
+    /// A launch line pdsim cannot read.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// A server of the pair would not start (sglang refuses the flags).
+    #[error("{0}")]
+    Unstartable(String),
+    /// The server args have no layout.
+    #[error(transparent)]
+    Layout(#[from] crate::layout::LayoutError),
+}
+
+/// A full lint report.
+#[derive(Clone, Debug, Serialize)]
+pub struct LintReport {
+    /// The prefill line as understood.
+    pub prefill: ServerLine,
+    /// The decode line as understood.
+    pub decode: ServerLine,
+    /// The sglang behaviour predicted.
+    pub profile: Profile,
+    /// The prediction.
+    pub prediction: Prediction,
+    /// The flags that fix it (empty when compatible).
+    pub fix: Option<String>,
+    /// Warnings about the lines.
+    pub warnings: Vec<String>,
+}
+
+/// Parses both lines and predicts their outcome.
+pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
+    let profile: Profile = a.profile.parse().map_err(|e: String| {
+        LintError::Profile(format!(
+            "--profile: {e}{}",
+            crate::vocab::suggest::suggestion(
+                &a.profile,
+                &["guarded", "slice_dispatch", "unguarded"]
+            )
+        ))
+    })?;
+    let mut p = parse_line(&a.prefill, "prefill")?;
+    let mut d = parse_line(&a.decode, "decode")?;
+    resolve_model(&mut p, a.model_config.as_deref(), "prefill")?;
+    resolve_model(&mut d, a.model_config.as_deref(), "decode")?;
+    let mut warnings: Vec<String> = p
+        .warnings
+        .iter()
+        .map(|w| format!("prefill: {w}"))
+        .chain(d.warnings.iter().map(|w| format!("decode: {w}")))
+        .collect();
+    if p.model != d.model {
+        warnings.push(format!(
+            "the two lines serve different models ({} and {}): sglang does not check this; the layouts below are each side's own",
+            p.model, d.model
+        ));
+    }
+    if p.args.quantization != d.args.quantization {
+        let q = |a: &ServerArgs| a.quantization.map_or("none", |q| q.as_str());
+        warnings.push(format!(
+            "the two lines quantize differently (--quantization {} and {}): sglang does not check this and the KV layout does not depend on it, but decode then continues from a prefill computed with other weights",
+            q(&p.args),
+            q(&d.args)
+        ));
+    }
+    let (ps, ds) = (
+        p.spec.as_ref().expect("resolved"),
+        d.spec.as_ref().expect("resolved"),
+    );
+    if p.args.enable_unified_memory && !ps.is_hybrid()
+        || d.args.enable_unified_memory && !ds.is_hybrid()
+    {
+        return Err(LintError::Unstartable(format!(
+            "--enable-unified-memory on a model without hybrid (mamba/GDN/SWA) layers ({}): sglang's unified pool needs at least two sub-pools, so that server would not start",
+            if p.args.enable_unified_memory && !ps.is_hybrid() {
+                &p.model
+            } else {
+                &d.model
+            }
+        )));
+    }
+    let plan = PairPlan::compile((ps, &p.args), (ds, &d.args), profile)?;
+    let prediction = predict(&plan);
+    let fix = match (prediction.kind, prediction.outcome) {
+        (Some(k), _) => Some(kinds::fix(k, &p.args, &d.args)),
+        (None, "corrupted") => Some(kinds::fix(ErrorKind::TransferOutOfBounds, &p.args, &d.args)),
+        _ => None,
+    };
+    Ok(LintReport {
+        prefill: p,
+        decode: d,
+        profile,
+        prediction,
+        fix,
+        warnings,
+    })
+}
+
+/// The text form of a report.
+pub fn render(r: &LintReport) -> String {
+    let pr = &r.prediction;
+    let mut s = format!(
+        "prefill: {} ({})\n  {}\ndecode:  {} ({})\n  {}\nsend path: {} (sglang profile {})\n",
+        r.prefill.model,
+        r.prefill.model_path,
+        pr.prefill_layout.line(),
+        r.decode.model,
+        r.decode.model_path,
+        pr.decode_layout.line(),
+        match pr.send_path {
+            SendPath::SendKvcache =>
+                "send_kvcache → _send_kvcache_generic (whole pages per region)",
+            SendPath::Slice =>
+                "send_kvcache_slice (one RDMA write per token per layer: heterogeneous TP)",
+        },
+        r.profile.as_str()
+    );
+    if pr.compatible {
+        s += "outcome: COMPATIBLE — requests complete from their own bytes\n";
+    } else if let (Some(k), Some(m)) = (pr.kind, &pr.message) {
+        let i = kinds::info(k);
+        s += &format!("outcome: INCOMPATIBLE — {k}\n  sglang: {m}\n");
+        s += &format!(
+            "  raised by: {}\n  where: {}\n  check: {}\n  effect: {}\n  see: docs/sglang-pd.md {}\n",
+            pr.raised.as_deref().unwrap_or(""),
+            i.raised_in,
+            i.check,
+            i.effect,
+            i.doc
+        );
+    } else {
+        s += "outcome: INCOMPATIBLE — silent corruption: no error is raised, but the writes land on bytes the request does not own (requests finish corrupted; see docs/sglang-pd.md §4)\n";
+    }
+    if let Some(f) = &r.fix {
+        s += &format!("  fix: {f}\n");
+    }
+    for w in &r.warnings {
+        s += &format!("warning: {w}\n");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pair quantized alike is compatible and unwarned; one that differs is compatible (the KV
+    /// layout does not depend on it) but warned.
+    #[test]
+    fn quantization_of_a_pair_is_compared() {
+        let line = |side: &str, q: &str| {
+            format!(
+                "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode {side} --tp-size 2 {q}"
+            )
+        };
+        let lint_pair = |pq: &str, dq: &str| {
+            lint(&LintQuestion {
+                prefill: line("prefill", pq),
+                decode: line("decode", dq),
+                model_config: None,
+                profile: "guarded".into(),
+            })
+            .unwrap()
+        };
+        let both = lint_pair("--quantization fp8", "--quantization fp8");
+        assert!(both.prediction.compatible);
+        assert!(both.warnings.is_empty(), "{:?}", both.warnings);
+        assert_eq!(both.prefill.spec.as_ref().unwrap().weight_bytes, 1);
+        let mixed = lint_pair("--quantization fp8", "");
+        assert!(
+            mixed.prediction.compatible,
+            "the KV layout does not depend on it"
+        );
+        assert!(
+            mixed
+                .warnings
+                .iter()
+                .any(|w| w.contains("quantize differently")),
+            "{:?}",
+            mixed.warnings
+        );
+    }
+}

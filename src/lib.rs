@@ -27,8 +27,13 @@
 //! Only `run.json` records host facts (wall time, events per second, peak memory).
 //!
 //! ## Layers
-//! `cli → scenario → cluster → {layout, fabric, workload, metrics} → engine/spec`; `report`
-//! reads metrics only.
+//! Folders are floors and imports only run down (`docs/architecture.md` §1):
+//! `cli → {plan, diagnose, scenario} → sim → sglang → {compute, workload, metrics, config} →
+//! {layout, fabric} → {vocab, spec, engine}`. `config` — the checked configuration — embeds
+//! compiled layout plans and fabric parameters, so it sits above `layout` and `fabric`, not at
+//! the bottom. `vocab` is the ground floor's shared words (ids, events, the request table,
+//! `Outcome` / `ErrorKind`). `report` reads metrics and holds the results schema
+//! (`report::schema`) through which `check`, `explain`, `plan` and `merge` read results back.
 
 pub mod cli;
 pub mod compute;

@@ -21,7 +21,7 @@ const DSV3: &str = "deepseek-ai/DeepSeek-V3";
 const KIMI: &str = "moonshotai/Kimi-Linear-48B-A3B-Instruct";
 const KIMI_CONFIG: &str = "scenarios/models/kimi-linear-48b-a3b.config.json";
 
-/// §5.3, prefill → decode.
+/// docs/sglang-pd.md §5.3, prefill → decode.
 const ROWS: &[(&str, Side, Side)] = &[
     (
         "1",

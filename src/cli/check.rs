@@ -1,7 +1,7 @@
 //! `pdsim check PATH... [--junit FILE] [--out DIR] [--set KEY=VALUE]... [--jobs N]`: runs every
 //! scenario (a file, or the `.toml` files under a folder) that has an `[expect]` table, prints
 //! each expectation with what was expected and what the run gave, writes JUnit XML, and exits 1
-//! when any expectation fails (DESIGN.md §2).
+//! when any expectation fails (docs/architecture.md §2).
 //!
 //! Expectations are evaluated on the run's in-memory summary, serialized exactly as
 //! `summary.json` is, so an expectation reads the figure a `jq` gate on the file would read; a

@@ -1,5 +1,5 @@
 //! `pdsim explain RESULTS_DIR | SCENARIO.toml [--markdown] [--out DIR]`: a narrative of a run
-//! for people (DESIGN.md §2). A scenario file is run first (into `--out`, default
+//! for people (docs/architecture.md §2). A scenario file is run first (into `--out`, default
 //! `results/<run.name>/`); the folder is checked to be a finished run's, read back through the
 //! results schema and explained by `diagnose::explain`. This file parses, calls and prints.
 

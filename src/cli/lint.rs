@@ -1,7 +1,7 @@
 //! `pdsim lint --prefill "ARGS" --decode "ARGS" [--model-config F] [--profile P] [--json]`:
 //! reads two real `python -m sglang.launch_server …` command lines and predicts the pair's
 //! outcome — sglang's exact error text, or compatible — from the layouts and the transfer
-//! contract alone (`layout/`), without simulating traffic (DESIGN.md §2). Exit 0 compatible,
+//! contract alone (`layout/`), without simulating traffic (docs/architecture.md §2). Exit 0 compatible,
 //! 1 incompatible, 2 unreadable. The analysis is `diagnose::lint`; this file parses and prints.
 
 use std::path::PathBuf;

@@ -97,7 +97,7 @@ pub enum CliError {
 }
 
 impl CliError {
-    /// DESIGN.md §2: 1 a negative verdict, 2 usage or invalid input, 3 I/O.
+    /// docs/architecture.md §2: 1 a negative verdict, 2 usage or invalid input, 3 I/O.
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Usage(_)

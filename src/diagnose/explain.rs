@@ -1,4 +1,4 @@
-//! The narrative of a finished run, for people (`pdsim explain`, DESIGN.md §2): what happened to
+//! The narrative of a finished run, for people (`pdsim explain`, docs/architecture.md §2): what happened to
 //! requests, by outcome and error kind; then for every failure kind sglang's text, the check
 //! that raised it and where in sglang, the two layouts or sizes that differed (rank 0's regions,
 //! from `layout/`), who was hurt — the healthy decode instances stalled behind a dead
@@ -439,7 +439,7 @@ fn is_raise_counted(k: ErrorKind) -> bool {
 }
 
 /// The dead transfer queues of one prefill instance: every (rank, queue) whose worker a pair's
-/// error killed — each prefill rank has its own queues and raises on its own (§11.3) — the
+/// error killed — each prefill rank has its own queues and raises on its own (docs/sglang-pd.md §11.3) — the
 /// decode instances whose chunks killed them, and when.
 struct DeadShard {
     prefill: u32,

@@ -1,4 +1,4 @@
-//! Diagnosis (DESIGN.md §1): what a run, a pair of launch lines or a failure kind means for
+//! Diagnosis (docs/architecture.md §1): what a run, a pair of launch lines or a failure kind means for
 //! people. Everything here reads results back through the results schema (`report::schema`) or
 //! takes a loaded scenario; the verbs in `cli/` parse arguments, call these and print.
 //!

@@ -1,5 +1,5 @@
 //! sglang's PD checks (`docs/sglang-pd.md` §2.1, §2.4, §2.5, §3.5) with its message text,
-//! character for character, and the behaviour profiles of §9.
+//! character for character, and the behaviour profiles of docs/sglang-pd.md §9.
 //!
 //! Each check is a pure function of the values sglang compares; [`crate::layout::PairPlan`]
 //! decides which ones run, and where, from the [`Profile`].
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::vocab::ErrorKind;
 
-/// What a failed check does to the request and the instances (§2.4, §2.6).
+/// What a failed check does to the request and the instances (docs/sglang-pd.md §2.4, §2.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
@@ -46,7 +46,7 @@ impl PdError {
     }
 }
 
-/// Which sglang behaviour pdsim reproduces (`[sglang] profile`, §9). Every profile uses the same
+/// Which sglang behaviour pdsim reproduces (`[sglang] profile`, docs/sglang-pd.md §9). Every profile uses the same
 /// layout math and the same oracle; only which checks run, and where, differ.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
@@ -57,7 +57,7 @@ pub enum Profile {
     /// unified memory on, whatever the send path; mamba checks after KV.
     #[default]
     Guarded,
-    /// sglang 0005973a as read (§4.4): the validator only on the `send_kvcache` path, so an
+    /// sglang 0005973a as read (docs/sglang-pd.md §4.4): the validator only on the `send_kvcache` path, so an
     /// unequal-TP MHA-hybrid unified prefill takes `send_kvcache_slice` (0 KV bytes) and fails at
     /// the mamba check after KV.
     SliceDispatch,
@@ -96,21 +96,21 @@ impl Profile {
         self == Self::SeedCommit
     }
 
-    /// Whether decode checks the KV dtype string at first contact (§2.1). The page-size check
+    /// Whether decode checks the KV dtype string at first contact (docs/sglang-pd.md §2.1). The page-size check
     /// runs in every profile: it predates unified memory (PR #14474).
     pub fn first_contact_dtype_check(self) -> bool {
         self != Self::Unguarded
     }
 
-    /// Whether the mamba checks of §2.5 ("Mamba state layouts differ", "slot size mismatch") run.
+    /// Whether the mamba checks of docs/sglang-pd.md §2.5 ("Mamba state layouts differ", "slot size mismatch") run.
     pub fn state_checks(self) -> bool {
         self != Self::Unguarded
     }
 
-    /// §3.1 step 3 / §4.4: which KV send function the prefill transfer worker calls for one
+    /// docs/sglang-pd.md §3.1 step 3 / §4.4: which KV send function the prefill transfer worker calls for one
     /// target. sglang dispatches to `send_kvcache` for MLA, hybrid-MLA or equal attention TP, and
     /// to `send_kvcache_slice` otherwise (staging and DCP are not modelled). `unguarded` sends a
-    /// unified prefill's envelope whole whatever the TP (§9 table, last column).
+    /// unified prefill's envelope whole whatever the TP (docs/sglang-pd.md §9 table, last column).
     pub fn kv_send_path(
         self,
         prefill_mla: bool,
@@ -126,7 +126,7 @@ impl Profile {
         }
     }
 
-    /// §2.4 / §9: whether `_validate_envelope_kv_layout` runs for a chunk sent on `path`.
+    /// docs/sglang-pd.md §2.4 / §9: whether `_validate_envelope_kv_layout` runs for a chunk sent on `path`.
     /// It keys on the prefill's unified flag; `guarded` runs it whatever the path,
     /// `slice_dispatch` only inside `send_kvcache`, `unguarded` never.
     pub fn validator_runs(self, path: SendPath, prefill_unified: bool) -> bool {
@@ -153,13 +153,13 @@ impl FromStr for Profile {
     }
 }
 
-/// The KV send function the prefill worker calls for one target (§3.1).
+/// The KV send function the prefill worker calls for one target (docs/sglang-pd.md §3.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SendPath {
-    /// `send_kvcache` → `_send_kvcache_generic`: contiguous runs per region (§3.2, §3.4, §3.7).
+    /// `send_kvcache` → `_send_kvcache_generic`: contiguous runs per region (docs/sglang-pd.md §3.2, §3.4, §3.7).
     SendKvcache,
-    /// `send_kvcache_slice`: one write per token per layer, head-sliced (§3.3).
+    /// `send_kvcache_slice`: one write per token per layer, head-sliced (docs/sglang-pd.md §3.3).
     Slice,
 }
 
@@ -174,7 +174,7 @@ pub fn py_opt<T: Display>(x: Option<T>) -> String {
     x.map_or_else(|| "None".to_string(), |v| v.to_string())
 }
 
-/// Decode first contact (§2.1, `try_ensure_parallel_info`): page size, then the KV dtype flag
+/// Decode first contact (docs/sglang-pd.md §2.1, `try_ensure_parallel_info`): page size, then the KV dtype flag
 /// string. Raised on decode (the RuntimeError kills the decode server). The dtype check is
 /// skipped when `dtype_check` is false (profile `unguarded`).
 pub fn first_contact(
@@ -221,7 +221,7 @@ pub fn first_contact_with(
     Ok(())
 }
 
-/// `_validate_envelope_kv_layout` (§2.4), run by the prefill worker before the first write of a
+/// `_validate_envelope_kv_layout` (docs/sglang-pd.md §2.4), run by the prefill worker before the first write of a
 /// chunk. `dst_kv_ptrs` is the number of decode KV regions; `dst_kv_item_len` is the single
 /// item length decode registered (`None` when unknown). Errors (1) and (2) kill the worker.
 pub fn validate_envelope(
@@ -265,7 +265,7 @@ pub fn validate_envelope(
     Ok(())
 }
 
-/// `maybe_send_extra`, MAMBA (§2.5): with per-tensor dims missing on either side, the item
+/// `maybe_send_extra`, MAMBA (docs/sglang-pd.md §2.5): with per-tensor dims missing on either side, the item
 /// lengths must be equal, or the layouts cannot be resliced.
 pub fn check_mamba_layouts(
     src_dims: &[u32],
@@ -287,7 +287,7 @@ pub fn check_mamba_layouts(
     Ok(())
 }
 
-/// `_send_mamba_state` (§3.5): each paired entry must have the same slot size.
+/// `_send_mamba_state` (docs/sglang-pd.md §3.5): each paired entry must have the same slot size.
 pub fn check_mamba_slot_size(src_len: u64, dst_len: u64) -> Result<(), PdError> {
     if src_len != dst_len {
         return Err(PdError::new(
@@ -301,7 +301,7 @@ pub fn check_mamba_slot_size(src_len: u64, dst_len: u64) -> Result<(), PdError> 
     Ok(())
 }
 
-/// `maybe_send_extra` for SWA-type state (§2.5, §11.7): a non-MLA SWA hybrid (gpt-oss) cannot
+/// `maybe_send_extra` for SWA-type state (docs/sglang-pd.md §2.5, §11.7): a non-MLA SWA hybrid (gpt-oss) cannot
 /// be sent between different attention TP sizes. Raised after the last chunk's KV.
 pub fn check_swa_hetero_tp(
     state_type: &str,
@@ -322,7 +322,7 @@ pub fn check_swa_hetero_tp(
     Ok(())
 }
 
-/// `_send_kvcache_generic`, MHA branch (§2.5): the prefill stage has more layers than decode
+/// `_send_kvcache_generic`, MHA branch (docs/sglang-pd.md §2.5): the prefill stage has more layers than decode
 /// registered K regions; rc −1.
 pub fn check_kv_layers(layers_current_pp_stage: usize, dst_k_ptrs: usize) -> Result<(), PdError> {
     if layers_current_pp_stage > dst_k_ptrs {
@@ -359,7 +359,7 @@ pub fn zero_division_error() -> PdError {
 }
 
 /// `build_transfer_entry_pairs(src_layer_ids, dst_layer_ids, n_src, n_dst,
-/// allow_positional_fallback)` (`disaggregation/utils.py`, §2.5): pairs transfer entries by
+/// allow_positional_fallback)` (`disaggregation/utils.py`, docs/sglang-pd.md §2.5): pairs transfer entries by
 /// global layer id, or positionally. Its RuntimeErrors escape the transfer worker, so they
 /// kill it; they are filed under `kind` (the entries' family).
 pub fn build_transfer_entry_pairs(
@@ -414,7 +414,7 @@ pub fn build_transfer_entry_pairs(
     Ok((0..n_src as u32).map(|i| (i, i)).collect())
 }
 
-/// A write past a registered region (§3.8: the RDMA slice fails, the batch returns −1; the
+/// A write past a registered region (docs/sglang-pd.md §3.8: the RDMA slice fails, the batch returns −1; the
 /// worker then records "Failed to send kv chunk of {room} to {endpoint}:{port}").
 pub fn out_of_bounds(decode_rank: u32, buffer: &str, end: u64, len: u64) -> PdError {
     PdError::new(

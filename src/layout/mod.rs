@@ -4,19 +4,19 @@
 //! uses only the ones above it in this list, never one below:
 //!
 //! * [`rank`]: what one attention-TP rank registers — KV regions, mamba/GDN state regions, aux
-//!   rows, and for a given [`Capacity`] the registered buffers and their byte lengths (§1).
+//!   rows, and for a given [`Capacity`] the registered buffers and their byte lengths (docs/sglang-pd.md §1).
 //! * [`checks`]: sglang's validations with its message text, the typed [`PdError`] (its kind
-//!   is the crate-wide [`ErrorKind`] of `metrics`), and the behaviour [`Profile`]s of §9
-//!   (§2, §4.4).
+//!   is the crate-wide [`ErrorKind`] of `metrics`), and the behaviour [`Profile`]s of docs/sglang-pd.md §9
+//!   (docs/sglang-pd.md §2, §4.4).
 //! * [`write`]: the vocabulary of one planned RDMA write group ([`Write`]), spoken by the plan
 //!   that emits it and the oracle that applies it.
 //! * [`oracle`]: [`DecodeMemory`], the corruption oracle of one decode instance: it applies
 //!   writes at page/slot granularity against the source and destination layouts and derives
-//!   completed / failed / corrupted from the addresses alone (DESIGN.md §5). It knows layouts
+//!   completed / failed / corrupted from the addresses alone (docs/architecture.md §5). It knows layouts
 //!   and writes, not plans.
 //! * [`plan`]: the [`PairPlan`] compiled once per (prefill, decode) instance pair: the rank
 //!   mapping, the send path per target, which checks fire and when, and per chunk the flows
-//!   (bytes, RDMA writes) and concrete writes (§3). It runs the oracle on a probe request to
+//!   (bytes, RDMA writes) and concrete writes (docs/sglang-pd.md §3). It runs the oracle on a probe request to
 //!   decide [`PairPlan::is_exact`], and provides [`DecodeMemory::apply`] for a plan's writes.
 //!
 //! Units: tokens for `page_size`; bytes for every `item_len`, length and offset; page, slot and
@@ -75,7 +75,7 @@ pub enum LayoutError {
         /// The flag as given.
         flag: String,
     },
-    /// §9: sglang's unified pool needs at least two sub-pools.
+    /// docs/sglang-pd.md §9: sglang's unified pool needs at least two sub-pools.
     #[error(
         "--enable-unified-memory needs a hybrid (mamba/GDN/SWA) model, but {model} has no hybrid layers: sglang's unified pool needs at least two sub-pools; set enable_unified_memory = false"
     )]
@@ -123,7 +123,7 @@ pub enum LayoutError {
         /// The TP size.
         tp: u32,
     },
-    /// Prefill and decode TP must be multiples of each other (§2.1 rank mapping).
+    /// Prefill and decode TP must be multiples of each other (docs/sglang-pd.md §2.1 rank mapping).
     #[error(
         "prefill attention TP {prefill} and decode attention TP {decode} are not multiples of each other: sglang maps ranks by their ratio"
     )]

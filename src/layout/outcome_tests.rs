@@ -531,7 +531,7 @@ impl Run {
 
 #[test]
 fn unguarded_unsliced_mamba_copy_clobbers_neighbour_slots() {
-    // §4(b) tp 2 → 4: KV envelopes are equal (one replicated head per rank, and decode ranks
+    // docs/sglang-pd.md §4(b) tp 2 → 4: KV envelopes are equal (one replicated head per rank, and decode ranks
     // 2r, 2r+1 hold prefill rank r's head), so KV lands right; the unsliced mamba copy writes
     // M_P = 2·M_D bytes at M_P·s, over decode slots 2s and 2s+1, and slot s gets nothing.
     let mut r = Run::new(QWEN, (U, 16, 2), (U, 16, 4));
@@ -569,7 +569,7 @@ fn unguarded_unsliced_mamba_copy_clobbers_neighbour_slots() {
 
 #[test]
 fn unguarded_larger_envelope_runs_past_the_raw_buffer() {
-    // §4(a)/(b) tp 1 → 2: E_P = 2·E_D; KV pages at the high end land beyond `raw`: rc −1.
+    // docs/sglang-pd.md §4(a)/(b) tp 1 → 2: E_P = 2·E_D; KV pages at the high end land beyond `raw`: rc −1.
     let mut r = Run::new(QWEN, (U, 16, 1), (U, 16, 2));
     let pages: Vec<u32> = r.mem.registration(0).page_ids.clone().collect();
     let top = &pages[4..6];
@@ -591,7 +591,7 @@ fn unguarded_larger_envelope_runs_past_the_raw_buffer() {
 
 #[test]
 fn unguarded_unified_to_layer0_buffer_is_out_of_bounds_or_garbage() {
-    // §4(c): the whole envelope stream goes to decode's layer-0 K buffer at Kbuf0 + d·E_P.
+    // docs/sglang-pd.md §4(c): the whole envelope stream goes to decode's layer-0 K buffer at Kbuf0 + d·E_P.
     let mut r = Run::new(QWEN, (U, 16, 2), (N, 16, 2));
     let (a, b) = (RequestId(1), RequestId(2));
     r.mem.alloc(a, &[1], Some(1), Some(0)).unwrap();
@@ -618,7 +618,7 @@ fn unguarded_equal_configs_complete() {
     );
 }
 
-/// §1.4 / item 6 of issue 14: GDN `n_groups` padding. Qwen3-Next has 16 key heads
+/// docs/sglang-pd.md §1.4 / item 6 of issue 14: GDN `n_groups` padding. Qwen3-Next has 16 key heads
 /// (`n_groups`); at attention TP 32 `extra_groups_for_head_shards` pads them to 32, so each rank
 /// holds one replicated key head for q and for k (128 channels each) plus 128 value channels:
 /// conv_dim / tp = (4096 + 2·32·128) / 32 = 384, not (2048 + 2048 + 4096) / 32 = 256.
@@ -656,7 +656,7 @@ fn gdn_groups_are_padded_when_tp_exceeds_them() {
     assert_eq!(super::rank::padded_groups(1, 4), 4);
 }
 
-/// §3.4 / §11.6: a hybrid-MLA prefill at attention TP 4 into a decode at TP 2. Plain MLA makes
+/// docs/sglang-pd.md §3.4 / §11.6: a hybrid-MLA prefill at attention TP 4 into a decode at TP 2. Plain MLA makes
 /// prefill ranks 1 and 3 dummies; hybrid-MLA keeps them real (`_get_dsa_cache_transfer_skip_
 /// flags`): they skip the replicated KV (`sub_rank = (rank % 4) % 2 != 0`) but send their
 /// TP-sharded mamba state and the aux row on the last chunk.

@@ -207,7 +207,7 @@ impl Histogram {
     }
 
     /// Mean, p50, p90, p99 and max, scaled by `scale` (e.g. 1e-6 for ns → ms); every figure is
-    /// `None` when nothing was recorded (DESIGN.md §4: no data is `null`, never 0).
+    /// `None` when nothing was recorded (docs/architecture.md §4: no data is `null`, never 0).
     pub fn summary(&self, scale: f64) -> Stats {
         let some = |v: f64| (self.count > 0).then_some(v * scale);
         Stats {

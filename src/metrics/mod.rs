@@ -69,7 +69,7 @@ pub struct WorkerDeath {
     pub at_ns: Nanos,
     /// Global index of the prefill instance.
     pub prefill_instance: u32,
-    /// The prefill TP rank whose worker died (every rank has its own queues, §11.3).
+    /// The prefill TP rank whose worker died (every rank has its own queues, docs/sglang-pd.md §11.3).
     pub rank: u32,
     /// The rank's transfer queue (shard) whose worker died.
     pub shard: u32,
@@ -330,7 +330,7 @@ impl Collector {
                     self.window.finished += 1;
                 }
                 // A corrupted request decoded from bytes that were not its own: whatever its
-                // latency, it met no SLO (DESIGN.md §3).
+                // latency, it met no SLO (docs/architecture.md §3).
                 if row.outcome == Outcome::Completed {
                     self.ttft_completed.record(ttft);
                     match tpot {

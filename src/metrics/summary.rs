@@ -1,4 +1,4 @@
-//! `summary.json` (DESIGN.md §4): counts, errors, latencies, throughput over the whole run and
+//! `summary.json` (docs/architecture.md §4): counts, errors, latencies, throughput over the whole run and
 //! over the arrival window, the `[slo]` verdict with each target's value, per-pool utilisation
 //! and what bound each pool, and the cluster's size and cost.
 //!

@@ -1,4 +1,4 @@
-//! Result files (DESIGN.md §4): `summary.json`, `requests.csv`, `timeseries.csv`, `run.json`,
+//! Result files (docs/architecture.md §4): `summary.json`, `requests.csv`, `timeseries.csv`, `run.json`,
 //! and the human summary. Reports read metrics only; they never touch the simulation.
 
 pub mod baseline;

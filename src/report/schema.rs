@@ -94,7 +94,7 @@ pub enum ReadError {
 }
 
 impl ReadError {
-    /// The exit code DESIGN.md §2 gives it: 3 for I/O, 2 for a file that is not pdsim's.
+    /// The exit code docs/architecture.md §2 gives it: 3 for I/O, 2 for a file that is not pdsim's.
     pub fn exit_code(&self) -> i32 {
         match self {
             ReadError::Io { .. } => 3,

@@ -4,7 +4,7 @@
 //! in the simulation and costs nothing unless asked for.
 //!
 //! Tracks: one process per instance (`prefill 0 (pool prefill)`, …) and one per (prefill
-//! instance, rank 0's transfer queue): every prefill rank has its own queues (§11.3), and a
+//! instance, rank 0's transfer queue): every prefill rank has its own queues (docs/sglang-pd.md §11.3), and a
 //! transfer is drawn on rank 0's, where it is hashed by decode rank 0's session port alone when
 //! the attention TPs are equal. Spans are nestable async events (`b`/`e`, one id per
 //! request), so concurrent requests stack in lanes: on the prefill, `req N` holds `bootstrap`

@@ -1,4 +1,4 @@
-//! `[expect]` (DESIGN.md §3): typed expectations that `pdsim check` evaluates against a run's
+//! `[expect]` (docs/architecture.md §3): typed expectations that `pdsim check` evaluates against a run's
 //! summary. Unknown keys are errors (with the nearest valid key), like every other table.
 //!
 //! Each bound names the `summary.json` figure it reads, so `check` evaluates the run's

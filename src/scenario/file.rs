@@ -1,4 +1,4 @@
-//! The scenario file as written (DESIGN.md §3): serde structs with `deny_unknown_fields`.
+//! The scenario file as written (docs/architecture.md §3): serde structs with `deny_unknown_fields`.
 //! Nothing here is checked beyond types; [`super::validate`] turns it into a [`super::Scenario`].
 
 pub use crate::config::{Role, RouterPolicy};

@@ -35,7 +35,7 @@
 //! under an exception stays in rotation — the router keeps sending it requests, which fail at
 //! once — until [`HEALTH_FAILURE_THRESHOLD`] consecutive checks, every
 //! [`HEALTH_CHECK_INTERVAL_NS`] from the router's start, have failed. (An injected
-//! `instance_crash` fault takes the instance out at once, as before: see §2.7.)
+//! `instance_crash` fault takes the instance out at once, as before: see docs/sglang-pd.md §2.7.)
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;

@@ -57,7 +57,7 @@ pub struct ActiveChunk {
     pub flows_left: u32,
     /// A batch of the current target returned −1 (the room already failed).
     pub failed: bool,
-    /// A check that raises after the current target's KV went (the state checks of §2.5).
+    /// A check that raises after the current target's KV went (the state checks of docs/sglang-pd.md §2.5).
     pub after_kv: Option<PdError>,
     /// The concrete writes of the current target, for a decode watched by the oracle through
     /// an inexact plan.
@@ -71,7 +71,7 @@ pub struct Shard {
     pub queue: VecDeque<ChunkJob>,
     /// The chunk being sent.
     pub active: Option<ActiveChunk>,
-    /// The worker thread died on a raised error: nothing on this queue moves again (§2.4).
+    /// The worker thread died on a raised error: nothing on this queue moves again (docs/sglang-pd.md §2.4).
     pub dead: bool,
     /// The pending return of an empty batch call (cancelled by a crash).
     pub empty_key: Option<EventKey>,
@@ -159,7 +159,7 @@ pub struct TransferQueues {
     /// Every rank's queues, lane `rank · queue_size + queue`.
     pub shards: IdVec<ShardId, Shard>,
     /// Per prefill rank, the decode sessions `(instance, decode rank)` that rank blacklisted
-    /// after a return code −1 (§2.6): later chunks to them fail at once.
+    /// after a return code −1 (docs/sglang-pd.md §2.6): later chunks to them fail at once.
     pub blacklists: Vec<BTreeSet<(DecodeId, u32)>>,
     /// The flows of the batch being started (reused, so a batch allocates nothing).
     flows: Vec<crate::layout::RankFlow>,
@@ -329,7 +329,7 @@ impl TransferQueues {
         }
     }
 
-    /// Starts the active chunk's next non-dummy target (§3.1 steps 1–4): the blacklist check,
+    /// Starts the active chunk's next non-dummy target (docs/sglang-pd.md §3.1 steps 1–4): the blacklist check,
     /// then the plan's check for that target (raise → the worker dies; rc −1 → the session is
     /// blacklisted on this rank and the room fails), then the batch.
     fn advance(&mut self, me: PrefillId, lane: ShardId, rank: u32, env: &mut KickEnv) -> Kick {
@@ -350,7 +350,7 @@ impl TransferQueues {
         };
         let mut i = a.next_target;
         while i < end && plan.target(i).dummy {
-            // A dummy target (MLA, prefill TP > decode TP) sends nothing (§3.4).
+            // A dummy target (MLA, prefill TP > decode TP) sends nothing (docs/sglang-pd.md §3.4).
             i += 1;
         }
         if i == end {

@@ -1,7 +1,7 @@
 //! Faults: fabric faults, instance crashes and restarts, a server killed by an exception that
 //! escaped its scheduler loop, the decode heartbeat that notices a dead prefill, and the
 //! router's health check that takes a dead server out of rotation (`docs/sglang-pd.md` §2.6,
-//! §2.7; sglang `CommonKVReceiver` heartbeat and `_handle_node_failure` in
+//! docs/sglang-pd.md §2.7; sglang `CommonKVReceiver` heartbeat and `_handle_node_failure` in
 //! `disaggregation/common/conn.py`; `run_scheduler_process` in `managers/scheduler.py`).
 
 use crate::config::FaultAction;
@@ -55,7 +55,7 @@ impl World<'_> {
     /// Decode `d`'s scheduler raised `e` (decode's first contact with a prefill whose page size
     /// or KV dtype differs: `try_ensure_parallel_info` inside `_ensure_prefill_info`, with no
     /// try/except on the way up): the scheduler process logs "Scheduler hit an exception",
-    /// SIGQUITs its parent and the whole server exits (§2.1). Every request it holds is lost
+    /// SIGQUITs its parent and the whole server exits (docs/sglang-pd.md §2.1). Every request it holds is lost
     /// with it (`server_crashed`); the router keeps sending it requests until its health check
     /// catches it.
     pub(super) fn server_died(&mut self, d: DecodeId, e: &PdError) {

@@ -136,7 +136,7 @@ impl World<'_> {
         }
         // Decode's first contact with the prefill (`try_ensure_parallel_info`, called from
         // `_ensure_prefill_info` in the decode event loop): the page-size and KV-dtype checks
-        // raise a RuntimeError nothing catches, so the decode server dies (§2.1).
+        // raise a RuntimeError nothing catches, so the decode server dies (docs/sglang-pd.md §2.1).
         if let Some(e) = self.plans[p][d].first_contact().cloned() {
             self.fail_with(r, &e);
             self.server_died(d, &e);

@@ -237,7 +237,7 @@ impl World<'_> {
                 let drank = plan.target(target).decode_rank;
                 if let Some(e) = oob {
                     // rc −1: the session is blacklisted on this rank and the room fails with
-                    // sglang's reason (§3.8, §2.6).
+                    // sglang's reason (docs/sglang-pd.md §3.8, §2.6).
                     let rank = self.transfers[p].rank_of(shard);
                     self.transfers[p].blacklists[rank as usize].insert((d, drank));
                     let msg =
@@ -307,7 +307,7 @@ mod template_tests {
 
     const DOC: &str = include_str!("../../docs/sglang-pd.md");
 
-    /// `(id, template)` of every row of §12's table.
+    /// `(id, template)` of every row of docs/sglang-pd.md §12's table.
     fn templates() -> BTreeMap<String, String> {
         let start = DOC
             .find("## 12. Every message pdsim attributes to sglang")
@@ -350,7 +350,7 @@ mod template_tests {
         r.err().expect("the check raises").message
     }
 
-    /// One message: its §12 id, pdsim's text, and the values its f-string is filled with.
+    /// One message: its docs/sglang-pd.md §12 id, pdsim's text, and the values its f-string is filled with.
     type Case = (&'static str, String, Vec<(&'static str, &'static str)>);
 
     /// The layout checks' messages (`checks`), filled from the values that raise them.

@@ -158,7 +158,7 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     // Fitted to the median TTFT rows of sglang's `benchmark_vllm_060/README.md` (ShareGPT,
     // ~215-token prompts): with a ramp (384 was assumed before) a 215-token prefill ran at a
     // sixth of the ceiling and TTFT came out 2.2× the published 31.98 ms; the roofline's
-    // memory bound already prices small forwards, and 0 fits best (docs §2, TTFT table).
+    // memory bound already prices small forwards, and 0 fits best (docs/performance-model.md §2, TTFT table).
     prefill_mfu_half_tokens: 0.0,
     // Assumed: no public decode row is compute-bound (the offline-throughput estimates are the
     // only ones that reach it); 0.55 of peak.

@@ -79,7 +79,7 @@ pub struct MambaSpec {
 /// Sliding-window attention layers of an SWA hybrid (gpt-oss): their KV lives in sglang's SWA
 /// sub-pool (`SWAKVPool`), which keeps only the last `window` tokens of a request and is sent
 /// as a `StateType.SWA` state component, not with the full-attention KV (`docs/sglang-pd.md`
-/// §1.1, §1.3).
+/// docs/sglang-pd.md §1.1, §1.3).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct SwaSpec {
     /// `sliding_window`, tokens.

@@ -1,18 +1,18 @@
-//! The one vocabulary of request failures (DESIGN.md §4): every place that fails a request —
+//! The one vocabulary of request failures (docs/architecture.md §4): every place that fails a request —
 //! the layout checks, the transfer engine, the scheduler — names the failure with an
 //! [`ErrorKind`], and every result file prints it with [`ErrorKind::as_str`].
 //!
 //! The snake_case names are a stable contract: scenario `expect.error_kinds`, `requests.csv`
-//! and `summary.json` all carry them, so a rename is a breaking change of DESIGN.md §4.
+//! and `summary.json` all carry them, so a rename is a breaking change of docs/architecture.md §4.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// Why a request failed, as one stable snake_case name per sglang failure (DESIGN.md §4).
+/// Why a request failed, as one stable snake_case name per sglang failure (docs/architecture.md §4).
 ///
-/// The order of the variants is the order of `ALL` and of DESIGN.md §4; it decides nothing
+/// The order of the variants is the order of `ALL` and of docs/architecture.md §4; it decides nothing
 /// that reaches output (error lists are keyed by the name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -67,7 +67,7 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    /// Every kind, in the order of DESIGN.md §4.
+    /// Every kind, in the order of docs/architecture.md §4.
     pub const ALL: &'static [ErrorKind] = &[
         Self::PageSizeMismatch,
         Self::KvCacheDtypeMismatch,
@@ -157,7 +157,7 @@ impl FromStr for ErrorKind {
 mod tests {
     use super::*;
 
-    /// The names of DESIGN.md §4, pinned: output files carry them, so they never change.
+    /// The names of docs/architecture.md §4, pinned: output files carry them, so they never change.
     const NAMES: [(ErrorKind, &str); 17] = [
         (ErrorKind::PageSizeMismatch, "page_size_mismatch"),
         (ErrorKind::KvCacheDtypeMismatch, "kv_cache_dtype_mismatch"),
@@ -185,7 +185,7 @@ mod tests {
     fn names_are_pinned_and_all_is_complete() {
         assert_eq!(ErrorKind::ALL.len(), NAMES.len());
         for (i, (k, name)) in NAMES.iter().enumerate() {
-            assert_eq!(ErrorKind::ALL[i], *k, "ALL follows DESIGN.md §4 order");
+            assert_eq!(ErrorKind::ALL[i], *k, "ALL follows docs/architecture.md §4 order");
             assert_eq!(k.as_str(), *name);
             assert_eq!(k.to_string(), *name);
         }

@@ -69,7 +69,7 @@ pub struct RequestRow {
     pub rdma_writes: u64,
     /// How it ended.
     pub outcome: Outcome,
-    /// Error kind of a failed request (DESIGN.md §4), empty otherwise.
+    /// Error kind of a failed request (docs/architecture.md §4), empty otherwise.
     pub error_kind: Option<ErrorKind>,
     /// Requests whose pages or slots this request's writes landed on (space-separated ids);
     /// its own id when its own transfer left its own pages or slots wrong.

@@ -1,4 +1,4 @@
-//! The corruption oracle of one decode instance (DESIGN.md §5, `docs/sglang-pd.md` §4).
+//! The corruption oracle of one decode instance (docs/architecture.md §5, `docs/sglang-pd.md` §4).
 //!
 //! [`DecodeMemory`] knows, per decode rank, the registered buffers and which request owns which
 //! page, state slot and metadata row. Planned writes ([`super::Write`]) are applied to it at
@@ -298,7 +298,7 @@ impl DecodeMemory {
     }
 
     /// Allocates free units the way sglang's allocators hand them out: unified KV from the high
-    /// end down (§1.6), other pools lowest id first. `None` if there is not enough room.
+    /// end down (docs/sglang-pd.md §1.6), other pools lowest id first. `None` if there is not enough room.
     pub fn alloc_fresh(
         &mut self,
         req: RequestId,

@@ -6,7 +6,7 @@
 use super::{ChunkRequest, ChunkTransfer, ErrorTiming, KvSend, PairPlan, RankFlow};
 use crate::layout::write::{Pattern, Write, WriteDst};
 
-/// `group_concurrent_contiguous` (§3.2 step 1): `(src start, dst start, pages)` runs where both
+/// `group_concurrent_contiguous` (docs/sglang-pd.md §3.2 step 1): `(src start, dst start, pages)` runs where both
 /// lists advance by one. O(pages).
 pub fn contiguous_runs(src: &[u32], dst: &[u32]) -> Vec<(u32, u32, u32)> {
     let n = src.len().min(dst.len());
@@ -63,7 +63,7 @@ impl PairPlan {
 
     /// [`PairPlan::chunk_into`] for target number `target` alone (an index into
     /// [`PairPlan::targets`]): what one prefill rank's transfer worker sends to one decode rank
-    /// for this chunk (§3.1: the worker walks its targets one after another).
+    /// for this chunk (docs/sglang-pd.md §3.1: the worker walks its targets one after another).
     pub fn chunk_target_into(
         &self,
         req: &ChunkRequest,

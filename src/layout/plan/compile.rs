@@ -48,7 +48,7 @@ impl PairPlan {
         )
         .err();
 
-        // §4.4: the send function, and whether the validator guards it.
+        // docs/sglang-pd.md §4.4: the send function, and whether the validator guards it.
         let path = profile.kv_send_path(p0.mla, p0.unified, tp_p, tp_d);
         let (kv_runs, kv_error) = kv_pairing(profile, path, p0, d0);
         let state = state_pairing(profile, p0, d0);
@@ -80,7 +80,7 @@ impl PairPlan {
 
 /// Which KV regions pair with which (rank 0 of each side stands for all: every rank of an
 /// instance registers the same region list), and the error every chunk raises before its first
-/// write: the envelope validator if it runs (§2.4), the layer-range check (§2.5), or the
+/// write: the envelope validator if it runs (docs/sglang-pd.md §2.4), the layer-range check (§2.5), or the
 /// `IndexError` a too-short decode list provokes.
 fn kv_pairing(
     profile: Profile,
@@ -103,7 +103,7 @@ fn kv_pairing(
     }
 
     let (n_src, n_dst) = (p0.kv_regions.len() as u32, d0.kv_regions.len() as u32);
-    // Published layer ids decide the pairing wherever either side has them (§1.1, §3.2):
+    // Published layer ids decide the pairing wherever either side has them (docs/sglang-pd.md §1.1, §3.2):
     // `has_layer_ids = bool(src_layer_ids or dst_layer_ids)`.
     let has_ids = !p0.kv_layer_ids.is_empty() || !d0.kv_layer_ids.is_empty();
     // Flat branch: MLA, hybrid-MLA, force_flat (= the prefill's unified flag) or layer ids.
@@ -172,7 +172,7 @@ fn kv_pairing(
     (kv_runs, kv_error)
 }
 
-/// How the last chunk's mamba state pairs up (§3.5), decided once per instance pair.
+/// How the last chunk's mamba state pairs up (docs/sglang-pd.md §3.5), decided once per instance pair.
 struct StatePairing {
     /// `(prefill state region, decode state region)`, positional.
     pairs: Vec<(u32, u32)>,
@@ -182,7 +182,7 @@ struct StatePairing {
     error: Option<PdError>,
 }
 
-/// The mamba checks of §2.5 and the positional state pairing of §3.5 (pp = 1).
+/// The mamba checks of docs/sglang-pd.md §2.5 and the positional state pairing of §3.5 (pp = 1).
 fn state_pairing(profile: Profile, p0: &RankLayout, d0: &RankLayout) -> StatePairing {
     let (tp_p, tp_d) = (p0.attn_tp_size, d0.attn_tp_size);
     let mut error = None;
@@ -269,7 +269,7 @@ fn target_plan(
         };
     }
     let (tp_p, tp_d) = (p.attn_tp_size, d.attn_tp_size);
-    // Hybrid-MLA prefill ranks with sub_rank != 0 skip KV (§3.4).
+    // Hybrid-MLA prefill ranks with sub_rank != 0 skip KV (docs/sglang-pd.md §3.4).
     let skip_kv = p.hybrid_mla() && tp_p > tp_d && !t.prefill_rank.is_multiple_of(tp_p / tp_d);
     let kv = if skip_kv || kv_runs.is_empty() {
         KvSend::Nothing
@@ -345,7 +345,7 @@ fn state_sends(t: Target, p: &RankLayout, d: &RankLayout, state: &StatePairing) 
                 });
             }
         } else {
-            // Unsliced (§3.5): the whole source slot, at the source's stride.
+            // Unsliced (docs/sglang-pd.md §3.5): the whole source slot, at the source's stride.
             out.push(StateSend {
                 run,
                 src_item: sr.item_len,
@@ -359,7 +359,7 @@ fn state_sends(t: Target, p: &RankLayout, d: &RankLayout, state: &StatePairing) 
     out
 }
 
-/// §2.1 `_resolve_rank_mapping`: every (prefill rank, decode rank) target.
+/// docs/sglang-pd.md §2.1 `_resolve_rank_mapping`: every (prefill rank, decode rank) target.
 fn rank_mapping(
     tp_p: u32,
     tp_d: u32,
@@ -385,7 +385,7 @@ fn rank_mapping(
         }
     } else {
         // Decode rank d contacts prefill ranks [d·k, (d+1)·k). For plain MLA only the first is
-        // real; hybrid-MLA keeps them real (they send TP-sharded state, §3.4).
+        // real; hybrid-MLA keeps them real (they send TP-sharded state, docs/sglang-pd.md §3.4).
         let k = tp_p / tp_d;
         for d in 0..tp_d {
             for p in d * k..(d + 1) * k {
@@ -411,7 +411,7 @@ struct MhaPairs {
     index_error: Option<PdError>,
 }
 
-/// `get_mha_kv_ptrs_with_pp` with Python's slicing (§3.2): `num_kv_layers = len(src) // 2`,
+/// `get_mha_kv_ptrs_with_pp` with Python's slicing (docs/sglang-pd.md §3.2): `num_kv_layers = len(src) // 2`,
 /// `dst_num_total_layers = len(dst) // 2`; equal → halves; decode with extra draft layers
 /// (`dst_total % layers != 0`) → K `dst[:layers]`, V from `layers · (dst_total // layers)`;
 /// otherwise K `dst[:layers]`, V `dst[dst_total : dst_total + layers]`. A slice past the end
@@ -456,7 +456,7 @@ fn mha_pairs(n_src: u32, n_dst: u32) -> Result<MhaPairs, PdError> {
     })
 }
 
-/// The byte blocks of `_send_mamba_state_slice` for one entry (§3.5, older inline formula,
+/// The byte blocks of `_send_mamba_state_slice` for one entry (docs/sglang-pd.md §3.5, older inline formula,
 /// applied per GDN/KDA conv sub-block): `(src_off, dst_off, len)`. `outer` is the entry's
 /// `get_state_slice_outer_counts` value: the sliced axis repeats `outer` times per slot (KDA conv
 /// `[K - 1, channels/tp]`), so the blocks repeat once per outer row, each row
@@ -528,7 +528,7 @@ fn merge_state(sends: Vec<StateSend>) -> Vec<StateSend> {
     out
 }
 
-/// `send_kvcache_slice` head mapping (§3.3): `(src byte offset in a token row, dst byte offset in
+/// `send_kvcache_slice` head mapping (docs/sglang-pd.md §3.3): `(src byte offset in a token row, dst byte offset in
 /// a token row, bytes per token)` for one target.
 fn head_slice(p: &RankLayout, d: &RankLayout) -> (u64, u64, u64) {
     let (tp_p, tp_d) = (p.attn_tp_size, d.attn_tp_size);

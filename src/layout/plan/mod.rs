@@ -1,5 +1,5 @@
 //! The transfer plan of one (prefill instance, decode instance) pair (`docs/sglang-pd.md` §2.1,
-//! §3): compiled once, asked per chunk.
+//! docs/sglang-pd.md §3): compiled once, asked per chunk.
 //!
 //! A [`PairPlan`] holds the rank mapping, the send path per (prefill rank, decode rank) target,
 //! and which checks fire and when. Per chunk, [`PairPlan::chunk`] gives the flows (bytes and RDMA
@@ -30,7 +30,7 @@ pub use chunk::contiguous_runs;
 
 /// What the simulator asks per chunk. Page ids are the instance's physical ids: `src_pages` on
 /// the prefill, `dst_pages` the decode page ids sglang pairs with them (the slice
-/// `dst_kv_indices[index_slice]` of the decode's list, in prefill page positions; §3.1).
+/// `dst_kv_indices[index_slice]` of the decode's list, in prefill page positions; docs/sglang-pd.md §3.1).
 #[derive(Clone, Copy, Debug)]
 pub struct ChunkRequest<'a> {
     /// Prefill page ids of this chunk.
@@ -81,7 +81,7 @@ pub enum ErrorTiming {
     AfterKv,
 }
 
-/// One (prefill rank, decode rank) pair of the rank mapping (§2.1).
+/// One (prefill rank, decode rank) pair of the rank mapping (docs/sglang-pd.md §2.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Target {
     /// Prefill rank.
@@ -116,9 +116,9 @@ enum KvSend {
     /// Dummy target, a hybrid-MLA sub-rank that skips KV, or zero layers to send.
     Nothing,
     /// `_send_kvcache_generic`: one write per (region, contiguous run); destination offsets use
-    /// the prefill's `item` (§3.2 step 3).
+    /// the prefill's `item` (docs/sglang-pd.md §3.2 step 3).
     Generic { runs: Vec<RegionRun>, item: u64 },
-    /// `send_kvcache_slice`: one write per (region, page, token) (§3.3).
+    /// `send_kvcache_slice`: one write per (region, page, token) (docs/sglang-pd.md §3.3).
     Sliced {
         runs: Vec<RegionRun>,
         src_item: u64,
@@ -135,7 +135,7 @@ enum KvSend {
 struct StateSend {
     run: RegionRun,
     src_item: u64,
-    /// Destination slot stride: the source length on the unsliced path (§3.5), the decode's
+    /// Destination slot stride: the source length on the unsliced path (docs/sglang-pd.md §3.5), the decode's
     /// item on the sliced path.
     dst_stride: u64,
     src_off: u64,
@@ -205,7 +205,7 @@ impl PairPlan {
     }
 
     /// The indices of prefill rank `rank`'s targets: the decode ranks whose metadata that
-    /// rank's `transfer_infos[room]` holds, in decode-rank order (§2.1, §3.1).
+    /// rank's `transfer_infos[room]` holds, in decode-rank order (docs/sglang-pd.md §2.1, §3.1).
     pub fn rank_targets(&self, rank: u32) -> std::ops::Range<usize> {
         let start = self
             .targets
@@ -217,7 +217,7 @@ impl PairPlan {
     }
 
     /// Decode's first-contact error (page size, KV dtype string), raised on decode before the
-    /// request's metadata is sent (§2.1). `None` under `unguarded`.
+    /// request's metadata is sent (docs/sglang-pd.md §2.1). `None` under `unguarded`.
     pub fn first_contact(&self) -> Option<&PdError> {
         self.first_contact.as_ref()
     }

@@ -1,4 +1,4 @@
-//! End-to-end checks of compiled plans: bytes, write counts and exactness per §3 case.
+//! End-to-end checks of compiled plans: bytes, write counts and exactness per docs/sglang-pd.md §3 case.
 
 use super::*;
 use crate::layout::write::Write;
@@ -52,7 +52,7 @@ fn mha_equal_tp_bytes_and_writes() {
 
 #[test]
 fn head_sliced_write_count_is_arithmetic() {
-    // §3.3 example: Llama-3.1-8B, ps 16, 8192-token chunk, tp 1 → 2: per decode rank
+    // docs/sglang-pd.md §3.3 example: Llama-3.1-8B, ps 16, 8192-token chunk, tp 1 → 2: per decode rank
     // 64 × 512 × 16 = 524 288 writes of 1024 B.
     let pl = plan(
         "llama-3.1-8b",

@@ -11,7 +11,7 @@ use crate::layout::LayoutError;
 
 /// The element encoding of the KV cache after the `--kv-cache-dtype` flag is resolved.
 ///
-/// `auto` follows the model's activation dtype. fp8 is stored as `uint8` (1 byte, §1.3). Two flags
+/// `auto` follows the model's activation dtype. fp8 is stored as `uint8` (1 byte, docs/sglang-pd.md §1.3). Two flags
 /// that resolve to the same encoding store identical bytes (`auto` and `bf16` on a bf16 model),
 /// although sglang's first-contact check still compares the flag strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -67,7 +67,7 @@ pub enum KvPart {
     V,
     /// MLA compressed latent plus rope key of one layer.
     Latent,
-    /// All full-attention layers of one page (`--enable-unified-memory`, §1.6).
+    /// All full-attention layers of one page (`--enable-unified-memory`, docs/sglang-pd.md §1.6).
     PageEnvelope,
 }
 
@@ -79,7 +79,7 @@ pub enum StatePart {
     Conv,
     /// SSM (temporal) state, `[num_heads/tp, head_dim, state_size]` per slot.
     Temporal,
-    /// All mamba layers' conv and temporal state of one slot (unified, §1.6); for an SWA
+    /// All mamba layers' conv and temporal state of one slot (unified, docs/sglang-pd.md §1.6); for an SWA
     /// hybrid, all sliding-window layers' window of one request.
     SlotEnvelope,
     /// K or V of one sliding-window layer over one request's window (`StateType.SWA`): the
@@ -123,7 +123,7 @@ pub enum Stream {
         /// Bytes of one channel (conv) or one head (temporal).
         row_bytes: u64,
     },
-    /// One metadata buffer (§1.5); a column is the byte within the row.
+    /// One metadata buffer (docs/sglang-pd.md §1.5); a column is the byte within the row.
     Aux {
         /// Index in the aux list.
         index: u32,

@@ -23,7 +23,7 @@ pub struct KvRegion {
     pub(crate) cell: CellFormat,
 }
 
-/// §1.2: `(total KV heads, KV heads per rank, first global KV head of this rank)` for rank
+/// docs/sglang-pd.md §1.2: `(total KV heads, KV heads per rank, first global KV head of this rank)` for rank
 /// `rank` of attention TP `tp`. MLA has one replicated latent "head".
 pub(super) fn kv_heads(
     model: &ModelSpec,
@@ -63,7 +63,7 @@ pub(super) fn kv_heads(
     })
 }
 
-/// §1.3 / §1.6: the KV regions in registration order, for a rank holding `h_r` KV heads from
+/// docs/sglang-pd.md §1.3 / §1.6: the KV regions in registration order, for a rank holding `h_r` KV heads from
 /// global head `first_head` on, with pages of `ps` tokens.
 pub(super) fn kv_regions(
     model: &ModelSpec,
@@ -76,7 +76,7 @@ pub(super) fn kv_regions(
     let ps64 = u64::from(ps);
     // Sliding-window layers are not in the full-attention pool (they are the SWA state).
     let layers = &model.full_attention_layers();
-    // Per-layer KV blocks (one page of one layer), §1.3.
+    // Per-layer KV blocks (one page of one layer), docs/sglang-pd.md §1.3.
     let kv_block = |layer: u32, part: KvPart| -> Block {
         match model.attention {
             KvAttention::Mha { head_dim, .. } => {
@@ -121,7 +121,7 @@ pub(super) fn kv_regions(
     };
 
     let kv_regions: Vec<KvRegion> = if unified {
-        // §1.6: one page envelope [L0_K·ps | L0_V·ps | L1_K·ps | …].
+        // docs/sglang-pd.md §1.6: one page envelope [L0_K·ps | L0_V·ps | L1_K·ps | …].
         let blocks: Vec<Block> = layers
             .iter()
             .flat_map(|&l| per_layer_parts.iter().map(move |&p| (l, p)))

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::layout::rank::cell::{Block, CellFormat, Stream};
 use crate::spec::ModelSpec;
 
-/// One metadata buffer (§1.5): one row per metadata slot.
+/// One metadata buffer (docs/sglang-pd.md §1.5): one row per metadata slot.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AuxRegion {
     /// sglang's buffer name.
@@ -19,7 +19,7 @@ pub struct AuxRegion {
     pub(crate) cell: CellFormat,
 }
 
-/// Rows of `MetadataBuffers` (§1.5), with their padded byte lengths. `output_hidden_states` is
+/// Rows of `MetadataBuffers` (docs/sglang-pd.md §1.5), with their padded byte lengths. `output_hidden_states` is
 /// `hidden_size * activation bytes`.
 pub(super) fn aux_regions(model: &ModelSpec) -> Vec<AuxRegion> {
     let row = |name: &'static str, item_len: u64| (name, item_len);

@@ -30,7 +30,7 @@ pub use state::StateRegion;
 pub(crate) use state::padded_groups;
 pub use view::{Dim, RegionGroup, render_table};
 
-/// The layout one attention-TP rank registers (`kv_args`, §1.1), for one model and server args.
+/// The layout one attention-TP rank registers (`kv_args`, docs/sglang-pd.md §1.1), for one model and server args.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RankLayout {
     /// Model name.
@@ -53,13 +53,13 @@ pub struct RankLayout {
     pub hybrid: bool,
     /// Total KV heads of the model (`total_kv_head_num`; 1 for MLA).
     pub total_kv_heads: u32,
-    /// KV heads this rank stores, `max(1, H_kv / tp)` (§1.2).
+    /// KV heads this rank stores, `max(1, H_kv / tp)` (docs/sglang-pd.md §1.2).
     pub kv_heads_per_rank: u32,
     /// First global KV head this rank stores (`r * h_r`, or `r / (tp / H_kv)` when replicated).
     pub first_kv_head: u32,
     /// KV regions in registration order (MHA: all K layers then all V layers).
     pub kv_regions: Vec<KvRegion>,
-    /// `kv_layer_ids` as published (`get_transfer_kv_layer_ids`, §1.1): a non-unified hybrid
+    /// `kv_layer_ids` as published (`get_transfer_kv_layer_ids`, docs/sglang-pd.md §1.1): a non-unified hybrid
     /// pool (`HybridLinearKVPool`, the SWA pool) publishes the global layer id of each KV
     /// region (every K then every V); plain MHA/MLA pools publish none, and the unified pool's
     /// `get_kv_layer_ids` returns `[]` ("the sender falls back to positional pairing").
@@ -72,14 +72,14 @@ pub struct RankLayout {
     /// Unsharded conv sub-block widths (`[key_dim, key_dim, value_dim]` for GDN), published with
     /// the per-layer conv regions; empty for Mamba2 and for the unified envelope.
     pub conv_shard_groups: Vec<u32>,
-    /// Aux buffers (§1.5), in order.
+    /// Aux buffers (docs/sglang-pd.md §1.5), in order.
     pub aux: Vec<AuxRegion>,
 }
 
 impl RankLayout {
     /// The layout attention-TP rank `rank` of an instance of `model` with `server` registers.
     ///
-    /// Errors: an unknown KV dtype flag, unified memory on a model without hybrid layers (§9),
+    /// Errors: an unknown KV dtype flag, unified memory on a model without hybrid layers (docs/sglang-pd.md §9),
     /// a TP that neither divides nor is a multiple of the KV head count, a mamba dimension TP does
     /// not divide, or MHA with different K and V head dims (no preset has one).
     pub fn new(model: &ModelSpec, server: &ServerArgs, rank: u32) -> Result<Self, LayoutError> {
@@ -102,11 +102,11 @@ impl RankLayout {
         }
         let dtype = KvDtype::resolve(&server.kv_cache_dtype, model.activation_bytes)?;
 
-        // §1.2: heads per rank and which global heads this rank holds.
+        // docs/sglang-pd.md §1.2: heads per rank and which global heads this rank holds.
         let (total_heads, h_r, first_head) = kv::kv_heads(model, tp, rank)?;
         let unified = server.enable_unified_memory;
         let kv_regions = kv::kv_regions(model, dtype, ps, (h_r, first_head), unified);
-        // §1.4 / §1.6: mamba state.
+        // docs/sglang-pd.md §1.4 / §1.6: mamba state.
         let (mut state_regions, conv_shard_groups) =
             state::state_regions(model, tp, rank, unified)?;
         state_regions.extend(state::swa_regions(

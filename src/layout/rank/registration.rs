@@ -1,6 +1,6 @@
 //! What one rank registers with the transfer engine for a given [`Capacity`]: its buffers and
 //! their byte lengths, and which unit families (KV pages, state slots, aux rows) each holds —
-//! including the unified pool, where KV and mamba state share one raw buffer (§1.6, §4).
+//! including the unified pool, where KV and mamba state share one raw buffer (docs/sglang-pd.md §1.6, §4).
 //!
 //! Units: bytes for every length and stride; page, slot and row ids are indices (page/slot 0 is
 //! the padding sink).
@@ -72,7 +72,7 @@ pub struct Registration {
     /// Buffer of each aux region.
     pub aux_buffer: Vec<u32>,
     /// Page ids requests may own. Unified pools keep KV at the high end of the raw buffer, so
-    /// these start above the mamba sub-pool (§1.6).
+    /// these start above the mamba sub-pool (docs/sglang-pd.md §1.6).
     pub page_ids: Range<u32>,
     /// Slot ids requests may own (slot 0 is the sink).
     pub slot_ids: Range<u32>,
@@ -82,7 +82,7 @@ impl RankLayout {
     /// The registered buffers of this rank for `cap`, with the unit families each stores.
     ///
     /// Non-unified: every KV and state region is its own tensor of `(units + 1) * item_len` bytes
-    /// (unit 0 is the sink). Unified (§1.6, §4 "shared geometry"): one raw buffer; slot `s` of the
+    /// (unit 0 is the sink). Unified (docs/sglang-pd.md §1.6, §4 "shared geometry"): one raw buffer; slot `s` of the
     /// mamba sub-pool at `s * M` from the low end (slot 0 the sink), KV page `p` at `p * E`, the
     /// KV sub-pool at the high end: its first page is the first multiple of `E` above the last
     /// slot, so page ids start at `ceil((slots + 1) * M / E)`. Aux buffers hold `aux_rows` rows.

@@ -21,7 +21,7 @@ pub struct StateRegion {
     /// Bytes of one slot of this region.
     pub item_len: u64,
     /// The TP-sliced outermost dimension (`get_state_dim_per_tensor`): `conv_dim/tp` or
-    /// `num_heads/tp`. `None` for the unified envelope, which publishes no dims (§1.6).
+    /// `num_heads/tp`. `None` for the unified envelope, which publishes no dims (docs/sglang-pd.md §1.6).
     pub dim_per_tensor: Option<u32>,
     /// Per-slot shape, elements (`[conv_dim/tp, conv_kernel-1]`, `[heads/tp, head_dim, state]`).
     pub shape: Vec<u64>,
@@ -39,7 +39,7 @@ pub struct StateRegion {
 
 impl StateRegion {
     /// The unified pool's slot envelope around `cell`: one byte-addressed region of the
-    /// cell's length, publishing no dims (§1.6).
+    /// cell's length, publishing no dims (docs/sglang-pd.md §1.6).
     fn envelope(cell: CellFormat) -> Self {
         Self {
             part: StatePart::SlotEnvelope,
@@ -58,7 +58,7 @@ fn is_one(x: &u32) -> bool {
     *x == 1
 }
 
-/// Mamba2StateShape per rank (§1.4).
+/// Mamba2StateShape per rank (docs/sglang-pd.md §1.4).
 struct MambaShape {
     /// Conv sub-block widths per rank (one entry for Mamba2).
     conv_groups_rank: Vec<u32>,
@@ -181,7 +181,7 @@ fn mamba_shape(model: &ModelSpec, tp: u32) -> Result<Option<MambaShape>, LayoutE
     }))
 }
 
-/// §1.4 / §1.6: the state regions of rank `rank` of attention TP `tp` (empty without mamba
+/// docs/sglang-pd.md §1.4 / §1.6: the state regions of rank `rank` of attention TP `tp` (empty without mamba
 /// layers), and the `conv_shard_groups` it publishes with them.
 pub(super) fn state_regions(
     model: &ModelSpec,
@@ -316,9 +316,9 @@ pub(super) fn swa_window_tokens(window: u32, ps: u32) -> u32 {
     (window.div_ceil(ps) + 1) * ps
 }
 
-/// The `StateType.SWA` component of an SWA hybrid (§1.1: `get_state_buf_infos()` of the SWA
+/// The `StateType.SWA` component of an SWA hybrid (docs/sglang-pd.md §1.1: `get_state_buf_infos()` of the SWA
 /// sub-pool): per sliding-window layer a K and a V region (all K, then all V), each unit one
-/// request's window; with unified memory one envelope holding every window (§1.6). Empty for
+/// request's window; with unified memory one envelope holding every window (docs/sglang-pd.md §1.6). Empty for
 /// other models.
 pub(super) fn swa_regions(
     model: &ModelSpec,

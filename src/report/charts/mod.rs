@@ -1,4 +1,4 @@
-//! Charts of one run (DESIGN.md §4 `charts/`): TTFT and TPOT CDFs, throughput, queue depth, KV
+//! Charts of one run (docs/architecture.md §4 `charts/`): TTFT and TPOT CDFs, throughput, queue depth, KV
 //! usage and utilisation over time, the outcome breakdown and a per-request phase timeline.
 //! The CDFs show the `[slo]` targets; the throughput chart shows failed and corrupted requests
 //! per second beside completed ones; every time chart marks the injected faults, recoveries and

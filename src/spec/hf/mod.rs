@@ -448,7 +448,7 @@ fn deepseek_hf(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         active: "num_experts_per_tok",
         expert_inter: "moe_intermediate_size",
     };
-    // num_nextn_predict_layers (MTP) is a separate draft pool in sglang (§5), not counted.
+    // num_nextn_predict_layers (MTP) is a separate draft pool in sglang (docs/sglang-pd.md §5), not counted.
     deepseek(f, name, &keys, f.weight_bytes()?)
 }
 

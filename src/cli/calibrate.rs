@@ -44,32 +44,41 @@ pub struct CalibrateArgs {
 /// Runs the fit, prints the report and writes the file.
 pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
     let gpu = gpu::gpu_preset(&a.gpu).ok_or_else(|| {
-        CliError::Usage(format!(
-            "--gpu {:?}: unknown GPU preset; valid presets: {}",
-            a.gpu,
-            gpu::GPU_PRESETS.join(", ")
-        ))
+        CliError::flag(
+            "--gpu",
+            format!(
+                "--gpu {:?}: unknown GPU preset; valid presets: {}",
+                a.gpu,
+                gpu::GPU_PRESETS.join(", ")
+            ),
+        )
     })?;
     let spec = super::layout::load_model(&a.model)?;
     if a.tp == 0 || a.tp > 1024 {
-        return Err(CliError::Usage(format!(
-            "--tp {}: must be in 1..=1024 (GPUs per instance)",
-            a.tp
-        )));
+        return Err(CliError::flag(
+            "--tp",
+            format!("--tp {}: must be in 1..=1024 (GPUs per instance)", a.tp),
+        ));
     }
     if !server::KV_CACHE_DTYPES.contains(&a.kv_cache_dtype.as_str()) {
-        return Err(CliError::Usage(format!(
-            "--kv-cache-dtype {:?}: valid values are {}",
-            a.kv_cache_dtype,
-            server::KV_CACHE_DTYPES.join(", ")
-        )));
+        return Err(CliError::flag(
+            "--kv-cache-dtype",
+            format!(
+                "--kv-cache-dtype {:?}: valid values are {}",
+                a.kv_cache_dtype,
+                server::KV_CACHE_DTYPES.join(", ")
+            ),
+        ));
     }
     let base = cal::named(&a.base, &gpu).ok_or_else(|| {
-        CliError::Usage(format!(
-            "--base {:?}: valid calibrations are {}",
-            a.base,
-            cal::CALIBRATIONS.join(", ")
-        ))
+        CliError::flag(
+            "--base",
+            format!(
+                "--base {:?}: valid calibrations are {}",
+                a.base,
+                cal::CALIBRATIONS.join(", ")
+            ),
+        )
     })?;
     let args = crate::spec::ServerArgs {
         tp_size: a.tp,
@@ -88,18 +97,21 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
         .kv_dtype_bytes(spec.activation_bytes)
         .expect("a checked dtype");
     if let Some(m) = a.measurements.iter().find(|m| super::same_file(m, &a.out)) {
-        return Err(CliError::Usage(format!(
-            "--out {}: is the measurement file {}; writing the calibration there would destroy the measurements — give another --out",
-            a.out.display(),
-            m.display()
-        )));
+        return Err(CliError::flag(
+            "--out",
+            format!(
+                "--out {}: is the measurement file {}; writing the calibration there would destroy the measurements — give another --out",
+                a.out.display(),
+                m.display()
+            ),
+        ));
     }
     let mut points: Vec<StepPoint> = Vec::new();
     for path in &a.measurements {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path)
-            .map_err(|e| CliError::Usage(format!("{name}: cannot read measurements: {e}")))?;
-        points.extend(measure::parse(&name, &text).map_err(CliError::Usage)?);
+            .map_err(|e| CliError::input(path, format!("{name}: cannot read measurements: {e}")))?;
+        points.extend(measure::parse(&name, &text).map_err(|m| CliError::input(path, m))?);
     }
     physical(&points)?;
     let setup = Setup {
@@ -151,10 +163,13 @@ fn physical(points: &[StepPoint]) -> Result<(), CliError> {
     let (lo, hi) = STEP_MS_RANGE;
     for p in points {
         if !(p.ms.is_finite() && p.ms >= lo && p.ms <= hi) {
-            return Err(CliError::Usage(format!(
-                "{}: step time {} ms is not a physical measurement; it must be between {lo} ms (1 µs) and {hi} ms (an hour) — are the times in another unit?",
-                p.origin, p.ms
-            )));
+            return Err(CliError::input(
+                &p.origin,
+                format!(
+                    "{}: step time {} ms is not a physical measurement; it must be between {lo} ms (1 µs) and {hi} ms (an hour) — are the times in another unit?",
+                    p.origin, p.ms
+                ),
+            ));
         }
     }
     Ok(())

@@ -31,9 +31,10 @@ pub struct ExplainArgs {
 pub fn run(a: &ExplainArgs) -> Result<(), CliError> {
     let dir = if a.path.is_dir() {
         if !a.sets.is_empty() {
-            return Err(CliError::Usage(
-                "--set applies to a scenario file, not to a results folder".into(),
-            ));
+            return Err(CliError::Flag {
+                flag: "--set",
+                message: "--set applies to a scenario file, not to a results folder".into(),
+            });
         }
         a.path.clone()
     } else if a.path.is_file() {
@@ -50,10 +51,13 @@ pub fn run(a: &ExplainArgs) -> Result<(), CliError> {
         ));
         dir
     } else {
-        return Err(CliError::Usage(format!(
-            "{}: neither a results folder nor a scenario file",
-            a.path.display()
-        )));
+        return Err(CliError::Input {
+            path: a.path.clone(),
+            message: format!(
+                "{}: neither a results folder nor a scenario file",
+                a.path.display()
+            ),
+        });
     };
     super::readback::results_dir(&dir)?;
     super::print_out(&explain_dir(&dir, a.markdown)?)

@@ -42,10 +42,13 @@ pub(super) fn load_model(name: &str) -> Result<crate::spec::ModelSpec, CliError>
         None if name.ends_with(".json") || Path::new(name).is_file() => {
             Ok(crate::spec::hf::load_model_config(Path::new(name))?)
         }
-        None => Err(CliError::Usage(format!(
-            "--model {name:?} is neither a preset ({}) nor a config.json file",
-            model::MODEL_PRESETS.join(", ")
-        ))),
+        None => Err(CliError::Flag {
+            flag: "--model",
+            message: format!(
+                "--model {name:?} is neither a preset ({}) nor a config.json file",
+                model::MODEL_PRESETS.join(", ")
+            ),
+        }),
     }
 }
 
@@ -53,22 +56,29 @@ pub(super) fn load_model(name: &str) -> Result<crate::spec::ModelSpec, CliError>
 pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
     let spec = load_model(&a.model)?;
     if !server::KV_CACHE_DTYPES.contains(&a.kv_cache_dtype.as_str()) {
-        return Err(CliError::Usage(format!(
-            "--kv-cache-dtype {:?}: valid values are {}",
-            a.kv_cache_dtype,
-            server::KV_CACHE_DTYPES.join(", ")
-        )));
+        return Err(CliError::Flag {
+            flag: "--kv-cache-dtype",
+            message: format!(
+                "--kv-cache-dtype {:?}: valid values are {}",
+                a.kv_cache_dtype,
+                server::KV_CACHE_DTYPES.join(", ")
+            ),
+        });
     }
     if a.tp == 0 || a.page_size == 0 {
-        return Err(CliError::Usage(
-            "--tp and --page-size must be at least 1".into(),
-        ));
+        return Err(CliError::Flag {
+            flag: if a.tp == 0 { "--tp" } else { "--page-size" },
+            message: "--tp and --page-size must be at least 1".into(),
+        });
     }
     if a.rank >= a.tp {
-        return Err(CliError::Usage(format!(
-            "--rank {} is out of range for --tp {} (0..{})",
-            a.rank, a.tp, a.tp
-        )));
+        return Err(CliError::Flag {
+            flag: "--rank",
+            message: format!(
+                "--rank {} is out of range for --tp {} (0..{})",
+                a.rank, a.tp, a.tp
+            ),
+        });
     }
     let args = ServerArgs {
         tp_size: a.tp,
@@ -85,8 +95,10 @@ pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
     };
     let layout = RankLayout::new(&spec, &args, a.rank)?;
     if a.json {
-        let text = serde_json::to_string_pretty(&layout)
-            .map_err(|e| CliError::Usage(format!("cannot render JSON: {e}")))?;
+        let text = serde_json::to_string_pretty(&layout).map_err(|e| CliError::Flag {
+            flag: "--json",
+            message: format!("cannot render JSON: {e}"),
+        })?;
         super::print_out(&format!("{text}\n"))
     } else {
         super::print_out(&render_table(&layout))

@@ -56,9 +56,34 @@ pub enum Command {
 /// Why a verb failed, with its exit code.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    /// A bad flag or argument (exit 2).
+    /// A bad flag or argument (exit 2). Being replaced by the typed variants below, verb by verb.
     #[error("{0}")]
     Usage(String),
+    /// A flag's value is not valid (exit 2): `flag` names it (`--tp`, `--gpu`), the message
+    /// says what would be.
+    #[error("{message}")]
+    Flag {
+        /// The flag, as typed on the command line.
+        flag: &'static str,
+        /// What is wrong and what is valid.
+        message: String,
+    },
+    /// Flags that cannot be given together (exit 2).
+    #[error("{message}")]
+    Conflict {
+        /// The flags, as typed.
+        flags: &'static [&'static str],
+        /// Why, and which to keep.
+        message: String,
+    },
+    /// A path argument that is not what the verb reads, or an input it refuses (exit 2).
+    #[error("{message}")]
+    Input {
+        /// The file or folder.
+        path: PathBuf,
+        /// What is wrong with it and what the verb wants.
+        message: String,
+    },
     /// An unreadable or invalid trace (exit 2).
     #[error("{0}")]
     Trace(#[from] crate::workload::trace::TraceError),
@@ -97,10 +122,41 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// A bad value of `flag` (exit 2).
+    pub fn flag(flag: &'static str, message: String) -> Self {
+        CliError::Flag { flag, message }
+    }
+
+    /// A refused input file or folder (exit 2).
+    pub fn input(path: impl Into<PathBuf>, message: String) -> Self {
+        CliError::Input {
+            path: path.into(),
+            message,
+        }
+    }
+
+    /// The flag, key or file the error is about, for callers that act on it (a notebook's
+    /// exception, an editor's squiggle): `--tp`, `pools.decode.server.tp_size`, a path.
+    pub fn key(&self) -> Option<String> {
+        match self {
+            CliError::Flag { flag, .. } => Some((*flag).to_string()),
+            CliError::Conflict { flags, .. } => Some(flags.join(" ")),
+            CliError::Input { path, .. } => Some(path.display().to_string()),
+            CliError::Scenario(e) if !e.key.is_empty() => Some(e.key.clone()),
+            CliError::Results(crate::report::schema::ReadError::Shape { path, field, .. }) => {
+                Some(format!("{}: {field}", path.display()))
+            }
+            _ => None,
+        }
+    }
+
     /// docs/architecture.md §2: 1 a negative verdict, 2 usage or invalid input, 3 I/O.
     pub fn exit_code(&self) -> i32 {
         match self {
             CliError::Usage(_)
+            | CliError::Flag { .. }
+            | CliError::Conflict { .. }
+            | CliError::Input { .. }
             | CliError::Trace(_)
             | CliError::ModelConfig(_)
             | CliError::Layout(_)
@@ -175,4 +231,43 @@ pub fn shown(p: &std::path::Path) -> String {
 /// The default output folder of a run.
 pub fn default_out(name: &str) -> PathBuf {
     PathBuf::from("results").join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every typed user mistake carries the flag, key or file it is about and exits 2; a
+    /// results file that cannot be read at all is I/O (3).
+    #[test]
+    fn typed_errors_name_their_key_and_exit_2() {
+        let flag = CliError::flag("--tp", "--tp 0: must be at least 1".into());
+        assert_eq!((flag.key().as_deref(), flag.exit_code()), (Some("--tp"), 2));
+        let both = CliError::Conflict {
+            flags: &["--trace-events", "--summary-only"],
+            message: "pick one".into(),
+        };
+        assert_eq!(both.key().as_deref(), Some("--trace-events --summary-only"));
+        assert_eq!(both.exit_code(), 2);
+        let input = CliError::input("results/x", "not a results folder".into());
+        assert_eq!(
+            (input.key().as_deref(), input.exit_code()),
+            (Some("results/x"), 2)
+        );
+        let shape = CliError::Results(crate::report::schema::ReadError::Shape {
+            path: "r/summary.json".into(),
+            field: "requests.arrived".into(),
+            message: "missing".into(),
+            what: "summary.json",
+        });
+        assert_eq!(
+            (shape.key().as_deref(), shape.exit_code()),
+            (Some("r/summary.json: requests.arrived"), 2)
+        );
+        let unreadable = CliError::Results(crate::report::schema::ReadError::Io {
+            path: "r/run.json".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+        assert_eq!(unreadable.exit_code(), 3);
+    }
 }

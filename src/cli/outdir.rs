@@ -158,10 +158,13 @@ impl OutDir {
     pub fn open(dir: &Path, verb: &str, files: &[&str], resume: bool) -> Result<Self, CliError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         if !dir.is_dir() {
-            return Err(CliError::Usage(format!(
-                "{}: not a folder; give --out a folder to write the results into",
-                dir.display()
-            )));
+            return Err(CliError::Input {
+                path: dir.to_path_buf(),
+                message: format!(
+                    "{}: not a folder; give --out a folder to write the results into",
+                    dir.display()
+                ),
+            });
         }
         let (lock, stale) = take_lock(dir, verb)?;
         let staging = dir.join(STAGING);
@@ -299,19 +302,25 @@ pub fn check_complete(dir: &Path, verb_hint: &str) -> Result<(), CliError> {
     let lock = dir.join(LOCK);
     if lock.exists() {
         let holder = holder_text(&std::fs::read_to_string(&lock).unwrap_or_default());
-        return Err(CliError::Usage(format!(
-            "{}: incomplete: {} is writing it or was killed before it finished ({}); wait for it, or {verb_hint}",
-            dir.display(),
-            holder,
-            lock.display()
-        )));
+        return Err(CliError::Input {
+            path: lock.clone(),
+            message: format!(
+                "{}: incomplete: {} is writing it or was killed before it finished ({}); wait for it, or {verb_hint}",
+                dir.display(),
+                holder,
+                lock.display()
+            ),
+        });
     }
     if dir.join(STAGING).exists() {
-        return Err(CliError::Usage(format!(
-            "{}: incomplete: it holds the partial output of a writer that did not finish ({}); {verb_hint}",
-            dir.display(),
-            dir.join(STAGING).display()
-        )));
+        return Err(CliError::Input {
+            path: dir.join(STAGING),
+            message: format!(
+                "{}: incomplete: it holds the partial output of a writer that did not finish ({}); {verb_hint}",
+                dir.display(),
+                dir.join(STAGING).display()
+            ),
+        });
     }
     Ok(())
 }

@@ -15,10 +15,13 @@ pub fn results_dir(dir: &Path) -> Result<(), CliError> {
     super::outdir::check_complete(dir, "run it again")?;
     let sp = dir.join("summary.json");
     if !sp.is_file() {
-        return Err(CliError::Usage(format!(
-            "{}: no summary.json, so not a finished `pdsim run` results folder",
-            dir.display()
-        )));
+        return Err(CliError::Input {
+            path: dir.to_path_buf(),
+            message: format!(
+                "{}: no summary.json, so not a finished `pdsim run` results folder",
+                dir.display()
+            ),
+        });
     }
     schema::read_summary(&sp)?;
     let rp = dir.join("run.json");

@@ -93,19 +93,24 @@ pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
     }
     let format = if args.png {
         if !ImageFormat::Png.supported() {
-            return Err(CliError::Usage(
-                "--png needs a build with PNG support: cargo build --release --features png".into(),
-            ));
+            return Err(CliError::Flag {
+                flag: "--png",
+                message:
+                    "--png needs a build with PNG support: cargo build --release --features png"
+                        .into(),
+            });
         }
         ImageFormat::Png
     } else {
         ImageFormat::Svg
     };
     if args.summary_only && args.trace_events {
-        return Err(CliError::Usage(
-            "--trace-events needs the request rows that --summary-only skips; use one of them"
-                .into(),
-        ));
+        return Err(CliError::Conflict {
+            flags: &["--trace-events", "--summary-only"],
+            message:
+                "--trace-events needs the request rows that --summary-only skips; use one of them"
+                    .into(),
+        });
     }
     let out = if args.summary_only {
         run_summary_only(&sc, &dir, !args.quiet)?

@@ -185,7 +185,11 @@ mod tests {
     fn names_are_pinned_and_all_is_complete() {
         assert_eq!(ErrorKind::ALL.len(), NAMES.len());
         for (i, (k, name)) in NAMES.iter().enumerate() {
-            assert_eq!(ErrorKind::ALL[i], *k, "ALL follows docs/architecture.md §4 order");
+            assert_eq!(
+                ErrorKind::ALL[i],
+                *k,
+                "ALL follows docs/architecture.md §4 order"
+            );
             assert_eq!(k.as_str(), *name);
             assert_eq!(k.to_string(), *name);
         }

@@ -347,23 +347,24 @@ fn percent(v: f64) -> String {
 fn fault_markers(sc: &Scenario) -> Vec<Marker> {
     use crate::config::FaultAction;
     use crate::fabric::Fault;
-    let Some(files) = sc.resolved["faults"].as_array() else {
+    use serde::Deserialize;
+    let Ok(file) = crate::scenario::file::ScenarioFile::deserialize(&sc.resolved) else {
         return Vec::new();
     };
     // `sc.faults` is the file's list stably sorted by time: sort the file's entries alike.
-    let mut files: Vec<&serde_json::Value> = files.iter().collect();
-    files.sort_by_key(|f| crate::engine::ns_from_secs_ceil(f["at_s"].as_f64().unwrap_or(0.0)));
+    let mut files: Vec<&crate::scenario::file::FaultSection> = file.faults.iter().collect();
+    files.sort_by_key(|f| crate::engine::ns_from_secs_ceil(f.at_s));
     let mut out = Vec::new();
     let mut push = |at_ns, kind, label: String| out.push(Marker { at_ns, kind, label });
     for (spec, f) in sc.faults.iter().zip(files) {
         let at = spec.at_ns;
-        let name = |k: &str| f[k].as_str().unwrap_or("?").to_string();
+        let name = |v: &Option<String>| v.as_deref().unwrap_or("?").to_string();
         match &spec.action {
             FaultAction::Crash {
                 instance,
                 restart_ns,
             } => {
-                let who = format!("{} #{instance}", name("pool"));
+                let who = format!("{} #{}", name(&f.pool), instance.0);
                 push(at, MarkerKind::Fault, format!("crash {who}"));
                 if let Some(r) = restart_ns {
                     push(at + r, MarkerKind::Recovery, format!("restart {who}"));
@@ -371,50 +372,50 @@ fn fault_markers(sc: &Scenario) -> Vec<Marker> {
             }
             FaultAction::Fabric(fault) => match fault {
                 Fault::LinkDown(_) => {
-                    push(at, MarkerKind::Fault, format!("link down {}", name("link")))
+                    push(at, MarkerKind::Fault, format!("link down {}", name(&f.link)))
                 }
                 Fault::LinkUp(_) => push(
                     at,
                     MarkerKind::Recovery,
-                    format!("link up {}", name("link")),
+                    format!("link up {}", name(&f.link)),
                 ),
                 Fault::NicDown(_) => {
-                    push(at, MarkerKind::Fault, format!("NIC down {}", name("nic")))
+                    push(at, MarkerKind::Fault, format!("NIC down {}", name(&f.nic)))
                 }
                 Fault::NicUp(_) => {
-                    push(at, MarkerKind::Recovery, format!("NIC up {}", name("nic")))
+                    push(at, MarkerKind::Recovery, format!("NIC up {}", name(&f.nic)))
                 }
                 Fault::NicFlap { down_ns, .. } => {
-                    push(at, MarkerKind::Fault, format!("NIC flap {}", name("nic")));
+                    push(at, MarkerKind::Fault, format!("NIC flap {}", name(&f.nic)));
                     push(
                         at + down_ns,
                         MarkerKind::Recovery,
-                        format!("NIC up {} (flap over)", name("nic")),
+                        format!("NIC up {} (flap over)", name(&f.nic)),
                     );
                 }
                 Fault::Degrade { fraction, .. } if *fraction >= 1.0 => push(
                     at,
                     MarkerKind::Recovery,
-                    format!("{} at full capacity", name("link")),
+                    format!("{} at full capacity", name(&f.link)),
                 ),
                 Fault::Degrade { fraction, .. } => push(
                     at,
                     MarkerKind::Fault,
-                    format!("{} at {} % capacity", name("link"), percent(*fraction)),
+                    format!("{} at {} % capacity", name(&f.link), percent(*fraction)),
                 ),
                 Fault::Loss { rate, .. } if *rate == 0.0 => push(
                     at,
                     MarkerKind::Recovery,
-                    format!("no loss on {}", name("link")),
+                    format!("no loss on {}", name(&f.link)),
                 ),
                 Fault::Loss { rate, .. } => push(
                     at,
                     MarkerKind::Fault,
-                    format!("{} % loss on {}", percent(*rate), name("link")),
+                    format!("{} % loss on {}", percent(*rate), name(&f.link)),
                 ),
                 // Not written by scenarios (the simulation's own crash of an instance's
                 // flows); named by the file's kind should one ever come from a file.
-                _ => push(at, MarkerKind::Fault, name("kind")),
+                _ => push(at, MarkerKind::Fault, f.kind.as_str().to_string()),
             },
         }
     }

@@ -526,8 +526,8 @@ pub enum FaultAction {
     Fabric(crate::fabric::Fault),
     /// A global instance crashes; it restarts after `restart_ns` if given.
     Crash {
-        /// Global instance index.
-        instance: u32,
+        /// The instance, by its global number (prefills first, as `requests.csv` numbers them).
+        instance: crate::vocab::ids::InstanceId,
         /// Restart delay, ns.
         restart_ns: Option<Nanos>,
     },

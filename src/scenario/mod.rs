@@ -747,7 +747,7 @@ fn fault(
                 None => None,
             };
             FaultAction::Crash {
-                instance: first + k,
+                instance: crate::vocab::ids::InstanceId(first + k),
                 restart_ns,
             }
         }

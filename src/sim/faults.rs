@@ -43,7 +43,6 @@ impl World<'_> {
                 instance,
                 restart_ns,
             } => {
-                let instance = InstanceId(instance);
                 self.crash(instance);
                 if let Some(r) = restart_ns {
                     self.q.schedule_in(r, Event::Restart { instance });

@@ -347,10 +347,7 @@ fn percent(v: f64) -> String {
 fn fault_markers(sc: &Scenario) -> Vec<Marker> {
     use crate::config::FaultAction;
     use crate::fabric::Fault;
-    use serde::Deserialize;
-    let Ok(file) = crate::scenario::file::ScenarioFile::deserialize(&sc.resolved) else {
-        return Vec::new();
-    };
+    let file = crate::scenario::resolved_file(sc);
     // `sc.faults` is the file's list stably sorted by time: sort the file's entries alike.
     let mut files: Vec<&crate::scenario::file::FaultSection> = file.faults.iter().collect();
     files.sort_by_key(|f| crate::engine::ns_from_secs_ceil(f.at_s));
@@ -371,9 +368,11 @@ fn fault_markers(sc: &Scenario) -> Vec<Marker> {
                 }
             }
             FaultAction::Fabric(fault) => match fault {
-                Fault::LinkDown(_) => {
-                    push(at, MarkerKind::Fault, format!("link down {}", name(&f.link)))
-                }
+                Fault::LinkDown(_) => push(
+                    at,
+                    MarkerKind::Fault,
+                    format!("link down {}", name(&f.link)),
+                ),
                 Fault::LinkUp(_) => push(
                     at,
                     MarkerKind::Recovery,

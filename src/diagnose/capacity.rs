@@ -231,16 +231,11 @@ fn levers_for(sc: &Scenario, p: &PoolUsage, resource: &str) -> Vec<(String, Vec<
         }
         "fabric" => {
             // The line rate as the scenario wrote it (the resolved file), not the derated rate.
-            if let Some(g) = sc
-                .resolved
-                .pointer("/fabric/nic_gbps")
-                .and_then(serde_json::Value::as_f64)
-            {
-                v.push((
-                    format!("NICs of {} Gb/s instead of {g} (same GPUs)", 2.0 * g),
-                    vec![format!("fabric.nic_gbps={}", 2.0 * g)],
-                ));
-            }
+            let g = crate::scenario::resolved_file(sc).fabric.nic_gbps;
+            v.push((
+                format!("NICs of {} Gb/s instead of {g} (same GPUs)", 2.0 * g),
+                vec![format!("fabric.nic_gbps={}", 2.0 * g)],
+            ));
         }
         _ => {}
     }

@@ -49,11 +49,15 @@ impl std::error::Error for ScenarioError {}
 /// validated with the scenario; it is read back from the resolved file so the checked
 /// configuration, which the simulation reads, carries nothing only `pdsim check` needs.
 pub fn expectations(sc: &Scenario) -> Option<expect::Expect> {
-    let v = sc.resolved.get("expect")?;
-    if v.is_null() {
-        return None;
-    }
-    Some(serde_json::from_value(v.clone()).expect("the validated [expect] table round-trips"))
+    resolved_file(sc).expect
+}
+
+/// The scenario file as resolved after `--set`, typed: what `run.json` records and what the
+/// verbs above the simulation read keys of (the checked configuration, `config::Scenario`,
+/// sits below `scenario/` and so keeps the resolved file as data).
+pub fn resolved_file(sc: &Scenario) -> file::ScenarioFile {
+    use serde::Deserialize;
+    file::ScenarioFile::deserialize(&sc.resolved).expect("the resolved file is a scenario file")
 }
 
 /// Reads, overrides and validates a scenario file.

@@ -521,6 +521,21 @@ fn reuse_section(s: &serde_json::Value) -> Option<Section> {
                 n(t, "local_copy_bytes") as f64 / 1e9,
                 n(t, "failed")
             ));
+            let o = &t["decode_offload"];
+            if o.is_object() {
+                bullets.push(format!(
+                    "Decode offload (--disaggregation-decode-enable-offload-kvcache): {} blocks of generated tokens copied to host ({:.1} GB over PCIe), {} of them put to the store in {} writes ({:.1} GB from the decode nodes' NICs in {} batches, {:.1} GB copied locally); {} landed under a prompt the store did not hold (unreachable, dropped), {} were never offloaded for want of host memory.",
+                    n(o, "blocks"),
+                    n(o, "d2h_bytes") as f64 / 1e9,
+                    n(o, "put_blocks"),
+                    n(o, "writes"),
+                    n(o, "fabric_write_bytes") as f64 / 1e9,
+                    n(o, "batches"),
+                    n(o, "local_copy_bytes") as f64 / 1e9,
+                    n(o, "orphaned_blocks"),
+                    n(o, "host_full_blocks")
+                ));
+            }
         }
     }
     (!bullets.is_empty()).then(|| Section {

@@ -331,3 +331,409 @@ fn prefetches_move_at_the_fabrics_pace() {
     // Waiting for every read, the hits do not depend on the fabric's pace.
     assert!(slow_wc.0 >= fast_wc.0 * 9 / 10, "{rows:?}");
 }
+
+// ---- The decode side's offload (`disaggregation_decode_enable_offload_kvcache`) ----------
+
+const OFFLOAD: [&str; 1] =
+    ["pools.decode.server.disaggregation_decode_enable_offload_kvcache=true"];
+
+/// One Mooncake trace row, as the bound below reads it.
+struct Row {
+    input: u64,
+    output: u64,
+    ids: Vec<u64>,
+}
+
+fn rows_of(path: &std::path::Path, rows: usize) -> Vec<Row> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(rows)
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            Row {
+                input: v["input_length"].as_u64().unwrap(),
+                output: v["output_length"].as_u64().unwrap(),
+                ids: v["hash_ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_u64().unwrap())
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// The trace's own reuse bound when the blocks of generated tokens are reusable too, from the
+/// `hash_ids` alone and independently of pdsim's code: row `R`'s output completes
+/// `(n + o − 1) / 512 − n / 512` blocks (`n` prompt, `o` output tokens, `f = n / 512` full
+/// prompt blocks), named by the first later row that begins with `R`'s `f` full blocks, goes
+/// on with a block that is not `R`'s own partial one, and whose prompt holds `n + o` tokens:
+/// its full blocks `f, f + 1, …` (`docs/sglang-pd.md` §18.1). A cache that saw every earlier
+/// row's prompt *and* those answer blocks hits the longest prefix of a row's blocks it holds.
+/// Returns (prompt blocks only, with answer blocks).
+fn answer_reuse_bound(path: &std::path::Path, rows: usize) -> (f64, f64) {
+    let rows = rows_of(path, rows);
+    let mut answers: Vec<Vec<u64>> = vec![Vec::new(); rows.len()];
+    for (i, r) in rows.iter().enumerate() {
+        let f = (r.input / 512) as usize;
+        let m = ((r.input + r.output - 1) / 512) as usize - f;
+        if f == 0 || m == 0 {
+            continue;
+        }
+        let next = rows[i + 1..].iter().find(|l| {
+            l.ids.len() > f
+                && l.ids[..f] == r.ids[..f]
+                && r.ids.get(f) != Some(&l.ids[f])
+                && l.input >= r.input + r.output
+        });
+        if let Some(l) = next {
+            let end = (f + m).min((l.input / 512) as usize).max(f);
+            answers[i] = l.ids[f..end].to_vec();
+        }
+    }
+    let share = |with_answers: bool| {
+        let mut seen = std::collections::BTreeSet::new();
+        let (mut hit, mut all) = (0u64, 0u64);
+        for (r, a) in rows.iter().zip(&answers) {
+            let m = (1..=r.ids.len())
+                .take_while(|&k| seen.contains(&r.ids[..k]))
+                .count() as u64;
+            hit += (m * 512).min(r.input);
+            all += r.input;
+            for k in 1..=r.ids.len() {
+                seen.insert(r.ids[..k].to_vec());
+            }
+            if with_answers {
+                let mut p = r.ids[..(r.input / 512) as usize].to_vec();
+                for &b in a {
+                    p.push(b);
+                    seen.insert(p.clone());
+                }
+            }
+        }
+        hit as f64 / all as f64
+    };
+    (share(false), share(true))
+}
+
+/// With the decode side's offload, a later turn also hits the blocks of the earlier answer:
+/// the prefix hit share rises — by at least half of what the trace's own bound gains when it
+/// counts answer blocks as reusable — and never passes that bound. On the 10-minute Mooncake
+/// conversation trace and the first rows of the shared one; four prefill instances routed in
+/// turn, so the answer reaches the next turn only through the store.
+#[test]
+fn decode_offload_lets_a_later_turn_hit_the_answer() {
+    let traces = [
+        (
+            common::repo().join("traces/mooncake_conversation_10min.jsonl"),
+            "../../traces/mooncake_conversation_10min.jsonl",
+        ),
+        (
+            common::shared("traces/conversation_trace.jsonl"),
+            "../../../shared/traces/conversation_trace.jsonl",
+        ),
+    ];
+    for (path, scenario_path) in traces {
+        let (bound, bound_answers) = answer_reuse_bound(&path, ROWS);
+        let base = vec![
+            format!("workload.trace.path={scenario_path}"),
+            format!("workload.trace.limit={ROWS}"),
+        ];
+        let off = store_run("offload-off", &base);
+        let mut sets = base.clone();
+        sets.extend(OFFLOAD.iter().map(|s| s.to_string()));
+        let on = store_run("offload-on", &sets);
+        assert_eq!(
+            on.requests.completed, on.requests.arrived,
+            "{:?}",
+            on.requests
+        );
+        let (h_off, h_on) = (common::hit_share(&off), common::hit_share(&on));
+        let o = on
+            .kv_store
+            .as_ref()
+            .unwrap()
+            .traffic
+            .decode_offload
+            .unwrap();
+        println!(
+            "{}: hit share {:.2} % → {:.2} % with the decode offload; bounds {:.2} % (prompts) → {:.2} % (with answers); {} answer blocks offloaded, {} put, {:.1} GB on the fabric",
+            path.display(),
+            100.0 * h_off,
+            100.0 * h_on,
+            100.0 * bound,
+            100.0 * bound_answers,
+            o.blocks,
+            o.put_blocks,
+            o.fabric_write_bytes as f64 / 1e9
+        );
+        assert!(
+            off.kv_store
+                .as_ref()
+                .unwrap()
+                .traffic
+                .decode_offload
+                .is_none()
+        );
+        assert!(h_off <= bound + 1e-9 && h_on <= bound_answers + 1e-9);
+        assert!(
+            h_on - h_off >= 0.5 * (bound_answers - bound),
+            "{h_off} → {h_on} against the bounds {bound} → {bound_answers}"
+        );
+        // Every prompt was written before its answer landed (write_through, unbounded).
+        assert_eq!((o.orphaned_blocks, o.host_full_blocks, o.failed), (0, 0, 0));
+        assert!(o.put_blocks > 0 && o.put_blocks <= o.blocks, "{o:?}");
+    }
+}
+
+/// Bytes each link of `nodes` carried over the run, receive and send sides summed apart.
+fn nic_bytes(dir: &std::path::Path, nodes: &[u32]) -> (u64, u64) {
+    let links = link_bytes(dir);
+    let side = |suffix: &str| -> u64 {
+        links
+            .iter()
+            .filter(|(k, _)| {
+                nodes
+                    .iter()
+                    .any(|n| k.starts_with(&format!("node{n}.nic")) && k.ends_with(suffix))
+            })
+            .map(|(_, v)| v)
+            .sum()
+    };
+    (side(".rx"), side(".tx"))
+}
+
+const DECODE_OFFLOAD: &str = "scenarios/store/decode-offload.toml";
+
+/// Conservation, as the results show it: with the store on the prefill nodes, the decode
+/// nodes' NICs receive the KV transfers into them and nothing else, with the offload on or
+/// off; with it on they send the offload's store batches, which are exactly the blocks it put
+/// (a block's bytes split over the 8 TP ranks), and the GPU → host copies are exactly the
+/// blocks offloaded. `links.csv` has whole seconds: what the last writes moved after the
+/// run's last whole second is not in it (whole batches; `sim::store`'s own test counts the
+/// fabric's bytes to the last one).
+#[test]
+fn the_decode_nodes_nics_carry_exactly_the_offloaded_bytes_more() {
+    let store = "kv_store.nodes=[0, 1, 2]";
+    let (d_on, d_off) = (tmpdir("offload-nics-on"), tmpdir("offload-nics-off"));
+    let on = run(DECODE_OFFLOAD, &[store], &d_on);
+    let off = run(
+        DECODE_OFFLOAD,
+        &[
+            store,
+            "pools.decode.server.disaggregation_decode_enable_offload_kvcache=false",
+        ],
+        &d_off,
+    );
+    assert_eq!(
+        on.requests.completed, on.requests.arrived,
+        "{:?}",
+        on.requests
+    );
+    assert_eq!(off.requests.completed, on.requests.completed);
+    let o = on
+        .kv_store
+        .as_ref()
+        .unwrap()
+        .traffic
+        .decode_offload
+        .unwrap();
+    let kv_in: u64 = common::read_csv(&d_on.join("requests.csv"))
+        .iter()
+        .map(|r| common::num(r, "kv_bytes").unwrap())
+        .sum();
+    let ((rx_on, tx_on), (rx_off, tx_off)) =
+        (nic_bytes(&d_on, &[3, 4]), nic_bytes(&d_off, &[3, 4]));
+    println!(
+        "decode nodes' NICs: rx {rx_off} → {rx_on} (KV in {kv_in}), tx {tx_off} → {tx_on}; offload {} blocks, {} put, {} bytes in {} batches",
+        o.blocks, o.put_blocks, o.fabric_write_bytes, o.batches
+    );
+    // Per-second byte counters round each second; the totals agree to a few bytes per row.
+    let close = |a: u64, b: u64| a.abs_diff(b) <= 1 << 12;
+    assert!(
+        close(rx_on, kv_in) && close(rx_off, kv_in),
+        "rx {rx_on} {rx_off}"
+    );
+    assert!(close(tx_off, 0), "tx without the offload {tx_off}");
+    // Llama-3.1-70B: 320 KiB of KV per token; a block is 512 tokens, a rank's batch 1/8 of it.
+    let block = 512 * 327_680u64;
+    let late = o.fabric_write_bytes - tx_on.min(o.fabric_write_bytes);
+    assert!(tx_on <= o.fabric_write_bytes + (1 << 12), "tx {tx_on}");
+    assert!(
+        close(late % (block / 8), 0) || close(late % (block / 8), block / 8),
+        "what is missing is whole batches: {late}"
+    );
+    assert!(
+        late * 100 < o.fabric_write_bytes,
+        "{late} of {}",
+        o.fabric_write_bytes
+    );
+    assert_eq!(o.local_copy_bytes, 0, "no store on a decode node");
+    assert_eq!(o.fabric_write_bytes, o.put_blocks * block);
+    assert_eq!(o.d2h_bytes, o.blocks * block);
+    assert_eq!(
+        o.batches,
+        o.writes * 8,
+        "one block a write, on one store node, 8 ranks"
+    );
+    assert!(o.writes > 0 && o.put_blocks == o.writes, "{o:?}");
+}
+
+/// The same scenario and seed give the same bytes with the decode offload on.
+#[test]
+fn the_decode_offload_is_deterministic() {
+    let sets = ["workload.trace.limit=400", OFFLOAD[0]];
+    let (a, b) = (tmpdir("offload-det-a"), tmpdir("offload-det-b"));
+    run(SCENARIO, &sets, &a);
+    run(SCENARIO, &sets, &b);
+    for f in [
+        "summary.json",
+        "requests.csv",
+        "timeseries.csv",
+        "links.csv",
+    ] {
+        let (x, y) = (
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+        );
+        assert!(x == y, "{f} differs between two runs");
+    }
+    // Without the key, the summary has no trace of it.
+    let c = tmpdir("offload-det-off");
+    run(SCENARIO, &["workload.trace.limit=400"], &c);
+    let s = std::fs::read_to_string(c.join("summary.json")).unwrap();
+    assert!(!s.contains("decode_offload"), "{s}");
+}
+
+/// Bad combinations are exit-2 errors naming the key and what would be valid.
+#[test]
+fn bad_decode_offload_combinations_name_their_key() {
+    let on = |pool: &str| {
+        format!("pools.{pool}.server.disaggregation_decode_enable_offload_kvcache=true")
+    };
+    let key =
+        |pool: &str| format!("pools.{pool}.server.disaggregation_decode_enable_offload_kvcache");
+    let cases: Vec<(&str, Vec<String>, String, &str)> = vec![
+        // No store to write to.
+        (
+            "tests/scenarios/router-conversation.toml",
+            vec![on("decode")],
+            key("decode"),
+            "add a [kv_store] section",
+        ),
+        // A synthetic workload names no block.
+        (
+            "scenarios/quickstart.toml",
+            vec![on("decode")],
+            key("decode"),
+            "trace",
+        ),
+        // A trace without prefix ids.
+        (
+            "scenarios/trace-azure-code.toml",
+            vec![on("decode")],
+            key("decode"),
+            "hash_ids",
+        ),
+        // Only decode pools offload.
+        (
+            SCENARIO,
+            vec![on("prefill")],
+            key("prefill"),
+            "only a decode pool",
+        ),
+        // Another backend.
+        (
+            SCENARIO,
+            vec![
+                on("decode"),
+                "pools.decode.server.hicache_storage_backend=hf3fs".into(),
+            ],
+            "pools.decode.server.hicache_storage_backend".into(),
+            "valid: \"mooncake\"",
+        ),
+        // Flags the offload has no use for.
+        (
+            SCENARIO,
+            vec![
+                on("decode"),
+                "pools.decode.server.hicache_write_policy=write_through".into(),
+            ],
+            "pools.decode.server.hicache_write_policy".into(),
+            "does nothing on a decode pool",
+        ),
+        // A hybrid model's pool is not an MHA/MLA pool.
+        (
+            SCENARIO,
+            vec![on("decode"), "model.preset=nemotron-h-8b".into()],
+            key("decode"),
+            "Unsupported KV cache type for decode offload",
+        ),
+        // HiCache on a decode pool points at the offload's key; its flags without the key too.
+        (
+            SCENARIO,
+            vec!["pools.decode.server.enable_hierarchical_cache=true".into()],
+            "pools.decode.server.enable_hierarchical_cache".into(),
+            "disaggregation_decode_enable_offload_kvcache = true",
+        ),
+        (
+            SCENARIO,
+            vec!["pools.decode.server.hicache_ratio=3".into()],
+            "pools.decode.server.hicache_ratio".into(),
+            "disaggregation_decode_enable_offload_kvcache = true",
+        ),
+    ];
+    for (scenario, sets, key, hint) in cases {
+        let mut args = vec!["run".to_string(), scenario.to_string(), "-q".into()];
+        for s in &sets {
+            args.push("--set".into());
+            args.push(s.clone());
+        }
+        args.push("--out".into());
+        args.push(tmpdir("offload-bad").to_string_lossy().into_owned());
+        let (code, _, err) = common::pdsim(&args);
+        assert_eq!(code, 2, "{scenario} {sets:?}: {err}");
+        assert!(
+            err.contains(&format!(": {key}: ")),
+            "{scenario} {sets:?}: {err}"
+        );
+        assert!(err.contains(hint), "{scenario} {sets:?}: {err}");
+    }
+    // The offload's host pool takes HiCache's sizing flags, without enable_hierarchical_cache:
+    // 4 GB per rank of Llama-3.1-8B's 128 KiB per token.
+    let sc = pdsim::scenario::load(
+        &common::repo().join(SCENARIO),
+        &[on("decode"), "pools.decode.server.hicache_size=4".into()],
+    )
+    .unwrap();
+    let d = sc.pools.iter().find(|p| p.name == "decode").unwrap();
+    assert!(d.hicache.is_none());
+    assert_eq!(
+        d.decode_offload.unwrap().host_tokens,
+        4_000_000_000 / 131_072
+    );
+}
+
+/// `pdsim plan`'s launch lines for a decode pool that offloads carry sglang's flag and the
+/// backend it needs, and `pdsim lint` accepts the pair.
+#[test]
+fn lint_accepts_the_offloading_decodes_launch_line() {
+    let sc = pdsim::scenario::load(&common::repo().join(DECODE_OFFLOAD), &[]).unwrap();
+    let text = pdsim::plan::launch::launch_text(&sc);
+    let line = |mode: &str| {
+        pdsim::plan::launch::commands(&text)
+            .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
+            .unwrap()
+            .to_string()
+    };
+    let (p, d) = (line("prefill"), line("decode"));
+    assert!(
+        d.contains("--disaggregation-decode-enable-offload-kvcache"),
+        "{d}"
+    );
+    let (code, out, err) = common::pdsim(&["lint", "--prefill", &p, "--decode", &d]);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -155,6 +155,9 @@ pub struct Pool {
     pub parallel: crate::spec::server::Parallel,
     /// HiCache (`enable_hierarchical_cache`) on this prefill pool, if on.
     pub hicache: Option<HiCacheParams>,
+    /// The decode side's offload to the store
+    /// (`disaggregation_decode_enable_offload_kvcache`) on this decode pool, if on.
+    pub decode_offload: Option<DecodeOffloadParams>,
 }
 
 /// `--hicache-write-policy`: when a block computed on the GPU is backed up to host memory
@@ -202,8 +205,77 @@ pub struct HiCacheParams {
     pub pcie_bytes_per_ns: f64,
 }
 
+/// A decode pool's offload of its generated KV to the store
+/// (`--disaggregation-decode-enable-offload-kvcache`: sglang's `DecodeKVCacheOffloadManager`),
+/// checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecodeOffloadParams {
+    /// The offload's own host pool per instance, tokens (`hicache_size` GB per rank, or
+    /// `hicache_ratio` × the GPU KV pool): a block stays there from its GPU → host copy until
+    /// its write to the store ends.
+    pub host_tokens: u64,
+    /// KV bytes of one token over the instance's attention-TP ranks (what a block moves).
+    pub bytes_per_token: u64,
+    /// GPU → host bandwidth of the instance (its attention-TP ranks' PCIe links), bytes/ns.
+    pub pcie_bytes_per_ns: f64,
+}
+
+/// The ids of the 512-token blocks each trace row's *output* completes (the prompt's last
+/// partial block filled up by generated tokens, then whole blocks of them), derived from the
+/// trace at load time (`workload::trace::answers`): what a decode that offloads its KV
+/// (`disaggregation_decode_enable_offload_kvcache`) writes to the store, named as the later
+/// turn that reuses them names them. Indexed by row (= request id: requests are numbered in
+/// trace order from 0).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AnswerBlocks {
+    /// `ends[i]`: end of row `i`'s ids in `ids` (row `i` has `ids[ends[i-1]..ends[i]]`).
+    ends: Vec<u32>,
+    ids: Vec<u64>,
+    /// Rows whose blocks a later row names (the rest have fresh ids nothing will hit).
+    pub continued: u64,
+}
+
+impl AnswerBlocks {
+    /// A table from each row's ids, in row order, and the count of rows a later row continues.
+    pub fn new(rows: impl IntoIterator<Item = Vec<u64>>, continued: u64) -> Self {
+        let mut t = Self {
+            continued,
+            ..Self::default()
+        };
+        for r in rows {
+            t.ids.extend_from_slice(&r);
+            t.ends
+                .push(u32::try_from(t.ids.len()).expect("fewer than 2^32 answer blocks"));
+        }
+        t
+    }
+
+    /// The answer blocks of row (request) `row`, in order; empty past the table.
+    pub fn of(&self, row: u64) -> &[u64] {
+        let Ok(i) = usize::try_from(row) else {
+            return &[];
+        };
+        let Some(&end) = self.ends.get(i) else {
+            return &[];
+        };
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.ids[start as usize..end as usize]
+    }
+
+    /// Rows in the table.
+    pub fn rows(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Answer blocks over all rows.
+    pub fn blocks(&self) -> usize {
+        self.ids.len()
+    }
+}
+
 /// `[kv_store]`: the Mooncake Store shared by every prefill instance whose pool sets
-/// `hicache_storage_backend = "mooncake"`.
+/// `hicache_storage_backend = "mooncake"`, and every decode instance whose pool sets
+/// `disaggregation_decode_enable_offload_kvcache`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KvStoreParams {
     /// Capacity, tokens (`None`: unbounded).
@@ -361,6 +433,9 @@ pub struct TraceSource {
     pub scale: f64,
     /// The file, for messages.
     pub path: PathBuf,
+    /// The blocks each row's output completes, when a decode pool offloads to the store
+    /// (derived at load time; `None` otherwise, and nothing is derived).
+    pub answers: Option<std::sync::Arc<AnswerBlocks>>,
 }
 
 impl std::fmt::Debug for TraceSource {

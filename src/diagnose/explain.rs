@@ -419,6 +419,20 @@ fn reuse_section(s: &Summary) -> Option<Section> {
             t.local_copy_bytes as f64 / 1e9,
             t.failed
         ));
+        if let Some(o) = &t.decode_offload {
+            bullets.push(format!(
+                "Decode offload (--disaggregation-decode-enable-offload-kvcache): {} blocks of generated tokens copied to host ({:.1} GB over PCIe), {} of them put to the store in {} writes ({:.1} GB from the decode nodes' NICs in {} batches, {:.1} GB copied locally); {} landed under a prompt the store did not hold (unreachable, dropped), {} were never offloaded for want of host memory.",
+                o.blocks,
+                o.d2h_bytes as f64 / 1e9,
+                o.put_blocks,
+                o.writes,
+                o.fabric_write_bytes as f64 / 1e9,
+                o.batches,
+                o.local_copy_bytes as f64 / 1e9,
+                o.orphaned_blocks,
+                o.host_full_blocks
+            ));
+        }
     }
     (!bullets.is_empty()).then(|| Section {
         title: "Prefix reuse".into(),

@@ -183,11 +183,12 @@ pub struct KvStoreSummary {
 
 /// `summary.json` `kv_store.traffic`: the store's operations as they moved — RDMA batches on the
 /// fabric (sharing NICs with KV transfers) and local copies of replicas on the client's node.
+/// Writes are the prefill instances' write-backs and the decode instances' offloads together.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct KvStoreTraffic {
     /// Prefetch reads started.
     pub reads: u64,
-    /// Write-backs started (those with blocks to put).
+    /// Writes started (those with blocks to put): HiCache write-backs and decode offloads.
     pub writes: u64,
     /// Operations with a failed or aborted batch (a read keeps what landed; a write puts
     /// nothing).
@@ -202,6 +203,41 @@ pub struct KvStoreTraffic {
     pub read_ns_total: u64,
     /// Longest finished read, ns.
     pub read_ns_max: u64,
+    /// The decode side's offload (`disaggregation_decode_enable_offload_kvcache`), whose
+    /// writes the figures above include; absent when no decode pool offloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_offload: Option<DecodeOffloadTraffic>,
+}
+
+/// `summary.json` `kv_store.traffic.decode_offload`: what the decode instances' offload of
+/// generated KV moved (sglang's `DecodeKVCacheOffloadManager`; `docs/sglang-pd.md` §18.1).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct DecodeOffloadTraffic {
+    /// Offloads: one request's blocks completed by one step, copied GPU → host together.
+    pub offloads: u64,
+    /// 512-token blocks copied GPU → host.
+    pub blocks: u64,
+    /// Bytes copied GPU → host (over PCIe, off the fabric).
+    pub d2h_bytes: u64,
+    /// Store writes started (offloads with blocks the store neither held nor was being written).
+    pub writes: u64,
+    /// Blocks those writes put.
+    pub put_blocks: u64,
+    /// Mooncake batches they put on the fabric (one per TP rank and store node).
+    pub batches: u64,
+    /// Bytes of those batches: what the decode nodes' NICs send for the offload.
+    pub fabric_write_bytes: u64,
+    /// Bytes copied locally (a store node that is the decode's own).
+    pub local_copy_bytes: u64,
+    /// Writes with a failed or aborted batch (nothing they put is readable).
+    pub failed: u64,
+    /// Blocks that landed under a prompt the store did not hold (so no prefetch can reach
+    /// them: sglang's storage lookup stops at the first missing page) and were dropped.
+    pub orphaned_blocks: u64,
+    /// Blocks never offloaded: the host pool was full when their request ended.
+    pub host_full_blocks: u64,
+    /// Times an offload waited a step for host-pool room.
+    pub host_waits: u64,
 }
 
 /// Time-weighted utilisation of one pool over the arrival window (the steady state; the drain

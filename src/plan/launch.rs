@@ -174,10 +174,17 @@ pub fn launch_text(sc: &Scenario) -> String {
     let (mut prefill_urls, mut decode_urls, mut worker_urls) = (Vec::new(), Vec::new(), Vec::new());
     let mut inst = 0usize;
     for (i, pool) in sc.pools.iter().enumerate() {
-        let server = sc.resolved["pools"][i]["server"]
+        let mut server = sc.resolved["pools"][i]["server"]
             .as_object()
             .cloned()
             .unwrap_or_default();
+        // sglang's decode offload writes through `--hicache-storage-backend`, which a scenario
+        // may leave out there (pdsim's one backend is the `[kv_store]`): the line names it.
+        if pool.decode_offload.is_some() {
+            server
+                .entry("hicache_storage_backend")
+                .or_insert_with(|| "mooncake".into());
+        }
         let flags = server_flags(&server, &mut notes);
         let tp = pool.server.tp_size;
         let _ = writeln!(
@@ -403,6 +410,29 @@ mod tests {
             assert!(l.contains("--enable-dp-attention") && l.contains("--moe-a2a-backend deepep"));
             assert!(l.contains("--model-path deepseek-ai/DeepSeek-V3 "), "{l}");
         }
+    }
+
+    /// A decode pool that offloads gets sglang's flag and the storage backend it needs
+    /// (`tests/kv_store.rs` has `pdsim lint` read the pair back).
+    #[test]
+    fn a_decode_offload_writes_its_flag_and_backend() {
+        let text = launch_text(&load("scenarios/store/decode-offload.toml"));
+        let decode: Vec<&str> = commands(&text)
+            .filter(|l| l.contains("--disaggregation-mode decode"))
+            .collect();
+        assert_eq!(decode.len(), 2, "{text}");
+        for l in &decode {
+            assert!(
+                l.contains(" --disaggregation-decode-enable-offload-kvcache")
+                    && l.contains(" --hicache-storage-backend mooncake"),
+                "{l}"
+            );
+            assert!(!l.contains("--enable-hierarchical-cache"), "{l}");
+        }
+        let prefill = commands(&text)
+            .find(|l| l.contains("--disaggregation-mode prefill"))
+            .unwrap();
+        assert!(!prefill.contains("offload"), "{prefill}");
     }
 
     #[test]

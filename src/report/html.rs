@@ -580,6 +580,18 @@ fn prefix_cache_table(h: &mut String, s: &Summary) {
             t.local_copy_bytes as f64 / 1e9,
             t.failed
         );
+        if let Some(o) = &t.decode_offload {
+            let _ = writeln!(
+                h,
+                "<p>Decode offload: {} blocks of generated tokens ({:.1} GB copied to host), {} put ({:.1} GB from the decode nodes' NICs); {} orphaned, {} dropped for want of host memory.</p>",
+                o.blocks,
+                o.d2h_bytes as f64 / 1e9,
+                o.put_blocks,
+                o.fabric_write_bytes as f64 / 1e9,
+                o.orphaned_blocks,
+                o.host_full_blocks
+            );
+        }
     }
 }
 
@@ -778,6 +790,17 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
             k.traffic.fabric_write_bytes as f64 / 1e9,
             k.traffic.local_copy_bytes as f64 / 1e9
         );
+        if let Some(o) = &k.traffic.decode_offload {
+            let _ = writeln!(
+                m,
+                "- decode offload: {} blocks of generated tokens offloaded, {} put to the store ({:.1} GB on the fabric), {} orphaned, {} dropped for want of host memory",
+                o.blocks,
+                o.put_blocks,
+                o.fabric_write_bytes as f64 / 1e9,
+                o.orphaned_blocks,
+                o.host_full_blocks
+            );
+        }
     }
     m
 }

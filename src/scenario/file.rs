@@ -226,6 +226,11 @@ pub struct ServerSection {
     /// `--hicache-storage-prefetch-policy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hicache_storage_prefetch_policy: Option<crate::config::PrefetchPolicy>,
+    /// `--disaggregation-decode-enable-offload-kvcache` (decode pools): the blocks a request's
+    /// output completes go to the storage backend (`hicache_storage_backend`) as they fill
+    /// (sglang's `DecodeKVCacheOffloadManager`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub disaggregation_decode_enable_offload_kvcache: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -280,6 +285,7 @@ impl Default for ServerSection {
             hicache_write_policy: None,
             hicache_storage_backend: None,
             hicache_storage_prefetch_policy: None,
+            disaggregation_decode_enable_offload_kvcache: false,
         }
     }
 }

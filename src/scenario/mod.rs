@@ -334,7 +334,14 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     let (gpu, calibration, compute) = sections::hardware(&c, hw)?;
     let pools = sections::pools(&c, &file, &gpu)?;
     let fabric = sections::fabric(&c, &file.fabric, hw.gpus_per_node)?;
-    let workload = sections::workload(&c, &file.workload)?;
+    // A decode pool that offloads to the store needs the blocks its outputs complete named.
+    let offload_key = pools.iter().find(|p| p.decode_offload.is_some()).map(|p| {
+        format!(
+            "pools.{}.server.disaggregation_decode_enable_offload_kvcache",
+            p.name
+        )
+    });
+    let workload = sections::workload(&c, &file.workload, offload_key.as_deref())?;
     let (sglang, slo) = sections::sglang_and_slo(&c, &file)?;
     let colocated = pools
         .iter()
@@ -541,7 +548,14 @@ fn place(
     Ok(placement)
 }
 
-fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, ScenarioError> {
+/// A `[workload.trace]`. With `offload` (the key of a decode pool that offloads to the store),
+/// the checking pass also derives the blocks each row's output completes
+/// ([`crate::workload::trace::answers`]).
+fn trace_workload(
+    c: &Checker,
+    t: &file::TraceSection,
+    offload: Option<&str>,
+) -> Result<Workload, ScenarioError> {
     use crate::workload::trace;
     let path = c.resolve_path(&t.path);
     let format = match &t.format {
@@ -560,9 +574,12 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
         ));
     }
     // One pass to check every row and learn the count and the span; nothing is kept, so a
-    // trace of any length costs the memory of one row. The run reads the rows again.
+    // trace of any length costs the memory of one row (with a decode offload, a short list of
+    // ids per row as well). The run reads the rows again.
     let limit = t.limit.unwrap_or(u64::MAX);
     let (mut count, mut first, mut last) = (0u64, None, 0u64);
+    let mut answers = offload.map(|_| trace::answers::AnswerDeriver::default());
+    let mut prefixed = false;
     for row in trace::TraceReader::open(&path, format)
         .map_err(|e| c.err("workload.trace.path", e.to_string()))?
     {
@@ -573,7 +590,31 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
         first.get_or_insert(row.arrival_ns);
         last = row.arrival_ns;
         count += 1;
+        if let Some(a) = answers.as_mut() {
+            prefixed |= !row.hash_ids.is_empty();
+            a.push(&row);
+        }
     }
+    let answers = match (answers, offload) {
+        (Some(a), Some(key)) => {
+            if !prefixed {
+                return Err(c.err(
+                    key,
+                    format!(
+                        "needs a trace with prefix ids (hash_ids: Mooncake traces, or pdsim CSV with the column): the store names a block by its prefix, and {} has none",
+                        path.display()
+                    ),
+                ));
+            }
+            Some(std::sync::Arc::new(a.finish().ok_or_else(|| {
+                c.err(
+                    "workload.trace.path",
+                    "block ids reach u64::MAX: no room for the fresh ids of answer blocks no later row names (renumber the hash_ids)",
+                )
+            })?))
+        }
+        _ => None,
+    };
     let base = first.unwrap_or(0);
     let scale = match t.rate_per_s {
         Some(rate) => {
@@ -614,6 +655,7 @@ fn trace_workload(c: &Checker, t: &file::TraceSection) -> Result<Workload, Scena
             base_ns: base,
             scale,
             path,
+            answers,
         },
     })
 }

@@ -300,7 +300,19 @@ pub(super) fn fabric(
 }
 
 /// `[workload]`: a trace or a synthetic generator.
-pub(super) fn workload(c: &Checker, w: &file::WorkloadSection) -> Result<Workload, ScenarioError> {
+/// `[workload]`. `offload`: the key of a decode pool that offloads to the store, which needs
+/// a trace with prefix ids (a synthetic workload has none).
+pub(super) fn workload(
+    c: &Checker,
+    w: &file::WorkloadSection,
+    offload: Option<&str>,
+) -> Result<Workload, ScenarioError> {
+    if let (Some(key), None) = (offload, &w.trace) {
+        return Err(c.err(
+            key,
+            "needs a trace with prefix ids (workload.trace with hash_ids, as the Mooncake traces have): the store names a block by its prefix, and a synthetic workload's requests have none",
+        ));
+    }
     if w.lengths.is_some() && (w.input_tokens.is_some() || w.output_tokens.is_some()) {
         return Err(c.err(
             "workload.lengths",
@@ -315,7 +327,7 @@ pub(super) fn workload(c: &Checker, w: &file::WorkloadSection) -> Result<Workloa
             &w.output_tokens,
             &w.lengths,
         ) {
-            (Some(t), None, None, None, None) => super::trace_workload(c, t)?,
+            (Some(t), None, None, None, None) => super::trace_workload(c, t, offload)?,
             (Some(_), ..) => {
                 return Err(c.err(
                 "workload.trace",
@@ -645,8 +657,10 @@ fn pool(
         num_reserved_decode_tokens: s.num_reserved_decode_tokens,
         parallel,
         hicache: None,
+        decode_offload: None,
     };
     pool.hicache = hicache(c, p, key, &pool, gpu)?;
+    pool.decode_offload = decode_offload(c, p, key, &pool, gpu)?;
     Ok(pool)
 }
 
@@ -682,6 +696,11 @@ fn hicache(
     let s = &p.server;
     let k = |f: &str| format!("{key}.server.{f}");
     if !s.enable_hierarchical_cache {
+        // A decode pool's offload takes the host-pool and backend flags too
+        // (`decode_offload` checks them).
+        if s.disaggregation_decode_enable_offload_kvcache {
+            return Ok(None);
+        }
         for (f, set) in [
             ("hicache_ratio", s.hicache_ratio.is_some()),
             ("hicache_size", s.hicache_size.is_some()),
@@ -696,19 +715,36 @@ fn hicache(
             ),
         ] {
             if set {
+                let on = if p.role == Role::Decode {
+                    "disaggregation_decode_enable_offload_kvcache = true (the decode side's offload to the store)"
+                } else {
+                    "enable_hierarchical_cache = true"
+                };
                 return Err(c.err(
                     &k(f),
-                    "is a HiCache flag: set enable_hierarchical_cache = true on this pool, or drop it",
+                    format!("is a HiCache flag: set {on} on this pool, or drop it"),
                 ));
             }
         }
         return Ok(None);
     }
+    if p.role == Role::Decode {
+        // sglang main also has a decode-side radix cache with HiCache
+        // (`--disaggregation-decode-enable-radix-cache` with `--enable-hierarchical-cache`:
+        // `enable_decode_hicache` in the scheduler), which pdsim does not model.
+        return Err(c.err(
+            &k("enable_hierarchical_cache"),
+            format!(
+                "pdsim models HiCache on prefill pools only (pool {:?} is decode): sglang's decode side writes its KV to the store through its own flag, --disaggregation-decode-enable-offload-kvcache (DecodeKVCacheOffloadManager): remove enable_hierarchical_cache and set disaggregation_decode_enable_offload_kvcache = true (with a [kv_store]; sglang's decode radix cache with HiCache, --disaggregation-decode-enable-radix-cache, is not modelled)",
+                p.name
+            ),
+        ));
+    }
     if p.role != Role::Prefill {
         return Err(c.err(
             &k("enable_hierarchical_cache"),
             format!(
-                "pdsim models HiCache on prefill pools only (pool {:?} is {}): sglang's decode side offloads to the store through its own flag (--disaggregation-decode-enable-offload-kvcache, DecodeKVCacheOffloadManager), which pdsim does not model; remove enable_hierarchical_cache here",
+                "pdsim models HiCache on prefill pools only (pool {:?} is {}); remove enable_hierarchical_cache here",
                 p.name,
                 p.role.as_str()
             ),
@@ -720,32 +756,8 @@ fn hicache(
             "needs the radix cache (sglang refuses --enable-hierarchical-cache with --disable-radix-cache); set disable_radix_cache = false",
         ));
     }
+    let (host_tokens, per_rank) = host_pool(c, key, p, pool, gpu)?;
     let attn_tp = pool.server.attn_tp_size;
-    let per_rank = pool
-        .model
-        .kv_bytes_per_token_rank(attn_tp, pool.kv_dtype_bytes)
-        .max(1);
-    let size_gb = s.hicache_size.unwrap_or(0.0);
-    if !(size_gb.is_finite() && (0.0..=1e6).contains(&size_gb)) {
-        return Err(c.err(
-            &k("hicache_size"),
-            format!("must be host memory per rank in GB, 0 to 1e6 (0: from hicache_ratio), got {size_gb}"),
-        ));
-    }
-    let ratio = s.hicache_ratio.unwrap_or(2.0);
-    if !(ratio.is_finite() && ratio > 1.0 && ratio <= 1e4) {
-        return Err(c.err(
-            &k("hicache_ratio"),
-            format!("must be above 1 (the host tier is larger than the GPU pool; sglang's default: 2.0) and at most 1e4, got {ratio}"),
-        ));
-    }
-    let device_tokens =
-        u64::from(crate::config::capacity::kv_pages(gpu, pool)) * u64::from(pool.server.page_size);
-    let host_tokens = if size_gb > 0.0 {
-        (size_gb * 1e9 / per_rank as f64) as u64
-    } else {
-        (ratio * device_tokens as f64) as u64
-    };
     let storage = match s.hicache_storage_backend.as_deref() {
         None => false,
         Some("mooncake") => true,
@@ -780,47 +792,182 @@ fn hicache(
     }))
 }
 
-/// `[kv_store]`: needed by, and only by, pools with `hicache_storage_backend = "mooncake"`.
-/// Its capacity is counted in the tokens of the first such pool (every such pool must store the
-/// same KV bytes per token: the store's blocks are shared between them).
+/// A host pool of `hicache_size` GB per rank or (size 0) `hicache_ratio` × the GPU KV pool, as
+/// sglang sizes HiCache's host pool and the decode offload's (`HostKVCache.__init__`): its
+/// tokens per instance, and the KV bytes of one token on one attention-TP rank.
+fn host_pool(
+    c: &Checker,
+    key: &str,
+    p: &file::PoolSection,
+    pool: &Pool,
+    gpu: &GpuSpec,
+) -> Result<(u64, u64), ScenarioError> {
+    let s = &p.server;
+    let k = |f: &str| format!("{key}.server.{f}");
+    let per_rank = pool
+        .model
+        .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes)
+        .max(1);
+    let size_gb = s.hicache_size.unwrap_or(0.0);
+    if !(size_gb.is_finite() && (0.0..=1e6).contains(&size_gb)) {
+        return Err(c.err(
+            &k("hicache_size"),
+            format!("must be host memory per rank in GB, 0 to 1e6 (0: from hicache_ratio), got {size_gb}"),
+        ));
+    }
+    let ratio = s.hicache_ratio.unwrap_or(2.0);
+    if !(ratio.is_finite() && ratio > 1.0 && ratio <= 1e4) {
+        return Err(c.err(
+            &k("hicache_ratio"),
+            format!("must be above 1 (the host tier is larger than the GPU pool; sglang's default: 2.0) and at most 1e4, got {ratio}"),
+        ));
+    }
+    let device_tokens =
+        u64::from(crate::config::capacity::kv_pages(gpu, pool)) * u64::from(pool.server.page_size);
+    let host_tokens = if size_gb > 0.0 {
+        (size_gb * 1e9 / per_rank as f64) as u64
+    } else {
+        (ratio * device_tokens as f64) as u64
+    };
+    Ok((host_tokens, per_rank))
+}
+
+/// `pools.<name>.server.disaggregation_decode_enable_offload_kvcache` (sglang's
+/// `--disaggregation-decode-enable-offload-kvcache`, default false): a decode pool writes the
+/// blocks its requests' outputs complete to the storage backend through a host pool of its
+/// own (`DecodeKVCacheOffloadManager`, sglang main 2026 @ 0122d6f; `docs/sglang-pd.md` §18.1).
+/// It takes `hicache_storage_backend` (the offload's `HiCacheController` writes through it;
+/// `"mooncake"`, the default here) and the host pool's `hicache_ratio` / `hicache_size`, not
+/// `enable_hierarchical_cache`; `[kv_store]` is checked by [`kv_store`].
+fn decode_offload(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    pool: &Pool,
+    gpu: &GpuSpec,
+) -> Result<Option<crate::config::DecodeOffloadParams>, ScenarioError> {
+    let s = &p.server;
+    if !s.disaggregation_decode_enable_offload_kvcache {
+        return Ok(None);
+    }
+    let k = |f: &str| format!("{key}.server.{f}");
+    let flag = k("disaggregation_decode_enable_offload_kvcache");
+    if p.role != Role::Decode {
+        return Err(c.err(
+            &flag,
+            format!(
+                "only a decode pool offloads (sglang builds its DecodeKVCacheOffloadManager only with --disaggregation-mode decode; pool {:?} is {}): a prefill pool writes to the store with enable_hierarchical_cache = true and hicache_storage_backend = \"mooncake\"; set it to false here",
+                p.name,
+                p.role.as_str()
+            ),
+        ));
+    }
+    if pool.model.is_hybrid() {
+        return Err(c.err(
+            &flag,
+            format!(
+                "model {} keeps recurrent state beside its KV: sglang's decode offload supports MHA and MLA KV pools only (DecodeKVCacheOffloadManager raises \"Unsupported KV cache type for decode offload\"), so the server would not start; set it to false",
+                pool.model.name
+            ),
+        ));
+    }
+    for (f, set) in [
+        ("hicache_write_policy", s.hicache_write_policy.is_some()),
+        (
+            "hicache_storage_prefetch_policy",
+            s.hicache_storage_prefetch_policy.is_some(),
+        ),
+    ] {
+        if set {
+            return Err(c.err(
+                &k(f),
+                "does nothing on a decode pool: its offload writes every block a request's output completes, as it fills, and never prefetches; drop it",
+            ));
+        }
+    }
+    // sglang's offload writes through `--hicache-storage-backend`, which it needs; pdsim's one
+    // backend is the scenario's Mooncake Store, so leaving it out here means that one (and
+    // `plan`'s launch line writes it).
+    if let Some(other) = s
+        .hicache_storage_backend
+        .as_deref()
+        .filter(|b| *b != "mooncake")
+    {
+        return Err(c.err(
+            &k("hicache_storage_backend"),
+            format!("{other:?} is not modelled; valid: \"mooncake\" (the scenario's [kv_store]), or leave it out (the same)"),
+        ));
+    }
+    let (host_tokens, per_rank) = host_pool(c, key, p, pool, gpu)?;
+    let attn_tp = pool.server.attn_tp_size;
+    Ok(Some(crate::config::DecodeOffloadParams {
+        host_tokens,
+        bytes_per_token: per_rank * u64::from(attn_tp),
+        pcie_bytes_per_ns: pcie_bytes_per_s(gpu) * f64::from(attn_tp) / 1e9,
+    }))
+}
+
+/// `[kv_store]`: needed by, and only by, prefill pools with `hicache_storage_backend =
+/// "mooncake"` and decode pools that offload (`disaggregation_decode_enable_offload_kvcache`). Its capacity is counted in the
+/// tokens of the first such pool (every such pool must store the same KV bytes per token: the
+/// store's blocks are shared between them).
 pub(super) fn kv_store(
     c: &Checker,
     file: &ScenarioFile,
     pools: &[Pool],
     nodes: u32,
 ) -> Result<Option<crate::config::KvStoreParams>, ScenarioError> {
-    let users: Vec<&Pool> = pools
+    // (pool, KV bytes per token, the key that makes it a user)
+    let users: Vec<(&Pool, u64, String)> = pools
         .iter()
-        .filter(|p| p.hicache.is_some_and(|h| h.storage))
+        .filter_map(|p| {
+            if let Some(h) = p.hicache.filter(|h| h.storage) {
+                Some((
+                    p,
+                    h.bytes_per_token,
+                    format!("pools.{}.server.hicache_storage_backend", p.name),
+                ))
+            } else {
+                p.decode_offload.map(|o| {
+                    (
+                        p,
+                        o.bytes_per_token,
+                        format!(
+                            "pools.{}.server.disaggregation_decode_enable_offload_kvcache",
+                            p.name
+                        ),
+                    )
+                })
+            }
+        })
         .collect();
     let Some(ks) = &file.kv_store else {
-        if let Some(p) = users.first() {
+        if let Some((p, _, key)) = users.first() {
+            let what = if p.hicache.is_some() {
+                "\"mooncake\" needs the store"
+            } else {
+                "writes to the Mooncake Store"
+            };
             return Err(c.err(
-                &format!("pools.{}.server.hicache_storage_backend", p.name),
-                "\"mooncake\" needs the store: add a [kv_store] section (capacity_gb, nodes, eviction)",
+                key,
+                format!("{what}: add a [kv_store] section (capacity_gb, nodes, eviction)"),
             ));
         }
         return Ok(None);
     };
-    let Some(first) = users.first() else {
+    let Some((first, bpt, _)) = users.first() else {
         return Err(c.err(
             "kv_store",
-            "no pool uses it: set enable_hierarchical_cache = true and hicache_storage_backend = \"mooncake\" on a prefill pool, or drop [kv_store]",
+            "no pool uses it: set enable_hierarchical_cache = true and hicache_storage_backend = \"mooncake\" on a prefill pool (or disaggregation_decode_enable_offload_kvcache = true on a decode pool), or drop [kv_store]",
         ));
     };
-    let bpt = first.hicache.expect("a user has HiCache").bytes_per_token;
-    if let Some(other) = users
-        .iter()
-        .find(|p| p.hicache.expect("a user has HiCache").bytes_per_token != bpt)
-    {
+    let bpt = *bpt;
+    if let Some((other, other_bpt, key)) = users.iter().find(|u| u.1 != bpt) {
         return Err(c.err(
-            &format!("pools.{}.server.hicache_storage_backend", other.name),
+            key,
             format!(
                 "pools sharing the [kv_store] must store the same KV bytes per token; pool {:?} has {} and pool {:?} {}",
-                first.name,
-                bpt,
-                other.name,
-                other.hicache.expect("a user has HiCache").bytes_per_token
+                first.name, bpt, other.name, other_bpt
             ),
         ));
     }

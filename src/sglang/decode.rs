@@ -120,6 +120,9 @@ pub struct DecodeServer {
     full: bool,
     /// Pages the run's steps still to start will grow by.
     need_left: u64,
+    /// The offload of generated KV to the store
+    /// (`disaggregation_decode_enable_offload_kvcache`), if on.
+    pub offload: Option<Box<super::decode_offload::DecodeOffload>>,
 }
 
 /// The most steps one coalesced run covers.
@@ -159,6 +162,7 @@ impl DecodeServer {
             cut: false,
             full: false,
             need_left: 0,
+            offload: None,
         };
         d.coalesce = d.may_coalesce();
         d
@@ -166,12 +170,12 @@ impl DecodeServer {
 
     /// Whether this server's steps may be coalesced: not where an ownership oracle reads who
     /// owns every page as transfers land, nor where a DeepEP step across nodes puts bytes on
-    /// the fabric (their steps stay events).
+    /// the fabric, nor where step ends offload KV to the store (their steps stay events).
     pub fn may_coalesce(&self) -> bool {
         let oracle = matches!(self.core.pages.store, super::memory::Store::Oracle { .. });
         let a2a = matches!(&self.core.step, crate::compute::StepTimes::Model(m)
             if m.moe_time(1.0, false).is_some_and(|t| t.rdma_bytes_per_gpu > 0.0));
-        !oracle && !a2a
+        !oracle && !a2a && self.offload.is_none()
     }
 
     /// The prealloc queue: in order, reserve KV pages for the prompt (and a state slot for
@@ -722,6 +726,9 @@ impl DecodeServer {
         self.core.busy = false;
         self.prealloc.clear();
         self.ready.clear();
+        if let Some(o) = self.offload.as_mut() {
+            o.crash();
+        }
     }
 }
 

@@ -33,6 +33,8 @@ pub struct KvStore {
     pub skipped_blocks: u64,
     /// Blocks read by prefetches.
     pub read_blocks: u64,
+    /// Blocks a decode offload landed whose prefix the store did not hold (dropped).
+    pub orphaned_blocks: u64,
 }
 
 impl KvStore {
@@ -47,6 +49,7 @@ impl KvStore {
             written_blocks: 0,
             skipped_blocks: 0,
             read_blocks: 0,
+            orphaned_blocks: 0,
         }
     }
 
@@ -100,6 +103,45 @@ impl KvStore {
         if ok {
             self.write(hash_ids, now);
         }
+    }
+
+    /// A decode's offload starts putting the blocks `path[start..]` at `now`: `path` is the
+    /// request's full prompt blocks and then its answer blocks up to this write's, and
+    /// `path[..start]` are not this writer's (the prefill wrote the prompt; earlier offloads
+    /// the answer's first blocks). Of its own, the leading ones the store holds or another
+    /// writer is putting are skipped, as in [`KvStore::begin_write`]. Returns where its put
+    /// starts; `path[from..]` are in flight until [`KvStore::finish_offload`].
+    pub fn begin_offload(&mut self, path: &[u64], start: usize, now: Nanos) -> usize {
+        let held = (self.held(path, now) as usize).max(start);
+        let from = held
+            + path[held..]
+                .iter()
+                .take_while(|id| self.writing.contains(id))
+                .count();
+        self.writing.extend(&path[from..]);
+        from
+    }
+
+    /// The offload of `path[from..]` ([`KvStore::begin_offload`]) ended at `now`. Landed, its
+    /// blocks are readable from now on if every block before them is held or being put (a
+    /// block is only reachable with its whole prefix: sglang's storage lookup stops at the
+    /// first page it does not find, `HiCacheController._storage_hit_query`); otherwise they
+    /// are orphans and are dropped. Returns whether they were kept.
+    pub fn finish_offload(&mut self, path: &[u64], from: usize, now: Nanos, ok: bool) -> bool {
+        for id in &path[from..] {
+            self.writing.remove(id);
+        }
+        if !ok {
+            return false;
+        }
+        let held = self.held(path, now) as usize;
+        let reachable = held >= from || path[held..from].iter().all(|id| self.writing.contains(id));
+        if reachable {
+            self.write(path, now);
+        } else {
+            self.orphaned_blocks += (path.len() - from) as u64;
+        }
+        reachable
     }
 
     /// The prompt's leading blocks the store holds at `now`, after the writes completed by then.
@@ -203,5 +245,39 @@ mod tests {
             3,
             "4 may be written again"
         );
+    }
+
+    /// A decode's offload puts only its own blocks, and they are readable only under a prompt
+    /// the store holds (or is being written): otherwise they are orphans.
+    #[test]
+    fn an_offload_extends_the_prompt_the_prefill_wrote() {
+        let mut s = KvStore::new(None, true);
+        // The prompt [1, 2] is held; the offload of answer block 7 puts 7 only.
+        s.write(&[1, 2], 0);
+        assert_eq!(s.begin_offload(&[1, 2, 7], 2, 10), 2);
+        assert_eq!(s.read(&[1, 2, 7], 0, 11), 2, "not before it lands");
+        assert!(s.finish_offload(&[1, 2, 7], 2, 20, true));
+        assert_eq!(s.read(&[1, 2, 7, 8], 0, 21), 3);
+        // A prompt the store does not hold ([5, 6]) leaves the answer unreachable, though its
+        // bytes moved.
+        assert_eq!(
+            s.begin_offload(&[5, 6, 9], 2, 30),
+            2,
+            "never puts the prompt"
+        );
+        assert!(!s.finish_offload(&[5, 6, 9], 2, 40, true));
+        assert_eq!(s.orphaned_blocks, 1);
+        assert_eq!(s.read(&[5, 6, 9], 0, 41), 0);
+        // Two offloads of one request in flight at once: the second lands first, its prefix
+        // block (being put) makes it reachable, as for write-backs.
+        assert_eq!(s.begin_offload(&[1, 2, 7, 8], 3, 50), 3);
+        assert_eq!(s.begin_offload(&[1, 2, 7, 8, 9], 4, 51), 4);
+        assert!(s.finish_offload(&[1, 2, 7, 8, 9], 4, 60, true));
+        assert!(s.finish_offload(&[1, 2, 7, 8], 3, 61, true));
+        assert_eq!(s.read(&[1, 2, 7, 8, 9], 0, 62), 5);
+        // A failed offload makes nothing readable and frees its blocks for another writer.
+        assert_eq!(s.begin_offload(&[1, 2, 7, 8, 9, 10], 5, 70), 5);
+        assert!(!s.finish_offload(&[1, 2, 7, 8, 9, 10], 5, 80, false));
+        assert_eq!(s.begin_offload(&[1, 2, 7, 8, 9, 10], 5, 81), 5);
     }
 }

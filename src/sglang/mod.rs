@@ -1,7 +1,8 @@
 //! sglang's PD components, one file each: [`prefill`] (the prefill server's scheduler and its
 //! prefix cache), [`decode`] (prealloc queue, continuous batch, retraction), [`transfer`] (the
-//! Mooncake transfer queues, their shards and worker threads, and the session blacklist), and
-//! the [`router`]. Each owns its state and answers its events; **a component never calls another
+//! Mooncake transfer queues, their shards and worker threads, and the session blacklist), the
+//! [`router`], HiCache ([`hicache`]) with the shared Mooncake Store ([`kv_store`]), and the
+//! decode side's offload to it ([`decode_offload`]). Each owns its state and answers its events; **a component never calls another
 //! component** — what crosses from one to another (a freed page that may admit a request, a
 //! request that ended) goes through the simulator's `World` (`sim/`), which drains a wake set after every
 //! event. See `README.md` beside this file for the request lifecycle.
@@ -9,6 +10,7 @@
 pub mod approx_tree;
 pub mod colocated;
 pub mod decode;
+pub mod decode_offload;
 pub mod dp;
 pub mod hicache;
 pub mod kv_store;

@@ -385,6 +385,9 @@ impl World<'_> {
             &mut retracted,
         );
         self.a2a_forward_started(CoreRef::Decode(d), before);
+        if self.decodes[d].offload.is_some() {
+            self.offload_joined(d);
+        }
         for &r in &retracted {
             let p = self.reqs.get(r).expect("retracted, not ended").prefill;
             self.prefills[p].core.outstanding += 1;
@@ -405,6 +408,11 @@ impl World<'_> {
         self.collector
             .tokens_generated(now, u64::from(self.decodes[d].running));
         self.decodes[d].step_done(now, &mut self.reqs, &mut self.collector.itl, &mut finished);
+        // The blocks this step completed go to the store before their requests end, as sglang's
+        // batch result processor offloads a finished request before releasing it.
+        if self.decodes[d].offload.is_some() {
+            self.offload_due(d, &finished);
+        }
         for &r in &finished {
             self.complete(r);
         }
@@ -537,6 +545,9 @@ impl World<'_> {
         let dec = &mut self.decodes[d];
         if req.join_step != NOT_RUNNING {
             dec.leave_batch(req, r);
+        }
+        if let Some(o) = dec.offload.as_deref_mut() {
+            o.forget(r.id);
         }
         if req.decode_allocated {
             dec.holders -= 1;

@@ -132,6 +132,8 @@ struct Scratch {
     jobs: Vec<ChunkJob>,
     refs: Vec<ReqRef>,
     ends: Vec<FlowEnd>,
+    /// Decode offloads due after a step (`store.rs`).
+    due: Vec<(crate::sglang::decode_offload::Due, u64)>,
 }
 
 /// The whole simulated cluster.
@@ -153,6 +155,9 @@ pub struct World<'a> {
     router: Router,
     /// The shared Mooncake Store (`[kv_store]`), if any.
     kv_store: Option<crate::sglang::kv_store::KvStore>,
+    /// The blocks each request's output completes (a trace's, derived at load time), when a
+    /// decode pool offloads to the store.
+    answers: Option<Arc<crate::config::AnswerBlocks>>,
     source: Generator,
     arrivals_done: bool,
     /// The next request, drawn when its arrival was scheduled.
@@ -426,6 +431,9 @@ impl<'a> World<'a> {
                             .map_or(u32::MAX, |m| (m / dp).max(1));
                         let mut d = DecodeServer::new(core, ports, max_running);
                         d.reserved_tokens = pool.num_reserved_decode_tokens;
+                        d.offload = pool.decode_offload.map(|o| {
+                            Box::new(crate::sglang::decode_offload::DecodeOffload::new(o))
+                        });
                         decodes.push(d);
                     }
                     Role::Colocated => {
@@ -450,6 +458,10 @@ impl<'a> World<'a> {
                 .kv_store
                 .as_ref()
                 .map(|k| crate::sglang::kv_store::KvStore::new(k.capacity_tokens, k.evict)),
+            answers: match &sc.workload {
+                crate::config::Workload::Trace { source } => source.answers.clone(),
+                crate::config::Workload::Synthetic { .. } => None,
+            },
             fabric,
             prefills,
             transfers,
@@ -477,6 +489,9 @@ impl<'a> World<'a> {
             dispatch,
             materialized_ns: 0,
         };
+        if w.decodes.iter().any(|d| d.offload.is_some()) {
+            w.store.traffic.decode_offload = Some(Default::default());
+        }
         w.set_decode_coalescing(true);
         w
     }
@@ -496,12 +511,25 @@ impl<'a> World<'a> {
         let s = self.kv_store.as_mut()?;
         s.settle(now);
         let k = self.sc.kv_store.as_ref()?;
+        // Every pool using the store stores the same bytes per token (checked at load).
         let bpt = self
             .sc
             .pools
             .iter()
-            .find_map(|p| p.hicache.filter(|h| h.storage))
-            .map_or(0, |h| h.bytes_per_token);
+            .find_map(|p| {
+                p.hicache
+                    .filter(|h| h.storage)
+                    .map(|h| h.bytes_per_token)
+                    .or(p.decode_offload.map(|o| o.bytes_per_token))
+            })
+            .unwrap_or(0);
+        let mut traffic = self.store.traffic;
+        if let Some(t) = traffic.decode_offload.as_mut() {
+            for o in self.decodes.iter().filter_map(|d| d.offload.as_deref()) {
+                t.host_full_blocks += o.host_full_blocks;
+                t.host_waits += o.host_waits;
+            }
+        }
         let block = u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * bpt;
         Some(crate::metrics::summary::KvStoreSummary {
             capacity_tokens: k.capacity_tokens,
@@ -513,7 +541,7 @@ impl<'a> World<'a> {
             evicted_blocks: s.evicted_blocks(),
             prefetched_blocks: s.read_blocks,
             prefetched_bytes: s.read_blocks * block,
-            traffic: self.store.traffic,
+            traffic,
         })
     }
 
@@ -595,11 +623,14 @@ impl<'a> World<'a> {
         let hard_stop = self.sc.duration_ns.saturating_add(self.sc.drain_timeout_ns);
         let mut cut = false;
         while let Some(t) = self.q.peek_time() {
-            if self.arrivals_done && self.live() == 0 {
+            // The run ends when every request has, and every store operation has landed: a
+            // decode's offload of a request's last blocks outlives the request.
+            if self.arrivals_done && self.live() == 0 && self.store.idle() {
                 break;
             }
             if t > hard_stop {
-                cut = true;
+                // Cut with requests still to come or in flight (not only store writes).
+                cut = !(self.arrivals_done && self.live() == 0);
                 // The coalesced steps the cut run had reached are run as their events would be.
                 self.catch_up_decodes(hard_stop);
                 self.q.advance_to(self.materialized_ns);

@@ -27,6 +27,12 @@
 //! makes its blocks readable when its last batch lands; a failed or aborted batch fails the
 //! operation (a read keeps what landed, a write makes nothing readable), as sglang treats a
 //! failed storage I/O as a miss.
+//!
+//! A decode instance that offloads its generated KV (`disaggregation_decode_enable_offload_kvcache`,
+//! `sglang::decode_offload`) is a client too: after the step that completes a block of a
+//! request's output, the block is copied GPU → host (the offload's own host pool) and written
+//! to the store exactly as a write-back is, from the decode's GPUs' NICs — the same NICs whose
+//! receive side carries the KV transfers into that decode.
 
 use std::collections::BTreeMap;
 
@@ -36,7 +42,7 @@ use crate::metrics::summary::KvStoreTraffic;
 
 use super::World;
 use crate::vocab::event::Event;
-use crate::vocab::ids::PrefillId;
+use crate::vocab::ids::{DecodeId, PrefillId};
 use crate::vocab::requests::ReqRef;
 
 /// The bit that marks a store batch's token (a KV transfer's token is `prefill << 32 | shard`,
@@ -87,6 +93,15 @@ enum Part {
     Failed(f64),
 }
 
+/// Whose host memory an operation moves bytes to or from.
+#[derive(Clone, Copy, Debug)]
+enum Client {
+    /// A prefill instance's HiCache.
+    Prefill(PrefillId),
+    /// A decode instance's offload.
+    Decode(DecodeId),
+}
+
 /// What an operation does when its last batch ends.
 #[derive(Clone, Debug)]
 enum Kind {
@@ -95,6 +110,15 @@ enum Kind {
     /// A write-back of the prompt blocks `ids`, of which the first `from` were not put (the
     /// store held them or another writer was putting them).
     Write { ids: Vec<u64>, from: usize },
+    /// A decode offload by `decode` of `path[from..]` (`path`: the request's full prompt
+    /// blocks, then its answer blocks up to this offload's), which holds `blocks` blocks of
+    /// the decode's host pool until it ends.
+    Offload {
+        decode: DecodeId,
+        path: Vec<u64>,
+        from: usize,
+        blocks: u32,
+    },
 }
 
 /// One read or write: its batches, grouped by store node (`groups[g]` batches `g·ranks ..
@@ -142,31 +166,46 @@ fn arrived_blocks(order: &[u32], landed: &[u32]) -> u32 {
 }
 
 impl World<'_> {
-    /// Starts a store operation of prefill `p` on the prompt blocks `blocks` at `now`: reads
-    /// into its host memory (`read`) or writes from it after `lead_ns` (the GPU → host copy).
-    /// One batch per (store node, rank), a local copy where the node is the rank's own.
+    /// Starts a store operation of `client` on the blocks `blocks` at `now`: reads into its
+    /// host memory (`read`) or writes from it after `lead_ns` (the GPU → host copy). One batch
+    /// per (store node, rank), a local copy where the node is the rank's own.
     fn start_store_op(
         &mut self,
         kind: Kind,
-        p: PrefillId,
+        client: Client,
         blocks: &[u64],
         now: Nanos,
         lead_ns: Nanos,
     ) {
         let read = matches!(kind, Kind::Read { .. });
+        let offload = matches!(kind, Kind::Offload { .. });
         let k = self
             .sc
             .kv_store
             .as_ref()
             .expect("a store has its parameters");
         let nodes = &k.nodes;
-        let core = &self.prefills[p].core;
-        let h = self.prefills[p]
-            .hicache
-            .as_deref()
-            .expect("store traffic comes from HiCache");
-        let block_bytes =
-            u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * h.params.bytes_per_token;
+        let (core, bytes_per_token) = match client {
+            Client::Prefill(p) => (
+                &self.prefills[p].core,
+                self.prefills[p]
+                    .hicache
+                    .as_deref()
+                    .expect("store traffic comes from HiCache")
+                    .params
+                    .bytes_per_token,
+            ),
+            Client::Decode(d) => (
+                &self.decodes[d].core,
+                self.decodes[d]
+                    .offload
+                    .as_deref()
+                    .expect("a decode's store traffic comes from its offload")
+                    .params
+                    .bytes_per_token,
+            ),
+        };
+        let block_bytes = u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * bytes_per_token;
         let pages_per_block =
             crate::workload::trace::HASH_BLOCK_TOKENS.div_ceil(core.page_size.max(1));
         let ranks = core.gpus.len().max(1);
@@ -204,6 +243,9 @@ impl World<'_> {
                     self.q
                         .schedule_at(t1, Event::StoreCopied { op: op_id, part });
                     self.store.traffic.local_copy_bytes += bytes;
+                    if offload {
+                        self.store.offload_mut().local_copy_bytes += bytes;
+                    }
                     parts.push(Part::Copy { t0, t1 });
                 } else {
                     let far = GpuId {
@@ -223,15 +265,23 @@ impl World<'_> {
                     } else {
                         self.store.traffic.fabric_write_bytes += bytes;
                     }
+                    if offload {
+                        let o = self.store.offload_mut();
+                        o.fabric_write_bytes += bytes;
+                        o.batches += 1;
+                    }
                     parts.push(Part::Flow(f));
                 }
             }
         }
-        if read {
+        if let (Kind::Read { .. }, Client::Prefill(p)) = (&kind, client) {
             self.store.traffic.reads += 1;
             self.store.reading.entry(p).or_default().push(op_id);
         } else {
             self.store.traffic.writes += 1;
+            if offload {
+                self.store.offload_mut().writes += 1;
+            }
         }
         let left = parts.len() as u32;
         let old = self.store.ops.insert(
@@ -293,7 +343,13 @@ impl World<'_> {
         let blocks = req.hash_ids[local as usize..held as usize].to_vec();
         self.reqs.get_mut(r).expect("present").prefetch =
             Some(Prefetch::new(now, local, held - local, block_bytes));
-        self.start_store_op(Kind::Read { req: r, prefill: p }, p, &blocks, now, 0);
+        self.start_store_op(
+            Kind::Read { req: r, prefill: p },
+            Client::Prefill(p),
+            &blocks,
+            now,
+            0,
+        );
     }
 
     /// Request `r`'s prefill on `p` ended at `now`: HiCache writes its blocks back to the shared
@@ -328,7 +384,131 @@ impl World<'_> {
         h.counts.store_write_bytes += bytes;
         let lead = h.copy_ns(bytes);
         let blocks = ids[from..].to_vec();
-        self.start_store_op(Kind::Write { ids, from }, p, &blocks, now, lead);
+        self.start_store_op(
+            Kind::Write { ids, from },
+            Client::Prefill(p),
+            &blocks,
+            now,
+            lead,
+        );
+    }
+
+    /// Decode `d`'s offloads due after its step that just ended (`finished`: the requests that
+    /// produced their last token in it, which offload what is left before they end): each
+    /// due request's completed blocks are copied GPU → host if the offload's host pool has
+    /// room (else they wait for the next step, or, at the request's end, are dropped) and
+    /// written to the store (`DecodeKVCacheOffloadManager.offload_kv_cache`, then
+    /// `_trigger_backup` once the copy is done; `sglang::decode_offload`).
+    pub(super) fn offload_due(&mut self, d: DecodeId, finished: &[ReqRef]) {
+        let now = self.q.now();
+        let Some(answers) = self.answers.clone() else {
+            return;
+        };
+        let steps = self.decodes[d].steps_done;
+        let end_block = |q: &crate::vocab::requests::Req| {
+            q.input / crate::workload::trace::HASH_BLOCK_TOKENS + answers.of(q.id).len() as u32
+        };
+        let mut due = std::mem::take(&mut self.scratch.due);
+        due.clear();
+        {
+            let reqs = &self.reqs;
+            let o = self.decodes[d]
+                .offload
+                .as_deref_mut()
+                .expect("offloads are due only where the offload is on");
+            o.take_due(
+                steps,
+                |r| {
+                    let q = reqs.get(r)?;
+                    let kv = u64::from(q.prompt()) + steps.saturating_sub(q.join_step);
+                    Some((q.join_step, kv, end_block(q)))
+                },
+                &mut due,
+            );
+        }
+        for &(item, join) in &due {
+            let q = self.reqs.get(item.req).expect("due requests are live");
+            let (prompt, last_block) = (q.prompt(), end_block(q));
+            let blocks = item.end - item.first;
+            let o = self.decodes[d].offload.as_deref_mut().expect("on");
+            if !o.has_room(blocks) {
+                o.wait(item, join, steps, finished.contains(&item.req));
+                continue;
+            }
+            o.offloaded(item, join, prompt, last_block);
+            let full = (q.input / crate::workload::trace::HASH_BLOCK_TOKENS) as usize;
+            let answer = &answers.of(q.id)[..item.end as usize - full];
+            let mut path = Vec::with_capacity(full + answer.len());
+            path.extend_from_slice(&q.hash_ids[..full]);
+            path.extend_from_slice(answer);
+            self.offload_write(d, path, item.first as usize, blocks, now);
+        }
+        self.scratch.due = due;
+    }
+
+    /// The requests that joined decode `d`'s batch at the step that just started have their
+    /// next block scheduled.
+    pub(super) fn offload_joined(&mut self, d: DecodeId) {
+        let Some(answers) = self.answers.as_deref() else {
+            return;
+        };
+        let dec = &mut self.decodes[d];
+        let o = dec.offload.as_deref_mut().expect("on");
+        for &r in &dec.joined {
+            let Some(q) = self.reqs.get(r) else {
+                continue;
+            };
+            let end =
+                q.input / crate::workload::trace::HASH_BLOCK_TOKENS + answers.of(q.id).len() as u32;
+            o.joined(r, q.join_step, (q.prompt(), q.input), end);
+        }
+    }
+
+    /// One offload of decode `d`: `blocks` blocks, `path[start..]`, copied GPU → host over
+    /// the instance's PCIe links, then put to the store (what it holds or is being written is
+    /// skipped, as for write-backs).
+    fn offload_write(
+        &mut self,
+        d: DecodeId,
+        path: Vec<u64>,
+        start: usize,
+        blocks: u32,
+        now: Nanos,
+    ) {
+        let o = self.decodes[d].offload.as_deref_mut().expect("on");
+        let bytes = u64::from(blocks)
+            * u64::from(crate::workload::trace::HASH_BLOCK_TOKENS)
+            * o.params.bytes_per_token;
+        let lead = crate::engine::ceil_ns(bytes as f64 / o.params.pcie_bytes_per_ns);
+        let t = self.store.offload_mut();
+        t.offloads += 1;
+        t.blocks += u64::from(blocks);
+        t.d2h_bytes += bytes;
+        let Some(store) = self.kv_store.as_mut() else {
+            o.written(blocks);
+            return;
+        };
+        let from = store.begin_offload(&path, start, now);
+        if from == path.len() {
+            // Every block is in the store or on its way: the backup puts nothing and frees the
+            // host pages.
+            o.written(blocks);
+            return;
+        }
+        self.store.offload_mut().put_blocks += (path.len() - from) as u64;
+        let put = path[from..].to_vec();
+        self.start_store_op(
+            Kind::Offload {
+                decode: d,
+                path,
+                from,
+                blocks,
+            },
+            Client::Decode(d),
+            &put,
+            now,
+            lead,
+        );
     }
 
     /// A store flow ended (`flow_ended` dispatches here by its token).
@@ -365,6 +545,26 @@ impl World<'_> {
             Kind::Write { ids, from } => {
                 if let Some(store) = self.kv_store.as_mut() {
                     store.finish_write(&ids, from, now, !op.failed);
+                }
+            }
+            Kind::Offload {
+                decode,
+                path,
+                from,
+                blocks,
+            } => {
+                if let Some(o) = self.decodes[decode].offload.as_deref_mut() {
+                    o.written(blocks);
+                }
+                let kept = self
+                    .kv_store
+                    .as_mut()
+                    .is_some_and(|s| s.finish_offload(&path, from, now, !op.failed));
+                let t = self.store.offload_mut();
+                if op.failed {
+                    t.failed += 1;
+                } else if !kept {
+                    t.orphaned_blocks += (path.len() - from) as u64;
                 }
             }
             Kind::Read { req, prefill } => {
@@ -417,6 +617,20 @@ impl World<'_> {
     }
 }
 
+impl StoreFlows {
+    /// Whether no store operation is in flight.
+    pub(super) fn idle(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// The decode offload's figures (present from the start of a run where a decode offloads).
+    fn offload_mut(&mut self) -> &mut crate::metrics::summary::DecodeOffloadTraffic {
+        self.traffic
+            .decode_offload
+            .get_or_insert_with(Default::default)
+    }
+}
+
 /// Blocks of read `op` in host memory at `now`, from the fabric's progress of its batches.
 fn arrived_of(op: &Op, fabric: &crate::fabric::Fabric, now: Nanos) -> u32 {
     let landed: Vec<u32> = op
@@ -449,6 +663,71 @@ fn arrived_of(op: &Op, fabric: &crate::fabric::Fabric, now: Nanos) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `scenarios/store/decode-offload.toml` with `sets`: bytes the decode instances'
+    /// NICs received and sent over the whole run (the fabric's own counters, to the last
+    /// byte), the KV bytes of every request, and the offload's figures.
+    fn decode_nics(
+        sets: &[&str],
+    ) -> (
+        f64,
+        f64,
+        u64,
+        Option<crate::metrics::summary::DecodeOffloadTraffic>,
+    ) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios/store/decode-offload.toml");
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let sc = crate::scenario::load(&path, &sets).expect("loads");
+        let mut sink = crate::metrics::VecSink::default();
+        let (rx, tx, traffic) = {
+            let mut w = World::new(&sc, &mut sink);
+            w.run().expect("runs");
+            let now = w.q.now();
+            w.fabric.settle_all(now);
+            let mut nics: Vec<_> = w.decodes.iter().flat_map(|d| d.core.nics.clone()).collect();
+            nics.sort_unstable();
+            nics.dedup();
+            let (mut rx, mut tx) = (0.0, 0.0);
+            for n in nics {
+                let (t, r) = w.fabric.nic_bytes(n);
+                tx += t;
+                rx += r;
+            }
+            (rx, tx, w.store.traffic.decode_offload)
+        };
+        let kv = sink.requests.iter().map(|r| r.kv_bytes).sum();
+        (rx, tx, kv, traffic)
+    }
+
+    /// Conservation, to the byte: with the store on the prefill nodes, the decode instances'
+    /// NICs receive the KV transfers into them and nothing else whether the offload is on or
+    /// off, and with it on they send exactly the offload's batches (and nothing without it).
+    #[test]
+    fn a_decode_nics_carry_exactly_its_offload_more() {
+        let store = "kv_store.nodes=[0, 1, 2]";
+        let (rx_on, tx_on, kv_on, on) = decode_nics(&[store]);
+        let (rx_off, tx_off, kv_off, off) = decode_nics(&[
+            store,
+            "pools.decode.server.disaggregation_decode_enable_offload_kvcache=false",
+        ]);
+        let on = on.expect("the offload's figures");
+        assert!(off.is_none());
+        assert!(on.writes > 0 && on.fabric_write_bytes > 0, "{on:?}");
+        assert_eq!(kv_on, kv_off);
+        // Byte counts are sums of f64 shares; they agree to well under a byte per flow.
+        let close = |a: f64, b: u64| (a - b as f64).abs() < 1e-3 * (1.0 + b as f64 / 1e9);
+        assert!(
+            close(rx_on, kv_on) && close(rx_off, kv_off),
+            "rx {rx_on} {rx_off} {kv_on}"
+        );
+        assert!(close(tx_off, 0), "{tx_off}");
+        assert!(close(tx_on, on.fabric_write_bytes), "tx {tx_on} vs {on:?}");
+        assert!(close(
+            (rx_on + tx_on) - (rx_off + tx_off),
+            on.fabric_write_bytes
+        ));
+    }
 
     #[test]
     fn store_tokens_never_look_like_other_tokens() {

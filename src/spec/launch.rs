@@ -148,6 +148,9 @@ const IGNORED_SWITCHES: &[&str] = &[
     "--enable-two-batch-overlap",
     "--enable-eplb",
     "--enable-hierarchical-cache",
+    // The decode side's offload to the store: what it changes is prefix reuse and store
+    // traffic (`pools.server.disaggregation_decode_enable_offload_kvcache`), not the contract.
+    "--disaggregation-decode-enable-offload-kvcache",
     "--skip-server-warmup",
     "--enable-cache-report",
     "--log-requests",

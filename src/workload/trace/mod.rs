@@ -72,8 +72,10 @@
 //!
 //! One file per format ([`mooncake`], [`azure`], [`vidur`], and [`csv`], which also holds
 //! the CSV machinery the three CSV formats share), plus `error` (the error type), `fields`
-//! (field parsers and row checks), `lines` (bounded line reading) and `stats`.
+//! (field parsers and row checks), `lines` (bounded line reading), `stats`, and [`answers`]
+//! (the ids of the blocks each row's output completes, for the decode side's offload).
 
+pub mod answers;
 mod azure;
 mod csv;
 mod error;

@@ -34,6 +34,14 @@ fn same_dir(a: &std::path::Path, b: &std::path::Path) -> bool {
     }
 }
 
+/// One shard folder, read and checked on its own.
+struct Shard {
+    manifest: Manifest,
+    /// Its rows, in its own order (every `count`-th row of the sweep).
+    rows: Vec<SweepRow>,
+    dir: PathBuf,
+}
+
 /// Runs `pdsim merge`.
 pub fn run(args: &MergeArgs) -> Result<(), CliError> {
     if let Some(d) = args.dirs.iter().find(|d| same_dir(d, &args.out)) {
@@ -43,100 +51,15 @@ pub fn run(args: &MergeArgs) -> Result<(), CliError> {
             d.display()
         )));
     }
-    let mut shards: Vec<(Manifest, Vec<SweepRow>, PathBuf)> = Vec::new();
-    for d in &args.dirs {
-        check_complete(
-            d,
-            "finish that shard first (`pdsim sweep ... --shard I/N --resume` continues it)",
-        )?;
-        let mp = d.join("sweep.json");
-        if !mp.is_file() {
-            return Err(CliError::Usage(format!(
-                "{}: no sweep.json; give the folders `pdsim sweep --shard I/N --out DIR` wrote",
-                d.display()
-            )));
-        }
-        let m = Manifest::read(&mp)?;
-        let Some(s) = m.shard else {
-            return Err(CliError::Usage(format!(
-                "{}: a whole sweep, not a shard; merge joins the folders of `pdsim sweep --shard I/N`",
-                d.display()
-            )));
-        };
-        let csv = d.join("sweep.csv");
-        let rows = plan::read_sweep_csv(&csv, m.grid.axes.len())?;
-        let want: Vec<usize> = s.rows(m.rows).collect();
-        if rows.len() != want.len() {
-            return Err(CliError::Usage(format!(
-                "{}: shard {}/{} should hold {} rows, it has {} (an unfinished or cut shard?)",
-                csv.display(),
-                s.index,
-                s.count,
-                want.len(),
-                rows.len()
-            )));
-        }
-        plan::verify_rows(&csv, &m.grid, &want, &rows)?;
-        shards.push((m, rows.into_iter().map(|r| r.1).collect(), d.clone()));
-    }
-    let first = shards[0].0.clone();
-    let n = first.shard.expect("checked to be a shard").count;
-    let mut by_index: Vec<Option<usize>> = vec![None; n];
-    for (k, (m, _, d)) in shards.iter().enumerate() {
-        let differs = [
-            ("scenario text", m.scenario_fnv != first.scenario_fnv),
-            ("files the scenario reads", m.inputs != first.inputs),
-            ("grid (--vary, --seeds, --set)", m.grid != first.grid),
-            ("rows", m.rows != first.rows),
-            ("[slo]", m.slo != first.slo),
-            ("shard count", m.shard.map(|s| s.count) != Some(n)),
-        ];
-        if let Some((what, _)) = differs.iter().find(|d| d.1) {
-            let detail = if *what == "files the scenario reads" {
-                let mut files: Vec<&String> = m
-                    .inputs
-                    .iter()
-                    .filter(|(f, h)| first.inputs.get(*f) != Some(h))
-                    .map(|x| x.0)
-                    .collect();
-                files.extend(first.inputs.keys().filter(|f| !m.inputs.contains_key(*f)));
-                format!(
-                    ": {}",
-                    files
-                        .iter()
-                        .map(|f| f.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            } else {
-                String::new()
-            };
-            return Err(CliError::Usage(format!(
-                "{}: not a shard of the same sweep as {}: its {what} differ{detail}",
-                d.display(),
-                shards[0].2.display()
-            )));
-        }
-        let s = m.shard.expect("checked to be a shard");
-        if let Some(prev) = by_index[s.index].replace(k) {
-            return Err(CliError::Usage(format!(
-                "shard {}/{n} is given twice: {} and {}",
-                s.index,
-                shards[prev].2.display(),
-                d.display()
-            )));
-        }
-    }
-    if let Some(missing) = by_index.iter().position(Option::is_none) {
-        return Err(CliError::Usage(format!(
-            "shard {missing}/{n} is missing: give all {n} shard folders"
-        )));
-    }
-    let mut merged = Vec::with_capacity(first.rows);
-    for i in 0..first.rows {
-        let k = by_index[i % n].expect("every shard checked present");
-        merged.push((i, shards[k].1[i / n].clone()));
-    }
+    let shards = args
+        .dirs
+        .iter()
+        .map(|d| read_shard(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let by_index = order_shards(&shards)?;
+    let first = shards[0].manifest.clone();
+    let n = by_index.len();
+    let merged = interleave(&shards, &by_index, first.rows);
     let only: Vec<SweepRow> = merged.iter().map(|r| r.1.clone()).collect();
     // The unsharded sweep would have stopped here; so does its merge.
     plan::all_infeasible(&only)?;
@@ -155,4 +78,128 @@ pub fn run(args: &MergeArgs) -> Result<(), CliError> {
         ))?;
     }
     Ok(())
+}
+
+/// Reads shard folder `d`: it must be finished, hold a shard's `sweep.json`, and its
+/// `sweep.csv` must hold exactly the rows the grid gives that shard, each where the grid puts it.
+fn read_shard(d: &std::path::Path) -> Result<Shard, CliError> {
+    check_complete(
+        d,
+        "finish that shard first (`pdsim sweep ... --shard I/N --resume` continues it)",
+    )?;
+    let mp = d.join("sweep.json");
+    if !mp.is_file() {
+        return Err(CliError::Usage(format!(
+            "{}: no sweep.json; give the folders `pdsim sweep --shard I/N --out DIR` wrote",
+            d.display()
+        )));
+    }
+    let m = Manifest::read(&mp)?;
+    let Some(s) = m.shard else {
+        return Err(CliError::Usage(format!(
+            "{}: a whole sweep, not a shard; merge joins the folders of `pdsim sweep --shard I/N`",
+            d.display()
+        )));
+    };
+    let csv = d.join("sweep.csv");
+    let rows = plan::read_sweep_csv(&csv, m.grid.axes.len())?;
+    let want: Vec<usize> = s.rows(m.rows).collect();
+    if rows.len() != want.len() {
+        return Err(CliError::Usage(format!(
+            "{}: shard {}/{} should hold {} rows, it has {} (an unfinished or cut shard?)",
+            csv.display(),
+            s.index,
+            s.count,
+            want.len(),
+            rows.len()
+        )));
+    }
+    plan::verify_rows(&csv, &m.grid, &want, &rows)?;
+    Ok(Shard {
+        manifest: m,
+        rows: rows.into_iter().map(|r| r.1).collect(),
+        dir: d.to_path_buf(),
+    })
+}
+
+/// Checks that the shards are all the shards of one sweep, each once, and returns, for each
+/// shard index, the position of its folder in `shards`.
+fn order_shards(shards: &[Shard]) -> Result<Vec<usize>, CliError> {
+    let first = &shards[0].manifest;
+    let n = first.shard.expect("checked to be a shard").count;
+    let mut by_index: Vec<Option<usize>> = vec![None; n];
+    for (k, sh) in shards.iter().enumerate() {
+        let m = &sh.manifest;
+        if let Some(what) = first_difference(m, first, n) {
+            return Err(CliError::Usage(format!(
+                "{}: not a shard of the same sweep as {}: its {what}",
+                sh.dir.display(),
+                shards[0].dir.display()
+            )));
+        }
+        let s = m.shard.expect("checked to be a shard");
+        if let Some(prev) = by_index[s.index].replace(k) {
+            return Err(CliError::Usage(format!(
+                "shard {}/{n} is given twice: {} and {}",
+                s.index,
+                shards[prev].dir.display(),
+                sh.dir.display()
+            )));
+        }
+    }
+    if let Some(missing) = by_index.iter().position(Option::is_none) {
+        return Err(CliError::Usage(format!(
+            "shard {missing}/{n} is missing: give all {n} shard folders"
+        )));
+    }
+    Ok(by_index
+        .into_iter()
+        .map(|k| k.expect("every shard checked present"))
+        .collect())
+}
+
+/// The first way manifest `m` is not of the same sweep as `first` (of `n` shards), as the end
+/// of a sentence ("differ", with the files that differ when it is the scenario's inputs).
+fn first_difference(m: &Manifest, first: &Manifest, n: usize) -> Option<String> {
+    let differs = [
+        ("scenario text", m.scenario_fnv != first.scenario_fnv),
+        ("files the scenario reads", m.inputs != first.inputs),
+        ("grid (--vary, --seeds, --set)", m.grid != first.grid),
+        ("rows", m.rows != first.rows),
+        ("[slo]", m.slo != first.slo),
+        ("shard count", m.shard.map(|s| s.count) != Some(n)),
+    ];
+    let (what, _) = differs.iter().find(|d| d.1)?;
+    let detail = if *what == "files the scenario reads" {
+        let mut files: Vec<&String> = m
+            .inputs
+            .iter()
+            .filter(|(f, h)| first.inputs.get(*f) != Some(h))
+            .map(|x| x.0)
+            .collect();
+        files.extend(first.inputs.keys().filter(|f| !m.inputs.contains_key(*f)));
+        format!(
+            ": {}",
+            files
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        String::new()
+    };
+    Some(format!("{what} differ{detail}"))
+}
+
+/// The sweep's rows in grid order: row `i` is row `i / n` of shard `i % n` (a shard holds
+/// every `n`-th row), each with its index.
+fn interleave(shards: &[Shard], by_index: &[usize], rows: usize) -> Vec<(usize, SweepRow)> {
+    let n = by_index.len();
+    let mut merged = Vec::with_capacity(rows);
+    for i in 0..rows {
+        let k = by_index[i % n];
+        merged.push((i, shards[k].rows[i / n].clone()));
+    }
+    merged
 }

@@ -7,7 +7,8 @@ use clap::Args;
 
 use super::CliError;
 use crate::report::charts::{ChartInput, ImageFormat, SloMetric, SloTarget, render_charts};
-use crate::report::html::{write_index_html, write_summary_md};
+use crate::report::html::write_index_html;
+use crate::report::markdown::write_summary_md;
 use crate::report::markers::{Marker, MarkerKind};
 use crate::report::{CsvSink, IoError, Summary, write_json};
 use crate::scenario::{self, Scenario};

@@ -45,85 +45,138 @@ pub fn parse(name: &str, text: &str) -> Result<Vec<StepPoint>, String> {
     Ok(points)
 }
 
+/// What a file that is neither a step-time CSV nor JSON lines is told, after `{name}:1: ` and
+/// before the header it has (kept out of the `format!` so its `{` needs no escape).
+const NOT_A_STEP_CSV: &str = "not a step-time CSV (the header must name phase, tokens, \
+     batch_size, context_tokens and time_ms) nor JSON lines (a line starting with '{'); found: ";
+
 fn parse_csv(name: &str, text: &str) -> Result<Vec<StepPoint>, String> {
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .from_reader(text.as_bytes());
     let header = reader
         .headers()
-        .map_err(|e| format!("{name}:1: malformed CSV: {e}"))?
-        .clone();
-    let col = |c: &str| {
-        header
-            .iter()
-            .position(|h| h.trim_start_matches('\u{feff}') == c)
-    };
-    let (Some(i_phase), Some(i_time)) = (col("phase"), col("time_ms")) else {
-        return Err(format!(
-            "{name}:1: not a step-time CSV (the header must name phase, tokens, batch_size, \
-             context_tokens and time_ms) nor JSON lines (a line starting with '{{'); found: {}",
-            header.iter().collect::<Vec<_>>().join(",")
-        ));
-    };
-    let (i_tokens, i_batch, i_ctx) = (col("tokens"), col("batch_size"), col("context_tokens"));
+        .map_err(|e| format!("{name}:1: malformed CSV: {e}"))?;
+    let cols = Columns::find(name, header)?;
     let mut out = Vec::new();
     for rec in reader.records() {
         let rec = rec.map_err(|e| {
             let line = e.position().map_or(0, |p| p.line());
             format!("{name}:{line}: malformed CSV: {e}")
         })?;
-        let line = rec.position().map_or(0, |p| p.line());
-        let cell = |i: Option<usize>| i.and_then(|i| rec.get(i)).unwrap_or("");
-        let int = |i: Option<usize>, field: &str, min: u64| -> Result<Option<u64>, String> {
-            let v = cell(i);
-            if v.is_empty() {
-                return Ok(None);
-            }
-            match v.parse::<u64>() {
-                Ok(n) if n >= min => Ok(Some(n)),
-                _ => Err(format!(
-                    "{name}:{line}: column `{field}` = {v:?}: expected an integer ≥ {min}"
-                )),
-            }
+        let row = Row {
+            name,
+            line: rec.position().map_or(0, |p| p.line()),
+            rec: &rec,
         };
-        let ms = match cell(Some(i_time)).parse::<f64>() {
-            Ok(t) if t.is_finite() && t > 0.0 => t,
-            _ => {
-                return Err(format!(
-                    "{name}:{line}: column `time_ms` = {:?}: expected a positive number of milliseconds",
-                    cell(Some(i_time))
-                ));
-            }
+        out.push(row.point(&cols)?);
+    }
+    Ok(out)
+}
+
+/// Where a step-time CSV's columns are: `phase` and `time_ms` are required (they are what
+/// tells a step-time CSV from any other), the rest may be missing and read as empty cells.
+struct Columns {
+    phase: usize,
+    time_ms: usize,
+    tokens: Option<usize>,
+    batch_size: Option<usize>,
+    context_tokens: Option<usize>,
+}
+
+impl Columns {
+    /// The columns the header names (a UTF-8 byte-order mark before the first is ignored), or
+    /// the error for a file that is not a step-time CSV.
+    fn find(name: &str, header: &csv::StringRecord) -> Result<Self, String> {
+        let col = |c: &str| {
+            header
+                .iter()
+                .position(|h| h.trim_start_matches('\u{feff}') == c)
         };
-        let ctx = int(i_ctx, "context_tokens", 0)?.unwrap_or(0);
+        let (Some(phase), Some(time_ms)) = (col("phase"), col("time_ms")) else {
+            return Err(format!(
+                "{name}:1: {NOT_A_STEP_CSV}{}",
+                header.iter().collect::<Vec<_>>().join(",")
+            ));
+        };
+        Ok(Self {
+            phase,
+            time_ms,
+            tokens: col("tokens"),
+            batch_size: col("batch_size"),
+            context_tokens: col("context_tokens"),
+        })
+    }
+}
+
+/// One record of a step-time CSV with the file and line its errors name.
+struct Row<'r> {
+    name: &'r str,
+    line: u64,
+    rec: &'r csv::StringRecord,
+}
+
+impl Row<'_> {
+    /// The cell of column `i`, empty when the header has no such column or the row is short.
+    fn cell(&self, i: Option<usize>) -> &str {
+        i.and_then(|i| self.rec.get(i)).unwrap_or("")
+    }
+
+    /// The integer ≥ `min` in column `i`, `None` for an empty cell.
+    fn int(&self, i: Option<usize>, field: &str, min: u64) -> Result<Option<u64>, String> {
+        let v = self.cell(i);
+        if v.is_empty() {
+            return Ok(None);
+        }
+        match v.parse::<u64>() {
+            Ok(n) if n >= min => Ok(Some(n)),
+            _ => Err(format!(
+                "{}:{}: column `{field}` = {v:?}: expected an integer ≥ {min}",
+                self.name, self.line
+            )),
+        }
+    }
+
+    /// The step time, a positive finite number of milliseconds.
+    fn time_ms(&self, i: usize) -> Result<f64, String> {
+        match self.cell(Some(i)).parse::<f64>() {
+            Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
+            _ => Err(format!(
+                "{}:{}: column `time_ms` = {:?}: expected a positive number of milliseconds",
+                self.name,
+                self.line,
+                self.cell(Some(i))
+            )),
+        }
+    }
+
+    /// The row as a measurement: the time and context first (checked whatever the phase),
+    /// then the phase's own key — `tokens` (and the prompts sharing them) for a prefill,
+    /// `batch_size` for a decode.
+    fn point(&self, cols: &Columns) -> Result<StepPoint, String> {
+        let (name, line) = (self.name, self.line);
+        let ms = self.time_ms(cols.time_ms)?;
+        let context_tokens = self
+            .int(cols.context_tokens, "context_tokens", 0)?
+            .unwrap_or(0);
         let origin = format!("{name}:{line}");
-        let point = match cell(Some(i_phase)) {
+        let (phase, tokens, seqs) = match self.cell(Some(cols.phase)) {
             "prefill" => {
-                let tokens = int(i_tokens, "tokens", 1)?.ok_or_else(|| {
+                let tokens = self.int(cols.tokens, "tokens", 1)?.ok_or_else(|| {
                     format!("{name}:{line}: a prefill row needs `tokens` (an integer ≥ 1)")
                 })?;
-                let seqs = int(i_batch, "batch_size", 1)?.unwrap_or(1);
-                StepPoint {
-                    phase: Phase::Prefill,
-                    tokens: to_u32(name, line, "tokens", tokens)?,
-                    seqs: to_u32(name, line, "batch_size", seqs)?,
-                    context_tokens: ctx,
-                    ms,
-                    origin,
-                }
+                let seqs = self.int(cols.batch_size, "batch_size", 1)?.unwrap_or(1);
+                (
+                    Phase::Prefill,
+                    to_u32(name, line, "tokens", tokens)?,
+                    to_u32(name, line, "batch_size", seqs)?,
+                )
             }
             "decode" => {
-                let b = int(i_batch, "batch_size", 1)?.ok_or_else(|| {
+                let b = self.int(cols.batch_size, "batch_size", 1)?.ok_or_else(|| {
                     format!("{name}:{line}: a decode row needs `batch_size` (an integer ≥ 1)")
                 })?;
-                StepPoint {
-                    phase: Phase::Decode,
-                    tokens: 0,
-                    seqs: to_u32(name, line, "batch_size", b)?,
-                    context_tokens: ctx,
-                    ms,
-                    origin,
-                }
+                (Phase::Decode, 0, to_u32(name, line, "batch_size", b)?)
             }
             other => {
                 return Err(format!(
@@ -131,9 +184,15 @@ fn parse_csv(name: &str, text: &str) -> Result<Vec<StepPoint>, String> {
                 ));
             }
         };
-        out.push(point);
+        Ok(StepPoint {
+            phase,
+            tokens,
+            seqs,
+            context_tokens,
+            ms,
+            origin,
+        })
     }
-    Ok(out)
 }
 
 fn to_u32(name: &str, line: u64, field: &str, v: u64) -> Result<u32, String> {

@@ -206,138 +206,230 @@ pub struct MeasuredProfile {
 
 /// Parses profile text; `path` only names the source in errors.
 pub fn parse_profile(path: &Path, text: &str) -> Result<MeasuredProfile, ProfileError> {
-    const COLUMNS: [&str; 5] = ["phase", "tokens", "batch_size", "context_tokens", "time_ms"];
-    let p = || path.to_path_buf();
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .from_reader(text.as_bytes());
     let csv_err = |e: csv::Error| ProfileError::Csv {
-        path: p(),
+        path: path.to_path_buf(),
         line: e.position().map_or(1, |pos| pos.line()),
         message: e.to_string(),
     };
-    let header = reader.headers().map_err(csv_err)?.clone();
-    let mut idx = [0usize; 5];
-    for (slot, name) in idx.iter_mut().zip(COLUMNS) {
-        *slot = header
-            .iter()
-            .position(|h| h.trim_start_matches('\u{feff}') == name)
-            .ok_or_else(|| ProfileError::MissingColumn {
-                path: p(),
-                column: name,
-                found: header.iter().collect::<Vec<_>>().join(","),
-            })?;
-    }
-    let [i_phase, i_tokens, i_batch, i_context, i_time] = idx;
-
-    // (key, context) → (ms, line), per phase; BTreeMaps give the sorted lines directly.
-    type Points = std::collections::BTreeMap<(u64, u64), (f64, u64)>;
-    let (mut prefill, mut decode) = (Points::new(), Points::new());
+    let header = reader.headers().map_err(csv_err)?;
+    let cols = Columns::find(path, header)?;
+    let mut points: [Points; 2] = Default::default();
     for record in reader.records() {
         let record = record.map_err(csv_err)?;
-        let line = record.position().map_or(0, |pos| pos.line());
-        let cell = |i: usize| record.get(i).unwrap_or("");
-        // An integer ≥ `min`, or None for an empty cell when `optional`.
-        let int = |i: usize, name: &'static str, min: u64, optional: bool| {
-            let v = cell(i);
-            if optional && v.is_empty() {
-                return Ok(None);
-            }
-            match v.parse::<u64>() {
-                Ok(n) if n >= min => Ok(Some(n)),
-                _ => Err(ProfileError::BadNumber {
-                    path: p(),
-                    line,
-                    name,
-                    column: i + 1,
-                    value: v.to_string(),
-                    expected: match (min, optional) {
-                        (0, true) => "empty, or an integer ≥ 0 (this phase ignores it)",
-                        (0, false) => "an integer ≥ 0",
-                        _ => "an integer ≥ 1",
-                    },
-                }),
-            }
+        let row = Row {
+            path,
+            line: record.position().map_or(0, |pos| pos.line()),
+            record: &record,
         };
-        let (phase, map, key_col, key_name) = match cell(i_phase) {
-            "prefill" => ("prefill", &mut prefill, i_tokens, "tokens"),
-            "decode" => ("decode", &mut decode, i_batch, "batch_size"),
+        let m = row.point(&cols)?;
+        add_point(path, &mut points[m.phase], &m, row.line)?;
+    }
+    let [prefill, decode] = points;
+    Ok(MeasuredProfile {
+        prefill: surface(path, prefill, PHASES[PREFILL])?,
+        decode: surface(path, decode, PHASES[DECODE])?,
+    })
+}
+
+/// One phase's points while reading: (key, context) → (ms, line). A `BTreeMap` gives the
+/// sorted lines of a [`Surface`] directly, and the line names the first of two duplicates.
+type Points = std::collections::BTreeMap<(u64, u64), (f64, u64)>;
+
+/// The phases' names as the `phase` column spells them, indexed by [`PREFILL`] and [`DECODE`].
+const PHASES: [&str; 2] = ["prefill", "decode"];
+/// Index of the prefill phase in [`PHASES`].
+const PREFILL: usize = 0;
+/// Index of the decode phase in [`PHASES`].
+const DECODE: usize = 1;
+
+/// Where the five columns of a profile are (found by name: order is free).
+struct Columns {
+    phase: usize,
+    tokens: usize,
+    batch_size: usize,
+    context_tokens: usize,
+    time_ms: usize,
+}
+
+impl Columns {
+    /// The header's columns (a UTF-8 byte-order mark before the first is ignored); every one
+    /// is required.
+    fn find(path: &Path, header: &csv::StringRecord) -> Result<Self, ProfileError> {
+        const COLUMNS: [&str; 5] = ["phase", "tokens", "batch_size", "context_tokens", "time_ms"];
+        let mut idx = [0usize; 5];
+        for (slot, name) in idx.iter_mut().zip(COLUMNS) {
+            *slot = header
+                .iter()
+                .position(|h| h.trim_start_matches('\u{feff}') == name)
+                .ok_or_else(|| ProfileError::MissingColumn {
+                    path: path.to_path_buf(),
+                    column: name,
+                    found: header.iter().collect::<Vec<_>>().join(","),
+                })?;
+        }
+        let [phase, tokens, batch_size, context_tokens, time_ms] = idx;
+        Ok(Self {
+            phase,
+            tokens,
+            batch_size,
+            context_tokens,
+            time_ms,
+        })
+    }
+}
+
+/// One measured step, checked: its phase (an index into [`PHASES`]), key and context, and
+/// the time.
+struct Measured {
+    phase: usize,
+    key_name: &'static str,
+    key: u64,
+    context: u64,
+    ms: f64,
+}
+
+/// One record of a profile with the file and line its errors name.
+struct Row<'r> {
+    path: &'r Path,
+    line: u64,
+    record: &'r csv::StringRecord,
+}
+
+impl Row<'_> {
+    /// The cell of column `i` (empty when the row is short).
+    fn cell(&self, i: usize) -> &str {
+        self.record.get(i).unwrap_or("")
+    }
+
+    /// The integer ≥ `min` in column `i`, or `None` for an empty cell when `optional`.
+    fn int(
+        &self,
+        i: usize,
+        name: &'static str,
+        min: u64,
+        optional: bool,
+    ) -> Result<Option<u64>, ProfileError> {
+        let v = self.cell(i);
+        if optional && v.is_empty() {
+            return Ok(None);
+        }
+        match v.parse::<u64>() {
+            Ok(n) if n >= min => Ok(Some(n)),
+            _ => Err(ProfileError::BadNumber {
+                path: self.path.to_path_buf(),
+                line: self.line,
+                name,
+                column: i + 1,
+                value: v.to_string(),
+                expected: match (min, optional) {
+                    (0, true) => "empty, or an integer ≥ 0 (this phase ignores it)",
+                    (0, false) => "an integer ≥ 0",
+                    _ => "an integer ≥ 1",
+                },
+            }),
+        }
+    }
+
+    /// The step time in column `i`: a positive finite number of milliseconds (a number that
+    /// is not positive is a [`ProfileError::BadTime`], text that is no number a `BadNumber`).
+    fn time_ms(&self, i: usize) -> Result<f64, ProfileError> {
+        let text = self.cell(i);
+        match text.parse::<f64>() {
+            Ok(t) if t.is_finite() && t > 0.0 => Ok(t),
+            Ok(_) => Err(ProfileError::BadTime {
+                path: self.path.to_path_buf(),
+                line: self.line,
+                column: i + 1,
+                value: text.to_string(),
+            }),
+            Err(_) => Err(ProfileError::BadNumber {
+                path: self.path.to_path_buf(),
+                line: self.line,
+                name: "time_ms",
+                column: i + 1,
+                value: text.to_string(),
+                expected: "a positive number of milliseconds, e.g. 12.5",
+            }),
+        }
+    }
+
+    /// The row checked cell by cell, the first bad cell reported: the phase, its key
+    /// (`tokens` for a prefill, `batch_size` for a decode), the column the phase ignores
+    /// (which must still be empty or an integer, so a typo is not dropped), the context and
+    /// the time.
+    fn point(&self, c: &Columns) -> Result<Measured, ProfileError> {
+        let (phase, key_col, key_name, other_col, other_name) = match self.cell(c.phase) {
+            "prefill" => (PREFILL, c.tokens, "tokens", c.batch_size, "batch_size"),
+            "decode" => (DECODE, c.batch_size, "batch_size", c.tokens, "tokens"),
             other => {
                 return Err(ProfileError::UnknownPhase {
-                    path: p(),
-                    line,
-                    column: i_phase + 1,
+                    path: self.path.to_path_buf(),
+                    line: self.line,
+                    column: c.phase + 1,
                     value: other.to_string(),
                 });
             }
         };
-        let key = int(key_col, key_name, 1, false)?.expect("required");
-        let other_col = if key_col == i_tokens {
-            i_batch
-        } else {
-            i_tokens
-        };
-        let other_name = if key_col == i_tokens {
-            "batch_size"
-        } else {
-            "tokens"
-        };
-        int(other_col, other_name, 0, true)?;
-        let context = int(i_context, "context_tokens", 0, false)?.expect("required");
-        let time_text = cell(i_time);
-        let ms = match time_text.parse::<f64>() {
-            Ok(t) if t.is_finite() && t > 0.0 => t,
-            Ok(_) => {
-                return Err(ProfileError::BadTime {
-                    path: p(),
-                    line,
-                    column: i_time + 1,
-                    value: time_text.to_string(),
-                });
-            }
-            Err(_) => {
-                return Err(ProfileError::BadNumber {
-                    path: p(),
-                    line,
-                    name: "time_ms",
-                    column: i_time + 1,
-                    value: time_text.to_string(),
-                    expected: "a positive number of milliseconds, e.g. 12.5",
-                });
-            }
-        };
-        if let Some(&(_, first_line)) = map.get(&(key, context)) {
-            return Err(ProfileError::Duplicate {
-                path: p(),
-                line,
-                first_line,
-                phase,
-                key_name,
-                key,
-                context,
-            });
-        }
-        map.insert((key, context), (ms, line));
+        let key = self.int(key_col, key_name, 1, false)?.expect("required");
+        self.int(other_col, other_name, 0, true)?;
+        let context = self
+            .int(c.context_tokens, "context_tokens", 0, false)?
+            .expect("required");
+        let ms = self.time_ms(c.time_ms)?;
+        Ok(Measured {
+            phase,
+            key_name,
+            key,
+            context,
+            ms,
+        })
     }
+}
 
-    let surface = |points: Points, phase: &'static str| {
-        if points.is_empty() {
-            return Err(ProfileError::MissingPhase { path: p(), phase });
+/// Adds a measured step (from `line`) to its phase's points; a (key, context) pair given twice
+/// is an error naming both lines.
+fn add_point(
+    path: &Path,
+    points: &mut Points,
+    m: &Measured,
+    line: u64,
+) -> Result<(), ProfileError> {
+    if let Some(&(_, first_line)) = points.get(&(m.key, m.context)) {
+        return Err(ProfileError::Duplicate {
+            path: path.to_path_buf(),
+            line,
+            first_line,
+            phase: PHASES[m.phase],
+            key_name: m.key_name,
+            key: m.key,
+            context: m.context,
+        });
+    }
+    points.insert((m.key, m.context), (m.ms, line));
+    Ok(())
+}
+
+/// One phase's points as a [`Surface`]: consecutive points of one key (the map is sorted by
+/// key, then context) form a line. A phase with no point is an error: a profile measures both.
+fn surface(path: &Path, points: Points, phase: &'static str) -> Result<Surface, ProfileError> {
+    if points.is_empty() {
+        return Err(ProfileError::MissingPhase {
+            path: path.to_path_buf(),
+            phase,
+        });
+    }
+    let mut lines: Vec<(f64, Vec<(f64, f64)>)> = Vec::new();
+    for ((key, context), (ms, _)) in points {
+        let (key, context) = (key as f64, context as f64);
+        match lines.last_mut() {
+            Some((k, pts)) if *k == key => pts.push((context, ms)),
+            _ => lines.push((key, vec![(context, ms)])),
         }
-        let mut lines: Vec<(f64, Vec<(f64, f64)>)> = Vec::new();
-        for ((key, context), (ms, _)) in points {
-            let (key, context) = (key as f64, context as f64);
-            match lines.last_mut() {
-                Some((k, pts)) if *k == key => pts.push((context, ms)),
-                _ => lines.push((key, vec![(context, ms)])),
-            }
-        }
-        Ok(Surface { lines })
-    };
-    Ok(MeasuredProfile {
-        prefill: surface(prefill, "prefill")?,
-        decode: surface(decode, "decode")?,
-    })
+    }
+    Ok(Surface { lines })
 }
 
 impl MeasuredProfile {

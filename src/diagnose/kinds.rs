@@ -23,135 +23,176 @@ pub struct KindInfo {
 /// The facts of `kind`.
 pub fn info(kind: ErrorKind) -> KindInfo {
     use ErrorKind as K;
-    let k = |raised_in, check, effect, doc, knock_on| KindInfo {
+    match kind {
+        K::PageSizeMismatch => PAGE_SIZE_MISMATCH,
+        K::KvCacheDtypeMismatch => KV_CACHE_DTYPE_MISMATCH,
+        K::EnvelopeLayoutMismatch => ENVELOPE_LAYOUT_MISMATCH,
+        K::EnvelopeTpMismatch => ENVELOPE_TP_MISMATCH,
+        K::MambaLayoutMismatch => MAMBA_LAYOUT_MISMATCH,
+        K::MambaSlotSizeMismatch => MAMBA_SLOT_SIZE_MISMATCH,
+        K::KvLayersOutOfRange => KV_LAYERS_OUT_OF_RANGE,
+        K::TransferOutOfBounds => TRANSFER_OUT_OF_BOUNDS,
+        K::TransferTimeout => TRANSFER_TIMEOUT,
+        K::WaitingTimeout => WAITING_TIMEOUT,
+        K::BootstrapTimeout => BOOTSTRAP_TIMEOUT,
+        K::PeerLost => PEER_LOST,
+        K::SessionBlacklisted => SESSION_BLACKLISTED,
+        K::HeteroTpUnsupported => HETERO_TP_UNSUPPORTED,
+        K::TransferFailed => TRANSFER_FAILED,
+        K::RequestTooLong => REQUEST_TOO_LONG,
+        K::ServerCrashed => SERVER_CRASHED,
+    }
+}
+
+/// A row of the table below, positionally (the fields in [`KindInfo`]'s order).
+const fn row(
+    raised_in: &'static str,
+    check: &'static str,
+    effect: &'static str,
+    doc: &'static str,
+    knock_on: bool,
+) -> KindInfo {
+    KindInfo {
         raised_in,
         check,
         effect,
         doc,
         knock_on,
-    };
-    match kind {
-        K::PageSizeMismatch => k(
-            "disaggregation/common/conn.py, CommonKVManager.try_ensure_parallel_info (decode side)",
-            "at first contact with a prefill, decode compares the prefill's --page-size with its own",
-            "decode fails the request before sending its page ids; every request of this prefill/decode pair fails the same way, nothing is transferred",
-            "§2.1",
-            false,
-        ),
-        K::KvCacheDtypeMismatch => k(
-            "disaggregation/common/conn.py, CommonKVManager.try_ensure_parallel_info (decode side)",
-            "at first contact, decode compares the --kv-cache-dtype flag strings (as strings: `auto` and `bf16` differ although both store bf16)",
-            "decode fails the request before sending its page ids; every request of the pair fails",
-            "§2.1",
-            false,
-        ),
-        K::EnvelopeLayoutMismatch => k(
-            "disaggregation/mooncake/conn.py, MooncakeKVManager._validate_envelope_kv_layout, called by send_kvcache in transfer_worker (prefill side)",
-            "a prefill with --enable-unified-memory sends whole page envelopes, so it requires exactly one KV region on each side with equal item_len (error (1))",
-            "a RuntimeError before the chunk's first RDMA write: the transfer worker thread of that queue shard dies (\"Transfer thread failed because of … is dead.\"); its requests and every later one hashed to the shard wait in WaitingForInput until the waiting timeout",
-            "§2.4, §4(a), §4(c)",
-            false,
-        ),
-        K::EnvelopeTpMismatch => k(
-            "disaggregation/mooncake/conn.py, MooncakeKVManager._validate_envelope_kv_layout, called by send_kvcache in transfer_worker (prefill side)",
-            "a prefill with --enable-unified-memory refuses a decode whose attention TP differs: the whole-envelope state cannot be TP-resliced (error (2))",
-            "a RuntimeError before the chunk's first RDMA write: the transfer worker thread of that queue shard dies; every request hashed to the shard waits until the waiting timeout",
-            "§2.4, §4(b)",
-            false,
-        ),
-        K::MambaLayoutMismatch => k(
-            "disaggregation/mooncake/conn.py, MooncakeKVManager.maybe_send_extra (MAMBA branch), in transfer_worker after the last chunk's KV",
-            "mamba/GDN state item_lens differ and one side published no per-tensor dims to reslice by",
-            "a RuntimeError after the last chunk's KV went: the transfer worker thread of that queue shard dies; the shard's requests wait until the waiting timeout",
-            "§2.5, §3.5, §4.4",
-            false,
-        ),
-        K::MambaSlotSizeMismatch => k(
-            "disaggregation/mooncake/conn.py, MooncakeKVManager._send_mamba_state",
-            "a paired mamba state entry has a different slot size on each side",
-            "a RuntimeError: the transfer worker thread of that queue shard dies",
-            "§2.5, §3.5",
-            false,
-        ),
-        K::KvLayersOutOfRange => k(
-            "disaggregation/mooncake/conn.py, MooncakeKVManager._send_kvcache_generic (MHA branch)",
-            "the prefill stage has more KV layers than the decode registered K regions (or a layer list is indexed past its end)",
-            "return code −1: the room fails and the prefill blacklists the decode session, so later chunks to it fail at once (session_blacklisted)",
-            "§2.5, §4(c)",
-            false,
-        ),
-        K::TransferOutOfBounds => k(
-            "Mooncake transfer engine (batch_transfer_sync), seen by MooncakeKVManager.transfer_worker",
-            "an RDMA write ends past the decode's registered buffer; the slice fails and the batch returns −1",
-            "the room fails and the decode session is blacklisted (later rooms to it fail as session_blacklisted); in-bounds bytes of the batch still landed",
-            "§3.8, §4",
-            false,
-        ),
-        K::TransferTimeout => k(
-            "Mooncake transfer engine (batch_transfer_sync timeout), seen by MooncakeKVManager.transfer_worker",
-            "a batch did not complete within its timeout (a link or NIC down, or starved)",
-            "the room fails and the decode session is blacklisted",
-            "§3.8",
-            false,
-        ),
-        K::WaitingTimeout => k(
-            "disaggregation/mooncake/conn.py, MooncakeKVReceiver.poll (decode side; SGLANG_DISAGGREGATION_WAITING_TIMEOUT)",
-            "decode waited in KVPoll.WaitingForInput longer than the waiting timeout",
-            "decode fails the room and sends ABORT to the prefill; usually the knock-on of a dead transfer worker or a dead prefill",
-            "§2.6",
-            true,
-        ),
-        K::BootstrapTimeout => k(
-            "disaggregation/mooncake/conn.py, MooncakeKVSender.poll (prefill side; SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT)",
-            "prefill waited in KVPoll.Bootstrapping for decode's page ids longer than the bootstrap timeout",
-            "the room fails; decode could not preallocate in time (its KV pool or prealloc queue is full)",
-            "§2.6",
-            true,
-        ),
-        K::PeerLost => k(
-            "disaggregation/common/conn.py, the heartbeat checker's _handle_node_failure (decode side)",
-            "the peer stopped answering: a prefill missed two heartbeats, or the decode itself died",
-            "every room not yet Success on that peer fails (\"Lost connection with prefill instance …\")",
-            "§2.6",
-            true,
-        ),
-        K::SessionBlacklisted => k(
-            "disaggregation/mooncake/conn.py, MooncakeKVManager.transfer_worker (failed_sessions)",
-            "an earlier transfer to this decode session returned −1, so the prefill blacklisted it",
-            "later chunks to that decode fail at once (\"Decode instance could be dead, remote mooncake session … is not alive\") until decode re-registers",
-            "§2.6",
-            true,
-        ),
-        K::HeteroTpUnsupported => k(
-            "disaggregation/mooncake/conn.py, MooncakeKVManager.maybe_send_extra (SWA branch)",
-            "a non-MLA SWA hybrid with different prefill and decode attention TP",
-            "a RuntimeError: the transfer worker thread of that queue shard dies",
-            "§2.5, §5.1",
-            false,
-        ),
-        K::TransferFailed => k(
-            "Mooncake transfer engine (batch_transfer_sync returned −1 after its retries), seen by MooncakeKVManager.transfer_worker",
-            "a batch found no route or exhausted its retries (links or NICs down)",
-            "the room fails and the decode session is blacklisted",
-            "§3.8",
-            false,
-        ),
-        K::RequestTooLong => k(
-            "managers/tokenizer_manager.py (request validation before scheduling)",
-            "the prompt plus output can never fit the instance's KV pages",
-            "the request is rejected on arrival",
-            "README \"Compute, memory and the prefix cache\"",
-            false,
-        ),
-        K::ServerCrashed => k(
-            "managers/scheduler.py, the scheduler event loop",
-            "an exception escaped the scheduler loop: the instance died under the request",
-            "every request on the instance fails",
-            "§2.6",
-            false,
-        ),
     }
 }
+
+// The table, one row per kind, by family.
+
+// Refused at first contact: decode compares the prefill's published parameters with its own
+// (`try_ensure_parallel_info`) before it sends any page id.
+const PAGE_SIZE_MISMATCH: KindInfo = row(
+    "disaggregation/common/conn.py, CommonKVManager.try_ensure_parallel_info (decode side)",
+    "at first contact with a prefill, decode compares the prefill's --page-size with its own",
+    "decode fails the request before sending its page ids; every request of this prefill/decode pair fails the same way, nothing is transferred",
+    "§2.1",
+    false,
+);
+const KV_CACHE_DTYPE_MISMATCH: KindInfo = row(
+    "disaggregation/common/conn.py, CommonKVManager.try_ensure_parallel_info (decode side)",
+    "at first contact, decode compares the --kv-cache-dtype flag strings (as strings: `auto` and `bf16` differ although both store bf16)",
+    "decode fails the request before sending its page ids; every request of the pair fails",
+    "§2.1",
+    false,
+);
+
+// Raised in the prefill's transfer worker: the worker thread of that queue shard dies, and
+// every request hashed to the shard waits until the waiting timeout.
+const ENVELOPE_LAYOUT_MISMATCH: KindInfo = row(
+    "disaggregation/mooncake/conn.py, MooncakeKVManager._validate_envelope_kv_layout, called by send_kvcache in transfer_worker (prefill side)",
+    "a prefill with --enable-unified-memory sends whole page envelopes, so it requires exactly one KV region on each side with equal item_len (error (1))",
+    "a RuntimeError before the chunk's first RDMA write: the transfer worker thread of that queue shard dies (\"Transfer thread failed because of … is dead.\"); its requests and every later one hashed to the shard wait in WaitingForInput until the waiting timeout",
+    "§2.4, §4(a), §4(c)",
+    false,
+);
+const ENVELOPE_TP_MISMATCH: KindInfo = row(
+    "disaggregation/mooncake/conn.py, MooncakeKVManager._validate_envelope_kv_layout, called by send_kvcache in transfer_worker (prefill side)",
+    "a prefill with --enable-unified-memory refuses a decode whose attention TP differs: the whole-envelope state cannot be TP-resliced (error (2))",
+    "a RuntimeError before the chunk's first RDMA write: the transfer worker thread of that queue shard dies; every request hashed to the shard waits until the waiting timeout",
+    "§2.4, §4(b)",
+    false,
+);
+const MAMBA_LAYOUT_MISMATCH: KindInfo = row(
+    "disaggregation/mooncake/conn.py, MooncakeKVManager.maybe_send_extra (MAMBA branch), in transfer_worker after the last chunk's KV",
+    "mamba/GDN state item_lens differ and one side published no per-tensor dims to reslice by",
+    "a RuntimeError after the last chunk's KV went: the transfer worker thread of that queue shard dies; the shard's requests wait until the waiting timeout",
+    "§2.5, §3.5, §4.4",
+    false,
+);
+const MAMBA_SLOT_SIZE_MISMATCH: KindInfo = row(
+    "disaggregation/mooncake/conn.py, MooncakeKVManager._send_mamba_state",
+    "a paired mamba state entry has a different slot size on each side",
+    "a RuntimeError: the transfer worker thread of that queue shard dies",
+    "§2.5, §3.5",
+    false,
+);
+const HETERO_TP_UNSUPPORTED: KindInfo = row(
+    "disaggregation/mooncake/conn.py, MooncakeKVManager.maybe_send_extra (SWA branch)",
+    "a non-MLA SWA hybrid with different prefill and decode attention TP",
+    "a RuntimeError: the transfer worker thread of that queue shard dies",
+    "§2.5, §5.1",
+    false,
+);
+
+// A batch that returned −1: the room fails and the decode session is blacklisted.
+const KV_LAYERS_OUT_OF_RANGE: KindInfo = row(
+    "disaggregation/mooncake/conn.py, MooncakeKVManager._send_kvcache_generic (MHA branch)",
+    "the prefill stage has more KV layers than the decode registered K regions (or a layer list is indexed past its end)",
+    "return code −1: the room fails and the prefill blacklists the decode session, so later chunks to it fail at once (session_blacklisted)",
+    "§2.5, §4(c)",
+    false,
+);
+const TRANSFER_OUT_OF_BOUNDS: KindInfo = row(
+    "Mooncake transfer engine (batch_transfer_sync), seen by MooncakeKVManager.transfer_worker",
+    "an RDMA write ends past the decode's registered buffer; the slice fails and the batch returns −1",
+    "the room fails and the decode session is blacklisted (later rooms to it fail as session_blacklisted); in-bounds bytes of the batch still landed",
+    "§3.8, §4",
+    false,
+);
+const TRANSFER_TIMEOUT: KindInfo = row(
+    "Mooncake transfer engine (batch_transfer_sync timeout), seen by MooncakeKVManager.transfer_worker",
+    "a batch did not complete within its timeout (a link or NIC down, or starved)",
+    "the room fails and the decode session is blacklisted",
+    "§3.8",
+    false,
+);
+const TRANSFER_FAILED: KindInfo = row(
+    "Mooncake transfer engine (batch_transfer_sync returned −1 after its retries), seen by MooncakeKVManager.transfer_worker",
+    "a batch found no route or exhausted its retries (links or NICs down)",
+    "the room fails and the decode session is blacklisted",
+    "§3.8",
+    false,
+);
+
+// Knock-on: a timeout, a lost peer or a blacklist, the consequence of another failure.
+const WAITING_TIMEOUT: KindInfo = row(
+    "disaggregation/mooncake/conn.py, MooncakeKVReceiver.poll (decode side; SGLANG_DISAGGREGATION_WAITING_TIMEOUT)",
+    "decode waited in KVPoll.WaitingForInput longer than the waiting timeout",
+    "decode fails the room and sends ABORT to the prefill; usually the knock-on of a dead transfer worker or a dead prefill",
+    "§2.6",
+    true,
+);
+const BOOTSTRAP_TIMEOUT: KindInfo = row(
+    "disaggregation/mooncake/conn.py, MooncakeKVSender.poll (prefill side; SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT)",
+    "prefill waited in KVPoll.Bootstrapping for decode's page ids longer than the bootstrap timeout",
+    "the room fails; decode could not preallocate in time (its KV pool or prealloc queue is full)",
+    "§2.6",
+    true,
+);
+const PEER_LOST: KindInfo = row(
+    "disaggregation/common/conn.py, the heartbeat checker's _handle_node_failure (decode side)",
+    "the peer stopped answering: a prefill missed two heartbeats, or the decode itself died",
+    "every room not yet Success on that peer fails (\"Lost connection with prefill instance …\")",
+    "§2.6",
+    true,
+);
+const SESSION_BLACKLISTED: KindInfo = row(
+    "disaggregation/mooncake/conn.py, MooncakeKVManager.transfer_worker (failed_sessions)",
+    "an earlier transfer to this decode session returned −1, so the prefill blacklisted it",
+    "later chunks to that decode fail at once (\"Decode instance could be dead, remote mooncake session … is not alive\") until decode re-registers",
+    "§2.6",
+    true,
+);
+
+// The instance itself: a request that can never fit, a scheduler that died.
+const REQUEST_TOO_LONG: KindInfo = row(
+    "managers/tokenizer_manager.py (request validation before scheduling)",
+    "the prompt plus output can never fit the instance's KV pages",
+    "the request is rejected on arrival",
+    "README \"Compute, memory and the prefix cache\"",
+    false,
+);
+const SERVER_CRASHED: KindInfo = row(
+    "managers/scheduler.py, the scheduler event loop",
+    "an exception escaped the scheduler loop: the instance died under the request",
+    "every request on the instance fails",
+    "§2.6",
+    false,
+);
 
 /// The launch flags that fix `kind` for this prefill/decode pair (`p`, `d`: their args).
 pub fn fix(kind: ErrorKind, p: &ServerArgs, d: &ServerArgs) -> String {

@@ -1,6 +1,7 @@
 //! The human-readable reports of a run: `index.html` (summary tables and the charts, opened from
-//! disk with no server, no script and no external URL) and `summary.md` (the same facts for
-//! terminals and CI logs). Both are byte-stable: no timestamps, no host facts.
+//! disk with no server, no script and no external URL), and the rows of facts it shares with
+//! `summary.md` ([`super::markdown`]: the same facts for terminals and CI logs). Both are
+//! byte-stable: no timestamps, no host facts.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -28,25 +29,6 @@ pub fn write_index_html(
         1,
     );
     fs::write(&path, html).map_err(|source| IoError {
-        path: path.clone(),
-        source,
-    })
-}
-
-/// Writes `dir/summary.md`: the facts of `index.html` as Markdown, without the charts.
-pub fn write_summary_md(
-    dir: &Path,
-    run_name: &str,
-    summary: &Summary,
-    ctx: &super::context::RunContext,
-) -> Result<(), IoError> {
-    let path = dir.join("summary.md");
-    let md = summary_md(run_name, summary).replacen(
-        "\n## Requests\n",
-        &format!("{}\n## Requests\n", ctx.markdown()),
-        1,
-    );
-    fs::write(&path, md).map_err(|source| IoError {
         path: path.clone(),
         source,
     })
@@ -117,7 +99,7 @@ fn fmt_bytes(b: u64) -> String {
     }
 }
 
-fn pct(part: u64, whole: u64) -> String {
+pub(super) fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
         "–".into()
     } else {
@@ -126,7 +108,7 @@ fn pct(part: u64, whole: u64) -> String {
 }
 
 /// Outcome rows: (name, count, note).
-fn outcome_rows(s: &Summary) -> [(&'static str, u64, &'static str); 4] {
+pub(super) fn outcome_rows(s: &Summary) -> [(&'static str, u64, &'static str); 4] {
     let r = &s.requests;
     [
         ("completed", r.completed, "finished from their own bytes"),
@@ -140,7 +122,7 @@ fn outcome_rows(s: &Summary) -> [(&'static str, u64, &'static str); 4] {
     ]
 }
 
-fn latency_rows(s: &Summary) -> [(&'static str, &'static str, Stats); 8] {
+pub(super) fn latency_rows(s: &Summary) -> [(&'static str, &'static str, Stats); 8] {
     let l = &s.latency_ms;
     [
         ("TTFT", "arrival → first token", l.ttft),
@@ -208,7 +190,7 @@ fn no_price(s: &Summary, why: &str) -> String {
 /// The throughput, cost and KV transfer figures both reports list, as `(label, value,
 /// unit)`: rates are per simulated second. The unit, when the label does not carry it, goes
 /// after the label in HTML and after the value in Markdown.
-fn throughput_facts(s: &Summary) -> [(&'static str, String, Option<&'static str>); 8] {
+pub(super) fn throughput_facts(s: &Summary) -> [(&'static str, String, Option<&'static str>); 8] {
     let t = &s.throughput;
     let x = &s.transfer;
     [
@@ -444,7 +426,7 @@ fn throughput_table(h: &mut String, s: &Summary) {
 /// Rows of the per-pool utilisation table: what each pool did over the arrival window and what
 /// bound it. Decode's compute share is 1 whenever it holds a request, so its batch and KV
 /// occupancy are the signal that varies.
-fn pool_rows(s: &Summary) -> Vec<[String; 8]> {
+pub(super) fn pool_rows(s: &Summary) -> Vec<[String; 8]> {
     let pct = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{:.1} %", 100.0 * x));
     let num = |v: Option<f64>| v.map_or("—".to_string(), |x| format!("{x:.2}"));
     s.pools
@@ -464,7 +446,7 @@ fn pool_rows(s: &Summary) -> Vec<[String; 8]> {
         .collect()
 }
 
-const POOL_HEAD: [&str; 8] = [
+pub(super) const POOL_HEAD: [&str; 8] = [
     "pool",
     "role",
     "compute busy",
@@ -618,198 +600,12 @@ fn chart_figures(h: &mut String, charts: &[PathBuf]) {
     }
 }
 
-/// `text` as a Markdown code span: literal in any renderer (no HTML, no emphasis), with `|`
-/// escaped for tables and line breaks folded.
-fn code_span(text: &str) -> String {
-    let text = text.replace(['\r', '\n'], " ").replace('|', "\\|");
-    // The fence must be longer than any run of backticks inside (CommonMark).
-    let mut longest = 0;
-    let mut run = 0;
-    for c in text.chars() {
-        run = if c == '`' { run + 1 } else { 0 };
-        longest = longest.max(run);
-    }
-    let fence = "`".repeat(longest + 1);
-    let pad = if text.starts_with('`') || text.ends_with('`') {
-        " "
-    } else {
-        ""
-    };
-    format!("{fence}{pad}{text}{pad}{fence}")
-}
-
-/// The text of `summary.md`.
-pub fn summary_md(run_name: &str, s: &Summary) -> String {
-    let r = &s.requests;
-    let mut m = String::new();
-    let _ = writeln!(m, "# pdsim run {}\n", code_span(run_name));
-    let _ = writeln!(
-        m,
-        "{} requests arrived over {:.3} s of simulated time ({} events).",
-        r.arrived, s.sim.simulated_s, s.sim.events
-    );
-    if s.sim.cut_by_drain_timeout {
-        m.push_str(
-            "\n**Warning:** the run stopped at the drain timeout with requests still in flight: \
-             they count as unfinished.\n",
-        );
-    }
-    if r.corrupted > 0 {
-        let _ = writeln!(
-            m,
-            "\n**{} corrupted request(s)**: finished with no error but decoded from bytes that \
-             were not their own (the silent hazard). They count in throughput.",
-            r.corrupted
-        );
-    }
-
-    m.push_str("\n## Requests\n\n| outcome | requests | share of arrived |\n|---|---:|---:|\n");
-    for (outcome, n, _) in outcome_rows(s) {
-        let _ = writeln!(m, "| {outcome} | {n} | {} |", pct(n, r.arrived));
-    }
-    let _ = writeln!(m, "| arrived | {} | |", r.arrived);
-
-    m.push_str("\n## Errors\n\n");
-    if s.errors.is_empty() {
-        m.push_str("No request failed.\n");
-    } else {
-        m.push_str("| kind | requests | message (first occurrence) |\n|---|---:|---|\n");
-        for e in &s.errors {
-            let _ = writeln!(
-                m,
-                "| {} | {} | {} |",
-                code_span(&e.kind),
-                e.count,
-                code_span(&e.message)
-            );
-        }
-    }
-
-    m.push_str("\n## SLO\n\n");
-    let slo = &s.slo;
-    match slo.met {
-        None => m.push_str("No `[slo]` target set: no verdict.\n"),
-        Some(_) => {
-            let _ = writeln!(
-                m,
-                "[slo] **{}**.\n\n| target | reached | verdict |\n|---|---:|---|",
-                slo.verdict_text()
-            );
-            for t in &slo.targets {
-                let _ = writeln!(
-                    m,
-                    "| {} | {} | {} |",
-                    t.condition().replace('|', "\\|"),
-                    t.reached(),
-                    t.verdict()
-                );
-            }
-        }
-    }
-    let _ = writeln!(
-        m,
-        "\nAttainment {}: {}. Goodput {:.3} requests/s (whole run; {:.3} over the arrival window).",
-        slo.attainment
-            .map_or_else(|| "—".to_string(), |a| format!("{:.1} %", 100.0 * a)),
-        slo.attainment_basis(),
-        slo.goodput_requests_per_s,
-        s.throughput.arrival_window.goodput_requests_per_s
-    );
-    let _ = write!(
-        m,
-        "\n## Latency (ms)\n\nLatencies {}.\n\n| metric | mean | p50 | p90 | p99 | max |\n\
-         |---|---:|---:|---:|---:|---:|\n",
-        crate::metrics::slo::latency_basis(&s.requests)
-    );
-    for (metric, _, st) in latency_rows(s) {
-        let _ = writeln!(
-            m,
-            "| {metric} | {} | {} | {} | {} | {} |",
-            fmt_ms_or_dash(st.mean),
-            fmt_ms_or_dash(st.p50),
-            fmt_ms_or_dash(st.p90),
-            fmt_ms_or_dash(st.p99),
-            fmt_ms_or_dash(st.max)
-        );
-    }
-
-    m.push_str("\n## Throughput and cost\n\n");
-    for (label, value, unit) in throughput_facts(s) {
-        let unit = unit.map_or(String::new(), |u| format!(" {u}"));
-        let _ = writeln!(m, "- {label}: {value}{unit}");
-    }
-    if !s.pools.is_empty() {
-        m.push_str("\n## Pools: utilisation and bottleneck\n\n");
-        let _ = writeln!(m, "| {} |", POOL_HEAD.join(" | "));
-        let _ = writeln!(m, "|{}", "---|".repeat(POOL_HEAD.len()));
-        for row in pool_rows(s) {
-            let cells: Vec<String> = row.iter().map(|c| c.replace('|', "\\|")).collect();
-            let _ = writeln!(m, "| {} |", cells.join(" | "));
-        }
-        m.push('\n');
-    }
-    for c in &s.prefix_cache {
-        let _ = writeln!(
-            m,
-            "- prefix cache of instance {} ({}): {:.1} % of {} prompt tokens hit in {} lookups",
-            c.instance,
-            c.pool.replace('|', "\\|"),
-            100.0 * c.hit_rate,
-            c.input_tokens,
-            c.lookups
-        );
-        if let Some(t) = c.tiers {
-            let _ = writeln!(
-                m,
-                "  - tiers: {} GPU, {} host, {} store hit tokens",
-                t.device_hit_tokens, t.host_hit_tokens, t.store_hit_tokens
-            );
-        }
-    }
-    if let Some(r) = &s.router {
-        for (side, d) in [("prefill", r.prefill), ("decode", r.decode)] {
-            if let Some(d) = d {
-                let _ = writeln!(
-                    m,
-                    "- router cache_aware ({side}): {} by affinity, {} balanced (imbalanced load), {} to the least loaded (low match), {} fallbacks; peak load gap {}",
-                    d.affinity, d.imbalanced, d.low_match, d.fallback, d.peak_load_gap
-                );
-            }
-        }
-    }
-    if let Some(k) = &s.kv_store {
-        let _ = writeln!(
-            m,
-            "- Mooncake Store: {} blocks held, {} written, {} evicted, {} refused, {} prefetched; on the fabric {:.1} GB read, {:.1} GB written, {:.1} GB local copies",
-            k.blocks,
-            k.written_blocks,
-            k.evicted_blocks,
-            k.skipped_blocks,
-            k.prefetched_blocks,
-            k.traffic.fabric_read_bytes as f64 / 1e9,
-            k.traffic.fabric_write_bytes as f64 / 1e9,
-            k.traffic.local_copy_bytes as f64 / 1e9
-        );
-        if let Some(o) = &k.traffic.decode_offload {
-            let _ = writeln!(
-                m,
-                "- decode offload: {} blocks of generated tokens offloaded, {} put to the store ({:.1} GB on the fabric), {} orphaned, {} dropped for want of host memory",
-                o.blocks,
-                o.put_blocks,
-                o.fabric_write_bytes as f64 / 1e9,
-                o.orphaned_blocks,
-                o.host_full_blocks
-            );
-        }
-    }
-    m
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::charts::fixture::{NASTY_MESSAGE, empty, synthetic, temp_dir};
+    use crate::report::charts::fixture::{empty, synthetic, temp_dir};
     use crate::report::charts::{ImageFormat, render_charts};
+    use crate::report::markdown::summary_md;
 
     /// Every value of an attribute `attr="…"` in `html`.
     fn attr_values<'h>(html: &'h str, attr: &str) -> Vec<&'h str> {
@@ -1007,40 +803,6 @@ mod tests {
     }
 
     #[test]
-    fn markdown_states_the_same_facts() {
-        let f = synthetic();
-        let dir = temp_dir("html-md");
-        write_summary_md(&dir, "unit-run", &f.summary, &Default::default()).unwrap();
-        let md = fs::read_to_string(dir.join("summary.md")).unwrap();
-        for want in [
-            "# pdsim run `unit-run`",
-            "| completed | 50 | 83.3 % |",
-            "| failed | 4 | 6.7 % |",
-            "| corrupted | 2 | 3.3 % |",
-            "| unfinished | 4 | 6.7 % |",
-            "| metric | mean | p50 | p90 | p99 | max |",
-            "- output tokens/s: 1075.5",
-            "Attainment 87.5 %: share of arrived requests that completed",
-        ] {
-            assert!(md.contains(want), "no {want:?} in:\n{md}");
-        }
-        // The message is one table cell: pipes escaped, backticks fenced, HTML inert.
-        let row = md
-            .lines()
-            .find(|l| l.contains("envelope_tp_mismatch"))
-            .expect("error row");
-        assert_eq!(
-            row,
-            format!(
-                "| `envelope_tp_mismatch` | 4 | `` {} `` |",
-                NASTY_MESSAGE.replace('|', "\\|")
-            )
-        );
-        assert_eq!(md, summary_md("unit-run", &f.summary), "byte-stable");
-        let _ = fs::remove_dir_all(dir);
-    }
-
-    #[test]
     fn empty_run_reports_render() {
         let f = empty();
         let md = summary_md("empty", &f.summary);
@@ -1048,13 +810,6 @@ mod tests {
         let html = index_html("empty", &f.summary, &[]);
         assert!(html.contains("No request failed.") && html.ends_with("</html>\n"));
         assert!(!html.contains("NaN") && !md.contains("NaN"));
-    }
-
-    #[test]
-    fn code_spans_survive_backticks_and_newlines() {
-        assert_eq!(code_span("a`b"), "``a`b``");
-        assert_eq!(code_span("`x`"), "`` `x` ``");
-        assert_eq!(code_span("l1\nl2|x"), "`l1 l2\\|x`");
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod baseline;
 pub mod charts;
 pub mod context;
 pub mod html;
+pub mod markdown;
 pub mod markers;
 pub mod rates;
 pub mod schema;

@@ -17,13 +17,39 @@ pub(super) struct Checked {
     pub attn_tp: u32,
 }
 
-/// Checks the DP/EP keys of pool `key` (`pools.<name>`).
+/// Checks the DP/EP keys of pool `key` (`pools.<name>`): data-parallel attention first (it
+/// fixes the attention TP), then expert parallelism; the first broken rule is the error.
 pub(super) fn check(
     c: &Checker,
     key: &str,
     s: &ServerSection,
     gpus_per_node: u32,
 ) -> Result<Checked, ScenarioError> {
+    let attn_tp = check_dp(c, key, s, gpus_per_node)?;
+    check_ep(c, key, s, gpus_per_node)?;
+    Ok(Checked {
+        args: Parallel {
+            dp_size: s.dp_size,
+            enable_dp_attention: s.enable_dp_attention,
+            ep_size: s.ep_size,
+            moe_a2a_backend: s.moe_a2a_backend,
+            ep_num_redundant_experts: s.ep_num_redundant_experts,
+            enable_eplb: s.enable_eplb,
+            enable_two_batch_overlap: s.enable_two_batch_overlap,
+            load_balance_method: s.load_balance_method,
+        },
+        attn_tp,
+    })
+}
+
+/// Checks `dp_size`, `enable_dp_attention` and `attn_tp_size` against `tp_size` and the
+/// node, and returns the attention TP they give.
+fn check_dp(
+    c: &Checker,
+    key: &str,
+    s: &ServerSection,
+    gpus_per_node: u32,
+) -> Result<u32, ScenarioError> {
     let k = |f: &str| format!("{key}.server.{f}");
     let tp = s.tp_size;
     if s.dp_size == 0 || !tp.is_multiple_of(s.dp_size) {
@@ -51,14 +77,12 @@ pub(super) fn check(
         && s.enable_dp_attention
         && a != attn_tp
     {
-        {
-            return Err(c.err(
-                &k("attn_tp_size"),
-                format!(
-                    "{a} contradicts enable_dp_attention: attention TP is tp_size / dp_size = {tp} / {dp} = {attn_tp}; leave attn_tp_size out"
-                ),
-            ));
-        }
+        return Err(c.err(
+            &k("attn_tp_size"),
+            format!(
+                "{a} contradicts enable_dp_attention: attention TP is tp_size / dp_size = {tp} / {dp} = {attn_tp}; leave attn_tp_size out"
+            ),
+        ));
     }
     let attn_tp = s.attn_tp_size.unwrap_or(attn_tp);
     if attn_tp == 0 || !tp.is_multiple_of(attn_tp) {
@@ -79,6 +103,19 @@ pub(super) fn check(
             ),
         ));
     }
+    Ok(attn_tp)
+}
+
+/// Checks `ep_size` and the MoE features that need expert parallelism (the all-to-all
+/// backend, redundant experts, EPLB, two-batch overlap) against `tp_size` and the node.
+fn check_ep(
+    c: &Checker,
+    key: &str,
+    s: &ServerSection,
+    gpus_per_node: u32,
+) -> Result<(), ScenarioError> {
+    let k = |f: &str| format!("{key}.server.{f}");
+    let tp = s.tp_size;
     if s.ep_size == 0 || s.ep_size > tp {
         return Err(c.err(
             &k("ep_size"),
@@ -127,19 +164,7 @@ pub(super) fn check(
             "two-batch overlap hides DeepEP's all-to-all: it needs moe_a2a_backend = \"deepep\" (sglang asserts the same)",
         ));
     }
-    Ok(Checked {
-        args: Parallel {
-            dp_size: s.dp_size,
-            enable_dp_attention: s.enable_dp_attention,
-            ep_size: s.ep_size,
-            moe_a2a_backend: s.moe_a2a_backend,
-            ep_num_redundant_experts: s.ep_num_redundant_experts,
-            enable_eplb: s.enable_eplb,
-            enable_two_batch_overlap: s.enable_two_batch_overlap,
-            load_balance_method: s.load_balance_method,
-        },
-        attn_tp,
-    })
+    Ok(())
 }
 
 /// Checks `load_balance_method` against the pool's role: `follow_bootstrap_room` needs a

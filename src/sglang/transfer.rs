@@ -16,12 +16,12 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use crate::engine::{EventKey, EventQueue, Nanos};
-use crate::fabric::{Fabric, GpuId};
-use crate::layout::{ChunkRequest, Effect, ErrorTiming, PairPlan, PdError, Write};
-use crate::vocab::ErrorKind;
+use crate::fabric::{Fabric, FabricParams, GpuId};
+use crate::layout::{ChunkRequest, Effect, ErrorTiming, PairPlan, PdError, RankFlow, Write};
 use crate::vocab::event::Event;
 use crate::vocab::ids::{DecodeId, IdVec, InstanceId, PrefillId, ShardId};
 use crate::vocab::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
+use crate::vocab::{ErrorKind, RequestRow};
 
 /// Executor threads of one transfer queue: `send_kvcache_slice` submits one future per layer to
 /// the queue's `ThreadPoolExecutor(transfer_thread_pool_size // queue_size)` and awaits them, so
@@ -162,7 +162,7 @@ pub struct TransferQueues {
     /// after a return code −1 (docs/sglang-pd.md §2.6): later chunks to them fail at once.
     pub blacklists: Vec<BTreeSet<(DecodeId, u32)>>,
     /// The flows of the batch being started (reused, so a batch allocates nothing).
-    flows: Vec<crate::layout::RankFlow>,
+    flows: Vec<RankFlow>,
 }
 
 /// The chunk as the plan sees it: prefill and decode page ids at the chunk's page positions.
@@ -231,6 +231,141 @@ fn token(p: PrefillId, lane: ShardId) -> u64 {
 /// The prefill and lane a fabric token names.
 pub fn from_token(token: u64) -> (PrefillId, ShardId) {
     (PrefillId((token >> 32) as u32), ShardId(token as u32))
+}
+
+/// The first target of the active chunk `a`, from its `next_target`, that sends something on
+/// prefill rank `rank` to decode instance `d`: a dummy target (MLA, prefill TP > decode TP)
+/// sends nothing (docs/sglang-pd.md §3.4). `None` when the rank's targets are done.
+#[inline]
+fn next_live_target(a: &ActiveChunk, plan: &PairPlan, d: DecodeId, rank: u32) -> Option<usize> {
+    let end = if d == a.job.decode {
+        a.end_target
+    } else {
+        plan.rank_targets(rank).end
+    };
+    let mut i = a.next_target;
+    while i < end && plan.target(i).dummy {
+        i += 1;
+    }
+    (i != end).then_some(i)
+}
+
+/// The concrete writes of target `i` of `creq`, for the corruption oracle: kept only when it
+/// watches the decode through an inexact plan (an exact plan's writes are what the decode
+/// expects) and some write lands (no error before any write).
+#[inline]
+fn oracle_writes(
+    dst: &DecodeEndpoint,
+    plan: &PairPlan,
+    creq: &ChunkRequest<'_>,
+    i: usize,
+    error: Option<&(PdError, ErrorTiming)>,
+) -> Option<Vec<Write>> {
+    (dst.watched && !plan.is_exact() && error.is_none_or(|e| e.1 != ErrorTiming::BeforeAnyWrite))
+        .then(|| {
+            let mut w = Vec::new();
+            plan.target_writes(creq, i, &mut w);
+            w
+        })
+}
+
+/// When, after what and under which token one target's batch goes on the fabric.
+#[derive(Clone, Copy)]
+struct Batch {
+    /// The simulated time the worker starts the send.
+    now: Nanos,
+    /// What passes before the bytes move ([`send_lead`]).
+    lead: Nanos,
+    /// Executor threads the target's batch is split over ([`SLICE_EXECUTOR_THREADS`] on the
+    /// head-sliced path, else 1).
+    split: u64,
+    /// The lane's fabric token ([`token`]).
+    token: u64,
+}
+
+/// What a send costs before its KV bytes move. The worker's own cost comes first; the last
+/// chunk then also makes the aux call (and, with state regions, the state call) — each a
+/// synchronous Mooncake batch of its own, so each pays a batch's floor. Paid before the KV
+/// batch, as one lead: the request's time is the same, and the tiny aux/state bytes ride with
+/// the KV flows.
+#[inline]
+fn send_lead(p: &FabricParams, has_state: bool, last: bool) -> Nanos {
+    let floor = p.base_latency_ns + p.batch_overhead_ns;
+    let calls = if last { 1 + u64::from(has_state) } else { 0 };
+    SEND_OVERHEAD_NS + calls * floor
+}
+
+/// Puts one target's batch on the fabric and counts its bytes and writes in the request's
+/// `row`: one Mooncake batch per (prefill rank, decode rank) of `flows`, which pays the
+/// latency, then moves its bytes at its fair share, capped by the cost of posting its work
+/// requests. `gpus` are the prefill's and the decode's GPUs by rank. Returns how many fabric
+/// flows started.
+#[inline]
+fn start_flows(
+    flows: &[RankFlow],
+    fabric: &mut Fabric,
+    (src_gpus, dst_gpus): (&[GpuId], &[GpuId]),
+    row: &mut RequestRow,
+    batch: Batch,
+) -> u32 {
+    let mut n = 0u32;
+    for f in flows {
+        row.kv_bytes += f.bytes;
+        row.rdma_writes += f.writes;
+        let pair = (
+            src_gpus[f.prefill_rank as usize],
+            dst_gpus[f.decode_rank as usize],
+        );
+        n += start_rank_flow(fabric, pair, f, batch);
+    }
+    n
+}
+
+/// Starts one (prefill rank, decode rank) batch `f` between the GPUs `(src, dst)` as `k`
+/// fabric flows, `k` the executor threads times the rails, at most one per write: on hosts
+/// with more NICs than GPUs the batch's slices spread over the GPU's own NICs
+/// (`Fabric::rails_between`), one flow per rail, each its share. Returns `k`.
+#[inline]
+fn start_rank_flow(
+    fabric: &mut Fabric,
+    (src, dst): (GpuId, GpuId),
+    f: &RankFlow,
+    batch: Batch,
+) -> u32 {
+    let rails = u64::from(fabric.rails_between(src, dst));
+    let k = (batch.split * rails).min(f.writes).max(1);
+    for i in 0..k {
+        // Shares differ by at most one byte / one write (one flow: no division).
+        let share = |x: u64| {
+            if k == 1 {
+                x
+            } else {
+                x / k + u64::from(i < x % k)
+            }
+        };
+        if rails == 1 {
+            fabric.start_transfer_after(
+                batch.now,
+                batch.lead,
+                (src, dst),
+                share(f.bytes),
+                share(f.writes),
+                batch.token,
+            );
+        } else {
+            let used = rails.min(k);
+            fabric.start_transfer_rail(
+                batch.now,
+                batch.lead,
+                (src, dst),
+                ((i % used) as u32, used as u32),
+                share(f.bytes),
+                share(f.writes),
+                batch.token,
+            );
+        }
+    }
+    k as u32
 }
 
 impl TransferQueues {
@@ -343,133 +478,94 @@ impl TransferQueues {
         let d = req.decode;
         let dst = &env.decodes[d];
         let plan = &env.plans[d];
-        let end = if d == job.decode {
-            a.end_target
-        } else {
-            plan.rank_targets(rank).end
-        };
-        let mut i = a.next_target;
-        while i < end && plan.target(i).dummy {
-            // A dummy target (MLA, prefill TP > decode TP) sends nothing (docs/sglang-pd.md §3.4).
-            i += 1;
-        }
-        if i == end {
+        let Some(i) = next_live_target(a, plan, d, rank) else {
             self.shards[lane].active = None;
             return Kick::ChunkDone(job);
-        }
-        let t = plan.target(i);
+        };
+        let decode_rank = plan.target(i).decode_rank;
         a.next_target = i + 1;
         a.target = i;
-        if self.blacklists[rank as usize].contains(&(d, t.decode_rank)) {
+        if self.blacklists[rank as usize].contains(&(d, decode_rank)) {
             self.shards[lane].active = None;
             return Kick::Fail {
                 req: job.req,
                 kind: ErrorKind::SessionBlacklisted,
-                message: session_not_alive(&dst.session(t.decode_rank)),
+                message: session_not_alive(&dst.session(decode_rank)),
             };
         }
         let creq = chunk_request(req, &job, dst.page_size);
         let error = plan.chunk_target_into(&creq, i, &mut self.flows);
-        let writes = (dst.watched
-            && !plan.is_exact()
-            && error
-                .as_ref()
-                .is_none_or(|e| e.1 != ErrorTiming::BeforeAnyWrite))
-        .then(|| {
-            let mut w = Vec::new();
-            plan.target_writes(&creq, i, &mut w);
-            w
-        });
-        let mut after_kv = None;
-        match error {
+        let writes = oracle_writes(dst, plan, &creq, i, error.as_ref());
+        let after_kv = match error {
             Some((e, ErrorTiming::BeforeAnyWrite)) => {
-                let sh = &mut self.shards[lane];
-                sh.active = None;
-                return match e.effect {
-                    Effect::WorkerDies => {
-                        sh.dead = true;
-                        Kick::WorkerDied(e)
-                    }
-                    Effect::ReturnCodeFailure | Effect::RaisedOnDecode => {
-                        self.blacklists[rank as usize].insert((d, t.decode_rank));
-                        Kick::FailWith {
-                            req: job.req,
-                            error: e,
-                        }
-                    }
-                };
+                return self.refuse(lane, rank, (d, decode_rank), job.req, e);
             }
-            Some((e, ErrorTiming::AfterKv)) => after_kv = Some(e),
-            None => {}
-        }
-        let now = env.q.now();
+            Some((e, ErrorTiming::AfterKv)) => Some(e),
+            None => None,
+        };
+        let batch = Batch {
+            now: env.q.now(),
+            lead: send_lead(env.fabric.params(), plan.has_state(), job.last),
+            // On the head-sliced path the target's per-layer batches run on the queue's
+            // executor threads: that many flows, each with its share of the bytes and writes.
+            split: if plan.send_path() == crate::layout::SendPath::Slice {
+                SLICE_EXECUTOR_THREADS
+            } else {
+                1
+            },
+            token: token(me, lane),
+        };
         let req = env.reqs.get_mut(job.req).expect("checked above");
-        req.row.transfer_start_ns.get_or_insert(now);
-        // One Mooncake batch per (prefill rank, decode rank): it pays the latency, then moves
-        // its bytes at its fair share, capped by the cost of posting its work requests.
-        // On the head-sliced path the target's per-layer batches run on the queue's executor
-        // threads: that many flows, each with its share of the bytes and writes.
-        let split = if plan.send_path() == crate::layout::SendPath::Slice {
-            SLICE_EXECUTOR_THREADS
-        } else {
-            1
-        };
-        // The worker's own cost comes first; the last chunk then also makes the aux call (and,
-        // with state regions, the state call) — each a synchronous Mooncake batch of its own,
-        // so each pays a batch's floor. Paid here, before the KV batch, as one lead: the
-        // request's time is the same, and the tiny aux/state bytes ride with the KV flows.
-        let floor = env.fabric.params().base_latency_ns + env.fabric.params().batch_overhead_ns;
-        let calls = if job.last {
-            1 + u64::from(plan.has_state())
-        } else {
-            0
-        };
-        let lead = SEND_OVERHEAD_NS + calls * floor;
-        let mut n = 0u32;
-        for f in &self.flows {
-            req.row.kv_bytes += f.bytes;
-            req.row.rdma_writes += f.writes;
-            let (src, dst_gpu) = (
-                env.gpus[f.prefill_rank as usize],
-                dst.gpus[f.decode_rank as usize],
-            );
-            // On hosts with more NICs than GPUs the batch's slices spread over the GPU's own
-            // NICs (`Fabric::rails_between`): one flow per rail, each its share.
-            let rails = u64::from(env.fabric.rails_between(src, dst_gpu));
-            let k = (split * rails).min(f.writes).max(1);
-            for i in 0..k {
-                // Shares differ by at most one byte / one write (one flow: no division).
-                let share = |x: u64| {
-                    if k == 1 {
-                        x
-                    } else {
-                        x / k + u64::from(i < x % k)
-                    }
-                };
-                if rails == 1 {
-                    env.fabric.start_transfer_after(
-                        now,
-                        lead,
-                        (src, dst_gpu),
-                        share(f.bytes),
-                        share(f.writes),
-                        token(me, lane),
-                    );
-                } else {
-                    let used = rails.min(k);
-                    env.fabric.start_transfer_rail(
-                        now,
-                        lead,
-                        (src, dst_gpu),
-                        ((i % used) as u32, used as u32),
-                        share(f.bytes),
-                        share(f.writes),
-                        token(me, lane),
-                    );
-                }
-                n += 1;
+        req.row.transfer_start_ns.get_or_insert(batch.now);
+        let n = start_flows(
+            &self.flows,
+            env.fabric,
+            (env.gpus, &dst.gpus),
+            &mut req.row,
+            batch,
+        );
+        self.arm(me, lane, n, after_kv, writes, env)
+    }
+
+    /// The plan's check refused the target before any write: the chunk is dropped; a raised
+    /// error kills the lane's worker (docs/sglang-pd.md §2.4), a return code −1 (or a raise
+    /// on decode) blacklists the decode session `session` on this rank and fails the room
+    /// (§2.6).
+    fn refuse(
+        &mut self,
+        lane: ShardId,
+        rank: u32,
+        session: (DecodeId, u32),
+        req: ReqRef,
+        e: PdError,
+    ) -> Kick {
+        let sh = &mut self.shards[lane];
+        sh.active = None;
+        match e.effect {
+            Effect::WorkerDies => {
+                sh.dead = true;
+                Kick::WorkerDied(e)
+            }
+            Effect::ReturnCodeFailure | Effect::RaisedOnDecode => {
+                self.blacklists[rank as usize].insert(session);
+                Kick::FailWith { req, error: e }
             }
         }
+    }
+
+    /// The target's batch is out (`n` flows): the active chunk waits for them, carrying the
+    /// check that raises after its KV and the oracle's writes. A batch with nothing to send
+    /// (0 KV bytes on the slice path, a hybrid-MLA sub-rank) still makes its call, which
+    /// returns after the network latency.
+    fn arm(
+        &mut self,
+        me: PrefillId,
+        lane: ShardId,
+        n: u32,
+        after_kv: Option<PdError>,
+        writes: Option<Vec<Write>>,
+        env: &mut KickEnv,
+    ) -> Kick {
         let sh = &mut self.shards[lane];
         let a = sh.active.as_mut().expect("still active");
         a.busy = true;
@@ -478,8 +574,6 @@ impl TransferQueues {
         a.after_kv = after_kv;
         a.writes = writes;
         if n == 0 {
-            // Nothing to send (0 KV bytes on the slice path, a hybrid-MLA sub-rank): the batch
-            // call returns after the network latency.
             sh.empty_key = Some(env.q.schedule_keyed_in(
                 env.base_latency_ns,
                 Event::EmptyChunkSent {

@@ -189,55 +189,87 @@ pub(super) fn state_regions(
     rank: u32,
     unified: bool,
 ) -> Result<(Vec<StateRegion>, Vec<u32>), LayoutError> {
-    let shape = mamba_shape(model, tp)?;
-    let mut state_regions = Vec::new();
-    let mut conv_shard_groups = Vec::new();
-    if let Some(s) = &shape {
-        let conv_blocks = |layer: u32| -> Vec<Block> {
-            if s.transposed {
-                // KDA: `[conv_kernel - 1, q_r | k_r | v_r]` per slot; each window row holds one
-                // element of every channel this rank owns. A (window row, sub-block) pair is its
-                // own stream, so a layout that kept channels outermost would label differently.
-                let n_groups = s.conv_groups_rank.len() as u32;
-                return (0..s.conv_cols)
-                    .flat_map(|w| {
-                        s.conv_groups_rank
-                            .iter()
-                            .enumerate()
-                            .map(move |(g, &width)| (w, g, width))
-                    })
-                    .map(|(w, g, width)| Block {
-                        stream: Stream::State {
-                            layer,
-                            part: StatePart::Conv,
-                            group: w * n_groups + g as u32,
-                            row_bytes: u64::from(s.conv_b),
-                        },
-                        rows: width,
-                        row_bytes: u64::from(s.conv_b),
-                        token_rows: false,
-                        first_col: u64::from(rank * width) * u64::from(s.conv_b),
-                    })
-                    .collect();
-            }
-            s.conv_groups_rank
-                .iter()
-                .enumerate()
-                .map(|(g, &w)| Block {
-                    stream: Stream::State {
-                        layer,
-                        part: StatePart::Conv,
-                        group: g as u32,
-                        row_bytes: s.conv_row,
-                    },
-                    rows: w,
+    let Some(s) = mamba_shape(model, tp)? else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let slot = RankSlot { s: &s, rank, tp };
+    Ok(if unified {
+        // The envelope publishes no dims, so no `conv_shard_groups` either.
+        (vec![slot.envelope(&model.mamba_layers)], Vec::new())
+    } else {
+        (
+            slot.per_layer_regions(&model.mamba_layers),
+            s.conv_groups_global.clone(),
+        )
+    })
+}
+
+/// One rank's share of a mamba state slot: the blocks of its conv and temporal states, laid
+/// out as one envelope or as one region per (layer, part).
+struct RankSlot<'s> {
+    s: &'s MambaShape,
+    rank: u32,
+    tp: u32,
+}
+
+impl RankSlot<'_> {
+    /// The conv state of `layer`: one block per conv sub-block (`[q | k | v]` for GDN, one
+    /// for Mamba2), each the rank's channels × the conv window.
+    fn conv_blocks(&self, layer: u32) -> Vec<Block> {
+        let s = self.s;
+        if s.transposed {
+            return self.transposed_conv_blocks(layer);
+        }
+        s.conv_groups_rank
+            .iter()
+            .enumerate()
+            .map(|(g, &w)| Block {
+                stream: Stream::State {
+                    layer,
+                    part: StatePart::Conv,
+                    group: g as u32,
                     row_bytes: s.conv_row,
-                    token_rows: false,
-                    first_col: u64::from(s.conv_first_channel(g, rank, tp, w)) * s.conv_row,
-                })
-                .collect()
-        };
-        let temporal_block = |layer: u32| Block {
+                },
+                rows: w,
+                row_bytes: s.conv_row,
+                token_rows: false,
+                first_col: u64::from(s.conv_first_channel(g, self.rank, self.tp, w)) * s.conv_row,
+            })
+            .collect()
+    }
+
+    /// KDA's conv state of `layer`: `[conv_kernel - 1, q_r | k_r | v_r]` per slot; each window
+    /// row holds one element of every channel this rank owns. A (window row, sub-block) pair is
+    /// its own stream, so a layout that kept channels outermost would label differently.
+    fn transposed_conv_blocks(&self, layer: u32) -> Vec<Block> {
+        let s = self.s;
+        let n_groups = s.conv_groups_rank.len() as u32;
+        (0..s.conv_cols)
+            .flat_map(|w| {
+                s.conv_groups_rank
+                    .iter()
+                    .enumerate()
+                    .map(move |(g, &width)| (w, g, width))
+            })
+            .map(|(w, g, width)| Block {
+                stream: Stream::State {
+                    layer,
+                    part: StatePart::Conv,
+                    group: w * n_groups + g as u32,
+                    row_bytes: u64::from(s.conv_b),
+                },
+                rows: width,
+                row_bytes: u64::from(s.conv_b),
+                token_rows: false,
+                first_col: u64::from(self.rank * width) * u64::from(s.conv_b),
+            })
+            .collect()
+    }
+
+    /// The temporal (SSM) state of `layer`: the rank's heads, one row each.
+    fn temporal_block(&self, layer: u32) -> Block {
+        let s = self.s;
+        Block {
             stream: Stream::State {
                 layer,
                 part: StatePart::Temporal,
@@ -247,67 +279,73 @@ pub(super) fn state_regions(
             rows: s.heads_rank,
             row_bytes: s.temporal_row,
             token_rows: false,
-            first_col: u64::from(rank * s.heads_rank) * s.temporal_row,
-        };
-        let conv_dim_rank: u32 = s.conv_groups_rank.iter().sum();
-        if unified {
-            // [conv rows × layers][temporal rows × layers], shapes already divided by TP.
-            let mut blocks = Vec::new();
-            for &l in &model.mamba_layers {
-                blocks.extend(conv_blocks(l));
-            }
-            for &l in &model.mamba_layers {
-                blocks.push(temporal_block(l));
-            }
-            let cell = CellFormat { blocks };
-            state_regions.push(StateRegion::envelope(cell));
-        } else {
-            let (conv_shape, conv_outer) = if s.transposed {
-                (
-                    vec![u64::from(s.conv_cols), u64::from(conv_dim_rank)],
-                    s.conv_cols,
-                )
-            } else {
-                (vec![u64::from(conv_dim_rank), u64::from(s.conv_cols)], 1)
-            };
-            for &l in &model.mamba_layers {
-                let cell = CellFormat {
-                    blocks: conv_blocks(l),
-                };
-                state_regions.push(StateRegion {
-                    part: StatePart::Conv,
-                    layer: Some(l),
-                    item_len: cell.len(),
-                    dim_per_tensor: Some(conv_dim_rank),
-                    shape: conv_shape.clone(),
-                    dtype_bytes: s.conv_b,
-                    outer_count: conv_outer,
-                    cell,
-                });
-            }
-            for &l in &model.mamba_layers {
-                let cell = CellFormat {
-                    blocks: vec![temporal_block(l)],
-                };
-                state_regions.push(StateRegion {
-                    part: StatePart::Temporal,
-                    layer: Some(l),
-                    item_len: cell.len(),
-                    dim_per_tensor: Some(s.heads_rank),
-                    shape: vec![
-                        u64::from(s.heads_rank),
-                        u64::from(s.head_dim),
-                        u64::from(s.state_size),
-                    ],
-                    dtype_bytes: s.ssm_b,
-                    outer_count: 1,
-                    cell,
-                });
-            }
-            conv_shard_groups = s.conv_groups_global.clone();
+            first_col: u64::from(self.rank * s.heads_rank) * s.temporal_row,
         }
     }
-    Ok((state_regions, conv_shard_groups))
+
+    /// With unified memory, one envelope: [conv rows × layers][temporal rows × layers], shapes
+    /// already divided by TP.
+    fn envelope(&self, layers: &[u32]) -> StateRegion {
+        let mut blocks = Vec::new();
+        for &l in layers {
+            blocks.extend(self.conv_blocks(l));
+        }
+        for &l in layers {
+            blocks.push(self.temporal_block(l));
+        }
+        StateRegion::envelope(CellFormat { blocks })
+    }
+
+    /// Without unified memory, every layer's conv region, then every layer's temporal region,
+    /// each publishing its TP-sliced dims (`get_state_dim_per_tensor`).
+    fn per_layer_regions(&self, layers: &[u32]) -> Vec<StateRegion> {
+        let s = self.s;
+        let conv_dim_rank: u32 = s.conv_groups_rank.iter().sum();
+        let (conv_shape, conv_outer) = if s.transposed {
+            (
+                vec![u64::from(s.conv_cols), u64::from(conv_dim_rank)],
+                s.conv_cols,
+            )
+        } else {
+            (vec![u64::from(conv_dim_rank), u64::from(s.conv_cols)], 1)
+        };
+        let mut regions = Vec::with_capacity(2 * layers.len());
+        for &l in layers {
+            let cell = CellFormat {
+                blocks: self.conv_blocks(l),
+            };
+            regions.push(StateRegion {
+                part: StatePart::Conv,
+                layer: Some(l),
+                item_len: cell.len(),
+                dim_per_tensor: Some(conv_dim_rank),
+                shape: conv_shape.clone(),
+                dtype_bytes: s.conv_b,
+                outer_count: conv_outer,
+                cell,
+            });
+        }
+        for &l in layers {
+            let cell = CellFormat {
+                blocks: vec![self.temporal_block(l)],
+            };
+            regions.push(StateRegion {
+                part: StatePart::Temporal,
+                layer: Some(l),
+                item_len: cell.len(),
+                dim_per_tensor: Some(s.heads_rank),
+                shape: vec![
+                    u64::from(s.heads_rank),
+                    u64::from(s.head_dim),
+                    u64::from(s.state_size),
+                ],
+                dtype_bytes: s.ssm_b,
+                outer_count: 1,
+                cell,
+            });
+        }
+        regions
+    }
 }
 
 /// Tokens one request's sliding window occupies in the SWA pool: the window rounded up to

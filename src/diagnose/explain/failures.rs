@@ -1,0 +1,282 @@
+//! A section per failure kind — sglang's text, the check and where it is raised, the two
+//! layouts that differed, who was hurt, the fix — and one for the requests corrupted in
+//! silence.
+
+use super::read::Run;
+use super::shards::{dead_shards, knock_on};
+use super::{Block, Section, instances, plan};
+use crate::diagnose::kinds;
+use crate::diagnose::outcome::{LayoutFacts, predict};
+use crate::layout::PairPlan;
+use crate::scenario::Scenario;
+use crate::vocab::ErrorKind;
+
+/// The ways two sides' layouts differ, in words.
+fn differences(p: &LayoutFacts, d: &LayoutFacts) -> Vec<String> {
+    let mut v = Vec::new();
+    if p.attn_tp_size != d.attn_tp_size {
+        v.push(format!(
+            "attention TP {} vs {}",
+            p.attn_tp_size, d.attn_tp_size
+        ));
+    }
+    if p.page_size != d.page_size {
+        v.push(format!("page size {} vs {}", p.page_size, d.page_size));
+    }
+    if p.kv_cache_dtype != d.kv_cache_dtype {
+        v.push(format!(
+            "--kv-cache-dtype {:?} vs {:?}",
+            p.kv_cache_dtype, d.kv_cache_dtype
+        ));
+    }
+    if p.unified != d.unified {
+        v.push(format!(
+            "unified memory {} vs {}",
+            if p.unified { "on" } else { "off" },
+            if d.unified { "on" } else { "off" }
+        ));
+    }
+    if (p.kv_regions, &p.kv_item_lens) != (d.kv_regions, &d.kv_item_lens) {
+        v.push(format!(
+            "KV regions {} × {:?} B vs {} × {:?} B",
+            p.kv_regions, p.kv_item_lens, d.kv_regions, d.kv_item_lens
+        ));
+    }
+    if (p.state_regions, &p.state_item_lens) != (d.state_regions, &d.state_item_lens) {
+        v.push(format!(
+            "state regions {} × {:?} B vs {} × {:?} B",
+            p.state_regions, p.state_item_lens, d.state_regions, d.state_item_lens
+        ));
+    }
+    v
+}
+
+/// The pool pairs whose requests met `kind` (by request), or whose plan raises it.
+fn pairs_with(run: &Run, sc: &Scenario, kind: ErrorKind) -> Vec<(usize, usize)> {
+    let names = instances(sc);
+    let mut pairs = std::collections::BTreeSet::new();
+    for (&(p, d), c) in &run.per_pair {
+        let (pp, dp) = (names[p as usize].0, names[d as usize].0);
+        let by_plan = plan(sc, pp, dp).is_some_and(|pl| {
+            [pl.first_contact(), pl.chunk_error(), pl.last_chunk_error()]
+                .into_iter()
+                .flatten()
+                .any(|e| e.kind == kind)
+        });
+        if by_plan || c.kinds.contains_key(kind.as_str()) {
+            pairs.insert((pp, dp));
+        }
+    }
+    pairs.into_iter().collect()
+}
+
+/// The layouts of a pool pair and how they differ.
+fn pair_blocks(sc: &Scenario, p: usize, d: usize) -> Vec<Block> {
+    let (pp, dp) = (&sc.pools[p], &sc.pools[d]);
+    let (pf, df) = (
+        LayoutFacts::of(&pp.layout[0]),
+        LayoutFacts::of(&dp.layout[0]),
+    );
+    let diff = differences(&pf, &df);
+    vec![
+        Block::Bullets(vec![
+            format!("prefill pool {:?}: {}", pp.name, pf.line()),
+            format!("decode pool {:?}: {}", dp.name, df.line()),
+        ]),
+        Block::Para(if diff.is_empty() {
+            "The two layouts are identical.".into()
+        } else {
+            format!("They differ in: {}.", diff.join("; "))
+        }),
+    ]
+}
+
+/// The section of error kind `kind` (`n` in the summary, sglang's `message`): the kind's
+/// facts, and with a scenario: for a cause, each pool pair it struck with their layouts and
+/// the fix; the healthy instances stalled behind the queues it killed; for a waiting timeout,
+/// whether a dead worker explains it; for another knock-on kind, the injected faults; and the
+/// fix of a knock-on kind.
+pub(super) fn kind_section(
+    run: &Run,
+    sc: Option<&Scenario>,
+    kind: ErrorKind,
+    n: u64,
+    message: &str,
+) -> Section {
+    let i = kinds::info(kind);
+    let mut blocks = vec![
+        Block::Quote(message.to_string()),
+        Block::Bullets(vec![
+            format!("raised in: {}", i.raised_in),
+            format!("check: {}", i.check),
+            format!("effect: {}", i.effect),
+            format!("see: docs/sglang-pd.md {}", i.doc),
+        ]),
+    ];
+    let Some(sc) = sc else {
+        return Section {
+            title: format!("{kind} ×{n}"),
+            blocks,
+        };
+    };
+    let dead = dead_shards(run, sc);
+    let pairs = pairs_with(run, sc, kind);
+    if !i.knock_on {
+        for &(p, d) in &pairs {
+            blocks.extend(pair_blocks(sc, p, d));
+            blocks.push(Block::Para(format!(
+                "Fix: {}.",
+                kinds::fix(kind, &sc.pools[p].server, &sc.pools[d].server)
+            )));
+        }
+    }
+    let k = knock_on(run, sc, &dead, kind);
+    if !k.is_empty() {
+        blocks.push(Block::Para("Knock-on:".into()));
+        blocks.push(Block::Bullets(k));
+    }
+    if kind == ErrorKind::WaitingTimeout {
+        let stalled_by_dead = !dead.is_empty();
+        blocks.push(Block::Para(if stalled_by_dead {
+            format!(
+                "These requests are the knock-on of the dead transfer worker(s) above ({}): they were never refused by a check of their own.",
+                dead.iter()
+                    .map(|s| format!("prefill {}: {}", s.prefill, s.lanes_text()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            "No transfer worker died: the prefill did not transfer in time (overload, a dead prefill, or a stalled fabric).".into()
+        }));
+        blocks.push(Block::Para(format!(
+            "Fix: {}.",
+            kinds::fix(kind, &sc.pools[0].server, &sc.pools[0].server)
+        )));
+    } else if i.knock_on {
+        if let Some(f) = faults_line(&run.record.scenario.faults) {
+            blocks.push(Block::Para(format!("Injected faults: {f}.")));
+        }
+        let (p, d) = pairs.first().copied().unwrap_or((0, 0));
+        blocks.push(Block::Para(format!(
+            "Fix: {}.",
+            kinds::fix(kind, &sc.pools[p].server, &sc.pools[d].server)
+        )));
+    }
+    Section {
+        title: format!("{kind} ×{n}"),
+        blocks,
+    }
+}
+
+/// The injected `[[faults]]` in one line (`t = 2.0 s link_down …; …`), `None` without any.
+pub(super) fn faults_line(faults: &[crate::scenario::file::FaultSection]) -> Option<String> {
+    if faults.is_empty() {
+        return None;
+    }
+    Some(
+        faults
+            .iter()
+            .map(|f| {
+                let target = [&f.link, &f.nic, &f.pool]
+                    .into_iter()
+                    .flatten()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let inst = f.instance.map_or(String::new(), |i| format!("[{i}]"));
+                format!("t = {:?} s {} {target}{inst}", f.at_s, f.kind.as_str())
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
+/// The requests corrupted in silence (only when there were any): the pool pairs that wrote
+/// them, what a guarded sglang does with each pair instead, the fix, and the first victims.
+pub(super) fn corruption_section(run: &Run) -> Option<Section> {
+    if run.corrupted_total == 0 {
+        return None;
+    }
+    let mut blocks = vec![Block::Para(format!(
+        "{} request(s) finished with no error but decoded from bytes that were not their own. No check fired: the writes landed, in bounds, on pages or slots another request owns. {} of them name a culprit or victims.",
+        run.corrupted_total, run.corrupted_named
+    ))];
+    if let Some(sc) = &run.sc {
+        let names = instances(sc);
+        let mut pairs = std::collections::BTreeSet::new();
+        for (&(p, d), c) in &run.per_pair {
+            if c.corrupted > 0 {
+                pairs.insert((names[p as usize].0, names[d as usize].0));
+            }
+        }
+        for (p, d) in pairs {
+            blocks.extend(pair_blocks(sc, p, d));
+            if let Some(pl) = plan(sc, p, d) {
+                blocks.push(Block::Para(format!(
+                    "What a guarded sglang does with this pair instead: {}.",
+                    guarded_outcome(sc, p, d).unwrap_or_else(|| predict(pl).outcome.to_string())
+                )));
+            }
+            blocks.push(Block::Para(format!(
+                "Fix: {}.",
+                kinds::fix(
+                    ErrorKind::TransferOutOfBounds,
+                    &sc.pools[p].server,
+                    &sc.pools[d].server
+                )
+            )));
+        }
+    }
+    let rows: Vec<Vec<String>> = run
+        .corrupted
+        .iter()
+        .map(|c| {
+            let or_none = |s: &str| {
+                if s.is_empty() {
+                    "—".to_string()
+                } else {
+                    s.to_string()
+                }
+            };
+            vec![
+                c.id.to_string(),
+                or_none(&c.corrupted_by),
+                or_none(&c.victims),
+            ]
+        })
+        .collect();
+    blocks.push(Block::Para(format!(
+        "Victims (the first {} corrupted requests; requests.csv lists all):",
+        rows.len()
+    )));
+    blocks.push(Block::Table(
+        [
+            "request",
+            "corrupted by (whose writes landed in it)",
+            "its writes landed on",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows,
+    ));
+    Some(Section {
+        title: format!("corrupted ×{}", run.corrupted_total),
+        blocks,
+    })
+}
+
+/// The outcome the `guarded` profile predicts for a pool pair: its error kind and text.
+fn guarded_outcome(sc: &Scenario, p: usize, d: usize) -> Option<String> {
+    let (pp, dp) = (&sc.pools[p], &sc.pools[d]);
+    let pl = PairPlan::compile(
+        (&pp.model, &pp.server),
+        (&dp.model, &dp.server),
+        crate::layout::Profile::Guarded,
+    )
+    .ok()?;
+    let pr = predict(&pl);
+    Some(match (pr.kind, pr.message) {
+        (Some(k), Some(m)) => format!("{k} — \"{m}\""),
+        _ => pr.outcome.to_string(),
+    })
+}

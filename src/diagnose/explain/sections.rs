@@ -1,0 +1,362 @@
+//! The sections around the failures: what happened and the cluster that ran it, prefix
+//! reuse, and capacity (the SLO verdict, the binding pool and the levers, each run).
+
+use super::read::{Run, rebuild};
+use super::{Block, Section, instances, secs};
+use crate::diagnose::outcome::LayoutFacts;
+use crate::report::schema::Summary;
+use crate::scenario::{Role, Scenario};
+use crate::vocab::ErrorKind;
+
+/// The first sections: what happened, the cluster, per instance (the last two only when the
+/// scenario could be rebuilt), and prefix reuse when the run had any.
+pub(super) fn overview(run: &Run) -> Vec<Section> {
+    let mut out = vec![what_happened(&run.summary)];
+    let Some(sc) = &run.sc else {
+        out.push(Section {
+            title: "Cluster".into(),
+            blocks: vec![Block::Para(format!(
+                "The scenario could not be rebuilt from run.json ({}), so layouts are not shown.",
+                run.sc_note.as_deref().unwrap_or("unknown reason")
+            ))],
+        });
+        return out;
+    };
+    out.push(cluster_section(sc));
+    out.push(per_instance_section(run, sc));
+    out.extend(reuse_section(&run.summary));
+    out
+}
+
+/// Requests by outcome and the error kinds raised (a kind whose count is raises, not
+/// requests, says so).
+fn what_happened(s: &Summary) -> Section {
+    let r = &s.requests;
+    let mut blocks = vec![Block::Para(format!(
+        "{} requests arrived: {} completed, {} failed, {} corrupted, {} unfinished.",
+        r.arrived, r.completed, r.failed, r.corrupted, r.unfinished
+    ))];
+    let errors: Vec<String> = s
+        .errors
+        .iter()
+        .map(|e| {
+            let raised = e
+                .kind
+                .parse::<ErrorKind>()
+                .ok()
+                .filter(|k| is_raise_counted(*k))
+                .map_or("", |_| " (raised; counts raises, not requests)");
+            format!("{} ×{}{raised}", e.kind, e.count)
+        })
+        .collect();
+    if errors.is_empty() && r.corrupted == 0 {
+        blocks.push(Block::Para(
+            "No error was raised and no request was corrupted.".into(),
+        ));
+    } else if !errors.is_empty() {
+        blocks.push(Block::Para("Errors, by kind:".into()));
+        blocks.push(Block::Bullets(errors));
+    }
+    Section {
+        title: "What happened".into(),
+        blocks,
+    }
+}
+
+/// The pools — role, global instance numbers, model, TP and rank 0's layout — and the sglang
+/// behaviour the run simulated.
+fn cluster_section(sc: &Scenario) -> Section {
+    let mut rows = Vec::new();
+    let mut first = 0u32;
+    for p in &sc.pools {
+        let last = first + p.servers() - 1;
+        rows.push(vec![
+            p.name.clone(),
+            p.role.as_str().into(),
+            if first == last {
+                format!("{first}")
+            } else {
+                format!("{first}–{last}")
+            },
+            p.model.name.clone(),
+            format!("--tp-size {}", p.server.tp_size),
+            LayoutFacts::of(&p.layout[0]).line(),
+        ]);
+        first = last + 1;
+    }
+    let mut blocks = vec![Block::Table(
+        ["pool", "role", "instances", "model", "tp", "rank 0 layout"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    )];
+    blocks.push(Block::Para(format!(
+        "sglang behaviour: profile `{}`; {} transfer-queue shards per prefill; waiting timeout {}.",
+        sc.sglang.profile.as_str(),
+        sc.sglang.queue_size,
+        secs(sc.sglang.waiting_timeout_ns)
+    )));
+    Section {
+        title: "Cluster".into(),
+        blocks,
+    }
+}
+
+/// Every instance that served a request: its pool and role, and its requests by outcome and
+/// error kind.
+fn per_instance_section(run: &Run, sc: &Scenario) -> Section {
+    let names = instances(sc);
+    let rows = run
+        .per_instance
+        .iter()
+        .map(|(i, c)| {
+            let (_, pool, role) =
+                names
+                    .get(*i as usize)
+                    .cloned()
+                    .unwrap_or((0, "?".into(), Role::Decode));
+            vec![
+                i.to_string(),
+                pool,
+                role.as_str().into(),
+                c.routed.to_string(),
+                c.completed.to_string(),
+                c.failed.to_string(),
+                c.corrupted.to_string(),
+                c.unfinished.to_string(),
+                c.kinds_text(),
+            ]
+        })
+        .collect();
+    Section {
+        title: "Per instance".into(),
+        blocks: vec![Block::Table(
+            [
+                "instance",
+                "pool",
+                "role",
+                "requests",
+                "completed",
+                "failed",
+                "corrupted",
+                "unfinished",
+                "errors",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        )],
+    }
+}
+
+/// Prefix reuse: hits per HiCache tier, the router's `cache_aware` decisions, the shared store
+/// (only when the run had any of them).
+fn reuse_section(s: &Summary) -> Option<Section> {
+    let mut bullets = Vec::new();
+    let (mut hit, mut input) = (0, 0);
+    let mut tiers = [0u64; 3];
+    let mut with_tiers = false;
+    for c in &s.prefix_cache {
+        hit += c.hit_tokens;
+        input += c.input_tokens;
+        if let Some(t) = &c.tiers {
+            with_tiers = true;
+            tiers[0] += t.device_hit_tokens;
+            tiers[1] += t.host_hit_tokens;
+            tiers[2] += t.store_hit_tokens;
+        }
+    }
+    let share = |x: u64| 100.0 * x as f64 / input.max(1) as f64;
+    if with_tiers {
+        bullets.push(format!(
+            "HiCache: {:.1} % of {input} prompt tokens hit — {:.1} % on the GPU, {:.1} % in host memory, {:.1} % from the Mooncake Store — and were not recomputed.",
+            share(hit),
+            share(tiers[0]),
+            share(tiers[1]),
+            share(tiers[2])
+        ));
+    }
+    if let Some(r) = &s.router {
+        for (side, d) in [("prefill", &r.prefill), ("decode", &r.decode)] {
+            if let Some(d) = d {
+                bullets.push(format!(
+                    "Router cache_aware, {side} side: {} requests by prefix affinity, {} to the least loaded instance because the match was at or below cache_threshold, {} because load was imbalanced (spread > balance_abs_threshold and ratio > balance_rel_threshold), {} fallbacks; the largest load spread at a pick was {} requests.",
+                    d.affinity, d.low_match, d.imbalanced, d.fallback, d.peak_load_gap
+                ));
+            }
+        }
+    }
+    if let Some(k) = &s.kv_store {
+        bullets.push(format!(
+            "Mooncake Store: {} blocks held at the end, {} written ({:.1} GB), {} evicted, {} refused as full; prefetches read {} blocks ({:.1} GB).",
+            k.blocks,
+            k.written_blocks,
+            k.write_bytes as f64 / 1e9,
+            k.evicted_blocks,
+            k.skipped_blocks,
+            k.prefetched_blocks,
+            k.prefetched_bytes as f64 / 1e9
+        ));
+        let t = &k.traffic;
+        bullets.push(format!(
+            "On the fabric, sharing NICs with the KV transfers: {} prefetch reads ({:.1} GB, {:.1} ms each on average, {:.1} ms the longest) and {} write-backs ({:.1} GB); {:.1} GB copied locally (replicas on the client's node); {} operations failed.",
+            t.reads,
+            t.fabric_read_bytes as f64 / 1e9,
+            t.read_ns_total as f64 / t.reads.max(1) as f64 / 1e6,
+            t.read_ns_max as f64 / 1e6,
+            t.writes,
+            t.fabric_write_bytes as f64 / 1e9,
+            t.local_copy_bytes as f64 / 1e9,
+            t.failed
+        ));
+        if let Some(o) = &t.decode_offload {
+            bullets.push(format!(
+                "Decode offload (--disaggregation-decode-enable-offload-kvcache): {} blocks of generated tokens copied to host ({:.1} GB over PCIe), {} of them put to the store in {} writes ({:.1} GB from the decode nodes' NICs in {} batches, {:.1} GB copied locally); {} landed under a prompt the store did not hold (unreachable, dropped), {} were never offloaded for want of host memory.",
+                o.blocks,
+                o.d2h_bytes as f64 / 1e9,
+                o.put_blocks,
+                o.writes,
+                o.fabric_write_bytes as f64 / 1e9,
+                o.batches,
+                o.local_copy_bytes as f64 / 1e9,
+                o.orphaned_blocks,
+                o.host_full_blocks
+            ));
+        }
+    }
+    (!bullets.is_empty()).then(|| Section {
+        title: "Prefix reuse".into(),
+        blocks: vec![Block::Bullets(bullets)],
+    })
+}
+
+/// Kinds whose `summary.json` count is raises (a worker death), not failed requests.
+fn is_raise_counted(k: ErrorKind) -> bool {
+    matches!(
+        k,
+        ErrorKind::EnvelopeLayoutMismatch
+            | ErrorKind::EnvelopeTpMismatch
+            | ErrorKind::MambaLayoutMismatch
+            | ErrorKind::MambaSlotSizeMismatch
+            | ErrorKind::HeteroTpUnsupported
+    )
+}
+
+/// Error kinds an overloaded cluster raises by itself (requests waited too long): they do not
+/// stop the capacity levers from running.
+fn is_overload_kind(k: &str) -> bool {
+    matches!(
+        k,
+        "waiting_timeout" | "bootstrap_timeout" | "transfer_timeout" | "request_too_long"
+    )
+}
+
+/// The SLO verdict target by target, what the latencies are taken over, which pool binds on
+/// which resource (with the figures), and the levers — each run on the same seed, ranked by its
+/// measured effect (`diagnose::capacity`).
+pub(super) fn capacity_section(run: &Run) -> Section {
+    use crate::diagnose::capacity;
+    let s = &run.summary;
+    let mut blocks = Vec::new();
+    {
+        let slo = &s.slo;
+        blocks.push(Block::Para(format!(
+            "{}. Attainment {}: {}.",
+            match slo.met {
+                None => "No [slo] target set".to_string(),
+                Some(_) => format!("[slo] {}", slo.verdict_text()),
+            },
+            slo.attainment
+                .map_or("—".into(), |a| format!("{:.1} %", 100.0 * a)),
+            slo.attainment_basis()
+        )));
+        if !slo.targets.is_empty() {
+            blocks.push(Block::Bullets(
+                slo.targets.iter().map(|t| t.line()).collect(),
+            ));
+        }
+    }
+    let counts = s.requests.clone();
+    blocks.push(Block::Para(format!(
+        "Latency figures are {}.",
+        crate::metrics::slo::latency_basis(&counts)
+    )));
+    let Some(sc) = &run.sc else {
+        blocks.push(Block::Para(
+            "The scenario could not be rebuilt, so no lever was run.".into(),
+        ));
+        return Section {
+            title: "Capacity".into(),
+            blocks,
+        };
+    };
+    let faults: Vec<&str> = s
+        .errors
+        .iter()
+        .map(|e| e.kind.as_str())
+        .filter(|k| !is_overload_kind(k))
+        .collect();
+    if !faults.is_empty() || counts.corrupted > 0 || !sc.faults.is_empty() {
+        blocks.push(Block::Para(format!(
+            "Requests failed or were hurt for reasons other than load ({}): fix those first (below); no capacity lever was run.",
+            if faults.is_empty() {
+                "corruption or injected faults".to_string()
+            } else {
+                faults.join(", ")
+            }
+        )));
+        return Section {
+            title: "Capacity".into(),
+            blocks,
+        };
+    }
+    let with = |sets: &[String]| rebuild(&run.record, sets);
+    let d = capacity::diagnose(s, sc, &with);
+    match d.binding.first() {
+        None => blocks.push(Block::Para(format!(
+            "No pool binds: headroom everywhere (the highest figure: {}).",
+            d.headroom.as_deref().unwrap_or("none")
+        ))),
+        Some(b) => {
+            blocks.push(Block::Para(format!(
+                "Binding: pool `{}` ({}) on {} — {}.",
+                b.pool, b.role, b.resource, b.evidence
+            )));
+            for o in &d.binding[1..] {
+                blocks.push(Block::Para(format!(
+                    "Also bound: pool `{}` ({}) on {} — {}.",
+                    o.pool, o.role, o.resource, o.evidence
+                )));
+            }
+        }
+    }
+    if d.levers.is_empty() {
+        if d.base.strained() {
+            blocks.push(Block::Para("No lever applies.".into()));
+        }
+    } else {
+        blocks.push(Block::Para(format!(
+            "Levers, each run on seed {} and ranked by its measured effect ([slo] met first, then fewer requests failed or unfinished, then more goodput):",
+            run.seed
+        )));
+        blocks.push(Block::Bullets(
+            d.levers
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    format!(
+                        "({}) {} (`--set {}`): {}",
+                        i + 1,
+                        l.what,
+                        l.sets.join(" --set "),
+                        l.effect(&d.base)
+                    )
+                })
+                .collect(),
+        ));
+    }
+    Section {
+        title: "Capacity".into(),
+        blocks,
+    }
+}

@@ -88,6 +88,7 @@ fn fuzz_fixed_budget() {
             c
         }),
         only,
+        progress: None,
     };
     let report = fuzz_gen::drive(&plan, &corpus, |_, _| {});
     let reproduce = |i: u64| {

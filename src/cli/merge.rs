@@ -128,8 +128,16 @@ pub fn run(args: &MergeArgs) -> Result<(), CliError> {
         }
     }
     if let Some(missing) = by_index.iter().position(Option::is_none) {
+        let given: Vec<String> = shards
+            .iter()
+            .map(|(m, _, d)| {
+                let s = m.shard.expect("checked to be a shard");
+                format!("{} (shard {}/{n})", d.display(), s.index)
+            })
+            .collect();
         return Err(CliError::Usage(format!(
-            "shard {missing}/{n} is missing: give all {n} shard folders"
+            "shard {missing}/{n} is missing: the folders given are {}; give all {n} shard folders of the sweep",
+            given.join(", ")
         )));
     }
     let mut merged = Vec::with_capacity(first.rows);

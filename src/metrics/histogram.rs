@@ -251,7 +251,7 @@ impl Default for Batch {
 
 /// The five numbers the summary reports for every latency; `None` (JSON `null`) when no
 /// request reached the stage.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct Stats {
     /// Exact mean.
     pub mean: Option<f64>,

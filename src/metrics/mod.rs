@@ -282,7 +282,7 @@ pub struct Latencies {
 }
 
 /// Request counts by outcome.
-#[derive(Clone, Debug, Serialize, PartialEq, Default)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Default)]
 pub struct Counts {
     /// Requests that arrived.
     pub arrived: u64,

@@ -28,7 +28,7 @@ pub struct Throughput {
 /// Throughput over the arrival window `[0, end_s]`: from the start until arrivals stop
 /// (`run.duration_s`, or the last arrival when `max_requests` or the trace ended them first).
 /// The drain tail after it, when the cluster empties, would dilute every rate.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
 pub struct WindowThroughput {
     /// End of the window, simulated seconds.
     pub end_s: f64,

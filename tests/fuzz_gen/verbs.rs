@@ -449,10 +449,13 @@ fn baseline(rng: &mut Rng, corpus: &Corpus, mut files: Vec<(String, Vec<u8>)>) -
         2 => {
             set(&mut files, &format!("{b}/summary.json"), None);
             muts.push("no summary.json".into());
-            names = Some(format!("{b}"));
+            names = Some(b.to_string());
         }
         3 => {
-            let cut = rng.below(summary.len() as u64) as usize;
+            // Short of the closing brace: a summary without only its final newline is whole
+            // JSON, a complete summary (the long campaign's one false alarm, seed 25 case
+            // 156300).
+            let cut = rng.below(summary.len() as u64 - 1) as usize;
             set(
                 &mut files,
                 &format!("{b}/summary.json"),
@@ -504,7 +507,7 @@ fn baseline(rng: &mut Rng, corpus: &Corpus, mut files: Vec<(String, Vec<u8>)>) -
         9 => {
             set(&mut files, &format!("{b}/run.json"), None);
             muts.push("no run.json".into());
-            names = Some(format!("{b}"));
+            names = Some(b.to_string());
         }
         10 => {
             // A figure of the wrong type, or a count that does not add up.

@@ -2,12 +2,14 @@
 //!
 //! ```text
 //! cargo build --release && cargo run --release --example fuzz -- --minutes 5 [--seed S] [--workers W]
+//! cargo run --release --example fuzz -- --cases 1000000 --kill-cycles 1000   # a fixed campaign
 //! cargo run --release --example fuzz -- --seed S --case I      # reproduce one case
 //! cargo run --release --example fuzz -- --minutes 0 --kill-cycles 1000   # process faults only
 //! ```
 //!
-//! Prints the count of cases, rejections and runs, every failure with a reproduce line, and
-//! exits 1 if any failure is found (known bugs included; they are marked).
+//! Prints the count of cases by class (the verb or input kind) and outcome, progress every
+//! minute, every failure with a reproduce line, and exits 1 if any failure is found (known
+//! bugs included; they are marked).
 
 #[path = "../tests/fuzz_gen/mod.rs"]
 mod fuzz_gen;
@@ -34,6 +36,7 @@ fn main() {
     let mut case: Option<u64> = None;
     let mut workers = std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
     let mut kill_cycles = 0u64;
+    let mut cases: Option<u64> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || {
@@ -44,6 +47,7 @@ fn main() {
             "--minutes" => minutes = val().parse().unwrap_or_else(|_| usage("--minutes N")),
             "--seed" => seed = Some(val().parse().unwrap_or_else(|_| usage("--seed S"))),
             "--case" => case = Some(val().parse().unwrap_or_else(|_| usage("--case I"))),
+            "--cases" => cases = Some(val().parse().unwrap_or_else(|_| usage("--cases N"))),
             "--workers" => workers = val().parse().unwrap_or_else(|_| usage("--workers W")),
             "--kill-cycles" => {
                 kill_cycles = val().parse().unwrap_or_else(|_| usage("--kill-cycles N"))
@@ -64,8 +68,8 @@ fn main() {
     let corpus = fuzz_gen::Corpus::load(&root);
     let plan = fuzz_gen::Plan {
         seed,
-        cases: 0,
-        deadline: if case.is_some() {
+        cases: cases.unwrap_or(0),
+        deadline: if case.is_some() || cases.is_some() {
             None
         } else {
             Some(Instant::now() + Duration::from_secs_f64(minutes * 60.0))
@@ -74,11 +78,15 @@ fn main() {
         case_timeout: Duration::from_secs(30),
         worker: Box::new(move || Command::new(&exe)),
         only: case,
+        progress: Some(Duration::from_secs(60)),
     };
     if let Some(i) = case {
         eprintln!("{}", fuzz_gen::generate(&corpus, seed, i).show());
     }
-    eprintln!("fuzz: seed {seed}, {workers} worker(s), {minutes} minute(s)");
+    match cases {
+        Some(n) => eprintln!("fuzz: seed {seed}, {workers} worker(s), {n} cases"),
+        None => eprintln!("fuzz: seed {seed}, {workers} worker(s), {minutes} minute(s)"),
+    }
     let reproduce =
         |i: u64| format!("cargo run --release --example fuzz -- --seed {seed} --case {i}");
     let report = fuzz_gen::drive(&plan, &corpus, |f, c| {
@@ -97,9 +105,10 @@ fn main() {
     let rejected = report.by_status.get("rejected").copied().unwrap_or(0);
     let ran = report.by_status.get("ran").copied().unwrap_or(0);
     println!(
-        "fuzz: {} cases in {:.1} s: {rejected} rejected, {ran} ran, {} failures ({} distinct)",
+        "fuzz: {} cases in {:.1} s ({} also as a process): {rejected} rejected, {ran} ran, {} failures ({} distinct)",
         report.cases,
         report.elapsed.as_secs_f64(),
+        report.spawned,
         report.failures.len(),
         report
             .failures
@@ -137,7 +146,7 @@ fn main() {
 
 fn usage(msg: &str) -> ! {
     eprintln!(
-        "fuzz: {msg}\nusage: cargo run --release --example fuzz -- [--minutes N] [--seed S] [--workers W] [--case I] [--kill-cycles N]"
+        "fuzz: {msg}\nusage: cargo run --release --example fuzz -- [--minutes N | --cases N] [--seed S] [--workers W] [--case I] [--kill-cycles N]"
     );
     std::process::exit(2);
 }

@@ -225,3 +225,76 @@ fn a_baseline_catches_drift_inside_every_absolute_bound() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("re-record the baseline"), "{out}");
 }
+
+#[test]
+fn a_baseline_run_that_is_not_a_complete_result_of_that_run_is_exit_2_naming_the_file() {
+    // Issue 25: a baseline folder is read back only when each run in it is complete pdsim
+    // output of the same run; anything else stops the check before a figure is compared.
+    let base = tmpdir("check-baseline-complete");
+    let b = base.to_str().unwrap();
+    let scenario = "scenarios/regression/healthy-2p2d-8b.toml";
+    let (code, out, err) = pdsim(&["check", scenario, "--out", b, "-q"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let run = std::fs::read_dir(&base)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("summary.json").is_file())
+        .unwrap();
+    let r = run.display().to_string();
+    let summary = std::fs::read_to_string(run.join("summary.json")).unwrap();
+    let facts = std::fs::read_to_string(run.join("run.json")).unwrap();
+    let restore = || {
+        let _ = std::fs::remove_file(run.join(".pdsim-lock"));
+        let _ = std::fs::remove_dir_all(run.join(".pdsim-partial"));
+        std::fs::write(run.join("summary.json"), &summary).unwrap();
+        std::fs::write(run.join("run.json"), &facts).unwrap();
+    };
+    let refused = |needles: &[&str]| {
+        let (code, out, err) = pdsim(&["check", scenario, "--baseline", b]);
+        assert_eq!(code, 2, "{out}{err}");
+        for n in needles {
+            assert!(err.contains(n), "{n:?} not in: {err}");
+        }
+        restore();
+    };
+    // The complete baseline holds.
+    let (code, out, err) = pdsim(&["check", scenario, "--baseline", b]);
+    assert_eq!(code, 0, "{out}{err}");
+    // A writer's lock (alive or killed) and its staging folder.
+    std::fs::write(run.join(".pdsim-lock"), "pid 4242 on ci: pdsim check\n").unwrap();
+    refused(&[&format!("{r}/.pdsim-lock"), "incomplete", "pid 4242 on ci"]);
+    std::fs::create_dir_all(run.join(".pdsim-partial")).unwrap();
+    refused(&[&format!("{r}/.pdsim-partial"), "incomplete"]);
+    // A partial folder: no summary.json; summary.json cut short; no run.json.
+    std::fs::remove_file(run.join("summary.json")).unwrap();
+    refused(&[&format!("{r}: no summary.json")]);
+    std::fs::write(run.join("summary.json"), &summary[..summary.len() / 2]).unwrap();
+    refused(&[&format!("{r}/summary.json"), "not JSON"]);
+    std::fs::remove_file(run.join("run.json")).unwrap();
+    refused(&[&format!("{r}: no run.json")]);
+    // Another schema: a figure of another type, named by its field, and counts that do not add up.
+    std::fs::write(
+        run.join("summary.json"),
+        summary.replacen("\"p99\": ", "\"p99\": \"fast\", \"was\": ", 1),
+    )
+    .unwrap();
+    refused(&[&format!("{r}/summary.json"), "latency_ms.ttft.p99"]);
+    let mut v: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    v["requests"]["arrived"] = serde_json::json!(1);
+    std::fs::write(run.join("summary.json"), v.to_string()).unwrap();
+    refused(&[&format!("{r}/summary.json"), "is not arrived (1)"]);
+    // Another scenario's run filed under this one's name.
+    let mut v: serde_json::Value = serde_json::from_str(&facts).unwrap();
+    v["scenario"]["run"]["name"] = serde_json::json!("someone-else");
+    std::fs::write(run.join("run.json"), v.to_string()).unwrap();
+    refused(&[
+        &format!("{r}/run.json"),
+        "scenario.run.name",
+        "someone-else",
+        "another scenario",
+    ]);
+    // One run's folder given for the baseline itself.
+    let (code, _, err) = pdsim(&["check", scenario, "--baseline", &r]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("give the folder above it"), "{err}");
+}

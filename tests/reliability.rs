@@ -496,6 +496,32 @@ fn a_shard_of_only_infeasible_rows_is_written_and_merges() {
     let m = s(&d.join("m"));
     expect_code(&["merge", &outs[0], &outs[1], "--out", &m], 0, &[]);
     assert_eq!(files_of(&whole), files_of(Path::new(&m)));
+    // A shard left out: the message names the folders given and which shard is missing.
+    expect_code(
+        &["merge", &outs[0], "--out", &s(&d.join("m2"))],
+        2,
+        &["shard 1/2 is missing", &format!("{} (shard 0/2)", outs[0])],
+    );
+    // The fuzzer's find (seed 2, case 4335): shard 1's last row (the infeasible one) cut
+    // inside its `error` text used to read back as a row with a shorter error, and merge
+    // exited 0 with it.
+    let csv = Path::new(&outs[1]).join("sweep.csv");
+    let text = std::fs::read(&csv).unwrap();
+    let last = String::from_utf8_lossy(&text)
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(
+        last.len() > 40 && !last.ends_with(','),
+        "an error text: {last}"
+    );
+    std::fs::write(&csv, &text[..text.len() - 4]).unwrap();
+    expect_code(
+        &["merge", &outs[0], &outs[1], "--out", &s(&d.join("m3"))],
+        2,
+        &["sweep.csv", "cut short"],
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -451,22 +451,29 @@ pub fn junit(checked: &[Checked]) -> String {
 }
 
 /// Reads every job's baseline summary from `dir`, named as `--out` names run folders (so a
-/// baseline recorded with `--out DIR` lines up); a folder that is not a baseline, or a summary
-/// that is not pdsim's, stops the check before anything runs (exit 2).
+/// baseline recorded with `--out DIR` lines up); a folder that is not a baseline, or a run
+/// folder in it that is not a complete pdsim result of that run, stops the check before
+/// anything runs (exit 2, naming the file).
 fn attach_baselines(jobs: &mut [Job], dir: &Path, ratio: Option<f64>) -> Result<(), CliError> {
     use crate::report::baseline;
     let usage = |e: baseline::BaselineError| CliError::Usage(e.to_string());
-    baseline::check_folder(dir).map_err(usage)?;
+    baseline::check_readable(dir).map_err(usage)?;
     let ratio = ratio.unwrap_or(DEFAULT_MAX_REGRESSION);
     let names = out_dirs(jobs, Some(dir));
+    let mut any = false;
     for (job, path) in jobs.iter_mut().zip(names) {
         let path = path.expect("a baseline folder names every run");
-        let name = path
+        let folder = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let found = baseline::read(dir, &name).map_err(usage)?;
+        let found = baseline::read(dir, &folder, &job.sc.name).map_err(usage)?;
+        any |= found.is_some();
         job.baseline = Some((found.ok_or(path.join("summary.json")), ratio));
+    }
+    if !any {
+        // No run of this check is in it: it must at least be a baseline of other runs.
+        baseline::check_folder(dir).map_err(usage)?;
     }
     Ok(())
 }

@@ -148,8 +148,16 @@ fn order_shards(shards: &[Shard]) -> Result<Vec<usize>, CliError> {
         }
     }
     if let Some(missing) = by_index.iter().position(Option::is_none) {
+        let given: Vec<String> = shards
+            .iter()
+            .map(|sh| {
+                let s = sh.manifest.shard.expect("checked to be a shard");
+                format!("{} (shard {}/{n})", sh.dir.display(), s.index)
+            })
+            .collect();
         return Err(CliError::Usage(format!(
-            "shard {missing}/{n} is missing: give all {n} shard folders"
+            "shard {missing}/{n} is missing: the folders given are {}; give all {n} shard folders of the sweep",
+            given.join(", ")
         )));
     }
     Ok(by_index

@@ -736,12 +736,27 @@ pub fn read_sweep_csv(path: &Path, axes: usize) -> Result<Vec<(Vec<String>, Swee
     parse_sweep_csv(path, &bytes, axes)
 }
 
+/// Refuses CSV bytes whose last line has no end: pdsim ends every line with a newline, and the
+/// csv reader takes a field cut inside its quotes (`"infeasible, ""q`) as a whole field, so a
+/// file cut there would otherwise read back as a row with a shorter value.
+pub(crate) fn whole_lines(path: &Path, bytes: &[u8]) -> Result<(), PlanError> {
+    if bytes.is_empty() || bytes.ends_with(b"\n") {
+        Ok(())
+    } else {
+        Err(PlanError::Usage(format!(
+            "{}: cut short: its last line has no end (pdsim ends every line with a newline), so the file is unfinished or damaged",
+            path.display()
+        )))
+    }
+}
+
 /// [`read_sweep_csv`] of bytes (`path` names them in errors).
 pub fn parse_sweep_csv(
     path: &Path,
     bytes: &[u8],
     axes: usize,
 ) -> Result<Vec<(Vec<String>, SweepRow)>, PlanError> {
+    whole_lines(path, bytes)?;
     let err = |e: csv::Error| PlanError::Usage(format!("{}: {e}", path.display()));
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)
@@ -842,5 +857,34 @@ mod tests {
             sweep_csv(&g, &[(0, back[0].clone()), (1, back[1].clone())]).unwrap(),
             bytes
         );
+    }
+
+    #[test]
+    fn a_csv_cut_inside_a_quoted_field_is_refused_not_read_short() {
+        // The fuzzer's find (seed 2, case 4335): a shard cut inside `"no, ""really"""` read back
+        // as a row whose error was `no, "r`, and the merge exited 0 with it.
+        let g = Grid::new(vec![parse_axis("a=1,2").unwrap()], vec![0], vec![]).unwrap();
+        let rows = vec![
+            (0, SweepRow::infeasible(0, String::new())),
+            (1, SweepRow::infeasible(0, "no, \"really\"".into())),
+        ];
+        let bytes = sweep_csv(&g, &rows).unwrap();
+        let p = Path::new("shard/sweep.csv");
+        assert_eq!(parse_sweep_csv(p, &bytes, 1).unwrap().len(), 2);
+        let end = String::from_utf8_lossy(&bytes).rfind("\"\"really").unwrap();
+        let cut = end + 4;
+        assert!(bytes[..cut].ends_with(b"\"\"re"), "cut inside the quotes");
+        let e = parse_sweep_csv(p, &bytes[..cut], 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("shard/sweep.csv") && e.contains("cut short"),
+            "{e}"
+        );
+        // The same for plan.csv.
+        let e = search::parse_plan_csv(p, b"a,b\n1,\"x", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cut short"), "{e}");
     }
 }

@@ -417,6 +417,7 @@ pub fn parse_plan_csv(
     bytes: &[u8],
     axes: usize,
 ) -> Result<Vec<(Vec<String>, MaxRateRow)>, PlanError> {
+    super::whole_lines(name, bytes)?;
     let err = |e: csv::Error| PlanError::Usage(format!("{}: {e}", name.display()));
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)

@@ -79,17 +79,86 @@ pub enum BaselineError {
         /// What is wrong and how to make one.
         why: String,
     },
-    /// A summary that is not pdsim's (unreadable, or without a figure pdsim writes).
+    /// A summary that is not pdsim's (unreadable, or without a figure pdsim writes), or a run
+    /// folder that is not a complete pdsim result (a writer's lock or staging left in it, no
+    /// `summary.json` or `run.json`, a run of another scenario).
     #[error("{}: {why}", file.display())]
     NotASummary {
-        /// The file.
+        /// The file (or run folder) at fault.
         file: PathBuf,
         /// What is wrong.
         why: String,
     },
 }
 
+/// The lock file and staging folder a writer keeps in a results folder until it finished
+/// (`cli::outdir::{LOCK, STAGING}`; `report` sits below `cli`, so the names are repeated here
+/// and a test keeps them equal).
+const LOCK: &str = ".pdsim-lock";
+const STAGING: &str = ".pdsim-partial";
+
 const HOW: &str = "a baseline is the folder `pdsim check SCENARIOS --out DIR` writes (DIR/<run.name>/summary.json per scenario)";
+
+/// The figures of `summary.json` a baseline is compared by, read back through the types that
+/// wrote them, so a figure of the wrong type is an error naming it, never "no data".
+#[derive(serde::Deserialize)]
+#[allow(dead_code)] // read to be checked; the comparison reads the same figures by pointer
+struct Figures {
+    requests: crate::metrics::Counts,
+    latency_ms: LatencyFigures,
+    throughput: ThroughputFigures,
+    slo: crate::metrics::slo::SloSummary,
+}
+
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct LatencyFigures {
+    ttft: crate::metrics::Stats,
+    tpot: crate::metrics::Stats,
+    e2e: crate::metrics::Stats,
+}
+
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct ThroughputFigures {
+    arrival_window: crate::metrics::summary::WindowThroughput,
+}
+
+/// What `run.json` must say for its summary to be a baseline of a run: which scenario it is.
+#[derive(serde::Deserialize)]
+#[allow(dead_code)]
+struct RunFacts {
+    pdsim_version: String,
+    scenario: RunScenario,
+}
+
+#[derive(serde::Deserialize)]
+struct RunScenario {
+    run: RunSection,
+}
+
+#[derive(serde::Deserialize)]
+struct RunSection {
+    name: String,
+}
+
+/// Checks that `dir` can hold a baseline: a folder that can be read and is not itself one
+/// run's results folder (whose parent is the baseline).
+pub fn check_readable(dir: &Path) -> Result<(), BaselineError> {
+    let not = |why: String| BaselineError::NotABaseline {
+        dir: dir.to_path_buf(),
+        why,
+    };
+    std::fs::read_dir(dir).map_err(|e| not(format!("cannot be read ({e}); {HOW}")))?;
+    for own in ["summary.json", LOCK, STAGING] {
+        if std::fs::symlink_metadata(dir.join(own)).is_ok() {
+            return Err(not(format!(
+                "holds {own}: it is one run's results folder, not a baseline of runs; give the folder above it ({HOW})"
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Checks that `dir` looks like a baseline: a folder with at least one `*/summary.json`.
 pub fn check_folder(dir: &Path) -> Result<(), BaselineError> {
@@ -110,17 +179,87 @@ pub fn check_folder(dir: &Path) -> Result<(), BaselineError> {
     }
 }
 
-/// The baseline summary of run `name` (the folder `check --out` gave it), `None` when the
-/// baseline has no such run.
-pub fn read(dir: &Path, name: &str) -> Result<Option<serde_json::Value>, BaselineError> {
-    let file = dir.join(name).join("summary.json");
-    if !file.is_file() {
+/// Deserializes `text` (the file `file`) as `T`, naming the field that is wrong.
+fn typed<T: serde::de::DeserializeOwned>(
+    file: &Path,
+    text: &str,
+    what: &str,
+) -> Result<T, BaselineError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        let at = if field == "." {
+            String::new()
+        } else {
+            format!("{field}: ")
+        };
+        BaselineError::NotASummary {
+            file: file.to_path_buf(),
+            why: format!(
+                "{at}{}: not a {what} that pdsim writes; re-record the baseline ({HOW})",
+                e.inner()
+            ),
+        }
+    })
+}
+
+/// The baseline summary of run `name`, kept in the run folder `folder` (the one `check --out`
+/// gave it: `name`, or `name-2`… for a name used twice); `None` when the baseline has no such
+/// folder (a new scenario). A folder that is not a complete pdsim result of that run is an
+/// error naming the file and the field: a writer's lock or staging folder in it (still being
+/// written, or killed), no `summary.json` or `run.json`, a summary cut short or of another
+/// shape, counts that do not add up, or a `run.json` of another scenario.
+pub fn read(
+    dir: &Path,
+    folder: &str,
+    name: &str,
+) -> Result<Option<serde_json::Value>, BaselineError> {
+    let run = dir.join(folder);
+    if std::fs::symlink_metadata(&run).is_err() {
         return Ok(None);
     }
-    let not = |why: String| BaselineError::NotASummary {
-        file: file.clone(),
-        why,
-    };
+    let bad = |file: PathBuf, why: String| BaselineError::NotASummary { file, why };
+    if !run.is_dir() {
+        return Err(bad(
+            run.clone(),
+            format!("not a folder, where the baseline's results of run {name:?} belong; {HOW}"),
+        ));
+    }
+    let lock = run.join(LOCK);
+    if std::fs::symlink_metadata(&lock).is_ok() {
+        let holder = std::fs::read_to_string(&lock).unwrap_or_default();
+        let holder = match holder.trim() {
+            "" => "a pdsim process".to_string(),
+            h => h.to_string(),
+        };
+        return Err(bad(
+            lock,
+            format!(
+                "the baseline's run {} is incomplete: {holder} is writing it, or was killed before it finished; wait for it, or re-record the baseline",
+                run.display()
+            ),
+        ));
+    }
+    let staging = run.join(STAGING);
+    if std::fs::symlink_metadata(&staging).is_ok() {
+        return Err(bad(
+            staging,
+            format!(
+                "the baseline's run {} is incomplete: this is the partial output of a writer that did not finish; re-record the baseline",
+                run.display()
+            ),
+        ));
+    }
+    let file = run.join("summary.json");
+    if !file.is_file() {
+        return Err(bad(
+            run.clone(),
+            format!(
+                "no summary.json: not a finished pdsim run (its writer did not finish, or it is not pdsim's); re-record the baseline ({HOW})"
+            ),
+        ));
+    }
+    let not = |why: String| bad(file.clone(), why);
     let text = std::fs::read_to_string(&file).map_err(|e| not(e.to_string()))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| not(format!("not JSON ({e}); {HOW}")))?;
@@ -130,6 +269,37 @@ pub fn read(dir: &Path, name: &str) -> Result<Option<serde_json::Value>, Baselin
                 "has no {pointer} ({figure}): not a pdsim summary.json, or one from an older pdsim; re-record the baseline ({HOW})"
             )));
         }
+    }
+    let figures: Figures = typed(&file, &text, "summary.json")?;
+    let r = &figures.requests;
+    let ended = [r.completed, r.failed, r.corrupted, r.unfinished]
+        .iter()
+        .try_fold(0u64, |a, &b| a.checked_add(b));
+    if ended != Some(r.arrived) {
+        return Err(not(format!(
+            "requests: completed + failed + corrupted + unfinished ({} + {} + {} + {}) is not arrived ({}): not a summary.json that pdsim wrote; re-record the baseline",
+            r.completed, r.failed, r.corrupted, r.unfinished, r.arrived
+        )));
+    }
+    let rp = run.join("run.json");
+    if !rp.is_file() {
+        return Err(bad(
+            run.clone(),
+            format!(
+                "no run.json beside summary.json: not a complete pdsim results folder; re-record the baseline ({HOW})"
+            ),
+        ));
+    }
+    let rtext = std::fs::read_to_string(&rp).map_err(|e| bad(rp.clone(), e.to_string()))?;
+    let facts: RunFacts = typed(&rp, &rtext, "run.json")?;
+    if facts.scenario.run.name != name {
+        return Err(bad(
+            rp,
+            format!(
+                "scenario.run.name: {:?}, but it is the baseline of run {name:?}: a summary of another scenario; re-record the baseline",
+                facts.scenario.run.name
+            ),
+        ));
     }
     Ok(Some(v))
 }
@@ -302,11 +472,32 @@ mod tests {
         assert!(held(&compare(&no_data, &base, 0.1), "ttft_p99_ms"));
     }
 
+    /// A complete run folder `dir/name` as `check --out` writes it (the files a baseline reads).
+    fn record(dir: &Path, folder: &str, name: &str) -> PathBuf {
+        let run = dir.join(folder);
+        std::fs::create_dir_all(&run).unwrap();
+        let mut s = summary(10, 1, Some(800.0), 5.0);
+        s["slo"] = json!({"attainment": 0.9, "goodput_requests_per_s": 4.0, "met": null,
+                          "targets": []});
+        s["throughput"]["arrival_window"]["end_s"] = json!(2.0);
+        s["throughput"]["arrival_window"]["input_tokens_per_s"] = json!(900.0);
+        std::fs::write(run.join("summary.json"), s.to_string()).unwrap();
+        let facts = json!({"pdsim_version": "0.1.0", "scenario_file": "a.toml", "seed": 1,
+                           "scenario": {"run": {"name": name}}});
+        std::fs::write(run.join("run.json"), facts.to_string()).unwrap();
+        run
+    }
+
+    fn tmp(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pdsim-baseline-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
     #[test]
     fn folders_and_files_that_are_not_pdsims_are_named() {
-        let dir = std::env::temp_dir().join(format!("pdsim-baseline-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let e = check_folder(&dir).unwrap_err().to_string();
+        let dir = tmp("shape");
+        let e = check_readable(&dir).unwrap_err().to_string();
         assert!(
             e.starts_with("--baseline ") && e.contains("pdsim check"),
             "{e}"
@@ -314,19 +505,107 @@ mod tests {
         std::fs::create_dir_all(dir.join("run")).unwrap();
         let e = check_folder(&dir).unwrap_err().to_string();
         assert!(e.contains("not a pdsim baseline"), "{e}");
-        std::fs::write(dir.join("run/summary.json"), "{\"requests\": {}}").unwrap();
+        let run = record(&dir, "run", "run");
         check_folder(&dir).unwrap();
-        let e = read(&dir, "run").unwrap_err().to_string();
+        assert!(read(&dir, "run", "run").unwrap().is_some());
+        std::fs::write(run.join("summary.json"), "{\"requests\": {}}").unwrap();
+        let e = read(&dir, "run", "run").unwrap_err().to_string();
         assert!(e.contains("summary.json: has no /requests/arrived"), "{e}");
-        std::fs::write(dir.join("run/summary.json"), "not json").unwrap();
+        std::fs::write(run.join("summary.json"), "not json").unwrap();
         assert!(
-            read(&dir, "run")
+            read(&dir, "run", "run")
                 .unwrap_err()
                 .to_string()
                 .contains("not JSON")
         );
-        assert_eq!(read(&dir, "other"), Ok(None));
+        assert_eq!(read(&dir, "other", "other"), Ok(None));
+        // One run's own folder given for the baseline: its parent is meant.
+        let e = check_readable(&run).unwrap_err().to_string();
+        assert!(e.contains("give the folder above it"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_run_folder_that_is_not_a_complete_result_of_that_run_is_refused_naming_the_file() {
+        let dir = tmp("complete");
+        let fresh = || {
+            let _ = std::fs::remove_dir_all(&dir);
+            record(&dir, "a", "a")
+        };
+        let refused = |needles: &[&str]| {
+            let e = read(&dir, "a", "a").unwrap_err().to_string();
+            for n in needles {
+                assert!(e.contains(n), "{n:?} not in: {e}");
+            }
+        };
+        let run = fresh();
+        assert!(read(&dir, "a", "a").unwrap().is_some());
+        // Being written, or its writer killed: the lock names the holder.
+        std::fs::write(run.join(LOCK), "pid 7 on h: pdsim check\n").unwrap();
+        refused(&["a/.pdsim-lock", "incomplete", "pid 7 on h: pdsim check"]);
+        let run = fresh();
+        std::fs::create_dir_all(run.join(STAGING)).unwrap();
+        refused(&["a/.pdsim-partial", "incomplete"]);
+        // No summary.json (the marker a finished run writes last), no run.json, a cut summary.
+        let run = fresh();
+        std::fs::remove_file(run.join("summary.json")).unwrap();
+        refused(&["a: no summary.json"]);
+        let run = fresh();
+        std::fs::remove_file(run.join("run.json")).unwrap();
+        refused(&["a: no run.json"]);
+        let run = fresh();
+        let text = std::fs::read_to_string(run.join("summary.json")).unwrap();
+        std::fs::write(run.join("summary.json"), &text[..text.len() / 2]).unwrap();
+        refused(&["a/summary.json", "not JSON"]);
+        // A figure of another type is named, not read as "no data"; counts must add up.
+        for (ptr, v, field) in [
+            ("/latency_ms/ttft/p99", json!("fast"), "latency_ms.ttft.p99"),
+            ("/requests/arrived", json!("10"), "requests.arrived"),
+            ("/slo/attainment", json!([1]), "slo.attainment"),
+            (
+                "/throughput/arrival_window/requests_per_s",
+                json!(null),
+                "throughput.arrival_window.requests_per_s",
+            ),
+        ] {
+            let run = fresh();
+            let mut s: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap())
+                    .unwrap();
+            *s.pointer_mut(ptr).unwrap() = v;
+            std::fs::write(run.join("summary.json"), s.to_string()).unwrap();
+            refused(&[
+                "a/summary.json",
+                field,
+                "not a summary.json that pdsim writes",
+            ]);
+        }
+        let run = fresh();
+        let mut s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap())
+                .unwrap();
+        s["requests"]["failed"] = json!(5);
+        std::fs::write(run.join("summary.json"), s.to_string()).unwrap();
+        refused(&["a/summary.json", "is not arrived (10)"]);
+        // A run of another scenario filed under this one's name.
+        let _ = std::fs::remove_dir_all(&dir);
+        record(&dir, "a", "b");
+        refused(&[
+            "a/run.json",
+            "scenario.run.name",
+            "\"b\"",
+            "another scenario",
+        ]);
+        // `a-2` holds the second scenario named `a`: its run.json says `a`.
+        record(&dir, "a-2", "a");
+        assert!(read(&dir, "a-2", "a").unwrap().is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_folder_names_match_the_writer() {
+        assert_eq!(LOCK, crate::cli::outdir::LOCK);
+        assert_eq!(STAGING, crate::cli::outdir::STAGING);
     }
 
     #[test]

@@ -104,6 +104,10 @@ pub struct Corpus {
     pub scenarios: Vec<(PathBuf, String, Table)>,
     /// Model configs (file name, JSON).
     pub models: Vec<(String, serde_json::Value)>,
+    /// A baseline run for `check --baseline`: the `summary.json` and `run.json` of a small
+    /// scenario named `fuzz`, as `check --out` writes them (host facts zeroed: a case is a
+    /// pure function of its seed and index).
+    pub baseline: (Vec<u8>, Vec<u8>),
 }
 
 impl Corpus {
@@ -134,8 +138,35 @@ impl Corpus {
             root: root.to_path_buf(),
             scenarios,
             models,
+            baseline: baseline_run(),
         }
     }
+}
+
+/// `summary.json` and `run.json` of one small run (see [`Corpus::baseline`]).
+fn baseline_run() -> (Vec<u8>, Vec<u8>) {
+    let mut rng = Rng::new(25, 25);
+    let text = small_scenario(&mut rng, "preset = \"llama-3.1-8b\"", SYNTH_WORKLOAD)
+        .replace(
+            &format!("max_requests = {MAX_REQUESTS}"),
+            "max_requests = 12",
+        )
+        .replace("duration_s = 10", "duration_s = 2");
+    let sc =
+        pdsim::scenario::from_str(&text, Path::new("c/x.toml"), &[]).expect("a baseline scenario");
+    let summary = pdsim::cli::run::summarize(&sc).expect("a baseline run");
+    let run = serde_json::json!({
+        "pdsim_version": env!("CARGO_PKG_VERSION"),
+        "scenario_file": "c/x.toml",
+        "seed": sc.seed,
+        "scenario": sc.resolved,
+        "instances": [],
+        "host": {"wall_s": 0.0, "events_per_s": 0.0, "peak_rss_bytes": null}
+    });
+    (
+        (serde_json::to_string_pretty(&summary).unwrap() + "\n").into_bytes(),
+        (serde_json::to_string_pretty(&run).unwrap() + "\n").into_bytes(),
+    )
 }
 
 fn collect_toml(dir: &Path, out: &mut Vec<(PathBuf, String, Table)>) {
@@ -172,11 +203,10 @@ pub enum Input {
         bytes: Vec<u8>,
         format: Option<String>,
     },
-    /// `pdsim ARGS` as a process (cwd: the case folder). `files` are written there first.
-    Cli {
-        args: Vec<std::ffi::OsString>,
-        files: Vec<(String, Vec<u8>)>,
-    },
+    /// `pdsim ARGS`, called in this process through the library (cwd: the case folder) and,
+    /// with `spawn`, also run as a process (exit codes and signals as a shell sees them; the
+    /// two must agree). `line.files` are written there first.
+    Cli { line: CliLine, spawn: bool },
 }
 
 /// One generated case.
@@ -227,7 +257,11 @@ impl Case {
                     shorten(&String::from_utf8_lossy(bytes), 3000)
                 );
             }
-            Input::Cli { args, files } => {
+            Input::Cli { line, spawn } => {
+                let (args, files) = (&line.args, &line.files);
+                if *spawn {
+                    s += "(in-process, then as a process)\n";
+                }
                 s += &format!(
                     "pdsim {}\n",
                     args.iter()
@@ -238,6 +272,21 @@ impl Case {
                 for (n, b) in files {
                     s += &format!(
                         "--- file {n} ---\n{}\n",
+                        shorten(&String::from_utf8_lossy(b), 2000)
+                    );
+                }
+                if !line.codes.is_empty() {
+                    s += &format!("must exit {:?}\n", line.codes);
+                }
+                if let Some(n) = &line.names {
+                    s += &format!("a refusal must name {n:?}\n");
+                }
+                if let Some(d) = &line.hold_lock {
+                    s += &format!("runs while this case holds the lock of {d}\n");
+                }
+                for (n, b) in &line.expect {
+                    s += &format!(
+                        "--- must leave {n} ---\n{}\n",
                         shorten(&String::from_utf8_lossy(b), 2000)
                     );
                 }
@@ -1053,8 +1102,37 @@ fn gen_trace(rng: &mut Rng) -> (String, Vec<u8>, Option<String>, Vec<String>) {
     (format!("trace.{ext}"), bytes, format, muts)
 }
 
-/// Arguments, files to write, mutations.
-type CliLine = (Vec<std::ffi::OsString>, Vec<(String, Vec<u8>)>, Vec<String>);
+/// A generated command line and what it must do.
+#[derive(Clone, Debug, Default)]
+pub struct CliLine {
+    /// The verb it exercises (`run`, `merge`, `check`, …): the case's class.
+    pub verb: &'static str,
+    /// `pdsim`'s arguments (without the program name).
+    pub args: Vec<std::ffi::OsString>,
+    /// Files written into the case folder first (relative name, bytes).
+    pub files: Vec<(String, Vec<u8>)>,
+    /// The mutations applied, human-readable.
+    pub muts: Vec<String>,
+    /// Files the line must leave with exactly these bytes when it exits 0 (a merge's rows as
+    /// merged by hand: a mixed-up row is a difference here).
+    pub expect: Vec<(String, Vec<u8>)>,
+    /// The exit codes allowed (empty: any of 0–3).
+    pub codes: Vec<i32>,
+    /// A text the error message must contain when the line exits 2 or 3 (the file it refuses).
+    pub names: Option<String>,
+    /// An output folder whose lock the case holds while the line runs (a live writer).
+    pub hold_lock: Option<String>,
+}
+
+impl CliLine {
+    fn new(verb: &'static str, args: Vec<std::ffi::OsString>) -> Self {
+        CliLine {
+            verb,
+            args,
+            ..Default::default()
+        }
+    }
+}
 
 fn cli_value(rng: &mut Rng) -> String {
     rng.pick(&[
@@ -1082,8 +1160,10 @@ fn gen_cli(rng: &mut Rng, corpus: &Corpus) -> CliLine {
     let mut args: Vec<OsString> = Vec::new();
     let mut files = Vec::new();
     let mut muts = Vec::new();
+    let verb;
     match rng.below(10) {
         0..=4 => {
+            verb = "run";
             args.push("run".into());
             let sc = rng.below(10);
             match sc {
@@ -1134,6 +1214,7 @@ fn gen_cli(rng: &mut Rng, corpus: &Corpus) -> CliLine {
             }
         }
         5..=7 => {
+            verb = "layout";
             args.push("layout".into());
             if rng.chance(0.9) {
                 args.extend(["--model".into(), rng.pick(MODEL_PRESETS).into()]);
@@ -1157,6 +1238,7 @@ fn gen_cli(rng: &mut Rng, corpus: &Corpus) -> CliLine {
             }
         }
         8 => {
+            verb = "trace-stats";
             args.extend(["trace".into(), "stats".into()]);
             let (name, bytes, format, m) = gen_trace(rng);
             muts.extend(m);
@@ -1171,6 +1253,7 @@ fn gen_cli(rng: &mut Rng, corpus: &Corpus) -> CliLine {
             }
         }
         _ => {
+            verb = "cli-misc";
             let pool: &[&str] = &[
                 "",
                 "--help",
@@ -1189,7 +1272,11 @@ fn gen_cli(rng: &mut Rng, corpus: &Corpus) -> CliLine {
             }
         }
     }
-    (args, files, muts)
+    CliLine {
+        files,
+        muts,
+        ..CliLine::new(verb, args)
+    }
 }
 
 /// The case `(seed, index)`.
@@ -1197,9 +1284,9 @@ pub fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
     let mut rng = Rng::new(seed, index);
     let roll = rng.below(100);
     let mut mutations = Vec::new();
-    let (class, input) = if !(36..96).contains(&roll) {
+    let (class, input) = if roll < 22 {
         // Mutated scenario file (or a fault soak: the file untouched but for faults).
-        let soak = roll >= 96;
+        let soak = roll >= 20;
         let (path, _, table) = rng.pick(&corpus.scenarios).clone();
         let mut root = Value::Table(table);
         let n = if soak {
@@ -1236,7 +1323,7 @@ pub fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
                 files: vec![],
             },
         )
-    } else if roll < 50 {
+    } else if roll < 30 {
         let (path, text, table) = rng.pick(&corpus.scenarios).clone();
         let mut sets = vec![format!("run.max_requests={MAX_REQUESTS}")];
         for _ in 0..1 + rng.below(3) {
@@ -1252,7 +1339,7 @@ pub fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
                 files: vec![],
             },
         )
-    } else if roll < 64 && !corpus.models.is_empty() {
+    } else if roll < 38 && !corpus.models.is_empty() {
         let (name, json) = rng.pick(&corpus.models).clone();
         let mut json = json;
         mutations.push(format!("model {name}"));
@@ -1276,7 +1363,7 @@ pub fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
                 files: vec![("model.json".into(), bytes)],
             },
         )
-    } else if roll < 78 {
+    } else if roll < 46 {
         let (name, bytes, format, m) = gen_trace(&mut rng);
         mutations.extend(m);
         (
@@ -1287,20 +1374,7 @@ pub fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
                 format,
             },
         )
-    } else if roll < 90 {
-        // Half the CLI lines go to the verbs of issue 25 (tests/fuzz_gen/verbs.rs).
-        let verb = rng.chance(0.5);
-        let (args, files, m) = if verb {
-            verbs::gen_verb(&mut rng)
-        } else {
-            gen_cli(&mut rng, corpus)
-        };
-        mutations.extend(m);
-        (
-            if verb { "verb" } else { "cli" },
-            Input::Cli { args, files },
-        )
-    } else {
+    } else if roll < 50 {
         // Text-level damage: truncation, a stray byte, a duplicated line.
         let (path, text, _) = rng.pick(&corpus.scenarios).clone();
         let mut text = text;
@@ -1344,6 +1418,18 @@ pub fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
                 files: vec![],
             },
         )
+    } else {
+        // Half the cases are command lines: `run`, `layout`, `trace stats` and clap's own
+        // (15 %), and the verbs of issue 25 (35 %, tests/fuzz_gen/verbs.rs). They run
+        // in-process; a slice also runs as a process (see `SPAWN_SHARE`).
+        let line = if roll < 65 {
+            gen_cli(&mut rng, corpus)
+        } else {
+            verbs::gen_verb(&mut rng, corpus)
+        };
+        mutations.extend(line.muts.iter().cloned());
+        let spawn = Rng::new(seed ^ 0x5BA7, index).chance(SPAWN_SHARE);
+        (line.verb, Input::Cli { line, spawn })
     };
     Case {
         index,
@@ -1574,8 +1660,110 @@ fn trace_case(dir: &Path, name: &str, bytes: &[u8], format: Option<&str>) -> Sta
     scenario_case(&text, &dir.join("scenario.toml"), &[])
 }
 
-/// Runs `pdsim` on a CLI line under a memory limit and a timeout.
-pub fn cli_case(bin: &Path, dir: &Path, args: &[std::ffi::OsString], timeout: Duration) -> Status {
+/// The share of command lines that also run as a process: the slice that sees exit codes,
+/// signals and aborts as a shell does (the rest run in-process, ~50× cheaper).
+pub const SPAWN_SHARE: f64 = 1.0 / 16.0;
+/// Cases a worker runs before it exits and the driver starts a fresh one, so what one case
+/// leaks (a signal handler's message, a verb's caches) never adds up to the memory limit.
+const CASES_PER_WORKER: u64 = 5_000;
+
+/// How a command line ended: its exit code and its message (stderr for a process, the
+/// error's text in-process).
+struct Ended {
+    code: i32,
+    message: String,
+}
+
+/// Set by a worker once its standard output goes to a capture file (see [`worker_main`]).
+static CAPTURING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The file a worker's standard output goes to while a case runs, in the case folder.
+const CAPTURE: &str = ".stdout";
+
+unsafe extern "C" {
+    // libc's dup(2) and dup2(2), which std links already.
+    fn dup(fd: i32) -> i32;
+    fn dup2(from: i32, to: i32) -> i32;
+}
+
+/// Points standard output (fd 1) at a fresh `dir/.stdout`, so a verb's output is captured
+/// there instead of mixing with the worker's protocol.
+fn capture_stdout(dir: &Path) {
+    use std::os::fd::AsRawFd;
+    if !CAPTURING.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let _ = std::io::stdout().flush();
+    if let Ok(f) = std::fs::File::create(dir.join(CAPTURE)) {
+        // SAFETY: dup2 onto fd 1, which std's stdout writes to and never closes.
+        unsafe {
+            dup2(f.as_raw_fd(), 1);
+        }
+    }
+}
+
+/// What the line printed on standard output (in-process, when captured).
+fn captured(dir: &Path) -> Option<Vec<u8>> {
+    let _ = std::io::stdout().flush();
+    CAPTURING
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .then(|| std::fs::read(dir.join(CAPTURE)).unwrap_or_default())
+}
+
+/// Calls `pdsim ARGS` in this process as `main` does — clap parses, `cli::dispatch` runs —
+/// under `catch_unwind`: a panic here is what exit 4 is for the binary. The worker's cwd is
+/// the case folder, so relative paths mean what they mean to the process.
+fn cli_in_process(dir: &Path, args: &[std::ffi::OsString]) -> Result<Ended, Status> {
+    use clap::Parser;
+    let _ = std::fs::remove_dir_all(dir.join("out"));
+    capture_stdout(dir);
+    let argv: Vec<std::ffi::OsString> = std::iter::once("pdsim".into())
+        .chain(args.iter().cloned())
+        .collect();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        match pdsim::cli::Cli::try_parse_from(argv) {
+            // clap's own: 0 for --help and --version, 2 for a usage error.
+            Err(e) => Ok(Ended {
+                code: e.exit_code(),
+                message: e.to_string(),
+            }),
+            Ok(cli) => match pdsim::cli::dispatch(cli) {
+                Ok(()) => Ok(Ended {
+                    code: 0,
+                    message: String::new(),
+                }),
+                // A rejected scenario names a key, a line or the `--set` argument — or, when
+                // the file itself cannot be read, the file alone (its path leads the message).
+                Err(pdsim::cli::CliError::Scenario(e))
+                    if e.key.is_empty()
+                        && e.line.is_none()
+                        && !e.message.starts_with("--set ")
+                        && !e.message.starts_with("cannot read the scenario file") =>
+                {
+                    Err(fail("keyless-rejection", e.to_string()))
+                }
+                Err(e) => Ok(Ended {
+                    code: e.exit_code(),
+                    message: e.to_string(),
+                }),
+            },
+        }
+    }));
+    match r {
+        Ok(x) => x,
+        Err(_) => Err(fail(
+            "panic",
+            format!("in-process: {}", PANIC_MSG.lock().unwrap()),
+        )),
+    }
+}
+
+/// Runs `pdsim` on a CLI line as a process, under a memory limit and a timeout.
+fn cli_process(
+    bin: &Path,
+    dir: &Path,
+    args: &[std::ffi::OsString],
+    timeout: Duration,
+) -> Result<Ended, Status> {
     let out = dir.join("out");
     let _ = std::fs::remove_dir_all(&out);
     let mut child = match limited(bin)
@@ -1587,7 +1775,7 @@ pub fn cli_case(bin: &Path, dir: &Path, args: &[std::ffi::OsString], timeout: Du
         .spawn()
     {
         Ok(c) => c,
-        Err(e) => return fail("spawn", e.to_string()),
+        Err(e) => return Err(fail("spawn", e.to_string())),
     };
     let mut stderr = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -1618,20 +1806,188 @@ pub fn cli_case(bin: &Path, dir: &Path, args: &[std::ffi::OsString], timeout: Du
         .collect::<Vec<_>>()
         .join(" / ");
     let Some(status) = status else {
-        return fail("hang", format!("pdsim ran longer than {timeout:?}"));
+        return Err(fail("hang", format!("pdsim ran longer than {timeout:?}")));
     };
     match status.code() {
-        Some(c @ (0 | 1)) => Status::Exited(c),
-        Some(2 | 3) if err.trim().is_empty() => {
-            fail("empty-message", "exit 2/3 with nothing on stderr")
-        }
-        Some(2 | 3) => Status::Rejected,
-        Some(c) => fail(&format!("exit {c}"), tail),
+        Some(code) => Ok(Ended { code, message: err }),
         None => {
             use std::os::unix::process::ExitStatusExt;
-            fail(&format!("signal {}", status.signal().unwrap_or(0)), tail)
+            Err(fail(
+                &format!("signal {}", status.signal().unwrap_or(0)),
+                tail,
+            ))
         }
     }
+}
+
+/// Runs `pdsim` on a CLI line as a process (the shared oracle of [`judge`], without a
+/// line's own expectations).
+pub fn cli_case(bin: &Path, dir: &Path, args: &[std::ffi::OsString], timeout: Duration) -> Status {
+    match cli_process(bin, dir, args, timeout) {
+        Ok(e) => judge(&CliLine::default(), &e, dir, None),
+        Err(s) => s,
+    }
+}
+
+/// Whether the first line of a refusal says what it is about: a flag (`--x`), one of the
+/// arguments given (a file, a folder, a value) or a part of one's path, a file the case
+/// wrote (found under a folder given), or clap's own `error:` (which names the argument on
+/// its own terms).
+fn names_something(first: &str, line: &CliLine) -> bool {
+    let args = &line.args;
+    let mentions = |a: &std::ffi::OsString| {
+        let a = a.to_string_lossy();
+        (!a.is_empty() && first.starts_with(&format!("{a}: ")))
+            || a.len() >= 2
+                && (first.contains(a.as_ref())
+                    || a.split('/')
+                        .filter(|p| p.len() >= 2)
+                        .any(|p| first.contains(p)))
+    };
+    first.contains("--")
+        || first.contains("error:")
+        || args.iter().any(mentions)
+        || line.files.iter().any(|(f, _)| first.contains(f.as_str()))
+}
+
+/// The oracle of a command line that ended with `e`: exit 0–3, a message with 2 and 3, the
+/// line's allowed codes and named file, the files it must leave, and JSON that parses when
+/// `--json` was asked (`stdout`: what it printed, when captured).
+fn judge(line: &CliLine, e: &Ended, dir: &Path, stdout: Option<&[u8]>) -> Status {
+    // The error's line: in-process the message's first; a process's stderr may hold notes
+    // and warnings first, and `main` prefixes its error line with `pdsim: `.
+    let first = e
+        .message
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("pdsim: "))
+        .unwrap_or_else(|| e.message.lines().next().unwrap_or(""))
+        .to_string();
+    match e.code {
+        0..=3 => {}
+        c => return fail(&format!("exit {c}"), e.message.clone()),
+    }
+    if matches!(e.code, 2 | 3) && e.message.trim().is_empty() {
+        return fail("empty-message", "exit 2/3 with nothing on stderr");
+    }
+    if matches!(e.code, 2 | 3) && !names_something(&first, line) {
+        return fail("keyless message", first);
+    }
+    if !line.codes.is_empty() && !line.codes.contains(&e.code) {
+        return fail(
+            "wrong exit",
+            format!("exit {}, expected one of {:?}: {first}", e.code, line.codes),
+        );
+    }
+    if let Some(n) = &line.names
+        && matches!(e.code, 2 | 3)
+        && !e.message.contains(n.as_str())
+    {
+        return fail(
+            "refusal names no file",
+            format!("the message does not name {n}: {first}"),
+        );
+    }
+    if e.code == 0 {
+        for (name, want) in &line.expect {
+            let got = std::fs::read(dir.join(name)).unwrap_or_default();
+            if got != *want {
+                return fail(
+                    "mixed-up output",
+                    format!(
+                        "exit 0, but {name} is not what the inputs give ({} bytes, {} expected)",
+                        got.len(),
+                        want.len()
+                    ),
+                );
+            }
+        }
+        if let Some(out) = stdout
+            && line.args.iter().any(|a| a == "--json")
+            && serde_json::from_slice::<serde_json::Value>(out).is_err()
+        {
+            return fail(
+                "bad json",
+                format!(
+                    "--json printed what is not JSON: {}",
+                    shorten(&String::from_utf8_lossy(out), 300)
+                ),
+            );
+        }
+    }
+    match e.code {
+        c @ (0 | 1) => Status::Exited(c),
+        _ => Status::Rejected,
+    }
+}
+
+/// With `PDSIM_FUZZ_MESSAGES=FILE`, appends `verb<TAB>exit<TAB>first line of the message`
+/// of every refused line to FILE, to read what users are told (the oracle checks only that a
+/// message exists and, where the case knows it, names the file).
+fn log_message(line: &CliLine, e: &Ended) {
+    if let Some(path) = std::env::var_os("PDSIM_FUZZ_MESSAGES")
+        && e.code >= 2
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let first = e.message.lines().next().unwrap_or("");
+        let _ = writeln!(f, "{}\t{}\t{first}", line.verb, e.code);
+    }
+}
+
+/// Holds the lock of `line.hold_lock` (a writer that is alive) while `f` runs.
+fn with_lock<T>(line: &CliLine, dir: &Path, f: impl FnOnce() -> T) -> T {
+    let guard = line
+        .hold_lock
+        .as_ref()
+        .and_then(|d| pdsim::cli::outdir::OutDir::open(&dir.join(d), "fuzz", &[], false).ok());
+    let r = f();
+    drop(guard);
+    r
+}
+
+/// A command line: in-process, and for the spawned slice also as a process, whose exit code
+/// must be the same.
+fn cli_line(line: &CliLine, spawn: bool, dir: &Path, bin: Option<&Path>) -> Status {
+    write_files(dir, &line.files);
+    let inproc = match with_lock(line, dir, || cli_in_process(dir, &line.args)) {
+        Ok(e) => e,
+        Err(s) => return s,
+    };
+    let status = judge(line, &inproc, dir, captured(dir).as_deref());
+    log_message(line, &inproc);
+    if matches!(status, Status::Fail { .. }) || !spawn {
+        return status;
+    }
+    let Some(bin) = bin else {
+        return status;
+    };
+    write_files(dir, &line.files);
+    let proc = match with_lock(line, dir, || {
+        cli_process(bin, dir, &line.args, Duration::from_secs(30))
+    }) {
+        Ok(e) => e,
+        Err(s) => return s,
+    };
+    let st = judge(line, &proc, dir, None);
+    if matches!(st, Status::Fail { .. }) {
+        return st;
+    }
+    if proc.code != inproc.code {
+        return fail(
+            "in-process and process differ",
+            format!(
+                "in-process exit {} ({}), as a process exit {} ({})",
+                inproc.code,
+                inproc.message.lines().next().unwrap_or(""),
+                proc.code,
+                proc.message.lines().last().unwrap_or("")
+            ),
+        );
+    }
+    st
 }
 
 /// `sh -c 'ulimit -v N; exec BIN'`.
@@ -1645,6 +2001,7 @@ fn limited(bin: &Path) -> Command {
     c
 }
 
+/// Runs one case in this process (a worker).
 /// Runs one case in this process (a worker).
 pub fn run_case(case: &Case, dir: &Path, bin: Option<&Path>) -> Status {
     match &case.input {
@@ -1667,28 +2024,17 @@ pub fn run_case(case: &Case, dir: &Path, bin: Option<&Path>) -> Status {
             bytes,
             format,
         } => trace_case(dir, name, bytes, format.as_deref()),
-        Input::Cli { args, files } => match bin {
-            Some(b) => {
-                write_files(dir, files);
-                let status = cli_case(b, dir, args, Duration::from_secs(30));
-                if status == Status::Rejected
-                    && case.mutations.iter().any(|m| m == verbs::EXPECT_OK)
-                {
-                    return fail(
-                        "valid input refused",
-                        "an untampered input (e.g. a set of shards) was rejected with exit 2/3",
-                    );
-                }
-                status
-            }
-            None => Status::Accepted,
-        },
+        Input::Cli { line, spawn } => cli_line(line, *spawn, dir, bin),
     }
 }
 
-/// The body of a worker process: runs cases `first, first+stride, …` up to `last`, printing
-/// a begin line before and a result line after each.
+/// The body of a worker process: runs cases `first, first+stride, …` up to `last` (at most
+/// [`CASES_PER_WORKER`] of them), printing a begin line before and a result line after each
+/// on the protocol channel (standard output as it was at start; the verbs' own output goes to
+/// a capture file). The begin line goes to stderr too, so the driver can tell which case
+/// wrote what a crash leaves there.
 pub fn worker_main(spec: &str, root: &Path, bin: Option<&Path>) {
+    use std::os::fd::FromRawFd;
     let f: Vec<u64> = spec
         .split_whitespace()
         .map(|x| x.parse().expect("worker spec"))
@@ -1710,26 +2056,37 @@ pub fn worker_main(spec: &str, root: &Path, bin: Option<&Path>) {
     let corpus = Corpus::load(root);
     let dir = std::env::temp_dir().join(format!("pdsim-fuzz-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let out = std::io::stdout();
+    // The verbs resolve relative paths against the cwd, as they would in a shell there.
+    std::env::set_current_dir(&dir).expect("cd into the case folder");
+    let _ = std::io::stdout().flush();
+    // SAFETY: dup(1) returns a new descriptor this function alone owns.
+    let fd = unsafe { dup(1) };
+    assert!(fd >= 0, "dup(1) failed");
+    // SAFETY: `fd` is open and owned by nothing else.
+    let mut proto = unsafe { std::fs::File::from_raw_fd(fd) };
+    CAPTURING.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut i = first;
-    while i <= last {
+    let mut ran = 0u64;
+    while i <= last && ran < CASES_PER_WORKER {
         let case = generate(&corpus, seed, i);
-        {
-            let mut o = out.lock();
-            writeln!(o, "{TAG}B {i}").unwrap();
-            o.flush().unwrap();
-        }
+        let _ = writeln!(std::io::stderr(), "{TAG}B {i}");
+        writeln!(proto, "{TAG}B {i}").unwrap();
+        proto.flush().unwrap();
         let status = run_case(&case, &dir, bin);
-        {
-            let mut o = out.lock();
-            writeln!(o, "{TAG}E {i} {}", serde_json::to_string(&status).unwrap()).unwrap();
-            o.flush().unwrap();
-        }
+        writeln!(
+            proto,
+            "{TAG}E {i} {}",
+            serde_json::to_string(&status).unwrap()
+        )
+        .unwrap();
+        proto.flush().unwrap();
+        ran += 1;
         match i.checked_add(stride) {
             Some(n) => i = n,
             None => break,
         }
     }
+    let _ = std::env::set_current_dir(root);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1749,6 +2106,8 @@ pub struct Plan {
     pub worker: Box<dyn Fn() -> Command>,
     /// Only this case (reproducing).
     pub only: Option<u64>,
+    /// Print a progress line on stderr this often.
+    pub progress: Option<Duration>,
 }
 
 /// What a campaign found.
@@ -1759,6 +2118,8 @@ pub struct Report {
     pub by_class: BTreeMap<String, u64>,
     pub failures: Vec<Failure>,
     pub elapsed: Duration,
+    /// Command lines that also ran as a process.
+    pub spawned: u64,
 }
 
 enum Msg {
@@ -1856,10 +2217,14 @@ pub fn drive(plan: &Plan, corpus: &Corpus, mut on_failure: impl FnMut(&Failure, 
         .enumerate()
         .map(|(w, &f)| Some(spawn_worker(plan, w as u64, f, stride, last, &tmp)))
         .collect();
+    let mut last_progress = Instant::now();
     let mut record = |report: &mut Report, i: u64, status: Status| {
         let case = generate(corpus, plan.seed, i);
         report.cases += 1;
         *report.by_class.entry(case.class.to_string()).or_default() += 1;
+        if matches!(case.input, Input::Cli { spawn: true, .. }) {
+            report.spawned += 1;
+        }
         let key = match &status {
             Status::Fail { .. } => "failure".to_string(),
             Status::Exited(c) => format!("exit {c}"),
@@ -1914,7 +2279,10 @@ pub fn drive(plan: &Plan, corpus: &Corpus, mut on_failure: impl FnMut(&Failure, 
                 if let Some((i, _)) = wk.current.take()
                     && !out_of_time
                 {
-                    let err = std::fs::read_to_string(&wk.stderr).unwrap_or_default();
+                    let all = std::fs::read_to_string(&wk.stderr).unwrap_or_default();
+                    // Only what this case wrote: the text after its begin line.
+                    let marker = format!("{TAG}B {i}\n");
+                    let err = &all[all.rfind(&marker).map_or(0, |p| p + marker.len())..];
                     // The line that says why (allocation failure, stack overflow, …), else the last.
                     let tail = err
                         .lines()
@@ -1964,6 +2332,20 @@ pub fn drive(plan: &Plan, corpus: &Corpus, mut on_failure: impl FnMut(&Failure, 
         if alive == 0 {
             break;
         }
+        if let Some(every) = plan.progress
+            && last_progress.elapsed() >= every
+        {
+            last_progress = Instant::now();
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "fuzz: {:.0} s: {} cases ({:.0}/s), {} spawned, {} failures",
+                secs,
+                report.cases,
+                report.cases as f64 / secs.max(1e-9),
+                report.spawned,
+                report.failures.len()
+            );
+        }
         std::thread::sleep(Duration::from_millis(2));
     }
     let _ = std::fs::remove_dir_all(&tmp);
@@ -1975,10 +2357,11 @@ pub fn drive(plan: &Plan, corpus: &Corpus, mut on_failure: impl FnMut(&Failure, 
 /// known bugs.
 pub fn print_report(r: &Report, seed: u64, reproduce: &dyn Fn(u64) -> String) -> Vec<Failure> {
     eprintln!(
-        "fuzz: seed {seed}: {} cases in {:.1} s ({:.0}/s); by outcome {:?}; by class {:?}",
+        "fuzz: seed {seed}: {} cases in {:.1} s ({:.0}/s), {} also as a process; by outcome {:?}; by class {:?}",
         r.cases,
         r.elapsed.as_secs_f64(),
         r.cases as f64 / r.elapsed.as_secs_f64().max(1e-9),
+        r.spawned,
         r.by_status,
         r.by_class
     );

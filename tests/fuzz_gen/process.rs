@@ -169,8 +169,8 @@ pub struct ProcessReport {
     pub failures: Vec<String>,
 }
 
-/// Runs `cycles` kill-and-resume cycles (or until `deadline`), one round of concurrent
-/// writers every fifth cycle, in folders under `tmp`.
+/// Runs `cycles` kill-and-resume cycles (or until `deadline`) and, besides, a round of
+/// concurrent writers after every fourth, in folders under `tmp`.
 pub fn campaign(
     bin: &Path,
     root: &Path,
@@ -201,7 +201,9 @@ pub fn campaign(
     }
     let mut rng = Rng::new(seed, 0x5157);
     let mut i = 0u64;
-    while i < cycles && deadline.is_none_or(|d| Instant::now() < d) {
+    // `cycles` kill-and-resume cycles; a round of concurrent writers comes on top, after
+    // every fourth.
+    while rep.cycles < cycles && deadline.is_none_or(|d| Instant::now() < d) {
         i += 1;
         let k = rng.below(cfgs.len() as u64) as usize;
         let (c, (want, took)) = (&cfgs[k], &refs[k]);

@@ -6,11 +6,14 @@
 //!
 //! Oracle (besides the shared one: no exit 4, no signal, no hang, no empty message): a case
 //! marked [`EXPECT_OK`] is a valid input and must exit 0 — an untampered set of shards must
-//! merge.
+//! merge; a merge that exits 0 must leave exactly the rows the shards hold, in grid order (a
+//! mixed-up row is a failure whatever the tampering); a `check --baseline` folder that is
+//! not a complete pdsim result must be refused with exit 2 naming the file, and a valid one
+//! must not be.
 
 use std::ffi::OsString;
 
-use super::{CliLine, MAX_REQUESTS, Rng, cli_value, mutate_json, small_scenario};
+use super::{CliLine, Corpus, MAX_REQUESTS, Rng, cli_value, mutate_json, small_scenario};
 
 /// The mutation that marks a case pdsim must accept (exit 0).
 pub const EXPECT_OK: &str = "expect exit 0";
@@ -127,12 +130,17 @@ fn sweep(rng: &mut Rng, verb: &str) -> CliLine {
         muts.push("stale lock".into());
     }
     args.extend(os(&["--jobs", "1"]));
-    (args, files, muts)
+    CliLine {
+        files,
+        muts,
+        ..CliLine::new(if verb == "plan" { "plan" } else { "sweep" }, args)
+    }
 }
 
 /// A valid set of `n` shards of a small grid, as `pdsim sweep --shard` writes them, built
-/// from pdsim's own types.
-fn shard_files(rng: &mut Rng, n: usize, tag: &str) -> Vec<(String, Vec<u8>)> {
+/// from pdsim's own types, and the `sweep.csv` their merge must write (every row in grid
+/// order).
+fn shard_files(rng: &mut Rng, n: usize, tag: &str) -> (Vec<(String, Vec<u8>)>, Vec<u8>) {
     use pdsim::plan::{Axis, Grid, Manifest, Shard, SweepRow};
     let axes: Vec<Axis> = (0..1 + rng.below(2))
         .map(|k| Axis {
@@ -142,32 +150,30 @@ fn shard_files(rng: &mut Rng, n: usize, tag: &str) -> Vec<(String, Vec<u8>)> {
         .collect();
     let seeds: Vec<u64> = (0..1 + rng.below(2)).map(|s| 7 + s).collect();
     let grid = Grid::new(axes, seeds, vec![]).expect("a small grid");
+    let row = |r: usize| {
+        let seed = grid.seeds[r % grid.seeds.len()];
+        let mut row: SweepRow = serde_json::from_value(serde_json::json!({
+            "seed": seed, "gpus": 4, "nodes": 1, "prefill_instances": 1,
+            "decode_instances": 1, "colocated_instances": 0, "rate_per_s": 8.0,
+            "arrived": 10, "completed": 10, "failed": 0, "corrupted": 0,
+            "unfinished": 0, "ttft_p50_ms": 1.5, "ttft_p90_ms": 2.5,
+            "ttft_p99_ms": r as f64 + 0.1, "tpot_p50_ms": 1.0, "tpot_p90_ms": 1.0,
+            "tpot_p99_ms": 1.0, "e2e_p99_ms": 9.0, "requests_per_s": 1.0,
+            "output_tokens_per_s": 10.0, "output_tokens_per_s_per_gpu": 2.5,
+            "goodput_requests_per_s": 1.0, "slo_attainment": 1.0, "slo_met": true,
+            "usd_per_hour": null, "usd_per_1m_output_tokens": null,
+            "bottlenecks": "p:compute d:compute", "error": null
+        }))
+        .expect("a row");
+        if r % 5 == 4 {
+            row.error = Some("infeasible, \"quoted\"".into());
+        }
+        (r, row)
+    };
     let mut files = Vec::new();
     for i in 0..n {
         let shard = Shard { index: i, count: n };
-        let rows: Vec<(usize, SweepRow)> = shard
-            .rows(grid.rows())
-            .map(|r| {
-                let seed = grid.seeds[r % grid.seeds.len()];
-                let mut row: SweepRow = serde_json::from_value(serde_json::json!({
-                    "seed": seed, "gpus": 4, "nodes": 1, "prefill_instances": 1,
-                    "decode_instances": 1, "colocated_instances": 0, "rate_per_s": 8.0,
-                    "arrived": 10, "completed": 10, "failed": 0, "corrupted": 0,
-                    "unfinished": 0, "ttft_p50_ms": 1.5, "ttft_p90_ms": 2.5,
-                    "ttft_p99_ms": r as f64 + 0.1, "tpot_p50_ms": 1.0, "tpot_p90_ms": 1.0,
-                    "tpot_p99_ms": 1.0, "e2e_p99_ms": 9.0, "requests_per_s": 1.0,
-                    "output_tokens_per_s": 10.0, "output_tokens_per_s_per_gpu": 2.5,
-                    "goodput_requests_per_s": 1.0, "slo_attainment": 1.0, "slo_met": true,
-                    "usd_per_hour": null, "usd_per_1m_output_tokens": null,
-                    "bottlenecks": "p:compute d:compute", "error": null
-                }))
-                .expect("a row");
-                if r % 5 == 4 {
-                    row.error = Some("infeasible, \"quoted\"".into());
-                }
-                (r, row)
-            })
-            .collect();
+        let rows: Vec<(usize, SweepRow)> = shard.rows(grid.rows()).map(row).collect();
         let m = Manifest {
             scenario: format!("s{tag}.toml"),
             scenario_fnv: "0123456789abcdef".into(),
@@ -186,12 +192,14 @@ fn shard_files(rng: &mut Rng, n: usize, tag: &str) -> Vec<(String, Vec<u8>)> {
             (serde_json::to_string_pretty(&m).unwrap() + "\n").into_bytes(),
         ));
     }
-    files
+    let all: Vec<(usize, SweepRow)> = (0..grid.rows()).map(row).collect();
+    let merged = pdsim::plan::sweep_csv(&grid, &all).expect("csv");
+    (files, merged)
 }
 
 fn merge(rng: &mut Rng) -> CliLine {
     let n = 1 + rng.below(3) as usize;
-    let mut files = shard_files(rng, n, "s");
+    let (mut files, mut merged) = shard_files(rng, n, "s");
     let mut muts = vec![format!("merge {n} shards")];
     let mut dirs: Vec<String> = (0..n).map(|i| format!("c/s{i}")).collect();
     let tamper = rng.below(10);
@@ -222,9 +230,12 @@ fn merge(rng: &mut Rng) -> CliLine {
         }
         3 => {
             // Mix in a shard of another sweep.
-            let other = shard_files(rng, n, "o");
+            // One shard of another sweep among ours is refused unless the two sweeps are one
+            // grid (then their rows are the same); alone (n = 1) it is that sweep, whole.
+            let (other, other_merged) = shard_files(rng, n, "o");
             files.extend(other);
             dirs[0] = "c/o0".into();
+            merged = other_merged;
             muts.push("mixed shards".into());
         }
         4 => {
@@ -258,7 +269,18 @@ fn merge(rng: &mut Rng) -> CliLine {
         "c/out".into()
     };
     args.extend(os(&["--out", &out, "-q"]));
-    (args, files, muts)
+    let codes = if muts.iter().any(|m| m == EXPECT_OK) {
+        vec![0]
+    } else {
+        vec![]
+    };
+    CliLine {
+        files,
+        muts,
+        expect: vec![("c/out/sweep.csv".into(), merged)],
+        codes,
+        ..CliLine::new("merge", args)
+    }
 }
 
 fn lint(rng: &mut Rng) -> CliLine {
@@ -306,7 +328,10 @@ fn lint(rng: &mut Rng) -> CliLine {
     if rng.chance(0.3) {
         args.push("--json".into());
     }
-    (args, vec![], vec!["lint lines".into()])
+    CliLine {
+        muts: vec!["lint lines".into()],
+        ..CliLine::new("lint", args)
+    }
 }
 
 fn calibrate(rng: &mut Rng) -> CliLine {
@@ -341,16 +366,21 @@ fn calibrate(rng: &mut Rng) -> CliLine {
     if rng.chance(0.4) {
         args.extend(os(&["--tp", &cli_value(rng)]));
     }
-    (
-        args,
-        vec![("c/m.csv".into(), csv.into_bytes())],
-        vec!["calibration data".into()],
-    )
+    CliLine {
+        files: vec![("c/m.csv".into(), csv.into_bytes())],
+        muts: vec!["calibration data".into()],
+        ..CliLine::new("calibrate", args)
+    }
 }
 
-fn check(rng: &mut Rng) -> CliLine {
+fn check(rng: &mut Rng, corpus: &Corpus) -> CliLine {
     let mut sc = String::from_utf8(scenario(rng)).unwrap();
     sc += "\n[expect]\n";
+    if rng.chance(0.4) {
+        // A valid table: the baseline alone decides.
+        sc += "completed_min = 0\n";
+        return baseline(rng, corpus, vec![("c/x.toml".to_string(), sc.into_bytes())]);
+    }
     for _ in 0..1 + rng.below(3) {
         let k = rng.pick(&[
             "completed_min",
@@ -386,11 +416,185 @@ fn check(rng: &mut Rng) -> CliLine {
         2 => args.extend(os(&["--out", "c/out", "--jobs", "2"])),
         _ => {}
     }
-    (args, files, vec!["expect tables".into()])
+    CliLine {
+        files,
+        muts: vec!["expect tables".into()],
+        ..CliLine::new("check", args)
+    }
 }
 
-/// A results folder for `explain`: a plausible `summary.json` and `run.json`, mutated.
+/// `check --baseline DIR` with a baseline folder as `check --out` writes it (the summary and
+/// `run.json` of a real run, `Corpus::baseline`), complete or damaged: a damaged one must be
+/// refused with exit 2 naming the file, a complete one must run (exit 0 or 1).
+fn baseline(rng: &mut Rng, corpus: &Corpus, mut files: Vec<(String, Vec<u8>)>) -> CliLine {
+    let (summary, run) = corpus.baseline.clone();
+    let b = "c/base/fuzz";
+    files.push((format!("{b}/summary.json"), summary.clone()));
+    files.push((format!("{b}/run.json"), run.clone()));
+    files.push((format!("{b}/requests.csv"), b"id\n".to_vec()));
+    let mut muts = vec!["baseline".to_string()];
+    let (mut codes, mut names, mut hold_lock) = (vec![2], None, None);
+    let mut base_arg = "c/base".to_string();
+    let set = |files: &mut Vec<(String, Vec<u8>)>, name: &str, bytes: Option<Vec<u8>>| {
+        files.retain(|f| f.0 != name);
+        if let Some(b) = bytes {
+            files.push((name.to_string(), b));
+        }
+    };
+    match rng.below(13) {
+        0 | 1 => {
+            muts.push("complete baseline".into());
+            codes = vec![0, 1];
+        }
+        2 => {
+            set(&mut files, &format!("{b}/summary.json"), None);
+            muts.push("no summary.json".into());
+            names = Some(b.to_string());
+        }
+        3 => {
+            // Short of the closing brace: a summary without only its final newline is whole
+            // JSON, a complete summary (the long campaign's one false alarm, seed 25 case
+            // 156300).
+            let cut = rng.below(summary.len() as u64 - 1) as usize;
+            set(
+                &mut files,
+                &format!("{b}/summary.json"),
+                Some(summary[..cut].to_vec()),
+            );
+            muts.push(format!("summary.json cut at {cut}"));
+            names = Some(format!("{b}/summary.json"));
+        }
+        4 => {
+            files.push((
+                format!("{b}/.pdsim-lock"),
+                b"pid 999999 on elsewhere: pdsim check\n".to_vec(),
+            ));
+            muts.push("stale lock".into());
+            names = Some(format!("{b}/.pdsim-lock"));
+        }
+        5 => {
+            files.push((format!("{b}/.pdsim-partial/requests.csv"), b"id\n".to_vec()));
+            muts.push("staging folder".into());
+            names = Some(format!("{b}/.pdsim-partial"));
+        }
+        6 => {
+            hold_lock = Some(b.to_string());
+            muts.push("lock held by a live writer".into());
+            names = Some(b.to_string());
+        }
+        7 => {
+            let mut v: serde_json::Value = serde_json::from_slice(&run).unwrap();
+            v["scenario"]["run"]["name"] = serde_json::json!("another");
+            set(
+                &mut files,
+                &format!("{b}/run.json"),
+                Some(serde_json::to_vec_pretty(&v).unwrap()),
+            );
+            muts.push("run.json of another scenario".into());
+            names = Some(format!("{b}/run.json"));
+        }
+        8 => {
+            // Another pdsim file where the summary belongs (a sweep's index, a run.json).
+            let other = if rng.chance(0.5) {
+                run.clone()
+            } else {
+                b"{\"scenario\": \"s.toml\", \"rows\": 4, \"grid\": {}}\n".to_vec()
+            };
+            set(&mut files, &format!("{b}/summary.json"), Some(other));
+            muts.push("summary.json of another schema".into());
+            names = Some(format!("{b}/summary.json"));
+        }
+        9 => {
+            set(&mut files, &format!("{b}/run.json"), None);
+            muts.push("no run.json".into());
+            names = Some(b.to_string());
+        }
+        10 => {
+            // A figure of the wrong type, or a count that does not add up.
+            let mut v: serde_json::Value = serde_json::from_slice(&summary).unwrap();
+            let (ptr, val) = rng
+                .pick(&[
+                    ("/requests/arrived", serde_json::json!("10")),
+                    ("/requests/failed", serde_json::json!(-1)),
+                    ("/latency_ms/ttft/p99", serde_json::json!("fast")),
+                    ("/slo/attainment", serde_json::json!([1])),
+                    ("/requests/completed", serde_json::json!(u64::MAX)),
+                    (
+                        "/throughput/arrival_window/requests_per_s",
+                        serde_json::json!({}),
+                    ),
+                ])
+                .clone();
+            if let Some(x) = v.pointer_mut(ptr) {
+                *x = val.clone();
+            }
+            set(
+                &mut files,
+                &format!("{b}/summary.json"),
+                Some(serde_json::to_vec_pretty(&v).unwrap()),
+            );
+            muts.push(format!("summary.json {ptr} := {val}"));
+            names = Some(format!("{b}/summary.json"));
+        }
+        11 => {
+            let mut v: serde_json::Value = serde_json::from_slice(&summary).unwrap();
+            for _ in 0..1 + rng.below(2) {
+                muts.push(mutate_json(rng, &mut v));
+            }
+            set(
+                &mut files,
+                &format!("{b}/summary.json"),
+                Some(serde_json::to_vec(&v).unwrap()),
+            );
+            codes = vec![];
+        }
+        _ => {
+            base_arg = rng
+                .pick(&["c/x.toml", "c/nothing", "c/base/fuzz", ""])
+                .to_string();
+            muts.push(format!("--baseline {base_arg:?}"));
+            names = Some(base_arg.clone()).filter(|s| !s.is_empty());
+        }
+    }
+    let mut args = os(&["check", "c/x.toml", "--baseline", &base_arg]);
+    if rng.chance(0.3) {
+        args.extend(os(&[
+            "--max-regression",
+            *rng.pick(&["0", "0.5", "9.99", "10", "-0.1", "NaN"]),
+        ]));
+        // A bad ratio is refused before the folder is read.
+        if !codes.is_empty() {
+            codes.push(2);
+        }
+        names = None;
+    }
+    CliLine {
+        files,
+        muts,
+        codes,
+        names,
+        hold_lock,
+        ..CliLine::new("check", args)
+    }
+}
+
+/// A results folder for `explain`: a plausible `summary.json` and `run.json`, mutated; or a
+/// scenario file it runs first.
 fn explain(rng: &mut Rng) -> CliLine {
+    if rng.chance(0.15) {
+        let mut args = os(&["explain", "c/s.toml", "--out", "c/r"]);
+        if rng.chance(0.3) {
+            args.extend(os(&["--set", "pools.d.server.page_size=32"]));
+        }
+        if rng.chance(0.2) {
+            args.push("--markdown".into());
+        }
+        return CliLine {
+            files: vec![("c/s.toml".into(), scenario(rng))],
+            muts: vec!["explain a scenario".into()],
+            ..CliLine::new("explain", args)
+        };
+    }
     let mut summary = serde_json::json!({
         "requests": {"arrived": 10, "completed": 8, "failed": 2, "corrupted": 0, "unfinished": 0},
         "errors": [{"kind": "waiting_timeout", "count": 2, "message": "m"}],
@@ -430,18 +634,22 @@ fn explain(rng: &mut Rng) -> CliLine {
         }
         _ => {}
     }
-    (os(&["explain", "c/r"]), files, muts)
+    CliLine {
+        files,
+        muts,
+        ..CliLine::new("explain", os(&["explain", "c/r"]))
+    }
 }
 
 /// One generated line for a verb of issue 25.
-pub fn gen_verb(rng: &mut Rng) -> CliLine {
+pub fn gen_verb(rng: &mut Rng, corpus: &Corpus) -> CliLine {
     match rng.below(8) {
         0 => sweep(rng, "sweep"),
         1 => sweep(rng, "plan"),
         2 | 3 => merge(rng),
         4 => lint(rng),
         5 => calibrate(rng),
-        6 => check(rng),
+        6 => check(rng, corpus),
         _ => explain(rng),
     }
 }

@@ -403,7 +403,7 @@ impl World<'_> {
         let mut finished = std::mem::take(&mut self.scratch.refs);
         finished.clear();
         self.collector
-            .tokens_generated(now, u64::from(self.decodes[d].running));
+            .tokens_generated(now, self.decodes[d].step_tokens());
         self.decodes[d].step_done(now, &mut self.reqs, &mut self.collector.itl, &mut finished);
         for &r in &finished {
             self.complete(r);

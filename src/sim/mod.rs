@@ -31,6 +31,7 @@ mod dispatch;
 mod faults;
 mod lifecycle;
 mod sampler;
+mod speculative;
 mod store;
 mod transfer;
 
@@ -372,6 +373,9 @@ impl<'a> World<'a> {
                     Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
                     None => StepTimes::Model(step_model(sc, pool, &interconnect)),
                 };
+                let spec_decode = (pool.role == Role::Decode)
+                    .then(|| speculative::decode_state(sc, pool, &interconnect, &step))
+                    .flatten();
                 let core = Core {
                     instance: InstanceId(id),
                     pool: PoolId::from(pool_idx),
@@ -409,6 +413,7 @@ impl<'a> World<'a> {
                             pool.server.max_prefill_tokens,
                         );
                         server.hicache = hicache;
+                        server.spec = speculative::prefill_state(sc, pool, &interconnect);
                         prefills.push(server);
                         transfers.push(TransferQueues::new(
                             pool.server.attn_tp_size,
@@ -426,6 +431,8 @@ impl<'a> World<'a> {
                             .map_or(u32::MAX, |m| (m / dp).max(1));
                         let mut d = DecodeServer::new(core, ports, max_running);
                         d.reserved_tokens = pool.num_reserved_decode_tokens;
+                        d.spec = spec_decode;
+                        d.coalesce = d.may_coalesce();
                         decodes.push(d);
                     }
                     Role::Colocated => {

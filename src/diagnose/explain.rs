@@ -356,7 +356,47 @@ fn overview(run: &Run) -> Vec<Section> {
         )],
     });
     out.extend(reuse_section(&run.summary));
+    out.extend(speculative_section(&run.summary));
     out
+}
+
+/// Speculative decoding per pool that ran it (`docs/sglang-pd.md` §19): the accept length the
+/// model set and the run reached, where a decode step's time went, the draft's prefill share.
+fn speculative_section(s: &Summary) -> Option<Section> {
+    let pct = |x: f64| x * 100.0;
+    let bullets: Vec<String> = s
+        .speculative
+        .iter()
+        .map(|p| {
+            let flags = format!(
+                "{} ({} steps, top-{}, {} draft tokens)",
+                p.algorithm, p.num_steps, p.eagle_topk, p.num_draft_tokens
+            );
+            match (p.accept_length_mean, p.time_share, p.draft_prefill_share) {
+                (Some(got), Some(t), _) => format!(
+                    "Pool {:?} decodes with {flags}: {got:.2} tokens per request per step (sglang's accept len; the model's α = {:.3} predicts {:.2}) over {} steps; a step's time went {:.0} % to the verify forward, {:.0} % to the draft forwards, {:.0} % to the draft extend and {:.0} % to host and tree work. TPOT is a step over its accept length.",
+                    p.pool,
+                    p.accept_rate_model.unwrap_or(f64::NAN),
+                    p.accept_length_model.unwrap_or(f64::NAN),
+                    p.steps,
+                    pct(t.verify),
+                    pct(t.draft),
+                    pct(t.draft_extend),
+                    pct(t.host)
+                ),
+                (_, _, Some(d)) => format!(
+                    "Pool {:?} prefills with {flags}: the draft's prefill over each prompt took {:.1} % of its forwards, and every transfer carried the draft's KV layer beside the target's.",
+                    p.pool,
+                    pct(d)
+                ),
+                _ => format!("Pool {:?} runs {flags}: it ran no step.", p.pool),
+            }
+        })
+        .collect();
+    (!bullets.is_empty()).then(|| Section {
+        title: "Speculative decoding".into(),
+        blocks: vec![Block::Bullets(bullets)],
+    })
 }
 
 /// Prefix reuse: hits per HiCache tier, the router's `cache_aware` decisions, the shared store

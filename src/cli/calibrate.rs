@@ -92,6 +92,7 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
         max_running_requests: None,
         radix_cache: None,
         quantization: None,
+        speculative: None,
     };
     let kv_dtype_bytes = args
         .kv_dtype_bytes(spec.activation_bytes)

@@ -92,6 +92,7 @@ pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
         max_running_requests: None,
         radix_cache: None,
         quantization: None,
+        speculative: None,
     };
     let layout = RankLayout::new(&spec, &args, a.rank)?;
     if a.json {

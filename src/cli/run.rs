@@ -531,7 +531,8 @@ fn simulate(
     bar.finish();
     let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
         .with_router(world.router_decisions())
-        .with_kv_store(world.kv_store_summary());
+        .with_kv_store(world.kv_store_summary())
+        .with_speculative(world.speculative_summary());
     Ok(Simulated {
         summary,
         kv_pages: world.kv_pages(),

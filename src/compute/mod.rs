@@ -2,7 +2,9 @@
 //! [`model`] is the roofline with named overheads whose constants are a calibration
 //! (`crate::spec::calibration`); [`profile`] interpolates a user's measured step times in its
 //! place; [`fit`] and [`measure`] fit a calibration to a user's measurements (`pdsim
-//! calibrate`); [`modern`] holds the public measurements the default calibration matches.
+//! calibrate`); [`modern`] holds the public measurements the default calibration matches;
+//! [`speculative`] composes a speculative decode step (draft, verify, draft extend) from two
+//! step models and holds the acceptance model.
 
 pub mod fit;
 pub mod measure;
@@ -10,6 +12,7 @@ pub mod model;
 pub mod modern;
 pub mod moe;
 pub mod profile;
+pub mod speculative;
 mod vllm2023;
 
 pub use model::{ComputeParams, Forward, Interconnect, StepModel, calibrated_params};

@@ -62,6 +62,7 @@ pub use crate::spec::calibration::ComputeParams;
 use crate::spec::{GpuSpec, KvAttention, ModelSpec};
 
 mod plain;
+mod speculative;
 pub use plain::PlainStep;
 
 /// How the GPUs of an instance are connected when it spans nodes: the all-reduce crosses the

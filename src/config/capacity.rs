@@ -90,9 +90,32 @@ pub fn place(sc: &Scenario) -> Placement {
 /// Bytes of HBM per GPU left for the KV cache (and state, for hybrids):
 /// `hbm × mem_fraction_static − weights per GPU − activation reserve`.
 pub fn kv_budget_bytes(gpu: &GpuSpec, pool: &Pool) -> f64 {
-    gpu.hbm_bytes as f64 * pool.server.mem_fraction_static
+    let budget = gpu.hbm_bytes as f64 * pool.server.mem_fraction_static
         - weight_bytes_per_gpu(&pool.model, &pool.server, &pool.parallel)
-        - activation_reserve_bytes(pool)
+        - activation_reserve_bytes(pool);
+    match &pool.server.speculative {
+        None => budget,
+        Some(s) => {
+            budget - draft_weight_bytes_per_gpu(&pool.model, s, &pool.server, &pool.parallel)
+        }
+    }
+}
+
+/// Weight bytes one GPU holds of the speculative draft beyond the target's (a head it shares
+/// with the target is not counted twice), split as the target's are. sglang loads the draft
+/// after the target's memory is profiled; pdsim takes its weights, like its KV, from the same
+/// `mem_fraction_static` budget (`docs/sglang-pd.md` §19.4: how sglang's versions split it is
+/// unverified).
+pub fn draft_weight_bytes_per_gpu(
+    model: &crate::spec::ModelSpec,
+    spec: &crate::spec::speculative::SpeculativeArgs,
+    server: &crate::spec::ServerArgs,
+    par: &crate::spec::server::Parallel,
+) -> f64 {
+    let draft = spec.draft_model(model);
+    let whole = weight_bytes_per_gpu(&draft, server, par);
+    let share = spec.draft_extra_params(model) / draft.total_params().max(1.0);
+    whole * share
 }
 
 /// Weight bytes one GPU holds. Plain TP: everything ÷ `tp_size`. With DP attention or EP
@@ -150,10 +173,17 @@ pub fn activation_reserve_bytes(pool: &Pool) -> f64 {
 /// Usable KV pages of one instance of `pool` (page 0, the padding sink, excluded); 0 when
 /// nothing is left for KV.
 pub fn kv_pages(gpu: &GpuSpec, pool: &Pool) -> u32 {
-    let per_page = pool
+    let mut per_token = pool
         .model
-        .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes)
-        * u64::from(pool.server.page_size);
+        .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes);
+    // The draft's KV pool has as many tokens as the target's, at the same page indices
+    // (docs/sglang-pd.md §19.4): a page costs both.
+    if let Some(s) = &pool.server.speculative {
+        per_token += s
+            .draft_model(&pool.model)
+            .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes);
+    }
+    let per_page = per_token * u64::from(pool.server.page_size);
     // Hybrid models keep one recurrent-state slot per request (plus the sink) beside the KV;
     // a unified pool shares one budget between pages and slots instead, so its page count is
     // the most that fit when no slot is held (the shared budget is checked per allocation).

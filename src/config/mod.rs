@@ -158,6 +158,27 @@ pub struct Pool {
     /// The decode side's offload to the store
     /// (`disaggregation_decode_enable_offload_kvcache`) on this decode pool, if on.
     pub decode_offload: Option<DecodeOffloadParams>,
+    /// pdsim's side of speculative decoding on this pool (the acceptance model), when
+    /// `server.speculative` is on; sglang's flags are in `server.speculative`.
+    pub speculative: Option<SpeculativeParams>,
+}
+
+/// The acceptance model of a pool that decodes speculatively (`docs/sglang-pd.md` §19.3;
+/// `compute::speculative`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpeculativeParams {
+    /// Mean per-position acceptance rate α: the chance that the next draft position is
+    /// accepted given the one before it was (a chain; for a tree, per depth).
+    pub accept_rate: f64,
+    /// Standard deviation of a request's own α around `accept_rate` (0: every request draws
+    /// its steps from the same α).
+    pub accept_rate_sd: f64,
+    /// Where `accept_rate` came from: the key that set it, or the published figure of the
+    /// default.
+    pub source: String,
+    /// What sglang changed on its own when it resolved the flags (forced
+    /// `max_running_requests`, an adjusted `num_draft_tokens`), as sglang logs them.
+    pub notes: Vec<String>,
 }
 
 /// `--hicache-write-policy`: when a block computed on the GPU is backed up to host memory

@@ -445,6 +445,9 @@ pub enum RngSource {
     Router = 4,
     /// Fault injection.
     Faults = 5,
+    /// Speculative decoding's acceptance: each request its own segment of the stream
+    /// (`sglang::speculative`), so a request's draws never depend on which others ran.
+    Speculative = 6,
 }
 
 /// The random stream of `source` for a run with `seed`: ChaCha8 keyed by the seed, on stream

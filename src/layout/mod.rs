@@ -49,6 +49,7 @@ pub(crate) fn test_args(tp: u32, ps: u32, dtype: &str, unified: bool) -> crate::
         max_running_requests: None,
         radix_cache: None,
         quantization: None,
+        speculative: None,
     }
 }
 

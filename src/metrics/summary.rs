@@ -156,6 +156,56 @@ pub struct TierStats {
     pub store_write_bytes: u64,
 }
 
+/// `summary.json` `speculative[]`: one pool that runs speculative decoding
+/// (`docs/sglang-pd.md` §19). Decode pools report the acceptance and the step's time by part;
+/// prefill pools the draft's prefill share.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SpecSummary {
+    /// The pool.
+    pub pool: String,
+    /// `prefill` or `decode`.
+    pub role: String,
+    /// `--speculative-algorithm` as given (`eagle`, `eagle3`, `nextn`).
+    pub algorithm: String,
+    /// `--speculative-num-steps`, `--speculative-eagle-topk`, `--speculative-num-draft-tokens`
+    /// as resolved (auto-chosen or adjusted as sglang does).
+    pub num_steps: u32,
+    /// See `num_steps`.
+    pub eagle_topk: u32,
+    /// See `num_steps`.
+    pub num_draft_tokens: u32,
+    /// The acceptance model's per-position rate α (decode pools).
+    pub accept_rate_model: Option<f64>,
+    /// The accept length the model predicts, `(1 − α^(k+1)) / (1 − α)` (decode pools).
+    pub accept_length_model: Option<f64>,
+    /// sglang's "accept len": tokens emitted per request per step, the bonus token included
+    /// (`null` without a step).
+    pub accept_length_mean: Option<f64>,
+    /// sglang's `spec_accept_rate`: accepted drafts over proposed (`num_draft_tokens − 1` a
+    /// request a step).
+    pub accept_rate: Option<f64>,
+    /// Decode steps run (decode pools).
+    pub steps: u64,
+    /// Shares of the decode steps' time: draft forwards, verify, draft extend, host (decode
+    /// pools; `null` without a step).
+    pub time_share: Option<SpecTimeShare>,
+    /// Share of the prefill forwards' time spent in the draft's prefill (prefill pools).
+    pub draft_prefill_share: Option<f64>,
+}
+
+/// Where a speculative decode step's time goes, shares of the steps' total.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SpecTimeShare {
+    /// The `num_steps − 1` draft forwards.
+    pub draft: f64,
+    /// The target's verify forward.
+    pub verify: f64,
+    /// The draft's forward over the accepted tokens.
+    pub draft_extend: f64,
+    /// The scheduler iteration's host cost.
+    pub host: f64,
+}
+
 /// `summary.json` `kv_store`: the shared Mooncake Store.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct KvStoreSummary {
@@ -455,6 +505,9 @@ pub struct Summary {
     /// The shared Mooncake Store (absent without `[kv_store]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_store: Option<KvStoreSummary>,
+    /// Speculative decoding per pool that runs it (absent when no pool does).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub speculative: Vec<SpecSummary>,
 }
 
 /// What the run loop reports besides the collector.
@@ -557,7 +610,14 @@ impl Summary {
             prefix_cache: prefix_cache.into_iter().filter(|c| c.lookups > 0).collect(),
             router: None,
             kv_store: None,
+            speculative: Vec::new(),
         }
+    }
+
+    /// The summary with the speculative pools' figures.
+    pub fn with_speculative(mut self, s: Vec<SpecSummary>) -> Self {
+        self.speculative = s;
+        self
     }
 
     /// The summary with the shared store's figures.

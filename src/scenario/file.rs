@@ -139,6 +139,18 @@ pub struct PoolSection {
     /// A CSV of measured step times to use instead of the roofline model
     /// (`phase,tokens,batch_size,context_tokens,time_ms`), relative to the scenario file.
     pub step_times: Option<String>,
+    /// Speculative decoding's per-position acceptance rate α on this decode pool (default:
+    /// per algorithm, `scenario::speculative`). Not an sglang flag: it is the draft model's
+    /// agreement with the target on this pool's traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_accept_rate: Option<f64>,
+    /// The same as a mean accept length τ (tokens per request per step, the bonus included,
+    /// as sglang logs "accept len"); converted to α by the chain formula.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_accept_length: Option<f64>,
+    /// The spread (standard deviation) of a request's own α around the pool's (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_accept_rate_sd: Option<f64>,
 }
 
 /// `[pools.server]`: sglang flags with `_` for `-`.
@@ -231,6 +243,26 @@ pub struct ServerSection {
     /// (sglang's `DecodeKVCacheOffloadManager`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub disaggregation_decode_enable_offload_kvcache: bool,
+    /// `--speculative-algorithm`: `none` (default), `eagle`, `eagle3`, `nextn` (sglang's alias
+    /// of eagle). Checked in `scenario::speculative`, as are the four below.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_algorithm: Option<String>,
+    /// `--speculative-num-steps` (unset with the two below: sglang's auto choice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_num_steps: Option<u32>,
+    /// `--speculative-eagle-topk`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_eagle_topk: Option<u32>,
+    /// `--speculative-num-draft-tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_num_draft_tokens: Option<u32>,
+    /// `--speculative-draft-model-path`: the EAGLE head's name (sglang needs it for EAGLE and
+    /// EAGLE-3 unless the model ships MTP layers); pdsim sizes the head from the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative_draft_model_path: Option<String>,
+    /// `--attention-backend`: read only by sglang's speculative checks (unset: flashinfer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_backend: Option<String>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -286,6 +318,12 @@ impl Default for ServerSection {
             hicache_storage_backend: None,
             hicache_storage_prefetch_policy: None,
             disaggregation_decode_enable_offload_kvcache: false,
+            speculative_algorithm: None,
+            speculative_num_steps: None,
+            speculative_eagle_topk: None,
+            speculative_num_draft_tokens: None,
+            speculative_draft_model_path: None,
+            attention_backend: None,
         }
     }
 }

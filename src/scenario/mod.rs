@@ -8,6 +8,7 @@ pub mod locate;
 mod parallel;
 mod sections;
 pub mod set;
+mod speculative;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -347,6 +348,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         .iter()
         .any(|p| p.role == crate::config::Role::Colocated);
     let router = sections::router(&c, &file.router, colocated)?;
+    speculative::check_pairs(&c, &pools)?;
     let plans = sections::plans(&c, &pools, sglang.profile)?;
     sections::expect(&c, file.expect.as_ref())?;
     let placement = place(&c, &pools, &plans, &gpu, hw.gpus_per_node)?;
@@ -366,7 +368,8 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     faults.sort_by_key(|f| f.at_ns);
     let kv_store = sections::kv_store(&c, &file, &pools, nodes)?;
 
-    let notes = calibration_notes(&c, &calibration, &file.hardware.gpu, &pools);
+    let mut notes = calibration_notes(&c, &calibration, &file.hardware.gpu, &pools);
+    notes.extend(speculative::notes(&pools));
     Ok(Scenario {
         notes,
         kv_store,

@@ -579,6 +579,11 @@ fn pool(
         q.apply(&mut model);
     }
     super::parallel::check_model(c, key, &parallel, &model)?;
+    let (speculative, spec_notes) =
+        match super::speculative::server_args(c, p, key, &model, &parallel, gpus_per_node)? {
+            Some((a, n)) => (Some(a), n),
+            None => (None, Vec::new()),
+        };
     let server = ServerArgs {
         tp_size: s.tp_size,
         attn_tp_size: attn_tp,
@@ -588,9 +593,11 @@ fn pool(
         chunked_prefill_size: s.chunked_prefill_size,
         max_prefill_tokens: s.max_prefill_tokens,
         mem_fraction_static: s.mem_fraction_static,
-        max_running_requests: s.max_running_requests,
+        // sglang: "Max running requests is reset to 48 for speculative decoding".
+        max_running_requests: s.max_running_requests.or(speculative.as_ref().map(|_| 48)),
         radix_cache: (!s.disable_radix_cache).then_some(s.radix_cache_tokens),
         quantization,
+        speculative,
     };
     let kv_dtype_bytes = server
         .kv_dtype_bytes(model.activation_bytes)
@@ -613,7 +620,12 @@ fn pool(
             ),
         ));
     }
-    let per_gpu_weights = crate::config::capacity::weight_bytes_per_gpu(&model, &server, &parallel);
+    let mut per_gpu_weights =
+        crate::config::capacity::weight_bytes_per_gpu(&model, &server, &parallel);
+    if let Some(spec) = &server.speculative {
+        per_gpu_weights +=
+            crate::config::capacity::draft_weight_bytes_per_gpu(&model, spec, &server, &parallel);
+    }
     let budget = gpu.hbm_bytes as f64 * s.mem_fraction_static;
     if per_gpu_weights >= budget {
         return Err(c.err(
@@ -658,9 +670,11 @@ fn pool(
         parallel,
         hicache: None,
         decode_offload: None,
+        speculative: None,
     };
     pool.hicache = hicache(c, p, key, &pool, gpu)?;
     pool.decode_offload = decode_offload(c, p, key, &pool, gpu)?;
+    pool.speculative = super::speculative::params(c, p, key, &pool, spec_notes)?;
     Ok(pool)
 }
 

@@ -123,6 +123,9 @@ pub struct DecodeServer {
     /// The offload of generated KV to the store
     /// (`disaggregation_decode_enable_offload_kvcache`), if on.
     pub offload: Option<Box<super::decode_offload::DecodeOffload>>,
+    /// Speculative decoding (`sglang::speculative`), when the pool runs it: each step emits
+    /// its requests' accepted tokens instead of one each.
+    pub spec: Option<Box<super::speculative::SpecDecode>>,
 }
 
 /// The most steps one coalesced run covers.
@@ -163,6 +166,7 @@ impl DecodeServer {
             full: false,
             need_left: 0,
             offload: None,
+            spec: None,
         };
         d.coalesce = d.may_coalesce();
         d
@@ -175,7 +179,9 @@ impl DecodeServer {
         let oracle = matches!(self.core.pages.store, super::memory::Store::Oracle { .. });
         let a2a = matches!(&self.core.step, crate::compute::StepTimes::Model(m)
             if m.moe_time(1.0, false).is_some_and(|t| t.rdma_bytes_per_gpu > 0.0));
-        !oracle && !a2a && self.offload.is_none()
+        // A speculative step advances each request by its own accepted tokens: no run of
+        // steps is arithmetic.
+        !oracle && !a2a && self.offload.is_none() && self.spec.is_none()
     }
 
     /// The prealloc queue: in order, reserve KV pages for the prompt (and a state slot for
@@ -267,6 +273,14 @@ impl DecodeServer {
         self.ready.push_back(r);
     }
 
+    /// Tokens the running step emits: one per running request, or with speculative decoding
+    /// its requests' accepted tokens.
+    pub fn step_tokens(&self) -> u64 {
+        self.spec
+            .as_deref()
+            .map_or(u64::from(self.running), |s| s.step_tokens())
+    }
+
     /// Starts a decode step: landed requests join the batch (up to `max_running_requests`), the
     /// step takes a page for every request whose next KV slot opens one — retracting the most
     /// recently joined requests while the pool is short, as sglang's `retract_decode` does — and
@@ -302,8 +316,12 @@ impl DecodeServer {
             self.longest_joined = self
                 .longest_joined
                 .max(u64::from(prompt) + u64::from(req.output.min(CLIP_MAX_NEW_TOKENS)));
+            let steps = match self.spec.as_deref_mut() {
+                None => u64::from(remaining),
+                Some(s) => s.join(r, req.id, req.row.retractions, prompt, remaining),
+            };
             self.finishing
-                .push(Reverse((steps_done + u64::from(remaining), steps_done, r)));
+                .push(Reverse((steps_done + steps, steps_done, r)));
             self.joined.push(r);
         }
         loop {
@@ -312,7 +330,10 @@ impl DecodeServer {
                 return;
             }
             let step = self.steps_done + 1;
-            let need = self.phase[(step % u64::from(self.core.page_size)) as usize];
+            let need = match self.spec.as_deref_mut() {
+                None => self.phase[(step % u64::from(self.core.page_size)) as usize],
+                Some(s) => s.plan(self.core.page_size),
+            };
             if self.core.pages.grow(need) {
                 break;
             }
@@ -323,7 +344,13 @@ impl DecodeServer {
         debug_assert_eq!(self.virtual_left, 0, "a run's steps start in virtual_step");
         self.core.start_busy(now);
         self.step_started = now;
-        let end = self.plan_run(now);
+        let end = match self.spec.as_deref_mut() {
+            None => self.plan_run(now),
+            Some(s) => {
+                self.step_end = now.saturating_add(s.start(self.running, self.context_tokens));
+                self.step_end
+            }
+        };
         self.core.step_key = Some(q.schedule_keyed(end, Event::DecodeStepDone { decode: me }));
     }
 
@@ -612,7 +639,10 @@ impl DecodeServer {
     /// Takes a running request out of the batch (it finished, failed or is retracted), giving
     /// back the pages it grew; returns how many tokens it generated here.
     pub fn leave_batch(&mut self, req: &mut Req, r: ReqRef) -> u32 {
-        let generated = (self.steps_done - req.join_step) as u32;
+        let generated = match self.spec.as_deref_mut() {
+            None => (self.steps_done - req.join_step) as u32,
+            Some(s) => s.leave(r),
+        };
         let prompt = req.prompt();
         let ps = self.core.page_size;
         self.core
@@ -699,8 +729,12 @@ impl DecodeServer {
     ) {
         self.steps_done += 1;
         self.core.end_busy(now);
-        self.context_tokens += u64::from(self.running);
-        self.core.tick.tokens += u64::from(self.running);
+        let tokens = match self.spec.as_deref_mut() {
+            None => u64::from(self.running),
+            Some(s) => s.commit(),
+        };
+        self.context_tokens += tokens;
+        self.core.tick.tokens += tokens;
         self.record_itl(now, reqs, itl);
         while let Some(&Reverse((step, join, r))) = self.finishing.peek() {
             if step > self.steps_done {
@@ -728,6 +762,9 @@ impl DecodeServer {
         self.ready.clear();
         if let Some(o) = self.offload.as_mut() {
             o.crash();
+        }
+        if let Some(s) = self.spec.as_deref_mut() {
+            s.clear();
         }
     }
 }

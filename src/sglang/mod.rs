@@ -18,6 +18,7 @@ pub mod memory;
 pub mod prefill;
 pub mod prefix_cache;
 pub mod router;
+pub mod speculative;
 pub mod transfer;
 
 use crate::compute::StepTimes;

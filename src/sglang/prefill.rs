@@ -56,6 +56,8 @@ pub struct PrefillServer {
     pub max_prefill_tokens: u32,
     /// The forward's shape, `(new tokens, cached context)` per request (scratch, reused).
     shape: Vec<(u32, u32)>,
+    /// Speculative decoding's draft prefill (`sglang::speculative`), when the pool runs it.
+    pub spec: Option<Box<super::speculative::SpecPrefill>>,
 }
 
 impl PrefillServer {
@@ -77,6 +79,7 @@ impl PrefillServer {
             chunk_tokens,
             max_prefill_tokens,
             shape: Vec::new(),
+            spec: None,
         }
     }
 
@@ -189,7 +192,10 @@ impl PrefillServer {
             return;
         }
         // HiCache loads layer by layer while the forward computes: the longer of the two.
-        let dt: Nanos = self.core.step.prefill_ns(&self.shape).max(load_ns);
+        let mut dt: Nanos = self.core.step.prefill_ns(&self.shape).max(load_ns);
+        if let Some(s) = self.spec.as_deref_mut() {
+            dt = s.forward_ns(dt, &self.shape);
+        }
         self.core.start_busy(now);
         self.core.step_key = Some(q.schedule_keyed_in(dt, Event::PrefillStepDone { prefill: me }));
     }

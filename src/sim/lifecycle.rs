@@ -406,7 +406,7 @@ impl World<'_> {
         let mut finished = std::mem::take(&mut self.scratch.refs);
         finished.clear();
         self.collector
-            .tokens_generated(now, u64::from(self.decodes[d].running));
+            .tokens_generated(now, self.decodes[d].step_tokens());
         self.decodes[d].step_done(now, &mut self.reqs, &mut self.collector.itl, &mut finished);
         // The blocks this step completed go to the store before their requests end, as sglang's
         // batch result processor offloads a finished request before releasing it.

@@ -31,6 +31,7 @@ mod dispatch;
 mod faults;
 mod lifecycle;
 mod sampler;
+mod speculative;
 mod store;
 mod transfer;
 
@@ -377,6 +378,9 @@ impl<'a> World<'a> {
                     Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
                     None => StepTimes::Model(step_model(sc, pool, &interconnect)),
                 };
+                let spec_decode = (pool.role == Role::Decode)
+                    .then(|| speculative::decode_state(sc, pool, &interconnect, &step))
+                    .flatten();
                 let core = Core {
                     instance: InstanceId(id),
                     pool: PoolId::from(pool_idx),
@@ -414,6 +418,7 @@ impl<'a> World<'a> {
                             pool.server.max_prefill_tokens,
                         );
                         server.hicache = hicache;
+                        server.spec = speculative::prefill_state(sc, pool, &interconnect);
                         prefills.push(server);
                         transfers.push(TransferQueues::new(
                             pool.server.attn_tp_size,
@@ -434,6 +439,8 @@ impl<'a> World<'a> {
                         d.offload = pool.decode_offload.map(|o| {
                             Box::new(crate::sglang::decode_offload::DecodeOffload::new(o))
                         });
+                        d.spec = spec_decode;
+                        d.coalesce = d.may_coalesce();
                         decodes.push(d);
                     }
                     Role::Colocated => {

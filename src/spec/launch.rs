@@ -322,6 +322,7 @@ impl Parsed {
                 max_running_requests: None,
                 radix_cache: Some(None),
                 quantization: None,
+                speculative: None,
             },
             model_path: None,
             mode: None,

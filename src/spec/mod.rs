@@ -7,6 +7,7 @@ pub mod hf;
 pub mod launch;
 pub mod model;
 pub mod server;
+pub mod speculative;
 
 pub use calibration::{CalibrationFile, ComputeParams};
 pub use gpu::{GpuSpec, gpu_preset};

@@ -30,6 +30,10 @@ pub struct ServerArgs {
     /// results when `None`, so that scenarios which never set it keep their bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantization: Option<Quantization>,
+    /// Speculative decoding (`--speculative-algorithm` and its flags, resolved as sglang does:
+    /// `spec::speculative`); `None` when off. Left out of results when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<crate::spec::speculative::SpeculativeArgs>,
 }
 
 /// `--quantization` methods pdsim models, as the key takes them.

@@ -105,7 +105,17 @@ impl RankLayout {
         // docs/sglang-pd.md §1.2: heads per rank and which global heads this rank holds.
         let (total_heads, h_r, first_head) = kv::kv_heads(model, tp, rank)?;
         let unified = server.enable_unified_memory;
-        let kv_regions = kv::kv_regions(model, dtype, ps, (h_r, first_head), unified);
+        let mut kv_regions = kv::kv_regions(model, dtype, ps, (h_r, first_head), unified);
+        // docs/sglang-pd.md §19.4: with speculative decoding the draft's KV pool is registered
+        // after the target's, at the same page indices (`kv_data_ptrs += draft_kv_data_ptrs`,
+        // `PrefillBootstrapQueue._init_kv_manager`; "The indices are always shared with a
+        // target model"): one more layer's K and V (MHA) or latent (MLA) per rank, labelled as
+        // layer `num_layers`. Hybrid and unified pools are refused with speculation
+        // (`scenario::speculative`), so the draft is always a plain full-attention layer.
+        if let Some(spec) = &server.speculative {
+            let draft = spec.draft_model(model);
+            kv_regions.extend(kv::kv_regions(&draft, dtype, ps, (h_r, first_head), false));
+        }
         // docs/sglang-pd.md §1.4 / §1.6: mamba state.
         let (mut state_regions, conv_shard_groups) =
             state::state_regions(model, tp, rank, unified)?;

@@ -108,6 +108,7 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
         prefix_cache: Vec::new(),
         router: None,
         kv_store: None,
+        speculative: Vec::new(),
     }
 }
 

@@ -158,13 +158,15 @@ pub fn grid_of(
 
 /// The result files a sweep folder may hold; a new sweep removes them first so a failed one
 /// never leaves an older sweep's files looking current.
-pub const SWEEP_FILES: [&str; 6] = [
+pub const SWEEP_FILES: [&str; 8] = [
     "sweep.csv",
     "sweep.json",
     "index.html",
     "plan.json",
     "plan.csv",
     "best.toml",
+    "launch.txt",
+    "k8s.yaml",
 ];
 
 /// An I/O error on `path`.
@@ -182,17 +184,21 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), CliError> {
 }
 
 /// Writes a whole sweep's (or a shard's) files: `sweep.csv`, `sweep.json` and, for a whole
-/// sweep, `index.html`.
-pub fn write_sweep(dir: &Path, m: &Manifest, rows: &[(usize, SweepRow)]) -> Result<(), CliError> {
+/// sweep, `index.html` — a plan's report when `plan` gives the plan's answer.
+pub fn write_sweep(
+    dir: &Path,
+    m: &Manifest,
+    rows: &[(usize, SweepRow)],
+    plan: Option<&plan::report::PlanContext>,
+) -> Result<(), CliError> {
     write(dir, "sweep.csv", &plan::sweep_csv(&m.grid, rows)?)?;
     let json = serde_json::to_string_pretty(m).expect("a manifest serializes") + "\n";
     write(dir, "sweep.json", json.as_bytes())?;
     if m.shard.is_none() {
-        let title = format!("pdsim sweep: {}", m.scenario);
         write(
             dir,
             "index.html",
-            plan::report::index_html(m, rows, &title).as_bytes(),
+            plan::report::index_html(m, rows, plan).as_bytes(),
         )?;
     }
     Ok(())
@@ -202,7 +208,9 @@ pub fn write_sweep(dir: &Path, m: &Manifest, rows: &[(usize, SweepRow)]) -> Resu
 /// (`plan::journal`); with `resume`, rows an interrupted run finished are read back (checked
 /// against the grid) instead of run again. `question` names what else the result depends on
 /// (a plan's rate) so a resumed run answers the same question. SIGINT/SIGTERM print the
-/// resume line and exit.
+/// resume line and exit. `early_stop`: a plan's runs stop once `[slo]` is lost
+/// (`plan::run_row_until`; say so in `question`, the rows differ).
+#[allow(clippy::too_many_arguments)]
 pub fn durable_rows(
     out: &OutDir,
     base: &Base,
@@ -211,13 +219,14 @@ pub fn durable_rows(
     jobs: usize,
     resume: bool,
     question: &str,
+    early_stop: bool,
 ) -> Result<Vec<SweepRow>, CliError> {
     let (journal, done) = open_journal(out, m, which, resume, question)?;
     let record = |i: usize, row: &SweepRow| -> Result<(), plan::PlanError> {
         journal.record(i, &plan::sweep_csv(&m.grid, &[(i, row.clone())])?)
     };
     Ok(plan::run_rows_durable(
-        base, &m.grid, which, jobs, &done, &record,
+        base, &m.grid, which, jobs, early_stop, &done, &record,
     )?)
 }
 
@@ -312,12 +321,12 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let m = Manifest::new(&base, &sc, grid, shard)?;
     let mut out = OutDir::open(&dir, "sweep", &SWEEP_FILES, args.resume)?;
     out.keep_staging_on_failure();
-    let rows = durable_rows(&out, &base, &m, &which, jobs, args.resume, "sweep")?;
+    let rows = durable_rows(&out, &base, &m, &which, jobs, args.resume, "sweep", false)?;
     if shard.is_none() {
         plan::all_infeasible(&rows)?;
     }
     let indexed: Vec<(usize, SweepRow)> = which.into_iter().zip(rows).collect();
-    write_sweep(out.staging(), &m, &indexed).map_err(|e| out.rename_error(e))?;
+    write_sweep(out.staging(), &m, &indexed, None).map_err(|e| out.rename_error(e))?;
     out.install(&["sweep.json"])?;
     if !args.quiet {
         let infeasible = indexed.iter().filter(|r| r.1.error.is_some()).count();

@@ -80,7 +80,14 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         }
         fixed.push(format!("{key}={}", search::rate_value(r)));
     }
-    let (grid, sc) = grid_of(&base, &args.vary, args.seeds, fixed, args.rate.map(|_| key))?;
+    let (grid, sc) = grid_of(
+        &base,
+        &args.vary,
+        args.seeds,
+        fixed,
+        Some(key),
+        args.max_rate,
+    )?;
     if !args.quiet {
         for n in &sc.notes {
             note(&format!("warning: {n}"));

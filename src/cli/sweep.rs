@@ -84,13 +84,14 @@ fn overlaps(a: &str, b: &str) -> bool {
 /// `--set`); `fixed` are applied to every point first. Each key has one resolved name: two
 /// axes (or an axis and a `fixed` key) that name one key, or a table and a key inside it, are
 /// exit 2 — the later one would silently replace the other. `rate_key` is the key `--rate`
-/// fixes, for plan's message.
+/// fixes or `--max-rate` (`max_rate`) searches: no axis may set it.
 pub fn grid_of(
     base: &Base,
     vary: &[String],
     seeds: u32,
     fixed: Vec<String>,
     rate_key: Option<&str>,
+    max_rate: bool,
 ) -> Result<(Grid, crate::scenario::Scenario), CliError> {
     if seeds == 0 || seeds as usize > plan::MAX_GRID_ROWS {
         return Err(CliError::Usage(format!(
@@ -113,10 +114,17 @@ pub fn grid_of(
     let canon: Vec<String> = axes.iter().map(|a| canonical_key(&table, &a.key)).collect();
     for (i, a) in axes.iter().enumerate() {
         if let Some(rk) = rate_key.filter(|rk| overlaps(&canon[i], rk)) {
-            return Err(CliError::Usage(format!(
-                "--vary {}: --rate fixes {rk} for every point, so the plan would answer for rates it was not asked about; drop this --vary, or use --max-rate to find each point's highest rate",
-                a.key
-            )));
+            return Err(CliError::Usage(if max_rate {
+                format!(
+                    "--vary {}: --max-rate searches {rk} itself, from the scenario's rate (set the start with --set {rk}=R); drop this --vary",
+                    a.key
+                )
+            } else {
+                format!(
+                    "--vary {}: --rate fixes {rk} for every point, so the plan would answer for rates it was not asked about; drop this --vary, or use --max-rate to find each point's highest rate",
+                    a.key
+                )
+            }));
         }
         for (j, b) in axes[..i].iter().enumerate() {
             if overlaps(&canon[i], &canon[j]) {
@@ -302,7 +310,14 @@ pub fn note(s: &str) {
 pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let started = Instant::now();
     let base = Base::load(&args.scenario)?;
-    let (grid, sc) = grid_of(&base, &args.vary, args.seeds, args.sets.clone(), None)?;
+    let (grid, sc) = grid_of(
+        &base,
+        &args.vary,
+        args.seeds,
+        args.sets.clone(),
+        None,
+        false,
+    )?;
     if !args.quiet {
         for n in &sc.notes {
             note(&format!("warning: {n}"));

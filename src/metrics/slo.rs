@@ -470,6 +470,50 @@ mod tests {
     }
 
     #[test]
+    fn the_watch_loses_a_percentile_only_past_its_allowance() {
+        // p99 over 100 arrivals: the rank is 99, so one late request is allowed, two are not.
+        let slo = Slo {
+            ttft_pct_ms: [None, None, Some(100.0)],
+            ..Slo::default()
+        };
+        let mut w = SloWatch::new(&slo, 100).unwrap();
+        w.completed(200_000_000, None, true);
+        assert!(!w.lost());
+        // A value in the bucket straddling the target is not counted late: its figure could
+        // still read ≤ 100 ms.
+        let straddle = (99_999_000..100_500_000)
+            .find(|&v| Histogram::floor_of(v) <= 100_000_000 && v > 100_000_000)
+            .unwrap();
+        w.completed(straddle, None, true);
+        assert!(!w.lost(), "a straddling value is not late");
+        w.not_completed();
+        assert!(w.lost());
+        assert_eq!(w.lost_targets(), vec!["ttft_p99_ms"]);
+        // Lost, it stops counting: the leftovers of a cut run add nothing.
+        w.completed(1, None, true);
+        assert_eq!(w.lost_targets(), vec!["ttft_p99_ms"]);
+        assert!(
+            SloWatch::new(&Slo::default(), 100).is_none(),
+            "no target, no watch"
+        );
+    }
+
+    #[test]
+    fn the_watch_loses_attainment_when_even_every_remaining_request_cannot_save_it() {
+        // Thresholds without attainment_min: the 90 % default, over 10 arrivals.
+        let slo = Slo {
+            ttft_ns: Some(1_000_000_000),
+            ..Slo::default()
+        };
+        let mut w = SloWatch::new(&slo, 10).unwrap();
+        w.completed(5, None, false);
+        assert!(!w.lost(), "9 of 10 can still attain: 90 % ≥ 90 %");
+        w.not_completed();
+        assert!(w.lost(), "8 of 10 at best");
+        assert_eq!(w.lost_targets(), vec!["attainment_min"]);
+    }
+
+    #[test]
     fn every_seed_must_meet_it() {
         assert!(met_on_every_seed([Some(true), Some(true)]));
         assert!(!met_on_every_seed([Some(true), None]));

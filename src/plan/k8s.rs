@@ -3,8 +3,8 @@
 //! same launch lines (`plan::launch::server_line`, `router_line`).
 //!
 //! **Why LeaderWorkerSet.** It is the format sglang's own docs use for PD on Kubernetes
-//! (`docs/references/multi_node_deployment/lws_pd/lws_pd_deploy.md` at sgl-project/sglang
-//! 59e5475: one LWS for prefill, one for decode, the router `sglang_router.launch_router
+//! (`docs/sglang-pd.md` §19; `docs/references/multi_node_deployment/lws_pd/lws_pd_deploy.md` at
+//! sgl-project/sglang 59e5475: one LWS for prefill, one for decode, the router `sglang_router.launch_router
 //! --pd-disaggregation` as a Deployment): an LWS replica is one sglang instance, a group of
 //! `size` pods — one per node the instance spans — started together and restarted together
 //! (`RecreateGroupOnPodRestart`), the leader's address handed to the workers as
@@ -564,8 +564,8 @@ mod tests {
             if ind != indent || t.starts_with("- ") {
                 break;
             }
-            let (k, rest) = if t.starts_with('"') {
-                let end = t[1..].find("\":").ok_or(format!("bad key: {t}"))? + 2;
+            let (k, rest) = if let Some(body) = t.strip_prefix('"') {
+                let end = body.find("\":").ok_or(format!("bad key: {t}"))? + 2;
                 (
                     serde_json::from_str::<String>(&t[..end]).map_err(|e| e.to_string())?,
                     &t[end + 1..],

@@ -441,8 +441,9 @@ pub fn summarize_until(
 ) -> Result<(Summary, Option<(f64, String)>), PlanError> {
     let mut sink = NullSink;
     let mut world = World::new(sc, &mut sink);
-    if early_stop {
-        let n = crate::workload::arrivals(&sc.workload, sc.seed, sc.duration_ns, sc.max_requests);
+    let arrivals = early_stop
+        .then(|| crate::workload::arrivals(&sc.workload, sc.seed, sc.duration_ns, sc.max_requests));
+    if let Some(n) = arrivals {
         world.collector.slo_watch = crate::metrics::slo::SloWatch::new(&sc.slo, n);
     }
     let stats = world
@@ -462,6 +463,16 @@ pub fn summarize_until(
     let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
         .with_router(world.router_decisions())
         .with_kv_store(world.kv_store_summary());
+    if let (Some(n), None) = (arrivals, &stopped) {
+        // The watch's count is exact only if it is the run's own: a run to its end says so.
+        assert_eq!(
+            summary.requests.arrived,
+            n,
+            "workload::arrivals disagrees with the run (seed {}, {})",
+            sc.seed,
+            sc.source.display()
+        );
+    }
     if stopped.is_some() {
         assert_eq!(
             summary.slo.met,

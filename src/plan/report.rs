@@ -510,7 +510,7 @@ pub fn why_missed(v: &PointVerdict) -> String {
 /// Points against the trend: they miss `[slo]` although a point that bills fewer GPUs meets
 /// it — more hardware, worse latency, so the extra hardware sits in the wrong pool.
 /// Returns (point, the cheaper point that meets it).
-fn off_trend<'a>(vs: &'a [PointVerdict]) -> Vec<(&'a PointVerdict, &'a PointVerdict)> {
+fn off_trend(vs: &[PointVerdict]) -> Vec<(&PointVerdict, &PointVerdict)> {
     let billed = |v: &PointVerdict| v.billed_gpus.or(v.gpus);
     let mut out = Vec::new();
     for v in vs.iter().filter(|v| !v.meets_slo) {
@@ -826,9 +826,9 @@ fn plan_answer_html(vs: &[PointVerdict], m: &Manifest, p: &PlanContext) -> Strin
     );
     match &a.best {
         None => {
-            let _ = write!(
+            let _ = writeln!(
                 h,
-                "<p class=\"answer bad\"><b>No grid point meets [slo] at {} req/s on every seed</b> ({}). {search}</p>\n",
+                "<p class=\"answer bad\"><b>No grid point meets [slo] at {} req/s on every seed</b> ({}). {search}</p>",
                 a.rate_per_s,
                 esc(&slo_text(&m.slo))
             );
@@ -890,9 +890,9 @@ fn plan_answer_html(vs: &[PointVerdict], m: &Manifest, p: &PlanContext) -> Strin
                 .filter_map(|f| f.as_ref())
                 .map(|f| format!("<a href=\"{0}\"><code>{0}</code></a>", esc(f)))
                 .collect();
-            let _ = write!(
+            let _ = writeln!(
                 h,
-                "<p class=\"answer\"><b>{}</b> meets [slo] on all {} seeds at {} req/s: {}<br>{} GPUs on {} node{}, {} idle; {billing}{cost}.<br>[slo]: {}; worst seed: {}.<br>Deploy it: {}.</p>\n",
+                "<p class=\"answer\"><b>{}</b> meets [slo] on all {} seeds at {} req/s: {}<br>{} GPUs on {} node{}, {} idle; {billing}{cost}.<br>[slo]: {}; worst seed: {}.<br>Deploy it: {}.</p>",
                 esc(&short_label(&b.values)),
                 a.seeds.len(),
                 a.rate_per_s,
@@ -910,9 +910,9 @@ fn plan_answer_html(vs: &[PointVerdict], m: &Manifest, p: &PlanContext) -> Strin
                 files.join(", ")
             );
             if let Some(pl) = &p.placement {
-                let _ = write!(h, "<pre class=\"place\">{}</pre>\n", esc(pl.trim_end()));
+                let _ = writeln!(h, "<pre class=\"place\">{}</pre>", esc(pl.trim_end()));
             }
-            let _ = write!(h, "<p>{search}</p>\n");
+            let _ = writeln!(h, "<p>{search}</p>");
         }
     }
     let _ = vs;
@@ -961,18 +961,18 @@ pub fn index_html(m: &Manifest, rows: &[(usize, SweepRow)], plan: Option<&PlanCo
         None => format!("pdsim sweep: {}", m.scenario),
     };
     let mut h = String::new();
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;max-width:980px;margin:2rem auto;color:#222}}.answer{{font-size:1.05rem;line-height:1.5;padding:.8rem;background:#eef7ee;border-left:4px solid #2ca02c}}.bad{{background:#fbeeee;border-color:#d62728}}pre.place{{background:#f6f6f6;padding:.5rem;font-size:.8rem;white-space:pre-wrap}}.scroll{{overflow-x:auto;max-width:100%;border:1px solid #ddd}}table{{border-collapse:collapse;font-size:.8rem}}td,th{{border:1px solid #ccc;padding:2px 5px;text-align:right;vertical-align:top;white-space:nowrap}}th{{background:#f3f3f3;position:sticky;top:0;max-width:9rem}}td.why,td.lab{{text-align:left}}td.why{{white-space:normal;min-width:16rem}}th{{white-space:normal}}tr.met td{{background:#f0f8f0}}tr.out td{{background:#fdf0f0}}figure{{margin:1rem 0}}li{{margin:.3rem 0}}</style></head><body>\n<h1>{t}</h1>\n",
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;max-width:980px;margin:2rem auto;color:#222}}.answer{{font-size:1.05rem;line-height:1.5;padding:.8rem;background:#eef7ee;border-left:4px solid #2ca02c}}.bad{{background:#fbeeee;border-color:#d62728}}pre.place{{background:#f6f6f6;padding:.5rem;font-size:.8rem;white-space:pre-wrap}}.scroll{{overflow-x:auto;max-width:100%;border:1px solid #ddd}}table{{border-collapse:collapse;font-size:.8rem}}td,th{{border:1px solid #ccc;padding:2px 5px;text-align:right;vertical-align:top;white-space:nowrap}}th{{background:#f3f3f3;position:sticky;top:0;max-width:9rem}}td.why,td.lab{{text-align:left}}td.why{{white-space:normal;min-width:16rem}}th{{white-space:normal}}tr.met td{{background:#f0f8f0}}tr.out td{{background:#fdf0f0}}figure{{margin:1rem 0}}li{{margin:.3rem 0}}</style></head><body>\n<h1>{t}</h1>",
         t = esc(&title)
     );
     h += &match plan {
         Some(p) => plan_answer_html(&vs, m, p),
         None => sweep_answer_html(&vs, m),
     };
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<p>{} points × {} seeds from <code>{}</code>; varied: {}. A point meets [slo] when every seed does (<code>metrics::slo</code>: percentile targets over arrived requests, a request that never completed counted infinitely late). Latency figures are over finished requests; rates and throughput over the arrival window. <code>sweep.csv</code> has every row.</p>\n",
+        "<p>{} points × {} seeds from <code>{}</code>; varied: {}. A point meets [slo] when every seed does (<code>metrics::slo</code>: percentile targets over arrived requests, a request that never completed counted infinitely late). Latency figures are over finished requests; rates and throughput over the arrival window. <code>sweep.csv</code> has every row.</p>",
         vs.len(),
         m.grid.seeds.len(),
         esc(&m.scenario),
@@ -1048,9 +1048,9 @@ pub fn index_html(m: &Manifest, rows: &[(usize, SweepRow)], plan: Option<&PlanCo
     );
     let (tq, _) = target_of(&m.slo, "ttft");
     let (pq, _) = target_of(&m.slo, "tpot");
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<th>GPUs</th><th>nodes</th><th>idle GPUs</th><th>billed GPUs</th><th>p{tq} TTFT ms (worst seed)</th><th>p{pq} TPOT ms (worst seed)</th><th>attain&shy;ment (min)</th><th>out tok/s per GPU</th><th>$/hour</th><th>$ per 1M out tokens</th><th>meets [slo]</th><th>why it misses</th></tr>\n"
+        "<th>GPUs</th><th>nodes</th><th>idle GPUs</th><th>billed GPUs</th><th>p{tq} TTFT ms (worst seed)</th><th>p{pq} TPOT ms (worst seed)</th><th>attain&shy;ment (min)</th><th>out tok/s per GPU</th><th>$/hour</th><th>$ per 1M out tokens</th><th>meets [slo]</th><th>why it misses</th></tr>"
     );
     let f = |v: Option<f64>| v.map_or("—".to_string(), fmt_ms);
     let worst = |v: &PointVerdict, metric: &str, q: u32| {

@@ -69,6 +69,9 @@ pub struct Cost {
     pub nodes: u32,
 }
 
+/// [`Cost::key`]'s value.
+pub type CostKey = (u64, u32, u32, u32);
+
 impl Cost {
     /// The order key: the price when every point has one (`priced`), then the billed GPUs
     /// (the price's own order when one price per GPU-hour holds for every point), then the
@@ -76,7 +79,7 @@ impl Cost {
     /// puts more of the paid-for GPUs to work (under GPU billing the billed GPUs are the GPUs
     /// used, so this never decides) — then the fewest nodes. A non-negative f64's bits order
     /// as the number does; `+ 0.0` turns −0 into +0.
-    pub fn key(&self, priced: bool) -> (u64, u32, u32, u32) {
+    pub fn key(&self, priced: bool) -> CostKey {
         let usd = match (priced, self.usd_per_hour) {
             (true, Some(u)) => (u + 0.0).to_bits(),
             _ => 0,
@@ -199,7 +202,7 @@ pub fn cheapest_first(
             .collect()
     });
     let priced = priced(costs.iter().filter_map(|c| c.as_ref().ok()));
-    let mut order: Vec<((u64, u32, u32, u32), usize, Cost)> = costs
+    let mut order: Vec<(CostKey, usize, Cost)> = costs
         .iter()
         .enumerate()
         .filter_map(|(p, c)| c.as_ref().ok().map(|&c| (c.key(priced), p, c)))
@@ -212,32 +215,33 @@ pub fn cheapest_first(
     }
     order.sort_unstable_by_key(|o| (o.0, o.1));
     // One point's rows: its seeds in order, up to the first that misses [slo].
-    let point = |&(_, p, cost): &((u64, u32, u32, u32), usize, Cost)| -> Result<Vec<(usize, SweepRow)>, PlanError> {
-        let mut rows = Vec::new();
-        for k in 0..n {
-            let i = p * n + k;
-            let row = run_row(i)?;
-            assert!(
-                row.error.is_some()
-                    || (row.gpus, row.nodes, row.billed_gpus)
-                        == (Some(cost.gpus), Some(cost.nodes), Some(cost.billed_gpus)),
-                "point {p} seed {}: the run used {:?} GPUs on {:?} nodes ({:?} billed) but its placement gave {} on {} ({} billed); the search's order is wrong",
-                grid.seeds[k],
-                row.gpus,
-                row.nodes,
-                row.billed_gpus,
-                cost.gpus,
-                cost.nodes,
-                cost.billed_gpus
-            );
-            let met = row.slo_met == Some(true);
-            rows.push((i, row));
-            if !met {
-                break;
+    let point =
+        |&(_, p, cost): &(CostKey, usize, Cost)| -> Result<Vec<(usize, SweepRow)>, PlanError> {
+            let mut rows = Vec::new();
+            for k in 0..n {
+                let i = p * n + k;
+                let row = run_row(i)?;
+                assert!(
+                    row.error.is_some()
+                        || (row.gpus, row.nodes, row.billed_gpus)
+                            == (Some(cost.gpus), Some(cost.nodes), Some(cost.billed_gpus)),
+                    "point {p} seed {}: the run used {:?} GPUs on {:?} nodes ({:?} billed) but its placement gave {} on {} ({} billed); the search's order is wrong",
+                    grid.seeds[k],
+                    row.gpus,
+                    row.nodes,
+                    row.billed_gpus,
+                    cost.gpus,
+                    cost.nodes,
+                    cost.billed_gpus
+                );
+                let met = row.slo_met == Some(true);
+                rows.push((i, row));
+                if !met {
+                    break;
+                }
             }
-        }
-        Ok(rows)
-    };
+            Ok(rows)
+        };
     let mut kept = Vec::new();
     let mut past = 0;
     for batch in order.chunks(jobs.max(1)) {
@@ -533,8 +537,9 @@ pub fn max_rate(base: &Base, grid: &Grid, p: usize, key: &str, s: RateSearch) ->
         let mut rows = Vec::new();
         let mut ok = true;
         for seed in 0..n {
+            // Last, so it wins over a `--set` of the rate (which gave the start).
             let mut sets = grid.sets_of(p * n + seed);
-            sets.insert(0, format!("{key}={}", rate_value(rate)));
+            sets.push(format!("{key}={}", rate_value(rate)));
             let sc = base.with(&sets).map_err(|e| e.to_string())?;
             let (sum, stop) =
                 super::summarize_until(&sc, s.early_stop).map_err(|e| e.to_string())?;
@@ -971,6 +976,36 @@ mod tests {
         assert_eq!(cheapest(&vs).map(|v| v.point), Some(2));
         // A point with a seed missing is never met, even if the seeds it has are.
         assert!(!verdicts(&g, &[(4, row(true))])[0].meets_slo);
+    }
+
+    #[test]
+    fn the_ladder_search_finds_a_scans_answer_in_few_steps() {
+        for tol in [0.02, 0.1, 0.5] {
+            let l = Ladder::new(10.0, tol);
+            assert!(l.rate(l.top) <= MAX_PLAN_RATE && l.rate(l.top + 1) > MAX_PLAN_RATE);
+            assert!(l.rate(l.bottom) >= 10.0 * 1e-3 && l.rate(l.bottom - 1) < 10.0 * 1e-3);
+            assert_eq!(l.rate(0), 10.0);
+            for k in l.bottom..l.top {
+                assert!(l.rate(k + 1) > l.rate(k), "rungs rise");
+            }
+            // Every threshold, from below the bottom to past the top.
+            for limit in (l.bottom - 1..=l.top).step_by(7) {
+                let s = search_ladder(&l, 64, |k| Ok::<_, ()>(k <= limit)).unwrap();
+                // A scan of every rung: the highest that passes, the next one failing.
+                let scan_pass = (l.bottom..=l.top).filter(|&k| k <= limit).max();
+                let scan_fail = (l.bottom..=l.top).find(|&k| k > limit);
+                assert_eq!(s.pass, scan_pass, "tol {tol}, limit {limit}");
+                if scan_pass.is_some() {
+                    assert_eq!(s.fail, scan_fail, "tol {tol}, limit {limit}");
+                }
+                assert!(!s.out_of_steps);
+                let mut asked: Vec<i32> = s.tried.iter().map(|t| t.0).collect();
+                asked.sort_unstable();
+                asked.dedup();
+                assert_eq!(asked.len(), s.tried.len(), "no rung asked twice");
+                assert!(s.tried.len() <= 45, "tol {tol}: {} steps", s.tried.len());
+            }
+        }
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! the cheapest point and no cheaper point meets `[slo]`; `best.toml` runs from where it is
 //! written and meets `[slo]` on fresh seeds; `--max-rate` brackets each point's limit; the
 //! summary's nulls, SLO verdict, colocated servers, paired lengths and stale-file removal.
+//! Issue 24: whole-node billing orders the search and is shown where the plan is; a run stopped
+//! once `[slo]` is lost keeps the verdict and the answer; `--max-rate` gallops and bisects to
+//! the answer a rung-by-rung scan gives; the plan report is a plan's; `k8s.yaml` is the launch
+//! lines as LeaderWorkerSets.
 
 mod common;
 
@@ -281,12 +285,16 @@ fn plan_picks_the_cheapest_point_and_best_toml_holds_on_fresh_seeds() {
             serde_json::from_slice(&bytes(&run_out, "summary.json")).unwrap();
         assert_eq!(s["slo"]["met"], true, "seed {seed}: {}", s["slo"]);
     }
-    // The sweep report opens with the plan's answer.
+    // The report is the plan's, opening with its answer.
     let html = String::from_utf8(bytes(&o, "index.html")).unwrap();
-    assert!(html.contains("Cheapest point meeting [slo]"));
+    assert!(html.contains("<title>pdsim plan: the cheapest deployment for 14 req/s"));
+    assert!(
+        html.contains("meets [slo] on all 2 seeds at 14 req/s"),
+        "the answer first"
+    );
     assert!(
         html.matches("<svg").count() >= 4,
-        "latency ×2, Pareto, heatmap"
+        "latency ×2, Pareto, the split map"
     );
 }
 
@@ -948,4 +956,554 @@ fn a_search_writes_the_same_bytes_on_any_number_of_jobs() {
             assert_eq!(bytes(&outs[0], f), bytes(o, f), "{f} differs with --jobs");
         }
     }
+}
+
+const PLAN70B: &str = "scenarios/plan/llama70b-azure-conv.toml";
+const GRID70B: [&str; 8] = [
+    "--vary",
+    "pools.prefill.instances=1,2,3,4",
+    "--vary",
+    "pools.decode.instances=1,2,3,4",
+    "--vary",
+    "pools.prefill.server.tp_size=4,8",
+    "--vary",
+    "pools.decode.server.tp_size=4,8",
+];
+
+/// `pdsim plan` of the README's 70B question into `o` with `extra` arguments; its plan.json.
+fn plan70b(o: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "plan", PLAN70B, "--rate", "20", "--jobs", "2", "-q", "--out",
+    ];
+    args.push(o.to_str().unwrap());
+    args.extend(GRID70B);
+    args.extend(extra);
+    ok(&args);
+    serde_json::from_slice(&bytes(o, "plan.json")).expect("plan.json is JSON")
+}
+
+fn values(best: &serde_json::Value) -> Vec<(String, String)> {
+    best["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|kv| {
+            (
+                kv[0].as_str().unwrap().into(),
+                kv[1].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
+/// `hardware.billing = "node"` prices every GPU of the nodes a point spans: the 70B answer
+/// under GPU billing (20 GPUs on 3 nodes, 4 idle) costs as much as 24 GPUs there, and the
+/// search, ordering by the billed cost, picks a point that puts all 24 to work. The full grid
+/// agrees; no point with a smaller bill meets `[slo]`; plan.json, launch.txt, the report and
+/// a run's summary show nodes, idle GPUs and what is billed. A bad value is exit 2 naming
+/// the key and the valid values.
+#[test]
+fn whole_node_billing_prices_idle_gpus_and_orders_the_search() {
+    let d = tmpdir("plan-billing");
+    let by_gpu = plan70b(&d.join("gpu"), &[]);
+    let node = ["--set", "hardware.billing=\"node\""];
+    let by_node = plan70b(&d.join("node"), &node);
+    let full: Vec<&str> = node.iter().copied().chain(["--full-grid"]).collect();
+    let by_node_full = plan70b(&d.join("node-full"), &full);
+    assert_eq!(by_gpu["billing"], "gpu");
+    assert_eq!(by_node["billing"], "node");
+    let (g, n) = (&by_gpu["best"], &by_node["best"]);
+    assert!(
+        g["idle_gpus"].as_u64().unwrap() > 0,
+        "GPU billing's answer leaves GPUs idle: {g}"
+    );
+    assert_eq!(g["billed_gpus"], g["gpus"]);
+    assert_ne!(values(g), values(n), "billing by node changes the answer");
+    assert_eq!(
+        by_node_full["best"], by_node["best"],
+        "the search is the full grid's"
+    );
+    for b in [g, n] {
+        let billed = b["billed_gpus"].as_u64().unwrap();
+        assert_eq!(b["usd_per_hour"].as_f64().unwrap(), 2.5 * billed as f64);
+    }
+    let nodes = n["nodes"].as_u64().unwrap();
+    assert_eq!(n["billed_gpus"].as_u64().unwrap(), 8 * nodes);
+    // The node answer bills what the GPU answer's nodes would cost, and uses them all.
+    assert_eq!(
+        n["billed_gpus"].as_u64().unwrap(),
+        8 * g["nodes"].as_u64().unwrap()
+    );
+    assert!(n["gpus"].as_u64() > g["gpus"].as_u64());
+    // Independently of the planner: every point billed less fails on some seed.
+    let rows = read_csv(&d.join("node-full/sweep.csv"));
+    let bill = n["billed_gpus"].as_u64().unwrap();
+    let mut cheaper = 0;
+    for r in &rows {
+        let b: u64 = r["billed_gpus"].parse().unwrap();
+        let (gpus, nds): (u64, u64) = (r["gpus"].parse().unwrap(), r["nodes"].parse().unwrap());
+        assert_eq!(b, 8 * nds, "node billing: {r:?}");
+        assert_eq!(r["idle_gpus"].parse::<u64>().unwrap(), 8 * nds - gpus);
+        if b < bill {
+            cheaper += 1;
+            let point: Vec<&String> = GRID70B[1..]
+                .iter()
+                .step_by(2)
+                .map(|a| &r[a.split('=').next().unwrap()])
+                .collect();
+            let seeds: Vec<_> = rows
+                .iter()
+                .filter(|q| {
+                    GRID70B[1..]
+                        .iter()
+                        .step_by(2)
+                        .map(|a| &q[a.split('=').next().unwrap()])
+                        .eq(point.iter().copied())
+                })
+                .collect();
+            assert!(
+                seeds.iter().any(|q| q["slo_met"] == "false"),
+                "{point:?} is billed less and meets [slo]"
+            );
+        }
+    }
+    assert!(
+        cheaper > 0,
+        "points billed less exist (else the test proves nothing)"
+    );
+    // launch.txt and the report say which nodes are used, what idles and what is billed.
+    let launch = String::from_utf8(bytes(&d.join("gpu"), "launch.txt")).unwrap();
+    assert!(
+        launch.contains("# nodes used: 3 (node0, node1, node2); GPUs used 20 of 24, idle 4"),
+        "{launch}"
+    );
+    assert!(launch.contains("# billed per GPU"), "{launch}");
+    let launch = String::from_utf8(bytes(&d.join("node"), "launch.txt")).unwrap();
+    assert!(
+        launch.contains("# billed per node (hardware.billing = \"node\")"),
+        "{launch}"
+    );
+    let html = String::from_utf8(bytes(&d.join("node"), "index.html")).unwrap();
+    assert!(
+        html.contains("billed per node"),
+        "the report says what is billed"
+    );
+    // A run's summary prices whole nodes too.
+    let o = d.join("run");
+    ok(&[
+        "run",
+        PLAN70B,
+        "-q",
+        "--summary-only",
+        "--set",
+        "hardware.billing=\"node\"",
+        "--set",
+        "pools.prefill.instances=3",
+        "--set",
+        "run.duration_s=10",
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    let s: serde_json::Value = serde_json::from_slice(&bytes(&o, "summary.json")).unwrap();
+    let c = &s["cluster"];
+    assert_eq!(c["gpus"], 20);
+    assert_eq!(c["node_billing"]["billed_gpus"], 24, "{c}");
+    assert_eq!(c["node_billing"]["idle_gpus"], 4, "{c}");
+    assert_eq!(c["usd_per_hour"].as_f64(), Some(60.0), "{c}");
+    // Without the key the summary has no node_billing (existing results are unchanged).
+    let o = d.join("run-gpu");
+    ok(&[
+        "run",
+        PLAN70B,
+        "-q",
+        "--summary-only",
+        "--set",
+        "run.duration_s=10",
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    let s: serde_json::Value = serde_json::from_slice(&bytes(&o, "summary.json")).unwrap();
+    assert!(
+        s["cluster"].get("node_billing").is_none(),
+        "{}",
+        s["cluster"]
+    );
+    // A bad value names the key and what is valid.
+    let (code, _, err) = pdsim(&["run", PLAN70B, "-q", "--set", "hardware.billing=\"nodes\""]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("hardware.billing") && err.contains("\"gpu\"") && err.contains("\"node\""),
+        "{err}"
+    );
+}
+
+/// Stopping a run once `[slo]` can no longer be met changes no verdict and no answer: on the
+/// 70B grid run whole (`--full-grid`), every row's `slo_met` is the same with and without
+/// `--no-early-stop`, the rows that met `[slo]` are byte for byte the same, many rows stopped
+/// (else this proves nothing) and each names a target it lost; the plan's answer is the same.
+#[test]
+fn runs_stopped_once_the_slo_is_lost_keep_every_verdict_and_the_answer() {
+    let d = tmpdir("plan-early");
+    let early = plan70b(&d.join("early"), &["--full-grid"]);
+    let whole = plan70b(&d.join("whole"), &["--full-grid", "--no-early-stop"]);
+    assert_eq!(early["best"]["values"], whole["best"]["values"]);
+    assert_eq!(
+        early["best"]["seeds"], whole["best"]["seeds"],
+        "the answer's rows are whole runs"
+    );
+    assert!(early["early_stop"] == true && whole["early_stop"] == false);
+    assert_eq!(whole["runs_stopped_early"], 0);
+    let (a, b) = (
+        read_csv(&d.join("early/sweep.csv")),
+        read_csv(&d.join("whole/sweep.csv")),
+    );
+    assert_eq!(a.len(), b.len());
+    let mut stopped = 0;
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x["slo_met"], y["slo_met"], "{x:?}\n{y:?}");
+        if x["stopped_early_at_s"].is_empty() {
+            assert_eq!(x, y, "a run that was not stopped is the whole run");
+        } else {
+            stopped += 1;
+            assert_eq!(x["slo_met"], "false");
+            let t: f64 = x["stopped_early_at_s"].parse().unwrap();
+            assert!(t < 240.0, "stopped before the run's end: {t}");
+            // What it names as lost, the whole run misses.
+            for k in x["slo_missed"].split(' ') {
+                assert!(
+                    y["slo_missed"].split(' ').any(|m| m == k),
+                    "{k} lost early but met whole: {y:?}"
+                );
+            }
+        }
+    }
+    assert_eq!(early["runs_stopped_early"].as_u64(), Some(stopped));
+    assert!(stopped >= 20, "{stopped} runs stopped early");
+}
+
+/// The same, run by run, over the kinds of target and workload: percentile targets and
+/// per-request thresholds with `attainment_min` (its default too), a Poisson arrival cut by
+/// the duration, one cut by `max_requests`, a trace — the verdict with early stop equals the
+/// whole run's every time, and a run that meets `[slo]` is byte for byte the same summary.
+#[test]
+fn the_early_stop_is_exact_run_by_run() {
+    let mut stopped = 0;
+    let mut cases = 0;
+    let slos: [&[&str]; 4] = [
+        &["slo.ttft_p99_ms=600", "slo.tpot_p99_ms=40"],
+        &["slo.ttft_p90_ms=300"],
+        &["slo.tpot_p50_ms=20", "slo.ttft_p50_ms=200"],
+        &[
+            "slo.ttft_ms=500",
+            "slo.tpot_ms=40",
+            "slo.attainment_min=0.95",
+        ],
+    ];
+    let workloads: [&[&str]; 2] = [
+        &["run.duration_s=20"],
+        &["run.duration_s=60", "run.max_requests=300"],
+    ];
+    for slo in slos {
+        for w in workloads {
+            for rate in ["10", "45", "90"] {
+                for seed in ["1", "2"] {
+                    let mut sets: Vec<String> = vec![
+                        "run.drain_timeout_s=60".into(),
+                        format!("workload.arrival.rate_per_s={rate}"),
+                        format!("run.seed={seed}"),
+                    ];
+                    sets.extend(w.iter().chain(slo).map(|s| s.to_string()));
+                    let sc =
+                        pdsim::scenario::load(&repo().join("scenarios/quickstart.toml"), &sets)
+                            .unwrap();
+                    let (whole, none) = pdsim::plan::summarize_until(&sc, false).unwrap();
+                    let (cut, at) = pdsim::plan::summarize_until(&sc, true).unwrap();
+                    assert!(none.is_none());
+                    assert_eq!(whole.slo.met, cut.slo.met, "{sets:?}");
+                    if at.is_some() {
+                        stopped += 1;
+                        assert_eq!(whole.slo.met, Some(false), "{sets:?}");
+                    } else {
+                        assert_eq!(whole, cut, "{sets:?}: not stopped, the same run");
+                    }
+                    cases += 1;
+                }
+            }
+        }
+    }
+    // A trace (Azure code), replayed at a rate the cluster holds and at one it does not.
+    for rate in ["2", "20"] {
+        let sets = vec![
+            format!("workload.trace.rate_per_s={rate}"),
+            "run.duration_s=30".to_string(),
+            "run.drain_timeout_s=60".to_string(),
+            "slo.ttft_p99_ms=2000".to_string(),
+        ];
+        let sc = pdsim::scenario::load(&repo().join("scenarios/trace-azure-code.toml"), &sets)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (whole, _) = pdsim::plan::summarize_until(&sc, false).unwrap();
+        let (cut, at) = pdsim::plan::summarize_until(&sc, true).unwrap();
+        assert_eq!(whole.slo.met, cut.slo.met, "trace at {rate}");
+        stopped += usize::from(at.is_some());
+        cases += 1;
+    }
+    assert!(
+        stopped >= cases / 4 && stopped < cases,
+        "{stopped} of {cases} stopped: both kinds must occur"
+    );
+}
+
+/// `--max-rate` gallops and bisects over the rate ladder (rungs `1 + tolerance` apart), and
+/// gives what a scan of every rung gives: a sweep over the rungs around each point's answer
+/// passes up to `max_rate_per_s` and fails from `fails_at_rate_per_s` on. It takes fewer runs
+/// than the rung-by-rung scan from the starting rate (plan.json's `runs` and `ladder_runs`),
+/// and its output names every key.
+#[test]
+fn max_rate_searches_to_the_answer_of_a_scan_of_every_rate() {
+    let d = tmpdir("plan-max-ladder");
+    let o = d.join("m");
+    let common = [
+        "--seeds",
+        "1",
+        "--set",
+        "run.duration_s=20",
+        "--set",
+        "slo.ttft_p99_ms=600",
+        "--set",
+        "workload.arrival.rate_per_s=2",
+    ];
+    let mut args = vec![
+        "plan",
+        "scenarios/quickstart.toml",
+        "--max-rate",
+        "--tolerance",
+        "0.05",
+        "--jobs",
+        "2",
+    ];
+    args.extend(common);
+    args.extend([
+        "--vary",
+        "pools.decode.instances=1,2",
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    let out = ok(&args);
+    assert!(
+        out.contains("pools.decode.instances=1 —") && out.contains("pools.decode.instances=2 —"),
+        "{out}"
+    );
+    assert!(!out.contains("  ["), "no bare values: {out}");
+    let plan: serde_json::Value = serde_json::from_slice(&bytes(&o, "plan.json")).unwrap();
+    let (runs, ladder) = (
+        plan["runs"].as_u64().unwrap(),
+        plan["ladder_runs"].as_u64().unwrap(),
+    );
+    eprintln!("max-rate: {runs} runs, a rung-by-rung scan {ladder}");
+    assert!(runs < ladder, "{runs} runs vs {ladder} for the scan");
+    assert_eq!(plan["points"][1]["values"][0][0], "pools.decode.instances");
+    let ladder = pdsim::plan::search::Ladder::new(2.0, 0.05);
+    let rows = read_csv(&o.join("plan.csv"));
+    for r in &rows {
+        let pass: f64 = r["max_rate_per_s"].parse().unwrap();
+        let fail: f64 = r["fails_at_rate_per_s"].parse().unwrap();
+        let k = (ladder.bottom..=ladder.top)
+            .find(|&k| ladder.rate(k) == pass)
+            .expect("the answer is a rung");
+        assert_eq!(ladder.rate(k + 1), fail, "adjacent rungs");
+        // The exhaustive way: every rung from 5 below to 5 above, each run whole.
+        let rungs: Vec<String> = (k - 5..=k + 5)
+            .map(|j| pdsim::plan::search::rate_value(ladder.rate(j)))
+            .collect();
+        let s = d.join(format!("scan-{}", r["pools.decode.instances"]));
+        let vary = format!("workload.arrival.rate_per_s={}", rungs.join(","));
+        let inst = format!("pools.decode.instances={}", r["pools.decode.instances"]);
+        let mut args = vec![
+            "sweep",
+            "scenarios/quickstart.toml",
+            "-q",
+            "--jobs",
+            "2",
+            "--vary",
+            &vary,
+            "--set",
+            &inst,
+        ];
+        args.extend(common[..6].iter().copied());
+        args.extend(["--out", s.to_str().unwrap()]);
+        ok(&args);
+        let scan = read_csv(&s.join("sweep.csv"));
+        assert_eq!(scan.len(), 11);
+        for (j, q) in scan.iter().enumerate() {
+            let want = if j <= 5 { "true" } else { "false" };
+            assert_eq!(
+                q["slo_met"],
+                want,
+                "rung {} ({}): {q:?}",
+                k - 5 + j as i32,
+                rungs[j]
+            );
+        }
+    }
+}
+
+/// The plan report is a plan's: titled so, every point run labelled with its values, a
+/// point marked as meeting `[slo]` exactly when its rows do (the one evaluator, not goodput),
+/// the cost columns in a table that scrolls rather than cuts, and the points against the
+/// trend explained by the pool that binds. A sweep's report stays a sweep's.
+#[test]
+fn the_plan_report_labels_colours_and_explains_every_point() {
+    let d = tmpdir("plan-report");
+    let o = d.join("full");
+    let plan = plan70b(&o, &["--full-grid"]);
+    let html = String::from_utf8(bytes(&o, "index.html")).unwrap();
+    let title = &html[html.find("<title>").unwrap()..html.find("</title>").unwrap()];
+    assert!(
+        title.contains("pdsim plan") && !title.contains("sweep"),
+        "{title}"
+    );
+    let rows = read_csv(&o.join("sweep.csv"));
+    let label = |r: &BTreeMap<String, String>| {
+        format!(
+            "{}P·tp{} {}D·tp{}",
+            r["pools.prefill.instances"],
+            r["pools.prefill.server.tp_size"],
+            r["pools.decode.instances"],
+            r["pools.decode.server.tp_size"]
+        )
+    };
+    let mut met = BTreeMap::new();
+    for r in &rows {
+        let e = met.entry(label(r)).or_insert(true);
+        *e &= r["slo_met"] == "true";
+    }
+    assert_eq!(met.len(), 64);
+    for (l, m) in &met {
+        // Each chart labels it (TTFT, TPOT), and so does the table.
+        assert!(
+            html.matches(&format!("\n{l}  (")).count() >= 2,
+            "{l} is labelled on the charts"
+        );
+        let row = "<td class=\"lab\" title=";
+        let at = html
+            .find(&format!("\">{l}</td>"))
+            .unwrap_or_else(|| panic!("{l} in the table"));
+        let tr = &html[html[..at].rfind("<tr").unwrap()..at];
+        assert!(tr.contains(row));
+        assert_eq!(
+            tr.contains("class=\"met\""),
+            *m,
+            "{l}: the table's verdict is the rows'"
+        );
+    }
+    assert!(met.values().any(|m| *m) && met.values().any(|m| !*m));
+    assert!(html.contains("<div class=\"scroll\"><table>") && html.contains("<th>$/hour</th>"));
+    assert!(
+        html.contains("<h2>Against the trend</h2>") && html.contains("binds: prefill (compute)"),
+        "outliers explained"
+    );
+    assert!(html.contains(&format!(
+        "{} runs of the full grid's {}",
+        plan["runs"], plan["grid_runs"]
+    )));
+    // A sweep's report is titled a sweep.
+    let s = d.join("sweep");
+    sweep(&s, &[]);
+    let html = String::from_utf8(bytes(&s, "index.html")).unwrap();
+    assert!(html.contains("<title>pdsim sweep: scenarios/quickstart.toml</title>"));
+}
+
+/// `k8s.yaml` is the deployment of `launch.txt` as Kubernetes objects: one LeaderWorkerSet
+/// per pool with a replica per instance and the instance's GPUs per pod, each server's
+/// arguments those of its launch line (but the per-host port and GPU offset), and the router
+/// Deployment naming every instance by its LWS pod's DNS name.
+#[test]
+fn kubernetes_manifests_are_the_launch_lines_as_leader_worker_sets() {
+    let d = tmpdir("plan-k8s");
+    let plan = plan70b(&d, &[]);
+    assert_eq!(plan["kubernetes"], "k8s.yaml");
+    let yaml = String::from_utf8(bytes(&d, "k8s.yaml")).unwrap();
+    let launch = String::from_utf8(bytes(&d, "launch.txt")).unwrap();
+    let docs: Vec<&str> = yaml.split("\n---\n").skip(1).collect();
+    let kinds: Vec<&str> = docs.iter().map(|d| d.lines().nth(1).unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "kind: \"LeaderWorkerSet\"",
+            "kind: \"LeaderWorkerSet\"",
+            "kind: \"Deployment\"",
+            "kind: \"Service\""
+        ]
+    );
+    let best = values(&plan["best"])
+        .into_iter()
+        .collect::<BTreeMap<_, _>>();
+    let lines: Vec<&str> = pdsim::plan::launch::commands(&launch).collect();
+    // The command of a document: its `- "word"` lines under `command:`.
+    let command = |doc: &str| -> Vec<String> {
+        let mut out = Vec::new();
+        let mut inside = false;
+        for l in doc.lines() {
+            let t = l.trim_start();
+            if t == "command:" {
+                inside = true;
+            } else if inside && let Some(w) = t.strip_prefix("- \"") {
+                out.push(serde_json::from_str::<String>(&format!("\"{w}")).unwrap());
+            } else if inside {
+                break;
+            }
+        }
+        out
+    };
+    let strip = |words: Vec<String>| -> Vec<String> {
+        // The per-host values: ports and the GPU offset differ by design.
+        let mut out = Vec::new();
+        let mut skip = false;
+        for w in words {
+            if skip {
+                skip = false;
+                continue;
+            }
+            if ["--port", "--base-gpu-id", "--disaggregation-bootstrap-port"].contains(&w.as_str())
+            {
+                skip = true;
+                continue;
+            }
+            out.push(w);
+        }
+        out
+    };
+    for (doc, role) in docs[..2].iter().zip(["prefill", "decode"]) {
+        let n = &best[&format!("pools.{role}.instances")];
+        let tp = &best[&format!("pools.{role}.server.tp_size")];
+        assert!(doc.contains(&format!("\n  replicas: {n}\n")), "{doc}");
+        assert!(doc.contains("    size: 1\n"), "TP {tp} fits a node: {doc}");
+        assert!(doc.contains(&format!("nvidia.com/gpu: \"{tp}\"")), "{doc}");
+        let line = lines
+            .iter()
+            .find(|l| l.contains(&format!("--disaggregation-mode {role}")))
+            .unwrap();
+        let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+        assert_eq!(
+            strip(command(doc)),
+            strip(words),
+            "{role}: the launch line's arguments"
+        );
+    }
+    let router = command(docs[2]);
+    let prefill = router.iter().filter(|w| *w == "--prefill").count();
+    let decode = router.iter().filter(|w| *w == "--decode").count();
+    assert_eq!(prefill.to_string(), best["pools.prefill.instances"]);
+    assert_eq!(decode.to_string(), best["pools.decode.instances"]);
+    assert!(
+        router.contains(
+            &"http://llama70b-azure-conv-decode-1.llama70b-azure-conv-decode:30000".to_string()
+        ),
+        "{router:?}"
+    );
+    let line = lines.last().unwrap();
+    assert!(
+        line.ends_with(router.last().unwrap()),
+        "the same policy: {line}"
+    );
 }

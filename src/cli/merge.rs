@@ -68,7 +68,7 @@ pub fn run(args: &MergeArgs) -> Result<(), CliError> {
         ..first
     };
     let out = OutDir::open(&args.out, "merge", &SWEEP_FILES, false)?;
-    write_sweep(out.staging(), &m, &merged).map_err(|e| out.rename_error(e))?;
+    write_sweep(out.staging(), &m, &merged, None).map_err(|e| out.rename_error(e))?;
     out.install(&["sweep.json"])?;
     if !args.quiet {
         super::print_out(&format!(

@@ -59,6 +59,11 @@ pub struct PlanArgs {
     /// answer is byte-identical to an uninterrupted plan's.
     #[arg(long)]
     pub resume: bool,
+    /// Run every simulation to its end: by default a run stops as soon as `[slo]` can no longer
+    /// be met (the same verdicts and answer; its row's other figures then cover the requests up
+    /// to the stop, and `stopped_early_at_s` says when).
+    #[arg(long)]
+    pub no_early_stop: bool,
 }
 
 /// Runs `pdsim plan`.
@@ -75,7 +80,14 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         }
         fixed.push(format!("{key}={}", search::rate_value(r)));
     }
-    let (grid, sc) = grid_of(&base, &args.vary, args.seeds, fixed, args.rate.map(|_| key))?;
+    let (grid, sc) = grid_of(
+        &base,
+        &args.vary,
+        args.seeds,
+        fixed,
+        Some(key),
+        args.max_rate,
+    )?;
     if !args.quiet {
         for n in &sc.notes {
             note(&format!("warning: {n}"));
@@ -97,19 +109,25 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     out.keep_staging_on_failure();
     if args.max_rate {
         let text = max_rate(args, &base, &m, &sc, key, jobs, &out, started)?;
-        out.install(&["plan.csv"])?;
+        out.install(&["plan.csv", "plan.json"])?;
         return match args.quiet {
             true => Ok(()),
             false => super::print_out(&text),
         };
     }
     let rate = args.rate.expect("clap requires --rate without --max-rate");
-    let question = format!("plan --rate {}", search::rate_value(rate));
+    let early = !args.no_early_stop;
+    // Early-stopped rows differ from whole runs beyond the verdict: a resume must not mix them.
+    let question = format!(
+        "plan --rate {}{}",
+        search::rate_value(rate),
+        if early { "" } else { " --no-early-stop" }
+    );
     // Rows are pure functions of the grid and their index, so the journal is the same whether
     // the grid is searched or run whole: a resumed plan may switch between the two.
     let (indexed, past) = if args.full_grid {
         let all: Vec<usize> = (0..grid.rows()).collect();
-        let rows = durable_rows(&out, &base, &m, &all, jobs, args.resume, &question)?;
+        let rows = durable_rows(&out, &base, &m, &all, jobs, args.resume, &question, early)?;
         plan::all_infeasible(&rows)?;
         (all.into_iter().zip(rows).collect::<Vec<_>>(), 0)
     } else {
@@ -118,18 +136,19 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
             if let Some(r) = done.get(&i) {
                 return Ok(r.clone());
             }
-            let row = plan::run_row(&base, &grid, i)?;
+            let row = plan::run_row_until(&base, &grid, i, early)?;
             journal.record(i, &plan::sweep_csv(&grid, &[(i, row.clone())])?)?;
             Ok(row)
         };
         search::cheapest_first(&base, &grid, jobs, &run_row)?
     };
     let stage = out.staging().to_path_buf();
-    write_sweep(&stage, &m, &indexed).map_err(|e| out.rename_error(e))?;
     let vs = search::verdicts(&grid, &indexed);
     let best = search::cheapest(&vs).cloned();
     let mut best_toml = None;
     let mut launch = None;
+    let mut kubernetes = None;
+    let mut planned = None;
     if let Some(b) = &best {
         let mut sets = grid.fixed.clone();
         sets.extend(b.values.iter().map(|(k, v)| format!("{k}={v}")));
@@ -139,21 +158,33 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
             .map(|(k, v)| format!("#   {k} = {v}\n"))
             .collect();
         let header = format!(
-            "# Written by `pdsim plan --rate {rate}` from {}: the cheapest grid point ({} GPUs on {} nodes)\n# that met [slo] on seeds {:?}. Chosen values:\n{chosen}# Relative paths are relative to this file.\n\n",
+            "# Written by `pdsim plan --rate {rate}` from {}: the cheapest grid point ({} GPUs on {} nodes, {} billed)\n# that met [slo] on seeds {:?}. Chosen values:\n{chosen}# Relative paths are relative to this file.\n\n",
             args.scenario.display(),
             b.gpus.unwrap_or(0),
             b.nodes.unwrap_or(0),
+            b.billed_gpus.unwrap_or(0),
             grid.seeds
         );
         let text = search::best_toml(&base, &sets, &dir, &header)?;
         write(&stage, "best.toml", text.as_bytes())?;
         best_toml = Some("best.toml".to_string());
         // The deployment of that point: what was simulated is what is launched.
-        let planned = crate::scenario::from_str(&text, &dir.join("best.toml"), &[])?;
-        let lines = crate::plan::launch::launch_text(&planned);
-        write(&dir, "launch.txt", lines.as_bytes())?;
+        let sc = crate::scenario::from_str(&text, &dir.join("best.toml"), &[])?;
+        let lines = crate::plan::launch::launch_text(&sc);
+        write(&stage, "launch.txt", lines.as_bytes())?;
         launch = Some("launch.txt".to_string());
+        write(
+            &stage,
+            "k8s.yaml",
+            crate::plan::k8s::k8s_yaml(&sc).as_bytes(),
+        )?;
+        kubernetes = Some("k8s.yaml".to_string());
+        planned = Some(sc);
     }
+    let stopped = indexed
+        .iter()
+        .filter(|r| r.1.stopped_early_at_s.is_some())
+        .count();
     let answer = PlanAnswer {
         scenario: args.scenario.display().to_string(),
         rate_per_s: rate,
@@ -165,6 +196,9 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
             "cheapest_first"
         }
         .to_string(),
+        billing: sc.billing.as_str().to_string(),
+        early_stop: early,
+        runs_stopped_early: stopped,
         points: vs.len(),
         grid_points: grid.points(),
         runs: indexed.len(),
@@ -173,14 +207,23 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         best: best.clone(),
         best_toml,
         launch,
+        kubernetes,
     };
+    let context = crate::plan::report::PlanContext {
+        answer: &answer,
+        gpus_per_node: sc.gpus_per_node,
+        placement: planned
+            .as_ref()
+            .map(|p| crate::plan::launch::nodes_comment(p, &crate::config::capacity::place(p))),
+    };
+    write_sweep(&stage, &m, &indexed, Some(&context)).map_err(|e| out.rename_error(e))?;
     let json = serde_json::to_string_pretty(&answer).expect("a plan serializes") + "\n";
     write(&stage, "plan.json", json.as_bytes())?;
     out.install(&["sweep.json", "plan.json"])?;
     if !args.quiet {
         let head = match &best {
             Some(b) => format!(
-                "cheapest point meeting [slo] at {rate} req/s on {} seeds: {} — {} GPUs on {} nodes{}",
+                "cheapest point meeting [slo] at {rate} req/s on {} seeds: {} — {} GPUs on {} node{}{}{}",
                 grid.seeds.len(),
                 b.values
                     .iter()
@@ -189,14 +232,21 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
                     .join(" "),
                 b.gpus.unwrap_or(0),
                 b.nodes.unwrap_or(0),
-                b.seeds[0]
-                    .usd_per_hour
+                if b.nodes == Some(1) { "" } else { "s" },
+                match (b.idle_gpus, sc.billing) {
+                    (Some(0) | None, _) => String::new(),
+                    (Some(i), crate::config::Billing::Node) => {
+                        format!(" ({i} idle, billed: hardware.billing = \"node\")")
+                    }
+                    (Some(i), crate::config::Billing::Gpu) => format!(" ({i} idle, not billed)"),
+                },
+                b.usd_per_hour
                     .map_or(String::new(), |c| format!(", ${c:.2}/hour"))
             ),
             None => format!("no grid point meets [slo] at {rate} req/s on every seed"),
         };
         super::print_out(&format!(
-            "plan: {head}\n  {} of {} points run meet it; {} runs of the grid's {} ({} of {} points{}){} in {:.1} s; results in {}\n",
+            "plan: {head}\n  {} of {} points run meet it; {} runs of the grid's {} ({} of {} points{}{}){} in {:.1} s; results in {}\n",
             answer.points_meeting_slo,
             answer.points,
             answer.runs,
@@ -207,6 +257,11 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
                 ""
             } else {
                 ", cheapest first"
+            },
+            if stopped > 0 {
+                format!("; {stopped} runs stopped once [slo] was lost")
+            } else {
+                String::new()
             },
             if past > 0 {
                 format!(" (+{past} past the answer in its batch, not kept)")
@@ -234,10 +289,11 @@ fn max_rate(
     started: Instant,
 ) -> Result<String, CliError> {
     let grid = &m.grid;
-    if !(args.tolerance > 0.0 && args.tolerance < 1.0) {
+    if !(args.tolerance >= search::MIN_RATE_TOLERANCE && args.tolerance < 1.0) {
         return Err(CliError::Usage(format!(
-            "--tolerance {}: must be in (0, 1), e.g. 0.02",
-            args.tolerance
+            "--tolerance {}: must be in [{}, 1), e.g. 0.02 (adjacent rates of the search differ by 1 + tolerance)",
+            args.tolerance,
+            search::MIN_RATE_TOLERANCE
         )));
     }
     let start = sc
@@ -251,12 +307,14 @@ fn max_rate(
     let s = RateSearch {
         start,
         rel_tol: args.tolerance,
-        max_steps: 24,
+        max_steps: 64,
+        early_stop: !args.no_early_stop,
     };
     let question = format!(
-        "plan --max-rate from {} to {:?}",
+        "plan --max-rate from {} to {:?}{}",
         search::rate_value(start),
-        args.tolerance
+        args.tolerance,
+        if s.early_stop { "" } else { " --no-early-stop" }
     );
     let identity = serde_json::to_string_pretty(&(m, &question)).expect("a manifest serializes");
     let (journal, continued) = Journal::open(out.staging(), &identity, args.resume)?;
@@ -310,27 +368,66 @@ fn max_rate(
         &search::plan_csv(grid, &indexed)?,
     )
     .map_err(|e| out.rename_error(e))?;
-    let mut text = String::new();
-    {
+    let answer =
+        search::MaxRatePlan::new(args.scenario.display().to_string(), grid, sc.slo, s, &rows);
+    let json = serde_json::to_string_pretty(&answer).expect("a plan serializes") + "\n";
+    write(out.staging(), "plan.json", json.as_bytes()).map_err(|e| out.rename_error(e))?;
+    let mut text = format!(
+        "plan --max-rate: {} points × {} seeds: {} runs ({} stopped once [slo] was lost; a rung-by-rung scan takes {}) in {:.1} s; results in {}\n",
+        grid.points(),
+        grid.seeds.len(),
+        answer.runs,
+        answer.runs_stopped_early,
+        answer.ladder_runs,
+        started.elapsed().as_secs_f64(),
+        out.dir().display()
+    );
+    for (p, r) in rows.iter().enumerate() {
+        let vals: Vec<String> = grid
+            .axes
+            .iter()
+            .zip(grid.values_of(p))
+            .map(|(a, v)| format!("{}={v}", a.key))
+            .collect();
+        let rate = match (r.max_rate_per_s, r.max_rate_is_lower_bound) {
+            _ if r.error.is_some() => format!(
+                "not a valid scenario: {}",
+                r.error.as_deref().unwrap_or_default()
+            ),
+            (None, _) => format!(
+                "misses [slo] even at {} req/s, the ladder's lowest rate",
+                search::rate_value(answer.lowest_rate_per_s)
+            ),
+            (Some(v), true) => format!(
+                "≥ {v:.2} req/s (a lower bound: no failing rate found up to {v:.2} req/s; the search stops at {MAX_PLAN_RATE:e} req/s or {} rates)",
+                s.max_steps
+            ),
+            (Some(v), false) => format!(
+                "{v:.2} req/s (misses at {:.2})",
+                r.fails_at_rate_per_s.unwrap_or(f64::NAN)
+            ),
+        };
+        let place = match (r.gpus, r.nodes) {
+            (Some(g), Some(n)) => format!(
+                "{g} GPUs on {n} node{}{}",
+                if n == 1 { "" } else { "s" },
+                match r.idle_gpus {
+                    Some(0) | None => String::new(),
+                    Some(i) => format!(" ({i} idle)"),
+                }
+            ),
+            _ => "—".to_string(),
+        };
+        let mark = if answer.most_per_gpu == Some(p) {
+            "  ← most req/s per billed GPU"
+        } else {
+            ""
+        };
         text += &format!(
-            "plan --max-rate: {} points × {} seeds in {:.1} s; results in {}\n",
-            grid.points(),
-            grid.seeds.len(),
-            started.elapsed().as_secs_f64(),
-            out.dir().display()
+            "  {} — {place}: {rate}, {} runs{mark}\n",
+            vals.join(" "),
+            r.runs
         );
-        for (p, r) in rows.iter().enumerate() {
-            let vals = grid.values_of(p).join(", ");
-            let rate = match (r.max_rate_per_s, r.max_rate_is_lower_bound) {
-                (None, _) => "below the lowest rate tried".to_string(),
-                (Some(v), true) => format!(
-                    "≥ {v} req/s (a lower bound: no failing rate found up to {v} req/s; the search stops at {MAX_PLAN_RATE:e} req/s or {} steps)",
-                    s.max_steps
-                ),
-                (Some(v), false) => format!("{v:.2} req/s"),
-            };
-            text += &format!("  [{vals}] {} GPUs: {rate}\n", r.gpus.unwrap_or(0));
-        }
     }
     Ok(text)
 }

@@ -84,13 +84,14 @@ fn overlaps(a: &str, b: &str) -> bool {
 /// `--set`); `fixed` are applied to every point first. Each key has one resolved name: two
 /// axes (or an axis and a `fixed` key) that name one key, or a table and a key inside it, are
 /// exit 2 — the later one would silently replace the other. `rate_key` is the key `--rate`
-/// fixes, for plan's message.
+/// fixes or `--max-rate` (`max_rate`) searches: no axis may set it.
 pub fn grid_of(
     base: &Base,
     vary: &[String],
     seeds: u32,
     fixed: Vec<String>,
     rate_key: Option<&str>,
+    max_rate: bool,
 ) -> Result<(Grid, crate::scenario::Scenario), CliError> {
     if seeds == 0 || seeds as usize > plan::MAX_GRID_ROWS {
         return Err(CliError::Usage(format!(
@@ -113,10 +114,17 @@ pub fn grid_of(
     let canon: Vec<String> = axes.iter().map(|a| canonical_key(&table, &a.key)).collect();
     for (i, a) in axes.iter().enumerate() {
         if let Some(rk) = rate_key.filter(|rk| overlaps(&canon[i], rk)) {
-            return Err(CliError::Usage(format!(
-                "--vary {}: --rate fixes {rk} for every point, so the plan would answer for rates it was not asked about; drop this --vary, or use --max-rate to find each point's highest rate",
-                a.key
-            )));
+            return Err(CliError::Usage(if max_rate {
+                format!(
+                    "--vary {}: --max-rate searches {rk} itself, from the scenario's rate (set the start with --set {rk}=R); drop this --vary",
+                    a.key
+                )
+            } else {
+                format!(
+                    "--vary {}: --rate fixes {rk} for every point, so the plan would answer for rates it was not asked about; drop this --vary, or use --max-rate to find each point's highest rate",
+                    a.key
+                )
+            }));
         }
         for (j, b) in axes[..i].iter().enumerate() {
             if overlaps(&canon[i], &canon[j]) {
@@ -158,13 +166,15 @@ pub fn grid_of(
 
 /// The result files a sweep folder may hold; a new sweep removes them first so a failed one
 /// never leaves an older sweep's files looking current.
-pub const SWEEP_FILES: [&str; 6] = [
+pub const SWEEP_FILES: [&str; 8] = [
     "sweep.csv",
     "sweep.json",
     "index.html",
     "plan.json",
     "plan.csv",
     "best.toml",
+    "launch.txt",
+    "k8s.yaml",
 ];
 
 /// An I/O error on `path`.
@@ -182,17 +192,21 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), CliError> {
 }
 
 /// Writes a whole sweep's (or a shard's) files: `sweep.csv`, `sweep.json` and, for a whole
-/// sweep, `index.html`.
-pub fn write_sweep(dir: &Path, m: &Manifest, rows: &[(usize, SweepRow)]) -> Result<(), CliError> {
+/// sweep, `index.html` — a plan's report when `plan` gives the plan's answer.
+pub fn write_sweep(
+    dir: &Path,
+    m: &Manifest,
+    rows: &[(usize, SweepRow)],
+    plan: Option<&plan::report::PlanContext>,
+) -> Result<(), CliError> {
     write(dir, "sweep.csv", &plan::sweep_csv(&m.grid, rows)?)?;
     let json = serde_json::to_string_pretty(m).expect("a manifest serializes") + "\n";
     write(dir, "sweep.json", json.as_bytes())?;
     if m.shard.is_none() {
-        let title = format!("pdsim sweep: {}", m.scenario);
         write(
             dir,
             "index.html",
-            plan::report::index_html(m, rows, &title).as_bytes(),
+            plan::report::index_html(m, rows, plan).as_bytes(),
         )?;
     }
     Ok(())
@@ -202,7 +216,9 @@ pub fn write_sweep(dir: &Path, m: &Manifest, rows: &[(usize, SweepRow)]) -> Resu
 /// (`plan::journal`); with `resume`, rows an interrupted run finished are read back (checked
 /// against the grid) instead of run again. `question` names what else the result depends on
 /// (a plan's rate) so a resumed run answers the same question. SIGINT/SIGTERM print the
-/// resume line and exit.
+/// resume line and exit. `early_stop`: a plan's runs stop once `[slo]` is lost
+/// (`plan::run_row_until`; say so in `question`, the rows differ).
+#[allow(clippy::too_many_arguments)]
 pub fn durable_rows(
     out: &OutDir,
     base: &Base,
@@ -211,13 +227,14 @@ pub fn durable_rows(
     jobs: usize,
     resume: bool,
     question: &str,
+    early_stop: bool,
 ) -> Result<Vec<SweepRow>, CliError> {
     let (journal, done) = open_journal(out, m, which, resume, question)?;
     let record = |i: usize, row: &SweepRow| -> Result<(), plan::PlanError> {
         journal.record(i, &plan::sweep_csv(&m.grid, &[(i, row.clone())])?)
     };
     Ok(plan::run_rows_durable(
-        base, &m.grid, which, jobs, &done, &record,
+        base, &m.grid, which, jobs, early_stop, &done, &record,
     )?)
 }
 
@@ -293,7 +310,14 @@ pub fn note(s: &str) {
 pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let started = Instant::now();
     let base = Base::load(&args.scenario)?;
-    let (grid, sc) = grid_of(&base, &args.vary, args.seeds, args.sets.clone(), None)?;
+    let (grid, sc) = grid_of(
+        &base,
+        &args.vary,
+        args.seeds,
+        args.sets.clone(),
+        None,
+        false,
+    )?;
     if !args.quiet {
         for n in &sc.notes {
             note(&format!("warning: {n}"));
@@ -312,12 +336,12 @@ pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let m = Manifest::new(&base, &sc, grid, shard)?;
     let mut out = OutDir::open(&dir, "sweep", &SWEEP_FILES, args.resume)?;
     out.keep_staging_on_failure();
-    let rows = durable_rows(&out, &base, &m, &which, jobs, args.resume, "sweep")?;
+    let rows = durable_rows(&out, &base, &m, &which, jobs, args.resume, "sweep", false)?;
     if shard.is_none() {
         plan::all_infeasible(&rows)?;
     }
     let indexed: Vec<(usize, SweepRow)> = which.into_iter().zip(rows).collect();
-    write_sweep(out.staging(), &m, &indexed).map_err(|e| out.rename_error(e))?;
+    write_sweep(out.staging(), &m, &indexed, None).map_err(|e| out.rename_error(e))?;
     out.install(&["sweep.json"])?;
     if !args.quiet {
         let infeasible = indexed.iter().filter(|r| r.1.error.is_some()).count();

@@ -35,6 +35,53 @@ impl Role {
     }
 }
 
+/// What a cluster is billed by (`hardware.billing`): GPUs, or whole nodes (a cloud instance or
+/// a reserved server is rented whole, so a pool that uses 4 of a node's 8 GPUs pays for 8).
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Billing {
+    /// Every GPU the pools use (the default; a GPU-hour marketplace).
+    #[default]
+    Gpu,
+    /// Every node the pools span, `gpus_per_node` GPUs each, used or idle.
+    Node,
+}
+
+/// The values `hardware.billing` takes.
+pub const BILLINGS: [&str; 2] = ["gpu", "node"];
+
+impl Billing {
+    /// The value as written in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Billing::Gpu => "gpu",
+            Billing::Node => "node",
+        }
+    }
+
+    /// Parses `hardware.billing`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "gpu" => Some(Billing::Gpu),
+            "node" => Some(Billing::Node),
+            _ => None,
+        }
+    }
+
+    /// Whether this is GPU billing (serde's `skip_serializing_if` of the default).
+    pub fn is_gpu(&self) -> bool {
+        *self == Billing::Gpu
+    }
+
+    /// The GPUs paid for: the pools' `gpus`, or every GPU of the `nodes` they span.
+    pub fn billed_gpus(self, gpus: u32, nodes: u32, gpus_per_node: u32) -> u32 {
+        match self {
+            Billing::Gpu => gpus,
+            Billing::Node => nodes.saturating_mul(gpus_per_node).max(gpus),
+        }
+    }
+}
+
 /// Router policies: sgl-model-gateway's `--policy` / `--prefill-policy` / `--decode-policy`
 /// values (`router_args.py` choices at sgl-project/sglang 05e589a), plus pdsim's
 /// `least_loaded`.
@@ -573,6 +620,8 @@ pub struct Scenario {
     /// Price of one GPU-hour, US dollars (`hardware.usd_per_gpu_hour`): cost figures in the
     /// summary and the plan when given.
     pub usd_per_gpu_hour: Option<f64>,
+    /// What is billed (`hardware.billing`): the pools' GPUs, or every GPU of the nodes they span.
+    pub billing: Billing,
     /// Prefill pools then decode pools, in file order within each role.
     pub pools: Vec<Pool>,
     /// Fabric parameters.

@@ -178,6 +178,15 @@ impl Histogram {
             })
     }
 
+    /// The lower bound of the bucket `value` falls in: no figure this histogram reports for a
+    /// rank holding `value` is below it (a reported figure is its bucket's midpoint clamped to
+    /// the exact min and max, and both lie at or past this bound's bucket or at `value`).
+    /// `metrics::slo::SloWatch` counts a value late against a target only when even this
+    /// bound is past it, so its early verdict never differs from the histogram's.
+    pub fn floor_of(value: u64) -> u64 {
+        bounds_of(index_of(value)).0
+    }
+
     /// Exact minimum, or 0 when empty.
     pub fn min(&self) -> u64 {
         self.min

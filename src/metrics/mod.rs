@@ -226,6 +226,9 @@ pub struct Collector {
     pub tpot_completed: Histogram,
     /// Completed requests with one output token (they have no TPOT).
     pub one_token_completed: u64,
+    /// Says when `[slo]` can no longer be met (installed by `pdsim plan` to stop a run early;
+    /// `None` everywhere else, and then nothing changes).
+    pub slo_watch: Option<slo::SloWatch>,
     /// When arrivals stopped (the arrival window's end), ns; `None` while they go on.
     pub window_end_ns: Option<Nanos>,
     /// Counts inside the arrival window.
@@ -339,16 +342,24 @@ impl Collector {
                     }
                     let ok_ttft = slo.0.is_none_or(|s| ttft <= s);
                     let ok_tpot = slo.1.is_none_or(|s| tpot.is_none_or(|t| t <= s));
+                    if let Some(w) = &mut self.slo_watch {
+                        w.completed(ttft, tpot, ok_ttft && ok_tpot);
+                    }
                     if ok_ttft && ok_tpot {
                         self.slo_met += 1;
                         if in_window {
                             self.window.slo_met += 1;
                         }
                     }
+                } else if let Some(w) = &mut self.slo_watch {
+                    w.not_completed();
                 }
             }
             Outcome::Failed => {
                 self.counts.failed += 1;
+                if let Some(w) = &mut self.slo_watch {
+                    w.not_completed();
+                }
                 let kind = row.error_kind.expect("a failed request has an error kind");
                 let e = self
                     .errors
@@ -356,7 +367,12 @@ impl Collector {
                     .or_insert_with(|| (0, message.unwrap_or_default().to_string()));
                 e.0 += 1;
             }
-            Outcome::Unfinished => self.counts.unfinished += 1,
+            Outcome::Unfinished => {
+                self.counts.unfinished += 1;
+                if let Some(w) = &mut self.slo_watch {
+                    w.not_completed();
+                }
+            }
         }
         if let (Some(q), Some(s)) = (row.prefill_queued_ns, row.prefill_start_ns) {
             self.queue.record(s - q);
@@ -419,6 +435,11 @@ impl Collector {
             sink.request(&row)?;
         }
         Ok(())
+    }
+
+    /// Whether `[slo]` can no longer be met (see [`slo::SloWatch`]; never without a watch).
+    pub fn slo_lost(&self) -> bool {
+        self.slo_watch.as_ref().is_some_and(slo::SloWatch::lost)
     }
 
     /// Rows held back waiting for an earlier request (must be 0 after the run).

@@ -121,6 +121,139 @@ pub fn evaluate(c: &Collector, slo: &Slo, span_s: f64) -> SloSummary {
     }
 }
 
+/// Watches a run's requests as they finish and says as soon as `[slo]` can no longer be met,
+/// whatever the requests still to come do — so a planner can stop the run there: the verdict of
+/// the whole run is then certainly `missed`, and so is [`evaluate`]'s of the run cut at that
+/// point (every request in flight counts as infinitely late). Exact, not a heuristic, given
+/// `arrivals`, the number of requests the whole run will see arrive — known before the run for
+/// pdsim's open-loop workloads (`workload::arrivals`), and an upper bound suffices:
+///
+/// - a percentile target `pQ ≤ T` over a population of `N` is missed once more than
+///   `N − max(1, ⌈Q·N/100⌉)` of them are late (the rank [`evaluate`] reads then falls on a
+///   late one). That allowance never shrinks as `N` grows, so counting against the final
+///   arrivals (TPOT's population, arrivals less one-token completions, is no larger) is safe.
+///   A request is late once it finished without completing (infinitely late), or completed
+///   with a latency whose histogram bucket starts past `T` ([`Histogram::floor_of`]: the
+///   figure [`evaluate`] reports for a rank is never below its value's bucket floor, so a
+///   value in a bucket straddling `T` is not counted — the stop may come a request later,
+///   never wrongly);
+/// - `attainment ≥ m` is missed once `(arrivals − not_attained) / arrivals < m`: the share can
+///   only fall below that bound (f64 division is monotone, so the bound holds in floats too).
+#[derive(Clone, Debug)]
+pub struct SloWatch {
+    /// Per TTFT percentile target: (target ms, requests allowed late, requests late so far,
+    /// its `[slo]` key).
+    ttft: Vec<(f64, u64, u64, String)>,
+    /// The same for TPOT.
+    tpot: Vec<(f64, u64, u64, String)>,
+    /// `attainment_min` (or the default) and the requests that did not attain so far.
+    attainment: Option<(f64, u64)>,
+    arrivals: u64,
+    lost: bool,
+}
+
+impl SloWatch {
+    /// A watch of `slo` for a run that will see `arrivals` requests arrive (or at most that
+    /// many); `None` when `[slo]` sets no target (there is no verdict to lose).
+    pub fn new(slo: &Slo, arrivals: u64) -> Option<Self> {
+        if !slo.any() {
+            return None;
+        }
+        let allowed =
+            |q: u32| arrivals - (u64::from(q) * arrivals).div_ceil(100).max(1).min(arrivals);
+        let targets = |metric: &str, pct: &[Option<f64>; 3]| -> Vec<(f64, u64, u64, String)> {
+            SLO_PERCENTILES
+                .iter()
+                .zip(pct)
+                .filter_map(|(&q, t)| t.map(|t| (t, allowed(q), 0, format!("{metric}_p{q}_ms"))))
+                .collect()
+        };
+        let thresholds = slo.ttft_ns.is_some() || slo.tpot_ns.is_some();
+        let min = slo
+            .attainment_min
+            .or(thresholds.then_some(DEFAULT_ATTAINMENT_MIN));
+        Some(Self {
+            ttft: targets("ttft", &slo.ttft_pct_ms),
+            tpot: targets("tpot", &slo.tpot_pct_ms),
+            attainment: min.map(|m| (m, 0)),
+            arrivals,
+            lost: false,
+        })
+    }
+
+    /// Whether `[slo]` is lost: some target cannot hold whatever the rest of the run does.
+    pub fn lost(&self) -> bool {
+        self.lost
+    }
+
+    /// A request completed (not corrupted) with `ttft_ns`, `tpot_ns` (`None` for one output
+    /// token) and whether it met every per-request threshold.
+    pub fn completed(&mut self, ttft_ns: Nanos, tpot_ns: Option<Nanos>, attained: bool) {
+        // Once lost, the verdict is decided: the counts stay as they were at the loss, so
+        // `lost_targets` names what was lost then (not what the cut run's leftovers add).
+        if self.lost {
+            return;
+        }
+        let late = |ns: Nanos, t: f64| Histogram::floor_of(ns) as f64 * 1e-6 > t;
+        for x in &mut self.ttft {
+            x.2 += u64::from(late(ttft_ns, x.0));
+        }
+        if let Some(tp) = tpot_ns {
+            for x in &mut self.tpot {
+                x.2 += u64::from(late(tp, x.0));
+            }
+        }
+        if !attained && let Some(a) = &mut self.attainment {
+            a.1 += 1;
+        }
+        self.check();
+    }
+
+    /// A request finished without completing (failed, corrupted or unfinished): late for
+    /// every percentile target, and not attained.
+    pub fn not_completed(&mut self) {
+        if self.lost {
+            return;
+        }
+        for x in self.ttft.iter_mut().chain(&mut self.tpot) {
+            x.2 += 1;
+        }
+        if let Some(a) = &mut self.attainment {
+            a.1 += 1;
+        }
+        self.check();
+    }
+
+    /// Whether `attainment_min` is lost.
+    fn attainment_lost(&self) -> bool {
+        self.attainment.is_some_and(|(min, not)| {
+            self.arrivals > 0
+                && ((self.arrivals - not.min(self.arrivals)) as f64 / self.arrivals as f64) < min
+        })
+    }
+
+    fn check(&mut self) {
+        self.lost |=
+            self.attainment_lost() || self.ttft.iter().chain(&self.tpot).any(|x| x.2 > x.1);
+    }
+
+    /// The `[slo]` keys of the targets lost when the watch first said so, in [`evaluate`]'s
+    /// order (the run misses them whatever comes; the others were undecided).
+    pub fn lost_targets(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self
+            .ttft
+            .iter()
+            .chain(&self.tpot)
+            .filter(|x| x.2 > x.1)
+            .map(|x| x.3.as_str())
+            .collect();
+        if self.attainment_lost() {
+            out.push("attainment_min");
+        }
+        out
+    }
+}
+
 /// Whether a grid point meets `[slo]`: its verdict holds on every seed. A seed with no verdict
 /// (`[slo]` sets no target) or no run (an infeasible point) does not meet it.
 pub fn met_on_every_seed(verdicts: impl IntoIterator<Item = Option<bool>>) -> bool {
@@ -334,6 +467,50 @@ mod tests {
                 .contains("\"default\":true")
         );
         assert!(t.condition().contains("(default"), "{}", t.condition());
+    }
+
+    #[test]
+    fn the_watch_loses_a_percentile_only_past_its_allowance() {
+        // p99 over 100 arrivals: the rank is 99, so one late request is allowed, two are not.
+        let slo = Slo {
+            ttft_pct_ms: [None, None, Some(100.0)],
+            ..Slo::default()
+        };
+        let mut w = SloWatch::new(&slo, 100).unwrap();
+        w.completed(200_000_000, None, true);
+        assert!(!w.lost());
+        // A value in the bucket straddling the target is not counted late: its figure could
+        // still read ≤ 100 ms.
+        let straddle = (99_999_000..100_500_000)
+            .find(|&v| Histogram::floor_of(v) <= 100_000_000 && v > 100_000_000)
+            .unwrap();
+        w.completed(straddle, None, true);
+        assert!(!w.lost(), "a straddling value is not late");
+        w.not_completed();
+        assert!(w.lost());
+        assert_eq!(w.lost_targets(), vec!["ttft_p99_ms"]);
+        // Lost, it stops counting: the leftovers of a cut run add nothing.
+        w.completed(1, None, true);
+        assert_eq!(w.lost_targets(), vec!["ttft_p99_ms"]);
+        assert!(
+            SloWatch::new(&Slo::default(), 100).is_none(),
+            "no target, no watch"
+        );
+    }
+
+    #[test]
+    fn the_watch_loses_attainment_when_even_every_remaining_request_cannot_save_it() {
+        // Thresholds without attainment_min: the 90 % default, over 10 arrivals.
+        let slo = Slo {
+            ttft_ns: Some(1_000_000_000),
+            ..Slo::default()
+        };
+        let mut w = SloWatch::new(&slo, 10).unwrap();
+        w.completed(5, None, false);
+        assert!(!w.lost(), "9 of 10 can still attain: 90 % ≥ 90 %");
+        w.not_completed();
+        assert!(w.lost(), "8 of 10 at best");
+        assert_eq!(w.lost_targets(), vec!["attainment_min"]);
     }
 
     #[test]

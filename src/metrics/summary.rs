@@ -469,11 +469,27 @@ pub struct ClusterSummary {
     pub gpus: u32,
     /// Nodes the pools are placed on.
     pub nodes: u32,
-    /// `gpus × usd_per_gpu_hour`, US dollars per hour.
+    /// The billed GPUs × `usd_per_gpu_hour`, US dollars per hour: `gpus` under GPU billing,
+    /// `nodes × gpus_per_node` under `hardware.billing = "node"`.
     pub usd_per_hour: Option<f64>,
     /// Dollars per million output tokens at the arrival window's output rate (`null` without a
     /// price or with no token generated).
     pub usd_per_1m_output_tokens: Option<f64>,
+    /// Whole-node billing (`hardware.billing = "node"`); absent under GPU billing, so those
+    /// summaries read as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_billing: Option<NodeBilling>,
+}
+
+/// What whole-node billing pays for (`summary.json` `cluster.node_billing`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct NodeBilling {
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// GPUs paid for: `nodes × gpus_per_node`.
+    pub billed_gpus: u32,
+    /// Billed GPUs no instance uses.
+    pub idle_gpus: u32,
 }
 
 /// `summary.json`.
@@ -553,7 +569,8 @@ impl Summary {
             .iter()
             .map(|p| p.instances * p.server.tp_size)
             .sum();
-        let usd_per_hour = sc.usd_per_gpu_hour.map(|u| u * f64::from(gpus));
+        let billed = sc.billing.billed_gpus(gpus, run.nodes, sc.gpus_per_node);
+        let usd_per_hour = sc.usd_per_gpu_hour.map(|u| u * f64::from(billed));
         let usd_per_1m_output_tokens = usd_per_hour
             .filter(|_| window.output_tokens_per_s > 0.0)
             .map(|h| h / (window.output_tokens_per_s * 3600.0) * 1e6);
@@ -601,6 +618,11 @@ impl Summary {
                 nodes: run.nodes,
                 usd_per_hour,
                 usd_per_1m_output_tokens,
+                node_billing: (sc.billing == crate::config::Billing::Node).then_some(NodeBilling {
+                    gpus_per_node: sc.gpus_per_node,
+                    billed_gpus: billed,
+                    idle_gpus: billed - gpus,
+                }),
             },
             sim: SimSummary {
                 events: run.events,

@@ -155,6 +155,198 @@ fn gateway_policy(p: RouterPolicy, notes: &mut Vec<String>) -> &'static str {
     }
 }
 
+/// The nodes a placement uses, the GPUs each leaves idle, and what is billed
+/// (`hardware.billing`), as `#` lines:
+/// `# nodes used: 3 (node0, node1, node2); GPUs used 20 of 24, idle 4 (node2: GPUs 4-7)`.
+pub fn nodes_comment(sc: &Scenario, placement: &crate::config::capacity::Placement) -> String {
+    let g = sc.gpus_per_node;
+    let mut used = vec![vec![false; g as usize]; sc.nodes as usize];
+    for inst in &placement.gpus {
+        for gpu in inst {
+            used[gpu.node as usize][gpu.local as usize] = true;
+        }
+    }
+    let total: u32 = used.iter().flatten().filter(|u| **u).count() as u32;
+    let idle: Vec<String> = used
+        .iter()
+        .enumerate()
+        .filter_map(|(n, gpus)| {
+            let free: Vec<u32> = (0..g).filter(|&i| !gpus[i as usize]).collect();
+            (!free.is_empty()).then(|| {
+                format!(
+                    "node{n}: GPU{} {}",
+                    if free.len() == 1 { "" } else { "s" },
+                    ranges(&free)
+                )
+            })
+        })
+        .collect();
+    let all = sc.nodes * g;
+    let mut s = format!(
+        "# nodes used: {} ({}); GPUs used {total} of {all}, idle {}{}\n",
+        sc.nodes,
+        (0..sc.nodes)
+            .map(|n| format!("node{n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        all - total,
+        if idle.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", idle.join("; "))
+        }
+    );
+    let billed = sc.billing.billed_gpus(total, sc.nodes, g);
+    let price = sc.usd_per_gpu_hour.map_or(String::new(), |u| {
+        format!(": ${:.2}/hour at ${u}/GPU-hour", u * f64::from(billed))
+    });
+    s += &match sc.billing {
+        crate::config::Billing::Node => format!(
+            "# billed per node (hardware.billing = \"node\"): {} nodes × {g} GPUs = {billed} GPUs{price}\n",
+            sc.nodes
+        ),
+        crate::config::Billing::Gpu => format!(
+            "# billed per GPU (hardware.billing = \"gpu\"): {billed} GPUs{price}; rented as whole nodes this is {} GPUs\n",
+            all
+        ),
+    };
+    s
+}
+
+/// `0-3,6`: sorted integers as ranges.
+fn ranges(v: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            v[i].to_string()
+        } else {
+            format!("{}-{}", v[i], v[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// The server flags of pool `i` as one string (` --page-size 64 …`), and the notes on what
+/// is not written.
+pub fn pool_flags(sc: &Scenario, i: usize, notes: &mut Vec<String>) -> String {
+    let mut server = sc.resolved["pools"][i]["server"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    // sglang's decode offload writes through `--hicache-storage-backend`, which a scenario
+    // may leave out there (pdsim's one backend is the `[kv_store]`): the line names it.
+    if sc.pools[i].decode_offload.is_some() {
+        server
+            .entry("hicache_storage_backend")
+            .or_insert_with(|| "mooncake".into());
+    }
+    server_flags(&server, notes)
+}
+
+/// The launch line of one instance of pool `i`: the model, TP and PD mode, its `port`, its
+/// first GPU on the node (`--base-gpu-id`, left out for GPU 0 or `None`), a prefill's
+/// bootstrap port, then the pool's `flags` ([`pool_flags`]).
+pub fn server_line(
+    sc: &Scenario,
+    i: usize,
+    flags: &str,
+    port: u32,
+    base_gpu: Option<u32>,
+    bootstrap_port: u32,
+) -> String {
+    let pool = &sc.pools[i];
+    let mut line = format!(
+        "python -m sglang.launch_server --model-path {} --tp-size {}",
+        model_path(sc, i),
+        pool.server.tp_size
+    );
+    if pool.role != Role::Colocated {
+        let _ = write!(
+            line,
+            " --disaggregation-mode {} --disaggregation-transfer-backend mooncake",
+            pool.role.as_str()
+        );
+    }
+    let _ = write!(line, " --host 0.0.0.0 --port {port}");
+    if let Some(g) = base_gpu.filter(|&g| g != 0) {
+        let _ = write!(line, " --base-gpu-id {g}");
+    }
+    if pool.role == Role::Prefill {
+        let _ = write!(line, " --disaggregation-bootstrap-port {bootstrap_port}");
+    }
+    line.push_str(flags);
+    line
+}
+
+/// The router's launch line for the servers at `prefill` (`URL BOOTSTRAP_PORT` each),
+/// `decode` and, for a colocated deployment, `workers`.
+pub fn router_line(
+    sc: &Scenario,
+    prefill: &[String],
+    decode: &[String],
+    workers: &[String],
+    notes: &mut Vec<String>,
+) -> String {
+    let r = &sc.router;
+    let pd = sc.pools.iter().any(|p| p.role != Role::Colocated);
+    let mut line = String::from("python -m sglang_router.launch_router --host 0.0.0.0");
+    let _ = write!(line, " --port {ROUTER_PORT}");
+    if pd {
+        line.push_str(" --pd-disaggregation");
+        for u in prefill {
+            let _ = write!(line, " --prefill {u}");
+        }
+        for u in decode {
+            let _ = write!(line, " --decode {u}");
+        }
+        let (p, d) = (
+            gateway_policy(r.prefill, notes),
+            gateway_policy(r.decode, notes),
+        );
+        if p == d {
+            let _ = write!(line, " --policy {p}");
+        } else {
+            let _ = write!(line, " --prefill-policy {p} --decode-policy {d}");
+        }
+    } else {
+        let _ = write!(line, " --worker-urls {}", workers.join(" "));
+        let _ = write!(line, " --policy {}", gateway_policy(r.prefill, notes));
+    }
+    if r.prefill == RouterPolicy::CacheAware || r.decode == RouterPolicy::CacheAware {
+        let c = &r.cache_aware;
+        let _ = write!(
+            line,
+            " --cache-threshold {} --balance-abs-threshold {} --balance-rel-threshold {} --eviction-interval-secs {} --max-tree-size {}",
+            c.cache_threshold,
+            c.balance_abs_threshold,
+            c.balance_rel_threshold,
+            c.eviction_interval_ns / 1_000_000_000,
+            c.max_tree_size
+        );
+    }
+    line
+}
+
+/// `notes` as the `# notes` block that ends a file of launch lines (nothing when empty).
+pub fn notes_block(mut notes: Vec<String>, comment: &str) -> String {
+    notes.sort();
+    notes.dedup();
+    let mut out = String::new();
+    if !notes.is_empty() {
+        let _ = writeln!(out, "\n{comment} notes");
+        for n in notes {
+            let _ = writeln!(out, "{comment} - {n}");
+        }
+    }
+    out
+}
+
 /// `launch.txt` for `sc`: comment lines (`#`) and one command per line.
 pub fn launch_text(sc: &Scenario) -> String {
     let placement = crate::config::capacity::place(sc);
@@ -168,32 +360,20 @@ pub fn launch_text(sc: &Scenario) -> String {
         sc.nodes,
         sc.gpus_per_node
     );
-    let pd = sc.pools.iter().any(|p| p.role != Role::Colocated);
+    out.push_str(&nodes_comment(sc, &placement));
     // Servers per node so far: their ports and bootstrap ports follow one another.
     let mut on_node = vec![0u32; sc.nodes as usize];
     let (mut prefill_urls, mut decode_urls, mut worker_urls) = (Vec::new(), Vec::new(), Vec::new());
     let mut inst = 0usize;
     for (i, pool) in sc.pools.iter().enumerate() {
-        let mut server = sc.resolved["pools"][i]["server"]
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        // sglang's decode offload writes through `--hicache-storage-backend`, which a scenario
-        // may leave out there (pdsim's one backend is the `[kv_store]`): the line names it.
-        if pool.decode_offload.is_some() {
-            server
-                .entry("hicache_storage_backend")
-                .or_insert_with(|| "mooncake".into());
-        }
-        let flags = server_flags(&server, &mut notes);
-        let tp = pool.server.tp_size;
+        let flags = pool_flags(sc, i, &mut notes);
         let _ = writeln!(
             out,
             "\n# pool {:?} ({}): {} instance(s) × {} GPU(s)",
             pool.name,
             pool.role.as_str(),
             pool.instances,
-            tp
+            pool.server.tp_size
         );
         for _ in 0..pool.instances {
             let gpus = &placement.gpus[inst];
@@ -206,29 +386,14 @@ pub fn launch_text(sc: &Scenario) -> String {
                 on_node[n as usize] += 1;
             }
             let port = BASE_PORT + slot;
-            let mut line = format!(
-                "python -m sglang.launch_server --model-path {} --tp-size {tp}",
-                model_path(sc, i)
+            let line = server_line(
+                sc,
+                i,
+                &flags,
+                port,
+                Some(gpus[0].local),
+                BASE_BOOTSTRAP_PORT + slot,
             );
-            if pool.role != Role::Colocated {
-                let _ = write!(
-                    line,
-                    " --disaggregation-mode {} --disaggregation-transfer-backend mooncake",
-                    pool.role.as_str()
-                );
-            }
-            let _ = write!(line, " --host 0.0.0.0 --port {port}");
-            if gpus[0].local != 0 {
-                let _ = write!(line, " --base-gpu-id {}", gpus[0].local);
-            }
-            if pool.role == Role::Prefill {
-                let _ = write!(
-                    line,
-                    " --disaggregation-bootstrap-port {}",
-                    BASE_BOOTSTRAP_PORT + slot
-                );
-            }
-            line.push_str(&flags);
             let url = format!("http://node{head}:{port}");
             match pool.role {
                 Role::Prefill => prefill_urls.push(format!("{url} {}", BASE_BOOTSTRAP_PORT + slot)),
@@ -260,53 +425,13 @@ pub fn launch_text(sc: &Scenario) -> String {
             )
         );
     }
-    let r = &sc.router;
     let _ = writeln!(out, "\n# router (sgl-model-gateway)");
-    let mut line = String::from("python -m sglang_router.launch_router --host 0.0.0.0");
-    let _ = write!(line, " --port {ROUTER_PORT}");
-    if pd {
-        line.push_str(" --pd-disaggregation");
-        for u in &prefill_urls {
-            let _ = write!(line, " --prefill {u}");
-        }
-        for u in &decode_urls {
-            let _ = write!(line, " --decode {u}");
-        }
-        let (p, d) = (
-            gateway_policy(r.prefill, &mut notes),
-            gateway_policy(r.decode, &mut notes),
-        );
-        if p == d {
-            let _ = write!(line, " --policy {p}");
-        } else {
-            let _ = write!(line, " --prefill-policy {p} --decode-policy {d}");
-        }
-    } else {
-        let _ = write!(line, " --worker-urls {}", worker_urls.join(" "));
-        let _ = write!(line, " --policy {}", gateway_policy(r.prefill, &mut notes));
-    }
-    if r.prefill == RouterPolicy::CacheAware || r.decode == RouterPolicy::CacheAware {
-        let c = &r.cache_aware;
-        let _ = write!(
-            line,
-            " --cache-threshold {} --balance-abs-threshold {} --balance-rel-threshold {} --eviction-interval-secs {} --max-tree-size {}",
-            c.cache_threshold,
-            c.balance_abs_threshold,
-            c.balance_rel_threshold,
-            c.eviction_interval_ns / 1_000_000_000,
-            c.max_tree_size
-        );
-    }
-    let _ = writeln!(out, "{line}");
-    notes.sort();
-    notes.dedup();
-    if !notes.is_empty() {
-        out.push_str("\n# notes\n");
-        for n in notes {
-            let _ = writeln!(out, "# - {n}");
-        }
-    }
-    out
+    let _ = writeln!(
+        out,
+        "{}",
+        router_line(sc, &prefill_urls, &decode_urls, &worker_urls, &mut notes)
+    );
+    out + &notes_block(notes, "#")
 }
 
 /// The command lines of `launch.txt` (its comments and blank lines dropped).

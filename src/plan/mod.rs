@@ -8,6 +8,7 @@
 //! the same bytes. Files are written by `cli`; this module returns rows and text.
 
 pub mod journal;
+pub mod k8s;
 pub mod launch;
 pub mod report;
 pub mod search;
@@ -242,6 +243,10 @@ pub struct SweepRow {
     pub gpus: Option<u32>,
     /// Nodes the pools span.
     pub nodes: Option<u32>,
+    /// GPUs of those nodes no instance uses (`nodes × gpus_per_node − gpus`).
+    pub idle_gpus: Option<u32>,
+    /// GPUs paid for: `gpus`, or `nodes × gpus_per_node` under `hardware.billing = "node"`.
+    pub billed_gpus: Option<u32>,
     /// Prefill instances (all prefill pools).
     pub prefill_instances: Option<u32>,
     /// Decode instances.
@@ -287,7 +292,15 @@ pub struct SweepRow {
     pub slo_attainment: Option<f64>,
     /// Whether every `[slo]` target holds (blank when `[slo]` sets none).
     pub slo_met: Option<bool>,
-    /// GPUs × `hardware.usd_per_gpu_hour`.
+    /// The `[slo]` targets missed, space-separated (`ttft_p99_ms attainment_min`); blank when
+    /// every target holds or none is set. For a run stopped early, the targets already lost at
+    /// the stop (the whole run misses them; the others were undecided).
+    pub slo_missed: Option<String>,
+    /// Simulated second at which `pdsim plan` stopped the run because `[slo]` could no longer
+    /// be met (`metrics::slo::SloWatch`; the verdict is the whole run's, the other figures
+    /// are of the requests up to then); blank for a run to its end.
+    pub stopped_early_at_s: Option<f64>,
+    /// Billed GPUs × `hardware.usd_per_gpu_hour`.
     pub usd_per_hour: Option<f64>,
     /// Dollars per million output tokens.
     pub usd_per_1m_output_tokens: Option<f64>,
@@ -304,6 +317,8 @@ impl SweepRow {
             seed,
             gpus: None,
             nodes: None,
+            idle_gpus: None,
+            billed_gpus: None,
             prefill_instances: None,
             decode_instances: None,
             colocated_instances: None,
@@ -326,6 +341,8 @@ impl SweepRow {
             goodput_requests_per_s: None,
             slo_attainment: None,
             slo_met: None,
+            slo_missed: None,
+            stopped_early_at_s: None,
             usd_per_hour: None,
             usd_per_1m_output_tokens: None,
             bottlenecks: None,
@@ -345,10 +362,20 @@ impl SweepRow {
         let w = &s.throughput.arrival_window;
         let l = &s.latency_ms;
         let gpus = s.cluster.gpus;
+        let nodes = s.cluster.nodes;
+        let missed: Vec<&str> = s
+            .slo
+            .targets
+            .iter()
+            .filter(|t| !t.met)
+            .map(|t| t.key.as_str())
+            .collect();
         Self {
             seed: sc.seed,
             gpus: Some(gpus),
-            nodes: Some(s.cluster.nodes),
+            nodes: Some(nodes),
+            idle_gpus: Some((nodes * sc.gpus_per_node).saturating_sub(gpus)),
+            billed_gpus: Some(sc.billing.billed_gpus(gpus, nodes, sc.gpus_per_node)),
             prefill_instances: Some(count(Role::Prefill)),
             decode_instances: Some(count(Role::Decode)),
             colocated_instances: Some(count(Role::Colocated)),
@@ -371,6 +398,8 @@ impl SweepRow {
             goodput_requests_per_s: Some(w.goodput_requests_per_s),
             slo_attainment: s.slo.attainment,
             slo_met: s.slo.met,
+            slo_missed: (!missed.is_empty()).then(|| missed.join(" ")),
+            stopped_early_at_s: None,
             usd_per_hour: s.cluster.usd_per_hour,
             usd_per_1m_output_tokens: s.cluster.usd_per_1m_output_tokens,
             bottlenecks: Some(
@@ -397,16 +426,63 @@ fn rate_of(sc: &Scenario) -> Option<f64> {
 
 /// Runs one scenario to its summary, writing nothing (`--summary-only` speed).
 pub fn summarize(sc: &Scenario) -> Result<Summary, PlanError> {
+    summarize_until(sc, false).map(|r| r.0)
+}
+
+/// [`summarize`]; with `early_stop`, the run stops as soon as `[slo]` can no longer be met
+/// (`metrics::slo::SloWatch`, counting against the arrivals the run will see,
+/// `workload::arrivals`), and the simulated second it stopped at and the targets lost by then
+/// (space-separated keys) are returned with the summary of the run up to then — whose verdict
+/// is the whole run's (missed). A run that meets `[slo]` never stops early, so its summary is
+/// the whole run's, byte for byte.
+pub fn summarize_until(
+    sc: &Scenario,
+    early_stop: bool,
+) -> Result<(Summary, Option<(f64, String)>), PlanError> {
     let mut sink = NullSink;
     let mut world = World::new(sc, &mut sink);
+    let arrivals = early_stop
+        .then(|| crate::workload::arrivals(&sc.workload, sc.seed, sc.duration_ns, sc.max_requests));
+    if let Some(n) = arrivals {
+        world.collector.slo_watch = crate::metrics::slo::SloWatch::new(&sc.slo, n);
+    }
     let stats = world
         .run()
         .map_err(|e| PlanError::Io(format!("{}: {e}", sc.source.display())))?;
-    Ok(
-        Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
-            .with_router(world.router_decisions())
-            .with_kv_store(world.kv_store_summary()),
-    )
+    let stopped = world
+        .collector
+        .slo_watch
+        .as_ref()
+        .filter(|w| w.lost())
+        .map(|w| {
+            (
+                stats.end_ns as f64 / crate::engine::NS_PER_S as f64,
+                w.lost_targets().join(" "),
+            )
+        });
+    let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
+        .with_router(world.router_decisions())
+        .with_kv_store(world.kv_store_summary());
+    if let (Some(n), None) = (arrivals, &stopped) {
+        // The watch's count is exact only if it is the run's own: a run to its end says so.
+        assert_eq!(
+            summary.requests.arrived,
+            n,
+            "workload::arrivals disagrees with the run (seed {}, {})",
+            sc.seed,
+            sc.source.display()
+        );
+    }
+    if stopped.is_some() {
+        assert_eq!(
+            summary.slo.met,
+            Some(false),
+            "a run stopped because [slo] was lost must miss it (seed {}, {})",
+            sc.seed,
+            sc.source.display()
+        );
+    }
+    Ok((summary, stopped))
 }
 
 /// A scenario to sweep: its text (read once) and where it was read from.
@@ -452,7 +528,15 @@ pub fn run_rows(
     which: &[usize],
     jobs: usize,
 ) -> Result<Vec<SweepRow>, PlanError> {
-    let rows = run_rows_durable(base, grid, which, jobs, &Default::default(), &|_, _| Ok(()))?;
+    let rows = run_rows_durable(
+        base,
+        grid,
+        which,
+        jobs,
+        false,
+        &Default::default(),
+        &|_, _| Ok(()),
+    )?;
     all_infeasible(&rows)?;
     Ok(rows)
 }
@@ -472,12 +556,15 @@ pub fn all_infeasible(rows: &[SweepRow]) -> Result<(), PlanError> {
 /// [`run_rows`] that skips the rows in `done` (finished by an earlier, interrupted process)
 /// and hands every row it runs to `on_row` as soon as it finishes (to make it durable), before
 /// the next point starts on that thread. No all-infeasible check: a shard may hold only
-/// infeasible rows and must still be written so its sweep can be merged.
+/// infeasible rows and must still be written so its sweep can be merged. `early_stop`: see
+/// [`run_row_until`] (a plan's; a sweep runs every row to its end).
+#[allow(clippy::too_many_arguments)]
 pub fn run_rows_durable(
     base: &Base,
     grid: &Grid,
     which: &[usize],
     jobs: usize,
+    early_stop: bool,
     done: &std::collections::BTreeMap<usize, SweepRow>,
     on_row: &(dyn Fn(usize, &SweepRow) -> Result<(), PlanError> + Sync),
 ) -> Result<Vec<SweepRow>, PlanError> {
@@ -492,7 +579,7 @@ pub fn run_rows_durable(
                 if let Some(r) = done.get(&i) {
                     return Ok(r.clone());
                 }
-                let row = run_row(base, grid, i)?;
+                let row = run_row_until(base, grid, i, early_stop)?;
                 on_row(i, &row)?;
                 Ok(row)
             })
@@ -503,9 +590,30 @@ pub fn run_rows_durable(
 
 /// Row `i` of `grid`: its run, or an infeasible row when its values make an invalid scenario.
 pub fn run_row(base: &Base, grid: &Grid, i: usize) -> Result<SweepRow, PlanError> {
+    run_row_until(base, grid, i, false)
+}
+
+/// [`run_row`]; with `early_stop`, a run stops once `[slo]` is lost ([`summarize_until`]) and
+/// its row says when (`stopped_early_at_s`).
+pub fn run_row_until(
+    base: &Base,
+    grid: &Grid,
+    i: usize,
+    early_stop: bool,
+) -> Result<SweepRow, PlanError> {
     let seed = grid.seeds[i % grid.seeds.len()];
     Ok(match base.with(&grid.sets_of(i)) {
-        Ok(sc) => summarize(&sc).map(|s| SweepRow::of(&sc, &s))?,
+        Ok(sc) => {
+            let (s, stopped) = summarize_until(&sc, early_stop)?;
+            let mut row = SweepRow::of(&sc, &s);
+            if let Some((at_s, lost)) = stopped {
+                // The cut run misses more targets than the whole run may (what was in flight
+                // counts as infinitely late): name only those certainly missed.
+                row.stopped_early_at_s = Some(at_s);
+                row.slo_missed = Some(lost);
+            }
+            row
+        }
         Err(e) => SweepRow::infeasible(seed, e.to_string()),
     })
 }

@@ -165,13 +165,21 @@ figcaption{color:#666;font-size:.9rem}";
 /// `$20.00 (8 GPUs × $2.50/GPU-hour)`, or why there is no figure.
 fn cost_per_hour(s: &Summary) -> String {
     let c = &s.cluster;
-    match c.usd_per_hour {
-        Some(h) => format!(
+    match (c.usd_per_hour, &c.node_billing) {
+        (Some(h), None) => format!(
             "${h:.2} ({} GPUs × ${:.2}/GPU-hour)",
             c.gpus,
             h / f64::from(c.gpus.max(1))
         ),
-        None => no_price(s, ""),
+        (Some(h), Some(n)) => format!(
+            "${h:.2} ({} whole nodes × {} GPUs × ${:.2}/GPU-hour, billed per node: {} GPUs used, {} idle)",
+            c.nodes,
+            n.gpus_per_node,
+            h / f64::from(n.billed_gpus.max(1)),
+            c.gpus,
+            n.idle_gpus
+        ),
+        (None, _) => no_price(s, ""),
     }
 }
 

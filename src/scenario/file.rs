@@ -106,6 +106,10 @@ pub struct HardwareSection {
     /// Price of one GPU-hour, US dollars: the summary and `pdsim plan` then give $/hour and
     /// $/1M output tokens.
     pub usd_per_gpu_hour: Option<f64>,
+    /// What is billed: `"gpu"` (default: the GPUs the pools use) or `"node"` (every node they
+    /// span, idle GPUs included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billing: Option<String>,
 }
 
 fn default_reserved_decode_tokens() -> u32 {

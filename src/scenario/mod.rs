@@ -391,6 +391,18 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
             }
             None => None,
         },
+        billing: match hw.billing.as_deref() {
+            None => crate::config::Billing::Gpu,
+            Some(b) => crate::config::Billing::parse(b).ok_or_else(|| {
+                c.err(
+                    "hardware.billing",
+                    format!(
+                        "{b:?} is not a billing; valid: \"gpu\" (the GPUs the pools use, the default) or \"node\" (every GPU of the nodes they span, idle ones included){}",
+                        suggestion(b, &crate::config::BILLINGS)
+                    ),
+                )
+            })?,
+        },
         pools,
         fabric,
         workload,

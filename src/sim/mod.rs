@@ -645,6 +645,12 @@ impl<'a> World<'a> {
             }
             let (_, ev) = self.q.pop().expect("peeked");
             self.handle(ev)?;
+            // Early stop (only with `collector.slo_watch`, which `pdsim plan` installs):
+            // `[slo]` is lost whatever the rest of the run does; what is in flight ends
+            // unfinished below, as at the drain timeout.
+            if self.collector.slo_lost() {
+                break;
+            }
             if self.q.events_popped() & 0xFFFF == 0 {
                 progress(t, self.q.events_popped(), self.collector.counts.arrived);
             }

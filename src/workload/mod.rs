@@ -165,6 +165,28 @@ impl Generator {
     }
 }
 
+/// How many requests a run of `workload` on `seed` sees arrive: those the generator produces
+/// before `duration_ns`, at most `max_requests` — the rule of the run loop's
+/// `schedule_next_arrival` (`sim/lifecycle.rs`), replayed without the cluster. Arrivals are
+/// open loop (nothing the servers do moves them), so this is exact before the run starts; it
+/// is what `metrics::slo::SloWatch` counts against. Reads a trace through once.
+pub fn arrivals(
+    workload: &Workload,
+    seed: u64,
+    duration_ns: Nanos,
+    max_requests: Option<u64>,
+) -> u64 {
+    let mut g = Generator::new(workload, seed);
+    let mut n = 0;
+    while max_requests.is_none_or(|m| g.produced() < m) {
+        match g.next_request() {
+            Some(r) if r.arrival_ns < duration_ns => n += 1,
+            _ => break,
+        }
+    }
+    n
+}
+
 /// The gap to the next arrival after `now` (fractional ns), for every arrival process.
 fn gap_ns(arrival: &Arrival, rng: &mut ChaCha8Rng, now: f64) -> f64 {
     let ns = NS_PER_S as f64;

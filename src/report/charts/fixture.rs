@@ -99,6 +99,7 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
             nodes: 1,
             usd_per_hour: None,
             usd_per_1m_output_tokens: None,
+            node_billing: None,
         },
         sim: SimSummary {
             events: 98_765,

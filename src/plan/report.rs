@@ -85,12 +85,14 @@ fn nice_max(v: f64) -> f64 {
 
 /// One latency figure against the arrival rate (or, with no varied rate, the achieved rate),
 /// one line per combination of the other varied keys.
-fn latency_chart(vs: &[PointVerdict], grid: &Grid, metric: &str, target: Option<f64>) -> String {
+fn latency_chart(
+    vs: &[PointVerdict],
+    grid: &Grid,
+    metric: &str,
+    (q, target): (u32, Option<f64>),
+) -> String {
     let ri = rate_axis(grid);
-    let pick = |r: &SweepRow| match metric {
-        "ttft" => r.ttft_p99_ms,
-        _ => r.tpot_p99_ms,
-    };
+    let pick = |r: &SweepRow| pick(r, metric, q);
     // With one arrival rate for every point (a plan), load is not an axis: the chart shows
     // each point's latency against its GPUs instead, split by whether it meets [slo].
     let rates: std::collections::BTreeSet<u64> = vs
@@ -134,11 +136,11 @@ fn latency_chart(vs: &[PointVerdict], grid: &Grid, metric: &str, target: Option<
         let _ = root.fill(&WHITE);
         let caption = if by_gpus {
             format!(
-                "p99 {} (ms) of each point vs its GPUs",
+                "p{q} {} (ms) of each point vs its GPUs",
                 metric.to_uppercase()
             )
         } else {
-            format!("p99 {} (ms) vs arrival rate", metric.to_uppercase())
+            format!("p{q} {} (ms) vs arrival rate", metric.to_uppercase())
         };
         let Ok(mut chart) = ChartBuilder::on(&root)
             .caption(caption, ("sans-serif", 18))
@@ -210,12 +212,12 @@ fn svg_fallback(msg: &str) -> String {
 /// Output tokens/s per GPU against p99 TTFT: every point, the points that meet `[slo]` in
 /// green, the Pareto front (most throughput per GPU for a latency) as a line, the TTFT target
 /// as a vertical line.
-fn pareto_chart(vs: &[PointVerdict], target: Option<f64>) -> String {
+fn pareto_chart(vs: &[PointVerdict], (q, target): (u32, Option<f64>)) -> String {
     let pts: Vec<(f64, f64, bool, String)> = vs
         .iter()
         .filter_map(|v| {
             Some((
-                mean(&v.seeds, |r| r.ttft_p99_ms)?,
+                mean(&v.seeds, |r| pick(r, "ttft", q))?,
                 mean(&v.seeds, |r| r.output_tokens_per_s_per_gpu)?,
                 v.meets_slo,
                 short_label(&v.values),
@@ -254,7 +256,7 @@ fn pareto_chart(vs: &[PointVerdict], target: Option<f64>) -> String {
         let _ = root.fill(&WHITE);
         let Ok(mut chart) = ChartBuilder::on(&root)
             .caption(
-                "output tokens/s per GPU vs p99 TTFT (Pareto front)",
+                format!("output tokens/s per GPU vs p{q} TTFT (Pareto front)"),
                 ("sans-serif", 18),
             )
             .margin(12)
@@ -267,7 +269,9 @@ fn pareto_chart(vs: &[PointVerdict], target: Option<f64>) -> String {
         let _ = chart
             .configure_mesh()
             .x_label_formatter(&|x| axis_ms(*x))
-            .x_desc("p99 TTFT, ms (log; mean over seeds, finished requests)")
+            .x_desc(format!(
+                "p{q} TTFT, ms (log; mean over seeds, finished requests)"
+            ))
             .y_desc("output tokens/s per GPU")
             .draw();
         let (green, grey) = (MEETS, MISSES);
@@ -291,7 +295,7 @@ fn pareto_chart(vs: &[PointVerdict], target: Option<f64>) -> String {
                 vec![(t, 0.0), (t, ymax)],
                 red.stroke_width(1),
             )) {
-                s.label(format!("SLO p99 TTFT {t} ms"))
+                s.label(format!("SLO p{q} TTFT {t} ms"))
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], red));
             }
         }
@@ -507,8 +511,9 @@ pub fn why_missed(v: &PointVerdict) -> String {
     s
 }
 
-/// Points against the trend: they miss `[slo]` although a point that bills fewer GPUs meets
-/// it — more hardware, worse latency, so the extra hardware sits in the wrong pool.
+/// Points against the trend: they miss `[slo]` although a point at the same rate that bills
+/// fewer GPUs meets it — more hardware, worse latency, so the extra hardware sits in the
+/// wrong pool.
 /// Returns (point, the cheaper point that meets it).
 fn off_trend(vs: &[PointVerdict]) -> Vec<(&PointVerdict, &PointVerdict)> {
     let billed = |v: &PointVerdict| v.billed_gpus.or(v.gpus);
@@ -517,7 +522,11 @@ fn off_trend(vs: &[PointVerdict]) -> Vec<(&PointVerdict, &PointVerdict)> {
         let Some(b) = billed(v) else { continue };
         let better = vs
             .iter()
-            .filter(|w| w.meets_slo && billed(w).is_some_and(|c| c < b))
+            .filter(|w| {
+                w.meets_slo
+                    && billed(w).is_some_and(|c| c < b)
+                    && w.seeds[0].rate_per_s == v.seeds[0].rate_per_s
+            })
             .min_by_key(|w| (billed(w), w.point));
         if let Some(w) = better {
             out.push((v, w));
@@ -689,7 +698,8 @@ fn split_map(vs: &[PointVerdict]) -> Option<String> {
     }
     let ps: std::collections::BTreeSet<u32> = cells.keys().map(|k| k.0).collect();
     let ds: std::collections::BTreeSet<u32> = cells.keys().map(|k| k.1).collect();
-    if ps.len() < 2 && ds.len() < 2 {
+    // One row or one column of splits compares nothing (and has no cell to fill).
+    if ps.len() < 2 || ds.len() < 2 {
         return None;
     }
     let (ps, ds): (Vec<u32>, Vec<u32>) = (ps.into_iter().collect(), ds.into_iter().collect());
@@ -994,9 +1004,7 @@ pub fn index_html(m: &Manifest, rows: &[(usize, SweepRow)], plan: Option<&PlanCo
     for metric in ["ttft", "tpot"] {
         h += "<figure>";
         h += &if by_rate {
-            let (q, t) = target_of(&m.slo, metric);
-            let _ = q;
-            latency_chart(&vs, &m.grid, metric, t)
+            latency_chart(&vs, &m.grid, metric, target_of(&m.slo, metric))
         } else {
             ladder_chart(&order, metric, &m.slo, &marked)
         };
@@ -1006,7 +1014,7 @@ pub fn index_html(m: &Manifest, rows: &[(usize, SweepRow)], plan: Option<&PlanCo
         h += "<p>Filled: the run went to its end; hollow: it stopped once [slo] was lost (its figure covers the requests up to then); green meets [slo], grey misses it; a red ring: against the trend (below).</p>\n";
     }
     h += "<figure>";
-    h += &pareto_chart(&vs, target_of(&m.slo, "ttft").1);
+    h += &pareto_chart(&vs, target_of(&m.slo, "ttft"));
     h += "</figure>\n";
     if let Some(svg) = split_map(&vs) {
         h += "<figure>";
@@ -1014,7 +1022,7 @@ pub fn index_html(m: &Manifest, rows: &[(usize, SweepRow)], plan: Option<&PlanCo
         h += "</figure>\n";
     }
     if !outliers.is_empty() {
-        h += "<h2>Against the trend</h2>\n<p>These points miss [slo] although a point billing fewer GPUs meets it: the extra GPUs sit where they do not help.</p>\n<ul>\n";
+        h += "<h2>Against the trend</h2>\n<p>These points miss [slo] although a point at the same rate billing fewer GPUs meets it: the extra GPUs sit where they do not help.</p>\n<ul>\n";
         const SHOWN: usize = 12;
         for (v, w) in outliers.iter().take(SHOWN) {
             let _ = writeln!(

@@ -103,17 +103,14 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
-/// Evaluates `expect` against a summary serialized as `summary.json` is.
-pub fn evaluate(expect: &Expect, summary: &serde_json::Value) -> Vec<Verdict> {
+/// Evaluates `expect` against a run's summary.
+pub fn evaluate(expect: &Expect, summary: &crate::metrics::summary::Summary) -> Vec<Verdict> {
     let mut out = Vec::new();
     if let Some(kinds) = &expect.error_kinds {
         let mut want: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
         want.sort_unstable();
         want.dedup();
-        let mut got: Vec<&str> = summary["errors"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|e| e["kind"].as_str()).collect())
-            .unwrap_or_default();
+        let mut got: Vec<&str> = summary.errors.iter().map(|e| e.kind.as_str()).collect();
         got.sort_unstable();
         got.dedup();
         out.push(Verdict {
@@ -123,14 +120,10 @@ pub fn evaluate(expect: &Expect, summary: &serde_json::Value) -> Vec<Verdict> {
             held: want == got,
         });
     }
-    let finished = summary["requests"]["completed"].as_u64().unwrap_or(0)
-        + summary["requests"]["corrupted"].as_u64().unwrap_or(0);
+    let finished = summary.requests.completed + summary.requests.corrupted;
     for b in expect.numeric() {
-        let figure = summary
-            .pointer(b.figure)
-            .and_then(serde_json::Value::as_f64);
         // A latency with no finished request has no data, whatever the summary wrote for it.
-        let figure = figure.filter(|_| !b.needs_finished || finished > 0);
+        let figure = b.figure.read(summary);
         let (sign, held) = match (b.bound, figure) {
             (Bound::Min, Some(v)) => ("≥", v >= b.value),
             (Bound::Max, Some(v)) => ("≤", v <= b.value),
@@ -142,7 +135,7 @@ pub fn evaluate(expect: &Expect, summary: &serde_json::Value) -> Vec<Verdict> {
             expected: format!("{sign} {}", fmt_num(b.value)),
             got: figure.map_or_else(
                 || {
-                    if b.needs_finished && finished == 0 {
+                    if b.figure.needs_finished() && finished == 0 {
                         "null (no request finished)".to_string()
                     } else {
                         "null".to_string()
@@ -171,10 +164,10 @@ fn collect(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>, CliError> {
                 out.push((p.clone(), true));
             }
         } else {
-            return Err(CliError::Usage(format!(
-                "{}: no such scenario file or folder",
-                p.display()
-            )));
+            return Err(CliError::input(
+                p,
+                format!("{}: no such scenario file or folder", p.display()),
+            ));
         }
     }
     Ok(out)
@@ -214,7 +207,7 @@ struct Job {
     expect: Expect,
     /// With `--baseline`: the baseline's summary of this run (`Err`: the file it lacks) and
     /// the ratio a figure may regress by.
-    baseline: Option<(Result<serde_json::Value, PathBuf>, f64)>,
+    baseline: Option<(Result<crate::metrics::summary::Summary, PathBuf>, f64)>,
 }
 
 /// Loads every scenario first, so an invalid one stops the check (exit 2) before any runs.
@@ -232,23 +225,26 @@ fn load_jobs(a: &CheckArgs) -> Result<(Vec<Job>, Vec<PathBuf>), CliError> {
                 baseline: None,
             }),
             None if named => {
-                return Err(CliError::Usage(format!(
-                    "{}: has no [expect] table, so there is nothing to check; add one (e.g. `[expect]` with `completed_min = 1`), or use `pdsim run`",
-                    path.display()
-                )));
+                return Err(CliError::input(
+                    &path,
+                    format!(
+                        "{}: has no [expect] table, so there is nothing to check; add one (e.g. `[expect]` with `completed_min = 1`), or use `pdsim run`",
+                        path.display()
+                    ),
+                ));
             }
             None => skipped.push(path),
         }
     }
     if jobs.is_empty() {
-        return Err(CliError::Usage(format!(
-            "no scenario with an [expect] table under {}",
-            a.paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
+        let under: Vec<String> = a.paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(CliError::input(
+            a.paths.first().cloned().unwrap_or_default(),
+            format!(
+                "no scenario with an [expect] table under {}",
+                under.join(", ")
+            ),
+        ));
     }
     Ok((jobs, skipped))
 }
@@ -278,8 +274,7 @@ fn check_one(job: &Job, out: Option<&Path>) -> Result<Checked, CliError> {
         Some(dir) => super::run::run_scenario(&job.sc, dir)?.summary,
         None => super::run::summarize(&job.sc)?,
     };
-    let value = serde_json::to_value(&summary).expect("a summary serializes");
-    let mut verdicts = evaluate(&job.expect, &value);
+    let mut verdicts = evaluate(&job.expect, &summary);
     match &job.baseline {
         None => {}
         Some((Err(missing), _)) => verdicts.push(Verdict {
@@ -290,7 +285,7 @@ fn check_one(job: &Job, out: Option<&Path>) -> Result<Checked, CliError> {
         }),
         Some((Ok(base), ratio)) => {
             verdicts.extend(
-                crate::report::baseline::compare(base, &value, *ratio)
+                crate::report::baseline::compare(base, &summary, *ratio)
                     .into_iter()
                     .map(|c| Verdict {
                         key: format!("baseline.{}", c.figure),
@@ -456,8 +451,7 @@ pub fn junit(checked: &[Checked]) -> String {
 /// anything runs (exit 2, naming the file).
 fn attach_baselines(jobs: &mut [Job], dir: &Path, ratio: Option<f64>) -> Result<(), CliError> {
     use crate::report::baseline;
-    let usage = |e: baseline::BaselineError| CliError::Usage(e.to_string());
-    baseline::check_readable(dir).map_err(usage)?;
+    baseline::check_readable(dir)?;
     let ratio = ratio.unwrap_or(DEFAULT_MAX_REGRESSION);
     let names = out_dirs(jobs, Some(dir));
     let mut any = false;
@@ -467,13 +461,13 @@ fn attach_baselines(jobs: &mut [Job], dir: &Path, ratio: Option<f64>) -> Result<
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let found = baseline::read(dir, &folder, &job.sc.name).map_err(usage)?;
+        let found = baseline::read(dir, &folder, &job.sc.name)?;
         any |= found.is_some();
         job.baseline = Some((found.ok_or(path.join("summary.json")), ratio));
     }
     if !any {
         // No run of this check is in it: it must at least be a baseline of other runs.
-        baseline::check_folder(dir).map_err(usage)?;
+        baseline::check_folder(dir)?;
     }
     Ok(())
 }
@@ -488,11 +482,14 @@ pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
         });
         for f in inputs {
             if super::same_file(&f, path) {
-                return Err(CliError::Usage(format!(
-                    "--junit {}: is {}, an input of this check; give the report another path",
-                    path.display(),
-                    f.display()
-                )));
+                return Err(CliError::flag(
+                    "--junit",
+                    format!(
+                        "--junit {}: is {}, an input of this check; give the report another path",
+                        path.display(),
+                        f.display()
+                    ),
+                ));
             }
         }
     }
@@ -504,7 +501,7 @@ pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
     if a.jobs == Some(0) {
-        return Err(CliError::Usage("--jobs must be at least 1".into()));
+        return Err(CliError::flag("--jobs", "--jobs must be at least 1".into()));
     }
     let mut checked = Vec::new();
     for r in run_all(&jobs, &dirs, threads) {
@@ -556,16 +553,25 @@ pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::summary::Summary;
 
-    fn summary(completed: u64, corrupted: u64, ttft_p99: serde_json::Value) -> serde_json::Value {
-        serde_json::json!({
-            "requests": {"arrived": 10, "completed": completed, "failed": 10 - completed - corrupted,
-                         "corrupted": corrupted, "unfinished": 0},
-            "errors": [{"kind": "waiting_timeout", "count": 3, "message": "m"}],
-            "latency_ms": {"ttft": {"p50": 1.0, "p99": ttft_p99}},
-            "throughput": {"requests_per_s": 0.5},
-            "slo": {"attainment": 0.8}
-        })
+    fn summary(completed: u64, corrupted: u64, ttft_p99: Option<f64>) -> Summary {
+        let mut s = crate::report::schema::sample_summary();
+        s.requests = crate::metrics::Counts {
+            arrived: 10,
+            completed,
+            failed: 10 - completed - corrupted,
+            corrupted,
+            unfinished: 0,
+        };
+        s.errors = vec![crate::metrics::ErrorCount {
+            kind: "waiting_timeout".into(),
+            count: 3,
+            message: "m".into(),
+        }];
+        s.latency_ms.ttft.p99 = ttft_p99;
+        s.slo.attainment = Some(0.8);
+        s
     }
 
     #[test]
@@ -577,7 +583,7 @@ mod tests {
             error_kinds: Some(vec![crate::vocab::ErrorKind::WaitingTimeout]),
             ..Default::default()
         };
-        let v = evaluate(&e, &summary(8, 0, serde_json::json!(150.25)));
+        let v = evaluate(&e, &summary(8, 0, Some(150.25)));
         let by: std::collections::BTreeMap<_, _> = v.iter().map(|v| (v.key.as_str(), v)).collect();
         assert!(by["completed_min"].held);
         assert!(by["error_kinds"].held);
@@ -594,17 +600,19 @@ mod tests {
             ..Default::default()
         };
         // Issue 12's null.
-        let v = evaluate(&e, &summary(5, 0, serde_json::Value::Null));
+        let v = evaluate(&e, &summary(5, 0, None));
         assert!(!v[0].held && v[0].got == "null", "{v:?}");
         // Every request failed: a 0 latency is no data, not a pass.
-        let v = evaluate(&e, &summary(0, 0, serde_json::json!(0.0)));
+        let v = evaluate(&e, &summary(0, 0, Some(0.0)));
         assert!(!v[0].held && v[0].got.starts_with("null"), "{v:?}");
-        // A missing figure.
+        // No attainment (nothing arrived): no data, not a pass.
         let e = Expect {
-            goodput_rps_min: Some(0.0),
+            slo_attainment_min: Some(0.0),
             ..Default::default()
         };
-        let v = evaluate(&e, &summary(5, 0, serde_json::json!(1.0)));
+        let mut s = summary(5, 0, Some(1.0));
+        s.slo.attainment = None;
+        let v = evaluate(&e, &s);
         assert!(!v[0].held && v[0].got == "null", "{v:?}");
     }
 

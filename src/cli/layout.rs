@@ -65,12 +65,11 @@ pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
             ),
         });
     }
-    if a.tp == 0 || a.page_size == 0 {
-        return Err(CliError::Flag {
-            flag: if a.tp == 0 { "--tp" } else { "--page-size" },
-            message: "--tp and --page-size must be at least 1".into(),
-        });
+    if a.tp == 0 {
+        return Err(CliError::flag("--tp", "--tp must be at least 1".into()));
     }
+    server::check_page_size(a.page_size)
+        .map_err(|m| CliError::flag("--page-size", format!("--page-size {}: {m}", a.page_size)))?;
     if a.rank >= a.tp {
         return Err(CliError::Flag {
             flag: "--rank",

@@ -45,11 +45,14 @@ struct Shard {
 /// Runs `pdsim merge`.
 pub fn run(args: &MergeArgs) -> Result<(), CliError> {
     if let Some(d) = args.dirs.iter().find(|d| same_dir(d, &args.out)) {
-        return Err(CliError::Usage(format!(
-            "--out {}: is one of the shards given ({}); merge into another folder",
-            args.out.display(),
-            d.display()
-        )));
+        return Err(CliError::flag(
+            "--out",
+            format!(
+                "--out {}: is one of the shards given ({}); merge into another folder",
+                args.out.display(),
+                d.display()
+            ),
+        ));
     }
     let shards = args
         .dirs
@@ -89,30 +92,39 @@ fn read_shard(d: &std::path::Path) -> Result<Shard, CliError> {
     )?;
     let mp = d.join("sweep.json");
     if !mp.is_file() {
-        return Err(CliError::Usage(format!(
-            "{}: no sweep.json; give the folders `pdsim sweep --shard I/N --out DIR` wrote",
-            d.display()
-        )));
+        return Err(CliError::input(
+            d,
+            format!(
+                "{}: no sweep.json; give the folders `pdsim sweep --shard I/N --out DIR` wrote",
+                d.display()
+            ),
+        ));
     }
     let m = Manifest::read(&mp)?;
     let Some(s) = m.shard else {
-        return Err(CliError::Usage(format!(
-            "{}: a whole sweep, not a shard; merge joins the folders of `pdsim sweep --shard I/N`",
-            d.display()
-        )));
+        return Err(CliError::input(
+            d,
+            format!(
+                "{}: a whole sweep, not a shard; merge joins the folders of `pdsim sweep --shard I/N`",
+                d.display()
+            ),
+        ));
     };
     let csv = d.join("sweep.csv");
     let rows = plan::read_sweep_csv(&csv, m.grid.axes.len())?;
     let want: Vec<usize> = s.rows(m.rows).collect();
     if rows.len() != want.len() {
-        return Err(CliError::Usage(format!(
-            "{}: shard {}/{} should hold {} rows, it has {} (an unfinished or cut shard?)",
-            csv.display(),
-            s.index,
-            s.count,
-            want.len(),
-            rows.len()
-        )));
+        return Err(CliError::input(
+            &csv,
+            format!(
+                "{}: shard {}/{} should hold {} rows, it has {} (an unfinished or cut shard?)",
+                csv.display(),
+                s.index,
+                s.count,
+                want.len(),
+                rows.len()
+            ),
+        ));
     }
     plan::verify_rows(&csv, &m.grid, &want, &rows)?;
     Ok(Shard {
@@ -131,20 +143,26 @@ fn order_shards(shards: &[Shard]) -> Result<Vec<usize>, CliError> {
     for (k, sh) in shards.iter().enumerate() {
         let m = &sh.manifest;
         if let Some(what) = first_difference(m, first, n) {
-            return Err(CliError::Usage(format!(
-                "{}: not a shard of the same sweep as {}: its {what}",
-                sh.dir.display(),
-                shards[0].dir.display()
-            )));
+            return Err(CliError::input(
+                &sh.dir,
+                format!(
+                    "{}: not a shard of the same sweep as {}: its {what}",
+                    sh.dir.display(),
+                    shards[0].dir.display()
+                ),
+            ));
         }
         let s = m.shard.expect("checked to be a shard");
         if let Some(prev) = by_index[s.index].replace(k) {
-            return Err(CliError::Usage(format!(
-                "shard {}/{n} is given twice: {} and {}",
-                s.index,
-                shards[prev].dir.display(),
-                sh.dir.display()
-            )));
+            return Err(CliError::input(
+                &sh.dir,
+                format!(
+                    "shard {}/{n} is given twice: {} and {}",
+                    s.index,
+                    shards[prev].dir.display(),
+                    sh.dir.display()
+                ),
+            ));
         }
     }
     if let Some(missing) = by_index.iter().position(Option::is_none) {
@@ -155,10 +173,13 @@ fn order_shards(shards: &[Shard]) -> Result<Vec<usize>, CliError> {
                 format!("{} (shard {}/{n})", sh.dir.display(), s.index)
             })
             .collect();
-        return Err(CliError::Usage(format!(
-            "shard {missing}/{n} is missing: the folders given are {}; give all {n} shard folders of the sweep",
-            given.join(", ")
-        )));
+        return Err(CliError::Conflict {
+            flags: &["DIRS"],
+            message: format!(
+                "shard {missing}/{n} is missing: the folders given are {}; give all {n} shard folders of the sweep",
+                given.join(", ")
+            ),
+        });
     }
     Ok(by_index
         .into_iter()

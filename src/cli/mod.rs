@@ -56,9 +56,6 @@ pub enum Command {
 /// Why a verb failed, with its exit code.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    /// A bad flag or argument (exit 2). Being replaced by the typed variants below, verb by verb.
-    #[error("{0}")]
-    Usage(String),
     /// A flag's value is not valid (exit 2): `flag` names it (`--tp`, `--gpu`), the message
     /// says what would be.
     #[error("{message}")]
@@ -102,6 +99,10 @@ pub enum CliError {
     /// A results file read back that is not pdsim's (exit 2) or could not be read (exit 3).
     #[error(transparent)]
     Results(#[from] crate::report::schema::ReadError),
+    /// A `check --baseline` folder that is not a baseline, or a run in it that is not a
+    /// complete pdsim result (exit 2, naming the folder or file).
+    #[error(transparent)]
+    Baseline(#[from] crate::report::baseline::BaselineError),
     /// Launch lines `lint` cannot read or predict (exit 2).
     #[error(transparent)]
     Lint(#[from] crate::diagnose::lint::LintError),
@@ -146,6 +147,8 @@ impl CliError {
             CliError::Results(crate::report::schema::ReadError::Shape { path, field, .. }) => {
                 Some(format!("{}: {field}", path.display()))
             }
+            CliError::Baseline(e) => Some(e.path().display().to_string()),
+            CliError::Plan(e) => e.key(),
             _ => None,
         }
     }
@@ -153,14 +156,14 @@ impl CliError {
     /// docs/architecture.md §2: 1 a negative verdict, 2 usage or invalid input, 3 I/O.
     pub fn exit_code(&self) -> i32 {
         match self {
-            CliError::Usage(_)
-            | CliError::Flag { .. }
+            CliError::Flag { .. }
             | CliError::Conflict { .. }
             | CliError::Input { .. }
             | CliError::Trace(_)
             | CliError::ModelConfig(_)
             | CliError::Layout(_)
             | CliError::Scenario(_)
+            | CliError::Baseline(_)
             | CliError::Lint(_) => 2,
             CliError::Results(e) => e.exit_code(),
             CliError::Io(_) | CliError::Busy(_) => 3,

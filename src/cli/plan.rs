@@ -74,9 +74,12 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     let mut fixed = args.sets.clone();
     if let Some(r) = args.rate {
         if !(r.is_finite() && r > 0.0 && r <= MAX_PLAN_RATE) {
-            return Err(CliError::Usage(format!(
-                "--rate {r}: must be a positive number of requests per second, at most {MAX_PLAN_RATE:e} ({key}: one arrival per nanosecond, the simulated clock's resolution)"
-            )));
+            return Err(CliError::flag(
+                "--rate",
+                format!(
+                    "--rate {r}: must be a positive number of requests per second, at most {MAX_PLAN_RATE:e} ({key}: one arrival per nanosecond, the simulated clock's resolution)"
+                ),
+            ));
         }
         fixed.push(format!("{key}={}", search::rate_value(r)));
     }
@@ -94,10 +97,12 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         }
     }
     if !sc.slo.any() {
-        return Err(CliError::Usage(format!(
-            "{}: [slo] sets no target to plan for; add e.g. ttft_p99_ms = 2000 and tpot_p99_ms = 100 (or attainment_min with ttft_ms/tpot_ms)",
-            args.scenario.display()
-        )));
+        return Err(CliError::Scenario(crate::scenario::ScenarioError {
+            file: args.scenario.clone(),
+            line: None,
+            key: "slo".into(),
+            message: "[slo] sets no target to plan for; add e.g. ttft_p99_ms = 2000 and tpot_p99_ms = 100 (or attainment_min with ttft_ms/tpot_ms)".into(),
+        }));
     }
     let jobs = jobs_of(args.jobs)?;
     let dir = args
@@ -214,7 +219,7 @@ pub fn run(args: &PlanArgs) -> Result<(), CliError> {
         gpus_per_node: sc.gpus_per_node,
         placement: planned
             .as_ref()
-            .map(|p| crate::plan::launch::nodes_comment(p, &crate::config::capacity::place(p))),
+            .map(|p| crate::plan::launch::nodes_comment(p, &p.placement)),
     };
     write_sweep(&stage, &m, &indexed, Some(&context)).map_err(|e| out.rename_error(e))?;
     let json = serde_json::to_string_pretty(&answer).expect("a plan serializes") + "\n";
@@ -290,18 +295,18 @@ fn max_rate(
 ) -> Result<String, CliError> {
     let grid = &m.grid;
     if !(args.tolerance >= search::MIN_RATE_TOLERANCE && args.tolerance < 1.0) {
-        return Err(CliError::Usage(format!(
-            "--tolerance {}: must be in [{}, 1), e.g. 0.02 (adjacent rates of the search differ by 1 + tolerance)",
-            args.tolerance,
-            search::MIN_RATE_TOLERANCE
-        )));
+        return Err(CliError::flag(
+            "--tolerance",
+            format!(
+                "--tolerance {}: must be in [{}, 1), e.g. 0.02 (adjacent rates of the search differ by 1 + tolerance)",
+                args.tolerance,
+                search::MIN_RATE_TOLERANCE
+            ),
+        ));
     }
-    let start = sc
-        .resolved
-        .get("workload")
-        .and_then(|w| w.get("arrival").or_else(|| w.get("trace")))
-        .and_then(|a| a.get("rate_per_s"))
-        .and_then(serde_json::Value::as_f64)
+    let start = crate::scenario::resolved_file(sc)
+        .workload
+        .rate_per_s()
         .unwrap_or(1.0)
         .min(MAX_PLAN_RATE);
     let s = RateSearch {

@@ -47,7 +47,7 @@ pub struct SweepArgs {
 /// The jobs to use: `--jobs`, else the machine's cores.
 pub fn jobs_of(jobs: Option<usize>) -> Result<usize, CliError> {
     match jobs {
-        Some(0) => Err(CliError::Usage("--jobs must be at least 1".into())),
+        Some(0) => Err(CliError::flag("--jobs", "--jobs must be at least 1".into())),
         Some(j) => Ok(j),
         None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
     }
@@ -94,17 +94,23 @@ pub fn grid_of(
     max_rate: bool,
 ) -> Result<(Grid, crate::scenario::Scenario), CliError> {
     if seeds == 0 || seeds as usize > plan::MAX_GRID_ROWS {
-        return Err(CliError::Usage(format!(
-            "--seeds {seeds}: give 1 to {} seeds per point",
-            plan::MAX_GRID_ROWS
-        )));
+        return Err(CliError::flag(
+            "--seeds",
+            format!(
+                "--seeds {seeds}: give 1 to {} seeds per point",
+                plan::MAX_GRID_ROWS
+            ),
+        ));
     }
     if vary.len() > plan::MAX_AXES {
-        return Err(CliError::Usage(format!(
-            "{} --vary axes: at most {} are supported",
-            vary.len(),
-            plan::MAX_AXES
-        )));
+        return Err(CliError::flag(
+            "--vary",
+            format!(
+                "{} --vary axes: at most {} are supported",
+                vary.len(),
+                plan::MAX_AXES
+            ),
+        ));
     }
     let axes = vary
         .iter()
@@ -114,51 +120,68 @@ pub fn grid_of(
     let canon: Vec<String> = axes.iter().map(|a| canonical_key(&table, &a.key)).collect();
     for (i, a) in axes.iter().enumerate() {
         if let Some(rk) = rate_key.filter(|rk| overlaps(&canon[i], rk)) {
-            return Err(CliError::Usage(if max_rate {
-                format!(
-                    "--vary {}: --max-rate searches {rk} itself, from the scenario's rate (set the start with --set {rk}=R); drop this --vary",
-                    a.key
-                )
+            let flags: &'static [&'static str] = if max_rate {
+                &["--vary", "--max-rate"]
             } else {
-                format!(
-                    "--vary {}: --rate fixes {rk} for every point, so the plan would answer for rates it was not asked about; drop this --vary, or use --max-rate to find each point's highest rate",
-                    a.key
-                )
-            }));
+                &["--vary", "--rate"]
+            };
+            return Err(CliError::Conflict {
+                flags,
+                message: if max_rate {
+                    format!(
+                        "--vary {}: --max-rate searches {rk} itself, from the scenario's rate (set the start with --set {rk}=R); drop this --vary",
+                        a.key
+                    )
+                } else {
+                    format!(
+                        "--vary {}: --rate fixes {rk} for every point, so the plan would answer for rates it was not asked about; drop this --vary, or use --max-rate to find each point's highest rate",
+                        a.key
+                    )
+                },
+            });
         }
         for (j, b) in axes[..i].iter().enumerate() {
             if overlaps(&canon[i], &canon[j]) {
-                return Err(CliError::Usage(format!(
-                    "--vary {} and --vary {} name the same setting{}; vary it in one --vary",
-                    b.key,
-                    a.key,
-                    if canon[i] == canon[j] {
-                        format!(" ({})", canon[i])
-                    } else {
-                        " (one is a table holding the other)".to_string()
-                    }
-                )));
+                return Err(CliError::flag(
+                    "--vary",
+                    format!(
+                        "--vary {} and --vary {} name the same setting{}; vary it in one --vary",
+                        b.key,
+                        a.key,
+                        if canon[i] == canon[j] {
+                            format!(" ({})", canon[i])
+                        } else {
+                            " (one is a table holding the other)".to_string()
+                        }
+                    ),
+                ));
             }
         }
         for f in &fixed {
             let key = f.split_once('=').map_or(f.as_str(), |(k, _)| k);
             let fk = canonical_key(&table, key);
             if rate_key != Some(fk.as_str()) && overlaps(&canon[i], &fk) {
-                return Err(CliError::Usage(format!(
-                    "--vary {} and --set {key} name the same setting; --set fixes it for every point, --vary changes it per point: give one",
-                    a.key
-                )));
+                return Err(CliError::Conflict {
+                    flags: &["--vary", "--set"],
+                    message: format!(
+                        "--vary {} and --set {key} name the same setting; --set fixes it for every point, --vary changes it per point: give one",
+                        a.key
+                    ),
+                });
             }
         }
     }
     let sc = base.with(&fixed)?;
     if sc.seed.checked_add(u64::from(seeds) - 1).is_none() {
-        return Err(CliError::Usage(format!(
-            "--seeds {seeds}: seeds run.seed ({}) to run.seed + {} pass the largest seed, {}; use a smaller run.seed or fewer seeds",
-            sc.seed,
-            seeds - 1,
-            u64::MAX
-        )));
+        return Err(CliError::flag(
+            "--seeds",
+            format!(
+                "--seeds {seeds}: seeds run.seed ({}) to run.seed + {} pass the largest seed, {}; use a smaller run.seed or fewer seeds",
+                sc.seed,
+                seeds - 1,
+                u64::MAX
+            ),
+        ));
     }
     let seeds: Vec<u64> = (0..u64::from(seeds)).map(|k| sc.seed + k).collect();
     Ok((Grid::new(axes, seeds, fixed)?, sc))

@@ -8,11 +8,12 @@
 //! `g × nics_per_node / gpus_per_node` of that node: one NIC per GPU by default, shared by
 //! neighbouring GPUs when a node has fewer NICs.
 
-use crate::config::{Pool, Scenario};
+use crate::config::Pool;
 use crate::fabric::GpuId;
 use crate::spec::GpuSpec;
 
 /// Where every instance's ranks sit.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Placement {
     /// `gpus[instance][rank]`.
     pub gpus: Vec<Vec<GpuId>>,
@@ -80,11 +81,6 @@ pub fn page_record_bytes(gpu: &GpuSpec, pool: &Pool, watched: bool) -> u64 {
     } else {
         4 * (pages + slots)
     }
-}
-
-/// Places every instance of `sc`.
-pub fn place(sc: &Scenario) -> Placement {
-    place_pools(&sc.pools, sc.gpus_per_node)
 }
 
 /// Bytes of HBM per GPU left for the KV cache (and state, for hybrids):
@@ -209,6 +205,7 @@ pub fn unified_slots(gpu: &GpuSpec, pool: &Pool, cap: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Scenario;
     use crate::scenario;
 
     fn load(sets: &[&str]) -> Scenario {

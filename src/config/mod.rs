@@ -517,37 +517,22 @@ impl std::fmt::Debug for TraceSource {
     }
 }
 
-/// Fabric parameters.
-#[derive(Clone, Debug, Serialize)]
-pub struct FabricParams {
-    /// `rail` or `leaf_spine`.
-    #[serde(skip)]
-    pub kind: crate::fabric::TopologyKind,
-    /// Nodes under one leaf switch.
-    pub nodes_per_leaf: u32,
-    /// Uplink oversubscription (≥ 1).
-    pub oversubscription: f64,
-    /// Per-NIC line rate, bytes per nanosecond (Gb/s ÷ 8).
-    pub nic_bytes_per_ns: f64,
-    /// NICs per node.
-    pub nics_per_node: u32,
-    /// Latency a transfer pays before its bytes flow, ns.
-    pub base_latency_ns: Nanos,
+/// The fabric of a scenario, built once by `scenario/` (from `[fabric]`, `[hardware]` and the
+/// placement) in the fabric's own types, so the simulation hands them to `Fabric::build` as
+/// they are.
+#[derive(Clone, Debug)]
+pub struct FabricConfig {
+    /// Switch tier, NICs and NVLink, over the nodes the placement uses.
+    pub topology: crate::fabric::TopologyConfig,
+    /// Mooncake's transfer model (`fabric/calibration.rs`): the calibrated parameters with the
+    /// scenario's network latency and RDMA engine rate.
+    pub model: crate::fabric::FabricParams,
     /// Latency of a control message, ns.
     pub control_latency_ns: Nanos,
     /// Whether DeepEP's inter-node all-to-all runs as fabric flows (`fabric.a2a_flows`).
-    /// Left out of the resolved scenario when on (the default), so results of scenarios
-    /// that never set it keep their bytes.
-    #[serde(skip_serializing_if = "is_true")]
     pub a2a_flows: bool,
-    /// Mooncake's transport (`fabric.transport`); left out of the resolved scenario at the
-    /// default, as `a2a_flows`.
-    #[serde(skip_serializing_if = "crate::fabric::Transport::is_rdma")]
+    /// Mooncake's transport (`fabric.transport`).
     pub transport: crate::fabric::Transport,
-}
-
-fn is_true(b: &bool) -> bool {
-    *b
 }
 
 /// sglang's PD knobs.
@@ -624,12 +609,12 @@ pub struct Scenario {
     pub billing: Billing,
     /// Prefill pools then decode pools, in file order within each role.
     pub pools: Vec<Pool>,
-    /// Fabric parameters.
-    pub fabric: FabricParams,
+    /// The fabric.
+    pub fabric: FabricConfig,
     /// Faults in time order.
     pub faults: Vec<FaultSpec>,
-    /// Nodes the placement uses.
-    pub nodes: u32,
+    /// Where every instance's ranks sit, and the nodes the cluster spans.
+    pub placement: capacity::Placement,
     /// Workload.
     pub workload: Workload,
     /// The router: a policy per side and `cache_aware`'s parameters.

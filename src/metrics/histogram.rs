@@ -262,15 +262,23 @@ impl Default for Batch {
 /// request reached the stage.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Stats {
+    // Each field must be present when read back (`null` for no data): a summary missing one
+    // is not pdsim's, rather than a run with no data (`Option::deserialize` makes serde
+    // require the key).
     /// Exact mean.
+    #[serde(deserialize_with = "Option::deserialize")]
     pub mean: Option<f64>,
     /// Median (nearest rank).
+    #[serde(deserialize_with = "Option::deserialize")]
     pub p50: Option<f64>,
     /// 90th percentile.
+    #[serde(deserialize_with = "Option::deserialize")]
     pub p90: Option<f64>,
     /// 99th percentile.
+    #[serde(deserialize_with = "Option::deserialize")]
     pub p99: Option<f64>,
     /// Exact maximum.
+    #[serde(deserialize_with = "Option::deserialize")]
     pub max: Option<f64>,
 }
 

@@ -47,7 +47,9 @@ pub struct SloTarget {
 pub struct SloSummary {
     /// Share of arrived requests that **completed** (not corrupted, not failed, not
     /// unfinished) within every per-request threshold set (`ttft_ms`, `tpot_ms`); with no
-    /// threshold, the share that completed. `null` when nothing arrived.
+    /// threshold, the share that completed. `null` when nothing arrived (the key must be
+    /// present when read back).
+    #[serde(deserialize_with = "Option::deserialize")]
     pub attainment: Option<f64>,
     /// Requests per simulated second (whole run) that completed within every threshold.
     pub goodput_requests_per_s: f64,

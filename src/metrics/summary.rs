@@ -526,6 +526,85 @@ pub struct Summary {
     pub speculative: Vec<SpecSummary>,
 }
 
+/// A figure of a summary that `[expect]` bounds and `check --baseline` compares, read from the
+/// typed [`Summary`] (never by a JSON path).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Figure {
+    /// `requests.arrived`.
+    Arrived,
+    /// `requests.completed`.
+    Completed,
+    /// `requests.failed`.
+    Failed,
+    /// `requests.corrupted`.
+    Corrupted,
+    /// `requests.unfinished`.
+    Unfinished,
+    /// `latency_ms.ttft.p50`, ms.
+    TtftP50,
+    /// `latency_ms.ttft.p99`, ms.
+    TtftP99,
+    /// `latency_ms.tpot.p50`, ms.
+    TpotP50,
+    /// `latency_ms.tpot.p99`, ms.
+    TpotP99,
+    /// `latency_ms.e2e.p99`, ms.
+    E2eP99,
+    /// `throughput.requests_per_s` (the whole run).
+    RequestsPerS,
+    /// `throughput.arrival_window.requests_per_s`.
+    WindowRequestsPerS,
+    /// `throughput.arrival_window.output_tokens_per_s`.
+    WindowOutputTokensPerS,
+    /// `throughput.arrival_window.goodput_requests_per_s`.
+    WindowGoodputPerS,
+    /// `slo.goodput_requests_per_s` (the whole run).
+    GoodputPerS,
+    /// `slo.attainment`, 0–1.
+    SloAttainment,
+}
+
+impl Figure {
+    /// The figure's value in `s`; `None` where the summary has no data (`null`).
+    pub fn of(self, s: &Summary) -> Option<f64> {
+        let (r, l, t) = (&s.requests, &s.latency_ms, &s.throughput);
+        let n = |v: u64| Some(v as f64);
+        match self {
+            Figure::Arrived => n(r.arrived),
+            Figure::Completed => n(r.completed),
+            Figure::Failed => n(r.failed),
+            Figure::Corrupted => n(r.corrupted),
+            Figure::Unfinished => n(r.unfinished),
+            Figure::TtftP50 => l.ttft.p50,
+            Figure::TtftP99 => l.ttft.p99,
+            Figure::TpotP50 => l.tpot.p50,
+            Figure::TpotP99 => l.tpot.p99,
+            Figure::E2eP99 => l.e2e.p99,
+            Figure::RequestsPerS => Some(t.requests_per_s),
+            Figure::WindowRequestsPerS => Some(t.arrival_window.requests_per_s),
+            Figure::WindowOutputTokensPerS => Some(t.arrival_window.output_tokens_per_s),
+            Figure::WindowGoodputPerS => Some(t.arrival_window.goodput_requests_per_s),
+            Figure::GoodputPerS => Some(s.slo.goodput_requests_per_s),
+            Figure::SloAttainment => s.slo.attainment,
+        }
+    }
+
+    /// Whether the figure is a latency, which has data only when some request finished
+    /// (completed or corrupted): with none, it is "no data" whatever the file holds.
+    pub fn needs_finished(self) -> bool {
+        matches!(
+            self,
+            Figure::TtftP50 | Figure::TtftP99 | Figure::TpotP50 | Figure::TpotP99 | Figure::E2eP99
+        )
+    }
+
+    /// [`Figure::of`], and no data for a latency of a run where no request finished.
+    pub fn read(self, s: &Summary) -> Option<f64> {
+        let finished = s.requests.completed + s.requests.corrupted > 0;
+        self.of(s).filter(|_| finished || !self.needs_finished())
+    }
+}
+
 /// What the run loop reports besides the collector.
 #[derive(Clone, Debug, Default)]
 pub struct RunTotals {

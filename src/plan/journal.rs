@@ -40,10 +40,13 @@ impl Journal {
             match std::fs::read_to_string(&id_path) {
                 Ok(old) if old == identity => return Ok((j, true)),
                 Ok(_) => {
-                    return Err(PlanError::Usage(format!(
-                        "--resume: the unfinished sweep in {} was started with other inputs (scenario text, a file it reads, --vary, --seeds, --set, --shard or the plan's question differ); run without --resume to start over",
-                        staging.parent().unwrap_or(staging).display()
-                    )));
+                    return Err(PlanError::flag(
+                        "--resume",
+                        format!(
+                            "--resume: the unfinished sweep in {} was started with other inputs (scenario text, a file it reads, --vary, --seeds, --set, --shard or the plan's question differ); run without --resume to start over",
+                            staging.parent().unwrap_or(staging).display()
+                        ),
+                    ));
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io(&id_path, e)),

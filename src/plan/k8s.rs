@@ -483,7 +483,7 @@ pub fn k8s_yaml(sc: &Scenario) -> String {
         sc.name,
         env!("CARGO_PKG_VERSION"),
         launch::ROUTER_PORT,
-        sc.nodes,
+        sc.placement.nodes,
         sc.gpus_per_node,
     );
     out += &launch::notes_block(notes, "#");

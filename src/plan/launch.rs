@@ -115,19 +115,27 @@ fn server_flags(
     out
 }
 
+/// The file's section of pool `i` of the checked scenario: found by name, since the checked
+/// pools are ordered by role (prefill first) and the file's are not.
+fn pool_section<'f>(
+    file: &'f crate::scenario::ScenarioFile,
+    sc: &Scenario,
+    i: usize,
+) -> Option<&'f crate::scenario::file::PoolSection> {
+    file.pools.iter().find(|p| p.name == sc.pools[i].name)
+}
+
 /// `--model-path` of pool `i`: the pool's own model or the scenario's, a preset's Hugging Face
 /// id or the folder of a config file.
 fn model_path(sc: &Scenario, i: usize) -> String {
-    let r = &sc.resolved;
-    let m = match &r["pools"][i]["model"] {
-        serde_json::Value::Null => &r["model"],
-        own => own,
-    };
-    if let Some(p) = m["preset"].as_str() {
+    let file = crate::scenario::resolved_file(sc);
+    let own = pool_section(&file, sc, i).and_then(|p| p.model.clone());
+    let m = own.or(file.model).unwrap_or_default();
+    if let Some(p) = m.preset.as_deref() {
         return hf_model_path(p).map_or_else(|| p.to_string(), str::to_string);
     }
-    m["config"]
-        .as_str()
+    m.config
+        .as_deref()
         .map(|c| {
             let c = std::path::Path::new(c);
             let c = if c.is_relative() {
@@ -160,7 +168,7 @@ fn gateway_policy(p: RouterPolicy, notes: &mut Vec<String>) -> &'static str {
 /// `# nodes used: 3 (node0, node1, node2); GPUs used 20 of 24, idle 4 (node2: GPUs 4-7)`.
 pub fn nodes_comment(sc: &Scenario, placement: &crate::config::capacity::Placement) -> String {
     let g = sc.gpus_per_node;
-    let mut used = vec![vec![false; g as usize]; sc.nodes as usize];
+    let mut used = vec![vec![false; g as usize]; sc.placement.nodes as usize];
     for inst in &placement.gpus {
         for gpu in inst {
             used[gpu.node as usize][gpu.local as usize] = true;
@@ -181,11 +189,11 @@ pub fn nodes_comment(sc: &Scenario, placement: &crate::config::capacity::Placeme
             })
         })
         .collect();
-    let all = sc.nodes * g;
+    let all = sc.placement.nodes * g;
     let mut s = format!(
         "# nodes used: {} ({}); GPUs used {total} of {all}, idle {}{}\n",
-        sc.nodes,
-        (0..sc.nodes)
+        sc.placement.nodes,
+        (0..sc.placement.nodes)
             .map(|n| format!("node{n}"))
             .collect::<Vec<_>>()
             .join(", "),
@@ -196,14 +204,14 @@ pub fn nodes_comment(sc: &Scenario, placement: &crate::config::capacity::Placeme
             format!(" ({})", idle.join("; "))
         }
     );
-    let billed = sc.billing.billed_gpus(total, sc.nodes, g);
+    let billed = sc.billing.billed_gpus(total, sc.placement.nodes, g);
     let price = sc.usd_per_gpu_hour.map_or(String::new(), |u| {
         format!(": ${:.2}/hour at ${u}/GPU-hour", u * f64::from(billed))
     });
     s += &match sc.billing {
         crate::config::Billing::Node => format!(
             "# billed per node (hardware.billing = \"node\"): {} nodes × {g} GPUs = {billed} GPUs{price}\n",
-            sc.nodes
+            sc.placement.nodes
         ),
         crate::config::Billing::Gpu => format!(
             "# billed per GPU (hardware.billing = \"gpu\"): {billed} GPUs{price}; rented as whole nodes this is {} GPUs\n",
@@ -235,9 +243,13 @@ fn ranges(v: &[u32]) -> String {
 /// The server flags of pool `i` as one string (` --page-size 64 …`), and the notes on what
 /// is not written.
 pub fn pool_flags(sc: &Scenario, i: usize, notes: &mut Vec<String>) -> String {
-    let mut server = sc.resolved["pools"][i]["server"]
-        .as_object()
-        .cloned()
+    let file = crate::scenario::resolved_file(sc);
+    // The typed server table, as a map of flag names: every flag the scenario sets is written.
+    let mut server = pool_section(&file, sc, i)
+        .and_then(|p| match serde_json::to_value(&p.server) {
+            Ok(serde_json::Value::Object(m)) => Some(m),
+            _ => None,
+        })
         .unwrap_or_default();
     // sglang's decode offload writes through `--hicache-storage-backend`, which a scenario
     // may leave out there (pdsim's one backend is the `[kv_store]`): the line names it.
@@ -349,7 +361,7 @@ pub fn notes_block(mut notes: Vec<String>, comment: &str) -> String {
 
 /// `launch.txt` for `sc`: comment lines (`#`) and one command per line.
 pub fn launch_text(sc: &Scenario) -> String {
-    let placement = crate::config::capacity::place(sc);
+    let placement = &sc.placement;
     let mut out = String::new();
     let mut notes = Vec::new();
     let _ = writeln!(
@@ -357,12 +369,12 @@ pub fn launch_text(sc: &Scenario) -> String {
         "# sglang launch lines for scenario {:?} (pdsim {}); nodeN is node N of pdsim's placement ({} nodes of {} GPUs).",
         sc.name,
         env!("CARGO_PKG_VERSION"),
-        sc.nodes,
+        sc.placement.nodes,
         sc.gpus_per_node
     );
     out.push_str(&nodes_comment(sc, &placement));
     // Servers per node so far: their ports and bootstrap ports follow one another.
-    let mut on_node = vec![0u32; sc.nodes as usize];
+    let mut on_node = vec![0u32; sc.placement.nodes as usize];
     let (mut prefill_urls, mut decode_urls, mut worker_urls) = (Vec::new(), Vec::new(), Vec::new());
     let mut inst = 0usize;
     for (i, pool) in sc.pools.iter().enumerate() {
@@ -481,6 +493,38 @@ mod tests {
     fn load(rel: &str) -> Scenario {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
         crate::scenario::load(&path, &[]).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    /// The checked pools are ordered prefill first; a file listing its decode pool first must
+    /// still give each line its own pool's flags (the lines once took the file's i-th pool).
+    #[test]
+    fn each_line_has_its_own_pools_flags_whatever_the_file_order() {
+        let quick = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml"),
+        )
+        .unwrap();
+        let (head, rest) = quick.split_once("[[pools]]").unwrap();
+        let (prefill, rest) = rest.split_once("[[pools]]").unwrap();
+        let (decode, tail) = rest.split_once("[fabric]").unwrap();
+        let decode = decode.replace(
+            "page_size = 64",
+            "page_size = 64\nmem_fraction_static = 0.7",
+        );
+        let prefill = prefill.replace("chunked_prefill_size = 8192", "chunked_prefill_size = 4096");
+        let swapped = format!("{head}[[pools]]{decode}[[pools]]{prefill}[fabric]{tail}");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml");
+        let sc = crate::scenario::from_str(&swapped, &path, &[]).unwrap();
+        assert_eq!(sc.pools[0].role, crate::config::Role::Prefill);
+        let text = launch_text(&sc);
+        for l in commands(&text) {
+            let decode = l.contains("--disaggregation-mode decode");
+            let prefill = l.contains("--disaggregation-mode prefill");
+            if decode || prefill {
+                assert_eq!(l.contains("--mem-fraction-static 0.7"), decode, "{l}");
+                assert_eq!(l.contains("--chunked-prefill-size 4096"), prefill, "{l}");
+            }
+        }
     }
 
     #[test]

@@ -27,15 +27,62 @@ use crate::sim::World;
 /// A failure of a sweep or search, with the exit code it maps to.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    /// A bad `--vary`, `--shard`, `--rate` or a grid with no valid point (exit 2).
-    #[error("{0}")]
-    Usage(String),
+    /// A flag's value is not valid (exit 2): `flag` names it (`--vary`, `--shard`, `--seeds`,
+    /// `--jobs`, `--set`, `--resume`), the message says what would be.
+    #[error("{message}")]
+    Flag {
+        /// The flag, as typed on the command line.
+        flag: &'static str,
+        /// What is wrong and what is valid.
+        message: String,
+    },
+    /// A file read back (a shard's `sweep.csv` or `sweep.json`, a `plan.csv`) that is not what
+    /// pdsim wrote: cut short, edited, of another sweep or another pdsim (exit 2).
+    #[error("{message}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// No point of the grid is a valid scenario: a mistake in the question (a misspelt key or
+    /// value), not a result (exit 2). `first` is the first point's error.
+    #[error("no grid point is a valid scenario; the first: {first}")]
+    NoValidPoint {
+        /// The first point's error message.
+        first: String,
+    },
     /// The scenario itself is invalid (exit 2).
     #[error("{0}")]
     Scenario(#[from] ScenarioError),
     /// A simulation could not finish (a trace unreadable mid-run; exit 3).
     #[error("{0}")]
     Io(String),
+}
+
+impl PlanError {
+    /// A bad value of `flag` (exit 2).
+    pub fn flag(flag: &'static str, message: String) -> Self {
+        PlanError::Flag { flag, message }
+    }
+
+    /// A results file that is not what pdsim wrote (exit 2).
+    pub fn file(path: &Path, message: String) -> Self {
+        PlanError::File {
+            path: path.to_path_buf(),
+            message,
+        }
+    }
+
+    /// The flag, key or file the error is about (see `CliError::key`).
+    pub fn key(&self) -> Option<String> {
+        match self {
+            PlanError::Flag { flag, .. } => Some((*flag).to_string()),
+            PlanError::File { path, .. } => Some(path.display().to_string()),
+            PlanError::Scenario(e) if !e.key.is_empty() => Some(e.key.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// One `--vary KEY=V1,V2,...`: a dotted scenario key (as `--set` takes it) and its values,
@@ -74,23 +121,30 @@ pub fn split_values(s: &str) -> Vec<String> {
 /// Parses one `--vary` argument.
 pub fn parse_axis(arg: &str) -> Result<Axis, PlanError> {
     let (key, values) = arg.split_once('=').ok_or_else(|| {
-        PlanError::Usage(format!(
-            "--vary {arg:?}: expected KEY=V1,V2,..., e.g. --vary pools.decode.instances=1,2,4"
-        ))
+        PlanError::flag(
+            "--vary",
+            format!(
+                "--vary {arg:?}: expected KEY=V1,V2,..., e.g. --vary pools.decode.instances=1,2,4"
+            ),
+        )
     })?;
     let key = key.trim().to_string();
     let values = split_values(values);
     if key.is_empty() || values.iter().any(String::is_empty) {
-        return Err(PlanError::Usage(format!(
-            "--vary {arg:?}: a key and at least one non-empty value are needed, e.g. --vary pools.decode.instances=1,2,4"
-        )));
+        return Err(PlanError::flag(
+            "--vary",
+            format!(
+                "--vary {arg:?}: a key and at least one non-empty value are needed, e.g. --vary pools.decode.instances=1,2,4"
+            ),
+        ));
     }
     let mut seen = std::collections::BTreeSet::new();
     for v in &values {
         if !seen.insert(v) {
-            return Err(PlanError::Usage(format!(
-                "--vary {key}: value {v} is listed twice"
-            )));
+            return Err(PlanError::flag(
+                "--vary",
+                format!("--vary {key}: value {v} is listed twice"),
+            ));
         }
     }
     Ok(Axis { key, values })
@@ -121,33 +175,45 @@ impl Grid {
     /// [`MAX_AXES`] axes, an empty axis or no seed is an error (exit 2, stating the limit).
     pub fn new(axes: Vec<Axis>, seeds: Vec<u64>, fixed: Vec<String>) -> Result<Self, PlanError> {
         if axes.len() > MAX_AXES {
-            return Err(PlanError::Usage(format!(
-                "{} --vary axes: at most {MAX_AXES} are supported",
-                axes.len()
-            )));
+            return Err(PlanError::flag(
+                "--vary",
+                format!(
+                    "{} --vary axes: at most {MAX_AXES} are supported",
+                    axes.len()
+                ),
+            ));
         }
         for (i, a) in axes.iter().enumerate() {
             if axes[..i].iter().any(|b| b.key == a.key) {
-                return Err(PlanError::Usage(format!(
-                    "--vary {} is given twice; list every value in one --vary",
-                    a.key
-                )));
+                return Err(PlanError::flag(
+                    "--vary",
+                    format!(
+                        "--vary {} is given twice; list every value in one --vary",
+                        a.key
+                    ),
+                ));
             }
             if a.values.is_empty() || a.values.len() > MAX_AXIS_VALUES {
-                return Err(PlanError::Usage(format!(
-                    "--vary {}: {} values; give 1 to {MAX_AXIS_VALUES}",
-                    a.key,
-                    a.values.len()
-                )));
+                return Err(PlanError::flag(
+                    "--vary",
+                    format!(
+                        "--vary {}: {} values; give 1 to {MAX_AXIS_VALUES}",
+                        a.key,
+                        a.values.len()
+                    ),
+                ));
             }
             if a.key == "run.seed" {
-                return Err(PlanError::Usage(
+                return Err(PlanError::flag("--vary",
                     "--vary run.seed: the seeds are the grid's own (run.seed, run.seed + 1, … for --seeds N); set the first with --set run.seed=S and the count with --seeds N".into(),
                 ));
             }
         }
         if seeds.is_empty() {
-            return Err(PlanError::Usage("--seeds must be at least 1".into()));
+            return Err(PlanError::flag(
+                "--seeds",
+                "--seeds must be at least 1".into(),
+            ));
         }
         let rows = axes
             .iter()
@@ -156,11 +222,14 @@ impl Grid {
         if rows.is_none() {
             let shown =
                 axes.iter().map(|a| a.values.len() as f64).product::<f64>() * seeds.len() as f64;
-            return Err(PlanError::Usage(format!(
-                "the grid has {shown:.3e} rows ({} axes × {} seeds); at most {MAX_GRID_ROWS} are supported: vary fewer keys or values, or use fewer seeds",
-                axes.len(),
-                seeds.len()
-            )));
+            return Err(PlanError::flag(
+                "--vary",
+                format!(
+                    "the grid has {shown:.3e} rows ({} axes × {} seeds); at most {MAX_GRID_ROWS} are supported: vary fewer keys or values, or use fewer seeds",
+                    axes.len(),
+                    seeds.len()
+                ),
+            ));
         }
         Ok(Self { axes, seeds, fixed })
     }
@@ -212,9 +281,12 @@ impl Shard {
     /// Parses `I/N` with `0 ≤ I < N`.
     pub fn parse(s: &str) -> Result<Self, PlanError> {
         let bad = || {
-            PlanError::Usage(format!(
-                "--shard {s:?}: expected I/N with 0 ≤ I < N, e.g. --shard 0/4 (Slurm: $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; Kubernetes: $JOB_COMPLETION_INDEX/N)"
-            ))
+            PlanError::flag(
+                "--shard",
+                format!(
+                    "--shard {s:?}: expected I/N with 0 ≤ I < N, e.g. --shard 0/4 (Slurm: $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; Kubernetes: $JOB_COMPLETION_INDEX/N)"
+                ),
+            )
         };
         let (i, n) = s.split_once('/').ok_or_else(bad)?;
         let (index, count) = (
@@ -416,12 +488,7 @@ impl SweepRow {
 
 /// The arrival rate of a scenario, when its process has one.
 fn rate_of(sc: &Scenario) -> Option<f64> {
-    let w = sc.resolved.get("workload")?;
-    let r = w
-        .get("arrival")
-        .and_then(|a| a.get("rate_per_s"))
-        .or_else(|| w.get("trace").and_then(|t| t.get("rate_per_s")))?;
-    r.as_f64()
+    scenario::resolved_file(sc).workload.rate_per_s()
 }
 
 /// Runs one scenario to its summary, writing nothing (`--summary-only` speed).
@@ -492,6 +559,8 @@ pub struct Base {
     pub path: PathBuf,
     /// Its text.
     pub text: String,
+    /// The file, typed (what the verbs read keys of: the arrival rate, the pools).
+    pub file: scenario::ScenarioFile,
 }
 
 impl Base {
@@ -506,10 +575,11 @@ impl Base {
                 message: format!("cannot read the scenario file: {e}"),
             })
         })?;
-        scenario::from_str(&text, path, &[])?;
+        let sc = scenario::from_str(&text, path, &[])?;
         Ok(Self {
             path: path.to_path_buf(),
             text,
+            file: scenario::resolved_file(&sc),
         })
     }
 
@@ -545,10 +615,9 @@ pub fn run_rows(
 /// a valid scenario, which is a mistake in the question (a misspelt key), not a result.
 pub fn all_infeasible(rows: &[SweepRow]) -> Result<(), PlanError> {
     if !rows.is_empty() && rows.iter().all(|r| r.error.is_some()) {
-        return Err(PlanError::Usage(format!(
-            "no grid point is a valid scenario; the first: {}",
-            rows[0].error.as_deref().unwrap_or_default()
-        )));
+        return Err(PlanError::NoValidPoint {
+            first: rows[0].error.clone().unwrap_or_default(),
+        });
     }
     Ok(())
 }
@@ -571,7 +640,7 @@ pub fn run_rows_durable(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.max(1))
         .build()
-        .map_err(|e| PlanError::Usage(format!("--jobs {jobs}: {e}")))?;
+        .map_err(|e| PlanError::flag("--jobs", format!("--jobs {jobs}: {e}")))?;
     let rows: Vec<Result<SweepRow, PlanError>> = pool.install(|| {
         which
             .par_iter()
@@ -718,10 +787,13 @@ impl Manifest {
         let text = std::fs::read_to_string(path)
             .map_err(|e| PlanError::Io(format!("{}: {e}", path.display())))?;
         let bad = |field: &str, why: String| {
-            PlanError::Usage(format!(
-                "{}: {field}: {why}; this is not a sweep.json that pdsim wrote (was it edited?)",
-                path.display()
-            ))
+            PlanError::file(
+                path,
+                format!(
+                    "{}: {field}: {why}; this is not a sweep.json that pdsim wrote (was it edited?)",
+                    path.display()
+                ),
+            )
         };
         let m: Manifest =
             serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text))
@@ -783,14 +855,17 @@ pub fn verify_rows(
         let want = grid.values_of(i / grid.seeds.len());
         let seed = grid.seeds[i % grid.seeds.len()];
         if values.iter().map(String::as_str).ne(want.iter().copied()) || row.seed != seed {
-            return Err(PlanError::Usage(format!(
-                "{}: line {}: the row is ({}, seed {}), but grid row {i} is ({}, seed {seed}); the file's rows are out of order or from another sweep",
-                file.display(),
-                k + 2,
-                values.join(", "),
-                row.seed,
-                want.join(", ")
-            )));
+            return Err(PlanError::file(
+                file,
+                format!(
+                    "{}: line {}: the row is ({}, seed {}), but grid row {i} is ({}, seed {seed}); the file's rows are out of order or from another sweep",
+                    file.display(),
+                    k + 2,
+                    values.join(", "),
+                    row.seed,
+                    want.join(", ")
+                ),
+            ));
         }
     }
     Ok(())
@@ -851,10 +926,13 @@ pub(crate) fn whole_lines(path: &Path, bytes: &[u8]) -> Result<(), PlanError> {
     if bytes.is_empty() || bytes.ends_with(b"\n") {
         Ok(())
     } else {
-        Err(PlanError::Usage(format!(
-            "{}: cut short: its last line has no end (pdsim ends every line with a newline), so the file is unfinished or damaged",
-            path.display()
-        )))
+        Err(PlanError::file(
+            path,
+            format!(
+                "{}: cut short: its last line has no end (pdsim ends every line with a newline), so the file is unfinished or damaged",
+                path.display()
+            ),
+        ))
     }
 }
 
@@ -865,17 +943,20 @@ pub fn parse_sweep_csv(
     axes: usize,
 ) -> Result<Vec<(Vec<String>, SweepRow)>, PlanError> {
     whole_lines(path, bytes)?;
-    let err = |e: csv::Error| PlanError::Usage(format!("{}: {e}", path.display()));
+    let err = |e: csv::Error| PlanError::file(path, format!("{}: {e}", path.display()));
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)
         .from_reader(bytes);
     let header: csv::StringRecord = r.headers().map_err(err)?.clone();
     let tail: csv::StringRecord = header.iter().skip(axes).collect();
     if tail.iter().map(str::to_string).collect::<Vec<_>>() != row_columns() {
-        return Err(PlanError::Usage(format!(
-            "{}: not a sweep.csv of this pdsim (its columns after the {axes} varied key(s) differ)",
-            path.display()
-        )));
+        return Err(PlanError::file(
+            path,
+            format!(
+                "{}: not a sweep.csv of this pdsim (its columns after the {axes} varied key(s) differ)",
+                path.display()
+            ),
+        ));
     }
     let columns: csv::StringRecord = row_columns().into();
     let mut rows = Vec::new();
@@ -894,6 +975,63 @@ pub fn parse_sweep_csv(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every planner mistake names its flag, file or key (what `pdsim` prints and the Python
+    /// binding's exception carries), and all are exit 2 but I/O.
+    #[test]
+    fn planner_errors_name_the_flag_file_or_key() {
+        let key = |e: PlanError| e.key();
+        assert_eq!(
+            key(parse_axis("nokey").unwrap_err()).as_deref(),
+            Some("--vary")
+        );
+        assert_eq!(
+            key(Shard::parse("3/2").unwrap_err()).as_deref(),
+            Some("--shard")
+        );
+        let axis = parse_axis("a=1").unwrap();
+        let twice = Grid::new(vec![axis.clone(), axis], vec![1], vec![]).unwrap_err();
+        assert_eq!(key(twice).as_deref(), Some("--vary"));
+        assert_eq!(
+            key(Grid::new(vec![], vec![], vec![]).unwrap_err()).as_deref(),
+            Some("--seeds")
+        );
+        let cut = whole_lines(Path::new("s/sweep.csv"), b"a,b\n1,2").unwrap_err();
+        assert!(matches!(&cut, PlanError::File { path, .. } if path == Path::new("s/sweep.csv")));
+        let none = all_infeasible(&[SweepRow::infeasible(0, "pools.x: unknown key".into())]);
+        assert_eq!(
+            none.unwrap_err().to_string(),
+            "no grid point is a valid scenario; the first: pools.x: unknown key"
+        );
+    }
+
+    /// `--rate` sets the typed workload's rate key; a schedule has none, and the error names
+    /// `workload.arrival.process`.
+    #[test]
+    fn the_rate_key_comes_from_the_typed_workload() {
+        let dir = std::env::temp_dir().join(format!("pdsim-ratekey-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let quick = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml"),
+        )
+        .unwrap();
+        let path = dir.join("q.toml");
+        std::fs::write(&path, &quick).unwrap();
+        let base = Base::load(&path).unwrap();
+        assert_eq!(
+            search::rate_key(&base).unwrap(),
+            "workload.arrival.rate_per_s"
+        );
+        let mut sched = base.clone();
+        sched.file.workload.arrival = Some(scenario::ArrivalSection::Schedule { steps: vec![] });
+        let e = search::rate_key(&sched).unwrap_err();
+        assert_eq!(e.key().as_deref(), Some("workload.arrival.process"));
+        assert!(
+            e.to_string().contains("\"schedule\" has no single rate"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn values_split_at_top_level_commas_only() {

@@ -40,7 +40,10 @@ fn esc(s: &str) -> String {
 
 /// The rate axis: the varied key that sets the arrival rate, if any.
 fn rate_axis(grid: &Grid) -> Option<usize> {
-    grid.axes.iter().position(|a| a.key.ends_with("rate_per_s"))
+    use crate::scenario::file::{ARRIVAL_RATE_KEY, TRACE_RATE_KEY};
+    grid.axes
+        .iter()
+        .position(|a| a.key == ARRIVAL_RATE_KEY || a.key == TRACE_RATE_KEY)
 }
 
 /// A label of a point's values other than the axis `skip`.

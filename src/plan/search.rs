@@ -9,27 +9,27 @@ use super::{Base, Grid, PlanError, SweepRow};
 /// The `--set` key that gives a scenario's arrival rate: the synthetic arrival's or the trace's
 /// `rate_per_s`. A rate schedule has no single rate to set.
 pub fn rate_key(base: &Base) -> Result<&'static str, PlanError> {
-    let table: toml::Table = toml::from_str(&base.text)
-        .map_err(|e| PlanError::Usage(format!("{}: {e}", base.path.display())))?;
-    let w = table.get("workload");
-    if w.and_then(|w| w.get("trace")).is_some() {
-        return Ok("workload.trace.rate_per_s");
-    }
-    match w
-        .and_then(|w| w.get("arrival"))
-        .and_then(|a| a.get("process"))
-        .and_then(toml::Value::as_str)
-    {
-        Some("poisson" | "constant" | "gamma" | "on_off") => Ok("workload.arrival.rate_per_s"),
-        Some(p) => Err(PlanError::Usage(format!(
-            "{}: workload.arrival.process = {p:?} has no single rate for --rate or --max-rate to set; use poisson, constant, gamma, on_off or a trace",
-            base.path.display()
-        ))),
-        None => Err(PlanError::Usage(format!(
-            "{}: the workload has no arrival rate to set (workload.arrival or workload.trace)",
-            base.path.display()
-        ))),
-    }
+    use crate::scenario::file::NoSingleRate;
+    let at = |key: &str, message: String| {
+        PlanError::Scenario(crate::scenario::ScenarioError {
+            file: base.path.clone(),
+            line: None,
+            key: key.into(),
+            message,
+        })
+    };
+    base.file.workload.rate_key().map_err(|why| match why {
+        NoSingleRate::Process(p) => at(
+            "workload.arrival.process",
+            format!(
+                "{p:?} has no single rate for --rate or --max-rate to set; use poisson, constant, gamma, on_off or a trace"
+            ),
+        ),
+        NoSingleRate::Missing => at(
+            "workload",
+            "the workload has no arrival rate to set (workload.arrival or workload.trace)".into(),
+        ),
+    })
 }
 
 /// A grid point's figures across its seeds.
@@ -156,7 +156,7 @@ pub fn point_cost(base: &Base, grid: &Grid, p: usize) -> Result<Cost, String> {
     let sc = base
         .with(&grid.sets_of(p * grid.seeds.len()))
         .map_err(|e| e.to_string())?;
-    let place = crate::config::capacity::place(&sc);
+    let place = &sc.placement;
     let gpus = place.gpus.iter().map(|g| g.len() as u32).sum();
     let billed = sc.billing.billed_gpus(gpus, place.nodes, sc.gpus_per_node);
     Ok(Cost {
@@ -193,7 +193,7 @@ pub fn cheapest_first(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.max(1))
         .build()
-        .map_err(|e| PlanError::Usage(format!("--jobs {jobs}: {e}")))?;
+        .map_err(|e| PlanError::flag("--jobs", format!("--jobs {jobs}: {e}")))?;
     let n = grid.seeds.len();
     let costs: Vec<Result<Cost, String>> = pool.install(|| {
         (0..grid.points())
@@ -209,9 +209,7 @@ pub fn cheapest_first(
         .collect();
     if order.is_empty() {
         let first = costs.into_iter().find_map(Result::err).unwrap_or_default();
-        return Err(PlanError::Usage(format!(
-            "no grid point is a valid scenario; the first: {first}"
-        )));
+        return Err(PlanError::NoValidPoint { first });
     }
     order.sort_unstable_by_key(|o| (o.0, o.1));
     // One point's rows: its seeds in order, up to the first that misses [slo].
@@ -634,7 +632,7 @@ pub fn max_rates(
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.max(1))
         .build()
-        .map_err(|e| PlanError::Usage(format!("--jobs {jobs}: {e}")))?;
+        .map_err(|e| PlanError::flag("--jobs", format!("--jobs {jobs}: {e}")))?;
     let points: Vec<usize> = (0..grid.points()).collect();
     let rows: Vec<Result<MaxRateRow, PlanError>> = pool.install(|| {
         points
@@ -651,10 +649,9 @@ pub fn max_rates(
     });
     let rows = rows.into_iter().collect::<Result<Vec<_>, _>>()?;
     if rows.iter().all(|r| r.error.is_some()) {
-        return Err(PlanError::Usage(format!(
-            "no grid point is a valid scenario; the first: {}",
-            rows[0].error.as_deref().unwrap_or_default()
-        )));
+        return Err(PlanError::NoValidPoint {
+            first: rows[0].error.clone().unwrap_or_default(),
+        });
     }
     Ok(rows)
 }
@@ -786,16 +783,19 @@ pub fn parse_plan_csv(
     axes: usize,
 ) -> Result<Vec<(Vec<String>, MaxRateRow)>, PlanError> {
     super::whole_lines(name, bytes)?;
-    let err = |e: csv::Error| PlanError::Usage(format!("{}: {e}", name.display()));
+    let err = |e: csv::Error| PlanError::file(name, format!("{}: {e}", name.display()));
     let mut r = csv::ReaderBuilder::new()
         .has_headers(true)
         .from_reader(bytes);
     let header = r.headers().map_err(err)?.clone();
     if header.iter().skip(axes).ne(PLAN_COLUMNS) {
-        return Err(PlanError::Usage(format!(
-            "{}: not a plan.csv of this pdsim (its columns differ)",
-            name.display()
-        )));
+        return Err(PlanError::file(
+            name,
+            format!(
+                "{}: not a plan.csv of this pdsim (its columns differ)",
+                name.display()
+            ),
+        ));
     }
     let columns: csv::StringRecord = PLAN_COLUMNS.iter().copied().collect();
     let mut out = Vec::new();
@@ -853,10 +853,18 @@ pub fn best_toml(
     out_dir: &std::path::Path,
     header: &str,
 ) -> Result<String, PlanError> {
-    let mut table: toml::Table = toml::from_str(&base.text)
-        .map_err(|e| PlanError::Usage(format!("{}: {e}", base.path.display())))?;
+    // The file as written, not the typed one: best.toml keeps the user's tables and values,
+    // with only the chosen ones changed (raw TOML at the edge, where the file is written).
+    let mut table: toml::Table = toml::from_str(&base.text).map_err(|e| {
+        PlanError::Scenario(crate::scenario::ScenarioError {
+            file: base.path.clone(),
+            line: None,
+            key: String::new(),
+            message: e.to_string(),
+        })
+    })?;
     for s in sets {
-        crate::scenario::set::apply_set(&mut table, s).map_err(PlanError::Usage)?;
+        crate::scenario::set::apply_set(&mut table, s).map_err(|e| PlanError::flag("--set", e))?;
     }
     let from = base.path.parent().unwrap_or(std::path::Path::new("."));
     rewrite_paths(&mut table, from, out_dir);

@@ -4,11 +4,14 @@
 //! rise passed every bound of its scenario); a baseline can.
 //!
 //! A baseline folder is what `pdsim check … --out DIR` writes: `DIR/<run.name>/summary.json`
-//! per scenario. Figures are read by the JSON pointers `summary.json` is written with (the same
-//! ones `[expect]` reads); a baseline file without them is not pdsim's and is an error naming
-//! the file and the figure, never a silent pass.
+//! per scenario. A baseline's `summary.json` is read back through the type that wrote it
+//! (`metrics::summary::Summary`), and figures are read from it as `[expect]` reads them
+//! (`metrics::summary::Figure`); a file that does not fit is not pdsim's and is an error naming
+//! the file and the field, never a silent pass.
 
 use std::path::{Path, PathBuf};
+
+use crate::metrics::summary::{Figure, Summary};
 
 /// Which way a figure gets worse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,36 +24,25 @@ pub enum Worse {
     Either,
 }
 
-/// `(name, summary.json pointer, which way is worse, needs a finished request)`, in report order.
-pub const FIGURES: &[(&str, &str, Worse, bool)] = &[
-    ("arrived", "/requests/arrived", Worse::Either, false),
-    ("failed", "/requests/failed", Worse::Up, false),
-    ("corrupted", "/requests/corrupted", Worse::Up, false),
-    ("unfinished", "/requests/unfinished", Worse::Up, false),
-    ("ttft_p50_ms", "/latency_ms/ttft/p50", Worse::Up, true),
-    ("ttft_p99_ms", "/latency_ms/ttft/p99", Worse::Up, true),
-    ("tpot_p50_ms", "/latency_ms/tpot/p50", Worse::Up, true),
-    ("tpot_p99_ms", "/latency_ms/tpot/p99", Worse::Up, true),
-    ("e2e_p99_ms", "/latency_ms/e2e/p99", Worse::Up, true),
-    (
-        "throughput_rps",
-        "/throughput/arrival_window/requests_per_s",
-        Worse::Down,
-        false,
-    ),
+/// `(name, figure, which way is worse)`, in report order.
+pub const FIGURES: &[(&str, Figure, Worse)] = &[
+    ("arrived", Figure::Arrived, Worse::Either),
+    ("failed", Figure::Failed, Worse::Up),
+    ("corrupted", Figure::Corrupted, Worse::Up),
+    ("unfinished", Figure::Unfinished, Worse::Up),
+    ("ttft_p50_ms", Figure::TtftP50, Worse::Up),
+    ("ttft_p99_ms", Figure::TtftP99, Worse::Up),
+    ("tpot_p50_ms", Figure::TpotP50, Worse::Up),
+    ("tpot_p99_ms", Figure::TpotP99, Worse::Up),
+    ("e2e_p99_ms", Figure::E2eP99, Worse::Up),
+    ("throughput_rps", Figure::WindowRequestsPerS, Worse::Down),
     (
         "output_tokens_per_s",
-        "/throughput/arrival_window/output_tokens_per_s",
+        Figure::WindowOutputTokensPerS,
         Worse::Down,
-        false,
     ),
-    (
-        "goodput_rps",
-        "/throughput/arrival_window/goodput_requests_per_s",
-        Worse::Down,
-        false,
-    ),
-    ("slo_attainment", "/slo/attainment", Worse::Down, false),
+    ("goodput_rps", Figure::WindowGoodputPerS, Worse::Down),
+    ("slo_attainment", Figure::SloAttainment, Worse::Down),
 ];
 
 /// One figure against its baseline.
@@ -91,6 +83,16 @@ pub enum BaselineError {
     },
 }
 
+impl BaselineError {
+    /// The folder or file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            BaselineError::NotABaseline { dir, .. } => dir,
+            BaselineError::NotASummary { file, .. } => file,
+        }
+    }
+}
+
 /// The lock file and staging folder a writer keeps in a results folder until it finished
 /// (`cli::outdir::{LOCK, STAGING}`; `report` sits below `cli`, so the names are repeated here
 /// and a test keeps them equal).
@@ -98,31 +100,6 @@ const LOCK: &str = ".pdsim-lock";
 const STAGING: &str = ".pdsim-partial";
 
 const HOW: &str = "a baseline is the folder `pdsim check SCENARIOS --out DIR` writes (DIR/<run.name>/summary.json per scenario)";
-
-/// The figures of `summary.json` a baseline is compared by, read back through the types that
-/// wrote them, so a figure of the wrong type is an error naming it, never "no data".
-#[derive(serde::Deserialize)]
-#[allow(dead_code)] // read to be checked; the comparison reads the same figures by pointer
-struct Figures {
-    requests: crate::metrics::Counts,
-    latency_ms: LatencyFigures,
-    throughput: ThroughputFigures,
-    slo: crate::metrics::slo::SloSummary,
-}
-
-#[derive(serde::Deserialize)]
-#[allow(dead_code)]
-struct LatencyFigures {
-    ttft: crate::metrics::Stats,
-    tpot: crate::metrics::Stats,
-    e2e: crate::metrics::Stats,
-}
-
-#[derive(serde::Deserialize)]
-#[allow(dead_code)]
-struct ThroughputFigures {
-    arrival_window: crate::metrics::summary::WindowThroughput,
-}
 
 /// What `run.json` must say for its summary to be a baseline of a run: which scenario it is.
 #[derive(serde::Deserialize)]
@@ -209,11 +186,7 @@ fn typed<T: serde::de::DeserializeOwned>(
 /// error naming the file and the field: a writer's lock or staging folder in it (still being
 /// written, or killed), no `summary.json` or `run.json`, a summary cut short or of another
 /// shape, counts that do not add up, or a `run.json` of another scenario.
-pub fn read(
-    dir: &Path,
-    folder: &str,
-    name: &str,
-) -> Result<Option<serde_json::Value>, BaselineError> {
+pub fn read(dir: &Path, folder: &str, name: &str) -> Result<Option<Summary>, BaselineError> {
     let run = dir.join(folder);
     if std::fs::symlink_metadata(&run).is_err() {
         return Ok(None);
@@ -261,17 +234,11 @@ pub fn read(
     }
     let not = |why: String| bad(file.clone(), why);
     let text = std::fs::read_to_string(&file).map_err(|e| not(e.to_string()))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| not(format!("not JSON ({e}); {HOW}")))?;
-    for (figure, pointer, ..) in FIGURES {
-        if v.pointer(pointer).is_none() {
-            return Err(not(format!(
-                "has no {pointer} ({figure}): not a pdsim summary.json, or one from an older pdsim; re-record the baseline ({HOW})"
-            )));
-        }
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&text) {
+        return Err(not(format!("not JSON ({e}); {HOW}")));
     }
-    let figures: Figures = typed(&file, &text, "summary.json")?;
-    let r = &figures.requests;
+    let summary: Summary = typed(&file, &text, "summary.json")?;
+    let r = &summary.requests;
     let ended = [r.completed, r.failed, r.corrupted, r.unfinished]
         .iter()
         .try_fold(0u64, |a, &b| a.checked_add(b));
@@ -301,7 +268,7 @@ pub fn read(
             ),
         ));
     }
-    Ok(Some(v))
+    Ok(Some(summary))
 }
 
 fn fmt(v: f64) -> String {
@@ -319,29 +286,12 @@ fn fmt(v: f64) -> String {
 /// than `max_regression` (a ratio: 0.1 = 10 %) of the baseline's value. A count whose baseline
 /// is 0 regresses on any rise (a new failure is never within a ratio of none). A figure with
 /// data in the baseline and none now regresses; one with no data in the baseline holds.
-pub fn compare(
-    base: &serde_json::Value,
-    got: &serde_json::Value,
-    max_regression: f64,
-) -> Vec<Comparison> {
-    let finished = |v: &serde_json::Value| {
-        let n = |p: &str| {
-            v.pointer(p)
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(0)
-        };
-        n("/requests/completed") + n("/requests/corrupted") > 0
-    };
+pub fn compare(base: &Summary, got: &Summary, max_regression: f64) -> Vec<Comparison> {
     let r = max_regression;
     FIGURES
         .iter()
-        .map(|&(figure, pointer, worse, needs_finished)| {
-            let read = |v: &serde_json::Value| {
-                v.pointer(pointer)
-                    .and_then(serde_json::Value::as_f64)
-                    .filter(|_| !needs_finished || finished(v))
-            };
-            let (b, g) = (read(base), read(got));
+        .map(|&(figure, of, worse)| {
+            let (b, g) = (of.read(base), of.read(got));
             let (allowed, held) = match b {
                 None => ("any (no data in the baseline)".to_string(), true),
                 Some(b) => {
@@ -409,16 +359,28 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn summary(arrived: u64, failed: u64, ttft_p99: Option<f64>, rps: f64) -> serde_json::Value {
-        json!({
-            "requests": {"arrived": arrived, "completed": arrived - failed, "failed": failed,
-                         "corrupted": 0, "unfinished": 0},
-            "latency_ms": {"ttft": {"p50": 10.0, "p99": ttft_p99}, "tpot": {"p50": 5.0, "p99": 6.0},
-                           "e2e": {"p99": 900.0}},
-            "throughput": {"arrival_window": {"requests_per_s": rps, "output_tokens_per_s": 100.0,
-                                              "goodput_requests_per_s": rps}},
-            "slo": {"attainment": 1.0}
-        })
+    fn summary(arrived: u64, failed: u64, ttft_p99: Option<f64>, rps: f64) -> Summary {
+        let mut s = crate::report::schema::sample_summary();
+        s.requests = crate::metrics::Counts {
+            arrived,
+            completed: arrived - failed,
+            failed,
+            corrupted: 0,
+            unfinished: 0,
+        };
+        s.latency_ms.ttft.p50 = Some(10.0);
+        s.latency_ms.ttft.p99 = ttft_p99;
+        s.latency_ms.tpot.p50 = Some(5.0);
+        s.latency_ms.tpot.p99 = Some(6.0);
+        s.latency_ms.e2e.p99 = Some(900.0);
+        let w = &mut s.throughput.arrival_window;
+        (
+            w.requests_per_s,
+            w.output_tokens_per_s,
+            w.goodput_requests_per_s,
+        ) = (rps, 100.0, rps);
+        s.slo.attainment = Some(1.0);
+        s
     }
 
     fn held(c: &[Comparison], figure: &str) -> bool {
@@ -477,11 +439,12 @@ mod tests {
         let run = dir.join(folder);
         std::fs::create_dir_all(&run).unwrap();
         let mut s = summary(10, 1, Some(800.0), 5.0);
-        s["slo"] = json!({"attainment": 0.9, "goodput_requests_per_s": 4.0, "met": null,
-                          "targets": []});
-        s["throughput"]["arrival_window"]["end_s"] = json!(2.0);
-        s["throughput"]["arrival_window"]["input_tokens_per_s"] = json!(900.0);
-        std::fs::write(run.join("summary.json"), s.to_string()).unwrap();
+        s.slo.attainment = Some(0.9);
+        std::fs::write(
+            run.join("summary.json"),
+            serde_json::to_string_pretty(&s).unwrap(),
+        )
+        .unwrap();
         let facts = json!({"pdsim_version": "0.1.0", "scenario_file": "a.toml", "seed": 1,
                            "scenario": {"run": {"name": name}}});
         std::fs::write(run.join("run.json"), facts.to_string()).unwrap();
@@ -510,7 +473,20 @@ mod tests {
         assert!(read(&dir, "run", "run").unwrap().is_some());
         std::fs::write(run.join("summary.json"), "{\"requests\": {}}").unwrap();
         let e = read(&dir, "run", "run").unwrap_err().to_string();
-        assert!(e.contains("summary.json: has no /requests/arrived"), "{e}");
+        assert!(
+            e.contains("summary.json: requests: missing field `arrived`"),
+            "{e}"
+        );
+        // A latency left out is not "no data": the key must be there (null for none).
+        let mut s: serde_json::Value =
+            serde_json::to_value(summary(10, 1, Some(8.0), 5.0)).unwrap();
+        s["latency_ms"]["ttft"]
+            .as_object_mut()
+            .unwrap()
+            .remove("p99");
+        std::fs::write(run.join("summary.json"), s.to_string()).unwrap();
+        let e = read(&dir, "run", "run").unwrap_err().to_string();
+        assert!(e.contains("latency_ms.ttft: missing field `p99`"), "{e}");
         std::fs::write(run.join("summary.json"), "not json").unwrap();
         assert!(
             read(&dir, "run", "run")

@@ -201,6 +201,13 @@ fn csv_error(path: &Path, e: csv::Error) -> ReadError {
     }
 }
 
+/// A real `summary.json` (the quickstart, 20 requests) for unit tests that need a whole
+/// summary to change one figure of.
+#[cfg(test)]
+pub(crate) fn sample_summary() -> Summary {
+    serde_json::from_str(include_str!("testdata/summary.json")).expect("the sample is a summary")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

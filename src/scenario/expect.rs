@@ -1,12 +1,14 @@
 //! `[expect]` (docs/architecture.md §3): typed expectations that `pdsim check` evaluates against a run's
 //! summary. Unknown keys are errors (with the nearest valid key), like every other table.
 //!
-//! Each bound names the `summary.json` figure it reads, so `check` evaluates the run's
-//! in-memory summary through the same field names a `jq` gate on `summary.json` would use,
-//! and a figure that has no data (`null`, or absent) fails its expectation ("got null").
+//! Each bound names the summary figure it reads (`metrics::summary::Figure`, one per
+//! `summary.json` field), so `check` evaluates the run's typed summary — the one it writes, or
+//! the baseline's read back through the same type — and a figure that has no data (`null`)
+//! fails its expectation ("got null").
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::summary::Figure;
 use crate::vocab::ErrorKind;
 
 /// `[expect]` as written. Every field is optional; an empty table expects nothing.
@@ -81,46 +83,32 @@ pub enum Bound {
 pub struct NumericBound {
     /// The `[expect]` key, e.g. `ttft_p99_ms_max`.
     pub key: &'static str,
-    /// JSON pointer into `summary.json`, e.g. `/latency_ms/ttft/p99`.
-    pub figure: &'static str,
+    /// The summary figure it bounds.
+    pub figure: Figure,
     /// Min or max.
     pub bound: Bound,
     /// The bound's value, in the figure's unit.
     pub value: f64,
-    /// Whether the figure only has data when some request finished (latencies): with none, it
-    /// is "null" however the summary spells it.
-    pub needs_finished: bool,
 }
 
-/// `(key, summary pointer, bound, needs a finished request)` for every numeric key, in the
-/// order `check` reports them.
-const NUMERIC: &[(&str, &str, Bound, bool)] = &[
-    ("arrived_min", "/requests/arrived", Bound::Min, false),
-    ("completed_min", "/requests/completed", Bound::Min, false),
-    ("completed_max", "/requests/completed", Bound::Max, false),
-    ("failed_min", "/requests/failed", Bound::Min, false),
-    ("failed_max", "/requests/failed", Bound::Max, false),
-    ("corrupted_min", "/requests/corrupted", Bound::Min, false),
-    ("corrupted_max", "/requests/corrupted", Bound::Max, false),
-    ("unfinished_max", "/requests/unfinished", Bound::Max, false),
-    ("ttft_p50_ms_max", "/latency_ms/ttft/p50", Bound::Max, true),
-    ("ttft_p99_ms_max", "/latency_ms/ttft/p99", Bound::Max, true),
-    ("tpot_p50_ms_max", "/latency_ms/tpot/p50", Bound::Max, true),
-    ("tpot_p99_ms_max", "/latency_ms/tpot/p99", Bound::Max, true),
-    ("e2e_p99_ms_max", "/latency_ms/e2e/p99", Bound::Max, true),
-    (
-        "throughput_rps_min",
-        "/throughput/requests_per_s",
-        Bound::Min,
-        false,
-    ),
-    (
-        "goodput_rps_min",
-        "/slo/goodput_requests_per_s",
-        Bound::Min,
-        false,
-    ),
-    ("slo_attainment_min", "/slo/attainment", Bound::Min, false),
+/// `(key, figure, bound)` for every numeric key, in the order `check` reports them.
+const NUMERIC: &[(&str, Figure, Bound)] = &[
+    ("arrived_min", Figure::Arrived, Bound::Min),
+    ("completed_min", Figure::Completed, Bound::Min),
+    ("completed_max", Figure::Completed, Bound::Max),
+    ("failed_min", Figure::Failed, Bound::Min),
+    ("failed_max", Figure::Failed, Bound::Max),
+    ("corrupted_min", Figure::Corrupted, Bound::Min),
+    ("corrupted_max", Figure::Corrupted, Bound::Max),
+    ("unfinished_max", Figure::Unfinished, Bound::Max),
+    ("ttft_p50_ms_max", Figure::TtftP50, Bound::Max),
+    ("ttft_p99_ms_max", Figure::TtftP99, Bound::Max),
+    ("tpot_p50_ms_max", Figure::TpotP50, Bound::Max),
+    ("tpot_p99_ms_max", Figure::TpotP99, Bound::Max),
+    ("e2e_p99_ms_max", Figure::E2eP99, Bound::Max),
+    ("throughput_rps_min", Figure::RequestsPerS, Bound::Min),
+    ("goodput_rps_min", Figure::GoodputPerS, Bound::Min),
+    ("slo_attainment_min", Figure::SloAttainment, Bound::Min),
 ];
 
 impl Expect {
@@ -159,13 +147,12 @@ impl Expect {
     pub fn numeric(&self) -> Vec<NumericBound> {
         NUMERIC
             .iter()
-            .filter_map(|&(key, figure, bound, needs_finished)| {
+            .filter_map(|&(key, figure, bound)| {
                 self.value_of(key).map(|value| NumericBound {
                     key,
                     figure,
                     bound,
                     value,
-                    needs_finished,
                 })
             })
             .collect()

@@ -65,7 +65,7 @@ fn default_drain_timeout_s() -> f64 {
 }
 
 /// `[model]` or a pool's `model = {...}`: exactly one of `preset` or `config`.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ModelRef {
     /// A built-in model name.
@@ -507,6 +507,50 @@ pub struct WorkloadSection {
     pub lengths: Option<PairedLengthsSection>,
     /// A trace to replay instead.
     pub trace: Option<TraceSection>,
+}
+
+/// The `--set` key of a synthetic workload's single arrival rate.
+pub const ARRIVAL_RATE_KEY: &str = "workload.arrival.rate_per_s";
+/// The `--set` key of a replayed trace's mean rate.
+pub const TRACE_RATE_KEY: &str = "workload.trace.rate_per_s";
+
+/// Why a workload has no single arrival rate a planner can set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoSingleRate {
+    /// A process whose rate changes over time (`schedule`): named, for the message.
+    Process(&'static str),
+    /// Neither `workload.arrival` nor `workload.trace`.
+    Missing,
+}
+
+impl WorkloadSection {
+    /// The `--set` key that gives this workload's arrival rate ([`ARRIVAL_RATE_KEY`] or
+    /// [`TRACE_RATE_KEY`]), what `pdsim plan --rate` and `--max-rate` set.
+    pub fn rate_key(&self) -> Result<&'static str, NoSingleRate> {
+        if self.trace.is_some() {
+            return Ok(TRACE_RATE_KEY);
+        }
+        match &self.arrival {
+            Some(ArrivalSection::Schedule { .. }) => Err(NoSingleRate::Process("schedule")),
+            Some(_) => Ok(ARRIVAL_RATE_KEY),
+            None => Err(NoSingleRate::Missing),
+        }
+    }
+
+    /// The arrival rate as written, requests per second: the process's, or the trace's
+    /// `rate_per_s` when it rescales the trace (`None` for a schedule or an unscaled trace).
+    pub fn rate_per_s(&self) -> Option<f64> {
+        if let Some(t) = &self.trace {
+            return t.rate_per_s;
+        }
+        match self.arrival.as_ref()? {
+            ArrivalSection::Poisson { rate_per_s }
+            | ArrivalSection::Constant { rate_per_s }
+            | ArrivalSection::Gamma { rate_per_s, .. }
+            | ArrivalSection::OnOff { rate_per_s, .. } => Some(*rate_per_s),
+            ArrivalSection::Schedule { .. } => None,
+        }
+    }
 }
 
 /// An arrival process.

@@ -334,7 +334,6 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     let hw = &file.hardware;
     let (gpu, calibration, compute) = sections::hardware(&c, hw)?;
     let pools = sections::pools(&c, &file, &gpu)?;
-    let fabric = sections::fabric(&c, &file.fabric, hw.gpus_per_node)?;
     // A decode pool that offloads to the store needs the blocks its outputs complete named.
     let offload_key = pools.iter().find(|p| p.decode_offload.is_some()).map(|p| {
         format!(
@@ -353,17 +352,10 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     sections::expect(&c, file.expect.as_ref())?;
     let placement = place(&c, &pools, &plans, &gpu, hw.gpus_per_node)?;
     let nodes = placement.nodes;
+    let fabric = sections::fabric(&c, &file.fabric, &gpu, hw.gpus_per_node, nodes)?;
     let mut faults = Vec::new();
     for (i, f) in file.faults.iter().enumerate() {
-        faults.push(fault(
-            &c,
-            i,
-            f,
-            &pools,
-            &placement,
-            &fabric,
-            hw.gpus_per_node,
-        )?);
+        faults.push(fault(&c, i, f, &pools, &fabric)?);
     }
     faults.sort_by_key(|f| f.at_ns);
     let kv_store = sections::kv_store(&c, &file, &pools, nodes)?;
@@ -374,7 +366,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         notes,
         kv_store,
         faults,
-        nodes,
+        placement,
         plans,
         name: run.name.clone(),
         seed: run.seed,
@@ -680,26 +672,14 @@ fn fault(
     i: usize,
     f: &file::FaultSection,
     pools: &[Pool],
-    placement: &crate::config::capacity::Placement,
-    fabric: &crate::config::FabricParams,
-    gpus_per_node: u32,
+    fabric: &crate::config::FabricConfig,
 ) -> Result<FaultSpec, ScenarioError> {
     use crate::fabric::{Fault, Link, NicId};
-    let nics_per_node = fabric.nics_per_node;
     let key = |k: &str| format!("faults[{i}].{k}");
     let at_s = c.duration(&key("at_s"), f.at_s, true)?;
     // Names are parsed and range-checked by the fabric's own name type, against this
     // scenario's topology: a switch or node the fabric does not have is an error here, not later.
-    let bounds = crate::fabric::NameBounds::of(&crate::fabric::TopologyConfig {
-        nodes: placement.nodes,
-        gpus_per_node,
-        nics_per_node,
-        nic_bytes_per_ns: fabric.nic_bytes_per_ns,
-        kind: fabric.kind,
-        nodes_per_leaf: fabric.nodes_per_leaf,
-        oversubscription: fabric.oversubscription,
-        nvlink_bytes_per_ns: 1.0,
-    });
+    let bounds = crate::fabric::NameBounds::of(&fabric.topology);
     let nic = |name: &Option<String>, k: &str| -> Result<NicId, ScenarioError> {
         let name = name.as_deref().ok_or_else(|| {
             c.err(

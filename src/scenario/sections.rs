@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::file::{self, ScenarioFile};
 use super::{Checker, ScenarioError, divisors};
 use crate::config::{
-    CacheAwareParams, DEFAULT_STATE_SLOTS, FabricParams, MAX_UNIFIED_SLOTS, Pool, Profile, Role,
+    CacheAwareParams, DEFAULT_STATE_SLOTS, FabricConfig, MAX_UNIFIED_SLOTS, Pool, Profile, Role,
     RouterParams, SglangParams, Slo, Workload, limits,
 };
 use crate::engine::{NS_PER_US, Nanos, ns_from_secs_ceil};
@@ -250,12 +250,15 @@ pub(super) fn pools(
     Ok(pools)
 }
 
-/// `[fabric]`.
+/// `[fabric]`, over the `nodes` the placement uses, with the GPU's NVLink and RDMA engine
+/// rates (`[hardware]`) and Mooncake's calibrated transfer model (`fabric/calibration.rs`).
 pub(super) fn fabric(
     c: &Checker,
     f: &file::FabricSection,
+    gpu: &crate::spec::GpuSpec,
     gpus_per_node: u32,
-) -> Result<FabricParams, ScenarioError> {
+    nodes: u32,
+) -> Result<FabricConfig, ScenarioError> {
     let nic_gbps = c.positive("fabric.nic_gbps", f.nic_gbps, "Gb/s per NIC")?;
     let nics_per_node = f.nics_per_node.unwrap_or(gpus_per_node);
     let max_nics = gpus_per_node.saturating_mul(limits::MAX_NICS_PER_GPU);
@@ -286,13 +289,29 @@ pub(super) fn fabric(
             ),
         ));
     }
-    Ok(FabricParams {
+    let topology = crate::fabric::TopologyConfig {
+        nodes,
+        gpus_per_node,
+        nics_per_node,
+        nic_bytes_per_ns: nic_gbps / 8.0,
         kind,
         nodes_per_leaf: f.nodes_per_leaf,
         oversubscription: f.oversubscription,
-        nic_bytes_per_ns: nic_gbps / 8.0,
-        nics_per_node,
+        // GB/s is bytes per ns.
+        nvlink_bytes_per_ns: gpu.nvlink_bytes_per_s / 1e9,
+    };
+    let defaults = crate::fabric::FabricParams::default();
+    let model = crate::fabric::FabricParams {
         base_latency_ns: (base_latency_us * NS_PER_US as f64).ceil() as Nanos,
+        // The GPU's own engine rate when `[hardware]` gives one, else the transport's.
+        engine_bytes_per_ns: gpu
+            .rdma_engine_bytes_per_s
+            .map_or_else(|| f.transport.engine_bytes_per_ns(&defaults), |b| b / 1e9),
+        ..defaults
+    };
+    Ok(FabricConfig {
+        topology,
+        model,
         control_latency_ns: (control_latency_us * NS_PER_US as f64).ceil() as Nanos,
         a2a_flows: f.a2a_flows,
         transport: f.transport,
@@ -512,9 +531,7 @@ fn pool(
     super::parallel::check_role(c, key, &parallel.args, p.role)?;
     let attn_tp = parallel.attn_tp;
     let parallel = parallel.args;
-    if s.page_size == 0 {
-        return Err(c.err(&k("page_size"), "must be ≥ 1 token, e.g. 1, 16 or 64"));
-    }
+    crate::spec::server::check_page_size(s.page_size).map_err(|m| c.err(&k("page_size"), m))?;
     if s.max_prefill_tokens == 0 {
         return Err(c.err(&k("max_prefill_tokens"), "must be ≥ 1 token, e.g. 16384"));
     }

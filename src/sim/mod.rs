@@ -45,7 +45,7 @@ use serde::Serialize;
 use crate::compute::{Interconnect, StepModel, StepTimes};
 use crate::config::{Role, Scenario, capacity};
 use crate::engine::{EventKey, EventQueue, Nanos};
-use crate::fabric::{Fabric, FlowEnd, TopologyConfig};
+use crate::fabric::{Fabric, FlowEnd};
 use crate::layout::PairPlan;
 use crate::metrics::{Collector, Sink};
 use crate::sglang::colocated::ColocatedServer;
@@ -235,29 +235,8 @@ fn wiring(
 
 /// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters
 /// (`fabric/calibration.rs`) and the scenario's network latency.
-fn build_fabric(sc: &Scenario, nodes: u32) -> Fabric {
-    let topo = TopologyConfig {
-        nodes,
-        gpus_per_node: sc.gpus_per_node,
-        nics_per_node: sc.fabric.nics_per_node,
-        nic_bytes_per_ns: sc.fabric.nic_bytes_per_ns,
-        kind: sc.fabric.kind,
-        nodes_per_leaf: sc.fabric.nodes_per_leaf,
-        oversubscription: sc.fabric.oversubscription,
-        // GB/s is bytes per ns.
-        nvlink_bytes_per_ns: sc.gpu.nvlink_bytes_per_s / 1e9,
-    };
-    let defaults = crate::fabric::FabricParams::default();
-    let params = crate::fabric::FabricParams {
-        base_latency_ns: sc.fabric.base_latency_ns,
-        // GB/s is bytes per ns.
-        engine_bytes_per_ns: sc.gpu.rdma_engine_bytes_per_s.map_or_else(
-            || sc.fabric.transport.engine_bytes_per_ns(&defaults),
-            |b| b / 1e9,
-        ),
-        ..defaults
-    };
-    Fabric::build(topo, params).unwrap_or_else(|e| {
+fn build_fabric(sc: &Scenario) -> Fabric {
+    Fabric::build(sc.fabric.topology.clone(), sc.fabric.model.clone()).unwrap_or_else(|e| {
         panic!(
             "a validated scenario builds its fabric: {e} (seed {})",
             sc.seed
@@ -341,8 +320,8 @@ fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
 impl<'a> World<'a> {
     /// Builds the cluster of `sc`; rows stream to `sink`.
     pub fn new(sc: &'a Scenario, sink: &'a mut dyn Sink) -> Self {
-        let placement = capacity::place(sc);
-        let fabric = build_fabric(sc, placement.nodes);
+        let placement = &sc.placement;
+        let fabric = build_fabric(sc);
         let mut prefills = IdVec::default();
         let mut transfers = IdVec::default();
         let mut decodes = IdVec::default();
@@ -354,9 +333,9 @@ impl<'a> World<'a> {
             gpus_per_node: sc.gpus_per_node,
             nic_bytes_per_s_per_gpu: fabric.nic_capacity_bytes_per_ns()
                 * 1e9
-                * f64::from(sc.fabric.nics_per_node)
+                * f64::from(sc.fabric.topology.nics_per_node)
                 / f64::from(sc.gpus_per_node),
-            network_latency_s: sc.fabric.base_latency_ns as f64 / 1e9,
+            network_latency_s: sc.fabric.model.base_latency_ns as f64 / 1e9,
         };
         let a2a = a2a::A2aFlows::new(sc, &placement.gpus, interconnect.nic_bytes_per_s_per_gpu);
         let mut placed = 0usize;

@@ -279,7 +279,7 @@ impl World<'_> {
             o.kv_ns += g.kv_ns;
             o.queue_nonempty_ns += g.queue_nonempty_ns;
             o.nic_bytes += bytes;
-            o.nic_bytes_per_ns += self.sc.fabric.nic_bytes_per_ns * nics as f64;
+            o.nic_bytes_per_ns += self.sc.fabric.topology.nic_bytes_per_ns * nics as f64;
         }
         // Colocated servers move no KV: their NICs carry nothing worth a utilisation.
         for o in &mut out {
@@ -310,7 +310,8 @@ impl World<'_> {
             .sum();
         let moved = bytes - self.sampler.last_instance_bytes[i];
         self.sampler.last_instance_bytes[i] = bytes;
-        let capacity = self.sc.fabric.nic_bytes_per_ns * NS_PER_S as f64 * core.nics.len() as f64;
+        let capacity =
+            self.sc.fabric.topology.nic_bytes_per_ns * NS_PER_S as f64 * core.nics.len() as f64;
         if core.busy {
             core.tick.busy_ns += now - core.tick.busy_since;
             core.tick.busy_since = now;

@@ -73,7 +73,7 @@ impl World<'_> {
                 decodes: &self.endpoints,
                 plans: &self.plans[p],
                 gpus: &self.prefills[p].core.gpus,
-                base_latency_ns: self.sc.fabric.base_latency_ns,
+                base_latency_ns: self.sc.fabric.model.base_latency_ns,
             };
             match self.transfers[p].kick(p, shard, &mut env) {
                 Kick::Done => return,

@@ -340,7 +340,14 @@ impl Parsed {
             "--tp-size" | "--tp" => args.tp_size = parse_ranks(flag, v, side)?,
             "--dp-size" | "--dp" => self.dp = parse_ranks(flag, v, side)?,
             "--enable-dp-attention" => self.dp_attention = true,
-            "--page-size" => args.page_size = parse_u32(flag, v, side)?,
+            "--page-size" => {
+                args.page_size = v.parse::<u32>().map_err(|_| {
+                    LaunchError::Line(format!("--{side}: {flag} {v:?} must be a whole number ≥ 1"))
+                })?;
+                crate::spec::server::check_page_size(args.page_size).map_err(|m| {
+                    LaunchError::Line(format!("--{side}: {flag} {v}: {m}"))
+                })?;
+            }
             "--kv-cache-dtype" => {
                 if !crate::spec::server::KV_CACHE_DTYPES.contains(&v) {
                     return Err(LaunchError::Line(format!(

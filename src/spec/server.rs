@@ -36,6 +36,17 @@ pub struct ServerArgs {
     pub speculative: Option<crate::spec::speculative::SpeculativeArgs>,
 }
 
+/// The one check of a `--page-size` (a scenario's `page_size`, `pdsim layout --page-size`, a
+/// linted launch line): at least one token per page, since sglang's paged allocator divides
+/// token counts by it. The message says what is valid.
+pub fn check_page_size(page_size: u32) -> Result<(), &'static str> {
+    if page_size == 0 {
+        Err("must be ≥ 1 token, e.g. 1, 16 or 64")
+    } else {
+        Ok(())
+    }
+}
+
 /// `--quantization` methods pdsim models, as the key takes them.
 pub const QUANTIZATIONS: &[&str] = &["fp8"];
 

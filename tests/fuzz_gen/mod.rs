@@ -1547,7 +1547,7 @@ fn scenario_case(text: &str, path: &Path, sets: &[String]) -> Status {
         .iter()
         .map(|p| p.instances as u64 * p.server.tp_size as u64)
         .sum();
-    if gpus > MAX_GPUS_TO_RUN || sc.nodes > 64 {
+    if gpus > MAX_GPUS_TO_RUN || sc.placement.nodes > 64 {
         return Status::Accepted;
     }
     let mut sc = sc;

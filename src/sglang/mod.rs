@@ -246,20 +246,11 @@ pub(crate) mod testkit {
     }
 
     /// The simulation a component's test plays: a queue, a request table and a wake set.
+    #[derive(Default)]
     pub struct Sim {
         pub q: EventQueue<Event>,
         pub reqs: Requests,
         pub wake: Vec<Wake>,
-    }
-
-    impl Default for Sim {
-        fn default() -> Self {
-            Self {
-                q: EventQueue::new(),
-                reqs: Requests::default(),
-                wake: Vec::new(),
-            }
-        }
     }
 
     impl Sim {

@@ -719,10 +719,10 @@ impl TransferQueues {
 mod tests {
     use super::*;
 
-    /// The prefill's `Bootstrapping` clock: armed at 2 s with sglang's 300 s, it fires at
-    /// 302 s on its lane and fails the request as `bootstrap_timeout` with sglang's text (the
-    /// bootstrap room, not the id; elapsed to one decimal). Re-armed (a retraction), the old
-    /// clock is cancelled.
+    /// The prefill's `Bootstrapping` clock: armed at 2 s with sglang's 300 s and re-armed at
+    /// 3 s (a retraction), it fires once, at 303 s, and fails the request as
+    /// `bootstrap_timeout` with sglang's text (the bootstrap room, not the id; elapsed to one
+    /// decimal).
     #[test]
     fn a_bootstrapping_sender_times_out_after_its_timeout() {
         use crate::sglang::testkit::{Sim, request};

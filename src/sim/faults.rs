@@ -30,7 +30,11 @@ impl World<'_> {
                 instance,
                 restart_ns,
             } => {
-                self.crash(instance);
+                match (self.colocated_of(instance), self.role_of(instance)) {
+                    (Some(c), _) => self.crash_colocated(c),
+                    (None, Ok(p)) => self.crash_prefill(p),
+                    (None, Err(d)) => self.crash_decode(d, CrashCause::Injected),
+                }
                 if let Some(r) = restart_ns {
                     self.q.schedule_in(r, Event::Restart { instance });
                 }
@@ -49,18 +53,6 @@ impl World<'_> {
         self.router.decode_died_unseen(k);
         self.crash_decode(d, CrashCause::Exception(e));
         self.router.arm_health_check(&mut self.q);
-    }
-
-    /// An injected crash of global instance `i`.
-    fn crash(&mut self, i: InstanceId) {
-        if let Some(c) = self.colocated_of(i) {
-            self.crash_colocated(c);
-            return;
-        }
-        match self.role_of(i) {
-            Ok(p) => self.crash_prefill(p),
-            Err(d) => self.crash_decode(d, CrashCause::Injected),
-        }
     }
 
     /// Decode `d` goes down: the flows touching it are aborted, every prefill blacklists its
@@ -132,11 +124,6 @@ impl World<'_> {
         for r in lost.rooms {
             self.fail(r, lost.failure.kind, &lost.failure.message);
         }
-    }
-
-    /// `Event::RouterHealthCheck` (`sglang::router`).
-    pub(super) fn on_router_health_check(&mut self) {
-        self.router.on_health_check(&mut self.q);
     }
 
     pub(super) fn on_restart(&mut self, i: InstanceId) {

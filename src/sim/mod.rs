@@ -758,7 +758,7 @@ impl<'a> World<'a> {
             }
             Event::RouterHealthCheck => {
                 self.touch_decodes();
-                self.on_router_health_check()
+                self.router.on_health_check(&mut self.q)
             }
             Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),

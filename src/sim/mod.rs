@@ -353,6 +353,26 @@ fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
     KvPool::new(store, shared)
 }
 
+/// What an instance spanning nodes all-reduces over: its GPUs' NICs (one NIC share per GPU).
+fn interconnect(sc: &Scenario, fabric: &Fabric) -> Interconnect {
+    Interconnect {
+        gpus_per_node: sc.gpus_per_node,
+        nic_bytes_per_s_per_gpu: fabric.nic_capacity_bytes_per_ns()
+            * 1e9
+            * f64::from(sc.fabric.nics_per_node)
+            / f64::from(sc.gpus_per_node),
+        network_latency_s: sc.fabric.base_latency_ns as f64 / 1e9,
+    }
+}
+
+/// The step times of a server of `pool`: its measured profile, or the model.
+fn step_times(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> StepTimes {
+    match &pool.step_times {
+        Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
+        None => StepTimes::Model(step_model(sc, pool, ic)),
+    }
+}
+
 /// A prefill server of `pool` over `core` (`pages` KV pages): its radix cache, HiCache and
 /// speculative draft as the pool configures them.
 fn prefill_server(
@@ -414,15 +434,7 @@ impl<'a> World<'a> {
         let mut decodes = IdVec::default();
         let mut colocated = IdVec::default();
         let mut global = 0u32;
-        // An instance spanning nodes all-reduces over its GPUs' NICs (one NIC share per GPU).
-        let interconnect = Interconnect {
-            gpus_per_node: sc.gpus_per_node,
-            nic_bytes_per_s_per_gpu: fabric.nic_capacity_bytes_per_ns()
-                * 1e9
-                * f64::from(sc.fabric.nics_per_node)
-                / f64::from(sc.gpus_per_node),
-            network_latency_s: sc.fabric.base_latency_ns as f64 / 1e9,
-        };
+        let interconnect = interconnect(sc, &fabric);
         let a2a = a2a::A2aFlows::new(sc, &placement.gpus, interconnect.nic_bytes_per_s_per_gpu);
         let mut placed = 0usize;
         for (pool_idx, pool) in sc.pools.iter().enumerate() {
@@ -439,10 +451,7 @@ impl<'a> World<'a> {
                 global += 1;
                 let tp = gpus.len() as u32;
                 let pages = capacity::kv_pages(&sc.gpu, pool);
-                let step = match &pool.step_times {
-                    Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
-                    None => StepTimes::Model(step_model(sc, pool, &interconnect)),
-                };
+                let step = step_times(sc, pool, &interconnect);
                 let spec_decode = (pool.role == Role::Decode)
                     .then(|| speculative::decode_state(sc, pool, &interconnect, &step))
                     .flatten();

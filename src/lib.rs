@@ -34,6 +34,15 @@
 //! the bottom. `vocab` is the ground floor's shared words (ids, events, the request table,
 //! `Outcome` / `ErrorKind`). `report` reads metrics and holds the results schema
 //! (`report::schema`) through which `check`, `explain`, `plan` and `merge` read results back.
+//!
+//! ## Where behaviour lives
+//! Every sglang rule is in its component under `sglang/` — its state private, handed a
+//! `sglang::Ctx` (queue and clock, request table, wake set), returning a typed outcome:
+//! crash and restart per role (`sglang/decode/faults.rs`, `prefill.rs`, `transfer.rs`,
+//! `colocated.rs`), the decodes' heartbeat (`heartbeat.rs`), the router's health check
+//! (`router.rs`), tokenizer limits (`tokenizer.rs`), first contact (`decode/faults.rs`), the
+//! poll timeouts (`transfer.rs`). `sim::World` routes events, applies outcomes and drains the
+//! wake set (`docs/architecture.md` §1, §7, §8).
 
 pub mod cli;
 pub mod compute;

@@ -30,9 +30,9 @@ use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use crate::engine::{EventQueue, Nanos};
 use crate::metrics::histogram::Histogram;
-use crate::vocab::RequestRow;
 use crate::vocab::event::Event;
 use crate::vocab::ids::ColocatedId;
+use crate::vocab::{ErrorKind, Outcome, RequestRow};
 
 use super::Core;
 use crate::vocab::requests::Holding;
@@ -120,6 +120,16 @@ pub struct ColocatedServer {
     reserved_tokens: f64,
     step_started: Nanos,
     shape: Vec<(u32, u32)>,
+}
+
+/// What a colocated crash ends: the rows of every request it held, failed, in slot order,
+/// for `World` to write with `message`.
+#[derive(Debug)]
+pub struct ColocatedCrash {
+    /// The failed requests' rows (`finish_ns`, `outcome`, `error_kind` set).
+    pub failed: Vec<RequestRow>,
+    /// The failure's text.
+    pub message: String,
 }
 
 /// The page phase of a request that joined after `join_step` steps with `prompt` tokens of KV:
@@ -454,14 +464,33 @@ impl ColocatedServer {
         r
     }
 
-    /// A crash: the step is lost and every request held here ends (rows returned in slot
-    /// order, for the caller to fail).
-    pub fn crash(&mut self, q: &mut EventQueue<Event>) -> Vec<RequestRow> {
+    /// A crash now: the step is lost and every request held here fails — `server_crashed`,
+    /// the exception ends sglang's scheduler loop and every request with it. `None` if the
+    /// server was already down.
+    pub fn crash(&mut self, me: ColocatedId, q: &mut EventQueue<Event>) -> Option<ColocatedCrash> {
+        if !self.core.go_down() {
+            return None;
+        }
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
         }
         self.core.busy = false;
-        self.drain()
+        let now = q.now();
+        let mut failed = self.drain();
+        for row in &mut failed {
+            row.finish_ns = Some(now);
+            row.outcome = Outcome::Failed;
+            row.error_kind = Some(ErrorKind::ServerCrashed);
+        }
+        Some(ColocatedCrash {
+            failed,
+            message: format!("Server {} crashed", me.0),
+        })
+    }
+
+    /// The server is back, empty; false if it was up.
+    pub fn restart(&mut self) -> bool {
+        self.core.come_up()
     }
 
     /// Every request still held (the run ended, or the server crashed), in slot order.
@@ -503,6 +532,47 @@ mod tests {
             server.try_step(ColocatedId(0), q);
         }
         done
+    }
+
+    /// A crash 1 µs into a step, with one request in the step and one waiting: both fail as
+    /// `server_crashed` at 1 µs, in slot order, every page is given back, the step's end never
+    /// fires and a dead server steps no more; back, it serves again.
+    #[test]
+    fn a_crash_fails_every_request_it_holds() {
+        let mut s = ColocatedServer::new(testkit::core(64, 16), 512, 1);
+        let mut q = EventQueue::new();
+        s.arrive(row(0, 100, 50), 0);
+        s.try_step(ColocatedId(3), &mut q);
+        s.arrive(row(1, 100, 50), 0);
+        q.schedule_at(1_000, Event::Tick);
+        while !matches!(q.pop(), Some((_, Event::Tick))) {}
+        let crash = s.crash(ColocatedId(3), &mut q).expect("it was up");
+        assert_eq!(crash.message, "Server 3 crashed");
+        let ids: Vec<_> = crash.failed.iter().map(|r| r.id).collect();
+        assert_eq!(ids, [0, 1]);
+        for r in &crash.failed {
+            assert_eq!(
+                (r.finish_ns, r.outcome, r.error_kind),
+                (Some(1_000), Outcome::Failed, Some(ErrorKind::ServerCrashed))
+            );
+        }
+        assert_eq!(
+            (s.live(), s.core.pages.used(), s.core.outstanding),
+            (0, 0, 0)
+        );
+        assert!(s.crash(ColocatedId(3), &mut q).is_none(), "already down");
+        s.arrive(row(2, 100, 50), 0);
+        s.try_step(ColocatedId(3), &mut q);
+        assert!(
+            q.pop().is_none(),
+            "no step on a dead server, none left over"
+        );
+        assert!(s.restart() && !s.restart());
+        s.try_step(ColocatedId(3), &mut q);
+        assert!(matches!(
+            q.pop(),
+            Some((_, Event::ColocatedStepDone { .. }))
+        ));
     }
 
     #[test]

@@ -1,17 +1,27 @@
-//! sglang's PD components, one file each: [`prefill`] (the prefill server's scheduler and its
-//! prefix cache), [`decode`] (prealloc queue, continuous batch, retraction), [`transfer`] (the
-//! Mooncake transfer queues, their shards and worker threads, and the session blacklist), the
-//! [`router`], HiCache ([`hicache`]) with the shared Mooncake Store ([`kv_store`]), and the
-//! decode side's offload to it ([`decode_offload`]). Each owns its state and answers its events; **a component never calls another
-//! component** — what crosses from one to another (a freed page that may admit a request, a
-//! request that ended) goes through the simulator's `World` (`sim/`), which drains a wake set after every
-//! event. See `README.md` beside this file for the request lifecycle.
+//! sglang's PD components, one file (or folder) each: [`prefill`] (the prefill server's
+//! scheduler, its crash and restart), [`decode`] (prealloc queue, continuous batch,
+//! retraction, coalesced runs; first contact, crash and restart in `decode/faults.rs`),
+//! [`transfer`] (the Mooncake transfer queues, their shards and worker threads, the session
+//! blacklist, the poll timeouts), the [`router`] with its health check, the decodes'
+//! [`heartbeat`] to the prefills, each server's [`tokenizer`] manager (its queue and its
+//! length check), colocated servers ([`colocated`]), HiCache ([`hicache`]) with the shared
+//! Mooncake Store ([`kv_store`]), and the decode side's offload to it ([`decode_offload`]).
+//!
+//! Each owns its state (private: changed only by its own methods) and answers its events
+//! with what it is handed — a [`Ctx`] (the queue and its clock, the request table, the wake
+//! set) or the part of it it needs — returning a typed outcome when the effect reaches beyond
+//! it (a crash's failures and flows, a [`Failure`], a tokenizer rejection). **A component
+//! never calls another component**: what crosses from one to another (a freed page that may
+//! admit a request, a request that ended, a crash's failures) goes through the simulator's
+//! `World` (`sim/`), which applies outcomes and drains the wake set after every event. See
+//! `README.md` beside this file for the request lifecycle and where each rule lives.
 
 pub mod approx_tree;
 pub mod colocated;
 pub mod decode;
 pub mod decode_offload;
 pub mod dp;
+pub mod heartbeat;
 pub mod hicache;
 pub mod kv_store;
 pub mod memory;
@@ -19,13 +29,85 @@ pub mod prefill;
 pub mod prefix_cache;
 pub mod router;
 pub mod speculative;
+pub mod tokenizer;
 pub mod transfer;
 
 use crate::compute::StepTimes;
-use crate::engine::{EventKey, Nanos};
+use crate::engine::{EventKey, EventQueue, Nanos};
 use crate::fabric::{GpuId, NicId};
+use crate::vocab::ErrorKind;
+use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::{InstanceId, PoolId};
+use crate::vocab::requests::Requests;
 use memory::KvPool;
+
+/// What a component is handed while it handles an event: the clock and the event queue, the
+/// request table, the wake set `World` drains after the event, and the seed (every broken
+/// invariant prints it). Built by `World` for one call (`sim::World::ctx`), so a component
+/// reaches exactly these and never another component.
+pub struct Ctx<'a> {
+    /// The event queue; its clock is the simulated now.
+    pub q: &'a mut EventQueue<Event>,
+    /// Every request in flight.
+    pub reqs: &'a mut Requests,
+    /// Instances that may admit work once the event is handled.
+    pub wake: &'a mut Vec<Wake>,
+    /// The run's seed, for invariant messages.
+    pub seed: u64,
+}
+
+impl Ctx<'_> {
+    /// The simulated now, ns.
+    #[inline]
+    pub fn now(&self) -> Nanos {
+        self.q.now()
+    }
+}
+
+/// How a request fails: its error kind and the text sglang logs for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The kind (`summary.json` `errors[].kind`).
+    pub kind: ErrorKind,
+    /// sglang's message, or pdsim's where sglang has none (`docs/sglang-pd.md` §12).
+    pub message: String,
+}
+
+impl Failure {
+    /// A failure of `kind` with `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<&crate::layout::PdError> for Failure {
+    fn from(e: &crate::layout::PdError) -> Self {
+        Self::new(e.kind, e.message.clone())
+    }
+}
+
+/// What a server is built from (`Core::new`); the rest of its [`Core`] starts empty and up.
+pub struct CoreSpec {
+    /// The instance's number in the results.
+    pub instance: InstanceId,
+    /// Its pool.
+    pub pool: PoolId,
+    /// GPU of each TP rank.
+    pub gpus: Vec<GpuId>,
+    /// NIC of each TP rank.
+    pub nics: Vec<NicId>,
+    /// Step-time model.
+    pub step: StepTimes,
+    /// `--page-size`, tokens.
+    pub page_size: u32,
+    /// Whether requests also hold a mamba/GDN state slot.
+    pub hybrid: bool,
+    /// KV pages and state slots.
+    pub pages: KvPool,
+}
 
 /// What every sglang server has, whatever its role.
 pub struct Core {
@@ -37,8 +119,9 @@ pub struct Core {
     pub gpus: Vec<GpuId>,
     /// NIC of each TP rank (its GPU's preferred NIC).
     pub nics: Vec<NicId>,
-    /// False between a crash and its restart.
-    pub alive: bool,
+    /// False between a crash and its restart: only the component's own `crash` and
+    /// `restart` change it ([`Core::alive`] reads it).
+    alive: bool,
     /// Step-time model.
     pub step: StepTimes,
     /// `--page-size`, tokens.
@@ -71,6 +154,48 @@ pub struct TickCounters {
 }
 
 impl Core {
+    /// A live, idle server with nothing assigned.
+    pub fn new(spec: CoreSpec) -> Self {
+        Self {
+            instance: spec.instance,
+            pool: spec.pool,
+            gpus: spec.gpus,
+            nics: spec.nics,
+            alive: true,
+            step: spec.step,
+            page_size: spec.page_size,
+            hybrid: spec.hybrid,
+            pages: spec.pages,
+            outstanding: 0,
+            busy: false,
+            step_key: None,
+            tick: TickCounters::default(),
+        }
+    }
+
+    /// Whether the server is up (false between a crash and its restart).
+    #[inline]
+    pub fn alive(&self) -> bool {
+        self.alive
+    }
+
+    /// The server goes down; false if it already was (a second crash changes nothing).
+    fn go_down(&mut self) -> bool {
+        std::mem::replace(&mut self.alive, false)
+    }
+
+    /// The server is back; false if it was up.
+    fn come_up(&mut self) -> bool {
+        !std::mem::replace(&mut self.alive, true)
+    }
+
+    /// Sets the server up or down without its component's crash or restart: for tests that
+    /// need a server in a given state.
+    #[cfg(test)]
+    pub fn set_alive(&mut self, alive: bool) {
+        self.alive = alive;
+    }
+
     /// A forward starts at `now`.
     pub fn start_busy(&mut self, now: Nanos) {
         self.busy = true;
@@ -89,9 +214,11 @@ impl Core {
 #[cfg(test)]
 pub(crate) mod testkit {
     use super::memory::{KvPool, PageAllocator, Store};
-    use super::{Core, TickCounters};
+    use super::{Core, CoreSpec, Ctx};
     use crate::compute::{StepModel, StepTimes, calibrated_params};
+    use crate::engine::EventQueue;
     use crate::vocab::RequestRow;
+    use crate::vocab::event::{Event, Wake};
     use crate::vocab::ids::{DecodeId, InstanceId, PoolId, PrefillId};
     use crate::vocab::requests::{Req, ReqRef, Requests};
 
@@ -99,12 +226,11 @@ pub(crate) mod testkit {
     pub fn core(pages: u32, page_size: u32) -> Core {
         let gpu = crate::spec::gpu::gpu_preset("h100-sxm").unwrap();
         let model = crate::spec::model::preset("llama-3.1-8b").unwrap();
-        Core {
+        Core::new(CoreSpec {
             instance: InstanceId(0),
             pool: PoolId(0),
             gpus: Vec::new(),
             nics: Vec::new(),
-            alive: true,
             step: StepTimes::Model(StepModel::new(&gpu, &model, 1, 2, calibrated_params(&gpu))),
             page_size,
             hybrid: false,
@@ -116,10 +242,26 @@ pub(crate) mod testkit {
                 },
                 None,
             ),
-            outstanding: 0,
-            busy: false,
-            step_key: None,
-            tick: TickCounters::default(),
+        })
+    }
+
+    /// The simulation a component's test plays: a queue, a request table and a wake set.
+    #[derive(Default)]
+    pub struct Sim {
+        pub q: EventQueue<Event>,
+        pub reqs: Requests,
+        pub wake: Vec<Wake>,
+    }
+
+    impl Sim {
+        /// The context a component is handed (seed 7).
+        pub fn ctx(&mut self) -> Ctx<'_> {
+            Ctx {
+                q: &mut self.q,
+                reqs: &mut self.reqs,
+                wake: &mut self.wake,
+                seed: 7,
+            }
         }
     }
 

@@ -32,20 +32,20 @@ use crate::vocab::event::Event;
 use crate::vocab::ids::PrefillId;
 use crate::vocab::requests::{ChunkJob, KvPoll, ReqRef, Requests};
 
-use super::Core;
 use super::hicache::HiCache;
 use super::prefix_cache::PrefixCache;
+use super::{Core, Ctx};
 
 /// One prefill instance.
 pub struct PrefillServer {
     /// What every server has.
     pub core: Core,
     /// Requests whose metadata arrived, in order.
-    pub waiting: VecDeque<ReqRef>,
+    waiting: VecDeque<ReqRef>,
     /// The request whose prompt is being chunked (it goes first in the next batch).
-    pub chunked: Option<ReqRef>,
+    chunked: Option<ReqRef>,
     /// The running forward: requests and the tokens each computes.
-    pub batch: Vec<(ReqRef, u32)>,
+    batch: Vec<(ReqRef, u32)>,
     /// Radix prefix cache, if enabled.
     pub cache: Option<PrefixCache>,
     /// HiCache's host and storage tiers past `cache`, if enabled.
@@ -91,7 +91,8 @@ impl PrefillServer {
 
     /// Forms the next batch if the instance is idle and alive, by sglang's `PrefillAdder` rules
     /// (module docs). Schedules the forward's end.
-    pub fn try_schedule(&mut self, me: PrefillId, reqs: &mut Requests, q: &mut EventQueue<Event>) {
+    pub fn try_schedule(&mut self, me: PrefillId, ctx: &mut Ctx<'_>) {
+        let Ctx { q, reqs, .. } = ctx;
         let now = q.now();
         if self.core.busy || !self.core.alive {
             return;
@@ -240,8 +241,34 @@ impl PrefillServer {
         }
     }
 
-    /// A crash: the running forward, the chunked request and the queue are lost.
-    pub fn crash(&mut self, q: &mut EventQueue<Event>) {
+    /// Decode's page ids reached this prefill: `r` queues for a batch.
+    pub fn enqueue_waiting(&mut self, r: ReqRef) {
+        self.waiting.push_back(r);
+    }
+
+    /// Requests in the running forward.
+    pub fn running(&self) -> u32 {
+        self.batch.len() as u32
+    }
+
+    /// Requests waiting for a batch.
+    pub fn queued(&self) -> u32 {
+        self.waiting.len() as u32
+    }
+
+    /// The server goes down (dead first, so that nothing the crash sets off starts new work
+    /// on it): `World` aborts the flows touching its GPUs, then calls
+    /// [`PrefillServer::lose_state`] and its transfer workers' `crash`. No request fails now:
+    /// the decodes notice through their heartbeat (`sglang::heartbeat`). `None` if it was
+    /// already down.
+    pub fn crash(&mut self) -> Option<PrefillCrash> {
+        self.core.go_down().then(|| PrefillCrash {
+            gpus: self.core.gpus.clone(),
+        })
+    }
+
+    /// After a crash: the running forward, the chunked request and the queue are lost.
+    pub fn lose_state(&mut self, q: &mut EventQueue<Event>) {
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
         }
@@ -250,6 +277,19 @@ impl PrefillServer {
         self.chunked = None;
         self.waiting.clear();
     }
+
+    /// The server is back, empty; false if it was up.
+    pub fn restart(&mut self) -> bool {
+        self.core.come_up()
+    }
+}
+
+/// What a prefill crash does beyond the server, for `World` to apply: abort the flows
+/// touching `gpus` (its transfer workers' batches in flight).
+#[derive(Debug)]
+pub struct PrefillCrash {
+    /// The server's GPUs.
+    pub gpus: Vec<crate::fabric::GpuId>,
 }
 
 #[cfg(test)]
@@ -257,6 +297,18 @@ mod tests {
     use super::*;
     use crate::sglang::testkit::{core, request};
     use crate::vocab::ids::PrefillId;
+
+    /// `try_schedule` with a context over `reqs` and `q`.
+    fn schedule(p: &mut PrefillServer, reqs: &mut Requests, q: &mut EventQueue<Event>) {
+        let mut wake = Vec::new();
+        let mut ctx = Ctx {
+            q,
+            reqs,
+            wake: &mut wake,
+            seed: 7,
+        };
+        p.try_schedule(PrefillId(0), &mut ctx);
+    }
 
     /// Forms one batch over requests of `prompts` tokens on a server with `chunk` and
     /// `max_prefill`, page size `ps`; returns the batch's (request index, tokens) and the
@@ -276,12 +328,44 @@ mod tests {
             .map(|(i, &n)| request(&mut reqs, i as u64, n, 8))
             .collect();
         p.waiting.extend(refs.iter().copied());
-        p.try_schedule(PrefillId(0), &mut reqs, &mut q);
+        schedule(&mut p, &mut reqs, &mut q);
         let idx = |r: ReqRef| refs.iter().position(|&x| x == r).unwrap();
         (
             p.batch.iter().map(|&(r, n)| (idx(r), n)).collect(),
             p.chunked.map(idx),
         )
+    }
+
+    /// A crash with a forward running and a request waiting: the server is down at once and
+    /// names its GPUs for the flows to abort; no request fails here (the decodes' heartbeat
+    /// fails them later); losing its state cancels the forward's end and empties the queue;
+    /// a dead server forms no batch; a second crash and a second restart change nothing.
+    #[test]
+    fn a_crash_loses_the_forward_and_the_queue_and_fails_nobody_yet() {
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut c = core(1 << 10, 16);
+        c.gpus = vec![crate::fabric::GpuId { node: 1, local: 4 }];
+        let mut p = PrefillServer::new(c, None, 64, 64);
+        let a = request(&mut reqs, 0, 64, 8);
+        let b = request(&mut reqs, 1, 64, 8);
+        p.enqueue_waiting(a);
+        p.enqueue_waiting(b);
+        schedule(&mut p, &mut reqs, &mut q);
+        assert_eq!((p.running(), p.queued(), q.len()), (1, 1, 1));
+        let crash = p.crash().expect("it was up");
+        assert_eq!(crash.gpus, [crate::fabric::GpuId { node: 1, local: 4 }]);
+        assert!(!p.core.alive() && p.crash().is_none());
+        p.lose_state(&mut q);
+        assert!(q.pop().is_none(), "the forward's end is cancelled");
+        assert_eq!((p.running(), p.queued(), p.core.busy), (0, 0, false));
+        assert_eq!(reqs.live(), 2, "its requests are still in flight");
+        p.enqueue_waiting(b);
+        schedule(&mut p, &mut reqs, &mut q);
+        assert!(q.is_empty(), "a dead prefill forms no batch");
+        assert!(p.restart() && !p.restart());
+        schedule(&mut p, &mut reqs, &mut q);
+        assert_eq!((p.running(), q.len()), (1, 1), "back, it serves again");
     }
 
     #[test]
@@ -337,15 +421,15 @@ mod tests {
         let a = request(&mut reqs, 0, 10_000, 8);
         let b = request(&mut reqs, 1, 1000, 8);
         p.waiting.extend([a, b]);
-        p.try_schedule(PrefillId(0), &mut reqs, &mut q);
+        schedule(&mut p, &mut reqs, &mut q);
         assert_eq!((p.batch.clone(), p.chunked), (vec![(a, 4096)], Some(a)));
         // The forward ends; the next batch continues `a`, then `b` would need the chunk.
         let mut jobs = Vec::new();
         p.step_done(q.now(), &mut reqs, &mut jobs);
-        p.try_schedule(PrefillId(0), &mut reqs, &mut q);
+        schedule(&mut p, &mut reqs, &mut q);
         assert_eq!((p.batch.clone(), p.chunked), (vec![(a, 4096)], Some(a)));
         p.step_done(q.now(), &mut reqs, &mut jobs);
-        p.try_schedule(PrefillId(0), &mut reqs, &mut q);
+        schedule(&mut p, &mut reqs, &mut q);
         // 1808 left of `a`, then `b` whole (1000 ≤ 4096 − 1808).
         assert_eq!(
             (p.batch.clone(), p.chunked),

@@ -42,8 +42,42 @@ use rand_chacha::ChaCha8Rng;
 
 use super::approx_tree::ApproxTree;
 use crate::config::{CacheAwareParams, RouterParams, RouterPolicy};
-use crate::engine::{Nanos, RngSource, rng_stream};
+use crate::engine::{EventQueue, Nanos, RngSource, rng_stream};
 use crate::metrics::summary::RouterDecisions;
+use crate::vocab::ErrorKind;
+use crate::vocab::event::Event;
+use crate::vocab::ids::PrefillId;
+
+use super::{Core, Failure};
+
+/// When the health-check round after `now` runs, ns: rounds run at every multiple of
+/// [`HEALTH_CHECK_INTERVAL_NS`] from the router's start, and one at `now` itself has run.
+pub fn next_health_check(now: Nanos) -> Nanos {
+    (now / HEALTH_CHECK_INTERVAL_NS + 1) * HEALTH_CHECK_INTERVAL_NS
+}
+
+/// Why a request the router sent to prefill `p` (`prefill`) and `decode` fails at once: one
+/// of them is a server that died under an exception and that the health check has not yet
+/// taken out of rotation (`peer_lost`: the peer is gone; `server_crashed` is for what the
+/// server held when it died). `None` when both are up.
+pub fn dead_pick(p: PrefillId, prefill: &Core, decode: &Core) -> Option<Failure> {
+    let dead = if !decode.alive() {
+        format!(
+            "decode server {}",
+            super::transfer::host_of(decode.instance)
+        )
+    } else if !prefill.alive() {
+        format!("prefill server {}", super::heartbeat::bootstrap_addr(p))
+    } else {
+        return None;
+    };
+    Some(Failure::new(
+        ErrorKind::PeerLost,
+        format!(
+            "The router sent the request to {dead}, which is dead: its health check has not yet taken it out of rotation"
+        ),
+    ))
+}
 
 /// The tree key of a down instance: after every live one.
 const DOWN: u64 = u64::MAX;
@@ -254,6 +288,8 @@ impl Side {
 pub struct Router {
     rng: ChaCha8Rng,
     sides: [Side; 2],
+    /// Whether a health-check round is scheduled.
+    health_check_pending: bool,
 }
 
 /// What the router knows of a request when it picks: the prompt's block hashes (empty: no
@@ -281,6 +317,7 @@ impl Router {
                 Side::new(prefills).with_policy(params.prefill, ca),
                 Side::new(decodes).with_policy(params.decode, ca),
             ],
+            health_check_pending: false,
         }
     }
 
@@ -318,6 +355,26 @@ impl Router {
         let p = self.sides[PREFILL].health_check();
         let d = self.sides[DECODE].health_check();
         p || d
+    }
+
+    /// A server died under an exception (after [`Router::decode_died_unseen`] and the crash
+    /// it set off): the next health-check round is scheduled, at the next multiple of
+    /// [`HEALTH_CHECK_INTERVAL_NS`] after now, unless one already is.
+    pub fn arm_health_check(&mut self, q: &mut EventQueue<Event>) {
+        if !self.health_check_pending {
+            self.health_check_pending = true;
+            q.schedule_at(next_health_check(q.now()), Event::RouterHealthCheck);
+        }
+    }
+
+    /// `Event::RouterHealthCheck`: one round ([`Router::health_check`]); the next is
+    /// scheduled one interval on while a dead server is still in rotation.
+    pub fn on_health_check(&mut self, q: &mut EventQueue<Event>) {
+        if self.health_check() {
+            q.schedule_in(HEALTH_CHECK_INTERVAL_NS, Event::RouterHealthCheck);
+        } else {
+            self.health_check_pending = false;
+        }
     }
 
     /// `(prefill index, decode index)` into the role's instance lists for `prompt` at `now`;
@@ -529,6 +586,69 @@ mod tests {
             one.health_check();
         }
         assert_eq!(one.pick(NONE, 0), None);
+    }
+
+    /// Rounds run at multiples of 60 s from the start: a server that dies at 7 s is checked
+    /// at 60, 120 and 180 s and leaves rotation at the third; one that dies exactly at 60 s
+    /// waits for 120 s (the round at 60 s has run). Each round schedules the next while the
+    /// dead server is still in rotation, and a second death before the first round adds none.
+    #[test]
+    fn health_check_rounds_run_on_the_minute_until_the_dead_server_leaves() {
+        const S: u64 = crate::engine::NS_PER_S;
+        assert_eq!(next_health_check(7 * S), 60 * S);
+        assert_eq!(next_health_check(60 * S), 120 * S);
+        assert_eq!(next_health_check(0), 60 * S);
+        let z = Some(0);
+        let mut r = router(RouterPolicy::RoundRobin, &[z], &[z, z, z]);
+        let mut q = EventQueue::new();
+        q.schedule_at(7 * S, Event::Tick);
+        q.pop();
+        r.decode_died_unseen(1);
+        r.set_decode(1, None);
+        r.arm_health_check(&mut q);
+        r.decode_died_unseen(2);
+        r.set_decode(2, None);
+        r.arm_health_check(&mut q);
+        assert_eq!(q.len(), 1, "one round pending for both");
+        let mut rounds = Vec::new();
+        while let Some((t, ev)) = q.pop() {
+            assert!(matches!(ev, Event::RouterHealthCheck));
+            rounds.push(t / S);
+            r.on_health_check(&mut q);
+        }
+        assert_eq!(rounds, [60, 120, 180]);
+        let picks: Vec<_> = (0..3).map(|_| r.pick(NONE, 0).unwrap().1).collect();
+        assert_eq!(picks, [0, 0, 0], "both dead servers are out of rotation");
+        // Once idle, the next death arms a new round.
+        r.arm_health_check(&mut q);
+        assert_eq!(q.len(), 1);
+    }
+
+    /// A pick on a dead server fails at once with `peer_lost`, naming the dead one (decode
+    /// first); two live servers pass.
+    #[test]
+    fn a_pick_on_a_dead_server_is_peer_lost() {
+        let (mut p, mut d) = (
+            crate::sglang::testkit::core(8, 16),
+            crate::sglang::testkit::core(8, 16),
+        );
+        d.instance = crate::vocab::ids::InstanceId(3);
+        assert_eq!(dead_pick(PrefillId(0), &p, &d), None);
+        p.set_alive(false);
+        let f = dead_pick(PrefillId(0), &p, &d).unwrap();
+        assert_eq!(f.kind, ErrorKind::PeerLost);
+        assert!(
+            f.message.contains("prefill server 10.0.0.0:8998"),
+            "{}",
+            f.message
+        );
+        d.set_alive(false);
+        let f = dead_pick(PrefillId(0), &p, &d).unwrap();
+        assert!(
+            f.message.contains("decode server 10.0.0.3,"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]

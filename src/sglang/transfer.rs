@@ -18,10 +18,12 @@ use std::sync::Arc;
 use crate::engine::{EventKey, EventQueue, Nanos};
 use crate::fabric::{Fabric, FabricParams, GpuId};
 use crate::layout::{ChunkRequest, Effect, ErrorTiming, PairPlan, PdError, RankFlow, Write};
-use crate::vocab::event::Event;
+use crate::vocab::event::{Event, lane};
 use crate::vocab::ids::{DecodeId, IdVec, InstanceId, PrefillId, ShardId};
 use crate::vocab::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
 use crate::vocab::{ErrorKind, RequestRow};
+
+use super::Failure;
 
 /// Executor threads of one transfer queue: `send_kvcache_slice` submits one future per layer to
 /// the queue's `ThreadPoolExecutor(transfer_thread_pool_size // queue_size)` and awaits them, so
@@ -92,11 +94,20 @@ pub struct DecodeEndpoint {
     pub ports: Vec<u32>,
 }
 
+/// sglang's `--disaggregation-bootstrap-port` default: every prefill instance's bootstrap
+/// server listens on it (`server_args.py`).
+pub const BOOTSTRAP_PORT: u32 = 8998;
+
+/// The host of global instance `instance`, for messages (`10.0.x.y`).
+pub fn host_of(instance: InstanceId) -> String {
+    let d = instance.0;
+    format!("10.0.{}.{}", d / 256, d % 256)
+}
+
 impl DecodeEndpoint {
     /// The host of this decode instance, for messages (`10.0.x.y`).
     pub fn host(&self) -> String {
-        let d = self.instance.0;
-        format!("10.0.{}.{}", d / 256, d % 256)
+        host_of(self.instance)
     }
 
     /// The Mooncake session id of decode rank `rank` (`ip:rpc_port`).
@@ -221,6 +232,93 @@ pub fn session_not_alive(session: &str) -> String {
 /// the bootstrap room, not pdsim's request id.
 pub fn timed_out(room: u64, elapsed_s: f64, stage: &str) -> String {
     format!("Request {room} timed out after {elapsed_s:.1}s in KVPoll.{stage}")
+}
+
+/// sglang's two poll timeouts (`docs/sglang-pd.md` §2.6): the prefill's KV sender in
+/// `Bootstrapping` past `SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT` (`CommonKVSender.
+/// _check_bootstrap_timeout`), and the decode's KV receiver in `WaitingForInput` past
+/// `SGLANG_DISAGGREGATION_WAITING_TIMEOUT` (`CommonKVReceiver._check_waiting_timeout`;
+/// `disaggregation/common/conn.py` at 0005973a). A request that moves on cancels its timeout,
+/// so one that fires always fails its request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollTimeout {
+    /// The sender's clock: from routing (or a retraction) until decode's page ids arrive.
+    Bootstrap,
+    /// The receiver's clock: from the prealloc admission until the transfer's `Success`.
+    Waiting,
+}
+
+impl PollTimeout {
+    /// The `KVPoll` state the clock runs in.
+    pub fn stage(self) -> KvPoll {
+        match self {
+            Self::Bootstrap => KvPoll::Bootstrapping,
+            Self::Waiting => KvPoll::WaitingForInput,
+        }
+    }
+
+    /// The error kind of a request it fails.
+    pub fn kind(self) -> ErrorKind {
+        match self {
+            Self::Bootstrap => ErrorKind::BootstrapTimeout,
+            Self::Waiting => ErrorKind::WaitingTimeout,
+        }
+    }
+
+    /// Starts the clock of `req` (`r`) now: its timeout fires `timeout_ns` on (on its own
+    /// queue lane: every timeout of a kind is the same delay, so they fire in order). A clock
+    /// already running is restarted.
+    pub fn arm(self, q: &mut EventQueue<Event>, req: &mut Req, r: ReqRef, timeout_ns: Nanos) {
+        let (lane, event, slot) = match self {
+            Self::Bootstrap => (
+                lane::BOOTSTRAP_TIMEOUT,
+                Event::BootstrapTimeout { req: r },
+                &mut req.bootstrap_timeout,
+            ),
+            Self::Waiting => (
+                lane::WAITING_TIMEOUT,
+                Event::WaitingTimeout { req: r },
+                &mut req.waiting_timeout,
+            ),
+        };
+        let key = q.schedule_lane(lane, timeout_ns, event);
+        if let Some(old) = slot.replace(key) {
+            q.cancel(old);
+        }
+    }
+
+    /// The clock of `r`, armed with `timeout_ns`, ran out: how the request fails, with
+    /// sglang's text. Panics (printing the request and the seed) if the request ended or left
+    /// the stage: its clock would have been cancelled.
+    pub fn fired(self, r: ReqRef, timeout_ns: Nanos, ctx: &mut super::Ctx<'_>) -> Failure {
+        let seed = ctx.seed;
+        let req = ctx
+            .reqs
+            .get_mut(r)
+            .unwrap_or_else(|| panic!("a timeout fired for ended request {} (seed {seed})", r.id));
+        let state = match self {
+            Self::Bootstrap => {
+                req.bootstrap_timeout = None;
+                req.sender
+            }
+            Self::Waiting => {
+                req.waiting_timeout = None;
+                req.receiver
+            }
+        };
+        assert_eq!(
+            state,
+            self.stage(),
+            "request {} timed out in a state it left (seed {seed})",
+            req.id
+        );
+        let elapsed_s = timeout_ns as f64 / crate::engine::NS_PER_S as f64;
+        let stage = format!("{:?}", self.stage());
+        Failure::new(
+            self.kind(),
+            timed_out(bootstrap_room(seed, req.id), elapsed_s, &stage),
+        )
+    }
 }
 
 /// The fabric token of a lane: every flow of the lane's batch carries it.
@@ -620,6 +718,76 @@ impl TransferQueues {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prefill's `Bootstrapping` clock: armed at 2 s with sglang's 300 s and re-armed at
+    /// 3 s (a retraction), it fires once, at 303 s, and fails the request as
+    /// `bootstrap_timeout` with sglang's text (the bootstrap room, not the id; elapsed to one
+    /// decimal).
+    #[test]
+    fn a_bootstrapping_sender_times_out_after_its_timeout() {
+        use crate::sglang::testkit::{Sim, request};
+        const S: Nanos = crate::engine::NS_PER_S;
+        let mut sim = Sim::default();
+        let r = request(&mut sim.reqs, 3, 16, 4);
+        sim.q.schedule_at(2 * S, Event::Tick);
+        sim.q.pop();
+        let req = sim.reqs.get_mut(r).unwrap();
+        PollTimeout::Bootstrap.arm(&mut sim.q, req, r, 300 * S);
+        sim.q.schedule_at(3 * S, Event::Tick);
+        sim.q.pop();
+        PollTimeout::Bootstrap.arm(&mut sim.q, req, r, 300 * S);
+        let (t, ev) = sim.q.pop().unwrap();
+        assert_eq!(t, 303 * S, "the first clock was cancelled");
+        assert!(matches!(ev, Event::BootstrapTimeout { req } if req == r));
+        assert!(sim.q.pop().is_none());
+        let f = PollTimeout::Bootstrap.fired(r, 300 * S, &mut sim.ctx());
+        assert_eq!(f.kind, ErrorKind::BootstrapTimeout);
+        assert_eq!(
+            f.message,
+            format!(
+                "Request {} timed out after 300.0s in KVPoll.Bootstrapping",
+                bootstrap_room(7, 3)
+            )
+        );
+        assert_eq!(sim.reqs.get(r).unwrap().bootstrap_timeout, None);
+    }
+
+    /// The decode's `WaitingForInput` clock: a request admitted at 1 s with a 12.5 s timeout
+    /// times out at 13.5 s as `waiting_timeout`.
+    #[test]
+    fn a_waiting_receiver_times_out_after_its_timeout() {
+        use crate::sglang::testkit::{Sim, request};
+        const S: Nanos = crate::engine::NS_PER_S;
+        let mut sim = Sim::default();
+        let r = request(&mut sim.reqs, 0, 16, 4);
+        sim.q.schedule_at(S, Event::Tick);
+        sim.q.pop();
+        let req = sim.reqs.get_mut(r).unwrap();
+        req.receiver = KvPoll::WaitingForInput;
+        PollTimeout::Waiting.arm(&mut sim.q, req, r, 12_500_000_000);
+        let (t, ev) = sim.q.pop().unwrap();
+        assert_eq!(t, 13_500_000_000);
+        assert!(matches!(ev, Event::WaitingTimeout { req } if req == r));
+        let f = PollTimeout::Waiting.fired(r, 12_500_000_000, &mut sim.ctx());
+        assert_eq!(f.kind, ErrorKind::WaitingTimeout);
+        assert!(
+            f.message
+                .ends_with("timed out after 12.5s in KVPoll.WaitingForInput"),
+            "{}",
+            f.message
+        );
+    }
+
+    /// A clock that fires after its request left the stage is a bug: it panics naming the seed.
+    #[test]
+    #[should_panic(expected = "timed out in a state it left (seed 7)")]
+    fn a_timeout_in_a_state_left_is_a_broken_invariant() {
+        use crate::sglang::testkit::{Sim, request};
+        let mut sim = Sim::default();
+        let r = request(&mut sim.reqs, 0, 16, 4);
+        sim.reqs.get_mut(r).unwrap().receiver = KvPoll::Success;
+        PollTimeout::Waiting.fired(r, 1, &mut sim.ctx());
+    }
 
     fn job(r: ReqRef, d: u32) -> ChunkJob {
         ChunkJob {

@@ -185,13 +185,13 @@ impl World<'_> {
         let core = &self.prefills[p].core;
         // Only an idle, live prefill starts a forward (`try_schedule` returns at once on any
         // other): the common wake of a busy one costs no call.
-        if core.busy || !core.alive {
+        if core.busy || !core.alive() {
             return;
         }
         let before = core.step_key;
         // What the prefetches from the store have landed by now is what admission finds.
         self.refresh_prefetches(p);
-        self.prefills[p].try_schedule(p, &mut self.reqs, &mut self.q);
+        self.prefills[p].try_schedule(p, &mut ctx!(self));
         self.a2a_forward_started(CoreRef::Prefill(p), before);
     }
 
@@ -221,14 +221,14 @@ impl World<'_> {
             }
             CoreRef::Decode(d) => {
                 let s = &mut self.decodes[d];
-                let dt = s.core.step.decode_ns(s.running, s.context_tokens);
+                let dt = s.core.step.decode_ns(s.running(), s.context_tokens());
                 let done = Event::DecodeStepDone { decode: d };
-                let ctx = s.context_tokens;
-                (&mut s.core, u64::from(s.running), false, ctx, dt, done)
+                let (ctx, running) = (s.context_tokens(), u64::from(s.running()));
+                (&mut s.core, running, false, ctx, dt, done)
             }
             CoreRef::Colocated(_) => return,
         };
-        let Some(key) = core.step_key.filter(|&k| Some(k) != before && core.alive) else {
+        let Some(key) = core.step_key.filter(|&k| Some(k) != before && core.alive()) else {
             return;
         };
         let Some(moe) = core.step.moe_time(tokens, prefill, ctx) else {
@@ -279,7 +279,7 @@ impl World<'_> {
             Ok(pf) => &mut self.prefills[pf].core,
             Err(d) => &mut self.decodes[d].core,
         };
-        if !core.alive {
+        if !core.alive() {
             return;
         }
         let now = self.q.now();

@@ -107,7 +107,7 @@ impl World<'_> {
             FRONT => &self.colocated[ColocatedId::from(i)].core,
             _ => &self.decodes[DecodeId::from(i)].core,
         };
-        (core.alive, core.outstanding)
+        (core.alive(), core.outstanding)
     }
 
     /// The load the router sees for the instance of server `server` on `side`: its live
@@ -185,14 +185,16 @@ mod tests {
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
                     let c = &mut w.prefills[PrefillId::from(p)].core;
-                    (c.alive, c.outstanding) = ((x >> 60) != 0, (x >> 40) as u32 % 7);
+                    c.set_alive((x >> 60) != 0);
+                    c.outstanding = (x >> 40) as u32 % 7;
                 }
                 for d in 0..w.decodes.len() {
                     x = x
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
                     let c = &mut w.decodes[DecodeId::from(d)].core;
-                    (c.alive, c.outstanding) = ((x >> 60) != 0, (x >> 40) as u32 % 7);
+                    c.set_alive((x >> 60) != 0);
+                    c.outstanding = (x >> 40) as u32 % 7;
                 }
                 for (side, n) in [(FRONT, w.prefills.len()), (DECODE, w.decodes.len())] {
                     for i in 0..n {

@@ -1,32 +1,19 @@
-//! Faults: fabric faults, instance crashes and restarts, a server killed by an exception that
-//! escaped its scheduler loop, the decode heartbeat that notices a dead prefill, and the
-//! router's health check that takes a dead server out of rotation (`docs/sglang-pd.md` §2.6,
-//! docs/sglang-pd.md §2.7; sglang `CommonKVReceiver` heartbeat and `_handle_node_failure` in
-//! `disaggregation/common/conn.py`; `run_scheduler_process` in `managers/scheduler.py`).
+//! Routing the faults: `World` hands a fault to the component it hits and applies what the
+//! component says the fault does beyond itself. The rules live in the components
+//! (`docs/architecture.md` §8): a decode's crash, first-contact exception and restart in
+//! `sglang/decode/faults.rs`; a prefill's in `sglang/prefill.rs`; its transfer workers' in
+//! `sglang/transfer.rs`; a colocated server's in `sglang/colocated.rs`; the decodes' heartbeat
+//! to the prefills in `sglang/heartbeat.rs`; the router's health check in `sglang/router.rs`.
 
 use crate::config::FaultAction;
-use crate::engine::{NS_PER_S, Nanos};
+use crate::fabric::GpuId;
 use crate::layout::PdError;
-use crate::sglang::router::HEALTH_CHECK_INTERVAL_NS;
-use crate::vocab::ErrorKind;
+use crate::sglang::decode::{CrashCause, DecodeCrash};
 
 use super::World;
+use super::sampler::CoreRef;
 use crate::vocab::event::Event;
-use crate::vocab::ids::{DecodeId, InstanceId, PrefillId};
-use crate::vocab::requests::KvPoll;
-
-/// What `run_scheduler_process` logs before it sends SIGQUIT to its parent and the server
-/// exits (`managers/scheduler.py`): `f"Scheduler hit an exception: {traceback}"`. pdsim fills
-/// `{traceback}` with the traceback's last line, `RuntimeError: {e}` (the frames above it are
-/// not modelled).
-pub fn scheduler_hit_an_exception(e: &str) -> String {
-    format!("Scheduler hit an exception: RuntimeError: {e}")
-}
-
-/// sglang's `SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL` (5 s), in ns.
-const HEARTBEAT_INTERVAL_NS: Nanos = 5 * NS_PER_S;
-/// sglang's `SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE`.
-const HEARTBEAT_MAX_FAILURE: u64 = 2;
+use crate::vocab::ids::{ColocatedId, DecodeId, InstanceId, PrefillId};
 
 impl World<'_> {
     pub(super) fn on_fault(&mut self, index: usize) {
@@ -43,7 +30,11 @@ impl World<'_> {
                 instance,
                 restart_ns,
             } => {
-                self.crash(instance);
+                match (self.colocated_of(instance), self.role_of(instance)) {
+                    (Some(c), _) => self.crash_colocated(c),
+                    (None, Ok(p)) => self.crash_prefill(p),
+                    (None, Err(d)) => self.crash_decode(d, CrashCause::Injected),
+                }
                 if let Some(r) = restart_ns {
                     self.q.schedule_in(r, Event::Restart { instance });
                 }
@@ -51,164 +42,109 @@ impl World<'_> {
         }
     }
 
-    /// Decode `d`'s scheduler raised `e` (decode's first contact with a prefill whose page size
-    /// or KV dtype differs: `try_ensure_parallel_info` inside `_ensure_prefill_info`, with no
-    /// try/except on the way up): the scheduler process logs "Scheduler hit an exception",
-    /// SIGQUITs its parent and the whole server exits (docs/sglang-pd.md §2.1). Every request it holds is lost
-    /// with it (`server_crashed`); the router keeps sending it requests until its health check
-    /// catches it.
+    /// Decode `d`'s scheduler raised `e` (its first contact with a mismatched prefill): the
+    /// server dies with every request it holds (`DecodeServer::crash`); the router keeps
+    /// sending it requests until its health check catches it.
     pub(super) fn server_died(&mut self, d: DecodeId, e: &PdError) {
-        if !self.decodes[d].core.alive {
+        if !self.decodes[d].core.alive() {
             return;
         }
         let k = self.dispatch.instance_of(super::dispatch::DECODE, d.idx());
         self.router.decode_died_unseen(k);
-        let msg = scheduler_hit_an_exception(&e.message);
-        self.crash_as(
-            self.decodes[d].core.instance,
-            Some((ErrorKind::ServerCrashed, msg)),
-        );
-        if !self.health_check_pending {
-            self.health_check_pending = true;
-            let now = self.q.now();
-            let next = (now / HEALTH_CHECK_INTERVAL_NS + 1) * HEALTH_CHECK_INTERVAL_NS;
-            self.q.schedule_at(next, Event::RouterHealthCheck);
-        }
+        self.crash_decode(d, CrashCause::Exception(e));
+        self.router.arm_health_check(&mut self.q);
     }
 
-    /// Why a request routed to `(p, d)` fails at once: one of them is a server that died under
-    /// an exception and is still in rotation. `None` when both are up.
-    pub(super) fn dead_pick(&self, p: PrefillId, d: DecodeId) -> Option<String> {
-        let (pc, dc) = (&self.prefills[p].core, &self.decodes[d].core);
-        let dead = if !dc.alive {
-            format!("decode server {}", self.endpoints[d].host())
-        } else if !pc.alive {
-            format!("prefill server {}", bootstrap_addr(p))
-        } else {
-            return None;
-        };
-        Some(format!(
-            "The router sent the request to {dead}, which is dead: its health check has not yet taken it out of rotation"
-        ))
-    }
-
-    /// The router's health check: a dead server still in rotation fails one more check; the
-    /// next round is scheduled while any remains.
-    pub(super) fn on_router_health_check(&mut self) {
-        if self.router.health_check() {
-            self.q
-                .schedule_in(HEALTH_CHECK_INTERVAL_NS, Event::RouterHealthCheck);
-        } else {
-            self.health_check_pending = false;
-        }
-    }
-
-    /// An injected crash (see [`World::crash_as`]).
-    fn crash(&mut self, i: InstanceId) {
-        if let Some(c) = self.colocated_of(i) {
-            self.crash_colocated(c);
+    /// Decode `d` goes down: the flows touching it are aborted, every prefill blacklists its
+    /// sessions, every request routed to it fails as the crash says, then its state is lost
+    /// (after the failures: they leave the batch it still has).
+    fn crash_decode(&mut self, d: DecodeId, cause: CrashCause<'_>) {
+        let Some(DecodeCrash {
+            gpus,
+            ranks,
+            failure,
+        }) = self.decodes[d].crash(cause)
+        else {
             return;
+        };
+        self.sync_decode(d);
+        self.abort_flows_touching(&gpus);
+        for t in self.transfers.iter_mut() {
+            t.blacklist_everywhere(d, ranks);
         }
-        self.crash_as(i, None);
+        for r in self.reqs.matching(|q| q.decode == d) {
+            self.fail(r, failure.kind, &failure.message);
+        }
+        self.decodes[d].lose_state(&mut self.q);
     }
 
-    /// An instance crashes: its flows are aborted and its state is lost. A decode's requests
-    /// fail at once — `peer_lost` for an injected crash (the prefill's next transfer to it
-    /// returns −1 and blacklists it; its batch is gone), or `cause` when its own server died
-    /// under an exception. A prefill's rooms are failed by the decodes' heartbeat
-    /// (`HEARTBEAT_INTERVAL` × `HEARTBEAT_MAX_FAILURE` misses) as `peer_lost`.
-    fn crash_as(&mut self, i: InstanceId, cause: Option<(ErrorKind, String)>) {
-        let now = self.q.now();
-        let role = self.role_of(i);
-        let core = match role {
-            Ok(p) => &mut self.prefills[p].core,
-            Err(d) => &mut self.decodes[d].core,
-        };
-        if !core.alive {
+    /// Prefill `p` goes down: the flows touching it are aborted, its state and its transfer
+    /// workers are lost, and the decodes' heartbeat will declare it lost.
+    fn crash_prefill(&mut self, p: PrefillId) {
+        let Some(crash) = self.prefills[p].crash() else {
             return;
-        }
-        // Dead first, so that nothing the aborts set off starts new work on it.
-        core.alive = false;
-        let gpus = core.gpus.clone();
-        match role {
-            Ok(p) => self.sync_prefill(p),
-            Err(d) => self.sync_decode(d),
-        }
-        let ended = self.fabric.abort_flows_touching(now, &gpus);
+        };
+        self.sync_prefill(p);
+        self.abort_flows_touching(&crash.gpus);
+        self.prefills[p].lose_state(&mut self.q);
+        self.transfers[p].crash(&mut self.q);
+        self.heartbeat.prefill_down(p, &mut self.q);
+    }
+
+    /// Every flow touching `gpus` ends, failed.
+    fn abort_flows_touching(&mut self, gpus: &[GpuId]) {
+        let ended = self.fabric.abort_flows_touching(self.q.now(), gpus);
         for end in &ended {
             self.flow_ended(end);
         }
         self.fabric_sync();
-        if let Err(d) = role {
-            let ranks = self.endpoints[d].ports.len() as u32;
-            for t in self.transfers.iter_mut() {
-                t.blacklist_everywhere(d, ranks);
-            }
-            let (kind, msg) = cause.unwrap_or_else(|| {
-                let host = self.endpoints[d].host();
-                (
-                    ErrorKind::PeerLost,
-                    format!("Lost connection with decode instance {host}: it crashed"),
-                )
-            });
-            for r in self.reqs.matching(|q| q.decode == d) {
-                self.fail(r, kind, &msg);
-            }
-        }
-        // Its running step, queues and transfer workers are lost.
-        match role {
-            Err(d) => self.decodes[d].crash(&mut self.q),
-            Ok(p) => {
-                self.prefills[p].crash(&mut self.q);
-                self.transfers[p].crash(&mut self.q);
-                // Heartbeats go out every HEARTBEAT_INTERVAL_NS from time 0; the second one to
-                // miss marks the prefill dead.
-                let next = now.div_ceil(HEARTBEAT_INTERVAL_NS).max(1) * HEARTBEAT_INTERVAL_NS;
-                let detect = next + (HEARTBEAT_MAX_FAILURE - 1) * HEARTBEAT_INTERVAL_NS;
-                let key = self
-                    .q
-                    .schedule_keyed(detect, Event::HeartbeatLost { prefill: p });
-                if let Some(old) = self.heartbeat[p].replace(key) {
-                    self.q.cancel(old);
-                }
-            }
-        }
     }
 
-    /// `_handle_node_failure`: every room of the dead prefill not yet Success fails.
+    /// A colocated server crashes: the rows of what it held are written, failed.
+    fn crash_colocated(&mut self, c: ColocatedId) {
+        let Some(crash) = self.colocated[c].crash(c, &mut self.q) else {
+            return;
+        };
+        self.sync_colocated(c);
+        let slo = self.slo();
+        for row in &crash.failed {
+            if let Err(e) = self
+                .collector
+                .finish(row, Some(&crash.message), slo, self.sink)
+            {
+                self.io_error.get_or_insert(e);
+            }
+        }
+        self.observe(CoreRef::Colocated(c));
+    }
+
+    /// `Event::HeartbeatLost`: `_handle_node_failure` on the decodes (`sglang::heartbeat`).
     pub(super) fn on_heartbeat_lost(&mut self, p: PrefillId) {
-        self.heartbeat[p] = None;
-        let addr = bootstrap_addr(p);
-        for r in self
-            .reqs
-            .matching(|q| q.prefill == p && q.receiver != KvPoll::Success)
-        {
-            self.fail(r, ErrorKind::PeerLost, &lost_prefill(&addr));
+        let lost = self.heartbeat.lost(p, &self.reqs);
+        for r in lost.rooms {
+            self.fail(r, lost.failure.kind, &lost.failure.message);
         }
     }
 
     pub(super) fn on_restart(&mut self, i: InstanceId) {
         if let Some(c) = self.colocated_of(i) {
-            self.restart_colocated(c);
+            if self.colocated[c].restart() {
+                self.sync_colocated(c);
+            }
             return;
         }
         match self.role_of(i) {
             Ok(p) => {
-                if self.prefills[p].core.alive {
+                if !self.prefills[p].restart() {
                     return;
                 }
-                self.prefills[p].core.alive = true;
                 self.sync_prefill(p);
-                // Back before the heartbeat gave up: the decodes never notice.
-                if let Some(k) = self.heartbeat[p].take() {
-                    self.q.cancel(k);
-                }
+                self.heartbeat.prefill_up(p, &mut self.q);
             }
             Err(d) => {
-                if self.decodes[d].core.alive {
+                if !self.decodes[d].restart() {
                     return;
                 }
-                self.decodes[d].core.alive = true;
                 self.sync_decode(d);
                 // A restarted decode registers again, which clears its blacklist entries.
                 for t in self.transfers.iter_mut() {
@@ -218,21 +154,4 @@ impl World<'_> {
             }
         }
     }
-}
-
-/// `_handle_node_failure`'s failure reason (`common/conn.py`):
-/// `f"Lost connection with prefill instance (bootstrap_addr: {failed_bootstrap_addr})"`.
-pub fn lost_prefill(bootstrap_addr: &str) -> String {
-    format!("Lost connection with prefill instance (bootstrap_addr: {bootstrap_addr})")
-}
-
-/// The bootstrap address of prefill instance `p` (prefills come first in the global
-/// numbering, so its instance number is its prefill index), for messages.
-fn bootstrap_addr(p: PrefillId) -> String {
-    format!(
-        "10.0.{}.{}:{}",
-        p.0 / 256,
-        p.0 % 256,
-        super::transfer::BOOTSTRAP_PORT
-    )
 }

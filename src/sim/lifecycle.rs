@@ -2,17 +2,18 @@
 //! metadata), the handlers of the components' step events, the timeouts, and the end of a
 //! request (`docs/sglang-pd.md` §2–§3).
 
-use crate::engine::{NS_PER_S, Nanos};
+use crate::engine::Nanos;
 use crate::layout::{RequestId, Verdict};
 use crate::sglang::decode::id_list;
 use crate::sglang::hicache::PrefetchRules;
+use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
 
 use super::World;
 use super::sampler::CoreRef;
 use crate::vocab::event::{Event, Wake, lane};
-use crate::vocab::ids::{ColocatedId, DecodeId, PrefillId};
-use crate::vocab::requests::{KvPoll, NOT_RUNNING, Req, ReqRef};
+use crate::vocab::ids::{ColocatedId, DecodeId, InstanceId, PrefillId};
+use crate::vocab::requests::{KvPoll, Req, ReqRef};
 
 impl World<'_> {
     pub(super) fn schedule_next_arrival(&mut self) {
@@ -113,45 +114,36 @@ impl World<'_> {
         }
         self.sync_prefill(p);
         self.sync_decode(d);
-        // The router's pick may be a server that died under an exception and that its health
-        // check has not yet taken out of rotation: the request fails at once (the peer is gone;
-        // `server_crashed` is for the requests the server held when it died).
-        if let Some(msg) = self.dead_pick(p, d) {
-            self.fail(r, ErrorKind::PeerLost, &msg);
-            return;
-        }
-        // A request whose KV can never fit is rejected up front, as sglang's tokenizer manager
-        // rejects prompts longer than the server can hold.
         let (pc, dc) = (&self.prefills[p].core, &self.decodes[d].core);
-        let need_p = nr.input_tokens.div_ceil(pc.page_size);
-        let need_d = (nr.input_tokens + nr.output_tokens).div_ceil(dc.page_size);
-        if need_p > pc.pages.total() || need_d > dc.pages.total() {
-            let msg = format!(
-                "Request {id} needs {need_p} prefill and {need_d} decode KV pages; the instances hold {} and {}",
-                pc.pages.total(),
-                dc.pages.total()
-            );
-            self.fail(r, ErrorKind::RequestTooLong, &msg);
+        // The router's pick may be a dead server still in rotation (`sglang::router`); a
+        // request whose KV can never fit is rejected up front (`sglang::tokenizer`).
+        let refused = crate::sglang::router::dead_pick(p, pc, dc).or_else(|| {
+            crate::sglang::tokenizer::check_pd(id, (nr.input_tokens, nr.output_tokens), pc, dc)
+                .err()
+                .map(|e| e.failure())
+        });
+        if let Some(f) = refused {
+            self.fail(r, f.kind, &f.message);
             return;
         }
-        // Decode's first contact with the prefill (`try_ensure_parallel_info`, called from
-        // `_ensure_prefill_info` in the decode event loop): the page-size and KV-dtype checks
-        // raise a RuntimeError nothing catches, so the decode server dies (docs/sglang-pd.md §2.1).
-        if let Some(e) = self.plans[p][d].first_contact().cloned() {
+        // Decode's first contact with the prefill raises what nothing catches: the decode
+        // server dies (`sglang::decode::faults`).
+        if let Err(e) = self.decodes[d].ensure_prefill_info(&self.plans[p][d]) {
             self.fail_with(r, &e);
             self.server_died(d, &e);
             return;
         }
-        // Prefill: the sender starts Bootstrapping; decode: into the prealloc queue.
-        let key = self.q.schedule_lane(
-            lane::BOOTSTRAP_TIMEOUT,
-            self.sc.sglang.bootstrap_timeout_ns,
-            Event::BootstrapTimeout { req: r },
-        );
-        self.reqs
-            .get_mut(r)
-            .expect("just inserted")
-            .bootstrap_timeout = Some(key);
+        self.bootstrap(r, (p, d), nr.input_tokens);
+    }
+
+    /// Request `r`, routed to `p` and `d`, starts its bootstrap: the prefill's sender starts
+    /// `Bootstrapping` (its clock starts), the prefetch from the store starts, and the request
+    /// reaches the decode's prealloc queue once both tokenizer managers are done with it and
+    /// decode has handshaken.
+    fn bootstrap(&mut self, r: ReqRef, (p, d): (PrefillId, DecodeId), input: u32) {
+        let now = self.q.now();
+        let req = self.reqs.get_mut(r).expect("just inserted");
+        PollTimeout::Bootstrap.arm(&mut self.q, req, r, self.sc.sglang.bootstrap_timeout_ns);
         // HiCache with a storage backend: the prefetch from the store starts now; its policy
         // may hold the request back from the prefill's scheduler (`try_prealloc`).
         if self.kv_store.is_some() {
@@ -160,7 +152,7 @@ impl World<'_> {
         let costs = &self.sc.compute;
         if !costs.has_serving_costs() {
             // No serving cost: the request reaches both schedulers at once (the 2023 fit).
-            self.decodes[d].prealloc.push_back(r);
+            self.decodes[d].enqueue_prealloc(r);
             self.try_prealloc(d);
             return;
         }
@@ -169,11 +161,11 @@ impl World<'_> {
         // queue once decode's is done and its KV receiver has handshaken with the prefill's
         // bootstrap server (`DecodePreallocQueue`, sglang `disaggregation/decode.py`).
         let (pi, di) = (
-            self.prefills[p].core.instance.0,
-            self.decodes[d].core.instance.0,
+            self.prefills[p].core.instance,
+            self.decodes[d].core.instance,
         );
-        let ready_p = self.tokenize(pi, nr.input_tokens);
-        let ready_d = self.tokenize(di, nr.input_tokens)
+        let ready_p = self.tokenize(pi, input);
+        let ready_d = self.tokenize(di, input)
             + crate::engine::ns_from_secs_ceil(self.sc.compute.bootstrap_handshake_s);
         self.reqs
             .get_mut(r)
@@ -183,21 +175,16 @@ impl World<'_> {
             self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
         } else {
             // Nothing to wait for on the decode side (only the first-token path is set).
-            self.decodes[d].prealloc.push_back(r);
+            self.decodes[d].enqueue_prealloc(r);
             self.try_prealloc(d);
         }
     }
 
-    /// Instance `instance`'s tokenizer manager takes a request of `input` tokens: it starts
-    /// when the process is free (one process, first come first served —
-    /// `TokenizerManager._tokenize_one_request` runs the tokenizer in its event loop) and
-    /// hands the request to the scheduler when done. Returns that time, ns.
-    pub(super) fn tokenize(&mut self, instance: u32, input: u32) -> crate::engine::Nanos {
-        let now = self.q.now();
+    /// Instance `instance`'s tokenizer manager takes a request of `input` tokens
+    /// (`sglang::tokenizer`). Returns when the scheduler has it, ns.
+    pub(super) fn tokenize(&mut self, instance: InstanceId, input: u32) -> Nanos {
         let cost = crate::engine::ns_from_secs_ceil(self.sc.compute.tokenize_s(input));
-        let free = &mut self.tokenizer_free[instance as usize];
-        *free = (*free).max(now) + cost;
-        *free
+        self.tokenizers.tokenize(instance, self.q.now(), cost)
     }
 
     /// Decode has tokenized the request and handshaken: it enters the prealloc queue.
@@ -210,13 +197,13 @@ impl World<'_> {
             return;
         }
         let d = req.decode;
-        if !self.decodes[d].core.alive {
+        if !self.decodes[d].core.alive() {
             return;
         }
         // The decode's coalesced steps up to now first: they observe the prealloc queue as it
         // was before this request joined it.
         self.catch_up_decode(d, self.q.now());
-        self.decodes[d].prealloc.push_back(r);
+        self.decodes[d].enqueue_prealloc(r);
         self.try_prealloc(d);
     }
 
@@ -225,7 +212,7 @@ impl World<'_> {
     pub(super) fn try_prealloc(&mut self, d: DecodeId) {
         self.catch_up_decode(d, self.q.now());
         // Most step ends find nobody waiting: nothing to admit.
-        if self.decodes[d].prealloc.is_empty() {
+        if self.decodes[d].prealloc_is_empty() {
             return;
         }
         let mut admitted = std::mem::take(&mut self.scratch.refs);
@@ -249,12 +236,8 @@ impl World<'_> {
                     Event::MetadataArrived { req: r },
                 );
             }
-            let key = self.q.schedule_lane(
-                lane::WAITING_TIMEOUT,
-                self.sc.sglang.waiting_timeout_ns,
-                Event::WaitingTimeout { req: r },
-            );
-            self.reqs.get_mut(r).expect("admitted").waiting_timeout = Some(key);
+            let req = self.reqs.get_mut(r).expect("admitted");
+            PollTimeout::Waiting.arm(&mut self.q, req, r, self.sc.sglang.waiting_timeout_ns);
         }
         self.scratch.refs = admitted;
     }
@@ -275,7 +258,7 @@ impl World<'_> {
             self.q.cancel(k);
         }
         let p = req.prefill;
-        self.prefills[p].waiting.push_back(r);
+        self.prefills[p].enqueue_waiting(r);
         self.schedule_prefill(p);
         self.observe(CoreRef::Prefill(p));
     }
@@ -402,7 +385,7 @@ impl World<'_> {
         let now = self.q.now();
         // The run's last step: the steps before it end first, at their own times.
         self.catch_up_decode(d, now);
-        debug_assert_eq!(self.decodes[d].virtual_left, 0);
+        debug_assert!(!self.decodes[d].in_run());
         let mut finished = std::mem::take(&mut self.scratch.refs);
         finished.clear();
         self.collector
@@ -428,8 +411,7 @@ impl World<'_> {
     /// A step end at `t` is handled before the event at `t` that asks for it.
     #[inline(always)]
     pub(super) fn catch_up_decode(&mut self, d: DecodeId, t: crate::engine::Nanos) {
-        let dec = &self.decodes[d];
-        if dec.virtual_left > 0 && dec.step_end <= t {
+        if self.decodes[d].has_due_step(t) {
             self.materialize_decode(d, t);
         }
     }
@@ -456,44 +438,15 @@ impl World<'_> {
         }
     }
 
-    /// sglang's timeouts: decode's in `WaitingForInput`, prefill's in `Bootstrapping`. A request
-    /// that moves on cancels its timeout, so one that fires always fails its request.
+    /// sglang's timeouts: decode's in `WaitingForInput`, prefill's in `Bootstrapping`
+    /// (`sglang::transfer::PollTimeout`: the rule and its text).
     pub(super) fn on_timeout(&mut self, r: ReqRef, stage: KvPoll) {
-        let (timeout, kind) = match stage {
-            KvPoll::WaitingForInput => {
-                (self.sc.sglang.waiting_timeout_ns, ErrorKind::WaitingTimeout)
-            }
-            _ => (
-                self.sc.sglang.bootstrap_timeout_ns,
-                ErrorKind::BootstrapTimeout,
-            ),
+        let (clock, timeout) = match stage {
+            KvPoll::WaitingForInput => (PollTimeout::Waiting, self.sc.sglang.waiting_timeout_ns),
+            _ => (PollTimeout::Bootstrap, self.sc.sglang.bootstrap_timeout_ns),
         };
-        let req = self.reqs.get_mut(r).unwrap_or_else(|| {
-            panic!(
-                "a timeout fired for ended request {} (seed {})",
-                r.id, self.sc.seed
-            )
-        });
-        let state = if stage == KvPoll::WaitingForInput {
-            req.waiting_timeout = None;
-            req.receiver
-        } else {
-            req.bootstrap_timeout = None;
-            req.sender
-        };
-        assert_eq!(
-            state, stage,
-            "request {} timed out in a state it left (seed {})",
-            req.id, self.sc.seed
-        );
-        // sglang's f-string: `f"Request {self.bootstrap_room} timed out after {elapsed:.1f}s in
-        // KVPoll.WaitingForInput"` (`CommonKVReceiver`/`CommonKVSender.poll`).
-        let msg = crate::sglang::transfer::timed_out(
-            crate::sglang::transfer::bootstrap_room(self.sc.seed, req.id),
-            timeout as f64 / NS_PER_S as f64,
-            &format!("{stage:?}"),
-        );
-        self.fail(r, kind, &msg);
+        let f = clock.fired(r, timeout, &mut ctx!(self));
+        self.fail(r, f.kind, &f.message);
     }
 
     /// Ends a request that decoded to its last token. The oracle (when it watches the decode)
@@ -543,15 +496,7 @@ impl World<'_> {
             pc.outstanding -= 1;
         }
         let dec = &mut self.decodes[d];
-        if req.join_step != NOT_RUNNING {
-            dec.leave_batch(req, r);
-        }
-        if let Some(o) = dec.offload.as_deref_mut() {
-            o.forget(r.id);
-        }
-        if req.decode_allocated {
-            dec.holders -= 1;
-        }
+        dec.request_ended(req, r);
         let mut outcome = outcome;
         if let Some((v, by)) = req.corrupted_earlier.take().map(|b| *b) {
             req.row.victims = v;
@@ -644,24 +589,25 @@ impl World<'_> {
         let ci = self.pick_rank(super::dispatch::FRONT, ci, 0);
         let c = ColocatedId::from(ci);
         let server = &mut self.colocated[c];
-        let instance = server.core.instance.0;
+        let instance = server.core.instance;
         let mut row = RequestRow::arrived(
             id,
             nr.arrival_ns,
-            Some((instance, instance)),
+            Some((instance.0, instance.0)),
             nr.input_tokens,
             nr.output_tokens,
         );
         server.core.tick.arrivals += 1;
-        let need = (nr.input_tokens + nr.output_tokens).div_ceil(server.core.page_size);
-        if need > server.core.pages.total() {
-            let msg = format!(
-                "Request {id} needs {need} KV pages; the server holds {}",
-                server.core.pages.total()
-            );
+        let fits = crate::sglang::tokenizer::check_colocated(
+            id,
+            (nr.input_tokens, nr.output_tokens),
+            &server.core,
+        );
+        if let Err(rejected) = fits {
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
-            row.error_kind = Some(ErrorKind::RequestTooLong);
+            row.error_kind = Some(rejected.kind());
+            let msg = rejected.to_string();
             if let Err(e) = self
                 .collector
                 .finish(&row, Some(&msg), self.slo(), self.sink)
@@ -730,41 +676,9 @@ impl World<'_> {
     }
 
     /// Tells the router server `c`'s load (`None` while down).
-    fn sync_colocated(&mut self, c: ColocatedId) {
+    pub(super) fn sync_colocated(&mut self, c: ColocatedId) {
         let (k, load) = self.instance_load(super::dispatch::FRONT, c.idx());
         self.router.set_prefill(k, load);
-    }
-
-    /// A colocated server crashes: its step is lost and every request it holds fails
-    /// (`server_crashed`: the exception ends sglang's scheduler loop).
-    pub(super) fn crash_colocated(&mut self, c: ColocatedId) {
-        let now = self.q.now();
-        if !self.colocated[c].core.alive {
-            return;
-        }
-        self.colocated[c].core.alive = false;
-        self.sync_colocated(c);
-        let rows = self.colocated[c].crash(&mut self.q);
-        let msg = format!("Server {} crashed", c.0);
-        let slo = self.slo();
-        for mut row in rows {
-            row.finish_ns = Some(now);
-            row.outcome = Outcome::Failed;
-            row.error_kind = Some(ErrorKind::ServerCrashed);
-            if let Err(e) = self.collector.finish(&row, Some(&msg), slo, self.sink) {
-                self.io_error.get_or_insert(e);
-            }
-        }
-        self.observe(CoreRef::Colocated(c));
-    }
-
-    /// A crashed colocated server is back, empty.
-    pub(super) fn restart_colocated(&mut self, c: ColocatedId) {
-        if self.colocated[c].core.alive {
-            return;
-        }
-        self.colocated[c].core.alive = true;
-        self.sync_colocated(c);
     }
 
     /// The colocated server behind a global instance number, when the cluster is colocated.

@@ -1,12 +1,15 @@
 //! The simulation: [`World`] owns the sglang components, the fabric, the request table and the
 //! event queue, and runs sglang's request lifecycle (`docs/sglang-pd.md` §2–§3) to the end.
 //!
-//! The bottom files here are the shared vocabulary every component speaks — typed [`ids`], the
-//! closed [`event::Event`] set, the [`requests`] table — and import no component. `World`
-//! (this file and the `impl World` blocks in [`lifecycle`], [`transfer`], [`faults`] and
-//! [`sampler`]) sits above the components and is the only place where one component's outcome
-//! reaches another: a component never calls another component. Handlers mark a [`event::Wake`]
-//! set that `World` drains after every event, in ascending order.
+//! The shared vocabulary every component speaks — typed ids, the closed `Event` set, the
+//! request table — is `crate::vocab`, below every component. `World` (this file and the
+//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `store`, `a2a`, `dispatch` and
+//! `sampler`) sits above the components and is the only place where one component's outcome
+//! reaches another: a component never calls another component. It holds no sglang rule: it
+//! routes each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`) or the part
+//! it needs, and applies the typed outcome it returns (a crash's failures and flows, a
+//! rejection); handlers mark a `Wake` set that `World` drains after every event, in ascending
+//! order.
 //!
 //! A decode step is one event for its whole batch: per-token figures derive from step times,
 //! never from a loop over tokens.
@@ -25,6 +28,19 @@
 //! golden files, and `coalesce_tests` against [`World::set_decode_coalescing`]`(false)`);
 //! only `sim.events` falls. Not coalesced: decodes watched by the ownership oracle and steps
 //! that put DeepEP all-to-all bytes on the fabric.
+
+/// The [`crate::sglang::Ctx`] of `World` `$w` for one component call: its queue, request
+/// table and wake set (disjoint fields, so a component of `$w` may be borrowed beside it).
+macro_rules! ctx {
+    ($w:expr) => {
+        crate::sglang::Ctx {
+            q: &mut $w.q,
+            reqs: &mut $w.reqs,
+            wake: &mut $w.wake,
+            seed: $w.sc.seed,
+        }
+    };
+}
 
 mod a2a;
 mod dispatch;
@@ -50,12 +66,14 @@ use crate::layout::PairPlan;
 use crate::metrics::{Collector, Sink};
 use crate::sglang::colocated::ColocatedServer;
 use crate::sglang::decode::DecodeServer;
+use crate::sglang::heartbeat::Heartbeat;
 use crate::sglang::memory::{KvPool, PageAllocator, Shared, Store};
 use crate::sglang::prefill::PrefillServer;
 use crate::sglang::prefix_cache::PrefixCache;
 use crate::sglang::router::Router;
+use crate::sglang::tokenizer::Tokenizers;
 use crate::sglang::transfer::{DecodeEndpoint, TransferQueues};
-use crate::sglang::{Core, TickCounters};
+use crate::sglang::{Core, CoreSpec};
 use crate::vocab::Outcome;
 use crate::workload::{Generator, NewRequest};
 
@@ -172,15 +190,12 @@ pub struct World<'a> {
     /// Instances that may admit work, drained after every event (sorted and deduplicated
     /// there: a handful per event, so a `Vec` beats a set).
     wake: Vec<Wake>,
-    /// Pending heartbeat verdict on each crashed prefill.
-    heartbeat: IdVec<PrefillId, Option<EventKey>>,
-    /// Whether a router health check is scheduled.
-    health_check_pending: bool,
+    /// The decodes' heartbeat to the prefills (`sglang::heartbeat`).
+    heartbeat: Heartbeat,
     sampler: sampler::Sampler,
     scratch: Scratch,
-    /// When each instance's tokenizer manager (one process, first come first served) is free
-    /// again, by global instance number (`lifecycle::tokenize`).
-    tokenizer_free: Vec<Nanos>,
+    /// Each instance's tokenizer manager, by global instance number (`sglang::tokenizer`).
+    tokenizers: Tokenizers,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
     /// DeepEP all-to-all on the fabric (`a2a.rs`).
@@ -317,6 +332,77 @@ fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
     KvPool::new(store, shared)
 }
 
+/// What an instance spanning nodes all-reduces over: its GPUs' NICs (one NIC share per GPU).
+fn interconnect(sc: &Scenario, fabric: &Fabric) -> Interconnect {
+    Interconnect {
+        gpus_per_node: sc.gpus_per_node,
+        nic_bytes_per_s_per_gpu: fabric.nic_capacity_bytes_per_ns()
+            * 1e9
+            * f64::from(sc.fabric.topology.nics_per_node)
+            / f64::from(sc.gpus_per_node),
+        network_latency_s: sc.fabric.model.base_latency_ns as f64 / 1e9,
+    }
+}
+
+/// The step times of a server of `pool`: its measured profile, or the model.
+fn step_times(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> StepTimes {
+    match &pool.step_times {
+        Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
+        None => StepTimes::Model(step_model(sc, pool, ic)),
+    }
+}
+
+/// A prefill server of `pool` over `core` (`pages` KV pages): its radix cache, HiCache and
+/// speculative draft as the pool configures them.
+fn prefill_server(
+    sc: &Scenario,
+    pool: &crate::config::Pool,
+    core: Core,
+    pages: u32,
+    interconnect: &Interconnect,
+) -> PrefillServer {
+    let cache = pool.server.radix_cache.map(|cap| {
+        PrefixCache::new(Some(
+            cap.unwrap_or(u64::from(pages) * u64::from(pool.server.page_size)),
+        ))
+    });
+    let mut server = PrefillServer::new(
+        core,
+        cache,
+        pool.server.chunked_prefill_size,
+        pool.server.max_prefill_tokens,
+    );
+    server.hicache = pool
+        .hicache
+        .map(|h| Box::new(crate::sglang::hicache::HiCache::new(h)));
+    server.spec = speculative::prefill_state(sc, pool, interconnect);
+    server
+}
+
+/// A decode server (one DP rank) of `pool` over `core`, its ranks listening on `ports`.
+fn decode_server(
+    pool: &crate::config::Pool,
+    core: Core,
+    ports: Vec<u32>,
+    spec: Option<Box<crate::sglang::speculative::SpecDecode>>,
+) -> DecodeServer {
+    // Under DP attention sglang divides `--max-running-requests` over the DP ranks
+    // (`Scheduler.init_memory_pool_and_cache`: `max_running_requests // dp_size`).
+    let dp = pool.parallel.dp_ranks();
+    let max_running = pool
+        .server
+        .max_running_requests
+        .map_or(u32::MAX, |m| (m / dp).max(1));
+    let mut d = DecodeServer::new(core, ports, max_running);
+    d.reserved_tokens = pool.num_reserved_decode_tokens;
+    d.offload = pool
+        .decode_offload
+        .map(|o| Box::new(crate::sglang::decode_offload::DecodeOffload::new(o)));
+    d.spec = spec;
+    d.set_coalescing(true);
+    d
+}
+
 impl<'a> World<'a> {
     /// Builds the cluster of `sc`; rows stream to `sink`.
     pub fn new(sc: &'a Scenario, sink: &'a mut dyn Sink) -> Self {
@@ -326,17 +412,8 @@ impl<'a> World<'a> {
         let mut transfers = IdVec::default();
         let mut decodes = IdVec::default();
         let mut colocated = IdVec::default();
-        let mut heartbeat = IdVec::default();
         let mut global = 0u32;
-        // An instance spanning nodes all-reduces over its GPUs' NICs (one NIC share per GPU).
-        let interconnect = Interconnect {
-            gpus_per_node: sc.gpus_per_node,
-            nic_bytes_per_s_per_gpu: fabric.nic_capacity_bytes_per_ns()
-                * 1e9
-                * f64::from(sc.fabric.topology.nics_per_node)
-                / f64::from(sc.gpus_per_node),
-            network_latency_s: sc.fabric.model.base_latency_ns as f64 / 1e9,
-        };
+        let interconnect = interconnect(sc, &fabric);
         let a2a = a2a::A2aFlows::new(sc, &placement.gpus, interconnect.nic_bytes_per_s_per_gpu);
         let mut placed = 0usize;
         for (pool_idx, pool) in sc.pools.iter().enumerate() {
@@ -353,28 +430,20 @@ impl<'a> World<'a> {
                 global += 1;
                 let tp = gpus.len() as u32;
                 let pages = capacity::kv_pages(&sc.gpu, pool);
-                let step = match &pool.step_times {
-                    Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
-                    None => StepTimes::Model(step_model(sc, pool, &interconnect)),
-                };
+                let step = step_times(sc, pool, &interconnect);
                 let spec_decode = (pool.role == Role::Decode)
                     .then(|| speculative::decode_state(sc, pool, &interconnect, &step))
                     .flatten();
-                let core = Core {
+                let core = Core::new(CoreSpec {
                     instance: InstanceId(id),
                     pool: PoolId::from(pool_idx),
                     nics: gpus.iter().map(|&g| fabric.nic_of(g)).collect(),
                     gpus,
-                    alive: true,
                     step,
                     page_size: pool.server.page_size,
                     hybrid: pool.state_slots > 0,
                     pages: kv_pool(sc, pool_idx, pages),
-                    outstanding: 0,
-                    busy: false,
-                    step_key: None,
-                    tick: TickCounters::default(),
-                };
+                });
                 match pool.role {
                     Role::Prefill => {
                         assert!(
@@ -382,45 +451,15 @@ impl<'a> World<'a> {
                             "pools are ordered prefill first (seed {})",
                             sc.seed
                         );
-                        let cache = pool.server.radix_cache.map(|cap| {
-                            PrefixCache::new(Some(
-                                cap.unwrap_or(u64::from(pages) * u64::from(pool.server.page_size)),
-                            ))
-                        });
-                        let hicache = pool
-                            .hicache
-                            .map(|h| Box::new(crate::sglang::hicache::HiCache::new(h)));
-                        let mut server = PrefillServer::new(
-                            core,
-                            cache,
-                            pool.server.chunked_prefill_size,
-                            pool.server.max_prefill_tokens,
-                        );
-                        server.hicache = hicache;
-                        server.spec = speculative::prefill_state(sc, pool, &interconnect);
-                        prefills.push(server);
+                        prefills.push(prefill_server(sc, pool, core, pages, &interconnect));
                         transfers.push(TransferQueues::new(
                             pool.server.attn_tp_size,
                             sc.sglang.queue_size,
                         ));
-                        heartbeat.push(None);
                     }
                     Role::Decode => {
                         let ports = (0..tp).map(|r| session_port(id, r)).collect();
-                        // Under DP attention sglang divides `--max-running-requests` over the DP ranks
-                        // (`Scheduler.init_memory_pool_and_cache`: `max_running_requests // dp_size`).
-                        let max_running = pool
-                            .server
-                            .max_running_requests
-                            .map_or(u32::MAX, |m| (m / dp).max(1));
-                        let mut d = DecodeServer::new(core, ports, max_running);
-                        d.reserved_tokens = pool.num_reserved_decode_tokens;
-                        d.offload = pool.decode_offload.map(|o| {
-                            Box::new(crate::sglang::decode_offload::DecodeOffload::new(o))
-                        });
-                        d.spec = spec_decode;
-                        d.coalesce = d.may_coalesce();
-                        decodes.push(d);
+                        decodes.push(decode_server(pool, core, ports, spec_decode));
                     }
                     Role::Colocated => {
                         let budget = pool
@@ -434,6 +473,7 @@ impl<'a> World<'a> {
             }
         }
         let (endpoints, plans) = wiring(sc, &prefills, &decodes);
+        let prefills_len = prefills.len();
         let sampler = sampler::Sampler::new(&fabric, global as usize);
         let dispatch = dispatch::Dispatch::new(sc);
         let mut w = Self {
@@ -464,11 +504,10 @@ impl<'a> World<'a> {
             sink,
             fabric_timer: None,
             wake: Vec::new(),
-            heartbeat,
-            health_check_pending: false,
+            heartbeat: Heartbeat::new(prefills_len),
             sampler,
             scratch: Scratch::default(),
-            tokenizer_free: vec![0; global as usize],
+            tokenizers: Tokenizers::new(global as usize),
             io_error: None,
             a2a,
             store: store::StoreFlows::default(),
@@ -707,7 +746,7 @@ impl<'a> World<'a> {
             }
             Event::RouterHealthCheck => {
                 self.touch_decodes();
-                self.on_router_health_check()
+                self.router.on_health_check(&mut self.q)
             }
             Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
@@ -759,7 +798,7 @@ impl<'a> World<'a> {
             // A forward whose all-to-all is on the fabric ends when its flows do: never planned.
             let fabric = self.forward_uses_fabric(sampler::CoreRef::Decode(d));
             let dec = &mut self.decodes[d];
-            dec.coalesce = on && !fabric && dec.may_coalesce();
+            dec.set_coalescing(on && !fabric);
         }
     }
 

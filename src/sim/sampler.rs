@@ -184,7 +184,7 @@ impl World<'_> {
     pub(super) fn materialize_decode(&mut self, d: DecodeId, t: Nanos) {
         let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
         let dec = &mut self.decodes[d];
-        let (running, queued) = (dec.running, (dec.prealloc.len() + dec.ready.len()) as u32);
+        let (running, queued) = (dec.running(), dec.queued());
         let total = dec.core.pages.total();
         let i = dec.core.instance.idx();
         // A copy the pass keeps in registers.
@@ -195,11 +195,11 @@ impl World<'_> {
         if t <= end {
             // Every step end of the pass is inside the window (the common case): each is
             // counted, and `observe`'s clip to the window's end is the step end itself.
-            first = dec.step_end;
+            first = dec.step_span().1;
             in_window = u64::from(dec.virtual_steps(t, &self.reqs, itl, |at, used| {
                 g.observe_open(at, running, queued, share(used, total));
             }));
-            last = if in_window > 0 { dec.step_started } else { 0 };
+            last = if in_window > 0 { dec.step_span().0 } else { 0 };
         } else {
             dec.virtual_steps(t, &self.reqs, itl, |at, used| {
                 if at <= end {
@@ -372,12 +372,12 @@ fn state_of<'w>(
     match core_of {
         CoreRef::Prefill(p) => {
             let s = &mut prefills[p];
-            let (running, queued) = (s.batch.len() as u32, s.waiting.len() as u32);
+            let (running, queued) = (s.running(), s.queued());
             (&mut s.core, Role::Prefill, running, queued)
         }
         CoreRef::Decode(d) => {
             let s = &mut decodes[d];
-            let (running, queued) = (s.running, (s.prealloc.len() + s.ready.len()) as u32);
+            let (running, queued) = (s.running(), s.queued());
             (&mut s.core, Role::Decode, running, queued)
         }
         CoreRef::Colocated(c) => {

@@ -404,7 +404,7 @@ impl World<'_> {
         let Some(answers) = self.answers.clone() else {
             return;
         };
-        let steps = self.decodes[d].steps_done;
+        let steps = self.decodes[d].steps_done();
         let end_block = |q: &crate::vocab::requests::Req| {
             q.input / crate::workload::trace::HASH_BLOCK_TOKENS + answers.of(q.id).len() as u32
         };
@@ -452,9 +452,9 @@ impl World<'_> {
         let Some(answers) = self.answers.as_deref() else {
             return;
         };
-        let dec = &mut self.decodes[d];
-        let o = dec.offload.as_deref_mut().expect("on");
-        for &r in &dec.joined {
+        let (o, joined) = self.decodes[d].offload_and_joined();
+        let o = o.expect("on");
+        for &r in joined {
             let Some(q) = self.reqs.get(r) else {
                 continue;
             };

@@ -16,9 +16,7 @@ use crate::vocab::event::{Event, Wake, lane};
 use crate::vocab::ids::{PrefillId, ShardId};
 use crate::vocab::requests::{ChunkJob, KvPoll};
 
-/// sglang's `--disaggregation-bootstrap-port` default: every prefill instance's bootstrap
-/// server listens on it (`server_args.py`).
-pub(super) const BOOTSTRAP_PORT: u32 = 8998;
+use crate::sglang::transfer::BOOTSTRAP_PORT;
 
 /// The line sglang logs when an exception escapes `transfer_worker` (0005973a):
 /// `f"Transfer thread failed because of {e}. Prefill instance with
@@ -62,7 +60,7 @@ impl World<'_> {
 
     /// Lets the lane's worker send its next batch, failing rooms as it meets errors.
     pub(super) fn kick_shard(&mut self, p: PrefillId, shard: ShardId) {
-        if !self.prefills[p].core.alive {
+        if !self.prefills[p].core.alive() {
             return;
         }
         loop {
@@ -300,8 +298,9 @@ mod template_tests {
     use std::collections::BTreeMap;
 
     use crate::layout::checks;
+    use crate::sglang::decode::scheduler_hit_an_exception;
+    use crate::sglang::heartbeat::lost_prefill;
     use crate::sglang::transfer::{DecodeEndpoint, failed_to_send, session_not_alive, timed_out};
-    use crate::sim::faults::{lost_prefill, scheduler_hit_an_exception};
     use crate::vocab::ErrorKind;
     use crate::vocab::ids::InstanceId;
 

@@ -1,0 +1,452 @@
+//! The decode server: the prealloc queue, the continuous batch with page-by-page KV growth,
+//! and sglang's retraction when the pool runs dry (`docs/sglang-pd.md` §2–§3). By
+//! responsibility: the batch and its step here; admission ([`prealloc`]: sglang's
+//! `DecodePreallocQueue` budget); coalesced runs of steps (`run.rs`); going down and coming
+//! back ([`faults`]: crash, first contact, restart). The tests play `World`'s part by hand
+//! (`tests.rs`).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use crate::compute::DecodeCache;
+use crate::engine::{EventQueue, Nanos};
+use crate::layout::{RequestId, Verdict};
+use crate::metrics::histogram::Histogram;
+use crate::vocab::event::Event;
+use crate::vocab::ids::DecodeId;
+use crate::vocab::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
+
+use super::Core;
+use super::transfer::PollTimeout;
+
+pub mod faults;
+pub mod prealloc;
+mod run;
+
+#[cfg(test)]
+mod tests;
+
+pub use faults::{CrashCause, DecodeCrash, scheduler_hit_an_exception};
+
+/// sglang's `--num-reserved-decode-tokens` (default 512; `SGLANG_NUM_RESERVED_DECODE_TOKENS`
+/// in older builds): decode admits a request only if this many tokens stay free for every
+/// request it holds, whatever their output lengths, so that decode rarely has to retract.
+pub const RESERVED_DECODE_TOKENS: u32 = 512;
+
+/// sglang's `SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION` (4096): a request's `max_new_tokens` as the
+/// admission budget counts it.
+pub const CLIP_MAX_NEW_TOKENS: u32 = 4096;
+
+/// The page phase of a request that joined a decode batch after `join_step` steps with `prompt`
+/// tokens of KV: at step `k` it needs a new page iff `k ≡ join_step + 1 − prompt (mod ps)`
+/// (its step-`j` input token lands at slot `prompt + j − 1`).
+fn phase_key(join_step: u64, prompt: u32, ps: u32) -> usize {
+    let ps = u64::from(ps);
+    ((join_step + 1) % ps + ps - u64::from(prompt) % ps) as usize % ps as usize
+}
+
+/// Space-separated request ids, as `requests.csv` lists victims.
+pub fn id_list(v: &[RequestId]) -> String {
+    v.iter()
+        .map(|x| x.0.to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One decode instance.
+pub struct DecodeServer {
+    /// What every server has.
+    pub core: Core,
+    /// Requests waiting for pages, in order (retracted ones go to the front).
+    prealloc: VecDeque<ReqRef>,
+    /// Requests whose KV landed, waiting to join the batch.
+    ready: VecDeque<ReqRef>,
+    /// Requests in the batch.
+    running: u32,
+    /// Requests that joined at the start of the running step.
+    joined: Vec<ReqRef>,
+    /// (finishing step, join step, request): who leaves the batch after which step. Every
+    /// running request has its entry here (an entry whose request left is stale: see
+    /// [`DecodeServer::newest_running`]), so retraction finds its victim here too.
+    finishing: BinaryHeap<Reverse<(u64, u64, ReqRef)>>,
+    /// Running requests by page phase: `phase[k % page_size]` of them need a new page at step k.
+    phase: Vec<u32>,
+    /// Requests holding decode pages (prealloc'd, transferring or running).
+    holders: u32,
+    /// Requests retracted (sent back to the prealloc queue) so far.
+    retractions: u64,
+    /// Steps finished.
+    steps_done: u64,
+    /// KV tokens the running batch attends to.
+    context_tokens: u64,
+    /// The most tokens any request that joined may reach, `prompt + min(output, 4096)`: an
+    /// upper bound of the prealloc budget's `need_single` term (never lowered).
+    longest_joined: u64,
+    /// When the running step started, ns.
+    step_started: Nanos,
+    /// Session port of each rank, which decides the prefill's transfer shard.
+    pub ports: Vec<u32>,
+    /// `--max-running-requests`.
+    pub max_running: u32,
+    /// `--num-reserved-decode-tokens`: the prealloc budget's room per request held.
+    pub reserved_tokens: u32,
+    /// The step model's batch-size terms, per batch size.
+    step_cache: DecodeCache,
+    /// Whether steps may be coalesced into runs (see [`DecodeServer::plan_run`]); `World`
+    /// turns it off where a step's effects reach beyond this server (an ownership oracle
+    /// watching the pages, a step that puts all-to-all bytes on the fabric).
+    coalesce: bool,
+    /// Steps of the current run that end without an event of their own: `World` materializes
+    /// them ([`DecodeServer::virtual_step`]) when their time comes or something touches this
+    /// server; the run's scheduled event is the end of the step after them.
+    virtual_left: u32,
+    /// When the running step ends, ns.
+    step_end: Nanos,
+    /// The planned durations of the run's steps after the first, ns, in order; the next
+    /// virtual step takes `planned[next_planned]`. Slots past the run's steps are stale: the
+    /// buffer is reused run after run, grown but never cleared on the hot path.
+    planned: Vec<Nanos>,
+    /// How many of `planned` have started.
+    next_planned: usize,
+    /// `phase` index of the step after the running one inside a run (`(steps_done + 2) %
+    /// page_size`), walked instead of divided.
+    next_phase: usize,
+    /// How many steps the next run may plan: doubled after a run that ran to its end, halved
+    /// after one that was cut, so the planning a cut throws away stays near the steps a run
+    /// actually covers.
+    horizon: u64,
+    /// Whether the current run was cut.
+    cut: bool,
+    /// Whether the current run was planned to the horizon (not stopped by a finish or pages).
+    full: bool,
+    /// Pages the run's steps still to start will grow by.
+    need_left: u64,
+    /// The offload of generated KV to the store
+    /// (`disaggregation_decode_enable_offload_kvcache`), if on.
+    pub offload: Option<Box<super::decode_offload::DecodeOffload>>,
+    /// Speculative decoding (`sglang::speculative`), when the pool runs it: each step emits
+    /// its requests' accepted tokens instead of one each.
+    pub spec: Option<Box<super::speculative::SpecDecode>>,
+}
+
+/// The most steps one coalesced run covers.
+const MAX_RUN_STEPS: u64 = 4096;
+/// The fewest steps a run plans (when the batch allows).
+const MIN_RUN_STEPS: u64 = 16;
+
+impl DecodeServer {
+    /// An idle decode server.
+    pub fn new(core: Core, ports: Vec<u32>, max_running: u32) -> Self {
+        let ps = core.page_size as usize;
+        let mut d = Self {
+            core,
+            prealloc: VecDeque::new(),
+            ready: VecDeque::new(),
+            running: 0,
+            joined: Vec::new(),
+            finishing: BinaryHeap::new(),
+            phase: vec![0; ps],
+            holders: 0,
+            retractions: 0,
+            steps_done: 0,
+            context_tokens: 0,
+            longest_joined: 0,
+            step_started: 0,
+            ports,
+            max_running,
+            reserved_tokens: RESERVED_DECODE_TOKENS,
+            step_cache: DecodeCache::default(),
+            coalesce: false,
+            virtual_left: 0,
+            step_end: 0,
+            planned: Vec::new(),
+            next_planned: 0,
+            next_phase: 0,
+            horizon: MIN_RUN_STEPS,
+            cut: false,
+            full: false,
+            need_left: 0,
+            offload: None,
+            spec: None,
+        };
+        d.coalesce = d.may_coalesce();
+        d
+    }
+
+    /// Whether this server's steps may be coalesced: not where an ownership oracle reads who
+    /// owns every page as transfers land, nor where a DeepEP step across nodes puts bytes on
+    /// the fabric, nor where step ends offload KV to the store (their steps stay events).
+    pub fn may_coalesce(&self) -> bool {
+        let oracle = matches!(self.core.pages.store, super::memory::Store::Oracle { .. });
+        let a2a = matches!(&self.core.step, crate::compute::StepTimes::Model(m)
+            if m.moe_time(1.0, false).is_some_and(|t| t.rdma_bytes_per_gpu > 0.0));
+        // A speculative step advances each request by its own accepted tokens: no run of
+        // steps is arithmetic.
+        !oracle && !a2a && self.offload.is_none() && self.spec.is_none()
+    }
+
+    /// The KV of `r` landed: it waits to join the batch.
+    pub fn enqueue_ready(&mut self, r: ReqRef) {
+        self.ready.push_back(r);
+    }
+
+    /// Requests in the batch.
+    #[inline]
+    pub fn running(&self) -> u32 {
+        self.running
+    }
+
+    /// Steps finished.
+    #[inline]
+    pub fn steps_done(&self) -> u64 {
+        self.steps_done
+    }
+
+    /// KV tokens the running batch attends to.
+    #[inline]
+    pub fn context_tokens(&self) -> u64 {
+        self.context_tokens
+    }
+
+    /// When the running step started and when it ends, ns.
+    #[inline]
+    pub fn step_span(&self) -> (Nanos, Nanos) {
+        (self.step_started, self.step_end)
+    }
+
+    /// Whether a step of the current coalesced run ends at or before `t` without its own
+    /// event (`World` materializes it, [`DecodeServer::virtual_steps`]).
+    #[inline(always)]
+    pub fn has_due_step(&self, t: Nanos) -> bool {
+        self.virtual_left > 0 && self.step_end <= t
+    }
+
+    /// Whether steps of a coalesced run are still to be materialized.
+    #[inline]
+    pub fn in_run(&self) -> bool {
+        self.virtual_left > 0
+    }
+
+    /// Lets steps coalesce into runs where `allowed` (`World` forbids it where a step's
+    /// effects reach beyond this server) and this server permits it
+    /// ([`DecodeServer::may_coalesce`]).
+    pub fn set_coalescing(&mut self, allowed: bool) {
+        self.coalesce = allowed && self.may_coalesce();
+    }
+
+    /// Requests waiting for pages or to join the batch.
+    #[inline]
+    pub fn queued(&self) -> u32 {
+        (self.prealloc.len() + self.ready.len()) as u32
+    }
+
+    /// The offload (if on) and the requests that joined at the start of the running step,
+    /// borrowed together: the offload learns of each.
+    pub fn offload_and_joined(
+        &mut self,
+    ) -> (Option<&mut super::decode_offload::DecodeOffload>, &[ReqRef]) {
+        (self.offload.as_deref_mut(), &self.joined)
+    }
+
+    /// Request `r` (out of the table, `req`) ended: it leaves the batch if it runs, the
+    /// offload forgets it, and it no longer holds a request row. Its pages are the caller's
+    /// to free (the oracle's verdict on them decides its outcome).
+    pub fn request_ended(&mut self, req: &mut Req, r: ReqRef) {
+        if req.join_step != NOT_RUNNING {
+            self.leave_batch(req, r);
+        }
+        if let Some(o) = self.offload.as_deref_mut() {
+            o.forget(r.id);
+        }
+        if req.decode_allocated {
+            self.holders -= 1;
+        }
+    }
+
+    /// Tokens the running step emits: one per running request, or with speculative decoding
+    /// its requests' accepted tokens.
+    pub fn step_tokens(&self) -> u64 {
+        self.spec
+            .as_deref()
+            .map_or(u64::from(self.running), |s| s.step_tokens())
+    }
+
+    /// Starts a decode step: landed requests join the batch (up to `max_running_requests`), the
+    /// step takes a page for every request whose next KV slot opens one — retracting the most
+    /// recently joined requests while the pool is short, as sglang's `retract_decode` does — and
+    /// one forward produces a token for every running request. Retracted requests go to
+    /// `retracted` (their prefill must count them again).
+    ///
+    /// The step plans a run ([`DecodeServer::plan_run`]) and schedules its end; the steps
+    /// inside a run start in [`DecodeServer::virtual_step`].
+    pub fn start_step(
+        &mut self,
+        (me, now): (DecodeId, Nanos),
+        reqs: &mut Requests,
+        q: &mut EventQueue<Event>,
+        bootstrap_timeout_ns: Nanos,
+        retracted: &mut Vec<ReqRef>,
+    ) {
+        if !self.core.alive {
+            return;
+        }
+        while self.running < self.max_running {
+            let Some(r) = self.ready.pop_front() else {
+                break;
+            };
+            let steps_done = self.steps_done;
+            let Some(req) = reqs.get_mut(r) else { continue };
+            req.row.decode_start_ns.get_or_insert(now);
+            req.join_step = steps_done;
+            let (prompt, remaining) = (req.prompt(), req.output - 1 - req.extra);
+            let key = phase_key(steps_done, prompt, self.core.page_size);
+            self.phase[key] += 1;
+            self.running += 1;
+            self.context_tokens += u64::from(prompt) + 1;
+            self.longest_joined = self
+                .longest_joined
+                .max(u64::from(prompt) + u64::from(req.output.min(CLIP_MAX_NEW_TOKENS)));
+            let steps = match self.spec.as_deref_mut() {
+                None => u64::from(remaining),
+                Some(s) => s.join(r, req.id, req.row.retractions, prompt, remaining),
+            };
+            self.finishing
+                .push(Reverse((steps_done + steps, steps_done, r)));
+            self.joined.push(r);
+        }
+        loop {
+            if self.running == 0 {
+                self.core.busy = false;
+                return;
+            }
+            let step = self.steps_done + 1;
+            let need = match self.spec.as_deref_mut() {
+                None => self.phase[(step % u64::from(self.core.page_size)) as usize],
+                Some(s) => s.plan(self.core.page_size),
+            };
+            if self.core.pages.grow(need) {
+                break;
+            }
+            let victim = self.newest_running(reqs).expect("running > 0");
+            self.retract(victim, reqs, q, bootstrap_timeout_ns);
+            retracted.push(victim);
+        }
+        debug_assert_eq!(self.virtual_left, 0, "a run's steps start in virtual_step");
+        self.core.start_busy(now);
+        self.step_started = now;
+        let end = match self.spec.as_deref_mut() {
+            None => self.plan_run(now),
+            Some(s) => {
+                self.step_end = now.saturating_add(s.start(self.running, self.context_tokens));
+                self.step_end
+            }
+        };
+        self.core.step_key = Some(q.schedule_keyed(end, Event::DecodeStepDone { decode: me }));
+    }
+
+    /// Takes a running request out of the batch (it finished, failed or is retracted), giving
+    /// back the pages it grew; returns how many tokens it generated here.
+    pub fn leave_batch(&mut self, req: &mut Req, r: ReqRef) -> u32 {
+        let generated = match self.spec.as_deref_mut() {
+            None => (self.steps_done - req.join_step) as u32,
+            Some(s) => s.leave(r),
+        };
+        let prompt = req.prompt();
+        let ps = self.core.page_size;
+        self.core
+            .pages
+            .shrink((prompt + generated).div_ceil(ps) - prompt.div_ceil(ps));
+        self.phase[phase_key(req.join_step, prompt, ps)] -= 1;
+        self.running -= 1;
+        self.context_tokens -= u64::from(prompt) + 1 + u64::from(generated);
+        self.joined.retain(|&j| j != r);
+        req.join_step = NOT_RUNNING;
+        generated
+    }
+
+    /// The running request that joined last (the largest (join step, id)): sglang's
+    /// `retract_decode` takes it first. Retraction is rare, so it is found by a scan of the
+    /// finishing entries rather than kept in order at every join and leave; an entry is live
+    /// while its request is in the table with the entry's join step.
+    fn newest_running(&self, reqs: &Requests) -> Option<ReqRef> {
+        self.finishing
+            .iter()
+            .filter_map(|&Reverse((_, join, r))| {
+                let q = reqs.get(r).filter(|q| q.join_step == join)?;
+                Some((join, q.id, r))
+            })
+            .max()
+            .map(|(_, _, r)| r)
+    }
+
+    /// sglang's decode retraction: the request leaves the batch and its KV, goes back to the
+    /// front of the prealloc queue, and pays the bootstrap, the prefill of everything it has so
+    /// far, and the transfer again before it resumes.
+    fn retract(
+        &mut self,
+        r: ReqRef,
+        reqs: &mut Requests,
+        q: &mut EventQueue<Event>,
+        bootstrap_timeout_ns: Nanos,
+    ) {
+        let req = reqs.get_mut(r).expect("a running request is live");
+        let generated = self.leave_batch(req, r);
+        req.extra += generated;
+        req.row.retractions += 1;
+        req.sender = KvPoll::Bootstrapping;
+        req.receiver = KvPoll::Bootstrapping;
+        req.prefilled = 0;
+        req.sent = 0;
+        req.chunks_in_flight = 0;
+        req.last_queued = false;
+        req.decode_allocated = false;
+        if let Some(k) = req.waiting_timeout.take() {
+            q.cancel(k);
+        }
+        let held = std::mem::take(&mut req.on_decode);
+        self.holders -= 1;
+        self.retractions += 1;
+        if let Some(report) = self.core.pages.free(req.id, &held)
+            && matches!(report.verdict, Verdict::Corrupted { .. })
+        {
+            req.corrupted_earlier = Some(Box::new((
+                id_list(&report.victims),
+                id_list(&report.corrupted_by),
+            )));
+        }
+        self.prealloc.push_front(r);
+        PollTimeout::Bootstrap.arm(q, req, r, bootstrap_timeout_ns);
+    }
+
+    /// The step ended: every running request produced a token. Inter-token latencies go to
+    /// `itl`; requests that produced their last token go to `finished` (still in the batch: the
+    /// caller ends them, which calls [`DecodeServer::leave_batch`]).
+    pub fn step_done(
+        &mut self,
+        now: Nanos,
+        reqs: &mut Requests,
+        itl: &mut Histogram,
+        finished: &mut Vec<ReqRef>,
+    ) {
+        self.steps_done += 1;
+        self.core.end_busy(now);
+        let tokens = match self.spec.as_deref_mut() {
+            None => u64::from(self.running),
+            Some(s) => s.commit(),
+        };
+        self.context_tokens += tokens;
+        self.core.tick.tokens += tokens;
+        self.record_itl(now, reqs, itl);
+        while let Some(&Reverse((step, join, r))) = self.finishing.peek() {
+            if step > self.steps_done {
+                break;
+            }
+            self.finishing.pop();
+            // A retracted request left a stale entry behind (its join step changed).
+            if reqs.get(r).is_some_and(|q| q.join_step == join) {
+                // It leaves the batch when it ends (`leave_batch`), in this order.
+                finished.push(r);
+            }
+        }
+    }
+}

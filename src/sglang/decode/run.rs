@@ -1,0 +1,293 @@
+//! Coalesced decode runs: a batch that cannot change plans its next steps at once and
+//! schedules one event at the run's end (`sim/mod.rs`, "Coalesced decode runs").
+
+use super::{DecodeServer, MAX_RUN_STEPS, MIN_RUN_STEPS};
+use crate::engine::{EventQueue, Nanos};
+use crate::metrics::histogram::{Batch, Histogram};
+use crate::vocab::event::Event;
+use crate::vocab::ids::DecodeId;
+use crate::vocab::requests::Requests;
+
+impl DecodeServer {
+    /// Times the step that starts at `now` (sets `step_end`) and plans a coalesced run from
+    /// it. While the batch cannot change —
+    /// nobody joins (the ready and prealloc queues are empty, and whatever would fill them
+    /// first cuts the run: `World::touch_decode`), nobody finishes before the run's last step,
+    /// and the free pages cover every step's growth — the steps that follow are arithmetic, so
+    /// only the run's last step gets an event. Sets `virtual_left` to the steps that end before
+    /// it and returns the run's end, ns (without coalescing: `step_end`).
+    pub(super) fn plan_run(&mut self, now: Nanos) -> Nanos {
+        // The batch is the run's: its terms are looked up once.
+        let step = self
+            .core
+            .step
+            .decode_step(&mut self.step_cache, self.running);
+        let (running, mut ctx) = (self.running, self.context_tokens);
+        let dt = step.ns(ctx);
+        debug_assert_eq!(dt, self.core.step.decode_ns(running, ctx));
+        self.step_end = now.saturating_add(dt);
+        self.virtual_left = 0;
+        self.next_planned = 0;
+        // Planning past the next touch is work thrown away: the horizon follows how far runs
+        // actually get.
+        let (cut, full) = (
+            std::mem::take(&mut self.cut),
+            std::mem::take(&mut self.full),
+        );
+        if cut {
+            self.horizon = (self.horizon / 2).max(MIN_RUN_STEPS);
+        } else if full {
+            self.horizon = (self.horizon * 2).min(MAX_RUN_STEPS);
+        }
+        // A prealloc queue that is not empty is blocked (it was just run): it stays blocked
+        // while the run only takes pages and holds the same requests, so its retries at the
+        // run's step ends would admit nothing.
+        if !self.coalesce || !self.ready.is_empty() {
+            return self.step_end;
+        }
+        let first = self.steps_done + 1;
+        // Stale entries of retracted requests end a run early: harmless, only less coalesced.
+        let finish = self.finishing.peek().map_or(u64::MAX, |e| e.0.0);
+        let last = finish.min(first + self.horizon);
+        let mut avail = Self::pages_in_hand(&self.core.pages);
+        let start = avail;
+        let ps = u64::from(self.core.page_size);
+        let n = last.saturating_sub(first);
+        // Any `n` steps open at most `ceil(n / ps)` pages per running request: when the pages
+        // in hand cover that, no step can stop the run, and its steps are timed in one pass.
+        if n.div_ceil(ps) * u64::from(running) <= avail {
+            let len = usize::try_from(n).expect("a run's steps fit in memory");
+            if self.planned.len() < len {
+                self.planned.resize(len, 0);
+            }
+            let sum = step.fill_run(ctx, running.into(), &mut self.planned[..len]);
+            let end = self.step_end.saturating_add(sum);
+            self.next_phase = ((first + 1) % ps) as usize;
+            self.need_left = self.pages_opened(self.next_phase, n);
+            self.virtual_left = n as u32;
+            self.full = n == self.horizon;
+            return end;
+        }
+        self.planned.clear();
+        let mut end = self.step_end;
+        // The phase of step k + 1, walked without a division per step.
+        let mut at = ((first + 1) % ps) as usize;
+        let mut k = first;
+        while k < last {
+            // Step k ends without an event; step k + 1 starts and grows its pages.
+            let need = u64::from(self.phase[at]);
+            if need > avail {
+                break;
+            }
+            at = if at + 1 == self.phase.len() {
+                0
+            } else {
+                at + 1
+            };
+            avail -= need;
+            ctx += u64::from(running);
+            let dt = step.ns(ctx);
+            debug_assert_eq!(dt, self.core.step.decode_ns(running, ctx));
+            end = end.saturating_add(dt);
+            self.planned.push(dt);
+            k += 1;
+        }
+        self.virtual_left = (k - first) as u32;
+        self.next_phase = ((first + 1) % ps) as usize;
+        self.need_left = start - avail;
+        self.full = k == first + self.horizon;
+        end
+    }
+
+    /// Pages the `n` steps whose growth starts at `phase[at]` open: whole turns of the phase
+    /// table open one page per running request each.
+    pub(super) fn pages_opened(&self, at: usize, n: u64) -> u64 {
+        let ps = self.phase.len();
+        let (turns, rest) = (n / ps as u64, (n % ps as u64) as usize);
+        let whole = if turns > 0 {
+            turns * self.phase.iter().map(|&x| u64::from(x)).sum::<u64>()
+        } else {
+            0
+        };
+        let tail = if at + rest <= ps {
+            &self.phase[at..at + rest]
+        } else {
+            &self.phase[at..]
+        };
+        let wrapped = &self.phase[..(at + rest).saturating_sub(ps)];
+        whole
+            + tail
+                .iter()
+                .chain(wrapped)
+                .map(|&x| u64::from(x))
+                .sum::<u64>()
+    }
+
+    /// Free pages a run may plan on. A unified pool's byte budget is checked in floating
+    /// point: a page kept in hand lets the page count alone decide.
+    fn pages_in_hand(pages: &crate::sglang::memory::KvPool) -> u64 {
+        let margin = u64::from(pages.shared.is_some());
+        u64::from(pages.available()).saturating_sub(margin)
+    }
+
+    /// The prealloc queue took pages during a run: the run goes on if the pages left still
+    /// cover its growth, and is cut at the running step otherwise.
+    pub fn check_run(&mut self, me: DecodeId, q: &mut EventQueue<Event>) {
+        if self.virtual_left > 0 && Self::pages_in_hand(&self.core.pages) < self.need_left {
+            self.cut_run(me, q);
+        }
+    }
+
+    /// Materializes the next step end of a coalesced run, at `step_end`: exactly what the
+    /// step's own event would have done — [`DecodeServer::step_done`] and the next
+    /// [`DecodeServer::start_step`] — in the few lines left of them inside a run, where no
+    /// request finishes, nobody joins, the planned pages are free and the step's duration was
+    /// planned; the run's scheduled event stays. Returns the step's end, ns.
+    #[inline]
+    pub fn virtual_step(&mut self, reqs: &Requests, itl: &mut Histogram) -> Nanos {
+        let now = self.step_end;
+        let running = u64::from(self.running);
+        // The step ends (`step_done`; busy stays on: the next step starts at once).
+        self.steps_done += 1;
+        self.context_tokens += running;
+        let tick = &mut self.core.tick;
+        tick.tokens += running;
+        tick.busy_ns += now - tick.busy_since;
+        tick.busy_since = now;
+        if self.joined.is_empty() {
+            itl.record_n(now - self.step_started, running);
+        } else {
+            self.record_itl(now, reqs, itl);
+        }
+        debug_assert!(
+            self.finishing
+                .peek()
+                .is_none_or(|e| e.0.0 > self.steps_done),
+            "a request finished inside a coalesced run"
+        );
+        // The next starts (`start_step`): its pages, its planned duration.
+        let at = self.next_phase;
+        debug_assert_eq!(
+            at as u64,
+            (self.steps_done + 1) % u64::from(self.core.page_size)
+        );
+        self.next_phase = if at + 1 == self.phase.len() {
+            0
+        } else {
+            at + 1
+        };
+        let need = self.phase[at];
+        if need > 0 {
+            assert!(self.core.pages.grow(need), "a coalesced run retracted");
+            self.need_left -= u64::from(need);
+        }
+        let dt = self.planned[self.next_planned];
+        self.next_planned += 1;
+        self.step_started = now;
+        self.step_end = now.saturating_add(dt);
+        self.virtual_left -= 1;
+        now
+    }
+
+    /// [`DecodeServer::virtual_step`] for every step end of the run at or before `t`, in one
+    /// pass: what only adds up (steps, context, tokens, busy time) is added once for them all,
+    /// and each step keeps what is its own (its inter-token latency, the pages its successor
+    /// opens). `each(end, used_pages)` sees every step end in order, after the next step took
+    /// its pages, as an observer of that step's event would. Returns the steps materialized.
+    #[inline]
+    pub fn virtual_steps(
+        &mut self,
+        t: Nanos,
+        reqs: &Requests,
+        itl: &mut Histogram,
+        mut each: impl FnMut(Nanos, u32),
+    ) -> u32 {
+        if self.virtual_left == 0 || self.step_end > t {
+            return 0;
+        }
+        let mut done = 0;
+        // Requests that joined at the run's first step record their first token's latency:
+        // that step alone goes the single-step way.
+        if !self.joined.is_empty() {
+            let end = self.virtual_step(reqs, itl);
+            each(end, self.core.pages.used());
+            done = 1;
+        }
+        let running = u64::from(self.running);
+        let (from, left) = (self.next_planned, self.virtual_left as usize);
+        let plan = &self.planned[from..from + left];
+        let (mut end, mut started, mut at) = (self.step_end, self.step_started, self.next_phase);
+        let (mut used, mut grown, mut k) = (self.core.pages.used(), 0u64, 0);
+        let mut batch = Batch::default();
+        while k < left && end <= t {
+            itl.gather(&mut batch, end - started, running);
+            // The next step starts and takes the pages its tokens open.
+            let need = self.phase[at];
+            at = if at + 1 == self.phase.len() {
+                0
+            } else {
+                at + 1
+            };
+            if need > 0 {
+                assert!(self.core.pages.grow(need), "a coalesced run retracted");
+                used += need;
+                grown += u64::from(need);
+            }
+            each(end, used);
+            started = end;
+            end = end.saturating_add(plan[k]);
+            k += 1;
+        }
+        itl.absorb(&mut batch);
+        let steps = k as u64;
+        self.steps_done += steps;
+        self.context_tokens += steps * running;
+        let tick = &mut self.core.tick;
+        tick.tokens += steps * running;
+        // Each step adds its end less the previous one: together, the last end less the start.
+        tick.busy_ns += started - tick.busy_since;
+        tick.busy_since = started;
+        self.step_started = started;
+        self.step_end = end;
+        self.next_phase = at;
+        self.next_planned += k;
+        self.virtual_left -= k as u32;
+        self.need_left -= grown;
+        debug_assert!(
+            self.finishing
+                .peek()
+                .is_none_or(|e| e.0.0 > self.steps_done),
+            "a request finished inside a coalesced run"
+        );
+        done + k as u32
+    }
+
+    /// The inter-token latencies of the step that ended at `now`: one per running request; a
+    /// request's first decoded token follows the prefill's token by the wait to join plus this
+    /// step.
+    pub(super) fn record_itl(&mut self, now: Nanos, reqs: &Requests, itl: &mut Histogram) {
+        let dt = now - self.step_started;
+        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        for r in self.joined.drain(..) {
+            if let Some(ft) = reqs.get(r).and_then(|q| q.row.first_token_ns) {
+                itl.record(now - ft);
+            }
+        }
+    }
+
+    /// Ends the current run at the running step, whose end gets the run's event: something
+    /// touched the server, and the steps after may differ.
+    pub fn cut_run(&mut self, me: DecodeId, q: &mut EventQueue<Event>) {
+        if self.virtual_left == 0 {
+            return;
+        }
+        self.virtual_left = 0;
+        self.next_planned = 0;
+        self.cut = true;
+        if let Some(k) = self.core.step_key.take() {
+            q.cancel(k);
+        }
+        let key = q.schedule_keyed(self.step_end, Event::DecodeStepDone { decode: me });
+        self.core.step_key = Some(key);
+    }
+}

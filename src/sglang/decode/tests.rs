@@ -1,0 +1,464 @@
+//! The decode server's unit tests, each playing `World`'s part by hand.
+
+use super::*;
+use crate::sglang::testkit::{core, request};
+
+/// Request `r` holds one page of `d` (prealloc bypassed) and its KV landed: it joins at the
+/// next step.
+fn landed(d: &mut DecodeServer, reqs: &mut Requests, r: ReqRef) {
+    let id = reqs.get(r).unwrap().id;
+    let h = d.core.pages.alloc(id, 1, false).unwrap();
+    let req = reqs.get_mut(r).unwrap();
+    req.on_decode = h;
+    req.decode_allocated = true;
+    req.receiver = KvPoll::Success;
+    d.holders += 1;
+    d.enqueue_ready(r);
+}
+
+/// sglang's budget by hand (`try_prealloc`'s formula), 80 pages of 16 tokens = 1,280
+/// tokens: each holder keeps 512 tokens of reservation whatever its output (64 here), so
+/// two short requests are admitted and the third waits (1,216 free − 2 × 512 = 192 <
+/// 32 + 512).
+#[test]
+fn prealloc_reserves_512_tokens_for_every_holder_whatever_its_output() {
+    let mut reqs = Requests::default();
+    let mut d = DecodeServer::new(core(80, 16), vec![17_000], u32::MAX);
+    let v: Vec<_> = (0..3).map(|i| request(&mut reqs, i, 32, 64)).collect();
+    d.prealloc.extend(v.iter().copied());
+    let mut admitted = Vec::new();
+    d.try_prealloc(&mut reqs, &mut admitted);
+    assert_eq!(
+        admitted,
+        v[..2],
+        "the third needs 544 of 192 allocatable tokens"
+    );
+    assert_eq!((d.holders, d.core.pages.available()), (2, 76));
+    assert_eq!(reqs.get(v[0]).unwrap().receiver, KvPoll::WaitingForInput);
+    assert_eq!(d.prealloc.len(), 1);
+    // One page more is still short (1,232 − 1,024 = 208 < 544); 22 more pages are enough.
+    let mut d = DecodeServer::new(core(81, 16), vec![17_000], u32::MAX);
+    d.prealloc.extend(v.iter().copied());
+    let mut admitted = Vec::new();
+    d.try_prealloc(&mut reqs, &mut admitted);
+    assert_eq!(admitted.len(), 2);
+    let mut d = DecodeServer::new(core(102, 16), vec![17_000], u32::MAX);
+    d.prealloc.extend(v.iter().copied());
+    let mut admitted = Vec::new();
+    d.try_prealloc(&mut reqs, &mut admitted);
+    assert_eq!(admitted.len(), 3, "1,600 free − 1,024 = 576 ≥ 544");
+}
+
+/// No exception for an empty server: a prompt whose pages and reservation exceed the pool
+/// waits (13 pages = 208 tokens + 512 > 640), as sglang's budget makes it.
+#[test]
+fn a_lone_prompt_that_cannot_keep_its_reservation_waits() {
+    let mut reqs = Requests::default();
+    let mut d = DecodeServer::new(core(40, 16), vec![17_000], u32::MAX);
+    let a = request(&mut reqs, 0, 200, 8);
+    d.prealloc.push_back(a);
+    let mut admitted = Vec::new();
+    d.try_prealloc(&mut reqs, &mut admitted);
+    assert!(admitted.is_empty());
+    assert_eq!(d.core.pages.available(), 40);
+}
+
+/// Request rows: `--max-running-requests` 1 (≤ 32) gets `2 × 1` pre-alloc rows, so three
+/// requests are held at most; 40 (> 32) gets none, so 40.
+#[test]
+fn prealloc_stops_when_the_request_rows_are_held() {
+    for (max_running, rows) in [(1u32, 3usize), (40, 40)] {
+        let mut reqs = Requests::default();
+        let mut d = DecodeServer::new(core(100_000, 16), vec![17_000], max_running);
+        let v: Vec<_> = (0..50).map(|i| request(&mut reqs, i, 16, 4)).collect();
+        d.prealloc.extend(v.iter().copied());
+        let mut admitted = Vec::new();
+        d.try_prealloc(&mut reqs, &mut admitted);
+        assert_eq!(admitted.len(), rows, "max_running_requests {max_running}");
+    }
+}
+
+/// `need_single` (sglang's "each request can finish with all others retracted"): one
+/// running request of 16 prompt tokens that may grow to 16 + 3,500 holds back every new
+/// one, where the 512-token reservations alone would let six in. 250 pages of 16 = 4,000
+/// tokens; the running request holds 1 page, so 3,984 are free and its tokens are 17:
+/// need_single = 3,516 − 17 = 3,499, allocatable = 3,984 − 3,499 = 485 < 16 + 512.
+/// With an output of 100 instead, need_single = 99 < 512 and the reservations decide:
+/// after k admissions 3,984 − 16 k − 512 (1 + k) ≥ 528 holds for k ≤ 5, six admitted.
+#[test]
+fn need_single_keeps_room_for_the_longest_running_request_to_finish() {
+    let admitted_beside = |long_output: u32| {
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut d = DecodeServer::new(core(250, 16), vec![17_000], u32::MAX);
+        d.coalesce = false;
+        let a = request(&mut reqs, 0, 16, long_output);
+        landed(&mut d, &mut reqs, a);
+        let mut retracted = Vec::new();
+        d.start_step(
+            (DecodeId(0), q.now()),
+            &mut reqs,
+            &mut q,
+            1_000,
+            &mut retracted,
+        );
+        assert_eq!((d.running, d.context_tokens), (1, 17));
+        let v: Vec<_> = (1..10).map(|i| request(&mut reqs, i, 16, 4)).collect();
+        d.prealloc.extend(v.iter().copied());
+        let mut admitted = Vec::new();
+        d.try_prealloc(&mut reqs, &mut admitted);
+        admitted.len()
+    };
+    assert_eq!(admitted_beside(3_500), 0);
+    assert_eq!(admitted_beside(100), 6);
+}
+
+/// A batch that runs the pool dry retracts its most recently joined request: it leaves with
+/// its pages, goes to the front of the prealloc queue with what it generated added to its
+/// prompt, and gets a fresh bootstrap timeout.
+#[test]
+fn a_dry_pool_retracts_the_newest_request() {
+    let mut reqs = Requests::default();
+    let mut q = EventQueue::new();
+    let mut d = DecodeServer::new(core(4, 4), vec![17_000], u32::MAX);
+    // Step by step: this test plays `World`'s part for one event per step.
+    d.coalesce = false;
+    let a = request(&mut reqs, 0, 4, 100);
+    let b = request(&mut reqs, 1, 4, 100);
+    // Admit both with the lone-request rule bypassed: one page each.
+    for r in [a, b] {
+        landed(&mut d, &mut reqs, r);
+    }
+    let mut retracted = Vec::new();
+    // Steps until the two requests' growth needs more than the 2 free pages.
+    let mut steps = 0;
+    while retracted.is_empty() && steps < 20 {
+        d.start_step(
+            (DecodeId(0), q.now()),
+            &mut reqs,
+            &mut q,
+            1_000,
+            &mut retracted,
+        );
+        let (now, _) = q.pop().unwrap();
+        let mut finished = Vec::new();
+        let mut itl = Histogram::default();
+        d.step_done(now, &mut reqs, &mut itl, &mut finished);
+        assert!(finished.is_empty());
+        steps += 1;
+    }
+    assert_eq!(retracted, [b], "the newest joined request goes first");
+    let rb = reqs.get(b).unwrap();
+    assert_eq!(
+        (rb.sender, rb.receiver),
+        (KvPoll::Bootstrapping, KvPoll::Bootstrapping)
+    );
+    assert!(rb.extra > 0 && rb.row.retractions == 1);
+    assert!(rb.bootstrap_timeout.is_some());
+    assert_eq!(d.prealloc.front(), Some(&b));
+    assert_eq!((d.running, d.holders, d.retractions), (1, 1, 1));
+}
+
+/// Retraction's victim, found among the finishing entries, is the newest running request
+/// a scan of the table finds, while requests join at various steps, end in any order, are
+/// retracted and join again (stale entries of both kinds stay behind).
+#[test]
+fn retraction_takes_the_newest_running_request_a_table_scan_finds() {
+    let mut reqs = Requests::default();
+    let mut q = EventQueue::new();
+    let mut d = DecodeServer::new(core(100_000, 4), vec![17_000], u32::MAX);
+    d.coalesce = false;
+    let scan = |reqs: &Requests| {
+        let live = reqs.matching(|q| q.join_step != NOT_RUNNING);
+        live.into_iter()
+            .map(|r| (reqs.get(r).unwrap().join_step, r.id, r))
+            .max()
+            .map(|e| e.2)
+    };
+    let (mut x, mut next_id, mut retracted) = (7u64, 0u64, 0);
+    for _ in 0..400 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        // 0–2 requests land, from new arrivals or from the retracted ones.
+        for _ in 0..(x >> 40) % 3 {
+            let r = match d.prealloc.pop_front() {
+                Some(r) if (x >> 20) % 2 == 0 => r,
+                other => {
+                    d.prealloc.extend(other);
+                    next_id += 1;
+                    request(&mut reqs, next_id, 4 + (x >> 50) as u32 % 9, 1_000)
+                }
+            };
+            let id = reqs.get(r).unwrap().id;
+            let need = reqs.get(r).unwrap().prompt().div_ceil(4);
+            let h = d.core.pages.alloc(id, need, false).unwrap();
+            let req = reqs.get_mut(r).unwrap();
+            (req.on_decode, req.decode_allocated) = (h, true);
+            d.holders += 1;
+            d.enqueue_ready(r);
+        }
+        d.start_step(
+            (DecodeId(0), q.now()),
+            &mut reqs,
+            &mut q,
+            1_000,
+            &mut Vec::new(),
+        );
+        assert_eq!(d.newest_running(&reqs), scan(&reqs));
+        match (x >> 30) % 4 {
+            // The newest is retracted.
+            0 => {
+                if let Some(v) = scan(&reqs) {
+                    d.retract(v, &mut reqs, &mut q, 1_000);
+                    retracted += 1;
+                }
+            }
+            // A running request ends (out of the table, then out of the batch).
+            1 => {
+                let live = reqs.matching(|q| q.join_step != NOT_RUNNING);
+                if !live.is_empty() {
+                    let r = live[(x >> 8) as usize % live.len()];
+                    let mut req = reqs.take(r).unwrap();
+                    d.leave_batch(&mut req, r);
+                    d.core.pages.free(req.id, &req.on_decode);
+                    d.holders -= 1;
+                }
+            }
+            _ => {}
+        }
+        assert_eq!(d.newest_running(&reqs), scan(&reqs));
+        if let Some(k) = d.core.step_key.take() {
+            q.cancel(k);
+        }
+        d.core.busy = false;
+        d.steps_done += 1;
+    }
+    assert!(retracted > 50 && next_id > 200, "{retracted} {next_id}");
+}
+
+/// The pages a run's steps open, counted by whole turns of the phase table, are the sum
+/// a step-by-step walk of the table finds, from every start and over every length.
+#[test]
+fn pages_opened_is_the_walk() {
+    let mut d = DecodeServer::new(core(8, 16), vec![17_000], u32::MAX);
+    for (i, x) in d.phase.iter_mut().enumerate() {
+        *x = (i as u32 * 7 + 3) % 5;
+    }
+    for at in 0..16 {
+        for n in 0..70u64 {
+            let walk: u64 = (0..n as usize)
+                .map(|k| u64::from(d.phase[(at + k) % 16]))
+                .sum();
+            assert_eq!(d.pages_opened(at, n), walk, "from {at}, {n} steps");
+        }
+    }
+}
+
+/// An injected crash with one request running: the server is down at once and says what the
+/// crash does beyond it — abort its GPUs' flows, blacklist its one session, fail what was
+/// routed to it as `peer_lost` naming its host; losing its state then cancels the running
+/// step (its end never fires) and empties its queues. A second crash changes nothing; a
+/// restart brings it back once.
+#[test]
+fn an_injected_crash_fails_its_requests_as_peer_lost_and_loses_the_batch() {
+    let mut reqs = Requests::default();
+    let mut q = EventQueue::new();
+    let mut c = core(16, 16);
+    c.instance = crate::vocab::ids::InstanceId(2);
+    let mut d = DecodeServer::new(c, vec![17_000], u32::MAX);
+    let a = request(&mut reqs, 0, 16, 10);
+    d.enqueue_ready(a);
+    d.start_step(
+        (DecodeId(0), q.now()),
+        &mut reqs,
+        &mut q,
+        1_000,
+        &mut Vec::new(),
+    );
+    let b = request(&mut reqs, 1, 16, 10);
+    d.enqueue_prealloc(b);
+    assert_eq!((q.len(), d.running(), d.queued()), (1, 1, 1));
+    let crash = d.crash(CrashCause::Injected).expect("it was up");
+    assert!(!d.core.alive());
+    assert_eq!(crash.ranks, 1);
+    assert_eq!(
+        crash.failure,
+        crate::sglang::Failure::new(
+            crate::vocab::ErrorKind::PeerLost,
+            "Lost connection with decode instance 10.0.0.2: it crashed"
+        )
+    );
+    assert!(d.crash(CrashCause::Injected).is_none(), "already down");
+    d.lose_state(&mut q);
+    assert!(q.is_empty() && !d.core.busy && d.queued() == 0);
+    let mut admitted = Vec::new();
+    d.enqueue_prealloc(b);
+    d.try_prealloc(&mut reqs, &mut admitted);
+    assert!(admitted.is_empty(), "a dead decode admits nothing");
+    assert!(d.restart() && !d.restart());
+}
+
+/// First contact with a prefill of another page size raises sglang's RuntimeError; the
+/// decode dies of it: every request it held fails as `server_crashed` with "Scheduler hit an
+/// exception".
+#[test]
+fn an_exception_crashes_the_server_with_server_crashed() {
+    let mut d = DecodeServer::new(core(16, 16), vec![17_000, 17_001], u32::MAX);
+    let e = crate::layout::checks::first_contact(64, "auto", 16, "auto").unwrap_err();
+    let crash = d.crash(CrashCause::Exception(&e)).unwrap();
+    assert_eq!(crash.ranks, 2);
+    assert_eq!(crash.failure.kind, crate::vocab::ErrorKind::ServerCrashed);
+    assert_eq!(
+        crash.failure.message,
+        format!("Scheduler hit an exception: RuntimeError: {}", e.message)
+    );
+}
+
+/// (time, steps done, context tokens, free pages, busy ns and tokens of the tick) after a
+/// step end and the next start.
+type StepState = (Nanos, u64, u64, u32, Nanos, u64);
+
+/// What [`step_through`] saw: states, finished requests, events, latency buckets.
+type Walk = (Vec<StepState>, Vec<ReqRef>, usize, Vec<(u64, u64, u64)>);
+
+/// How a test plays `World`'s part in materializing a run's steps.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// No coalescing: one event per step.
+    Events,
+    /// Coalesced, each step by [`DecodeServer::virtual_step`].
+    Single,
+    /// Coalesced, the due steps in one [`DecodeServer::virtual_steps`] pass.
+    Pass,
+}
+
+fn state(d: &DecodeServer, t: Nanos) -> StepState {
+    let free = d.core.pages.available();
+    let tick = &d.core.tick;
+    (
+        t,
+        d.steps_done,
+        d.context_tokens,
+        free,
+        tick.busy_ns,
+        tick.tokens,
+    )
+}
+
+/// Steps a decode of three requests (outputs 5, 9 and 40 tokens, pages of 4 tokens) to its
+/// end, playing `World`'s part: after every step end and the next step's start, its
+/// state; the finished requests; the events it took; the inter-token latencies.
+fn step_through(mode: Mode) -> Walk {
+    let mut reqs = Requests::default();
+    let mut q = EventQueue::new();
+    let mut d = DecodeServer::new(core(24, 4), vec![17_000], u32::MAX);
+    d.coalesce = mode != Mode::Events;
+    for (i, out) in [5, 9, 40].into_iter().enumerate() {
+        let r = request(&mut reqs, i as u64, 6, out);
+        let id = reqs.get(r).unwrap().id;
+        let req = reqs.get_mut(r).unwrap();
+        req.on_decode = d.core.pages.alloc(id, 2, false).unwrap();
+        req.decode_allocated = true;
+        req.receiver = KvPoll::Success;
+        req.row.first_token_ns = Some(0);
+        d.holders += 1;
+        d.enqueue_ready(r);
+    }
+    let (mut seen, mut done, mut events) = (Vec::new(), Vec::new(), 0);
+    let mut itl = Histogram::default();
+    d.start_step((DecodeId(0), 0), &mut reqs, &mut q, 1_000, &mut Vec::new());
+    while let Some((now, _)) = q.pop() {
+        events += 1;
+        // Halfway through the run first, as a touch would, then to its end.
+        for t in [now - (now - d.step_started) / 2, now] {
+            if mode == Mode::Pass {
+                let mut ends = Vec::new();
+                d.virtual_steps(t, &reqs, &mut itl, |end, used| ends.push((end, used)));
+                // The pass leaves only the last state to read: earlier ones are rebuilt
+                // from the last by the arithmetic it skipped.
+                let n = ends.len() as u64;
+                for (j, &(end, used)) in ends.iter().enumerate() {
+                    let back = n - 1 - j as u64;
+                    let (running, total) = (u64::from(d.running), d.core.pages.total());
+                    let last = state(&d, end);
+                    seen.push(if back == 0 {
+                        last
+                    } else {
+                        (
+                            end,
+                            last.1 - back,
+                            last.2 - back * running,
+                            total - used,
+                            0,
+                            0,
+                        )
+                    });
+                }
+            } else {
+                while d.virtual_left > 0 && d.step_end <= t {
+                    let end = d.virtual_step(&reqs, &mut itl);
+                    seen.push(state(&d, end));
+                }
+            }
+        }
+        let mut finished = Vec::new();
+        d.step_done(now, &mut reqs, &mut itl, &mut finished);
+        for r in finished {
+            let mut req = reqs.take(r).unwrap();
+            d.leave_batch(&mut req, r);
+            done.push(r);
+        }
+        let mut retracted = Vec::new();
+        d.start_step((DecodeId(0), now), &mut reqs, &mut q, 1_000, &mut retracted);
+        assert!(retracted.is_empty(), "the pool suffices");
+        // As a materialized step: its end, then the next step's start (pages grown).
+        seen.push(state(&d, now));
+    }
+    (seen, done, events, itl.buckets().collect())
+}
+
+/// Busy time and tokens of the tick are read only at the pass's end: earlier states of a
+/// pass carry 0 there, and the step-by-step states are compared alike.
+fn without_tick_inside_passes(pass: &[StepState], other: &[StepState]) -> Vec<StepState> {
+    other
+        .iter()
+        .zip(pass)
+        .map(|(&o, p)| {
+            if p.4 == 0 && p.5 == 0 {
+                (o.0, o.1, o.2, o.3, 0, 0)
+            } else {
+                o
+            }
+        })
+        .collect()
+}
+
+/// A coalesced run materializes exactly the step ends, contexts, page counts, tick
+/// counters and inter-token latencies of one event per step — one step at a time or in
+/// one pass — and ends where a request finishes; it takes far fewer events.
+#[test]
+fn a_coalesced_run_replays_every_step_exactly() {
+    let (steps, done, events, itl) = step_through(Mode::Events);
+    let (steps_s, done_s, events_s, itl_s) = step_through(Mode::Single);
+    let (steps_p, done_p, events_p, itl_p) = step_through(Mode::Pass);
+    assert_eq!(
+        steps.len(),
+        39,
+        "40 output tokens: the first comes from the prefill"
+    );
+    assert_eq!(steps, steps_s);
+    assert_eq!(without_tick_inside_passes(&steps_p, &steps), steps_p);
+    assert!(
+        steps_p.iter().filter(|s| s.4 == 0).count() > 10,
+        "passes covered several steps"
+    );
+    assert_eq!((&done, &done), (&done_s, &done_p));
+    assert_eq!((&itl, &itl), (&itl_s, &itl_p));
+    assert_eq!(events, 39);
+    assert_eq!(events_s, events_p);
+    assert!(
+        events_s <= 6,
+        "one event per finish and per horizon: {events_s}"
+    );
+}

@@ -35,6 +35,7 @@
 //! `Outcome` / `ErrorKind`). `report` reads metrics and holds the results schema
 //! (`report::schema`) through which `check`, `explain`, `plan` and `merge` read results back.
 
+pub mod api;
 pub mod cli;
 pub mod compute;
 pub mod config;

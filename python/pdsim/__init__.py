@@ -213,7 +213,10 @@ class Table:
         series = []
         for name, (kind, arr, mask, cats) in self._cols.items():
             if kind == "text":
-                series.append(pl.Series(name, self[name], dtype=pl.String))
+                # A gather in polars: code -1 picks the trailing null.
+                cs = list(cats or [])
+                pool = pl.Series(name, cs + [None], dtype=pl.String)
+                series.append(pool.gather(np.where(arr < 0, len(cs), arr)))
                 continue
             s = pl.Series(name, arr)
             if mask is not None:

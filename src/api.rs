@@ -242,8 +242,7 @@ pub fn plan(req: &PlanRequest) -> Result<PathBuf, CliError> {
     if args.full_grid && args.max_rate {
         return Err(CliError::Conflict {
             flags: &["--full-grid", "--max-rate"],
-            message: "full_grid applies to a plan at one rate: give rate, or drop full_grid"
-                .into(),
+            message: "full_grid applies to a plan at one rate: give rate, or drop full_grid".into(),
         });
     }
     crate::cli::plan::run_base(&args, s.scenario.base()?, started)?;
@@ -514,8 +513,8 @@ mod tests {
     /// A dictionary's null is refused by its key; nested tables and arrays become TOML.
     #[test]
     fn a_dictionary_becomes_toml_and_null_names_its_key() {
-        let t = toml_of_json(r#"{"run": {"name": "x", "seed": 3}, "pools": [{"name": "p"}]}"#)
-            .unwrap();
+        let t =
+            toml_of_json(r#"{"run": {"name": "x", "seed": 3}, "pools": [{"name": "p"}]}"#).unwrap();
         let back: toml::Table = toml::from_str(&t).unwrap();
         assert_eq!(back["run"]["seed"].as_integer(), Some(3));
         assert_eq!(back["pools"][0]["name"].as_str(), Some("p"));

@@ -234,9 +234,7 @@ fn read_columns<'py>(py: Python<'py>, path: String) -> PyResult<Bound<'py, PyTup
         let bytes = |b: &[u8]| PyBytes::new(py, b).into_any();
         let mask = |m: &Option<Vec<u8>>| m.as_deref().map_or_else(none, bytes);
         let item = match &c.data {
-            ColumnData::Int { values, mask: m } => {
-                (c.name, "int", bytes(values), mask(m), none())
-            }
+            ColumnData::Int { values, mask: m } => (c.name, "int", bytes(values), mask(m), none()),
             ColumnData::Float { values } => (c.name, "float", bytes(values), none(), none()),
             ColumnData::Bool { values, mask: m } => {
                 (c.name, "bool", bytes(values), mask(m), none())

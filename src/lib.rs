@@ -44,6 +44,7 @@
 //! poll timeouts (`transfer.rs`). `sim::World` routes events, applies outcomes and drains the
 //! wake set (`docs/architecture.md` §1, §7, §8).
 
+pub mod api;
 pub mod cli;
 pub mod compute;
 pub mod config;

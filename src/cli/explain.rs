@@ -29,6 +29,11 @@ pub struct ExplainArgs {
 
 /// Runs `pdsim explain`.
 pub fn run(a: &ExplainArgs) -> Result<(), CliError> {
+    super::print_out(&explain_text(a)?)
+}
+
+/// The text `run` prints (`crate::api` returns it).
+pub fn explain_text(a: &ExplainArgs) -> Result<String, CliError> {
     let dir = if a.path.is_dir() {
         if !a.sets.is_empty() {
             return Err(CliError::Flag {
@@ -60,7 +65,7 @@ pub fn run(a: &ExplainArgs) -> Result<(), CliError> {
         });
     };
     super::readback::results_dir(&dir)?;
-    super::print_out(&explain_dir(&dir, a.markdown)?)
+    Ok(explain_dir(&dir, a.markdown)?)
 }
 
 fn writeln_stderr(s: &str) -> std::io::Result<()> {

@@ -54,6 +54,20 @@ pub(super) fn load_model(name: &str) -> Result<crate::spec::ModelSpec, CliError>
 
 /// Prints the layout.
 pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
+    let layout = layout_of(a)?;
+    if a.json {
+        let text = serde_json::to_string_pretty(&layout).map_err(|e| CliError::Flag {
+            flag: "--json",
+            message: format!("cannot render JSON: {e}"),
+        })?;
+        super::print_out(&format!("{text}\n"))
+    } else {
+        super::print_out(&render_table(&layout))
+    }
+}
+
+/// The layout the flags ask for, every flag checked (what `run` prints; `crate::api` returns it).
+pub fn layout_of(a: &LayoutArgs) -> Result<RankLayout, CliError> {
     let spec = load_model(&a.model)?;
     if !server::KV_CACHE_DTYPES.contains(&a.kv_cache_dtype.as_str()) {
         return Err(CliError::Flag {
@@ -93,14 +107,5 @@ pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
         quantization: None,
         speculative: None,
     };
-    let layout = RankLayout::new(&spec, &args, a.rank)?;
-    if a.json {
-        let text = serde_json::to_string_pretty(&layout).map_err(|e| CliError::Flag {
-            flag: "--json",
-            message: format!("cannot render JSON: {e}"),
-        })?;
-        super::print_out(&format!("{text}\n"))
-    } else {
-        super::print_out(&render_table(&layout))
-    }
+    Ok(RankLayout::new(&spec, &args, a.rank)?)
 }

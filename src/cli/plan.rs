@@ -69,7 +69,11 @@ pub struct PlanArgs {
 /// Runs `pdsim plan`.
 pub fn run(args: &PlanArgs) -> Result<(), CliError> {
     let started = Instant::now();
-    let base = Base::load(&args.scenario)?;
+    run_base(args, Base::load(&args.scenario)?, started)
+}
+
+/// [`run`] of a scenario already read (`crate::api` gives a program's TOML text as a [`Base`]).
+pub fn run_base(args: &PlanArgs, base: Base, started: Instant) -> Result<(), CliError> {
     let key = search::rate_key(&base)?;
     let mut fixed = args.sets.clone();
     if let Some(r) = args.rate {

@@ -71,7 +71,16 @@ pub fn load(args: &RunArgs) -> Result<Scenario, CliError> {
 
 /// Runs the scenario and writes every result file.
 pub fn run(args: &RunArgs) -> Result<RunOutput, CliError> {
-    let sc = match load(args) {
+    run_with(args, || load(args))
+}
+
+/// [`run`] with the scenario from `load` instead of `args.scenario` (a program's TOML text:
+/// `crate::api`): every flag and every file written is `run`'s, so the bytes are the CLI's.
+pub fn run_with(
+    args: &RunArgs,
+    load: impl FnOnce() -> Result<Scenario, CliError>,
+) -> Result<RunOutput, CliError> {
+    let sc = match load() {
         Ok(sc) => sc,
         Err(e) => {
             // An invalid scenario is a failed run too: an earlier run's results in the folder

@@ -10,7 +10,7 @@
 //! No crate: `signal`, `write` and `_exit` are libc's, which std links already; `signal-hook`
 //! would add a thread and a pipe for what two async-signal-safe calls do.
 
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
 
 unsafe extern "C" {
     fn signal(signum: i32, handler: usize) -> usize;
@@ -39,9 +39,23 @@ extern "C" fn on_signal(sig: i32) {
     }
 }
 
+/// Whether [`on_interrupt`] installs its handler: off in a process that embeds pdsim (the
+/// Python binding), whose own SIGINT handling must survive a sweep.
+static INSTALL: AtomicBool = AtomicBool::new(true);
+
+/// Leaves this process's SIGINT and SIGTERM handlers alone from now on: a sweep or plan then
+/// runs to its end (its finished points are durable either way) and the host program decides
+/// what an interrupt does.
+pub fn keep_host_handlers() {
+    INSTALL.store(false, Ordering::Release);
+}
+
 /// Installs the handler for SIGINT and SIGTERM with `message` (a line is added after it).
-/// A later call replaces the message.
+/// A later call replaces the message. Does nothing after [`keep_host_handlers`].
 pub fn on_interrupt(message: &str) {
+    if !INSTALL.load(Ordering::Acquire) {
+        return;
+    }
     let bytes: &'static mut [u8] = Box::leak(format!("\n{message}\n").into_bytes().into());
     MESSAGE_LEN.store(bytes.len(), Ordering::Release);
     MESSAGE.store(bytes.as_mut_ptr(), Ordering::Release);

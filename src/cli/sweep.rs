@@ -332,7 +332,11 @@ pub fn note(s: &str) {
 /// Runs `pdsim sweep`.
 pub fn run(args: &SweepArgs) -> Result<(), CliError> {
     let started = Instant::now();
-    let base = Base::load(&args.scenario)?;
+    run_base(args, Base::load(&args.scenario)?, started)
+}
+
+/// [`run`] of a scenario already read (`crate::api` gives a program's TOML text as a [`Base`]).
+pub fn run_base(args: &SweepArgs, base: Base, started: Instant) -> Result<(), CliError> {
     let (grid, sc) = grid_of(
         &base,
         &args.vary,

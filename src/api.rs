@@ -50,10 +50,11 @@ impl Source {
         match self {
             Source::File(p) => Ok(Base::load(p)?),
             Source::Text { text, path } => {
-                scenario::from_str(text, path, &[])?;
+                let sc = scenario::from_str(text, path, &[])?;
                 Ok(Base {
                     path: path.clone(),
                     text: text.clone(),
+                    file: scenario::resolved_file(&sc),
                 })
             }
         }
@@ -72,19 +73,28 @@ impl Source {
 /// no null: a `null` anywhere is an error naming its key.
 pub fn toml_of_json(json: &str) -> Result<String, CliError> {
     let value: serde_json::Value = serde_json::from_str(json)
-        .map_err(|e| CliError::Usage(format!("the scenario dictionary is not JSON: {e}")))?;
+        .map_err(|e| dict_error(format!("the scenario dictionary is not JSON: {e}")))?;
     if let Some(key) = null_key(&value, "") {
-        return Err(CliError::Usage(format!(
-            "scenario dictionary: {key} is None; a TOML scenario has no null — leave the key out for its default"
-        )));
+        return Err(CliError::Scenario(scenario::ScenarioError {
+            file: PathBuf::from("scenario dictionary"),
+            line: None,
+            key,
+            message: "is None; a TOML scenario has no null — leave the key out for its default"
+                .into(),
+        }));
     }
     let table: toml::Table = serde_json::from_value(value).map_err(|e| {
-        CliError::Usage(format!(
+        dict_error(format!(
             "the scenario dictionary is not a table of TOML values: {e}"
         ))
     })?;
     toml::to_string(&table)
-        .map_err(|e| CliError::Usage(format!("the scenario dictionary cannot be TOML: {e}")))
+        .map_err(|e| dict_error(format!("the scenario dictionary cannot be TOML: {e}")))
+}
+
+/// A scenario dictionary that is not a TOML table (exit 2), keyed by the argument's name.
+fn dict_error(message: String) -> CliError {
+    CliError::flag("scenario", message)
 }
 
 /// The dotted key of the first `null` in `v`.
@@ -220,9 +230,10 @@ pub fn plan(req: &PlanRequest) -> Result<PathBuf, CliError> {
     let started = Instant::now();
     let s = &req.sweep;
     if s.shard.is_some() {
-        return Err(CliError::Usage(
-            "a plan is not sharded: drop shard (sweep takes it)".into(),
-        ));
+        return Err(CliError::Conflict {
+            flags: &["shard", "plan"],
+            message: "a plan is not sharded: drop shard (sweep takes it)".into(),
+        });
     }
     let args = crate::cli::plan::PlanArgs {
         scenario: s.scenario.path().to_path_buf(),

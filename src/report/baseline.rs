@@ -272,13 +272,13 @@ pub fn read(
     }
     let figures: Figures = typed(&file, &text, "summary.json")?;
     let r = &figures.requests;
-    let ended = [r.completed, r.failed, r.corrupted, r.unfinished]
+    let ended = [r.completed, r.failed, r.corrupted, r.unfinished, r.aborted]
         .iter()
         .try_fold(0u64, |a, &b| a.checked_add(b));
     if ended != Some(r.arrived) {
         return Err(not(format!(
-            "requests: completed + failed + corrupted + unfinished ({} + {} + {} + {}) is not arrived ({}): not a summary.json that pdsim wrote; re-record the baseline",
-            r.completed, r.failed, r.corrupted, r.unfinished, r.arrived
+            "requests: completed + failed + corrupted + unfinished + aborted ({} + {} + {} + {} + {}) is not arrived ({}): not a summary.json that pdsim wrote; re-record the baseline",
+            r.completed, r.failed, r.corrupted, r.unfinished, r.aborted, r.arrived
         )));
     }
     let rp = run.join("run.json");

@@ -7,6 +7,7 @@
 //! request that ended) goes through the simulator's `World` (`sim/`), which drains a wake set after every
 //! event. See `README.md` beside this file for the request lifecycle.
 
+pub mod abort;
 pub mod approx_tree;
 pub mod colocated;
 pub mod decode;

@@ -10,7 +10,13 @@ const INCIDENT: &str = "scenarios/production/client-aborts.toml";
 const S: u64 = 1_000_000_000;
 
 /// The one request's row and the summary.
-fn one(sets: &[&str], name: &str) -> (std::collections::BTreeMap<String, String>, pdsim::report::Summary) {
+fn one(
+    sets: &[&str],
+    name: &str,
+) -> (
+    std::collections::BTreeMap<String, String>,
+    pdsim::report::Summary,
+) {
     let dir = tmpdir(name);
     let s = run(ONE, sets, &dir);
     let mut rows = read_csv(&dir.join("requests.csv"));
@@ -41,10 +47,17 @@ fn an_orphan_holds_its_decode_pages_exactly_the_waiting_timeout_under_the_old_ro
     println!("decode_waits: {a:?}");
     assert_eq!(a.orphaned, 1);
     assert_eq!(a.decode.requests, 1);
-    assert!((a.decode.page_s - 100.0).abs() < 1e-9, "{}", a.decode.page_s);
+    assert!(
+        (a.decode.page_s - 100.0).abs() < 1e-9,
+        "{}",
+        a.decode.page_s
+    );
     assert!((a.decode.page_s_after_doom - 99.99999).abs() < 1e-9);
     assert!((a.decode.max_held_after_doom_s.unwrap() - 9.999999).abs() < 1e-12);
-    assert_eq!(a.prefill.requests, 0, "the prefill held no page in Bootstrapping");
+    assert_eq!(
+        a.prefill.requests, 0,
+        "the prefill held no page in Bootstrapping"
+    );
 
     let (row, s) = one(
         &[base[0], "router.abort_propagation=\"cancel_paired\""],
@@ -95,7 +108,10 @@ fn a_disconnect_while_streaming_aborts_at_once_and_wastes_the_prefill() {
     assert!(num(&row, "first_token_ns").is_some());
     let a = s.aborts.as_ref().unwrap();
     println!("{a:?}");
-    assert_eq!(a.propagation, "cancel_paired", "the default is sglang main's");
+    assert_eq!(
+        a.propagation, "cancel_paired",
+        "the default is sglang main's"
+    );
     assert_eq!(a.by_stage[0].stage.as_str(), "decode");
     assert_eq!(a.wasted_prefill_tokens, 640);
     assert!(a.wasted_prefill_gpu_s > 0.0);
@@ -162,7 +178,12 @@ fn the_old_router_turns_a_burst_into_a_stall() {
 /// them on moves no arrival or length.
 #[test]
 fn aborts_are_deterministic_and_shift_no_other_draw() {
-    let files = ["summary.json", "requests.csv", "timeseries.csv", "links.csv"];
+    let files = [
+        "summary.json",
+        "requests.csv",
+        "timeseries.csv",
+        "links.csv",
+    ];
     let (a, b) = (tmpdir("det-a"), tmpdir("det-b"));
     run(INCIDENT, &[], &a);
     run(INCIDENT, &[], &b);
@@ -180,10 +201,18 @@ fn aborts_are_deterministic_and_shift_no_other_draw() {
         &["workload.client_timeout={ dist = \"exponential\", mean_s = 3.0 }"],
         &on,
     );
-    let (x, y) = (read_csv(&off.join("requests.csv")), read_csv(&on.join("requests.csv")));
+    let (x, y) = (
+        read_csv(&off.join("requests.csv")),
+        read_csv(&on.join("requests.csv")),
+    );
     assert_eq!(x.len(), y.len());
     for (r, q) in x.iter().zip(&y) {
-        for c in ["arrival_ns", "input_tokens", "output_tokens", "bootstrap_room"] {
+        for c in [
+            "arrival_ns",
+            "input_tokens",
+            "output_tokens",
+            "bootstrap_room",
+        ] {
             assert_eq!(r[c], q[c], "{c} of request {}", r["id"]);
         }
     }
@@ -226,10 +255,21 @@ fn bad_abort_keys_name_themselves() {
             "workload.client_timeout={ mean = 3.0 }",
             &["mean", "mean_s"],
         ),
-        ("workload.client_timeout={ }", &["workload.client_timeout", "s ="]),
+        (
+            "workload.client_timeout={ }",
+            &["workload.client_timeout", "s ="],
+        ),
     ];
     for (set, want) in cases {
-        let (code, _, err) = pdsim(&["run", "scenarios/quickstart.toml", "--summary-only", "--out", &tmpdir("bad").to_string_lossy(), "--set", set]);
+        let (code, _, err) = pdsim(&[
+            "run",
+            "scenarios/quickstart.toml",
+            "--summary-only",
+            "--out",
+            &tmpdir("bad").to_string_lossy(),
+            "--set",
+            set,
+        ]);
         println!("{set}: {err}");
         assert_eq!(code, 2, "{set}: {err}");
         for w in *want {

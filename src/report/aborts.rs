@@ -30,7 +30,9 @@ fn headline(a: &AbortSummary) -> String {
     format!(
         "Router propagation: {}; client deadline: {}. {} clients disconnected before their request ended; {} requests were aborted{}. {} requests were orphaned (their prefill failed and the decode side kept them). Prefill computed {} tokens ({:.2} GPU-s) for requests later aborted.",
         a.propagation,
-        a.client_timeout.as_deref().unwrap_or("none (clients wait for ever)"),
+        a.client_timeout
+            .as_deref()
+            .unwrap_or("none (clients wait for ever)"),
         a.disconnected,
         a.aborted,
         if stages.is_empty() {

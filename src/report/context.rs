@@ -120,7 +120,11 @@ impl RunContext {
         let _ = writeln!(
             h,
             "<h2>Per instance</h2>\n<table>\n<tr><th>instance</th><th>pool</th><th>role</th><th class=\"n\">requests</th><th class=\"n\">completed</th><th class=\"n\">failed</th><th class=\"n\">corrupted</th><th class=\"n\">unfinished</th>{}<th>errors</th></tr>",
-            if ab { "<th class=\"n\">aborted</th>" } else { "" }
+            if ab {
+                "<th class=\"n\">aborted</th>"
+            } else {
+                ""
+            }
         );
         for (n, i) in self.instances.iter().enumerate() {
             let errors: Vec<String> = i.errors.iter().map(|(k, c)| format!("{k} ×{c}")).collect();

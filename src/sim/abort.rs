@@ -9,11 +9,11 @@ use crate::config::aborts::{AbortParams, Deadline};
 use crate::engine::{NS_PER_S, Nanos};
 use crate::metrics::aborts::{AbortSummary, HeldPages, StageCount};
 use crate::sglang::abort as rules;
+use crate::vocab::Outcome;
 use crate::vocab::abort::{AbortStage, AbortTrack};
 use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::PrefillId;
 use crate::vocab::requests::{KvPoll, ReqRef};
-use crate::vocab::Outcome;
 use crate::workload::timeout::DeadlineSampler;
 
 use super::World;
@@ -158,6 +158,11 @@ impl World<'_> {
                 return;
             }
         }
+        // The decode's steps up to now first: where the request is depends on them.
+        let d = req.decode;
+        self.touch_decode(d);
+        let book = self.aborts.as_deref_mut().expect("scheduled by the book");
+        let req = self.reqs.get(r).expect("live");
         let stage = rules::stage(req);
         book.aborted += 1;
         book.by_stage[stage as usize] += 1;
@@ -220,7 +225,8 @@ impl World<'_> {
         }
         if req.decode_allocated {
             let alloc = a.decode_alloc_ns.unwrap_or(now);
-            book.decode.release(req.on_decode.pages.len(), alloc, doomed, now);
+            book.decode
+                .release(req.on_decode.pages.len(), alloc, doomed, now);
         }
     }
 

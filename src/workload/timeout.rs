@@ -59,7 +59,11 @@ mod tests {
         let first: Vec<Nanos> = (0..3).map(|_| a.next_wait_ns()).collect();
         assert_eq!(first, (0..3).map(|_| b.next_wait_ns()).collect::<Vec<_>>());
         let mut other = DeadlineSampler::new(Deadline::Exponential { mean_s: 10.0 }, 8);
-        assert_ne!(first[0], other.next_wait_ns(), "another seed, another stream");
+        assert_ne!(
+            first[0],
+            other.next_wait_ns(),
+            "another seed, another stream"
+        );
         // Mean of many draws within 3 % of the mean (standard error 10/√20000 ≈ 0.7 %).
         let n = 20_000;
         let mean: f64 = (0..n).map(|_| a.next_wait_ns() as f64 / 1e9).sum::<f64>() / n as f64;

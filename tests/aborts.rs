@@ -290,3 +290,31 @@ fn bad_abort_keys_name_themselves() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("workload.client_timeout") && err.contains("colocated"));
 }
+
+/// A 120,000-token prompt (1,875 pages of 64 on each side) whose client leaves 1 s after the
+/// arrival, mid-prefill: no token yet, so the servers see it at the 4-s poll, A + 4 s; both
+/// sides held 1,875 pages for 3 s after the doom (5,625 page-s). Every chunk computed is
+/// wasted, the forward running at the abort included (sglang completes it): whole chunks of
+/// `chunked_prefill_size` = 8192 tokens.
+#[test]
+fn a_disconnect_mid_prefill_holds_both_sides_until_the_poll() {
+    let (row, s) = one(
+        &[
+            "workload.client_timeout.s=1",
+            "workload.input_tokens={ dist = \"fixed\", value = 120000 }",
+        ],
+        "mid-prefill",
+    );
+    assert_eq!(row["outcome"], "aborted");
+    assert_eq!(num(&row, "finish_ns"), Some(5 * S));
+    let a = s.aborts.unwrap();
+    println!("{a:?}");
+    assert_eq!(a.by_stage[0].stage.as_str(), "prefill");
+    for side in [&a.prefill, &a.decode] {
+        assert_eq!(side.requests, 1);
+        assert!((side.page_s_after_doom - 5625.0).abs() < 1e-6, "{side:?}");
+        assert_eq!(side.max_held_after_doom_s, Some(3.0));
+    }
+    assert!(a.wasted_prefill_tokens > 0 && a.wasted_prefill_tokens % 8192 == 0);
+    assert!(a.wasted_prefill_tokens < 120_000);
+}

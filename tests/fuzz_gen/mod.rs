@@ -1596,7 +1596,7 @@ fn scenario_case(text: &str, path: &Path, sets: &[String]) -> Status {
         Err(e) => return fail("run-error", e.to_string()),
     };
     let c = &counts;
-    if c.arrived != c.completed + c.failed + c.corrupted + c.unfinished {
+    if c.arrived != c.completed + c.failed + c.corrupted + c.unfinished + c.aborted {
         return fail("conservation", format!("{c:?}"));
     }
     if sink.requests.len() as u64 != c.arrived {

@@ -11,7 +11,7 @@ fn check(scenario: &str, sets: &[&str], name: &str) -> pdsim::report::Summary {
     assert_eq!(rows.len() as u64, r.arrived, "one row per arrived request");
     assert_eq!(
         r.arrived,
-        r.completed + r.failed + r.corrupted + r.unfinished,
+        r.completed + r.failed + r.corrupted + r.unfinished + r.aborted,
         "outcomes partition the arrivals"
     );
     for (i, row) in rows.iter().enumerate() {
@@ -22,7 +22,7 @@ fn check(scenario: &str, sets: &[&str], name: &str) -> pdsim::report::Summary {
         );
         let outcome = row["outcome"].as_str();
         assert!(
-            ["completed", "failed", "corrupted", "unfinished"].contains(&outcome),
+            ["completed", "failed", "corrupted", "unfinished", "aborted"].contains(&outcome),
             "{outcome}"
         );
         let finished = num(row, "finish_ns");
@@ -37,6 +37,7 @@ fn check(scenario: &str, sets: &[&str], name: &str) -> pdsim::report::Summary {
                 assert!(row["error_kind"].is_empty());
             }
             "failed" => assert!(!row["error_kind"].is_empty() && finished.is_some()),
+            "aborted" => assert!(row["error_kind"].is_empty() && finished.is_some()),
             _ => assert!(
                 finished.is_none(),
                 "an unfinished request has no finish time"
@@ -47,7 +48,22 @@ fn check(scenario: &str, sets: &[&str], name: &str) -> pdsim::report::Summary {
     assert_eq!(count("completed"), r.completed);
     assert_eq!(count("failed"), r.failed);
     assert_eq!(count("unfinished"), r.unfinished);
+    assert_eq!(count("aborted"), r.aborted);
     s
+}
+
+#[test]
+fn client_aborts_are_conserved_under_both_router_profiles() {
+    // Clients that give up mid-run, and orphans of prefill timeouts under the old router.
+    for p in ["decode_waits", "cancel_paired"] {
+        let set = format!("router.abort_propagation=\"{p}\"");
+        let s = check(
+            "scenarios/production/client-aborts.toml",
+            &[&set],
+            &format!("aborts-{p}"),
+        );
+        assert!(s.requests.aborted > 0, "{p}: {:?}", s.requests);
+    }
 }
 
 #[test]

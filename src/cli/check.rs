@@ -563,6 +563,7 @@ mod tests {
             failed: 10 - completed - corrupted,
             corrupted,
             unfinished: 0,
+            aborted: 0,
         };
         s.errors = vec![crate::metrics::ErrorCount {
             kind: "waiting_timeout".into(),

@@ -255,8 +255,12 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
     use crate::report::context::{InstanceOutcomes, PoolFacts, RunContext};
     let mut ctx = RunContext {
         setup: format!(
-            "router {}, sglang profile {}, {} transfer-queue shards per prefill, waiting timeout {} s",
+            "router {}{}, sglang profile {}, {} transfer-queue shards per prefill, waiting timeout {} s",
             router_words(&sc.router),
+            sc.aborts.map_or(String::new(), |a| format!(
+                " (abort propagation {})",
+                a.propagation.as_str()
+            )),
             sc.sglang.profile.as_str(),
             sc.sglang.queue_size,
             sc.sglang.waiting_timeout_ns as f64 / 1e9
@@ -541,7 +545,8 @@ fn simulate(
     let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
         .with_router(world.router_decisions())
         .with_kv_store(world.kv_store_summary())
-        .with_speculative(world.speculative_summary());
+        .with_speculative(world.speculative_summary())
+        .with_aborts(world.abort_summary());
     Ok(Simulated {
         summary,
         kv_pages: world.kv_pages(),

@@ -3,6 +3,7 @@
 //! Nothing here reads a file; everything below `config` in the dependency order
 //! (`spec`, `engine`, `layout`, `fabric`) is pure.
 
+pub mod aborts;
 pub mod capacity;
 
 use std::path::PathBuf;
@@ -617,6 +618,9 @@ pub struct Scenario {
     pub placement: capacity::Placement,
     /// Workload.
     pub workload: Workload,
+    /// Client disconnects and what the router propagates (`[workload.client_timeout]`,
+    /// `router.abort_propagation`); `None` when the scenario sets neither.
+    pub aborts: Option<aborts::AbortParams>,
     /// The router: a policy per side and `cache_aware`'s parameters.
     pub router: RouterParams,
     /// The shared Mooncake Store (`[kv_store]`), if any.

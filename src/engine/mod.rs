@@ -448,6 +448,8 @@ pub enum RngSource {
     /// Speculative decoding's acceptance: each request its own segment of the stream
     /// (`sglang::speculative`), so a request's draws never depend on which others ran.
     Speculative = 6,
+    /// Client deadlines (`[workload.client_timeout]`): one draw per arrival, in arrival order.
+    ClientTimeouts = 7,
 }
 
 /// The random stream of `source` for a run with `seed`: ChaCha8 keyed by the seed, on stream

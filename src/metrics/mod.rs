@@ -1,5 +1,6 @@
 //! Per-request records and streaming aggregates. Nothing here reads the clock or files.
 
+pub mod aborts;
 pub mod histogram;
 pub mod slo;
 pub mod summary;
@@ -174,6 +175,15 @@ pub struct Counts {
     pub corrupted: u64,
     /// In flight when the run stopped.
     pub unfinished: u64,
+    /// Aborted after their client disconnected (absent when 0, so runs without client
+    /// deadlines keep their bytes): `arrived = completed + failed + corrupted + unfinished +
+    /// aborted`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub aborted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One error kind: how often, and sglang's message the first time it happened.
@@ -366,6 +376,12 @@ impl Collector {
                     .entry(kind.as_str())
                     .or_insert_with(|| (0, message.unwrap_or_default().to_string()));
                 e.0 += 1;
+            }
+            Outcome::Aborted => {
+                self.counts.aborted += 1;
+                if let Some(w) = &mut self.slo_watch {
+                    w.not_completed();
+                }
             }
             Outcome::Unfinished => {
                 self.counts.unfinished += 1;

@@ -556,6 +556,7 @@ mod tests {
             failed: 580,
             corrupted: 8,
             unfinished: 0,
+            aborted: 0,
         };
         let b = latency_basis(&r);
         assert!(b.starts_with("over 420 finished requests (412 completed + 8 corrupted)"));

@@ -524,6 +524,9 @@ pub struct Summary {
     /// Speculative decoding per pool that runs it (absent when no pool does).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub speculative: Vec<SpecSummary>,
+    /// Client disconnects and aborts (absent unless the scenario models them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aborts: Option<super::aborts::AbortSummary>,
 }
 
 /// A figure of a summary that `[expect]` bounds and `check --baseline` compares, read from the
@@ -712,7 +715,14 @@ impl Summary {
             router: None,
             kv_store: None,
             speculative: Vec::new(),
+            aborts: None,
         }
+    }
+
+    /// The summary with the abort figures.
+    pub fn with_aborts(mut self, a: Option<super::aborts::AbortSummary>) -> Self {
+        self.aborts = a;
+        self
     }
 
     /// The summary with the speculative pools' figures.

@@ -239,13 +239,13 @@ pub fn read(dir: &Path, folder: &str, name: &str) -> Result<Option<Summary>, Bas
     }
     let summary: Summary = typed(&file, &text, "summary.json")?;
     let r = &summary.requests;
-    let ended = [r.completed, r.failed, r.corrupted, r.unfinished]
+    let ended = [r.completed, r.failed, r.corrupted, r.unfinished, r.aborted]
         .iter()
         .try_fold(0u64, |a, &b| a.checked_add(b));
     if ended != Some(r.arrived) {
         return Err(not(format!(
-            "requests: completed + failed + corrupted + unfinished ({} + {} + {} + {}) is not arrived ({}): not a summary.json that pdsim wrote; re-record the baseline",
-            r.completed, r.failed, r.corrupted, r.unfinished, r.arrived
+            "requests: completed + failed + corrupted + unfinished + aborted ({} + {} + {} + {} + {}) is not arrived ({}): not a summary.json that pdsim wrote; re-record the baseline",
+            r.completed, r.failed, r.corrupted, r.unfinished, r.aborted, r.arrived
         )));
     }
     let rp = run.join("run.json");
@@ -367,6 +367,7 @@ mod tests {
             failed,
             corrupted: 0,
             unfinished: 0,
+            aborted: 0,
         };
         s.latency_ms.ttft.p50 = Some(10.0);
         s.latency_ms.ttft.p99 = ttft_p99;

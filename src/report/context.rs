@@ -51,7 +51,7 @@ pub struct InstanceOutcomes {
     /// Requests routed to it.
     pub requests: u64,
     /// By outcome, in [`Outcome::ALL`] order.
-    pub outcomes: [u64; 4],
+    pub outcomes: [u64; Outcome::ALL.len()],
     /// Failed requests by error kind.
     pub errors: BTreeMap<String, u64>,
 }
@@ -115,7 +115,17 @@ impl RunContext {
         }
         // The SLO has its own section, from the summary's verdict (`metrics::slo`).
         let _ = writeln!(h, "</table>\n<p>{}.</p>", escape_html(&self.setup));
-        h.push_str("<h2>Per instance</h2>\n<table>\n<tr><th>instance</th><th>pool</th><th>role</th><th class=\"n\">requests</th><th class=\"n\">completed</th><th class=\"n\">failed</th><th class=\"n\">corrupted</th><th class=\"n\">unfinished</th><th>errors</th></tr>\n");
+        // The aborted column only where a run has aborts, so other reports keep their shape.
+        let ab = self.instances.iter().any(|i| i.outcomes[4] > 0);
+        let _ = writeln!(
+            h,
+            "<h2>Per instance</h2>\n<table>\n<tr><th>instance</th><th>pool</th><th>role</th><th class=\"n\">requests</th><th class=\"n\">completed</th><th class=\"n\">failed</th><th class=\"n\">corrupted</th><th class=\"n\">unfinished</th>{}<th>errors</th></tr>",
+            if ab {
+                "<th class=\"n\">aborted</th>"
+            } else {
+                ""
+            }
+        );
         for (n, i) in self.instances.iter().enumerate() {
             let errors: Vec<String> = i.errors.iter().map(|(k, c)| format!("{k} ×{c}")).collect();
             let class = if Self::stands_out(i) {
@@ -125,7 +135,7 @@ impl RunContext {
             };
             let _ = writeln!(
                 h,
-                "<tr{class}><td>{n}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                "<tr{class}><td>{n}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>{}<td>{}</td></tr>",
                 escape_html(&i.pool),
                 escape_html(&i.role),
                 i.requests,
@@ -133,6 +143,11 @@ impl RunContext {
                 i.outcomes[1],
                 i.outcomes[2],
                 i.outcomes[3],
+                if ab {
+                    format!("<td class=\"n\">{}</td>", i.outcomes[4])
+                } else {
+                    String::new()
+                },
                 escape_html(&errors.join(", "))
             );
         }
@@ -173,12 +188,18 @@ impl RunContext {
             );
         }
         let _ = writeln!(m, "\n{}.", self.setup);
-        m.push_str("\n## Per instance\n\n| instance | pool | role | requests | completed | failed | corrupted | unfinished | errors |\n|---:|---|---|---:|---:|---:|---:|---:|---|\n");
+        let ab = self.instances.iter().any(|i| i.outcomes[4] > 0);
+        let _ = writeln!(
+            m,
+            "\n## Per instance\n\n| instance | pool | role | requests | completed | failed | corrupted | unfinished |{} errors |\n|---:|---|---|---:|---:|---:|---:|---:|{}---|",
+            if ab { " aborted |" } else { "" },
+            if ab { "---:|" } else { "" }
+        );
         for (n, i) in self.instances.iter().enumerate() {
             let errors: Vec<String> = i.errors.iter().map(|(k, c)| format!("{k} ×{c}")).collect();
             let _ = writeln!(
                 m,
-                "| {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {n} | {} | {} | {} | {} | {} | {} | {} |{} {} |",
                 cell(&i.pool),
                 i.role,
                 i.requests,
@@ -186,6 +207,11 @@ impl RunContext {
                 i.outcomes[1],
                 i.outcomes[2],
                 i.outcomes[3],
+                if ab {
+                    format!(" {} |", i.outcomes[4])
+                } else {
+                    String::new()
+                },
                 errors.join(", ")
             );
         }

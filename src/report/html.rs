@@ -108,9 +108,9 @@ pub(super) fn pct(part: u64, whole: u64) -> String {
 }
 
 /// Outcome rows: (name, count, note).
-pub(super) fn outcome_rows(s: &Summary) -> [(&'static str, u64, &'static str); 4] {
+pub(super) fn outcome_rows(s: &Summary) -> Vec<(&'static str, u64, &'static str)> {
     let r = &s.requests;
-    [
+    let mut rows = vec![
         ("completed", r.completed, "finished from their own bytes"),
         ("failed", r.failed, "ended with an error (kinds below)"),
         (
@@ -119,7 +119,16 @@ pub(super) fn outcome_rows(s: &Summary) -> [(&'static str, u64, &'static str); 4
             "finished with no error but decoded from bytes that were not their own; counted in throughput",
         ),
         ("unfinished", r.unfinished, "in flight when the run stopped"),
-    ]
+    ];
+    // Only where the scenario models client disconnects, so other reports keep their rows.
+    if s.aborts.is_some() || r.aborted > 0 {
+        rows.push((
+            "aborted",
+            r.aborted,
+            "their client disconnected first; the servers aborted them (see Aborts)",
+        ));
+    }
+    rows
 }
 
 pub(super) fn latency_rows(s: &Summary) -> [(&'static str, &'static str, Stats); 8] {
@@ -297,6 +306,7 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
     throughput_table(&mut h, s);
     pools_table(&mut h, s);
     prefix_cache_table(&mut h, s);
+    h.push_str(&super::aborts::html(s));
     chart_figures(&mut h, charts);
     h.push_str(
         "<p><small>Also in this folder: <code>summary.json</code>, <code>summary.md</code>, \

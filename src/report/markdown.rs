@@ -61,6 +61,7 @@ pub fn summary_md(run_name: &str, s: &Summary) -> String {
     throughput_list(&mut m, s);
     pools_table(&mut m, s);
     reuse_list(&mut m, s);
+    m.push_str(&super::aborts::markdown(s));
     m
 }
 

@@ -1,6 +1,7 @@
 //! Result files (docs/architecture.md §4): `summary.json`, `requests.csv`, `timeseries.csv`, `run.json`,
 //! and the human summary. Reports read metrics only; they never touch the simulation.
 
+mod aborts;
 pub mod baseline;
 pub mod charts;
 pub mod context;
@@ -260,7 +261,7 @@ impl Picks {
             }
         };
         match row.outcome {
-            Outcome::Failed => keep(&mut self.failed),
+            Outcome::Failed | Outcome::Aborted => keep(&mut self.failed),
             Outcome::Corrupted => keep(&mut self.corrupted),
             Outcome::Unfinished => keep(&mut self.unfinished),
             Outcome::Completed if self.typical.len() < SAMPLE_TYPICAL => {

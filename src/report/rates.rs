@@ -49,7 +49,8 @@ impl FinishRates {
             Outcome::Completed => 0,
             Outcome::Failed => 1,
             Outcome::Corrupted => 2,
-            Outcome::Unfinished => return,
+            // Aborted requests are `summary.json` `aborts`' subject, not a finish rate.
+            Outcome::Unfinished | Outcome::Aborted => return,
         };
         let Some(finish) = row.finish_ns else {
             return;

@@ -137,7 +137,7 @@ pub fn read_summary(path: &Path) -> Result<Summary, ReadError> {
     const WHAT: &str = "summary.json";
     let s: Summary = read_json(path, WHAT)?;
     let r = &s.requests;
-    let ended = [r.completed, r.failed, r.corrupted, r.unfinished]
+    let ended = [r.completed, r.failed, r.corrupted, r.unfinished, r.aborted]
         .iter()
         .try_fold(0u64, |a, &b| a.checked_add(b));
     if ended != Some(r.arrived) {
@@ -145,8 +145,8 @@ pub fn read_summary(path: &Path) -> Result<Summary, ReadError> {
             path,
             "requests",
             format!(
-                "completed + failed + corrupted + unfinished ({} + {} + {} + {}) is not arrived ({})",
-                r.completed, r.failed, r.corrupted, r.unfinished, r.arrived
+                "completed + failed + corrupted + unfinished + aborted ({} + {} + {} + {} + {}) is not arrived ({})",
+                r.completed, r.failed, r.corrupted, r.unfinished, r.aborted, r.arrived
             ),
             WHAT,
         ));

@@ -308,5 +308,6 @@ fn outcome(o: Outcome) -> &'static str {
         Outcome::Failed => "failed",
         Outcome::Corrupted => "corrupted",
         Outcome::Unfinished => "unfinished",
+        Outcome::Aborted => "aborted",
     }
 }

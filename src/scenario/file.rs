@@ -507,6 +507,28 @@ pub struct WorkloadSection {
     pub lengths: Option<PairedLengthsSection>,
     /// A trace to replay instead.
     pub trace: Option<TraceSection>,
+    /// How long each client waits before it disconnects (`[workload.client_timeout]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_timeout: Option<ClientTimeoutSection>,
+}
+
+/// `[workload.client_timeout]`: a fixed wait `s`, or `dist = "exponential"` with `mean_s`, or
+/// `dist = "lognormal"` with `mean_s` and `cv` (checked in `scenario::aborts`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClientTimeoutSection {
+    /// Every client waits this long, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s: Option<f64>,
+    /// `exponential` or `lognormal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dist: Option<String>,
+    /// Mean wait of a distribution, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_s: Option<f64>,
+    /// Coefficient of variation of a lognormal wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cv: Option<f64>,
 }
 
 /// The `--set` key of a synthetic workload's single arrival rate.
@@ -695,6 +717,10 @@ pub struct RouterSection {
     /// `--max-tree-size`: characters per instance the tree keeps after an eviction.
     #[serde(default = "default_max_tree_size")]
     pub max_tree_size: u64,
+    /// What the PD router does with the decode leg when the prefill leg fails: a version
+    /// profile, `cancel_paired` (sglang main) or `decode_waits` (before PR #29017).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abort_propagation: Option<String>,
 }
 
 impl Default for RouterSection {
@@ -708,6 +734,7 @@ impl Default for RouterSection {
             balance_rel_threshold: default_balance_rel_threshold(),
             eviction_interval_secs: default_eviction_interval_secs(),
             max_tree_size: default_max_tree_size(),
+            abort_propagation: None,
         }
     }
 }

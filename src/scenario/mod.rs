@@ -2,6 +2,7 @@
 //! validated once into a [`Scenario`] that the simulation trusts. Every error names the file,
 //! the line where one can be found, the key, and what would be valid.
 
+mod abort_keys;
 pub mod expect;
 pub mod file;
 pub mod locate;
@@ -347,6 +348,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         .iter()
         .any(|p| p.role == crate::config::Role::Colocated);
     let router = sections::router(&c, &file.router, colocated)?;
+    let aborts = abort_keys::aborts(&c, &file, colocated)?;
     speculative::check_pairs(&c, &pools)?;
     let plans = sections::plans(&c, &pools, sglang.profile)?;
     sections::expect(&c, file.expect.as_ref())?;
@@ -398,6 +400,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         pools,
         fabric,
         workload,
+        aborts,
         router,
         sglang,
         slo,

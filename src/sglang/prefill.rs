@@ -58,6 +58,9 @@ pub struct PrefillServer {
     shape: Vec<(u32, u32)>,
     /// Speculative decoding's draft prefill (`sglang::speculative`), when the pool runs it.
     pub spec: Option<Box<super::speculative::SpecPrefill>>,
+    /// The running (or last) forward's time, ns: what an aborted request's share of it is
+    /// taken from (`sim::abort`).
+    pub forward_ns: Nanos,
 }
 
 impl PrefillServer {
@@ -80,6 +83,7 @@ impl PrefillServer {
             max_prefill_tokens,
             shape: Vec::new(),
             spec: None,
+            forward_ns: 0,
         }
     }
 
@@ -198,6 +202,7 @@ impl PrefillServer {
             dt = s.forward_ns(dt, &self.shape);
         }
         self.core.start_busy(now);
+        self.forward_ns = dt;
         self.core.step_key = Some(q.schedule_keyed_in(dt, Event::PrefillStepDone { prefill: me }));
     }
 
@@ -249,6 +254,11 @@ impl PrefillServer {
     /// Requests in the running forward.
     pub fn running(&self) -> u32 {
         self.batch.len() as u32
+    }
+
+    /// The running forward: each request and the prompt tokens it computes in it.
+    pub fn batch(&self) -> &[(ReqRef, u32)] {
+        &self.batch
     }
 
     /// Requests waiting for a batch.

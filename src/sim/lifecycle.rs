@@ -108,6 +108,7 @@ impl World<'_> {
             nr.hash_ids,
             row,
         ));
+        self.abort_arrived(r);
         for core in [&mut self.prefills[p].core, &mut self.decodes[d].core] {
             core.outstanding += 1;
             core.tick.arrivals += 1;
@@ -238,6 +239,7 @@ impl World<'_> {
             }
             let req = self.reqs.get_mut(r).expect("admitted");
             PollTimeout::Waiting.arm(&mut self.q, req, r, self.sc.sglang.waiting_timeout_ns);
+            self.abort_preallocated(r);
         }
         self.scratch.refs = admitted;
     }
@@ -269,6 +271,7 @@ impl World<'_> {
         let now = self.q.now();
         let mut jobs = std::mem::take(&mut self.scratch.jobs);
         jobs.clear();
+        self.credit_forward(p, None);
         self.prefills[p].step_done(now, &mut self.reqs, &mut jobs);
         for &job in &jobs {
             if job.last && self.kv_store.is_some() {
@@ -446,6 +449,10 @@ impl World<'_> {
             _ => (PollTimeout::Bootstrap, self.sc.sglang.bootstrap_timeout_ns),
         };
         let f = clock.fired(r, timeout, &mut ctx!(self));
+        // Before sgl-model-gateway PR #29017 the decode leg outlives a prefill failure.
+        if stage == KvPoll::Bootstrapping && self.orphan_decode(r, &f.message) {
+            return;
+        }
         self.fail(r, f.kind, &f.message);
     }
 
@@ -469,8 +476,15 @@ impl World<'_> {
     /// A request reaches its outcome: it gives back what it holds on both instances, its
     /// pending timeouts are cancelled, its row is written, and a failure wakes both instances
     /// (freed pages may admit waiting work).
-    fn end(&mut self, r: ReqRef, outcome: Outcome, kind: Option<ErrorKind>, message: &str) {
+    pub(super) fn end(
+        &mut self,
+        r: ReqRef,
+        outcome: Outcome,
+        kind: Option<ErrorKind>,
+        message: &str,
+    ) {
         let now = self.q.now();
+        self.abort_released(r, outcome);
         // Out of flight at once (nothing below finds it), but worked on in its slot.
         if !self.reqs.retire(r) {
             panic!(
@@ -489,7 +503,9 @@ impl World<'_> {
         self.touch_decode(d);
         let (slo, path) = (self.slo(), self.first_token_path_ns());
         let req = self.reqs.retired_mut(r);
-        let released_prefill = req.sender < KvPoll::Success;
+        // An orphan's prefill gave back its side when it failed (`abort.rs`).
+        let released_prefill = req.sender < KvPoll::Success
+            && !req.abort.as_deref().is_some_and(|a| a.prefill_released);
         if released_prefill {
             let pc = &mut self.prefills[p].core;
             pc.pages.free(r.id, &req.on_prefill);
@@ -540,7 +556,7 @@ impl World<'_> {
             self.sync_prefill(p);
         }
         self.sync_decode(d);
-        if outcome == Outcome::Failed {
+        if matches!(outcome, Outcome::Failed | Outcome::Aborted) {
             self.wake.push(Wake::Decode(d));
             self.wake.push(Wake::Prefill(p));
         }

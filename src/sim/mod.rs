@@ -43,6 +43,7 @@ macro_rules! ctx {
 }
 
 mod a2a;
+mod abort;
 mod dispatch;
 mod faults;
 mod lifecycle;
@@ -207,6 +208,8 @@ pub struct World<'a> {
     /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
     /// drain timeout ends there when it is past the last event).
     materialized_ns: Nanos,
+    /// Client disconnects and aborts (`abort.rs`), when the scenario models them.
+    aborts: Option<Box<abort::AbortBook>>,
 }
 
 /// The compiled transfer plan of every (prefill, decode) pair of instances.
@@ -513,6 +516,9 @@ impl<'a> World<'a> {
             store: store::StoreFlows::default(),
             dispatch,
             materialized_ns: 0,
+            aborts: sc
+                .aborts
+                .map(|a| Box::new(abort::AbortBook::new(a, sc.seed))),
         };
         if w.decodes.iter().any(|d| d.offload.is_some()) {
             w.store.traffic.decode_offload = Some(Default::default());
@@ -754,6 +760,9 @@ impl<'a> World<'a> {
             Event::WaitingTimeout { req } => self.on_timeout(req, KvPoll::WaitingForInput),
             Event::BootstrapTimeout { req } => self.on_timeout(req, KvPoll::Bootstrapping),
             Event::StoreCopied { op, part } => self.on_store_copied(op, part),
+            Event::ClientDisconnected { req, detected } => {
+                self.on_client_disconnected(req, detected)
+            }
             Event::Tick => self.on_tick()?,
         }
         self.drain_wakes();

@@ -90,6 +90,14 @@ pub enum Event {
         /// Its batch.
         part: u32,
     },
+    /// The request's client deadline passed (`detected: false`), or the servers' next look
+    /// at the closed connection came (`detected: true`): `sim::abort`.
+    ClientDisconnected {
+        /// The request.
+        req: ReqRef,
+        /// Whether the servers see the disconnect now.
+        detected: bool,
+    },
     /// One simulated second passed: sample the timeseries.
     Tick,
 }

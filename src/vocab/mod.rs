@@ -5,6 +5,7 @@
 //! (a slab, an id vector), so that `layout`, `fabric`, `sglang`, `metrics` and `sim` can all name
 //! them without an import running back up (`docs/architecture.md`, "Layers").
 
+pub mod abort;
 pub mod error_kind;
 pub mod event;
 pub mod ids;

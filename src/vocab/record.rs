@@ -19,15 +19,19 @@ pub enum Outcome {
     Corrupted,
     /// Still in flight when the run stopped.
     Unfinished,
+    /// Its client disconnected (`[workload.client_timeout]`) before it finished, and the
+    /// servers aborted it.
+    Aborted,
 }
 
 impl Outcome {
     /// All outcomes, in report order.
-    pub const ALL: [Outcome; 4] = [
+    pub const ALL: [Outcome; 5] = [
         Outcome::Completed,
         Outcome::Failed,
         Outcome::Corrupted,
         Outcome::Unfinished,
+        Outcome::Aborted,
     ];
 }
 

@@ -92,6 +92,8 @@ pub struct Req {
     pub metadata_at: Option<Nanos>,
     /// Prompt tokens its admission found on its prefill's own tiers (GPU and host).
     pub local_hit_tokens: u32,
+    /// Its client deadline and what an abort costs (only when a scenario models aborts).
+    pub abort: Option<Box<super::abort::AbortTrack>>,
     /// The row `requests.csv` gets when the request ends.
     pub row: RequestRow,
 }
@@ -132,6 +134,7 @@ impl Req {
             prefetch: None,
             metadata_at: None,
             local_hit_tokens: 0,
+            abort: None,
             row,
         }
     }

@@ -423,6 +423,8 @@ const HOT_KEYS: &[(&str, &str)] = &[
     ("slo", "ttft_p99_ms"),
     ("slo", "attainment_min"),
     ("workload", "arrival.cv"),
+    ("workload", "client_timeout.s"),
+    ("workload", "client_timeout.mean_s"),
 ];
 
 fn huge_number(rng: &mut Rng) -> Value {
@@ -704,6 +706,21 @@ fn mutate_table(rng: &mut Rng, root: &mut Value) -> String {
                         p.insert(key.into(), n);
                     }
                 }
+            } else if let Some(k) = key.strip_prefix("client_timeout.") {
+                // A client deadline at an extreme: fixed, or a lognormal of extreme mean.
+                let mut c = Table::new();
+                c.insert(k.into(), n.clone());
+                if k == "mean_s" {
+                    c.insert("dist".into(), Value::String("lognormal".into()));
+                    c.insert("cv".into(), Value::Float(1.0));
+                }
+                if let Value::Table(w) = t
+                    .entry("workload")
+                    .or_insert_with(|| Value::Table(Table::new()))
+                {
+                    w.insert("client_timeout".into(), Value::Table(c));
+                }
+                return format!("workload.client_timeout.{k} := {n} (hot key)");
             } else if sec == "workload" {
                 let cv = if rng.chance(0.5) {
                     Value::Float(1e-200)
@@ -1579,7 +1596,7 @@ fn scenario_case(text: &str, path: &Path, sets: &[String]) -> Status {
         Err(e) => return fail("run-error", e.to_string()),
     };
     let c = &counts;
-    if c.arrived != c.completed + c.failed + c.corrupted + c.unfinished {
+    if c.arrived != c.completed + c.failed + c.corrupted + c.unfinished + c.aborted {
         return fail("conservation", format!("{c:?}"));
     }
     if sink.requests.len() as u64 != c.arrived {

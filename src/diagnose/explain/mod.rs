@@ -14,6 +14,7 @@
 //! error kind and one for corruption, with [`shards`] for the dead transfer queues and who
 //! stalled behind them; [`render`] turns the sections into text or Markdown.
 
+mod aborts;
 mod failures;
 mod read;
 mod render;
@@ -80,6 +81,7 @@ fn worker_killer(plan: &PairPlan) -> Option<&crate::layout::PdError> {
 fn narrative(run: &Run) -> Vec<Section> {
     let mut out = overview(run);
     out.push(capacity_section(run));
+    out.extend(aborts::aborts_section(run));
     // Every kind parses: `schema::read_summary` refused any other.
     let mut errors: Vec<(ErrorKind, u64, String)> = run
         .summary

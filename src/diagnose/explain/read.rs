@@ -17,6 +17,7 @@ pub(super) struct Counts {
     pub(super) failed: u64,
     pub(super) corrupted: u64,
     pub(super) unfinished: u64,
+    pub(super) aborted: u64,
     pub(super) kinds: BTreeMap<String, u64>,
     /// The earliest end of a prefill forward among them, ns (when a dead shard stopped).
     pub(super) first_prefill_end_ns: Option<u64>,
@@ -30,6 +31,7 @@ impl Counts {
             Outcome::Failed => self.failed += 1,
             Outcome::Corrupted => self.corrupted += 1,
             Outcome::Unfinished => self.unfinished += 1,
+            Outcome::Aborted => self.aborted += 1,
         }
         if let Some(k) = r.error_kind {
             *self.kinds.entry(k.as_str().to_string()).or_insert(0) += 1;

@@ -32,8 +32,13 @@ pub(super) fn overview(run: &Run) -> Vec<Section> {
 /// requests, says so).
 fn what_happened(s: &Summary) -> Section {
     let r = &s.requests;
+    let aborted = if s.aborts.is_some() || r.aborted > 0 {
+        format!(", {} aborted (their client disconnected)", r.aborted)
+    } else {
+        String::new()
+    };
     let mut blocks = vec![Block::Para(format!(
-        "{} requests arrived: {} completed, {} failed, {} corrupted, {} unfinished.",
+        "{} requests arrived: {} completed, {} failed, {} corrupted, {} unfinished{aborted}.",
         r.arrived, r.completed, r.failed, r.corrupted, r.unfinished
     ))];
     let errors: Vec<String> = s

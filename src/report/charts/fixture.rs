@@ -110,6 +110,7 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
         router: None,
         kv_store: None,
         speculative: Vec::new(),
+        aborts: None,
     }
 }
 
@@ -193,6 +194,7 @@ pub(crate) fn synthetic() -> Fixture {
         failed: 4,
         corrupted: 2,
         unfinished: 4,
+        aborted: 0,
     };
     let mut finish_rates = FinishRates::default();
     for r in &sample {

@@ -27,6 +27,9 @@ pub(super) fn outcome_bars(s: &Summary) -> Vec<(String, u64, RGBColor)> {
     }
     bars.push(("corrupted (silent)".into(), s.requests.corrupted, CORRUPTED));
     bars.push(("unfinished".into(), s.requests.unfinished, UNFINISHED));
+    if s.aborts.is_some() || s.requests.aborted > 0 {
+        bars.push(("aborted (client left)".into(), s.requests.aborted, ABORTED));
+    }
     bars
 }
 

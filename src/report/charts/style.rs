@@ -45,6 +45,8 @@ pub(super) const FAILED: [RGBColor; 4] = [
 /// The silent hazard gets a colour used for nothing else.
 pub(super) const CORRUPTED: RGBColor = RGBColor(0x7B, 0x32, 0x94);
 pub(super) const UNFINISHED: RGBColor = RGBColor(0x9E, 0x9E, 0x9E);
+/// Requests aborted after their client disconnected.
+pub(super) const ABORTED: RGBColor = RGBColor(0x4E, 0x79, 0xA7);
 /// Timeline end marker of a failed request.
 pub(super) const FAILED_MARK: RGBColor = RGBColor(0xD6, 0x27, 0x28);
 pub(super) const GRID_BOLD: RGBColor = RGBColor(0xD8, 0xD8, 0xD8);

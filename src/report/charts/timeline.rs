@@ -187,7 +187,7 @@ pub(super) fn timeline_chart<DB: DrawingBackend>(
         let mark = match r.outcome {
             Outcome::Failed => Some(FAILED_MARK),
             Outcome::Corrupted => Some(CORRUPTED),
-            Outcome::Completed | Outcome::Unfinished => None,
+            Outcome::Completed | Outcome::Unfinished | Outcome::Aborted => None,
         };
         if let Some(color) = mark {
             let end = secs(r.finish_ns.unwrap_or_else(|| last_time(r)));

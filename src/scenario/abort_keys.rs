@@ -1,0 +1,131 @@
+//! `[workload.client_timeout]` and `router.abort_propagation`, checked into
+//! [`AbortParams`] (`docs/sglang-pd.md` §21). Every bad value is an exit-2 error naming the
+//! key and what would be valid.
+
+use super::file::{ClientTimeoutSection, ScenarioFile};
+use super::{Checker, ScenarioError, suggestion};
+use crate::config::aborts::{AbortParams, AbortPropagation, Deadline, PROPAGATIONS};
+
+/// Distributions `workload.client_timeout.dist` accepts.
+const DISTS: [&str; 2] = ["exponential", "lognormal"];
+
+/// The scenario's abort model, `None` when it sets neither key (nothing changes then).
+pub(super) fn aborts(
+    c: &Checker,
+    file: &ScenarioFile,
+    colocated: bool,
+) -> Result<Option<AbortParams>, ScenarioError> {
+    let timeout = file.workload.client_timeout.as_ref();
+    let prop = file.router.abort_propagation.as_deref();
+    if timeout.is_none() && prop.is_none() {
+        return Ok(None);
+    }
+    if colocated {
+        let key = if timeout.is_some() {
+            "workload.client_timeout"
+        } else {
+            "router.abort_propagation"
+        };
+        return Err(c.err(
+            key,
+            "client disconnects and their propagation are modelled for PD clusters (prefill and decode pools); this cluster has colocated servers: remove the key",
+        ));
+    }
+    let propagation = match prop {
+        None => AbortPropagation::CancelPaired,
+        Some(p) => AbortPropagation::parse(p).ok_or_else(|| {
+            c.err(
+                "router.abort_propagation",
+                format!(
+                    "{p:?} is not a propagation profile; valid: \"cancel_paired\" (sgl-model-gateway since PR #29017: a failed prefill drops the decode leg, the default) or \"decode_waits\" (before it, issue #9726: decode holds the request until its waiting timeout){}",
+                    suggestion(p, &PROPAGATIONS)
+                ),
+            )
+        })?,
+    };
+    let client_timeout = timeout.map(|t| deadline(c, t)).transpose()?;
+    Ok(Some(AbortParams {
+        client_timeout,
+        propagation,
+    }))
+}
+
+/// One `[workload.client_timeout]` table.
+fn deadline(c: &Checker, t: &ClientTimeoutSection) -> Result<Deadline, ScenarioError> {
+    const K: &str = "workload.client_timeout";
+    let unused = |key: &str, given: bool, why: &str| {
+        if given {
+            Err(c.err(&format!("{K}.{key}"), why.to_string()))
+        } else {
+            Ok(())
+        }
+    };
+    match (t.s, t.dist.as_deref()) {
+        (Some(s), None) => {
+            unused(
+                "mean_s",
+                t.mean_s.is_some(),
+                "belongs to a distribution (dist = \"exponential\" or \"lognormal\"); a fixed wait is s alone",
+            )?;
+            unused(
+                "cv",
+                t.cv.is_some(),
+                "belongs to dist = \"lognormal\"; a fixed wait is s alone",
+            )?;
+            let s = c.duration(&format!("{K}.s"), s, false)?;
+            Ok(Deadline::Fixed(crate::engine::ns_from_secs_ceil(s)))
+        }
+        (None, Some(d)) => {
+            let mean_key = format!("{K}.mean_s");
+            let Some(mean) = t.mean_s else {
+                return Err(c.err(
+                    &mean_key,
+                    format!("dist = {d:?} needs mean_s, the mean wait in seconds"),
+                ));
+            };
+            let mean_s = c.duration(&mean_key, mean, false)?;
+            match d {
+                "exponential" => {
+                    unused(
+                        "cv",
+                        t.cv.is_some(),
+                        "an exponential wait has cv 1 by definition; remove cv, or use dist = \"lognormal\"",
+                    )?;
+                    Ok(Deadline::Exponential { mean_s })
+                }
+                "lognormal" => {
+                    let cv_key = format!("{K}.cv");
+                    let Some(cv) = t.cv else {
+                        return Err(c.err(
+                            &cv_key,
+                            "dist = \"lognormal\" needs cv, the standard deviation over the mean (e.g. 1.0)",
+                        ));
+                    };
+                    let cv = c.positive(&cv_key, cv, "standard deviation over mean")?;
+                    if cv > 100.0 {
+                        return Err(c.err(
+                            &cv_key,
+                            format!("must be at most 100 (a wider lognormal puts nearly every wait at 0 s), got {cv}"),
+                        ));
+                    }
+                    Ok(Deadline::Lognormal { mean_s, cv })
+                }
+                other => Err(c.err(
+                    &format!("{K}.dist"),
+                    format!(
+                        "{other:?} is not a wait distribution; valid: \"exponential\", \"lognormal\" (or a fixed wait: s = <seconds> without dist){}",
+                        suggestion(other, &DISTS)
+                    ),
+                )),
+            }
+        }
+        (Some(_), Some(_)) => Err(c.err(
+            &format!("{K}.dist"),
+            "give either s (every client waits s seconds) or dist with mean_s, not both",
+        )),
+        (None, None) => Err(c.err(
+            K,
+            "needs s = <seconds> (a fixed wait) or dist = \"exponential\" | \"lognormal\" with mean_s",
+        )),
+    }
+}

@@ -1,0 +1,290 @@
+//! Client disconnects and aborts as `World` routes them (`docs/sglang-pd.md` §21): a request's
+//! deadline is drawn at arrival; when it passes, the servers see the closed connection at
+//! their next look (`sglang::abort::detect_at`) and abort the request on both sides; under
+//! `decode_waits` a prefill failure leaves the decode side holding the request (an orphan).
+//! The book keeps what `summary.json` `aborts` reports. Nothing here runs, allocates or
+//! schedules unless the scenario models aborts (`Scenario::aborts`).
+
+use crate::config::aborts::{AbortParams, Deadline};
+use crate::engine::{NS_PER_S, Nanos};
+use crate::metrics::aborts::{AbortSummary, HeldPages, StageCount};
+use crate::sglang::abort as rules;
+use crate::vocab::Outcome;
+use crate::vocab::abort::{AbortStage, AbortTrack};
+use crate::vocab::event::{Event, Wake};
+use crate::vocab::ids::PrefillId;
+use crate::vocab::requests::{KvPoll, ReqRef};
+use crate::workload::timeout::DeadlineSampler;
+
+use super::World;
+
+/// Held pages on one side, accumulated.
+#[derive(Default)]
+struct Side {
+    requests: u64,
+    page_ns: f64,
+    page_ns_after: f64,
+    max_after_ns: Option<Nanos>,
+    sum_after_ns: f64,
+}
+
+impl Side {
+    /// A doomed request released `pages` pages here at `now`, held since `alloc_ns`, doomed at
+    /// `doomed_ns`.
+    fn release(&mut self, pages: usize, alloc_ns: Nanos, doomed_ns: Nanos, now: Nanos) {
+        if pages == 0 {
+            return;
+        }
+        let pages = pages as f64;
+        let after = now.saturating_sub(doomed_ns.max(alloc_ns));
+        self.requests += 1;
+        self.page_ns += pages * now.saturating_sub(alloc_ns) as f64;
+        self.page_ns_after += pages * after as f64;
+        let held = now.saturating_sub(doomed_ns);
+        self.max_after_ns = Some(self.max_after_ns.map_or(held, |m| m.max(held)));
+        self.sum_after_ns += held as f64;
+    }
+
+    fn summary(&self) -> HeldPages {
+        let s = NS_PER_S as f64;
+        HeldPages {
+            requests: self.requests,
+            page_s: self.page_ns / s,
+            page_s_after_doom: self.page_ns_after / s,
+            max_held_after_doom_s: self.max_after_ns.map(|n| n as f64 / s),
+            mean_held_after_doom_s: (self.requests > 0)
+                .then(|| self.sum_after_ns / self.requests as f64 / s),
+        }
+    }
+}
+
+/// What the run's aborts cost, and the deadline sampler.
+pub(super) struct AbortBook {
+    params: AbortParams,
+    sampler: Option<DeadlineSampler>,
+    disconnected: u64,
+    aborted: u64,
+    by_stage: [u64; AbortStage::ALL.len()],
+    orphaned: u64,
+    orphan_message: Option<String>,
+    wasted_tokens: u64,
+    wasted_gpu_ns: f64,
+    prefill: Side,
+    decode: Side,
+}
+
+impl AbortBook {
+    pub(super) fn new(params: AbortParams, seed: u64) -> Self {
+        Self {
+            sampler: params.client_timeout.map(|d| DeadlineSampler::new(d, seed)),
+            params,
+            disconnected: 0,
+            aborted: 0,
+            by_stage: [0; AbortStage::ALL.len()],
+            orphaned: 0,
+            orphan_message: None,
+            wasted_tokens: 0,
+            wasted_gpu_ns: 0.0,
+            prefill: Side::default(),
+            decode: Side::default(),
+        }
+    }
+}
+
+/// A deadline in words, for the summary.
+fn describe(d: Deadline) -> String {
+    match d {
+        Deadline::Fixed(ns) => format!("fixed {} s", ns as f64 / NS_PER_S as f64),
+        Deadline::Exponential { mean_s } => format!("exponential, mean {mean_s} s"),
+        Deadline::Lognormal { mean_s, cv } => format!("lognormal, mean {mean_s} s, cv {cv}"),
+    }
+}
+
+impl World<'_> {
+    /// A request was routed: its client's deadline is drawn and its disconnect scheduled.
+    pub(super) fn abort_arrived(&mut self, r: ReqRef) {
+        let Some(book) = self.aborts.as_deref_mut() else {
+            return;
+        };
+        let req = self.reqs.get_mut(r).expect("just routed");
+        let mut track = AbortTrack::default();
+        if let Some(s) = book.sampler.as_mut() {
+            let at = req.row.arrival_ns.saturating_add(s.next_wait_ns());
+            track.deadline_ns = Some(at);
+            self.q.schedule_at(
+                at,
+                Event::ClientDisconnected {
+                    req: r,
+                    detected: false,
+                },
+            );
+        }
+        req.abort = Some(Box::new(track));
+    }
+
+    /// Decode preallocated `r`'s pages now.
+    pub(super) fn abort_preallocated(&mut self, r: ReqRef) {
+        if self.aborts.is_none() {
+            return;
+        }
+        let now = self.q.now();
+        if let Some(a) = self.reqs.get_mut(r).and_then(|q| q.abort.as_deref_mut()) {
+            a.decode_alloc_ns = Some(now);
+        }
+    }
+
+    /// The client of `r` disconnected (`detected: false`), or the servers look now.
+    pub(super) fn on_client_disconnected(&mut self, r: ReqRef, detected: bool) {
+        let now = self.q.now();
+        let Some(req) = self.reqs.get_mut(r) else {
+            // It ended before its client gave up.
+            return;
+        };
+        let book = self.aborts.as_deref_mut().expect("scheduled by the book");
+        if !detected {
+            book.disconnected += 1;
+            let a = req.abort.as_deref_mut().expect("tracked at arrival");
+            a.doomed_ns.get_or_insert(now);
+            let streaming = req.row.first_token_ns.is_some();
+            let at = rules::detect_at(req.row.arrival_ns, now, streaming);
+            if at > now {
+                self.q.schedule_at(
+                    at,
+                    Event::ClientDisconnected {
+                        req: r,
+                        detected: true,
+                    },
+                );
+                return;
+            }
+        }
+        // The decode's steps up to now first: where the request is depends on them.
+        let d = req.decode;
+        self.touch_decode(d);
+        let book = self.aborts.as_deref_mut().expect("scheduled by the book");
+        let req = self.reqs.get(r).expect("live");
+        let stage = rules::stage(req);
+        book.aborted += 1;
+        book.by_stage[stage as usize] += 1;
+        // The prefill forward in progress completes (`to_finish` is read after it): its share
+        // is spent on this request.
+        let p = req.prefill;
+        self.credit_forward(p, Some(r));
+        let msg = rules::disconnected(r.id);
+        self.end(r, Outcome::Aborted, None, &msg);
+    }
+
+    /// Prefill `p`'s forward ended (or, with `only`, one request of it is aborted): each
+    /// request in it is credited its tokens and its token share of the forward's GPU time.
+    pub(super) fn credit_forward(&mut self, p: PrefillId, only: Option<ReqRef>) {
+        if self.aborts.is_none() {
+            return;
+        }
+        let s = &self.prefills[p];
+        let total: u64 = s.batch().iter().map(|&(_, n)| u64::from(n)).sum();
+        if total == 0 {
+            return;
+        }
+        let gpu_ns = s.forward_ns as f64 * s.core.gpus.len() as f64;
+        for &(r, n) in s.batch() {
+            if only.is_some_and(|o| o != r) {
+                continue;
+            }
+            if let Some(a) = self.reqs.get_mut(r).and_then(|q| q.abort.as_deref_mut()) {
+                a.prefill_tokens += u64::from(n);
+                a.prefill_gpu_ns += gpu_ns * f64::from(n) / total as f64;
+            }
+        }
+    }
+
+    /// `r` is about to end with `outcome`: if it was doomed, the pages it still holds on each
+    /// side are counted as held for nothing until now; an aborted request's prefill work is
+    /// counted as wasted.
+    pub(super) fn abort_released(&mut self, r: ReqRef, outcome: Outcome) {
+        let Some(book) = self.aborts.as_deref_mut() else {
+            return;
+        };
+        let now = self.q.now();
+        let Some(req) = self.reqs.get(r) else {
+            return;
+        };
+        let Some(a) = req.abort.as_deref() else {
+            return;
+        };
+        if outcome == Outcome::Aborted {
+            book.wasted_tokens += a.prefill_tokens;
+            book.wasted_gpu_ns += a.prefill_gpu_ns;
+        }
+        let Some(doomed) = a.doomed_ns else {
+            return;
+        };
+        if req.sender < KvPoll::Success && !a.prefill_released {
+            let alloc = req.row.prefill_start_ns.unwrap_or(now);
+            book.prefill
+                .release(req.on_prefill.pages.len(), alloc, doomed, now);
+        }
+        if req.decode_allocated {
+            let alloc = a.decode_alloc_ns.unwrap_or(now);
+            book.decode
+                .release(req.on_decode.pages.len(), alloc, doomed, now);
+        }
+    }
+
+    /// The prefill side of `r` failed in `Bootstrapping` with `message`. Under `decode_waits`
+    /// the router keeps waiting on the decode leg: the prefill gives back what it holds and
+    /// the request lives on at the decode (true is returned); otherwise nothing is done.
+    pub(super) fn orphan_decode(&mut self, r: ReqRef, message: &str) -> bool {
+        let Some(book) = self.aborts.as_deref_mut() else {
+            return false;
+        };
+        if !rules::decode_outlives_prefill_failure(book.params.propagation) {
+            return false;
+        }
+        let now = self.q.now();
+        let req = self.reqs.get_mut(r).expect("a live request timed out");
+        let a = req.abort.as_deref_mut().expect("tracked at arrival");
+        if a.prefill_released {
+            return false;
+        }
+        book.orphaned += 1;
+        a.prefill_released = true;
+        book.orphan_message
+            .get_or_insert_with(|| message.to_string());
+        a.doomed_ns.get_or_insert(now);
+        req.sender = KvPoll::Failed;
+        let p = req.prefill;
+        let pc = &mut self.prefills[p].core;
+        pc.pages.free(r.id, &req.on_prefill);
+        req.on_prefill = Default::default();
+        pc.outstanding -= 1;
+        // Not an error count: `errors` counts requests by how they ended, and this one ends
+        // later (the decode's waiting timeout, or its client's disconnect); the summary's
+        // `aborts.orphaned` counts it and quotes sglang's first message.
+        self.sync_prefill(p);
+        self.wake.push(Wake::Prefill(p));
+        true
+    }
+
+    /// `summary.json` `aborts`, when the scenario models aborts.
+    pub fn abort_summary(&self) -> Option<AbortSummary> {
+        let b = self.aborts.as_deref()?;
+        Some(AbortSummary {
+            propagation: b.params.propagation.as_str().to_string(),
+            client_timeout: b.params.client_timeout.map(describe),
+            disconnected: b.disconnected,
+            aborted: b.aborted,
+            by_stage: AbortStage::ALL
+                .iter()
+                .zip(b.by_stage)
+                .filter(|(_, n)| *n > 0)
+                .map(|(&stage, count)| StageCount { stage, count })
+                .collect(),
+            orphaned: b.orphaned,
+            orphan_message: b.orphan_message.clone(),
+            wasted_prefill_tokens: b.wasted_tokens,
+            wasted_prefill_gpu_s: b.wasted_gpu_ns / NS_PER_S as f64,
+            prefill: b.prefill.summary(),
+            decode: b.decode.summary(),
+        })
+    }
+}

@@ -448,6 +448,15 @@ pub enum RngSource {
     /// Speculative decoding's acceptance: each request its own segment of the stream
     /// (`sglang::speculative`), so a request's draws never depend on which others ran.
     Speculative = 6,
+    /// Turns per session (`[workload.sessions]`): numbered apart from the others so sources
+    /// added beside them never collide.
+    SessionTurns = 10,
+    /// Think times between a session's turns.
+    ThinkTimes = 11,
+    /// New user tokens of a session's later turns.
+    UserTokens = 12,
+    /// Output lengths of a session's later turns.
+    SessionOutputs = 13,
 }
 
 /// The random stream of `source` for a run with `seed`: ChaCha8 keyed by the seed, on stream

@@ -1,6 +1,7 @@
 //! Per-request records and streaming aggregates. Nothing here reads the clock or files.
 
 pub mod histogram;
+pub mod sessions;
 pub mod slo;
 pub mod summary;
 

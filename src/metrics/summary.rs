@@ -524,6 +524,9 @@ pub struct Summary {
     /// Speculative decoding per pool that runs it (absent when no pool does).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub speculative: Vec<SpecSummary>,
+    /// Conversations (absent without sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<super::sessions::SessionSummary>,
 }
 
 /// What the run loop reports besides the collector.
@@ -633,7 +636,14 @@ impl Summary {
             router: None,
             kv_store: None,
             speculative: Vec::new(),
+            sessions: None,
         }
+    }
+
+    /// The summary with the sessions' figures.
+    pub fn with_sessions(mut self, s: Option<super::sessions::SessionSummary>) -> Self {
+        self.sessions = s;
+        self
     }
 
     /// The summary with the speculative pools' figures.

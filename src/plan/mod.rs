@@ -462,7 +462,8 @@ pub fn summarize_until(
         });
     let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
         .with_router(world.router_decisions())
-        .with_kv_store(world.kv_store_summary());
+        .with_kv_store(world.kv_store_summary())
+        .with_sessions(world.session_summary());
     if let (Some(n), None) = (arrivals, &stopped) {
         // The watch's count is exact only if it is the run's own: a run to its end says so.
         assert_eq!(

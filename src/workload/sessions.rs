@@ -388,9 +388,7 @@ impl SessionBook {
         end_ns: Nanos,
         until_ns: Nanos,
     ) -> Option<Nanos> {
-        let Some(open) = self.open.get_mut(&tag.session) else {
-            return None;
-        };
+        let open = self.open.get_mut(&tag.session)?;
         if open.turn != tag.turn {
             return None;
         }
@@ -555,4 +553,94 @@ fn think(t: &ThinkTime, rng: &mut ChaCha8Rng) -> Nanos {
         }
     };
     crate::engine::ceil_ns(ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Lengths;
+
+    fn params(turns: u32, cap: u32, on_full: ContextFull) -> SessionParams {
+        SessionParams {
+            turns: Lengths::Fixed(turns),
+            think: ThinkTime::Fixed(7),
+            user_tokens: Lengths::Fixed(100),
+            max_context_tokens: cap,
+            on_context_full: on_full,
+        }
+    }
+
+    fn first(input: u32, output: u32) -> NewRequest {
+        NewRequest {
+            arrival_ns: 0,
+            input_tokens: input,
+            output_tokens: output,
+            hash_ids: Vec::new(),
+            session: None,
+            answer: Vec::new(),
+            row: 0,
+        }
+    }
+
+    /// Turn 1 of a 1000 + 300 turn: 1400 tokens whose blocks are turn 0's one full block,
+    /// then the one block turn 0's answer completed (KV of 1299 tokens: blocks 0 and 1), then
+    /// one fresh id; it is due the think time after turn 0's end.
+    #[test]
+    fn the_next_turn_names_the_previous_prompt_and_answer() {
+        let mut b =
+            SessionBook::synthetic(params(3, 1 << 20, ContextFull::End), Lengths::Fixed(300), 1);
+        let mut nr = first(1000, 300);
+        assert_eq!(b.start(&mut nr), 3);
+        assert_eq!(nr.hash_ids, vec![0, 1]);
+        assert_eq!(nr.answer, vec![2]);
+        let tag = nr.session.unwrap();
+        assert_eq!(
+            b.turn_ended(tag, TurnEnd::Completed, 50, u64::MAX),
+            Some(57)
+        );
+        let t1 = b.take_due(tag.session).unwrap();
+        assert_eq!((t1.input_tokens, t1.output_tokens), (1400, 300));
+        assert_eq!(t1.hash_ids, vec![0, 2, 3]);
+        // KV of 1699 tokens: blocks 2 (the partial block 2 of the prompt, id 3's) … 1699 / 512 = 3.
+        assert_eq!(t1.answer, vec![4]);
+        // A failed turn ends the session: nothing more is due.
+        let tag1 = t1.session.unwrap();
+        assert_eq!(b.turn_ended(tag1, TurnEnd::Failed, 90, u64::MAX), None);
+        assert_eq!((b.counts.started, b.counts.failed, b.pending()), (1, 1, 0));
+    }
+
+    /// The context cap ends a session (counted) or truncates its prompt to fresh blocks.
+    #[test]
+    fn the_cap_ends_or_truncates() {
+        let mut b =
+            SessionBook::synthetic(params(4, 1800, ContextFull::End), Lengths::Fixed(300), 1);
+        let mut nr = first(1000, 300);
+        // 1000 + 300 fits; 1400 + 300 fits; 1800 + 300 does not: two turns.
+        assert_eq!(b.start(&mut nr), 2);
+        let mut b = SessionBook::synthetic(
+            params(4, 1800, ContextFull::Truncate),
+            Lengths::Fixed(300),
+            1,
+        );
+        let mut nr = first(1000, 300);
+        assert_eq!(b.start(&mut nr), 4);
+        let mut tag = nr.session.unwrap();
+        let mut last = nr;
+        for end in [10, 20] {
+            b.turn_ended(tag, TurnEnd::Completed, end, u64::MAX)
+                .unwrap();
+            last = b.take_due(tag.session).unwrap();
+            tag = last.session.unwrap();
+        }
+        assert_eq!(last.input_tokens, 1500, "1800 − 300");
+        assert!(
+            last.hash_ids.iter().all(|&id| id >= 5),
+            "fresh ids only: {:?}",
+            last.hash_ids
+        );
+        assert_eq!(b.counts.truncated_turns, 1);
+        // A turn due at or after the run's end cuts the session.
+        assert_eq!(b.turn_ended(tag, TurnEnd::Completed, 30, 31), None);
+        assert_eq!(b.counts.cut, 1);
+    }
 }

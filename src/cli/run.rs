@@ -482,6 +482,9 @@ fn write_full_run(
 ) -> Result<RunOutput, CliError> {
     let started = Instant::now();
     let mut sink = CsvSink::create(dir)?;
+    if sc.workload.has_sessions() {
+        sink = sink.with_sessions(dir)?;
+    }
     if trace {
         sink.trace = Some(trace_writer(sc, dir)?);
     }
@@ -546,7 +549,8 @@ fn simulate(
         .with_router(world.router_decisions())
         .with_kv_store(world.kv_store_summary())
         .with_speculative(world.speculative_summary())
-        .with_aborts(world.abort_summary());
+        .with_aborts(world.abort_summary())
+        .with_sessions(world.session_summary());
     Ok(Simulated {
         summary,
         kv_pages: world.kv_pages(),

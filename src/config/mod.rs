@@ -463,6 +463,76 @@ pub enum Workload {
         /// Where the rows come from and how their times are rescaled.
         source: TraceSource,
     },
+    /// Conversations (`[workload.sessions]`): session starts follow `arrival`; a session's
+    /// first prompt is drawn from `input`, every turn's output from `output`, and each later
+    /// turn re-sends the growing context after a think time (`workload::sessions`).
+    Sessions {
+        /// When sessions start.
+        arrival: Arrival,
+        /// First-turn prompt lengths.
+        input: Lengths,
+        /// Output lengths of every turn.
+        output: Lengths,
+        /// Turns, think times, context growth and the context cap.
+        sessions: SessionParams,
+    },
+}
+
+impl Workload {
+    /// Whether requests are turns of conversations (`[workload.sessions]`, or a trace with
+    /// `session_id`s).
+    pub fn has_sessions(&self) -> bool {
+        match self {
+            Workload::Sessions { .. } => true,
+            Workload::Trace { source } => source.sessions.is_some(),
+            Workload::Synthetic { .. } => false,
+        }
+    }
+}
+
+/// `[workload.sessions]`, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionParams {
+    /// Turns per session (≥ 1).
+    pub turns: Lengths,
+    /// Time between a turn's completion (as the client sees it) and the next turn's arrival.
+    pub think: ThinkTime,
+    /// New user tokens each later turn appends after the previous answer.
+    pub user_tokens: Lengths,
+    /// The model's context length, tokens: a turn's prompt plus its output must fit.
+    pub max_context_tokens: u32,
+    /// What happens to a turn that would not fit.
+    pub on_context_full: ContextFull,
+}
+
+/// A think-time distribution, ns.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ThinkTime {
+    /// Always this long.
+    Fixed(Nanos),
+    /// Exponential with this mean.
+    Exponential {
+        /// Mean, ns.
+        mean_ns: f64,
+    },
+    /// Log-normal with this mean and coefficient of variation.
+    Lognormal {
+        /// Mean, ns.
+        mean_ns: f64,
+        /// Standard deviation ÷ mean.
+        cv: f64,
+    },
+}
+
+/// `on_context_full`: what a chat front-end does with a conversation that outgrew the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContextFull {
+    /// The session ends ("this conversation is too long; start a new chat").
+    End,
+    /// The oldest tokens are dropped to fit (a sliding window): the prompt no longer starts
+    /// with the previous one, so no block of it is reused.
+    Truncate,
 }
 
 /// One request of a trace.
@@ -480,6 +550,12 @@ pub struct TraceRow {
     /// Prefix-chained ids of the prompt's 512-token blocks (`ceil(input_tokens / 512)` of
     /// them), or empty when the format has no prefix information.
     pub hash_ids: Vec<u64>,
+    /// The conversation the row belongs to (`session_id`, pdsim CSV and Mooncake JSON lines
+    /// only; `None` when the trace has none).
+    pub session_id: Option<u64>,
+    /// Its turn in that conversation, from 0 (`turn`, optional even with `session_id`:
+    /// file order numbers the turns then).
+    pub turn: Option<u32>,
 }
 
 /// One pass over a trace's rows in file order; an unreadable row is its error message (which
@@ -505,6 +581,18 @@ pub struct TraceSource {
     /// The blocks each row's output completes, when a decode pool offloads to the store
     /// (derived at load time; `None` otherwise, and nothing is derived).
     pub answers: Option<std::sync::Arc<AnswerBlocks>>,
+    /// Closed-loop replay of the rows' sessions, when the trace has `session_id`s.
+    pub sessions: Option<TraceSessions>,
+}
+
+/// How a trace with `session_id`s is replayed (`workload::sessions`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceSessions {
+    /// A later turn arrives at `max(its replayed time, previous turn's end + think_ns)`.
+    pub think_ns: Nanos,
+    /// One past the trace's largest block id: ids the replay makes up (for rows without
+    /// `hash_ids`) start here.
+    pub first_fresh_id: u64,
 }
 
 impl std::fmt::Debug for TraceSource {

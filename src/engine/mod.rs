@@ -450,6 +450,15 @@ pub enum RngSource {
     Speculative = 6,
     /// Client deadlines (`[workload.client_timeout]`): one draw per arrival, in arrival order.
     ClientTimeouts = 7,
+    /// Turns per session (`[workload.sessions]`): numbered apart from the others so sources
+    /// added beside them never collide.
+    SessionTurns = 10,
+    /// Think times between a session's turns.
+    ThinkTimes = 11,
+    /// New user tokens of a session's later turns.
+    UserTokens = 12,
+    /// Output lengths of a session's later turns.
+    SessionOutputs = 13,
 }
 
 /// The random stream of `source` for a run with `seed`: ChaCha8 keyed by the seed, on stream

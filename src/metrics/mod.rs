@@ -2,6 +2,7 @@
 
 pub mod aborts;
 pub mod histogram;
+pub mod sessions;
 pub mod slo;
 pub mod summary;
 

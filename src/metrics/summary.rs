@@ -527,6 +527,9 @@ pub struct Summary {
     /// Client disconnects and aborts (absent unless the scenario models them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aborts: Option<super::aborts::AbortSummary>,
+    /// Conversations (absent without sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<super::sessions::SessionSummary>,
 }
 
 /// A figure of a summary that `[expect]` bounds and `check --baseline` compares, read from the
@@ -716,12 +719,19 @@ impl Summary {
             kv_store: None,
             speculative: Vec::new(),
             aborts: None,
+            sessions: None,
         }
     }
 
     /// The summary with the abort figures.
     pub fn with_aborts(mut self, a: Option<super::aborts::AbortSummary>) -> Self {
         self.aborts = a;
+        self
+    }
+
+    /// The summary with the sessions' figures.
+    pub fn with_sessions(mut self, s: Option<super::sessions::SessionSummary>) -> Self {
+        self.sessions = s;
         self
     }
 

@@ -307,6 +307,7 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
     pools_table(&mut h, s);
     prefix_cache_table(&mut h, s);
     h.push_str(&super::aborts::html(s));
+    sessions_table(&mut h, s);
     chart_figures(&mut h, charts);
     h.push_str(
         "<p><small>Also in this folder: <code>summary.json</code>, <code>summary.md</code>, \
@@ -593,6 +594,46 @@ fn prefix_cache_table(h: &mut String, s: &Summary) {
             );
         }
     }
+}
+
+/// Conversations: how sessions ended and the prefix hit share by turn index; absent without
+/// sessions.
+fn sessions_table(h: &mut String, s: &Summary) {
+    let Some(x) = &s.sessions else { return };
+    let pct = |v: Option<f64>| v.map_or(String::new(), |v| format!("{:.1} %", 100.0 * v));
+    let _ = writeln!(
+        h,
+        "<h2>Sessions</h2>\n<p>{} started, {} completed ({} ended at the context cap), {} ended by a failed turn, {} cut by the run's end; {} turns ({:.2} per session), mean prompt {:.0} tokens. Prefill tokens saved by cached prefixes: {} ({}).</p>",
+        x.started,
+        x.completed,
+        x.context_full,
+        x.failed,
+        x.cut,
+        x.turns,
+        x.mean_turns_per_session.unwrap_or(0.0),
+        x.mean_context_tokens.unwrap_or(0.0),
+        x.prefill_tokens_saved,
+        pct(x.hit_share)
+    );
+    h.push_str("<table>\n<tr><th>turn</th><th>requests</th><th>completed</th><th>mean prompt</th><th>cached tokens</th><th>hit share</th></tr>\n");
+    for t in &x.by_turn {
+        let turn = if t.and_later {
+            format!("{}+", t.turn)
+        } else {
+            t.turn.to_string()
+        };
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"n\">{turn}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            t.requests,
+            t.completed,
+            t.mean_context_tokens
+                .map_or(String::new(), |m| format!("{m:.0}")),
+            t.cached_tokens,
+            pct(t.hit_share)
+        );
+    }
+    h.push_str("</table>\n");
 }
 
 /// One figure per chart file, `charts` relative to the run folder.

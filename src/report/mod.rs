@@ -128,6 +128,8 @@ fn create(path: &Path) -> Result<BufWriter<File>, IoError> {
 /// requests) and a small sample of requests for the timeline.
 pub struct CsvSink {
     requests: CsvFile,
+    /// Whether `requests.csv` has the session columns ([`CsvSink::with_sessions`]).
+    sessions: bool,
     timeseries: CsvFile,
     links: CsvFile,
     /// Timeseries rows for the charts: every second's, thinned to every `stride`-th second once
@@ -329,6 +331,7 @@ impl CsvSink {
                 dir.join("requests.csv"),
                 &RequestRow::arrived(0, 0, None, 0, 0),
             )?,
+            sessions: false,
             timeseries: CsvFile::create(dir.join("timeseries.csv"), &ts)?,
             links: CsvFile::create(dir.join("links.csv"), &link)?,
             timeseries_rows: Vec::new(),
@@ -338,6 +341,18 @@ impl CsvSink {
             context: context::RunContext::default(),
             trace: None,
         })
+    }
+
+    /// `requests.csv` gets the session columns (`session_id`, `turn`, `cached_tokens`) after
+    /// the others: a run with sessions. Call before any row is written.
+    pub fn with_sessions(mut self, dir: &Path) -> Result<Self, IoError> {
+        let sample = RequestRow::arrived(0, 0, None, 0, 0);
+        self.requests = CsvFile::create(
+            dir.join("requests.csv"),
+            &(&sample, crate::vocab::SessionCells::of(&sample)),
+        )?;
+        self.sessions = true;
+        Ok(self)
     }
 
     /// The timeline sample: typical, slowest, failed, corrupted and unfinished requests, in id
@@ -373,6 +388,11 @@ impl Sink for CsvSink {
         self.context.count(row);
         if let Some(t) = &mut self.trace {
             t.request(row).map_err(std::io::Error::other)?;
+        }
+        if self.sessions {
+            return self
+                .requests
+                .write(&(row, crate::vocab::SessionCells::of(row)));
         }
         self.requests.write(row)
     }

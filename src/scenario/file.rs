@@ -510,6 +510,9 @@ pub struct WorkloadSection {
     /// How long each client waits before it disconnects (`[workload.client_timeout]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_timeout: Option<ClientTimeoutSection>,
+    /// Conversations: turns, think time, context growth (synthetic workloads).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionsSection>,
 }
 
 /// `[workload.client_timeout]`: a fixed wait `s`, or `dist = "exponential"` with `mean_s`, or
@@ -573,6 +576,56 @@ impl WorkloadSection {
             ArrivalSection::Schedule { .. } => None,
         }
     }
+}
+
+/// `[workload.sessions]`: a synthetic workload of conversations. Session starts follow
+/// `arrival`; the first prompt is `input_tokens`, every turn's output `output_tokens`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsSection {
+    /// Turns per session.
+    pub turns: LengthSection,
+    /// Seconds between a turn's completion and the next turn's arrival.
+    pub think_time_s: ThinkSection,
+    /// New user tokens each later turn appends.
+    pub user_tokens: LengthSection,
+    /// The model's context length: a turn's prompt plus output must fit.
+    #[serde(default = "default_max_context_tokens")]
+    pub max_context_tokens: u32,
+    /// `end` (the session ends) or `truncate` (the oldest tokens are dropped).
+    #[serde(default = "default_context_full")]
+    pub on_context_full: crate::config::ContextFull,
+}
+
+fn default_max_context_tokens() -> u32 {
+    131_072
+}
+
+fn default_context_full() -> crate::config::ContextFull {
+    crate::config::ContextFull::End
+}
+
+/// A think-time distribution, seconds.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "dist", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ThinkSection {
+    /// Always `value` seconds.
+    Fixed {
+        /// Seconds.
+        value: f64,
+    },
+    /// Exponential with this mean, seconds.
+    Exponential {
+        /// Seconds.
+        mean: f64,
+    },
+    /// Log-normal with this mean (seconds) and coefficient of variation.
+    Lognormal {
+        /// Seconds.
+        mean: f64,
+        /// Standard deviation ÷ mean.
+        cv: f64,
+    },
 }
 
 /// An arrival process.
@@ -681,6 +734,10 @@ pub struct TraceSection {
     pub rate_per_s: Option<f64>,
     /// Replays only the first `limit` rows.
     pub limit: Option<u64>,
+    /// Rows with a `session_id`: a later turn arrives at least this many seconds after its
+    /// previous turn ended (default 0: never before it ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub think_time_s: Option<f64>,
 }
 
 fn one_f64() -> f64 {

@@ -590,6 +590,7 @@ fn trace_workload(
     let (mut count, mut first, mut last) = (0u64, None, 0u64);
     let mut answers = offload.map(|_| trace::answers::AnswerDeriver::default());
     let mut prefixed = false;
+    let (mut sessions, mut max_id) = (false, None::<u64>);
     for row in trace::TraceReader::open(&path, format)
         .map_err(|e| c.err("workload.trace.path", e.to_string()))?
     {
@@ -600,6 +601,10 @@ fn trace_workload(
         first.get_or_insert(row.arrival_ns);
         last = row.arrival_ns;
         count += 1;
+        sessions |= row.session_id.is_some();
+        if let Some(&m) = row.hash_ids.iter().max() {
+            max_id = Some(max_id.map_or(m, |x: u64| x.max(m)));
+        }
         if let Some(a) = answers.as_mut() {
             prefixed |= !row.hash_ids.is_empty();
             a.push(&row);
@@ -651,6 +656,35 @@ fn trace_workload(
             "a factor on arrival times",
         )?,
     };
+    let think_key = "workload.trace.think_time_s";
+    let sessions = match (sessions, t.think_time_s) {
+        (false, Some(_)) => {
+            return Err(c.err(
+                think_key,
+                format!(
+                    "{} has no session_id: think_time_s spaces the turns of a conversation, and this trace has none (add a session_id column or key, or remove think_time_s)",
+                    path.display()
+                ),
+            ));
+        }
+        (false, None) => None,
+        (true, think) => {
+            let think = c.non_negative(think_key, think.unwrap_or(0.0), "seconds")?;
+            let think = c.within_clock(think_key, think, 1.0, "s")?;
+            Some(crate::config::TraceSessions {
+                think_ns: crate::engine::ns_from_secs_ceil(think),
+                first_fresh_id: match max_id {
+                    None => 0,
+                    Some(m) => m.checked_add(1).ok_or_else(|| {
+                        c.err(
+                            "workload.trace.path",
+                            "block ids reach u64::MAX: no room for the ids a session replay gives rows without hash_ids (renumber the hash_ids)",
+                        )
+                    })?,
+                },
+            })
+        }
+    };
     let open_path = path.clone();
     let open = move || -> crate::config::TraceRows {
         match trace::TraceReader::open(&open_path, format) {
@@ -666,6 +700,7 @@ fn trace_workload(
             scale,
             path,
             answers,
+            sessions,
         },
     })
 }

@@ -178,6 +178,11 @@ impl PrefillServer {
                     load_ns += ns;
                 }
                 req.prefilled = got.min(req.prompt() - 1);
+                // A session's turn records its hit (a retraction's second admission does not
+                // overwrite its first).
+                if req.row.session_id.is_some() {
+                    req.row.cached_tokens.get_or_insert(req.prefilled);
+                }
             }
             let left = req.prompt() - req.prefilled;
             let n = if whole {

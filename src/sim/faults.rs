@@ -114,6 +114,7 @@ impl World<'_> {
             {
                 self.io_error.get_or_insert(e);
             }
+            self.turn_ended(row);
         }
         self.observe(CoreRef::Colocated(c));
     }

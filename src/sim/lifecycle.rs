@@ -32,9 +32,16 @@ impl World<'_> {
             return;
         };
         if next.arrival_ns >= self.sc.duration_ns {
+            self.never_arrived(&next);
             self.arrivals_stopped(self.sc.duration_ns);
             return;
         }
+        // A trace session's later turn is not the stream's: it waits for its predecessor
+        // (`sim::sessions`), and the stream reads on.
+        let Some(next) = self.stream_row(next) else {
+            self.schedule_next_arrival();
+            return;
+        };
         self.q.schedule_at(next.arrival_ns, Event::Arrival);
         self.pending_arrival = Some(next);
     }
@@ -49,9 +56,14 @@ impl World<'_> {
     /// The router picks a prefill and a decode instance; decode's first contact with the
     /// prefill checks page size and KV dtype; the request enters decode's prealloc queue.
     pub(super) fn on_arrival(&mut self) {
-        let now = self.q.now();
         let nr = self.pending_arrival.take().expect("an arrival was drawn");
         self.schedule_next_arrival();
+        self.arrive(nr);
+    }
+
+    /// Request `nr` arrives at the router now (the stream's next, or a session's turn).
+    pub(super) fn arrive(&mut self, nr: crate::workload::NewRequest) {
+        let now = self.q.now();
         let id = self.collector.counts.arrived;
         self.collector.counts.arrived += 1;
         if !self.colocated.is_empty() {
@@ -66,6 +78,7 @@ impl World<'_> {
             // Every instance of a role is down: the router has nowhere to send it.
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
+            super::sessions::tag_row(&mut row, &nr);
             row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
@@ -77,6 +90,7 @@ impl World<'_> {
             {
                 self.io_error.get_or_insert(e);
             }
+            self.turn_ended(&row);
             return;
         };
         // The router chose instances; their DP controllers choose the ranks.
@@ -100,6 +114,10 @@ impl World<'_> {
             nr.output_tokens,
         );
         row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
+        super::sessions::tag_row(&mut row, &nr);
+        if self.offloads && !nr.answer.is_empty() {
+            self.answer_ids.insert(id, nr.answer);
+        }
         let r = self.reqs.insert(Req::routed(
             id,
             nr.input_tokens,
@@ -549,7 +567,11 @@ impl World<'_> {
         {
             self.io_error.get_or_insert(e);
         }
+        let turn = req.row.session_id.is_some().then(|| req.row.clone());
         self.reqs.release(r);
+        if self.offloads {
+            self.answer_ids.remove(&r.id);
+        }
         // The router reads loads only when it picks: telling it after the row is written is
         // telling it at once.
         if released_prefill {
@@ -559,6 +581,9 @@ impl World<'_> {
         if matches!(outcome, Outcome::Failed | Outcome::Aborted) {
             self.wake.push(Wake::Decode(d));
             self.wake.push(Wake::Prefill(p));
+        }
+        if let Some(row) = turn {
+            self.turn_ended(&row);
         }
     }
 
@@ -590,6 +615,7 @@ impl World<'_> {
         let Some((ci, _)) = self.router.pick(prompt, now) else {
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
+            super::sessions::tag_row(&mut row, &nr);
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
             row.error_kind = Some(ErrorKind::PeerLost);
@@ -600,6 +626,7 @@ impl World<'_> {
             {
                 self.io_error.get_or_insert(e);
             }
+            self.turn_ended(&row);
             return;
         };
         let ci = self.pick_rank(super::dispatch::FRONT, ci, 0);
@@ -613,6 +640,7 @@ impl World<'_> {
             nr.input_tokens,
             nr.output_tokens,
         );
+        super::sessions::tag_row(&mut row, &nr);
         server.core.tick.arrivals += 1;
         let fits = crate::sglang::tokenizer::check_colocated(
             id,
@@ -630,6 +658,7 @@ impl World<'_> {
             {
                 self.io_error.get_or_insert(e);
             }
+            self.turn_ended(&row);
             return;
         }
         // The scheduler has it once the server's tokenizer manager is done with it.
@@ -685,6 +714,7 @@ impl World<'_> {
             if let Err(e) = self.collector.finish(&row, None, slo, self.sink) {
                 self.io_error.get_or_insert(e);
             }
+            self.turn_ended(&row);
         }
         self.sync_colocated(c);
         self.colocated[c].try_step(c, &mut self.q);

@@ -48,6 +48,7 @@ mod dispatch;
 mod faults;
 mod lifecycle;
 mod sampler;
+mod sessions;
 mod speculative;
 mod store;
 mod transfer;
@@ -175,9 +176,14 @@ pub struct World<'a> {
     router: Router,
     /// The shared Mooncake Store (`[kv_store]`), if any.
     kv_store: Option<crate::sglang::kv_store::KvStore>,
-    /// The blocks each request's output completes (a trace's, derived at load time), when a
-    /// decode pool offloads to the store.
-    answers: Option<Arc<crate::config::AnswerBlocks>>,
+    /// Whether a decode pool offloads its KV to the store (requests then carry the ids of the
+    /// blocks their output completes).
+    offloads: bool,
+    /// The blocks each request in flight's output completes, by request id, when a decode
+    /// offloads (a trace's derived table, or a session's own ids).
+    answer_ids: std::collections::BTreeMap<u64, Vec<u64>>,
+    /// Per turn index, the session turns' sums (`sim::sessions`).
+    turn_stats: crate::metrics::sessions::TurnStats,
     source: Generator,
     arrivals_done: bool,
     /// The next request, drawn when its arrival was scheduled.
@@ -487,10 +493,9 @@ impl<'a> World<'a> {
                 .kv_store
                 .as_ref()
                 .map(|k| crate::sglang::kv_store::KvStore::new(k.capacity_tokens, k.evict)),
-            answers: match &sc.workload {
-                crate::config::Workload::Trace { source } => source.answers.clone(),
-                crate::config::Workload::Synthetic { .. } => None,
-            },
+            offloads: false,
+            answer_ids: Default::default(),
+            turn_stats: Default::default(),
             fabric,
             prefills,
             transfers,
@@ -522,6 +527,7 @@ impl<'a> World<'a> {
         };
         if w.decodes.iter().any(|d| d.offload.is_some()) {
             w.store.traffic.decode_offload = Some(Default::default());
+            w.offloads = true;
         }
         w.set_decode_coalescing(true);
         w
@@ -656,12 +662,12 @@ impl<'a> World<'a> {
         while let Some(t) = self.q.peek_time() {
             // The run ends when every request has, and every store operation has landed: a
             // decode's offload of a request's last blocks outlives the request.
-            if self.arrivals_done && self.live() == 0 && self.store.idle() {
+            if self.arrivals_done && self.live() == 0 && self.store.idle() && self.no_turn_due() {
                 break;
             }
             if t > hard_stop {
                 // Cut with requests still to come or in flight (not only store writes).
-                cut = !(self.arrivals_done && self.live() == 0);
+                cut = !(self.arrivals_done && self.live() == 0 && self.no_turn_due());
                 // The coalesced steps the cut run had reached are run as their events would be.
                 self.catch_up_decodes(hard_stop);
                 self.q.advance_to(self.materialized_ns);
@@ -692,6 +698,7 @@ impl<'a> World<'a> {
             let mut row = req.row;
             row.outcome = Outcome::Unfinished;
             self.collector.finish(&row, None, self.slo(), self.sink)?;
+            self.turn_ended(&row);
         }
         let mut rows = Vec::new();
         for c in self.colocated.iter_mut() {
@@ -701,6 +708,7 @@ impl<'a> World<'a> {
             row.outcome = Outcome::Unfinished;
             row.finish_ns = None;
             self.collector.finish(&row, None, self.slo(), self.sink)?;
+            self.turn_ended(&row);
         }
         let pools = self.pool_gauges();
         assert_eq!(
@@ -726,6 +734,7 @@ impl<'a> World<'a> {
     fn handle(&mut self, ev: Event) -> std::io::Result<()> {
         match ev {
             Event::Arrival => self.on_arrival(),
+            Event::TurnDue { session } => self.on_turn_due(session),
             Event::MetadataArrived { req } => self.on_metadata(req),
             Event::Bootstrapped { req } => self.on_bootstrapped(req),
             Event::Tokenized { colocated } => self.on_tokenized(colocated),

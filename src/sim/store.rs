@@ -401,17 +401,19 @@ impl World<'_> {
     /// `_trigger_backup` once the copy is done; `sglang::decode_offload`).
     pub(super) fn offload_due(&mut self, d: DecodeId, finished: &[ReqRef]) {
         let now = self.q.now();
-        let Some(answers) = self.answers.clone() else {
-            return;
-        };
         let steps = self.decodes[d].steps_done();
-        let end_block = |q: &crate::vocab::requests::Req| {
-            q.input / crate::workload::trace::HASH_BLOCK_TOKENS + answers.of(q.id).len() as u32
-        };
+        // The block after a request's last: its full prompt blocks and its answer's.
+        fn end_block(
+            answers: &std::collections::BTreeMap<u64, Vec<u64>>,
+            q: &crate::vocab::requests::Req,
+        ) -> u32 {
+            q.input / crate::workload::trace::HASH_BLOCK_TOKENS
+                + answers.get(&q.id).map_or(0, |a| a.len() as u32)
+        }
         let mut due = std::mem::take(&mut self.scratch.due);
         due.clear();
         {
-            let reqs = &self.reqs;
+            let (reqs, answers) = (&self.reqs, &self.answer_ids);
             let o = self.decodes[d]
                 .offload
                 .as_deref_mut()
@@ -421,14 +423,14 @@ impl World<'_> {
                 |r| {
                     let q = reqs.get(r)?;
                     let kv = u64::from(q.prompt()) + steps.saturating_sub(q.join_step);
-                    Some((q.join_step, kv, end_block(q)))
+                    Some((q.join_step, kv, end_block(answers, q)))
                 },
                 &mut due,
             );
         }
         for &(item, join) in &due {
             let q = self.reqs.get(item.req).expect("due requests are live");
-            let (prompt, last_block) = (q.prompt(), end_block(q));
+            let (prompt, last_block) = (q.prompt(), end_block(&self.answer_ids, q));
             let blocks = item.end - item.first;
             let o = self.decodes[d].offload.as_deref_mut().expect("on");
             if !o.has_room(blocks) {
@@ -437,7 +439,8 @@ impl World<'_> {
             }
             o.offloaded(item, join, prompt, last_block);
             let full = (q.input / crate::workload::trace::HASH_BLOCK_TOKENS) as usize;
-            let answer = &answers.of(q.id)[..item.end as usize - full];
+            let answer = &self.answer_ids.get(&q.id).map_or(&[][..], Vec::as_slice)
+                [..item.end as usize - full];
             let mut path = Vec::with_capacity(full + answer.len());
             path.extend_from_slice(&q.hash_ids[..full]);
             path.extend_from_slice(answer);
@@ -449,17 +452,15 @@ impl World<'_> {
     /// The requests that joined decode `d`'s batch at the step that just started have their
     /// next block scheduled.
     pub(super) fn offload_joined(&mut self, d: DecodeId) {
-        let Some(answers) = self.answers.as_deref() else {
-            return;
-        };
+        let answers = &self.answer_ids;
         let (o, joined) = self.decodes[d].offload_and_joined();
         let o = o.expect("on");
         for &r in joined {
             let Some(q) = self.reqs.get(r) else {
                 continue;
             };
-            let end =
-                q.input / crate::workload::trace::HASH_BLOCK_TOKENS + answers.of(q.id).len() as u32;
+            let end = q.input / crate::workload::trace::HASH_BLOCK_TOKENS
+                + answers.get(&q.id).map_or(0, |a| a.len() as u32);
             o.joined(r, q.join_step, (q.prompt(), q.input), end);
         }
     }

@@ -9,6 +9,12 @@ use super::requests::ReqRef;
 pub enum Event {
     /// The next request of the workload arrives at the router.
     Arrival,
+    /// A session's next turn, due a think time after its previous turn ended, arrives
+    /// (`sim::sessions`).
+    TurnDue {
+        /// The session.
+        session: u64,
+    },
     /// Decode's page ids (the per-request metadata) reached the prefill.
     MetadataArrived {
         /// The request.

@@ -87,10 +87,45 @@ pub struct RequestRow {
     /// sglang's bootstrap room of the request (the id sglang's messages print; 63-bit, drawn
     /// from the seed and the request id). Last column, so earlier column positions hold.
     pub bootstrap_room: u64,
+    /// The conversation it is a turn of (`[workload.sessions]`, or a trace's `session_id`).
+    /// A column only in runs with sessions (written through [`SessionCells`]), so other
+    /// runs' files keep their bytes.
+    #[serde(default, skip_serializing)]
+    pub session_id: Option<u64>,
+    /// Its turn in that conversation, from 0 (a column only in runs with sessions).
+    #[serde(default, skip_serializing)]
+    pub turn: Option<u32>,
+    /// Prompt tokens its prefill found cached on any tier at its first admission (a column
+    /// only in runs with sessions).
+    #[serde(default, skip_serializing)]
+    pub cached_tokens: Option<u32>,
     /// When the server produced the first token, where `first_token_ns` is the client's later
     /// time (`first_token_path_s`); not a column. The decode-queue wait is measured from it.
     #[serde(skip)]
     pub server_first_token_ns: Option<Nanos>,
+}
+
+/// The columns `requests.csv` adds after [`RequestRow`]'s in a run with sessions (written
+/// as the pair `(row, cells)`: one header, one record).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct SessionCells {
+    /// [`RequestRow::session_id`].
+    pub session_id: Option<u64>,
+    /// [`RequestRow::turn`].
+    pub turn: Option<u32>,
+    /// [`RequestRow::cached_tokens`].
+    pub cached_tokens: Option<u32>,
+}
+
+impl SessionCells {
+    /// The session columns of `row`.
+    pub fn of(row: &RequestRow) -> Self {
+        Self {
+            session_id: row.session_id,
+            turn: row.turn,
+            cached_tokens: row.cached_tokens,
+        }
+    }
 }
 
 impl RequestRow {
@@ -125,6 +160,9 @@ impl RequestRow {
             corrupted_by: String::new(),
             retractions: 0,
             bootstrap_room: 0,
+            session_id: None,
+            turn: None,
+            cached_tokens: None,
             server_first_token_ns: None,
         }
     }

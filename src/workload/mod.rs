@@ -1,6 +1,7 @@
 //! Request sources: arrival processes and length distributions, each drawing from its own
 //! random stream so that changing one never shifts another.
 
+pub mod sessions;
 pub mod timeout;
 pub mod trace;
 
@@ -22,6 +23,14 @@ pub struct NewRequest {
     /// Prefix-chained ids of the prompt's 512-token blocks (traces with prefix information;
     /// empty otherwise).
     pub hash_ids: Vec<u64>,
+    /// The session and turn it is, in a workload of conversations (`None` otherwise).
+    pub session: Option<sessions::TurnTag>,
+    /// The ids of the blocks its output completes, when a decode pool offloads them to the
+    /// store (empty otherwise): a trace's derived table (`trace::answers`), or the session's
+    /// own ids, named as its next turn names them.
+    pub answer: Vec<u64>,
+    /// Its row in the trace, from 0 (synthetic: its index among first turns).
+    pub row: u64,
 }
 
 /// Where requests come from.
@@ -41,6 +50,10 @@ enum Source {
     },
     Trace {
         rows: crate::config::TraceRows,
+        /// Rows read so far.
+        read: u64,
+        /// The blocks each row's output completes, with a decode offload.
+        answers: Option<std::sync::Arc<crate::config::AnswerBlocks>>,
         /// Rows still to replay.
         left: u64,
         base_ns: Nanos,
@@ -53,17 +66,63 @@ pub struct Generator {
     source: Source,
     produced: u64,
     error: Option<String>,
+    /// The conversations, when the workload has sessions (synthetic `[workload.sessions]`, or
+    /// a trace with `session_id`s): the simulator reports every turn's end to it.
+    pub sessions: Option<sessions::SessionBook>,
 }
 
 impl Generator {
     /// A generator for `workload` seeded by `seed`.
     pub fn new(workload: &Workload, seed: u64) -> Self {
+        let mut book = None;
         let source = match workload.clone() {
+            Workload::Sessions {
+                arrival,
+                input,
+                output,
+                sessions,
+            } => {
+                book = Some(sessions::SessionBook::synthetic(
+                    sessions,
+                    output.clone(),
+                    seed,
+                ));
+                Self::synthetic(arrival, input, output, seed)
+            }
             Workload::Synthetic {
                 arrival,
                 input,
                 output,
-            } => {
+            } => Self::synthetic(arrival, input, output, seed),
+            Workload::Trace { source } => {
+                if let Some(s) = &source.sessions {
+                    let mut b = sessions::SessionBook::trace(s.think_ns, seed);
+                    b.fresh_from(s.first_fresh_id);
+                    b.answers = source.answers.clone();
+                    book = Some(b);
+                }
+                Source::Trace {
+                    rows: (source.open)(),
+                    read: 0,
+                    answers: source.answers.clone(),
+                    left: source.rows,
+                    base_ns: source.base_ns,
+                    scale: source.scale,
+                }
+            }
+        };
+        Self {
+            source,
+            produced: 0,
+            error: None,
+            sessions: book,
+        }
+    }
+
+    /// The synthetic source.
+    fn synthetic(arrival: Arrival, input: Lengths, output: Lengths, seed: u64) -> Source {
+        {
+            {
                 let mut s = Source::Synthetic {
                     arrival,
                     input,
@@ -84,17 +143,6 @@ impl Generator {
                 }
                 s
             }
-            Workload::Trace { source } => Source::Trace {
-                rows: (source.open)(),
-                left: source.rows,
-                base_ns: source.base_ns,
-                scale: source.scale,
-            },
-        };
-        Self {
-            source,
-            produced: 0,
-            error: None,
         }
     }
 
@@ -123,15 +171,24 @@ impl Generator {
                     Lengths::PairedInput(pairs) => pairs[input_rng.random_range(0..pairs.len())],
                     _ => (sample(input, input_rng), sample(output, output_rng)),
                 };
-                NewRequest {
+                let mut nr = NewRequest {
                     arrival_ns,
                     input_tokens,
                     output_tokens,
                     hash_ids: Vec::new(),
+                    session: None,
+                    answer: Vec::new(),
+                    row: self.produced,
+                };
+                if let Some(book) = self.sessions.as_mut() {
+                    book.start(&mut nr);
                 }
+                nr
             }
             Source::Trace {
                 rows,
+                read,
+                answers,
                 left,
                 base_ns,
                 scale,
@@ -148,11 +205,24 @@ impl Generator {
                     }
                 };
                 *left -= 1;
+                *read += 1;
+                let row_index = *read - 1;
+                // A session's turns take theirs when they start (`SessionBook`).
+                let answer = match answers {
+                    Some(a) if row.session_id.is_none() => a.of(row_index).to_vec(),
+                    _ => Vec::new(),
+                };
                 NewRequest {
                     arrival_ns: ((row.arrival_ns - *base_ns) as f64 * *scale).round() as Nanos,
                     input_tokens: row.input_tokens,
                     output_tokens: row.output_tokens,
                     hash_ids: row.hash_ids,
+                    session: row.session_id.map(|session| sessions::TurnTag {
+                        session,
+                        turn: row.turn.unwrap_or(0),
+                    }),
+                    answer,
+                    row: row_index,
                 }
             }
         };
@@ -160,9 +230,9 @@ impl Generator {
         Some(r)
     }
 
-    /// Requests produced so far.
+    /// Requests produced so far, later turns of sessions included.
     pub fn produced(&self) -> u64 {
-        self.produced
+        self.produced + self.sessions.as_ref().map_or(0, |b| b.later_turns)
     }
 }
 
@@ -181,11 +251,23 @@ pub fn arrivals(
     let mut n = 0;
     while max_requests.is_none_or(|m| g.produced() < m) {
         match g.next_request() {
-            Some(r) if r.arrival_ns < duration_ns => n += 1,
+            // A synthetic session counts the turns it plans: an upper bound on its requests
+            // (the closed loop may cut it), which is what the SLO watch needs. Trace rows of
+            // sessions are rows.
+            Some(r) if r.arrival_ns < duration_ns => {
+                n += match (&r.session, g.sessions.as_mut()) {
+                    (Some(t), Some(b))
+                        if t.turn == 0 && matches!(g.source, Source::Synthetic { .. }) =>
+                    {
+                        u64::from(b.forget(t.session))
+                    }
+                    _ => 1,
+                }
+            }
             _ => break,
         }
     }
-    n
+    max_requests.map_or(n, |m| n.min(m))
 }
 
 /// The gap to the next arrival after `now` (fractional ns), for every arrival process.

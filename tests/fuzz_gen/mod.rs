@@ -1004,6 +1004,9 @@ fn mutate_json(rng: &mut Rng, v: &mut serde_json::Value) -> String {
 
 fn gen_trace(rng: &mut Rng) -> (String, Vec<u8>, Option<String>, Vec<String>) {
     let fmt = *rng.pick(&["mooncake", "azure", "vidur", "csv"]);
+    // Half the pdsim CSV traces are conversations (`session_id`, and a `turn` left to file
+    // order), replayed closed loop.
+    let sessions = fmt == "csv" && rng.chance(0.5);
     let n = 1 + rng.below(30);
     let mut lines: Vec<String> = Vec::new();
     let mut t = 0u64;
@@ -1018,6 +1021,7 @@ fn gen_trace(rng: &mut Rng) -> (String, Vec<u8>, Option<String>, Vec<String>) {
             ),
             "azure" => format!("2023-11-16 18:{:02}:{:02}.{:07},{inp},{out}", (t / 60000) % 60, (t / 1000) % 60, (t % 1000) * 10000),
             "vidur" => format!("{},{inp},{out}", t as f64 / 1000.0),
+            _ if sessions => format!("{},{inp},{out},{},", t as f64 / 1000.0, i % 4),
             _ => format!("{},{inp},{out}", t as f64 / 1000.0),
         });
     }
@@ -1025,6 +1029,7 @@ fn gen_trace(rng: &mut Rng) -> (String, Vec<u8>, Option<String>, Vec<String>) {
         "mooncake" => None,
         "azure" => Some("TIMESTAMP,ContextTokens,GeneratedTokens"),
         "vidur" => Some("arrived_at,num_prefill_tokens,num_decode_tokens"),
+        _ if sessions => Some("arrival_s,input_tokens,output_tokens,session_id,turn"),
         _ => Some("arrival_s,input_tokens,output_tokens"),
     };
     let mut muts = Vec::new();

@@ -25,7 +25,74 @@ pub(super) fn overview(run: &Run) -> Vec<Section> {
     out.push(cluster_section(sc));
     out.push(per_instance_section(run, sc));
     out.extend(reuse_section(&run.summary));
+    out.extend(sessions_section(&run.summary));
     out
+}
+
+/// Conversations: how sessions ended, and the prefix hit share by turn — the prefill work the
+/// growing context would cost and what the caches saved of it.
+fn sessions_section(s: &Summary) -> Option<Section> {
+    let x = s.sessions.as_ref()?;
+    let pct = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.1} %", 100.0 * v));
+    let mut blocks = vec![Block::Para(format!(
+        "{} sessions started: {} completed every turn ({} of them ended early at max_context_tokens), {} ended by a failed turn (the client does not send the next message), {} cut by the run's end. {} turns in all, {:.2} per session; a turn's prompt re-sends the whole conversation so far: {:.0} tokens on average.",
+        x.started,
+        x.completed,
+        x.context_full,
+        x.failed,
+        x.cut,
+        x.turns,
+        x.mean_turns_per_session.unwrap_or(0.0),
+        x.mean_context_tokens.unwrap_or(0.0),
+    ))];
+    let offload = s
+        .kv_store
+        .as_ref()
+        .is_some_and(|k| k.traffic.decode_offload.is_some());
+    blocks.push(Block::Para(format!(
+        "The prefills found {} prompt tokens cached ({} of the turns' prompts) and did not recompute them. {}",
+        x.prefill_tokens_saved,
+        pct(x.hit_share),
+        if offload {
+            "The decodes offload the answers' blocks to the Mooncake Store, so a turn can hit its previous prompt and its previous answer."
+        } else {
+            "In PD the prefill never sees the answer (decode generates it), so a turn hits at most its previous prompt's full 512-token blocks; the answer is recomputed unless the decodes offload it to the store (disaggregation_decode_enable_offload_kvcache)."
+        }
+    )));
+    let header = [
+        "turn",
+        "requests",
+        "completed",
+        "mean prompt",
+        "cached tokens",
+        "hit share",
+    ]
+    .map(String::from)
+    .to_vec();
+    let rows = x
+        .by_turn
+        .iter()
+        .map(|t| {
+            vec![
+                if t.and_later {
+                    format!("{}+", t.turn)
+                } else {
+                    t.turn.to_string()
+                },
+                t.requests.to_string(),
+                t.completed.to_string(),
+                t.mean_context_tokens
+                    .map_or("–".to_string(), |m| format!("{m:.0}")),
+                t.cached_tokens.to_string(),
+                pct(t.hit_share),
+            ]
+        })
+        .collect();
+    blocks.push(Block::Table(header, rows));
+    Some(Section {
+        title: "Sessions".into(),
+        blocks,
+    })
 }
 
 /// Requests by outcome and the error kinds raised (a kind whose count is raises, not

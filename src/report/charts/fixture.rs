@@ -111,6 +111,7 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
         kv_store: None,
         speculative: Vec::new(),
         aborts: None,
+        sessions: None,
     }
 }
 
@@ -140,6 +141,9 @@ fn row(id: u64, outcome: Outcome) -> RequestRow {
         corrupted_by: String::new(),
         retractions: 0,
         bootstrap_room: 0,
+        session_id: None,
+        turn: None,
+        cached_tokens: None,
         server_first_token_ns: None,
     }
 }

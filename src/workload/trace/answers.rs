@@ -68,6 +68,9 @@ pub struct AnswerDeriver {
     /// The largest block id seen.
     max_id: Option<u64>,
     continued: u64,
+    /// Rows with a `session_id`: the session's last row, which its next row continues
+    /// (the session names the continuation; no guessing from the ids).
+    by_session: BTreeMap<u64, Waiting>,
 }
 
 /// A row that may still be continued.
@@ -79,6 +82,9 @@ struct Waiting {
     partial: Option<u64>,
     /// Tokens a continuation's prompt must hold: prompt + output.
     need: u64,
+    /// Session rows: its full prompt blocks, which its next turn must start with (empty
+    /// for rows without a session: the chained ids tell that there).
+    prefix: Vec<u64>,
 }
 
 /// Full blocks of a prompt of `tokens` tokens.
@@ -99,6 +105,10 @@ impl AnswerDeriver {
         let h = &row.hash_ids;
         if let Some(&m) = h.iter().max() {
             self.max_id = Some(self.max_id.map_or(m, |x| x.max(m)));
+        }
+        if let Some(session) = row.session_id {
+            self.push_session_row(session, row);
+            return;
         }
         // This row may continue earlier ones: at every block it has a successor for, the rows
         // whose last full block is that one.
@@ -148,7 +158,47 @@ impl AnswerDeriver {
                     full: f as u32,
                     partial: h.get(f).copied(),
                     need: u64::from(row.input_tokens) + u64::from(row.output_tokens),
+                    prefix: Vec::new(),
                 });
+        }
+    }
+
+    /// A row of session `session`: it continues the session's previous row (its blocks past
+    /// that row's full prompt blocks, full in this row, name that row's answer, up to what
+    /// the answer completed; a prompt that no longer starts with the previous one's full
+    /// blocks names nothing) and waits for the session's next row.
+    fn push_session_row(&mut self, session: u64, row: &TraceRow) {
+        let h = &row.hash_ids;
+        if let Some(w) = self.by_session.remove(&session) {
+            let f = w.full as usize;
+            let full_here = full_blocks(u64::from(row.input_tokens)) as usize;
+            let (named, want) = &mut self.rows[w.row];
+            let prev_prefix = w.prefix.as_slice();
+            if h.len() >= f && &h[..f] == prev_prefix {
+                let end = (f + *want as usize).min(full_here).max(f);
+                named.extend_from_slice(&h[f..end]);
+                self.continued += 1;
+            }
+        }
+        let want = if h.is_empty() {
+            0
+        } else {
+            completed_blocks(row.input_tokens, row.output_tokens)
+        };
+        let f = (full_blocks(u64::from(row.input_tokens)) as usize).min(h.len());
+        let index = self.rows.len();
+        self.rows.push((Vec::new(), want));
+        if want > 0 {
+            self.by_session.insert(
+                session,
+                Waiting {
+                    row: index,
+                    full: f as u32,
+                    partial: None,
+                    need: 0,
+                    prefix: h[..f].to_vec(),
+                },
+            );
         }
     }
 
@@ -187,6 +237,8 @@ mod tests {
             input_tokens: input,
             output_tokens: output,
             hash_ids: hash_ids.to_vec(),
+            session_id: None,
+            turn: None,
         }
     }
 

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use super::error::{TraceError, bad, show};
 use super::fields::{AZURE_COLUMNS, Clock, CsvColumns, VIDUR_COLUMNS};
 use super::fields::{
-    Order, SECONDS_EXPECTED, TOKENS_EXPECTED, check_hash_len, parse_seconds_ns, parse_tokens,
+    Order, SECONDS_EXPECTED, SESSION_EXPECTED, TOKENS_EXPECTED, TURN_EXPECTED, Turns,
+    check_hash_len, parse_seconds_ns, parse_tokens,
 };
 use super::lines::{CountingReader, LineTooLong, MAX_LINE_BYTES};
 use super::{HASH_BLOCK_TOKENS, TraceFormat, TraceRow, azure};
@@ -201,6 +202,10 @@ pub(super) struct CsvTraceReader<R> {
     input_col: usize,
     output_col: usize,
     hash_col: Option<(usize, &'static str)>,
+    /// Optional `session_id` and `turn` columns.
+    session_col: Option<usize>,
+    turn_col: Option<usize>,
+    turns: Turns,
     rec: csv::ByteRecord,
     order: Order,
     /// Azure: the first row's absolute time, in ns since 1970.
@@ -219,6 +224,8 @@ impl<R: Read> CsvTraceReader<R> {
         let hash_col = names
             .hash_ids
             .and_then(|n| file.optional_column(n).map(|c| (c, n)));
+        let session_col = file.optional_column("session_id");
+        let turn_col = file.optional_column("turn");
         Ok(CsvTraceReader {
             file,
             names,
@@ -226,6 +233,9 @@ impl<R: Read> CsvTraceReader<R> {
             input_col,
             output_col,
             hash_col,
+            session_col,
+            turn_col,
+            turns: Turns::default(),
             rec: csv::ByteRecord::new(),
             order: Order::default(),
             azure_base: None,
@@ -290,13 +300,53 @@ impl<R: Read> CsvTraceReader<R> {
                 check_hash_len(path, line, names.input, input_tokens, &hash_ids)?;
             }
         }
+        // An empty cell is a row outside any conversation.
+        let mut session_id = None;
+        if let Some(col) = self.session_col {
+            let raw = file.field(rec, line, col, "session_id")?;
+            if !raw.is_empty() {
+                session_id = Some(
+                    parse_u64(raw)
+                        .ok_or_else(|| bad(path, line, "session_id", raw, SESSION_EXPECTED))?,
+                );
+            }
+        }
+        let mut turn = None;
+        if let Some(col) = self.turn_col {
+            let raw = file.field(rec, line, col, "turn")?;
+            if !raw.is_empty() {
+                let t = parse_u64(raw)
+                    .and_then(|t| u32::try_from(t).ok())
+                    .ok_or_else(|| bad(path, line, "turn", raw, TURN_EXPECTED))?;
+                if session_id.is_none() {
+                    return Err(bad(
+                        path,
+                        line,
+                        "turn",
+                        raw,
+                        "a `session_id` beside it (a turn of which conversation?)",
+                    ));
+                }
+                turn = Some(t);
+            }
+        }
+        if let Some(s) = session_id {
+            turn = Some(self.turns.check(path, line, s, turn)?);
+        }
         Ok(TraceRow {
             arrival_ns,
             input_tokens,
             output_tokens,
             hash_ids,
+            session_id,
+            turn,
         })
     }
+}
+
+/// A decimal non-negative integer cell.
+fn parse_u64(raw: &[u8]) -> Option<u64> {
+    std::str::from_utf8(raw).ok()?.parse::<u64>().ok()
 }
 
 /// The generic CSV's `hash_ids` cell: space-separated block ids.
@@ -358,6 +408,8 @@ mod tests {
             input_tokens,
             output_tokens,
             hash_ids: hash_ids.to_vec(),
+            session_id: None,
+            turn: None,
         };
         assert_eq!(
             rows,

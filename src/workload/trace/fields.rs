@@ -41,7 +41,57 @@ impl Order {
     }
 }
 
+/// Numbers the turns of each session in file order, and checks a given `turn` against it:
+/// a session's turns are 0, 1, 2, … in file order (one map entry per session seen, allocated
+/// only when a row names a session).
+#[derive(Default)]
+pub(super) struct Turns {
+    /// Per session: its next turn and the line of its last row.
+    next: std::collections::BTreeMap<u64, (u32, u64)>,
+}
+
+impl Turns {
+    /// The turn of a row of `session` at `line`: `given` if it is the session's next, its
+    /// file-order index if not given.
+    pub(super) fn check(
+        &mut self,
+        path: &Path,
+        line: u64,
+        session: u64,
+        given: Option<u32>,
+    ) -> Result<u32, TraceError> {
+        let (next, last_line) = self.next.get(&session).copied().unwrap_or((0, 0));
+        let turn = given.unwrap_or(next);
+        if turn != next {
+            let expected = if next == 0 {
+                format!("0: this is the first row of session {session}")
+            } else {
+                format!(
+                    "{next}: session {session}'s previous row (line {last_line}) is turn {}; turns count up by one in file order",
+                    next - 1
+                )
+            };
+            return Err(TraceError::BadValue {
+                path: path.to_path_buf(),
+                line,
+                field: "turn",
+                value: turn.to_string(),
+                expected,
+            });
+        }
+        self.next.insert(session, (next + 1, line));
+        Ok(turn)
+    }
+}
+
 pub(super) const TOKENS_EXPECTED: &str = "an integer token count from 1 to 4294967295";
+
+/// What a `session_id` must be.
+pub(super) const SESSION_EXPECTED: &str =
+    "a non-negative integer naming the conversation (e.g. 17)";
+
+/// What a `turn` must be.
+pub(super) const TURN_EXPECTED: &str = "the turn's index in its conversation, an integer from 0";
 pub(super) const SECONDS_EXPECTED: &str = "a number of seconds ≥ 0 (e.g. `12.5`)";
 
 /// A token count: a decimal integer in `1..=u32::MAX`.

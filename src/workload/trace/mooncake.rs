@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use super::TraceRow;
 use super::error::{TraceError, bad, show};
-use super::fields::{Order, TOKENS_EXPECTED, check_hash_len, scaled_round};
+use super::fields::{
+    Order, SESSION_EXPECTED, TOKENS_EXPECTED, TURN_EXPECTED, Turns, check_hash_len, scaled_round,
+};
 use super::lines::{LineRead, MAX_LINE_BYTES, read_line_bounded};
 
 /// One JSON line. Scalars are kept as `Value` (no heap allocation for numbers) so that a
@@ -23,6 +25,10 @@ struct MooncakeLine {
     input_length: Option<Value>,
     output_length: Option<Value>,
     hash_ids: Option<HashIds>,
+    /// Optional: the conversation (a non-negative integer).
+    session_id: Option<Value>,
+    /// Optional: the turn in it, from 0.
+    turn: Option<Value>,
 }
 
 /// `hash_ids` parsed straight into `Vec<u64>` (one allocation per row), or a description of
@@ -127,6 +133,7 @@ pub(super) struct MooncakeReader<R> {
     /// Whether any byte was read: tells "the file is empty" from "only blank lines".
     any_bytes: bool,
     order: Order,
+    turns: Turns,
     rows: u64,
 }
 
@@ -139,6 +146,7 @@ impl<R: BufRead> MooncakeReader<R> {
             next_line: 1,
             any_bytes: false,
             order: Order::default(),
+            turns: Turns::default(),
             rows: 0,
         }
     }
@@ -171,7 +179,12 @@ impl<R: BufRead> MooncakeReader<R> {
             if raw_line.trim_ascii().is_empty() {
                 continue;
             }
-            let row = parse_line(&self.path, line, raw_line, &mut self.order)?;
+            let row = parse_line(
+                &self.path,
+                line,
+                raw_line,
+                (&mut self.order, &mut self.turns),
+            )?;
             self.rows += 1;
             return Ok(Some(row));
         }
@@ -199,7 +212,7 @@ fn parse_line(
     path: &Path,
     line: u64,
     raw_line: &[u8],
-    order: &mut Order,
+    (order, turns): (&mut Order, &mut Turns),
 ) -> Result<TraceRow, TraceError> {
     // serde would also accept a positional array `[ts, in, out, [ids]]` for the struct;
     // the format is objects only.
@@ -261,11 +274,41 @@ fn parse_line(
         }
     };
     check_hash_len(path, line, "input_length", input_tokens, &hash_ids)?;
+    let id = |field: &'static str, v: &Option<Value>| -> Result<Option<u64>, TraceError> {
+        v.as_ref()
+            .map(|v| {
+                v.as_u64()
+                    .ok_or_else(|| bad(path, line, field, &json_value_text(v), SESSION_EXPECTED))
+            })
+            .transpose()
+    };
+    let session_id = id("session_id", &rec.session_id)?;
+    let turn = id("turn", &rec.turn)?
+        .map(|t| {
+            u32::try_from(t)
+                .map_err(|_| bad(path, line, "turn", t.to_string().as_bytes(), TURN_EXPECTED))
+        })
+        .transpose()?;
+    if turn.is_some() && session_id.is_none() {
+        return Err(bad(
+            path,
+            line,
+            "turn",
+            &json_value_text(rec.turn.as_ref().expect("given")),
+            "a `session_id` beside it (a turn of which conversation?)",
+        ));
+    }
+    let turn = match session_id {
+        Some(s) => Some(turns.check(path, line, s, turn)?),
+        None => None,
+    };
     Ok(TraceRow {
         arrival_ns,
         input_tokens,
         output_tokens,
         hash_ids,
+        session_id,
+        turn,
     })
 }
 

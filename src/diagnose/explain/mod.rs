@@ -15,6 +15,7 @@
 //! stalled behind them; [`render`] turns the sections into text or Markdown.
 
 mod failures;
+mod production;
 mod read;
 mod render;
 mod sections;
@@ -79,6 +80,8 @@ fn worker_killer(plan: &PairPlan) -> Option<&crate::layout::PdError> {
 /// The whole narrative.
 fn narrative(run: &Run) -> Vec<Section> {
     let mut out = overview(run);
+    out.extend(production::speculative_section(run));
+    out.extend(production::fragmentation_section(run));
     out.push(capacity_section(run));
     // Every kind parses: `schema::read_summary` refused any other.
     let mut errors: Vec<(ErrorKind, u64, String)> = run

@@ -168,6 +168,15 @@ fn promised(chart: Chart) -> Vec<&'static str> {
             "#0",
             "#4",
         ],
+        Chart::Fragmentation => vec![
+            "simulated time (s)",
+            "RDMA writes per request",
+            "transfer time (ms)",
+            "writes p50",
+            "writes p99",
+            "transfer p50",
+            "transfer p99",
+        ],
     };
     if matches!(
         chart,

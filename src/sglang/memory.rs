@@ -25,8 +25,12 @@ pub struct PageAllocator {
     /// Free page ids, the front of sglang's list at the end (a stack: taking `n` is a
     /// truncate), so a fresh pool hands out 1, 2, 3, …
     free: Vec<u32>,
-    /// Pages freed and not yet merged back (sorted policy only; empty otherwise).
-    release: Vec<u32>,
+    /// sglang's `release_pages` as a bitset over page ids (sorted policy only; empty
+    /// otherwise): a set, because the merge only needs them in id order, which a bitset gives
+    /// in one linear pass instead of a sort.
+    release: Vec<u64>,
+    /// Pages in `release`.
+    released: u32,
     /// Whether freed pages wait in `release` (sglang's `need_sort`).
     sort: bool,
     /// Merges so far (how often `merge_and_sort_free` ran).
@@ -43,10 +47,16 @@ impl PageAllocator {
 
     /// A pool of `total` usable pages whose freed pages return as `policy` says.
     pub fn with_policy(total: u32, policy: KvAllocator) -> Self {
+        let sort = policy == KvAllocator::Sorted;
         Self {
             free: (1..=total).rev().collect(),
-            release: Vec::new(),
-            sort: policy == KvAllocator::Sorted,
+            release: if sort {
+                vec![0; (total as usize + 1).div_ceil(64)]
+            } else {
+                Vec::new()
+            },
+            released: 0,
+            sort,
             merges: 0,
             total,
         }
@@ -59,7 +69,7 @@ impl PageAllocator {
 
     /// Pages free now (the release list included).
     pub fn available(&self) -> u32 {
-        (self.free.len() + self.release.len()) as u32
+        self.free.len() as u32 + self.released
     }
 
     /// Pages in use now.
@@ -73,16 +83,35 @@ impl PageAllocator {
     }
 
     /// sglang's `merge_and_sort_free`, run by `alloc` when the free list alone is short of
-    /// `n` pages. The release list only grows between merges, so this runs about once per
-    /// pass through the pool: O(pages · log pages) then, nothing on the allocation path.
+    /// `n` pages: the free list and the release list joined, in ascending id order. The
+    /// release list only grows between merges, so this runs about once per pass through the
+    /// pool, linear in the pool's size (the bitset's words) then, nothing on the allocation
+    /// path.
     #[inline]
     fn merge_if_short(&mut self, n: usize) {
-        if self.sort && n > self.free.len() && !self.release.is_empty() {
-            self.free.append(&mut self.release);
-            // Descending, so the end (the front sglang allocates from) holds the lowest id.
-            self.free.sort_unstable_by(|a, b| b.cmp(a));
-            self.merges += 1;
+        if self.sort && n > self.free.len() && self.released > 0 {
+            self.merge();
         }
+    }
+
+    #[cold]
+    fn merge(&mut self) {
+        for &p in &self.free {
+            self.release[p as usize / 64] |= 1 << (p % 64);
+        }
+        self.free.clear();
+        // Highest id first, so the end of the stack (the front sglang allocates from) holds
+        // the lowest.
+        for (w, word) in self.release.iter_mut().enumerate().rev() {
+            let mut x = std::mem::take(word);
+            while x != 0 {
+                let b = 63 - x.leading_zeros();
+                self.free.push((w * 64) as u32 + b);
+                x &= !(1 << b);
+            }
+        }
+        self.released = 0;
+        self.merges += 1;
     }
 
     /// Takes `n` pages, or `None` (taking nothing) when fewer are free.
@@ -109,7 +138,12 @@ impl PageAllocator {
     /// list in ascending order (unsorted: sglang frees `torch.unique(indices // page_size)`).
     pub fn free(&mut self, pages: &[u32]) {
         if self.sort {
-            self.release.extend_from_slice(pages);
+            for &p in pages {
+                let (w, bit) = (p as usize / 64, 1u64 << (p % 64));
+                debug_assert!(self.release[w] & bit == 0, "double free of KV page {p}");
+                self.release[w] |= bit;
+            }
+            self.released += pages.len() as u32;
         } else {
             let at = self.free.len();
             self.free.extend_from_slice(pages);
@@ -119,10 +153,7 @@ impl PageAllocator {
                 self.free[at..].sort_unstable_by(|a, b| b.cmp(a));
             }
         }
-        debug_assert!(
-            self.free.len() + self.release.len() <= self.total as usize,
-            "double free of KV pages"
-        );
+        debug_assert!(self.available() <= self.total, "double free of KV pages");
     }
 }
 

@@ -288,14 +288,15 @@ pub(super) fn fragmentation_chart<DB: DrawingBackend>(
     ];
     let bottom = [
         line("transfer p50", PALETTE[1], false, &|s| {
-            s.transfer_ns.quantile(0.5) / 1e6
+            s.transfer_us.quantile(0.5) / 1e3
         }),
         line("transfer p99", PALETTE[1], true, &|s| {
-            s.transfer_ns.quantile(0.99) / 1e6
+            s.transfer_us.quantile(0.99) / 1e3
         }),
     ];
     let (plot, legend) = with_legend(area);
-    let x = x_range(&top);
+    // The whole arrival window, so a run whose transfers stop early shows where they stopped.
+    let x = 0.0..x_range(&top).end.max(shape.window_s());
     let groups = markers::groups(marks, &x);
     let h = plot.dim_in_pixel().1;
     let (upper, lower) = plot.split_vertically((h.saturating_sub(48)) / 2);
@@ -305,7 +306,7 @@ pub(super) fn fragmentation_chart<DB: DrawingBackend>(
         counts: false,
         x_axis,
     };
-    let none = "no transfers (a colocated run, or none finished)";
+    let none = "no data: no transfers (a colocated run, or none finished)";
     let mut hidden = line_panel(
         &upper,
         x.clone(),

@@ -432,12 +432,13 @@ fn png_charts_are_pngs() {
 }
 
 /// The charts with a time axis, which mark the run's events.
-const TIME_CHARTS: [Chart; 5] = [
+const TIME_CHARTS: [Chart; 6] = [
     Chart::Throughput,
     Chart::QueueDepth,
     Chart::KvUsage,
     Chart::Utilisation,
     Chart::Timeline,
+    Chart::Fragmentation,
 ];
 
 fn stroke(c: RGBColor) -> String {

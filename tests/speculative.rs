@@ -576,3 +576,52 @@ fn published_sglang_figures() {
         );
     }
 }
+
+/// `pdsim plan`'s launch lines carry the pools' `--speculative-*` flags, and `pdsim lint`
+/// reads them back as the scenario resolved them: the draft's KV layer in both layouts (66
+/// regions, not 64), a compatible pair; a decode line without them is the one-sided setting
+/// pdsim warns about, and a flag sglang refuses is exit 2 naming the flag.
+#[test]
+fn lint_reads_the_speculative_flags_of_plans_launch_lines() {
+    let sc = load(&[]);
+    let text = pdsim::plan::launch::launch_text(&sc);
+    let line = |mode: &str| {
+        pdsim::plan::launch::commands(&text)
+            .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
+            .unwrap()
+            .to_string()
+    };
+    let (p, d) = (line("prefill"), line("decode"));
+    for l in [&p, &d] {
+        for flag in [
+            "--speculative-algorithm eagle3",
+            "--speculative-num-steps 5",
+            "--speculative-eagle-topk 8",
+            "--speculative-num-draft-tokens 32",
+            "--speculative-draft-model-path lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B",
+        ] {
+            assert!(l.contains(flag), "{flag} missing from {l}");
+        }
+    }
+    let (code, out, err) = pdsim(&["lint", "--prefill", &p, "--decode", &d]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.matches("KV 66 region(s)").count(), 2, "{out}");
+    assert!(
+        !out.contains("unknown") && !out.contains("one-sided"),
+        "{out}"
+    );
+    // The decode without speculation: its layout lacks the draft's layer.
+    let plain: String = d
+        .split(" --")
+        .filter(|w| !w.starts_with("speculative"))
+        .collect::<Vec<_>>()
+        .join(" --");
+    let (code, out, _) = pdsim(&["lint", "--prefill", &p, "--decode", &plain]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("one-sided"), "{out}");
+    // sglang's PD bound on top-k, named by its flag.
+    let bad = p.replace("--speculative-eagle-topk 8", "--speculative-eagle-topk 17");
+    let (code, _, err) = pdsim(&["lint", "--prefill", &bad, "--decode", &d]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--speculative-eagle-topk"), "{err}");
+}

@@ -496,7 +496,7 @@ fn write_full_run(
         t.finish(&sink.context.events)?;
     }
     let (stats, summary, pages) = (sim.stats, sim.summary, sim.kv_pages);
-    let (ttft, tpot) = (sim.ttft, sim.tpot);
+    let (ttft, tpot, transfer_shape) = (sim.ttft, sim.tpot, sim.transfer_shape);
     sink.flush().map_err(io)?;
     write_json(&dir.join("summary.json"), &summary)?;
     let charts = render_charts(
@@ -510,6 +510,7 @@ fn write_full_run(
             finish_rates: &sink.finish_rates,
             markers: &sink.context.events,
             slo: &slo_targets(sc),
+            transfer_shape: &transfer_shape,
         },
         dir,
         charts,
@@ -530,6 +531,8 @@ struct Simulated {
     kv_pages: Vec<u32>,
     ttft: crate::metrics::histogram::Histogram,
     tpot: crate::metrics::histogram::Histogram,
+    /// RDMA writes and transfer time by transfer start, for the fragmentation chart.
+    transfer_shape: crate::metrics::fragmentation::TransferShape,
     /// Transfer workers that died, for the reports' markers.
     worker_deaths: Vec<crate::metrics::WorkerDeath>,
 }
@@ -556,6 +559,7 @@ fn simulate(
         kv_pages: world.kv_pages(),
         ttft: world.collector.ttft.clone(),
         tpot: world.collector.tpot.clone(),
+        transfer_shape: world.collector.transfer_shape.clone(),
         worker_deaths: world.collector.worker_deaths.clone(),
         stats,
     })

@@ -36,6 +36,41 @@ impl Role {
     }
 }
 
+/// How a pool's KV allocator returns freed pages to its free list (`pools.kv_allocator`),
+/// after sglang's `need_sort` (`mem_cache/allocator.py::PagedTokenToKVPoolAllocator`;
+/// `docs/sglang-pd.md` §22): it decides which page ids a later request gets, so how many
+/// contiguous runs — RDMA writes — its transfer has.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum KvAllocator {
+    /// `need_sort = True`, what sglang builds for `--disaggregation-mode prefill|decode` since
+    /// PR #8133 (July 2025): freed pages wait in a release list, and only when the free list
+    /// is too short for an allocation are the two merged and sorted.
+    Sorted,
+    /// `need_sort = False`, a plain server's allocator (and every PD server's before #8133):
+    /// freed pages go straight to the front of the free list and are handed out next.
+    Unsorted,
+}
+
+impl KvAllocator {
+    /// What sglang builds for a server of `role`: sorted in PD mode, unsorted otherwise
+    /// (`need_sort = disaggregation_mode in ("decode", "prefill")`, `model_runner.py`).
+    pub fn default_for(role: Role) -> Self {
+        match role {
+            Role::Prefill | Role::Decode => KvAllocator::Sorted,
+            Role::Colocated => KvAllocator::Unsorted,
+        }
+    }
+
+    /// The name as written in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KvAllocator::Sorted => "sorted",
+            KvAllocator::Unsorted => "unsorted",
+        }
+    }
+}
+
 /// What a cluster is billed by (`hardware.billing`): GPUs, or whole nodes (a cloud instance or
 /// a reserved server is rented whole, so a pool that uses 4 of a node's 8 GPUs pays for 8).
 #[derive(Clone, Copy, Debug, Deserialize, Serialize, Default, PartialEq, Eq)]
@@ -192,6 +227,9 @@ pub struct Pool {
     pub node: Option<u32>,
     /// First GPU on that node (`pools.gpu`, default 0).
     pub gpu: u32,
+    /// How freed KV pages return to the free list (`pools.kv_allocator`; default per role,
+    /// [`KvAllocator::default_for`]).
+    pub kv_allocator: KvAllocator,
     /// `--num-reserved-decode-tokens` (`pools.server.num_reserved_decode_tokens`, default 512).
     pub num_reserved_decode_tokens: u32,
     /// Rank 0's layout (KV regions, state regions, aux rows).

@@ -96,6 +96,36 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
             q(&d.args)
         ));
     }
+    for (line, side) in [(&mut p, "prefill"), (&mut d, "decode")] {
+        let model = line.spec.clone().expect("resolved");
+        let notes = crate::scenario::speculative_for_line(
+            side,
+            &model,
+            &mut line.args,
+            &line.speculative_flags,
+        )
+        .map_err(LintError::Unstartable)?;
+        warnings.extend(notes.into_iter().map(|n| format!("{side}: {n}")));
+    }
+    // Each side registers and sizes by its own flags; sglang's PD deployments launch both
+    // alike, and pdsim's scenarios refuse anything else (`docs/sglang-pd.md` §19.5).
+    let alg = |a: &ServerArgs| {
+        a.speculative
+            .as_ref()
+            .map(|s| (s.algorithm.as_str(), s.eagle_topk))
+    };
+    if alg(&p.args) != alg(&d.args) {
+        let say = |a: &ServerArgs| {
+            alg(a).map_or("no speculative decoding".to_string(), |(n, k)| {
+                format!("--speculative-algorithm {n} with --speculative-eagle-topk {k}")
+            })
+        };
+        warnings.push(format!(
+            "the prefill runs {} and the decode {}: the prefill registers the draft's KV after the target's and fills the draft's hidden states and top-k for the decode's first step, so sglang's PD examples launch both sides with the same speculative flags; pdsim does not model a one-sided setting (a scenario with it is refused); the outcome compares the two layouts as given",
+            say(&p.args),
+            say(&d.args)
+        ));
+    }
     let (ps, ds) = (
         p.spec.as_ref().expect("resolved"),
         d.spec.as_ref().expect("resolved"),

@@ -1,6 +1,7 @@
 //! Per-request records and streaming aggregates. Nothing here reads the clock or files.
 
 pub mod aborts;
+pub mod fragmentation;
 pub mod histogram;
 pub mod sessions;
 pub mod slo;
@@ -248,6 +249,8 @@ pub struct Collector {
     pub kv_bytes: u64,
     /// RDMA writes posted.
     pub rdma_writes: u64,
+    /// RDMA writes per request and transfer time by when the transfer started.
+    pub transfer_shape: fragmentation::TransferShape,
     /// Achieved bandwidth of each completed Mooncake batch (latency included), MB/s.
     pub bandwidth: Histogram,
     /// Bytes sent again after packet loss.
@@ -280,6 +283,15 @@ pub struct WindowCounts {
 }
 
 impl Collector {
+    /// A collector for a run whose arrivals are planned to last `window_ns` (`run.duration_s`):
+    /// the transfer shape's buckets span it.
+    pub fn for_window(window_ns: Nanos) -> Self {
+        Self {
+            transfer_shape: fragmentation::TransferShape::new(window_ns),
+            ..Self::default()
+        }
+    }
+
     /// Whether time `t` lies inside the arrival window.
     fn in_window(&self, t: Nanos) -> bool {
         self.window_end_ns.is_none_or(|end| t <= end)
@@ -318,6 +330,7 @@ impl Collector {
     ) -> std::io::Result<()> {
         self.kv_bytes += row.kv_bytes;
         self.rdma_writes += row.rdma_writes;
+        self.transfer_shape.record(row);
         match row.outcome {
             Outcome::Completed | Outcome::Corrupted => {
                 if row.outcome == Outcome::Completed {

@@ -58,6 +58,10 @@ pub struct TransferSummary {
     pub bandwidth_gbps: Stats,
     /// Bytes sent again after packet loss.
     pub retransmitted_bytes: u64,
+    /// RDMA writes per request and transfer time early and late in the run (absent without
+    /// transfers: a colocated run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fragmentation: Option<super::fragmentation::FragmentationSummary>,
     /// DeepEP all-to-all on the fabric, per pool that ran some (`sim::a2a`); left out of
     /// runs without any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -683,6 +687,7 @@ impl Summary {
                 writes: c.rdma_writes,
                 bandwidth_gbps: c.bandwidth.summary(1e-3),
                 retransmitted_bytes: c.retransmitted_bytes.round() as u64,
+                fragmentation: c.transfer_shape.summary(),
                 a2a: run.a2a.clone(),
             },
             pools: run

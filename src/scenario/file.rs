@@ -1,7 +1,7 @@
 //! The scenario file as written (docs/architecture.md §3): serde structs with `deny_unknown_fields`.
 //! Nothing here is checked beyond types; [`super::validate`] turns it into a [`super::Scenario`].
 
-pub use crate::config::{Role, RouterPolicy};
+pub use crate::config::{KvAllocator, Role, RouterPolicy};
 use serde::{Deserialize, Serialize};
 
 /// A whole scenario file.
@@ -143,6 +143,11 @@ pub struct PoolSection {
     /// A CSV of measured step times to use instead of the roofline model
     /// (`phase,tokens,batch_size,context_tokens,time_ms`), relative to the scenario file.
     pub step_times: Option<String>,
+    /// How the KV allocator returns freed pages (`sorted` | `unsorted`; default: what sglang
+    /// builds for the role, `sorted` for prefill and decode, `unsorted` for colocated). Not an
+    /// sglang flag: sglang derives it from `--disaggregation-mode` (`docs/sglang-pd.md` §22).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_allocator: Option<KvAllocator>,
     /// Speculative decoding's per-position acceptance rate α on this decode pool (default:
     /// per algorithm, `scenario::speculative`). Not an sglang flag: it is the draft model's
     /// agreement with the target on this pool's traffic.

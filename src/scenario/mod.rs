@@ -971,3 +971,85 @@ fn lengths(c: &Checker, key: &str, l: &LengthSection) -> Result<Lengths, Scenari
         }
     })
 }
+
+/// The `--speculative-*` flags of one `sglang.launch_server` line (`flags`, as
+/// `spec::launch::ServerLine::speculative_flags` holds them) resolved as a `[pools.server]`
+/// with those keys is, for `pdsim lint`: the same start-up checks, auto choices and
+/// adjustments (`docs/sglang-pd.md` §19.1). `args` are the line's other flags (page size, TP,
+/// `--max-running-requests`), updated as sglang updates them (the 48-request cap). Returns
+/// sglang's log lines; an error names the line's flag.
+pub fn speculative_for_line(
+    side: &str,
+    model: &ModelSpec,
+    args: &mut crate::spec::ServerArgs,
+    flags: &[(String, String)],
+) -> Result<Vec<String>, String> {
+    use crate::spec::launch::SPECULATIVE_FLAGS;
+    if flags.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut server = toml::Table::new();
+    server.insert("tp_size".into(), i64::from(args.tp_size).into());
+    server.insert("page_size".into(), i64::from(args.page_size).into());
+    if let Some(m) = args.max_running_requests {
+        server.insert("max_running_requests".into(), i64::from(m).into());
+    }
+    for (flag, v) in flags {
+        let key = SPECULATIVE_FLAGS
+            .iter()
+            .find(|(f, _)| f == flag)
+            .map_or(flag.as_str(), |(_, k)| k);
+        let value: toml::Value = match key {
+            "speculative_num_steps" | "speculative_eagle_topk" | "speculative_num_draft_tokens" => {
+                v.parse::<u32>()
+                    .map_err(|_| format!("--{side}: {flag} {v:?} must be a whole number"))?
+                    .into()
+            }
+            _ => v.clone().into(),
+        };
+        server.insert(key.into(), value);
+    }
+    let mut pool = toml::Table::new();
+    pool.insert("name".into(), side.into());
+    pool.insert("role".into(), side.into());
+    pool.insert("instances".into(), 1.into());
+    pool.insert("server".into(), server.into());
+    let text = toml::to_string(&pool).map_err(|e| e.to_string())?;
+    let section: file::PoolSection = toml::from_str(&text).map_err(|e| format!("--{side}: {e}"))?;
+    let path = Path::new("launch line");
+    let c = Checker {
+        text: &text,
+        path,
+        inputs: Default::default(),
+        measured: Default::default(),
+    };
+    let parallel = crate::spec::server::Parallel::default();
+    let resolved = speculative::server_args(&c, &section, side, model, &parallel, u32::MAX)
+        .map_err(|e| {
+            let key = e.key.rsplit('.').next().unwrap_or("");
+            let flag = SPECULATIVE_FLAGS
+                .iter()
+                .find(|(_, k)| *k == key)
+                .map_or(key.to_string(), |(f, _)| f.to_string());
+            format!("--{side}: {flag}: {}", e.message)
+        })?;
+    Ok(match resolved {
+        Some((spec, notes)) => {
+            args.max_running_requests = args.max_running_requests.or(Some(48));
+            args.speculative = Some(spec);
+            // The notes name scenario keys (`prefill.server.max_running_requests: …`); a
+            // launch line's reader knows the flag.
+            let prefix = format!("{side}.server.");
+            notes
+                .into_iter()
+                .map(
+                    |n| match n.strip_prefix(&prefix).and_then(|t| t.split_once(':')) {
+                        Some((key, rest)) => format!("--{}:{rest}", key.replace('_', "-")),
+                        None => n,
+                    },
+                )
+                .collect()
+        }
+        None => Vec::new(),
+    })
+}

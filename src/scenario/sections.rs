@@ -773,6 +773,9 @@ fn pool(
         state_slots,
         node: p.node,
         gpu: p.gpu.unwrap_or(0),
+        kv_allocator: p
+            .kv_allocator
+            .unwrap_or(crate::config::KvAllocator::default_for(p.role)),
         num_reserved_decode_tokens: s.num_reserved_decode_tokens,
         parallel,
         hicache: None,

@@ -2,22 +2,62 @@
 //! the padding sink and never allocated; a request's pages need not be contiguous once the pool
 //! has churned, which is what decides how many contiguous runs (and RDMA writes) a transfer has.
 
+use crate::config::KvAllocator;
 use crate::vocab::requests::Holding;
 
 /// Free-list page allocator of one instance (ids are per rank-group: every TP rank of an
-/// instance uses the same page ids for a request).
+/// instance uses the same page ids for a request), with sglang's two free-list disciplines
+/// (`mem_cache/allocator.py::PagedTokenToKVPoolAllocator` @ 02e29cb1; `docs/sglang-pd.md` §22):
+///
+/// * **unsorted** (`need_sort = False`): `free` puts the freed pages, sorted (`torch.unique`),
+///   at the front of the free list, and `alloc` takes from the front: the pages a request just
+///   gave back are the next ones handed out, so after churn a new request's pages are the
+///   scattered leftovers of several finished ones.
+/// * **sorted** (`need_sort = True`): `free` appends to a separate `release_pages` list that
+///   `alloc` does not look at; only when the free list is shorter than an allocation does
+///   `merge_and_sort_free` join the two and sort them, so pages are handed out in ascending
+///   id order and a request's pages are contiguous wherever the pool has a free stretch.
+///
+/// Both count the release list as available, as sglang's `available_size` does: the policy
+/// decides which ids a request gets, never whether it gets them.
 #[derive(Clone, Debug)]
 pub struct PageAllocator {
-    /// Free page ids; allocation pops from the end, so a fresh pool hands out 1, 2, 3, …
+    /// Free page ids, the front of sglang's list at the end (a stack: taking `n` is a
+    /// truncate), so a fresh pool hands out 1, 2, 3, …
     free: Vec<u32>,
+    /// sglang's `release_pages` as a bitset over page ids (sorted policy only; empty
+    /// otherwise): a set, because the merge only needs them in id order, which a bitset gives
+    /// in one linear pass instead of a sort.
+    release: Vec<u64>,
+    /// Pages in `release`.
+    released: u32,
+    /// Whether freed pages wait in `release` (sglang's `need_sort`).
+    sort: bool,
+    /// Merges so far (how often `merge_and_sort_free` ran).
+    merges: u64,
     total: u32,
 }
 
 impl PageAllocator {
-    /// A pool of `total` usable pages, ids `1..=total` (0 is the sink).
+    /// A pool of `total` usable pages, ids `1..=total` (0 is the sink), with the unsorted
+    /// free list of a plain sglang server.
     pub fn new(total: u32) -> Self {
+        Self::with_policy(total, KvAllocator::Unsorted)
+    }
+
+    /// A pool of `total` usable pages whose freed pages return as `policy` says.
+    pub fn with_policy(total: u32, policy: KvAllocator) -> Self {
+        let sort = policy == KvAllocator::Sorted;
         Self {
             free: (1..=total).rev().collect(),
+            release: if sort {
+                vec![0; (total as usize + 1).div_ceil(64)]
+            } else {
+                Vec::new()
+            },
+            released: 0,
+            sort,
+            merges: 0,
             total,
         }
     }
@@ -27,9 +67,9 @@ impl PageAllocator {
         self.total
     }
 
-    /// Pages free now.
+    /// Pages free now (the release list included).
     pub fn available(&self) -> u32 {
-        self.free.len() as u32
+        self.free.len() as u32 + self.released
     }
 
     /// Pages in use now.
@@ -37,22 +77,54 @@ impl PageAllocator {
         self.total - self.available()
     }
 
+    /// How many times the release list was merged and sorted into the free list.
+    pub fn merges(&self) -> u64 {
+        self.merges
+    }
+
+    /// sglang's `merge_and_sort_free`, run by `alloc` when the free list alone is short of
+    /// `n` pages: the free list and the release list joined, in ascending id order. The
+    /// release list only grows between merges, so this runs about once per pass through the
+    /// pool, linear in the pool's size (the bitset's words) then, nothing on the allocation
+    /// path.
+    #[inline]
+    fn merge_if_short(&mut self, n: usize) {
+        if self.sort && n > self.free.len() && self.released > 0 {
+            self.merge();
+        }
+    }
+
+    #[cold]
+    fn merge(&mut self) {
+        for &p in &self.free {
+            self.release[p as usize / 64] |= 1 << (p % 64);
+        }
+        self.free.clear();
+        // Highest id first, so the end of the stack (the front sglang allocates from) holds
+        // the lowest.
+        for (w, word) in self.release.iter_mut().enumerate().rev() {
+            let mut x = std::mem::take(word);
+            while x != 0 {
+                let b = 63 - x.leading_zeros();
+                self.free.push((w * 64) as u32 + b);
+                x &= !(1 << b);
+            }
+        }
+        self.released = 0;
+        self.merges += 1;
+    }
+
     /// Takes `n` pages, or `None` (taking nothing) when fewer are free.
     pub fn alloc(&mut self, n: u32) -> Option<Vec<u32>> {
-        let n = n as usize;
-        if n > self.free.len() {
-            return None;
-        }
-        let at = self.free.len() - n;
-        let mut pages = self.free.split_off(at);
-        pages.reverse();
-        Some(pages)
+        let mut pages = Vec::with_capacity(n as usize);
+        self.alloc_into(n, &mut pages).then_some(pages)
     }
 
     /// Takes `n` pages onto the end of `out` (the order [`PageAllocator::alloc`] gives), or
     /// returns `false` taking nothing. No allocation: decode grows every step.
     pub fn alloc_into(&mut self, n: u32, out: &mut Vec<u32>) -> bool {
         let n = n as usize;
+        self.merge_if_short(n);
         if n > self.free.len() {
             return false;
         }
@@ -62,14 +134,26 @@ impl PageAllocator {
         true
     }
 
-    /// Returns `pages` to the pool, so that the next allocation of the same size gets them back
-    /// in the same order.
+    /// Returns `pages` to the pool: to the release list (sorted), or to the front of the free
+    /// list in ascending order (unsorted: sglang frees `torch.unique(indices // page_size)`).
     pub fn free(&mut self, pages: &[u32]) {
-        self.free.extend(pages.iter().rev());
-        debug_assert!(
-            self.free.len() <= self.total as usize,
-            "double free of KV pages"
-        );
+        if self.sort {
+            for &p in pages {
+                let (w, bit) = (p as usize / 64, 1u64 << (p % 64));
+                debug_assert!(self.release[w] & bit == 0, "double free of KV page {p}");
+                self.release[w] |= bit;
+            }
+            self.released += pages.len() as u32;
+        } else {
+            let at = self.free.len();
+            self.free.extend_from_slice(pages);
+            // A request's pages are few and mostly in order already; one page (a state slot,
+            // a decode step's page) needs no sort.
+            if pages.len() > 1 {
+                self.free[at..].sort_unstable_by(|a, b| b.cmp(a));
+            }
+        }
+        debug_assert!(self.available() <= self.total, "double free of KV pages");
     }
 }
 
@@ -94,6 +178,72 @@ mod tests {
         assert_eq!(grown, [99, 6, 7]);
         assert!(!a.alloc_into(4, &mut grown), "3 free");
         assert_eq!(grown.len(), 3);
+    }
+
+    /// Contiguous runs of one page list, counted the way a transfer groups them
+    /// (`group_concurrent_contiguous` of the list against itself).
+    fn runs(pages: &[u32]) -> usize {
+        crate::layout::plan::contiguous_runs(pages, pages).len()
+    }
+
+    #[test]
+    fn sorted_and_unsorted_free_lists_by_hand() {
+        // Ten pages; A, B, C take two each (1-2, 3-4, 5-6), 7-10 stay free. A and C finish.
+        // Unsorted: the free list's front is C's then A's pages, 5 6 1 2 | 7 8 9 10, so D (4
+        // pages) gets 5 6 1 2: two runs. Sorted: A's and C's pages wait in the release list
+        // and the free list still holds 7-10, so D gets 7 8 9 10: one run.
+        // Then B and D finish and E takes 6. Unsorted: the front is D's pages sorted (1 2 5 6),
+        // then B's (3 4): E gets 1 2 5 6 3 4, three runs. Sorted: the free list is empty, so
+        // the release list (1 2 5 6 3 4 7 8 9 10) is merged and sorted: E gets 1-6, one run.
+        let mut want = Vec::new();
+        for policy in [KvAllocator::Unsorted, KvAllocator::Sorted] {
+            let mut a = PageAllocator::with_policy(10, policy);
+            let (ra, rb, rc) = (
+                a.alloc(2).unwrap(),
+                a.alloc(2).unwrap(),
+                a.alloc(2).unwrap(),
+            );
+            assert_eq!(
+                (ra.clone(), rb.clone(), rc.clone()),
+                (vec![1, 2], vec![3, 4], vec![5, 6])
+            );
+            a.free(&ra);
+            a.free(&rc);
+            assert_eq!(a.available(), 8, "the release list counts as free");
+            let d = a.alloc(4).unwrap();
+            a.free(&rb);
+            a.free(&d);
+            let e = a.alloc(6).unwrap();
+            want.push((d.clone(), runs(&d), e.clone(), runs(&e), a.merges()));
+            assert_eq!(a.available(), 4);
+        }
+        assert_eq!(
+            want,
+            [
+                (vec![5, 6, 1, 2], 2, vec![1, 2, 5, 6, 3, 4], 3, 0),
+                (vec![7, 8, 9, 10], 1, vec![1, 2, 3, 4, 5, 6], 1, 1),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_sorted_pool_merges_only_when_the_free_list_runs_short() {
+        let mut a = PageAllocator::with_policy(4, KvAllocator::Sorted);
+        let x = a.alloc(3).unwrap();
+        a.free(&x);
+        // One page is free in the list, three wait: one page comes from the list unmerged.
+        assert_eq!(a.alloc(1).unwrap(), [4]);
+        assert_eq!(a.merges(), 0);
+        assert!(a.alloc(4).is_none(), "three are free");
+        assert_eq!(
+            a.merges(),
+            1,
+            "a failed allocation still merged, as sglang's does"
+        );
+        let mut grown = Vec::new();
+        assert!(a.alloc_into(3, &mut grown));
+        assert_eq!(grown, [1, 2, 3]);
+        assert_eq!(a.available(), 0);
     }
 
     #[test]
@@ -270,13 +420,28 @@ impl Store {
         }
     }
 
-    /// Gives back `n` pages taken by [`Store::grow`].
+    /// Gives back `n` pages taken by [`Store::grow`], as a request leaving the batch gives
+    /// back the pages it grew.
+    ///
+    /// Which ids those are decides how scattered the free list gets (§22). sglang's
+    /// `alloc_decode` hands each step's new pages out in batch order, one per request, so a
+    /// request's own grown pages lie one in every batch-size of the pages decode took while it
+    /// ran. Decode coalesces its steps and does not know which request opened which page, so
+    /// the pages given back are the same pattern drawn from the pool: `n` of them at a stride
+    /// of `grown / n` back from the newest (a request that ran with `B` others of like length
+    /// holds about one in `B`). `swap_remove` keeps it O(n); it only shuffles the order of
+    /// the pages still held, which is itself no more than this approximation of time.
     pub fn shrink(&mut self, n: u32) {
         match self {
             Store::Plain { pages, grown, .. } => {
-                let at = grown.len() - n as usize;
-                pages.free(&grown[at..]);
-                grown.truncate(at);
+                let (n, len) = (n as usize, grown.len());
+                debug_assert!(n <= len, "shrinking more pages than were grown");
+                let stride = (len / n.max(1)).max(1);
+                // `(n − 1) · ⌊len / n⌋ < len`, and each removal leaves every later index in range.
+                for k in 0..n {
+                    let p = grown.swap_remove(len - 1 - k * stride);
+                    pages.free(&[p]);
+                }
             }
             Store::Oracle { used, .. } => *used -= n,
         }

@@ -327,7 +327,7 @@ fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
         }
     } else {
         Store::Plain {
-            pages: PageAllocator::new(pages),
+            pages: PageAllocator::with_policy(pages, pool.kv_allocator),
             slots: PageAllocator::new(pool.state_slots),
             grown: Vec::new(),
         }
@@ -508,7 +508,7 @@ impl<'a> World<'a> {
             arrivals_done: false,
             pending_arrival: None,
             reqs: Requests::default(),
-            collector: Collector::default(),
+            collector: Collector::for_window(sc.duration_ns),
             sink,
             fabric_timer: None,
             wake: Vec::new(),

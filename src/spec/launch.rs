@@ -38,7 +38,29 @@ pub struct ServerLine {
     /// The model resolved by [`resolve_model`].
     #[serde(skip)]
     pub spec: Option<ModelSpec>,
+    /// The `--speculative-*` flags (and `--attention-backend`, which sglang's speculative
+    /// checks read) as given: `pdsim lint` resolves them as a scenario's
+    /// `pools.server.speculative_*` keys are resolved (`scenario::speculative_for_line`).
+    #[serde(skip)]
+    pub speculative_flags: Vec<(String, String)>,
 }
+
+/// The launch flags of speculative decoding pdsim reads, with the scenario key each is
+/// (`docs/sglang-pd.md` §19.1).
+pub const SPECULATIVE_FLAGS: &[(&str, &str)] = &[
+    ("--speculative-algorithm", "speculative_algorithm"),
+    ("--speculative-num-steps", "speculative_num_steps"),
+    ("--speculative-eagle-topk", "speculative_eagle_topk"),
+    (
+        "--speculative-num-draft-tokens",
+        "speculative_num_draft_tokens",
+    ),
+    (
+        "--speculative-draft-model-path",
+        "speculative_draft_model_path",
+    ),
+    ("--attention-backend", "attention_backend"),
+];
 
 /// Splits a command line as a POSIX shell would for plain words, quotes and backslashes
 /// (no expansions); a backslash-newline continues the line.
@@ -118,7 +140,6 @@ const IGNORED_WITH_VALUE: &[&str] = &[
     "--node-rank",
     "--dist-init-addr",
     "--cuda-graph-max-bs",
-    "--attention-backend",
     "--context-length",
     "--load-format",
     "--random-seed",
@@ -177,6 +198,11 @@ const READ: &[&str] = &[
     "--pp-size",
     "--pp",
     "--speculative-algorithm",
+    "--speculative-num-steps",
+    "--speculative-eagle-topk",
+    "--speculative-num-draft-tokens",
+    "--speculative-draft-model-path",
+    "--attention-backend",
     "--dtype",
     "--quantization",
 ];
@@ -304,6 +330,7 @@ struct Parsed {
     dp: u32,
     dp_attention: bool,
     warnings: Vec<String>,
+    speculative: Vec<(String, String)>,
 }
 
 impl Parsed {
@@ -329,6 +356,7 @@ impl Parsed {
             dp: 1,
             dp_attention: false,
             warnings: Vec::new(),
+            speculative: Vec::new(),
         }
     }
 
@@ -382,9 +410,9 @@ impl Parsed {
             "--pp-size" | "--pp" if v != "1" => self.warnings.push(format!(
                 "{flag} {v}: pdsim models pipeline parallelism 1; the prediction ignores PP"
             )),
-            "--speculative-algorithm" => self.warnings.push(format!(
-                "--speculative-algorithm {v}: a draft pool adds KV regions pdsim does not lay out (sglang rejects speculative decoding with unified-memory PD, #37416)"
-            )),
+            f if SPECULATIVE_FLAGS.iter().any(|(g, _)| *g == f) => {
+                self.speculative.push((f.to_string(), v.to_string()));
+            }
             // What `pools.server.quantization` takes; the transfer contract does not depend on
             // it (KV stays the activations' dtype under `--kv-cache-dtype auto`, as in sglang).
             "--quantization" => match crate::spec::server::Quantization::parse(v) {
@@ -438,6 +466,7 @@ impl Parsed {
             mode: self.mode,
             warnings: self.warnings,
             spec: None,
+            speculative_flags: self.speculative,
         })
     }
 }

@@ -312,6 +312,11 @@ fn shorten(s: &str, max: usize) -> String {
 // ---------------------------------------------------------------------------------------------
 
 const ENUM_WORDS: &[&str] = &[
+    "eagle",
+    "eagle3",
+    "nextn",
+    "sorted",
+    "unsorted",
     "poisson",
     "constant",
     "gamma",
@@ -416,6 +421,12 @@ const HOT_KEYS: &[(&str, &str)] = &[
     ("pools", "server.ep_size"),
     ("pools", "server.ep_num_redundant_experts"),
     ("pools", "server.num_reserved_decode_tokens"),
+    ("pools", "server.speculative_num_steps"),
+    ("pools", "server.speculative_eagle_topk"),
+    ("pools", "server.speculative_num_draft_tokens"),
+    ("pools", "speculative_accept_rate"),
+    ("pools", "speculative_accept_length"),
+    ("pools", "speculative_accept_rate_sd"),
     ("hardware", "rdma_engine_gbps"),
     ("hardware", "nvlink_gb_s"),
     ("hardware", "fp8_tflops"),
@@ -865,6 +876,15 @@ fn random_set(rng: &mut Rng, t: &Table) -> String {
                 "server.enable_two_batch_overlap",
                 "server.load_balance_method",
                 "server.enable_eplb",
+                "server.speculative_algorithm",
+                "server.speculative_num_steps",
+                "server.speculative_eagle_topk",
+                "server.speculative_num_draft_tokens",
+                "server.speculative_draft_model_path",
+                "server.attention_backend",
+                "speculative_accept_rate",
+                "speculative_accept_length",
+                "kv_allocator",
                 "nope"
             ])
         ),

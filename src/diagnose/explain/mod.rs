@@ -16,6 +16,7 @@
 
 mod aborts;
 mod failures;
+mod production;
 mod read;
 mod render;
 mod sections;
@@ -80,6 +81,8 @@ fn worker_killer(plan: &PairPlan) -> Option<&crate::layout::PdError> {
 /// The whole narrative.
 fn narrative(run: &Run) -> Vec<Section> {
     let mut out = overview(run);
+    out.extend(production::speculative_section(run));
+    out.extend(production::fragmentation_section(run));
     out.push(capacity_section(run));
     out.extend(aborts::aborts_section(run));
     // Every kind parses: `schema::read_summary` refused any other.

@@ -21,6 +21,7 @@ pub(crate) struct Fixture {
     pub finish_rates: FinishRates,
     pub markers: Vec<Marker>,
     pub slo: Vec<SloTarget>,
+    pub transfer_shape: crate::metrics::fragmentation::TransferShape,
 }
 
 impl Fixture {
@@ -35,6 +36,7 @@ impl Fixture {
             finish_rates: &self.finish_rates,
             markers: &self.markers,
             slo: &self.slo,
+            transfer_shape: &self.transfer_shape,
         }
     }
 }
@@ -91,6 +93,7 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
             writes: 12_345,
             bandwidth_gbps: ttft.summary(1e-6),
             retransmitted_bytes: 0,
+            fragmentation: None,
             a2a: Vec::new(),
         },
         pools: Vec::new(),
@@ -201,10 +204,13 @@ pub(crate) fn synthetic() -> Fixture {
         aborted: 0,
     };
     let mut finish_rates = FinishRates::default();
+    let mut transfer_shape = crate::metrics::fragmentation::TransferShape::new(10_000 * ms);
     for r in &sample {
         finish_rates.record(r);
+        transfer_shape.record(r);
     }
     Fixture {
+        transfer_shape,
         summary: summary(&ttft, &tpot, counts),
         ttft,
         tpot,
@@ -265,6 +271,7 @@ pub(crate) fn empty() -> Fixture {
         finish_rates: FinishRates::default(),
         markers: Vec::new(),
         slo: Vec::new(),
+        transfer_shape: Default::default(),
     }
 }
 

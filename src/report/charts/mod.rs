@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+use crate::metrics::fragmentation::TransferShape;
 use crate::metrics::{Histogram, TimeseriesRow};
 
 use crate::report::markers::Marker;
@@ -48,7 +49,7 @@ pub use cdf::{SloMetric, SloTarget};
 
 use cdf::{cdf_chart, slo_lines};
 use outcomes::outcomes_chart;
-use series::{Metric, instance_chart, throughput_chart};
+use series::{Metric, fragmentation_chart, instance_chart, throughput_chart};
 use style::*;
 use timeline::timeline_chart;
 
@@ -73,6 +74,8 @@ pub struct ChartInput<'a> {
     pub markers: &'a [Marker],
     /// `[slo]` targets: labelled lines on the CDF of their latency.
     pub slo: &'a [SloTarget],
+    /// RDMA writes per request and transfer time by transfer start (the fragmentation chart).
+    pub transfer_shape: &'a TransferShape,
 }
 
 /// File format of the charts.
@@ -122,11 +125,14 @@ pub enum Chart {
     Outcomes,
     /// Phases of sampled requests on a time axis.
     Timeline,
+    /// RDMA writes per request and transfer time by when the transfer started: the decay a
+    /// fragmenting KV free list causes.
+    Fragmentation,
 }
 
 impl Chart {
     /// Every chart, in file order.
-    pub const ALL: [Chart; 8] = [
+    pub const ALL: [Chart; 9] = [
         Chart::TtftCdf,
         Chart::TpotCdf,
         Chart::Throughput,
@@ -135,6 +141,7 @@ impl Chart {
         Chart::Utilisation,
         Chart::Outcomes,
         Chart::Timeline,
+        Chart::Fragmentation,
     ];
 
     /// File stem under `charts/`.
@@ -148,6 +155,7 @@ impl Chart {
             Chart::Utilisation => "utilisation",
             Chart::Outcomes => "outcomes",
             Chart::Timeline => "timeline",
+            Chart::Fragmentation => "transfer_writes",
         }
     }
 
@@ -162,6 +170,7 @@ impl Chart {
             Chart::Utilisation => "Compute and link utilisation per instance",
             Chart::Outcomes => "Request outcomes",
             Chart::Timeline => "Request timeline (sampled requests)",
+            Chart::Fragmentation => "RDMA writes and transfer time per request over the run",
         }
     }
 
@@ -304,6 +313,7 @@ fn draw<DB: DrawingBackend>(
         ),
         Chart::Outcomes => outcomes_chart(&body, input.summary),
         Chart::Timeline => timeline_chart(&body, input.sample, input.markers),
+        Chart::Fragmentation => fragmentation_chart(&body, input.transfer_shape, input.markers),
     }?;
     root.present()
 }

@@ -10,6 +10,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::metrics::TimeseriesRow;
+use crate::metrics::fragmentation::TransferShape;
 use crate::report::markers::Marker;
 use crate::report::rates::{FinishRates, RatePoint};
 
@@ -261,6 +262,83 @@ pub(super) fn throughput_chart<DB: DrawingBackend>(
         .map(|l| LegendEntry::new(l.label.clone(), l.color, Swatch::Line))
         .collect();
     entries.extend(notes);
+    entries.extend(markers::legend_entries(marks, &x, hidden));
+    draw_legend(&legend, &entries)
+}
+
+/// RDMA writes per request (p50, p99) over transfer time (p50, p99), each point one bucket of
+/// transfer starts (chart 9): writes that climb while the load stays level are the free list
+/// fragmenting (`docs/sglang-pd.md` §22).
+pub(super) fn fragmentation_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    shape: &TransferShape,
+    marks: &[Marker],
+) -> DrawResult<(), DB> {
+    let line =
+        |label: &str, color, thin, f: &dyn Fn(&crate::metrics::fragmentation::Span) -> f64| Line {
+            label: label.to_string(),
+            color,
+            thin,
+            sparse: false,
+            points: downsample(shape.series().map(|(x, s)| (x, f(s))).collect()),
+        };
+    let top = [
+        line("writes p50", PALETTE[0], false, &|s| s.writes.quantile(0.5)),
+        line("writes p99", PALETTE[0], true, &|s| s.writes.quantile(0.99)),
+    ];
+    let bottom = [
+        line("transfer p50", PALETTE[1], false, &|s| {
+            s.transfer_us.quantile(0.5) / 1e3
+        }),
+        line("transfer p99", PALETTE[1], true, &|s| {
+            s.transfer_us.quantile(0.99) / 1e3
+        }),
+    ];
+    let (plot, legend) = with_legend(area);
+    // The whole arrival window, so a run whose transfers stop early shows where they stopped.
+    let x = 0.0..x_range(&top).end.max(shape.window_s());
+    let groups = markers::groups(marks, &x);
+    let h = plot.dim_in_pixel().1;
+    let (upper, lower) = plot.split_vertically((h.saturating_sub(48)) / 2);
+    let panel = |y_desc, x_axis| Panel {
+        y_desc,
+        y_fixed: None,
+        counts: false,
+        x_axis,
+    };
+    let none = "no data: no transfers (a colocated run, or none finished)";
+    let mut hidden = line_panel(
+        &upper,
+        x.clone(),
+        &panel("RDMA writes per request", false),
+        &top,
+        none,
+        &Marks {
+            groups: &groups,
+            labels: true,
+        },
+    )?;
+    hidden += line_panel(
+        &lower,
+        x.clone(),
+        &panel("transfer time (ms)", true),
+        &bottom,
+        none,
+        &Marks {
+            groups: &groups,
+            labels: false,
+        },
+    )?;
+    let mut entries: Vec<LegendEntry> = top
+        .iter()
+        .chain(&bottom)
+        .map(|l| LegendEntry::new(l.label.clone(), l.color, Swatch::Line))
+        .collect();
+    entries.push(LegendEntry::new(
+        format!("{} s buckets", fmt_num(shape.bucket_s())),
+        lighten(PALETTE[0]),
+        Swatch::Line,
+    ));
     entries.extend(markers::legend_entries(marks, &x, hidden));
     draw_legend(&legend, &entries)
 }

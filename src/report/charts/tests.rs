@@ -168,6 +168,15 @@ fn promised(chart: Chart) -> Vec<&'static str> {
             "#0",
             "#4",
         ],
+        Chart::Fragmentation => vec![
+            "simulated time (s)",
+            "RDMA writes per request",
+            "transfer time (ms)",
+            "writes p50",
+            "writes p99",
+            "transfer p50",
+            "transfer p99",
+        ],
     };
     if matches!(
         chart,
@@ -423,12 +432,13 @@ fn png_charts_are_pngs() {
 }
 
 /// The charts with a time axis, which mark the run's events.
-const TIME_CHARTS: [Chart; 5] = [
+const TIME_CHARTS: [Chart; 6] = [
     Chart::Throughput,
     Chart::QueueDepth,
     Chart::KvUsage,
     Chart::Utilisation,
     Chart::Timeline,
+    Chart::Fragmentation,
 ];
 
 fn stroke(c: RGBColor) -> String {

@@ -372,7 +372,7 @@ pub fn launch_text(sc: &Scenario) -> String {
         sc.placement.nodes,
         sc.gpus_per_node
     );
-    out.push_str(&nodes_comment(sc, &placement));
+    out.push_str(&nodes_comment(sc, placement));
     // Servers per node so far: their ports and bootstrap ports follow one another.
     let mut on_node = vec![0u32; sc.placement.nodes as usize];
     let (mut prefill_urls, mut decode_urls, mut worker_urls) = (Vec::new(), Vec::new(), Vec::new());

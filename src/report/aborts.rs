@@ -64,7 +64,7 @@ pub(super) fn html(s: &Summary) -> String {
     let _ = writeln!(
         h,
         "<h2>Aborts</h2>\n<p>{}</p>\n<table>\n<tr>{}</tr>",
-        crate::report::html::escape_html(&headline(a)),
+        super::escape::escape_html(&headline(a)),
         HEAD.iter()
             .enumerate()
             .map(|(i, t)| if i == 0 {

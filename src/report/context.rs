@@ -9,22 +9,7 @@ use crate::vocab::{Outcome, RequestRow};
 
 use super::markers::Marker;
 
-/// Escapes text for HTML content (the reports' `html.rs` reads this module, so it keeps its
-/// own escaper rather than importing that one back).
-fn escape_html(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
+use super::escape::escape_html;
 
 /// One pool's configuration, as the reports print it.
 #[derive(Clone, Debug, Default)]

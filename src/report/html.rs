@@ -34,21 +34,7 @@ pub fn write_index_html(
     })
 }
 
-/// Escapes text for HTML content and double- or single-quoted attribute values.
-pub fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use super::escape::escape_html;
 
 /// A relative path as a URL path: `/`-separated, every byte outside `[A-Za-z0-9._~-]`
 /// percent-encoded, so any file name survives.

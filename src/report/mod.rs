@@ -5,6 +5,7 @@ mod aborts;
 pub mod baseline;
 pub mod charts;
 pub mod context;
+pub mod escape;
 pub mod html;
 pub mod markdown;
 pub mod markers;

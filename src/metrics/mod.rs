@@ -184,6 +184,24 @@ pub struct Counts {
     pub aborted: u64,
 }
 
+impl Counts {
+    /// Whether every arrived request is counted once by outcome (what a pdsim writer
+    /// guarantees, and what readers of `summary.json` check): the outcomes sum, without
+    /// overflow, to `arrived`.
+    pub fn conserved(&self) -> bool {
+        [
+            self.completed,
+            self.failed,
+            self.corrupted,
+            self.unfinished,
+            self.aborted,
+        ]
+        .iter()
+        .try_fold(0u64, |a, &b| a.checked_add(b))
+            == Some(self.arrived)
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

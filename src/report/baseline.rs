@@ -239,10 +239,7 @@ pub fn read(dir: &Path, folder: &str, name: &str) -> Result<Option<Summary>, Bas
     }
     let summary: Summary = typed(&file, &text, "summary.json")?;
     let r = &summary.requests;
-    let ended = [r.completed, r.failed, r.corrupted, r.unfinished, r.aborted]
-        .iter()
-        .try_fold(0u64, |a, &b| a.checked_add(b));
-    if ended != Some(r.arrived) {
+    if !r.conserved() {
         return Err(not(format!(
             "requests: completed + failed + corrupted + unfinished + aborted ({} + {} + {} + {} + {}) is not arrived ({}): not a summary.json that pdsim wrote; re-record the baseline",
             r.completed, r.failed, r.corrupted, r.unfinished, r.aborted, r.arrived

@@ -137,10 +137,7 @@ pub fn read_summary(path: &Path) -> Result<Summary, ReadError> {
     const WHAT: &str = "summary.json";
     let s: Summary = read_json(path, WHAT)?;
     let r = &s.requests;
-    let ended = [r.completed, r.failed, r.corrupted, r.unfinished, r.aborted]
-        .iter()
-        .try_fold(0u64, |a, &b| a.checked_add(b));
-    if ended != Some(r.arrived) {
+    if !r.conserved() {
         return Err(shape(
             path,
             "requests",

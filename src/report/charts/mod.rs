@@ -1,5 +1,6 @@
 //! Charts of one run (docs/architecture.md §4 `charts/`): TTFT and TPOT CDFs, throughput, queue depth, KV
-//! usage and utilisation over time, the outcome breakdown and a per-request phase timeline.
+//! usage and utilisation over time, the outcome breakdown, a per-request phase timeline, RDMA
+//! writes per transfer over the run and, in runs with sessions only, the prompt cached by turn.
 //! The CDFs show the `[slo]` targets; the throughput chart shows failed and corrupted requests
 //! per second beside completed ones; every time chart marks the injected faults, recoveries and
 //! transfer-worker deaths.
@@ -19,6 +20,7 @@ mod cdf;
 mod markers;
 mod outcomes;
 mod series;
+mod sessions;
 mod style;
 
 /// The colours every chart uses, so the sweep report (`plan::report`) matches the run report.
@@ -50,6 +52,7 @@ pub use cdf::{SloMetric, SloTarget};
 use cdf::{cdf_chart, slo_lines};
 use outcomes::outcomes_chart;
 use series::{Metric, fragmentation_chart, instance_chart, throughput_chart};
+use sessions::sessions_chart;
 use style::*;
 use timeline::timeline_chart;
 
@@ -128,6 +131,9 @@ pub enum Chart {
     /// RDMA writes per request and transfer time by when the transfer started: the decay a
     /// fragmenting KV free list causes.
     Fragmentation,
+    /// Mean prompt per turn index, cached and recomputed, with the hit share: only in runs
+    /// with sessions ([`Chart::for_summary`]), so other runs keep their files.
+    Sessions,
 }
 
 impl Chart {
@@ -144,6 +150,19 @@ impl Chart {
         Chart::Fragmentation,
     ];
 
+    /// Charts drawn only when the run has what they show, in file order after [`Chart::ALL`].
+    pub const CONDITIONAL: [Chart; 1] = [Chart::Sessions];
+
+    /// The charts of a run with summary `s`: [`Chart::ALL`], then each of
+    /// [`Chart::CONDITIONAL`] whose data the run has.
+    pub fn for_summary(s: &Summary) -> Vec<Chart> {
+        let mut charts = Chart::ALL.to_vec();
+        if s.sessions.is_some() {
+            charts.push(Chart::Sessions);
+        }
+        charts
+    }
+
     /// File stem under `charts/`.
     pub fn name(self) -> &'static str {
         match self {
@@ -156,6 +175,7 @@ impl Chart {
             Chart::Outcomes => "outcomes",
             Chart::Timeline => "timeline",
             Chart::Fragmentation => "transfer_writes",
+            Chart::Sessions => "sessions",
         }
     }
 
@@ -171,12 +191,16 @@ impl Chart {
             Chart::Outcomes => "Request outcomes",
             Chart::Timeline => "Request timeline (sampled requests)",
             Chart::Fragmentation => "RDMA writes and transfer time per request over the run",
+            Chart::Sessions => "Prompt tokens cached and recomputed by turn",
         }
     }
 
     /// Looks a chart up by its file stem.
     pub fn from_name(name: &str) -> Option<Chart> {
-        Chart::ALL.into_iter().find(|c| c.name() == name)
+        Chart::ALL
+            .into_iter()
+            .chain(Chart::CONDITIONAL)
+            .find(|c| c.name() == name)
     }
 }
 
@@ -187,8 +211,8 @@ pub const MAX_TIMELINE_ROWS: usize = 40;
 /// Instances drawn one line each at most; with more, each pool is drawn as its mean and max.
 pub const MAX_INSTANCE_LINES: usize = 10;
 
-/// Writes `charts/<name>.<ext>` under `dir` for every chart in [`Chart::ALL`] and returns the
-/// paths written, relative to `dir`, in that order.
+/// Writes `charts/<name>.<ext>` under `dir` for every chart of the run
+/// ([`Chart::for_summary`]) and returns the paths written, relative to `dir`, in that order.
 pub fn render_charts(
     input: &ChartInput,
     dir: &Path,
@@ -208,8 +232,9 @@ pub fn render_charts(
         path: charts_dir.clone(),
         source,
     })?;
-    let mut written = Vec::with_capacity(Chart::ALL.len());
-    for chart in Chart::ALL {
+    let charts = Chart::for_summary(input.summary);
+    let mut written = Vec::with_capacity(charts.len());
+    for chart in charts {
         let rel = Path::new("charts").join(format!("{}.{}", chart.name(), format.extension()));
         let path = dir.join(&rel);
         let wrap = |source| IoError {
@@ -314,6 +339,7 @@ fn draw<DB: DrawingBackend>(
         Chart::Outcomes => outcomes_chart(&body, input.summary),
         Chart::Timeline => timeline_chart(&body, input.sample, input.markers),
         Chart::Fragmentation => fragmentation_chart(&body, input.transfer_shape, input.markers),
+        Chart::Sessions => sessions_chart(&body, input.summary.sessions.as_ref()),
     }?;
     root.present()
 }

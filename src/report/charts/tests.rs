@@ -177,6 +177,10 @@ fn promised(chart: Chart) -> Vec<&'static str> {
             "transfer p50",
             "transfer p99",
         ],
+        Chart::Sessions => vec![
+            "turn index (0 = a session's first request)",
+            "mean prompt tokens per request",
+        ],
     };
     if matches!(
         chart,
@@ -635,4 +639,127 @@ fn zero_stretches_of_sparse_lines_are_left_out() {
         .collect();
     assert_eq!(xs, [vec![2.0, 3.0, 4.0], vec![6.0, 7.0, 8.0]]);
     assert!(nonzero_runs(&[(0.0, 0.0), (1.0, 0.0)]).is_empty());
+}
+
+/// Three turn rows: turn 0 recomputes all of 600 tokens, turn 1 finds half of 1,200 cached,
+/// the last row (turns 2 and later) three quarters of 2,000.
+fn with_sessions() -> fixture::Fixture {
+    use crate::metrics::sessions::{SessionSummary, TurnRow};
+    let turn = |turn, and_later, mean: f64, share: f64| TurnRow {
+        turn,
+        and_later,
+        requests: 10,
+        completed: 10,
+        mean_context_tokens: Some(mean),
+        cached_tokens: (10.0 * mean * share) as u64,
+        hit_share: Some(share),
+    };
+    let mut f = synthetic();
+    f.summary.sessions = Some(SessionSummary {
+        started: 10,
+        completed: 10,
+        context_full: 0,
+        failed: 0,
+        cut: 0,
+        turns: 30,
+        truncated_turns: 0,
+        rows_dropped: 0,
+        mean_turns_per_session: Some(3.0),
+        mean_context_tokens: Some(1266.7),
+        prefill_tokens_saved: 21_000,
+        hit_share: Some(0.5526),
+        by_turn: vec![
+            turn(0, false, 600.0, 0.0),
+            turn(1, false, 1200.0, 0.5),
+            turn(2, true, 2000.0, 0.75),
+        ],
+    });
+    f
+}
+
+/// `(y, height)` of every `<rect>` filled with `c`, in document order.
+fn filled_rects(svg: &str, c: RGBColor) -> Vec<(f64, f64)> {
+    let fill = format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2);
+    let attr = |tag: &str, name: &str| -> f64 {
+        let key = format!(" {name}=\"");
+        let i = tag.find(&key).expect("attribute") + key.len();
+        tag[i..i + tag[i..].find('"').unwrap()].parse().unwrap()
+    };
+    svg.split("<rect")
+        .skip(1)
+        .map(|r| &r[..r.find("/>").unwrap()])
+        .filter(|r| r.contains(&fill))
+        .map(|r| (attr(r, "y"), attr(r, "height")))
+        .collect()
+}
+
+#[test]
+fn only_a_run_with_sessions_gets_the_sessions_chart_after_the_others() {
+    let f = with_sessions();
+    let dir = temp_dir("charts-sessions");
+    let paths = render_charts(&f.input("unit-run"), &dir, ImageFormat::Svg).unwrap();
+    assert_eq!(paths.len(), Chart::ALL.len() + 1);
+    assert_eq!(paths.last().unwrap(), &PathBuf::from("charts/sessions.svg"));
+    assert_eq!(Chart::from_name("sessions"), Some(Chart::Sessions));
+    assert_eq!(
+        Chart::for_summary(&synthetic().summary),
+        Chart::ALL.to_vec(),
+        "a run without sessions keeps its nine files"
+    );
+    let _ = fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_sessions_chart_splits_each_turn_by_its_hit_share() {
+    let f = with_sessions();
+    let s = svg(Chart::Sessions, &f);
+    assert_well_formed(&s);
+    assert_texts(
+        Chart::Sessions,
+        &s,
+        &[
+            "turn index (0 = a session's first request)",
+            "mean prompt tokens per request",
+            "0",
+            "1",
+            "2+",
+            "0%",
+            "50%",
+            "75%",
+            "cached (not recomputed)",
+            "recomputed by prefill",
+            "10 sessions, 30 turns",
+            "all turns: 55.3% hit",
+        ],
+    );
+    // One bar per turn (turn 0's cached part has no height), then the legend's swatch.
+    let cached = filled_rects(&s, super::sessions::CACHED);
+    let computed = filled_rects(&s, super::sessions::COMPUTED);
+    assert_eq!(
+        (cached.len(), computed.len()),
+        (4, 4),
+        "{cached:?} {computed:?}"
+    );
+    let px_per_token = computed[0].1 / 600.0;
+    for (i, (mean, share)) in [(600.0, 0.0), (1200.0, 0.5), (2000.0, 0.75)]
+        .iter()
+        .enumerate()
+    {
+        let (c, r) = (cached[i], computed[i]);
+        assert!(
+            (c.1 - mean * share * px_per_token).abs() <= 1.0,
+            "turn {i} cached {c:?}"
+        );
+        assert!(
+            (r.1 - mean * (1.0 - share) * px_per_token).abs() <= 1.0,
+            "turn {i} recomputed {r:?}"
+        );
+        // The recomputed part sits on the cached part.
+        assert!(
+            (r.0 + r.1 - c.0).abs() <= 1.0,
+            "turn {i}: {r:?} not on {c:?}"
+        );
+    }
+    let none = svg(Chart::Sessions, &synthetic());
+    assert!(texts(&none).contains(&"no data: no session turn arrived".to_string()));
 }

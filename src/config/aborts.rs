@@ -66,4 +66,8 @@ pub struct AbortParams {
     pub client_timeout: Option<Deadline>,
     /// What the router does with the decode leg when the prefill leg fails.
     pub propagation: AbortPropagation,
+    /// Whether trace rows give their own deadlines (`timeout_s`), which take the place of
+    /// `client_timeout`'s draw for those rows.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub trace_deadlines: bool,
 }

@@ -594,6 +594,10 @@ pub struct TraceRow {
     /// Its turn in that conversation, from 0 (`turn`, optional even with `session_id`:
     /// file order numbers the turns then).
     pub turn: Option<u32>,
+    /// How long its client waits, ns from its arrival, before it disconnects (`timeout_s`,
+    /// pdsim CSV and Mooncake JSON lines only; `None`: the row gives no deadline, and
+    /// `[workload.client_timeout]`, if set, draws one).
+    pub timeout_ns: Option<u64>,
 }
 
 /// One pass over a trace's rows in file order; an unreadable row is its error message (which
@@ -621,6 +625,9 @@ pub struct TraceSource {
     pub answers: Option<std::sync::Arc<AnswerBlocks>>,
     /// Closed-loop replay of the rows' sessions, when the trace has `session_id`s.
     pub sessions: Option<TraceSessions>,
+    /// Whether some row gives its client's deadline (`timeout_s`): the run then tracks
+    /// client disconnects even without `[workload.client_timeout]`.
+    pub deadlines: bool,
 }
 
 /// How a trace with `session_id`s is replayed (`workload::sessions`).

@@ -1,6 +1,7 @@
 //! `summary.json` `aborts`: client disconnects, where the servers aborted the requests, the
 //! prefill work they wasted, and the pages they held for nothing, per side (present only when
-//! the scenario models aborts: `[workload.client_timeout]` or `router.abort_propagation`).
+//! the scenario models aborts: `[workload.client_timeout]`, `router.abort_propagation`, or a
+//! trace whose rows give `timeout_s`).
 
 use serde::{Deserialize, Serialize};
 

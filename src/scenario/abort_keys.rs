@@ -9,23 +9,33 @@ use crate::config::aborts::{AbortParams, AbortPropagation, Deadline, PROPAGATION
 /// Distributions `workload.client_timeout.dist` accepts.
 const DISTS: [&str; 2] = ["exponential", "lognormal"];
 
-/// The scenario's abort model, `None` when it sets neither key (nothing changes then).
+/// The scenario's abort model, `None` when it sets neither key and its trace (if any) gives
+/// no row a deadline (`trace_deadlines`: some row has `timeout_s`) — nothing changes then.
 pub(super) fn aborts(
     c: &Checker,
     file: &ScenarioFile,
     colocated: bool,
+    trace_deadlines: bool,
 ) -> Result<Option<AbortParams>, ScenarioError> {
     let timeout = file.workload.client_timeout.as_ref();
     let prop = file.router.abort_propagation.as_deref();
-    if timeout.is_none() && prop.is_none() {
+    if timeout.is_none() && prop.is_none() && !trace_deadlines {
         return Ok(None);
     }
     if colocated {
         let key = if timeout.is_some() {
             "workload.client_timeout"
-        } else {
+        } else if prop.is_some() {
             "router.abort_propagation"
+        } else {
+            "workload.trace.path"
         };
+        if key == "workload.trace.path" {
+            return Err(c.err(
+                key,
+                "the trace gives client deadlines (a `timeout_s` column or key), and client disconnects are modelled for PD clusters (prefill and decode pools); this cluster has colocated servers: drop the trace's timeout_s",
+            ));
+        }
         return Err(c.err(
             key,
             "client disconnects and their propagation are modelled for PD clusters (prefill and decode pools); this cluster has colocated servers: remove the key",
@@ -47,6 +57,7 @@ pub(super) fn aborts(
     Ok(Some(AbortParams {
         client_timeout,
         propagation,
+        trace_deadlines,
     }))
 }
 

@@ -348,7 +348,11 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         .iter()
         .any(|p| p.role == crate::config::Role::Colocated);
     let router = sections::router(&c, &file.router, colocated)?;
-    let aborts = abort_keys::aborts(&c, &file, colocated)?;
+    let trace_deadlines = match &workload {
+        Workload::Trace { source } => source.deadlines,
+        _ => false,
+    };
+    let aborts = abort_keys::aborts(&c, &file, colocated, trace_deadlines)?;
     speculative::check_pairs(&c, &pools)?;
     let plans = sections::plans(&c, &pools, sglang.profile)?;
     sections::expect(&c, file.expect.as_ref())?;
@@ -590,7 +594,7 @@ fn trace_workload(
     let (mut count, mut first, mut last) = (0u64, None, 0u64);
     let mut answers = offload.map(|_| trace::answers::AnswerDeriver::default());
     let mut prefixed = false;
-    let (mut sessions, mut max_id) = (false, None::<u64>);
+    let (mut sessions, mut max_id, mut deadlines) = (false, None::<u64>, false);
     for row in trace::TraceReader::open(&path, format)
         .map_err(|e| c.err("workload.trace.path", e.to_string()))?
     {
@@ -602,6 +606,7 @@ fn trace_workload(
         last = row.arrival_ns;
         count += 1;
         sessions |= row.session_id.is_some();
+        deadlines |= row.timeout_ns.is_some();
         if let Some(&m) = row.hash_ids.iter().max() {
             max_id = Some(max_id.map_or(m, |x: u64| x.max(m)));
         }
@@ -701,6 +706,7 @@ fn trace_workload(
             path,
             answers,
             sessions,
+            deadlines,
         },
     })
 }

@@ -91,6 +91,19 @@ impl AbortBook {
     }
 }
 
+/// The run's client deadlines in words, for the summary (`None`: clients wait for ever).
+fn deadline_words(p: &AbortParams) -> Option<String> {
+    let drawn = p.client_timeout.map(describe);
+    if !p.trace_deadlines {
+        return drawn;
+    }
+    let own = "each trace row's timeout_s";
+    Some(match drawn {
+        Some(d) => format!("{own}; rows without one: {d}"),
+        None => format!("{own}; rows without one wait for ever"),
+    })
+}
+
 /// A deadline in words, for the summary.
 fn describe(d: Deadline) -> String {
     match d {
@@ -101,15 +114,19 @@ fn describe(d: Deadline) -> String {
 }
 
 impl World<'_> {
-    /// A request was routed: its client's deadline is drawn and its disconnect scheduled.
-    pub(super) fn abort_arrived(&mut self, r: ReqRef) {
+    /// A request was routed: its client's deadline (`own_wait_ns`, a trace row's `timeout_s`,
+    /// else one drawn from `[workload.client_timeout]`) is set and its disconnect scheduled.
+    pub(super) fn abort_arrived(&mut self, r: ReqRef, own_wait_ns: Option<Nanos>) {
         let Some(book) = self.aborts.as_deref_mut() else {
             return;
         };
         let req = self.reqs.get_mut(r).expect("just routed");
         let mut track = AbortTrack::default();
-        if let Some(s) = book.sampler.as_mut() {
-            let at = req.row.arrival_ns.saturating_add(s.next_wait_ns());
+        // The draw is made even for a row with its own deadline, so the rows without one get
+        // the same draws whichever rows carry theirs.
+        let drawn = book.sampler.as_mut().map(|s| s.next_wait_ns());
+        if let Some(wait) = own_wait_ns.or(drawn) {
+            let at = req.row.arrival_ns.saturating_add(wait);
             track.deadline_ns = Some(at);
             self.q.schedule_at(
                 at,
@@ -270,7 +287,7 @@ impl World<'_> {
         let b = self.aborts.as_deref()?;
         Some(AbortSummary {
             propagation: b.params.propagation.as_str().to_string(),
-            client_timeout: b.params.client_timeout.map(describe),
+            client_timeout: deadline_words(&b.params),
             disconnected: b.disconnected,
             aborted: b.aborted,
             by_stage: AbortStage::ALL

@@ -126,7 +126,7 @@ impl World<'_> {
             nr.hash_ids,
             row,
         ));
-        self.abort_arrived(r);
+        self.abort_arrived(r, nr.client_wait_ns);
         for core in [&mut self.prefills[p].core, &mut self.decodes[d].core] {
             core.outstanding += 1;
             core.tick.arrivals += 1;

@@ -31,6 +31,10 @@ pub struct NewRequest {
     pub answer: Vec<u64>,
     /// Its row in the trace, from 0 (synthetic: its index among first turns).
     pub row: u64,
+    /// Its client's own deadline, ns from arrival (a trace row's `timeout_s`; `None`
+    /// otherwise, and `[workload.client_timeout]`, if set, draws one). Not scaled with the
+    /// trace's `time_scale`: that compresses the gaps between users, not one user's patience.
+    pub client_wait_ns: Option<Nanos>,
 }
 
 /// Where requests come from.
@@ -179,6 +183,7 @@ impl Generator {
                     session: None,
                     answer: Vec::new(),
                     row: self.produced,
+                    client_wait_ns: None,
                 };
                 if let Some(book) = self.sessions.as_mut() {
                     book.start(&mut nr);
@@ -223,6 +228,7 @@ impl Generator {
                     }),
                     answer,
                     row: row_index,
+                    client_wait_ns: row.timeout_ns,
                 }
             }
         };

@@ -470,6 +470,7 @@ impl SessionBook {
                 }),
                 answer,
                 row: tag.session,
+                client_wait_ns: None,
             },
         );
         self.later_turns += 1;
@@ -579,6 +580,7 @@ mod tests {
             session: None,
             answer: Vec::new(),
             row: 0,
+            client_wait_ns: None,
         }
     }
 

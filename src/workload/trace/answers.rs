@@ -239,6 +239,7 @@ mod tests {
             hash_ids: hash_ids.to_vec(),
             session_id: None,
             turn: None,
+            timeout_ns: None,
         }
     }
 

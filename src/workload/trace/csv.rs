@@ -1,6 +1,7 @@
 //! The CSV machinery shared by the Azure, Vidur and pdsim CSV formats ([`CsvFile`]: header,
 //! columns by name, our own line numbers), the streaming row reader over it, and the pdsim
-//! generic CSV's own columns (`arrival_s,input_tokens,output_tokens[,hash_ids]`).
+//! generic CSV's own columns (`arrival_s,input_tokens,output_tokens[,hash_ids]`, and optional
+//! `session_id`, `turn` and `timeout_s` in any of the CSV formats).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -8,8 +9,8 @@ use std::path::{Path, PathBuf};
 use super::error::{TraceError, bad, show};
 use super::fields::{AZURE_COLUMNS, Clock, CsvColumns, VIDUR_COLUMNS};
 use super::fields::{
-    Order, SECONDS_EXPECTED, SESSION_EXPECTED, TOKENS_EXPECTED, TURN_EXPECTED, Turns,
-    check_hash_len, parse_seconds_ns, parse_tokens,
+    Order, SECONDS_EXPECTED, SESSION_EXPECTED, TIMEOUT_EXPECTED, TOKENS_EXPECTED, TURN_EXPECTED,
+    Turns, check_hash_len, parse_seconds_ns, parse_timeout_ns, parse_tokens,
 };
 use super::lines::{CountingReader, LineTooLong, MAX_LINE_BYTES};
 use super::{HASH_BLOCK_TOKENS, TraceFormat, TraceRow, azure};
@@ -205,6 +206,8 @@ pub(super) struct CsvTraceReader<R> {
     /// Optional `session_id` and `turn` columns.
     session_col: Option<usize>,
     turn_col: Option<usize>,
+    /// Optional `timeout_s` column: the client's deadline.
+    timeout_col: Option<usize>,
     turns: Turns,
     rec: csv::ByteRecord,
     order: Order,
@@ -226,6 +229,7 @@ impl<R: Read> CsvTraceReader<R> {
             .and_then(|n| file.optional_column(n).map(|c| (c, n)));
         let session_col = file.optional_column("session_id");
         let turn_col = file.optional_column("turn");
+        let timeout_col = file.optional_column("timeout_s");
         Ok(CsvTraceReader {
             file,
             names,
@@ -235,6 +239,7 @@ impl<R: Read> CsvTraceReader<R> {
             hash_col,
             session_col,
             turn_col,
+            timeout_col,
             turns: Turns::default(),
             rec: csv::ByteRecord::new(),
             order: Order::default(),
@@ -333,6 +338,17 @@ impl<R: Read> CsvTraceReader<R> {
         if let Some(s) = session_id {
             turn = Some(self.turns.check(path, line, s, turn)?);
         }
+        // An empty cell: this client gives no deadline of its own.
+        let mut timeout_ns = None;
+        if let Some(col) = self.timeout_col {
+            let raw = file.field(rec, line, col, "timeout_s")?;
+            if !raw.is_empty() {
+                timeout_ns = Some(
+                    parse_timeout_ns(raw)
+                        .ok_or_else(|| bad(path, line, "timeout_s", raw, TIMEOUT_EXPECTED))?,
+                );
+            }
+        }
         Ok(TraceRow {
             arrival_ns,
             input_tokens,
@@ -340,6 +356,7 @@ impl<R: Read> CsvTraceReader<R> {
             hash_ids,
             session_id,
             turn,
+            timeout_ns,
         })
     }
 }
@@ -410,6 +427,7 @@ mod tests {
             hash_ids: hash_ids.to_vec(),
             session_id: None,
             turn: None,
+            timeout_ns: None,
         };
         assert_eq!(
             rows,

@@ -94,6 +94,22 @@ pub(super) const SESSION_EXPECTED: &str =
 pub(super) const TURN_EXPECTED: &str = "the turn's index in its conversation, an integer from 0";
 pub(super) const SECONDS_EXPECTED: &str = "a number of seconds ≥ 0 (e.g. `12.5`)";
 
+/// What a `timeout_s` must be.
+pub(super) const TIMEOUT_EXPECTED: &str = "the client's wait in seconds from the request's arrival, > 0 and at most 1e9 (e.g. `30`); an empty CSV cell or a JSON `null` for none";
+
+/// A client deadline in decimal seconds → ns, rounded up (a client never leaves before its
+/// request arrived, so 0 and below are refused rather than clamped).
+pub(super) fn parse_timeout_ns(raw: &[u8]) -> Option<u64> {
+    let x: f64 = std::str::from_utf8(raw).ok()?.trim().parse().ok()?;
+    timeout_ns_of(x)
+}
+
+/// [`parse_timeout_ns`] of a number already parsed (JSON).
+pub(super) fn timeout_ns_of(seconds: f64) -> Option<u64> {
+    (seconds > 0.0 && seconds <= crate::vocab::limits::MAX_DURATION_S)
+        .then(|| crate::engine::ns_from_secs_ceil(seconds).max(1))
+}
+
 /// A token count: a decimal integer in `1..=u32::MAX`.
 pub(super) fn parse_tokens(raw: &[u8]) -> Option<u32> {
     std::str::from_utf8(raw)
@@ -190,6 +206,26 @@ mod tests {
         assert_eq!(parse_seconds_ns(b"-0.0"), Some(0));
         for bad in [&b"inf"[..], b"-1", b"1e30", b"", b"1s"] {
             assert_eq!(parse_seconds_ns(bad), None);
+        }
+    }
+
+    #[test]
+    fn timeouts_round_up_and_refuse_what_no_client_waits() {
+        assert_eq!(parse_timeout_ns(b"30"), Some(30_000_000_000));
+        assert_eq!(
+            parse_timeout_ns(b"1e-10"),
+            Some(1),
+            "rounded up to a whole ns"
+        );
+        assert_eq!(parse_timeout_ns(b"0.0000000015"), Some(2));
+        assert_eq!(parse_timeout_ns(b"1e9"), Some(1_000_000_000_000_000_000));
+        for bad in [&b"0"[..], b"-1", b"1e10", b"inf", b"NaN", b"", b"30s"] {
+            assert_eq!(
+                parse_timeout_ns(bad),
+                None,
+                "{:?}",
+                std::str::from_utf8(bad)
+            );
         }
     }
 }

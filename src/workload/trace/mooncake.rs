@@ -1,5 +1,6 @@
 //! Mooncake JSON lines: one object per line with `timestamp` (ms from the trace start),
-//! `input_length`, `output_length` and `hash_ids` (required), read one line at a time.
+//! `input_length`, `output_length` and `hash_ids` (required), and pdsim's optional
+//! `session_id`, `turn` and `timeout_s`, read one line at a time.
 
 use std::fmt;
 use std::io::BufRead;
@@ -12,7 +13,8 @@ use serde_json::Value;
 use super::TraceRow;
 use super::error::{TraceError, bad, show};
 use super::fields::{
-    Order, SESSION_EXPECTED, TOKENS_EXPECTED, TURN_EXPECTED, Turns, check_hash_len, scaled_round,
+    Order, SESSION_EXPECTED, TIMEOUT_EXPECTED, TOKENS_EXPECTED, TURN_EXPECTED, Turns,
+    check_hash_len, scaled_round, timeout_ns_of,
 };
 use super::lines::{LineRead, MAX_LINE_BYTES, read_line_bounded};
 
@@ -29,6 +31,8 @@ struct MooncakeLine {
     session_id: Option<Value>,
     /// Optional: the turn in it, from 0.
     turn: Option<Value>,
+    /// Optional: the client's deadline, seconds from arrival.
+    timeout_s: Option<Value>,
 }
 
 /// `hash_ids` parsed straight into `Vec<u64>` (one allocation per row), or a description of
@@ -302,6 +306,19 @@ fn parse_line(
         Some(s) => Some(turns.check(path, line, s, turn)?),
         None => None,
     };
+    // `null` is a row without a deadline, as an empty CSV cell is.
+    let timeout_ns = match &rec.timeout_s {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_f64().and_then(timeout_ns_of).ok_or_else(|| {
+            bad(
+                path,
+                line,
+                "timeout_s",
+                &json_value_text(v),
+                TIMEOUT_EXPECTED,
+            )
+        })?),
+    };
     Ok(TraceRow {
         arrival_ns,
         input_tokens,
@@ -309,6 +326,7 @@ fn parse_line(
         hash_ids,
         session_id,
         turn,
+        timeout_ns,
     })
 }
 

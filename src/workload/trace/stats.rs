@@ -185,6 +185,7 @@ mod tests {
             hash_ids: vec![],
             session_id: None,
             turn: None,
+            timeout_ns: None,
         };
         let s = trace_stats(&[row(1000, 10, 1), row(2000, 20, 2), row(3000, 30, 3)]);
         assert_eq!((s.rows, s.span_s, s.mean_rate_per_s), (3, 2.0, 1.0));

@@ -4,12 +4,14 @@
 
 mod abort_keys;
 pub mod expect;
+mod fault_keys;
 pub mod file;
 pub mod locate;
 mod parallel;
 mod sections;
 pub mod set;
 mod speculative;
+mod trace_keys;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -17,7 +19,9 @@ use std::path::{Path, PathBuf};
 pub use crate::config::*;
 use crate::engine::{Nanos, ns_from_secs_ceil};
 use crate::spec::{ModelSpec, model};
+use fault_keys::fault;
 pub use file::{ArrivalSection, LengthSection, ScenarioFile};
+use trace_keys::trace_workload;
 
 /// An invalid scenario: where, which key, and what would be valid.
 #[derive(Debug, Clone, PartialEq)]
@@ -560,287 +564,6 @@ fn place(
         }
     }
     Ok(placement)
-}
-
-/// A `[workload.trace]`. With `offload` (the key of a decode pool that offloads to the store),
-/// the checking pass also derives the blocks each row's output completes
-/// ([`crate::workload::trace::answers`]).
-fn trace_workload(
-    c: &Checker,
-    t: &file::TraceSection,
-    offload: Option<&str>,
-) -> Result<Workload, ScenarioError> {
-    use crate::workload::trace;
-    let path = c.resolve_path(&t.path);
-    let format = match &t.format {
-        Some(f) => f.parse::<trace::TraceFormat>().map_err(|_| {
-            c.err(
-                "workload.trace.format",
-                format!("unknown trace format {f:?}; valid: mooncake, azure, vidur, csv (or leave it out to detect)"),
-            )
-        })?,
-        None => trace::detect_format(&path).map_err(|e| c.err("workload.trace.path", e.to_string()))?,
-    };
-    if t.limit == Some(0) {
-        return Err(c.err(
-            "workload.trace.limit",
-            "must be ≥ 1 row (or left out for all rows)",
-        ));
-    }
-    // One pass to check every row and learn the count and the span; nothing is kept, so a
-    // trace of any length costs the memory of one row (with a decode offload, a short list of
-    // ids per row as well). The run reads the rows again.
-    let limit = t.limit.unwrap_or(u64::MAX);
-    let (mut count, mut first, mut last) = (0u64, None, 0u64);
-    let mut answers = offload.map(|_| trace::answers::AnswerDeriver::default());
-    let mut prefixed = false;
-    let (mut sessions, mut max_id, mut deadlines) = (false, None::<u64>, false);
-    for row in trace::TraceReader::open(&path, format)
-        .map_err(|e| c.err("workload.trace.path", e.to_string()))?
-    {
-        if count == limit {
-            break;
-        }
-        let row = row.map_err(|e| c.err("workload.trace.path", e.to_string()))?;
-        first.get_or_insert(row.arrival_ns);
-        last = row.arrival_ns;
-        count += 1;
-        sessions |= row.session_id.is_some();
-        deadlines |= row.timeout_ns.is_some();
-        if let Some(&m) = row.hash_ids.iter().max() {
-            max_id = Some(max_id.map_or(m, |x: u64| x.max(m)));
-        }
-        if let Some(a) = answers.as_mut() {
-            prefixed |= !row.hash_ids.is_empty();
-            a.push(&row);
-        }
-    }
-    let answers = match (answers, offload) {
-        (Some(a), Some(key)) => {
-            if !prefixed {
-                return Err(c.err(
-                    key,
-                    format!(
-                        "needs a trace with prefix ids (hash_ids: Mooncake traces, or pdsim CSV with the column): the store names a block by its prefix, and {} has none",
-                        path.display()
-                    ),
-                ));
-            }
-            Some(std::sync::Arc::new(a.finish().ok_or_else(|| {
-                c.err(
-                    "workload.trace.path",
-                    "block ids reach u64::MAX: no room for the fresh ids of answer blocks no later row names (renumber the hash_ids)",
-                )
-            })?))
-        }
-        _ => None,
-    };
-    let base = first.unwrap_or(0);
-    let scale = match t.rate_per_s {
-        Some(rate) => {
-            if t.time_scale != 1.0 {
-                return Err(c.err(
-                    "workload.trace.rate_per_s",
-                    "give rate_per_s or time_scale, not both",
-                ));
-            }
-            let rate = c.positive("workload.trace.rate_per_s", rate, "requests per second")?;
-            let span = last - base;
-            if count < 2 || span == 0 {
-                return Err(c.err(
-                    "workload.trace.rate_per_s",
-                    "the trace has no time span to rescale (fewer than two distinct arrival times)",
-                ));
-            }
-            let observed = (count - 1) as f64 / (span as f64 / 1e9);
-            observed / rate
-        }
-        None => c.positive(
-            "workload.trace.time_scale",
-            t.time_scale,
-            "a factor on arrival times",
-        )?,
-    };
-    let think_key = "workload.trace.think_time_s";
-    let sessions = match (sessions, t.think_time_s) {
-        (false, Some(_)) => {
-            return Err(c.err(
-                think_key,
-                format!(
-                    "{} has no session_id: think_time_s spaces the turns of a conversation, and this trace has none (add a session_id column or key, or remove think_time_s)",
-                    path.display()
-                ),
-            ));
-        }
-        (false, None) => None,
-        (true, think) => {
-            let think = c.non_negative(think_key, think.unwrap_or(0.0), "seconds")?;
-            let think = c.within_clock(think_key, think, 1.0, "s")?;
-            Some(crate::config::TraceSessions {
-                think_ns: crate::engine::ns_from_secs_ceil(think),
-                first_fresh_id: match max_id {
-                    None => 0,
-                    Some(m) => m.checked_add(1).ok_or_else(|| {
-                        c.err(
-                            "workload.trace.path",
-                            "block ids reach u64::MAX: no room for the ids a session replay gives rows without hash_ids (renumber the hash_ids)",
-                        )
-                    })?,
-                },
-            })
-        }
-    };
-    let open_path = path.clone();
-    let open = move || -> crate::config::TraceRows {
-        match trace::TraceReader::open(&open_path, format) {
-            Ok(reader) => Box::new(reader.map(|row| row.map_err(|e| e.to_string()))),
-            Err(e) => Box::new(std::iter::once(Err(e.to_string()))),
-        }
-    };
-    Ok(Workload::Trace {
-        source: crate::config::TraceSource {
-            open: std::sync::Arc::new(open),
-            rows: count,
-            base_ns: base,
-            scale,
-            path,
-            answers,
-            sessions,
-            deadlines,
-        },
-    })
-}
-
-fn fault(
-    c: &Checker,
-    i: usize,
-    f: &file::FaultSection,
-    pools: &[Pool],
-    fabric: &crate::config::FabricConfig,
-) -> Result<FaultSpec, ScenarioError> {
-    use crate::fabric::{Fault, Link, NicId};
-    let key = |k: &str| format!("faults[{i}].{k}");
-    let at_s = c.duration(&key("at_s"), f.at_s, true)?;
-    // Names are parsed and range-checked by the fabric's own name type, against this
-    // scenario's topology: a switch or node the fabric does not have is an error here, not later.
-    let bounds = crate::fabric::NameBounds::of(&fabric.topology);
-    let nic = |name: &Option<String>, k: &str| -> Result<NicId, ScenarioError> {
-        let name = name.as_deref().ok_or_else(|| {
-            c.err(
-                &key(k),
-                format!("{} needs {k} = \"node<N>.nic<I>\"", f.kind),
-            )
-        })?;
-        bounds
-            .parse_nic(name)
-            .map_err(|e| c.err(&key(k), e.to_string()))
-    };
-    let link = || -> Result<Link, ScenarioError> {
-        let name = f.link.as_deref().ok_or_else(|| {
-            c.err(&key("link"), format!("{} needs link = \"node<N>.nic<I>.tx|rx\", \"node<N>.gpu<G>.nvlink_tx|nvlink_rx\" or \"switch<S>.up|down\"", f.kind))
-        })?;
-        bounds
-            .parse_link(name)
-            .map_err(|e| c.err(&key("link"), e.to_string()))
-    };
-    use file::FaultKind;
-    let action = match f.kind {
-        FaultKind::LinkDown => FaultAction::Fabric(Fault::LinkDown(link()?)),
-        FaultKind::LinkUp => FaultAction::Fabric(Fault::LinkUp(link()?)),
-        FaultKind::LinkDegraded => {
-            let fr = f.fraction.ok_or_else(|| {
-                c.err(
-                    &key("fraction"),
-                    "link_degraded needs fraction = <share of capacity left, in (0, 1]>",
-                )
-            })?;
-            if !(fr > 0.0 && fr <= 1.0) {
-                return Err(c.err(&key("fraction"), format!("must be in (0, 1], got {fr}")));
-            }
-            FaultAction::Fabric(Fault::Degrade {
-                link: link()?,
-                fraction: fr,
-            })
-        }
-        FaultKind::PacketLoss => {
-            let r = f.rate.ok_or_else(|| {
-                c.err(
-                    &key("rate"),
-                    "packet_loss needs rate = <loss rate in [0, 1)>",
-                )
-            })?;
-            if !(0.0..1.0).contains(&r) {
-                return Err(c.err(&key("rate"), format!("must be in [0, 1), got {r}")));
-            }
-            FaultAction::Fabric(Fault::Loss {
-                link: link()?,
-                rate: r,
-            })
-        }
-        FaultKind::NicDown => FaultAction::Fabric(Fault::NicDown(nic(&f.nic, "nic")?)),
-        FaultKind::NicUp => FaultAction::Fabric(Fault::NicUp(nic(&f.nic, "nic")?)),
-        FaultKind::NicFlap => {
-            let d = f.duration_s.ok_or_else(|| {
-                c.err(
-                    &key("duration_s"),
-                    "nic_flap needs duration_s = <seconds down>",
-                )
-            })?;
-            let d = c.duration(&key("duration_s"), d, false)?;
-            FaultAction::Fabric(Fault::NicFlap {
-                nic: nic(&f.nic, "nic")?,
-                down_ns: ns_from_secs_ceil(d),
-            })
-        }
-        FaultKind::InstanceCrash => {
-            let pool = f.pool.as_deref().ok_or_else(|| c.err(&key("pool"), "instance_crash needs pool = \"<pool name>\" (and instance = <index>, default 0)"))?;
-            let (pi, p) = pools
-                .iter()
-                .enumerate()
-                .find(|(_, p)| p.name == pool)
-                .ok_or_else(|| {
-                    c.err(
-                        &key("pool"),
-                        format!(
-                            "no pool named {pool:?}; pools: {}",
-                            pools
-                                .iter()
-                                .map(|p| p.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )
-                })?;
-            let k = f.instance.unwrap_or(0);
-            if k >= p.servers() {
-                return Err(c.err(
-                    &key("instance"),
-                    format!(
-                        "pool {pool:?} has {} instance(s); use 0..{}",
-                        p.servers(),
-                        p.servers()
-                    ),
-                ));
-            }
-            let first: u32 = pools[..pi].iter().map(|p| p.servers()).sum();
-            let restart_ns = match f.restart_after_s {
-                Some(r) => Some(ns_from_secs_ceil(c.duration(
-                    &key("restart_after_s"),
-                    r,
-                    false,
-                )?)),
-                None => None,
-            };
-            FaultAction::Crash {
-                instance: crate::vocab::ids::InstanceId(first + k),
-                restart_ns,
-            }
-        }
-    };
-    Ok(FaultSpec {
-        at_ns: ns_from_secs_ceil(at_s),
-        action,
-    })
 }
 
 /// `v` for a message: scientific notation when it is very large or very small.

@@ -161,12 +161,40 @@ impl PageAllocator {
         true
     }
 
+    /// Returns one page to the pool, as `free(&[page])` does: decode gives its grown pages
+    /// back one at a time (`Store::shrink`), where the run detection of [`Self::free`] would
+    /// cost more than the page.
+    #[inline]
+    pub fn free_page(&mut self, page: u32) {
+        if self.sort {
+            let (w, bit) = (page as usize / 64, 1u64 << (page % 64));
+            debug_assert!(self.release[w] & bit == 0, "double free of KV pages");
+            self.release[w] |= bit;
+            self.released += 1;
+        } else {
+            self.free.push(page);
+        }
+    }
+
     /// Returns `pages` to the pool: to the release list (sorted), or to the front of the free
     /// list in ascending order (unsorted: sglang frees `torch.unique(indices // page_size)`).
     pub fn free(&mut self, pages: &[u32]) {
         if self.sort {
-            // A request's pages are mostly runs of consecutive ids (the sorted policy hands
-            // them out so): each run is set word by word.
+            // A request's pages are mostly one run of consecutive ids (the sorted policy
+            // hands them out so). The test is a branch-free fold, which the compiler turns
+            // into SIMD; a run is then set word by word, not page by page.
+            if let Some(&lo) = pages.first() {
+                let off = pages
+                    .iter()
+                    .zip(lo..)
+                    .fold(0u32, |acc, (&p, want)| acc | (p ^ want));
+                if off == 0 {
+                    self.release_run(lo, lo + pages.len() as u32);
+                    self.released += pages.len() as u32;
+                    return;
+                }
+            }
+            // Otherwise each run of consecutive ids is set on its own.
             let mut i = 0;
             while i < pages.len() {
                 let lo = pages[i];
@@ -343,7 +371,12 @@ mod tests {
                         let len = held[h].len();
                         if len > 0 {
                             let p = held[h].remove(k % len);
-                            a.free(&[p]);
+                            // Both single-page paths must give back the same ids.
+                            if k % 2 == 0 {
+                                a.free_page(p);
+                            } else {
+                                a.free(&[p]);
+                            }
                             r.free(&[p]);
                         }
                     }
@@ -551,7 +584,7 @@ impl Store {
                 // `(n − 1) · ⌊len / n⌋ < len`, and each removal leaves every later index in range.
                 for k in 0..n {
                     let p = grown.swap_remove(len - 1 - k * stride);
-                    pages.free(&[p]);
+                    pages.free_page(p);
                 }
             }
             Store::Oracle { used, .. } => *used -= n,

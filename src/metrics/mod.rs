@@ -350,58 +350,10 @@ impl Collector {
         self.rdma_writes += row.rdma_writes;
         self.transfer_shape.record(row);
         match row.outcome {
-            Outcome::Completed | Outcome::Corrupted => {
-                if row.outcome == Outcome::Completed {
-                    self.counts.completed += 1;
-                } else {
-                    self.counts.corrupted += 1;
-                }
-                self.tokens_in += u64::from(row.input_tokens);
-                self.tokens_out += u64::from(row.output_tokens);
-                let ft = row
-                    .first_token_ns
-                    .expect("a finished request has a first token");
-                let fin = row.finish_ns.expect("a finished request has a finish time");
-                let ttft = ft - row.arrival_ns;
-                self.ttft.record(ttft);
-                self.e2e.record(fin - row.arrival_ns);
-                let tpot =
-                    (row.output_tokens > 1).then(|| (fin - ft) / u64::from(row.output_tokens - 1));
-                if let Some(t) = tpot {
-                    self.tpot.record(t);
-                }
-                let in_window = self.in_window(fin);
-                if in_window {
-                    self.window.finished += 1;
-                }
-                // A corrupted request decoded from bytes that were not its own: whatever its
-                // latency, it met no SLO (docs/architecture.md §3).
-                if row.outcome == Outcome::Completed {
-                    self.ttft_completed.record(ttft);
-                    match tpot {
-                        Some(t) => self.tpot_completed.record(t),
-                        None => self.one_token_completed += 1,
-                    }
-                    let ok_ttft = slo.0.is_none_or(|s| ttft <= s);
-                    let ok_tpot = slo.1.is_none_or(|s| tpot.is_none_or(|t| t <= s));
-                    if let Some(w) = &mut self.slo_watch {
-                        w.completed(ttft, tpot, ok_ttft && ok_tpot);
-                    }
-                    if ok_ttft && ok_tpot {
-                        self.slo_met += 1;
-                        if in_window {
-                            self.window.slo_met += 1;
-                        }
-                    }
-                } else if let Some(w) = &mut self.slo_watch {
-                    w.not_completed();
-                }
-            }
+            Outcome::Completed | Outcome::Corrupted => self.count_answered(row, slo),
             Outcome::Failed => {
                 self.counts.failed += 1;
-                if let Some(w) = &mut self.slo_watch {
-                    w.not_completed();
-                }
+                self.not_completed();
                 let kind = row.error_kind.expect("a failed request has an error kind");
                 let e = self
                     .errors
@@ -411,17 +363,84 @@ impl Collector {
             }
             Outcome::Aborted => {
                 self.counts.aborted += 1;
-                if let Some(w) = &mut self.slo_watch {
-                    w.not_completed();
-                }
+                self.not_completed();
             }
             Outcome::Unfinished => {
                 self.counts.unfinished += 1;
-                if let Some(w) = &mut self.slo_watch {
-                    w.not_completed();
-                }
+                self.not_completed();
             }
         }
+        self.record_stages(row);
+        if !sink.wants_rows() {
+            // Nothing is written, so nothing waits for id order.
+            return Ok(());
+        }
+        self.stream_in_order(row, sink)
+    }
+
+    /// A request that did not complete, for the SLO watch.
+    #[inline]
+    fn not_completed(&mut self) {
+        if let Some(w) = &mut self.slo_watch {
+            w.not_completed();
+        }
+    }
+
+    /// A request whose client got an answer (completed, or corrupted): tokens, latencies, and
+    /// for a completed one its SLO verdict.
+    // One call site on the per-request path: split for reading, inlined as it was.
+    #[inline(always)]
+    fn count_answered(&mut self, row: &RequestRow, slo: (Option<Nanos>, Option<Nanos>)) {
+        if row.outcome == Outcome::Completed {
+            self.counts.completed += 1;
+        } else {
+            self.counts.corrupted += 1;
+        }
+        self.tokens_in += u64::from(row.input_tokens);
+        self.tokens_out += u64::from(row.output_tokens);
+        let ft = row
+            .first_token_ns
+            .expect("a finished request has a first token");
+        let fin = row.finish_ns.expect("a finished request has a finish time");
+        let ttft = ft - row.arrival_ns;
+        self.ttft.record(ttft);
+        self.e2e.record(fin - row.arrival_ns);
+        let tpot = (row.output_tokens > 1).then(|| (fin - ft) / u64::from(row.output_tokens - 1));
+        if let Some(t) = tpot {
+            self.tpot.record(t);
+        }
+        let in_window = self.in_window(fin);
+        if in_window {
+            self.window.finished += 1;
+        }
+        // A corrupted request decoded from bytes that were not its own: whatever its
+        // latency, it met no SLO (docs/architecture.md §3).
+        if row.outcome != Outcome::Completed {
+            self.not_completed();
+            return;
+        }
+        self.ttft_completed.record(ttft);
+        match tpot {
+            Some(t) => self.tpot_completed.record(t),
+            None => self.one_token_completed += 1,
+        }
+        let ok_ttft = slo.0.is_none_or(|s| ttft <= s);
+        let ok_tpot = slo.1.is_none_or(|s| tpot.is_none_or(|t| t <= s));
+        if let Some(w) = &mut self.slo_watch {
+            w.completed(ttft, tpot, ok_ttft && ok_tpot);
+        }
+        if ok_ttft && ok_tpot {
+            self.slo_met += 1;
+            if in_window {
+                self.window.slo_met += 1;
+            }
+        }
+    }
+
+    /// The stage histograms: queue, bootstrap, decode queue, transfer.
+    // One call site on the per-request path: split for reading, inlined as it was.
+    #[inline(always)]
+    fn record_stages(&mut self, row: &RequestRow) {
         if let (Some(q), Some(s)) = (row.prefill_queued_ns, row.prefill_start_ns) {
             self.queue.record(s - q);
         }
@@ -442,10 +461,11 @@ impl Collector {
         if let (Some(a), Some(b)) = (row.transfer_start_ns, row.transfer_end_ns) {
             self.transfer.record(b - a);
         }
-        if !sink.wants_rows() {
-            // Nothing is written, so nothing waits for id order.
-            return Ok(());
-        }
+    }
+
+    /// Writes `row` to `sink` if every earlier id is written, then every held row it was
+    /// holding back; else holds it.
+    fn stream_in_order(&mut self, row: &RequestRow, sink: &mut dyn Sink) -> std::io::Result<()> {
         let k = usize::try_from(row.id - self.next_id).expect("a row's id is ahead of the stream");
         if k > 0 {
             // Ahead of an earlier request: held until that one is written.

@@ -1,4 +1,4 @@
-//! 10. Sessions (runs with `[workload.sessions]` or a session trace only): one bar per turn
+//! The sessions chart (runs with `[workload.sessions]` or a session trace only): one bar per turn
 //! index, the mean prompt split into its cached part and the part prefill recomputed, the hit
 //! share written above it. It tells the multi-turn story at a glance: turn 0 recomputes
 //! everything, later turns find most of their growing context in the cache tiers.

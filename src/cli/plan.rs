@@ -1,6 +1,7 @@
 //! `pdsim plan SCENARIO.toml (--rate R | --max-rate) --vary ... [--seeds N] [--jobs N] [--out DIR]`
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Args;
@@ -11,8 +12,9 @@ use super::sweep::{
     SWEEP_FILES, durable_rows, grid_of, jobs_of, note, open_journal, write, write_sweep,
 };
 use crate::plan::journal::Journal;
-use crate::plan::search::{self, MAX_PLAN_RATE, MaxRateRow, PlanAnswer, RateSearch};
-use crate::plan::{self, Base, Manifest, SweepRow};
+use crate::plan::search::{self, MAX_PLAN_RATE, MaxRateRow, PlanAnswer, PointVerdict, RateSearch};
+use crate::plan::{self, Base, Grid, Manifest, SweepRow};
+use crate::scenario::Scenario;
 
 /// Arguments of `pdsim plan`.
 #[derive(Args, Debug, Clone)]
@@ -77,14 +79,7 @@ pub fn run_base(args: &PlanArgs, base: Base, started: Instant) -> Result<(), Cli
     let key = search::rate_key(&base)?;
     let mut fixed = args.sets.clone();
     if let Some(r) = args.rate {
-        if !(r.is_finite() && r > 0.0 && r <= MAX_PLAN_RATE) {
-            return Err(CliError::flag(
-                "--rate",
-                format!(
-                    "--rate {r}: must be a positive number of requests per second, at most {MAX_PLAN_RATE:e} ({key}: one arrival per nanosecond, the simulated clock's resolution)"
-                ),
-            ));
-        }
+        check_rate(r, key)?;
         fixed.push(format!("{key}={}", search::rate_value(r)));
     }
     let (grid, sc) = grid_of(
@@ -100,14 +95,7 @@ pub fn run_base(args: &PlanArgs, base: Base, started: Instant) -> Result<(), Cli
             note(&format!("warning: {n}"));
         }
     }
-    if !sc.slo.any() {
-        return Err(CliError::Scenario(crate::scenario::ScenarioError {
-            file: args.scenario.clone(),
-            line: None,
-            key: "slo".into(),
-            message: "[slo] sets no target to plan for; add e.g. ttft_p99_ms = 2000 and tpot_p99_ms = 100 (or attainment_min with ttft_ms/tpot_ms)".into(),
-        }));
-    }
+    require_slo(args, &sc)?;
     let jobs = jobs_of(args.jobs)?;
     let dir = args
         .out
@@ -126,70 +114,14 @@ pub fn run_base(args: &PlanArgs, base: Base, started: Instant) -> Result<(), Cli
     }
     let rate = args.rate.expect("clap requires --rate without --max-rate");
     let early = !args.no_early_stop;
-    // Early-stopped rows differ from whole runs beyond the verdict: a resume must not mix them.
-    let question = format!(
-        "plan --rate {}{}",
-        search::rate_value(rate),
-        if early { "" } else { " --no-early-stop" }
-    );
-    // Rows are pure functions of the grid and their index, so the journal is the same whether
-    // the grid is searched or run whole: a resumed plan may switch between the two.
-    let (indexed, past) = if args.full_grid {
-        let all: Vec<usize> = (0..grid.rows()).collect();
-        let rows = durable_rows(&out, &base, &m, &all, jobs, args.resume, &question, early)?;
-        plan::all_infeasible(&rows)?;
-        (all.into_iter().zip(rows).collect::<Vec<_>>(), 0)
-    } else {
-        let (journal, done) = open_journal(&out, &m, &[], args.resume, &question)?;
-        let run_row = |i: usize| -> Result<SweepRow, plan::PlanError> {
-            if let Some(r) = done.get(&i) {
-                return Ok(r.clone());
-            }
-            let row = plan::run_row_until(&base, &grid, i, early)?;
-            journal.record(i, &plan::sweep_csv(&grid, &[(i, row.clone())])?)?;
-            Ok(row)
-        };
-        search::cheapest_first(&base, &grid, jobs, &run_row)?
-    };
+    let (indexed, past) = rate_rows(args, &base, &m, &out, jobs, rate, early)?;
     let stage = out.staging().to_path_buf();
     let vs = search::verdicts(&grid, &indexed);
     let best = search::cheapest(&vs).cloned();
-    let mut best_toml = None;
-    let mut launch = None;
-    let mut kubernetes = None;
-    let mut planned = None;
-    if let Some(b) = &best {
-        let mut sets = grid.fixed.clone();
-        sets.extend(b.values.iter().map(|(k, v)| format!("{k}={v}")));
-        let chosen: String = b
-            .values
-            .iter()
-            .map(|(k, v)| format!("#   {k} = {v}\n"))
-            .collect();
-        let header = format!(
-            "# Written by `pdsim plan --rate {rate}` from {}: the cheapest grid point ({} GPUs on {} nodes, {} billed)\n# that met [slo] on seeds {:?}. Chosen values:\n{chosen}# Relative paths are relative to this file.\n\n",
-            args.scenario.display(),
-            b.gpus.unwrap_or(0),
-            b.nodes.unwrap_or(0),
-            b.billed_gpus.unwrap_or(0),
-            grid.seeds
-        );
-        let text = search::best_toml(&base, &sets, &dir, &header)?;
-        write(&stage, "best.toml", text.as_bytes())?;
-        best_toml = Some("best.toml".to_string());
-        // The deployment of that point: what was simulated is what is launched.
-        let sc = crate::scenario::from_str(&text, &dir.join("best.toml"), &[])?;
-        let lines = crate::plan::launch::launch_text(&sc);
-        write(&stage, "launch.txt", lines.as_bytes())?;
-        launch = Some("launch.txt".to_string());
-        write(
-            &stage,
-            "k8s.yaml",
-            crate::plan::k8s::k8s_yaml(&sc).as_bytes(),
-        )?;
-        kubernetes = Some("k8s.yaml".to_string());
-        planned = Some(sc);
-    }
+    let files = match &best {
+        Some(b) => write_best(args, &base, &grid, b, rate, &dir, &stage)?,
+        None => BestFiles::default(),
+    };
     let stopped = indexed
         .iter()
         .filter(|r| r.1.stopped_early_at_s.is_some())
@@ -214,14 +146,15 @@ pub fn run_base(args: &PlanArgs, base: Base, started: Instant) -> Result<(), Cli
         grid_runs: grid.rows(),
         points_meeting_slo: vs.iter().filter(|v| v.meets_slo).count(),
         best: best.clone(),
-        best_toml,
-        launch,
-        kubernetes,
+        best_toml: files.best_toml,
+        launch: files.launch,
+        kubernetes: files.kubernetes,
     };
     let context = crate::plan::report::PlanContext {
         answer: &answer,
         gpus_per_node: sc.gpus_per_node,
-        placement: planned
+        placement: files
+            .planned
             .as_ref()
             .map(|p| crate::plan::launch::nodes_comment(p, &p.placement)),
     };
@@ -230,58 +163,208 @@ pub fn run_base(args: &PlanArgs, base: Base, started: Instant) -> Result<(), Cli
     write(&stage, "plan.json", json.as_bytes())?;
     out.install(&["sweep.json", "plan.json"])?;
     if !args.quiet {
-        let head = match &best {
-            Some(b) => format!(
-                "cheapest point meeting [slo] at {rate} req/s on {} seeds: {} — {} GPUs on {} node{}{}{}",
-                grid.seeds.len(),
-                b.values
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                b.gpus.unwrap_or(0),
-                b.nodes.unwrap_or(0),
-                if b.nodes == Some(1) { "" } else { "s" },
-                match (b.idle_gpus, sc.billing) {
-                    (Some(0) | None, _) => String::new(),
-                    (Some(i), crate::config::Billing::Node) => {
-                        format!(" ({i} idle, billed: hardware.billing = \"node\")")
-                    }
-                    (Some(i), crate::config::Billing::Gpu) => format!(" ({i} idle, not billed)"),
-                },
-                b.usd_per_hour
-                    .map_or(String::new(), |c| format!(", ${c:.2}/hour"))
-            ),
-            None => format!("no grid point meets [slo] at {rate} req/s on every seed"),
-        };
-        super::print_out(&format!(
-            "plan: {head}\n  {} of {} points run meet it; {} runs of the grid's {} ({} of {} points{}{}){} in {:.1} s; results in {}\n",
-            answer.points_meeting_slo,
-            answer.points,
-            answer.runs,
-            answer.grid_runs,
-            answer.points,
-            answer.grid_points,
-            if args.full_grid {
-                ""
-            } else {
-                ", cheapest first"
-            },
-            if stopped > 0 {
-                format!("; {stopped} runs stopped once [slo] was lost")
-            } else {
-                String::new()
-            },
-            if past > 0 {
-                format!(" (+{past} past the answer in its batch, not kept)")
-            } else {
-                String::new()
-            },
-            started.elapsed().as_secs_f64(),
-            dir.display()
+        let head = best_line(best.as_ref(), &grid, sc.billing, rate);
+        super::print_out(&rate_summary(
+            args, &answer, &head, stopped, past, started, &dir,
         ))?;
     }
     Ok(())
+}
+
+/// A plan needs a target: the scenario's `[slo]` sets at least one bound.
+fn require_slo(args: &PlanArgs, sc: &Scenario) -> Result<(), CliError> {
+    if !sc.slo.any() {
+        return Err(CliError::Scenario(crate::scenario::ScenarioError {
+            file: args.scenario.clone(),
+            line: None,
+            key: "slo".into(),
+            message: "[slo] sets no target to plan for; add e.g. ttft_p99_ms = 2000 and tpot_p99_ms = 100 (or attainment_min with ttft_ms/tpot_ms)".into(),
+        }));
+    }
+    Ok(())
+}
+
+/// `--rate r` is a rate the simulated clock can express: positive and at most
+/// [`MAX_PLAN_RATE`] requests/s (one arrival per nanosecond on `key`).
+fn check_rate(r: f64, key: &str) -> Result<(), CliError> {
+    if !(r.is_finite() && r > 0.0 && r <= MAX_PLAN_RATE) {
+        return Err(CliError::flag(
+            "--rate",
+            format!(
+                "--rate {r}: must be a positive number of requests per second, at most {MAX_PLAN_RATE:e} ({key}: one arrival per nanosecond, the simulated clock's resolution)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `--rate` plan's rows (grid index, row), each durable in the journal as it finishes:
+/// the whole grid with `--full-grid`, else cheapest first until the answer is known. The
+/// second value counts the runs finished past the answer in its batch (not kept).
+fn rate_rows(
+    args: &PlanArgs,
+    base: &Base,
+    m: &Manifest,
+    out: &OutDir,
+    jobs: usize,
+    rate: f64,
+    early: bool,
+) -> Result<(Vec<(usize, SweepRow)>, usize), CliError> {
+    let grid = &m.grid;
+    // Early-stopped rows differ from whole runs beyond the verdict: a resume must not mix them.
+    let question = format!(
+        "plan --rate {}{}",
+        search::rate_value(rate),
+        if early { "" } else { " --no-early-stop" }
+    );
+    // Rows are pure functions of the grid and their index, so the journal is the same whether
+    // the grid is searched or run whole: a resumed plan may switch between the two.
+    if args.full_grid {
+        let all: Vec<usize> = (0..grid.rows()).collect();
+        let rows = durable_rows(out, base, m, &all, jobs, args.resume, &question, early)?;
+        plan::all_infeasible(&rows)?;
+        return Ok((all.into_iter().zip(rows).collect::<Vec<_>>(), 0));
+    }
+    let (journal, done) = open_journal(out, m, &[], args.resume, &question)?;
+    let run_row = |i: usize| -> Result<SweepRow, plan::PlanError> {
+        if let Some(r) = done.get(&i) {
+            return Ok(r.clone());
+        }
+        let row = plan::run_row_until(base, grid, i, early)?;
+        journal.record(i, &plan::sweep_csv(grid, &[(i, row.clone())])?)?;
+        Ok(row)
+    };
+    Ok(search::cheapest_first(base, grid, jobs, &run_row)?)
+}
+
+/// The files written for the `--rate` answer's point, as `plan.json` names them (`None`
+/// when no point meets `[slo]`).
+#[derive(Default)]
+struct BestFiles {
+    best_toml: Option<String>,
+    launch: Option<String>,
+    kubernetes: Option<String>,
+    /// `best.toml` read back: the deployment launched is the one simulated.
+    planned: Option<Scenario>,
+}
+
+/// Writes the chosen point `b` into `stage`: `best.toml` (the user's file with the chosen
+/// values set), and from it `launch.txt` and `k8s.yaml`.
+fn write_best(
+    args: &PlanArgs,
+    base: &Base,
+    grid: &Grid,
+    b: &PointVerdict,
+    rate: f64,
+    dir: &Path,
+    stage: &Path,
+) -> Result<BestFiles, CliError> {
+    let mut sets = grid.fixed.clone();
+    sets.extend(b.values.iter().map(|(k, v)| format!("{k}={v}")));
+    let chosen: String = b
+        .values
+        .iter()
+        .map(|(k, v)| format!("#   {k} = {v}\n"))
+        .collect();
+    let header = format!(
+        "# Written by `pdsim plan --rate {rate}` from {}: the cheapest grid point ({} GPUs on {} nodes, {} billed)\n# that met [slo] on seeds {:?}. Chosen values:\n{chosen}# Relative paths are relative to this file.\n\n",
+        args.scenario.display(),
+        b.gpus.unwrap_or(0),
+        b.nodes.unwrap_or(0),
+        b.billed_gpus.unwrap_or(0),
+        grid.seeds
+    );
+    let text = search::best_toml(base, &sets, dir, &header)?;
+    write(stage, "best.toml", text.as_bytes())?;
+    // The deployment of that point: what was simulated is what is launched.
+    let sc = crate::scenario::from_str(&text, &dir.join("best.toml"), &[])?;
+    let lines = crate::plan::launch::launch_text(&sc);
+    write(stage, "launch.txt", lines.as_bytes())?;
+    write(
+        stage,
+        "k8s.yaml",
+        crate::plan::k8s::k8s_yaml(&sc).as_bytes(),
+    )?;
+    Ok(BestFiles {
+        best_toml: Some("best.toml".to_string()),
+        launch: Some("launch.txt".to_string()),
+        kubernetes: Some("k8s.yaml".to_string()),
+        planned: Some(sc),
+    })
+}
+
+/// The `--rate` answer in one line: the chosen point, its GPUs, nodes, idle GPUs (billed or
+/// not under `billing`) and price, or that no point meets `[slo]`.
+fn best_line(
+    best: Option<&PointVerdict>,
+    grid: &Grid,
+    billing: crate::config::Billing,
+    rate: f64,
+) -> String {
+    let Some(b) = best else {
+        return format!("no grid point meets [slo] at {rate} req/s on every seed");
+    };
+    format!(
+        "cheapest point meeting [slo] at {rate} req/s on {} seeds: {} — {} GPUs on {} node{}{}{}",
+        grid.seeds.len(),
+        b.values
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        b.gpus.unwrap_or(0),
+        b.nodes.unwrap_or(0),
+        if b.nodes == Some(1) { "" } else { "s" },
+        match (b.idle_gpus, billing) {
+            (Some(0) | None, _) => String::new(),
+            (Some(i), crate::config::Billing::Node) => {
+                format!(" ({i} idle, billed: hardware.billing = \"node\")")
+            }
+            (Some(i), crate::config::Billing::Gpu) => format!(" ({i} idle, not billed)"),
+        },
+        b.usd_per_hour
+            .map_or(String::new(), |c| format!(", ${c:.2}/hour"))
+    )
+}
+
+/// What `pdsim plan --rate` prints: `head` (from [`best_line`]), then how much of the grid
+/// was run to find it, how long it took (wall-clock s since `started`) and where the results
+/// are.
+fn rate_summary(
+    args: &PlanArgs,
+    answer: &PlanAnswer,
+    head: &str,
+    stopped: usize,
+    past: usize,
+    started: Instant,
+    dir: &Path,
+) -> String {
+    format!(
+        "plan: {head}\n  {} of {} points run meet it; {} runs of the grid's {} ({} of {} points{}{}){} in {:.1} s; results in {}\n",
+        answer.points_meeting_slo,
+        answer.points,
+        answer.runs,
+        answer.grid_runs,
+        answer.points,
+        answer.grid_points,
+        if args.full_grid {
+            ""
+        } else {
+            ", cheapest first"
+        },
+        if stopped > 0 {
+            format!("; {stopped} runs stopped once [slo] was lost")
+        } else {
+            String::new()
+        },
+        if past > 0 {
+            format!(" (+{past} past the answer in its batch, not kept)")
+        } else {
+            String::new()
+        },
+        started.elapsed().as_secs_f64(),
+        dir.display()
+    )
 }
 
 /// `pdsim plan --max-rate`: every point's highest rate meeting `[slo]` → `plan.csv` (in
@@ -291,7 +374,7 @@ fn max_rate(
     args: &PlanArgs,
     base: &Base,
     m: &Manifest,
-    sc: &crate::scenario::Scenario,
+    sc: &Scenario,
     key: &str,
     jobs: usize,
     out: &OutDir,
@@ -327,40 +410,11 @@ fn max_rate(
     );
     let identity = serde_json::to_string_pretty(&(m, &question)).expect("a manifest serializes");
     let (journal, continued) = Journal::open(out.staging(), &identity, args.resume)?;
-    let mut done = std::collections::BTreeMap::new();
-    if continued {
-        let (good, bad) = journal.recorded()?;
-        for (p, bytes) in good {
-            let name = out
-                .staging()
-                .join(plan::journal::POINTS)
-                .join(p.to_string());
-            match search::parse_plan_csv(&name, &bytes, grid.axes.len()) {
-                Ok(mut r)
-                    if r.len() == 1
-                        && p < grid.points()
-                        && r[0].0.iter().map(String::as_str).eq(grid.values_of(p)) =>
-                {
-                    done.insert(p, r.remove(0).1);
-                }
-                _ => note(&format!(
-                    "a damaged point file: point {p} is searched again"
-                )),
-            }
-        }
-        for p in bad {
-            note(&format!(
-                "{}: damaged (checksum); that point is searched again",
-                p.display()
-            ));
-        }
-        note(&format!(
-            "resuming {}: {} of {} points already searched",
-            out.dir().display(),
-            done.len(),
-            grid.points()
-        ));
-    }
+    let done = if continued {
+        searched_points(&journal, out, grid)?
+    } else {
+        BTreeMap::new()
+    };
     super::signals::on_interrupt(&format!(
         "pdsim: interrupted; the points searched are kept in {}. Continue with:\n  {}",
         out.dir().display(),
@@ -392,51 +446,106 @@ fn max_rate(
         out.dir().display()
     );
     for (p, r) in rows.iter().enumerate() {
-        let vals: Vec<String> = grid
-            .axes
-            .iter()
-            .zip(grid.values_of(p))
-            .map(|(a, v)| format!("{}={v}", a.key))
-            .collect();
-        let rate = match (r.max_rate_per_s, r.max_rate_is_lower_bound) {
-            _ if r.error.is_some() => format!(
-                "not a valid scenario: {}",
-                r.error.as_deref().unwrap_or_default()
-            ),
-            (None, _) => format!(
-                "misses [slo] even at {} req/s, the ladder's lowest rate",
-                search::rate_value(answer.lowest_rate_per_s)
-            ),
-            (Some(v), true) => format!(
-                "≥ {v:.2} req/s (a lower bound: no failing rate found up to {v:.2} req/s; the search stops at {MAX_PLAN_RATE:e} req/s or {} rates)",
-                s.max_steps
-            ),
-            (Some(v), false) => format!(
-                "{v:.2} req/s (misses at {:.2})",
-                r.fails_at_rate_per_s.unwrap_or(f64::NAN)
-            ),
-        };
-        let place = match (r.gpus, r.nodes) {
-            (Some(g), Some(n)) => format!(
-                "{g} GPUs on {n} node{}{}",
-                if n == 1 { "" } else { "s" },
-                match r.idle_gpus {
-                    Some(0) | None => String::new(),
-                    Some(i) => format!(" ({i} idle)"),
-                }
-            ),
-            _ => "—".to_string(),
-        };
-        let mark = if answer.most_per_gpu == Some(p) {
-            "  ← most req/s per billed GPU"
-        } else {
-            ""
-        };
-        text += &format!(
-            "  {} — {place}: {rate}, {} runs{mark}\n",
-            vals.join(" "),
-            r.runs
-        );
+        text += &point_line(grid, &answer, &s, p, r);
     }
     Ok(text)
+}
+
+/// The points a resumed `--max-rate` plan already searched, read back from `journal`: a
+/// damaged or foreign point file is noted and its point searched again.
+fn searched_points(
+    journal: &Journal,
+    out: &OutDir,
+    grid: &Grid,
+) -> Result<BTreeMap<usize, MaxRateRow>, CliError> {
+    let mut done = BTreeMap::new();
+    let (good, bad) = journal.recorded()?;
+    for (p, bytes) in good {
+        let name = out
+            .staging()
+            .join(plan::journal::POINTS)
+            .join(p.to_string());
+        match search::parse_plan_csv(&name, &bytes, grid.axes.len()) {
+            Ok(mut r)
+                if r.len() == 1
+                    && p < grid.points()
+                    && r[0].0.iter().map(String::as_str).eq(grid.values_of(p)) =>
+            {
+                done.insert(p, r.remove(0).1);
+            }
+            _ => note(&format!(
+                "a damaged point file: point {p} is searched again"
+            )),
+        }
+    }
+    for p in bad {
+        note(&format!(
+            "{}: damaged (checksum); that point is searched again",
+            p.display()
+        ));
+    }
+    note(&format!(
+        "resuming {}: {} of {} points already searched",
+        out.dir().display(),
+        done.len(),
+        grid.points()
+    ));
+    Ok(done)
+}
+
+/// One `--max-rate` point as printed: its values, its placement, its highest rate meeting
+/// `[slo]` (or why there is none, or that it is a lower bound), its runs, and a mark on the
+/// point with the most req/s per billed GPU.
+fn point_line(
+    grid: &Grid,
+    answer: &search::MaxRatePlan,
+    s: &RateSearch,
+    p: usize,
+    r: &MaxRateRow,
+) -> String {
+    let vals: Vec<String> = grid
+        .axes
+        .iter()
+        .zip(grid.values_of(p))
+        .map(|(a, v)| format!("{}={v}", a.key))
+        .collect();
+    let rate = match (r.max_rate_per_s, r.max_rate_is_lower_bound) {
+        _ if r.error.is_some() => format!(
+            "not a valid scenario: {}",
+            r.error.as_deref().unwrap_or_default()
+        ),
+        (None, _) => format!(
+            "misses [slo] even at {} req/s, the ladder's lowest rate",
+            search::rate_value(answer.lowest_rate_per_s)
+        ),
+        (Some(v), true) => format!(
+            "≥ {v:.2} req/s (a lower bound: no failing rate found up to {v:.2} req/s; the search stops at {MAX_PLAN_RATE:e} req/s or {} rates)",
+            s.max_steps
+        ),
+        (Some(v), false) => format!(
+            "{v:.2} req/s (misses at {:.2})",
+            r.fails_at_rate_per_s.unwrap_or(f64::NAN)
+        ),
+    };
+    let place = match (r.gpus, r.nodes) {
+        (Some(g), Some(n)) => format!(
+            "{g} GPUs on {n} node{}{}",
+            if n == 1 { "" } else { "s" },
+            match r.idle_gpus {
+                Some(0) | None => String::new(),
+                Some(i) => format!(" ({i} idle)"),
+            }
+        ),
+        _ => "—".to_string(),
+    };
+    let mark = if answer.most_per_gpu == Some(p) {
+        "  ← most req/s per billed GPU"
+    } else {
+        ""
+    };
+    format!(
+        "  {} — {place}: {rate}, {} runs{mark}\n",
+        vals.join(" "),
+        r.runs
+    )
 }

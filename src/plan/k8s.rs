@@ -298,33 +298,7 @@ pub fn manifests(sc: &Scenario) -> (Vec<Y>, Vec<String>) {
     let (mut prefill, mut decode, mut workers) = (Vec::new(), Vec::new(), Vec::new());
     for (i, pool) in sc.pools.iter().enumerate() {
         let lws = dns(&format!("{app}-{}", pool.name), 45);
-        let tp = pool.server.tp_size;
-        // An instance larger than a node takes whole nodes: one pod per node.
-        let size = tp.div_ceil(sc.gpus_per_node).max(1);
-        let per_pod = tp / size;
-        let flags = launch::pool_flags(sc, i, &mut notes);
-        let line = launch::server_line(
-            sc,
-            i,
-            &flags,
-            SERVER_PORT,
-            None,
-            launch::BASE_BOOTSTRAP_PORT,
-        );
-        let mut command = words(&line);
-        if size > 1 {
-            command.extend(
-                [
-                    "--nnodes",
-                    "$(LWS_GROUP_SIZE)",
-                    "--node-rank",
-                    "$(LWS_WORKER_INDEX)",
-                    "--dist-init-addr",
-                ]
-                .map(String::from),
-            );
-            command.push(format!("$(LWS_LEADER_ADDRESS):{}", launch::DIST_INIT_PORT));
-        }
+        docs.push(leader_worker_set(sc, i, &app, &lws, &mut notes));
         for g in 0..pool.instances {
             let url = format!("http://{lws}-{g}.{lws}:{SERVER_PORT}");
             match pool.role {
@@ -333,88 +307,146 @@ pub fn manifests(sc: &Scenario) -> (Vec<Y>, Vec<String>) {
                 Role::Colocated => workers.push(url),
             }
         }
-        let mut template = vec![
-            ("size", Y::Int(size.into())),
-            ("restartPolicy", s("RecreateGroupOnPodRestart")),
-        ];
-        if size > 1 {
-            template.push((
-                "leaderTemplate",
-                pod(
-                    &lws,
-                    &pool.name,
-                    pool.role,
-                    container(
-                        "sglang-leader",
-                        command.clone(),
-                        pool.role,
-                        per_pod,
-                        true,
-                        true,
-                    ),
-                ),
-            ));
-        }
-        template.push((
-            "workerTemplate",
-            pod(
-                &lws,
-                &pool.name,
-                pool.role,
-                container(
-                    if size > 1 { "sglang-worker" } else { "sglang" },
-                    command,
-                    pool.role,
-                    per_pod,
-                    size == 1,
-                    size > 1,
-                ),
-            ),
-        ));
-        docs.push(map(vec![
-            ("apiVersion", s("leaderworkerset.x-k8s.io/v1")),
-            ("kind", s("LeaderWorkerSet")),
-            (
-                "metadata",
-                map(vec![
-                    ("name", s(lws.clone())),
-                    (
-                        "labels",
-                        map(vec![
-                            ("app.kubernetes.io/part-of", s(app.clone())),
-                            ("pdsim.io/pool", s(pool.name.clone())),
-                            ("pdsim.io/role", s(pool.role.as_str())),
-                        ]),
-                    ),
-                ]),
-            ),
-            (
-                "spec",
-                map(vec![
-                    ("replicas", Y::Int(pool.instances.into())),
-                    ("startupPolicy", s("LeaderCreated")),
-                    ("networkConfig", map(vec![("subdomainPolicy", s("Shared"))])),
-                    ("leaderWorkerTemplate", map(template)),
-                ]),
-            ),
-        ]));
     }
     let router = format!("{app}-router");
     let line = launch::router_line(sc, &prefill, &decode, &workers, &mut notes);
-    let labels = || map(vec![("app.kubernetes.io/name", s(router.clone()))]);
-    docs.push(map(vec![
+    docs.push(router_deployment(&router, &line));
+    docs.push(router_service(&router));
+    if sc.kv_store.is_some() {
+        notes.push("the Mooncake Store (mooncake_master and its store service) is not in these manifests: deploy it as launch.txt says and set MOONCAKE_MASTER in the prefill pods".into());
+    }
+    (docs, notes)
+}
+
+/// Pool `i`'s LeaderWorkerSet `lws` (part of `app`): a replica per instance, a pod per node
+/// the instance spans, each pod running the pool's launch line with its share of the GPUs.
+fn leader_worker_set(sc: &Scenario, i: usize, app: &str, lws: &str, notes: &mut Vec<String>) -> Y {
+    let pool = &sc.pools[i];
+    let tp = pool.server.tp_size;
+    // An instance larger than a node takes whole nodes: one pod per node.
+    let size = tp.div_ceil(sc.gpus_per_node).max(1);
+    let per_pod = tp / size;
+    let command = server_command(sc, i, size, notes);
+    let mut template = vec![
+        ("size", Y::Int(size.into())),
+        ("restartPolicy", s("RecreateGroupOnPodRestart")),
+    ];
+    if size > 1 {
+        template.push((
+            "leaderTemplate",
+            pod(
+                lws,
+                &pool.name,
+                pool.role,
+                container(
+                    "sglang-leader",
+                    command.clone(),
+                    pool.role,
+                    per_pod,
+                    true,
+                    true,
+                ),
+            ),
+        ));
+    }
+    template.push((
+        "workerTemplate",
+        pod(
+            lws,
+            &pool.name,
+            pool.role,
+            container(
+                if size > 1 { "sglang-worker" } else { "sglang" },
+                command,
+                pool.role,
+                per_pod,
+                size == 1,
+                size > 1,
+            ),
+        ),
+    ));
+    map(vec![
+        ("apiVersion", s("leaderworkerset.x-k8s.io/v1")),
+        ("kind", s("LeaderWorkerSet")),
+        (
+            "metadata",
+            map(vec![
+                ("name", s(lws)),
+                (
+                    "labels",
+                    map(vec![
+                        ("app.kubernetes.io/part-of", s(app)),
+                        ("pdsim.io/pool", s(pool.name.clone())),
+                        ("pdsim.io/role", s(pool.role.as_str())),
+                    ]),
+                ),
+            ]),
+        ),
+        (
+            "spec",
+            map(vec![
+                ("replicas", Y::Int(pool.instances.into())),
+                ("startupPolicy", s("LeaderCreated")),
+                ("networkConfig", map(vec![("subdomainPolicy", s("Shared"))])),
+                ("leaderWorkerTemplate", map(template)),
+            ]),
+        ),
+    ])
+}
+
+/// Pool `i`'s server command as words: its launch line on [`SERVER_PORT`], and for an
+/// instance of `size` > 1 pods the multi-node flags LWS fills in per pod (group size, worker
+/// index, the leader's address for `--dist-init-addr`).
+fn server_command(sc: &Scenario, i: usize, size: u32, notes: &mut Vec<String>) -> Vec<String> {
+    let flags = launch::pool_flags(sc, i, notes);
+    let line = launch::server_line(
+        sc,
+        i,
+        &flags,
+        SERVER_PORT,
+        None,
+        launch::BASE_BOOTSTRAP_PORT,
+    );
+    let mut command = words(&line);
+    if size > 1 {
+        command.extend(
+            [
+                "--nnodes",
+                "$(LWS_GROUP_SIZE)",
+                "--node-rank",
+                "$(LWS_WORKER_INDEX)",
+                "--dist-init-addr",
+            ]
+            .map(String::from),
+        );
+        command.push(format!("$(LWS_LEADER_ADDRESS):{}", launch::DIST_INIT_PORT));
+    }
+    command
+}
+
+/// The pod labels that tie the router's Deployment to its Service.
+fn router_labels(router: &str) -> Y {
+    map(vec![("app.kubernetes.io/name", s(router))])
+}
+
+/// The router's Deployment `router`: one replica running launch line `line`.
+fn router_deployment(router: &str, line: &str) -> Y {
+    map(vec![
         ("apiVersion", s("apps/v1")),
         ("kind", s("Deployment")),
-        ("metadata", map(vec![("name", s(router.clone()))])),
+        ("metadata", map(vec![("name", s(router))])),
         (
             "spec",
             map(vec![
                 ("replicas", Y::Int(1)),
-                ("selector", map(vec![("matchLabels", labels())])),
+                (
+                    "selector",
+                    map(vec![("matchLabels", router_labels(router))]),
+                ),
                 (
                     "template",
                     map(vec![
-                        ("metadata", map(vec![("labels", labels())])),
+                        ("metadata", map(vec![("labels", router_labels(router))])),
                         (
                             "spec",
                             map(vec![(
@@ -424,7 +456,7 @@ pub fn manifests(sc: &Scenario) -> (Vec<Y>, Vec<String>) {
                                     ("image", s(IMAGE)),
                                     (
                                         "command",
-                                        Y::Seq(words(&line).into_iter().map(Y::Str).collect()),
+                                        Y::Seq(words(line).into_iter().map(Y::Str).collect()),
                                     ),
                                     (
                                         "ports",
@@ -440,15 +472,19 @@ pub fn manifests(sc: &Scenario) -> (Vec<Y>, Vec<String>) {
                 ),
             ]),
         ),
-    ]));
-    docs.push(map(vec![
+    ])
+}
+
+/// The Service in front of the router's Deployment, on the router's port.
+fn router_service(router: &str) -> Y {
+    map(vec![
         ("apiVersion", s("v1")),
         ("kind", s("Service")),
-        ("metadata", map(vec![("name", s(router.clone()))])),
+        ("metadata", map(vec![("name", s(router))])),
         (
             "spec",
             map(vec![
-                ("selector", labels()),
+                ("selector", router_labels(router)),
                 (
                     "ports",
                     Y::Seq(vec![map(vec![
@@ -458,11 +494,7 @@ pub fn manifests(sc: &Scenario) -> (Vec<Y>, Vec<String>) {
                 ),
             ]),
         ),
-    ]));
-    if sc.kv_store.is_some() {
-        notes.push("the Mooncake Store (mooncake_master and its store service) is not in these manifests: deploy it as launch.txt says and set MOONCAKE_MASTER in the prefill pods".into());
-    }
-    (docs, notes)
+    ])
 }
 
 /// `k8s.yaml` for `sc`: a header saying what to fill in, then the manifests as YAML

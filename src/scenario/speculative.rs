@@ -5,7 +5,7 @@
 //! adjustment is made the same way and recorded as a note (printed by the verbs that run the
 //! scenario), with sglang's own log line.
 
-use super::file::PoolSection;
+use super::file::{PoolSection, ServerSection};
 use super::{Checker, ScenarioError, suggestion};
 use crate::compute::speculative::{chain_accept_length, rate_for_length};
 use crate::config::{Pool, Role, SpeculativeParams};
@@ -71,37 +71,85 @@ pub(super) fn server_args(
     gpus_per_node: u32,
 ) -> Result<Option<(SpeculativeArgs, Vec<String>)>, ScenarioError> {
     let s = &p.server;
-    let k = |f: &str| format!("{key}.server.{f}");
-    let algorithm = match s.speculative_algorithm.as_deref() {
-        None => None,
-        Some(v) => match Algorithm::parse(v) {
-            Ok(a) => a,
-            Err(()) if ["standalone", "ngram"].contains(&v.to_ascii_lowercase().as_str()) => {
-                return Err(c.err(
-                    &k("speculative_algorithm"),
-                    format!(
-                        "{v:?} is an sglang algorithm pdsim does not model (a separate small draft LLM, or n-gram matching); valid: {}",
-                        Algorithm::NAMES.join(", ")
-                    ),
-                ));
-            }
-            Err(()) => {
-                return Err(c.err(
-                    &k("speculative_algorithm"),
-                    format!(
-                        "unknown speculative algorithm {v:?}; valid: {}{}",
-                        Algorithm::NAMES.join(", "),
-                        suggestion(&v.to_ascii_lowercase(), Algorithm::NAMES)
-                    ),
-                ));
-            }
-        },
+    let algorithm = algorithm(c, s, key)?;
+    check_attention_backend(c, s, key)?;
+    // Without an algorithm sglang reads none of the other speculative flags; pdsim's
+    // acceptance keys are ignored with them, so that one key turns the feature off.
+    let Some(algorithm) = algorithm else {
+        return Ok(None);
     };
+    check_modelled(c, p, key, model, parallel, gpus_per_node)?;
+    let mut notes = Vec::new();
+    let path = s.speculative_draft_model_path.clone();
+    let mtp = has_mtp_layers(model);
+    let draft = draft(c, key, algorithm, model, path.as_deref(), &mut notes)?;
+    let (num_steps, topk, ndt) = tree_shape(c, s, key, model, &mut notes)?;
+    check_backend_topk(c, s, key, topk)?;
+    if s.max_running_requests.is_none() {
+        notes.push(format!(
+            "{}: sglang logs \"Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting --max-running-requests.\"",
+            flag(key, "max_running_requests")
+        ));
+    }
+    Ok(Some((
+        SpeculativeArgs {
+            algorithm,
+            num_steps,
+            eagle_topk: topk,
+            num_draft_tokens: ndt,
+            draft_model_path: path.filter(|_| !mtp),
+            draft,
+        },
+        notes,
+    )))
+}
+
+/// The scenario key of server flag `f` in pool `key` (`pools.NAME.server.FLAG`), as the errors
+/// name it.
+fn flag(key: &str, f: &str) -> String {
+    format!("{key}.server.{f}")
+}
+
+/// `speculative_algorithm` parsed; `None` when unset. sglang's algorithms pdsim does not model
+/// get their own message, so that a valid sglang flag is not reported as a typo.
+fn algorithm(
+    c: &Checker,
+    s: &ServerSection,
+    key: &str,
+) -> Result<Option<Algorithm>, ScenarioError> {
+    let Some(v) = s.speculative_algorithm.as_deref() else {
+        return Ok(None);
+    };
+    match Algorithm::parse(v) {
+        Ok(a) => Ok(a),
+        Err(()) if ["standalone", "ngram"].contains(&v.to_ascii_lowercase().as_str()) => {
+            Err(c.err(
+                &flag(key, "speculative_algorithm"),
+                format!(
+                    "{v:?} is an sglang algorithm pdsim does not model (a separate small draft LLM, or n-gram matching); valid: {}",
+                    Algorithm::NAMES.join(", ")
+                ),
+            ))
+        }
+        Err(()) => Err(c.err(
+            &flag(key, "speculative_algorithm"),
+            format!(
+                "unknown speculative algorithm {v:?}; valid: {}{}",
+                Algorithm::NAMES.join(", "),
+                suggestion(&v.to_ascii_lowercase(), Algorithm::NAMES)
+            ),
+        )),
+    }
+}
+
+/// `attention_backend`, when set, is one of sglang's choices (checked with speculation on or
+/// off, as sglang's argument parser does).
+fn check_attention_backend(c: &Checker, s: &ServerSection, key: &str) -> Result<(), ScenarioError> {
     if let Some(b) = s.attention_backend.as_deref()
         && !ATTENTION_BACKENDS.contains(&b)
     {
         return Err(c.err(
-            &k("attention_backend"),
+            &flag(key, "attention_backend"),
             format!(
                 "unknown attention backend {b:?}; valid (sglang's choices): {}{}",
                 ATTENTION_BACKENDS.join(", "),
@@ -109,12 +157,21 @@ pub(super) fn server_args(
             ),
         ));
     }
-    // Without an algorithm sglang reads none of the other speculative flags; pdsim's
-    // acceptance keys are ignored with them, so that one key turns the feature off.
-    let Some(algorithm) = algorithm else {
-        return Ok(None);
-    };
-    let alg_key = k("speculative_algorithm");
+    Ok(())
+}
+
+/// Refuses the pools and models on which pdsim does not model a speculative step (sglang
+/// may run them; pdsim has no cost or memory model for them).
+fn check_modelled(
+    c: &Checker,
+    p: &PoolSection,
+    key: &str,
+    model: &ModelSpec,
+    parallel: &Parallel,
+    gpus_per_node: u32,
+) -> Result<(), ScenarioError> {
+    let s = &p.server;
+    let alg_key = flag(key, "speculative_algorithm");
     if p.role == Role::Colocated {
         return Err(c.err(
             &alg_key,
@@ -142,10 +199,23 @@ pub(super) fn server_args(
             "with moe_a2a_backend = \"deepep\" across nodes pdsim puts each forward's all-to-all on the fabric as one plain decode forward; a speculative step's draft and verify forwards are not modelled there: keep the instance within a node or use moe_a2a_backend = \"none\"",
         ));
     }
-    let mut notes = Vec::new();
-    let path_key = k("speculative_draft_model_path");
-    let path = s.speculative_draft_model_path.clone();
-    let mtp = has_mtp_layers(model);
+    Ok(())
+}
+
+/// The draft that `algorithm` runs on `model`: the model's own MTP layer when it has one
+/// (sglang's nextn, and eagle on such models), else an EAGLE head sized from the target's
+/// shape, which needs `speculative_draft_model_path`. A path given with MTP is noted, as
+/// sglang warns about it.
+fn draft(
+    c: &Checker,
+    key: &str,
+    algorithm: Algorithm,
+    model: &ModelSpec,
+    path: Option<&str>,
+    notes: &mut Vec<String>,
+) -> Result<Draft, ScenarioError> {
+    let alg_key = flag(key, "speculative_algorithm");
+    let path_key = flag(key, "speculative_draft_model_path");
     let draft = match algorithm {
         Algorithm::Eagle3 => {
             if model.is_mla() {
@@ -163,7 +233,7 @@ pub(super) fn server_args(
                 shared_head: false,
             }
         }
-        Algorithm::Eagle | Algorithm::Nextn if mtp => {
+        Algorithm::Eagle | Algorithm::Nextn if has_mtp_layers(model) => {
             if path.is_some() {
                 // sglang: `logger.warning("DeepSeek MTP does not require setting
                 // speculative_draft_model_path.")`, and it uses the given path.
@@ -199,7 +269,7 @@ pub(super) fn server_args(
             }
         }
     };
-    if matches!(draft, Draft::EagleHead { .. }) && path.as_deref().is_none_or(str::is_empty) {
+    if matches!(draft, Draft::EagleHead { .. }) && path.is_none_or(str::is_empty) {
         return Err(c.err(
             &path_key,
             format!(
@@ -208,6 +278,20 @@ pub(super) fn server_args(
             ),
         ));
     }
+    Ok(draft)
+}
+
+/// The draft tree's shape `(num_steps, eagle_topk, num_draft_tokens)`: sglang's auto choice
+/// when all three flags are unset, the given values checked otherwise; with top-1 the draft
+/// tokens are replaced by steps + 1 (noted, as sglang warns).
+fn tree_shape(
+    c: &Checker,
+    s: &ServerSection,
+    key: &str,
+    model: &ModelSpec,
+    notes: &mut Vec<String>,
+) -> Result<(u32, u32, u32), ScenarioError> {
+    let k = |f: &str| flag(key, f);
     // `auto_choose_speculative_params` when all three are unset; sglang asserts that topk and
     // draft tokens are unset when the steps are.
     let (num_steps, topk, ndt) = match (
@@ -252,69 +336,76 @@ pub(super) fn server_args(
             ),
         ));
     }
-    let ndt = if topk == 1 {
+    let ndt = num_draft_tokens(c, key, num_steps, topk, ndt, notes)?;
+    Ok((num_steps, topk, ndt))
+}
+
+/// `speculative_num_draft_tokens` resolved: steps + 1 for a chain (top-1; sglang replaces any
+/// other value with a warning, noted here), else required and bounded by the tree's nodes.
+fn num_draft_tokens(
+    c: &Checker,
+    key: &str,
+    num_steps: u32,
+    topk: u32,
+    ndt: Option<u32>,
+    notes: &mut Vec<String>,
+) -> Result<u32, ScenarioError> {
+    let ndt_key = flag(key, "speculative_num_draft_tokens");
+    if topk == 1 {
         let want = num_steps + 1;
         if ndt != Some(want) {
             // sglang: a warning, and the value replaced.
             notes.push(format!(
-                "{}: sglang logs \"speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1\" and uses {want}{}",
-                k("speculative_num_draft_tokens"),
+                "{ndt_key}: sglang logs \"speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when speculative_eagle_topk == 1\" and uses {want}{}",
                 ndt.map_or(String::new(), |d| format!(" instead of {d}"))
             ));
         }
-        want
-    } else {
-        let Some(d) = ndt else {
-            return Err(c.err(
-                &k("speculative_num_draft_tokens"),
-                format!("must be set with speculative_eagle_topk = {topk} > 1: the tree's node count the target verifies per request (sglang has no default for it then)"),
-            ));
-        };
-        let nodes = 1 + num_steps * topk;
-        if !(2..=nodes).contains(&d) {
-            return Err(c.err(
-                &k("speculative_num_draft_tokens"),
-                format!("must be 2 to {nodes} with {num_steps} steps of top-{topk}: the verified tree's nodes, its root included, are chosen from the 1 + steps × topk the draft proposes; got {d}"),
-            ));
-        }
-        d
+        return Ok(want);
+    }
+    let Some(d) = ndt else {
+        return Err(c.err(
+            &ndt_key,
+            format!("must be set with speculative_eagle_topk = {topk} > 1: the tree's node count the target verifies per request (sglang has no default for it then)"),
+        ));
     };
+    let nodes = 1 + num_steps * topk;
+    if !(2..=nodes).contains(&d) {
+        return Err(c.err(
+            &ndt_key,
+            format!("must be 2 to {nodes} with {num_steps} steps of top-{topk}: the verified tree's nodes, its root included, are chosen from the 1 + steps × topk the draft proposes; got {d}"),
+        ));
+    }
+    Ok(d)
+}
+
+/// sglang's refusals of a top-k > 1 tree on attention backends that cannot verify it
+/// (`DEFAULT_ATTENTION_BACKEND` when `attention_backend` is unset).
+fn check_backend_topk(
+    c: &Checker,
+    s: &ServerSection,
+    key: &str,
+    topk: u32,
+) -> Result<(), ScenarioError> {
     let backend = s
         .attention_backend
         .as_deref()
         .unwrap_or(DEFAULT_ATTENTION_BACKEND);
     if backend == "trtllm_mha" && topk > 1 {
         return Err(c.err(
-            &k("speculative_eagle_topk"),
+            &flag(key, "speculative_eagle_topk"),
             "sglang: \"trtllm_mha backend only supports topk = 1 for speculative decoding.\" (attention_backend = \"trtllm_mha\"); set speculative_eagle_topk = 1 or another backend",
         ));
     }
     if topk > 1 && s.page_size > 1 && backend != "flashinfer" {
         return Err(c.err(
-            &k("speculative_eagle_topk"),
+            &flag(key, "speculative_eagle_topk"),
             format!(
                 "sglang: \"speculative_eagle_topk > 1 with page_size > 1 is unstable and produces incorrect results for paged attention backends. This combination is only supported for the 'flashinfer' backend.\" (topk {topk}, page_size {}, attention_backend {backend:?}); set speculative_eagle_topk = 1, page_size = 1 or attention_backend = \"flashinfer\"",
                 s.page_size
             ),
         ));
     }
-    if s.max_running_requests.is_none() {
-        notes.push(format!(
-            "{}: sglang logs \"Max running requests is reset to 48 for speculative decoding. You can override this by explicitly setting --max-running-requests.\"",
-            k("max_running_requests")
-        ));
-    }
-    Ok(Some((
-        SpeculativeArgs {
-            algorithm,
-            num_steps,
-            eagle_topk: topk,
-            num_draft_tokens: ndt,
-            draft_model_path: path.filter(|_| !mtp),
-            draft,
-        },
-        notes,
-    )))
+    Ok(())
 }
 
 /// The pool's acceptance model (decode pools) once its flags are resolved; the notes go with

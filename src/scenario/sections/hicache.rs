@@ -1,0 +1,381 @@
+//! The tiers of a pool's KV beyond its GPUs: HiCache's host pool on prefill pools, the decode
+//! side's offload, and the `[kv_store]` (Mooncake Store) both write to.
+
+use crate::config::{Pool, Role};
+use crate::scenario::file::{self, ScenarioFile};
+use crate::scenario::{Checker, ScenarioError};
+use crate::spec::GpuSpec;
+
+/// GPU → host bandwidth of one GPU, bytes/s, one direction: its PCIe x16 link (NVIDIA's data
+/// sheets: A100 "PCIe Gen4: 64 GB/s", H100/H800/H20/H200/B200 "PCIe Gen5: 128 GB/s", both
+/// directions together; AMD's MI300X sheet the same Gen5 x16) times [`PCIE_EFFICIENCY`]. A
+/// GB200 reaches its Grace host over NVLink-C2C instead; it takes the Gen5 figure too, a lower
+/// bound (`docs/numbers.md` §1).
+fn pcie_bytes_per_s(gpu: &GpuSpec) -> f64 {
+    let raw = if gpu.name.starts_with("a100") {
+        32e9
+    } else {
+        64e9
+    };
+    raw * PCIE_EFFICIENCY
+}
+
+/// Share of a PCIe link's line rate that bulk DMA copies reach (≈ 80 %: 128b/130b coding, TLP
+/// headers and flow control; the usual measured `cudaMemcpy` pinned-memory figure). A
+/// correction factor.
+const PCIE_EFFICIENCY: f64 = 0.8;
+
+/// `pools.<name>.server.enable_hierarchical_cache` and the `hicache_*` flags (sglang
+/// `server_args.py` defaults: ratio 2.0, size 0, `write_through`, no storage backend,
+/// `best_effort`).
+pub(super) fn hicache(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    pool: &Pool,
+    gpu: &GpuSpec,
+) -> Result<Option<crate::config::HiCacheParams>, ScenarioError> {
+    let s = &p.server;
+    let k = |f: &str| format!("{key}.server.{f}");
+    if !s.enable_hierarchical_cache {
+        // A decode pool's offload takes the host-pool and backend flags too
+        // (`decode_offload` checks them).
+        if s.disaggregation_decode_enable_offload_kvcache {
+            return Ok(None);
+        }
+        refuse_hicache_flags(c, p, key)?;
+        return Ok(None);
+    }
+    if p.role == Role::Decode {
+        // sglang main also has a decode-side radix cache with HiCache
+        // (`--disaggregation-decode-enable-radix-cache` with `--enable-hierarchical-cache`:
+        // `enable_decode_hicache` in the scheduler), which pdsim does not model.
+        return Err(c.err(
+            &k("enable_hierarchical_cache"),
+            format!(
+                "pdsim models HiCache on prefill pools only (pool {:?} is decode): sglang's decode side writes its KV to the store through its own flag, --disaggregation-decode-enable-offload-kvcache (DecodeKVCacheOffloadManager): remove enable_hierarchical_cache and set disaggregation_decode_enable_offload_kvcache = true (with a [kv_store]; sglang's decode radix cache with HiCache, --disaggregation-decode-enable-radix-cache, is not modelled)",
+                p.name
+            ),
+        ));
+    }
+    if p.role != Role::Prefill {
+        return Err(c.err(
+            &k("enable_hierarchical_cache"),
+            format!(
+                "pdsim models HiCache on prefill pools only (pool {:?} is {}); remove enable_hierarchical_cache here",
+                p.name,
+                p.role.as_str()
+            ),
+        ));
+    }
+    if s.disable_radix_cache {
+        return Err(c.err(
+            &k("enable_hierarchical_cache"),
+            "needs the radix cache (sglang refuses --enable-hierarchical-cache with --disable-radix-cache); set disable_radix_cache = false",
+        ));
+    }
+    let (host_tokens, per_rank) = host_pool(c, key, p, pool, gpu)?;
+    let attn_tp = pool.server.attn_tp_size;
+    let storage = match s.hicache_storage_backend.as_deref() {
+        None => false,
+        Some("mooncake") => true,
+        Some(other) => {
+            return Err(c.err(
+                &k("hicache_storage_backend"),
+                format!("{other:?} is not modelled; valid: \"mooncake\" (the scenario's [kv_store]), or leave it out"),
+            ));
+        }
+    };
+    let write_policy = s.hicache_write_policy.unwrap_or_default();
+    if storage && write_policy == crate::config::WritePolicy::WriteBack {
+        return Err(c.err(
+            &k("hicache_write_policy"),
+            "write_back with a storage backend is not modelled (blocks would reach the store only when the GPU evicts them); valid with hicache_storage_backend: write_through, write_through_selective",
+        ));
+    }
+    let prefetch = s.hicache_storage_prefetch_policy.unwrap_or_default();
+    if !storage && s.hicache_storage_prefetch_policy.is_some() {
+        return Err(c.err(
+            &k("hicache_storage_prefetch_policy"),
+            "only matters with a storage backend: set hicache_storage_backend = \"mooncake\", or drop it",
+        ));
+    }
+    Ok(Some(crate::config::HiCacheParams {
+        host_tokens,
+        write_policy,
+        storage,
+        prefetch,
+        bytes_per_token: per_rank * u64::from(attn_tp),
+        pcie_bytes_per_ns: pcie_bytes_per_s(gpu) * f64::from(attn_tp) / 1e9,
+    }))
+}
+
+/// With HiCache and the decode offload both off, no `hicache_*` flag may be set: the error
+/// names the switch that would make it count on this pool's role.
+fn refuse_hicache_flags(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+) -> Result<(), ScenarioError> {
+    let s = &p.server;
+    let k = |f: &str| format!("{key}.server.{f}");
+    for (f, set) in [
+        ("hicache_ratio", s.hicache_ratio.is_some()),
+        ("hicache_size", s.hicache_size.is_some()),
+        ("hicache_write_policy", s.hicache_write_policy.is_some()),
+        (
+            "hicache_storage_backend",
+            s.hicache_storage_backend.is_some(),
+        ),
+        (
+            "hicache_storage_prefetch_policy",
+            s.hicache_storage_prefetch_policy.is_some(),
+        ),
+    ] {
+        if set {
+            let on = if p.role == Role::Decode {
+                "disaggregation_decode_enable_offload_kvcache = true (the decode side's offload to the store)"
+            } else {
+                "enable_hierarchical_cache = true"
+            };
+            return Err(c.err(
+                &k(f),
+                format!("is a HiCache flag: set {on} on this pool, or drop it"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A host pool of `hicache_size` GB per rank or (size 0) `hicache_ratio` × the GPU KV pool, as
+/// sglang sizes HiCache's host pool and the decode offload's (`HostKVCache.__init__`): its
+/// tokens per instance, and the KV bytes of one token on one attention-TP rank.
+fn host_pool(
+    c: &Checker,
+    key: &str,
+    p: &file::PoolSection,
+    pool: &Pool,
+    gpu: &GpuSpec,
+) -> Result<(u64, u64), ScenarioError> {
+    let s = &p.server;
+    let k = |f: &str| format!("{key}.server.{f}");
+    let per_rank = pool
+        .model
+        .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes)
+        .max(1);
+    let size_gb = s.hicache_size.unwrap_or(0.0);
+    if !(size_gb.is_finite() && (0.0..=1e6).contains(&size_gb)) {
+        return Err(c.err(
+            &k("hicache_size"),
+            format!("must be host memory per rank in GB, 0 to 1e6 (0: from hicache_ratio), got {size_gb}"),
+        ));
+    }
+    let ratio = s.hicache_ratio.unwrap_or(2.0);
+    if !(ratio.is_finite() && ratio > 1.0 && ratio <= 1e4) {
+        return Err(c.err(
+            &k("hicache_ratio"),
+            format!("must be above 1 (the host tier is larger than the GPU pool; sglang's default: 2.0) and at most 1e4, got {ratio}"),
+        ));
+    }
+    let device_tokens =
+        u64::from(crate::config::capacity::kv_pages(gpu, pool)) * u64::from(pool.server.page_size);
+    let host_tokens = if size_gb > 0.0 {
+        (size_gb * 1e9 / per_rank as f64) as u64
+    } else {
+        (ratio * device_tokens as f64) as u64
+    };
+    Ok((host_tokens, per_rank))
+}
+
+/// `pools.<name>.server.disaggregation_decode_enable_offload_kvcache` (sglang's
+/// `--disaggregation-decode-enable-offload-kvcache`, default false): a decode pool writes the
+/// blocks its requests' outputs complete to the storage backend through a host pool of its
+/// own (`DecodeKVCacheOffloadManager`, sglang main 2026 @ 0122d6f; `docs/sglang-pd.md` §18.1).
+/// It takes `hicache_storage_backend` (the offload's `HiCacheController` writes through it;
+/// `"mooncake"`, the default here) and the host pool's `hicache_ratio` / `hicache_size`, not
+/// `enable_hierarchical_cache`; `[kv_store]` is checked by [`kv_store`].
+pub(super) fn decode_offload(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    pool: &Pool,
+    gpu: &GpuSpec,
+) -> Result<Option<crate::config::DecodeOffloadParams>, ScenarioError> {
+    let s = &p.server;
+    if !s.disaggregation_decode_enable_offload_kvcache {
+        return Ok(None);
+    }
+    let k = |f: &str| format!("{key}.server.{f}");
+    let flag = k("disaggregation_decode_enable_offload_kvcache");
+    if p.role != Role::Decode {
+        return Err(c.err(
+            &flag,
+            format!(
+                "only a decode pool offloads (sglang builds its DecodeKVCacheOffloadManager only with --disaggregation-mode decode; pool {:?} is {}): a prefill pool writes to the store with enable_hierarchical_cache = true and hicache_storage_backend = \"mooncake\"; set it to false here",
+                p.name,
+                p.role.as_str()
+            ),
+        ));
+    }
+    if pool.model.is_hybrid() {
+        return Err(c.err(
+            &flag,
+            format!(
+                "model {} keeps recurrent state beside its KV: sglang's decode offload supports MHA and MLA KV pools only (DecodeKVCacheOffloadManager raises \"Unsupported KV cache type for decode offload\"), so the server would not start; set it to false",
+                pool.model.name
+            ),
+        ));
+    }
+    for (f, set) in [
+        ("hicache_write_policy", s.hicache_write_policy.is_some()),
+        (
+            "hicache_storage_prefetch_policy",
+            s.hicache_storage_prefetch_policy.is_some(),
+        ),
+    ] {
+        if set {
+            return Err(c.err(
+                &k(f),
+                "does nothing on a decode pool: its offload writes every block a request's output completes, as it fills, and never prefetches; drop it",
+            ));
+        }
+    }
+    // sglang's offload writes through `--hicache-storage-backend`, which it needs; pdsim's one
+    // backend is the scenario's Mooncake Store, so leaving it out here means that one (and
+    // `plan`'s launch line writes it).
+    if let Some(other) = s
+        .hicache_storage_backend
+        .as_deref()
+        .filter(|b| *b != "mooncake")
+    {
+        return Err(c.err(
+            &k("hicache_storage_backend"),
+            format!("{other:?} is not modelled; valid: \"mooncake\" (the scenario's [kv_store]), or leave it out (the same)"),
+        ));
+    }
+    let (host_tokens, per_rank) = host_pool(c, key, p, pool, gpu)?;
+    let attn_tp = pool.server.attn_tp_size;
+    Ok(Some(crate::config::DecodeOffloadParams {
+        host_tokens,
+        bytes_per_token: per_rank * u64::from(attn_tp),
+        pcie_bytes_per_ns: pcie_bytes_per_s(gpu) * f64::from(attn_tp) / 1e9,
+    }))
+}
+
+/// `[kv_store]`: needed by, and only by, prefill pools with `hicache_storage_backend =
+/// "mooncake"` and decode pools that offload (`disaggregation_decode_enable_offload_kvcache`). Its capacity is counted in the
+/// tokens of the first such pool (every such pool must store the same KV bytes per token: the
+/// store's blocks are shared between them).
+pub(in crate::scenario) fn kv_store(
+    c: &Checker,
+    file: &ScenarioFile,
+    pools: &[Pool],
+    nodes: u32,
+) -> Result<Option<crate::config::KvStoreParams>, ScenarioError> {
+    let users = store_users(pools);
+    let Some(ks) = &file.kv_store else {
+        if let Some((p, _, key)) = users.first() {
+            let what = if p.hicache.is_some() {
+                "\"mooncake\" needs the store"
+            } else {
+                "writes to the Mooncake Store"
+            };
+            return Err(c.err(
+                key,
+                format!("{what}: add a [kv_store] section (capacity_gb, nodes, eviction)"),
+            ));
+        }
+        return Ok(None);
+    };
+    let Some((first, bpt, _)) = users.first() else {
+        return Err(c.err(
+            "kv_store",
+            "no pool uses it: set enable_hierarchical_cache = true and hicache_storage_backend = \"mooncake\" on a prefill pool (or disaggregation_decode_enable_offload_kvcache = true on a decode pool), or drop [kv_store]",
+        ));
+    };
+    let bpt = *bpt;
+    if let Some((other, other_bpt, key)) = users.iter().find(|u| u.1 != bpt) {
+        return Err(c.err(
+            key,
+            format!(
+                "pools sharing the [kv_store] must store the same KV bytes per token; pool {:?} has {} and pool {:?} {}",
+                first.name, bpt, other.name, other_bpt
+            ),
+        ));
+    }
+    let capacity_tokens = match ks.capacity_gb {
+        None => None,
+        Some(gb) => {
+            if !(gb.is_finite() && gb > 0.0 && gb <= 1e9) {
+                return Err(c.err(
+                    "kv_store.capacity_gb",
+                    format!("must be a positive number of GB, at most 1e9 (leave it out for an unbounded store), got {gb}"),
+                ));
+            }
+            Some((gb * 1e9 / bpt as f64) as u64)
+        }
+    };
+    let store_nodes = if ks.nodes.is_empty() {
+        vec![0]
+    } else {
+        ks.nodes.clone()
+    };
+    if let Some(&n) = store_nodes.iter().find(|&&n| n >= nodes) {
+        return Err(c.err(
+            "kv_store.nodes",
+            format!(
+                "node {n} is not in the cluster, which has nodes 0 to {}",
+                nodes - 1
+            ),
+        ));
+    }
+    let mut sorted = store_nodes.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != store_nodes.len() {
+        return Err(c.err("kv_store.nodes", "lists a node twice"));
+    }
+    let evict = match ks.eviction.as_str() {
+        "lru" => true,
+        "none" => false,
+        other => {
+            return Err(c.err(
+                "kv_store.eviction",
+                format!("{other:?} is not an eviction policy; valid: \"lru\" (least recently used blocks make room), \"none\" (a full store takes no more)"),
+            ));
+        }
+    };
+    Ok(Some(crate::config::KvStoreParams {
+        capacity_tokens,
+        nodes: store_nodes,
+        evict,
+    }))
+}
+
+/// The pools that use the store, in pool order: (pool, KV bytes per token, the key that
+/// makes it a user).
+fn store_users(pools: &[Pool]) -> Vec<(&Pool, u64, String)> {
+    pools
+        .iter()
+        .filter_map(|p| {
+            if let Some(h) = p.hicache.filter(|h| h.storage) {
+                Some((
+                    p,
+                    h.bytes_per_token,
+                    format!("pools.{}.server.hicache_storage_backend", p.name),
+                ))
+            } else {
+                p.decode_offload.map(|o| {
+                    (
+                        p,
+                        o.bytes_per_token,
+                        format!(
+                            "pools.{}.server.disaggregation_decode_enable_offload_kvcache",
+                            p.name
+                        ),
+                    )
+                })
+            }
+        })
+        .collect()
+}

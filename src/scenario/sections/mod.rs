@@ -1,0 +1,428 @@
+//! Validation of a parsed scenario file, one function per section. Each checks its keys and
+//! returns the checked values; `validate` in the parent module puts them together. The
+//! sections with most keys have a file each: the pools (`pool.rs`), the host and store tiers
+//! of their KV (`hicache.rs`) and the workload (`workload.rs`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::file::{self, ScenarioFile};
+use super::{Checker, ScenarioError};
+use crate::config::{
+    CacheAwareParams, FabricConfig, Pool, Profile, Role, RouterParams, SglangParams, Slo, limits,
+};
+use crate::engine::{NS_PER_US, Nanos, ns_from_secs_ceil};
+use crate::layout::PairPlan;
+use crate::spec::{GpuSpec, gpu};
+
+mod hicache;
+mod pool;
+mod workload;
+
+pub(super) use hicache::kv_store;
+pub(super) use pool::pools;
+pub(super) use workload::workload;
+
+/// `[run]`: the name, and the arrival and drain durations in seconds.
+pub(super) fn run(c: &Checker, run: &file::RunSection) -> Result<(f64, f64), ScenarioError> {
+    if run.name.is_empty()
+        || !run
+            .name
+            .chars()
+            .all(|ch| ch.is_ascii_alphanumeric() || "-_.".contains(ch))
+        || run.name.starts_with('.')
+    {
+        return Err(c.err(
+            "run.name",
+            format!(
+                "{:?} is not a usable folder name; use letters, digits, '-', '_' and '.'",
+                run.name
+            ),
+        ));
+    }
+    let duration_s = c.duration("run.duration_s", run.duration_s, false)?;
+    let drain_s = c.duration("run.drain_timeout_s", run.drain_timeout_s, true)?;
+    if run.max_requests == Some(0) {
+        return Err(c.err("run.max_requests", "must be ≥ 1 (or left out for no bound)"));
+    }
+    Ok((duration_s, drain_s))
+}
+
+/// `[hardware]`: the GPU preset with its overrides, and the step-time calibration (a name, or
+/// a `pdsim calibrate` file read here) resolved for that GPU.
+pub(super) fn hardware(
+    c: &Checker,
+    hw: &file::HardwareSection,
+) -> Result<(GpuSpec, String, crate::spec::ComputeParams), ScenarioError> {
+    let mut gpu = gpu::gpu_preset(&hw.gpu).ok_or_else(|| {
+        c.err(
+            "hardware.gpu",
+            format!(
+                "unknown GPU preset {:?}; valid presets: {}{}",
+                hw.gpu,
+                gpu::GPU_PRESETS.join(", "),
+                super::suggestion(&hw.gpu, gpu::GPU_PRESETS)
+            ),
+        )
+    })?;
+    if let Some(t) = hw.bf16_tflops {
+        gpu.bf16_tflops = c.bounded("hardware.bf16_tflops", t, "TFLOP/s", limits::MAX_TFLOPS)?;
+    }
+    if let Some(g) = hw.hbm_gb {
+        let g = c.positive("hardware.hbm_gb", g, "GB")?;
+        if g > limits::MAX_HBM_GB {
+            return Err(c.err(
+                "hardware.hbm_gb",
+                format!(
+                    "{g} GB per GPU is above the bound of {} GB (today's GPUs carry 80–288 GB; the KV page records grow with it)",
+                    limits::MAX_HBM_GB
+                ),
+            ));
+        }
+        gpu.hbm_bytes = (g * 1e9) as u64;
+    }
+    if let Some(b) = hw.hbm_tb_s {
+        gpu.hbm_bytes_per_s =
+            c.bounded("hardware.hbm_tb_s", b, "TB/s", limits::MAX_HBM_TB_S)? * 1e12;
+    }
+    if let Some(t) = hw.fp8_tflops {
+        gpu.fp8_tflops =
+            Some(c.bounded("hardware.fp8_tflops", t, "TFLOP/s", limits::MAX_TFLOPS)?);
+    }
+    if let Some(b) = hw.nvlink_gb_s {
+        gpu.nvlink_bytes_per_s =
+            c.bounded("hardware.nvlink_gb_s", b, "GB/s", limits::MAX_LINK_RATE)? * 1e9;
+    }
+    if hw.nic_host_gbps.is_some() {
+        return Err(c.err(
+            "hardware.nic_host_gbps",
+            "was removed: it capped every NIC, which is wrong when GPUs share NICs and for \
+             DeepEP's all-to-all. Remove it; the limit now sits on each GPU's transfer engine \
+             (hardware.rdma_engine_gbps, Gb/s per GPU, default 190) and the defaults hold on \
+             shared-NIC hosts; on AWS EFA set fabric.transport = \"efa\"",
+        ));
+    }
+    if let Some(g) = hw.rdma_engine_gbps {
+        gpu.rdma_engine_bytes_per_s = Some(
+            c.bounded(
+                "hardware.rdma_engine_gbps",
+                g,
+                "Gb/s per GPU",
+                limits::MAX_LINK_RATE,
+            )? / 8.0
+                * 1e9,
+        );
+    }
+    let (calibration, compute) = calibration(c, hw, &gpu)?;
+    if hw.gpus_per_node == 0 || hw.gpus_per_node > limits::MAX_GPUS_PER_NODE {
+        return Err(c.err(
+            "hardware.gpus_per_node",
+            format!(
+                "must be in 1..={} (the largest NVLink domains have 72–576 GPUs), e.g. 8; got {}",
+                limits::MAX_GPUS_PER_NODE,
+                hw.gpus_per_node
+            ),
+        ));
+    }
+    Ok((gpu, calibration, compute))
+}
+
+/// `hardware.calibration`: a built-in name, or a path (relative to the scenario) to a file
+/// written by `pdsim calibrate`.
+fn calibration(
+    c: &Checker,
+    hw: &file::HardwareSection,
+    gpu: &GpuSpec,
+) -> Result<(String, crate::spec::ComputeParams), ScenarioError> {
+    use crate::spec::calibration as cal;
+    let key = "hardware.calibration";
+    let name = hw
+        .calibration
+        .clone()
+        .unwrap_or_else(|| cal::DEFAULT_CALIBRATION.to_string());
+    if let Some(p) = cal::named(&name, gpu) {
+        return Ok((name, p));
+    }
+    let looks_like_file = name.contains('/') || name.contains('.') || name.ends_with(".toml");
+    if !looks_like_file {
+        return Err(c.err(
+            key,
+            format!(
+                "unknown calibration {name:?}; valid: {} or the path of a file written by `pdsim calibrate`{}",
+                cal::CALIBRATIONS.join(", "),
+                super::suggestion(&name, cal::CALIBRATIONS)
+            ),
+        ));
+    }
+    let path = c.resolve_path(&name);
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        c.err(
+            key,
+            format!(
+                "cannot read calibration file {}: {e}; give {} or a file written by `pdsim calibrate`",
+                path.display(),
+                cal::CALIBRATIONS.join(", ")
+            ),
+        )
+    })?;
+    let file = cal::CalibrationFile::parse(&text)
+        .map_err(|e| c.err(key, format!("{}: {e}", path.display())))?;
+    *c.measured.borrow_mut() = Some(file.measured.clone());
+    Ok((name, file.params))
+}
+
+/// `[fabric]`, over the `nodes` the placement uses, with the GPU's NVLink and RDMA engine
+/// rates (`[hardware]`) and Mooncake's calibrated transfer model (`fabric/calibration.rs`).
+pub(super) fn fabric(
+    c: &Checker,
+    f: &file::FabricSection,
+    gpu: &crate::spec::GpuSpec,
+    gpus_per_node: u32,
+    nodes: u32,
+) -> Result<FabricConfig, ScenarioError> {
+    let nic_gbps = c.positive("fabric.nic_gbps", f.nic_gbps, "Gb/s per NIC")?;
+    let nics_per_node = f.nics_per_node.unwrap_or(gpus_per_node);
+    let max_nics = gpus_per_node.saturating_mul(limits::MAX_NICS_PER_GPU);
+    if nics_per_node == 0 || nics_per_node > max_nics {
+        return Err(c.err(
+            "fabric.nics_per_node",
+            format!(
+                "must be in 1..={max_nics} ({} per GPU × hardware.gpus_per_node = {gpus_per_node}; default: one per GPU), got {nics_per_node}",
+                limits::MAX_NICS_PER_GPU
+            ),
+        ));
+    }
+    let base_latency_us = c.non_negative("fabric.base_latency_us", f.base_latency_us, "µs")?;
+    c.within_clock("fabric.base_latency_us", base_latency_us, 1e-6, "µs")?;
+    let control_latency_us =
+        c.non_negative("fabric.control_latency_us", f.control_latency_us, "µs")?;
+    c.within_clock("fabric.control_latency_us", control_latency_us, 1e-6, "µs")?;
+    let kind = f.topology;
+    if f.nodes_per_leaf == 0 {
+        return Err(c.err("fabric.nodes_per_leaf", "must be ≥ 1, e.g. 8"));
+    }
+    if !(f.oversubscription.is_finite() && f.oversubscription >= 1.0) {
+        return Err(c.err(
+            "fabric.oversubscription",
+            format!(
+                "must be ≥ 1 (1 is non-blocking, 4 gives each uplink a quarter), got {}",
+                f.oversubscription
+            ),
+        ));
+    }
+    let topology = crate::fabric::TopologyConfig {
+        nodes,
+        gpus_per_node,
+        nics_per_node,
+        nic_bytes_per_ns: nic_gbps / 8.0,
+        kind,
+        nodes_per_leaf: f.nodes_per_leaf,
+        oversubscription: f.oversubscription,
+        // GB/s is bytes per ns.
+        nvlink_bytes_per_ns: gpu.nvlink_bytes_per_s / 1e9,
+    };
+    let defaults = crate::fabric::FabricParams::default();
+    let model = crate::fabric::FabricParams {
+        base_latency_ns: (base_latency_us * NS_PER_US as f64).ceil() as Nanos,
+        // The GPU's own engine rate when `[hardware]` gives one, else the transport's.
+        engine_bytes_per_ns: gpu
+            .rdma_engine_bytes_per_s
+            .map_or_else(|| f.transport.engine_bytes_per_ns(&defaults), |b| b / 1e9),
+        ..defaults
+    };
+    Ok(FabricConfig {
+        topology,
+        model,
+        control_latency_ns: (control_latency_us * NS_PER_US as f64).ceil() as Nanos,
+        a2a_flows: f.a2a_flows,
+        transport: f.transport,
+    })
+}
+
+/// `[sglang]` and `[slo]`.
+pub(super) fn sglang_and_slo(
+    c: &Checker,
+    file: &ScenarioFile,
+) -> Result<(SglangParams, Slo), ScenarioError> {
+    let sg = &file.sglang;
+    let profile: Profile = sg.profile;
+    let waiting = c.duration("sglang.waiting_timeout_s", sg.waiting_timeout_s, false)?;
+    let bootstrap = c.duration("sglang.bootstrap_timeout_s", sg.bootstrap_timeout_s, false)?;
+    if sg.queue_size == 0 || sg.queue_size > limits::MAX_QUEUE_SIZE {
+        return Err(c.err(
+            "sglang.queue_size",
+            format!(
+                "must be in 1..={} transfer-queue shards per prefill instance (sglang's default is 4), got {}",
+                limits::MAX_QUEUE_SIZE,
+                sg.queue_size
+            ),
+        ));
+    }
+    let mut slo = Slo::default();
+    if let Some(t) = file.slo.ttft_ms {
+        let t = c.positive("slo.ttft_ms", t, "ms")?;
+        slo.ttft_ns = Some(ns_from_secs_ceil(
+            c.within_clock("slo.ttft_ms", t, 1e-3, "ms")? / 1e3,
+        ));
+    }
+    if let Some(t) = file.slo.tpot_ms {
+        let t = c.positive("slo.tpot_ms", t, "ms")?;
+        slo.tpot_ns = Some(ns_from_secs_ceil(
+            c.within_clock("slo.tpot_ms", t, 1e-3, "ms")? / 1e3,
+        ));
+    }
+    let s = &file.slo;
+    let pct = |name: &str, v: Option<f64>| -> Result<Option<f64>, ScenarioError> {
+        v.map(|t| {
+            let key = format!("slo.{name}");
+            c.positive(&key, t, "ms")?;
+            c.within_clock(&key, t, 1e-3, "ms")
+        })
+        .transpose()
+    };
+    slo.ttft_pct_ms = [
+        pct("ttft_p50_ms", s.ttft_p50_ms)?,
+        pct("ttft_p90_ms", s.ttft_p90_ms)?,
+        pct("ttft_p99_ms", s.ttft_p99_ms)?,
+    ];
+    slo.tpot_pct_ms = [
+        pct("tpot_p50_ms", s.tpot_p50_ms)?,
+        pct("tpot_p90_ms", s.tpot_p90_ms)?,
+        pct("tpot_p99_ms", s.tpot_p99_ms)?,
+    ];
+    if let Some(a) = s.attainment_min {
+        if !(a > 0.0 && a <= 1.0) {
+            return Err(c.err(
+                "slo.attainment_min",
+                format!("must be a share of arrived requests in (0, 1], e.g. 0.9; got {a}"),
+            ));
+        }
+        slo.attainment_min = Some(a);
+    }
+    let sglang = SglangParams {
+        profile,
+        waiting_timeout_ns: ns_from_secs_ceil(waiting),
+        bootstrap_timeout_ns: ns_from_secs_ceil(bootstrap),
+        queue_size: sg.queue_size,
+    };
+    Ok((sglang, slo))
+}
+
+/// One transfer plan per (prefill pool, decode pool): compiled once, used by every request.
+pub(super) fn plans(
+    c: &Checker,
+    pools: &[Pool],
+    profile: Profile,
+) -> Result<BTreeMap<(usize, usize), Arc<PairPlan>>, ScenarioError> {
+    let mut plans = std::collections::BTreeMap::new();
+    for (pi, pp) in pools
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.role == Role::Prefill)
+    {
+        for (di, dp) in pools
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.role == Role::Decode)
+        {
+            let plan = crate::layout::PairPlan::compile(
+                (&pp.model, &pp.server),
+                (&dp.model, &dp.server),
+                profile,
+            )
+            .map_err(|e| {
+                c.err(
+                    &format!("pools.{}.server", dp.name),
+                    format!("prefill pool {:?} cannot pair with it: {e}", pp.name),
+                )
+            })?;
+            plans.insert((pi, di), std::sync::Arc::new(plan));
+        }
+    }
+    Ok(plans)
+}
+
+/// `[expect]`: what serde cannot check (finite, non-negative, min ≤ max, attainment ≤ 1).
+pub(super) fn expect(c: &Checker, e: Option<&super::expect::Expect>) -> Result<(), ScenarioError> {
+    match e.map(super::expect::Expect::check) {
+        Some(Err((key, message))) => Err(c.err(&key, message)),
+        _ => Ok(()),
+    }
+}
+
+/// `[router]`: a policy per side and `cache_aware`'s parameters. `prefill_policy` and
+/// `decode_policy` are the PD router's flags: a plain (colocated) cluster has neither side.
+pub(super) fn router(
+    c: &Checker,
+    r: &file::RouterSection,
+    colocated: bool,
+) -> Result<RouterParams, ScenarioError> {
+    if colocated {
+        for (key, v) in [
+            ("router.prefill_policy", r.prefill_policy),
+            ("router.decode_policy", r.decode_policy),
+        ] {
+            if v.is_some() {
+                return Err(c.err(
+                    key,
+                    "is a PD router flag (--prefill-policy / --decode-policy), and this cluster has colocated servers; set router.policy instead",
+                ));
+            }
+        }
+    }
+    if !(0.0..=1.0).contains(&r.cache_threshold) {
+        return Err(c.err(
+            "router.cache_threshold",
+            format!(
+                "must be a prefix match rate in [0, 1] (sgl-model-gateway's default: 0.3), got {}",
+                r.cache_threshold
+            ),
+        ));
+    }
+    if !(r.balance_rel_threshold.is_finite() && r.balance_rel_threshold >= 1.0) {
+        return Err(c.err(
+            "router.balance_rel_threshold",
+            format!(
+                "must be a load ratio ≥ 1 (sgl-model-gateway's default: 1.5), got {}",
+                r.balance_rel_threshold
+            ),
+        ));
+    }
+    if r.balance_abs_threshold > u64::from(u32::MAX) {
+        return Err(c.err(
+            "router.balance_abs_threshold",
+            format!(
+                "must be a number of requests ≤ {} (sgl-model-gateway's default: 64), got {}",
+                u32::MAX,
+                r.balance_abs_threshold
+            ),
+        ));
+    }
+    if r.eviction_interval_secs as f64 > limits::MAX_DURATION_S {
+        return Err(c.err(
+            "router.eviction_interval_secs",
+            format!(
+                "must be at most {} s (0 turns eviction off; sgl-model-gateway's default: 60), got {}",
+                limits::MAX_DURATION_S,
+                r.eviction_interval_secs
+            ),
+        ));
+    }
+    if r.max_tree_size == 0 {
+        return Err(c.err(
+            "router.max_tree_size",
+            "must be ≥ 1 character (sgl-model-gateway's default: 67108864 = 2^26)",
+        ));
+    }
+    Ok(RouterParams {
+        prefill: r.prefill_policy.unwrap_or(r.policy),
+        decode: r.decode_policy.unwrap_or(r.policy),
+        cache_aware: CacheAwareParams {
+            cache_threshold: r.cache_threshold as f32,
+            balance_abs_threshold: r.balance_abs_threshold,
+            balance_rel_threshold: r.balance_rel_threshold as f32,
+            eviction_interval_ns: r.eviction_interval_secs * crate::engine::NS_PER_S,
+            max_tree_size: r.max_tree_size,
+        },
+    })
+}

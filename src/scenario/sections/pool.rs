@@ -1,0 +1,371 @@
+//! `[[pools]]`: each pool's server flags, model and parallelism checked and resolved into a
+//! [`Pool`], then the checks across pools (KV room, PD or colocated).
+
+use crate::config::{DEFAULT_STATE_SLOTS, MAX_UNIFIED_SLOTS, Pool, Role, limits};
+use crate::scenario::file::{self, ScenarioFile};
+use crate::scenario::{Checker, ScenarioError, divisors};
+use crate::spec::{GpuSpec, ServerArgs, server};
+
+use super::hicache::{decode_offload, hicache};
+
+/// `[[pools]]`: every pool checked, prefill pools first.
+pub(in crate::scenario) fn pools(
+    c: &Checker,
+    file: &ScenarioFile,
+    gpu: &GpuSpec,
+) -> Result<Vec<Pool>, ScenarioError> {
+    let default_model = match &file.model {
+        Some(r) => Some(c.model("model", r)?),
+        None => None,
+    };
+    let mut pools = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for p in &file.pools {
+        let key = format!("pools.{}", p.name);
+        if p.name.is_empty() {
+            return Err(c.err("pools", "every pool needs a non-empty name"));
+        }
+        if seen.contains(&p.name.as_str()) {
+            return Err(c.err(
+                &key,
+                format!(
+                    "duplicate pool name {:?}; pool names must be unique",
+                    p.name
+                ),
+            ));
+        }
+        seen.push(&p.name);
+        pools.push(pool(
+            c,
+            p,
+            &key,
+            default_model.as_ref(),
+            gpu,
+            file.hardware.gpus_per_node,
+        )?);
+    }
+    for p in pools
+        .iter_mut()
+        .filter(|p| p.server.enable_unified_memory && p.state_slots > 0)
+    {
+        // One shared pool: slots and pages compete for the same bytes (`docs/sglang-pd.md` §1.6).
+        p.state_slots = crate::config::capacity::unified_slots(gpu, p, MAX_UNIFIED_SLOTS);
+    }
+    for p in &pools {
+        if crate::config::capacity::kv_pages(gpu, p) == 0 {
+            let key = format!("pools.{}.server.mem_fraction_static", p.name);
+            return Err(c.err(
+                &key,
+                format!(
+                    "leaves no room for KV cache: {:.2} GB per GPU after weights ({:.2} GB at tp_size {}) and activations; raise mem_fraction_static or tp_size",
+                    crate::config::capacity::kv_budget_bytes(gpu, p).max(0.0) / 1e9,
+                    crate::config::capacity::weight_bytes_per_gpu(&p.model, &p.server, &p.parallel) / 1e9,
+                    p.server.tp_size
+                ),
+            ));
+        }
+    }
+    let colocated = pools.iter().find(|p| p.role == Role::Colocated);
+    let pd = pools.iter().find(|p| p.role != Role::Colocated);
+    if let (Some(co), Some(other)) = (colocated, pd) {
+        // A colocated server is the baseline a PD cluster is compared with, not a part of one:
+        // the router of a PD cluster picks a (prefill, decode) pair, a plain server's picks one.
+        return Err(c.err(
+            &format!("pools.{}.role", co.name),
+            format!(
+                "a scenario is either a PD cluster (prefill and decode pools) or colocated servers (only role = \"colocated\" pools); pool {:?} is {} — compare the two with `pdsim sweep --vary` over two scenarios' pools",
+                other.name,
+                other.role.as_str()
+            ),
+        ));
+    }
+    if colocated.is_none() {
+        for role in [Role::Prefill, Role::Decode] {
+            if !pools.iter().any(|p| p.role == role) {
+                return Err(c.err(
+                    "pools",
+                    format!(
+                        "no {} pool: a PD cluster needs at least one [[pools]] with role = \"prefill\" and one with role = \"decode\" (or use only role = \"colocated\" pools for plain sglang servers)",
+                        role.as_str()
+                    ),
+                ));
+            }
+        }
+    }
+    pools.sort_by_key(|p| p.role);
+    Ok(pools)
+}
+
+/// One `[[pools]]` entry, its key `key` (`pools.<name>`).
+fn pool(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    default_model: Option<&crate::spec::ModelSpec>,
+    gpu: &GpuSpec,
+    gpus_per_node: u32,
+) -> Result<Pool, ScenarioError> {
+    check_shape(c, p, key, gpus_per_node)?;
+    let s = &p.server;
+    let parallel = crate::scenario::parallel::check(c, key, s, gpus_per_node)?;
+    crate::scenario::parallel::check_role(c, key, &parallel.args, p.role)?;
+    let attn_tp = parallel.attn_tp;
+    let parallel = parallel.args;
+    check_server_limits(c, s, key)?;
+    let (model, quantization) = model(c, p, key, default_model)?;
+    crate::scenario::parallel::check_model(c, key, &parallel, &model)?;
+    let (speculative, spec_notes) = match crate::scenario::speculative::server_args(
+        c,
+        p,
+        key,
+        &model,
+        &parallel,
+        gpus_per_node,
+    )? {
+        Some((a, n)) => (Some(a), n),
+        None => (None, Vec::new()),
+    };
+    let server = ServerArgs {
+        tp_size: s.tp_size,
+        attn_tp_size: attn_tp,
+        page_size: s.page_size,
+        kv_cache_dtype: s.kv_cache_dtype.clone(),
+        enable_unified_memory: s.enable_unified_memory,
+        chunked_prefill_size: s.chunked_prefill_size,
+        max_prefill_tokens: s.max_prefill_tokens,
+        mem_fraction_static: s.mem_fraction_static,
+        // sglang: "Max running requests is reset to 48 for speculative decoding".
+        max_running_requests: s.max_running_requests.or(speculative.as_ref().map(|_| 48)),
+        radix_cache: (!s.disable_radix_cache).then_some(s.radix_cache_tokens),
+        quantization,
+        speculative,
+    };
+    let kv_dtype_bytes = server
+        .kv_dtype_bytes(model.activation_bytes)
+        .ok_or_else(|| {
+            c.err(
+                &format!("{key}.server.kv_cache_dtype"),
+                format!(
+                    "unknown KV cache dtype {:?}; valid: {}",
+                    s.kv_cache_dtype,
+                    server::KV_CACHE_DTYPES.join(", ")
+                ),
+            )
+        })?;
+    check_weights_fit(c, key, &model, &server, &parallel, gpu)?;
+    let layouts = crate::layout::RankLayout::all_ranks(&model, &server)
+        .map_err(|e| c.err(&format!("{key}.server"), e.to_string()))?;
+    let state_slots = if model.is_hybrid() {
+        server.max_running_requests.unwrap_or(DEFAULT_STATE_SLOTS)
+    } else {
+        0
+    };
+    let step_times = match &p.step_times {
+        Some(path) => Some(std::sync::Arc::new(step_times(c, key, path)?)),
+        None => None,
+    };
+    let mut pool = Pool {
+        name: p.name.clone(),
+        role: p.role,
+        instances: p.instances,
+        server,
+        model,
+        kv_dtype_bytes,
+        step_times,
+        layout: std::sync::Arc::new(layouts),
+        state_slots,
+        node: p.node,
+        gpu: p.gpu.unwrap_or(0),
+        kv_allocator: p
+            .kv_allocator
+            .unwrap_or(crate::config::KvAllocator::default_for(p.role)),
+        num_reserved_decode_tokens: s.num_reserved_decode_tokens,
+        parallel,
+        hicache: None,
+        decode_offload: None,
+        speculative: None,
+    };
+    pool.hicache = hicache(c, p, key, &pool, gpu)?;
+    pool.decode_offload = decode_offload(c, p, key, &pool, gpu)?;
+    pool.speculative = crate::scenario::speculative::params(c, p, key, &pool, spec_notes)?;
+    Ok(pool)
+}
+
+/// The pool's size on the GPUs: at least one instance, and a `tp_size` that packs whole
+/// instances into a node or spans whole nodes (checked before the parallel flags, which
+/// divide it).
+fn check_shape(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    gpus_per_node: u32,
+) -> Result<(), ScenarioError> {
+    if p.instances == 0 {
+        return Err(c.err(&format!("{key}.instances"), "must be ≥ 1"));
+    }
+    let s = &p.server;
+    if s.tp_size == 0
+        || !(gpus_per_node.is_multiple_of(s.tp_size) || s.tp_size.is_multiple_of(gpus_per_node))
+    {
+        return Err(c.err(
+            &format!("{key}.server.tp_size"),
+            format!(
+                "{} neither divides hardware.gpus_per_node = {} nor is a multiple of it (an instance spans whole nodes); use one of {} or a multiple of {}",
+                s.tp_size,
+                gpus_per_node,
+                divisors(gpus_per_node),
+                gpus_per_node
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The server's scheduling and memory flags in range: page size, prefill token budgets,
+/// `mem_fraction_static`, the radix cache's size, running requests and reserved decode
+/// tokens.
+fn check_server_limits(
+    c: &Checker,
+    s: &file::ServerSection,
+    key: &str,
+) -> Result<(), ScenarioError> {
+    let k = |f: &str| format!("{key}.server.{f}");
+    crate::spec::server::check_page_size(s.page_size).map_err(|m| c.err(&k("page_size"), m))?;
+    if s.max_prefill_tokens == 0 {
+        return Err(c.err(&k("max_prefill_tokens"), "must be ≥ 1 token, e.g. 16384"));
+    }
+    if s.chunked_prefill_size == 0 {
+        return Err(c.err(&k("chunked_prefill_size"), "must be ≥ 1 token, e.g. 8192"));
+    }
+    if !(s.mem_fraction_static > 0.0 && s.mem_fraction_static <= 1.0) {
+        return Err(c.err(
+            &k("mem_fraction_static"),
+            format!("must be in (0, 1], got {}", s.mem_fraction_static),
+        ));
+    }
+    if s.radix_cache_tokens == Some(0) {
+        return Err(c.err(
+            &k("radix_cache_tokens"),
+            "must be ≥ 1 token; to turn the cache off set disable_radix_cache = true",
+        ));
+    }
+    if s.max_running_requests == Some(0) {
+        return Err(c.err(&k("max_running_requests"), "must be ≥ 1 (or left out)"));
+    }
+    if s.num_reserved_decode_tokens > limits::MAX_RESERVED_DECODE_TOKENS {
+        return Err(c.err(
+            &k("num_reserved_decode_tokens"),
+            format!(
+                "must be at most {} tokens (sglang's default is 512), got {}",
+                limits::MAX_RESERVED_DECODE_TOKENS,
+                s.num_reserved_decode_tokens
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The model the pool serves (its own `model`, else the scenario's `[model]`) with the
+/// server's `quantization` applied to it, and that quantization.
+fn model(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    default_model: Option<&crate::spec::ModelSpec>,
+) -> Result<(crate::spec::ModelSpec, Option<server::Quantization>), ScenarioError> {
+    let mut model = match (&p.model, default_model) {
+        (Some(r), _) => c.model(&format!("{key}.model"), r)?,
+        (None, Some(m)) => m.clone(),
+        (None, None) => {
+            return Err(c.err(
+                "model",
+                format!(
+                    "no [model] table and pool {:?} sets no model; add [model] preset = \"llama-3.1-8b\"",
+                    p.name
+                ),
+            ));
+        }
+    };
+    let quantization = match p.server.quantization.as_deref() {
+        None => None,
+        Some(q) => Some(server::Quantization::parse(q).ok_or_else(|| {
+            c.err(
+                &format!("{key}.server.quantization"),
+                format!(
+                    "{q:?} is not a quantization pdsim models; valid: {} (sglang's online FP8 \
+                     weights). sglang's other --quantization methods (awq, gptq, marlin, \
+                     bitsandbytes, gguf, modelopt_fp4, w8a8_int8, mxfp4, …) are not modelled; \
+                     leave the key out to serve the checkpoint's own dtype",
+                    server::QUANTIZATIONS.join(", ")
+                ),
+            )
+        })?),
+    };
+    if let Some(q) = quantization {
+        q.apply(&mut model);
+    }
+    Ok((model, quantization))
+}
+
+/// The server starts on this GPU: a unified pool has hybrid layers to share it with, and the
+/// weights on one GPU (the draft's included) fit under `mem_fraction_static` of its HBM.
+fn check_weights_fit(
+    c: &Checker,
+    key: &str,
+    model: &crate::spec::ModelSpec,
+    server: &ServerArgs,
+    parallel: &server::Parallel,
+    gpu: &GpuSpec,
+) -> Result<(), ScenarioError> {
+    let k = |f: &str| format!("{key}.server.{f}");
+    if server.enable_unified_memory && !model.is_hybrid() {
+        return Err(c.err(
+            &k("enable_unified_memory"),
+            format!(
+                "model {} has no hybrid (mamba/GDN/SWA) layers: sglang's unified pool needs at least two sub-pools, so the server would not start; set it to false",
+                model.name
+            ),
+        ));
+    }
+    let mut per_gpu_weights =
+        crate::config::capacity::weight_bytes_per_gpu(model, server, parallel);
+    if let Some(spec) = &server.speculative {
+        per_gpu_weights +=
+            crate::config::capacity::draft_weight_bytes_per_gpu(model, spec, server, parallel);
+    }
+    let budget = gpu.hbm_bytes as f64 * server.mem_fraction_static;
+    if per_gpu_weights >= budget {
+        return Err(c.err(
+            &k("tp_size"),
+            format!(
+                "model {} needs {:.1} GB of weights per GPU at tp_size = {} (dp_size {}, ep_size {}), more than {:.1} GB ({} HBM × mem_fraction_static {}); raise tp_size or ep_size",
+                model.name,
+                per_gpu_weights / 1e9,
+                server.tp_size,
+                parallel.dp_ranks(),
+                parallel.ep_size,
+                budget / 1e9,
+                gpu.name,
+                server.mem_fraction_static
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `pools.<name>.step_times`: the scenario layer reads the file; `compute/` only parses text.
+fn step_times(
+    c: &Checker,
+    key: &str,
+    path: &str,
+) -> Result<crate::compute::MeasuredProfile, ScenarioError> {
+    use crate::compute::profile::{ProfileError, parse_profile};
+    let path = c.resolve_path(path);
+    std::fs::read_to_string(&path)
+        .map_err(|source| ProfileError::Io {
+            path: path.clone(),
+            source,
+        })
+        .and_then(|text| parse_profile(&path, &text))
+        .map_err(|e| c.err(&format!("{key}.step_times"), e.to_string()))
+}

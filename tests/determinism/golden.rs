@@ -9,8 +9,8 @@
 //!
 //! `sim.events` in `summary.json` is masked: it counts the simulator's own work (coalesced
 //! decode runs, fabric timers), not anything that happened to a request, so a change of how
-//! the simulator gets there is not a change of results. `tests/determinism/determinism.rs` still holds it
-//! to the same value run after run.
+//! the simulator gets there is not a change of results. `tests/determinism/determinism.rs` still
+//! holds it to the same value run after run.
 
 use crate::common;
 

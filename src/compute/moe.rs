@@ -47,7 +47,7 @@
 //!   reduce-scattered (one all-reduce's traffic of the `dp·T` tokens over NVLink / the NICs).
 //!
 //! Every constant is named with its source; none is fitted to the LMSYS figures that
-//! `tests/moe_lmsys.rs` compares against.
+//! `tests/fidelity/moe_lmsys.rs` compares against.
 
 use crate::spec::{GpuSpec, ModelSpec, server::A2aBackend, server::Parallel};
 

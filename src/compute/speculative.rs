@@ -108,7 +108,7 @@ pub fn request_rate(rng: &mut ChaCha8Rng, mean: f64, sd: f64) -> f64 {
 /// sglang PR #4247's EAGLE-3 row (Llama-3.1-8B-Instruct, 1 × H100, MT-bench, 5 steps,
 /// 361.70 tok/s at accept length 4.68: 12.94 ms a step, of which the forwards and host price
 /// 8.96 ms); held out, the same PR's EAGLE-3 8-step and EAGLE-2 8-step rows land within 2 %
-/// (`tests/speculative.rs`). A chain (topk = 1) pays none: with it the DeepSeek MTP rows of
+/// (`tests/sglang/speculative.rs`). A chain (topk = 1) pays none: with it the DeepSeek MTP rows of
 /// sglang's docs (H200 TP8, 1.8× at batch 1, 1.5× at batch 32) land within 11 %; charging it
 /// there too would put them at 1.0× and 1.3×.
 pub const SPEC_TREE_STEP_S: f64 = 3.98e-3;

@@ -43,8 +43,8 @@
 //!   (Mooncake's NVLink transport): neither the per-batch nor the per-WR cap applies, only the
 //!   GPUs' NVLink links.
 //!
-//! # What was fitted, and to what (`tests/fabric_calibration.rs` and
-//! `tests/fabric_scenarios.rs` print every row)
+//! # What was fitted, and to what (`tests/fabric/fabric_calibration.rs` and
+//! `tests/fabric/fabric_scenarios.rs` print every row)
 //!
 //! 1. **vLLM 1P1D table** (`docs/numbers.md` §4.1; Mooncake docs
 //!    `performance/vllm/vllm-v1-pd-performance.md`: Qwen3-8B TP8 on H800, 8 × ConnectX-7 at

@@ -1,5 +1,5 @@
 //! Unit tests of the fabric's bookkeeping through the harness (the hand-computed sharing cases
-//! are in `tests/fabric_hand.rs`).
+//! are in `tests/fabric/fabric_hand.rs`).
 
 use super::harness::Harness;
 use super::*;

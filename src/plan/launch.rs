@@ -582,7 +582,7 @@ mod tests {
     }
 
     /// A decode pool that offloads gets sglang's flag and the storage backend it needs
-    /// (`tests/kv_store.rs` has `pdsim lint` read the pair back).
+    /// (`tests/sglang/kv_store.rs` has `pdsim lint` read the pair back).
     #[test]
     fn a_decode_offload_writes_its_flag_and_backend() {
         let text = launch_text(&load("scenarios/store/decode-offload.toml"));

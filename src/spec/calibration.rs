@@ -203,10 +203,10 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     // Fitted (least squares in log, one constant for four rows): the residual of the four
     // median-TTFT rows of `benchmark_vllm_060/README.md` (31.98 / 35.68 ms 8B A100, 53.94 /
     // 58.11 ms 70B H100 TP4) once the forward, the wait for the running step and the
-    // tokenizer are priced; errors +3.8 / +10.1 / −11.4 / −5.1 % (`tests/colocated_rows.rs`
-    // prints them). It holds everything per request those rows cannot separate: detokenizer,
-    // tokenizer manager and HTTP/SSE through sglang 0.3.0's Python path, and bench_serving's
-    // own aiohttp client.
+    // tokenizer are priced; errors +3.8 / +10.1 / −11.4 / −5.1 %
+    // (`tests/fidelity/colocated_rows.rs` prints them). It holds everything per request those rows
+    // cannot separate: detokenizer, tokenizer manager and HTTP/SSE through sglang 0.3.0's Python
+    // path, and bench_serving's own aiohttp client.
     first_token_path_s: 6.9e-3,
 };
 
@@ -266,9 +266,9 @@ pub const VLLM_2023_H100: ComputeParams = ComputeParams {
 /// same engine measured on both GPUs (`calibration/perf_model.csv`, the vLLM 2023 fits above)
 /// reached 0.690 of peak on A100 against 0.566 on H100. `sglang-2025`'s FLOP efficiencies were
 /// fitted on H100 rows, so on an A100 they are scaled by that ratio (×1.219); bandwidth and host
-/// costs are unchanged. Checked by the A100 rows of `tests/colocated_rows.rs` (TTFT, ITL and the
-/// offline throughput, which was −32 % without it: pure compute at the H100 share would take
-/// longer than sglang's whole measured run).
+/// costs are unchanged. Checked by the A100 rows of `tests/fidelity/colocated_rows.rs` (TTFT, ITL
+/// and the offline throughput, which was −32 % without it: pure compute at the H100 share would
+/// take longer than sglang's whole measured run).
 pub fn sglang_2025_a100() -> ComputeParams {
     let k = VLLM_2023_A100.prefill_flops_efficiency / VLLM_2023_H100.prefill_flops_efficiency;
     ComputeParams {

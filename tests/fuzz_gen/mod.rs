@@ -1,4 +1,4 @@
-//! The pdsim fuzzer, shared by `tests/fuzz.rs` (a fixed budget inside `cargo test`) and
+//! The pdsim fuzzer, shared by `tests/robustness/fuzz.rs` (a fixed budget inside `cargo test`) and
 //! `examples/fuzz.rs` (as long as asked). See `docs/fuzzing.md`.
 //!
 //! Every case is a pure function of `(seed, index)`: [`generate`] builds it from the scenario
@@ -40,7 +40,7 @@ const MAX_GPUS_TO_RUN: u64 = 256;
 
 /// Failures that are known bugs of issue 15 (being fixed on another branch). A failure whose
 /// `kind` starts with the first field and whose signature (kind, message and the mutations
-/// that produced it) contains the second is reported but does not fail `tests/fuzz.rs`.
+/// that produced it) contains the second is reported but does not fail `tests/robustness/fuzz.rs`.
 /// Empty this list as the fixes land.
 pub const KNOWN_BUGS: &[(&str, &str, &str)] = &[
     // (kind prefix, substring of the signature, issue item). Empty: every bug the fuzzer found

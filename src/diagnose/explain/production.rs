@@ -69,7 +69,7 @@ pub(super) fn speculative_section(run: &Run) -> Option<Section> {
 
 /// `(TPOT factor, speculative step ms, plain step ms)` at batch 1 for decode pool `pool` of
 /// `sc` at accept length `tau`: one speculative step over `tau` plain steps, at a context of
-/// the workload's mean prompt (the figure `tests/speculative.rs` derives by hand).
+/// the workload's mean prompt (the figure `tests/sglang/speculative.rs` derives by hand).
 fn tpot_factor(sc: &Scenario, pool: &str, tau: f64) -> Option<(f64, f64, f64)> {
     let p = sc.pools.iter().find(|p| p.name == pool)?;
     let spec = p.server.speculative.as_ref()?;

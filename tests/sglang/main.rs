@@ -1,0 +1,20 @@
+//! The simulated servers behave as sglang's code does: memory and the prefix cache, HiCache and
+//! the Mooncake Store, router policies, DP dispatch, the PD teaching scenarios, speculative
+//! decoding, aborts, page fragmentation, sessions and the GPU presets. One test binary; each
+//! former test crate is a module of the same name (`cargo test --release --test sglang
+//! kv_store`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod aborts;
+mod dp_dispatch;
+mod fragmentation;
+mod gpu_presets;
+mod kv_store;
+mod memory;
+mod pd_scenarios;
+mod router_policies;
+mod sessions;
+mod speculative;
+mod trace_deadlines;

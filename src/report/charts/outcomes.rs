@@ -46,14 +46,7 @@ pub(super) fn outcomes_chart<DB: DrawingBackend>(
     let pos = |i: usize| (n - i) as f64 - 0.5;
     let keys: Vec<f64> = (0..n).map(pos).collect();
     let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
-    let y_fmt = move |v: &f64| {
-        let i = (n as f64 - 0.5 - v).round();
-        if i >= 0.0 && (i as usize) < n {
-            labels[i as usize].clone()
-        } else {
-            String::new()
-        }
-    };
+    let y_fmt = move |v: &f64| row_label(&labels, n as f64 - 0.5 - v);
     // Room right of the longest bar for its count.
     let x_max = nice_ceil(max.max(1) as f64 * 1.25);
     let mut chart = ChartBuilder::on(area)

@@ -49,14 +49,7 @@ pub(super) fn sessions_chart<DB: DrawingBackend>(
     let y_max = nice_ceil(max.max(1.0) * 1.15);
     let keys: Vec<f64> = (0..n).map(|i| i as f64 + 0.5).collect();
     let labels: Vec<String> = rows.iter().map(turn_label).collect();
-    let x_fmt = move |v: &f64| {
-        let i = (v - 0.5).round();
-        if i >= 0.0 && (i as usize) < labels.len() {
-            labels[i as usize].clone()
-        } else {
-            String::new()
-        }
-    };
+    let x_fmt = move |v: &f64| row_label(&labels, v - 0.5);
     let mut chart = ChartBuilder::on(&plot)
         .margin(10)
         .margin_right(16)

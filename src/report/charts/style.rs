@@ -235,6 +235,16 @@ pub(super) fn downsample(points: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The label of row `i` (a row centre's index, rounded) on a [`RowAxis`], empty off the rows.
+pub(super) fn row_label(labels: &[String], i: f64) -> String {
+    let i = i.round();
+    if i >= 0.0 && (i as usize) < labels.len() {
+        labels[i as usize].clone()
+    } else {
+        String::new()
+    }
+}
+
 /// A vertical axis of `n` rows, `0..n`, with ticks exactly at the given row centres (plotters'
 /// `with_key_points` offers no label formatter).
 pub(super) struct RowAxis {

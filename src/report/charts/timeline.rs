@@ -140,14 +140,7 @@ pub(super) fn timeline_chart<DB: DrawingBackend>(
     let step = rows.len().div_ceil(24).max(1);
     let keys: Vec<f64> = (0..rows.len()).step_by(step).map(pos).collect();
     let ids: Vec<String> = rows.iter().map(|r| format!("#{}", r.id)).collect();
-    let y_fmt = move |v: &f64| {
-        let i = (n as f64 - 0.5 - v).round();
-        if i >= 0.0 && (i as usize) < ids.len() {
-            ids[i as usize].clone()
-        } else {
-            String::new()
-        }
-    };
+    let y_fmt = move |v: &f64| row_label(&ids, n as f64 - 0.5 - v);
     let mut chart = ChartBuilder::on(&plot)
         .margin(10)
         .margin_right(16)

@@ -165,6 +165,40 @@ fn arrived_blocks(order: &[u32], landed: &[u32]) -> u32 {
     order.len() as u32
 }
 
+/// An operation's blocks grouped by the store node that holds them, in order of first
+/// appearance.
+struct Groups {
+    /// Store node index of each group.
+    nodes: Vec<usize>,
+    /// Blocks in each group.
+    blocks: Vec<u32>,
+    /// The group of each block, in the operation's block order.
+    order: Vec<u32>,
+}
+
+impl Groups {
+    fn of(blocks: &[u64], node_count: usize) -> Self {
+        // `slot[node index]` is the group of that node.
+        let mut slot = vec![u32::MAX; node_count];
+        let mut g = Groups {
+            nodes: Vec::new(),
+            blocks: Vec::new(),
+            order: Vec::with_capacity(blocks.len()),
+        };
+        for &id in blocks {
+            let n = node_of(id, node_count);
+            if slot[n] == u32::MAX {
+                slot[n] = g.nodes.len() as u32;
+                g.nodes.push(n);
+                g.blocks.push(0);
+            }
+            g.blocks[slot[n] as usize] += 1;
+            g.order.push(slot[n]);
+        }
+        g
+    }
+}
+
 impl World<'_> {
     /// Starts a store operation of `client` on the blocks `blocks` at `now`: reads into its
     /// host memory (`read`) or writes from it after `lead_ns` (the GPU → host copy). One batch
@@ -177,14 +211,65 @@ impl World<'_> {
         now: Nanos,
         lead_ns: Nanos,
     ) {
-        let read = matches!(kind, Kind::Read { .. });
-        let offload = matches!(kind, Kind::Offload { .. });
-        let k = self
-            .sc
+        // The scenario outlives the world, so its node list borrows nothing of `self`.
+        let sc = self.sc;
+        let nodes = &sc
             .kv_store
             .as_ref()
-            .expect("a store has its parameters");
-        let nodes = &k.nodes;
+            .expect("a store has its parameters")
+            .nodes;
+        let (gpus, bytes_per_token, page_size) = self.store_client(client);
+        let block_bytes = u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * bytes_per_token;
+        let pages_per_block = crate::workload::trace::HASH_BLOCK_TOKENS.div_ceil(page_size.max(1));
+        let ranks = gpus.len().max(1);
+        let groups = Groups::of(blocks, nodes.len());
+        let op_id = self.store.next;
+        self.store.next = self.store.next.wrapping_add(1);
+        let mut parts = Vec::with_capacity(groups.nodes.len() * ranks);
+        let mut part_bytes = Vec::with_capacity(parts.capacity());
+        for (g, &n) in groups.nodes.iter().enumerate() {
+            let c = u64::from(groups.blocks[g]);
+            let bytes = (c * block_bytes).div_ceil(ranks as u64);
+            let objects = c * u64::from(pages_per_block);
+            for &gpu in &gpus {
+                let part = parts.len() as u32;
+                part_bytes.push(bytes);
+                let at = (now, lead_ns);
+                parts.push(self.start_part(
+                    &kind,
+                    (op_id, part),
+                    at,
+                    (gpu, nodes[n]),
+                    (bytes, objects),
+                ));
+            }
+        }
+        self.count_store_op(&kind, client, op_id);
+        let left = parts.len() as u32;
+        let old = self.store.ops.insert(
+            op_id,
+            Op {
+                kind,
+                started: now,
+                parts,
+                part_bytes,
+                ranks,
+                order: groups.order,
+                group_blocks: groups.blocks,
+                left,
+                failed: false,
+            },
+        );
+        debug_assert!(
+            old.is_none(),
+            "operation ids are not reused while in flight"
+        );
+        self.fabric_sync();
+    }
+
+    /// The ranks of a store client, its KV bytes per token (all ranks together) and its page
+    /// size, tokens.
+    fn store_client(&self, client: Client) -> (Vec<GpuId>, u64, u32) {
         let (core, bytes_per_token) = match client {
             Client::Prefill(p) => (
                 &self.prefills[p].core,
@@ -205,104 +290,69 @@ impl World<'_> {
                     .bytes_per_token,
             ),
         };
-        let block_bytes = u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * bytes_per_token;
-        let pages_per_block =
-            crate::workload::trace::HASH_BLOCK_TOKENS.div_ceil(core.page_size.max(1));
-        let ranks = core.gpus.len().max(1);
-        // Groups in store-node order; `slot[node index]` is the group of that node.
-        let mut slot = vec![u32::MAX; nodes.len()];
-        let mut group_nodes: Vec<usize> = Vec::new();
-        let mut group_blocks: Vec<u32> = Vec::new();
-        let mut order = Vec::with_capacity(blocks.len());
-        for &id in blocks {
-            let n = node_of(id, nodes.len());
-            if slot[n] == u32::MAX {
-                slot[n] = group_nodes.len() as u32;
-                group_nodes.push(n);
-                group_blocks.push(0);
+        (core.gpus.clone(), bytes_per_token, core.page_size)
+    }
+
+    /// Starts part `part` of operation `op`: `bytes` (`objects` store objects) between rank
+    /// `gpu` and store node `node`, a local copy when the node is the rank's own, else a
+    /// fabric flow; `(now, lead_ns)` as for [`World::start_store_op`].
+    fn start_part(
+        &mut self,
+        kind: &Kind,
+        (op, part): (u32, u32),
+        (now, lead_ns): (Nanos, Nanos),
+        (gpu, node): (GpuId, u32),
+        (bytes, objects): (u64, u64),
+    ) -> Part {
+        let read = matches!(kind, Kind::Read { .. });
+        let offload = matches!(kind, Kind::Offload { .. });
+        if gpu.node == node {
+            let t0 = now + lead_ns;
+            let t1 = t0 + crate::engine::ceil_ns(bytes as f64 / LOCAL_COPY_BYTES_PER_NS);
+            self.q.schedule_at(t1, Event::StoreCopied { op, part });
+            self.store.traffic.local_copy_bytes += bytes;
+            if offload {
+                self.store.offload_mut().local_copy_bytes += bytes;
             }
-            group_blocks[slot[n] as usize] += 1;
-            order.push(slot[n]);
+            return Part::Copy { t0, t1 };
         }
-        let op_id = self.store.next;
-        self.store.next = self.store.next.wrapping_add(1);
-        let mut parts = Vec::with_capacity(group_nodes.len() * ranks);
-        let mut part_bytes = Vec::with_capacity(parts.capacity());
-        let gpus = core.gpus.clone();
-        for (g, &n) in group_nodes.iter().enumerate() {
-            let node = nodes[n];
-            let c = u64::from(group_blocks[g]);
-            let bytes = (c * block_bytes).div_ceil(ranks as u64);
-            let objects = c * u64::from(pages_per_block);
-            for &gpu in &gpus {
-                let part = parts.len() as u32;
-                part_bytes.push(bytes);
-                if gpu.node == node {
-                    let t0 = now + lead_ns;
-                    let t1 = t0 + crate::engine::ceil_ns(bytes as f64 / LOCAL_COPY_BYTES_PER_NS);
-                    self.q
-                        .schedule_at(t1, Event::StoreCopied { op: op_id, part });
-                    self.store.traffic.local_copy_bytes += bytes;
-                    if offload {
-                        self.store.offload_mut().local_copy_bytes += bytes;
-                    }
-                    parts.push(Part::Copy { t0, t1 });
-                } else {
-                    let far = GpuId {
-                        node,
-                        local: gpu.local,
-                    };
-                    let (src, dst) = if read { (far, gpu) } else { (gpu, far) };
-                    let f = self.fabric.start_store(
-                        now,
-                        lead_ns,
-                        (src, dst, gpu),
-                        (bytes, objects),
-                        token(op_id, part),
-                    );
-                    if read {
-                        self.store.traffic.fabric_read_bytes += bytes;
-                    } else {
-                        self.store.traffic.fabric_write_bytes += bytes;
-                    }
-                    if offload {
-                        let o = self.store.offload_mut();
-                        o.fabric_write_bytes += bytes;
-                        o.batches += 1;
-                    }
-                    parts.push(Part::Flow(f));
-                }
-            }
+        let far = GpuId {
+            node,
+            local: gpu.local,
+        };
+        let (src, dst) = if read { (far, gpu) } else { (gpu, far) };
+        let f = self.fabric.start_store(
+            now,
+            lead_ns,
+            (src, dst, gpu),
+            (bytes, objects),
+            token(op, part),
+        );
+        if read {
+            self.store.traffic.fabric_read_bytes += bytes;
+        } else {
+            self.store.traffic.fabric_write_bytes += bytes;
         }
-        if let (Kind::Read { .. }, Client::Prefill(p)) = (&kind, client) {
+        if offload {
+            let o = self.store.offload_mut();
+            o.fabric_write_bytes += bytes;
+            o.batches += 1;
+        }
+        Part::Flow(f)
+    }
+
+    /// Counts a started operation in the traffic totals; a prefill's read is also filed
+    /// under the prefill, which waits on it.
+    fn count_store_op(&mut self, kind: &Kind, client: Client, op: u32) {
+        if let (Kind::Read { .. }, Client::Prefill(p)) = (kind, client) {
             self.store.traffic.reads += 1;
-            self.store.reading.entry(p).or_default().push(op_id);
+            self.store.reading.entry(p).or_default().push(op);
         } else {
             self.store.traffic.writes += 1;
-            if offload {
+            if matches!(kind, Kind::Offload { .. }) {
                 self.store.offload_mut().writes += 1;
             }
         }
-        let left = parts.len() as u32;
-        let old = self.store.ops.insert(
-            op_id,
-            Op {
-                kind,
-                started: now,
-                parts,
-                part_bytes,
-                ranks,
-                order,
-                group_blocks,
-                left,
-                failed: false,
-            },
-        );
-        debug_assert!(
-            old.is_none(),
-            "operation ids are not reused while in flight"
-        );
-        self.fabric_sync();
     }
 
     /// HiCache's prefetch of request `r` from the shared store, started as prefill `p`'s

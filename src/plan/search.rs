@@ -961,6 +961,32 @@ pub fn relative_to(target: &std::path::Path, dir: &std::path::Path) -> std::path
 mod tests {
     use super::*;
 
+    /// `--rate` sets the typed workload's rate key; a schedule has none, and the error names
+    /// `workload.arrival.process`.
+    #[test]
+    fn the_rate_key_comes_from_the_typed_workload() {
+        let dir = std::env::temp_dir().join(format!("pdsim-ratekey-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let quick = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml"),
+        )
+        .unwrap();
+        let path = dir.join("q.toml");
+        std::fs::write(&path, &quick).unwrap();
+        let base = Base::load(&path).unwrap();
+        assert_eq!(rate_key(&base).unwrap(), "workload.arrival.rate_per_s");
+        let mut sched = base.clone();
+        sched.file.workload.arrival =
+            Some(crate::scenario::ArrivalSection::Schedule { steps: vec![] });
+        let e = rate_key(&sched).unwrap_err();
+        assert_eq!(e.key().as_deref(), Some("workload.arrival.process"));
+        assert!(
+            e.to_string().contains("\"schedule\" has no single rate"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     #[test]
     fn a_point_stopped_at_its_first_failing_seed_is_one_verdict_that_fails() {
         let g = Grid::new(

@@ -71,7 +71,8 @@ impl PlanError {
 mod tests {
     use std::path::Path;
 
-    use crate::plan::{Grid, PlanError, Shard, SweepRow, all_infeasible, parse_axis, whole_lines};
+    use crate::plan::rows::whole_lines;
+    use crate::plan::{Grid, PlanError, Shard, SweepRow, all_infeasible, parse_axis};
 
     /// Every planner mistake names its flag, file or key (what `pdsim` prints and the Python
     /// binding's exception carries), and all are exit 2 but I/O.

@@ -29,7 +29,6 @@ pub use grid::{
     Axis, Grid, MAX_AXES, MAX_AXIS_VALUES, MAX_GRID_ROWS, Shard, parse_axis, split_values,
 };
 pub use manifest::{Manifest, fnv, fnv_file, verify_rows};
-pub(crate) use rows::whole_lines;
 pub use rows::{SweepRow, parse_sweep_csv, read_sweep_csv, row_columns, sweep_csv};
 pub use run::{
     Base, all_infeasible, run_row, run_row_until, run_rows, run_rows_durable, summarize,

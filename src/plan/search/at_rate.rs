@@ -147,7 +147,7 @@ pub fn point_cost(base: &Base, grid: &Grid, p: usize) -> Result<Cost, String> {
 }
 
 /// The cheapest point meeting `[slo]` at a rate without running the whole grid, and the same
-/// answer as [`cheapest`] of the whole grid's [`verdicts`] (see `README.md` beside this file).
+/// answer as [`cheapest`] of the whole grid's [`verdicts`] (see `plan/README.md`).
 ///
 /// Points run cheapest first — [`Cost::key`] then grid order, [`cheapest`]'s own key, known
 /// before a run from the placement and `hardware.billing` — in batches of `jobs` points. A

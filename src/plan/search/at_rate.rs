@@ -1,0 +1,313 @@
+//! `pdsim plan --rate`: the cheapest point that meets `[slo]` at one rate. Points grouped by
+//! seed into verdicts ([`verdicts`]), ordered by what they cost ([`Cost`], known before a run
+//! from the placement), and searched cheapest first ([`cheapest_first`]) to the same answer as
+//! [`cheapest`] of the whole grid; [`PlanAnswer`] is the `plan.json` it writes.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::plan::error::PlanError;
+use crate::plan::grid::Grid;
+use crate::plan::rows::SweepRow;
+use crate::plan::run::Base;
+
+/// A grid point's figures across its seeds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PointVerdict {
+    /// Point index in grid order.
+    pub point: usize,
+    /// The chosen value of every varied key, in `--vary` order.
+    pub values: Vec<(String, String)>,
+    /// GPUs the instances use.
+    pub gpus: Option<u32>,
+    /// Nodes the pools span.
+    pub nodes: Option<u32>,
+    /// GPUs of those nodes no instance uses.
+    pub idle_gpus: Option<u32>,
+    /// GPUs paid for: `gpus`, or every GPU of the nodes under `hardware.billing = "node"`.
+    pub billed_gpus: Option<u32>,
+    /// Billed GPUs × `hardware.usd_per_gpu_hour`, US dollars per hour.
+    pub usd_per_hour: Option<f64>,
+    /// Whether `[slo]` held on every seed.
+    pub meets_slo: bool,
+    /// The point's rows, one per seed.
+    pub seeds: Vec<SweepRow>,
+}
+
+/// What a point costs, known before it runs (from its placement) and after (from its rows):
+/// the order the planner searches in and picks by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cost {
+    /// Billed GPUs × `hardware.usd_per_gpu_hour`, US dollars per hour (`None` without a price).
+    pub usd_per_hour: Option<f64>,
+    /// GPUs paid for (`hardware.billing`).
+    pub billed_gpus: u32,
+    /// GPUs the instances use.
+    pub gpus: u32,
+    /// Nodes the pools span.
+    pub nodes: u32,
+}
+
+/// [`Cost::key`]'s value.
+pub type CostKey = (u64, u32, u32, u32);
+
+impl Cost {
+    /// The order key: the price when every point has one (`priced`), then the billed GPUs
+    /// (the price's own order when one price per GPU-hour holds for every point), then the
+    /// most GPUs used — of two points billed alike under whole-node billing, the one that
+    /// puts more of the paid-for GPUs to work (under GPU billing the billed GPUs are the GPUs
+    /// used, so this never decides) — then the fewest nodes. A non-negative f64's bits order
+    /// as the number does; `+ 0.0` turns −0 into +0.
+    pub fn key(&self, priced: bool) -> CostKey {
+        let usd = match (priced, self.usd_per_hour) {
+            (true, Some(u)) => (u + 0.0).to_bits(),
+            _ => 0,
+        };
+        (usd, self.billed_gpus, u32::MAX - self.gpus, self.nodes)
+    }
+}
+
+impl PointVerdict {
+    /// The point's cost from its first row, `None` for an infeasible point.
+    pub fn cost(&self) -> Option<Cost> {
+        Some(Cost {
+            usd_per_hour: self.usd_per_hour,
+            billed_gpus: self.billed_gpus.or(self.gpus)?,
+            gpus: self.gpus?,
+            nodes: self.nodes?,
+        })
+    }
+}
+
+/// Groups rows `(row index, row)` (in row order, the seeds of a point together) by point. A
+/// point may hold fewer rows than seeds: a search stops a point at its first failing seed, and
+/// with one seed missing `[slo]` the point fails whatever the others would give.
+pub fn verdicts(grid: &Grid, rows: &[(usize, SweepRow)]) -> Vec<PointVerdict> {
+    let n = grid.seeds.len();
+    rows.chunk_by(|a, b| a.0 / n == b.0 / n)
+        .map(|seeds| {
+            let p = seeds[0].0 / n;
+            let first = &seeds[0].1;
+            PointVerdict {
+                point: p,
+                values: grid
+                    .axes
+                    .iter()
+                    .zip(grid.values_of(p))
+                    .map(|(a, v)| (a.key.clone(), v.to_string()))
+                    .collect(),
+                gpus: first.gpus,
+                nodes: first.nodes,
+                idle_gpus: first.idle_gpus,
+                billed_gpus: first.billed_gpus,
+                usd_per_hour: first.usd_per_hour,
+                meets_slo: seeds.len() == n
+                    && crate::metrics::slo::met_on_every_seed(seeds.iter().map(|r| r.1.slo_met)),
+                seeds: seeds.iter().map(|r| r.1.clone()).collect(),
+            }
+        })
+        .collect()
+}
+
+/// Whether cost is ordered by price: every feasible point has one.
+fn priced<'a>(costs: impl IntoIterator<Item = &'a Cost>) -> bool {
+    costs.into_iter().all(|c| c.usd_per_hour.is_some())
+}
+
+/// The cheapest point that meets `[slo]` on every seed: least billed cost ([`Cost::key`]:
+/// price, billed GPUs, GPUs, nodes), then the earliest in grid order (so the answer never
+/// depends on thread timing).
+pub fn cheapest(verdicts: &[PointVerdict]) -> Option<&PointVerdict> {
+    let costs: Vec<Cost> = verdicts.iter().filter_map(PointVerdict::cost).collect();
+    let priced = priced(&costs);
+    verdicts
+        .iter()
+        .filter(|v| v.meets_slo)
+        .filter_map(|v| Some((v.cost()?.key(priced), v.point, v)))
+        .min_by_key(|(k, p, _)| (*k, *p))
+        .map(|x| x.2)
+}
+
+/// A point's cost before it runs, from its placement (`config::capacity::place`) and
+/// `hardware.billing` — the figures its rows will hold; the scenario's error when its values
+/// make an invalid one.
+pub fn point_cost(base: &Base, grid: &Grid, p: usize) -> Result<Cost, String> {
+    let sc = base
+        .with(&grid.sets_of(p * grid.seeds.len()))
+        .map_err(|e| e.to_string())?;
+    let place = &sc.placement;
+    let gpus = place.gpus.iter().map(|g| g.len() as u32).sum();
+    let billed = sc.billing.billed_gpus(gpus, place.nodes, sc.gpus_per_node);
+    Ok(Cost {
+        usd_per_hour: sc.usd_per_gpu_hour.map(|u| u * f64::from(billed)),
+        billed_gpus: billed,
+        gpus,
+        nodes: place.nodes,
+    })
+}
+
+/// The cheapest point meeting `[slo]` at a rate without running the whole grid, and the same
+/// answer as [`cheapest`] of the whole grid's [`verdicts`] (see `plan/README.md`).
+///
+/// Points run cheapest first — [`Cost::key`] then grid order, [`cheapest`]'s own key, known
+/// before a run from the placement and `hardware.billing` — in batches of `jobs` points. A
+/// point runs its seeds in order and stops at the first that misses `[slo]` (the point fails
+/// whatever the others give). The search stops after the batch holding the first point that
+/// meets `[slo]` on every seed: every point before it in that order has run and failed, so no
+/// cheaper point meets it. No monotonicity is assumed, so the answer holds for any axis (TP,
+/// page size, chunk size, router policy alike).
+///
+/// Returns the rows `(row index, row)` of the points up to and including the answer in that
+/// order, sorted by row index, and the runs made past the answer in its batch (kept in the
+/// journal, not in the result). The kept rows do not depend on `jobs`: the batch only decides
+/// how far past the answer the last batch reaches. A point whose values make an invalid
+/// scenario never runs and is not kept; when every point is invalid, exit 2 with the first
+/// error. `run_row` runs (or reads back from an interrupted search) one row.
+pub fn cheapest_first(
+    base: &Base,
+    grid: &Grid,
+    jobs: usize,
+    run_row: &(dyn Fn(usize) -> Result<SweepRow, PlanError> + Sync),
+) -> Result<(Vec<(usize, SweepRow)>, usize), PlanError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()
+        .map_err(|e| PlanError::flag("--jobs", format!("--jobs {jobs}: {e}")))?;
+    let n = grid.seeds.len();
+    let costs: Vec<Result<Cost, String>> = pool.install(|| {
+        (0..grid.points())
+            .into_par_iter()
+            .map(|p| point_cost(base, grid, p))
+            .collect()
+    });
+    let priced = priced(costs.iter().filter_map(|c| c.as_ref().ok()));
+    let mut order: Vec<(CostKey, usize, Cost)> = costs
+        .iter()
+        .enumerate()
+        .filter_map(|(p, c)| c.as_ref().ok().map(|&c| (c.key(priced), p, c)))
+        .collect();
+    if order.is_empty() {
+        let first = costs.into_iter().find_map(Result::err).unwrap_or_default();
+        return Err(PlanError::NoValidPoint { first });
+    }
+    order.sort_unstable_by_key(|o| (o.0, o.1));
+    // One point's rows: its seeds in order, up to the first that misses [slo].
+    let point =
+        |&(_, p, cost): &(CostKey, usize, Cost)| -> Result<Vec<(usize, SweepRow)>, PlanError> {
+            let mut rows = Vec::new();
+            for k in 0..n {
+                let i = p * n + k;
+                let row = run_row(i)?;
+                assert!(
+                    row.error.is_some()
+                        || (row.gpus, row.nodes, row.billed_gpus)
+                            == (Some(cost.gpus), Some(cost.nodes), Some(cost.billed_gpus)),
+                    "point {p} seed {}: the run used {:?} GPUs on {:?} nodes ({:?} billed) but its placement gave {} on {} ({} billed); the search's order is wrong",
+                    grid.seeds[k],
+                    row.gpus,
+                    row.nodes,
+                    row.billed_gpus,
+                    cost.gpus,
+                    cost.nodes,
+                    cost.billed_gpus
+                );
+                let met = row.slo_met == Some(true);
+                rows.push((i, row));
+                if !met {
+                    break;
+                }
+            }
+            Ok(rows)
+        };
+    let mut kept = Vec::new();
+    let mut past = 0;
+    for batch in order.chunks(jobs.max(1)) {
+        let ran: Vec<Result<Vec<(usize, SweepRow)>, PlanError>> =
+            pool.install(|| batch.par_iter().map(point).collect());
+        // Decided from the whole batch, in the search's order: never from which thread ended first.
+        let mut found = false;
+        for rows in ran {
+            let rows = rows?;
+            if found {
+                past += rows.len();
+                continue;
+            }
+            found = rows.len() == n && rows.iter().all(|r| r.1.slo_met == Some(true));
+            kept.extend(rows);
+        }
+        if found {
+            break;
+        }
+    }
+    kept.sort_by_key(|r| r.0);
+    Ok((kept, past))
+}
+
+/// `plan.json` of `pdsim plan --rate`.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanAnswer {
+    /// The scenario file.
+    pub scenario: String,
+    /// The arrival rate the plan was made for, requests/s.
+    pub rate_per_s: f64,
+    /// The seeds every point ran on.
+    pub seeds: Vec<u64>,
+    /// The `[slo]` targets.
+    pub slo: crate::config::Slo,
+    /// How the grid was searched: `cheapest_first` (the default) or `full_grid`.
+    pub search: String,
+    /// What cost is ordered by: `gpu` (the GPUs used) or `node` (every GPU of the nodes
+    /// spanned), as `hardware.billing` says.
+    pub billing: String,
+    /// Whether runs stopped once `[slo]` was lost (`--no-early-stop` turns it off).
+    pub early_stop: bool,
+    /// Runs stopped once `[slo]` was lost.
+    pub runs_stopped_early: usize,
+    /// Grid points examined (that ran; a search stops at the answer).
+    pub points: usize,
+    /// Grid points in all.
+    pub grid_points: usize,
+    /// Simulations run (points × seeds, a failing point's seeds up to its first miss).
+    pub runs: usize,
+    /// Simulations the full grid takes (points × seeds).
+    pub grid_runs: usize,
+    /// Points that met `[slo]` on every seed.
+    pub points_meeting_slo: usize,
+    /// The answer, or `null` when no point meets `[slo]`.
+    pub best: Option<PointVerdict>,
+    /// `best.toml`, when there is an answer (relative to `plan.json`).
+    pub best_toml: Option<String>,
+    /// `launch.txt`, the sglang and router launch lines of that answer (relative to
+    /// `plan.json`; `plan::launch`).
+    pub launch: Option<String>,
+    /// `k8s.yaml`, the same deployment as Kubernetes manifests (one LeaderWorkerSet per pool,
+    /// the router's Deployment and Service; `plan::k8s`).
+    pub kubernetes: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::parse_axis;
+
+    #[test]
+    fn a_point_stopped_at_its_first_failing_seed_is_one_verdict_that_fails() {
+        let g = Grid::new(vec![parse_axis("a=1,2,3").unwrap()], vec![0, 1], vec![]).unwrap();
+        let row = |met: bool| {
+            let mut r = SweepRow::infeasible(0, String::new());
+            (r.error, r.gpus, r.nodes, r.slo_met) = (None, Some(1), Some(1), Some(met));
+            r
+        };
+        // Point 0 stopped at seed 0; point 2 met on both seeds; point 1 never ran.
+        let rows = vec![(0, row(false)), (4, row(true)), (5, row(true))];
+        let vs = verdicts(&g, &rows);
+        assert_eq!(vs.iter().map(|v| v.point).collect::<Vec<_>>(), vec![0, 2]);
+        assert_eq!(
+            vs.iter().map(|v| v.meets_slo).collect::<Vec<_>>(),
+            vec![false, true]
+        );
+        assert_eq!(cheapest(&vs).map(|v| v.point), Some(2));
+        // A point with a seed missing is never met, even if the seeds it has are.
+        assert!(!verdicts(&g, &[(4, row(true))])[0].meets_slo);
+    }
+}

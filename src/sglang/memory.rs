@@ -101,21 +101,20 @@ impl PageAllocator {
         }
         self.free.clear();
         // Highest id first, so the end of the stack (the front sglang allocates from) holds
-        // the lowest.
+        // the lowest. Each run of set bits is one range copy, not a bit extraction per page:
+        // a churned pool's free pages are long runs with the odd hole (a grown page still
+        // held), so the merge costs about a copy of the free list, as sglang's sort of an
+        // almost sorted tensor does.
         for (w, word) in self.release.iter_mut().enumerate().rev() {
             let mut x = std::mem::take(word);
             let base = (w * 64) as u32;
-            // A whole free word (a stretch of 64 pages, the common case on a pool with room)
-            // is one range copy instead of 64 bit extractions: the merge costs about a copy
-            // of the free list, as sglang's sort of an almost sorted tensor does.
-            if x == u64::MAX {
-                self.free.extend((base..base + 64).rev());
-                continue;
-            }
             while x != 0 {
-                let b = 63 - x.leading_zeros();
-                self.free.push(base + b);
-                x &= !(1 << b);
+                // The highest set bit and the run of set bits below it, `lo..=hi`.
+                let hi = 63 - x.leading_zeros();
+                let len = (!(x << (63 - hi))).leading_zeros();
+                let lo = hi + 1 - len;
+                self.free.extend((base + lo..base + hi + 1).rev());
+                x &= !((u64::MAX >> (63 - hi)) & (u64::MAX << lo));
             }
         }
         self.released = 0;

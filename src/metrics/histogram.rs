@@ -13,13 +13,28 @@ const SUB_BITS: u32 = 8;
 const SUB: u64 = 1 << SUB_BITS;
 
 /// Streaming histogram; see the module docs for the error bound.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Histogram {
     counts: Vec<u64>,
     count: u64,
     sum: u128,
+    /// Smallest value so far; `u64::MAX` while empty, so a record needs no first-value
+    /// branch ([`Histogram::min`] reports 0 then).
     min: u64,
+    /// Largest value so far; 0 while empty.
     max: u64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self {
+            counts: Vec::new(),
+            count: 0,
+            sum: 0,
+            min: u64::MAX,
+            max: 0,
+        }
+    }
 }
 
 #[inline]
@@ -69,13 +84,8 @@ impl Histogram {
             Some(c) => *c += n,
             None => self.grow_to(i, n),
         }
-        if self.count == 0 {
-            self.min = value;
-            self.max = value;
-        } else {
-            self.min = self.min.min(value);
-            self.max = self.max.max(value);
-        }
+        self.min = self.min.min(value);
+        self.max = self.max.max(value);
         self.count += n;
         self.sum += u128::from(value) * u128::from(n);
     }
@@ -124,13 +134,8 @@ impl Histogram {
             Some(c) => *c += g.n,
             None => self.grow_to(i, g.n),
         }
-        if self.count == 0 {
-            self.min = g.min;
-            self.max = g.max;
-        } else {
-            self.min = self.min.min(g.min);
-            self.max = self.max.max(g.max);
-        }
+        self.min = self.min.min(g.min);
+        self.max = self.max.max(g.max);
         self.count += g.n;
         self.sum += g.sum;
     }
@@ -189,7 +194,7 @@ impl Histogram {
 
     /// Exact minimum, or 0 when empty.
     pub fn min(&self) -> u64 {
-        self.min
+        if self.count == 0 { 0 } else { self.min }
     }
 
     /// The value of nearest rank `rank` (1-based) within the module's error bound, or `None`

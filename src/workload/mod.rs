@@ -43,8 +43,8 @@ pub struct NewRequest {
 enum Source {
     Synthetic {
         arrival: Arrival,
-        input: Lengths,
-        output: Lengths,
+        input: LengthDraw,
+        output: LengthDraw,
         arrivals_rng: ChaCha8Rng,
         input_rng: ChaCha8Rng,
         output_rng: ChaCha8Rng,
@@ -125,28 +125,16 @@ impl Generator {
 
     /// The synthetic source.
     fn synthetic(arrival: Arrival, input: Lengths, output: Lengths, seed: u64) -> Source {
-        {
-            {
-                let mut s = Source::Synthetic {
-                    arrival,
-                    input,
-                    output,
-                    arrivals_rng: rng_stream(seed, RngSource::Arrivals),
-                    input_rng: rng_stream(seed, RngSource::InputLengths),
-                    output_rng: rng_stream(seed, RngSource::OutputLengths),
-                    next_arrival: 0.0,
-                };
-                if let Source::Synthetic {
-                    arrival,
-                    arrivals_rng,
-                    next_arrival,
-                    ..
-                } = &mut s
-                {
-                    *next_arrival = gap_ns(arrival, arrivals_rng, 0.0);
-                }
-                s
-            }
+        let mut arrivals_rng = rng_stream(seed, RngSource::Arrivals);
+        let next_arrival = gap_ns(&arrival, &mut arrivals_rng, 0.0);
+        Source::Synthetic {
+            arrival,
+            input: LengthDraw::new(input),
+            output: LengthDraw::new(output),
+            arrivals_rng,
+            input_rng: rng_stream(seed, RngSource::InputLengths),
+            output_rng: rng_stream(seed, RngSource::OutputLengths),
+            next_arrival,
         }
     }
 
@@ -170,10 +158,10 @@ impl Generator {
             } => {
                 let arrival_ns = crate::engine::ceil_ns(*next_arrival);
                 *next_arrival += gap_ns(arrival, arrivals_rng, *next_arrival);
-                let (input_tokens, output_tokens) = match input {
+                let (input_tokens, output_tokens) = match input.lengths() {
                     // One draw picks the pair: the output comes from the same trace row.
                     Lengths::PairedInput(pairs) => pairs[input_rng.random_range(0..pairs.len())],
-                    _ => (sample(input, input_rng), sample(output, output_rng)),
+                    _ => (input.draw(input_rng), output.draw(output_rng)),
                 };
                 let mut nr = NewRequest {
                     arrival_ns,
@@ -363,14 +351,56 @@ pub fn sample(dist: &Lengths, rng: &mut ChaCha8Rng) -> u32 {
         Lengths::Fixed(v) => v,
         Lengths::Uniform { min, max } => rng.random_range(min..=max),
         Lengths::Lognormal { mean, cv, min, max } => {
-            // A log-normal with mean m and CV c has σ² = ln(1 + c²) and μ = ln m − σ²/2.
-            let sigma2 = (1.0 + cv * cv).ln();
-            let mu = mean.ln() - sigma2 / 2.0;
-            let z = standard_normal(rng);
-            let x = (mu + sigma2.sqrt() * z).exp().round();
-            (x.clamp(f64::from(min), f64::from(max))) as u32
+            lognormal(lognormal_params(mean, cv), (min, max), rng)
         }
     }
+}
+
+/// A length distribution ready to draw from, the same draws as [`sample`]: a log-normal's μ
+/// and σ are worked out once (two logarithms and a root a draw, half the cost of drawing it).
+#[derive(Clone, Debug)]
+pub struct LengthDraw {
+    dist: Lengths,
+    /// `(μ, σ)` of a log-normal; unused otherwise.
+    params: (f64, f64),
+}
+
+impl LengthDraw {
+    /// Ready to draw from `dist`.
+    pub fn new(dist: Lengths) -> Self {
+        let params = match dist {
+            Lengths::Lognormal { mean, cv, .. } => lognormal_params(mean, cv),
+            _ => (0.0, 0.0),
+        };
+        Self { dist, params }
+    }
+
+    /// The distribution.
+    pub fn lengths(&self) -> &Lengths {
+        &self.dist
+    }
+
+    /// Draws one length.
+    #[inline]
+    pub fn draw(&self, rng: &mut ChaCha8Rng) -> u32 {
+        match self.dist {
+            Lengths::Lognormal { min, max, .. } => lognormal(self.params, (min, max), rng),
+            ref other => sample(other, rng),
+        }
+    }
+}
+
+/// `(μ, σ)` of the log-normal with mean `mean` and CV `cv`: σ² = ln(1 + c²), μ = ln m − σ²/2.
+fn lognormal_params(mean: f64, cv: f64) -> (f64, f64) {
+    let sigma2 = (1.0 + cv * cv).ln();
+    (mean.ln() - sigma2 / 2.0, sigma2.sqrt())
+}
+
+/// One log-normal length with parameters `(mu, sigma)`, rounded and clamped to `min..=max`.
+fn lognormal((mu, sigma): (f64, f64), (min, max): (u32, u32), rng: &mut ChaCha8Rng) -> u32 {
+    let z = standard_normal(rng);
+    let x = (mu + sigma * z).exp().round();
+    (x.clamp(f64::from(min), f64::from(max))) as u32
 }
 
 /// A standard normal draw by Box–Muller (two uniforms in, one normal out; the second normal

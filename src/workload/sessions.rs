@@ -134,7 +134,7 @@ pub struct SessionBook {
     /// Later turns' outputs: their own stream, so first turns draw as without sessions.
     output_rng: ChaCha8Rng,
     /// Later turns' output lengths (the workload's `output_tokens`).
-    output: crate::config::Lengths,
+    output: super::LengthDraw,
     /// The next fresh block id.
     next_block: u64,
     next_session: u64,
@@ -155,7 +155,7 @@ impl SessionBook {
     pub fn synthetic(params: SessionParams, output: crate::config::Lengths, seed: u64) -> Self {
         let mut b = Self::trace(0, seed);
         b.params = Some(params);
-        b.output = output;
+        b.output = super::LengthDraw::new(output);
         b
     }
 
@@ -170,7 +170,7 @@ impl SessionBook {
             think_rng: rng_stream(seed, RngSource::ThinkTimes),
             user_rng: rng_stream(seed, RngSource::UserTokens),
             output_rng: rng_stream(seed, RngSource::SessionOutputs),
-            output: crate::config::Lengths::Fixed(1),
+            output: super::LengthDraw::new(crate::config::Lengths::Fixed(1)),
             next_block: 0,
             next_session: 0,
             open: BTreeMap::new(),
@@ -219,7 +219,7 @@ impl SessionBook {
         for _ in 1..drawn {
             // Every draw is made whether the turn fits or not, so one session's cap never
             // shifts the next session's sizes.
-            let output = sample(&self.output, &mut self.output_rng).max(1);
+            let output = self.output.draw(&mut self.output_rng).max(1);
             let user = sample(&p.user_tokens, &mut self.user_rng).max(1);
             let think_ns = think(&p.think, &mut self.think_rng);
             if capped {

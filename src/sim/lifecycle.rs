@@ -113,7 +113,7 @@ impl World<'_> {
             nr.input_tokens,
             nr.output_tokens,
         );
-        row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
+        row.bootstrap_room = room;
         super::sessions::tag_row(&mut row, &nr);
         if self.offloads && !nr.answer.is_empty() {
             self.answer_ids.insert(id, nr.answer);

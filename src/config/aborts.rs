@@ -59,6 +59,46 @@ impl AbortPropagation {
     }
 }
 
+/// What decode's `Scheduler.abort_request` does with an aborted request in its waiting queue
+/// (preallocated and transferred, not yet in the running batch): `sglang.decode_queue_abort`,
+/// `docs/sglang-pd.md` §21.2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Default)]
+pub enum DecodeQueueAbort {
+    /// Since PR #9817 (merged 2025-08-30, "Fix memory leak when aborting decode request in
+    /// PD-Disagg"): the request is popped and its KV released (`release_kv_cache`).
+    #[default]
+    Release,
+    /// Before it: the request is popped and the client told, but its pages and state slot are
+    /// never given back; decode's pool shrinks by them for the rest of the run.
+    Leak,
+}
+
+/// Names of [`DecodeQueueAbort`] in scenario files, in its order.
+pub const DECODE_QUEUE_ABORTS: [&str; 2] = ["release", "leak"];
+
+impl DecodeQueueAbort {
+    /// The value of a scenario's `sglang.decode_queue_abort`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "release" => Some(Self::Release),
+            "leak" => Some(Self::Leak),
+            _ => None,
+        }
+    }
+
+    /// The scenario file's name of it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Release => "release",
+            Self::Leak => "leak",
+        }
+    }
+
+    fn is_release(&self) -> bool {
+        *self == Self::Release
+    }
+}
+
 /// Client disconnects and the router's propagation, checked.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct AbortParams {
@@ -70,4 +110,7 @@ pub struct AbortParams {
     /// `client_timeout`'s draw for those rows.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub trace_deadlines: bool,
+    /// What decode does with an aborted request's pages in its waiting queue.
+    #[serde(skip_serializing_if = "DecodeQueueAbort::is_release")]
+    pub decode_queue: DecodeQueueAbort,
 }

@@ -31,8 +31,24 @@ pub struct AbortSummary {
     pub wasted_prefill_gpu_s: f64,
     /// Pages the doomed requests (aborted or orphaned) held on the prefill side.
     pub prefill: HeldPages,
-    /// Pages the doomed requests held on the decode side.
+    /// Pages the doomed requests held on the decode side (leaked pages not included: they
+    /// were never released).
     pub decode: HeldPages,
+    /// Pages decode never gave back (`sglang.decode_queue_abort = "leak"`; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_leaked: Option<LeakedPages>,
+}
+
+/// KV pages decode lost to aborted requests it dropped from its waiting queue without freeing
+/// them (sglang before PR #9817).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct LeakedPages {
+    /// Aborted requests whose pages leaked.
+    pub requests: u64,
+    /// Pages lost, all decode instances together (still lost at the run's end).
+    pub pages: u64,
+    /// Page-seconds they stayed lost, from each abort to the run's end.
+    pub page_s: f64,
 }
 
 /// Aborted requests at one stage.

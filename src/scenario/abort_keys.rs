@@ -1,10 +1,13 @@
-//! `[workload.client_timeout]` and `router.abort_propagation`, checked into
+//! `[workload.client_timeout]`, `router.abort_propagation` and `sglang.decode_queue_abort`,
+//! checked into
 //! [`AbortParams`] (`docs/sglang-pd.md` §21). Every bad value is an exit-2 error naming the
 //! key and what would be valid.
 
 use super::file::{ClientTimeoutSection, ScenarioFile};
 use super::{Checker, ScenarioError, suggestion};
-use crate::config::aborts::{AbortParams, AbortPropagation, Deadline, PROPAGATIONS};
+use crate::config::aborts::{
+    AbortParams, AbortPropagation, DECODE_QUEUE_ABORTS, Deadline, DecodeQueueAbort, PROPAGATIONS,
+};
 
 /// Distributions `workload.client_timeout.dist` accepts.
 const DISTS: [&str; 2] = ["exponential", "lognormal"];
@@ -19,7 +22,8 @@ pub(super) fn aborts(
 ) -> Result<Option<AbortParams>, ScenarioError> {
     let timeout = file.workload.client_timeout.as_ref();
     let prop = file.router.abort_propagation.as_deref();
-    if timeout.is_none() && prop.is_none() && !trace_deadlines {
+    let queue = file.sglang.decode_queue_abort.as_deref();
+    if timeout.is_none() && prop.is_none() && queue.is_none() && !trace_deadlines {
         return Ok(None);
     }
     if colocated {
@@ -27,6 +31,8 @@ pub(super) fn aborts(
             "workload.client_timeout"
         } else if prop.is_some() {
             "router.abort_propagation"
+        } else if queue.is_some() {
+            "sglang.decode_queue_abort"
         } else {
             "workload.trace.path"
         };
@@ -53,11 +59,24 @@ pub(super) fn aborts(
             )
         })?,
     };
+    let decode_queue = match queue {
+        None => DecodeQueueAbort::Release,
+        Some(q) => DecodeQueueAbort::parse(q).ok_or_else(|| {
+            c.err(
+                "sglang.decode_queue_abort",
+                format!(
+                    "{q:?} is not a decode abort behaviour; valid: \"release\" (sglang since PR #9817: an aborted request in decode's waiting queue gives its pages back, the default) or \"leak\" (before it: they are never given back){}",
+                    suggestion(q, &DECODE_QUEUE_ABORTS)
+                ),
+            )
+        })?,
+    };
     let client_timeout = timeout.map(|t| deadline(c, t)).transpose()?;
     Ok(Some(AbortParams {
         client_timeout,
         propagation,
         trace_deadlines,
+        decode_queue,
     }))
 }
 

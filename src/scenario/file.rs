@@ -833,6 +833,10 @@ pub struct SglangSection {
     /// `SGLANG_DISAGGREGATION_QUEUE_SIZE`: transfer-queue shards per prefill instance.
     #[serde(default = "default_queue_size")]
     pub queue_size: u32,
+    /// What decode's `abort_request` does with a request in its waiting queue (preallocated
+    /// and transferred, not yet running): `release` (since sglang PR #9817) or `leak`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_queue_abort: Option<String>,
 }
 
 impl Default for SglangSection {
@@ -842,6 +846,7 @@ impl Default for SglangSection {
             waiting_timeout_s: default_timeout_s(),
             bootstrap_timeout_s: default_timeout_s(),
             queue_size: default_queue_size(),
+            decode_queue_abort: None,
         }
     }
 }

@@ -22,7 +22,7 @@
 //!   closes both legs in every profile; a failed *prefill* leg cancels the decode leg only
 //!   since PR #29017.
 
-use crate::config::aborts::AbortPropagation;
+use crate::config::aborts::{AbortPropagation, DecodeQueueAbort};
 use crate::engine::{NS_PER_S, Nanos};
 use crate::vocab::abort::AbortStage;
 use crate::vocab::requests::{KvPoll, NOT_RUNNING, Req};
@@ -71,6 +71,15 @@ pub fn stage(req: &Req) -> AbortStage {
 /// decode's own `WaitingForInput` timeout (issue #9726).
 pub fn decode_outlives_prefill_failure(p: AbortPropagation) -> bool {
     p == AbortPropagation::DecodeWaits
+}
+
+/// Whether decode gives back the pages of a request aborted at `stage` (PR #9817, merged
+/// 2025-08-30, "Fix memory leak when aborting decode request in PD-Disagg": before it, a
+/// request "already pre-allocated and transferred, queueing to be added" — decode's waiting
+/// queue — was popped by `abort_request` without `release_kv_cache`, so its KV pages and its
+/// `req_to_token_pool` slot were never freed). Every other stage frees in both versions.
+pub fn decode_releases(stage: AbortStage, q: DecodeQueueAbort) -> bool {
+    !(stage == AbortStage::DecodeQueue && q == DecodeQueueAbort::Leak)
 }
 
 /// sglang's log line when a request is aborted for a closed connection

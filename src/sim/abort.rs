@@ -5,9 +5,10 @@
 //! The book keeps what `summary.json` `aborts` reports. Nothing here runs, allocates or
 //! schedules unless the scenario models aborts (`Scenario::aborts`).
 
+use crate::config::aborts::DecodeQueueAbort;
 use crate::config::aborts::{AbortParams, Deadline};
 use crate::engine::{NS_PER_S, Nanos};
-use crate::metrics::aborts::{AbortSummary, HeldPages, StageCount};
+use crate::metrics::aborts::{AbortSummary, HeldPages, LeakedPages, StageCount};
 use crate::sglang::abort as rules;
 use crate::vocab::Outcome;
 use crate::vocab::abort::{AbortStage, AbortTrack};
@@ -71,6 +72,9 @@ pub(super) struct AbortBook {
     wasted_gpu_ns: f64,
     prefill: Side,
     decode: Side,
+    /// Leaked decode pages: requests, pages, and Σ pages × abort time (ns), so the summary
+    /// can count page-seconds to whenever the run ends.
+    leaked: (u64, u64, f64),
 }
 
 impl AbortBook {
@@ -87,6 +91,7 @@ impl AbortBook {
             wasted_gpu_ns: 0.0,
             prefill: Side::default(),
             decode: Side::default(),
+            leaked: (0, 0, 0.0),
         }
     }
 }
@@ -183,6 +188,15 @@ impl World<'_> {
         let stage = rules::stage(req);
         book.aborted += 1;
         book.by_stage[stage as usize] += 1;
+        if !rules::decode_releases(stage, book.params.decode_queue) {
+            let a = self
+                .reqs
+                .get_mut(r)
+                .and_then(|q| q.abort.as_deref_mut())
+                .expect("tracked at arrival");
+            a.decode_leaked = true;
+        }
+        let req = self.reqs.get(r).expect("live");
         // The prefill forward in progress completes (`to_finish` is read after it): its share
         // is spent on this request.
         let p = req.prefill;
@@ -240,7 +254,12 @@ impl World<'_> {
             book.prefill
                 .release(req.on_prefill.pages.len(), alloc, doomed, now);
         }
-        if req.decode_allocated {
+        if req.decode_allocated && a.decode_leaked {
+            let pages = req.on_decode.pages.len() as u64;
+            book.leaked.0 += 1;
+            book.leaked.1 += pages;
+            book.leaked.2 += pages as f64 * now as f64;
+        } else if req.decode_allocated {
             let alloc = a.decode_alloc_ns.unwrap_or(now);
             book.decode
                 .release(req.on_decode.pages.len(), alloc, doomed, now);
@@ -302,6 +321,15 @@ impl World<'_> {
             wasted_prefill_gpu_s: b.wasted_gpu_ns / NS_PER_S as f64,
             prefill: b.prefill.summary(),
             decode: b.decode.summary(),
+            decode_leaked: (b.params.decode_queue == DecodeQueueAbort::Leak).then(|| {
+                let (requests, pages, page_at) = b.leaked;
+                let end = self.q.now() as f64;
+                LeakedPages {
+                    requests,
+                    pages,
+                    page_s: (pages as f64 * end - page_at) / NS_PER_S as f64,
+                }
+            }),
         })
     }
 }

@@ -539,7 +539,11 @@ impl World<'_> {
                 outcome = Outcome::Corrupted;
             }
         }
+        // A request decode drops from its waiting queue without freeing it (sglang before
+        // PR #9817) keeps its pages taken for the rest of the run.
+        let leaked = req.abort.as_deref().is_some_and(|a| a.decode_leaked);
         if req.decode_allocated
+            && !leaked
             && let Some(mut report) = dec.core.pages.free(r.id, &req.on_decode)
         {
             if outcome != Outcome::Completed {

@@ -73,4 +73,7 @@ pub struct AbortTrack {
     /// GPU time of those forwards, GPU·ns: each forward's time shared by tokens, times the
     /// instance's GPUs.
     pub prefill_gpu_ns: f64,
+    /// Decode dropped it from its waiting queue without giving its pages back
+    /// (`sglang.decode_queue_abort = "leak"`, sglang before PR #9817).
+    pub decode_leaked: bool,
 }

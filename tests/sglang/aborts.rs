@@ -259,6 +259,10 @@ fn bad_abort_keys_name_themselves() {
             "workload.client_timeout={ }",
             &["workload.client_timeout", "s ="],
         ),
+        (
+            "sglang.decode_queue_abort=\"leaks\"",
+            &["sglang.decode_queue_abort", "release", "leak", "#9817"],
+        ),
     ];
     for (set, want) in cases {
         let (code, _, err) = pdsim(&[
@@ -317,4 +321,68 @@ fn a_disconnect_mid_prefill_holds_both_sides_until_the_poll() {
     }
     assert!(a.wasted_prefill_tokens > 0 && a.wasted_prefill_tokens % 8192 == 0);
     assert!(a.wasted_prefill_tokens < 120_000);
+}
+
+/// sglang before PR #9817 leaked the KV of a request aborted in decode's waiting queue
+/// (`tests/scenarios/abort-leak.toml`). The second request (640 tokens: 640 / 64 = 10 decode
+/// pages) is transferred at once and waits behind the first (decode runs one at a time); its
+/// first token came from prefill, so decode streams and sees its client leave at exactly
+/// 0.1 + 2 = 2.1 s, in the waiting queue.
+/// - `leak`: its 10 pages are never given back: 10 pages from 2.1 s to the run's end,
+///   10 × (end − 2.1) page-s, and they are still taken when the run ends.
+/// - `release` (the default, since #9817): the same abort gives them back; nothing leaks.
+#[test]
+fn a_request_aborted_in_decodes_waiting_queue_leaks_its_pages_before_pr_9817() {
+    const LEAK: &str = "tests/scenarios/abort-leak.toml";
+    let mut seen = Vec::new();
+    for q in ["leak", "release"] {
+        let dir = tmpdir(&format!("abort-leak-{q}"));
+        let set = format!("sglang.decode_queue_abort=\"{q}\"");
+        let s = run(LEAK, &[&set], &dir);
+        let rows = read_csv(&dir.join("requests.csv"));
+        assert_eq!(rows[1]["outcome"], "aborted");
+        assert_eq!(num(&rows[1], "finish_ns"), Some(2 * S + S / 10));
+        assert_eq!(rows[0]["outcome"], "completed");
+        let a = s
+            .aborts
+            .as_ref()
+            .expect("the trace's deadlines turn aborts on");
+        assert_eq!(a.by_stage.len(), 1);
+        assert_eq!(
+            (a.by_stage[0].stage.as_str(), a.by_stage[0].count),
+            ("decode_queue", 1)
+        );
+        let (arrived, completed, aborted) =
+            (s.requests.arrived, s.requests.completed, s.requests.aborted);
+        assert_eq!((arrived, completed, aborted), (2, 1, 1), "conserved");
+        let end_s = s.sim.simulated_s;
+        println!(
+            "{q}: end {end_s} s, leaked {:?}, decode {:?}",
+            a.decode_leaked, a.decode
+        );
+        match q {
+            "leak" => {
+                let l = a.decode_leaked.expect("the leak profile reports its pages");
+                assert_eq!((l.requests, l.pages), (1, 10));
+                let want = 10.0 * (end_s - 2.1);
+                assert!((l.page_s - want).abs() < 1e-6, "{} vs {want}", l.page_s);
+                assert_eq!(
+                    a.decode.requests, 0,
+                    "a leaked request never released pages"
+                );
+            }
+            _ => {
+                assert!(a.decode_leaked.is_none());
+                assert_eq!(a.decode.requests, 1, "released at its abort");
+                assert_eq!(
+                    a.decode.page_s_after_doom, 0.0,
+                    "freed the moment it was seen"
+                );
+            }
+        }
+        seen.push(num(&rows[0], "finish_ns"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    // The first request runs alone either way: the leak changes nothing it needs.
+    assert_eq!(seen[0], seen[1]);
 }

@@ -43,7 +43,17 @@ fn headline(a: &AbortSummary) -> String {
         a.orphaned,
         a.wasted_prefill_tokens,
         a.wasted_prefill_gpu_s
-    )
+    ) + &leak_sentence(a)
+}
+
+/// What decode leaked under `sglang.decode_queue_abort = "leak"` (empty otherwise).
+fn leak_sentence(a: &AbortSummary) -> String {
+    a.decode_leaked.map_or(String::new(), |l| {
+        format!(
+            " Decode leaked the pages of {} requests aborted in its waiting queue (sglang before PR #9817): {} pages never given back, {:.0} page-s by the end of the run.",
+            l.requests, l.pages, l.page_s
+        )
+    })
 }
 
 const HEAD: [&str; 6] = [

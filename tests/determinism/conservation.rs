@@ -64,6 +64,9 @@ fn client_aborts_are_conserved_under_both_router_profiles() {
         );
         assert!(s.requests.aborted > 0, "{p}: {:?}", s.requests);
     }
+    // Requests whose pages leak (sglang before PR #9817) are still aborted requests, once.
+    let s = check("scenarios/production/abort-leak.toml", &[], "aborts-leak");
+    assert!(s.aborts.unwrap().decode_leaked.unwrap().requests > 0);
 }
 
 #[test]

@@ -386,3 +386,58 @@ fn a_request_aborted_in_decodes_waiting_queue_leaks_its_pages_before_pr_9817() {
     // The first request runs alone either way: the leak changes nothing it needs.
     assert_eq!(seen[0], seen[1]);
 }
+
+/// `scenarios/production/abort-leak.toml`: under `leak` (sglang before PR #9817) decode loses
+/// most of its pool to requests that no longer exist and prefills keep timing out long after
+/// the burst; with the fix (`release`) nothing leaks and the timeouts stay in the burst.
+/// `explain` names the leak, its size and the fix.
+#[test]
+fn leaked_pages_keep_decode_starved_after_the_burst_and_the_fix_ends_it() {
+    const SC: &str = "scenarios/production/abort-leak.toml";
+    // Bootstrap timeouts that fail after 200 s: the burst (60–120 s) and its wake are over.
+    let late = |dir: &std::path::Path| {
+        read_csv(&dir.join("requests.csv"))
+            .iter()
+            .filter(|r| r["error_kind"] == "bootstrap_timeout")
+            .filter(|r| num(r, "finish_ns").unwrap() > 200 * S)
+            .count()
+    };
+    let dir = tmpdir("abort-leak-prod");
+    let s = run(SC, &[], &dir);
+    let l = s
+        .aborts
+        .as_ref()
+        .unwrap()
+        .decode_leaked
+        .expect("leak profile");
+    let record: pdsim::report::schema::RunRecord =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let total: u64 = record
+        .instances
+        .iter()
+        .filter(|i| i.role == "decode")
+        .map(|i| u64::from(i.kv_pages))
+        .sum();
+    let late_leak = late(&dir);
+    println!("leak: {l:?} of {total} pages; late bootstrap timeouts {late_leak}");
+    assert!(
+        l.requests > 0 && 2 * l.pages > total,
+        "most of the pool leaks"
+    );
+    assert!(late_leak > 0);
+    let (code, out, _) = pdsim(&[std::ffi::OsStr::new("explain"), dir.as_os_str()]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("PR #9817") && out.contains(&format!("{} pages", l.pages)),
+        "{out}"
+    );
+
+    let fixed = tmpdir("abort-leak-prod-fixed");
+    let s = run(SC, &["sglang.decode_queue_abort=\"release\""], &fixed);
+    assert!(s.aborts.as_ref().unwrap().decode_leaked.is_none());
+    let late_fixed = late(&fixed);
+    println!("release: late bootstrap timeouts {late_fixed}");
+    assert_eq!(late_fixed, 0);
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(fixed);
+}

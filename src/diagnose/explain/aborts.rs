@@ -5,7 +5,7 @@
 
 use super::read::Run;
 use super::{Block, Section};
-use crate::metrics::aborts::HeldPages;
+use crate::metrics::aborts::{HeldPages, LeakedPages};
 
 /// One side's row: requests, page-s held after doom, the longest and mean doom → release.
 fn row(side: &str, h: &HeldPages) -> Vec<String> {
@@ -71,6 +71,9 @@ pub(super) fn aborts_section(run: &Run) -> Option<Section> {
         vec![row("prefill", &a.prefill), row("decode", &a.decode)],
     ));
     let decode = s.pools.iter().find(|p| p.role == "decode");
+    if let Some(l) = a.decode_leaked {
+        blocks.extend(leak_blocks(run, &l));
+    }
     if a.orphaned > 0 {
         let occ = decode
             .and_then(|p| p.kv_occupancy)
@@ -93,6 +96,11 @@ pub(super) fn aborts_section(run: &Run) -> Option<Section> {
             "Until then, a shorter SGLANG_DISAGGREGATION_WAITING_TIMEOUT (sglang.waiting_timeout_s) bounds how long an orphan holds its pages.".into(),
             "Decode capacity (more instances or KV pages) keeps prefills from timing out while they wait for decode's page ids at all.".into(),
         ]));
+    } else if a.aborted > 0 && a.decode_leaked.is_some_and(|l| l.requests > 0) {
+        blocks.push(Block::Para(format!(
+            "With router.abort_propagation = \"{}\" nothing is orphaned, and every other aborted request's pages were freed when its server saw the disconnect; the leak above is the one place pages outlived their request.",
+            a.propagation
+        )));
     } else if a.aborted > 0 {
         let worst = a
             .by_stage
@@ -108,4 +116,39 @@ pub(super) fn aborts_section(run: &Run) -> Option<Section> {
         title: "Aborts".into(),
         blocks,
     })
+}
+
+/// The leak of sglang before PR #9817 (`sglang.decode_queue_abort = "leak"`): what decode lost
+/// and what it did to the run.
+fn leak_blocks(run: &Run, l: &LeakedPages) -> Vec<Block> {
+    if l.requests == 0 {
+        return vec![Block::Para(
+            "With sglang.decode_queue_abort = \"leak\" (sglang before PR #9817) a request aborted in decode's waiting queue keeps its pages for good; no request was aborted there in this run, so nothing leaked.".into(),
+        )];
+    }
+    let total: u64 = run
+        .record
+        .instances
+        .iter()
+        .filter(|i| i.role == "decode")
+        .map(|i| u64::from(i.kv_pages))
+        .sum();
+    let share = if total > 0 {
+        format!(
+            " ({:.0} % of decode's {total})",
+            100.0 * l.pages as f64 / total as f64
+        )
+    } else {
+        String::new()
+    };
+    vec![
+        Block::Para(format!(
+            "{} requests were aborted in decode's waiting queue (transferred, waiting for a place in the running batch) and, with sglang.decode_queue_abort = \"leak\" (sglang before PR #9817, merged 2025-08-30), popped by `abort_request` without `release_kv_cache`: {} pages{share} never came back, {:.0} page-s lost by the end of the run. Decode runs on what is left: its prealloc queue waits for pages that will not come free, prefills time out waiting for its page ids, and only a restart gives the pages back.",
+            l.requests, l.pages, l.page_s
+        )),
+        Block::Bullets(vec![
+            "Run an sglang with PR #9817 (sglang.decode_queue_abort = \"release\", the default): the aborted request's KV is released when it is popped.".into(),
+            "Until then, a larger max_running_requests keeps fewer requests waiting in that queue, and restarting decode returns what leaked.".into(),
+        ]),
+    ]
 }

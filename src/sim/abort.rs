@@ -5,8 +5,7 @@
 //! The book keeps what `summary.json` `aborts` reports. Nothing here runs, allocates or
 //! schedules unless the scenario models aborts (`Scenario::aborts`).
 
-use crate::config::aborts::DecodeQueueAbort;
-use crate::config::aborts::{AbortParams, Deadline};
+use crate::config::aborts::{AbortParams, Deadline, DecodeQueueAbort};
 use crate::engine::{NS_PER_S, Nanos};
 use crate::metrics::aborts::{AbortSummary, HeldPages, LeakedPages, StageCount};
 use crate::sglang::abort as rules;
@@ -72,9 +71,9 @@ pub(super) struct AbortBook {
     wasted_gpu_ns: f64,
     prefill: Side,
     decode: Side,
-    /// Leaked decode pages: requests, pages, and Σ pages × abort time (ns), so the summary
-    /// can count page-seconds to whenever the run ends.
-    leaked: (u64, u64, f64),
+    /// Leaked decode pages: requests, pages, and Σ pages × abort time (page·ns, exact), so
+    /// the summary can count page-seconds to whenever the run ends.
+    leaked: (u64, u64, u128),
 }
 
 impl AbortBook {
@@ -91,7 +90,7 @@ impl AbortBook {
             wasted_gpu_ns: 0.0,
             prefill: Side::default(),
             decode: Side::default(),
-            leaked: (0, 0, 0.0),
+            leaked: (0, 0, 0),
         }
     }
 }
@@ -258,7 +257,7 @@ impl World<'_> {
             let pages = req.on_decode.pages.len() as u64;
             book.leaked.0 += 1;
             book.leaked.1 += pages;
-            book.leaked.2 += pages as f64 * now as f64;
+            book.leaked.2 += u128::from(pages) * u128::from(now);
         } else if req.decode_allocated {
             let alloc = a.decode_alloc_ns.unwrap_or(now);
             book.decode
@@ -323,11 +322,11 @@ impl World<'_> {
             decode: b.decode.summary(),
             decode_leaked: (b.params.decode_queue == DecodeQueueAbort::Leak).then(|| {
                 let (requests, pages, page_at) = b.leaked;
-                let end = self.q.now() as f64;
+                let page_ns = u128::from(pages) * u128::from(self.q.now()) - page_at;
                 LeakedPages {
                     requests,
                     pages,
-                    page_s: (pages as f64 * end - page_at) / NS_PER_S as f64,
+                    page_s: page_ns as f64 / NS_PER_S as f64,
                 }
             }),
         })

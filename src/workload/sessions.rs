@@ -34,9 +34,9 @@ use rand_chacha::ChaCha8Rng;
 use crate::config::{ContextFull, SessionParams, ThinkTime};
 use crate::engine::{Nanos, RngSource, rng_stream};
 
+use super::NewRequest;
 use super::trace::HASH_BLOCK_TOKENS;
 use super::trace::answers::completed_blocks;
-use super::{NewRequest, sample};
 
 /// Which session and turn a request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,6 +135,10 @@ pub struct SessionBook {
     output_rng: ChaCha8Rng,
     /// Later turns' output lengths (the workload's `output_tokens`).
     output: super::LengthDraw,
+    /// Turns per session and each later turn's new user tokens (`params`' distributions,
+    /// ready to draw from).
+    turns: super::LengthDraw,
+    user_tokens: super::LengthDraw,
     /// The next fresh block id.
     next_block: u64,
     next_session: u64,
@@ -154,6 +158,8 @@ impl SessionBook {
     /// The book of a synthetic workload with `params`, seeded by `seed`.
     pub fn synthetic(params: SessionParams, output: crate::config::Lengths, seed: u64) -> Self {
         let mut b = Self::trace(0, seed);
+        b.turns = super::LengthDraw::new(params.turns.clone());
+        b.user_tokens = super::LengthDraw::new(params.user_tokens.clone());
         b.params = Some(params);
         b.output = super::LengthDraw::new(output);
         b
@@ -171,6 +177,8 @@ impl SessionBook {
             user_rng: rng_stream(seed, RngSource::UserTokens),
             output_rng: rng_stream(seed, RngSource::SessionOutputs),
             output: super::LengthDraw::new(crate::config::Lengths::Fixed(1)),
+            turns: super::LengthDraw::new(crate::config::Lengths::Fixed(1)),
+            user_tokens: super::LengthDraw::new(crate::config::Lengths::Fixed(1)),
             next_block: 0,
             next_session: 0,
             open: BTreeMap::new(),
@@ -206,7 +214,7 @@ impl SessionBook {
             .params
             .as_ref()
             .expect("synthetic sessions have parameters");
-        let drawn = sample(&p.turns, &mut self.turns_rng).max(1);
+        let drawn = self.turns.draw(&mut self.turns_rng).max(1);
         let mut plan = Vec::with_capacity(drawn as usize);
         plan.push(Planned {
             input: nr.input_tokens,
@@ -220,7 +228,7 @@ impl SessionBook {
             // Every draw is made whether the turn fits or not, so one session's cap never
             // shifts the next session's sizes.
             let output = self.output.draw(&mut self.output_rng).max(1);
-            let user = sample(&p.user_tokens, &mut self.user_rng).max(1);
+            let user = self.user_tokens.draw(&mut self.user_rng).max(1);
             let think_ns = think(&p.think, &mut self.think_rng);
             if capped {
                 continue;

@@ -2,6 +2,11 @@
 //! [--base NAME] --out FILE`: fits the step-time model to a user's measurements, prints the
 //! error per regime before and after, and writes a calibration file that
 //! `hardware.calibration` names. Formats: `compute::measure`; the fit: `compute::fit`.
+//!
+//! `pdsim calibrate --from-aiconfigurator DIR --gpu G --sglang-version V --out FILE`: derives
+//! one GPU's kernel tables from AIConfigurator's measured sglang database
+//! (`compute::kernels::derive`) into the file `hardware.calibration` names (the files in
+//! `kernels/` were made this way).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -19,14 +24,24 @@ use crate::spec::{gpu, server};
 pub struct CalibrateArgs {
     /// Measurement files: a step-time CSV (phase,tokens,batch_size,context_tokens,time_ms),
     /// sglang bench_one_batch result JSON lines, or sglang bench_serving result JSON lines.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "from_aiconfigurator")]
     pub measurements: Vec<PathBuf>,
     /// The model measured: a preset or a Hugging Face config.json.
-    #[arg(long)]
-    pub model: String,
-    /// The GPU measured (a preset).
+    #[arg(long, required_unless_present = "from_aiconfigurator")]
+    pub model: Option<String>,
+    /// The GPU measured (a preset; with --from-aiconfigurator also AIConfigurator's system
+    /// name, e.g. h100_sxm).
     #[arg(long)]
     pub gpu: String,
+    /// Derive kernel tables from AIConfigurator's database instead of fitting measurements:
+    /// its `systems` folder (`pip install aiconfigurator-core`, then
+    /// `.../site-packages/aiconfigurator_core/systems`).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["measurements", "model", "tp", "kv_cache_dtype", "base"])]
+    pub from_aiconfigurator: Option<PathBuf>,
+    /// With --from-aiconfigurator: the sglang version whose kernels to take (each op at that
+    /// version, or the newest older one measured).
+    #[arg(long, requires = "from_aiconfigurator")]
+    pub sglang_version: Option<String>,
     /// GPUs per instance (tensor parallel size) of the measured server.
     #[arg(long, default_value_t = 1)]
     pub tp: u32,
@@ -41,8 +56,12 @@ pub struct CalibrateArgs {
     pub out: PathBuf,
 }
 
-/// Runs the fit, prints the report and writes the file.
+/// Runs the fit (or the derivation), prints the report and writes the file.
 pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
+    if let Some(dir) = &a.from_aiconfigurator {
+        return from_aiconfigurator(a, dir);
+    }
+    let model = a.model.as_deref().expect("clap requires --model without --from-aiconfigurator");
     let gpu = gpu::gpu_preset(&a.gpu).ok_or_else(|| {
         CliError::flag(
             "--gpu",
@@ -53,7 +72,7 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
             ),
         )
     })?;
-    let spec = super::layout::load_model(&a.model)?;
+    let spec = super::layout::load_model(model)?;
     if a.tp == 0 || a.tp > 1024 {
         return Err(CliError::flag(
             "--tp",
@@ -126,7 +145,7 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
     let after = fit::report(&setup, &fitted, &points);
     let file = CalibrationFile {
         measured: MeasuredOn {
-            model: a.model.clone(),
+            model: model.to_string(),
             gpu: a.gpu.clone(),
             tp: a.tp,
             files: a
@@ -152,6 +171,123 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
         points.len(),
         a,
     ))
+}
+
+/// `--from-aiconfigurator DIR`: derives `--gpu`'s kernel tables at `--sglang-version` and
+/// writes them (atomically) to `--out`, with the licence and provenance lines in its header;
+/// prints what was read and what the database lacks.
+fn from_aiconfigurator(a: &CalibrateArgs, dir: &std::path::Path) -> Result<(), CliError> {
+    use crate::compute::kernels::derive;
+    if !dir.is_dir() {
+        return Err(CliError::input(
+            dir,
+            format!(
+                "--from-aiconfigurator {}: not a folder; give AIConfigurator's `systems` folder (pip install aiconfigurator-core==0.12.0; it is site-packages/aiconfigurator_core/systems)",
+                dir.display()
+            ),
+        ));
+    }
+    if derive::system_of(&a.gpu).is_none() {
+        return Err(CliError::flag(
+            "--gpu",
+            format!(
+                "--gpu {:?}: AIConfigurator measured no such GPU; valid: {}",
+                a.gpu,
+                derive::SYSTEMS
+                    .iter()
+                    .map(|(p, s)| format!("{p} ({s})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    let Some(version) = a.sglang_version.as_deref() else {
+        let known = derive::available_versions(dir, &a.gpu).map_err(|m| CliError::input(dir, m))?;
+        return Err(CliError::flag(
+            "--sglang-version",
+            format!(
+                "--sglang-version is required with --from-aiconfigurator; measured for {}: {}",
+                a.gpu,
+                known.join(", ")
+            ),
+        ));
+    };
+    let d = derive::derive(dir, &a.gpu, version).map_err(|m| {
+        if m.starts_with("--sglang-version") {
+            CliError::flag("--sglang-version", m)
+        } else {
+            CliError::input(dir, m)
+        }
+    })?;
+    let mut tables = d.tables;
+    tables.meta.source = format!(
+        "aiconfigurator-core {} systems/data/{}",
+        aiconfigurator_version(dir),
+        tables.meta.system
+    );
+    let header = provenance_header(&tables.meta.source, &d.files);
+    let text = tables.to_text(&header);
+    super::outdir::write_atomic(&a.out, text.as_bytes())?;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "derived {} tables for {} ({}) at sglang {version} from {} files:",
+        tables.tables.len(),
+        tables.meta.gpu,
+        tables.meta.device,
+        d.files.len()
+    );
+    for (v, names) in tables.versions() {
+        let _ = writeln!(s, "  sglang {v}: {}", names.join(", "));
+    }
+    if !d.missing.is_empty() {
+        let _ = writeln!(
+            s,
+            "not measured for this GPU at or below {version} (priced by the analytic model): {}",
+            d.missing.join(", ")
+        );
+    }
+    let _ = writeln!(
+        s,
+        "wrote {} ({} bytes); use it with hardware.calibration = \"{}\"",
+        a.out.display(),
+        text.len(),
+        a.out.display()
+    );
+    super::print_out(&s)
+}
+
+/// The package version beside `systems` (`aiconfigurator_core-X.dist-info` in site-packages),
+/// or "(version unknown)".
+fn aiconfigurator_version(systems: &std::path::Path) -> String {
+    let site = systems
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.parent().and_then(|q| q.parent()).map(|q| q.to_path_buf()));
+    site.and_then(|s| std::fs::read_dir(s).ok())
+        .and_then(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .find_map(|n| {
+                    n.strip_prefix("aiconfigurator_core-")
+                        .and_then(|r| r.strip_suffix(".dist-info"))
+                        .map(str::to_string)
+                })
+        })
+        .unwrap_or_else(|| "(version unknown)".into())
+}
+
+/// The licence and provenance lines every derived file carries.
+pub fn provenance_header(source: &str, files: &[String]) -> Vec<String> {
+    let mut h = vec![
+        "pdsim kernel tables: measured sglang kernel latencies (microseconds) for one GPU.".into(),
+        format!("Derived by `pdsim calibrate --from-aiconfigurator` from {source}"),
+        "(NVIDIA's AIConfigurator performance database). SPDX-License-Identifier: Apache-2.0".into(),
+        "Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES; derived subset and format".into(),
+        "by pdsim. Licence text: kernels/LICENSE.Apache-2.0.txt. Files read:".into(),
+    ];
+    h.extend(files.iter().map(|f| format!("  {f}")));
+    h
 }
 
 /// The shortest and longest step time `calibrate` accepts, ms: 1 µs is below any GPU kernel
@@ -229,7 +365,9 @@ fn render(
     let _ = writeln!(
         s,
         "{n} measurements of {} on {} × {}; error per regime (|predicted / measured − 1|):",
-        a.model, a.tp, a.gpu
+        a.model.as_deref().unwrap_or("?"),
+        a.tp,
+        a.gpu
     );
     let _ = writeln!(
         s,

@@ -633,6 +633,7 @@ fn write_run_json(
         seed: sc.seed,
         scenario,
         instances,
+        step_times: crate::spec::calibration::describe(&sc.calibration, &sc.compute, &sc.gpu),
         host: HostFacts {
             wall_s: wall,
             events_per_s: events as f64 / wall.max(1e-9),

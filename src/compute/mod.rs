@@ -7,6 +7,7 @@
 //! step models and holds the acceptance model.
 
 pub mod fit;
+pub mod kernels;
 pub mod measure;
 pub mod model;
 pub mod modern;

@@ -61,6 +61,7 @@ use crate::engine::{Nanos, ns_from_secs_ceil};
 pub use crate::spec::calibration::ComputeParams;
 use crate::spec::{GpuSpec, KvAttention, ModelSpec};
 
+mod kernel;
 mod plain;
 mod speculative;
 pub use plain::PlainStep;
@@ -101,6 +102,12 @@ pub struct Forward<'a> {
 pub struct DecodeTerms {
     /// Body and LM-head FLOPs of the batch's tokens.
     flops0: f64,
+    /// Attention FLOPs per context token (the model's; 0 under measured kernels, whose
+    /// context term is all in `kv_per_token`).
+    pair_flops: f64,
+    /// KV bytes read per context token (the model's), or, under measured kernels, seconds of
+    /// attention per context token with `kv_denom = 1`.
+    kv_per_token: f64,
     /// `tp × peak × decode efficiency`, FLOP/s.
     compute_denom: f64,
     /// Recurrent state bytes read and written per GPU.
@@ -176,6 +183,17 @@ pub struct StepModel {
     /// layers of `kv_layers`; sglang runs the first `first_k_dense_replace` on the whole
     /// batch); 0 without a [`crate::compute::moe`] model.
     tbo_share: f64,
+    /// The forward composed from measured kernel tables, when the calibration has them
+    /// ([`ComputeParams::kernels`]); `None`: the roofline above.
+    kernels: Option<std::sync::Arc<crate::compute::kernels::compose::KernelStep>>,
+    /// Decoder layers (each launches its kernels in an eager forward).
+    layers: f64,
+    /// Largest decode batch replayed from a CUDA graph (`--cuda-graph-max-bs`); larger
+    /// batches run eagerly and pay [`ComputeParams::eager_launch_per_layer_s`].
+    graph_max_bs: u32,
+    /// Recurrent-scan FLOPs per token on one GPU (hybrid models), priced analytically under
+    /// measured kernels.
+    scan_flops_per_token_gpu: f64,
     params: ComputeParams,
 }
 
@@ -216,7 +234,13 @@ impl StepModel {
             s.expert_bytes_gpu = 0.0;
             s.allreduces -= f64::from(model.moe_layers);
             s.tbo_share = f64::from(model.moe_layers) / f64::from(model.kv_layers().max(1));
+            let m = match &s.params.kernels {
+                Some(k) => m.with_tables(k.tables(), model),
+                None => m,
+            };
             s.moe = Some(m);
+            // The routed experts are the expert model's: recompose the forward without them.
+            s.attach_kernels(gpu, model, attn_tp, kv_dtype_bytes, None);
         }
         s
     }
@@ -310,7 +334,7 @@ impl StepModel {
             + f64::from(model.dense_ffn_layers)
             + f64::from(model.moe_layers);
 
-        Self {
+        let mut s = Self {
             body_flops_per_token: 2.0 * (model.active_params() - vocab_h)
                 + model.mamba_scan_flops_per_token(),
             lm_head_flops: 2.0 * vocab_h,
@@ -342,8 +366,104 @@ impl StepModel {
                 }),
             moe: None,
             tbo_share: 0.0,
+            kernels: None,
+            layers: f64::from(model.num_layers),
+            graph_max_bs: crate::spec::server::cuda_graph_max_bs(gpu, tp),
+            scan_flops_per_token_gpu: model.mamba_scan_flops_per_token() / tp_f,
             params,
+        };
+        s.attach_kernels(gpu, model, tp, kv_dtype_bytes, Some(tp));
+        s
+    }
+
+    /// Composes the forward from the calibration's kernel tables, if it has them:
+    /// `experts_tp` GPUs shard the routed experts when they are part of this forward (`None`
+    /// when [`crate::compute::moe`] prices them). Panics with the seed-free message of a
+    /// table the GPU lacks; a scenario is checked for that before it runs
+    /// ([`StepModel::kernels_ok`]).
+    fn attach_kernels(
+        &mut self,
+        gpu: &GpuSpec,
+        model: &ModelSpec,
+        tp: u32,
+        kv_dtype_bytes: u32,
+        experts_tp: Option<u32>,
+    ) {
+        let Some(k) = &self.params.kernels else {
+            return;
+        };
+        let setup = Self::kernel_setup(self, gpu, model, tp, kv_dtype_bytes, experts_tp, k);
+        let step = crate::compute::kernels::compose::KernelStep::new(&setup)
+            .unwrap_or_else(|e| panic!("kernel tables for {}: {e}", model.name));
+        self.kernels = Some(std::sync::Arc::new(step));
+    }
+
+    /// The composition's inputs for this model.
+    fn kernel_setup<'a>(
+        &self,
+        gpu: &GpuSpec,
+        model: &'a ModelSpec,
+        tp: u32,
+        kv_dtype_bytes: u32,
+        experts_tp: Option<u32>,
+        k: &'a crate::spec::kernels::Kernels,
+    ) -> crate::compute::kernels::compose::Setup<'a> {
+        crate::compute::kernels::compose::Setup {
+            tables: k.tables(),
+            model,
+            attn_tp: tp,
+            experts_tp,
+            kv_dtype_bytes,
+            allreduces: self.allreduces,
+            span: self.span.map(|(nodes, per_node, nic, latency)| {
+                crate::compute::kernels::compose::Span {
+                    nodes,
+                    per_node,
+                    nic_bytes_per_s: nic,
+                    step_latency_s: self.params.allreduce_step_latency_s + latency,
+                    efficiency: self.params.nvlink_efficiency,
+                }
+            }),
+            hbm_bytes_per_s: gpu.hbm_bytes_per_s,
+            peak_flops: self.peak_flops,
+            analytic: (
+                self.params.prefill_flops_efficiency,
+                self.params.decode_flops_efficiency,
+                self.params.kv_hbm_efficiency,
+            ),
         }
+    }
+
+    /// Whether the calibration's kernel tables can price `model` at attention TP `tp`:
+    /// `Err` names what they lack (a GPU's AIConfigurator data without MLA tables, say).
+    pub fn kernels_ok(
+        gpu: &GpuSpec,
+        model: &ModelSpec,
+        tp: u32,
+        kv_dtype_bytes: u32,
+        params: &ComputeParams,
+    ) -> Result<(), String> {
+        let Some(k) = &params.kernels else {
+            return Ok(());
+        };
+        let plain = ComputeParams {
+            kernels: None,
+            ..params.clone()
+        };
+        let s = Self::new(gpu, model, tp, kv_dtype_bytes, plain);
+        let setup = s.kernel_setup(gpu, model, tp, kv_dtype_bytes, Some(tp), k);
+        crate::compute::kernels::compose::KernelStep::new(&setup).map(|_| ())
+    }
+
+    /// Sets the largest decode batch sglang replays from a CUDA graph (`--cuda-graph-max-bs`).
+    pub fn set_graph_max_bs(&mut self, bs: u32) {
+        self.graph_max_bs = bs;
+    }
+
+    /// Where the step times come from, for `run.json`: the kernel tables' provenance, or
+    /// `None` for the roofline.
+    pub fn kernel_source(&self) -> Option<&str> {
+        self.kernels.as_ref().map(|k| k.source.as_str())
     }
 
     /// The parameters this model was built with.
@@ -418,6 +538,9 @@ impl StepModel {
     /// One forward of any shape (prefill chunks, decode sequences or both), in seconds, before
     /// rounding; 0 when it computes no token.
     pub fn forward_s(&self, f: &Forward<'_>) -> f64 {
+        if let Some(k) = &self.kernels {
+            return self.kernel_forward_s(k, f);
+        }
         let (mut new, mut pairs, mut prefix, mut seqs) = (0.0, 0.0, 0.0, 0.0);
         for &(n, p) in f.chunks.iter().filter(|c| c.0 > 0) {
             let (n, p) = (f64::from(n), f64::from(p));
@@ -471,11 +594,16 @@ impl StepModel {
     /// computes with no chunks (where its chunk sums are 0.0, and `x + 0.0 == x`), in the same
     /// operation order, so the cached path is bit-identical to the uncached one.
     pub fn decode_terms(&self, batch: u32) -> DecodeTerms {
+        if let Some(k) = &self.kernels {
+            return self.kernel_decode_terms(k, batch);
+        }
         let b = f64::from(batch);
         let p = &self.params;
         let eff = p.decode_flops_efficiency;
         DecodeTerms {
             flops0: self.body_flops_per_token * b + self.lm_head_flops * b,
+            pair_flops: self.decode_pair_flops,
+            kv_per_token: self.kv_bytes_per_token_gpu,
             compute_denom: self.tp * self.peak_flops * eff,
             state_bytes: 2.0 * self.state_bytes_per_seq_gpu * b,
             t_weights: self.weight_bytes_gpu(b) / (self.hbm_bytes_per_s * p.hbm_efficiency),
@@ -511,9 +639,9 @@ impl StepModel {
             });
         }
         let ctx = context_tokens as f64;
-        let flops = t.flops0 + self.decode_pair_flops * ctx;
+        let flops = t.flops0 + t.pair_flops * ctx;
         let t_compute = flops / t.compute_denom;
-        let kv_bytes = self.kv_bytes_per_token_gpu * ctx + t.state_bytes;
+        let kv_bytes = t.kv_per_token * ctx + t.state_bytes;
         let t_memory = t.t_weights + kv_bytes / t.kv_denom;
         let gpu = t_compute.max(t_memory) + t.allreduce + t.moe;
         t.host + gpu.max(t.floor)
@@ -535,8 +663,8 @@ impl StepModel {
             t.moe,
             t.host,
             t.floor,
-            self.decode_pair_flops,
-            self.kv_bytes_per_token_gpu,
+            t.pair_flops,
+            t.kv_per_token,
         ];
         !t.empty
             && !t.pipelined
@@ -580,6 +708,13 @@ impl StepModel {
     ) -> Option<crate::compute::moe::MoeTime> {
         if !prefill && tokens > 0.0 && self.decode_pipelined() {
             let ctx = context_tokens as f64;
+            if let Some(k) = &self.kernels {
+                let p = &self.params;
+                let half = self.kernel_half_batch_s(k, tokens, ctx);
+                return self.moe.as_ref().map(|m| {
+                    m.decode_time(tokens, p.decode_flops_efficiency, p.hbm_efficiency, half)
+                });
+            }
             let flops = self.body_flops_per_token * tokens
                 + self.lm_head_flops * tokens
                 + self.decode_pair_flops * ctx;

@@ -293,9 +293,11 @@ mod tests {
         ROWS.iter()
             .map(|r| {
                 // The named calibration as a scenario resolves it for the row's GPU.
+                let gpu = crate::spec::gpu_preset(r.gpu).expect("a preset");
                 let resolved = if params == &SGLANG_2025 {
-                    let gpu = crate::spec::gpu_preset(r.gpu).expect("a preset");
                     crate::spec::calibration::named("sglang-2025", &gpu).expect("built in")
+                } else if params == &crate::spec::calibration::SGLANG_2026 {
+                    crate::spec::calibration::named("sglang-2026", &gpu).expect("built in")
                 } else {
                     params.clone()
                 };
@@ -334,6 +336,14 @@ mod tests {
         let old = crate::spec::calibration::VLLM_2023_H100;
         let r = &ROWS[0];
         assert!(predict(r, &old) / predict(r, &SGLANG_2025) > 1.5);
+    }
+
+    /// The same rows under `sglang-2026` (measured kernels on A100 and H100), printed.
+    #[test]
+    fn sglang_2026_on_modern_engines() {
+        for (label, _, e) in table(&crate::spec::calibration::SGLANG_2026) {
+            assert!(e.is_finite(), "{label}");
+        }
     }
 
     /// Fits the free parameters of `sglang-2025` to the in-sample rows and prints them with

@@ -111,6 +111,23 @@ pub struct ExpertCost {
     net: A2aNetwork,
     peak_flops: f64,
     hbm_bytes_per_s: f64,
+    /// The experts' kernel time from the MoE tables, when the calibration has them and a
+    /// table measures this model's expert shape ([`ExpertCost::with_tables`]).
+    measured: Option<MeasuredExperts>,
+}
+
+/// One MoE layer's routed-expert kernels as measured (`compute::kernels`): per phase a grid
+/// over (parallel degree, tokens entering the layer over the whole instance), microseconds.
+#[derive(Clone, Debug)]
+pub struct MeasuredExperts {
+    /// A prefill's (DeepEP's normal-mode MoE, or the fused MoE).
+    prefill: crate::spec::kernels::grid::Grid,
+    /// A decode's (DeepEP's low-latency MoE, or the fused MoE).
+    decode: crate::spec::kernels::grid::Grid,
+    /// The grid's first coordinate: the EP degree, or the TP degree of TP-sharded experts.
+    degree: f64,
+    /// Which table, for provenance.
+    pub source: String,
 }
 
 /// What the MoE layers of one forward cost on the busiest GPU, seconds.
@@ -246,7 +263,70 @@ impl ExpertCost {
             net,
             peak_flops,
             hbm_bytes_per_s: gpu.hbm_bytes_per_s,
+            measured: None,
         })
+    }
+
+    /// The same cost with the experts' kernel time taken from `tables` where one measures this
+    /// model's expert shape (hidden, expert width, top-k, experts) in its precision: DeepEP's
+    /// MoE tables (`wideep_moe`, one per phase) under DeepEP, the fused-MoE tables split by
+    /// EP or TP otherwise. Tables have balanced routing; pdsim's skew ([`skew`]) then sets
+    /// the busiest GPU's tokens. Without such a table the roofline stays.
+    pub fn with_tables(
+        mut self,
+        tables: &crate::spec::kernels::KernelTables,
+        model: &ModelSpec,
+    ) -> Self {
+        let Some(moe) = &model.moe else { return self };
+        let prec = crate::compute::kernels::compose::Precision::of(model);
+        let shape = [
+            ("hidden", model.hidden_size.to_string()),
+            ("inter", moe.expert_intermediate.to_string()),
+            ("topk", moe.active.to_string()),
+            ("experts", moe.experts.to_string()),
+        ];
+        let fits = |t: &&crate::spec::kernels::tables::Table| {
+            shape.iter().all(|(k, v)| t.attr(k) == Some(v.as_str()))
+        };
+        let dtype = prec.moe();
+        let found = if self.deepep {
+            let p = tables
+                .all("wideep_moe", &[("phase", "context"), ("dtype", dtype)])
+                .into_iter()
+                .find(fits);
+            let d = tables
+                .all("wideep_moe", &[("phase", "generation"), ("dtype", dtype)])
+                .into_iter()
+                .find(fits);
+            p.zip(d).map(|(p, d)| (p, d, self.ep))
+        } else {
+            let split = if self.ep > 1.0 { "ep" } else { "tp" };
+            let degree = if self.ep > 1.0 { self.ep } else { self.gpus };
+            tables
+                .all("moe", &[("dtype", dtype), ("split", split)])
+                .into_iter()
+                .find(fits)
+                .map(|t| (t, t, degree))
+        };
+        if let Some((p, d, degree)) = found {
+            self.measured = Some(MeasuredExperts {
+                prefill: p.grid.clone(),
+                decode: d.grid.clone(),
+                degree,
+                source: format!(
+                    "{} {} (sglang {})",
+                    p.name,
+                    p.attr("kernel").unwrap_or("?"),
+                    p.attr("version").unwrap_or("?")
+                ),
+            });
+        }
+        self
+    }
+
+    /// Whether the experts' time comes from measured tables.
+    pub fn is_measured(&self) -> bool {
+        self.measured.is_some()
     }
 
     /// Weight bytes of routed experts one GPU holds (with redundant replicas under EP).
@@ -270,6 +350,14 @@ impl ExpertCost {
             // The busiest GPU: skewed mean plus the statistical excess of the max of `ep`.
             let mean = pairs / self.ep;
             let busiest = mean * self.skew + (2.0 * mean * self.skew * self.ep.ln()).sqrt();
+            if let Some(m) = &self.measured {
+                // The balanced table at the tokens that would give every GPU the busiest
+                // one's load.
+                let grid = if prefill { &m.prefill } else { &m.decode };
+                let tokens_eff = all_tokens * busiest / mean.max(f64::MIN_POSITIVE);
+                let compute = self.layers * grid.eval(&[m.degree, tokens_eff]) * 1e-6;
+                return self.finish(compute, self.a2a_s(tokens * self.dp / self.gpus, prefill));
+            }
             let flops = busiest * self.pair_flops;
             let touched = self.experts_per_gpu
                 * (1.0 - (1.0 - 1.0 / self.experts_per_gpu.max(1.0)).powf(busiest));
@@ -277,6 +365,14 @@ impl ExpertCost {
             let compute =
                 (flops / (self.peak_flops * eff)).max(weights / (self.hbm_bytes_per_s * hbm_eff));
             (compute, self.a2a_s(tokens * self.dp / self.gpus, prefill))
+        } else if let Some(m) = &self.measured {
+            let grid = if prefill { &m.prefill } else { &m.decode };
+            let compute = self.layers * grid.eval(&[m.degree, all_tokens]) * 1e-6;
+            let a2a = A2a {
+                latency_s: self.gather_scatter_s(all_tokens),
+                ..A2a::default()
+            };
+            (compute, a2a)
         } else {
             // TP-sharded experts: every GPU computes 1/tp of each touched expert.
             let flops = pairs * self.pair_flops / self.gpus;
@@ -291,6 +387,11 @@ impl ExpertCost {
             };
             (compute, a2a)
         };
+        self.finish(compute_s, a2a)
+    }
+
+    /// The forward's MoE time from its expert compute and all-to-all legs.
+    fn finish(&self, compute_s: f64, a2a: A2a) -> MoeTime {
         let comm_s = a2a.rdma_s.max(a2a.nvlink_s) + a2a.latency_s;
         MoeTime {
             compute_s,

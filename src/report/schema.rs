@@ -56,6 +56,11 @@ pub struct RunRecord {
     pub scenario: crate::scenario::file::ScenarioFile,
     /// Every instance, in global order.
     pub instances: Vec<InstanceFacts>,
+    /// What the step times came from (`hardware.calibration` and, for measured kernels,
+    /// the tables' GPU, sglang versions and source); empty in a `run.json` written before it
+    /// was recorded.
+    #[serde(default)]
+    pub step_times: String,
     /// Host facts.
     pub host: HostFacts,
 }

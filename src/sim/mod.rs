@@ -272,6 +272,17 @@ fn build_fabric(sc: &Scenario) -> Fabric {
 /// instance with DP attention / expert parallelism (its routed experts priced over the
 /// instance by `compute::moe`, its all-to-all over NVLink and the NICs).
 fn step_model(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> StepModel {
+    let mut m = step_model_of(sc, pool, ic);
+    // sglang sizes its CUDA graphs by the whole server's TP, DP ranks included.
+    m.set_graph_max_bs(crate::spec::server::cuda_graph_max_bs(
+        &sc.gpu,
+        pool.server.tp_size,
+    ));
+    m
+}
+
+/// [`step_model`] before the server-wide settings.
+fn step_model_of(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> StepModel {
     let par = &pool.parallel;
     if par.dp_ranks() == 1 && par.ep_size <= 1 {
         return StepModel::with_interconnect(

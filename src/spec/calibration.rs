@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::GpuSpec;
+use super::kernels::Kernels;
 
 /// The parameters of the step-time model. Efficiencies are fractions in (0, 1] of the GPU's
 /// own peaks (so a faster GPU is faster where its datasheet is); times are seconds.
@@ -79,6 +80,26 @@ pub struct ComputeParams {
     /// not the interval between tokens.
     #[serde(default)]
     pub first_token_path_s: f64,
+    /// Scheduler CPU time per decode step that overlaps the GPU's, seconds: under sglang's
+    /// overlap scheduler (`Scheduler.event_loop_overlap`, default since v0.4) the CPU prepares
+    /// step `i + 1` and processes step `i − 1`'s results while the GPU runs step `i`, so a step
+    /// takes the longer of the two, not their sum. 0: no such floor.
+    #[serde(default)]
+    pub decode_cpu_s: f64,
+    /// The overlapped scheduler CPU time per running sequence of a decode step, seconds.
+    #[serde(default)]
+    pub decode_cpu_per_seq_s: f64,
+    /// CPU time to launch one decoder layer's kernels in a forward that is not replayed from a
+    /// CUDA graph (a prefill, or a decode batch above `cuda_graph_max_bs`), seconds: the
+    /// launches run ahead of the GPU, so they show only when the GPU's work is shorter.
+    #[serde(default)]
+    pub eager_launch_per_layer_s: f64,
+    /// Measured kernel tables the step model composes forwards from (`compute::kernels`):
+    /// `sglang-2026` on a GPU AIConfigurator measured, or a file `pdsim calibrate
+    /// --from-aiconfigurator` wrote. `None`: the roofline. Not part of a calibration file's
+    /// TOML (the tables are their own file).
+    #[serde(skip)]
+    pub kernels: Option<Kernels>,
 }
 
 impl ComputeParams {
@@ -113,6 +134,9 @@ impl ComputeParams {
             ("tokenize_per_token_s", self.tokenize_per_token_s),
             ("bootstrap_handshake_s", self.bootstrap_handshake_s),
             ("first_token_path_s", self.first_token_path_s),
+            ("decode_cpu_s", self.decode_cpu_s),
+            ("decode_cpu_per_seq_s", self.decode_cpu_per_seq_s),
+            ("eager_launch_per_layer_s", self.eager_launch_per_layer_s),
         ];
         for (name, v) in times {
             // 1e3 s per step (or 1e9 tokens) is far beyond any GPU; it bounds the clock.
@@ -140,10 +164,55 @@ impl ComputeParams {
 }
 
 /// Names of the built-in calibrations; the first is the default.
-pub const CALIBRATIONS: &[&str] = &["sglang-2025", "vllm-2023"];
+pub const CALIBRATIONS: &[&str] = &["sglang-2026", "sglang-2025", "vllm-2023"];
 
 /// The default calibration's name.
-pub const DEFAULT_CALIBRATION: &str = "sglang-2025";
+pub const DEFAULT_CALIBRATION: &str = "sglang-2026";
+
+/// sglang 0.5 (2026): the step composed from NVIDIA's measured sglang kernel tables on every
+/// GPU AIConfigurator measured (`kernels/`, `compute::kernels`), the roofline elsewhere with
+/// efficiencies derived from those GPUs by their balance of FLOPs to bytes
+/// (`spec::kernels::balance`); host work that overlaps the GPU's (CUDA graphs, the overlap
+/// scheduler) priced as a floor, not a sum. The efficiencies here are placeholders that
+/// [`sglang_2026`] replaces per GPU; the host costs are this calibration's own (each with its
+/// source below).
+pub const SGLANG_2026: ComputeParams = ComputeParams {
+    prefill_flops_efficiency: 0.7,
+    prefill_mfu_half_tokens: 0.0,
+    decode_flops_efficiency: 0.7,
+    hbm_efficiency: 0.7,
+    kv_hbm_efficiency: 0.86,
+    prefill_overhead_s: 1.0e-3,
+    prefill_per_seq_overhead_s: 5.0e-5,
+    decode_overhead_s: 5.0e-4,
+    decode_per_seq_overhead_s: 0.0,
+    allreduce_step_latency_s: 5.31e-6,
+    allreduce_log_steps: true,
+    nvlink_efficiency: 0.8,
+    launch_per_block_s: 0.0,
+    tokenize_per_request_s: 1.0e-4,
+    tokenize_per_token_s: 1.1e-6,
+    bootstrap_handshake_s: 5.0e-4,
+    first_token_path_s: 6.9e-3,
+    decode_cpu_s: 1.0e-3,
+    decode_cpu_per_seq_s: 3.0e-5,
+    eager_launch_per_layer_s: 6.0e-5,
+    kernels: None,
+};
+
+/// [`SGLANG_2026`] for `gpu`: its shipped kernel tables where it has them, and in any case
+/// the efficiencies its balance gives (what the roofline uses for the ops no table covers).
+pub fn sglang_2026(gpu: &GpuSpec) -> ComputeParams {
+    let e = super::kernels::balance::efficiencies(gpu);
+    ComputeParams {
+        prefill_flops_efficiency: e.prefill_flops,
+        decode_flops_efficiency: e.decode_flops,
+        hbm_efficiency: e.hbm,
+        kv_hbm_efficiency: e.kv_hbm,
+        kernels: super::kernels::builtin::tables(&gpu.name).map(super::kernels::Kernels),
+        ..SGLANG_2026
+    }
+}
 
 /// Today's sglang, one set for every GPU (efficiencies are fractions of each GPU's own peaks;
 /// host costs do not scale with the GPU). Fitted by `compute::modern::tests::fit_sglang_2025`
@@ -208,6 +277,11 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     // cannot separate: detokenizer, tokenizer manager and HTTP/SSE through sglang 0.3.0's Python
     // path, and bench_serving's own aiohttp client.
     first_token_path_s: 6.9e-3,
+    // The roofline calibrations price host costs serially (above): no overlap floor.
+    decode_cpu_s: 0.0,
+    decode_cpu_per_seq_s: 0.0,
+    eager_launch_per_layer_s: 0.0,
+    kernels: None,
 };
 
 /// vLLM 2023, A100-80GB SXM fit. Source: `calibration/perf_model.csv`, rows `a100-80gb` (76
@@ -234,6 +308,10 @@ pub const VLLM_2023_A100: ComputeParams = ComputeParams {
     tokenize_per_token_s: 0.0,
     bootstrap_handshake_s: 0.0,
     first_token_path_s: 0.0,
+    decode_cpu_s: 0.0,
+    decode_cpu_per_seq_s: 0.0,
+    eager_launch_per_layer_s: 0.0,
+    kernels: None,
 };
 
 /// vLLM 2023, H100-80GB SXM fit. Source: `calibration/perf_model.csv`, rows `h100-80gb` (76
@@ -259,6 +337,10 @@ pub const VLLM_2023_H100: ComputeParams = ComputeParams {
     tokenize_per_token_s: 0.0,
     bootstrap_handshake_s: 0.0,
     first_token_path_s: 0.0,
+    decode_cpu_s: 0.0,
+    decode_cpu_per_seq_s: 0.0,
+    eager_launch_per_layer_s: 0.0,
+    kernels: None,
 };
 
 /// `sglang-2025` on an A100. An A100 reaches a larger share of its datasheet FLOP/s than an
@@ -281,6 +363,7 @@ pub fn sglang_2025_a100() -> ComputeParams {
 /// The parameters of the named calibration `name` for `gpu`, or `None` for an unknown name.
 pub fn named(name: &str, gpu: &GpuSpec) -> Option<ComputeParams> {
     match name {
+        "sglang-2026" => Some(sglang_2026(gpu)),
         "sglang-2025" => Some(match gpu.name.as_str() {
             "a100-sxm" => sglang_2025_a100(),
             _ => SGLANG_2025,
@@ -294,9 +377,43 @@ pub fn named(name: &str, gpu: &GpuSpec) -> Option<ComputeParams> {
 }
 
 impl Default for ComputeParams {
-    /// The default calibration (`sglang-2025`).
+    /// `sglang-2025`'s parameters: the roofline calibration a model is checked against when
+    /// no GPU is named (the default calibration, `sglang-2026`, depends on the GPU:
+    /// [`named`]).
     fn default() -> Self {
         SGLANG_2025
+    }
+}
+
+/// What a run's step times come from, in one line for `run.json` and reports: the measured
+/// kernel tables with their provenance, or the roofline with the calibration's name.
+pub fn describe(name: &str, params: &ComputeParams, gpu: &GpuSpec) -> String {
+    match &params.kernels {
+        Some(k) => {
+            let t = k.tables();
+            let versions: Vec<String> = t
+                .versions()
+                .into_iter()
+                .map(|(v, names)| format!("{} at sglang {v}", names.join(", ")))
+                .collect();
+            format!(
+                "{name}: measured kernels for {} ({}): {}; from {}",
+                t.meta.gpu,
+                t.meta.device,
+                versions.join("; "),
+                t.meta.source
+            )
+        }
+        None if name == "sglang-2026" => format!(
+            "{name}: roofline on {} (no kernel tables for it), efficiencies from its balance of {:.0} FLOP/B: prefill {:.3}, decode {:.3}, weights {:.3}, KV {:.3} of peak",
+            gpu.name,
+            super::kernels::balance::balance(gpu),
+            params.prefill_flops_efficiency,
+            params.decode_flops_efficiency,
+            params.hbm_efficiency,
+            params.kv_hbm_efficiency
+        ),
+        None => format!("{name}: roofline"),
     }
 }
 

@@ -2,6 +2,7 @@
 //! config importer, which reads one file.
 
 pub mod calibration;
+pub mod kernels;
 pub mod gpu;
 pub mod hf;
 pub mod launch;

@@ -262,6 +262,12 @@ impl ModelSpec {
         }
     }
 
+    /// Weights of one recurrent mixer layer, in parameters (in/out projections and conv): what
+    /// the kernel-table model prices as the mixer's projection GEMMs.
+    pub fn mixer_params(&self) -> f64 {
+        self.mamba_params()
+    }
+
     /// Weights of one recurrent mixer layer, in parameters (in/out projections and conv).
     fn mamba_params(&self) -> f64 {
         let Some(m) = &self.mamba else { return 0.0 };

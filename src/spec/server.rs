@@ -211,3 +211,37 @@ impl Parallel {
         }
     }
 }
+
+/// sglang's default `--cuda-graph-max-bs` for a server of `tp_size` GPUs of `gpu`: the
+/// largest decode batch replayed from a CUDA graph (larger ones run eagerly). sglang
+/// `server_args.py`, `ServerArgs._handle_gpu_memory_settings` (v0.5): by the GPU's memory
+/// in MiB — below 35 GiB 24 (TP < 4) or 80; below 60 GiB 32 or 160; below 160 GiB (A100,
+/// H100, H20, H200) 256 or 512; above (B200, MI300X) 512.
+pub fn cuda_graph_max_bs(gpu: &crate::spec::GpuSpec, tp_size: u32) -> u32 {
+    let mib = gpu.hbm_bytes >> 20;
+    let small_tp = tp_size < 4;
+    match mib {
+        m if m < 35 * 1024 => {
+            if small_tp {
+                24
+            } else {
+                80
+            }
+        }
+        m if m < 60 * 1024 => {
+            if small_tp {
+                32
+            } else {
+                160
+            }
+        }
+        m if m < 160 * 1024 => {
+            if small_tp {
+                256
+            } else {
+                512
+            }
+        }
+        _ => 512,
+    }
+}

@@ -11,19 +11,20 @@ use crate::engine::{NS_PER_S, Nanos, TWO_63, ceil_ns_below_2_63};
 pub struct PlainStep {
     /// The batch's terms.
     t: DecodeTerms,
-    /// [`StepModel`]'s `decode_pair_flops`: attention FLOPs per context token.
+    /// The terms' attention FLOPs per context token (the model's `decode_pair_flops`).
     pair_flops: f64,
-    /// [`StepModel`]'s `kv_bytes_per_token_gpu`: KV bytes read per context token.
+    /// The terms' KV bytes (or measured seconds) per context token.
     kv_per_token: f64,
 }
 
 impl StepModel {
     /// `t`'s plain step by value. Only where [`StepModel::decode_plain_ok`] holds for `t`.
+    #[inline(always)]
     pub fn plain_step(&self, t: &DecodeTerms) -> PlainStep {
         PlainStep {
             t: *t,
-            pair_flops: self.decode_pair_flops,
-            kv_per_token: self.kv_bytes_per_token_gpu,
+            pair_flops: t.pair_flops,
+            kv_per_token: t.kv_per_token,
         }
     }
 }

@@ -165,10 +165,62 @@ fn calibration(
             ),
         )
     })?;
+    if text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .is_some_and(|l| l.starts_with(crate::spec::kernels::tables::MAGIC))
+    {
+        return kernel_file(c, &name, &path, &text, gpu);
+    }
     let file = cal::CalibrationFile::parse(&text)
         .map_err(|e| c.err(key, format!("{}: {e}", path.display())))?;
     *c.measured.borrow_mut() = Some(file.measured.clone());
     Ok((name, file.params))
+}
+
+/// A kernel-table file (`pdsim calibrate --from-aiconfigurator`): `sglang-2026` with these
+/// tables instead of the shipped ones. The tables must be of the scenario's GPU.
+fn kernel_file(
+    c: &Checker,
+    name: &str,
+    path: &std::path::Path,
+    text: &str,
+    gpu: &GpuSpec,
+) -> Result<(String, crate::spec::ComputeParams), ScenarioError> {
+    use crate::spec::kernels::{Kernels, KernelTables};
+    let key = "hardware.calibration";
+    let tables = KernelTables::parse(&path.display().to_string(), text).map_err(|e| c.err(key, e))?;
+    if tables.meta.gpu != gpu.name {
+        return Err(c.err(
+            key,
+            format!(
+                "{}: kernel tables measured on {}, and hardware.gpu is {}: give the tables of {} (pdsim calibrate --from-aiconfigurator DIR --gpu {} …) or set hardware.gpu = {:?}",
+                path.display(),
+                tables.meta.gpu,
+                gpu.name,
+                gpu.name,
+                gpu.name,
+                tables.meta.gpu
+            ),
+        ));
+    }
+    for table in ["gemm", "context_attention", "generation_attention"] {
+        if tables.find(table, &[]).is_none() {
+            return Err(c.err(
+                key,
+                format!(
+                    "{}: no `{table}` table; every forward needs one (re-derive the file with pdsim calibrate --from-aiconfigurator)",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    let params = crate::spec::ComputeParams {
+        kernels: Some(Kernels(std::sync::Arc::new(tables))),
+        ..crate::spec::calibration::sglang_2026(gpu)
+    };
+    Ok((name.to_string(), params))
 }
 
 /// `[fabric]`, over the `nodes` the placement uses, with the GPU's NVLink and RDMA engine

@@ -1,0 +1,983 @@
+//! One forward of sglang composed from the measured kernel tables: the op list of each
+//! architecture pdsim supports, each op looked up in its table ([`super::grid`]'s
+//! interpolation), summed as sglang runs them, and reduced once per model to a few curves the
+//! simulation reads without a table search per event.
+//!
+//! # The op list (sglang 0.5, `python/sglang/srt/models/`)
+//!
+//! Per decoder layer, on one GPU of an attention-TP group of `tp` (`hq`, `hkv` its query and KV
+//! heads; `h` the hidden width):
+//!
+//! * **Dense attention** (`llama.py` `LlamaAttention.forward`, `qwen3.py`, `qwen2_moe.py`):
+//!   `qkv_proj` GEMM (`n = hq·d + hkv·(d + d_v)`, `k = h`), RoPE and the KV write, the
+//!   attention kernel (FlashAttention 3 / TRT-LLM MHA / FlashInfer: the context table in a
+//!   prefill, the generation table in a decode), `o_proj` (`n = h`, `k = hq·d_v`).
+//! * **MLA** (`deepseek_v2.py` `DeepseekV2AttentionMLA`): the fused `q_a`/`kv_a` projection
+//!   (replicated: `n = q_lora + kv_lora + rope`), `q_b_proj` (`n = hq·(nope + rope)`); a prefill
+//!   decompresses the new and cached latent with `kv_b_proj` (`forward_normal`, `n =
+//!   hq·(nope + d_v)`, `k = kv_lora`, over every context token of the chunk); a decode
+//!   absorbs it into two batched matmuls per head (`forward_absorb`: `w_kc`, `w_vc`); the MLA
+//!   attention kernel (the MLA tables); `o_proj`.
+//! * **Recurrent mixers** (Mamba2 / GDN / KDA): the in- and out-projections as GEMMs; the
+//!   convolution and state scan analytically (no table measures them for every mixer pdsim
+//!   supports): FLOPs at the calibration's compute efficiency, the state read and written
+//!   per sequence at its HBM efficiency.
+//! * **FFN**: `gate_up_proj` + SiLU-and-mul + `down_proj` (`LlamaMLP`), or a plain up/down.
+//! * **MoE** (`FusedMoE`, `DeepEPMoE`): the router GEMM (`n = E`), shared experts as a dense
+//!   FFN, the routed experts from the MoE tables at the instance's tokens (TP-sharded experts:
+//!   `moe split=tp`; DeepEP: `wideep_moe`), or, for a shape no table has, the roofline.
+//! * **Elementwise**: the fused add-RMSNorm twice, RoPE, the activation, the KV write — memory
+//!   bound: their bytes at [`ELEMENTWISE_HBM_EFFICIENCY`] of HBM (AIConfigurator prices its
+//!   `ElementWise` ops the same way).
+//! * **All-reduce** after attention and after the FFN (`tensor_model_parallel_all_reduce`),
+//!   `T × h` BF16 elements, from sglang's custom all-reduce table (the CUDA-graph row in a
+//!   decode, the eager row in a prefill); across nodes the inter-node ring is analytic.
+//! * Once per forward: the LM head (`n = vocab / tp`) on the sequences that emit a token.
+//!
+//! # What the simulation reads
+//!
+//! Every op except attention depends on the forward's token count alone, so at construction
+//! they are summed into one piecewise-linear curve over tokens ([`Curve`]), with a point at
+//! every size where any op's table has one: between them the sum is exactly what per-op
+//! lookups give. Decode attention is reduced per batch size to `max(floor, a + β·C)` in the
+//! batch's total context `C` ([`KernelStep::decode_attention`], fitted when a batch size is
+//! first met and cached by the caller): the form the decode step's fast path evaluates.
+//! Prefill attention is a per-pair rate over (prompts, length) ([`KernelStep::prefill_attention_s`]).
+
+use super::grid::Grid;
+use super::tables::KernelTables;
+use crate::spec::{KvAttention, ModelSpec};
+
+/// Fraction of HBM bandwidth a memory-bound elementwise kernel (RMSNorm, RoPE, SiLU-and-mul,
+/// the KV write) reaches. Borrowed: AIConfigurator prices its `ElementWise` ops at 0.8 of
+/// HBM (`sdk/models/llama.py`, the `0.8` of `ops.ElementWise`).
+pub const ELEMENTWISE_HBM_EFFICIENCY: f64 = 0.8;
+
+/// The GEMM precision a model's linear layers run at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// BF16 weights and activations.
+    Bf16,
+    /// FP8 per-tensor (sglang's `--quantization fp8`, `fp8_scaled_mm`).
+    Fp8,
+    /// FP8 with 128×128 block scales (DeepSeek-style checkpoints, DeepGEMM on Hopper).
+    Fp8Block,
+    /// NVFP4 (FP4 E2M1 with FP8 block scales), Blackwell only.
+    Nvfp4,
+}
+
+impl Precision {
+    /// The precision of `model`'s checkpoint as served: MLA (DeepSeek-architecture)
+    /// checkpoints in 1-byte weights are block-FP8, other 1-byte ones per-tensor FP8.
+    pub fn of(model: &ModelSpec) -> Self {
+        match model.weight_bytes {
+            1 if model.is_mla() => Precision::Fp8Block,
+            1 => Precision::Fp8,
+            _ => Precision::Bf16,
+        }
+    }
+
+    /// The GEMM table's `dtype`.
+    pub fn gemm(self) -> &'static str {
+        match self {
+            Precision::Bf16 => "bfloat16",
+            Precision::Fp8 => "fp8",
+            Precision::Fp8Block => "fp8_block",
+            Precision::Nvfp4 => "nvfp4",
+        }
+    }
+
+    /// The MoE table's `dtype`: FP8 experts are block-quantized in every MoE checkpoint the
+    /// tables measure.
+    pub fn moe(self) -> &'static str {
+        match self {
+            Precision::Bf16 => "bfloat16",
+            Precision::Fp8 | Precision::Fp8Block => "fp8_block",
+            Precision::Nvfp4 => "nvfp4",
+        }
+    }
+}
+
+/// A piecewise-linear function of one size: clamped below the first point, linear between
+/// points, extrapolated from the last segment (slope ≥ 0) above the last. Seconds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Curve {
+    xs: Vec<f64>,
+    ys: Vec<f64>,
+}
+
+impl Curve {
+    /// A curve through `(x, y)` points with strictly increasing `x`.
+    pub fn new(points: Vec<(f64, f64)>) -> Self {
+        let (xs, ys) = points.into_iter().unzip();
+        Self { xs, ys }
+    }
+
+    /// The value at `x`.
+    #[inline]
+    pub fn eval(&self, x: f64) -> f64 {
+        let n = self.xs.len();
+        if n == 0 {
+            return 0.0;
+        }
+        if n == 1 || x <= self.xs[0] {
+            return self.ys[0];
+        }
+        let i = if x >= self.xs[n - 1] {
+            n - 2
+        } else {
+            self.xs.partition_point(|&v| v <= x) - 1
+        };
+        let (x0, x1, y0, y1) = (self.xs[i], self.xs[i + 1], self.ys[i], self.ys[i + 1]);
+        let slope = (y1 - y0) / (x1 - x0);
+        if x >= x1 {
+            y1 + slope.max(0.0) * (x - x1)
+        } else {
+            y0 + slope * (x - x0)
+        }
+    }
+}
+
+/// Across nodes: the analytic inter-node ring of a hierarchical all-reduce.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Span {
+    /// Nodes the instance spans.
+    pub nodes: f64,
+    /// GPUs per node (the NVLink domain the custom all-reduce table covers).
+    pub per_node: f64,
+    /// NIC bytes per second one GPU sends.
+    pub nic_bytes_per_s: f64,
+    /// One inter-node step's latency, seconds (network + the calibration's step latency).
+    pub step_latency_s: f64,
+    /// Fraction of the NIC an all-reduce reaches.
+    pub efficiency: f64,
+}
+
+/// What [`KernelStep::new`] needs to know of one server.
+#[derive(Clone, Debug)]
+pub struct Setup<'a> {
+    /// The GPU's tables.
+    pub tables: &'a KernelTables,
+    /// The model.
+    pub model: &'a ModelSpec,
+    /// Attention-TP size: the GPUs the attention, dense FFN and shared experts are sharded over.
+    pub attn_tp: u32,
+    /// GPUs the routed experts are sharded over (the instance) when they are part of this
+    /// forward; `None` when another model prices them ([`crate::compute::moe`]).
+    pub experts_tp: Option<u32>,
+    /// KV element bytes.
+    pub kv_dtype_bytes: u32,
+    /// All-reduces per forward.
+    pub allreduces: f64,
+    /// The inter-node part of the all-reduce, for an instance spanning nodes.
+    pub span: Option<Span>,
+    /// HBM bytes per second of one GPU.
+    pub hbm_bytes_per_s: f64,
+    /// Peak FLOP/s of one GPU at the model's precision (for ops no table covers).
+    pub peak_flops: f64,
+    /// The calibration's efficiencies for ops no table covers: (prefill FLOPs, decode FLOPs,
+    /// KV reads), fractions of peak.
+    pub analytic: (f64, f64, f64),
+}
+
+/// A server's forward, composed from its GPU's kernel tables (see the module docs).
+#[derive(Clone, Debug)]
+pub struct KernelStep {
+    /// Per-token work of a prefill or mixed forward (eager all-reduce), seconds, over tokens.
+    dense_eager: Curve,
+    /// The same in a decode forward (CUDA-graph all-reduce).
+    dense_graph: Curve,
+    /// The LM head over the sequences that emit a token.
+    lm_head: Curve,
+    /// MLA only: `kv_b_proj` over a prefill's new and cached tokens (`forward_normal`).
+    mla_decompress: Curve,
+    /// MLA only: the absorbed batched matmuls over a decode's tokens (`forward_absorb`).
+    mla_absorb: Curve,
+    /// Decode attention per forward over (batch, context per sequence), all layers,
+    /// microseconds (a grid for this model's heads).
+    decode_attn: Grid,
+    /// Prefill attention per (query × context) pair over (prompts, length), all layers,
+    /// microseconds per pair.
+    prefill_rate: Grid,
+    /// MLA under sglang's module tables: the whole module of a prefill over (prompts, new
+    /// tokens each), all layers, microseconds, and the extra microseconds per (new × cached)
+    /// pair a chunk's prefix adds; `None`: [`KernelStep::prefill_rate`] prices the attention.
+    mla_module_prefill: Option<(Grid, f64)>,
+    /// Sliding-window layers' share: (layers, window); their attention is priced at the window.
+    swa: Option<(f64, f64)>,
+    /// Decode attention of the sliding-window layers per forward over batch, seconds.
+    swa_decode: Curve,
+    /// Attention layers (full and sliding-window) the prefill rate covers.
+    attn_layers: f64,
+    /// Provenance for `run.json`: GPU, sglang versions and the tables that priced each op.
+    pub source: String,
+    /// Ops the tables did not cover for this model, priced analytically instead.
+    pub fallbacks: Vec<String>,
+}
+
+/// `n·p + n(n + 1)/2`: the (query, context) pairs of a causal chunk of `n` new tokens after
+/// `p` cached ones.
+#[inline]
+pub fn pairs(n: f64, p: f64) -> f64 {
+    n * p + n * (n + 1.0) / 2.0
+}
+
+/// GEMM lookups in one precision, falling back to BF16 where the GPU has no such table (an
+/// A100 runs FP8 checkpoints weight-only, at BF16 speed and no better).
+struct Gemms<'a> {
+    table: &'a Grid,
+}
+
+impl<'a> Gemms<'a> {
+    fn new(t: &'a KernelTables, p: Precision) -> Result<Self, String> {
+        let table = t
+            .find("gemm", &[("dtype", p.gemm())])
+            .or_else(|| t.find("gemm", &[("dtype", "bfloat16")]))
+            .ok_or_else(|| format!("{}: no GEMM table", t.meta.gpu))?;
+        Ok(Self { table: &table.grid })
+    }
+
+    /// Seconds of one GEMM of `m` rows, `n` outputs, `k` inputs (0 for an empty one).
+    fn s(&self, m: f64, n: f64, k: f64) -> f64 {
+        if m <= 0.0 || n <= 0.0 || k <= 0.0 {
+            return 0.0;
+        }
+        self.table.eval(&[m, n, k]) * 1e-6
+    }
+
+    /// The `m` points of the table.
+    fn ms(&self) -> &[f64] {
+        &self.table.axes[0].points
+    }
+}
+
+/// One linear layer: `count` GEMMs of `n × k` per forward.
+#[derive(Clone, Copy, Debug)]
+struct Linear {
+    count: f64,
+    n: f64,
+    k: f64,
+}
+
+impl KernelStep {
+    /// The model of one server; an error names what the GPU's tables lack for it.
+    pub fn new(s: &Setup<'_>) -> Result<Self, String> {
+        let t = s.tables;
+        let m = s.model;
+        let tp = f64::from(s.attn_tp.max(1));
+        let h = f64::from(m.hidden_size);
+        let prec = Precision::of(m);
+        let gemm = Gemms::new(t, prec)?;
+        let bf16 = Gemms::new(t, Precision::Bf16)?;
+        let mut fallbacks = Vec::new();
+        let hq = (f64::from(m.q_heads) / tp).max(1.0);
+        let hkv = f64::from(m.kv_heads_per_rank(s.attn_tp));
+        let l_att = f64::from(m.kv_layers());
+        let l_mix = m.mamba_layers.len() as f64;
+
+        // The per-token linear layers of every layer, per forward.
+        let mut lin: Vec<Linear> = Vec::new();
+        let mut push = |count: f64, n: f64, k: f64| {
+            if count > 0.0 && n > 0.0 && k > 0.0 {
+                lin.push(Linear { count, n, k });
+            }
+        };
+        let mut mla_decompress = Vec::new();
+        let mut mla_absorb = Vec::new();
+        // sglang's DeepEP-era MLA module tables (attention with q_b, kv_b / absorb and o), for
+        // FP8 block checkpoints: what the deployments of DeepSeek-architecture models run.
+        let module_tables = (
+            t.find("context_mla_module", &[]),
+            t.find("generation_mla_module", &[]),
+        );
+        let mla_module = m.is_mla()
+            && prec == Precision::Fp8Block
+            && module_tables.0.is_some()
+            && module_tables.1.is_some();
+        match m.attention {
+            KvAttention::Mha {
+                head_dim,
+                v_head_dim,
+                ..
+            } => {
+                let (d, dv) = (f64::from(head_dim), f64::from(v_head_dim));
+                push(l_att, hq * d + hkv * (d + dv), h);
+                push(l_att, h, hq * dv);
+            }
+            KvAttention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                qk_nope_head_dim,
+                v_head_dim,
+                q_lora_rank,
+            } => {
+                let (r, rope, nope, dv) = (
+                    f64::from(kv_lora_rank),
+                    f64::from(qk_rope_head_dim),
+                    f64::from(qk_nope_head_dim),
+                    f64::from(v_head_dim),
+                );
+                let ql = q_lora_rank.map_or(0.0, f64::from);
+                // The fused down-projection (`fused_qkv_a_proj_with_mqa`, replicated).
+                push(l_att, ql + r + rope, h);
+                if !mla_module {
+                    if ql > 0.0 {
+                        push(l_att, hq * (nope + rope), ql);
+                    } else {
+                        push(l_att, hq * (nope + rope), h);
+                    }
+                    push(l_att, h, hq * dv);
+                    mla_decompress.push(Linear {
+                        count: l_att,
+                        n: hq * (nope + dv),
+                        k: r,
+                    });
+                    // Per head a (tokens × nope)·(nope × r) and a (tokens × r)·(r × d_v)
+                    // matmul: as one GEMM of the heads' outputs side by side (the same bytes and
+                    // FLOPs).
+                    mla_absorb.push(Linear {
+                        count: l_att,
+                        n: hq * r,
+                        k: nope,
+                    });
+                    mla_absorb.push(Linear {
+                        count: l_att,
+                        n: hq * dv,
+                        k: r,
+                    });
+                }
+            }
+        }
+        if let Some(mx) = &m.mamba {
+            let i = f64::from(mx.intermediate_size);
+            let conv: f64 = if mx.conv_shard_groups.is_empty() {
+                (i + 2.0 * f64::from(mx.n_groups * mx.state_size)) * f64::from(mx.conv_kernel)
+            } else {
+                mx.conv_shard_groups.iter().map(|&w| f64::from(w)).sum::<f64>()
+                    * f64::from(mx.conv_kernel)
+            };
+            let in_n = ((m.mixer_params() - i * h - conv) / h).max(0.0);
+            push(l_mix, in_n / tp, h);
+            push(l_mix, h, i / tp);
+        }
+        let di = f64::from(m.dense_intermediate);
+        let dense_layers = f64::from(m.dense_ffn_layers);
+        if m.dense_ffn_gated {
+            push(dense_layers, 2.0 * di / tp, h);
+        } else {
+            push(dense_layers, di / tp, h);
+        }
+        push(dense_layers, h, di / tp);
+        let moe_layers = f64::from(m.moe_layers);
+        if let Some(moe) = &m.moe {
+            // The router runs in BF16 (replicated); priced with the FFN's GEMMs for brevity.
+            push(moe_layers, f64::from(moe.experts), h);
+            let si = f64::from(moe.shared_intermediate);
+            push(moe_layers, 2.0 * si / tp, h);
+            push(moe_layers, h, si / tp);
+        }
+
+        // Routed experts in this forward (TP-sharded), from the MoE table or the roofline.
+        let experts = match (&m.moe, s.experts_tp) {
+            (Some(moe), Some(etp)) => {
+                let want = [
+                    ("dtype", prec.moe()),
+                    ("split", "tp"),
+                ];
+                let shape = [
+                    ("hidden", m.hidden_size.to_string()),
+                    ("inter", moe.expert_intermediate.to_string()),
+                    ("topk", moe.active.to_string()),
+                    ("experts", moe.experts.to_string()),
+                ];
+                let found = t.all("moe", &want).into_iter().find(|tb| {
+                    shape
+                        .iter()
+                        .all(|(k, v)| tb.attr(k) == Some(v.as_str()))
+                });
+                match found {
+                    Some(tb) => Some((tb.grid.clone(), f64::from(etp), moe_layers)),
+                    None => {
+                        fallbacks.push(format!(
+                            "routed experts (hidden {}, inter {}, top-{} of {}, {}): no MoE table of that shape; priced as GEMMs",
+                            m.hidden_size,
+                            moe.expert_intermediate,
+                            moe.active,
+                            moe.experts,
+                            prec.moe()
+                        ));
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        // Without a MoE table: each expert's gate_up and down as GEMMs of the tokens it gets
+        // (uniform routing), over the experts the tokens touch.
+        let expert_gemms = match (&m.moe, s.experts_tp, &experts) {
+            (Some(moe), Some(etp), None) => Some((
+                f64::from(moe.experts),
+                f64::from(moe.active),
+                f64::from(moe.expert_intermediate) / f64::from(etp.max(1)),
+                moe_layers,
+            )),
+            _ => None,
+        };
+
+        // Elementwise bytes per token over every layer: two fused add-RMSNorms (read x and
+        // the residual, write both), RoPE on q and k, the activation (read 2I, write I), the
+        // KV write.
+        let act = f64::from(m.activation_bytes);
+        let q_k_dims = match m.attention {
+            KvAttention::Mha { head_dim, .. } => (hq + hkv) * f64::from(head_dim),
+            KvAttention::Mla {
+                qk_rope_head_dim, ..
+            } => (hq + 1.0) * f64::from(qk_rope_head_dim),
+        };
+        let layers = f64::from(m.num_layers.max(1));
+        let ew_bytes_per_token = act
+            * (layers * 8.0 * h
+                + l_att * 2.0 * q_k_dims
+                + dense_layers * 3.0 * di / tp
+                + l_att * m.kv_elems_per_token_layer_rank(s.attn_tp) as f64);
+        let ew_s_per_token = ew_bytes_per_token / (s.hbm_bytes_per_s * ELEMENTWISE_HBM_EFFICIENCY);
+
+        // All-reduce per forward over tokens, per mode.
+        let ar = |mode: &str| -> Option<Grid> {
+            t.find("allreduce", &[("mode", mode)])
+                .or_else(|| t.find("allreduce", &[]))
+                .map(|tb| tb.grid.clone())
+        };
+        let (ar_graph, ar_eager) = (ar("graph"), ar("eager"));
+        let ar_gpus = match s.span {
+            Some(sp) => sp.per_node.min(tp),
+            None => tp,
+        };
+        if s.allreduces > 0.0 && tp > 1.0 && ar_eager.is_none() {
+            fallbacks.push("all-reduce: no custom all-reduce table; priced over NVLink analytically".into());
+        }
+        let allreduce_s = |grid: &Option<Grid>, tokens: f64| -> f64 {
+            if tp <= 1.0 || s.allreduces <= 0.0 || tokens <= 0.0 {
+                return 0.0;
+            }
+            let elems = tokens * h;
+            let intra = match grid {
+                Some(g) if ar_gpus > 1.0 => g.eval(&[ar_gpus, elems]) * 1e-6,
+                _ => 0.0,
+            };
+            let inter = match s.span {
+                Some(sp) if sp.nodes > 1.0 => {
+                    let msg = elems * 2.0 / sp.per_node;
+                    2.0 * (sp.nodes - 1.0) * sp.step_latency_s
+                        + 2.0 * (sp.nodes - 1.0) / sp.nodes * msg
+                            / (sp.nic_bytes_per_s * sp.efficiency)
+                }
+                _ => 0.0,
+            };
+            s.allreduces * (intra + inter)
+        };
+
+        // The points of the per-token curve: every GEMM row count the tables measure, every
+        // all-reduce size, and the MoE table's token counts, in tokens.
+        let mut xs: Vec<f64> = gemm.ms().to_vec();
+        for g in [&ar_graph, &ar_eager].into_iter().flatten() {
+            if let Some(a) = g.axis("elements") {
+                xs.extend(a.points.iter().map(|e| e / h));
+            }
+        }
+        if let Some((g, ..)) = &experts {
+            if let Some(a) = g.axis("tokens") {
+                xs.extend(a.points.iter().copied());
+            }
+        }
+        xs.extend([65_536.0, 131_072.0, 262_144.0]);
+        xs.retain(|&x| (1.0..=262_144.0).contains(&x));
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+
+        let per_token = |tokens: f64, graph: bool| -> f64 {
+            let mut sec: f64 = lin.iter().map(|l| l.count * gemm.s(tokens, l.n, l.k)).sum();
+            sec += ew_s_per_token * tokens;
+            sec += allreduce_s(if graph { &ar_graph } else { &ar_eager }, tokens);
+            if let Some((g, etp, layers)) = &experts {
+                sec += layers * g.eval(&[*etp, tokens]) * 1e-6;
+            }
+            if let Some((e, k, inter, layers)) = expert_gemms {
+                // Tokens per touched expert under uniform routing.
+                let touched = e * (1.0 - (1.0 - k / e).powf(tokens));
+                let per = tokens * k / touched.max(1.0);
+                sec += layers
+                    * touched
+                    * (gemm.s(per, 2.0 * inter, h) + gemm.s(per, h, inter));
+            }
+            sec
+        };
+        let dense_eager = Curve::new(xs.iter().map(|&x| (x, per_token(x, false))).collect());
+        let dense_graph = Curve::new(xs.iter().map(|&x| (x, per_token(x, true))).collect());
+        let lm_n = f64::from(m.vocab_size) / tp;
+        let lm_head = Curve::new(
+            bf16.ms()
+                .iter()
+                .map(|&x| (x, bf16.s(x, lm_n, h)))
+                .collect(),
+        );
+        let curve_of = |ls: &[Linear]| {
+            Curve::new(
+                gemm.ms()
+                    .iter()
+                    .chain([65_536.0, 131_072.0, 262_144.0].iter())
+                    .map(|&x| (x, ls.iter().map(|l| l.count * gemm.s(x, l.n, l.k)).sum()))
+                    .collect(),
+            )
+        };
+        let mla_decompress_c = curve_of(&mla_decompress);
+        let mla_absorb_c = curve_of(&mla_absorb);
+
+        // Attention grids for this model's heads.
+        let kv = if s.kv_dtype_bytes == 1 { "fp8" } else { "bfloat16" };
+        let (full_layers, swa) = match &m.swa {
+            Some(w) if !w.layers.is_empty() => {
+                let n_swa = w.layers.len() as f64;
+                (l_att - n_swa, Some((n_swa, f64::from(w.window))))
+            }
+            _ => (l_att, None),
+        };
+        let (decode_attn, prefill_rate) = match m.attention {
+            KvAttention::Mha {
+                head_dim,
+                v_head_dim,
+                ..
+            } => {
+                let mha = (hq - hkv).abs() < 0.5;
+                mha_grids(t, mha, head_dim.max(v_head_dim), hq, hkv, kv)?
+            }
+            KvAttention::Mla { .. } if mla_module => {
+                let (c, g) = (
+                    module_tables.0.expect("checked"),
+                    module_tables.1.expect("checked"),
+                );
+                (slice(&g.grid, hq, 1.0), slice(&c.grid, hq, 1.0))
+            }
+            KvAttention::Mla { .. } => match mla_grids(t, hq, kv) {
+                Ok(g) => g,
+                Err(e) => {
+                    fallbacks.push(format!("MLA attention: {e}; priced by the roofline"));
+                    analytic_mla_grids(m, hq, s)
+                }
+            },
+        };
+        let swa_decode = match swa {
+            // The sliding-window layers read at most `window` tokens per sequence: per batch
+            // size the layer's time at the window, flat in the context.
+            Some((n, w)) => Curve::new(
+                decode_attn_axis(&decode_attn, "batch")
+                    .iter()
+                    .map(|&b| (b, n * decode_attn.eval(&[b, w]) * 1e-6))
+                    .collect(),
+            ),
+            None => Curve::new(Vec::new()),
+        };
+        let decode_attn = scale_grid(decode_attn, full_layers);
+        // Under the module tables the "rate" grid is the module's time over (prompts, new
+        // tokens); a chunk's cached prefix adds the module's incremental cost per pair at the
+        // longest measured prompt.
+        let (prefill_rate, mla_module_prefill) = if mla_module {
+            let g = scale_grid(prefill_rate, l_att);
+            let ls = &g.axes[1].points;
+            let n = ls.len();
+            let per_pair = if n >= 2 {
+                let (a, b) = (ls[n - 2], ls[n - 1]);
+                ((g.eval(&[1.0, b]) - g.eval(&[1.0, a])) / (pairs(b, 0.0) - pairs(a, 0.0))).max(0.0)
+            } else {
+                0.0
+            };
+            (Grid { axes: Vec::new(), values: Vec::new() }, Some((g, per_pair)))
+        } else {
+            (scale_grid(prefill_rate, l_att), None)
+        };
+
+        let versions: Vec<String> = t
+            .versions()
+            .into_iter()
+            .map(|(v, names)| format!("{} at sglang {v}", names.join(", ")))
+            .collect();
+        let source = format!(
+            "kernels {} ({}): {}; {}",
+            t.meta.gpu,
+            t.meta.device,
+            versions.join("; "),
+            t.meta.source
+        );
+        Ok(Self {
+            dense_eager,
+            dense_graph,
+            lm_head,
+            mla_decompress: mla_decompress_c,
+            mla_absorb: mla_absorb_c,
+            decode_attn,
+            prefill_rate,
+            mla_module_prefill,
+            swa,
+            swa_decode,
+            attn_layers: l_att,
+            source,
+            fallbacks,
+        })
+    }
+
+    /// Seconds of a forward's per-token work over `tokens` tokens (GEMMs, elementwise,
+    /// all-reduce, TP-sharded experts); `graph`: a decode replayed from a CUDA graph.
+    #[inline]
+    pub fn dense_s(&self, tokens: f64, graph: bool) -> f64 {
+        if tokens <= 0.0 {
+            return 0.0;
+        }
+        if graph {
+            self.dense_graph.eval(tokens)
+        } else {
+            self.dense_eager.eval(tokens)
+        }
+    }
+
+    /// Seconds of the LM head over `seqs` sequences.
+    #[inline]
+    pub fn lm_head_s(&self, seqs: f64) -> f64 {
+        if seqs <= 0.0 {
+            0.0
+        } else {
+            self.lm_head.eval(seqs)
+        }
+    }
+
+    /// MLA: seconds of decompressing `tokens` latent rows (a prefill's new and cached tokens).
+    #[inline]
+    pub fn mla_decompress_s(&self, tokens: f64) -> f64 {
+        if tokens <= 0.0 {
+            0.0
+        } else {
+            self.mla_decompress.eval(tokens)
+        }
+    }
+
+    /// MLA: seconds of the absorbed matmuls over `tokens` decode tokens.
+    #[inline]
+    pub fn mla_absorb_s(&self, tokens: f64) -> f64 {
+        if tokens <= 0.0 {
+            0.0
+        } else {
+            self.mla_absorb.eval(tokens)
+        }
+    }
+
+    /// Seconds of a prefill's attention over `chunks` (`(new, cached)` tokens each), all
+    /// layers: the per-pair rate at the chunks' count and mean length times their pairs.
+    pub fn prefill_attention_s(&self, chunks: &[(u32, u32)]) -> f64 {
+        let (mut k, mut len, mut p, mut swa_pairs) = (0.0, 0.0, 0.0, 0.0);
+        for &(n, c) in chunks.iter().filter(|c| c.0 > 0) {
+            let (n, c) = (f64::from(n), f64::from(c));
+            k += 1.0;
+            len += n + c;
+            p += pairs(n, c);
+            if let Some((_, w)) = self.swa {
+                swa_pairs += n * (n + c).min(w);
+            }
+        }
+        if k == 0.0 {
+            return 0.0;
+        }
+        if let Some((module, per_pair)) = &self.mla_module_prefill {
+            let new: f64 = chunks.iter().map(|&(n, _)| f64::from(n)).sum();
+            let cached: f64 = chunks
+                .iter()
+                .filter(|c| c.0 > 0)
+                .map(|&(n, c)| f64::from(n) * f64::from(c))
+                .sum();
+            return (module.eval(&[k, new / k]) + per_pair * cached) * 1e-6;
+        }
+        let rate = self.prefill_rate.eval(&[k, len / k]) * 1e-6;
+        match self.swa {
+            // The rate covers every attention layer; the window's layers see at most
+            // `window` keys per query.
+            Some((n_swa, _)) => {
+                let swa_share = n_swa / self.attn_layers.max(1.0);
+                rate * (p * (1.0 - swa_share) + swa_pairs * swa_share)
+            }
+            None => rate * p,
+        }
+    }
+
+    /// Decode attention of a batch of `b` sequences, all layers, as `(floor, a, β)`: seconds
+    /// `max(floor, a + β·C)` for a total context `C`. `floor` is the grid at the shortest
+    /// context; `a`, `β` the least-squares line (in relative error) through the grid at
+    /// contexts from 256 tokens up. The sliding-window layers' cost (flat in `C`) is in
+    /// `a` and `floor`.
+    pub fn decode_attention(&self, b: u32) -> (f64, f64, f64) {
+        if b == 0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let bf = f64::from(b);
+        let ctxs = decode_attn_axis(&self.decode_attn, "context");
+        let floor = self.decode_attn.eval(&[bf, ctxs[0]]) * 1e-6;
+        let pts: Vec<(f64, f64)> = ctxs
+            .iter()
+            .copied()
+            .filter(|&c| c >= 256.0)
+            .map(|c| (bf * c, self.decode_attn.eval(&[bf, c]) * 1e-6))
+            .collect();
+        let (a, beta) = relative_line(&pts);
+        let swa = self.swa_decode.eval(bf);
+        (floor + swa, a + swa, beta)
+    }
+
+    /// The decode-attention grid itself at batch `b` and `ctx_per_seq` tokens per sequence,
+    /// seconds (what [`KernelStep::decode_attention`] approximates).
+    pub fn decode_attn_grid_eval(&self, b: u32, ctx_per_seq: f64) -> f64 {
+        self.decode_attn.eval(&[f64::from(b), ctx_per_seq]) * 1e-6 + self.swa_decode.eval(f64::from(b))
+    }
+
+    /// [`KernelStep::decode_attention`] evaluated at total context `ctx`, seconds.
+    pub fn decode_attention_s(&self, b: u32, ctx: f64) -> f64 {
+        let (floor, a, beta) = self.decode_attention(b);
+        floor.max(a + beta * ctx)
+    }
+}
+
+/// The points of `g`'s axis `name`.
+fn decode_attn_axis<'a>(g: &'a Grid, name: &str) -> &'a [f64] {
+    &g.axis(name).expect("the attention grid's axis").points
+}
+
+/// `g` with every value times `k`.
+fn scale_grid(mut g: Grid, k: f64) -> Grid {
+    for v in &mut g.values {
+        *v *= k;
+    }
+    g
+}
+
+/// The line `a + β·x` minimising the squared relative error over `pts` (`(x, y)`, `y > 0`),
+/// with `β ≥ 0`; one point: flat through it.
+fn relative_line(pts: &[(f64, f64)]) -> (f64, f64) {
+    if pts.len() < 2 {
+        return (pts.first().map_or(0.0, |p| p.1), 0.0);
+    }
+    // Weighted least squares with weights 1/y².
+    let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(x, y) in pts {
+        let w = 1.0 / (y * y);
+        sw += w;
+        sx += w * x;
+        sy += w * y;
+        sxx += w * x * x;
+        sxy += w * x * y;
+    }
+    let det = sw * sxx - sx * sx;
+    if det <= 0.0 {
+        return (sy / sw, 0.0);
+    }
+    let beta = ((sw * sxy - sx * sy) / det).max(0.0);
+    let a = (sy - beta * sx) / sw;
+    (a, beta)
+}
+
+/// The head dimension of `name`'s tables nearest `d`, and the factor that scales a time
+/// there to `d` (the bytes and FLOPs per head follow the head dimension).
+fn nearest_head_dim(t: &KernelTables, name: &str, d: u32) -> Option<(String, f64)> {
+    let mut dims: Vec<u32> = t
+        .tables
+        .iter()
+        .filter(|x| x.name == name)
+        .filter_map(|x| x.attr("head_dim").and_then(|v| v.parse().ok()))
+        .collect();
+    dims.sort_unstable();
+    dims.dedup();
+    let off = |x: u32| (f64::from(x).ln() - f64::from(d).ln()).abs();
+    let best = dims
+        .iter()
+        .copied()
+        .min_by(|&a, &b| off(a).total_cmp(&off(b)))?;
+    Some((best.to_string(), f64::from(d) / f64::from(best)))
+}
+
+/// Decode attention over (batch, context) per layer and the prefill per-pair rate over
+/// (prompts, length) per layer, both microseconds, for `hq` query and `hkv` KV heads per GPU of
+/// head dimension `d` (MHA/GQA).
+fn mha_grids(
+    t: &KernelTables,
+    mha: bool,
+    d: u32,
+    hq: f64,
+    hkv: f64,
+    kv: &str,
+) -> Result<(Grid, Grid), String> {
+    let family = if mha { "mha" } else { "gqa" };
+    let (gen_d, gen_k) = nearest_head_dim(t, "generation_attention", d).ok_or_else(|| {
+        format!("{}: no generation-attention table", t.meta.gpu)
+    })?;
+    let gen_t = t
+        .find(
+            "generation_attention",
+            &[("head_dim", &gen_d), ("kv", kv), ("family", family)],
+        )
+        .or_else(|| t.find("generation_attention", &[("head_dim", &gen_d), ("kv", kv)]))
+        .or_else(|| t.find("generation_attention", &[("head_dim", &gen_d)]))
+        .ok_or_else(|| format!("{}: no generation-attention table for head_dim {gen_d}", t.meta.gpu))?;
+    let decode = slice(&gen_t.grid, hkv, gen_k);
+    let (ctx_d, ctx_k) = nearest_head_dim(t, "context_attention", d)
+        .ok_or_else(|| format!("{}: no context-attention table", t.meta.gpu))?;
+    let ctx = t
+        .find(
+            "context_attention",
+            &[("head_dim", &ctx_d), ("attn", "bfloat16"), ("kv", kv), ("family", family)],
+        )
+        .or_else(|| {
+            t.find(
+                "context_attention",
+                &[("head_dim", &ctx_d), ("kv", kv), ("family", family)],
+            )
+        })
+        .or_else(|| t.find("context_attention", &[("head_dim", &ctx_d), ("family", family)]))
+        .or_else(|| t.find("context_attention", &[("head_dim", &ctx_d)]))
+        .ok_or_else(|| format!("{}: no context-attention table for head_dim {ctx_d}", t.meta.gpu))?;
+    let prefill = per_pair(slice(&ctx.grid, hq, ctx_k), "isl");
+    Ok((decode, prefill))
+}
+
+/// MLA's grids (the MLA tables, `heads` per attention-TP rank), as [`mha_grids`].
+fn mla_grids(t: &KernelTables, hq: f64, kv: &str) -> Result<(Grid, Grid), String> {
+    let find = |name: &str| {
+        t.find(name, &[("kv", kv)])
+            .or_else(|| t.find(name, &[]))
+            .ok_or_else(|| {
+                format!(
+                    "{}: no {name} table: MLA models need the MLA tables (the GPU's AIConfigurator data lacks them)",
+                    t.meta.gpu
+                )
+            })
+    };
+    let gen_t = find("generation_mla")?;
+    let ctx = find("context_mla")?;
+    Ok((slice(&gen_t.grid, hq, 1.0), per_pair(slice(&ctx.grid, hq, 1.0), "isl")))
+}
+
+/// MLA attention per layer by the roofline where the GPU has no MLA tables, on the grids
+/// the tables would have given: a decode reads each sequence's latent (`kv_lora + rope`
+/// elements per token) and computes the absorbed scores and values; a prefill computes the
+/// decompressed attention. Each at the calibration's efficiency, above a 10 µs kernel floor
+/// (the MLA tables' smallest entries on the GPUs that have them are 8–15 µs).
+fn analytic_mla_grids(m: &ModelSpec, hq: f64, s: &Setup<'_>) -> (Grid, Grid) {
+    use super::grid::Axis;
+    let KvAttention::Mla {
+        kv_lora_rank,
+        qk_rope_head_dim,
+        qk_nope_head_dim,
+        v_head_dim,
+        ..
+    } = m.attention
+    else {
+        unreachable!("MLA grids of an MLA model")
+    };
+    let (r, rope, nope, dv) = (
+        f64::from(kv_lora_rank),
+        f64::from(qk_rope_head_dim),
+        f64::from(qk_nope_head_dim),
+        f64::from(v_head_dim),
+    );
+    let (pe, de, ke) = s.analytic;
+    let floor_us = 10.0;
+    let bs: Vec<f64> = (0..12).map(|i| f64::from(1u32 << i)).collect();
+    let ctxs: Vec<f64> = (1..18).map(|i| f64::from(1u32 << i)).collect();
+    let kv_bytes = if s.kv_dtype_bytes == 1 { 1.0 } else { 2.0 };
+    let mut dec = Vec::new();
+    for &b in &bs {
+        for &c in &ctxs {
+            let bytes = b * c * (r + rope) * kv_bytes;
+            let flops = b * c * 2.0 * hq * (2.0 * r + rope);
+            let t = (bytes / (s.hbm_bytes_per_s * ke)).max(flops / (s.peak_flops * de));
+            dec.push(floor_us + t * 1e6);
+        }
+    }
+    let isls: Vec<f64> = (0..16).map(|i| f64::from(1u32 << i)).collect();
+    let mut pre = Vec::new();
+    for &b in &bs[..9] {
+        for &l in &isls {
+            let flops = b * pairs(l, 0.0) * 2.0 * hq * (nope + rope + dv);
+            let t = floor_us + flops / (s.peak_flops * pe) * 1e6;
+            pre.push(t / (b * pairs(l, 0.0)));
+        }
+    }
+    let axis = |name: &str, points: Vec<f64>| Axis {
+        name: name.to_string(),
+        points,
+    };
+    (
+        Grid {
+            axes: vec![axis("batch", bs.clone()), axis("context", ctxs)],
+            values: dec,
+        },
+        Grid {
+            axes: vec![axis("batch", bs[..9].to_vec()), axis("isl", isls)],
+            values: pre,
+        },
+    )
+}
+
+/// The 2-D grid over `g`'s last two axes at `x` on its first axis (heads), times `k`.
+fn slice(g: &Grid, x: f64, k: f64) -> Grid {
+    let (b, c) = (&g.axes[1], &g.axes[2]);
+    let mut values = Vec::with_capacity(b.points.len() * c.points.len());
+    for &bv in &b.points {
+        for &cv in &c.points {
+            values.push(g.eval(&[x, bv, cv]) * k);
+        }
+    }
+    Grid {
+        axes: vec![b.clone(), c.clone()],
+        values,
+    }
+}
+
+/// A (batch, length) grid of prefill times as microseconds per (query, context) pair:
+/// `t / (batch · pairs(length, 0))`. Per pair, the time is flat at long lengths (compute
+/// bound), so the grid's linear rule above its last length holds it there rather than
+/// extrapolating a quadratic cost linearly.
+fn per_pair(mut g: Grid, len_axis: &str) -> Grid {
+    let bs = g.axes[0].points.clone();
+    let ls = g.axes[1].points.clone();
+    debug_assert_eq!(g.axes[1].name, len_axis);
+    let n = ls.len();
+    for (i, &b) in bs.iter().enumerate() {
+        for (j, &l) in ls.iter().enumerate() {
+            g.values[i * n + j] /= b * pairs(l, 0.0);
+        }
+    }
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_curve_interpolates_clamps_and_extrapolates() {
+        let c = Curve::new(vec![(1.0, 2.0), (3.0, 6.0), (5.0, 7.0)]);
+        assert_eq!(c.eval(0.5), 2.0);
+        assert_eq!(c.eval(2.0), 4.0);
+        assert_eq!(c.eval(4.0), 6.5);
+        assert_eq!(c.eval(7.0), 8.0);
+    }
+
+    #[test]
+    fn the_relative_line_recovers_a_line() {
+        let pts: Vec<(f64, f64)> = (1..10).map(|i| (f64::from(i), 2.0 + 0.5 * f64::from(i))).collect();
+        let (a, b) = relative_line(&pts);
+        assert!((a - 2.0).abs() < 1e-9 && (b - 0.5).abs() < 1e-9, "{a} {b}");
+    }
+
+    #[test]
+    fn causal_pairs() {
+        assert_eq!(pairs(1.0, 0.0), 1.0);
+        assert_eq!(pairs(4.0, 0.0), 10.0);
+        assert_eq!(pairs(2.0, 3.0), 9.0);
+    }
+}

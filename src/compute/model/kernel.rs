@@ -1,0 +1,178 @@
+//! A forward priced from measured kernel tables ([`crate::compute::kernels::compose`]): the
+//! kernels' GPU time, the host's work overlapping it, and what the host adds on top.
+//!
+//! ```text
+//! gpu  = per-token ops (GEMMs, elementwise, all-reduce, TP experts) + LM head
+//!      + attention (prefill per-pair rate; decode max(floor, a + β·C) per batch size)
+//!      + MLA decompress / absorb + recurrent scan (analytic) + routed experts (compute::moe)
+//! cpu  = eager launches (layers × eager_launch_per_layer_s; a prefill, or a decode batch
+//!        above cuda_graph_max_bs) + decode scheduling (decode_cpu_s + b × decode_cpu_per_seq_s)
+//! step = exposed host + max(gpu, cpu)
+//! exposed host = prefill_overhead_s + seqs × prefill_per_seq_overhead_s   (a prefill)
+//!              = decode_overhead_s + b × decode_per_seq_overhead_s         (a decode)
+//! ```
+//!
+//! The overlap is sglang's: CUDA-graph replay and the overlap scheduler
+//! (`Scheduler.event_loop_overlap`) run the CPU's work for the next step while the GPU runs
+//! this one, so host work shows only where it is longer than the GPU's.
+
+use super::{DecodeTerms, Forward, StepModel};
+use crate::compute::kernels::compose::KernelStep;
+
+impl StepModel {
+    /// Seconds of the recurrent scan and state traffic of `tokens` tokens in `seqs`
+    /// sequences (hybrid models; 0 otherwise): the roofline of the calibration's
+    /// efficiencies, as no table measures every mixer pdsim supports.
+    fn mixer_s(&self, tokens: f64, seqs: f64, prefill: bool) -> f64 {
+        if self.scan_flops_per_token_gpu == 0.0 && self.state_bytes_per_seq_gpu == 0.0 {
+            return 0.0;
+        }
+        let p = &self.params;
+        let eff = if prefill {
+            p.prefill_flops_efficiency
+        } else {
+            p.decode_flops_efficiency
+        };
+        let compute = self.scan_flops_per_token_gpu * tokens / (self.peak_flops * eff);
+        let memory = 2.0 * self.state_bytes_per_seq_gpu * seqs
+            / (self.hbm_bytes_per_s * p.kv_hbm_efficiency);
+        compute.max(memory)
+    }
+
+    /// The host time a decode of `b` sequences overlaps with the GPU's: scheduling, and the
+    /// eager launches of a batch above the CUDA-graph limit. Seconds.
+    fn decode_cpu_s(&self, b: u32) -> f64 {
+        let p = &self.params;
+        let eager = if b > self.graph_max_bs {
+            self.layers * p.eager_launch_per_layer_s
+        } else {
+            0.0
+        };
+        p.decode_cpu_s + p.decode_cpu_per_seq_s * f64::from(b) + eager
+    }
+
+    /// The batch-size terms of a decode under measured kernels, in the roofline's form so the
+    /// cached and coalesced paths evaluate them unchanged: the attention's floor in the
+    /// compute slot (`flops0` over a denominator of 1), its line `a + β·C` in the memory slot,
+    /// everything else of the GPU in the additive slot, the overlapped host work as the
+    /// floor.
+    pub(super) fn kernel_decode_terms(&self, k: &KernelStep, batch: u32) -> DecodeTerms {
+        let p = &self.params;
+        let b = f64::from(batch);
+        let pipelined = self.decode_pipelined();
+        let (floor, a, beta) = k.decode_attention(batch);
+        let graph = batch <= self.graph_max_bs;
+        let fixed = k.dense_s(b, graph)
+            + k.lm_head_s(b)
+            + k.mla_absorb_s(b)
+            + self.mixer_s(b, b, false);
+        let moe = if pipelined {
+            0.0
+        } else {
+            self.moe.as_ref().map_or(0.0, |m| {
+                m.time(b, false, p.decode_flops_efficiency, p.hbm_efficiency)
+                    .total_s
+            })
+        };
+        DecodeTerms {
+            flops0: floor,
+            pair_flops: 0.0,
+            kv_per_token: beta,
+            compute_denom: 1.0,
+            state_bytes: 0.0,
+            t_weights: a,
+            kv_denom: 1.0,
+            allreduce: fixed,
+            moe,
+            pipelined,
+            batch,
+            host: p.decode_overhead_s + p.decode_per_seq_overhead_s * b,
+            floor: self.decode_cpu_s(batch),
+            empty: batch == 0,
+        }
+    }
+
+    /// One forward of any shape under measured kernels, seconds before rounding (see the
+    /// module docs). A decode-only forward is [`StepModel::decode_s_with`] of its terms, so
+    /// the cached path and this one agree to the bit.
+    pub(super) fn kernel_forward_s(&self, k: &KernelStep, f: &Forward<'_>) -> f64 {
+        let (mut new, mut prefix, mut seqs) = (0.0, 0.0, 0.0);
+        for &(n, p) in f.chunks.iter().filter(|c| c.0 > 0) {
+            new += f64::from(n);
+            prefix += f64::from(p);
+            seqs += 1.0;
+        }
+        let b = f64::from(f.batch);
+        let tokens = new + b;
+        if tokens == 0.0 {
+            return 0.0;
+        }
+        if new == 0.0 && !self.decode_pipelined() {
+            let t = self.kernel_decode_terms(k, f.batch);
+            return self.decode_s_with(&t, f.context_tokens);
+        }
+        let p = &self.params;
+        let ctx = f.context_tokens as f64;
+        let graph = new == 0.0 && f.batch <= self.graph_max_bs;
+        let decode_attn = if f.batch > 0 {
+            k.decode_attention_s(f.batch, ctx)
+        } else {
+            0.0
+        };
+        // Everything of the forward but the routed experts of an expert model.
+        let body = k.dense_s(tokens, graph)
+            + k.prefill_attention_s(f.chunks)
+            + decode_attn
+            + k.mla_decompress_s(new + prefix)
+            + k.mla_absorb_s(b)
+            + self.mixer_s(tokens, seqs + b, new > 0.0);
+        let lm = k.lm_head_s(seqs + b);
+        let gpu = if new == 0.0 {
+            // A pipelined decode (two-batch overlap over DeepEP's low-latency kernels): the
+            // MoE layers' share of the body runs inside the four-part pipeline, one
+            // micro-batch (half the batch and its context) against the other's all-to-all.
+            let half = self.kernel_half_batch_s(k, b, ctx);
+            let m = self
+                .moe
+                .as_ref()
+                .expect("a pipelined decode has an expert model")
+                .decode_time(b, p.decode_flops_efficiency, p.hbm_efficiency, half);
+            body * (1.0 - self.tbo_share) + lm + m.total_s
+        } else {
+            let moe = self.moe.as_ref().map_or(0.0, |m| {
+                m.time(tokens, true, p.prefill_flops_efficiency, p.hbm_efficiency)
+                    .total_s
+            });
+            body + lm + moe
+        };
+        let (host, cpu) = if new > 0.0 {
+            (
+                p.prefill_overhead_s
+                    + p.prefill_per_seq_overhead_s * seqs
+                    + p.decode_per_seq_overhead_s * b,
+                self.layers * p.eager_launch_per_layer_s
+                    + if f.batch > 0 {
+                        p.decode_cpu_s + p.decode_cpu_per_seq_s * b
+                    } else {
+                        0.0
+                    },
+            )
+        } else {
+            (
+                p.decode_overhead_s + p.decode_per_seq_overhead_s * b,
+                self.decode_cpu_s(f.batch),
+            )
+        };
+        host + gpu.max(cpu)
+    }
+
+    /// Under measured kernels, one micro-batch's attention and dense seconds inside the MoE
+    /// layers of a pipelined decode of `b` sequences over `ctx` context tokens.
+    pub(super) fn kernel_half_batch_s(&self, k: &KernelStep, b: f64, ctx: f64) -> f64 {
+        let graph = (b as u32) <= self.graph_max_bs;
+        (k.dense_s(b / 2.0, graph)
+            + k.decode_attention_s(((b / 2.0).ceil()) as u32, ctx / 2.0)
+            + k.mla_absorb_s(b / 2.0))
+            * self.tbo_share
+    }
+}

@@ -232,7 +232,7 @@ impl ExpertCost {
         Some(Self {
             experts: f64::from(moe.experts),
             active: f64::from(moe.active),
-            expert_bytes: one * layers * f64::from(model.weight_bytes),
+            expert_bytes: one * layers * model.weights.experts.bytes(),
             pair_flops: 2.0 * one * layers,
             layers,
             hidden: h,

@@ -296,6 +296,33 @@ pub fn server_line(
     line
 }
 
+/// The environment a server of pool `i` needs beyond its flags, as `(name, value)`: where
+/// NVLink domains join several nodes (an NVL72 rack's trays) and `fabric.mnnvl` is on,
+/// Mooncake's multi-node NVLink transport for the KV — `SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK`
+/// (sglang allocates its KV pool from Mooncake's `NVLinkAllocator`, fabric memory other trays
+/// can map: `disaggregation/mooncake/utils.py::init_mooncake_custom_mem_pool`) and
+/// `MC_FORCE_MNNVL=1` (Mooncake takes its NVLink transport although RDMA NICs are present:
+/// Mooncake `docs/source/getting_started/supported-protocols.md`, "NVLink (nvlink)"); and, for
+/// an instance spanning trays of one domain (`multi_node`), NCCL's multi-node NVLink
+/// (`NCCL_MNNVL_ENABLE=1`, `NCCL_CUMEM_ENABLE=1`, as LMSYS's GB200 NVL72 recipes set them).
+pub fn server_env(sc: &Scenario, i: usize, multi_node: bool) -> Vec<(&'static str, &'static str)> {
+    let mut env = Vec::new();
+    if sc.fabric.topology.nodes_per_nvlink_domain > 1 && sc.pools[i].role != Role::Colocated {
+        env.push(("SGLANG_MOONCAKE_CUSTOM_MEM_POOL", "NVLINK"));
+        env.push(("MC_FORCE_MNNVL", "1"));
+    }
+    if multi_node && sc.nvlink_domain_gpus > sc.gpus_per_node {
+        env.push(("NCCL_MNNVL_ENABLE", "1"));
+        env.push(("NCCL_CUMEM_ENABLE", "1"));
+    }
+    env
+}
+
+/// `env` as the `NAME=value ` words a shell line starts with.
+fn env_prefix(env: &[(&str, &str)]) -> String {
+    env.iter().map(|(k, v)| format!("{k}={v} ")).collect()
+}
+
 /// The router's launch line for the servers at `prefill` (`URL BOOTSTRAP_PORT` each),
 /// `decode` and, for a colocated deployment, `workers`.
 pub fn router_line(
@@ -372,6 +399,24 @@ pub fn launch_text(sc: &Scenario) -> String {
         sc.placement.nodes,
         sc.gpus_per_node
     );
+    if sc.nvlink_domain_gpus > sc.gpus_per_node {
+        let _ = writeln!(
+            out,
+            "# NVLink domains of {} GPUs ({} nodes each{}): node0..node{} share the first; an instance inside one keeps its all-reduce, DeepEP{} on NVLink.",
+            sc.nvlink_domain_gpus,
+            sc.nvlink_domain_gpus / sc.gpus_per_node,
+            crate::scenario::resolved_file(sc)
+                .hardware
+                .system
+                .map_or(String::new(), |s| format!(", hardware.system = {s}")),
+            sc.nvlink_domain_gpus / sc.gpus_per_node - 1,
+            if sc.fabric.topology.nodes_per_nvlink_domain > 1 {
+                " and KV transfers (Mooncake MNNVL)"
+            } else {
+                ""
+            }
+        );
+    }
     out.push_str(&nodes_comment(sc, placement));
     // Servers per node so far: their ports and bootstrap ports follow one another.
     let mut on_node = vec![0u32; sc.placement.nodes as usize];
@@ -412,6 +457,7 @@ pub fn launch_text(sc: &Scenario) -> String {
                 Role::Decode => decode_urls.push(url),
                 Role::Colocated => worker_urls.push(url),
             }
+            let line = env_prefix(&server_env(sc, i, nodes.len() > 1)) + &line;
             if nodes.len() == 1 {
                 let _ = writeln!(out, "{line}");
             } else {

@@ -14,7 +14,8 @@ use serde_json::{Map, Value};
 mod moe;
 
 use super::model::{
-    Gqa, KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, dense_gqa, parse_hybrid_pattern,
+    Gqa, KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, WeightDtype, WeightFormat,
+    dense_gqa, parse_hybrid_pattern,
 };
 
 /// The architectures [`load_model_config`] imports.
@@ -263,17 +264,43 @@ impl Fields<'_> {
         }
     }
 
-    /// Weight bytes as served: an fp8 quantization config means 1, else the torch dtype.
-    fn weight_bytes(&self) -> Result<u32, ConfigError> {
-        let fp8 = self
-            .get("quantization_config")
-            .and_then(|q| q.get("quant_method"))
-            .and_then(Value::as_str)
-            .is_some_and(|m| m == "fp8");
-        if fp8 {
-            return Ok(1);
-        }
-        self.dtype_bytes("torch_dtype", 2)
+    /// The weights as served, from `quantization_config` (what sglang's `ModelConfig` reads
+    /// to pick its `--quantization` method, `_parse_quant_hf_config`):
+    /// * `quant_method = "fp8"` (DeepSeek's and Kimi's block-FP8 checkpoints): every weight one
+    ///   byte;
+    /// * ModelOpt NVFP4 — `quant_method = "modelopt"` with `quant_algo = "NVFP4"` (what
+    ///   NVIDIA's `hf_quant_config.json` says and sglang maps to `modelopt_fp4`), or
+    ///   `quant_method = "modelopt_fp4"` — and compressed-tensors' `nvfp4-pack-quantized`
+    ///   format: NVFP4 routed experts ([`WeightDtype::Nvfp4`], 4.5 bits), the rest in the
+    ///   torch dtype (NVIDIA's NVFP4 checkpoints keep attention, embedding and LM head in
+    ///   BF16); on a model without experts every linear layer is NVFP4;
+    /// * ModelOpt FP8 (`quant_algo = "FP8"`): FP8;
+    /// * anything else (or none): the torch dtype for every weight.
+    fn weights(&self, moe: bool) -> Result<WeightFormat, ConfigError> {
+        let base = self.dtype_bytes("torch_dtype", 2)?;
+        let base = WeightDtype::from_bytes(base).unwrap_or(WeightDtype::Bf16);
+        let q = self.get("quantization_config");
+        let s = |k: &str| q.and_then(|q| q.get(k)).and_then(Value::as_str);
+        let method = s("quant_method").unwrap_or("");
+        let algo = s("quant_algo").unwrap_or("").to_ascii_uppercase();
+        let format = s("format").unwrap_or("");
+        let nvfp4 = (method == "modelopt" && algo == "NVFP4")
+            || method == "modelopt_fp4"
+            || (method == "compressed-tensors" && format == "nvfp4-pack-quantized");
+        Ok(
+            if method == "fp8" || (method == "modelopt" && algo == "FP8") {
+                WeightFormat::uniform(WeightDtype::Fp8)
+            } else if nvfp4 && moe {
+                WeightFormat {
+                    dense: base,
+                    experts: WeightDtype::Nvfp4,
+                }
+            } else if nvfp4 {
+                WeightFormat::uniform(WeightDtype::Nvfp4)
+            } else {
+                WeightFormat::uniform(base)
+            },
+        )
     }
 
     /// `head_dim`, else `hidden_size / num_attention_heads`.
@@ -373,7 +400,7 @@ fn dense(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         },
     );
     spec.tie_word_embeddings = f.opt_bool("tie_word_embeddings")?.unwrap_or(false);
-    spec.weight_bytes = f.weight_bytes()?;
+    spec.weights = f.weights(false)?;
     spec.activation_bytes = f.dtype_bytes("torch_dtype", 2)?;
     Ok(spec)
 }
@@ -394,7 +421,7 @@ fn deepseek(
     f: &Fields,
     name: String,
     k: &DeepSeekKeys,
-    weight_bytes: u32,
+    weights: WeightFormat,
 ) -> Result<ModelSpec, ConfigError> {
     let layers = f.layers(k.layers)?;
     let dense_layers = f.count(k.dense_layers)?;
@@ -432,7 +459,7 @@ fn deepseek(
         moe_layers: layers - dense_layers,
         vocab_size: f.u32("vocab_size")?,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
-        weight_bytes,
+        weights,
         activation_bytes: 2,
     })
 }
@@ -449,7 +476,7 @@ fn deepseek_hf(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         expert_inter: "moe_intermediate_size",
     };
     // num_nextn_predict_layers (MTP) is a separate draft pool in sglang (docs/sglang-pd.md §5), not counted.
-    deepseek(f, name, &keys, f.weight_bytes()?)
+    deepseek(f, name, &keys, f.weights(true)?)
 }
 
 fn deepseek_inference(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
@@ -463,8 +490,10 @@ fn deepseek_inference(f: &Fields, name: String) -> Result<ModelSpec, ConfigError
         active: "n_activated_experts",
         expert_inter: "moe_inter_dim",
     };
-    let weight_bytes = f.dtype_bytes("dtype", 2)?;
-    deepseek(f, name, &keys, weight_bytes)
+    let bytes = f.dtype_bytes("dtype", 2)?;
+    let weights =
+        WeightFormat::uniform(WeightDtype::from_bytes(bytes).unwrap_or(WeightDtype::Bf16));
+    deepseek(f, name, &keys, weights)
 }
 
 fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
@@ -559,7 +588,7 @@ fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         moe_layers,
         vocab_size: f.u32("vocab_size")?,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
-        weight_bytes: f.weight_bytes()?,
+        weights: f.weights(true)?,
         activation_bytes: f.dtype_bytes("torch_dtype", 2)?,
     })
 }
@@ -628,7 +657,7 @@ fn nemotron_h(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         moe_layers: 0,
         vocab_size: f.u32("vocab_size")?,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
-        weight_bytes: f.weight_bytes()?,
+        weights: f.weights(false)?,
         activation_bytes: f.dtype_bytes("torch_dtype", 2)?,
     })
 }

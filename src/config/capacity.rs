@@ -349,4 +349,74 @@ mod tests {
             "FP8 decode step {tf} ns vs BF16 {tb} ns: about half the weight bytes"
         );
     }
+
+    /// Where an instance starts in NVLink domains of 72 GPUs on 4-GPU trays (an NVL72 rack),
+    /// by hand: a tray-sized or smaller one as anywhere; a 48-GPU one at a tray boundary of
+    /// the current rack while it fits (0, or 12 after a 12-GPU start), else the next rack
+    /// (GPU 72); one larger than the rack at a rack boundary.
+    #[test]
+    fn instances_stay_inside_an_nvlink_domain_when_they_fit() {
+        let (g, d) = (4, 72);
+        assert_eq!(domain_start(0, 48, g, d), 0);
+        assert_eq!(domain_start(12, 48, g, d), 12);
+        assert_eq!(
+            domain_start(13, 48, g, d),
+            16,
+            "tray-aligned, 16 + 48 = 64 ≤ 72"
+        );
+        assert_eq!(
+            domain_start(28, 48, g, d),
+            72,
+            "28 + 48 would cross the rack"
+        );
+        assert_eq!(domain_start(48, 8, g, d), 48);
+        assert_eq!(domain_start(70, 8, g, d), 72, "two trays from GPU 72 on");
+        assert_eq!(
+            domain_start(66, 2, g, d),
+            66,
+            "within a tray: aligned to its size"
+        );
+        assert_eq!(
+            domain_start(4, 96, g, d),
+            72,
+            "larger than a rack: from a rack start"
+        );
+        assert_eq!(domain_start(72, 72, g, d), 72);
+    }
+
+    /// Two 48-rank decode instances and eight 8-GPU prefills on GB200 NVL72 racks: each
+    /// decode inside one rack (trays 0-11 and 18-29), the prefills in the trays left between
+    /// and after them; the cluster counts trays (nodes of 4 GPUs), every one of them used.
+    #[test]
+    fn an_nvl72_placement_counts_trays() {
+        let mut sc = load(&[
+            "hardware.system=\"gb200-nvl72\"",
+            "hardware.gpu=\"gb200\"",
+            "hardware.gpus_per_node=4",
+            "model.preset=\"deepseek-v3\"",
+            "pools.prefill.instances=8",
+            "pools.prefill.server.tp_size=8",
+            "pools.decode.instances=2",
+            "pools.decode.server.tp_size=48",
+        ]);
+        assert_eq!((sc.gpus_per_node, sc.nvlink_domain_gpus), (4, 72));
+        // Prefills first (pool order): 8 × 8 GPUs = trays 0-15; the first decode does not
+        // fit in trays 16-17 of rack 0 and takes trays 18-29 of rack 1; from tray 30 the
+        // second would cross into rack 2, so it takes trays 36-47 there.
+        let p = &sc.placement;
+        let first = |i: usize| p.gpus[i][0].node;
+        assert_eq!(
+            (0..8).map(first).collect::<Vec<_>>(),
+            [0, 2, 4, 6, 8, 10, 12, 14]
+        );
+        assert_eq!((first(8), first(9)), (18, 36));
+        assert_eq!(p.gpus[8].last().unwrap().node, 29);
+        assert_eq!(p.nodes, 48, "trays 0..=47");
+        // The same pools on 8-GPU H100 nodes: domains are nodes, nothing moves for them.
+        sc = load(&[
+            "pools.prefill.instances=2",
+            "pools.prefill.server.tp_size=8",
+        ]);
+        assert_eq!(sc.nvlink_domain_gpus, sc.gpus_per_node);
+    }
 }

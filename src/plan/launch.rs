@@ -41,6 +41,7 @@ pub fn hf_model_path(preset: &str) -> Option<&'static str> {
         "gpt-oss-120b" => "openai/gpt-oss-120b",
         "qwen3-235b-a22b" => "Qwen/Qwen3-235B-A22B",
         "kimi-linear-48b-a3b" => "moonshotai/Kimi-Linear-48B-A3B-Instruct",
+        "kimi-k2" => "moonshotai/Kimi-K2-Instruct",
         _ => return None,
     })
 }
@@ -648,6 +649,58 @@ mod tests {
             .find(|l| l.contains("--disaggregation-mode prefill"))
             .unwrap();
         assert!(!prefill.contains("offload"), "{prefill}");
+    }
+
+    /// On an NVL72 rack every server line carries the MNNVL environment, the 48-GPU decode is
+    /// twelve tray lines with NCCL's multi-node NVLink on, the NVFP4 and offload flags are
+    /// written, and `pdsim lint` reads a prefill and a decode line back as a compatible pair.
+    #[test]
+    fn an_nvl72_deployment_writes_mnnvl_env_and_its_flags() {
+        let text = launch_text(&load("scenarios/moe/gb200-nvl72-fp4-decode.toml"));
+        assert!(
+            text.contains(
+                "# NVLink domains of 72 GPUs (18 nodes each, hardware.system = gb200-nvl72)"
+            ),
+            "{text}"
+        );
+        let decode: Vec<&str> = commands(&text)
+            .filter(|l| l.contains("--disaggregation-mode decode"))
+            .collect();
+        assert_eq!(decode.len(), 12, "one line per tray");
+        for l in &decode {
+            assert!(
+                l.starts_with("SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK MC_FORCE_MNNVL=1 NCCL_MNNVL_ENABLE=1 NCCL_CUMEM_ENABLE=1 python -m sglang.launch_server"),
+                "{l}"
+            );
+            assert!(
+                l.contains(" --quantization modelopt_fp4") && l.contains("--nnodes 12"),
+                "{l}"
+            );
+        }
+        let prefill = commands(&text)
+            .find(|l| l.contains("--disaggregation-mode prefill"))
+            .unwrap();
+        assert!(
+            prefill.starts_with("SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK MC_FORCE_MNNVL=1 python"),
+            "a one-tray prefill needs no NCCL MNNVL: {prefill}"
+        );
+        for f in [
+            "--offload-group-size 2",
+            "--offload-num-in-group 1",
+            "--offload-prefetch-step 1",
+            "--offload-mode cpu",
+            "--kv-cache-dtype fp8_e4m3",
+        ] {
+            assert!(prefill.contains(f), "{f}: {prefill}");
+        }
+        let report = crate::diagnose::lint::lint(&crate::diagnose::lint::LintQuestion {
+            prefill: prefill.to_string(),
+            decode: decode[0].to_string(),
+            model_config: None,
+            profile: "guarded".into(),
+        })
+        .unwrap();
+        assert!(report.prediction.compatible, "{:?}", report.prediction);
     }
 
     #[test]

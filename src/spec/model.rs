@@ -507,6 +507,7 @@ pub const MODEL_PRESETS: &[&str] = &[
     "gpt-oss-120b",
     "qwen3-235b-a22b",
     "kimi-linear-48b-a3b",
+    "kimi-k2",
 ];
 
 /// The fields of a dense GQA transformer (a preset or an imported config).
@@ -655,6 +656,7 @@ pub fn preset(name: &str) -> Option<ModelSpec> {
         "gpt-oss-120b" => gpt_oss_120b(name),
         "qwen3-235b-a22b" => qwen3_235b_a22b(name),
         "kimi-linear-48b-a3b" => kimi_linear_48b_a3b(name),
+        "kimi-k2" => kimi_k2(name),
         _ => return None,
     })
 }
@@ -692,6 +694,26 @@ fn deepseek_v3(name: &str) -> ModelSpec {
         weights: WeightFormat::uniform(WeightDtype::Fp8),
         activation_bytes: 2,
     }
+}
+
+/// Kimi-K2 (`moonshotai/Kimi-K2-Instruct`, modified MIT): DeepSeek-V3's architecture — sglang
+/// serves it with `DeepseekV3ForCausalLM` — at 1.04T parameters, 32B active: 61 layers (the
+/// first dense, 18432 wide), MLA with 64 query heads (DeepSeek-V3 has 128), 384 routed experts
+/// of 2048 with one shared, 8 active, vocabulary 163,840; block-FP8 weights.
+/// `scenarios/models/kimi-k2-instruct.config.json` (reconstructed; `src/spec/hf` pins it).
+fn kimi_k2(name: &str) -> ModelSpec {
+    let mut s = deepseek_v3(name);
+    s.q_heads = 64;
+    s.dense_ffn_layers = 1;
+    s.moe_layers = 60;
+    s.moe = Some(MoeSpec {
+        experts: 384,
+        active: 8,
+        expert_intermediate: 2048,
+        shared_intermediate: 2048,
+    });
+    s.vocab_size = 163_840;
+    s
 }
 
 /// Qwen3-Next-80B-A3B: GDN linear attention with full attention every 4th layer, MoE.
@@ -1001,6 +1023,22 @@ mod tests {
         let k = preset("kimi-linear-48b-a3b").unwrap();
         assert!(near(k.total_params(), 48e9, 0.05), "{}", k.total_params());
         assert!(near(k.active_params(), 3e9, 0.2), "{}", k.active_params());
+    }
+
+    /// Kimi-K2: "1 T total parameters, 32 B activated" (Moonshot's model card).
+    #[test]
+    fn kimi_k2_has_its_published_size() {
+        let near = |x: f64, want: f64, tol: f64| (x / want - 1.0).abs() < tol;
+        let k = preset("kimi-k2").unwrap();
+        assert!(
+            near(k.total_params(), 1.04e12, 0.02),
+            "{}",
+            k.total_params()
+        );
+        assert!(near(k.active_params(), 32e9, 0.06), "{}", k.active_params());
+        // MLA latent as DeepSeek-V3's: 61 layers × 576 × 2 bytes a token, every rank.
+        assert_eq!(k.kv_bytes_per_token_rank(8, 2), 70_272);
+        assert_eq!(k.weights, WeightFormat::uniform(WeightDtype::Fp8));
     }
 
     #[test]

@@ -18,12 +18,39 @@ use super::model::{
     dense_gqa, parse_hybrid_pattern,
 };
 
+/// The `model_type`s sglang loads through its DeepSeek-V2/V3 model code, read with DeepSeek's
+/// Hugging Face schema (MLA + MoE: `kv_lora_rank`, `first_k_dense_replace`,
+/// `n_routed_experts`, …). sglang picks the model class by `architectures`, not `model_type`:
+/// `deepseek_v2.py`'s `EntryClass = [DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, …]`;
+/// Moonshot's Kimi-K2 declares `"architectures": ["DeepseekV3ForCausalLM"]` with
+/// `"model_type": "kimi_k2"` "so that inference engines can tell it from DeepSeek-V3"
+/// (Kimi-K2's deployment guide); `glm4_moe_lite.py`'s `Glm4MoeLiteForCausalLM` subclasses
+/// `DeepseekV2ForCausalLM`. A config of another `model_type` whose `architectures` names one of
+/// [`DEEPSEEK_ARCHITECTURES`] is read the same way.
+pub const DEEPSEEK_MODEL_TYPES: &[&str] =
+    &["deepseek_v3", "deepseek_v2", "kimi_k2", "glm4_moe_lite"];
+
+/// The `architectures` entries sglang serves with its DeepSeek-V2/V3 code (MLA, dense
+/// attention over every token).
+pub const DEEPSEEK_ARCHITECTURES: &[&str] = &[
+    "DeepseekV3ForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "Glm4MoeLiteForCausalLM",
+];
+
+/// DeepSeek-architecture models with DeepSeek Sparse Attention (an indexer and its own KV
+/// rows, `NSATokenToKVPool`): their layout is not pdsim's MLA layout.
+const DSA: &[&str] = &["deepseek_v32", "glm_moe_dsa"];
+
 /// The architectures [`load_model_config`] imports.
 pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "llama",
     "qwen2",
     "qwen3",
     "deepseek_v3",
+    "deepseek_v2",
+    "kimi_k2",
+    "glm4_moe_lite",
     "qwen3_next",
     "nemotron_h",
     "qwen3_moe",
@@ -352,9 +379,27 @@ pub fn load_model_config(path: &Path) -> Result<ModelSpec, ConfigError> {
         model_type: mt,
         map,
     };
+    let deepseek_arch = map
+        .get("architectures")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .any(|x| DEEPSEEK_ARCHITECTURES.contains(&x))
+        });
+    if DSA.contains(&mt) {
+        return Err(f.bad(
+            "model_type",
+            format!(
+                "is {mt:?}: DeepSeek Sparse Attention (an indexer with its own FP8 key rows per token beside the MLA latent, sglang's NSATokenToKVPool), whose KV layout and transfer pdsim does not model; pdsim imports the dense-MLA DeepSeek family ({})",
+                DEEPSEEK_MODEL_TYPES.join(", ")
+            ),
+        ));
+    }
     let spec = match mt {
         "llama" | "qwen2" | "qwen3" => dense(&f, name),
-        "deepseek_v3" => deepseek_hf(&f, name),
+        t if DEEPSEEK_MODEL_TYPES.contains(&t) => deepseek_hf(&f, name),
+        _ if deepseek_arch && !is_deepseek_inference => deepseek_hf(&f, name),
         "deepseek inference" => deepseek_inference(&f, name),
         "qwen3_next" => qwen3_next(&f, name),
         "nemotron_h" => nemotron_h(&f, name),
@@ -476,6 +521,18 @@ fn deepseek_hf(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         expert_inter: "moe_intermediate_size",
     };
     // num_nextn_predict_layers (MTP) is a separate draft pool in sglang (docs/sglang-pd.md §5), not counted.
+    // sglang's DeepSeek code places a MoE block on every layer from `first_k_dense_replace`
+    // on when `moe_layer_freq` is 1 (`DeepseekV2DecoderLayer._is_layer_sparse`); every
+    // released DeepSeek, Kimi-K2 and GLM-4.7-Flash config has 1, and pdsim's MoE layer count
+    // assumes it.
+    if let Some(freq) = f.opt_u32("moe_layer_freq")?
+        && freq != 1
+    {
+        return Err(f.bad(
+            "moe_layer_freq",
+            format!("is {freq}; pdsim models a MoE block on every layer after first_k_dense_replace (moe_layer_freq = 1, every released DeepSeek-architecture config)"),
+        ));
+    }
     deepseek(f, name, &keys, f.weights(true)?)
 }
 
@@ -716,6 +773,7 @@ mod tests {
         for (file, preset_name) in [
             ("qwen3-235b-a22b.config.json", "qwen3-235b-a22b"),
             ("kimi-linear-48b-a3b.config.json", "kimi-linear-48b-a3b"),
+            ("kimi-k2-instruct.config.json", "kimi-k2"),
         ] {
             let mut got = load_model_config(&repo_models().join(file)).unwrap();
             got.name = preset_name.into();
@@ -853,6 +911,88 @@ mod tests {
         let mut got = load_model_config(&t.0).unwrap();
         got.name = "deepseek-v3".into();
         assert_eq!(got, preset("deepseek-v3").unwrap());
+    }
+
+    /// The DeepSeek-architecture types sglang serves with its DeepSeek code: `deepseek_v2`
+    /// (V2-Lite's `q_lora_rank: null`), `kimi_k2`, any `model_type` whose `architectures`
+    /// names DeepseekV3ForCausalLM; DeepSeek Sparse Attention (`deepseek_v32`) and a MoE
+    /// layer frequency other than 1 are refused naming the field; a ModelOpt NVFP4
+    /// `quantization_config` gives NVFP4 experts beside the torch dtype.
+    #[test]
+    fn deepseek_architecture_model_types_and_nvfp4_configs() {
+        let ds = serde_json::json!({
+            "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168,
+            "num_attention_heads": 128, "first_k_dense_replace": 3, "intermediate_size": 18432,
+            "n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+            "n_shared_experts": 1, "kv_lora_rank": 512, "q_lora_rank": 1536,
+            "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+            "vocab_size": 129280, "torch_dtype": "bfloat16",
+            "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}
+        });
+        let load = |j: &Value, tag: &str| {
+            let t = Temp::new(tag, &j.to_string());
+            load_model_config(&t.0)
+        };
+        let want = preset("deepseek-v3").unwrap();
+        for (mt, arch) in [
+            ("kimi_k2", None),
+            ("deepseek_v2", None),
+            ("my_finetune", Some("DeepseekV3ForCausalLM")),
+        ] {
+            let mut j = ds.clone();
+            j["model_type"] = mt.into();
+            if let Some(a) = arch {
+                j["architectures"] = serde_json::json!([a]);
+            }
+            let mut got = load(&j, mt).unwrap();
+            got.name = want.name.clone();
+            assert_eq!(got, want, "{mt}");
+        }
+        // V2-Lite: no query compression.
+        let mut lite = ds.clone();
+        lite["model_type"] = "deepseek_v2".into();
+        lite["q_lora_rank"] = Value::Null;
+        let got = load(&lite, "v2lite").unwrap();
+        assert!(matches!(
+            got.attention,
+            KvAttention::Mla {
+                q_lora_rank: None,
+                ..
+            }
+        ));
+        // Unknown type, no DeepSeek architecture: still refused, listing kimi_k2.
+        let mut other = ds.clone();
+        other["model_type"] = "mystery".into();
+        let e = load(&other, "mystery").unwrap_err().to_string();
+        assert!(e.contains("kimi_k2") && e.contains("\"mystery\""), "{e}");
+        let mut v32 = ds.clone();
+        v32["model_type"] = "deepseek_v32".into();
+        let e = load(&v32, "v32").unwrap_err().to_string();
+        assert!(
+            e.contains("model_type") && e.contains("Sparse Attention"),
+            "{e}"
+        );
+        let mut freq = ds.clone();
+        freq["moe_layer_freq"] = 2.into();
+        let e = load(&freq, "freq").unwrap_err().to_string();
+        assert!(e.contains("moe_layer_freq"), "{e}");
+        // NVIDIA's NVFP4 checkpoints: ModelOpt's `quant_algo` in quantization_config.
+        let mut fp4 = ds.clone();
+        fp4["quantization_config"] = serde_json::json!({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16});
+        let got = load(&fp4, "nvfp4").unwrap();
+        assert_eq!(
+            got.weights,
+            WeightFormat {
+                dense: WeightDtype::Bf16,
+                experts: WeightDtype::Nvfp4
+            }
+        );
+        // A dense model's NVFP4 checkpoint: every weight.
+        let mut l = llama_json();
+        l["quantization_config"] =
+            serde_json::json!({"quant_method": "modelopt", "quant_algo": "NVFP4"});
+        let got = load(&l, "llama-nvfp4").unwrap();
+        assert_eq!(got.weights, WeightFormat::uniform(WeightDtype::Nvfp4));
     }
 
     #[test]

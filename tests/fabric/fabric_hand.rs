@@ -164,6 +164,8 @@ fn fabric_a_transfer_between_trays_of_one_nvlink_domain_uses_nvlink() {
         match link {
             Link::NvlinkTx(g) if g == gpu(0, 1) => assert_eq!(b, 9e6),
             Link::NvlinkRx(g) if g == gpu(1, 3) => assert_eq!(b, 9e6),
+            Link::GpuRdmaTx(g) if g == gpu(1, 2) => assert_eq!(b, 9e6),
+            Link::GpuRdmaRx(g) if g == gpu(2, 2) => assert_eq!(b, 9e6),
             Link::NicTx(NicId(6)) => assert_eq!(b, 9e6),
             Link::NicRx(NicId(10)) => assert_eq!(b, 9e6),
             _ => assert_eq!(b, 0.0, "{link:?} carried bytes"),

@@ -387,8 +387,10 @@ impl Parsed {
             }
             "--kv-cache-dtype" => {
                 if !crate::spec::server::KV_CACHE_DTYPES.contains(&v) {
+                    let why = crate::spec::server::unmodelled_kv_dtype(v)
+                        .map_or_else(String::new, |w| format!("{w}; "));
                     return Err(LaunchError::Line(format!(
-                        "--{side}: --kv-cache-dtype {v:?}: pdsim models {}",
+                        "--{side}: --kv-cache-dtype {v:?}: {why}pdsim models {}",
                         crate::spec::server::KV_CACHE_DTYPES.join(", ")
                     )));
                 }
@@ -731,6 +733,7 @@ mod tests {
             ),
             ("--offload-mode disk", "--offload-mode \"disk\""),
             ("--cpu-offload-gb -3", "--cpu-offload-gb \"-3\""),
+            ("--kv-cache-dtype fp4_e2m1", "sglang's FP4 KV cache"),
         ] {
             let e = parse_line(&format!("{base} {flags}"), "prefill")
                 .map(|_| ())

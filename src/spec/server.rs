@@ -118,6 +118,21 @@ impl Quantization {
 /// KV dtype flag values sglang accepts, and what pdsim knows of them.
 pub const KV_CACHE_DTYPES: &[&str] = &["auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2"];
 
+/// Why a KV dtype sglang accepts is not one pdsim models, for the error that refuses it;
+/// `None` for values sglang does not know either.
+///
+/// sglang's FP4 KV cache (`--kv-cache-dtype fp4_e2m1`, "only mxfp4", CUDA 12.8+ and PyTorch
+/// 2.8+; renamed `nvfp4` / `fp4_mx_block16` later) stores each token's K and V as packed E2M1
+/// nibbles plus one uint8 scale per 16 elements (`MHATokenToKVPoolFP4`, `MLATokenToKVPoolFP4`
+/// in `mem_cache/memory_pool.py`): 4.5 bits an element, which pdsim's whole-byte layouts
+/// cannot say, and those pools register only their packed data buffers for the PD transfer
+/// (`get_contiguous_buf_infos` is inherited), not the scales.
+pub fn unmodelled_kv_dtype(v: &str) -> Option<&'static str> {
+    matches!(v, "fp4_e2m1" | "nvfp4" | "fp4_mx_block16").then_some(
+        "sglang's FP4 KV cache (E2M1 nibbles + one scale byte per 16 elements, 4.5 bits) is not modelled: pdsim's KV layouts are whole bytes per element, and sglang's FP4 pools register only their packed data, not the scales, for PD transfers; use fp8_e4m3",
+    )
+}
+
 impl ServerArgs {
     /// Bytes per KV element for this flag on a model whose activations are `activation_bytes`
     /// wide: `auto` follows the model; fp8 is stored as `uint8` (1 byte). `None` for an unknown flag.

@@ -481,6 +481,12 @@ fn deployment_keys_name_themselves_and_what_is_valid() {
             "DeepSeek-architecture",
         ),
         (
+            nvl,
+            vec![format!("{p}.kv_cache_dtype=\"fp4_e2m1\"")],
+            format!("{p}.kv_cache_dtype"),
+            "FP4 KV cache (E2M1 nibbles + one scale byte per 16 elements",
+        ),
+        (
             quick,
             vec![format!("{p}.offload_prefetch_step=2")],
             format!("{p}.offload_prefetch_step"),
@@ -495,7 +501,7 @@ fn deployment_keys_name_themselves_and_what_is_valid() {
             "{sets:?}: {e}\n  should say {hint:?}"
         );
     }
-    // `cpu_offload_gb` works on any model: 10 GiB of an 8B model's layers leave each GPU.
+    // `cpu_offload_gb` works on any model: 2 GiB of an 8B model's layers leave each GPU.
     let ok =
         pdsim::scenario::load(&repo().join(quick), &[format!("{p}.cpu_offload_gb=2")]).unwrap();
     let o = ok.pools[0].offload.as_ref().unwrap();

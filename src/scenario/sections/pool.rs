@@ -143,11 +143,18 @@ fn pool(
         .ok_or_else(|| {
             c.err(
                 &format!("{key}.server.kv_cache_dtype"),
-                format!(
-                    "unknown KV cache dtype {:?}; valid: {}",
-                    s.kv_cache_dtype,
-                    server::KV_CACHE_DTYPES.join(", ")
-                ),
+                match server::unmodelled_kv_dtype(&s.kv_cache_dtype) {
+                    Some(why) => format!(
+                        "{:?}: {why}; valid: {}",
+                        s.kv_cache_dtype,
+                        server::KV_CACHE_DTYPES.join(", ")
+                    ),
+                    None => format!(
+                        "unknown KV cache dtype {:?}; valid: {}",
+                        s.kv_cache_dtype,
+                        server::KV_CACHE_DTYPES.join(", ")
+                    ),
+                },
             )
         })?;
     let offload = super::offload::offload(c, p, key, (&model, &server, &parallel), gpu)?;

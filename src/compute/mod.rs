@@ -4,7 +4,8 @@
 //! place; [`fit`] and [`measure`] fit a calibration to a user's measurements (`pdsim
 //! calibrate`); [`modern`] holds the public measurements the default calibration matches;
 //! [`speculative`] composes a speculative decode step (draft, verify, draft extend) from two
-//! step models and holds the acceptance model.
+//! step models and holds the acceptance model; [`offload`] prices the weights a forward
+//! fetches from host memory (`--cpu-offload-gb`, layer-wise `--offload-group-size`).
 
 pub mod fit;
 pub mod kernels;
@@ -12,6 +13,7 @@ pub mod measure;
 pub mod model;
 pub mod modern;
 pub mod moe;
+pub mod offload;
 pub mod profile;
 pub mod speculative;
 mod vllm2023;

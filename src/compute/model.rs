@@ -34,9 +34,12 @@
 //!   when TP exceeds them), and hybrid models' recurrent state (read and written per sequence).
 //!   The KV read has its own efficiency: paged attention gathers pages and streams worse than
 //!   a GEMM reads weights.
-//! * **FP8**: a checkpoint served in FP8 (`weight_bytes == 1`) reads half the weight bytes and
-//!   runs its GEMMs at the FP8 peak where the GPU has one (H100, H200, B200; not A100); an FP8
-//!   KV cache (`kv_cache_dtype = fp8_*`) halves the KV bytes read.
+//! * **FP8, FP4**: a checkpoint served in FP8 (`WeightDtype::Fp8`) reads half the weight bytes
+//!   and runs its GEMMs at the FP8 peak where the GPU has one (H100, H200, B200; not A100); an
+//!   NVFP4 one (4.5 bits a weight with its scales) reads 9/32 of them and runs at the FP4 peak
+//!   (Blackwell only); routed experts may be stored apart from the rest
+//!   ([`crate::spec::WeightFormat`]); an FP8 KV cache (`kv_cache_dtype = fp8_*`) halves the KV
+//!   bytes read.
 //! * **All-reduce**: Megatron-style TP ends every block (attention, FFN, MoE, mixer) in an
 //!   all-reduce of the step's hidden states (`T × hidden × activation bytes`); none at TP 1.
 //!   Within a node: `2(tp − 1)/tp` of the message over one-way NVLink × `nvlink_efficiency`,
@@ -124,6 +127,9 @@ pub struct DecodeTerms {
     /// context inside the MoE layers, and [`StepModel::decode_s_with`] prices it through
     /// [`StepModel::forward_s`] (never on the plain path).
     pipelined: bool,
+    /// The model fetches offloaded weights every forward: priced through
+    /// [`StepModel::forward_s`] like `pipelined` (never on the plain path).
+    offloaded: bool,
     /// The batch size (for `pipelined`).
     batch: u32,
     /// Host seconds: decode overhead and per-sequence cost.
@@ -194,7 +200,40 @@ pub struct StepModel {
     /// Recurrent-scan FLOPs per token on one GPU (hybrid models), priced analytically under
     /// measured kernels.
     scan_flops_per_token_gpu: f64,
+    /// Weights kept in host memory and fetched every forward ([`crate::compute::offload`]);
+    /// `None` when every weight stays on the GPU.
+    offload: Option<crate::compute::offload::Offload>,
     params: ComputeParams,
+}
+
+/// The dense peak, TFLOP/s, of GEMMs over weights stored as `d` on `gpu`; the BF16 peak where
+/// the GPU has no tensor cores for `d` (an NVFP4 model on a GPU without FP4, which
+/// `scenario/` refuses before any step model is built).
+fn peak_tflops(gpu: &GpuSpec, d: crate::spec::WeightDtype) -> f64 {
+    gpu.gemm_tflops(d).unwrap_or(gpu.bf16_tflops)
+}
+
+/// The peak, TFLOP/s, the body's GEMMs run at: the one peak of a uniformly stored model, or,
+/// with routed experts stored apart, `1 / (s_d / peak_d + s_e / peak_e)` over the shares of
+/// a token's body FLOPs in the dense part and in its active experts.
+fn body_peak_tflops(gpu: &GpuSpec, model: &ModelSpec) -> f64 {
+    let w = &model.weights;
+    let dense = peak_tflops(gpu, w.dense);
+    if w.is_uniform() {
+        return dense;
+    }
+    let experts = match &model.moe {
+        Some(m) => {
+            3.0 * f64::from(model.hidden_size)
+                * f64::from(m.expert_intermediate)
+                * f64::from(model.moe_layers)
+                * f64::from(m.active)
+        }
+        None => return dense,
+    };
+    let body = model.active_params() - f64::from(model.vocab_size) * f64::from(model.hidden_size);
+    let share = (experts / body.max(1.0)).clamp(0.0, 1.0);
+    1.0 / ((1.0 - share) / dense + share / peak_tflops(gpu, w.experts))
 }
 
 impl StepModel {
@@ -228,7 +267,7 @@ impl StepModel {
         if let Some(m) = moe {
             // The routed experts leave the TP body: their FLOPs, their weights and the MoE
             // blocks' all-reduces are the expert model's (dispatch/combine replace them).
-            let one = s.expert_bytes_gpu * s.tp / f64::from(model.weight_bytes);
+            let one = s.expert_bytes_gpu * s.tp / model.weights.experts.bytes();
             s.body_flops_per_token -= 2.0 * s.experts_active * one;
             s.experts = 0.0;
             s.expert_bytes_gpu = 0.0;
@@ -246,12 +285,17 @@ impl StepModel {
     }
 
     /// The peak FLOP/s this model's GEMMs run at on `gpu` (FP8 where the checkpoint and the
-    /// GPU have it).
+    /// GPU have it, FP4 for NVFP4 weights: [`GpuSpec::gemm_tflops`]). With routed experts
+    /// stored apart from the rest ([`crate::spec::WeightFormat`]), the peak of the whole
+    /// body: the harmonic mean of the two peaks weighted by each part's FLOPs per token.
     pub fn peak_flops_for(gpu: &GpuSpec, model: &ModelSpec) -> f64 {
-        match (model.weight_bytes, gpu.fp8_tflops) {
-            (1, Some(fp8)) => fp8 * 1e12,
-            _ => gpu.bf16_tflops * 1e12,
-        }
+        body_peak_tflops(gpu, model) * 1e12
+    }
+
+    /// The peak FLOP/s of the routed experts' GEMMs alone (what the expert-parallel cost
+    /// model, [`crate::compute::moe`], prices them at).
+    pub fn expert_peak_flops_for(gpu: &GpuSpec, model: &ModelSpec) -> f64 {
+        peak_tflops(gpu, model.weights.experts) * 1e12
     }
 
     /// As [`StepModel::new`]; an instance of more GPUs than `interconnect.gpus_per_node`
@@ -264,15 +308,14 @@ impl StepModel {
         params: ComputeParams,
         interconnect: Option<&Interconnect>,
     ) -> Self {
-        // FP8 checkpoints run their linear layers on FP8 tensor cores where the GPU has them.
-        let peak_tflops = match (model.weight_bytes, gpu.fp8_tflops) {
-            (1, Some(fp8)) => fp8,
-            _ => gpu.bf16_tflops,
-        };
+        // FP8 checkpoints run their linear layers on FP8 tensor cores where the GPU has them
+        // (NVFP4 ones on FP4 tensor cores).
+        let peak_tflops = body_peak_tflops(gpu, model);
         let tp_f = f64::from(tp.max(1));
         let h = f64::from(model.hidden_size);
         let vocab_h = f64::from(model.vocab_size) * h;
-        let wb = f64::from(model.weight_bytes);
+        let wb = model.weights.dense.bytes();
+        let we = model.weights.experts.bytes();
 
         // MoE: routed experts are streamed only when some token of the step routes to them.
         let (experts, active, one_expert_params) = match &model.moe {
@@ -342,7 +385,7 @@ impl StepModel {
             decode_pair_flops: model.attention_flops_per_token_pair(),
             prefix_flops_per_token,
             dense_weight_bytes_gpu: dense_params * wb / tp_f,
-            expert_bytes_gpu: one_expert_params * wb / tp_f,
+            expert_bytes_gpu: one_expert_params * we / tp_f,
             experts,
             experts_active: active,
             kv_bytes_per_token_gpu: model.kv_bytes_per_token_rank(tp, kv_dtype_bytes) as f64,
@@ -370,6 +413,7 @@ impl StepModel {
             layers: f64::from(model.num_layers),
             graph_max_bs: crate::spec::server::cuda_graph_max_bs(gpu, tp),
             scan_flops_per_token_gpu: model.mamba_scan_flops_per_token() / tp_f,
+            offload: None,
             params,
         };
         s.attach_kernels(gpu, model, tp, kv_dtype_bytes, Some(tp));
@@ -464,6 +508,22 @@ impl StepModel {
     /// `None` for the roofline.
     pub fn kernel_source(&self) -> Option<&str> {
         self.kernels.as_ref().map(|k| k.source.as_str())
+    }
+
+    /// This model with `offload`'s fetches added to every forward's GPU time
+    /// ([`crate::compute::offload::Offload::forward_s`]).
+    pub fn with_offload(mut self, offload: Option<crate::compute::offload::Offload>) -> Self {
+        self.offload = offload;
+        self
+    }
+
+    /// `gpu` seconds of a forward's GPU work with the offloaded weights fetched.
+    #[inline]
+    fn offloaded(&self, gpu: f64) -> f64 {
+        match &self.offload {
+            Some(o) => o.forward_s(gpu).total_s,
+            None => gpu,
+        }
     }
 
     /// The parameters this model was built with.
@@ -581,6 +641,7 @@ impl StepModel {
             let moe = self.moe_time(tokens, new > 0.0).map_or(0.0, |m| m.total_s);
             t_compute.max(t_memory) + self.allreduce_s(tokens) + moe
         };
+        let gpu = self.offloaded(gpu);
         let host = if new > 0.0 {
             p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
         } else {
@@ -617,6 +678,7 @@ impl StepModel {
                     .map_or(0.0, |m| m.time(b, false, eff, p.hbm_efficiency).total_s)
             },
             pipelined: self.decode_pipelined(),
+            offloaded: self.offload.is_some(),
             batch,
             host: p.decode_overhead_s + p.decode_per_seq_overhead_s * b,
             floor: self.allreduces * p.launch_per_block_s,
@@ -631,7 +693,7 @@ impl StepModel {
         if t.empty {
             return 0.0;
         }
-        if t.pipelined {
+        if t.pipelined || t.offloaded {
             return self.forward_s(&Forward {
                 chunks: &[],
                 batch: t.batch,
@@ -668,6 +730,7 @@ impl StepModel {
         ];
         !t.empty
             && !t.pipelined
+            && !t.offloaded
             && terms.into_iter().all(plain)
             && [t.compute_denom, t.kv_denom]
                 .into_iter()

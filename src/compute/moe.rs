@@ -249,7 +249,7 @@ impl ExpertCost {
         Some(Self {
             experts: f64::from(moe.experts),
             active: f64::from(moe.active),
-            expert_bytes: one * layers * f64::from(model.weight_bytes),
+            expert_bytes: one * layers * model.weights.experts.bytes(),
             pair_flops: 2.0 * one * layers,
             layers,
             hidden: h,
@@ -278,7 +278,7 @@ impl ExpertCost {
         model: &ModelSpec,
     ) -> Self {
         let Some(moe) = &model.moe else { return self };
-        let prec = crate::compute::kernels::compose::Precision::of(model);
+        let prec = crate::compute::kernels::compose::Precision::of_experts(model);
         let shape = [
             ("hidden", model.hidden_size.to_string()),
             ("inter", moe.expert_intermediate.to_string()),

@@ -182,6 +182,41 @@ impl SpecStepModel {
     pub fn draft_prefill_s(&self, chunks: &[(u32, u32)]) -> f64 {
         self.draft.prefill_gpu_s(chunks)
     }
+
+    /// The MoE layers of the forwards of one [`SpecStepModel::step`] as the expert-parallel
+    /// model prices them (`compute::moe`), each with how many times the step runs it: the
+    /// `num_steps − 1` draft forwards of `batch × topk` tokens through the draft's MoE layer
+    /// (DeepSeek's MTP layer is a MoE layer of the target's shape), the verify of
+    /// `batch × num_draft_tokens` tokens through the target's, the draft extend over the
+    /// emitted tokens. What a step puts on DeepEP's inter-node legs (`sim::a2a`); empty
+    /// without an expert-parallel model.
+    pub fn moe_parts(
+        &self,
+        batch: u32,
+        context_tokens: u64,
+        emitted: u64,
+    ) -> Vec<(crate::compute::moe::MoeTime, f64)> {
+        if batch == 0 {
+            return Vec::new();
+        }
+        let b = u64::from(batch);
+        let mut out = Vec::new();
+        let mut add = |m: &StepModel, tokens: u64, times: f64| {
+            if times > 0.0
+                && let Some(t) = m.moe_time_at(tokens as f64, false, context_tokens)
+            {
+                out.push((t, times));
+            }
+        };
+        add(
+            &self.draft,
+            b * u64::from(self.topk),
+            f64::from(self.num_steps.saturating_sub(1)),
+        );
+        add(&self.target, b * u64::from(self.num_draft_tokens), 1.0);
+        add(&self.draft, emitted.max(b), 1.0);
+        out
+    }
 }
 
 #[cfg(test)]

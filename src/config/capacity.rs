@@ -25,8 +25,9 @@ pub struct Placement {
 /// on the next node no earlier pool uses (prefill and decode never share a node unless a pool
 /// says so with `pools.node`, and then at GPU `pools.gpu` of it), and each instance takes
 /// `tp_size` consecutive GPUs aligned to `tp_size`, so an instance never spans nodes unless it
-/// is larger than one.
-pub fn place_pools(pools: &[Pool], gpus_per_node: u32) -> Placement {
+/// is larger than one. Where NVLink domains join several nodes (`domain_gpus` above
+/// `gpus_per_node`: the trays of an NVL72 rack), [`domain_start`] places each instance.
+pub fn place_pools(pools: &[Pool], gpus_per_node: u32, domain_gpus: u32) -> Placement {
     let g = gpus_per_node;
     let mut next_free_node = 0u32;
     let mut gpus = Vec::new();
@@ -35,7 +36,11 @@ pub fn place_pools(pools: &[Pool], gpus_per_node: u32) -> Placement {
         let tp = pool.server.tp_size;
         let mut cursor = pool.node.unwrap_or(next_free_node) * g + pool.gpu;
         for _ in 0..pool.instances {
-            cursor = cursor.div_ceil(tp) * tp;
+            cursor = if domain_gpus > g {
+                domain_start(cursor, tp, g, domain_gpus)
+            } else {
+                cursor.div_ceil(tp) * tp
+            };
             let ranks: Vec<GpuId> = (0..tp).map(|r| GpuId::from_global(cursor + r, g)).collect();
             max_node = max_node.max(ranks[ranks.len() - 1].node);
             gpus.push(ranks);
@@ -46,6 +51,26 @@ pub fn place_pools(pools: &[Pool], gpus_per_node: u32) -> Placement {
     Placement {
         gpus,
         nodes: max_node + 1,
+    }
+}
+
+/// The first GPU of an instance of `tp` GPUs placed at or after global GPU `cursor`, on nodes
+/// of `g` GPUs joined into NVLink domains of `d` GPUs (a multiple of `g`): an instance within
+/// a node (`tp` divides `g`) is aligned to `tp`, as on any cluster; one of whole nodes starts
+/// on a node boundary and, when it fits in a domain, inside one domain — if the rest of the
+/// current domain is too small it moves to the next domain, so its all-reduce, DeepEP and KV
+/// stay on NVLink (two 48-GPU instances take two NVL72 racks, the first leaving 6 trays for
+/// smaller ones); one larger than a domain starts on a domain boundary and spans whole
+/// domains from there.
+pub fn domain_start(cursor: u32, tp: u32, g: u32, d: u32) -> u32 {
+    if tp <= g {
+        return cursor.div_ceil(tp) * tp;
+    }
+    let c = cursor.div_ceil(g) * g;
+    if tp > d || c / d != (c + tp - 1) / d {
+        c.div_ceil(d) * d
+    } else {
+        c
     }
 }
 
@@ -89,6 +114,11 @@ pub fn kv_budget_bytes(gpu: &GpuSpec, pool: &Pool) -> f64 {
     let budget = gpu.hbm_bytes as f64 * pool.server.mem_fraction_static
         - weight_bytes_per_gpu(&pool.model, &pool.server, &pool.parallel)
         - activation_reserve_bytes(pool);
+    // Offloaded weights leave the GPU; the copies in flight come back for a layer or two.
+    let budget = match &pool.offload {
+        Some(o) => budget + o.bytes_per_forward() - o.transient_bytes(),
+        None => budget,
+    };
     match &pool.server.speculative {
         None => budget,
         Some(s) => {
@@ -130,7 +160,7 @@ pub fn weight_bytes_per_gpu(
     if par.dp_ranks() == 1 && par.ep_size <= 1 {
         return total / tp;
     }
-    let wb = f64::from(model.weight_bytes);
+    let (wd, we) = (model.weights.dense.bytes(), model.weights.experts.bytes());
     let h = f64::from(model.hidden_size);
     let vocab = f64::from(model.vocab_size) * h * if model.tie_word_embeddings { 1.0 } else { 2.0 };
     let (experts, per_expert) = match &model.moe {
@@ -146,7 +176,30 @@ pub fn weight_bytes_per_gpu(
         per_expert * experts / tp
     };
     let rest = model.total_params() - vocab - per_expert * experts;
-    (rest / f64::from(server.attn_tp_size.max(1)) + routed + vocab / tp) * wb
+    if wd == we {
+        return (rest / f64::from(server.attn_tp_size.max(1)) + routed + vocab / tp) * wd;
+    }
+    (rest / f64::from(server.attn_tp_size.max(1)) + vocab / tp) * wd + routed * we
+}
+
+/// Bytes one GPU holds of the routed experts of one MoE layer: its `(E + redundant) / ep`
+/// experts under expert parallelism, else `1/tp` of every expert; 0 without experts. What
+/// sglang's layer-wise offload moves to host memory for an offloaded layer.
+pub fn routed_expert_bytes_per_layer_gpu(
+    model: &crate::spec::ModelSpec,
+    server: &crate::spec::ServerArgs,
+    par: &crate::spec::server::Parallel,
+) -> f64 {
+    let Some(m) = &model.moe else {
+        return 0.0;
+    };
+    let one = 3.0 * f64::from(model.hidden_size) * f64::from(m.expert_intermediate);
+    let experts = if par.ep_size > 1 {
+        f64::from(m.experts + par.ep_num_redundant_experts) / f64::from(par.ep_size)
+    } else {
+        f64::from(m.experts) / f64::from(server.tp_size.max(1))
+    };
+    one * experts * model.weights.experts.bytes()
 }
 
 /// Activations of the largest forward one GPU must hold inside the static pool: a chunk of
@@ -265,7 +318,13 @@ mod tests {
             pf.server.quantization,
             Some(crate::spec::server::Quantization::Fp8)
         );
-        assert_eq!((pb.model.weight_bytes, pf.model.weight_bytes), (2, 1));
+        assert_eq!(
+            (
+                pb.model.weights.dense.bytes(),
+                pf.model.weights.dense.bytes()
+            ),
+            (2.0, 1.0)
+        );
         assert_eq!(kv_pages(&bf16.gpu, pb), 15_327);
         assert_eq!(kv_pages(&fp8.gpu, pf), 16_285);
         // The decode pool was not given the key: its weights and pages are unchanged.
@@ -289,5 +348,75 @@ mod tests {
             tf < 0.8 * tb && tf > 0.4 * tb,
             "FP8 decode step {tf} ns vs BF16 {tb} ns: about half the weight bytes"
         );
+    }
+
+    /// Where an instance starts in NVLink domains of 72 GPUs on 4-GPU trays (an NVL72 rack),
+    /// by hand: a tray-sized or smaller one as anywhere; a 48-GPU one at a tray boundary of
+    /// the current rack while it fits (0, or 12 after a 12-GPU start), else the next rack
+    /// (GPU 72); one larger than the rack at a rack boundary.
+    #[test]
+    fn instances_stay_inside_an_nvlink_domain_when_they_fit() {
+        let (g, d) = (4, 72);
+        assert_eq!(domain_start(0, 48, g, d), 0);
+        assert_eq!(domain_start(12, 48, g, d), 12);
+        assert_eq!(
+            domain_start(13, 48, g, d),
+            16,
+            "tray-aligned, 16 + 48 = 64 ≤ 72"
+        );
+        assert_eq!(
+            domain_start(28, 48, g, d),
+            72,
+            "28 + 48 would cross the rack"
+        );
+        assert_eq!(domain_start(48, 8, g, d), 48);
+        assert_eq!(domain_start(70, 8, g, d), 72, "two trays from GPU 72 on");
+        assert_eq!(
+            domain_start(66, 2, g, d),
+            66,
+            "within a tray: aligned to its size"
+        );
+        assert_eq!(
+            domain_start(4, 96, g, d),
+            72,
+            "larger than a rack: from a rack start"
+        );
+        assert_eq!(domain_start(72, 72, g, d), 72);
+    }
+
+    /// Two 48-rank decode instances and eight 8-GPU prefills on GB200 NVL72 racks: each
+    /// decode inside one rack (trays 0-11 and 18-29), the prefills in the trays left between
+    /// and after them; the cluster counts trays (nodes of 4 GPUs), every one of them used.
+    #[test]
+    fn an_nvl72_placement_counts_trays() {
+        let mut sc = load(&[
+            "hardware.system=\"gb200-nvl72\"",
+            "hardware.gpu=\"gb200\"",
+            "hardware.gpus_per_node=4",
+            "model.preset=\"deepseek-v3\"",
+            "pools.prefill.instances=8",
+            "pools.prefill.server.tp_size=8",
+            "pools.decode.instances=2",
+            "pools.decode.server.tp_size=48",
+        ]);
+        assert_eq!((sc.gpus_per_node, sc.nvlink_domain_gpus), (4, 72));
+        // Prefills first (pool order): 8 × 8 GPUs = trays 0-15; the first decode does not
+        // fit in trays 16-17 of rack 0 and takes trays 18-29 of rack 1; from tray 30 the
+        // second would cross into rack 2, so it takes trays 36-47 there.
+        let p = &sc.placement;
+        let first = |i: usize| p.gpus[i][0].node;
+        assert_eq!(
+            (0..8).map(first).collect::<Vec<_>>(),
+            [0, 2, 4, 6, 8, 10, 12, 14]
+        );
+        assert_eq!((first(8), first(9)), (18, 36));
+        assert_eq!(p.gpus[8].last().unwrap().node, 29);
+        assert_eq!(p.nodes, 48, "trays 0..=47");
+        // The same pools on 8-GPU H100 nodes: domains are nodes, nothing moves for them.
+        sc = load(&[
+            "pools.prefill.instances=2",
+            "pools.prefill.server.tp_size=8",
+        ]);
+        assert_eq!(sc.nvlink_domain_gpus, sc.gpus_per_node);
     }
 }

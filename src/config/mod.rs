@@ -247,6 +247,9 @@ pub struct Pool {
     /// pdsim's side of speculative decoding on this pool (the acceptance model), when
     /// `server.speculative` is on; sglang's flags are in `server.speculative`.
     pub speculative: Option<SpeculativeParams>,
+    /// Weights one GPU keeps in host memory (`cpu_offload_gb`, or the layer-wise
+    /// `offload_group_size`), and the link they are fetched over; `None` without offload.
+    pub offload: Option<crate::compute::offload::Offload>,
 }
 
 /// The acceptance model of a pool that decodes speculatively (`docs/sglang-pd.md` §19.3;
@@ -734,8 +737,12 @@ pub struct Scenario {
     pub calibration: String,
     /// The step-time parameters that calibration gives for `gpu`.
     pub compute: crate::spec::ComputeParams,
-    /// GPUs per node.
+    /// GPUs per node: the unit of placement and billing, each node with its own NICs.
     pub gpus_per_node: u32,
+    /// GPUs of one NVLink domain: a whole number of nodes (`gpus_per_node` unless
+    /// `hardware.nvlink_domain_gpus` or `hardware.system` says more; 72 for an NVL72 rack of
+    /// 4-GPU trays). TP all-reduce and DeepEP stay on NVLink inside it.
+    pub nvlink_domain_gpus: u32,
     /// Price of one GPU-hour, US dollars (`hardware.usd_per_gpu_hour`): cost figures in the
     /// summary and the plan when given.
     pub usd_per_gpu_hour: Option<f64>,

@@ -228,7 +228,10 @@ mod tests {
         let both = lint_pair("--quantization fp8", "--quantization fp8");
         assert!(both.prediction.compatible);
         assert!(both.warnings.is_empty(), "{:?}", both.warnings);
-        assert_eq!(both.prefill.spec.as_ref().unwrap().weight_bytes, 1);
+        assert_eq!(
+            both.prefill.spec.as_ref().unwrap().weights.dense,
+            crate::spec::WeightDtype::Fp8
+        );
         let mixed = lint_pair("--quantization fp8", "");
         assert!(
             mixed.prediction.compatible,

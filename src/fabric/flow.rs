@@ -247,7 +247,9 @@ impl Fabric {
     pub(super) fn select_path(&self, fi: usize) -> Option<Path> {
         let f = self.flows[fi].as_ref().expect("live");
         let up = |p: Path| self.path_is_up(&p).then_some(p);
-        if f.src.node == f.dst.node {
+        if f.src.node == f.dst.node
+            || (f.kind == Kind::Batch && self.layout.nvlink_reach(f.src, f.dst))
+        {
             return up(self.layout.nvlink_path(f.src, f.dst));
         }
         let n = self.layout.cfg.nics_per_node;
@@ -299,7 +301,7 @@ impl Fabric {
     pub(super) fn preferred_path(&self, fi: usize) -> Path {
         let f = self.flows[fi].as_ref().expect("live");
         let l = &self.layout;
-        if f.src.node == f.dst.node {
+        if f.src.node == f.dst.node || (f.kind == Kind::Batch && l.nvlink_reach(f.src, f.dst)) {
             l.nvlink_path(f.src, f.dst)
         } else if f.kind == Kind::Batch {
             let (a, b) = if f.rail == 0 {

@@ -398,9 +398,10 @@ impl Fabric {
         writes: u64,
         token: u64,
     ) -> FlowId {
-        // Over NVLink (Mooncake's NVLink transport: a device copy) there are no RDMA work
-        // requests and no sender thread posting them: only the links bound it.
-        let cap = if src.node == dst.node {
+        // Over NVLink (Mooncake's NVLink transport: a device copy, within a node or across
+        // the nodes of an NVLink domain) there are no RDMA work requests and no sender thread
+        // posting them: only the links bound it.
+        let cap = if self.layout.nvlink_reach(src, dst) {
             f64::INFINITY
         } else {
             self.params.flow_cap(bytes, writes)
@@ -458,7 +459,7 @@ impl Fabric {
     /// all of them (`RdmaTransport::selectDevice`); 1 within a node and on hosts with a NIC per
     /// GPU or fewer.
     pub fn rails_between(&self, src: GpuId, dst: GpuId) -> u32 {
-        if src.node == dst.node {
+        if self.layout.nvlink_reach(src, dst) {
             1
         } else {
             self.layout.rails()
@@ -486,7 +487,7 @@ impl Fabric {
         if rails <= 1 {
             return self.start_transfer_after(now, lead_ns, (src, dst), bytes, writes, token);
         }
-        debug_assert!(rail < rails && src.node != dst.node);
+        debug_assert!(rail < rails && !self.layout.nvlink_reach(src, dst));
         let whole = |x: u64| x.saturating_mul(u64::from(rails));
         let cap = self.params.flow_cap(whole(bytes), whole(writes)) / f64::from(rails);
         self.post_batch(

@@ -108,6 +108,10 @@ pub struct TopologyConfig {
     /// Bidirectional NVLink bandwidth of one GPU, bytes per ns; each direction gets half.
     /// Default 900 (H100 SXM, docs/numbers.md §1).
     pub nvlink_bytes_per_ns: f64,
+    /// Consecutive nodes whose GPUs share one NVLink domain that KV transfers may cross
+    /// (Mooncake's multi-node NVLink transport on an NVL72 rack of 4-GPU trays: 18). Default 1:
+    /// only GPUs of one node reach each other over NVLink.
+    pub nodes_per_nvlink_domain: u32,
 }
 
 impl Default for TopologyConfig {
@@ -121,6 +125,7 @@ impl Default for TopologyConfig {
             nodes_per_leaf: 8,
             oversubscription: 1.0,
             nvlink_bytes_per_ns: 900.0,
+            nodes_per_nvlink_domain: 1,
         }
     }
 }
@@ -158,6 +163,7 @@ impl TopologyConfig {
             ("gpus_per_node", self.gpus_per_node),
             ("nics_per_node", self.nics_per_node),
             ("nodes_per_leaf", self.nodes_per_leaf),
+            ("nodes_per_nvlink_domain", self.nodes_per_nvlink_domain),
         ] {
             if v == 0 {
                 return Err(TopologyError::Zero { field });
@@ -476,7 +482,16 @@ impl Layout {
         self.cfg.gpus_per_node.div_ceil(self.cfg.nics_per_node)
     }
 
-    /// Route between two GPUs of one node (or a GPU and itself): NVLink only.
+    /// Whether a Mooncake batch from `src` to `dst` moves over NVLink: the same node, or two
+    /// nodes of one NVLink domain ([`TopologyConfig::nodes_per_nvlink_domain`]).
+    #[inline]
+    pub(crate) fn nvlink_reach(&self, src: GpuId, dst: GpuId) -> bool {
+        let n = self.cfg.nodes_per_nvlink_domain.max(1);
+        src.node == dst.node || (n > 1 && src.node / n == dst.node / n)
+    }
+
+    /// Route between two GPUs of one node or NVLink domain (or a GPU and itself): their
+    /// NVLink links only (the NVSwitch fabric is non-blocking).
     pub(crate) fn nvlink_path(&self, src: GpuId, dst: GpuId) -> Path {
         Path::new(&[
             self.index(Link::NvlinkTx(src)),

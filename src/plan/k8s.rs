@@ -198,7 +198,7 @@ fn container(
     role: Role,
     gpus: u32,
     leader: bool,
-    multi_node: bool,
+    (multi_node, extra_env): (bool, &[(&str, &str)]),
 ) -> Y {
     let mut ports = vec![map(vec![("containerPort", Y::Int(SERVER_PORT.into()))])];
     if role == Role::Prefill {
@@ -212,25 +212,30 @@ fn container(
         ("image", s(IMAGE)),
         ("command", Y::Seq(command.into_iter().map(Y::Str).collect())),
     ];
+    let mut env = Vec::new();
     if multi_node {
         // `--node-rank $(LWS_WORKER_INDEX)`: LWS labels each pod with its index in the group
         // (sglang's LWS example passes it down the same way).
-        c.push((
-            "env",
-            Y::Seq(vec![map(vec![
-                ("name", s("LWS_WORKER_INDEX")),
-                (
-                    "valueFrom",
+        env.push(map(vec![
+            ("name", s("LWS_WORKER_INDEX")),
+            (
+                "valueFrom",
+                map(vec![(
+                    "fieldRef",
                     map(vec![(
-                        "fieldRef",
-                        map(vec![(
-                            "fieldPath",
-                            s("metadata.labels['leaderworkerset.sigs.k8s.io/worker-index']"),
-                        )]),
+                        "fieldPath",
+                        s("metadata.labels['leaderworkerset.sigs.k8s.io/worker-index']"),
                     )]),
-                ),
-            ])]),
-        ));
+                )]),
+            ),
+        ]));
+    }
+    // What `launch.txt` prefixes the line with (`launch::server_env`: MNNVL on NVL72 racks).
+    for (k, v) in extra_env {
+        env.push(map(vec![("name", s(*k)), ("value", s(*v))]));
+    }
+    if !env.is_empty() {
+        c.push(("env", Y::Seq(env)));
     }
     c.push(("ports", Y::Seq(ports)));
     if leader {
@@ -327,6 +332,7 @@ fn leader_worker_set(sc: &Scenario, i: usize, app: &str, lws: &str, notes: &mut 
     let size = tp.div_ceil(sc.gpus_per_node).max(1);
     let per_pod = tp / size;
     let command = server_command(sc, i, size, notes);
+    let env = launch::server_env(sc, i, size > 1);
     let mut template = vec![
         ("size", Y::Int(size.into())),
         ("restartPolicy", s("RecreateGroupOnPodRestart")),
@@ -344,7 +350,7 @@ fn leader_worker_set(sc: &Scenario, i: usize, app: &str, lws: &str, notes: &mut 
                     pool.role,
                     per_pod,
                     true,
-                    true,
+                    (true, &env),
                 ),
             ),
         ));
@@ -361,7 +367,7 @@ fn leader_worker_set(sc: &Scenario, i: usize, app: &str, lws: &str, notes: &mut 
                 pool.role,
                 per_pod,
                 size == 1,
-                size > 1,
+                (size > 1, &env),
             ),
         ),
     ));

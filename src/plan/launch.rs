@@ -41,6 +41,7 @@ pub fn hf_model_path(preset: &str) -> Option<&'static str> {
         "gpt-oss-120b" => "openai/gpt-oss-120b",
         "qwen3-235b-a22b" => "Qwen/Qwen3-235B-A22B",
         "kimi-linear-48b-a3b" => "moonshotai/Kimi-Linear-48B-A3B-Instruct",
+        "kimi-k2" => "moonshotai/Kimi-K2-Instruct",
         _ => return None,
     })
 }
@@ -296,6 +297,33 @@ pub fn server_line(
     line
 }
 
+/// The environment a server of pool `i` needs beyond its flags, as `(name, value)`: where
+/// NVLink domains join several nodes (an NVL72 rack's trays) and `fabric.mnnvl` is on,
+/// Mooncake's multi-node NVLink transport for the KV — `SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK`
+/// (sglang allocates its KV pool from Mooncake's `NVLinkAllocator`, fabric memory other trays
+/// can map: `disaggregation/mooncake/utils.py::init_mooncake_custom_mem_pool`) and
+/// `MC_FORCE_MNNVL=1` (Mooncake takes its NVLink transport although RDMA NICs are present:
+/// Mooncake `docs/source/getting_started/supported-protocols.md`, "NVLink (nvlink)"); and, for
+/// an instance spanning trays of one domain (`multi_node`), NCCL's multi-node NVLink
+/// (`NCCL_MNNVL_ENABLE=1`, `NCCL_CUMEM_ENABLE=1`, as LMSYS's GB200 NVL72 recipes set them).
+pub fn server_env(sc: &Scenario, i: usize, multi_node: bool) -> Vec<(&'static str, &'static str)> {
+    let mut env = Vec::new();
+    if sc.fabric.topology.nodes_per_nvlink_domain > 1 && sc.pools[i].role != Role::Colocated {
+        env.push(("SGLANG_MOONCAKE_CUSTOM_MEM_POOL", "NVLINK"));
+        env.push(("MC_FORCE_MNNVL", "1"));
+    }
+    if multi_node && sc.nvlink_domain_gpus > sc.gpus_per_node {
+        env.push(("NCCL_MNNVL_ENABLE", "1"));
+        env.push(("NCCL_CUMEM_ENABLE", "1"));
+    }
+    env
+}
+
+/// `env` as the `NAME=value ` words a shell line starts with.
+fn env_prefix(env: &[(&str, &str)]) -> String {
+    env.iter().map(|(k, v)| format!("{k}={v} ")).collect()
+}
+
 /// The router's launch line for the servers at `prefill` (`URL BOOTSTRAP_PORT` each),
 /// `decode` and, for a colocated deployment, `workers`.
 pub fn router_line(
@@ -372,6 +400,24 @@ pub fn launch_text(sc: &Scenario) -> String {
         sc.placement.nodes,
         sc.gpus_per_node
     );
+    if sc.nvlink_domain_gpus > sc.gpus_per_node {
+        let _ = writeln!(
+            out,
+            "# NVLink domains of {} GPUs ({} nodes each{}): node0..node{} share the first; an instance inside one keeps its all-reduce, DeepEP{} on NVLink.",
+            sc.nvlink_domain_gpus,
+            sc.nvlink_domain_gpus / sc.gpus_per_node,
+            crate::scenario::resolved_file(sc)
+                .hardware
+                .system
+                .map_or(String::new(), |s| format!(", hardware.system = {s}")),
+            sc.nvlink_domain_gpus / sc.gpus_per_node - 1,
+            if sc.fabric.topology.nodes_per_nvlink_domain > 1 {
+                " and KV transfers (Mooncake MNNVL)"
+            } else {
+                ""
+            }
+        );
+    }
     out.push_str(&nodes_comment(sc, placement));
     // Servers per node so far: their ports and bootstrap ports follow one another.
     let mut on_node = vec![0u32; sc.placement.nodes as usize];
@@ -412,6 +458,7 @@ pub fn launch_text(sc: &Scenario) -> String {
                 Role::Decode => decode_urls.push(url),
                 Role::Colocated => worker_urls.push(url),
             }
+            let line = env_prefix(&server_env(sc, i, nodes.len() > 1)) + &line;
             if nodes.len() == 1 {
                 let _ = writeln!(out, "{line}");
             } else {
@@ -602,6 +649,58 @@ mod tests {
             .find(|l| l.contains("--disaggregation-mode prefill"))
             .unwrap();
         assert!(!prefill.contains("offload"), "{prefill}");
+    }
+
+    /// On an NVL72 rack every server line carries the MNNVL environment, the 48-GPU decode is
+    /// twelve tray lines with NCCL's multi-node NVLink on, the NVFP4 and offload flags are
+    /// written, and `pdsim lint` reads a prefill and a decode line back as a compatible pair.
+    #[test]
+    fn an_nvl72_deployment_writes_mnnvl_env_and_its_flags() {
+        let text = launch_text(&load("scenarios/moe/gb200-nvl72-fp4-decode.toml"));
+        assert!(
+            text.contains(
+                "# NVLink domains of 72 GPUs (18 nodes each, hardware.system = gb200-nvl72)"
+            ),
+            "{text}"
+        );
+        let decode: Vec<&str> = commands(&text)
+            .filter(|l| l.contains("--disaggregation-mode decode"))
+            .collect();
+        assert_eq!(decode.len(), 12, "one line per tray");
+        for l in &decode {
+            assert!(
+                l.starts_with("SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK MC_FORCE_MNNVL=1 NCCL_MNNVL_ENABLE=1 NCCL_CUMEM_ENABLE=1 python -m sglang.launch_server"),
+                "{l}"
+            );
+            assert!(
+                l.contains(" --quantization modelopt_fp4") && l.contains("--nnodes 12"),
+                "{l}"
+            );
+        }
+        let prefill = commands(&text)
+            .find(|l| l.contains("--disaggregation-mode prefill"))
+            .unwrap();
+        assert!(
+            prefill.starts_with("SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK MC_FORCE_MNNVL=1 python"),
+            "a one-tray prefill needs no NCCL MNNVL: {prefill}"
+        );
+        for f in [
+            "--offload-group-size 2",
+            "--offload-num-in-group 1",
+            "--offload-prefetch-step 1",
+            "--offload-mode cpu",
+            "--kv-cache-dtype fp8_e4m3",
+        ] {
+            assert!(prefill.contains(f), "{f}: {prefill}");
+        }
+        let report = crate::diagnose::lint::lint(&crate::diagnose::lint::LintQuestion {
+            prefill: prefill.to_string(),
+            decode: decode[0].to_string(),
+            model_config: None,
+            profile: "guarded".into(),
+        })
+        .unwrap();
+        assert!(report.prediction.compatible, "{:?}", report.prediction);
     }
 
     #[test]

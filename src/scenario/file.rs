@@ -78,11 +78,28 @@ pub struct ModelRef {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HardwareSection {
-    /// GPU preset name.
-    pub gpu: String,
-    /// GPUs per node.
+    /// A rack-scale system that names the GPU, the node (tray) and the NVLink domain together:
+    /// `gb200-nvl72`, `gb300-nvl72` (`scenario::system`). Left out of results when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+    /// GPU preset name (required unless `system` names it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    /// GPUs per node: the unit of placement and of billing, with its own NICs (a GB200 NVL72
+    /// compute tray holds 4).
     #[serde(default = "default_gpus_per_node")]
     pub gpus_per_node: u32,
+    /// GPUs of one NVLink domain (NVSwitch fabric): `gpus_per_node` by default (a DGX/HGX
+    /// node); 72 for an NVL72 rack of 18 trays. Consecutive nodes form a domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvlink_domain_gpus: Option<u32>,
+    /// Override of the preset's dense FP4 peak, TFLOP/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp4_tflops: Option<f64>,
+    /// Override of the preset's GPU ↔ host link each way, GB/s (PCIe, or NVLink-C2C on a
+    /// Grace superchip).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_link_gb_s: Option<f64>,
     /// Overrides of the preset's dense BF16 peak, TFLOP/s.
     pub bf16_tflops: Option<f64>,
     /// Override of the preset's HBM capacity, GB (10⁹ bytes).
@@ -272,6 +289,24 @@ pub struct ServerSection {
     /// `--attention-backend`: read only by sglang's speculative checks (unset: flashinfer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_backend: Option<String>,
+    /// `--cpu-offload-gb`: GiB of each GPU's layer weights sglang keeps in pinned host memory
+    /// and copies back at every forward (offloader V1, `compute::offload`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_offload_gb: Option<u32>,
+    /// `--offload-group-size`: layer-wise offload with prefetch (offloader V2): of every group
+    /// of this many layers the last `offload_num_in_group` keep their routed experts in host
+    /// memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offload_group_size: Option<u32>,
+    /// `--offload-num-in-group` (sglang's default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offload_num_in_group: Option<u32>,
+    /// `--offload-prefetch-step` (sglang's default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offload_prefetch_step: Option<u32>,
+    /// `--offload-mode` (sglang's default `cpu`; the one pdsim models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offload_mode: Option<String>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -333,6 +368,11 @@ impl Default for ServerSection {
             speculative_num_draft_tokens: None,
             speculative_draft_model_path: None,
             attention_backend: None,
+            cpu_offload_gb: None,
+            offload_group_size: None,
+            offload_num_in_group: None,
+            offload_prefetch_step: None,
+            offload_mode: None,
         }
     }
 }
@@ -388,6 +428,12 @@ pub struct FabricSection {
     /// Mooncake's transport: `rdma` (RoCE / InfiniBand verbs, the default) or `efa` (AWS EFA).
     #[serde(default)]
     pub transport: crate::fabric::Transport,
+    /// KV between nodes of one NVLink domain over Mooncake's multi-node NVLink transport
+    /// (sglang's `SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK` with Mooncake's `MC_FORCE_MNNVL`):
+    /// the default where a domain spans nodes; `false` sends it over the NICs (RDMA), as sglang
+    /// does without them. Left out of results when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mnnvl: Option<bool>,
 }
 
 fn yes() -> bool {
@@ -483,6 +529,7 @@ impl Default for FabricSection {
             oversubscription: 1.0,
             a2a_flows: true,
             transport: Default::default(),
+            mnnvl: None,
         }
     }
 }

@@ -11,6 +11,7 @@ mod parallel;
 mod sections;
 pub mod set;
 mod speculative;
+pub mod system;
 mod trace_keys;
 
 use std::fmt;
@@ -103,10 +104,38 @@ pub fn from_str(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Sc
             })?;
         }
         let value = toml::Value::Table(table.clone());
-        serde_path_to_error::deserialize::<_, ScenarioFile>(value)
-            .map_err(|e| keyed_error(text, path, Some(&table), e, " (after --set)"))?
+        let file = serde_path_to_error::deserialize::<_, ScenarioFile>(value)
+            .map_err(|e| keyed_error(text, path, Some(&table), e, " (after --set)"))?;
+        return validate(file, text, path, Some(&table));
     };
-    validate(file, text, path)
+    validate(file, text, path, None)
+}
+
+/// Whether the dotted `key` is written in `table` (the scenario after `--set`), or, without
+/// one, in `text`: the keys a `hardware.system` fills in must not be contradicted.
+fn key_given(text: &str, table: Option<&toml::Table>, key: &str) -> bool {
+    let parsed;
+    let root = match table {
+        Some(t) => t,
+        None => match toml::from_str::<toml::Table>(text) {
+            Ok(t) => {
+                parsed = t;
+                &parsed
+            }
+            Err(_) => return false,
+        },
+    };
+    let mut v: Option<&toml::Value> = None;
+    let mut cur = root;
+    for seg in key.split('.') {
+        v = cur.get(seg);
+        match v {
+            Some(toml::Value::Table(t)) => cur = t,
+            Some(_) => {}
+            None => return false,
+        }
+    }
+    v.is_some()
 }
 
 fn toml_error(text: &str, path: &Path, e: &toml::de::Error, suffix: &str) -> ScenarioError {
@@ -327,18 +356,25 @@ impl Checker<'_> {
     }
 }
 
-fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
+fn validate(
+    mut file: ScenarioFile,
+    text: &str,
+    path: &Path,
+    table: Option<&toml::Table>,
+) -> Result<Scenario, ScenarioError> {
     let c = Checker {
         text,
         path,
         inputs: Default::default(),
         measured: Default::default(),
     };
+    system::resolve(&c, &mut file, &|k| key_given(text, table, k))?;
     let run = &file.run;
     let (duration_s, drain_s) = sections::run(&c, run)?;
     let hw = &file.hardware;
     let (gpu, calibration, compute) = sections::hardware(&c, hw)?;
-    let pools = sections::pools(&c, &file, &gpu)?;
+    let domain_gpus = sections::nvlink_domain(&c, hw)?;
+    let pools = sections::pools(&c, &file, &gpu, domain_gpus)?;
     // A decode pool that offloads to the store needs the blocks its outputs complete named.
     let offload_key = pools.iter().find(|p| p.decode_offload.is_some()).map(|p| {
         format!(
@@ -360,9 +396,15 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     speculative::check_pairs(&c, &pools)?;
     let plans = sections::plans(&c, &pools, sglang.profile)?;
     sections::expect(&c, file.expect.as_ref())?;
-    let placement = place(&c, &pools, &plans, &gpu, hw.gpus_per_node)?;
+    let placement = place(&c, &pools, &plans, &gpu, (hw.gpus_per_node, domain_gpus))?;
     let nodes = placement.nodes;
-    let fabric = sections::fabric(&c, &file.fabric, &gpu, hw.gpus_per_node, nodes)?;
+    let fabric = sections::fabric(
+        &c,
+        &file.fabric,
+        &gpu,
+        (hw.gpus_per_node, domain_gpus),
+        nodes,
+    )?;
     let mut faults = Vec::new();
     for (i, f) in file.faults.iter().enumerate() {
         faults.push(fault(&c, i, f, &pools, &fabric)?);
@@ -370,7 +412,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
     faults.sort_by_key(|f| f.at_ns);
     let kv_store = sections::kv_store(&c, &file, &pools, nodes)?;
 
-    let mut notes = calibration_notes(&c, &calibration, &file.hardware.gpu, &pools);
+    let mut notes = calibration_notes(&c, &calibration, &gpu.name, &pools);
     notes.extend(speculative::notes(&pools));
     Ok(Scenario {
         notes,
@@ -387,6 +429,7 @@ fn validate(file: ScenarioFile, text: &str, path: &Path) -> Result<Scenario, Sce
         calibration,
         compute,
         gpus_per_node: hw.gpus_per_node,
+        nvlink_domain_gpus: domain_gpus,
         usd_per_gpu_hour: match hw.usd_per_gpu_hour {
             Some(u) => {
                 Some(c.non_negative("hardware.usd_per_gpu_hour", u, "US dollars per GPU-hour")?)
@@ -464,7 +507,7 @@ fn place(
     pools: &[Pool],
     plans: &std::collections::BTreeMap<(usize, usize), std::sync::Arc<crate::layout::PairPlan>>,
     gpu: &crate::spec::GpuSpec,
-    gpus_per_node: u32,
+    (gpus_per_node, domain_gpus): (u32, u32),
 ) -> Result<crate::config::capacity::Placement, ScenarioError> {
     use crate::config::capacity;
     let mut total_gpus = 0u64;
@@ -522,7 +565,7 @@ fn place(
             ));
         }
     }
-    let placement = capacity::place_pools(pools, gpus_per_node);
+    let placement = capacity::place_pools(pools, gpus_per_node, domain_gpus);
     // Two pools placed on the same GPUs (e.g. both at `node = 0`) would share their HBM.
     let mut owner: std::collections::BTreeMap<crate::fabric::GpuId, usize> = Default::default();
     let mut instance = 0usize;
@@ -752,16 +795,14 @@ pub fn speculative_for_line(
         inputs: Default::default(),
         measured: Default::default(),
     };
-    let parallel = crate::spec::server::Parallel::default();
-    let resolved = speculative::server_args(&c, &section, side, model, &parallel, u32::MAX)
-        .map_err(|e| {
-            let key = e.key.rsplit('.').next().unwrap_or("");
-            let flag = SPECULATIVE_FLAGS
-                .iter()
-                .find(|(_, k)| *k == key)
-                .map_or(key.to_string(), |(f, _)| f.to_string());
-            format!("--{side}: {flag}: {}", e.message)
-        })?;
+    let resolved = speculative::server_args(&c, &section, side, model).map_err(|e| {
+        let key = e.key.rsplit('.').next().unwrap_or("");
+        let flag = SPECULATIVE_FLAGS
+            .iter()
+            .find(|(_, k)| *k == key)
+            .map_or(key.to_string(), |(f, _)| f.to_string());
+        format!("--{side}: {flag}: {}", e.message)
+    })?;
     Ok(match resolved {
         Some((spec, notes)) => {
             args.max_running_requests = args.max_running_requests.or(Some(48));

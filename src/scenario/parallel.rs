@@ -23,10 +23,10 @@ pub(super) fn check(
     c: &Checker,
     key: &str,
     s: &ServerSection,
-    gpus_per_node: u32,
+    domain_gpus: u32,
 ) -> Result<Checked, ScenarioError> {
-    let attn_tp = check_dp(c, key, s, gpus_per_node)?;
-    check_ep(c, key, s, gpus_per_node)?;
+    let attn_tp = check_dp(c, key, s, domain_gpus)?;
+    check_ep(c, key, s, domain_gpus)?;
     Ok(Checked {
         args: Parallel {
             dp_size: s.dp_size,
@@ -48,7 +48,7 @@ fn check_dp(
     c: &Checker,
     key: &str,
     s: &ServerSection,
-    gpus_per_node: u32,
+    domain_gpus: u32,
 ) -> Result<u32, ScenarioError> {
     let k = |f: &str| format!("{key}.server.{f}");
     let tp = s.tp_size;
@@ -94,12 +94,12 @@ fn check_dp(
             ),
         ));
     }
-    if attn_tp > gpus_per_node {
+    if attn_tp > domain_gpus {
         return Err(c.err(
             &k("dp_size"),
             format!(
-                "attention TP tp_size / dp_size = {attn_tp} spans nodes (hardware.gpus_per_node = {gpus_per_node}); sglang keeps an attention group inside a node: use dp_size ≥ {}",
-                tp / gpus_per_node.min(tp)
+                "attention TP tp_size / dp_size = {attn_tp} spans NVLink domains (hardware.nvlink_domain_gpus = {domain_gpus}, by default one node); sglang keeps an attention group inside one: use dp_size ≥ {}",
+                tp / domain_gpus.min(tp)
             ),
         ));
     }
@@ -112,7 +112,7 @@ fn check_ep(
     c: &Checker,
     key: &str,
     s: &ServerSection,
-    gpus_per_node: u32,
+    domain_gpus: u32,
 ) -> Result<(), ScenarioError> {
     let k = |f: &str| format!("{key}.server.{f}");
     let tp = s.tp_size;
@@ -140,10 +140,10 @@ fn check_ep(
             format!("\"deepep\" needs expert parallelism: set ep_size = tp_size = {tp}"),
         ));
     }
-    if s.ep_size > 1 && s.moe_a2a_backend == A2aBackend::None && tp > gpus_per_node {
+    if s.ep_size > 1 && s.moe_a2a_backend == A2aBackend::None && tp > domain_gpus {
         return Err(c.err(
             &k("moe_a2a_backend"),
-            "expert parallelism across nodes needs an all-to-all backend: set moe_a2a_backend = \"deepep\"",
+            "expert parallelism across NVLink domains (nodes, unless hardware.nvlink_domain_gpus joins them) needs an all-to-all backend: set moe_a2a_backend = \"deepep\"",
         ));
     }
     if s.ep_num_redundant_experts > 0 && s.ep_size == 1 {

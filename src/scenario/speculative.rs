@@ -10,7 +10,6 @@ use super::{Checker, ScenarioError, suggestion};
 use crate::compute::speculative::{chain_accept_length, rate_for_length};
 use crate::config::{Pool, Role, SpeculativeParams};
 use crate::spec::ModelSpec;
-use crate::spec::server::{A2aBackend, Parallel};
 use crate::spec::speculative::{
     Algorithm, Draft, EAGLE3_DRAFT_VOCAB, MAX_TOPK_PD, SpeculativeArgs, auto_params, has_mtp_layers,
 };
@@ -67,8 +66,6 @@ pub(super) fn server_args(
     p: &PoolSection,
     key: &str,
     model: &ModelSpec,
-    parallel: &Parallel,
-    gpus_per_node: u32,
 ) -> Result<Option<(SpeculativeArgs, Vec<String>)>, ScenarioError> {
     let s = &p.server;
     let algorithm = algorithm(c, s, key)?;
@@ -78,7 +75,7 @@ pub(super) fn server_args(
     let Some(algorithm) = algorithm else {
         return Ok(None);
     };
-    check_modelled(c, p, key, model, parallel, gpus_per_node)?;
+    check_modelled(c, p, key, model)?;
     let mut notes = Vec::new();
     let path = s.speculative_draft_model_path.clone();
     let mtp = has_mtp_layers(model);
@@ -167,8 +164,6 @@ fn check_modelled(
     p: &PoolSection,
     key: &str,
     model: &ModelSpec,
-    parallel: &Parallel,
-    gpus_per_node: u32,
 ) -> Result<(), ScenarioError> {
     let s = &p.server;
     let alg_key = flag(key, "speculative_algorithm");
@@ -193,12 +188,10 @@ fn check_modelled(
             ),
         ));
     }
-    if parallel.moe_a2a_backend == A2aBackend::Deepep && s.tp_size > gpus_per_node {
-        return Err(c.err(
-            &alg_key,
-            "with moe_a2a_backend = \"deepep\" across nodes pdsim puts each forward's all-to-all on the fabric as one plain decode forward; a speculative step's draft and verify forwards are not modelled there: keep the instance within a node or use moe_a2a_backend = \"none\"",
-        ));
-    }
+    // DeepEP across nodes (Ant Group's production decode: MTP on a multi-node EP instance) is
+    // modelled: each draft, verify and draft-extend forward prices its own dispatch and
+    // combine legs (`SpecStepModel::moe_parts`), and the step's inter-node bytes go on the
+    // fabric as one flow per GPU (`sim::a2a`).
     Ok(())
 }
 

@@ -104,6 +104,8 @@ pub struct SpecDecode {
     running: Vec<Entry>,
     /// Tokens the running step emits in all (its planned entries).
     pending: u64,
+    /// The last step started: its batch, context tokens and emitted tokens.
+    last: (u32, u64, u64),
     /// Counts so far.
     pub stats: SpecStats,
 }
@@ -131,6 +133,7 @@ impl SpecDecode {
             seed,
             running: Vec::new(),
             pending: 0,
+            last: (0, 0, 0),
             stats: SpecStats::default(),
         }
     }
@@ -195,6 +198,7 @@ impl SpecDecode {
     /// The running step's time for `batch` requests over `context_tokens`, counted in the
     /// stats (the step runs).
     pub fn start(&mut self, batch: u32, context_tokens: u64) -> Nanos {
+        self.last = (batch, context_tokens, self.pending);
         let t: SpecStepTime = self.model.step(batch, context_tokens, self.pending);
         let s = &mut self.stats;
         s.steps += 1;
@@ -204,6 +208,13 @@ impl SpecDecode {
         s.extend_s += t.extend_s;
         s.host_s += t.host_s;
         t.ns()
+    }
+
+    /// The MoE layers of the step last started, each with how many times it runs
+    /// ([`SpecStepModel::moe_parts`]): what its DeepEP all-to-all moves between nodes.
+    pub fn moe_parts(&self) -> Vec<(crate::compute::moe::MoeTime, f64)> {
+        let (b, ctx, emitted) = self.last;
+        self.model.moe_parts(b, ctx, emitted)
     }
 
     /// The step ended: its tokens are generated. Returns how many.
@@ -256,6 +267,12 @@ impl SpecPrefill {
             draft_s: 0.0,
             forward_s: 0.0,
         }
+    }
+
+    /// The MoE layers of the draft's prefill over `tokens` prompt tokens (one DP rank's), as
+    /// the expert-parallel model prices them; `None` without one.
+    pub fn moe_time(&self, tokens: u64) -> Option<crate::compute::moe::MoeTime> {
+        self.draft.moe_time(tokens as f64, true)
     }
 
     /// A forward over `chunks` that took `dt` ns without the draft takes this long with it:

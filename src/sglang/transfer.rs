@@ -810,6 +810,7 @@ mod tests {
                 nodes_per_leaf: 1,
                 oversubscription: 1.0,
                 nvlink_bytes_per_ns: 900.0,
+                nodes_per_nvlink_domain: 1,
             },
             Default::default(),
         )

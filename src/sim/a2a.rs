@@ -60,14 +60,16 @@ pub(super) fn instance_of(token: u64) -> Option<InstanceId> {
 }
 
 /// A forward waiting for its all-to-all.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Pending {
     /// When the forward started, ns.
     start: Nanos,
     /// Its analytic length (uncontended all-to-all), ns.
     dt: Nanos,
-    /// Its MoE layers' cost, with the uncontended NIC leg.
-    moe: MoeTime,
+    /// Its MoE layers' cost, with the uncontended NIC leg, each with how many times the step
+    /// runs it: one plain forward, or a speculative step's draft, verify and draft-extend
+    /// forwards (`SpecStepModel::moe_parts`).
+    parts: Vec<(MoeTime, f64)>,
     /// Flows still moving.
     left: u32,
     /// The event that ends the forward.
@@ -101,9 +103,11 @@ impl A2aFlows {
                 && pool.parallel.ep_size > 1
                 && pool.parallel.moe_a2a_backend == A2aBackend::Deepep
                 && pool.model.moe.is_some();
+            // The NIC legs run between NVLink domains: nodes, or the trays of an NVL72 rack.
+            let npd = (sc.nvlink_domain_gpus / sc.gpus_per_node.max(1)).max(1);
             for inst in &gpus[placed..placed + pool.instances as usize] {
                 if on_fabric {
-                    ring(inst, &mut peer);
+                    ring(inst, npd, &mut peer);
                 }
             }
             placed += pool.instances as usize;
@@ -143,26 +147,34 @@ impl A2aFlows {
     }
 }
 
-/// Adds the ring peers of one instance's GPUs when it spans nodes.
-fn ring(inst: &[GpuId], peer: &mut BTreeMap<GpuId, GpuId>) {
-    let mut nodes: Vec<u32> = inst.iter().map(|g| g.node).collect();
-    nodes.sort_unstable();
-    nodes.dedup();
-    if nodes.len() < 2 {
+/// Adds the ring peers of one instance's GPUs when it spans NVLink domains of `npd` nodes
+/// each (1: every node is its own domain): each GPU sends to the GPU at its own place (node
+/// within the domain, index within the node) in the instance's next domain.
+fn ring(inst: &[GpuId], npd: u32, peer: &mut BTreeMap<GpuId, GpuId>) {
+    let mut domains: Vec<u32> = inst.iter().map(|g| g.node / npd).collect();
+    domains.sort_unstable();
+    domains.dedup();
+    if domains.len() < 2 {
         return;
     }
     for &g in inst {
-        let at = nodes.binary_search(&g.node).expect("its own node");
-        let next = nodes[(at + 1) % nodes.len()];
+        let at = domains
+            .binary_search(&(g.node / npd))
+            .expect("its own domain");
+        let next = domains[(at + 1) % domains.len()];
         let same = GpuId {
-            node: next,
+            node: next * npd + g.node % npd,
             local: g.local,
         };
-        // Whole nodes per instance: the same index is there; otherwise its node's first GPU.
+        // Whole domains per instance: the same place is there; otherwise the domain's first
+        // GPU of the instance.
         let to = if inst.contains(&same) {
             same
         } else {
-            *inst.iter().find(|h| h.node == next).expect("a GPU there")
+            *inst
+                .iter()
+                .find(|h| h.node / npd == next)
+                .expect("a GPU there")
         };
         peer.insert(g, to);
     }
@@ -204,12 +216,22 @@ impl World<'_> {
             return;
         }
         let now = self.q.now();
-        let (core, tokens, prefill, ctx, dt, done) = match c {
+        // The forward's MoE layers (each with how many times it runs) when a speculative
+        // step or a draft prefill brings more than the target's one forward; `None`: the
+        // target's forward alone, priced below.
+        let (core, tokens, prefill, ctx, dt, done, spec) = match c {
             CoreRef::Prefill(p) => {
                 let s = &mut self.prefills[p];
                 let shape = s.forward_shape();
                 let tokens: u64 = shape.iter().map(|&(n, _)| u64::from(n)).sum();
-                let dt = s.core.step.prefill_ns(shape);
+                let (dt, spec) = match s.spec.as_deref() {
+                    None => (s.core.step.prefill_ns(shape), None),
+                    // The forward the server scheduled: the target's and the draft's prefill.
+                    Some(sp) => (
+                        s.forward_ns,
+                        Some(sp.moe_time(tokens).map(|m| (m, 1.0)).into_iter().collect()),
+                    ),
+                };
                 (
                     &mut s.core,
                     tokens,
@@ -217,24 +239,41 @@ impl World<'_> {
                     0,
                     dt,
                     Event::PrefillStepDone { prefill: p },
+                    spec,
                 )
             }
             CoreRef::Decode(d) => {
                 let s = &mut self.decodes[d];
-                let dt = s.core.step.decode_ns(s.running(), s.context_tokens());
+                let (dt, spec) = match s.spec.as_deref() {
+                    None => (s.core.step.decode_ns(s.running(), s.context_tokens()), None),
+                    // A speculative step: draft forwards, verify, draft extend, as scheduled.
+                    Some(sp) => (s.step_span().1.saturating_sub(now), Some(sp.moe_parts())),
+                };
                 let done = Event::DecodeStepDone { decode: d };
                 let (ctx, running) = (s.context_tokens(), u64::from(s.running()));
-                (&mut s.core, running, false, ctx, dt, done)
+                (&mut s.core, running, false, ctx, dt, done, spec)
             }
             CoreRef::Colocated(_) => return,
         };
         let Some(key) = core.step_key.filter(|&k| Some(k) != before && core.alive()) else {
             return;
         };
-        let Some(moe) = core.step.moe_time(tokens, prefill, ctx) else {
-            return;
+        let parts: Vec<(MoeTime, f64)> = match spec {
+            None => match core.step.moe_time(tokens, prefill, ctx) {
+                Some(moe) => vec![(moe, 1.0)],
+                None => return,
+            },
+            Some(mut extra) => {
+                // A speculative prefill also runs the target's forward; a decode step's
+                // parts are its whole step.
+                if prefill && let Some(moe) = core.step.moe_time(tokens, prefill, ctx) {
+                    extra.insert(0, (moe, 1.0));
+                }
+                extra
+            }
         };
-        let bytes = moe.rdma_bytes_per_gpu.round() as u64;
+        let bytes: f64 = parts.iter().map(|(m, w)| w * m.rdma_bytes_per_gpu).sum();
+        let bytes = bytes.round() as u64;
         if bytes == 0 {
             return;
         }
@@ -253,7 +292,7 @@ impl World<'_> {
             Pending {
                 start: now,
                 dt,
-                moe,
+                parts,
                 left,
                 done,
             },
@@ -284,7 +323,22 @@ impl World<'_> {
         }
         let now = self.q.now();
         let fabric_ns = end.end_ns.max(now) - p.start;
-        let delta = p.moe.total_with_rdma_s(fabric_ns as f64 / 1e9) - p.moe.total_s;
+        let fabric_s = fabric_ns as f64 / 1e9;
+        let (delta, uncontended_s) = match p.parts.as_slice() {
+            // One forward: its MoE layers re-priced with the fabric's NIC leg.
+            [(moe, w)] if *w == 1.0 => (moe.total_with_rdma_s(fabric_s) - moe.total_s, moe.rdma_s),
+            // Several (a speculative step): the aggregated flow's time shared out over them
+            // as their uncontended NIC legs are, each re-priced as its own composition.
+            parts => {
+                let all: f64 = parts.iter().map(|(m, w)| w * m.rdma_s).sum();
+                let delta = parts
+                    .iter()
+                    .filter(|(m, _)| m.rdma_s > 0.0)
+                    .map(|(m, w)| w * (m.total_with_rdma_s(fabric_s * m.rdma_s / all) - m.total_s))
+                    .sum();
+                (delta, all)
+            }
+        };
         let at = (p.start + p.dt)
             .saturating_add_signed((delta * 1e9).round() as i64)
             .max(now);
@@ -292,7 +346,7 @@ impl World<'_> {
         let t = self.a2a.totals.entry(core.pool.idx()).or_default();
         t.0 += 1;
         t.1 += u128::from(fabric_ns);
-        t.2 += (p.moe.rdma_s * 1e9).round() as u128;
+        t.2 += (uncontended_s * 1e9).round() as u128;
     }
 }
 
@@ -309,7 +363,7 @@ mod tests {
         // An instance on nodes 2..5 (3 nodes × 2 GPUs): a ring 2 → 3 → 4 → 2 per index.
         let inst: Vec<GpuId> = (2..5).flat_map(|n| [gpu(n, 0), gpu(n, 1)]).collect();
         let mut peer = BTreeMap::new();
-        ring(&inst, &mut peer);
+        ring(&inst, 1, &mut peer);
         assert_eq!(peer[&gpu(2, 0)], gpu(3, 0));
         assert_eq!(peer[&gpu(3, 1)], gpu(4, 1));
         assert_eq!(peer[&gpu(4, 1)], gpu(2, 1));
@@ -319,8 +373,23 @@ mod tests {
         assert_eq!(dst, inst);
         // Within one node: nothing on the NICs.
         let mut none = BTreeMap::new();
-        ring(&[gpu(0, 0), gpu(0, 1)], &mut none);
+        ring(&[gpu(0, 0), gpu(0, 1)], 1, &mut none);
         assert!(none.is_empty());
+        // The same nodes in NVLink domains of 2 nodes each ({2, 3} and {4}): only the legs
+        // between the two domains leave NVLink.
+        let mut two = BTreeMap::new();
+        ring(&inst, 2, &mut two);
+        assert_eq!(two[&gpu(2, 0)], gpu(4, 0));
+        assert_eq!(
+            two[&gpu(3, 1)],
+            gpu(4, 0),
+            "no tray 5 in the instance: the domain's first"
+        );
+        assert_eq!(two[&gpu(4, 1)], gpu(2, 1));
+        // An instance inside one NVL72-like domain of 18 nodes puts nothing on the NICs.
+        let mut rack = BTreeMap::new();
+        ring(&inst, 18, &mut rack);
+        assert!(rack.is_empty());
         let flows = A2aFlows {
             peer,
             ..A2aFlows::default()

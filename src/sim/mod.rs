@@ -292,10 +292,12 @@ fn step_model_of(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -
             pool.kv_dtype_bytes,
             sc.compute.clone(),
             Some(ic),
-        );
+        )
+        .with_offload(pool.offload.clone());
     }
     let net = crate::compute::moe::A2aNetwork {
-        gpus_per_node: sc.gpus_per_node,
+        // DeepEP stays on NVLink inside an NVLink domain (a node, or an NVL72 rack's trays).
+        gpus_per_node: sc.nvlink_domain_gpus,
         nic_bytes_per_s_per_gpu: ic.nic_bytes_per_s_per_gpu,
         nvlink_one_way_bytes_per_s: sc.gpu.nvlink_bytes_per_s / 2.0,
     };
@@ -305,7 +307,7 @@ fn step_model_of(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -
         pool.server.tp_size,
         par,
         net,
-        StepModel::peak_flops_for(&sc.gpu, &pool.model),
+        StepModel::expert_peak_flops_for(&sc.gpu, &pool.model),
     );
     StepModel::with_parallel(
         &sc.gpu,
@@ -316,6 +318,7 @@ fn step_model_of(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -
         Some(ic),
         moe,
     )
+    .with_offload(pool.offload.clone())
 }
 
 /// The memory of one instance of pool `pool_idx` with `pages` usable KV pages: the oracle for a
@@ -352,10 +355,11 @@ fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
     KvPool::new(store, shared)
 }
 
-/// What an instance spanning nodes all-reduces over: its GPUs' NICs (one NIC share per GPU).
+/// What an instance spanning NVLink domains all-reduces over: its GPUs' NICs (one NIC share
+/// per GPU). Inside a domain (a node, or the trays of an NVL72 rack) it stays on NVLink.
 fn interconnect(sc: &Scenario, fabric: &Fabric) -> Interconnect {
     Interconnect {
-        gpus_per_node: sc.gpus_per_node,
+        gpus_per_node: sc.nvlink_domain_gpus,
         nic_bytes_per_s_per_gpu: fabric.nic_capacity_bytes_per_ns()
             * 1e9
             * f64::from(sc.fabric.topology.nics_per_node)

@@ -14,6 +14,9 @@ fn draft_model(sc: &Scenario, pool: &Pool, ic: &Interconnect) -> Option<crate::c
     let spec = pool.server.speculative.as_ref()?;
     let mut draft = pool.clone();
     draft.model = spec.draft_model(&pool.model);
+    // The draft (an MTP layer, an EAGLE head) keeps its weights on the GPU whatever the
+    // target offloads.
+    draft.offload = None;
     Some(step_model(sc, &draft, ic))
 }
 

@@ -205,6 +205,11 @@ const READ: &[&str] = &[
     "--attention-backend",
     "--dtype",
     "--quantization",
+    "--cpu-offload-gb",
+    "--offload-group-size",
+    "--offload-num-in-group",
+    "--offload-prefetch-step",
+    "--offload-mode",
 ];
 
 /// Hugging Face ids (lowercased, organisation dropped) → preset: the public checkpoints whose
@@ -224,6 +229,7 @@ const HF_IDS: &[(&str, &str)] = &[
     ("bloom", "bloom-176b"),
     ("qwen3-235b-a22b", "qwen3-235b-a22b"),
     ("kimi-linear-48b-a3b", "kimi-linear-48b-a3b"),
+    ("kimi-k2", "kimi-k2"),
 ];
 
 /// The preset a `--model-path` names: a preset itself, or a known Hugging Face id
@@ -331,6 +337,8 @@ struct Parsed {
     dp_attention: bool,
     warnings: Vec<String>,
     speculative: Vec<(String, String)>,
+    /// `--cpu-offload-gb` and `--offload-group-size` as given (sglang's two offloaders).
+    offload: (u32, Option<i64>),
 }
 
 impl Parsed {
@@ -357,6 +365,7 @@ impl Parsed {
             dp_attention: false,
             warnings: Vec::new(),
             speculative: Vec::new(),
+            offload: (0, None),
         }
     }
 
@@ -378,8 +387,10 @@ impl Parsed {
             }
             "--kv-cache-dtype" => {
                 if !crate::spec::server::KV_CACHE_DTYPES.contains(&v) {
+                    let why = crate::spec::server::unmodelled_kv_dtype(v)
+                        .map_or_else(String::new, |w| format!("{w}; "));
                     return Err(LaunchError::Line(format!(
-                        "--{side}: --kv-cache-dtype {v:?}: pdsim models {}",
+                        "--{side}: --kv-cache-dtype {v:?}: {why}pdsim models {}",
                         crate::spec::server::KV_CACHE_DTYPES.join(", ")
                     )));
                 }
@@ -422,6 +433,34 @@ impl Parsed {
                     crate::spec::server::QUANTIZATIONS.join(", ")
                 )),
             },
+            // Weight offload (`compute::offload`): it moves weights to host memory and adds
+            // fetches to every forward, never the KV layout; read so that a line sglang would
+            // refuse is refused here too.
+            "--cpu-offload-gb" => {
+                self.offload.0 = v.parse::<u32>().map_err(|_| {
+                    LaunchError::Line(format!(
+                        "--{side}: {flag} {v:?} must be a whole number of GiB ≥ 0"
+                    ))
+                })?;
+            }
+            // sglang's default is -1 (off); any value ≤ 0 leaves it off.
+            "--offload-group-size" => {
+                self.offload.1 = Some(v.parse::<i64>().map_err(|_| {
+                    LaunchError::Line(format!("--{side}: {flag} {v:?} must be a whole number"))
+                })?);
+            }
+            "--offload-num-in-group" | "--offload-prefetch-step" => {
+                v.parse::<u32>().map_err(|_| {
+                    LaunchError::Line(format!(
+                        "--{side}: {flag} {v:?} must be a whole number ≥ 0"
+                    ))
+                })?;
+            }
+            "--offload-mode" if !matches!(v, "cpu" | "shm_cpu" | "sharded_gpu" | "meta") => {
+                return Err(LaunchError::Line(format!(
+                    "--{side}: --offload-mode {v:?}: sglang takes cpu, shm_cpu, sharded_gpu or meta"
+                )));
+            }
             "--dtype" if !matches!(v, "auto" | "bfloat16" | "bf16") => self.warnings.push(format!(
                 "--dtype {v}: pdsim lays out bf16 activations; `--kv-cache-dtype auto` is taken as bf16"
             )),
@@ -432,6 +471,13 @@ impl Parsed {
 
     /// Attention TP from DP attention, the mode warnings, and the line.
     fn finish(mut self, side: &str) -> Result<ServerLine, LaunchError> {
+        if self.offload.0 > 0 && self.offload.1.is_some_and(|g| g > 0) {
+            return Err(LaunchError::Line(format!(
+                "--{side}: --cpu-offload-gb {} with --offload-group-size {}: sglang's create_offloader asserts \"V2 offload does not support cpu_offload_gb yet\"; keep one",
+                self.offload.0,
+                self.offload.1.unwrap_or_default()
+            )));
+        }
         let dp = self.dp;
         if self.dp_attention {
             if !self.args.tp_size.is_multiple_of(dp) {
@@ -658,5 +704,51 @@ mod tests {
             "{:?}",
             l.warnings
         );
+    }
+
+    /// Issue 43's flags: `--quantization modelopt_fp4` is read (an NVFP4 checkpoint), the
+    /// offload flags are read and checked as sglang checks them (both offloaders at once is
+    /// its assertion), and a line starting with environment assignments (what `launch.txt`
+    /// writes on NVL72 racks) parses as the same line.
+    #[test]
+    fn nvfp4_and_offload_flags_are_read_and_checked() {
+        let base = "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1 --disaggregation-mode prefill --tp-size 4";
+        let l = parse_line(
+            &format!(
+                "SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK MC_FORCE_MNNVL=1 {base} --quantization modelopt_fp4 --offload-group-size 2 --offload-num-in-group 1 --offload-prefetch-step 1 --offload-mode cpu"
+            ),
+            "prefill",
+        )
+        .unwrap();
+        assert_eq!(
+            l.args.quantization,
+            Some(crate::spec::server::Quantization::ModeloptFp4)
+        );
+        assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        assert_eq!(l.args.tp_size, 4);
+        for (flags, want) in [
+            (
+                "--cpu-offload-gb 20 --offload-group-size 2",
+                "V2 offload does not support cpu_offload_gb yet",
+            ),
+            ("--offload-mode disk", "--offload-mode \"disk\""),
+            ("--cpu-offload-gb -3", "--cpu-offload-gb \"-3\""),
+            ("--kv-cache-dtype fp4_e2m1", "sglang's FP4 KV cache"),
+        ] {
+            let e = parse_line(&format!("{base} {flags}"), "prefill")
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{flags}: {e}");
+        }
+        // sglang's default group size, -1, leaves V2 off: no conflict.
+        assert!(
+            parse_line(
+                &format!("{base} --cpu-offload-gb 20 --offload-group-size -1"),
+                "prefill"
+            )
+            .is_ok()
+        );
+        assert_eq!(preset_for("moonshotai/Kimi-K2-Instruct"), Some("kimi-k2"));
     }
 }

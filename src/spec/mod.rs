@@ -12,5 +12,8 @@ pub mod speculative;
 
 pub use calibration::{CalibrationFile, ComputeParams};
 pub use gpu::{GpuSpec, gpu_preset};
-pub use model::{KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, SwaSpec, preset};
+pub use model::{
+    KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, SwaSpec, WeightDtype, WeightFormat,
+    preset,
+};
 pub use server::ServerArgs;

@@ -48,21 +48,31 @@ pub fn check_page_size(page_size: u32) -> Result<(), &'static str> {
 }
 
 /// `--quantization` methods pdsim models, as the key takes them.
-pub const QUANTIZATIONS: &[&str] = &["fp8"];
+pub const QUANTIZATIONS: &[&str] = &["fp8", "modelopt_fp4"];
 
 /// `--quantization`: how sglang quantizes the weights it loads (`server_args.py`
-/// `QUANTIZATION_CHOICES`). Only `fp8` is modelled: sglang's `Fp8Config` quantizes a
-/// BF16 checkpoint's linear and MoE weights to FP8 (e4m3) when it loads them
-/// (`layers/quantization/fp8.py`, online quantization: one byte a weight), and runs the GEMMs
-/// on FP8 tensor cores where the GPU has them (Hopper, Blackwell, MI300X); on an A100 it falls
-/// back to a weight-only FP8 kernel (Marlin) with BF16 math. The other methods (AWQ/GPTQ
-/// int4, bitsandbytes, GGUF, ModelOpt FP4, w8a8 int8, …) need a pre-quantized checkpoint or
-/// kernels whose speed pdsim has no figures for.
+/// `QUANTIZATION_CHOICES`). Modelled:
+/// * `fp8`: sglang's `Fp8Config` quantizes a BF16 checkpoint's linear and MoE weights to FP8
+///   (e4m3) when it loads them (`layers/quantization/fp8.py`, online quantization: one byte a
+///   weight), and runs the GEMMs on FP8 tensor cores where the GPU has them (Hopper,
+///   Blackwell, MI300X); on an A100 it falls back to a weight-only FP8 kernel (Marlin) with
+///   BF16 math.
+/// * `modelopt_fp4`: an NVFP4 checkpoint quantized by NVIDIA's ModelOpt
+///   (`layers/quantization/modelopt_quant.py`, `ModelOptFp4Config`: `quant_algo = "NVFP4"`,
+///   `group_size = 16`, FP8 E4M3 block scales): W4A4 GEMMs on FP4 tensor cores, which only
+///   Blackwell has (`get_min_capability` is 100; pdsim refuses it elsewhere). sglang does not
+///   quantize to FP4 online: the flag names a pre-quantized checkpoint (e.g.
+///   `nvidia/DeepSeek-R1-0528-FP4`).
+///
+/// The other methods (AWQ/GPTQ int4, bitsandbytes, GGUF, MXFP4, w8a8 int8, …) need kernels
+/// whose speed pdsim has no figures for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Quantization {
     /// `fp8`: FP8 weights, one byte each.
     Fp8,
+    /// `modelopt_fp4`: NVFP4 weights, 4.5 bits each with their block scales.
+    ModeloptFp4,
 }
 
 impl Quantization {
@@ -70,6 +80,7 @@ impl Quantization {
     pub fn parse(v: &str) -> Option<Self> {
         match v {
             "fp8" => Some(Self::Fp8),
+            "modelopt_fp4" => Some(Self::ModeloptFp4),
             _ => None,
         }
     }
@@ -78,25 +89,49 @@ impl Quantization {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Fp8 => "fp8",
+            Self::ModeloptFp4 => "modelopt_fp4",
         }
     }
 
-    /// `model` as a server with this flag loads it: what a config's `quantization_config`
-    /// with `quant_method = "fp8"` gives (`spec::hf`). The weight bytes drive the weight
-    /// memory (and so the KV pool left over), the weight-streaming time of a step, and the
-    /// FP8 peak of its GEMMs (`compute::StepModel::peak_flops_for`). Activations and a KV
-    /// cache of `kv_cache_dtype = "auto"` stay the model's dtype, as in sglang. Like the
-    /// config route, every weight counts one byte, the embedding and LM head too (sglang keeps
-    /// those in BF16): on an 8B model with a 128k vocabulary that is ~1 GB of weights too few.
+    /// `model` as a server with this flag loads it. The weight bytes drive the weight memory
+    /// (and so the KV pool left over), the weight-streaming time of a step, and the peak of
+    /// its GEMMs (`compute::StepModel::peak_flops_for`). Activations and a KV cache of
+    /// `kv_cache_dtype = "auto"` stay the model's dtype, as in sglang.
+    /// * `fp8`: what a config's `quantization_config` with `quant_method = "fp8"` gives
+    ///   (`spec::hf`): every weight one byte, the embedding and LM head too (sglang keeps
+    ///   those in BF16: on an 8B model with a 128k vocabulary that is ~1 GB of weights too few).
+    /// * `modelopt_fp4`: the routed experts in NVFP4 and the rest as the model stores it (a
+    ///   MoE model's NVFP4 checkpoint — NVIDIA's DeepSeek ones — keeps attention out of FP4:
+    ///   sglang serves it in FP8 with `SGLANG_NVFP4_CKPT_FP8_GEMM_IN_ATTN`, LMSYS's "FP8
+    ///   attention, NVFP4 MoE"; the `deepseek-v3` preset is FP8 already); a dense model's
+    ///   every linear layer in NVFP4 (its embedding and LM head counted alike, as `fp8` does).
     pub fn apply(self, model: &mut crate::spec::ModelSpec) {
+        use crate::spec::model::{WeightDtype, WeightFormat};
         match self {
-            Self::Fp8 => model.weight_bytes = 1,
+            Self::Fp8 => model.weights = WeightFormat::uniform(WeightDtype::Fp8),
+            Self::ModeloptFp4 if model.moe.is_some() => model.weights.experts = WeightDtype::Nvfp4,
+            Self::ModeloptFp4 => model.weights = WeightFormat::uniform(WeightDtype::Nvfp4),
         }
     }
 }
 
 /// KV dtype flag values sglang accepts, and what pdsim knows of them.
 pub const KV_CACHE_DTYPES: &[&str] = &["auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2"];
+
+/// Why a KV dtype sglang accepts is not one pdsim models, for the error that refuses it;
+/// `None` for values sglang does not know either.
+///
+/// sglang's FP4 KV cache (`--kv-cache-dtype fp4_e2m1`, "only mxfp4", CUDA 12.8+ and PyTorch
+/// 2.8+; renamed `nvfp4` / `fp4_mx_block16` later) stores each token's K and V as packed E2M1
+/// nibbles plus one uint8 scale per 16 elements (`MHATokenToKVPoolFP4`, `MLATokenToKVPoolFP4`
+/// in `mem_cache/memory_pool.py`): 4.5 bits an element, which pdsim's whole-byte layouts
+/// cannot say, and those pools register only their packed data buffers for the PD transfer
+/// (`get_contiguous_buf_infos` is inherited), not the scales.
+pub fn unmodelled_kv_dtype(v: &str) -> Option<&'static str> {
+    matches!(v, "fp4_e2m1" | "nvfp4" | "fp4_mx_block16").then_some(
+        "sglang's FP4 KV cache (E2M1 nibbles + one scale byte per 16 elements, 4.5 bits) is not modelled: pdsim's KV layouts are whole bytes per element, and sglang's FP4 pools register only their packed data, not the scales, for PD transfers; use fp8_e4m3",
+    )
+}
 
 impl ServerArgs {
     /// Bytes per KV element for this flag on a model whose activations are `activation_bytes`

@@ -139,6 +139,55 @@ fn fabric_a_same_node_transfer_uses_nvlink_and_no_nic() {
     }
 }
 
+/// Trays of one NVLink domain (an NVL72 rack's, Mooncake's multi-node NVLink transport): a
+/// KV batch from tray 0 to tray 1 crosses the two GPUs' NVLink links only, at NVLink's rate
+/// with no per-batch cap — 1.8 TB/s both ways, 900 B/ns each: 9 MB in 10,000 ns — while the
+/// same batch to tray 2, in the next domain, leaves by the NICs (50 B/ns: 180,000 ns). A
+/// DeepEP flow between the two trays of a domain still takes the NICs (its inter-domain legs
+/// are all it is used for) and a store batch is host DRAM to host DRAM, never NVLink.
+#[test]
+fn fabric_a_transfer_between_trays_of_one_nvlink_domain_uses_nvlink() {
+    let topo = TopologyConfig {
+        nodes: 4,
+        gpus_per_node: 4,
+        nics_per_node: 4,
+        nvlink_bytes_per_ns: 1800.0,
+        nodes_per_nvlink_domain: 2,
+        ..Default::default()
+    };
+    let mut h = ideal(topo.clone());
+    h.start_at(0, gpu(0, 1), gpu(1, 3), 9_000_000, 72, 0);
+    h.start_at(0, gpu(1, 2), gpu(2, 2), 9_000_000, 72, 1);
+    assert_eq!(ends(&mut h), vec![(0, 10_000), (1, 180_000)]);
+    for link in h.fabric.links().collect::<Vec<_>>() {
+        let b = h.fabric.link_bytes(link);
+        match link {
+            Link::NvlinkTx(g) if g == gpu(0, 1) => assert_eq!(b, 9e6),
+            Link::NvlinkRx(g) if g == gpu(1, 3) => assert_eq!(b, 9e6),
+            Link::GpuRdmaTx(g) if g == gpu(1, 2) => assert_eq!(b, 9e6),
+            Link::GpuRdmaRx(g) if g == gpu(2, 2) => assert_eq!(b, 9e6),
+            Link::NicTx(NicId(6)) => assert_eq!(b, 9e6),
+            Link::NicRx(NicId(10)) => assert_eq!(b, 9e6),
+            _ => assert_eq!(b, 0.0, "{link:?} carried bytes"),
+        }
+    }
+    assert_eq!(h.fabric.rails_between(gpu(0, 0), gpu(1, 0)), 1);
+    // Without the multi-node transport (fabric.mnnvl = false: one node per domain) the
+    // batch between trays leaves by the NICs too.
+    let mut h = ideal(TopologyConfig {
+        nodes_per_nvlink_domain: 1,
+        ..topo.clone()
+    });
+    h.start_at(0, gpu(0, 1), gpu(1, 3), 9_000_000, 72, 0);
+    assert_eq!(ends(&mut h), vec![(0, 180_000)]);
+    // DeepEP's aggregated flow between trays of the domain: the NICs.
+    let mut h = ideal(topo);
+    h.a2a_at(0, gpu(0, 0), gpu(1, 0), 5000, f64::INFINITY, 7);
+    h.run();
+    assert_eq!(h.fabric.nic_bytes(NicId(0)).0, 5000.0);
+    assert_eq!(h.fabric.link_bytes(Link::NvlinkTx(gpu(0, 0))), 0.0);
+}
+
 #[test]
 fn fabric_rail_crossing_goes_through_the_spine_and_same_rail_does_not() {
     // Rail topology: GPU 0 of node 0 → GPU 3 of node 1 leaves on rail 0 and lands on rail 3.

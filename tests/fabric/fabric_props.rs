@@ -62,9 +62,11 @@ fn case() -> impl Strategy<Value = Case> {
         1u32..=3,
         1.0f64..4.0,
         prop_oneof![Just(50.0), Just(12.5)],
+        // NVLink domains of one node (DGX/HGX) or two (trays of a rack, MNNVL).
+        1u32..=2,
     )
         .prop_map(
-            |(rail, nodes, gpus, nics, per_leaf, oversub, nic)| TopologyConfig {
+            |(rail, nodes, gpus, nics, per_leaf, oversub, nic, domain)| TopologyConfig {
                 nodes,
                 gpus_per_node: gpus,
                 nics_per_node: nics,
@@ -77,6 +79,7 @@ fn case() -> impl Strategy<Value = Case> {
                 nodes_per_leaf: per_leaf,
                 oversubscription: oversub,
                 nvlink_bytes_per_ns: 200.0,
+                nodes_per_nvlink_domain: domain,
             },
         );
     let params = (

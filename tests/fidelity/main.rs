@@ -1,8 +1,9 @@
 //! The numbers agree with what they model: queueing theory, the serving costs where sglang pays
 //! them, `pdsim calibrate` fits, the measured and published rows (colocated ShareGPT, DistServe,
-//! Splitwise, LMSYS large EP, Mooncake P:D), and `pdsim lint` against a full simulation. One
-//! test binary; each former test crate is a module of the same name (`cargo test --release
-//! --test fidelity moe_lmsys -- --nocapture` prints that module's rows).
+//! Splitwise, LMSYS large EP, the GB200 NVL72, NVFP4, offload and multi-node MTP rows, Mooncake
+//! P:D), and `pdsim lint` against a full simulation. One test binary; each former test crate is
+//! a module of the same name (`cargo test --release --test fidelity moe_lmsys -- --nocapture`
+//! prints that module's rows).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -11,6 +12,7 @@ mod calibrate;
 mod calibrate_sample;
 mod colocated_rows;
 mod lint_vs_sim;
+mod moe_gb200;
 mod moe_lmsys;
 mod mooncake_pd;
 mod published_tradeoffs;

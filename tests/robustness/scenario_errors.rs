@@ -380,3 +380,130 @@ fn pool_gpu_placement_is_checked_by_key() {
         "{m}"
     );
 }
+
+/// Issue 43's deployment keys (`hardware.system`, `hardware.nvlink_domain_gpus`,
+/// `hardware.fp4_tflops`, `hardware.host_link_gb_s`, `quantization = "modelopt_fp4"`, the
+/// offload flags): each bad value is exit 2 naming its key and what is valid.
+#[test]
+fn deployment_keys_name_themselves_and_what_is_valid() {
+    let nvl = "scenarios/moe/gb200-fp4-offload-prefill.toml";
+    let quick = "scenarios/quickstart.toml";
+    let p = "pools.prefill.server";
+    let cases: Vec<(&str, Vec<String>, String, &str)> = vec![
+        (
+            nvl,
+            vec!["hardware.system=\"gb400-nvl144\"".into()],
+            "hardware.system".into(),
+            "gb200-nvl72, gb300-nvl72",
+        ),
+        (
+            nvl,
+            vec!["hardware.gpu=\"h100-sxm\"".into()],
+            "hardware.gpu".into(),
+            "contradicts hardware.system",
+        ),
+        (
+            nvl,
+            vec!["hardware.gpus_per_node=8".into()],
+            "hardware.gpus_per_node".into(),
+            "compute tray of 4 GPUs",
+        ),
+        (
+            nvl,
+            vec!["hardware.nvlink_domain_gpus=80".into()],
+            "hardware.nvlink_domain_gpus".into(),
+            "at most the rack's 72",
+        ),
+        (
+            nvl,
+            vec!["hardware.nvlink_domain_gpus=30".into()],
+            "hardware.nvlink_domain_gpus".into(),
+            "whole trays of 4",
+        ),
+        (
+            quick,
+            vec!["hardware.nvlink_domain_gpus=12".into()],
+            "hardware.nvlink_domain_gpus".into(),
+            "multiple of hardware.gpus_per_node = 8",
+        ),
+        (
+            quick,
+            vec!["hardware.fp4_tflops=-1".into()],
+            "hardware.fp4_tflops".into(),
+            "TFLOP/s",
+        ),
+        (
+            quick,
+            vec!["hardware.host_link_gb_s=0".into()],
+            "hardware.host_link_gb_s".into(),
+            "GB/s",
+        ),
+        (
+            quick,
+            vec![format!("{p}.quantization=\"modelopt_fp4\"")],
+            format!("{p}.quantization"),
+            "FP4 tensor cores",
+        ),
+        (
+            quick,
+            vec![format!("{p}.quantization=\"nvfp4\"")],
+            format!("{p}.quantization"),
+            "modelopt_fp4",
+        ),
+        (
+            nvl,
+            vec![format!("{p}.offload_group_size=0")],
+            format!("{p}.offload_group_size"),
+            "1..=4096",
+        ),
+        (
+            nvl,
+            vec![format!("{p}.offload_num_in_group=3")],
+            format!("{p}.offload_num_in_group"),
+            "Must be <= offload_group_size",
+        ),
+        (
+            nvl,
+            vec![format!("{p}.offload_mode=\"shm_cpu\"")],
+            format!("{p}.offload_mode"),
+            "pdsim models \"cpu\"",
+        ),
+        (
+            nvl,
+            vec![format!("{p}.cpu_offload_gb=10")],
+            format!("{p}.cpu_offload_gb"),
+            "V2 offload does not support cpu_offload_gb yet",
+        ),
+        (
+            quick,
+            vec![format!("{p}.offload_group_size=2")],
+            format!("{p}.offload_group_size"),
+            "DeepSeek-architecture",
+        ),
+        (
+            nvl,
+            vec![format!("{p}.kv_cache_dtype=\"fp4_e2m1\"")],
+            format!("{p}.kv_cache_dtype"),
+            "FP4 KV cache (E2M1 nibbles + one scale byte per 16 elements",
+        ),
+        (
+            quick,
+            vec![format!("{p}.offload_prefetch_step=2")],
+            format!("{p}.offload_prefetch_step"),
+            "offload_group_size turns on",
+        ),
+    ];
+    for (file, sets, key, hint) in cases {
+        let e = pdsim::scenario::load(&repo().join(file), &sets).unwrap_err();
+        assert_eq!(e.key, key, "{sets:?}: {e}");
+        assert!(
+            e.message.contains(hint),
+            "{sets:?}: {e}\n  should say {hint:?}"
+        );
+    }
+    // `cpu_offload_gb` works on any model: 2 GiB of an 8B model's layers leave each GPU.
+    let ok =
+        pdsim::scenario::load(&repo().join(quick), &[format!("{p}.cpu_offload_gb=2")]).unwrap();
+    let o = ok.pools[0].offload.as_ref().unwrap();
+    assert_eq!(o.bytes_per_forward(), 2.0 * f64::from(1u32 << 30));
+}

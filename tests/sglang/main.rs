@@ -8,6 +8,7 @@
 mod common;
 
 mod aborts;
+mod deployments;
 mod dp_dispatch;
 mod fragmentation;
 mod gpu_presets;

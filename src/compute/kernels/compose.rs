@@ -67,14 +67,26 @@ pub enum Precision {
 }
 
 impl Precision {
-    /// The precision of `model`'s checkpoint as served: MLA (DeepSeek-architecture)
-    /// checkpoints in 1-byte weights are block-FP8, other 1-byte ones per-tensor FP8.
-    pub fn of(model: &ModelSpec) -> Self {
-        match model.weight_bytes {
-            1 if model.is_mla() => Precision::Fp8Block,
-            1 => Precision::Fp8,
-            _ => Precision::Bf16,
+    /// The precision weights stored as `d` run at: MLA (DeepSeek-architecture) FP8
+    /// checkpoints are block-FP8, other FP8 ones per-tensor FP8.
+    pub fn of_dtype(d: crate::spec::model::WeightDtype, mla: bool) -> Self {
+        use crate::spec::model::WeightDtype;
+        match d {
+            WeightDtype::Fp8 if mla => Precision::Fp8Block,
+            WeightDtype::Fp8 => Precision::Fp8,
+            WeightDtype::Nvfp4 => Precision::Nvfp4,
+            WeightDtype::Bf16 | WeightDtype::Fp32 => Precision::Bf16,
         }
+    }
+
+    /// The precision of `model`'s linear layers other than the routed experts.
+    pub fn of(model: &ModelSpec) -> Self {
+        Self::of_dtype(model.weights.dense, model.is_mla())
+    }
+
+    /// The precision of `model`'s routed experts.
+    pub fn of_experts(model: &ModelSpec) -> Self {
+        Self::of_dtype(model.weights.experts, model.is_mla())
     }
 
     /// The GEMM table's `dtype`.
@@ -378,10 +390,11 @@ impl KernelStep {
         }
 
         // Routed experts in this forward (TP-sharded), from the MoE table or the roofline.
+        let expert_prec = Precision::of_experts(m);
         let experts = match (&m.moe, s.experts_tp) {
             (Some(moe), Some(etp)) => {
                 let want = [
-                    ("dtype", prec.moe()),
+                    ("dtype", expert_prec.moe()),
                     ("split", "tp"),
                 ];
                 let shape = [
@@ -404,7 +417,7 @@ impl KernelStep {
                             moe.expert_intermediate,
                             moe.active,
                             moe.experts,
-                            prec.moe()
+                            expert_prec.moe()
                         ));
                         None
                     }

@@ -89,6 +89,7 @@ impl StepModel {
             host: p.decode_overhead_s + p.decode_per_seq_overhead_s * b,
             floor: self.decode_cpu_s(batch),
             empty: batch == 0,
+            offloaded: self.offload.is_some(),
         }
     }
 
@@ -109,7 +110,13 @@ impl StepModel {
         }
         if new == 0.0 && !self.decode_pipelined() {
             let t = self.kernel_decode_terms(k, f.batch);
-            return self.decode_s_with(&t, f.context_tokens);
+            if !t.offloaded {
+                return self.decode_s_with(&t, f.context_tokens);
+            }
+            // The terms' step with the offloaded weights' fetches in the GPU time.
+            let ctx = f.context_tokens as f64;
+            let gpu = t.flops0.max(t.t_weights + t.kv_per_token * ctx) + t.allreduce + t.moe;
+            return t.host + self.offloaded(gpu).max(t.floor);
         }
         let p = &self.params;
         let ctx = f.context_tokens as f64;
@@ -145,6 +152,7 @@ impl StepModel {
             });
             body + lm + moe
         };
+        let gpu = self.offloaded(gpu);
         let (host, cpu) = if new > 0.0 {
             (
                 p.prefill_overhead_s

@@ -47,7 +47,8 @@ impl StepModel {
             let moe = self.moe_time(t, false).map_or(0.0, |m| m.total_s);
             t_compute.max(t_memory) + self.allreduce_s(t) + moe
         };
-        gpu.max(self.allreduces * p.launch_per_block_s)
+        self.offloaded(gpu)
+            .max(self.allreduces * p.launch_per_block_s)
     }
 
     /// GPU seconds of a prefill forward over `chunks` (`(new, prefix)` tokens each): what

@@ -94,7 +94,7 @@ fn fp8_checkpoints_use_the_fp8_peak_where_there_is_one() {
     let on = |g: &str| StepModel::new(&gpu_preset(g).unwrap(), &ds, 8, 2, p.clone()).peak_flops;
     // FP8 weights are one byte: half the bytes of the same model in BF16.
     let mut bf16 = ds.clone();
-    bf16.weight_bytes = 2;
+    bf16.weights = crate::spec::WeightFormat::uniform(crate::spec::WeightDtype::Bf16);
     let g = gpu_preset("h100-sxm").unwrap();
     let w8 = StepModel::new(&g, &ds, 8, 2, p.clone()).weight_bytes_gpu(1.0);
     let w16 = StepModel::new(&g, &bf16, 8, 2, p.clone()).weight_bytes_gpu(1.0);
@@ -322,7 +322,8 @@ pub(super) fn every_shape() -> Vec<StepModel> {
             for fp8 in [false, true] {
                 let mut model = base.clone();
                 if fp8 {
-                    model.weight_bytes = 1;
+                    model.weights =
+                        crate::spec::WeightFormat::uniform(crate::spec::WeightDtype::Fp8);
                 }
                 let kv = if fp8 { 1 } else { 2 };
                 for cal in crate::spec::calibration::CALIBRATIONS {

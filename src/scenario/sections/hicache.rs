@@ -6,24 +6,12 @@ use crate::scenario::file::{self, ScenarioFile};
 use crate::scenario::{Checker, ScenarioError};
 use crate::spec::GpuSpec;
 
-/// GPU → host bandwidth of one GPU, bytes/s, one direction: its PCIe x16 link (NVIDIA's data
-/// sheets: A100 "PCIe Gen4: 64 GB/s", H100/H800/H20/H200/B200 "PCIe Gen5: 128 GB/s", both
-/// directions together; AMD's MI300X sheet the same Gen5 x16) times [`PCIE_EFFICIENCY`]. A
-/// GB200 reaches its Grace host over NVLink-C2C instead; it takes the Gen5 figure too, a lower
-/// bound (`docs/numbers.md` §1).
+/// GPU → host bandwidth of one GPU, bytes/s, one direction: its host link (PCIe x16, or
+/// NVLink-C2C on a Grace superchip: `GpuSpec::host_link_bytes_per_s`, `docs/numbers.md` §1)
+/// at the share bulk copies reach (`spec::gpu::HOST_LINK_EFFICIENCY`).
 fn pcie_bytes_per_s(gpu: &GpuSpec) -> f64 {
-    let raw = if gpu.name.starts_with("a100") {
-        32e9
-    } else {
-        64e9
-    };
-    raw * PCIE_EFFICIENCY
+    gpu.host_copy_bytes_per_s()
 }
-
-/// Share of a PCIe link's line rate that bulk DMA copies reach (≈ 80 %: 128b/130b coding, TLP
-/// headers and flow control; the usual measured `cudaMemcpy` pinned-memory figure). A
-/// correction factor.
-const PCIE_EFFICIENCY: f64 = 0.8;
 
 /// `pools.<name>.server.enable_hierarchical_cache` and the `hicache_*` flags (sglang
 /// `server_args.py` defaults: ratio 2.0, size 0, `write_through`, no storage backend,

@@ -16,6 +16,7 @@ use crate::layout::PairPlan;
 use crate::spec::{GpuSpec, gpu};
 
 mod hicache;
+mod offload;
 mod pool;
 mod workload;
 
@@ -54,14 +55,24 @@ pub(super) fn hardware(
     c: &Checker,
     hw: &file::HardwareSection,
 ) -> Result<(GpuSpec, String, crate::spec::ComputeParams), ScenarioError> {
-    let mut gpu = gpu::gpu_preset(&hw.gpu).ok_or_else(|| {
+    let Some(name) = hw.gpu.as_deref() else {
+        return Err(c.err(
+            "hardware.gpu",
+            format!(
+                "missing: give a GPU preset ({}) or a rack-scale hardware.system ({})",
+                gpu::GPU_PRESETS.join(", "),
+                super::system::names().join(", ")
+            ),
+        ));
+    };
+    let mut gpu = gpu::gpu_preset(name).ok_or_else(|| {
         c.err(
             "hardware.gpu",
             format!(
                 "unknown GPU preset {:?}; valid presets: {}{}",
-                hw.gpu,
+                name,
                 gpu::GPU_PRESETS.join(", "),
-                super::suggestion(&hw.gpu, gpu::GPU_PRESETS)
+                super::suggestion(name, gpu::GPU_PRESETS)
             ),
         )
     })?;
@@ -88,6 +99,18 @@ pub(super) fn hardware(
     if let Some(t) = hw.fp8_tflops {
         gpu.fp8_tflops =
             Some(c.bounded("hardware.fp8_tflops", t, "TFLOP/s", limits::MAX_TFLOPS)?);
+    }
+    if let Some(t) = hw.fp4_tflops {
+        gpu.fp4_tflops =
+            Some(c.bounded("hardware.fp4_tflops", t, "TFLOP/s", limits::MAX_TFLOPS)?);
+    }
+    if let Some(b) = hw.host_link_gb_s {
+        gpu.host_link_bytes_per_s = c.bounded(
+            "hardware.host_link_gb_s",
+            b,
+            "GB/s each way",
+            limits::MAX_LINK_RATE,
+        )? * 1e9;
     }
     if let Some(b) = hw.nvlink_gb_s {
         gpu.nvlink_bytes_per_s =
@@ -125,6 +148,26 @@ pub(super) fn hardware(
         ));
     }
     Ok((gpu, calibration, compute))
+}
+
+/// `hardware.nvlink_domain_gpus`: GPUs of one NVLink domain, a whole number of nodes
+/// (`gpus_per_node`, the default, is one node per domain: a DGX/HGX server); at most
+/// `limits::MAX_GPUS_PER_NODE`, the bound a node already has.
+pub(super) fn nvlink_domain(c: &Checker, hw: &file::HardwareSection) -> Result<u32, ScenarioError> {
+    let g = hw.gpus_per_node;
+    let Some(d) = hw.nvlink_domain_gpus else {
+        return Ok(g);
+    };
+    if d == 0 || d > limits::MAX_GPUS_PER_NODE || !d.is_multiple_of(g.max(1)) {
+        return Err(c.err(
+            "hardware.nvlink_domain_gpus",
+            format!(
+                "must be a whole number of nodes (a multiple of hardware.gpus_per_node = {g}) up to {} GPUs, e.g. 72 for an NVL72 rack of 4-GPU trays; got {d}",
+                limits::MAX_GPUS_PER_NODE
+            ),
+        ));
+    }
+    Ok(d)
 }
 
 /// `hardware.calibration`: a built-in name, or a path (relative to the scenario) to a file
@@ -229,7 +272,7 @@ pub(super) fn fabric(
     c: &Checker,
     f: &file::FabricSection,
     gpu: &crate::spec::GpuSpec,
-    gpus_per_node: u32,
+    (gpus_per_node, domain_gpus): (u32, u32),
     nodes: u32,
 ) -> Result<FabricConfig, ScenarioError> {
     let nic_gbps = c.positive("fabric.nic_gbps", f.nic_gbps, "Gb/s per NIC")?;
@@ -272,6 +315,13 @@ pub(super) fn fabric(
         oversubscription: f.oversubscription,
         // GB/s is bytes per ns.
         nvlink_bytes_per_ns: gpu.nvlink_bytes_per_s / 1e9,
+        // KV between the nodes of one NVLink domain takes NVLink through Mooncake's
+        // multi-node NVLink transport unless `fabric.mnnvl = false`.
+        nodes_per_nvlink_domain: if f.mnnvl.unwrap_or(true) {
+            domain_gpus / gpus_per_node.max(1)
+        } else {
+            1
+        },
     };
     let defaults = crate::fabric::FabricParams::default();
     let model = crate::fabric::FabricParams {

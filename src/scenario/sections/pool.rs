@@ -13,6 +13,7 @@ pub(in crate::scenario) fn pools(
     c: &Checker,
     file: &ScenarioFile,
     gpu: &GpuSpec,
+    domain_gpus: u32,
 ) -> Result<Vec<Pool>, ScenarioError> {
     let default_model = match &file.model {
         Some(r) => Some(c.model("model", r)?),
@@ -41,7 +42,7 @@ pub(in crate::scenario) fn pools(
             &key,
             default_model.as_ref(),
             gpu,
-            file.hardware.gpus_per_node,
+            (file.hardware.gpus_per_node, domain_gpus),
         )?);
     }
     for p in pools
@@ -103,28 +104,25 @@ fn pool(
     key: &str,
     default_model: Option<&crate::spec::ModelSpec>,
     gpu: &GpuSpec,
-    gpus_per_node: u32,
+    (gpus_per_node, domain_gpus): (u32, u32),
 ) -> Result<Pool, ScenarioError> {
     check_shape(c, p, key, gpus_per_node)?;
     let s = &p.server;
-    let parallel = crate::scenario::parallel::check(c, key, s, gpus_per_node)?;
+    // Attention groups and expert parallelism without an all-to-all backend stay inside one
+    // NVLink domain (a node, or an NVL72 rack of trays).
+    let parallel = crate::scenario::parallel::check(c, key, s, domain_gpus)?;
     crate::scenario::parallel::check_role(c, key, &parallel.args, p.role)?;
     let attn_tp = parallel.attn_tp;
     let parallel = parallel.args;
     check_server_limits(c, s, key)?;
     let (model, quantization) = model(c, p, key, default_model)?;
     crate::scenario::parallel::check_model(c, key, &parallel, &model)?;
-    let (speculative, spec_notes) = match crate::scenario::speculative::server_args(
-        c,
-        p,
-        key,
-        &model,
-        &parallel,
-        gpus_per_node,
-    )? {
-        Some((a, n)) => (Some(a), n),
-        None => (None, Vec::new()),
-    };
+    check_weights_on_gpu(c, p, key, &model, gpu)?;
+    let (speculative, spec_notes) =
+        match crate::scenario::speculative::server_args(c, p, key, &model)? {
+            Some((a, n)) => (Some(a), n),
+            None => (None, Vec::new()),
+        };
     let server = ServerArgs {
         tp_size: s.tp_size,
         attn_tp_size: attn_tp,
@@ -145,14 +143,22 @@ fn pool(
         .ok_or_else(|| {
             c.err(
                 &format!("{key}.server.kv_cache_dtype"),
-                format!(
-                    "unknown KV cache dtype {:?}; valid: {}",
-                    s.kv_cache_dtype,
-                    server::KV_CACHE_DTYPES.join(", ")
-                ),
+                match server::unmodelled_kv_dtype(&s.kv_cache_dtype) {
+                    Some(why) => format!(
+                        "{:?}: {why}; valid: {}",
+                        s.kv_cache_dtype,
+                        server::KV_CACHE_DTYPES.join(", ")
+                    ),
+                    None => format!(
+                        "unknown KV cache dtype {:?}; valid: {}",
+                        s.kv_cache_dtype,
+                        server::KV_CACHE_DTYPES.join(", ")
+                    ),
+                },
             )
         })?;
-    check_weights_fit(c, key, &model, &server, &parallel, gpu)?;
+    let offload = super::offload::offload(c, p, key, (&model, &server, &parallel), gpu)?;
+    check_weights_fit(c, key, (&model, &server, &parallel), offload.as_ref(), gpu)?;
     let layouts = crate::layout::RankLayout::all_ranks(&model, &server)
         .map_err(|e| c.err(&format!("{key}.server"), e.to_string()))?;
     let state_slots = if model.is_hybrid() {
@@ -184,6 +190,7 @@ fn pool(
         hicache: None,
         decode_offload: None,
         speculative: None,
+        offload,
     };
     pool.hicache = hicache(c, p, key, &pool, gpu)?;
     pool.decode_offload = decode_offload(c, p, key, &pool, gpu)?;
@@ -293,10 +300,12 @@ fn model(
                 &format!("{key}.server.quantization"),
                 format!(
                     "{q:?} is not a quantization pdsim models; valid: {} (sglang's online FP8 \
-                     weights). sglang's other --quantization methods (awq, gptq, marlin, \
-                     bitsandbytes, gguf, modelopt_fp4, w8a8_int8, mxfp4, …) are not modelled; \
-                     leave the key out to serve the checkpoint's own dtype",
-                    server::QUANTIZATIONS.join(", ")
+                     weights, and an NVFP4 checkpoint from NVIDIA's ModelOpt on Blackwell). \
+                     sglang's other --quantization methods (awq, gptq, marlin, bitsandbytes, \
+                     gguf, modelopt_fp8, w8a8_int8, mxfp4, …) are not modelled; leave the key \
+                     out to serve the checkpoint's own dtype{}",
+                    server::QUANTIZATIONS.join(", "),
+                    crate::vocab::suggest::suggestion(q, server::QUANTIZATIONS)
                 ),
             )
         })?),
@@ -307,14 +316,54 @@ fn model(
     Ok((model, quantization))
 }
 
+/// The GPU has tensor cores for every weight format the model is served in: NVFP4 needs FP4
+/// (Blackwell), which sglang checks when it loads the checkpoint
+/// (`ModelOptFp4Config.get_min_capability` returns 100: "compute capability 10.0"). The
+/// error names the key that asked for FP4: the pool's `quantization`, else its model.
+fn check_weights_on_gpu(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    model: &crate::spec::ModelSpec,
+    gpu: &GpuSpec,
+) -> Result<(), ScenarioError> {
+    for d in model.weights.dtypes() {
+        if gpu.gemm_tflops(d).is_some() {
+            continue;
+        }
+        let k = if p.server.quantization.is_some() {
+            format!("{key}.server.quantization")
+        } else if p.model.is_some() {
+            format!("{key}.model")
+        } else {
+            "model".to_string()
+        };
+        let blackwell: Vec<&str> = crate::spec::gpu::GPU_PRESETS
+            .iter()
+            .copied()
+            .filter(|g| crate::spec::gpu_preset(g).is_some_and(|s| s.fp4_tflops.is_some()))
+            .collect();
+        return Err(c.err(
+            &k,
+            format!(
+                "model {} is served with {} weights, whose GEMMs run on FP4 tensor cores, and {} has none (sglang refuses the checkpoint: ModelOptFp4Config needs compute capability 10.0, Blackwell); use a GPU with FP4 ({}), set hardware.fp4_tflops, or serve FP8 weights (quantization = \"fp8\")",
+                model.name,
+                d.name(),
+                gpu.name,
+                blackwell.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The server starts on this GPU: a unified pool has hybrid layers to share it with, and the
 /// weights on one GPU (the draft's included) fit under `mem_fraction_static` of its HBM.
 fn check_weights_fit(
     c: &Checker,
     key: &str,
-    model: &crate::spec::ModelSpec,
-    server: &ServerArgs,
-    parallel: &server::Parallel,
+    (model, server, parallel): (&crate::spec::ModelSpec, &ServerArgs, &server::Parallel),
+    offload: Option<&crate::compute::offload::Offload>,
     gpu: &GpuSpec,
 ) -> Result<(), ScenarioError> {
     let k = |f: &str| format!("{key}.server.{f}");
@@ -333,12 +382,16 @@ fn check_weights_fit(
         per_gpu_weights +=
             crate::config::capacity::draft_weight_bytes_per_gpu(model, spec, server, parallel);
     }
+    // What offload keeps in host memory is not on the GPU (the copies in flight are).
+    if let Some(o) = offload {
+        per_gpu_weights -= o.bytes_per_forward() - o.transient_bytes();
+    }
     let budget = gpu.hbm_bytes as f64 * server.mem_fraction_static;
     if per_gpu_weights >= budget {
         return Err(c.err(
             &k("tp_size"),
             format!(
-                "model {} needs {:.1} GB of weights per GPU at tp_size = {} (dp_size {}, ep_size {}), more than {:.1} GB ({} HBM × mem_fraction_static {}); raise tp_size or ep_size",
+                "model {} needs {:.1} GB of weights per GPU at tp_size = {} (dp_size {}, ep_size {}), more than {:.1} GB ({} HBM × mem_fraction_static {}); raise tp_size or ep_size, or offload weights to host memory (offload_group_size, cpu_offload_gb)",
                 model.name,
                 per_gpu_weights / 1e9,
                 server.tp_size,

@@ -14,8 +14,33 @@ use serde_json::{Map, Value};
 mod moe;
 
 use super::model::{
-    Gqa, KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, dense_gqa, parse_hybrid_pattern,
+    Gqa, KvAttention, MambaKind, MambaSpec, ModelSpec, MoeSpec, WeightDtype, WeightFormat,
+    dense_gqa, parse_hybrid_pattern,
 };
+
+/// The `model_type`s sglang loads through its DeepSeek-V2/V3 model code, read with DeepSeek's
+/// Hugging Face schema (MLA + MoE: `kv_lora_rank`, `first_k_dense_replace`,
+/// `n_routed_experts`, …). sglang picks the model class by `architectures`, not `model_type`:
+/// `deepseek_v2.py`'s `EntryClass = [DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, …]`;
+/// Moonshot's Kimi-K2 declares `"architectures": ["DeepseekV3ForCausalLM"]` with
+/// `"model_type": "kimi_k2"` "so that inference engines can tell it from DeepSeek-V3"
+/// (Kimi-K2's deployment guide); `glm4_moe_lite.py`'s `Glm4MoeLiteForCausalLM` subclasses
+/// `DeepseekV2ForCausalLM`. A config of another `model_type` whose `architectures` names one of
+/// [`DEEPSEEK_ARCHITECTURES`] is read the same way.
+pub const DEEPSEEK_MODEL_TYPES: &[&str] =
+    &["deepseek_v3", "deepseek_v2", "kimi_k2", "glm4_moe_lite"];
+
+/// The `architectures` entries sglang serves with its DeepSeek-V2/V3 code (MLA, dense
+/// attention over every token).
+pub const DEEPSEEK_ARCHITECTURES: &[&str] = &[
+    "DeepseekV3ForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "Glm4MoeLiteForCausalLM",
+];
+
+/// DeepSeek-architecture models with DeepSeek Sparse Attention (an indexer and its own KV
+/// rows, `NSATokenToKVPool`): their layout is not pdsim's MLA layout.
+const DSA: &[&str] = &["deepseek_v32", "glm_moe_dsa"];
 
 /// The architectures [`load_model_config`] imports.
 pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
@@ -23,6 +48,9 @@ pub const SUPPORTED_MODEL_TYPES: &[&str] = &[
     "qwen2",
     "qwen3",
     "deepseek_v3",
+    "deepseek_v2",
+    "kimi_k2",
+    "glm4_moe_lite",
     "qwen3_next",
     "nemotron_h",
     "qwen3_moe",
@@ -263,17 +291,43 @@ impl Fields<'_> {
         }
     }
 
-    /// Weight bytes as served: an fp8 quantization config means 1, else the torch dtype.
-    fn weight_bytes(&self) -> Result<u32, ConfigError> {
-        let fp8 = self
-            .get("quantization_config")
-            .and_then(|q| q.get("quant_method"))
-            .and_then(Value::as_str)
-            .is_some_and(|m| m == "fp8");
-        if fp8 {
-            return Ok(1);
-        }
-        self.dtype_bytes("torch_dtype", 2)
+    /// The weights as served, from `quantization_config` (what sglang's `ModelConfig` reads
+    /// to pick its `--quantization` method, `_parse_quant_hf_config`):
+    /// * `quant_method = "fp8"` (DeepSeek's and Kimi's block-FP8 checkpoints): every weight one
+    ///   byte;
+    /// * ModelOpt NVFP4 — `quant_method = "modelopt"` with `quant_algo = "NVFP4"` (what
+    ///   NVIDIA's `hf_quant_config.json` says and sglang maps to `modelopt_fp4`), or
+    ///   `quant_method = "modelopt_fp4"` — and compressed-tensors' `nvfp4-pack-quantized`
+    ///   format: NVFP4 routed experts ([`WeightDtype::Nvfp4`], 4.5 bits), the rest in the
+    ///   torch dtype (NVIDIA's NVFP4 checkpoints keep attention, embedding and LM head in
+    ///   BF16); on a model without experts every linear layer is NVFP4;
+    /// * ModelOpt FP8 (`quant_algo = "FP8"`): FP8;
+    /// * anything else (or none): the torch dtype for every weight.
+    fn weights(&self, moe: bool) -> Result<WeightFormat, ConfigError> {
+        let base = self.dtype_bytes("torch_dtype", 2)?;
+        let base = WeightDtype::from_bytes(base).unwrap_or(WeightDtype::Bf16);
+        let q = self.get("quantization_config");
+        let s = |k: &str| q.and_then(|q| q.get(k)).and_then(Value::as_str);
+        let method = s("quant_method").unwrap_or("");
+        let algo = s("quant_algo").unwrap_or("").to_ascii_uppercase();
+        let format = s("format").unwrap_or("");
+        let nvfp4 = (method == "modelopt" && algo == "NVFP4")
+            || method == "modelopt_fp4"
+            || (method == "compressed-tensors" && format == "nvfp4-pack-quantized");
+        Ok(
+            if method == "fp8" || (method == "modelopt" && algo == "FP8") {
+                WeightFormat::uniform(WeightDtype::Fp8)
+            } else if nvfp4 && moe {
+                WeightFormat {
+                    dense: base,
+                    experts: WeightDtype::Nvfp4,
+                }
+            } else if nvfp4 {
+                WeightFormat::uniform(WeightDtype::Nvfp4)
+            } else {
+                WeightFormat::uniform(base)
+            },
+        )
     }
 
     /// `head_dim`, else `hidden_size / num_attention_heads`.
@@ -325,9 +379,27 @@ pub fn load_model_config(path: &Path) -> Result<ModelSpec, ConfigError> {
         model_type: mt,
         map,
     };
+    let deepseek_arch = map
+        .get("architectures")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .any(|x| DEEPSEEK_ARCHITECTURES.contains(&x))
+        });
+    if DSA.contains(&mt) {
+        return Err(f.bad(
+            "model_type",
+            format!(
+                "is {mt:?}: DeepSeek Sparse Attention (an indexer with its own FP8 key rows per token beside the MLA latent, sglang's NSATokenToKVPool), whose KV layout and transfer pdsim does not model; pdsim imports the dense-MLA DeepSeek family ({})",
+                DEEPSEEK_MODEL_TYPES.join(", ")
+            ),
+        ));
+    }
     let spec = match mt {
         "llama" | "qwen2" | "qwen3" => dense(&f, name),
-        "deepseek_v3" => deepseek_hf(&f, name),
+        t if DEEPSEEK_MODEL_TYPES.contains(&t) => deepseek_hf(&f, name),
+        _ if deepseek_arch && !is_deepseek_inference => deepseek_hf(&f, name),
         "deepseek inference" => deepseek_inference(&f, name),
         "qwen3_next" => qwen3_next(&f, name),
         "nemotron_h" => nemotron_h(&f, name),
@@ -373,7 +445,7 @@ fn dense(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         },
     );
     spec.tie_word_embeddings = f.opt_bool("tie_word_embeddings")?.unwrap_or(false);
-    spec.weight_bytes = f.weight_bytes()?;
+    spec.weights = f.weights(false)?;
     spec.activation_bytes = f.dtype_bytes("torch_dtype", 2)?;
     Ok(spec)
 }
@@ -394,7 +466,7 @@ fn deepseek(
     f: &Fields,
     name: String,
     k: &DeepSeekKeys,
-    weight_bytes: u32,
+    weights: WeightFormat,
 ) -> Result<ModelSpec, ConfigError> {
     let layers = f.layers(k.layers)?;
     let dense_layers = f.count(k.dense_layers)?;
@@ -432,7 +504,7 @@ fn deepseek(
         moe_layers: layers - dense_layers,
         vocab_size: f.u32("vocab_size")?,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
-        weight_bytes,
+        weights,
         activation_bytes: 2,
     })
 }
@@ -449,7 +521,19 @@ fn deepseek_hf(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         expert_inter: "moe_intermediate_size",
     };
     // num_nextn_predict_layers (MTP) is a separate draft pool in sglang (docs/sglang-pd.md §5), not counted.
-    deepseek(f, name, &keys, f.weight_bytes()?)
+    // sglang's DeepSeek code places a MoE block on every layer from `first_k_dense_replace`
+    // on when `moe_layer_freq` is 1 (`DeepseekV2DecoderLayer._is_layer_sparse`); every
+    // released DeepSeek, Kimi-K2 and GLM-4.7-Flash config has 1, and pdsim's MoE layer count
+    // assumes it.
+    if let Some(freq) = f.opt_u32("moe_layer_freq")?
+        && freq != 1
+    {
+        return Err(f.bad(
+            "moe_layer_freq",
+            format!("is {freq}; pdsim models a MoE block on every layer after first_k_dense_replace (moe_layer_freq = 1, every released DeepSeek-architecture config)"),
+        ));
+    }
+    deepseek(f, name, &keys, f.weights(true)?)
 }
 
 fn deepseek_inference(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
@@ -463,8 +547,10 @@ fn deepseek_inference(f: &Fields, name: String) -> Result<ModelSpec, ConfigError
         active: "n_activated_experts",
         expert_inter: "moe_inter_dim",
     };
-    let weight_bytes = f.dtype_bytes("dtype", 2)?;
-    deepseek(f, name, &keys, weight_bytes)
+    let bytes = f.dtype_bytes("dtype", 2)?;
+    let weights =
+        WeightFormat::uniform(WeightDtype::from_bytes(bytes).unwrap_or(WeightDtype::Bf16));
+    deepseek(f, name, &keys, weights)
 }
 
 fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
@@ -559,7 +645,7 @@ fn qwen3_next(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         moe_layers,
         vocab_size: f.u32("vocab_size")?,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
-        weight_bytes: f.weight_bytes()?,
+        weights: f.weights(true)?,
         activation_bytes: f.dtype_bytes("torch_dtype", 2)?,
     })
 }
@@ -628,7 +714,7 @@ fn nemotron_h(f: &Fields, name: String) -> Result<ModelSpec, ConfigError> {
         moe_layers: 0,
         vocab_size: f.u32("vocab_size")?,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
-        weight_bytes: f.weight_bytes()?,
+        weights: f.weights(false)?,
         activation_bytes: f.dtype_bytes("torch_dtype", 2)?,
     })
 }
@@ -687,6 +773,7 @@ mod tests {
         for (file, preset_name) in [
             ("qwen3-235b-a22b.config.json", "qwen3-235b-a22b"),
             ("kimi-linear-48b-a3b.config.json", "kimi-linear-48b-a3b"),
+            ("kimi-k2-instruct.config.json", "kimi-k2"),
         ] {
             let mut got = load_model_config(&repo_models().join(file)).unwrap();
             got.name = preset_name.into();
@@ -824,6 +911,88 @@ mod tests {
         let mut got = load_model_config(&t.0).unwrap();
         got.name = "deepseek-v3".into();
         assert_eq!(got, preset("deepseek-v3").unwrap());
+    }
+
+    /// The DeepSeek-architecture types sglang serves with its DeepSeek code: `deepseek_v2`
+    /// (V2-Lite's `q_lora_rank: null`), `kimi_k2`, any `model_type` whose `architectures`
+    /// names DeepseekV3ForCausalLM; DeepSeek Sparse Attention (`deepseek_v32`) and a MoE
+    /// layer frequency other than 1 are refused naming the field; a ModelOpt NVFP4
+    /// `quantization_config` gives NVFP4 experts beside the torch dtype.
+    #[test]
+    fn deepseek_architecture_model_types_and_nvfp4_configs() {
+        let ds = serde_json::json!({
+            "model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168,
+            "num_attention_heads": 128, "first_k_dense_replace": 3, "intermediate_size": 18432,
+            "n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+            "n_shared_experts": 1, "kv_lora_rank": 512, "q_lora_rank": 1536,
+            "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+            "vocab_size": 129280, "torch_dtype": "bfloat16",
+            "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}
+        });
+        let load = |j: &Value, tag: &str| {
+            let t = Temp::new(tag, &j.to_string());
+            load_model_config(&t.0)
+        };
+        let want = preset("deepseek-v3").unwrap();
+        for (mt, arch) in [
+            ("kimi_k2", None),
+            ("deepseek_v2", None),
+            ("my_finetune", Some("DeepseekV3ForCausalLM")),
+        ] {
+            let mut j = ds.clone();
+            j["model_type"] = mt.into();
+            if let Some(a) = arch {
+                j["architectures"] = serde_json::json!([a]);
+            }
+            let mut got = load(&j, mt).unwrap();
+            got.name = want.name.clone();
+            assert_eq!(got, want, "{mt}");
+        }
+        // V2-Lite: no query compression.
+        let mut lite = ds.clone();
+        lite["model_type"] = "deepseek_v2".into();
+        lite["q_lora_rank"] = Value::Null;
+        let got = load(&lite, "v2lite").unwrap();
+        assert!(matches!(
+            got.attention,
+            KvAttention::Mla {
+                q_lora_rank: None,
+                ..
+            }
+        ));
+        // Unknown type, no DeepSeek architecture: still refused, listing kimi_k2.
+        let mut other = ds.clone();
+        other["model_type"] = "mystery".into();
+        let e = load(&other, "mystery").unwrap_err().to_string();
+        assert!(e.contains("kimi_k2") && e.contains("\"mystery\""), "{e}");
+        let mut v32 = ds.clone();
+        v32["model_type"] = "deepseek_v32".into();
+        let e = load(&v32, "v32").unwrap_err().to_string();
+        assert!(
+            e.contains("model_type") && e.contains("Sparse Attention"),
+            "{e}"
+        );
+        let mut freq = ds.clone();
+        freq["moe_layer_freq"] = 2.into();
+        let e = load(&freq, "freq").unwrap_err().to_string();
+        assert!(e.contains("moe_layer_freq"), "{e}");
+        // NVIDIA's NVFP4 checkpoints: ModelOpt's `quant_algo` in quantization_config.
+        let mut fp4 = ds.clone();
+        fp4["quantization_config"] = serde_json::json!({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16});
+        let got = load(&fp4, "nvfp4").unwrap();
+        assert_eq!(
+            got.weights,
+            WeightFormat {
+                dense: WeightDtype::Bf16,
+                experts: WeightDtype::Nvfp4
+            }
+        );
+        // A dense model's NVFP4 checkpoint: every weight.
+        let mut l = llama_json();
+        l["quantization_config"] =
+            serde_json::json!({"quant_method": "modelopt", "quant_algo": "NVFP4"});
+        let got = load(&l, "llama-nvfp4").unwrap();
+        assert_eq!(got.weights, WeightFormat::uniform(WeightDtype::Nvfp4));
     }
 
     #[test]

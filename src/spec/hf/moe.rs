@@ -48,7 +48,7 @@ pub(super) fn qwen3_moe(f: &Fields, name: String) -> Result<ModelSpec, ConfigErr
         f.opt_u32("shared_expert_intermediate_size")?.unwrap_or(0),
     )?);
     spec.tie_word_embeddings = f.opt_bool("tie_word_embeddings")?.unwrap_or(false);
-    spec.weight_bytes = f.weight_bytes()?;
+    spec.weights = f.weights(true)?;
     spec.activation_bytes = f.dtype_bytes("torch_dtype", 2)?;
     Ok(spec)
 }
@@ -196,7 +196,7 @@ pub(super) fn kimi_linear(f: &Fields, name: String) -> Result<ModelSpec, ConfigE
         moe_layers,
         vocab_size: f.u32("vocab_size")?,
         tie_word_embeddings: f.opt_bool("tie_word_embeddings")?.unwrap_or(false),
-        weight_bytes: f.weight_bytes()?,
+        weights: f.weights(true)?,
         activation_bytes: f.dtype_bytes("torch_dtype", 2)?,
     })
 }

@@ -1,0 +1,150 @@
+//! The deployments of 2026 against their published rows (issue 43, item 3), reproduced from
+//! the published setups only — nothing here or in the step model is fitted to them:
+//!
+//! * LMSYS 2025-09-25, "Deploying DeepSeek on GB200 NVL72 with PD and Large Scale EP (Part
+//!   II)": 48-GPU decode in one NVL72 rack, 2,000-token prompts — 9,087 output tok/s per GPU
+//!   with FP8 MoE and BF16 attention, 13,386 with NVFP4 MoE and FP8 attention; prefill on
+//!   4-GPU trays with layer-wise weight offload, 26,156 input tok/s per GPU in NVFP4. (Part I,
+//!   2025-06-16, read 7,583 for the FP8 decode, printed beside.)
+//! * LMSYS 2025-07-17, "Accelerating SGLang with Multiple Token Prediction": MTP on a 16-GPU
+//!   decode over two H200 nodes with DeepEP, 2 requests per rank at 64K/4K: 81.5 output tok/s
+//!   per rank (accept length 2.18), 60.4 without MTP.
+//!
+//! Each row prints its error. What the test holds is what these deployments are made of, not
+//! the figures: the rows run, decode saturates, the KV stays on NVLink inside the rack, MTP
+//! speeds the multi-node decode up. Issue 43 asks the NVL72 and FP4 rows within 20 % with the
+//! kernel-table step times of issue 42; today's roofline reads the decode rows 30–50 % low
+//! (a decode step of 384 sequences spends most of its time in the per-sequence host cost
+//! fitted on H100s) and the MTP row high. `cargo test --release --test fidelity moe_gb200 --
+//! --nocapture` prints them.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+
+/// Mean output tokens per second per server of `role` over simulated seconds `from..to`, and
+/// the mean running requests per server there.
+fn per_server(dir: &std::path::Path, role: &str, from: u64, to: u64) -> (f64, f64) {
+    let rows = common::read_csv(&dir.join("timeseries.csv"));
+    let mut tokens: BTreeMap<u64, f64> = BTreeMap::new();
+    let mut running: BTreeMap<u64, f64> = BTreeMap::new();
+    let mut servers = std::collections::BTreeSet::new();
+    for r in rows.iter().filter(|r| r["role"] == role) {
+        let s = common::num(r, "second").unwrap();
+        servers.insert(r["instance"].clone());
+        if (from..to).contains(&s) {
+            *tokens.entry(s).or_default() += common::num(r, "tokens_out").unwrap() as f64;
+            *running.entry(s).or_default() += common::num(r, "running").unwrap() as f64;
+        }
+    }
+    assert_eq!(
+        tokens.len() as u64,
+        to - from,
+        "{dir:?}: seconds {from}..{to}"
+    );
+    let n = servers.len() as f64 * tokens.len() as f64;
+    (
+        tokens.values().sum::<f64>() / n,
+        running.values().sum::<f64>() / n,
+    )
+}
+
+/// Prompt tokens per second per prefill GPU over forwards ending in `from_s..to_s` (as
+/// `moe_lmsys.rs` counts them: whole forwards per server, summed over servers).
+fn prefill_tokens_per_gpu(dir: &std::path::Path, gpus: f64, from_s: f64, to_s: f64) -> f64 {
+    let rows = common::read_csv(&dir.join("requests.csv"));
+    let mut by_server: BTreeMap<u64, BTreeMap<u64, f64>> = BTreeMap::new();
+    for r in &rows {
+        let (Some(end), Some(server), Some(input)) = (
+            common::num(r, "prefill_end_ns"),
+            common::num(r, "prefill_instance"),
+            common::num(r, "input_tokens"),
+        ) else {
+            continue;
+        };
+        *by_server.entry(server).or_default().entry(end).or_default() += input as f64;
+    }
+    let (from, to) = ((from_s * 1e9) as u64, (to_s * 1e9) as u64);
+    let mut total = 0.0;
+    for ends in by_server.values() {
+        let inside: Vec<(u64, f64)> = ends.range(from..to).map(|(&t, &n)| (t, n)).collect();
+        assert!(inside.len() >= 3, "{dir:?}: too few forwards in the window");
+        let span = (inside[inside.len() - 1].0 - inside[0].0) as f64 / 1e9;
+        total += inside[1..].iter().map(|&(_, n)| n).sum::<f64>() / span;
+    }
+    total / gpus
+}
+
+fn row(what: &str, got: f64, want: f64) -> f64 {
+    let err = got / want - 1.0;
+    println!(
+        "{what:<58} published {want:>8.1}  pdsim {got:>8.1}  error {:+6.1} %",
+        err * 100.0
+    );
+    err
+}
+
+#[test]
+fn gb200_nvl72_fp4_offload_and_mtp_rows() {
+    // FP8 decode, 48 GPUs in one rack: once the ranks fill (by second 7), 384 requests each.
+    let dir = common::tmpdir("gb200-fp8-decode");
+    common::run("scenarios/moe/gb200-nvl72-decode.toml", &[], &dir);
+    let (fp8, running) = per_server(&dir, "decode", 7, 12);
+    assert!(
+        running > 360.0,
+        "decode not saturated: {running:.0} running per rank"
+    );
+    row(
+        "GB200 NVL72 decode, FP8 MoE, BF16 KV (Part II)",
+        fp8,
+        9_087.0,
+    );
+    row("  the same against Part I's row", fp8, 7_583.0);
+    // NVFP4 MoE + FP8 KV on the decode, 4-GPU offloading prefills.
+    let dir = common::tmpdir("gb200-fp4-decode");
+    common::run("scenarios/moe/gb200-nvl72-fp4-decode.toml", &[], &dir);
+    let (fp4, running) = per_server(&dir, "decode", 8, 15);
+    assert!(
+        running > 300.0,
+        "decode not saturated: {running:.0} running per rank"
+    );
+    row(
+        "GB200 NVL72 decode, NVFP4 MoE, FP8 KV (Part II)",
+        fp4,
+        13_386.0,
+    );
+    assert!(fp4 > fp8, "NVFP4 {fp4:.0} tok/s/GPU not above FP8 {fp8:.0}");
+    // Prefill: 6 one-tray instances, saturated, their KV over NVLink to the decode.
+    let dir = common::tmpdir("gb200-fp4-prefill");
+    let s = common::run("scenarios/moe/gb200-fp4-offload-prefill.toml", &[], &dir);
+    assert_eq!(s.requests.failed, 0);
+    let prefill = prefill_tokens_per_gpu(&dir, 24.0, 3.0, 11.0);
+    row(
+        "GB200 prefill, 4-GPU trays, NVFP4, offload g2 (Part II)",
+        prefill,
+        26_156.0,
+    );
+    // MTP with DeepEP across two H200 nodes, 2 requests per rank, and without MTP.
+    let mtp_dir = common::tmpdir("mtp-deepep");
+    common::run("scenarios/moe/mtp-deepep-two-nodes.toml", &[], &mtp_dir);
+    let (mtp, r1) = per_server(&mtp_dir, "decode", 55, 70);
+    let plain_dir = common::tmpdir("mtp-deepep-off");
+    common::run(
+        "scenarios/moe/mtp-deepep-two-nodes.toml",
+        &[
+            "pools.prefill.server.speculative_algorithm=\"none\"",
+            "pools.decode.server.speculative_algorithm=\"none\"",
+        ],
+        &plain_dir,
+    );
+    let (plain, r2) = per_server(&plain_dir, "decode", 55, 70);
+    assert!(r1 > 1.8 && r2 > 1.8, "2 per rank: {r1:.2} and {r2:.2}");
+    row(
+        "H200 × 2 nodes, EP16 DeepEP, MTP 2 steps: tok/s per rank",
+        mtp,
+        81.5,
+    );
+    row("  the same without MTP", plain, 60.4);
+    row("  MTP speedup", mtp / plain, 81.5 / 60.4);
+    assert!(mtp > plain, "MTP {mtp:.1} not above {plain:.1}");
+}

@@ -203,6 +203,11 @@ pub struct ServerSection {
     /// `--disable-radix-cache`: no prefix cache on this (prefill) instance.
     #[serde(default)]
     pub disable_radix_cache: bool,
+    /// `--enable-mixed-chunk` (colocated pools): one forward mixes the running decode batch
+    /// with the prefill chunk; off (sglang's default), a prefill batch runs instead of the
+    /// decode step. Checked in `sections::pool`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub enable_mixed_chunk: bool,
     /// Prefix-cache capacity, tokens (default: the instance's KV capacity).
     pub radix_cache_tokens: Option<u64>,
     /// `--dp-size`: data-parallel attention ranks (with `enable_dp_attention`).
@@ -311,6 +316,7 @@ impl Default for ServerSection {
             max_running_requests: None,
             num_reserved_decode_tokens: default_reserved_decode_tokens(),
             disable_radix_cache: false,
+            enable_mixed_chunk: false,
             radix_cache_tokens: None,
             dp_size: 1,
             enable_dp_attention: false,

@@ -480,7 +480,12 @@ impl<'a> World<'a> {
                             .server
                             .max_running_requests
                             .map_or(u32::MAX, |m| (m / dp).max(1));
-                        colocated.push(ColocatedServer::new(core, budget, max_running));
+                        colocated.push(ColocatedServer::new(
+                            core,
+                            budget,
+                            max_running,
+                            pool.enable_mixed_chunk,
+                        ));
                     }
                 }
             }

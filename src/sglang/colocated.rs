@@ -360,6 +360,16 @@ impl ColocatedServer {
                     _ => break,
                 },
             };
+            // Unmixed, sglang's cap on admission: no new request once the running batch and
+            // the batch being formed (the chunked request included) reach
+            // `max_running_requests` (`len(adder.can_run_list) >= get_num_allocatable_reqs(
+            // running_bs)` → `batch_is_full`). A prefill past the cap would otherwise hold the
+            // decode step back for a request that cannot join. (The mixed server keeps pdsim's
+            // earlier rule: such a request is computed and waits for a place.)
+            let batch = self.running as usize + self.computed.len() + self.step_prefill.len();
+            if !from_chunked && !self.mixed && batch >= self.max_running as usize {
+                break;
+            }
             if !from_chunked {
                 let running = self.running;
                 let holders_reserve = self.reserved_tokens;
@@ -860,6 +870,39 @@ mod tests {
             (t, 2),
             "the decode step after"
         );
+    }
+
+    /// Unmixed, a batch at `max_running_requests` admits no prefill (sglang's
+    /// `get_num_allocatable_reqs`): with a cap of 2 and three prompts waiting, the first forward
+    /// prefills two, and the third waits while they decode — it is never computed to wait for a
+    /// place, and the cap holds at every forward.
+    #[test]
+    fn unmixed_a_batch_at_its_cap_admits_no_prefill() {
+        let mut s = ColocatedServer::new(testkit::core(10_000, 16), 8192, 2, false);
+        let mut q = EventQueue::new();
+        let mut itl = Histogram::new();
+        for id in 0..3 {
+            s.arrive(row(id, 100, 4), 0);
+        }
+        s.try_step(ColocatedId(0), &mut q);
+        assert_eq!(s.step_prefill.len(), 2, "two of three: the cap");
+        let (_, tokens) = next(&mut s, &mut q, &mut itl);
+        assert_eq!((tokens, s.running(), s.queued()), (2, 2, 1));
+        assert!(
+            s.step_prefill.is_empty(),
+            "a decode step, not the third prompt"
+        );
+        let mut done = 0;
+        while !q.is_empty() {
+            let (t, ev) = q.pop().unwrap();
+            assert!(matches!(ev, Event::ColocatedStepDone { .. }));
+            let mut out = StepOutcome::default();
+            s.step_done(t, &mut itl, &mut out);
+            done += out.finished.len();
+            assert!(s.computed.is_empty() && s.running() <= 2);
+            s.try_step(ColocatedId(0), &mut q);
+        }
+        assert_eq!((done, s.core.pages.used()), (3, 0));
     }
 
     /// Unmixed or not, every request finishes and every page comes back, retractions included.

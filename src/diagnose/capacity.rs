@@ -201,7 +201,7 @@ fn tp2_sets(pool: &crate::config::Pool, key: &dyn Fn(&str) -> String) -> Vec<Str
         let experts = pool.model.moe.as_ref().map_or(0, |m| m.experts);
         let r = par.ep_num_redundant_experts;
         let total = experts + r;
-        if total % (2 * tp) != 0 {
+        if !total.is_multiple_of(2 * tp) {
             let more = total.div_ceil(2 * tp) * 2 * tp - experts;
             sets.push(format!("{}={more}", key("server.ep_num_redundant_experts")));
         }

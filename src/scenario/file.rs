@@ -203,11 +203,6 @@ pub struct ServerSection {
     /// `--disable-radix-cache`: no prefix cache on this (prefill) instance.
     #[serde(default)]
     pub disable_radix_cache: bool,
-    /// `--enable-mixed-chunk` (colocated pools): one forward mixes the running decode batch
-    /// with the prefill chunk; off (sglang's default), a prefill batch runs instead of the
-    /// decode step. Checked in `sections::pool`.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub enable_mixed_chunk: bool,
     /// Prefix-cache capacity, tokens (default: the instance's KV capacity).
     pub radix_cache_tokens: Option<u64>,
     /// `--dp-size`: data-parallel attention ranks (with `enable_dp_attention`).
@@ -277,6 +272,11 @@ pub struct ServerSection {
     /// `--attention-backend`: read only by sglang's speculative checks (unset: flashinfer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_backend: Option<String>,
+    /// `--enable-mixed-chunk` (colocated pools): one forward mixes the running decode batch
+    /// with the prefill chunk; off (sglang's default), a prefill batch runs instead of the
+    /// decode step. Checked in `sections::pool`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub enable_mixed_chunk: bool,
 }
 
 fn is_false(b: &bool) -> bool {

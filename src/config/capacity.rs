@@ -1,10 +1,12 @@
 //! Where instances sit and how much KV they hold.
 //!
 //! Placement rule: pools are laid out in scenario order (prefill pools first), each instance on
-//! `tp_size` consecutive GPUs starting at a multiple of `tp_size`: an instance smaller than a
-//! node never spans two nodes (`tp_size` divides `gpus_per_node`), and one larger than a node
-//! takes `tp_size / gpus_per_node` whole nodes (a multiple of `gpus_per_node`, checked at
-//! validation); its collectives then cross the fabric. GPU `g` of a node uses NIC
+//! `tp_size` consecutive GPUs: an instance no larger than a node starts at a multiple of
+//! `tp_size` and never spans two nodes (`tp_size` divides `gpus_per_node`); one larger than a
+//! node takes `tp_size / gpus_per_node` whole nodes (a multiple of `gpus_per_node`, checked at
+//! validation) starting at the next node boundary — any free node, not only a multiple of its
+//! node count (issue 43: a TP16 decode after a TP8 prefill took nodes 2–3 and left node 1
+//! idle, billed); its collectives then cross the fabric. GPU `g` of a node uses NIC
 //! `g × nics_per_node / gpus_per_node` of that node: one NIC per GPU by default, shared by
 //! neighbouring GPUs when a node has fewer NICs.
 
@@ -24,9 +26,11 @@ pub struct Placement {
 /// Places the instances of `pools` (in scenario order, prefill pools first): each pool starts
 /// on the next node no earlier pool uses (prefill and decode never share a node unless a pool
 /// says so with `pools.node`, and then at GPU `pools.gpu` of it), and each instance takes
-/// `tp_size` consecutive GPUs aligned to `tp_size`, so an instance never spans nodes unless it
-/// is larger than one. Where NVLink domains join several nodes (`domain_gpus` above
-/// `gpus_per_node`: the trays of an NVL72 rack), [`domain_start`] places each instance.
+/// `tp_size` consecutive GPUs aligned to `tp_size` within a node, or to a node boundary when it
+/// is larger than a node, so an instance never spans nodes unless it is larger than one, and
+/// then spans whole nodes with none skipped. Where NVLink domains join several nodes
+/// (`domain_gpus` above `gpus_per_node`: the trays of an NVL72 rack), [`domain_start`] places
+/// each instance.
 pub fn place_pools(pools: &[Pool], gpus_per_node: u32, domain_gpus: u32) -> Placement {
     let g = gpus_per_node;
     let mut next_free_node = 0u32;
@@ -34,12 +38,14 @@ pub fn place_pools(pools: &[Pool], gpus_per_node: u32, domain_gpus: u32) -> Plac
     let mut max_node = 0u32;
     for pool in pools {
         let tp = pool.server.tp_size;
+        // `tp` divides `g`, or `g` divides `tp` (validated): the smaller is the alignment.
+        let align = tp.min(g);
         let mut cursor = pool.node.unwrap_or(next_free_node) * g + pool.gpu;
         for _ in 0..pool.instances {
             cursor = if domain_gpus > g {
                 domain_start(cursor, tp, g, domain_gpus)
             } else {
-                cursor.div_ceil(tp) * tp
+                cursor.div_ceil(align) * align
             };
             let ranks: Vec<GpuId> = (0..tp).map(|r| GpuId::from_global(cursor + r, g)).collect();
             max_node = max_node.max(ranks[ranks.len() - 1].node);
@@ -268,6 +274,96 @@ mod tests {
             "/scenarios/quickstart.toml"
         ));
         scenario::load(path, &sets).unwrap()
+    }
+
+    /// The nodes each instance's ranks sit on, in placement order.
+    fn nodes_of(sc: &Scenario) -> Vec<Vec<u32>> {
+        sc.placement
+            .gpus
+            .iter()
+            .map(|r| {
+                let mut n: Vec<u32> = r.iter().map(|g| g.node).collect();
+                n.dedup();
+                n
+            })
+            .collect()
+    }
+
+    /// Issue 43, the second defect, by hand on 8-GPU nodes (Qwen3-235B-A22B: a TP16 instance
+    /// needs DP attention, its attention groups inside a node). A TP8 prefill takes node 0 (GPUs
+    /// 0–7); a TP16 decode then starts at the next free node, 1, and takes nodes 1 and 2 (GPUs
+    /// 8–23): 3 nodes, 24 GPUs, none idle. Aligned to its GPU count (a multiple of 16) it
+    /// started at GPU 16, on nodes 2–3, and left node 1 idle: 4 nodes billed, 32 GPUs. The
+    /// same with three TP8 prefills (nodes 0–2) and two TP16 decodes: nodes 3–4 and 5–6, 7
+    /// nodes (formerly 4–5 and 6–7, 8 nodes); `pools.node = 1` on a TP16 pool is node 1 (it
+    /// was moved to node 2). Instances no larger than a node are placed as before: a TP2 pool
+    /// after a TP4 one packs node 0.
+    #[test]
+    fn an_instance_spanning_nodes_takes_the_next_free_node() {
+        let moe = [
+            "model.preset=qwen3-235b-a22b",
+            "pools.decode.server.dp_size=2",
+            "pools.decode.server.enable_dp_attention=true",
+        ];
+        let sc = load(&[
+            moe[0],
+            moe[1],
+            moe[2],
+            "pools.prefill.instances=1",
+            "pools.prefill.server.tp_size=8",
+            "pools.decode.instances=1",
+            "pools.decode.server.tp_size=16",
+        ]);
+        assert_eq!(nodes_of(&sc), [vec![0], vec![1, 2]]);
+        assert_eq!(sc.placement.nodes, 3);
+        let first = sc.placement.gpus[1][0];
+        assert_eq!((first.node, first.local), (1, 0));
+        let gpus: usize = sc.placement.gpus.iter().map(Vec::len).sum();
+        assert_eq!(gpus, 24);
+
+        let sc = load(&[
+            moe[0],
+            moe[1],
+            moe[2],
+            "pools.prefill.instances=3",
+            "pools.prefill.server.tp_size=8",
+            "pools.decode.instances=2",
+            "pools.decode.server.tp_size=16",
+        ]);
+        assert_eq!(
+            nodes_of(&sc),
+            [vec![0], vec![1], vec![2], vec![3, 4], vec![5, 6]]
+        );
+        assert_eq!(sc.placement.nodes, 7);
+
+        let sc = load(&[
+            moe[0],
+            moe[1],
+            moe[2],
+            "pools.prefill.instances=1",
+            "pools.prefill.server.tp_size=8",
+            "pools.decode.instances=1",
+            "pools.decode.server.tp_size=16",
+            "pools.decode.node=1",
+        ]);
+        assert_eq!(nodes_of(&sc), [vec![0], vec![1, 2]]);
+
+        let sc = load(&[
+            "pools.prefill.instances=1",
+            "pools.prefill.server.tp_size=4",
+            "pools.decode.instances=2",
+            "pools.decode.server.tp_size=2",
+            "pools.decode.node=0",
+            "pools.decode.gpu=4",
+        ]);
+        let locals: Vec<Vec<u32>> = sc
+            .placement
+            .gpus
+            .iter()
+            .map(|r| r.iter().map(|g| g.local).collect())
+            .collect();
+        assert_eq!(locals, [vec![0, 1, 2, 3], vec![4, 5], vec![6, 7]]);
+        assert_eq!(sc.placement.nodes, 1);
     }
 
     #[test]

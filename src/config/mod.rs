@@ -232,6 +232,10 @@ pub struct Pool {
     pub kv_allocator: KvAllocator,
     /// `--num-reserved-decode-tokens` (`pools.server.num_reserved_decode_tokens`, default 512).
     pub num_reserved_decode_tokens: u32,
+    /// `--enable-mixed-chunk` (`pools.server.enable_mixed_chunk`, colocated pools only; default
+    /// off, as in sglang): a forward mixes the running decode batch with the prefill chunk;
+    /// off, a prefill batch that forms runs instead of the decode step.
+    pub enable_mixed_chunk: bool,
     /// Rank 0's layout (KV regions, state regions, aux rows).
     pub layout: std::sync::Arc<Vec<crate::layout::RankLayout>>,
     /// Mamba/GDN state slots per instance (0 for models without recurrent layers).

@@ -120,10 +120,12 @@ fn num(v: Option<f64>) -> String {
 }
 
 /// The figures that show pool `p` binds on its `bottleneck`; `growth` is the decode step's
-/// growth with the batch ([`step_growth`]).
-fn evidence(p: &PoolUsage, growth: Option<f64>) -> String {
+/// growth with the batch ([`step_growth`]); `server` names what the per-server figures are per
+/// (`instance`, or `DP rank` under DP attention, where each rank has its own batch, queue and
+/// KV pool).
+fn evidence(p: &PoolUsage, growth: Option<f64>, server: &str) -> String {
     let queue = format!(
-        "{} requests waiting per instance on average, a request waiting {} of the time",
+        "{} requests waiting per {server} on average, one or more waiting {} of the time",
         num(p.queue_mean),
         pct(p.queue_nonempty)
     );
@@ -140,8 +142,20 @@ fn evidence(p: &PoolUsage, growth: Option<f64>) -> String {
             num(p.batch_mean),
             growth.map_or("—".into(), |g| format!("{g:.1}×"))
         ),
+        // Decode preallocates at the handshake, before the prefill runs (docs/sglang-pd.md
+        // §16.1): behind a prefill backlog its pages are held by requests still waiting for
+        // their prefill, with nothing to decode.
+        "kv_memory" if p.role == "decode" && p.batch_mean.is_some_and(|b| b < 1.0) => format!(
+            "KV pages {} held on average per {server} with a mean batch of {}: the pages are held by requests preallocated at their handshake and still waiting for (or in) their prefill — sglang's decode preallocates before the prefill runs, so a prefill backlog fills decode's KV; {queue} (decode's prealloc queue waits for pages)",
+            pct(p.kv_occupancy),
+            num(p.batch_mean)
+        ),
+        "kv_memory" if p.role == "decode" => format!(
+            "KV pages {} held on average per {server}; {queue} (decode's prealloc queue waits for pages)",
+            pct(p.kv_occupancy)
+        ),
         "kv_memory" => format!(
-            "KV pages {} held on average; {queue} (decode's prealloc queue waits for pages)",
+            "KV pages {} held on average per {server}; {queue}",
             pct(p.kv_occupancy)
         ),
         "batch_cap" => format!(
@@ -172,6 +186,32 @@ fn severity(p: &PoolUsage) -> f64 {
     .fold(0.0, f64::max)
 }
 
+/// The `--set`s that double `pool`'s TP as sglang would take it: with expert parallelism the
+/// experts spread over the new GPUs too (sglang sets `ep_size = tp_size`: an EP pool's
+/// `ep_size` must be 1 or `tp_size`), and with DP attention the attention ranks double, each
+/// keeping its attention TP. Doubling `tp_size` alone made an EP32 prefill's lever "could not
+/// run" (issue 43).
+fn tp2_sets(pool: &crate::config::Pool, key: &dyn Fn(&str) -> String) -> Vec<String> {
+    let (tp, par) = (pool.server.tp_size, &pool.parallel);
+    let mut sets = vec![format!("{}={}", key("server.tp_size"), 2 * tp)];
+    if par.ep_size > 1 && par.ep_size == tp {
+        sets.push(format!("{}={}", key("server.ep_size"), 2 * tp));
+        // The experts and their redundant replicas must split evenly over the new ep_size:
+        // the fewest more replicas that do (EP32 with 256 + 32 → EP64 with 256 + 64).
+        let experts = pool.model.moe.as_ref().map_or(0, |m| m.experts);
+        let r = par.ep_num_redundant_experts;
+        let total = experts + r;
+        if !total.is_multiple_of(2 * tp) {
+            let more = total.div_ceil(2 * tp) * 2 * tp - experts;
+            sets.push(format!("{}={more}", key("server.ep_num_redundant_experts")));
+        }
+    }
+    if par.enable_dp_attention && par.dp_size > 1 {
+        sets.push(format!("{}={}", key("server.dp_size"), 2 * par.dp_size));
+    }
+    sets
+}
+
 /// The levers worth running for a pool of the scenario that binds on `resource`.
 fn levers_for(sc: &Scenario, p: &PoolUsage, resource: &str) -> Vec<(String, Vec<String>)> {
     let Some(pool) = sc.pools.iter().find(|q| q.name == p.pool) else {
@@ -189,15 +229,23 @@ fn levers_for(sc: &Scenario, p: &PoolUsage, resource: &str) -> Vec<(String, Vec<
         ),
         vec![format!("{}={}", key("instances"), pool.instances + 1)],
     )];
+    let tp2_set = tp2_sets(pool, &key);
+    let named = |k: &str| tp2_set.iter().any(|x| x.contains(k));
+    let with = match (named("ep_size"), named("dp_size")) {
+        (false, false) => String::new(),
+        (false, true) => ", DP attention ranks doubled".into(),
+        (true, false) => ", ep_size doubled".into(),
+        (true, true) => ", ep_size and DP attention ranks doubled".into(),
+    };
     let tp2 = (
         format!(
-            "{} at TP {} instead of {} (+{} GPUs)",
+            "{} at TP {} instead of {}{with} (+{} GPUs)",
             p.pool,
             2 * s.tp_size,
             s.tp_size,
             s.tp_size * pool.instances
         ),
-        vec![format!("{}={}", key("server.tp_size"), 2 * s.tp_size)],
+        tp2_set,
     );
     match resource {
         "compute" if pool.role == Role::Prefill => {
@@ -285,6 +333,14 @@ pub fn diagnose(
         let pool = sc.pools.iter().find(|q| q.name == p.pool)?;
         step_growth(sc, pool, p)
     };
+    let server = |p: &PoolUsage| -> &'static str {
+        let dp = sc.pools.iter().find(|q| q.name == p.pool);
+        if dp.is_some_and(|q| q.parallel.dp_ranks() > 1) {
+            "DP rank"
+        } else {
+            "instance"
+        }
+    };
     let mut bound: Vec<&PoolUsage> = pools.iter().filter(|p| p.bottleneck != "none").collect();
     bound.sort_by(|a, b| severity(b).total_cmp(&severity(a)));
     let mut binding: Vec<Binding> = bound
@@ -293,7 +349,7 @@ pub fn diagnose(
             pool: p.pool.clone(),
             role: p.role.clone(),
             resource: p.bottleneck.clone(),
-            evidence: evidence(p, growth(p)),
+            evidence: evidence(p, growth(p), server(p)),
         })
         .collect();
     let headroom = binding.is_empty().then(|| {
@@ -464,16 +520,39 @@ mod tests {
             link_utilisation: Some(0.01),
             bottleneck: "compute".into(),
         };
-        let e = evidence(&p, None);
+        let e = evidence(&p, None, "instance");
         assert!(
             e.contains("forwards ran 99.9 %") && e.contains("394.8"),
             "{e}"
         );
         let d = PoolUsage {
             role: "decode".into(),
-            ..p
+            ..p.clone()
         };
-        let e = evidence(&d, Some(3.04));
+        let e = evidence(&d, Some(3.04), "DP rank");
         assert!(e.contains("mean batch of 8.0") && e.contains("3.0×"), "{e}");
+        assert!(e.contains("394.8 requests waiting per DP rank"), "{e}");
+        // A decode binding on KV with nothing to decode: a prefill backlog holds its pages.
+        let k = PoolUsage {
+            batch_mean: Some(0.0),
+            kv_occupancy: Some(0.767),
+            bottleneck: "kv_memory".into(),
+            ..d.clone()
+        };
+        let e = evidence(&k, None, "DP rank");
+        assert!(
+            e.contains("76.7 % held on average per DP rank with a mean batch of 0.0")
+                && e.contains("still waiting for (or in) their prefill"),
+            "{e}"
+        );
+        let p = PoolUsage {
+            role: "prefill".into(),
+            ..k
+        };
+        let e = evidence(&p, None, "instance");
+        assert!(
+            !e.contains("prealloc"),
+            "a prefill has no prealloc queue: {e}"
+        );
     }
 }

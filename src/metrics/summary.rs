@@ -307,19 +307,21 @@ pub struct PoolUsage {
     pub instances: u32,
     /// GPUs (instances × tp_size).
     pub gpus: u32,
-    /// Share of time a forward runs. For decode this is 1 whenever it holds a request (a
+    /// Share of time a server's forward runs. For decode this is 1 whenever it holds a request (a
     /// continuous batch steps while it has anyone), so it is no bottleneck signal there.
     pub busy: Option<f64>,
-    /// Mean requests in the running batch per instance.
+    /// Mean requests in the running batch per server (an instance, or one DP rank of it under
+    /// DP attention: each rank has its own scheduler, batch and KV pool).
     pub batch_mean: Option<f64>,
-    /// `batch_mean` ÷ `max_running_requests` (`null` with no cap).
+    /// `batch_mean` ÷ a server's `max_running_requests` (its share per DP rank; `null` with no
+    /// cap).
     pub batch_occupancy: Option<f64>,
-    /// Mean share of KV pages held.
+    /// Mean share of a server's KV pages held.
     pub kv_occupancy: Option<f64>,
-    /// Mean requests waiting per instance (prefill: waiting queue; decode: prealloc and ready
+    /// Mean requests waiting per server (prefill: waiting queue; decode: prealloc and ready
     /// queues; colocated: waiting queue).
     pub queue_mean: Option<f64>,
-    /// Share of time an instance had a request waiting.
+    /// Share of time a server had a request waiting.
     pub queue_nonempty: Option<f64>,
     /// Mean busy share of the pool's NICs in its transfer direction (prefill TX, decode RX).
     pub link_utilisation: Option<f64>,
@@ -337,9 +339,14 @@ pub struct PoolGauges {
     pub role: Option<Role>,
     /// Instances.
     pub instances: u32,
+    /// Servers the integrals are summed over: one per instance, or one per DP rank of each
+    /// instance under DP attention (`Pool::servers`: each rank has its own scheduler, batch
+    /// and KV pool). The shares are per server.
+    pub servers: u32,
     /// GPUs.
     pub gpus: u32,
-    /// `max_running_requests`, when set.
+    /// One server's cap on its batch, when `max_running_requests` is set: the flag's value, or
+    /// its share per DP rank (sglang divides it over the ranks).
     pub batch_cap: Option<u32>,
     /// ∫ busy dt, ns.
     pub busy_ns: f64,
@@ -409,9 +416,12 @@ pub fn bottleneck(role: Role, u: &PoolUsage, step_growth: Option<f64>) -> &'stat
 }
 
 impl PoolGauges {
-    /// The pool's utilisation over `span_ns`.
+    /// The pool's utilisation over `span_ns`, per server: the integrals are sums over every
+    /// server (DP rank) of the pool, so they are divided by the servers, not the instances — an
+    /// EP72 decode instance of 72 DP ranks each 1.4 % full once read 72 × 1.4 % → 100 % "KV
+    /// full" (issue 43).
     pub fn usage(&self, span_ns: Nanos) -> PoolUsage {
-        let per = (span_ns as f64) * f64::from(self.instances.max(1));
+        let per = (span_ns as f64) * f64::from(self.servers.max(1));
         let share = |v: f64| (span_ns > 0).then(|| (v / per).clamp(0.0, f64::MAX));
         let batch_mean = share(self.running_ns);
         let role = self.role.unwrap_or(Role::Decode);
@@ -841,6 +851,7 @@ mod tests {
             pool: "d".into(),
             role: Some(Role::Decode),
             instances: 2,
+            servers: 2,
             gpus: 2,
             batch_cap: Some(10),
             busy_ns: 2e9,
@@ -862,5 +873,25 @@ mod tests {
             (none.busy, none.kv_occupancy, none.link_utilisation),
             (None, None, None)
         );
+        // One instance of 72 DP ranks for 1 s, each rank 12.5 % full, 3 waiting, busy half the
+        // time: the sums over the ranks are shared out per rank, not per instance (which read
+        // 72 × 12.5 % → 100 % full).
+        let dp = PoolGauges {
+            instances: 1,
+            servers: 72,
+            busy_ns: 72.0 * 0.5e9,
+            running_ns: 0.0,
+            kv_ns: 72.0 * 0.125e9,
+            queued_ns: 72.0 * 3e9,
+            queue_nonempty_ns: 72.0 * 0.25e9,
+            batch_cap: Some(256),
+            ..g
+        };
+        let u = dp.usage(1_000_000_000);
+        assert_eq!(
+            (u.busy, u.kv_occupancy, u.queue_mean, u.queue_nonempty),
+            (Some(0.5), Some(0.125), Some(3.0), Some(0.25))
+        );
+        assert_eq!(u.bottleneck, "kv_memory", "decode waited 25 % of the time");
     }
 }

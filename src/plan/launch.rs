@@ -574,6 +574,36 @@ mod tests {
         }
     }
 
+    /// A colocated server's `enable_mixed_chunk` is sglang's `--enable-mixed-chunk` on its
+    /// line when on, and nothing when off (sglang's default, so the line runs what was
+    /// simulated either way); `pdsim lint` reads the flag.
+    #[test]
+    fn a_colocated_line_says_whether_it_mixes_chunks() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios/plan/colocated-8b.toml");
+        for on in [false, true] {
+            let set = format!("pools.servers.server.enable_mixed_chunk={on}");
+            let sc = crate::scenario::load(&path, &[set]).unwrap();
+            let text = launch_text(&sc);
+            let servers: Vec<&str> = commands(&text)
+                .filter(|l| l.contains("sglang.launch_server"))
+                .collect();
+            assert_eq!(servers.len(), 4, "{text}");
+            for l in servers {
+                assert_eq!(l.contains(" --enable-mixed-chunk"), on, "{l}");
+                // A plain server's line has no PD mode, which lint (a PD tool) notes; nothing
+                // else is warned about.
+                let parsed = crate::spec::launch::parse_line(l, "prefill").unwrap();
+                let other: Vec<&String> = parsed
+                    .warnings
+                    .iter()
+                    .filter(|w| !w.starts_with("no --disaggregation-mode"))
+                    .collect();
+                assert!(other.is_empty(), "{other:?}");
+            }
+        }
+    }
+
     #[test]
     fn instances_sharing_a_node_get_their_own_gpus_and_ports() {
         // Four TP1 prefills on GPUs 0-3 and four TP1 decodes on GPUs 4-7 of node 0.

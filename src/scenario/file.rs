@@ -307,6 +307,11 @@ pub struct ServerSection {
     /// `--offload-mode` (sglang's default `cpu`; the one pdsim models).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offload_mode: Option<String>,
+    /// `--enable-mixed-chunk` (colocated pools): one forward mixes the running decode batch
+    /// with the prefill chunk; off (sglang's default), a prefill batch runs instead of the
+    /// decode step. Checked in `sections::pool`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub enable_mixed_chunk: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -346,6 +351,7 @@ impl Default for ServerSection {
             max_running_requests: None,
             num_reserved_decode_tokens: default_reserved_decode_tokens(),
             disable_radix_cache: false,
+            enable_mixed_chunk: false,
             radix_cache_tokens: None,
             dp_size: 1,
             enable_dp_attention: false,

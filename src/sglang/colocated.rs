@@ -2,16 +2,22 @@
 //! crosses the fabric. The baseline a PD cluster is compared with (DistServe's Fig. 1 question:
 //! PD or not, and at what ratio).
 //!
-//! It follows sglang's scheduler with chunked prefill and `--enable-mixed-chunk`
-//! (`docs/sglang-pd.md` §14):
-//! - every step is one forward mixing the running decode batch (one token each) with a chunk of
-//!   prefill work (`Scheduler.get_new_batch_prefill` then `ScheduleBatch.mix_with_running`,
-//!   `python/sglang/srt/managers/scheduler.py` / `schedule_batch.py`);
-//! - the prefill budget is `chunked_prefill_size` (within `max_prefill_tokens`) **minus the
-//!   running decode tokens** (`PrefillAdder.__init__`: `rem_chunk_tokens -=
-//!   mixed_with_decode_tokens`, `schedule_policy.py`), and a truncated chunk is rounded down to
-//!   whole pages (`PrefillAdder.add_one_req`: `trunc_len = rem_chunk_tokens // page_size *
-//!   page_size`);
+//! It follows sglang's scheduler with chunked prefill (`docs/sglang-pd.md` §14), in one of the
+//! two ways `--enable-mixed-chunk` (`pools.server.enable_mixed_chunk`) chooses:
+//! - **off, sglang's default** (`ServerArgs.enable_mixed_chunk = False`): each turn of the loop
+//!   runs one batch, and `Scheduler.get_next_batch_to_run` runs a prefill batch "first if
+//!   possible" — when `get_new_batch_prefill` forms one (a chunk of the request being chunked,
+//!   or waiting requests the `PrefillAdder` admits) it is the whole forward and the decode batch
+//!   waits; the decode step runs only when none forms (`managers/scheduler.py` @ 0003215c). A
+//!   long prompt's chunks run back to back, so every running request's next token waits for
+//!   all of them: the interference PD removes;
+//! - **on**: every step is one forward mixing the running decode batch (one token each) with a
+//!   chunk of prefill work (`ScheduleBatch.mix_with_running`, `schedule_batch.py`), the prefill
+//!   budget being `chunked_prefill_size` (within `max_prefill_tokens`) **minus the running
+//!   decode tokens** (`PrefillAdder.__init__`: `rem_chunk_tokens -= mixed_with_decode_tokens`,
+//!   `schedule_policy.py`);
+//! - either way a truncated chunk is rounded down to whole pages (`PrefillAdder.add_one_req`:
+//!   `trunc_len = rem_chunk_tokens // page_size * page_size`);
 //! - a waiting request is admitted when its prompt plus `min(max_new_tokens, 4096)` fits in the
 //!   free KV less what the holders are expected to still need, `new_token_ratio` (0.7, sglang's
 //!   `SGLANG_INIT_NEW_TOKEN_RATIO`) of their `min(max_new_tokens, 4096)`
@@ -120,6 +126,15 @@ pub struct ColocatedServer {
     reserved_tokens: f64,
     step_started: Nanos,
     shape: Vec<(u32, u32)>,
+    /// `--enable-mixed-chunk`: every forward carries the decode batch with the prefill chunk.
+    /// Off (sglang's default), a forward is a prefill batch or a decode step, never both.
+    mixed: bool,
+    /// Whether the running forward steps the decode batch (always, mixed; off, only a forward
+    /// that formed no prefill batch).
+    decodes: bool,
+    /// When the decode batch last produced its tokens, ns: unmixed, prefill forwards may run
+    /// between two decode steps, and a running request's gap spans them.
+    last_decode_end: Nanos,
 }
 
 /// What a colocated crash ends: the rows of every request it held, failed, in slot order,
@@ -141,8 +156,9 @@ fn phase_key(join_step: u64, prompt: u32, ps: u32) -> usize {
 }
 
 impl ColocatedServer {
-    /// An idle server; `budget` is `min(chunked_prefill_size, max_prefill_tokens)`.
-    pub fn new(core: Core, budget: u32, max_running: u32) -> Self {
+    /// An idle server; `budget` is `min(chunked_prefill_size, max_prefill_tokens)`, `mixed`
+    /// sglang's `--enable-mixed-chunk`.
+    pub fn new(core: Core, budget: u32, max_running: u32, mixed: bool) -> Self {
         let ps = core.page_size as usize;
         Self {
             core,
@@ -165,6 +181,9 @@ impl ColocatedServer {
             reserved_tokens: 0.0,
             step_started: 0,
             shape: Vec::new(),
+            mixed,
+            decodes: false,
+            last_decode_end: 0,
         }
     }
 
@@ -218,14 +237,16 @@ impl ColocatedServer {
         self.table[s as usize].as_mut().expect("a live slot")
     }
 
-    /// Starts the next mixed step if the server is idle and has work: the decode batch takes
-    /// its pages (retracting while short), then the prefill part fills what the budget leaves.
+    /// Starts the next forward if the server is idle and has work. Mixed
+    /// (`--enable-mixed-chunk`): the decode batch takes its pages (retracting while short), then
+    /// the prefill part fills what the budget leaves, and one forward runs both. Unmixed
+    /// (sglang's default): a prefill batch that forms runs alone and the decode batch waits;
+    /// only when none forms does the decode step run ([`ColocatedServer::try_step_unmixed`]).
     pub fn try_step(&mut self, me: ColocatedId, q: &mut EventQueue<Event>) {
         let now = q.now();
         if self.core.busy || !self.core.alive {
             return;
         }
-        let ps = self.core.page_size;
         while self.running < self.max_running {
             let Some(s) = self.computed.pop_front() else {
                 break;
@@ -234,17 +255,11 @@ impl ColocatedServer {
             let remaining = r.output - 1 - r.extra.min(r.output - 1);
             self.join(s, now, remaining);
         }
-        loop {
-            if self.running == 0 {
-                break;
-            }
-            let need = self.phase[((self.steps_done + 1) % u64::from(ps)) as usize];
-            if self.core.pages.grow(need) {
-                break;
-            }
-            let &(_, _, victim) = self.batch_order.last().expect("running > 0");
-            self.retract(victim);
+        if !self.mixed {
+            self.try_step_unmixed(me, q);
+            return;
         }
+        self.grow_or_retract();
         self.form_prefill(now);
         if self.running == 0 && self.step_prefill.is_empty() {
             return;
@@ -259,6 +274,62 @@ impl ColocatedServer {
                 .step
                 .mixed_ns(&self.shape, self.running, self.context_tokens)
         };
+        self.decodes = true;
+        self.start_forward(me, q, dt);
+    }
+
+    /// sglang's `Scheduler.get_next_batch_to_run` without mixed chunks
+    /// (`managers/scheduler.py` @ 0003215c; `docs/sglang-pd.md` §14.1): `get_new_batch_prefill`
+    /// first — the chunked request's next chunk, then waiting requests while the `PrefillAdder`
+    /// admits them, its budgets not reduced by the running batch (`mixed_with_decode_tokens` is
+    /// `running_bs if self.is_mixed_chunk else 0`) — and "Run prefill first if possible": a batch
+    /// that forms is the whole forward. Only when none forms does `update_running_batch` take the
+    /// decode step's pages (`check_decode_mem`, retracting while short) and the decode step run.
+    /// A chunked prompt's chunks thus run back to back, the decode batch waiting for the last
+    /// (sglang always forms a batch for its `chunked_req`). A retraction that empties the batch
+    /// leaves the victims waiting: the loop's next turn (at once) may prefill them.
+    fn try_step_unmixed(&mut self, me: ColocatedId, q: &mut EventQueue<Event>) {
+        let now = q.now();
+        self.form_prefill(now);
+        if self.step_prefill.is_empty() && self.running > 0 {
+            self.grow_or_retract();
+            if self.running == 0 {
+                self.form_prefill(now);
+            }
+        }
+        let dt = if !self.step_prefill.is_empty() {
+            self.decodes = false;
+            self.core.step.prefill_ns(&self.shape)
+        } else if self.running > 0 {
+            self.decodes = true;
+            self.core.step.decode_ns(self.running, self.context_tokens)
+        } else {
+            return;
+        };
+        self.start_forward(me, q, dt);
+    }
+
+    /// The decode step's pages: every running request whose next token opens a page takes
+    /// one, the most recently joined request retracted while the pool is short (sglang's
+    /// `retract_decode`).
+    fn grow_or_retract(&mut self) {
+        let ps = self.core.page_size;
+        loop {
+            if self.running == 0 {
+                break;
+            }
+            let need = self.phase[((self.steps_done + 1) % u64::from(ps)) as usize];
+            if self.core.pages.grow(need) {
+                break;
+            }
+            let &(_, _, victim) = self.batch_order.last().expect("running > 0");
+            self.retract(victim);
+        }
+    }
+
+    /// A forward of `dt` ns starts now.
+    fn start_forward(&mut self, me: ColocatedId, q: &mut EventQueue<Event>, dt: Nanos) {
+        let now = q.now();
         self.core.start_busy(now);
         self.step_started = now;
         self.core.step_key =
@@ -271,7 +342,10 @@ impl ColocatedServer {
         self.shape.clear();
         self.step_prefill.clear();
         let ps = self.core.page_size;
-        let mut budget = self.budget.saturating_sub(self.running);
+        // `PrefillAdder`'s `mixed_with_decode_tokens`: the running batch's tokens come off the
+        // budget only when they share the forward.
+        let mixed_with_decode = if self.mixed { self.running } else { 0 };
+        let mut budget = self.budget.saturating_sub(mixed_with_decode);
         while budget > 0 {
             let (s, from_chunked) = match self.chunked.take() {
                 Some(s) => (s, true),
@@ -286,6 +360,16 @@ impl ColocatedServer {
                     _ => break,
                 },
             };
+            // Unmixed, sglang's cap on admission: no new request once the running batch and
+            // the batch being formed (the chunked request included) reach
+            // `max_running_requests` (`len(adder.can_run_list) >= get_num_allocatable_reqs(
+            // running_bs)` → `batch_is_full`). A prefill past the cap would otherwise hold the
+            // decode step back for a request that cannot join. (The mixed server keeps pdsim's
+            // earlier rule: such a request is computed and waits for a place.)
+            let batch = self.running as usize + self.computed.len() + self.step_prefill.len();
+            if !from_chunked && !self.mixed && batch >= self.max_running as usize {
+                break;
+            }
             if !from_chunked {
                 let running = self.running;
                 let holders_reserve = self.reserved_tokens;
@@ -334,31 +418,8 @@ impl ColocatedServer {
     /// requests whose last chunk was computed get their first token and join the batch.
     pub fn step_done(&mut self, now: Nanos, itl: &mut Histogram, out: &mut StepOutcome) {
         self.core.end_busy(now);
-        self.steps_done += 1;
-        let dt = now - self.step_started;
-        out.tokens += u64::from(self.running);
-        self.core.tick.tokens += u64::from(self.running);
-        self.context_tokens += u64::from(self.running);
-        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
-        for s in std::mem::take(&mut self.joined) {
-            if let Some(ft) = self.table[s as usize]
-                .as_ref()
-                .and_then(|r| r.row.first_token_ns)
-            {
-                itl.record(now - ft);
-            }
-        }
-        while let Some(&Reverse((step, join, s))) = self.finishing.peek() {
-            if step > self.steps_done {
-                break;
-            }
-            self.finishing.pop();
-            let current = self.table[s as usize].as_ref().and_then(|r| r.join_step);
-            if current == Some(join) {
-                let mut r = self.remove(s);
-                r.row.finish_ns = Some(now);
-                out.finished.push(r.row);
-            }
+        if self.decodes {
+            self.decode_step_done(now, itl, out);
         }
         for (s, n) in std::mem::take(&mut self.step_prefill) {
             let r = self.table[s as usize].as_mut().expect("a live slot");
@@ -388,6 +449,45 @@ impl ColocatedServer {
                 continue;
             }
             self.join(s, now, remaining);
+        }
+    }
+
+    /// The decode batch's part of a forward that stepped it: a token for every running
+    /// request (their gap since their previous token, or since their first for those that
+    /// joined), and the requests that produced their last leave.
+    fn decode_step_done(&mut self, now: Nanos, itl: &mut Histogram, out: &mut StepOutcome) {
+        self.steps_done += 1;
+        // Mixed, every forward is a decode step: the previous token came as this one started.
+        let since = if self.mixed {
+            self.step_started
+        } else {
+            self.last_decode_end
+        };
+        self.last_decode_end = now;
+        let dt = now - since;
+        out.tokens += u64::from(self.running);
+        self.core.tick.tokens += u64::from(self.running);
+        self.context_tokens += u64::from(self.running);
+        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        for s in std::mem::take(&mut self.joined) {
+            if let Some(ft) = self.table[s as usize]
+                .as_ref()
+                .and_then(|r| r.row.first_token_ns)
+            {
+                itl.record(now - ft);
+            }
+        }
+        while let Some(&Reverse((step, join, s))) = self.finishing.peek() {
+            if step > self.steps_done {
+                break;
+            }
+            self.finishing.pop();
+            let current = self.table[s as usize].as_ref().and_then(|r| r.join_step);
+            if current == Some(join) {
+                let mut r = self.remove(s);
+                r.row.finish_ns = Some(now);
+                out.finished.push(r.row);
+            }
         }
     }
 
@@ -539,7 +639,7 @@ mod tests {
     /// fires and a dead server steps no more; back, it serves again.
     #[test]
     fn a_crash_fails_every_request_it_holds() {
-        let mut s = ColocatedServer::new(testkit::core(64, 16), 512, 1);
+        let mut s = ColocatedServer::new(testkit::core(64, 16), 512, 1, true);
         let mut q = EventQueue::new();
         s.arrive(row(0, 100, 50), 0);
         s.try_step(ColocatedId(3), &mut q);
@@ -577,7 +677,7 @@ mod tests {
 
     #[test]
     fn mixed_steps_finish_every_request_and_free_every_page() {
-        let mut s = ColocatedServer::new(testkit::core(2000, 16), 512, u32::MAX);
+        let mut s = ColocatedServer::new(testkit::core(2000, 16), 512, u32::MAX, true);
         let mut q = EventQueue::new();
         for id in 0..20 {
             s.arrive(row(id, 300 + 37 * id as u32, 5 + id as u32), 0);
@@ -596,7 +696,7 @@ mod tests {
 
     #[test]
     fn the_prefill_budget_shrinks_by_the_running_decode_tokens() {
-        let mut s = ColocatedServer::new(testkit::core(100_000, 1), 64, u32::MAX);
+        let mut s = ColocatedServer::new(testkit::core(100_000, 1), 64, u32::MAX, true);
         let mut q = EventQueue::new();
         for id in 0..10 {
             s.arrive(row(id, 4, 100), 0);
@@ -617,7 +717,7 @@ mod tests {
 
     #[test]
     fn a_capped_batch_holds_computed_requests_until_room_and_leaks_no_page() {
-        let mut s = ColocatedServer::new(testkit::core(5000, 16), 8192, 3);
+        let mut s = ColocatedServer::new(testkit::core(5000, 16), 8192, 3, true);
         let mut q = EventQueue::new();
         for id in 0..12 {
             s.arrive(row(id, 200, 20 + id as u32), 0);
@@ -639,7 +739,7 @@ mod tests {
     #[test]
     fn a_short_pool_retracts_the_newest_request_and_still_finishes_all() {
         // 40 pages of 16 tokens: four requests of 100 + 200 tokens cannot all hold their KV.
-        let mut s = ColocatedServer::new(testkit::core(40, 16), 8192, u32::MAX);
+        let mut s = ColocatedServer::new(testkit::core(40, 16), 8192, u32::MAX, true);
         let mut q = EventQueue::new();
         for id in 0..4 {
             s.arrive(row(id, 100, 200), 0);
@@ -647,5 +747,176 @@ mod tests {
         let done = run(&mut s, &mut q);
         assert_eq!(done.len(), 4);
         assert_eq!(s.core.pages.used(), 0);
+    }
+
+    /// Ends the running forward at its event: its time and the tokens it produced.
+    fn next(
+        s: &mut ColocatedServer,
+        q: &mut EventQueue<Event>,
+        itl: &mut Histogram,
+    ) -> (Nanos, u64) {
+        let (t, ev) = q.pop().expect("a forward runs");
+        assert!(matches!(ev, Event::ColocatedStepDone { .. }));
+        let mut out = StepOutcome::default();
+        s.step_done(t, itl, &mut out);
+        s.try_step(ColocatedId(0), q);
+        (t, out.tokens)
+    }
+
+    /// Without `--enable-mixed-chunk` (sglang's default) a prefill batch that forms runs
+    /// instead of the decode step, which then starts exactly one prefill forward late. By hand,
+    /// 16-token pages, a 512-token budget; `P(c)` is the model's prefill forward over chunks `c`
+    /// and `D(b, k)` its decode step of `b` requests over `k` context tokens:
+    /// - t = 0: A (160 prompt tokens, 10 out) is the only request: a prefill forward, t1 = P([160]);
+    /// - t1: A has its first token and joins; nothing waits, so the decode step runs over A's
+    ///   160 tokens: t2 = t1 + D(1, 160); B (320 tokens) arrives meanwhile;
+    /// - t2: A's token; B's prefill forms, with the whole 512-token budget (unmixed, the
+    ///   running batch takes nothing off it), and runs alone: t3 = t2 + P([320]), one token —
+    ///   B's first — and none for A;
+    /// - t3: B joins; the decode step of A (161 tokens) and B (320): t4 = t3 + D(2, 481).
+    ///
+    /// A's second decode step starts at t3 = t2 + P([320]) rather than t2; its gap between two
+    /// tokens is P([320]) + D(2, 481). With the flag on the same t2 runs one mixed forward,
+    /// `mixed(P [320]; 1 request over 161)`, A's token and B's first together; and B's chunk
+    /// budget is 512 − 1.
+    #[test]
+    fn unmixed_a_ready_prefill_delays_the_decode_step_by_exactly_the_prefill_forward() {
+        let mut s = ColocatedServer::new(testkit::core(100_000, 16), 512, u32::MAX, false);
+        let mut q = EventQueue::new();
+        let mut itl = Histogram::new();
+        let step = s.core.step.clone();
+        s.arrive(row(0, 160, 10), 0);
+        s.try_step(ColocatedId(0), &mut q);
+        let t1 = step.prefill_ns(&[(160, 0)]);
+        assert_eq!(next(&mut s, &mut q, &mut itl), (t1, 1), "A's first token");
+        s.arrive(row(1, 320, 10), t1 + 1);
+        let t2 = t1 + step.decode_ns(1, 160);
+        assert_eq!(next(&mut s, &mut q, &mut itl), (t2, 1), "A's decode token");
+        assert_eq!(s.shape, [(320, 0)], "B's prefill, alone");
+        let t3 = t2 + step.prefill_ns(&[(320, 0)]);
+        assert_eq!(
+            next(&mut s, &mut q, &mut itl),
+            (t3, 1),
+            "B's first token only"
+        );
+        let t4 = t3 + step.decode_ns(2, 481);
+        assert_eq!(next(&mut s, &mut q, &mut itl), (t4, 2));
+        // A's gap: B's prefill forward, then the decode step.
+        assert_eq!(
+            t4 - t2,
+            step.prefill_ns(&[(320, 0)]) + step.decode_ns(2, 481)
+        );
+        assert!(itl.max() >= t4 - t2);
+
+        // Mixed: at t2 one forward carries A's token and B's prefill.
+        let mut s = ColocatedServer::new(testkit::core(100_000, 16), 512, u32::MAX, true);
+        let mut q = EventQueue::new();
+        s.arrive(row(0, 160, 10), 0);
+        s.try_step(ColocatedId(0), &mut q);
+        assert_eq!(next(&mut s, &mut q, &mut itl), (t1, 1));
+        s.arrive(row(1, 320, 10), t1 + 1);
+        assert_eq!(next(&mut s, &mut q, &mut itl), (t2, 1));
+        let m = t2 + step.mixed_ns(&[(320, 0)], 1, 161);
+        assert_eq!(
+            next(&mut s, &mut q, &mut itl),
+            (m, 2),
+            "A's token and B's first"
+        );
+        // The budget is 512 − 1 running: a 512-token prompt is cut to 31 pages (496 tokens).
+        let mut s = ColocatedServer::new(testkit::core(100_000, 16), 512, u32::MAX, true);
+        let mut q = EventQueue::new();
+        s.arrive(row(0, 160, 10), 0);
+        s.try_step(ColocatedId(0), &mut q);
+        next(&mut s, &mut q, &mut itl);
+        s.arrive(row(1, 512, 10), 0);
+        next(&mut s, &mut q, &mut itl);
+        assert_eq!(s.shape, [(496, 0)]);
+        let mut s = ColocatedServer::new(testkit::core(100_000, 16), 512, u32::MAX, false);
+        let mut q = EventQueue::new();
+        s.arrive(row(0, 160, 10), 0);
+        s.try_step(ColocatedId(0), &mut q);
+        next(&mut s, &mut q, &mut itl);
+        s.arrive(row(1, 512, 10), 0);
+        next(&mut s, &mut q, &mut itl);
+        assert_eq!(s.shape, [(512, 0)], "unmixed, the whole budget");
+    }
+
+    /// Unmixed, a prompt longer than the budget is prefilled chunk after chunk with no decode
+    /// step between (sglang forms a batch for its `chunked_req` every turn): A runs (joined
+    /// after its 160-token prefill and one decode step), then B's 1,200 tokens at a 512-token
+    /// budget take three forwards, P([512]), P([512 over 512]), P([176 over 1,024]), producing
+    /// only B's first token at the third; A's next token comes with the decode step after them.
+    #[test]
+    fn unmixed_a_chunked_prompt_runs_its_chunks_back_to_back() {
+        let mut s = ColocatedServer::new(testkit::core(100_000, 16), 512, u32::MAX, false);
+        let mut q = EventQueue::new();
+        let mut itl = Histogram::new();
+        let step = s.core.step.clone();
+        s.arrive(row(0, 160, 10), 0);
+        s.try_step(ColocatedId(0), &mut q);
+        let (t1, _) = next(&mut s, &mut q, &mut itl);
+        s.arrive(row(1, 1_200, 10), t1);
+        let (t2, _) = next(&mut s, &mut q, &mut itl);
+        let mut t = t2;
+        for (chunk, tokens) in [((512, 0), 0), ((512, 512), 0), ((176, 1_024), 1)] {
+            assert_eq!(s.shape, [chunk]);
+            t += step.prefill_ns(&[chunk]);
+            assert_eq!(next(&mut s, &mut q, &mut itl), (t, tokens), "{chunk:?}");
+        }
+        assert_eq!(s.running(), 2);
+        t += step.decode_ns(2, 161 + 1_200);
+        assert_eq!(
+            next(&mut s, &mut q, &mut itl),
+            (t, 2),
+            "the decode step after"
+        );
+    }
+
+    /// Unmixed, a batch at `max_running_requests` admits no prefill (sglang's
+    /// `get_num_allocatable_reqs`): with a cap of 2 and three prompts waiting, the first forward
+    /// prefills two, and the third waits while they decode — it is never computed to wait for a
+    /// place, and the cap holds at every forward.
+    #[test]
+    fn unmixed_a_batch_at_its_cap_admits_no_prefill() {
+        let mut s = ColocatedServer::new(testkit::core(10_000, 16), 8192, 2, false);
+        let mut q = EventQueue::new();
+        let mut itl = Histogram::new();
+        for id in 0..3 {
+            s.arrive(row(id, 100, 4), 0);
+        }
+        s.try_step(ColocatedId(0), &mut q);
+        assert_eq!(s.step_prefill.len(), 2, "two of three: the cap");
+        let (_, tokens) = next(&mut s, &mut q, &mut itl);
+        assert_eq!((tokens, s.running(), s.queued()), (2, 2, 1));
+        assert!(
+            s.step_prefill.is_empty(),
+            "a decode step, not the third prompt"
+        );
+        let mut done = 0;
+        while !q.is_empty() {
+            let (t, ev) = q.pop().unwrap();
+            assert!(matches!(ev, Event::ColocatedStepDone { .. }));
+            let mut out = StepOutcome::default();
+            s.step_done(t, &mut itl, &mut out);
+            done += out.finished.len();
+            assert!(s.computed.is_empty() && s.running() <= 2);
+            s.try_step(ColocatedId(0), &mut q);
+        }
+        assert_eq!((done, s.core.pages.used()), (3, 0));
+    }
+
+    /// Unmixed or not, every request finishes and every page comes back, retractions included.
+    #[test]
+    fn unmixed_steps_finish_every_request_and_free_every_page() {
+        for (pages, n) in [(2_000, 20), (40, 4)] {
+            let mut s = ColocatedServer::new(testkit::core(pages, 16), 512, u32::MAX, false);
+            let mut q = EventQueue::new();
+            for id in 0..n {
+                s.arrive(row(id, 100 + 37 * id as u32, 5 + 40 * id as u32 % 200), 0);
+            }
+            let done = run(&mut s, &mut q);
+            assert_eq!(done.len(), n as usize);
+            assert_eq!((s.live(), s.core.pages.used()), (0, 0));
+        }
     }
 }

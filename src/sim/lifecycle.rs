@@ -386,7 +386,7 @@ impl World<'_> {
             &mut self.reqs,
             &mut self.q,
             self.sc.sglang.bootstrap_timeout_ns,
-            &mut retracted,
+            (&mut retracted, &mut self.wake),
         );
         self.a2a_forward_started(CoreRef::Decode(d), before);
         if self.decodes[d].offload.is_some() {
@@ -492,8 +492,9 @@ impl World<'_> {
     }
 
     /// A request reaches its outcome: it gives back what it holds on both instances, its
-    /// pending timeouts are cancelled, its row is written, and a failure wakes both instances
-    /// (freed pages may admit waiting work).
+    /// pending timeouts are cancelled, and its row is written. What it freed may admit waiting
+    /// work: the decode marks itself unless the request finished in its batch at a step end
+    /// (`DecodeServer::request_ended`), and a failure wakes the prefill.
     pub(super) fn end(
         &mut self,
         r: ReqRef,
@@ -530,7 +531,8 @@ impl World<'_> {
             pc.outstanding -= 1;
         }
         let dec = &mut self.decodes[d];
-        dec.request_ended(req, r);
+        let completed = outcome == Outcome::Completed;
+        dec.request_ended(d, (req, r), completed, &mut self.wake);
         let mut outcome = outcome;
         if let Some((v, by)) = req.corrupted_earlier.take().map(|b| *b) {
             req.row.victims = v;
@@ -582,8 +584,8 @@ impl World<'_> {
             self.sync_prefill(p);
         }
         self.sync_decode(d);
+        // Decode marked itself (`request_ended`); a failure also frees the prefill's side.
         if matches!(outcome, Outcome::Failed | Outcome::Aborted) {
-            self.wake.push(Wake::Decode(d));
             self.wake.push(Wake::Prefill(p));
         }
         if let Some(row) = turn {

@@ -490,8 +490,17 @@ impl<'a> World<'a> {
                             .server
                             .chunked_prefill_size
                             .min(pool.server.max_prefill_tokens);
-                        let max_running = pool.server.max_running_requests.unwrap_or(u32::MAX);
-                        colocated.push(ColocatedServer::new(core, budget, max_running));
+                        // Per DP rank, as sglang divides it (and as `decode_server` does).
+                        let max_running = pool
+                            .server
+                            .max_running_requests
+                            .map_or(u32::MAX, |m| (m / dp).max(1));
+                        colocated.push(ColocatedServer::new(
+                            core,
+                            budget,
+                            max_running,
+                            pool.enable_mixed_chunk,
+                        ));
                     }
                 }
             }

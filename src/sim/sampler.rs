@@ -244,8 +244,13 @@ impl World<'_> {
                 pool: p.name.clone(),
                 role: Some(p.role),
                 instances: p.instances,
+                servers: p.servers(),
                 gpus: p.instances * p.server.tp_size,
-                batch_cap: p.server.max_running_requests,
+                // Per server, as `sim::decode_server` caps each DP rank.
+                batch_cap: p
+                    .server
+                    .max_running_requests
+                    .map(|m| (m / p.parallel.dp_ranks()).max(1)),
                 ..Default::default()
             })
             .collect();

@@ -172,6 +172,10 @@ const IGNORED_SWITCHES: &[&str] = &[
     // The decode side's offload to the store: what it changes is prefix reuse and store
     // traffic (`pools.server.disaggregation_decode_enable_offload_kvcache`), not the contract.
     "--disaggregation-decode-enable-offload-kvcache",
+    // How a plain server schedules its forwards (a colocated pool's
+    // `pools.server.enable_mixed_chunk`, which `plan` writes into `launch.txt`); a PD server
+    // never mixes (its batches are prefill only or decode only), and no layout depends on it.
+    "--enable-mixed-chunk",
     "--skip-server-warmup",
     "--enable-cache-report",
     "--log-requests",
@@ -682,6 +686,22 @@ mod tests {
     /// `--quantization fp8` becomes the server arg a scenario's `quantization = "fp8"` sets, on
     /// both sides alike; a pair that differs is compatible but warned; a method pdsim does not
     /// model is warned and read as unquantized.
+    /// `--enable-mixed-chunk` is accepted without a warning, on either side (issue 43): it
+    /// changes a plain server's scheduling, not the transfer contract.
+    #[test]
+    fn mixed_chunk_is_accepted_quietly() {
+        for side in ["prefill", "decode"] {
+            let l = parse_line(
+                &format!(
+                    "x --model-path llama-3.1-8b --enable-mixed-chunk --disaggregation-mode {side}"
+                ),
+                side,
+            )
+            .unwrap();
+            assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        }
+    }
+
     #[test]
     fn quantization_is_read_into_the_server_args() {
         let line = |side: &str, q: &str| {

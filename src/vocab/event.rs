@@ -117,7 +117,10 @@ pub enum Event {
 pub enum Wake {
     /// The prefill may form a batch (pages freed, requests failed).
     Prefill(PrefillId),
-    /// The decode may preallocate (pages freed).
+    /// The decode may preallocate: a request gave back its pages, its request row or its
+    /// place in the prealloc queue anywhere but in the batch at a step end (a failure, an
+    /// abort, a one-token request completing as its KV lands), or a retraction emptied the
+    /// batch (`DecodeServer::request_ended`, `start_step`).
     Decode(DecodeId),
 }
 

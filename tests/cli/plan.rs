@@ -1137,6 +1137,86 @@ fn whole_node_billing_prices_idle_gpus_and_orders_the_search() {
     );
 }
 
+/// Issue 43, the second defect: a TP8 prefill and a TP16 decode on 8-GPU nodes use nodes 0,
+/// 1 and 2 — 24 GPUs, none idle — so at $2 per GPU-hour billed per node a run costs 3 × 8 × 2 =
+/// $48/h (the decode was aligned to 16 GPUs and took nodes 2–3: 4 nodes, 8 idle GPUs, $64/h),
+/// and a sweep's row, which `plan` ranks points by, bills 24 GPUs on 3 nodes. (Qwen3-235B-A22B:
+/// a TP16 instance needs DP attention to keep its attention groups inside a node.)
+#[test]
+fn a_two_node_instance_takes_the_next_free_node_and_is_billed_so() {
+    let d = tmpdir("placement-billing");
+    let sets = [
+        "model.preset=qwen3-235b-a22b",
+        "pools.prefill.instances=1",
+        "pools.prefill.server.tp_size=8",
+        "pools.decode.instances=1",
+        "pools.decode.server.tp_size=16",
+        "pools.decode.server.dp_size=2",
+        "pools.decode.server.enable_dp_attention=true",
+        "hardware.usd_per_gpu_hour=2",
+        "hardware.billing=\"node\"",
+    ];
+    let with_sets = |mut args: Vec<String>| {
+        for s in sets {
+            args.extend(["--set".to_string(), s.to_string()]);
+        }
+        args
+    };
+    let o = d.join("run");
+    let args = with_sets(
+        [
+            "run",
+            "scenarios/quickstart.toml",
+            "-q",
+            "--summary-only",
+            "--out",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([o.to_str().unwrap().to_string()])
+        .collect(),
+    );
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let s: serde_json::Value = serde_json::from_slice(&bytes(&o, "summary.json")).unwrap();
+    let c = &s["cluster"];
+    assert_eq!(
+        (c["gpus"].as_u64(), c["nodes"].as_u64()),
+        (Some(24), Some(3)),
+        "{c}"
+    );
+    assert_eq!(c["usd_per_hour"].as_f64(), Some(48.0), "{c}");
+    assert_eq!(c["node_billing"]["billed_gpus"], 24, "{c}");
+    assert_eq!(c["node_billing"]["idle_gpus"], 0, "{c}");
+    let o = d.join("sweep");
+    let args = with_sets(
+        [
+            "sweep",
+            "scenarios/quickstart.toml",
+            "-q",
+            "--vary",
+            "run.duration_s=2",
+            "--out",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([o.to_str().unwrap().to_string()])
+        .collect(),
+    );
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let rows = read_csv(&o.join("sweep.csv"));
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(
+        (
+            &*r["gpus"],
+            &*r["nodes"],
+            &*r["idle_gpus"],
+            &*r["billed_gpus"]
+        ),
+        ("24", "3", "0", "24")
+    );
+}
+
 /// Stopping a run once `[slo]` can no longer be met changes no verdict and no answer: on the
 /// 70B grid run whole (`--full-grid`), every row's `slo_met` is the same with and without
 /// `--no-early-stop`, the rows that met `[slo]` are byte for byte the same, many rows stopped

@@ -141,3 +141,63 @@ fn every_scenario_gives_its_recorded_bytes() {
         diffs.join("\n")
     );
 }
+
+/// `pools.server.enable_mixed_chunk = true` is the colocated server pdsim ran before the key
+/// existed (issue 43: every forward mixed the decode batch with the prefill chunk): with it,
+/// every colocated scenario gives the bytes it was blessed with then. (Its default, sglang's
+/// `false`, changed their results: the golden table above has those.)
+#[test]
+fn mixed_chunk_on_keeps_the_colocated_bytes_of_before() {
+    const BEFORE: [(&str, &str, [&str; 4]); 4] = [
+        (
+            "scenarios/calibration/sharegpt-colocated.toml",
+            "server",
+            [
+                "e2d1433a12eca677",
+                "490531ce95221d17",
+                "803b6ae483355045",
+                "346eb78c25ca4ffb",
+            ],
+        ),
+        (
+            "scenarios/plan/colocated-8b.toml",
+            "servers",
+            [
+                "63e1aeeffcd3cb22",
+                "c2e8227fbc18ebf8",
+                "4b032668dafc4607",
+                "346eb78c25ca4ffb",
+            ],
+        ),
+        (
+            "scenarios/published/distserve-fig1-colocated.toml",
+            "server",
+            [
+                "913cf409490676ff",
+                "1e72989ddff3e6e5",
+                "cb2e97a88d26882a",
+                "346eb78c25ca4ffb",
+            ],
+        ),
+        (
+            "scenarios/published/splitwise-table4.toml",
+            "server",
+            [
+                "d2a7bdd438ebac36",
+                "a26c84da44048337",
+                "94e92f57fa0ea751",
+                "346eb78c25ca4ffb",
+            ],
+        ),
+    ];
+    let out = common::tmpdir("golden-mixed");
+    for (rel, pool, hashes) in BEFORE {
+        let dir = out.join(rel.replace('/', "_"));
+        let set = format!("pools.{pool}.server.enable_mixed_chunk=true");
+        common::run(rel, &[&set], &dir);
+        for (name, want) in FILES.iter().zip(hashes) {
+            let bytes = pinned(name, std::fs::read(dir.join(name)).unwrap());
+            assert_eq!(format!("{:016x}", fnv1a(&bytes)), want, "{rel} {name}");
+        }
+    }
+}

@@ -157,13 +157,19 @@ fn distserve_figure_1_goodputs() {
     // Not reproduced, recorded as such in docs/performance-model.md §6 (and held here so the
     // table stays true): pdsim's prefill of a 512-token prompt on one A100 is ~2× faster than
     // DistServe measured (vllm-2023's 69 % MFU, fitted on 70B TP2–8 prompts, has no ramp for
-    // short prompts on one GPU), so the prefill-only and colocated GPUs read ~2× DistServe's,
-    // and the colocated GPU beats 2P1D per GPU instead of losing 2.1×. If these move, re-measure
-    // and update the trust table.
-    for (what, e) in [("prefill-only", e_p), ("colocated", e_colo)] {
+    // short prompts on one GPU), so the prefill-only GPU reads ~2× DistServe's. The colocated
+    // GPU runs prefill batches instead of decode steps (no mixed chunk, as sglang's default
+    // and 2023's vLLM: issue 43), so a decode token waits for every prompt that arrives: it
+    // reads +32 % (+78 % when every forward mixed the decode batch in), and 2P1D per GPU
+    // beats it by ~1.2× (0.85× then; published 2.1×). If these move, re-measure and update the
+    // trust table.
+    for (what, e, range) in [
+        ("prefill-only", e_p, 0.5..1.5),
+        ("colocated", e_colo, 0.15..0.5),
+    ] {
         assert!(
-            (0.5..1.5).contains(&e),
-            "{what}: {:+.0} % moved from the trust table's ~+100 %",
+            range.contains(&e),
+            "{what}: {:+.0} % moved from the trust table's {range:?}",
             e * 100.0
         );
     }

@@ -874,6 +874,7 @@ fn random_set(rng: &mut Rng, t: &Table) -> String {
                 "server.ep_size",
                 "server.moe_a2a_backend",
                 "server.enable_two_batch_overlap",
+                "server.enable_mixed_chunk",
                 "server.load_balance_method",
                 "server.enable_eplb",
                 "server.speculative_algorithm",

@@ -507,3 +507,62 @@ fn deployment_keys_name_themselves_and_what_is_valid() {
     let o = ok.pools[0].offload.as_ref().unwrap();
     assert_eq!(o.bytes_per_forward(), 2.0 * f64::from(1u32 << 30));
 }
+
+/// `pools.server.enable_mixed_chunk` (sglang's `--enable-mixed-chunk`, issue 43): a value that
+/// is not a boolean, a PD pool (whose servers never have both a decode and a prefill batch to
+/// mix) and a typo are each exit 2 naming the key and what is valid.
+#[test]
+fn enable_mixed_chunk_names_itself_and_what_is_valid() {
+    let colo = repo().join("scenarios/plan/colocated-8b.toml");
+    let q = repo().join("scenarios/quickstart.toml");
+    for (path, set, key, says) in [
+        (
+            &colo,
+            "pools.servers.server.enable_mixed_chunk=\"yes\"",
+            "pools.servers.server.enable_mixed_chunk",
+            "expected a boolean",
+        ),
+        (
+            &colo,
+            "pools.servers.server.enable_mixed_chunk=1",
+            "pools.servers.server.enable_mixed_chunk",
+            "expected a boolean",
+        ),
+        (
+            &q,
+            "pools.decode.server.enable_mixed_chunk=true",
+            "pools.decode.server.enable_mixed_chunk",
+            "applies to role = \"colocated\" pools only",
+        ),
+        (
+            &q,
+            "pools.prefill.server.enable_mixed_chunk=true",
+            "pools.prefill.server.enable_mixed_chunk",
+            "applies to role = \"colocated\" pools only",
+        ),
+        (
+            &colo,
+            "pools.servers.server.enable_mixed_chunks=true",
+            "pools.servers.server.enable_mixed_chunks",
+            "did you mean `enable_mixed_chunk`?",
+        ),
+    ] {
+        let e = pdsim::scenario::load(path, &[set.into()]).unwrap_err();
+        assert_eq!(e.key, key, "{e}");
+        assert!(e.to_string().contains(says), "{set}: {e}");
+    }
+    // Off on a PD pool is what it is anyway: accepted.
+    pdsim::scenario::load(&q, &["pools.decode.server.enable_mixed_chunk=false".into()]).unwrap();
+    let (code, _, err) = pdsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "-q",
+        "--set",
+        "pools.prefill.server.enable_mixed_chunk=true",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("pools.prefill.server.enable_mixed_chunk"),
+        "{err}"
+    );
+}

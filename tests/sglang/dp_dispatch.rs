@@ -126,3 +126,42 @@ fn bad_methods_exit_2_naming_the_key_and_the_valid_names() {
         "{err}"
     );
 }
+
+/// A DP-attention pool's figures in `summary.json` are per DP rank, each its own scheduler
+/// with its own batch, queue and KV pool (issue 43: the LMSYS prefill benchmark read
+/// `kv_memory` on both pools, the decode idle and "100 %" full, because the integrals summed
+/// over 32 and 72 ranks were divided by one instance). By hand, for 20 s at 400 prompts/s of
+/// 2,048 tokens, one output token each:
+/// - prefill, 32 ranks of 7,587 pages: a forward takes `chunked_prefill_size / 2,048 = 4`
+///   prompts, 4 × 32 = 128 pages held: 128 / 7,587 = 1.69 % of a rank's KV (summed over the
+///   ranks this read 54 %); the pool serves ~97.9 prompts/s (`throughput`), so the backlog grows
+///   by 400 − 97.9 = 302.1 a second and its mean over the window, spread over the ranks, is
+///   302.1 × 10 / 32 = 94.4 waiting per rank;
+/// - decode, 72 ranks of 10,151 pages, nothing to decode: its pages are held by the backlog,
+///   preallocated at the handshake before the prefill (2,048 / 64 = 32 pages each), a mean of
+///   302.1 × 10 / 72 × 32 / 10,151 = 13.2 % of a rank's KV (summed: 9.5 → "100 %"). 13 % is
+///   headroom: decode binds on nothing.
+#[test]
+fn a_dp_attention_pools_figures_are_per_rank() {
+    let dir = common::tmpdir("dp-pool-figures");
+    let s = common::run("scenarios/moe/lmsys-prefill-ep32.toml", &[], &dir);
+    let (p, d) = (&s.pools[0], &s.pools[1]);
+    let near = |got: Option<f64>, want: f64, tol: f64| {
+        let g = got.unwrap();
+        assert!((g - want).abs() <= tol * want, "{g} vs {want} ± {tol}");
+    };
+    let served = s.throughput.requests_per_s;
+    assert!((97.0..99.0).contains(&served), "{served}");
+    near(p.kv_occupancy, 128.0 / 7_587.0, 0.1);
+    near(p.batch_mean, 4.0, 0.05);
+    near(p.queue_mean, (400.0 - served) * 10.0 / 32.0, 0.05);
+    assert!(p.busy.unwrap() > 0.99 && p.busy.unwrap() <= 1.0);
+    assert_eq!(p.bottleneck, "compute");
+    near(
+        d.kv_occupancy,
+        (400.0 - served) * 10.0 / 72.0 * 32.0 / 10_151.0,
+        0.1,
+    );
+    assert_eq!((d.busy, d.batch_mean), (Some(0.0), Some(0.0)));
+    assert_eq!(d.bottleneck, "none");
+}

@@ -1,5 +1,5 @@
 //! The simulated servers behave as sglang's code does: memory and the prefix cache, HiCache and
-//! the Mooncake Store, router policies, DP dispatch, the PD teaching scenarios, speculative
+//! the Mooncake Store, decode admission, router policies, DP dispatch, the PD teaching scenarios, speculative
 //! decoding, aborts, page fragmentation, sessions and the GPU presets. One test binary; each
 //! former test crate is a module of the same name (`cargo test --release --test sglang
 //! kv_store`).
@@ -9,6 +9,7 @@ mod common;
 
 mod aborts;
 mod deployments;
+mod admission;
 mod dp_dispatch;
 mod fragmentation;
 mod gpu_presets;

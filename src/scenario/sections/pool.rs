@@ -115,6 +115,7 @@ fn pool(
     let attn_tp = parallel.attn_tp;
     let parallel = parallel.args;
     check_server_limits(c, s, key)?;
+    check_mixed_chunk(c, p, key)?;
     let (model, quantization) = model(c, p, key, default_model)?;
     crate::scenario::parallel::check_model(c, key, &parallel, &model)?;
     check_weights_on_gpu(c, p, key, &model, gpu)?;
@@ -186,6 +187,7 @@ fn pool(
             .kv_allocator
             .unwrap_or(crate::config::KvAllocator::default_for(p.role)),
         num_reserved_decode_tokens: s.num_reserved_decode_tokens,
+        enable_mixed_chunk: s.enable_mixed_chunk,
         parallel,
         hicache: None,
         decode_offload: None,
@@ -231,6 +233,25 @@ fn check_shape(
 /// The server's scheduling and memory flags in range: page size, prefill token budgets,
 /// `mem_fraction_static`, the radix cache's size, running requests and reserved decode
 /// tokens.
+/// `enable_mixed_chunk` (sglang's `--enable-mixed-chunk`) is a colocated server's: it mixes
+/// the running decode batch into the forward of a prefill chunk. A PD prefill server has no
+/// decode batch to mix (its batches are prefill only) and a PD decode server forms no prefill
+/// batch, so on their pools the flag would change nothing: refused rather than ignored.
+fn check_mixed_chunk(c: &Checker, p: &file::PoolSection, key: &str) -> Result<(), ScenarioError> {
+    if p.server.enable_mixed_chunk && p.role != Role::Colocated {
+        return Err(c.err(
+            &format!("{key}.server.enable_mixed_chunk"),
+            format!(
+                "applies to role = \"colocated\" pools only (pool {:?} is {}): a PD {} server never has both a decode batch and a prefill batch to mix; leave it out (false) here",
+                p.name,
+                p.role.as_str(),
+                p.role.as_str()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn check_server_limits(
     c: &Checker,
     s: &file::ServerSection,

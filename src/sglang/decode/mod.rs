@@ -12,7 +12,7 @@ use crate::compute::DecodeCache;
 use crate::engine::{EventQueue, Nanos};
 use crate::layout::{RequestId, Verdict};
 use crate::metrics::histogram::Histogram;
-use crate::vocab::event::Event;
+use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::DecodeId;
 use crate::vocab::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
 
@@ -248,11 +248,29 @@ impl DecodeServer {
         (self.offload.as_deref_mut(), &self.joined)
     }
 
-    /// Request `r` (out of the table, `req`) ended: it leaves the batch if it runs, the
-    /// offload forgets it, and it no longer holds a request row. Its pages are the caller's
-    /// to free (the oracle's verdict on them decides its outcome).
-    pub fn request_ended(&mut self, req: &mut Req, r: ReqRef) {
-        if req.join_step != NOT_RUNNING {
+    /// Request `r` (out of the table, `req`) ended — `completed` when it produced its last
+    /// token: it leaves the batch if it runs, the offload forgets it, and it no longer holds a
+    /// request row. Its pages are the caller's to free (the oracle's verdict on them decides its
+    /// outcome), before the wake set is drained.
+    ///
+    /// sglang runs the prealloc queue (`process_decode_queue` → `pop_preallocated`) at every
+    /// turn of the decode scheduler's loop, busy or idle (`event_loop_normal_disagg_decode`,
+    /// `disaggregation/decode.py` @ 0035ca42), so whatever a request gives back is seen at the
+    /// next turn. pdsim runs it at each step end (`World::on_decode_step_done`, before the next
+    /// step starts) and when marked: so a request that ends anywhere but in the batch at a step
+    /// end — a failure or an abort, or one that completes as its KV lands (one output token,
+    /// the prefill made it: sglang's `--random-output 1` benchmark) — marks `Wake::Decode(me)`.
+    /// Without that mark, one-token requests gave back their pages and nobody let the waiting
+    /// ones have them until their `bootstrap_timeout`.
+    pub fn request_ended(
+        &mut self,
+        me: DecodeId,
+        (req, r): (&mut Req, ReqRef),
+        completed: bool,
+        wake: &mut Vec<Wake>,
+    ) {
+        let in_batch = req.join_step != NOT_RUNNING;
+        if in_batch {
             self.leave_batch(req, r);
         }
         if let Some(o) = self.offload.as_deref_mut() {
@@ -260,6 +278,10 @@ impl DecodeServer {
         }
         if req.decode_allocated {
             self.holders -= 1;
+        }
+        // Finished in the batch: the step end that finished it runs the queue next.
+        if !(completed && in_batch) {
+            wake.push(Wake::Decode(me));
         }
     }
 
@@ -285,7 +307,7 @@ impl DecodeServer {
         reqs: &mut Requests,
         q: &mut EventQueue<Event>,
         bootstrap_timeout_ns: Nanos,
-        retracted: &mut Vec<ReqRef>,
+        (retracted, wake): (&mut Vec<ReqRef>, &mut Vec<Wake>),
     ) {
         if !self.core.alive {
             return;
@@ -314,9 +336,16 @@ impl DecodeServer {
                 .push(Reverse((steps_done + steps, steps_done, r)));
             self.joined.push(r);
         }
+        let retracted_before = retracted.len();
         loop {
             if self.running == 0 {
                 self.core.busy = false;
+                // Every running request was retracted: no step end will run the prealloc
+                // queue, which now holds them at its front with their pages given back
+                // (sglang's next loop turn resumes them, `resume_retracted_reqs`).
+                if retracted.len() > retracted_before {
+                    wake.push(Wake::Decode(me));
+                }
                 return;
             }
             let step = self.steps_done + 1;

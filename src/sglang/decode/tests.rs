@@ -100,7 +100,7 @@ fn need_single_keeps_room_for_the_longest_running_request_to_finish() {
             &mut reqs,
             &mut q,
             1_000,
-            &mut retracted,
+            (&mut retracted, &mut Vec::new()),
         );
         assert_eq!((d.running, d.context_tokens), (1, 17));
         let v: Vec<_> = (1..10).map(|i| request(&mut reqs, i, 16, 4)).collect();
@@ -138,7 +138,7 @@ fn a_dry_pool_retracts_the_newest_request() {
             &mut reqs,
             &mut q,
             1_000,
-            &mut retracted,
+            (&mut retracted, &mut Vec::new()),
         );
         let (now, _) = q.pop().unwrap();
         let mut finished = Vec::new();
@@ -203,7 +203,7 @@ fn retraction_takes_the_newest_running_request_a_table_scan_finds() {
             &mut reqs,
             &mut q,
             1_000,
-            &mut Vec::new(),
+            (&mut Vec::new(), &mut Vec::new()),
         );
         assert_eq!(d.newest_running(&reqs), scan(&reqs));
         match (x >> 30) % 4 {
@@ -274,7 +274,7 @@ fn an_injected_crash_fails_its_requests_as_peer_lost_and_loses_the_batch() {
         &mut reqs,
         &mut q,
         1_000,
-        &mut Vec::new(),
+        (&mut Vec::new(), &mut Vec::new()),
     );
     let b = request(&mut reqs, 1, 16, 10);
     d.enqueue_prealloc(b);
@@ -367,7 +367,13 @@ fn step_through(mode: Mode) -> Walk {
     }
     let (mut seen, mut done, mut events) = (Vec::new(), Vec::new(), 0);
     let mut itl = Histogram::default();
-    d.start_step((DecodeId(0), 0), &mut reqs, &mut q, 1_000, &mut Vec::new());
+    d.start_step(
+        (DecodeId(0), 0),
+        &mut reqs,
+        &mut q,
+        1_000,
+        (&mut Vec::new(), &mut Vec::new()),
+    );
     while let Some((now, _)) = q.pop() {
         events += 1;
         // Halfway through the run first, as a touch would, then to its end.
@@ -410,7 +416,13 @@ fn step_through(mode: Mode) -> Walk {
             done.push(r);
         }
         let mut retracted = Vec::new();
-        d.start_step((DecodeId(0), now), &mut reqs, &mut q, 1_000, &mut retracted);
+        d.start_step(
+            (DecodeId(0), now),
+            &mut reqs,
+            &mut q,
+            1_000,
+            (&mut retracted, &mut Vec::new()),
+        );
         assert!(retracted.is_empty(), "the pool suffices");
         // As a materialized step: its end, then the next step's start (pages grown).
         seen.push(state(&d, now));
@@ -460,5 +472,106 @@ fn a_coalesced_run_replays_every_step_exactly() {
     assert!(
         events_s <= 6,
         "one event per finish and per horizon: {events_s}"
+    );
+}
+
+/// Issue 43's first defect, at the component: a request with one output token completes as
+/// its KV lands and gives its pages back outside any step end, so it must mark the prealloc
+/// queue for another pass. By hand, 80 pages of 16 tokens (1,280), three prompts of 32 tokens
+/// with one output token each (`max(2 pages + 512, 32 + 1 − 0)` = 544 tokens wanted):
+/// - admitted 0: allocatable 1,280 − 0 ≥ 544; 78 pages (1,248) left;
+/// - admitted 1: 1,248 − 512 × 1 = 736 ≥ 544; 76 pages (1,216) left;
+/// - the third: 1,216 − 512 × 2 = 192 < 544, waits.
+///
+/// The first lands and completes (not in the batch): its end marks `Wake::Decode(D0)`; with
+/// its 2 pages back (1,248 free, 1 held) the pass gives 1,248 − 512 = 736 ≥ 544 and the third
+/// is admitted. A request that finished in the batch marks nothing (the step end that
+/// finished it runs the queue next); a failed one marks, in or out of the batch.
+#[test]
+fn a_request_ending_outside_a_step_end_marks_the_prealloc_queue() {
+    let mut reqs = Requests::default();
+    let mut d = DecodeServer::new(core(80, 16), vec![17_000], u32::MAX);
+    let v: Vec<_> = (0..3).map(|i| request(&mut reqs, i, 32, 1)).collect();
+    d.prealloc.extend(v.iter().copied());
+    let mut admitted = Vec::new();
+    d.try_prealloc(&mut reqs, &mut admitted);
+    assert_eq!(
+        admitted,
+        v[..2],
+        "the third wants 544 of 192 allocatable tokens"
+    );
+    assert_eq!(d.core.pages.available(), 76);
+    // The first one's KV lands: one output token, nothing to decode; `World` ends it.
+    let mut wake = Vec::new();
+    let mut req = reqs.take(v[0]).unwrap();
+    d.request_ended(DecodeId(0), (&mut req, v[0]), true, &mut wake);
+    d.core.pages.free(req.id, &req.on_decode);
+    assert_eq!(wake, [Wake::Decode(DecodeId(0))]);
+    assert_eq!((d.holders, d.core.pages.available()), (1, 78));
+    // `World` drains the mark: the queue's next pass admits the third.
+    let mut admitted = Vec::new();
+    d.try_prealloc(&mut reqs, &mut admitted);
+    assert_eq!(admitted, [v[2]], "1,248 − 512 = 736 ≥ 544");
+
+    // In the batch: a completion at its step end marks nothing, a failure marks.
+    let mut q = EventQueue::new();
+    let mut d = DecodeServer::new(core(80, 16), vec![17_000], u32::MAX);
+    d.coalesce = false;
+    let a = request(&mut reqs, 10, 16, 4);
+    let b = request(&mut reqs, 11, 16, 4);
+    for r in [a, b] {
+        landed(&mut d, &mut reqs, r);
+    }
+    d.start_step(
+        (DecodeId(0), q.now()),
+        &mut reqs,
+        &mut q,
+        1_000,
+        (&mut Vec::new(), &mut Vec::new()),
+    );
+    assert_eq!(d.running(), 2);
+    let mut wake = Vec::new();
+    let mut req = reqs.take(a).unwrap();
+    d.request_ended(DecodeId(0), (&mut req, a), true, &mut wake);
+    assert!(wake.is_empty(), "the step end runs the queue itself");
+    let mut req = reqs.take(b).unwrap();
+    d.request_ended(DecodeId(3), (&mut req, b), false, &mut wake);
+    assert_eq!(wake, [Wake::Decode(DecodeId(3))]);
+    assert_eq!((d.running(), d.holders), (0, 0));
+}
+
+/// A retraction that empties the batch leaves no step end to run the prealloc queue, which
+/// now holds the victim at its front: the server marks itself. By hand, 2 pages of 4 tokens:
+/// `a` (4 prompt tokens, 1 page) runs, `b` holds the other page (preallocated, its KV not
+/// landed). `a` joined at step 0 with 4 tokens: its step-1 token opens a page
+/// (`1 ≡ 0 + 1 − 4 mod 4`), none is free, so `a` is retracted, the batch is empty, and
+/// `Wake::Decode(D0)` is marked with `a` at the front of the queue and 1 page free.
+#[test]
+fn a_retraction_that_empties_the_batch_marks_the_prealloc_queue() {
+    let mut reqs = Requests::default();
+    let mut q = EventQueue::new();
+    let mut d = DecodeServer::new(core(2, 4), vec![17_000], u32::MAX);
+    d.coalesce = false;
+    let a = request(&mut reqs, 0, 4, 100);
+    landed(&mut d, &mut reqs, a);
+    let b = request(&mut reqs, 1, 4, 100);
+    let h = d.core.pages.alloc(1, 1, false).unwrap();
+    let rb = reqs.get_mut(b).unwrap();
+    (rb.on_decode, rb.decode_allocated, rb.receiver) = (h, true, KvPoll::WaitingForInput);
+    d.holders += 1;
+    let (mut retracted, mut wake) = (Vec::new(), Vec::new());
+    d.start_step(
+        (DecodeId(0), q.now()),
+        &mut reqs,
+        &mut q,
+        1_000,
+        (&mut retracted, &mut wake),
+    );
+    assert_eq!(retracted, [a]);
+    assert_eq!(wake, [Wake::Decode(DecodeId(0))]);
+    assert_eq!(d.prealloc.front(), Some(&a));
+    assert_eq!(
+        (d.running(), d.core.busy, d.core.pages.available()),
+        (0, false, 1)
     );
 }

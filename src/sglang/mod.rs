@@ -137,6 +137,8 @@ pub struct Core {
     pub busy: bool,
     /// The pending end of the running forward (cancelled by a crash).
     pub step_key: Option<EventKey>,
+    /// When the running (or last) forward ends, ns.
+    pub step_end_ns: Nanos,
     /// Per-second counters for the timeseries.
     pub tick: TickCounters,
 }
@@ -170,6 +172,7 @@ impl Core {
             outstanding: 0,
             busy: false,
             step_key: None,
+            step_end_ns: 0,
             tick: TickCounters::default(),
         }
     }

@@ -208,6 +208,7 @@ impl PrefillServer {
         }
         self.core.start_busy(now);
         self.forward_ns = dt;
+        self.core.step_end_ns = now.saturating_add(dt);
         self.core.step_key = Some(q.schedule_keyed_in(dt, Event::PrefillStepDone { prefill: me }));
     }
 

@@ -566,6 +566,14 @@ impl World<'_> {
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
         req.row.error_kind = kind;
+        // sgl-model-gateway's PD router streams decode's tokens only once the prefill's HTTP
+        // response is in (`pd_router.rs::execute_dual_dispatch_internal`, `tokio::join!` of
+        // both responses; sglang issue #22853): the first token a client sees waits for it.
+        if req.prefill_response_ns > 0
+            && let Some(first) = req.row.first_token_ns.as_mut()
+        {
+            *first = (*first).max(req.prefill_response_ns);
+        }
         client_clock(path, &mut req.row);
         if let Err(e) = self
             .collector

@@ -271,7 +271,16 @@ impl World<'_> {
         if !(job.last && req.chunks_in_flight == 0) {
             return;
         }
-        // conclude_transfer(Success): prefill frees its pages, decode is told.
+        // conclude_transfer(Success): prefill frees its pages, decode is told. The prefill's
+        // HTTP response goes at its event loop's next turn: after the running forward.
+        if self.sc.compute.pd_prefill_response_holdback {
+            let pc = &self.prefills[p].core;
+            req.prefill_response_ns = if pc.busy {
+                pc.step_end_ns.max(now)
+            } else {
+                now
+            };
+        }
         let id = req.id;
         req.sender = KvPoll::Success;
         req.row.transfer_end_ns = Some(now);

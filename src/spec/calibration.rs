@@ -94,6 +94,14 @@ pub struct ComputeParams {
     /// launches run ahead of the GPU, so they show only when the GPU's work is shorter.
     #[serde(default)]
     pub eager_launch_per_layer_s: f64,
+    /// PD: the router streams a request's tokens only after the prefill's HTTP response,
+    /// which the prefill's event loop sends at its first turn after the KV transfer
+    /// concluded — the end of the forward running then (sgl-model-gateway `pd_router.rs`
+    /// `execute_dual_dispatch_internal`; sglang issue #22853, "~200ms higher TTFT" under load;
+    /// the fixes PR #22856 and PR #24812 closed unmerged). `false`: the first token is seen
+    /// when decode has it.
+    #[serde(default)]
+    pub pd_prefill_response_holdback: bool,
     /// Measured kernel tables the step model composes forwards from (`compute::kernels`):
     /// `sglang-2026` on a GPU AIConfigurator measured, or a file `pdsim calibrate
     /// --from-aiconfigurator` wrote. `None`: the roofline. Not part of a calibration file's
@@ -197,6 +205,7 @@ pub const SGLANG_2026: ComputeParams = ComputeParams {
     decode_cpu_s: 1.0e-3,
     decode_cpu_per_seq_s: 3.0e-5,
     eager_launch_per_layer_s: 6.0e-5,
+    pd_prefill_response_holdback: true,
     kernels: None,
 };
 
@@ -281,6 +290,7 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     decode_cpu_s: 0.0,
     decode_cpu_per_seq_s: 0.0,
     eager_launch_per_layer_s: 0.0,
+    pd_prefill_response_holdback: false,
     kernels: None,
 };
 
@@ -311,6 +321,7 @@ pub const VLLM_2023_A100: ComputeParams = ComputeParams {
     decode_cpu_s: 0.0,
     decode_cpu_per_seq_s: 0.0,
     eager_launch_per_layer_s: 0.0,
+    pd_prefill_response_holdback: false,
     kernels: None,
 };
 
@@ -340,6 +351,7 @@ pub const VLLM_2023_H100: ComputeParams = ComputeParams {
     decode_cpu_s: 0.0,
     decode_cpu_per_seq_s: 0.0,
     eager_launch_per_layer_s: 0.0,
+    pd_prefill_response_holdback: false,
     kernels: None,
 };
 

@@ -85,6 +85,10 @@ pub struct Req {
     /// When the prefill's scheduler has the request (its tokenizer manager is done), ns: the
     /// metadata that arrives earlier waits for it.
     pub prefill_ready_ns: Nanos,
+    /// When the prefill's HTTP response leaves, ns (0 until its transfer concluded): its event
+    /// loop sends it at the first turn after the transfer, the end of the forward running then
+    /// (sglang issue #22853). The PD router streams nothing to the client before it.
+    pub prefill_response_ns: Nanos,
     /// Its prefetch from the shared store (HiCache with a storage backend), if one was started.
     pub prefetch: Option<Prefetch>,
     /// When decode's page ids would reach the prefill, ns, while the prefetch policy holds the
@@ -131,6 +135,7 @@ impl Req {
             waiting_timeout: None,
             corrupted_earlier: None,
             prefill_ready_ns: 0,
+            prefill_response_ns: 0,
             prefetch: None,
             metadata_at: None,
             local_hit_tokens: 0,

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod aic_side_by_side;
 mod calibrate;
 mod calibrate_sample;
 mod colocated_rows;

@@ -174,6 +174,46 @@ impl StepModel {
         host + gpu.max(cpu)
     }
 
+    /// [`StepModel::multi_token_gpu_s`] under measured kernels: the per-token work of all
+    /// `tokens`, the LM head on each, and the decode attention of the batch over its contexts
+    /// and the new tokens before each (the KV is read once per sequence: the queries of one
+    /// sequence share it, so the attention is the decode kernel's at the longer context),
+    /// floored by the host work it overlaps. With one token per sequence it is the decode
+    /// forward less its exposed host time.
+    pub(super) fn kernel_multi_token_gpu_s(
+        &self,
+        k: &KernelStep,
+        batch: u32,
+        tokens: u64,
+        context_tokens: u64,
+    ) -> f64 {
+        let p = &self.params;
+        if tokens == u64::from(batch) && !self.decode_pipelined() {
+            let t = self.kernel_decode_terms(k, batch);
+            return self.decode_s_with(&t, context_tokens) - t.host;
+        }
+        let (b, t, ctx) = (f64::from(batch), tokens as f64, context_tokens as f64);
+        let graph = batch <= self.graph_max_bs;
+        let attn = k.decode_attention_s(batch, ctx + (t - b));
+        let body = k.dense_s(t, graph) + attn + k.mla_absorb_s(t) + self.mixer_s(t, b, false);
+        let gpu = if self.decode_pipelined() {
+            let half = self.kernel_half_batch_s(k, t, ctx + (t - b));
+            let m = self
+                .moe
+                .as_ref()
+                .expect("a pipelined decode has an expert model")
+                .decode_time(t, p.decode_flops_efficiency, p.hbm_efficiency, half);
+            body * (1.0 - self.tbo_share) + k.lm_head_s(t) + m.total_s
+        } else {
+            let moe = self.moe.as_ref().map_or(0.0, |m| {
+                m.time(t, false, p.decode_flops_efficiency, p.hbm_efficiency)
+                    .total_s
+            });
+            body + k.lm_head_s(t) + moe
+        };
+        self.offloaded(gpu).max(self.decode_cpu_s(batch))
+    }
+
     /// Under measured kernels, one micro-batch's attention and dense seconds inside the MoE
     /// layers of a pipelined decode of `b` sequences over `ctx` context tokens.
     pub(super) fn kernel_half_batch_s(&self, k: &KernelStep, b: f64, ctx: f64) -> f64 {

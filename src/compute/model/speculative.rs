@@ -29,6 +29,9 @@ impl StepModel {
         if batch == 0 || tokens == 0 {
             return 0.0;
         }
+        if let Some(k) = &self.kernels {
+            return self.kernel_multi_token_gpu_s(k, batch, tokens, context_tokens);
+        }
         let p = &self.params;
         let (b, t, ctx) = (f64::from(batch), tokens as f64, context_tokens as f64);
         let q = t / b;

@@ -36,6 +36,10 @@ pub struct RunFigures {
     pub ttft_p99_ms: Option<f64>,
     /// p99 TPOT over finished requests, ms.
     pub tpot_p99_ms: Option<f64>,
+    /// p99 ITL over every gap, ms.
+    pub itl_p99_ms: Option<f64>,
+    /// p99 of each finished request's worst gap (TBT), ms.
+    pub tbt_p99_ms: Option<f64>,
     /// Goodput over the arrival window, requests/s.
     pub goodput_rps: f64,
     /// Output tokens/s over the arrival window.
@@ -54,6 +58,8 @@ impl RunFigures {
             attainment: s.slo.attainment,
             ttft_p99_ms: s.latency_ms.ttft.p99,
             tpot_p99_ms: s.latency_ms.tpot.p99,
+            itl_p99_ms: s.latency_ms.itl.p99,
+            tbt_p99_ms: s.latency_ms.tbt.p99,
             goodput_rps: s.throughput.arrival_window.goodput_requests_per_s,
             output_tps: s.throughput.arrival_window.output_tokens_per_s,
         }
@@ -400,13 +406,15 @@ impl Lever {
                     Some(false) => "MISSED",
                 };
                 format!(
-                    "[slo] {} → {}; unserved (failed + unfinished) {} → {}; p99 TTFT {}; p99 TPOT {}; attainment {}; goodput {} req/s; GPUs {} → {}",
+                    "[slo] {} → {}; unserved (failed + unfinished) {} → {}; p99 TTFT {}; p99 TPOT {}; p99 ITL {}; p99 TBT {}; attainment {}; goodput {} req/s; GPUs {} → {}",
                     verdict(base.slo_met),
                     verdict(f.slo_met),
                     base.unserved(),
                     f.unserved(),
                     change(base.ttft_p99_ms, f.ttft_p99_ms, "ms"),
                     change(base.tpot_p99_ms, f.tpot_p99_ms, "ms"),
+                    change(base.itl_p99_ms, f.itl_p99_ms, "ms"),
+                    change(base.tbt_p99_ms, f.tbt_p99_ms, "ms"),
                     change(base.attainment, f.attainment, "%"),
                     change(Some(base.goodput_rps), Some(f.goodput_rps), ""),
                     base.gpus,

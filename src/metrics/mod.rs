@@ -2,6 +2,7 @@
 
 pub mod aborts;
 pub mod fragmentation;
+pub mod gaps;
 pub mod histogram;
 pub mod sessions;
 pub mod slo;
@@ -149,8 +150,17 @@ pub struct Latencies {
     pub ttft: Stats,
     /// (finish − first token) ÷ (output − 1), requests with ≥ 2 output tokens.
     pub tpot: Stats,
-    /// Gap between consecutive tokens of a request, over all tokens.
+    /// Gap between consecutive tokens of a request, over every gap of every request (all
+    /// tokens pooled, whatever the request's outcome).
     pub itl: Stats,
+    /// Each request's worst inter-token gap (Mooncake's TBT), over finished requests with ≥ 2
+    /// output tokens. Absent from summaries written before it (read back as no data).
+    #[serde(default = "Stats::none")]
+    pub tbt: Stats,
+    /// Each request's end-to-end latency ÷ its output tokens, over finished requests (absent
+    /// from older summaries, read back as no data).
+    #[serde(default = "Stats::none")]
+    pub e2e_per_token: Stats,
     /// Arrival → last token.
     pub e2e: Stats,
     /// Prefill waiting queue → first prefill forward.
@@ -228,8 +238,12 @@ pub struct Collector {
     pub ttft: Histogram,
     /// TPOT, ns.
     pub tpot: Histogram,
-    /// Inter-token latency, ns (fed by the decode model, one record per step).
-    pub itl: Histogram,
+    /// Inter-token gaps by kind, ns (fed by the servers, one record per step and kind).
+    pub itl: gaps::Gaps,
+    /// Each finished request's worst inter-token gap, ns.
+    pub tbt: Histogram,
+    /// Each finished request's end-to-end latency ÷ output tokens, ns.
+    pub e2e_per_token: Histogram,
     /// End-to-end, ns.
     pub e2e: Histogram,
     /// Prefill queueing, ns.
@@ -256,6 +270,12 @@ pub struct Collector {
     pub tpot_completed: Histogram,
     /// Completed requests with one output token (they have no TPOT).
     pub one_token_completed: u64,
+    /// Worst inter-token gap of completed requests with ≥ 2 output tokens, ns, by the kind of
+    /// that gap: the population of TBT targets.
+    pub tbt_completed: gaps::Gaps,
+    /// Completed requests past each per-request threshold set, `[ttft, tpot, tbt,
+    /// e2e_per_token]` (a request past two counts in both): why attainment fell short.
+    pub past_threshold: [u64; 4],
     /// Says when `[slo]` can no longer be met (installed by `pdsim plan` to stop a run early;
     /// `None` everywhere else, and then nothing changes).
     pub slo_watch: Option<slo::SloWatch>,
@@ -343,7 +363,7 @@ impl Collector {
         &mut self,
         row: &RequestRow,
         message: Option<&str>,
-        slo: (Option<Nanos>, Option<Nanos>),
+        slo: crate::config::Thresholds,
         sink: &mut dyn Sink,
     ) -> std::io::Result<()> {
         self.kv_bytes += row.kv_bytes;
@@ -390,7 +410,7 @@ impl Collector {
     /// for a completed one its SLO verdict.
     // One call site on the per-request path: split for reading, inlined as it was.
     #[inline(always)]
-    fn count_answered(&mut self, row: &RequestRow, slo: (Option<Nanos>, Option<Nanos>)) {
+    fn count_answered(&mut self, row: &RequestRow, slo: crate::config::Thresholds) {
         if row.outcome == Outcome::Completed {
             self.counts.completed += 1;
         } else {
@@ -404,10 +424,23 @@ impl Collector {
         let fin = row.finish_ns.expect("a finished request has a finish time");
         let ttft = ft - row.arrival_ns;
         self.ttft.record(ttft);
-        self.e2e.record(fin - row.arrival_ns);
+        let e2e = fin - row.arrival_ns;
+        self.e2e.record(e2e);
+        let e2e_per_token = e2e / u64::from(row.output_tokens.max(1));
+        self.e2e_per_token.record(e2e_per_token);
         let tpot = (row.output_tokens > 1).then(|| (fin - ft) / u64::from(row.output_tokens - 1));
         if let Some(t) = tpot {
             self.tpot.record(t);
+        }
+        let gap = row.gaps.worst;
+        debug_assert!(
+            (row.output_tokens > 1) == gap.is_some() || row.outcome != Outcome::Completed,
+            "request {}: {} output tokens but worst gap {gap:?}",
+            row.id,
+            row.output_tokens
+        );
+        if let Some((g, _)) = gap {
+            self.tbt.record(g);
         }
         let in_window = self.in_window(fin);
         if in_window {
@@ -424,12 +457,25 @@ impl Collector {
             Some(t) => self.tpot_completed.record(t),
             None => self.one_token_completed += 1,
         }
-        let ok_ttft = slo.0.is_none_or(|s| ttft <= s);
-        let ok_tpot = slo.1.is_none_or(|s| tpot.is_none_or(|t| t <= s));
-        if let Some(w) = &mut self.slo_watch {
-            w.completed(ttft, tpot, ok_ttft && ok_tpot);
+        if let Some((g, kind)) = gap {
+            self.tbt_completed.of(kind).record(g);
         }
-        if ok_ttft && ok_tpot {
+        // Each threshold set, against this request's figure (a one-token request has no TPOT
+        // and no gap: it is within both).
+        let past = [
+            slo.ttft_ns.is_some_and(|s| ttft > s),
+            slo.tpot_ns.is_some_and(|s| tpot.is_some_and(|t| t > s)),
+            slo.tbt_ns.is_some_and(|s| gap.is_some_and(|g| g.0 > s)),
+            slo.e2e_per_token_ns.is_some_and(|s| e2e_per_token > s),
+        ];
+        for (n, p) in self.past_threshold.iter_mut().zip(past) {
+            *n += u64::from(p);
+        }
+        let attained = !past.contains(&true);
+        if let Some(w) = &mut self.slo_watch {
+            w.completed(ttft, tpot, gap.map(|g| g.0), attained);
+        }
+        if attained {
             self.slo_met += 1;
             if in_window {
                 self.window.slo_met += 1;
@@ -521,7 +567,9 @@ impl Collector {
         Latencies {
             ttft: self.ttft.summary(s),
             tpot: self.tpot.summary(s),
-            itl: self.itl.summary(s),
+            itl: self.itl.merged().summary(s),
+            tbt: self.tbt.summary(s),
+            e2e_per_token: self.e2e_per_token.summary(s),
             e2e: self.e2e.summary(s),
             queue: self.queue.summary(s),
             bootstrap: self.bootstrap.summary(s),

@@ -29,10 +29,10 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use crate::engine::{EventQueue, Nanos};
-use crate::metrics::histogram::Histogram;
+use crate::metrics::gaps::{Gaps, StepGaps};
 use crate::vocab::event::Event;
 use crate::vocab::ids::ColocatedId;
-use crate::vocab::{ErrorKind, Outcome, RequestRow};
+use crate::vocab::{ErrorKind, GapKind, Outcome, RequestRow};
 
 use super::Core;
 use crate::vocab::requests::Holding;
@@ -119,6 +119,10 @@ pub struct ColocatedServer {
     /// The holders' admission estimate, tokens.
     reserved_tokens: f64,
     step_started: Nanos,
+    /// When the last step ended, ns: the last token of every request in it.
+    last_step_end: Nanos,
+    /// The batch's shared step gaps, for each request's worst gap (`metrics::gaps`).
+    gaps: StepGaps,
     shape: Vec<(u32, u32)>,
 }
 
@@ -164,6 +168,8 @@ impl ColocatedServer {
             max_running,
             reserved_tokens: 0.0,
             step_started: 0,
+            last_step_end: 0,
+            gaps: StepGaps::default(),
             shape: Vec::new(),
         }
     }
@@ -332,20 +338,34 @@ impl ColocatedServer {
 
     /// The step ended: every decode request produced a token, finished ones leave, and
     /// requests whose last chunk was computed get their first token and join the batch.
-    pub fn step_done(&mut self, now: Nanos, itl: &mut Histogram, out: &mut StepOutcome) {
+    /// Inter-token gaps go to `itl` by kind: the step's, a mixed step when it also ran prefill
+    /// chunks; a request that joined at its start from its previous token (a handoff when it
+    /// waited: for a place in the batch, or its prompt computed again after a retraction).
+    pub fn step_done(&mut self, now: Nanos, itl: &mut Gaps, out: &mut StepOutcome) {
         self.core.end_busy(now);
         self.steps_done += 1;
         let dt = now - self.step_started;
         out.tokens += u64::from(self.running);
         self.core.tick.tokens += u64::from(self.running);
         self.context_tokens += u64::from(self.running);
-        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        let mixed = !self.step_prefill.is_empty();
+        let kind = GapKind::step(mixed);
+        itl.of(kind)
+            .record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        self.gaps.step(self.steps_done, dt, mixed);
+        self.last_step_end = now;
         for s in std::mem::take(&mut self.joined) {
-            if let Some(ft) = self.table[s as usize]
-                .as_ref()
-                .and_then(|r| r.row.first_token_ns)
-            {
-                itl.record(now - ft);
+            let Some(r) = self.table[s as usize].as_mut() else {
+                continue;
+            };
+            if let Some(from) = r.row.gaps.resumed_from.or(r.row.first_token_ns) {
+                let k = if from == self.step_started {
+                    kind
+                } else {
+                    GapKind::Handoff
+                };
+                itl.of(k).record(now - from);
+                r.row.gaps.saw(now - from, k);
             }
         }
         while let Some(&Reverse((step, join, s))) = self.finishing.peek() {
@@ -398,6 +418,7 @@ impl ColocatedServer {
         r.row.decode_start_ns.get_or_insert(now);
         r.join_step = Some(steps);
         let (prompt, id) = (r.prompt(), r.id);
+        self.gaps.joined(steps);
         self.phase[phase_key(steps, prompt, ps)] += 1;
         self.batch_order.insert((steps, id, s));
         self.running += 1;
@@ -416,6 +437,14 @@ impl ColocatedServer {
         let Some(join) = r.join_step.take() else {
             return 0;
         };
+        // Its gaps: the worst of the steps it shared; its last token came at the last step's
+        // end when it ran one (a later stint's first gap starts there).
+        if let Some((g, kind)) = self.gaps.left(join) {
+            r.row.gaps.saw(g, kind);
+        }
+        if steps > join {
+            r.row.gaps.resumed_from = Some(self.last_step_end);
+        }
         let generated = (steps - join) as u32;
         let prompt = r.prompt();
         let id = r.id;
@@ -522,7 +551,7 @@ mod tests {
     /// Runs the server alone until it is idle; returns the finished rows.
     fn run(server: &mut ColocatedServer, q: &mut EventQueue<Event>) -> Vec<RequestRow> {
         let mut done = Vec::new();
-        let mut itl = Histogram::new();
+        let mut itl = Gaps::default();
         server.try_step(ColocatedId(0), q);
         while let Some((_, ev)) = q.pop() {
             assert!(matches!(ev, Event::ColocatedStepDone { .. }));
@@ -605,7 +634,7 @@ mod tests {
         s.try_step(ColocatedId(0), &mut q);
         assert_eq!(s.step_prefill.len(), 10);
         let mut out = StepOutcome::default();
-        let mut itl = Histogram::new();
+        let mut itl = Gaps::default();
         q.pop();
         s.step_done(q.now(), &mut itl, &mut out);
         assert_eq!(s.running(), 10);
@@ -622,7 +651,7 @@ mod tests {
         for id in 0..12 {
             s.arrive(row(id, 200, 20 + id as u32), 0);
         }
-        let mut itl = Histogram::new();
+        let mut itl = Gaps::default();
         let mut done = 0;
         s.try_step(ColocatedId(0), &mut q);
         while q.pop().is_some() {

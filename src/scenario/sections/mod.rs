@@ -259,19 +259,22 @@ pub(super) fn sglang_and_slo(
         ));
     }
     let mut slo = Slo::default();
-    if let Some(t) = file.slo.ttft_ms {
-        let t = c.positive("slo.ttft_ms", t, "ms")?;
-        slo.ttft_ns = Some(ns_from_secs_ceil(
-            c.within_clock("slo.ttft_ms", t, 1e-3, "ms")? / 1e3,
-        ));
-    }
-    if let Some(t) = file.slo.tpot_ms {
-        let t = c.positive("slo.tpot_ms", t, "ms")?;
-        slo.tpot_ns = Some(ns_from_secs_ceil(
-            c.within_clock("slo.tpot_ms", t, 1e-3, "ms")? / 1e3,
-        ));
-    }
     let s = &file.slo;
+    // A per-request threshold in ms, as whole ns (rounded up: a bound never tightens).
+    let threshold = |name: &str, v: Option<f64>| -> Result<Option<u64>, ScenarioError> {
+        v.map(|t| {
+            let key = format!("slo.{name}");
+            let t = c.positive(&key, t, "ms")?;
+            Ok(ns_from_secs_ceil(
+                c.within_clock(&key, t, 1e-3, "ms")? / 1e3,
+            ))
+        })
+        .transpose()
+    };
+    slo.ttft_ns = threshold("ttft_ms", s.ttft_ms)?;
+    slo.tpot_ns = threshold("tpot_ms", s.tpot_ms)?;
+    slo.tbt_ns = threshold("tbt_ms", s.tbt_ms)?;
+    slo.e2e_per_token_ns = threshold("e2e_per_token_ms", s.e2e_per_token_ms)?;
     let pct = |name: &str, v: Option<f64>| -> Result<Option<f64>, ScenarioError> {
         v.map(|t| {
             let key = format!("slo.{name}");
@@ -289,6 +292,16 @@ pub(super) fn sglang_and_slo(
         pct("tpot_p50_ms", s.tpot_p50_ms)?,
         pct("tpot_p90_ms", s.tpot_p90_ms)?,
         pct("tpot_p99_ms", s.tpot_p99_ms)?,
+    ];
+    slo.itl_pct_ms = [
+        pct("itl_p50_ms", s.itl_p50_ms)?,
+        pct("itl_p90_ms", s.itl_p90_ms)?,
+        pct("itl_p99_ms", s.itl_p99_ms)?,
+    ];
+    slo.tbt_pct_ms = [
+        pct("tbt_p50_ms", s.tbt_p50_ms)?,
+        pct("tbt_p90_ms", s.tbt_p90_ms)?,
+        pct("tbt_p99_ms", s.tbt_p99_ms)?,
     ];
     if let Some(a) = s.attainment_min {
         if !(a > 0.0 && a <= 1.0) {

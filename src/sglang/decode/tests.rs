@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::sglang::testkit::{core, request};
+use crate::vocab::GapKind;
 
 /// Request `r` holds one page of `d` (prealloc bypassed) and its KV landed: it joins at the
 /// next step.
@@ -142,7 +143,7 @@ fn a_dry_pool_retracts_the_newest_request() {
         );
         let (now, _) = q.pop().unwrap();
         let mut finished = Vec::new();
-        let mut itl = Histogram::default();
+        let mut itl = Gaps::default();
         d.step_done(now, &mut reqs, &mut itl, &mut finished);
         assert!(finished.is_empty());
         steps += 1;
@@ -319,8 +320,15 @@ fn an_exception_crashes_the_server_with_server_crashed() {
 /// step end and the next start.
 type StepState = (Nanos, u64, u64, u32, Nanos, u64);
 
-/// What [`step_through`] saw: states, finished requests, events, latency buckets.
-type Walk = (Vec<StepState>, Vec<ReqRef>, usize, Vec<(u64, u64, u64)>);
+/// What [`step_through`] saw: states, finished requests, events, latency buckets, and each
+/// finished request's worst gap.
+type Walk = (
+    Vec<StepState>,
+    Vec<ReqRef>,
+    usize,
+    Vec<(u64, u64, u64)>,
+    Vec<Option<(Nanos, GapKind)>>,
+);
 
 /// How a test plays `World`'s part in materializing a run's steps.
 #[derive(Clone, Copy, PartialEq)]
@@ -365,8 +373,8 @@ fn step_through(mode: Mode) -> Walk {
         d.holders += 1;
         d.enqueue_ready(r);
     }
-    let (mut seen, mut done, mut events) = (Vec::new(), Vec::new(), 0);
-    let mut itl = Histogram::default();
+    let (mut seen, mut done, mut events, mut worst) = (Vec::new(), Vec::new(), 0, Vec::new());
+    let mut itl = Gaps::default();
     d.start_step((DecodeId(0), 0), &mut reqs, &mut q, 1_000, &mut Vec::new());
     while let Some((now, _)) = q.pop() {
         events += 1;
@@ -374,7 +382,7 @@ fn step_through(mode: Mode) -> Walk {
         for t in [now - (now - d.step_started) / 2, now] {
             if mode == Mode::Pass {
                 let mut ends = Vec::new();
-                d.virtual_steps(t, &reqs, &mut itl, |end, used| ends.push((end, used)));
+                d.virtual_steps(t, &mut reqs, &mut itl, |end, used| ends.push((end, used)));
                 // The pass leaves only the last state to read: earlier ones are rebuilt
                 // from the last by the arithmetic it skipped.
                 let n = ends.len() as u64;
@@ -397,7 +405,7 @@ fn step_through(mode: Mode) -> Walk {
                 }
             } else {
                 while d.virtual_left > 0 && d.step_end <= t {
-                    let end = d.virtual_step(&reqs, &mut itl);
+                    let end = d.virtual_step(&mut reqs, &mut itl);
                     seen.push(state(&d, end));
                 }
             }
@@ -408,6 +416,7 @@ fn step_through(mode: Mode) -> Walk {
             let mut req = reqs.take(r).unwrap();
             d.leave_batch(&mut req, r);
             done.push(r);
+            worst.push(req.row.gaps.worst);
         }
         let mut retracted = Vec::new();
         d.start_step((DecodeId(0), now), &mut reqs, &mut q, 1_000, &mut retracted);
@@ -415,7 +424,7 @@ fn step_through(mode: Mode) -> Walk {
         // As a materialized step: its end, then the next step's start (pages grown).
         seen.push(state(&d, now));
     }
-    (seen, done, events, itl.buckets().collect())
+    (seen, done, events, itl.merged().buckets().collect(), worst)
 }
 
 /// Busy time and tokens of the tick are read only at the pass's end: earlier states of a
@@ -439,9 +448,9 @@ fn without_tick_inside_passes(pass: &[StepState], other: &[StepState]) -> Vec<St
 /// one pass — and ends where a request finishes; it takes far fewer events.
 #[test]
 fn a_coalesced_run_replays_every_step_exactly() {
-    let (steps, done, events, itl) = step_through(Mode::Events);
-    let (steps_s, done_s, events_s, itl_s) = step_through(Mode::Single);
-    let (steps_p, done_p, events_p, itl_p) = step_through(Mode::Pass);
+    let (steps, done, events, itl, worst) = step_through(Mode::Events);
+    let (steps_s, done_s, events_s, itl_s, worst_s) = step_through(Mode::Single);
+    let (steps_p, done_p, events_p, itl_p, worst_p) = step_through(Mode::Pass);
     assert_eq!(
         steps.len(),
         39,
@@ -455,10 +464,168 @@ fn a_coalesced_run_replays_every_step_exactly() {
     );
     assert_eq!((&done, &done), (&done_s, &done_p));
     assert_eq!((&itl, &itl), (&itl_s, &itl_p));
+    // Each request's worst gap, one step at a time or coalesced, is the longest of the steps
+    // it ran in (all three joined at 0 with their first token at 0; outputs 5, 9, 40 take
+    // 4, 8 and 39 steps), read off the step ends.
+    assert_eq!((&worst, &worst), (&worst_s, &worst_p));
+    let ends: Vec<Nanos> = steps.iter().map(|s| s.0).collect();
+    for (k, w) in [4usize, 8, 39].iter().zip(&worst) {
+        let longest = (0..*k)
+            .map(|i| ends[i] - if i == 0 { 0 } else { ends[i - 1] })
+            .max()
+            .unwrap();
+        assert_eq!(w.map(|w| w.0), Some(longest), "{k} steps");
+    }
     assert_eq!(events, 39);
     assert_eq!(events_s, events_p);
     assert!(
         events_s <= 6,
         "one event per finish and per horizon: {events_s}"
     );
+}
+
+/// A server of `pages` pages of `page_size` tokens whose decode step takes 10 ms per request
+/// in the batch, whatever the contexts (a measured profile, so gaps can be derived by hand).
+fn core_10ms_per_request(pages: u32, page_size: u32) -> crate::sglang::Core {
+    let mut c = core(pages, page_size);
+    let csv = "phase,tokens,batch_size,context_tokens,time_ms\n\
+               prefill,1,,0,1\nprefill,100000,,0,1\n\
+               decode,,1,0,10\ndecode,,1,100000000,10\n\
+               decode,,8,0,80\ndecode,,8,100000000,80\n";
+    c.step = crate::compute::StepTimes::Measured(
+        crate::compute::profile::parse_profile(std::path::Path::new("10ms.csv"), csv).unwrap(),
+    );
+    c
+}
+
+/// Plays `World` for a decode server stepped one event per step: before the step starting at
+/// each time in `land`, the given request's KV lands (with `pages` pages); finished requests
+/// leave. Returns the gaps by kind — (count, min, max, sum) in ms, exact — and each finished
+/// request's worst gap (ms).
+fn walk_by_hand(
+    d: &mut DecodeServer,
+    reqs: &mut Requests,
+    mut land: Vec<(Nanos, ReqRef, u32)>,
+) -> (Vec<(u64, f64, f64, f64)>, Vec<(u64, f64, GapKind)>) {
+    let mut q = EventQueue::new();
+    d.coalesce = false;
+    let mut itl = Gaps::default();
+    let mut worst = Vec::new();
+    for &(t, ..) in &land {
+        q.schedule_at(t, Event::Tick);
+    }
+    land.reverse();
+    while let Some((now, ev)) = q.pop() {
+        let mut finished = Vec::new();
+        if matches!(ev, Event::DecodeStepDone { .. }) {
+            d.step_done(now, reqs, &mut itl, &mut finished);
+        } else if !matches!(ev, Event::Tick) {
+            continue; // a retracted request's bootstrap timeout: far past the walk
+        }
+        for r in finished {
+            let mut req = reqs.take(r).unwrap();
+            d.leave_batch(&mut req, r);
+            let (g, k) = req.row.gaps.worst.unwrap();
+            worst.push((req.id, g as f64 / 1e6, k));
+        }
+        while land.last().is_some_and(|l| l.0 <= now) {
+            let (_, r, pages) = land.pop().unwrap();
+            let id = reqs.get(r).unwrap().id;
+            let h = d.core.pages.alloc(id, pages, false).unwrap();
+            let req = reqs.get_mut(r).unwrap();
+            (req.on_decode, req.decode_allocated, req.receiver) = (h, true, KvPoll::Success);
+            d.holders += 1;
+            d.enqueue_ready(r);
+        }
+        if !d.core.busy {
+            d.start_step((DecodeId(0), now), reqs, &mut q, 1 << 50, &mut Vec::new());
+        }
+    }
+    let ms = |ns: f64| ns.round() / 1e6;
+    let gaps = itl
+        .by_kind
+        .iter()
+        .map(|h| {
+            let n = h.count();
+            (
+                n,
+                ms(h.min() as f64),
+                ms(h.max() as f64),
+                ms(h.mean() * n as f64),
+            )
+        })
+        .collect();
+    (gaps, worst)
+}
+
+/// Each request's worst gap and every gap by kind, derived by hand. Steps take 10 ms per
+/// request. A's prefill token comes at 0 and it joins at 5 ms (4 tokens: steps 1–3); B's comes
+/// at 12 ms and it joins at 15 ms (5 tokens: steps 2–5):
+///
+/// | step | batch | ends | A's gap | B's gap |
+/// |---|---|---|---|---|
+/// | 1 | A | 15 | 15 (handoff: 0 → 15) | |
+/// | 2 | A B | 35 | 20 | 23 (handoff: 12 → 35) |
+/// | 3 | A B | 55 | 20 (A done) | 20 |
+/// | 4 | B | 65 | | 10 |
+/// | 5 | B | 75 | | 10 (B done) |
+///
+/// A's worst is a decode step of 20 ms, B's its 23 ms handoff; the 7 gaps pool as handoffs
+/// {15, 23} and steps {10, 10, 20, 20, 20}.
+#[test]
+fn worst_gaps_and_gap_kinds_by_hand() {
+    let ms = 1_000_000;
+    let mut reqs = Requests::default();
+    let mut d = DecodeServer::new(core_10ms_per_request(100, 16), vec![17_000], u32::MAX);
+    let a = request(&mut reqs, 0, 16, 4);
+    let b = request(&mut reqs, 1, 16, 5);
+    reqs.get_mut(a).unwrap().row.first_token_ns = Some(0);
+    reqs.get_mut(b).unwrap().row.first_token_ns = Some(12 * ms);
+    let (gaps, worst) = walk_by_hand(&mut d, &mut reqs, vec![(5 * ms, a, 1), (15 * ms, b, 1)]);
+    assert_eq!(gaps[0], (2, 15.0, 23.0, 38.0), "handoffs: 15 and 23");
+    assert_eq!(
+        gaps[1],
+        (5, 10.0, 20.0, 80.0),
+        "decode steps: 20, 20, 20, 10, 10"
+    );
+    assert_eq!(gaps[2].0, 0, "a decode server never mixes");
+    assert_eq!(
+        worst,
+        [(0, 20.0, GapKind::DecodeStep), (1, 23.0, GapKind::Handoff)]
+    );
+}
+
+/// A retraction: the gap after it runs from the last token before it, not from the first
+/// token. Pages of 4 tokens, 5 pages; A and B (prompt 4, 10 tokens each) join at 0 with their
+/// first token at 0, one page each; step 1 opens a page for each (1 left), steps of 20 ms end
+/// at 20, 40, 60, 80; step 5 needs two pages again: B, the newest, is retracted at 80 ms with
+/// 4 tokens decoded. A runs alone (10 ms steps, done at 130 ms: worst 20). B's KV lands again
+/// at 150 ms (2 pages) and it decodes its last 5 tokens in 10 ms steps from 150: its first gap
+/// back is 160 − 80 = 80 ms, a handoff — its worst (the first token would say 160).
+#[test]
+fn a_retracted_request_resumes_its_gaps_from_its_last_token() {
+    let ms = 1_000_000;
+    let mut reqs = Requests::default();
+    let mut d = DecodeServer::new(core_10ms_per_request(5, 4), vec![17_000], u32::MAX);
+    let a = request(&mut reqs, 0, 4, 10);
+    let b = request(&mut reqs, 1, 4, 10);
+    for r in [a, b] {
+        reqs.get_mut(r).unwrap().row.first_token_ns = Some(0);
+    }
+    let (gaps, worst) = walk_by_hand(
+        &mut d,
+        &mut reqs,
+        vec![(0, a, 1), (0, b, 1), (150 * ms, b, 2)],
+    );
+    assert_eq!(gaps[0], (1, 80.0, 80.0, 80.0), "one handoff: B's return");
+    assert_eq!(
+        gaps[1],
+        (17, 10.0, 20.0, 250.0),
+        "8 shared 20 ms gaps, then 5 of A's and 4 of B's at 10 ms"
+    );
+    assert_eq!(
+        worst,
+        [(0, 20.0, GapKind::DecodeStep), (1, 80.0, GapKind::Handoff)]
+    );
+    assert_eq!(d.retractions, 1);
 }

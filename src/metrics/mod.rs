@@ -153,14 +153,6 @@ pub struct Latencies {
     /// Gap between consecutive tokens of a request, over every gap of every request (all
     /// tokens pooled, whatever the request's outcome).
     pub itl: Stats,
-    /// Each request's worst inter-token gap (Mooncake's TBT), over finished requests with ≥ 2
-    /// output tokens. Absent from summaries written before it (read back as no data).
-    #[serde(default = "Stats::none")]
-    pub tbt: Stats,
-    /// Each request's end-to-end latency ÷ its output tokens, over finished requests (absent
-    /// from older summaries, read back as no data).
-    #[serde(default = "Stats::none")]
-    pub e2e_per_token: Stats,
     /// Arrival → last token.
     pub e2e: Stats,
     /// Prefill waiting queue → first prefill forward.
@@ -172,6 +164,14 @@ pub struct Latencies {
     pub decode_queue: Stats,
     /// First chunk's transfer start → last chunk's transfer end.
     pub transfer: Stats,
+    /// Each request's worst inter-token gap (Mooncake's TBT), over finished requests with ≥ 2
+    /// output tokens. Absent from summaries written before it (read back as no data).
+    #[serde(default = "Stats::none")]
+    pub tbt: Stats,
+    /// Each request's end-to-end latency ÷ its output tokens, over finished requests (absent
+    /// from older summaries, read back as no data).
+    #[serde(default = "Stats::none")]
+    pub e2e_per_token: Stats,
 }
 
 /// Request counts by outcome.
@@ -568,13 +568,13 @@ impl Collector {
             ttft: self.ttft.summary(s),
             tpot: self.tpot.summary(s),
             itl: self.itl.merged().summary(s),
-            tbt: self.tbt.summary(s),
-            e2e_per_token: self.e2e_per_token.summary(s),
             e2e: self.e2e.summary(s),
             queue: self.queue.summary(s),
             bootstrap: self.bootstrap.summary(s),
             decode_queue: self.decode_queue.summary(s),
             transfer: self.transfer.summary(s),
+            tbt: self.tbt.summary(s),
+            e2e_per_token: self.e2e_per_token.summary(s),
         }
     }
 }

@@ -349,6 +349,7 @@ pub fn evaluate(c: &Collector, slo: &Slo, span_s: f64) -> SloSummary {
             .zip([th.ttft_ns, th.tpot_ns, th.tbt_ns, th.e2e_per_token_ns])
             .zip(c.past_threshold)
             .filter(|((_, set), _)| set.is_some())
+            .filter(|(_, count)| *count > 0)
             .map(|((what, _), count)| Late {
                 what: (*what).into(),
                 count,
@@ -651,8 +652,8 @@ impl SloTarget {
         )
     }
 
-    /// [`SloTarget::late`] in words, largest first: `9,812 handoff gaps, 140 decode-step
-    /// gaps` (empty when nothing is recorded).
+    /// [`SloTarget::late`] in words, largest first: `9812 handoff gaps, 140 decode-step gaps`,
+    /// `30 requests whose worst gap is a handoff` (empty when nothing is recorded).
     pub fn late_text(&self) -> String {
         let unit = match population_of(&self.key) {
             Some(Population::Gaps) => "gaps",
@@ -661,15 +662,20 @@ impl SloTarget {
         let mut l: Vec<&Late> = self.late.iter().filter(|l| l.count > 0).collect();
         l.sort_by_key(|l| std::cmp::Reverse(l.count));
         l.iter()
-            .map(|l| match l.what.as_str() {
-                "not_completed" => format!("{} requests that never completed", l.count),
-                w if w.ends_with("_ms") => format!("{} completed requests past {w}", l.count),
-                w => format!(
-                    "{} {unit} whose {}gap is a {}",
-                    l.count,
-                    if unit == "requests" { "worst " } else { "" },
-                    w.replace('_', "-")
-                ),
+            .map(|l| {
+                let s = if l.count == 1 { "" } else { "s" };
+                match l.what.as_str() {
+                    "not_completed" => format!("{} request{s} that never completed", l.count),
+                    w if w.ends_with("_ms") => {
+                        format!("{} completed request{s} past {w}", l.count)
+                    }
+                    w if unit == "gaps" => format!("{} {} gap{s}", l.count, w.replace('_', "-")),
+                    w => format!(
+                        "{} request{s} whose worst gap is a {}",
+                        l.count,
+                        w.replace('_', "-")
+                    ),
+                }
             })
             .collect::<Vec<_>>()
             .join(", ")
@@ -804,6 +810,136 @@ mod tests {
         assert!(!s.targets[0].default);
         // No target at all: no verdict.
         assert_eq!(evaluate(&c, &Slo::default(), 1.0).met, None);
+    }
+
+    /// Every new figure and target by hand, through the collector as the run feeds it. Five
+    /// requests (ms): r0 completes 3 tokens, first at 100, last at 300, worst gap 150 (a
+    /// handoff); r1 5 tokens, 50 → 250, worst 60 (a decode step); r2 one token at 40 (no gap);
+    /// r3 fails; r4 2 tokens, 20 → 120, worst 100 (a mixed step). All arrive at 0. The seven
+    /// gaps streamed: handoffs 150, 30; decode steps 60, 40, 50, 60; one mixed 100.
+    #[test]
+    fn gap_figures_and_targets_by_hand() {
+        use crate::config::Thresholds;
+        use crate::metrics::NullSink;
+        use crate::vocab::{ErrorKind, Outcome, RequestRow};
+        let ms = 1_000_000u64;
+        let slo = Slo {
+            tbt_ns: Some(120 * ms),
+            e2e_per_token_ns: Some(90 * ms),
+            itl_pct_ms: [Some(55.0), None, Some(200.0)],
+            tbt_pct_ms: [Some(101.0), Some(500.0), None],
+            attainment_min: Some(0.5),
+            ..Slo::default()
+        };
+        let th: Thresholds = slo.thresholds();
+        let mut c = Collector::default();
+        for (kind, gaps) in [
+            (GapKind::Handoff, &[150, 30][..]),
+            (GapKind::DecodeStep, &[60, 40, 50, 60][..]),
+            (GapKind::MixedStep, &[100][..]),
+        ] {
+            for g in gaps {
+                c.itl.of(kind).record(g * ms);
+            }
+        }
+        let rows = [
+            (3, Some((100, 300)), Some((150, GapKind::Handoff))),
+            (5, Some((50, 250)), Some((60, GapKind::DecodeStep))),
+            (1, Some((40, 40)), None),
+            (4, None, None),
+            (2, Some((20, 120)), Some((100, GapKind::MixedStep))),
+        ];
+        c.counts.arrived = rows.len() as u64;
+        for (id, (out, times, worst)) in rows.into_iter().enumerate() {
+            let mut r = RequestRow::arrived(id as u64, 0, Some((0, 1)), 10, out);
+            match times {
+                Some((ft, fin)) => {
+                    r.first_token_ns = Some(ft * ms);
+                    r.finish_ns = Some(fin * ms);
+                    r.outcome = Outcome::Completed;
+                    r.gaps.worst = worst.map(|(g, k)| (g * ms, k));
+                }
+                None => {
+                    r.finish_ns = Some(10 * ms);
+                    r.outcome = Outcome::Failed;
+                    r.error_kind = Some(ErrorKind::BootstrapTimeout);
+                }
+            }
+            c.finish(&r, Some("x"), th, &mut NullSink).unwrap();
+        }
+        let close =
+            |got: Option<f64>, want: f64| got.is_some_and(|g| (g - want).abs() <= want / 256.0);
+        // latency_ms: TBT over the finished requests with a gap, E2E/token over all finished.
+        let l = c.latencies();
+        assert!(
+            close(l.tbt.p50, 100.0) && l.tbt.max == Some(150.0),
+            "{:?}",
+            l.tbt
+        );
+        assert!((l.tbt.mean.unwrap() - 310.0 / 3.0).abs() < 1e-9);
+        assert_eq!(
+            (l.e2e_per_token.mean, l.e2e_per_token.max),
+            (Some(62.5), Some(100.0)),
+            "(100 + 50 + 40 + 60) / 4"
+        );
+        assert!(close(l.itl.p50, 60.0) && l.itl.max == Some(150.0));
+        let s = evaluate(&c, &slo, 1.0);
+        let t = |k: &str| s.targets.iter().find(|t| t.key == k).unwrap();
+        let late = |k: &str| -> Vec<(String, u64)> {
+            t(k).late
+                .iter()
+                .map(|l| (l.what.clone(), l.count))
+                .collect()
+        };
+        // ITL over the 7 gaps: p50 is rank 4 → 60 ms > 55 (missed); p99 rank 7 → 150 ≤ 200.
+        assert_eq!(t("itl_p50_ms").population, 7);
+        assert!(close(t("itl_p50_ms").value, 60.0) && !t("itl_p50_ms").met);
+        assert_eq!(
+            late("itl_p50_ms"),
+            [
+                ("handoff".into(), 1),
+                ("decode_step".into(), 2),
+                ("mixed_step".into(), 1)
+            ]
+        );
+        assert_eq!(t("itl_p99_ms").value, Some(150.0));
+        assert!(t("itl_p99_ms").met);
+        // TBT over arrived less the one-token completion (4): p50 rank 2 → 100 ≤ 101; p90
+        // rank 4 falls on the failed request → no value, missed.
+        assert_eq!(t("tbt_p50_ms").population, 4);
+        assert!(close(t("tbt_p50_ms").value, 100.0) && t("tbt_p50_ms").met);
+        assert_eq!((t("tbt_p90_ms").value, t("tbt_p90_ms").met), (None, false));
+        assert!(late("tbt_p90_ms").contains(&("not_completed".into(), 1)));
+        // Attainment: r0 is past tbt_ms (150 > 120) and e2e_per_token_ms (100 > 90), r3 never
+        // completed; r1, r2 (no gap: within tbt_ms) and r4 attain: 3 of 5.
+        assert_eq!(s.attainment, Some(0.6));
+        assert!(t("attainment_min").met);
+        assert_eq!(
+            late("attainment_min"),
+            [
+                ("tbt_ms".into(), 1),
+                ("e2e_per_token_ms".into(), 1),
+                ("not_completed".into(), 1),
+                ("handoff".into(), 1)
+            ],
+            "r0's worst gap past tbt_ms is a handoff"
+        );
+        assert_eq!((s.tbt_ms, s.e2e_per_token_ms), (Some(120.0), Some(90.0)));
+        assert_eq!(s.met, Some(false), "itl_p50_ms and tbt_p90_ms missed");
+        assert_eq!(s.verdict_text(), "MISSED (itl_p50_ms, tbt_p90_ms)");
+        assert!(
+            s.attainment_basis()
+                .contains("worst inter-token gap (TBT) ≤ 120 ms")
+        );
+        assert!(
+            t("itl_p50_ms")
+                .line()
+                .contains("over 7 gaps, all tokens pooled")
+        );
+        assert_eq!(
+            t("itl_p50_ms").late_text(),
+            "2 decode-step gaps, 1 handoff gap, 1 mixed-step gap"
+        );
     }
 
     #[test]

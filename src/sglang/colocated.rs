@@ -665,6 +665,61 @@ mod tests {
         assert_eq!(s.core.pages.used(), 0, "no page leaked");
     }
 
+    /// Gaps by hand on a colocated server whose forward takes 30 ms when it runs prefill
+    /// work and 10 ms when it only decodes. A (4 tokens) is prefilled in step 1 (0–30 ms) and
+    /// joins; B (3 tokens) is ready at 35 ms:
+    ///
+    /// | step | forward | ends | A's gap | B's gap |
+    /// |---|---|---|---|---|
+    /// | 2 | decode A | 40 | 10 | |
+    /// | 3 | decode A + prefill B | 70 | 30 (mixed) | (first token) |
+    /// | 4 | decode A B | 80 | 10 (A done) | 10 |
+    /// | 5 | decode B | 90 | | 10 (B done) |
+    ///
+    /// A's worst gap is the mixed step's 30 ms — the interference PD removes; B's a decode step.
+    #[test]
+    fn a_mixed_forward_is_the_gap_its_running_requests_wait_out() {
+        let ms = 1_000_000;
+        let core = testkit::core_measured(
+            1000,
+            16,
+            "phase,tokens,batch_size,context_tokens,time_ms\n\
+             prefill,1,,0,30\nprefill,100000,,0,30\nprefill,1,,100000,30\nprefill,100000,,100000,30\n\
+             decode,,1,0,10\ndecode,,1,100000000,10\ndecode,,8,0,10\ndecode,,8,100000000,10\n",
+        );
+        let mut s = ColocatedServer::new(core, 512, u32::MAX);
+        let mut q = EventQueue::new();
+        s.arrive(row(0, 4, 4), 0);
+        s.arrive(row(1, 4, 3), 35 * ms);
+        let mut itl = Gaps::default();
+        let mut done = Vec::new();
+        s.try_step(ColocatedId(0), &mut q);
+        while let Some(_) = q.pop() {
+            let mut out = StepOutcome::default();
+            s.step_done(q.now(), &mut itl, &mut out);
+            done.extend(out.finished);
+            s.try_step(ColocatedId(0), &mut q);
+        }
+        let worst: Vec<_> = done
+            .iter()
+            .map(|r| (r.id, r.finish_ns.unwrap() / ms, r.gaps.worst.unwrap()))
+            .collect();
+        assert_eq!(
+            worst,
+            [
+                (0, 80, (30 * ms, GapKind::MixedStep)),
+                (1, 90, (10 * ms, GapKind::DecodeStep))
+            ]
+        );
+        let by = |k: GapKind| {
+            let h = &itl.by_kind[k.index()];
+            (h.count(), h.min() / ms, h.max() / ms)
+        };
+        assert_eq!(by(GapKind::DecodeStep), (4, 10, 10));
+        assert_eq!(by(GapKind::MixedStep), (1, 30, 30));
+        assert_eq!(by(GapKind::Handoff).0, 0);
+    }
+
     #[test]
     fn a_short_pool_retracts_the_newest_request_and_still_finishes_all() {
         // 40 pages of 16 tokens: four requests of 100 + 200 tokens cannot all hold their KV.

@@ -260,28 +260,33 @@ pub(super) fn sglang_and_slo(
     }
     let mut slo = Slo::default();
     let s = &file.slo;
+    // A latency target: a positive number of ms no longer than the clock's bound; the error
+    // says what the key bounds (`metrics::slo::SLO_KEYS`).
+    let ms = |name: &str, t: f64| -> Result<f64, ScenarioError> {
+        let key = format!("slo.{name}");
+        if !(t.is_finite() && t > 0.0) {
+            let what = crate::metrics::slo::SLO_KEYS
+                .iter()
+                .find(|k| k.key == name)
+                .map_or(String::new(), |k| format!(" ({})", k.meaning));
+            return Err(c.err(
+                &key,
+                format!("must be a positive number of milliseconds{what}; got {t}"),
+            ));
+        }
+        c.within_clock(&key, t, 1e-3, "ms")
+    };
     // A per-request threshold in ms, as whole ns (rounded up: a bound never tightens).
     let threshold = |name: &str, v: Option<f64>| -> Result<Option<u64>, ScenarioError> {
-        v.map(|t| {
-            let key = format!("slo.{name}");
-            let t = c.positive(&key, t, "ms")?;
-            Ok(ns_from_secs_ceil(
-                c.within_clock(&key, t, 1e-3, "ms")? / 1e3,
-            ))
-        })
-        .transpose()
+        v.map(|t| Ok(ns_from_secs_ceil(ms(name, t)? / 1e3)))
+            .transpose()
     };
     slo.ttft_ns = threshold("ttft_ms", s.ttft_ms)?;
     slo.tpot_ns = threshold("tpot_ms", s.tpot_ms)?;
     slo.tbt_ns = threshold("tbt_ms", s.tbt_ms)?;
     slo.e2e_per_token_ns = threshold("e2e_per_token_ms", s.e2e_per_token_ms)?;
     let pct = |name: &str, v: Option<f64>| -> Result<Option<f64>, ScenarioError> {
-        v.map(|t| {
-            let key = format!("slo.{name}");
-            c.positive(&key, t, "ms")?;
-            c.within_clock(&key, t, 1e-3, "ms")
-        })
-        .transpose()
+        v.map(|t| ms(name, t)).transpose()
     };
     slo.ttft_pct_ms = [
         pct("ttft_p50_ms", s.ttft_p50_ms)?,

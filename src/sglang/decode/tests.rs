@@ -487,15 +487,14 @@ fn a_coalesced_run_replays_every_step_exactly() {
 /// A server of `pages` pages of `page_size` tokens whose decode step takes 10 ms per request
 /// in the batch, whatever the contexts (a measured profile, so gaps can be derived by hand).
 fn core_10ms_per_request(pages: u32, page_size: u32) -> crate::sglang::Core {
-    let mut c = core(pages, page_size);
-    let csv = "phase,tokens,batch_size,context_tokens,time_ms\n\
-               prefill,1,,0,1\nprefill,100000,,0,1\n\
-               decode,,1,0,10\ndecode,,1,100000000,10\n\
-               decode,,8,0,80\ndecode,,8,100000000,80\n";
-    c.step = crate::compute::StepTimes::Measured(
-        crate::compute::profile::parse_profile(std::path::Path::new("10ms.csv"), csv).unwrap(),
-    );
-    c
+    crate::sglang::testkit::core_measured(
+        pages,
+        page_size,
+        "phase,tokens,batch_size,context_tokens,time_ms\n\
+         prefill,1,,0,1\nprefill,100000,,0,1\n\
+         decode,,1,0,10\ndecode,,1,100000000,10\n\
+         decode,,8,0,80\ndecode,,8,100000000,80\n",
+    )
 }
 
 /// Plays `World` for a decode server stepped one event per step: before the step starting at

@@ -166,6 +166,13 @@ pub fn short_label(values: &[(String, String)]) -> String {
     let mut pools: Vec<(String, String, Vec<String>)> = Vec::new();
     let mut other = Vec::new();
     for (k, v) in values {
+        // A whole `pools` array (a grid of PD and colocated deployments): each pool by role.
+        if k == "pools"
+            && let Some(l) = pools_label(v)
+        {
+            other.push(l);
+            continue;
+        }
         let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
         let parts: Vec<&str> = k.split('.').collect();
         if parts.len() >= 3 && parts[0] == "pools" {
@@ -215,6 +222,33 @@ pub fn short_label(values: &[(String, String)]) -> String {
     } else {
         out.join(" ")
     }
+}
+
+/// A `pools` array value as a label: `2P·tp2 1D·tp4`, `4C·tp2` (a pool's role as its tag,
+/// its instances and TP); `None` when it does not read as one.
+fn pools_label(v: &str) -> Option<String> {
+    let t: toml::Table = toml::from_str(&format!("v = {v}")).ok()?;
+    let pools = t.get("v")?.as_array()?;
+    let label: Vec<String> = pools
+        .iter()
+        .map(|p| {
+            let p = p.as_table()?;
+            let tag = match p.get("role")?.as_str()? {
+                "prefill" => "P",
+                "decode" => "D",
+                "colocated" => "C",
+                _ => "?",
+            };
+            let n = p.get("instances").and_then(toml::Value::as_integer)?;
+            let tp = p
+                .get("server")
+                .and_then(|s| s.get("tp_size"))
+                .and_then(toml::Value::as_integer)
+                .unwrap_or(1);
+            Some(format!("{n}{tag}·tp{tp}"))
+        })
+        .collect::<Option<_>>()?;
+    (!label.is_empty()).then(|| label.join(" "))
 }
 
 /// The binding pools of a row's `bottlenecks` (`prefill:compute decode:none` → `prefill
@@ -308,5 +342,20 @@ mod tests {
             "3P·tp4 2D·tp8 policy=round_robin"
         );
         assert_eq!(short_label(&[]), "the scenario");
+        // A whole `pools` array (a PD-or-colocated grid) reads by role.
+        assert_eq!(
+            short_label(&[v(
+                "pools",
+                "[{name=\"p\",role=\"prefill\",instances=2,server={tp_size=2}},{name=\"d\",role=\"decode\",instances=1}]"
+            )]),
+            "2P·tp2 1D·tp1"
+        );
+        assert_eq!(
+            short_label(&[v(
+                "pools",
+                "[{name=\"s\",role=\"colocated\",instances=4,server={tp_size=2}}]"
+            )]),
+            "4C·tp2"
+        );
     }
 }

@@ -1567,7 +1567,7 @@ fn the_plan_says_pd_or_not_and_prices_the_other_kind() {
     let why = pd["why"].as_str().unwrap();
     assert!(
         why.starts_with(
-            "PD or not: colocated. The cheapest point meeting [slo], 1C·tp1 (1 GPUs billed)"
+            "PD or not: colocated. The cheapest point meeting [slo], 1C·tp1 (1 GPU billed)"
         ) && why.contains(
             "the best disaggregated point, 1P·tp1 1D·tp1, costs 2 GPUs billed at the same [slo]"
         ) && why.contains("no disaggregated point on the grid costs as little"),

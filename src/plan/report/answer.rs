@@ -89,9 +89,10 @@ fn pd_html(pd: &PdOrNot) -> String {
 /// billed without a price.
 fn cost_words(v: &PointVerdict) -> String {
     let billed = v.billed_gpus.or(v.gpus).unwrap_or(0);
+    let gpus = if billed == 1 { "GPU" } else { "GPUs" };
     match v.usd_per_hour {
-        Some(u) => format!("${u:.2}/hour, {billed} GPUs billed"),
-        None => format!("{billed} GPUs billed"),
+        Some(u) => format!("${u:.2}/hour, {billed} {gpus} billed"),
+        None => format!("{billed} {gpus} billed"),
     }
 }
 
@@ -187,17 +188,20 @@ pub fn pd_or_not(vs: &[PointVerdict], slo: &crate::config::Slo) -> Option<PdOrNo
         .filter_map(PointVerdict::cost)
         .all(|c| c.usd_per_hour.is_some());
     let key = |v: &PointVerdict| v.cost().map(|c| c.key(priced));
+    // What is billed: the price (when every point has one), then the GPUs billed — the
+    // order's first terms; the rest only break ties between equal bills.
+    let bill = |v: &PointVerdict| key(v).map(|k| (k.0, k.1));
     let of = |a: Arch| if a == Arch::Disaggregated { &dis } else { &col };
     let best = |a: Arch| cheapest(of(a)).cloned();
     let (bd, bc) = (best(Arch::Disaggregated), best(Arch::Colocated));
     let answer = cheapest(vs).cloned();
     let label = |v: &PointVerdict| short_label(&v.values);
-    // The dearest point of `a` that ran and missed, at most at `limit` (by cost key).
-    let dearest_miss = |a: Arch, limit: Option<crate::plan::search::CostKey>| {
+    // The dearest point of `a` that ran and missed, billed at most `limit`.
+    let dearest_miss = |a: Arch, limit: Option<(u64, u32)>| {
         of(a)
             .iter()
             .filter(|v| !v.meets_slo && key(v).is_some())
-            .filter(|v| limit.is_none_or(|l| key(v).is_some_and(|k| k <= l)))
+            .filter(|v| limit.is_none_or(|l| bill(v).is_some_and(|b| b <= l)))
             .max_by_key(|v| (key(v), std::cmp::Reverse(v.point)))
             .cloned()
     };
@@ -230,31 +234,35 @@ pub fn pd_or_not(vs: &[PointVerdict], slo: &crate::config::Slo) -> Option<PdOrNo
                     )
                 }
             }
-            match dearest_miss(r, key(win)) {
-                Some(m) => {
-                    s += &format!(
-                        " Why: every {} point that costs no more misses [slo]; the dearest of them, {} ({}), {}.",
-                        r.as_str(),
-                        label(&m),
-                        cost_words(&m),
-                        why_phase(&m, r, slo)
-                    );
-                }
-                None => {
-                    let cheapest_rival = of(r)
-                        .iter()
-                        .filter(|v| key(v).is_some())
-                        .min_by_key(|v| (key(v), v.point));
-                    s += &format!(
-                        " Why: no {} point on the grid costs as little{}.",
-                        r.as_str(),
-                        cheapest_rival.map_or(String::new(), |c| format!(
-                            " (the cheapest, {}, {})",
-                            label(c),
-                            cost_words(c)
-                        ))
-                    );
-                }
+            let tie = rival.as_ref().filter(|rb| bill(rb) == bill(win));
+            if let Some(rb) = tie {
+                s += &format!(
+                    " Why: both bill the same; {} comes first in the search's order (the most GPUs used, then the fewest nodes, then grid order) ahead of {}.",
+                    label(win),
+                    label(rb)
+                );
+            } else if let Some(m) = dearest_miss(r, bill(win)) {
+                s += &format!(
+                    " Why: every {} point that costs no more misses [slo]; the dearest of them, {} ({}), {}.",
+                    r.as_str(),
+                    label(&m),
+                    cost_words(&m),
+                    why_phase(&m, r, slo)
+                );
+            } else {
+                let cheapest_rival = of(r)
+                    .iter()
+                    .filter(|v| key(v).is_some())
+                    .min_by_key(|v| (key(v), v.point));
+                s += &format!(
+                    " Why: no {} point on the grid costs as little{}.",
+                    r.as_str(),
+                    cheapest_rival.map_or(String::new(), |c| format!(
+                        " (the cheapest, {}, {})",
+                        label(c),
+                        cost_words(c)
+                    ))
+                );
             }
             s
         }

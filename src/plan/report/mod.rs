@@ -51,7 +51,7 @@ pub fn index_html(m: &Manifest, rows: &[(usize, SweepRow)], plan: Option<&PlanCo
     };
     let _ = writeln!(
         h,
-        "<p>{} points × {} seeds from <code>{}</code>; varied: {}. A point meets [slo] when every seed does (<code>metrics::slo</code>: percentile targets over arrived requests, a request that never completed counted infinitely late). Latency figures are over finished requests; rates and throughput over the arrival window. <code>sweep.csv</code> has every row.</p>",
+        "<p>{} points × {} seeds from <code>{}</code>; varied: {}. A point meets [slo] when every seed does (<code>metrics::slo</code>: TTFT, TPOT and TBT percentile targets over arrived requests, a request that never completed counted infinitely late; ITL targets over every inter-token gap of every request). Latency figures are over finished requests (ITL over every gap); rates and throughput over the arrival window. <code>sweep.csv</code> has every row.</p>",
         vs.len(),
         m.grid.seeds.len(),
         esc(&m.scenario),

@@ -261,6 +261,16 @@ fn simulate(sc: &Scenario) -> Result<Summary, String> {
     ))
 }
 
+/// Whether a missed `[slo]` target on inter-token gaps has mostly mixed-step gaps past it (a
+/// colocated forward that also ran prefill chunks: `slo.targets[].late`).
+fn mixed_steps_bind(s: &Summary) -> bool {
+    s.slo.targets.iter().filter(|t| !t.met).any(|t| {
+        let n = |w: &str| t.late.iter().find(|l| l.what == w).map_or(0, |l| l.count);
+        let mixed = n("mixed_step");
+        mixed > 0 && mixed >= n("handoff") && mixed >= n("decode_step")
+    })
+}
+
 /// The ranking key of a lever's outcome (smaller is better): `[slo]` met, fewer requests
 /// unserved, more goodput, lower p99 TTFT, fewer GPUs. Levers that could not run go last.
 fn rank(o: &Result<RunFigures, String>) -> (u8, u64, i64, i64, u32) {
@@ -341,7 +351,7 @@ pub fn diagnose(
             .map(|p| ((*p).clone(), p.bottleneck.clone()))
             .collect()
     };
-    let plan: Vec<(String, Vec<String>, String)> = suspects
+    let mut plan: Vec<(String, Vec<String>, String)> = suspects
         .iter()
         .flat_map(|(p, r)| {
             levers_for(sc, p, r)
@@ -349,6 +359,29 @@ pub fn diagnose(
                 .map(|(what, sets)| (what, sets, p.pool.clone()))
         })
         .collect();
+    // A missed target on inter-token gaps whose gaps past it are mostly mixed forwards: the
+    // prefill chunk each running request waits out is the lever (halved: shorter forwards,
+    // the same GPUs).
+    if mixed_steps_bind(summary) {
+        for pool in sc.pools.iter().filter(|p| p.role == Role::Colocated) {
+            let c = pool.server.chunked_prefill_size;
+            if c >= 2 {
+                plan.push((
+                    format!(
+                        "{} with chunked_prefill_size {} instead of {c} (same GPUs: shorter mixed forwards)",
+                        pool.name,
+                        c / 2
+                    ),
+                    vec![format!(
+                        "pools.{}.server.chunked_prefill_size={}",
+                        pool.name,
+                        c / 2
+                    )],
+                    pool.name.clone(),
+                ));
+            }
+        }
+    }
     let mut levers: Vec<Lever> = plan
         .into_par_iter()
         .map(|(what, sets, pool)| {

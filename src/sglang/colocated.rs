@@ -694,7 +694,7 @@ mod tests {
         let mut itl = Gaps::default();
         let mut done = Vec::new();
         s.try_step(ColocatedId(0), &mut q);
-        while let Some(_) = q.pop() {
+        while q.pop().is_some() {
             let mut out = StepOutcome::default();
             s.step_done(q.now(), &mut itl, &mut out);
             done.extend(out.finished);

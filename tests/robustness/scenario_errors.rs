@@ -409,7 +409,7 @@ fn gap_slo_keys_refuse_bad_values_by_name() {
             ("true", "invalid type: boolean `true`"),
         ] {
             let set = format!("slo.{key}={value}");
-            let e = pdsim::scenario::load(&q, &[set.clone()]).unwrap_err();
+            let e = pdsim::scenario::load(&q, std::slice::from_ref(&set)).unwrap_err();
             assert_eq!(e.key, format!("slo.{key}"), "{set}: {e}");
             assert!(e.to_string().contains(fragment), "{set}: {e}");
             if fragment.starts_with("must be") {

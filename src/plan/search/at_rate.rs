@@ -239,10 +239,10 @@ pub fn cheapest_first(
     // Searches `points` (positions in `order`) in batches to the first that meets [slo];
     // rows already run (`done`, by point) are not run again. Returns the kept rows, the
     // position of the answer, and the rows run past it (by point).
-    type Ran = std::collections::BTreeMap<usize, Vec<(usize, SweepRow)>>;
-    let search = |points: &[usize],
-                  done: &mut Ran|
-     -> Result<(Vec<(usize, SweepRow)>, Option<usize>, Ran), PlanError> {
+    type Rows = Vec<(usize, SweepRow)>;
+    type Ran = std::collections::BTreeMap<usize, Rows>;
+    type Searched = (Rows, Option<usize>, Ran);
+    let search = |points: &[usize], done: &mut Ran| -> Result<Searched, PlanError> {
         let mut kept = Vec::new();
         let mut past = Ran::new();
         for batch in points.chunks(jobs.max(1)) {

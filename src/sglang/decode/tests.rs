@@ -497,6 +497,9 @@ fn core_10ms_per_request(pages: u32, page_size: u32) -> crate::sglang::Core {
     )
 }
 
+/// One kind's gaps: (count, min, max, sum), ms.
+type GapStats = (u64, f64, f64, f64);
+
 /// Plays `World` for a decode server stepped one event per step: before the step starting at
 /// each time in `land`, the given request's KV lands (with `pages` pages); finished requests
 /// leave. Returns the gaps by kind — (count, min, max, sum) in ms, exact — and each finished
@@ -505,7 +508,7 @@ fn walk_by_hand(
     d: &mut DecodeServer,
     reqs: &mut Requests,
     mut land: Vec<(Nanos, ReqRef, u32)>,
-) -> (Vec<(u64, f64, f64, f64)>, Vec<(u64, f64, GapKind)>) {
+) -> (Vec<GapStats>, Vec<(u64, f64, GapKind)>) {
     let mut q = EventQueue::new();
     d.coalesce = false;
     let mut itl = Gaps::default();

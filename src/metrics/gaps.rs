@@ -6,16 +6,18 @@
 //! running request sees are the durations of the steps it ran in, and only the first gap of a
 //! stint (the step after it joined) is its own: it runs from its previous token (the prefill's,
 //! or its last before a retraction) and the server records it at once. The steps after are
-//! shared: [`StepGaps`] keeps, per server, the steps no later step's gap reaches (a monotone
-//! stack: steps ascending, gaps strictly descending), so the worst gap of the steps from `k`
-//! on is the first kept step at or after `k` — one binary search when the request leaves its
-//! batch, however long it ran. A step pushes in O(1) amortized; a coalesced run pushes one
-//! entry, its worst step (nobody joins inside a run, so every request asks for all of it or
-//! none). Steps older than every running request's first shared step are dropped, so the
-//! stack holds at most one entry per step that started a new record since the oldest running
-//! request joined.
-
-use std::collections::VecDeque;
+//! shared, and each request asks, when it leaves its batch, for the worst of the steps from
+//! its join + 2 to now. [`StepGaps`] answers with two reductions:
+//!
+//! - **Blocks.** Between two joins or leaves nobody's window starts or ends, so the steps in
+//!   between are one block: only its worst step is kept (a step is one compare; a coalesced run
+//!   arrives as its worst step already). A join after `j` steps starts a block at `j + 2`; a
+//!   leave closes the block it asks about.
+//! - **A monotone stack of blocks.** Only blocks no later block outdid are kept (steps
+//!   ascending, gaps strictly descending), so the worst gap from step `k` on is the first kept
+//!   block at or after `k` — one binary search when a request leaves, however long it ran.
+//!   Blocks before every running request's window are dropped, so the stack stays within the
+//!   requests in flight.
 
 use super::Histogram;
 use crate::engine::Nanos;
@@ -55,26 +57,52 @@ impl Gaps {
 /// The shared steps of one server's batch, kept so each request's worst step gap is found
 /// when it leaves (see the module docs). A request that joined after `j` steps had its first
 /// gap at step `j + 1` (recorded by the server) and shares steps `j + 2 …`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct StepGaps {
-    /// (step, gap ns, whether the forward ran prefill work): steps ascending, gaps strictly
-    /// descending — each entry the worst of the steps from it to the next entry.
-    peaks: VecDeque<(u64, Nanos, bool)>,
-    /// (join step, requests still running that joined then), join steps ascending.
-    joins: VecDeque<(u64, u32)>,
+    /// Closed blocks, `peaks[head..]`: (last step, worst gap ns with [`MIXED`] set when that
+    /// step's forward ran prefill work): steps ascending, gaps strictly descending. A `Vec`
+    /// read from `head` (dropping from the front is a move of `head`; the dead prefix is
+    /// reclaimed when it outgrows the live part).
+    peaks: Vec<(u64, u64)>,
+    head: usize,
+    /// The open block: its last step and worst gap (as in `peaks`); a gap of 0 when it is
+    /// empty (no step takes 0 ns: a step is scheduled at least 1 ns on).
+    open: (u64, u64),
+    /// The first step the open block may not hold: a join after `j` steps starts a block at
+    /// `j + 2`.
+    cut: u64,
+    /// Live blocks past which the server is asked for its oldest running request's join
+    /// step ([`StepGaps::wants_prune`]): doubled after each prune, so the scan it costs is
+    /// amortized over the blocks that made it.
+    limit: usize,
+}
+
+/// The bit of a kept gap that says its forward ran prefill work (gaps are far below 2^63 ns).
+const MIXED: u64 = 1 << 63;
+
+/// The fewest live blocks that ask for a prune.
+const PRUNE_AT: usize = 64;
+
+impl Default for StepGaps {
+    fn default() -> Self {
+        Self {
+            peaks: Vec::new(),
+            head: 0,
+            open: (0, 0),
+            cut: u64::MAX,
+            limit: PRUNE_AT,
+        }
+    }
 }
 
 impl StepGaps {
-    /// A request joined the batch after `step` steps (join steps never decrease).
+    /// A request joined the batch after `step` steps (every step up to `step` has ended): the
+    /// steps so far close a block, and the next block starts at `step + 2`, where its window
+    /// starts (step `step + 1` is its own first gap).
     #[inline]
     pub fn joined(&mut self, step: u64) {
-        match self.joins.back_mut() {
-            Some(b) if b.0 == step => b.1 += 1,
-            _ => {
-                debug_assert!(self.joins.back().is_none_or(|b| b.0 < step));
-                self.joins.push_back((step, 1));
-            }
-        }
+        self.close();
+        self.cut = step + 2;
     }
 
     /// Step `step` ended: each request in it waited `gap` ns (`mixed`: the forward also ran
@@ -82,46 +110,82 @@ impl StepGaps {
     /// (nobody joins or leaves inside a run).
     #[inline]
     pub fn step(&mut self, step: u64, gap: Nanos, mixed: bool) {
-        while self.peaks.back().is_some_and(|p| p.1 <= gap) {
-            self.peaks.pop_back();
+        if step >= self.cut {
+            self.close();
+            self.cut = u64::MAX;
         }
-        self.peaks.push_back((step, gap, mixed));
-        // No running request asks for steps before its join step + 2.
-        let first = self.joins.front().map_or(u64::MAX, |j| j.0 + 2);
-        while self.peaks.front().is_some_and(|p| p.0 < first) {
-            self.peaks.pop_front();
+        debug_assert!(gap > 0, "a step of 0 ns");
+        // The later of equal gaps stands (as `close` keeps it).
+        if gap >= self.open.1 & !MIXED {
+            self.open.1 = gap | if mixed { MIXED } else { 0 };
         }
+        self.open.0 = step;
     }
 
-    /// The worst gap of the steps from `from` on, with its kind (`None`: no such step).
+    /// Closes the open block onto the stack, dropping the blocks it outdoes.
     #[inline]
-    pub fn worst_since(&self, from: u64) -> Option<(Nanos, GapKind)> {
-        let i = self.peaks.partition_point(|p| p.0 < from);
-        self.peaks.get(i).map(|p| (p.1, GapKind::step(p.2)))
+    fn close(&mut self) {
+        let (step, g) = std::mem::take(&mut self.open);
+        if g == 0 {
+            return;
+        }
+        let gap = g & !MIXED;
+        while self.peaks.len() > self.head && self.peaks.last().is_some_and(|p| p.1 & !MIXED <= gap)
+        {
+            self.peaks.pop();
+        }
+        self.peaks.push((step, g));
     }
 
-    /// A request that joined after `join` steps leaves the batch; returns the worst gap of the
-    /// steps it shared (`None` when it shared none).
+    /// A request that joined after `join` steps leaves the batch, `running` requests staying;
+    /// returns the worst gap of the steps it shared (`None` when it shared none). The open
+    /// block counts: a request leaves after the steps it ran in ended.
     #[inline]
-    pub fn left(&mut self, join: u64) -> Option<(Nanos, GapKind)> {
-        let worst = self.worst_since(join + 2);
-        let i = self.joins.partition_point(|j| j.0 < join);
-        match self.joins.get_mut(i) {
-            Some(j) if j.0 == join && j.1 > 0 => j.1 -= 1,
-            _ => debug_assert!(false, "a request that joined at step {join} left twice"),
-        }
-        while self.joins.front().is_some_and(|j| j.1 == 0) {
-            self.joins.pop_front();
-        }
-        if self.joins.is_empty() {
+    pub fn left(&mut self, join: u64, running: u32) -> Option<(Nanos, GapKind)> {
+        self.close();
+        let live = &self.peaks[self.head..];
+        // Most leavers joined before every kept block: the first is theirs.
+        let from = join + 2;
+        let i = if live.first().is_none_or(|p| p.0 >= from) {
+            0
+        } else {
+            live.partition_point(|p| p.0 < from)
+        };
+        let worst = live
+            .get(i)
+            .map(|p| (p.1 & !MIXED, GapKind::step(p.1 & MIXED != 0)));
+        if running == 0 {
+            // Nobody runs: nothing kept is asked for again.
             self.peaks.clear();
+            self.head = 0;
+            self.cut = u64::MAX;
+            self.limit = PRUNE_AT;
         }
         worst
     }
 
-    /// Entries kept (for tests of the bound).
+    /// Whether the stack outgrew its limit: the server should [`StepGaps::prune`] it with its
+    /// oldest running request's join step.
+    #[inline]
+    pub fn wants_prune(&self) -> bool {
+        self.peaks.len() - self.head > self.limit
+    }
+
+    /// Drops the blocks before every running request's window: `oldest` is a join step no
+    /// later than any running request's (a lower bound is enough: it keeps more).
+    pub fn prune(&mut self, oldest: u64) {
+        let live = &self.peaks[self.head..];
+        self.head += live.partition_point(|p| p.0 < oldest.saturating_add(2));
+        if self.head * 2 > self.peaks.len() {
+            self.peaks.drain(..self.head);
+            self.head = 0;
+        }
+        self.limit = (2 * (self.peaks.len() - self.head)).max(PRUNE_AT);
+    }
+
+    /// Blocks kept (for tests of the bound).
     pub fn kept(&self) -> usize {
-        self.peaks.len()
+        self.peaks.len() - self.head + usize::from(self.open.1 != 0)
     }
 }
 
@@ -148,6 +212,7 @@ mod tests {
 
     #[test]
     fn each_leaver_gets_the_worst_of_the_steps_it_shared() {
+        // The server's part: its running requests' oldest join step when the stack asks.
         // A batch of requests joining and leaving at pseudo-random steps over step gaps that rise
         // and fall; every leaver's answer is the naive maximum over its steps.
         let mut s = StepGaps::default();
@@ -176,11 +241,15 @@ mod tests {
             while i < running.len() {
                 if rnd(20) == 0 {
                     let j = running.swap_remove(i);
-                    assert_eq!(s.left(j), naive.worst_since(j + 2), "join {j} at {step}");
+                    let worst = s.left(j, running.len() as u32);
+                    assert_eq!(worst, naive.worst_since(j + 2), "join {j} at {step}");
                     checked += 1;
                 } else {
                     i += 1;
                 }
+            }
+            if s.wants_prune() {
+                s.prune(running.iter().copied().min().unwrap_or(u64::MAX));
             }
             assert!(s.kept() <= 200, "the stack stays small: {}", s.kept());
         }
@@ -188,23 +257,32 @@ mod tests {
     }
 
     #[test]
-    fn a_run_pushes_its_worst_step_and_old_steps_are_dropped() {
+    fn blocks_end_where_windows_start_and_an_empty_batch_keeps_nothing() {
         let mut s = StepGaps::default();
         s.joined(0);
         s.step(1, 10, false); // request 0's first gap (its own), then shared steps from 2
         s.step(2, 30, true);
         s.step(3, 20, false);
-        s.joined(3);
+        s.joined(3); // step 4 is this one's own first gap; it shares from 5
         s.step(4, 25, false);
-        assert_eq!(s.worst_since(2), Some((30, GapKind::MixedStep)));
         assert_eq!(
-            s.worst_since(5),
+            s.left(3, 1),
             None,
             "the request joined at 3 shared nothing yet"
         );
-        assert_eq!(s.left(3), None);
         s.step(5, 5, false);
-        assert_eq!(s.left(0), Some((30, GapKind::MixedStep)));
+        assert_eq!(s.left(0, 0), Some((30, GapKind::MixedStep)));
         assert_eq!(s.kept(), 0, "nobody runs: nothing kept");
+        // A request that joined at 3 and shared step 5 only sees 5 (not 4, its own).
+        let mut s = StepGaps::default();
+        s.joined(0);
+        s.step(1, 10, false);
+        s.step(2, 30, false);
+        s.step(3, 20, false);
+        s.joined(3);
+        s.step(4, 25, false);
+        s.step(5, 7, false);
+        assert_eq!(s.left(3, 1), Some((7, GapKind::DecodeStep)));
+        assert_eq!(s.left(0, 0), Some((30, GapKind::DecodeStep)));
     }
 }

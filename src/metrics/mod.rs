@@ -240,8 +240,9 @@ pub struct Collector {
     pub tpot: Histogram,
     /// Inter-token gaps by kind, ns (fed by the servers, one record per step and kind).
     pub itl: gaps::Gaps,
-    /// Each finished request's worst inter-token gap, ns.
-    pub tbt: Histogram,
+    /// Each corrupted request's worst inter-token gap, ns (with [`Collector::tbt_completed`]:
+    /// every finished request's, `latency_ms.tbt`).
+    pub tbt_corrupted: Histogram,
     /// Each finished request's end-to-end latency ÷ output tokens, ns.
     pub e2e_per_token: Histogram,
     /// End-to-end, ns.
@@ -439,9 +440,7 @@ impl Collector {
             row.id,
             row.output_tokens
         );
-        if let Some((g, _)) = gap {
-            self.tbt.record(g);
-        }
+
         let in_window = self.in_window(fin);
         if in_window {
             self.window.finished += 1;
@@ -449,6 +448,9 @@ impl Collector {
         // A corrupted request decoded from bytes that were not its own: whatever its
         // latency, it met no SLO (docs/architecture.md §3).
         if row.outcome != Outcome::Completed {
+            if let Some((g, _)) = gap {
+                self.tbt_corrupted.record(g);
+            }
             self.not_completed();
             return;
         }
@@ -462,16 +464,18 @@ impl Collector {
         }
         // Each threshold set, against this request's figure (a one-token request has no TPOT
         // and no gap: it is within both).
-        let past = [
-            slo.ttft_ns.is_some_and(|s| ttft > s),
-            slo.tpot_ns.is_some_and(|s| tpot.is_some_and(|t| t > s)),
-            slo.tbt_ns.is_some_and(|s| gap.is_some_and(|g| g.0 > s)),
-            slo.e2e_per_token_ns.is_some_and(|s| e2e_per_token > s),
-        ];
-        for (n, p) in self.past_threshold.iter_mut().zip(past) {
-            *n += u64::from(p);
-        }
-        let attained = !past.contains(&true);
+        let attained = !slo.any() || {
+            let past = [
+                slo.ttft_ns.is_some_and(|s| ttft > s),
+                slo.tpot_ns.is_some_and(|s| tpot.is_some_and(|t| t > s)),
+                slo.tbt_ns.is_some_and(|s| gap.is_some_and(|g| g.0 > s)),
+                slo.e2e_per_token_ns.is_some_and(|s| e2e_per_token > s),
+            ];
+            for (n, p) in self.past_threshold.iter_mut().zip(past) {
+                *n += u64::from(p);
+            }
+            !past.contains(&true)
+        };
         if let Some(w) = &mut self.slo_watch {
             w.completed(ttft, tpot, gap.map(|g| g.0), attained);
         }
@@ -573,7 +577,11 @@ impl Collector {
             bootstrap: self.bootstrap.summary(s),
             decode_queue: self.decode_queue.summary(s),
             transfer: self.transfer.summary(s),
-            tbt: self.tbt.summary(s),
+            tbt: {
+                let mut h = self.tbt_completed.merged();
+                h.merge(&self.tbt_corrupted);
+                h.summary(s)
+            },
             e2e_per_token: self.e2e_per_token.summary(s),
         }
     }

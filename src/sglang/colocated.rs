@@ -439,7 +439,7 @@ impl ColocatedServer {
         };
         // Its gaps: the worst of the steps it shared; its last token came at the last step's
         // end when it ran one (a later stint's first gap starts there).
-        if let Some((g, kind)) = self.gaps.left(join) {
+        if let Some((g, kind)) = self.gaps.left(join, self.running - 1) {
             r.row.gaps.saw(g, kind);
         }
         if steps > join {
@@ -453,6 +453,10 @@ impl ColocatedServer {
             .shrink((prompt + generated).div_ceil(ps) - prompt.div_ceil(ps));
         self.phase[phase_key(join, prompt, ps)] -= 1;
         self.batch_order.remove(&(join, id, s));
+        if self.gaps.wants_prune() {
+            let oldest = self.batch_order.first().map_or(u64::MAX, |b| b.0);
+            self.gaps.prune(oldest);
+        }
         self.running -= 1;
         self.context_tokens -= u64::from(prompt) + u64::from(generated);
         self.joined.retain(|&j| j != s);

@@ -361,8 +361,14 @@ impl DecodeServer {
         // Its gaps: the worst of the steps it shared (its first was recorded at that step's
         // end); a request that ran a step has its last token at the last step's end, where a
         // later stint's first gap starts.
-        if let Some((g, kind)) = self.gaps.left(req.join_step) {
+        if let Some((g, kind)) = self.gaps.left(req.join_step, self.running - 1) {
             req.row.gaps.saw(g, kind);
+        }
+        if self.gaps.wants_prune() {
+            // Entries of retracted requests are stale but never younger than the live ones:
+            // their least join step bounds every running request's from below.
+            let oldest = self.finishing.iter().map(|e| e.0.1).min();
+            self.gaps.prune(oldest.unwrap_or(u64::MAX));
         }
         if self.steps_done > req.join_step {
             req.row.gaps.resumed_from = Some(self.last_step_end);

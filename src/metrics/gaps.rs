@@ -80,8 +80,8 @@ pub struct StepGaps {
 /// The bit of a kept gap that says its forward ran prefill work (gaps are far below 2^63 ns).
 const MIXED: u64 = 1 << 63;
 
-/// The fewest live blocks that ask for a prune.
-const PRUNE_AT: usize = 64;
+/// The fewest live blocks that ask for a prune (4 in unit tests, so they prune all the time).
+const PRUNE_AT: usize = if cfg!(test) { 4 } else { 64 };
 
 impl Default for StepGaps {
     fn default() -> Self {

@@ -1000,6 +1000,36 @@ mod tests {
     }
 
     #[test]
+    fn the_watch_loses_a_tbt_percentile_as_tpot_and_never_an_itl_one() {
+        // tbt_p90 over 10 arrivals: rank 9, one request allowed late; ITL is not watched.
+        let ms = 1_000_000;
+        let slo = Slo {
+            tbt_pct_ms: [None, Some(100.0), None],
+            itl_pct_ms: [Some(1.0), None, None],
+            ..Slo::default()
+        };
+        let mut w = SloWatch::new(&slo, 10).unwrap();
+        w.completed(ms, Some(ms), Some(500 * ms), true);
+        w.completed(ms, None, None, true); // one token: no gap, not late
+        assert!(!w.lost());
+        w.completed(ms, Some(ms), Some(50 * ms), true);
+        assert!(!w.lost(), "within the target");
+        w.completed(ms, Some(ms), Some(200 * ms), true);
+        assert!(w.lost());
+        assert_eq!(w.lost_targets(), vec!["tbt_p90_ms"]);
+        // With only an ITL target, nothing is ever lost early.
+        let slo = Slo {
+            itl_pct_ms: [Some(1.0), None, None],
+            ..Slo::default()
+        };
+        let mut w = SloWatch::new(&slo, 10).unwrap();
+        for _ in 0..10 {
+            w.not_completed();
+        }
+        assert!(!w.lost(), "ITL's population is unknown before the run");
+    }
+
+    #[test]
     fn every_seed_must_meet_it() {
         assert!(met_on_every_seed([Some(true), Some(true)]));
         assert!(!met_on_every_seed([Some(true), None]));

@@ -1595,13 +1595,15 @@ fn the_plan_says_pd_or_not_and_prices_the_other_kind() {
     );
     assert!(out.contains("PD or not: disaggregated."), "{out}");
     assert!(html.contains("<b>PD or not: disaggregated.</b>"));
-    // The search's answer is the full grid's, on both kinds.
+    // The search's answer is the full grid's, on both kinds, every run to its end (the TBT
+    // target's early stop is exact).
     let (full, ..) = pd_or_not_plan(
         &d.join("pd-full"),
         "slo={ttft_p99_ms=1000, tbt_p99_ms=100}",
-        &["--full-grid"],
+        &["--full-grid", "--no-early-stop"],
     );
     assert_eq!(full["pd_or_not"], plan["pd_or_not"]);
+    assert_eq!(full["points_meeting_slo"], 1);
     // A grid of one kind says nothing of it.
     let o = d.join("pd-only");
     let mut args = vec![

@@ -338,6 +338,13 @@ impl DecodeServer {
             self.retract(victim, reqs, q, bootstrap_timeout_ns);
             retracted.push(victim);
         }
+        if self.gaps.wants_prune() {
+            // Here every running request has its finishing entry (those a step finished have
+            // left; a stale entry of a retracted one only lowers the bound), so their least
+            // join step bounds every window from below.
+            let oldest = self.finishing.iter().map(|e| e.0.1).min();
+            self.gaps.prune(oldest.unwrap_or(u64::MAX));
+        }
         debug_assert_eq!(self.virtual_left, 0, "a run's steps start in virtual_step");
         self.core.start_busy(now);
         self.step_started = now;
@@ -363,12 +370,6 @@ impl DecodeServer {
         // later stint's first gap starts.
         if let Some((g, kind)) = self.gaps.left(req.join_step, self.running - 1) {
             req.row.gaps.saw(g, kind);
-        }
-        if self.gaps.wants_prune() {
-            // Entries of retracted requests are stale but never younger than the live ones:
-            // their least join step bounds every running request's from below.
-            let oldest = self.finishing.iter().map(|e| e.0.1).min();
-            self.gaps.prune(oldest.unwrap_or(u64::MAX));
         }
         if self.steps_done > req.join_step {
             req.row.gaps.resumed_from = Some(self.last_step_end);

@@ -631,3 +631,114 @@ fn a_retracted_request_resumes_its_gaps_from_its_last_token() {
     );
     assert_eq!(d.retractions, 1);
 }
+
+/// Every request's worst gap against a per-token oracle that times each running request's
+/// token at every step end (what a client would measure). Hundreds of requests land in bursts
+/// with a few output lengths (so many finish at one step) into one server whose step grows
+/// with its batch, so the batch grows and shrinks, the kept blocks outgrow their prune limit
+/// (4 in unit tests) all the time, and (with few pages) requests are retracted and come back.
+#[test]
+fn every_worst_gap_matches_a_per_token_oracle() {
+    for (pages, seed) in [(100_000, 99), (400, 99), (100_000, 7), (300, 2024)] {
+        let ms = 1_000_000;
+        let mut reqs = Requests::default();
+        let mut d = DecodeServer::new(core_10ms_per_request(pages, 16), vec![17_000], u32::MAX);
+        d.coalesce = false;
+        let mut q = EventQueue::new();
+        let mut x: u64 = seed;
+        let mut rnd = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let n = 400u64;
+        let mut land = Vec::new();
+        let mut t = 0;
+        for id in 0..n {
+            // Bursts of arrivals with a few output lengths: many requests finish together.
+            t += if rnd(3) == 0 { rnd(120) * ms } else { 0 };
+            let r = request(&mut reqs, id, 16, 2 + 20 * rnd(4) as u32 + rnd(2) as u32);
+            reqs.get_mut(r).unwrap().row.first_token_ns = Some(t.saturating_sub(rnd(20) * ms));
+            q.schedule_at(t, Event::Tick);
+            land.push((t, r));
+        }
+        land.reverse();
+        let (mut last, mut oracle) = (
+            std::collections::BTreeMap::new(),
+            std::collections::BTreeMap::new(),
+        );
+        let mut got = std::collections::BTreeMap::new();
+        let mut itl = Gaps::default();
+        let mut relanded = std::collections::BTreeMap::new();
+        while let Some((now, ev)) = q.pop() {
+            let mut finished = Vec::new();
+            if matches!(ev, Event::DecodeStepDone { .. }) {
+                // The oracle: every request in the batch gets a token now.
+                for (&id, &r) in &relanded {
+                    let Some(q) = reqs.get(r) else { continue };
+                    if q.join_step != crate::vocab::requests::NOT_RUNNING {
+                        let from = *last.get(&id).unwrap_or(&q.row.first_token_ns.unwrap());
+                        let w: &mut Nanos = oracle.entry(id).or_insert(0);
+                        *w = (*w).max(now - from);
+                        last.insert(id, now);
+                    }
+                }
+                d.step_done(now, &mut reqs, &mut itl, &mut finished);
+            } else if !matches!(ev, Event::Tick) {
+                continue; // a retracted request's bootstrap timeout, far past the walk
+            }
+            for r in finished {
+                let mut req = reqs.take(r).unwrap();
+                d.leave_batch(&mut req, r);
+                d.holders -= 1;
+                d.core.pages.free(req.id, &req.on_decode);
+                got.insert(req.id, req.row.gaps.worst.unwrap().0);
+            }
+            while land.last().is_some_and(|l| l.0 <= now) {
+                let (_, r) = land.pop().unwrap();
+                relanded.insert(r.id, r);
+                let (id, prompt) = {
+                    let q = reqs.get(r).unwrap();
+                    (q.id, q.prompt())
+                };
+                let Some(h) = d.core.pages.alloc(id, prompt.div_ceil(16), false) else {
+                    // No room now: try again a little later.
+                    land.push((now + 5 * ms, r));
+                    land.sort_by(|a, b| b.0.cmp(&a.0));
+                    q.schedule_at(now + 5 * ms, Event::Tick);
+                    break;
+                };
+                let req = reqs.get_mut(r).unwrap();
+                (req.on_decode, req.decode_allocated, req.receiver) = (h, true, KvPoll::Success);
+                d.holders += 1;
+                d.enqueue_ready(r);
+            }
+            if !d.core.busy {
+                let mut retracted = Vec::new();
+                d.start_step(
+                    (DecodeId(0), now),
+                    &mut reqs,
+                    &mut q,
+                    1 << 50,
+                    &mut retracted,
+                );
+                for r in retracted {
+                    // Back after a re-prefill and transfer: 50 ms on.
+                    land.push((now + 50 * ms, r));
+                    land.sort_by(|a, b| b.0.cmp(&a.0));
+                    q.schedule_at(now + 50 * ms, Event::Tick);
+                }
+            }
+        }
+        assert_eq!(
+            got.len() as u64,
+            n,
+            "every request finished ({pages} pages)"
+        );
+        assert_eq!(got, oracle, "{pages} pages");
+        if pages < 1000 {
+            assert!(d.retractions > 0, "the tight pool retracts");
+        }
+    }
+}

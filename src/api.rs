@@ -69,6 +69,16 @@ impl Source {
     }
 }
 
+/// Every `[slo]` key as `(key, kind, meaning, population)`: `kind` is `percentile`,
+/// `threshold` (per request, joins attainment) or `attainment`; `population` says what the
+/// target is taken over (`metrics::slo::SLO_KEYS`, the table the reports state).
+pub fn slo_keys() -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+    crate::metrics::slo::SLO_KEYS
+        .iter()
+        .map(|k| (k.key, k.kind, k.meaning, k.population.words()))
+        .collect()
+}
+
 /// A scenario given as JSON (a program's dictionary) as TOML text. JSON has no dates and TOML
 /// no null: a `null` anywhere is an error naming its key.
 pub fn toml_of_json(json: &str) -> Result<String, CliError> {

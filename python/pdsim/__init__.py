@@ -35,6 +35,7 @@ from . import _native
 __version__: str = _native.__version__
 
 __all__ = [
+    "SLO_KEYS",
     "run",
     "sweep",
     "plan",
@@ -52,6 +53,16 @@ __all__ = [
     "InternalError",
     "ScenarioWarning",
 ]
+
+#: Every ``[slo]`` key: ``{"kind": "percentile" | "threshold" | "attainment", "meaning": ...,
+#: "population": ...}`` — what the target bounds and what it is taken over (``itl_p99_ms``: every
+#: inter-token gap of every request; ``tbt_p90_ms``: each request's worst gap; ``tbt_ms``: a
+#: per-request threshold that joins attainment). ``summary["slo"]["targets"]`` gives each target
+#: set with its ``value``, ``met``, ``population`` (a count) and ``late`` (what lies past it).
+SLO_KEYS: Dict[str, Dict[str, str]] = {
+    key: {"kind": kind, "meaning": meaning, "population": population}
+    for key, kind, meaning, population in _native.slo_keys()
+}
 
 Scenario = Union[str, "os.PathLike[str]", Mapping[str, Any]]
 Settings = Union[Mapping[str, Any], Sequence[str], None]

@@ -220,6 +220,12 @@ fn toml_of_json(py: Python<'_>, json: String) -> PyResult<String> {
     guard(py, "toml_of_json", move || api::toml_of_json(&json))
 }
 
+/// Every `[slo]` key as `(key, kind, meaning, population)` (`pdsim::api::slo_keys`).
+#[pyfunction]
+fn slo_keys() -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+    api::slo_keys()
+}
+
 /// A results CSV as columns: `(rows, [(name, kind, values, mask, categories)])`, `kind` one of
 /// `int`, `float`, `bool`, `text`; `values` bytes for `numpy.frombuffer`, `mask` bytes or
 /// `None`, `categories` a list for `text`.
@@ -268,6 +274,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(explain, m)?,
         wrap_pyfunction!(toml_of_json, m)?,
         wrap_pyfunction!(read_columns, m)?,
+        wrap_pyfunction!(slo_keys, m)?,
     ] {
         m.add_function(f)?;
     }

@@ -314,3 +314,36 @@ def test_the_notebook_has_the_script_cells():
     nb = json.loads(script.with_suffix(".ipynb").read_text())
     got = [(c["cell_type"], "".join(c["source"])) for c in nb["cells"]]
     assert got == notebook.cells_of(script.read_text()), "regenerate: python python/examples/notebook.py"
+
+
+def test_gap_slos_from_python(cli, tmp_path):
+    """The [slo] keys on inter-token gaps (issue 43): stated with their populations, judged as
+    the CLI judges them, bad values refused by key, figures in the summary and the sweep rows."""
+    for key in ("itl_p50_ms", "itl_p90_ms", "itl_p99_ms", "tbt_p50_ms", "tbt_p90_ms", "tbt_p99_ms"):
+        assert pdsim.SLO_KEYS[key]["kind"] == "percentile"
+    assert "every inter-token gap" in pdsim.SLO_KEYS["itl_p99_ms"]["population"]
+    assert "worst inter-token gap" in pdsim.SLO_KEYS["tbt_p90_ms"]["meaning"]
+    for key in ("tbt_ms", "e2e_per_token_ms", "ttft_ms", "tpot_ms"):
+        assert pdsim.SLO_KEYS[key]["kind"] == "threshold"
+    sc = "scenarios/quickstart.toml"
+    sets = {"run.duration_s": 10, "slo.itl_p99_ms": 30, "slo.tbt_p90_ms": 60, "slo.tbt_ms": 100, "slo.e2e_per_token_ms": 20}
+    code, _, err = cli("run", sc, *[a for k, v in sets.items() for a in ("--set", f"{k}={v}")], "--out", tmp_path / "cli", "-q")
+    assert code == 0, err
+    r = pdsim.run(sc, set=sets, summary_only=True)
+    assert r.summary_json == (tmp_path / "cli" / "summary.json").read_bytes()
+    lat, slo = r.summary["latency_ms"], r.summary["slo"]
+    assert lat["tbt"]["max"] == lat["itl"]["max"], "the longest gap is some request's worst"
+    targets = {t["key"]: t for t in slo["targets"]}
+    assert targets["itl_p99_ms"]["value"] == lat["itl"]["p99"]
+    assert 0 < targets["tbt_p90_ms"]["population"] <= r.summary["requests"]["arrived"]
+    assert targets["itl_p99_ms"]["population"] > 10 * targets["tbt_p90_ms"]["population"], "gaps, not requests"
+    assert (slo["tbt_ms"], slo["e2e_per_token_ms"]) == (100.0, 20.0)
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.run(sc, set={"slo.tbt_p99_ms": -1})
+    assert e.value.key == "slo.tbt_p99_ms" and "positive number of milliseconds" in e.value.message
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.run(sc, set={"slo.tbt_p95_ms": 5})
+    assert "did you mean `tbt_p99_ms`?" in e.value.message
+    s = pdsim.sweep(sc, {"pools.decode.instances": [1, 2]}, set={"run.duration_s": 10})
+    for col in ("itl_p99_ms", "tbt_p50_ms", "tbt_p90_ms", "tbt_p99_ms", "e2e_per_token_p99_ms"):
+        assert s.rows.kind(col) == "float" and not np.isnan(s.rows[col]).any(), col

@@ -149,6 +149,7 @@ pub fn run_base(args: &PlanArgs, base: Base, started: Instant) -> Result<(), Cli
         best_toml: files.best_toml,
         launch: files.launch,
         kubernetes: files.kubernetes,
+        pd_or_not: crate::plan::report::pd_or_not(&vs, &sc.slo),
     };
     let context = crate::plan::report::PlanContext {
         answer: &answer,
@@ -163,7 +164,10 @@ pub fn run_base(args: &PlanArgs, base: Base, started: Instant) -> Result<(), Cli
     write(&stage, "plan.json", json.as_bytes())?;
     out.install(&["sweep.json", "plan.json"])?;
     if !args.quiet {
-        let head = best_line(best.as_ref(), &grid, sc.billing, rate);
+        let mut head = best_line(best.as_ref(), &grid, sc.billing, rate);
+        if let Some(pd) = &answer.pd_or_not {
+            head += &format!("\n  {}", pd.why);
+        }
         super::print_out(&rate_summary(
             args, &answer, &head, stopped, past, started, &dir,
         ))?;

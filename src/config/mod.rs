@@ -690,7 +690,8 @@ pub struct SglangParams {
 }
 
 /// Latency targets (`[slo]`): per-request thresholds for attainment, percentile targets, and
-/// the least attainment a run must reach to meet them.
+/// the least attainment a run must reach to meet them. Each target's population is stated
+/// where it is evaluated (`metrics::slo`).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, Default, PartialEq)]
 pub struct Slo {
     /// Per-request TTFT threshold, ns.
@@ -703,21 +704,85 @@ pub struct Slo {
     pub tpot_pct_ms: [Option<f64>; 3],
     /// Least share of arrived requests that must meet the per-request thresholds, 0–1.
     pub attainment_min: Option<f64>,
+    /// Per-request threshold on the request's worst inter-token gap (Mooncake's TBT), ns.
+    /// Left out of `plan.json` and `sweep.json` when not set, so their bytes hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tbt_ns: Option<Nanos>,
+    /// Per-request threshold on end-to-end latency ÷ output tokens, ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e2e_per_token_ns: Option<Nanos>,
+    /// ITL percentile targets over every inter-token gap of every request, ms, at
+    /// [`SLO_PERCENTILES`].
+    #[serde(default, skip_serializing_if = "no_target")]
+    pub itl_pct_ms: [Option<f64>; 3],
+    /// TBT percentile targets over requests (each request's worst gap), ms.
+    #[serde(default, skip_serializing_if = "no_target")]
+    pub tbt_pct_ms: [Option<f64>; 3],
+}
+
+fn no_target(t: &[Option<f64>; 3]) -> bool {
+    t.iter().all(Option::is_none)
 }
 
 /// The percentiles an `[slo]` target may name (`ttft_p50_ms`, `ttft_p90_ms`, `ttft_p99_ms`).
 pub const SLO_PERCENTILES: [u32; 3] = [50, 90, 99];
 
-impl Slo {
-    /// Whether any target is set (a run with none has no verdict).
+/// The per-request thresholds of `[slo]`, ns: a request attains the SLO when it completed
+/// within every one set (DistServe's goodput counts such requests).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Thresholds {
+    /// `slo.ttft_ms`.
+    pub ttft_ns: Option<Nanos>,
+    /// `slo.tpot_ms`.
+    pub tpot_ns: Option<Nanos>,
+    /// `slo.tbt_ms`: the request's worst inter-token gap.
+    pub tbt_ns: Option<Nanos>,
+    /// `slo.e2e_per_token_ms`: end-to-end latency ÷ output tokens.
+    pub e2e_per_token_ns: Option<Nanos>,
+}
+
+impl Thresholds {
+    /// Whether any threshold is set.
     pub fn any(&self) -> bool {
         self.ttft_ns.is_some()
             || self.tpot_ns.is_some()
+            || self.tbt_ns.is_some()
+            || self.e2e_per_token_ns.is_some()
+    }
+}
+
+impl Slo {
+    /// Whether any target is set (a run with none has no verdict).
+    pub fn any(&self) -> bool {
+        self.thresholds().any()
             || self.attainment_min.is_some()
             || self
                 .ttft_pct_ms
                 .iter()
                 .chain(&self.tpot_pct_ms)
+                .chain(&self.itl_pct_ms)
+                .chain(&self.tbt_pct_ms)
+                .any(Option::is_some)
+    }
+
+    /// The per-request thresholds.
+    #[inline]
+    pub fn thresholds(&self) -> Thresholds {
+        Thresholds {
+            ttft_ns: self.ttft_ns,
+            tpot_ns: self.tpot_ns,
+            tbt_ns: self.tbt_ns,
+            e2e_per_token_ns: self.e2e_per_token_ns,
+        }
+    }
+
+    /// Whether a target on inter-token gaps (ITL or TBT) is set.
+    pub fn on_gaps(&self) -> bool {
+        self.tbt_ns.is_some()
+            || self
+                .itl_pct_ms
+                .iter()
+                .chain(&self.tbt_pct_ms)
                 .any(Option::is_some)
     }
 }

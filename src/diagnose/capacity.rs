@@ -36,6 +36,10 @@ pub struct RunFigures {
     pub ttft_p99_ms: Option<f64>,
     /// p99 TPOT over finished requests, ms.
     pub tpot_p99_ms: Option<f64>,
+    /// p99 ITL over every gap, ms.
+    pub itl_p99_ms: Option<f64>,
+    /// p99 of each finished request's worst gap (TBT), ms.
+    pub tbt_p99_ms: Option<f64>,
     /// Goodput over the arrival window, requests/s.
     pub goodput_rps: f64,
     /// Output tokens/s over the arrival window.
@@ -54,6 +58,8 @@ impl RunFigures {
             attainment: s.slo.attainment,
             ttft_p99_ms: s.latency_ms.ttft.p99,
             tpot_p99_ms: s.latency_ms.tpot.p99,
+            itl_p99_ms: s.latency_ms.itl.p99,
+            tbt_p99_ms: s.latency_ms.tbt.p99,
             goodput_rps: s.throughput.arrival_window.goodput_requests_per_s,
             output_tps: s.throughput.arrival_window.output_tokens_per_s,
         }
@@ -303,6 +309,16 @@ fn simulate(sc: &Scenario) -> Result<Summary, String> {
     ))
 }
 
+/// Whether a missed `[slo]` target on inter-token gaps has mostly mixed-step gaps past it (a
+/// colocated forward that also ran prefill chunks: `slo.targets[].late`).
+fn mixed_steps_bind(s: &Summary) -> bool {
+    s.slo.targets.iter().filter(|t| !t.met).any(|t| {
+        let n = |w: &str| t.late.iter().find(|l| l.what == w).map_or(0, |l| l.count);
+        let mixed = n("mixed_step");
+        mixed > 0 && mixed >= n("handoff") && mixed >= n("decode_step")
+    })
+}
+
 /// The ranking key of a lever's outcome (smaller is better): `[slo]` met, fewer requests
 /// unserved, more goodput, lower p99 TTFT, fewer GPUs. Levers that could not run go last.
 fn rank(o: &Result<RunFigures, String>) -> (u8, u64, i64, i64, u32) {
@@ -391,7 +407,7 @@ pub fn diagnose(
             .map(|p| ((*p).clone(), p.bottleneck.clone()))
             .collect()
     };
-    let plan: Vec<(String, Vec<String>, String)> = suspects
+    let mut plan: Vec<(String, Vec<String>, String)> = suspects
         .iter()
         .flat_map(|(p, r)| {
             levers_for(sc, p, r)
@@ -399,6 +415,29 @@ pub fn diagnose(
                 .map(|(what, sets)| (what, sets, p.pool.clone()))
         })
         .collect();
+    // A missed target on inter-token gaps whose gaps past it are mostly mixed forwards: the
+    // prefill chunk each running request waits out is the lever (halved: shorter forwards,
+    // the same GPUs).
+    if mixed_steps_bind(summary) {
+        for pool in sc.pools.iter().filter(|p| p.role == Role::Colocated) {
+            let c = pool.server.chunked_prefill_size;
+            if c >= 2 {
+                plan.push((
+                    format!(
+                        "{} with chunked_prefill_size {} instead of {c} (same GPUs: shorter mixed forwards)",
+                        pool.name,
+                        c / 2
+                    ),
+                    vec![format!(
+                        "pools.{}.server.chunked_prefill_size={}",
+                        pool.name,
+                        c / 2
+                    )],
+                    pool.name.clone(),
+                ));
+            }
+        }
+    }
     let mut levers: Vec<Lever> = plan
         .into_par_iter()
         .map(|(what, sets, pool)| {
@@ -456,13 +495,15 @@ impl Lever {
                     Some(false) => "MISSED",
                 };
                 format!(
-                    "[slo] {} → {}; unserved (failed + unfinished) {} → {}; p99 TTFT {}; p99 TPOT {}; attainment {}; goodput {} req/s; GPUs {} → {}",
+                    "[slo] {} → {}; unserved (failed + unfinished) {} → {}; p99 TTFT {}; p99 TPOT {}; p99 ITL {}; p99 TBT {}; attainment {}; goodput {} req/s; GPUs {} → {}",
                     verdict(base.slo_met),
                     verdict(f.slo_met),
                     base.unserved(),
                     f.unserved(),
                     change(base.ttft_p99_ms, f.ttft_p99_ms, "ms"),
                     change(base.tpot_p99_ms, f.tpot_p99_ms, "ms"),
+                    change(base.itl_p99_ms, f.itl_p99_ms, "ms"),
+                    change(base.tbt_p99_ms, f.tbt_p99_ms, "ms"),
                     change(base.attainment, f.attainment, "%"),
                     change(Some(base.goodput_rps), Some(f.goodput_rps), ""),
                     base.gpus,

@@ -140,6 +140,36 @@ impl Histogram {
         self.sum += g.sum;
     }
 
+    /// Adds every value `other` recorded: the histogram both would have made together
+    /// (bucket counts, count, sum and extremes add up).
+    pub fn merge(&mut self, other: &Histogram) {
+        if other.count == 0 {
+            return;
+        }
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (c, o) in self.counts.iter_mut().zip(&other.counts) {
+            *c += o;
+        }
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.count += other.count;
+        self.sum += other.sum;
+    }
+
+    /// Values certainly above `limit` (scaled by `scale`, e.g. 1e-6 for ns against ms): those
+    /// whose bucket starts past it — the rule `metrics::slo::SloWatch` counts a value late by
+    /// ([`Histogram::floor_of`]), so values in the bucket straddling `limit` are not counted.
+    pub fn count_past(&self, limit: f64, scale: f64) -> u64 {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|&(i, &c)| c > 0 && bounds_of(i).0 as f64 * scale > limit)
+            .map(|(_, &c)| c)
+            .sum()
+    }
+
     /// Values recorded.
     pub fn count(&self) -> u64 {
         self.count
@@ -285,6 +315,19 @@ pub struct Stats {
     /// Exact maximum.
     #[serde(deserialize_with = "Option::deserialize")]
     pub max: Option<f64>,
+}
+
+impl Stats {
+    /// No data: every figure `null` (a block older summaries do not have reads as this).
+    pub fn none() -> Self {
+        Self {
+            mean: None,
+            p50: None,
+            p90: None,
+            p99: None,
+            max: None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 pub mod aborts;
 pub mod fragmentation;
+pub mod gaps;
 pub mod histogram;
 pub mod sessions;
 pub mod slo;
@@ -149,7 +150,8 @@ pub struct Latencies {
     pub ttft: Stats,
     /// (finish − first token) ÷ (output − 1), requests with ≥ 2 output tokens.
     pub tpot: Stats,
-    /// Gap between consecutive tokens of a request, over all tokens.
+    /// Gap between consecutive tokens of a request, over every gap of every request (all
+    /// tokens pooled, whatever the request's outcome).
     pub itl: Stats,
     /// Arrival → last token.
     pub e2e: Stats,
@@ -162,6 +164,14 @@ pub struct Latencies {
     pub decode_queue: Stats,
     /// First chunk's transfer start → last chunk's transfer end.
     pub transfer: Stats,
+    /// Each request's worst inter-token gap (Mooncake's TBT), over finished requests with ≥ 2
+    /// output tokens. Absent from summaries written before it (read back as no data).
+    #[serde(default = "Stats::none")]
+    pub tbt: Stats,
+    /// Each request's end-to-end latency ÷ its output tokens, over finished requests (absent
+    /// from older summaries, read back as no data).
+    #[serde(default = "Stats::none")]
+    pub e2e_per_token: Stats,
 }
 
 /// Request counts by outcome.
@@ -228,8 +238,13 @@ pub struct Collector {
     pub ttft: Histogram,
     /// TPOT, ns.
     pub tpot: Histogram,
-    /// Inter-token latency, ns (fed by the decode model, one record per step).
-    pub itl: Histogram,
+    /// Inter-token gaps by kind, ns (fed by the servers, one record per step and kind).
+    pub itl: gaps::Gaps,
+    /// Each corrupted request's worst inter-token gap, ns (with [`Collector::tbt_completed`]:
+    /// every finished request's, `latency_ms.tbt`).
+    pub tbt_corrupted: Histogram,
+    /// Each finished request's end-to-end latency ÷ output tokens, ns.
+    pub e2e_per_token: Histogram,
     /// End-to-end, ns.
     pub e2e: Histogram,
     /// Prefill queueing, ns.
@@ -256,6 +271,12 @@ pub struct Collector {
     pub tpot_completed: Histogram,
     /// Completed requests with one output token (they have no TPOT).
     pub one_token_completed: u64,
+    /// Worst inter-token gap of completed requests with ≥ 2 output tokens, ns, by the kind of
+    /// that gap: the population of TBT targets.
+    pub tbt_completed: gaps::Gaps,
+    /// Completed requests past each per-request threshold set, `[ttft, tpot, tbt,
+    /// e2e_per_token]` (a request past two counts in both): why attainment fell short.
+    pub past_threshold: [u64; 4],
     /// Says when `[slo]` can no longer be met (installed by `pdsim plan` to stop a run early;
     /// `None` everywhere else, and then nothing changes).
     pub slo_watch: Option<slo::SloWatch>,
@@ -343,7 +364,7 @@ impl Collector {
         &mut self,
         row: &RequestRow,
         message: Option<&str>,
-        slo: (Option<Nanos>, Option<Nanos>),
+        slo: crate::config::Thresholds,
         sink: &mut dyn Sink,
     ) -> std::io::Result<()> {
         self.kv_bytes += row.kv_bytes;
@@ -390,7 +411,7 @@ impl Collector {
     /// for a completed one its SLO verdict.
     // One call site on the per-request path: split for reading, inlined as it was.
     #[inline(always)]
-    fn count_answered(&mut self, row: &RequestRow, slo: (Option<Nanos>, Option<Nanos>)) {
+    fn count_answered(&mut self, row: &RequestRow, slo: crate::config::Thresholds) {
         if row.outcome == Outcome::Completed {
             self.counts.completed += 1;
         } else {
@@ -404,11 +425,22 @@ impl Collector {
         let fin = row.finish_ns.expect("a finished request has a finish time");
         let ttft = ft - row.arrival_ns;
         self.ttft.record(ttft);
-        self.e2e.record(fin - row.arrival_ns);
+        let e2e = fin - row.arrival_ns;
+        self.e2e.record(e2e);
+        let e2e_per_token = e2e / u64::from(row.output_tokens.max(1));
+        self.e2e_per_token.record(e2e_per_token);
         let tpot = (row.output_tokens > 1).then(|| (fin - ft) / u64::from(row.output_tokens - 1));
         if let Some(t) = tpot {
             self.tpot.record(t);
         }
+        let gap = row.gaps.worst;
+        debug_assert!(
+            (row.output_tokens > 1) == gap.is_some() || row.outcome != Outcome::Completed,
+            "request {}: {} output tokens but worst gap {gap:?}",
+            row.id,
+            row.output_tokens
+        );
+
         let in_window = self.in_window(fin);
         if in_window {
             self.window.finished += 1;
@@ -416,6 +448,9 @@ impl Collector {
         // A corrupted request decoded from bytes that were not its own: whatever its
         // latency, it met no SLO (docs/architecture.md §3).
         if row.outcome != Outcome::Completed {
+            if let Some((g, _)) = gap {
+                self.tbt_corrupted.record(g);
+            }
             self.not_completed();
             return;
         }
@@ -424,12 +459,27 @@ impl Collector {
             Some(t) => self.tpot_completed.record(t),
             None => self.one_token_completed += 1,
         }
-        let ok_ttft = slo.0.is_none_or(|s| ttft <= s);
-        let ok_tpot = slo.1.is_none_or(|s| tpot.is_none_or(|t| t <= s));
-        if let Some(w) = &mut self.slo_watch {
-            w.completed(ttft, tpot, ok_ttft && ok_tpot);
+        if let Some((g, kind)) = gap {
+            self.tbt_completed.of(kind).record(g);
         }
-        if ok_ttft && ok_tpot {
+        // Each threshold set, against this request's figure (a one-token request has no TPOT
+        // and no gap: it is within both).
+        let attained = !slo.any() || {
+            let past = [
+                slo.ttft_ns.is_some_and(|s| ttft > s),
+                slo.tpot_ns.is_some_and(|s| tpot.is_some_and(|t| t > s)),
+                slo.tbt_ns.is_some_and(|s| gap.is_some_and(|g| g.0 > s)),
+                slo.e2e_per_token_ns.is_some_and(|s| e2e_per_token > s),
+            ];
+            for (n, p) in self.past_threshold.iter_mut().zip(past) {
+                *n += u64::from(p);
+            }
+            !past.contains(&true)
+        };
+        if let Some(w) = &mut self.slo_watch {
+            w.completed(ttft, tpot, gap.map(|g| g.0), attained);
+        }
+        if attained {
             self.slo_met += 1;
             if in_window {
                 self.window.slo_met += 1;
@@ -521,12 +571,18 @@ impl Collector {
         Latencies {
             ttft: self.ttft.summary(s),
             tpot: self.tpot.summary(s),
-            itl: self.itl.summary(s),
+            itl: self.itl.merged().summary(s),
             e2e: self.e2e.summary(s),
             queue: self.queue.summary(s),
             bootstrap: self.bootstrap.summary(s),
             decode_queue: self.decode_queue.summary(s),
             transfer: self.transfer.summary(s),
+            tbt: {
+                let mut h = self.tbt_completed.merged();
+                h.merge(&self.tbt_corrupted);
+                h.summary(s)
+            },
+            e2e_per_token: self.e2e_per_token.summary(s),
         }
     }
 }

@@ -570,6 +570,18 @@ pub enum Figure {
     TpotP99,
     /// `latency_ms.e2e.p99`, ms.
     E2eP99,
+    /// `latency_ms.itl.p50`, ms (every gap of every request).
+    ItlP50,
+    /// `latency_ms.itl.p99`, ms.
+    ItlP99,
+    /// `latency_ms.tbt.p50`, ms (each request's worst gap).
+    TbtP50,
+    /// `latency_ms.tbt.p90`, ms.
+    TbtP90,
+    /// `latency_ms.tbt.p99`, ms.
+    TbtP99,
+    /// `latency_ms.e2e_per_token.p99`, ms.
+    E2ePerTokenP99,
     /// `throughput.requests_per_s` (the whole run).
     RequestsPerS,
     /// `throughput.arrival_window.requests_per_s`.
@@ -600,6 +612,12 @@ impl Figure {
             Figure::TpotP50 => l.tpot.p50,
             Figure::TpotP99 => l.tpot.p99,
             Figure::E2eP99 => l.e2e.p99,
+            Figure::ItlP50 => l.itl.p50,
+            Figure::ItlP99 => l.itl.p99,
+            Figure::TbtP50 => l.tbt.p50,
+            Figure::TbtP90 => l.tbt.p90,
+            Figure::TbtP99 => l.tbt.p99,
+            Figure::E2ePerTokenP99 => l.e2e_per_token.p99,
             Figure::RequestsPerS => Some(t.requests_per_s),
             Figure::WindowRequestsPerS => Some(t.arrival_window.requests_per_s),
             Figure::WindowOutputTokensPerS => Some(t.arrival_window.output_tokens_per_s),
@@ -609,12 +627,21 @@ impl Figure {
         }
     }
 
-    /// Whether the figure is a latency, which has data only when some request finished
-    /// (completed or corrupted): with none, it is "no data" whatever the file holds.
+    /// Whether the figure is a latency of finished requests, which has data only when some
+    /// request finished (completed or corrupted): with none, it is "no data" whatever the file
+    /// holds. ITL is not: its gaps are every request's, whatever its outcome.
     pub fn needs_finished(self) -> bool {
         matches!(
             self,
-            Figure::TtftP50 | Figure::TtftP99 | Figure::TpotP50 | Figure::TpotP99 | Figure::E2eP99
+            Figure::TtftP50
+                | Figure::TtftP99
+                | Figure::TpotP50
+                | Figure::TpotP99
+                | Figure::E2eP99
+                | Figure::TbtP50
+                | Figure::TbtP90
+                | Figure::TbtP99
+                | Figure::E2ePerTokenP99
         )
     }
 

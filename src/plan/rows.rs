@@ -57,8 +57,22 @@ pub struct SweepRow {
     pub tpot_p90_ms: Option<f64>,
     /// TPOT p99, ms.
     pub tpot_p99_ms: Option<f64>,
+    /// Inter-token latency median, ms: every gap of every request, all tokens pooled.
+    pub itl_p50_ms: Option<f64>,
+    /// ITL p90, ms.
+    pub itl_p90_ms: Option<f64>,
+    /// ITL p99, ms.
+    pub itl_p99_ms: Option<f64>,
+    /// TBT median, ms: each finished request's worst inter-token gap.
+    pub tbt_p50_ms: Option<f64>,
+    /// TBT p90, ms.
+    pub tbt_p90_ms: Option<f64>,
+    /// TBT p99, ms.
+    pub tbt_p99_ms: Option<f64>,
     /// End-to-end p99, ms.
     pub e2e_p99_ms: Option<f64>,
+    /// End-to-end ÷ output tokens p99, ms (finished requests).
+    pub e2e_per_token_p99_ms: Option<f64>,
     /// Finished requests/s over the arrival window.
     pub requests_per_s: Option<f64>,
     /// Output tokens/s over the arrival window.
@@ -113,7 +127,14 @@ impl SweepRow {
             tpot_p50_ms: None,
             tpot_p90_ms: None,
             tpot_p99_ms: None,
+            itl_p50_ms: None,
+            itl_p90_ms: None,
+            itl_p99_ms: None,
+            tbt_p50_ms: None,
+            tbt_p90_ms: None,
+            tbt_p99_ms: None,
             e2e_p99_ms: None,
+            e2e_per_token_p99_ms: None,
             requests_per_s: None,
             output_tokens_per_s: None,
             output_tokens_per_s_per_gpu: None,
@@ -170,7 +191,14 @@ impl SweepRow {
             tpot_p50_ms: l.tpot.p50,
             tpot_p90_ms: l.tpot.p90,
             tpot_p99_ms: l.tpot.p99,
+            itl_p50_ms: l.itl.p50,
+            itl_p90_ms: l.itl.p90,
+            itl_p99_ms: l.itl.p99,
+            tbt_p50_ms: l.tbt.p50,
+            tbt_p90_ms: l.tbt.p90,
+            tbt_p99_ms: l.tbt.p99,
             e2e_p99_ms: l.e2e.p99,
+            e2e_per_token_p99_ms: l.e2e_per_token.p99,
             requests_per_s: Some(w.requests_per_s),
             output_tokens_per_s: Some(w.output_tokens_per_s),
             output_tokens_per_s_per_gpu: Some(w.output_tokens_per_s / f64::from(gpus.max(1))),

@@ -35,6 +35,10 @@ pub const FIGURES: &[(&str, Figure, Worse)] = &[
     ("tpot_p50_ms", Figure::TpotP50, Worse::Up),
     ("tpot_p99_ms", Figure::TpotP99, Worse::Up),
     ("e2e_p99_ms", Figure::E2eP99, Worse::Up),
+    ("itl_p50_ms", Figure::ItlP50, Worse::Up),
+    ("itl_p99_ms", Figure::ItlP99, Worse::Up),
+    ("tbt_p50_ms", Figure::TbtP50, Worse::Up),
+    ("tbt_p99_ms", Figure::TbtP99, Worse::Up),
     ("throughput_rps", Figure::WindowRequestsPerS, Worse::Down),
     (
         "output_tokens_per_s",

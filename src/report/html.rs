@@ -117,13 +117,27 @@ pub(super) fn outcome_rows(s: &Summary) -> Vec<(&'static str, u64, &'static str)
     rows
 }
 
-pub(super) fn latency_rows(s: &Summary) -> [(&'static str, &'static str, Stats); 8] {
+pub(super) fn latency_rows(s: &Summary) -> [(&'static str, &'static str, Stats); 10] {
     let l = &s.latency_ms;
     [
         ("TTFT", "arrival → first token", l.ttft),
         ("TPOT", "time per output token after the first", l.tpot),
-        ("ITL", "gap between consecutive tokens", l.itl),
+        (
+            "ITL",
+            "gap between consecutive tokens: every gap of every request, all tokens pooled (whatever the request's outcome)",
+            l.itl,
+        ),
+        (
+            "TBT",
+            "each request's worst gap between consecutive tokens (Mooncake's TBT; requests with ≥ 2 output tokens)",
+            l.tbt,
+        ),
         ("E2E", "arrival → last token", l.e2e),
+        (
+            "E2E/token",
+            "arrival → last token ÷ output tokens",
+            l.e2e_per_token,
+        ),
         (
             "bootstrap",
             "arrival → prefill holds decode's page ids",
@@ -359,18 +373,20 @@ fn slo_section(h: &mut String, s: &Summary) {
         Some(met) => {
             let _ = writeln!(
                 h,
-                "<p class=\"{}\">[slo] <strong>{}</strong>.</p>\n<table>\n<tr><th>target</th><th class=\"n\">reached</th><th>verdict</th></tr>",
+                "<p class=\"{}\">[slo] <strong>{}</strong>.</p>\n<table>\n<tr><th>target</th><th class=\"n\">reached</th><th>verdict</th><th>over</th><th>past the target</th></tr>",
                 if met { "ok" } else { "warn" },
                 escape_html(&slo.verdict_text())
             );
             for t in &slo.targets {
                 let _ = writeln!(
                     h,
-                    "<tr class=\"{}\"><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                    "<tr class=\"{}\"><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                     if t.met { "met" } else { "missed" },
                     escape_html(&t.condition()),
                     escape_html(&t.reached()),
-                    t.verdict()
+                    t.verdict(),
+                    escape_html(&t.population_text()),
+                    escape_html(&t.late_text())
                 );
             }
             h.push_str("</table>\n");
@@ -738,6 +754,8 @@ mod tests {
                 value: Some(87.0),
                 met: true,
                 default: false,
+                population: 60,
+                late: Vec::new(),
             },
             SloTarget {
                 key: "tpot_p99_ms".into(),
@@ -745,6 +763,8 @@ mod tests {
                 value: Some(53.0),
                 met: false,
                 default: false,
+                population: 58,
+                late: Vec::new(),
             },
         ];
         f.summary.slo.met = Some(false);
@@ -768,17 +788,17 @@ mod tests {
             );
         }
         assert!(html.contains(
-            "<tr class=\"met\"><td>ttft_p99_ms ≤ 2000 ms</td><td class=\"n\">87.0 ms</td><td>met</td></tr>"
+            "<tr class=\"met\"><td>ttft_p99_ms ≤ 2000 ms</td><td class=\"n\">87.0 ms</td><td>met</td><td>60 arrived requests, one that did not complete counted as infinitely late</td><td></td></tr>"
         ));
         assert!(html.contains(
-            "<tr class=\"missed\"><td>tpot_p99_ms ≤ 50.0 ms</td><td class=\"n\">53.0 ms</td><td>MISSED</td></tr>"
+            "<tr class=\"missed\"><td>tpot_p99_ms ≤ 50.0 ms</td><td class=\"n\">53.0 ms</td><td>MISSED</td><td>58 arrived requests less one-token completions (no gap to time), one that did not complete counted as infinitely late</td><td></td></tr>"
         ));
         assert!(
-            md.contains("| ttft_p99_ms ≤ 2000 ms | 87.0 ms | met |"),
+            md.contains("| ttft_p99_ms ≤ 2000 ms | 87.0 ms | met | 60 arrived requests"),
             "{md}"
         );
         assert!(
-            md.contains("| tpot_p99_ms ≤ 50.0 ms | 53.0 ms | MISSED |"),
+            md.contains("| tpot_p99_ms ≤ 50.0 ms | 53.0 ms | MISSED | 58 arrived requests less"),
             "{md}"
         );
         // No price: the cost row says how to get one.

@@ -130,16 +130,18 @@ fn slo_section(m: &mut String, s: &Summary) {
         Some(_) => {
             let _ = writeln!(
                 m,
-                "[slo] **{}**.\n\n| target | reached | verdict |\n|---|---:|---|",
+                "[slo] **{}**.\n\n| target | reached | verdict | over | past the target |\n|---|---:|---|---|---|",
                 slo.verdict_text()
             );
             for t in &slo.targets {
                 let _ = writeln!(
                     m,
-                    "| {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} |",
                     t.condition().replace('|', "\\|"),
                     t.reached(),
-                    t.verdict()
+                    t.verdict(),
+                    t.population_text(),
+                    t.late_text()
                 );
             }
         }
@@ -174,6 +176,9 @@ fn latency_table(m: &mut String, s: &Summary) {
             fmt_ms_or_dash(st.max)
         );
     }
+    m.push_str(
+        "\nITL is over every gap between consecutive tokens of every request, all tokens pooled (whatever the request's outcome); TBT is each request's worst gap (Mooncake's TBT); E2E/token is arrival → last token ÷ output tokens.\n",
+    );
 }
 
 /// Throughput, cost and KV transfer, one bullet each (the unit after the value).

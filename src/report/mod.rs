@@ -51,11 +51,15 @@ impl Summary {
             None => format!("{:>9}", "—"),
         };
         s += &format!(
-            "  TTFT ms  p50 {}  p99 {}\n  TPOT ms  p50 {}  p99 {}\n  E2E  ms  p50 {}  p99 {}\n",
+            "  TTFT ms  p50 {}  p99 {}\n  TPOT ms  p50 {}  p99 {}\n  ITL  ms  p50 {}  p99 {}  (every gap of every request)\n  TBT  ms  p50 {}  p99 {}  (each request's worst gap)\n  E2E  ms  p50 {}  p99 {}\n",
             f(l.ttft.p50, 1),
             f(l.ttft.p99, 1),
             f(l.tpot.p50, 2),
             f(l.tpot.p99, 2),
+            f(l.itl.p50, 2),
+            f(l.itl.p99, 2),
+            f(l.tbt.p50, 2),
+            f(l.tbt.p99, 2),
             f(l.e2e.p50, 1),
             f(l.e2e.p99, 1)
         );

@@ -57,6 +57,24 @@ pub struct Expect {
     /// p99 end-to-end latency, ms, at most.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub e2e_p99_ms_max: Option<f64>,
+    /// Median inter-token latency over every gap of every request, ms, at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub itl_p50_ms_max: Option<f64>,
+    /// p99 inter-token latency over every gap of every request, ms, at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub itl_p99_ms_max: Option<f64>,
+    /// Median over finished requests of each one's worst inter-token gap, ms, at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tbt_p50_ms_max: Option<f64>,
+    /// p90 of each finished request's worst inter-token gap, ms, at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tbt_p90_ms_max: Option<f64>,
+    /// p99 of each finished request's worst inter-token gap, ms, at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tbt_p99_ms_max: Option<f64>,
+    /// p99 of end-to-end latency ÷ output tokens over finished requests, ms, at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e2e_per_token_p99_ms_max: Option<f64>,
     /// Finished requests per simulated second, at least.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throughput_rps_min: Option<f64>,
@@ -106,6 +124,16 @@ const NUMERIC: &[(&str, Figure, Bound)] = &[
     ("tpot_p50_ms_max", Figure::TpotP50, Bound::Max),
     ("tpot_p99_ms_max", Figure::TpotP99, Bound::Max),
     ("e2e_p99_ms_max", Figure::E2eP99, Bound::Max),
+    ("itl_p50_ms_max", Figure::ItlP50, Bound::Max),
+    ("itl_p99_ms_max", Figure::ItlP99, Bound::Max),
+    ("tbt_p50_ms_max", Figure::TbtP50, Bound::Max),
+    ("tbt_p90_ms_max", Figure::TbtP90, Bound::Max),
+    ("tbt_p99_ms_max", Figure::TbtP99, Bound::Max),
+    (
+        "e2e_per_token_p99_ms_max",
+        Figure::E2ePerTokenP99,
+        Bound::Max,
+    ),
     ("throughput_rps_min", Figure::RequestsPerS, Bound::Min),
     ("goodput_rps_min", Figure::GoodputPerS, Bound::Min),
     ("slo_attainment_min", Figure::SloAttainment, Bound::Min),
@@ -136,6 +164,12 @@ impl Expect {
             "tpot_p50_ms_max" => self.tpot_p50_ms_max,
             "tpot_p99_ms_max" => self.tpot_p99_ms_max,
             "e2e_p99_ms_max" => self.e2e_p99_ms_max,
+            "itl_p50_ms_max" => self.itl_p50_ms_max,
+            "itl_p99_ms_max" => self.itl_p99_ms_max,
+            "tbt_p50_ms_max" => self.tbt_p50_ms_max,
+            "tbt_p90_ms_max" => self.tbt_p90_ms_max,
+            "tbt_p99_ms_max" => self.tbt_p99_ms_max,
+            "e2e_per_token_p99_ms_max" => self.e2e_per_token_p99_ms_max,
             "throughput_rps_min" => self.throughput_rps_min,
             "goodput_rps_min" => self.goodput_rps_min,
             "slo_attainment_min" => self.slo_attainment_min,

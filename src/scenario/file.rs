@@ -931,6 +931,25 @@ pub struct SloSection {
     pub tpot_p90_ms: Option<f64>,
     /// 99th-percentile TPOT target, ms.
     pub tpot_p99_ms: Option<f64>,
-    /// Least share of arrived requests that must meet `ttft_ms` and `tpot_ms`, in (0, 1].
+    /// Least share of arrived requests that must meet every per-request threshold (`ttft_ms`,
+    /// `tpot_ms`, `tbt_ms`, `e2e_per_token_ms`), in (0, 1].
     pub attainment_min: Option<f64>,
+    /// Median inter-token latency target over every gap of every request (all tokens pooled),
+    /// ms.
+    pub itl_p50_ms: Option<f64>,
+    /// 90th-percentile ITL target (all tokens pooled), ms.
+    pub itl_p90_ms: Option<f64>,
+    /// 99th-percentile ITL target (all tokens pooled), ms.
+    pub itl_p99_ms: Option<f64>,
+    /// Per-request threshold on the request's worst inter-token gap (Mooncake's TBT; joins
+    /// attainment and goodput), ms.
+    pub tbt_ms: Option<f64>,
+    /// Median over requests of each request's worst gap (failed ones count as never), ms.
+    pub tbt_p50_ms: Option<f64>,
+    /// 90th percentile over requests of each request's worst gap, ms.
+    pub tbt_p90_ms: Option<f64>,
+    /// 99th percentile over requests of each request's worst gap, ms.
+    pub tbt_p99_ms: Option<f64>,
+    /// Per-request threshold on end-to-end latency ÷ output tokens (joins attainment), ms.
+    pub e2e_per_token_ms: Option<f64>,
 }

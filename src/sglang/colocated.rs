@@ -35,10 +35,10 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use crate::engine::{EventQueue, Nanos};
-use crate::metrics::histogram::Histogram;
+use crate::metrics::gaps::{Gaps, StepGaps};
 use crate::vocab::event::Event;
 use crate::vocab::ids::ColocatedId;
-use crate::vocab::{ErrorKind, Outcome, RequestRow};
+use crate::vocab::{ErrorKind, GapKind, Outcome, RequestRow};
 
 use super::Core;
 use crate::vocab::requests::Holding;
@@ -125,6 +125,12 @@ pub struct ColocatedServer {
     /// The holders' admission estimate, tokens.
     reserved_tokens: f64,
     step_started: Nanos,
+    /// When the last decode step ended, ns: the last token of every request in it. Unmixed,
+    /// prefill forwards may run between two decode steps, and a running request's gap spans
+    /// them.
+    last_step_end: Nanos,
+    /// The batch's shared step gaps, for each request's worst gap (`metrics::gaps`).
+    gaps: StepGaps,
     shape: Vec<(u32, u32)>,
     /// `--enable-mixed-chunk`: every forward carries the decode batch with the prefill chunk.
     /// Off (sglang's default), a forward is a prefill batch or a decode step, never both.
@@ -132,9 +138,6 @@ pub struct ColocatedServer {
     /// Whether the running forward steps the decode batch (always, mixed; off, only a forward
     /// that formed no prefill batch).
     decodes: bool,
-    /// When the decode batch last produced its tokens, ns: unmixed, prefill forwards may run
-    /// between two decode steps, and a running request's gap spans them.
-    last_decode_end: Nanos,
 }
 
 /// What a colocated crash ends: the rows of every request it held, failed, in slot order,
@@ -180,10 +183,11 @@ impl ColocatedServer {
             max_running,
             reserved_tokens: 0.0,
             step_started: 0,
+            last_step_end: 0,
+            gaps: StepGaps::default(),
             shape: Vec::new(),
             mixed,
             decodes: false,
-            last_decode_end: 0,
         }
     }
 
@@ -416,7 +420,10 @@ impl ColocatedServer {
 
     /// The step ended: every decode request produced a token, finished ones leave, and
     /// requests whose last chunk was computed get their first token and join the batch.
-    pub fn step_done(&mut self, now: Nanos, itl: &mut Histogram, out: &mut StepOutcome) {
+    /// Inter-token gaps go to `itl` by kind: the step's, a mixed step when it also ran prefill
+    /// chunks; a request that joined at its start from its previous token (a handoff when it
+    /// waited: for a place in the batch, or its prompt computed again after a retraction).
+    pub fn step_done(&mut self, now: Nanos, itl: &mut Gaps, out: &mut StepOutcome) {
         self.core.end_busy(now);
         if self.decodes {
             self.decode_step_done(now, itl, out);
@@ -455,26 +462,45 @@ impl ColocatedServer {
     /// The decode batch's part of a forward that stepped it: a token for every running
     /// request (their gap since their previous token, or since their first for those that
     /// joined), and the requests that produced their last leave.
-    fn decode_step_done(&mut self, now: Nanos, itl: &mut Histogram, out: &mut StepOutcome) {
+    fn decode_step_done(&mut self, now: Nanos, itl: &mut Gaps, out: &mut StepOutcome) {
         self.steps_done += 1;
         // Mixed, every forward is a decode step: the previous token came as this one started.
+        // Unmixed, prefill forwards that ran since the last decode step lengthen this gap: the
+        // prefill interference PD removes, as a mixed step's chunks are.
         let since = if self.mixed {
             self.step_started
         } else {
-            self.last_decode_end
+            self.last_step_end
         };
-        self.last_decode_end = now;
+        let mixed = if self.mixed {
+            !self.step_prefill.is_empty()
+        } else {
+            since < self.step_started
+        };
         let dt = now - since;
         out.tokens += u64::from(self.running);
         self.core.tick.tokens += u64::from(self.running);
         self.context_tokens += u64::from(self.running);
-        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        let kind = GapKind::step(mixed);
+        itl.of(kind)
+            .record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        self.gaps.step(self.steps_done, dt, mixed);
+        self.last_step_end = now;
+        // A request that joined as this step started had its previous token then: one step's
+        // gap (unmixed, no prefill forward came between); else it waited, a handoff.
+        let joined_kind = GapKind::step(self.mixed && mixed);
         for s in std::mem::take(&mut self.joined) {
-            if let Some(ft) = self.table[s as usize]
-                .as_ref()
-                .and_then(|r| r.row.first_token_ns)
-            {
-                itl.record(now - ft);
+            let Some(r) = self.table[s as usize].as_mut() else {
+                continue;
+            };
+            if let Some(from) = r.row.gaps.resumed_from.or(r.row.first_token_ns) {
+                let k = if from == self.step_started {
+                    joined_kind
+                } else {
+                    GapKind::Handoff
+                };
+                itl.of(k).record(now - from);
+                r.row.gaps.saw(now - from, k);
             }
         }
         while let Some(&Reverse((step, join, s))) = self.finishing.peek() {
@@ -498,6 +524,7 @@ impl ColocatedServer {
         r.row.decode_start_ns.get_or_insert(now);
         r.join_step = Some(steps);
         let (prompt, id) = (r.prompt(), r.id);
+        self.gaps.joined(steps);
         self.phase[phase_key(steps, prompt, ps)] += 1;
         self.batch_order.insert((steps, id, s));
         self.running += 1;
@@ -516,6 +543,14 @@ impl ColocatedServer {
         let Some(join) = r.join_step.take() else {
             return 0;
         };
+        // Its gaps: the worst of the steps it shared; its last token came at the last step's
+        // end when it ran one (a later stint's first gap starts there).
+        if let Some((g, kind)) = self.gaps.left(join, self.running - 1) {
+            r.row.gaps.saw(g, kind);
+        }
+        if steps > join {
+            r.row.gaps.resumed_from = Some(self.last_step_end);
+        }
         let generated = (steps - join) as u32;
         let prompt = r.prompt();
         let id = r.id;
@@ -524,6 +559,10 @@ impl ColocatedServer {
             .shrink((prompt + generated).div_ceil(ps) - prompt.div_ceil(ps));
         self.phase[phase_key(join, prompt, ps)] -= 1;
         self.batch_order.remove(&(join, id, s));
+        if self.gaps.wants_prune() {
+            let oldest = self.batch_order.first().map_or(u64::MAX, |b| b.0);
+            self.gaps.prune(oldest);
+        }
         self.running -= 1;
         self.context_tokens -= u64::from(prompt) + u64::from(generated);
         self.joined.retain(|&j| j != s);
@@ -622,7 +661,7 @@ mod tests {
     /// Runs the server alone until it is idle; returns the finished rows.
     fn run(server: &mut ColocatedServer, q: &mut EventQueue<Event>) -> Vec<RequestRow> {
         let mut done = Vec::new();
-        let mut itl = Histogram::new();
+        let mut itl = Gaps::default();
         server.try_step(ColocatedId(0), q);
         while let Some((_, ev)) = q.pop() {
             assert!(matches!(ev, Event::ColocatedStepDone { .. }));
@@ -705,7 +744,7 @@ mod tests {
         s.try_step(ColocatedId(0), &mut q);
         assert_eq!(s.step_prefill.len(), 10);
         let mut out = StepOutcome::default();
-        let mut itl = Histogram::new();
+        let mut itl = Gaps::default();
         q.pop();
         s.step_done(q.now(), &mut itl, &mut out);
         assert_eq!(s.running(), 10);
@@ -722,7 +761,7 @@ mod tests {
         for id in 0..12 {
             s.arrive(row(id, 200, 20 + id as u32), 0);
         }
-        let mut itl = Histogram::new();
+        let mut itl = Gaps::default();
         let mut done = 0;
         s.try_step(ColocatedId(0), &mut q);
         while q.pop().is_some() {
@@ -734,6 +773,61 @@ mod tests {
         }
         assert_eq!(done, 12);
         assert_eq!(s.core.pages.used(), 0, "no page leaked");
+    }
+
+    /// Gaps by hand on a colocated server whose forward takes 30 ms when it runs prefill
+    /// work and 10 ms when it only decodes. A (4 tokens) is prefilled in step 1 (0–30 ms) and
+    /// joins; B (3 tokens) is ready at 35 ms:
+    ///
+    /// | step | forward | ends | A's gap | B's gap |
+    /// |---|---|---|---|---|
+    /// | 2 | decode A | 40 | 10 | |
+    /// | 3 | decode A + prefill B | 70 | 30 (mixed) | (first token) |
+    /// | 4 | decode A B | 80 | 10 (A done) | 10 |
+    /// | 5 | decode B | 90 | | 10 (B done) |
+    ///
+    /// A's worst gap is the mixed step's 30 ms — the interference PD removes; B's a decode step.
+    #[test]
+    fn a_mixed_forward_is_the_gap_its_running_requests_wait_out() {
+        let ms = 1_000_000;
+        let core = testkit::core_measured(
+            1000,
+            16,
+            "phase,tokens,batch_size,context_tokens,time_ms\n\
+             prefill,1,,0,30\nprefill,100000,,0,30\nprefill,1,,100000,30\nprefill,100000,,100000,30\n\
+             decode,,1,0,10\ndecode,,1,100000000,10\ndecode,,8,0,10\ndecode,,8,100000000,10\n",
+        );
+        let mut s = ColocatedServer::new(core, 512, u32::MAX, true);
+        let mut q = EventQueue::new();
+        s.arrive(row(0, 4, 4), 0);
+        s.arrive(row(1, 4, 3), 35 * ms);
+        let mut itl = Gaps::default();
+        let mut done = Vec::new();
+        s.try_step(ColocatedId(0), &mut q);
+        while q.pop().is_some() {
+            let mut out = StepOutcome::default();
+            s.step_done(q.now(), &mut itl, &mut out);
+            done.extend(out.finished);
+            s.try_step(ColocatedId(0), &mut q);
+        }
+        let worst: Vec<_> = done
+            .iter()
+            .map(|r| (r.id, r.finish_ns.unwrap() / ms, r.gaps.worst.unwrap()))
+            .collect();
+        assert_eq!(
+            worst,
+            [
+                (0, 80, (30 * ms, GapKind::MixedStep)),
+                (1, 90, (10 * ms, GapKind::DecodeStep))
+            ]
+        );
+        let by = |k: GapKind| {
+            let h = &itl.by_kind[k.index()];
+            (h.count(), h.min() / ms, h.max() / ms)
+        };
+        assert_eq!(by(GapKind::DecodeStep), (4, 10, 10));
+        assert_eq!(by(GapKind::MixedStep), (1, 30, 30));
+        assert_eq!(by(GapKind::Handoff).0, 0);
     }
 
     #[test]
@@ -753,7 +847,7 @@ mod tests {
     fn next(
         s: &mut ColocatedServer,
         q: &mut EventQueue<Event>,
-        itl: &mut Histogram,
+        itl: &mut Gaps,
     ) -> (Nanos, u64) {
         let (t, ev) = q.pop().expect("a forward runs");
         assert!(matches!(ev, Event::ColocatedStepDone { .. }));
@@ -783,7 +877,7 @@ mod tests {
     fn unmixed_a_ready_prefill_delays_the_decode_step_by_exactly_the_prefill_forward() {
         let mut s = ColocatedServer::new(testkit::core(100_000, 16), 512, u32::MAX, false);
         let mut q = EventQueue::new();
-        let mut itl = Histogram::new();
+        let mut itl = Gaps::default();
         let step = s.core.step.clone();
         s.arrive(row(0, 160, 10), 0);
         s.try_step(ColocatedId(0), &mut q);
@@ -806,7 +900,9 @@ mod tests {
             t4 - t2,
             step.prefill_ns(&[(320, 0)]) + step.decode_ns(2, 481)
         );
-        assert!(itl.max() >= t4 - t2);
+        // A mixed gap: the prefill interference, as a mixed forward's chunks are.
+        assert_eq!(itl.of(GapKind::MixedStep).max(), t4 - t2);
+        assert_eq!(itl.of(GapKind::MixedStep).count(), 1);
 
         // Mixed: at t2 one forward carries A's token and B's prefill.
         let mut s = ColocatedServer::new(testkit::core(100_000, 16), 512, u32::MAX, true);
@@ -850,7 +946,7 @@ mod tests {
     fn unmixed_a_chunked_prompt_runs_its_chunks_back_to_back() {
         let mut s = ColocatedServer::new(testkit::core(100_000, 16), 512, u32::MAX, false);
         let mut q = EventQueue::new();
-        let mut itl = Histogram::new();
+        let mut itl = Gaps::default();
         let step = s.core.step.clone();
         s.arrive(row(0, 160, 10), 0);
         s.try_step(ColocatedId(0), &mut q);
@@ -880,7 +976,7 @@ mod tests {
     fn unmixed_a_batch_at_its_cap_admits_no_prefill() {
         let mut s = ColocatedServer::new(testkit::core(10_000, 16), 8192, 2, false);
         let mut q = EventQueue::new();
-        let mut itl = Histogram::new();
+        let mut itl = Gaps::default();
         for id in 0..3 {
             s.arrive(row(id, 100, 4), 0);
         }

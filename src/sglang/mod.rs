@@ -249,6 +249,17 @@ pub(crate) mod testkit {
         })
     }
 
+    /// [`core`] with its steps read from a measured profile (`pools.step_times` CSV text), so
+    /// a test can derive step times by hand.
+    pub fn core_measured(pages: u32, page_size: u32, csv: &str) -> Core {
+        let mut c = core(pages, page_size);
+        c.step = StepTimes::Measured(
+            crate::compute::profile::parse_profile(std::path::Path::new("hand.csv"), csv)
+                .expect("a valid profile"),
+        );
+        c
+    }
+
     /// The simulation a component's test plays: a queue, a request table and a wake set.
     #[derive(Default)]
     pub struct Sim {

@@ -751,8 +751,8 @@ impl<'a> World<'a> {
         })
     }
 
-    fn slo(&self) -> (Option<Nanos>, Option<Nanos>) {
-        (self.sc.slo.ttft_ns, self.sc.slo.tpot_ns)
+    fn slo(&self) -> crate::config::Thresholds {
+        self.sc.slo.thresholds()
     }
 
     fn handle(&mut self, ev: Event) -> std::io::Result<()> {

@@ -196,12 +196,12 @@ impl World<'_> {
             // Every step end of the pass is inside the window (the common case): each is
             // counted, and `observe`'s clip to the window's end is the step end itself.
             first = dec.step_span().1;
-            in_window = u64::from(dec.virtual_steps(t, &self.reqs, itl, |at, used| {
+            in_window = u64::from(dec.virtual_steps(t, &mut self.reqs, itl, |at, used| {
                 g.observe_open(at, running, queued, share(used, total));
             }));
             last = if in_window > 0 { dec.step_span().0 } else { 0 };
         } else {
-            dec.virtual_steps(t, &self.reqs, itl, |at, used| {
+            dec.virtual_steps(t, &mut self.reqs, itl, |at, used| {
                 if at <= end {
                     first = if in_window == 0 { at } else { first };
                     in_window += 1;

@@ -15,4 +15,4 @@ pub mod requests;
 pub mod suggest;
 
 pub use error_kind::ErrorKind;
-pub use record::{Outcome, RequestRow, SessionCells};
+pub use record::{GapKind, Outcome, RequestRow, SessionCells, TokenGaps};

@@ -103,6 +103,82 @@ pub struct RequestRow {
     /// time (`first_token_path_s`); not a column. The decode-queue wait is measured from it.
     #[serde(skip)]
     pub server_first_token_ns: Option<Nanos>,
+    /// Its inter-token gaps as they went: the worst one and where decoding resumes from after
+    /// a retraction; not a column (`summary.json` `latency_ms.tbt` aggregates them).
+    #[serde(skip)]
+    pub gaps: TokenGaps,
+}
+
+/// What a client waited through between two tokens of one request: the three places a gap
+/// comes from (`summary.json` `slo.targets[].late`, `pdsim explain`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GapKind {
+    /// The first token of a decoding stint that did not follow its previous token by one
+    /// forward: in PD the prefill's token → the first decoded token (KV transfer, the wait to
+    /// join a decode batch, one step); after a retraction, the last token before it → the
+    /// first after it (the prefill and transfer again); on a colocated server, a computed
+    /// request that waited for a place in the batch.
+    #[default]
+    Handoff,
+    /// One forward that decoded only (a decode server's step, a colocated forward without
+    /// prefill work).
+    DecodeStep,
+    /// One colocated forward that also ran prefill chunks: the prefill interference PD removes.
+    MixedStep,
+}
+
+impl GapKind {
+    /// Every kind, in report order.
+    pub const ALL: [GapKind; 3] = [GapKind::Handoff, GapKind::DecodeStep, GapKind::MixedStep];
+
+    /// Its place in [`GapKind::ALL`].
+    #[inline]
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The snake_case name reports use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GapKind::Handoff => "handoff",
+            GapKind::DecodeStep => "decode_step",
+            GapKind::MixedStep => "mixed_step",
+        }
+    }
+
+    /// A step's kind: mixed when the forward also ran prefill work.
+    #[inline]
+    pub fn step(mixed: bool) -> Self {
+        if mixed {
+            GapKind::MixedStep
+        } else {
+            GapKind::DecodeStep
+        }
+    }
+}
+
+/// One request's inter-token gaps, kept as they go: two words a request, never a record per
+/// token (the servers fold in a whole stint's steps when the request leaves its batch:
+/// `metrics::gaps::StepGaps`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TokenGaps {
+    /// Its worst gap so far, ns, with its kind (the first of equal ones); `None` before its
+    /// second token.
+    pub worst: Option<(Nanos, GapKind)>,
+    /// When its last token came before it left a batch with tokens still to make (a
+    /// retraction), server time, ns: the gap to its next token runs from here, not from its
+    /// first token.
+    pub resumed_from: Option<Nanos>,
+}
+
+impl TokenGaps {
+    /// A gap of `gap` ns of kind `kind` was seen.
+    #[inline]
+    pub fn saw(&mut self, gap: Nanos, kind: GapKind) {
+        if self.worst.is_none_or(|w| gap > w.0) {
+            self.worst = Some((gap, kind));
+        }
+    }
 }
 
 /// The columns `requests.csv` adds after [`RequestRow`]'s in a run with sessions (written
@@ -164,6 +240,7 @@ impl RequestRow {
             turn: None,
             cached_tokens: None,
             server_first_token_ns: None,
+            gaps: TokenGaps::default(),
         }
     }
 }

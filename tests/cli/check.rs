@@ -302,3 +302,55 @@ fn a_baseline_run_that_is_not_a_complete_result_of_that_run_is_exit_2_naming_the
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("give the folder above it"), "{err}");
 }
+
+/// Issue 43: `[expect]` bounds and `--baseline` cover the inter-token figures — ITL (every
+/// gap) and TBT (each request's worst gap) — and a baseline recorded before `latency_ms.tbt`
+/// existed still reads, its missing figures holding as "no data in the baseline".
+#[test]
+fn gap_figures_are_gated_by_expect_and_by_a_baseline() {
+    let scenario = "scenarios/regression/gap-slos-colocated-8b.toml";
+    let (code, out, err) = pdsim(&[
+        "check",
+        scenario,
+        "--set",
+        "expect.tbt_p90_ms_max=1",
+        "--set",
+        "expect.itl_p99_ms_max=1e6",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("{name} in {out}"))
+            .to_string()
+    };
+    assert!(
+        line("tbt_p90_ms_max").contains("FAIL") && line("tbt_p90_ms_max").contains("expected ≤ 1")
+    );
+    assert!(line("itl_p99_ms_max").contains("ok"));
+    // A baseline: identical runs hold the gap figures; one without them (an older pdsim's)
+    // holds them as no data.
+    let base = tmpdir("check-baseline-gaps");
+    let b = base.to_str().unwrap();
+    let (code, out, err) = pdsim(&["check", scenario, "--out", b, "-q"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = pdsim(&["check", scenario, "--baseline", b]);
+    assert_eq!(code, 0, "{out}{err}");
+    for f in ["itl_p50_ms", "itl_p99_ms", "tbt_p50_ms", "tbt_p99_ms"] {
+        assert!(out.contains(&format!("baseline.{f}")), "{f}: {out}");
+    }
+    let summary = base.join("regression-gap-slos-colocated-8b/summary.json");
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let lat = v["latency_ms"].as_object_mut().unwrap();
+    lat.remove("tbt");
+    lat.remove("e2e_per_token");
+    std::fs::write(&summary, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let (code, out, err) = pdsim(&["check", scenario, "--baseline", b]);
+    assert_eq!(code, 0, "{out}{err}");
+    let tbt = out
+        .lines()
+        .find(|l| l.contains("baseline.tbt_p99_ms"))
+        .unwrap();
+    assert!(tbt.contains("no data in the baseline"), "{tbt}");
+}

@@ -192,3 +192,37 @@ fn explain_names_the_binding_pool_and_a_lever_with_its_measured_effect() {
     assert_eq!(before, s.requests.failed + s.requests.unfinished);
     assert!(after < before, "the lever was run and helped: {first}");
 }
+
+/// Issue 43: a missed target on inter-token gaps is named with its population and why — the
+/// kind of gap past it and the phase that binds. On four colocated servers each request's worst
+/// gap is a forward that also ran a prefill chunk, so a 100 ms TBT p90 misses on prefill
+/// interference, and the lever that shortens those forwards is run.
+#[test]
+fn explain_names_a_missed_gap_target_and_its_binding_phase() {
+    let dir = common::tmpdir("explain-gaps");
+    common::run("scenarios/regression/gap-slos-colocated-8b.toml", &[], &dir);
+    let text = explain_dir(&dir, false).unwrap();
+    assert!(text.contains("[slo] MISSED (tbt_p90_ms)"), "{text}");
+    assert!(
+        text.contains("tbt_p90_ms ≤ 100 ms")
+            && text.contains("requests with a gap (arrived less one-token completions)"),
+        "the target with its population:\n{text}"
+    );
+    assert!(
+        text.contains("gaps, all tokens pooled"),
+        "the ITL target's population:\n{text}"
+    );
+    let why = text
+        .lines()
+        .find(|l| l.starts_with("Why tbt_p90_ms is missed"))
+        .unwrap_or_else(|| panic!("no why line:\n{text}"));
+    assert!(
+        why.contains("mixed-step gaps")
+            && why.contains("the binding phase is prefill interference"),
+        "{why}"
+    );
+    assert!(
+        text.contains("chunked_prefill_size 4096 instead of 8192"),
+        "the chunk lever:\n{text}"
+    );
+}

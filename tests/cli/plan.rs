@@ -1587,3 +1587,119 @@ fn kubernetes_manifests_are_the_launch_lines_as_leader_worker_sets() {
         "the same policy: {line}"
     );
 }
+
+/// A grid of whole deployments: one PD pair (1P + 1D at TP 1, 2 GPUs) and 1, 2 or 3 colocated
+/// TP 1 servers, as one `--vary pools=…` axis.
+const PD_OR_NOT: &str = "pools=\
+[{name=\"prefill\",role=\"prefill\",instances=1,server={tp_size=1,page_size=64}},{name=\"decode\",role=\"decode\",instances=1,server={tp_size=1,page_size=64}}],\
+[{name=\"servers\",role=\"colocated\",instances=1,server={tp_size=1,page_size=64}}],\
+[{name=\"servers\",role=\"colocated\",instances=2,server={tp_size=1,page_size=64}}],\
+[{name=\"servers\",role=\"colocated\",instances=3,server={tp_size=1,page_size=64}}]";
+
+/// Plans the PD-or-not grid at 4 req/s under `slo`; returns plan.json, stdout and the report.
+fn pd_or_not_plan(o: &Path, slo: &str, extra: &[&str]) -> (serde_json::Value, String, String) {
+    let mut args = vec![
+        "plan",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "4",
+        "--seeds",
+        "1",
+        "--out",
+        o.to_str().unwrap(),
+        "--set",
+        slo,
+        "--vary",
+        PD_OR_NOT,
+    ];
+    args.extend(SHORT);
+    args.extend(extra);
+    let out = ok(&args);
+    let plan: serde_json::Value = serde_json::from_slice(&bytes(o, "plan.json")).unwrap();
+    let html = String::from_utf8(bytes(o, "index.html")).unwrap();
+    (plan, out, html)
+}
+
+/// Issue 43 item 5: on a grid of PD and colocated points the plan says which wins, what the
+/// best point of the other kind costs at the same `[slo]` (or that none meets it) and why —
+/// the same answer the full grid gives, from a search that runs the other kind to its own
+/// answer. With TTFT and TPOT targets one colocated GPU serves 4 req/s and PD needs two; with
+/// a tail on each request's worst gap (TBT) the colocated servers' forwards that mix prefill
+/// chunks into decoding miss it on every point, and the PD pair (whose decode steps carry no
+/// prefill) meets it.
+#[test]
+fn the_plan_says_pd_or_not_and_prices_the_other_kind() {
+    let d = tmpdir("pd-or-not");
+    // Colocated wins.
+    let (plan, out, html) = pd_or_not_plan(
+        &d.join("colo"),
+        "slo={ttft_p99_ms=1000, tpot_p99_ms=100}",
+        &[],
+    );
+    let pd = &plan["pd_or_not"];
+    assert_eq!(pd["answer"], "colocated", "{pd}");
+    assert_eq!(plan["best"]["point"], 1, "one colocated GPU");
+    assert_eq!(
+        (&pd["best_colocated"], &pd["best_disaggregated"]),
+        (&serde_json::json!(1), &serde_json::json!(0)),
+        "the PD pair is the best disaggregated point: {pd}"
+    );
+    let why = pd["why"].as_str().unwrap();
+    assert!(
+        why.starts_with(
+            "PD or not: colocated. The cheapest point meeting [slo], 1C·tp1 (1 GPU billed)"
+        ) && why.contains(
+            "the best disaggregated point, 1P·tp1 1D·tp1, costs 2 GPUs billed at the same [slo]"
+        ) && why.contains("no disaggregated point on the grid costs as little"),
+        "{why}"
+    );
+    assert!(out.contains(why), "the CLI says it: {out}");
+    assert!(
+        html.contains("<b>PD or not: colocated.</b>"),
+        "the report says it"
+    );
+    // PD wins: no colocated point holds a 100 ms tail on each request's worst gap.
+    let (plan, out, html) =
+        pd_or_not_plan(&d.join("pd"), "slo={ttft_p99_ms=1000, tbt_p99_ms=100}", &[]);
+    let pd = &plan["pd_or_not"];
+    assert_eq!(pd["answer"], "disaggregated", "{pd}");
+    assert_eq!(plan["best"]["point"], 0);
+    assert!(pd["best_colocated"].is_null(), "{pd}");
+    let why = pd["why"].as_str().unwrap();
+    assert!(
+        why.contains("no colocated point meets [slo] (3 of them ran)")
+            && why.contains("every colocated point that costs no more misses [slo]")
+            && why.contains("misses tbt_p99_ms")
+            && why.contains("the decode phase"),
+        "{why}"
+    );
+    assert!(out.contains("PD or not: disaggregated."), "{out}");
+    assert!(html.contains("<b>PD or not: disaggregated.</b>"));
+    // The search's answer is the full grid's, on both kinds, every run to its end (the TBT
+    // target's early stop is exact).
+    let (full, ..) = pd_or_not_plan(
+        &d.join("pd-full"),
+        "slo={ttft_p99_ms=1000, tbt_p99_ms=100}",
+        &["--full-grid", "--no-early-stop"],
+    );
+    assert_eq!(full["pd_or_not"], plan["pd_or_not"]);
+    assert_eq!(full["points_meeting_slo"], 1);
+    // A grid of one kind says nothing of it.
+    let o = d.join("pd-only");
+    let mut args = vec![
+        "plan",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "4",
+        "--seeds",
+        "1",
+        "--out",
+        o.to_str().unwrap(),
+        "--vary",
+        "pools.decode.instances=1,2",
+    ];
+    args.extend(SHORT);
+    let out = ok(&args);
+    let plan: serde_json::Value = serde_json::from_slice(&bytes(&o, "plan.json")).unwrap();
+    assert!(plan.get("pd_or_not").is_none() && !out.contains("PD or not"));
+}

@@ -386,6 +386,8 @@ fn check(rng: &mut Rng, corpus: &Corpus) -> CliLine {
             "completed_min",
             "failed_max",
             "ttft_p99_ms_max",
+            "tbt_p99_ms_max",
+            "itl_p50_ms_max",
             "throughput_rps_min",
             "slo_attainment_min",
             "error_kinds",

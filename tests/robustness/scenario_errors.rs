@@ -566,3 +566,64 @@ fn enable_mixed_chunk_names_itself_and_what_is_valid() {
         "{err}"
     );
 }
+
+/// Every `[slo]` key on inter-token gaps (and E2E per token) refuses what is not a positive
+/// number of milliseconds the clock can hold — naming the key, what it bounds and the value —
+/// and a typo gets the nearest key, as every other table does; `[expect]`'s bounds on them
+/// too.
+#[test]
+fn gap_slo_keys_refuse_bad_values_by_name() {
+    let q = repo().join("scenarios/quickstart.toml");
+    let keys = [
+        ("itl_p50_ms", "inter-token latency"),
+        ("itl_p90_ms", "inter-token latency"),
+        ("itl_p99_ms", "inter-token latency"),
+        ("tbt_ms", "worst inter-token gap"),
+        ("tbt_p50_ms", "worst inter-token gap"),
+        ("tbt_p90_ms", "worst inter-token gap"),
+        ("tbt_p99_ms", "worst inter-token gap"),
+        ("e2e_per_token_ms", "end-to-end latency ÷ its output tokens"),
+    ];
+    for (key, meaning) in keys {
+        for (value, fragment) in [
+            ("-5", "must be a positive number of milliseconds"),
+            ("0", "must be a positive number of milliseconds"),
+            ("nan", "got NaN"),
+            ("inf", "got inf"),
+            ("1e13", "bound of 1e12 ms"),
+            ("\"fast\"", "invalid type: string \"fast\", expected f64"),
+            ("true", "invalid type: boolean `true`"),
+        ] {
+            let set = format!("slo.{key}={value}");
+            let e = pdsim::scenario::load(&q, std::slice::from_ref(&set)).unwrap_err();
+            assert_eq!(e.key, format!("slo.{key}"), "{set}: {e}");
+            assert!(e.to_string().contains(fragment), "{set}: {e}");
+            if fragment.starts_with("must be") {
+                assert!(e.to_string().contains(meaning), "{set}: {e}");
+            }
+        }
+        // A good value loads and lands in the checked [slo].
+        let ok = pdsim::scenario::load(&q, &[format!("slo.{key}=25")]).unwrap();
+        assert!(
+            ok.slo.any() && ok.slo.on_gaps() != key.starts_with("e2e"),
+            "{key}"
+        );
+    }
+    for (typo, hint) in [
+        ("slo.tbt_p95_ms=5", "did you mean `tbt_p99_ms`?"),
+        ("slo.itl_p99=5", "did you mean `itl_p99_ms`?"),
+        ("slo.tbt=5", "did you mean `tbt_ms`?"),
+        ("slo.e2e_per_token=5", "did you mean `e2e_per_token_ms`?"),
+        ("expect.tbt_p99_ms=5", "did you mean `tbt_p99_ms_max`?"),
+        ("expect.itl_p99_max=5", "did you mean `itl_p99_ms_max`?"),
+    ] {
+        let e = pdsim::scenario::load(&q, &[typo.into()]).unwrap_err();
+        assert!(e.to_string().contains(hint), "{typo}: {e}");
+        assert_eq!(e.key, typo.split('=').next().unwrap(), "{typo}: {e}");
+    }
+    for bad in ["expect.tbt_p99_ms_max=-1", "expect.itl_p50_ms_max=nan"] {
+        let e = pdsim::scenario::load(&q, &[bad.into()]).unwrap_err();
+        assert_eq!(e.key, bad.split('=').next().unwrap(), "{bad}: {e}");
+        assert!(e.to_string().contains("finite number ≥ 0"), "{bad}: {e}");
+    }
+}

@@ -323,6 +323,112 @@ fn is_overload_kind(k: &str) -> bool {
     )
 }
 
+/// Why a missed target on inter-token gaps (`itl_*`, `tbt_*`, or `attainment_min` past
+/// `tbt_ms`) is missed: what lies past it by kind of gap (`slo.targets[].late`) and the phase
+/// that binds — the handoff from prefill to decode (transfer and the wait to join a batch),
+/// the decode steps themselves (the decode pool's batch), or a colocated server's forwards
+/// that mix prefill chunks into decoding. `None` for other targets.
+fn gap_why(t: &crate::metrics::slo::SloTarget, s: &Summary) -> Option<String> {
+    let gaps = t.key.starts_with("itl_") || t.key.starts_with("tbt_");
+    let tbt_ms = t.key == "attainment_min" && s.slo.tbt_ms.is_some();
+    if !(gaps || tbt_ms) || t.late.is_empty() {
+        return None;
+    }
+    let count = |w: &str| t.late.iter().find(|l| l.what == w).map_or(0, |l| l.count);
+    let kinds = ["handoff", "decode_step", "mixed_step"];
+    let (top, n) = kinds
+        .iter()
+        .map(|&k| (k, count(k)))
+        .max_by_key(|&(k, n)| (n, std::cmp::Reverse(k)))?;
+    let total: u64 = kinds.iter().map(|&k| count(k)).sum();
+    let (what, limit) = if tbt_ms {
+        (
+            format!(
+                "{} completed requests have a worst gap past tbt_ms = {} ms",
+                count("tbt_ms"),
+                crate::metrics::slo::fmt_ms(s.slo.tbt_ms.unwrap_or(0.0))
+            ),
+            "tbt_ms",
+        )
+    } else if t.key.starts_with("itl_") {
+        (
+            format!(
+                "≈ {total} of the {} gaps lie past {} ms",
+                t.population,
+                crate::metrics::slo::fmt_ms(t.target)
+            ),
+            t.key.as_str(),
+        )
+    } else {
+        (
+            format!(
+                "≈ {total} of the {} requests have a worst gap past {} ms{}",
+                t.population,
+                crate::metrics::slo::fmt_ms(t.target),
+                match count("not_completed") {
+                    0 => String::new(),
+                    n => format!(" and {n} never completed (infinitely late)"),
+                }
+            ),
+            t.key.as_str(),
+        )
+    };
+    if total == 0 {
+        return Some(format!(
+            "Why {limit} is missed: {what}; the requests that never completed decide it (see the failures below)."
+        ));
+    }
+    let share = 100.0 * n as f64 / total as f64;
+    let l = &s.latency_ms;
+    let ms = |v: Option<f64>| {
+        v.map_or("—".to_string(), |v| {
+            format!("{} ms", crate::metrics::slo::fmt_ms(v))
+        })
+    };
+    let pool = |roles: &[&str]| {
+        s.pools
+            .iter()
+            .filter(|p| roles.contains(&p.role.as_str()))
+            .map(|p| {
+                format!(
+                    "`{}` ({}: mean batch {}, bottleneck {})",
+                    p.pool,
+                    p.role,
+                    p.batch_mean.map_or("—".into(), |b| format!("{b:.1}")),
+                    p.bottleneck.replace('_', " ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let colocated = s.pools.iter().any(|p| p.role == "colocated");
+    let phase = match top {
+        "handoff" if colocated => "the handoff: a request's first token after it waited outside the batch (a full batch, or its prompt computed again after a retraction)".to_string(),
+        "handoff" => format!(
+            "the handoff from prefill to decode: the prefill's first token → the first decoded token, which waits for the KV transfer (p99 {}) and for a place in a decode batch (decode queue p99 {}){}",
+            ms(l.transfer.p99),
+            ms(l.decode_queue.p99),
+            if s.requests.arrived > 0 && s.pools.iter().any(|p| p.bottleneck == "kv_memory") {
+                "; decode's KV memory binds admission"
+            } else {
+                ""
+            }
+        ),
+        "mixed_step" => format!(
+            "prefill interference: colocated forwards that also ran prefill chunks, so every running request waits out the chunk — what PD removes ({})",
+            pool(&["colocated"])
+        ),
+        _ => format!(
+            "the decode steps themselves: one forward of the whole batch per token ({})",
+            pool(&["decode", "colocated"])
+        ),
+    };
+    Some(format!(
+        "Why {limit} is missed: {what}; {share:.0} % of those are {} gaps — the binding phase is {phase}.",
+        top.replace('_', "-")
+    ))
+}
+
 /// The SLO verdict target by target, what the latencies are taken over, which pool binds on
 /// which resource (with the figures), and the levers — each run on the same seed, ranked by its
 /// measured effect (`diagnose::capacity`).
@@ -346,6 +452,11 @@ pub(super) fn capacity_section(run: &Run) -> Section {
             blocks.push(Block::Bullets(
                 slo.targets.iter().map(|t| t.line()).collect(),
             ));
+        }
+        for t in slo.targets.iter().filter(|t| !t.met) {
+            if let Some(why) = gap_why(t, s) {
+                blocks.push(Block::Para(why));
+            }
         }
     }
     let counts = s.requests.clone();

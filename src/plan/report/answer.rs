@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-use super::figures::{esc, mean, pick, short_label, slo_text, target_of};
+use super::figures::{binding, esc, mean, pick, short_label, slo_text, target_of};
 use crate::metrics::slo::fmt_ms;
 use crate::plan::Manifest;
-use crate::plan::search::{PlanAnswer, PointVerdict, cheapest};
+use crate::plan::search::{Arch, PdOrNot, PlanAnswer, PointVerdict, cheapest, of_arch};
 
 /// What a plan adds to its report: the answer and where the point sits.
 pub struct PlanContext<'a> {
@@ -70,8 +70,228 @@ pub(super) fn plan_answer_html(vs: &[PointVerdict], m: &Manifest, p: &PlanContex
     if let Some(pl) = &p.placement {
         let _ = writeln!(h, "<pre class=\"place\">{}</pre>", esc(pl.trim_end()));
     }
+    if let Some(pd) = &a.pd_or_not {
+        let _ = writeln!(h, "<p class=\"pd\">{}</p>", pd_html(pd));
+    }
     let _ = writeln!(h, "<p>{search}</p>");
     h
+}
+
+/// The PD-or-not sentence as HTML: its opening (`PD or not: disaggregated.`) in bold.
+fn pd_html(pd: &PdOrNot) -> String {
+    match pd.why.split_once(". ") {
+        Some((head, rest)) => format!("<b>{}.</b> {}", esc(head), esc(rest)),
+        None => esc(&pd.why),
+    }
+}
+
+/// What a point costs, as the search orders it: `$48.00/hour (24 GPUs billed)`, or the GPUs
+/// billed without a price.
+fn cost_words(v: &PointVerdict) -> String {
+    let billed = v.billed_gpus.or(v.gpus).unwrap_or(0);
+    let gpus = if billed == 1 { "GPU" } else { "GPUs" };
+    match v.usd_per_hour {
+        Some(u) => format!("${u:.2}/hour, {billed} {gpus} billed"),
+        None => format!("{billed} {gpus} billed"),
+    }
+}
+
+/// Which phase a missed target names, for a point of `arch`: `ttft_*` the prefill phase,
+/// `tpot_*`, `itl_*`, `tbt_*` the decode phase, `attainment_min` the per-request thresholds
+/// `slo` sets (their phases).
+fn phase_of(key: &str, arch: Arch, slo: &crate::config::Slo) -> String {
+    let prefill = match arch {
+        Arch::Disaggregated => {
+            "the prefill phase (time to first token: the prefill queue and forwards, then the KV handoff to decode)"
+        }
+        Arch::Colocated => {
+            "the prefill phase (time to first token: prompts wait for the budget decoding leaves them in each forward)"
+        }
+    };
+    let decode = match arch {
+        Arch::Disaggregated => "the decode phase (inter-token gaps: decode steps and handoffs)",
+        Arch::Colocated => {
+            "the decode phase (inter-token gaps: a colocated server's decode steps share their forwards with prefill chunks)"
+        }
+    };
+    let k = key.split('_').next().unwrap_or(key);
+    match k {
+        "ttft" => prefill.into(),
+        "tpot" | "itl" | "tbt" => decode.into(),
+        _ => {
+            let th = slo.thresholds();
+            let pre = th.ttft_ns.is_some();
+            let dec = th.tpot_ns.is_some() || th.tbt_ns.is_some() || th.e2e_per_token_ns.is_some();
+            match (pre, dec) {
+                (true, false) => format!("attainment within ttft_ms: {prefill}"),
+                (false, true) => format!("attainment within the per-request thresholds: {decode}"),
+                _ => "attainment within the per-request thresholds (prefill and decode)".into(),
+            }
+        }
+    }
+}
+
+/// Why point `v` of `arch` misses `[slo]`, naming the binding phase: `misses tbt_p99_ms —
+/// the decode phase (…); binds: servers (compute)`.
+fn why_phase(v: &PointVerdict, arch: Arch, slo: &crate::config::Slo) -> String {
+    let Some(r) = v.seeds.iter().find(|r| r.slo_met != Some(true)) else {
+        return "meets [slo]".into();
+    };
+    if let Some(e) = &r.error {
+        return format!("is not a valid scenario ({e})");
+    }
+    let missed: Vec<&str> = r
+        .slo_missed
+        .as_deref()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let mut phases: Vec<String> = Vec::new();
+    for k in &missed {
+        let p = phase_of(k, arch, slo);
+        if !phases.contains(&p) {
+            phases.push(p);
+        }
+    }
+    let mut s = format!(
+        "misses {} on seed {}",
+        if missed.is_empty() {
+            "[slo]".to_string()
+        } else {
+            missed.join(", ")
+        },
+        r.seed
+    );
+    if !phases.is_empty() {
+        s += &format!(" — {}", phases.join("; "));
+    }
+    match binding(r) {
+        Some(b) => s += &format!("; binds: {b}"),
+        None => s += "; no pool reads as saturated",
+    }
+    s
+}
+
+/// PD or not, when the plan's points hold both kinds (`None` otherwise): which kind the
+/// answer is, the other kind's cheapest point meeting `[slo]` and its price (or that none
+/// does), and why — the other kind's points that cost no more than the answer all miss
+/// `[slo]`, the dearest of them on the phase its missed targets name. `vs` are the points
+/// that ran (a search runs each kind to its own answer: `search::cheapest_first`).
+pub fn pd_or_not(vs: &[PointVerdict], slo: &crate::config::Slo) -> Option<PdOrNot> {
+    let dis = of_arch(vs, Arch::Disaggregated);
+    let col = of_arch(vs, Arch::Colocated);
+    if dis.is_empty() || col.is_empty() {
+        return None;
+    }
+    let priced = vs
+        .iter()
+        .filter_map(PointVerdict::cost)
+        .all(|c| c.usd_per_hour.is_some());
+    let key = |v: &PointVerdict| v.cost().map(|c| c.key(priced));
+    // What is billed: the price (when every point has one), then the GPUs billed — the
+    // order's first terms; the rest only break ties between equal bills.
+    let bill = |v: &PointVerdict| key(v).map(|k| (k.0, k.1));
+    let of = |a: Arch| if a == Arch::Disaggregated { &dis } else { &col };
+    let best = |a: Arch| cheapest(of(a)).cloned();
+    let (bd, bc) = (best(Arch::Disaggregated), best(Arch::Colocated));
+    let answer = cheapest(vs).cloned();
+    let label = |v: &PointVerdict| short_label(&v.values);
+    // The dearest point of `a` that ran and missed, billed at most `limit`.
+    let dearest_miss = |a: Arch, limit: Option<(u64, u32)>| {
+        of(a)
+            .iter()
+            .filter(|v| !v.meets_slo && key(v).is_some())
+            .filter(|v| limit.is_none_or(|l| bill(v).is_some_and(|b| b <= l)))
+            .max_by_key(|v| (key(v), std::cmp::Reverse(v.point)))
+            .cloned()
+    };
+    let why = match &answer {
+        Some(win) => {
+            let a = Arch::of_row(&win.seeds[0]).unwrap_or(Arch::Disaggregated);
+            let r = a.other();
+            let rival = if r == Arch::Disaggregated { &bd } else { &bc };
+            let mut s = format!(
+                "PD or not: {}. The cheapest point meeting [slo], {} ({}), is {}",
+                a.as_str(),
+                label(win),
+                cost_words(win),
+                a.as_str()
+            );
+            match rival {
+                Some(rb) => {
+                    s += &format!(
+                        "; the best {} point, {}, costs {} at the same [slo].",
+                        r.as_str(),
+                        label(rb),
+                        cost_words(rb)
+                    )
+                }
+                None => {
+                    s += &format!(
+                        "; no {} point meets [slo] ({} of them ran).",
+                        r.as_str(),
+                        of(r).len()
+                    )
+                }
+            }
+            let tie = rival.as_ref().filter(|rb| bill(rb) == bill(win));
+            if let Some(rb) = tie {
+                s += &format!(
+                    " Why: both bill the same; {} comes first in the search's order (the most GPUs used, then the fewest nodes, then grid order) ahead of {}.",
+                    label(win),
+                    label(rb)
+                );
+            } else if let Some(m) = dearest_miss(r, bill(win)) {
+                s += &format!(
+                    " Why: every {} point that costs no more misses [slo]; the dearest of them, {} ({}), {}.",
+                    r.as_str(),
+                    label(&m),
+                    cost_words(&m),
+                    why_phase(&m, r, slo)
+                );
+            } else {
+                let cheapest_rival = of(r)
+                    .iter()
+                    .filter(|v| key(v).is_some())
+                    .min_by_key(|v| (key(v), v.point));
+                s += &format!(
+                    " Why: no {} point on the grid costs as little{}.",
+                    r.as_str(),
+                    cheapest_rival.map_or(String::new(), |c| format!(
+                        " (the cheapest, {}, {})",
+                        label(c),
+                        cost_words(c)
+                    ))
+                );
+            }
+            s
+        }
+        None => {
+            let mut s = "PD or not: neither. No point of either kind meets [slo].".to_string();
+            for a in [Arch::Disaggregated, Arch::Colocated] {
+                if let Some(m) = dearest_miss(a, None) {
+                    s += &format!(
+                        " The dearest {} point, {} ({}), {}.",
+                        a.as_str(),
+                        label(&m),
+                        cost_words(&m),
+                        why_phase(&m, a, slo)
+                    );
+                }
+            }
+            s
+        }
+    };
+    Some(PdOrNot {
+        answer: answer
+            .as_ref()
+            .and_then(|w| Arch::of_row(&w.seeds[0]))
+            .map_or("neither", Arch::as_str)
+            .to_string(),
+        best_disaggregated: bd.map(|v| v.point),
+        best_colocated: bc.map(|v| v.point),
+        why,
+    })
 }
 
 /// How the plan's search went, in a sentence: cheapest first or the whole grid, its runs
@@ -132,8 +352,8 @@ fn price_text(a: &PlanAnswer, b: &PointVerdict, gpus_per_node: u32) -> (String, 
     (billing, cost)
 }
 
-/// The chosen point's worst seed against each latency target `slo` sets (TTFT, then TPOT):
-/// `p99 TTFT 812 ms (target 2000)`.
+/// The chosen point's worst seed against each latency percentile target `slo` sets (TTFT,
+/// TPOT, ITL, TBT): `p99 TTFT 812 ms (target 2000)`.
 fn reached(b: &PointVerdict, slo: &crate::config::Slo) -> Vec<String> {
     let worst = |metric: &str| {
         let (q, t) = target_of(slo, metric);
@@ -153,7 +373,10 @@ fn reached(b: &PointVerdict, slo: &crate::config::Slo) -> Vec<String> {
             })
         })
     };
-    ["ttft", "tpot"].iter().filter_map(|m| worst(m)).collect()
+    ["ttft", "tpot", "itl", "tbt"]
+        .iter()
+        .filter_map(|m| worst(m))
+        .collect()
 }
 
 /// A sweep's answer line: the cheapest point meeting `[slo]` on every seed.

@@ -393,8 +393,13 @@ pub(super) fn ladder_chart(
             .x_labels(8)
             .x_label_formatter(&|x| axis_ms(*x))
             .x_desc(format!(
-                "p{q} {}, ms (finished requests; log)",
-                metric.to_uppercase()
+                "p{q} {}, ms ({}; log)",
+                metric.to_uppercase(),
+                match metric {
+                    "itl" => "every gap of every request",
+                    "tbt" => "each finished request's worst gap",
+                    _ => "finished requests",
+                }
             ))
             .draw();
         draw_ladder_points(&mut chart, order, (metric, q), (xmin, xmax), outliers);

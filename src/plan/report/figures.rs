@@ -31,14 +31,34 @@ pub(super) fn rate_axis(grid: &Grid) -> Option<usize> {
         .position(|a| a.key == ARRIVAL_RATE_KEY || a.key == TRACE_RATE_KEY)
 }
 
+/// The percentile targets of `metric` (`ttft`, `tpot`, `itl`, `tbt`).
+fn targets_of<'a>(slo: &'a crate::config::Slo, metric: &str) -> &'a [Option<f64>; 3] {
+    match metric {
+        "ttft" => &slo.ttft_pct_ms,
+        "itl" => &slo.itl_pct_ms,
+        "tbt" => &slo.tbt_pct_ms,
+        _ => &slo.tpot_pct_ms,
+    }
+}
+
+/// The latency metrics the report charts and tabulates: TTFT and TPOT always, ITL and TBT
+/// when `[slo]` sets a percentile target on them (their per-request threshold, `tbt_ms`,
+/// brings TBT in too).
+pub(super) fn metrics_of(slo: &crate::config::Slo) -> Vec<&'static str> {
+    let mut m = vec!["ttft", "tpot"];
+    if slo.itl_pct_ms.iter().any(Option::is_some) {
+        m.push("itl");
+    }
+    if slo.tbt_ns.is_some() || slo.tbt_pct_ms.iter().any(Option::is_some) {
+        m.push("tbt");
+    }
+    m
+}
+
 /// The percentile a latency chart shows for `metric`: that of the highest `[slo]` target
 /// set (p99 when none), and the target.
 pub(super) fn target_of(slo: &crate::config::Slo, metric: &str) -> (u32, Option<f64>) {
-    let pct = if metric == "ttft" {
-        &slo.ttft_pct_ms
-    } else {
-        &slo.tpot_pct_ms
-    };
+    let pct = targets_of(slo, metric);
     for k in (0..3).rev() {
         if let Some(t) = pct[k] {
             return (crate::config::SLO_PERCENTILES[k], Some(t));
@@ -47,15 +67,31 @@ pub(super) fn target_of(slo: &crate::config::Slo, metric: &str) -> (u32, Option<
     (99, None)
 }
 
-/// A row's latency figure at a percentile.
+/// A row's latency figure at a percentile (`metric`: `ttft`, `tpot`, `itl`, `tbt`).
 pub(super) fn pick(r: &SweepRow, metric: &str, q: u32) -> Option<f64> {
     match (metric, q) {
         ("ttft", 50) => r.ttft_p50_ms,
         ("ttft", 90) => r.ttft_p90_ms,
         ("ttft", _) => r.ttft_p99_ms,
+        ("itl", 50) => r.itl_p50_ms,
+        ("itl", 90) => r.itl_p90_ms,
+        ("itl", _) => r.itl_p99_ms,
+        ("tbt", 50) => r.tbt_p50_ms,
+        ("tbt", 90) => r.tbt_p90_ms,
+        ("tbt", _) => r.tbt_p99_ms,
         (_, 50) => r.tpot_p50_ms,
         (_, 90) => r.tpot_p90_ms,
         _ => r.tpot_p99_ms,
+    }
+}
+
+/// A metric's name in the report, with what it is taken over: `TTFT`, `ITL (every gap)`.
+pub(super) fn metric_label(metric: &str) -> &'static str {
+    match metric {
+        "ttft" => "TTFT",
+        "itl" => "ITL (every gap)",
+        "tbt" => "TBT (each request's worst gap)",
+        _ => "TPOT",
     }
 }
 
@@ -68,16 +104,22 @@ pub(super) fn worst(v: &PointVerdict, metric: &str, q: u32) -> Option<f64> {
         .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
 }
 
-/// The `[slo]` targets in words: `ttft_p99_ms ≤ 2000 ms, tpot_p99_ms ≤ 100 ms`.
+/// The `[slo]` targets in words: `ttft_p99_ms ≤ 2000 ms, tpot_p99_ms ≤ 100 ms`; ITL and TBT
+/// targets say what they are taken over (`itl_p99_ms ≤ 50 ms over every gap`).
 pub(super) fn slo_text(slo: &crate::config::Slo) -> String {
     let mut out = Vec::new();
-    for (metric, pct) in [("ttft", &slo.ttft_pct_ms), ("tpot", &slo.tpot_pct_ms)] {
-        for (k, t) in pct.iter().enumerate() {
+    for metric in ["ttft", "tpot", "itl", "tbt"] {
+        for (k, t) in targets_of(slo, metric).iter().enumerate() {
             if let Some(t) = t {
                 out.push(format!(
-                    "{metric}_p{}_ms ≤ {} ms",
+                    "{metric}_p{}_ms ≤ {} ms{}",
                     crate::config::SLO_PERCENTILES[k],
-                    fmt_ms(*t)
+                    fmt_ms(*t),
+                    match metric {
+                        "itl" => " over every gap",
+                        "tbt" => " over each request's worst gap",
+                        _ => "",
+                    }
                 ));
             }
         }
@@ -89,6 +131,12 @@ pub(super) fn slo_text(slo: &crate::config::Slo) -> String {
     }
     if let Some(t) = ms(slo.tpot_ns) {
         within.push(format!("TPOT ≤ {t} ms"));
+    }
+    if let Some(t) = ms(slo.tbt_ns) {
+        within.push(format!("worst gap ≤ {t} ms"));
+    }
+    if let Some(t) = ms(slo.e2e_per_token_ns) {
+        within.push(format!("E2E per token ≤ {t} ms"));
     }
     if !within.is_empty() || slo.attainment_min.is_some() {
         let min = slo
@@ -118,6 +166,13 @@ pub fn short_label(values: &[(String, String)]) -> String {
     let mut pools: Vec<(String, String, Vec<String>)> = Vec::new();
     let mut other = Vec::new();
     for (k, v) in values {
+        // A whole `pools` array (a grid of PD and colocated deployments): each pool by role.
+        if k == "pools"
+            && let Some(l) = pools_label(v)
+        {
+            other.push(l);
+            continue;
+        }
         let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
         let parts: Vec<&str> = k.split('.').collect();
         if parts.len() >= 3 && parts[0] == "pools" {
@@ -167,6 +222,33 @@ pub fn short_label(values: &[(String, String)]) -> String {
     } else {
         out.join(" ")
     }
+}
+
+/// A `pools` array value as a label: `2P·tp2 1D·tp4`, `4C·tp2` (a pool's role as its tag,
+/// its instances and TP); `None` when it does not read as one.
+fn pools_label(v: &str) -> Option<String> {
+    let t: toml::Table = toml::from_str(&format!("v = {v}")).ok()?;
+    let pools = t.get("v")?.as_array()?;
+    let label: Vec<String> = pools
+        .iter()
+        .map(|p| {
+            let p = p.as_table()?;
+            let tag = match p.get("role")?.as_str()? {
+                "prefill" => "P",
+                "decode" => "D",
+                "colocated" => "C",
+                _ => "?",
+            };
+            let n = p.get("instances").and_then(toml::Value::as_integer)?;
+            let tp = p
+                .get("server")
+                .and_then(|s| s.get("tp_size"))
+                .and_then(toml::Value::as_integer)
+                .unwrap_or(1);
+            Some(format!("{n}{tag}·tp{tp}"))
+        })
+        .collect::<Option<_>>()?;
+    (!label.is_empty()).then(|| label.join(" "))
 }
 
 /// The binding pools of a row's `bottlenecks` (`prefill:compute decode:none` → `prefill
@@ -260,5 +342,20 @@ mod tests {
             "3P·tp4 2D·tp8 policy=round_robin"
         );
         assert_eq!(short_label(&[]), "the scenario");
+        // A whole `pools` array (a PD-or-colocated grid) reads by role.
+        assert_eq!(
+            short_label(&[v(
+                "pools",
+                "[{name=\"p\",role=\"prefill\",instances=2,server={tp_size=2}},{name=\"d\",role=\"decode\",instances=1}]"
+            )]),
+            "2P·tp2 1D·tp1"
+        );
+        assert_eq!(
+            short_label(&[v(
+                "pools",
+                "[{name=\"s\",role=\"colocated\",instances=4,server={tp_size=2}}]"
+            )]),
+            "4C·tp2"
+        );
     }
 }

@@ -21,10 +21,12 @@ mod answer;
 mod charts;
 mod figures;
 
-pub use answer::PlanContext;
+pub use answer::{PlanContext, pd_or_not};
 pub use figures::{short_label, why_missed};
 
-use figures::{binding, esc, mean, off_trend, rate_axis, target_of, worst};
+use figures::{
+    binding, esc, mean, metric_label, metrics_of, off_trend, rate_axis, target_of, worst,
+};
 
 /// A varied key as a table heading that may break at its dots.
 fn heading(key: &str) -> String {
@@ -49,7 +51,7 @@ pub fn index_html(m: &Manifest, rows: &[(usize, SweepRow)], plan: Option<&PlanCo
     };
     let _ = writeln!(
         h,
-        "<p>{} points × {} seeds from <code>{}</code>; varied: {}. A point meets [slo] when every seed does (<code>metrics::slo</code>: percentile targets over arrived requests, a request that never completed counted infinitely late). Latency figures are over finished requests; rates and throughput over the arrival window. <code>sweep.csv</code> has every row.</p>",
+        "<p>{} points × {} seeds from <code>{}</code>; varied: {}. A point meets [slo] when every seed does (<code>metrics::slo</code>: TTFT, TPOT and TBT percentile targets over arrived requests, a request that never completed counted infinitely late; ITL targets over every inter-token gap of every request). Latency figures are over finished requests (ITL over every gap); rates and throughput over the arrival window. <code>sweep.csv</code> has every row.</p>",
         vs.len(),
         m.grid.seeds.len(),
         esc(&m.scenario),
@@ -81,7 +83,7 @@ fn page_head(title: &str) -> String {
     let mut h = String::new();
     let _ = writeln!(
         h,
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;max-width:980px;margin:2rem auto;color:#222}}.answer{{font-size:1.05rem;line-height:1.5;padding:.8rem;background:#eef7ee;border-left:4px solid #2ca02c}}.bad{{background:#fbeeee;border-color:#d62728}}pre.place{{background:#f6f6f6;padding:.5rem;font-size:.8rem;white-space:pre-wrap}}.scroll{{overflow-x:auto;max-width:100%;border:1px solid #ddd}}table{{border-collapse:collapse;font-size:.8rem}}td,th{{border:1px solid #ccc;padding:2px 5px;text-align:right;vertical-align:top;white-space:nowrap}}th{{background:#f3f3f3;position:sticky;top:0;max-width:9rem}}td.why,td.lab{{text-align:left}}td.why{{white-space:normal;min-width:16rem}}th{{white-space:normal}}tr.met td{{background:#f0f8f0}}tr.out td{{background:#fdf0f0}}figure{{margin:1rem 0}}li{{margin:.3rem 0}}</style></head><body>\n<h1>{t}</h1>",
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>body{{font-family:sans-serif;max-width:980px;margin:2rem auto;color:#222}}.answer{{font-size:1.05rem;line-height:1.5;padding:.8rem;background:#eef7ee;border-left:4px solid #2ca02c}}.bad{{background:#fbeeee;border-color:#d62728}}pre.place{{background:#f6f6f6;padding:.5rem;font-size:.8rem;white-space:pre-wrap}}.scroll{{overflow-x:auto;max-width:100%;border:1px solid #ddd}}table{{border-collapse:collapse;font-size:.8rem}}td,th{{border:1px solid #ccc;padding:2px 5px;text-align:right;vertical-align:top;white-space:nowrap}}th{{background:#f3f3f3;position:sticky;top:0;max-width:9rem}}td.why,td.lab{{text-align:left}}td.why{{white-space:normal;min-width:16rem}}th{{white-space:normal}}tr.met td{{background:#f0f8f0}}tr.out td{{background:#fdf0f0}}figure{{margin:1rem 0}}li{{margin:.3rem 0}}p.pd{{line-height:1.5;padding:.6rem .8rem;background:#eef2fb;border-left:4px solid #1f77b4}}</style></head><body>\n<h1>{t}</h1>",
         t = esc(title)
     );
     h
@@ -98,7 +100,7 @@ fn figures_html(
     by_rate: bool,
 ) -> String {
     let mut h = String::new();
-    for metric in ["ttft", "tpot"] {
+    for metric in metrics_of(&m.slo) {
         h += "<figure>";
         h += &if by_rate {
             charts::latency_chart(vs, &m.grid, metric, target_of(&m.slo, metric))
@@ -166,22 +168,29 @@ fn points_table(m: &Manifest, order: &[&PointVerdict], marked: &[usize]) -> Stri
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let (tq, _) = target_of(&m.slo, "ttft");
-    let (pq, _) = target_of(&m.slo, "tpot");
+    let shown: Vec<(&str, u32)> = metrics_of(&m.slo)
+        .into_iter()
+        .map(|metric| (metric, target_of(&m.slo, metric).0))
+        .collect();
+    let latency_heads: String = shown
+        .iter()
+        .map(|(metric, q)| format!("<th>p{q} {} ms (worst seed)</th>", metric_label(metric)))
+        .collect();
     let _ = writeln!(
         h,
-        "<th>GPUs</th><th>nodes</th><th>idle GPUs</th><th>billed GPUs</th><th>p{tq} TTFT ms (worst seed)</th><th>p{pq} TPOT ms (worst seed)</th><th>attain&shy;ment (min)</th><th>out tok/s per GPU</th><th>$/hour</th><th>$ per 1M out tokens</th><th>meets [slo]</th><th>why it misses</th></tr>"
+        "<th>GPUs</th><th>nodes</th><th>idle GPUs</th><th>billed GPUs</th>{latency_heads}<th>attain&shy;ment (min)</th><th>out tok/s per GPU</th><th>$/hour</th><th>$ per 1M out tokens</th><th>meets [slo]</th><th>why it misses</th></tr>"
     );
     for v in order {
-        h += &point_row(v, marked, tq, pq);
+        h += &point_row(v, marked, &shown);
     }
     h += "</table></div>\n";
     h
 }
 
-/// One point's row of [`points_table`]: its worst seed's latency at percentiles `tq` (TTFT)
-/// and `pq` (TPOT), its least attainment, mean throughput and cost, and its verdict.
-fn point_row(v: &PointVerdict, marked: &[usize], tq: u32, pq: u32) -> String {
+/// One point's row of [`points_table`]: its worst seed's latency of each `shown` metric at its
+/// percentile (the first, TTFT, starred when a run stopped early), its least attainment, mean
+/// throughput and cost, and its verdict.
+fn point_row(v: &PointVerdict, marked: &[usize], shown: &[(&str, u32)]) -> String {
     let mut h = String::new();
     let f = |v: Option<f64>| v.map_or("—".to_string(), fmt_ms);
     let r = &v.seeds[0];
@@ -210,20 +219,29 @@ fn point_row(v: &PointVerdict, marked: &[usize], tq: u32, pq: u32) -> String {
         .iter()
         .filter_map(|r| r.slo_attainment)
         .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.min(x))));
+    let stopped = if v.seeds.iter().any(|r| r.stopped_early_at_s.is_some()) {
+        "*"
+    } else {
+        ""
+    };
+    let latencies: String = shown
+        .iter()
+        .enumerate()
+        .map(|(i, &(metric, q))| {
+            format!(
+                "<td>{}{}</td>",
+                f(worst(v, metric, q)),
+                if i == 0 { stopped } else { "" }
+            )
+        })
+        .collect();
     let _ = writeln!(
         h,
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"why\">{}</td></tr>",
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td>{latencies}<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"why\">{}</td></tr>",
         int(v.gpus),
         int(v.nodes),
         int(v.idle_gpus),
         int(v.billed_gpus),
-        f(worst(v, "ttft", tq)),
-        if v.seeds.iter().any(|r| r.stopped_early_at_s.is_some()) {
-            "*"
-        } else {
-            ""
-        },
-        f(worst(v, "tpot", pq)),
         attain.map_or("—".into(), |a| format!("{:.1} %", 100.0 * a)),
         mean(&v.seeds, |r| r.output_tokens_per_s_per_gpu)
             .map_or("—".into(), |g| format!("{g:.1}")),

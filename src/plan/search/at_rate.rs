@@ -132,18 +132,26 @@ pub fn cheapest(verdicts: &[PointVerdict]) -> Option<&PointVerdict> {
 /// `hardware.billing` — the figures its rows will hold; the scenario's error when its values
 /// make an invalid one.
 pub fn point_cost(base: &Base, grid: &Grid, p: usize) -> Result<Cost, String> {
+    point_cost_arch(base, grid, p).map(|c| c.0)
+}
+
+/// [`point_cost`] and whether the point disaggregates.
+fn point_cost_arch(base: &Base, grid: &Grid, p: usize) -> Result<(Cost, Arch), String> {
     let sc = base
         .with(&grid.sets_of(p * grid.seeds.len()))
         .map_err(|e| e.to_string())?;
     let place = &sc.placement;
     let gpus = place.gpus.iter().map(|g| g.len() as u32).sum();
     let billed = sc.billing.billed_gpus(gpus, place.nodes, sc.gpus_per_node);
-    Ok(Cost {
-        usd_per_hour: sc.usd_per_gpu_hour.map(|u| u * f64::from(billed)),
-        billed_gpus: billed,
-        gpus,
-        nodes: place.nodes,
-    })
+    Ok((
+        Cost {
+            usd_per_hour: sc.usd_per_gpu_hour.map(|u| u * f64::from(billed)),
+            billed_gpus: billed,
+            gpus,
+            nodes: place.nodes,
+        },
+        Arch::of_scenario(&sc),
+    ))
 }
 
 /// The cheapest point meeting `[slo]` at a rate without running the whole grid, and the same
@@ -157,12 +165,19 @@ pub fn point_cost(base: &Base, grid: &Grid, p: usize) -> Result<Cost, String> {
 /// cheaper point meets it. No monotonicity is assumed, so the answer holds for any axis (TP,
 /// page size, chunk size, router policy alike).
 ///
+/// When the grid holds both disaggregated and colocated points ([`Arch`]), the search goes on
+/// past the answer over the other kind's points alone, in the same order and batches, to that
+/// kind's cheapest point meeting `[slo]` (or through all of them): PD or not is then answered
+/// with the price of the road not taken (`cheapest` of each kind's verdicts, exactly as the
+/// full grid gives it).
+///
 /// Returns the rows `(row index, row)` of the points up to and including the answer in that
-/// order, sorted by row index, and the runs made past the answer in its batch (kept in the
-/// journal, not in the result). The kept rows do not depend on `jobs`: the batch only decides
-/// how far past the answer the last batch reaches. A point whose values make an invalid
-/// scenario never runs and is not kept; when every point is invalid, exit 2 with the first
-/// error. `run_row` runs (or reads back from an interrupted search) one row.
+/// order (and, on a mixed grid, the other kind's up to its own answer), sorted by row index,
+/// and the runs made past the answers in their batches (kept in the journal, not in the
+/// result). The kept rows do not depend on `jobs`: the batch only decides how far past an
+/// answer the last batch reaches. A point whose values make an invalid scenario never runs
+/// and is not kept; when every point is invalid, exit 2 with the first error. `run_row` runs
+/// (or reads back from an interrupted search) one row.
 pub fn cheapest_first(
     base: &Base,
     grid: &Grid,
@@ -174,17 +189,17 @@ pub fn cheapest_first(
         .build()
         .map_err(|e| PlanError::flag("--jobs", format!("--jobs {jobs}: {e}")))?;
     let n = grid.seeds.len();
-    let costs: Vec<Result<Cost, String>> = pool.install(|| {
+    let costs: Vec<Result<(Cost, Arch), String>> = pool.install(|| {
         (0..grid.points())
             .into_par_iter()
-            .map(|p| point_cost(base, grid, p))
+            .map(|p| point_cost_arch(base, grid, p))
             .collect()
     });
-    let priced = priced(costs.iter().filter_map(|c| c.as_ref().ok()));
-    let mut order: Vec<(CostKey, usize, Cost)> = costs
+    let priced = priced(costs.iter().filter_map(|c| c.as_ref().ok().map(|c| &c.0)));
+    let mut order: Vec<(CostKey, usize, Cost, Arch)> = costs
         .iter()
         .enumerate()
-        .filter_map(|(p, c)| c.as_ref().ok().map(|&c| (c.key(priced), p, c)))
+        .filter_map(|(p, c)| c.as_ref().ok().map(|&(c, a)| (c.key(priced), p, c, a)))
         .collect();
     if order.is_empty() {
         let first = costs.into_iter().find_map(Result::err).unwrap_or_default();
@@ -192,55 +207,169 @@ pub fn cheapest_first(
     }
     order.sort_unstable_by_key(|o| (o.0, o.1));
     // One point's rows: its seeds in order, up to the first that misses [slo].
-    let point =
-        |&(_, p, cost): &(CostKey, usize, Cost)| -> Result<Vec<(usize, SweepRow)>, PlanError> {
-            let mut rows = Vec::new();
-            for k in 0..n {
-                let i = p * n + k;
-                let row = run_row(i)?;
-                assert!(
-                    row.error.is_some()
-                        || (row.gpus, row.nodes, row.billed_gpus)
-                            == (Some(cost.gpus), Some(cost.nodes), Some(cost.billed_gpus)),
-                    "point {p} seed {}: the run used {:?} GPUs on {:?} nodes ({:?} billed) but its placement gave {} on {} ({} billed); the search's order is wrong",
-                    grid.seeds[k],
-                    row.gpus,
-                    row.nodes,
-                    row.billed_gpus,
-                    cost.gpus,
-                    cost.nodes,
-                    cost.billed_gpus
-                );
-                let met = row.slo_met == Some(true);
-                rows.push((i, row));
-                if !met {
-                    break;
+    let point = |&(_, p, cost, _): &(CostKey, usize, Cost, Arch)| -> Result<Vec<(usize, SweepRow)>, PlanError> {
+        let mut rows = Vec::new();
+        for k in 0..n {
+            let i = p * n + k;
+            let row = run_row(i)?;
+            assert!(
+                row.error.is_some()
+                    || (row.gpus, row.nodes, row.billed_gpus)
+                        == (Some(cost.gpus), Some(cost.nodes), Some(cost.billed_gpus)),
+                "point {p} seed {}: the run used {:?} GPUs on {:?} nodes ({:?} billed) but its placement gave {} on {} ({} billed); the search's order is wrong",
+                grid.seeds[k],
+                row.gpus,
+                row.nodes,
+                row.billed_gpus,
+                cost.gpus,
+                cost.nodes,
+                cost.billed_gpus
+            );
+            let met = row.slo_met == Some(true);
+            rows.push((i, row));
+            if !met {
+                break;
+            }
+        }
+        Ok(rows)
+    };
+    let meets = |rows: &[(usize, SweepRow)]| {
+        rows.len() == n && rows.iter().all(|r| r.1.slo_met == Some(true))
+    };
+    // Searches `points` (positions in `order`) in batches to the first that meets [slo];
+    // rows already run (`done`, by point) are not run again. Returns the kept rows, the
+    // position of the answer, and the rows run past it (by point).
+    type Rows = Vec<(usize, SweepRow)>;
+    type Ran = std::collections::BTreeMap<usize, Rows>;
+    type Searched = (Rows, Option<usize>, Ran);
+    let search = |points: &[usize], done: &mut Ran| -> Result<Searched, PlanError> {
+        let mut kept = Vec::new();
+        let mut past = Ran::new();
+        for batch in points.chunks(jobs.max(1)) {
+            let todo: Vec<usize> = batch
+                .iter()
+                .copied()
+                .filter(|&o| !done.contains_key(&order[o].1))
+                .collect();
+            let ran: Vec<Result<Vec<(usize, SweepRow)>, PlanError>> =
+                pool.install(|| todo.par_iter().map(|&o| point(&order[o])).collect());
+            for (&o, rows) in todo.iter().zip(ran) {
+                done.insert(order[o].1, rows?);
+            }
+            // Decided from the whole batch, in the search's order: never from which thread
+            // ended first.
+            let mut found = None;
+            for &o in batch {
+                let rows = done
+                    .remove(&order[o].1)
+                    .expect("every point of the batch ran");
+                if found.is_some() {
+                    past.insert(order[o].1, rows);
+                    continue;
                 }
+                if meets(&rows) {
+                    found = Some(o);
+                }
+                kept.extend(rows);
             }
-            Ok(rows)
-        };
-    let mut kept = Vec::new();
-    let mut past = 0;
-    for batch in order.chunks(jobs.max(1)) {
-        let ran: Vec<Result<Vec<(usize, SweepRow)>, PlanError>> =
-            pool.install(|| batch.par_iter().map(point).collect());
-        // Decided from the whole batch, in the search's order: never from which thread ended first.
-        let mut found = false;
-        for rows in ran {
-            let rows = rows?;
-            if found {
-                past += rows.len();
-                continue;
+            if found.is_some() {
+                return Ok((kept, found, past));
             }
-            found = rows.len() == n && rows.iter().all(|r| r.1.slo_met == Some(true));
-            kept.extend(rows);
         }
-        if found {
-            break;
-        }
+        Ok((kept, None, past))
+    };
+    let all: Vec<usize> = (0..order.len()).collect();
+    let (mut kept, found, mut past) = search(&all, &mut Ran::new())?;
+    // A mixed grid: the other kind's cheapest point meeting [slo], past the answer (its
+    // points before the answer ran and missed).
+    let archs: std::collections::BTreeSet<Arch> = order.iter().map(|o| o.3).collect();
+    if let Some(at) = found
+        && archs.len() > 1
+    {
+        let rival = order[at].3.other();
+        let rest: Vec<usize> = (at + 1..order.len())
+            .filter(|&o| order[o].3 == rival)
+            .collect();
+        let (more, _, past2) = search(&rest, &mut past)?;
+        kept.extend(more);
+        past.extend(past2);
     }
     kept.sort_by_key(|r| r.0);
-    Ok((kept, past))
+    Ok((kept, past.values().map(Vec::len).sum()))
+}
+
+/// Whether a point disaggregates prefill and decode or serves both on one server: the two
+/// answers to DistServe's "PD or not?".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arch {
+    /// Prefill and decode pools (PD).
+    Disaggregated,
+    /// Colocated servers (plain sglang: chunked prefill and decode in one batch).
+    Colocated,
+}
+
+impl Arch {
+    /// The kind of a scenario: colocated when its pools are.
+    pub fn of_scenario(sc: &crate::config::Scenario) -> Self {
+        if sc
+            .pools
+            .iter()
+            .any(|p| p.role == crate::config::Role::Colocated)
+        {
+            Arch::Colocated
+        } else {
+            Arch::Disaggregated
+        }
+    }
+
+    /// The kind of a row's point (`None` for an infeasible point).
+    pub fn of_row(r: &SweepRow) -> Option<Self> {
+        match (r.colocated_instances, r.prefill_instances) {
+            (Some(c), _) if c > 0 => Some(Arch::Colocated),
+            (_, Some(p)) if p > 0 => Some(Arch::Disaggregated),
+            _ => None,
+        }
+    }
+
+    /// The other kind.
+    pub fn other(self) -> Self {
+        match self {
+            Arch::Disaggregated => Arch::Colocated,
+            Arch::Colocated => Arch::Disaggregated,
+        }
+    }
+
+    /// `disaggregated` or `colocated`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arch::Disaggregated => "disaggregated",
+            Arch::Colocated => "colocated",
+        }
+    }
+}
+
+/// The point verdicts of one kind.
+pub fn of_arch(vs: &[PointVerdict], arch: Arch) -> Vec<PointVerdict> {
+    vs.iter()
+        .filter(|v| v.seeds.first().and_then(Arch::of_row) == Some(arch))
+        .cloned()
+        .collect()
+}
+
+/// `plan.json`'s `pd_or_not`: on a grid of both kinds, which the answer is, each kind's
+/// cheapest point meeting `[slo]` (`null`: none of that kind does) and why, in words.
+#[derive(Clone, Debug, Serialize)]
+pub struct PdOrNot {
+    /// `disaggregated`, `colocated`, or `neither` (no point meets `[slo]`).
+    pub answer: String,
+    /// The cheapest disaggregated point meeting `[slo]`, by grid index.
+    pub best_disaggregated: Option<usize>,
+    /// The cheapest colocated point meeting `[slo]`, by grid index.
+    pub best_colocated: Option<usize>,
+    /// The answer, the other kind's price at the same `[slo]` and the binding phase, as the
+    /// report and the CLI say it.
+    pub why: String,
 }
 
 /// `plan.json` of `pdsim plan --rate`.
@@ -283,6 +412,10 @@ pub struct PlanAnswer {
     /// `k8s.yaml`, the same deployment as Kubernetes manifests (one LeaderWorkerSet per pool,
     /// the router's Deployment and Service; `plan::k8s`).
     pub kubernetes: Option<String>,
+    /// PD or not: on a grid holding both disaggregated and colocated points, which the answer
+    /// is and what the other costs at the same `[slo]` (left out of other plans).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pd_or_not: Option<PdOrNot>,
 }
 
 #[cfg(test)]

@@ -62,7 +62,9 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
             ttft: ttft.summary(s),
             tpot: tpot.summary(s),
             itl: tpot.summary(s),
+            tbt: tpot.summary(s),
             e2e: ttft.summary(s),
+            e2e_per_token: tpot.summary(s),
             queue: ttft.summary(s),
             bootstrap: ttft.summary(s),
             decode_queue: tpot.summary(s),
@@ -87,6 +89,8 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
             targets: Vec::new(),
             ttft_ms: None,
             tpot_ms: None,
+            tbt_ms: None,
+            e2e_per_token_ms: None,
         },
         transfer: TransferSummary {
             bytes: 3 << 30,
@@ -148,6 +152,7 @@ fn row(id: u64, outcome: Outcome) -> RequestRow {
         turn: None,
         cached_tokens: None,
         server_first_token_ns: None,
+        gaps: Default::default(),
     }
 }
 

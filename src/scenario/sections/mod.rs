@@ -361,26 +361,34 @@ pub(super) fn sglang_and_slo(
         ));
     }
     let mut slo = Slo::default();
-    if let Some(t) = file.slo.ttft_ms {
-        let t = c.positive("slo.ttft_ms", t, "ms")?;
-        slo.ttft_ns = Some(ns_from_secs_ceil(
-            c.within_clock("slo.ttft_ms", t, 1e-3, "ms")? / 1e3,
-        ));
-    }
-    if let Some(t) = file.slo.tpot_ms {
-        let t = c.positive("slo.tpot_ms", t, "ms")?;
-        slo.tpot_ns = Some(ns_from_secs_ceil(
-            c.within_clock("slo.tpot_ms", t, 1e-3, "ms")? / 1e3,
-        ));
-    }
     let s = &file.slo;
+    // A latency target: a positive number of ms no longer than the clock's bound; the error
+    // says what the key bounds (`metrics::slo::SLO_KEYS`).
+    let ms = |name: &str, t: f64| -> Result<f64, ScenarioError> {
+        let key = format!("slo.{name}");
+        if !(t.is_finite() && t > 0.0) {
+            let what = crate::metrics::slo::SLO_KEYS
+                .iter()
+                .find(|k| k.key == name)
+                .map_or(String::new(), |k| format!(" ({})", k.meaning));
+            return Err(c.err(
+                &key,
+                format!("must be a positive number of milliseconds{what}; got {t}"),
+            ));
+        }
+        c.within_clock(&key, t, 1e-3, "ms")
+    };
+    // A per-request threshold in ms, as whole ns (rounded up: a bound never tightens).
+    let threshold = |name: &str, v: Option<f64>| -> Result<Option<u64>, ScenarioError> {
+        v.map(|t| Ok(ns_from_secs_ceil(ms(name, t)? / 1e3)))
+            .transpose()
+    };
+    slo.ttft_ns = threshold("ttft_ms", s.ttft_ms)?;
+    slo.tpot_ns = threshold("tpot_ms", s.tpot_ms)?;
+    slo.tbt_ns = threshold("tbt_ms", s.tbt_ms)?;
+    slo.e2e_per_token_ns = threshold("e2e_per_token_ms", s.e2e_per_token_ms)?;
     let pct = |name: &str, v: Option<f64>| -> Result<Option<f64>, ScenarioError> {
-        v.map(|t| {
-            let key = format!("slo.{name}");
-            c.positive(&key, t, "ms")?;
-            c.within_clock(&key, t, 1e-3, "ms")
-        })
-        .transpose()
+        v.map(|t| ms(name, t)).transpose()
     };
     slo.ttft_pct_ms = [
         pct("ttft_p50_ms", s.ttft_p50_ms)?,
@@ -391,6 +399,16 @@ pub(super) fn sglang_and_slo(
         pct("tpot_p50_ms", s.tpot_p50_ms)?,
         pct("tpot_p90_ms", s.tpot_p90_ms)?,
         pct("tpot_p99_ms", s.tpot_p99_ms)?,
+    ];
+    slo.itl_pct_ms = [
+        pct("itl_p50_ms", s.itl_p50_ms)?,
+        pct("itl_p90_ms", s.itl_p90_ms)?,
+        pct("itl_p99_ms", s.itl_p99_ms)?,
+    ];
+    slo.tbt_pct_ms = [
+        pct("tbt_p50_ms", s.tbt_p50_ms)?,
+        pct("tbt_p90_ms", s.tbt_p90_ms)?,
+        pct("tbt_p99_ms", s.tbt_p99_ms)?,
     ];
     if let Some(a) = s.attainment_min {
         if !(a > 0.0 && a <= 1.0) {

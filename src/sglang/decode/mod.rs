@@ -11,7 +11,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use crate::compute::DecodeCache;
 use crate::engine::{EventQueue, Nanos};
 use crate::layout::{RequestId, Verdict};
-use crate::metrics::histogram::Histogram;
+use crate::metrics::gaps::{Gaps, StepGaps};
 use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::DecodeId;
 use crate::vocab::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
@@ -84,6 +84,10 @@ pub struct DecodeServer {
     longest_joined: u64,
     /// When the running step started, ns.
     step_started: Nanos,
+    /// When the last step ended, ns: the time of the last token of every request in it.
+    last_step_end: Nanos,
+    /// The batch's shared step gaps, for each request's worst gap (`metrics::gaps`).
+    gaps: StepGaps,
     /// Session port of each rank, which decides the prefill's transfer shard.
     pub ports: Vec<u32>,
     /// `--max-running-requests`.
@@ -152,6 +156,8 @@ impl DecodeServer {
             context_tokens: 0,
             longest_joined: 0,
             step_started: 0,
+            last_step_end: 0,
+            gaps: StepGaps::default(),
             ports,
             max_running,
             reserved_tokens: RESERVED_DECODE_TOKENS,
@@ -320,6 +326,7 @@ impl DecodeServer {
             let Some(req) = reqs.get_mut(r) else { continue };
             req.row.decode_start_ns.get_or_insert(now);
             req.join_step = steps_done;
+            self.gaps.joined(steps_done);
             let (prompt, remaining) = (req.prompt(), req.output - 1 - req.extra);
             let key = phase_key(steps_done, prompt, self.core.page_size);
             self.phase[key] += 1;
@@ -360,6 +367,13 @@ impl DecodeServer {
             self.retract(victim, reqs, q, bootstrap_timeout_ns);
             retracted.push(victim);
         }
+        if self.gaps.wants_prune() {
+            // Here every running request has its finishing entry (those a step finished have
+            // left; a stale entry of a retracted one only lowers the bound), so their least
+            // join step bounds every window from below.
+            let oldest = self.finishing.iter().map(|e| e.0.1).min();
+            self.gaps.prune(oldest.unwrap_or(u64::MAX));
+        }
         debug_assert_eq!(self.virtual_left, 0, "a run's steps start in virtual_step");
         self.core.start_busy(now);
         self.step_started = now;
@@ -380,6 +394,15 @@ impl DecodeServer {
             None => (self.steps_done - req.join_step) as u32,
             Some(s) => s.leave(r),
         };
+        // Its gaps: the worst of the steps it shared (its first was recorded at that step's
+        // end); a request that ran a step has its last token at the last step's end, where a
+        // later stint's first gap starts.
+        if let Some((g, kind)) = self.gaps.left(req.join_step, self.running - 1) {
+            req.row.gaps.saw(g, kind);
+        }
+        if self.steps_done > req.join_step {
+            req.row.gaps.resumed_from = Some(self.last_step_end);
+        }
         let prompt = req.prompt();
         let ps = self.core.page_size;
         self.core
@@ -447,14 +470,14 @@ impl DecodeServer {
         PollTimeout::Bootstrap.arm(q, req, r, bootstrap_timeout_ns);
     }
 
-    /// The step ended: every running request produced a token. Inter-token latencies go to
-    /// `itl`; requests that produced their last token go to `finished` (still in the batch: the
+    /// The step ended: every running request produced a token. Inter-token gaps go to `itl`;
+    /// requests that produced their last token go to `finished` (still in the batch: the
     /// caller ends them, which calls [`DecodeServer::leave_batch`]).
     pub fn step_done(
         &mut self,
         now: Nanos,
         reqs: &mut Requests,
-        itl: &mut Histogram,
+        itl: &mut Gaps,
         finished: &mut Vec<ReqRef>,
     ) {
         self.steps_done += 1;

@@ -3,7 +3,9 @@
 
 use super::{DecodeServer, MAX_RUN_STEPS, MIN_RUN_STEPS};
 use crate::engine::{EventQueue, Nanos};
-use crate::metrics::histogram::{Batch, Histogram};
+use crate::metrics::gaps::Gaps;
+use crate::metrics::histogram::Batch;
+use crate::vocab::GapKind;
 use crate::vocab::event::Event;
 use crate::vocab::ids::DecodeId;
 use crate::vocab::requests::Requests;
@@ -144,7 +146,7 @@ impl DecodeServer {
     /// request finishes, nobody joins, the planned pages are free and the step's duration was
     /// planned; the run's scheduled event stays. Returns the step's end, ns.
     #[inline]
-    pub fn virtual_step(&mut self, reqs: &Requests, itl: &mut Histogram) -> Nanos {
+    pub fn virtual_step(&mut self, reqs: &mut Requests, itl: &mut Gaps) -> Nanos {
         let now = self.step_end;
         let running = u64::from(self.running);
         // The step ends (`step_done`; busy stays on: the next step starts at once).
@@ -155,7 +157,10 @@ impl DecodeServer {
         tick.busy_ns += now - tick.busy_since;
         tick.busy_since = now;
         if self.joined.is_empty() {
-            itl.record_n(now - self.step_started, running);
+            let dt = now - self.step_started;
+            itl.of(GapKind::DecodeStep).record_n(dt, running);
+            self.gaps.step(self.steps_done, dt, false);
+            self.last_step_end = now;
         } else {
             self.record_itl(now, reqs, itl);
         }
@@ -198,8 +203,8 @@ impl DecodeServer {
     pub fn virtual_steps(
         &mut self,
         t: Nanos,
-        reqs: &Requests,
-        itl: &mut Histogram,
+        reqs: &mut Requests,
+        itl: &mut Gaps,
         mut each: impl FnMut(Nanos, u32),
     ) -> u32 {
         if self.virtual_left == 0 || self.step_end > t {
@@ -219,8 +224,14 @@ impl DecodeServer {
         let (mut end, mut started, mut at) = (self.step_end, self.step_started, self.next_phase);
         let (mut used, mut grown, mut k) = (self.core.pages.used(), 0u64, 0);
         let mut batch = Batch::default();
+        let h = itl.of(GapKind::DecodeStep);
+        // Nobody joins or leaves inside a run: every request asks for all of its steps or
+        // none, so the run's worst step stands for them all (`metrics::gaps::StepGaps`).
+        let mut worst = 0;
         while k < left && end <= t {
-            itl.gather(&mut batch, end - started, running);
+            let gap = end - started;
+            worst = worst.max(gap);
+            h.gather(&mut batch, gap, running);
             // The next step starts and takes the pages its tokens open.
             let need = self.phase[at];
             at = if at + 1 == self.phase.len() {
@@ -238,9 +249,13 @@ impl DecodeServer {
             end = end.saturating_add(plan[k]);
             k += 1;
         }
-        itl.absorb(&mut batch);
+        h.absorb(&mut batch);
         let steps = k as u64;
         self.steps_done += steps;
+        if k > 0 {
+            self.gaps.step(self.steps_done, worst, false);
+            self.last_step_end = started;
+        }
         self.context_tokens += steps * running;
         let tick = &mut self.core.tick;
         tick.tokens += steps * running;
@@ -262,15 +277,26 @@ impl DecodeServer {
         done + k as u32
     }
 
-    /// The inter-token latencies of the step that ended at `now`: one per running request; a
-    /// request's first decoded token follows the prefill's token by the wait to join plus this
-    /// step.
-    pub(super) fn record_itl(&mut self, now: Nanos, reqs: &Requests, itl: &mut Histogram) {
+    /// The inter-token gaps of the step that ended at `now`: one per running request. A
+    /// request that joined at the step's start gets its own: from its previous token — the
+    /// prefill's (the wait to join plus this step), or its last before a retraction (the
+    /// prefill and the transfer again) — a handoff; the others share the step's duration.
+    pub(super) fn record_itl(&mut self, now: Nanos, reqs: &mut Requests, itl: &mut Gaps) {
         let dt = now - self.step_started;
-        itl.record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        itl.of(GapKind::DecodeStep)
+            .record_n(dt, u64::from(self.running) - self.joined.len() as u64);
+        self.gaps.step(self.steps_done, dt, false);
+        self.last_step_end = now;
         for r in self.joined.drain(..) {
-            if let Some(ft) = reqs.get(r).and_then(|q| q.row.first_token_ns) {
-                itl.record(now - ft);
+            let Some(q) = reqs.get_mut(r) else { continue };
+            if let Some(from) = q.row.gaps.resumed_from.or(q.row.first_token_ns) {
+                let kind = if from == self.step_started {
+                    GapKind::DecodeStep
+                } else {
+                    GapKind::Handoff
+                };
+                itl.of(kind).record(now - from);
+                q.row.gaps.saw(now - from, kind);
             }
         }
     }

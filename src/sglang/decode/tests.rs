@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::sglang::testkit::{core, request};
+use crate::vocab::GapKind;
 
 /// Request `r` holds one page of `d` (prealloc bypassed) and its KV landed: it joins at the
 /// next step.
@@ -142,7 +143,7 @@ fn a_dry_pool_retracts_the_newest_request() {
         );
         let (now, _) = q.pop().unwrap();
         let mut finished = Vec::new();
-        let mut itl = Histogram::default();
+        let mut itl = Gaps::default();
         d.step_done(now, &mut reqs, &mut itl, &mut finished);
         assert!(finished.is_empty());
         steps += 1;
@@ -319,8 +320,15 @@ fn an_exception_crashes_the_server_with_server_crashed() {
 /// step end and the next start.
 type StepState = (Nanos, u64, u64, u32, Nanos, u64);
 
-/// What [`step_through`] saw: states, finished requests, events, latency buckets.
-type Walk = (Vec<StepState>, Vec<ReqRef>, usize, Vec<(u64, u64, u64)>);
+/// What [`step_through`] saw: states, finished requests, events, latency buckets, and each
+/// finished request's worst gap.
+type Walk = (
+    Vec<StepState>,
+    Vec<ReqRef>,
+    usize,
+    Vec<(u64, u64, u64)>,
+    Vec<Option<(Nanos, GapKind)>>,
+);
 
 /// How a test plays `World`'s part in materializing a run's steps.
 #[derive(Clone, Copy, PartialEq)]
@@ -365,8 +373,8 @@ fn step_through(mode: Mode) -> Walk {
         d.holders += 1;
         d.enqueue_ready(r);
     }
-    let (mut seen, mut done, mut events) = (Vec::new(), Vec::new(), 0);
-    let mut itl = Histogram::default();
+    let (mut seen, mut done, mut events, mut worst) = (Vec::new(), Vec::new(), 0, Vec::new());
+    let mut itl = Gaps::default();
     d.start_step(
         (DecodeId(0), 0),
         &mut reqs,
@@ -380,7 +388,7 @@ fn step_through(mode: Mode) -> Walk {
         for t in [now - (now - d.step_started) / 2, now] {
             if mode == Mode::Pass {
                 let mut ends = Vec::new();
-                d.virtual_steps(t, &reqs, &mut itl, |end, used| ends.push((end, used)));
+                d.virtual_steps(t, &mut reqs, &mut itl, |end, used| ends.push((end, used)));
                 // The pass leaves only the last state to read: earlier ones are rebuilt
                 // from the last by the arithmetic it skipped.
                 let n = ends.len() as u64;
@@ -403,7 +411,7 @@ fn step_through(mode: Mode) -> Walk {
                 }
             } else {
                 while d.virtual_left > 0 && d.step_end <= t {
-                    let end = d.virtual_step(&reqs, &mut itl);
+                    let end = d.virtual_step(&mut reqs, &mut itl);
                     seen.push(state(&d, end));
                 }
             }
@@ -414,6 +422,7 @@ fn step_through(mode: Mode) -> Walk {
             let mut req = reqs.take(r).unwrap();
             d.leave_batch(&mut req, r);
             done.push(r);
+            worst.push(req.row.gaps.worst);
         }
         let mut retracted = Vec::new();
         d.start_step(
@@ -427,7 +436,7 @@ fn step_through(mode: Mode) -> Walk {
         // As a materialized step: its end, then the next step's start (pages grown).
         seen.push(state(&d, now));
     }
-    (seen, done, events, itl.buckets().collect())
+    (seen, done, events, itl.merged().buckets().collect(), worst)
 }
 
 /// Busy time and tokens of the tick are read only at the pass's end: earlier states of a
@@ -451,9 +460,9 @@ fn without_tick_inside_passes(pass: &[StepState], other: &[StepState]) -> Vec<St
 /// one pass — and ends where a request finishes; it takes far fewer events.
 #[test]
 fn a_coalesced_run_replays_every_step_exactly() {
-    let (steps, done, events, itl) = step_through(Mode::Events);
-    let (steps_s, done_s, events_s, itl_s) = step_through(Mode::Single);
-    let (steps_p, done_p, events_p, itl_p) = step_through(Mode::Pass);
+    let (steps, done, events, itl, worst) = step_through(Mode::Events);
+    let (steps_s, done_s, events_s, itl_s, worst_s) = step_through(Mode::Single);
+    let (steps_p, done_p, events_p, itl_p, worst_p) = step_through(Mode::Pass);
     assert_eq!(
         steps.len(),
         39,
@@ -467,6 +476,18 @@ fn a_coalesced_run_replays_every_step_exactly() {
     );
     assert_eq!((&done, &done), (&done_s, &done_p));
     assert_eq!((&itl, &itl), (&itl_s, &itl_p));
+    // Each request's worst gap, one step at a time or coalesced, is the longest of the steps
+    // it ran in (all three joined at 0 with their first token at 0; outputs 5, 9, 40 take
+    // 4, 8 and 39 steps), read off the step ends.
+    assert_eq!((&worst, &worst), (&worst_s, &worst_p));
+    let ends: Vec<Nanos> = steps.iter().map(|s| s.0).collect();
+    for (k, w) in [4usize, 8, 39].iter().zip(&worst) {
+        let longest = (0..*k)
+            .map(|i| ends[i] - if i == 0 { 0 } else { ends[i - 1] })
+            .max()
+            .unwrap();
+        assert_eq!(w.map(|w| w.0), Some(longest), "{k} steps");
+    }
     assert_eq!(events, 39);
     assert_eq!(events_s, events_p);
     assert!(
@@ -574,4 +595,269 @@ fn a_retraction_that_empties_the_batch_marks_the_prealloc_queue() {
         (d.running(), d.core.busy, d.core.pages.available()),
         (0, false, 1)
     );
+}
+
+/// A server of `pages` pages of `page_size` tokens whose decode step takes 10 ms per request
+/// in the batch, whatever the contexts (a measured profile, so gaps can be derived by hand).
+fn core_10ms_per_request(pages: u32, page_size: u32) -> crate::sglang::Core {
+    crate::sglang::testkit::core_measured(
+        pages,
+        page_size,
+        "phase,tokens,batch_size,context_tokens,time_ms\n\
+         prefill,1,,0,1\nprefill,100000,,0,1\n\
+         decode,,1,0,10\ndecode,,1,100000000,10\n\
+         decode,,8,0,80\ndecode,,8,100000000,80\n",
+    )
+}
+
+/// One kind's gaps: (count, min, max, sum), ms.
+type GapStats = (u64, f64, f64, f64);
+
+/// Plays `World` for a decode server stepped one event per step: before the step starting at
+/// each time in `land`, the given request's KV lands (with `pages` pages); finished requests
+/// leave. Returns the gaps by kind — (count, min, max, sum) in ms, exact — and each finished
+/// request's worst gap (ms).
+fn walk_by_hand(
+    d: &mut DecodeServer,
+    reqs: &mut Requests,
+    mut land: Vec<(Nanos, ReqRef, u32)>,
+) -> (Vec<GapStats>, Vec<(u64, f64, GapKind)>) {
+    let mut q = EventQueue::new();
+    d.coalesce = false;
+    let mut itl = Gaps::default();
+    let mut worst = Vec::new();
+    for &(t, ..) in &land {
+        q.schedule_at(t, Event::Tick);
+    }
+    land.reverse();
+    while let Some((now, ev)) = q.pop() {
+        let mut finished = Vec::new();
+        if matches!(ev, Event::DecodeStepDone { .. }) {
+            d.step_done(now, reqs, &mut itl, &mut finished);
+        } else if !matches!(ev, Event::Tick) {
+            continue; // a retracted request's bootstrap timeout: far past the walk
+        }
+        for r in finished {
+            let mut req = reqs.take(r).unwrap();
+            d.leave_batch(&mut req, r);
+            let (g, k) = req.row.gaps.worst.unwrap();
+            worst.push((req.id, g as f64 / 1e6, k));
+        }
+        while land.last().is_some_and(|l| l.0 <= now) {
+            let (_, r, pages) = land.pop().unwrap();
+            let id = reqs.get(r).unwrap().id;
+            let h = d.core.pages.alloc(id, pages, false).unwrap();
+            let req = reqs.get_mut(r).unwrap();
+            (req.on_decode, req.decode_allocated, req.receiver) = (h, true, KvPoll::Success);
+            d.holders += 1;
+            d.enqueue_ready(r);
+        }
+        if !d.core.busy {
+            d.start_step(
+                (DecodeId(0), now),
+                reqs,
+                &mut q,
+                1 << 50,
+                (&mut Vec::new(), &mut Vec::new()),
+            );
+        }
+    }
+    let ms = |ns: f64| ns.round() / 1e6;
+    let gaps = itl
+        .by_kind
+        .iter()
+        .map(|h| {
+            let n = h.count();
+            (
+                n,
+                ms(h.min() as f64),
+                ms(h.max() as f64),
+                ms(h.mean() * n as f64),
+            )
+        })
+        .collect();
+    (gaps, worst)
+}
+
+/// Each request's worst gap and every gap by kind, derived by hand. Steps take 10 ms per
+/// request. A's prefill token comes at 0 and it joins at 5 ms (4 tokens: steps 1–3); B's comes
+/// at 12 ms and it joins at 15 ms (5 tokens: steps 2–5):
+///
+/// | step | batch | ends | A's gap | B's gap |
+/// |---|---|---|---|---|
+/// | 1 | A | 15 | 15 (handoff: 0 → 15) | |
+/// | 2 | A B | 35 | 20 | 23 (handoff: 12 → 35) |
+/// | 3 | A B | 55 | 20 (A done) | 20 |
+/// | 4 | B | 65 | | 10 |
+/// | 5 | B | 75 | | 10 (B done) |
+///
+/// A's worst is a decode step of 20 ms, B's its 23 ms handoff; the 7 gaps pool as handoffs
+/// {15, 23} and steps {10, 10, 20, 20, 20}.
+#[test]
+fn worst_gaps_and_gap_kinds_by_hand() {
+    let ms = 1_000_000;
+    let mut reqs = Requests::default();
+    let mut d = DecodeServer::new(core_10ms_per_request(100, 16), vec![17_000], u32::MAX);
+    let a = request(&mut reqs, 0, 16, 4);
+    let b = request(&mut reqs, 1, 16, 5);
+    reqs.get_mut(a).unwrap().row.first_token_ns = Some(0);
+    reqs.get_mut(b).unwrap().row.first_token_ns = Some(12 * ms);
+    let (gaps, worst) = walk_by_hand(&mut d, &mut reqs, vec![(5 * ms, a, 1), (15 * ms, b, 1)]);
+    assert_eq!(gaps[0], (2, 15.0, 23.0, 38.0), "handoffs: 15 and 23");
+    assert_eq!(
+        gaps[1],
+        (5, 10.0, 20.0, 80.0),
+        "decode steps: 20, 20, 20, 10, 10"
+    );
+    assert_eq!(gaps[2].0, 0, "a decode server never mixes");
+    assert_eq!(
+        worst,
+        [(0, 20.0, GapKind::DecodeStep), (1, 23.0, GapKind::Handoff)]
+    );
+}
+
+/// A retraction: the gap after it runs from the last token before it, not from the first
+/// token. Pages of 4 tokens, 5 pages; A and B (prompt 4, 10 tokens each) join at 0 with their
+/// first token at 0, one page each; step 1 opens a page for each (1 left), steps of 20 ms end
+/// at 20, 40, 60, 80; step 5 needs two pages again: B, the newest, is retracted at 80 ms with
+/// 4 tokens decoded. A runs alone (10 ms steps, done at 130 ms: worst 20). B's KV lands again
+/// at 150 ms (2 pages) and it decodes its last 5 tokens in 10 ms steps from 150: its first gap
+/// back is 160 − 80 = 80 ms, a handoff — its worst (the first token would say 160).
+#[test]
+fn a_retracted_request_resumes_its_gaps_from_its_last_token() {
+    let ms = 1_000_000;
+    let mut reqs = Requests::default();
+    let mut d = DecodeServer::new(core_10ms_per_request(5, 4), vec![17_000], u32::MAX);
+    let a = request(&mut reqs, 0, 4, 10);
+    let b = request(&mut reqs, 1, 4, 10);
+    for r in [a, b] {
+        reqs.get_mut(r).unwrap().row.first_token_ns = Some(0);
+    }
+    let (gaps, worst) = walk_by_hand(
+        &mut d,
+        &mut reqs,
+        vec![(0, a, 1), (0, b, 1), (150 * ms, b, 2)],
+    );
+    assert_eq!(gaps[0], (1, 80.0, 80.0, 80.0), "one handoff: B's return");
+    assert_eq!(
+        gaps[1],
+        (17, 10.0, 20.0, 250.0),
+        "8 shared 20 ms gaps, then 5 of A's and 4 of B's at 10 ms"
+    );
+    assert_eq!(
+        worst,
+        [(0, 20.0, GapKind::DecodeStep), (1, 80.0, GapKind::Handoff)]
+    );
+    assert_eq!(d.retractions, 1);
+}
+
+/// Every request's worst gap against a per-token oracle that times each running request's
+/// token at every step end (what a client would measure). Hundreds of requests land in bursts
+/// with a few output lengths (so many finish at one step) into one server whose step grows
+/// with its batch, so the batch grows and shrinks, the kept blocks outgrow their prune limit
+/// (4 in unit tests) all the time, and (with few pages) requests are retracted and come back.
+#[test]
+fn every_worst_gap_matches_a_per_token_oracle() {
+    for (pages, seed) in [(100_000, 99), (400, 99), (100_000, 7), (300, 2024)] {
+        let ms = 1_000_000;
+        let mut reqs = Requests::default();
+        let mut d = DecodeServer::new(core_10ms_per_request(pages, 16), vec![17_000], u32::MAX);
+        d.coalesce = false;
+        let mut q = EventQueue::new();
+        let mut x: u64 = seed;
+        let mut rnd = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        let n = 400u64;
+        let mut land = Vec::new();
+        let mut t = 0;
+        for id in 0..n {
+            // Bursts of arrivals with a few output lengths: many requests finish together.
+            t += if rnd(3) == 0 { rnd(120) * ms } else { 0 };
+            let r = request(&mut reqs, id, 16, 2 + 20 * rnd(4) as u32 + rnd(2) as u32);
+            reqs.get_mut(r).unwrap().row.first_token_ns = Some(t.saturating_sub(rnd(20) * ms));
+            q.schedule_at(t, Event::Tick);
+            land.push((t, r));
+        }
+        land.reverse();
+        let (mut last, mut oracle) = (
+            std::collections::BTreeMap::new(),
+            std::collections::BTreeMap::new(),
+        );
+        let mut got = std::collections::BTreeMap::new();
+        let mut itl = Gaps::default();
+        let mut relanded = std::collections::BTreeMap::new();
+        while let Some((now, ev)) = q.pop() {
+            let mut finished = Vec::new();
+            if matches!(ev, Event::DecodeStepDone { .. }) {
+                // The oracle: every request in the batch gets a token now.
+                for (&id, &r) in &relanded {
+                    let Some(q) = reqs.get(r) else { continue };
+                    if q.join_step != crate::vocab::requests::NOT_RUNNING {
+                        let from = *last.get(&id).unwrap_or(&q.row.first_token_ns.unwrap());
+                        let w: &mut Nanos = oracle.entry(id).or_insert(0);
+                        *w = (*w).max(now - from);
+                        last.insert(id, now);
+                    }
+                }
+                d.step_done(now, &mut reqs, &mut itl, &mut finished);
+            } else if !matches!(ev, Event::Tick) {
+                continue; // a retracted request's bootstrap timeout, far past the walk
+            }
+            for r in finished {
+                let mut req = reqs.take(r).unwrap();
+                d.leave_batch(&mut req, r);
+                d.holders -= 1;
+                d.core.pages.free(req.id, &req.on_decode);
+                got.insert(req.id, req.row.gaps.worst.unwrap().0);
+            }
+            while land.last().is_some_and(|l| l.0 <= now) {
+                let (_, r) = land.pop().unwrap();
+                relanded.insert(r.id, r);
+                let (id, prompt) = {
+                    let q = reqs.get(r).unwrap();
+                    (q.id, q.prompt())
+                };
+                let Some(h) = d.core.pages.alloc(id, prompt.div_ceil(16), false) else {
+                    // No room now: try again a little later.
+                    land.push((now + 5 * ms, r));
+                    land.sort_by(|a, b| b.0.cmp(&a.0));
+                    q.schedule_at(now + 5 * ms, Event::Tick);
+                    break;
+                };
+                let req = reqs.get_mut(r).unwrap();
+                (req.on_decode, req.decode_allocated, req.receiver) = (h, true, KvPoll::Success);
+                d.holders += 1;
+                d.enqueue_ready(r);
+            }
+            if !d.core.busy {
+                let mut retracted = Vec::new();
+                d.start_step(
+                    (DecodeId(0), now),
+                    &mut reqs,
+                    &mut q,
+                    1 << 50,
+                    (&mut retracted, &mut Vec::new()),
+                );
+                for r in retracted {
+                    // Back after a re-prefill and transfer: 50 ms on.
+                    land.push((now + 50 * ms, r));
+                    land.sort_by(|a, b| b.0.cmp(&a.0));
+                    q.schedule_at(now + 50 * ms, Event::Tick);
+                }
+            }
+        }
+        assert_eq!(
+            got.len() as u64,
+            n,
+            "every request finished ({pages} pages)"
+        );
+        assert_eq!(got, oracle, "{pages} pages");
+        if pages < 1000 {
+            assert!(d.retractions > 0, "the tight pool retracts");
+        }
+    }
 }

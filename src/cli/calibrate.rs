@@ -1,7 +1,9 @@
 //! `pdsim calibrate MEASUREMENTS... --model M --gpu G [--tp N] [--kv-cache-dtype D]
 //! [--base NAME] --out FILE`: fits the step-time model to a user's measurements, prints the
 //! error per regime before and after, and writes a calibration file that
-//! `hardware.calibration` names. Formats: `compute::measure`; the fit: `compute::fit`.
+//! `hardware.calibration` names. Formats: `compute::measure`; the fit: `compute::fit`. The fit
+//! is of the roofline (a base with kernel tables starts from its roofline parameters); a
+//! scenario that names the written file prices its steps by that roofline.
 //!
 //! `pdsim calibrate --from-aiconfigurator DIR --gpu G --sglang-version V --out FILE`: derives
 //! one GPU's kernel tables from AIConfigurator's measured sglang database
@@ -61,7 +63,10 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
     if let Some(dir) = &a.from_aiconfigurator {
         return from_aiconfigurator(a, dir);
     }
-    let model = a.model.as_deref().expect("clap requires --model without --from-aiconfigurator");
+    let model = a
+        .model
+        .as_deref()
+        .expect("clap requires --model without --from-aiconfigurator");
     let gpu = gpu::gpu_preset(&a.gpu).ok_or_else(|| {
         CliError::flag(
             "--gpu",
@@ -89,7 +94,7 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
             ),
         ));
     }
-    let base = cal::named(&a.base, &gpu).ok_or_else(|| {
+    let mut base = cal::named(&a.base, &gpu).ok_or_else(|| {
         CliError::flag(
             "--base",
             format!(
@@ -99,6 +104,10 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
             ),
         )
     })?;
+    // The fit moves the roofline's parameters, and the file it writes is a roofline
+    // calibration: a base with kernel tables starts from its roofline (the efficiencies its
+    // GPU's balance gives), or the fit would tune parameters the tables override.
+    base.kernels = None;
     let args = crate::spec::ServerArgs {
         tp_size: a.tp,
         attn_tp_size: a.tp,
@@ -282,7 +291,8 @@ pub fn provenance_header(source: &str, files: &[String]) -> Vec<String> {
     let mut h = vec![
         "pdsim kernel tables: measured sglang kernel latencies (microseconds) for one GPU.".into(),
         format!("Derived by `pdsim calibrate --from-aiconfigurator` from {source}"),
-        "(NVIDIA's AIConfigurator performance database). SPDX-License-Identifier: Apache-2.0".into(),
+        "(NVIDIA's AIConfigurator performance database). SPDX-License-Identifier: Apache-2.0"
+            .into(),
         "Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES; derived subset and format".into(),
         "by pdsim. Licence text: kernels/LICENSE.Apache-2.0.txt. Files read:".into(),
     ];

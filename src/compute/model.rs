@@ -504,6 +504,14 @@ impl StepModel {
         self.graph_max_bs = bs;
     }
 
+    /// What the kernel tables could not price for this model, each with how pdsim prices it
+    /// instead (empty under the roofline or when the tables cover every op).
+    pub fn kernel_fallbacks(&self) -> &[String] {
+        self.kernels
+            .as_ref()
+            .map_or(&[], |k| k.fallbacks.as_slice())
+    }
+
     /// Where the step times come from, for `run.json`: the kernel tables' provenance, or
     /// `None` for the roofline.
     pub fn kernel_source(&self) -> Option<&str> {

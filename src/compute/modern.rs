@@ -49,6 +49,9 @@ pub enum Use {
 pub enum Kind {
     /// One decode step of `batch` sequences of `ctx` context each, ms.
     DecodeStep { batch: u32, ctx: u32 },
+    /// The same, run without CUDA graphs (`--disable-cuda-graph`): every kernel launched
+    /// eagerly, ms.
+    EagerDecodeStep { batch: u32, ctx: u32 },
     /// Input tokens per second of back-to-back forwards of `prompts` prompts of `len` tokens.
     PrefillRate { prompts: u32, len: u32 },
     /// Median ITL (ms) of a colocated server at `rate` req/s, ShareGPT lengths.
@@ -110,7 +113,7 @@ pub const ROWS: &[Row] = &[
         model: "llama-3.1-8b",
         gpu: "h100-sxm",
         tp: 1,
-        kind: Kind::DecodeStep { batch: 1, ctx: 132 },
+        kind: Kind::EagerDecodeStep { batch: 1, ctx: 132 },
         measured: 8.23,
         use_: Use::Estimate(
             "eager launches: a `launch_per_block_s` of ~18 µs over 64 blocks would express it; \
@@ -236,6 +239,11 @@ pub fn predict(row: &Row, params: &ComputeParams) -> f64 {
         Kind::DecodeStep { batch, ctx } => {
             s.decode_ns(batch, u64::from(batch) * u64::from(ctx)) as f64 / 1e6
         }
+        Kind::EagerDecodeStep { batch, ctx } => {
+            let mut s = s;
+            s.set_graph_max_bs(0);
+            s.decode_ns(batch, u64::from(batch) * u64::from(ctx)) as f64 / 1e6
+        }
         Kind::PrefillRate { prompts, len } => {
             let t = s.prefill_ns(&vec![(len, 0); prompts as usize]) as f64 / 1e9;
             f64::from(prompts * len) / t
@@ -338,11 +346,27 @@ mod tests {
         assert!(predict(r, &old) / predict(r, &SGLANG_2025) > 1.5);
     }
 
-    /// The same rows under `sglang-2026` (measured kernels on A100 and H100), printed.
+    /// The same rows under `sglang-2026` (measured kernels on A100 and H100), each with its
+    /// role in that calibration: PR #1401's two triton rows fit its host constants
+    /// (`decode_overhead_s`, `eager_launch_per_layer_s`: within 1 %); its flashinfer row and
+    /// the A100 ITL rows are held out (within 15 %). The rest are sglang 0.2–0.3 (2024) at
+    /// shapes the 2026 kernels run far faster — 70B TP4 decode, an 8B 4k-token prefill, the
+    /// offline estimates — printed, not held: the kernels are 2026's (AIConfigurator's
+    /// sglang 0.5 tables), and pdsim matches those within a few % (`tests/fidelity/aic_side_by_side.rs`).
     #[test]
     fn sglang_2026_on_modern_engines() {
-        for (label, _, e) in table(&crate::spec::calibration::SGLANG_2026) {
+        let rows = table(&crate::spec::calibration::SGLANG_2026);
+        for (r, (label, _, e)) in ROWS.iter().zip(&rows) {
             assert!(e.is_finite(), "{label}");
+            let pr1401 = r.source == PR1401;
+            let fitted = pr1401 && !r.label.contains("flashinfer + CUDA graph");
+            let held = (pr1401 && !fitted)
+                || (r.gpu == "a100-sxm" && matches!(r.kind, Kind::ColocatedItl { .. }));
+            if fitted {
+                assert!(e.abs() <= 0.01, "{label}: {:+.1}%", 100.0 * e);
+            } else if held {
+                assert!(e.abs() <= 0.15, "{label}: {:+.1}%", 100.0 * e);
+            }
         }
     }
 

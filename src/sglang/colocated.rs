@@ -844,11 +844,7 @@ mod tests {
     }
 
     /// Ends the running forward at its event: its time and the tokens it produced.
-    fn next(
-        s: &mut ColocatedServer,
-        q: &mut EventQueue<Event>,
-        itl: &mut Gaps,
-    ) -> (Nanos, u64) {
+    fn next(s: &mut ColocatedServer, q: &mut EventQueue<Event>, itl: &mut Gaps) -> (Nanos, u64) {
         let (t, ev) = q.pop().expect("a forward runs");
         assert!(matches!(ev, Event::ColocatedStepDone { .. }));
         let mut out = StepOutcome::default();

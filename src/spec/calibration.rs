@@ -185,26 +185,53 @@ pub const DEFAULT_CALIBRATION: &str = "sglang-2026";
 /// [`sglang_2026`] replaces per GPU; the host costs are this calibration's own (each with its
 /// source below).
 pub const SGLANG_2026: ComputeParams = ComputeParams {
+    // Placeholders: [`sglang_2026`] sets the four efficiencies from the GPU's balance
+    // (`spec::kernels::balance`, fitted over the eight tabled GPUs); under kernel tables they
+    // price only what no table covers.
     prefill_flops_efficiency: 0.7,
     prefill_mfu_half_tokens: 0.0,
     decode_flops_efficiency: 0.7,
     hbm_efficiency: 0.7,
     kv_hbm_efficiency: 0.86,
+    // Assumed: the preparation of a prefill batch the overlap scheduler does not hide (input
+    // copies, the radix match's result), 1 ms, and ~50 µs per request in it (sampling the
+    // first token, its output); no public row separates them from the measured kernels.
     prefill_overhead_s: 1.0e-3,
     prefill_per_seq_overhead_s: 5.0e-5,
-    decode_overhead_s: 5.0e-4,
+    // Fitted: sglang PR #1401's Llama-3-8B H100 batch-1 decode step under CUDA graphs
+    // (7.06 ms) less the measured kernels' 6.46 ms: the step's exposed host work, 0.60 ms
+    // (`compute::modern`, in-sample; the same PR's flashinfer row is held out).
+    decode_overhead_s: 6.0e-4,
+    // With the overlap scheduler the per-request work (output streaming, sampling) runs
+    // beside the next forward: in `decode_cpu_per_seq_s`, not here.
     decode_per_seq_overhead_s: 0.0,
     allreduce_step_latency_s: 5.31e-6,
     allreduce_log_steps: true,
     nvlink_efficiency: 0.8,
     launch_per_block_s: 0.0,
+    // Borrowed from `sglang-2025` (mini-sglang PR #55; HF tokenizers' single-core rate).
     tokenize_per_request_s: 1.0e-4,
     tokenize_per_token_s: 1.1e-6,
+    // Borrowed from `sglang-2025`: one ZMQ round trip plus Python handling on both ends.
     bootstrap_handshake_s: 5.0e-4,
+    // Borrowed from `sglang-2025`'s fit to the four median-TTFT rows of sglang's
+    // `benchmark_vllm_060/README.md`; under this calibration those rows land within
+    // `tests/fidelity/colocated_rows.rs`'s bounds without a refit (each printed there).
     first_token_path_s: 6.9e-3,
+    // Assumed: one scheduler iteration's CPU (batch assembly, the overlap thread's bookkeeping,
+    // detokenizer hand-off), 1 ms, and 30 µs per running request; hidden behind the GPU's
+    // step (a floor) — it binds only small models at small batches. sglang's per-step CPU
+    // time vs batch is not published (docs/performance-model.md, "still missing").
     decode_cpu_s: 1.0e-3,
     decode_cpu_per_seq_s: 3.0e-5,
-    eager_launch_per_layer_s: 6.0e-5,
+    // Fitted: PR #1401's same decode step without CUDA graphs (8.23 ms): the host launches
+    // every kernel, so the CPU binds — (8.23 − 0.60 − 1.03) ms over 32 layers, 0.206 ms per
+    // layer (~15 launches of ~14 µs). Paid by prefill forwards and decode batches above
+    // `cuda_graph_max_bs`, as a floor.
+    eager_launch_per_layer_s: 2.06e-4,
+    // sgl-model-gateway's PD router (`pd_router.rs::execute_dual_dispatch_internal`) joins the
+    // prefill's response before streaming decode's (sglang issue #22853; PRs #22856 and
+    // #24812 that would stop it closed unmerged).
     pd_prefill_response_holdback: true,
     kernels: None,
 };

@@ -2,9 +2,9 @@
 //! config importer, which reads one file.
 
 pub mod calibration;
-pub mod kernels;
 pub mod gpu;
 pub mod hf;
+pub mod kernels;
 pub mod launch;
 pub mod model;
 pub mod server;

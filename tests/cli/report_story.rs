@@ -100,7 +100,7 @@ fn a_crash_and_its_restart_are_marked_and_the_slo_drawn() {
     let dir = common::tmpdir("story-decode-crash");
     common::run(
         "scenarios/faults/decode-crash.toml",
-        &["slo.ttft_ms=100", "slo.tpot_ms=15"],
+        &["slo.ttft_ms=100", "slo.tpot_ms=5"],
         &dir,
     );
     let ev = events(&dir);
@@ -132,7 +132,7 @@ fn a_crash_and_its_restart_are_marked_and_the_slo_drawn() {
         "{ttft:?}"
     );
     let tpot = svg_texts(&dir.join("charts/tpot_cdf.svg"));
-    assert!(tpot.contains(&"SLO ≤ 15 ms".to_string()), "{tpot:?}");
+    assert!(tpot.contains(&"SLO ≤ 5 ms".to_string()), "{tpot:?}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     let failed = summary["requests"]["failed"].as_u64().unwrap();

@@ -78,11 +78,11 @@ fn a_healthy_run_completes_every_request() {
 
 #[test]
 fn a_run_cut_by_the_drain_timeout_accounts_for_every_request() {
-    // Three times the traffic one small cluster can serve, and 5 s to drain.
+    // Several times the traffic one small cluster can serve, and 5 s to drain.
     let s = check(
         "scenarios/quickstart.toml",
         &[
-            "workload.arrival={ process = \"poisson\", rate_per_s = 60 }",
+            "workload.arrival={ process = \"poisson\", rate_per_s = 200 }",
             "run.duration_s=20",
             "run.drain_timeout_s=5",
         ],

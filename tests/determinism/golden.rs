@@ -144,16 +144,20 @@ fn every_scenario_gives_its_recorded_bytes() {
 
 /// `pools.server.enable_mixed_chunk = true` is the colocated server pdsim ran before the key
 /// existed (issue 43: every forward mixed the decode batch with the prefill chunk): with it,
-/// every colocated scenario gives the bytes it was blessed with then. (Its default, sglang's
-/// `false`, changed their results: the golden table above has those.)
+/// every colocated scenario gives the bytes it was blessed with then, under the calibration
+/// of then (`sglang-2025`). (Its default, sglang's `false`, and the default calibration,
+/// `sglang-2026`, changed their results: the golden table above has those. DistServe's
+/// colocated scenario is not here: it now prices its steps by DistServe's measured profile.
+/// `summary.json`'s hashes are re-recorded for the inter-token gap figures every summary
+/// gained, `latency_ms.tbt` and `latency_ms.e2e_per_token`; the other files are those of then.)
 #[test]
 fn mixed_chunk_on_keeps_the_colocated_bytes_of_before() {
-    const BEFORE: [(&str, &str, [&str; 4]); 4] = [
+    const BEFORE: [(&str, &str, [&str; 4]); 3] = [
         (
             "scenarios/calibration/sharegpt-colocated.toml",
             "server",
             [
-                "e2d1433a12eca677",
+                "0e83bcb3b0a57e20",
                 "490531ce95221d17",
                 "803b6ae483355045",
                 "346eb78c25ca4ffb",
@@ -163,19 +167,9 @@ fn mixed_chunk_on_keeps_the_colocated_bytes_of_before() {
             "scenarios/plan/colocated-8b.toml",
             "servers",
             [
-                "63e1aeeffcd3cb22",
+                "c1d85fa92b368adf",
                 "c2e8227fbc18ebf8",
                 "4b032668dafc4607",
-                "346eb78c25ca4ffb",
-            ],
-        ),
-        (
-            "scenarios/published/distserve-fig1-colocated.toml",
-            "server",
-            [
-                "913cf409490676ff",
-                "1e72989ddff3e6e5",
-                "cb2e97a88d26882a",
                 "346eb78c25ca4ffb",
             ],
         ),
@@ -183,7 +177,7 @@ fn mixed_chunk_on_keeps_the_colocated_bytes_of_before() {
             "scenarios/published/splitwise-table4.toml",
             "server",
             [
-                "d2a7bdd438ebac36",
+                "8cb7291b9deee38f",
                 "a26c84da44048337",
                 "94e92f57fa0ea751",
                 "346eb78c25ca4ffb",
@@ -191,13 +185,24 @@ fn mixed_chunk_on_keeps_the_colocated_bytes_of_before() {
         ),
     ];
     let out = common::tmpdir("golden-mixed");
+    let mut diffs = Vec::new();
     for (rel, pool, hashes) in BEFORE {
         let dir = out.join(rel.replace('/', "_"));
         let set = format!("pools.{pool}.server.enable_mixed_chunk=true");
-        common::run(rel, &[&set], &dir);
+        // The default's scenarios under the calibration of then; Splitwise's names its own.
+        let then = if rel.contains("splitwise") {
+            "hardware.calibration=vllm-2023"
+        } else {
+            "hardware.calibration=sglang-2025"
+        };
+        common::run(rel, &[&set, then], &dir);
         for (name, want) in FILES.iter().zip(hashes) {
             let bytes = pinned(name, std::fs::read(dir.join(name)).unwrap());
-            assert_eq!(format!("{:016x}", fnv1a(&bytes)), want, "{rel} {name}");
+            let got = format!("{:016x}", fnv1a(&bytes));
+            if got != want {
+                diffs.push(format!("{rel} {name}: {got} (was {want})"));
+            }
         }
     }
+    assert!(diffs.is_empty(), "{diffs:#?}");
 }

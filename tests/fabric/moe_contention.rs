@@ -75,14 +75,14 @@ fn kv_transfers_and_deepep_all_to_all_slow_each_other_on_shared_nics() {
             slow * 100.0
         );
         // Measured with the defaults (issue 22: the engine limit on each GPU, none on DeepEP;
-        // decode under DeepEP's two-micro-batch pipeline; 400 / 200 Gb/s NICs): KV transfer
-        // mean +0.4 / +43 %, TPOT +4.4 / +10.0 %, output −3.4 / −10.8 %, decode all-to-all
-        // +7.1 / +10.2 % over uncontended. At 400 Gb/s one
+        // decode under DeepEP's two-micro-batch pipeline; 400 / 200 Gb/s NICs; sglang-2026's
+        // step times): KV transfer mean +0.3 / +50 %, TPOT +6.3 / +14.1 %, output −3.1 /
+        // −11.9 %, decode all-to-all +8.3 / +11.6 % over uncontended. At 400 Gb/s one
         // Mooncake batch's ceiling (18.3 GB/s) sits below its max-min share of the NIC next to
         // the all-to-all (23 GB/s), so the KV keeps its speed and the all-to-all absorbs the
         // contention; at 200 Gb/s the share (11.5 GB/s) falls below that ceiling and both slow.
         // The bounds are about half of it.
-        let (t_min, p_min) = if gbps == 400 { (0.3, 1.5) } else { (20.0, 3.5) };
+        let (t_min, p_min) = if gbps == 400 { (0.1, 1.5) } else { (20.0, 3.5) };
         assert!(t > t_min, "{gbps} Gb/s: KV transfers grew only {t:.1} %");
         assert!(p > p_min, "{gbps} Gb/s: TPOT grew only {p:.1} %");
         assert!(o < -1.5, "{gbps} Gb/s: output fell only {o:.1} %");

@@ -17,7 +17,18 @@ use pdsim::spec::{ComputeParams, GpuSpec, ModelSpec};
 use crate::common;
 
 /// Why a row differs from AIC by more than 10 %, by id.
-const REASONS: &[(&str, &str)] = &[];
+const REASONS: &[(&str, &str)] = &[
+    (
+        "8b-tp8-h100-ctx1k",
+        "host: pdsim adds the prefill's exposed host work (prefill_overhead_s + one request, \
+         1.05 ms) that AIC's static_ctx leaves out; on a 9 ms forward that is +11 %",
+    ),
+    (
+        "q235b-h200-gen128",
+        "routing: pdsim prices the busiest EP rank's experts at EXPERT_SKEW = 1.7× the mean \
+         load (no EPLB; LMSYS 2025-05-05), AIC a balanced load",
+    ),
+];
 
 /// pdsim's preset (or config file) for AIC's model id.
 fn model(id: &str) -> ModelSpec {
@@ -61,14 +72,8 @@ fn step_model(g: &GpuSpec, m: &ModelSpec, tp: u32, ep: u32, params: ComputeParam
         nic_bytes_per_s_per_gpu: 50e9,
         nvlink_one_way_bytes_per_s: g.nvlink_bytes_per_s / 2.0,
     };
-    let e = pdsim::compute::moe::ExpertCost::new(
-        g,
-        m,
-        tp,
-        &p,
-        net,
-        StepModel::peak_flops_for(g, m),
-    );
+    let e =
+        pdsim::compute::moe::ExpertCost::new(g, m, tp, &p, net, StepModel::peak_flops_for(g, m));
     StepModel::with_parallel(g, m, tp, 2, params, None, e)
 }
 
@@ -94,7 +99,11 @@ fn pdsim_ms(row: &BTreeMap<String, String>) -> f64 {
 #[test]
 fn pdsim_beside_aiconfigurator() {
     let rows = common::read_csv(&common::repo().join("tests/fidelity/data/aic_side_by_side.csv"));
-    assert!(rows.len() >= 10, "at least ten configurations: {}", rows.len());
+    assert!(
+        rows.len() >= 10,
+        "at least ten configurations: {}",
+        rows.len()
+    );
     let reasons: BTreeMap<&str, &str> = REASONS.iter().copied().collect();
     println!(
         "{:<22} {:>5} {:>10} {:>10} {:>8}  reason",
@@ -116,7 +125,9 @@ fn pdsim_beside_aiconfigurator() {
             unexplained.push(format!("{id}: {:+.1} %", 100.0 * e));
         }
         if e.abs() <= 0.10 && !why.is_empty() {
-            unexplained.push(format!("{id}: within 10 % but a reason is recorded: drop it"));
+            unexplained.push(format!(
+                "{id}: within 10 % but a reason is recorded: drop it"
+            ));
         }
     }
     assert!(unexplained.is_empty(), "{unexplained:#?}");

@@ -14,6 +14,13 @@
 //!
 //! So pdsim reproduces a ~1:1 split only where decode is held to a tight TBT SLO; at a loose
 //! one, a 70B model's 14k-token prompts make prefill the scarce side whatever the calibration.
+//! (These two pin `sglang-2025`, the calibration they were derived under; under the default
+//! `sglang-2026` a second decode already pays at six prefills.)
+//!
+//! 3. **Mooncake's SLO form** (issue 43; `scenarios/calibration/mooncake-70b-tbt.toml`): each
+//!    request's TTFT ≤ 10 s and worst inter-token gap ≤ 100 ms at 90 % attainment, on
+//!    Mooncake's 16-node diagonal (FAST'25 §5.5: 5P11D … 11P5D, best ≈ 1:1), under the
+//!    defaults. Not reproduced: pdsim's best is the most prefill-heavy split (see the test).
 
 use crate::common;
 
@@ -69,7 +76,12 @@ fn prefill_binds_at_a_loose_tbt_slo_and_decode_at_a_tight_one() {
     // 1. The scenario's SLO, sglang-2025: tripling the prefills nearly triples the rate; at six
     // prefills a second decode adds under 10 %, so one decode per six prefills is the best split
     // per GPU.
-    let new = max_rates("sglang-2025", "2,6", "1,2", &[]);
+    let new = max_rates(
+        "sglang-2025",
+        "2,6",
+        "1,2",
+        &["hardware.calibration=sglang-2025"],
+    );
     assert!(new[&(6, 1)].0 >= 2.5 * new[&(2, 1)].0, "{new:?}");
     assert!(new[&(6, 2)].0 < 1.10 * new[&(6, 1)].0, "{new:?}");
     assert!(new[&(6, 1)].1 > new[&(6, 2)].1, "{new:?}");
@@ -85,7 +97,7 @@ fn prefill_binds_at_a_loose_tbt_slo_and_decode_at_a_tight_one() {
         "sglang-2025 tpot 25ms",
         "4",
         "1,2,4",
-        &["slo.tpot_p90_ms=25"],
+        &["slo.tpot_p90_ms=25", "hardware.calibration=sglang-2025"],
     );
     assert!(tight[&(4, 2)].0 > 2.0 * tight[&(4, 1)].0, "{tight:?}");
     assert!(tight[&(4, 4)].1 > tight[&(4, 2)].1, "{tight:?}");
@@ -168,4 +180,80 @@ fn the_store_and_cache_aware_routing_make_prefill_bound_splits_cheaper() {
     assert_eq!(bt, (4, 4), "{tight:?}");
     // The published 1:1 is reached only there.
     assert!(ratio(bs) > 1.0 && ratio(bt) == 1.0);
+}
+
+/// Each split of the 16-node diagonal's highest rate under Mooncake's SLO form, printed:
+/// `p` → (max rate req/s, per GPU).
+fn diagonal(name: &str, ps: &[u32], sets: &[&str]) -> BTreeMap<u32, (f64, f64)> {
+    let mut out = BTreeMap::new();
+    for &p in ps {
+        let dir = tmpdir(&format!("mooncake-tbt-{name}-{p}"));
+        let mut args: Vec<String> = [
+            "plan",
+            TBT,
+            "--max-rate",
+            "--seeds",
+            "1",
+            "-q",
+            "--vary",
+            &format!("pools.prefill.instances={p}"),
+            "--vary",
+            &format!("pools.decode.instances={}", 16 - p),
+            "--out",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.push(dir.display().to_string());
+        for s in sets {
+            args.extend(["--set".to_string(), s.to_string()]);
+        }
+        let (code, _, err) = pdsim(&args);
+        assert_eq!(code, 0, "{err}");
+        let row = &read_csv(&dir.join("plan.csv"))[0];
+        let f = |c: &str| row[c].parse::<f64>().unwrap_or(0.0);
+        let v = (f("max_rate_per_s"), f("max_rate_per_s_per_gpu"));
+        println!(
+            "{name:<28} {p:>2}P{:<2}D  P:D {:>4.2}  max rate {:>6.3} req/s  {:>8.5} req/s per GPU",
+            16 - p,
+            f64::from(p) / f64::from(16 - p),
+            v.0,
+            v.1
+        );
+        out.insert(p, v);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    out
+}
+
+const TBT: &str = "scenarios/calibration/mooncake-70b-tbt.toml";
+
+/// Issue 43's held-out check — **not met** (recorded in docs/performance-model.md §8 and the
+/// issue): with Mooncake's TBT target the best split of the 16-node diagonal should lie
+/// between 2:1 and 1:2 (published: ≈ 1:1, FAST'25 §5.5). pdsim's capacity still grows with
+/// every prefill across the diagonal: with 12k-token prompts on a 70B model, a 100 ms worst
+/// gap never binds a 70B A100 decode at the batches the prefills can feed (its steps are
+/// ~25 ms), so prefill is the scarce side. What this pins is that answer, so the docs stay true
+/// and a change to it is seen.
+#[test]
+fn mooncakes_tbt_slo_on_its_16_node_diagonal() {
+    let ps = [4, 6, 8, 10, 12];
+    let tbt = diagonal("ttft 10 s, tbt 100 ms", &ps, &[]);
+    let mut best = ps[0];
+    for &p in &ps {
+        if tbt[&p].0 > tbt[&best].0 {
+            best = p;
+        }
+    }
+    println!("published (Mooncake FAST'25 §5.5): best at P:D ≈ 1:1");
+    println!(
+        "pdsim: best {best}P{}D (P:D = {:.2})",
+        16 - best,
+        f64::from(best) / f64::from(16 - best)
+    );
+    for w in ps.windows(2) {
+        assert!(
+            tbt[&w[1]].0 > tbt[&w[0]].0,
+            "prefill no longer binds: {tbt:?}"
+        );
+    }
 }

@@ -147,30 +147,26 @@ fn distserve_figure_1_goodputs() {
         (two_one / sides - 1.0).abs() < 0.15,
         "2P1D {two_one:.2} req/s is not the slower side's {sides:.2}"
     );
-    // Decode is memory-bound, and the vllm-2023 fit's HBM efficiency carries across model
-    // sizes: the decode-only GPU within 35 %.
-    assert!(
-        e_d.abs() < 0.35,
-        "decode-only goodput {:+.0} %",
-        e_d * 100.0
-    );
-    // Not reproduced, recorded as such in docs/performance-model.md §6 (and held here so the
-    // table stays true): pdsim's prefill of a 512-token prompt on one A100 is ~2× faster than
-    // DistServe measured (vllm-2023's 69 % MFU, fitted on 70B TP2–8 prompts, has no ramp for
-    // short prompts on one GPU), so the prefill-only GPU reads ~2× DistServe's. The colocated
-    // GPU runs prefill batches instead of decode steps (no mixed chunk, as sglang's default
-    // and 2023's vLLM: issue 43), so a decode token waits for every prompt that arrives: it
-    // reads +32 % (+78 % when every forward mixed the decode batch in), and 2P1D per GPU
-    // beats it by ~1.2× (0.85× then; published 2.1×). If these move, re-measure and update the
-    // trust table.
-    for (what, e, range) in [
-        ("prefill-only", e_p, 0.5..1.5),
-        ("colocated", e_colo, 0.15..0.5),
+    // Issue 43's held-out check, under the conditions DistServe measured (the 2023 vLLM
+    // engine's step times as DistServe's artifact fits them, no mixed chunk): 2P1D per GPU
+    // over colocated at least 1.6× (published 2.1×).
+    let gain = two_one / 3.0 / colocated;
+    assert!(gain >= 1.6, "2P1D per GPU over colocated {gain:.2}×");
+    // The colocated and decode-only GPUs within 20 % of the paper: both are decode-paced, and
+    // the profile is the engine's. The prefill-only GPU reads +37 %: a queue of 98 ms
+    // prefills is 55 % busy at the paper's 5.6 req/s, with a P90 TTFT well under 0.4 s, so the
+    // figure's prefill runs paid costs the profile lacks (docs/performance-model.md §6). If
+    // these move, re-measure and update the trust table.
+    for (what, e, bound) in [
+        ("colocated", e_colo, 0.2),
+        ("decode-only", e_d, 0.2),
+        ("prefill-only", e_p, 0.5),
     ] {
         assert!(
-            range.contains(&e),
-            "{what}: {:+.0} % moved from the trust table's {range:?}",
-            e * 100.0
+            e.abs() < bound,
+            "{what}: {:+.0} % outside ±{:.0} %",
+            e * 100.0,
+            bound * 100.0
         );
     }
 }

@@ -8,8 +8,8 @@
 mod common;
 
 mod aborts;
-mod deployments;
 mod admission;
+mod deployments;
 mod dp_dispatch;
 mod fragmentation;
 mod gpu_presets;

@@ -365,7 +365,10 @@ impl KernelStep {
             let conv: f64 = if mx.conv_shard_groups.is_empty() {
                 (i + 2.0 * f64::from(mx.n_groups * mx.state_size)) * f64::from(mx.conv_kernel)
             } else {
-                mx.conv_shard_groups.iter().map(|&w| f64::from(w)).sum::<f64>()
+                mx.conv_shard_groups
+                    .iter()
+                    .map(|&w| f64::from(w))
+                    .sum::<f64>()
                     * f64::from(mx.conv_kernel)
             };
             let in_n = ((m.mixer_params() - i * h - conv) / h).max(0.0);
@@ -393,21 +396,17 @@ impl KernelStep {
         let expert_prec = Precision::of_experts(m);
         let experts = match (&m.moe, s.experts_tp) {
             (Some(moe), Some(etp)) => {
-                let want = [
-                    ("dtype", expert_prec.moe()),
-                    ("split", "tp"),
-                ];
+                let want = [("dtype", expert_prec.moe()), ("split", "tp")];
                 let shape = [
                     ("hidden", m.hidden_size.to_string()),
                     ("inter", moe.expert_intermediate.to_string()),
                     ("topk", moe.active.to_string()),
                     ("experts", moe.experts.to_string()),
                 ];
-                let found = t.all("moe", &want).into_iter().find(|tb| {
-                    shape
-                        .iter()
-                        .all(|(k, v)| tb.attr(k) == Some(v.as_str()))
-                });
+                let found = t
+                    .all("moe", &want)
+                    .into_iter()
+                    .find(|tb| shape.iter().all(|(k, v)| tb.attr(k) == Some(v.as_str())));
                 match found {
                     Some(tb) => Some((tb.grid.clone(), f64::from(etp), moe_layers)),
                     None => {
@@ -467,7 +466,9 @@ impl KernelStep {
             None => tp,
         };
         if s.allreduces > 0.0 && tp > 1.0 && ar_eager.is_none() {
-            fallbacks.push("all-reduce: no custom all-reduce table; priced over NVLink analytically".into());
+            fallbacks.push(
+                "all-reduce: no custom all-reduce table; priced over NVLink analytically".into(),
+            );
         }
         let allreduce_s = |grid: &Option<Grid>, tokens: f64| -> f64 {
             if tp <= 1.0 || s.allreduces <= 0.0 || tokens <= 0.0 {
@@ -516,24 +517,20 @@ impl KernelStep {
                 sec += layers * g.eval(&[*etp, tokens]) * 1e-6;
             }
             if let Some((e, k, inter, layers)) = expert_gemms {
-                // Tokens per touched expert under uniform routing.
+                // Tokens per touched expert under uniform routing. sglang's fused MoE runs
+                // every touched expert in one grouped kernel (`fused_moe`): one GEMM whose N
+                // spans them prices its weight reads and FLOPs without a launch per expert.
                 let touched = e * (1.0 - (1.0 - k / e).powf(tokens));
                 let per = tokens * k / touched.max(1.0);
                 sec += layers
-                    * touched
-                    * (gemm.s(per, 2.0 * inter, h) + gemm.s(per, h, inter));
+                    * (gemm.s(per, 2.0 * inter * touched, h) + gemm.s(per, h * touched, inter));
             }
             sec
         };
         let dense_eager = Curve::new(xs.iter().map(|&x| (x, per_token(x, false))).collect());
         let dense_graph = Curve::new(xs.iter().map(|&x| (x, per_token(x, true))).collect());
         let lm_n = f64::from(m.vocab_size) / tp;
-        let lm_head = Curve::new(
-            bf16.ms()
-                .iter()
-                .map(|&x| (x, bf16.s(x, lm_n, h)))
-                .collect(),
-        );
+        let lm_head = Curve::new(bf16.ms().iter().map(|&x| (x, bf16.s(x, lm_n, h))).collect());
         let curve_of = |ls: &[Linear]| {
             Curve::new(
                 gemm.ms()
@@ -547,7 +544,11 @@ impl KernelStep {
         let mla_absorb_c = curve_of(&mla_absorb);
 
         // Attention grids for this model's heads.
-        let kv = if s.kv_dtype_bytes == 1 { "fp8" } else { "bfloat16" };
+        let kv = if s.kv_dtype_bytes == 1 {
+            "fp8"
+        } else {
+            "bfloat16"
+        };
         let (full_layers, swa) = match &m.swa {
             Some(w) if !w.layers.is_empty() => {
                 let n_swa = w.layers.len() as f64;
@@ -604,7 +605,13 @@ impl KernelStep {
             } else {
                 0.0
             };
-            (Grid { axes: Vec::new(), values: Vec::new() }, Some((g, per_pair)))
+            (
+                Grid {
+                    axes: Vec::new(),
+                    values: Vec::new(),
+                },
+                Some((g, per_pair)),
+            )
         } else {
             (scale_grid(prefill_rate, l_att), None)
         };
@@ -745,7 +752,8 @@ impl KernelStep {
     /// The decode-attention grid itself at batch `b` and `ctx_per_seq` tokens per sequence,
     /// seconds (what [`KernelStep::decode_attention`] approximates).
     pub fn decode_attn_grid_eval(&self, b: u32, ctx_per_seq: f64) -> f64 {
-        self.decode_attn.eval(&[f64::from(b), ctx_per_seq]) * 1e-6 + self.swa_decode.eval(f64::from(b))
+        self.decode_attn.eval(&[f64::from(b), ctx_per_seq]) * 1e-6
+            + self.swa_decode.eval(f64::from(b))
     }
 
     /// [`KernelStep::decode_attention`] evaluated at total context `ctx`, seconds.
@@ -824,9 +832,8 @@ fn mha_grids(
     kv: &str,
 ) -> Result<(Grid, Grid), String> {
     let family = if mha { "mha" } else { "gqa" };
-    let (gen_d, gen_k) = nearest_head_dim(t, "generation_attention", d).ok_or_else(|| {
-        format!("{}: no generation-attention table", t.meta.gpu)
-    })?;
+    let (gen_d, gen_k) = nearest_head_dim(t, "generation_attention", d)
+        .ok_or_else(|| format!("{}: no generation-attention table", t.meta.gpu))?;
     let gen_t = t
         .find(
             "generation_attention",
@@ -834,14 +841,24 @@ fn mha_grids(
         )
         .or_else(|| t.find("generation_attention", &[("head_dim", &gen_d), ("kv", kv)]))
         .or_else(|| t.find("generation_attention", &[("head_dim", &gen_d)]))
-        .ok_or_else(|| format!("{}: no generation-attention table for head_dim {gen_d}", t.meta.gpu))?;
+        .ok_or_else(|| {
+            format!(
+                "{}: no generation-attention table for head_dim {gen_d}",
+                t.meta.gpu
+            )
+        })?;
     let decode = slice(&gen_t.grid, hkv, gen_k);
     let (ctx_d, ctx_k) = nearest_head_dim(t, "context_attention", d)
         .ok_or_else(|| format!("{}: no context-attention table", t.meta.gpu))?;
     let ctx = t
         .find(
             "context_attention",
-            &[("head_dim", &ctx_d), ("attn", "bfloat16"), ("kv", kv), ("family", family)],
+            &[
+                ("head_dim", &ctx_d),
+                ("attn", "bfloat16"),
+                ("kv", kv),
+                ("family", family),
+            ],
         )
         .or_else(|| {
             t.find(
@@ -849,9 +866,19 @@ fn mha_grids(
                 &[("head_dim", &ctx_d), ("kv", kv), ("family", family)],
             )
         })
-        .or_else(|| t.find("context_attention", &[("head_dim", &ctx_d), ("family", family)]))
+        .or_else(|| {
+            t.find(
+                "context_attention",
+                &[("head_dim", &ctx_d), ("family", family)],
+            )
+        })
         .or_else(|| t.find("context_attention", &[("head_dim", &ctx_d)]))
-        .ok_or_else(|| format!("{}: no context-attention table for head_dim {ctx_d}", t.meta.gpu))?;
+        .ok_or_else(|| {
+            format!(
+                "{}: no context-attention table for head_dim {ctx_d}",
+                t.meta.gpu
+            )
+        })?;
     let prefill = per_pair(slice(&ctx.grid, hq, ctx_k), "isl");
     Ok((decode, prefill))
 }
@@ -870,7 +897,10 @@ fn mla_grids(t: &KernelTables, hq: f64, kv: &str) -> Result<(Grid, Grid), String
     };
     let gen_t = find("generation_mla")?;
     let ctx = find("context_mla")?;
-    Ok((slice(&gen_t.grid, hq, 1.0), per_pair(slice(&ctx.grid, hq, 1.0), "isl")))
+    Ok((
+        slice(&gen_t.grid, hq, 1.0),
+        per_pair(slice(&ctx.grid, hq, 1.0), "isl"),
+    ))
 }
 
 /// MLA attention per layer by the roofline where the GPU has no MLA tables, on the grids
@@ -982,7 +1012,9 @@ mod tests {
 
     #[test]
     fn the_relative_line_recovers_a_line() {
-        let pts: Vec<(f64, f64)> = (1..10).map(|i| (f64::from(i), 2.0 + 0.5 * f64::from(i))).collect();
+        let pts: Vec<(f64, f64)> = (1..10)
+            .map(|i| (f64::from(i), 2.0 + 0.5 * f64::from(i)))
+            .collect();
         let (a, b) = relative_line(&pts);
         assert!((a - 2.0).abs() < 1e-9 && (b - 0.5).abs() < 1e-9, "{a} {b}");
     }

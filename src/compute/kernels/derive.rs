@@ -116,8 +116,8 @@ impl Frame {
         use parquet::record::Field;
         let shown = path.display();
         let file = std::fs::File::open(path).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-        let reader =
-            SerializedFileReader::new(file).map_err(|e| format!("{shown}: not a Parquet file: {e}"))?;
+        let reader = SerializedFileReader::new(file)
+            .map_err(|e| format!("{shown}: not a Parquet file: {e}"))?;
         let mut cols: BTreeMap<String, Col> = BTreeMap::new();
         let mut rows = 0;
         let iter = reader
@@ -322,7 +322,9 @@ pub fn derive(dir: &Path, gpu: &str, version: &str) -> Result<Derivation, String
 
     // GEMMs: required.
     let (v, path) = pick(&data, "gemm", "gemm_perf.parquet", version).ok_or_else(|| {
-        format!("{system}: no GEMM table at or below sglang {version}: pdsim needs it for every forward")
+        format!(
+            "{system}: no GEMM table at or below sglang {version}: pdsim needs it for every forward"
+        )
     })?;
     let f = Frame::read(&path)?;
     device = f.str_or("device", "").first().cloned().unwrap_or(device);
@@ -335,7 +337,9 @@ pub fn derive(dir: &Path, gpu: &str, version: &str) -> Result<Derivation, String
         ("generation_attention_perf.parquet", true),
     ] {
         let (v, path) = pick(&data, "attention", file, version).ok_or_else(|| {
-            format!("{system}: no {file} at or below sglang {version}: pdsim needs it for every forward")
+            format!(
+                "{system}: no {file} at or below sglang {version}: pdsim needs it for every forward"
+            )
         })?;
         let f = Frame::read(&path)?;
         d.files.push(rel(&path));
@@ -739,7 +743,14 @@ fn mla_module(f: &Frame, version: &str, generation: bool) -> Result<Vec<Table>, 
                 "context_mla_module"
             },
             &[
-                ("gemm", if g == "-" { "fp8_block".to_string() } else { g.clone() }),
+                (
+                    "gemm",
+                    if g == "-" {
+                        "fp8_block".to_string()
+                    } else {
+                        g.clone()
+                    },
+                ),
                 ("kv", k.clone()),
                 ("version", version.to_string()),
                 ("kernel", kernel.clone()),
@@ -797,7 +808,13 @@ fn moe(f: &Frame, version: &str) -> Result<Vec<Table>, String> {
             let sel: Vec<usize> = rows
                 .iter()
                 .copied()
-                .filter(|&i| if split == "tp" { ep[i] == 1.0 } else { tp[i] == 1.0 })
+                .filter(|&i| {
+                    if split == "tp" {
+                        ep[i] == 1.0
+                    } else {
+                        tp[i] == 1.0
+                    }
+                })
                 .collect();
             let par = |i: usize| if split == "tp" { tp[i] } else { ep[i] };
             let ps = uniq(sel.iter().map(|&i| par(i)));

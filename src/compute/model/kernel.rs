@@ -39,6 +39,17 @@ impl StepModel {
         compute.max(memory)
     }
 
+    /// The host time a decode step of `b` sequences hides behind its GPU work, seconds: under
+    /// measured kernels what [`StepModel::forward_s`] takes as the step's floor; 0 under the
+    /// roofline (its host costs are all exposed). A speculative step's forwards share one.
+    pub fn decode_cpu_floor_s(&self, b: u32) -> f64 {
+        if self.kernels.is_some() {
+            self.decode_cpu_s(b)
+        } else {
+            0.0
+        }
+    }
+
     /// The host time a decode of `b` sequences overlaps with the GPU's: scheduling, and the
     /// eager launches of a batch above the CUDA-graph limit. Seconds.
     fn decode_cpu_s(&self, b: u32) -> f64 {
@@ -62,10 +73,8 @@ impl StepModel {
         let pipelined = self.decode_pipelined();
         let (floor, a, beta) = k.decode_attention(batch);
         let graph = batch <= self.graph_max_bs;
-        let fixed = k.dense_s(b, graph)
-            + k.lm_head_s(b)
-            + k.mla_absorb_s(b)
-            + self.mixer_s(b, b, false);
+        let fixed =
+            k.dense_s(b, graph) + k.lm_head_s(b) + k.mla_absorb_s(b) + self.mixer_s(b, b, false);
         let moe = if pipelined {
             0.0
         } else {
@@ -189,7 +198,8 @@ impl StepModel {
     ) -> f64 {
         let p = &self.params;
         if tokens == u64::from(batch) && !self.decode_pipelined() {
-            let t = self.kernel_decode_terms(k, batch);
+            let mut t = self.kernel_decode_terms(k, batch);
+            t.floor = 0.0;
             return self.decode_s_with(&t, context_tokens) - t.host;
         }
         let (b, t, ctx) = (f64::from(batch), tokens as f64, context_tokens as f64);
@@ -211,7 +221,7 @@ impl StepModel {
             });
             body + k.lm_head_s(t) + moe
         };
-        self.offloaded(gpu).max(self.decode_cpu_s(batch))
+        self.offloaded(gpu)
     }
 
     /// Under measured kernels, one micro-batch's attention and dense seconds inside the MoE

@@ -232,10 +232,18 @@ fn the_default_is_sglang_2026_and_vllm_2023_is_slower_at_decode() {
     assert_eq!(d, crate::spec::calibration::sglang_2026(&g));
     // Measured kernels on a GPU AIConfigurator measured, the roofline on one it did not.
     assert!(d.kernels.is_some());
-    assert!(calibrated_params(&gpu_preset("h20").unwrap()).kernels.is_none());
+    assert!(
+        calibrated_params(&gpu_preset("h20").unwrap())
+            .kernels
+            .is_none()
+    );
     let m = preset("llama-3.1-8b").unwrap();
     let kernels = StepModel::new(&g, &m, 1, 2, d.clone());
-    assert!(kernels.kernel_source().is_some_and(|s| s.contains("h100-sxm")));
+    assert!(
+        kernels
+            .kernel_source()
+            .is_some_and(|s| s.contains("h100-sxm"))
+    );
     let new = kernels.decode_ns(1, 132);
     let roofline = StepModel::new(&g, &m, 1, 2, SGLANG_2025).decode_ns(1, 132);
     let old = StepModel::new(&g, &m, 1, 2, VLLM_2023_H100).decode_ns(1, 132);

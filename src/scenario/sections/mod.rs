@@ -231,9 +231,10 @@ fn kernel_file(
     text: &str,
     gpu: &GpuSpec,
 ) -> Result<(String, crate::spec::ComputeParams), ScenarioError> {
-    use crate::spec::kernels::{Kernels, KernelTables};
+    use crate::spec::kernels::{KernelTables, Kernels};
     let key = "hardware.calibration";
-    let tables = KernelTables::parse(&path.display().to_string(), text).map_err(|e| c.err(key, e))?;
+    let tables =
+        KernelTables::parse(&path.display().to_string(), text).map_err(|e| c.err(key, e))?;
     if tables.meta.gpu != gpu.name {
         return Err(c.err(
             key,

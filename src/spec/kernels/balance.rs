@@ -181,16 +181,26 @@ mod tests {
                 e.prefill_flops, e.decode_flops, e.hbm, e.kv_hbm
             );
         }
-        println!("pub const FIT: [Line; 4] = [
+        println!(
+            "pub const FIT: [Line; 4] = [
     (1.8496, -0.2062, 0.5223, 0.7910),
     (1.7626, -0.1917, 0.5735, 0.7783),
     (0.6818, 0.0000, 0.6818, 0.6818),
     (0.8376, 0.0000, 0.8376, 0.8376),
-];");
+];"
+        );
         assert!(rows.len() >= 5, "tabled GPUs with presets: {}", rows.len());
         for (i, (got, want)) in fit.iter().zip(FIT.iter()).enumerate() {
-            for (a, b) in [(got.0, want.0), (got.1, want.1), (got.2, want.2), (got.3, want.3)] {
-                assert!((a - b).abs() < 5e-4, "line {i}: {got:?} vs the constant {want:?}");
+            for (a, b) in [
+                (got.0, want.0),
+                (got.1, want.1),
+                (got.2, want.2),
+                (got.3, want.3),
+            ] {
+                assert!(
+                    (a - b).abs() < 5e-4,
+                    "line {i}: {got:?} vs the constant {want:?}"
+                );
             }
         }
     }

@@ -46,7 +46,11 @@ mod tests {
         for g in super::gpus() {
             let t = super::tables(g).unwrap();
             assert_eq!(t.meta.gpu, g);
-            assert!(t.meta.source.starts_with("aiconfigurator-core 0.12.0"), "{g}: {}", t.meta.source);
+            assert!(
+                t.meta.source.starts_with("aiconfigurator-core 0.12.0"),
+                "{g}: {}",
+                t.meta.source
+            );
             for name in ["gemm", "context_attention", "generation_attention"] {
                 assert!(t.find(name, &[]).is_some(), "{g}: no {name}");
             }

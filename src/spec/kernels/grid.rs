@@ -53,7 +53,11 @@ impl Axis {
         let p = &self.points;
         let n = p.len();
         if n == 1 || x <= p[0] {
-            return Bracket { lo: 0, hi: 0, w: 0.0 };
+            return Bracket {
+                lo: 0,
+                hi: 0,
+                w: 0.0,
+            };
         }
         if x >= p[n - 1] {
             let (a, b) = (p[n - 2], p[n - 1]);
@@ -82,7 +86,9 @@ impl Grid {
             if a.points.is_empty() {
                 return Err(format!("axis {} has no points", a.name));
             }
-            if a.points.windows(2).any(|w| w[0] >= w[1] || !w[1].is_finite())
+            if a.points
+                .windows(2)
+                .any(|w| w[0] >= w[1] || !w[1].is_finite())
                 || !a.points[0].is_finite()
             {
                 return Err(format!(
@@ -152,7 +158,11 @@ impl Grid {
     /// neighbour to copy.
     pub fn fill_missing(&mut self) -> Result<usize, String> {
         let last = self.axes.last().map_or(1, |a| a.points.len());
-        let xs: Vec<f64> = self.axes.last().map(|a| a.points.clone()).unwrap_or_default();
+        let xs: Vec<f64> = self
+            .axes
+            .last()
+            .map(|a| a.points.clone())
+            .unwrap_or_default();
         let rows = self.values.len() / last.max(1);
         let mut filled = 0;
         let mut empty_rows = Vec::new();

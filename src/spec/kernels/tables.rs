@@ -115,14 +115,16 @@ impl KernelTables {
             .enumerate()
             .map(|(i, l)| (i + 1, l.trim()))
             .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
-        let (n, first) = lines
-            .next()
-            .ok_or_else(|| format!("{origin}: empty; a kernel-table file starts `{MAGIC} {FORMAT}`"))?;
+        let (n, first) = lines.next().ok_or_else(|| {
+            format!("{origin}: empty; a kernel-table file starts `{MAGIC} {FORMAT}`")
+        })?;
         let mut w = first.split_whitespace();
         if w.next() != Some(MAGIC) {
             return Err(err(
                 n,
-                format!("not a pdsim kernel-table file: it must start `{MAGIC} {FORMAT}` (write one with `pdsim calibrate --from-aiconfigurator`)"),
+                format!(
+                    "not a pdsim kernel-table file: it must start `{MAGIC} {FORMAT}` (write one with `pdsim calibrate --from-aiconfigurator`)"
+                ),
             ));
         }
         match w.next().map(str::parse::<u32>) {
@@ -148,8 +150,9 @@ impl KernelTables {
                             .ok_or_else(|| err(n, "`axis` needs a name and its points".into()))?;
                         let points = parts
                             .map(|p| {
-                                p.parse::<f64>()
-                                    .map_err(|_| err(n, format!("axis {name}: {p:?} is not a number")))
+                                p.parse::<f64>().map_err(|_| {
+                                    err(n, format!("axis {name}: {p:?} is not a number"))
+                                })
                             })
                             .collect::<Result<Vec<_>, _>>()?;
                         axes.push(Axis {
@@ -229,7 +232,9 @@ impl KernelTables {
                 other => {
                     return Err(err(
                         n,
-                        format!("unknown line {other:?}: expected gpu, system, device, sglang, source or table"),
+                        format!(
+                            "unknown line {other:?}: expected gpu, system, device, sglang, source or table"
+                        ),
                     ));
                 }
             }
@@ -238,7 +243,9 @@ impl KernelTables {
             return Err(err(start, format!("table {} has no `end`", t.name)));
         }
         if out.meta.gpu.is_empty() {
-            return Err(format!("{origin}: no `gpu` line: which GPU preset the tables are for"));
+            return Err(format!(
+                "{origin}: no `gpu` line: which GPU preset the tables are for"
+            ));
         }
         Ok(out)
     }

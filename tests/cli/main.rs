@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod calibrate_kernels;
 mod check;
 mod cli;
 mod explain;

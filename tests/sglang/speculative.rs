@@ -151,8 +151,13 @@ fn tpot_falls_by_the_factor_the_acceptance_model_predicts() {
     assert!((mean / (n as f64 / steps) - 1.0).abs() < 0.02, "{mean}");
     assert!((s.accept_length_model.unwrap() - tau).abs() < 1e-12);
     let share = s.time_share.unwrap();
+    // The target's verify is the step's largest part (49 % at batch 1 under sglang-2026: the
+    // tree's host work, 4.31 ms of 12.9, is most of the rest).
     assert!(
-        share.verify > share.draft && share.verify > 0.5,
+        share.verify > share.draft
+            && share.verify > share.draft_extend
+            && share.verify > share.host
+            && share.verify > 0.4,
         "{share:?}"
     );
     // Nothing new in the summary without speculation.

@@ -211,6 +211,9 @@ pub struct KernelStep {
     /// Prefill attention per (query × context) pair over (prompts, length), all layers,
     /// microseconds per pair.
     prefill_rate: Grid,
+    /// The attention grid (the rate's, or the MLA module's) along its length axis at one
+    /// prompt: a forward of one chunk — the common case — reads this curve, not the grid.
+    prefill_one: Curve,
     /// MLA under sglang's module tables: the whole module of a prefill over (prompts, new
     /// tokens each), all layers, microseconds, and the extra microseconds per (new × cached)
     /// pair a chunk's prefix adds; `None`: [`KernelStep::prefill_rate`] prices the attention.
@@ -616,6 +619,21 @@ impl KernelStep {
             (scale_grid(prefill_rate, l_att), None)
         };
 
+        let one_of = |g: &Grid| {
+            Curve::new(
+                g.axes
+                    .get(1)
+                    .map_or(&[][..], |a| &a.points[..])
+                    .iter()
+                    .map(|&l| (l, g.eval(&[1.0, l])))
+                    .collect(),
+            )
+        };
+        let prefill_one = match &mla_module_prefill {
+            Some((g, _)) => one_of(g),
+            None => one_of(&prefill_rate),
+        };
+
         let versions: Vec<String> = t
             .versions()
             .into_iter()
@@ -636,6 +654,7 @@ impl KernelStep {
             mla_absorb: mla_absorb_c,
             decode_attn,
             prefill_rate,
+            prefill_one,
             mla_module_prefill,
             swa,
             swa_decode,
@@ -712,9 +731,18 @@ impl KernelStep {
                 .filter(|c| c.0 > 0)
                 .map(|&(n, c)| f64::from(n) * f64::from(c))
                 .sum();
-            return (module.eval(&[k, new / k]) + per_pair * cached) * 1e-6;
+            let t = if k == 1.0 {
+                self.prefill_one.eval(new)
+            } else {
+                module.eval(&[k, new / k])
+            };
+            return (t + per_pair * cached) * 1e-6;
         }
-        let rate = self.prefill_rate.eval(&[k, len / k]) * 1e-6;
+        let rate = if k == 1.0 {
+            self.prefill_one.eval(len)
+        } else {
+            self.prefill_rate.eval(&[k, len / k])
+        } * 1e-6;
         match self.swa {
             // The rate covers every attention layer; the window's layers see at most
             // `window` keys per query.

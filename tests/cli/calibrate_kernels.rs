@@ -1,0 +1,176 @@
+//! `pdsim calibrate --from-aiconfigurator` (issue 42): the shipped `kernels/` files are what the
+//! command derives from AIConfigurator's database (`../shared/aiconfigurator/systems`), a
+//! derived file named by `hardware.calibration` gives the run the built-in default gives, and
+//! every bad input is exit 2 naming what is wrong and what would be valid.
+
+use crate::common;
+
+use common::{pdsim, repo, shared, tmpdir};
+
+/// A derived file without its `#` header lines and its `source` line (which names the
+/// installed package's version, unknown for a bare `systems` folder).
+fn body(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("source "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_shipped_tables_are_what_the_command_derives() {
+    let systems = shared("aiconfigurator").join("systems");
+    let dir = tmpdir("kernels-regen");
+    // Each GPU at the newest sglang version AIConfigurator measured for it.
+    for (gpu, version) in [("h100-sxm", "0.5.14"), ("a100-sxm", "0.5.10")] {
+        let out = dir.join(format!("{gpu}.txt"));
+        let (code, stdout, err) = pdsim(&[
+            "calibrate",
+            "--from-aiconfigurator",
+            systems.to_str().unwrap(),
+            "--gpu",
+            gpu,
+            "--sglang-version",
+            version,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        assert!(
+            stdout.contains("derived") && stdout.contains(&format!("sglang {version}")),
+            "{stdout}"
+        );
+        let got = std::fs::read_to_string(&out).unwrap();
+        let want = std::fs::read_to_string(repo().join(format!("kernels/{gpu}.txt"))).unwrap();
+        assert!(
+            got.contains("SPDX-License-Identifier: Apache-2.0"),
+            "the licence line"
+        );
+        assert!(
+            body(&got) == body(&want),
+            "{gpu}: kernels/{gpu}.txt is not what the command derives"
+        );
+    }
+    // The derived file as the calibration: the same bytes as the built-in default's run.
+    let file = dir.join("h100-sxm.txt");
+    let (a, b) = (dir.join("run-file"), dir.join("run-default"));
+    let set = format!("hardware.calibration={}", file.display());
+    for (out, sets) in [(&a, vec!["--set", set.as_str()]), (&b, vec![])] {
+        let mut args = vec![
+            "run",
+            "scenarios/quickstart.toml",
+            "-q",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend(sets);
+        let (code, _, err) = pdsim(&args);
+        assert_eq!(code, 0, "{err}");
+    }
+    for f in ["requests.csv", "summary.json"] {
+        assert_eq!(
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn bad_kernel_inputs_are_exit_2_naming_what_is_missing() {
+    let systems = shared("aiconfigurator").join("systems");
+    let s = systems.to_str().unwrap();
+    let out = tmpdir("kernels-bad").join("k.txt");
+    let o = out.to_str().unwrap();
+    let cases: [(Vec<&str>, &[&str]); 4] = [
+        (
+            vec![
+                "--from-aiconfigurator",
+                s,
+                "--gpu",
+                "h20",
+                "--sglang-version",
+                "0.5.14",
+            ],
+            &[
+                "--gpu \"h20\"",
+                "AIConfigurator measured no such GPU",
+                "h100-sxm",
+            ],
+        ),
+        (
+            vec![
+                "--from-aiconfigurator",
+                s,
+                "--gpu",
+                "h100-sxm",
+                "--sglang-version",
+                "0.1.0",
+            ],
+            &["--sglang-version", "0.5.14"],
+        ),
+        (
+            vec!["--from-aiconfigurator", s, "--gpu", "h100-sxm"],
+            &["--sglang-version is required", "0.5.14"],
+        ),
+        (
+            vec![
+                "--from-aiconfigurator",
+                "/nonexistent/systems",
+                "--gpu",
+                "h100-sxm",
+                "--sglang-version",
+                "0.5.14",
+            ],
+            &["/nonexistent/systems", "not a folder"],
+        ),
+    ];
+    for (flags, says) in cases {
+        let mut args = vec!["calibrate"];
+        args.extend(flags.iter().copied());
+        args.extend(["--out", o]);
+        let (code, _, err) = pdsim(&args);
+        assert_eq!(code, 2, "{flags:?}: {err}");
+        for w in says {
+            assert!(err.contains(w), "{flags:?}: {err}\n  should say {w:?}");
+        }
+        assert!(!out.exists(), "{flags:?} wrote a file");
+    }
+    // A kernel file for another GPU than the scenario's.
+    let a100 = repo().join("kernels/a100-sxm.txt");
+    let (code, _, err) = pdsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "-q",
+        "--set",
+        &format!("hardware.calibration={}", a100.display()),
+        "--out",
+        tmpdir("kernels-wrong-gpu").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hardware.calibration"), "{err}");
+    assert!(
+        err.contains("a100-sxm") && err.contains("h100-sxm"),
+        "{err}"
+    );
+    // A file that is not a kernel table at all.
+    let junk = tmpdir("kernels-junk").join("junk.txt");
+    std::fs::write(
+        &junk,
+        "pdsim-kernels 1\ngpu h100-sxm\ntable gemm\naxis m 1 x\n",
+    )
+    .unwrap();
+    let (code, _, err) = pdsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "-q",
+        "--set",
+        &format!("hardware.calibration={}", junk.display()),
+        "--out",
+        tmpdir("kernels-junk-run").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("hardware.calibration") && err.contains("junk.txt"),
+        "{err}"
+    );
+}

@@ -1,5 +1,6 @@
 //! `pdsim run SCENARIO.toml [--seed N] [--out DIR] [--set KEY=VALUE]...`
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -267,6 +268,25 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
         ),
         ..RunContext::default()
     };
+    // Where the step times come from: what every number of the report rests on.
+    let _ = write!(
+        ctx.setup,
+        ". Step times: {}",
+        crate::spec::calibration::describe(&sc.calibration, &sc.compute, &sc.gpu)
+    );
+    let profiled: Vec<&str> = sc
+        .pools
+        .iter()
+        .filter(|p| p.step_times.is_some())
+        .map(|p| p.name.as_str())
+        .collect();
+    if !profiled.is_empty() {
+        let _ = write!(
+            ctx.setup,
+            " (pools {} read their measured profile instead)",
+            profiled.join(", ")
+        );
+    }
     for p in &sc.pools {
         let first = ctx.instances.len();
         let a = &p.server;

@@ -49,10 +49,17 @@ fn h20_pd_ttft_one_request_at_a_time() {
         println!(
             "{tokens:>6} tokens: published {published:>8.2}  pdsim {ttft:>8.2} ({:+6.1} %)  prefill forward {forward:>8.2}  {}",
             100.0 * err,
-            if held { "held (15 %)" } else { "PD floor not modelled" }
+            if held {
+                "held (15 %)"
+            } else {
+                "PD floor not modelled"
+            }
         );
         if held {
-            assert!(err.abs() < 0.15, "{tokens} tokens: {ttft:.1} vs {published} ms");
+            assert!(
+                err.abs() < 0.15,
+                "{tokens} tokens: {ttft:.1} vs {published} ms"
+            );
         } else {
             short.push(published - ttft);
         }

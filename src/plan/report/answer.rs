@@ -111,7 +111,7 @@ fn phase_of(key: &str, arch: Arch, slo: &crate::config::Slo) -> String {
     let decode = match arch {
         Arch::Disaggregated => "the decode phase (inter-token gaps: decode steps and handoffs)",
         Arch::Colocated => {
-            "the decode phase (inter-token gaps: a colocated server's decode steps share their forwards with prefill chunks)"
+            "the decode phase (inter-token gaps: a colocated server's decode steps wait behind its prefill forwards, or share them under enable_mixed_chunk)"
         }
     };
     let k = key.split('_').next().unwrap_or(key);

@@ -254,29 +254,16 @@ impl Parallel {
 /// H100, H20, H200) 256 or 512; above (B200, MI300X) 512.
 pub fn cuda_graph_max_bs(gpu: &crate::spec::GpuSpec, tp_size: u32) -> u32 {
     let mib = gpu.hbm_bytes >> 20;
-    let small_tp = tp_size < 4;
-    match mib {
-        m if m < 35 * 1024 => {
-            if small_tp {
-                24
-            } else {
-                80
-            }
-        }
-        m if m < 60 * 1024 => {
-            if small_tp {
-                32
-            } else {
-                160
-            }
-        }
-        m if m < 160 * 1024 => {
-            if small_tp {
-                256
-            } else {
-                512
-            }
-        }
-        _ => 512,
-    }
+    // (memory below, MiB; TP < 4; TP ≥ 4)
+    const RULE: [(u64, u32, u32); 3] = [
+        (35 * 1024, 24, 80),
+        (60 * 1024, 32, 160),
+        (160 * 1024, 256, 512),
+    ];
+    RULE.iter()
+        .find(|&&(below, ..)| mib < below)
+        .map_or(
+            512,
+            |&(_, small, large)| if tp_size < 4 { small } else { large },
+        )
 }

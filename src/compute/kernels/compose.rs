@@ -502,10 +502,8 @@ impl KernelStep {
                 xs.extend(a.points.iter().map(|e| e / h));
             }
         }
-        if let Some((g, ..)) = &experts {
-            if let Some(a) = g.axis("tokens") {
-                xs.extend(a.points.iter().copied());
-            }
+        if let Some(a) = experts.as_ref().and_then(|(g, ..)| g.axis("tokens")) {
+            xs.extend(a.points.iter().copied());
         }
         xs.extend([65_536.0, 131_072.0, 262_144.0]);
         xs.retain(|&x| (1.0..=262_144.0).contains(&x));

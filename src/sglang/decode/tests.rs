@@ -824,7 +824,7 @@ fn every_worst_gap_matches_a_per_token_oracle() {
                 let Some(h) = d.core.pages.alloc(id, prompt.div_ceil(16), false) else {
                     // No room now: try again a little later.
                     land.push((now + 5 * ms, r));
-                    land.sort_by(|a, b| b.0.cmp(&a.0));
+                    land.sort_by_key(|x| std::cmp::Reverse(x.0));
                     q.schedule_at(now + 5 * ms, Event::Tick);
                     break;
                 };
@@ -845,7 +845,7 @@ fn every_worst_gap_matches_a_per_token_oracle() {
                 for r in retracted {
                     // Back after a re-prefill and transfer: 50 ms on.
                     land.push((now + 50 * ms, r));
-                    land.sort_by(|a, b| b.0.cmp(&a.0));
+                    land.sort_by_key(|x| std::cmp::Reverse(x.0));
                     q.schedule_at(now + 50 * ms, Event::Tick);
                 }
             }

@@ -30,6 +30,9 @@ use std::collections::BTreeMap;
 
 use super::grid::{Axis, Grid};
 
+/// A table being parsed: its header line, the table, its axes, and its values once the
+/// `values` line was read.
+type Open = (usize, Table, Vec<Axis>, Option<Vec<f64>>);
 /// The magic first line's word and the format's version.
 pub const MAGIC: &str = "pdsim-kernels";
 /// The format version this build reads and writes.
@@ -137,7 +140,8 @@ impl KernelTables {
             }
         }
         let mut out = KernelTables::default();
-        let mut cur: Option<(usize, Table, Vec<Axis>, Option<Vec<f64>>)> = None;
+        // The table being read: (its line, the table, its axes, its values once `values` began).
+        let mut cur: Option<Open> = None;
         for (n, line) in lines {
             let (key, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
             let rest = rest.trim();

@@ -287,6 +287,14 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
             profiled.join(", ")
         );
     }
+    let lacking = crate::sim::step_time_fallbacks(sc);
+    if !lacking.is_empty() {
+        let _ = write!(
+            ctx.setup,
+            ". Not in the tables, priced otherwise: {}",
+            lacking.join("; ")
+        );
+    }
     for p in &sc.pools {
         let first = ctx.instances.len();
         let a = &p.server;
@@ -654,6 +662,7 @@ fn write_run_json(
         scenario,
         instances,
         step_times: crate::spec::calibration::describe(&sc.calibration, &sc.compute, &sc.gpu),
+        step_time_fallbacks: crate::sim::step_time_fallbacks(sc),
         host: HostFacts {
             wall_s: wall,
             events_per_s: events as f64 / wall.max(1e-9),

@@ -368,6 +368,23 @@ fn interconnect(sc: &Scenario, fabric: &Fabric) -> Interconnect {
     }
 }
 
+/// What the kernel tables could not price in `sc`, by pool (`pool: op and how it is priced
+/// instead`), in scenario order; empty under the roofline, for pools with a measured profile,
+/// or when the tables cover every op.
+pub fn step_time_fallbacks(sc: &Scenario) -> Vec<String> {
+    if sc.compute.kernels.is_none() {
+        return Vec::new();
+    }
+    let ic = interconnect(sc, &build_fabric(sc));
+    let mut out = Vec::new();
+    for pool in sc.pools.iter().filter(|p| p.step_times.is_none()) {
+        for f in step_model(sc, pool, &ic).kernel_fallbacks() {
+            out.push(format!("{}: {f}", pool.name));
+        }
+    }
+    out
+}
+
 /// The step times of a server of `pool`: its measured profile, or the model.
 fn step_times(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> StepTimes {
     match &pool.step_times {

@@ -174,3 +174,50 @@ fn bad_kernel_inputs_are_exit_2_naming_what_is_missing() {
         "{err}"
     );
 }
+
+/// What the tables lack is said where the user looks: `run.json`'s `step_time_fallbacks` and
+/// the report's configuration line, by pool — Qwen3-Next's routed experts (512 of width 512,
+/// top-10) have no MoE table on H200, so both pools price them as one grouped GEMM; the
+/// quickstart's dense model is fully tabled and says nothing.
+#[test]
+fn the_ops_the_tables_lack_are_named_in_run_json_and_the_report() {
+    let dir = tmpdir("kernels-fallbacks");
+    let (code, _, err) = pdsim(&[
+        "run",
+        "scenarios/pd/unified-healthy.toml",
+        "-q",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let lacking: Vec<&str> = run["step_time_fallbacks"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(lacking.len(), 2, "{lacking:?}");
+    for (f, pool) in lacking.iter().zip(["prefill", "decode"]) {
+        assert!(
+            f.starts_with(&format!(
+                "{pool}: routed experts (hidden 2048, inter 512, top-10 of 512"
+            )) && f.contains("one grouped GEMM"),
+            "{f}"
+        );
+    }
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(html.contains("Not in the tables, priced otherwise: prefill: routed experts"));
+    let q = tmpdir("kernels-no-fallbacks");
+    let (code, _, err) = pdsim(&[
+        "run",
+        "scenarios/quickstart.toml",
+        "-q",
+        "--out",
+        q.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let run = std::fs::read_to_string(q.join("run.json")).unwrap();
+    assert!(!run.contains("step_time_fallbacks"), "{run}");
+}

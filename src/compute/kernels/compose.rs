@@ -414,7 +414,7 @@ impl KernelStep {
                     Some(tb) => Some((tb.grid.clone(), f64::from(etp), moe_layers)),
                     None => {
                         fallbacks.push(format!(
-                            "routed experts (hidden {}, inter {}, top-{} of {}, {}): no MoE table of that shape; priced as GEMMs",
+                            "routed experts (hidden {}, inter {}, top-{} of {}, {}): no MoE table of that shape; priced as one grouped GEMM over the experts it touches",
                             m.hidden_size,
                             moe.expert_intermediate,
                             moe.active,

@@ -25,7 +25,9 @@
 //! * **FFN**: `gate_up_proj` + SiLU-and-mul + `down_proj` (`LlamaMLP`), or a plain up/down.
 //! * **MoE** (`FusedMoE`, `DeepEPMoE`): the router GEMM (`n = E`), shared experts as a dense
 //!   FFN, the routed experts from the MoE tables at the instance's tokens (TP-sharded experts:
-//!   `moe split=tp`; DeepEP: `wideep_moe`), or, for a shape no table has, the roofline.
+//!   `moe split=tp`; DeepEP: `wideep_moe`), or, for a shape no table has, one grouped GEMM over
+//!   the experts the tokens touch (`fused_moe` launches one kernel for them all), from the GEMM
+//!   table.
 //! * **Elementwise**: the fused add-RMSNorm twice, RoPE, the activation, the KV write — memory
 //!   bound: their bytes at [`ELEMENTWISE_HBM_EFFICIENCY`] of HBM (AIConfigurator prices its
 //!   `ElementWise` ops the same way).

@@ -72,3 +72,46 @@ fn h20_pd_ttft_one_request_at_a_time() {
         );
     }
 }
+
+/// Ant Group's DeepSeek-R1 prefill on H20 (LMSYS blog 2025-09-26, "SGLang H20 inference":
+/// sglang v0.5.2 with their patches, one 8 × H20-96G node at TP 8, random 4,096-token prompts
+/// with one output token): "each node achieves 16.5k input tokens per second". Held out, on a
+/// GPU without kernel tables (the roofline at the H20's balance-derived efficiencies); the
+/// prompts arrive faster than the node prefills them, so its forwards run back to back. Reads
+/// +18 % today (their patches and BF16-attention base are not modelled); held within 25 %.
+#[test]
+fn deepseek_r1_prefill_per_h20_node() {
+    let dir = common::tmpdir("ant-h20-prefill");
+    common::run(
+        "scenarios/quickstart.toml",
+        &[
+            "model.preset=deepseek-v3",
+            "hardware.gpu=h20",
+            "pools.prefill.instances=1",
+            "pools.prefill.server.tp_size=8",
+            "pools.prefill.server.chunked_prefill_size=16384",
+            "pools.decode.instances=2",
+            "pools.decode.server.tp_size=8",
+            "workload.arrival={ process = \"constant\", rate_per_s = 8 }",
+            "workload.input_tokens={ dist = \"fixed\", value = 4096 }",
+            "workload.output_tokens={ dist = \"fixed\", value = 1 }",
+            "run.duration_s=30",
+        ],
+        &dir,
+    );
+    let mut ends: Vec<u64> = common::read_csv(&dir.join("requests.csv"))
+        .iter()
+        .filter_map(|r| common::num(r, "prefill_end_ns"))
+        .filter(|&e| (5_000_000_000..25_000_000_000).contains(&e))
+        .collect();
+    ends.sort_unstable();
+    assert!(ends.len() > 20, "too few prefills in the window");
+    let span = (ends[ends.len() - 1] - ends[0]) as f64 / 1e9;
+    let got = (ends.len() - 1) as f64 * 4096.0 / span;
+    let err = got / 16_500.0 - 1.0;
+    println!(
+        "DeepSeek-R1 prefill, 8 × H20 TP8, 4,096-token prompts: input tok/s per node published 16,500  pdsim {got:.0}  ({:+.1} %)",
+        100.0 * err
+    );
+    assert!(err.abs() < 0.25, "{got:.0} vs 16,500 input tok/s");
+}

@@ -346,68 +346,39 @@ pub fn derive(dir: &Path, gpu: &str, version: &str) -> Result<Derivation, String
         d.tables.tables.extend(attention(&f, &v, is_gen)?);
     }
 
-    // MLA (DeepSeek-architecture attention): optional.
-    for (file, is_gen) in [
-        ("context_mla_perf.parquet", false),
-        ("generation_mla_perf.parquet", true),
-    ] {
-        match pick(&data, "mla", file, version) {
-            Some((v, path)) => {
-                let f = Frame::read(&path)?;
-                d.files.push(rel(&path));
-                d.tables.tables.extend(mla(&f, &v, is_gen)?);
+    // Optional tables: MLA (DeepSeek-architecture attention), the DeepEP-era MLA modules
+    // (attention with its q_b, kv_b and o projections), MoE, DeepEP's MoE, and the custom
+    // all-reduce (a GPU without NVLink peers has none).
+    let mut optional =
+        |op: &str, file: &str, parse: &dyn Fn(&Frame, &str) -> Result<Vec<Table>, String>| {
+            match pick(&data, op, file, version) {
+                Some((v, path)) => {
+                    let f = Frame::read(&path)?;
+                    d.files.push(rel(&path));
+                    d.tables.tables.extend(parse(&f, &v)?);
+                }
+                None => d.missing.push(format!("{op}/{file}")),
             }
-            None => d.missing.push(format!("mla/{file}")),
-        }
-    }
-
-    // DeepEP-era MLA modules (attention with its q_b, kv_b and o projections): optional.
-    for (file, is_gen) in [
-        ("wideep_context_mla_perf.parquet", false),
-        ("wideep_generation_mla_perf.parquet", true),
-    ] {
-        match pick(&data, "mla", file, version) {
-            Some((v, path)) => {
-                let f = Frame::read(&path)?;
-                d.files.push(rel(&path));
-                d.tables.tables.extend(mla_module(&f, &v, is_gen)?);
-            }
-            None => d.missing.push(format!("mla/{file}")),
-        }
-    }
-
-    // MoE: optional.
-    match pick(&data, "moe", "moe_perf.parquet", version) {
-        Some((v, path)) => {
-            let f = Frame::read(&path)?;
-            d.files.push(rel(&path));
-            d.tables.tables.extend(moe(&f, &v)?);
-        }
-        None => d.missing.push("moe/moe_perf.parquet".into()),
-    }
-    for (file, phase) in [
-        ("wideep_context_moe_perf.parquet", "context"),
-        ("wideep_generation_moe_perf.parquet", "generation"),
-    ] {
-        match pick(&data, "moe", file, version) {
-            Some((v, path)) => {
-                let f = Frame::read(&path)?;
-                d.files.push(rel(&path));
-                d.tables.tables.extend(wideep_moe(&f, &v, phase)?);
-            }
-            None => d.missing.push(format!("moe/{file}")),
-        }
-    }
-
-    // All-reduce: optional (a GPU without NVLink peers has none).
-    match pick(&data, "comm", "custom_allreduce_perf.parquet", version) {
-        Some((v, path)) => {
-            let f = Frame::read(&path)?;
-            d.files.push(rel(&path));
-            d.tables.tables.extend(allreduce(&f, &v)?);
-        }
-        None => d.missing.push("comm/custom_allreduce_perf.parquet".into()),
-    }
+            Ok::<(), String>(())
+        };
+    optional("mla", "context_mla_perf.parquet", &|f, v| mla(f, v, false))?;
+    optional("mla", "generation_mla_perf.parquet", &|f, v| {
+        mla(f, v, true)
+    })?;
+    optional("mla", "wideep_context_mla_perf.parquet", &|f, v| {
+        mla_module(f, v, false)
+    })?;
+    optional("mla", "wideep_generation_mla_perf.parquet", &|f, v| {
+        mla_module(f, v, true)
+    })?;
+    optional("moe", "moe_perf.parquet", &moe)?;
+    optional("moe", "wideep_context_moe_perf.parquet", &|f, v| {
+        wideep_moe(f, v, "context")
+    })?;
+    optional("moe", "wideep_generation_moe_perf.parquet", &|f, v| {
+        wideep_moe(f, v, "generation")
+    })?;
+    optional("comm", "custom_allreduce_perf.parquet", &allreduce)?;
 
     d.tables.meta = Meta {
         gpu: preset_of(gpu).unwrap_or(gpu).to_string(),

@@ -300,6 +300,9 @@ fn pick(data: &Path, op: &str, file: &str, version: &str) -> Option<(String, Pat
         .find(|(_, p)| p.is_file())
 }
 
+/// A table file's parser: the frame and its sglang version to pdsim's tables.
+type Parse = dyn Fn(&Frame, &str) -> Result<Vec<Table>, String>;
+
 /// Derives the tables of `gpu` (a pdsim preset or AIConfigurator system name) at sglang
 /// `version` from the database under `dir`.
 pub fn derive(dir: &Path, gpu: &str, version: &str) -> Result<Derivation, String> {
@@ -349,18 +352,17 @@ pub fn derive(dir: &Path, gpu: &str, version: &str) -> Result<Derivation, String
     // Optional tables: MLA (DeepSeek-architecture attention), the DeepEP-era MLA modules
     // (attention with its q_b, kv_b and o projections), MoE, DeepEP's MoE, and the custom
     // all-reduce (a GPU without NVLink peers has none).
-    let mut optional =
-        |op: &str, file: &str, parse: &dyn Fn(&Frame, &str) -> Result<Vec<Table>, String>| {
-            match pick(&data, op, file, version) {
-                Some((v, path)) => {
-                    let f = Frame::read(&path)?;
-                    d.files.push(rel(&path));
-                    d.tables.tables.extend(parse(&f, &v)?);
-                }
-                None => d.missing.push(format!("{op}/{file}")),
+    let mut optional = |op: &str, file: &str, parse: &Parse| {
+        match pick(&data, op, file, version) {
+            Some((v, path)) => {
+                let f = Frame::read(&path)?;
+                d.files.push(rel(&path));
+                d.tables.tables.extend(parse(&f, &v)?);
             }
-            Ok::<(), String>(())
-        };
+            None => d.missing.push(format!("{op}/{file}")),
+        }
+        Ok::<(), String>(())
+    };
     optional("mla", "context_mla_perf.parquet", &|f, v| mla(f, v, false))?;
     optional("mla", "generation_mla_perf.parquet", &|f, v| {
         mla(f, v, true)

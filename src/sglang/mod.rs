@@ -137,8 +137,8 @@ pub struct Core {
     pub busy: bool,
     /// The pending end of the running forward (cancelled by a crash).
     pub step_key: Option<EventKey>,
-    /// When the running (or last) forward ends, ns.
-    pub step_end_ns: Nanos,
+    /// When the running (or last) forward ends, ns (set with its event: [`Core::forward_ends`]).
+    step_end_ns: Nanos,
     /// Per-second counters for the timeseries.
     pub tick: TickCounters,
 }
@@ -157,6 +157,24 @@ pub struct TickCounters {
 }
 
 impl Core {
+    /// The running forward ends at `at` with the event `key`: the step's end is kept with
+    /// its event (a crash cancels the event; [`Core::next_turn_ns`] reads the end).
+    pub fn forward_ends(&mut self, at: Nanos, key: EventKey) {
+        self.step_end_ns = at;
+        self.step_key = Some(key);
+    }
+
+    /// When this server's single-threaded event loop next turns, seen at `now`: the end of
+    /// the running forward, or `now` when idle (sglang runs `stream_output` and its queue
+    /// polls only between `run_batch` calls).
+    pub fn next_turn_ns(&self, now: Nanos) -> Nanos {
+        if self.busy {
+            self.step_end_ns.max(now)
+        } else {
+            now
+        }
+    }
+
     /// A live, idle server with nothing assigned.
     pub fn new(spec: CoreSpec) -> Self {
         Self {

@@ -208,8 +208,8 @@ impl PrefillServer {
         }
         self.core.start_busy(now);
         self.forward_ns = dt;
-        self.core.step_end_ns = now.saturating_add(dt);
-        self.core.step_key = Some(q.schedule_keyed_in(dt, Event::PrefillStepDone { prefill: me }));
+        let key = q.schedule_keyed_in(dt, Event::PrefillStepDone { prefill: me });
+        self.core.forward_ends(now.saturating_add(dt), key);
     }
 
     /// The forward ended: each request's computed tokens become KV to send. Non-last chunks

@@ -50,6 +50,24 @@ use crate::vocab::ids::PrefillId;
 
 use super::{Core, Failure};
 
+/// sgl-model-gateway's PD router streams decode's tokens only once the prefill's HTTP
+/// response is in (`pd_router.rs::execute_dual_dispatch_internal`, a `tokio::join!` of both
+/// responses; sglang issue #22853, PRs #22856 / #24812 closed unmerged): the first token a
+/// client sees waits for `response_ns` (0: no hold-back). Tokens decode produced meanwhile
+/// reach the client with it; a request decode ended before then ends for its client then too
+/// (its first token never after its last).
+pub fn hold_back(row: &mut crate::vocab::RequestRow, response_ns: Nanos) {
+    if response_ns == 0 {
+        return;
+    }
+    if let Some(first) = row.first_token_ns.as_mut() {
+        *first = (*first).max(response_ns);
+        if let Some(finish) = row.finish_ns.as_mut() {
+            *finish = (*finish).max(*first);
+        }
+    }
+}
+
 /// When the health-check round after `now` runs, ns: rounds run at every multiple of
 /// [`HEALTH_CHECK_INTERVAL_NS`] from the router's start, and one at `now` itself has run.
 pub fn next_health_check(now: Nanos) -> Nanos {
@@ -811,5 +829,31 @@ mod tests {
         // The most loaded instance is never chosen over another.
         let mut one = Router::new(RouterParams::uniform(RouterPolicy::PowerOfTwo), 9, 1, 1);
         assert_eq!(one.pick(NONE, 0), Some((0, 0)));
+    }
+
+    /// The hold-back moves a client's first token to the prefill's response, and its end
+    /// with it when decode finished first; no response (0) or an earlier one changes nothing.
+    #[test]
+    fn the_hold_back_delays_the_first_token_to_the_prefills_response() {
+        let at = |first: Nanos, finish: Nanos| {
+            let mut r = crate::vocab::RequestRow::arrived(0, 0, Some((0, 1)), 16, 4);
+            (r.first_token_ns, r.finish_ns) = (Some(first), Some(finish));
+            r
+        };
+        let cases = [
+            // (first, finish, response) → (first, finish)
+            ((10, 40), 25, (25, 40)),
+            ((10, 40), 60, (60, 60)),
+            ((10, 40), 5, (10, 40)),
+            ((10, 40), 0, (10, 40)),
+        ];
+        for ((first, finish), response, want) in cases {
+            let mut r = at(first, finish);
+            hold_back(&mut r, response);
+            assert_eq!(
+                (r.first_token_ns, r.finish_ns),
+                (Some(want.0), Some(want.1))
+            );
+        }
     }
 }

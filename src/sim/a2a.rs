@@ -342,8 +342,7 @@ impl World<'_> {
         let at = (p.start + p.dt)
             .saturating_add_signed((delta * 1e9).round() as i64)
             .max(now);
-        core.step_end_ns = at;
-        core.step_key = Some(self.q.schedule_keyed(at, p.done));
+        core.forward_ends(at, self.q.schedule_keyed(at, p.done));
         let t = self.a2a.totals.entry(core.pool.idx()).or_default();
         t.0 += 1;
         t.1 += u128::from(fabric_ns);

@@ -566,19 +566,7 @@ impl World<'_> {
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
         req.row.error_kind = kind;
-        // sgl-model-gateway's PD router streams decode's tokens only once the prefill's HTTP
-        // response is in (`pd_router.rs::execute_dual_dispatch_internal`, `tokio::join!` of
-        // both responses; sglang issue #22853): the first token a client sees waits for it.
-        // Tokens decode produced meanwhile reach the client with it; a request decode ended
-        // before then ends for its client then too (its first token never after its last).
-        if req.prefill_response_ns > 0
-            && let Some(first) = req.row.first_token_ns.as_mut()
-        {
-            *first = (*first).max(req.prefill_response_ns);
-            if let Some(finish) = req.row.finish_ns.as_mut() {
-                *finish = (*finish).max(*first);
-            }
-        }
+        crate::sglang::router::hold_back(&mut req.row, req.prefill_response_ns);
         client_clock(path, &mut req.row);
         if let Err(e) = self
             .collector

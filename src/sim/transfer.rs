@@ -274,12 +274,7 @@ impl World<'_> {
         // conclude_transfer(Success): prefill frees its pages, decode is told. The prefill's
         // HTTP response goes at its event loop's next turn: after the running forward.
         if self.sc.compute.pd_prefill_response_holdback {
-            let pc = &self.prefills[p].core;
-            req.prefill_response_ns = if pc.busy {
-                pc.step_end_ns.max(now)
-            } else {
-                now
-            };
+            req.prefill_response_ns = self.prefills[p].core.next_turn_ns(now);
         }
         let id = req.id;
         req.sender = KvPoll::Success;

@@ -52,30 +52,10 @@ fn per_server(dir: &std::path::Path, role: &str, from: u64, to: u64) -> (f64, f6
     )
 }
 
-/// Prompt tokens per second per prefill GPU over forwards ending in `from_s..to_s` (as
-/// `moe_lmsys.rs` counts them: whole forwards per server, summed over servers).
+/// Prompt tokens per second per prefill GPU over forwards ending in `from_s..to_s`, counted
+/// as `moe_lmsys.rs` counts them (whole forwards per server, summed over servers).
 fn prefill_tokens_per_gpu(dir: &std::path::Path, gpus: f64, from_s: f64, to_s: f64) -> f64 {
-    let rows = common::read_csv(&dir.join("requests.csv"));
-    let mut by_server: BTreeMap<u64, BTreeMap<u64, f64>> = BTreeMap::new();
-    for r in &rows {
-        let (Some(end), Some(server), Some(input)) = (
-            common::num(r, "prefill_end_ns"),
-            common::num(r, "prefill_instance"),
-            common::num(r, "input_tokens"),
-        ) else {
-            continue;
-        };
-        *by_server.entry(server).or_default().entry(end).or_default() += input as f64;
-    }
-    let (from, to) = ((from_s * 1e9) as u64, (to_s * 1e9) as u64);
-    let mut total = 0.0;
-    for ends in by_server.values() {
-        let inside: Vec<(u64, f64)> = ends.range(from..to).map(|(&t, &n)| (t, n)).collect();
-        assert!(inside.len() >= 3, "{dir:?}: too few forwards in the window");
-        let span = (inside[inside.len() - 1].0 - inside[0].0) as f64 / 1e9;
-        total += inside[1..].iter().map(|&(_, n)| n).sum::<f64>() / span;
-    }
-    total / gpus
+    crate::moe_lmsys::prefill_tokens_per_s(dir, from_s, to_s) / gpus
 }
 
 fn row(what: &str, got: f64, want: f64) -> f64 {

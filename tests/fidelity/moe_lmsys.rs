@@ -35,7 +35,7 @@ fn per_second(dir: &std::path::Path, role: &str, from: u64, to: u64) -> f64 {
 /// one-second bins holds 11 or 12 forwards depending on their phase — which moves with the
 /// arrival rate. Binned, the 2K and 4K rows both came out as exactly 11 forwards of 8,192
 /// tokens per rank in 14 s (51,493 tok/s/node), and the figure moved with the rate.
-fn prefill_tokens_per_s(dir: &std::path::Path, from_s: f64, to_s: f64) -> f64 {
+pub(crate) fn prefill_tokens_per_s(dir: &std::path::Path, from_s: f64, to_s: f64) -> f64 {
     let rows = common::read_csv(&dir.join("requests.csv"));
     let mut by_server: BTreeMap<u64, BTreeMap<u64, f64>> = BTreeMap::new();
     for r in &rows {

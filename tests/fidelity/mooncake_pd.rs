@@ -32,10 +32,21 @@ const SCENARIO: &str = "scenarios/calibration/mooncake-70b-pd.toml";
 
 /// `pdsim plan --max-rate` over P × D; returns (P, D) → (max rate req/s, per GPU), printed.
 fn max_rates(name: &str, p: &str, d: &str, sets: &[&str]) -> BTreeMap<(u32, u32), (f64, f64)> {
+    max_rates_of(SCENARIO, name, p, d, sets)
+}
+
+/// [`max_rates`] of `scenario`.
+fn max_rates_of(
+    scenario: &str,
+    name: &str,
+    p: &str,
+    d: &str,
+    sets: &[&str],
+) -> BTreeMap<(u32, u32), (f64, f64)> {
     let dir = tmpdir(&format!("mooncake-pd-{name}"));
     let mut args: Vec<String> = [
         "plan",
-        SCENARIO,
+        scenario,
         "--max-rate",
         "--seeds",
         "1",
@@ -183,46 +194,14 @@ fn the_store_and_cache_aware_routing_make_prefill_bound_splits_cheaper() {
 }
 
 /// Each split of the 16-node diagonal's highest rate under Mooncake's SLO form, printed:
-/// `p` → (max rate req/s, per GPU).
+/// `p` → (max rate req/s, per GPU). One `max_rates` per split (a grid of one point).
 fn diagonal(name: &str, ps: &[u32], sets: &[&str]) -> BTreeMap<u32, (f64, f64)> {
-    let mut out = BTreeMap::new();
-    for &p in ps {
-        let dir = tmpdir(&format!("mooncake-tbt-{name}-{p}"));
-        let mut args: Vec<String> = [
-            "plan",
-            TBT,
-            "--max-rate",
-            "--seeds",
-            "1",
-            "-q",
-            "--vary",
-            &format!("pools.prefill.instances={p}"),
-            "--vary",
-            &format!("pools.decode.instances={}", 16 - p),
-            "--out",
-        ]
-        .map(String::from)
-        .to_vec();
-        args.push(dir.display().to_string());
-        for s in sets {
-            args.extend(["--set".to_string(), s.to_string()]);
-        }
-        let (code, _, err) = pdsim(&args);
-        assert_eq!(code, 0, "{err}");
-        let row = &read_csv(&dir.join("plan.csv"))[0];
-        let f = |c: &str| row[c].parse::<f64>().unwrap_or(0.0);
-        let v = (f("max_rate_per_s"), f("max_rate_per_s_per_gpu"));
-        println!(
-            "{name:<28} {p:>2}P{:<2}D  P:D {:>4.2}  max rate {:>6.3} req/s  {:>8.5} req/s per GPU",
-            16 - p,
-            f64::from(p) / f64::from(16 - p),
-            v.0,
-            v.1
-        );
-        out.insert(p, v);
-        let _ = std::fs::remove_dir_all(dir);
-    }
-    out
+    ps.iter()
+        .map(|&p| {
+            let m = max_rates_of(TBT, name, &p.to_string(), &(16 - p).to_string(), sets);
+            (p, m[&(p, 16 - p)])
+        })
+        .collect()
 }
 
 const TBT: &str = "scenarios/calibration/mooncake-70b-tbt.toml";

@@ -310,8 +310,8 @@ impl ExpertCost {
         };
         if let Some((p, d, degree)) = found {
             self.measured = Some(MeasuredExperts {
-                prefill: p.grid.clone(),
-                decode: d.grid.clone(),
+                prefill: p.grid().clone(),
+                decode: d.grid().clone(),
                 degree,
                 source: format!(
                     "{} {} (sglang {})",

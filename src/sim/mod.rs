@@ -460,6 +460,9 @@ impl<'a> World<'a> {
         for (pool_idx, pool) in sc.pools.iter().enumerate() {
             // With DP attention every DP rank is its own server (`sglang::dp`).
             let dp = pool.parallel.dp_ranks();
+            // Every server of a pool runs the same forward: its model is composed once (the
+            // kernel composition is the costliest part of assembling a cluster) and copied.
+            let pool_step = step_times(sc, pool, &interconnect);
             let units: Vec<Vec<crate::fabric::GpuId>> = (0..pool.instances)
                 .flat_map(|_| {
                     placed += 1;
@@ -471,7 +474,7 @@ impl<'a> World<'a> {
                 global += 1;
                 let tp = gpus.len() as u32;
                 let pages = capacity::kv_pages(&sc.gpu, pool);
-                let step = step_times(sc, pool, &interconnect);
+                let step = pool_step.clone();
                 let spec_decode = (pool.role == Role::Decode)
                     .then(|| speculative::decode_state(sc, pool, &interconnect, &step))
                     .flatten();

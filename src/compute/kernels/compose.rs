@@ -251,7 +251,9 @@ impl<'a> Gemms<'a> {
             .find("gemm", &[("dtype", p.gemm())])
             .or_else(|| t.find("gemm", &[("dtype", "bfloat16")]))
             .ok_or_else(|| format!("{}: no GEMM table", t.meta.gpu))?;
-        Ok(Self { table: &table.grid })
+        Ok(Self {
+            table: table.grid(),
+        })
     }
 
     /// Seconds of one GEMM of `m` rows, `n` outputs, `k` inputs (0 for an empty one).
@@ -413,7 +415,7 @@ impl KernelStep {
                     .into_iter()
                     .find(|tb| shape.iter().all(|(k, v)| tb.attr(k) == Some(v.as_str())));
                 match found {
-                    Some(tb) => Some((tb.grid.clone(), f64::from(etp), moe_layers)),
+                    Some(tb) => Some((tb.grid().clone(), f64::from(etp), moe_layers)),
                     None => {
                         fallbacks.push(format!(
                             "routed experts (hidden {}, inter {}, top-{} of {}, {}): no MoE table of that shape; priced as one grouped GEMM over the experts it touches",
@@ -463,7 +465,7 @@ impl KernelStep {
         let ar = |mode: &str| -> Option<Grid> {
             t.find("allreduce", &[("mode", mode)])
                 .or_else(|| t.find("allreduce", &[]))
-                .map(|tb| tb.grid.clone())
+                .map(|tb| tb.grid().clone())
         };
         let (ar_graph, ar_eager) = (ar("graph"), ar("eager"));
         let ar_gpus = match s.span {
@@ -573,7 +575,7 @@ impl KernelStep {
                     module_tables.0.expect("checked"),
                     module_tables.1.expect("checked"),
                 );
-                (slice(&g.grid, hq, 1.0), slice(&c.grid, hq, 1.0))
+                (slice(g.grid(), hq, 1.0), slice(c.grid(), hq, 1.0))
             }
             KvAttention::Mla { .. } => match mla_grids(t, hq, kv) {
                 Ok(g) => g,
@@ -875,7 +877,7 @@ fn mha_grids(
                 t.meta.gpu
             )
         })?;
-    let decode = slice(&gen_t.grid, hkv, gen_k);
+    let decode = slice(gen_t.grid(), hkv, gen_k);
     let (ctx_d, ctx_k) = nearest_head_dim(t, "context_attention", d)
         .ok_or_else(|| format!("{}: no context-attention table", t.meta.gpu))?;
     let ctx = t
@@ -907,7 +909,7 @@ fn mha_grids(
                 t.meta.gpu
             )
         })?;
-    let prefill = per_pair(slice(&ctx.grid, hq, ctx_k), "isl");
+    let prefill = per_pair(slice(ctx.grid(), hq, ctx_k), "isl");
     Ok((decode, prefill))
 }
 
@@ -926,8 +928,8 @@ fn mla_grids(t: &KernelTables, hq: f64, kv: &str) -> Result<(Grid, Grid), String
     let gen_t = find("generation_mla")?;
     let ctx = find("context_mla")?;
     Ok((
-        slice(&gen_t.grid, hq, 1.0),
-        per_pair(slice(&ctx.grid, hq, 1.0), "isl"),
+        slice(gen_t.grid(), hq, 1.0),
+        per_pair(slice(ctx.grid(), hq, 1.0), "isl"),
     ))
 }
 

@@ -441,14 +441,14 @@ fn axis(name: &str, points: Vec<f64>) -> Axis {
 }
 
 fn table(name: &str, attrs: &[(&str, String)], grid: Grid) -> Table {
-    Table {
-        name: name.to_string(),
-        attrs: attrs
+    Table::new(
+        name.to_string(),
+        attrs
             .iter()
             .map(|(k, v)| ((*k).to_string(), v.clone()))
             .collect(),
         grid,
-    }
+    )
 }
 
 fn gemm(f: &Frame, version: &str) -> Result<Vec<Table>, String> {

@@ -77,7 +77,7 @@ const REF_LINEAR: [(f64, f64); 4] = [
 /// `gpu`'s efficiencies measured in its tables `t` (see the module docs); `None` when the
 /// tables lack the reference (no BF16 GEMM, no BF16 GQA decode attention at head dim 128).
 pub fn measure(t: &KernelTables, gpu: &GpuSpec) -> Option<Efficiencies> {
-    let gemm = &t.find("gemm", &[("dtype", "bfloat16")])?.grid;
+    let gemm = &t.find("gemm", &[("dtype", "bfloat16")])?.grid();
     let peak = gpu.bf16_tflops * 1e12;
     let flops_eff = |m: f64| {
         let (mut flops, mut secs) = (0.0, 0.0);
@@ -98,7 +98,7 @@ pub fn measure(t: &KernelTables, gpu: &GpuSpec) -> Option<Efficiencies> {
             "generation_attention",
             &[("head_dim", "128"), ("kv", "bfloat16"), ("family", "gqa")],
         )?
-        .grid
+        .grid()
         .clone();
     let (b, s, g, d) = (64.0, 4096.0, 8.0, 128.0);
     let kv_bytes = b * s * g * d * 2.0 * 2.0;

@@ -53,13 +53,13 @@ pub enum Fault {
 
 /// What a fault did.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct FaultEffect {
+pub struct FaultEffect<T = u64> {
     /// Live flows whose path failed, rate or goodput changed (ascending ids).
     pub affected: Vec<FlowId>,
     /// Flows that ended (aborted by a crash).
-    pub ended: Vec<FlowEnd>,
+    pub ended: Vec<FlowEnd<T>>,
 }
-impl Fabric {
+impl<T: Copy> Fabric<T> {
     /// Takes `link` down now. Flows moving over it lose their path: each sees the failure after
     /// the detection delay and then retries on another NIC pair. Returns them.
     pub fn link_down(&mut self, now: Nanos, link: Link) -> Vec<FlowId> {
@@ -156,7 +156,7 @@ impl Fabric {
     }
 
     /// Applies `fault` now.
-    pub fn apply_fault(&mut self, now: Nanos, fault: &Fault) -> FaultEffect {
+    pub fn apply_fault(&mut self, now: Nanos, fault: &Fault) -> FaultEffect<T> {
         let affected = match *fault {
             Fault::LinkDown(l) => self.link_down(now, l),
             Fault::LinkUp(l) => self.link_up(now, l),

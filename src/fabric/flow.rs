@@ -17,9 +17,9 @@ fn time_went_backwards(now: Nanos, last: Nanos) -> ! {
     panic!("fabric called at {now} ns after a call at {last} ns: time went backwards")
 }
 
-impl Fabric {
+impl<T: Copy> Fabric<T> {
     /// A live flow; panics with its id if it is not live (a simulator bug).
-    pub(super) fn flow(&self, flow: FlowId) -> &Flow {
+    pub(super) fn flow(&self, flow: FlowId) -> &Flow<T> {
         self.flows
             .get(flow.0 as usize)
             .and_then(Option::as_ref)
@@ -28,7 +28,7 @@ impl Fabric {
 
     /// Handles flow `fi`'s event, due at or before `now`: a phase change (latency paid: route
     /// it; failure seen: retry or give up) or its end, which is returned.
-    pub(super) fn fire_one(&mut self, now: Nanos, fi: usize) -> Option<FlowEnd> {
+    pub(super) fn fire_one(&mut self, now: Nanos, fi: usize) -> Option<FlowEnd<T>> {
         let f = self.flows[fi].as_ref().expect("a live flow");
         let (due, deadline, phase) = (f.due_ns, f.deadline_ns, f.phase);
         if due <= now && due <= deadline {
@@ -58,7 +58,7 @@ impl Fabric {
     }
 
     /// Stores a new flow under the lowest free id (deterministic reuse) and returns the id.
-    pub(super) fn insert(&mut self, flow: Flow) -> u32 {
+    pub(super) fn insert(&mut self, flow: Flow<T>) -> u32 {
         let id = match self.free.pop() {
             Some(Reverse(id)) => id,
             None => {
@@ -334,7 +334,7 @@ impl Fabric {
 
     /// Starts (or re-posts) the flow's bytes on a path now. With no path up, the attempt fails:
     /// the flow waits for the failure to be seen, then retries.
-    pub(super) fn route(&mut self, fi: usize, now: Nanos) -> Option<FlowEnd> {
+    pub(super) fn route(&mut self, fi: usize, now: Nanos) -> Option<FlowEnd<T>> {
         let f = self.flows[fi].as_ref().expect("live");
         if f.bytes == 0 {
             return Some(self.end(fi, now, FlowOutcome::Completed));
@@ -409,7 +409,7 @@ impl Fabric {
     }
 
     /// Ends flow `fi` now with `outcome`, frees its id, and reports it.
-    pub(super) fn end(&mut self, fi: usize, now: Nanos, outcome: FlowOutcome) -> FlowEnd {
+    pub(super) fn end(&mut self, fi: usize, now: Nanos, outcome: FlowOutcome) -> FlowEnd<T> {
         self.settle(fi, now);
         // Read in place and cleared after: taking the flow out would copy all of it.
         let Self { flows, links, .. } = self;
@@ -463,7 +463,7 @@ impl Fabric {
     }
 }
 
-impl Fabric {
+impl<T: Copy> Fabric<T> {
     /// The links of `path` the max-min solver must see: all but the slack ones.
     pub(super) fn binding_links(&self, path: &Path) -> ([LinkIdx; MAX_PATH], usize) {
         let mut out = [LinkIdx(0); MAX_PATH];

@@ -88,11 +88,12 @@ pub enum FlowOutcome {
 
 /// The end of a flow, reported once.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct FlowEnd {
+pub struct FlowEnd<T = u64> {
     /// Its id (free for reuse from now on).
     pub flow: FlowId,
-    /// The simulator's handle.
-    pub token: u64,
+    /// The simulator's handle: whatever it started the flow with (a `u64` by default; the
+    /// simulator's own tag type, which names the flow's owner, in `sim`).
+    pub token: T,
     /// How it ended.
     pub outcome: FlowOutcome,
     /// Sending GPU.
@@ -113,7 +114,7 @@ pub struct FlowEnd {
     pub end_ns: Nanos,
 }
 
-impl FlowEnd {
+impl<T> FlowEnd<T> {
     /// Mooncake's return code: 0 completed, −1 otherwise.
     pub fn rc(&self) -> i32 {
         if self.outcome == FlowOutcome::Completed {
@@ -194,8 +195,8 @@ enum Kind {
 }
 
 #[derive(Clone, Debug)]
-struct Flow {
-    token: u64,
+struct Flow<T> {
+    token: T,
     /// What the flow is: it decides its route (see [`Kind`]).
     kind: Kind,
     /// Which of its GPUs' own NICs a batch starts from ([`Fabric::rails_between`]): its
@@ -256,14 +257,14 @@ struct LinkState {
 }
 
 /// The fabric: topology, link health, live flows.
-pub struct Fabric {
+pub struct Fabric<T = u64> {
     layout: Layout,
     params: FabricParams,
     sharing: Sharing,
     links: Vec<LinkState>,
     /// Links that are down (`down > 0`): while none is, every flow takes its preferred path.
     links_down: u32,
-    flows: Vec<Option<Flow>>,
+    flows: Vec<Option<Flow<T>>>,
     /// Free flow ids, lowest first (deterministic reuse).
     free: BinaryHeap<Reverse<u32>>,
     live: usize,
@@ -288,7 +289,7 @@ pub struct Fabric {
     now: Nanos,
 }
 
-impl Fabric {
+impl<T: Copy> Fabric<T> {
     /// A fabric of `topo` with `params`; the error names the field at fault.
     pub fn build(topo: TopologyConfig, params: FabricParams) -> Result<Self, TopologyError> {
         topo.validate()?;
@@ -382,7 +383,7 @@ impl Fabric {
         dst: GpuId,
         bytes: u64,
         writes: u64,
-        token: u64,
+        token: T,
     ) -> FlowId {
         self.start_transfer_after(now, 0, (src, dst), bytes, writes, token)
     }
@@ -396,7 +397,7 @@ impl Fabric {
         (src, dst): (GpuId, GpuId),
         bytes: u64,
         writes: u64,
-        token: u64,
+        token: T,
     ) -> FlowId {
         // Over NVLink (Mooncake's NVLink transport: a device copy, within a node or across
         // the nodes of an NVLink domain) there are no RDMA work requests and no sender thread
@@ -430,7 +431,7 @@ impl Fabric {
         (kind, rail): (Kind, u32),
         cap: f64,
         timeout_bytes: u64,
-        token: u64,
+        token: T,
     ) -> FlowId {
         self.advance(now);
         self.layout.check_gpu(src);
@@ -482,7 +483,7 @@ impl Fabric {
         (rail, rails): (u32, u32),
         bytes: u64,
         writes: u64,
-        token: u64,
+        token: T,
     ) -> FlowId {
         if rails <= 1 {
             return self.start_transfer_after(now, lead_ns, (src, dst), bytes, writes, token);
@@ -505,13 +506,13 @@ impl Fabric {
     /// paying its latency until `until` and failing at `deadline` (ns); nothing moved yet.
     fn new_flow(
         &self,
-        (token, src, dst, bytes): (u64, GpuId, GpuId, u64),
+        (token, src, dst, bytes): (T, GpuId, GpuId, u64),
         kind: Kind,
         cap: f64,
         now: Nanos,
         until: Nanos,
         deadline: Nanos,
-    ) -> Flow {
+    ) -> Flow<T> {
         Flow {
             token,
             kind,
@@ -550,7 +551,7 @@ impl Fabric {
         dst: GpuId,
         bytes: u64,
         cap: f64,
-        token: u64,
+        token: T,
     ) -> FlowId {
         self.advance(now);
         self.layout.check_gpu(src);
@@ -589,7 +590,7 @@ impl Fabric {
         lead_ns: Nanos,
         (src, dst, client): (GpuId, GpuId, GpuId),
         (bytes, writes): (u64, u64),
-        token: u64,
+        token: T,
     ) -> FlowId {
         assert_ne!(
             src.node, dst.node,
@@ -620,7 +621,7 @@ impl Fabric {
 
     /// Handles every flow event due at or before `now` (ns), in (time, flow id) order,
     /// appending the flows that ended to `ends`. Then call [`Fabric::next_due`].
-    pub fn fire_due(&mut self, now: Nanos, ends: &mut Vec<FlowEnd>) {
+    pub fn fire_due(&mut self, now: Nanos, ends: &mut Vec<FlowEnd<T>>) {
         self.advance(now);
         loop {
             self.flush();
@@ -646,7 +647,7 @@ impl Fabric {
     }
 
     /// Aborts a live flow at `now` (ns), e.g. its instance crashed.
-    pub fn abort_flow(&mut self, now: Nanos, flow: FlowId) -> FlowEnd {
+    pub fn abort_flow(&mut self, now: Nanos, flow: FlowId) -> FlowEnd<T> {
         self.advance(now);
         assert!(
             matches!(self.flows.get(flow.0 as usize), Some(Some(_))),
@@ -658,7 +659,7 @@ impl Fabric {
 
     /// Aborts at `now` (ns) every live flow from or to one of `gpus` (a crashed instance), in
     /// ascending id order.
-    pub fn abort_flows_touching(&mut self, now: Nanos, gpus: &[GpuId]) -> Vec<FlowEnd> {
+    pub fn abort_flows_touching(&mut self, now: Nanos, gpus: &[GpuId]) -> Vec<FlowEnd<T>> {
         self.advance(now);
         let hit: Vec<usize> = self
             .flows
@@ -775,7 +776,7 @@ impl Fabric {
     }
 
     /// The token a live flow was started with.
-    pub fn flow_token(&self, flow: FlowId) -> u64 {
+    pub fn flow_token(&self, flow: FlowId) -> T {
         self.flow(flow).token
     }
 

@@ -371,7 +371,7 @@ mod tests {
     #[test]
     fn every_link_round_trips_through_its_name() {
         for topo in topologies() {
-            let fabric = Fabric::build(topo.clone(), FabricParams::ideal()).unwrap();
+            let fabric: Fabric = Fabric::build(topo.clone(), FabricParams::ideal()).unwrap();
             let b = NameBounds::of(&topo);
             assert_eq!(b, fabric.name_bounds());
             assert_eq!(b.switches, fabric.num_switches());

@@ -16,7 +16,11 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use crate::engine::{EventKey, EventQueue, Nanos};
-use crate::fabric::{Fabric, FabricParams, GpuId};
+use crate::fabric::{FabricParams, GpuId};
+use crate::vocab::flow::FlowTag;
+
+/// The fabric as the simulator runs it: each flow tagged with its owner.
+type Fabric = crate::fabric::Fabric<FlowTag>;
 use crate::layout::{ChunkRequest, Effect, ErrorTiming, PairPlan, PdError, RankFlow, Write};
 use crate::vocab::event::{Event, lane};
 use crate::vocab::ids::{DecodeId, IdVec, InstanceId, PrefillId, ShardId};
@@ -321,16 +325,6 @@ impl PollTimeout {
     }
 }
 
-/// The fabric token of a lane: every flow of the lane's batch carries it.
-fn token(p: PrefillId, lane: ShardId) -> u64 {
-    (u64::from(p.0) << 32) | u64::from(lane.0)
-}
-
-/// The prefill and lane a fabric token names.
-pub fn from_token(token: u64) -> (PrefillId, ShardId) {
-    (PrefillId((token >> 32) as u32), ShardId(token as u32))
-}
-
 /// The first target of the active chunk `a`, from its `next_target`, that sends something on
 /// prefill rank `rank` to decode instance `d`: a dummy target (MLA, prefill TP > decode TP)
 /// sends nothing (docs/sglang-pd.md §3.4). `None` when the rank's targets are done.
@@ -378,7 +372,7 @@ struct Batch {
     /// head-sliced path, else 1).
     split: u64,
     /// The lane's fabric token ([`token`]).
-    token: u64,
+    token: FlowTag,
 }
 
 /// What a send costs before its KV bytes move. The worker's own cost comes first; the last
@@ -611,7 +605,7 @@ impl TransferQueues {
             } else {
                 1
             },
-            token: token(me, lane),
+            token: FlowTag::Kv { prefill: me, lane },
         };
         let req = env.reqs.get_mut(job.req).expect("checked above");
         req.row.transfer_start_ns.get_or_insert(batch.now);
@@ -799,7 +793,7 @@ mod tests {
         }
     }
 
-    fn fabric() -> crate::fabric::Fabric {
+    fn fabric() -> Fabric {
         crate::fabric::Fabric::build(
             crate::fabric::TopologyConfig {
                 nodes: 1,
@@ -876,14 +870,10 @@ mod tests {
     }
 
     #[test]
-    fn lanes_and_tokens_round_trip() {
+    fn lanes_number_ranks_and_back() {
         let t = TransferQueues::new(4, 4);
         assert_eq!(t.lane(2, 3), ShardId(11));
         assert_eq!(t.rank_of(ShardId(11)), 2);
-        assert_eq!(
-            from_token(token(PrefillId(513), ShardId(3))),
-            (PrefillId(513), ShardId(3))
-        );
     }
 
     /// Rooms are 63-bit, fixed by (seed, id), and distinct across ids and seeds.

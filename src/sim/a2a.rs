@@ -38,26 +38,19 @@
 
 use std::collections::BTreeMap;
 
+use super::FlowEnd;
 use crate::compute::moe::{A2A_RDMA_EFFICIENCY, MoeTime};
 use crate::config::{Role, Scenario};
 use crate::engine::{EventKey, Nanos};
-use crate::fabric::{FlowEnd, GpuId};
+use crate::fabric::GpuId;
 use crate::metrics::summary::A2aSummary;
 use crate::spec::server::A2aBackend;
+use crate::vocab::flow::FlowTag;
 
 use super::World;
 use super::sampler::CoreRef;
 use crate::vocab::event::Event;
 use crate::vocab::ids::{InstanceId, PrefillId};
-
-/// The bit that marks an all-to-all flow's token (a KV transfer's token is
-/// `prefill << 32 | shard`, far below it); the low 32 bits are the instance number.
-const A2A_TOKEN: u64 = 1 << 63;
-
-/// The instance whose forward an all-to-all flow belongs to, if `token` is one's.
-pub(super) fn instance_of(token: u64) -> Option<InstanceId> {
-    (token & A2A_TOKEN != 0).then_some(InstanceId(token as u32))
-}
 
 /// A forward waiting for its all-to-all.
 #[derive(Clone, Debug)]
@@ -284,7 +277,7 @@ impl World<'_> {
             let to = self.a2a.peer[&g];
             let cap = self.a2a.cap;
             self.fabric
-                .start_a2a(now, g, to, bytes, cap, A2A_TOKEN | u64::from(i));
+                .start_a2a(now, g, to, bytes, cap, FlowTag::A2a(InstanceId(i)));
         }
         let left = core.gpus.len() as u32;
         let old = self.a2a.pending.insert(
@@ -396,12 +389,5 @@ mod tests {
         };
         assert!(flows.on_fabric(&[gpu(3, 0)]));
         assert!(!flows.on_fabric(&[gpu(0, 0)]));
-    }
-
-    #[test]
-    fn all_to_all_tokens_never_look_like_transfer_tokens() {
-        assert_eq!(instance_of(A2A_TOKEN | 7), Some(InstanceId(7)));
-        // A KV transfer's token: prefill << 32 | shard.
-        assert_eq!(instance_of((5u64 << 32) | 3), None);
     }
 }

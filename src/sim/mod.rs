@@ -63,7 +63,13 @@ use serde::Serialize;
 use crate::compute::{Interconnect, StepModel, StepTimes};
 use crate::config::{Role, Scenario, capacity};
 use crate::engine::{EventKey, EventQueue, Nanos};
-use crate::fabric::{Fabric, FlowEnd};
+use crate::vocab::flow::FlowTag;
+
+/// The fabric as the simulator runs it: each flow tagged with its owner ([`FlowTag`]), by
+/// which an ended flow is routed back to it.
+pub(crate) type Fabric = crate::fabric::Fabric<FlowTag>;
+/// A flow's end as the simulator receives it.
+pub(crate) type FlowEnd = crate::fabric::FlowEnd<FlowTag>;
 use crate::layout::PairPlan;
 use crate::metrics::{Collector, Sink};
 use crate::sglang::colocated::ColocatedServer;

@@ -1,9 +1,10 @@
 //! The per-second sampler: one `timeseries.csv` row per instance and one `links.csv` row per
 //! link that carried bytes or is not healthy, every simulated second.
 
+use super::Fabric;
 use crate::config::Role;
 use crate::engine::{NS_PER_S, Nanos};
-use crate::fabric::{Fabric, Link};
+use crate::fabric::Link;
 use crate::metrics::{LinkRow, TimeseriesRow};
 use crate::sglang::Core;
 use crate::sglang::colocated::ColocatedServer;

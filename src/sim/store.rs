@@ -36,20 +36,16 @@
 
 use std::collections::BTreeMap;
 
+use super::FlowEnd;
 use crate::engine::Nanos;
-use crate::fabric::{FlowEnd, FlowId, FlowOutcome, GpuId};
+use crate::fabric::{FlowId, FlowOutcome, GpuId};
 use crate::metrics::summary::KvStoreTraffic;
+use crate::vocab::flow::FlowTag;
 
 use super::World;
 use crate::vocab::event::Event;
 use crate::vocab::ids::{DecodeId, PrefillId};
 use crate::vocab::requests::ReqRef;
-
-/// The bit that marks a store batch's token (a KV transfer's token is `prefill << 32 | shard`,
-/// far below it; an all-to-all flow's has bit 63).
-const STORE_TOKEN: u64 = 1 << 62;
-/// Low bits of a store token that number the batch within its operation.
-const PART_BITS: u32 = 24;
 
 /// A local replica's copy rate, bytes/ns. Mooncake Store copies a local replica with
 /// `memcpy` on a pool of async workers (`local_memcpy_async_worker_num`, 32 by default); a
@@ -57,18 +53,6 @@ const PART_BITS: u32 = 24;
 /// `memcpy` stream runs at ~8–12 GB/s on current Xeon and EPYC parts). An assumption, stated
 /// here, not a fit.
 pub const LOCAL_COPY_BYTES_PER_NS: f64 = 20.0;
-
-/// The operation and batch a store flow's `token` belongs to, if it is one's.
-pub(super) fn part_of(token: u64) -> Option<(u32, u32)> {
-    (token & STORE_TOKEN != 0 && token & (1 << 63) == 0).then_some((
-        ((token & !STORE_TOKEN) >> PART_BITS) as u32,
-        (token & ((1 << PART_BITS) - 1)) as u32,
-    ))
-}
-
-fn token(op: u32, part: u32) -> u64 {
-    STORE_TOKEN | (u64::from(op) << PART_BITS) | u64::from(part)
-}
 
 /// The store node (an index into `[kv_store].nodes`) of the block `hash_id`: a SplitMix64
 /// finaliser of the id, so consecutive ids spread evenly.
@@ -326,7 +310,7 @@ impl World<'_> {
             lead_ns,
             (src, dst, gpu),
             (bytes, objects),
-            token(op, part),
+            FlowTag::Store { op, part },
         );
         if read {
             self.store.traffic.fabric_read_bytes += bytes;
@@ -683,7 +667,7 @@ impl StoreFlows {
 }
 
 /// Blocks of read `op` in host memory at `now`, from the fabric's progress of its batches.
-fn arrived_of(op: &Op, fabric: &crate::fabric::Fabric, now: Nanos) -> u32 {
+fn arrived_of(op: &Op, fabric: &super::Fabric, now: Nanos) -> u32 {
     let landed: Vec<u32> = op
         .group_blocks
         .iter()
@@ -778,18 +762,6 @@ mod tests {
             (rx_on + tx_on) - (rx_off + tx_off),
             on.fabric_write_bytes
         ));
-    }
-
-    #[test]
-    fn store_tokens_never_look_like_other_tokens() {
-        assert_eq!(part_of(token(7, 3)), Some((7, 3)));
-        assert_eq!(
-            part_of(token(u32::MAX, (1 << PART_BITS) - 1)),
-            Some((u32::MAX, (1 << PART_BITS) - 1))
-        );
-        // A KV transfer's token (prefill << 32 | shard) and an all-to-all's (bit 63).
-        assert_eq!(part_of((5u64 << 32) | 3), None);
-        assert_eq!(part_of((1 << 63) | 9), None);
     }
 
     #[test]

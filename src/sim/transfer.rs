@@ -3,13 +3,13 @@
 //! landing finished batches in decode memory, where the corruption oracle judges them
 //! (`docs/sglang-pd.md` §2.4–§2.6, §3.1, §3.8).
 
-use crate::fabric::{FlowEnd, FlowOutcome};
+use super::FlowEnd;
+use crate::fabric::FlowOutcome;
 use crate::layout::{PdError, RequestId};
 use crate::metrics::WorkerDeath;
-use crate::sglang::transfer::{
-    Kick, KickEnv, bootstrap_room, chunk_request, failed_to_send, from_token,
-};
+use crate::sglang::transfer::{Kick, KickEnv, bootstrap_room, chunk_request, failed_to_send};
 use crate::vocab::ErrorKind;
+use crate::vocab::flow::FlowTag;
 
 use super::World;
 use crate::vocab::event::{Event, Wake, lane};
@@ -148,15 +148,11 @@ impl World<'_> {
     /// blacklists the decode session on that rank (the TP group's MIN poll fails the whole
     /// request).
     pub(super) fn flow_ended(&mut self, end: &FlowEnd) {
-        if let Some(i) = super::a2a::instance_of(end.token) {
-            self.a2a_flow_ended(end, i);
-            return;
-        }
-        if let Some((op, part)) = super::store::part_of(end.token) {
-            self.store_flow_ended(end, op, part);
-            return;
-        }
-        let (p, shard) = from_token(end.token);
+        let (p, shard) = match end.token {
+            FlowTag::A2a(i) => return self.a2a_flow_ended(end, i),
+            FlowTag::Store { op, part } => return self.store_flow_ended(end, op, part),
+            FlowTag::Kv { prefill, lane } => (prefill, lane),
+        };
         let failed = !matches!(end.outcome, FlowOutcome::Completed);
         let Some((r, last)) = self.transfers[p].flow_ended(shard, failed) else {
             return;

@@ -8,6 +8,7 @@
 pub mod abort;
 pub mod error_kind;
 pub mod event;
+pub mod flow;
 pub mod ids;
 pub mod limits;
 mod record;

@@ -275,7 +275,7 @@ fn fabric_a_crash_aborts_the_instance_flows_once_and_spares_the_others() {
 
 #[test]
 fn fabric_downs_nest_and_a_flap_comes_back_by_itself() {
-    let mut f = Fabric::build(TopologyConfig::default(), FabricParams::ideal()).unwrap();
+    let mut f = Fabric::<u64>::build(TopologyConfig::default(), FabricParams::ideal()).unwrap();
     let rx = Link::NicRx(NicId(3));
     f.link_down(0, rx);
     f.link_down(0, rx);
@@ -306,6 +306,8 @@ fn fabric_invalid_parameters_are_an_error_naming_the_field() {
         nic_efficiency: 1.5,
         ..FabricParams::default()
     };
-    let err = Fabric::build(TopologyConfig::default(), p).err().unwrap();
+    let err = Fabric::<u64>::build(TopologyConfig::default(), p)
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("nic_efficiency"), "{err}");
 }

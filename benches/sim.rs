@@ -90,7 +90,7 @@ fn run_case(name: &str) {
     let mut sink = NullSink;
     let started = Instant::now();
     let mut world = World::new(&sc, &mut sink);
-    let stats = world.run().expect("no I/O in a summary-only run");
+    let stats = world.run().expect("no I/O in a summary-only run").stats;
     let wall = started.elapsed().as_secs_f64();
     let c = &world.collector.counts;
     println!(

@@ -573,15 +573,9 @@ fn simulate(
 ) -> std::io::Result<Simulated> {
     let mut world = World::new(sc, sink);
     let mut bar = Progress::new(sc, show_progress);
-    let stats =
+    let crate::sim::RunResult { stats, summary } =
         world.run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))?;
     bar.finish();
-    let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
-        .with_router(world.router_decisions())
-        .with_kv_store(world.kv_store_summary())
-        .with_speculative(world.speculative_summary())
-        .with_aborts(world.abort_summary())
-        .with_sessions(world.session_summary());
     Ok(Simulated {
         summary,
         kv_pages: world.kv_pages(),

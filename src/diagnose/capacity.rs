@@ -297,16 +297,10 @@ fn levers_for(sc: &Scenario, p: &PoolUsage, resource: &str) -> Vec<(String, Vec<
 }
 
 /// Runs a scenario to its summary, writing nothing.
-fn simulate(sc: &Scenario) -> Result<Summary, String> {
+pub(crate) fn simulate(sc: &Scenario) -> Result<Summary, String> {
     let mut sink = NullSink;
     let mut world = World::new(sc, &mut sink);
-    let stats = world.run().map_err(|e| e.to_string())?;
-    Ok(Summary::new(
-        &world.collector,
-        sc,
-        &stats.totals(),
-        world.prefix_caches(),
-    ))
+    Ok(world.run().map_err(|e| e.to_string())?.summary)
 }
 
 /// Whether a missed `[slo]` target on inter-token gaps has mostly mixed-step gaps past it (a

@@ -36,7 +36,7 @@ pub fn summarize_until(
     if let Some(n) = arrivals {
         world.collector.slo_watch = crate::metrics::slo::SloWatch::new(&sc.slo, n);
     }
-    let stats = world
+    let crate::sim::RunResult { stats, summary } = world
         .run()
         .map_err(|e| PlanError::Io(format!("{}: {e}", sc.source.display())))?;
     let stopped = world
@@ -50,10 +50,6 @@ pub fn summarize_until(
                 w.lost_targets().join(" "),
             )
         });
-    let summary = Summary::new(&world.collector, sc, &stats.totals(), world.prefix_caches())
-        .with_router(world.router_decisions())
-        .with_kv_store(world.kv_store_summary())
-        .with_sessions(world.session_summary());
     if let (Some(n), None) = (arrivals, &stopped) {
         // Sessions are closed loop: the count is their planned turns, an upper bound (a turn
         // due after the run's duration or after a failure is never sent).

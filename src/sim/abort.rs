@@ -301,7 +301,7 @@ impl World<'_> {
     }
 
     /// `summary.json` `aborts`, when the scenario models aborts.
-    pub fn abort_summary(&self) -> Option<AbortSummary> {
+    pub(super) fn abort_summary(&self) -> Option<AbortSummary> {
         let b = self.aborts.as_deref()?;
         Some(AbortSummary {
             propagation: b.params.propagation.as_str().to_string(),

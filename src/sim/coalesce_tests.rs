@@ -10,7 +10,6 @@
 use std::path::Path;
 
 use crate::metrics::VecSink;
-use crate::metrics::summary::Summary;
 
 /// Runs `path` with `sets`, coalescing on or off: the rows, the summary as JSON without
 /// `sim.events`, and the event count.
@@ -32,13 +31,7 @@ fn run_into(
     let (mut summary, events) = {
         let mut world = super::World::new(&sc, sink);
         world.set_decode_coalescing(coalesce);
-        let stats = world.run().expect("runs");
-        let summary = Summary::new(
-            &world.collector,
-            &sc,
-            &stats.totals(),
-            world.prefix_caches(),
-        );
+        let super::RunResult { stats, summary } = world.run().expect("runs");
         (serde_json::to_value(&summary).unwrap(), stats.events)
     };
     summary["sim"]

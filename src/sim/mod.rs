@@ -55,6 +55,8 @@ mod transfer;
 
 #[cfg(test)]
 mod coalesce_tests;
+#[cfg(test)]
+mod result_tests;
 
 use std::sync::Arc;
 
@@ -71,6 +73,7 @@ pub(crate) type Fabric = crate::fabric::Fabric<FlowTag>;
 /// A flow's end as the simulator receives it.
 pub(crate) type FlowEnd = crate::fabric::FlowEnd<FlowTag>;
 use crate::layout::PairPlan;
+use crate::metrics::summary::Summary;
 use crate::metrics::{Collector, Sink};
 use crate::sglang::colocated::ColocatedServer;
 use crate::sglang::decode::DecodeServer;
@@ -90,6 +93,16 @@ use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PoolId, Prefil
 use crate::vocab::requests::{ChunkJob, ReqRef, Requests};
 
 pub use crate::vocab::requests::KvPoll;
+
+/// What a run produced: the run loop's counts and the one summary built from them
+/// ([`World::run`]).
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    /// The run loop's counts.
+    pub stats: RunStats,
+    /// `summary.json`, every optional section included.
+    pub summary: Summary,
+}
 
 /// Counts of the run for `summary.json`.
 #[derive(Clone, Debug, Serialize)]
@@ -584,7 +597,7 @@ impl<'a> World<'a> {
     }
 
     /// The router's `cache_aware` decisions, `[prefill or colocated side, decode side]`.
-    pub fn router_decisions(&self) -> [Option<crate::metrics::summary::RouterDecisions>; 2] {
+    fn router_decisions(&self) -> [Option<crate::metrics::summary::RouterDecisions>; 2] {
         let mut d = self.router.decisions();
         if !self.colocated.is_empty() {
             d[1] = None; // the placeholder side of a plain cluster
@@ -593,7 +606,7 @@ impl<'a> World<'a> {
     }
 
     /// The shared store's figures (`summary.json` `kv_store`), if the scenario has one.
-    pub fn kv_store_summary(&mut self) -> Option<crate::metrics::summary::KvStoreSummary> {
+    fn kv_store_summary(&mut self) -> Option<crate::metrics::summary::KvStoreSummary> {
         let now = self.q.now();
         let s = self.kv_store.as_mut()?;
         s.settle(now);
@@ -633,7 +646,7 @@ impl<'a> World<'a> {
     }
 
     /// Prefix-cache figures of every prefill instance that has a cache.
-    pub fn prefix_caches(&self) -> Vec<crate::report::CacheStats> {
+    fn prefix_caches(&self) -> Vec<crate::report::CacheStats> {
         self.prefills
             .iter()
             .filter_map(|p| {
@@ -692,8 +705,20 @@ impl<'a> World<'a> {
 
     /// Runs to the end: arrivals stop at `duration`, then in-flight requests drain until
     /// `duration + drain_timeout`; what remains is `unfinished`.
-    pub fn run(&mut self) -> std::io::Result<RunStats> {
+    pub fn run(&mut self) -> std::io::Result<RunResult> {
         self.run_with_progress(&mut |_, _, _| {})
+    }
+
+    /// The run's summary with every section the scenario asked for: built here once, so a
+    /// run, a sweep row, a plan, the capacity diagnosis and Python read the same one.
+    fn summary(&mut self, stats: &RunStats) -> Summary {
+        let caches = self.prefix_caches();
+        Summary::new(&self.collector, self.sc, &stats.totals(), caches)
+            .with_router(self.router_decisions())
+            .with_kv_store(self.kv_store_summary())
+            .with_speculative(self.speculative_summary())
+            .with_aborts(self.abort_summary())
+            .with_sessions(self.session_summary())
     }
 
     /// [`World::run`], calling `progress(simulated ns, events, arrivals)` every 65,536 events (the CLI
@@ -701,7 +726,7 @@ impl<'a> World<'a> {
     pub fn run_with_progress(
         &mut self,
         progress: &mut dyn FnMut(Nanos, u64, u64),
-    ) -> std::io::Result<RunStats> {
+    ) -> std::io::Result<RunResult> {
         self.q.schedule_at(0, Event::Tick);
         for (index, f) in self.sc.faults.iter().enumerate() {
             self.q.schedule_at(f.at_ns, Event::Fault { index });
@@ -767,14 +792,16 @@ impl<'a> World<'a> {
             "request rows left unwritten (seed {})",
             self.sc.seed
         );
-        Ok(RunStats {
+        let stats = RunStats {
             events: self.q.events_popped(),
             end_ns: end,
             cut_by_drain_timeout: cut,
             pools,
             nodes: self.nodes,
             a2a: self.a2a.summary(self.sc),
-        })
+        };
+        let summary = self.summary(&stats);
+        Ok(RunResult { stats, summary })
     }
 
     fn slo(&self) -> crate::config::Thresholds {

@@ -105,7 +105,7 @@ impl World<'_> {
     }
 
     /// The sessions' figures (`summary.json` `sessions`), when the workload has sessions.
-    pub fn session_summary(&mut self) -> Option<crate::metrics::sessions::SessionSummary> {
+    pub(super) fn session_summary(&mut self) -> Option<crate::metrics::sessions::SessionSummary> {
         let book = self.source.sessions.as_mut()?;
         book.finish();
         Some(self.turn_stats.summary(&book.counts))

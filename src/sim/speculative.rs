@@ -55,7 +55,7 @@ pub(super) fn prefill_state(
 impl World<'_> {
     /// `summary.json` `speculative`: one entry per pool that runs speculative decoding, in
     /// scenario order; empty when none does.
-    pub fn speculative_summary(&self) -> Vec<SpecSummary> {
+    pub(super) fn speculative_summary(&self) -> Vec<SpecSummary> {
         let mut out = Vec::new();
         for (i, pool) in self.sc.pools.iter().enumerate() {
             let Some(spec) = &pool.server.speculative else {

@@ -252,6 +252,41 @@ impl PrefillServer {
         }
     }
 
+    /// The prefill gives back request `id`'s side: the KV pages it `held` and its place in
+    /// the load the router sees. sglang frees them in three places, each calling this:
+    /// `conclude_transfer(Success)`, a room that failed (the request ends), and an abort that
+    /// orphans the decode side (`sim::abort`).
+    pub fn release(&mut self, id: u64, held: &crate::vocab::requests::Holding) {
+        self.core.pages.free(id, held);
+        self.core.outstanding -= 1;
+    }
+
+    /// One prefill rank sent chunk `job` of `req` to all its targets. The request's last
+    /// chunk, once every rank is done with it, concludes the transfer
+    /// (`conclude_transfer(Success)`): the prefill frees its pages and decode is told; with
+    /// `holdback` the prefill's HTTP response goes at its event loop's next turn, after the
+    /// running forward. Returns whether it concluded.
+    pub fn rank_chunk_sent(
+        &mut self,
+        req: &mut crate::vocab::requests::Req,
+        job: ChunkJob,
+        now: Nanos,
+        holdback: bool,
+    ) -> bool {
+        req.chunks_in_flight -= 1;
+        if !(job.last && req.chunks_in_flight == 0) {
+            return false;
+        }
+        if holdback {
+            req.prefill_response_ns = self.core.next_turn_ns(now);
+        }
+        req.sender = KvPoll::Success;
+        req.row.transfer_end_ns = Some(now);
+        let held = std::mem::take(&mut req.on_prefill);
+        self.release(req.id, &held);
+        true
+    }
+
     /// Decode's page ids reached this prefill: `r` queues for a batch.
     pub fn enqueue_waiting(&mut self, r: ReqRef) {
         self.waiting.push_back(r);

@@ -149,6 +149,45 @@ pub enum Kick {
     ChunkDone(ChunkJob),
 }
 
+/// What one ended flow of a lane's batch means ([`TransferQueues::flow_ended`]).
+pub struct FlowVerdict {
+    /// A completed flow's achieved rate, MB/s (for the bandwidth histogram).
+    pub bandwidth_mb_s: Option<u64>,
+    /// The room fails (request, kind, sglang's message): a −1 blacklisted the session.
+    pub fail: Option<(ReqRef, ErrorKind, String)>,
+    /// It was the batch's last flow: the batch is done ([`TransferQueues::batch_done`]).
+    pub last: bool,
+}
+
+/// What a finished batch carried, for landing it in decode memory.
+pub struct Landing {
+    /// The chunk.
+    pub job: ChunkJob,
+    /// The concrete writes, for a decode watched through an inexact plan.
+    pub writes: Option<Vec<Write>>,
+    /// The chunk is the request's last and nothing raised after its KV: its state slot and
+    /// aux row land too.
+    pub whole: bool,
+}
+
+/// What the worker does after a finished batch ([`TransferQueues::batch_done`]).
+pub enum Landed {
+    /// It goes on with its next target or chunk (kick the lane).
+    Next,
+    /// A write was out of bounds (rc −1): the room fails with sglang's message; the worker
+    /// goes on.
+    Fail {
+        /// The request.
+        req: ReqRef,
+        /// Error kind.
+        kind: ErrorKind,
+        /// sglang's message.
+        message: String,
+    },
+    /// A check raised after the KV went: the lane's worker thread died.
+    WorkerDied(PdError),
+}
+
 /// The world a worker needs to send one chunk.
 pub struct KickEnv<'a> {
     /// Requests in flight.
@@ -677,14 +716,113 @@ impl TransferQueues {
         Kick::Started
     }
 
-    /// One flow of the lane's current batch ended; `failed` if it returned −1 or was aborted.
-    /// Returns the chunk's request and whether that was the batch's last flow, or `None` when
-    /// the lane has no active chunk (it was lost in a crash).
-    pub fn flow_ended(&mut self, lane: ShardId, failed: bool) -> Option<(ReqRef, bool)> {
+    /// One flow of the lane's current batch ended (`transfer_worker` reading the batch's
+    /// return code): a −1 blacklists the decode session on this rank and fails the room with
+    /// sglang's "Failed to send kv chunk" (a timeout as `transfer_timeout`); an aborted flow
+    /// (a crash) only counts. `None` when the lane has no active chunk (lost in a crash).
+    pub fn flow_ended(
+        &mut self,
+        lane: ShardId,
+        end: &crate::fabric::FlowEnd<FlowTag>,
+        reqs: &Requests,
+        decodes: &IdVec<DecodeId, DecodeEndpoint>,
+        seed: u64,
+    ) -> Option<FlowVerdict> {
+        use crate::fabric::{FailReason, FlowOutcome};
         let active = self.shards[lane].active.as_mut()?;
         active.flows_left -= 1;
-        active.failed |= failed;
-        Some((active.job.req, active.flows_left == 0))
+        active.failed |= !matches!(end.outcome, FlowOutcome::Completed);
+        let (r, last) = (active.job.req, active.flows_left == 0);
+        let mut verdict = FlowVerdict {
+            bandwidth_mb_s: None,
+            fail: None,
+            last,
+        };
+        match end.outcome {
+            FlowOutcome::Completed => {
+                let bw = end.achieved_bytes_per_ns();
+                if bw.is_finite() && end.bytes > 0 {
+                    // bytes/ns × 1000 = MB/s, kept as an integer in the histogram.
+                    verdict.bandwidth_mb_s = Some((bw * 1000.0).round() as u64);
+                }
+            }
+            FlowOutcome::Failed(reason) => {
+                if let Some(d) = reqs.get(r).map(|q| q.decode) {
+                    let ep = &decodes[d];
+                    let drank = ep.gpus.iter().position(|&g| g == end.dst).unwrap_or(0) as u32;
+                    let rank = self.rank_of(lane);
+                    self.blacklists[rank as usize].insert((d, drank));
+                    let kind = match reason {
+                        FailReason::Timeout => ErrorKind::TransferTimeout,
+                        _ => ErrorKind::TransferFailed,
+                    };
+                    let message = failed_to_send(bootstrap_room(seed, r.id), ep, drank);
+                    verdict.fail = Some((r, kind, message));
+                }
+            }
+            FlowOutcome::Aborted => {}
+        }
+        Some(verdict)
+    }
+
+    /// Every flow of the lane's current batch ended. If the room still stands, `land` puts
+    /// the bytes in decode memory (the request, its plan and what was sent), where the oracle
+    /// judges them, and returns the out-of-bounds error a write met: that is a −1, which
+    /// blacklists the session on this rank and fails the room (docs/sglang-pd.md §3.8, §2.6).
+    /// A state check that raises after the KV went kills the worker (§2.5). Otherwise, and
+    /// when the room failed while the batch was out (the worker drops the chunk), the worker
+    /// goes on: [`Landed::Next`].
+    pub fn batch_done(
+        &mut self,
+        lane: ShardId,
+        reqs: &Requests,
+        (plans, decodes): (
+            &IdVec<DecodeId, Arc<PairPlan>>,
+            &IdVec<DecodeId, DecodeEndpoint>,
+        ),
+        seed: u64,
+        land: impl FnOnce(&Req, &PairPlan, Landing) -> Option<PdError>,
+    ) -> Landed {
+        let rank = self.rank_of(lane);
+        let sh = &mut self.shards[lane];
+        let a = sh.active.as_mut().expect("active chunk");
+        a.busy = false;
+        let (job, target, failed) = (a.job, a.target, a.failed);
+        let (after_kv, writes) = (a.after_kv.take(), a.writes.take());
+        let live = reqs.get(job.req).filter(|q| q.sender != KvPoll::Failed);
+        let Some(req) = live.filter(|_| !failed) else {
+            sh.active = None;
+            return Landed::Next;
+        };
+        let (d, plan) = (req.decode, &*plans[req.decode]);
+        let whole = job.last && after_kv.is_none();
+        let oob = land(req, plan, Landing { job, writes, whole });
+        if let Some(e) = oob {
+            let drank = plan.target(target).decode_rank;
+            self.blacklists[rank as usize].insert((d, drank));
+            let message = failed_to_send(bootstrap_room(seed, req.id), &decodes[d], drank);
+            self.shards[lane].active = None;
+            return Landed::Fail {
+                req: job.req,
+                kind: e.kind,
+                message,
+            };
+        }
+        if let Some(e) = after_kv {
+            // The KV went; then the state check raised and the worker died.
+            let sh = &mut self.shards[lane];
+            sh.dead = true;
+            sh.active = None;
+            return Landed::WorkerDied(e);
+        }
+        Landed::Next
+    }
+
+    /// The lane's empty batch call returned: whether its batch is done (it was still
+    /// pending; a crash in between cleared it).
+    pub fn empty_chunk_returned(&mut self, lane: ShardId) -> bool {
+        self.shards[lane].empty_key = None;
+        self.empty_chunk_pending(lane)
     }
 
     /// Whether the lane's current batch had nothing to send and is waiting for its empty

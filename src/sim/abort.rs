@@ -288,10 +288,8 @@ impl World<'_> {
         a.doomed_ns.get_or_insert(now);
         req.sender = KvPoll::Failed;
         let p = req.prefill;
-        let pc = &mut self.prefills[p].core;
-        pc.pages.free(r.id, &req.on_prefill);
+        self.prefills[p].release(r.id, &req.on_prefill);
         req.on_prefill = Default::default();
-        pc.outstanding -= 1;
         // Not an error count: `errors` counts requests by how they ended, and this one ends
         // later (the decode's waiting timeout, or its client's disconnect); the summary's
         // `aborts.orphaned` counts it and quotes sglang's first message.

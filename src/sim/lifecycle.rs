@@ -526,9 +526,7 @@ impl World<'_> {
         let released_prefill = req.sender < KvPoll::Success
             && !req.abort.as_deref().is_some_and(|a| a.prefill_released);
         if released_prefill {
-            let pc = &mut self.prefills[p].core;
-            pc.pages.free(r.id, &req.on_prefill);
-            pc.outstanding -= 1;
+            self.prefills[p].release(r.id, &req.on_prefill);
         }
         let dec = &mut self.decodes[d];
         let completed = outcome == Outcome::Completed;

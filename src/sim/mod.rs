@@ -823,8 +823,7 @@ impl<'a> World<'a> {
                 self.on_fault(index)
             }
             Event::EmptyChunkSent { prefill, shard } => {
-                self.transfers[prefill].shards[shard].empty_key = None;
-                if self.transfers[prefill].empty_chunk_pending(shard) {
+                if self.transfers[prefill].empty_chunk_returned(shard) {
                     self.chunk_done(prefill, shard);
                 }
             }

@@ -4,11 +4,9 @@
 //! (`docs/sglang-pd.md` §2.4–§2.6, §3.1, §3.8).
 
 use super::FlowEnd;
-use crate::fabric::FlowOutcome;
 use crate::layout::{PdError, RequestId};
 use crate::metrics::WorkerDeath;
-use crate::sglang::transfer::{Kick, KickEnv, bootstrap_room, chunk_request, failed_to_send};
-use crate::vocab::ErrorKind;
+use crate::sglang::transfer::{Kick, KickEnv, Landed, chunk_request};
 use crate::vocab::flow::FlowTag;
 
 use super::World;
@@ -144,141 +142,83 @@ impl World<'_> {
         self.fabric_sync();
     }
 
-    /// One Mooncake batch ended: count it against its target; a −1 fails the room and
-    /// blacklists the decode session on that rank (the TP group's MIN poll fails the whole
-    /// request).
+    /// One fabric flow ended: routed to its owner by its tag. A KV batch's flow is counted
+    /// against its target by the lane's worker ([`TransferQueues::flow_ended`]); a −1 fails
+    /// the room (the TP group's MIN poll fails the whole request).
     pub(super) fn flow_ended(&mut self, end: &FlowEnd) {
-        let (p, shard) = match end.token {
+        let (p, lane) = match end.token {
             FlowTag::A2a(i) => return self.a2a_flow_ended(end, i),
             FlowTag::Store { op, part } => return self.store_flow_ended(end, op, part),
             FlowTag::Kv { prefill, lane } => (prefill, lane),
         };
-        let failed = !matches!(end.outcome, FlowOutcome::Completed);
-        let Some((r, last)) = self.transfers[p].flow_ended(shard, failed) else {
+        let Some(v) =
+            self.transfers[p].flow_ended(lane, end, &self.reqs, &self.endpoints, self.sc.seed)
+        else {
             return;
         };
-        match end.outcome {
-            FlowOutcome::Completed => {
-                let bw = end.achieved_bytes_per_ns();
-                if bw.is_finite() && end.bytes > 0 {
-                    // bytes/ns × 1000 = MB/s, kept as an integer in the histogram.
-                    self.collector
-                        .bandwidth
-                        .record((bw * 1000.0).round() as u64);
-                }
-            }
-            FlowOutcome::Failed(reason) => {
-                if let Some(d) = self.reqs.get(r).map(|q| q.decode) {
-                    let ep = &self.endpoints[d];
-                    let drank = ep.gpus.iter().position(|&g| g == end.dst).unwrap_or(0) as u32;
-                    let rank = self.transfers[p].rank_of(shard);
-                    self.transfers[p].blacklists[rank as usize].insert((d, drank));
-                    let kind = match reason {
-                        crate::fabric::FailReason::Timeout => ErrorKind::TransferTimeout,
-                        _ => ErrorKind::TransferFailed,
-                    };
-                    let msg = failed_to_send(bootstrap_room(self.sc.seed, r.id), ep, drank);
-                    self.fail(r, kind, &msg);
-                }
-            }
-            FlowOutcome::Aborted => {}
+        if let Some(mb_s) = v.bandwidth_mb_s {
+            self.collector.bandwidth.record(mb_s);
+        }
+        if let Some((r, kind, message)) = v.fail {
+            self.fail(r, kind, &message);
         }
         self.collector.retransmitted_bytes += end.retransmitted_bytes;
-        if last {
-            self.chunk_done(p, shard);
+        if v.last {
+            self.chunk_done(p, lane);
         }
     }
 
-    /// Every flow of the lane's current batch ended: the bytes are in decode memory, where the
-    /// oracle sees whose pages they landed on. Then the worker goes on with its next target.
-    pub(super) fn chunk_done(&mut self, p: PrefillId, shard: ShardId) {
-        let active = {
-            let a = self.transfers[p].shards[shard]
-                .active
-                .as_mut()
-                .expect("active chunk");
-            a.busy = false;
-            (
-                a.job,
-                a.target,
-                a.failed,
-                a.after_kv.take(),
-                a.writes.take(),
-            )
-        };
-        let (job, target, failed, after_kv, writes) = active;
-        let r = job.req;
-        let live = self.reqs.get(r).filter(|q| q.sender != KvPoll::Failed);
-        match (failed, live) {
-            (false, Some(req)) => {
-                let (d, id) = (req.decode, req.id);
-                let plan = &self.plans[p][d];
-                let mut oob = None;
-                if let Some(writes) = &writes {
-                    let mem = self.decodes[d].core.pages.oracle().expect("watched");
-                    oob = mem.apply(plan, RequestId(id), writes).error;
-                } else if self.endpoints[d].watched {
-                    let c = chunk_request(req, &job, self.endpoints[d].page_size);
-                    let whole = job.last && after_kv.is_none();
-                    let (pages, slot, aux) = (
-                        c.dst_pages.to_vec(),
-                        c.dst_slot.filter(|_| whole),
-                        whole.then_some(c.dst_aux),
-                    );
-                    let mem = self.decodes[d].core.pages.oracle().expect("watched");
-                    mem.apply_exact(RequestId(id), &pages, slot, aux);
+    /// Every flow of the lane's current batch ended: the bytes land in decode memory, where
+    /// the oracle sees whose pages they landed on ([`TransferQueues::batch_done`] keeps the
+    /// worker's rules). Then the worker goes on with its next target.
+    pub(super) fn chunk_done(&mut self, p: PrefillId, lane: ShardId) {
+        let (decodes, endpoints) = (&mut self.decodes, &self.endpoints);
+        let landed = self.transfers[p].batch_done(
+            lane,
+            &self.reqs,
+            (&self.plans[p], endpoints),
+            self.sc.seed,
+            |req, plan, landing| {
+                let d = req.decode;
+                if let Some(writes) = &landing.writes {
+                    let mem = decodes[d].core.pages.oracle().expect("watched");
+                    mem.apply(plan, RequestId(req.id), writes).error
+                } else {
+                    if endpoints[d].watched {
+                        let c = chunk_request(req, &landing.job, endpoints[d].page_size);
+                        let mem = decodes[d].core.pages.oracle().expect("watched");
+                        mem.apply_exact(
+                            RequestId(req.id),
+                            c.dst_pages,
+                            c.dst_slot.filter(|_| landing.whole),
+                            landing.whole.then_some(c.dst_aux),
+                        );
+                    }
+                    None
                 }
-                let drank = plan.target(target).decode_rank;
-                if let Some(e) = oob {
-                    // rc −1: the session is blacklisted on this rank and the room fails with
-                    // sglang's reason (docs/sglang-pd.md §3.8, §2.6).
-                    let rank = self.transfers[p].rank_of(shard);
-                    self.transfers[p].blacklists[rank as usize].insert((d, drank));
-                    let msg =
-                        failed_to_send(bootstrap_room(self.sc.seed, id), &self.endpoints[d], drank);
-                    self.transfers[p].shards[shard].active = None;
-                    self.fail(r, e.kind, &msg);
-                } else if let Some(e) = &after_kv {
-                    // The KV went; then the state check raised and the worker died.
-                    let sh = &mut self.transfers[p].shards[shard];
-                    sh.dead = true;
-                    sh.active = None;
-                    self.worker_died(p, shard, e);
-                    return;
-                }
-            }
-            _ => {
-                // The room failed while the batch was out: the worker drops the chunk.
-                self.transfers[p].shards[shard].active = None;
-            }
+            },
+        );
+        match landed {
+            Landed::Next => {}
+            Landed::Fail { req, kind, message } => self.fail(req, kind, &message),
+            Landed::WorkerDied(e) => return self.worker_died(p, lane, &e),
         }
-        self.kick_shard(p, shard);
+        self.kick_shard(p, lane);
     }
 
-    /// One prefill rank sent the chunk to all its targets. The request's last chunk, once every
-    /// rank is done with it, concludes the transfer: `conclude_transfer(Success)`.
+    /// One prefill rank sent the chunk to all its targets: once the last chunk's last rank is
+    /// done the prefill concludes the transfer (`PrefillServer::rank_chunk_sent`), the router
+    /// hears its new load and decode is told over the control plane.
     fn rank_chunk_done(&mut self, p: PrefillId, job: ChunkJob) {
         let now = self.q.now();
         let r = job.req;
         let Some(req) = self.reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed) else {
             return;
         };
-        req.chunks_in_flight -= 1;
-        if !(job.last && req.chunks_in_flight == 0) {
+        let holdback = self.sc.compute.pd_prefill_response_holdback;
+        if !self.prefills[p].rank_chunk_sent(req, job, now, holdback) {
             return;
         }
-        // conclude_transfer(Success): prefill frees its pages, decode is told. The prefill's
-        // HTTP response goes at its event loop's next turn: after the running forward.
-        if self.sc.compute.pd_prefill_response_holdback {
-            req.prefill_response_ns = self.prefills[p].core.next_turn_ns(now);
-        }
-        let id = req.id;
-        req.sender = KvPoll::Success;
-        req.row.transfer_end_ns = Some(now);
-        let held = std::mem::take(&mut req.on_prefill);
-        let pc = &mut self.prefills[p].core;
-        pc.pages.free(id, &held);
-        pc.outstanding -= 1;
         self.sync_prefill(p);
         self.q.schedule_lane(
             lane::CONTROL,

@@ -1,56 +1,11 @@
-//! Speculative decoding's servers and its summary: the draft's step model of a pool that
-//! runs it (built as the target's, `step_model`), the state each server keeps
-//! (`sglang::speculative`), and `summary.json`'s `speculative` section. Nothing here runs for
-//! a pool without `speculative_algorithm`.
+//! Speculative decoding's `summary.json` section, from the state each server keeps
+//! (`sglang::speculative`; built with the draft's step model by `cluster.rs`). Nothing here
+//! runs for a pool without `speculative_algorithm`.
 
-use super::{Interconnect, World, step_model};
-use crate::compute::StepTimes;
-use crate::config::{Pool, Role, Scenario};
+use super::World;
+use crate::config::Role;
 use crate::metrics::summary::{SpecSummary, SpecTimeShare};
-use crate::sglang::speculative::{SpecDecode, SpecPrefill, SpecStats};
-
-/// The draft's step model on a server of `pool` (same GPUs, TP, DP/EP and KV dtype).
-fn draft_model(sc: &Scenario, pool: &Pool, ic: &Interconnect) -> Option<crate::compute::StepModel> {
-    let spec = pool.server.speculative.as_ref()?;
-    let mut draft = pool.clone();
-    draft.model = spec.draft_model(&pool.model);
-    // The draft (an MTP layer, an EAGLE head) keeps its weights on the GPU whatever the
-    // target offloads.
-    draft.offload = None;
-    Some(step_model(sc, &draft, ic))
-}
-
-/// A decode server's speculative state, if its pool runs speculative decoding.
-pub(super) fn decode_state(
-    sc: &Scenario,
-    pool: &Pool,
-    ic: &Interconnect,
-    step: &StepTimes,
-) -> Option<Box<SpecDecode>> {
-    let spec = pool.server.speculative.as_ref()?;
-    let p = pool.speculative.as_ref()?;
-    // A measured profile is refused with speculation at validation.
-    let StepTimes::Model(target) = step else {
-        return None;
-    };
-    let draft = draft_model(sc, pool, ic)?;
-    Some(Box::new(SpecDecode::new(
-        target.clone(),
-        draft,
-        spec,
-        (p.accept_rate, p.accept_rate_sd),
-        sc.seed,
-    )))
-}
-
-/// A prefill server's speculative state (its draft prefill), if its pool runs it.
-pub(super) fn prefill_state(
-    sc: &Scenario,
-    pool: &Pool,
-    ic: &Interconnect,
-) -> Option<Box<SpecPrefill>> {
-    draft_model(sc, pool, ic).map(|d| Box::new(SpecPrefill::new(d)))
-}
+use crate::sglang::speculative::SpecStats;
 
 impl World<'_> {
     /// `summary.json` `speculative`: one entry per pool that runs speculative decoding, in

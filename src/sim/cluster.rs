@@ -1,0 +1,403 @@
+//! Cluster assembly: every server of every pool built from the checked scenario — its step
+//! model (composed once per pool), KV pool, radix cache, speculative state and transfer
+//! queues — placed on the fabric's GPUs, and the wiring prefills need of the decodes. `World`
+//! runs what this builds; nothing here runs.
+
+use std::sync::Arc;
+
+use crate::compute::{Interconnect, StepModel, StepTimes};
+use crate::config::{Role, Scenario, capacity};
+use crate::sglang::colocated::ColocatedServer;
+use crate::sglang::decode::DecodeServer;
+use crate::sglang::memory::{KvPool, PageAllocator, Shared, Store};
+use crate::sglang::prefill::PrefillServer;
+use crate::sglang::prefix_cache::PrefixCache;
+use crate::sglang::transfer::{DecodeEndpoint, TransferQueues};
+use crate::sglang::{Core, CoreSpec};
+use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PoolId, PrefillId};
+
+use super::{Fabric, Plans, a2a, session_port};
+use crate::config::Pool;
+use crate::sglang::speculative::{SpecDecode, SpecPrefill};
+
+/// The servers of a scenario, placed and wired.
+pub(super) struct Cluster {
+    pub fabric: Fabric,
+    pub prefills: IdVec<PrefillId, PrefillServer>,
+    pub transfers: IdVec<PrefillId, TransferQueues>,
+    pub decodes: IdVec<DecodeId, DecodeServer>,
+    pub colocated: IdVec<ColocatedId, ColocatedServer>,
+    /// What a prefill needs to know of each decode instance to send to it.
+    pub endpoints: IdVec<DecodeId, DecodeEndpoint>,
+    /// The compiled transfer plan of every (prefill, decode) instance pair.
+    pub plans: Plans,
+    /// Servers built (global instance numbers `0..instances`; a DP rank is one).
+    pub instances: u32,
+    /// DeepEP all-to-all on the fabric (`a2a.rs`).
+    pub a2a: a2a::A2aFlows,
+}
+
+/// Builds every server of `sc`, in pool order (prefill pools first), global instance numbers
+/// in that order.
+pub(super) fn assemble(sc: &Scenario) -> Cluster {
+    let placement = &sc.placement;
+    let fabric = build_fabric(sc);
+    let mut prefills = IdVec::default();
+    let mut transfers = IdVec::default();
+    let mut decodes = IdVec::default();
+    let mut colocated = IdVec::default();
+    let mut global = 0u32;
+    let interconnect = interconnect(sc, &fabric);
+    let a2a = a2a::A2aFlows::new(sc, &placement.gpus, interconnect.nic_bytes_per_s_per_gpu);
+    let mut placed = 0usize;
+    for (pool_idx, pool) in sc.pools.iter().enumerate() {
+        // With DP attention every DP rank is its own server (`sglang::dp`).
+        let dp = pool.parallel.dp_ranks();
+        // Every server of a pool runs the same forward: its model is composed once (the
+        // kernel composition is the costliest part of assembling a cluster) and copied.
+        let pool_step = step_times(sc, pool, &interconnect);
+        let units: Vec<Vec<crate::fabric::GpuId>> = (0..pool.instances)
+            .flat_map(|_| {
+                placed += 1;
+                crate::sglang::dp::rank_gpus(&placement.gpus[placed - 1], dp)
+            })
+            .collect();
+        for gpus in units {
+            let id = global;
+            global += 1;
+            let tp = gpus.len() as u32;
+            let pages = capacity::kv_pages(&sc.gpu, pool);
+            let step = pool_step.clone();
+            let spec_decode = (pool.role == Role::Decode)
+                .then(|| decode_state(sc, pool, &interconnect, &step))
+                .flatten();
+            let core = Core::new(CoreSpec {
+                instance: InstanceId(id),
+                pool: PoolId::from(pool_idx),
+                nics: gpus.iter().map(|&g| fabric.nic_of(g)).collect(),
+                gpus,
+                step,
+                page_size: pool.server.page_size,
+                hybrid: pool.state_slots > 0,
+                pages: kv_pool(sc, pool_idx, pages),
+            });
+            match pool.role {
+                Role::Prefill => {
+                    assert!(
+                        decodes.is_empty(),
+                        "pools are ordered prefill first (seed {})",
+                        sc.seed
+                    );
+                    prefills.push(prefill_server(sc, pool, core, pages, &interconnect));
+                    transfers.push(TransferQueues::new(
+                        pool.server.attn_tp_size,
+                        sc.sglang.queue_size,
+                    ));
+                }
+                Role::Decode => {
+                    let ports = (0..tp).map(|r| session_port(id, r)).collect();
+                    decodes.push(decode_server(pool, core, ports, spec_decode));
+                }
+                Role::Colocated => {
+                    let budget = pool
+                        .server
+                        .chunked_prefill_size
+                        .min(pool.server.max_prefill_tokens);
+                    // Per DP rank, as sglang divides it (and as `decode_server` does).
+                    let max_running = pool
+                        .server
+                        .max_running_requests
+                        .map_or(u32::MAX, |m| (m / dp).max(1));
+                    colocated.push(ColocatedServer::new(
+                        core,
+                        budget,
+                        max_running,
+                        pool.enable_mixed_chunk,
+                    ));
+                }
+            }
+        }
+    }
+    let (endpoints, plans) = wiring(sc, &prefills, &decodes);
+    Cluster {
+        fabric,
+        prefills,
+        transfers,
+        decodes,
+        colocated,
+        endpoints,
+        plans,
+        instances: global,
+        a2a,
+    }
+}
+
+/// What prefills need of the decodes: each decode's transfer endpoint, and the compiled
+/// transfer plan of every (prefill, decode) pair of instances.
+fn wiring(
+    sc: &Scenario,
+    prefills: &IdVec<PrefillId, PrefillServer>,
+    decodes: &IdVec<DecodeId, DecodeServer>,
+) -> (IdVec<DecodeId, DecodeEndpoint>, Plans) {
+    let endpoints: IdVec<DecodeId, DecodeEndpoint> = {
+        let mut v = IdVec::default();
+        for d in decodes.iter() {
+            let d: &DecodeServer = d;
+            v.push(DecodeEndpoint {
+                instance: d.core.instance,
+                gpus: d.core.gpus.clone(),
+                page_size: d.core.page_size,
+                watched: d.core.pages.is_oracle(),
+                ports: d.ports.clone(),
+            });
+        }
+        v
+    };
+    let mut plans = IdVec::default();
+    for p in prefills.iter() {
+        let p: &PrefillServer = p;
+        let mut row = IdVec::default();
+        for d in decodes.iter() {
+            let d: &DecodeServer = d;
+            row.push(Arc::clone(
+                &sc.plans[&(p.core.pool.idx(), d.core.pool.idx())],
+            ));
+        }
+        plans.push(row);
+    }
+    (endpoints, plans)
+}
+
+/// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters
+/// (`fabric/calibration.rs`) and the scenario's network latency.
+fn build_fabric(sc: &Scenario) -> Fabric {
+    Fabric::build(sc.fabric.topology.clone(), sc.fabric.model.clone()).unwrap_or_else(|e| {
+        panic!(
+            "a validated scenario builds its fabric: {e} (seed {})",
+            sc.seed
+        )
+    })
+}
+
+/// The step-time model of one server of `pool`: the whole instance, or one DP rank of an
+/// instance with DP attention / expert parallelism (its routed experts priced over the
+/// instance by `compute::moe`, its all-to-all over NVLink and the NICs).
+pub(super) fn step_model(
+    sc: &Scenario,
+    pool: &crate::config::Pool,
+    ic: &Interconnect,
+) -> StepModel {
+    let mut m = step_model_of(sc, pool, ic);
+    // sglang sizes its CUDA graphs by the whole server's TP, DP ranks included.
+    m.set_graph_max_bs(crate::spec::server::cuda_graph_max_bs(
+        &sc.gpu,
+        pool.server.tp_size,
+    ));
+    m
+}
+
+/// [`step_model`] before the server-wide settings.
+fn step_model_of(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> StepModel {
+    let par = &pool.parallel;
+    if par.dp_ranks() == 1 && par.ep_size <= 1 {
+        return StepModel::with_interconnect(
+            &sc.gpu,
+            &pool.model,
+            pool.server.tp_size,
+            pool.kv_dtype_bytes,
+            sc.compute.clone(),
+            Some(ic),
+        )
+        .with_offload(pool.offload.clone());
+    }
+    let net = crate::compute::moe::A2aNetwork {
+        // DeepEP stays on NVLink inside an NVLink domain (a node, or an NVL72 rack's trays).
+        gpus_per_node: sc.nvlink_domain_gpus,
+        nic_bytes_per_s_per_gpu: ic.nic_bytes_per_s_per_gpu,
+        nvlink_one_way_bytes_per_s: sc.gpu.nvlink_bytes_per_s / 2.0,
+    };
+    let moe = crate::compute::moe::ExpertCost::new(
+        &sc.gpu,
+        &pool.model,
+        pool.server.tp_size,
+        par,
+        net,
+        StepModel::expert_peak_flops_for(&sc.gpu, &pool.model),
+    );
+    StepModel::with_parallel(
+        &sc.gpu,
+        &pool.model,
+        pool.server.attn_tp_size,
+        pool.kv_dtype_bytes,
+        sc.compute.clone(),
+        Some(ic),
+        moe,
+    )
+    .with_offload(pool.offload.clone())
+}
+
+/// The memory of one instance of pool `pool_idx` with `pages` usable KV pages: the oracle for a
+/// decode pool that some prefill pool reaches through an inexact plan, or that is unified;
+/// plain allocators otherwise (no write can land wrong there, so no ownership is tracked).
+fn kv_pool(sc: &Scenario, pool_idx: usize, pages: u32) -> KvPool {
+    let pool = &sc.pools[pool_idx];
+    let watched = capacity::oracle_watched(&sc.pools, &sc.plans, pool_idx);
+    let store = if watched {
+        let cap = crate::layout::Capacity {
+            pages,
+            slots: pool.state_slots,
+            // One metadata row per request that can hold pages at once.
+            aux_rows: pages.max(1),
+        };
+        Store::Oracle {
+            mem: crate::layout::DecodeMemory::new(&pool.layout, cap),
+            used: 0,
+            total: pages,
+        }
+    } else {
+        Store::Plain {
+            pages: PageAllocator::with_policy(pages, pool.kv_allocator),
+            slots: PageAllocator::new(pool.state_slots),
+            grown: Vec::new(),
+        }
+    };
+    let shared = pool.server.enable_unified_memory.then(|| Shared {
+        budget: capacity::kv_budget_bytes(&sc.gpu, pool).max(0.0),
+        page_bytes: pool.layout[0].kv_page_bytes() as f64,
+        slot_bytes: pool.layout[0].state_slot_bytes() as f64,
+        used: 0.0,
+    });
+    KvPool::new(store, shared)
+}
+
+/// What an instance spanning NVLink domains all-reduces over: its GPUs' NICs (one NIC share
+/// per GPU). Inside a domain (a node, or the trays of an NVL72 rack) it stays on NVLink.
+fn interconnect(sc: &Scenario, fabric: &Fabric) -> Interconnect {
+    Interconnect {
+        gpus_per_node: sc.nvlink_domain_gpus,
+        nic_bytes_per_s_per_gpu: fabric.nic_capacity_bytes_per_ns()
+            * 1e9
+            * f64::from(sc.fabric.topology.nics_per_node)
+            / f64::from(sc.gpus_per_node),
+        network_latency_s: sc.fabric.model.base_latency_ns as f64 / 1e9,
+    }
+}
+
+/// What the kernel tables could not price in `sc`, by pool (`pool: op and how it is priced
+/// instead`), in scenario order; empty under the roofline, for pools with a measured profile,
+/// or when the tables cover every op.
+pub fn step_time_fallbacks(sc: &Scenario) -> Vec<String> {
+    if sc.compute.kernels.is_none() {
+        return Vec::new();
+    }
+    let ic = interconnect(sc, &build_fabric(sc));
+    let mut out = Vec::new();
+    for pool in sc.pools.iter().filter(|p| p.step_times.is_none()) {
+        for f in step_model(sc, pool, &ic).kernel_fallbacks() {
+            out.push(format!("{}: {f}", pool.name));
+        }
+    }
+    out
+}
+
+/// The step times of a server of `pool`: its measured profile, or the model.
+fn step_times(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> StepTimes {
+    match &pool.step_times {
+        Some(measured) => StepTimes::Measured(measured.as_ref().clone()),
+        None => StepTimes::Model(step_model(sc, pool, ic)),
+    }
+}
+
+/// A prefill server of `pool` over `core` (`pages` KV pages): its radix cache, HiCache and
+/// speculative draft as the pool configures them.
+fn prefill_server(
+    sc: &Scenario,
+    pool: &crate::config::Pool,
+    core: Core,
+    pages: u32,
+    interconnect: &Interconnect,
+) -> PrefillServer {
+    let cache = pool.server.radix_cache.map(|cap| {
+        PrefixCache::new(Some(
+            cap.unwrap_or(u64::from(pages) * u64::from(pool.server.page_size)),
+        ))
+    });
+    let mut server = PrefillServer::new(
+        core,
+        cache,
+        pool.server.chunked_prefill_size,
+        pool.server.max_prefill_tokens,
+    );
+    server.hicache = pool
+        .hicache
+        .map(|h| Box::new(crate::sglang::hicache::HiCache::new(h)));
+    server.spec = prefill_state(sc, pool, interconnect);
+    server
+}
+
+/// A decode server (one DP rank) of `pool` over `core`, its ranks listening on `ports`.
+fn decode_server(
+    pool: &crate::config::Pool,
+    core: Core,
+    ports: Vec<u32>,
+    spec: Option<Box<crate::sglang::speculative::SpecDecode>>,
+) -> DecodeServer {
+    // Under DP attention sglang divides `--max-running-requests` over the DP ranks
+    // (`Scheduler.init_memory_pool_and_cache`: `max_running_requests // dp_size`).
+    let dp = pool.parallel.dp_ranks();
+    let max_running = pool
+        .server
+        .max_running_requests
+        .map_or(u32::MAX, |m| (m / dp).max(1));
+    let mut d = DecodeServer::new(core, ports, max_running);
+    d.reserved_tokens = pool.num_reserved_decode_tokens;
+    d.offload = pool
+        .decode_offload
+        .map(|o| Box::new(crate::sglang::decode_offload::DecodeOffload::new(o)));
+    d.spec = spec;
+    d.set_coalescing(true);
+    d
+}
+
+/// The draft's step model on a server of `pool` (same GPUs, TP, DP/EP and KV dtype).
+fn draft_model(sc: &Scenario, pool: &Pool, ic: &Interconnect) -> Option<crate::compute::StepModel> {
+    let spec = pool.server.speculative.as_ref()?;
+    let mut draft = pool.clone();
+    draft.model = spec.draft_model(&pool.model);
+    // The draft (an MTP layer, an EAGLE head) keeps its weights on the GPU whatever the
+    // target offloads.
+    draft.offload = None;
+    Some(step_model(sc, &draft, ic))
+}
+
+/// A decode server's speculative state, if its pool runs speculative decoding.
+pub(super) fn decode_state(
+    sc: &Scenario,
+    pool: &Pool,
+    ic: &Interconnect,
+    step: &StepTimes,
+) -> Option<Box<SpecDecode>> {
+    let spec = pool.server.speculative.as_ref()?;
+    let p = pool.speculative.as_ref()?;
+    // A measured profile is refused with speculation at validation.
+    let StepTimes::Model(target) = step else {
+        return None;
+    };
+    let draft = draft_model(sc, pool, ic)?;
+    Some(Box::new(SpecDecode::new(
+        target.clone(),
+        draft,
+        spec,
+        (p.accept_rate, p.accept_rate_sd),
+        sc.seed,
+    )))
+}
+
+/// A prefill server's speculative state (its draft prefill), if its pool runs it.
+pub(super) fn prefill_state(
+    sc: &Scenario,
+    pool: &Pool,
+    ic: &Interconnect,
+) -> Option<Box<SpecPrefill>> {
+    draft_model(sc, pool, ic).map(|d| Box::new(SpecPrefill::new(d)))
+}

@@ -147,7 +147,22 @@ fn toml_error(text: &str, path: &Path, e: &toml::de::Error, suffix: &str) -> Sce
         file: path.to_path_buf(),
         line,
         key: String::new(),
-        message: format!("{}{suffix}", e.message().trim_end()),
+        message: format!("{}{suffix}", toml_message(e.message())),
+    }
+}
+
+/// TOML's own message, with the one that names no bound given one: an integer literal above
+/// i64's range (toml reads it, then cannot hold it in a table) — in a scenario that can only
+/// be a seed meant as a `u64`, and a seed that large is written quoted.
+fn toml_message(m: &str) -> String {
+    let m = m.trim_end();
+    if m.contains("u64 value was too large") {
+        format!(
+            "an integer above 9223372036854775807, TOML's largest; run.seed takes {}",
+            file::SEED_RANGE
+        )
+    } else {
+        m.to_string()
     }
 }
 

@@ -1714,3 +1714,37 @@ fn the_plan_says_pd_or_not_and_prices_the_other_kind() {
     let plan: serde_json::Value = serde_json::from_slice(&bytes(&o, "plan.json")).unwrap();
     assert!(plan.get("pd_or_not").is_none() && !out.contains("PD or not"));
 }
+
+/// Issue 40: a sweep's rows conserve requests with every outcome — `sweep.csv` has an
+/// `aborted` column, so a row of a run whose clients disconnected no longer reads "arrived
+/// 200, completed 8" and nothing else.
+#[test]
+fn every_sweep_row_conserves_requests_aborts_included() {
+    let out = tmpdir("sweep-aborted-conserves");
+    let o = out.to_str().unwrap();
+    let mut args = vec!["sweep", "scenarios/quickstart.toml", "--out", o, "-q"];
+    args.extend(SHORT);
+    args.extend([
+        "--set",
+        "workload.client_timeout={ s = 0.5 }",
+        "--vary",
+        "workload.arrival.rate_per_s=4,40",
+    ]);
+    ok(&args);
+    let rows = read_csv(&out.join("sweep.csv"));
+    assert_eq!(rows.len(), 2);
+    let n = |r: &BTreeMap<String, String>, k: &str| -> u64 {
+        r.get(k)
+            .unwrap_or_else(|| panic!("sweep.csv has no column {k}"))
+            .parse()
+            .unwrap_or_else(|e| panic!("{k}: {e}"))
+    };
+    let mut aborted = 0;
+    for r in &rows {
+        let parts = ["completed", "failed", "corrupted", "unfinished", "aborted"];
+        let sum: u64 = parts.iter().map(|k| n(r, k)).sum();
+        assert_eq!(n(r, "arrived"), sum, "row does not conserve: {r:?}");
+        aborted += n(r, "aborted");
+    }
+    assert!(aborted > 0, "the grid aborts requests: {rows:?}");
+}

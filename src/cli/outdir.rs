@@ -191,7 +191,10 @@ pub fn refuse_odd_entry(p: &Path, dir_ok: bool) -> Result<(), CliError> {
     } else if t.is_dir() {
         Err(not_a_plain_file(p, "a folder where pdsim writes a file"))
     } else {
-        Err(not_a_plain_file(p, "a special file (FIFO, socket or device)"))
+        Err(not_a_plain_file(
+            p,
+            "a special file (FIFO, socket or device)",
+        ))
     }
 }
 
@@ -430,8 +433,15 @@ mod tests {
             let e = OutDir::open(&d, "run", &["summary.json"], false).unwrap_err();
             assert_eq!(e.exit_code(), 2, "{name}: {e}");
             let m = e.to_string();
-            assert!(m.contains(&planted.display().to_string()) && m.contains("symbolic link"), "{m}");
-            assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "{name}");
+            assert!(
+                m.contains(&planted.display().to_string()) && m.contains("symbolic link"),
+                "{m}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(&victim).unwrap(),
+                "precious",
+                "{name}"
+            );
             assert!(is_symlink(&planted), "{name}: the link is left as found");
             std::fs::remove_file(&planted).unwrap();
             let _ = std::fs::remove_file(d.join(LOCK));

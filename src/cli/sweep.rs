@@ -116,7 +116,7 @@ pub fn grid_of(
         .iter()
         .map(|v| plan::parse_axis(v))
         .collect::<Result<Vec<_>, _>>()?;
-    let table: toml::Table = toml::from_str(&base.text).unwrap_or_default();
+    let table: toml::Table = crate::scenario::parse_table(&base.text).unwrap_or_default();
     let canon: Vec<String> = axes.iter().map(|a| canonical_key(&table, &a.key)).collect();
     for (i, a) in axes.iter().enumerate() {
         if let Some(rk) = rate_key.filter(|rk| overlaps(&canon[i], rk)) {

@@ -78,21 +78,29 @@ fn seed_of<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
             Ok(v)
         }
         fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
-            u64::try_from(v).map_err(|_| E::custom(format!("{v} is negative; a seed is {SEED_RANGE}")))
+            u64::try_from(v)
+                .map_err(|_| E::custom(format!("{v} is negative; a seed is {SEED_RANGE}")))
         }
         fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<u64, E> {
             let t = v.trim();
             if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
-                t.parse::<u64>()
-                    .map_err(|_| E::custom(format!("{t} is above 18446744073709551615; a seed is {SEED_RANGE}")))
+                t.parse::<u64>().map_err(|_| {
+                    E::custom(format!(
+                        "{t} is above 18446744073709551615; a seed is {SEED_RANGE}"
+                    ))
+                })
             } else {
                 // Never echo more than a short value back.
                 let shown: String = t.chars().take(40).collect();
-                Err(E::custom(format!("{shown:?} is not a seed; a seed is {SEED_RANGE}")))
+                Err(E::custom(format!(
+                    "{shown:?} is not a seed; a seed is {SEED_RANGE}"
+                )))
             }
         }
         fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<u64, E> {
-            Err(E::custom(format!("{v} is not a whole number; a seed is {SEED_RANGE}")))
+            Err(E::custom(format!(
+                "{v} is not a whole number; a seed is {SEED_RANGE}"
+            )))
         }
     }
     d.deserialize_any(Seed)

@@ -423,14 +423,21 @@ mod tests {
                 slow.insert(&ids, tokens, tenant, now);
                 if step % 7 == 0 {
                     let max = rng.random_range(0..8u64) * 512 * CHARS_PER_TOKEN;
-                    assert_eq!(fast.evict_by_size(max), slow.evict_by_walk(max), "seed {seed}");
+                    assert_eq!(
+                        fast.evict_by_size(max),
+                        slow.evict_by_walk(max),
+                        "seed {seed}"
+                    );
                 }
                 for t in 0..tenants {
                     assert_eq!(fast.size[t], slow.size[t], "seed {seed} step {step}");
                     assert_eq!(fast.leaves[t], fast.leaves_by_walk(t as u32), "seed {seed}");
                 }
                 assert_eq!(fast.nodes(), slow.nodes(), "seed {seed} step {step}");
-                assert_eq!(fast.prefix_match(&ids, tokens), slow.prefix_match(&ids, tokens));
+                assert_eq!(
+                    fast.prefix_match(&ids, tokens),
+                    slow.prefix_match(&ids, tokens)
+                );
             }
         }
     }

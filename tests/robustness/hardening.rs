@@ -235,7 +235,13 @@ fn a_failed_write_names_the_file() {
         err.contains(&dir.display().to_string()) && err.contains("File too large"),
         "{err}"
     );
-    let named = ["requests.csv", "timeseries.csv", "links.csv", "summary.json", "run.json"];
+    let named = [
+        "requests.csv",
+        "timeseries.csv",
+        "links.csv",
+        "summary.json",
+        "run.json",
+    ];
     assert!(named.iter().any(|f| err.contains(f)), "names a file: {err}");
 }
 

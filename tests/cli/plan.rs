@@ -1152,7 +1152,7 @@ fn whole_node_billing_prices_idle_gpus_and_orders_the_search() {
 /// 1 and 2 — 24 GPUs, none idle — so at $2 per GPU-hour billed per node a run costs 3 × 8 × 2 =
 /// $48/h (the decode was aligned to 16 GPUs and took nodes 2–3: 4 nodes, 8 idle GPUs, $64/h),
 /// and a sweep's row, which `plan` ranks points by, bills 24 GPUs on 3 nodes. (Qwen3-235B-A22B:
-/// a TP16 instance needs DP attention to keep its attention groups inside a node.)
+/// here with DP attention, attention groups of 8 inside a node; a dense TP16 spans both.)
 #[test]
 fn a_two_node_instance_takes_the_next_free_node_and_is_billed_so() {
     let d = tmpdir("placement-billing");

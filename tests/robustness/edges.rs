@@ -212,3 +212,50 @@ fn negative_latencies_and_rates_are_refused() {
         assert!(err.contains("summary.json") && err.contains(field), "{err}");
     }
 }
+
+/// A dense model at `tp_size = 16` on 8-GPU nodes runs (sglang's `--nnodes 2`): each
+/// instance spans two nodes, every request is accounted for, and the cross-node all-reduce
+/// costs time — the same deployment on 16-GPU nodes (all-reduce over NVLink alone) decodes
+/// faster.
+#[test]
+fn dense_tp16_spans_two_nodes_and_pays_the_network() {
+    let sets = |gpn: &'static str| {
+        vec![
+            "model.preset=\"llama-3.1-70b\"",
+            "pools.prefill.instances=1",
+            "pools.decode.instances=1",
+            "pools.prefill.server.tp_size=16",
+            "pools.decode.server.tp_size=16",
+            gpn,
+            "run.duration_s=10",
+            "run.drain_timeout_s=120",
+        ]
+    };
+    let two = run(
+        QUICKSTART,
+        &sets("hardware.gpus_per_node=8"),
+        &tmpdir("tp16-8"),
+    );
+    assert_eq!(
+        (two.cluster.gpus, two.cluster.nodes),
+        (32, 4),
+        "{:?}",
+        two.cluster
+    );
+    assert!(
+        two.requests.conserved() && two.requests.completed > 0,
+        "{:?}",
+        two.requests
+    );
+    let one = run(
+        QUICKSTART,
+        &sets("hardware.gpus_per_node=16"),
+        &tmpdir("tp16-16"),
+    );
+    assert_eq!(one.cluster.nodes, 2);
+    let (a, b) = (
+        two.latency_ms.tpot.p50.unwrap(),
+        one.latency_ms.tpot.p50.unwrap(),
+    );
+    assert!(a > b, "TPOT p50 over two nodes {a} ms, within one {b} ms");
+}

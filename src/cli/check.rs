@@ -218,6 +218,10 @@ fn load_jobs(a: &CheckArgs) -> Result<(Vec<Job>, Vec<PathBuf>), CliError> {
     let mut skipped = Vec::new();
     for (path, named) in collect(&a.paths)? {
         let sc = scenario::load(&path, &a.sets)?;
+        // As `run` does, under -q too: a warning changes what the verdict means.
+        for n in &sc.notes {
+            super::sweep::note(&format!("warning: {}: {n}", path.display()));
+        }
         match scenario::expectations(&sc).filter(|e| !e.is_empty()) {
             Some(expect) => jobs.push(Job {
                 sc,

@@ -7,6 +7,9 @@
 /// (arrivals + drain, a fault time + a restart delay, a timer set at the last moment), so
 /// each is kept to 1/18 of the clock and no sum of them can overflow it.
 pub const MAX_DURATION_S: f64 = 1e9;
+/// Most `--jobs` (worker threads) of a sweep or plan: far above any machine's cores, and low
+/// enough that the thread pool starts at once (a million spent minutes spawning threads).
+pub const MAX_JOBS: usize = 1024;
 /// Longest `run.name`, characters: it names the default output folder (`results/<name>/`,
 /// `results/<name>-sweep/`, `-plan/`, and `check --out`'s `<name>-<n>/` for a repeated name),
 /// and a path component may hold at most 255 bytes (Linux `NAME_MAX`, macOS too); 200 leaves

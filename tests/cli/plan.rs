@@ -1748,3 +1748,61 @@ fn every_sweep_row_conserves_requests_aborts_included() {
     }
     assert!(aborted > 0, "the grid aborts requests: {rows:?}");
 }
+
+/// Issue 40: `deploy/run-shard.sh` passes a quoted `VARY` (or `SETS`) value holding spaces as
+/// one argument (it word-split it on every space), and never runs what the value holds.
+#[test]
+fn run_shard_keeps_a_quoted_vary_value_whole() {
+    let d = tmpdir("run-shard-quoting");
+    let stub = d.join("stub.sh");
+    std::fs::write(
+        &stub,
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", stub.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let canary = d.join("ran");
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("deploy/run-shard.sh"))
+        .env("SHARD_INDEX", "1")
+        .env("SHARDS", "2")
+        .env("SCENARIO", "x.toml")
+        .env("OUT", &d)
+        .env("PDSIM", &stub)
+        .env(
+            "VARY",
+            format!(
+                "'workload.arrival={{ process = \"poisson\", rate_per_s = 4 }}' pools.decode.instances=1,2 '$(touch {})'",
+                canary.display()
+            ),
+        )
+        .env("SETS", "run.duration_s=5 \"run.name='a b'\"")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let args: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let after = |flag: &str| -> Vec<&str> {
+        args.windows(2)
+            .filter(|w| w[0] == flag)
+            .map(|w| w[1].as_str())
+            .collect()
+    };
+    assert_eq!(
+        after("--vary"),
+        [
+            "workload.arrival={ process = \"poisson\", rate_per_s = 4 }",
+            "pools.decode.instances=1,2",
+            &format!("$(touch {})", canary.display()),
+        ],
+        "{args:?}"
+    );
+    assert_eq!(after("--set"), ["run.duration_s=5", "run.name='a b'"]);
+    assert!(!canary.exists(), "a value is never run");
+}

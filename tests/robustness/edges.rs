@@ -259,3 +259,52 @@ fn dense_tp16_spans_two_nodes_and_pays_the_network() {
     );
     assert!(a > b, "TPOT p50 over two nodes {a} ms, within one {b} ms");
 }
+
+/// A calibration measured on another GPU, model and TP is warned about on stderr under `-q`
+/// too (`run`, `sweep`, `check`): the warning changes what the results mean.
+#[test]
+fn calibration_mismatch_warns_under_quiet() {
+    use pdsim::spec::calibration::{CalibrationFile, MeasuredOn, sglang_2025_a100};
+    let d = tmpdir("calibration-warn-q");
+    let cal = CalibrationFile {
+        measured: MeasuredOn {
+            model: "qwen3-8b".into(),
+            gpu: "a100-sxm".into(),
+            tp: 4,
+            files: vec!["m.csv".into()],
+            points: 10,
+        },
+        params: sglang_2025_a100(),
+    };
+    let cal_path = d.join("cal.toml");
+    std::fs::write(&cal_path, cal.to_toml()).unwrap();
+    let set = format!("hardware.calibration={:?}", cal_path.display().to_string());
+    let out = d.join("o");
+    let (code, _, err) = pdsim(&args(&[
+        "run",
+        QUICKSTART,
+        "--set",
+        &set,
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning") && err.contains("was measured on a100-sxm"),
+        "run -q: {err}"
+    );
+    let (code, _, err) = pdsim(&args(&[
+        "sweep",
+        QUICKSTART,
+        "--set",
+        &set,
+        "--vary",
+        "pools.decode.instances=1",
+        "-q",
+        "--out",
+        d.join("s").to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("was measured on a100-sxm"), "sweep -q: {err}");
+}

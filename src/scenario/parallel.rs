@@ -99,6 +99,16 @@ fn check_dp(
     // its all-reduces crossing the inter-node network (priced hierarchically:
     // `compute::model::Interconnect`). An instance spans whole nodes (`check_shape`).
     let _ = domain_gpus;
+    let max = crate::vocab::limits::MAX_ATTN_TP;
+    if attn_tp > max {
+        return Err(c.err(
+            &k("tp_size"),
+            format!(
+                "attention TP tp_size / dp_size = {attn_tp} is above {max} ranks, pdsim's bound for one instance; use dp_size ≥ {} with enable_dp_attention, or a smaller tp_size",
+                tp.div_ceil(max)
+            ),
+        ));
+    }
     Ok(attn_tp)
 }
 

@@ -7,6 +7,9 @@
 /// (arrivals + drain, a fault time + a restart delay, a timer set at the last moment), so
 /// each is kept to 1/18 of the clock and no sum of them can overflow it.
 pub const MAX_DURATION_S: f64 = 1e9;
+/// Most attention-TP ranks of one instance (`tp_size / dp_size`): the transfer oracle keeps
+/// which ranks wrote a page in a 64-bit set. Above any deployment: 16 is two 8-GPU nodes.
+pub const MAX_ATTN_TP: u32 = 64;
 /// Most `--jobs` (worker threads) of a sweep or plan: far above any machine's cores, and low
 /// enough that the thread pool starts at once (a million spent minutes spawning threads).
 pub const MAX_JOBS: usize = 1024;

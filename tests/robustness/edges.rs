@@ -308,3 +308,21 @@ fn calibration_mismatch_warns_under_quiet() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("was measured on a100-sxm"), "sweep -q: {err}");
 }
+
+/// Attention TP past what one instance can hold (the fuzzer's find once attention TP could
+/// span nodes: `tp_size = 4096` panicked in the transfer oracle) is refused naming the key.
+#[test]
+fn attention_tp_past_its_bound_is_refused_by_key() {
+    let (code, _, err) = pdsim(&args(&[
+        "run",
+        QUICKSTART,
+        "--set",
+        "pools.decode.server.tp_size=4096",
+        "-q",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("pools.decode.server.tp_size") && err.contains("64"),
+        "{err}"
+    );
+}

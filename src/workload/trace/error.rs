@@ -116,9 +116,9 @@ impl TraceError {
     }
 }
 
-/// A field's text for an error message. A trace's fields are numbers (and block ids), so a
-/// value made only of a number's characters (`-5`, `1e300`, `NaN`, `12.5`) is quoted as
-/// it is; anything else is described by its length, never shown: the file given as a trace
+/// A field's text for an error message. A trace's fields are numbers, dates and block ids,
+/// so a value made only of their characters (`-5`, `1e300`, `NaN`, `12.5`,
+/// `2023-11-16 18:17:03.0`, `1 2 3`) is quoted as it is; anything else is described by its length, never shown: the file given as a trace
 /// may not be one (a secrets file, a key), and an error must not print its contents
 /// (issue 40). Short either way, so the message stays on one line.
 pub(super) fn show(bytes: &[u8]) -> String {
@@ -131,10 +131,11 @@ pub(super) fn show(bytes: &[u8]) -> String {
         let word = lower.trim_start_matches(['+', '-']);
         matches!(word, "nan" | "inf" | "infinity")
             || t.bytes()
-                .all(|b| b.is_ascii_digit() || b"+-.eE_".contains(&b))
+                .all(|b| b.is_ascii_digit() || b"+-.eE_: TZ/".contains(&b))
     };
     match std::str::from_utf8(bytes) {
         Ok(t) if t.len() <= MAX && numeric(t) => format!("`{t}`"),
+        _ if bytes.len() == 1 => "a text of 1 byte (not shown)".to_string(),
         _ => format!("a text of {} bytes (not shown)", bytes.len()),
     }
 }

@@ -400,8 +400,13 @@ mod tests {
             ),
             ("test_trace.csv", "request_id,request_type"),
         ] {
+            // The file and what was expected are named; its header is not shown (issue 40).
             let msg = detect_format(&shared(file)).unwrap_err().to_string();
-            assert!(msg.contains(file) && msg.contains(header), "{msg}");
+            assert!(msg.contains(file) && !msg.contains(header), "{msg}");
+            assert!(
+                msg.contains("expected") || msg.contains("lengths-only"),
+                "{msg}"
+            );
         }
     }
 
@@ -501,7 +506,7 @@ mod tests {
             "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,abc,10\n",
             Some(TraceFormat::Azure),
             2,
-            "`ContextTokens` = `abc`",
+            "`ContextTokens` = a text of 3 bytes (not shown)",
         ),
         (
             "v.csv",
@@ -615,7 +620,7 @@ mod tests {
             "arrival_s,input_tokens,output_tokens,hash_ids\n0,600,1,0 x\n",
             Some(TraceFormat::Csv),
             2,
-            "`hash_ids` = `0 x`",
+            "`hash_ids` = a text of 3 bytes (not shown)",
         ),
         (
             "g.csv",
@@ -663,7 +668,7 @@ mod tests {
             "{\"timestamp\": 0, \"input_length\": \"12\", \"output_length\": 1, \"hash_ids\": [0]}\n",
             Some(TraceFormat::Mooncake),
             1,
-            "`input_length` = `\"12\"`",
+            "`input_length` = a text of 4 bytes (not shown)",
         ),
         (
             "m.jsonl",
@@ -720,10 +725,10 @@ mod tests {
             "num_prefill_tokens,num_decode_tokens\n3,x\n",
             None,
             2,
-            "`num_decode_tokens` = `x`",
+            "`num_decode_tokens` = a text of 1 byte (not shown)",
         ),
         // unknown format
-        ("u.csv", "when,in,out\n0,1,1\n", None, 1, "`when,in,out`"),
+        ("u.csv", "when,in,out\n0,1,1\n", None, 1, "the first line is a line of 11 bytes (not shown)"),
     ];
 
     #[test]

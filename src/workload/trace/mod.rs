@@ -728,7 +728,13 @@ mod tests {
             "`num_decode_tokens` = a text of 1 byte (not shown)",
         ),
         // unknown format
-        ("u.csv", "when,in,out\n0,1,1\n", None, 1, "the first line is a line of 11 bytes (not shown)"),
+        (
+            "u.csv",
+            "when,in,out\n0,1,1\n",
+            None,
+            1,
+            "the first line is a line of 11 bytes (not shown)",
+        ),
     ];
 
     #[test]

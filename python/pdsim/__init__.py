@@ -291,11 +291,92 @@ def _vary(v: Union[Mapping[str, Sequence[Any]], Sequence[str], None]) -> List[st
     return [str(x) for x in v]
 
 
+#: Bounds of the integer arguments, as the CLI's flags take them (``u64``, ``u32``) and
+#: ``--jobs``'s bound (``vocab::limits::MAX_JOBS``).
+_U64 = 2**64 - 1
+_U32 = 2**32 - 1
+_MAX_JOBS = 1024
+
+
+def _int_arg(name: str, v: Any, lo: int, hi: int) -> int:
+    """``v`` as a whole number in ``[lo, hi]``, else :class:`InvalidInput` naming the argument
+    and the range (never a bare ``OverflowError`` or ``TypeError`` from the binding)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InvalidInput(f"{name}={v!r}: give a whole number from {lo} to {hi}", key=name)
+    if not lo <= v <= hi:
+        raise InvalidInput(f"{name}={v}: out of range; give a whole number from {lo} to {hi}", key=name)
+    return v
+
+
+def _float_arg(name: str, v: Any) -> float:
+    """``v`` as a float, else :class:`InvalidInput` naming the argument."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InvalidInput(f"{name}={v!r}: give a number", key=name)
+    try:
+        return float(v)
+    except OverflowError:
+        raise InvalidInput(f"{name}={v}: too large for a float", key=name) from None
+
+
+def _out_arg(out: Any, resume: bool = False) -> Any:
+    """``out`` checked as the CLI checks ``--out``: a non-empty path (an empty one would write
+    into the working directory), and ``resume=True`` only with one (there is nothing to resume
+    in a temporary folder)."""
+    if out is None:
+        if resume:
+            raise InvalidInput(
+                "resume=True needs out=DIR: the folder of the interrupted sweep or plan to continue "
+                "(without out the results go to a temporary folder, which holds nothing to resume)",
+                key="resume",
+            )
+        return None
+    if not isinstance(out, (str, os.PathLike)):
+        raise InvalidInput(f"out={out!r}: give a folder path (str or os.PathLike)", key="out")
+    p = os.fspath(out)
+    if not isinstance(p, str) or p.strip() == "":
+        raise InvalidInput(
+            "out: an empty path; give the folder to write the results into (the CLI's --out refuses it too)",
+            key="out",
+        )
+    return out
+
+
+def _jobs_arg(jobs: Any) -> Optional[int]:
+    return None if jobs is None else _int_arg("jobs", jobs, 1, _MAX_JOBS)
+
+
+def _check_scenario_dict(v: Any, path: str) -> None:
+    """Every value of a dict scenario is one TOML can hold: a finite number, a bool, a string,
+    a list or a table with string keys. A NaN or infinity (which JSON, the way the dict reaches
+    pdsim, cannot carry), or another type, is refused naming its key path."""
+    where = path or "scenario"
+    if isinstance(v, Mapping):
+        for k, x in v.items():
+            if not isinstance(k, str):
+                raise InvalidInput(f"{where}: key {k!r} is not a string; TOML keys are strings", key=path or None)
+            _check_scenario_dict(x, f"{path}.{k}" if path else k)
+    elif isinstance(v, (list, tuple)):
+        for i, x in enumerate(v):
+            _check_scenario_dict(x, f"{path}[{i}]")
+    elif isinstance(v, float):
+        if not math.isfinite(v):
+            raise InvalidInput(f"{where}: {v} is not a finite number; give a finite value", key=path)
+    elif isinstance(v, int) and not isinstance(v, bool):
+        if not -(2**63) <= v <= _U64:
+            raise InvalidInput(f"{where}: {v} is beyond a 64-bit integer", key=path)
+    elif not isinstance(v, (bool, str)) and v is not None:
+        raise InvalidInput(
+            f"{where}: {type(v).__name__} is not a scenario value (give a bool, int, float, str, list or dict)",
+            key=path,
+        )
+
+
 def _source(scenario: Scenario, base_dir: Union[str, "os.PathLike[str]", None]) -> Tuple[str, Optional[str]]:
     """(path, TOML text or None): a file is read by pdsim; text and dictionaries get a stand-in
     path in ``base_dir`` that names them in errors and resolves their relative paths."""
     base = os.fspath(base_dir) if base_dir is not None else os.getcwd()
     if isinstance(scenario, Mapping):
+        _check_scenario_dict(scenario, "")
         text = _call(_native.toml_of_json, json.dumps(scenario))
         return os.path.join(base, "<dict>"), text
     if isinstance(scenario, os.PathLike):
@@ -371,6 +452,9 @@ def run(
     temporary folder, read back and removed. Returns the summary (a dict, and the exact bytes
     of ``summary.json``), ``run.json``, and the request, timeseries and link tables
     (None with ``summary_only``)."""
+    if seed is not None:
+        seed = _int_arg("seed", seed, 0, _U64)
+    out = _out_arg(out)
     path, text = _source(scenario, base_dir)
     with _Out(out, "run") as o:
         notes = _call(_native.run, path, text, seed, _sets(set), str(o.path), summary_only, trace_events)
@@ -422,6 +506,11 @@ def sweep(
     ``jobs`` (default: every core) never changes the bytes. An interrupt (Ctrl-C) takes effect
     when the call returns; with ``out`` every finished point is kept and ``resume=True``
     continues."""
+    seeds = _int_arg("seeds", seeds, 1, _U32)
+    jobs = _jobs_arg(jobs)
+    out = _out_arg(out, resume)
+    if shard is not None and not isinstance(shard, str):
+        raise InvalidInput(f"shard={shard!r}: give \"I/N\", the I-th of N slices", key="shard")
     path, text = _source(scenario, base_dir)
     with _Out(out, "sweep") as o:
         _call(_native.sweep, path, text, _vary(vary), seeds, jobs, shard, _sets(set), str(o.path), resume)
@@ -469,6 +558,12 @@ def plan(
     rate. ``early_stop=False`` is ``--no-early-stop``."""
     if (rate is None) == (not max_rate):
         raise InvalidInput("give rate=R (the cheapest point at R req/s) or max_rate=True, not both or neither", key="rate")
+    seeds = _int_arg("seeds", seeds, 1, _U32)
+    jobs = _jobs_arg(jobs)
+    out = _out_arg(out, resume)
+    if rate is not None:
+        rate = _float_arg("rate", rate)
+    tolerance = _float_arg("tolerance", tolerance)
     path, text = _source(scenario, base_dir)
     with _Out(out, "plan") as o:
         _call(
@@ -538,6 +633,7 @@ def explain(
     """``pdsim explain RESULTS_DIR | SCENARIO``: what happened to the requests and why. A
     scenario file runs first as the CLI does (into ``out``, default ``results/<run.name>/``);
     TOML text or a dict runs into ``out`` or a temporary folder."""
+    out = _out_arg(out)
     if isinstance(target, (str, os.PathLike)) and not isinstance(target, Mapping):
         path, text = _source(target, base_dir)
         if text is None:

@@ -347,3 +347,102 @@ def test_gap_slos_from_python(cli, tmp_path):
     s = pdsim.sweep(sc, {"pools.decode.instances": [1, 2]}, set={"run.duration_s": 10})
     for col in ("itl_p99_ms", "tbt_p50_ms", "tbt_p90_ms", "tbt_p99_ms", "e2e_per_token_p99_ms"):
         assert s.rows.kind(col) == "float" and not np.isnan(s.rows[col]).any(), col
+
+
+# --- issue 40: arguments are checked up front, each refusal naming its argument --------------
+
+QS = "scenarios/quickstart.toml"
+SHORT = {"run.duration_s": 2, "run.drain_timeout_s": 30}
+
+
+def test_an_empty_out_is_refused_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for verb in (
+        lambda: pdsim.run(str(ROOT / QS), set=SHORT, out=""),
+        lambda: pdsim.sweep(str(ROOT / QS), {"pools.decode.instances": [1]}, set=SHORT, out=""),
+        lambda: pdsim.explain(str(ROOT / QS), set=SHORT, out=""),
+    ):
+        with pytest.raises(pdsim.InvalidInput) as e:
+            verb()
+        assert e.value.key == "out" and e.value.exit_code == 2
+    assert list(tmp_path.iterdir()) == [], "nothing written into the working directory"
+
+
+def test_resume_without_out_is_refused():
+    for verb in (
+        lambda: pdsim.sweep(QS, {"pools.decode.instances": [1]}, set=SHORT, resume=True),
+        lambda: pdsim.plan(QS, {"pools.decode.instances": [1]}, rate=1, set=SHORT, resume=True),
+    ):
+        with pytest.raises(pdsim.InvalidInput) as e:
+            verb()
+        assert e.value.key == "resume"
+
+
+@pytest.mark.parametrize(
+    "call,key",
+    [
+        (lambda: pdsim.run(QS, seed=-1, set=SHORT), "seed"),
+        (lambda: pdsim.run(QS, seed=2**64, set=SHORT), "seed"),
+        (lambda: pdsim.run(QS, seed=1.5, set=SHORT), "seed"),
+        (lambda: pdsim.run(QS, seed="7", set=SHORT), "seed"),
+        (lambda: pdsim.sweep(QS, {"pools.decode.instances": [1]}, seeds=-1), "seeds"),
+        (lambda: pdsim.sweep(QS, {"pools.decode.instances": [1]}, seeds=2**40), "seeds"),
+        (lambda: pdsim.sweep(QS, {"pools.decode.instances": [1]}, jobs=-3), "jobs"),
+        (lambda: pdsim.sweep(QS, {"pools.decode.instances": [1]}, jobs=0), "jobs"),
+        (lambda: pdsim.sweep(QS, {"pools.decode.instances": [1]}, jobs=10**6), "jobs"),
+        (lambda: pdsim.sweep(QS, {"pools.decode.instances": [1]}, jobs=2**70), "jobs"),
+        (lambda: pdsim.sweep(QS, {"pools.decode.instances": [1]}, shard=3), "shard"),
+        (lambda: pdsim.plan(QS, {"pools.decode.instances": [1]}, rate=10**400), "rate"),
+        (lambda: pdsim.plan(QS, {"pools.decode.instances": [1]}, rate="fast"), "rate"),
+        (lambda: pdsim.plan(QS, {"pools.decode.instances": [1]}, rate=1, seeds=0), "seeds"),
+        (lambda: pdsim.layout("llama-3.1-8b", tp=-1), "--tp"),
+        (lambda: pdsim.layout("llama-3.1-8b", tp=2**64), "--tp"),
+    ],
+)
+def test_bad_integers_and_types_name_their_argument(call, key):
+    import time
+
+    t = time.monotonic()
+    with pytest.raises(pdsim.InvalidInput) as e:
+        call()
+    assert e.value.key == key, e.value.message
+    assert key.lstrip("-") in e.value.message
+    assert time.monotonic() - t < 5, "refused up front"
+
+
+def test_the_largest_seed_runs_as_the_cli_does(cli, tmp_path):
+    r = pdsim.run(QS, seed=2**64 - 1, set=SHORT, summary_only=True)
+    code, _, err = cli("run", QS, "--seed", str(2**64 - 1), "--set", "run.duration_s=2",
+                       "--set", "run.drain_timeout_s=30", "--summary-only", "--out", tmp_path, "-q")
+    assert code == 0, err
+    assert r.summary_json == (tmp_path / "summary.json").read_bytes()
+
+
+def test_a_non_finite_number_in_a_dict_scenario_names_its_key():
+    import tomllib
+
+    with open(ROOT / QS, "rb") as f:
+        sc = tomllib.load(f)
+    sc["workload"]["arrival"]["rate_per_s"] = float("nan")
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.run(sc, base_dir=ROOT)
+    assert e.value.key == "workload.arrival.rate_per_s", e.value.message
+    assert "workload.arrival.rate_per_s" in e.value.message
+    sc["workload"]["arrival"]["rate_per_s"] = 4.0
+    sc["pools"][1]["server"]["tp_size"] = float("inf")
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.run(sc, base_dir=ROOT)
+    assert e.value.key == "pools[1].server.tp_size", e.value.message
+
+
+def test_sweep_rows_conserve_with_aborts():
+    s = pdsim.sweep(
+        QS,
+        {"workload.arrival.rate_per_s": [4, 40]},
+        set={**SHORT, "run.duration_s": 10, "workload.client_timeout": {"s": 0.5}},
+    )
+    rows = s.rows
+    assert "aborted" in rows
+    total = sum(rows[k].astype(np.int64) for k in ("completed", "failed", "corrupted", "unfinished", "aborted"))
+    assert (total == rows["arrived"]).all()
+    assert rows["aborted"].sum() > 0

@@ -218,6 +218,10 @@ fn load_jobs(a: &CheckArgs) -> Result<(Vec<Job>, Vec<PathBuf>), CliError> {
     let mut skipped = Vec::new();
     for (path, named) in collect(&a.paths)? {
         let sc = scenario::load(&path, &a.sets)?;
+        // As `run` does, under -q too: a warning changes what the verdict means.
+        for n in &sc.notes {
+            super::sweep::note(&format!("warning: {}: {n}", path.display()));
+        }
         match scenario::expectations(&sc).filter(|e| !e.is_empty()) {
             Some(expect) => jobs.push(Job {
                 sc,
@@ -497,12 +501,8 @@ pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
     if let Some(dir) = &a.baseline {
         attach_baselines(&mut jobs, dir, a.max_regression)?;
     }
-    let threads = a.jobs.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-    });
-    if a.jobs == Some(0) {
-        return Err(CliError::flag("--jobs", "--jobs must be at least 1".into()));
-    }
+    // The bound of sweep and plan (at least 1, at most MAX_JOBS threads).
+    let threads = super::sweep::jobs_of(a.jobs)?;
     let mut checked = Vec::new();
     for r in run_all(&jobs, &dirs, threads) {
         checked.push(r?);

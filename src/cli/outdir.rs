@@ -17,8 +17,11 @@
 //!   its writer is still running or did not finish.
 //!
 //! Only the verb's own result files are touched: anything else a user keeps in the folder
-//! stays, and a result file that is a symbolic link is written through (the user placed it to
-//! send that file elsewhere, e.g. to a bigger disk), exactly as before staging existed.
+//! stays. A result file that is a symbolic link or a special file (FIFO, socket, device) is
+//! refused (exit 2, naming it) before anything is written: writing through a link planted as
+//! `DIR/summary.json` would overwrite the file it points to, outside the folder (issue 40).
+//! Every file reaches the folder by `rename(2)`, which replaces a name and never follows it;
+//! the lock file is opened with `O_NOFOLLOW`, and a staging folder that is a link is refused.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
@@ -86,13 +89,25 @@ fn take_lock(dir: &Path, verb: &str) -> Result<(File, Option<String>), CliError>
     use std::os::fd::AsRawFd;
     let path = dir.join(LOCK);
     loop {
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NOFOLLOW: a link planted as the lock file would otherwise have its target truncated.
         let mut f = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
-            .map_err(io(&path))?;
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    not_a_plain_file(&path, "a symbolic link")
+                } else {
+                    io(&path)(e)
+                }
+            })?;
+        if !f.metadata().map_err(io(&path))?.is_file() {
+            return Err(not_a_plain_file(&path, "not a regular file"));
+        }
         // SAFETY: flock on a file descriptor this function owns; no memory is shared.
         if unsafe { flock(f.as_raw_fd(), LOCK_EX | LOCK_NB) } != 0 {
             let mut text = String::new();
@@ -149,12 +164,46 @@ fn is_symlink(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
 }
 
+/// The refusal of an output path that is `what` (a symbolic link, a special file): pdsim
+/// writes only plain files and folders of its own, never through a name it did not create.
+fn not_a_plain_file(p: &Path, what: &str) -> CliError {
+    CliError::Input {
+        path: p.to_path_buf(),
+        message: format!(
+            "{}: {what}; pdsim writes its outputs only as plain files (a link or special file there could send them elsewhere): remove it, or give another output path",
+            p.display()
+        ),
+    }
+}
+
+/// Refuses `p` when it exists as anything but a plain file (or, with `dir_ok`, a folder).
+pub fn refuse_odd_entry(p: &Path, dir_ok: bool) -> Result<(), CliError> {
+    let meta = match std::fs::symlink_metadata(p) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(p)(e)),
+    };
+    let t = meta.file_type();
+    if t.is_symlink() {
+        Err(not_a_plain_file(p, "a symbolic link"))
+    } else if t.is_file() || (dir_ok && t.is_dir()) {
+        Ok(())
+    } else if t.is_dir() {
+        Err(not_a_plain_file(p, "a folder where pdsim writes a file"))
+    } else {
+        Err(not_a_plain_file(
+            p,
+            "a special file (FIFO, socket or device)",
+        ))
+    }
+}
+
 impl OutDir {
     /// Locks `dir` for `verb` and prepares its staging folder. `files` are the verb's result
     /// files: earlier ones are removed from `dir` now (so a failed writer never leaves an older
-    /// result looking like its own), except symbolic links, which are mirrored into staging so
-    /// writes go through them. With `resume`, a staging folder left by a killed writer is kept
-    /// (its finished points); otherwise it is cleared.
+    /// result looking like its own); one that is a symbolic link or a special file is refused
+    /// (module docs). With `resume`, a staging folder left by a killed writer is kept (its
+    /// finished points); otherwise it is cleared.
     pub fn open(dir: &Path, verb: &str, files: &[&str], resume: bool) -> Result<Self, CliError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         if !dir.is_dir() {
@@ -187,31 +236,31 @@ impl OutDir {
             keep_staging: false,
             installed: false,
         };
+        // Before anything is removed or written: a link or special file among the results, or
+        // a staging folder that is a link (whose contents a resume would write into).
+        let odd = files
+            .iter()
+            .try_for_each(|f| refuse_odd_entry(&dir.join(f), true))
+            .and_then(|()| {
+                if is_symlink(&staging) {
+                    Err(not_a_plain_file(&staging, "a symbolic link"))
+                } else {
+                    Ok(())
+                }
+            });
+        if let Err(e) = odd {
+            // Refused before touching anything: the lock is released, staging left as found.
+            let mut out = out;
+            out.keep_staging = true;
+            return Err(e);
+        }
         if !resume {
             remove_entry(&staging)?;
         }
         for f in files {
-            let p = dir.join(f);
-            if !is_symlink(&p) {
-                remove_entry(&p)?;
-            }
+            remove_entry(&dir.join(f))?;
         }
         std::fs::create_dir_all(&staging).map_err(io(&staging))?;
-        for f in files {
-            let p = dir.join(f);
-            let s = staging.join(f);
-            if is_symlink(&p) && !is_symlink(&s) {
-                let target = std::fs::read_link(&p).map_err(io(&p))?;
-                let target = if target.is_relative() {
-                    // Relative to the folder the link sits in, which staging is one below.
-                    Path::new("..").join(target)
-                } else {
-                    target
-                };
-                remove_entry(&s)?;
-                std::os::unix::fs::symlink(&target, &s).map_err(io(&s))?;
-            }
-        }
         Ok(out)
     }
 
@@ -258,15 +307,12 @@ impl OutDir {
         names.extend(
             last.iter()
                 .map(std::ffi::OsString::from)
-                .filter(|n| self.staging.join(n).exists() || is_symlink(&self.staging.join(n))),
+                .filter(|n| self.staging.join(n).exists()),
         );
         for n in &names {
             let from = self.staging.join(n);
             let to = self.dir.join(n);
-            if is_symlink(&from) {
-                // Written through the link already; the user's link in the folder stays.
-                continue;
-            }
+            // rename(2) replaces `to` itself, never what a link there points to.
             if std::fs::symlink_metadata(&to).is_ok_and(|m| m.is_dir()) {
                 remove_entry(&to)?;
             }
@@ -325,28 +371,35 @@ pub fn check_complete(dir: &Path, verb_hint: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it, synced, then renamed, so a
-/// reader (or a crash) sees the old file or the new one, never half of one.
+/// Writes `bytes` to `path` atomically: a temporary file beside it (created new, not
+/// following a link), synced, then renamed, so a reader (or a crash) sees the old file or the
+/// new one, never half of one. A `path` that is a symbolic link or a special file is refused
+/// (exit 2, naming it): the rename would replace a link, but a user who put one there meant
+/// it to be written through, and pdsim writes through no link (module docs).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    refuse_odd_entry(path, false)?;
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out".into());
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    // A temporary left by a killed writer of the same pid, or planted: replaced, not followed.
+    if is_symlink(&tmp) || tmp.is_file() {
+        let _ = std::fs::remove_file(&tmp);
+    }
     let written = (|| {
-        let mut f = File::create(&tmp)?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()
     })();
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
         return Err(io(path)(e));
-    }
-    if is_symlink(path) {
-        // Write through the user's link rather than replacing it.
-        let r = std::fs::copy(&tmp, path).map(|_| ());
-        let _ = std::fs::remove_file(&tmp);
-        return r.map_err(io(path));
     }
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
@@ -362,6 +415,53 @@ mod tests {
         let d = std::env::temp_dir().join(format!("pdsim-outdir-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         d
+    }
+
+    /// Issue 40: a link planted as a result file (or as the lock, or as staging) is refused
+    /// by name and its target is untouched; a FIFO too; `write_atomic` the same.
+    #[test]
+    fn links_and_special_files_among_the_outputs_are_refused_untouched() {
+        let d = tmp("links");
+        std::fs::create_dir_all(&d).unwrap();
+        let outside = tmp("links-outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let victim = outside.join("victim.txt");
+        for name in ["summary.json", LOCK, STAGING] {
+            std::fs::write(&victim, "precious").unwrap();
+            let planted = d.join(name);
+            std::os::unix::fs::symlink(&victim, &planted).unwrap();
+            let e = OutDir::open(&d, "run", &["summary.json"], false).unwrap_err();
+            assert_eq!(e.exit_code(), 2, "{name}: {e}");
+            let m = e.to_string();
+            assert!(
+                m.contains(&planted.display().to_string()) && m.contains("symbolic link"),
+                "{m}"
+            );
+            assert_eq!(
+                std::fs::read_to_string(&victim).unwrap(),
+                "precious",
+                "{name}"
+            );
+            assert!(is_symlink(&planted), "{name}: the link is left as found");
+            std::fs::remove_file(&planted).unwrap();
+            let _ = std::fs::remove_file(d.join(LOCK));
+        }
+        let fifo = d.join("summary.json");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path owned here.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let e = OutDir::open(&d, "run", &["summary.json"], false).unwrap_err();
+        assert!(e.to_string().contains("special file"), "{e}");
+        let e = write_atomic(&fifo, b"x").unwrap_err();
+        assert!(e.to_string().contains("special file"), "{e}");
+        std::fs::remove_file(&fifo).unwrap();
+        let link = d.join("junit.xml");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let e = write_atomic(&link, b"x").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        write_atomic(&d.join("plain.txt"), b"ok").unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("plain.txt")).unwrap(), "ok");
     }
 
     #[test]

@@ -90,10 +90,11 @@ pub fn run_base(args: &PlanArgs, base: Base, started: Instant) -> Result<(), Cli
         Some(key),
         args.max_rate,
     )?;
-    if !args.quiet {
-        for n in &sc.notes {
-            note(&format!("warning: {n}"));
-        }
+    // Warnings print under -q too (stderr): they change what the results mean (a
+    // calibration measured elsewhere extrapolates every step time), and -q only quiets
+    // progress and the summary (issue 40).
+    for n in &sc.notes {
+        note(&format!("warning: {n}"));
     }
     require_slo(args, &sc)?;
     let jobs = jobs_of(args.jobs)?;

@@ -24,9 +24,19 @@ pub fn results_dir(dir: &Path) -> Result<(), CliError> {
         });
     }
     schema::read_summary(&sp)?;
+    // Every folder `pdsim run` finishes holds run.json (a --summary-only run too): without it
+    // the folder is not one, which is bad input (exit 2), not a failed read (issue 40).
     let rp = dir.join("run.json");
-    if rp.is_file() {
-        schema::read_run(&rp)?;
+    if !rp.is_file() {
+        return Err(CliError::Input {
+            path: rp.clone(),
+            message: format!(
+                "{}: missing: every folder `pdsim run` finishes holds run.json beside summary.json, so {} is not a finished results folder; run the scenario again",
+                rp.display(),
+                dir.display()
+            ),
+        });
     }
+    schema::read_run(&rp)?;
     Ok(())
 }

@@ -97,10 +97,11 @@ pub fn run_with(
         .out
         .clone()
         .unwrap_or_else(|| super::default_out(&sc.name));
-    if !args.quiet {
-        for n in &sc.notes {
-            super::sweep::note(&format!("warning: {n}"));
-        }
+    // Warnings print under -q too (stderr): they change what the results mean (a
+    // calibration measured elsewhere extrapolates every step time), and -q only quiets
+    // progress and the summary (issue 40).
+    for n in &sc.notes {
+        super::sweep::note(&format!("warning: {n}"));
     }
     let format = if args.png {
         if !ImageFormat::Png.supported() {

@@ -48,6 +48,14 @@ pub struct SweepArgs {
 pub fn jobs_of(jobs: Option<usize>) -> Result<usize, CliError> {
     match jobs {
         Some(0) => Err(CliError::flag("--jobs", "--jobs must be at least 1".into())),
+        Some(j) if j > crate::vocab::limits::MAX_JOBS => Err(CliError::flag(
+            "--jobs",
+            format!(
+                "--jobs {j}: at most {} worker threads (this machine has {} cores; more jobs than cores only wait)",
+                crate::vocab::limits::MAX_JOBS,
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            ),
+        )),
         Some(j) => Ok(j),
         None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
     }
@@ -116,7 +124,7 @@ pub fn grid_of(
         .iter()
         .map(|v| plan::parse_axis(v))
         .collect::<Result<Vec<_>, _>>()?;
-    let table: toml::Table = toml::from_str(&base.text).unwrap_or_default();
+    let table: toml::Table = crate::scenario::parse_table(&base.text).unwrap_or_default();
     let canon: Vec<String> = axes.iter().map(|a| canonical_key(&table, &a.key)).collect();
     for (i, a) in axes.iter().enumerate() {
         if let Some(rk) = rate_key.filter(|rk| overlaps(&canon[i], rk)) {
@@ -345,10 +353,11 @@ pub fn run_base(args: &SweepArgs, base: Base, started: Instant) -> Result<(), Cl
         None,
         false,
     )?;
-    if !args.quiet {
-        for n in &sc.notes {
-            note(&format!("warning: {n}"));
-        }
+    // Warnings print under -q too (stderr): they change what the results mean (a
+    // calibration measured elsewhere extrapolates every step time), and -q only quiets
+    // progress and the summary (issue 40).
+    for n in &sc.notes {
+        note(&format!("warning: {n}"));
     }
     let shard = args.shard.as_deref().map(Shard::parse).transpose()?;
     let jobs = jobs_of(args.jobs)?;

@@ -290,7 +290,7 @@ mod tests {
     }
 
     /// Issue 43, the second defect, by hand on 8-GPU nodes (Qwen3-235B-A22B: a TP16 instance
-    /// needs DP attention, its attention groups inside a node). A TP8 prefill takes node 0 (GPUs
+    /// here with DP attention, its attention groups inside a node). A TP8 prefill takes node 0 (GPUs
     /// 0–7); a TP16 decode then starts at the next free node, 1, and takes nodes 1 and 2 (GPUs
     /// 8–23): 3 nodes, 24 GPUs, none idle. Aligned to its GPU count (a multiple of 16) it
     /// started at GPU 16, on nodes 2–3, and left node 1 idle: 4 nodes billed, 32 GPUs. The

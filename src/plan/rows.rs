@@ -45,6 +45,9 @@ pub struct SweepRow {
     pub corrupted: Option<u64>,
     /// Unfinished.
     pub unfinished: Option<u64>,
+    /// Aborted: the client disconnected first (`[workload.client_timeout]`). With it every row
+    /// conserves: `arrived = completed + failed + corrupted + unfinished + aborted`.
+    pub aborted: Option<u64>,
     /// TTFT median, ms (finished requests).
     pub ttft_p50_ms: Option<f64>,
     /// TTFT p90, ms.
@@ -121,6 +124,7 @@ impl SweepRow {
             failed: None,
             corrupted: None,
             unfinished: None,
+            aborted: None,
             ttft_p50_ms: None,
             ttft_p90_ms: None,
             ttft_p99_ms: None,
@@ -185,6 +189,7 @@ impl SweepRow {
             failed: Some(s.requests.failed),
             corrupted: Some(s.requests.corrupted),
             unfinished: Some(s.requests.unfinished),
+            aborted: Some(s.requests.aborted),
             ttft_p50_ms: l.ttft.p50,
             ttft_p90_ms: l.ttft.p90,
             ttft_p99_ms: l.ttft.p99,

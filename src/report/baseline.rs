@@ -249,6 +249,11 @@ pub fn read(dir: &Path, folder: &str, name: &str) -> Result<Option<Summary>, Bas
             r.completed, r.failed, r.corrupted, r.unfinished, r.aborted, r.arrived
         )));
     }
+    if let Some((field, v, valid)) = crate::report::schema::bad_figure(&summary) {
+        return Err(not(format!(
+            "{field}: {v} is not a figure pdsim writes ({valid}); re-record the baseline"
+        )));
+    }
     let rp = run.join("run.json");
     if !rp.is_file() {
         return Err(bad(

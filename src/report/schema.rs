@@ -157,6 +157,16 @@ pub fn read_summary(path: &Path) -> Result<Summary, ReadError> {
             WHAT,
         ));
     }
+    // Latencies, rates and shares pdsim writes are finite and ≥ 0 (shares ≤ 1): a baseline or
+    // a results folder with a negative one would pass every "may not rise" gate (issue 40).
+    if let Some((field, v, valid)) = bad_figure(&s) {
+        return Err(shape(
+            path,
+            field,
+            format!("{v} is not a figure pdsim writes ({valid})"),
+            WHAT,
+        ));
+    }
     if let Some((i, e)) = s
         .errors
         .iter()
@@ -171,6 +181,67 @@ pub fn read_summary(path: &Path) -> Result<Summary, ReadError> {
         ));
     }
     Ok(s)
+}
+
+/// The first figure of `s` outside what pdsim writes: `(field, value, what is valid)`.
+pub(crate) fn bad_figure(s: &Summary) -> Option<(String, f64, &'static str)> {
+    const MS: &str = "a latency, ms: finite and ≥ 0";
+    const RATE: &str = "a rate: finite and ≥ 0";
+    const SHARE: &str = "a share: in [0, 1]";
+    let l = &s.latency_ms;
+    let mut figures: Vec<(String, Option<f64>, &'static str)> = Vec::new();
+    for (name, st) in [
+        ("ttft", &l.ttft),
+        ("tpot", &l.tpot),
+        ("itl", &l.itl),
+        ("e2e", &l.e2e),
+        ("queue", &l.queue),
+        ("bootstrap", &l.bootstrap),
+        ("decode_queue", &l.decode_queue),
+        ("transfer", &l.transfer),
+        ("tbt", &l.tbt),
+        ("e2e_per_token", &l.e2e_per_token),
+    ] {
+        for (stat, v) in [
+            ("mean", st.mean),
+            ("p50", st.p50),
+            ("p90", st.p90),
+            ("p99", st.p99),
+            ("max", st.max),
+        ] {
+            figures.push((format!("latency_ms.{name}.{stat}"), v, MS));
+        }
+    }
+    let t = &s.throughput;
+    let w = &t.arrival_window;
+    for (name, v) in [
+        ("throughput.requests_per_s", t.requests_per_s),
+        ("throughput.input_tokens_per_s", t.input_tokens_per_s),
+        ("throughput.output_tokens_per_s", t.output_tokens_per_s),
+        ("throughput.arrival_window.end_s", w.end_s),
+        ("throughput.arrival_window.requests_per_s", w.requests_per_s),
+        (
+            "throughput.arrival_window.input_tokens_per_s",
+            w.input_tokens_per_s,
+        ),
+        (
+            "throughput.arrival_window.output_tokens_per_s",
+            w.output_tokens_per_s,
+        ),
+        (
+            "throughput.arrival_window.goodput_requests_per_s",
+            w.goodput_requests_per_s,
+        ),
+        ("slo.goodput_requests_per_s", s.slo.goodput_requests_per_s),
+    ] {
+        figures.push((name.to_string(), Some(v), RATE));
+    }
+    figures.push(("slo.attainment".into(), s.slo.attainment, SHARE));
+    figures.into_iter().find_map(|(field, v, valid)| {
+        let v = v?;
+        let ok = v.is_finite() && v >= 0.0 && (valid != SHARE || v <= 1.0);
+        (!ok).then_some((field, v, valid))
+    })
 }
 
 /// Reads a `run.json`.

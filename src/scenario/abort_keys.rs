@@ -131,7 +131,9 @@ fn deadline(c: &Checker, t: &ClientTimeoutSection) -> Result<Deadline, ScenarioE
                             "dist = \"lognormal\" needs cv, the standard deviation over the mean (e.g. 1.0)",
                         ));
                     };
-                    let cv = c.positive(&cv_key, cv, "standard deviation over mean")?;
+                    // cv = 0 is a lognormal of no spread: every client waits mean_s (the
+                    // README's range is 0 … 100).
+                    let cv = c.non_negative(&cv_key, cv, "standard deviation over mean")?;
                     if cv > 100.0 {
                         return Err(c.err(
                             &cv_key,

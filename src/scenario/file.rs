@@ -48,8 +48,10 @@ pub struct ScenarioFile {
 pub struct RunSection {
     /// Results go to `results/<name>/`.
     pub name: String,
-    /// Seed of every random stream.
-    #[serde(default)]
+    /// Seed of every random stream: any `u64`, 0 ..= 18446744073709551615. TOML's integers
+    /// stop at 2^63 − 1, so a larger seed may also be written as a quoted string
+    /// (`seed = "18446744073709551615"`), which is also what `--set run.seed=N` yields for one.
+    #[serde(default, deserialize_with = "seed_of")]
     pub seed: u64,
     /// Arrivals stop after this many simulated seconds.
     pub duration_s: f64,
@@ -58,6 +60,50 @@ pub struct RunSection {
     /// After arrivals stop, in-flight requests drain for at most this many seconds.
     #[serde(default = "default_drain_timeout_s")]
     pub drain_timeout_s: f64,
+}
+
+/// The valid range of `run.seed`, for messages.
+pub const SEED_RANGE: &str = "an integer in 0 ..= 18446744073709551615 (2^64 − 1; above 9223372036854775807, TOML's largest integer, write it as a quoted string: seed = \"18446744073709551615\")";
+
+/// `run.seed`: a `u64` given as an integer or as a string of decimal digits (module docs of
+/// [`RunSection::seed`]); anything else names the valid range.
+fn seed_of<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    struct Seed;
+    impl serde::de::Visitor<'_> for Seed {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(SEED_RANGE)
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v)
+                .map_err(|_| E::custom(format!("{v} is negative; a seed is {SEED_RANGE}")))
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<u64, E> {
+            let t = v.trim();
+            if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+                t.parse::<u64>().map_err(|_| {
+                    E::custom(format!(
+                        "{t} is above 18446744073709551615; a seed is {SEED_RANGE}"
+                    ))
+                })
+            } else {
+                // Never echo more than a short value back.
+                let shown: String = t.chars().take(40).collect();
+                Err(E::custom(format!(
+                    "{shown:?} is not a seed; a seed is {SEED_RANGE}"
+                )))
+            }
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<u64, E> {
+            Err(E::custom(format!(
+                "{v} is not a whole number; a seed is {SEED_RANGE}"
+            )))
+        }
+    }
+    d.deserialize_any(Seed)
 }
 
 fn default_drain_timeout_s() -> f64 {

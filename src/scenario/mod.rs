@@ -95,7 +95,7 @@ pub fn from_str(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, Sc
             .map_err(|e| keyed_error(text, path, None, e, ""))?
     } else {
         let mut table: toml::Table =
-            toml::from_str(text).map_err(|e| toml_error(text, path, &e, ""))?;
+            parse_table(text).map_err(|e| toml_error(text, path, &e, ""))?;
         for s in sets {
             set::apply_set(&mut table, s).map_err(|m| {
                 // The key is the --set argument's own (`KEY=VALUE`), as the user wrote it.
@@ -117,7 +117,7 @@ fn key_given(text: &str, table: Option<&toml::Table>, key: &str) -> bool {
     let parsed;
     let root = match table {
         Some(t) => t,
-        None => match toml::from_str::<toml::Table>(text) {
+        None => match parse_table(text) {
             Ok(t) => {
                 parsed = t;
                 &parsed
@@ -147,7 +147,49 @@ fn toml_error(text: &str, path: &Path, e: &toml::de::Error, suffix: &str) -> Sce
         file: path.to_path_buf(),
         line,
         key: String::new(),
-        message: format!("{}{suffix}", e.message().trim_end()),
+        message: format!("{}{suffix}", toml_message(e.message())),
+    }
+}
+
+/// A scenario's text as a TOML table. An integer literal above 2^63 − 1 — TOML's largest,
+/// which a table cannot hold — is read as its decimal string, so a `run.seed` given as one
+/// (which the typed reader takes directly) reads the same through `--set`, `plan` and
+/// `sweep` (which edit the table); for any other key the string is a type error naming it.
+pub fn parse_table(text: &str) -> Result<toml::Table, toml::de::Error> {
+    let mut owned: Option<String> = None;
+    // Each pass quotes one literal; a scenario holds a handful of integers at most.
+    for _ in 0..64 {
+        let t = owned.as_deref().unwrap_or(text);
+        match toml::from_str::<toml::Table>(t) {
+            Ok(table) => return Ok(table),
+            Err(e) => {
+                let span = e
+                    .span()
+                    .filter(|_| e.message().contains("u64 value was too large"));
+                let Some(span) = span else { return Err(e) };
+                let lit = t.get(span.clone()).unwrap_or("");
+                if lit.is_empty() || !lit.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(e);
+                }
+                owned = Some(format!("{}\"{lit}\"{}", &t[..span.start], &t[span.end..]));
+            }
+        }
+    }
+    toml::from_str::<toml::Table>(owned.as_deref().unwrap_or(text))
+}
+
+/// TOML's own message, with the one that names no bound given one: an integer literal above
+/// i64's range (toml reads it, then cannot hold it in a table) — in a scenario that can only
+/// be a seed meant as a `u64`, and a seed that large is written quoted.
+fn toml_message(m: &str) -> String {
+    let m = m.trim_end();
+    if m.contains("u64 value was too large") {
+        format!(
+            "an integer above 9223372036854775807, TOML's largest; run.seed takes {}",
+            file::SEED_RANGE
+        )
+    } else {
+        m.to_string()
     }
 }
 
@@ -216,7 +258,7 @@ fn contract_key(raw: &str, text: &str, table: Option<&toml::Table>) -> String {
     let owned;
     let table = match table {
         Some(t) => t,
-        None => match toml::from_str::<toml::Table>(text) {
+        None => match parse_table(text) {
             Ok(t) => {
                 owned = t;
                 &owned

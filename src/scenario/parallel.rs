@@ -94,12 +94,18 @@ fn check_dp(
             ),
         ));
     }
-    if attn_tp > domain_gpus {
+    // Attention TP may span NVLink domains: sglang runs a dense model at tp_size = 16 over two
+    // 8-GPU nodes (`--nnodes 2 --node-rank r --dist-init-addr`), one TP group across both,
+    // its all-reduces crossing the inter-node network (priced hierarchically:
+    // `compute::model::Interconnect`). An instance spans whole nodes (`check_shape`).
+    let _ = domain_gpus;
+    let max = crate::vocab::limits::MAX_ATTN_TP;
+    if attn_tp > max {
         return Err(c.err(
-            &k("dp_size"),
+            &k("tp_size"),
             format!(
-                "attention TP tp_size / dp_size = {attn_tp} spans NVLink domains (hardware.nvlink_domain_gpus = {domain_gpus}, by default one node); sglang keeps an attention group inside one: use dp_size ≥ {}",
-                tp / domain_gpus.min(tp)
+                "attention TP tp_size / dp_size = {attn_tp} is above {max} ranks, pdsim's bound for one instance; use dp_size ≥ {} with enable_dp_attention, or a smaller tp_size",
+                tp.div_ceil(max)
             ),
         ));
     }

@@ -19,6 +19,26 @@
 //! - `evict_tenant_by_size(max)`: for every tenant holding more than `max` characters, its
 //!   least recently stamped leaves (nodes no child of which it holds) are removed until it fits.
 //!
+//! # Eviction cost
+//!
+//! The gateway's `evict_tenant_by_size` walks the whole tree on every pass to collect each
+//! tenant's leaves into a heap, so a pass costs O(tree) however little it removes; over a long
+//! run (a pass every `eviction_interval_secs`) that made the router superlinear in run length
+//! (issue 40: a 12 k-row trace 0.64 s, the same ×10 41.9 s). pdsim keeps instead, per tenant,
+//! the set of its leaves ordered by `(stamp, node)` — the LRU over leaves sglang's own radix
+//! tree keeps (`python/sglang/srt/mem_cache/swa_radix_cache.py`, `LRUList` and
+//! `get_leaf_lru_no_lock`: the least recently used leaf without a scan). It is updated where a
+//! hold becomes or stops being a leaf, or a leaf is stamped, at O(log n) each; a pass costs
+//! O(log n) per hold it removes and O(1) per tenant under its bound. The order is the heap's:
+//! the oldest `(stamp, node)` first, and a parent that becomes the tenant's leaf joins the
+//! set with its own stamp, exactly as the gateway pushes it onto its heap — so the decisions
+//! are the same as the full walk's, pass for pass.
+//!
+//! Memory is the tree's: nodes no tenant holds are freed at once (their slots reused), so
+//! between passes the tree holds at most `max_tree_size` per tenant plus what one interval
+//! inserted; with `eviction_interval_secs = 0` it never evicts, as the gateway (no eviction
+//! thread) does, and grows with the distinct prefixes routed.
+//!
 //! # pdsim's text
 //!
 //! The router stores raw characters; pdsim's workloads carry a prompt's identity as
@@ -28,7 +48,7 @@
 //! match would find at block granularity. Time stamps are `(simulated ns, insert sequence)`,
 //! never the wall clock; the tenant set is a `Vec`, never iterated in hash order.
 
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use crate::workload::trace::HASH_BLOCK_TOKENS;
 
@@ -72,6 +92,9 @@ pub struct ApproxTree {
     size: Vec<u64>,
     /// Inserts so far (the stamp's tie-break).
     inserts: u64,
+    /// Per tenant, its leaves (holds with no held child) as `(stamp ns, stamp sequence,
+    /// node)`, oldest first: the eviction order, kept as holds change (module docs).
+    leaves: Vec<BTreeSet<(u64, u64, u32)>>,
 }
 
 impl ApproxTree {
@@ -83,6 +106,7 @@ impl ApproxTree {
             index: HashMap::new(),
             size: vec![0; tenants],
             inserts: 0,
+            leaves: vec![BTreeSet::new(); tenants],
         }
     }
 
@@ -133,9 +157,14 @@ impl ApproxTree {
             };
             let n = &mut self.nodes[node as usize];
             let fresh = n.holds.is_empty();
+            let leaves = &mut self.leaves[tenant as usize];
             match n.holds.iter_mut().find(|h| h.tenant == tenant) {
                 Some(h) => {
                     if last {
+                        if h.children == 0 {
+                            leaves.remove(&(h.stamp.0, h.stamp.1, node));
+                            leaves.insert((stamp.0, stamp.1, node));
+                        }
                         h.stamp = stamp;
                     }
                 }
@@ -148,6 +177,7 @@ impl ApproxTree {
                         stamp: s,
                         children: 0,
                     });
+                    leaves.insert((s.0, s.1, node));
                     self.size[tenant as usize] += u64::from(n.tokens);
                     if parent != ROOT {
                         let p = &mut self.nodes[parent as usize];
@@ -156,6 +186,9 @@ impl ApproxTree {
                             .iter_mut()
                             .find(|h| h.tenant == tenant)
                             .expect("a tenant holds every node above one it holds");
+                        if h.children == 0 {
+                            leaves.remove(&(h.stamp.0, h.stamp.1, parent));
+                        }
                         h.children += 1;
                     }
                 }
@@ -201,26 +234,14 @@ impl ApproxTree {
 
     /// The router's `evict_tenant_by_size(max_chars)`: every tenant over `max_chars`
     /// characters loses its least recently stamped leaves until it fits. Returns the holds
-    /// removed.
+    /// removed. Costs O(log n) per hold removed (module docs, "Eviction cost").
     pub fn evict_by_size(&mut self, max_chars: u64) -> u64 {
         let max_tokens = max_chars / CHARS_PER_TOKEN;
         let mut removed = 0;
         for t in 0..self.size.len() {
-            if self.size[t] <= max_tokens {
-                continue;
-            }
             let tenant = t as u32;
-            // The tenant's leaves, oldest first (a min-heap by (stamp, node)).
-            let mut heap = BinaryHeap::new();
-            for (i, n) in self.nodes.iter().enumerate() {
-                if let Some(h) = n.holds.iter().find(|h| h.tenant == tenant)
-                    && h.children == 0
-                {
-                    heap.push(std::cmp::Reverse((h.stamp, i as u32)));
-                }
-            }
             while self.size[t] > max_tokens {
-                let Some(std::cmp::Reverse((_, node))) = heap.pop() else {
+                let Some((_, _, node)) = self.leaves[t].pop_first() else {
                     break;
                 };
                 let n = &mut self.nodes[node as usize];
@@ -228,7 +249,7 @@ impl ApproxTree {
                     .holds
                     .iter()
                     .position(|h| h.tenant == tenant)
-                    .expect("a leaf in the heap is held");
+                    .expect("a leaf in the LRU is held");
                 n.holds.remove(at);
                 self.size[t] -= u64::from(n.tokens);
                 removed += 1;
@@ -249,12 +270,83 @@ impl ApproxTree {
                         .expect("a tenant holds every node above one it holds");
                     h.children -= 1;
                     if h.children == 0 {
-                        heap.push(std::cmp::Reverse((h.stamp, parent)));
+                        self.leaves[t].insert((h.stamp.0, h.stamp.1, parent));
                     }
                 }
             }
         }
         removed
+    }
+
+    /// The gateway's pass as pdsim ran it before issue 40 (a walk of the whole tree per tenant
+    /// over its bound, collecting its leaves into a heap), then the LRU rebuilt by a walk: the
+    /// slow reference the LRU's passes must equal.
+    #[cfg(test)]
+    fn evict_by_walk(&mut self, max_chars: u64) -> u64 {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let max_tokens = max_chars / CHARS_PER_TOKEN;
+        let mut removed = 0;
+        for t in 0..self.size.len() {
+            if self.size[t] <= max_tokens {
+                continue;
+            }
+            let tenant = t as u32;
+            let mut heap = BinaryHeap::new();
+            for (i, n) in self.nodes.iter().enumerate() {
+                if let Some(h) = n.holds.iter().find(|h| h.tenant == tenant)
+                    && h.children == 0
+                {
+                    heap.push(Reverse((h.stamp, i as u32)));
+                }
+            }
+            while self.size[t] > max_tokens {
+                let Some(Reverse((_, node))) = heap.pop() else {
+                    break;
+                };
+                let n = &mut self.nodes[node as usize];
+                let at = n.holds.iter().position(|h| h.tenant == tenant).unwrap();
+                n.holds.remove(at);
+                self.size[t] -= u64::from(n.tokens);
+                removed += 1;
+                let (parent, id, orphan) = (n.parent, n.id, n.holds.is_empty());
+                if orphan {
+                    self.index.remove(&(parent, id));
+                    self.free.push(node);
+                }
+                if parent != ROOT {
+                    let p = &mut self.nodes[parent as usize];
+                    if orphan {
+                        p.children -= 1;
+                    }
+                    let h = p.holds.iter_mut().find(|h| h.tenant == tenant).unwrap();
+                    h.children -= 1;
+                    if h.children == 0 {
+                        heap.push(Reverse((h.stamp, parent)));
+                    }
+                }
+            }
+        }
+        for t in 0..self.size.len() {
+            self.leaves[t] = self.leaves_by_walk(t as u32);
+        }
+        removed
+    }
+
+    /// The leaves tenant `t` holds, by a full walk (the gateway's way): the tests' slow,
+    /// obviously-right reference for the LRU the tree keeps.
+    #[cfg(test)]
+    fn leaves_by_walk(&self, t: u32) -> BTreeSet<(u64, u64, u32)> {
+        let free: BTreeSet<u32> = self.free.iter().copied().collect();
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !free.contains(&(*i as u32)))
+            .filter_map(|(i, n)| {
+                let h = n.holds.iter().find(|h| h.tenant == t)?;
+                (h.children == 0).then_some((h.stamp.0, h.stamp.1, i as u32))
+            })
+            .collect()
     }
 }
 
@@ -306,6 +398,62 @@ mod tests {
         t.insert(&[8], 100, 1, 9);
         assert_eq!(t.prefix_match(&[8], 100), (100, Some(1)));
         assert_eq!(t.nodes(), 1);
+    }
+
+    /// The LRU over leaves decides exactly what the full walk did (issue 40): two trees fed
+    /// the same random inserts, one evicting by its LRU and one by the walk, agree on every
+    /// pass's count, every tenant's size, the node count and every probe's match; and the
+    /// LRU always equals the leaves a walk finds.
+    #[test]
+    fn the_leaf_lru_evicts_what_the_full_walk_evicts() {
+        use rand::{RngExt, SeedableRng};
+        for seed in 0..20u64 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let tenants = rng.random_range(1..5usize);
+            let (mut fast, mut slow) = (ApproxTree::new(tenants), ApproxTree::new(tenants));
+            let mut now = 0u64;
+            for step in 0..600 {
+                now += rng.random_range(0..3u64);
+                // Prompts over a small alphabet so prefixes are shared and re-stamped.
+                let len = rng.random_range(1..7usize);
+                let ids: Vec<u64> = (0..len).map(|_| rng.random_range(0..4u64)).collect();
+                let tokens = (len as u32 - 1) * HASH_BLOCK_TOKENS + rng.random_range(1..=512);
+                let tenant = rng.random_range(0..tenants as u32);
+                fast.insert(&ids, tokens, tenant, now);
+                slow.insert(&ids, tokens, tenant, now);
+                if step % 7 == 0 {
+                    let max = rng.random_range(0..8u64) * 512 * CHARS_PER_TOKEN;
+                    assert_eq!(
+                        fast.evict_by_size(max),
+                        slow.evict_by_walk(max),
+                        "seed {seed}"
+                    );
+                }
+                for t in 0..tenants {
+                    assert_eq!(fast.size[t], slow.size[t], "seed {seed} step {step}");
+                    assert_eq!(fast.leaves[t], fast.leaves_by_walk(t as u32), "seed {seed}");
+                }
+                assert_eq!(fast.nodes(), slow.nodes(), "seed {seed} step {step}");
+                assert_eq!(
+                    fast.prefix_match(&ids, tokens),
+                    slow.prefix_match(&ids, tokens)
+                );
+            }
+        }
+    }
+
+    /// A pass removes what it must and touches nothing else: with one tenant far over its
+    /// bound by one leaf, a pass removes that one hold (the old walk visited every node).
+    #[test]
+    fn a_pass_over_a_large_tree_removes_only_the_excess() {
+        let mut t = ApproxTree::new(1);
+        for i in 0..10_000u64 {
+            t.insert(&[i], 512, 0, i);
+        }
+        assert_eq!(t.evict_by_size(9_999 * 512 * CHARS_PER_TOKEN), 1);
+        assert_eq!(t.prefix_match(&[0], 512), (0, None), "the oldest leaf went");
+        assert_eq!(t.prefix_match(&[1], 512), (512, Some(0)));
+        assert_eq!(t.evict_by_size(9_999 * 512 * CHARS_PER_TOKEN), 0);
     }
 
     #[test]

@@ -57,6 +57,19 @@ impl World<'_> {
     /// prefill checks page size and KV dtype; the request enters decode's prealloc queue.
     pub(super) fn on_arrival(&mut self) {
         let nr = self.pending_arrival.take().expect("an arrival was drawn");
+        // A session start drawn while the budget had room may find it filled by later turns
+        // that arrived in between (issue 40: 10 → 11): it never arrives, and the stream ends.
+        // Without sessions every arrival is the stream's and this cannot happen.
+        if self
+            .sc
+            .max_requests
+            .is_some_and(|m| self.collector.counts.arrived >= m)
+        {
+            self.never_arrived(&nr);
+            let now = self.q.now();
+            self.arrivals_stopped(now);
+            return;
+        }
         self.schedule_next_arrival();
         self.arrive(nr);
     }

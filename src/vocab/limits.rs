@@ -7,6 +7,17 @@
 /// (arrivals + drain, a fault time + a restart delay, a timer set at the last moment), so
 /// each is kept to 1/18 of the clock and no sum of them can overflow it.
 pub const MAX_DURATION_S: f64 = 1e9;
+/// Most attention-TP ranks of one instance (`tp_size / dp_size`): the transfer oracle keeps
+/// which ranks wrote a page in a 64-bit set. Above any deployment: 16 is two 8-GPU nodes.
+pub const MAX_ATTN_TP: u32 = 64;
+/// Most `--jobs` (worker threads) of a sweep or plan: far above any machine's cores, and low
+/// enough that the thread pool starts at once (a million spent minutes spawning threads).
+pub const MAX_JOBS: usize = 1024;
+/// Longest `run.name`, characters: it names the default output folder (`results/<name>/`,
+/// `results/<name>-sweep/`, `-plan/`, and `check --out`'s `<name>-<n>/` for a repeated name),
+/// and a path component may hold at most 255 bytes (Linux `NAME_MAX`, macOS too); 200 leaves
+/// room for every suffix pdsim adds.
+pub const MAX_RUN_NAME: usize = 200;
 /// GPUs per node: the largest NVLink domains sold are 72–576 GPUs; 1024 leaves room.
 pub const MAX_GPUS_PER_NODE: u32 = 1024;
 /// Most `num_reserved_decode_tokens`: far beyond any context length, so that the budget's

@@ -39,7 +39,14 @@ impl DeadlineSampler {
                 let u1: f64 = self.rng.random();
                 let u2: f64 = self.rng.random();
                 let z = (-2.0 * (1.0 - u1).ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
-                (mu + sigma2.sqrt() * z).exp()
+                if cv == 0.0 {
+                    // No spread: the mean itself (exp(ln m) may miss it by an ulp, which the
+                    // ceiling to ns would show). The draws are still made, so the stream's
+                    // later draws are those of any other cv.
+                    mean_s
+                } else {
+                    (mu + sigma2.sqrt() * z).exp()
+                }
             }
         };
         // Bounded like every scenario duration: a draw far in the tail never overflows.
@@ -77,6 +84,16 @@ mod tests {
         );
         let mean: f64 = (0..n).map(|_| l.next_wait_ns() as f64 / 1e9).sum::<f64>() / n as f64;
         assert!((mean - 30.0).abs() < 0.6, "lognormal mean {mean}");
+        // cv = 0 (issue 40: the README allowed it, validation refused it): every wait is the
+        // mean, to the nanosecond.
+        let mut z = DeadlineSampler::new(
+            Deadline::Lognormal {
+                mean_s: 30.0,
+                cv: 0.0,
+            },
+            1,
+        );
+        assert!((0..100).all(|_| z.next_wait_ns() == 30_000_000_000));
         let mut f = DeadlineSampler::new(Deadline::Fixed(5), 1);
         assert_eq!(f.next_wait_ns(), 5);
     }

@@ -1152,7 +1152,7 @@ fn whole_node_billing_prices_idle_gpus_and_orders_the_search() {
 /// 1 and 2 — 24 GPUs, none idle — so at $2 per GPU-hour billed per node a run costs 3 × 8 × 2 =
 /// $48/h (the decode was aligned to 16 GPUs and took nodes 2–3: 4 nodes, 8 idle GPUs, $64/h),
 /// and a sweep's row, which `plan` ranks points by, bills 24 GPUs on 3 nodes. (Qwen3-235B-A22B:
-/// a TP16 instance needs DP attention to keep its attention groups inside a node.)
+/// here with DP attention, attention groups of 8 inside a node; a dense TP16 spans both.)
 #[test]
 fn a_two_node_instance_takes_the_next_free_node_and_is_billed_so() {
     let d = tmpdir("placement-billing");
@@ -1713,4 +1713,96 @@ fn the_plan_says_pd_or_not_and_prices_the_other_kind() {
     let out = ok(&args);
     let plan: serde_json::Value = serde_json::from_slice(&bytes(&o, "plan.json")).unwrap();
     assert!(plan.get("pd_or_not").is_none() && !out.contains("PD or not"));
+}
+
+/// Issue 40: a sweep's rows conserve requests with every outcome — `sweep.csv` has an
+/// `aborted` column, so a row of a run whose clients disconnected no longer reads "arrived
+/// 200, completed 8" and nothing else.
+#[test]
+fn every_sweep_row_conserves_requests_aborts_included() {
+    let out = tmpdir("sweep-aborted-conserves");
+    let o = out.to_str().unwrap();
+    let mut args = vec!["sweep", "scenarios/quickstart.toml", "--out", o, "-q"];
+    args.extend(SHORT);
+    args.extend([
+        "--set",
+        "workload.client_timeout={ s = 0.5 }",
+        "--vary",
+        "workload.arrival.rate_per_s=4,40",
+    ]);
+    ok(&args);
+    let rows = read_csv(&out.join("sweep.csv"));
+    assert_eq!(rows.len(), 2);
+    let n = |r: &BTreeMap<String, String>, k: &str| -> u64 {
+        r.get(k)
+            .unwrap_or_else(|| panic!("sweep.csv has no column {k}"))
+            .parse()
+            .unwrap_or_else(|e| panic!("{k}: {e}"))
+    };
+    let mut aborted = 0;
+    for r in &rows {
+        let parts = ["completed", "failed", "corrupted", "unfinished", "aborted"];
+        let sum: u64 = parts.iter().map(|k| n(r, k)).sum();
+        assert_eq!(n(r, "arrived"), sum, "row does not conserve: {r:?}");
+        aborted += n(r, "aborted");
+    }
+    assert!(aborted > 0, "the grid aborts requests: {rows:?}");
+}
+
+/// Issue 40: `deploy/run-shard.sh` passes a quoted `VARY` (or `SETS`) value holding spaces as
+/// one argument (it word-split it on every space), and never runs what the value holds.
+#[test]
+fn run_shard_keeps_a_quoted_vary_value_whole() {
+    let d = tmpdir("run-shard-quoting");
+    let stub = d.join("stub.sh");
+    std::fs::write(
+        &stub,
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done\n",
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .args(["+x", stub.to_str().unwrap()])
+        .status()
+        .unwrap();
+    let canary = d.join("ran");
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("deploy/run-shard.sh"))
+        .env("SHARD_INDEX", "1")
+        .env("SHARDS", "2")
+        .env("SCENARIO", "x.toml")
+        .env("OUT", &d)
+        .env("PDSIM", &stub)
+        .env(
+            "VARY",
+            format!(
+                "'workload.arrival={{ process = \"poisson\", rate_per_s = 4 }}' pools.decode.instances=1,2 '$(touch {})'",
+                canary.display()
+            ),
+        )
+        .env("SETS", "run.duration_s=5 \"run.name='a b'\"")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let args: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let after = |flag: &str| -> Vec<&str> {
+        args.windows(2)
+            .filter(|w| w[0] == flag)
+            .map(|w| w[1].as_str())
+            .collect()
+    };
+    assert_eq!(
+        after("--vary"),
+        [
+            "workload.arrival={ process = \"poisson\", rate_per_s = 4 }",
+            "pools.decode.instances=1,2",
+            &format!("$(touch {})", canary.display()),
+        ],
+        "{args:?}"
+    );
+    assert_eq!(after("--set"), ["run.duration_s=5", "run.name='a b'"]);
+    assert!(!canary.exists(), "a value is never run");
 }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use toml::{Table, Value};
 
+mod edges;
 pub mod process;
 mod verbs;
 
@@ -283,6 +284,15 @@ impl Case {
                 }
                 if let Some(d) = &line.hold_lock {
                     s += &format!("runs while this case holds the lock of {d}\n");
+                }
+                for (n, kind) in &line.plants {
+                    s += &format!("{n} planted as {kind:?}\n");
+                }
+                for (n, _) in &line.keep {
+                    s += &format!("{n} must keep its bytes whatever the exit\n");
+                }
+                if let Some(c) = &line.conserve {
+                    s += &format!("every row of {c} must conserve on exit 0\n");
                 }
                 for (n, b) in &line.expect {
                     s += &format!(
@@ -1169,6 +1179,13 @@ pub struct CliLine {
     pub names: Option<String>,
     /// An output folder whose lock the case holds while the line runs (a live writer).
     pub hold_lock: Option<String>,
+    /// Entries planted after the files are written (a link, a FIFO: `edges::Plant`).
+    pub plants: Vec<(String, edges::Plant)>,
+    /// Files that must hold exactly these bytes after the line, whatever it exits with (the
+    /// canary a planted link points to).
+    pub keep: Vec<(String, Vec<u8>)>,
+    /// A `sweep.csv` whose every row must conserve requests when the line exits 0.
+    pub conserve: Option<String>,
 }
 
 impl CliLine {
@@ -1469,8 +1486,10 @@ pub fn generate(corpus: &Corpus, seed: u64, index: u64) -> Case {
         // Half the cases are command lines: `run`, `layout`, `trace stats` and clap's own
         // (15 %), and the verbs of issue 25 (35 %, tests/fuzz_gen/verbs.rs). They run
         // in-process; a slice also runs as a process (see `SPAWN_SHARE`).
-        let line = if roll < 65 {
+        let line = if roll < 62 {
             gen_cli(&mut rng, corpus)
+        } else if roll < 65 {
+            edges::gen_edge(&mut rng, corpus)
         } else {
             verbs::gen_verb(&mut rng, corpus)
         };
@@ -1562,6 +1581,77 @@ fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) {
         }
         std::fs::write(p, bytes).expect("write a case file");
     }
+}
+
+/// Plants a line's links and FIFOs (after its files are written).
+fn plant(dir: &Path, line: &CliLine) {
+    use edges::Plant;
+    for (name, kind) in &line.plants {
+        let p = dir.join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("a case folder");
+        }
+        let _ = std::fs::remove_file(&p);
+        match kind {
+            Plant::LinkToCanary => {
+                std::os::unix::fs::symlink(dir.join(edges::CANARY), &p).expect("plant a link")
+            }
+            Plant::LinkToFolder => {
+                std::os::unix::fs::symlink(dir.join("c/elsewhere"), &p).expect("plant a link")
+            }
+            Plant::Dangling => {
+                std::os::unix::fs::symlink(dir.join("c/nothing-here"), &p).expect("plant a link")
+            }
+            Plant::Fifo => {
+                let c =
+                    std::ffi::CString::new(p.to_str().expect("a UTF-8 case path")).expect("no NUL");
+                // SAFETY: a NUL-terminated path owned here.
+                assert_eq!(
+                    unsafe { libc::mkfifo(c.as_ptr(), 0o600) },
+                    0,
+                    "mkfifo {p:?}"
+                );
+            }
+        }
+    }
+}
+
+/// The first row of the `sweep.csv` at `path` that does not conserve requests.
+fn unconserved_row(path: &Path) -> Option<String> {
+    let mut r = match csv::Reader::from_path(path) {
+        Ok(r) => r,
+        Err(e) => return Some(format!("{}: {e}", path.display())),
+    };
+    let h = r.headers().ok()?.clone();
+    let col = |name: &str| h.iter().position(|c| c == name);
+    let cols = [
+        "arrived",
+        "completed",
+        "failed",
+        "corrupted",
+        "unfinished",
+        "aborted",
+    ];
+    let idx: Vec<Option<usize>> = cols.iter().map(|c| col(c)).collect();
+    if let Some(i) = idx.iter().position(Option::is_none) {
+        return Some(format!("sweep.csv has no column {}", cols[i]));
+    }
+    for (n, rec) in r.records().enumerate() {
+        let rec = rec.ok()?;
+        let v: Vec<Option<u64>> = idx
+            .iter()
+            .map(|i| rec.get(i.expect("checked")).and_then(|x| x.parse().ok()))
+            .collect();
+        // An infeasible point has no counts at all.
+        if v.iter().all(Option::is_none) {
+            continue;
+        }
+        let v: Vec<u64> = v.into_iter().map(|x| x.unwrap_or(u64::MAX)).collect();
+        if v[0] != v[1..].iter().fold(0u64, |a, b| a.saturating_add(*b)) {
+            return Some(format!("row {}: {:?} = {v:?}", n + 2, cols));
+        }
+    }
+    None
 }
 
 /// Loads, checks the rejection or runs the scenario twice.
@@ -1901,6 +1991,20 @@ fn names_something(first: &str, line: &CliLine) -> bool {
 /// line's allowed codes and named file, the files it must leave, and JSON that parses when
 /// `--json` was asked (`stdout`: what it printed, when captured).
 fn judge(line: &CliLine, e: &Ended, dir: &Path, stdout: Option<&[u8]>) -> Status {
+    for (name, want) in &line.keep {
+        if std::fs::read(dir.join(name)).ok().as_deref() != Some(want.as_slice()) {
+            return fail(
+                "written through",
+                format!("{name} was changed (exit {}): {}", e.code, e.message),
+            );
+        }
+    }
+    if e.code == 0
+        && let Some(csv) = &line.conserve
+        && let Some(why) = unconserved_row(&dir.join(csv))
+    {
+        return fail("sweep row does not conserve", why);
+    }
     // The error's line: in-process the message's first; a process's stderr may hold notes
     // and warnings first, and `main` prefixes its error line with `pdsim: `.
     let first = e
@@ -1999,6 +2103,7 @@ fn with_lock<T>(line: &CliLine, dir: &Path, f: impl FnOnce() -> T) -> T {
 /// must be the same.
 fn cli_line(line: &CliLine, spawn: bool, dir: &Path, bin: Option<&Path>) -> Status {
     write_files(dir, &line.files);
+    plant(dir, line);
     let inproc = match with_lock(line, dir, || cli_in_process(dir, &line.args)) {
         Ok(e) => e,
         Err(s) => return s,
@@ -2012,6 +2117,7 @@ fn cli_line(line: &CliLine, spawn: bool, dir: &Path, bin: Option<&Path>) -> Stat
         return status;
     };
     write_files(dir, &line.files);
+    plant(dir, line);
     let proc = match with_lock(line, dir, || {
         cli_process(bin, dir, &line.args, Duration::from_secs(30))
     }) {

@@ -214,17 +214,53 @@ fn stdout_on_a_full_disk_is_io_and_a_closed_pipe_is_quiet() {
 }
 
 #[test]
-fn a_full_disk_during_csv_writes_names_the_file() {
-    // Item 12: the error named the folder.
+fn a_failed_write_names_the_file() {
+    // Item 12: the error named the folder. The disk is "full" by RLIMIT_FSIZE (SIGXFSZ
+    // ignored, so the write fails with EFBIG instead of killing the process); a link to
+    // /dev/full did this before issue 40, which refuses links among the outputs.
     let dir = tmpdir("csv-full");
-    std::os::unix::fs::symlink("/dev/full", dir.join("requests.csv")).unwrap();
-    let (code, _, err) = pdsim_str(&["run", QUICKSTART, "--out", dir.to_str().unwrap(), "-q"]);
-    assert_eq!(code, 3, "{err}");
-    let want = format!(
-        "{}: No space left on device",
-        dir.join("requests.csv").display()
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 8; exec {} run {QUICKSTART} --out {} -q",
+        env!("CARGO_BIN_EXE_pdsim"),
+        dir.display()
     );
-    assert!(err.contains(&want), "{err}\n  should contain {want:?}");
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains(&dir.display().to_string()) && err.contains("File too large"),
+        "{err}"
+    );
+    let named = [
+        "requests.csv",
+        "timeseries.csv",
+        "links.csv",
+        "summary.json",
+        "run.json",
+    ];
+    assert!(named.iter().any(|f| err.contains(f)), "names a file: {err}");
+}
+
+/// Issue 40: a link planted as `DIR/summary.json` is refused by name (exit 2) and the file it
+/// points to, outside the folder, is untouched.
+#[test]
+fn a_link_planted_among_the_outputs_is_refused_and_not_written_through() {
+    let dir = tmpdir("planted-link");
+    let victim = tmpdir("planted-link-victim").join("secret.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("summary.json")).unwrap();
+    let (code, _, err) = pdsim_str(&["run", QUICKSTART, "--out", dir.to_str().unwrap(), "-q"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&dir.join("summary.json").display().to_string())
+            && err.contains("symbolic link"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
 }
 
 #[test]

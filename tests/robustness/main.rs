@@ -9,6 +9,7 @@ mod common;
 #[path = "../fuzz_gen/mod.rs"]
 mod fuzz_gen;
 
+mod edges;
 mod fuzz;
 mod hardening;
 mod reliability;

@@ -298,3 +298,31 @@ fn sessions_are_deterministic_and_reuse_grows_by_turn() {
         "reuse grows with the context"
     );
 }
+
+/// Issue 40: `run.max_requests` is a bound sessions keep too. A session start the stream drew
+/// while the budget had room arrived after later turns had filled it (10 → 11, 30 → 31);
+/// now it never arrives. Checked over budgets and seeds, with conservation on each.
+#[test]
+fn sessions_never_overshoot_max_requests() {
+    // (10, seed 2) and (30, seed 1) overshot by one before the fix.
+    for m in [1u64, 10, 13, 30] {
+        for seed in 1..4u64 {
+            let dir = tmpdir(&format!("sessions-max-{m}-{seed}"));
+            let max = format!("run.max_requests={m}");
+            let seed_set = format!("run.seed={seed}");
+            let s = run(
+                "scenarios/production/multi-turn-sessions.toml",
+                &[&max, &seed_set],
+                &dir,
+            );
+            let r = &s.requests;
+            assert!(
+                r.arrived <= m,
+                "max_requests {m}, seed {seed}: {} arrived",
+                r.arrived
+            );
+            assert!(r.conserved(), "{r:?}");
+            assert_eq!(read_csv(&dir.join("requests.csv")).len() as u64, r.arrived);
+        }
+    }
+}

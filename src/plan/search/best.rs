@@ -16,7 +16,7 @@ pub fn best_toml(
 ) -> Result<String, PlanError> {
     // The file as written, not the typed one: best.toml keeps the user's tables and values,
     // with only the chosen ones changed (raw TOML at the edge, where the file is written).
-    let mut table: toml::Table = toml::from_str(&base.text).map_err(|e| {
+    let mut table: toml::Table = crate::scenario::parse_table(&base.text).map_err(|e| {
         PlanError::Scenario(crate::scenario::ScenarioError {
             file: base.path.clone(),
             line: None,

@@ -41,6 +41,16 @@ pub(super) fn run(c: &Checker, run: &file::RunSection) -> Result<(f64, f64), Sce
             ),
         ));
     }
+    let max = crate::vocab::limits::MAX_RUN_NAME;
+    if run.name.len() > max {
+        return Err(c.err(
+            "run.name",
+            format!(
+                "is {} characters long; at most {max} (it names the output folder, and a file name holds at most 255 bytes with pdsim's suffixes such as -sweep)",
+                run.name.len()
+            ),
+        ));
+    }
     let duration_s = c.duration("run.duration_s", run.duration_s, false)?;
     let drain_s = c.duration("run.drain_timeout_s", run.drain_timeout_s, true)?;
     if run.max_requests == Some(0) {

@@ -97,9 +97,10 @@ pub enum TraceError {
     },
     /// [`detect_format`](super::detect_format) / [`read_lengths`](super::read_lengths) did
     /// not recognise the file.
-    #[error("{path}:1: unknown trace format, first line is {header}: {hint}")]
+    #[error("{path}:1: unknown trace format, the first line is {header}: {hint}")]
     UnknownFormat {
         path: PathBuf,
+        /// The first line described, never shown ([`describe_line`]).
         header: String,
         hint: &'static str,
     },
@@ -115,26 +116,74 @@ impl TraceError {
     }
 }
 
-/// Quote a field for an error message: control characters escaped (a quoted CSV field may
-/// hold a newline) and shortened, so a runaway value keeps the message on one line.
+/// A field's text for an error message. A trace's fields are numbers, dates and block ids,
+/// so a value made only of their characters (`-5`, `1e300`, `NaN`, `12.5`,
+/// `2023-11-16 18:17:03.0`, `1 2 3`) is quoted as it is; anything else is described by its length, never shown: the file given as a trace
+/// may not be one (a secrets file, a key), and an error must not print its contents
+/// (issue 40). Short either way, so the message stays on one line.
 pub(super) fn show(bytes: &[u8]) -> String {
-    const MAX: usize = 80;
+    const MAX: usize = 32;
     if bytes.is_empty() {
         return "(empty)".to_string();
     }
-    let mut out = String::from("`");
-    for (i, c) in String::from_utf8_lossy(bytes).chars().enumerate() {
-        if i == MAX {
-            out.push_str(&format!("…` ({} bytes)", bytes.len()));
-            return out;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
+    let numeric = |t: &str| {
+        let lower = t.to_ascii_lowercase();
+        let word = lower.trim_start_matches(['+', '-']);
+        matches!(word, "nan" | "inf" | "infinity")
+            || t.bytes()
+                .all(|b| b.is_ascii_digit() || b"+-.eE_: TZ/".contains(&b))
+    };
+    match std::str::from_utf8(bytes) {
+        Ok(t) if t.len() <= MAX && numeric(t) => format!("`{t}`"),
+        _ if bytes.len() == 1 => "a text of 1 byte (not shown)".to_string(),
+        _ => format!("a text of {} bytes (not shown)", bytes.len()),
+    }
+}
+
+/// A line that is not what was expected, described without its contents (see [`show`]).
+pub(super) fn describe_line(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        "an empty line".to_string()
+    } else {
+        format!("a line of {} bytes (not shown)", bytes.len())
+    }
+}
+
+/// serde_json's message with every quoted string (a value from the file) elided, and every
+/// backquoted name not among `keys` (the format's own) too: `invalid type: string "…",
+/// expected u64` keeps its meaning without echoing the file.
+pub(super) fn redact_json_message(m: &str, keys: &[&str]) -> String {
+    let mut out = String::with_capacity(m.len());
+    let mut chars = m.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                for d in chars.by_ref() {
+                    if d == '"' {
+                        break;
+                    }
+                }
+                out.push_str("\"…\"");
+            }
+            '`' => {
+                let mut name = String::new();
+                for d in chars.by_ref() {
+                    if d == '`' {
+                        break;
+                    }
+                    name.push(d);
+                }
+                if keys.contains(&name.as_str()) {
+                    out.push('`');
+                    out.push_str(&name);
+                    out.push('`');
+                } else {
+                    out.push_str("`…`");
+                }
+            }
+            c => out.push(c),
         }
     }
-    out.push('`');
     out
 }
 

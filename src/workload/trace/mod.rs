@@ -98,7 +98,7 @@ pub use lines::MAX_LINE_BYTES;
 pub use stats::{LengthStats, TraceStats, length_stats, percentile_sorted, trace_stats};
 
 use csv::CsvTraceReader;
-use error::show;
+use error::describe_line;
 use lines::{LineRead, read_line_bounded};
 use mooncake::MooncakeReader;
 
@@ -330,9 +330,9 @@ fn sniff(path: &Path) -> Result<Sniffed, TraceError> {
     } else if has("arrival_s") {
         Sniffed::Trace(TraceFormat::Csv)
     } else if has("num_prefill_tokens") && has("num_decode_tokens") {
-        Sniffed::LengthsOnly(show(text.as_bytes()))
+        Sniffed::LengthsOnly(describe_line(text.as_bytes()))
     } else {
-        Sniffed::Unknown(show(text.as_bytes()))
+        Sniffed::Unknown(describe_line(text.as_bytes()))
     })
 }
 
@@ -400,8 +400,13 @@ mod tests {
             ),
             ("test_trace.csv", "request_id,request_type"),
         ] {
+            // The file and what was expected are named; its header is not shown (issue 40).
             let msg = detect_format(&shared(file)).unwrap_err().to_string();
-            assert!(msg.contains(file) && msg.contains(header), "{msg}");
+            assert!(msg.contains(file) && !msg.contains(header), "{msg}");
+            assert!(
+                msg.contains("expected") || msg.contains("lengths-only"),
+                "{msg}"
+            );
         }
     }
 
@@ -417,7 +422,47 @@ mod tests {
         assert_eq!(read_lengths(&f.0).unwrap(), vec![(5, 6)]);
         let f = TempFile::new("l.csv", b"x,y\n1,2\n");
         let msg = read_lengths(&f.0).unwrap_err().to_string();
-        assert!(msg.contains("l.csv:1") && msg.contains("`x,y`"), "{msg}");
+        assert!(msg.contains("l.csv:1") && !msg.contains("x,y"), "{msg}");
+    }
+
+    /// Issue 40: a file that is not a trace (a secrets file) is refused naming the file, the
+    /// line and what was expected, and nothing it holds is printed, in every format.
+    #[test]
+    fn a_non_trace_file_is_refused_without_echoing_it() {
+        let secret = "SECRET_TOKEN=hunter2";
+        for (name, body) in [
+            ("s.env", format!("{secret}\nmore\n")),
+            ("s.jsonl", format!("{{\"timestamp\": \"{secret}\"}}\n")),
+            (
+                "s.json",
+                format!("{{\"{secret}\": 1, \"timestamp\": [\"{secret}\"]}}\n"),
+            ),
+            (
+                "s.csv",
+                format!("arrival_s,input_tokens,output_tokens\n0,{secret},5\n"),
+            ),
+        ] {
+            let f = TempFile::new(name, body.as_bytes());
+            let mut msgs = vec![];
+            msgs.extend(read_lengths(&f.0).err().map(|e| e.to_string()));
+            for fmt in [
+                TraceFormat::Mooncake,
+                TraceFormat::Azure,
+                TraceFormat::Vidur,
+                TraceFormat::Csv,
+            ] {
+                msgs.extend(read_trace(&f.0, fmt).err().map(|e| e.to_string()));
+            }
+            msgs.extend(detect_format(&f.0).err().map(|e| e.to_string()));
+            assert!(!msgs.is_empty(), "{name}");
+            for m in msgs {
+                assert!(
+                    !m.contains("SECRET") && !m.contains("hunter2"),
+                    "{name}: {m}"
+                );
+                assert!(m.contains(name) && m.contains(':'), "{name}: {m}");
+            }
+        }
     }
 
     // ---- malformed input -----------------------------------------------------------------
@@ -461,7 +506,7 @@ mod tests {
             "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,abc,10\n",
             Some(TraceFormat::Azure),
             2,
-            "`ContextTokens` = `abc`",
+            "`ContextTokens` = a text of 3 bytes (not shown)",
         ),
         (
             "v.csv",
@@ -575,7 +620,7 @@ mod tests {
             "arrival_s,input_tokens,output_tokens,hash_ids\n0,600,1,0 x\n",
             Some(TraceFormat::Csv),
             2,
-            "`hash_ids` = `0 x`",
+            "`hash_ids` = a text of 3 bytes (not shown)",
         ),
         (
             "g.csv",
@@ -623,7 +668,7 @@ mod tests {
             "{\"timestamp\": 0, \"input_length\": \"12\", \"output_length\": 1, \"hash_ids\": [0]}\n",
             Some(TraceFormat::Mooncake),
             1,
-            "`input_length` = `\"12\"`",
+            "`input_length` = a text of 4 bytes (not shown)",
         ),
         (
             "m.jsonl",
@@ -680,10 +725,16 @@ mod tests {
             "num_prefill_tokens,num_decode_tokens\n3,x\n",
             None,
             2,
-            "`num_decode_tokens` = `x`",
+            "`num_decode_tokens` = a text of 1 byte (not shown)",
         ),
         // unknown format
-        ("u.csv", "when,in,out\n0,1,1\n", None, 1, "`when,in,out`"),
+        (
+            "u.csv",
+            "when,in,out\n0,1,1\n",
+            None,
+            1,
+            "the first line is a line of 11 bytes (not shown)",
+        ),
     ];
 
     #[test]

@@ -11,7 +11,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::TraceRow;
-use super::error::{TraceError, bad, show};
+use super::error::{TraceError, bad, describe_line, redact_json_message};
 use super::fields::{
     Order, SESSION_EXPECTED, TIMEOUT_EXPECTED, TOKENS_EXPECTED, TURN_EXPECTED, Turns,
     check_hash_len, scaled_round, timeout_ns_of,
@@ -227,7 +227,7 @@ fn parse_line(
             column: raw_line.len() - raw_line.trim_ascii_start().len() + 1,
             message: format!(
                 "expected a JSON object `{{...}}`, found {}",
-                show(raw_line.trim_ascii())
+                describe_line(raw_line.trim_ascii())
             ),
         });
     }
@@ -237,11 +237,20 @@ fn parse_line(
         if let Some(i) = message.rfind(" at line ") {
             message.truncate(i);
         }
+        let keys = [
+            "timestamp",
+            "input_length",
+            "output_length",
+            "hash_ids",
+            "session_id",
+            "turn",
+            "timeout_s",
+        ];
         TraceError::Json {
             path: path.to_path_buf(),
             line,
             column: e.column(),
-            message,
+            message: redact_json_message(&message, &keys),
         }
     })?;
     let ts = required(path, line, "timestamp", rec.timestamp)?;

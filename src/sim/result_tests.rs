@@ -37,6 +37,28 @@ fn same_with(path: &str, sets: &[&str], sections: &[&str]) {
         }
         assert_eq!(s, run, "{path}: {who}'s summary differs from the run's");
     }
+    // A sweep (and plan, and Python's `Sweep.rows`) row is read off the plan's summary: its
+    // counts are the run's, aborts included, so the row conserves.
+    let sets: Vec<String> = sets.iter().map(|s| (*s).to_string()).collect();
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let sc = crate::scenario::load(&file, &sets).expect("scenario loads");
+    let row = crate::plan::SweepRow::of(&sc, &crate::plan::summarize(&sc).expect("runs"));
+    let r = &run["requests"];
+    // A zero count is left out of `summary.json`.
+    let n = |k: &str| r[k].as_u64().unwrap_or(0);
+    assert_eq!(
+        row.arrived,
+        Some(n("arrived")),
+        "{path}: the row's arrivals"
+    );
+    assert_eq!(row.aborted, Some(n("aborted")), "{path}: the row's aborts");
+    let parts = ["completed", "failed", "corrupted", "unfinished", "aborted"];
+    assert_eq!(
+        n("arrived"),
+        parts.iter().map(|k| n(k)).sum::<u64>(),
+        "{path}: the run conserves"
+    );
+    assert!(n("arrived") > 0, "{path}: nothing arrived");
 }
 
 #[test]
@@ -45,11 +67,26 @@ fn speculative_and_abort_sections_survive_into_every_summary() {
         "scenarios/production/speculative-decoding.toml",
         &[
             "workload.client_timeout.dist=\"lognormal\"",
-            "workload.client_timeout.mean_s=20",
+            "workload.client_timeout.mean_s=2",
             "workload.client_timeout.cv=0.5",
             "run.duration_s=20",
         ],
         &["speculative", "aborts"],
+    );
+    // The timeouts bite, so the aborted count the row must carry is not zero.
+    let [(_, run), ..] = summaries(
+        "scenarios/production/speculative-decoding.toml",
+        &[
+            "workload.client_timeout.dist=\"lognormal\"",
+            "workload.client_timeout.mean_s=2",
+            "workload.client_timeout.cv=0.5",
+            "run.duration_s=20",
+        ],
+    );
+    assert!(
+        run["requests"]["aborted"].as_u64() > Some(0),
+        "{}",
+        run["requests"]
     );
 }
 

@@ -256,6 +256,7 @@ impl PrefillServer {
     /// the load the router sees. sglang frees them in three places, each calling this:
     /// `conclude_transfer(Success)`, a room that failed (the request ends), and an abort that
     /// orphans the decode side (`sim::abort`).
+    #[inline]
     pub fn release(&mut self, id: u64, held: &crate::vocab::requests::Holding) {
         self.core.pages.free(id, held);
         self.core.outstanding -= 1;
@@ -266,6 +267,7 @@ impl PrefillServer {
     /// (`conclude_transfer(Success)`): the prefill frees its pages and decode is told; with
     /// `holdback` the prefill's HTTP response goes at its event loop's next turn, after the
     /// running forward. Returns whether it concluded.
+    #[inline]
     pub fn rank_chunk_sent(
         &mut self,
         req: &mut crate::vocab::requests::Req,

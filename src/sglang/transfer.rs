@@ -720,6 +720,7 @@ impl TransferQueues {
     /// return code): a −1 blacklists the decode session on this rank and fails the room with
     /// sglang's "Failed to send kv chunk" (a timeout as `transfer_timeout`); an aborted flow
     /// (a crash) only counts. `None` when the lane has no active chunk (lost in a crash).
+    #[inline]
     pub fn flow_ended(
         &mut self,
         lane: ShardId,
@@ -772,6 +773,7 @@ impl TransferQueues {
     /// A state check that raises after the KV went kills the worker (§2.5). Otherwise, and
     /// when the room failed while the batch was out (the worker drops the chunk), the worker
     /// goes on: [`Landed::Next`].
+    #[inline]
     pub fn batch_done(
         &mut self,
         lane: ShardId,

@@ -50,16 +50,16 @@ pub enum Rejection {
         /// The request.
         id: u64,
         /// Prefill KV pages it needs and the prefill holds.
-        prefill: (u32, u32),
+        prefill: (u64, u32),
         /// Decode KV pages it needs and the decode holds.
-        decode: (u32, u32),
+        decode: (u64, u32),
     },
     /// A colocated server: the prompt and output's pages.
     TooLong {
         /// The request.
         id: u64,
         /// KV pages it needs and the server holds.
-        pages: (u32, u32),
+        pages: (u64, u32),
     },
 }
 
@@ -105,10 +105,11 @@ pub fn check_pd(
     prefill: &Core,
     decode: &Core,
 ) -> Result<(), Rejection> {
-    let need_p = input.div_ceil(prefill.page_size);
-    let need_d = (input + output).div_ceil(decode.page_size);
+    // In u64: a prompt and output near u32::MAX each must not wrap into a small request.
+    let need_p = u64::from(input).div_ceil(u64::from(prefill.page_size));
+    let need_d = (u64::from(input) + u64::from(output)).div_ceil(u64::from(decode.page_size));
     let (have_p, have_d) = (prefill.pages.total(), decode.pages.total());
-    if need_p > have_p || need_d > have_d {
+    if need_p > u64::from(have_p) || need_d > u64::from(have_d) {
         return Err(Rejection::PdTooLong {
             id,
             prefill: (need_p, have_p),
@@ -124,9 +125,9 @@ pub fn check_colocated(
     (input, output): (u32, u32),
     server: &Core,
 ) -> Result<(), Rejection> {
-    let need = (input + output).div_ceil(server.page_size);
+    let need = (u64::from(input) + u64::from(output)).div_ceil(u64::from(server.page_size));
     let have = server.pages.total();
-    if need > have {
+    if need > u64::from(have) {
         return Err(Rejection::TooLong {
             id,
             pages: (need, have),
@@ -177,6 +178,31 @@ mod tests {
                 ErrorKind::RequestTooLong,
                 "Request 7 needs 5 KV pages; the server holds 4"
             )
+        );
+    }
+
+    /// A prompt and output that together pass u32::MAX are a request too long, not one that
+    /// wraps into a short one (the fuzzer's case 623,327 of seed 42: a 65,536-token prompt
+    /// with 4,294,967,295 output tokens ran, never ending, on both kinds of server).
+    #[test]
+    fn a_prompt_and_output_past_u32_do_not_wrap() {
+        let (p, d) = (core(10_000, 64), core(10_000, 64));
+        let e = check_pd(1, (65_536, u32::MAX), &p, &d).unwrap_err();
+        assert_eq!(
+            e,
+            Rejection::PdTooLong {
+                id: 1,
+                prefill: (1_024, 10_000),
+                decode: (67_109_888, 10_000)
+            }
+        );
+        let e = check_colocated(2, (u32::MAX, u32::MAX), &core(10, 1)).unwrap_err();
+        assert_eq!(
+            e,
+            Rejection::TooLong {
+                id: 2,
+                pages: (2 * u64::from(u32::MAX), 10)
+            }
         );
     }
 

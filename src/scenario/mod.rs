@@ -328,6 +328,21 @@ impl Checker<'_> {
         }
     }
 
+    /// A log-normal's coefficient of variation: 0 (no spread) … [`limits::MAX_LOGNORMAL_CV`].
+    fn lognormal_cv(&self, key: &str, v: f64) -> Result<f64, ScenarioError> {
+        let v = self.non_negative(key, v, "coefficient of variation")?;
+        if v > limits::MAX_LOGNORMAL_CV {
+            return Err(self.err(
+                key,
+                format!(
+                    "must be at most {} (a log-normal's σ² = ln(1 + cv²)), got {v}",
+                    limits::MAX_LOGNORMAL_CV
+                ),
+            ));
+        }
+        Ok(v)
+    }
+
     /// A duration in seconds: finite, > 0 (or ≥ 0 when `zero_ok`), and within
     /// [`limits::MAX_DURATION_S`] so that no sum of durations overflows the `u64` ns clock.
     fn duration(&self, key: &str, v: f64, zero_ok: bool) -> Result<f64, ScenarioError> {
@@ -774,7 +789,7 @@ fn lengths(c: &Checker, key: &str, l: &LengthSection) -> Result<Lengths, Scenari
         }
         LengthSection::Lognormal { mean, cv, max, min } => {
             let mean = c.positive(&format!("{key}.mean"), mean, "tokens")?;
-            let cv = c.non_negative(&format!("{key}.cv"), cv, "coefficient of variation")?;
+            let cv = c.lognormal_cv(&format!("{key}.cv"), cv)?;
             if min == 0 || min > max {
                 return Err(c.err(
                     key,

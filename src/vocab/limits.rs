@@ -47,6 +47,10 @@ pub const MAX_QUEUE_SIZE: u32 = 4096;
 /// part in 10⁶ (use `constant`), and Marsaglia–Tsang's shape 1/cv² stops being a finite
 /// number of draws long before cv reaches 1e-154; above it nearly every gap is 0 ns.
 pub const GAMMA_CV_RANGE: (f64, f64) = (1e-3, 1e3);
+/// The largest `cv` of a log-normal length or think time. Its σ² = ln(1 + cv²) (13.8 at 1,000)
+/// must be finite: past ~1.3e154, cv² overflows, σ is infinite and every draw is NaN (a length
+/// of 0, which then wraps into an endless request).
+pub const MAX_LOGNORMAL_CV: f64 = 1e3;
 /// Memory the per-page and per-slot records of all instances may take together, bytes
 /// (plain allocators keep 4 B per page; the layout oracle of a watched decode instance
 /// keeps about 56 B per page, slot and metadata row: ≈ 26 MB for a unified Qwen3-Next

@@ -400,7 +400,9 @@ fn lognormal_params(mean: f64, cv: f64) -> (f64, f64) {
 fn lognormal((mu, sigma): (f64, f64), (min, max): (u32, u32), rng: &mut ChaCha8Rng) -> u32 {
     let z = standard_normal(rng);
     let x = (mu + sigma * z).exp().round();
-    (x.clamp(f64::from(min), f64::from(max))) as u32
+    // `max` then `min`, not `clamp`: a NaN (which checked parameters never give) lands on
+    // `min` rather than casting to 0, a length no request may have.
+    x.max(f64::from(min)).min(f64::from(max)) as u32
 }
 
 /// A standard normal draw by Box–Muller (two uniforms in, one normal out; the second normal
@@ -414,6 +416,19 @@ fn standard_normal(rng: &mut ChaCha8Rng) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Parameters that give NaN (an infinite σ, which validation refuses) still draw a length
+    /// in range, the least, never 0.
+    #[test]
+    fn a_nan_lognormal_draw_is_the_least_length() {
+        use rand::SeedableRng;
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let p = lognormal_params(256.0, 1e300);
+        assert!(p.1.is_infinite(), "{p:?}");
+        for _ in 0..100 {
+            assert_eq!(lognormal(p, (3, 1024), &mut rng), 3);
+        }
+    }
 
     fn workload(arrival: Arrival, input: Lengths) -> Workload {
         Workload::Synthetic {

@@ -326,3 +326,36 @@ fn attention_tp_past_its_bound_is_refused_by_key() {
         "{err}"
     );
 }
+
+/// A log-normal length's cv past 1,000 is refused naming the key (the fuzzer's seed 44 case
+/// 540,395: cv = 1e300 made σ infinite, every draw NaN, a length of 0, and a run that never
+/// ended); 1,000 itself runs.
+#[test]
+fn a_lognormal_cv_past_its_bound_is_refused_by_key() {
+    let (code, _, err) = pdsim(&args(&[
+        "run",
+        QUICKSTART,
+        "--set",
+        "workload.output_tokens.cv=1e300",
+        "-q",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("workload.output_tokens.cv") && err.contains("at most 1000"),
+        "{err}"
+    );
+    let sets = ["workload.output_tokens.cv=1000".to_string()];
+    let sc = pdsim::scenario::load(&repo().join(QUICKSTART), &sets).unwrap();
+    let d = tmpdir("cv-1000");
+    let (code, _, err) = pdsim(&args(&[
+        "run",
+        QUICKSTART,
+        "--set",
+        &sets[0],
+        "--summary-only",
+        "-q",
+        "--out",
+        d.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{err} ({})", sc.name);
+}

@@ -125,7 +125,7 @@ fn sessions(
         file::ThinkSection::Lognormal { mean, cv } => {
             let k = format!("{key}.mean");
             let v = c.positive(&k, mean, "seconds")?;
-            let cv = c.non_negative(&format!("{key}.cv"), cv, "coefficient of variation")?;
+            let cv = c.lognormal_cv(&format!("{key}.cv"), cv)?;
             ThinkTime::Lognormal {
                 mean_ns: ns(c.within_clock(&k, v, 1.0, "s")?),
                 cv,

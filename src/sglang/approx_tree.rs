@@ -244,38 +244,47 @@ impl ApproxTree {
                 let Some((_, _, node)) = self.leaves[t].pop_first() else {
                     break;
                 };
-                let n = &mut self.nodes[node as usize];
-                let at = n
-                    .holds
-                    .iter()
-                    .position(|h| h.tenant == tenant)
-                    .expect("a leaf in the LRU is held");
-                n.holds.remove(at);
-                self.size[t] -= u64::from(n.tokens);
                 removed += 1;
-                let (parent, id, orphan) = (n.parent, n.id, n.holds.is_empty());
-                if orphan {
-                    self.index.remove(&(parent, id));
-                    self.free.push(node);
-                }
-                if parent != ROOT {
-                    let p = &mut self.nodes[parent as usize];
-                    if orphan {
-                        p.children -= 1;
-                    }
-                    let h = p
-                        .holds
-                        .iter_mut()
-                        .find(|h| h.tenant == tenant)
-                        .expect("a tenant holds every node above one it holds");
-                    h.children -= 1;
-                    if h.children == 0 {
-                        self.leaves[t].insert((h.stamp.0, h.stamp.1, parent));
-                    }
+                if let Some((stamp, parent)) = self.drop_leaf(node, tenant) {
+                    self.leaves[t].insert((stamp.0, stamp.1, parent));
                 }
             }
         }
         removed
+    }
+
+    /// Tenant `tenant` lets go of its leaf `node`: its tokens leave the tenant's size, a node
+    /// nobody holds any more is freed, and the parent loses a child. Returns the parent's
+    /// (stamp, node) when it became one of the tenant's leaves (both eviction orders put it in
+    /// their queue).
+    fn drop_leaf(&mut self, node: u32, tenant: u32) -> Option<((u64, u64), u32)> {
+        let n = &mut self.nodes[node as usize];
+        let at = n
+            .holds
+            .iter()
+            .position(|h| h.tenant == tenant)
+            .expect("an evicted leaf is held");
+        n.holds.remove(at);
+        self.size[tenant as usize] -= u64::from(n.tokens);
+        let (parent, id, orphan) = (n.parent, n.id, n.holds.is_empty());
+        if orphan {
+            self.index.remove(&(parent, id));
+            self.free.push(node);
+        }
+        if parent == ROOT {
+            return None;
+        }
+        let p = &mut self.nodes[parent as usize];
+        if orphan {
+            p.children -= 1;
+        }
+        let h = p
+            .holds
+            .iter_mut()
+            .find(|h| h.tenant == tenant)
+            .expect("a tenant holds every node above one it holds");
+        h.children -= 1;
+        (h.children == 0).then_some((h.stamp, parent))
     }
 
     /// The gateway's pass as pdsim ran it before issue 40 (a walk of the whole tree per tenant
@@ -304,26 +313,9 @@ impl ApproxTree {
                 let Some(Reverse((_, node))) = heap.pop() else {
                     break;
                 };
-                let n = &mut self.nodes[node as usize];
-                let at = n.holds.iter().position(|h| h.tenant == tenant).unwrap();
-                n.holds.remove(at);
-                self.size[t] -= u64::from(n.tokens);
                 removed += 1;
-                let (parent, id, orphan) = (n.parent, n.id, n.holds.is_empty());
-                if orphan {
-                    self.index.remove(&(parent, id));
-                    self.free.push(node);
-                }
-                if parent != ROOT {
-                    let p = &mut self.nodes[parent as usize];
-                    if orphan {
-                        p.children -= 1;
-                    }
-                    let h = p.holds.iter_mut().find(|h| h.tenant == tenant).unwrap();
-                    h.children -= 1;
-                    if h.children == 0 {
-                        heap.push(Reverse((h.stamp, parent)));
-                    }
+                if let Some((stamp, parent)) = self.drop_leaf(node, tenant) {
+                    heap.push(Reverse((stamp, parent)));
                 }
             }
         }

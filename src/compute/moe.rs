@@ -219,15 +219,42 @@ struct A2a {
     rdma_bytes: f64,
 }
 
-/// The popularity skew an instance's busiest GPU sees: EPLB's with `redundant` spare
-/// replicas over `experts` (each replica splits a hot expert's load: the excess shrinks by
-/// the share of experts that can be doubled), or the raw skew without EPLB.
-pub fn skew(p: &Parallel, experts: u32) -> f64 {
-    if !p.enable_eplb {
-        return EXPERT_SKEW;
+/// EP degree at which [`EXPERT_SKEW`] and [`EXPERT_SKEW_EPLB`] hold: the smallest of the
+/// "EP32+" deployments LMSYS measured them on.
+pub const SKEW_ANCHOR_EP: u32 = 32;
+/// Routed experts of the model they were measured on (DeepSeek-V3: 256).
+pub const SKEW_ANCHOR_EXPERTS: u32 = 256;
+
+/// How far the busiest of `ep` GPUs, each holding `experts / ep` experts, sits above the mean
+/// load in units of one expert's popularity spread: a GPU's load is the sum of its experts'
+/// popularities, so its relative spread is the experts' own over `sqrt(experts / ep)`, and the
+/// most loaded of `ep` such sums lies `sqrt(2 ln ep)` of those above the mean (the Gaussian
+/// maximum). 0 at one GPU.
+fn popularity_excess(ep: f64, experts: f64) -> f64 {
+    if ep <= 1.0 {
+        return 0.0;
     }
-    let spare = f64::from(p.ep_num_redundant_experts) / f64::from(experts.max(1));
-    1.0 + (EXPERT_SKEW_EPLB - 1.0) / (1.0 + spare)
+    (2.0 * ep * ep.ln() / experts.max(1.0)).sqrt()
+}
+
+/// The popularity skew an instance's busiest GPU sees (busiest ÷ mean load): LMSYS's figure
+/// at [`SKEW_ANCHOR_EP`] GPUs over [`SKEW_ANCHOR_EXPERTS`] experts — without EPLB, or EPLB's
+/// with `ep_num_redundant_experts` spare replicas (each replica splits a hot expert's load:
+/// the excess shrinks by the share of experts that can be doubled) — carried to this
+/// instance's EP degree and expert count by [`popularity_excess`]: 1 on one GPU, growing with
+/// the GPUs the experts are spread over (fewer experts per GPU average less of the
+/// popularity out), and never more than `ep` (every pair on one GPU).
+pub fn skew(p: &Parallel, experts: u32) -> f64 {
+    let at_anchor = if p.enable_eplb {
+        let spare = f64::from(p.ep_num_redundant_experts) / f64::from(experts.max(1));
+        1.0 + (EXPERT_SKEW_EPLB - 1.0) / (1.0 + spare)
+    } else {
+        EXPERT_SKEW
+    };
+    let ep = f64::from(p.ep_size.max(1));
+    let scale = popularity_excess(ep, f64::from(experts))
+        / popularity_excess(f64::from(SKEW_ANCHOR_EP), f64::from(SKEW_ANCHOR_EXPERTS));
+    (1.0 + (at_anchor - 1.0) * scale).min(ep)
 }
 
 impl ExpertCost {
@@ -524,7 +551,10 @@ mod tests {
 
     #[test]
     fn eplb_and_redundant_experts_reduce_the_skew() {
-        let mut p = Parallel::default();
+        let mut p = Parallel {
+            ep_size: 32,
+            ..Parallel::default()
+        };
         assert_eq!(skew(&p, 256), EXPERT_SKEW);
         p.enable_eplb = true;
         assert_eq!(skew(&p, 256), EXPERT_SKEW_EPLB);
@@ -533,6 +563,43 @@ mod tests {
         let (a, b) = (lmsys(32, false, false), lmsys(32, true, false));
         assert!(
             b.time(4096.0, true, 0.4, 0.7).compute_s < a.time(4096.0, true, 0.4, 0.7).compute_s
+        );
+    }
+
+    /// The skew is LMSYS's at EP32 over 256 experts and follows the EP degree from there,
+    /// by hand: the busiest GPU's excess over the mean scales with `sqrt(2·ep·ln ep / E)`, which
+    /// is 0.930825 at the anchor, 0.104069 at EP2, 0.360507 at EP8 and 1.551008 at EP72.
+    #[test]
+    fn the_skew_follows_the_ep_degree_from_lmsys_ep32() {
+        let at = |ep: u32, eplb: bool, experts: u32| {
+            skew(
+                &Parallel {
+                    ep_size: ep,
+                    enable_eplb: eplb,
+                    ..Parallel::default()
+                },
+                experts,
+            )
+        };
+        assert_eq!(at(1, false, 256), 1.0);
+        assert!((at(2, false, 256) - (1.0 + 0.7 * 0.104069 / 0.930825)).abs() < 1e-5);
+        assert!((at(8, false, 256) - 1.271111).abs() < 1e-5);
+        assert!((at(72, false, 256) - 2.166389).abs() < 1e-5);
+        assert!((at(8, true, 256) - (1.0 + 0.15 * 0.360507 / 0.930825)).abs() < 1e-5);
+        // Fewer experts per GPU average less popularity out: Qwen3's 128 at EP8 sit between
+        // DeepSeek's 256 at EP8 and at EP16.
+        assert!(at(8, false, 128) > at(8, false, 256) && at(8, false, 128) < at(16, false, 256));
+        // Rising with the EP degree, never above it.
+        let mut last = 1.0;
+        for ep in 2..=256 {
+            let s = at(ep, false, 256);
+            assert!(s > last && s <= f64::from(ep), "EP{ep}: {s}");
+            last = s;
+        }
+        assert_eq!(
+            at(2, false, 1),
+            2.0,
+            "one expert: all of it on one GPU at most"
         );
     }
 

@@ -14,11 +14,12 @@
 //! the figures: the rows run, the FP8 decode saturates, the KV stays on NVLink inside the rack,
 //! NVFP4 decodes faster than FP8 at one batch, MTP speeds the multi-node decode up. Issue 43
 //! asks the NVL72 and FP4 rows within 20 % with the kernel-table step times of issue 42. Under
-//! `sglang-2026` (measured GB200 kernels) the FP8 decode reads −6.6 % (met); the NVFP4 prefill
-//! −55 % and therefore the NVFP4 decode it feeds −46 % (not met: its MoE at EP4 is priced at
-//! the table's balanced time × the 1.7 routing skew of a deployment without EPLB, and its MLA
-//! attention by the context-MLA module table — together ~3× LMSYS's forward); the MTP row
-//! +50 % (the speedup 2.0× where LMSYS measured 1.35×). `cargo test --release --test fidelity
+//! `sglang-2026` (measured GB200 kernels) the FP8 decode reads −6.8 % (met); the NVFP4 prefill
+//! −44 % and therefore the NVFP4 decode it feeds −37 % (not met: its MoE at EP4 is priced at
+//! the table's balanced time × the routing skew of a deployment without EPLB, 1.16 at EP4, and
+//! its MLA attention by the context-MLA module table; AIConfigurator's own estimate of the tray
+//! on the same tables reads −24.5 %, docs/performance-model.md §7.8); the MTP row +51 % (the
+//! speedup 2.0× where LMSYS measured 1.35×). `cargo test --release --test fidelity
 //! moe_gb200 -- --nocapture` prints them.
 
 use crate::common;
@@ -85,8 +86,8 @@ fn gb200_nvl72_fp4_offload_and_mtp_rows() {
     );
     row("  the same against Part I's row", fp8, 7_583.0);
     // NVFP4 MoE + FP8 KV on the decode, 4-GPU offloading prefills. Not held to the published
-    // row (issue 43 keeps it open): its feeder, 150 NVFP4 prefill trays, reads −55 % against
-    // LMSYS's prefill row below, so the decode ranks hold ~190 requests, not 384, and the
+    // row (issue 43 keeps it open): its feeder, 150 NVFP4 prefill trays, reads −44 % against
+    // LMSYS's prefill row below, so the decode ranks hold ~260 requests, not 384, and the
     // per-GPU figure is the feeder's. What holds is the step: per running request, NVFP4
     // experts with an FP8 KV decode faster than FP8 experts with a BF16 KV.
     let dir = common::tmpdir("gb200-fp4-decode");

@@ -30,13 +30,24 @@ rows=(
   "q235b-h200-ctx4k   Qwen/Qwen3-235B-A22B               h200_sxm  8  8  ctx  1     4096  2"
   "q235b-h100-tp-gen64 Qwen/Qwen3-235B-A22B              h100_sxm  8  1  gen  64    1024  256"
   "8b-a100-gen64      meta-llama/Meta-Llama-3.1-8B       a100_sxm  1  1  gen  64    1024  256"
+  "ds3-h200-gen64     deepseek-ai/DeepSeek-V3            h200_sxm  8  8  gen  64    2048  256"
+  "ds3-h200-gen256    deepseek-ai/DeepSeek-V3            h200_sxm  8  8  gen  256   2048  256"
+  "ds3-h200-ctx4k     deepseek-ai/DeepSeek-V3            h200_sxm  8  8  ctx  1     4096  2"
+  "ds3-h200-ctx2kx8   deepseek-ai/DeepSeek-V3            h200_sxm  8  8  ctx  8     2048  2"
+  "ds3-b200-gen128    deepseek-ai/DeepSeek-V3            b200_sxm  8  8  gen  128   2048  256"
+  "ds3-b200-ctx4k     deepseek-ai/DeepSeek-V3            b200_sxm  8  8  ctx  1     4096  2"
   "8b-a100-ctx512     meta-llama/Meta-Llama-3.1-8B       a100_sxm  1  1  ctx  1     512   2"
 )
 echo "id,model,gpu,tp,ep,mode,batch,isl,osl,aic_ms" > "$out"
 for r in "${rows[@]}"; do
   read -r id model gpu tp ep mode batch isl osl <<<"$r"
   args=(--model-path "$model" --system "$gpu" --backend sglang --batch-size "$batch" --isl "$isl" --osl "$osl" --tp-size "$tp")
-  if [ "$ep" != 1 ]; then args+=(--moe-ep-size "$ep" --moe-tp-size 1); fi
+  if [ "$ep" != 1 ]; then
+    args+=(--moe-ep-size "$ep" --moe-tp-size 1)
+  elif [[ "$model" == *A22B* ]]; then
+    # A MoE model without EP: its experts TP-sharded over the instance.
+    args+=(--moe-ep-size 1 --moe-tp-size "$tp")
+  fi
   if [ "$mode" = gen ]; then
     ms=$(aiconfigurator cli estimate "${args[@]}" --estimate-mode static_gen 2>/dev/null | awk '/TPOT:/{print $2}')
   else

@@ -1,12 +1,13 @@
 //! The verbs in process: what `pdsim run`, `sweep`, `plan`, `lint`, `layout` and `explain` do,
 //! callable from a program (the Python binding in `python/` is its one user).
 //!
-//! Every function here fills in the verb's own arguments (`cli::*::*Args`, quiet) and calls the
-//! very function the verb runs (`cli::run::run_with`, `cli::sweep::run_base`, …), so a program
+//! Every function here builds the application layer's request (`app::run::RunRequest`, …,
+//! quiet) from a program's call and runs the very verb the command line runs (`app::run::run`,
+//! `app::sweep::run`, …); neither this file nor the CLI builds the other's types. So a program
 //! gets the CLI's files byte for byte by construction: the determinism contract
-//! (`docs/architecture.md` §6) spans both. The only new input is a scenario given as TOML
-//! text rather than a file ([`Source::Text`]); its relative paths resolve against the folder of
-//! the path it is given, as a file's do.
+//! (`docs/architecture.md` §6) spans both. A scenario may be TOML text rather than a file
+//! ([`Source::Text`]); its relative paths resolve against the folder of the path it is given,
+//! as a file's do.
 //!
 //! Errors are the CLI's ([`CliError`]), flattened by [`Failure::of`] into what an exception
 //! carries: the exit code the CLI would return, the message, and the key, file and line.
@@ -15,59 +16,10 @@
 //! masks, dictionary-coded text), so a dataframe library takes a table without a row loop.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
-use crate::cli::CliError;
-use crate::plan::Base;
+pub use crate::app::{CliError, Source};
 use crate::report::IoError;
-use crate::scenario::{self, Scenario};
-
-/// Where a scenario comes from.
-#[derive(Clone, Debug)]
-pub enum Source {
-    /// A scenario file, as the CLI takes it.
-    File(PathBuf),
-    /// TOML text; `path` names it in errors and its folder resolves the relative paths inside
-    /// (it need not exist).
-    Text {
-        /// The scenario.
-        text: String,
-        /// Its stand-in file name.
-        path: PathBuf,
-    },
-}
-
-impl Source {
-    /// The scenario's file name (a stand-in for text), as the CLI's arguments carry it.
-    pub fn path(&self) -> &Path {
-        match self {
-            Source::File(p) | Source::Text { path: p, .. } => p,
-        }
-    }
-
-    /// The scenario read once (what a sweep or plan keeps), validated as written.
-    fn base(&self) -> Result<Base, CliError> {
-        match self {
-            Source::File(p) => Ok(Base::load(p)?),
-            Source::Text { text, path } => {
-                let sc = scenario::from_str(text, path, &[])?;
-                Ok(Base {
-                    path: path.clone(),
-                    text: text.clone(),
-                    file: scenario::resolved_file(&sc),
-                })
-            }
-        }
-    }
-
-    /// The scenario with `sets` applied.
-    fn load(&self, sets: &[String]) -> Result<Scenario, CliError> {
-        Ok(match self {
-            Source::File(p) => scenario::load(p, sets)?,
-            Source::Text { text, path } => scenario::from_str(text, path, sets)?,
-        })
-    }
-}
+use crate::scenario;
 
 /// Every `[slo]` key as `(key, kind, meaning, population)`: `kind` is `percentile`,
 /// `threshold` (per request, joins attainment) or `attainment`; `population` says what the
@@ -155,8 +107,8 @@ pub struct RunDone {
 
 /// `pdsim run … -q`: writes `req.out` exactly as the CLI does.
 pub fn run(req: &RunRequest) -> Result<RunDone, CliError> {
-    let args = crate::cli::run::RunArgs {
-        scenario: req.scenario.path().to_path_buf(),
+    let r = crate::app::run::RunRequest {
+        scenario: req.scenario.clone(),
         seed: req.seed,
         out: Some(req.out.clone()),
         sets: req.sets.clone(),
@@ -165,19 +117,10 @@ pub fn run(req: &RunRequest) -> Result<RunDone, CliError> {
         summary_only: req.summary_only,
         trace_events: req.trace_events,
     };
-    let mut notes = Vec::new();
-    let out = crate::cli::run::run_with(&args, || {
-        let mut sets = req.sets.clone();
-        if let Some(seed) = req.seed {
-            sets.push(format!("run.seed={seed}"));
-        }
-        let sc = req.scenario.load(&sets)?;
-        notes = sc.notes.clone();
-        Ok(sc)
-    })?;
+    let out = crate::app::run::run(&r)?;
     Ok(RunDone {
         dir: out.dir,
-        notes,
+        notes: out.notes,
     })
 }
 
@@ -202,11 +145,10 @@ pub struct SweepRequest {
     pub resume: bool,
 }
 
-/// `pdsim sweep … -q` into `req.out`.
-pub fn sweep(req: &SweepRequest) -> Result<PathBuf, CliError> {
-    let started = Instant::now();
-    let args = crate::cli::sweep::SweepArgs {
-        scenario: req.scenario.path().to_path_buf(),
+/// The application layer's request for `req`, quiet.
+fn sweep_request(req: &SweepRequest) -> crate::app::sweep::SweepRequest {
+    crate::app::sweep::SweepRequest {
+        scenario: req.scenario.clone(),
         vary: req.vary.clone(),
         seeds: req.seeds,
         jobs: req.jobs,
@@ -215,8 +157,12 @@ pub fn sweep(req: &SweepRequest) -> Result<PathBuf, CliError> {
         sets: req.sets.clone(),
         quiet: true,
         resume: req.resume,
-    };
-    crate::cli::sweep::run_base(&args, req.scenario.base()?, started)?;
+    }
+}
+
+/// `pdsim sweep … -q` into `req.out`.
+pub fn sweep(req: &SweepRequest) -> Result<PathBuf, CliError> {
+    crate::app::sweep::run(&sweep_request(req))?;
     Ok(req.out.clone())
 }
 
@@ -237,7 +183,6 @@ pub struct PlanRequest {
 
 /// `pdsim plan … -q` into `req.sweep.out`.
 pub fn plan(req: &PlanRequest) -> Result<PathBuf, CliError> {
-    let started = Instant::now();
     let s = &req.sweep;
     if s.shard.is_some() {
         return Err(CliError::Conflict {
@@ -245,8 +190,14 @@ pub fn plan(req: &PlanRequest) -> Result<PathBuf, CliError> {
             message: "a plan is not sharded: drop shard (sweep takes it)".into(),
         });
     }
-    let args = crate::cli::plan::PlanArgs {
-        scenario: s.scenario.path().to_path_buf(),
+    if req.full_grid && req.rate.is_none() {
+        return Err(CliError::Conflict {
+            flags: &["--full-grid", "--max-rate"],
+            message: "full_grid applies to a plan at one rate: give rate, or drop full_grid".into(),
+        });
+    }
+    crate::app::plan::run(&crate::app::plan::PlanRequest {
+        scenario: s.scenario.clone(),
         rate: req.rate,
         max_rate: req.rate.is_none(),
         vary: s.vary.clone(),
@@ -259,14 +210,7 @@ pub fn plan(req: &PlanRequest) -> Result<PathBuf, CliError> {
         full_grid: req.full_grid,
         resume: s.resume,
         no_early_stop: req.no_early_stop,
-    };
-    if args.full_grid && args.max_rate {
-        return Err(CliError::Conflict {
-            flags: &["--full-grid", "--max-rate"],
-            message: "full_grid applies to a plan at one rate: give rate, or drop full_grid".into(),
-        });
-    }
-    crate::cli::plan::run_base(&args, s.scenario.base()?, started)?;
+    })?;
     Ok(s.out.clone())
 }
 
@@ -279,14 +223,14 @@ pub fn lint(q: &crate::diagnose::lint::LintQuestion) -> Result<(String, bool), C
 }
 
 /// `pdsim layout --json`: the regions one rank registers, as the CLI prints them.
-pub fn layout(a: &crate::cli::layout::LayoutArgs) -> Result<String, CliError> {
-    let layout = crate::cli::layout::layout_of(a)?;
+pub fn layout(a: &crate::app::layout::LayoutRequest) -> Result<String, CliError> {
+    let layout = crate::app::layout::layout_of(a)?;
     Ok(serde_json::to_string_pretty(&layout).expect("a layout serializes") + "\n")
 }
 
 /// `pdsim explain`: the text it prints.
-pub fn explain(a: &crate::cli::explain::ExplainArgs) -> Result<String, CliError> {
-    crate::cli::explain::explain_text(a)
+pub fn explain(a: &crate::app::explain::ExplainRequest) -> Result<String, CliError> {
+    crate::app::explain::explain_text(a)
 }
 
 /// An error as a program's exception carries it.

@@ -22,14 +22,15 @@
 //!   from one never shifts another;
 //! - nothing host-dependent reaches results: no `HashMap` iteration order, no wall clock, no
 //!   thread count; keyed collections that reach output are `BTreeMap`s or `Vec`s;
-//! - the simulation reads no files and no clock: the CLI reads inputs, the report writes outputs.
+//! - the simulation reads no files and no clock: the application layer (`app`, under the CLI
+//!   and the Python API) reads inputs, the report writes outputs.
 //!
 //! Only `run.json` records host facts (wall time, events per second, peak memory).
 //!
 //! ## Layers
 //! Folders are floors and imports only run down (`docs/architecture.md` §1):
-//! `cli → {plan, diagnose, scenario} → sim → sglang → {compute, workload, metrics, config} →
-//! {layout, fabric} → {vocab, spec, engine}`. `config` — the checked configuration — embeds
+//! `{cli, api} → app → {plan, diagnose, scenario} → sim → sglang → {compute, workload, metrics,
+//! config} → {layout, fabric} → {vocab, spec, engine}`. `config` — the checked configuration — embeds
 //! compiled layout plans and fabric parameters, so it sits above `layout` and `fabric`, not at
 //! the bottom. `vocab` is the ground floor's shared words (ids, events, the request table,
 //! `Outcome` / `ErrorKind`). `report` reads metrics and holds the results schema
@@ -45,6 +46,7 @@
 //! wake set (`docs/architecture.md` §1, §7, §8).
 
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod compute;
 pub mod config;

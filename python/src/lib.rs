@@ -25,7 +25,7 @@ create_exception!(
 fn guard<T: Send>(
     py: Python<'_>,
     what: &str,
-    f: impl FnOnce() -> Result<T, pdsim::cli::CliError> + Send,
+    f: impl FnOnce() -> Result<T, pdsim::app::CliError> + Send,
 ) -> PyResult<T> {
     let out: Result<T, Failure> = py.detach(|| match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
@@ -183,7 +183,7 @@ fn layout(
     enable_unified_memory: bool,
     rank: u32,
 ) -> PyResult<String> {
-    let a = pdsim::cli::layout::LayoutArgs {
+    let a = pdsim::app::layout::LayoutRequest {
         model,
         tp,
         page_size,
@@ -205,7 +205,7 @@ fn explain(
     out: Option<String>,
     sets: Vec<String>,
 ) -> PyResult<String> {
-    let a = pdsim::cli::explain::ExplainArgs {
+    let a = pdsim::app::explain::ExplainRequest {
         path: path.into(),
         markdown,
         out: out.map(PathBuf::from),
@@ -262,7 +262,7 @@ fn read_columns<'py>(py: Python<'py>, path: String) -> PyResult<Bound<'py, PyTup
 /// installs pdsim's exit-on-interrupt handler inside Python.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    pdsim::cli::signals::keep_host_handlers();
+    pdsim::app::signals::keep_host_handlers();
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     for f in [

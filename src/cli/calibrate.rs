@@ -77,7 +77,7 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
             ),
         )
     })?;
-    let spec = super::layout::load_model(model)?;
+    let spec = crate::app::layout::load_model(model)?;
     if a.tp == 0 || a.tp > 1024 {
         return Err(CliError::flag(
             "--tp",
@@ -167,9 +167,9 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
         params: fitted.clone(),
     };
     // Atomic: a crash or a full disk leaves the previous calibration whole, never half of one.
-    super::outdir::write_atomic(&a.out, file.to_toml().as_bytes())?;
+    crate::app::outdir::write_atomic(&a.out, file.to_toml().as_bytes())?;
     for w in on_bounds(&fitted) {
-        super::sweep::note(&format!("warning: {w}"));
+        crate::app::sweep::note(&format!("warning: {w}"));
     }
     super::print_out(&render(
         &a.base,
@@ -236,7 +236,7 @@ fn from_aiconfigurator(a: &CalibrateArgs, dir: &std::path::Path) -> Result<(), C
     );
     let header = provenance_header(&tables.meta.source, &d.files);
     let text = tables.to_text(&header);
-    super::outdir::write_atomic(&a.out, text.as_bytes())?;
+    crate::app::outdir::write_atomic(&a.out, text.as_bytes())?;
     let mut s = String::new();
     let _ = writeln!(
         s,

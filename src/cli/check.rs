@@ -220,7 +220,7 @@ fn load_jobs(a: &CheckArgs) -> Result<(Vec<Job>, Vec<PathBuf>), CliError> {
         let sc = scenario::load(&path, &a.sets)?;
         // As `run` does, under -q too: a warning changes what the verdict means.
         for n in &sc.notes {
-            super::sweep::note(&format!("warning: {}: {n}", path.display()));
+            crate::app::sweep::note(&format!("warning: {}: {n}", path.display()));
         }
         match scenario::expectations(&sc).filter(|e| !e.is_empty()) {
             Some(expect) => jobs.push(Job {
@@ -275,8 +275,8 @@ fn out_dirs(jobs: &[Job], base: Option<&Path>) -> Vec<Option<PathBuf>> {
 fn check_one(job: &Job, out: Option<&Path>) -> Result<Checked, CliError> {
     let started = Instant::now();
     let summary = match out {
-        Some(dir) => super::run::run_scenario(&job.sc, dir)?.summary,
-        None => super::run::summarize(&job.sc)?,
+        Some(dir) => crate::app::run::run_scenario(&job.sc, dir)?.summary,
+        None => crate::app::run::summarize(&job.sc)?,
     };
     let mut verdicts = evaluate(&job.expect, &summary);
     match &job.baseline {
@@ -502,7 +502,7 @@ pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
         attach_baselines(&mut jobs, dir, a.max_regression)?;
     }
     // The bound of sweep and plan (at least 1, at most MAX_JOBS threads).
-    let threads = super::sweep::jobs_of(a.jobs)?;
+    let threads = crate::app::sweep::jobs_of(a.jobs)?;
     let mut checked = Vec::new();
     for r in run_all(&jobs, &dirs, threads) {
         checked.push(r?);
@@ -544,7 +544,7 @@ pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
                 })
             })?;
         }
-        super::outdir::write_atomic(path, junit(&checked).as_bytes())?;
+        crate::app::outdir::write_atomic(path, junit(&checked).as_bytes())?;
     }
     super::print_out(&text)?;
     Ok(bad == 0)

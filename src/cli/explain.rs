@@ -1,15 +1,10 @@
-//! `pdsim explain RESULTS_DIR | SCENARIO.toml [--markdown] [--out DIR]`: a narrative of a run
-//! for people (docs/architecture.md §2). A scenario file is run first (into `--out`, default
-//! `results/<run.name>/`); the folder is checked to be a finished run's, read back through the
-//! results schema and explained by `diagnose::explain`. This file parses, calls and prints.
+//! `pdsim explain`: its flags; the verb itself is `app::explain`.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use super::CliError;
-use crate::diagnose::explain::explain_dir;
-use crate::scenario;
+use crate::app::explain::ExplainRequest;
 
 /// Arguments of `pdsim explain`.
 #[derive(Args, Debug, Clone)]
@@ -27,48 +22,14 @@ pub struct ExplainArgs {
     pub sets: Vec<String>,
 }
 
-/// Runs `pdsim explain`.
-pub fn run(a: &ExplainArgs) -> Result<(), CliError> {
-    super::print_out(&explain_text(a)?)
-}
-
-/// The text `run` prints (`crate::api` returns it).
-pub fn explain_text(a: &ExplainArgs) -> Result<String, CliError> {
-    let dir = if a.path.is_dir() {
-        if !a.sets.is_empty() {
-            return Err(CliError::Flag {
-                flag: "--set",
-                message: "--set applies to a scenario file, not to a results folder".into(),
-            });
+impl ExplainArgs {
+    /// The request these flags make.
+    pub fn request(&self) -> ExplainRequest {
+        ExplainRequest {
+            path: self.path.clone(),
+            markdown: self.markdown,
+            out: self.out.clone(),
+            sets: self.sets.clone(),
         }
-        a.path.clone()
-    } else if a.path.is_file() {
-        let sc = scenario::load(&a.path, &a.sets)?;
-        let dir = a
-            .out
-            .clone()
-            .unwrap_or_else(|| super::default_out(&sc.name));
-        super::run::run_scenario(&sc, &dir)?;
-        let _ = writeln_stderr(&format!(
-            "pdsim: ran {} into {}",
-            a.path.display(),
-            dir.display()
-        ));
-        dir
-    } else {
-        return Err(CliError::Input {
-            path: a.path.clone(),
-            message: format!(
-                "{}: neither a results folder nor a scenario file",
-                a.path.display()
-            ),
-        });
-    };
-    super::readback::results_dir(&dir)?;
-    Ok(explain_dir(&dir, a.markdown)?)
-}
-
-fn writeln_stderr(s: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    writeln!(std::io::stderr(), "{s}")
+    }
 }

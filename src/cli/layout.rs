@@ -1,13 +1,8 @@
-//! `pdsim layout --model M [--tp N] [--page-size P] [--kv-cache-dtype D]
-//! [--enable-unified-memory] [--rank R] [--json]`: the KV and state regions one rank registers.
-
-use std::path::Path;
+//! `pdsim layout`: its flags; the verb itself is `app::layout`.
 
 use clap::Args;
 
-use super::CliError;
-use crate::layout::{RankLayout, render_table};
-use crate::spec::{ServerArgs, model, server};
+use crate::app::layout::LayoutRequest;
 
 /// Arguments of `pdsim layout`.
 #[derive(Args, Debug)]
@@ -35,77 +30,17 @@ pub struct LayoutArgs {
     pub json: bool,
 }
 
-/// A model preset, or a Hugging Face `config.json` read from `name`.
-pub(super) fn load_model(name: &str) -> Result<crate::spec::ModelSpec, CliError> {
-    match model::preset(name) {
-        Some(m) => Ok(m),
-        None if name.ends_with(".json") || Path::new(name).is_file() => {
-            Ok(crate::spec::hf::load_model_config(Path::new(name))?)
+impl LayoutArgs {
+    /// The request these flags make.
+    pub fn request(&self) -> LayoutRequest {
+        LayoutRequest {
+            model: self.model.clone(),
+            tp: self.tp,
+            page_size: self.page_size,
+            kv_cache_dtype: self.kv_cache_dtype.clone(),
+            enable_unified_memory: self.enable_unified_memory,
+            rank: self.rank,
+            json: self.json,
         }
-        None => Err(CliError::Flag {
-            flag: "--model",
-            message: format!(
-                "--model {name:?} is neither a preset ({}) nor a config.json file",
-                model::MODEL_PRESETS.join(", ")
-            ),
-        }),
     }
-}
-
-/// Prints the layout.
-pub fn run(a: &LayoutArgs) -> Result<(), CliError> {
-    let layout = layout_of(a)?;
-    if a.json {
-        let text = serde_json::to_string_pretty(&layout).map_err(|e| CliError::Flag {
-            flag: "--json",
-            message: format!("cannot render JSON: {e}"),
-        })?;
-        super::print_out(&format!("{text}\n"))
-    } else {
-        super::print_out(&render_table(&layout))
-    }
-}
-
-/// The layout the flags ask for, every flag checked (what `run` prints; `crate::api` returns it).
-pub fn layout_of(a: &LayoutArgs) -> Result<RankLayout, CliError> {
-    let spec = load_model(&a.model)?;
-    if !server::KV_CACHE_DTYPES.contains(&a.kv_cache_dtype.as_str()) {
-        return Err(CliError::Flag {
-            flag: "--kv-cache-dtype",
-            message: format!(
-                "--kv-cache-dtype {:?}: valid values are {}",
-                a.kv_cache_dtype,
-                server::KV_CACHE_DTYPES.join(", ")
-            ),
-        });
-    }
-    if a.tp == 0 {
-        return Err(CliError::flag("--tp", "--tp must be at least 1".into()));
-    }
-    server::check_page_size(a.page_size)
-        .map_err(|m| CliError::flag("--page-size", format!("--page-size {}: {m}", a.page_size)))?;
-    if a.rank >= a.tp {
-        return Err(CliError::Flag {
-            flag: "--rank",
-            message: format!(
-                "--rank {} is out of range for --tp {} (0..{})",
-                a.rank, a.tp, a.tp
-            ),
-        });
-    }
-    let args = ServerArgs {
-        tp_size: a.tp,
-        attn_tp_size: a.tp,
-        page_size: a.page_size,
-        kv_cache_dtype: a.kv_cache_dtype.clone(),
-        enable_unified_memory: a.enable_unified_memory,
-        chunked_prefill_size: 8192,
-        max_prefill_tokens: 16384,
-        mem_fraction_static: 0.85,
-        max_running_requests: None,
-        radix_cache: None,
-        quantization: None,
-        speculative: None,
-    };
-    Ok(RankLayout::new(&spec, &args, a.rank)?)
 }

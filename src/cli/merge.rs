@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::CliError;
-use super::outdir::{OutDir, check_complete};
-use super::sweep::{SWEEP_FILES, write_sweep};
+use crate::app::outdir::{OutDir, check_complete};
+use crate::app::sweep::{SWEEP_FILES, write_sweep};
 use crate::plan::{self, Manifest, SweepRow};
 
 /// Arguments of `pdsim merge`.

@@ -1,4 +1,5 @@
-//! The command line: one file per verb. `main.rs` only parses and maps errors to exit codes.
+//! The command line: one file per verb, each parsing its flags into the application layer's
+//! request (`crate::app`). `main.rs` only parses and maps errors to exit codes.
 
 pub mod calibrate;
 pub mod check;
@@ -6,17 +7,14 @@ pub mod explain;
 pub mod layout;
 pub mod lint;
 pub mod merge;
-pub mod outdir;
 pub mod plan;
-pub mod readback;
 pub mod run;
-pub mod signals;
 pub mod sweep;
 pub mod trace;
 
-use std::path::PathBuf;
-
 use clap::{Parser, Subcommand};
+
+pub use crate::app::{CliError, default_out, print_out, same_file, shown};
 
 /// pdsim — a deterministic simulator of prefill/decode-disaggregated LLM serving.
 #[derive(Parser, Debug)]
@@ -53,224 +51,148 @@ pub enum Command {
     Plan(plan::PlanArgs),
 }
 
-/// Why a verb failed, with its exit code.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    /// A flag's value is not valid (exit 2): `flag` names it (`--tp`, `--gpu`), the message
-    /// says what would be.
-    #[error("{message}")]
-    Flag {
-        /// The flag, as typed on the command line.
-        flag: &'static str,
-        /// What is wrong and what is valid.
-        message: String,
-    },
-    /// Flags that cannot be given together (exit 2).
-    #[error("{message}")]
-    Conflict {
-        /// The flags, as typed.
-        flags: &'static [&'static str],
-        /// Why, and which to keep.
-        message: String,
-    },
-    /// A path argument that is not what the verb reads, or an input it refuses (exit 2).
-    #[error("{message}")]
-    Input {
-        /// The file or folder.
-        path: PathBuf,
-        /// What is wrong with it and what the verb wants.
-        message: String,
-    },
-    /// An unreadable or invalid trace (exit 2).
-    #[error("{0}")]
-    Trace(#[from] crate::workload::trace::TraceError),
-    /// An unreadable or unsupported model config (exit 2).
-    #[error("{0}")]
-    ModelConfig(#[from] crate::spec::hf::ConfigError),
-    /// Server arguments no layout exists for (exit 2).
-    #[error("{0}")]
-    Layout(#[from] crate::layout::LayoutError),
-    /// An invalid scenario (exit 2).
-    #[error("{0}")]
-    Scenario(#[from] crate::scenario::ScenarioError),
-    /// A file could not be read or written (exit 3).
-    #[error("{0}")]
-    Io(#[from] crate::report::IoError),
-    /// A results file read back that is not pdsim's (exit 2) or could not be read (exit 3).
-    #[error(transparent)]
-    Results(#[from] crate::report::schema::ReadError),
-    /// A `check --baseline` folder that is not a baseline, or a run in it that is not a
-    /// complete pdsim result (exit 2, naming the folder or file).
-    #[error(transparent)]
-    Baseline(#[from] crate::report::baseline::BaselineError),
-    /// Launch lines `lint` cannot read or predict (exit 2).
-    #[error(transparent)]
-    Lint(#[from] crate::diagnose::lint::LintError),
-    /// The verb ran and its verdict is negative: an expectation failed (`check`) or the pair
-    /// is incompatible (`lint`). Exit 1.
-    #[error("{0}")]
-    Failed(String),
-    /// Another pdsim process is writing the output folder (exit 3, like any I/O refusal).
-    #[error("{0}")]
-    Busy(String),
-    /// A sweep or plan failed.
-    #[error("{0}")]
-    Plan(#[from] crate::plan::PlanError),
-    /// Standard output was closed by its reader (`pdsim ... | head`): not a failure, so exit 0
-    /// without a message, as `head`'s other writers (coreutils, ripgrep) do.
-    #[error("standard output closed")]
-    ClosedStdout,
-}
-
-impl CliError {
-    /// A bad value of `flag` (exit 2).
-    pub fn flag(flag: &'static str, message: String) -> Self {
-        CliError::Flag { flag, message }
-    }
-
-    /// A refused input file or folder (exit 2).
-    pub fn input(path: impl Into<PathBuf>, message: String) -> Self {
-        CliError::Input {
-            path: path.into(),
-            message,
-        }
-    }
-
-    /// The flag, key or file the error is about, for callers that act on it (a notebook's
-    /// exception, an editor's squiggle): `--tp`, `pools.decode.server.tp_size`, a path.
-    pub fn key(&self) -> Option<String> {
-        match self {
-            CliError::Flag { flag, .. } => Some((*flag).to_string()),
-            CliError::Conflict { flags, .. } => Some(flags.join(" ")),
-            CliError::Input { path, .. } => Some(path.display().to_string()),
-            CliError::Scenario(e) if !e.key.is_empty() => Some(e.key.clone()),
-            CliError::Results(crate::report::schema::ReadError::Shape { path, field, .. }) => {
-                Some(format!("{}: {field}", path.display()))
-            }
-            CliError::Baseline(e) => Some(e.path().display().to_string()),
-            CliError::Plan(e) => e.key(),
-            _ => None,
-        }
-    }
-
-    /// docs/architecture.md §2: 1 a negative verdict, 2 usage or invalid input, 3 I/O.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            CliError::Flag { .. }
-            | CliError::Conflict { .. }
-            | CliError::Input { .. }
-            | CliError::Trace(_)
-            | CliError::ModelConfig(_)
-            | CliError::Layout(_)
-            | CliError::Scenario(_)
-            | CliError::Baseline(_)
-            | CliError::Lint(_) => 2,
-            CliError::Results(e) => e.exit_code(),
-            CliError::Io(_) | CliError::Busy(_) => 3,
-            CliError::Failed(_) => 1,
-            CliError::Plan(crate::plan::PlanError::Io(_)) => 3,
-            CliError::Plan(_) => 2,
-            CliError::ClosedStdout => 0,
-        }
-    }
-}
-
-/// Writes `text` to standard output, locked and flushed, so a write error is an error rather
-/// than a panic in `print!`: a closed pipe is [`CliError::ClosedStdout`] (exit 0, quietly),
-/// anything else (a full disk) an I/O error on `standard output` (exit 3).
-pub fn print_out(text: &str) -> Result<(), CliError> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .map_err(|source| {
-            if source.kind() == std::io::ErrorKind::BrokenPipe {
-                CliError::ClosedStdout
-            } else {
-                CliError::Io(crate::report::IoError {
-                    path: PathBuf::from("standard output"),
-                    source,
-                })
-            }
-        })
-}
-
 /// Runs the parsed command.
 pub fn dispatch(cli: Cli) -> Result<(), CliError> {
     match cli.command {
-        Command::Run(args) => run::run(&args).map(|_| ()),
+        Command::Run(args) => crate::app::run::run(&args.request()).map(|_| ()),
         Command::Trace(args) => trace::run(&args),
-        Command::Layout(args) => layout::run(&args),
+        Command::Layout(args) => crate::app::layout::run(&args.request()),
         Command::Check(args) => match check::run(&args)? {
             true => Ok(()),
             false => Err(CliError::Failed(
                 "check failed: at least one expectation did not hold (see above)".into(),
             )),
         },
-        Command::Explain(args) => explain::run(&args),
+        Command::Explain(args) => crate::app::explain::run(&args.request()),
         Command::Lint(args) => lint::run(&args),
         Command::Calibrate(args) => calibrate::run(&args),
-        Command::Sweep(args) => sweep::run(&args),
+        Command::Sweep(args) => crate::app::sweep::run(&args.request()),
         Command::Merge(args) => merge::run(&args),
-        Command::Plan(args) => plan::run(&args),
+        Command::Plan(args) => crate::app::plan::run(&args.request()),
     }
-}
-
-/// Whether `a` and `b` name the same file (by device and inode when both exist, so `./x`,
-/// `x` and a link to it are one file).
-pub fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
-        _ => false,
-    }
-}
-
-/// A path for messages.
-pub fn shown(p: &std::path::Path) -> String {
-    p.display().to_string()
-}
-
-/// The default output folder of a run.
-pub fn default_out(name: &str) -> PathBuf {
-    PathBuf::from("results").join(name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every typed user mistake carries the flag, key or file it is about and exits 2; a
-    /// results file that cannot be read at all is I/O (3).
+    /// The command line makes the application layer's request from every flag it parses.
     #[test]
-    fn typed_errors_name_their_key_and_exit_2() {
-        let flag = CliError::flag("--tp", "--tp 0: must be at least 1".into());
-        assert_eq!((flag.key().as_deref(), flag.exit_code()), (Some("--tp"), 2));
-        let both = CliError::Conflict {
-            flags: &["--trace-events", "--summary-only"],
-            message: "pick one".into(),
+    fn flags_become_the_verbs_request() {
+        let run = |argv: &[&str]| Cli::try_parse_from(argv).expect("parses").command;
+        let Command::Run(a) = run(&[
+            "pdsim",
+            "run",
+            "s.toml",
+            "--seed",
+            "7",
+            "--out",
+            "o",
+            "--set",
+            "run.name=x",
+            "-q",
+            "--summary-only",
+        ]) else {
+            panic!("not run")
         };
-        assert_eq!(both.key().as_deref(), Some("--trace-events --summary-only"));
-        assert_eq!(both.exit_code(), 2);
-        let input = CliError::input("results/x", "not a results folder".into());
+        let r = a.request();
+        assert_eq!(r.scenario.path(), std::path::Path::new("s.toml"));
+        assert!(matches!(r.scenario, crate::app::Source::File(_)));
         assert_eq!(
-            (input.key().as_deref(), input.exit_code()),
-            (Some("results/x"), 2)
+            (r.seed, r.out.as_deref(), &r.sets[..]),
+            (
+                Some(7),
+                Some(std::path::Path::new("o")),
+                &["run.name=x".to_string()][..]
+            )
         );
-        let shape = CliError::Results(crate::report::schema::ReadError::Shape {
-            path: "r/summary.json".into(),
-            field: "requests.arrived".into(),
-            message: "missing".into(),
-            what: "summary.json",
-        });
+        assert!(r.quiet && r.summary_only && !r.png && !r.trace_events);
+        let Command::Plan(a) = run(&[
+            "pdsim",
+            "plan",
+            "s.toml",
+            "--max-rate",
+            "--vary",
+            "pools.decode.instances=1,2",
+            "--seeds",
+            "2",
+            "--jobs",
+            "3",
+            "--tolerance",
+            "0.05",
+            "--resume",
+            "--no-early-stop",
+        ]) else {
+            panic!("not plan")
+        };
+        let p = a.request();
         assert_eq!(
-            (shape.key().as_deref(), shape.exit_code()),
-            (Some("r/summary.json: requests.arrived"), 2)
+            (
+                p.rate,
+                p.max_rate,
+                &p.vary[..],
+                p.seeds,
+                p.jobs,
+                p.tolerance
+            ),
+            (
+                None,
+                true,
+                &["pools.decode.instances=1,2".to_string()][..],
+                2,
+                Some(3),
+                0.05
+            )
         );
-        let unreadable = CliError::Results(crate::report::schema::ReadError::Io {
-            path: "r/run.json".into(),
-            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
-        });
-        assert_eq!(unreadable.exit_code(), 3);
+        assert!(p.resume && p.no_early_stop && !p.full_grid && !p.quiet);
+        let Command::Layout(a) = run(&[
+            "pdsim",
+            "layout",
+            "--model",
+            "m",
+            "--tp",
+            "4",
+            "--page-size",
+            "64",
+            "--rank",
+            "2",
+        ]) else {
+            panic!("not layout")
+        };
+        let l = a.request();
+        assert_eq!(
+            (l.model.as_str(), l.tp, l.page_size, l.rank),
+            ("m", 4, 64, 2)
+        );
+    }
+
+    /// The two faces of the verbs stand side by side on the application layer: the Python API
+    /// (and its binding) never names the command line's types, and the command line never
+    /// calls the API.
+    #[test]
+    fn neither_face_builds_the_others_types() {
+        for (name, text) in [
+            ("src/api.rs", include_str!("../api.rs")),
+            ("python/src/lib.rs", include_str!("../../python/src/lib.rs")),
+        ] {
+            assert!(
+                !text.contains(concat!("crate::", "cli"))
+                    && !text.contains(concat!("pdsim::", "cli")),
+                "{name} names the command line"
+            );
+        }
+        for (name, text) in [
+            ("src/cli/mod.rs", include_str!("mod.rs")),
+            ("src/cli/run.rs", include_str!("run.rs")),
+            ("src/cli/sweep.rs", include_str!("sweep.rs")),
+            ("src/cli/plan.rs", include_str!("plan.rs")),
+            ("src/cli/check.rs", include_str!("check.rs")),
+            ("src/cli/merge.rs", include_str!("merge.rs")),
+        ] {
+            assert!(
+                !text.contains(concat!("crate::", "api")),
+                "{name} calls the Python API"
+            );
+        }
     }
 }

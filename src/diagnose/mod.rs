@@ -1,6 +1,6 @@
 //! Diagnosis (docs/architecture.md §1): what a run, a pair of launch lines or a failure kind means for
 //! people. Everything here reads results back through the results schema (`report::schema`) or
-//! takes a loaded scenario; the verbs in `cli/` parse arguments, call these and print.
+//! takes a loaded scenario; the verbs in `app/` and `cli/` call these and print.
 //!
 //! - [`explain`]: the narrative of a finished run — outcomes, each failure kind, who was hurt,
 //!   the fix, and the capacity analysis;

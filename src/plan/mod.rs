@@ -5,7 +5,7 @@
 //! Everything here is a pure function of the scenario text, the grid and the seeds: points run
 //! independently (in parallel with rayon), rows are kept in grid order, and nothing host-
 //! dependent reaches a row — so `--jobs 1` and `--jobs 8`, one process or N shards merged, write
-//! the same bytes. Files are written by `cli`; this module returns rows and text.
+//! the same bytes. Files are written by `app`; this module returns rows and text.
 //!
 //! The parts, each re-exported here so callers name `plan::Grid`, `plan::run_rows`: `grid` (the
 //! question: axes, the grid, shards), `run` (running rows), `rows` (a row and `sweep.csv`),

@@ -98,7 +98,7 @@ impl BaselineError {
 }
 
 /// The lock file and staging folder a writer keeps in a results folder until it finished
-/// (`cli::outdir::{LOCK, STAGING}`; `report` sits below `cli`, so the names are repeated here
+/// (`app::outdir::{LOCK, STAGING}`; `report` sits below `app`, so the names are repeated here
 /// and a test keeps them equal).
 const LOCK: &str = ".pdsim-lock";
 const STAGING: &str = ".pdsim-partial";
@@ -587,8 +587,8 @@ mod tests {
 
     #[test]
     fn the_folder_names_match_the_writer() {
-        assert_eq!(LOCK, crate::cli::outdir::LOCK);
-        assert_eq!(STAGING, crate::cli::outdir::STAGING);
+        assert_eq!(LOCK, crate::app::outdir::LOCK);
+        assert_eq!(STAGING, crate::app::outdir::STAGING);
     }
 
     #[test]

@@ -11,7 +11,7 @@ fn summaries(path: &str, sets: &[&str]) -> [(&'static str, serde_json::Value); 3
     let sc = crate::scenario::load(&file, &sets).expect("scenario loads");
     let json = |s: crate::metrics::summary::Summary| serde_json::to_value(s).expect("serializes");
     [
-        ("run", json(crate::cli::run::summarize(&sc).expect("runs"))),
+        ("run", json(crate::app::run::summarize(&sc).expect("runs"))),
         ("plan", json(crate::plan::summarize(&sc).expect("runs"))),
         (
             "capacity diagnosis",

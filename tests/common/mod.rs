@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pdsim::cli::run::run_scenario;
+use pdsim::app::run::run_scenario;
 use pdsim::report::Summary;
 use pdsim::scenario;
 

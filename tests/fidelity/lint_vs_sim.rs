@@ -173,7 +173,7 @@ fn simulated(p: &Side, d: &Side, profile: &str) -> (String, Option<String>) {
     let path = common::repo().join("lint-row.toml");
     let sc = scenario::from_str(&text, &path, &[])
         .unwrap_or_else(|e| panic!("row scenario does not load: {e}\n{text}"));
-    let s = pdsim::cli::run::summarize(&sc).unwrap();
+    let s = pdsim::app::run::summarize(&sc).unwrap();
     let cause = s
         .errors
         .iter()

@@ -155,7 +155,7 @@ fn baseline_run() -> (Vec<u8>, Vec<u8>) {
         .replace("duration_s = 10", "duration_s = 2");
     let sc =
         pdsim::scenario::from_str(&text, Path::new("c/x.toml"), &[]).expect("a baseline scenario");
-    let summary = pdsim::cli::run::summarize(&sc).expect("a baseline run");
+    let summary = pdsim::app::run::summarize(&sc).expect("a baseline run");
     let run = serde_json::json!({
         "pdsim_version": env!("CARGO_PKG_VERSION"),
         "scenario_file": "c/x.toml",
@@ -1870,7 +1870,7 @@ fn cli_in_process(dir: &Path, args: &[std::ffi::OsString]) -> Result<Ended, Stat
                 }),
                 // A rejected scenario names a key, a line or the `--set` argument — or, when
                 // the file itself cannot be read, the file alone (its path leads the message).
-                Err(pdsim::cli::CliError::Scenario(e))
+                Err(pdsim::app::CliError::Scenario(e))
                     if e.key.is_empty()
                         && e.line.is_none()
                         && !e.message.starts_with("--set ")
@@ -2093,7 +2093,7 @@ fn with_lock<T>(line: &CliLine, dir: &Path, f: impl FnOnce() -> T) -> T {
     let guard = line
         .hold_lock
         .as_ref()
-        .and_then(|d| pdsim::cli::outdir::OutDir::open(&dir.join(d), "fuzz", &[], false).ok());
+        .and_then(|d| pdsim::app::outdir::OutDir::open(&dir.join(d), "fuzz", &[], false).ok());
     let r = f();
     drop(guard);
     r

@@ -55,7 +55,7 @@ fn files_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
 #[test]
 fn a_second_writer_of_one_folder_fails_with_exit_3_naming_the_holder() {
     let d = tmpdir("rel-busy");
-    let held = pdsim::cli::outdir::OutDir::open(&d, "sweep", &[], false).unwrap();
+    let held = pdsim::app::outdir::OutDir::open(&d, "sweep", &[], false).unwrap();
     let err = expect_code(
         &[
             "run",

@@ -51,7 +51,7 @@ fn a_trace_is_checked_once_and_read_again_by_the_run() {
         panic!("a trace workload")
     };
     assert_eq!((source.rows, source.base_ns, source.scale), (50, 0, 2.0));
-    let out = pdsim::cli::run::run_scenario(&sc, &dir.join("out")).unwrap();
+    let out = pdsim::app::run::run_scenario(&sc, &dir.join("out")).unwrap();
     assert_eq!(out.summary.requests.arrived, 50);
     // time_scale 2: the last of 50 rows at 12.25 s arrives at 24.5 s.
     let rows = common::read_csv(&dir.join("out/requests.csv"));

@@ -68,7 +68,7 @@ trace = {{ path = "{trace}" }}
 
 fn load_and_run(sc: &Path, out: &Path) -> pdsim::report::Summary {
     let sc = pdsim::scenario::load(sc, &[]).unwrap_or_else(|e| panic!("does not load: {e}"));
-    pdsim::cli::run::run_scenario(&sc, out)
+    pdsim::app::run::run_scenario(&sc, out)
         .expect("runs")
         .summary
 }

@@ -1,6 +1,6 @@
 //! The arrival rate a plan sets: its `--set` key in the scenario ([`rate_key`]), a rate written
 //! so TOML reads the same number back ([`rate_value`]), and the highest rate a plan goes to
-//! ([`MAX_PLAN_RATE`]). Shared by both searches and by `cli::plan`.
+//! ([`MAX_PLAN_RATE`]). Shared by both searches and by `app::plan`.
 
 use crate::plan::error::PlanError;
 use crate::plan::run::Base;

@@ -42,7 +42,8 @@
 //! crash and restart per role (`sglang/decode/faults.rs`, `prefill.rs`, `transfer.rs`,
 //! `colocated.rs`), the decodes' heartbeat (`heartbeat.rs`), the router's health check
 //! (`router.rs`), tokenizer limits (`tokenizer.rs`), first contact (`decode/faults.rs`), the
-//! poll timeouts (`transfer.rs`). `sim::World` routes events, applies outcomes and drains the
+//! poll timeouts (`transfer.rs`), the Mooncake Store's operations on the fabric
+//! (`mooncake_store.rs`, with its own context and effects). `sim::World` routes events, applies outcomes and drains the
 //! wake set (`docs/architecture.md` §1, §7, §8).
 
 pub mod api;

@@ -34,7 +34,7 @@
 //! covers `(k + 1) × 512` tokens, with the ids the trace layer derived for the blocks its
 //! output completes (`workload::trace::answers`). Each offload is a GPU → host copy over the
 //! instance's PCIe links (off the fabric), then a Mooncake Store write of the blocks from the
-//! decode node's NICs (`sim::store`), sharing them with the KV transfers coming in. The copy
+//! decode node's NICs (`sglang::mooncake_store`), sharing them with the KV transfers coming in. The copy
 //! runs beside the next forward (the overlapped scheduler launches it before it waits for the
 //! copy, which takes a few ms for a block against a step of tens), so it delays nothing, and
 //! a finished request's pages go back at its end as without the offload. This component keeps

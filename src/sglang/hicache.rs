@@ -16,7 +16,7 @@
 //!   forward takes the longer of its compute and its loads.
 //! - **Prefetch** (`prefetch_from_storage`, when the scheduler receives the request): the blocks
 //!   beyond the local tiers that the store holds then, if at least [`PREFETCH_THRESHOLD_TOKENS`],
-//!   are read into host memory as Mooncake Store batches **on the fabric** (`sim::store`): RDMA
+//!   are read into host memory as Mooncake Store batches **on the fabric** (`sglang::mooncake_store`): RDMA
 //!   reads from the store nodes' DRAM through their NICs to this instance's NICs, sharing
 //!   them with KV transfers; a replica on the instance's own node is a local copy. The policy
 //!   decides how long the request waits (`can_terminate_prefetch`): `best_effort` not at all

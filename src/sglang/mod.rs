@@ -26,6 +26,7 @@ pub mod heartbeat;
 pub mod hicache;
 pub mod kv_store;
 pub mod memory;
+pub mod mooncake_store;
 pub mod prefill;
 pub mod prefix_cache;
 pub mod router;
@@ -62,6 +63,38 @@ impl Ctx<'_> {
     #[inline]
     pub fn now(&self) -> Nanos {
         self.q.now()
+    }
+}
+
+/// The one `FabricDue` event kept pending at the fabric's next due time: whoever starts or
+/// ends a flow syncs it (the fabric itself never schedules).
+#[derive(Debug, Default)]
+pub struct FabricTimer(Option<(EventKey, Nanos)>);
+
+impl FabricTimer {
+    /// Moves the pending `FabricDue` to the fabric's next due time (or drops it when nothing
+    /// is due); a timer already at that time is left alone.
+    pub fn sync(
+        &mut self,
+        q: &mut EventQueue<Event>,
+        fabric: &mut crate::fabric::Fabric<crate::vocab::flow::FlowTag>,
+    ) {
+        let now = q.now();
+        let due = fabric.next_due(now);
+        if due != self.0.map(|(_, t)| t) {
+            if let Some((k, _)) = self.0.take() {
+                q.cancel(k);
+            }
+            if let Some(t) = due {
+                let key = q.schedule_keyed(t.max(now), Event::FabricDue);
+                self.0 = Some((key, t));
+            }
+        }
+    }
+
+    /// The pending `FabricDue` fired.
+    pub fn fired(&mut self) {
+        self.0 = None;
     }
 }
 

@@ -178,7 +178,7 @@ impl World<'_> {
         PollTimeout::Bootstrap.arm(&mut self.q, req, r, self.sc.sglang.bootstrap_timeout_ns);
         // HiCache with a storage backend: the prefetch from the store starts now; its policy
         // may hold the request back from the prefill's scheduler (`try_prealloc`).
-        if self.kv_store.is_some() {
+        if self.store.present() {
             self.start_prefetch(r, p, now);
         }
         let costs = &self.sc.compute;
@@ -257,7 +257,7 @@ impl World<'_> {
             // The page ids wait at the prefill for its own tokenizer manager to be done.
             let ready = self.reqs.get(r).map_or(0, |q| q.prefill_ready_ns);
             let arrives = self.q.now() + self.sc.fabric.control_latency_ns;
-            if self.kv_store.is_some() && self.prefetch_holds(r, ready.max(arrives)) {
+            if self.store.present() && self.prefetch_holds(r, ready.max(arrives)) {
                 // The prefetch policy holds it: the prefetch's end (or its timeout) lets it go.
             } else if ready > arrives {
                 self.q.schedule_at(ready, Event::MetadataArrived { req: r });
@@ -305,7 +305,7 @@ impl World<'_> {
         self.credit_forward(p, None);
         self.prefills[p].step_done(now, &mut self.reqs, &mut jobs);
         for &job in &jobs {
-            if job.last && self.kv_store.is_some() {
+            if job.last && self.store.present() {
                 self.write_back(p, job.req, now);
             }
             self.enqueue_chunk(p, job);
@@ -320,7 +320,7 @@ impl World<'_> {
     /// ends, `timeout` until then or its deadline, whichever is first (sglang's
     /// `can_terminate_prefetch`, checked as the scheduler considers the request). When it
     /// holds, the release is arranged here (the deadline) and at the prefetch's end
-    /// (`sim::store`).
+    /// (`sglang::mooncake_store`).
     fn prefetch_holds(&mut self, r: ReqRef, at: Nanos) -> bool {
         let Some(req) = self.reqs.get_mut(r) else {
             return false;

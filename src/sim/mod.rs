@@ -64,7 +64,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::config::Scenario;
-use crate::engine::{EventKey, EventQueue, Nanos};
+use crate::engine::{EventQueue, Nanos};
 use crate::vocab::flow::FlowTag;
 
 /// The fabric as the simulator runs it: each flow tagged with its owner ([`FlowTag`]), by
@@ -191,8 +191,6 @@ pub struct World<'a> {
     /// The compiled transfer plan of every (prefill, decode) instance pair.
     plans: Plans,
     router: Router,
-    /// The shared Mooncake Store (`[kv_store]`), if any.
-    kv_store: Option<crate::sglang::kv_store::KvStore>,
     /// Whether a decode pool offloads its KV to the store (requests then carry the ids of the
     /// blocks their output completes).
     offloads: bool,
@@ -210,7 +208,7 @@ pub struct World<'a> {
     pub collector: Collector,
     sink: &'a mut dyn Sink,
     /// The one pending `FabricDue` event and when it fires.
-    fabric_timer: Option<(EventKey, Nanos)>,
+    fabric_timer: crate::sglang::FabricTimer,
     /// Instances that may admit work, drained after every event (sorted and deduplicated
     /// there: a handful per event, so a `Vec` beats a set).
     wake: Vec<Wake>,
@@ -224,8 +222,9 @@ pub struct World<'a> {
     io_error: Option<std::io::Error>,
     /// DeepEP all-to-all on the fabric (`a2a.rs`).
     a2a: a2a::A2aFlows,
-    /// The Mooncake Store's reads and writes on the fabric (`store.rs`).
-    store: store::StoreFlows,
+    /// The shared Mooncake Store (`[kv_store]`) and its clients' reads and writes on the
+    /// fabric (`sglang::mooncake_store`; `store.rs` routes to it).
+    store: crate::sglang::mooncake_store::MooncakeStore,
     /// Instances and their DP controllers (`dispatch.rs`).
     dispatch: dispatch::Dispatch,
     /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
@@ -255,15 +254,12 @@ impl<'a> World<'a> {
         let prefills_len = prefills.len();
         let sampler = sampler::Sampler::new(&fabric, global as usize);
         let dispatch = dispatch::Dispatch::new(sc);
+        let offloads = decodes.iter().any(|d| d.offload.is_some());
         let mut w = Self {
             sc,
             q: EventQueue::new(),
             router: dispatch.router(sc, !colocated.is_empty()),
-            kv_store: sc
-                .kv_store
-                .as_ref()
-                .map(|k| crate::sglang::kv_store::KvStore::new(k.capacity_tokens, k.evict)),
-            offloads: false,
+            offloads,
             answer_ids: Default::default(),
             turn_stats: Default::default(),
             fabric,
@@ -280,7 +276,7 @@ impl<'a> World<'a> {
             reqs: Requests::default(),
             collector: Collector::for_window(sc.duration_ns),
             sink,
-            fabric_timer: None,
+            fabric_timer: crate::sglang::FabricTimer::default(),
             wake: Vec::new(),
             heartbeat: Heartbeat::new(prefills_len),
             sampler,
@@ -288,17 +284,21 @@ impl<'a> World<'a> {
             tokenizers: Tokenizers::new(global as usize),
             io_error: None,
             a2a,
-            store: store::StoreFlows::default(),
+            store: crate::sglang::mooncake_store::MooncakeStore::new(
+                sc.kv_store
+                    .as_ref()
+                    .map(|k| crate::sglang::kv_store::KvStore::new(k.capacity_tokens, k.evict)),
+                sc.kv_store
+                    .as_ref()
+                    .map_or_else(Vec::new, |k| k.nodes.clone()),
+                offloads,
+            ),
             dispatch,
             materialized_ns: 0,
             aborts: sc
                 .aborts
                 .map(|a| Box::new(abort::AbortBook::new(a, sc.seed))),
         };
-        if w.decodes.iter().any(|d| d.offload.is_some()) {
-            w.store.traffic.decode_offload = Some(Default::default());
-            w.offloads = true;
-        }
         w.set_decode_coalescing(true);
         w
     }
@@ -315,8 +315,6 @@ impl<'a> World<'a> {
     /// The shared store's figures (`summary.json` `kv_store`), if the scenario has one.
     fn kv_store_summary(&mut self) -> Option<crate::metrics::summary::KvStoreSummary> {
         let now = self.q.now();
-        let s = self.kv_store.as_mut()?;
-        s.settle(now);
         let k = self.sc.kv_store.as_ref()?;
         // Every pool using the store stores the same bytes per token (checked at load).
         let bpt = self
@@ -330,7 +328,9 @@ impl<'a> World<'a> {
                     .or(p.decode_offload.map(|o| o.bytes_per_token))
             })
             .unwrap_or(0);
-        let mut traffic = self.store.traffic;
+        let mut traffic = self.store.traffic();
+        let s = self.store.objects_mut()?;
+        s.settle(now);
         if let Some(t) = traffic.decode_offload.as_mut() {
             for o in self.decodes.iter().filter_map(|d| d.offload.as_deref()) {
                 t.host_full_blocks += o.host_full_blocks;

@@ -116,22 +116,12 @@ impl World<'_> {
 
     /// Keeps exactly one `FabricDue` event pending, at the fabric's next due time.
     pub(super) fn fabric_sync(&mut self) {
-        let now = self.q.now();
-        let due = self.fabric.next_due(now);
-        if due != self.fabric_timer.map(|(_, t)| t) {
-            if let Some((k, _)) = self.fabric_timer.take() {
-                self.q.cancel(k);
-            }
-            if let Some(t) = due {
-                let key = self.q.schedule_keyed(t.max(now), Event::FabricDue);
-                self.fabric_timer = Some((key, t));
-            }
-        }
+        self.fabric_timer.sync(&mut self.q, &mut self.fabric);
     }
 
     pub(super) fn on_fabric_due(&mut self) {
         let now = self.q.now();
-        self.fabric_timer = None;
+        self.fabric_timer.fired();
         let mut ends = std::mem::take(&mut self.scratch.ends);
         ends.clear();
         self.fabric.fire_due(now, &mut ends);

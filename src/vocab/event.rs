@@ -89,7 +89,7 @@ pub enum Event {
         req: ReqRef,
     },
     /// A local copy of a Mooncake Store operation ended (a replica on the reader's or
-    /// writer's own node: `sim::store`).
+    /// writer's own node: `sglang::mooncake_store`).
     StoreCopied {
         /// The store operation.
         op: u32,

@@ -15,7 +15,7 @@ pub enum FlowTag {
         /// Its transfer lane.
         lane: ShardId,
     },
-    /// One batch of a Mooncake Store operation (`sim::store`).
+    /// One batch of a Mooncake Store operation (`sglang::mooncake_store`).
     Store {
         /// The operation's number.
         op: u32,

@@ -286,7 +286,7 @@ pub struct Holding {
 }
 
 /// A request's prefetch from the store, started when its prefill's scheduler receives it. Its
-/// bytes move as fabric flows (`sim::store`); the sglang rules on it (its timeout, whether it holds a request back) are `sglang::hicache::PrefetchRules`; the simulator keeps `arrived` and `done_ns` up
+/// bytes move as fabric flows (`sglang::mooncake_store`); the sglang rules on it (its timeout, whether it holds a request back) are `sglang::hicache::PrefetchRules`; the simulator keeps `arrived` and `done_ns` up
 /// to date from them before the prefill's scheduler looks.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Prefetch {

@@ -31,6 +31,7 @@ pub struct Span {
 }
 
 impl Span {
+    #[inline]
     fn record(&mut self, writes: u64, ns: u64) {
         self.writes.record(writes);
         self.transfer_us.record(ns / 1_000);

@@ -609,11 +609,16 @@ impl MooncakeStore {
     /// Brings the progress of prefill `p`'s prefetches in flight up to `now`, before its
     /// scheduler looks at them (what `best_effort` takes, and a `timeout` cut-off, are what has
     /// landed then).
+    #[inline]
     pub fn refresh(&self, fabric: &Fabric, reqs: &mut Requests, p: PrefillId, now: Nanos) {
         // Most calls: no store, or nothing in flight here.
-        if self.reading.is_empty() {
-            return;
+        if !self.reading.is_empty() {
+            self.refresh_reads(fabric, reqs, p, now);
         }
+    }
+
+    /// [`MooncakeStore::refresh`] with reads in flight somewhere.
+    fn refresh_reads(&self, fabric: &Fabric, reqs: &mut Requests, p: PrefillId, now: Nanos) {
         let Some(ops) = self.reading.get(&p) else {
             return;
         };

@@ -763,7 +763,7 @@ impl StepModel {
     /// The routed-expert part of a forward over `tokens` tokens of this rank (`prefill` when
     /// it computes new prompt tokens), at the efficiencies [`StepModel::forward_s`] uses:
     /// `None` without a [`crate::compute::moe`] model. The simulation reads its NIC leg to
-    /// put the all-to-all on the fabric (`sim::a2a`).
+    /// put the all-to-all on the fabric (`sglang::a2a`).
     pub fn moe_time(&self, tokens: f64, prefill: bool) -> Option<crate::compute::moe::MoeTime> {
         self.moe_time_at(tokens, prefill, 0)
     }

@@ -196,7 +196,7 @@ impl SpecStepModel {
     /// `num_steps − 1` draft forwards of `batch × topk` tokens through the draft's MoE layer
     /// (DeepSeek's MTP layer is a MoE layer of the target's shape), the verify of
     /// `batch × num_draft_tokens` tokens through the target's, the draft extend over the
-    /// emitted tokens. What a step puts on DeepEP's inter-node legs (`sim::a2a`); empty
+    /// emitted tokens. What a step puts on DeepEP's inter-node legs (`sglang::a2a`); empty
     /// without an expert-parallel model.
     pub fn moe_parts(
         &self,

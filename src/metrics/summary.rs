@@ -62,7 +62,7 @@ pub struct TransferSummary {
     /// transfers: a colocated run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fragmentation: Option<super::fragmentation::FragmentationSummary>,
-    /// DeepEP all-to-all on the fabric, per pool that ran some (`sim::a2a`); left out of
+    /// DeepEP all-to-all on the fabric, per pool that ran some (`sglang::a2a`); left out of
     /// runs without any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub a2a: Vec<A2aSummary>,

@@ -191,7 +191,7 @@ fn check_modelled(
     // DeepEP across nodes (Ant Group's production decode: MTP on a multi-node EP instance) is
     // modelled: each draft, verify and draft-extend forward prices its own dispatch and
     // combine legs (`SpecStepModel::moe_parts`), and the step's inter-node bytes go on the
-    // fabric as one flow per GPU (`sim::a2a`).
+    // fabric as one flow per GPU (`sglang::a2a`).
     Ok(())
 }
 

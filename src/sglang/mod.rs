@@ -16,6 +16,7 @@
 //! `World` (`sim/`), which applies outcomes and drains the wake set after every event. See
 //! `README.md` beside this file for the request lifecycle and where each rule lives.
 
+pub mod a2a;
 pub mod abort;
 pub mod approx_tree;
 pub mod colocated;

@@ -88,7 +88,7 @@ impl PrefillServer {
     }
 
     /// The running forward's shape, `(new tokens, cached context)` per request (what its
-    /// step time was priced on; `sim::a2a` re-prices its all-to-all from it).
+    /// step time was priced on; `sglang::a2a` re-prices its all-to-all from it).
     pub fn forward_shape(&self) -> &[(u32, u32)] {
         &self.shape
     }

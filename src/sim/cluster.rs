@@ -16,7 +16,7 @@ use crate::sglang::transfer::{DecodeEndpoint, TransferQueues};
 use crate::sglang::{Core, CoreSpec};
 use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PoolId, PrefillId};
 
-use super::{Fabric, Plans, a2a, session_port};
+use super::{Fabric, Plans, session_port};
 use crate::config::Pool;
 use crate::sglang::speculative::{SpecDecode, SpecPrefill};
 
@@ -33,8 +33,8 @@ pub(super) struct Cluster {
     pub plans: Plans,
     /// Servers built (global instance numbers `0..instances`; a DP rank is one).
     pub instances: u32,
-    /// DeepEP all-to-all on the fabric (`a2a.rs`).
-    pub a2a: a2a::A2aFlows,
+    /// DeepEP all-to-all on the fabric (`sglang::a2a`).
+    pub a2a: crate::sglang::a2a::A2aFlows,
 }
 
 /// Builds every server of `sc`, in pool order (prefill pools first), global instance numbers
@@ -48,7 +48,11 @@ pub(super) fn assemble(sc: &Scenario) -> Cluster {
     let mut colocated = IdVec::default();
     let mut global = 0u32;
     let interconnect = interconnect(sc, &fabric);
-    let a2a = a2a::A2aFlows::new(sc, &placement.gpus, interconnect.nic_bytes_per_s_per_gpu);
+    let a2a = crate::sglang::a2a::A2aFlows::new(
+        sc,
+        &placement.gpus,
+        interconnect.nic_bytes_per_s_per_gpu,
+    );
     let mut placed = 0usize;
     for (pool_idx, pool) in sc.pools.iter().enumerate() {
         // With DP attention every DP rank is its own server (`sglang::dp`).

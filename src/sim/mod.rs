@@ -116,7 +116,7 @@ pub struct RunStats {
     pub pools: Vec<crate::metrics::summary::PoolGauges>,
     /// Nodes the cluster spans.
     pub nodes: u32,
-    /// DeepEP all-to-all on the fabric (`a2a.rs`).
+    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `a2a.rs` routes to it).
     #[serde(skip)]
     pub a2a: Vec<crate::metrics::summary::A2aSummary>,
 }
@@ -220,8 +220,8 @@ pub struct World<'a> {
     tokenizers: Tokenizers,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
-    /// DeepEP all-to-all on the fabric (`a2a.rs`).
-    a2a: a2a::A2aFlows,
+    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `a2a.rs` routes to it).
+    a2a: crate::sglang::a2a::A2aFlows,
     /// The shared Mooncake Store (`[kv_store]`) and its clients' reads and writes on the
     /// fabric (`sglang::mooncake_store`; `store.rs` routes to it).
     store: crate::sglang::mooncake_store::MooncakeStore,

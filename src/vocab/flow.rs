@@ -22,6 +22,6 @@ pub enum FlowTag {
         /// The batch's number within it.
         part: u32,
     },
-    /// An all-to-all (DeepEP dispatch or combine) flow of an instance's forward (`sim::a2a`).
+    /// An all-to-all (DeepEP dispatch or combine) flow of an instance's forward (`sglang::a2a`).
     A2a(InstanceId),
 }

@@ -1,0 +1,313 @@
+//! DeepEP's inter-node all-to-all as fabric flows (`docs/performance-model.md` §7.3): the
+//! component that owns the ring of senders, the forwards waiting for their flows and the
+//! per-pool totals. `World` (`sim/a2a.rs`) tells it when an expert-parallel forward starts,
+//! with the forward's MoE parts, and applies what it returns when the flows land: the
+//! forward's re-priced end.
+//!
+//! An expert-parallel instance that spans nodes dispatches each token to its experts' GPUs and
+//! combines the results back at every MoE layer; the copies that leave a node cross the RDMA
+//! NICs — the same NICs that carry the KV transfers of PD disaggregation. pdsim puts that
+//! traffic on the fabric as **one aggregated flow per GPU per forward**: at the start of a
+//! forward of a DP rank, each of its GPUs sends the forward's inter-node dispatch + combine
+//! bytes ([`crate::compute::moe::MoeTime::rdma_bytes_per_gpu`], summed over the layers) from
+//! its NIC to the GPU of the same local index on the next node of the instance (a ring over
+//! the instance's nodes). Why one flow is a faithful aggregation:
+//!
+//! * **Per NIC, the load is the real one.** Routing is uniform over the instance's GPUs and
+//!   every rank carries the same batch (`compute::moe`), so in the all-to-all every NIC sends
+//!   and receives the same bytes per forward. The ring gives every NIC exactly one outgoing
+//!   and one incoming aggregated flow of that size: what each NIC's TX and RX carry is what
+//!   DeepEP puts on it. DeepEP's normal kernels send RDMA only between same-index GPUs
+//!   (rail-aligned, then NVLink inside the node), which is the ring's path too.
+//! * **Per layer vs per forward.** The layers' all-to-alls follow one another within the
+//!   forward; what a concurrent KV transfer sees is the NIC busy with all-to-all for the
+//!   forward's communication time, which the aggregate reproduces at the same average rate.
+//!   What it smooths away is the gaps between layers (the KV flow gets the whole NIC there
+//!   rather than a share): an approximation in favour of KV, stated here. Per-layer flows
+//!   would cost 2 × layers × GPUs fabric mutations per forward (58 layers on DeepSeek-V3).
+//!
+//! The forward cannot end before its communication does. The component priced the forward at
+//! the uncontended DeepEP rate (`compute::moe`) and scheduled its end; the hook
+//! (`World::a2a_forward_started`) takes that end back, starts the flows, and when the last one
+//! lands re-prices the MoE layers with the fabric's time for the NIC leg
+//! ([`crate::compute::moe::MoeTime::total_with_rdma_s`]: NVLink and NIC legs concurrent; under
+//! two-batch overlap the shorter of compute and communication hidden as before) and schedules
+//! the end. Uncontended, the fabric takes the analytic time (the flows are capped at DeepEP's
+//! RDMA rate), so the step is the same; contended, it grows — and so do the KV transfers
+//! sharing those NICs.
+//!
+//! Measured step profiles keep their times (they already contain whatever communication the
+//! measured deployment did); colocated servers keep the analytic price (no KV transfers to
+//! share with); `fabric.a2a_flows = false` keeps it everywhere (the counterfactual).
+
+use std::collections::BTreeMap;
+
+use super::FabricTimer;
+use crate::compute::moe::{A2A_RDMA_EFFICIENCY, MoeTime};
+use crate::config::{Role, Scenario};
+use crate::engine::{EventQueue, Nanos};
+use crate::fabric::GpuId;
+use crate::metrics::summary::A2aSummary;
+use crate::spec::server::A2aBackend;
+use crate::vocab::event::Event;
+use crate::vocab::flow::FlowTag;
+use crate::vocab::ids::InstanceId;
+
+type Fabric = crate::fabric::Fabric<FlowTag>;
+
+/// A forward waiting for its all-to-all.
+#[derive(Clone, Debug)]
+struct Pending {
+    /// When the forward started, ns.
+    start: Nanos,
+    /// Its analytic length (uncontended all-to-all), ns.
+    dt: Nanos,
+    /// Its MoE layers' cost, with the uncontended NIC leg, each with how many times the step
+    /// runs it: one plain forward, or a speculative step's draft, verify and draft-extend
+    /// forwards (`SpecStepModel::moe_parts`).
+    parts: Vec<(MoeTime, f64)>,
+    /// Flows still moving.
+    left: u32,
+    /// The event that ends the forward.
+    done: Event,
+}
+
+/// Which GPUs send all-to-all over the fabric, and the forwards waiting for theirs.
+#[derive(Default)]
+pub struct A2aFlows {
+    /// Each sending GPU's ring peer: the same local index on the instance's next node.
+    peer: BTreeMap<GpuId, GpuId>,
+    /// DeepEP's RDMA rate per GPU, bytes/ns: the cap of one flow.
+    cap: f64,
+    /// Forwards waiting, by instance number.
+    pending: BTreeMap<u32, Pending>,
+    /// Per pool: forwards whose all-to-all ran on the fabric, their NIC legs on the fabric
+    /// summed (ns), and the same at the uncontended rate (ns).
+    totals: BTreeMap<usize, (u64, u128, u128)>,
+}
+
+impl A2aFlows {
+    /// The all-to-all senders of `sc` placed on `gpus` (`gpus[instance][rank]`, pools in
+    /// order), with `nic_bytes_per_s_per_gpu` of NIC per GPU (bytes/s).
+    pub fn new(sc: &Scenario, gpus: &[Vec<GpuId>], nic_bytes_per_s_per_gpu: f64) -> Self {
+        let mut peer = BTreeMap::new();
+        let mut placed = 0usize;
+        for pool in &sc.pools {
+            let on_fabric = sc.fabric.a2a_flows
+                && pool.role != Role::Colocated
+                && pool.step_times.is_none()
+                && pool.parallel.ep_size > 1
+                && pool.parallel.moe_a2a_backend == A2aBackend::Deepep
+                && pool.model.moe.is_some();
+            // The NIC legs run between NVLink domains: nodes, or the trays of an NVL72 rack.
+            let npd = (sc.nvlink_domain_gpus / sc.gpus_per_node.max(1)).max(1);
+            for inst in &gpus[placed..placed + pool.instances as usize] {
+                if on_fabric {
+                    ring(inst, npd, &mut peer);
+                }
+            }
+            placed += pool.instances as usize;
+        }
+        Self {
+            peer,
+            // Bytes/s to bytes/ns.
+            cap: nic_bytes_per_s_per_gpu / 1e9 * A2A_RDMA_EFFICIENCY,
+            ..Self::default()
+        }
+    }
+
+    /// The run's figures for `summary.json`: one row per pool whose forwards' all-to-all ran
+    /// on the fabric.
+    pub fn summary(&self, sc: &Scenario) -> Vec<A2aSummary> {
+        self.totals
+            .iter()
+            .map(|(&pool, &(n, fabric, uncontended))| {
+                let n = n.max(1) as f64;
+                let (f, u) = (fabric as f64 / n / 1e6, uncontended as f64 / n / 1e6);
+                A2aSummary {
+                    pool: sc.pools[pool].name.clone(),
+                    forwards: n as u64,
+                    fabric_ms_mean: f,
+                    uncontended_ms_mean: u,
+                    slowdown: f / u.max(1e-12) - 1.0,
+                }
+            })
+            .collect()
+    }
+
+    /// Whether the forwards of a server on `gpus` put all-to-all bytes on the fabric: the
+    /// test that decides whether a step may be coalesced with the next (one that puts bytes
+    /// on the fabric may not: its end depends on the flows).
+    pub fn on_fabric(&self, gpus: &[GpuId]) -> bool {
+        gpus.first().is_some_and(|g| self.peer.contains_key(g))
+    }
+}
+
+/// Adds the ring peers of one instance's GPUs when it spans NVLink domains of `npd` nodes
+/// each (1: every node is its own domain): each GPU sends to the GPU at its own place (node
+/// within the domain, index within the node) in the instance's next domain.
+fn ring(inst: &[GpuId], npd: u32, peer: &mut BTreeMap<GpuId, GpuId>) {
+    let mut domains: Vec<u32> = inst.iter().map(|g| g.node / npd).collect();
+    domains.sort_unstable();
+    domains.dedup();
+    if domains.len() < 2 {
+        return;
+    }
+    for &g in inst {
+        let at = domains
+            .binary_search(&(g.node / npd))
+            .expect("its own domain");
+        let next = domains[(at + 1) % domains.len()];
+        let same = GpuId {
+            node: next * npd + g.node % npd,
+            local: g.local,
+        };
+        // Whole domains per instance: the same place is there; otherwise the domain's first
+        // GPU of the instance.
+        let to = if inst.contains(&same) {
+            same
+        } else {
+            *inst
+                .iter()
+                .find(|h| h.node / npd == next)
+                .expect("a GPU there")
+        };
+        peer.insert(g, to);
+    }
+}
+
+impl A2aFlows {
+    /// Starts the all-to-all of a forward of instance `instance` (GPUs `gpus`) that started
+    /// at `start`: `bytes` per GPU to its ring peer. The forward was priced `dt` with its MoE
+    /// `parts` at the uncontended rate; `done` ends it once the flows land
+    /// ([`A2aFlows::landed`]). The caller has taken back the end it had scheduled.
+    pub fn start(
+        &mut self,
+        (q, fabric, timer): (&mut EventQueue<Event>, &mut Fabric, &mut FabricTimer),
+        (instance, gpus): (u32, &[GpuId]),
+        (start, dt, parts, done): (Nanos, Nanos, Vec<(MoeTime, f64)>, Event),
+        bytes: u64,
+    ) {
+        for &g in gpus {
+            let to = self.peer[&g];
+            fabric.start_a2a(
+                start,
+                g,
+                to,
+                bytes,
+                self.cap,
+                FlowTag::A2a(InstanceId(instance)),
+            );
+        }
+        let left = gpus.len() as u32;
+        let old = self.pending.insert(
+            instance,
+            Pending {
+                start,
+                dt,
+                parts,
+                left,
+                done,
+            },
+        );
+        debug_assert!(old.is_none(), "one forward at a time per server");
+        timer.sync(q, fabric);
+    }
+
+    /// One all-to-all flow of instance `i` ended: the forward waiting for it, once its last
+    /// flow has. A flow that failed or was aborted because its peer crashed ends the
+    /// communication where it stopped: DeepEP's timeout is not modelled.
+    pub fn flow_ended(&mut self, i: InstanceId) -> Option<Landed> {
+        let p = self.pending.get_mut(&i.0)?;
+        p.left -= 1;
+        if p.left > 0 {
+            return None;
+        }
+        self.pending.remove(&i.0).map(Landed)
+    }
+
+    /// When a landed forward of pool `pool` ends, its last flow having ended at `end_ns` and
+    /// the clock at `now`: the MoE layers re-priced with the fabric's time for the NIC leg
+    /// (never before now), and the event that ends it. Counted in the pool's totals.
+    pub fn reprice(&mut self, l: Landed, pool: usize, end_ns: Nanos, now: Nanos) -> (Nanos, Event) {
+        let p = l.0;
+        let fabric_ns = end_ns.max(now) - p.start;
+        let fabric_s = fabric_ns as f64 / 1e9;
+        let (delta, uncontended_s) = match p.parts.as_slice() {
+            // One forward: its MoE layers re-priced with the fabric's NIC leg.
+            [(moe, w)] if *w == 1.0 => (moe.total_with_rdma_s(fabric_s) - moe.total_s, moe.rdma_s),
+            // Several (a speculative step): the aggregated flow's time shared out over them
+            // as their uncontended NIC legs are, each re-priced as its own composition.
+            parts => {
+                let all: f64 = parts.iter().map(|(m, w)| w * m.rdma_s).sum();
+                let delta = parts
+                    .iter()
+                    .filter(|(m, _)| m.rdma_s > 0.0)
+                    .map(|(m, w)| w * (m.total_with_rdma_s(fabric_s * m.rdma_s / all) - m.total_s))
+                    .sum();
+                (delta, all)
+            }
+        };
+        let at = (p.start + p.dt)
+            .saturating_add_signed((delta * 1e9).round() as i64)
+            .max(now);
+        let t = self.totals.entry(pool).or_default();
+        t.0 += 1;
+        t.1 += u128::from(fabric_ns);
+        t.2 += (uncontended_s * 1e9).round() as u128;
+        (at, p.done)
+    }
+}
+
+/// A forward whose all-to-all has landed, to be re-priced ([`A2aFlows::reprice`]) unless its
+/// server crashed meanwhile.
+pub struct Landed(Pending);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpu(node: u32, local: u32) -> GpuId {
+        GpuId { node, local }
+    }
+
+    #[test]
+    fn each_gpu_sends_to_its_index_on_the_next_node_of_its_instance() {
+        // An instance on nodes 2..5 (3 nodes × 2 GPUs): a ring 2 → 3 → 4 → 2 per index.
+        let inst: Vec<GpuId> = (2..5).flat_map(|n| [gpu(n, 0), gpu(n, 1)]).collect();
+        let mut peer = BTreeMap::new();
+        ring(&inst, 1, &mut peer);
+        assert_eq!(peer[&gpu(2, 0)], gpu(3, 0));
+        assert_eq!(peer[&gpu(3, 1)], gpu(4, 1));
+        assert_eq!(peer[&gpu(4, 1)], gpu(2, 1));
+        // Every GPU receives exactly one aggregate: the ring is a permutation.
+        let mut dst: Vec<GpuId> = peer.values().copied().collect();
+        dst.sort_unstable();
+        assert_eq!(dst, inst);
+        // Within one node: nothing on the NICs.
+        let mut none = BTreeMap::new();
+        ring(&[gpu(0, 0), gpu(0, 1)], 1, &mut none);
+        assert!(none.is_empty());
+        // The same nodes in NVLink domains of 2 nodes each ({2, 3} and {4}): only the legs
+        // between the two domains leave NVLink.
+        let mut two = BTreeMap::new();
+        ring(&inst, 2, &mut two);
+        assert_eq!(two[&gpu(2, 0)], gpu(4, 0));
+        assert_eq!(
+            two[&gpu(3, 1)],
+            gpu(4, 0),
+            "no tray 5 in the instance: the domain's first"
+        );
+        assert_eq!(two[&gpu(4, 1)], gpu(2, 1));
+        // An instance inside one NVL72-like domain of 18 nodes puts nothing on the NICs.
+        let mut rack = BTreeMap::new();
+        ring(&inst, 18, &mut rack);
+        assert!(rack.is_empty());
+        let flows = A2aFlows {
+            peer,
+            ..A2aFlows::default()
+        };
+        assert!(flows.on_fabric(&[gpu(3, 0)]));
+        assert!(!flows.on_fabric(&[gpu(0, 0)]));
+    }
+}

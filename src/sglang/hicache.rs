@@ -196,6 +196,13 @@ impl HiCache {
     pub fn copy_ns(&self, bytes: u64) -> Nanos {
         crate::engine::ceil_ns(bytes as f64 / self.params.pcie_bytes_per_ns)
     }
+
+    /// A write-back of `bytes` (all ranks) to the store: counted, and the GPU → host copy
+    /// before it can start, ns ([`HiCache::copy_ns`]).
+    pub fn writes_to_store(&mut self, bytes: u64) -> Nanos {
+        self.counts.store_write_bytes += bytes;
+        self.copy_ns(bytes)
+    }
 }
 
 /// Prompt tokens of `blocks` leading blocks of a prompt of `input` tokens.

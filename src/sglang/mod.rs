@@ -190,7 +190,58 @@ pub struct TickCounters {
     pub busy_ns: u64,
 }
 
+impl TickCounters {
+    /// Closes the running step's busy time at `now` (the second ends while it runs).
+    #[inline]
+    pub fn busy_to(&mut self, now: Nanos) {
+        self.busy_ns += now - self.busy_since;
+        self.busy_since = now;
+    }
+
+    /// Starts a new second: its arrivals, tokens and busy time from 0.
+    #[inline]
+    pub fn next_second(&mut self) {
+        self.arrivals = 0;
+        self.busy_ns = 0;
+        self.tokens = 0;
+    }
+}
+
 impl Core {
+    /// A request was routed here: it counts in least-loaded routing until it is done here
+    /// ([`Core::request_done`]), and in this second's arrivals.
+    #[inline]
+    pub fn request_routed(&mut self) {
+        self.outstanding += 1;
+        self.request_arrived();
+    }
+
+    /// A request arrived here: it counts in this second's arrivals.
+    #[inline]
+    pub fn request_arrived(&mut self) {
+        self.tick.arrivals += 1;
+    }
+
+    /// A request came back to this instance (a decode retracted it: its prefill redoes it).
+    #[inline]
+    pub fn request_returned(&mut self) {
+        self.outstanding += 1;
+    }
+
+    /// A request is done with this instance.
+    #[inline]
+    pub fn request_done(&mut self) {
+        self.outstanding -= 1;
+    }
+
+    /// Takes back the end of the running forward (its event cancelled): something other than
+    /// the step model sets it (`sglang::a2a`, when the forward's all-to-all lands).
+    pub fn take_back_forward_end(&mut self, q: &mut EventQueue<Event>) {
+        if let Some(k) = self.step_key.take() {
+            q.cancel(k);
+        }
+    }
+
     /// The running forward ends at `at` with the event `key`: the step's end is kept with
     /// its event (a crash cancels the event; [`Core::next_turn_ns`] reads the end).
     pub fn forward_ends(&mut self, at: Nanos, key: EventKey) {

@@ -111,8 +111,8 @@ impl World<'_> {
             return;
         }
         // The end the component scheduled is taken back: the flows' landing sets it.
-        self.q.cancel(key);
-        core.step_key = None;
+        debug_assert_eq!(core.step_key, Some(key));
+        core.take_back_forward_end(&mut self.q);
         self.a2a.start(
             (&mut self.q, &mut self.fabric, &mut self.fabric_timer),
             (core.instance.0, &core.gpus),

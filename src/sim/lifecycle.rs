@@ -141,8 +141,7 @@ impl World<'_> {
         ));
         self.abort_arrived(r, nr.client_wait_ns);
         for core in [&mut self.prefills[p].core, &mut self.decodes[d].core] {
-            core.outstanding += 1;
-            core.tick.arrivals += 1;
+            core.request_routed();
         }
         self.sync_prefill(p);
         self.sync_decode(d);
@@ -407,7 +406,7 @@ impl World<'_> {
         }
         for &r in &retracted {
             let p = self.reqs.get(r).expect("retracted, not ended").prefill;
-            self.prefills[p].core.outstanding += 1;
+            self.prefills[p].core.request_returned();
             self.sync_prefill(p);
         }
         self.scratch.refs = retracted;
@@ -573,7 +572,7 @@ impl World<'_> {
                 outcome = Outcome::Corrupted;
             }
         }
-        dec.core.outstanding -= 1;
+        dec.core.request_done();
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
         req.row.error_kind = kind;
@@ -659,7 +658,7 @@ impl World<'_> {
             nr.output_tokens,
         );
         super::sessions::tag_row(&mut row, &nr);
-        server.core.tick.arrivals += 1;
+        server.core.request_arrived();
         let fits = crate::sglang::tokenizer::check_colocated(
             id,
             (nr.input_tokens, nr.output_tokens),

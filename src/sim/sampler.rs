@@ -319,8 +319,7 @@ impl World<'_> {
         let capacity =
             self.sc.fabric.topology.nic_bytes_per_ns * NS_PER_S as f64 * core.nics.len() as f64;
         if core.busy {
-            core.tick.busy_ns += now - core.tick.busy_since;
-            core.tick.busy_since = now;
+            core.tick.busy_to(now);
         }
         let row = TimeseriesRow {
             second: self.sampler.seconds,
@@ -341,9 +340,7 @@ impl World<'_> {
             g.busy_ns += core.tick.busy_ns as f64;
             g.nic_bytes += moved;
         }
-        core.tick.arrivals = 0;
-        core.tick.busy_ns = 0;
-        core.tick.tokens = 0;
+        core.tick.next_second();
         row
     }
 

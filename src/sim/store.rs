@@ -82,8 +82,7 @@ impl World<'_> {
         let bytes = (n - from) as u64
             * u64::from(crate::workload::trace::HASH_BLOCK_TOKENS)
             * h.params.bytes_per_token;
-        h.counts.store_write_bytes += bytes;
-        let lead = h.copy_ns(bytes);
+        let lead = h.writes_to_store(bytes);
         let shape = ClientShape {
             gpus: &server.core.gpus,
             bytes_per_token: h.params.bytes_per_token,

@@ -3,6 +3,7 @@
 pub mod aborts;
 pub mod fragmentation;
 pub mod gaps;
+pub mod gauges;
 pub mod histogram;
 pub mod sessions;
 pub mod slo;

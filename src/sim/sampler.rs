@@ -5,6 +5,7 @@ use super::Fabric;
 use crate::config::Role;
 use crate::engine::{NS_PER_S, Nanos};
 use crate::fabric::Link;
+use crate::metrics::gauges::{Gauge, share};
 use crate::metrics::{LinkRow, TimeseriesRow};
 use crate::sglang::Core;
 use crate::sglang::colocated::ColocatedServer;
@@ -34,74 +35,10 @@ pub(super) struct Sampler {
     gauges: Vec<Gauge>,
 }
 
-/// One instance's gauges, integrated over time by the left-point rule: the state seen at an
-/// observation holds until the next one. Observations come at every step end of the instance
-/// (its batch changes only there or when an idle instance starts a step, also observed) and at
-/// every tick, so the error is at most one step of one instance.
-#[derive(Clone, Copy, Default)]
-struct Gauge {
-    last_ns: Nanos,
-    running: u32,
-    queued: u32,
-    kv_share: f64,
-    running_ns: f64,
-    queued_ns: f64,
-    kv_ns: f64,
-    queue_nonempty_ns: f64,
-    /// Busy time of the ticks already closed, ns.
-    busy_ns: f64,
-    /// Bytes the NICs moved in the instance's direction in the ticks already closed.
-    nic_bytes: f64,
-}
-
-impl Gauge {
-    /// Integrates the state last seen up to `now` (clipped to the arrival window's `end`: the
-    /// summary's utilisation, like its throughput, describes the steady state, not the drain
-    /// tail where load falls to 0), then takes the state now.
-    #[inline]
-    fn observe(&mut self, now: Nanos, end: Nanos, running: u32, queued: u32, kv_share: f64) {
-        let dt = crate::engine::u64_to_f64(now.min(end).max(self.last_ns) - self.last_ns);
-        self.integrate(dt, now, running, queued, kv_share);
-    }
-
-    /// [`Gauge::observe`] at `now` at or before the window's end: the same operations, without
-    /// the clip.
-    #[inline]
-    fn observe_open(&mut self, now: Nanos, running: u32, queued: u32, kv_share: f64) {
-        let dt = crate::engine::u64_to_f64(now.max(self.last_ns) - self.last_ns);
-        self.integrate(dt, now, running, queued, kv_share);
-    }
-
-    /// Adds `dt` ns of the state last seen to the integrals, then takes the state at `now`.
-    #[inline(always)]
-    fn integrate(&mut self, dt: f64, now: Nanos, running: u32, queued: u32, kv_share: f64) {
-        self.running_ns += f64::from(self.running) * dt;
-        self.queued_ns += f64::from(self.queued) * dt;
-        self.kv_ns += self.kv_share * dt;
-        if self.queued > 0 {
-            self.queue_nonempty_ns += dt;
-        }
-        self.last_ns = now;
-        self.running = running;
-        self.queued = queued;
-        self.kv_share = kv_share;
-    }
-}
-
 /// The share of `core`'s KV pages in use (0 for a pool of none).
 #[inline]
 fn kv_share(core: &Core) -> f64 {
     share(core.pages.used(), core.pages.total())
-}
-
-/// `used` of `total` pages as a share (0 for a pool of none).
-#[inline]
-fn share(used: u32, total: u32) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        f64::from(used) / f64::from(total)
-    }
 }
 
 impl Sampler {
@@ -276,15 +213,8 @@ impl World<'_> {
             };
             let (i, pool) = (core.instance.idx(), core.pool.idx());
             let nics = core.nics.len();
-            let g = self.sampler.gauges[i];
-            let bytes = g.nic_bytes;
             let o = &mut out[pool];
-            o.busy_ns += g.busy_ns + busy_tick;
-            o.running_ns += g.running_ns;
-            o.queued_ns += g.queued_ns;
-            o.kv_ns += g.kv_ns;
-            o.queue_nonempty_ns += g.queue_nonempty_ns;
-            o.nic_bytes += bytes;
+            self.sampler.gauges[i].add_to(o, busy_tick);
             o.nic_bytes_per_ns += self.sc.fabric.topology.nic_bytes_per_ns * nics as f64;
         }
         // Colocated servers move no KV: their NICs carry nothing worth a utilisation.
@@ -336,9 +266,7 @@ impl World<'_> {
             link_utilisation: (moved / capacity).clamp(0.0, 1.0),
         };
         if now <= self.collector.window_end_ns.unwrap_or(Nanos::MAX) {
-            let g = &mut self.sampler.gauges[i];
-            g.busy_ns += core.tick.busy_ns as f64;
-            g.nic_bytes += moved;
+            self.sampler.gauges[i].tick_closed(core.tick.busy_ns, moved);
         }
         core.tick.next_second();
         row
@@ -397,34 +325,4 @@ pub(super) enum CoreRef {
     Prefill(PrefillId),
     Decode(DecodeId),
     Colocated(ColocatedId),
-}
-
-#[cfg(test)]
-mod tests {
-    use super::Gauge;
-    use rand::{RngExt, SeedableRng};
-
-    /// Inside the window, `observe_open` integrates exactly as `observe` (bit for bit), over
-    /// random observation sequences that also repeat a time and idle.
-    #[test]
-    fn an_open_observation_is_the_clipped_one_inside_the_window() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        for _ in 0..200 {
-            let (mut a, mut b) = (Gauge::default(), Gauge::default());
-            let mut now = rng.random_range(0..1_000_000u64);
-            for _ in 0..100 {
-                now += rng.random_range(0..3) * rng.random_range(0..50_000_000u64);
-                let (running, queued) = (rng.random_range(0..300), rng.random_range(0..3));
-                let kv = rng.random_range(0..=1000u32);
-                let share = f64::from(kv) / 1000.0;
-                a.observe(now, now + rng.random_range(0..2), running, queued, share);
-                b.observe_open(now, running, queued, share);
-            }
-            let bits = |g: &Gauge| {
-                [g.running_ns, g.queued_ns, g.kv_ns, g.queue_nonempty_ns].map(f64::to_bits)
-            };
-            assert_eq!(bits(&a), bits(&b));
-            assert_eq!(a.last_ns, b.last_ns);
-        }
-    }
 }

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::{NS_PER_S, Nanos};
 use crate::vocab::abort::AbortStage;
 
 /// `summary.json` `aborts`.
@@ -75,4 +76,151 @@ pub struct HeldPages {
     pub max_held_after_doom_s: Option<f64>,
     /// Mean of that time over `requests`, s.
     pub mean_held_after_doom_s: Option<f64>,
+}
+
+/// Held pages on one side, accumulated.
+#[derive(Default, Debug)]
+struct Side {
+    requests: u64,
+    page_ns: f64,
+    page_ns_after: f64,
+    max_after_ns: Option<Nanos>,
+    sum_after_ns: f64,
+}
+
+impl Side {
+    /// A doomed request released `pages` pages here at `now`, held since `alloc_ns`, doomed at
+    /// `doomed_ns`.
+    fn release(&mut self, pages: usize, alloc_ns: Nanos, doomed_ns: Nanos, now: Nanos) {
+        if pages == 0 {
+            return;
+        }
+        let pages = pages as f64;
+        let after = now.saturating_sub(doomed_ns.max(alloc_ns));
+        self.requests += 1;
+        self.page_ns += pages * now.saturating_sub(alloc_ns) as f64;
+        self.page_ns_after += pages * after as f64;
+        let held = now.saturating_sub(doomed_ns);
+        self.max_after_ns = Some(self.max_after_ns.map_or(held, |m| m.max(held)));
+        self.sum_after_ns += held as f64;
+    }
+
+    fn summary(&self) -> HeldPages {
+        let s = NS_PER_S as f64;
+        HeldPages {
+            requests: self.requests,
+            page_s: self.page_ns / s,
+            page_s_after_doom: self.page_ns_after / s,
+            max_held_after_doom_s: self.max_after_ns.map(|n| n as f64 / s),
+            mean_held_after_doom_s: (self.requests > 0)
+                .then(|| self.sum_after_ns / self.requests as f64 / s),
+        }
+    }
+}
+
+/// What the run's aborts cost, as the run reports them: an observer the simulation tells of
+/// each disconnect, abort, orphan, wasted prefill and held or leaked page (`sim::abort`).
+#[derive(Default, Debug)]
+pub struct AbortBook {
+    disconnected: u64,
+    aborted: u64,
+    by_stage: [u64; AbortStage::ALL.len()],
+    orphaned: u64,
+    orphan_message: Option<String>,
+    wasted_tokens: u64,
+    wasted_gpu_ns: f64,
+    prefill: Side,
+    decode: Side,
+    /// Leaked decode pages: requests, pages, and Σ pages × abort time (page·ns, exact), so
+    /// the summary can count page-seconds to whenever the run ends.
+    leaked: (u64, u64, u128),
+}
+
+impl AbortBook {
+    /// A client disconnected.
+    pub fn disconnected(&mut self) {
+        self.disconnected += 1;
+    }
+
+    /// The servers aborted a request at `stage`.
+    pub fn aborted(&mut self, stage: AbortStage) {
+        self.aborted += 1;
+        self.by_stage[stage as usize] += 1;
+    }
+
+    /// A prefill failure orphaned a request on its decode (`message`: sglang's text).
+    pub fn orphaned(&mut self, message: &str) {
+        self.orphaned += 1;
+        self.orphan_message
+            .get_or_insert_with(|| message.to_string());
+    }
+
+    /// An aborted request's prefill work: `tokens` prompt tokens and `gpu_ns` GPU-ns.
+    pub fn wasted(&mut self, tokens: u64, gpu_ns: f64) {
+        self.wasted_tokens += tokens;
+        self.wasted_gpu_ns += gpu_ns;
+    }
+
+    /// A doomed request released `pages` prefill pages at `now`, held since `alloc_ns`,
+    /// doomed at `doomed_ns`.
+    pub fn prefill_released(
+        &mut self,
+        pages: usize,
+        alloc_ns: Nanos,
+        doomed_ns: Nanos,
+        now: Nanos,
+    ) {
+        self.prefill.release(pages, alloc_ns, doomed_ns, now);
+    }
+
+    /// The same on the decode side.
+    pub fn decode_released(&mut self, pages: usize, alloc_ns: Nanos, doomed_ns: Nanos, now: Nanos) {
+        self.decode.release(pages, alloc_ns, doomed_ns, now);
+    }
+
+    /// A doomed request's `pages` decode pages leaked at `now` (never given back).
+    pub fn leaked(&mut self, pages: u64, now: Nanos) {
+        self.leaked.0 += 1;
+        self.leaked.1 += pages;
+        self.leaked.2 += u128::from(pages) * u128::from(now);
+    }
+
+    /// `summary.json` `aborts` at `now`: `propagation` and `client_timeout` in words as the
+    /// scenario set them; `leak`: decode leaks its aborted queue's pages (the leaked pages
+    /// are reported).
+    pub fn summary(
+        &self,
+        propagation: String,
+        client_timeout: Option<String>,
+        leak: bool,
+        now: Nanos,
+    ) -> AbortSummary {
+        AbortSummary {
+            propagation,
+            client_timeout,
+            disconnected: self.disconnected,
+            aborted: self.aborted,
+            by_stage: AbortStage::ALL
+                .iter()
+                .zip(self.by_stage)
+                .filter(|(_, n)| *n > 0)
+                .map(|(&stage, count)| StageCount { stage, count })
+                .collect(),
+            orphaned: self.orphaned,
+            orphan_message: self.orphan_message.clone(),
+            wasted_prefill_tokens: self.wasted_tokens,
+            wasted_prefill_gpu_s: self.wasted_gpu_ns / NS_PER_S as f64,
+            prefill: self.prefill.summary(),
+            decode: self.decode.summary(),
+            decode_leaked: leak.then(|| {
+                let (requests, pages, page_at) = self.leaked;
+                let page_ns = u128::from(pages) * u128::from(now) - page_at;
+                LeakedPages {
+                    requests,
+                    pages,
+                    page_s: page_ns as f64 / NS_PER_S as f64,
+                }
+            }),
+        }
+    }
 }

@@ -7,10 +7,10 @@
 
 use crate::config::aborts::{AbortParams, Deadline, DecodeQueueAbort};
 use crate::engine::{NS_PER_S, Nanos};
-use crate::metrics::aborts::{AbortSummary, HeldPages, LeakedPages, StageCount};
+use crate::metrics::aborts::{AbortBook, AbortSummary};
 use crate::sglang::abort as rules;
 use crate::vocab::Outcome;
-use crate::vocab::abort::{AbortStage, AbortTrack};
+use crate::vocab::abort::AbortTrack;
 use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::PrefillId;
 use crate::vocab::requests::{KvPoll, ReqRef};
@@ -18,79 +18,20 @@ use crate::workload::timeout::DeadlineSampler;
 
 use super::World;
 
-/// Held pages on one side, accumulated.
-#[derive(Default)]
-struct Side {
-    requests: u64,
-    page_ns: f64,
-    page_ns_after: f64,
-    max_after_ns: Option<Nanos>,
-    sum_after_ns: f64,
-}
-
-impl Side {
-    /// A doomed request released `pages` pages here at `now`, held since `alloc_ns`, doomed at
-    /// `doomed_ns`.
-    fn release(&mut self, pages: usize, alloc_ns: Nanos, doomed_ns: Nanos, now: Nanos) {
-        if pages == 0 {
-            return;
-        }
-        let pages = pages as f64;
-        let after = now.saturating_sub(doomed_ns.max(alloc_ns));
-        self.requests += 1;
-        self.page_ns += pages * now.saturating_sub(alloc_ns) as f64;
-        self.page_ns_after += pages * after as f64;
-        let held = now.saturating_sub(doomed_ns);
-        self.max_after_ns = Some(self.max_after_ns.map_or(held, |m| m.max(held)));
-        self.sum_after_ns += held as f64;
-    }
-
-    fn summary(&self) -> HeldPages {
-        let s = NS_PER_S as f64;
-        HeldPages {
-            requests: self.requests,
-            page_s: self.page_ns / s,
-            page_s_after_doom: self.page_ns_after / s,
-            max_held_after_doom_s: self.max_after_ns.map(|n| n as f64 / s),
-            mean_held_after_doom_s: (self.requests > 0)
-                .then(|| self.sum_after_ns / self.requests as f64 / s),
-        }
-    }
-}
-
-/// What the run's aborts cost, and the deadline sampler.
-pub(super) struct AbortBook {
+/// The run's aborts: the scenario's parameters, the deadline sampler and the book
+/// (`metrics::aborts::AbortBook`) that reports them.
+pub(super) struct AbortState {
     params: AbortParams,
     sampler: Option<DeadlineSampler>,
-    disconnected: u64,
-    aborted: u64,
-    by_stage: [u64; AbortStage::ALL.len()],
-    orphaned: u64,
-    orphan_message: Option<String>,
-    wasted_tokens: u64,
-    wasted_gpu_ns: f64,
-    prefill: Side,
-    decode: Side,
-    /// Leaked decode pages: requests, pages, and Σ pages × abort time (page·ns, exact), so
-    /// the summary can count page-seconds to whenever the run ends.
-    leaked: (u64, u64, u128),
+    book: AbortBook,
 }
 
-impl AbortBook {
+impl AbortState {
     pub(super) fn new(params: AbortParams, seed: u64) -> Self {
         Self {
             sampler: params.client_timeout.map(|d| DeadlineSampler::new(d, seed)),
             params,
-            disconnected: 0,
-            aborted: 0,
-            by_stage: [0; AbortStage::ALL.len()],
-            orphaned: 0,
-            orphan_message: None,
-            wasted_tokens: 0,
-            wasted_gpu_ns: 0.0,
-            prefill: Side::default(),
-            decode: Side::default(),
-            leaked: (0, 0, 0),
+            book: AbortBook::default(),
         }
     }
 }
@@ -163,7 +104,7 @@ impl World<'_> {
         };
         let book = self.aborts.as_deref_mut().expect("scheduled by the book");
         if !detected {
-            book.disconnected += 1;
+            book.book.disconnected();
             let a = req.abort.as_deref_mut().expect("tracked at arrival");
             a.doomed_ns.get_or_insert(now);
             let streaming = req.row.first_token_ns.is_some();
@@ -185,8 +126,7 @@ impl World<'_> {
         let book = self.aborts.as_deref_mut().expect("scheduled by the book");
         let req = self.reqs.get(r).expect("live");
         let stage = rules::stage(req);
-        book.aborted += 1;
-        book.by_stage[stage as usize] += 1;
+        book.book.aborted(stage);
         if !rules::decode_releases(stage, book.params.decode_queue) {
             let a = self
                 .reqs
@@ -242,26 +182,22 @@ impl World<'_> {
             return;
         };
         if outcome == Outcome::Aborted {
-            book.wasted_tokens += a.prefill_tokens;
-            book.wasted_gpu_ns += a.prefill_gpu_ns;
+            book.book.wasted(a.prefill_tokens, a.prefill_gpu_ns);
         }
         let Some(doomed) = a.doomed_ns else {
             return;
         };
         if req.sender < KvPoll::Success && !a.prefill_released {
             let alloc = req.row.prefill_start_ns.unwrap_or(now);
-            book.prefill
-                .release(req.on_prefill.pages.len(), alloc, doomed, now);
+            book.book
+                .prefill_released(req.on_prefill.pages.len(), alloc, doomed, now);
         }
         if req.decode_allocated && a.decode_leaked {
-            let pages = req.on_decode.pages.len() as u64;
-            book.leaked.0 += 1;
-            book.leaked.1 += pages;
-            book.leaked.2 += u128::from(pages) * u128::from(now);
+            book.book.leaked(req.on_decode.pages.len() as u64, now);
         } else if req.decode_allocated {
             let alloc = a.decode_alloc_ns.unwrap_or(now);
-            book.decode
-                .release(req.on_decode.pages.len(), alloc, doomed, now);
+            book.book
+                .decode_released(req.on_decode.pages.len(), alloc, doomed, now);
         }
     }
 
@@ -281,10 +217,8 @@ impl World<'_> {
         if a.prefill_released {
             return false;
         }
-        book.orphaned += 1;
+        book.book.orphaned(message);
         a.prefill_released = true;
-        book.orphan_message
-            .get_or_insert_with(|| message.to_string());
         a.doomed_ns.get_or_insert(now);
         req.sender = KvPoll::Failed;
         let p = req.prefill;
@@ -301,32 +235,11 @@ impl World<'_> {
     /// `summary.json` `aborts`, when the scenario models aborts.
     pub(super) fn abort_summary(&self) -> Option<AbortSummary> {
         let b = self.aborts.as_deref()?;
-        Some(AbortSummary {
-            propagation: b.params.propagation.as_str().to_string(),
-            client_timeout: deadline_words(&b.params),
-            disconnected: b.disconnected,
-            aborted: b.aborted,
-            by_stage: AbortStage::ALL
-                .iter()
-                .zip(b.by_stage)
-                .filter(|(_, n)| *n > 0)
-                .map(|(&stage, count)| StageCount { stage, count })
-                .collect(),
-            orphaned: b.orphaned,
-            orphan_message: b.orphan_message.clone(),
-            wasted_prefill_tokens: b.wasted_tokens,
-            wasted_prefill_gpu_s: b.wasted_gpu_ns / NS_PER_S as f64,
-            prefill: b.prefill.summary(),
-            decode: b.decode.summary(),
-            decode_leaked: (b.params.decode_queue == DecodeQueueAbort::Leak).then(|| {
-                let (requests, pages, page_at) = b.leaked;
-                let page_ns = u128::from(pages) * u128::from(self.q.now()) - page_at;
-                LeakedPages {
-                    requests,
-                    pages,
-                    page_s: page_ns as f64 / NS_PER_S as f64,
-                }
-            }),
-        })
+        Some(b.book.summary(
+            b.params.propagation.as_str().to_string(),
+            deadline_words(&b.params),
+            b.params.decode_queue == DecodeQueueAbort::Leak,
+            self.q.now(),
+        ))
     }
 }

@@ -231,7 +231,7 @@ pub struct World<'a> {
     /// drain timeout ends there when it is past the last event).
     materialized_ns: Nanos,
     /// Client disconnects and aborts (`abort.rs`), when the scenario models them.
-    aborts: Option<Box<abort::AbortBook>>,
+    aborts: Option<Box<abort::AbortState>>,
 }
 
 /// The compiled transfer plan of every (prefill, decode) pair of instances.
@@ -297,7 +297,7 @@ impl<'a> World<'a> {
             materialized_ns: 0,
             aborts: sc
                 .aborts
-                .map(|a| Box::new(abort::AbortBook::new(a, sc.seed))),
+                .map(|a| Box::new(abort::AbortState::new(a, sc.seed))),
         };
         w.set_decode_coalescing(true);
         w

@@ -639,7 +639,12 @@ fn write_run_json(
         .expect("the resolved scenario is a scenario file");
     let facts = RunRecord {
         pdsim_version: env!("CARGO_PKG_VERSION").to_string(),
-        scenario_file: sc.source.display().to_string(),
+        // Absolute, so `explain` run from another folder rebuilds the scenario (its relative
+        // paths resolve against this file's folder).
+        scenario_file: std::path::absolute(&sc.source)
+            .unwrap_or_else(|_| sc.source.clone())
+            .display()
+            .to_string(),
         seed: sc.seed,
         scenario,
         instances,

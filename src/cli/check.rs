@@ -403,7 +403,13 @@ fn xml(s: &str) -> String {
 /// `<testsuite>`, one `<testcase>` per scenario (classname = its folder, name = `run.name`),
 /// a `<failure>` per broken expectation naming it with expected and got, and every verdict
 /// in `<system-out>`.
-pub fn junit(checked: &[Checked]) -> String {
+pub fn junit(checked: &[Checked], sets: &[String]) -> String {
+    // The reproduce line carries the check's own `--set`s, shell-quoted: without them it runs
+    // another scenario than the one that failed.
+    let set_flags: String = sets
+        .iter()
+        .map(|kv| format!(" --set '{}'", kv.replace('\'', "'\\''")))
+        .collect();
     let failures: usize = checked.iter().filter(|c| !c.passed()).count();
     let time: f64 = checked.iter().map(|c| c.wall_s).sum();
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -431,12 +437,13 @@ pub fn junit(checked: &[Checked]) -> String {
         for v in c.verdicts.iter().filter(|v| !v.held) {
             let msg = format!("{}: expected {}, got {}", v.key, v.expected, v.got);
             s += &format!(
-                "      <failure type=\"expectation\" message=\"{}\">{}\nseed {}; reproduce: pdsim run {} --seed {}</failure>\n",
+                "      <failure type=\"expectation\" message=\"{}\">{}\nseed {}; reproduce: pdsim run {} --seed {}{}</failure>\n",
                 xml(&msg),
                 xml(&msg),
                 c.seed,
                 xml(&c.file.display().to_string()),
-                c.seed
+                c.seed,
+                xml(&set_flags)
             );
         }
         s += &format!(
@@ -544,7 +551,7 @@ pub fn run(a: &CheckArgs) -> Result<bool, CliError> {
                 })
             })?;
         }
-        crate::app::outdir::write_atomic(path, junit(&checked).as_bytes())?;
+        crate::app::outdir::write_atomic(path, junit(&checked, &a.sets).as_bytes())?;
     }
     super::print_out(&text)?;
     Ok(bad == 0)
@@ -640,8 +647,20 @@ mod tests {
             wall_s: 0.5,
             headline: "x".into(),
         };
-        let x = junit(&[c]);
+        let x = junit(std::slice::from_ref(&c), &[]);
         assert_eq!(x.matches("<failure ").count(), 2, "{x}");
+        assert!(x.contains(
+            "reproduce: pdsim run scenarios/regression/a&lt;b&gt;.toml --seed 3</failure>"
+        ));
+        // The check's --set overrides ride along, quoted for a shell.
+        let sets = ["run.duration_s=5".to_string(), "run.name=it's".to_string()];
+        let y = junit(&[c], &sets);
+        assert!(
+            y.contains(
+                "--seed 3 --set &apos;run.duration_s=5&apos; --set &apos;run.name=it&apos;\\&apos;&apos;s&apos;</failure>"
+            ),
+            "{y}"
+        );
         assert!(x.contains("message=\"ttft_p99_ms_max: expected ≤ 100, got 150\""));
         assert!(x.contains("name=\"a&amp;b\"") && x.contains("a&lt;b&gt;.toml"));
         assert!(x.contains("classname=\"scenarios.regression\""));

@@ -36,8 +36,15 @@ impl Summary {
         let r = &self.requests;
         let l = &self.latency_ms;
         let t = &self.throughput;
+        // Aborted requests close the count where the run models aborts (or has any), so the
+        // line always adds up to `arrived`.
+        let aborted = if self.aborts.is_some() || r.aborted > 0 {
+            format!(", {} aborted", r.aborted)
+        } else {
+            String::new()
+        };
         let mut s = format!(
-            "{name}: {} arrived — {} completed, {} failed, {} corrupted, {} unfinished ({:.1} s simulated, {} events)\n",
+            "{name}: {} arrived — {} completed, {} failed, {} corrupted, {} unfinished{aborted} ({:.1} s simulated, {} events)\n",
             r.arrived,
             r.completed,
             r.failed,

@@ -226,3 +226,48 @@ fn explain_names_a_missed_gap_target_and_its_binding_phase() {
         "the chunk lever:\n{text}"
     );
 }
+
+/// The run's line counts every outcome, aborted ones included, so it adds up to the arrivals
+/// (the conservation every count shown keeps); `run.json` names the scenario by an absolute
+/// path, so `explain` from another folder rebuilds the same scenario (its capacity levers
+/// included) and says the same.
+#[test]
+fn the_run_line_adds_up_and_explain_works_from_any_folder() {
+    let dir = common::tmpdir("aborts-line");
+    let (code, out, err) = common::pdsim(&[
+        "run",
+        "scenarios/production/client-aborts.toml",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let line = out.lines().next().expect("the summary line");
+    let num = |word: &str| -> u64 {
+        let before = line
+            .split(&format!(" {word}"))
+            .next()
+            .unwrap_or_else(|| panic!("no {word} in {line:?}"));
+        let n = before.rsplit([' ', '—']).find(|t| !t.is_empty()).unwrap();
+        n.parse()
+            .unwrap_or_else(|_| panic!("{word}: {n:?} in {line:?}"))
+    };
+    let parts: u64 = ["completed", "failed", "corrupted", "unfinished", "aborted"]
+        .iter()
+        .map(|w| num(w))
+        .sum();
+    assert!(num("aborted") > 0, "{line}");
+    assert_eq!(num("arrived"), parts, "{line}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let file = record["scenario_file"].as_str().unwrap();
+    assert!(std::path::Path::new(file).is_absolute(), "{file}");
+    // The same explanation from the repository and from the results folder itself.
+    let here = common::pdsim(&["explain", dir.to_str().unwrap()]);
+    let elsewhere = std::process::Command::new(env!("CARGO_BIN_EXE_pdsim"))
+        .args(["explain", "."])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(here.0, 0, "{}", here.2);
+    assert_eq!(String::from_utf8_lossy(&elsewhere.stdout), here.1);
+}

@@ -390,11 +390,15 @@ impl Checker<'_> {
 
     fn model(&self, key: &str, r: &file::ModelRef) -> Result<ModelSpec, ScenarioError> {
         match (&r.preset, &r.config) {
-            (Some(p), None) => model::preset(p).ok_or_else(|| {
+            // A Hugging Face id reads as the preset of its layout, as `lint` and `plan`'s
+            // launch lines read `--model-path` (`spec::launch::preset_for`).
+            (Some(p), None) => model::preset(p)
+                .or_else(|| crate::spec::launch::preset_for(p).and_then(model::preset))
+                .ok_or_else(|| {
                 self.err(
                     &format!("{key}.preset"),
                     format!(
-                        "unknown model preset {p:?}; valid presets: {}{}",
+                        "unknown model preset {p:?}; valid presets: {} (or a Hugging Face id of one, e.g. meta-llama/Llama-3.1-8B-Instruct){}",
                         model::MODEL_PRESETS.join(", "),
                         suggestion(p, model::MODEL_PRESETS)
                     ),
@@ -471,6 +475,7 @@ fn validate(
 
     let mut notes = calibration_notes(&c, &calibration, &gpu.name, &pools);
     notes.extend(speculative::notes(&pools));
+    notes.extend(hf_id_notes(&file));
     Ok(Scenario {
         notes,
         kv_store,
@@ -520,6 +525,27 @@ fn validate(
 
 /// Warnings when a calibration file measured on one model, GPU or TP is used for another:
 /// legal (a nearby fit may be the best there is) but its step times are extrapolated.
+/// A note for each `model.preset` given as a Hugging Face id: the preset it was read as.
+fn hf_id_notes(file: &file::ScenarioFile) -> Vec<String> {
+    let refs = std::iter::once(("model".to_string(), file.model.as_ref())).chain(
+        file.pools
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (format!("pools[{i}].model"), p.model.as_ref())),
+    );
+    refs.filter_map(|(key, r)| {
+        let p = r?.preset.as_deref()?;
+        if model::preset(p).is_some() {
+            return None;
+        }
+        let as_preset = crate::spec::launch::preset_for(p)?;
+        Some(format!(
+            "{key}.preset {p:?} is read as the preset {as_preset} (the same layout; suffixes such as -Instruct do not change it)"
+        ))
+    })
+    .collect()
+}
+
 fn calibration_notes(c: &Checker, calibration: &str, gpu: &str, pools: &[Pool]) -> Vec<String> {
     let Some(m) = c.measured.borrow().clone() else {
         return Vec::new();

@@ -267,3 +267,41 @@ fn layout_prints_sglang_item_lens_as_table_and_json() {
     assert_eq!(code, 2);
     assert!(err.contains("no hybrid layers"), "{err}");
 }
+
+/// `model.preset` takes a Hugging Face id as `lint` does (`spec::launch::preset_for`): the run
+/// is the preset's, byte for byte, and a warning says which preset it was read as; an id of
+/// no known layout is still refused by key.
+#[test]
+fn a_hugging_face_id_reads_as_its_preset() {
+    let (a, b) = (common::tmpdir("hf-id-a"), common::tmpdir("hf-id-b"));
+    let run = |dir: &std::path::Path, preset: &str| {
+        common::pdsim(&[
+            "run",
+            "scenarios/quickstart.toml",
+            "-q",
+            "--summary-only",
+            "--set",
+            "run.duration_s=10",
+            "--set",
+            &format!("model.preset=\"{preset}\""),
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+    };
+    let (code, _, err) = run(&a, "meta-llama/Llama-3.1-8B-Instruct");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("read as the preset llama-3.1-8b"),
+        "no note: {err}"
+    );
+    let (code, _, err2) = run(&b, "llama-3.1-8b");
+    assert_eq!(code, 0, "{err2}");
+    assert!(!err2.contains("read as the preset"), "{err2}");
+    assert_eq!(
+        std::fs::read(a.join("summary.json")).unwrap(),
+        std::fs::read(b.join("summary.json")).unwrap()
+    );
+    let (code, _, err) = run(&a, "acme/Unknown-7B");
+    assert_eq!(code, 2);
+    assert!(err.contains("model.preset") && err.contains("Hugging Face id"), "{err}");
+}

@@ -169,6 +169,11 @@ fn require_slo(args: &PlanRequest, sc: &Scenario) -> Result<(), CliError> {
             message: "[slo] sets no target to plan for; add e.g. ttft_p99_ms = 2000 and tpot_p99_ms = 100 (or attainment_min with ttft_ms/tpot_ms)".into(),
         }));
     }
+    // A target below what the base deployment can ever give: said before the search, which
+    // will find no point meeting it there.
+    for n in crate::sim::slo_floor_notes(sc) {
+        super::sweep::note(&format!("warning: {n}"));
+    }
     Ok(())
 }
 

@@ -85,7 +85,7 @@ pub fn run(args: &RunRequest) -> Result<RunOutput, CliError> {
     // Warnings print under -q too (stderr): they change what the results mean (a
     // calibration measured elsewhere extrapolates every step time), and -q only quiets
     // progress and the summary (issue 40).
-    for n in &sc.notes {
+    for n in sc.notes.iter().chain(&crate::sim::slo_floor_notes(&sc)) {
         super::sweep::note(&format!("warning: {n}"));
     }
     let format = if args.png {

@@ -393,7 +393,7 @@ impl Checker<'_> {
             // A Hugging Face id reads as the preset of its layout, as `lint` and `plan`'s
             // launch lines read `--model-path` (`spec::launch::preset_for`).
             (Some(p), None) => model::preset(p)
-                .or_else(|| crate::spec::launch::preset_for(p).and_then(model::preset))
+                .or_else(|| hf_preset(p).and_then(model::preset))
                 .ok_or_else(|| {
                 self.err(
                     &format!("{key}.preset"),
@@ -525,6 +525,14 @@ fn validate(
 
 /// Warnings when a calibration file measured on one model, GPU or TP is used for another:
 /// legal (a nearby fit may be the best there is) but its step times are extrapolated.
+/// The preset a Hugging Face id (`org/name`, as `--model-path` takes it) names; a bare name
+/// must be a preset as written (a typo gets its "did you mean").
+fn hf_preset(p: &str) -> Option<&'static str> {
+    p.contains('/')
+        .then(|| crate::spec::launch::preset_for(p))
+        .flatten()
+}
+
 /// A note for each `model.preset` given as a Hugging Face id: the preset it was read as.
 fn hf_id_notes(file: &file::ScenarioFile) -> Vec<String> {
     let refs = std::iter::once(("model".to_string(), file.model.as_ref())).chain(
@@ -538,7 +546,7 @@ fn hf_id_notes(file: &file::ScenarioFile) -> Vec<String> {
         if model::preset(p).is_some() {
             return None;
         }
-        let as_preset = crate::spec::launch::preset_for(p)?;
+        let as_preset = hf_preset(p)?;
         Some(format!(
             "{key}.preset {p:?} is read as the preset {as_preset} (the same layout; suffixes such as -Instruct do not change it)"
         ))

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::compute::{Interconnect, StepModel, StepTimes};
 use crate::config::{Role, Scenario, capacity};
+use crate::engine::Nanos;
 use crate::sglang::colocated::ColocatedServer;
 use crate::sglang::decode::DecodeServer;
 use crate::sglang::memory::{KvPool, PageAllocator, Shared, Store};
@@ -299,6 +300,78 @@ pub fn step_time_fallbacks(sc: &Scenario) -> Vec<String> {
     for pool in sc.pools.iter().filter(|p| p.step_times.is_none()) {
         for f in step_model(sc, pool, &ic).kernel_fallbacks() {
             out.push(format!("{}: {f}", pool.name));
+        }
+    }
+    out
+}
+
+/// The `[slo]` targets of `sc` no request can meet, each as a warning naming its key: a TTFT
+/// target below the fastest first token any pool can give (a one-token prefill plus the
+/// calibration's first-token path), a TPOT, ITL or TBT target below the fastest decode step
+/// (one request at a one-token context). A floor, not an estimate: a target above it may
+/// still be out of reach under load.
+pub fn slo_floor_notes(sc: &Scenario) -> Vec<String> {
+    use crate::config::{Role, SLO_PERCENTILES};
+    let slo = &sc.slo;
+    let ic = interconnect(sc, &build_fabric(sc));
+    // The fastest (ms, pool) of each kind.
+    let mut first: Option<(f64, &str)> = None;
+    let mut step: Option<(f64, &str)> = None;
+    let path_ms = sc.compute.first_token_path_s * 1e3;
+    for pool in &sc.pools {
+        let t = step_times(sc, pool, &ic);
+        if matches!(pool.role, Role::Prefill | Role::Colocated) {
+            let ms = t.prefill_ns(&[(1, 0)]) as f64 / 1e6 + path_ms;
+            if first.is_none_or(|(f, _)| ms < f) {
+                first = Some((ms, pool.name.as_str()));
+            }
+        }
+        if matches!(pool.role, Role::Decode | Role::Colocated) {
+            let ms = t.decode_ns(1, 2) as f64 / 1e6;
+            if step.is_none_or(|(f, _)| ms < f) {
+                step = Some((ms, pool.name.as_str()));
+            }
+        }
+    }
+    let ms = |ns: Option<Nanos>| ns.map(|n| n as f64 / 1e6);
+    let mut ttft: Vec<(String, f64)> = ms(slo.ttft_ns)
+        .map(|v| ("slo.ttft_ms".to_string(), v))
+        .into_iter()
+        .collect();
+    let mut gaps: Vec<(String, f64)> = [
+        ("slo.tpot_ms", ms(slo.tpot_ns)),
+        ("slo.tbt_ms", ms(slo.tbt_ns)),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| v.map(|v| (k.to_string(), v)))
+    .collect();
+    for (i, p) in SLO_PERCENTILES.iter().enumerate() {
+        if let Some(v) = slo.ttft_pct_ms[i] {
+            ttft.push((format!("slo.ttft_p{p}_ms"), v));
+        }
+        for (name, t) in [
+            ("tpot", slo.tpot_pct_ms),
+            ("itl", slo.itl_pct_ms),
+            ("tbt", slo.tbt_pct_ms),
+        ] {
+            if let Some(v) = t[i] {
+                gaps.push((format!("slo.{name}_p{p}_ms"), v));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Some((floor, pool)) = first {
+        for (key, v) in ttft.iter().filter(|(_, v)| *v < floor) {
+            out.push(format!(
+                "{key} = {v} is below the fastest first token this deployment can give ({floor:.2} ms: pool {pool}'s prefill of one token and the first token's path to the client): no request can meet it"
+            ));
+        }
+    }
+    if let Some((floor, pool)) = step {
+        for (key, v) in gaps.iter().filter(|(_, v)| *v < floor) {
+            out.push(format!(
+                "{key} = {v} is below the fastest decode step this deployment can run ({floor:.2} ms: pool {pool} with one request): no request can meet it"
+            ));
         }
     }
     out

@@ -90,7 +90,7 @@ use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PrefillId};
 use crate::vocab::requests::{ChunkJob, ReqRef, Requests};
 
 pub use crate::vocab::requests::KvPoll;
-pub use cluster::step_time_fallbacks;
+pub use cluster::{slo_floor_notes, step_time_fallbacks};
 
 /// What a run produced: the run loop's counts and the one summary built from them
 /// ([`World::run`]).

@@ -303,5 +303,42 @@ fn a_hugging_face_id_reads_as_its_preset() {
     );
     let (code, _, err) = run(&a, "acme/Unknown-7B");
     assert_eq!(code, 2);
-    assert!(err.contains("model.preset") && err.contains("Hugging Face id"), "{err}");
+    assert!(
+        err.contains("model.preset") && err.contains("Hugging Face id"),
+        "{err}"
+    );
+}
+
+/// An `[slo]` target no request can meet is said at once, by key, with the floor it is under:
+/// a TTFT below one token's prefill plus the first token's path, a TPOT below a decode step of
+/// one request. Targets above the floor say nothing.
+#[test]
+fn an_impossible_slo_target_is_named_before_the_run() {
+    let dir = common::tmpdir("slo-floor");
+    let run = |sets: &[&str]| {
+        let mut args = vec![
+            "run",
+            "scenarios/quickstart.toml",
+            "-q",
+            "--summary-only",
+            "--set",
+            "run.duration_s=5",
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        common::pdsim(&args)
+    };
+    let (code, _, err) = run(&["slo.ttft_p99_ms=2", "slo.tpot_p50_ms=1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("warning: slo.ttft_p99_ms = 2 is below the fastest first token")
+            && err.contains("warning: slo.tpot_p50_ms = 1 is below the fastest decode step"),
+        "{err}"
+    );
+    let (code, _, err) = run(&["slo.ttft_p99_ms=2000", "slo.tpot_p50_ms=100"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("is below the fastest"), "{err}");
 }

@@ -196,7 +196,9 @@ pub fn plan(req: &PlanRequest) -> Result<PathBuf, CliError> {
             message: "full_grid applies to a plan at one rate: give rate, or drop full_grid".into(),
         });
     }
-    crate::app::plan::run(&crate::app::plan::PlanRequest {
+    // No grid point meeting `[slo]` is the CLI's exit 1 after every file is written; a
+    // program reads it from the answer (`best` null, `closest` the nearest point).
+    let done = crate::app::plan::run(&crate::app::plan::PlanRequest {
         scenario: s.scenario.clone(),
         rate: req.rate,
         max_rate: req.rate.is_none(),
@@ -210,8 +212,11 @@ pub fn plan(req: &PlanRequest) -> Result<PathBuf, CliError> {
         full_grid: req.full_grid,
         resume: s.resume,
         no_early_stop: req.no_early_stop,
-    })?;
-    Ok(s.out.clone())
+    });
+    match done {
+        Ok(()) | Err(CliError::Failed(_)) => Ok(s.out.clone()),
+        Err(e) => Err(e),
+    }
 }
 
 /// `pdsim lint --json`: the report as the CLI prints it (pretty JSON) and whether the pair is

@@ -555,7 +555,9 @@ def plan(
 ) -> Plan:
     """``pdsim plan SCENARIO (--rate R | --max-rate) --vary ...``: the cheapest grid point that
     meets ``[slo]`` at ``rate`` on every seed, or (``max_rate=True``) every point's highest
-    rate. ``early_stop=False`` is ``--no-early-stop``."""
+    rate. ``early_stop=False`` is ``--no-early-stop``. When no grid point meets ``[slo]``
+    at ``rate`` (the CLI's exit 1), the plan is still returned: ``answer["best"]`` is
+    ``None`` and ``answer["closest"]`` the point that came nearest."""
     if (rate is None) == (not max_rate):
         raise InvalidInput("give rate=R (the cheapest point at R req/s) or max_rate=True, not both or neither", key="rate")
     seeds = _int_arg("seeds", seeds, 1, _U32)

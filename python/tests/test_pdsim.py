@@ -194,6 +194,20 @@ def test_plan_gives_the_cli_answer(cli, tmp_path):
         pdsim.plan(sc, {"pools.decode.instances": [1]}, seeds=1)  # neither rate nor max_rate
 
 
+def test_a_plan_with_no_answer_is_returned_with_its_closest_point(cli, tmp_path):
+    sc = "scenarios/quickstart.toml"
+    sets = ["run.duration_s=10", "slo.ttft_p99_ms=20"]
+    args = ["plan", sc, "--rate", "10", "--vary", "pools.decode.instances=1,2", "--out", tmp_path / "cli", "-q"]
+    for s in sets:
+        args += ["--set", s]
+    code, _, err = cli(*args)
+    assert code == 1, err  # the CLI's negative verdict
+    p = pdsim.plan(sc, {"pools.decode.instances": [1, 2]}, rate=10, set=sets, out=tmp_path / "py")
+    assert p.answer["best"] is None
+    assert p.answer["closest"]["values"]
+    assert p.answer == json.loads((tmp_path / "cli" / "plan.json").read_bytes())
+
+
 LLAMA = "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --tp-size 2"
 
 

@@ -130,6 +130,7 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
         grid_runs: grid.rows(),
         points_meeting_slo: vs.iter().filter(|v| v.meets_slo).count(),
         best: best.clone(),
+        closest: search::closest(&vs).cloned(),
         best_toml: files.best_toml,
         launch: files.launch,
         kubernetes: files.kubernetes,
@@ -149,6 +150,9 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
     out.install(&["sweep.json", "plan.json"])?;
     if !args.quiet {
         let mut head = best_line(best.as_ref(), &grid, sc.billing, rate);
+        if let Some(c) = &answer.closest {
+            head += &format!("\n  {}", closest_line(c));
+        }
         if let Some(pd) = &answer.pd_or_not {
             head += &format!("\n  {}", pd.why);
         }
@@ -156,7 +160,45 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
             args, &answer, &head, stopped, past, started, &dir,
         ))?;
     }
+    // No answer is a negative verdict (exit 1, as `check`'s failed expectation), after every
+    // file is written: the closest point is in `plan.json`.
+    if best.is_none() {
+        return Err(CliError::Failed(format!(
+            "no grid point meets [slo] at {rate} req/s on every seed{}; see {}",
+            answer
+                .closest
+                .as_ref()
+                .map_or(String::new(), |c| format!(" ({})", closest_line(c))),
+            dir.join("plan.json").display()
+        )));
+    }
     Ok(())
+}
+
+/// The closest point in words: its values, on how many seeds it missed `[slo]` and which
+/// targets.
+fn closest_line(c: &PointVerdict) -> String {
+    let missed: std::collections::BTreeSet<&str> = c
+        .seeds
+        .iter()
+        .filter_map(|r| r.slo_missed.as_deref())
+        .flat_map(str::split_whitespace)
+        .collect();
+    format!(
+        "closest: {} missed it on {} of the {} seeds run ({})",
+        c.values
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        c.seeds.iter().filter(|r| r.slo_met == Some(false)).count(),
+        c.seeds.len(),
+        if missed.is_empty() {
+            "targets not named".to_string()
+        } else {
+            missed.into_iter().collect::<Vec<_>>().join(", ")
+        }
+    )
 }
 
 /// A plan needs a target: the scenario's `[slo]` sets at least one bound.

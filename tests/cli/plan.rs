@@ -1806,3 +1806,46 @@ fn run_shard_keeps_a_quoted_vary_value_whole() {
     assert_eq!(after("--set"), ["run.duration_s=5", "run.name='a b'"]);
     assert!(!canary.exists(), "a value is never run");
 }
+
+/// A plan whose grid holds no point meeting `[slo]` writes every file, names the point that
+/// came closest in `plan.json` and on its line, and exits 1 (a negative verdict); one with an
+/// answer has no `closest`.
+#[test]
+fn a_plan_with_no_answer_names_the_closest_point_and_exits_1() {
+    let dir = common::tmpdir("plan-closest");
+    let plan = |ttft: &str| {
+        common::pdsim(&[
+            "plan",
+            "scenarios/quickstart.toml",
+            "--rate",
+            "10",
+            "--vary",
+            "pools.decode.instances=1,2",
+            "--seeds",
+            "2",
+            "--set",
+            "run.duration_s=20",
+            "--set",
+            &format!("slo.ttft_p99_ms={ttft}"),
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+    };
+    let (code, out, err) = plan("20");
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("closest: pools.decode.instances="), "{out}");
+    assert!(err.contains("no grid point meets [slo]"), "{err}");
+    let answer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+    assert!(answer["best"].is_null());
+    assert!(answer["closest"]["values"].is_array(), "{answer}");
+    assert!(dir.join("sweep.csv").is_file());
+    let (code, _, err) = plan("5000");
+    assert_eq!(code, 0, "{err}");
+    let answer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("plan.json")).unwrap()).unwrap();
+    assert!(
+        answer["best"].is_object() && answer.get("closest").is_none(),
+        "{answer}"
+    );
+}

@@ -128,6 +128,40 @@ pub fn cheapest(verdicts: &[PointVerdict]) -> Option<&PointVerdict> {
         .map(|x| x.2)
 }
 
+/// When no point meets `[slo]`, the one that came closest: the fewest seeds missing it, then
+/// the fewest targets missed over its seeds (`slo_missed`), then the cheapest
+/// ([`Cost::key`]), then grid order. Points that could not run are not candidates; `None`
+/// when some point met `[slo]` or none ran.
+pub fn closest(verdicts: &[PointVerdict]) -> Option<&PointVerdict> {
+    if verdicts.iter().any(|v| v.meets_slo) {
+        return None;
+    }
+    let costs: Vec<Cost> = verdicts.iter().filter_map(PointVerdict::cost).collect();
+    let priced = priced(&costs);
+    verdicts
+        .iter()
+        .filter(|v| !v.seeds.is_empty() && v.seeds.iter().all(|r| r.error.is_none()))
+        .filter_map(|v| {
+            let seeds_missed = v.seeds.iter().filter(|r| r.slo_met == Some(false)).count();
+            let targets_missed: usize = v
+                .seeds
+                .iter()
+                .filter(|r| r.slo_met == Some(false))
+                .map(|r| {
+                    r.slo_missed
+                        .as_deref()
+                        .map_or(1, |m| m.split_whitespace().count().max(1))
+                })
+                .sum();
+            Some((
+                (seeds_missed, targets_missed, v.cost()?.key(priced), v.point),
+                v,
+            ))
+        })
+        .min_by_key(|(k, _)| *k)
+        .map(|x| x.1)
+}
+
 /// A point's cost before it runs, from its placement (`config::capacity::place`) and
 /// `hardware.billing` — the figures its rows will hold; the scenario's error when its values
 /// make an invalid one.
@@ -404,6 +438,10 @@ pub struct PlanAnswer {
     pub points_meeting_slo: usize,
     /// The answer, or `null` when no point meets `[slo]`.
     pub best: Option<PointVerdict>,
+    /// When no point meets `[slo]`: the one that came closest ([`closest`]); left out
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closest: Option<PointVerdict>,
     /// `best.toml`, when there is an answer (relative to `plan.json`).
     pub best_toml: Option<String>,
     /// `launch.txt`, the sglang and router launch lines of that answer (relative to

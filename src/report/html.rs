@@ -308,6 +308,8 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
     prefix_cache_table(&mut h, s);
     h.push_str(&super::aborts::html(s));
     sessions_table(&mut h, s);
+    speculative_table(&mut h, s);
+    fragmentation_table(&mut h, s);
     chart_figures(&mut h, charts);
     h.push_str(
         "<p><small>Also in this folder: <code>summary.json</code>, <code>summary.md</code>, \
@@ -633,6 +635,76 @@ fn sessions_table(h: &mut String, s: &Summary) {
                 .map_or(String::new(), |m| format!("{m:.0}")),
             t.cached_tokens,
             pct(t.hit_share)
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+/// Speculative decoding per pool that runs it (`summary.json` `speculative`): what sglang
+/// resolved, the accept length and rate measured against the acceptance model's, and where a
+/// decode step's time went.
+fn speculative_table(h: &mut String, s: &Summary) {
+    if s.speculative.is_empty() {
+        return;
+    }
+    let f2 = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.2}"));
+    let pc = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{:.1} %", 100.0 * v));
+    h.push_str(
+        "<h2>Speculative decoding</h2>\n<p>Accept length: tokens a request emits per decode step, the bonus token included (sglang's \"accept len\"); accept rate: accepted drafts over proposed.</p>\n<table>\n<tr><th>pool</th><th>role</th><th>algorithm</th><th class=\"n\">steps / top-k / draft tokens</th><th class=\"n\">accept length (model)</th><th class=\"n\">accept rate (the model's α per position)</th><th class=\"n\">decode steps</th><th>step time: draft / verify / extend / host</th><th class=\"n\">draft share of prefill</th></tr>\n",
+    );
+    for x in &s.speculative {
+        let share = x.time_share.as_ref().map_or("—".to_string(), |t| {
+            format!(
+                "{} / {} / {} / {}",
+                pc(Some(t.draft)),
+                pc(Some(t.verify)),
+                pc(Some(t.draft_extend)),
+                pc(Some(t.host))
+            )
+        });
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{} / {} / {}</td><td class=\"n\">{} ({})</td><td class=\"n\">{} ({})</td><td class=\"n\">{}</td><td>{share}</td><td class=\"n\">{}</td></tr>",
+            escape_html(&x.pool),
+            escape_html(&x.role),
+            escape_html(&x.algorithm),
+            x.num_steps,
+            x.eagle_topk,
+            x.num_draft_tokens,
+            f2(x.accept_length_mean),
+            f2(x.accept_length_model),
+            pc(x.accept_rate),
+            x.accept_rate_model
+                .map_or("—".to_string(), |a| format!("α {a:.2}")),
+            x.steps,
+            pc(x.draft_prefill_share),
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+/// How fragmented the KV transfers were early and late in the run (`summary.json`
+/// `transfer.fragmentation`): RDMA writes per request and the transfer time, first vs last
+/// tenth of the arrival window (a page allocator that scatters pages shows here).
+fn fragmentation_table(h: &mut String, s: &Summary) {
+    let Some(fr) = &s.transfer.fragmentation else {
+        return;
+    };
+    let f = |v: Option<f64>, d: usize| v.map_or("—".to_string(), |v| format!("{v:.d$}"));
+    h.push_str(
+        "<h2>KV transfer fragmentation</h2>\n<p>RDMA writes per request and transfer time (first chunk posted to the last landed), for the transfers that started in the first and the last tenth of the arrival window.</p>\n<table>\n<tr><th>span (s)</th><th class=\"n\">transfers</th><th class=\"n\">writes p50</th><th class=\"n\">writes p99</th><th class=\"n\">transfer ms p50</th><th class=\"n\">transfer ms p99</th></tr>\n",
+    );
+    for x in [&fr.first_tenth, &fr.last_tenth] {
+        let _ = writeln!(
+            h,
+            "<tr><td>{:.1} – {:.1}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            x.from_s,
+            x.to_s,
+            x.transfers,
+            f(x.writes_p50, 0),
+            f(x.writes_p99, 0),
+            f(x.transfer_ms_p50, 2),
+            f(x.transfer_ms_p99, 2),
         );
     }
     h.push_str("</table>\n");

@@ -156,3 +156,40 @@ fn a_run_without_faults_has_no_events_and_no_markers() {
     );
     assert!(t.contains(&"failed/s: none".to_string()), "{t:?}");
 }
+
+/// The HTML report shows what summary.json says of speculative decoding (per pool: what sglang
+/// resolved, the accept length measured beside the model's) and of the transfers'
+/// fragmentation (first vs last tenth); a run without speculation has no such section.
+#[test]
+fn the_report_shows_speculation_and_fragmentation() {
+    let dir = common::tmpdir("report-spec");
+    let s = common::run(
+        "scenarios/production/speculative-decoding.toml",
+        &["run.duration_s=20"],
+        &dir,
+    );
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(
+        html.contains("<h2>Speculative decoding</h2>"),
+        "no speculative section"
+    );
+    let decode = s
+        .speculative
+        .iter()
+        .find(|x| x.role == "decode")
+        .expect("a decode pool speculates");
+    let shown = format!(
+        "{:.2} ({:.2})",
+        decode.accept_length_mean.unwrap(),
+        decode.accept_length_model.unwrap()
+    );
+    assert!(
+        html.contains(&shown),
+        "accept length {shown} not in the report"
+    );
+    assert!(html.contains("<h2>KV transfer fragmentation</h2>"));
+    let plain = common::tmpdir("report-plain");
+    common::run("scenarios/quickstart.toml", &["run.duration_s=10"], &plain);
+    let html = std::fs::read_to_string(plain.join("index.html")).unwrap();
+    assert!(!html.contains("<h2>Speculative decoding</h2>"));
+}

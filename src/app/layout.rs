@@ -86,18 +86,9 @@ pub fn layout_of(a: &LayoutRequest) -> Result<RankLayout, CliError> {
         });
     }
     let args = ServerArgs {
-        tp_size: a.tp,
-        attn_tp_size: a.tp,
-        page_size: a.page_size,
-        kv_cache_dtype: a.kv_cache_dtype.clone(),
         enable_unified_memory: a.enable_unified_memory,
-        chunked_prefill_size: 8192,
-        max_prefill_tokens: 16384,
-        mem_fraction_static: 0.85,
-        max_running_requests: None,
         radix_cache: None,
-        quantization: None,
-        speculative: None,
+        ..ServerArgs::sglang_defaults(a.tp, a.page_size, &a.kv_cache_dtype)
     };
     Ok(RankLayout::new(&spec, &args, a.rank)?)
 }

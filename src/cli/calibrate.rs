@@ -109,18 +109,8 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
     // GPU's balance gives), or the fit would tune parameters the tables override.
     base.kernels = None;
     let args = crate::spec::ServerArgs {
-        tp_size: a.tp,
-        attn_tp_size: a.tp,
-        page_size: 1,
-        kv_cache_dtype: a.kv_cache_dtype.clone(),
-        enable_unified_memory: false,
-        chunked_prefill_size: 8192,
-        max_prefill_tokens: 16384,
-        mem_fraction_static: 0.85,
-        max_running_requests: None,
         radix_cache: None,
-        quantization: None,
-        speculative: None,
+        ..crate::spec::ServerArgs::sglang_defaults(a.tp, 1, &a.kv_cache_dtype)
     };
     let kv_dtype_bytes = args
         .kv_dtype_bytes(spec.activation_bytes)

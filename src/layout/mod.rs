@@ -38,18 +38,9 @@ mod property_tests;
 #[cfg(test)]
 pub(crate) fn test_args(tp: u32, ps: u32, dtype: &str, unified: bool) -> crate::spec::ServerArgs {
     crate::spec::ServerArgs {
-        tp_size: tp,
-        attn_tp_size: tp,
-        page_size: ps,
-        kv_cache_dtype: dtype.to_string(),
         enable_unified_memory: unified,
-        chunked_prefill_size: 8192,
-        max_prefill_tokens: 16384,
-        mem_fraction_static: 0.85,
-        max_running_requests: None,
         radix_cache: None,
-        quantization: None,
-        speculative: None,
+        ..crate::spec::ServerArgs::sglang_defaults(tp, ps, dtype)
     }
 }
 

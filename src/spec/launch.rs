@@ -349,20 +349,7 @@ impl Parsed {
     /// sglang's defaults (`ServerArgs` in `server_args.py`) for the flags pdsim reads.
     fn new() -> Self {
         Self {
-            args: ServerArgs {
-                tp_size: 1,
-                attn_tp_size: 1,
-                page_size: 1,
-                kv_cache_dtype: "auto".into(),
-                enable_unified_memory: false,
-                chunked_prefill_size: 8192,
-                max_prefill_tokens: 16384,
-                mem_fraction_static: 0.85,
-                max_running_requests: None,
-                radix_cache: Some(None),
-                quantization: None,
-                speculative: None,
-            },
+            args: ServerArgs::sglang_defaults(1, 1, "auto"),
             model_path: None,
             mode: None,
             dp: 1,

@@ -134,6 +134,26 @@ pub fn unmodelled_kv_dtype(v: &str) -> Option<&'static str> {
 }
 
 impl ServerArgs {
+    /// sglang's defaults (`ServerArgs` in `server_args.py`) for the flags pdsim reads, at TP
+    /// `tp` (attention TP alike), `page_size` tokens a page and `--kv-cache-dtype`
+    /// `kv_cache_dtype`; the radix cache on at its default size.
+    pub fn sglang_defaults(tp: u32, page_size: u32, kv_cache_dtype: &str) -> Self {
+        Self {
+            tp_size: tp,
+            attn_tp_size: tp,
+            page_size,
+            kv_cache_dtype: kv_cache_dtype.to_string(),
+            enable_unified_memory: false,
+            chunked_prefill_size: 8192,
+            max_prefill_tokens: 16384,
+            mem_fraction_static: 0.85,
+            max_running_requests: None,
+            radix_cache: Some(None),
+            quantization: None,
+            speculative: None,
+        }
+    }
+
     /// Bytes per KV element for this flag on a model whose activations are `activation_bytes`
     /// wide: `auto` follows the model; fp8 is stored as `uint8` (1 byte). `None` for an unknown flag.
     pub fn kv_dtype_bytes(&self, activation_bytes: u32) -> Option<u32> {

@@ -313,6 +313,19 @@ pub fn step_time_fallbacks(sc: &Scenario) -> Vec<String> {
 pub fn slo_floor_notes(sc: &Scenario) -> Vec<String> {
     use crate::config::{Role, SLO_PERCENTILES};
     let slo = &sc.slo;
+    // Most scenarios set no latency target: nothing to build step models for.
+    let gap_pct = [slo.tpot_pct_ms, slo.itl_pct_ms, slo.tbt_pct_ms];
+    if slo.ttft_ns.is_none()
+        && slo.tpot_ns.is_none()
+        && slo.tbt_ns.is_none()
+        && slo
+            .ttft_pct_ms
+            .iter()
+            .chain(gap_pct.iter().flatten())
+            .all(Option::is_none)
+    {
+        return Vec::new();
+    }
     let ic = interconnect(sc, &build_fabric(sc));
     // The fastest (ms, pool) of each kind.
     let mut first: Option<(f64, &str)> = None;

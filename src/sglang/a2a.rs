@@ -135,6 +135,13 @@ impl A2aFlows {
             .collect()
     }
 
+    /// Whether any server's all-to-all crosses the fabric: a cluster without one asks
+    /// nothing more at a forward's start.
+    #[inline(always)]
+    pub fn any_on_fabric(&self) -> bool {
+        !self.peer.is_empty()
+    }
+
     /// Whether the forwards of a server on `gpus` put all-to-all bytes on the fabric: the
     /// test that decides whether a step may be coalesced with the next (one that puts bytes
     /// on the fabric may not: its end depends on the flows).

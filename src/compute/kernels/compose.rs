@@ -118,13 +118,36 @@ impl Precision {
 pub struct Curve {
     xs: Vec<f64>,
     ys: Vec<f64>,
+    /// For each binary octave `[2^e, 2^(e+1))`, the last point at or below `2^e` (0 if none):
+    /// where a segment search starts, so a lookup walks a few points of its octave instead
+    /// of searching the curve (it is read on every prefill forward).
+    octave: Vec<u32>,
+    /// Each segment's slope, `(ys[i+1] − ys[i]) / (xs[i+1] − xs[i])`, computed once.
+    slope: Vec<f64>,
 }
 
 impl Curve {
     /// A curve through `(x, y)` points with strictly increasing `x`.
     pub fn new(points: Vec<(f64, f64)>) -> Self {
-        let (xs, ys) = points.into_iter().unzip();
-        Self { xs, ys }
+        let (xs, ys): (Vec<f64>, Vec<f64>) = points.into_iter().unzip();
+        let octave = (0..64)
+            .map(|e| {
+                let lo = 2f64.powi(e);
+                let below = xs.partition_point(|&v| v <= lo).saturating_sub(1);
+                u32::try_from(below).expect("a curve's points fit in u32")
+            })
+            .collect();
+        let slope = xs
+            .windows(2)
+            .zip(ys.windows(2))
+            .map(|(x, y)| (y[1] - y[0]) / (x[1] - x[0]))
+            .collect();
+        Self {
+            xs,
+            ys,
+            octave,
+            slope,
+        }
     }
 
     /// The value at `x`.
@@ -140,15 +163,32 @@ impl Curve {
         let i = if x >= self.xs[n - 1] {
             n - 2
         } else {
-            self.xs.partition_point(|&v| v <= x) - 1
+            self.segment(x)
         };
         let (x0, x1, y0, y1) = (self.xs[i], self.xs[i + 1], self.ys[i], self.ys[i + 1]);
-        let slope = (y1 - y0) / (x1 - x0);
+        let slope = self.slope[i];
         if x >= x1 {
             y1 + slope.max(0.0) * (x - x1)
         } else {
             y0 + slope * (x - x0)
         }
+    }
+
+    /// The last point at or below `x`, for `xs[0] < x < xs[n - 1]`: the very index
+    /// `partition_point(v ≤ x) − 1` gives, found from `x`'s octave.
+    #[inline(always)]
+    fn segment(&self, x: f64) -> usize {
+        if x < 1.0 {
+            return self.xs.partition_point(|&v| v <= x) - 1;
+        }
+        // `x` ≥ 1 is finite here (below the last point): its exponent is its octave.
+        let e = ((x.to_bits() >> 52) & 0x7ff) as usize - 1023;
+        let mut i = self.octave[e.min(63)] as usize;
+        // `xs[i] ≤ 2^e ≤ x` (or `i = 0`, `xs[0] < x`); the last point stops the walk.
+        while self.xs[i + 1] <= x {
+            i += 1;
+        }
+        i
     }
 }
 
@@ -1038,6 +1078,43 @@ mod tests {
         assert_eq!(c.eval(2.0), 4.0);
         assert_eq!(c.eval(4.0), 6.5);
         assert_eq!(c.eval(7.0), 8.0);
+    }
+
+    /// The octave walk finds the segment a search over every point finds, at every size
+    /// (below 1, within an octave of many points, past 2^63).
+    #[test]
+    fn the_octave_walk_is_the_search() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for case in 0..200 {
+            let n = rng.random_range(2..60);
+            let mut x = if case % 3 == 0 { 0.25 } else { 1.0 };
+            let pts: Vec<(f64, f64)> = (0..n)
+                .map(|_| {
+                    x += if rng.random_bool(0.3) {
+                        x * 3.0
+                    } else {
+                        rng.random_range(0.5..40.0)
+                    };
+                    (x, rng.random_range(0.0..10.0))
+                })
+                .collect();
+            let c = Curve::new(pts.clone());
+            let last = pts[n - 1].0;
+            for _ in 0..300 {
+                let v = rng.random_range(pts[0].0..last);
+                let want = c.xs.partition_point(|&p| p <= v) - 1;
+                assert_eq!(c.segment(v), want, "case {case}: x = {v}");
+            }
+            for v in [pts[0].0, last, last * 2.0, 0.0, 1e30] {
+                let i = if v <= pts[0].0 || v >= last {
+                    continue;
+                } else {
+                    c.segment(v)
+                };
+                assert_eq!(i, c.xs.partition_point(|&p| p <= v) - 1);
+            }
+        }
     }
 
     #[test]

@@ -10,20 +10,41 @@ use crate::engine::Nanos;
 /// observation holds until the next one. Observations come at every step end of the instance
 /// (its batch changes only there or when an idle instance starts a step, also observed) and at
 /// every tick, so the error is at most one step of one instance.
+///
+/// The integrals are exact (integers: request·ns, page·ns), so an observation that repeats
+/// the state last seen changes nothing a later one would not: a coalesced decode run observes
+/// only where its pages grow and at its ends, and integrates to the very integers that every
+/// step observed gives (`an_unchanged_state_needs_no_observation`).
 #[derive(Clone, Copy, Default, Debug)]
 pub struct Gauge {
     last_ns: Nanos,
     running: u32,
     queued: u32,
-    kv_share: f64,
-    running_ns: f64,
-    queued_ns: f64,
-    kv_ns: f64,
-    queue_nonempty_ns: f64,
+    /// Pages in use at the last observation.
+    used: u32,
+    /// The instance's pages (constant over a run).
+    total: u32,
+    /// ∫ running requests dt, request·ns.
+    running_ns: u128,
+    /// ∫ queued requests dt, request·ns.
+    queued_ns: u128,
+    /// ∫ pages used dt, page·ns.
+    used_ns: u128,
+    /// ∫ [queue non-empty] dt, ns.
+    queue_nonempty_ns: u64,
     /// Busy time of the ticks already closed, ns.
     busy_ns: f64,
     /// Bytes the NICs moved in the instance's direction in the ticks already closed.
     nic_bytes: f64,
+}
+
+/// One observation: the instance's batch, queue and pages (`used` of `total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct State {
+    pub running: u32,
+    pub queued: u32,
+    pub used: u32,
+    pub total: u32,
 }
 
 impl Gauge {
@@ -31,32 +52,34 @@ impl Gauge {
     /// summary's utilisation, like its throughput, describes the steady state, not the drain
     /// tail where load falls to 0), then takes the state now.
     #[inline]
-    pub fn observe(&mut self, now: Nanos, end: Nanos, running: u32, queued: u32, kv_share: f64) {
-        let dt = crate::engine::u64_to_f64(now.min(end).max(self.last_ns) - self.last_ns);
-        self.integrate(dt, now, running, queued, kv_share);
+    pub fn observe(&mut self, now: Nanos, end: Nanos, s: State) {
+        let dt = now.min(end).max(self.last_ns) - self.last_ns;
+        self.integrate(dt, now, s);
     }
 
     /// [`Gauge::observe`] at `now` at or before the window's end: the same operations, without
     /// the clip.
     #[inline]
-    pub fn observe_open(&mut self, now: Nanos, running: u32, queued: u32, kv_share: f64) {
-        let dt = crate::engine::u64_to_f64(now.max(self.last_ns) - self.last_ns);
-        self.integrate(dt, now, running, queued, kv_share);
+    pub fn observe_open(&mut self, now: Nanos, s: State) {
+        let dt = now.max(self.last_ns) - self.last_ns;
+        self.integrate(dt, now, s);
     }
 
     /// Adds `dt` ns of the state last seen to the integrals, then takes the state at `now`.
     #[inline(always)]
-    fn integrate(&mut self, dt: f64, now: Nanos, running: u32, queued: u32, kv_share: f64) {
-        self.running_ns += f64::from(self.running) * dt;
-        self.queued_ns += f64::from(self.queued) * dt;
-        self.kv_ns += self.kv_share * dt;
+    fn integrate(&mut self, dt: u64, now: Nanos, s: State) {
+        let d = u128::from(dt);
+        self.running_ns += u128::from(self.running) * d;
+        self.queued_ns += u128::from(self.queued) * d;
+        self.used_ns += u128::from(self.used) * d;
         if self.queued > 0 {
             self.queue_nonempty_ns += dt;
         }
         self.last_ns = now;
-        self.running = running;
-        self.queued = queued;
-        self.kv_share = kv_share;
+        self.running = s.running;
+        self.queued = s.queued;
+        self.used = s.used;
+        self.total = s.total;
     }
 }
 
@@ -73,31 +96,46 @@ impl Gauge {
     /// second still open, when it counts).
     pub fn add_to(&self, pool: &mut PoolGauges, busy_open_ns: f64) {
         pool.busy_ns += self.busy_ns + busy_open_ns;
-        pool.running_ns += self.running_ns;
-        pool.queued_ns += self.queued_ns;
-        pool.kv_ns += self.kv_ns;
-        pool.queue_nonempty_ns += self.queue_nonempty_ns;
+        pool.running_ns += self.running_ns as f64;
+        pool.queued_ns += self.queued_ns as f64;
+        // Pages are shares of the instance's own pool.
+        pool.kv_ns += if self.total == 0 {
+            0.0
+        } else {
+            self.used_ns as f64 / f64::from(self.total)
+        };
+        pool.queue_nonempty_ns += self.queue_nonempty_ns as f64;
         pool.nic_bytes += self.nic_bytes;
-    }
-}
-
-/// `used` of `total` pages as a share (0 for a pool of none).
-#[inline]
-pub fn share(used: u32, total: u32) -> f64 {
-    if total == 0 {
-        0.0
-    } else {
-        f64::from(used) / f64::from(total)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Gauge;
+    use super::{Gauge, State};
+    use crate::engine::Nanos;
     use rand::{RngExt, SeedableRng};
 
-    /// Inside the window, `observe_open` integrates exactly as `observe` (bit for bit), over
-    /// random observation sequences that also repeat a time and idle.
+    fn random_state(rng: &mut rand_chacha::ChaCha8Rng) -> State {
+        State {
+            running: rng.random_range(0..300),
+            queued: rng.random_range(0..3),
+            used: rng.random_range(0..=1000),
+            total: 1000,
+        }
+    }
+
+    fn integrals(g: &Gauge) -> (u128, u128, u128, u64, Nanos) {
+        (
+            g.running_ns,
+            g.queued_ns,
+            g.used_ns,
+            g.queue_nonempty_ns,
+            g.last_ns,
+        )
+    }
+
+    /// Inside the window, `observe_open` integrates exactly as `observe`, over random
+    /// observation sequences that also repeat a time and idle.
     #[test]
     fn an_open_observation_is_the_clipped_one_inside_the_window() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
@@ -106,17 +144,46 @@ mod tests {
             let mut now = rng.random_range(0..1_000_000u64);
             for _ in 0..100 {
                 now += rng.random_range(0..3) * rng.random_range(0..50_000_000u64);
-                let (running, queued) = (rng.random_range(0..300), rng.random_range(0..3));
-                let kv = rng.random_range(0..=1000u32);
-                let share = f64::from(kv) / 1000.0;
-                a.observe(now, now + rng.random_range(0..2), running, queued, share);
-                b.observe_open(now, running, queued, share);
+                let s = random_state(&mut rng);
+                a.observe(now, now + rng.random_range(0..2), s);
+                b.observe_open(now, s);
             }
-            let bits = |g: &Gauge| {
-                [g.running_ns, g.queued_ns, g.kv_ns, g.queue_nonempty_ns].map(f64::to_bits)
-            };
-            assert_eq!(bits(&a), bits(&b));
-            assert_eq!(a.last_ns, b.last_ns);
+            assert_eq!(integrals(&a), integrals(&b));
+        }
+    }
+
+    /// Observations that repeat the state last seen can be left out (a coalesced run observes
+    /// at its first step, where its pages grow and at its last step): the integrals are the same integers,
+    /// inside the window and past its end.
+    #[test]
+    fn an_unchanged_state_needs_no_observation() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(4);
+        for _ in 0..200 {
+            let (mut every, mut changes) = (Gauge::default(), Gauge::default());
+            let mut now = rng.random_range(0..1_000_000u64);
+            let end = now + rng.random_range(500_000_000..2_000_000_000u64);
+            let mut s = random_state(&mut rng);
+            let mut pending = None;
+            for k in 0..200 {
+                now += rng.random_range(0..30_000_000u64);
+                // The first observation takes a state the gauge has not seen.
+                let changed = k == 0 || rng.random_bool(0.2);
+                if changed {
+                    s.used = rng.random_range(0..=1000);
+                }
+                every.observe(now, end, s);
+                if changed {
+                    changes.observe(now, end, s);
+                    pending = None;
+                } else {
+                    pending = Some(now);
+                }
+            }
+            if let Some(at) = pending {
+                changes.observe(at, end, s);
+            }
+            assert_eq!(integrals(&every), integrals(&changes));
+            assert!(every.used_ns > 0);
         }
     }
 }

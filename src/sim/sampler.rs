@@ -5,7 +5,7 @@ use super::Fabric;
 use crate::config::Role;
 use crate::engine::{NS_PER_S, Nanos};
 use crate::fabric::Link;
-use crate::metrics::gauges::{Gauge, share};
+use crate::metrics::gauges::{Gauge, State};
 use crate::metrics::{LinkRow, TimeseriesRow};
 use crate::sglang::Core;
 use crate::sglang::colocated::ColocatedServer;
@@ -35,10 +35,15 @@ pub(super) struct Sampler {
     gauges: Vec<Gauge>,
 }
 
-/// The share of `core`'s KV pages in use (0 for a pool of none).
+/// What the gauges see of `core` with `running` requests in its batch and `queued` waiting.
 #[inline]
-fn kv_share(core: &Core) -> f64 {
-    share(core.pages.used(), core.pages.total())
+fn gauge_state(core: &Core, running: u32, queued: u32) -> State {
+    State {
+        running,
+        queued,
+        used: core.pages.used(),
+        total: core.pages.total(),
+    }
 }
 
 impl Sampler {
@@ -108,16 +113,17 @@ impl World<'_> {
             core_of,
         );
         let i = core.instance.idx();
-        let kv_share = kv_share(core);
+        let state = gauge_state(core, running, queued);
         let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
-        self.sampler.gauges[i].observe(now, end, running, queued, kv_share);
+        self.sampler.gauges[i].observe(now, end, state);
     }
 
     /// Decode `d`'s coalesced steps that end at or before `t`, in one pass: each step as
     /// [`crate::sglang::decode::DecodeServer::virtual_step`] materializes it, its tokens
-    /// counted at its end and the gauges observed there, exactly as
-    /// [`World::observe_at`] would (the batch and queues cannot change inside the pass; the
-    /// pages can, and are read at every step).
+    /// counted at its end and the gauges integrated to the very integers that
+    /// [`World::observe_at`] at every step end gives (the batch and queues cannot change
+    /// inside the pass; the pages can, and the gauges are observed where they grow and at the
+    /// pass's first and last step: `Gauge`'s exact integrals need no more).
     #[inline(never)]
     pub(super) fn materialize_decode(&mut self, d: DecodeId, t: Nanos) {
         let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
@@ -125,26 +131,30 @@ impl World<'_> {
         let (running, queued) = (dec.running(), dec.queued());
         let total = dec.core.pages.total();
         let i = dec.core.instance.idx();
+        let state = |used| State {
+            running,
+            queued,
+            used,
+            total,
+        };
         // A copy the pass keeps in registers.
         let mut g = self.sampler.gauges[i];
         // Step ends increase: the ones inside the arrival window come first.
-        let (mut last, mut first, mut in_window) = (0, 0, 0u64);
         let itl = &mut self.collector.itl;
-        if t <= end {
-            // Every step end of the pass is inside the window (the common case): each is
-            // counted, and `observe`'s clip to the window's end is the step end itself.
-            first = dec.step_span().1;
-            in_window = u64::from(dec.virtual_steps(t, &mut self.reqs, itl, |at, used| {
-                g.observe_open(at, running, queued, share(used, total));
-            }));
-            last = if in_window > 0 { dec.step_span().0 } else { 0 };
-        } else {
+        // The step ends inside the window first (all of them, in the common case): each is
+        // counted, and `observe`'s clip to the window's end is the step end itself.
+        let first = dec.step_span().1;
+        let in_window =
+            u64::from(
+                dec.virtual_steps(t.min(end), &mut self.reqs, itl, |at, used| {
+                    g.observe_open(at, state(used));
+                }),
+            );
+        let mut last = if in_window > 0 { dec.step_span().0 } else { 0 };
+        if t > end {
+            // Past the window's end: materialized and observed with the clip, not counted.
             dec.virtual_steps(t, &mut self.reqs, itl, |at, used| {
-                if at <= end {
-                    first = if in_window == 0 { at } else { first };
-                    in_window += 1;
-                }
-                g.observe(at, end, running, queued, share(used, total));
+                g.observe(at, end, state(used));
                 last = at;
             });
         }

@@ -157,7 +157,7 @@ fn mixed_chunk_on_keeps_the_colocated_bytes_of_before() {
             "scenarios/calibration/sharegpt-colocated.toml",
             "server",
             [
-                "0e83bcb3b0a57e20",
+                "d891e123b2e50e12",
                 "490531ce95221d17",
                 "803b6ae483355045",
                 "346eb78c25ca4ffb",
@@ -167,7 +167,7 @@ fn mixed_chunk_on_keeps_the_colocated_bytes_of_before() {
             "scenarios/plan/colocated-8b.toml",
             "servers",
             [
-                "c1d85fa92b368adf",
+                "d3db1b67027a4d76",
                 "c2e8227fbc18ebf8",
                 "4b032668dafc4607",
                 "346eb78c25ca4ffb",
@@ -177,7 +177,7 @@ fn mixed_chunk_on_keeps_the_colocated_bytes_of_before() {
             "scenarios/published/splitwise-table4.toml",
             "server",
             [
-                "8cb7291b9deee38f",
+                "0b899752a6cf5eda",
                 "a26c84da44048337",
                 "94e92f57fa0ea751",
                 "346eb78c25ca4ffb",

@@ -197,8 +197,11 @@ impl DecodeServer {
     /// [`DecodeServer::virtual_step`] for every step end of the run at or before `t`, in one
     /// pass: what only adds up (steps, context, tokens, busy time) is added once for them all,
     /// and each step keeps what is its own (its inter-token latency, the pages its successor
-    /// opens). `each(end, used_pages)` sees every step end in order, after the next step took
-    /// its pages, as an observer of that step's event would. Returns the steps materialized.
+    /// opens). `each(end, used_pages)` sees step ends in order, after the next step took its
+    /// pages, as an observer of that step's event would: the pass's first, every one where the
+    /// pages grow, and its last. Between them an observer would see the same batch, queue and
+    /// pages again, which an exact integral (the gauges) does not need. Returns the steps
+    /// materialized.
     #[inline]
     pub fn virtual_steps(
         &mut self,
@@ -228,6 +231,9 @@ impl DecodeServer {
         // Nobody joins or leaves inside a run: every request asks for all of its steps or
         // none, so the run's worst step stands for them all (`metrics::gaps::StepGaps`).
         let mut worst = 0;
+        // Whether a step end since the last one `each` saw is still to be shown: the pass's
+        // first is shown unless the joined step above was.
+        let (mut first, mut unseen) = (done == 0, false);
         while k < left && end <= t {
             let gap = end - started;
             worst = worst.max(gap);
@@ -239,15 +245,23 @@ impl DecodeServer {
             } else {
                 at + 1
             };
-            if need > 0 {
-                assert!(self.core.pages.grow(need), "a coalesced run retracted");
-                used += need;
-                grown += u64::from(need);
+            if need > 0 || first {
+                if need > 0 {
+                    assert!(self.core.pages.grow(need), "a coalesced run retracted");
+                    used += need;
+                    grown += u64::from(need);
+                }
+                each(end, used);
+                (first, unseen) = (false, false);
+            } else {
+                unseen = true;
             }
-            each(end, used);
             started = end;
             end = end.saturating_add(plan[k]);
             k += 1;
+        }
+        if unseen {
+            each(started, used);
         }
         h.absorb(&mut batch);
         let steps = k as u64;

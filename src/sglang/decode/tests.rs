@@ -387,8 +387,34 @@ fn step_through(mode: Mode) -> Walk {
         // Halfway through the run first, as a touch would, then to its end.
         for t in [now - (now - d.step_started) / 2, now] {
             if mode == Mode::Pass {
-                let mut ends = Vec::new();
-                d.virtual_steps(t, &mut reqs, &mut itl, |end, used| ends.push((end, used)));
+                // The pass's step ends, from the run's plan before it.
+                let mut step_ends = vec![d.step_end];
+                for k in 0..d.virtual_left as usize {
+                    let next = step_ends[k] + d.planned[d.next_planned + k];
+                    step_ends.push(next);
+                }
+                let mut shown = Vec::new();
+                let n = d.virtual_steps(t, &mut reqs, &mut itl, |end, used| {
+                    shown.push((end, used));
+                });
+                step_ends.truncate(n as usize);
+                // `each` saw the first step end, the last and every one where the pages
+                // grew: a step end it skipped has the pages of the one it saw before.
+                assert!(shown.len() <= step_ends.len());
+                assert_eq!(shown.first().map(|s| s.0), step_ends.first().copied());
+                assert_eq!(shown.last().map(|s| s.0), step_ends.last().copied());
+                // (Were a step end where the pages grew skipped, its pages rebuilt here would
+                // differ from the step-by-step walk's.)
+                let ends: Vec<(Nanos, u32)> = step_ends
+                    .iter()
+                    .map(|&e| {
+                        let seen = shown
+                            .iter()
+                            .rfind(|s| s.0 <= e)
+                            .expect("the first is shown");
+                        (e, seen.1)
+                    })
+                    .collect();
                 // The pass leaves only the last state to read: earlier ones are rebuilt
                 // from the last by the arithmetic it skipped.
                 let n = ends.len() as u64;

@@ -685,12 +685,21 @@ fn place(
         let each = capacity::page_record_bytes(gpu, p, capacity::oracle_watched(pools, plans, pi));
         bytes = bytes.saturating_add(each.saturating_mul(u64::from(p.servers())));
         if bytes > limits::MAX_PAGE_RECORD_BYTES {
+            // Each DP rank keeps its own pages: the records count per rank.
+            let servers = if p.servers() == p.instances {
+                format!("{} instance(s)", p.instances)
+            } else {
+                format!(
+                    "{} instance(s) × {} DP ranks",
+                    p.instances,
+                    p.servers() / p.instances.max(1)
+                )
+            };
             return Err(c.err(
                 &format!("pools.{}.instances", p.name),
                 format!(
-                    "the KV page and state-slot records of the instances up to this pool take {:.1} GiB ({} instance(s) of {:.1} MiB each here), above the bound of {} GiB; use fewer instances, less hardware.hbm_gb or a larger page_size",
+                    "the KV page and state-slot records of the instances up to this pool take {:.1} GiB ({servers} of {:.1} MiB each here), above the bound of {} GiB; use fewer instances, less hardware.hbm_gb or a larger page_size",
                     bytes as f64 / f64::from(1u32 << 30),
-                    p.instances,
                     each as f64 / f64::from(1u32 << 20),
                     limits::MAX_PAGE_RECORD_BYTES >> 30
                 ),

@@ -97,47 +97,19 @@ impl Histogram {
         self.counts[i] = n;
     }
 
-    /// [`Histogram::record_n`] through `b`: a value in `b`'s bucket is only gathered; one
-    /// outside it first adds what `b` holds ([`Histogram::absorb`]) and starts `b` anew.
-    #[inline]
-    pub fn gather(&mut self, b: &mut Batch, value: u64, n: u64) {
-        if n == 0 {
-            return;
-        }
-        if value >= b.lo && value < b.hi {
-            b.n += n;
-            b.sum += u128::from(value) * u128::from(n);
-            b.min = b.min.min(value);
-            b.max = b.max.max(value);
-        } else {
-            self.absorb(b);
-            let (lo, hi) = bounds_of(index_of(value));
-            *b = Batch {
-                lo,
-                hi,
-                n,
-                sum: u128::from(value) * u128::from(n),
-                min: value,
-                max: value,
-            };
-        }
-    }
-
-    /// Adds what `b` gathered, and empties it.
-    pub fn absorb(&mut self, b: &mut Batch) {
-        let g = std::mem::take(b);
-        if g.n == 0 {
-            return;
-        }
-        let i = index_of(g.lo);
+    /// Adds `n` values of the bucket that starts at `lo`, summing to `sum`, the least `min`
+    /// and the largest `max` (what a [`StepRun`] gathered).
+    #[inline(never)]
+    pub fn record_bucket(&mut self, lo: u64, n: u64, sum: u128, min: u64, max: u64) {
+        let i = index_of(lo);
         match self.counts.get_mut(i) {
-            Some(c) => *c += g.n,
-            None => self.grow_to(i, g.n),
+            Some(c) => *c += n,
+            None => self.grow_to(i, n),
         }
-        self.min = self.min.min(g.min);
-        self.max = self.max.max(g.max);
-        self.count += g.n;
-        self.sum += g.sum;
+        self.min = self.min.min(min);
+        self.max = self.max.max(max);
+        self.count += n;
+        self.sum += sum;
     }
 
     /// Adds every value `other` recorded: the histogram both would have made together
@@ -264,32 +236,73 @@ impl Histogram {
     }
 }
 
-/// Values of one bucket gathered before they enter a [`Histogram`] ([`Histogram::gather`]): a
-/// run of close values (a decode run's inter-token latencies) looks its bucket up once, not
-/// once per value. Counts, sums, minima and maxima add up the same in any grouping, so the
-/// histogram ends the same as with one [`Histogram::record_n`] per value.
+/// The gaps of consecutive steps of one batch, each recorded `n` times (every request of the
+/// batch waited it), gathered per bucket before they enter a [`Histogram`]: a decode run's
+/// gaps move slowly, so the bucket is looked up when the gap leaves it, not at every step, and
+/// a bucket's gaps sum to the last step's end less the first one's start. Counts, sums,
+/// minima and maxima add up the same in any grouping, so the histogram ends as with one
+/// [`Histogram::record_n`] per step.
 #[derive(Clone, Copy, Debug)]
-pub struct Batch {
-    /// The bucket's bounds, `[lo, hi)` (empty when nothing is gathered).
+pub struct StepRun {
+    /// The bucket of the gaps gathered, `[lo, hi)` (empty when none is).
     lo: u64,
     hi: u64,
-    /// Values gathered, their sum, their extremes.
-    n: u64,
-    sum: u128,
+    /// When the first step gathered started, ns.
+    from: u64,
+    /// Steps gathered.
+    steps: u64,
+    /// Their least and largest gap, ns.
     min: u64,
     max: u64,
+    /// Copies of each gap.
+    n: u64,
 }
 
-impl Default for Batch {
-    fn default() -> Self {
+impl StepRun {
+    /// Gathers steps whose gaps each count `n` times.
+    pub fn new(n: u64) -> Self {
         Self {
             lo: 1,
             hi: 0,
-            n: 0,
-            sum: 0,
+            from: 0,
+            steps: 0,
             min: u64::MAX,
             max: 0,
+            n,
         }
+    }
+
+    /// The step from `started` to `end` (ns) ended; it started where the last one ended.
+    #[inline(always)]
+    pub fn step(&mut self, h: &mut Histogram, started: u64, end: u64) {
+        let gap = end - started;
+        if gap >= self.lo && gap < self.hi {
+            self.steps += 1;
+            self.min = self.min.min(gap);
+            self.max = self.max.max(gap);
+        } else {
+            self.flush(h, started);
+            let (lo, hi) = bounds_of(index_of(gap));
+            *self = Self {
+                lo,
+                hi,
+                from: started,
+                steps: 1,
+                min: gap,
+                max: gap,
+                n: self.n,
+            };
+        }
+    }
+
+    /// Adds the steps gathered, the last of them ending at `until` (ns), to `h`.
+    #[inline(always)]
+    pub fn flush(&mut self, h: &mut Histogram, until: u64) {
+        if self.steps > 0 && self.n > 0 {
+            let sum = u128::from(until - self.from) * u128::from(self.n);
+            h.record_bucket(self.lo, self.steps * self.n, sum, self.min, self.max);
+        }
+        self.steps = 0;
     }
 }
 
@@ -381,27 +394,33 @@ mod tests {
     /// runs of close values (a decode run's), scattered ones, zero weights, the exact range
     /// and the top bucket.
     #[test]
-    fn gathered_values_make_the_same_histogram() {
+    fn gathered_steps_make_the_same_histogram() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
         for case in 0..200 {
-            let (mut a, mut b, mut batch) = (Histogram::new(), Histogram::new(), Batch::default());
-            let mut v: u64 = match case % 4 {
-                0 => rng.random_range(0..600),
+            let (mut a, mut b) = (Histogram::new(), Histogram::new());
+            let mut gap: u64 = match case % 4 {
+                0 => rng.random_range(1..600),
                 1 => rng.random_range(1_000_000..20_000_000),
-                2 => u64::MAX - rng.random_range(0..1_000_000),
-                _ => rng.random_range(0..1 << 40),
+                2 => 1 << 50,
+                _ => rng.random_range(1..1 << 40),
             };
-            for _ in 0..rng.random_range(1..300) {
+            let mut at = rng.random_range(0..1 << 20);
+            // Runs of steps, each with its own batch size (0 included).
+            for _ in 0..rng.random_range(1..20) {
                 let n = rng.random_range(0..4);
-                a.record_n(v, n);
-                b.gather(&mut batch, v, n);
-                v = match rng.random_range(0..10) {
-                    0 => rng.random(),
-                    1 => v / 2,
-                    _ => v.saturating_add(rng.random_range(0..(v / 1000).max(2))),
-                };
+                let mut run = StepRun::new(n);
+                for _ in 0..rng.random_range(1..100) {
+                    a.record_n(gap, n);
+                    run.step(&mut b, at, at + gap);
+                    at += gap;
+                    gap = match rng.random_range(0..10) {
+                        0 => rng.random_range(1..1 << 40),
+                        1 => (gap / 2).max(1),
+                        _ => gap + rng.random_range(0..(gap / 1000).max(2)),
+                    };
+                }
+                run.flush(&mut b, at);
             }
-            b.absorb(&mut batch);
             assert_eq!(
                 (a.count, a.sum, a.min, a.max),
                 (b.count, b.sum, b.min, b.max)

@@ -113,9 +113,10 @@ impl World<'_> {
             self.pick_rank(super::dispatch::DECODE, di, room),
         );
         let (p, d) = (PrefillId::from(pi), DecodeId::from(di));
-        // The decode's steps up to now first (its prealloc reads the pages they grew); the
-        // arrival itself changes nothing a run depends on.
-        self.catch_up_decode(d, now);
+        // The decode's coalesced steps are left for later: routing changes nothing a run or its
+        // observations read (the router's count of outstanding requests, the second's
+        // arrivals). What does — a refusal, a decode that dies, the prealloc queue — catches
+        // the decode up first.
         let mut row = RequestRow::arrived(
             id,
             nr.arrival_ns,
@@ -154,12 +155,14 @@ impl World<'_> {
                 .map(|e| e.failure())
         });
         if let Some(f) = refused {
+            self.catch_up_decode(d, now);
             self.fail(r, f.kind, &f.message);
             return;
         }
         // Decode's first contact with the prefill raises what nothing catches: the decode
         // server dies (`sglang::decode::faults`).
         if let Err(e) = self.decodes[d].ensure_prefill_info(&self.plans[p][d]) {
+            self.catch_up_decode(d, now);
             self.fail_with(r, &e);
             self.server_died(d, &e);
             return;
@@ -183,6 +186,7 @@ impl World<'_> {
         let costs = &self.sc.compute;
         if !costs.has_serving_costs() {
             // No serving cost: the request reaches both schedulers at once (the 2023 fit).
+            self.catch_up_decode(d, now);
             self.decodes[d].enqueue_prealloc(r);
             self.try_prealloc(d);
             return;
@@ -206,6 +210,7 @@ impl World<'_> {
             self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
         } else {
             // Nothing to wait for on the decode side (only the first-token path is set).
+            self.catch_up_decode(d, now);
             self.decodes[d].enqueue_prealloc(r);
             self.try_prealloc(d);
         }

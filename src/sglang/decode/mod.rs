@@ -123,8 +123,6 @@ pub struct DecodeServer {
     cut: bool,
     /// Whether the current run was planned to the horizon (not stopped by a finish or pages).
     full: bool,
-    /// Pages the run's steps still to start will grow by.
-    need_left: u64,
     /// The offload of generated KV to the store
     /// (`disaggregation_decode_enable_offload_kvcache`), if on.
     pub offload: Option<Box<super::decode_offload::DecodeOffload>>,
@@ -171,7 +169,6 @@ impl DecodeServer {
             horizon: MIN_RUN_STEPS,
             cut: false,
             full: false,
-            need_left: 0,
             offload: None,
             spec: None,
         };

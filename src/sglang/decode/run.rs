@@ -4,7 +4,7 @@
 use super::{DecodeServer, MAX_RUN_STEPS, MIN_RUN_STEPS};
 use crate::engine::{EventQueue, Nanos};
 use crate::metrics::gaps::Gaps;
-use crate::metrics::histogram::Batch;
+use crate::metrics::histogram::StepRun;
 use crate::vocab::GapKind;
 use crate::vocab::event::Event;
 use crate::vocab::ids::DecodeId;
@@ -52,7 +52,6 @@ impl DecodeServer {
         let finish = self.finishing.peek().map_or(u64::MAX, |e| e.0.0);
         let last = finish.min(first + self.horizon);
         let mut avail = Self::pages_in_hand(&self.core.pages);
-        let start = avail;
         let ps = u64::from(self.core.page_size);
         let n = last.saturating_sub(first);
         // Any `n` steps open at most `ceil(n / ps)` pages per running request: when the pages
@@ -65,7 +64,6 @@ impl DecodeServer {
             let sum = step.fill_run(ctx, running.into(), &mut self.planned[..len]);
             let end = self.step_end.saturating_add(sum);
             self.next_phase = ((first + 1) % ps) as usize;
-            self.need_left = self.pages_opened(self.next_phase, n);
             self.virtual_left = n as u32;
             self.full = n == self.horizon;
             return end;
@@ -96,7 +94,6 @@ impl DecodeServer {
         }
         self.virtual_left = (k - first) as u32;
         self.next_phase = ((first + 1) % ps) as usize;
-        self.need_left = start - avail;
         self.full = k == first + self.horizon;
         end
     }
@@ -135,7 +132,15 @@ impl DecodeServer {
     /// The prealloc queue took pages during a run: the run goes on if the pages left still
     /// cover its growth, and is cut at the running step otherwise.
     pub fn check_run(&mut self, me: DecodeId, q: &mut EventQueue<Event>) {
-        if self.virtual_left > 0 && Self::pages_in_hand(&self.core.pages) < self.need_left {
+        if self.virtual_left == 0 {
+            return;
+        }
+        let avail = Self::pages_in_hand(&self.core.pages);
+        // The run's steps still to start open at most `ceil(n / ps)` pages per running
+        // request (as `plan_run` bounds them); only below that are they counted.
+        let n = u64::from(self.virtual_left);
+        let bound = n.div_ceil(u64::from(self.core.page_size)) * u64::from(self.running);
+        if avail < bound && avail < self.pages_opened(self.next_phase, n) {
             self.cut_run(me, q);
         }
     }
@@ -184,7 +189,6 @@ impl DecodeServer {
         let need = self.phase[at];
         if need > 0 {
             assert!(self.core.pages.grow(need), "a coalesced run retracted");
-            self.need_left -= u64::from(need);
         }
         let dt = self.planned[self.next_planned];
         self.next_planned += 1;
@@ -225,8 +229,8 @@ impl DecodeServer {
         let (from, left) = (self.next_planned, self.virtual_left as usize);
         let plan = &self.planned[from..from + left];
         let (mut end, mut started, mut at) = (self.step_end, self.step_started, self.next_phase);
-        let (mut used, mut grown, mut k) = (self.core.pages.used(), 0u64, 0);
-        let mut batch = Batch::default();
+        let (mut used, mut k) = (self.core.pages.used(), 0);
+        let mut gaps = StepRun::new(running);
         let h = itl.of(GapKind::DecodeStep);
         // Nobody joins or leaves inside a run: every request asks for all of its steps or
         // none, so the run's worst step stands for them all (`metrics::gaps::StepGaps`).
@@ -237,7 +241,7 @@ impl DecodeServer {
         while k < left && end <= t {
             let gap = end - started;
             worst = worst.max(gap);
-            h.gather(&mut batch, gap, running);
+            gaps.step(h, started, end);
             // The next step starts and takes the pages its tokens open.
             let need = self.phase[at];
             at = if at + 1 == self.phase.len() {
@@ -249,7 +253,6 @@ impl DecodeServer {
                 if need > 0 {
                     assert!(self.core.pages.grow(need), "a coalesced run retracted");
                     used += need;
-                    grown += u64::from(need);
                 }
                 each(end, used);
                 (first, unseen) = (false, false);
@@ -263,7 +266,7 @@ impl DecodeServer {
         if unseen {
             each(started, used);
         }
-        h.absorb(&mut batch);
+        gaps.flush(h, started);
         let steps = k as u64;
         self.steps_done += steps;
         if k > 0 {
@@ -281,7 +284,6 @@ impl DecodeServer {
         self.next_phase = at;
         self.next_planned += k;
         self.virtual_left -= k as u32;
-        self.need_left -= grown;
         debug_assert!(
             self.finishing
                 .peek()

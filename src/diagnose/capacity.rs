@@ -99,7 +99,8 @@ pub struct Lever {
     pub sets: Vec<String>,
     /// The pool it acts on.
     pub pool: String,
-    /// The measured figures, or why the lever could not run (an invalid combination).
+    /// The measured figures, or why the lever's run failed (its configuration validated: one
+    /// that does not is not proposed).
     pub outcome: Result<RunFigures, String>,
 }
 
@@ -330,7 +331,8 @@ fn rank(o: &Result<RunFigures, String>) -> (u8, u64, i64, i64, u32) {
 }
 
 /// The capacity diagnosis of a run: `summary` is its `summary.json`, `sc` the scenario it ran
-/// and `with` rebuilds that scenario with `--set` overrides (the levers). Levers run only when
+/// and `with` rebuilds that scenario with `--set` overrides (the levers; one it refuses is not
+/// proposed). Levers run only when
 /// the run is strained ([`RunFigures::strained`]) or a pool binds: a healthy run costs nothing.
 pub fn diagnose(
     summary: &Summary,
@@ -432,10 +434,16 @@ pub fn diagnose(
             }
         }
     }
+    // Only configurations that validate are proposed: a lever sglang would refuse to launch
+    // (TP 16 of a model with 40 KV heads) is no lever (issue 41).
+    let plan: Vec<(String, Vec<String>, String, Scenario)> = plan
+        .into_iter()
+        .filter_map(|(what, sets, pool)| with(&sets).ok().map(|s| (what, sets, pool, s)))
+        .collect();
     let mut levers: Vec<Lever> = plan
         .into_par_iter()
-        .map(|(what, sets, pool)| {
-            let outcome = with(&sets).and_then(|s| simulate(&s).map(|x| RunFigures::of(&x)));
+        .map(|(what, sets, pool, s)| {
+            let outcome = simulate(&s).map(|x| RunFigures::of(&x));
             Lever {
                 what,
                 sets,

@@ -271,3 +271,45 @@ fn the_run_line_adds_up_and_explain_works_from_any_folder() {
     assert_eq!(here.0, 0, "{}", here.2);
     assert_eq!(String::from_utf8_lossy(&elsewhere.stdout), here.1);
 }
+
+/// Issue 41: explain proposes only levers whose configuration validates. A 13B model of 40 KV
+/// heads whose TP8 prefill binds on compute: doubling its TP to 16 does not split the heads,
+/// which sglang refuses at launch, so that lever is left out (it used to be listed as "could
+/// not run") while the prefill's other levers are run and shown.
+#[test]
+fn explain_proposes_only_levers_that_validate() {
+    let out = common::tmpdir("explain-valid-levers");
+    common::run(
+        "scenarios/quickstart.toml",
+        &[
+            "model={ config = \"published/llama-2-13b.config.json\" }",
+            "pools.prefill.server.tp_size=8",
+            "pools.prefill.instances=1",
+            "pools.decode.instances=8",
+            "workload.arrival.rate_per_s=80",
+            "run.duration_s=20",
+            "run.drain_timeout_s=5",
+        ],
+        &out,
+    );
+    let text = explain_dir(&out, false).unwrap();
+    let cap = &text[text.find("\nCapacity\n").expect("a Capacity section")..];
+    assert!(
+        cap.contains("pool `prefill` (prefill) on compute"),
+        "the prefill binds: {cap}"
+    );
+    let levers: Vec<&str> = cap
+        .lines()
+        .filter(|l| l.trim_start().starts_with("- ("))
+        .collect();
+    assert!(
+        levers
+            .iter()
+            .any(|l| l.contains("pools.prefill.instances=2")),
+        "{cap}"
+    );
+    for l in &levers {
+        assert!(!l.contains("could not run"), "{l}");
+        assert!(!l.contains("pools.prefill.server.tp_size=16"), "{l}");
+    }
+}

@@ -275,8 +275,9 @@ def _sets(s: Settings) -> List[str]:
     return [str(x) for x in s]
 
 
-def _vary(v: Union[Mapping[str, Sequence[Any]], Sequence[str], None]) -> List[str]:
-    """``{"key": [v1, v2]}`` or ``["key=v1,v2", ...]`` as ``--vary`` arguments."""
+def _vary(v: Union[Mapping[Any, Sequence[Any]], Sequence[str], None]) -> List[str]:
+    """``{"key": [v1, v2]}``, linked keys ``{("k1", "k2"): [(a1, a2), (b1, b2)]}`` (the keys
+    move together, one tuple per point) or ``["key=v1,v2", ...]`` as ``--vary`` arguments."""
     if v is None:
         return []
     if isinstance(v, Mapping):
@@ -284,7 +285,18 @@ def _vary(v: Union[Mapping[str, Sequence[Any]], Sequence[str], None]) -> List[st
         for k, vals in v.items():
             if isinstance(vals, (str, bytes)) or not isinstance(vals, Sequence):
                 vals = [vals]
-            out.append(f"{k}=" + ",".join(_toml(x) for x in vals))
+            if isinstance(k, tuple):
+                cells = []
+                for t in vals:
+                    if not isinstance(t, (tuple, list)) or len(t) != len(k):
+                        raise InvalidInput(
+                            f"vary[{k!r}]: {t!r} is not a tuple of {len(k)} values; linked keys "
+                            f"take one tuple per point, e.g. {{('a.tp_size', 'a.ep_size'): [(8, 8), (16, 16)]}}"
+                        )
+                    cells.append("(" + ",".join(_toml(x) for x in t) + ")")
+                out.append(",".join(str(x) for x in k) + "=" + ",".join(cells))
+            else:
+                out.append(f"{k}=" + ",".join(_toml(x) for x in vals))
         return out
     if isinstance(v, str):
         return [v]
@@ -490,7 +502,7 @@ class Sweep:
 
 def sweep(
     scenario: Scenario,
-    vary: Union[Mapping[str, Sequence[Any]], Sequence[str]],
+    vary: Union[Mapping[Any, Sequence[Any]], Sequence[str]],
     *,
     seeds: int = 1,
     jobs: Optional[int] = None,
@@ -502,7 +514,9 @@ def sweep(
 ) -> Sweep:
     """``pdsim sweep SCENARIO --vary KEY=V1,V2 ... [--seeds N] [--jobs N] [--shard I/N]``.
 
-    ``vary`` is ``{"pools.decode.instances": [1, 2, 4]}`` or ``["pools.decode.instances=1,2,4"]``.
+    ``vary`` is ``{"pools.decode.instances": [1, 2, 4]}`` or ``["pools.decode.instances=1,2,4"]``;
+    keys that move together are a tuple key with one tuple per point,
+    ``{("pools.decode.server.tp_size", "pools.decode.server.ep_size"): [(8, 8), (16, 16)]}``.
     ``jobs`` (default: every core) never changes the bytes. An interrupt (Ctrl-C) takes effect
     when the call returns; with ``out`` every finished point is kept and ``resume=True``
     continues."""
@@ -539,7 +553,7 @@ class Plan:
 
 def plan(
     scenario: Scenario,
-    vary: Union[Mapping[str, Sequence[Any]], Sequence[str]],
+    vary: Union[Mapping[Any, Sequence[Any]], Sequence[str]],
     *,
     rate: Optional[float] = None,
     max_rate: bool = False,

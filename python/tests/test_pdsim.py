@@ -175,6 +175,23 @@ def test_sweep_gives_the_cli_bytes(cli, tmp_path):
     assert (tmp_path / "merged" / "sweep.csv").read_bytes() == s.csv
 
 
+def test_a_linked_vary_moves_its_keys_together(cli, tmp_path):
+    sc = "scenarios/quickstart.toml"
+    keys = ("pools.decode.server.tp_size", "pools.decode.instances")
+    code, _, err = cli(
+        "sweep", sc, "--vary", ",".join(keys) + "=(1,4),(2,2)", "--vary", "pools.prefill.instances=1,2",
+        "--set", "run.duration_s=8", "--out", tmp_path / "cli", "-q",
+    )
+    assert code == 0, err
+    s = pdsim.sweep(sc, {keys: [(1, 4), (2, 2)], "pools.prefill.instances": [1, 2]}, set={"run.duration_s": 8})
+    assert s.csv == (tmp_path / "cli" / "sweep.csv").read_bytes()
+    df = s.to_pandas()
+    assert list(df.columns[:3]) == [*keys, "pools.prefill.instances"]
+    assert sorted(zip(df[keys[0]], df[keys[1]])) == [(1, 4), (1, 4), (2, 2), (2, 2)]
+    with pytest.raises(pdsim.InvalidInput, match="not a tuple of 2 values"):
+        pdsim.sweep(sc, {keys: [(1, 4), 2]})
+
+
 def test_plan_gives_the_cli_answer(cli, tmp_path):
     sc = "scenarios/quickstart.toml"
     sets = ["run.duration_s=10", "slo.ttft_p99_ms=2000", "slo.tpot_p99_ms=100"]

@@ -116,9 +116,14 @@ pub fn grid_of(
         .map(|v| plan::parse_axis(v))
         .collect::<Result<Vec<_>, _>>()?;
     let table: toml::Table = crate::scenario::parse_table(&base.text).unwrap_or_default();
-    let canon: Vec<String> = axes.iter().map(|a| canonical_key(&table, &a.key)).collect();
-    for (i, a) in axes.iter().enumerate() {
-        if let Some(rk) = rate_key.filter(|rk| overlaps(&canon[i], rk)) {
+    // Every key an axis sets, a linked axis's each on its own, with its canonical form.
+    let keys: Vec<(&str, String)> = axes
+        .iter()
+        .flat_map(|a| a.keys())
+        .map(|k| (k, canonical_key(&table, k)))
+        .collect();
+    for (i, (key, canon)) in keys.iter().enumerate() {
+        if let Some(rk) = rate_key.filter(|rk| overlaps(canon, rk)) {
             let flags: &'static [&'static str] = if max_rate {
                 &["--vary", "--max-rate"]
             } else {
@@ -128,27 +133,23 @@ pub fn grid_of(
                 flags,
                 message: if max_rate {
                     format!(
-                        "--vary {}: --max-rate searches {rk} itself, from the scenario's rate (set the start with --set {rk}=R); drop this --vary",
-                        a.key
+                        "--vary {key}: --max-rate searches {rk} itself, from the scenario's rate (set the start with --set {rk}=R); drop this --vary",
                     )
                 } else {
                     format!(
-                        "--vary {}: --rate fixes {rk} for every point, so the plan would answer for rates it was not asked about; drop this --vary, or use --max-rate to find each point's highest rate",
-                        a.key
+                        "--vary {key}: --rate fixes {rk} for every point, so the plan would answer for rates it was not asked about; drop this --vary, or use --max-rate to find each point's highest rate",
                     )
                 },
             });
         }
-        for (j, b) in axes[..i].iter().enumerate() {
-            if overlaps(&canon[i], &canon[j]) {
+        for (other, oc) in &keys[..i] {
+            if overlaps(canon, oc) {
                 return Err(CliError::flag(
                     "--vary",
                     format!(
-                        "--vary {} and --vary {} name the same setting{}; vary it in one --vary",
-                        b.key,
-                        a.key,
-                        if canon[i] == canon[j] {
-                            format!(" ({})", canon[i])
+                        "--vary {other} and --vary {key} name the same setting{}; vary it in one --vary",
+                        if canon == oc {
+                            format!(" ({canon})")
                         } else {
                             " (one is a table holding the other)".to_string()
                         }
@@ -157,14 +158,13 @@ pub fn grid_of(
             }
         }
         for f in &fixed {
-            let key = f.split_once('=').map_or(f.as_str(), |(k, _)| k);
-            let fk = canonical_key(&table, key);
-            if rate_key != Some(fk.as_str()) && overlaps(&canon[i], &fk) {
+            let fkey = f.split_once('=').map_or(f.as_str(), |(k, _)| k);
+            let fk = canonical_key(&table, fkey);
+            if rate_key != Some(fk.as_str()) && overlaps(canon, &fk) {
                 return Err(CliError::Conflict {
                     flags: &["--vary", "--set"],
                     message: format!(
-                        "--vary {} and --set {key} name the same setting; --set fixes it for every point, --vary changes it per point: give one",
-                        a.key
+                        "--vary {key} and --set {fkey} name the same setting; --set fixes it for every point, --vary changes it per point: give one",
                     ),
                 });
             }

@@ -8,17 +8,50 @@ use serde::{Deserialize, Serialize};
 use super::error::PlanError;
 
 /// One `--vary KEY=V1,V2,...`: a dotted scenario key (as `--set` takes it) and its values,
-/// each a TOML value as written.
+/// each a TOML value as written. A linked axis moves several keys as one:
+/// `--vary K1,K2=(A1,A2),(B1,B2)` (`key` is `K1,K2`, each value a tuple as written), so TP, DP
+/// and EP can be varied together without the combinations that do not go together.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Axis {
-    /// The dotted key.
+    /// The dotted key, or the linked keys joined by commas.
     pub key: String,
-    /// The values, as written.
+    /// The values (tuples of a linked axis), as written.
     pub values: Vec<String>,
 }
 
-/// Splits `V1,V2,...` at top-level commas (not inside `{}`, `[]` or quotes), so inline tables
-/// and arrays can be values: `workload.arrival={ process = "poisson", rate_per_s = 4 },{...}`.
+impl Axis {
+    /// The keys the axis sets: one, or a linked axis's in order.
+    pub fn keys(&self) -> Vec<&str> {
+        self.key.split(',').map(str::trim).collect()
+    }
+
+    /// Whether the axis links several keys.
+    pub fn linked(&self) -> bool {
+        self.key.contains(',')
+    }
+
+    /// The `(key, value)` assignments of one of the axis's values (a value it holds).
+    pub fn assignments<'a>(&'a self, value: &'a str) -> Vec<(&'a str, String)> {
+        if !self.linked() {
+            return vec![(self.key.as_str(), value.to_string())];
+        }
+        self.keys().into_iter().zip(tuple_items(value)).collect()
+    }
+}
+
+/// The items of a tuple value `(A, B, ...)` (top-level commas only).
+fn tuple_items(value: &str) -> Vec<String> {
+    let inner = value
+        .trim()
+        .strip_prefix('(')
+        .and_then(|v| v.strip_suffix(')'))
+        .unwrap_or(value);
+    split_values(inner)
+}
+
+/// Splits `V1,V2,...` at top-level commas (not inside `{}`, `[]`, `()` or quotes), so inline
+/// tables, arrays and a linked axis's tuples can be values:
+/// `workload.arrival={ process = "poisson", rate_per_s = 4 },{...}`.
 pub fn split_values(s: &str) -> Vec<String> {
     let (mut out, mut cur, mut depth, mut quote) = (Vec::new(), String::new(), 0i32, None);
     for ch in s.chars() {
@@ -26,8 +59,8 @@ pub fn split_values(s: &str) -> Vec<String> {
             (Some(q), c) if c == q => quote = None,
             (Some(_), _) => {}
             (None, '"' | '\'') => quote = Some(ch),
-            (None, '{' | '[') => depth += 1,
-            (None, '}' | ']') => depth -= 1,
+            (None, '{' | '[' | '(') => depth += 1,
+            (None, '}' | ']' | ')') => depth -= 1,
             (None, ',') if depth == 0 => {
                 out.push(std::mem::take(&mut cur).trim().to_string());
                 continue;
@@ -40,25 +73,52 @@ pub fn split_values(s: &str) -> Vec<String> {
     out
 }
 
-/// Parses one `--vary` argument.
+/// Parses one `--vary` argument: `KEY=V1,V2,...`, or linked keys `K1,K2,...=(A1,A2,...),...`.
 pub fn parse_axis(arg: &str) -> Result<Axis, PlanError> {
     let (key, values) = arg.split_once('=').ok_or_else(|| {
         PlanError::flag(
             "--vary",
             format!(
-                "--vary {arg:?}: expected KEY=V1,V2,..., e.g. --vary pools.decode.instances=1,2,4"
+                "--vary {arg:?}: expected KEY=V1,V2,..., e.g. --vary pools.decode.instances=1,2,4 (or linked keys K1,K2=(A1,A2),(B1,B2))"
             ),
         )
     })?;
-    let key = key.trim().to_string();
+    let keys: Vec<&str> = key.split(',').map(str::trim).collect();
+    let key = keys.join(",");
     let values = split_values(values);
-    if key.is_empty() || values.iter().any(String::is_empty) {
+    if keys.iter().any(|k| k.is_empty()) || values.iter().any(String::is_empty) {
         return Err(PlanError::flag(
             "--vary",
             format!(
                 "--vary {arg:?}: a key and at least one non-empty value are needed, e.g. --vary pools.decode.instances=1,2,4"
             ),
         ));
+    }
+    if keys.len() > 1 {
+        for (i, k) in keys.iter().enumerate() {
+            if keys[..i].contains(k) {
+                return Err(PlanError::flag(
+                    "--vary",
+                    format!("--vary {key}: {k} is linked twice"),
+                ));
+            }
+        }
+        for v in &values {
+            let t = v.trim();
+            let items = tuple_items(t);
+            if !(t.starts_with('(') && t.ends_with(')'))
+                || items.len() != keys.len()
+                || items.iter().any(String::is_empty)
+            {
+                return Err(PlanError::flag(
+                    "--vary",
+                    format!(
+                        "--vary {key}: value {v} is not a tuple of {} values; linked keys take one (A1,A2,...) per point, e.g. --vary pools.decode.server.tp_size,pools.decode.server.ep_size=(8,8),(16,16)",
+                        keys.len()
+                    ),
+                ));
+            }
+        }
     }
     let mut seen = std::collections::BTreeSet::new();
     for v in &values {
@@ -106,12 +166,15 @@ impl Grid {
             ));
         }
         for (i, a) in axes.iter().enumerate() {
-            if axes[..i].iter().any(|b| b.key == a.key) {
+            if let Some(k) = a
+                .keys()
+                .into_iter()
+                .find(|k| axes[..i].iter().any(|b| b.keys().contains(k)))
+            {
                 return Err(PlanError::flag(
                     "--vary",
                     format!(
-                        "--vary {} is given twice; list every value in one --vary",
-                        a.key
+                        "--vary {k} is given twice; list every value in one --vary (a linked key moves only with its tuple)"
                     ),
                 ));
             }
@@ -125,7 +188,7 @@ impl Grid {
                     ),
                 ));
             }
-            if a.key == "run.seed" {
+            if a.keys().contains(&"run.seed") {
                 return Err(PlanError::flag("--vary",
                     "--vary run.seed: the seeds are the grid's own (run.seed, run.seed + 1, … for --seeds N); set the first with --set run.seed=S and the count with --seeds N".into(),
                 ));
@@ -177,12 +240,31 @@ impl Grid {
         out
     }
 
+    /// Point `p`'s `(key, value)` assignments, a linked axis's keys each on its own.
+    pub fn assignments(&self, p: usize) -> Vec<(String, String)> {
+        self.axes
+            .iter()
+            .zip(self.values_of(p))
+            .flat_map(|(a, v)| a.assignments(v))
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    /// The varied keys, a linked axis's each on its own (the result tables' columns).
+    pub fn columns(&self) -> Vec<String> {
+        self.axes
+            .iter()
+            .flat_map(|a| a.keys())
+            .map(String::from)
+            .collect()
+    }
+
     /// The `--set` list of row `i` (point `i / seeds`, seed `i % seeds`).
     pub fn sets_of(&self, i: usize) -> Vec<String> {
         let (p, s) = (i / self.seeds.len(), i % self.seeds.len());
         let mut sets = self.fixed.clone();
-        for (a, v) in self.axes.iter().zip(self.values_of(p)) {
-            sets.push(format!("{}={v}", a.key));
+        for (k, v) in self.assignments(p) {
+            sets.push(format!("{k}={v}"));
         }
         sets.push(format!("run.seed={}", self.seeds[s]));
         sets
@@ -269,6 +351,50 @@ mod tests {
         assert!(Shard::parse("3/3").is_err());
         assert!(Shard::parse("x").is_err());
         assert_eq!(Shard::parse("1/4").unwrap(), Shard { index: 1, count: 4 });
+    }
+
+    /// A linked axis moves its keys as one: each point sets every key of its tuple, the
+    /// tables get a column per key, and a key cannot be varied apart from its tuple.
+    #[test]
+    fn a_linked_axis_sets_its_keys_together() {
+        let linked = parse_axis("a.tp , a.ep=(8,8), (16, 16),(32,{ x = [1, 2] })").unwrap();
+        assert_eq!(linked.key, "a.tp,a.ep");
+        assert_eq!(linked.values, ["(8,8)", "(16, 16)", "(32,{ x = [1, 2] })"]);
+        let g = Grid::new(vec![linked, parse_axis("b=1,2").unwrap()], vec![7], vec![]).unwrap();
+        assert_eq!(
+            (g.points(), g.columns()),
+            (6, vec!["a.tp".into(), "a.ep".into(), "b".into()])
+        );
+        assert_eq!(g.sets_of(2), ["a.tp=16", "a.ep=16", "b=1", "run.seed=7"]);
+        assert_eq!(
+            g.sets_of(5),
+            ["a.tp=32", "a.ep={ x = [1, 2] }", "b=2", "run.seed=7"]
+        );
+        for (arg, why) in [
+            ("a,b=(1,2),(3)", "not a tuple of 2 values"),
+            ("a,b=1,2", "not a tuple of 2 values"),
+            ("a,b=(1,2,3)", "not a tuple of 2 values"),
+            ("a,b=(1,)", "not a tuple of 2 values"),
+            ("a,a=(1,2)", "a is linked twice"),
+            ("a,=(1,2)", "a key and at least one non-empty value"),
+        ] {
+            let e = parse_axis(arg).unwrap_err().to_string();
+            assert!(e.contains(why), "{arg}: {e}");
+        }
+        let twice = Grid::new(
+            vec![parse_axis("a,b=(1,2)").unwrap(), parse_axis("b=3").unwrap()],
+            vec![1],
+            vec![],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(twice.contains("--vary b is given twice"), "{twice}");
+        let seed = Grid::new(
+            vec![parse_axis("a,run.seed=(1,2)").unwrap()],
+            vec![1],
+            vec![],
+        );
+        assert!(seed.unwrap_err().to_string().contains("run.seed"));
     }
 
     #[test]

@@ -80,14 +80,16 @@ impl Manifest {
         let dir = base.path.parent().unwrap_or(Path::new("."));
         let mut named: Vec<(String, PathBuf)> = sc.inputs.clone();
         for a in &grid.axes {
-            let leaf = a.key.rsplit('.').next().unwrap_or_default();
-            if !PATH_LEAVES.contains(&leaf) {
-                continue;
-            }
             for v in &a.values {
-                let rel = v.trim().trim_matches(|c| c == '"' || c == '\'');
-                if dir.join(rel).is_file() {
-                    named.push((rel.to_string(), dir.join(rel)));
+                for (key, v) in a.assignments(v) {
+                    let leaf = key.rsplit('.').next().unwrap_or_default();
+                    if !PATH_LEAVES.contains(&leaf) {
+                        continue;
+                    }
+                    let rel = v.trim().trim_matches(|c| c == '"' || c == '\'');
+                    if dir.join(rel).is_file() {
+                        named.push((rel.to_string(), dir.join(rel)));
+                    }
                 }
             }
         }

@@ -237,12 +237,12 @@ pub fn sweep_csv(grid: &Grid, rows: &[(usize, SweepRow)]) -> Result<Vec<u8>, Pla
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(Vec::new());
-    let mut header: Vec<String> = grid.axes.iter().map(|a| a.key.clone()).collect();
+    let mut header = grid.columns();
     header.extend(row_columns());
     w.write_record(&header).map_err(err)?;
     for (i, row) in rows {
         let p = i / grid.seeds.len();
-        let mut rec: Vec<String> = grid.values_of(p).iter().map(|s| s.to_string()).collect();
+        let mut rec: Vec<String> = grid.assignments(p).into_iter().map(|(_, v)| v).collect();
         rec.extend(row_cells(row).map_err(err)?);
         w.write_record(&rec).map_err(err)?;
     }

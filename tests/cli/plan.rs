@@ -1849,3 +1849,62 @@ fn a_plan_with_no_answer_names_the_closest_point_and_exits_1() {
         "{answer}"
     );
 }
+
+/// Issue 41: a linked `--vary` moves its keys as one — a plan over decode TP × instances
+/// tuples runs only the tuples (not their cross product), writes a column per key, names the
+/// answer by every key, and resumes from its own `sweep.json` to the same bytes.
+#[test]
+fn a_linked_vary_plans_its_tuples_and_resumes() {
+    let out = tmpdir("plan-linked");
+    let o = out.to_str().unwrap();
+    let linked = "pools.decode.server.tp_size,pools.decode.instances=(1,4),(2,2),(4,1)";
+    let mut args = vec![
+        "plan",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "8",
+        "--vary",
+        linked,
+        "--vary",
+        "pools.prefill.instances=1,2",
+        "--full-grid",
+        "--out",
+        o,
+    ];
+    args.extend(SHORT);
+    let line = ok(&args);
+    assert!(line.contains("pools.decode.server.tp_size="), "{line}");
+    let rows = read_csv(&out.join("sweep.csv"));
+    assert_eq!(
+        rows.len(),
+        3 * 2 * 3,
+        "3 tuples × 2 × 3 seeds, not 3 × 3 × 2 × 3"
+    );
+    let pairs: std::collections::BTreeSet<(String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["pools.decode.server.tp_size"].clone(),
+                r["pools.decode.instances"].clone(),
+            )
+        })
+        .collect();
+    let want = [("1", "4"), ("2", "2"), ("4", "1")].map(|(a, b)| (a.to_string(), b.to_string()));
+    assert_eq!(pairs, want.into_iter().collect());
+    let before = std::fs::read(out.join("plan.json")).unwrap();
+    args.push("--resume");
+    ok(&args);
+    assert_eq!(std::fs::read(out.join("plan.json")).unwrap(), before);
+    let (code, _, err) = pdsim(&[
+        "plan",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "8",
+        "--vary",
+        "pools.decode.server.tp_size,pools.decode.instances=(1,4),(2)",
+        "--out",
+        o,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a tuple of 2 values"), "{err}");
+}

@@ -90,12 +90,7 @@ pub fn verdicts(grid: &Grid, rows: &[(usize, SweepRow)]) -> Vec<PointVerdict> {
             let first = &seeds[0].1;
             PointVerdict {
                 point: p,
-                values: grid
-                    .axes
-                    .iter()
-                    .zip(grid.values_of(p))
-                    .map(|(a, v)| (a.key.clone(), v.to_string()))
-                    .collect(),
+                values: grid.assignments(p),
                 gpus: first.gpus,
                 nodes: first.nodes,
                 idle_gpus: first.idle_gpus,

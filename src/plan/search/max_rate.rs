@@ -288,12 +288,7 @@ impl MaxRatePlan {
                 .enumerate()
                 .map(|(p, r)| MaxRatePoint {
                     point: p,
-                    values: grid
-                        .axes
-                        .iter()
-                        .zip(grid.values_of(p))
-                        .map(|(a, v)| (a.key.clone(), v.to_string()))
-                        .collect(),
+                    values: grid.assignments(p),
                     row: r.clone(),
                 })
                 .collect(),
@@ -359,13 +354,13 @@ pub fn plan_csv(grid: &Grid, rows: &[(usize, MaxRateRow)]) -> Result<Vec<u8>, Pl
     let mut w = csv::WriterBuilder::new()
         .has_headers(false)
         .from_writer(Vec::new());
-    let mut header: Vec<String> = grid.axes.iter().map(|a| a.key.clone()).collect();
+    let mut header = grid.columns();
     header.extend(PLAN_COLUMNS.map(String::from));
     w.write_record(&header).map_err(err)?;
     let cell = |v: Option<f64>| v.map_or(String::new(), |v| v.to_string());
     let int = |v: Option<u32>| v.map_or(String::new(), |v| v.to_string());
     for (p, r) in rows {
-        let mut rec: Vec<String> = grid.values_of(*p).iter().map(|s| s.to_string()).collect();
+        let mut rec: Vec<String> = grid.assignments(*p).into_iter().map(|(_, v)| v).collect();
         rec.extend([
             int(r.gpus),
             int(r.nodes),

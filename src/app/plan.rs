@@ -135,6 +135,15 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
         launch: files.launch,
         kubernetes: files.kubernetes,
         pd_or_not: crate::plan::report::pd_or_not(&vs, &sc.slo),
+        trace_seeds: None,
+    };
+    let closest = answer.closest.clone();
+    let answer = PlanAnswer {
+        // A trace fixes arrivals and lengths: say what its seeds varied.
+        trace_seeds: matches!(sc.workload, crate::config::Workload::Trace { .. })
+            .then(|| search::TraceSeeds::of(best.as_ref().or(closest.as_ref())))
+            .flatten(),
+        ..answer
     };
     let context = crate::plan::report::PlanContext {
         answer: &answer,
@@ -150,6 +159,9 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
     out.install(&["sweep.json", "plan.json"])?;
     if !args.quiet {
         let mut head = best_line(best.as_ref(), &grid, sc.billing, rate);
+        if let Some(t) = &answer.trace_seeds {
+            head += &format!("\n  {}", t.note);
+        }
         if let Some(c) = &answer.closest {
             head += &format!("\n  {}", closest_line(c));
         }

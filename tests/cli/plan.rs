@@ -1908,3 +1908,62 @@ fn a_linked_vary_plans_its_tuples_and_resumes() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("not a tuple of 2 values"), "{err}");
 }
+
+/// Issue 41: a plan over a trace replay says what its seeds varied. The trace fixes every
+/// arrival and length: with a `round_robin` router nothing else is drawn, so its seeds are one
+/// run (`trace_seeds.differ` false, "one trace, one run"); a `random` router draws its picks from
+/// the seed, so they differ. A synthetic workload's plan has no such note.
+#[test]
+fn a_trace_plan_says_what_its_seeds_varied() {
+    let run = |policy: &str| {
+        let out = tmpdir(&format!("plan-trace-{policy}"));
+        let policy_set = format!("router.policy=\"{policy}\"");
+        let line = ok(&[
+            "plan",
+            "scenarios/trace-azure-code.toml",
+            "--rate",
+            "0.5",
+            "--vary",
+            "pools.decode.instances=1,2",
+            "--set",
+            "workload.trace={ path = \"../traces/AzureLLMInferenceTrace_code.csv\", format = \"azure\", limit = 200 }",
+            "--set",
+            &policy_set,
+            "--set",
+            "slo={ttft_ms=20000, tpot_ms=200}",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let plan: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("plan.json")).unwrap()).unwrap();
+        (line, plan["trace_seeds"].clone())
+    };
+    let (line, t) = run("round_robin");
+    assert_eq!(t["differ"], false, "{t}");
+    assert!(
+        line.contains("one trace, one run: its 3 seeds replayed the same run"),
+        "{line}"
+    );
+    let (line, t) = run("random");
+    assert_eq!(t["differ"], true, "{t}");
+    assert!(
+        line.contains("vary only what the run draws at random"),
+        "{line}"
+    );
+    let out = tmpdir("plan-synthetic-seeds");
+    let mut args = vec![
+        "plan",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "4",
+        "--vary",
+        "pools.decode.instances=1,2",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend(SHORT);
+    ok(&args);
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("plan.json")).unwrap()).unwrap();
+    assert!(plan.get("trace_seeds").is_none(), "{plan}");
+}

@@ -73,6 +73,9 @@ pub(super) fn plan_answer_html(vs: &[PointVerdict], m: &Manifest, p: &PlanContex
     if let Some(pd) = &a.pd_or_not {
         let _ = writeln!(h, "<p class=\"pd\">{}</p>", pd_html(pd));
     }
+    if let Some(t) = &a.trace_seeds {
+        let _ = writeln!(h, "<p class=\"pd\">{}.</p>", esc(&t.note));
+    }
     let _ = writeln!(h, "<p>{search}</p>");
     h
 }

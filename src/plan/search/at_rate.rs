@@ -449,6 +449,49 @@ pub struct PlanAnswer {
     /// is and what the other costs at the same `[slo]` (left out of other plans).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pd_or_not: Option<PdOrNot>,
+    /// A trace replay ([`TraceSeeds`]): what its seeds varied. Left out on a synthetic
+    /// workload, whose seeds draw its arrivals and lengths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_seeds: Option<TraceSeeds>,
+}
+
+/// What the seeds of a trace replay varied. The trace fixes every arrival and length, so the
+/// seeds vary only what the run draws at random (a `random` or `power_of_two` router, client
+/// timeouts, speculative acceptance, lossy links); with none of that every seed replays the
+/// same run, and "met on every seed" is one run's verdict (issue 41).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceSeeds {
+    /// Whether the point the answer rests on (or the closest) ran differently on some seed.
+    pub differ: bool,
+    /// The same in words, for the CLI line and the report.
+    pub note: String,
+}
+
+impl TraceSeeds {
+    /// From the seeds' rows of the point the answer rests on; `None` without one that ran on
+    /// two seeds or more (a point stops at its first failing seed).
+    pub fn of(point: Option<&PointVerdict>) -> Option<Self> {
+        let rows = &point?.seeds;
+        if rows.len() < 2 {
+            return None;
+        }
+        let same = |r: &SweepRow| SweepRow {
+            seed: 0,
+            ..r.clone()
+        };
+        let differ = rows.windows(2).any(|w| same(&w[0]) != same(&w[1]));
+        let n = rows.len();
+        let note = if differ {
+            format!(
+                "one trace: its {n} seeds replay the same arrivals and lengths and vary only what the run draws at random"
+            )
+        } else {
+            format!(
+                "one trace, one run: its {n} seeds replayed the same run (the trace fixes arrivals and lengths, and nothing else is drawn at random)"
+            )
+        };
+        Some(Self { differ, note })
+    }
 }
 
 #[cfg(test)]

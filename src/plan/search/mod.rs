@@ -13,8 +13,8 @@ mod max_rate;
 mod rate;
 
 pub use at_rate::{
-    Arch, Cost, CostKey, PdOrNot, PlanAnswer, PointVerdict, cheapest, cheapest_first, closest,
-    of_arch, point_cost, verdicts,
+    Arch, Cost, CostKey, PdOrNot, PlanAnswer, PointVerdict, TraceSeeds, cheapest, cheapest_first,
+    closest, of_arch, point_cost, verdicts,
 };
 pub use best::{best_toml, relative_to};
 pub use ladder::{Ladder, LadderSearch, MIN_RATE_TOLERANCE, search_ladder};

@@ -160,6 +160,15 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
     if !args.quiet {
         let mut head = best_line(best.as_ref(), &grid, sc.billing, rate);
         if let Some(t) = &answer.trace_seeds {
+            if !t.differ {
+                // Its seeds are one run: "on N seeds" would overstate it.
+                let n = grid.seeds.len();
+                head = head.replacen(
+                    &format!("on {n} seeds"),
+                    &format!("on one trace's run ({n} seeds, the same run)"),
+                    1,
+                );
+            }
             head += &format!("\n  {}", t.note);
         }
         if let Some(c) = &answer.closest {

@@ -50,9 +50,13 @@ pub(super) fn plan_answer_html(vs: &[PointVerdict], m: &Manifest, p: &PlanContex
         .collect();
     let _ = writeln!(
         h,
-        "<p class=\"answer\"><b>{}</b> meets [slo] on all {} seeds at {} req/s: {}<br>{} GPUs on {} node{}, {} idle; {billing}{cost}.<br>[slo]: {}; worst seed: {}.<br>Deploy it: {}.</p>",
+        "<p class=\"answer\"><b>{}</b> meets [slo] on {} at {} req/s: {}<br>{} GPUs on {} node{}, {} idle; {billing}{cost}.<br>[slo]: {}; worst seed: {}.<br>Deploy it: {}.</p>",
         esc(&short_label(&b.values)),
-        a.seeds.len(),
+        match &a.trace_seeds {
+            Some(t) if !t.differ =>
+                format!("one trace's run ({} seeds, the same run)", a.seeds.len()),
+            _ => format!("all {} seeds", a.seeds.len()),
+        },
         a.rate_per_s,
         vals.join(" "),
         b.gpus.unwrap_or(0),

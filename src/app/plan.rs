@@ -526,11 +526,11 @@ fn searched_points(
             .staging()
             .join(plan::journal::POINTS)
             .join(p.to_string());
-        match search::parse_plan_csv(&name, &bytes, grid.axes.len()) {
+        match search::parse_plan_csv(&name, &bytes, grid.columns().len()) {
             Ok(mut r)
                 if r.len() == 1
                     && p < grid.points()
-                    && r[0].0.iter().map(String::as_str).eq(grid.values_of(p)) =>
+                    && r[0].0.iter().eq(grid.assignments(p).iter().map(|(_, v)| v)) =>
             {
                 done.insert(p, r.remove(0).1);
             }
@@ -565,10 +565,9 @@ fn point_line(
     r: &MaxRateRow,
 ) -> String {
     let vals: Vec<String> = grid
-        .axes
-        .iter()
-        .zip(grid.values_of(p))
-        .map(|(a, v)| format!("{}={v}", a.key))
+        .assignments(p)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
         .collect();
     let rate = match (r.max_rate_per_s, r.max_rate_is_lower_bound) {
         _ if r.error.is_some() => format!(

@@ -280,7 +280,7 @@ pub fn open_journal(
                 .staging()
                 .join(plan::journal::POINTS)
                 .join(format!("{i}"));
-            let rows = plan::parse_sweep_csv(&name, &bytes, m.grid.axes.len());
+            let rows = plan::parse_sweep_csv(&name, &bytes, m.grid.columns().len());
             let fits = |r: &Vec<(Vec<String>, SweepRow)>| {
                 r.len() == 1
                     && i < m.grid.rows()

@@ -111,7 +111,7 @@ fn read_shard(d: &std::path::Path) -> Result<Shard, CliError> {
         ));
     };
     let csv = d.join("sweep.csv");
-    let rows = plan::read_sweep_csv(&csv, m.grid.axes.len())?;
+    let rows = plan::read_sweep_csv(&csv, m.grid.columns().len())?;
     let want: Vec<usize> = s.rows(m.rows).collect();
     if rows.len() != want.len() {
         return Err(CliError::input(

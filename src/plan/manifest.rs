@@ -180,9 +180,14 @@ pub fn verify_rows(
     rows: &[(Vec<String>, SweepRow)],
 ) -> Result<(), PlanError> {
     for (k, (&i, (values, row))) in indices.iter().zip(rows).enumerate() {
-        let want = grid.values_of(i / grid.seeds.len());
+        // A linked axis's keys are a column each.
+        let want: Vec<String> = grid
+            .assignments(i / grid.seeds.len())
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
         let seed = grid.seeds[i % grid.seeds.len()];
-        if values.iter().map(String::as_str).ne(want.iter().copied()) || row.seed != seed {
+        if values.iter().ne(want.iter()) || row.seed != seed {
             return Err(PlanError::file(
                 file,
                 format!(

@@ -280,6 +280,54 @@ fn a_killed_sweep_resumes_to_the_uninterrupted_bytes() {
     expect_code(&a, 2, &["--resume", "other inputs"]);
 }
 
+/// A killed sweep over a linked `--vary` (issue 41) reads its finished points back — a column
+/// per linked key — instead of running them again, and ends with the uninterrupted bytes.
+#[test]
+fn a_killed_linked_sweep_resumes_its_points() {
+    let d = tmpdir("rel-resume-linked");
+    let args = |out: &str, extra: &[&'static str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "sweep",
+            QUICK,
+            "--out",
+            out,
+            "-q",
+            "--jobs",
+            "1",
+            "--set",
+            "run.duration_s=10",
+            "--vary",
+            "pools.decode.server.tp_size,pools.decode.instances=(1,4),(2,2),(4,1)",
+            "--vary",
+            "workload.arrival.rate_per_s=4,8",
+        ]
+        .map(String::from)
+        .to_vec();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let whole = d.join("whole");
+    let a = args(&s(&whole), &[]);
+    expect_code(&a.iter().map(String::as_str).collect::<Vec<_>>(), 0, &[]);
+    let cut = d.join("cut");
+    let a = args(&s(&cut), &[]);
+    let _ = interrupt(
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        &cut,
+        3,
+        "-KILL",
+    );
+    let a = args(&s(&cut), &["--resume"]);
+    let err = expect_code(
+        &a.iter().map(String::as_str).collect::<Vec<_>>(),
+        0,
+        &["resuming"],
+    );
+    assert!(!err.contains("damaged"), "{err}");
+    assert!(err.contains("rows already finished"), "{err}");
+    assert_eq!(files_of(&whole), files_of(&cut));
+}
+
 #[test]
 fn sigint_and_sigterm_stop_a_sweep_and_print_the_resume_line() {
     let d = tmpdir("rel-sigint");

@@ -281,7 +281,7 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
             lacking.join("; ")
         );
     }
-    for p in &sc.pools {
+    for (pi, p) in sc.pools.iter().enumerate() {
         let first = ctx.instances.len();
         let a = &p.server;
         let mut flags = format!(
@@ -320,6 +320,19 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
         if let Some(m) = a.max_running_requests {
             flags += &format!(" --max-running-requests {m}");
         }
+        // Every other flag the scenario sets (HiCache and its storage backend, the decode
+        // offload, speculative decoding, …), as the launch line writes it.
+        let set = crate::plan::launch::pool_flags(sc, pi, &mut Vec::new());
+        for flag in set.split(" --").map(str::trim).filter(|f| !f.is_empty()) {
+            let name = flag.split_whitespace().next().unwrap_or_default();
+            let named = |f: &str| {
+                f.split(" --")
+                    .any(|g| g.trim_start_matches("--").split_whitespace().next() == Some(name))
+            };
+            if !named(&flags) {
+                flags += &format!(" --{flag}");
+            }
+        }
         for _ in 0..p.servers() {
             ctx.instances.push(InstanceOutcomes {
                 pool: p.name.clone(),
@@ -331,10 +344,15 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
         ctx.pools.push(PoolFacts {
             name: p.name.clone(),
             role: p.role.as_str().into(),
-            instances: if first == last {
-                format!("1 (instance {first})")
-            } else {
-                format!("{} (instances {first}–{last})", p.servers())
+            // Each DP rank is a server of its own (its batch, queue and KV pool), not an
+            // instance: an instance of 16 ranks is one sglang server of 16 GPUs' ranks.
+            instances: match (p.instances, p.servers() / p.instances.max(1)) {
+                (_, ranks) if ranks > 1 => format!(
+                    "{} × {ranks} DP ranks (servers {first}–{last})",
+                    p.instances
+                ),
+                _ if first == last => format!("1 (instance {first})"),
+                _ => format!("{} (instances {first}–{last})", p.servers()),
             },
             model: p.model.name.clone(),
             flags,

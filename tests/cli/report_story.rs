@@ -193,3 +193,36 @@ fn the_report_shows_speculation_and_fragmentation() {
     let html = std::fs::read_to_string(plain.join("index.html")).unwrap();
     assert!(!html.contains("<h2>Speculative decoding</h2>"));
 }
+
+/// Issue 41: the report's configuration shows every flag the scenario sets, as the launch line
+/// writes it — HiCache, its storage backend and prefetch policy, the decode offload — and a DP
+/// attention pool as instances × DP ranks (each rank its own server), not one instance a rank.
+#[test]
+fn the_report_shows_every_flag_and_dp_ranks() {
+    let dir = common::tmpdir("report-flags");
+    common::run("scenarios/store/decode-offload.toml", &[], &dir);
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    for flag in [
+        "--enable-hierarchical-cache",
+        "--hicache-storage-backend mooncake",
+        "--hicache-storage-prefetch-policy wait_complete",
+        "--disaggregation-decode-enable-offload-kvcache",
+    ] {
+        assert!(html.contains(flag), "{flag} not in index.html");
+        assert!(md.contains(flag), "{flag} not in summary.md");
+    }
+    // Each flag once: the resolved ones are not written again.
+    assert_eq!(html.matches("--page-size").count(), 2, "two pools");
+    let dp = common::tmpdir("report-dp-ranks");
+    common::run("scenarios/moe/lmsys-prefill-ep32.toml", &[], &dp);
+    let html = std::fs::read_to_string(dp.join("index.html")).unwrap();
+    assert!(
+        html.contains("1 × 32 DP ranks (servers 0–31)"),
+        "prefill ranks"
+    );
+    assert!(
+        html.contains("1 × 72 DP ranks (servers 32–103)"),
+        "decode ranks"
+    );
+}

@@ -222,7 +222,7 @@ fn sweep_args<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 /// Starts a sweep and stops it with `signal` once `points` rows are durable.
 fn interrupt(args: &[&str], out: &Path, points: usize, signal: &str) -> std::process::Output {
-    let child = Command::new(env!("CARGO_BIN_EXE_pdsim"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pdsim"))
         .args(args)
         .current_dir(repo())
         .stderr(Stdio::piped())
@@ -240,7 +240,9 @@ fn interrupt(args: &[&str], out: &Path, points: usize, signal: &str) -> std::pro
                 .count()
             })
             .unwrap_or(0);
-        if n >= points || start.elapsed() > Duration::from_secs(60) {
+        // A child that already ended (a grid faster than the polling) is not waited for.
+        let ended = child.try_wait().is_ok_and(|s| s.is_some());
+        if n >= points || ended || start.elapsed() > Duration::from_secs(60) {
             break;
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -295,7 +297,7 @@ fn a_killed_linked_sweep_resumes_its_points() {
             "--jobs",
             "1",
             "--set",
-            "run.duration_s=10",
+            "run.duration_s=100",
             "--vary",
             "pools.decode.server.tp_size,pools.decode.instances=(1,4),(2,2),(4,1)",
             "--vary",
@@ -370,11 +372,13 @@ fn a_killed_plan_resumes_to_the_same_answer() {
             "--jobs",
             "1",
             "--set",
-            "run.duration_s=10",
+            "run.duration_s=100",
             "--set",
             "slo.ttft_p99_ms=600",
             "--vary",
             "pools.decode.instances=1,2,3",
+            // Every point runs: the kill after two leaves four to resume.
+            "--full-grid",
             "--out",
             out,
             "-q",
@@ -390,9 +394,11 @@ fn a_killed_plan_resumes_to_the_same_answer() {
     let cut = d.join("cut");
     let a = args(&s(&cut), &[]);
     let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let _ = interrupt(&a, &cut, 2, "-KILL");
+    let o = interrupt(&a, &cut, 2, "-KILL");
+    assert!(!o.status.success(), "the plan was killed before its end");
     let (c, _, e) = pdsim(&args(&s(&cut), &["--resume"]));
     assert_eq!(c, 0, "{e}");
+    assert!(e.contains("resuming"), "{e}");
     assert_eq!(files_of(&whole), files_of(&cut));
 }
 

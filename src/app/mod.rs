@@ -10,6 +10,7 @@ pub mod explain;
 pub mod layout;
 pub mod outdir;
 pub mod plan;
+pub mod progress;
 pub mod readback;
 pub mod run;
 pub mod signals;

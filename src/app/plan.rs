@@ -277,20 +277,36 @@ fn rate_rows(
     // the grid is searched or run whole: a resumed plan may switch between the two.
     if args.full_grid {
         let all: Vec<usize> = (0..grid.rows()).collect();
-        let rows = durable_rows(out, base, m, &all, jobs, args.resume, &question, early)?;
+        let rows = durable_rows(
+            out,
+            base,
+            m,
+            &all,
+            jobs,
+            args.resume,
+            &question,
+            early,
+            args.quiet,
+        )?;
         plan::all_infeasible(&rows)?;
         return Ok((all.into_iter().zip(rows).collect::<Vec<_>>(), 0));
     }
     let (journal, done) = open_journal(out, m, &[], args.resume, &question)?;
+    // The search stops at its answer: the count runs against the grid's rows, its bound.
+    let progress =
+        super::progress::Progress::new("plan", "runs", grid.rows(), done.len(), args.quiet);
     let run_row = |i: usize| -> Result<SweepRow, plan::PlanError> {
         if let Some(r) = done.get(&i) {
             return Ok(r.clone());
         }
         let row = plan::run_row_until(base, grid, i, early)?;
         journal.record(i, &plan::sweep_csv(grid, &[(i, row.clone())])?)?;
+        progress.inc();
         Ok(row)
     };
-    Ok(search::cheapest_first(base, grid, jobs, &run_row)?)
+    let rows = search::cheapest_first(base, grid, jobs, &run_row);
+    progress.finish();
+    Ok(rows?)
 }
 
 /// The files written for the `--rate` answer's point, as `plan.json` names them (`None`
@@ -476,10 +492,16 @@ fn max_rate(
         out.dir().display(),
         super::signals::resume_line()
     ));
+    let progress =
+        super::progress::Progress::new("plan", "points", grid.points(), done.len(), args.quiet);
     let record = |p: usize, r: &MaxRateRow| -> Result<(), plan::PlanError> {
-        journal.record(p, &search::plan_csv(grid, &[(p, r.clone())])?)
+        journal.record(p, &search::plan_csv(grid, &[(p, r.clone())])?)?;
+        progress.inc();
+        Ok(())
     };
-    let rows = search::max_rates(base, grid, key, s, jobs, &done, &record)?;
+    let rows = search::max_rates(base, grid, key, s, jobs, &done, &record);
+    progress.finish();
+    let rows = rows?;
     let indexed: Vec<(usize, MaxRateRow)> = rows.iter().cloned().enumerate().collect();
     write(
         out.staging(),

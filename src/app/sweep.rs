@@ -250,14 +250,19 @@ pub fn durable_rows(
     resume: bool,
     question: &str,
     early_stop: bool,
+    quiet: bool,
 ) -> Result<Vec<SweepRow>, CliError> {
     let (journal, done) = open_journal(out, m, which, resume, question)?;
+    let verb = question.split_whitespace().next().unwrap_or("sweep");
+    let progress = super::progress::Progress::new(verb, "rows", which.len(), done.len(), quiet);
     let record = |i: usize, row: &SweepRow| -> Result<(), plan::PlanError> {
-        journal.record(i, &plan::sweep_csv(&m.grid, &[(i, row.clone())])?)
+        journal.record(i, &plan::sweep_csv(&m.grid, &[(i, row.clone())])?)?;
+        progress.inc();
+        Ok(())
     };
-    Ok(plan::run_rows_durable(
-        base, &m.grid, which, jobs, early_stop, &done, &record,
-    )?)
+    let rows = plan::run_rows_durable(base, &m.grid, which, jobs, early_stop, &done, &record);
+    progress.finish();
+    Ok(rows?)
 }
 
 /// The journal of `out` (see [`durable_rows`]) and, with `resume`, the rows an interrupted run
@@ -363,7 +368,17 @@ pub fn run_base(args: &SweepRequest, base: Base, started: Instant) -> Result<(),
     let m = Manifest::new(&base, &sc, grid, shard)?;
     let mut out = OutDir::open(&dir, "sweep", &SWEEP_FILES, args.resume)?;
     out.keep_staging_on_failure();
-    let rows = durable_rows(&out, &base, &m, &which, jobs, args.resume, "sweep", false)?;
+    let rows = durable_rows(
+        &out,
+        &base,
+        &m,
+        &which,
+        jobs,
+        args.resume,
+        "sweep",
+        false,
+        args.quiet,
+    )?;
     if shard.is_none() {
         plan::all_infeasible(&rows)?;
     }

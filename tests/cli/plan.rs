@@ -1967,3 +1967,55 @@ fn a_trace_plan_says_what_its_seeds_varied() {
         serde_json::from_slice(&std::fs::read(out.join("plan.json")).unwrap()).unwrap();
     assert!(plan.get("trace_seeds").is_none(), "{plan}");
 }
+
+/// Issue 41: a sweep and a plan count their finished rows on stderr when it is a terminal (run
+/// under `script`, which gives them one), and print nothing of it into a pipe or under `-q`.
+#[test]
+fn sweep_and_plan_show_progress_on_a_terminal_only() {
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: no `script` (util-linux) to give the command a terminal");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_pdsim");
+    let on_tty = |args: &str| {
+        let out = std::process::Command::new("script")
+            .args(["-qec", &format!("{bin} {args}"), "/dev/null"])
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let dir = tmpdir("progress");
+    let d = dir.to_str().unwrap();
+    let sweep = format!(
+        "sweep scenarios/quickstart.toml --vary pools.decode.instances=1,2 --vary workload.arrival.rate_per_s=4,8 --set run.duration_s=8 --out {d}/sweep"
+    );
+    let shown = on_tty(&sweep);
+    assert!(shown.contains("sweep: 0/4 rows"), "{shown}");
+    assert!(shown.contains("sweep: 4/4 rows"), "{shown}");
+    let plan = format!(
+        "plan scenarios/quickstart.toml --rate 4 --vary pools.decode.instances=1,2 --set run.duration_s=8 --out {d}/plan"
+    );
+    let shown = on_tty(&plan);
+    assert!(shown.contains("plan: 0/6 runs"), "{shown}");
+    let quiet = on_tty(&format!("{sweep} -q"));
+    assert!(!quiet.contains("0/4 rows"), "{quiet}");
+    // Into a pipe: the summary line alone.
+    let (code, out, err) = pdsim(&[
+        "sweep",
+        "scenarios/quickstart.toml",
+        "--vary",
+        "pools.decode.instances=1,2",
+        "--set",
+        "run.duration_s=8",
+        "--out",
+        &format!("{d}/piped"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("0/2") && !out.contains("0/2"), "{out}{err}");
+}

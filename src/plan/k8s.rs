@@ -409,9 +409,8 @@ fn server_command(sc: &Scenario, i: usize, size: u32, notes: &mut Vec<String>) -
         sc,
         i,
         &flags,
-        SERVER_PORT,
-        None,
-        launch::BASE_BOOTSTRAP_PORT,
+        (SERVER_PORT, None, launch::BASE_BOOTSTRAP_PORT),
+        notes,
     );
     let mut command = words(&line);
     if size > 1 {

@@ -126,30 +126,55 @@ fn pool_section<'f>(
     file.pools.iter().find(|p| p.name == sc.pools[i].name)
 }
 
-/// `--model-path` of pool `i`: the pool's own model or the scenario's, a preset's Hugging Face
-/// id or the folder of a config file.
-fn model_path(sc: &Scenario, i: usize) -> String {
+/// `--model-path` of pool `i`: the pool's own model or the scenario's — a preset's Hugging Face
+/// id; for a config file, the checkpoint folder it stands for: the folder of a `config.json`
+/// (absolute, so the line runs from anywhere), else the config's own `_name_or_path`, else a
+/// placeholder `CHECKPOINT_OF_FILE` with a note (sglang loads a folder, not a config file).
+fn model_path(sc: &Scenario, i: usize, notes: &mut Vec<String>) -> String {
     let file = crate::scenario::resolved_file(sc);
     let own = pool_section(&file, sc, i).and_then(|p| p.model.clone());
     let m = own.or(file.model).unwrap_or_default();
     if let Some(p) = m.preset.as_deref() {
         return hf_model_path(p).map_or_else(|| p.to_string(), str::to_string);
     }
-    m.config
-        .as_deref()
-        .map(|c| {
-            let c = std::path::Path::new(c);
-            let c = if c.is_relative() {
-                sc.source
-                    .parent()
-                    .unwrap_or(std::path::Path::new("."))
-                    .join(c)
-            } else {
-                c.to_path_buf()
-            };
-            word(&c.parent().unwrap_or(&c).display().to_string())
-        })
-        .unwrap_or_else(|| sc.pools[i].model.name.clone())
+    let Some(c) = m.config.as_deref() else {
+        return sc.pools[i].model.name.clone();
+    };
+    let given = std::path::Path::new(c);
+    let path = if given.is_relative() {
+        sc.source
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join(given)
+    } else {
+        given.to_path_buf()
+    };
+    let path = std::fs::canonicalize(&path)
+        .or_else(|_| std::path::absolute(&path))
+        .unwrap_or(path);
+    if path.file_name().is_some_and(|n| n == "config.json") {
+        return word(&path.parent().unwrap_or(&path).display().to_string());
+    }
+    let named = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("_name_or_path")?.as_str().map(str::to_string))
+        .filter(|n| !n.trim().is_empty());
+    if let Some(n) = named {
+        return word(&n);
+    }
+    let name = path
+        .file_name()
+        .map_or_else(|| c.to_string(), |n| n.to_string_lossy().to_string());
+    // A placeholder a shell passes through as a word, and sglang refuses loudly if left.
+    let placeholder = word(&format!("CHECKPOINT_OF_{name}"));
+    let note = format!(
+        "the model is the config file {name}: sglang loads a checkpoint folder (its config.json and weights), so replace {placeholder} with yours"
+    );
+    if !notes.contains(&note) {
+        notes.push(note);
+    }
+    placeholder
 }
 
 /// The policy flag value sgl-model-gateway takes for `p`, and a note when it has none.
@@ -269,14 +294,13 @@ pub fn server_line(
     sc: &Scenario,
     i: usize,
     flags: &str,
-    port: u32,
-    base_gpu: Option<u32>,
-    bootstrap_port: u32,
+    (port, base_gpu, bootstrap_port): (u32, Option<u32>, u32),
+    notes: &mut Vec<String>,
 ) -> String {
     let pool = &sc.pools[i];
     let mut line = format!(
         "python -m sglang.launch_server --model-path {} --tp-size {}",
-        model_path(sc, i),
+        model_path(sc, i, notes),
         pool.server.tp_size
     );
     if pool.role != Role::Colocated {
@@ -448,9 +472,8 @@ pub fn launch_text(sc: &Scenario) -> String {
                 sc,
                 i,
                 &flags,
-                port,
-                Some(gpus[0].local),
-                BASE_BOOTSTRAP_PORT + slot,
+                (port, Some(gpus[0].local), BASE_BOOTSTRAP_PORT + slot),
+                &mut notes,
             );
             let url = format!("http://node{head}:{port}");
             match pool.role {

@@ -2019,3 +2019,68 @@ fn sweep_and_plan_show_progress_on_a_terminal_only() {
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("0/2") && !out.contains("0/2"), "{out}{err}");
 }
+
+/// Issue 41 item 5: `--model-path` of a model given as a config file is the checkpoint it
+/// stands for — the folder of a `config.json` (absolute: the line runs from anywhere), the
+/// config's `_name_or_path`, or a shell-safe placeholder with a note saying to replace it —
+/// never a path relative to the results folder of a file sglang cannot load.
+#[test]
+fn a_config_file_model_gets_a_model_path_that_loads() {
+    let dir = tmpdir("launch-model-path");
+    let ckpt = dir.join("my-13b");
+    std::fs::create_dir_all(&ckpt).unwrap();
+    let cfg = std::fs::read_to_string(repo().join("scenarios/published/llama-2-13b.config.json"))
+        .unwrap();
+    std::fs::write(ckpt.join("config.json"), &cfg).unwrap();
+    let named = cfg.replacen(
+        '{',
+        "{\n  \"_name_or_path\": \"meta-llama/Llama-2-13b-hf\",",
+        1,
+    );
+    std::fs::write(dir.join("named.config.json"), named).unwrap();
+    let plan_with = |config: &str, out: &str| -> String {
+        let o = dir.join(out);
+        let model = format!("model={{ config = \"{config}\" }}");
+        let mut args = vec![
+            "plan",
+            "scenarios/quickstart.toml",
+            "--rate",
+            "4",
+            "--vary",
+            "pools.decode.instances=1,2",
+            "--set",
+            &model,
+            "--out",
+            o.to_str().unwrap(),
+        ];
+        args.extend(SHORT);
+        ok(&args);
+        std::fs::read_to_string(o.join("launch.txt")).unwrap()
+    };
+    let abs = |p: &Path| std::fs::canonicalize(p).unwrap().display().to_string();
+    let text = plan_with(&format!("{}/config.json", abs(&ckpt)), "folder");
+    assert!(
+        text.contains(&format!("--model-path {} ", abs(&ckpt))),
+        "{text}"
+    );
+    let text = plan_with(&format!("{}/named.config.json", abs(&dir)), "named");
+    assert!(
+        text.contains("--model-path meta-llama/Llama-2-13b-hf "),
+        "{text}"
+    );
+    let text = plan_with("published/llama-2-13b.config.json", "bare");
+    assert!(
+        text.contains("--model-path CHECKPOINT_OF_llama-2-13b.config.json "),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("replace CHECKPOINT_OF_llama-2-13b.config.json with yours")
+            .count(),
+        1,
+        "one note: {text}"
+    );
+    assert!(
+        !text.contains(".."),
+        "no path relative to the results: {text}"
+    );
+}

@@ -483,7 +483,8 @@ pub fn launch_text(sc: &Scenario) -> String {
             }
             let line = env_prefix(&server_env(sc, i, nodes.len() > 1)) + &line;
             if nodes.len() == 1 {
-                let _ = writeln!(out, "{line}");
+                // Where it runs, as the router's URLs and a multi-node instance's lines say.
+                let _ = writeln!(out, "# on node{head}:\n{line}");
             } else {
                 for (rank, n) in nodes.iter().enumerate() {
                     let _ = writeln!(

@@ -2083,4 +2083,12 @@ fn a_config_file_model_gets_a_model_path_that_loads() {
         !text.contains(".."),
         "no path relative to the results: {text}"
     );
+    // Every server line says the node it runs on, as the router's URLs name them.
+    let servers = text.matches("python -m sglang.launch_server").count();
+    let placed = text.matches(":\npython -m sglang.launch_server").count();
+    assert_eq!((servers, placed), (3, 3), "{text}");
+    assert!(
+        text.contains("# on node0:\npython -m sglang.launch_server"),
+        "{text}"
+    );
 }

@@ -212,6 +212,7 @@ pub fn plan(req: &PlanRequest) -> Result<PathBuf, CliError> {
         full_grid: req.full_grid,
         resume: s.resume,
         no_early_stop: req.no_early_stop,
+        question: None,
     });
     match done {
         Ok(()) | Err(CliError::Failed(_)) => Ok(s.out.clone()),

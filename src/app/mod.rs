@@ -8,6 +8,7 @@
 
 pub mod explain;
 pub mod layout;
+pub mod oneline;
 pub mod outdir;
 pub mod plan;
 pub mod progress;

@@ -49,12 +49,52 @@ pub struct PlanRequest {
     /// be met (the same verdicts and answer; its row's other figures then cover the requests up
     /// to the stop, and `stopped_early_at_s` says when).
     pub no_early_stop: bool,
+    /// The one-line question (`--model … --gpu …`) instead of a scenario: `scenario` is then
+    /// ignored, and the scenario and the grid of deployments are built from it
+    /// (`app::oneline`).
+    pub question: Option<super::oneline::Question>,
 }
 
 /// Runs `pdsim plan`.
 pub fn run(args: &PlanRequest) -> Result<(), CliError> {
     let started = Instant::now();
-    run_base(args, args.scenario.base()?, started)
+    let Some(q) = &args.question else {
+        return run_base(args, args.scenario.base()?, started);
+    };
+    if !args.vary.is_empty() {
+        return Err(CliError::Conflict {
+            flags: &["--model", "--vary"],
+            message: "the one-line question (--model, --gpu, …) builds its own grid of deployments; drop --vary, or plan a scenario file with it".into(),
+        });
+    }
+    let (text, axis) = super::oneline::plan_of(q, args.rate.unwrap_or(1.0))?;
+    let model = crate::spec::launch::preset_for(&q.model).unwrap_or("model");
+    let dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| super::default_out(&format!("plan-{model}-{}-plan", q.gpu)));
+    let path = dir.join("scenario.toml");
+    let asked = PlanRequest {
+        scenario: super::Source::Text {
+            text: text.clone(),
+            path: path.clone(),
+        },
+        vary: vec![axis],
+        out: Some(dir.clone()),
+        question: None,
+        ..args.clone()
+    };
+    let answer = run_base(&asked, asked.scenario.base()?, started);
+    // The scenario the plan used, beside its results (also when no deployment met [slo]).
+    if path.parent().is_some_and(Path::is_dir) {
+        std::fs::write(&path, text.as_bytes()).map_err(|source| {
+            CliError::Io(crate::report::IoError {
+                path: path.clone(),
+                source,
+            })
+        })?;
+    }
+    answer
 }
 
 /// [`run`] of a scenario already read (`crate::api` gives a program's TOML text as a [`Base`]).

@@ -145,6 +145,28 @@ mod tests {
             )
         );
         assert!(p.resume && p.no_early_stop && !p.full_grid && !p.quiet);
+        assert_eq!(p.question, None);
+        // The one-line question: every flag reaches it.
+        let Command::Plan(a) = run(&[
+            "pdsim", "plan", "--model", "m", "--gpu", "g", "--isl", "11", "--osl", "22", "--ttft",
+            "33", "--tpot", "44", "--gpus", "55", "--rate", "6",
+        ]) else {
+            panic!("not plan")
+        };
+        let p = a.request();
+        assert_eq!(
+            p.question,
+            Some(crate::app::oneline::Question {
+                model: "m".into(),
+                gpu: "g".into(),
+                isl: 11,
+                osl: 22,
+                ttft_ms: 33.0,
+                tpot_ms: 44.0,
+                gpus: 55,
+            })
+        );
+        assert_eq!(p.rate, Some(6.0));
         let Command::Layout(a) = run(&[
             "pdsim",
             "layout",

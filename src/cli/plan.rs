@@ -9,8 +9,35 @@ use crate::app::plan::PlanRequest;
 /// Arguments of `pdsim plan`.
 #[derive(Args, Debug, Clone)]
 pub struct PlanArgs {
-    /// The scenario file (TOML); its `[slo]` is the target.
-    pub scenario: PathBuf,
+    /// The scenario file (TOML); its `[slo]` is the target. Left out for the one-line
+    /// question (`--model`, `--gpu`, `--isl`, `--osl`, `--ttft`, `--tpot`).
+    #[arg(required_unless_present = "model")]
+    pub scenario: Option<PathBuf>,
+    /// The one-line question: a model preset or the Hugging Face id of one (with `--gpu`,
+    /// `--isl`, `--osl`, `--ttft`, `--tpot`); the plan builds the scenario and a grid of
+    /// disaggregated and colocated deployments of at most `--gpus` GPUs, and writes the
+    /// scenario it used to `DIR/scenario.toml`.
+    #[arg(long, conflicts_with_all = ["scenario", "vary"], requires_all = ["gpu", "isl", "osl", "ttft", "tpot"])]
+    pub model: Option<String>,
+    /// The one-line question's GPU preset.
+    #[arg(long, requires = "model")]
+    pub gpu: Option<String>,
+    /// The one-line question's prompt length, tokens.
+    #[arg(long, requires = "model")]
+    pub isl: Option<u32>,
+    /// The one-line question's output length, tokens.
+    #[arg(long, requires = "model")]
+    pub osl: Option<u32>,
+    /// The one-line question's TTFT target for each request, ms (90 % of requests must meet
+    /// both targets: DistServe's goodput).
+    #[arg(long, requires = "model")]
+    pub ttft: Option<f64>,
+    /// The one-line question's TPOT target for each request, ms.
+    #[arg(long, requires = "model")]
+    pub tpot: Option<f64>,
+    /// The one-line question's most GPUs a deployment may use.
+    #[arg(long, requires = "model", default_value_t = crate::app::oneline::DEFAULT_GPUS)]
+    pub gpus: u32,
     /// The arrival rate to plan for, requests/s: finds the cheapest grid point (fewest GPUs,
     /// then nodes) that meets `[slo]` on every seed.
     #[arg(
@@ -61,8 +88,17 @@ pub struct PlanArgs {
 impl PlanArgs {
     /// The request these flags make.
     pub fn request(&self) -> PlanRequest {
+        let question = self.model.as_ref().map(|m| crate::app::oneline::Question {
+            model: m.clone(),
+            gpu: self.gpu.clone().unwrap_or_default(),
+            isl: self.isl.unwrap_or_default(),
+            osl: self.osl.unwrap_or_default(),
+            ttft_ms: self.ttft.unwrap_or_default(),
+            tpot_ms: self.tpot.unwrap_or_default(),
+            gpus: self.gpus,
+        });
         PlanRequest {
-            scenario: crate::app::Source::File(self.scenario.clone()),
+            scenario: crate::app::Source::File(self.scenario.clone().unwrap_or_default()),
             rate: self.rate,
             max_rate: self.max_rate,
             vary: self.vary.clone(),
@@ -75,6 +111,7 @@ impl PlanArgs {
             full_grid: self.full_grid,
             resume: self.resume,
             no_early_stop: self.no_early_stop,
+            question,
         }
     }
 }

@@ -2092,3 +2092,142 @@ fn a_config_file_model_gets_a_model_path_that_loads() {
         "{text}"
     );
 }
+
+/// Issue 41 item 1: the planner in one line. From the model, the GPU, the lengths, the two
+/// per-request targets and the rate, `plan` builds the scenario and a grid of disaggregated and
+/// colocated deployments (of at most `--gpus` GPUs, only those that validate), answers with the
+/// cheapest and says PD or not, and writes the scenario it used; a MoE model's deployments move
+/// DP attention and EP with TP. Bad flags are exit 2 naming the flag.
+#[test]
+fn the_planner_answers_in_one_line() {
+    let dir = tmpdir("one-line");
+    let o = dir.join("70b");
+    let line = ok(&[
+        "plan",
+        "--model",
+        "llama-3.1-70b",
+        "--gpu",
+        "h100-sxm",
+        "--isl",
+        "1024",
+        "--osl",
+        "256",
+        "--ttft",
+        "500",
+        "--tpot",
+        "30",
+        "--rate",
+        "20",
+        "--gpus",
+        "16",
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    assert!(
+        line.contains("cheapest point meeting [slo] at 20 req/s"),
+        "{line}"
+    );
+    assert!(line.contains("PD or not:"), "{line}");
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(o.join("plan.json")).unwrap()).unwrap();
+    assert!(plan["best"]["gpus"].as_u64().unwrap() <= 16, "{plan}");
+    assert!(
+        plan["pd_or_not"].is_object(),
+        "both kinds on the grid: {plan}"
+    );
+    // The grid holds no deployment that cannot launch: 70B at TP 1 does not fit an H100.
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(o.join("sweep.json")).unwrap()).unwrap();
+    let values = m["grid"]["axes"][0]["values"].as_array().unwrap();
+    assert!(
+        values
+            .iter()
+            .all(|v| !v.as_str().unwrap().contains("tp_size=1}"))
+    );
+    assert!(
+        values
+            .iter()
+            .any(|v| v.as_str().unwrap().contains("colocated"))
+    );
+    // The scenario it used runs on its own.
+    let scenario = o.join("scenario.toml");
+    let (code, _, err) = pdsim(&[
+        "run",
+        scenario.to_str().unwrap(),
+        "--summary-only",
+        "-q",
+        "--out",
+        dir.join("rerun").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // A MoE model: DP attention and expert parallelism with TP.
+    let o = dir.join("ds");
+    ok(&[
+        "plan",
+        "--model",
+        "deepseek-ai/DeepSeek-V3",
+        "--gpu",
+        "h200",
+        "--isl",
+        "2000",
+        "--osl",
+        "200",
+        "--ttft",
+        "2000",
+        "--tpot",
+        "80",
+        "--rate",
+        "20",
+        "--gpus",
+        "16",
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    let best = std::fs::read_to_string(o.join("best.toml")).unwrap();
+    assert!(
+        best.contains("enable_dp_attention=true") && best.contains("ep_size="),
+        "{best}"
+    );
+    for (flag, bad) in [
+        ("--model", "gpt-9"),
+        ("--gpu", "h1000"),
+        ("--isl", "0"),
+        ("--tpot", "0"),
+        ("--gpus", "0"),
+    ] {
+        let mut args = vec![
+            "plan",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h100-sxm",
+            "--isl",
+            "128",
+            "--osl",
+            "128",
+            "--ttft",
+            "500",
+            "--tpot",
+            "50",
+            "--rate",
+            "4",
+        ];
+        let at = args.iter().position(|a| *a == flag).map(|i| i + 1);
+        match at {
+            Some(i) => args[i] = bad,
+            None => args.extend([flag, bad]),
+        }
+        let (code, _, err) = pdsim(&args);
+        assert_eq!(code, 2, "{flag} {bad}: {err}");
+        assert!(err.contains(flag), "{flag}: {err}");
+    }
+    let (code, _, err) = pdsim(&[
+        "plan",
+        "scenarios/quickstart.toml",
+        "--model",
+        "llama-3.1-8b",
+        "--rate",
+        "4",
+    ]);
+    assert_eq!(code, 2, "{err}");
+}

@@ -166,6 +166,39 @@ pub fn sweep(req: &SweepRequest) -> Result<PathBuf, CliError> {
     Ok(req.out.clone())
 }
 
+/// `pdsim plan --model … --gpu … -q` (the one-line question, `app::oneline`) into `out`: at
+/// `rate`, or each deployment's highest rate when `None`.
+pub fn plan_question(
+    q: &crate::app::oneline::Question,
+    rate: Option<f64>,
+    seeds: u32,
+    jobs: Option<usize>,
+    out: &std::path::Path,
+    resume: bool,
+) -> Result<PathBuf, CliError> {
+    let done = crate::app::plan::run(&crate::app::plan::PlanRequest {
+        scenario: crate::app::Source::File(PathBuf::new()),
+        rate,
+        max_rate: rate.is_none(),
+        vary: Vec::new(),
+        seeds,
+        jobs,
+        out: Some(out.to_path_buf()),
+        sets: Vec::new(),
+        tolerance: 0.02,
+        quiet: true,
+        full_grid: false,
+        resume,
+        no_early_stop: false,
+        question: Some(q.clone()),
+    });
+    match done {
+        // No deployment meeting `[slo]` is the answer's to say (`best` null).
+        Ok(()) | Err(CliError::Failed(_)) => Ok(out.to_path_buf()),
+        Err(e) => Err(e),
+    }
+}
+
 /// What `pdsim plan` is asked.
 #[derive(Clone, Debug)]
 pub struct PlanRequest {

@@ -39,6 +39,7 @@ __all__ = [
     "run",
     "sweep",
     "plan",
+    "plan_one_line",
     "lint",
     "layout",
     "explain",
@@ -586,6 +587,53 @@ def plan(
             _native.plan, path, text, _vary(vary), seeds, jobs, _sets(set), str(o.path), resume,
             None if max_rate else float(rate), tolerance, full_grid, not early_stop,
         )
+        return Plan(
+            answer=_json(o.path / "plan.json"),
+            rows=Table.read(o.path / "sweep.csv"),
+            max_rate=_maybe_table(o.path / "plan.csv"),
+            best_toml=_maybe_text(o.path / "best.toml"),
+            launch=_maybe_text(o.path / "launch.txt"),
+            k8s=_maybe_text(o.path / "k8s.yaml"),
+            dir=o.kept,
+        )
+
+
+def plan_one_line(
+    *,
+    model: str,
+    gpu: str,
+    isl: int,
+    osl: int,
+    ttft: float,
+    tpot: float,
+    rate: Optional[float] = None,
+    gpus: int = 32,
+    seeds: int = 3,
+    jobs: Optional[int] = None,
+    out: Union[str, "os.PathLike[str]", None] = None,
+    resume: bool = False,
+) -> Plan:
+    """``pdsim plan --model M --gpu G --isl I --osl O --ttft MS --tpot MS --rate R --gpus N``:
+    the planner in one line. The scenario (the presets, Poisson arrivals at ``rate`` of fixed
+    lengths, each request's TTFT and TPOT within the targets at 90 % attainment) and a grid of
+    disaggregated and colocated deployments of at most ``gpus`` GPUs are built for you; the
+    answer says PD or not (``answer["pd_or_not"]``), and ``dir`` (with ``out``) holds the
+    ``scenario.toml`` it used. ``rate=None`` finds each deployment's highest rate instead."""
+    for name, v in (("model", model), ("gpu", gpu)):
+        if not isinstance(v, str) or not v:
+            raise InvalidInput(f"{name}={v!r}: give a preset name", key=name)
+    isl = _int_arg("isl", isl, 1, _U32)
+    osl = _int_arg("osl", osl, 1, _U32)
+    gpus = _int_arg("gpus", gpus, 1, _U32)
+    ttft = _float_arg("ttft", ttft)
+    tpot = _float_arg("tpot", tpot)
+    if rate is not None:
+        rate = _float_arg("rate", rate)
+    seeds = _int_arg("seeds", seeds, 1, _U32)
+    jobs = _jobs_arg(jobs)
+    out = _out_arg(out, resume)
+    with _Out(out, "plan") as o:
+        _call(_native.plan_question, model, gpu, isl, osl, ttft, tpot, gpus, rate, seeds, jobs, str(o.path), resume)
         return Plan(
             answer=_json(o.path / "plan.json"),
             rows=Table.read(o.path / "sweep.csv"),

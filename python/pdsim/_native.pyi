@@ -44,6 +44,20 @@ def plan(
     full_grid: bool,
     no_early_stop: bool,
 ) -> None: ...
+def plan_question(
+    model: str,
+    gpu: str,
+    isl: int,
+    osl: int,
+    ttft: float,
+    tpot: float,
+    gpus: int,
+    rate: Optional[float],
+    seeds: int,
+    jobs: Optional[int],
+    out: str,
+    resume: bool,
+) -> None: ...
 def lint(prefill: str, decode: str, model_config: Optional[str], profile: str) -> Tuple[str, bool]: ...
 def layout(
     model: str, tp: int, page_size: int, kv_cache_dtype: str, enable_unified_memory: bool, rank: int

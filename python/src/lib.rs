@@ -152,6 +152,40 @@ fn plan(
     guard(py, "plan", move || api::plan(&req).map(|_| ()))
 }
 
+/// `pdsim plan --model … -q` (the one-line question) into `out`; `rate = None` is
+/// `--max-rate`.
+#[pyfunction]
+#[pyo3(signature = (model, gpu, isl, osl, ttft, tpot, gpus, rate, seeds, jobs, out, resume))]
+#[allow(clippy::too_many_arguments)]
+fn plan_question(
+    py: Python<'_>,
+    model: String,
+    gpu: String,
+    isl: u32,
+    osl: u32,
+    ttft: f64,
+    tpot: f64,
+    gpus: u32,
+    rate: Option<f64>,
+    seeds: u32,
+    jobs: Option<usize>,
+    out: String,
+    resume: bool,
+) -> PyResult<()> {
+    let q = pdsim::app::oneline::Question {
+        model,
+        gpu,
+        isl,
+        osl,
+        ttft_ms: ttft,
+        tpot_ms: tpot,
+        gpus,
+    };
+    guard(py, "plan", move || {
+        api::plan_question(&q, rate, seeds, jobs, std::path::Path::new(&out), resume).map(|_| ())
+    })
+}
+
 /// `pdsim lint --json`: (the report's JSON, compatible).
 #[pyfunction]
 #[pyo3(signature = (prefill, decode, model_config, profile))]
@@ -269,6 +303,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(run, m)?,
         wrap_pyfunction!(sweep, m)?,
         wrap_pyfunction!(plan, m)?,
+        wrap_pyfunction!(plan_question, m)?,
         wrap_pyfunction!(lint, m)?,
         wrap_pyfunction!(layout, m)?,
         wrap_pyfunction!(explain, m)?,

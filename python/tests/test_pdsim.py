@@ -192,6 +192,26 @@ def test_a_linked_vary_moves_its_keys_together(cli, tmp_path):
         pdsim.sweep(sc, {keys: [(1, 4), 2]})
 
 
+def test_the_planner_in_one_line(cli, tmp_path):
+    args = dict(model="llama-3.1-8b", gpu="h100-sxm", isl=512, osl=128, ttft=500, tpot=50)
+    p = pdsim.plan_one_line(**args, rate=4, gpus=2, out=tmp_path / "py")
+    code, _, err = cli(
+        "plan", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--isl", "512", "--osl", "128",
+        "--ttft", "500", "--tpot", "50", "--rate", "4", "--gpus", "2", "--out", tmp_path / "cli", "-q",
+    )
+    assert code == 0, err
+    cli_answer = json.loads((tmp_path / "cli" / "plan.json").read_bytes())
+    # The same answer; only where each wrote its scenario differs.
+    assert p.answer["scenario"].endswith("py/scenario.toml")
+    assert {**p.answer, "scenario": None} == {**cli_answer, "scenario": None}
+    assert p.answer["best"] is not None and "pd_or_not" in p.answer
+    assert (tmp_path / "py" / "scenario.toml").read_bytes() == (tmp_path / "cli" / "scenario.toml").read_bytes()
+    with pytest.raises(pdsim.Error, match="--gpu"):
+        pdsim.plan_one_line(**{**args, "gpu": "h1000"}, rate=4, gpus=2)
+    with pytest.raises(pdsim.InvalidInput, match="isl"):
+        pdsim.plan_one_line(**{**args, "isl": 0}, rate=4)
+
+
 def test_plan_gives_the_cli_answer(cli, tmp_path):
     sc = "scenarios/quickstart.toml"
     sets = ["run.duration_s=10", "slo.ttft_p99_ms=2000", "slo.tpot_p99_ms=100"]

@@ -660,10 +660,11 @@ fn point_line(
         ),
         _ => "—".to_string(),
     };
-    let mark = if answer.most_per_gpu == Some(p) {
-        "  ← most req/s per billed GPU"
-    } else {
-        ""
+    let mark = match (answer.most_rate == Some(p), answer.most_per_gpu == Some(p)) {
+        (true, true) => "  ← the highest rate, and the most req/s per billed GPU",
+        (true, false) => "  ← the highest rate",
+        (false, true) => "  ← most req/s per billed GPU",
+        (false, false) => "",
     };
     format!(
         "  {} — {place}: {rate}, {} runs{mark}\n",

@@ -35,7 +35,8 @@ pub struct PlanArgs {
     /// The one-line question's TPOT target for each request, ms.
     #[arg(long, requires = "model")]
     pub tpot: Option<f64>,
-    /// The one-line question's most GPUs a deployment may use.
+    /// The one-line question's most GPUs a deployment may use; without `--rate`, the plan
+    /// finds each deployment's highest rate and marks the highest.
     #[arg(long, requires = "model", default_value_t = crate::app::oneline::DEFAULT_GPUS)]
     pub gpus: u32,
     /// The arrival rate to plan for, requests/s: finds the cheapest grid point (fewest GPUs,
@@ -43,7 +44,7 @@ pub struct PlanArgs {
     #[arg(
         long,
         conflicts_with = "max_rate",
-        required_unless_present = "max_rate"
+        required_unless_present_any = ["max_rate", "model"]
     )]
     pub rate: Option<f64>,
     /// Instead: every grid point's highest rate that meets `[slo]` on every seed (bisection).
@@ -100,7 +101,8 @@ impl PlanArgs {
         PlanRequest {
             scenario: crate::app::Source::File(self.scenario.clone().unwrap_or_default()),
             rate: self.rate,
-            max_rate: self.max_rate,
+            // The one-line question without a rate asks what its GPUs serve at most.
+            max_rate: self.max_rate || (self.model.is_some() && self.rate.is_none()),
             vary: self.vary.clone(),
             seeds: self.seeds,
             jobs: self.jobs,

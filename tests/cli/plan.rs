@@ -2188,6 +2188,41 @@ fn the_planner_answers_in_one_line() {
         best.contains("enable_dp_attention=true") && best.contains("ep_size="),
         "{best}"
     );
+    // Without --rate: what the GPUs serve at most — each deployment's highest rate, the
+    // highest marked.
+    let o = dir.join("gpus");
+    let line = ok(&[
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--isl",
+        "512",
+        "--osl",
+        "128",
+        "--ttft",
+        "500",
+        "--tpot",
+        "30",
+        "--gpus",
+        "2",
+        "--out",
+        o.to_str().unwrap(),
+    ]);
+    assert!(line.contains("← the highest rate"), "{line}");
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(o.join("plan.json")).unwrap()).unwrap();
+    let rates: Vec<f64> = plan["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["max_rate_per_s"].as_f64().unwrap_or(0.0))
+        .collect();
+    let top = rates.iter().copied().fold(0.0, f64::max);
+    let at = plan["most_rate"].as_u64().unwrap() as usize;
+    assert_eq!(rates[at], top, "{rates:?}");
+    assert!(rates.len() >= 4, "PD and colocated deployments: {rates:?}");
     for (flag, bad) in [
         ("--model", "gpt-9"),
         ("--gpu", "h1000"),

@@ -234,6 +234,10 @@ pub struct MaxRatePlan {
     /// The point with the highest sustained rate per billed GPU (`null` when none sustains
     /// the lowest rung).
     pub most_per_gpu: Option<usize>,
+    /// The point with the highest sustained rate (fewest billed GPUs, then the earliest, on
+    /// ties): what the GPUs of the grid serve at most (`null` when none sustains the lowest
+    /// rung).
+    pub most_rate: Option<usize>,
     /// Every point: its values by key and its row of `plan.csv`.
     pub points: Vec<MaxRatePoint>,
 }
@@ -268,6 +272,12 @@ impl MaxRatePlan {
             // The highest; the earliest point on ties (`max_by` keeps the last).
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
             .map(|x| x.1);
+        let most_rate = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(p, r)| Some((r.max_rate_per_s?, r.billed_gpus.unwrap_or(u32::MAX), p)))
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)))
+            .map(|x| x.2);
         Self {
             scenario,
             seeds: grid.seeds.clone(),
@@ -283,6 +293,7 @@ impl MaxRatePlan {
             ladder_runs: sum(&|r| r.ladder_runs),
             grid_points: grid.points(),
             most_per_gpu,
+            most_rate,
             points: rows
                 .iter()
                 .enumerate()

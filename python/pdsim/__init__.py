@@ -552,6 +552,19 @@ class Plan:
         return self.rows.to_pandas()
 
 
+def _plan_read(o: "_Out") -> Plan:
+    """The :class:`Plan` a plan wrote into ``o``."""
+    return Plan(
+        answer=_json(o.path / "plan.json"),
+        rows=Table.read(o.path / "sweep.csv"),
+        max_rate=_maybe_table(o.path / "plan.csv"),
+        best_toml=_maybe_text(o.path / "best.toml"),
+        launch=_maybe_text(o.path / "launch.txt"),
+        k8s=_maybe_text(o.path / "k8s.yaml"),
+        dir=o.kept,
+    )
+
+
 def plan(
     scenario: Scenario,
     vary: Union[Mapping[Any, Sequence[Any]], Sequence[str]],
@@ -587,15 +600,7 @@ def plan(
             _native.plan, path, text, _vary(vary), seeds, jobs, _sets(set), str(o.path), resume,
             None if max_rate else float(rate), tolerance, full_grid, not early_stop,
         )
-        return Plan(
-            answer=_json(o.path / "plan.json"),
-            rows=Table.read(o.path / "sweep.csv"),
-            max_rate=_maybe_table(o.path / "plan.csv"),
-            best_toml=_maybe_text(o.path / "best.toml"),
-            launch=_maybe_text(o.path / "launch.txt"),
-            k8s=_maybe_text(o.path / "k8s.yaml"),
-            dir=o.kept,
-        )
+        return _plan_read(o)
 
 
 def plan_one_line(
@@ -634,15 +639,7 @@ def plan_one_line(
     out = _out_arg(out, resume)
     with _Out(out, "plan") as o:
         _call(_native.plan_question, model, gpu, isl, osl, ttft, tpot, gpus, rate, seeds, jobs, str(o.path), resume)
-        return Plan(
-            answer=_json(o.path / "plan.json"),
-            rows=Table.read(o.path / "sweep.csv"),
-            max_rate=_maybe_table(o.path / "plan.csv"),
-            best_toml=_maybe_text(o.path / "best.toml"),
-            launch=_maybe_text(o.path / "launch.txt"),
-            k8s=_maybe_text(o.path / "k8s.yaml"),
-            dir=o.kept,
-        )
+        return _plan_read(o)
 
 
 def _line(args: Union[str, Sequence[str]]) -> str:

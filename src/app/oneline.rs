@@ -45,7 +45,7 @@ const MAX_DEPLOYMENTS: usize = 4_000;
 
 impl Question {
     /// The question's checks, each naming its flag and what is valid; the model as its preset.
-    fn checked(&self) -> Result<(&'static str, spec::GpuSpec), CliError> {
+    fn checked(&self) -> Result<&'static str, CliError> {
         let model = spec::launch::preset_for(&self.model).ok_or_else(|| {
             CliError::flag(
                 "--model",
@@ -56,7 +56,7 @@ impl Question {
                 ),
             )
         })?;
-        let gpu = spec::gpu_preset(&self.gpu).ok_or_else(|| {
+        spec::gpu_preset(&self.gpu).ok_or_else(|| {
             CliError::flag(
                 "--gpu",
                 format!(
@@ -91,7 +91,7 @@ impl Question {
                 ),
             ));
         }
-        Ok((model, gpu))
+        Ok(model)
     }
 
     /// The scenario the question asks about (its pools are `pools`, a deployment that
@@ -177,11 +177,10 @@ impl Question {
 /// The plan's scenario text and its `--vary pools=...` axis: every deployment of the question
 /// that validates at `rate`. No deployment that validates is exit 2 naming `--gpus`.
 pub fn plan_of(q: &Question, rate: f64) -> Result<(String, String), CliError> {
-    let (model, gpu) = q.checked()?;
+    let model = q.checked()?;
     let spec = spec::preset(model).expect("a preset preset_for named");
     let moe = spec.moe.is_some();
     let path = PathBuf::from("scenario.toml");
-    let _ = gpu;
     let candidates = q.deployments(moe, GPUS_PER_NODE);
     if candidates.len() > MAX_DEPLOYMENTS {
         return Err(CliError::flag(

@@ -85,14 +85,18 @@ pub fn run(args: &PlanRequest) -> Result<(), CliError> {
         ..args.clone()
     };
     let answer = run_base(&asked, asked.scenario.base()?, started);
-    // The scenario the plan used, beside its results (also when no deployment met [slo]).
+    // The scenario the plan used, beside its results (also when no deployment met [slo]);
+    // written whole or not at all (a temporary file renamed), so a kill never leaves half of it.
     if path.parent().is_some_and(Path::is_dir) {
-        std::fs::write(&path, text.as_bytes()).map_err(|source| {
-            CliError::Io(crate::report::IoError {
-                path: path.clone(),
-                source,
-            })
-        })?;
+        let tmp = dir.join(".scenario.toml.partial");
+        std::fs::write(&tmp, text.as_bytes())
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|source| {
+                CliError::Io(crate::report::IoError {
+                    path: path.clone(),
+                    source,
+                })
+            })?;
     }
     answer
 }

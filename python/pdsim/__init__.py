@@ -622,8 +622,9 @@ def plan_one_line(
     the planner in one line. The scenario (the presets, Poisson arrivals at ``rate`` of fixed
     lengths, each request's TTFT and TPOT within the targets at 90 % attainment) and a grid of
     disaggregated and colocated deployments of at most ``gpus`` GPUs are built for you; the
-    answer says PD or not (``answer["pd_or_not"]``), and ``dir`` (with ``out``) holds the
-    ``scenario.toml`` it used. ``rate=None`` finds each deployment's highest rate instead."""
+    answer says PD or not (``answer["pd_or_not"]``) and what its step times rest on
+    (``answer["grounding"]``: pdsim's default calibration here), and ``dir`` (with ``out``)
+    holds the ``scenario.toml`` it used. ``rate=None`` finds each deployment's highest rate instead."""
     for name, v in (("model", model), ("gpu", gpu)):
         if not isinstance(v, str) or not v:
             raise InvalidInput(f"{name}={v!r}: give a preset name", key=name)

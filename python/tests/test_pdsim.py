@@ -205,6 +205,9 @@ def test_the_planner_in_one_line(cli, tmp_path):
     assert p.answer["scenario"].endswith("py/scenario.toml")
     assert {**p.answer, "scenario": None} == {**cli_answer, "scenario": None}
     assert p.answer["best"] is not None and "pd_or_not" in p.answer
+    # What the answer rests on: the presets' default calibration, nothing calibrated.
+    assert p.answer["grounding"]["source"] == "default"
+    assert "not your cluster" in p.answer["grounding"]["note"]
     assert (tmp_path / "py" / "scenario.toml").read_bytes() == (tmp_path / "cli" / "scenario.toml").read_bytes()
     with pytest.raises(pdsim.Error, match="--gpu"):
         pdsim.plan_one_line(**{**args, "gpu": "h1000"}, rate=4, gpus=2)

@@ -180,6 +180,7 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
         kubernetes: files.kubernetes,
         pd_or_not: crate::plan::report::pd_or_not(&vs, &sc.slo),
         trace_seeds: None,
+        grounding: search::Grounding::of(&sc, best.as_ref().or(search::closest(&vs))),
     };
     let closest = answer.closest.clone();
     let answer = PlanAnswer {
@@ -221,6 +222,7 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
         if let Some(pd) = &answer.pd_or_not {
             head += &format!("\n  {}", pd.why);
         }
+        head += &format!("\n  {}", answer.grounding.note);
         super::print_out(&rate_summary(
             args, &answer, &head, stopped, past, started, &dir,
         ))?;
@@ -553,13 +555,16 @@ fn max_rate(
         &search::plan_csv(grid, &indexed)?,
     )
     .map_err(|e| out.rename_error(e))?;
-    let answer = search::MaxRatePlan::new(
-        args.scenario.path().display().to_string(),
-        grid,
-        sc.slo,
-        s,
-        &rows,
-    );
+    let answer = search::MaxRatePlan {
+        grounding: Some(search::Grounding::of(sc, None)),
+        ..search::MaxRatePlan::new(
+            args.scenario.path().display().to_string(),
+            grid,
+            sc.slo,
+            s,
+            &rows,
+        )
+    };
     let json = serde_json::to_string_pretty(&answer).expect("a plan serializes") + "\n";
     write(out.staging(), "plan.json", json.as_bytes()).map_err(|e| out.rename_error(e))?;
     let mut text = format!(
@@ -574,6 +579,9 @@ fn max_rate(
     );
     for (p, r) in rows.iter().enumerate() {
         text += &point_line(grid, &answer, &s, p, r);
+    }
+    if let Some(g) = &answer.grounding {
+        text += &format!("{}\n", g.note);
     }
     Ok(text)
 }

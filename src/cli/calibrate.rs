@@ -25,7 +25,9 @@ use crate::spec::{gpu, server};
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
     /// Measurement files: a step-time CSV (phase,tokens,batch_size,context_tokens,time_ms),
-    /// sglang bench_one_batch result JSON lines, or sglang bench_serving result JSON lines.
+    /// sglang bench_one_batch result JSON lines, sglang bench_serving result JSON lines, an
+    /// sglang server log (its `Prefill batch` / `Decode batch` lines), or scrapes of a running
+    /// sglang's Prometheus /metrics one after another.
     #[arg(required_unless_present = "from_aiconfigurator")]
     pub measurements: Vec<PathBuf>,
     /// The model measured: a preset or a Hugging Face config.json.
@@ -130,7 +132,11 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .map_err(|e| CliError::input(path, format!("{name}: cannot read measurements: {e}")))?;
-        points.extend(measure::parse(&name, &text).map_err(|m| CliError::input(path, m))?);
+        let read = measure::read(&name, &text).map_err(|m| CliError::input(path, m))?;
+        for n in &read.notes {
+            crate::app::sweep::note(&format!("note: {n}"));
+        }
+        points.extend(read.points);
     }
     physical(&points)?;
     let setup = Setup {
@@ -153,6 +159,18 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
                 .map(|p| p.display().to_string())
                 .collect(),
             points: u32::try_from(points.len()).unwrap_or(u32::MAX),
+            prefill_tokens: range(
+                points
+                    .iter()
+                    .filter(|p| p.phase != fit::Phase::Decode)
+                    .map(|p| p.tokens),
+            ),
+            decode_batch: range(
+                points
+                    .iter()
+                    .filter(|p| p.phase == fit::Phase::Decode)
+                    .map(|p| p.seqs),
+            ),
         },
         params: fitted.clone(),
     };
@@ -170,6 +188,14 @@ pub fn run(a: &CalibrateArgs) -> Result<(), CliError> {
         points.len(),
         a,
     ))
+}
+
+/// The smallest and largest of `xs`, `None` for none.
+fn range(xs: impl Iterator<Item = u32>) -> Option<[u32; 2]> {
+    xs.fold(None, |r, x| match r {
+        None => Some([x, x]),
+        Some([lo, hi]) => Some([lo.min(x), hi.max(x)]),
+    })
 }
 
 /// `--from-aiconfigurator DIR`: derives `--gpu`'s kernel tables at `--sglang-version` and

@@ -23,32 +23,62 @@
 //!    forward of the mean input and the first token's path to the client (`fit::Phase::Ttft`). Run it against **one** instance (one colocated server, or the decode
 //!    server of a 1P1D pair for ITL), at a steady load.
 //!
+//! 4. **An sglang server log** (its `Prefill batch` / `Decode batch` lines) and 5. **scrapes of
+//!    a running sglang's Prometheus `/metrics`**, one after another in a file: what a served
+//!    deployment shows about its own steps ([`super::observe`], where each line's reading and
+//!    what is left out are spelled out).
+//!
 //! Every error names the file, the line and the field, and what would be valid.
 
 use super::fit::{Phase, StepPoint};
+use super::observe::{self, Observed};
 
 /// Parses one measurement file's text; `name` names it in origins and errors.
 pub fn parse(name: &str, text: &str) -> Result<Vec<StepPoint>, String> {
+    Ok(read(name, text)?.points)
+}
+
+/// Parses one measurement file's text — any of the shapes above or an sglang server log or
+/// Prometheus scrapes ([`super::observe`]) — with a note for whatever a log or a scrape
+/// series left out.
+pub fn read(name: &str, text: &str) -> Result<Observed, String> {
     let first = text
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
-        .ok_or_else(|| format!("{name}: empty file; expected a step-time CSV or sglang bench_one_batch / bench_serving JSON lines"))?;
-    let points = if first.starts_with('{') {
-        parse_jsonl(name, text)?
+        .ok_or_else(|| format!("{name}: empty file; expected a step-time CSV, sglang bench_one_batch / bench_serving JSON lines, an sglang server log or Prometheus scrapes of its /metrics"))?;
+    let read = if first.starts_with('{') {
+        Observed {
+            points: parse_jsonl(name, text)?,
+            notes: Vec::new(),
+        }
+    } else if observe::is_prometheus(first) {
+        observe::parse_prometheus(name, text)?
+    } else if observe::is_log(text) {
+        observe::parse_log(name, text)?
     } else {
-        parse_csv(name, text)?
+        Observed {
+            points: parse_csv(name, text)?,
+            notes: Vec::new(),
+        }
     };
-    if points.is_empty() {
-        return Err(format!("{name}: no measurement in the file"));
+    if read.points.is_empty() {
+        let why = if read.notes.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", read.notes.join("; "))
+        };
+        return Err(format!("{name}: no measurement in the file{why}"));
     }
-    Ok(points)
+    Ok(read)
 }
 
 /// What a file that is neither a step-time CSV nor JSON lines is told, after `{name}:1: ` and
 /// before the header it has (kept out of the `format!` so its `{` needs no escape).
 const NOT_A_STEP_CSV: &str = "not a step-time CSV (the header must name phase, tokens, \
-     batch_size, context_tokens and time_ms) nor JSON lines (a line starting with '{'); found: ";
+     batch_size, context_tokens and time_ms), nor JSON lines (a line starting with '{'), nor an \
+     sglang server log (`Prefill batch` / `Decode batch` lines), nor Prometheus scrapes (`# HELP`, \
+     `sglang:` metrics); found: ";
 
 fn parse_csv(name: &str, text: &str) -> Result<Vec<StepPoint>, String> {
     let mut reader = csv::ReaderBuilder::new()

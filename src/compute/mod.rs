@@ -13,6 +13,7 @@ pub mod measure;
 pub mod model;
 pub mod modern;
 pub mod moe;
+pub mod observe;
 pub mod offload;
 pub mod profile;
 pub mod speculative;

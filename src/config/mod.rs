@@ -806,6 +806,9 @@ pub struct Scenario {
     pub calibration: String,
     /// The step-time parameters that calibration gives for `gpu`.
     pub compute: crate::spec::ComputeParams,
+    /// What a calibration file (`pdsim calibrate`) says it measured; `None` for a built-in
+    /// calibration or a kernel-table file.
+    pub calibration_measured: Option<crate::spec::calibration::MeasuredOn>,
     /// GPUs per node: the unit of placement and billing, each node with its own NICs.
     pub gpus_per_node: u32,
     /// GPUs of one NVLink domain: a whole number of nodes (`gpus_per_node` unless

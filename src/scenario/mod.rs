@@ -490,6 +490,7 @@ fn validate(
         gpu,
         calibration,
         compute,
+        calibration_measured: c.measured.borrow().clone(),
         gpus_per_node: hw.gpus_per_node,
         nvlink_domain_gpus: domain_gpus,
         usd_per_gpu_hour: match hw.usd_per_gpu_hour {

@@ -482,6 +482,13 @@ pub struct MeasuredOn {
     pub files: Vec<String>,
     /// Measurements fitted.
     pub points: u32,
+    /// The smallest and largest prefill forward measured, new tokens (absent in files written
+    /// before the planner asked; then nothing is known of the range).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_tokens: Option<[u32; 2]>,
+    /// The smallest and largest decode batch measured, sequences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_batch: Option<[u32; 2]>,
 }
 
 impl CalibrationFile {
@@ -560,6 +567,8 @@ mod tests {
                 tp: 1,
                 files: vec!["a.csv".into()],
                 points: 12,
+                prefill_tokens: None,
+                decode_batch: None,
             },
             params: SGLANG_2025,
         };

@@ -215,6 +215,189 @@ fn calibrate_round_trips_pdsim_measurements_within_2_percent() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The same cluster seen as a served deployment sees itself: an sglang server log (a PD
+/// prefill's back-to-back `Prefill batch` lines, PD decode `Decode batch` lines, each batch
+/// size on its own scheduler so every interval holds one batch) and Prometheus scrapes of
+/// sglang 2026's counters (a window of prefill forwards, a window of decode steps).
+fn write_observations(dir: &Path, m: &StepModel) -> Vec<String> {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let mut log = String::from("[2026-12-01 10:00:00] INFO:     Started server process [1]\n");
+    let shapes = [(1u32, 256u32), (1, 1024), (1, 4096), (1, 16384), (4, 512)];
+    for (i, (seqs, len)) in shapes.iter().enumerate() {
+        // Line i's throughput is the previous batch's tokens over its forward.
+        let thr = match i.checked_sub(1).map(|j| shapes[j]) {
+            Some((ps, pl)) => {
+                f64::from(ps * pl) / (ms(m.prefill_ns(&vec![(pl, 0); ps as usize])) / 1e3)
+            }
+            None => 0.0,
+        };
+        writeln!(
+            log,
+            "[2026-12-01 10:00:0{i} TP0] Prefill batch, #new-seq: {seqs}, #new-token: {}, #cached-token: 0, token usage: 0.10, #running-req: 0, #queue-req: 5, #prealloc-req: 0, #inflight-req: 1, input throughput (token/s): {thr:.4},",
+            seqs * len
+        )
+        .unwrap();
+    }
+    let (ps, pl) = shapes[4];
+    let thr = f64::from(ps * pl) / (ms(m.prefill_ns(&vec![(pl, 0); ps as usize])) / 1e3);
+    writeln!(
+        log,
+        "[2026-12-01 10:00:09 TP0] Prefill batch, #new-seq: 1, #new-token: 8, #cached-token: 0, token usage: 0.10, #running-req: 0, #queue-req: 0, #prealloc-req: 0, #inflight-req: 1, input throughput (token/s): {thr:.4},"
+    )
+    .unwrap();
+    for (r, b) in [1u32, 8, 32, 128].iter().enumerate() {
+        for ctx in [512u64, 512, 4096] {
+            let step = ms(m.decode_ns(*b, u64::from(*b) * ctx)) / 1e3;
+            writeln!(
+                log,
+                "[2026-12-01 10:01:00 DP{r} TP{r}] Decode batch, #running-req: {b}, #token: {}, token usage: 0.30, pre-allocated usage: 0.00, #prealloc-req: 0, #transfer-req: 0, #retracted-req: 0, cuda graph: True, gen throughput (token/s): {:.6}, #queue-req: 0,",
+                u64::from(*b) * ctx,
+                f64::from(*b) / step
+            )
+            .unwrap();
+        }
+    }
+    let scrape = |pf: f64, dec: f64, secs: f64, passes: f64, running: u32, lens: u64| {
+        let l = "model_name=\"m\",engine_type=\"unified\",tp_rank=\"0\",pp_rank=\"0\"";
+        format!(
+            "# HELP sglang:num_running_reqs The number of running requests.\n# TYPE sglang:num_running_reqs gauge\n\
+             sglang:num_running_reqs{{{l}}} {running}\nsglang:decode_sum_seq_lens{{{l}}} {lens}\n\
+             sglang:realtime_tokens_total{{{l},mode=\"prefill_compute\"}} {pf}\n\
+             sglang:realtime_tokens_total{{{l},mode=\"prefill_cache\"}} 0\n\
+             sglang:realtime_tokens_total{{{l},mode=\"decode\"}} {dec}\n\
+             sglang:gpu_execution_seconds_total{{{l},category=\"forward\"}} {secs}\n\
+             sglang:cuda_graph_passes_total{{{l},mode=\"full\"}} {passes}\n"
+        )
+    };
+    // 20 forwards of a 2,048-token prompt, then 500 steps of batch 64 at 2,048 tokens each.
+    let pre = ms(m.prefill_ns(&[(2048, 0)])) / 1e3;
+    let dec = ms(m.decode_ns(64, 64 * 2048)) / 1e3;
+    let prom = [
+        scrape(0.0, 0.0, 0.0, 0.0, 0, 0),
+        scrape(20.0 * 2048.0, 0.0, 20.0 * pre, 20.0, 0, 0),
+        scrape(
+            20.0 * 2048.0,
+            500.0 * 64.0,
+            20.0 * pre + 500.0 * dec,
+            520.0,
+            64,
+            64 * 2048,
+        ),
+    ]
+    .concat();
+    let files = [("server.log", log), ("metrics.prom", prom)];
+    files
+        .iter()
+        .map(|(name, text)| {
+            std::fs::write(dir.join(name), text).unwrap();
+            dir.join(name).display().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn calibrate_reads_an_sglang_log_and_prometheus_scrapes_back_within_2_percent() {
+    let dir = tmpdir("calibrate-observed");
+    let truth_model = model(&truth());
+    let files = write_observations(&dir, &truth_model);
+    let out = dir.join("cal.toml");
+    let mut args: Vec<String> = vec!["calibrate".into()];
+    args.extend(files.iter().cloned());
+    args.extend(
+        [
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "h200",
+            "--tp",
+            "2",
+            "--out",
+        ]
+        .map(String::from),
+    );
+    args.push(out.display().to_string());
+    let (code, stdout, stderr) = pdsim(&args);
+    println!("{stdout}{stderr}");
+    assert_eq!(code, 0, "{stderr}");
+    // What was left out is said: each scheduler's first decode line, the last prefill batch.
+    assert!(
+        stderr.contains("first decode line") && stderr.contains("server.log:"),
+        "{stderr}"
+    );
+    let file = CalibrationFile::parse(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    // 5 prefill batches and 4 × 2 decode lines from the log, 2 windows from the scrapes.
+    assert_eq!(file.measured.points, 5 + 8 + 2);
+    assert_eq!(file.measured.prefill_tokens, Some([256, 16384]));
+    assert_eq!(file.measured.decode_batch, Some([1, 128]));
+    let fitted = model(&file.params);
+    for (chunks, b, ctx) in [
+        (vec![(256u32, 0u32)], 0u32, 0u64),
+        (vec![(2048, 0)], 0, 0),
+        (vec![(16384, 0)], 0, 0),
+        (vec![], 1, 512),
+        (vec![], 32, 32 * 4096),
+        (vec![], 64, 64 * 2048),
+        (vec![], 128, 128 * 512),
+    ] {
+        let (t, f) = if b == 0 {
+            (truth_model.prefill_ns(&chunks), fitted.prefill_ns(&chunks))
+        } else {
+            (truth_model.decode_ns(b, ctx), fitted.decode_ns(b, ctx))
+        };
+        let e = f as f64 / t as f64 - 1.0;
+        println!("{chunks:?} b{b} ctx{ctx}: {:+.3}%", 100.0 * e);
+        assert!(
+            e.abs() < 0.02,
+            "{chunks:?} b{b} ctx{ctx}: {:+.2}%",
+            100.0 * e
+        );
+    }
+
+    // A plan on the file says its answer rests on these measurements: 1,024-token prompts
+    // lie inside the measured 256–16,384, and a light load's decode batch inside 1–128.
+    let scenario = dir.join("s.toml");
+    std::fs::write(
+        &scenario,
+        "[run]\nname = \"g\"\nduration_s = 20\n[model]\npreset = \"llama-3.1-8b\"\n\
+         [hardware]\ngpu = \"h200\"\ncalibration = \"cal.toml\"\n\
+         [[pools]]\nname = \"p\"\nrole = \"prefill\"\ninstances = 1\n[pools.server]\ntp_size = 2\n\
+         [[pools]]\nname = \"d\"\nrole = \"decode\"\ninstances = 1\n[pools.server]\ntp_size = 2\n\
+         [workload]\narrival = { process = \"poisson\", rate_per_s = 4 }\n\
+         input_tokens = { dist = \"fixed\", value = 1024 }\noutput_tokens = { dist = \"fixed\", value = 64 }\n\
+         [slo]\nttft_p90_ms = 2000\n",
+    )
+    .unwrap();
+    let plan_dir = dir.join("plan");
+    let (code, stdout, stderr) = pdsim(&[
+        "plan",
+        &scenario.display().to_string(),
+        "--rate",
+        "4",
+        "--vary",
+        "pools.d.instances=1,2",
+        "--seeds",
+        "1",
+        "--out",
+        &plan_dir.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("step times: your measurements `cal.toml` (15 points"),
+        "{stdout}"
+    );
+    let answer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(plan_dir.join("plan.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        answer["grounding"]["source"], "calibrated",
+        "{}",
+        answer["grounding"]
+    );
+    let report = std::fs::read_to_string(plan_dir.join("index.html")).unwrap();
+    assert!(report.contains("What it rests on:"), "the report says it");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn calibrate_rejects_bad_input_with_exit_2_naming_what_is_wrong() {
     let dir = tmpdir("calibrate-bad");

@@ -104,3 +104,99 @@ fn the_sample_calibrates_to_parameters_in_range() {
     assert_eq!(code, 0, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The same measurements as a served deployment shows them (`make_observed.py` beside the
+/// samples: a PD prefill server's log, a PD decode server's log and scrapes of its
+/// `/metrics`): the fit from them predicts every measured shape as the fit from the benchmark
+/// records does, within 2 %, and the generator still writes the shipped files.
+#[test]
+fn the_observed_samples_calibrate_as_the_benchmark_sample_does() {
+    let dir = tmpdir("calibrate-observed-sample");
+    let samples = repo().join("scenarios/calibration/samples");
+    let fit_of = |files: &[&str], out: &str| {
+        let mut args: Vec<String> = vec!["calibrate".into()];
+        args.extend(files.iter().map(|f| samples.join(f).display().to_string()));
+        args.extend(
+            [
+                "--model",
+                "llama2-70b",
+                "--gpu",
+                "h100-sxm",
+                "--tp",
+                "4",
+                "--out",
+            ]
+            .map(String::from),
+        );
+        args.push(dir.join(out).display().to_string());
+        let (code, stdout, stderr) = pdsim(&args);
+        println!("{stdout}{stderr}");
+        assert_eq!(code, 0, "{stderr}");
+        (
+            CalibrationFile::parse(&std::fs::read_to_string(dir.join(out)).unwrap()).unwrap(),
+            stderr,
+        )
+    };
+    let (observed, notes) = fit_of(
+        &[
+            "llama2-70b-h100-tp4.prefill-server.log",
+            "llama2-70b-h100-tp4.decode-server.log",
+            "llama2-70b-h100-tp4.decode-server.prom",
+        ],
+        "observed.toml",
+    );
+    let (bench, _) = fit_of(&["llama2-70b-h100-tp4.bench_one_batch.jsonl"], "bench.toml");
+    // What the reading left out is said, with its place.
+    assert!(notes.contains("prefill-server.log:20"), "{notes}");
+    assert!(notes.contains("decode-server.log:1"), "{notes}");
+    // 19 prefill batches; 19 records × 4 decode lines less the first; 19 scrape windows.
+    assert_eq!(observed.measured.points, 19 + 75 + 19);
+    assert_eq!(observed.measured.decode_batch, Some([1, 64]));
+    let setup = fit::Setup {
+        gpu: gpu_preset("h100-sxm").unwrap(),
+        model: preset("llama2-70b").unwrap(),
+        tp: 4,
+        kv_dtype_bytes: 2,
+    };
+    let text = std::fs::read_to_string(repo().join(SAMPLE)).unwrap();
+    let points = measure::parse(SAMPLE, &text).unwrap();
+    let mut worst: f64 = 0.0;
+    for p in &points {
+        let (a, b) = (
+            p.predict_ms(&setup.step_model(&observed.params)),
+            p.predict_ms(&setup.step_model(&bench.params)),
+        );
+        worst = worst.max((a / b - 1.0).abs());
+    }
+    println!(
+        "worst difference between the two fits over the measured shapes: {:.2} %",
+        100.0 * worst
+    );
+    assert!(worst < 0.02, "{:.2} %", 100.0 * worst);
+    // The generator is deterministic and the shipped files are its output.
+    let copy = dir.join("gen");
+    std::fs::create_dir_all(&copy).unwrap();
+    for f in [
+        "make_observed.py",
+        "llama2-70b-h100-tp4.bench_one_batch.jsonl",
+    ] {
+        std::fs::copy(samples.join(f), copy.join(f)).unwrap();
+    }
+    let ok = std::process::Command::new("python3")
+        .arg(copy.join("make_observed.py"))
+        .status()
+        .expect("python3 runs");
+    assert!(ok.success());
+    for f in [
+        "llama2-70b-h100-tp4.prefill-server.log",
+        "llama2-70b-h100-tp4.decode-server.log",
+        "llama2-70b-h100-tp4.decode-server.prom",
+    ] {
+        assert_eq!(
+            std::fs::read(copy.join(f)).unwrap(),
+            std::fs::read(samples.join(f)).unwrap(),
+            "{f} is not make_observed.py's output"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -28,6 +28,8 @@ fn calibration(dir: &Path, name: &str, tweak: impl Fn(&mut ComputeParams)) -> St
             tp: 1,
             files: vec![],
             points: 0,
+            prefill_tokens: None,
+            decode_batch: None,
         },
         params,
     };

@@ -273,6 +273,8 @@ fn calibration_mismatch_warns_under_quiet() {
             tp: 4,
             files: vec!["m.csv".into()],
             points: 10,
+            prefill_tokens: None,
+            decode_batch: None,
         },
         params: sglang_2025_a100(),
     };

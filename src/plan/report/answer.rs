@@ -80,8 +80,28 @@ pub(super) fn plan_answer_html(vs: &[PointVerdict], m: &Manifest, p: &PlanContex
     if let Some(t) = &a.trace_seeds {
         let _ = writeln!(h, "<p class=\"pd\">{}.</p>", esc(&t.note));
     }
+    let _ = writeln!(
+        h,
+        "<p class=\"pd\"><b>What it rests on:</b> {}.</p>",
+        code_spans(&esc(&a.grounding.note))
+    );
     let _ = writeln!(h, "<p>{search}</p>");
     h
+}
+
+/// Escaped text with its `backticked` spans as `<code>`.
+fn code_spans(escaped: &str) -> String {
+    escaped
+        .split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                format!("<code>{part}</code>")
+            } else {
+                part.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The PD-or-not sentence as HTML: its opening (`PD or not: disaggregated.`) in bold.

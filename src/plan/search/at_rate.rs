@@ -453,6 +453,9 @@ pub struct PlanAnswer {
     /// workload, whose seeds draw its arrivals and lengths.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace_seeds: Option<TraceSeeds>,
+    /// What the answer's step times rest on: the user's measurements or pdsim's defaults
+    /// ([`super::Grounding`]).
+    pub grounding: super::Grounding,
 }
 
 /// What the seeds of a trace replay varied. The trace fixes every arrival and length, so the

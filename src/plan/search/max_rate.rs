@@ -240,6 +240,10 @@ pub struct MaxRatePlan {
     pub most_rate: Option<usize>,
     /// Every point: its values by key and its row of `plan.csv`.
     pub points: Vec<MaxRatePoint>,
+    /// What the step times rest on ([`super::Grounding`]; set by the caller, who has the
+    /// scenario).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grounding: Option<super::Grounding>,
 }
 
 /// One point of [`MaxRatePlan`].
@@ -303,6 +307,7 @@ impl MaxRatePlan {
                     row: r.clone(),
                 })
                 .collect(),
+            grounding: None,
         }
     }
 }

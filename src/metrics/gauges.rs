@@ -1,7 +1,8 @@
 //! An instance's gauges over a run (`summary.json` `pools`): batch, queue and KV occupancy
 //! integrated over time by the left-point rule, and the busy time and NIC bytes of the seconds
-//! closed. The sampler (`sim::sampler`) observes every instance at its step ends and ticks and
-//! feeds this observer; the pool's figures are the sums over its instances.
+//! closed. The sampler (`metrics::sampler`, fed by `sim::sampler`) observes every instance at
+//! its step ends and ticks and feeds this observer; the pool's figures are the sums over its
+//! instances.
 
 use super::summary::PoolGauges;
 use crate::engine::Nanos;

@@ -5,6 +5,7 @@ pub mod fragmentation;
 pub mod gaps;
 pub mod gauges;
 pub mod histogram;
+pub mod sampler;
 pub mod sessions;
 pub mod slo;
 pub mod summary;

@@ -311,6 +311,7 @@ impl PollTimeout {
     /// Starts the clock of `req` (`r`) now: its timeout fires `timeout_ns` on (on its own
     /// queue lane: every timeout of a kind is the same delay, so they fire in order). A clock
     /// already running is restarted.
+    #[inline]
     pub fn arm(self, q: &mut EventQueue<Event>, req: &mut Req, r: ReqRef, timeout_ns: Nanos) {
         let (lane, event, slot) = match self {
             Self::Bootstrap => (

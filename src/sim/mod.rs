@@ -214,7 +214,7 @@ pub struct World<'a> {
     wake: Vec<Wake>,
     /// The decodes' heartbeat to the prefills (`sglang::heartbeat`).
     heartbeat: Heartbeat,
-    sampler: sampler::Sampler,
+    sampler: crate::metrics::sampler::Sampler,
     scratch: Scratch,
     /// Each instance's tokenizer manager, by global instance number (`sglang::tokenizer`).
     tokenizers: Tokenizers,
@@ -252,7 +252,7 @@ impl<'a> World<'a> {
             a2a,
         } = cluster::assemble(sc);
         let prefills_len = prefills.len();
-        let sampler = sampler::Sampler::new(&fabric, global as usize);
+        let sampler = crate::metrics::sampler::Sampler::new(&fabric, global as usize);
         let dispatch = dispatch::Dispatch::new(sc);
         let offloads = decodes.iter().any(|d| d.offload.is_some());
         let mut w = Self {

@@ -1,12 +1,11 @@
-//! The per-second sampler: one `timeseries.csv` row per instance and one `links.csv` row per
-//! link that carried bytes or is not healthy, every simulated second.
+//! The simulator's side of the per-second sampler (`metrics::sampler::Sampler`, an observer):
+//! what each instance shows it — its gauge state at step ends and ticks, its row at each
+//! second's end — read from the servers here, where the three server tables are at hand.
 
-use super::Fabric;
 use crate::config::Role;
 use crate::engine::{NS_PER_S, Nanos};
-use crate::fabric::Link;
-use crate::metrics::gauges::{Gauge, State};
-use crate::metrics::{LinkRow, TimeseriesRow};
+use crate::metrics::gauges::State;
+use crate::metrics::sampler::InstanceSecond;
 use crate::sglang::Core;
 use crate::sglang::colocated::ColocatedServer;
 use crate::sglang::decode::DecodeServer;
@@ -16,24 +15,6 @@ use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, PrefillId};
 
 use super::World;
 use crate::vocab::event::Event;
-
-/// What the sampler remembers between seconds.
-pub(super) struct Sampler {
-    /// Seconds sampled so far.
-    seconds: u64,
-    /// Bytes each instance's NICs had moved (in its direction) at the last sample.
-    last_instance_bytes: Vec<f64>,
-    /// Every link of the fabric, in the fabric's order.
-    links: Vec<Link>,
-    /// Each link's bytes and retransmitted bytes at the last sample.
-    last_link: Vec<(f64, f64)>,
-    /// Capacity of each link before any fault, bytes/ns.
-    link_healthy: Vec<f64>,
-    /// The fabric's sizes, for link names.
-    bounds: crate::fabric::NameBounds,
-    /// Time integrals of each instance's gauges (`summary.json` `pools`).
-    gauges: Vec<Gauge>,
-}
 
 /// What the gauges see of `core` with `running` requests in its batch and `queued` waiting.
 #[inline]
@@ -46,58 +27,7 @@ fn gauge_state(core: &Core, running: u32, queued: u32) -> State {
     }
 }
 
-impl Sampler {
-    pub(super) fn new(fabric: &Fabric, instances: usize) -> Self {
-        let links: Vec<Link> = fabric.links().collect();
-        Self {
-            seconds: 0,
-            last_instance_bytes: vec![0.0; instances],
-            last_link: vec![(0.0, 0.0); links.len()],
-            link_healthy: links.iter().map(|&l| fabric.link_capacity(l)).collect(),
-            links,
-            gauges: vec![Gauge::default(); instances],
-            bounds: crate::fabric::NameBounds::of(fabric.topology()),
-        }
-    }
-}
-
 impl World<'_> {
-    /// One `links.csv` row per link that carried bytes this second or is not healthy. A sink
-    /// that drops link rows gets none built (the last sample only serves the rows).
-    fn link_rows(&mut self) -> std::io::Result<()> {
-        if !self.sink.wants_rows() {
-            return Ok(());
-        }
-        let s = &mut self.sampler;
-        for k in 0..s.links.len() {
-            let link = s.links[k];
-            let (bytes, retx) = (
-                self.fabric.link_bytes(link),
-                self.fabric.link_retransmitted_bytes(link),
-            );
-            let (b0, r0) = s.last_link[k];
-            s.last_link[k] = (bytes, retx);
-            let cap = self.fabric.link_capacity(link);
-            let up = self.fabric.link_is_up(link);
-            let healthy = s.link_healthy[k];
-            if bytes - b0 <= 0.0 && up && cap >= healthy {
-                continue;
-            }
-            self.sink.link(&LinkRow {
-                second: s.seconds,
-                link: crate::fabric::LinkName::of(link, &s.bounds)
-                    .expect("a link of this fabric has a name")
-                    .to_string(),
-                capacity_gbps: if up { cap * 8.0 } else { 0.0 },
-                utilisation: ((bytes - b0) / (healthy * NS_PER_S as f64)).clamp(0.0, 1.0),
-                bytes: (bytes - b0).round() as u64,
-                retransmitted_bytes: (retx - r0).round() as u64,
-                up,
-            })?;
-        }
-        Ok(())
-    }
-
     /// Integrates instance `core_of`'s gauges up to now and takes its current state.
     pub(super) fn observe(&mut self, core_of: CoreRef) {
         self.observe_at(core_of, self.q.now());
@@ -115,7 +45,7 @@ impl World<'_> {
         let i = core.instance.idx();
         let state = gauge_state(core, running, queued);
         let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
-        self.sampler.gauges[i].observe(now, end, state);
+        self.sampler.observe(i, now, end, state);
     }
 
     /// Decode `d`'s coalesced steps that end at or before `t`, in one pass: each step as
@@ -138,7 +68,7 @@ impl World<'_> {
             total,
         };
         // A copy the pass keeps in registers.
-        let mut g = self.sampler.gauges[i];
+        let mut g = self.sampler.gauge(i);
         // Step ends increase: the ones inside the arrival window come first.
         let itl = &mut self.collector.itl;
         // The step ends inside the window first (all of them, in the common case): each is
@@ -158,7 +88,7 @@ impl World<'_> {
                 last = at;
             });
         }
-        self.sampler.gauges[i] = g;
+        self.sampler.set_gauge(i, g);
         // Their tokens, as each step's `tokens_generated` would have counted them.
         if in_window > 0 {
             self.collector
@@ -224,7 +154,7 @@ impl World<'_> {
             let (i, pool) = (core.instance.idx(), core.pool.idx());
             let nics = core.nics.len();
             let o = &mut out[pool];
-            self.sampler.gauges[i].add_to(o, busy_tick);
+            self.sampler.add_to(i, o, busy_tick);
             o.nic_bytes_per_ns += self.sc.fabric.topology.nic_bytes_per_ns * nics as f64;
         }
         // Colocated servers move no KV: their NICs carry nothing worth a utilisation.
@@ -237,7 +167,7 @@ impl World<'_> {
     }
 
     /// The row of one instance for the second ending `now`; resets its counters.
-    fn instance_row(&mut self, core_of: CoreRef, now: Nanos) -> TimeseriesRow {
+    fn instance_row(&mut self, core_of: CoreRef, now: Nanos) -> crate::metrics::TimeseriesRow {
         self.observe(core_of);
         let (core, role, running, queued) = state_of(
             &mut self.prefills,
@@ -245,8 +175,10 @@ impl World<'_> {
             &mut self.colocated,
             core_of,
         );
-        let i = core.instance.idx();
-        let bytes: f64 = core
+        if core.busy {
+            core.tick.busy_to(now);
+        }
+        let nic_bytes = core
             .nics
             .iter()
             .map(|&n| {
@@ -254,30 +186,24 @@ impl World<'_> {
                 if role == Role::Prefill { tx } else { rx }
             })
             .sum();
-        let moved = bytes - self.sampler.last_instance_bytes[i];
-        self.sampler.last_instance_bytes[i] = bytes;
-        let capacity =
-            self.sc.fabric.topology.nic_bytes_per_ns * NS_PER_S as f64 * core.nics.len() as f64;
-        if core.busy {
-            core.tick.busy_to(now);
-        }
-        let row = TimeseriesRow {
-            second: self.sampler.seconds,
+        let second = InstanceSecond {
             instance: core.instance.0,
-            pool: self.sc.pools[core.pool.idx()].name.clone(),
-            role: role.as_str(),
-            arrivals: core.tick.arrivals,
+            pool: &self.sc.pools[core.pool.idx()].name,
+            role,
             running,
             queued,
-            kv_pages_used: u64::from(core.pages.used()),
-            kv_pages_total: u64::from(core.pages.total()),
-            tokens_out: core.tick.tokens,
-            busy_fraction: core.tick.busy_ns as f64 / NS_PER_S as f64,
-            link_utilisation: (moved / capacity).clamp(0.0, 1.0),
+            pages_used: core.pages.used(),
+            pages_total: core.pages.total(),
+            arrivals: core.tick.arrivals,
+            tokens: core.tick.tokens,
+            busy_ns: core.tick.busy_ns,
+            nic_bytes,
+            nic_bytes_per_s: self.sc.fabric.topology.nic_bytes_per_ns
+                * NS_PER_S as f64
+                * core.nics.len() as f64,
         };
-        if now <= self.collector.window_end_ns.unwrap_or(Nanos::MAX) {
-            self.sampler.gauges[i].tick_closed(core.tick.busy_ns, moved);
-        }
+        let in_window = now <= self.collector.window_end_ns.unwrap_or(Nanos::MAX);
+        let row = self.sampler.instance_row(&second, in_window);
         core.tick.next_second();
         row
     }
@@ -292,9 +218,9 @@ impl World<'_> {
                 let row = self.instance_row(c, now);
                 self.sink.timeseries(&row)?;
             }
-            self.link_rows()?;
+            self.sampler.link_rows(&self.fabric, self.sink)?;
         }
-        self.sampler.seconds += 1;
+        self.sampler.next_second();
         if !(self.arrivals_done && self.live() == 0) {
             self.q.schedule_in(NS_PER_S, Event::Tick);
         }

@@ -251,7 +251,10 @@ pub fn parse_log(name: &str, text: &str) -> Result<Observed, String> {
                         "speculative decode lines: a verify step is no plain decode step",
                         at,
                     );
-                } else if f.raw("cuda graph").or(f.raw("cpu graph")) == Some("False") {
+                } else if ["cuda graph", "cpu graph", "npu graph"]
+                    .iter()
+                    .any(|k| f.raw(k) == Some("False"))
+                {
                     left.add("eager decode lines (cuda graph: False)", at);
                 } else if prev.is_none() {
                     left.add("a scheduler's first decode line: its interval starts at the server's start", at);

@@ -362,6 +362,20 @@ pub struct PoolGauges {
     pub nic_bytes: f64,
     /// The pool's NIC capacity, bytes/ns.
     pub nic_bytes_per_ns: f64,
+    /// Times a decode server's prealloc queue stopped because every request row was held
+    /// (`[0]`) or because the head request's pages did not fit (`[1]`), over its servers.
+    pub prealloc_stops: [u64; 2],
+}
+
+impl PoolGauges {
+    /// Whether a decode pool's waiting requests waited for request rows more often than for
+    /// pages: sglang's decode shares `--max-running-requests` rows between the running batch
+    /// and the requests preallocated or in transfer (`DecodeReqToTokenPool`,
+    /// `docs/sglang-pd.md` §2.3), so the rows can bind with the batch below its cap and the KV
+    /// half empty.
+    pub fn rows_bound(&self) -> bool {
+        self.prealloc_stops[0] > self.prealloc_stops[1]
+    }
 }
 
 /// The threshold at which a utilisation counts as binding: past it, a little more load makes
@@ -377,10 +391,13 @@ pub const DECODE_STEP_GROWTH_BINDING: f64 = 2.0;
 
 /// What bound a pool, first match in this order:
 /// - `fabric`: NIC utilisation ≥ [`BINDING`];
-/// - `batch_cap`: the batch at ≥ 90 % of `max_running_requests`;
+/// - `batch_cap`: the batch at ≥ 90 % of `max_running_requests`; or, on decode, requests
+///   waited in the prealloc queue ≥ 10 % of the time and mostly for a request row
+///   (`rows_bound`: the rows are shared with the requests preallocated and in transfer, so
+///   they bind with the batch below its cap);
 /// - `kv_memory`: KV occupancy ≥ [`BINDING`]; or, on decode, requests waited in the prealloc
-///   queue ≥ 10 % of the time — it waits for nothing but pages, including sglang's 512
-///   reserved tokens per request held, so the pool is full before its pages are;
+///   queue ≥ 10 % of the time for pages, including sglang's reserved tokens per request held,
+///   so the pool is full before its pages are;
 /// - `compute`: a prefill's forwards ran ≥ [`BINDING`] of the time; or, on a colocated server,
 ///   requests waited ≥ 10 % of the time (its waiting queue waits for the step's token budget);
 ///   or a decode or colocated pool stepped ≥ [`BINDING`] of the time at a batch whose step is
@@ -393,15 +410,21 @@ pub const DECODE_STEP_GROWTH_BINDING: f64 = 2.0;
 /// Decode's and a colocated server's busy share alone is not a signal (see [`PoolUsage::busy`]):
 /// a continuous batch steps whenever it holds anyone, at batch 3 as at batch 300; the step's
 /// growth with the batch tells the two apart.
-pub fn bottleneck(role: Role, u: &PoolUsage, step_growth: Option<f64>) -> &'static str {
+pub fn bottleneck(
+    role: Role,
+    u: &PoolUsage,
+    step_growth: Option<f64>,
+    rows_bound: bool,
+) -> &'static str {
     let at = |v: Option<f64>, t: f64| v.is_some_and(|v| v >= t);
     let batch_bound =
         role != Role::Prefill && at(u.busy, BINDING) && at(step_growth, DECODE_STEP_GROWTH_BINDING);
+    let decode_waits = role == Role::Decode && at(u.queue_nonempty, 0.1);
     if at(u.link_utilisation, BINDING) {
         "fabric"
-    } else if at(u.batch_occupancy, 0.9) {
+    } else if at(u.batch_occupancy, 0.9) || (decode_waits && rows_bound) {
         "batch_cap"
-    } else if at(u.kv_occupancy, BINDING) || (role == Role::Decode && at(u.queue_nonempty, 0.1)) {
+    } else if at(u.kv_occupancy, BINDING) || decode_waits {
         "kv_memory"
     } else if (role == Role::Prefill && at(u.busy, BINDING))
         || (role == Role::Colocated && at(u.queue_nonempty, 0.1))
@@ -442,7 +465,7 @@ impl PoolGauges {
                 .then(|| (self.nic_bytes / (self.nic_bytes_per_ns * span_ns as f64)).min(1.0)),
             bottleneck: "none".to_string(),
         };
-        u.bottleneck = bottleneck(role, &u, None).to_string();
+        u.bottleneck = bottleneck(role, &u, None, self.rows_bound()).to_string();
         u
     }
 }
@@ -735,7 +758,9 @@ impl Summary {
                     if let (Some(role), Some(pool)) =
                         (g.role, sc.pools.iter().find(|p| p.name == g.pool))
                     {
-                        u.bottleneck = bottleneck(role, &u, step_growth(sc, pool, &u)).to_string();
+                        u.bottleneck =
+                            bottleneck(role, &u, step_growth(sc, pool, &u), g.rows_bound())
+                                .to_string();
                     }
                     u
                 })
@@ -826,48 +851,89 @@ mod tests {
     fn bottlenecks_follow_the_binding_signal() {
         // Decode busy all the time with headroom everywhere: no bottleneck (busy is no signal).
         assert_eq!(
-            bottleneck(Role::Decode, &usage(1.0, 0.3, None, 0.0, 0.1), None),
+            bottleneck(Role::Decode, &usage(1.0, 0.3, None, 0.0, 0.1), None, false),
             "none"
         );
         // Saturated: busy at a batch whose step is 3× a lone request's (the batch binds) — never
         // `none`; at 1.2× the same busy share is headroom.
         assert_eq!(
-            bottleneck(Role::Decode, &usage(0.999, 0.5, None, 0.0, 0.1), Some(3.0)),
+            bottleneck(
+                Role::Decode,
+                &usage(0.999, 0.5, None, 0.0, 0.1),
+                Some(3.0),
+                false
+            ),
             "compute"
         );
         assert_eq!(
-            bottleneck(Role::Decode, &usage(0.999, 0.5, None, 0.0, 0.1), Some(1.2)),
+            bottleneck(
+                Role::Decode,
+                &usage(0.999, 0.5, None, 0.0, 0.1),
+                Some(1.2),
+                false
+            ),
             "none"
         );
         // The same busy share on a prefill is compute.
         assert_eq!(
-            bottleneck(Role::Prefill, &usage(0.95, 0.3, None, 0.9, 0.1), None),
+            bottleneck(
+                Role::Prefill,
+                &usage(0.95, 0.3, None, 0.9, 0.1),
+                None,
+                false
+            ),
             "compute"
         );
-        // A decode whose prealloc queue is often non-empty waits for KV pages.
+        // A decode whose prealloc queue is often non-empty waits for KV pages — or, when it
+        // stopped mostly at a held request row, for a row of max_running_requests, with the
+        // batch below its cap and the KV 17 % used (the GB200 NVFP4 decode's case).
         assert_eq!(
-            bottleneck(Role::Decode, &usage(1.0, 0.6, None, 0.2, 0.1), None),
+            bottleneck(Role::Decode, &usage(1.0, 0.6, None, 0.2, 0.1), None, false),
             "kv_memory"
+        );
+        assert_eq!(
+            bottleneck(
+                Role::Decode,
+                &usage(1.0, 0.17, Some(0.7), 0.9, 0.1),
+                None,
+                true
+            ),
+            "batch_cap"
         );
         // A colocated server always busy with an empty queue has headroom; with a queue, not.
         assert_eq!(
-            bottleneck(Role::Colocated, &usage(1.0, 0.3, None, 0.0, 0.0), None),
+            bottleneck(
+                Role::Colocated,
+                &usage(1.0, 0.3, None, 0.0, 0.0),
+                None,
+                false
+            ),
             "none"
         );
         assert_eq!(
-            bottleneck(Role::Colocated, &usage(1.0, 0.3, None, 0.3, 0.0), None),
+            bottleneck(
+                Role::Colocated,
+                &usage(1.0, 0.3, None, 0.3, 0.0),
+                None,
+                false
+            ),
             "compute"
         );
         assert_eq!(
-            bottleneck(Role::Decode, &usage(1.0, 0.6, Some(0.95), 0.7, 0.1), None),
+            bottleneck(
+                Role::Decode,
+                &usage(1.0, 0.6, Some(0.95), 0.7, 0.1),
+                None,
+                false
+            ),
             "batch_cap"
         );
         assert_eq!(
-            bottleneck(Role::Prefill, &usage(0.5, 0.1, None, 0.1, 0.9), None),
+            bottleneck(Role::Prefill, &usage(0.5, 0.1, None, 0.1, 0.9), None, false),
             "fabric"
         );
         assert_eq!(
-            bottleneck(Role::Prefill, &usage(0.3, 0.1, None, 0.8, 0.1), None),
+            bottleneck(Role::Prefill, &usage(0.3, 0.1, None, 0.8, 0.1), None, false),
             "queue"
         );
     }
@@ -888,6 +954,7 @@ mod tests {
             queue_nonempty_ns: 0.0,
             nic_bytes: 50.0,
             nic_bytes_per_ns: 1.0,
+            prealloc_stops: [0; 2],
         };
         let u = g.usage(1_000_000_000);
         assert_eq!(u.busy, Some(1.0));

@@ -157,6 +157,11 @@ impl World<'_> {
             self.sampler.add_to(i, o, busy_tick);
             o.nic_bytes_per_ns += self.sc.fabric.topology.nic_bytes_per_ns * nics as f64;
         }
+        for dec in self.decodes.iter() {
+            let o = &mut out[dec.core.pool.idx()];
+            o.prealloc_stops[0] += dec.prealloc_stops[0];
+            o.prealloc_stops[1] += dec.prealloc_stops[1];
+        }
         // Colocated servers move no KV: their NICs carry nothing worth a utilisation.
         for o in &mut out {
             if o.role == Some(Role::Colocated) {

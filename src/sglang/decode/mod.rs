@@ -73,6 +73,10 @@ pub struct DecodeServer {
     phase: Vec<u32>,
     /// Requests holding decode pages (prealloc'd, transferring or running).
     holders: u32,
+    /// Times the prealloc queue stopped at a request because every request row was held
+    /// (`[0]`: running, transferring and preallocated requests share them) or because its
+    /// pages did not fit the budget (`[1]`): what the pool's bottleneck names.
+    pub prealloc_stops: [u64; 2],
     /// Requests retracted (sent back to the prealloc queue) so far.
     retractions: u64,
     /// Steps finished.
@@ -149,6 +153,7 @@ impl DecodeServer {
             finishing: BinaryHeap::new(),
             phase: vec![0; ps],
             holders: 0,
+            prealloc_stops: [0; 2],
             retractions: 0,
             steps_done: 0,
             context_tokens: 0,

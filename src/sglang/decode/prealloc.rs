@@ -71,6 +71,7 @@ impl DecodeServer {
             };
             let held = u64::from(self.holders);
             if held >= rows {
+                self.prealloc_stops[0] += 1;
                 break;
             }
             let reserve = r * held;
@@ -86,9 +87,11 @@ impl DecodeServer {
             let finish =
                 (prompt + u64::from(output.min(CLIP_MAX_NEW_TOKENS))).saturating_sub(retractable);
             if (pages * ps + r).max(finish) > allocatable {
+                self.prealloc_stops[1] += 1;
                 break;
             }
             let Some(holding) = self.core.pages.alloc(id, pages as u32, self.core.hybrid) else {
+                self.prealloc_stops[1] += 1;
                 break;
             };
             let req = reqs.get_mut(q).expect("looked up above");

@@ -157,6 +157,118 @@ fn write_value(out: &mut String, v: &Y, indent: usize) {
     }
 }
 
+/// Reads back the subset of YAML [`to_yaml`] writes: block maps and sequences by
+/// indentation, JSON-quoted strings, integers, `{}` and `[]`. Anything else is an error,
+/// so a line the writer gets wrong fails here.
+pub fn from_yaml(text: &str) -> Result<Y, String> {
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(|l| (l.len() - l.trim_start().len(), l.trim_start()))
+        .collect();
+    let mut i = 0;
+    let v = block(&lines, &mut i, 0)?;
+    if i != lines.len() {
+        return Err(format!("line {i} not read: {:?}", lines[i]));
+    }
+    Ok(v)
+}
+
+fn scalar(t: &str) -> Result<Y, String> {
+    match t {
+        "{}" => Ok(Y::Map(Vec::new())),
+        "[]" => Ok(Y::Seq(Vec::new())),
+        "true" => Ok(Y::Bool(true)),
+        "false" => Ok(Y::Bool(false)),
+        t if t.starts_with('"') => serde_json::from_str::<String>(t)
+            .map(Y::Str)
+            .map_err(|e| format!("{t}: {e}")),
+        t => t
+            .parse::<i64>()
+            .map(Y::Int)
+            .map_err(|e| format!("{t}: {e}")),
+    }
+}
+
+fn block(lines: &[(usize, &str)], i: &mut usize, indent: usize) -> Result<Y, String> {
+    let Some(&(ind, first)) = lines.get(*i) else {
+        return Err("a block expected".into());
+    };
+    if ind != indent {
+        return Err(format!("indent {ind}, expected {indent}: {first}"));
+    }
+    if first.starts_with("- ") {
+        let mut items = Vec::new();
+        while let Some(&(ind, t)) = lines.get(*i) {
+            if ind != indent || !t.starts_with("- ") {
+                break;
+            }
+            let rest = &t[2..];
+            if rest.starts_with('"')
+                || rest.parse::<i64>().is_ok()
+                || ["{}", "[]", "true", "false"].contains(&rest)
+            {
+                items.push(scalar(rest)?);
+                *i += 1;
+            } else {
+                // A map item: its first line after the dash, at indent + 2.
+                let mut owned: Vec<(usize, &str)> = lines.to_vec();
+                owned[*i] = (indent + 2, rest);
+                items.push(block(&owned, i, indent + 2)?);
+            }
+        }
+        return Ok(Y::Seq(items));
+    }
+    let mut entries = Vec::new();
+    while let Some(&(ind, t)) = lines.get(*i) {
+        if ind != indent || t.starts_with("- ") {
+            break;
+        }
+        let (k, rest) = if let Some(body) = t.strip_prefix('"') {
+            let end = body.find("\":").ok_or(format!("bad key: {t}"))? + 2;
+            (
+                serde_json::from_str::<String>(&t[..end]).map_err(|e| e.to_string())?,
+                &t[end + 1..],
+            )
+        } else {
+            let (k, r) = t.split_once(':').ok_or(format!("no key: {t}"))?;
+            (k.to_string(), r)
+        };
+        *i += 1;
+        let v = match rest.strip_prefix(' ') {
+            Some(r) => scalar(r)?,
+            None if rest.is_empty() => block(lines, i, indent + 2)?,
+            None => return Err(format!("bad entry: {t}")),
+        };
+        entries.push((k, v));
+    }
+    Ok(Y::Map(entries))
+}
+
+/// The documents of a file of YAML documents [`to_yaml`] wrote, each after a `---` line
+/// (comment lines before the first are the file's header).
+pub fn documents(text: &str) -> Result<Vec<Y>, String> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for l in text.lines() {
+        if l == "---" {
+            if let Some(d) = cur.take() {
+                out.push(from_yaml(&d)?);
+            }
+            cur = Some(String::new());
+        } else if let Some(d) = cur.as_mut() {
+            d.push_str(l);
+            d.push('\n');
+        } else if !l.trim().is_empty() && !l.starts_with('#') {
+            return Err(format!("a line before the first document: {l}"));
+        }
+    }
+    if let Some(d) = cur {
+        out.push(from_yaml(&d)?);
+    }
+    Ok(out)
+}
+
 /// The words of a launch line (`plan::launch` quotes with `'…'` and `'\''` only).
 pub fn words(line: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -756,94 +868,6 @@ pub fn k8s_yaml(sc: &Scenario) -> String {
 mod tests {
     use super::*;
 
-    /// Reads back the subset of YAML [`to_yaml`] writes: block maps and sequences by
-    /// indentation, JSON-quoted strings, integers, `{}` and `[]`. Anything else is an error,
-    /// so a line the writer gets wrong fails here.
-    fn parse(text: &str) -> Result<Y, String> {
-        let lines: Vec<(usize, &str)> = text
-            .lines()
-            .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-            .map(|l| (l.len() - l.trim_start().len(), l.trim_start()))
-            .collect();
-        let mut i = 0;
-        let v = block(&lines, &mut i, 0)?;
-        if i != lines.len() {
-            return Err(format!("line {i} not read: {:?}", lines[i]));
-        }
-        Ok(v)
-    }
-
-    fn scalar(t: &str) -> Result<Y, String> {
-        match t {
-            "{}" => Ok(Y::Map(Vec::new())),
-            "[]" => Ok(Y::Seq(Vec::new())),
-            "true" => Ok(Y::Bool(true)),
-            "false" => Ok(Y::Bool(false)),
-            t if t.starts_with('"') => serde_json::from_str::<String>(t)
-                .map(Y::Str)
-                .map_err(|e| format!("{t}: {e}")),
-            t => t
-                .parse::<i64>()
-                .map(Y::Int)
-                .map_err(|e| format!("{t}: {e}")),
-        }
-    }
-
-    fn block(lines: &[(usize, &str)], i: &mut usize, indent: usize) -> Result<Y, String> {
-        let Some(&(ind, first)) = lines.get(*i) else {
-            return Err("a block expected".into());
-        };
-        if ind != indent {
-            return Err(format!("indent {ind}, expected {indent}: {first}"));
-        }
-        if first.starts_with("- ") {
-            let mut items = Vec::new();
-            while let Some(&(ind, t)) = lines.get(*i) {
-                if ind != indent || !t.starts_with("- ") {
-                    break;
-                }
-                let rest = &t[2..];
-                if rest.starts_with('"')
-                    || rest.parse::<i64>().is_ok()
-                    || ["{}", "[]", "true", "false"].contains(&rest)
-                {
-                    items.push(scalar(rest)?);
-                    *i += 1;
-                } else {
-                    // A map item: its first line after the dash, at indent + 2.
-                    let mut owned: Vec<(usize, &str)> = lines.to_vec();
-                    owned[*i] = (indent + 2, rest);
-                    items.push(block(&owned, i, indent + 2)?);
-                }
-            }
-            return Ok(Y::Seq(items));
-        }
-        let mut entries = Vec::new();
-        while let Some(&(ind, t)) = lines.get(*i) {
-            if ind != indent || t.starts_with("- ") {
-                break;
-            }
-            let (k, rest) = if let Some(body) = t.strip_prefix('"') {
-                let end = body.find("\":").ok_or(format!("bad key: {t}"))? + 2;
-                (
-                    serde_json::from_str::<String>(&t[..end]).map_err(|e| e.to_string())?,
-                    &t[end + 1..],
-                )
-            } else {
-                let (k, r) = t.split_once(':').ok_or(format!("no key: {t}"))?;
-                (k.to_string(), r)
-            };
-            *i += 1;
-            let v = match rest.strip_prefix(' ') {
-                Some(r) => scalar(r)?,
-                None if rest.is_empty() => block(lines, i, indent + 2)?,
-                None => return Err(format!("bad entry: {t}")),
-            };
-            entries.push((k, v));
-        }
-        Ok(Y::Map(entries))
-    }
-
     fn load(rel: &str) -> Scenario {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
         crate::scenario::load(&path, &[]).unwrap_or_else(|e| panic!("{rel}: {e}"))
@@ -873,7 +897,7 @@ mod tests {
             ),
         ]);
         assert_eq!(
-            parse(&to_yaml(&tricky)).unwrap(),
+            from_yaml(&to_yaml(&tricky)).unwrap(),
             tricky,
             "{}",
             to_yaml(&tricky)
@@ -886,9 +910,23 @@ mod tests {
             let (docs, _) = manifests(&load(rel));
             for d in &docs {
                 let text = to_yaml(d);
-                assert_eq!(&parse(&text).unwrap(), d, "{rel}:\n{text}");
+                assert_eq!(&from_yaml(&text).unwrap(), d, "{rel}:\n{text}");
             }
         }
+    }
+
+    /// The file read back is its manifests, whatever the header says; the same scenario
+    /// gives the same bytes.
+    #[test]
+    fn the_file_reads_back_as_its_manifests() {
+        let sc = load("scenarios/moe/gb200-nvl72-fp4-decode.toml");
+        let text = k8s_yaml(&sc);
+        assert_eq!(documents(&text).unwrap(), manifests(&sc).0);
+        assert_eq!(text, k8s_yaml(&sc));
+        assert!(
+            documents("kind: x\n---\n").is_err(),
+            "a line before the first document"
+        );
     }
 
     #[test]

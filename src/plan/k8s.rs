@@ -929,6 +929,46 @@ mod tests {
         );
     }
 
+    /// The header names the ConfigMap whose keys are exactly the variables the servers use
+    /// (LWS's own aside), each with what to put there.
+    #[test]
+    fn the_config_map_holds_exactly_the_names_the_pods_use() {
+        for rel in [
+            "scenarios/quickstart.toml",
+            "scenarios/moe/lmsys-prefill-ep32.toml",
+            "scenarios/plan/colocated-8b.toml",
+        ] {
+            let sc = load(rel);
+            let text = k8s_yaml(&sc);
+            let used: Vec<String> = crate::plan::launch::tests::referenced(&text, "$(", ')')
+                .into_iter()
+                .filter(|v| !v.starts_with("LWS_"))
+                .collect();
+            let docs = documents(&text).unwrap();
+            let keys: Vec<String> = docs
+                .iter()
+                .find_map(|d| match d {
+                    Y::Map(m) if m.contains(&("kind".into(), s("ConfigMap"))) => {
+                        m.iter().find(|(k, _)| k == "data").map(|(_, v)| match v {
+                            Y::Map(d) => d.iter().map(|(k, _)| k.clone()).collect(),
+                            _ => Vec::new(),
+                        })
+                    }
+                    _ => None,
+                })
+                .unwrap_or_default();
+            assert_eq!(keys, used, "{rel}");
+            for k in &keys {
+                assert!(text.contains(&format!("#   {k}: ")), "{rel}: {k} explained");
+            }
+            assert_eq!(
+                text.contains("# Placeholders left: none."),
+                keys.is_empty(),
+                "{rel}"
+            );
+        }
+    }
+
     #[test]
     fn words_undo_the_launch_lines_quoting() {
         assert_eq!(words("a 'b c' 'it'\\''s' ''"), vec!["a", "b c", "it's", ""]);

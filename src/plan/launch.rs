@@ -345,13 +345,20 @@ fn is_pd(sc: &Scenario) -> bool {
 }
 
 /// The names a deployment of `sc` needs from the cluster, in the order the files declare them:
-/// every node's host name (`NODE0`, … — the router's URLs and `--dist-init-addr` name them);
+/// the host name of every node an instance starts on (`NODE0`, … — the router's URLs and
+/// `--dist-init-addr` name them; the other nodes of a multi-node instance dial its first);
 /// the RDMA devices of a node (`IB_DEVICES`: Mooncake's `--disaggregation-ib-device` on a PD
 /// deployment, NCCL's `NCCL_IB_HCA` on an instance spanning nodes) and the network interface
 /// of the nodes' addresses (`IFNAME`: NCCL's and Gloo's bootstrap sockets of an instance
 /// spanning nodes). Nodes are taken to be alike: one device list serves them all.
 pub fn cluster_names(sc: &Scenario) -> Vec<ClusterName> {
-    let mut out: Vec<ClusterName> = (0..sc.placement.nodes)
+    // The nodes the lines name: each instance's head (the router's URLs, `--dist-init-addr`).
+    let heads: std::collections::BTreeSet<u32> = instance_slots(sc)
+        .into_iter()
+        .map(|(nodes, _)| nodes[0])
+        .collect();
+    let mut out: Vec<ClusterName> = heads
+        .into_iter()
         .map(|n| ClusterName {
             var: node_var(n),
             what: format!(
@@ -845,7 +852,7 @@ pub fn commands(text: &str) -> impl Iterator<Item = &str> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -1086,6 +1093,111 @@ mod tests {
         })
         .unwrap();
         assert!(report.prediction.compatible, "{:?}", report.prediction);
+    }
+
+    /// The variables a file's lines refer to (`${NAME}` in a shell, `$(NAME)` in a pod).
+    pub(crate) fn referenced(
+        text: &str,
+        open: &str,
+        close: char,
+    ) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        for l in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            let mut rest = l;
+            while let Some(i) = rest.find(open) {
+                let tail = &rest[i + open.len()..];
+                let Some(j) = tail.find(close) else { break };
+                let name = &tail[..j];
+                if !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                {
+                    out.insert(name.to_string());
+                }
+                rest = &tail[j..];
+            }
+        }
+        out
+    }
+
+    /// Issue 41 item 5, "say what still needs the user's hand": the names `launch.txt` says
+    /// are left are exactly those it declares and exactly those its lines use — on one node,
+    /// across nodes with DP attention and EP, on an NVL72 rack, colocated.
+    #[test]
+    fn the_placeholders_listed_are_exactly_the_ones_used() {
+        for rel in [
+            "scenarios/quickstart.toml",
+            "scenarios/moe/lmsys-prefill-ep32.toml",
+            "scenarios/moe/gb200-nvl72-fp4-decode.toml",
+            "scenarios/plan/colocated-8b.toml",
+        ] {
+            let sc = load(rel);
+            let text = launch_text(&sc);
+            let listed: std::collections::BTreeSet<String> = text
+                .lines()
+                .find_map(|l| l.strip_prefix("# Placeholders left: "))
+                .unwrap()
+                .trim_end_matches('.')
+                .split(", ")
+                .map(String::from)
+                .collect();
+            let declared: std::collections::BTreeSet<String> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("export "))
+                .map(|l| l.split('=').next().unwrap().to_string())
+                .collect();
+            let used = referenced(&text, "${", '}');
+            assert_eq!(listed, declared, "{rel}");
+            assert_eq!(declared, used, "{rel}");
+            let multi = sc
+                .placement
+                .gpus
+                .iter()
+                .any(|g| g[0].node != g[g.len() - 1].node);
+            assert_eq!(used.contains(IFNAME), multi, "{rel}");
+            assert_eq!(used.contains(IB_DEVICES), is_pd(&sc) || multi, "{rel}");
+        }
+    }
+
+    /// What the scenario simulated that sglang reads from its environment is on the lines of
+    /// the side that reads it, and only when it is not sglang's default: `[sglang]` timeouts
+    /// (whole seconds, rounded up with a note) and transfer queues, EFA.
+    #[test]
+    fn simulated_sglang_and_mooncake_settings_are_in_the_environment() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml");
+        let text = launch_text(&crate::scenario::load(&path, &[]).unwrap());
+        assert!(!text.contains("SGLANG_DISAGGREGATION_") && !text.contains("MOONCAKE_PROTOCOL"));
+        let sets: Vec<String> = [
+            "sglang.bootstrap_timeout_s=30",
+            "sglang.waiting_timeout_s=12.5",
+            "sglang.queue_size=8",
+            "fabric.transport=\"efa\"",
+        ]
+        .map(String::from)
+        .to_vec();
+        let text = launch_text(&crate::scenario::load(&path, &sets).unwrap());
+        let line = |mode: &str| {
+            commands(&text)
+                .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
+                .unwrap()
+                .to_string()
+        };
+        let (p, d) = (line("prefill"), line("decode"));
+        assert!(
+            p.starts_with("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT=30 SGLANG_DISAGGREGATION_QUEUE_SIZE=8 MOONCAKE_PROTOCOL=efa python"),
+            "{p}"
+        );
+        assert!(
+            d.starts_with("SGLANG_DISAGGREGATION_WAITING_TIMEOUT=13 MOONCAKE_PROTOCOL=efa python"),
+            "{d}"
+        );
+        assert!(
+            text.contains("sglang.waiting_timeout_s = 12.5 s is written as 13 s"),
+            "{text}"
+        );
+        assert!(text.contains("EFA devices"), "{text}");
     }
 
     #[test]

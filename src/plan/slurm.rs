@@ -193,6 +193,30 @@ mod tests {
                 assert_eq!(lines, &w, "{rel}: node{n}");
             }
             assert!(text.contains(&format!("#SBATCH --nodes={}\n", sc.placement.nodes)));
+            // The header lists exactly the names left: those the lines use that the script
+            // does not set from its allocation.
+            let listed: Vec<String> = text
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(
+                        "# Placeholders left: the partition and the account (on the sbatch line)",
+                    )
+                })
+                .unwrap()
+                .trim_start_matches(", ")
+                .trim_end_matches(" (below).")
+                .trim_end_matches('.')
+                .split(", ")
+                .filter(|v| !v.is_empty())
+                .map(String::from)
+                .collect();
+            let used: Vec<String> = crate::plan::launch::tests::referenced(&text, "${", '}')
+                .into_iter()
+                .filter(|v| {
+                    !v.starts_with("NODE") && !v.starts_with("HOSTS") && v != "SLURM_JOB_NODELIST"
+                })
+                .collect();
+            assert_eq!(listed, used, "{rel}");
         }
     }
 

@@ -2319,3 +2319,75 @@ fn the_planner_answers_in_one_line() {
     ]);
     assert_eq!(code, 2, "{err}");
 }
+
+/// `scenario.toml` is a plan's result file like the others (`SWEEP_FILES`): a later plan into
+/// the folder of a one-line plan removes the one-line plan's scenario, which no longer
+/// describes what the folder holds — unless that scenario is the very file the later plan
+/// reads, which stays. The one-line plan's folder also holds `slurm.sh`.
+#[test]
+fn a_later_plan_into_the_folder_leaves_no_stale_scenario() {
+    let d = tmpdir("plan-stale-scenario");
+    let one = d.join("one");
+    let one_line = [
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--isl",
+        "512",
+        "--osl",
+        "64",
+        "--ttft",
+        "2000",
+        "--tpot",
+        "100",
+        "--rate",
+        "2",
+        "--gpus",
+        "2",
+        "-q",
+        "--out",
+    ];
+    let mut args = one_line.to_vec();
+    args.push(one.to_str().unwrap());
+    ok(&args);
+    assert!(one.join("scenario.toml").is_file() && one.join("slurm.sh").is_file());
+    // Its own scenario planned again into the same folder: kept.
+    let own = one.join("scenario.toml");
+    let before = std::fs::read(&own).unwrap();
+    ok(&[
+        "plan",
+        own.to_str().unwrap(),
+        "--rate",
+        "2",
+        "--vary",
+        "pools=[{name=\"servers\",role=\"colocated\",instances=1,server={tp_size=1}}]",
+        "-q",
+        "--out",
+        one.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        std::fs::read(&own).unwrap(),
+        before,
+        "the plan's input is kept"
+    );
+    // Another scenario planned into it: the stale scenario.toml is gone.
+    let mut args = vec![
+        "plan",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "4",
+        "--vary",
+        "pools.decode.instances=1,2",
+        "--out",
+        one.to_str().unwrap(),
+    ];
+    args.extend(SHORT);
+    ok(&args);
+    assert!(
+        !own.exists(),
+        "a stale scenario.toml is left beside the new plan"
+    );
+    assert!(one.join("launch.txt").is_file() && one.join("slurm.sh").is_file());
+}

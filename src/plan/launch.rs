@@ -370,14 +370,25 @@ pub fn cluster_names(sc: &Scenario) -> Vec<ClusterName> {
     let rdma = sc.fabric.transport == crate::fabric::Transport::Rdma;
     if is_pd(sc) || (multi && rdma) {
         let t = &sc.fabric.topology;
-        let n = t.nics_per_node;
+        let (n, g) = (t.nics_per_node, t.gpus_per_node);
         let kind = if rdma { "RDMA" } else { "EFA" };
+        // Which GPU sits by which NIC in the simulation (`Layout::affinity`), so the list is
+        // given in the order that matches it.
+        let by = if n == g {
+            "one by each GPU (GPU g nearest NIC g)".to_string()
+        } else if n < g {
+            format!(
+                "each shared by {} neighbouring GPUs (GPU g nearest NIC g×{n}/{g})",
+                g / n.max(1)
+            )
+        } else {
+            format!("{} by each GPU", n / g.max(1))
+        };
         out.push(ClusterName {
             var: IB_DEVICES.into(),
             what: format!(
-                "the {n} {kind} devices of a node's GPU fabric, comma-separated, as `ibv_devices` names them (e.g. mlx5_0,mlx5_1,…; leave out management and storage NICs): pdsim simulated {n} NIC(s) of {} Gb/s per node, GPU g nearest NIC g×{n}/{}, the other NICs taken when it fails — Mooncake's own choice among the devices given (transfer-engine topology.cpp)",
-                t.nic_bytes_per_ns * 8.0,
-                t.gpus_per_node
+                "the {n} {kind} devices of a node's GPU fabric, comma-separated, in PCIe order, as `ibv_devices` names them (e.g. mlx5_0,mlx5_1,…; leave out management and storage NICs): pdsim simulated {n} NIC(s) of {} Gb/s per node, {by}, the others taken when it fails — what Mooncake does with the devices given (transfer-engine topology.cpp)",
+                t.nic_bytes_per_ns * 8.0
             ),
         });
     }

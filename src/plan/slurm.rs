@@ -70,6 +70,9 @@ pub fn slurm_text(sc: &Scenario, l: &Launch) -> String {
             format!(", {} (below)", left.join(", "))
         }
     );
+    if l.store.is_some() {
+        out += "# The Mooncake Store (its master and store service) is not started here: see launch.txt.\n";
+    }
     let _ = writeln!(
         out,
         "#SBATCH --job-name={}\n#SBATCH --nodes={nodes}\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:{}\n#SBATCH --exclusive\n#SBATCH --output=slurm-%x-%j.out",

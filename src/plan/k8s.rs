@@ -573,7 +573,7 @@ pub fn manifests(sc: &Scenario) -> (Vec<Y>, Vec<String>) {
     docs.push(router_deployment(&router, &line));
     docs.push(router_service(&router));
     if sc.kv_store.is_some() {
-        notes.push("the Mooncake Store (mooncake_master and its store service) is not in these manifests: deploy it as launch.txt says and set MOONCAKE_MASTER in the prefill pods".into());
+        notes.push("the Mooncake Store (mooncake_master and its store service) is not in these manifests: deploy it as launch.txt does and give the HiCache servers the MOONCAKE_* environment launch.txt gives them".into());
     }
     (docs, notes)
 }

@@ -28,6 +28,16 @@ pub const BASE_BOOTSTRAP_PORT: u32 = 8998;
 pub const DIST_INIT_PORT: u32 = 50000;
 /// The router's port.
 pub const ROUTER_PORT: u32 = 8000;
+/// `mooncake_master`'s port (its default, 50051); see [`MOONCAKE_STORE_PORT`].
+pub const MOONCAKE_MASTER_PORT: u32 = 50051;
+/// The port of `mooncake_master`'s embedded metadata server; see [`MOONCAKE_STORE_PORT`].
+pub const MOONCAKE_METADATA_PORT: u32 = 8080;
+/// The store service's port. All three as Mooncake's guide writes them:
+/// `docs/source/deployment/integrations/sglang/hicache-integration-v1.md` at kvcache-ai/Mooncake
+/// 3b5a594 ("The default port is 50051"; `--http_metadata_server_port=8080`; `--port=8081`).
+pub const MOONCAKE_STORE_PORT: u32 = 8081;
+/// The variable holding the DRAM each store node gives an unbounded Mooncake Store, bytes.
+pub const STORE_SEGMENT_BYTES: &str = "STORE_SEGMENT_BYTES";
 
 /// The Hugging Face id sglang's `--model-path` takes for a pdsim model preset (the one
 /// `pdsim lint` maps back to the preset).
@@ -353,10 +363,12 @@ fn is_pd(sc: &Scenario) -> bool {
 /// spanning nodes). Nodes are taken to be alike: one device list serves them all.
 pub fn cluster_names(sc: &Scenario) -> Vec<ClusterName> {
     // The nodes the lines name: each instance's head (the router's URLs, `--dist-init-addr`).
-    let heads: std::collections::BTreeSet<u32> = instance_slots(sc)
+    let mut heads: std::collections::BTreeSet<u32> = instance_slots(sc)
         .into_iter()
         .map(|(nodes, _)| nodes[0])
         .collect();
+    // A Mooncake Store's nodes run its master and store services under their own names.
+    heads.extend(sc.kv_store.iter().flat_map(|k| k.nodes.iter().copied()));
     let mut out: Vec<ClusterName> = heads
         .into_iter()
         .map(|n| ClusterName {
@@ -368,7 +380,7 @@ pub fn cluster_names(sc: &Scenario) -> Vec<ClusterName> {
         .collect();
     let multi = any_multi_node(sc);
     let rdma = sc.fabric.transport == crate::fabric::Transport::Rdma;
-    if is_pd(sc) || (multi && rdma) {
+    if is_pd(sc) || (multi && rdma) || sc.kv_store.is_some() {
         let t = &sc.fabric.topology;
         let (n, g) = (t.nics_per_node, t.gpus_per_node);
         let kind = if rdma { "RDMA" } else { "EFA" };
@@ -390,6 +402,16 @@ pub fn cluster_names(sc: &Scenario) -> Vec<ClusterName> {
                 "the {n} {kind} devices of a node's GPU fabric, comma-separated, in PCIe order, as `ibv_devices` names them (e.g. mlx5_0,mlx5_1,…; leave out management and storage NICs): pdsim simulated {n} NIC(s) of {} Gb/s per node, {by}, the others taken when it fails — what Mooncake does with the devices given (transfer-engine topology.cpp)",
                 t.nic_bytes_per_ns * 8.0
             ),
+        });
+    }
+    if sc
+        .kv_store
+        .as_ref()
+        .is_some_and(|k| k.capacity_tokens.is_none())
+    {
+        out.push(ClusterName {
+            var: STORE_SEGMENT_BYTES.into(),
+            what: "the DRAM each Mooncake Store node gives the store, bytes (MOONCAKE_GLOBAL_SEGMENT_SIZE): pdsim simulated the store unbounded (kv_store.capacity_gb left out)".into(),
         });
     }
     if multi {
@@ -667,8 +689,9 @@ pub struct Launch {
     pub names: Vec<ClusterName>,
     /// Per pool, its comment line and its commands in instance order.
     pub pools: Vec<(String, Vec<NodeLine>)>,
-    /// What the Mooncake Store needs, as a comment, when the scenario has one.
-    pub store: Option<String>,
+    /// The Mooncake Store, when the scenario has one: its comment line and its commands (the
+    /// master on its first node, a store service on each of its nodes).
+    pub store: Option<(String, Vec<NodeLine>)>,
     /// The router's command (on node 0).
     pub router: NodeLine,
     /// What is not written and why.
@@ -743,7 +766,16 @@ pub fn launch(sc: &Scenario) -> Launch {
                 Role::Decode => decode_urls.push(url),
                 Role::Colocated => worker_urls.push(url),
             }
-            let line = env_prefix(&server_env(sc, i, nodes.len() > 1, vars)) + &line;
+            let mut env = server_env(sc, i, nodes.len() > 1, vars);
+            if flags.contains(" --hicache-storage-backend mooncake") {
+                // The store's client settings; the transport is already there on EFA.
+                for e in store_client_env(sc, vars) {
+                    if !env.iter().any(|(k, _)| *k == e.0) {
+                        env.push(e);
+                    }
+                }
+            }
+            let line = env_prefix(&env) + &line;
             if nodes.len() == 1 {
                 lines.push(NodeLine { node: head, line });
             } else {
@@ -761,17 +793,7 @@ pub fn launch(sc: &Scenario) -> Launch {
         }
         pools.push((title, lines));
     }
-    let store = sc.kv_store.as_ref().map(|k| {
-        let nodes: Vec<String> = k.nodes.iter().map(|n| format!("node{n}")).collect();
-        format!(
-            "# Mooncake Store: mooncake_master once, and a store service contributing DRAM on {} ({}); the HiCache servers reach it through MOONCAKE_MASTER and MOONCAKE_TE_META_DATA_SERVER.",
-            nodes.join(", "),
-            k.capacity_tokens.map_or(
-                "unbounded in the simulation: size it to the DRAM you give it".into(),
-                |t| format!("{t} tokens in all")
-            )
-        )
-    });
+    let store = sc.kv_store.as_ref().map(|k| store_lines(sc, k, vars));
     let router = NodeLine {
         node: 0,
         line: router_line(sc, &prefill_urls, &decode_urls, &worker_urls, &mut notes),
@@ -784,6 +806,95 @@ pub fn launch(sc: &Scenario) -> Launch {
         router,
         notes,
     }
+}
+
+/// Where a Mooncake Store's master runs: the store's first node.
+fn store_master(sc: &Scenario) -> Option<u32> {
+    sc.kv_store.as_ref().and_then(|k| k.nodes.first().copied())
+}
+
+/// The environment of a Mooncake Store client (a store service, or a HiCache server with
+/// `--hicache-storage-backend mooncake`): the master and the metadata server it registers
+/// with, the transport and its devices — the variables sglang's Mooncake store backend and
+/// `mooncake_store_service` read (Mooncake `hicache-integration-v1.md`, "configuration can also
+/// be provided via environment variables"). A server contributes no DRAM of its own
+/// (`MOONCAKE_GLOBAL_SEGMENT_SIZE=0`, as the guide allows once a store service runs): the
+/// store's DRAM is the store nodes', as simulated.
+fn store_client_env(sc: &Scenario, vars: Vars) -> Vec<(&'static str, String)> {
+    let Some(m) = store_master(sc) else {
+        return Vec::new();
+    };
+    let host = vars.var(&node_var(m));
+    let protocol = match sc.fabric.transport {
+        crate::fabric::Transport::Rdma => "rdma",
+        crate::fabric::Transport::Efa => "efa",
+    };
+    vec![
+        ("MOONCAKE_MASTER", format!("{host}:{MOONCAKE_MASTER_PORT}")),
+        (
+            "MOONCAKE_TE_META_DATA_SERVER",
+            format!("http://{host}:{MOONCAKE_METADATA_PORT}/metadata"),
+        ),
+        ("MOONCAKE_PROTOCOL", protocol.to_string()),
+        ("MOONCAKE_DEVICE", vars.var(IB_DEVICES)),
+        ("MOONCAKE_GLOBAL_SEGMENT_SIZE", "0".to_string()),
+    ]
+}
+
+/// The Mooncake Store of `sc` as commands: `mooncake_master` with its embedded metadata
+/// server on the store's first node, and on each store node a store service contributing its
+/// share of `kv_store.capacity_gb` (GB of 1e9 bytes, as the scenario counts them) — Mooncake's
+/// `hicache-integration-v1.md` (`mooncake_master --enable_http_metadata_server=true
+/// --http_metadata_server_port=8080`; `python -m mooncake.mooncake_store_service --port=8081`
+/// configured by `MOONCAKE_*`).
+fn store_lines(
+    sc: &Scenario,
+    k: &crate::config::KvStoreParams,
+    vars: Vars,
+) -> (String, Vec<NodeLine>) {
+    let nodes: Vec<String> = k.nodes.iter().map(|n| format!("node{n}")).collect();
+    let capacity_gb = crate::scenario::resolved_file(sc)
+        .kv_store
+        .and_then(|s| s.capacity_gb);
+    let segment = match capacity_gb {
+        Some(gb) => format!("{}", (gb * 1e9 / k.nodes.len().max(1) as f64).ceil() as u64),
+        None => vars.var(STORE_SEGMENT_BYTES),
+    };
+    let title = format!(
+        "# Mooncake Store on {} ({}): its master on {}, a store service on each of its nodes; the HiCache servers reach it through MOONCAKE_MASTER.",
+        nodes.join(", "),
+        capacity_gb.map_or(
+            "unbounded in the simulation: STORE_SEGMENT_BYTES sizes it".into(),
+            |g| format!("{g} GB in all")
+        ),
+        nodes.first().map_or("node0", String::as_str)
+    );
+    let mut lines = Vec::new();
+    if let Some(&m) = k.nodes.first() {
+        lines.push(NodeLine {
+            node: m,
+            line: format!(
+                "mooncake_master --enable_http_metadata_server=true --http_metadata_server_port={MOONCAKE_METADATA_PORT}"
+            ),
+        });
+    }
+    for &n in &k.nodes {
+        let mut env = store_client_env(sc, vars);
+        for e in env.iter_mut() {
+            if e.0 == "MOONCAKE_GLOBAL_SEGMENT_SIZE" {
+                e.1 = segment.clone();
+            }
+        }
+        env.push(("MOONCAKE_LOCAL_HOSTNAME", vars.var(&node_var(n))));
+        lines.push(NodeLine {
+            node: n,
+            line: env_prefix(&env)
+                + &format!(
+                    "python -m mooncake.mooncake_store_service --port={MOONCAKE_STORE_PORT}"
+                ),
+        });
+    }
+    (title, lines)
 }
 
 /// The `export` block declaring `names` (empty values to fill in), `#`-commented.
@@ -818,14 +929,17 @@ pub fn launch_text(sc: &Scenario) -> String {
             .join(", ")
     );
     out += &names_block(&l.names);
-    for (title, lines) in &l.pools {
+    if let Some((title, lines)) = &l.store {
         let _ = writeln!(out, "\n{title}");
         for nl in lines {
             let _ = writeln!(out, "# on node{}:\n{}", nl.node, nl.line);
         }
     }
-    if let Some(s) = &l.store {
-        let _ = writeln!(out, "\n{s}");
+    for (title, lines) in &l.pools {
+        let _ = writeln!(out, "\n{title}");
+        for nl in lines {
+            let _ = writeln!(out, "# on node{}:\n{}", nl.node, nl.line);
+        }
     }
     let _ = writeln!(out, "\n# router (sgl-model-gateway)");
     let _ = writeln!(out, "# on node{}:\n{}", l.router.node, l.router.line);
@@ -1052,6 +1166,42 @@ pub(crate) mod tests {
             .find(|l| l.contains("--disaggregation-mode prefill"))
             .unwrap();
         assert!(!prefill.contains("offload"), "{prefill}");
+        // The store itself: its master on its first node, a store service on each of its
+        // nodes sized as the user says (the scenario's store is unbounded), and every HiCache
+        // server pointed at the master, contributing no DRAM of its own.
+        let nodes = node_lines(&text);
+        assert_eq!(
+            nodes[&3][0],
+            "mooncake_master --enable_http_metadata_server=true --http_metadata_server_port=8080"
+        );
+        for n in [3, 4] {
+            let service = nodes[&n]
+                .iter()
+                .find(|l| l.ends_with("python -m mooncake.mooncake_store_service --port=8081"))
+                .unwrap();
+            assert!(
+                service.contains("MOONCAKE_GLOBAL_SEGMENT_SIZE=\"${STORE_SEGMENT_BYTES}\"")
+                    && service.contains(&format!("MOONCAKE_LOCAL_HOSTNAME=\"${{NODE{n}}}\"")),
+                "{service}"
+            );
+        }
+        for l in commands(&text).filter(|l| l.contains("sglang.launch_server")) {
+            assert!(
+                l.starts_with("MOONCAKE_MASTER=\"${NODE3}:50051\" MOONCAKE_TE_META_DATA_SERVER=\"http://${NODE3}:8080/metadata\"")
+                    && l.contains(" MOONCAKE_GLOBAL_SEGMENT_SIZE=0 "),
+                "{l}"
+            );
+        }
+        // A sized store: each node's share of capacity_gb, in bytes.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios/store/decode-offload.toml");
+        let sc = crate::scenario::load(&path, &["kv_store.capacity_gb=100".into()]).unwrap();
+        let text = launch_text(&sc);
+        assert!(
+            text.contains("MOONCAKE_GLOBAL_SEGMENT_SIZE=50000000000 "),
+            "{text}"
+        );
+        assert!(!text.contains("STORE_SEGMENT_BYTES"), "{text}");
     }
 
     /// On an NVL72 rack every server line carries the MNNVL environment, the 48-GPU decode is
@@ -1142,6 +1292,8 @@ pub(crate) mod tests {
             "scenarios/moe/lmsys-prefill-ep32.toml",
             "scenarios/moe/gb200-nvl72-fp4-decode.toml",
             "scenarios/plan/colocated-8b.toml",
+            "scenarios/store/decode-offload.toml",
+            "scenarios/store/store-on-decode-node.toml",
         ] {
             let sc = load(rel);
             let text = launch_text(&sc);
@@ -1167,7 +1319,11 @@ pub(crate) mod tests {
                 .iter()
                 .any(|g| g[0].node != g[g.len() - 1].node);
             assert_eq!(used.contains(IFNAME), multi, "{rel}");
-            assert_eq!(used.contains(IB_DEVICES), is_pd(&sc) || multi, "{rel}");
+            assert_eq!(
+                used.contains(IB_DEVICES),
+                is_pd(&sc) || multi || sc.kv_store.is_some(),
+                "{rel}"
+            );
         }
     }
 

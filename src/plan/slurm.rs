@@ -70,9 +70,6 @@ pub fn slurm_text(sc: &Scenario, l: &Launch) -> String {
             format!(", {} (below)", left.join(", "))
         }
     );
-    if l.store.is_some() {
-        out += "# The Mooncake Store (its master and store service) is not started here: see launch.txt.\n";
-    }
     let _ = writeln!(
         out,
         "#SBATCH --job-name={}\n#SBATCH --nodes={nodes}\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:{}\n#SBATCH --exclusive\n#SBATCH --output=slurm-%x-%j.out",
@@ -104,9 +101,10 @@ pub fn slurm_text(sc: &Scenario, l: &Launch) -> String {
     for n in 0..nodes {
         let _ = writeln!(out, "export {}=\"${{HOSTS[{n}]}}\"", launch::node_var(n));
     }
-    // Each node's commands in launch.txt's order: the pools', then the router's.
+    // Each node's commands in launch.txt's order: the Mooncake Store's, the pools', then the
+    // router's.
     let mut by_node: Vec<Vec<&str>> = vec![Vec::new(); nodes as usize];
-    for (_, lines) in &l.pools {
+    for (_, lines) in l.store.iter().chain(&l.pools) {
         for nl in lines {
             by_node[nl.node as usize].push(&nl.line);
         }
@@ -184,6 +182,7 @@ mod tests {
             "scenarios/placement/same-node-nvlink.toml",
             "scenarios/moe/lmsys-prefill-ep32.toml",
             "scenarios/plan/colocated-8b.toml",
+            "scenarios/store/decode-offload.toml",
         ] {
             let sc = load(rel);
             let text = slurm_script(&sc);

@@ -494,14 +494,27 @@ fn pod(lws: &str, pool: &str, role: Role, container: Y) -> Y {
     ])
 }
 
-/// The ConfigMap of the cluster's names the servers read (`launch::cluster_names` but the
-/// node host names, which Kubernetes' DNS gives), empty values to fill in; `None` when there
-/// are none.
-fn cluster_config_map(sc: &Scenario, name: &str) -> Option<Y> {
-    let names: Vec<launch::ClusterName> = launch::cluster_names(sc)
+/// The cluster's names the server pods read: `launch::cluster_names` but the node host names
+/// (Kubernetes' DNS gives them) and the Mooncake Store's (not in these manifests), and the RDMA
+/// devices only where a pod names them (a PD server's `--disaggregation-ib-device`, NCCL's
+/// devices across nodes).
+fn pod_names(sc: &Scenario) -> Vec<launch::ClusterName> {
+    let rdma = sc.fabric.transport == crate::fabric::Transport::Rdma;
+    let devices = launch::is_pd(sc) || (launch::any_multi_node(sc) && rdma);
+    launch::cluster_names(sc)
         .into_iter()
-        .filter(|n| !n.var.starts_with("NODE"))
-        .collect();
+        .filter(|n| {
+            !n.var.starts_with("NODE")
+                && n.var != launch::STORE_SEGMENT_BYTES
+                && (n.var != launch::IB_DEVICES || devices)
+        })
+        .collect()
+}
+
+/// The ConfigMap of the cluster's names the servers read ([`pod_names`]), empty values to
+/// fill in; `None` when there are none.
+fn cluster_config_map(sc: &Scenario, name: &str) -> Option<Y> {
+    let names = pod_names(sc);
     if names.is_empty() {
         return None;
     }
@@ -826,9 +839,8 @@ fn router_service(router: &str) -> Y {
 pub fn k8s_yaml(sc: &Scenario) -> String {
     let (docs, notes) = manifests(sc);
     let app = dns(&sc.name, 30);
-    let names: Vec<String> = launch::cluster_names(sc)
+    let names: Vec<String> = pod_names(sc)
         .into_iter()
-        .filter(|n| !n.var.starts_with("NODE"))
         .map(|n| format!("#   {}: {}\n", n.var, n.what))
         .collect();
     let mut out = format!(
@@ -937,6 +949,7 @@ mod tests {
             "scenarios/quickstart.toml",
             "scenarios/moe/lmsys-prefill-ep32.toml",
             "scenarios/plan/colocated-8b.toml",
+            "scenarios/store/decode-offload.toml",
         ] {
             let sc = load(rel);
             let text = k8s_yaml(&sc);

@@ -8,8 +8,9 @@
 //! (`python -m sglang.launch_server … --disaggregation-mode prefill|decode`,
 //! `python -m sglang_router.launch_router --pd-disaggregation …`: sglang `ServerArgs` and
 //! sgl-model-gateway `RouterArgs`, the versions `docs/sglang-pd.md` §17 cites). What pdsim
-//! cannot know — the nodes' host names, their RDMA devices, the network interface — is a shell
-//! variable ([`cluster_names`]: `${NODE0}`, `${IB_DEVICES}`, `${IFNAME}`) declared once at the
+//! cannot know — the nodes' host names, their RDMA devices, the network interface, the DRAM an
+//! unbounded Mooncake Store gets — is a shell variable ([`cluster_names`]: `${NODE0}`,
+//! `${IB_DEVICES}`, `${IFNAME}`, `${STORE_SEGMENT_BYTES}`) declared once at the
 //! top of the file with what to put there; nothing else needs a hand edit. An instance spanning
 //! nodes gets one line per node (`--nnodes`, `--node-rank`, `--dist-init-addr`); instances
 //! sharing a node get their own `--base-gpu-id`, `--port` and `--disaggregation-bootstrap-port`.
@@ -342,7 +343,7 @@ pub struct ClusterName {
 }
 
 /// Whether some instance of the placement spans nodes.
-fn any_multi_node(sc: &Scenario) -> bool {
+pub(crate) fn any_multi_node(sc: &Scenario) -> bool {
     sc.placement
         .gpus
         .iter()
@@ -350,7 +351,7 @@ fn any_multi_node(sc: &Scenario) -> bool {
 }
 
 /// Whether the deployment moves KV with Mooncake (some pool is a prefill or a decode pool).
-fn is_pd(sc: &Scenario) -> bool {
+pub(crate) fn is_pd(sc: &Scenario) -> bool {
     sc.pools.iter().any(|p| p.role != Role::Colocated)
 }
 

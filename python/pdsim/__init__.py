@@ -536,8 +536,8 @@ def sweep(
 @dataclass
 class Plan:
     """What ``pdsim plan`` wrote: ``answer`` is ``plan.json``; ``rows`` ``sweep.csv`` (the runs
-    made); ``max_rate`` ``plan.csv`` (``--max-rate`` only); ``best_toml``, ``launch`` and
-    ``k8s`` the deployment of the answer (``--rate`` with an answer only)."""
+    made); ``max_rate`` ``plan.csv`` (``--max-rate`` only); ``best_toml``, ``launch``, ``k8s``
+    and ``slurm`` the deployment of the answer (``--rate`` with an answer only)."""
 
     answer: Dict[str, Any]
     rows: Table
@@ -545,6 +545,7 @@ class Plan:
     best_toml: Optional[str]
     launch: Optional[str]
     k8s: Optional[str]
+    slurm: Optional[str]
     dir: Optional[Path]
 
     def to_pandas(self) -> Any:
@@ -561,6 +562,7 @@ def _plan_read(o: "_Out") -> Plan:
         best_toml=_maybe_text(o.path / "best.toml"),
         launch=_maybe_text(o.path / "launch.txt"),
         k8s=_maybe_text(o.path / "k8s.yaml"),
+        slurm=_maybe_text(o.path / "slurm.sh"),
         dir=o.kept,
     )
 

@@ -6,9 +6,7 @@ use std::time::Instant;
 
 use super::CliError;
 use super::outdir::OutDir;
-use super::sweep::{
-    SWEEP_FILES, durable_rows, grid_of, jobs_of, note, open_journal, write, write_sweep,
-};
+use super::sweep::{durable_rows, grid_of, jobs_of, note, open_journal, write, write_sweep};
 use crate::plan::journal::Journal;
 use crate::plan::search::{self, MAX_PLAN_RATE, MaxRateRow, PlanAnswer, PointVerdict, RateSearch};
 use crate::plan::{self, Base, Grid, Manifest, SweepRow};
@@ -130,7 +128,8 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
         .clone()
         .unwrap_or_else(|| super::default_out(&format!("{}-plan", sc.name)));
     let m = Manifest::new(&base, &sc, grid.clone(), None)?;
-    let mut out = OutDir::open(&dir, "plan", &SWEEP_FILES, args.resume)?;
+    let files = super::sweep::sweep_files(&dir, args.scenario.path());
+    let mut out = OutDir::open(&dir, "plan", &files, args.resume)?;
     out.keep_staging_on_failure();
     if args.max_rate {
         let text = max_rate(args, &base, &m, &sc, key, jobs, &out, started)?;
@@ -178,6 +177,7 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
         best_toml: files.best_toml,
         launch: files.launch,
         kubernetes: files.kubernetes,
+        slurm: files.slurm,
         pd_or_not: crate::plan::report::pd_or_not(&vs, &sc.slo),
         trace_seeds: None,
         grounding: search::Grounding::of(&sc, best.as_ref().or(search::closest(&vs))),
@@ -362,12 +362,13 @@ struct BestFiles {
     best_toml: Option<String>,
     launch: Option<String>,
     kubernetes: Option<String>,
+    slurm: Option<String>,
     /// `best.toml` read back: the deployment launched is the one simulated.
     planned: Option<Scenario>,
 }
 
 /// Writes the chosen point `b` into `stage`: `best.toml` (the user's file with the chosen
-/// values set), and from it `launch.txt` and `k8s.yaml`.
+/// values set), and from it `launch.txt`, `k8s.yaml` and `slurm.sh`.
 fn write_best(
     args: &PlanRequest,
     base: &Base,
@@ -403,10 +404,16 @@ fn write_best(
         "k8s.yaml",
         crate::plan::k8s::k8s_yaml(&sc).as_bytes(),
     )?;
+    write(
+        stage,
+        "slurm.sh",
+        crate::plan::slurm::slurm_script(&sc).as_bytes(),
+    )?;
     Ok(BestFiles {
         best_toml: Some("best.toml".to_string()),
         launch: Some("launch.txt".to_string()),
         kubernetes: Some("k8s.yaml".to_string()),
+        slurm: Some("slurm.sh".to_string()),
         planned: Some(sc),
     })
 }

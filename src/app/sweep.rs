@@ -187,8 +187,9 @@ pub fn grid_of(
 }
 
 /// The result files a sweep folder may hold; a new sweep removes them first so a failed one
-/// never leaves an older sweep's files looking current.
-pub const SWEEP_FILES: [&str; 8] = [
+/// never leaves an older sweep's files looking current (`scenario.toml` too: a one-line plan
+/// writes it, and a later plan into the same folder must not leave it beside other answers).
+pub const SWEEP_FILES: [&str; 10] = [
     "sweep.csv",
     "sweep.json",
     "index.html",
@@ -197,7 +198,28 @@ pub const SWEEP_FILES: [&str; 8] = [
     "best.toml",
     "launch.txt",
     "k8s.yaml",
+    "slurm.sh",
+    "scenario.toml",
 ];
+
+/// [`SWEEP_FILES`] less `scenario.toml` when it is the very file the verb reads (`scenario`):
+/// planning a one-line plan's `DIR/scenario.toml` into `DIR` again must not remove its input.
+pub fn sweep_files(dir: &Path, scenario: &Path) -> Vec<&'static str> {
+    let same = |a: &Path, b: &Path| {
+        let full = |p: &Path| {
+            std::fs::canonicalize(p)
+                .or_else(|_| std::path::absolute(p))
+                .unwrap_or_else(|_| p.to_path_buf())
+        };
+        full(a) == full(b)
+    };
+    let own = same(&dir.join("scenario.toml"), scenario);
+    SWEEP_FILES
+        .iter()
+        .copied()
+        .filter(|f| !(own && *f == "scenario.toml"))
+        .collect()
+}
 
 /// An I/O error on `path`.
 pub fn io(path: &Path, source: std::io::Error) -> CliError {
@@ -366,7 +388,8 @@ pub fn run_base(args: &SweepRequest, base: Base, started: Instant) -> Result<(),
         None => (0..grid.rows()).collect(),
     };
     let m = Manifest::new(&base, &sc, grid, shard)?;
-    let mut out = OutDir::open(&dir, "sweep", &SWEEP_FILES, args.resume)?;
+    let files = sweep_files(&dir, args.scenario.path());
+    let mut out = OutDir::open(&dir, "sweep", &files, args.resume)?;
     out.keep_staging_on_failure();
     let rows = durable_rows(
         &out,

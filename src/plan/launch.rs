@@ -7,11 +7,15 @@
 //! Lines are for sglang's PD mode with the Mooncake transfer backend
 //! (`python -m sglang.launch_server … --disaggregation-mode prefill|decode`,
 //! `python -m sglang_router.launch_router --pd-disaggregation …`: sglang `ServerArgs` and
-//! sgl-model-gateway `RouterArgs`, the versions `docs/sglang-pd.md` §17 cites). Hosts are
-//! written `nodeN` for node `N` of pdsim's placement; replace them with the nodes' addresses.
-//! An instance spanning nodes gets one line per node (`--nnodes`, `--node-rank`,
-//! `--dist-init-addr`); instances sharing a node get their own `--base-gpu-id`, `--port` and
-//! `--disaggregation-bootstrap-port`.
+//! sgl-model-gateway `RouterArgs`, the versions `docs/sglang-pd.md` §17 cites). What pdsim
+//! cannot know — the nodes' host names, their RDMA devices, the network interface, the DRAM an
+//! unbounded Mooncake Store gets — is a shell variable ([`cluster_names`]: `${NODE0}`,
+//! `${IB_DEVICES}`, `${IFNAME}`, `${STORE_SEGMENT_BYTES}`) declared once at the
+//! top of the file with what to put there; nothing else needs a hand edit. An instance spanning
+//! nodes gets one line per node (`--nnodes`, `--node-rank`, `--dist-init-addr`); instances
+//! sharing a node get their own `--base-gpu-id`, `--port` and `--disaggregation-bootstrap-port`.
+//! Every line is preceded by `# on nodeN:`, the router's too, which `slurm.sh`
+//! ([`slurm_script`]) runs on the allocation's `N`-th host.
 
 use std::fmt::Write as _;
 
@@ -25,6 +29,16 @@ pub const BASE_BOOTSTRAP_PORT: u32 = 8998;
 pub const DIST_INIT_PORT: u32 = 50000;
 /// The router's port.
 pub const ROUTER_PORT: u32 = 8000;
+/// `mooncake_master`'s port (its default, 50051); see [`MOONCAKE_STORE_PORT`].
+pub const MOONCAKE_MASTER_PORT: u32 = 50051;
+/// The port of `mooncake_master`'s embedded metadata server; see [`MOONCAKE_STORE_PORT`].
+pub const MOONCAKE_METADATA_PORT: u32 = 8080;
+/// The store service's port. All three as Mooncake's guide writes them:
+/// `docs/source/deployment/integrations/sglang/hicache-integration-v1.md` at kvcache-ai/Mooncake
+/// 3b5a594 ("The default port is 50051"; `--http_metadata_server_port=8080`; `--port=8081`).
+pub const MOONCAKE_STORE_PORT: u32 = 8081;
+/// The variable holding the DRAM each store node gives an unbounded Mooncake Store, bytes.
+pub const STORE_SEGMENT_BYTES: &str = "STORE_SEGMENT_BYTES";
 
 /// The Hugging Face id sglang's `--model-path` takes for a pdsim model preset (the one
 /// `pdsim lint` maps back to the preset).
@@ -287,14 +301,139 @@ pub fn pool_flags(sc: &Scenario, i: usize, notes: &mut Vec<String>) -> String {
     server_flags(&server, notes)
 }
 
+/// How a line refers to a cluster name pdsim leaves to the user ([`cluster_names`]): a shell
+/// variable in `launch.txt` and `slurm.sh`, a container variable in `k8s.yaml` (Kubernetes
+/// expands `$(NAME)` in a container's command and env from the variables defined before it,
+/// its `envFrom` ConfigMap included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vars {
+    /// `${NAME}`.
+    Shell,
+    /// `$(NAME)`.
+    Kubernetes,
+}
+
+impl Vars {
+    /// A reference to variable `name`.
+    pub fn var(self, name: &str) -> String {
+        match self {
+            Vars::Shell => format!("${{{name}}}"),
+            Vars::Kubernetes => format!("$({name})"),
+        }
+    }
+}
+
+/// The variable holding a node's RDMA devices ([`cluster_names`]).
+pub const IB_DEVICES: &str = "IB_DEVICES";
+/// The variable holding the nodes' network interface ([`cluster_names`]).
+pub const IFNAME: &str = "IFNAME";
+
+/// The shell variable holding node `n`'s host name ([`cluster_names`]).
+pub fn node_var(n: u32) -> String {
+    format!("NODE{n}")
+}
+
+/// A name of the cluster pdsim cannot know, left to the user as a variable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterName {
+    /// The variable (`NODE0`, `IB_DEVICES`, `IFNAME`).
+    pub var: String,
+    /// What to put there, for the comment beside it.
+    pub what: String,
+}
+
+/// Whether some instance of the placement spans nodes.
+pub(crate) fn any_multi_node(sc: &Scenario) -> bool {
+    sc.placement
+        .gpus
+        .iter()
+        .any(|g| g.first().map(|a| a.node) != g.last().map(|b| b.node))
+}
+
+/// Whether the deployment moves KV with Mooncake (some pool is a prefill or a decode pool).
+pub(crate) fn is_pd(sc: &Scenario) -> bool {
+    sc.pools.iter().any(|p| p.role != Role::Colocated)
+}
+
+/// The names a deployment of `sc` needs from the cluster, in the order the files declare them:
+/// the host name of every node an instance starts on (`NODE0`, … — the router's URLs and
+/// `--dist-init-addr` name them; the other nodes of a multi-node instance dial its first);
+/// the RDMA devices of a node (`IB_DEVICES`: Mooncake's `--disaggregation-ib-device` on a PD
+/// deployment, NCCL's `NCCL_IB_HCA` on an instance spanning nodes) and the network interface
+/// of the nodes' addresses (`IFNAME`: NCCL's and Gloo's bootstrap sockets of an instance
+/// spanning nodes). Nodes are taken to be alike: one device list serves them all.
+pub fn cluster_names(sc: &Scenario) -> Vec<ClusterName> {
+    // The nodes the lines name: each instance's head (the router's URLs, `--dist-init-addr`).
+    let mut heads: std::collections::BTreeSet<u32> = instance_slots(sc)
+        .into_iter()
+        .map(|(nodes, _)| nodes[0])
+        .collect();
+    // A Mooncake Store's nodes run its master and store services under their own names.
+    heads.extend(sc.kv_store.iter().flat_map(|k| k.nodes.iter().copied()));
+    let mut out: Vec<ClusterName> = heads
+        .into_iter()
+        .map(|n| ClusterName {
+            var: node_var(n),
+            what: format!(
+                "host name or address of node{n}, as the other nodes and the router reach it"
+            ),
+        })
+        .collect();
+    let multi = any_multi_node(sc);
+    let rdma = sc.fabric.transport == crate::fabric::Transport::Rdma;
+    if is_pd(sc) || (multi && rdma) || sc.kv_store.is_some() {
+        let t = &sc.fabric.topology;
+        let (n, g) = (t.nics_per_node, t.gpus_per_node);
+        let kind = if rdma { "RDMA" } else { "EFA" };
+        // Which GPU sits by which NIC in the simulation (`Layout::affinity`), so the list is
+        // given in the order that matches it.
+        let by = if n == g {
+            "one by each GPU (GPU g nearest NIC g)".to_string()
+        } else if n < g {
+            format!(
+                "each shared by {} neighbouring GPUs (GPU g nearest NIC g×{n}/{g})",
+                g / n.max(1)
+            )
+        } else {
+            format!("{} by each GPU", n / g.max(1))
+        };
+        out.push(ClusterName {
+            var: IB_DEVICES.into(),
+            what: format!(
+                "the {n} {kind} devices of a node's GPU fabric, comma-separated, in PCIe order, as `ibv_devices` names them (e.g. mlx5_0,mlx5_1,…; leave out management and storage NICs): pdsim simulated {n} NIC(s) of {} Gb/s per node, {by}, the others taken when it fails — what Mooncake does with the devices given (transfer-engine topology.cpp)",
+                t.nic_bytes_per_ns * 8.0
+            ),
+        });
+    }
+    if sc
+        .kv_store
+        .as_ref()
+        .is_some_and(|k| k.capacity_tokens.is_none())
+    {
+        out.push(ClusterName {
+            var: STORE_SEGMENT_BYTES.into(),
+            what: "the DRAM each Mooncake Store node gives the store, bytes (MOONCAKE_GLOBAL_SEGMENT_SIZE): pdsim simulated the store unbounded (kv_store.capacity_gb left out)".into(),
+        });
+    }
+    if multi {
+        out.push(ClusterName {
+            var: IFNAME.into(),
+            what: "the network interface carrying the NODEn addresses (`ip -br addr`, e.g. eth0 or bond0), for NCCL's and Gloo's bootstrap of instances spanning nodes".into(),
+        });
+    }
+    out
+}
+
 /// The launch line of one instance of pool `i`: the model, TP and PD mode, its `port`, its
 /// first GPU on the node (`--base-gpu-id`, left out for GPU 0 or `None`), a prefill's
-/// bootstrap port, then the pool's `flags` ([`pool_flags`]).
+/// bootstrap port, a PD server's RDMA devices (`--disaggregation-ib-device`, as `vars` refers
+/// to them), then the pool's `flags` ([`pool_flags`]).
 pub fn server_line(
     sc: &Scenario,
     i: usize,
     flags: &str,
     (port, base_gpu, bootstrap_port): (u32, Option<u32>, u32),
+    vars: Vars,
     notes: &mut Vec<String>,
 ) -> String {
     let pool = &sc.pools[i];
@@ -317,35 +456,137 @@ pub fn server_line(
     if pool.role == Role::Prefill {
         let _ = write!(line, " --disaggregation-bootstrap-port {bootstrap_port}");
     }
+    if pool.role != Role::Colocated {
+        // The devices Mooncake's transfer engine may use (sglang `server_args.py`
+        // `disaggregation_ib_device`, handed to `MooncakeTransferEngine` through
+        // `kv_args.ib_device` in `disaggregation/prefill.py` and `decode.py`): a comma list
+        // is the filter of Mooncake's topology discovery, which prefers the NIC nearest each
+        // GPU and retries on the others (`topology.cpp`: `discoverCudaTopology`,
+        // `Topology::selectDevice`) — what pdsim simulates. Quoted in a shell so an empty
+        // value stays a word.
+        let _ = match vars {
+            Vars::Shell => write!(
+                line,
+                " --disaggregation-ib-device \"{}\"",
+                vars.var(IB_DEVICES)
+            ),
+            Vars::Kubernetes => {
+                write!(line, " --disaggregation-ib-device {}", vars.var(IB_DEVICES))
+            }
+        };
+    }
     line.push_str(flags);
     line
 }
 
-/// The environment a server of pool `i` needs beyond its flags, as `(name, value)`: where
-/// NVLink domains join several nodes (an NVL72 rack's trays) and `fabric.mnnvl` is on,
-/// Mooncake's multi-node NVLink transport for the KV — `SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK`
-/// (sglang allocates its KV pool from Mooncake's `NVLinkAllocator`, fabric memory other trays
-/// can map: `disaggregation/mooncake/utils.py::init_mooncake_custom_mem_pool`) and
-/// `MC_FORCE_MNNVL=1` (Mooncake takes its NVLink transport although RDMA NICs are present:
-/// Mooncake `docs/source/getting_started/supported-protocols.md`, "NVLink (nvlink)"); and, for
-/// an instance spanning trays of one domain (`multi_node`), NCCL's multi-node NVLink
-/// (`NCCL_MNNVL_ENABLE=1`, `NCCL_CUMEM_ENABLE=1`, as LMSYS's GB200 NVL72 recipes set them).
-pub fn server_env(sc: &Scenario, i: usize, multi_node: bool) -> Vec<(&'static str, &'static str)> {
-    let mut env = Vec::new();
-    if sc.fabric.topology.nodes_per_nvlink_domain > 1 && sc.pools[i].role != Role::Colocated {
-        env.push(("SGLANG_MOONCAKE_CUSTOM_MEM_POOL", "NVLINK"));
-        env.push(("MC_FORCE_MNNVL", "1"));
+/// sglang's default `SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT` and
+/// `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, s (`environ.py`, `EnvInt(300)` each).
+const SGLANG_DEFAULT_TIMEOUT_S: u64 = 300;
+/// sglang's default `SGLANG_DISAGGREGATION_QUEUE_SIZE` (`environ.py`, `EnvInt(4)`).
+const SGLANG_DEFAULT_QUEUE_SIZE: u32 = 4;
+
+/// Whole seconds of `ns`, rounded up (sglang reads its timeouts as integers: `EnvInt`).
+fn whole_s(ns: u64) -> u64 {
+    ns.div_ceil(1_000_000_000)
+}
+
+/// The environment a server of pool `i` needs beyond its flags, as `(name, value)` (values
+/// refer to cluster names as `vars` does), in a fixed order:
+///
+/// - on a PD server, what the scenario simulated that sglang reads from the environment: a
+///   `[sglang]` timeout or queue count other than sglang's default (`environ.py`:
+///   `SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT` and `SGLANG_DISAGGREGATION_QUEUE_SIZE`, read by
+///   the prefill's `MooncakeKVManager`; `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, by the
+///   decode's), and Mooncake's EFA transport where `fabric.transport = "efa"`
+///   (`MOONCAKE_PROTOCOL=efa`: `MooncakeTransferEngine.initialize` in sglang
+///   `distributed/device_communicators/mooncake_transfer_engine.py`, default `rdma`);
+/// - where NVLink domains join several nodes (an NVL72 rack's trays) and `fabric.mnnvl` is on,
+///   Mooncake's multi-node NVLink transport for the KV — `SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK`
+///   (sglang allocates its KV pool from Mooncake's `NVLinkAllocator`, fabric memory other trays
+///   can map: `disaggregation/mooncake/utils.py::init_mooncake_custom_mem_pool`) and
+///   `MC_FORCE_MNNVL=1` (Mooncake takes its NVLink transport although RDMA NICs are present:
+///   Mooncake `docs/source/getting_started/supported-protocols.md`, "NVLink (nvlink)");
+/// - for an instance spanning nodes (`multi_node`): the interface NCCL and Gloo bootstrap on
+///   (`NCCL_SOCKET_IFNAME`, exact with NCCL's `=` prefix, and `GLOO_SOCKET_IFNAME`: NCCL's
+///   "Environment Variables" and PyTorch's `torch.distributed` docs), the RDMA devices NCCL may
+///   use on an RDMA fabric (`NCCL_IB_HCA`, exact as well, the devices Mooncake gets), and, on
+///   trays of one NVLink domain, NCCL's multi-node NVLink (`NCCL_MNNVL_ENABLE=1`,
+///   `NCCL_CUMEM_ENABLE=1`, as LMSYS's GB200 NVL72 recipes set them).
+pub fn server_env(
+    sc: &Scenario,
+    i: usize,
+    multi_node: bool,
+    vars: Vars,
+) -> Vec<(&'static str, String)> {
+    let mut env: Vec<(&'static str, String)> = Vec::new();
+    let role = sc.pools[i].role;
+    let p = &sc.sglang;
+    if role == Role::Prefill {
+        let t = whole_s(p.bootstrap_timeout_ns);
+        if t != SGLANG_DEFAULT_TIMEOUT_S {
+            env.push(("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", t.to_string()));
+        }
+        if p.queue_size != SGLANG_DEFAULT_QUEUE_SIZE {
+            env.push(("SGLANG_DISAGGREGATION_QUEUE_SIZE", p.queue_size.to_string()));
+        }
     }
-    if multi_node && sc.nvlink_domain_gpus > sc.gpus_per_node {
-        env.push(("NCCL_MNNVL_ENABLE", "1"));
-        env.push(("NCCL_CUMEM_ENABLE", "1"));
+    if role == Role::Decode {
+        let t = whole_s(p.waiting_timeout_ns);
+        if t != SGLANG_DEFAULT_TIMEOUT_S {
+            env.push(("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", t.to_string()));
+        }
+    }
+    if role != Role::Colocated && sc.fabric.transport == crate::fabric::Transport::Efa {
+        env.push(("MOONCAKE_PROTOCOL", "efa".into()));
+    }
+    if sc.fabric.topology.nodes_per_nvlink_domain > 1 && role != Role::Colocated {
+        env.push(("SGLANG_MOONCAKE_CUSTOM_MEM_POOL", "NVLINK".into()));
+        env.push(("MC_FORCE_MNNVL", "1".into()));
+    }
+    if multi_node {
+        env.push(("NCCL_SOCKET_IFNAME", format!("={}", vars.var(IFNAME))));
+        env.push(("GLOO_SOCKET_IFNAME", vars.var(IFNAME)));
+        if sc.fabric.transport == crate::fabric::Transport::Rdma {
+            env.push(("NCCL_IB_HCA", format!("={}", vars.var(IB_DEVICES))));
+        }
+        if sc.nvlink_domain_gpus > sc.gpus_per_node {
+            env.push(("NCCL_MNNVL_ENABLE", "1".into()));
+            env.push(("NCCL_CUMEM_ENABLE", "1".into()));
+        }
     }
     env
 }
 
-/// `env` as the `NAME=value ` words a shell line starts with.
-fn env_prefix(env: &[(&str, &str)]) -> String {
-    env.iter().map(|(k, v)| format!("{k}={v} ")).collect()
+/// Notes on the environment of [`server_env`]: a `[sglang]` timeout that is not whole seconds
+/// is written rounded up (sglang reads whole seconds).
+fn env_notes(sc: &Scenario, notes: &mut Vec<String>) {
+    let p = &sc.sglang;
+    for (key, ns) in [
+        ("bootstrap_timeout_s", p.bootstrap_timeout_ns),
+        ("waiting_timeout_s", p.waiting_timeout_ns),
+    ] {
+        if ns % 1_000_000_000 != 0 {
+            notes.push(format!(
+                "sglang.{key} = {} s is written as {} s: sglang reads its timeouts as whole seconds (EnvInt)",
+                ns as f64 / 1e9,
+                whole_s(ns)
+            ));
+        }
+    }
+}
+
+/// `env` as the `NAME=value ` words a shell line starts with (a value naming a variable
+/// double-quoted, so it expands and stays one word).
+fn env_prefix(env: &[(&str, String)]) -> String {
+    env.iter()
+        .map(|(k, v)| {
+            if v.contains('$') {
+                format!("{k}=\"{v}\" ")
+            } else {
+                format!("{k}={v} ")
+            }
+        })
+        .collect()
 }
 
 /// The router's launch line for the servers at `prefill` (`URL BOOTSTRAP_PORT` each),
@@ -411,13 +652,61 @@ pub fn notes_block(mut notes: Vec<String>, comment: &str) -> String {
     out
 }
 
-/// `launch.txt` for `sc`: comment lines (`#`) and one command per line.
-pub fn launch_text(sc: &Scenario) -> String {
+/// Where each instance runs, in placement order: the nodes it spans (its first is its head,
+/// whose address the router and `--dist-init-addr` use) and its slot on its head node — the
+/// how-manieth server there, which sets its `--port` (`BASE_PORT + slot`) and a prefill's
+/// bootstrap port (`BASE_BOOTSTRAP_PORT + slot`).
+pub fn instance_slots(sc: &Scenario) -> Vec<(Vec<u32>, u32)> {
+    // Servers per node so far: their ports and bootstrap ports follow one another.
+    let mut on_node = vec![0u32; sc.placement.nodes as usize];
+    let mut out = Vec::new();
+    for gpus in &sc.placement.gpus {
+        let mut nodes: Vec<u32> = gpus.iter().map(|g| g.node).collect();
+        nodes.dedup();
+        let slot = nodes.first().map_or(0, |&h| on_node[h as usize]);
+        for &n in &nodes {
+            on_node[n as usize] += 1;
+        }
+        out.push((nodes, slot));
+    }
+    out
+}
+
+/// One command of a deployment and the node it runs on (pdsim's node index).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeLine {
+    /// The node.
+    pub node: u32,
+    /// The shell command.
+    pub line: String,
+}
+
+/// A plan's deployment as launch lines: what `launch.txt` and `slurm.sh` write.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// The opening comment lines: the scenario, NVLink domains, nodes used, billing.
+    pub header: String,
+    /// The cluster's names left to the user ([`cluster_names`]).
+    pub names: Vec<ClusterName>,
+    /// Per pool, its comment line and its commands in instance order.
+    pub pools: Vec<(String, Vec<NodeLine>)>,
+    /// The Mooncake Store, when the scenario has one: its comment line and its commands (the
+    /// master on its first node, a store service on each of its nodes).
+    pub store: Option<(String, Vec<NodeLine>)>,
+    /// The router's command (on node 0).
+    pub router: NodeLine,
+    /// What is not written and why.
+    pub notes: Vec<String>,
+}
+
+/// The deployment of `sc` as launch lines ([`Launch`]).
+pub fn launch(sc: &Scenario) -> Launch {
     let placement = &sc.placement;
-    let mut out = String::new();
+    let mut header = String::new();
     let mut notes = Vec::new();
+    let vars = Vars::Shell;
     let _ = writeln!(
-        out,
+        header,
         "# sglang launch lines for scenario {:?} (pdsim {}); nodeN is node N of pdsim's placement ({} nodes of {} GPUs).",
         sc.name,
         env!("CARGO_PKG_VERSION"),
@@ -426,7 +715,7 @@ pub fn launch_text(sc: &Scenario) -> String {
     );
     if sc.nvlink_domain_gpus > sc.gpus_per_node {
         let _ = writeln!(
-            out,
+            header,
             "# NVLink domains of {} GPUs ({} nodes each{}): node0..node{} share the first; an instance inside one keeps its all-reduce, DeepEP{} on NVLink.",
             sc.nvlink_domain_gpus,
             sc.nvlink_domain_gpus / sc.gpus_per_node,
@@ -442,90 +731,254 @@ pub fn launch_text(sc: &Scenario) -> String {
             }
         );
     }
-    out.push_str(&nodes_comment(sc, placement));
-    // Servers per node so far: their ports and bootstrap ports follow one another.
-    let mut on_node = vec![0u32; sc.placement.nodes as usize];
+    header.push_str(&nodes_comment(sc, placement));
+    env_notes(sc, &mut notes);
+    let slots = instance_slots(sc);
     let (mut prefill_urls, mut decode_urls, mut worker_urls) = (Vec::new(), Vec::new(), Vec::new());
+    let mut pools = Vec::new();
     let mut inst = 0usize;
     for (i, pool) in sc.pools.iter().enumerate() {
         let flags = pool_flags(sc, i, &mut notes);
-        let _ = writeln!(
-            out,
-            "\n# pool {:?} ({}): {} instance(s) × {} GPU(s)",
+        let title = format!(
+            "# pool {:?} ({}): {} instance(s) × {} GPU(s)",
             pool.name,
             pool.role.as_str(),
             pool.instances,
             pool.server.tp_size
         );
+        let mut lines = Vec::new();
         for _ in 0..pool.instances {
             let gpus = &placement.gpus[inst];
+            let (nodes, slot) = &slots[inst];
             inst += 1;
-            let mut nodes: Vec<u32> = gpus.iter().map(|g| g.node).collect();
-            nodes.dedup();
             let head = nodes[0];
-            let slot = on_node[head as usize];
-            for &n in &nodes {
-                on_node[n as usize] += 1;
-            }
             let port = BASE_PORT + slot;
             let line = server_line(
                 sc,
                 i,
                 &flags,
                 (port, Some(gpus[0].local), BASE_BOOTSTRAP_PORT + slot),
+                vars,
                 &mut notes,
             );
-            let url = format!("http://node{head}:{port}");
+            let url = format!("http://{}:{port}", vars.var(&node_var(head)));
             match pool.role {
                 Role::Prefill => prefill_urls.push(format!("{url} {}", BASE_BOOTSTRAP_PORT + slot)),
                 Role::Decode => decode_urls.push(url),
                 Role::Colocated => worker_urls.push(url),
             }
-            let line = env_prefix(&server_env(sc, i, nodes.len() > 1)) + &line;
+            let mut env = server_env(sc, i, nodes.len() > 1, vars);
+            if flags.contains(" --hicache-storage-backend mooncake") {
+                // The store's client settings; the transport is already there on EFA.
+                for e in store_client_env(sc, vars) {
+                    if !env.iter().any(|(k, _)| *k == e.0) {
+                        env.push(e);
+                    }
+                }
+            }
+            let line = env_prefix(&env) + &line;
             if nodes.len() == 1 {
-                // Where it runs, as the router's URLs and a multi-node instance's lines say.
-                let _ = writeln!(out, "# on node{head}:\n{line}");
+                lines.push(NodeLine { node: head, line });
             } else {
-                for (rank, n) in nodes.iter().enumerate() {
-                    let _ = writeln!(
-                        out,
-                        "# on node{n}:\n{line} --nnodes {} --node-rank {rank} --dist-init-addr node{head}:{DIST_INIT_PORT}",
-                        nodes.len()
-                    );
+                for (rank, &n) in nodes.iter().enumerate() {
+                    lines.push(NodeLine {
+                        node: n,
+                        line: format!(
+                            "{line} --nnodes {} --node-rank {rank} --dist-init-addr {}:{DIST_INIT_PORT}",
+                            nodes.len(),
+                            vars.var(&node_var(head))
+                        ),
+                    });
                 }
             }
         }
+        pools.push((title, lines));
     }
-    if let Some(k) = &sc.kv_store {
-        let nodes: Vec<String> = k.nodes.iter().map(|n| format!("node{n}")).collect();
-        let _ = writeln!(
-            out,
-            "\n# Mooncake Store: mooncake_master once, and a store service contributing DRAM on {} ({}); the HiCache servers reach it through MOONCAKE_MASTER and MOONCAKE_TE_META_DATA_SERVER.",
-            nodes.join(", "),
-            k.capacity_tokens.map_or(
-                "unbounded in the simulation: size it to the DRAM you give it".into(),
-                |t| format!("{t} tokens in all")
-            )
-        );
+    let store = sc.kv_store.as_ref().map(|k| store_lines(sc, k, vars));
+    let router = NodeLine {
+        node: 0,
+        line: router_line(sc, &prefill_urls, &decode_urls, &worker_urls, &mut notes),
+    };
+    Launch {
+        header,
+        names: cluster_names(sc),
+        pools,
+        store,
+        router,
+        notes,
     }
-    let _ = writeln!(out, "\n# router (sgl-model-gateway)");
-    let _ = writeln!(
-        out,
-        "{}",
-        router_line(sc, &prefill_urls, &decode_urls, &worker_urls, &mut notes)
-    );
-    out + &notes_block(notes, "#")
 }
 
-/// The command lines of `launch.txt` (its comments and blank lines dropped).
+/// Where a Mooncake Store's master runs: the store's first node.
+fn store_master(sc: &Scenario) -> Option<u32> {
+    sc.kv_store.as_ref().and_then(|k| k.nodes.first().copied())
+}
+
+/// The environment of a Mooncake Store client (a store service, or a HiCache server with
+/// `--hicache-storage-backend mooncake`): the master and the metadata server it registers
+/// with, the transport and its devices — the variables sglang's Mooncake store backend and
+/// `mooncake_store_service` read (Mooncake `hicache-integration-v1.md`, "configuration can also
+/// be provided via environment variables"). A server contributes no DRAM of its own
+/// (`MOONCAKE_GLOBAL_SEGMENT_SIZE=0`, as the guide allows once a store service runs): the
+/// store's DRAM is the store nodes', as simulated.
+fn store_client_env(sc: &Scenario, vars: Vars) -> Vec<(&'static str, String)> {
+    let Some(m) = store_master(sc) else {
+        return Vec::new();
+    };
+    let host = vars.var(&node_var(m));
+    let protocol = match sc.fabric.transport {
+        crate::fabric::Transport::Rdma => "rdma",
+        crate::fabric::Transport::Efa => "efa",
+    };
+    vec![
+        ("MOONCAKE_MASTER", format!("{host}:{MOONCAKE_MASTER_PORT}")),
+        (
+            "MOONCAKE_TE_META_DATA_SERVER",
+            format!("http://{host}:{MOONCAKE_METADATA_PORT}/metadata"),
+        ),
+        ("MOONCAKE_PROTOCOL", protocol.to_string()),
+        ("MOONCAKE_DEVICE", vars.var(IB_DEVICES)),
+        ("MOONCAKE_GLOBAL_SEGMENT_SIZE", "0".to_string()),
+    ]
+}
+
+/// The Mooncake Store of `sc` as commands: `mooncake_master` with its embedded metadata
+/// server on the store's first node, and on each store node a store service contributing its
+/// share of `kv_store.capacity_gb` (GB of 1e9 bytes, as the scenario counts them) — Mooncake's
+/// `hicache-integration-v1.md` (`mooncake_master --enable_http_metadata_server=true
+/// --http_metadata_server_port=8080`; `python -m mooncake.mooncake_store_service --port=8081`
+/// configured by `MOONCAKE_*`).
+fn store_lines(
+    sc: &Scenario,
+    k: &crate::config::KvStoreParams,
+    vars: Vars,
+) -> (String, Vec<NodeLine>) {
+    let nodes: Vec<String> = k.nodes.iter().map(|n| format!("node{n}")).collect();
+    let capacity_gb = crate::scenario::resolved_file(sc)
+        .kv_store
+        .and_then(|s| s.capacity_gb);
+    let segment = match capacity_gb {
+        Some(gb) => format!("{}", (gb * 1e9 / k.nodes.len().max(1) as f64).ceil() as u64),
+        None => vars.var(STORE_SEGMENT_BYTES),
+    };
+    let title = format!(
+        "# Mooncake Store on {} ({}): its master on {}, a store service on each of its nodes; the HiCache servers reach it through MOONCAKE_MASTER.",
+        nodes.join(", "),
+        capacity_gb.map_or(
+            "unbounded in the simulation: STORE_SEGMENT_BYTES sizes it".into(),
+            |g| format!("{g} GB in all")
+        ),
+        nodes.first().map_or("node0", String::as_str)
+    );
+    let mut lines = Vec::new();
+    if let Some(&m) = k.nodes.first() {
+        lines.push(NodeLine {
+            node: m,
+            line: format!(
+                "mooncake_master --enable_http_metadata_server=true --http_metadata_server_port={MOONCAKE_METADATA_PORT}"
+            ),
+        });
+    }
+    for &n in &k.nodes {
+        let mut env = store_client_env(sc, vars);
+        for e in env.iter_mut() {
+            if e.0 == "MOONCAKE_GLOBAL_SEGMENT_SIZE" {
+                e.1 = segment.clone();
+            }
+        }
+        env.push(("MOONCAKE_LOCAL_HOSTNAME", vars.var(&node_var(n))));
+        lines.push(NodeLine {
+            node: n,
+            line: env_prefix(&env)
+                + &format!(
+                    "python -m mooncake.mooncake_store_service --port={MOONCAKE_STORE_PORT}"
+                ),
+        });
+    }
+    (title, lines)
+}
+
+/// The `export` block declaring `names` (empty values to fill in), `#`-commented.
+fn names_block(names: &[ClusterName]) -> String {
+    let width = names.iter().map(|n| n.var.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for n in names {
+        let _ = writeln!(
+            out,
+            "export {}={:pad$} # {}",
+            n.var,
+            "",
+            n.what,
+            pad = width - n.var.len()
+        );
+    }
+    out
+}
+
+/// `launch.txt` for `sc`: comment lines (`#`), the `export` block of the cluster's names to
+/// fill in, and one command per line, each under `# on nodeN:`.
+pub fn launch_text(sc: &Scenario) -> String {
+    let l = launch(sc);
+    let mut out = l.header.clone();
+    let _ = writeln!(
+        out,
+        "#\n# The cluster's own names, the only edits: fill them in once here and run this block in each\n# node's shell before that node's lines (slurm.sh sets the NODEn itself from its allocation).\n# Placeholders left: {}.",
+        l.names
+            .iter()
+            .map(|n| n.var.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    out += &names_block(&l.names);
+    if let Some((title, lines)) = &l.store {
+        let _ = writeln!(out, "\n{title}");
+        for nl in lines {
+            let _ = writeln!(out, "# on node{}:\n{}", nl.node, nl.line);
+        }
+    }
+    for (title, lines) in &l.pools {
+        let _ = writeln!(out, "\n{title}");
+        for nl in lines {
+            let _ = writeln!(out, "# on node{}:\n{}", nl.node, nl.line);
+        }
+    }
+    let _ = writeln!(out, "\n# router (sgl-model-gateway)");
+    let _ = writeln!(out, "# on node{}:\n{}", l.router.node, l.router.line);
+    out + &notes_block(l.notes, "#")
+}
+
+/// The commands of `launch.txt` by node, in file order: each command under the `# on nodeN:`
+/// line before it (the reading `slurm.sh` is tested against).
+pub fn node_lines(text: &str) -> std::collections::BTreeMap<u32, Vec<String>> {
+    let mut out: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
+    let mut node = None;
+    for l in text.lines() {
+        if let Some(n) = l
+            .strip_prefix("# on node")
+            .and_then(|r| r.strip_suffix(':'))
+            .and_then(|r| r.parse::<u32>().ok())
+        {
+            node = Some(n);
+        } else if let Some(n) = node.take()
+            && !l.starts_with('#')
+            && !l.trim().is_empty()
+        {
+            out.entry(n).or_default().push(l.to_string());
+        }
+    }
+    out
+}
+
+/// The command lines of `launch.txt` (its comments, blank lines and the `export` block of
+/// the cluster's names dropped).
 pub fn commands(text: &str) -> impl Iterator<Item = &str> {
     text.lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("export "))
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -655,10 +1108,13 @@ mod tests {
         );
         let router = lines.last().unwrap();
         assert!(
-            router.contains("--prefill http://node0:30003 9001"),
+            router.contains("--prefill http://${NODE0}:30003 9001"),
             "{router}"
         );
-        assert!(router.contains("--decode http://node0:30007"), "{router}");
+        assert!(
+            router.contains("--decode http://${NODE0}:30007"),
+            "{router}"
+        );
         assert!(router.contains("--policy round_robin"), "{router}");
     }
 
@@ -676,7 +1132,15 @@ mod tests {
                 l.contains(&format!("--nnodes 4 --node-rank {rank} ")),
                 "{l}"
             );
-            assert!(l.contains("--dist-init-addr node0:50000"), "{l}");
+            assert!(l.contains("--dist-init-addr ${NODE0}:50000"), "{l}");
+            // NCCL and Gloo bootstrap on the interface the user names; NCCL's RDMA devices are
+            // Mooncake's.
+            assert!(
+                l.starts_with(
+                    "NCCL_SOCKET_IFNAME=\"=${IFNAME}\" GLOO_SOCKET_IFNAME=\"${IFNAME}\" NCCL_IB_HCA=\"=${IB_DEVICES}\" python"
+                ),
+                "{l}"
+            );
             assert!(l.contains("--enable-dp-attention") && l.contains("--moe-a2a-backend deepep"));
             assert!(l.contains("--model-path deepseek-ai/DeepSeek-V3 "), "{l}");
         }
@@ -703,6 +1167,42 @@ mod tests {
             .find(|l| l.contains("--disaggregation-mode prefill"))
             .unwrap();
         assert!(!prefill.contains("offload"), "{prefill}");
+        // The store itself: its master on its first node, a store service on each of its
+        // nodes sized as the user says (the scenario's store is unbounded), and every HiCache
+        // server pointed at the master, contributing no DRAM of its own.
+        let nodes = node_lines(&text);
+        assert_eq!(
+            nodes[&3][0],
+            "mooncake_master --enable_http_metadata_server=true --http_metadata_server_port=8080"
+        );
+        for n in [3, 4] {
+            let service = nodes[&n]
+                .iter()
+                .find(|l| l.ends_with("python -m mooncake.mooncake_store_service --port=8081"))
+                .unwrap();
+            assert!(
+                service.contains("MOONCAKE_GLOBAL_SEGMENT_SIZE=\"${STORE_SEGMENT_BYTES}\"")
+                    && service.contains(&format!("MOONCAKE_LOCAL_HOSTNAME=\"${{NODE{n}}}\"")),
+                "{service}"
+            );
+        }
+        for l in commands(&text).filter(|l| l.contains("sglang.launch_server")) {
+            assert!(
+                l.starts_with("MOONCAKE_MASTER=\"${NODE3}:50051\" MOONCAKE_TE_META_DATA_SERVER=\"http://${NODE3}:8080/metadata\"")
+                    && l.contains(" MOONCAKE_GLOBAL_SEGMENT_SIZE=0 "),
+                "{l}"
+            );
+        }
+        // A sized store: each node's share of capacity_gb, in bytes.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios/store/decode-offload.toml");
+        let sc = crate::scenario::load(&path, &["kv_store.capacity_gb=100".into()]).unwrap();
+        let text = launch_text(&sc);
+        assert!(
+            text.contains("MOONCAKE_GLOBAL_SEGMENT_SIZE=50000000000 "),
+            "{text}"
+        );
+        assert!(!text.contains("STORE_SEGMENT_BYTES"), "{text}");
     }
 
     /// On an NVL72 rack every server line carries the MNNVL environment, the 48-GPU decode is
@@ -723,7 +1223,7 @@ mod tests {
         assert_eq!(decode.len(), 12, "one line per tray");
         for l in &decode {
             assert!(
-                l.starts_with("SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK MC_FORCE_MNNVL=1 NCCL_MNNVL_ENABLE=1 NCCL_CUMEM_ENABLE=1 python -m sglang.launch_server"),
+                l.starts_with("SGLANG_MOONCAKE_CUSTOM_MEM_POOL=NVLINK MC_FORCE_MNNVL=1 NCCL_SOCKET_IFNAME=\"=${IFNAME}\" GLOO_SOCKET_IFNAME=\"${IFNAME}\" NCCL_IB_HCA=\"=${IB_DEVICES}\" NCCL_MNNVL_ENABLE=1 NCCL_CUMEM_ENABLE=1 python -m sglang.launch_server"),
                 "{l}"
             );
             assert!(
@@ -755,6 +1255,117 @@ mod tests {
         })
         .unwrap();
         assert!(report.prediction.compatible, "{:?}", report.prediction);
+    }
+
+    /// The variables a file's lines refer to (`${NAME}` in a shell, `$(NAME)` in a pod).
+    pub(crate) fn referenced(
+        text: &str,
+        open: &str,
+        close: char,
+    ) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        for l in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            let mut rest = l;
+            while let Some(i) = rest.find(open) {
+                let tail = &rest[i + open.len()..];
+                let Some(j) = tail.find(close) else { break };
+                let name = &tail[..j];
+                if !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+                {
+                    out.insert(name.to_string());
+                }
+                rest = &tail[j..];
+            }
+        }
+        out
+    }
+
+    /// Issue 41 item 5, "say what still needs the user's hand": the names `launch.txt` says
+    /// are left are exactly those it declares and exactly those its lines use — on one node,
+    /// across nodes with DP attention and EP, on an NVL72 rack, colocated.
+    #[test]
+    fn the_placeholders_listed_are_exactly_the_ones_used() {
+        for rel in [
+            "scenarios/quickstart.toml",
+            "scenarios/moe/lmsys-prefill-ep32.toml",
+            "scenarios/moe/gb200-nvl72-fp4-decode.toml",
+            "scenarios/plan/colocated-8b.toml",
+            "scenarios/store/decode-offload.toml",
+            "scenarios/store/store-on-decode-node.toml",
+        ] {
+            let sc = load(rel);
+            let text = launch_text(&sc);
+            let listed: std::collections::BTreeSet<String> = text
+                .lines()
+                .find_map(|l| l.strip_prefix("# Placeholders left: "))
+                .unwrap()
+                .trim_end_matches('.')
+                .split(", ")
+                .map(String::from)
+                .collect();
+            let declared: std::collections::BTreeSet<String> = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("export "))
+                .map(|l| l.split('=').next().unwrap().to_string())
+                .collect();
+            let used = referenced(&text, "${", '}');
+            assert_eq!(listed, declared, "{rel}");
+            assert_eq!(declared, used, "{rel}");
+            let multi = sc
+                .placement
+                .gpus
+                .iter()
+                .any(|g| g[0].node != g[g.len() - 1].node);
+            assert_eq!(used.contains(IFNAME), multi, "{rel}");
+            assert_eq!(
+                used.contains(IB_DEVICES),
+                is_pd(&sc) || multi || sc.kv_store.is_some(),
+                "{rel}"
+            );
+        }
+    }
+
+    /// What the scenario simulated that sglang reads from its environment is on the lines of
+    /// the side that reads it, and only when it is not sglang's default: `[sglang]` timeouts
+    /// (whole seconds, rounded up with a note) and transfer queues, EFA.
+    #[test]
+    fn simulated_sglang_and_mooncake_settings_are_in_the_environment() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml");
+        let text = launch_text(&crate::scenario::load(&path, &[]).unwrap());
+        assert!(!text.contains("SGLANG_DISAGGREGATION_") && !text.contains("MOONCAKE_PROTOCOL"));
+        let sets: Vec<String> = [
+            "sglang.bootstrap_timeout_s=30",
+            "sglang.waiting_timeout_s=12.5",
+            "sglang.queue_size=8",
+            "fabric.transport=\"efa\"",
+        ]
+        .map(String::from)
+        .to_vec();
+        let text = launch_text(&crate::scenario::load(&path, &sets).unwrap());
+        let line = |mode: &str| {
+            commands(&text)
+                .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
+                .unwrap()
+                .to_string()
+        };
+        let (p, d) = (line("prefill"), line("decode"));
+        assert!(
+            p.starts_with("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT=30 SGLANG_DISAGGREGATION_QUEUE_SIZE=8 MOONCAKE_PROTOCOL=efa python"),
+            "{p}"
+        );
+        assert!(
+            d.starts_with("SGLANG_DISAGGREGATION_WAITING_TIMEOUT=13 MOONCAKE_PROTOCOL=efa python"),
+            "{d}"
+        );
+        assert!(
+            text.contains("sglang.waiting_timeout_s = 12.5 s is written as 13 s"),
+            "{text}"
+        );
+        assert!(text.contains("EFA devices"), "{text}");
     }
 
     #[test]

@@ -10,13 +10,15 @@
 //! The parts, each re-exported here so callers name `plan::Grid`, `plan::run_rows`: `grid` (the
 //! question: axes, the grid, shards), `run` (running rows), `rows` (a row and `sweep.csv`),
 //! `manifest` (`sweep.json` and the checks of rows read back), `error` ([`PlanError`]); and the
-//! public modules below for the journal, the searches, the launch lines and the report.
+//! public modules below for the journal, the searches, the launch lines, the Kubernetes
+//! manifests, the Slurm script and the report.
 
 pub mod journal;
 pub mod k8s;
 pub mod launch;
 pub mod report;
 pub mod search;
+pub mod slurm;
 
 mod error;
 mod grid;

@@ -10,6 +10,7 @@ mod calibrate_kernels;
 mod check;
 mod cli;
 mod explain;
+mod k8s_schema;
 mod plan;
 mod report_story;
 mod trace_events;

@@ -1504,28 +1504,34 @@ fn the_plan_report_labels_colours_and_explains_every_point() {
     assert!(html.contains("<title>pdsim sweep: scenarios/quickstart.toml</title>"));
 }
 
-/// `k8s.yaml` is the deployment of `launch.txt` as Kubernetes objects: one LeaderWorkerSet
-/// per pool with a replica per instance and the instance's GPUs per pod, each server's
-/// arguments those of its launch line (but the per-host port and GPU offset), and the router
-/// Deployment naming every instance by its LWS pod's DNS name.
+/// `k8s.yaml` is the deployment of `launch.txt` as Kubernetes objects: the ConfigMap of the
+/// cluster's names, per pool one LeaderWorkerSet per port its instances use in `launch.txt`
+/// (replicas adding up to the pool's instances, the instance's GPUs per pod) each with a Service
+/// on its leaders, each server's arguments those of its launch line (but the GPU offset and the
+/// way a variable is written), and the router Deployment naming every instance by its LWS pod's
+/// DNS name; `slurm.sh` beside it parses and is listed in `plan.json`.
 #[test]
 fn kubernetes_manifests_are_the_launch_lines_as_leader_worker_sets() {
     let d = tmpdir("plan-k8s");
     let plan = plan70b(&d, &[]);
     assert_eq!(plan["kubernetes"], "k8s.yaml");
+    assert_eq!(plan["slurm"], "slurm.sh");
     let yaml = String::from_utf8(bytes(&d, "k8s.yaml")).unwrap();
     let launch = String::from_utf8(bytes(&d, "launch.txt")).unwrap();
     let docs: Vec<&str> = yaml.split("\n---\n").skip(1).collect();
-    let kinds: Vec<&str> = docs.iter().map(|d| d.lines().nth(1).unwrap()).collect();
-    assert_eq!(
-        kinds,
-        [
-            "kind: \"LeaderWorkerSet\"",
-            "kind: \"LeaderWorkerSet\"",
-            "kind: \"Deployment\"",
-            "kind: \"Service\""
-        ]
-    );
+    let kind = |doc: &str| doc.lines().nth(1).unwrap().to_string();
+    assert_eq!(kind(docs[0]), "kind: \"ConfigMap\"");
+    assert!(docs[0].contains("IB_DEVICES: \"\""), "{}", docs[0]);
+    let n = docs.len();
+    assert_eq!(kind(docs[n - 2]), "kind: \"Deployment\"");
+    assert_eq!(kind(docs[n - 1]), "kind: \"Service\"");
+    let lws: Vec<&str> = docs[1..n - 2].iter().step_by(2).copied().collect();
+    for (i, l) in lws.iter().enumerate() {
+        assert_eq!(kind(l), "kind: \"LeaderWorkerSet\"", "{l}");
+        let svc = docs[2 + 2 * i];
+        assert_eq!(kind(svc), "kind: \"Service\"", "{svc}");
+        assert!(svc.contains("leaderworkerset.sigs.k8s.io/worker-index: \"0\""));
+    }
     let best = values(&plan["best"])
         .into_iter()
         .collect::<BTreeMap<_, _>>();
@@ -1547,16 +1553,20 @@ fn kubernetes_manifests_are_the_launch_lines_as_leader_worker_sets() {
         out
     };
     let strip = |words: Vec<String>| -> Vec<String> {
-        // The per-host values: ports and the GPU offset differ by design.
+        // The GPU offset (Kubernetes assigns the GPUs) and the RDMA devices' variable
+        // (`"${IB_DEVICES}"` in a shell, `$(IB_DEVICES)` in a pod) differ by design; the
+        // environment is the container's `env`, not words.
         let mut out = Vec::new();
         let mut skip = false;
-        for w in words {
+        for w in words
+            .into_iter()
+            .skip_while(|w| w.contains('=') && !w.starts_with("--"))
+        {
             if skip {
                 skip = false;
                 continue;
             }
-            if ["--port", "--base-gpu-id", "--disaggregation-bootstrap-port"].contains(&w.as_str())
-            {
+            if ["--base-gpu-id", "--disaggregation-ib-device"].contains(&w.as_str()) {
                 skip = true;
                 continue;
             }
@@ -1564,31 +1574,67 @@ fn kubernetes_manifests_are_the_launch_lines_as_leader_worker_sets() {
         }
         out
     };
-    for (doc, role) in docs[..2].iter().zip(["prefill", "decode"]) {
-        let n = &best[&format!("pools.{role}.instances")];
+    for role in ["prefill", "decode"] {
+        let n: u32 = best[&format!("pools.{role}.instances")].parse().unwrap();
         let tp = &best[&format!("pools.{role}.server.tp_size")];
-        assert!(doc.contains(&format!("\n  replicas: {n}\n")), "{doc}");
-        assert!(doc.contains("    size: 1\n"), "TP {tp} fits a node: {doc}");
-        assert!(doc.contains(&format!("nvidia.com/gpu: \"{tp}\"")), "{doc}");
-        let line = lines
+        let mine: Vec<&&str> = lws
             .iter()
-            .find(|l| l.contains(&format!("--disaggregation-mode {role}")))
-            .unwrap();
-        let words: Vec<String> = line.split_whitespace().map(String::from).collect();
-        assert_eq!(
-            strip(command(doc)),
-            strip(words),
-            "{role}: the launch line's arguments"
-        );
+            .filter(|d| d.contains(&format!("pdsim.io/role: \"{role}\"")))
+            .collect();
+        let replicas: u32 = mine
+            .iter()
+            .map(|d| {
+                let l = d.lines().find(|l| l.starts_with("  replicas: ")).unwrap();
+                l["  replicas: ".len()..].parse::<u32>().unwrap()
+            })
+            .sum();
+        assert_eq!(replicas, n, "{role}: replicas add up to the instances");
+        for doc in &mine {
+            assert!(doc.contains("    size: 1\n"), "TP {tp} fits a node: {doc}");
+            assert!(doc.contains(&format!("nvidia.com/gpu: \"{tp}\"")), "{doc}");
+            assert!(doc.contains("hostNetwork: true") && doc.contains("privileged: true"));
+            assert!(
+                doc.contains("path: \"/health\""),
+                "probed on /health: {doc}"
+            );
+            // The launch line with this LWS's port is its command.
+            let cmd = command(doc);
+            let port = &cmd[cmd.iter().position(|w| w == "--port").unwrap() + 1];
+            let line = lines
+                .iter()
+                .find(|l| {
+                    l.contains(&format!("--disaggregation-mode {role}"))
+                        && l.contains(&format!("--port {port} "))
+                })
+                .unwrap();
+            let words: Vec<String> = line.split_whitespace().map(String::from).collect();
+            assert_eq!(
+                strip(cmd),
+                strip(words),
+                "{role}: the launch line's arguments"
+            );
+        }
     }
-    let router = command(docs[2]);
+    let router = command(docs[n - 2]);
     let prefill = router.iter().filter(|w| *w == "--prefill").count();
     let decode = router.iter().filter(|w| *w == "--decode").count();
     assert_eq!(prefill.to_string(), best["pools.prefill.instances"]);
     assert_eq!(decode.to_string(), best["pools.decode.instances"]);
+    // Every URL names a leader pod of an LWS above (`x-g.x`) on that LWS's port: here the two
+    // decodes sharing a node in launch.txt are two LWS, on ports 30000 and 30001.
+    for url in router.iter().filter(|w| w.starts_with("http://")) {
+        let (host, port) = url["http://".len()..].split_once(':').unwrap();
+        let (pod, lws_name) = host.split_once('.').unwrap();
+        let doc = lws
+            .iter()
+            .find(|d| d.contains(&format!("  name: \"{lws_name}\"\n")))
+            .unwrap_or_else(|| panic!("{url}: no LWS {lws_name}"));
+        assert!(pod.starts_with(&format!("{lws_name}-")), "{url}");
+        assert!(doc.contains(&format!("containerPort: {port}\n")), "{url}");
+    }
     assert!(
         router.contains(
-            &"http://llama70b-azure-conv-decode-1.llama70b-azure-conv-decode:30000".to_string()
+            &"http://llama70b-azure-conv-decode-1-0.llama70b-azure-conv-decode-1:30001".to_string()
         ),
         "{router:?}"
     );
@@ -1597,6 +1643,13 @@ fn kubernetes_manifests_are_the_launch_lines_as_leader_worker_sets() {
         line.ends_with(router.last().unwrap()),
         "the same policy: {line}"
     );
+    // The Slurm script parses.
+    let st = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(d.join("slurm.sh"))
+        .status()
+        .unwrap();
+    assert!(st.success());
 }
 
 /// A grid of whole deployments: one PD pair (1P + 1D at TP 1, 2 GPUs) and 1, 2 or 3 colocated
@@ -2265,4 +2318,76 @@ fn the_planner_answers_in_one_line() {
         "4",
     ]);
     assert_eq!(code, 2, "{err}");
+}
+
+/// `scenario.toml` is a plan's result file like the others (`SWEEP_FILES`): a later plan into
+/// the folder of a one-line plan removes the one-line plan's scenario, which no longer
+/// describes what the folder holds — unless that scenario is the very file the later plan
+/// reads, which stays. The one-line plan's folder also holds `slurm.sh`.
+#[test]
+fn a_later_plan_into_the_folder_leaves_no_stale_scenario() {
+    let d = tmpdir("plan-stale-scenario");
+    let one = d.join("one");
+    let one_line = [
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm",
+        "--isl",
+        "512",
+        "--osl",
+        "64",
+        "--ttft",
+        "2000",
+        "--tpot",
+        "100",
+        "--rate",
+        "2",
+        "--gpus",
+        "2",
+        "-q",
+        "--out",
+    ];
+    let mut args = one_line.to_vec();
+    args.push(one.to_str().unwrap());
+    ok(&args);
+    assert!(one.join("scenario.toml").is_file() && one.join("slurm.sh").is_file());
+    // Its own scenario planned again into the same folder: kept.
+    let own = one.join("scenario.toml");
+    let before = std::fs::read(&own).unwrap();
+    ok(&[
+        "plan",
+        own.to_str().unwrap(),
+        "--rate",
+        "2",
+        "--vary",
+        "pools=[{name=\"servers\",role=\"colocated\",instances=1,server={tp_size=1}}]",
+        "-q",
+        "--out",
+        one.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        std::fs::read(&own).unwrap(),
+        before,
+        "the plan's input is kept"
+    );
+    // Another scenario planned into it: the stale scenario.toml is gone.
+    let mut args = vec![
+        "plan",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "4",
+        "--vary",
+        "pools.decode.instances=1,2",
+        "--out",
+        one.to_str().unwrap(),
+    ];
+    args.extend(SHORT);
+    ok(&args);
+    assert!(
+        !own.exists(),
+        "a stale scenario.toml is left beside the new plan"
+    );
+    assert!(one.join("launch.txt").is_file() && one.join("slurm.sh").is_file());
 }

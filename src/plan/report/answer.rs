@@ -43,7 +43,7 @@ pub(super) fn plan_answer_html(vs: &[PointVerdict], m: &Manifest, p: &PlanContex
     let idle = b.idle_gpus.unwrap_or(0);
     let (billing, cost) = price_text(a, b, p.gpus_per_node);
     let reached = reached(b, &m.slo);
-    let files: Vec<String> = [&a.best_toml, &a.launch, &a.kubernetes]
+    let files: Vec<String> = [&a.best_toml, &a.launch, &a.kubernetes, &a.slurm]
         .iter()
         .filter_map(|f| f.as_ref())
         .map(|f| format!("<a href=\"{0}\"><code>{0}</code></a>", esc(f)))

@@ -445,6 +445,9 @@ pub struct PlanAnswer {
     /// `k8s.yaml`, the same deployment as Kubernetes manifests (one LeaderWorkerSet per pool,
     /// the router's Deployment and Service; `plan::k8s`).
     pub kubernetes: Option<String>,
+    /// `slurm.sh`, the same deployment as a Slurm batch script (one task per node running
+    /// that node's lines of `launch.txt`; `plan::slurm`).
+    pub slurm: Option<String>,
     /// PD or not: on a grid holding both disaggregated and colocated points, which the answer
     /// is and what the other costs at the same `[slo]` (left out of other plans).
     #[serde(skip_serializing_if = "Option::is_none")]

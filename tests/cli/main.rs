@@ -12,4 +12,5 @@ mod cli;
 mod explain;
 mod plan;
 mod report_story;
+mod serve;
 mod trace_events;

@@ -67,8 +67,11 @@ const QUICKSTART: &str = include_str!("../../../scenarios/quickstart.toml");
 
 /// The server's state, shared by the connection threads.
 struct State {
-    /// The served folder, canonical.
+    /// The served folder, canonical: what a requested path must resolve under.
     dir: PathBuf,
+    /// The same folder as `--dir` gave it: plans and runs write under it, so their files and
+    /// messages name the paths a CLI line run from the same folder names.
+    out: PathBuf,
     wait: Duration,
     max_requests: u64,
     jobs: Mutex<Jobs>,
@@ -157,6 +160,7 @@ pub fn bind(req: &ServeRequest) -> Result<Bound, CliError> {
                 server,
                 state: Arc::new(State {
                     dir,
+                    out: req.dir.clone(),
                     wait: Duration::from_secs(req.wait_s),
                     max_requests: req.max_requests,
                     jobs: Mutex::new(Jobs::default()),
@@ -176,7 +180,7 @@ pub fn run(req: &ServeRequest) -> Result<(), CliError> {
     super::print_out(&format!(
         "pdsim serve: http://{}/ (results in {}; Ctrl-C stops)\n",
         bound.addr,
-        bound.state.dir.display()
+        bound.state.out.display()
     ))?;
     bound.serve();
     Ok(())
@@ -438,7 +442,7 @@ fn plan_page(state: &Arc<State>, fields: &[(String, String)]) -> Reply {
         rate.map_or("max".to_string(), |r| format!("r{r}")),
         q.gpus
     );
-    let out = state.dir.join(&name);
+    let out = state.out.join(&name);
     let command = format!(
         "pdsim plan --model {} --gpu {} --isl {} --osl {} --ttft {} --tpot {}{} --gpus {} --out {}",
         q.model,
@@ -520,7 +524,7 @@ fn report_reply(
     let base = format!("/files/{name}/");
     let page = match std::fs::read_to_string(out.join("index.html")) {
         Ok(report) => pages::splice(&report, &base, &bar),
-        Err(_) => pages::page("pdsim serve: the answer", &bar),
+        Err(_) => pages::bare("pdsim serve: the answer", &bar),
     };
     Reply::html(200, page)
 }
@@ -731,7 +735,7 @@ fn edit_page(state: &Arc<State>, fields: &[(String, String)]) -> Reply {
         );
     }
     // Relative paths in the text resolve as they will when it runs from `runs/`.
-    let runs = state.dir.join("runs");
+    let runs = state.out.join("runs");
     let stand_in = runs.join("scenario.toml");
     let sc = match crate::scenario::from_str(&text, &stand_in, &[]) {
         Ok(sc) => sc,
@@ -933,6 +937,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         Arc::new(State {
             dir: dir.canonicalize().unwrap(),
+            out: dir.clone(),
             wait: Duration::from_secs(60),
             max_requests: 10_000,
             jobs: Mutex::new(Jobs::default()),

@@ -29,12 +29,17 @@ const STYLE: &str = "<style>
 .serve-page code,.serve-bar code{background:#eef;padding:0 .25em}
 </style>";
 
-/// A whole page: `title` and `body` (HTML) inside the server's frame.
+/// A whole page: `title` and `body` (HTML) inside the server's frame, under the links to the
+/// other pages.
 pub fn page(title: &str, body: &str) -> String {
+    bare(title, &format!("{}\n{body}", nav()))
+}
+
+/// [`page`] without the links (a body that brings its own, as [`report_bar`] does).
+pub fn bare(title: &str, body: &str) -> String {
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>{STYLE}</head>\n<body><div class=\"serve-page\">\n{}\n{body}\n</div></body></html>\n",
-        esc(title),
-        nav()
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>{STYLE}</head>\n<body><div class=\"serve-page\">\n{body}\n</div></body></html>\n",
+        esc(title)
     )
 }
 
@@ -312,7 +317,7 @@ pub fn splice(report: &str, base: &str, bar: &str) -> String {
             &report[b..]
         ),
         // Not the page pdsim writes: the bar alone above a link to it.
-        _ => page(
+        _ => bare(
             "pdsim serve",
             &format!(
                 "{bar}<p><a href=\"{}index.html\">the report</a></p>",

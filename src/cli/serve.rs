@@ -51,3 +51,54 @@ impl ServeArgs {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    /// Every flag reaches the request; `--bind` must be an address, named when it is not.
+    #[test]
+    fn flags_become_the_serve_request() {
+        let parse = |argv: &[&str]| match Cli::try_parse_from(argv).expect("parses").command {
+            Command::Serve(a) => a,
+            _ => panic!("not serve"),
+        };
+        let r = parse(&[
+            "pdsim",
+            "serve",
+            "--port",
+            "0",
+            "--bind",
+            "::1",
+            "--dir",
+            "d",
+            "--wait",
+            "5",
+            "--max-requests",
+            "9",
+        ])
+        .request()
+        .unwrap();
+        assert_eq!(
+            (
+                r.port,
+                r.bind.to_string(),
+                r.dir.to_str(),
+                r.wait_s,
+                r.max_requests
+            ),
+            (0, "::1".to_string(), Some("d"), 5, 9)
+        );
+        let d = parse(&["pdsim", "serve"]).request().unwrap();
+        assert_eq!(
+            (d.port, d.bind.to_string(), d.dir.to_str()),
+            (8080, "127.0.0.1".to_string(), Some("results/serve"))
+        );
+        let e = parse(&["pdsim", "serve", "--bind", "localhost"])
+            .request()
+            .unwrap_err();
+        assert_eq!((e.key().as_deref(), e.exit_code()), (Some("--bind"), 2));
+    }
+}

@@ -341,6 +341,19 @@ fn route(state: &Arc<State>, method: &str, path: &str, input: &str) -> Reply {
             200,
             pages::question_form(&defaults(), &[], &[], &earlier(&state.dir)),
         ),
+        // HEAD asks about a page without wanting it: it must not start a plan or a run.
+        "/plan" | "/edit"
+            if method == "HEAD"
+                && (path == "/plan" || fields.iter().any(|(k, v)| k == "action" && v == "run")) =>
+        {
+            Reply::html(
+                405,
+                pages::message(
+                    "method not allowed",
+                    &format!("HEAD {path}: would start a plan or run; use GET or POST"),
+                ),
+            )
+        }
         "/plan" => plan_page(state, &fields),
         "/edit" => edit_page(state, &fields),
         _ => {
@@ -700,6 +713,13 @@ fn edit_page(state: &Arc<State>, fields: &[(String, String)]) -> Reply {
     let text = match (get("scenario"), get("from")) {
         (Some(t), _) => t.replace("\r\n", "\n"),
         (None, Some(from)) => match http::file_under(&state.dir, from) {
+            // A results file (a requests.csv) is no scenario to edit: refused before it is read.
+            Ok(p) if p.metadata().map_or(0, |m| m.len()) > http::MAX_INPUT_BYTES as u64 => {
+                return bad_request(&format!(
+                    "from {from:?}: over {} bytes, no scenario to edit",
+                    http::MAX_INPUT_BYTES
+                ));
+            }
             Ok(p) => match std::fs::read_to_string(&p) {
                 Ok(t) => t,
                 Err(e) => return bad_request(&format!("from {from:?}: {e}")),
@@ -1025,6 +1045,15 @@ mod tests {
         assert_eq!(route(&s, "GET", "/files/%2e%2e/x", "").status, 400);
         assert_eq!(route(&s, "GET", "/files/nothing", "").status, 404);
         assert_eq!(route(&s, "DELETE", "/", "").status, 405);
+        assert_eq!(route(&s, "HEAD", "/plan", "model=x").status, 405);
+        assert_eq!(route(&s, "HEAD", "/edit", "action=run").status, 405);
+        assert_eq!(route(&s, "HEAD", "/edit", "").status, 200);
+        std::fs::write(
+            s.dir.join("big.toml"),
+            vec![b'#'; http::MAX_INPUT_BYTES + 1],
+        )
+        .unwrap();
+        assert_eq!(route(&s, "GET", "/edit", "from=big.toml").status, 400);
         assert_eq!(route(&s, "GET", "/jobs/7", "").status, 404);
         assert_eq!(route(&s, "GET", "/jobs/x", "").status, 400);
     }

@@ -93,9 +93,10 @@ fn chromium() -> Option<std::path::PathBuf> {
 /// The DOM headless Chromium renders at `url` (`--dump-dom`), with at most a minute to do it;
 /// past it, the test fails with the server's access log (`log`) and Chromium's stderr.
 ///
-/// Images are off: the DOM is what is checked, and under parallel tests Chromium sometimes
-/// never finished loading a run report's nine SVG charts although the server had sent each
-/// whole (its log says so, and curl fetching them in parallel never stalls).
+/// Images are off: the DOM is what is checked, and Chromium now and then (about one test run
+/// in three) never finished loading the nine SVG charts of a run report shown at
+/// `/edit?action=run…`, although the server's log has each sent whole and curl fetching them in
+/// parallel (with the same long `Referer`) never stalls. Not understood yet.
 fn dom(
     browser: &std::path::Path,
     profile: &std::path::Path,

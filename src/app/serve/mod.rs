@@ -257,6 +257,10 @@ fn to_response(r: Reply) -> tiny_http::Response<Box<dyn std::io::Read + Send>> {
         len,
         None,
     )
+    // Always a Content-Length, never chunked (tiny_http's default past 32 KiB): the length is
+    // known, and loading a run report from `/files/` in headless Chromium hung now and then
+    // with chunked charts (2 loads in 15) and never without (0 in 40).
+    .with_chunked_threshold(usize::MAX)
 }
 
 /// Reads the request (its query or form body, capped at [`http::MAX_INPUT_BYTES`]) and routes

@@ -14,6 +14,7 @@ pub mod plan;
 pub mod progress;
 pub mod readback;
 pub mod run;
+pub mod serve;
 pub mod signals;
 pub mod sweep;
 

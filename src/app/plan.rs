@@ -53,11 +53,17 @@ pub struct PlanRequest {
     pub question: Option<super::oneline::Question>,
 }
 
-/// Runs `pdsim plan`.
+/// Runs `pdsim plan`, printing its answer on standard output (nothing under `quiet`).
 pub fn run(args: &PlanRequest) -> Result<(), CliError> {
+    run_saying(args, &mut |text| super::print_out(text))
+}
+
+/// [`run`], handing the answer's text to `say` instead of printing it (`pdsim serve` shows it
+/// on its answer page); nothing is said under `quiet`.
+pub fn run_saying(args: &PlanRequest, say: &mut Say<'_>) -> Result<(), CliError> {
     let started = Instant::now();
     let Some(q) = &args.question else {
-        return run_base(args, args.scenario.base()?, started);
+        return run_base_saying(args, args.scenario.base()?, started, say);
     };
     if !args.vary.is_empty() {
         return Err(CliError::Conflict {
@@ -82,7 +88,7 @@ pub fn run(args: &PlanRequest) -> Result<(), CliError> {
         question: None,
         ..args.clone()
     };
-    let answer = run_base(&asked, asked.scenario.base()?, started);
+    let answer = run_base_saying(&asked, asked.scenario.base()?, started, say);
     // The scenario the plan used, beside its results (also when no deployment met [slo]);
     // written whole or not at all (a temporary file renamed), so a kill never leaves half of it.
     if path.parent().is_some_and(Path::is_dir) {
@@ -99,8 +105,21 @@ pub fn run(args: &PlanRequest) -> Result<(), CliError> {
     answer
 }
 
+/// Where a plan's answer text goes: standard output for the CLI, a page for `pdsim serve`.
+pub type Say<'a> = dyn FnMut(&str) -> Result<(), CliError> + 'a;
+
 /// [`run`] of a scenario already read (`crate::api` gives a program's TOML text as a [`Base`]).
 pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), CliError> {
+    run_base_saying(args, base, started, &mut |text| super::print_out(text))
+}
+
+/// [`run_base`], the answer's text handed to `say`.
+fn run_base_saying(
+    args: &PlanRequest,
+    base: Base,
+    started: Instant,
+    say: &mut Say<'_>,
+) -> Result<(), CliError> {
     let key = search::rate_key(&base)?;
     let mut fixed = args.sets.clone();
     if let Some(r) = args.rate {
@@ -136,7 +155,7 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
         out.install(&["plan.csv", "plan.json"])?;
         return match args.quiet {
             true => Ok(()),
-            false => super::print_out(&text),
+            false => say(&text),
         };
     }
     let rate = args.rate.expect("clap requires --rate without --max-rate");
@@ -223,7 +242,7 @@ pub fn run_base(args: &PlanRequest, base: Base, started: Instant) -> Result<(), 
             head += &format!("\n  {}", pd.why);
         }
         head += &format!("\n  {}", answer.grounding.note);
-        super::print_out(&rate_summary(
+        say(&rate_summary(
             args, &answer, &head, stopped, past, started, &dir,
         ))?;
     }
@@ -288,7 +307,7 @@ fn require_slo(args: &PlanRequest, sc: &Scenario) -> Result<(), CliError> {
 
 /// `--rate r` is a rate the simulated clock can express: positive and at most
 /// [`MAX_PLAN_RATE`] requests/s (one arrival per nanosecond on `key`).
-fn check_rate(r: f64, key: &str) -> Result<(), CliError> {
+pub(crate) fn check_rate(r: f64, key: &str) -> Result<(), CliError> {
     if !(r.is_finite() && r > 0.0 && r <= MAX_PLAN_RATE) {
         return Err(CliError::flag(
             "--rate",

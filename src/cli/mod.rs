@@ -9,6 +9,7 @@ pub mod lint;
 pub mod merge;
 pub mod plan;
 pub mod run;
+pub mod serve;
 pub mod sweep;
 pub mod trace;
 
@@ -49,6 +50,8 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// The cheapest grid point meeting [slo] at a rate, or each point's highest rate.
     Plan(plan::PlanArgs),
+    /// A local web app: the one-line question as a form, a scenario editor, the reports.
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the parsed command.
@@ -69,6 +72,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Sweep(args) => crate::app::sweep::run(&args.request()),
         Command::Merge(args) => merge::run(&args),
         Command::Plan(args) => crate::app::plan::run(&args.request()),
+        Command::Serve(args) => crate::app::serve::run(&args.request()?),
     }
 }
 
@@ -210,6 +214,7 @@ mod tests {
             ("src/cli/plan.rs", include_str!("plan.rs")),
             ("src/cli/check.rs", include_str!("check.rs")),
             ("src/cli/merge.rs", include_str!("merge.rs")),
+            ("src/cli/serve.rs", include_str!("serve.rs")),
         ] {
             assert!(
                 !text.contains(concat!("crate::", "api")),

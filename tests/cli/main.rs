@@ -13,4 +13,5 @@ mod explain;
 mod k8s_schema;
 mod plan;
 mod report_story;
+mod serve;
 mod trace_events;

@@ -142,7 +142,7 @@ pub fn content_type(p: &Path) -> &'static str {
         "svg" => "image/svg+xml",
         "png" => "image/png",
         "json" => "application/json",
-        "csv" | "toml" | "txt" | "yaml" | "md" | "log" => "text/plain; charset=utf-8",
+        "csv" | "toml" | "txt" | "yaml" | "md" | "log" | "sh" => "text/plain; charset=utf-8",
         _ => "application/octet-stream",
     }
 }
@@ -150,6 +150,25 @@ pub fn content_type(p: &Path) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_deploy_files_are_shown_as_text() {
+        for f in [
+            "launch.txt",
+            "k8s.yaml",
+            "slurm.sh",
+            "best.toml",
+            "sweep.csv",
+        ] {
+            assert_eq!(
+                content_type(Path::new(f)),
+                "text/plain; charset=utf-8",
+                "{f}"
+            );
+        }
+        assert_eq!(content_type(Path::new("index.html")), HTML);
+        assert_eq!(content_type(Path::new("x.bin")), "application/octet-stream");
+    }
 
     #[test]
     fn forms_decode_and_malformed_ones_are_named() {

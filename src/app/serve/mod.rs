@@ -513,6 +513,7 @@ fn plan_page(state: &Arc<State>, fields: &[(String, String)]) -> Reply {
             ("best.toml", "best.toml"),
             ("launch.txt", "launch.txt"),
             ("k8s.yaml", "k8s.yaml"),
+            ("slurm.sh", "slurm.sh"),
         ];
         let mut hrefs: Vec<(String, String)> = links
             .iter()

@@ -166,7 +166,7 @@ fn evidence(p: &PoolUsage, growth: Option<f64>, server: &str) -> String {
             pct(p.kv_occupancy)
         ),
         // sglang's decode shares its request rows between the batch and the requests
-        // preallocated or in transfer (`DecodeReqToTokenPool`, docs/sglang-pd.md §2.3): the
+        // preallocated or in transfer (`DecodeReqToTokenPool`, docs/sglang-pd.md §16.1): the
         // rows bind with the batch below the cap.
         "batch_cap" if p.role == "decode" && p.batch_occupancy.is_some_and(|b| b < 0.9) => format!(
             "every request row of max_running_requests held — by the batch (mean {}, {} of the cap) and by requests preallocated and still in transfer, which share the rows in sglang's decode; KV pages {} held; {queue} (decode's prealloc queue waits for a row)",

@@ -371,7 +371,7 @@ impl PoolGauges {
     /// Whether a decode pool's waiting requests waited for request rows more often than for
     /// pages: sglang's decode shares `--max-running-requests` rows between the running batch
     /// and the requests preallocated or in transfer (`DecodeReqToTokenPool`,
-    /// `docs/sglang-pd.md` §2.3), so the rows can bind with the batch below its cap and the KV
+    /// `docs/sglang-pd.md` §16.1), so the rows can bind with the batch below its cap and the KV
     /// half empty.
     pub fn rows_bound(&self) -> bool {
         self.prealloc_stops[0] > self.prealloc_stops[1]

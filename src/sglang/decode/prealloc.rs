@@ -9,7 +9,7 @@ use crate::vocab::requests::{KvPoll, ReqRef, Requests};
 /// `DecodeReqToTokenPool` rows beyond `--max-running-requests` for requests being preallocated
 /// or transferred: `pre_alloc_size = 2 × max_num_reqs` when `max_num_reqs <= 32`, else
 /// `SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS` (0) (`model_runner.py`; `docs/sglang-pd.md`
-/// docs/sglang-pd.md §2.3). So above 32 running requests, preallocated, transferring and running requests share
+/// §16.1). So above 32 running requests, preallocated, transferring and running requests share
 /// the same rows.
 fn pre_alloc_rows(max_running: u32) -> u32 {
     if max_running <= 32 {

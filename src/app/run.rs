@@ -260,12 +260,7 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
         ". Step times: {}",
         crate::spec::calibration::describe(&sc.calibration, &sc.compute, &sc.gpu)
     );
-    let profiled: Vec<&str> = sc
-        .pools
-        .iter()
-        .filter(|p| p.step_times.is_some())
-        .map(|p| p.name.as_str())
-        .collect();
+    let profiled = sc.profiled_pools();
     if !profiled.is_empty() {
         let _ = write!(
             ctx.setup,

@@ -856,6 +856,17 @@ pub struct Scenario {
     pub notes: Vec<String>,
 }
 
+impl Scenario {
+    /// The pools whose step times are a measured profile (`pools.step_times`), by name.
+    pub fn profiled_pools(&self) -> Vec<&str> {
+        self.pools
+            .iter()
+            .filter(|p| p.step_times.is_some())
+            .map(|p| p.name.as_str())
+            .collect()
+    }
+}
+
 /// A validated fault.
 #[derive(Clone, Debug)]
 pub struct FaultSpec {

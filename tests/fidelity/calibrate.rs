@@ -110,12 +110,9 @@ fn write_measurements(dir: &Path, m: &StepModel) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn calibrate_round_trips_pdsim_measurements_within_2_percent() {
-    let dir = tmpdir("calibrate-roundtrip");
-    let truth_model = model(&truth());
-    let files = write_measurements(&dir, &truth_model);
-    let out = dir.join("cal.toml");
+/// `pdsim calibrate FILES --model llama-3.1-8b --gpu h200 --tp 2 --out OUT`: the setup
+/// [`model`] measures.
+fn calibrate_8b_h200_tp2(files: &[String], out: &Path) -> (i32, String, String) {
     let mut args: Vec<String> = vec!["calibrate".into()];
     args.extend(files.iter().cloned());
     args.extend(
@@ -131,7 +128,16 @@ fn calibrate_round_trips_pdsim_measurements_within_2_percent() {
         .map(String::from),
     );
     args.push(out.display().to_string());
-    let (code, stdout, stderr) = pdsim(&args);
+    pdsim(&args)
+}
+
+#[test]
+fn calibrate_round_trips_pdsim_measurements_within_2_percent() {
+    let dir = tmpdir("calibrate-roundtrip");
+    let truth_model = model(&truth());
+    let files = write_measurements(&dir, &truth_model);
+    let out = dir.join("cal.toml");
+    let (code, stdout, stderr) = calibrate_8b_h200_tp2(&files, &out);
     println!("{stdout}");
     assert_eq!(code, 0, "{stderr}");
     for regime in [
@@ -301,22 +307,7 @@ fn calibrate_reads_an_sglang_log_and_prometheus_scrapes_back_within_2_percent() 
     let truth_model = model(&truth());
     let files = write_observations(&dir, &truth_model);
     let out = dir.join("cal.toml");
-    let mut args: Vec<String> = vec!["calibrate".into()];
-    args.extend(files.iter().cloned());
-    args.extend(
-        [
-            "--model",
-            "llama-3.1-8b",
-            "--gpu",
-            "h200",
-            "--tp",
-            "2",
-            "--out",
-        ]
-        .map(String::from),
-    );
-    args.push(out.display().to_string());
-    let (code, stdout, stderr) = pdsim(&args);
+    let (code, stdout, stderr) = calibrate_8b_h200_tp2(&files, &out);
     println!("{stdout}{stderr}");
     assert_eq!(code, 0, "{stderr}");
     // What was left out is said: each scheduler's first decode line, the last prefill batch.

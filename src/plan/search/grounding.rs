@@ -67,12 +67,7 @@ fn prompt_span(sc: &Scenario) -> Option<(u32, u32)> {
 impl Grounding {
     /// From the scenario and the point the answer rests on (or the closest).
     pub fn of(sc: &Scenario, point: Option<&PointVerdict>) -> Self {
-        let profiled: Vec<&str> = sc
-            .pools
-            .iter()
-            .filter(|p| p.step_times.is_some())
-            .map(|p| p.name.as_str())
-            .collect();
+        let profiled = sc.profiled_pools();
         let outside_forward =
             "transfers, routing and host costs outside a forward are pdsim's defaults";
         let Some(m) = &sc.calibration_measured else {

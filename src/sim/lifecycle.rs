@@ -8,6 +8,7 @@ use crate::sglang::decode::id_list;
 use crate::sglang::hicache::PrefetchRules;
 use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
+use crate::workload::sessions::TraceTurn;
 
 use super::World;
 use super::sampler::CoreRef;
@@ -32,15 +33,23 @@ impl World<'_> {
             return;
         };
         if next.arrival_ns >= self.sc.duration_ns {
-            self.never_arrived(&next);
+            self.source.never_arrived(&next);
             self.arrivals_stopped(self.sc.duration_ns);
             return;
         }
-        // A trace session's later turn is not the stream's: it waits for its predecessor
-        // (`sim::sessions`), and the stream reads on.
-        let Some(next) = self.stream_row(next) else {
-            self.schedule_next_arrival();
-            return;
+        // A trace session's later turn is not the stream's: it is due when its predecessor
+        // ended, or waits for it (`workload::sessions`), and the stream reads on.
+        let next = match self.source.stream_row(next, self.sc.duration_ns) {
+            TraceTurn::Start(nr) => nr,
+            TraceTurn::Due(session, at) => {
+                self.q.schedule_at(at, Event::TurnDue { session });
+                self.schedule_next_arrival();
+                return;
+            }
+            TraceTurn::Held => {
+                self.schedule_next_arrival();
+                return;
+            }
         };
         self.q.schedule_at(next.arrival_ns, Event::Arrival);
         self.pending_arrival = Some(next);
@@ -65,7 +74,7 @@ impl World<'_> {
             .max_requests
             .is_some_and(|m| self.collector.counts.arrived >= m)
         {
-            self.never_arrived(&nr);
+            self.source.never_arrived(&nr);
             let now = self.q.now();
             self.arrivals_stopped(now);
             return;

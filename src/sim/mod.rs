@@ -444,12 +444,16 @@ impl<'a> World<'a> {
         while let Some(t) = self.q.peek_time() {
             // The run ends when every request has, and every store operation has landed: a
             // decode's offload of a request's last blocks outlives the request.
-            if self.arrivals_done && self.live() == 0 && self.store.idle() && self.no_turn_due() {
+            if self.arrivals_done
+                && self.live() == 0
+                && self.store.idle()
+                && self.source.no_turn_due()
+            {
                 break;
             }
             if t > hard_stop {
                 // Cut with requests still to come or in flight (not only store writes).
-                cut = !(self.arrivals_done && self.live() == 0 && self.no_turn_due());
+                cut = !(self.arrivals_done && self.live() == 0 && self.source.no_turn_due());
                 // The coalesced steps the cut run had reached are run as their events would be.
                 self.catch_up_decodes(hard_stop);
                 self.q.advance_to(self.materialized_ns);

@@ -1,50 +1,18 @@
 //! Conversations as `World` routes them (`workload::sessions`, `docs/sglang-pd.md` §23): every
 //! session turn's end goes back to the workload, which may make the next turn due a think time
-//! later (`Event::TurnDue`); a trace's session rows go to the workload as they are read. Runs
-//! without sessions never reach this file past one `Option` test per request end.
+//! later (`Event::TurnDue`); a trace's session rows go to the workload as they are read
+//! (`Generator::stream_row`, which says what to schedule). Runs without sessions never reach
+//! this file past one `Option` test per request end.
 
 use crate::engine::Nanos;
 use crate::vocab::event::Event;
 use crate::vocab::{Outcome, RequestRow};
 use crate::workload::NewRequest;
-use crate::workload::sessions::{TraceTurn, TurnEnd, TurnTag};
+use crate::workload::sessions::{TurnEnd, TurnTag};
 
 use super::World;
 
 impl World<'_> {
-    /// A trace row read for the arrival stream: a session's later turn goes to the workload
-    /// (due now or later, or held for its predecessor) and `None` says "read the next row";
-    /// anything else is the stream's next arrival.
-    pub(super) fn stream_row(&mut self, nr: NewRequest) -> Option<NewRequest> {
-        if nr.session.is_none() {
-            return Some(nr);
-        }
-        let until = self.sc.duration_ns;
-        let book = self.source.sessions.as_mut()?;
-        if !book.is_trace() {
-            // A synthetic session's first turn: the arrival process's.
-            return Some(nr);
-        }
-        match book.trace_row(nr, until) {
-            TraceTurn::Start(nr) => Some(nr),
-            TraceTurn::Due(session, at) => {
-                self.q.schedule_at(at, Event::TurnDue { session });
-                None
-            }
-            TraceTurn::Held => None,
-        }
-    }
-
-    /// The arrival stream drew `nr` past the run's duration: a synthetic session it would
-    /// have started never did.
-    pub(super) fn never_arrived(&mut self, nr: &NewRequest) {
-        if let (Some(t), Some(book)) = (nr.session, self.source.sessions.as_mut())
-            && !book.is_trace()
-        {
-            book.unstart(t.session);
-        }
-    }
-
     /// Session `session`'s next turn is due: it arrives, unless `run.max_requests` requests
     /// already have (the session is cut).
     pub(super) fn on_turn_due(&mut self, session: u64) {
@@ -93,15 +61,6 @@ impl World<'_> {
         if let Some(at) = book.turn_ended(TurnTag { session, turn }, how, end, until) {
             self.q.schedule_at(at, Event::TurnDue { session });
         }
-    }
-
-    /// Whether no session turn is due (in think time): with the arrival stream over and
-    /// nothing in flight, the run may end.
-    pub(super) fn no_turn_due(&self) -> bool {
-        self.source
-            .sessions
-            .as_ref()
-            .is_none_or(|b| b.pending() == 0)
     }
 
     /// The sessions' figures (`summary.json` `sessions`), when the workload has sessions.

@@ -144,6 +144,40 @@ impl Generator {
         self.error.as_deref()
     }
 
+    /// What the arrival stream makes of a row it read (`nr`) for a run of `until_ns`: a
+    /// trace session's later turn goes to the session book — [`sessions::TraceTurn::Due`] at
+    /// a time for the simulator to schedule, or held for its predecessor — and everything else
+    /// (a request, a synthetic session's first turn, a trace session's start) arrives.
+    pub fn stream_row(&mut self, nr: NewRequest, until_ns: Nanos) -> sessions::TraceTurn {
+        if nr.session.is_none() {
+            return sessions::TraceTurn::Start(nr);
+        }
+        let Some(book) = self.sessions.as_mut() else {
+            return sessions::TraceTurn::Held;
+        };
+        if !book.is_trace() {
+            // A synthetic session's first turn: the arrival process's.
+            return sessions::TraceTurn::Start(nr);
+        }
+        book.trace_row(nr, until_ns)
+    }
+
+    /// The arrival stream drew `nr` and it never arrived (past the run's duration, or the
+    /// request budget filled first): a synthetic session it would have started never did.
+    pub fn never_arrived(&mut self, nr: &NewRequest) {
+        if let (Some(t), Some(book)) = (nr.session, self.sessions.as_mut())
+            && !book.is_trace()
+        {
+            book.unstart(t.session);
+        }
+    }
+
+    /// Whether no session turn is due (in think time): with the arrival stream over and
+    /// nothing in flight, the run may end.
+    pub fn no_turn_due(&self) -> bool {
+        self.sessions.as_ref().is_none_or(|b| b.pending() == 0)
+    }
+
     /// The next request, or `None` when a trace is exhausted; arrival times never decrease.
     pub fn next_request(&mut self) -> Option<NewRequest> {
         let r = match &mut self.source {

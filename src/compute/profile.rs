@@ -489,6 +489,14 @@ impl DecodeStep<'_> {
         }
     }
 
+    /// Whether the step never shortens as its context grows: plain terms (every operation of
+    /// [`StepModel::decode_s_plain`] is non-decreasing in the context, and so is the ceiling
+    /// to ns). A measured profile interpolates rows that need not rise.
+    #[inline(always)]
+    pub fn rises(&self) -> bool {
+        matches!(self, Self::Model(_, _, true))
+    }
+
     /// The durations of the steps after one at context `ctx`, the context growing by
     /// `per_step` tokens a step: [`DecodeStep::ns`] of `ctx + per_step`, `ctx + 2·per_step`, …,
     /// written to `out` in order, one step a slot (a run's plan reuses its buffer). Returns

@@ -84,6 +84,68 @@ impl Gauge {
     }
 }
 
+/// The observations of one coalesced decode pass (`DecodeServer::virtual_steps`), where the
+/// batch and queue stay as they are and only the pages in use grow: the first is an
+/// [`Gauge::observe_open`], the others add only their pages' area, and [`PagesPass::finish`]
+/// adds the batch's and queue's over the whole pass at once. The integers are those one
+/// [`Gauge::observe_open`] per observation gives (integer sums regroup exactly).
+#[derive(Clone, Copy, Debug)]
+pub struct PagesPass {
+    /// The state but its pages.
+    state: State,
+    seen: bool,
+    /// The first observation's time and the latest's, ns.
+    from: Nanos,
+    at: Nanos,
+    /// Pages in use at the latest observation.
+    used: u32,
+    /// ∫ pages used dt since the first observation, page·ns.
+    area: u128,
+}
+
+impl PagesPass {
+    /// A pass of an instance showing `state` (its `used` is ignored).
+    pub fn new(state: State) -> Self {
+        Self {
+            state,
+            seen: false,
+            from: 0,
+            at: 0,
+            used: 0,
+            area: 0,
+        }
+    }
+
+    /// The instance shows `used` pages at `at` (ns, not before the last observation).
+    #[inline(always)]
+    pub fn see(&mut self, g: &mut Gauge, at: Nanos, used: u32) {
+        if self.seen {
+            self.area += u128::from(self.used) * u128::from(at - self.at);
+        } else {
+            g.observe_open(at, State { used, ..self.state });
+            (self.seen, self.from) = (true, at);
+        }
+        (self.at, self.used) = (at, used);
+    }
+
+    /// Adds the pass to `g`, which saw its first observation and none since.
+    pub fn finish(self, g: &mut Gauge) {
+        if !self.seen {
+            return;
+        }
+        let dt = self.at - self.from;
+        let d = u128::from(dt);
+        g.running_ns += u128::from(g.running) * d;
+        g.queued_ns += u128::from(g.queued) * d;
+        g.used_ns += self.area;
+        if g.queued > 0 {
+            g.queue_nonempty_ns += dt;
+        }
+        g.last_ns = self.at;
+        g.used = self.used;
+    }
+}
+
 impl Gauge {
     /// A second closed: the instance's busy time in it (ns) and the bytes its NICs moved in its
     /// direction count toward the run's figures.
@@ -112,7 +174,7 @@ impl Gauge {
 
 #[cfg(test)]
 mod tests {
-    use super::{Gauge, State};
+    use super::{Gauge, PagesPass, State};
     use crate::engine::Nanos;
     use rand::{RngExt, SeedableRng};
 
@@ -186,5 +248,45 @@ mod tests {
             assert_eq!(integrals(&every), integrals(&changes));
             assert!(every.used_ns > 0);
         }
+    }
+
+    /// A pass gives the integers one `observe_open` per observation gives: after a gauge that
+    /// saw another state (its batch and queue differ), a pass of random length whose pages
+    /// grow at increasing times, some repeating a time; then the gauge goes on alike. An empty
+    /// pass changes nothing.
+    #[test]
+    fn a_pass_integrates_as_its_observations_one_by_one() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let mut passes = 0;
+        for _ in 0..300 {
+            let (mut each, mut pass_g) = (Gauge::default(), Gauge::default());
+            let mut now = rng.random_range(0..1_000_000u64);
+            let before = random_state(&mut rng);
+            each.observe_open(now, before);
+            pass_g.observe_open(now, before);
+            let s = random_state(&mut rng);
+            let mut pass = PagesPass::new(State { used: 0, ..s });
+            let mut used = rng.random_range(0..500);
+            let n = rng.random_range(0..40);
+            for _ in 0..n {
+                now += rng.random_range(0..2) * rng.random_range(0..20_000_000u64);
+                used += rng.random_range(0..4);
+                each.observe_open(now, State { used, ..s });
+                pass.see(&mut pass_g, now, used);
+            }
+            passes += usize::from(n > 1);
+            pass.finish(&mut pass_g);
+            assert_eq!(integrals(&each), integrals(&pass_g));
+            let after = random_state(&mut rng);
+            now += rng.random_range(1..9_000_000u64);
+            each.observe_open(now, after);
+            pass_g.observe_open(now, after);
+            assert_eq!(integrals(&each), integrals(&pass_g), "after the pass");
+            assert_eq!(
+                (each.running, each.queued, each.used),
+                (pass_g.running, pass_g.queued, pass_g.used)
+            );
+        }
+        assert!(passes > 200, "{passes}");
     }
 }

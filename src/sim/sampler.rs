@@ -74,12 +74,14 @@ impl World<'_> {
         // The step ends inside the window first (all of them, in the common case): each is
         // counted, and `observe`'s clip to the window's end is the step end itself.
         let first = dec.step_span().1;
-        let in_window =
-            u64::from(
-                dec.virtual_steps(t.min(end), &mut self.reqs, itl, |at, used| {
-                    g.observe_open(at, state(used));
-                }),
-            );
+        let mut pass = crate::metrics::gauges::PagesPass::new(state(0));
+        let in_window = u64::from(dec.virtual_steps(
+            t.min(end),
+            &mut self.reqs,
+            itl,
+            |at, used| pass.see(&mut g, at, used),
+        ));
+        pass.finish(&mut g);
         let mut last = if in_window > 0 { dec.step_span().0 } else { 0 };
         if t > end {
             // Past the window's end: materialized and observed with the clip, not counted.

@@ -114,6 +114,9 @@ pub struct DecodeServer {
     /// virtual step takes `planned[next_planned]`. Slots past the run's steps are stale: the
     /// buffer is reused run after run, grown but never cleared on the hot path.
     planned: Vec<Nanos>,
+    /// Whether the run's steps never shorten ([`crate::compute::DecodeStep::rises`]), so a
+    /// pass over them gathers its gaps by comparing each with its bucket's end only.
+    rising: bool,
     /// How many of `planned` have started.
     next_planned: usize,
     /// `phase` index of the step after the running one inside a run (`(steps_done + 2) %
@@ -171,6 +174,7 @@ impl DecodeServer {
             planned: Vec::new(),
             next_planned: 0,
             next_phase: 0,
+            rising: false,
             horizon: MIN_RUN_STEPS,
             cut: false,
             full: false,

@@ -25,6 +25,7 @@ impl DecodeServer {
             .step
             .decode_step(&mut self.step_cache, self.running);
         let (running, mut ctx) = (self.running, self.context_tokens);
+        self.rising = step.rises();
         let dt = step.ns(ctx);
         debug_assert_eq!(dt, self.core.step.decode_ns(running, ctx));
         self.step_end = now.saturating_add(dt);
@@ -232,37 +233,52 @@ impl DecodeServer {
         let (mut used, mut k) = (self.core.pages.used(), 0);
         let mut gaps = StepRun::new(running);
         let h = itl.of(GapKind::DecodeStep);
-        // Nobody joins or leaves inside a run: every request asks for all of its steps or
-        // none, so the run's worst step stands for them all (`metrics::gaps::StepGaps`).
-        let mut worst = 0;
         // Whether a step end since the last one `each` saw is still to be shown: the pass's
         // first is shown unless the joined step above was.
         let (mut first, mut unseen) = (done == 0, false);
-        while k < left && end <= t {
-            let gap = end - started;
-            worst = worst.max(gap);
-            gaps.step(h, started, end);
-            // The next step starts and takes the pages its tokens open.
-            let need = self.phase[at];
-            at = if at + 1 == self.phase.len() {
-                0
-            } else {
-                at + 1
-            };
-            if need > 0 || first {
-                if need > 0 {
-                    assert!(self.core.pages.grow(need), "a coalesced run retracted");
-                    used += need;
+        // Nobody joins or leaves inside a run: every request asks for all of its steps or
+        // none, so the run's worst step stands for them all (`metrics::gaps::StepGaps`).
+        // Steps that never shorten make it the last one's, and gather their gaps by their
+        // bucket's end alone (`StepRun::step_rising`); the loop is written twice so that the
+        // choice is made once a pass.
+        macro_rules! pass {
+            ($gather:stmt) => {
+                while k < left && end <= t {
+                    $gather
+                    // The next step starts and takes the pages its tokens open.
+                    let need = self.phase[at];
+                    at = if at + 1 == self.phase.len() {
+                        0
+                    } else {
+                        at + 1
+                    };
+                    if need > 0 || first {
+                        if need > 0 {
+                            assert!(self.core.pages.grow(need), "a coalesced run retracted");
+                            used += need;
+                        }
+                        each(end, used);
+                        (first, unseen) = (false, false);
+                    } else {
+                        unseen = true;
+                    }
+                    started = end;
+                    end = end.saturating_add(plan[k]);
+                    k += 1;
                 }
-                each(end, used);
-                (first, unseen) = (false, false);
-            } else {
-                unseen = true;
-            }
-            started = end;
-            end = end.saturating_add(plan[k]);
-            k += 1;
+            };
         }
+        let worst = if self.rising {
+            pass!(gaps.step_rising(h, started, end));
+            gaps.latest_max()
+        } else {
+            let mut worst = 0;
+            pass!({
+                worst = Nanos::max(worst, end - started);
+                gaps.step(h, started, end);
+            });
+            worst
+        };
         if unseen {
             each(started, used);
         }

@@ -489,6 +489,24 @@ def test_a_non_finite_number_in_a_dict_scenario_names_its_key():
     assert e.value.key == "pools[1].server.tp_size", e.value.message
 
 
+def test_a_rate_profile_moves_the_arrivals_and_names_its_bad_key():
+    with open(ROOT / QS, "rb") as f:
+        sc = tomllib.load(f)
+    sc["run"]["duration_s"] = 40
+    sc["workload"]["arrival"] = {
+        "process": "constant",
+        "rate_per_s": 5.0,
+        "rate_profile": {"shape": "piecewise", "at_s": [0, 20], "factor": [1.0, 0.0]},
+    }
+    r = pdsim.run(sc, base_dir=ROOT)
+    # Constant 5/s for 20 s, then a pause to the end: 0.2 s … 19.8 s and the one at 20 s.
+    assert r.summary["requests"]["arrived"] == 100, r.summary["requests"]
+    sc["workload"]["arrival"]["rate_profile"] = {"shape": "diurnal", "peak_s": 0, "trough": -0.5}
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.run(sc, base_dir=ROOT)
+    assert e.value.key == "workload.arrival.rate_profile.trough", e.value.message
+
+
 def test_sweep_rows_conserve_with_aborts():
     s = pdsim.sweep(
         QS,

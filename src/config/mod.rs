@@ -5,6 +5,7 @@
 
 pub mod aborts;
 pub mod capacity;
+pub mod rate_profile;
 
 use std::path::PathBuf;
 
@@ -437,6 +438,15 @@ pub enum Arrival {
         on_ns: Nanos,
         /// Silence length, ns.
         off_ns: Nanos,
+    },
+    /// `base` (Poisson, constant or gamma) run in operational time under a rate profile
+    /// (`workload.arrival.rate_profile`, [`rate_profile`]): the rate at `t` is the
+    /// base's times the profile's factor at `t`.
+    Profiled {
+        /// The process in operational time.
+        base: Box<Arrival>,
+        /// The factor over time.
+        profile: std::sync::Arc<rate_profile::RateProfile>,
     },
     /// Non-homogeneous Poisson with a piecewise-constant rate: `(until_ns, rate_per_s)` steps.
     Schedule {

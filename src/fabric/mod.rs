@@ -621,6 +621,7 @@ impl<T: Copy> Fabric<T> {
 
     /// Handles every flow event due at or before `now` (ns), in (time, flow id) order,
     /// appending the flows that ended to `ends`. Then call [`Fabric::next_due`].
+    #[inline]
     pub fn fire_due(&mut self, now: Nanos, ends: &mut Vec<FlowEnd<T>>) {
         self.advance(now);
         loop {

@@ -673,8 +673,8 @@ impl WorkloadSection {
             return t.rate_per_s;
         }
         match self.arrival.as_ref()? {
-            ArrivalSection::Poisson { rate_per_s }
-            | ArrivalSection::Constant { rate_per_s }
+            ArrivalSection::Poisson { rate_per_s, .. }
+            | ArrivalSection::Constant { rate_per_s, .. }
             | ArrivalSection::Gamma { rate_per_s, .. }
             | ArrivalSection::OnOff { rate_per_s, .. } => Some(*rate_per_s),
             ArrivalSection::Schedule { .. } => None,
@@ -738,20 +738,29 @@ pub enum ThinkSection {
 pub enum ArrivalSection {
     /// Exponential inter-arrival times.
     Poisson {
-        /// Mean arrivals per second.
+        /// Mean arrivals per second (times the profile's factor, with one).
         rate_per_s: f64,
+        /// How the rate moves over time (`None`: it does not).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_profile: Option<RateProfileSection>,
     },
     /// Evenly spaced arrivals.
     Constant {
-        /// Arrivals per second.
+        /// Arrivals per second (times the profile's factor, with one).
         rate_per_s: f64,
+        /// How the rate moves over time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_profile: Option<RateProfileSection>,
     },
     /// Gamma-distributed gaps: bursty (cv > 1) or regular (cv < 1) traffic at a mean rate.
     Gamma {
-        /// Mean arrivals per second.
+        /// Mean arrivals per second (times the profile's factor, with one).
         rate_per_s: f64,
         /// Coefficient of variation of the gaps (1 is Poisson).
         cv: f64,
+        /// How the rate moves over time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_profile: Option<RateProfileSection>,
     },
     /// Poisson arrivals during `on_s`-second bursts separated by `off_s` seconds of silence.
     OnOff {
@@ -761,12 +770,80 @@ pub enum ArrivalSection {
         on_s: f64,
         /// Length of a silence, s.
         off_s: f64,
+        /// Refused (named here so the message can say why): bursts are already a rate over
+        /// time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_profile: Option<RateProfileSection>,
     },
     /// Poisson arrivals with a piecewise-constant rate; the last step's rate holds to the end.
     Schedule {
         /// Steps in time order.
         steps: Vec<RateStep>,
+        /// Refused: a schedule is already a rate over time.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate_profile: Option<RateProfileSection>,
     },
+}
+
+/// `workload.arrival.rate_profile`: a factor on the process's rate over simulated time
+/// (`config::rate_profile`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "shape", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RateProfileSection {
+    /// `factor[i]` from `at_s[i]`, held (`interpolate = "step"`) or joined linearly to the
+    /// next point (`"linear"`); with `repeat_s` the profile starts over then.
+    Piecewise {
+        /// Point times, s: the first 0, increasing.
+        at_s: Vec<f64>,
+        /// The factor at each point (≥ 0).
+        factor: Vec<f64>,
+        /// `step` (default) or `linear`.
+        #[serde(default)]
+        interpolate: Interpolate,
+        /// The period the profile repeats with, s (after the last point).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        repeat_s: Option<f64>,
+    },
+    /// A day's swing: factor 1 at `peak_s`, `trough` half a period away, a cosine between,
+    /// repeating every `period_s` (default 86,400): `rate_per_s` is the peak rate.
+    Diurnal {
+        /// Seconds of one period.
+        #[serde(default = "default_day_s")]
+        period_s: f64,
+        /// When the factor peaks, s into the period.
+        peak_s: f64,
+        /// The factor at the trough, in [0, 1].
+        trough: f64,
+    },
+    /// A trace's own arrival counts in bins of `bin_s`, as steps whose mean is 1
+    /// (`rate_per_s` is the mean rate), stretched so the trace's span lasts `span_s`, repeating.
+    Trace {
+        /// Trace file, relative to the scenario file.
+        path: String,
+        /// `mooncake`, `azure`, `vidur` or `csv`; detected from the file when left out.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        format: Option<String>,
+        /// Bin width, s of the trace's own time.
+        bin_s: f64,
+        /// How long the trace's span lasts in the run, s (default: as recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        span_s: Option<f64>,
+    },
+}
+
+/// How a piecewise profile goes between its points.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Interpolate {
+    /// Each factor holds until the next point.
+    #[default]
+    Step,
+    /// Straight lines between points.
+    Linear,
+}
+
+fn default_day_s() -> f64 {
+    86_400.0
 }
 
 /// One step of a rate schedule.

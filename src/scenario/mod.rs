@@ -728,6 +728,112 @@ fn divisors(n: u32) -> String {
 }
 
 fn arrival(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
+    let base = arrival_process(c, a)?;
+    let (profile, refused) = match a {
+        ArrivalSection::Poisson { rate_profile, .. }
+        | ArrivalSection::Constant { rate_profile, .. }
+        | ArrivalSection::Gamma { rate_profile, .. } => (rate_profile, None),
+        ArrivalSection::OnOff { rate_profile, .. } => (rate_profile, Some("on_off")),
+        ArrivalSection::Schedule { rate_profile, .. } => (rate_profile, Some("schedule")),
+    };
+    let Some(p) = profile else {
+        return Ok(base);
+    };
+    if let Some(process) = refused {
+        return Err(c.err(
+            "workload.arrival.rate_profile",
+            format!("process = \"{process}\" already moves its rate over time; give the rate profile to a poisson, constant or gamma process instead"),
+        ));
+    }
+    Ok(Arrival::Profiled {
+        base: Box::new(base),
+        profile: std::sync::Arc::new(rate_profile(c, p)?),
+    })
+}
+
+/// `workload.arrival.rate_profile`, built ([`crate::config::rate_profile`]); every error
+/// names the key it is about.
+fn rate_profile(
+    c: &Checker,
+    p: &file::RateProfileSection,
+) -> Result<crate::config::rate_profile::RateProfile, ScenarioError> {
+    use crate::config::rate_profile::RateProfile;
+    let key = "workload.arrival.rate_profile";
+    let ns = |k: &str, v: f64| -> Result<f64, ScenarioError> {
+        Ok(c.duration(&format!("{key}.{k}"), v, false)? * 1e9)
+    };
+    match p {
+        file::RateProfileSection::Piecewise {
+            at_s,
+            factor,
+            interpolate,
+            repeat_s,
+        } => {
+            for (i, &t) in at_s.iter().enumerate() {
+                if !t.is_finite() || t < 0.0 {
+                    return Err(c.err(
+                        &format!("{key}.at_s"),
+                        format!("point {} is at {t} s: times are finite and ≥ 0", i + 1),
+                    ));
+                }
+                c.within_clock(&format!("{key}.at_s"), t, 1.0, "s")?;
+            }
+            let at: Vec<f64> = at_s.iter().map(|t| t * 1e9).collect();
+            let repeat = repeat_s.map(|r| ns("repeat_s", r)).transpose()?;
+            let built = match interpolate {
+                file::Interpolate::Step => RateProfile::steps(&at, factor, repeat),
+                file::Interpolate::Linear => RateProfile::linear(&at, factor, repeat),
+            };
+            built.map_err(|e| c.err(key, e))
+        }
+        file::RateProfileSection::Diurnal {
+            period_s,
+            peak_s,
+            trough,
+        } => {
+            let period = ns("period_s", *period_s)?;
+            if !peak_s.is_finite() {
+                return Err(c.err(
+                    &format!("{key}.peak_s"),
+                    format!("must be a number of seconds, got {peak_s}"),
+                ));
+            }
+            RateProfile::diurnal(period, peak_s * 1e9, *trough)
+                .map_err(|e| c.err(&format!("{key}.trough"), e))
+        }
+        file::RateProfileSection::Trace {
+            path,
+            format,
+            bin_s,
+            span_s,
+        } => {
+            let pk = format!("{key}.path");
+            let file = c.resolve_path(path);
+            let fmt = match format {
+                Some(f) => f.parse::<crate::workload::trace::TraceFormat>().map_err(|_| {
+                    c.err(
+                        &format!("{key}.format"),
+                        format!("unknown trace format {f:?}; valid: mooncake, azure, vidur, csv (or leave it out to detect)"),
+                    )
+                })?,
+                None => crate::workload::trace::detect_format(&file)
+                    .map_err(|e| c.err(&pk, e.to_string()))?,
+            };
+            let mut arrivals = Vec::new();
+            let rows = crate::workload::trace::TraceReader::open(&file, fmt)
+                .map_err(|e| c.err(&pk, e.to_string()))?;
+            for row in rows {
+                arrivals.push(row.map_err(|e| c.err(&pk, e.to_string()))?.arrival_ns);
+            }
+            let bin = ns("bin_s", *bin_s)?;
+            let span = span_s.map(|s| ns("span_s", s)).transpose()?;
+            RateProfile::from_arrivals(&arrivals, bin, span).map_err(|e| c.err(&pk, e))
+        }
+    }
+}
+
+/// The process of `workload.arrival` without its rate profile.
+fn arrival_process(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
     let key = "workload.arrival.rate_per_s";
     let secs = |k: &str, v: f64| -> Result<Nanos, ScenarioError> {
         Ok(ns_from_secs_ceil(c.duration(
@@ -737,13 +843,13 @@ fn arrival(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
         )?))
     };
     Ok(match a {
-        ArrivalSection::Poisson { rate_per_s } => Arrival::Poisson {
+        ArrivalSection::Poisson { rate_per_s, .. } => Arrival::Poisson {
             rate_per_s: c.positive(key, *rate_per_s, "requests per second")?,
         },
-        ArrivalSection::Constant { rate_per_s } => Arrival::Constant {
+        ArrivalSection::Constant { rate_per_s, .. } => Arrival::Constant {
             rate_per_s: c.positive(key, *rate_per_s, "requests per second")?,
         },
-        ArrivalSection::Gamma { rate_per_s, cv } => Arrival::Gamma {
+        ArrivalSection::Gamma { rate_per_s, cv, .. } => Arrival::Gamma {
             rate_per_s: c.positive(key, *rate_per_s, "requests per second")?,
             cv: {
                 let (lo, hi) = limits::GAMMA_CV_RANGE;
@@ -765,12 +871,13 @@ fn arrival(c: &Checker, a: &ArrivalSection) -> Result<Arrival, ScenarioError> {
             rate_per_s,
             on_s,
             off_s,
+            ..
         } => Arrival::OnOff {
             rate_per_s: c.positive(key, *rate_per_s, "requests per second while on")?,
             on_ns: secs("on_s", *on_s)?,
             off_ns: ns_from_secs_ceil(c.duration("workload.arrival.off_s", *off_s, true)?),
         },
-        ArrivalSection::Schedule { steps } => {
+        ArrivalSection::Schedule { steps, .. } => {
             let k = "workload.arrival.steps";
             if steps.is_empty() {
                 return Err(c.err(

@@ -51,6 +51,10 @@ enum Source {
         /// Arrival time of the next request, in fractional ns, so that rounding never drifts
         /// the rate.
         next_arrival: f64,
+        /// Under a rate profile, the next arrival's operational time (fractional ns): the
+        /// process's own clock, summed as `next_arrival` is without one, so a factor of 1
+        /// gives the very same arrivals.
+        next_op: f64,
     },
     Trace {
         rows: crate::config::TraceRows,
@@ -126,7 +130,13 @@ impl Generator {
     /// The synthetic source.
     fn synthetic(arrival: Arrival, input: Lengths, output: Lengths, seed: u64) -> Source {
         let mut arrivals_rng = rng_stream(seed, RngSource::Arrivals);
-        let next_arrival = gap_ns(&arrival, &mut arrivals_rng, 0.0);
+        let (next_arrival, next_op) = match &arrival {
+            Arrival::Profiled { base, profile } => {
+                let op = gap_ns(base, &mut arrivals_rng, 0.0);
+                (profile.inverse(op), op)
+            }
+            a => (gap_ns(a, &mut arrivals_rng, 0.0), 0.0),
+        };
         Source::Synthetic {
             arrival,
             input: LengthDraw::new(input),
@@ -135,6 +145,7 @@ impl Generator {
             input_rng: rng_stream(seed, RngSource::InputLengths),
             output_rng: rng_stream(seed, RngSource::OutputLengths),
             next_arrival,
+            next_op,
         }
     }
 
@@ -189,9 +200,14 @@ impl Generator {
                 input_rng,
                 output_rng,
                 next_arrival,
+                next_op,
             } => {
                 let arrival_ns = crate::engine::ceil_ns(*next_arrival);
-                *next_arrival += gap_ns(arrival, arrivals_rng, *next_arrival);
+                if let Arrival::Profiled { base, profile } = arrival {
+                    profiled_next(base, profile, arrivals_rng, next_op, next_arrival);
+                } else {
+                    *next_arrival += gap_ns(arrival, arrivals_rng, *next_arrival);
+                }
                 let (input_tokens, output_tokens) = match input.lengths() {
                     // One draw picks the pair: the output comes from the same trace row.
                     Lengths::PairedInput(pairs) => pairs[input_rng.random_range(0..pairs.len())],
@@ -298,6 +314,22 @@ pub fn arrivals(
     max_requests.map_or(n, |m| n.min(m))
 }
 
+/// Under a rate profile, the next arrival: the base process's gap in operational time
+/// (`next_op`), mapped back through `Λ⁻¹` (never before the last arrival). Out of line: a
+/// workload without a profile never comes here.
+#[cold]
+#[inline(never)]
+fn profiled_next(
+    base: &Arrival,
+    profile: &crate::config::rate_profile::RateProfile,
+    rng: &mut ChaCha8Rng,
+    next_op: &mut f64,
+    next_arrival: &mut f64,
+) {
+    *next_op += gap_ns(base, rng, *next_op);
+    *next_arrival = profile.inverse(*next_op).max(*next_arrival);
+}
+
 /// The gap to the next arrival after `now` (fractional ns), for every arrival process.
 fn gap_ns(arrival: &Arrival, rng: &mut ChaCha8Rng, now: f64) -> f64 {
     let ns = NS_PER_S as f64;
@@ -322,6 +354,11 @@ fn gap_ns(arrival: &Arrival, rng: &mut ChaCha8Rng, now: f64) -> f64 {
             let t = on_time_now + exponential(rng) / rate_per_s * ns;
             let at = (t / on).floor() * period + t % on;
             at - now
+        }
+        Arrival::Profiled { base, .. } => {
+            // Only through `Generator::next_request`, which keeps the operational clock: here
+            // the base's gap.
+            gap_ns(base, rng, now)
         }
         Arrival::Schedule { steps } => {
             // Time-change: a unit-rate exponential amount of "rate-time" Λ, spent step by step.

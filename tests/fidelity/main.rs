@@ -20,4 +20,5 @@ mod moe_lmsys;
 mod mooncake_pd;
 mod published_tradeoffs;
 mod queueing;
+mod rate_profile;
 mod serving_costs;

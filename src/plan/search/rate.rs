@@ -64,7 +64,10 @@ mod tests {
         let base = Base::load(&path).unwrap();
         assert_eq!(rate_key(&base).unwrap(), "workload.arrival.rate_per_s");
         let mut sched = base.clone();
-        sched.file.workload.arrival = Some(scenario::ArrivalSection::Schedule { steps: vec![] });
+        sched.file.workload.arrival = Some(scenario::ArrivalSection::Schedule {
+            steps: vec![],
+            rate_profile: None,
+        });
         let e = rate_key(&sched).unwrap_err();
         assert_eq!(e.key().as_deref(), Some("workload.arrival.process"));
         assert!(

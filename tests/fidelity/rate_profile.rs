@@ -164,3 +164,35 @@ fn session_starts_follow_the_profile() {
     println!("first turns after 20 s: {}", late.len());
     assert!(late.is_empty(), "{late:?}");
 }
+
+/// `explain` says where a moving rate peaks: on the compressed day (peak at 840 s of a
+/// 1,440 s period, 24 req/s), the busiest of 24 one-minute windows is the one at the peak,
+/// at about the peak rate, against a mean of `24 · (1 + 0.2) / 2 = 14.4`; a run whose rate does
+/// not move has no such paragraph.
+#[test]
+fn explain_names_the_busiest_window_of_a_moving_rate() {
+    let dir = common::tmpdir("rate-profile-explain");
+    common::run("scenarios/traffic/diurnal-day.toml", &[], &dir);
+    let text = pdsim::diagnose::explain::explain_dir(&dir, false).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("The arrival rate moves over the run"))
+        .unwrap_or_else(|| panic!("no busiest-window paragraph:\n{text}"));
+    println!("{line}");
+    let num = |after: &str| -> f64 {
+        let rest = &line[line.find(after).unwrap() + after.len()..];
+        rest.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (from, peak, mean) = (num("span ("), num("took "), num("against "));
+    assert!((810.0..=870.0).contains(&from), "window from {from} s");
+    assert!((21.0..=27.0).contains(&peak), "peak {peak} req/s");
+    assert!((13.5..=15.3).contains(&mean), "mean {mean} req/s");
+    let flat = common::tmpdir("rate-profile-explain-flat");
+    common::run("scenarios/quickstart.toml", &[], &flat);
+    let text = pdsim::diagnose::explain::explain_dir(&flat, false).unwrap();
+    assert!(!text.contains("The arrival rate moves"), "{text}");
+}

@@ -74,6 +74,9 @@ pub(super) struct Run {
     pub(super) corrupted: Vec<Corrupted>,
     pub(super) corrupted_total: u64,
     pub(super) corrupted_named: u64,
+    /// Every request's arrival and, if it had one, its TTFT, ns (in file order): what the
+    /// windows of a run whose rate moves are read from.
+    pub(super) arrivals: Vec<(u64, Option<u64>)>,
 }
 
 /// The scenario a results folder ran, rebuilt from `run.json` (paths resolve against the
@@ -120,8 +123,13 @@ pub(super) fn read_run(dir: &Path) -> Result<Run, ReadError> {
         corrupted: Vec::new(),
         corrupted_total: 0,
         corrupted_named: 0,
+        arrivals: Vec::with_capacity(rows.len()),
     };
     for r in &rows {
+        run.arrivals.push((
+            r.arrival_ns,
+            r.first_token_ns.map(|f| f.saturating_sub(r.arrival_ns)),
+        ));
         for i in [r.prefill_instance, r.decode_instance]
             .into_iter()
             .flatten()

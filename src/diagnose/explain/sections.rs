@@ -493,6 +493,9 @@ pub(super) fn capacity_section(run: &Run) -> Section {
             blocks,
         };
     }
+    if let Some(p) = busiest_window(run, sc) {
+        blocks.push(Block::Para(p));
+    }
     let with = |sets: &[String]| rebuild(&run.record, sets);
     let d = capacity::diagnose(s, sc, &with);
     match d.binding.first() {
@@ -542,4 +545,60 @@ pub(super) fn capacity_section(run: &Run) -> Section {
         title: "Capacity".into(),
         blocks,
     }
+}
+
+/// Windows a run whose rate moves is cut into to find its busiest stretch.
+const RATE_WINDOWS: u64 = 24;
+
+/// Under a rate profile (`workload.arrival.rate_profile`), where the run's figures hide the
+/// peak: the busiest of [`RATE_WINDOWS`] equal windows of the arrival span, its arrival rate
+/// against the run's mean and its requests' TTFT p90 against the whole run's. `None` for a
+/// workload whose rate does not move or a run too short to cut.
+fn busiest_window(run: &super::read::Run, sc: &crate::config::Scenario) -> Option<String> {
+    let profiled = match &sc.workload {
+        crate::config::Workload::Synthetic { arrival, .. }
+        | crate::config::Workload::Sessions { arrival, .. } => {
+            matches!(arrival, crate::config::Arrival::Profiled { .. })
+        }
+        crate::config::Workload::Trace { .. } => false,
+    };
+    let a = &run.arrivals;
+    let (first, last) = (a.iter().map(|x| x.0).min()?, a.iter().map(|x| x.0).max()?);
+    if !profiled || a.len() < 2 * RATE_WINDOWS as usize || last <= first {
+        return None;
+    }
+    let width = (last - first).div_ceil(RATE_WINDOWS).max(1);
+    let mut count = vec![0u64; RATE_WINDOWS as usize];
+    for &(t, _) in a {
+        count[((t - first) / width).min(RATE_WINDOWS - 1) as usize] += 1;
+    }
+    let (w, &n) = count
+        .iter()
+        .enumerate()
+        .max_by_key(|&(i, c)| (*c, std::cmp::Reverse(i)))?;
+    let (lo, hi) = (first + w as u64 * width, first + (w as u64 + 1) * width);
+    let p90 = |mut v: Vec<u64>| -> Option<f64> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        Some(v[((v.len() - 1) as f64 * 0.9).round() as usize] as f64 / 1e6)
+    };
+    let all = p90(a.iter().filter_map(|x| x.1).collect());
+    let peak = p90(a
+        .iter()
+        .filter(|x| x.0 >= lo && x.0 < hi)
+        .filter_map(|x| x.1)
+        .collect());
+    let rate = |n: u64, ns: u64| n as f64 / (ns as f64 / 1e9);
+    let ms = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.0} ms"));
+    Some(format!(
+        "The arrival rate moves over the run (workload.arrival.rate_profile), so the figures here are means over it: the busiest 1/{RATE_WINDOWS} of the arrivals' span ({:.0}–{:.0} s) took {:.2} req/s against {:.2} on average, and its requests' TTFT p90 was {} (the whole run's {}). Size for that window.",
+        lo as f64 / 1e9,
+        hi as f64 / 1e9,
+        rate(n, width),
+        rate(a.len() as u64, last - first),
+        ms(peak),
+        ms(all),
+    ))
 }

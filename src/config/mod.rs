@@ -455,6 +455,21 @@ pub enum Arrival {
     },
 }
 
+impl Arrival {
+    /// The highest rate the process reaches, requests per second: its rate, a schedule's
+    /// largest step, a profiled process's rate at the profile's largest factor.
+    pub fn peak_rate_per_s(&self) -> f64 {
+        match self {
+            Arrival::Poisson { rate_per_s }
+            | Arrival::Constant { rate_per_s }
+            | Arrival::Gamma { rate_per_s, .. }
+            | Arrival::OnOff { rate_per_s, .. } => *rate_per_s,
+            Arrival::Profiled { base, profile } => base.peak_rate_per_s() * profile.max_factor(),
+            Arrival::Schedule { steps } => steps.iter().map(|s| s.1).fold(0.0, f64::max),
+        }
+    }
+}
+
 /// A validated length distribution, tokens.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Lengths {

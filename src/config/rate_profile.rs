@@ -187,6 +187,11 @@ impl RateProfile {
         Ok(p)
     }
 
+    /// The largest factor anywhere (a piecewise-linear factor peaks at a point).
+    pub fn max_factor(&self) -> f64 {
+        self.f0.iter().copied().fold(0.0, f64::max)
+    }
+
     /// The factor at `t` ns.
     pub fn factor(&self, t: f64) -> f64 {
         let r = self.within(t).1;

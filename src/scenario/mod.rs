@@ -444,6 +444,22 @@ fn validate(
         )
     });
     let workload = sections::workload(&c, &file.workload, offload_key.as_deref())?;
+    if let (Workload::Synthetic { arrival, .. } | Workload::Sessions { arrival, .. }, None) =
+        (&workload, run.max_requests)
+    {
+        let most = arrival.peak_rate_per_s() * duration_s;
+        if most > limits::MAX_UNBOUNDED_ARRIVALS {
+            return Err(c.err(
+                "workload.arrival.rate_per_s",
+                format!(
+                    "up to {} req/s over run.duration_s = {} s is ~{most:.1e} requests, beyond the {:.0e} a run may be asked for without a bound: lower the rate or set run.max_requests",
+                    short(arrival.peak_rate_per_s()),
+                    short(duration_s),
+                    limits::MAX_UNBOUNDED_ARRIVALS
+                ),
+            ));
+        }
+    }
     let (sglang, slo) = sections::sglang_and_slo(&c, &file)?;
     let colocated = pools
         .iter()

@@ -58,3 +58,8 @@ pub const MAX_LOGNORMAL_CV: f64 = 1e3;
 pub const MAX_PAGE_RECORD_BYTES: u64 = 2 << 30;
 /// Segments of a `--set` key (the deepest scenario key has 5).
 pub const MAX_SET_KEY_SEGMENTS: usize = 32;
+
+/// The most requests a synthetic workload may be asked for without `run.max_requests`
+/// (its peak rate × `run.duration_s`): ~10⁸ is hours of simulation at pdsim's ~0.25 M requests
+/// a second, and a rate written by mistake (1e300 req/s) would otherwise run for ever.
+pub const MAX_UNBOUNDED_ARRIVALS: f64 = 1e9;

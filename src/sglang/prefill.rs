@@ -252,30 +252,15 @@ impl PrefillServer {
         }
     }
 
-    /// One prefill rank sent chunk `job` of `req` to all its targets. The request's last
-    /// chunk, once every rank is done with it, concludes the transfer
-    /// (`conclude_transfer(Success)`): the prefill frees its side and decode is told; with
-    /// `holdback` the prefill's HTTP response goes at its event loop's next turn, after the
-    /// running forward. Returns whether it concluded.
+    /// The transfer of `req` concluded (`conclude_transfer(Success)`: its sender is
+    /// `Success`, `sglang::transfer`): the prefill frees its side; with `holdback` its HTTP
+    /// response goes at its event loop's next turn, after the running forward.
     #[inline]
-    pub fn rank_chunk_sent(
-        &mut self,
-        req: &mut Req,
-        job: ChunkJob,
-        now: Nanos,
-        holdback: bool,
-    ) -> bool {
-        req.chunks_in_flight -= 1;
-        if !(job.last && req.chunks_in_flight == 0) {
-            return false;
-        }
+    pub fn transfer_concluded(&mut self, req: &mut Req, now: Nanos, holdback: bool) {
         if holdback {
             req.prefill_response_ns = self.core.next_turn_ns(now);
         }
-        req.sender = KvPoll::Success;
-        req.row.transfer_end_ns = Some(now);
         self.free(req);
-        true
     }
 
     /// `req` is done with this prefill before its transfer concluded: it failed or was
@@ -294,7 +279,7 @@ impl PrefillServer {
 
     /// The one place the prefill gives back a request's side: the KV pages it holds and its
     /// place in the load the router sees. sglang frees them in three places, each reaching
-    /// this: `conclude_transfer(Success)` ([`PrefillServer::rank_chunk_sent`]), a room that
+    /// this: `conclude_transfer(Success)` ([`PrefillServer::transfer_concluded`]), a room that
     /// failed and an abort that orphans the decode side ([`PrefillServer::let_go`]).
     #[inline(always)]
     fn free(&mut self, req: &mut Req) {

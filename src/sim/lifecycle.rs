@@ -170,7 +170,7 @@ impl World<'_> {
         }
         // Decode's first contact with the prefill raises what nothing catches: the decode
         // server dies (`sglang::decode::faults`).
-        if let Err(e) = self.decodes[d].ensure_prefill_info(&self.plans[p][d]) {
+        if let Err(e) = self.decodes[d].ensure_prefill_info(self.transfer.plan(p, d)) {
             self.catch_up_decode(d, now);
             self.fail_with(r, &e);
             self.server_died(d, &e);
@@ -321,7 +321,7 @@ impl World<'_> {
             if job.last && self.store.present() {
                 self.write_back(p, job.req, now);
             }
-            self.enqueue_chunk(p, job);
+            transfer!(self, enqueue(p, job));
         }
         self.scratch.jobs = jobs;
         self.schedule_prefill(p);

@@ -38,6 +38,9 @@ pub mod speculative;
 pub mod tokenizer;
 pub mod transfer;
 
+#[cfg(test)]
+mod message_tests;
+
 use crate::compute::StepTimes;
 use crate::engine::{EventKey, EventQueue, Nanos};
 use crate::fabric::{GpuId, NicId};

@@ -2,7 +2,8 @@
 //! scheduler, its crash and restart), [`decode`] (prealloc queue, continuous batch,
 //! retraction, coalesced runs; first contact, crash and restart in `decode/faults.rs`),
 //! [`transfer`] (the Mooncake transfer queues, their shards and worker threads, the session
-//! blacklist, the poll timeouts), the [`router`] with its health check, the decodes'
+//! blacklist, the landing and the oracle, the transfer's conclusion, the poll timeouts), the
+//! [`effect`]s a component's call returns, the [`router`] with its health check, the decodes'
 //! [`heartbeat`] to the prefills, each server's [`tokenizer`] manager (its queue and its
 //! length check), colocated servers ([`colocated`]), HiCache ([`hicache`]) with the shared
 //! Mooncake Store ([`kv_store`]), and the decode side's offload to it ([`decode_offload`]).
@@ -10,10 +11,11 @@
 //! Each owns its state (private: changed only by its own methods) and answers its events
 //! with what it is handed — a [`Ctx`] (the queue and its clock, the request table, the wake
 //! set) or the part of it it needs — returning a typed outcome when the effect reaches beyond
-//! it (a crash's failures and flows, a [`Failure`], a tokenizer rejection). **A component
-//! never calls another component**: what crosses from one to another (a freed page that may
-//! admit a request, a request that ended, a crash's failures) goes through the simulator's
-//! `World` (`sim/`), which applies outcomes and drains the wake set after every event. See
+//! it (a crash's failures and flows, a [`Failure`], a tokenizer rejection), or pushing
+//! [`Effect`]s in the order it meets them (the [`transfer`] workers). **A component never
+//! calls another component**: what crosses from one to another (a freed page that may admit a
+//! request, a request that ended, a crash's failures) goes through the simulator's `World`
+//! (`sim/`), which applies outcomes and effects and drains the wake set after every event. See
 //! `README.md` beside this file for the request lifecycle and where each rule lives.
 
 pub mod a2a;
@@ -23,6 +25,7 @@ pub mod colocated;
 pub mod decode;
 pub mod decode_offload;
 pub mod dp;
+pub mod effect;
 pub mod heartbeat;
 pub mod hicache;
 pub mod kv_store;
@@ -35,6 +38,9 @@ pub mod speculative;
 pub mod tokenizer;
 pub mod transfer;
 
+#[cfg(test)]
+mod message_tests;
+
 use crate::compute::StepTimes;
 use crate::engine::{EventKey, EventQueue, Nanos};
 use crate::fabric::{GpuId, NicId};
@@ -43,6 +49,8 @@ use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::{InstanceId, PoolId};
 use crate::vocab::requests::Requests;
 use memory::KvPool;
+
+pub use effect::Effect;
 
 /// What a component is handed while it handles an event: the clock and the event queue, the
 /// request table, the wake set `World` drains after the event, and the seed (every broken

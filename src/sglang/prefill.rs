@@ -30,7 +30,7 @@ use std::collections::VecDeque;
 use crate::engine::{EventQueue, Nanos};
 use crate::vocab::event::Event;
 use crate::vocab::ids::PrefillId;
-use crate::vocab::requests::{ChunkJob, KvPoll, ReqRef, Requests};
+use crate::vocab::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
 
 use super::hicache::HiCache;
 use super::prefix_cache::PrefixCache;
@@ -252,41 +252,40 @@ impl PrefillServer {
         }
     }
 
-    /// The prefill gives back request `id`'s side: the KV pages it `held` and its place in
-    /// the load the router sees. sglang frees them in three places, each calling this:
-    /// `conclude_transfer(Success)`, a room that failed (the request ends), and an abort that
-    /// orphans the decode side (`sim::abort`).
+    /// The transfer of `req` concluded (`conclude_transfer(Success)`: its sender is
+    /// `Success`, `sglang::transfer`): the prefill frees its side; with `holdback` its HTTP
+    /// response goes at its event loop's next turn, after the running forward.
     #[inline]
-    pub fn release(&mut self, id: u64, held: &crate::vocab::requests::Holding) {
-        self.core.pages.free(id, held);
-        self.core.outstanding -= 1;
-    }
-
-    /// One prefill rank sent chunk `job` of `req` to all its targets. The request's last
-    /// chunk, once every rank is done with it, concludes the transfer
-    /// (`conclude_transfer(Success)`): the prefill frees its pages and decode is told; with
-    /// `holdback` the prefill's HTTP response goes at its event loop's next turn, after the
-    /// running forward. Returns whether it concluded.
-    #[inline]
-    pub fn rank_chunk_sent(
-        &mut self,
-        req: &mut crate::vocab::requests::Req,
-        job: ChunkJob,
-        now: Nanos,
-        holdback: bool,
-    ) -> bool {
-        req.chunks_in_flight -= 1;
-        if !(job.last && req.chunks_in_flight == 0) {
-            return false;
-        }
+    pub fn transfer_concluded(&mut self, req: &mut Req, now: Nanos, holdback: bool) {
         if holdback {
             req.prefill_response_ns = self.core.next_turn_ns(now);
         }
-        req.sender = KvPoll::Success;
-        req.row.transfer_end_ns = Some(now);
+        self.free(req);
+    }
+
+    /// `req` is done with this prefill before its transfer concluded: it failed or was
+    /// aborted, or its decode leg outlives the prefill's failure (an orphan, `sim::abort`).
+    /// If the prefill still holds its side ([`Req::prefill_holds`]) it frees it, and the
+    /// room's sender is `Failed` from then on. Returns whether it freed it now.
+    #[inline]
+    pub fn let_go(&mut self, req: &mut Req) -> bool {
+        let held = req.prefill_holds();
+        if held {
+            self.free(req);
+            req.sender = KvPoll::Failed;
+        }
+        held
+    }
+
+    /// The one place the prefill gives back a request's side: the KV pages it holds and its
+    /// place in the load the router sees. sglang frees them in three places, each reaching
+    /// this: `conclude_transfer(Success)` ([`PrefillServer::transfer_concluded`]), a room that
+    /// failed and an abort that orphans the decode side ([`PrefillServer::let_go`]).
+    #[inline(always)]
+    fn free(&mut self, req: &mut Req) {
         let held = std::mem::take(&mut req.on_prefill);
-        self.release(req.id, &held);
-        true
+        self.core.pages.free(req.id, &held);
+        self.core.outstanding -= 1;
     }
 
     /// Decode's page ids reached this prefill: `r` queues for a batch.
@@ -419,6 +418,35 @@ mod tests {
         assert!(p.restart() && !p.restart());
         schedule(&mut p, &mut reqs, &mut q);
         assert_eq!((p.running(), q.len()), (1, 1), "back, it serves again");
+    }
+
+    /// A request that leaves the prefill before its transfer concluded is let go once: its
+    /// pages and its place in the load come back, its sender is `Failed`, and a second
+    /// `let_go` (or one after `Success`) frees nothing.
+    #[test]
+    fn a_request_is_let_go_once() {
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut p = PrefillServer::new(core(64, 16), None, 64, 64);
+        let (a, b) = (request(&mut reqs, 0, 64, 8), request(&mut reqs, 1, 64, 8));
+        p.core.request_routed();
+        p.core.request_routed();
+        p.enqueue_waiting(a);
+        schedule(&mut p, &mut reqs, &mut q);
+        assert_eq!((p.core.pages.used(), p.core.outstanding), (4, 2));
+        let req = reqs.get_mut(a).unwrap();
+        assert!(p.let_go(req));
+        assert_eq!((p.core.pages.used(), p.core.outstanding), (0, 1));
+        assert_eq!(req.sender, KvPoll::Failed);
+        assert!(req.on_prefill.pages.is_empty());
+        assert!(!p.let_go(req), "once");
+        let req = reqs.get_mut(b).unwrap();
+        req.sender = KvPoll::Success;
+        assert!(
+            !p.let_go(req),
+            "its transfer concluded: the conclusion freed it"
+        );
+        assert_eq!(p.core.outstanding, 1);
     }
 
     #[test]

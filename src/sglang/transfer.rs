@@ -1,16 +1,23 @@
 //! The prefill side of the Mooncake transfer (`docs/sglang-pd.md` §2.4–§2.6, §3.1; sglang
 //! `disaggregation/mooncake/conn.py` @ 0005973a, `MooncakeKVManager.transfer_worker` and
-//! `add_transfer_request`).
+//! `add_transfer_request`): the component [`TransferWorkers`].
 //!
 //! Every prefill **rank** (TP rank) runs its own `MooncakeKVManager`, so every rank has its own
 //! `queue_size` transfer queues, one worker thread each, and its own session blacklist. A room's
 //! chunk goes, on each rank, to queue `sum(session ports of the decode ranks that rank serves for
-//! the room) % queue_size`. A worker sends one chunk at a time and, within a chunk, walks its
-//! decode targets one after another (`for req in reqs_to_be_processed`). A raised error kills
-//! that rank's worker alone; a return code −1 blacklists that decode session on that rank.
+//! the room) % queue_size` ([`rank_queue`]). A worker sends one chunk at a time and, within a
+//! chunk, walks its decode targets one after another (`for req in reqs_to_be_processed`). A
+//! raised error kills that rank's worker alone; a return code −1 blacklists that decode session
+//! on that rank and fails the room. A finished batch lands in decode memory, where the
+//! corruption oracle judges it; the last chunk's last rank concludes the transfer.
 //!
-//! Lanes: the shards of all ranks live in one list, lane `rank · queue_size + queue`
-//! ([`TransferQueues::lane`]), so an event names a lane with one [`ShardId`].
+//! The workers change their own state and the request they handle; what reaches beyond them —
+//! a room that fails, the prefill freeing its side, a worker's death in the error counts, a
+//! worker going on after a failure is applied — is an [`Effect`] pushed on the
+//! [`TransferCtx`], which `World` applies in order right after the call (`sglang::effect`).
+//!
+//! Lanes: the shards of all ranks of a prefill live in one list, lane `rank · queue_size +
+//! queue`, so an event names a lane with one [`ShardId`].
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -21,13 +28,17 @@ use crate::vocab::flow::FlowTag;
 
 /// The fabric as the simulator runs it: each flow tagged with its owner.
 type Fabric = crate::fabric::Fabric<FlowTag>;
-use crate::layout::{ChunkRequest, Effect, ErrorTiming, PairPlan, PdError, RankFlow, Write};
+use crate::layout::{
+    self, ChunkRequest, DecodeMemory, ErrorTiming, PairPlan, PdError, RankFlow, RequestId, Write,
+};
+use crate::metrics::{Histogram, WorkerDeath};
 use crate::vocab::event::{Event, lane};
 use crate::vocab::ids::{DecodeId, IdVec, InstanceId, PrefillId, ShardId};
 use crate::vocab::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
 use crate::vocab::{ErrorKind, RequestRow};
 
-use super::Failure;
+use super::effect::Effect;
+use super::{FabricTimer, Failure};
 
 /// Executor threads of one transfer queue: `send_kvcache_slice` submits one future per layer to
 /// the queue's `ThreadPoolExecutor(transfer_thread_pool_size // queue_size)` and awaits them, so
@@ -46,41 +57,45 @@ pub const SLICE_EXECUTOR_THREADS: u64 = 2;
 /// 2 ms; the table's 2k–32k rows are held out. Paid once per (chunk, decode rank) batch.
 pub const SEND_OVERHEAD_NS: Nanos = 880_000;
 
-/// The chunk a lane's worker is sending, and to which of its targets.
-pub struct ActiveChunk {
+/// The chunk a lane's worker is sending, and to which of its targets (plain values: what the
+/// current target's batch carries to its end is the shard's [`Shard::after_kv`] and
+/// [`Shard::writes`], so dropping a chunk frees nothing).
+#[derive(Clone, Copy)]
+struct ActiveChunk {
     /// The chunk.
-    pub job: ChunkJob,
+    job: ChunkJob,
     /// Index into the plan's targets of the target being sent to (meaningful while `busy`).
-    pub target: usize,
+    target: usize,
     /// The first target not yet started.
-    pub next_target: usize,
+    next_target: usize,
     /// The end of this rank's targets in the plan of the job's decode instance
     /// ([`PairPlan::rank_targets`], kept: two binary searches per look-up).
-    pub end_target: usize,
+    end_target: usize,
     /// The current target's batch is on the fabric (or its empty batch call is pending).
-    pub busy: bool,
+    busy: bool,
     /// Mooncake batches (flows) of the current target not yet ended.
-    pub flows_left: u32,
+    flows_left: u32,
     /// A batch of the current target returned −1 (the room already failed).
-    pub failed: bool,
-    /// A check that raises after the current target's KV went (the state checks of docs/sglang-pd.md §2.5).
-    pub after_kv: Option<PdError>,
-    /// The concrete writes of the current target, for a decode watched by the oracle through
-    /// an inexact plan.
-    pub writes: Option<Vec<Write>>,
+    failed: bool,
 }
 
 /// One transfer queue of one prefill rank, with its worker thread.
 #[derive(Default)]
-pub struct Shard {
+struct Shard {
     /// Chunks waiting for the worker.
-    pub queue: VecDeque<ChunkJob>,
+    queue: VecDeque<ChunkJob>,
     /// The chunk being sent.
-    pub active: Option<ActiveChunk>,
+    active: Option<ActiveChunk>,
+    /// A check that raises after the KV of the current target's batch went (the state checks
+    /// of docs/sglang-pd.md §2.5), taken when the batch ends.
+    after_kv: Option<PdError>,
+    /// The concrete writes of the current target's batch, for a decode watched by the oracle
+    /// through an inexact plan, taken when the batch ends.
+    writes: Option<Vec<Write>>,
     /// The worker thread died on a raised error: nothing on this queue moves again (docs/sglang-pd.md §2.4).
-    pub dead: bool,
+    dead: bool,
     /// The pending return of an empty batch call (cancelled by a crash).
-    pub empty_key: Option<EventKey>,
+    empty_key: Option<EventKey>,
 }
 
 /// What the simulation knows of a decode instance when sending to it (fixed for the run).
@@ -120,8 +135,88 @@ impl DecodeEndpoint {
     }
 }
 
-/// What a lane's worker did.
-pub enum Kick {
+/// The first session port; rank `r` of global instance `i` listens on
+/// `CONTROL_PORT_BASE + 97 i + r`, chosen so decode instances spread over the transfer shards
+/// (sglang's ports are random; `docs/sglang-pd.md` §2.4).
+const CONTROL_PORT_BASE: u32 = 17_000;
+
+/// The session port of rank `rank` of global instance `instance`.
+pub fn session_port(instance: u32, rank: u32) -> u32 {
+    CONTROL_PORT_BASE + 97 * instance + rank
+}
+
+/// The transfer queue prefill rank `rank` puts a room's chunks on when the room goes to decode
+/// instance `decode` (global index) through `plan`: `sum(session ports of the decode ranks that
+/// rank serves) % queue_size`, as `MooncakeKVManager.add_transfer_request` hashes it
+/// (`docs/sglang-pd.md` §11.3). The workers queue chunks by it; `pdsim explain` uses it to name
+/// the healthy decode instances that share a dead queue.
+pub fn rank_queue(plan: &PairPlan, decode: u32, rank: u32, queue_size: u32) -> u32 {
+    let sum: u64 = plan
+        .rank_targets(rank)
+        .map(|i| u64::from(session_port(decode, plan.target(i).decode_rank)))
+        .sum();
+    (sum % u64::from(queue_size.max(1))) as u32
+}
+
+/// Rank 0's queue for decode instance `instance` when prefill rank 0 serves decode rank 0
+/// alone (equal attention TP): the queue `trace.json` draws a transfer on.
+pub fn transfer_shard(instance: u32, queue_size: u32) -> u32 {
+    session_port(instance, 0) % queue_size.max(1)
+}
+
+/// Decode memory as a finished batch's RDMA writes reach it: the corruption oracle
+/// ([`DecodeMemory`]) of each decode instance it watches. The decode owns its memory; the
+/// workers only land bytes in it.
+pub trait DecodeMemories {
+    /// The oracle's memory of decode `d`, which the oracle watches.
+    fn watched(&mut self, d: DecodeId) -> &mut DecodeMemory;
+}
+
+/// What the transfer workers are handed for one call (`sim` builds it over `World`'s fields).
+pub struct TransferCtx<'a> {
+    /// The event queue; its clock is the simulated now.
+    pub q: &'a mut EventQueue<Event>,
+    /// Every request in flight.
+    pub reqs: &'a mut Requests,
+    /// The fabric the batches cross.
+    pub fabric: &'a mut Fabric,
+    /// The fabric's pending `FabricDue` event, kept at its next due time.
+    pub timer: &'a mut FabricTimer,
+    /// Decode memory, where finished batches land.
+    pub memories: &'a mut dyn DecodeMemories,
+    /// The achieved rate of every completed KV flow, MB/s (`summary.json` `transfer`).
+    pub bandwidth: &'a mut Histogram,
+    /// Bytes the KV flows sent again after packet loss.
+    pub retransmitted_bytes: &'a mut f64,
+    /// What the call asks of the rest of the simulation, in order: applied right after it.
+    pub fx: &'a mut Vec<Effect>,
+}
+
+/// One prefill instance as its transfer workers see it ([`TransferWorkers::new`]).
+pub struct PrefillSide {
+    /// Its attention-TP ranks: each has its own queues, workers and blacklist.
+    pub ranks: u32,
+    /// GPU of each TP rank.
+    pub gpus: Vec<GpuId>,
+    /// The compiled plan from it to each decode instance.
+    pub plans: IdVec<DecodeId, Arc<PairPlan>>,
+}
+
+/// The transfer workers of every prefill instance, the component `World` hands a prefill's
+/// finished chunks ([`TransferWorkers::enqueue`]), the ends of its lanes' fabric flows
+/// ([`TransferWorkers::flow_ended`]) and the returns of their empty batch calls, and whose
+/// [`Effect::Kick`] comes back to [`TransferWorkers::kick`].
+pub struct TransferWorkers {
+    /// Each prefill instance's queues, workers and blacklists.
+    prefills: IdVec<PrefillId, TransferQueues>,
+    /// What a prefill needs to know of each decode instance to send to it.
+    endpoints: IdVec<DecodeId, DecodeEndpoint>,
+    /// What the control plane takes to tell decode a transfer concluded, ns.
+    control_latency_ns: Nanos,
+}
+
+/// What one step of a lane's worker did ([`TransferQueues::step`]).
+enum Step {
     /// Nothing to do, or a batch is on its way.
     Done,
     /// A batch was put on the fabric (the fabric's timer must be refreshed).
@@ -136,87 +231,29 @@ pub enum Kick {
         /// sglang's message.
         message: String,
     },
-    /// A typed return-code failure fails the chunk's room (the worker goes on).
-    FailWith {
-        /// The request.
-        req: ReqRef,
-        /// The error.
-        error: PdError,
-    },
     /// An exception escaped the worker loop: this lane's worker thread died.
     WorkerDied(PdError),
     /// The worker sent this chunk to every one of its targets.
     ChunkDone(ChunkJob),
 }
 
-/// What one ended flow of a lane's batch means ([`TransferQueues::flow_ended`]).
-pub struct FlowVerdict {
-    /// A completed flow's achieved rate, MB/s (for the bandwidth histogram).
-    pub bandwidth_mb_s: Option<u64>,
-    /// The room fails (request, kind, sglang's message): a −1 blacklisted the session.
-    pub fail: Option<(ReqRef, ErrorKind, String)>,
-    /// It was the batch's last flow: the batch is done ([`TransferQueues::batch_done`]).
-    pub last: bool,
-}
-
-/// What a finished batch carried, for landing it in decode memory.
-pub struct Landing {
-    /// The chunk.
-    pub job: ChunkJob,
-    /// The concrete writes, for a decode watched through an inexact plan.
-    pub writes: Option<Vec<Write>>,
-    /// The chunk is the request's last and nothing raised after its KV: its state slot and
-    /// aux row land too.
-    pub whole: bool,
-}
-
-/// What the worker does after a finished batch ([`TransferQueues::batch_done`]).
-pub enum Landed {
-    /// It goes on with its next target or chunk (kick the lane).
-    Next,
-    /// A write was out of bounds (rc −1): the room fails with sglang's message; the worker
-    /// goes on.
-    Fail {
-        /// The request.
-        req: ReqRef,
-        /// Error kind.
-        kind: ErrorKind,
-        /// sglang's message.
-        message: String,
-    },
-    /// A check raised after the KV went: the lane's worker thread died.
-    WorkerDied(PdError),
-}
-
-/// The world a worker needs to send one chunk.
-pub struct KickEnv<'a> {
-    /// Requests in flight.
-    pub reqs: &'a mut Requests,
-    /// The network.
-    pub fabric: &'a mut Fabric,
-    /// The event queue.
-    pub q: &'a mut EventQueue<Event>,
-    /// Every decode instance.
-    pub decodes: &'a IdVec<DecodeId, DecodeEndpoint>,
-    /// The compiled plan from this prefill to each decode instance.
-    pub plans: &'a IdVec<DecodeId, Arc<PairPlan>>,
-    /// GPU of each TP rank of this prefill.
-    pub gpus: &'a [GpuId],
-    /// What an empty batch call costs, ns.
-    pub base_latency_ns: Nanos,
-}
-
-/// The transfer queues of every rank of one prefill instance.
-pub struct TransferQueues {
+/// The transfer queues of every rank of one prefill instance, and what its workers need of it.
+struct TransferQueues {
     /// `sglang.queue_size`: queues per rank.
     queue_size: u32,
     /// Every rank's queues, lane `rank · queue_size + queue`.
-    pub shards: IdVec<ShardId, Shard>,
+    shards: IdVec<ShardId, Shard>,
     /// Per prefill rank, the decode sessions `(instance, decode rank)` that rank blacklisted
     /// after a return code −1 (docs/sglang-pd.md §2.6): later chunks to them fail at once.
-    pub blacklists: Vec<BTreeSet<(DecodeId, u32)>>,
+    blacklists: Vec<BTreeSet<(DecodeId, u32)>>,
     /// The flows of the batch being started (reused, so a batch allocates nothing).
     flows: Vec<RankFlow>,
+    /// GPU of each TP rank of the prefill.
+    gpus: Vec<GpuId>,
+    /// The compiled plan from the prefill to each decode instance.
+    plans: IdVec<DecodeId, Arc<PairPlan>>,
+    /// False between the prefill's crash and its restart: its workers died with it.
+    up: bool,
 }
 
 /// The chunk as the plan sees it: prefill and decode page ids at the chunk's page positions.
@@ -268,6 +305,15 @@ pub fn failed_to_send(room: u64, endpoint: &DecodeEndpoint, decode_rank: u32) ->
 /// mooncake session {req.mooncake_session_id} is not alive"`.
 pub fn session_not_alive(session: &str) -> String {
     format!("Decode instance could be dead, remote mooncake session {session} is not alive")
+}
+
+/// The line sglang logs when an exception escapes `transfer_worker` (0005973a):
+/// `f"Transfer thread failed because of {e}. Prefill instance with
+/// bootstrap_port={self.bootstrap_port} is dead."` — the thread dies with it.
+pub fn transfer_thread_failed(e: &str) -> String {
+    format!(
+        "Transfer thread failed because of {e}. Prefill instance with bootstrap_port={BOOTSTRAP_PORT} is dead."
+    )
 }
 
 /// sglang's timeout reason (`CommonKVReceiver.poll` / `CommonKVSender`):
@@ -500,85 +546,439 @@ fn start_rank_flow(
     k as u32
 }
 
+/// Where a finished batch's bytes land in decode memory, for the oracle's judgment: an inexact
+/// plan's concrete `writes` are applied as written and answer the out-of-bounds error one met
+/// (a −1); an exact plan's bytes are what the decode expects, so a watched decode records its
+/// units of the chunk as filled — with the state slot and aux row when the chunk is `whole`
+/// (the request's last, nothing raised after its KV) — and nothing can go out of bounds.
+#[inline]
+fn land(
+    memories: &mut dyn DecodeMemories,
+    endpoint: &DecodeEndpoint,
+    (req, plan, job): (&Req, &PairPlan, &ChunkJob),
+    writes: Option<Vec<Write>>,
+    whole: bool,
+) -> Option<PdError> {
+    let d = req.decode;
+    if let Some(writes) = &writes {
+        return memories
+            .watched(d)
+            .apply(plan, RequestId(req.id), writes)
+            .error;
+    }
+    if endpoint.watched {
+        let c = chunk_request(req, job, endpoint.page_size);
+        memories.watched(d).apply_exact(
+            RequestId(req.id),
+            c.dst_pages,
+            c.dst_slot.filter(|_| whole),
+            whole.then_some(c.dst_aux),
+        );
+    }
+    None
+}
+
+impl TransferWorkers {
+    /// Idle workers on every rank of every prefill instance in `prefills`, sending to the
+    /// decode instances `endpoints`: `queue_size` queues a rank; a concluded transfer reaches
+    /// decode `control_latency_ns` later.
+    pub fn new(
+        prefills: Vec<PrefillSide>,
+        endpoints: IdVec<DecodeId, DecodeEndpoint>,
+        queue_size: u32,
+        control_latency_ns: Nanos,
+    ) -> Self {
+        let mut queues = IdVec::default();
+        for p in prefills {
+            queues.push(TransferQueues::new(p, queue_size));
+        }
+        Self {
+            prefills: queues,
+            endpoints,
+            control_latency_ns,
+        }
+    }
+
+    /// The compiled plan from prefill `p` to decode `d` (decode's first contact reads its
+    /// checks).
+    pub fn plan(&self, p: PrefillId, d: DecodeId) -> &PairPlan {
+        &self.prefills[p].plans[d]
+    }
+
+    /// `add_transfer_request` on every rank of prefill `p`: each rank puts the chunk on its
+    /// queue [`rank_queue`], then each rank's worker goes on, in rank order. The request counts
+    /// one chunk in flight per rank.
+    pub fn enqueue(&mut self, p: PrefillId, job: ChunkJob, cx: &mut TransferCtx<'_>) {
+        let t = &mut self.prefills[p];
+        let decode = self.endpoints[job.decode].instance.0;
+        let ranks = t.plans[job.decode].prefill_layouts().len() as u32;
+        if let Some(req) = cx.reqs.get_mut(job.req) {
+            // The prefill's `step_done` counted the chunk once; every further rank adds one.
+            req.chunks_in_flight += ranks - 1;
+        }
+        // Every rank's lane gets the chunk before any worker moves (the lane is recomputed,
+        // cheaply, rather than kept in a list allocated per chunk).
+        for rank in 0..ranks {
+            let l = t.chunk_lane(job.decode, decode, rank);
+            t.push(l, job);
+        }
+        // A worker that failed a room stopped until the failure is applied: the ranks after it
+        // go on after that too, in order.
+        let mut at_once = true;
+        for rank in 0..ranks {
+            let l = self.prefills[p].chunk_lane(job.decode, decode, rank);
+            if at_once {
+                at_once = self.kick(p, l, cx);
+            } else {
+                cx.fx.push(Effect::Kick {
+                    prefill: p,
+                    lane: l,
+                });
+            }
+        }
+    }
+
+    /// The worker of prefill `p`'s lane `lane` goes on: it sends its next batch, dropping the
+    /// rooms that fail on the way ([`Effect::Fail`]) and concluding the transfers whose last
+    /// chunk it sent. A room it fails leaves the request table, which the worker reads next,
+    /// so it stops there and pushes its own [`Effect::Kick`]; returns false then (whatever
+    /// else was to go on waits for the failure too).
+    pub fn kick(&mut self, p: PrefillId, lane: ShardId, cx: &mut TransferCtx<'_>) -> bool {
+        let t = &mut self.prefills[p];
+        if !t.up {
+            return true;
+        }
+        loop {
+            match t.step(p, lane, &self.endpoints, cx) {
+                Step::Done => return true,
+                Step::Started => {
+                    cx.timer.sync(cx.q, cx.fabric);
+                    return true;
+                }
+                Step::Fail { req, kind, message } => {
+                    cx.fx.push(Effect::Fail { req, kind, message });
+                    cx.fx.push(Effect::Kick { prefill: p, lane });
+                    return false;
+                }
+                Step::WorkerDied(e) => {
+                    let now = cx.q.now();
+                    cx.fx.push(t.death(p, lane, &e, now));
+                    return true;
+                }
+                Step::ChunkDone(job) => {
+                    conclude(p, job, self.control_latency_ns, cx);
+                    // The usual end of a chunk: nothing queued behind it, so going on would
+                    // find the worker idle (skipped, not paid for).
+                    if t.is_idle(lane) {
+                        return true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One flow of prefill `p`'s lane `lane` ended (`transfer_worker` reading the batch's
+    /// return code): a −1 blacklists the decode session on this rank and fails the room with
+    /// sglang's "Failed to send kv chunk" (a timeout as `transfer_timeout`; the TP group's MIN
+    /// poll fails the whole request); an aborted flow (a crash) only counts. The batch's last
+    /// flow ends the batch: its bytes land, and the worker goes on. Nothing when the lane has
+    /// no active chunk (lost in a crash).
+    #[inline]
+    pub fn flow_ended(
+        &mut self,
+        p: PrefillId,
+        lane: ShardId,
+        end: &crate::fabric::FlowEnd<FlowTag>,
+        cx: &mut TransferCtx<'_>,
+    ) {
+        use crate::fabric::{FailReason, FlowOutcome};
+        let t = &mut self.prefills[p];
+        let rank = t.rank_of(lane);
+        let Some(active) = t.shards[lane].active.as_mut() else {
+            return;
+        };
+        active.flows_left -= 1;
+        active.failed |= !matches!(end.outcome, FlowOutcome::Completed);
+        let (r, last) = (active.job.req, active.flows_left == 0);
+        let mut failed_room = false;
+        match end.outcome {
+            FlowOutcome::Completed => {
+                let bw = end.achieved_bytes_per_ns();
+                if bw.is_finite() && end.bytes > 0 {
+                    // bytes/ns × 1000 = MB/s, kept as an integer in the histogram.
+                    cx.bandwidth.record((bw * 1000.0).round() as u64);
+                }
+            }
+            FlowOutcome::Failed(reason) => {
+                if let Some((d, room)) = cx.reqs.get(r).map(|q| (q.decode, q.row.bootstrap_room)) {
+                    let ep = &self.endpoints[d];
+                    let drank = ep.gpus.iter().position(|&g| g == end.dst).unwrap_or(0) as u32;
+                    t.blacklists[rank as usize].insert((d, drank));
+                    let kind = match reason {
+                        FailReason::Timeout => ErrorKind::TransferTimeout,
+                        _ => ErrorKind::TransferFailed,
+                    };
+                    let message = failed_to_send(room, ep, drank);
+                    cx.fx.push(Effect::Fail {
+                        req: r,
+                        kind,
+                        message,
+                    });
+                    failed_room = true;
+                }
+            }
+            FlowOutcome::Aborted => {}
+        }
+        *cx.retransmitted_bytes += end.retransmitted_bytes;
+        if last {
+            self.batch_done(p, lane, !failed_room, cx);
+        }
+    }
+
+    /// Prefill `p`'s lane `lane`'s empty batch call returned: if its batch was still pending
+    /// (a crash in between cleared it), the batch is done.
+    pub fn empty_batch_returned(&mut self, p: PrefillId, lane: ShardId, cx: &mut TransferCtx<'_>) {
+        let sh = &mut self.prefills[p].shards[lane];
+        sh.empty_key = None;
+        if sh
+            .active
+            .as_ref()
+            .is_some_and(|a| a.busy && a.flows_left == 0)
+        {
+            self.batch_done(p, lane, true, cx);
+        }
+    }
+
+    /// Every flow of the lane's current batch ended. If the room still stands, the bytes land
+    /// in decode memory ([`land`]), where the oracle judges them; an out-of-bounds write is a
+    /// −1, which blacklists the session on this rank and fails the room (docs/sglang-pd.md
+    /// §3.8, §2.6). A state check that raises after the KV went kills the worker (§2.5).
+    /// Otherwise, and when the room failed while the batch was out (the worker drops the
+    /// chunk), the worker goes on with its next target: at once when `at_once`, else after the
+    /// failure pushed before it is applied.
+    fn batch_done(&mut self, p: PrefillId, lane: ShardId, at_once: bool, cx: &mut TransferCtx<'_>) {
+        let t = &mut self.prefills[p];
+        let rank = t.rank_of(lane);
+        let sh = &mut t.shards[lane];
+        let a = sh.active.as_mut().expect("active chunk");
+        a.busy = false;
+        let (job, target, failed) = (a.job, a.target, a.failed);
+        let (after_kv, writes) = (sh.after_kv.take(), sh.writes.take());
+        let live = cx.reqs.get(job.req).filter(|q| q.sender != KvPoll::Failed);
+        let Some(req) = live.filter(|_| !failed) else {
+            sh.active = None;
+            return self.go_on(p, lane, at_once, cx);
+        };
+        let (d, plan) = (req.decode, &*t.plans[req.decode]);
+        let whole = job.last && after_kv.is_none();
+        let ep = &self.endpoints[d];
+        if let Some(e) = land(cx.memories, ep, (req, plan, &job), writes, whole) {
+            let drank = plan.target(target).decode_rank;
+            t.blacklists[rank as usize].insert((d, drank));
+            let message = failed_to_send(req.row.bootstrap_room, ep, drank);
+            t.shards[lane].active = None;
+            cx.fx.push(Effect::Fail {
+                req: job.req,
+                kind: e.kind,
+                message,
+            });
+            return self.go_on(p, lane, false, cx);
+        }
+        if let Some(e) = after_kv {
+            // The KV went; then the state check raised and the worker died.
+            let sh = &mut t.shards[lane];
+            sh.dead = true;
+            sh.active = None;
+            let now = cx.q.now();
+            cx.fx.push(t.death(p, lane, &e, now));
+            return;
+        }
+        self.go_on(p, lane, at_once, cx)
+    }
+
+    /// The lane's worker goes on: at once, or after the effects pushed so far are applied
+    /// ([`Effect::Kick`]).
+    #[inline]
+    fn go_on(&mut self, p: PrefillId, lane: ShardId, at_once: bool, cx: &mut TransferCtx<'_>) {
+        if at_once {
+            self.kick(p, lane, cx);
+        } else {
+            cx.fx.push(Effect::Kick { prefill: p, lane });
+        }
+    }
+
+    /// Prefill `p` crashed: its workers die with it (nothing moves until its restart) and
+    /// every queue and pending empty batch call is lost. A batch on the fabric is dropped when
+    /// its flows, which the crash aborts right after this, end ([`TransferWorkers::flow_ended`]);
+    /// the dead workers come back with the restart.
+    pub fn crash(&mut self, p: PrefillId, q: &mut EventQueue<Event>) {
+        let t = &mut self.prefills[p];
+        t.up = false;
+        for sh in t.shards.iter_mut() {
+            sh.queue.clear();
+            sh.dead = false;
+            if let Some(k) = sh.empty_key.take() {
+                q.cancel(k);
+                sh.active = None;
+                sh.after_kv = None;
+                sh.writes = None;
+            }
+        }
+    }
+
+    /// Prefill `p` restarted: its workers are back, every queue empty.
+    pub fn restart(&mut self, p: PrefillId) {
+        self.prefills[p].up = true;
+    }
+
+    /// Decode `d` crashed: every rank of every prefill blacklists each of its `ranks`
+    /// sessions.
+    pub fn decode_down(&mut self, d: DecodeId, ranks: u32) {
+        for t in self.prefills.iter_mut() {
+            for b in &mut t.blacklists {
+                for r in 0..ranks {
+                    b.insert((d, r));
+                }
+            }
+        }
+    }
+
+    /// A restarted decode `d` registered again: every rank of every prefill takes its
+    /// sessions off the list (`bootstrap_thread`: `failed_sessions.remove`).
+    pub fn decode_registered(&mut self, d: DecodeId) {
+        for t in self.prefills.iter_mut() {
+            for b in &mut t.blacklists {
+                b.retain(|&(x, _)| x != d);
+            }
+        }
+    }
+}
+
+/// One rank of prefill `p` sent chunk `job` to all its targets. Once the last chunk's last
+/// rank is done the transfer concludes (`conclude_transfer(Success)`, which the prefill's
+/// scheduler polls as the MIN over its ranks): the sender is `Success`, decode is told over
+/// the control plane `control_latency_ns` later, and the prefill frees its side and may admit
+/// more ([`Effect::Release`]).
+#[inline]
+fn conclude(p: PrefillId, job: ChunkJob, control_latency_ns: Nanos, cx: &mut TransferCtx<'_>) {
+    let r = job.req;
+    let Some(req) = cx.reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed) else {
+        return;
+    };
+    req.chunks_in_flight -= 1;
+    if !(job.last && req.chunks_in_flight == 0) {
+        return;
+    }
+    req.sender = KvPoll::Success;
+    req.row.transfer_end_ns = Some(cx.q.now());
+    cx.q.schedule_lane(
+        lane::CONTROL,
+        control_latency_ns,
+        Event::TransferSucceeded { req: r },
+    );
+    cx.fx.push(Effect::Release { prefill: p, req: r });
+}
+
 impl TransferQueues {
-    /// `queue_size` idle queues on each of `ranks` prefill ranks.
-    pub fn new(ranks: u32, queue_size: u32) -> Self {
+    /// `queue_size` idle queues on each rank of prefill `p`, its workers up.
+    fn new(p: PrefillSide, queue_size: u32) -> Self {
         let mut shards = IdVec::default();
-        for _ in 0..ranks * queue_size {
+        for _ in 0..p.ranks * queue_size {
             shards.push(Shard::default());
         }
         Self {
             queue_size,
             shards,
-            blacklists: vec![BTreeSet::new(); ranks as usize],
+            blacklists: vec![BTreeSet::new(); p.ranks as usize],
             flows: Vec::new(),
+            gpus: p.gpus,
+            plans: p.plans,
+            up: true,
         }
     }
 
     /// The lane of queue `queue` of prefill rank `rank`.
-    pub fn lane(&self, rank: u32, queue: u32) -> ShardId {
+    fn lane(&self, rank: u32, queue: u32) -> ShardId {
         ShardId(rank * self.queue_size + queue)
     }
 
     /// The prefill rank that owns `lane`.
-    pub fn rank_of(&self, lane: ShardId) -> u32 {
+    fn rank_of(&self, lane: ShardId) -> u32 {
         lane.0 / self.queue_size
     }
 
-    /// Whether a kick of the lane would do nothing: its worker is dead, or has no chunk, active
-    /// or queued.
-    pub fn is_idle(&self, lane: ShardId) -> bool {
+    /// The lane of rank `rank` that a chunk to decode `d` (global instance `decode`) goes on.
+    fn chunk_lane(&self, d: DecodeId, decode: u32, rank: u32) -> ShardId {
+        self.lane(
+            rank,
+            rank_queue(&self.plans[d], decode, rank, self.queue_size),
+        )
+    }
+
+    /// Whether the lane's worker would do nothing: it is dead, or has no chunk, active or
+    /// queued.
+    fn is_idle(&self, lane: ShardId) -> bool {
         let sh = &self.shards[lane];
         sh.dead || (sh.active.is_none() && sh.queue.is_empty())
     }
 
     /// Puts a chunk on a lane's queue.
-    pub fn push(&mut self, lane: ShardId, job: ChunkJob) {
+    fn push(&mut self, lane: ShardId, job: ChunkJob) {
         self.shards[lane].queue.push_back(job);
     }
 
-    /// Blacklists decode rank `decode_rank` of `d` on every rank (a crashed decode).
-    pub fn blacklist_everywhere(&mut self, d: DecodeId, ranks: u32) {
-        for b in &mut self.blacklists {
-            for r in 0..ranks {
-                b.insert((d, r));
-            }
+    /// An exception escaped `transfer_worker` on `lane` at `now`: the lane's worker thread
+    /// died with sglang's "Transfer thread failed because of … is dead." — the line the
+    /// prefill's operator sees, so it is the message the summary shows. Its queued and future
+    /// chunks never move; their rooms wait for the decode waiting timeout. Counted once per
+    /// raise, i.e. per rank, and the death recorded for the reports' markers.
+    fn death(&self, p: PrefillId, lane: ShardId, e: &PdError, now: Nanos) -> Effect {
+        let rank = self.rank_of(lane);
+        Effect::WorkerDied {
+            death: WorkerDeath {
+                at_ns: now,
+                // Prefills come first among the global instances: `PrefillId(i)` is instance i.
+                prefill_instance: p.0,
+                rank,
+                shard: lane.0 - self.lane(rank, 0).0,
+                kind: e.kind,
+            },
+            message: transfer_thread_failed(&e.message),
         }
     }
 
-    /// A restarted decode registered again: every rank takes its sessions off the list
-    /// (`bootstrap_thread`: `failed_sessions.remove`).
-    pub fn unblacklist(&mut self, d: DecodeId) {
-        for b in &mut self.blacklists {
-            b.retain(|&(x, _)| x != d);
-        }
-    }
-
-    /// The lane's worker goes on: with an idle active chunk it starts the next target; with
-    /// none it takes the next chunk off its queue (skipping rooms that already failed, as
-    /// `transfer_worker` does). Returns at the first batch started, failure, or finished chunk.
-    pub fn kick(&mut self, me: PrefillId, lane: ShardId, env: &mut KickEnv) -> Kick {
+    /// One step of the lane's worker: with an idle active chunk it starts the next target;
+    /// with none it takes the next chunk off its queue (skipping rooms that already failed,
+    /// as `transfer_worker` does). Returns at the first batch started, failure, or finished
+    /// chunk.
+    fn step(
+        &mut self,
+        me: PrefillId,
+        lane: ShardId,
+        endpoints: &IdVec<DecodeId, DecodeEndpoint>,
+        cx: &mut TransferCtx<'_>,
+    ) -> Step {
         let rank = self.rank_of(lane);
         loop {
             let sh = &mut self.shards[lane];
             if sh.dead {
-                return Kick::Done;
+                return Step::Done;
             }
             match &sh.active {
-                Some(a) if a.busy => return Kick::Done,
+                Some(a) if a.busy => return Step::Done,
                 Some(_) => {}
                 None => {
                     let Some(job) = sh.queue.pop_front() else {
-                        return Kick::Done;
+                        return Step::Done;
                     };
-                    if env
+                    if cx
                         .reqs
                         .get(job.req)
                         .is_none_or(|r| r.sender == KvPoll::Failed)
                     {
                         continue;
                     }
-                    let targets = env.plans[job.decode].rank_targets(rank);
+                    let targets = self.plans[job.decode].rank_targets(rank);
                     sh.active = Some(ActiveChunk {
                         job,
                         target: targets.start,
@@ -587,57 +987,72 @@ impl TransferQueues {
                         busy: false,
                         flows_left: 0,
                         failed: false,
-                        after_kv: None,
-                        writes: None,
                     });
                 }
             }
-            return self.advance(me, lane, rank, env);
+            return self.advance(me, lane, rank, endpoints, cx);
         }
     }
 
-    /// Starts the active chunk's next non-dummy target (docs/sglang-pd.md §3.1 steps 1–4): the blacklist check,
-    /// then the plan's check for that target (raise → the worker dies; rc −1 → the session is
-    /// blacklisted on this rank and the room fails), then the batch.
-    fn advance(&mut self, me: PrefillId, lane: ShardId, rank: u32, env: &mut KickEnv) -> Kick {
-        let a = self.shards[lane].active.as_mut().expect("an active chunk");
+    /// Starts the active chunk's next non-dummy target (docs/sglang-pd.md §3.1 steps 1–4):
+    /// the blacklist check, then the plan's check for that target (raise → the worker dies;
+    /// rc −1 → the session is blacklisted on this rank and the room fails), then the batch.
+    fn advance(
+        &mut self,
+        me: PrefillId,
+        lane: ShardId,
+        rank: u32,
+        endpoints: &IdVec<DecodeId, DecodeEndpoint>,
+        cx: &mut TransferCtx<'_>,
+    ) -> Step {
+        let Self {
+            shards,
+            blacklists,
+            flows,
+            gpus,
+            plans,
+            ..
+        } = self;
+        let sh = &mut shards[lane];
+        let a = sh.active.as_mut().expect("an active chunk");
         let job = a.job;
-        let Some(req) = env.reqs.get(job.req).filter(|r| r.sender != KvPoll::Failed) else {
+        let Some(req) = cx.reqs.get(job.req).filter(|r| r.sender != KvPoll::Failed) else {
             // The room failed while an earlier target's batch was out: the chunk is dropped.
-            self.shards[lane].active = None;
-            return Kick::Done;
+            sh.active = None;
+            return Step::Done;
         };
         let d = req.decode;
-        let dst = &env.decodes[d];
-        let plan = &env.plans[d];
+        let dst = &endpoints[d];
+        let plan = &plans[d];
         let Some(i) = next_live_target(a, plan, d, rank) else {
-            self.shards[lane].active = None;
-            return Kick::ChunkDone(job);
+            sh.active = None;
+            return Step::ChunkDone(job);
         };
         let decode_rank = plan.target(i).decode_rank;
         a.next_target = i + 1;
         a.target = i;
-        if self.blacklists[rank as usize].contains(&(d, decode_rank)) {
-            self.shards[lane].active = None;
-            return Kick::Fail {
+        let blacklist = &mut blacklists[rank as usize];
+        if blacklist.contains(&(d, decode_rank)) {
+            sh.active = None;
+            return Step::Fail {
                 req: job.req,
                 kind: ErrorKind::SessionBlacklisted,
                 message: session_not_alive(&dst.session(decode_rank)),
             };
         }
         let creq = chunk_request(req, &job, dst.page_size);
-        let error = plan.chunk_target_into(&creq, i, &mut self.flows);
+        let error = plan.chunk_target_into(&creq, i, flows);
         let writes = oracle_writes(dst, plan, &creq, i, error.as_ref());
         let after_kv = match error {
             Some((e, ErrorTiming::BeforeAnyWrite)) => {
-                return self.refuse(lane, rank, (d, decode_rank), job.req, e);
+                return refuse(sh, blacklist, (d, decode_rank), job.req, e);
             }
             Some((e, ErrorTiming::AfterKv)) => Some(e),
             None => None,
         };
         let batch = Batch {
-            now: env.q.now(),
-            lead: send_lead(env.fabric.params(), plan.has_state(), job.last),
+            now: cx.q.now(),
+            lead: send_lead(cx.fabric.params(), plan.has_state(), job.last),
             // On the head-sliced path the target's per-layer batches run on the queue's
             // executor threads: that many flows, each with its share of the bytes and writes.
             split: if plan.send_path() == crate::layout::SendPath::Slice {
@@ -647,207 +1062,68 @@ impl TransferQueues {
             },
             token: FlowTag::Kv { prefill: me, lane },
         };
-        let req = env.reqs.get_mut(job.req).expect("checked above");
+        let req = cx.reqs.get_mut(job.req).expect("checked above");
         req.row.transfer_start_ns.get_or_insert(batch.now);
-        let n = start_flows(
-            &self.flows,
-            env.fabric,
-            (env.gpus, &dst.gpus),
-            &mut req.row,
-            batch,
-        );
-        self.arm(me, lane, n, after_kv, writes, env)
+        let n = start_flows(flows, cx.fabric, (gpus, &dst.gpus), &mut req.row, batch);
+        arm(sh, (me, lane), n, (after_kv, writes), cx)
     }
+}
 
-    /// The plan's check refused the target before any write: the chunk is dropped; a raised
-    /// error kills the lane's worker (docs/sglang-pd.md §2.4), a return code −1 (or a raise
-    /// on decode) blacklists the decode session `session` on this rank and fails the room
-    /// (§2.6).
-    fn refuse(
-        &mut self,
-        lane: ShardId,
-        rank: u32,
-        session: (DecodeId, u32),
-        req: ReqRef,
-        e: PdError,
-    ) -> Kick {
-        let sh = &mut self.shards[lane];
-        sh.active = None;
-        match e.effect {
-            Effect::WorkerDies => {
-                sh.dead = true;
-                Kick::WorkerDied(e)
-            }
-            Effect::ReturnCodeFailure | Effect::RaisedOnDecode => {
-                self.blacklists[rank as usize].insert(session);
-                Kick::FailWith { req, error: e }
-            }
-        }
-    }
-
-    /// The target's batch is out (`n` flows): the active chunk waits for them, carrying the
-    /// check that raises after its KV and the oracle's writes. A batch with nothing to send
-    /// (0 KV bytes on the slice path, a hybrid-MLA sub-rank) still makes its call, which
-    /// returns after the network latency.
-    fn arm(
-        &mut self,
-        me: PrefillId,
-        lane: ShardId,
-        n: u32,
-        after_kv: Option<PdError>,
-        writes: Option<Vec<Write>>,
-        env: &mut KickEnv,
-    ) -> Kick {
-        let sh = &mut self.shards[lane];
-        let a = sh.active.as_mut().expect("still active");
-        a.busy = true;
-        a.flows_left = n;
-        a.failed = false;
-        a.after_kv = after_kv;
-        a.writes = writes;
-        if n == 0 {
-            sh.empty_key = Some(env.q.schedule_keyed_in(
-                env.base_latency_ns,
-                Event::EmptyChunkSent {
-                    prefill: me,
-                    shard: lane,
-                },
-            ));
-        }
-        Kick::Started
-    }
-
-    /// One flow of the lane's current batch ended (`transfer_worker` reading the batch's
-    /// return code): a −1 blacklists the decode session on this rank and fails the room with
-    /// sglang's "Failed to send kv chunk" (a timeout as `transfer_timeout`); an aborted flow
-    /// (a crash) only counts. `None` when the lane has no active chunk (lost in a crash).
-    #[inline]
-    pub fn flow_ended(
-        &mut self,
-        lane: ShardId,
-        end: &crate::fabric::FlowEnd<FlowTag>,
-        reqs: &Requests,
-        decodes: &IdVec<DecodeId, DecodeEndpoint>,
-        seed: u64,
-    ) -> Option<FlowVerdict> {
-        use crate::fabric::{FailReason, FlowOutcome};
-        let active = self.shards[lane].active.as_mut()?;
-        active.flows_left -= 1;
-        active.failed |= !matches!(end.outcome, FlowOutcome::Completed);
-        let (r, last) = (active.job.req, active.flows_left == 0);
-        let mut verdict = FlowVerdict {
-            bandwidth_mb_s: None,
-            fail: None,
-            last,
-        };
-        match end.outcome {
-            FlowOutcome::Completed => {
-                let bw = end.achieved_bytes_per_ns();
-                if bw.is_finite() && end.bytes > 0 {
-                    // bytes/ns × 1000 = MB/s, kept as an integer in the histogram.
-                    verdict.bandwidth_mb_s = Some((bw * 1000.0).round() as u64);
-                }
-            }
-            FlowOutcome::Failed(reason) => {
-                if let Some(d) = reqs.get(r).map(|q| q.decode) {
-                    let ep = &decodes[d];
-                    let drank = ep.gpus.iter().position(|&g| g == end.dst).unwrap_or(0) as u32;
-                    let rank = self.rank_of(lane);
-                    self.blacklists[rank as usize].insert((d, drank));
-                    let kind = match reason {
-                        FailReason::Timeout => ErrorKind::TransferTimeout,
-                        _ => ErrorKind::TransferFailed,
-                    };
-                    let message = failed_to_send(bootstrap_room(seed, r.id), ep, drank);
-                    verdict.fail = Some((r, kind, message));
-                }
-            }
-            FlowOutcome::Aborted => {}
-        }
-        Some(verdict)
-    }
-
-    /// Every flow of the lane's current batch ended. If the room still stands, `land` puts
-    /// the bytes in decode memory (the request, its plan and what was sent), where the oracle
-    /// judges them, and returns the out-of-bounds error a write met: that is a −1, which
-    /// blacklists the session on this rank and fails the room (docs/sglang-pd.md §3.8, §2.6).
-    /// A state check that raises after the KV went kills the worker (§2.5). Otherwise, and
-    /// when the room failed while the batch was out (the worker drops the chunk), the worker
-    /// goes on: [`Landed::Next`].
-    #[inline]
-    pub fn batch_done(
-        &mut self,
-        lane: ShardId,
-        reqs: &Requests,
-        (plans, decodes): (
-            &IdVec<DecodeId, Arc<PairPlan>>,
-            &IdVec<DecodeId, DecodeEndpoint>,
-        ),
-        seed: u64,
-        land: impl FnOnce(&Req, &PairPlan, Landing) -> Option<PdError>,
-    ) -> Landed {
-        let rank = self.rank_of(lane);
-        let sh = &mut self.shards[lane];
-        let a = sh.active.as_mut().expect("active chunk");
-        a.busy = false;
-        let (job, target, failed) = (a.job, a.target, a.failed);
-        let (after_kv, writes) = (a.after_kv.take(), a.writes.take());
-        let live = reqs.get(job.req).filter(|q| q.sender != KvPoll::Failed);
-        let Some(req) = live.filter(|_| !failed) else {
-            sh.active = None;
-            return Landed::Next;
-        };
-        let (d, plan) = (req.decode, &*plans[req.decode]);
-        let whole = job.last && after_kv.is_none();
-        let oob = land(req, plan, Landing { job, writes, whole });
-        if let Some(e) = oob {
-            let drank = plan.target(target).decode_rank;
-            self.blacklists[rank as usize].insert((d, drank));
-            let message = failed_to_send(bootstrap_room(seed, req.id), &decodes[d], drank);
-            self.shards[lane].active = None;
-            return Landed::Fail {
-                req: job.req,
-                kind: e.kind,
-                message,
-            };
-        }
-        if let Some(e) = after_kv {
-            // The KV went; then the state check raised and the worker died.
-            let sh = &mut self.shards[lane];
+/// The plan's check refused the target before any write: the chunk is dropped; a raised
+/// error kills the lane's worker (docs/sglang-pd.md §2.4), a return code −1 (or a raise on
+/// decode) blacklists the decode session `session` on this rank (`blacklist`) and fails the
+/// room (§2.6).
+fn refuse(
+    sh: &mut Shard,
+    blacklist: &mut BTreeSet<(DecodeId, u32)>,
+    session: (DecodeId, u32),
+    req: ReqRef,
+    e: PdError,
+) -> Step {
+    sh.active = None;
+    match e.effect {
+        layout::Effect::WorkerDies => {
             sh.dead = true;
-            sh.active = None;
-            return Landed::WorkerDied(e);
+            Step::WorkerDied(e)
         }
-        Landed::Next
-    }
-
-    /// The lane's empty batch call returned: whether its batch is done (it was still
-    /// pending; a crash in between cleared it).
-    pub fn empty_chunk_returned(&mut self, lane: ShardId) -> bool {
-        self.shards[lane].empty_key = None;
-        self.empty_chunk_pending(lane)
-    }
-
-    /// Whether the lane's current batch had nothing to send and is waiting for its empty
-    /// batch call to return.
-    pub fn empty_chunk_pending(&self, lane: ShardId) -> bool {
-        self.shards[lane]
-            .active
-            .as_ref()
-            .is_some_and(|a| a.busy && a.flows_left == 0)
-    }
-
-    /// A crash: every queue, chunk and worker is lost (workers come back with the restart).
-    pub fn crash(&mut self, q: &mut EventQueue<Event>) {
-        for sh in self.shards.iter_mut() {
-            sh.queue.clear();
-            sh.active = None;
-            sh.dead = false;
-            if let Some(k) = sh.empty_key.take() {
-                q.cancel(k);
+        layout::Effect::ReturnCodeFailure | layout::Effect::RaisedOnDecode => {
+            blacklist.insert(session);
+            Step::Fail {
+                req,
+                kind: e.kind,
+                message: e.message,
             }
         }
     }
+}
+
+/// The target's batch is out (`n` flows): the active chunk waits for them, carrying the
+/// check that raises after its KV and the oracle's writes. A batch with nothing to send (0 KV
+/// bytes on the slice path, a hybrid-MLA sub-rank) still makes its call, which returns after
+/// the network latency.
+fn arm(
+    sh: &mut Shard,
+    (me, lane): (PrefillId, ShardId),
+    n: u32,
+    (after_kv, writes): (Option<PdError>, Option<Vec<Write>>),
+    cx: &mut TransferCtx<'_>,
+) -> Step {
+    let a = sh.active.as_mut().expect("still active");
+    a.busy = true;
+    a.flows_left = n;
+    a.failed = false;
+    sh.after_kv = after_kv;
+    sh.writes = writes;
+    if n == 0 {
+        sh.empty_key = Some(cx.q.schedule_keyed_in(
+            cx.fabric.params().base_latency_ns,
+            Event::EmptyChunkSent {
+                prefill: me,
+                shard: lane,
+            },
+        ));
+    }
+    Step::Started
 }
 
 #[cfg(test)]
@@ -952,72 +1228,303 @@ mod tests {
         .unwrap()
     }
 
+    /// A check that raises before any write (a unified Qwen3-Next prefill at attention TP 2
+    /// into TP 4, sglang's validator, docs/sglang-pd.md §2.5) kills the worker of each rank
+    /// that meets it: each death is an effect with sglang's "Transfer thread failed" line, in
+    /// rank order; the room does not fail (it waits for its timeout), and the dead lanes never
+    /// move again.
+    #[test]
+    fn a_raise_kills_each_ranks_worker_and_its_lane_stays_dead() {
+        let m = crate::spec::model::preset("qwen3-next-80b-a3b").unwrap();
+        let (pa, da) = (
+            crate::layout::test_args(2, 16, "auto", true),
+            crate::layout::test_args(4, 16, "auto", true),
+        );
+        let plan = PairPlan::compile((&m, &pa), (&m, &da), layout::Profile::Guarded).unwrap();
+        let (mut t, mut env) = (workers_over(plan, 2, 4), Env::new());
+        let (r, job) = computed(&mut env.reqs, 0);
+        env.q.schedule_at(3, Event::Tick);
+        env.q.pop();
+        t.enqueue(PrefillId(0), job, &mut env.cx());
+        let lanes: Vec<ShardId> = (0..2)
+            .map(|rank| t.prefills[PrefillId(0)].chunk_lane(DecodeId(0), 1, rank))
+            .collect();
+        assert_eq!(env.fx.len(), 2, "{:?}", env.fx);
+        for (rank, (e, &lane)) in env.fx.iter().zip(&lanes).enumerate() {
+            let Effect::WorkerDied { death, message } = e else {
+                panic!("a death: {e:?}");
+            };
+            assert_eq!((death.at_ns, death.prefill_instance), (3, 0));
+            assert_eq!(death.rank, rank as u32);
+            assert_eq!(lane, t.prefills[PrefillId(0)].lane(death.rank, death.shard));
+            assert!(
+                message.starts_with("Transfer thread failed because of ")
+                    && message.ends_with("bootstrap_port=8998 is dead."),
+                "{message}"
+            );
+            assert!(t.prefills[PrefillId(0)].shards[lane].dead);
+        }
+        assert_eq!(env.fabric.live_flows(), 0);
+        assert_eq!(env.reqs.get(r).unwrap().sender, KvPoll::Transferring);
+        env.fx.clear();
+        let (_, job) = computed(&mut env.reqs, 1);
+        t.enqueue(PrefillId(0), job, &mut env.cx());
+        assert!(env.fx.is_empty());
+        assert_eq!(t.prefills[PrefillId(0)].shards[lanes[0]].queue.len(), 1);
+    }
+
+    /// A dead worker moves nothing again, whatever is queued behind it (the chunks of healthy
+    /// decode instances that hash to the same queue included); other lanes go on.
+    /// A decode memory no test watches.
+    struct Unwatched;
+
+    impl DecodeMemories for Unwatched {
+        fn watched(&mut self, d: DecodeId) -> &mut DecodeMemory {
+            unreachable!("no test watches decode {}", d.0)
+        }
+    }
+
+    /// What a test hands the workers: the queue, the requests, the fabric and its timer, and
+    /// what they write (figures, effects).
+    struct Env {
+        q: EventQueue<Event>,
+        reqs: Requests,
+        fabric: Fabric,
+        timer: FabricTimer,
+        memories: Unwatched,
+        bandwidth: Histogram,
+        retransmitted: f64,
+        fx: Vec<Effect>,
+    }
+
+    impl Env {
+        fn new() -> Self {
+            Self {
+                q: EventQueue::new(),
+                reqs: Requests::default(),
+                fabric: fabric(),
+                timer: FabricTimer::default(),
+                memories: Unwatched,
+                bandwidth: Histogram::default(),
+                retransmitted: 0.0,
+                fx: Vec::new(),
+            }
+        }
+
+        fn cx(&mut self) -> TransferCtx<'_> {
+            TransferCtx {
+                q: &mut self.q,
+                reqs: &mut self.reqs,
+                fabric: &mut self.fabric,
+                timer: &mut self.timer,
+                memories: &mut self.memories,
+                bandwidth: &mut self.bandwidth,
+                retransmitted_bytes: &mut self.retransmitted,
+                fx: &mut self.fx,
+            }
+        }
+    }
+
+    /// Workers of one prefill of `ranks` ranks on GPUs 0.. with `queue_size` queues a rank,
+    /// sending to one Llama-3.1-8B TP1 decode on GPU 4 through an exact plan.
+    fn workers(ranks: u32, queue_size: u32) -> TransferWorkers {
+        let m = crate::spec::model::preset("llama-3.1-8b").unwrap();
+        let args = crate::layout::test_args(1, 16, "auto", false);
+        let plan = PairPlan::compile((&m, &args), (&m, &args), layout::Profile::Guarded).unwrap();
+        workers_over(plan, ranks, queue_size)
+    }
+
+    /// Workers of one prefill of `ranks` ranks on GPUs 0.. with `queue_size` queues a rank,
+    /// sending through `plan` to one decode (global instance 1) on GPUs 4..
+    fn workers_over(plan: PairPlan, ranks: u32, queue_size: u32) -> TransferWorkers {
+        let decode_tp = plan.decode_layouts().len() as u32;
+        let mut plans = IdVec::default();
+        plans.push(Arc::new(plan));
+        let mut endpoints = IdVec::default();
+        endpoints.push(DecodeEndpoint {
+            instance: InstanceId(1),
+            gpus: (4..4 + decode_tp)
+                .map(|local| GpuId { node: 0, local })
+                .collect(),
+            page_size: 16,
+            watched: false,
+            ports: (0..decode_tp).map(|r| session_port(1, r)).collect(),
+        });
+        let side = PrefillSide {
+            ranks,
+            gpus: (0..ranks).map(|local| GpuId { node: 0, local }).collect(),
+            plans,
+        };
+        TransferWorkers::new(vec![side], endpoints, queue_size, 1_000)
+    }
+
+    /// A request of one 16-token page on P0 and D0 whose prompt was computed: one chunk, the
+    /// last, counted in flight once (as the prefill's `step_done` leaves it).
+    fn computed(reqs: &mut Requests, id: u64) -> (ReqRef, ChunkJob) {
+        let r = crate::sglang::testkit::request(reqs, id, 16, 4);
+        let req = reqs.get_mut(r).unwrap();
+        req.on_prefill.pages = vec![id as u32];
+        req.on_decode.pages = vec![id as u32];
+        req.sender = KvPoll::Transferring;
+        req.chunks_in_flight = 1;
+        (r, job(r, 0))
+    }
+
+    /// A chunk's whole way through a worker: queued, its batch on the fabric (the fabric's
+    /// timer set), its flows' ends, then the transfer concludes — the sender is `Success`,
+    /// decode is told after the control latency, and the prefill's release is the one effect.
+    #[test]
+    fn a_chunk_goes_out_lands_and_concludes_its_transfer() {
+        let (mut t, mut env) = (workers(1, 4), Env::new());
+        let (r, job) = computed(&mut env.reqs, 0);
+        t.enqueue(PrefillId(0), job, &mut env.cx());
+        assert!(env.fx.is_empty(), "{:?}", env.fx);
+        assert_eq!(env.fabric.live_flows(), 1);
+        // The fabric's timer fires (the batch's lead, then its bytes) until the flow ends.
+        let mut ends = Vec::new();
+        let due = loop {
+            let (due, ev) = env.q.pop().expect("the fabric's timer");
+            assert!(matches!(ev, Event::FabricDue));
+            env.timer.fired();
+            env.fabric.fire_due(due, &mut ends);
+            if !ends.is_empty() {
+                break due;
+            }
+            env.timer.sync(&mut env.q, &mut env.fabric);
+        };
+        assert_eq!(ends.len(), 1);
+        let FlowTag::Kv { prefill, lane } = ends[0].token else {
+            panic!("a KV flow");
+        };
+        t.flow_ended(prefill, lane, &ends[0], &mut env.cx());
+        assert_eq!(env.fx, [Effect::Release { prefill, req: r }]);
+        let req = env.reqs.get(r).unwrap();
+        assert_eq!(
+            (req.sender, req.row.transfer_end_ns),
+            (KvPoll::Success, Some(due))
+        );
+        assert_eq!(env.bandwidth.count(), 1);
+        assert_eq!(
+            env.q
+                .pop()
+                .map(|(t, e)| (t, matches!(e, Event::TransferSucceeded { req } if req == r))),
+            Some((due + 1_000, true))
+        );
+    }
+
+    /// A chunk to a blacklisted decode session (a crashed decode) fails its room at once
+    /// (`session_blacklisted`, sglang's text); the worker stops there and goes on only after
+    /// the failure is applied (the effect that kicks it comes after the failure). Once the
+    /// decode registers again, its chunks go out.
+    #[test]
+    fn a_blacklisted_session_fails_the_room_and_the_worker_goes_on_after_it() {
+        let (mut t, mut env) = (workers(1, 4), Env::new());
+        t.decode_down(DecodeId(0), 1);
+        let (r, job) = computed(&mut env.reqs, 0);
+        t.enqueue(PrefillId(0), job, &mut env.cx());
+        let lane = t.prefills[PrefillId(0)].chunk_lane(DecodeId(0), 1, 0);
+        assert_eq!(
+            env.fx,
+            [
+                Effect::Fail {
+                    req: r,
+                    kind: ErrorKind::SessionBlacklisted,
+                    message: session_not_alive(&format!("10.0.0.1:{}", session_port(1, 0))),
+                },
+                Effect::Kick {
+                    prefill: PrefillId(0),
+                    lane,
+                },
+            ]
+        );
+        assert_eq!(env.fabric.live_flows(), 0);
+        t.decode_registered(DecodeId(0));
+        env.fx.clear();
+        let (_, job) = computed(&mut env.reqs, 1);
+        t.enqueue(PrefillId(0), job, &mut env.cx());
+        assert!(env.fx.is_empty());
+        assert_eq!(env.fabric.live_flows(), 1);
+    }
+
     /// A dead worker moves nothing again, whatever is queued behind it (the chunks of healthy
     /// decode instances that hash to the same queue included); other lanes go on.
     #[test]
     fn a_dead_shard_never_moves_again() {
-        let mut t = TransferQueues::new(2, 4);
+        let (mut t, mut env) = (workers(2, 4), Env::new());
         let r = ReqRef { slot: 0, id: 0 };
-        let dead = t.lane(1, 1);
-        t.shards[dead].dead = true;
-        t.push(dead, job(r, 0));
-        t.push(dead, job(r, 3));
-        let mut reqs = Requests::default();
-        let mut fabric = fabric();
-        let mut q = EventQueue::new();
-        let decodes = IdVec::default();
-        let plans = IdVec::default();
-        let mut env = KickEnv {
-            reqs: &mut reqs,
-            fabric: &mut fabric,
-            q: &mut q,
-            decodes: &decodes,
-            plans: &plans,
-            gpus: &[],
-            base_latency_ns: 1,
-        };
-        assert!(matches!(t.kick(PrefillId(0), dead, &mut env), Kick::Done));
-        assert_eq!(t.shards[dead].queue.len(), 2, "nothing was taken off");
+        let p = PrefillId(0);
+        let q = &mut t.prefills[p];
+        let dead = q.lane(1, 1);
+        q.shards[dead].dead = true;
+        q.push(dead, job(r, 0));
+        q.push(dead, job(r, 3));
+        assert!(t.kick(p, dead, &mut env.cx()));
+        assert_eq!(
+            t.prefills[p].shards[dead].queue.len(),
+            2,
+            "nothing was taken off"
+        );
         // A live lane drops chunks of requests that already ended and stays idle.
-        let live = t.lane(0, 1);
-        t.push(live, job(r, 0));
-        assert!(matches!(t.kick(PrefillId(0), live, &mut env), Kick::Done));
-        assert!(t.shards[live].queue.is_empty());
+        let live = t.prefills[p].lane(0, 1);
+        t.prefills[p].push(live, job(r, 0));
+        assert!(t.kick(p, live, &mut env.cx()));
+        assert!(t.prefills[p].is_idle(live));
+        assert!(env.fx.is_empty());
     }
 
-    /// A crash empties every lane and revives dead workers (they come back with the restart).
+    /// A crash empties every lane, drops a pending empty batch call and revives dead workers,
+    /// and nothing moves until the restart.
     #[test]
-    fn a_crash_clears_queues_and_workers() {
-        let mut t = TransferQueues::new(2, 2);
-        let r = ReqRef { slot: 0, id: 0 };
-        t.push(ShardId(0), job(r, 0));
-        t.shards[ShardId(3)].dead = true;
-        let mut q = EventQueue::new();
-        let k = q.schedule_keyed(
+    fn a_crash_clears_queues_and_workers_until_the_restart() {
+        let (mut t, mut env) = (workers(2, 2), Env::new());
+        let (p, (_, job)) = (PrefillId(0), computed(&mut env.reqs, 0));
+        let q = &mut t.prefills[p];
+        q.push(ShardId(0), job);
+        q.shards[ShardId(3)].dead = true;
+        let k = env.q.schedule_keyed(
             5,
             Event::EmptyChunkSent {
-                prefill: PrefillId(0),
-                shard: ShardId(0),
+                prefill: p,
+                shard: ShardId(1),
             },
         );
-        t.shards[ShardId(0)].empty_key = Some(k);
-        t.crash(&mut q);
+        q.shards[ShardId(1)].empty_key = Some(k);
+        q.shards[ShardId(1)].active = Some(ActiveChunk {
+            job,
+            target: 0,
+            next_target: 1,
+            end_target: 1,
+            busy: true,
+            flows_left: 0,
+            failed: false,
+        });
+        t.crash(p, &mut env.q);
         assert!(
-            t.shards
+            t.prefills[p]
+                .shards
                 .iter()
                 .all(|s| s.queue.is_empty() && !s.dead && s.active.is_none())
         );
-        assert!(q.is_empty(), "the pending empty-chunk return is cancelled");
+        assert!(
+            env.q.is_empty(),
+            "the pending empty-chunk return is cancelled"
+        );
+        t.enqueue(p, job, &mut env.cx());
+        assert_eq!(env.fabric.live_flows(), 0, "its workers are down");
+        t.restart(p);
+        let lane = t.prefills[p].chunk_lane(DecodeId(0), 1, 0);
+        assert!(t.kick(p, lane, &mut env.cx()));
+        assert_eq!(env.fabric.live_flows(), 1);
     }
 
     #[test]
     fn lanes_number_ranks_and_back() {
-        let t = TransferQueues::new(4, 4);
-        assert_eq!(t.lane(2, 3), ShardId(11));
-        assert_eq!(t.rank_of(ShardId(11)), 2);
+        let t = workers(4, 4);
+        let q = &t.prefills[PrefillId(0)];
+        assert_eq!(q.lane(2, 3), ShardId(11));
+        assert_eq!(q.rank_of(ShardId(11)), 2);
     }
 
-    /// Rooms are 63-bit, fixed by (seed, id), and distinct across ids and seeds.
     #[test]
     fn rooms_are_63_bit_and_distinct() {
         let mut seen = BTreeSet::new();

@@ -13,7 +13,7 @@ use crate::vocab::Outcome;
 use crate::vocab::abort::AbortTrack;
 use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::PrefillId;
-use crate::vocab::requests::{KvPoll, ReqRef};
+use crate::vocab::requests::ReqRef;
 use crate::workload::timeout::DeadlineSampler;
 
 use super::World;
@@ -187,7 +187,7 @@ impl World<'_> {
         let Some(doomed) = a.doomed_ns else {
             return;
         };
-        if req.sender < KvPoll::Success && !a.prefill_released {
+        if req.prefill_holds() {
             let alloc = req.row.prefill_start_ns.unwrap_or(now);
             book.book
                 .prefill_released(req.on_prefill.pages.len(), alloc, doomed, now);
@@ -213,17 +213,14 @@ impl World<'_> {
         }
         let now = self.q.now();
         let req = self.reqs.get_mut(r).expect("a live request timed out");
-        let a = req.abort.as_deref_mut().expect("tracked at arrival");
-        if a.prefill_released {
+        let p = req.prefill;
+        if !self.prefills[p].let_go(req) {
             return false;
         }
         book.book.orphaned(message);
+        let a = req.abort.as_deref_mut().expect("tracked at arrival");
         a.prefill_released = true;
         a.doomed_ns.get_or_insert(now);
-        req.sender = KvPoll::Failed;
-        let p = req.prefill;
-        self.prefills[p].release(r.id, &req.on_prefill);
-        req.on_prefill = Default::default();
         // Not an error count: `errors` counts requests by how they ended, and this one ends
         // later (the decode's waiting timeout, or its client's disconnect); the summary's
         // `aborts.orphaned` counts it and quotes sglang's first message.

@@ -1,7 +1,7 @@
 //! Cluster assembly: every server of every pool built from the checked scenario — its step
-//! model (composed once per pool), KV pool, radix cache, speculative state and transfer
-//! queues — placed on the fabric's GPUs, and the wiring prefills need of the decodes. `World`
-//! runs what this builds; nothing here runs.
+//! model (composed once per pool), KV pool, radix cache and speculative state — placed on the
+//! fabric's GPUs, and the prefills' transfer workers wired to the decodes. `World` runs what
+//! this builds; nothing here runs.
 
 use std::sync::Arc;
 
@@ -13,11 +13,11 @@ use crate::sglang::decode::DecodeServer;
 use crate::sglang::memory::{KvPool, PageAllocator, Shared, Store};
 use crate::sglang::prefill::PrefillServer;
 use crate::sglang::prefix_cache::PrefixCache;
-use crate::sglang::transfer::{DecodeEndpoint, TransferQueues};
+use crate::sglang::transfer::{DecodeEndpoint, PrefillSide, TransferWorkers, session_port};
 use crate::sglang::{Core, CoreSpec};
 use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PoolId, PrefillId};
 
-use super::{Fabric, Plans, session_port};
+use super::Fabric;
 use crate::config::Pool;
 use crate::sglang::speculative::{SpecDecode, SpecPrefill};
 
@@ -25,13 +25,10 @@ use crate::sglang::speculative::{SpecDecode, SpecPrefill};
 pub(super) struct Cluster {
     pub fabric: Fabric,
     pub prefills: IdVec<PrefillId, PrefillServer>,
-    pub transfers: IdVec<PrefillId, TransferQueues>,
+    /// Every prefill's transfer workers, wired to the decodes.
+    pub transfer: TransferWorkers,
     pub decodes: IdVec<DecodeId, DecodeServer>,
     pub colocated: IdVec<ColocatedId, ColocatedServer>,
-    /// What a prefill needs to know of each decode instance to send to it.
-    pub endpoints: IdVec<DecodeId, DecodeEndpoint>,
-    /// The compiled transfer plan of every (prefill, decode) instance pair.
-    pub plans: Plans,
     /// Servers built (global instance numbers `0..instances`; a DP rank is one).
     pub instances: u32,
     /// DeepEP all-to-all on the fabric (`sglang::a2a`).
@@ -44,7 +41,6 @@ pub(super) fn assemble(sc: &Scenario) -> Cluster {
     let placement = &sc.placement;
     let fabric = build_fabric(sc);
     let mut prefills = IdVec::default();
-    let mut transfers = IdVec::default();
     let mut decodes = IdVec::default();
     let mut colocated = IdVec::default();
     let mut global = 0u32;
@@ -94,10 +90,6 @@ pub(super) fn assemble(sc: &Scenario) -> Cluster {
                         sc.seed
                     );
                     prefills.push(prefill_server(sc, pool, core, pages, &interconnect));
-                    transfers.push(TransferQueues::new(
-                        pool.server.attn_tp_size,
-                        sc.sglang.queue_size,
-                    ));
                 }
                 Role::Decode => {
                     let ports = (0..tp).map(|r| session_port(id, r)).collect();
@@ -123,54 +115,60 @@ pub(super) fn assemble(sc: &Scenario) -> Cluster {
             }
         }
     }
-    let (endpoints, plans) = wiring(sc, &prefills, &decodes);
+    let transfer = transfer_workers(sc, &prefills, &decodes);
     Cluster {
         fabric,
         prefills,
-        transfers,
+        transfer,
         decodes,
         colocated,
-        endpoints,
-        plans,
         instances: global,
         a2a,
     }
 }
 
-/// What prefills need of the decodes: each decode's transfer endpoint, and the compiled
-/// transfer plan of every (prefill, decode) pair of instances.
-fn wiring(
+/// Every prefill's transfer workers, wired to the decodes: each decode's transfer endpoint,
+/// and the compiled transfer plan of every (prefill, decode) pair of instances.
+fn transfer_workers(
     sc: &Scenario,
     prefills: &IdVec<PrefillId, PrefillServer>,
     decodes: &IdVec<DecodeId, DecodeServer>,
-) -> (IdVec<DecodeId, DecodeEndpoint>, Plans) {
-    let endpoints: IdVec<DecodeId, DecodeEndpoint> = {
-        let mut v = IdVec::default();
-        for d in decodes.iter() {
-            let d: &DecodeServer = d;
-            v.push(DecodeEndpoint {
-                instance: d.core.instance,
-                gpus: d.core.gpus.clone(),
-                page_size: d.core.page_size,
-                watched: d.core.pages.is_oracle(),
-                ports: d.ports.clone(),
-            });
-        }
-        v
-    };
-    let mut plans = IdVec::default();
-    for p in prefills.iter() {
-        let p: &PrefillServer = p;
-        let mut row = IdVec::default();
-        for d in decodes.iter() {
-            let d: &DecodeServer = d;
-            row.push(Arc::clone(
-                &sc.plans[&(p.core.pool.idx(), d.core.pool.idx())],
-            ));
-        }
-        plans.push(row);
+) -> TransferWorkers {
+    let mut endpoints = IdVec::default();
+    for d in decodes.iter() {
+        let d: &DecodeServer = d;
+        endpoints.push(DecodeEndpoint {
+            instance: d.core.instance,
+            gpus: d.core.gpus.clone(),
+            page_size: d.core.page_size,
+            watched: d.core.pages.is_oracle(),
+            ports: d.ports.clone(),
+        });
     }
-    (endpoints, plans)
+    let sides = prefills
+        .iter()
+        .map(|p| {
+            let p: &PrefillServer = p;
+            let mut plans = IdVec::default();
+            for d in decodes.iter() {
+                let d: &DecodeServer = d;
+                plans.push(Arc::clone(
+                    &sc.plans[&(p.core.pool.idx(), d.core.pool.idx())],
+                ));
+            }
+            PrefillSide {
+                ranks: sc.pools[p.core.pool.idx()].server.attn_tp_size,
+                gpus: p.core.gpus.clone(),
+                plans,
+            }
+        })
+        .collect();
+    TransferWorkers::new(
+        sides,
+        endpoints,
+        sc.sglang.queue_size,
+        sc.fabric.control_latency_ns,
+    )
 }
 
 /// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters

@@ -69,25 +69,23 @@ impl World<'_> {
         };
         self.sync_decode(d);
         self.abort_flows_touching(&gpus);
-        for t in self.transfers.iter_mut() {
-            t.blacklist_everywhere(d, ranks);
-        }
+        self.transfer.decode_down(d, ranks);
         for r in self.reqs.matching(|q| q.decode == d) {
             self.fail(r, failure.kind, &failure.message);
         }
         self.decodes[d].lose_state(&mut self.q);
     }
 
-    /// Prefill `p` goes down: the flows touching it are aborted, its state and its transfer
-    /// workers are lost, and the decodes' heartbeat will declare it lost.
+    /// Prefill `p` goes down with its transfer workers (their queues lost), the flows touching
+    /// it are aborted, its state is lost, and the decodes' heartbeat will declare it lost.
     fn crash_prefill(&mut self, p: PrefillId) {
         let Some(crash) = self.prefills[p].crash() else {
             return;
         };
+        self.transfer.crash(p, &mut self.q);
         self.sync_prefill(p);
         self.abort_flows_touching(&crash.gpus);
         self.prefills[p].lose_state(&mut self.q);
-        self.transfers[p].crash(&mut self.q);
         self.heartbeat.prefill_down(p, &mut self.q);
     }
 
@@ -139,6 +137,7 @@ impl World<'_> {
                 if !self.prefills[p].restart() {
                     return;
                 }
+                self.transfer.restart(p);
                 self.sync_prefill(p);
                 self.heartbeat.prefill_up(p, &mut self.q);
             }
@@ -148,9 +147,7 @@ impl World<'_> {
                 }
                 self.sync_decode(d);
                 // A restarted decode registers again, which clears its blacklist entries.
-                for t in self.transfers.iter_mut() {
-                    t.unblacklist(d);
-                }
+                self.transfer.decode_registered(d);
                 self.try_prealloc(d);
             }
         }

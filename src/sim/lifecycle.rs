@@ -170,7 +170,7 @@ impl World<'_> {
         }
         // Decode's first contact with the prefill raises what nothing catches: the decode
         // server dies (`sglang::decode::faults`).
-        if let Err(e) = self.decodes[d].ensure_prefill_info(&self.plans[p][d]) {
+        if let Err(e) = self.decodes[d].ensure_prefill_info(self.transfer.plan(p, d)) {
             self.catch_up_decode(d, now);
             self.fail_with(r, &e);
             self.server_died(d, &e);
@@ -321,7 +321,7 @@ impl World<'_> {
             if job.last && self.store.present() {
                 self.write_back(p, job.req, now);
             }
-            self.enqueue_chunk(p, job);
+            transfer!(self, enqueue(p, job));
         }
         self.scratch.jobs = jobs;
         self.schedule_prefill(p);
@@ -548,12 +548,8 @@ impl World<'_> {
         self.touch_decode(d);
         let (slo, path) = (self.slo(), self.first_token_path_ns());
         let req = self.reqs.retired_mut(r);
-        // An orphan's prefill gave back its side when it failed (`abort.rs`).
-        let released_prefill = req.sender < KvPoll::Success
-            && !req.abort.as_deref().is_some_and(|a| a.prefill_released);
-        if released_prefill {
-            self.prefills[p].release(r.id, &req.on_prefill);
-        }
+        // Unless its transfer concluded or it was orphaned (`abort.rs`) first.
+        let released_prefill = self.prefills[p].let_go(req);
         let dec = &mut self.decodes[d];
         let completed = outcome == Outcome::Completed;
         dec.request_ended(d, (req, r), completed, &mut self.wake);

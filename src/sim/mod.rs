@@ -6,10 +6,11 @@
 //! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `store`, `a2a`, `dispatch` and
 //! `sampler`) sits above the components and is the only place where one component's outcome
 //! reaches another: a component never calls another component. It holds no sglang rule: it
-//! routes each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`) or the part
-//! it needs, and applies the typed outcome it returns (a crash's failures and flows, a
-//! rejection); handlers mark a `Wake` set that `World` drains after every event, in ascending
-//! order.
+//! routes each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`), a component's
+//! own context (`transfer_cx!` for the transfer workers) or the part it needs, and applies the
+//! typed outcome it returns (a crash's failures and flows, a rejection) or the effects it
+//! pushed, in their order, right after the call (`transfer!`, `World::apply_effects`);
+//! handlers mark a `Wake` set that `World` drains after every event, in ascending order.
 //!
 //! A decode step is one event for its whole batch: per-token figures derive from step times,
 //! never from a loop over tokens.
@@ -42,6 +43,38 @@ macro_rules! ctx {
     };
 }
 
+/// The [`crate::sglang::transfer::TransferCtx`] of `World` `$w` for one call of its transfer
+/// workers: the queue, the request table, the fabric and its timer, decode memory, the
+/// transfer figures and the effects buffer `World` applies after the call
+/// (`World::apply_effects`).
+macro_rules! transfer_cx {
+    ($w:expr) => {
+        crate::sglang::transfer::TransferCtx {
+            q: &mut $w.q,
+            reqs: &mut $w.reqs,
+            fabric: &mut $w.fabric,
+            timer: &mut $w.fabric_timer,
+            memories: &mut $w.decodes,
+            bandwidth: &mut $w.collector.bandwidth,
+            retransmitted_bytes: &mut $w.collector.retransmitted_bytes,
+            fx: &mut $w.scratch.fx,
+        }
+    };
+}
+
+/// Calls `$method` of `World` `$w`'s transfer workers with `$args` and their context
+/// (`transfer_cx!`), then applies the effects the call pushed (`World::apply_effects`; most
+/// calls push none).
+macro_rules! transfer {
+    ($w:expr, $method:ident($($arg:expr),* $(,)?)) => {{
+        let base = $w.scratch.fx.len();
+        $w.transfer.$method($($arg,)* &mut transfer_cx!($w));
+        if $w.scratch.fx.len() > base {
+            $w.apply_effects(base);
+        }
+    }};
+}
+
 mod a2a;
 mod abort;
 mod cluster;
@@ -59,8 +92,6 @@ mod coalesce_tests;
 #[cfg(test)]
 mod result_tests;
 
-use std::sync::Arc;
-
 use serde::Serialize;
 
 use crate::config::Scenario;
@@ -72,7 +103,6 @@ use crate::vocab::flow::FlowTag;
 pub(crate) type Fabric = crate::fabric::Fabric<FlowTag>;
 /// A flow's end as the simulator receives it.
 pub(crate) type FlowEnd = crate::fabric::FlowEnd<FlowTag>;
-use crate::layout::PairPlan;
 use crate::metrics::summary::Summary;
 use crate::metrics::{Collector, Sink};
 use crate::sglang::colocated::ColocatedServer;
@@ -81,7 +111,7 @@ use crate::sglang::heartbeat::Heartbeat;
 use crate::sglang::prefill::PrefillServer;
 use crate::sglang::router::Router;
 use crate::sglang::tokenizer::Tokenizers;
-use crate::sglang::transfer::{DecodeEndpoint, TransferQueues};
+use crate::sglang::transfer::TransferWorkers;
 use crate::vocab::Outcome;
 use crate::workload::{Generator, NewRequest};
 
@@ -135,34 +165,7 @@ impl RunStats {
     }
 }
 
-/// The first session port; rank `r` of global instance `i` listens on
-/// `CONTROL_PORT_BASE + 97 i + r`, chosen so decode instances spread over the transfer shards
-/// (sglang's ports are random; `docs/sglang-pd.md` §2.4).
-const CONTROL_PORT_BASE: u32 = 17_000;
-
-/// The session port of rank `rank` of global instance `instance`.
-pub fn session_port(instance: u32, rank: u32) -> u32 {
-    CONTROL_PORT_BASE + 97 * instance + rank
-}
-
-/// The transfer queue prefill rank `rank` puts a room's chunks on when the room goes to decode
-/// instance `decode` (global index) through `plan`: `sum(session ports of the decode ranks that
-/// rank serves) % queue_size`, as `MooncakeKVManager.add_transfer_request` hashes it
-/// (`docs/sglang-pd.md` §11.3). `World` queues chunks by it; `pdsim explain` uses it to name the
-/// healthy decode instances that share a dead queue.
-pub fn rank_queue(plan: &crate::layout::PairPlan, decode: u32, rank: u32, queue_size: u32) -> u32 {
-    let sum: u64 = plan
-        .rank_targets(rank)
-        .map(|i| u64::from(session_port(decode, plan.target(i).decode_rank)))
-        .sum();
-    (sum % u64::from(queue_size.max(1))) as u32
-}
-
-/// Rank 0's queue for decode instance `instance` when prefill rank 0 serves decode rank 0
-/// alone (equal attention TP): the queue `trace.json` draws a transfer on.
-pub fn transfer_shard(instance: u32, queue_size: u32) -> u32 {
-    session_port(instance, 0) % queue_size.max(1)
-}
+pub use crate::sglang::transfer::{rank_queue, transfer_shard};
 
 /// Scratch buffers reused by every event, so handlers do not allocate.
 #[derive(Default)]
@@ -172,6 +175,8 @@ struct Scratch {
     ends: Vec<FlowEnd>,
     /// Decode offloads due after a step (`store.rs`).
     due: Vec<(crate::sglang::decode_offload::Due, u64)>,
+    /// The effects a component call pushes, and those still to apply (`World::apply_effects`).
+    fx: Vec<crate::sglang::Effect>,
 }
 
 /// The whole simulated cluster.
@@ -180,16 +185,14 @@ pub struct World<'a> {
     q: EventQueue<Event>,
     fabric: Fabric,
     prefills: IdVec<PrefillId, PrefillServer>,
-    transfers: IdVec<PrefillId, TransferQueues>,
+    /// Every prefill's transfer workers (`sglang::transfer`), with the decodes' endpoints and
+    /// the compiled plan of every (prefill, decode) pair.
+    transfer: TransferWorkers,
     decodes: IdVec<DecodeId, DecodeServer>,
     /// Plain sglang servers (a colocated scenario has only these).
     colocated: IdVec<ColocatedId, ColocatedServer>,
     /// Nodes the cluster spans.
     nodes: u32,
-    /// What a prefill needs to know of each decode instance to send to it.
-    endpoints: IdVec<DecodeId, DecodeEndpoint>,
-    /// The compiled transfer plan of every (prefill, decode) instance pair.
-    plans: Plans,
     router: Router,
     /// Whether a decode pool offloads its KV to the store (requests then carry the ids of the
     /// blocks their output completes).
@@ -234,20 +237,15 @@ pub struct World<'a> {
     aborts: Option<Box<abort::AbortState>>,
 }
 
-/// The compiled transfer plan of every (prefill, decode) pair of instances.
-type Plans = IdVec<PrefillId, IdVec<DecodeId, Arc<PairPlan>>>;
-
 impl<'a> World<'a> {
     /// Builds the cluster of `sc`; rows stream to `sink`.
     pub fn new(sc: &'a Scenario, sink: &'a mut dyn Sink) -> Self {
         let cluster::Cluster {
             fabric,
             prefills,
-            transfers,
+            transfer,
             decodes,
             colocated,
-            endpoints,
-            plans,
             instances: global,
             a2a,
         } = cluster::assemble(sc);
@@ -264,12 +262,10 @@ impl<'a> World<'a> {
             turn_stats: Default::default(),
             fabric,
             prefills,
-            transfers,
+            transfer,
             decodes,
             colocated,
             nodes: sc.placement.nodes,
-            endpoints,
-            plans,
             source: Generator::new(&sc.workload, sc.seed),
             arrivals_done: false,
             pending_arrival: None,
@@ -534,9 +530,7 @@ impl<'a> World<'a> {
                 self.on_fault(index)
             }
             Event::EmptyChunkSent { prefill, shard } => {
-                if self.transfers[prefill].empty_chunk_returned(shard) {
-                    self.chunk_done(prefill, shard);
-                }
+                transfer!(self, empty_batch_returned(prefill, shard))
             }
             Event::Restart { instance } => {
                 self.touch_decodes();

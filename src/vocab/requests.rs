@@ -144,6 +144,15 @@ impl Req {
         }
     }
 
+    /// Whether its prefill still holds its side (its pages, its place in the prefill's load):
+    /// from routing until its transfer concludes (`Success`) or the prefill lets it go before
+    /// that (`Failed`: the request failed or was aborted, or its decode leg outlives the
+    /// prefill's failure).
+    #[inline]
+    pub fn prefill_holds(&self) -> bool {
+        !matches!(self.sender, KvPoll::Failed | KvPoll::Success)
+    }
+
     /// What the prefill computes and sends: the prompt plus tokens generated before a retraction.
     pub fn prompt(&self) -> u32 {
         self.input + self.extra

@@ -508,3 +508,15 @@ impl DecodeServer {
         }
     }
 }
+
+/// A prefill's transfer worker lands a finished batch's bytes in a decode's memory, where the
+/// corruption oracle keeps who owns each unit (`sglang::transfer`).
+impl super::transfer::DecodeMemories for crate::vocab::ids::IdVec<DecodeId, DecodeServer> {
+    fn watched(&mut self, d: DecodeId) -> &mut crate::layout::DecodeMemory {
+        self[d]
+            .core
+            .pages
+            .oracle()
+            .expect("the oracle watches a decode its batches land on")
+    }
+}

@@ -281,17 +281,7 @@ impl StepRun {
             self.min = self.min.min(gap);
             self.max = self.max.max(gap);
         } else {
-            self.flush(h, started);
-            let (lo, hi) = bounds_of(index_of(gap));
-            *self = Self {
-                lo,
-                hi,
-                from: started,
-                steps: 1,
-                min: gap,
-                max: gap,
-                n: self.n,
-            };
+            self.restart(h, started, gap);
         }
     }
 
@@ -307,17 +297,7 @@ impl StepRun {
             self.steps += 1;
             self.max = gap;
         } else {
-            self.flush(h, started);
-            let (lo, hi) = bounds_of(index_of(gap));
-            *self = Self {
-                lo,
-                hi,
-                from: started,
-                steps: 1,
-                min: gap,
-                max: gap,
-                n: self.n,
-            };
+            self.restart(h, started, gap);
         }
     }
 
@@ -325,6 +305,23 @@ impl StepRun {
     /// [`StepRun::step_rising`], the largest of every step (0 before any).
     pub fn latest_max(&self) -> u64 {
         self.max
+    }
+
+    /// Flushes what was gathered and starts the bucket of `gap`, the step that started at
+    /// `started` (ns) its first.
+    #[inline(always)]
+    fn restart(&mut self, h: &mut Histogram, started: u64, gap: u64) {
+        self.flush(h, started);
+        let (lo, hi) = bounds_of(index_of(gap));
+        *self = Self {
+            lo,
+            hi,
+            from: started,
+            steps: 1,
+            min: gap,
+            max: gap,
+            n: self.n,
+        };
     }
 
     /// Adds the steps gathered, the last of them ending at `until` (ns), to `h`.

@@ -373,7 +373,7 @@ fn trace_writer(sc: &Scenario, dir: &Path) -> Result<crate::report::trace::Trace
         &dir.join("trace.json"),
         &instances,
         sc.sglang.queue_size,
-        crate::sim::transfer_shard,
+        crate::sglang::transfer::transfer_shard,
     )
 }
 

@@ -61,7 +61,7 @@ fn json_str(s: &str) -> String {
 
 impl TraceWriter {
     /// Creates the file with its track names. `shard_of(decode instance, queue_size)` is the
-    /// simulation's shard hash (`sim::transfer_shard`), passed in because reports never reach
+    /// simulation's shard hash (`sglang::transfer::transfer_shard`), passed in because reports never reach
     /// into the simulation.
     pub fn create(
         path: &Path,

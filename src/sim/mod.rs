@@ -165,8 +165,6 @@ impl RunStats {
     }
 }
 
-pub use crate::sglang::transfer::{rank_queue, transfer_shard};
-
 /// Scratch buffers reused by every event, so handlers do not allocate.
 #[derive(Default)]
 struct Scratch {

@@ -34,7 +34,12 @@ impl DeadShard {
 /// The (rank, queue) lanes prefill ranks put a room to decode instance `d` on through `plan`.
 fn lanes_of(plan: &PairPlan, d: u32, queue_size: u32) -> Vec<(u32, u32)> {
     (0..plan.prefill_layouts().len() as u32)
-        .map(|rank| (rank, crate::sim::rank_queue(plan, d, rank, queue_size)))
+        .map(|rank| {
+            (
+                rank,
+                crate::sglang::transfer::rank_queue(plan, d, rank, queue_size),
+            )
+        })
         .collect()
 }
 

@@ -238,6 +238,9 @@ fn run_base_saying(
         if let Some(c) = &answer.closest {
             head += &format!("\n  {}", closest_line(c));
         }
+        if let Some(p) = profile_note(&sc.workload) {
+            head += &format!("\n  {p}");
+        }
         if let Some(pd) = &answer.pd_or_not {
             head += &format!("\n  {}", pd.why);
         }
@@ -435,6 +438,23 @@ fn write_best(
         slurm: Some("slurm.sh".to_string()),
         planned: Some(sc),
     })
+}
+
+/// What "the rate" means under a rate profile (`workload.arrival.rate_profile`): the
+/// process's `rate_per_s`, which the profile's factor multiplies over the run; `None` when the
+/// rate does not move.
+fn profile_note(w: &crate::config::Workload) -> Option<String> {
+    use crate::config::{Arrival, Workload};
+    let (Workload::Synthetic { arrival, .. } | Workload::Sessions { arrival, .. }) = w else {
+        return None;
+    };
+    let Arrival::Profiled { profile, .. } = arrival else {
+        return None;
+    };
+    Some(format!(
+        "the rate is workload.arrival.rate_per_s, which the rate profile multiplies over the run (its largest factor {:.3}: the peak is that times the rate); the verdict is over the whole run",
+        profile.max_factor()
+    ))
 }
 
 /// The `--rate` answer in one line: the chosen point, its GPUs, nodes, idle GPUs (billed or

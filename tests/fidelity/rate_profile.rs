@@ -196,3 +196,46 @@ fn explain_names_the_busiest_window_of_a_moving_rate() {
     let text = pdsim::diagnose::explain::explain_dir(&flat, false).unwrap();
     assert!(!text.contains("The arrival rate moves"), "{text}");
 }
+
+/// `plan --rate` on a profiled workload says what its rate is (the process's, multiplied by
+/// the profile over the run) and the profile's largest factor; a flat workload's plan does not.
+#[test]
+fn plan_says_what_the_rate_of_a_profile_is() {
+    let out = common::tmpdir("rate-profile-plan");
+    let (code, stdout, stderr) = common::pdsim(&[
+        "plan",
+        "scenarios/traffic/diurnal-day.toml",
+        "--rate",
+        "20",
+        "--vary",
+        "pools.prefill.instances=1,2",
+        "--seeds",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("rate profile multiplies"))
+        .unwrap_or_else(|| panic!("no line on the rate:\n{stdout}"));
+    println!("{line}");
+    assert!(line.contains("largest factor 1.000"), "{line}");
+    let flat = common::tmpdir("rate-profile-plan-flat");
+    let (code, stdout, stderr) = common::pdsim(&[
+        "plan",
+        "scenarios/quickstart.toml",
+        "--rate",
+        "5",
+        "--vary",
+        "pools.prefill.instances=2",
+        "--seeds",
+        "1",
+        "--set",
+        "run.duration_s=10",
+        "--out",
+        flat.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stdout.contains("rate profile"), "{stdout}");
+}

@@ -87,6 +87,48 @@ impl PrefillServer {
         }
     }
 
+    /// What the Mooncake Store needs of this instance as its client, if its HiCache has a
+    /// storage backend: its ranks' GPUs, HiCache's bytes per token and copy rate, its page
+    /// size.
+    pub fn store_client(&self) -> Option<super::mooncake_store::ClientShape> {
+        let h = self.hicache.as_deref().filter(|h| h.params.storage)?;
+        Some(super::mooncake_store::ClientShape {
+            gpus: self.core.gpus.clone(),
+            bytes_per_token: h.params.bytes_per_token,
+            page_size: self.core.page_size,
+            pcie_bytes_per_ns: h.params.pcie_bytes_per_ns,
+        })
+    }
+
+    /// Leading blocks of a prompt (`hash_ids`) that this instance's own tiers (device and
+    /// host) hold, from which HiCache's prefetch from the store would start
+    /// (`HiRadixCache.prefetch_from_storage`); `None` when it prefetches nothing: no storage
+    /// backend, or a prompt without block ids.
+    pub fn local_prefix_blocks(&self, hash_ids: &[u64]) -> Option<u32> {
+        let h = self.hicache.as_deref().filter(|h| h.params.storage)?;
+        if hash_ids.is_empty() {
+            return None;
+        }
+        let device = self.cache.as_ref().map_or(0, |c| c.peek_blocks(hash_ids));
+        Some(device.max(h.host_blocks(hash_ids)))
+    }
+
+    /// The leading prompt blocks of request `req`, whose prefill just ended, that HiCache's
+    /// write policy backs up to the store (`HiCacheController.write_backup_storage`); `None`
+    /// when none.
+    pub fn blocks_to_store<'r>(&self, req: &'r Req) -> Option<&'r [u64]> {
+        let h = self.hicache.as_deref().filter(|h| h.params.storage)?;
+        let n = h.blocks_to_store(req.hash_ids.len(), req.local_hit_tokens);
+        (n > 0).then(|| &req.hash_ids[..n])
+    }
+
+    /// HiCache wrote `bytes` (all ranks) back to the store (`Effect::StoreWriteCounted`).
+    pub fn wrote_to_store(&mut self, bytes: u64) {
+        if let Some(h) = self.hicache.as_deref_mut() {
+            h.wrote_to_store(bytes);
+        }
+    }
+
     /// The running forward's shape, `(new tokens, cached context)` per request (what its
     /// step time was priced on; `sglang::a2a` re-prices its all-to-all from it).
     pub fn forward_shape(&self) -> &[(u32, u32)] {

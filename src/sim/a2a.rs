@@ -35,7 +35,8 @@ impl World<'_> {
         }
         let before = core.step_key;
         // What the prefetches from the store have landed by now is what admission finds.
-        self.refresh_prefetches(p);
+        let now = self.q.now();
+        self.store.refresh(&self.fabric, &mut self.reqs, p, now);
         self.prefills[p].try_schedule(p, &mut ctx!(self));
         self.a2a_forward_started(CoreRef::Prefill(p), before);
     }

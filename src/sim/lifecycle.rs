@@ -138,8 +138,8 @@ impl World<'_> {
         );
         row.bootstrap_room = room;
         super::sessions::tag_row(&mut row, &nr);
-        if self.offloads && !nr.answer.is_empty() {
-            self.answer_ids.insert(id, nr.answer);
+        if !nr.answer.is_empty() {
+            self.decodes[d].remember_answer(id, nr.answer);
         }
         let r = self.reqs.insert(Req::routed(
             id,
@@ -187,10 +187,13 @@ impl World<'_> {
         let now = self.q.now();
         let req = self.reqs.get_mut(r).expect("just inserted");
         PollTimeout::Bootstrap.arm(&mut self.q, req, r, self.sc.sglang.bootstrap_timeout_ns);
-        // HiCache with a storage backend: the prefetch from the store starts now; its policy
-        // may hold the request back from the prefill's scheduler (`try_prealloc`).
-        if self.store.present() {
-            self.start_prefetch(r, p, now);
+        // HiCache with a storage backend: the prefetch from the store starts now, past what
+        // the instance's own tiers hold; its policy may hold the request back from the
+        // prefill's scheduler (`try_prealloc`).
+        if self.store.present()
+            && let Some(local) = self.prefills[p].local_prefix_blocks(&req.hash_ids)
+        {
+            store!(self, prefetch((r, p), local));
         }
         let costs = &self.sc.compute;
         if !costs.has_serving_costs() {
@@ -318,8 +321,16 @@ impl World<'_> {
         self.credit_forward(p, None);
         self.prefills[p].step_done(now, &mut self.reqs, &mut jobs);
         for &job in &jobs {
-            if job.last && self.store.present() {
-                self.write_back(p, job.req, now);
+            // The prefill ended: HiCache backs the prompt up to the store as its write policy
+            // says.
+            if job.last
+                && self.store.present()
+                && let Some(ids) = self
+                    .reqs
+                    .get(job.req)
+                    .and_then(|q| self.prefills[p].blocks_to_store(q).map(<[u64]>::to_vec))
+            {
+                store!(self, write_back(p, ids));
             }
             transfer!(self, enqueue(p, job));
         }
@@ -416,7 +427,7 @@ impl World<'_> {
         );
         self.a2a_forward_started(CoreRef::Decode(d), before);
         if self.decodes[d].offload.is_some() {
-            self.offload_joined(d);
+            self.decodes[d].offload_joined(&self.reqs);
         }
         for &r in &retracted {
             let p = self.reqs.get(r).expect("retracted, not ended").prefill;
@@ -441,7 +452,9 @@ impl World<'_> {
         // The blocks this step completed go to the store before their requests end, as sglang's
         // batch result processor offloads a finished request before releasing it.
         if self.decodes[d].offload.is_some() {
-            self.offload_due(d, &finished);
+            let base = self.scratch.fx.len();
+            self.decodes[d].offload_due(d, &self.reqs, &finished, &mut self.scratch.fx);
+            self.apply_effects(base);
         }
         for &r in &finished {
             self.complete(r);
@@ -596,9 +609,6 @@ impl World<'_> {
         }
         let turn = req.row.session_id.is_some().then(|| req.row.clone());
         self.reqs.release(r);
-        if self.offloads {
-            self.answer_ids.remove(&r.id);
-        }
         // The router reads loads only when it picks: telling it after the row is written is
         // telling it at once.
         if released_prefill {

@@ -3,13 +3,14 @@
 //!
 //! The shared vocabulary every component speaks — typed ids, the closed `Event` set, the
 //! request table — is `crate::vocab`, below every component. `World` (this file and the
-//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `store`, `a2a`, `dispatch` and
-//! `sampler`) sits above the components and is the only place where one component's outcome
+//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `a2a`, `dispatch` and
+//! `sampler`, among others) sits above the components and is the only place where one component's outcome
 //! reaches another: a component never calls another component. It holds no sglang rule: it
 //! routes each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`), a component's
-//! own context (`transfer_cx!` for the transfer workers) or the part it needs, and applies the
-//! typed outcome it returns (a crash's failures and flows, a rejection) or the effects it
-//! pushed, in their order, right after the call (`transfer!`, `World::apply_effects`);
+//! own context (`transfer_cx!` for the transfer workers, `store_cx!` for the Mooncake Store) or
+//! the part it needs, and applies the typed outcome it returns (a crash's failures and flows, a
+//! rejection) or the effects it pushed, in their order, right after the call (`transfer!`,
+//! `store!`, `World::apply_effects`);
 //! handlers mark a `Wake` set that `World` drains after every event, in ascending order.
 //!
 //! A decode step is one event for its whole batch: per-token figures derive from step times,
@@ -75,6 +76,33 @@ macro_rules! transfer {
     }};
 }
 
+/// The [`crate::sglang::mooncake_store::StoreCtx`] of `World` `$w` for one call of its
+/// Mooncake Store: the queue, the fabric and its timer, the request table and the effects
+/// buffer `World` applies after the call (`World::apply_effects`).
+macro_rules! store_cx {
+    ($w:expr) => {
+        crate::sglang::mooncake_store::StoreCtx {
+            q: &mut $w.q,
+            fabric: &mut $w.fabric,
+            timer: &mut $w.fabric_timer,
+            reqs: &mut $w.reqs,
+            fx: &mut $w.scratch.fx,
+        }
+    };
+}
+
+/// Calls `$method` of `World` `$w`'s Mooncake Store with `$args` and its context
+/// (`store_cx!`), then applies the effects the call pushed (`World::apply_effects`).
+macro_rules! store {
+    ($w:expr, $method:ident($($arg:expr),* $(,)?)) => {{
+        let base = $w.scratch.fx.len();
+        $w.store.$method($($arg,)* &mut store_cx!($w));
+        if $w.scratch.fx.len() > base {
+            $w.apply_effects(base);
+        }
+    }};
+}
+
 mod a2a;
 mod abort;
 mod cluster;
@@ -84,13 +112,14 @@ mod lifecycle;
 mod sampler;
 mod sessions;
 mod speculative;
-mod store;
 mod transfer;
 
 #[cfg(test)]
 mod coalesce_tests;
 #[cfg(test)]
 mod result_tests;
+#[cfg(test)]
+mod store_tests;
 
 use serde::Serialize;
 
@@ -171,8 +200,6 @@ struct Scratch {
     jobs: Vec<ChunkJob>,
     refs: Vec<ReqRef>,
     ends: Vec<FlowEnd>,
-    /// Decode offloads due after a step (`store.rs`).
-    due: Vec<(crate::sglang::decode_offload::Due, u64)>,
     /// The effects a component call pushes, and those still to apply (`World::apply_effects`).
     fx: Vec<crate::sglang::Effect>,
 }
@@ -192,12 +219,6 @@ pub struct World<'a> {
     /// Nodes the cluster spans.
     nodes: u32,
     router: Router,
-    /// Whether a decode pool offloads its KV to the store (requests then carry the ids of the
-    /// blocks their output completes).
-    offloads: bool,
-    /// The blocks each request in flight's output completes, by request id, when a decode
-    /// offloads (a trace's derived table, or a session's own ids).
-    answer_ids: std::collections::BTreeMap<u64, Vec<u64>>,
     /// Per turn index, the session turns' sums (`sim::sessions`).
     turn_stats: crate::metrics::sessions::TurnStats,
     source: Generator,
@@ -224,7 +245,7 @@ pub struct World<'a> {
     /// DeepEP all-to-all on the fabric (`sglang::a2a`; `a2a.rs` routes to it).
     a2a: crate::sglang::a2a::A2aFlows,
     /// The shared Mooncake Store (`[kv_store]`) and its clients' reads and writes on the
-    /// fabric (`sglang::mooncake_store`; `store.rs` routes to it).
+    /// fabric (`sglang::mooncake_store`; called through `store!`).
     store: crate::sglang::mooncake_store::MooncakeStore,
     /// Instances and their DP controllers (`dispatch.rs`).
     dispatch: dispatch::Dispatch,
@@ -250,13 +271,20 @@ impl<'a> World<'a> {
         let prefills_len = prefills.len();
         let sampler = crate::metrics::sampler::Sampler::new(&fabric, global as usize);
         let dispatch = dispatch::Dispatch::new(sc);
-        let offloads = decodes.iter().any(|d| d.offload.is_some());
+        let store = crate::sglang::mooncake_store::MooncakeStore::new(
+            sc.kv_store
+                .as_ref()
+                .map(|k| crate::sglang::kv_store::KvStore::new(k.capacity_tokens, k.evict)),
+            sc.kv_store
+                .as_ref()
+                .map_or_else(Vec::new, |k| k.nodes.clone()),
+            prefills.iter().map(PrefillServer::store_client).collect(),
+            decodes.iter().map(DecodeServer::store_client).collect(),
+        );
         let mut w = Self {
             sc,
             q: EventQueue::new(),
             router: dispatch.router(sc, !colocated.is_empty()),
-            offloads,
-            answer_ids: Default::default(),
             turn_stats: Default::default(),
             fabric,
             prefills,
@@ -278,15 +306,7 @@ impl<'a> World<'a> {
             tokenizers: Tokenizers::new(global as usize),
             io_error: None,
             a2a,
-            store: crate::sglang::mooncake_store::MooncakeStore::new(
-                sc.kv_store
-                    .as_ref()
-                    .map(|k| crate::sglang::kv_store::KvStore::new(k.capacity_tokens, k.evict)),
-                sc.kv_store
-                    .as_ref()
-                    .map_or_else(Vec::new, |k| k.nodes.clone()),
-                offloads,
-            ),
+            store,
             dispatch,
             materialized_ns: 0,
             aborts: sc
@@ -547,7 +567,7 @@ impl<'a> World<'a> {
             Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),
             Event::WaitingTimeout { req } => self.on_timeout(req, KvPoll::WaitingForInput),
             Event::BootstrapTimeout { req } => self.on_timeout(req, KvPoll::Bootstrapping),
-            Event::StoreCopied { op, part } => self.on_store_copied(op, part),
+            Event::StoreCopied { op, part } => store!(self, copied(op, part)),
             Event::ClientDisconnected { req, detected } => {
                 self.on_client_disconnected(req, detected)
             }

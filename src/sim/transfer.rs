@@ -1,8 +1,10 @@
-//! Where `World` meets the transfer workers (`sglang::transfer`, `docs/sglang-pd.md`
-//! §2.4–§2.6, §3.1, §3.8) and the fabric: the one `FabricDue` timer, each ended flow routed to
-//! its owner by its tag, and the effects the workers return applied in their order
-//! (`sglang::effect`). The workers' rules — the queues, what fails and blacklists, the landing
-//! and the oracle, the conclusion — are theirs.
+//! Where `World` meets the fabric and the components that start flows: the one `FabricDue`
+//! timer, each ended flow routed to its owner by its tag (the transfer workers,
+//! `sglang::transfer`, `docs/sglang-pd.md` §2.4–§2.6, §3.1, §3.8; the Mooncake Store,
+//! `sglang::mooncake_store`, §18; the all-to-all), and the effects components return applied
+//! in their order (`sglang::effect`). The rules — the workers' queues, what fails and
+//! blacklists, the landing and the oracle, the conclusion; the store's operations and a
+//! decode's offloads — are the components'.
 
 use super::FlowEnd;
 use super::World;
@@ -33,7 +35,10 @@ impl World<'_> {
     pub(super) fn flow_ended(&mut self, end: &FlowEnd) {
         match end.token {
             FlowTag::A2a(i) => self.a2a_flow_ended(end, i),
-            FlowTag::Store { op, part } => self.store_flow_ended(end, op, part),
+            FlowTag::Store { op, part } => store!(
+                self,
+                flow_ended((op, part), end.outcome, (end.delivered_bytes, end.bytes))
+            ),
             FlowTag::Kv { prefill, lane } => transfer!(self, flow_ended(prefill, lane, end)),
         }
     }
@@ -41,9 +46,10 @@ impl World<'_> {
     /// Applies the effects a component's call pushed above `base` (what is below is waiting
     /// in an application this one runs inside), in their order: a request fails, the prefill
     /// frees the side of a request whose transfer concluded (the router hears its load; it may
-    /// admit more), a worker's death is counted. A `Kick` calls the transfer workers right
-    /// there, and what that call pushes is applied before the effects still waiting — as if
-    /// the call that pushed the kick had gone on.
+    /// admit more), a worker's death is counted, a decode's offload frees host blocks, a
+    /// prefill's write-back is counted. A `Kick`, an `Offload` or an `OffloadGoOn` calls the
+    /// component right there, and what that call pushes is applied before the effects still
+    /// waiting — as if the call that pushed it had gone on.
     #[inline]
     pub(super) fn apply_effects(&mut self, base: usize) {
         // The buffer is a stack, the next effect on top: a call's effects, pushed in their
@@ -72,6 +78,28 @@ impl World<'_> {
                 Effect::WorkerDied { death, message } => {
                     self.collector.raised(death.kind, &message);
                     self.collector.worker_deaths.push(death);
+                }
+                Effect::Offload {
+                    decode,
+                    path,
+                    start,
+                    blocks,
+                } => {
+                    let waiting = self.scratch.fx.len();
+                    self.store
+                        .offload(decode, (path, start, blocks), &mut store_cx!(self));
+                    self.scratch.fx[waiting..].reverse();
+                }
+                Effect::OffloadGoOn { decode } => {
+                    let waiting = self.scratch.fx.len();
+                    self.decodes[decode].offload_go_on(decode, &self.reqs, &mut self.scratch.fx);
+                    self.scratch.fx[waiting..].reverse();
+                }
+                Effect::OffloadWritten { decode, blocks } => {
+                    self.decodes[decode].offload_written(blocks);
+                }
+                Effect::StoreWriteCounted { prefill, bytes } => {
+                    self.prefills[prefill].wrote_to_store(bytes);
                 }
             }
         }

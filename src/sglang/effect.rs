@@ -15,11 +15,13 @@
 //! Who pushes what: the transfer workers (`sglang::transfer`) `Fail`, `Release`, `Kick` and
 //! `WorkerDied`; the Mooncake Store (`sglang::mooncake_store`) `OffloadWritten` and
 //! `StoreWriteCounted`; a decode's offload manager (`sglang::decode_offload`) `Offload` and
-//! `OffloadGoOn`.
+//! `OffloadGoOn`; DeepEP's all-to-all (`sglang::a2a`) `ForwardEnds`.
 
+use crate::engine::Nanos;
 use crate::metrics::WorkerDeath;
 use crate::vocab::ErrorKind;
-use crate::vocab::ids::{DecodeId, PrefillId, ShardId};
+use crate::vocab::event::Event;
+use crate::vocab::ids::{DecodeId, InstanceId, PrefillId, ShardId};
 use crate::vocab::requests::ReqRef;
 
 /// One thing a component's call asks `World` to do.
@@ -97,5 +99,16 @@ pub enum Effect {
         prefill: PrefillId,
         /// Bytes put, all ranks.
         bytes: u64,
+    },
+    /// The forward of instance `instance` whose all-to-all landed ends at `at`, ns, with the
+    /// event `done` (`A2aFlows::flow_ended`): scheduled, and the server's forward end set
+    /// (`Core::forward_ends`).
+    ForwardEnds {
+        /// The server (a prefill or a decode instance).
+        instance: InstanceId,
+        /// When its forward ends, ns.
+        at: Nanos,
+        /// The event that ends it.
+        done: Event,
     },
 }

@@ -87,6 +87,37 @@ impl PrefillServer {
         }
     }
 
+    /// The forward that just started here (the wake that let it start found `step_key` at
+    /// `before`), when its all-to-all goes on the fabric (the caller checked this server's GPUs
+    /// send on it): priced as scheduled, with the draft's prefill as a part of its own when
+    /// speculative, its end taken back (`sglang::a2a::take_forward`).
+    pub fn a2a_forward<'s>(
+        &'s mut self,
+        me: PrefillId,
+        before: Option<crate::engine::EventKey>,
+        q: &mut EventQueue<Event>,
+    ) -> Option<super::a2a::Forward<'s>> {
+        let now = q.now();
+        let shape = self.forward_shape();
+        let tokens: u64 = shape.iter().map(|&(n, _)| u64::from(n)).sum();
+        let (dt, spec) = match self.spec.as_deref() {
+            None => (self.core.step.prefill_ns(shape), None),
+            // The forward the server scheduled: the target's and the draft's prefill.
+            Some(sp) => (
+                self.forward_ns,
+                Some(sp.moe_time(tokens).map(|m| (m, 1.0)).into_iter().collect()),
+            ),
+        };
+        let done = Event::PrefillStepDone { prefill: me };
+        super::a2a::take_forward(
+            &mut self.core,
+            (before, q),
+            (now, dt, done),
+            (tokens, true, 0),
+            spec,
+        )
+    }
+
     /// What the Mooncake Store needs of this instance as its client, if its HiCache has a
     /// storage backend: its ranks' GPUs, HiCache's bytes per token and copy rate, its page
     /// size.

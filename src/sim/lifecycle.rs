@@ -312,6 +312,24 @@ impl World<'_> {
         self.observe(CoreRef::Prefill(p));
     }
 
+    /// `try_schedule` on prefill `p`, then the all-to-all hook if a forward started.
+    pub(super) fn schedule_prefill(&mut self, p: PrefillId) {
+        let core = &self.prefills[p].core;
+        // Only an idle, live prefill starts a forward (`try_schedule` returns at once on any
+        // other): the common wake of a busy one costs no call.
+        if core.busy || !core.alive() {
+            return;
+        }
+        let before = core.step_key;
+        // What the prefetches from the store have landed by now is what admission finds.
+        let now = self.q.now();
+        self.store.refresh(&self.fabric, &mut self.reqs, p, now);
+        self.prefills[p].try_schedule(p, &mut ctx!(self));
+        if self.a2a.any_on_fabric() {
+            self.a2a_forward_started(CoreRef::Prefill(p), before);
+        }
+    }
+
     /// A prefill forward ended: its chunks go on their transfer shards (all chunks to one
     /// decode instance hash to the same shard), and the next batch forms.
     pub(super) fn on_prefill_step_done(&mut self, p: PrefillId) {
@@ -425,7 +443,9 @@ impl World<'_> {
             self.sc.sglang.bootstrap_timeout_ns,
             (&mut retracted, &mut self.wake),
         );
-        self.a2a_forward_started(CoreRef::Decode(d), before);
+        if self.a2a.any_on_fabric() {
+            self.a2a_forward_started(CoreRef::Decode(d), before);
+        }
         if self.decodes[d].offload.is_some() {
             self.decodes[d].offload_joined(&self.reqs);
         }

@@ -3,8 +3,8 @@
 //!
 //! The shared vocabulary every component speaks — typed ids, the closed `Event` set, the
 //! request table — is `crate::vocab`, below every component. `World` (this file and the
-//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `a2a`, `dispatch` and
-//! `sampler`, among others) sits above the components and is the only place where one component's outcome
+//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `dispatch` and `sampler`, among
+//! others) sits above the components and is the only place where one component's outcome
 //! reaches another: a component never calls another component. It holds no sglang rule: it
 //! routes each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`), a component's
 //! own context (`transfer_cx!` for the transfer workers, `store_cx!` for the Mooncake Store) or
@@ -103,7 +103,6 @@ macro_rules! store {
     }};
 }
 
-mod a2a;
 mod abort;
 mod cluster;
 mod dispatch;
@@ -175,7 +174,7 @@ pub struct RunStats {
     pub pools: Vec<crate::metrics::summary::PoolGauges>,
     /// Nodes the cluster spans.
     pub nodes: u32,
-    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `a2a.rs` routes to it).
+    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `transfer.rs` routes to it).
     #[serde(skip)]
     pub a2a: Vec<crate::metrics::summary::A2aSummary>,
 }
@@ -242,7 +241,7 @@ pub struct World<'a> {
     tokenizers: Tokenizers,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
-    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `a2a.rs` routes to it).
+    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `transfer.rs` routes to it).
     a2a: crate::sglang::a2a::A2aFlows,
     /// The shared Mooncake Store (`[kv_store]`) and its clients' reads and writes on the
     /// fabric (`sglang::mooncake_store`; called through `store!`).
@@ -613,9 +612,8 @@ impl<'a> World<'a> {
     pub fn set_decode_coalescing(&mut self, on: bool) {
         for d in self.decodes.ids() {
             // A forward whose all-to-all is on the fabric ends when its flows do: never planned.
-            let fabric = self.forward_uses_fabric(sampler::CoreRef::Decode(d));
-            let dec = &mut self.decodes[d];
-            dec.set_coalescing(on && !fabric);
+            let fabric = self.a2a.on_fabric(&self.decodes[d].core.gpus);
+            self.decodes[d].set_coalescing(on && !fabric);
         }
     }
 

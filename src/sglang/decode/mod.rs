@@ -252,6 +252,37 @@ impl DecodeServer {
         (self.prealloc.len() + self.ready.len()) as u32
     }
 
+    /// The step that just started here (`step_key` was `before`), when its all-to-all goes on
+    /// the fabric (the caller checked this server's GPUs send on it): priced as scheduled — a
+    /// speculative step's draft forwards, verify and draft extend, as its parts — its end taken
+    /// back (`sglang::a2a::take_forward`).
+    pub fn a2a_forward<'s>(
+        &'s mut self,
+        me: DecodeId,
+        before: Option<crate::engine::EventKey>,
+        q: &mut EventQueue<Event>,
+    ) -> Option<super::a2a::Forward<'s>> {
+        let now = q.now();
+        let (dt, spec) = match self.spec.as_deref() {
+            None => (
+                self.core
+                    .step
+                    .decode_ns(self.running(), self.context_tokens()),
+                None,
+            ),
+            Some(sp) => (self.step_span().1.saturating_sub(now), Some(sp.moe_parts())),
+        };
+        let done = Event::DecodeStepDone { decode: me };
+        let (ctx, running) = (self.context_tokens(), u64::from(self.running()));
+        super::a2a::take_forward(
+            &mut self.core,
+            (before, q),
+            (now, dt, done),
+            (running, false, ctx),
+            spec,
+        )
+    }
+
     /// What the Mooncake Store needs of this instance as its client, if it offloads its KV:
     /// its ranks' GPUs, the offload's bytes per token and copy rate, its page size.
     pub fn store_client(&self) -> Option<super::mooncake_store::ClientShape> {

@@ -123,6 +123,7 @@ impl DecodeOffload {
 
     /// The requests `joined` joined the batch at the step that just started: each has its
     /// next block scheduled ([`DecodeOffload::joined`]).
+    #[inline(never)]
     pub fn batch_joined(&mut self, joined: &[ReqRef], reqs: &Requests) {
         for &r in joined {
             let Some(q) = reqs.get(r) else {
@@ -137,6 +138,7 @@ impl DecodeOffload {
     /// last token in it, which offload what is left before they end): the offloads due are
     /// taken, then looked at in order ([`DecodeOffload::go_on`];
     /// `DecodeKVCacheOffloadManager.offload_kv_cache`).
+    #[inline(never)]
     pub fn step_ended(
         &mut self,
         (me, steps_done): (DecodeId, u64),
@@ -173,6 +175,7 @@ impl DecodeOffload {
     /// ([`DecodeOffload::offloaded`]) and handed to the store ([`Effect::Offload`]; its
     /// `_trigger_backup` once the copy is done), and the rest wait for
     /// [`Effect::OffloadGoOn`].
+    #[inline(never)]
     pub fn go_on(
         &mut self,
         (me, steps_done): (DecodeId, u64),
@@ -308,6 +311,9 @@ impl DecodeOffload {
     }
 
     /// Request `id` ended: it offloads no more.
+    // Out of line: `DecodeServer::request_ended` runs at every request's end and stays small
+    // enough to be inlined there (callgrind, foundation-100k).
+    #[inline(never)]
     pub fn forget(&mut self, id: u64) {
         self.next.remove(&id);
         self.answers.remove(&id);

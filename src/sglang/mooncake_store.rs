@@ -381,6 +381,7 @@ impl MooncakeStore {
     /// holding its first `local` blocks: the blocks past them that the store holds now, when
     /// there are at least `prefetch_threshold` tokens of them. The request's `prefetch` tracks
     /// it. Nothing without a store, or when `p`'s HiCache has no storage backend.
+    #[inline(never)]
     pub fn prefetch(&mut self, (r, p): (ReqRef, PrefillId), local: u32, cx: &mut StoreCtx<'_>) {
         use crate::sglang::hicache::PREFETCH_THRESHOLD_TOKENS;
         use crate::vocab::requests::Prefetch;
@@ -418,6 +419,7 @@ impl MooncakeStore {
     /// (`MooncakeStore._batch_set_v2_aggregated`); the rest are copied GPU → host, counted
     /// in the prefill's figures ([`Effect::StoreWriteCounted`]), then put. Nothing without a
     /// store, or when `p`'s HiCache has no storage backend.
+    #[inline(never)]
     pub fn write_back(&mut self, p: PrefillId, ids: Vec<u64>, cx: &mut StoreCtx<'_>) {
         let now = cx.q.now();
         let (Some(store), Some(shape)) = (self.objects.as_mut(), self.prefills[p].as_ref()) else {
@@ -444,6 +446,7 @@ impl MooncakeStore {
     /// copied GPU → host over the instance's PCIe links, then put to the store (what it holds
     /// or is being written is skipped, as for write-backs). An offload that puts nothing frees
     /// its host blocks at once ([`Effect::OffloadWritten`]).
+    #[inline(never)]
     pub fn offload(
         &mut self,
         d: DecodeId,
@@ -490,6 +493,7 @@ impl MooncakeStore {
     }
 
     /// A store flow ended (the fabric's end of `FlowTag::Store { op, part }`).
+    #[inline(never)]
     pub fn flow_ended(
         &mut self,
         (op, part): (u32, u32),
@@ -506,6 +510,10 @@ impl MooncakeStore {
     }
 
     /// A local copy of a store operation ended (`Event::StoreCopied`).
+    // The store's entry points are out of line: their call sites are `World::handle` and the
+    // hot lifecycle handlers, whose inlining a scenario without a store must not pay for
+    // (callgrind, foundation-100k).
+    #[inline(never)]
     pub fn copied(&mut self, op: u32, part: u32, cx: &mut StoreCtx<'_>) {
         self.part_ended(cx, op, part, Part::Landed);
     }

@@ -273,14 +273,46 @@ impl MooncakeStore {
         self.objects.is_some()
     }
 
-    /// The object table, for its figures.
-    pub fn objects_mut(&mut self) -> Option<&mut KvStore> {
-        self.objects.as_mut()
-    }
-
     /// The traffic so far.
     pub fn traffic(&self) -> KvStoreTraffic {
         self.traffic
+    }
+
+    /// `summary.json` `kv_store` at `now` (the object table settled to it), for a store of
+    /// `capacity_tokens`, with the decode offloads' `host` figures (blocks never offloaded for
+    /// want of host room, steps an offload waited for it; summed over the decodes); `None`
+    /// without a store.
+    pub fn summary(
+        &mut self,
+        now: Nanos,
+        capacity_tokens: Option<u64>,
+        (host_full_blocks, host_waits): (u64, u64),
+    ) -> Option<crate::metrics::summary::KvStoreSummary> {
+        // Every client of the store stores the same bytes per token (checked at load).
+        let bpt = (self.prefills.iter().chain(self.decodes.iter()))
+            .flatten()
+            .next()
+            .map_or(0, |c| c.bytes_per_token);
+        let mut traffic = self.traffic;
+        if let Some(t) = traffic.decode_offload.as_mut() {
+            t.host_full_blocks += host_full_blocks;
+            t.host_waits += host_waits;
+        }
+        let s = self.objects.as_mut()?;
+        s.settle(now);
+        let block = u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * bpt;
+        Some(crate::metrics::summary::KvStoreSummary {
+            capacity_tokens,
+            nodes: self.nodes.clone(),
+            blocks: s.blocks(),
+            written_blocks: s.written_blocks,
+            write_bytes: s.written_blocks * block,
+            skipped_blocks: s.skipped_blocks,
+            evicted_blocks: s.evicted_blocks(),
+            prefetched_blocks: s.read_blocks,
+            prefetched_bytes: s.read_blocks * block,
+            traffic,
+        })
     }
 
     /// Whether no store operation is in flight.

@@ -110,7 +110,6 @@ mod faults;
 mod lifecycle;
 mod sampler;
 mod sessions;
-mod speculative;
 mod transfer;
 
 #[cfg(test)]
@@ -325,46 +324,6 @@ impl<'a> World<'a> {
         d
     }
 
-    /// The shared store's figures (`summary.json` `kv_store`), if the scenario has one.
-    fn kv_store_summary(&mut self) -> Option<crate::metrics::summary::KvStoreSummary> {
-        let now = self.q.now();
-        let k = self.sc.kv_store.as_ref()?;
-        // Every pool using the store stores the same bytes per token (checked at load).
-        let bpt = self
-            .sc
-            .pools
-            .iter()
-            .find_map(|p| {
-                p.hicache
-                    .filter(|h| h.storage)
-                    .map(|h| h.bytes_per_token)
-                    .or(p.decode_offload.map(|o| o.bytes_per_token))
-            })
-            .unwrap_or(0);
-        let mut traffic = self.store.traffic();
-        let s = self.store.objects_mut()?;
-        s.settle(now);
-        if let Some(t) = traffic.decode_offload.as_mut() {
-            for o in self.decodes.iter().filter_map(|d| d.offload.as_deref()) {
-                t.host_full_blocks += o.host_full_blocks;
-                t.host_waits += o.host_waits;
-            }
-        }
-        let block = u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * bpt;
-        Some(crate::metrics::summary::KvStoreSummary {
-            capacity_tokens: k.capacity_tokens,
-            nodes: k.nodes.clone(),
-            blocks: s.blocks(),
-            written_blocks: s.written_blocks,
-            write_bytes: s.written_blocks * block,
-            skipped_blocks: s.skipped_blocks,
-            evicted_blocks: s.evicted_blocks(),
-            prefetched_blocks: s.read_blocks,
-            prefetched_bytes: s.read_blocks * block,
-            traffic,
-        })
-    }
-
     /// Prefix-cache figures of every prefill instance that has a cache.
     fn prefix_caches(&self) -> Vec<crate::report::CacheStats> {
         self.prefills
@@ -432,11 +391,28 @@ impl<'a> World<'a> {
     /// The run's summary with every section the scenario asked for: built here once, so a
     /// run, a sweep row, a plan, the capacity diagnosis and Python read the same one.
     fn summary(&mut self, stats: &RunStats) -> Summary {
+        let now = self.q.now();
         let caches = self.prefix_caches();
         Summary::new(&self.collector, self.sc, &stats.totals(), caches)
             .with_router(self.router_decisions())
-            .with_kv_store(self.kv_store_summary())
-            .with_speculative(self.speculative_summary())
+            .with_kv_store(self.sc.kv_store.as_ref().and_then(|k| {
+                // The decode offloads' host-pool figures, summed.
+                let host = (self.decodes.iter())
+                    .filter_map(|d| d.offload.as_deref())
+                    .fold((0, 0), |(f, w), o| {
+                        (f + o.host_full_blocks, w + o.host_waits)
+                    });
+                self.store.summary(now, k.capacity_tokens, host)
+            }))
+            .with_speculative(crate::sglang::speculative::summary(
+                self.sc,
+                &(self.prefills.iter())
+                    .filter_map(|p| Some((p.core.pool, p.spec.as_deref()?)))
+                    .collect::<Vec<_>>(),
+                &(self.decodes.iter())
+                    .filter_map(|d| Some((d.core.pool, d.spec.as_deref()?)))
+                    .collect::<Vec<_>>(),
+            ))
             .with_aborts(self.abort_summary())
             .with_sessions(self.session_summary())
     }

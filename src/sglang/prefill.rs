@@ -32,7 +32,7 @@ use crate::vocab::event::Event;
 use crate::vocab::ids::PrefillId;
 use crate::vocab::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
 
-use super::hicache::HiCache;
+use super::hicache::{HiCache, PrefetchRules};
 use super::prefix_cache::PrefixCache;
 use super::{Core, Ctx};
 
@@ -151,6 +151,32 @@ impl PrefillServer {
         let h = self.hicache.as_deref().filter(|h| h.params.storage)?;
         let n = h.blocks_to_store(req.hash_ids.len(), req.local_hit_tokens);
         (n > 0).then(|| &req.hash_ids[..n])
+    }
+
+    /// Whether request `req` (`r`)'s prefetch policy holds it back from this scheduler past
+    /// `at` (when decode's page ids would be there, ns): `wait_complete` until the prefetch
+    /// ends, `timeout` until then or its deadline, whichever is first (sglang's
+    /// `can_terminate_prefetch`, checked as the scheduler considers the request). When it
+    /// holds, the release is arranged here (the deadline, on `q`) and at the prefetch's end
+    /// (`sglang::mooncake_store`).
+    pub fn prefetch_holds(
+        &self,
+        (r, req): (ReqRef, &mut Req),
+        at: Nanos,
+        q: &mut EventQueue<Event>,
+    ) -> bool {
+        let Some(policy) = self.hicache.as_deref().map(|h| h.params.prefetch) else {
+            return false;
+        };
+        let Some(pf) = req.prefetch.filter(|pf| pf.holds(policy)) else {
+            return false;
+        };
+        req.metadata_at = Some(at);
+        if policy == crate::config::PrefetchPolicy::Timeout {
+            // Whichever comes first lets it go; `World::on_metadata` ignores the second.
+            q.schedule_at(at.max(pf.timeout_at()), Event::MetadataArrived { req: r });
+        }
+        true
     }
 
     /// HiCache wrote `bytes` (all ranks) back to the store (`Effect::StoreWriteCounted`).

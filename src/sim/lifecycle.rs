@@ -5,7 +5,6 @@
 use crate::engine::Nanos;
 use crate::layout::{RequestId, Verdict};
 use crate::sglang::decode::id_list;
-use crate::sglang::hicache::PrefetchRules;
 use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
 use crate::workload::sessions::TraceTurn;
@@ -273,7 +272,13 @@ impl World<'_> {
             // The page ids wait at the prefill for its own tokenizer manager to be done.
             let ready = self.reqs.get(r).map_or(0, |q| q.prefill_ready_ns);
             let arrives = self.q.now() + self.sc.fabric.control_latency_ns;
-            if self.store.present() && self.prefetch_holds(r, ready.max(arrives)) {
+            let at = ready.max(arrives);
+            let held = self.store.present()
+                && self.reqs.get_mut(r).is_some_and(|req| {
+                    let p = req.prefill;
+                    self.prefills[p].prefetch_holds((r, req), at, &mut self.q)
+                });
+            if held {
                 // The prefetch policy holds it: the prefetch's end (or its timeout) lets it go.
             } else if ready > arrives {
                 self.q.schedule_at(ready, Event::MetadataArrived { req: r });
@@ -355,36 +360,6 @@ impl World<'_> {
         self.scratch.jobs = jobs;
         self.schedule_prefill(p);
         self.observe(CoreRef::Prefill(p));
-    }
-
-    /// Whether request `r`'s prefetch policy holds it back from the prefill's scheduler past
-    /// `at` (when decode's page ids would be there, ns): `wait_complete` until the prefetch
-    /// ends, `timeout` until then or its deadline, whichever is first (sglang's
-    /// `can_terminate_prefetch`, checked as the scheduler considers the request). When it
-    /// holds, the release is arranged here (the deadline) and at the prefetch's end
-    /// (`sglang::mooncake_store`).
-    fn prefetch_holds(&mut self, r: ReqRef, at: Nanos) -> bool {
-        let Some(req) = self.reqs.get_mut(r) else {
-            return false;
-        };
-        let p = req.prefill;
-        let Some(policy) = self.prefills[p]
-            .hicache
-            .as_deref()
-            .map(|h| h.params.prefetch)
-        else {
-            return false;
-        };
-        let Some(pf) = req.prefetch.filter(|pf| pf.holds(policy)) else {
-            return false;
-        };
-        req.metadata_at = Some(at);
-        if policy == crate::config::PrefetchPolicy::Timeout {
-            // Whichever comes first lets it go; `on_metadata` ignores the second.
-            self.q
-                .schedule_at(at.max(pf.timeout_at()), Event::MetadataArrived { req: r });
-        }
-        true
     }
 
     /// Prefill's `conclude_transfer(Success)` reached the decode: the request waits to join the

@@ -351,6 +351,55 @@ mod tests {
         }
     }
 
+    /// Two requests of a 512-token prompt and one answer block each, in the batch from step 0
+    /// on a decode whose host pool holds `host_blocks` blocks: both have their answer block
+    /// (block 1) due after step 512.
+    fn two_due(host_blocks: u64) -> (DecodeOffload, Requests, [ReqRef; 2]) {
+        let mut reqs = Requests::default();
+        let ab = [1, 2].map(|id| crate::sglang::testkit::request(&mut reqs, id, 512, 600));
+        let mut o = DecodeOffload::new(params(host_blocks));
+        for r in ab {
+            let q = reqs.get_mut(r).expect("live");
+            q.join_step = 0;
+            q.hash_ids = vec![10 + r.id];
+            o.remember(r.id, vec![100 + r.id]);
+        }
+        o.batch_joined(&ab, &reqs);
+        (o, reqs, ab)
+    }
+
+    /// After a step the offloads due go to the store one at a time: the first that fits is
+    /// handed over (`Offload`: the prompt's blocks, then the answer's) and the rest wait for
+    /// `OffloadGoOn`, so a write that frees its host room at once (it put nothing) is seen
+    /// before the next offload's room is looked at — as sglang's loop over the batch does.
+    #[test]
+    fn offloads_go_to_the_store_one_at_a_time() {
+        let me = DecodeId(3);
+        let offload = |id: u64| Effect::Offload {
+            decode: me,
+            path: vec![10 + id, 100 + id],
+            start: 1,
+            blocks: 1,
+        };
+        let (mut o, reqs, _) = two_due(1);
+        let mut fx = Vec::new();
+        o.step_ended((me, 512), &reqs, &[], &mut fx);
+        assert_eq!(fx, [offload(1), Effect::OffloadGoOn { decode: me }]);
+        // The first write put nothing: its room is free before the second looks.
+        o.written(1);
+        fx.clear();
+        o.go_on((me, 512), &reqs, &mut fx);
+        assert_eq!(fx, [offload(2)], "the last one: no going on after it");
+        // Its room still held: the second waits for the next step.
+        let (mut o, reqs, _) = two_due(1);
+        fx.clear();
+        o.step_ended((me, 512), &reqs, &[], &mut fx);
+        fx.clear();
+        o.go_on((me, 512), &reqs, &mut fx);
+        assert!(fx.is_empty());
+        assert_eq!(o.host_waits, 1);
+    }
+
     /// A 1000-token prompt (block 1 partial, 488 tokens) that joined after step 10 covers 1024
     /// tokens after step 34 (24 tokens of KV later): block 1 is due then, block 2 512 steps on.
     #[test]

@@ -85,9 +85,10 @@ impl World<'_> {
     /// in an application this one runs inside), in their order: a request fails, the prefill
     /// frees the side of a request whose transfer concluded (the router hears its load; it may
     /// admit more), a worker's death is counted, a decode's offload frees host blocks, a
-    /// prefill's write-back is counted, a forward whose all-to-all landed ends. A `Kick`, an `Offload` or an `OffloadGoOn` calls the
-    /// component right there, and what that call pushes is applied before the effects still
-    /// waiting — as if the call that pushed it had gone on.
+    /// prefill's write-back is counted, a forward whose all-to-all landed ends. A `Kick`, an
+    /// `Offload` or an `OffloadGoOn` calls the component right there, and what that call
+    /// pushes is applied before the effects still waiting — as if the call that pushed it had
+    /// gone on.
     #[inline]
     pub(super) fn apply_effects(&mut self, base: usize) {
         // The buffer is a stack, the next effect on top: a call's effects, pushed in their

@@ -1,8 +1,10 @@
 //! DeepEP's inter-node all-to-all as fabric flows (`docs/performance-model.md` §7.3): the
 //! component that owns the ring of senders, the forwards waiting for their flows and the
-//! per-pool totals. `World` (`sim/a2a.rs`) tells it when an expert-parallel forward starts,
-//! with the forward's MoE parts, and applies what it returns when the flows land: the
-//! forward's re-priced end.
+//! per-pool totals. At a forward's start on a server whose all-to-all crosses the fabric, the
+//! server describes the forward ([`take_forward`]: its price, its MoE parts, its end taken
+//! back; `PrefillServer::a2a_forward`, `DecodeServer::a2a_forward`) and `World`
+//! (`sim/transfer.rs`) hands that to [`A2aFlows::start`]; when the flows land, the component
+//! pushes the forward's re-priced end ([`Effect::ForwardEnds`]) and `World` applies it.
 //!
 //! An expert-parallel instance that spans nodes dispatches each token to its experts' GPUs and
 //! combines the results back at every MoE layer; the copies that leave a node cross the RDMA
@@ -28,7 +30,8 @@
 //!
 //! The forward cannot end before its communication does. The component priced the forward at
 //! the uncontended DeepEP rate (`compute::moe`) and scheduled its end; the hook
-//! (`World::a2a_forward_started`) takes that end back, starts the flows, and when the last one
+//! (`World::a2a_forward_started`, [`take_forward`]) takes that end back, starts the flows, and
+//! when the last one
 //! lands re-prices the MoE layers with the fabric's time for the NIC leg
 //! ([`crate::compute::moe::MoeTime::total_with_rdma_s`]: NVLink and NIC legs concurrent; under
 //! two-batch overlap the shorter of compute and communication hidden as before) and schedules
@@ -42,10 +45,10 @@
 
 use std::collections::BTreeMap;
 
-use super::FabricTimer;
+use super::{Core, Effect, FabricTimer};
 use crate::compute::moe::{A2A_RDMA_EFFICIENCY, MoeTime};
 use crate::config::{Role, Scenario};
-use crate::engine::{EventQueue, Nanos};
+use crate::engine::{EventKey, EventQueue, Nanos};
 use crate::fabric::GpuId;
 use crate::metrics::summary::A2aSummary;
 use crate::spec::server::A2aBackend;
@@ -66,6 +69,8 @@ struct Pending {
     /// runs it: one plain forward, or a speculative step's draft, verify and draft-extend
     /// forwards (`SpecStepModel::moe_parts`).
     parts: Vec<(MoeTime, f64)>,
+    /// The server's pool (an index into the scenario's pools), for its totals.
+    pool: usize,
     /// Flows still moving.
     left: u32,
     /// The event that ends the forward.
@@ -183,18 +188,92 @@ fn ring(inst: &[GpuId], npd: u32, peer: &mut BTreeMap<GpuId, GpuId>) {
     }
 }
 
+/// A forward whose all-to-all goes on the fabric, its end taken back ([`take_forward`]).
+pub struct Forward<'a> {
+    /// The server's instance number.
+    pub instance: u32,
+    /// Its pool (an index into the scenario's pools).
+    pub pool: usize,
+    /// Its GPUs, each sending `bytes` to its ring peer.
+    pub gpus: &'a [GpuId],
+    /// When the forward started, ns.
+    pub start: Nanos,
+    /// Its analytic length (uncontended all-to-all), ns.
+    pub dt: Nanos,
+    /// Its MoE layers' cost at the uncontended rate, each with how many times it runs.
+    pub parts: Vec<(MoeTime, f64)>,
+    /// The event that ends it once the flows land.
+    pub done: Event,
+    /// Inter-node dispatch + combine bytes per GPU over the forward's layers.
+    pub bytes: u64,
+}
+
+/// The forward server `core` started at `now` if it started one (its `step_key` was
+/// `before`, it is now another) and it is up: priced `dt`, ended by `done`, with its MoE
+/// layers — the target's forward of `tokens` (`prefill` or a decode step over `ctx` context
+/// tokens), and `spec`'s parts when a speculative step or a draft prefill brings more
+/// (`None`: the target's forward alone; for a decode step the parts are its whole step). If
+/// it moves bytes across the fabric its end is taken back (the flows' landing sets it) and
+/// it is returned for [`A2aFlows::start`]; otherwise nothing changes.
+pub fn take_forward<'a>(
+    core: &'a mut Core,
+    (before, q): (Option<EventKey>, &mut EventQueue<Event>),
+    (now, dt, done): (Nanos, Nanos, Event),
+    (tokens, prefill, ctx): (u64, bool, u64),
+    spec: Option<Vec<(MoeTime, f64)>>,
+) -> Option<Forward<'a>> {
+    let key = core
+        .step_key
+        .filter(|&k| Some(k) != before && core.alive())?;
+    let parts: Vec<(MoeTime, f64)> = match spec {
+        None => vec![(core.step.moe_time(tokens, prefill, ctx)?, 1.0)],
+        Some(mut extra) => {
+            // A speculative prefill also runs the target's forward; a decode step's parts
+            // are its whole step.
+            if prefill && let Some(moe) = core.step.moe_time(tokens, prefill, ctx) {
+                extra.insert(0, (moe, 1.0));
+            }
+            extra
+        }
+    };
+    let bytes: f64 = parts.iter().map(|(m, w)| w * m.rdma_bytes_per_gpu).sum();
+    let bytes = bytes.round() as u64;
+    if bytes == 0 {
+        return None;
+    }
+    debug_assert_eq!(core.step_key, Some(key));
+    core.take_back_forward_end(q);
+    Some(Forward {
+        instance: core.instance.0,
+        pool: core.pool.idx(),
+        gpus: &core.gpus,
+        start: now,
+        dt,
+        parts,
+        done,
+        bytes,
+    })
+}
+
 impl A2aFlows {
-    /// Starts the all-to-all of a forward of instance `instance` (GPUs `gpus`) that started
-    /// at `start`: `bytes` per GPU to its ring peer. The forward was priced `dt` with its MoE
-    /// `parts` at the uncontended rate; `done` ends it once the flows land
-    /// ([`A2aFlows::landed`]). The caller has taken back the end it had scheduled.
+    /// Starts the all-to-all of forward `f` (its end taken back, [`take_forward`]): `f.bytes`
+    /// per GPU to its ring peer; `f.done` ends it once the flows land
+    /// ([`A2aFlows::flow_ended`]).
     pub fn start(
         &mut self,
         (q, fabric, timer): (&mut EventQueue<Event>, &mut Fabric, &mut FabricTimer),
-        (instance, gpus): (u32, &[GpuId]),
-        (start, dt, parts, done): (Nanos, Nanos, Vec<(MoeTime, f64)>, Event),
-        bytes: u64,
+        f: Forward<'_>,
     ) {
+        let Forward {
+            instance,
+            pool,
+            gpus,
+            start,
+            dt,
+            parts,
+            done,
+            bytes,
+        } = f;
         for &g in gpus {
             let to = self.peer[&g];
             fabric.start_a2a(
@@ -213,6 +292,7 @@ impl A2aFlows {
                 start,
                 dt,
                 parts,
+                pool,
                 left,
                 done,
             },
@@ -221,23 +301,41 @@ impl A2aFlows {
         timer.sync(q, fabric);
     }
 
-    /// One all-to-all flow of instance `i` ended: the forward waiting for it, once its last
-    /// flow has. A flow that failed or was aborted because its peer crashed ends the
+    /// One all-to-all flow of instance `i` ended at `end_ns` (the clock at `now`), its server
+    /// `alive` or not. When its forward's last flow has, the forward ends at its re-priced time
+    /// ([`Effect::ForwardEnds`]); a crashed server's forward is dropped (its flows were aborted
+    /// by the crash). A flow that failed or was aborted because its peer crashed ends the
     /// communication where it stopped: DeepEP's timeout is not modelled.
-    pub fn flow_ended(&mut self, i: InstanceId) -> Option<Landed> {
-        let p = self.pending.get_mut(&i.0)?;
+    pub fn flow_ended(
+        &mut self,
+        i: InstanceId,
+        (end_ns, now): (Nanos, Nanos),
+        alive: bool,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Some(p) = self.pending.get_mut(&i.0) else {
+            return;
+        };
         p.left -= 1;
         if p.left > 0 {
-            return None;
+            return;
         }
-        self.pending.remove(&i.0).map(Landed)
+        let p = self.pending.remove(&i.0).expect("present");
+        if !alive {
+            return;
+        }
+        let (at, done) = self.reprice(p, end_ns, now);
+        fx.push(Effect::ForwardEnds {
+            instance: i,
+            at,
+            done,
+        });
     }
 
-    /// When a landed forward of pool `pool` ends, its last flow having ended at `end_ns` and
-    /// the clock at `now`: the MoE layers re-priced with the fabric's time for the NIC leg
-    /// (never before now), and the event that ends it. Counted in the pool's totals.
-    pub fn reprice(&mut self, l: Landed, pool: usize, end_ns: Nanos, now: Nanos) -> (Nanos, Event) {
-        let p = l.0;
+    /// When landed forward `p` ends, its last flow having ended at `end_ns` and the clock at
+    /// `now`: the MoE layers re-priced with the fabric's time for the NIC leg (never before
+    /// now), and the event that ends it. Counted in its pool's totals.
+    fn reprice(&mut self, p: Pending, end_ns: Nanos, now: Nanos) -> (Nanos, Event) {
         let fabric_ns = end_ns.max(now) - p.start;
         let fabric_s = fabric_ns as f64 / 1e9;
         let (delta, uncontended_s) = match p.parts.as_slice() {
@@ -258,17 +356,13 @@ impl A2aFlows {
         let at = (p.start + p.dt)
             .saturating_add_signed((delta * 1e9).round() as i64)
             .max(now);
-        let t = self.totals.entry(pool).or_default();
+        let t = self.totals.entry(p.pool).or_default();
         t.0 += 1;
         t.1 += u128::from(fabric_ns);
         t.2 += (uncontended_s * 1e9).round() as u128;
         (at, p.done)
     }
 }
-
-/// A forward whose all-to-all has landed, to be re-priced ([`A2aFlows::reprice`]) unless its
-/// server crashed meanwhile.
-pub struct Landed(Pending);
 
 #[cfg(test)]
 mod tests {

@@ -38,14 +38,18 @@
 //! runs beside the next forward (the overlapped scheduler launches it before it waits for the
 //! copy, which takes a few ms for a block against a step of tens), so it delays nothing, and
 //! a finished request's pages go back at its end as without the offload. This component keeps
-//! the schedule (who has a block due at which step) and the host pool's room; `World` moves
-//! the bytes.
+//! the schedule (who has a block due at which step), the ids of the blocks each request's
+//! output completes and the host pool's room; it asks the store to move the bytes
+//! ([`Effect::Offload`], one at a time: a write that puts nothing frees its host room at once,
+//! and the next offload's room is looked at after that, [`Effect::OffloadGoOn`]).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
+use super::Effect;
 use crate::config::DecodeOffloadParams;
-use crate::vocab::requests::ReqRef;
+use crate::vocab::ids::DecodeId;
+use crate::vocab::requests::{Req, ReqRef, Requests};
 use crate::workload::trace::HASH_BLOCK_TOKENS;
 
 /// One decode instance's offload manager.
@@ -67,6 +71,12 @@ pub struct DecodeOffload {
     pub host_full_blocks: u64,
     /// Steps at which an offload waited for host room (it is tried again at the next step).
     pub host_waits: u64,
+    /// The ids of the blocks each request in flight here completes with its output, by
+    /// request id (a trace's derived table, or a session's own ids).
+    answers: BTreeMap<u64, Vec<u64>>,
+    /// The offloads due after the step that just ended, not yet looked at: each with its
+    /// request's join step and whether the step was its last.
+    pending: VecDeque<(Due, u64, bool)>,
 }
 
 /// What is due for one request at a step end.
@@ -96,6 +106,107 @@ impl DecodeOffload {
             host_used: 0,
             host_full_blocks: 0,
             host_waits: 0,
+            answers: BTreeMap::new(),
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// Request `id`, routed here, completes the blocks `answer` with its output.
+    pub fn remember(&mut self, id: u64, answer: Vec<u64>) {
+        self.answers.insert(id, answer);
+    }
+
+    /// The block after request `q`'s last: its full prompt blocks and its answer's.
+    fn end_block(answers: &BTreeMap<u64, Vec<u64>>, q: &Req) -> u32 {
+        q.input / HASH_BLOCK_TOKENS + answers.get(&q.id).map_or(0, |a| a.len() as u32)
+    }
+
+    /// The requests `joined` joined the batch at the step that just started: each has its
+    /// next block scheduled ([`DecodeOffload::joined`]).
+    #[inline(never)]
+    pub fn batch_joined(&mut self, joined: &[ReqRef], reqs: &Requests) {
+        for &r in joined {
+            let Some(q) = reqs.get(r) else {
+                continue;
+            };
+            let end = Self::end_block(&self.answers, q);
+            self.joined(r, q.join_step, (q.prompt(), q.input), end);
+        }
+    }
+
+    /// Decode `me`'s step `steps_done` ended (`finished`: the requests that produced their
+    /// last token in it, which offload what is left before they end): the offloads due are
+    /// taken, then looked at in order ([`DecodeOffload::go_on`];
+    /// `DecodeKVCacheOffloadManager.offload_kv_cache`).
+    #[inline(never)]
+    pub fn step_ended(
+        &mut self,
+        (me, steps_done): (DecodeId, u64),
+        reqs: &Requests,
+        finished: &[ReqRef],
+        fx: &mut Vec<Effect>,
+    ) {
+        let mut due = Vec::new();
+        // Out for the call, so `take_due` may borrow the rest of `self` (no allocation).
+        let answers = std::mem::take(&mut self.answers);
+        self.take_due(
+            steps_done,
+            |r| {
+                let q = reqs.get(r)?;
+                let kv = u64::from(q.prompt()) + steps_done.saturating_sub(q.join_step);
+                Some((q.join_step, kv, Self::end_block(&answers, q)))
+            },
+            &mut due,
+        );
+        self.answers = answers;
+        debug_assert!(
+            self.pending.is_empty(),
+            "the last step's offloads were all looked at"
+        );
+        self.pending.extend(
+            due.into_iter()
+                .map(|(item, join)| (item, join, finished.contains(&item.req))),
+        );
+        self.go_on((me, steps_done), reqs, fx);
+    }
+
+    /// Looks at the offloads due in order: one whose blocks the host pool has no room for
+    /// waits ([`DecodeOffload::wait`]); the first that fits is copied GPU → host
+    /// ([`DecodeOffload::offloaded`]) and handed to the store ([`Effect::Offload`]; its
+    /// `_trigger_backup` once the copy is done), and the rest wait for
+    /// [`Effect::OffloadGoOn`].
+    #[inline(never)]
+    pub fn go_on(
+        &mut self,
+        (me, steps_done): (DecodeId, u64),
+        reqs: &Requests,
+        fx: &mut Vec<Effect>,
+    ) {
+        while let Some((item, join, last)) = self.pending.pop_front() {
+            let q = reqs.get(item.req).expect("due requests are live");
+            let blocks = item.end - item.first;
+            if !self.has_room(blocks) {
+                self.wait(item, join, steps_done, last);
+                continue;
+            }
+            let (prompt, last_block) = (q.prompt(), Self::end_block(&self.answers, q));
+            self.offloaded(item, join, prompt, last_block);
+            let full = (q.input / HASH_BLOCK_TOKENS) as usize;
+            let answer =
+                &self.answers.get(&q.id).map_or(&[][..], Vec::as_slice)[..item.end as usize - full];
+            let mut path = Vec::with_capacity(full + answer.len());
+            path.extend_from_slice(&q.hash_ids[..full]);
+            path.extend_from_slice(answer);
+            fx.push(Effect::Offload {
+                decode: me,
+                path,
+                start: item.first as usize,
+                blocks,
+            });
+            if !self.pending.is_empty() {
+                fx.push(Effect::OffloadGoOn { decode: me });
+            }
+            return;
         }
     }
 
@@ -200,8 +311,12 @@ impl DecodeOffload {
     }
 
     /// Request `id` ended: it offloads no more.
+    // Out of line: `DecodeServer::request_ended` runs at every request's end and stays small
+    // enough to be inlined there (callgrind, foundation-100k).
+    #[inline(never)]
     pub fn forget(&mut self, id: u64) {
         self.next.remove(&id);
+        self.answers.remove(&id);
     }
 
     /// A crash: the schedule and the host pool are lost (the writes in flight fail and give
@@ -234,6 +349,55 @@ mod tests {
             slot: id as u32,
             id,
         }
+    }
+
+    /// Two requests of a 512-token prompt and one answer block each, in the batch from step 0
+    /// on a decode whose host pool holds `host_blocks` blocks: both have their answer block
+    /// (block 1) due after step 512.
+    fn two_due(host_blocks: u64) -> (DecodeOffload, Requests, [ReqRef; 2]) {
+        let mut reqs = Requests::default();
+        let ab = [1, 2].map(|id| crate::sglang::testkit::request(&mut reqs, id, 512, 600));
+        let mut o = DecodeOffload::new(params(host_blocks));
+        for r in ab {
+            let q = reqs.get_mut(r).expect("live");
+            q.join_step = 0;
+            q.hash_ids = vec![10 + r.id];
+            o.remember(r.id, vec![100 + r.id]);
+        }
+        o.batch_joined(&ab, &reqs);
+        (o, reqs, ab)
+    }
+
+    /// After a step the offloads due go to the store one at a time: the first that fits is
+    /// handed over (`Offload`: the prompt's blocks, then the answer's) and the rest wait for
+    /// `OffloadGoOn`, so a write that frees its host room at once (it put nothing) is seen
+    /// before the next offload's room is looked at — as sglang's loop over the batch does.
+    #[test]
+    fn offloads_go_to_the_store_one_at_a_time() {
+        let me = DecodeId(3);
+        let offload = |id: u64| Effect::Offload {
+            decode: me,
+            path: vec![10 + id, 100 + id],
+            start: 1,
+            blocks: 1,
+        };
+        let (mut o, reqs, _) = two_due(1);
+        let mut fx = Vec::new();
+        o.step_ended((me, 512), &reqs, &[], &mut fx);
+        assert_eq!(fx, [offload(1), Effect::OffloadGoOn { decode: me }]);
+        // The first write put nothing: its room is free before the second looks.
+        o.written(1);
+        fx.clear();
+        o.go_on((me, 512), &reqs, &mut fx);
+        assert_eq!(fx, [offload(2)], "the last one: no going on after it");
+        // Its room still held: the second waits for the next step.
+        let (mut o, reqs, _) = two_due(1);
+        fx.clear();
+        o.step_ended((me, 512), &reqs, &[], &mut fx);
+        fx.clear();
+        o.go_on((me, 512), &reqs, &mut fx);
+        assert!(fx.is_empty());
+        assert_eq!(o.host_waits, 1);
     }
 
     /// A 1000-token prompt (block 1 partial, 488 tokens) that joined after step 10 covers 1024

@@ -12,12 +12,16 @@
 //! request table, which its next chunk reads) stops after pushing it and pushes the call that
 //! goes on.
 //!
-//! Today the transfer workers (`sglang::transfer`) return effects; the variants are theirs. The
-//! store and the all-to-all add theirs here when they move to effects.
+//! Who pushes what: the transfer workers (`sglang::transfer`) `Fail`, `Release`, `Kick` and
+//! `WorkerDied`; the Mooncake Store (`sglang::mooncake_store`) `OffloadWritten` and
+//! `StoreWriteCounted`; a decode's offload manager (`sglang::decode_offload`) `Offload` and
+//! `OffloadGoOn`; DeepEP's all-to-all (`sglang::a2a`) `ForwardEnds`.
 
+use crate::engine::Nanos;
 use crate::metrics::WorkerDeath;
 use crate::vocab::ErrorKind;
-use crate::vocab::ids::{PrefillId, ShardId};
+use crate::vocab::event::Event;
+use crate::vocab::ids::{DecodeId, InstanceId, PrefillId, ShardId};
 use crate::vocab::requests::ReqRef;
 
 /// One thing a component's call asks `World` to do.
@@ -58,5 +62,53 @@ pub enum Effect {
         death: WorkerDeath,
         /// sglang's "Transfer thread failed because of … is dead." line.
         message: String,
+    },
+    /// Decode `decode`'s offload manager copied `blocks` blocks GPU → host: the Mooncake
+    /// Store puts `path[start..]` from its host pool (`MooncakeStore::offload`; the store's
+    /// `batch_set_v1` from the backup thread, `_page_backup`), its effects applied before the
+    /// ones after this.
+    Offload {
+        /// The decode instance.
+        decode: DecodeId,
+        /// The request's full prompt blocks, then its answer blocks up to this offload's.
+        path: Vec<u64>,
+        /// The first block of `path` this offload copied.
+        start: usize,
+        /// Blocks it holds in the decode's host pool until the write ends.
+        blocks: u32,
+    },
+    /// Decode `decode`'s offload manager goes on with its next offload due after the step
+    /// (`DecodeServer::offload_go_on`): it stopped after an `Offload`, whose write may free
+    /// host room at once, so the next one's room is looked at after that.
+    OffloadGoOn {
+        /// The decode instance.
+        decode: DecodeId,
+    },
+    /// A store write of decode `decode`'s offload ended, or put nothing: its `blocks` blocks of
+    /// host pool are free again (`_check_backup_progress`; `DecodeServer::offload_written`).
+    OffloadWritten {
+        /// The decode instance.
+        decode: DecodeId,
+        /// Blocks freed.
+        blocks: u32,
+    },
+    /// Prefill `prefill`'s HiCache writes `bytes` (all ranks) back to the store: counted in its
+    /// tier figures (`PrefillServer::wrote_to_store`).
+    StoreWriteCounted {
+        /// The prefill instance.
+        prefill: PrefillId,
+        /// Bytes put, all ranks.
+        bytes: u64,
+    },
+    /// The forward of instance `instance` whose all-to-all landed ends at `at`, ns, with the
+    /// event `done` (`A2aFlows::flow_ended`): scheduled, and the server's forward end set
+    /// (`Core::forward_ends`).
+    ForwardEnds {
+        /// The server (a prefill or a decode instance).
+        instance: InstanceId,
+        /// When its forward ends, ns.
+        at: Nanos,
+        /// The event that ends it.
+        done: Event,
     },
 }

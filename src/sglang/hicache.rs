@@ -197,11 +197,10 @@ impl HiCache {
         crate::engine::ceil_ns(bytes as f64 / self.params.pcie_bytes_per_ns)
     }
 
-    /// A write-back of `bytes` (all ranks) to the store: counted, and the GPU → host copy
-    /// before it can start, ns ([`HiCache::copy_ns`]).
-    pub fn writes_to_store(&mut self, bytes: u64) -> Nanos {
+    /// A write-back of `bytes` (all ranks) to the store: counted (the store copies them GPU →
+    /// host at `params.pcie_bytes_per_ns`, [`HiCache::copy_ns`]'s rule).
+    pub fn wrote_to_store(&mut self, bytes: u64) {
         self.counts.store_write_bytes += bytes;
-        self.copy_ns(bytes)
     }
 }
 

@@ -1,9 +1,11 @@
 //! The Mooncake Store's traffic as fabric flows: HiCache's prefetch reads and write-backs
 //! (`sglang::hicache`, `sglang::kv_store`; `docs/sglang-pd.md` §18): the component that owns
-//! the store's object table and its operations in flight. `World` routes to it what HiCache and
-//! a decode's offload start, and the ends of its flows and copies; the component reaches the
-//! queue, the fabric and the request table through a [`StoreCtx`] and returns what it asks of
-//! another component ([`StoreEffect`]).
+//! the store's object table, its clients' shapes and its operations in flight. `World` routes
+//! to it what HiCache and a decode's offload start (a decode's offload as an
+//! [`Effect::Offload`]), and the ends of its flows and copies; the component reaches the
+//! queue, the fabric and the request table through a [`StoreCtx`] and pushes what it asks of
+//! another component as effects (`sglang::effect`): a decode's host blocks freed
+//! ([`Effect::OffloadWritten`]), a prefill's write-back counted ([`Effect::StoreWriteCounted`]).
 //!
 //! A store operation moves whole 512-token blocks between the store's DRAM on `[kv_store].nodes`
 //! and a prefill instance's host memory. How pdsim lays it on the fabric, and why:
@@ -40,14 +42,14 @@
 
 use std::collections::BTreeMap;
 
-use super::FabricTimer;
 use super::kv_store::KvStore;
+use super::{Effect, FabricTimer};
 use crate::engine::{EventQueue, Nanos};
 use crate::fabric::{FlowId, FlowOutcome, GpuId};
 use crate::metrics::summary::KvStoreTraffic;
 use crate::vocab::event::Event;
 use crate::vocab::flow::FlowTag;
-use crate::vocab::ids::{DecodeId, PrefillId};
+use crate::vocab::ids::{DecodeId, IdVec, PrefillId};
 use crate::vocab::requests::{ReqRef, Requests};
 
 type Fabric = crate::fabric::Fabric<FlowTag>;
@@ -84,7 +86,7 @@ enum Part {
 
 /// Whose host memory an operation moves bytes to or from.
 #[derive(Clone, Copy, Debug)]
-pub enum Client {
+enum Client {
     /// A prefill instance's HiCache.
     Prefill(PrefillId),
     /// A decode instance's offload.
@@ -143,22 +145,43 @@ pub struct MooncakeStore {
     reading: BTreeMap<PrefillId, Vec<u32>>,
     /// Traffic figures for `summary.json`.
     traffic: KvStoreTraffic,
+    /// Each prefill instance's shape as a client, if its HiCache has a storage backend.
+    prefills: IdVec<PrefillId, Option<ClientShape>>,
+    /// Each decode instance's shape as a client, if it offloads its KV.
+    decodes: IdVec<DecodeId, Option<ClientShape>>,
 }
 
-/// What a store operation needs of its client: the GPUs of its attention-TP ranks, its KV
-/// bytes per token (all ranks together) and its page size, tokens.
-pub struct ClientShape<'a> {
+/// What a store operation needs of its client (fixed for the run): the GPUs of its
+/// attention-TP ranks, its KV bytes per token (all ranks together), its page size, tokens,
+/// and its GPU → host copy rate, bytes/ns.
+#[derive(Clone, Debug)]
+pub struct ClientShape {
     /// One GPU per rank, each moving its share.
-    pub gpus: &'a [GpuId],
+    pub gpus: Vec<GpuId>,
     /// KV bytes per token, all ranks.
     pub bytes_per_token: u64,
     /// Tokens per page.
     pub page_size: u32,
+    /// The GPU → host copy before a write, all ranks' PCIe links together, bytes/ns.
+    pub pcie_bytes_per_ns: f64,
+}
+
+impl ClientShape {
+    /// The GPU → host copy of `bytes` (all ranks) before a write can start, ns: each rank
+    /// copies its share over its own PCIe link (`HiCache::copy_ns`, the same rule).
+    fn copy_ns(&self, bytes: u64) -> Nanos {
+        crate::engine::ceil_ns(bytes as f64 / self.pcie_bytes_per_ns)
+    }
+
+    /// Bytes of `blocks` whole blocks, all ranks.
+    fn block_bytes(&self, blocks: u64) -> u64 {
+        blocks * u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * self.bytes_per_token
+    }
 }
 
 /// What the store borrows of the world for one call: the queue (local copies end as events,
-/// a held-back request goes on), the fabric and its one due timer, and the request table
-/// (a read's progress is its request's).
+/// a held-back request goes on), the fabric and its one due timer, the request table (a
+/// read's progress is its request's) and the effects buffer `World` applies after the call.
 pub struct StoreCtx<'a> {
     /// The event queue; its clock is the simulated now.
     pub q: &'a mut EventQueue<Event>,
@@ -168,19 +191,8 @@ pub struct StoreCtx<'a> {
     pub timer: &'a mut FabricTimer,
     /// Every request in flight.
     pub reqs: &'a mut Requests,
-}
-
-/// What a store call asks of a component it does not own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreEffect {
-    /// Decode `decode`'s offload put (or dropped) `blocks` blocks: its host pool frees them
-    /// (`DecodeOffload::written`).
-    OffloadWritten {
-        /// The decode instance.
-        decode: DecodeId,
-        /// Blocks freed.
-        blocks: u32,
-    },
+    /// Where the call pushes its effects, in order.
+    pub fx: &'a mut Vec<Effect>,
 }
 
 /// Blocks of a read in host memory, from the front of the prompt: block `i` (the `k`-th of its
@@ -233,12 +245,21 @@ impl Groups {
 }
 
 impl MooncakeStore {
-    /// The store of `[kv_store]` (`objects`, on `nodes`); `offload`: a decode pool offloads,
-    /// so its figures are reported even when it moves nothing.
-    pub fn new(objects: Option<KvStore>, nodes: Vec<u32>, offload: bool) -> Self {
+    /// The store of `[kv_store]` (`objects`, on `nodes`) and its clients: each prefill's and
+    /// decode's shape if it is one. When a decode offloads, the offload's figures are
+    /// reported even if it moves nothing.
+    pub fn new(
+        objects: Option<KvStore>,
+        nodes: Vec<u32>,
+        prefills: IdVec<PrefillId, Option<ClientShape>>,
+        decodes: IdVec<DecodeId, Option<ClientShape>>,
+    ) -> Self {
+        let offload = decodes.iter().any(Option::is_some);
         let mut s = Self {
             objects,
             nodes,
+            prefills,
+            decodes,
             ..Self::default()
         };
         if offload {
@@ -252,14 +273,46 @@ impl MooncakeStore {
         self.objects.is_some()
     }
 
-    /// The object table, for its figures.
-    pub fn objects_mut(&mut self) -> Option<&mut KvStore> {
-        self.objects.as_mut()
-    }
-
     /// The traffic so far.
     pub fn traffic(&self) -> KvStoreTraffic {
         self.traffic
+    }
+
+    /// `summary.json` `kv_store` at `now` (the object table settled to it), for a store of
+    /// `capacity_tokens`, with the decode offloads' `host` figures (blocks never offloaded for
+    /// want of host room, steps an offload waited for it; summed over the decodes); `None`
+    /// without a store.
+    pub fn summary(
+        &mut self,
+        now: Nanos,
+        capacity_tokens: Option<u64>,
+        (host_full_blocks, host_waits): (u64, u64),
+    ) -> Option<crate::metrics::summary::KvStoreSummary> {
+        // Every client of the store stores the same bytes per token (checked at load).
+        let bpt = (self.prefills.iter().chain(self.decodes.iter()))
+            .flatten()
+            .next()
+            .map_or(0, |c| c.bytes_per_token);
+        let mut traffic = self.traffic;
+        if let Some(t) = traffic.decode_offload.as_mut() {
+            t.host_full_blocks += host_full_blocks;
+            t.host_waits += host_waits;
+        }
+        let s = self.objects.as_mut()?;
+        s.settle(now);
+        let block = u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * bpt;
+        Some(crate::metrics::summary::KvStoreSummary {
+            capacity_tokens,
+            nodes: self.nodes.clone(),
+            blocks: s.blocks(),
+            written_blocks: s.written_blocks,
+            write_bytes: s.written_blocks * block,
+            skipped_blocks: s.skipped_blocks,
+            evicted_blocks: s.evicted_blocks(),
+            prefetched_blocks: s.read_blocks,
+            prefetched_bytes: s.read_blocks * block,
+            traffic,
+        })
     }
 
     /// Whether no store operation is in flight.
@@ -269,22 +322,25 @@ impl MooncakeStore {
 
     /// The decode offload's figures (present from the start of a run where a decode offloads).
     fn offload_mut(&mut self) -> &mut crate::metrics::summary::DecodeOffloadTraffic {
-        self.traffic
-            .decode_offload
-            .get_or_insert_with(Default::default)
+        offload_of(&mut self.traffic)
     }
 
-    /// Starts a store operation of `client` (`shape`) on the blocks `blocks` at `now`: reads
-    /// into its host memory or writes from it after `lead_ns` (the GPU → host copy). One batch
-    /// per (store node, rank), a local copy where the node is the rank's own.
+    /// Starts a store operation of `client` on the blocks `blocks` at `now`: reads into its
+    /// host memory or writes from it after `lead_ns` (the GPU → host copy). One batch per
+    /// (store node, rank), a local copy where the node is the rank's own.
     fn start_op(
         &mut self,
         cx: &mut StoreCtx<'_>,
-        (kind, client, shape): (Kind, Client, &ClientShape<'_>),
+        (kind, client): (Kind, Client),
         blocks: &[u64],
         now: Nanos,
         lead_ns: Nanos,
     ) {
+        let shape = match client {
+            Client::Prefill(p) => self.prefills[p].as_ref(),
+            Client::Decode(d) => self.decodes[d].as_ref(),
+        }
+        .expect("only a client starts store operations");
         let block_bytes =
             u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * shape.bytes_per_token;
         let pages_per_block =
@@ -299,12 +355,13 @@ impl MooncakeStore {
             let c = u64::from(groups.blocks[g]);
             let bytes = (c * block_bytes).div_ceil(ranks as u64);
             let objects = c * u64::from(pages_per_block);
-            for &gpu in shape.gpus {
+            for &gpu in &shape.gpus {
                 let part = parts.len() as u32;
                 part_bytes.push(bytes);
                 let at = (now, lead_ns);
                 let node = self.nodes[n];
-                parts.push(self.start_part(
+                parts.push(start_part(
+                    &mut self.traffic,
                     cx,
                     &kind,
                     (op_id, part),
@@ -337,55 +394,6 @@ impl MooncakeStore {
         cx.timer.sync(cx.q, cx.fabric);
     }
 
-    /// Starts part `part` of operation `op`: `bytes` (`objects` store objects) between rank
-    /// `gpu` and store node `node`, a local copy when the node is the rank's own, else a
-    /// fabric flow; `(now, lead_ns)` as for [`MooncakeStore::start_op`].
-    fn start_part(
-        &mut self,
-        cx: &mut StoreCtx<'_>,
-        kind: &Kind,
-        (op, part): (u32, u32),
-        (now, lead_ns): (Nanos, Nanos),
-        (gpu, node): (GpuId, u32),
-        (bytes, objects): (u64, u64),
-    ) -> Part {
-        let read = matches!(kind, Kind::Read { .. });
-        let offload = matches!(kind, Kind::Offload { .. });
-        if gpu.node == node {
-            let t0 = now + lead_ns;
-            let t1 = t0 + crate::engine::ceil_ns(bytes as f64 / LOCAL_COPY_BYTES_PER_NS);
-            cx.q.schedule_at(t1, Event::StoreCopied { op, part });
-            self.traffic.local_copy_bytes += bytes;
-            if offload {
-                self.offload_mut().local_copy_bytes += bytes;
-            }
-            return Part::Copy { t0, t1 };
-        }
-        let far = GpuId {
-            node,
-            local: gpu.local,
-        };
-        let (src, dst) = if read { (far, gpu) } else { (gpu, far) };
-        let f = cx.fabric.start_store(
-            now,
-            lead_ns,
-            (src, dst, gpu),
-            (bytes, objects),
-            FlowTag::Store { op, part },
-        );
-        if read {
-            self.traffic.fabric_read_bytes += bytes;
-        } else {
-            self.traffic.fabric_write_bytes += bytes;
-        }
-        if offload {
-            let o = self.offload_mut();
-            o.fabric_write_bytes += bytes;
-            o.batches += 1;
-        }
-        Part::Flow(f)
-    }
-
     /// Counts a started operation in the traffic totals; a prefill's read is also filed
     /// under the prefill, which waits on it.
     fn count_op(&mut self, kind: &Kind, client: Client, op: u32) {
@@ -400,20 +408,17 @@ impl MooncakeStore {
         }
     }
 
-    /// HiCache's prefetch of request `r` from the store into prefill `p` (`shape`) at `now`
-    /// (`HiRadixCache.prefetch_from_storage`), the instance's own tiers holding its first
-    /// `local` blocks: the blocks past them that the store holds now, when there are at least
-    /// `prefetch_threshold` tokens of them. The request's `prefetch` tracks it.
-    pub fn prefetch(
-        &mut self,
-        cx: &mut StoreCtx<'_>,
-        (r, p, shape): (ReqRef, PrefillId, &ClientShape<'_>),
-        local: u32,
-        now: Nanos,
-    ) {
+    /// HiCache's prefetch of request `r` from the store into prefill `p` at `now`
+    /// (`HiRadixCache.prefetch_from_storage`), the instance's own tiers (device and host)
+    /// holding its first `local` blocks: the blocks past them that the store holds now, when
+    /// there are at least `prefetch_threshold` tokens of them. The request's `prefetch` tracks
+    /// it. Nothing without a store, or when `p`'s HiCache has no storage backend.
+    #[inline(never)]
+    pub fn prefetch(&mut self, (r, p): (ReqRef, PrefillId), local: u32, cx: &mut StoreCtx<'_>) {
         use crate::sglang::hicache::PREFETCH_THRESHOLD_TOKENS;
         use crate::vocab::requests::Prefetch;
-        let Some(store) = self.objects.as_mut() else {
+        let now = cx.q.now();
+        let (Some(store), Some(shape)) = (self.objects.as_mut(), self.prefills[p].as_ref()) else {
             return;
         };
         let Some(req) = cx.reqs.get(r) else {
@@ -427,75 +432,78 @@ impl MooncakeStore {
             return;
         }
         store.read(&req.hash_ids, local, now);
-        let block_bytes = KvStore::tokens(1) * shape.bytes_per_token;
+        let block_bytes = shape.block_bytes(1);
         let blocks = req.hash_ids[local as usize..held as usize].to_vec();
         cx.reqs.get_mut(r).expect("present").prefetch =
             Some(Prefetch::new(now, local, held - local, block_bytes));
         self.start_op(
             cx,
-            (Kind::Read { req: r, prefill: p }, Client::Prefill(p), shape),
+            (Kind::Read { req: r, prefill: p }, Client::Prefill(p)),
             &blocks,
             now,
             0,
         );
     }
 
-    /// A write-back of the prompt blocks `ids` at `now` begins: the first of them the store
-    /// holds or another writer is putting are skipped (`MooncakeStore._batch_set_v2_aggregated`).
-    /// Returns how many are skipped, `None` when nothing is left to put.
-    pub fn begin_write(&mut self, ids: &[u64], now: Nanos) -> Option<usize> {
-        let from = self.objects.as_mut()?.begin_write(ids, now);
-        (from < ids.len()).then_some(from)
-    }
-
-    /// Puts `ids[from..]` (after [`MooncakeStore::begin_write`]) from prefill `p`'s host
-    /// memory, `lead_ns` after `now` (the GPU → host copy).
-    pub fn write(
-        &mut self,
-        cx: &mut StoreCtx<'_>,
-        (p, shape): (PrefillId, &ClientShape<'_>),
-        (ids, from): (Vec<u64>, usize),
-        now: Nanos,
-        lead_ns: Nanos,
-    ) {
+    /// HiCache of prefill `p` writes the prompt blocks `ids` back to the store at `now`, as its
+    /// write policy chose them (`HiCacheController.write_backup_storage`): the first of them
+    /// the store holds or another writer is putting are skipped
+    /// (`MooncakeStore._batch_set_v2_aggregated`); the rest are copied GPU → host, counted
+    /// in the prefill's figures ([`Effect::StoreWriteCounted`]), then put. Nothing without a
+    /// store, or when `p`'s HiCache has no storage backend.
+    #[inline(never)]
+    pub fn write_back(&mut self, p: PrefillId, ids: Vec<u64>, cx: &mut StoreCtx<'_>) {
+        let now = cx.q.now();
+        let (Some(store), Some(shape)) = (self.objects.as_mut(), self.prefills[p].as_ref()) else {
+            return;
+        };
+        let from = store.begin_write(&ids, now);
+        if from == ids.len() {
+            return;
+        }
+        let bytes = shape.block_bytes((ids.len() - from) as u64);
+        let lead = shape.copy_ns(bytes);
+        cx.fx.push(Effect::StoreWriteCounted { prefill: p, bytes });
         let blocks = ids[from..].to_vec();
         self.start_op(
             cx,
-            (Kind::Write { ids, from }, Client::Prefill(p), shape),
+            (Kind::Write { ids, from }, Client::Prefill(p)),
             &blocks,
             now,
-            lead_ns,
+            lead,
         );
     }
 
-    /// One offload of decode `d` (`shape`, GPU → host at `pcie_bytes_per_ns`): `blocks`
-    /// blocks, `path[start..]`, copied over the instance's PCIe links, then put to the store
-    /// (what it holds or is being written is skipped, as for write-backs). An offload that puts
-    /// nothing frees its host blocks at once: the effect says so.
+    /// One offload of decode `d` (`Effect::Offload`): `blocks` blocks, `path[start..]`,
+    /// copied GPU → host over the instance's PCIe links, then put to the store (what it holds
+    /// or is being written is skipped, as for write-backs). An offload that puts nothing frees
+    /// its host blocks at once ([`Effect::OffloadWritten`]).
+    #[inline(never)]
     pub fn offload(
         &mut self,
-        cx: &mut StoreCtx<'_>,
-        (d, shape, pcie_bytes_per_ns): (DecodeId, &ClientShape<'_>, f64),
+        d: DecodeId,
         (path, start, blocks): (Vec<u64>, usize, u32),
-        now: Nanos,
-    ) -> Option<StoreEffect> {
-        let bytes = u64::from(blocks)
-            * u64::from(crate::workload::trace::HASH_BLOCK_TOKENS)
-            * shape.bytes_per_token;
-        let lead = crate::engine::ceil_ns(bytes as f64 / pcie_bytes_per_ns);
+        cx: &mut StoreCtx<'_>,
+    ) {
+        let now = cx.q.now();
+        let shape = self.decodes[d].as_ref().expect("an offloading decode");
+        let bytes = shape.block_bytes(u64::from(blocks));
+        let lead = shape.copy_ns(bytes);
         let t = self.offload_mut();
         t.offloads += 1;
         t.blocks += u64::from(blocks);
         t.d2h_bytes += bytes;
-        let written = Some(StoreEffect::OffloadWritten { decode: d, blocks });
+        let written = Effect::OffloadWritten { decode: d, blocks };
         let Some(store) = self.objects.as_mut() else {
-            return written;
+            cx.fx.push(written);
+            return;
         };
         let from = store.begin_offload(&path, start, now);
         if from == path.len() {
             // Every block is in the store or on its way: the backup puts nothing and frees the
             // host pages.
-            return written;
+            cx.fx.push(written);
+            return;
         }
         self.offload_mut().put_blocks += (path.len() - from) as u64;
         let put = path[from..].to_vec();
@@ -509,50 +517,52 @@ impl MooncakeStore {
                     blocks,
                 },
                 Client::Decode(d),
-                shape,
             ),
             &put,
             now,
             lead,
         );
-        None
     }
 
     /// A store flow ended (the fabric's end of `FlowTag::Store { op, part }`).
+    #[inline(never)]
     pub fn flow_ended(
         &mut self,
-        cx: &mut StoreCtx<'_>,
         (op, part): (u32, u32),
         outcome: FlowOutcome,
         (delivered_bytes, bytes): (f64, u64),
-    ) -> Option<StoreEffect> {
+        cx: &mut StoreCtx<'_>,
+    ) {
         let state = if outcome == FlowOutcome::Completed {
             Part::Landed
         } else {
             Part::Failed(delivered_bytes / bytes.max(1) as f64)
         };
-        self.part_ended(cx, op, part, state)
+        self.part_ended(cx, op, part, state);
     }
 
     /// A local copy of a store operation ended (`Event::StoreCopied`).
-    pub fn copied(&mut self, cx: &mut StoreCtx<'_>, op: u32, part: u32) -> Option<StoreEffect> {
-        self.part_ended(cx, op, part, Part::Landed)
+    // The store's entry points are out of line: their call sites are `World::handle` and the
+    // hot lifecycle handlers, whose inlining a scenario without a store must not pay for
+    // (callgrind, foundation-100k).
+    #[inline(never)]
+    pub fn copied(&mut self, op: u32, part: u32, cx: &mut StoreCtx<'_>) {
+        self.part_ended(cx, op, part, Part::Landed);
     }
 
-    fn part_ended(
-        &mut self,
-        cx: &mut StoreCtx<'_>,
-        op_id: u32,
-        part: u32,
-        state: Part,
-    ) -> Option<StoreEffect> {
+    /// Part `part` of operation `op_id` ended in `state`; the operation ends with its last
+    /// part: a write makes its blocks readable, an offload frees its host blocks, a read's
+    /// request learns what landed and, if its policy held it back, goes on.
+    fn part_ended(&mut self, cx: &mut StoreCtx<'_>, op_id: u32, part: u32, state: Part) {
         let now = cx.q.now();
-        let op = self.ops.get_mut(&op_id)?;
+        let Some(op) = self.ops.get_mut(&op_id) else {
+            return;
+        };
         op.failed |= matches!(state, Part::Failed(_));
         op.parts[part as usize] = state;
         op.left -= 1;
         if op.left > 0 {
-            return None;
+            return;
         }
         let op = self.ops.remove(&op_id).expect("present");
         if op.failed {
@@ -563,7 +573,6 @@ impl MooncakeStore {
                 if let Some(store) = self.objects.as_mut() {
                     store.finish_write(&ids, from, now, !op.failed);
                 }
-                None
             }
             Kind::Offload {
                 decode,
@@ -581,7 +590,7 @@ impl MooncakeStore {
                 } else if !kept {
                     t.orphaned_blocks += (path.len() - from) as u64;
                 }
-                Some(StoreEffect::OffloadWritten { decode, blocks })
+                cx.fx.push(Effect::OffloadWritten { decode, blocks });
             }
             Kind::Read { req, prefill } => {
                 if let Some(v) = self.reading.get_mut(&prefill) {
@@ -592,7 +601,9 @@ impl MooncakeStore {
                 t.read_ns_total += dt;
                 t.read_ns_max = t.read_ns_max.max(dt);
                 let arrived = arrived_of(&op, cx.fabric, now);
-                let q = cx.reqs.get_mut(req)?;
+                let Some(q) = cx.reqs.get_mut(req) else {
+                    return;
+                };
                 if let Some(pf) = q.prefetch.as_mut() {
                     pf.arrived = arrived;
                     pf.done_ns = Some(now);
@@ -601,7 +612,6 @@ impl MooncakeStore {
                 if let Some(at) = q.metadata_at.take() {
                     cx.q.schedule_at(at.max(now), Event::MetadataArrived { req });
                 }
-                None
             }
         }
     }
@@ -633,6 +643,61 @@ impl MooncakeStore {
             }
         }
     }
+}
+
+/// Starts part `part` of operation `op`: `bytes` (`objects` store objects) between rank
+/// `gpu` and store node `node`, a local copy when the node is the rank's own, else a
+/// fabric flow, counted in `traffic`; `(now, lead_ns)` as for [`MooncakeStore::start_op`].
+fn start_part(
+    traffic: &mut KvStoreTraffic,
+    cx: &mut StoreCtx<'_>,
+    kind: &Kind,
+    (op, part): (u32, u32),
+    (now, lead_ns): (Nanos, Nanos),
+    (gpu, node): (GpuId, u32),
+    (bytes, objects): (u64, u64),
+) -> Part {
+    let read = matches!(kind, Kind::Read { .. });
+    let offload = matches!(kind, Kind::Offload { .. });
+    if gpu.node == node {
+        let t0 = now + lead_ns;
+        let t1 = t0 + crate::engine::ceil_ns(bytes as f64 / LOCAL_COPY_BYTES_PER_NS);
+        cx.q.schedule_at(t1, Event::StoreCopied { op, part });
+        traffic.local_copy_bytes += bytes;
+        if offload {
+            offload_of(traffic).local_copy_bytes += bytes;
+        }
+        return Part::Copy { t0, t1 };
+    }
+    let far = GpuId {
+        node,
+        local: gpu.local,
+    };
+    let (src, dst) = if read { (far, gpu) } else { (gpu, far) };
+    let f = cx.fabric.start_store(
+        now,
+        lead_ns,
+        (src, dst, gpu),
+        (bytes, objects),
+        FlowTag::Store { op, part },
+    );
+    if read {
+        traffic.fabric_read_bytes += bytes;
+    } else {
+        traffic.fabric_write_bytes += bytes;
+    }
+    if offload {
+        let o = offload_of(traffic);
+        o.fabric_write_bytes += bytes;
+        o.batches += 1;
+    }
+    Part::Flow(f)
+}
+
+/// The decode offload's figures in `traffic` (present from the start of a run where a decode
+/// offloads).
+fn offload_of(traffic: &mut KvStoreTraffic) -> &mut crate::metrics::summary::DecodeOffloadTraffic {
+    traffic.decode_offload.get_or_insert_with(Default::default)
 }
 
 /// Blocks of read `op` in host memory at `now`, from the fabric's progress of its batches.

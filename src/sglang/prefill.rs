@@ -32,7 +32,7 @@ use crate::vocab::event::Event;
 use crate::vocab::ids::PrefillId;
 use crate::vocab::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
 
-use super::hicache::HiCache;
+use super::hicache::{HiCache, PrefetchRules};
 use super::prefix_cache::PrefixCache;
 use super::{Core, Ctx};
 
@@ -84,6 +84,105 @@ impl PrefillServer {
             shape: Vec::new(),
             spec: None,
             forward_ns: 0,
+        }
+    }
+
+    /// The forward that just started here (the wake that let it start found `step_key` at
+    /// `before`), when its all-to-all goes on the fabric (the caller checked this server's GPUs
+    /// send on it): priced as scheduled, with the draft's prefill as a part of its own when
+    /// speculative, its end taken back (`sglang::a2a::take_forward`).
+    pub fn a2a_forward<'s>(
+        &'s mut self,
+        me: PrefillId,
+        before: Option<crate::engine::EventKey>,
+        q: &mut EventQueue<Event>,
+    ) -> Option<super::a2a::Forward<'s>> {
+        let now = q.now();
+        let shape = self.forward_shape();
+        let tokens: u64 = shape.iter().map(|&(n, _)| u64::from(n)).sum();
+        let (dt, spec) = match self.spec.as_deref() {
+            None => (self.core.step.prefill_ns(shape), None),
+            // The forward the server scheduled: the target's and the draft's prefill.
+            Some(sp) => (
+                self.forward_ns,
+                Some(sp.moe_time(tokens).map(|m| (m, 1.0)).into_iter().collect()),
+            ),
+        };
+        let done = Event::PrefillStepDone { prefill: me };
+        super::a2a::take_forward(
+            &mut self.core,
+            (before, q),
+            (now, dt, done),
+            (tokens, true, 0),
+            spec,
+        )
+    }
+
+    /// What the Mooncake Store needs of this instance as its client, if its HiCache has a
+    /// storage backend: its ranks' GPUs, HiCache's bytes per token and copy rate, its page
+    /// size.
+    pub fn store_client(&self) -> Option<super::mooncake_store::ClientShape> {
+        let h = self.hicache.as_deref().filter(|h| h.params.storage)?;
+        Some(super::mooncake_store::ClientShape {
+            gpus: self.core.gpus.clone(),
+            bytes_per_token: h.params.bytes_per_token,
+            page_size: self.core.page_size,
+            pcie_bytes_per_ns: h.params.pcie_bytes_per_ns,
+        })
+    }
+
+    /// Leading blocks of a prompt (`hash_ids`) that this instance's own tiers (device and
+    /// host) hold, from which HiCache's prefetch from the store would start
+    /// (`HiRadixCache.prefetch_from_storage`); `None` when it prefetches nothing: no storage
+    /// backend, or a prompt without block ids.
+    pub fn local_prefix_blocks(&self, hash_ids: &[u64]) -> Option<u32> {
+        let h = self.hicache.as_deref().filter(|h| h.params.storage)?;
+        if hash_ids.is_empty() {
+            return None;
+        }
+        let device = self.cache.as_ref().map_or(0, |c| c.peek_blocks(hash_ids));
+        Some(device.max(h.host_blocks(hash_ids)))
+    }
+
+    /// The leading prompt blocks of request `req`, whose prefill just ended, that HiCache's
+    /// write policy backs up to the store (`HiCacheController.write_backup_storage`); `None`
+    /// when none.
+    pub fn blocks_to_store<'r>(&self, req: &'r Req) -> Option<&'r [u64]> {
+        let h = self.hicache.as_deref().filter(|h| h.params.storage)?;
+        let n = h.blocks_to_store(req.hash_ids.len(), req.local_hit_tokens);
+        (n > 0).then(|| &req.hash_ids[..n])
+    }
+
+    /// Whether request `req` (`r`)'s prefetch policy holds it back from this scheduler past
+    /// `at` (when decode's page ids would be there, ns): `wait_complete` until the prefetch
+    /// ends, `timeout` until then or its deadline, whichever is first (sglang's
+    /// `can_terminate_prefetch`, checked as the scheduler considers the request). When it
+    /// holds, the release is arranged here (the deadline, on `q`) and at the prefetch's end
+    /// (`sglang::mooncake_store`).
+    pub fn prefetch_holds(
+        &self,
+        (r, req): (ReqRef, &mut Req),
+        at: Nanos,
+        q: &mut EventQueue<Event>,
+    ) -> bool {
+        let Some(policy) = self.hicache.as_deref().map(|h| h.params.prefetch) else {
+            return false;
+        };
+        let Some(pf) = req.prefetch.filter(|pf| pf.holds(policy)) else {
+            return false;
+        };
+        req.metadata_at = Some(at);
+        if policy == crate::config::PrefetchPolicy::Timeout {
+            // Whichever comes first lets it go; `World::on_metadata` ignores the second.
+            q.schedule_at(at.max(pf.timeout_at()), Event::MetadataArrived { req: r });
+        }
+        true
+    }
+
+    /// HiCache wrote `bytes` (all ranks) back to the store (`Effect::StoreWriteCounted`).
+    pub fn wrote_to_store(&mut self, bytes: u64) {
+        if let Some(h) = self.hicache.as_deref_mut() {
+            h.wrote_to_store(bytes);
         }
     }
 

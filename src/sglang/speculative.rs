@@ -27,7 +27,9 @@ use rand_chacha::ChaCha8Rng;
 use crate::compute::StepModel;
 use crate::compute::speculative::{self as model, SpecStepModel, SpecStepTime};
 use crate::engine::{Nanos, RngSource, rng_stream};
+use crate::metrics::summary::SpecSummary;
 use crate::spec::speculative::SpeculativeArgs;
+use crate::vocab::ids::PoolId;
 use crate::vocab::requests::ReqRef;
 
 /// Words of the `Speculative` stream each (request, join) owns: request `id`'s joins start at
@@ -285,4 +287,76 @@ impl SpecPrefill {
         self.forward_s += all as f64 / crate::engine::NS_PER_S as f64;
         all
     }
+}
+
+/// `summary.json` `speculative`: one entry per pool of `sc` that runs speculative decoding, in
+/// scenario order, from the state its servers keep (`prefills`' and `decodes`' speculative
+/// state, each with its server's pool); empty when none does.
+pub fn summary(
+    sc: &crate::config::Scenario,
+    prefills: &[(PoolId, &SpecPrefill)],
+    decodes: &[(PoolId, &SpecDecode)],
+) -> Vec<SpecSummary> {
+    use crate::config::Role;
+    use crate::metrics::summary::SpecTimeShare;
+    let mut out = Vec::new();
+    for (i, pool) in sc.pools.iter().enumerate() {
+        let Some(spec) = &pool.server.speculative else {
+            continue;
+        };
+        let mine = |p: PoolId| p.idx() == i;
+        let mut entry = SpecSummary {
+            pool: pool.name.clone(),
+            role: pool.role.as_str().to_string(),
+            algorithm: spec.algorithm.as_str().to_string(),
+            num_steps: spec.num_steps,
+            eagle_topk: spec.eagle_topk,
+            num_draft_tokens: spec.num_draft_tokens,
+            accept_rate_model: None,
+            accept_length_model: None,
+            accept_length_mean: None,
+            accept_rate: None,
+            steps: 0,
+            time_share: None,
+            draft_prefill_share: None,
+        };
+        match pool.role {
+            Role::Decode => {
+                let mut s = SpecStats::default();
+                for (_, x) in decodes.iter().filter(|(p, _)| mine(*p)) {
+                    s.add(&x.stats);
+                }
+                let k = spec.max_accepted();
+                let alpha = pool.speculative.as_ref().map(|p| p.accept_rate);
+                entry.accept_rate_model = alpha;
+                entry.accept_length_model =
+                    alpha.map(|a| crate::compute::speculative::chain_accept_length(a, k));
+                entry.steps = s.steps;
+                if s.request_steps > 0 {
+                    let n = s.request_steps as f64;
+                    entry.accept_length_mean = Some(s.tokens as f64 / n);
+                    let proposed = n * f64::from(spec.proposed_per_step());
+                    entry.accept_rate = (proposed > 0.0).then(|| (s.tokens as f64 - n) / proposed);
+                    let all = s.draft_s + s.verify_s + s.extend_s + s.host_s;
+                    entry.time_share = (all > 0.0).then(|| SpecTimeShare {
+                        draft: s.draft_s / all,
+                        verify: s.verify_s / all,
+                        draft_extend: s.extend_s / all,
+                        host: s.host_s / all,
+                    });
+                }
+            }
+            Role::Prefill => {
+                let (mut d, mut f) = (0.0, 0.0);
+                for (_, x) in prefills.iter().filter(|(p, _)| mine(*p)) {
+                    d += x.draft_s;
+                    f += x.forward_s;
+                }
+                entry.draft_prefill_share = (f > 0.0).then(|| d / f);
+            }
+            Role::Colocated => {}
+        }
+        out.push(entry);
+    }
+    out
 }

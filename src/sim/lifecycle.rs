@@ -5,7 +5,6 @@
 use crate::engine::Nanos;
 use crate::layout::{RequestId, Verdict};
 use crate::sglang::decode::id_list;
-use crate::sglang::hicache::PrefetchRules;
 use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
 use crate::workload::sessions::TraceTurn;
@@ -138,8 +137,8 @@ impl World<'_> {
         );
         row.bootstrap_room = room;
         super::sessions::tag_row(&mut row, &nr);
-        if self.offloads && !nr.answer.is_empty() {
-            self.answer_ids.insert(id, nr.answer);
+        if !nr.answer.is_empty() {
+            self.decodes[d].remember_answer(id, nr.answer);
         }
         let r = self.reqs.insert(Req::routed(
             id,
@@ -187,10 +186,13 @@ impl World<'_> {
         let now = self.q.now();
         let req = self.reqs.get_mut(r).expect("just inserted");
         PollTimeout::Bootstrap.arm(&mut self.q, req, r, self.sc.sglang.bootstrap_timeout_ns);
-        // HiCache with a storage backend: the prefetch from the store starts now; its policy
-        // may hold the request back from the prefill's scheduler (`try_prealloc`).
-        if self.store.present() {
-            self.start_prefetch(r, p, now);
+        // HiCache with a storage backend: the prefetch from the store starts now, past what
+        // the instance's own tiers hold; its policy may hold the request back from the
+        // prefill's scheduler (`try_prealloc`).
+        if self.store.present()
+            && let Some(local) = self.prefills[p].local_prefix_blocks(&req.hash_ids)
+        {
+            store!(self, prefetch((r, p), local));
         }
         let costs = &self.sc.compute;
         if !costs.has_serving_costs() {
@@ -270,7 +272,13 @@ impl World<'_> {
             // The page ids wait at the prefill for its own tokenizer manager to be done.
             let ready = self.reqs.get(r).map_or(0, |q| q.prefill_ready_ns);
             let arrives = self.q.now() + self.sc.fabric.control_latency_ns;
-            if self.store.present() && self.prefetch_holds(r, ready.max(arrives)) {
+            let at = ready.max(arrives);
+            let held = self.store.present()
+                && self.reqs.get_mut(r).is_some_and(|req| {
+                    let p = req.prefill;
+                    self.prefills[p].prefetch_holds((r, req), at, &mut self.q)
+                });
+            if held {
                 // The prefetch policy holds it: the prefetch's end (or its timeout) lets it go.
             } else if ready > arrives {
                 self.q.schedule_at(ready, Event::MetadataArrived { req: r });
@@ -309,6 +317,24 @@ impl World<'_> {
         self.observe(CoreRef::Prefill(p));
     }
 
+    /// `try_schedule` on prefill `p`, then the all-to-all hook if a forward started.
+    pub(super) fn schedule_prefill(&mut self, p: PrefillId) {
+        let core = &self.prefills[p].core;
+        // Only an idle, live prefill starts a forward (`try_schedule` returns at once on any
+        // other): the common wake of a busy one costs no call.
+        if core.busy || !core.alive() {
+            return;
+        }
+        let before = core.step_key;
+        // What the prefetches from the store have landed by now is what admission finds.
+        let now = self.q.now();
+        self.store.refresh(&self.fabric, &mut self.reqs, p, now);
+        self.prefills[p].try_schedule(p, &mut ctx!(self));
+        if self.a2a.any_on_fabric() {
+            self.a2a_forward_started(CoreRef::Prefill(p), before);
+        }
+    }
+
     /// A prefill forward ended: its chunks go on their transfer shards (all chunks to one
     /// decode instance hash to the same shard), and the next batch forms.
     pub(super) fn on_prefill_step_done(&mut self, p: PrefillId) {
@@ -318,44 +344,22 @@ impl World<'_> {
         self.credit_forward(p, None);
         self.prefills[p].step_done(now, &mut self.reqs, &mut jobs);
         for &job in &jobs {
-            if job.last && self.store.present() {
-                self.write_back(p, job.req, now);
+            // The prefill ended: HiCache backs the prompt up to the store as its write policy
+            // says.
+            if job.last
+                && self.store.present()
+                && let Some(ids) = self
+                    .reqs
+                    .get(job.req)
+                    .and_then(|q| self.prefills[p].blocks_to_store(q).map(<[u64]>::to_vec))
+            {
+                store!(self, write_back(p, ids));
             }
             transfer!(self, enqueue(p, job));
         }
         self.scratch.jobs = jobs;
         self.schedule_prefill(p);
         self.observe(CoreRef::Prefill(p));
-    }
-
-    /// Whether request `r`'s prefetch policy holds it back from the prefill's scheduler past
-    /// `at` (when decode's page ids would be there, ns): `wait_complete` until the prefetch
-    /// ends, `timeout` until then or its deadline, whichever is first (sglang's
-    /// `can_terminate_prefetch`, checked as the scheduler considers the request). When it
-    /// holds, the release is arranged here (the deadline) and at the prefetch's end
-    /// (`sglang::mooncake_store`).
-    fn prefetch_holds(&mut self, r: ReqRef, at: Nanos) -> bool {
-        let Some(req) = self.reqs.get_mut(r) else {
-            return false;
-        };
-        let p = req.prefill;
-        let Some(policy) = self.prefills[p]
-            .hicache
-            .as_deref()
-            .map(|h| h.params.prefetch)
-        else {
-            return false;
-        };
-        let Some(pf) = req.prefetch.filter(|pf| pf.holds(policy)) else {
-            return false;
-        };
-        req.metadata_at = Some(at);
-        if policy == crate::config::PrefetchPolicy::Timeout {
-            // Whichever comes first lets it go; `on_metadata` ignores the second.
-            self.q
-                .schedule_at(at.max(pf.timeout_at()), Event::MetadataArrived { req: r });
-        }
-        true
     }
 
     /// Prefill's `conclude_transfer(Success)` reached the decode: the request waits to join the
@@ -414,9 +418,11 @@ impl World<'_> {
             self.sc.sglang.bootstrap_timeout_ns,
             (&mut retracted, &mut self.wake),
         );
-        self.a2a_forward_started(CoreRef::Decode(d), before);
+        if self.a2a.any_on_fabric() {
+            self.a2a_forward_started(CoreRef::Decode(d), before);
+        }
         if self.decodes[d].offload.is_some() {
-            self.offload_joined(d);
+            self.decodes[d].offload_joined(&self.reqs);
         }
         for &r in &retracted {
             let p = self.reqs.get(r).expect("retracted, not ended").prefill;
@@ -441,7 +447,9 @@ impl World<'_> {
         // The blocks this step completed go to the store before their requests end, as sglang's
         // batch result processor offloads a finished request before releasing it.
         if self.decodes[d].offload.is_some() {
-            self.offload_due(d, &finished);
+            let base = self.scratch.fx.len();
+            self.decodes[d].offload_due(d, &self.reqs, &finished, &mut self.scratch.fx);
+            self.apply_effects(base);
         }
         for &r in &finished {
             self.complete(r);
@@ -596,9 +604,6 @@ impl World<'_> {
         }
         let turn = req.row.session_id.is_some().then(|| req.row.clone());
         self.reqs.release(r);
-        if self.offloads {
-            self.answer_ids.remove(&r.id);
-        }
         // The router reads loads only when it picks: telling it after the row is written is
         // telling it at once.
         if released_prefill {

@@ -3,13 +3,14 @@
 //!
 //! The shared vocabulary every component speaks — typed ids, the closed `Event` set, the
 //! request table — is `crate::vocab`, below every component. `World` (this file and the
-//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `store`, `a2a`, `dispatch` and
-//! `sampler`) sits above the components and is the only place where one component's outcome
+//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `dispatch` and `sampler`, among
+//! others) sits above the components and is the only place where one component's outcome
 //! reaches another: a component never calls another component. It holds no sglang rule: it
 //! routes each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`), a component's
-//! own context (`transfer_cx!` for the transfer workers) or the part it needs, and applies the
-//! typed outcome it returns (a crash's failures and flows, a rejection) or the effects it
-//! pushed, in their order, right after the call (`transfer!`, `World::apply_effects`);
+//! own context (`transfer_cx!` for the transfer workers, `store_cx!` for the Mooncake Store) or
+//! the part it needs, and applies the typed outcome it returns (a crash's failures and flows, a
+//! rejection) or the effects it pushed, in their order, right after the call (`transfer!`,
+//! `store!`, `World::apply_effects`);
 //! handlers mark a `Wake` set that `World` drains after every event, in ascending order.
 //!
 //! A decode step is one event for its whole batch: per-token figures derive from step times,
@@ -75,7 +76,33 @@ macro_rules! transfer {
     }};
 }
 
-mod a2a;
+/// The [`crate::sglang::mooncake_store::StoreCtx`] of `World` `$w` for one call of its
+/// Mooncake Store: the queue, the fabric and its timer, the request table and the effects
+/// buffer `World` applies after the call (`World::apply_effects`).
+macro_rules! store_cx {
+    ($w:expr) => {
+        crate::sglang::mooncake_store::StoreCtx {
+            q: &mut $w.q,
+            fabric: &mut $w.fabric,
+            timer: &mut $w.fabric_timer,
+            reqs: &mut $w.reqs,
+            fx: &mut $w.scratch.fx,
+        }
+    };
+}
+
+/// Calls `$method` of `World` `$w`'s Mooncake Store with `$args` and its context
+/// (`store_cx!`), then applies the effects the call pushed (`World::apply_effects`).
+macro_rules! store {
+    ($w:expr, $method:ident($($arg:expr),* $(,)?)) => {{
+        let base = $w.scratch.fx.len();
+        $w.store.$method($($arg,)* &mut store_cx!($w));
+        if $w.scratch.fx.len() > base {
+            $w.apply_effects(base);
+        }
+    }};
+}
+
 mod abort;
 mod cluster;
 mod dispatch;
@@ -83,14 +110,14 @@ mod faults;
 mod lifecycle;
 mod sampler;
 mod sessions;
-mod speculative;
-mod store;
 mod transfer;
 
 #[cfg(test)]
 mod coalesce_tests;
 #[cfg(test)]
 mod result_tests;
+#[cfg(test)]
+mod store_tests;
 
 use serde::Serialize;
 
@@ -146,7 +173,7 @@ pub struct RunStats {
     pub pools: Vec<crate::metrics::summary::PoolGauges>,
     /// Nodes the cluster spans.
     pub nodes: u32,
-    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `a2a.rs` routes to it).
+    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `transfer.rs` routes to it).
     #[serde(skip)]
     pub a2a: Vec<crate::metrics::summary::A2aSummary>,
 }
@@ -171,8 +198,6 @@ struct Scratch {
     jobs: Vec<ChunkJob>,
     refs: Vec<ReqRef>,
     ends: Vec<FlowEnd>,
-    /// Decode offloads due after a step (`store.rs`).
-    due: Vec<(crate::sglang::decode_offload::Due, u64)>,
     /// The effects a component call pushes, and those still to apply (`World::apply_effects`).
     fx: Vec<crate::sglang::Effect>,
 }
@@ -192,12 +217,6 @@ pub struct World<'a> {
     /// Nodes the cluster spans.
     nodes: u32,
     router: Router,
-    /// Whether a decode pool offloads its KV to the store (requests then carry the ids of the
-    /// blocks their output completes).
-    offloads: bool,
-    /// The blocks each request in flight's output completes, by request id, when a decode
-    /// offloads (a trace's derived table, or a session's own ids).
-    answer_ids: std::collections::BTreeMap<u64, Vec<u64>>,
     /// Per turn index, the session turns' sums (`sim::sessions`).
     turn_stats: crate::metrics::sessions::TurnStats,
     source: Generator,
@@ -221,10 +240,10 @@ pub struct World<'a> {
     tokenizers: Tokenizers,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
-    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `a2a.rs` routes to it).
+    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `transfer.rs` routes to it).
     a2a: crate::sglang::a2a::A2aFlows,
     /// The shared Mooncake Store (`[kv_store]`) and its clients' reads and writes on the
-    /// fabric (`sglang::mooncake_store`; `store.rs` routes to it).
+    /// fabric (`sglang::mooncake_store`; called through `store!`).
     store: crate::sglang::mooncake_store::MooncakeStore,
     /// Instances and their DP controllers (`dispatch.rs`).
     dispatch: dispatch::Dispatch,
@@ -250,13 +269,20 @@ impl<'a> World<'a> {
         let prefills_len = prefills.len();
         let sampler = crate::metrics::sampler::Sampler::new(&fabric, global as usize);
         let dispatch = dispatch::Dispatch::new(sc);
-        let offloads = decodes.iter().any(|d| d.offload.is_some());
+        let store = crate::sglang::mooncake_store::MooncakeStore::new(
+            sc.kv_store
+                .as_ref()
+                .map(|k| crate::sglang::kv_store::KvStore::new(k.capacity_tokens, k.evict)),
+            sc.kv_store
+                .as_ref()
+                .map_or_else(Vec::new, |k| k.nodes.clone()),
+            prefills.iter().map(PrefillServer::store_client).collect(),
+            decodes.iter().map(DecodeServer::store_client).collect(),
+        );
         let mut w = Self {
             sc,
             q: EventQueue::new(),
             router: dispatch.router(sc, !colocated.is_empty()),
-            offloads,
-            answer_ids: Default::default(),
             turn_stats: Default::default(),
             fabric,
             prefills,
@@ -278,15 +304,7 @@ impl<'a> World<'a> {
             tokenizers: Tokenizers::new(global as usize),
             io_error: None,
             a2a,
-            store: crate::sglang::mooncake_store::MooncakeStore::new(
-                sc.kv_store
-                    .as_ref()
-                    .map(|k| crate::sglang::kv_store::KvStore::new(k.capacity_tokens, k.evict)),
-                sc.kv_store
-                    .as_ref()
-                    .map_or_else(Vec::new, |k| k.nodes.clone()),
-                offloads,
-            ),
+            store,
             dispatch,
             materialized_ns: 0,
             aborts: sc
@@ -304,46 +322,6 @@ impl<'a> World<'a> {
             d[1] = None; // the placeholder side of a plain cluster
         }
         d
-    }
-
-    /// The shared store's figures (`summary.json` `kv_store`), if the scenario has one.
-    fn kv_store_summary(&mut self) -> Option<crate::metrics::summary::KvStoreSummary> {
-        let now = self.q.now();
-        let k = self.sc.kv_store.as_ref()?;
-        // Every pool using the store stores the same bytes per token (checked at load).
-        let bpt = self
-            .sc
-            .pools
-            .iter()
-            .find_map(|p| {
-                p.hicache
-                    .filter(|h| h.storage)
-                    .map(|h| h.bytes_per_token)
-                    .or(p.decode_offload.map(|o| o.bytes_per_token))
-            })
-            .unwrap_or(0);
-        let mut traffic = self.store.traffic();
-        let s = self.store.objects_mut()?;
-        s.settle(now);
-        if let Some(t) = traffic.decode_offload.as_mut() {
-            for o in self.decodes.iter().filter_map(|d| d.offload.as_deref()) {
-                t.host_full_blocks += o.host_full_blocks;
-                t.host_waits += o.host_waits;
-            }
-        }
-        let block = u64::from(crate::workload::trace::HASH_BLOCK_TOKENS) * bpt;
-        Some(crate::metrics::summary::KvStoreSummary {
-            capacity_tokens: k.capacity_tokens,
-            nodes: k.nodes.clone(),
-            blocks: s.blocks(),
-            written_blocks: s.written_blocks,
-            write_bytes: s.written_blocks * block,
-            skipped_blocks: s.skipped_blocks,
-            evicted_blocks: s.evicted_blocks(),
-            prefetched_blocks: s.read_blocks,
-            prefetched_bytes: s.read_blocks * block,
-            traffic,
-        })
     }
 
     /// Prefix-cache figures of every prefill instance that has a cache.
@@ -413,11 +391,28 @@ impl<'a> World<'a> {
     /// The run's summary with every section the scenario asked for: built here once, so a
     /// run, a sweep row, a plan, the capacity diagnosis and Python read the same one.
     fn summary(&mut self, stats: &RunStats) -> Summary {
+        let now = self.q.now();
         let caches = self.prefix_caches();
         Summary::new(&self.collector, self.sc, &stats.totals(), caches)
             .with_router(self.router_decisions())
-            .with_kv_store(self.kv_store_summary())
-            .with_speculative(self.speculative_summary())
+            .with_kv_store(self.sc.kv_store.as_ref().and_then(|k| {
+                // The decode offloads' host-pool figures, summed.
+                let host = (self.decodes.iter())
+                    .filter_map(|d| d.offload.as_deref())
+                    .fold((0, 0), |(f, w), o| {
+                        (f + o.host_full_blocks, w + o.host_waits)
+                    });
+                self.store.summary(now, k.capacity_tokens, host)
+            }))
+            .with_speculative(crate::sglang::speculative::summary(
+                self.sc,
+                &(self.prefills.iter())
+                    .filter_map(|p| Some((p.core.pool, p.spec.as_deref()?)))
+                    .collect::<Vec<_>>(),
+                &(self.decodes.iter())
+                    .filter_map(|d| Some((d.core.pool, d.spec.as_deref()?)))
+                    .collect::<Vec<_>>(),
+            ))
             .with_aborts(self.abort_summary())
             .with_sessions(self.session_summary())
     }
@@ -547,7 +542,7 @@ impl<'a> World<'a> {
             Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),
             Event::WaitingTimeout { req } => self.on_timeout(req, KvPoll::WaitingForInput),
             Event::BootstrapTimeout { req } => self.on_timeout(req, KvPoll::Bootstrapping),
-            Event::StoreCopied { op, part } => self.on_store_copied(op, part),
+            Event::StoreCopied { op, part } => store!(self, copied(op, part)),
             Event::ClientDisconnected { req, detected } => {
                 self.on_client_disconnected(req, detected)
             }
@@ -593,9 +588,8 @@ impl<'a> World<'a> {
     pub fn set_decode_coalescing(&mut self, on: bool) {
         for d in self.decodes.ids() {
             // A forward whose all-to-all is on the fabric ends when its flows do: never planned.
-            let fabric = self.forward_uses_fabric(sampler::CoreRef::Decode(d));
-            let dec = &mut self.decodes[d];
-            dec.set_coalescing(on && !fabric);
+            let fabric = self.a2a.on_fabric(&self.decodes[d].core.gpus);
+            self.decodes[d].set_coalescing(on && !fabric);
         }
     }
 

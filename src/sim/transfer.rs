@@ -1,11 +1,16 @@
-//! Where `World` meets the transfer workers (`sglang::transfer`, `docs/sglang-pd.md`
-//! §2.4–§2.6, §3.1, §3.8) and the fabric: the one `FabricDue` timer, each ended flow routed to
-//! its owner by its tag, and the effects the workers return applied in their order
-//! (`sglang::effect`). The workers' rules — the queues, what fails and blacklists, the landing
-//! and the oracle, the conclusion — are theirs.
+//! Where `World` meets the fabric and the components that start flows: the one `FabricDue`
+//! timer, each ended flow routed to its owner by its tag (the transfer workers,
+//! `sglang::transfer`, `docs/sglang-pd.md` §2.4–§2.6, §3.1, §3.8; the Mooncake Store,
+//! `sglang::mooncake_store`, §18; DeepEP's all-to-all, `sglang::a2a`, performance-model
+//! §7.3), and the effects components return applied in their order (`sglang::effect`). The
+//! rules — the workers' queues, what fails and blacklists, the landing and the oracle, the
+//! conclusion; the store's operations and a decode's offloads; a forward's all-to-all and its
+//! re-priced end — are the components'.
 
 use super::FlowEnd;
 use super::World;
+use super::sampler::CoreRef;
+use crate::engine::EventKey;
 use crate::sglang::Effect;
 use crate::vocab::event::Wake;
 use crate::vocab::flow::FlowTag;
@@ -32,18 +37,58 @@ impl World<'_> {
     /// One fabric flow ended: routed to its owner by its tag.
     pub(super) fn flow_ended(&mut self, end: &FlowEnd) {
         match end.token {
-            FlowTag::A2a(i) => self.a2a_flow_ended(end, i),
-            FlowTag::Store { op, part } => self.store_flow_ended(end, op, part),
+            FlowTag::A2a(i) => {
+                let alive = match self.role_of(i) {
+                    Ok(p) => self.prefills[p].core.alive(),
+                    Err(d) => self.decodes[d].core.alive(),
+                };
+                let base = self.scratch.fx.len();
+                let at = (end.end_ns, self.q.now());
+                self.a2a.flow_ended(i, at, alive, &mut self.scratch.fx);
+                if self.scratch.fx.len() > base {
+                    self.apply_effects(base);
+                }
+            }
+            FlowTag::Store { op, part } => store!(
+                self,
+                flow_ended((op, part), end.outcome, (end.delivered_bytes, end.bytes))
+            ),
             FlowTag::Kv { prefill, lane } => transfer!(self, flow_ended(prefill, lane, end)),
+        }
+    }
+
+    /// The all-to-all hook at a forward's start, where some server's all-to-all crosses the
+    /// fabric (the caller tested `any_on_fabric`: the common forward costs that one test):
+    /// called after a component may have started a forward (its `step_key` was `before`). If
+    /// one started on a server whose all-to-all crosses the fabric, the server takes its end
+    /// back and describes it, and its flows start (`sglang::a2a`); for any other server
+    /// nothing changes.
+    #[inline(never)]
+    pub(super) fn a2a_forward_started(&mut self, c: CoreRef, before: Option<EventKey>) {
+        let q = &mut self.q;
+        let f = match c {
+            CoreRef::Prefill(p) if self.a2a.on_fabric(&self.prefills[p].core.gpus) => {
+                self.prefills[p].a2a_forward(p, before, q)
+            }
+            CoreRef::Decode(d) if self.a2a.on_fabric(&self.decodes[d].core.gpus) => {
+                self.decodes[d].a2a_forward(d, before, q)
+            }
+            _ => None,
+        };
+        if let Some(f) = f {
+            let cx = (&mut self.q, &mut self.fabric, &mut self.fabric_timer);
+            self.a2a.start(cx, f);
         }
     }
 
     /// Applies the effects a component's call pushed above `base` (what is below is waiting
     /// in an application this one runs inside), in their order: a request fails, the prefill
     /// frees the side of a request whose transfer concluded (the router hears its load; it may
-    /// admit more), a worker's death is counted. A `Kick` calls the transfer workers right
-    /// there, and what that call pushes is applied before the effects still waiting — as if
-    /// the call that pushed the kick had gone on.
+    /// admit more), a worker's death is counted, a decode's offload frees host blocks, a
+    /// prefill's write-back is counted, a forward whose all-to-all landed ends. A `Kick`, an
+    /// `Offload` or an `OffloadGoOn` calls the component right there, and what that call
+    /// pushes is applied before the effects still waiting — as if the call that pushed it had
+    /// gone on.
     #[inline]
     pub(super) fn apply_effects(&mut self, base: usize) {
         // The buffer is a stack, the next effect on top: a call's effects, pushed in their
@@ -72,6 +117,35 @@ impl World<'_> {
                 Effect::WorkerDied { death, message } => {
                     self.collector.raised(death.kind, &message);
                     self.collector.worker_deaths.push(death);
+                }
+                Effect::Offload {
+                    decode,
+                    path,
+                    start,
+                    blocks,
+                } => {
+                    let waiting = self.scratch.fx.len();
+                    self.store
+                        .offload(decode, (path, start, blocks), &mut store_cx!(self));
+                    self.scratch.fx[waiting..].reverse();
+                }
+                Effect::OffloadGoOn { decode } => {
+                    let waiting = self.scratch.fx.len();
+                    self.decodes[decode].offload_go_on(decode, &self.reqs, &mut self.scratch.fx);
+                    self.scratch.fx[waiting..].reverse();
+                }
+                Effect::OffloadWritten { decode, blocks } => {
+                    self.decodes[decode].offload_written(blocks);
+                }
+                Effect::StoreWriteCounted { prefill, bytes } => {
+                    self.prefills[prefill].wrote_to_store(bytes);
+                }
+                Effect::ForwardEnds { instance, at, done } => {
+                    let key = self.q.schedule_keyed(at, done);
+                    match self.role_of(instance) {
+                        Ok(p) => self.prefills[p].core.forward_ends(at, key),
+                        Err(d) => self.decodes[d].core.forward_ends(at, key),
+                    }
                 }
             }
         }

@@ -5,7 +5,7 @@ use super::ids::{ColocatedId, DecodeId, InstanceId, PrefillId, ShardId};
 use super::requests::ReqRef;
 
 /// Everything that can happen.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
     /// The next request of the workload arrives at the router.
     Arrival,

@@ -86,6 +86,16 @@ impl<I: From<usize> + Copy, T> IdVec<I, T> {
     }
 }
 
+impl<I, T> FromIterator<T> for IdVec<I, T> {
+    /// Items in id order.
+    fn from_iter<It: IntoIterator<Item = T>>(items: It) -> Self {
+        Self {
+            items: items.into_iter().collect(),
+            _id: PhantomData,
+        }
+    }
+}
+
 impl<I, T> IdVec<I, T> {
     /// Number of items.
     pub fn len(&self) -> usize {

@@ -252,12 +252,95 @@ impl DecodeServer {
         (self.prealloc.len() + self.ready.len()) as u32
     }
 
-    /// The offload (if on) and the requests that joined at the start of the running step,
-    /// borrowed together: the offload learns of each.
-    pub fn offload_and_joined(
+    /// The step that just started here (`step_key` was `before`), when its all-to-all goes on
+    /// the fabric (the caller checked this server's GPUs send on it): priced as scheduled — a
+    /// speculative step's draft forwards, verify and draft extend, as its parts — its end taken
+    /// back (`sglang::a2a::take_forward`).
+    pub fn a2a_forward<'s>(
+        &'s mut self,
+        me: DecodeId,
+        before: Option<crate::engine::EventKey>,
+        q: &mut EventQueue<Event>,
+    ) -> Option<super::a2a::Forward<'s>> {
+        let now = q.now();
+        let (dt, spec) = match self.spec.as_deref() {
+            None => (
+                self.core
+                    .step
+                    .decode_ns(self.running(), self.context_tokens()),
+                None,
+            ),
+            Some(sp) => (self.step_span().1.saturating_sub(now), Some(sp.moe_parts())),
+        };
+        let done = Event::DecodeStepDone { decode: me };
+        let (ctx, running) = (self.context_tokens(), u64::from(self.running()));
+        super::a2a::take_forward(
+            &mut self.core,
+            (before, q),
+            (now, dt, done),
+            (running, false, ctx),
+            spec,
+        )
+    }
+
+    /// What the Mooncake Store needs of this instance as its client, if it offloads its KV:
+    /// its ranks' GPUs, the offload's bytes per token and copy rate, its page size.
+    pub fn store_client(&self) -> Option<super::mooncake_store::ClientShape> {
+        let o = self.offload.as_deref()?;
+        Some(super::mooncake_store::ClientShape {
+            gpus: self.core.gpus.clone(),
+            bytes_per_token: o.params.bytes_per_token,
+            page_size: self.core.page_size,
+            pcie_bytes_per_ns: o.params.pcie_bytes_per_ns,
+        })
+    }
+
+    /// Request `id`, routed here, completes the blocks `answer` with its output: kept for the
+    /// offload, if on (`DecodeOffload::remember`).
+    pub fn remember_answer(&mut self, id: u64, answer: Vec<u64>) {
+        if let Some(o) = self.offload.as_deref_mut() {
+            o.remember(id, answer);
+        }
+    }
+
+    /// The offload (if on) learns of the requests that joined at the start of the running
+    /// step (`DecodeOffload::batch_joined`).
+    pub fn offload_joined(&mut self, reqs: &Requests) {
+        if let Some(o) = self.offload.as_deref_mut() {
+            o.batch_joined(&self.joined, reqs);
+        }
+    }
+
+    /// The step that just ended (`finished`: the requests whose last token it produced) makes
+    /// the offload's due blocks go to the store (`DecodeOffload::step_ended`; effects pushed on
+    /// `fx`).
+    pub fn offload_due(
         &mut self,
-    ) -> (Option<&mut super::decode_offload::DecodeOffload>, &[ReqRef]) {
-        (self.offload.as_deref_mut(), &self.joined)
+        me: DecodeId,
+        reqs: &Requests,
+        finished: &[ReqRef],
+        fx: &mut Vec<super::Effect>,
+    ) {
+        let steps = self.steps_done();
+        if let Some(o) = self.offload.as_deref_mut() {
+            o.step_ended((me, steps), reqs, finished, fx);
+        }
+    }
+
+    /// The offload goes on with the offloads due after this step (`Effect::OffloadGoOn`).
+    pub fn offload_go_on(&mut self, me: DecodeId, reqs: &Requests, fx: &mut Vec<super::Effect>) {
+        let steps = self.steps_done();
+        if let Some(o) = self.offload.as_deref_mut() {
+            o.go_on((me, steps), reqs, fx);
+        }
+    }
+
+    /// A store write of the offload's ended or put nothing: `blocks` blocks of its host pool
+    /// are free again (`Effect::OffloadWritten`).
+    pub fn offload_written(&mut self, blocks: u32) {
+        if let Some(o) = self.offload.as_deref_mut() {
+            o.written(blocks);
+        }
     }
 
     /// Request `r` (out of the table, `req`) ended — `completed` when it produced its last

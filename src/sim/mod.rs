@@ -77,7 +77,6 @@ macro_rules! transfer {
 
 mod a2a;
 mod abort;
-mod cluster;
 mod dispatch;
 mod faults;
 mod lifecycle;
@@ -120,7 +119,6 @@ use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PrefillId};
 use crate::vocab::requests::{ChunkJob, ReqRef, Requests};
 
 pub use crate::vocab::requests::KvPoll;
-pub use cluster::{slo_floor_notes, step_time_fallbacks};
 
 /// What a run produced: the run loop's counts and the one summary built from them
 /// ([`World::run`]).
@@ -238,7 +236,7 @@ pub struct World<'a> {
 impl<'a> World<'a> {
     /// Builds the cluster of `sc`; rows stream to `sink`.
     pub fn new(sc: &'a Scenario, sink: &'a mut dyn Sink) -> Self {
-        let cluster::Cluster {
+        let crate::assemble::Cluster {
             fabric,
             prefills,
             transfer,
@@ -246,7 +244,7 @@ impl<'a> World<'a> {
             colocated,
             instances: global,
             a2a,
-        } = cluster::assemble(sc);
+        } = crate::assemble::assemble(sc);
         let prefills_len = prefills.len();
         let sampler = crate::metrics::sampler::Sampler::new(&fabric, global as usize);
         let dispatch = dispatch::Dispatch::new(sc);

@@ -149,7 +149,16 @@ impl World<'_> {
             nr.hash_ids,
             row,
         ));
-        self.abort_arrived(r, nr.client_wait_ns);
+        if let Some(a) = self.aborts.as_deref_mut() {
+            let req = self.reqs.get_mut(r).expect("just routed");
+            if let Some(at) = a.arrived(req, nr.client_wait_ns) {
+                let gone = Event::ClientDisconnected {
+                    req: r,
+                    detected: false,
+                };
+                self.q.schedule_at(at, gone);
+            }
+        }
         for core in [&mut self.prefills[p].core, &mut self.decodes[d].core] {
             core.request_routed();
         }
@@ -283,7 +292,9 @@ impl World<'_> {
             }
             let req = self.reqs.get_mut(r).expect("admitted");
             PollTimeout::Waiting.arm(&mut self.q, req, r, self.sc.sglang.waiting_timeout_ns);
-            self.abort_preallocated(r);
+            if let Some(a) = self.aborts.as_deref() {
+                a.preallocated(req, self.q.now());
+            }
         }
         self.scratch.refs = admitted;
     }
@@ -315,7 +326,8 @@ impl World<'_> {
         let now = self.q.now();
         let mut jobs = std::mem::take(&mut self.scratch.jobs);
         jobs.clear();
-        self.credit_forward(p, None);
+        let aborts = self.aborts.as_deref();
+        super::abort::credit_forward(aborts, &self.prefills[p], None, &mut self.reqs);
         self.prefills[p].step_done(now, &mut self.reqs, &mut jobs);
         for &job in &jobs {
             if job.last && self.store.present() {
@@ -529,7 +541,11 @@ impl World<'_> {
         message: &str,
     ) {
         let now = self.q.now();
-        self.abort_released(r, outcome);
+        if let Some(a) = self.aborts.as_deref_mut()
+            && let Some(req) = self.reqs.get(r)
+        {
+            a.released(req, outcome, now);
+        }
         // Out of flight at once (nothing below finds it), but worked on in its slot.
         if !self.reqs.retire(r) {
             panic!(

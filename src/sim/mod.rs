@@ -229,8 +229,9 @@ pub struct World<'a> {
     /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
     /// drain timeout ends there when it is past the last event).
     materialized_ns: Nanos,
-    /// Client disconnects and aborts (`abort.rs`), when the scenario models them.
-    aborts: Option<Box<abort::AbortState>>,
+    /// Client disconnects and aborts, when the scenario models them: the observer
+    /// (`metrics::aborts`) that `abort.rs` tells what sglang's rules (`sglang::abort`) decided.
+    aborts: Option<Box<crate::metrics::aborts::Aborts>>,
 }
 
 impl<'a> World<'a> {
@@ -289,7 +290,7 @@ impl<'a> World<'a> {
             materialized_ns: 0,
             aborts: sc
                 .aborts
-                .map(|a| Box::new(abort::AbortState::new(a, sc.seed))),
+                .map(|a| Box::new(crate::metrics::aborts::Aborts::new(a, sc.seed))),
         };
         w.set_decode_coalescing(true);
         w
@@ -416,7 +417,7 @@ impl<'a> World<'a> {
             .with_router(self.router_decisions())
             .with_kv_store(self.kv_store_summary())
             .with_speculative(self.speculative_summary())
-            .with_aborts(self.abort_summary())
+            .with_aborts(self.aborts.as_deref().map(|a| a.summary(self.q.now())))
             .with_sessions(self.session_summary())
     }
 

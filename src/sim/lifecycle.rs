@@ -100,7 +100,7 @@ impl World<'_> {
             // Every instance of a role is down: the router has nowhere to send it.
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
-            super::sessions::tag_row(&mut row, &nr);
+            nr.tag_row(&mut row);
             row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
@@ -137,7 +137,7 @@ impl World<'_> {
             nr.output_tokens,
         );
         row.bootstrap_room = room;
-        super::sessions::tag_row(&mut row, &nr);
+        nr.tag_row(&mut row);
         if self.offloads && !nr.answer.is_empty() {
             self.answer_ids.insert(id, nr.answer);
         }
@@ -658,7 +658,7 @@ impl World<'_> {
         let Some((ci, _)) = self.router.pick(prompt, now) else {
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
-            super::sessions::tag_row(&mut row, &nr);
+            nr.tag_row(&mut row);
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
             row.error_kind = Some(ErrorKind::PeerLost);
@@ -683,7 +683,7 @@ impl World<'_> {
             nr.input_tokens,
             nr.output_tokens,
         );
-        super::sessions::tag_row(&mut row, &nr);
+        nr.tag_row(&mut row);
         server.core.request_arrived();
         let fits = crate::sglang::tokenizer::check_colocated(
             id,

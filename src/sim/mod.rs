@@ -196,7 +196,8 @@ pub struct World<'a> {
     /// The blocks each request in flight's output completes, by request id, when a decode
     /// offloads (a trace's derived table, or a session's own ids).
     answer_ids: std::collections::BTreeMap<u64, Vec<u64>>,
-    /// Per turn index, the session turns' sums (`sim::sessions`).
+    /// The sessions' observer: per turn index, the session turns' sums (`sim::sessions`
+    /// feeds it every written row).
     turn_stats: crate::metrics::sessions::TurnStats,
     source: Generator,
     arrivals_done: bool,
@@ -418,7 +419,7 @@ impl<'a> World<'a> {
             .with_kv_store(self.kv_store_summary())
             .with_speculative(self.speculative_summary())
             .with_aborts(self.aborts.as_deref().map(|a| a.summary(self.q.now())))
-            .with_sessions(self.session_summary())
+            .with_sessions(self.turn_stats.summary_of(self.source.sessions.as_mut()))
     }
 
     /// [`World::run`], calling `progress(simulated ns, events, arrivals)` every 65,536 events (the CLI

@@ -49,7 +49,9 @@ impl World<'_> {
         if !self.decodes[d].core.alive() {
             return;
         }
-        let k = self.dispatch.instance_of(super::dispatch::DECODE, d.idx());
+        let k = self
+            .dispatch
+            .instance_of(crate::sglang::dp::DECODE, d.idx());
         self.router.decode_died_unseen(k);
         self.crash(CoreRef::Decode(d), CrashCause::Exception(e));
         self.router.arm_health_check(&mut self.q);

@@ -5,6 +5,7 @@
 use crate::engine::Nanos;
 use crate::layout::{RequestId, Verdict};
 use crate::sglang::decode::id_list;
+use crate::sglang::dp::{DECODE, FRONT};
 use crate::sglang::hicache::PrefetchRules;
 use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
@@ -118,8 +119,10 @@ impl World<'_> {
         // The router chose instances; their DP controllers choose the ranks.
         let room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
         let (pi, di) = (
-            self.pick_rank(super::dispatch::FRONT, pi, room),
-            self.pick_rank(super::dispatch::DECODE, di, room),
+            self.dispatch
+                .pick_rank(FRONT, pi, room, now, served!(self, FRONT)),
+            self.dispatch
+                .pick_rank(DECODE, di, room, now, served!(self, DECODE)),
         );
         let (p, d) = (PrefillId::from(pi), DecodeId::from(di));
         // The decode's coalesced steps are left for later: routing changes nothing a run or its
@@ -632,13 +635,17 @@ impl World<'_> {
 
     /// Tells the router prefill `p`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_prefill(&mut self, p: PrefillId) {
-        let (k, load) = self.server_load(super::dispatch::FRONT, p.idx());
+        let (k, load) = self
+            .dispatch
+            .server_load(FRONT, p.idx(), served!(self, FRONT));
         self.router.set_prefill(k, load);
     }
 
     /// Tells the router decode `d`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_decode(&mut self, d: DecodeId) {
-        let (k, load) = self.server_load(super::dispatch::DECODE, d.idx());
+        let (k, load) = self
+            .dispatch
+            .server_load(DECODE, d.idx(), served!(self, DECODE));
         self.router.set_decode(k, load);
     }
 }
@@ -672,7 +679,9 @@ impl World<'_> {
             self.turn_ended(&row);
             return;
         };
-        let ci = self.pick_rank(super::dispatch::FRONT, ci, 0);
+        let ci = self
+            .dispatch
+            .pick_rank(FRONT, ci, 0, now, served!(self, FRONT));
         let c = ColocatedId::from(ci);
         let server = &mut self.colocated[c];
         let instance = server.core.instance;
@@ -766,7 +775,9 @@ impl World<'_> {
 
     /// Tells the router server `c`'s load (`None` while down).
     pub(super) fn sync_colocated(&mut self, c: ColocatedId) {
-        let (k, load) = self.instance_load(super::dispatch::FRONT, c.idx());
+        let (k, load) = self
+            .dispatch
+            .instance_load(FRONT, c.idx(), served!(self, FRONT));
         self.router.set_prefill(k, load);
     }
 

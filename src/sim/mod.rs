@@ -75,6 +75,14 @@ macro_rules! transfer {
     }};
 }
 
+/// The `(alive, outstanding)` of each server on `$side` of the router as a closure over
+/// `World` `$w`'s server tables (`dispatch::server_state`), for `sglang::dp::Dispatch`.
+macro_rules! served {
+    ($w:expr, $side:expr) => {
+        |i| crate::sim::dispatch::server_state(&$w.prefills, &$w.decodes, &$w.colocated, $side, i)
+    };
+}
+
 mod a2a;
 mod abort;
 mod dispatch;
@@ -225,8 +233,9 @@ pub struct World<'a> {
     /// The shared Mooncake Store (`[kv_store]`) and its clients' reads and writes on the
     /// fabric (`sglang::mooncake_store`; `store.rs` routes to it).
     store: crate::sglang::mooncake_store::MooncakeStore,
-    /// Instances and their DP controllers (`dispatch.rs`).
-    dispatch: dispatch::Dispatch,
+    /// Instances and their DP controllers (`sglang::dp::Dispatch`; `dispatch.rs` reads the
+    /// servers for it).
+    dispatch: crate::sglang::dp::Dispatch,
     /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
     /// drain timeout ends there when it is past the last event).
     materialized_ns: Nanos,
@@ -249,7 +258,7 @@ impl<'a> World<'a> {
         } = crate::assemble::assemble(sc);
         let prefills_len = prefills.len();
         let sampler = crate::metrics::sampler::Sampler::new(&fabric, global as usize);
-        let dispatch = dispatch::Dispatch::new(sc);
+        let dispatch = crate::sglang::dp::Dispatch::new(sc);
         let offloads = decodes.iter().any(|d| d.offload.is_some());
         let mut w = Self {
             sc,

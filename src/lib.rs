@@ -45,7 +45,10 @@
 //! (`router.rs`), tokenizer limits (`tokenizer.rs`), first contact (`decode/faults.rs`), the
 //! poll timeouts (`transfer.rs`), the Mooncake Store's operations on the fabric
 //! (`mooncake_store.rs`, with its own context and effects). `sim::World` routes events, applies outcomes and drains the
-//! wake set (`docs/architecture.md` §1, §7, §8).
+//! wake set (`docs/architecture.md` §1, §7, §8). Bookkeeping that only watches — what aborts
+//! cost, the sessions' turns, the per-second sampler — is an observer in `metrics/` that
+//! `World` tells what happened (`metrics::aborts::Aborts`, `metrics::sessions::TurnStats`,
+//! `metrics::sampler::Sampler`); `assemble/` builds the cluster `World` runs.
 
 pub mod api;
 pub mod app;

@@ -3,14 +3,18 @@
 //!
 //! The shared vocabulary every component speaks — typed ids, the closed `Event` set, the
 //! request table — is `crate::vocab`, below every component. `World` (this file and the
-//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `store`, `a2a`, `dispatch` and
-//! `sampler`) sits above the components and is the only place where one component's outcome
-//! reaches another: a component never calls another component. It holds no sglang rule: it
-//! routes each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`), a component's
-//! own context (`transfer_cx!` for the transfer workers) or the part it needs, and applies the
-//! typed outcome it returns (a crash's failures and flows, a rejection) or the effects it
-//! pushed, in their order, right after the call (`transfer!`, `World::apply_effects`);
-//! handlers mark a `Wake` set that `World` drains after every event, in ascending order.
+//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `store`, `a2a`, `speculative`,
+//! `abort`, `sessions` and `sampler`) sits above the components and is the only place where
+//! one component's outcome reaches another: a component never calls another component. It
+//! holds no sglang rule: it routes each event to its component, hands it a
+//! `crate::sglang::Ctx` (`ctx!`), a component's own context (`transfer_cx!` for the transfer
+//! workers) or the part it needs, and applies the typed outcome it returns (a crash's failures
+//! and flows, a rejection) or the effects it pushed, in their order, right after the call
+//! (`transfer!`, `World::apply_effects`); handlers mark a `Wake` set that `World` drains after
+//! every event, in ascending order. What only watches is an observer in `crate::metrics` that
+//! `World` tells what happened: the aborts' costs (`metrics::aborts::Aborts`), the sessions'
+//! turns (`metrics::sessions::TurnStats`), the per-second sampler (`metrics::sampler`). The
+//! cluster it runs is built by `crate::assemble`.
 //!
 //! A decode step is one event for its whole batch: per-token figures derive from step times,
 //! never from a loop over tokens.

@@ -113,12 +113,7 @@ impl World<'_> {
             );
             // The open second counts when the window is still open (a run cut short).
             let busy_tick = if now <= end {
-                core.tick.busy_ns as f64
-                    + if core.busy {
-                        (now - core.tick.busy_since) as f64
-                    } else {
-                        0.0
-                    }
+                core.busy_in_open_second(now)
             } else {
                 0.0
             };
@@ -159,9 +154,7 @@ impl World<'_> {
                     &mut self.colocated,
                     c,
                 );
-                if core.busy {
-                    core.tick.busy_to(now);
-                }
+                let tick = core.close_second(now);
                 let nic_bytes = core
                     .nics
                     .iter()
@@ -178,14 +171,13 @@ impl World<'_> {
                     queued,
                     pages_used: core.pages.used(),
                     pages_total: core.pages.total(),
-                    arrivals: core.tick.arrivals,
-                    tokens: core.tick.tokens,
-                    busy_ns: core.tick.busy_ns,
+                    arrivals: tick.arrivals,
+                    tokens: tick.tokens,
+                    busy_ns: tick.busy_ns,
                     nic_bytes,
                     nic_bytes_per_s: nic_bytes_per_s * core.nics.len() as f64,
                 };
                 let row = self.sampler.instance_row(&second, in_window);
-                core.tick.next_second();
                 self.sink.timeseries(&row)?;
             }
             self.sampler.link_rows(&self.fabric, self.sink)?;

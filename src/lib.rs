@@ -29,8 +29,9 @@
 //!
 //! ## Layers
 //! Folders are floors and imports only run down (`docs/architecture.md` §1):
-//! `{cli, api} → app → {plan, diagnose, scenario} → sim → sglang → {compute, workload, metrics,
-//! config} → {layout, fabric} → {vocab, spec, engine}`. `config` — the checked configuration — embeds
+//! `{cli, api} → app → {plan, diagnose, scenario} → sim → assemble → sglang → {compute,
+//! workload, metrics, config} → {layout, fabric} → {vocab, spec, engine}` (`assemble` builds the
+//! cluster `sim` runs). `config` — the checked configuration — embeds
 //! compiled layout plans and fabric parameters, so it sits above `layout` and `fabric`, not at
 //! the bottom. `vocab` is the ground floor's shared words (ids, events, the request table,
 //! `Outcome` / `ErrorKind`). `report` reads metrics and holds the results schema
@@ -44,10 +45,14 @@
 //! (`router.rs`), tokenizer limits (`tokenizer.rs`), first contact (`decode/faults.rs`), the
 //! poll timeouts (`transfer.rs`), the Mooncake Store's operations on the fabric
 //! (`mooncake_store.rs`, with its own context and effects). `sim::World` routes events, applies outcomes and drains the
-//! wake set (`docs/architecture.md` §1, §7, §8).
+//! wake set (`docs/architecture.md` §1, §7, §8). Bookkeeping that only watches — what aborts
+//! cost, the sessions' turns, the per-second sampler — is an observer in `metrics/` that
+//! `World` tells what happened (`metrics::aborts::Aborts`, `metrics::sessions::TurnStats`,
+//! `metrics::sampler::Sampler`); `assemble/` builds the cluster `World` runs.
 
 pub mod api;
 pub mod app;
+pub mod assemble;
 pub mod cli;
 pub mod compute;
 pub mod config;

@@ -302,7 +302,7 @@ fn require_slo(args: &PlanRequest, sc: &Scenario) -> Result<(), CliError> {
     }
     // A target below what the base deployment can ever give: said before the search, which
     // will find no point meeting it there.
-    for n in crate::sim::slo_floor_notes(sc) {
+    for n in crate::assemble::slo_floor_notes(sc) {
         super::sweep::note(&format!("warning: {n}"));
     }
     Ok(())

@@ -85,7 +85,11 @@ pub fn run(args: &RunRequest) -> Result<RunOutput, CliError> {
     // Warnings print under -q too (stderr): they change what the results mean (a
     // calibration measured elsewhere extrapolates every step time), and -q only quiets
     // progress and the summary (issue 40).
-    for n in sc.notes.iter().chain(&crate::sim::slo_floor_notes(&sc)) {
+    for n in sc
+        .notes
+        .iter()
+        .chain(&crate::assemble::slo_floor_notes(&sc))
+    {
         super::sweep::note(&format!("warning: {n}"));
     }
     let format = if args.png {
@@ -268,7 +272,7 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
             profiled.join(", ")
         );
     }
-    let lacking = crate::sim::step_time_fallbacks(sc);
+    let lacking = crate::assemble::step_time_fallbacks(sc);
     if !lacking.is_empty() {
         let _ = write!(
             ctx.setup,
@@ -662,7 +666,7 @@ fn write_run_json(
         scenario,
         instances,
         step_times: crate::spec::calibration::describe(&sc.calibration, &sc.compute, &sc.gpu),
-        step_time_fallbacks: crate::sim::step_time_fallbacks(sc),
+        step_time_fallbacks: crate::assemble::step_time_fallbacks(sc),
         host: HostFacts {
             wall_s: wall,
             events_per_s: events as f64 / wall.max(1e-9),

@@ -2,11 +2,183 @@
 //! prefill work they wasted, and the pages they held for nothing, per side (present only when
 //! the scenario models aborts: `[workload.client_timeout]`, `router.abort_propagation`, or a
 //! trace whose rows give `timeout_s`).
+//!
+//! [`Aborts`] is the observer `sim::World` tells of each step of a request's abort path
+//! (`docs/sglang-pd.md` §21): it draws each client's deadline at routing, keeps each
+//! request's [`AbortTrack`] and the [`AbortBook`]. sglang's rules — when a disconnect is
+//! seen, where a request is, whether decode frees it, whether a prefill failure orphans the
+//! decode leg — are `sglang::abort`'s; `World` applies them and tells this observer what
+//! they decided. Nothing here runs unless the scenario models aborts.
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::aborts::{AbortParams, Deadline, DecodeQueueAbort};
 use crate::engine::{NS_PER_S, Nanos};
-use crate::vocab::abort::AbortStage;
+use crate::vocab::Outcome;
+use crate::vocab::abort::{AbortStage, AbortTrack};
+use crate::vocab::requests::{Req, ReqRef, Requests};
+use crate::workload::timeout::DeadlineSampler;
+
+/// The run's aborts: the scenario's parameters, the clients' deadline sampler and the book
+/// that reports them (`summary.json` `aborts`).
+pub struct Aborts {
+    params: AbortParams,
+    deadlines: Option<DeadlineSampler>,
+    book: AbortBook,
+}
+
+impl Aborts {
+    /// The aborts of a run with `params`, deadlines drawn from `seed`'s stream.
+    pub fn new(params: AbortParams, seed: u64) -> Self {
+        Self {
+            deadlines: params.client_timeout.map(|d| DeadlineSampler::new(d, seed)),
+            params,
+            book: AbortBook::default(),
+        }
+    }
+
+    /// The scenario's abort parameters (the rules `World` applies read them).
+    #[inline]
+    pub fn params(&self) -> &AbortParams {
+        &self.params
+    }
+
+    /// `req` was routed: its client's deadline (`own_wait_ns`, a trace row's `timeout_s`,
+    /// else one drawn from `[workload.client_timeout]`) is set and its track begun. Returns
+    /// when its client disconnects, ns (absolute; `None`: it waits for ever).
+    pub fn arrived(&mut self, req: &mut Req, own_wait_ns: Option<Nanos>) -> Option<Nanos> {
+        let mut track = AbortTrack::default();
+        // The draw is made even for a row with its own deadline, so the rows without one get
+        // the same draws whichever rows carry theirs.
+        let drawn = self.deadlines.as_mut().map(|s| s.next_wait_ns());
+        let at = own_wait_ns
+            .or(drawn)
+            .map(|wait| req.row.arrival_ns.saturating_add(wait));
+        track.deadline_ns = at;
+        req.abort = Some(Box::new(track));
+        at
+    }
+
+    /// Decode preallocated `req`'s pages at `now`.
+    #[inline]
+    pub fn preallocated(&self, req: &mut Req, now: Nanos) {
+        if let Some(a) = req.abort.as_deref_mut() {
+            a.decode_alloc_ns = Some(now);
+        }
+    }
+
+    /// `req`'s client disconnected at `now`: from now on it is doomed.
+    pub fn disconnected(&mut self, req: &mut Req, now: Nanos) {
+        self.book.disconnected();
+        let a = req.abort.as_deref_mut().expect("tracked at arrival");
+        a.doomed_ns.get_or_insert(now);
+    }
+
+    /// The servers aborted `req` at `stage`; `leaked`: decode drops it without giving its
+    /// pages back (`sglang::abort::decode_releases` said no).
+    pub fn aborted(&mut self, req: &mut Req, stage: AbortStage, leaked: bool) {
+        self.book.aborted(stage);
+        if leaked {
+            req.abort
+                .as_deref_mut()
+                .expect("tracked at arrival")
+                .decode_leaked = true;
+        }
+    }
+
+    /// A prefill forward of `batch` (each request with its tokens) took `gpu_ns` GPU-ns (its
+    /// time times the instance's GPUs): each request in it (only `only`, when given) is
+    /// credited its tokens and its token share of that time.
+    pub fn credit_forward(
+        &self,
+        batch: &[(ReqRef, u32)],
+        gpu_ns: f64,
+        only: Option<ReqRef>,
+        reqs: &mut Requests,
+    ) {
+        let total: u64 = batch.iter().map(|&(_, n)| u64::from(n)).sum();
+        if total == 0 {
+            return;
+        }
+        for &(r, n) in batch {
+            if only.is_some_and(|o| o != r) {
+                continue;
+            }
+            if let Some(a) = reqs.get_mut(r).and_then(|q| q.abort.as_deref_mut()) {
+                a.prefill_tokens += u64::from(n);
+                a.prefill_gpu_ns += gpu_ns * f64::from(n) / total as f64;
+            }
+        }
+    }
+
+    /// `req` is about to end with `outcome` at `now`: if it was doomed, the pages it still
+    /// holds on each side are counted as held for nothing until now; an aborted request's
+    /// prefill work is counted as wasted.
+    pub fn released(&mut self, req: &Req, outcome: Outcome, now: Nanos) {
+        let Some(a) = req.abort.as_deref() else {
+            return;
+        };
+        let book = &mut self.book;
+        if outcome == Outcome::Aborted {
+            book.wasted(a.prefill_tokens, a.prefill_gpu_ns);
+        }
+        let Some(doomed) = a.doomed_ns else {
+            return;
+        };
+        if req.prefill_holds() {
+            let alloc = req.row.prefill_start_ns.unwrap_or(now);
+            book.prefill_released(req.on_prefill.pages.len(), alloc, doomed, now);
+        }
+        if req.decode_allocated && a.decode_leaked {
+            book.leaked(req.on_decode.pages.len() as u64, now);
+        } else if req.decode_allocated {
+            let alloc = a.decode_alloc_ns.unwrap_or(now);
+            book.decode_released(req.on_decode.pages.len(), alloc, doomed, now);
+        }
+    }
+
+    /// `req`'s prefill side failed at `now` with `message` and gave back what it held, while
+    /// its decode side keeps it (`decode_waits`): an orphan, doomed from now.
+    pub fn orphaned(&mut self, req: &mut Req, message: &str, now: Nanos) {
+        self.book.orphaned(message);
+        let a = req.abort.as_deref_mut().expect("tracked at arrival");
+        a.prefill_released = true;
+        a.doomed_ns.get_or_insert(now);
+    }
+
+    /// `summary.json` `aborts` at `now`.
+    pub fn summary(&self, now: Nanos) -> AbortSummary {
+        let p = &self.params;
+        self.book.summary(
+            p.propagation.as_str().to_string(),
+            deadline_words(p),
+            p.decode_queue == DecodeQueueAbort::Leak,
+            now,
+        )
+    }
+}
+
+/// The run's client deadlines in words, for the summary (`None`: clients wait for ever).
+fn deadline_words(p: &AbortParams) -> Option<String> {
+    let drawn = p.client_timeout.map(describe);
+    if !p.trace_deadlines {
+        return drawn;
+    }
+    let own = "each trace row's timeout_s";
+    Some(match drawn {
+        Some(d) => format!("{own}; rows without one: {d}"),
+        None => format!("{own}; rows without one wait for ever"),
+    })
+}
+
+/// A deadline in words, for the summary.
+fn describe(d: Deadline) -> String {
+    match d {
+        Deadline::Fixed(ns) => format!("fixed {} s", ns as f64 / NS_PER_S as f64),
+        Deadline::Exponential { mean_s } => format!("exponential, mean {mean_s} s"),
+        Deadline::Lognormal { mean_s, cv } => format!("lognormal, mean {mean_s} s, cv {cv}"),
+    }
+}
 
 /// `summary.json` `aborts`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -118,8 +290,8 @@ impl Side {
     }
 }
 
-/// What the run's aborts cost, as the run reports them: an observer the simulation tells of
-/// each disconnect, abort, orphan, wasted prefill and held or leaked page (`sim::abort`).
+/// What the run's aborts cost, as the run reports them: the sums [`Aborts`] keeps of each
+/// disconnect, abort, orphan, wasted prefill and held or leaked page.
 #[derive(Default, Debug)]
 pub struct AbortBook {
     disconnected: u64,

@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::Nanos;
 use crate::vocab::{Outcome, RequestRow};
+use crate::workload::sessions::{SessionBook, TurnEnd, TurnTag};
 
 /// Turn indexes with their own row in [`SessionSummary::by_turn`]; the last row holds every
 /// turn from `BY_TURN_ROWS − 1` on.
@@ -22,13 +24,50 @@ struct TurnAcc {
     cached_tokens: u64,
 }
 
-/// Per turn index, the requests' sums, fed by every session turn's end.
+/// Per turn index, the requests' sums, fed by every session turn's end: the sessions'
+/// observer, which also tells the workload's conversations how each turn ended.
 #[derive(Clone, Debug, Default)]
 pub struct TurnStats {
     by_turn: Vec<TurnAcc>,
 }
 
 impl TurnStats {
+    /// A request's row was written at `now`: if it is a session's turn, its sums are kept and
+    /// its session in `book` learns how it ended (as the client saw it: `finish_ns` is the
+    /// client's time). Returns the session and when its next turn is due, ns (before
+    /// `until_ns`, the run's duration), for the caller to schedule; `None` for a row of no
+    /// session or a session that ends.
+    #[inline]
+    pub fn row_written(
+        &mut self,
+        row: &RequestRow,
+        now: Nanos,
+        until_ns: Nanos,
+        book: Option<&mut SessionBook>,
+    ) -> Option<(u64, Nanos)> {
+        let (Some(session), Some(turn)) = (row.session_id, row.turn) else {
+            return None;
+        };
+        self.record(row);
+        let how = match row.outcome {
+            Outcome::Completed | Outcome::Corrupted => TurnEnd::Completed,
+            // A client that gave up on its turn (disconnected) ends its conversation, as a
+            // failed turn does: it has no answer to continue from.
+            Outcome::Failed | Outcome::Aborted => TurnEnd::Failed,
+            Outcome::Unfinished => TurnEnd::Unfinished,
+        };
+        let end = row.finish_ns.unwrap_or(now);
+        let at = book?.turn_ended(TurnTag { session, turn }, how, end, until_ns)?;
+        Some((session, at))
+    }
+
+    /// `summary.json` `sessions`, when the workload has sessions (`book`, closed here).
+    pub fn summary_of(&self, book: Option<&mut SessionBook>) -> Option<SessionSummary> {
+        let book = book?;
+        book.finish();
+        Some(self.summary(&book.counts))
+    }
+
     /// A turn's row is written.
     pub fn record(&mut self, row: &RequestRow) {
         let Some(turn) = row.turn else { return };

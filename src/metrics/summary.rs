@@ -368,6 +368,23 @@ pub struct PoolGauges {
 }
 
 impl PoolGauges {
+    /// Pool `p`'s figures before any integral is added: its name, role and sizes.
+    pub fn of_pool(p: &crate::config::Pool) -> Self {
+        Self {
+            pool: p.name.clone(),
+            role: Some(p.role),
+            instances: p.instances,
+            servers: p.servers(),
+            gpus: p.instances * p.server.tp_size,
+            // Per server, as sglang caps each DP rank.
+            batch_cap: p
+                .server
+                .max_running_requests
+                .map(|m| (m / p.parallel.dp_ranks()).max(1)),
+            ..Default::default()
+        }
+    }
+
     /// Whether a decode pool's waiting requests waited for request rows more often than for
     /// pages: sglang's decode shares `--max-running-requests` rows between the running batch
     /// and the requests preallocated or in transfer (`DecodeReqToTokenPool`,

@@ -1,4 +1,5 @@
-//! sglang's abort path in PD, as rules `sim::abort` applies (`docs/sglang-pd.md` §21).
+//! sglang's abort path in PD, as rules `sim::abort` applies (`docs/sglang-pd.md` §21); what
+//! aborts cost is kept by the observer `metrics::aborts::Aborts`.
 //!
 //! - **Noticing the disconnect.** The client's connection closes; sgl-model-gateway's PD
 //!   router drops the dual-dispatch future that holds both legs (`pd_router.rs`

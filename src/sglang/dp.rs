@@ -33,8 +33,10 @@
 
 use std::collections::VecDeque;
 
+use crate::config::{Role, Scenario};
 use crate::engine::Nanos;
 use crate::fabric::GpuId;
+use crate::sglang::router::Router;
 use crate::spec::server::LoadBalanceMethod;
 
 /// `--load-watch-interval`'s default (0.1 s), ns: how often the ranks' loads reach the
@@ -158,6 +160,164 @@ pub fn rank_gpus(gpus: &[GpuId], dp: u32) -> Vec<Vec<GpuId>> {
     let dp = dp.max(1) as usize;
     let per = (gpus.len() / dp).max(1);
     gpus.chunks(per).map(<[GpuId]>::to_vec).collect()
+}
+
+/// One side of the router (prefill or colocated servers; decode servers): which instance
+/// each server belongs to, and each instance's servers and controller.
+#[derive(Default)]
+struct Groups {
+    /// Instance of each server.
+    of: Vec<usize>,
+    /// First server of each instance.
+    first: Vec<usize>,
+    /// DP ranks (servers) of each instance.
+    ranks: Vec<u32>,
+    /// Each instance's DP controller.
+    ctl: Vec<DpController>,
+}
+
+/// The two-level dispatch of a request: the router picks an instance (`sglang::router`), the
+/// instance's DP controller ([`DpController`]) picks its rank. Without DP attention an
+/// instance is one server and the second level is the identity. The router's sides:
+/// `[prefill or colocated, decode]`, each server numbered per side in pool order.
+#[derive(Default)]
+pub struct Dispatch {
+    sides: [Groups; 2],
+}
+
+/// Which side: prefill or colocated servers.
+pub const FRONT: usize = 0;
+/// Which side: decode servers.
+pub const DECODE: usize = 1;
+
+impl Dispatch {
+    /// The groups of `sc`'s pools, servers numbered per side in pool order as `World::new`
+    /// creates them (`assemble`).
+    pub fn new(sc: &Scenario) -> Self {
+        let mut d = Self::default();
+        for pool in &sc.pools {
+            let (side, mode) = match pool.role {
+                Role::Prefill => (FRONT, Mode::Prefill),
+                Role::Decode => (DECODE, Mode::Decode),
+                Role::Colocated => (FRONT, Mode::Plain),
+            };
+            let ranks = pool.parallel.dp_ranks();
+            let rule = resolve(pool.parallel.load_balance_method, mode);
+            let g = &mut d.sides[side];
+            for _ in 0..pool.instances {
+                let k = g.first.len();
+                g.first.push(g.of.len());
+                g.ranks.push(ranks);
+                g.ctl.push(DpController::new(rule, ranks));
+                g.of.extend(std::iter::repeat_n(k, ranks as usize));
+            }
+        }
+        d
+    }
+
+    /// Instances on `side` (what the router chooses among).
+    fn instances(&self, side: usize) -> usize {
+        self.sides[side].first.len()
+    }
+
+    /// The router over the instances (its DP controllers pick the ranks). A colocated
+    /// cluster's router picks one server: its "prefill" side is the servers, its "decode"
+    /// side a single always-live placeholder.
+    pub fn router(&self, sc: &Scenario, colocated: bool) -> Router {
+        let decodes = if colocated { 1 } else { self.instances(DECODE) };
+        let mut params = sc.router;
+        if colocated && params.decode == crate::config::RouterPolicy::CacheAware {
+            // The placeholder needs no tree (and draws nothing, as before).
+            params.decode = crate::config::RouterPolicy::LeastLoaded;
+        }
+        Router::new(params, sc.seed, self.instances(FRONT), decodes)
+    }
+
+    /// The instance of server `server` on `side`.
+    pub fn instance_of(&self, side: usize, server: usize) -> usize {
+        self.sides[side].of[server]
+    }
+
+    /// The instance of server `server` on `side` when it is the instance's only server (no
+    /// DP attention: the instance's load is the server's).
+    #[inline]
+    fn sole_instance_of(&self, side: usize, server: usize) -> Option<usize> {
+        let g = &self.sides[side];
+        let k = g.of[server];
+        (g.ranks[k] == 1).then_some(k)
+    }
+
+    /// The servers of instance `k` on `side`.
+    fn servers(&self, side: usize, k: usize) -> std::ops::Range<usize> {
+        let g = &self.sides[side];
+        g.first[k]..g.first[k] + g.ranks[k] as usize
+    }
+
+    /// The load the router sees for the instance of server `server` on `side`: its live
+    /// ranks' outstanding requests, `None` when every rank is down (`state(i)`: whether
+    /// server `i` of the side is alive, and its outstanding requests). Returns the instance
+    /// too.
+    pub fn instance_load(
+        &self,
+        side: usize,
+        server: usize,
+        state: impl Fn(usize) -> (bool, u32),
+    ) -> (usize, Option<u32>) {
+        let k = self.instance_of(side, server);
+        let mut load = None;
+        for i in self.servers(side, k) {
+            let (alive, n) = state(i);
+            if alive {
+                load = Some(load.unwrap_or(0) + n);
+            }
+        }
+        (k, load)
+    }
+
+    /// [`Dispatch::instance_load`] of server `server`'s instance, without the walk over its
+    /// ranks when the server is the whole instance (no DP attention).
+    #[inline]
+    pub fn server_load(
+        &self,
+        side: usize,
+        server: usize,
+        state: impl Fn(usize) -> (bool, u32),
+    ) -> (usize, Option<u32>) {
+        match self.sole_instance_of(side, server) {
+            Some(k) => {
+                let (alive, n) = state(server);
+                (k, alive.then_some(n))
+            }
+            None => self.instance_load(side, server, state),
+        }
+    }
+
+    /// The server of instance `k` on `side` that gets a request with bootstrap room `room`
+    /// at `now`: its DP controller's rank; a rank that is down passes the request to the next
+    /// live one (sglang's instance would be down with it; pdsim's ranks crash alone).
+    /// `state` as for [`Dispatch::instance_load`].
+    pub fn pick_rank(
+        &mut self,
+        side: usize,
+        k: usize,
+        room: u64,
+        now: Nanos,
+        state: impl Fn(usize) -> (bool, u32),
+    ) -> usize {
+        let servers = self.servers(side, k);
+        let base = servers.start;
+        let n = servers.len();
+        if n == 1 {
+            // No DP attention: the instance is its server (and no controller state moves).
+            return base;
+        }
+        let loads: Vec<u32> = servers.map(|i| state(i).1).collect();
+        let rank = self.sides[side].ctl[k].dispatch(room, now, |r| loads[r as usize]) as usize;
+        (0..n)
+            .map(|j| base + (rank + j) % n)
+            .find(|&i| state(i).0)
+            .unwrap_or(base + rank)
+    }
 }
 
 #[cfg(test)]

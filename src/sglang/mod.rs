@@ -323,6 +323,30 @@ impl Core {
         self.step_key = None;
         self.tick.busy_ns += now - self.tick.busy_since;
     }
+
+    /// The second ending at `now` closes: returns its counters, the running forward's busy
+    /// time up to `now` included, and starts the next second's from 0 (the sampler's tick).
+    #[inline]
+    pub fn close_second(&mut self, now: Nanos) -> TickCounters {
+        if self.busy {
+            self.tick.busy_to(now);
+        }
+        let closed = self.tick;
+        self.tick.next_second();
+        closed
+    }
+
+    /// Nanoseconds computed in the second still open at `now`, the running forward's time
+    /// so far included (as `f64`, for the pools' busy integrals).
+    #[inline]
+    pub fn busy_in_open_second(&self, now: Nanos) -> f64 {
+        self.tick.busy_ns as f64
+            + if self.busy {
+                (now - self.tick.busy_since) as f64
+            } else {
+                0.0
+            }
+    }
 }
 
 /// Builders for the components' unit tests: a server core over a plain page pool, and requests.

@@ -6,14 +6,13 @@
 //! to the prefills in `sglang/heartbeat.rs`; the router's health check in `sglang/router.rs`.
 
 use crate::config::FaultAction;
-use crate::fabric::GpuId;
 use crate::layout::PdError;
 use crate::sglang::decode::{CrashCause, DecodeCrash};
 
 use super::World;
 use super::sampler::CoreRef;
 use crate::vocab::event::Event;
-use crate::vocab::ids::{ColocatedId, DecodeId, InstanceId, PrefillId};
+use crate::vocab::ids::{DecodeId, InstanceId, PrefillId};
 
 impl World<'_> {
     pub(super) fn on_fault(&mut self, index: usize) {
@@ -30,11 +29,12 @@ impl World<'_> {
                 instance,
                 restart_ns,
             } => {
-                match (self.colocated_of(instance), self.role_of(instance)) {
-                    (Some(c), _) => self.crash_colocated(c),
-                    (None, Ok(p)) => self.crash_prefill(p),
-                    (None, Err(d)) => self.crash_decode(d, CrashCause::Injected),
-                }
+                let c = match (self.colocated_of(instance), self.role_of(instance)) {
+                    (Some(c), _) => CoreRef::Colocated(c),
+                    (None, Ok(p)) => CoreRef::Prefill(p),
+                    (None, Err(d)) => CoreRef::Decode(d),
+                };
+                self.crash(c, CrashCause::Injected);
                 if let Some(r) = restart_ns {
                     self.q.schedule_in(r, Event::Restart { instance });
                 }
@@ -49,72 +49,76 @@ impl World<'_> {
         if !self.decodes[d].core.alive() {
             return;
         }
-        let k = self.dispatch.instance_of(super::dispatch::DECODE, d.idx());
+        let k = self
+            .dispatch
+            .instance_of(crate::sglang::dp::DECODE, d.idx());
         self.router.decode_died_unseen(k);
-        self.crash_decode(d, CrashCause::Exception(e));
+        self.crash(CoreRef::Decode(d), CrashCause::Exception(e));
         self.router.arm_health_check(&mut self.q);
     }
 
-    /// Decode `d` goes down: the flows touching it are aborted, every prefill blacklists its
-    /// sessions, every request routed to it fails as the crash says, then its state is lost
-    /// (after the failures: they leave the batch it still has).
-    fn crash_decode(&mut self, d: DecodeId, cause: CrashCause<'_>) {
-        let Some(DecodeCrash {
-            gpus,
-            ranks,
-            failure,
-        }) = self.decodes[d].crash(cause)
-        else {
-            return;
-        };
-        self.sync_decode(d);
-        self.abort_flows_touching(&gpus);
-        self.transfer.decode_down(d, ranks);
-        for r in self.reqs.matching(|q| q.decode == d) {
-            self.fail(r, failure.kind, &failure.message);
-        }
-        self.decodes[d].lose_state(&mut self.q);
-    }
-
-    /// Prefill `p` goes down with its transfer workers (their queues lost), the flows touching
-    /// it are aborted, its state is lost, and the decodes' heartbeat will declare it lost.
-    fn crash_prefill(&mut self, p: PrefillId) {
-        let Some(crash) = self.prefills[p].crash() else {
-            return;
-        };
-        self.transfer.crash(p, &mut self.q);
-        self.sync_prefill(p);
-        self.abort_flows_touching(&crash.gpus);
-        self.prefills[p].lose_state(&mut self.q);
-        self.heartbeat.prefill_down(p, &mut self.q);
-    }
-
-    /// Every flow touching `gpus` ends, failed.
-    fn abort_flows_touching(&mut self, gpus: &[GpuId]) {
-        let ended = self.fabric.abort_flows_touching(self.q.now(), gpus);
-        for end in &ended {
-            self.flow_ended(end);
-        }
-        self.fabric_sync();
-    }
-
-    /// A colocated server crashes: the rows of what it held are written, failed.
-    fn crash_colocated(&mut self, c: ColocatedId) {
-        let Some(crash) = self.colocated[c].crash(c, &mut self.q) else {
-            return;
-        };
-        self.sync_colocated(c);
-        let slo = self.slo();
-        for row in &crash.failed {
-            if let Err(e) = self
-                .collector
-                .finish(row, Some(&crash.message), slo, self.sink)
-            {
-                self.io_error.get_or_insert(e);
+    /// Instance `c` goes down of `cause` (only a decode dies of an exception), and `World`
+    /// applies what its component's crash says, in the order the outcome's doc gives:
+    /// - a decode (`DecodeCrash`): the flows touching it are aborted, every prefill blacklists
+    ///   its sessions, every request routed to it fails as the crash says, then its state is
+    ///   lost (after the failures: they leave the batch it still has);
+    /// - a prefill (`PrefillCrash`): its transfer workers go down (their queues lost), the
+    ///   flows touching it are aborted, its state is lost, and the decodes' heartbeat will
+    ///   declare it lost;
+    /// - a colocated server (`ColocatedCrash`): the rows of what it held are written, failed.
+    fn crash(&mut self, c: CoreRef, cause: CrashCause<'_>) {
+        match c {
+            CoreRef::Decode(d) => {
+                let Some(DecodeCrash {
+                    gpus,
+                    ranks,
+                    failure,
+                }) = self.decodes[d].crash(cause)
+                else {
+                    return;
+                };
+                self.sync_decode(d);
+                for end in &self.fabric.abort_flows_touching(self.q.now(), &gpus) {
+                    self.flow_ended(end);
+                }
+                self.fabric_sync();
+                self.transfer.decode_down(d, ranks);
+                for r in self.reqs.matching(|q| q.decode == d) {
+                    self.fail(r, failure.kind, &failure.message);
+                }
+                self.decodes[d].lose_state(&mut self.q);
             }
-            self.turn_ended(row);
+            CoreRef::Prefill(p) => {
+                let Some(crash) = self.prefills[p].crash() else {
+                    return;
+                };
+                self.transfer.crash(p, &mut self.q);
+                self.sync_prefill(p);
+                for end in &self.fabric.abort_flows_touching(self.q.now(), &crash.gpus) {
+                    self.flow_ended(end);
+                }
+                self.fabric_sync();
+                self.prefills[p].lose_state(&mut self.q);
+                self.heartbeat.prefill_down(p, &mut self.q);
+            }
+            CoreRef::Colocated(c) => {
+                let Some(crash) = self.colocated[c].crash(c, &mut self.q) else {
+                    return;
+                };
+                self.sync_colocated(c);
+                let slo = self.slo();
+                for row in &crash.failed {
+                    if let Err(e) = self
+                        .collector
+                        .finish(row, Some(&crash.message), slo, self.sink)
+                    {
+                        self.io_error.get_or_insert(e);
+                    }
+                    self.turn_ended(row);
+                }
+                self.observe(CoreRef::Colocated(c));
+            }
         }
-        self.observe(CoreRef::Colocated(c));
     }
 
     /// `Event::HeartbeatLost`: `_handle_node_failure` on the decodes (`sglang::heartbeat`).

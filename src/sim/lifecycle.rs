@@ -5,6 +5,7 @@
 use crate::engine::Nanos;
 use crate::layout::{RequestId, Verdict};
 use crate::sglang::decode::id_list;
+use crate::sglang::dp::{DECODE, FRONT};
 use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
 use crate::workload::sessions::TraceTurn;
@@ -99,7 +100,7 @@ impl World<'_> {
             // Every instance of a role is down: the router has nowhere to send it.
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
-            super::sessions::tag_row(&mut row, &nr);
+            nr.tag_row(&mut row);
             row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
@@ -117,8 +118,10 @@ impl World<'_> {
         // The router chose instances; their DP controllers choose the ranks.
         let room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
         let (pi, di) = (
-            self.pick_rank(super::dispatch::FRONT, pi, room),
-            self.pick_rank(super::dispatch::DECODE, di, room),
+            self.dispatch
+                .pick_rank(FRONT, pi, room, now, served!(self, FRONT)),
+            self.dispatch
+                .pick_rank(DECODE, di, room, now, served!(self, DECODE)),
         );
         let (p, d) = (PrefillId::from(pi), DecodeId::from(di));
         // The decode's coalesced steps are left for later: routing changes nothing a run or its
@@ -136,7 +139,7 @@ impl World<'_> {
             nr.output_tokens,
         );
         row.bootstrap_room = room;
-        super::sessions::tag_row(&mut row, &nr);
+        nr.tag_row(&mut row);
         if !nr.answer.is_empty() {
             self.decodes[d].remember_answer(id, nr.answer);
         }
@@ -148,7 +151,16 @@ impl World<'_> {
             nr.hash_ids,
             row,
         ));
-        self.abort_arrived(r, nr.client_wait_ns);
+        if let Some(a) = self.aborts.as_deref_mut() {
+            let req = self.reqs.get_mut(r).expect("just routed");
+            if let Some(at) = a.arrived(req, nr.client_wait_ns) {
+                let gone = Event::ClientDisconnected {
+                    req: r,
+                    detected: false,
+                };
+                self.q.schedule_at(at, gone);
+            }
+        }
         for core in [&mut self.prefills[p].core, &mut self.decodes[d].core] {
             core.request_routed();
         }
@@ -291,7 +303,9 @@ impl World<'_> {
             }
             let req = self.reqs.get_mut(r).expect("admitted");
             PollTimeout::Waiting.arm(&mut self.q, req, r, self.sc.sglang.waiting_timeout_ns);
-            self.abort_preallocated(r);
+            if let Some(a) = self.aborts.as_deref() {
+                a.preallocated(req, self.q.now());
+            }
         }
         self.scratch.refs = admitted;
     }
@@ -341,7 +355,8 @@ impl World<'_> {
         let now = self.q.now();
         let mut jobs = std::mem::take(&mut self.scratch.jobs);
         jobs.clear();
-        self.credit_forward(p, None);
+        let aborts = self.aborts.as_deref();
+        super::abort::credit_forward(aborts, &self.prefills[p], None, &mut self.reqs);
         self.prefills[p].step_done(now, &mut self.reqs, &mut jobs);
         for &job in &jobs {
             // The prefill ended: HiCache backs the prompt up to the store as its write policy
@@ -537,7 +552,11 @@ impl World<'_> {
         message: &str,
     ) {
         let now = self.q.now();
-        self.abort_released(r, outcome);
+        if let Some(a) = self.aborts.as_deref_mut()
+            && let Some(req) = self.reqs.get(r)
+        {
+            a.released(req, outcome, now);
+        }
         // Out of flight at once (nothing below finds it), but worked on in its slot.
         if !self.reqs.retire(r) {
             panic!(
@@ -621,13 +640,17 @@ impl World<'_> {
 
     /// Tells the router prefill `p`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_prefill(&mut self, p: PrefillId) {
-        let (k, load) = self.server_load(super::dispatch::FRONT, p.idx());
+        let (k, load) = self
+            .dispatch
+            .server_load(FRONT, p.idx(), served!(self, FRONT));
         self.router.set_prefill(k, load);
     }
 
     /// Tells the router decode `d`'s load (its outstanding requests; `None` while down).
     pub(super) fn sync_decode(&mut self, d: DecodeId) {
-        let (k, load) = self.server_load(super::dispatch::DECODE, d.idx());
+        let (k, load) = self
+            .dispatch
+            .server_load(DECODE, d.idx(), served!(self, DECODE));
         self.router.set_decode(k, load);
     }
 }
@@ -647,7 +670,7 @@ impl World<'_> {
         let Some((ci, _)) = self.router.pick(prompt, now) else {
             let mut row =
                 RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
-            super::sessions::tag_row(&mut row, &nr);
+            nr.tag_row(&mut row);
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
             row.error_kind = Some(ErrorKind::PeerLost);
@@ -661,7 +684,9 @@ impl World<'_> {
             self.turn_ended(&row);
             return;
         };
-        let ci = self.pick_rank(super::dispatch::FRONT, ci, 0);
+        let ci = self
+            .dispatch
+            .pick_rank(FRONT, ci, 0, now, served!(self, FRONT));
         let c = ColocatedId::from(ci);
         let server = &mut self.colocated[c];
         let instance = server.core.instance;
@@ -672,7 +697,7 @@ impl World<'_> {
             nr.input_tokens,
             nr.output_tokens,
         );
-        super::sessions::tag_row(&mut row, &nr);
+        nr.tag_row(&mut row);
         server.core.request_arrived();
         let fits = crate::sglang::tokenizer::check_colocated(
             id,
@@ -755,7 +780,9 @@ impl World<'_> {
 
     /// Tells the router server `c`'s load (`None` while down).
     pub(super) fn sync_colocated(&mut self, c: ColocatedId) {
-        let (k, load) = self.instance_load(super::dispatch::FRONT, c.idx());
+        let (k, load) = self
+            .dispatch
+            .instance_load(FRONT, c.idx(), served!(self, FRONT));
         self.router.set_prefill(k, load);
     }
 

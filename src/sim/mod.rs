@@ -3,15 +3,18 @@
 //!
 //! The shared vocabulary every component speaks — typed ids, the closed `Event` set, the
 //! request table — is `crate::vocab`, below every component. `World` (this file and the
-//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `dispatch` and `sampler`, among
-//! others) sits above the components and is the only place where one component's outcome
-//! reaches another: a component never calls another component. It holds no sglang rule: it
-//! routes each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`), a component's
-//! own context (`transfer_cx!` for the transfer workers, `store_cx!` for the Mooncake Store) or
-//! the part it needs, and applies the typed outcome it returns (a crash's failures and flows, a
-//! rejection) or the effects it pushed, in their order, right after the call (`transfer!`,
-//! `store!`, `World::apply_effects`);
-//! handlers mark a `Wake` set that `World` drains after every event, in ascending order.
+//! `impl World` blocks in `lifecycle`, `transfer`, `faults`, `abort`, `sessions` and `sampler`)
+//! sits above the components and is the only place where one component's outcome reaches
+//! another: a component never calls another component. It holds no sglang rule: it routes
+//! each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`), a component's own
+//! context (`transfer_cx!` for the transfer workers, `store_cx!` for the Mooncake Store) or
+//! the part it needs, and applies the typed outcome it returns (a crash's failures and flows,
+//! a rejection) or the effects it pushed, in their order, right after the call (`transfer!`,
+//! `store!`, `World::apply_effects`); handlers mark a `Wake` set that `World` drains after
+//! every event, in ascending order. What only watches is an observer in `crate::metrics` that
+//! `World` tells what happened: the aborts' costs (`metrics::aborts::Aborts`), the sessions'
+//! turns (`metrics::sessions::TurnStats`), the per-second sampler (`metrics::sampler`). The
+//! cluster it runs is built by `crate::assemble`.
 //!
 //! A decode step is one event for its whole batch: per-token figures derive from step times,
 //! never from a loop over tokens.
@@ -103,8 +106,15 @@ macro_rules! store {
     }};
 }
 
+/// The `(alive, outstanding)` of each server on `$side` of the router as a closure over
+/// `World` `$w`'s server tables (`dispatch::server_state`), for `sglang::dp::Dispatch`.
+macro_rules! served {
+    ($w:expr, $side:expr) => {
+        |i| crate::sim::dispatch::server_state(&$w.prefills, &$w.decodes, &$w.colocated, $side, i)
+    };
+}
+
 mod abort;
-mod cluster;
 mod dispatch;
 mod faults;
 mod lifecycle;
@@ -147,7 +157,6 @@ use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PrefillId};
 use crate::vocab::requests::{ChunkJob, ReqRef, Requests};
 
 pub use crate::vocab::requests::KvPoll;
-pub use cluster::{slo_floor_notes, step_time_fallbacks};
 
 /// What a run produced: the run loop's counts and the one summary built from them
 /// ([`World::run`]).
@@ -217,7 +226,8 @@ pub struct World<'a> {
     /// Nodes the cluster spans.
     nodes: u32,
     router: Router,
-    /// Per turn index, the session turns' sums (`sim::sessions`).
+    /// The sessions' observer: per turn index, the session turns' sums (`sim::sessions`
+    /// feeds it every written row).
     turn_stats: crate::metrics::sessions::TurnStats,
     source: Generator,
     arrivals_done: bool,
@@ -245,19 +255,21 @@ pub struct World<'a> {
     /// The shared Mooncake Store (`[kv_store]`) and its clients' reads and writes on the
     /// fabric (`sglang::mooncake_store`; called through `store!`).
     store: crate::sglang::mooncake_store::MooncakeStore,
-    /// Instances and their DP controllers (`dispatch.rs`).
-    dispatch: dispatch::Dispatch,
+    /// Instances and their DP controllers (`sglang::dp::Dispatch`; `dispatch.rs` reads the
+    /// servers for it).
+    dispatch: crate::sglang::dp::Dispatch,
     /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
     /// drain timeout ends there when it is past the last event).
     materialized_ns: Nanos,
-    /// Client disconnects and aborts (`abort.rs`), when the scenario models them.
-    aborts: Option<Box<abort::AbortState>>,
+    /// Client disconnects and aborts, when the scenario models them: the observer
+    /// (`metrics::aborts`) that `abort.rs` tells what sglang's rules (`sglang::abort`) decided.
+    aborts: Option<Box<crate::metrics::aborts::Aborts>>,
 }
 
 impl<'a> World<'a> {
     /// Builds the cluster of `sc`; rows stream to `sink`.
     pub fn new(sc: &'a Scenario, sink: &'a mut dyn Sink) -> Self {
-        let cluster::Cluster {
+        let crate::assemble::Cluster {
             fabric,
             prefills,
             transfer,
@@ -265,10 +277,10 @@ impl<'a> World<'a> {
             colocated,
             instances: global,
             a2a,
-        } = cluster::assemble(sc);
+        } = crate::assemble::assemble(sc);
         let prefills_len = prefills.len();
         let sampler = crate::metrics::sampler::Sampler::new(&fabric, global as usize);
-        let dispatch = dispatch::Dispatch::new(sc);
+        let dispatch = crate::sglang::dp::Dispatch::new(sc);
         let store = crate::sglang::mooncake_store::MooncakeStore::new(
             sc.kv_store
                 .as_ref()
@@ -309,7 +321,7 @@ impl<'a> World<'a> {
             materialized_ns: 0,
             aborts: sc
                 .aborts
-                .map(|a| Box::new(abort::AbortState::new(a, sc.seed))),
+                .map(|a| Box::new(crate::metrics::aborts::Aborts::new(a, sc.seed))),
         };
         w.set_decode_coalescing(true);
         w
@@ -413,8 +425,8 @@ impl<'a> World<'a> {
                     .filter_map(|d| Some((d.core.pool, d.spec.as_deref()?)))
                     .collect::<Vec<_>>(),
             ))
-            .with_aborts(self.abort_summary())
-            .with_sessions(self.session_summary())
+            .with_aborts(self.aborts.as_deref().map(|a| a.summary(now)))
+            .with_sessions(self.turn_stats.summary_of(self.source.sessions.as_mut()))
     }
 
     /// [`World::run`], calling `progress(simulated ns, events, arrivals)` every 65,536 events (the CLI

@@ -6,6 +6,7 @@ use crate::config::Role;
 use crate::engine::{NS_PER_S, Nanos};
 use crate::metrics::gauges::State;
 use crate::metrics::sampler::InstanceSecond;
+use crate::metrics::summary::PoolGauges;
 use crate::sglang::Core;
 use crate::sglang::colocated::ColocatedServer;
 use crate::sglang::decode::DecodeServer;
@@ -30,12 +31,7 @@ fn gauge_state(core: &Core, running: u32, queued: u32) -> State {
 impl World<'_> {
     /// Integrates instance `core_of`'s gauges up to now and takes its current state.
     pub(super) fn observe(&mut self, core_of: CoreRef) {
-        self.observe_at(core_of, self.q.now());
-    }
-
-    /// [`World::observe`] at `now`: a coalesced decode step materialized later observes at
-    /// its own end.
-    pub(super) fn observe_at(&mut self, core_of: CoreRef, now: Nanos) {
+        let now = self.q.now();
         let (core, _, running, queued) = state_of(
             &mut self.prefills,
             &mut self.decodes,
@@ -51,7 +47,7 @@ impl World<'_> {
     /// Decode `d`'s coalesced steps that end at or before `t`, in one pass: each step as
     /// [`crate::sglang::decode::DecodeServer::virtual_step`] materializes it, its tokens
     /// counted at its end and the gauges integrated to the very integers that
-    /// [`World::observe_at`] at every step end gives (the batch and queues cannot change
+    /// [`World::observe`] at every step end would give (the batch and queues cannot change
     /// inside the pass; the pages can, and the gauges are observed where they grow and at the
     /// pass's first and last step: `Gauge`'s exact integrals need no more).
     #[inline(never)]
@@ -99,42 +95,15 @@ impl World<'_> {
         self.materialized_ns = self.materialized_ns.max(last);
     }
 
-    /// Every instance, in result order.
-    pub(super) fn all_cores(&self) -> Vec<CoreRef> {
-        self.prefills
-            .ids()
-            .map(CoreRef::Prefill)
-            .chain(self.decodes.ids().map(CoreRef::Decode))
-            .chain(self.colocated.ids().map(CoreRef::Colocated))
-            .collect()
-    }
-
     /// The time integrals of every pool over the arrival window, for `summary.json` (observes
     /// every instance first). Busy time and NIC bytes are counted per simulated second (the
     /// ticks), the gauges at every step.
-    pub(crate) fn pool_gauges(&mut self) -> Vec<crate::metrics::summary::PoolGauges> {
+    pub(crate) fn pool_gauges(&mut self) -> Vec<PoolGauges> {
         let now = self.q.now();
         self.catch_up_decodes(now);
         let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
-        let mut out: Vec<crate::metrics::summary::PoolGauges> = self
-            .sc
-            .pools
-            .iter()
-            .map(|p| crate::metrics::summary::PoolGauges {
-                pool: p.name.clone(),
-                role: Some(p.role),
-                instances: p.instances,
-                servers: p.servers(),
-                gpus: p.instances * p.server.tp_size,
-                // Per server, as `sim::decode_server` caps each DP rank.
-                batch_cap: p
-                    .server
-                    .max_running_requests
-                    .map(|m| (m / p.parallel.dp_ranks()).max(1)),
-                ..Default::default()
-            })
-            .collect();
-        for c in self.all_cores() {
+        let mut out: Vec<PoolGauges> = self.sc.pools.iter().map(PoolGauges::of_pool).collect();
+        for c in all_cores(self) {
             self.observe(c);
             let (core, _, _, _) = state_of(
                 &mut self.prefills,
@@ -144,12 +113,7 @@ impl World<'_> {
             );
             // The open second counts when the window is still open (a run cut short).
             let busy_tick = if now <= end {
-                core.tick.busy_ns as f64
-                    + if core.busy {
-                        (now - core.tick.busy_since) as f64
-                    } else {
-                        0.0
-                    }
+                core.busy_in_open_second(now)
             } else {
                 0.0
             };
@@ -173,56 +137,47 @@ impl World<'_> {
         out
     }
 
-    /// The row of one instance for the second ending `now`; resets its counters.
-    fn instance_row(&mut self, core_of: CoreRef, now: Nanos) -> crate::metrics::TimeseriesRow {
-        self.observe(core_of);
-        let (core, role, running, queued) = state_of(
-            &mut self.prefills,
-            &mut self.decodes,
-            &mut self.colocated,
-            core_of,
-        );
-        if core.busy {
-            core.tick.busy_to(now);
-        }
-        let nic_bytes = core
-            .nics
-            .iter()
-            .map(|&n| {
-                let (tx, rx) = self.fabric.nic_bytes(n);
-                if role == Role::Prefill { tx } else { rx }
-            })
-            .sum();
-        let second = InstanceSecond {
-            instance: core.instance.0,
-            pool: &self.sc.pools[core.pool.idx()].name,
-            role,
-            running,
-            queued,
-            pages_used: core.pages.used(),
-            pages_total: core.pages.total(),
-            arrivals: core.tick.arrivals,
-            tokens: core.tick.tokens,
-            busy_ns: core.tick.busy_ns,
-            nic_bytes,
-            nic_bytes_per_s: self.sc.fabric.topology.nic_bytes_per_ns
-                * NS_PER_S as f64
-                * core.nics.len() as f64,
-        };
-        let in_window = now <= self.collector.window_end_ns.unwrap_or(Nanos::MAX);
-        let row = self.sampler.instance_row(&second, in_window);
-        core.tick.next_second();
-        row
-    }
-
     pub(super) fn on_tick(&mut self) -> std::io::Result<()> {
         let now = self.q.now();
         // The second's rows read every decode's counters: its coalesced steps up to now first.
         self.catch_up_decodes(now);
         if now > 0 {
             self.fabric.settle_all(now);
-            for c in self.all_cores() {
-                let row = self.instance_row(c, now);
+            let in_window = now <= self.collector.window_end_ns.unwrap_or(Nanos::MAX);
+            let nic_bytes_per_s = self.sc.fabric.topology.nic_bytes_per_ns * NS_PER_S as f64;
+            // Each instance's row of the second ending now; its counters reset.
+            for c in all_cores(self) {
+                self.observe(c);
+                let (core, role, running, queued) = state_of(
+                    &mut self.prefills,
+                    &mut self.decodes,
+                    &mut self.colocated,
+                    c,
+                );
+                let tick = core.close_second(now);
+                let nic_bytes = core
+                    .nics
+                    .iter()
+                    .map(|&n| {
+                        let (tx, rx) = self.fabric.nic_bytes(n);
+                        if role == Role::Prefill { tx } else { rx }
+                    })
+                    .sum();
+                let second = InstanceSecond {
+                    instance: core.instance.0,
+                    pool: &self.sc.pools[core.pool.idx()].name,
+                    role,
+                    running,
+                    queued,
+                    pages_used: core.pages.used(),
+                    pages_total: core.pages.total(),
+                    arrivals: tick.arrivals,
+                    tokens: tick.tokens,
+                    busy_ns: tick.busy_ns,
+                    nic_bytes,
+                    nic_bytes_per_s: nic_bytes_per_s * core.nics.len() as f64,
+                };
+                let row = self.sampler.instance_row(&second, in_window);
                 self.sink.timeseries(&row)?;
             }
             self.sampler.link_rows(&self.fabric, self.sink)?;
@@ -233,6 +188,16 @@ impl World<'_> {
         }
         Ok(())
     }
+}
+
+/// Every instance, in result order.
+fn all_cores(w: &World<'_>) -> Vec<CoreRef> {
+    w.prefills
+        .ids()
+        .map(CoreRef::Prefill)
+        .chain(w.decodes.ids().map(CoreRef::Decode))
+        .chain(w.colocated.ids().map(CoreRef::Colocated))
+        .collect()
 }
 
 /// An instance's core, role, running batch and queue (a free function over the three server

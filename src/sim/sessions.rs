@@ -1,14 +1,12 @@
 //! Conversations as `World` routes them (`workload::sessions`, `docs/sglang-pd.md` §23): every
-//! session turn's end goes back to the workload, which may make the next turn due a think time
-//! later (`Event::TurnDue`); a trace's session rows go to the workload as they are read
-//! (`Generator::stream_row`, which says what to schedule). Runs without sessions never reach
-//! this file past one `Option` test per request end.
+//! written row goes to the sessions' observer (`metrics::sessions::TurnStats`), which keeps
+//! the per-turn sums and tells the workload how the turn ended; the workload may make the next
+//! turn due a think time later (`Event::TurnDue`, scheduled here). A trace's session rows go
+//! to the workload as they are read (`Generator::stream_row`, which says what to schedule).
+//! Runs without sessions never reach this file past one `Option` test per request end.
 
-use crate::engine::Nanos;
+use crate::vocab::RequestRow;
 use crate::vocab::event::Event;
-use crate::vocab::{Outcome, RequestRow};
-use crate::workload::NewRequest;
-use crate::workload::sessions::{TurnEnd, TurnTag};
 
 use super::World;
 
@@ -38,43 +36,17 @@ impl World<'_> {
         self.arrive(nr);
     }
 
-    /// A request's row was written: if it is a session's turn, its session learns how it
-    /// ended (as the client saw it: `finish_ns` is the client's time) and its next turn may
-    /// become due.
+    /// A request's row was written: the sessions' observer hears it (`TurnStats::row_written`)
+    /// and, if the row ended a turn whose session goes on, its next turn is scheduled.
     pub(super) fn turn_ended(&mut self, row: &RequestRow) {
-        let (Some(session), Some(turn)) = (row.session_id, row.turn) else {
+        // Most rows are of no session: one test, as before the observer.
+        if row.session_id.is_none() {
             return;
-        };
-        self.turn_stats.record(row);
-        let how = match row.outcome {
-            Outcome::Completed | Outcome::Corrupted => TurnEnd::Completed,
-            // A client that gave up on its turn (disconnected) ends its conversation, as a
-            // failed turn does: it has no answer to continue from.
-            Outcome::Failed | Outcome::Aborted => TurnEnd::Failed,
-            Outcome::Unfinished => TurnEnd::Unfinished,
-        };
-        let end: Nanos = row.finish_ns.unwrap_or_else(|| self.q.now());
-        let until = self.sc.duration_ns;
-        let Some(book) = self.source.sessions.as_mut() else {
-            return;
-        };
-        if let Some(at) = book.turn_ended(TurnTag { session, turn }, how, end, until) {
+        }
+        let (now, until) = (self.q.now(), self.sc.duration_ns);
+        let book = self.source.sessions.as_mut();
+        if let Some((session, at)) = self.turn_stats.row_written(row, now, until, book) {
             self.q.schedule_at(at, Event::TurnDue { session });
         }
-    }
-
-    /// The sessions' figures (`summary.json` `sessions`), when the workload has sessions.
-    pub(super) fn session_summary(&mut self) -> Option<crate::metrics::sessions::SessionSummary> {
-        let book = self.source.sessions.as_mut()?;
-        book.finish();
-        Some(self.turn_stats.summary(&book.counts))
-    }
-}
-
-/// What a request of `nr` writes in its row's session columns.
-pub(super) fn tag_row(row: &mut RequestRow, nr: &NewRequest) {
-    if let Some(t) = nr.session {
-        row.session_id = Some(t.session);
-        row.turn = Some(t.turn);
     }
 }

@@ -37,6 +37,17 @@ pub struct NewRequest {
     pub client_wait_ns: Option<Nanos>,
 }
 
+impl NewRequest {
+    /// What a request of this one writes in its row's session columns.
+    #[inline]
+    pub fn tag_row(&self, row: &mut crate::vocab::RequestRow) {
+        if let Some(t) = self.session {
+            row.session_id = Some(t.session);
+            row.turn = Some(t.turn);
+        }
+    }
+}
+
 /// Where requests come from.
 // One per run: boxing the larger variant would buy nothing.
 #[allow(clippy::large_enum_variant)]

@@ -1,7 +1,8 @@
 //! Cluster assembly: every server of every pool built from the checked scenario — its step
 //! model (composed once per pool), KV pool, radix cache and speculative state — placed on the
-//! fabric's GPUs, and the prefills' transfer workers wired to the decodes. `World` runs what
-//! this builds; nothing here runs.
+//! fabric's GPUs, and the prefills' transfer workers wired to the decodes. `sim::World` runs
+//! what this builds; nothing here runs. A room of its own, above the components and below
+//! `sim`, so building a cluster and running it are read apart (`docs/architecture.md` §1).
 
 use std::sync::Arc;
 
@@ -15,19 +16,26 @@ use crate::sglang::prefill::PrefillServer;
 use crate::sglang::prefix_cache::PrefixCache;
 use crate::sglang::transfer::{DecodeEndpoint, PrefillSide, TransferWorkers, session_port};
 use crate::sglang::{Core, CoreSpec};
+use crate::vocab::flow::FlowTag;
 use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PoolId, PrefillId};
 
-use super::Fabric;
 use crate::config::Pool;
 use crate::sglang::speculative::{SpecDecode, SpecPrefill};
 
+/// The fabric as the simulator runs it: each flow tagged with its owner ([`FlowTag`]).
+type Fabric = crate::fabric::Fabric<FlowTag>;
+
 /// The servers of a scenario, placed and wired.
-pub(super) struct Cluster {
+pub struct Cluster {
+    /// The fabric, every GPU's NIC and link placed.
     pub fabric: Fabric,
+    /// The prefill servers, global instance numbers first.
     pub prefills: IdVec<PrefillId, PrefillServer>,
     /// Every prefill's transfer workers, wired to the decodes.
     pub transfer: TransferWorkers,
+    /// The decode servers, numbered after the prefills.
     pub decodes: IdVec<DecodeId, DecodeServer>,
+    /// Plain sglang servers (a colocated scenario has only these).
     pub colocated: IdVec<ColocatedId, ColocatedServer>,
     /// Servers built (global instance numbers `0..instances`; a DP rank is one).
     pub instances: u32,
@@ -37,7 +45,7 @@ pub(super) struct Cluster {
 
 /// Builds every server of `sc`, in pool order (prefill pools first), global instance numbers
 /// in that order.
-pub(super) fn assemble(sc: &Scenario) -> Cluster {
+pub fn assemble(sc: &Scenario) -> Cluster {
     let placement = &sc.placement;
     let fabric = build_fabric(sc);
     let mut prefills = IdVec::default();
@@ -185,11 +193,7 @@ fn build_fabric(sc: &Scenario) -> Fabric {
 /// The step-time model of one server of `pool`: the whole instance, or one DP rank of an
 /// instance with DP attention / expert parallelism (its routed experts priced over the
 /// instance by `compute::moe`, its all-to-all over NVLink and the NICs).
-pub(super) fn step_model(
-    sc: &Scenario,
-    pool: &crate::config::Pool,
-    ic: &Interconnect,
-) -> StepModel {
+fn step_model(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> StepModel {
     let mut m = step_model_of(sc, pool, ic);
     // sglang sizes its CUDA graphs by the whole server's TP, DP ranks included.
     m.set_graph_max_bs(crate::spec::server::cuda_graph_max_bs(
@@ -459,7 +463,7 @@ fn draft_model(sc: &Scenario, pool: &Pool, ic: &Interconnect) -> Option<crate::c
 }
 
 /// A decode server's speculative state, if its pool runs speculative decoding.
-pub(super) fn decode_state(
+fn decode_state(
     sc: &Scenario,
     pool: &Pool,
     ic: &Interconnect,
@@ -482,10 +486,6 @@ pub(super) fn decode_state(
 }
 
 /// A prefill server's speculative state (its draft prefill), if its pool runs it.
-pub(super) fn prefill_state(
-    sc: &Scenario,
-    pool: &Pool,
-    ic: &Interconnect,
-) -> Option<Box<SpecPrefill>> {
+fn prefill_state(sc: &Scenario, pool: &Pool, ic: &Interconnect) -> Option<Box<SpecPrefill>> {
     draft_model(sc, pool, ic).map(|d| Box::new(SpecPrefill::new(d)))
 }

@@ -3,8 +3,6 @@
 //! request (`docs/sglang-pd.md` §2–§3).
 
 use crate::engine::Nanos;
-use crate::layout::{RequestId, Verdict};
-use crate::sglang::decode::id_list;
 use crate::sglang::hicache::PrefetchRules;
 use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
@@ -150,9 +148,8 @@ impl World<'_> {
             row,
         ));
         self.abort_arrived(r, nr.client_wait_ns);
-        for core in [&mut self.prefills[p].core, &mut self.decodes[d].core] {
-            core.request_routed();
-        }
+        self.prefills[p].request_routed();
+        self.decodes[d].request_routed();
         self.sync_prefill(p);
         self.sync_decode(d);
         let (pc, dc) = (&self.prefills[p].core, &self.decodes[d].core);
@@ -386,10 +383,7 @@ impl World<'_> {
         if output == 1 {
             req.row.decode_start_ns.get_or_insert(now);
         }
-        // From now on decode reads these bytes: the oracle checks they are the request's own.
-        if let Some(mem) = self.decodes[d].core.pages.oracle() {
-            mem.landed(RequestId(id));
-        }
+        self.decodes[d].kv_landed(id);
         if output == 1 {
             self.complete(r);
             return;
@@ -420,7 +414,7 @@ impl World<'_> {
         }
         for &r in &retracted {
             let p = self.reqs.get(r).expect("retracted, not ended").prefill;
-            self.prefills[p].core.request_returned();
+            self.prefills[p].request_returned();
             self.sync_prefill(p);
         }
         self.scratch.refs = retracted;
@@ -550,39 +544,7 @@ impl World<'_> {
         let req = self.reqs.retired_mut(r);
         // Unless its transfer concluded or it was orphaned (`abort.rs`) first.
         let released_prefill = self.prefills[p].let_go(req);
-        let dec = &mut self.decodes[d];
-        let completed = outcome == Outcome::Completed;
-        dec.request_ended(d, (req, r), completed, &mut self.wake);
-        let mut outcome = outcome;
-        if let Some((v, by)) = req.corrupted_earlier.take().map(|b| *b) {
-            req.row.victims = v;
-            req.row.corrupted_by = by;
-            if outcome == Outcome::Completed {
-                outcome = Outcome::Corrupted;
-            }
-        }
-        // A request decode drops from its waiting queue without freeing it (sglang before
-        // PR #9817) keeps its pages taken for the rest of the run.
-        let leaked = req.abort.as_deref().is_some_and(|a| a.decode_leaked);
-        if req.decode_allocated
-            && !leaked
-            && let Some(mut report) = dec.core.pages.free(r.id, &req.on_decode)
-        {
-            if outcome != Outcome::Completed {
-                // A request that never decoded is nobody's victim of its own unfinished
-                // transfer; the requests its writes hit stay named.
-                let me = RequestId(r.id);
-                report.victims.retain(|&v| v != me);
-                report.corrupted_by.retain(|&v| v != me);
-            }
-            req.row.victims = id_list(&report.victims);
-            req.row.corrupted_by = id_list(&report.corrupted_by);
-            if outcome == Outcome::Completed && matches!(report.verdict, Verdict::Corrupted { .. })
-            {
-                outcome = Outcome::Corrupted;
-            }
-        }
-        dec.core.request_done();
+        let outcome = self.decodes[d].request_ended(d, (req, r), outcome, &mut self.wake);
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
         req.row.error_kind = kind;
@@ -668,13 +630,7 @@ impl World<'_> {
             nr.output_tokens,
         );
         super::sessions::tag_row(&mut row, &nr);
-        server.core.request_arrived();
-        let fits = crate::sglang::tokenizer::check_colocated(
-            id,
-            (nr.input_tokens, nr.output_tokens),
-            &server.core,
-        );
-        if let Err(rejected) = fits {
+        if let Err(rejected) = server.admit(id, (nr.input_tokens, nr.output_tokens)) {
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
             row.error_kind = Some(rejected.kind());

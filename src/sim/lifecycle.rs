@@ -6,7 +6,6 @@ use crate::engine::Nanos;
 use crate::sglang::hicache::PrefetchRules;
 use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
-use crate::workload::sessions::TraceTurn;
 
 use super::World;
 use super::sampler::CoreRef;
@@ -15,70 +14,20 @@ use crate::vocab::ids::{ColocatedId, DecodeId, InstanceId, PrefillId};
 use crate::vocab::requests::{KvPoll, Req, ReqRef};
 
 impl World<'_> {
-    pub(super) fn schedule_next_arrival(&mut self) {
-        let more = self
-            .sc
-            .max_requests
-            .is_none_or(|m| self.source.produced() < m);
-        let now = self.q.now();
-        if !more {
-            self.arrivals_stopped(now);
-            return;
-        }
-        // Peek by generating: the request is kept until its arrival event.
-        let Some(next) = self.source.next_request() else {
-            self.arrivals_stopped(now);
-            return;
-        };
-        if next.arrival_ns >= self.sc.duration_ns {
-            self.source.never_arrived(&next);
-            self.arrivals_stopped(self.sc.duration_ns);
-            return;
-        }
-        // A trace session's later turn is not the stream's: it is due when its predecessor
-        // ended, or waits for it (`workload::sessions`), and the stream reads on.
-        let next = match self.source.stream_row(next, self.sc.duration_ns) {
-            TraceTurn::Start(nr) => nr,
-            TraceTurn::Due(session, at) => {
-                self.q.schedule_at(at, Event::TurnDue { session });
-                self.schedule_next_arrival();
-                return;
-            }
-            TraceTurn::Held => {
-                self.schedule_next_arrival();
-                return;
-            }
-        };
-        self.q.schedule_at(next.arrival_ns, Event::Arrival);
-        self.pending_arrival = Some(next);
-    }
-
-    /// Arrivals are over: the arrival window ends at `end_ns` (the duration, or the last
-    /// arrival when `max_requests` or the trace ended them first).
-    fn arrivals_stopped(&mut self, end_ns: crate::engine::Nanos) {
-        self.arrivals_done = true;
-        self.collector.window_end_ns = Some(end_ns);
-    }
-
-    /// The router picks a prefill and a decode instance; decode's first contact with the
-    /// prefill checks page size and KV dtype; the request enters decode's prealloc queue.
+    /// The scheduled arrival is due: the request drawn for it arrives (unless the request
+    /// budget filled meanwhile), and the next one is drawn (`workload::feed`).
     pub(super) fn on_arrival(&mut self) {
-        let nr = self.pending_arrival.take().expect("an arrival was drawn");
-        // A session start drawn while the budget had room may find it filled by later turns
-        // that arrived in between (issue 40: 10 → 11): it never arrives, and the stream ends.
-        // Without sessions every arrival is the stream's and this cannot happen.
-        if self
-            .sc
-            .max_requests
-            .is_some_and(|m| self.collector.counts.arrived >= m)
-        {
-            self.source.never_arrived(&nr);
-            let now = self.q.now();
-            self.arrivals_stopped(now);
-            return;
+        let limits = (self.sc.max_requests, self.sc.duration_ns);
+        let arrived = self.collector.counts.arrived;
+        let (nr, stopped) = self
+            .feed
+            .arrival_due(&mut self.source, &mut self.q, arrived, limits);
+        if stopped.is_some() {
+            self.collector.window_end_ns = stopped;
         }
-        self.schedule_next_arrival();
-        self.arrive(nr);
+        if let Some(nr) = nr {
+            self.arrive(nr);
+        }
     }
 
     /// Request `nr` arrives at the router now (the stream's next, or a session's turn).

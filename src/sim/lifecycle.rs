@@ -45,21 +45,10 @@ impl World<'_> {
         };
         let Some((pi, di)) = self.router.pick(prompt, now) else {
             // Every instance of a role is down: the router has nowhere to send it.
-            let mut row =
-                RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
-            super::sessions::tag_row(&mut row, &nr);
+            let mut row = unroutable(id, &nr, now);
             row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
-            row.finish_ns = Some(now);
-            row.outcome = Outcome::Failed;
-            row.error_kind = Some(ErrorKind::PeerLost);
             let msg = "No live prefill or decode instance to route the request to";
-            if let Err(e) = self
-                .collector
-                .finish(&row, Some(msg), self.slo(), self.sink)
-            {
-                self.io_error.get_or_insert(e);
-            }
-            self.turn_ended(&row);
+            self.write_row(&row, Some(msg));
             return;
         };
         // The router chose instances; their DP controllers choose the ranks.
@@ -118,7 +107,7 @@ impl World<'_> {
         // server dies (`sglang::decode::faults`).
         if let Err(e) = self.decodes[d].ensure_prefill_info(self.transfer.plan(p, d)) {
             self.catch_up_decode(d, now);
-            self.fail_with(r, &e);
+            self.fail(r, e.kind, &e.message);
             self.server_died(d, &e);
             return;
         }
@@ -455,9 +444,13 @@ impl World<'_> {
         self.end(r, Outcome::Failed, Some(kind), message);
     }
 
-    /// [`World::fail`] with one of sglang's typed errors.
-    pub(super) fn fail_with(&mut self, r: ReqRef, e: &crate::layout::PdError) {
-        self.fail(r, e.kind, &e.message);
+    /// A row that never entered the request table (refused at the router or by the server, or
+    /// a colocated server's) is written, and its session hears of its end.
+    pub(super) fn write_row(&mut self, row: &RequestRow, message: Option<&str>) {
+        if let Err(e) = self.collector.finish(row, message, self.slo(), self.sink) {
+            self.io_error.get_or_insert(e);
+        }
+        self.turn_ended(row);
     }
 
     /// A request reaches its outcome: it gives back what it holds on both instances, its
@@ -489,7 +482,7 @@ impl World<'_> {
             self.q.cancel(k);
         }
         self.touch_decode(d);
-        let (slo, path) = (self.slo(), self.first_token_path_ns());
+        let (slo, path) = (self.slo(), first_token_path_ns(self.sc));
         let req = self.reqs.retired_mut(r);
         // Unless its transfer concluded or it was orphaned (`abort.rs`) first.
         let released_prefill = self.prefills[p].let_go(req);
@@ -551,20 +544,8 @@ impl World<'_> {
             input_tokens: nr.input_tokens,
         };
         let Some((ci, _)) = self.router.pick(prompt, now) else {
-            let mut row =
-                RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
-            super::sessions::tag_row(&mut row, &nr);
-            row.finish_ns = Some(now);
-            row.outcome = Outcome::Failed;
-            row.error_kind = Some(ErrorKind::PeerLost);
-            let msg = "No live server to route the request to";
-            if let Err(e) = self
-                .collector
-                .finish(&row, Some(msg), self.slo(), self.sink)
-            {
-                self.io_error.get_or_insert(e);
-            }
-            self.turn_ended(&row);
+            let row = unroutable(id, &nr, now);
+            self.write_row(&row, Some("No live server to route the request to"));
             return;
         };
         let ci = self.pick_rank(super::dispatch::FRONT, ci, 0);
@@ -583,14 +564,7 @@ impl World<'_> {
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
             row.error_kind = Some(rejected.kind());
-            let msg = rejected.to_string();
-            if let Err(e) = self
-                .collector
-                .finish(&row, Some(&msg), self.slo(), self.sink)
-            {
-                self.io_error.get_or_insert(e);
-            }
-            self.turn_ended(&row);
+            self.write_row(&row, Some(&rejected.to_string()));
             return;
         }
         // The scheduler has it once the server's tokenizer manager is done with it.
@@ -616,20 +590,6 @@ impl World<'_> {
         self.observe(CoreRef::Colocated(c));
     }
 
-    /// What the client sees: every output token reaches it `first_token_path_s` after the
-    /// server produced it (detokenizer, tokenizer manager, HTTP), so the first token and the
-    /// end of a request that completes shift by that much and the intervals between tokens do
-    /// not. A request that fails ends when the server fails it (a crash drops the connection at
-    /// once); a first token still on its way then is never seen after that end.
-    fn client_clock(&self, row: &mut RequestRow) {
-        client_clock(self.first_token_path_ns(), row);
-    }
-
-    /// `first_token_path_s` in ns.
-    fn first_token_path_ns(&self) -> crate::engine::Nanos {
-        crate::engine::ns_from_secs_ceil(self.sc.compute.first_token_path_s)
-    }
-
     /// A mixed step ended: record its tokens, end the requests that finished, start the next.
     pub(super) fn on_colocated_step_done(&mut self, c: ColocatedId) {
         let now = self.q.now();
@@ -639,14 +599,11 @@ impl World<'_> {
         for input in out.first_token_inputs {
             self.collector.prompt_done(now, input);
         }
-        let slo = self.slo();
+        let path = first_token_path_ns(self.sc);
         for mut row in out.finished {
             row.outcome = Outcome::Completed;
-            self.client_clock(&mut row);
-            if let Err(e) = self.collector.finish(&row, None, slo, self.sink) {
-                self.io_error.get_or_insert(e);
-            }
-            self.turn_ended(&row);
+            client_clock(path, &mut row);
+            self.write_row(&row, None);
         }
         self.sync_colocated(c);
         self.colocated[c].try_step(c, &mut self.q);
@@ -665,7 +622,28 @@ impl World<'_> {
     }
 }
 
-/// [`World::client_clock`] with the path, ns, given (`row` shifted as the client sees it).
+/// A request that arrived at `now` and that the router had nowhere to send: it fails there
+/// (`PeerLost`).
+fn unroutable(id: u64, nr: &crate::workload::NewRequest, now: Nanos) -> RequestRow {
+    let mut row = RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
+    super::sessions::tag_row(&mut row, nr);
+    row.finish_ns = Some(now);
+    row.outcome = Outcome::Failed;
+    row.error_kind = Some(ErrorKind::PeerLost);
+    row
+}
+
+/// `compute.first_token_path_s` in ns.
+fn first_token_path_ns(sc: &crate::config::Scenario) -> Nanos {
+    crate::engine::ns_from_secs_ceil(sc.compute.first_token_path_s)
+}
+
+/// What the client sees of `row`, with the server-to-client path `path` ns: every output
+/// token reaches it that long after the server produced it (detokenizer, tokenizer manager,
+/// HTTP), so the first token and the end of a request that completes shift by that much and
+/// the intervals between tokens do not. A request that fails ends when the server fails it (a
+/// crash drops the connection at once); a first token still on its way then is never seen
+/// after that end.
 fn client_clock(path: crate::engine::Nanos, row: &mut RequestRow) {
     let Some(first) = row.first_token_ns else {
         return;

@@ -204,6 +204,38 @@ fn keyed_error(
     suffix: &str,
 ) -> ScenarioError {
     let mut key = contract_key(&e.path().to_string(), text, table);
+    // An error inside `workload.arrival`'s nested tables is reported at `workload.arrival`:
+    // find the key it is at by reading them alone, and keep the outer error's line.
+    let outer_line = toml_error(text, path, e.inner(), suffix).line;
+    let e = match (key == "workload.arrival")
+        .then(|| nested_arrival_error(text, table))
+        .flatten()
+    {
+        Some((prefix, value, inner)) => {
+            let sub = inner.path().to_string();
+            key = match sub.as_str() {
+                // Still inside a tagged enum (a rate profile's shape): a value of the wrong
+                // type is named by the one field that holds it.
+                "" | "?" | "." => match field_of_wrong_type(&value, inner.inner().message()) {
+                    Some(field) => format!("{prefix}.{field}"),
+                    None => prefix,
+                },
+                s if s.starts_with('[') => format!("{prefix}{s}"),
+                s => format!("{prefix}.{s}"),
+            };
+            inner
+        }
+        None => {
+            // A tagged enum's own field of the wrong type (`workload.arrival.rate_per_s`,
+            // `workload.input_tokens.mean`) comes back at the enum's key too.
+            if let Some(field) = value_at(text, table, &key)
+                .and_then(|v| field_of_wrong_type(&v, e.inner().message()))
+            {
+                key = format!("{key}.{field}");
+            }
+            e
+        }
+    };
     // A missing field has no path of its own: name it under its table.
     if let Some(field) = e
         .inner()
@@ -218,6 +250,7 @@ fn keyed_error(
         };
     }
     let mut err = toml_error(text, path, e.inner(), suffix);
+    err.line = err.line.or(outer_line);
     if let Some(hint) = did_you_mean(e.inner().message()) {
         err.message = format!(
             "{}; did you mean `{hint}`?{suffix}",
@@ -229,6 +262,88 @@ fn keyed_error(
     }
     err.key = key;
     err
+}
+
+/// serde reads an internally tagged enum (`workload.arrival`, tagged by `process`) from a
+/// buffer, which hides the path below it: an error in its nested tables (`rate_profile`,
+/// itself tagged by `shape`, and `steps`) comes back at `workload.arrival`. Each is read
+/// alone again here; the first that fails gives its key (`workload.arrival.rate_profile`,
+/// `workload.arrival.steps`) and the error below it.
+fn nested_arrival_error(
+    text: &str,
+    table: Option<&toml::Table>,
+) -> Option<(
+    String,
+    toml::Value,
+    serde_path_to_error::Error<toml::de::Error>,
+)> {
+    let parsed;
+    let root = match table {
+        Some(t) => t,
+        None => {
+            parsed = parse_table(text).ok()?;
+            &parsed
+        }
+    };
+    let arrival = root.get("workload")?.get("arrival")?;
+    if let Some(p) = arrival.get("rate_profile")
+        && let Err(e) = serde_path_to_error::deserialize::<_, file::RateProfileSection>(p.clone())
+    {
+        return Some(("workload.arrival.rate_profile".to_string(), p.clone(), e));
+    }
+    if let Some(s) = arrival.get("steps")
+        && let Err(e) = serde_path_to_error::deserialize::<_, Vec<file::RateStep>>(s.clone())
+    {
+        return Some(("workload.arrival.steps".to_string(), s.clone(), e));
+    }
+    None
+}
+
+/// The value at dotted `key` of `table` (the scenario after `--set`), or, without one, of
+/// `text` parsed (`None` when absent, or when `key` names an array element).
+fn value_at(text: &str, table: Option<&toml::Table>, key: &str) -> Option<toml::Value> {
+    if key.is_empty() || key.contains('[') {
+        return None;
+    }
+    let parsed;
+    let root = match table {
+        Some(t) => t,
+        None => {
+            parsed = parse_table(text).ok()?;
+            &parsed
+        }
+    };
+    let mut segs = key.split('.');
+    let mut v = root.get(segs.next()?)?;
+    for seg in segs {
+        v = v.get(seg)?;
+    }
+    Some(v.clone())
+}
+
+/// For serde's "invalid type: string \"x\", expected f64" about a field of `table` it cannot
+/// name, the one field whose value is that one (`None` when none or several are).
+fn field_of_wrong_type(table: &toml::Value, message: &str) -> Option<String> {
+    let given = message
+        .strip_prefix("invalid type: ")?
+        .split_once(", expected")?
+        .0;
+    let mut found = table.as_table()?.iter().filter(|(_, v)| {
+        let shown = match v {
+            toml::Value::String(s) => format!("string {s:?}"),
+            toml::Value::Integer(i) => format!("integer `{i}`"),
+            toml::Value::Float(f) => format!("floating point `{f}`"),
+            toml::Value::Boolean(b) => format!("boolean `{b}`"),
+            toml::Value::Array(_) => "sequence".to_string(),
+            toml::Value::Table(_) => "map".to_string(),
+            toml::Value::Datetime(_) => return false,
+        };
+        shown == given
+    });
+    match (found.next(), found.next()) {
+        (Some((k, _)), None) => Some(k.clone()),
+        _ => None,
+    }
 }
 
 /// For serde's "unknown field `x`, expected one of `a`, `b`" (or variant), the valid name

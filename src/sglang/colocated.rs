@@ -206,6 +206,19 @@ impl ColocatedServer {
         self.live
     }
 
+    /// Request `id` of `input` prompt and `output` output tokens was routed here: it counts in
+    /// this second's arrivals, and it is rejected up front when its prompt and output can never
+    /// fit in the KV pool, as sglang's tokenizer manager rejects it
+    /// (`sglang::tokenizer::check_colocated`).
+    pub fn admit(
+        &mut self,
+        id: u64,
+        (input, output): (u32, u32),
+    ) -> Result<(), super::tokenizer::Rejection> {
+        self.core.request_arrived();
+        super::tokenizer::check_colocated(id, (input, output), &self.core)
+    }
+
     /// A routed request joins the waiting queue; the scheduler may admit it from `ready_ns`
     /// (when the tokenizer manager hands it over: requests become ready in arrival order).
     pub fn arrive(&mut self, row: RequestRow, ready_ns: Nanos) {

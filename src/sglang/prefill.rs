@@ -351,6 +351,20 @@ impl PrefillServer {
         }
     }
 
+    /// A request was routed here: it counts in least-loaded routing until it is done here,
+    /// and in this second's arrivals.
+    #[inline]
+    pub fn request_routed(&mut self) {
+        self.core.request_routed();
+    }
+
+    /// A decode retracted a request of this prefill: the prefill computes it again, and it
+    /// counts here again until it is done.
+    #[inline]
+    pub fn request_returned(&mut self) {
+        self.core.request_returned();
+    }
+
     /// The transfer of `req` concluded (`conclude_transfer(Success)`: its sender is
     /// `Success`, `sglang::transfer`): the prefill frees its side; with `holdback` its HTTP
     /// response goes at its event loop's next turn, after the running forward.

@@ -3,12 +3,9 @@
 //! request (`docs/sglang-pd.md` §2–§3).
 
 use crate::engine::Nanos;
-use crate::layout::{RequestId, Verdict};
-use crate::sglang::decode::id_list;
 use crate::sglang::dp::{DECODE, FRONT};
 use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
-use crate::workload::sessions::TraceTurn;
 
 use super::World;
 use super::sampler::CoreRef;
@@ -17,70 +14,20 @@ use crate::vocab::ids::{ColocatedId, DecodeId, InstanceId, PrefillId};
 use crate::vocab::requests::{KvPoll, Req, ReqRef};
 
 impl World<'_> {
-    pub(super) fn schedule_next_arrival(&mut self) {
-        let more = self
-            .sc
-            .max_requests
-            .is_none_or(|m| self.source.produced() < m);
-        let now = self.q.now();
-        if !more {
-            self.arrivals_stopped(now);
-            return;
-        }
-        // Peek by generating: the request is kept until its arrival event.
-        let Some(next) = self.source.next_request() else {
-            self.arrivals_stopped(now);
-            return;
-        };
-        if next.arrival_ns >= self.sc.duration_ns {
-            self.source.never_arrived(&next);
-            self.arrivals_stopped(self.sc.duration_ns);
-            return;
-        }
-        // A trace session's later turn is not the stream's: it is due when its predecessor
-        // ended, or waits for it (`workload::sessions`), and the stream reads on.
-        let next = match self.source.stream_row(next, self.sc.duration_ns) {
-            TraceTurn::Start(nr) => nr,
-            TraceTurn::Due(session, at) => {
-                self.q.schedule_at(at, Event::TurnDue { session });
-                self.schedule_next_arrival();
-                return;
-            }
-            TraceTurn::Held => {
-                self.schedule_next_arrival();
-                return;
-            }
-        };
-        self.q.schedule_at(next.arrival_ns, Event::Arrival);
-        self.pending_arrival = Some(next);
-    }
-
-    /// Arrivals are over: the arrival window ends at `end_ns` (the duration, or the last
-    /// arrival when `max_requests` or the trace ended them first).
-    fn arrivals_stopped(&mut self, end_ns: crate::engine::Nanos) {
-        self.arrivals_done = true;
-        self.collector.window_end_ns = Some(end_ns);
-    }
-
-    /// The router picks a prefill and a decode instance; decode's first contact with the
-    /// prefill checks page size and KV dtype; the request enters decode's prealloc queue.
+    /// The scheduled arrival is due: the request drawn for it arrives (unless the request
+    /// budget filled meanwhile), and the next one is drawn (`workload::feed`).
     pub(super) fn on_arrival(&mut self) {
-        let nr = self.pending_arrival.take().expect("an arrival was drawn");
-        // A session start drawn while the budget had room may find it filled by later turns
-        // that arrived in between (issue 40: 10 → 11): it never arrives, and the stream ends.
-        // Without sessions every arrival is the stream's and this cannot happen.
-        if self
-            .sc
-            .max_requests
-            .is_some_and(|m| self.collector.counts.arrived >= m)
-        {
-            self.source.never_arrived(&nr);
-            let now = self.q.now();
-            self.arrivals_stopped(now);
-            return;
+        let limits = (self.sc.max_requests, self.sc.duration_ns);
+        let arrived = self.collector.counts.arrived;
+        let (nr, stopped) = self
+            .feed
+            .arrival_due(&mut self.source, &mut self.q, arrived, limits);
+        if stopped.is_some() {
+            self.collector.window_end_ns = stopped;
         }
-        self.schedule_next_arrival();
-        self.arrive(nr);
+        if let Some(nr) = nr {
+            self.arrive(nr);
+        }
     }
 
     /// Request `nr` arrives at the router now (the stream's next, or a session's turn).
@@ -98,21 +45,10 @@ impl World<'_> {
         };
         let Some((pi, di)) = self.router.pick(prompt, now) else {
             // Every instance of a role is down: the router has nowhere to send it.
-            let mut row =
-                RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
-            nr.tag_row(&mut row);
+            let mut row = unroutable(id, &nr, now);
             row.bootstrap_room = crate::sglang::transfer::bootstrap_room(self.sc.seed, id);
-            row.finish_ns = Some(now);
-            row.outcome = Outcome::Failed;
-            row.error_kind = Some(ErrorKind::PeerLost);
             let msg = "No live prefill or decode instance to route the request to";
-            if let Err(e) = self
-                .collector
-                .finish(&row, Some(msg), self.slo(), self.sink)
-            {
-                self.io_error.get_or_insert(e);
-            }
-            self.turn_ended(&row);
+            self.write_row(&row, Some(msg));
             return;
         };
         // The router chose instances; their DP controllers choose the ranks.
@@ -161,9 +97,8 @@ impl World<'_> {
                 self.q.schedule_at(at, gone);
             }
         }
-        for core in [&mut self.prefills[p].core, &mut self.decodes[d].core] {
-            core.request_routed();
-        }
+        self.prefills[p].request_routed();
+        self.decodes[d].request_routed();
         self.sync_prefill(p);
         self.sync_decode(d);
         let (pc, dc) = (&self.prefills[p].core, &self.decodes[d].core);
@@ -183,7 +118,7 @@ impl World<'_> {
         // server dies (`sglang::decode::faults`).
         if let Err(e) = self.decodes[d].ensure_prefill_info(self.transfer.plan(p, d)) {
             self.catch_up_decode(d, now);
-            self.fail_with(r, &e);
+            self.fail(r, e.kind, &e.message);
             self.server_died(d, &e);
             return;
         }
@@ -405,10 +340,7 @@ impl World<'_> {
         if output == 1 {
             req.row.decode_start_ns.get_or_insert(now);
         }
-        // From now on decode reads these bytes: the oracle checks they are the request's own.
-        if let Some(mem) = self.decodes[d].core.pages.oracle() {
-            mem.landed(RequestId(id));
-        }
+        self.decodes[d].kv_landed(id);
         if output == 1 {
             self.complete(r);
             return;
@@ -441,7 +373,7 @@ impl World<'_> {
         }
         for &r in &retracted {
             let p = self.reqs.get(r).expect("retracted, not ended").prefill;
-            self.prefills[p].core.request_returned();
+            self.prefills[p].request_returned();
             self.sync_prefill(p);
         }
         self.scratch.refs = retracted;
@@ -535,9 +467,13 @@ impl World<'_> {
         self.end(r, Outcome::Failed, Some(kind), message);
     }
 
-    /// [`World::fail`] with one of sglang's typed errors.
-    pub(super) fn fail_with(&mut self, r: ReqRef, e: &crate::layout::PdError) {
-        self.fail(r, e.kind, &e.message);
+    /// A row that never entered the request table (refused at the router or by the server, or
+    /// a colocated server's) is written, and its session hears of its end.
+    pub(super) fn write_row(&mut self, row: &RequestRow, message: Option<&str>) {
+        if let Err(e) = self.collector.finish(row, message, self.slo(), self.sink) {
+            self.io_error.get_or_insert(e);
+        }
+        self.turn_ended(row);
     }
 
     /// A request reaches its outcome: it gives back what it holds on both instances, its
@@ -573,43 +509,11 @@ impl World<'_> {
             self.q.cancel(k);
         }
         self.touch_decode(d);
-        let (slo, path) = (self.slo(), self.first_token_path_ns());
+        let (slo, path) = (self.slo(), first_token_path_ns(self.sc));
         let req = self.reqs.retired_mut(r);
         // Unless its transfer concluded or it was orphaned (`abort.rs`) first.
         let released_prefill = self.prefills[p].let_go(req);
-        let dec = &mut self.decodes[d];
-        let completed = outcome == Outcome::Completed;
-        dec.request_ended(d, (req, r), completed, &mut self.wake);
-        let mut outcome = outcome;
-        if let Some((v, by)) = req.corrupted_earlier.take().map(|b| *b) {
-            req.row.victims = v;
-            req.row.corrupted_by = by;
-            if outcome == Outcome::Completed {
-                outcome = Outcome::Corrupted;
-            }
-        }
-        // A request decode drops from its waiting queue without freeing it (sglang before
-        // PR #9817) keeps its pages taken for the rest of the run.
-        let leaked = req.abort.as_deref().is_some_and(|a| a.decode_leaked);
-        if req.decode_allocated
-            && !leaked
-            && let Some(mut report) = dec.core.pages.free(r.id, &req.on_decode)
-        {
-            if outcome != Outcome::Completed {
-                // A request that never decoded is nobody's victim of its own unfinished
-                // transfer; the requests its writes hit stay named.
-                let me = RequestId(r.id);
-                report.victims.retain(|&v| v != me);
-                report.corrupted_by.retain(|&v| v != me);
-            }
-            req.row.victims = id_list(&report.victims);
-            req.row.corrupted_by = id_list(&report.corrupted_by);
-            if outcome == Outcome::Completed && matches!(report.verdict, Verdict::Corrupted { .. })
-            {
-                outcome = Outcome::Corrupted;
-            }
-        }
-        dec.core.request_done();
+        let outcome = self.decodes[d].request_ended(d, (req, r), outcome, &mut self.wake);
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
         req.row.error_kind = kind;
@@ -668,20 +572,8 @@ impl World<'_> {
             input_tokens: nr.input_tokens,
         };
         let Some((ci, _)) = self.router.pick(prompt, now) else {
-            let mut row =
-                RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
-            nr.tag_row(&mut row);
-            row.finish_ns = Some(now);
-            row.outcome = Outcome::Failed;
-            row.error_kind = Some(ErrorKind::PeerLost);
-            let msg = "No live server to route the request to";
-            if let Err(e) = self
-                .collector
-                .finish(&row, Some(msg), self.slo(), self.sink)
-            {
-                self.io_error.get_or_insert(e);
-            }
-            self.turn_ended(&row);
+            let row = unroutable(id, &nr, now);
+            self.write_row(&row, Some("No live server to route the request to"));
             return;
         };
         let ci = self
@@ -698,24 +590,11 @@ impl World<'_> {
             nr.output_tokens,
         );
         nr.tag_row(&mut row);
-        server.core.request_arrived();
-        let fits = crate::sglang::tokenizer::check_colocated(
-            id,
-            (nr.input_tokens, nr.output_tokens),
-            &server.core,
-        );
-        if let Err(rejected) = fits {
+        if let Err(rejected) = server.admit(id, (nr.input_tokens, nr.output_tokens)) {
             row.finish_ns = Some(now);
             row.outcome = Outcome::Failed;
             row.error_kind = Some(rejected.kind());
-            let msg = rejected.to_string();
-            if let Err(e) = self
-                .collector
-                .finish(&row, Some(&msg), self.slo(), self.sink)
-            {
-                self.io_error.get_or_insert(e);
-            }
-            self.turn_ended(&row);
+            self.write_row(&row, Some(&rejected.to_string()));
             return;
         }
         // The scheduler has it once the server's tokenizer manager is done with it.
@@ -741,20 +620,6 @@ impl World<'_> {
         self.observe(CoreRef::Colocated(c));
     }
 
-    /// What the client sees: every output token reaches it `first_token_path_s` after the
-    /// server produced it (detokenizer, tokenizer manager, HTTP), so the first token and the
-    /// end of a request that completes shift by that much and the intervals between tokens do
-    /// not. A request that fails ends when the server fails it (a crash drops the connection at
-    /// once); a first token still on its way then is never seen after that end.
-    fn client_clock(&self, row: &mut RequestRow) {
-        client_clock(self.first_token_path_ns(), row);
-    }
-
-    /// `first_token_path_s` in ns.
-    fn first_token_path_ns(&self) -> crate::engine::Nanos {
-        crate::engine::ns_from_secs_ceil(self.sc.compute.first_token_path_s)
-    }
-
     /// A mixed step ended: record its tokens, end the requests that finished, start the next.
     pub(super) fn on_colocated_step_done(&mut self, c: ColocatedId) {
         let now = self.q.now();
@@ -764,14 +629,11 @@ impl World<'_> {
         for input in out.first_token_inputs {
             self.collector.prompt_done(now, input);
         }
-        let slo = self.slo();
+        let path = first_token_path_ns(self.sc);
         for mut row in out.finished {
             row.outcome = Outcome::Completed;
-            self.client_clock(&mut row);
-            if let Err(e) = self.collector.finish(&row, None, slo, self.sink) {
-                self.io_error.get_or_insert(e);
-            }
-            self.turn_ended(&row);
+            client_clock(path, &mut row);
+            self.write_row(&row, None);
         }
         self.sync_colocated(c);
         self.colocated[c].try_step(c, &mut self.q);
@@ -792,7 +654,28 @@ impl World<'_> {
     }
 }
 
-/// [`World::client_clock`] with the path, ns, given (`row` shifted as the client sees it).
+/// A request that arrived at `now` and that the router had nowhere to send: it fails there
+/// (`PeerLost`).
+fn unroutable(id: u64, nr: &crate::workload::NewRequest, now: Nanos) -> RequestRow {
+    let mut row = RequestRow::arrived(id, nr.arrival_ns, None, nr.input_tokens, nr.output_tokens);
+    nr.tag_row(&mut row);
+    row.finish_ns = Some(now);
+    row.outcome = Outcome::Failed;
+    row.error_kind = Some(ErrorKind::PeerLost);
+    row
+}
+
+/// `compute.first_token_path_s` in ns.
+fn first_token_path_ns(sc: &crate::config::Scenario) -> Nanos {
+    crate::engine::ns_from_secs_ceil(sc.compute.first_token_path_s)
+}
+
+/// What the client sees of `row`, with the server-to-client path `path` ns: every output
+/// token reaches it that long after the server produced it (detokenizer, tokenizer manager,
+/// HTTP), so the first token and the end of a request that completes shift by that much and
+/// the intervals between tokens do not. A request that fails ends when the server fails it (a
+/// crash drops the connection at once); a first token still on its way then is never seen
+/// after that end.
 fn client_clock(path: crate::engine::Nanos, row: &mut RequestRow) {
     let Some(first) = row.first_token_ns else {
         return;

@@ -150,7 +150,7 @@ use crate::sglang::router::Router;
 use crate::sglang::tokenizer::Tokenizers;
 use crate::sglang::transfer::TransferWorkers;
 use crate::vocab::Outcome;
-use crate::workload::{Generator, NewRequest};
+use crate::workload::Generator;
 
 use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PrefillId};
@@ -230,9 +230,8 @@ pub struct World<'a> {
     /// feeds it every written row).
     turn_stats: crate::metrics::sessions::TurnStats,
     source: Generator,
-    arrivals_done: bool,
-    /// The next request, drawn when its arrival was scheduled.
-    pending_arrival: Option<NewRequest>,
+    /// The head of the arrival stream (`workload::feed`).
+    feed: crate::workload::feed::Feed,
     reqs: Requests,
     /// Aggregates; read by the report after the run.
     pub collector: Collector,
@@ -303,8 +302,7 @@ impl<'a> World<'a> {
             colocated,
             nodes: sc.placement.nodes,
             source: Generator::new(&sc.workload, sc.seed),
-            arrivals_done: false,
-            pending_arrival: None,
+            feed: Default::default(),
             reqs: Requests::default(),
             collector: Collector::for_window(sc.duration_ns),
             sink,
@@ -439,13 +437,19 @@ impl<'a> World<'a> {
         for (index, f) in self.sc.faults.iter().enumerate() {
             self.q.schedule_at(f.at_ns, Event::Fault { index });
         }
-        self.schedule_next_arrival();
+        let limits = (self.sc.max_requests, self.sc.duration_ns);
+        if let Some(end) = self
+            .feed
+            .schedule_next(&mut self.source, &mut self.q, limits)
+        {
+            self.collector.window_end_ns = Some(end);
+        }
         let hard_stop = self.sc.duration_ns.saturating_add(self.sc.drain_timeout_ns);
         let mut cut = false;
         while let Some(t) = self.q.peek_time() {
             // The run ends when every request has, and every store operation has landed: a
             // decode's offload of a request's last blocks outlives the request.
-            if self.arrivals_done
+            if self.feed.done()
                 && self.live() == 0
                 && self.store.idle()
                 && self.source.no_turn_due()
@@ -454,7 +458,7 @@ impl<'a> World<'a> {
             }
             if t > hard_stop {
                 // Cut with requests still to come or in flight (not only store writes).
-                cut = !(self.arrivals_done && self.live() == 0 && self.source.no_turn_due());
+                cut = !(self.feed.done() && self.live() == 0 && self.source.no_turn_due());
                 // The coalesced steps the cut run had reached are run as their events would be.
                 self.catch_up_decodes(hard_stop);
                 self.q.advance_to(self.materialized_ns);

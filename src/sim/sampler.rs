@@ -183,7 +183,7 @@ impl World<'_> {
             self.sampler.link_rows(&self.fabric, self.sink)?;
         }
         self.sampler.next_second();
-        if !(self.arrivals_done && self.live() == 0) {
+        if !(self.feed.done() && self.live() == 0) {
             self.q.schedule_in(NS_PER_S, Event::Tick);
         }
         Ok(())

@@ -1,6 +1,7 @@
 //! Request sources: arrival processes and length distributions, each drawing from its own
 //! random stream so that changing one never shifts another.
 
+pub mod feed;
 pub mod sessions;
 pub mod timeout;
 pub mod trace;

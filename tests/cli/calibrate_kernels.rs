@@ -79,7 +79,8 @@ fn the_shipped_tables_are_what_the_command_derives() {
 fn bad_kernel_inputs_are_exit_2_naming_what_is_missing() {
     let systems = shared("aiconfigurator").join("systems");
     let s = systems.to_str().unwrap();
-    let out = tmpdir("kernels-bad").join("k.txt");
+    let out_dir = tmpdir("kernels-bad");
+    let out = out_dir.join("k.txt");
     let o = out.to_str().unwrap();
     let cases: [(Vec<&str>, &[&str]); 4] = [
         (
@@ -153,7 +154,8 @@ fn bad_kernel_inputs_are_exit_2_naming_what_is_missing() {
         "{err}"
     );
     // A file that is not a kernel table at all.
-    let junk = tmpdir("kernels-junk").join("junk.txt");
+    let junk_dir = tmpdir("kernels-junk");
+    let junk = junk_dir.join("junk.txt");
     std::fs::write(
         &junk,
         "pdsim-kernels 1\ngpu h100-sxm\ntable gemm\naxis m 1 x\n",

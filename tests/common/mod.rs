@@ -22,11 +22,46 @@ pub fn shared(rel: &str) -> PathBuf {
 }
 
 /// A fresh, empty folder for one test's output.
-pub fn tmpdir(name: &str) -> PathBuf {
+///
+/// The folder is removed when the returned guard drops, unless the test is failing (a
+/// panicking thread keeps it, to be read). Test runs used to leave every folder behind: a
+/// developer's `/tmp` filled by a few hundred MB a run until the disk did.
+pub fn tmpdir(name: &str) -> TmpDir {
     let d = std::env::temp_dir().join(format!("pdsim-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TmpDir(d)
+}
+
+/// A test's output folder ([`tmpdir`]); read it as a `Path`.
+#[derive(Debug)]
+pub struct TmpDir(PathBuf);
+
+impl std::ops::Deref for TmpDir {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TmpDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TmpDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// Runs `scenario` (relative to the repo) with `sets` into `dir`.

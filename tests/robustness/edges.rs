@@ -147,7 +147,7 @@ fn a_lognormal_client_timeout_of_cv_0_runs() {
 }
 
 /// A results folder for `explain`: a short quickstart run.
-fn results(name: &str) -> std::path::PathBuf {
+fn results(name: &str) -> crate::common::TmpDir {
     let d = tmpdir(name);
     let (code, _, err) = pdsim(&args(&[
         "run",

@@ -250,7 +250,8 @@ fn a_failed_write_names_the_file() {
 #[test]
 fn a_link_planted_among_the_outputs_is_refused_and_not_written_through() {
     let dir = tmpdir("planted-link");
-    let victim = tmpdir("planted-link-victim").join("secret.txt");
+    let victim_dir = tmpdir("planted-link-victim");
+    let victim = victim_dir.join("secret.txt");
     std::fs::write(&victim, "keep me").unwrap();
     std::os::unix::fs::symlink(&victim, dir.join("summary.json")).unwrap();
     let (code, _, err) = pdsim_str(&["run", QUICKSTART, "--out", dir.to_str().unwrap(), "-q"]);

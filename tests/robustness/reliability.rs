@@ -750,7 +750,8 @@ fn best_toml_rewrites_a_calibration_file_path() {
 
 #[test]
 fn grids_seeds_and_axes_are_bounded_in_the_error() {
-    let out = s(&tmpdir("rel-bounds").join("o"));
+    let out_dir = tmpdir("rel-bounds");
+    let out = s(&out_dir.join("o"));
     let mut many = vec!["sweep", QUICK, "--out", &out];
     let axes: Vec<String> = (0..64).map(|i| format!("run.k{i}=1,2")).collect();
     for a in &axes {

@@ -49,11 +49,18 @@ fn every_bad_scenario_gets_a_clear_error() {
             .line
             .unwrap_or_else(|| panic!("{}: no line in {shown}", path.display()));
         let at = text.lines().nth(line - 1).unwrap_or_default();
-        // The line points at the key itself, or its table when the key is missing.
-        let leaf = key.rsplit('.').next().unwrap_or_default();
+        // The line points at the key itself, or its table when the key is missing (a
+        // `[table]` header, or the line of the inline table that lacks it).
+        let mut segs = key
+            .rsplit('.')
+            .map(|s| s.split('[').next().unwrap_or_default());
+        let leaf = segs.next().unwrap_or_default();
+        let table = segs.next().filter(|_| shown.contains("missing field"));
         if !key.is_empty() {
             assert!(
-                at.contains(leaf) || at.trim_start().starts_with('['),
+                at.contains(leaf)
+                    || table.is_some_and(|t| at.contains(t))
+                    || at.trim_start().starts_with('['),
                 "{}: line {line} is {at:?}, not the line of {key}",
                 path.display()
             );

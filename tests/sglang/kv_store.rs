@@ -692,8 +692,9 @@ fn bad_decode_offload_combinations_name_their_key() {
             args.push("--set".into());
             args.push(s.clone());
         }
+        let out = tmpdir("offload-bad");
         args.push("--out".into());
-        args.push(tmpdir("offload-bad").to_string_lossy().into_owned());
+        args.push(out.to_string_lossy().into_owned());
         let (code, _, err) = common::pdsim(&args);
         assert_eq!(code, 2, "{scenario} {sets:?}: {err}");
         assert!(

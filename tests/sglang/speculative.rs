@@ -35,7 +35,7 @@ fn load(sets: &[&str]) -> pdsim::config::Scenario {
     pdsim::scenario::load(&repo().join(SCENARIO), &sets).unwrap()
 }
 
-fn run_with(name: &str, sets: &[&str]) -> (pdsim::report::Summary, std::path::PathBuf) {
+fn run_with(name: &str, sets: &[&str]) -> (pdsim::report::Summary, crate::common::TmpDir) {
     let dir = tmpdir(name);
     let s = run(SCENARIO, sets, &dir);
     (s, dir)

@@ -12,6 +12,7 @@ use crate::compute::DecodeCache;
 use crate::engine::{EventQueue, Nanos};
 use crate::layout::{RequestId, Verdict};
 use crate::metrics::gaps::{Gaps, StepGaps};
+use crate::vocab::Outcome;
 use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::DecodeId;
 use crate::vocab::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
@@ -197,6 +198,22 @@ impl DecodeServer {
         !oracle && !a2a && self.offload.is_none() && self.spec.is_none()
     }
 
+    /// A request was routed here: it counts in least-loaded routing until it ends
+    /// ([`DecodeServer::request_ended`]), and in this second's arrivals.
+    #[inline]
+    pub fn request_routed(&mut self) {
+        self.core.request_routed();
+    }
+
+    /// Request `id`'s transfer concluded: from now on decode reads its bytes, and the oracle
+    /// (when it watches this decode) checks they are the request's own.
+    #[inline]
+    pub fn kv_landed(&mut self, id: u64) {
+        if let Some(mem) = self.core.pages.oracle() {
+            mem.landed(RequestId(id));
+        }
+    }
+
     /// The KV of `r` landed: it waits to join the batch.
     pub fn enqueue_ready(&mut self, r: ReqRef) {
         self.ready.push_back(r);
@@ -343,10 +360,12 @@ impl DecodeServer {
         }
     }
 
-    /// Request `r` (out of the table, `req`) ended — `completed` when it produced its last
-    /// token: it leaves the batch if it runs, the offload forgets it, and it no longer holds a
-    /// request row. Its pages are the caller's to free (the oracle's verdict on them decides its
-    /// outcome), before the wake set is drained.
+    /// Request `r` (out of the table, `req`) ended with `outcome` (`Completed` when it produced
+    /// its last token): it leaves the batch if it runs, the offload forgets it, it no longer
+    /// holds a request row, its pages go back to the pool and it stops counting here. Returns
+    /// the outcome as decode's memory judges it — a completed request the oracle finds decoded
+    /// from another's bytes (now, or at an earlier write: `Req::corrupted_earlier`) is
+    /// `Corrupted` — with `req.row`'s victims and corrupters written.
     ///
     /// sglang runs the prealloc queue (`process_decode_queue` → `pop_preallocated`) at every
     /// turn of the decode scheduler's loop, busy or idle (`event_loop_normal_disagg_decode`,
@@ -361,9 +380,10 @@ impl DecodeServer {
         &mut self,
         me: DecodeId,
         (req, r): (&mut Req, ReqRef),
-        completed: bool,
+        outcome: Outcome,
         wake: &mut Vec<Wake>,
-    ) {
+    ) -> Outcome {
+        let completed = outcome == Outcome::Completed;
         let in_batch = req.join_step != NOT_RUNNING;
         if in_batch {
             self.leave_batch(req, r);
@@ -378,6 +398,36 @@ impl DecodeServer {
         if !(completed && in_batch) {
             wake.push(Wake::Decode(me));
         }
+        let mut outcome = outcome;
+        if let Some((v, by)) = req.corrupted_earlier.take().map(|b| *b) {
+            req.row.victims = v;
+            req.row.corrupted_by = by;
+            if completed {
+                outcome = Outcome::Corrupted;
+            }
+        }
+        // A request decode drops from its waiting queue without freeing it (sglang before
+        // PR #9817) keeps its pages taken for the rest of the run.
+        let leaked = req.abort.as_deref().is_some_and(|a| a.decode_leaked);
+        if req.decode_allocated
+            && !leaked
+            && let Some(mut report) = self.core.pages.free(r.id, &req.on_decode)
+        {
+            if !completed {
+                // A request that never decoded is nobody's victim of its own unfinished
+                // transfer; the requests its writes hit stay named.
+                let me = RequestId(r.id);
+                report.victims.retain(|&v| v != me);
+                report.corrupted_by.retain(|&v| v != me);
+            }
+            req.row.victims = id_list(&report.victims);
+            req.row.corrupted_by = id_list(&report.corrupted_by);
+            if completed && matches!(report.verdict, Verdict::Corrupted { .. }) {
+                outcome = Outcome::Corrupted;
+            }
+        }
+        self.core.request_done();
+        outcome
     }
 
     /// Tokens the running step emits: one per running request, or with speculative decoding

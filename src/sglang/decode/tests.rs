@@ -551,8 +551,13 @@ fn a_request_ending_outside_a_step_end_marks_the_prealloc_queue() {
     // The first one's KV lands: one output token, nothing to decode; `World` ends it.
     let mut wake = Vec::new();
     let mut req = reqs.take(v[0]).unwrap();
-    d.request_ended(DecodeId(0), (&mut req, v[0]), true, &mut wake);
-    d.core.pages.free(req.id, &req.on_decode);
+    d.core.request_routed();
+    let outcome = d.request_ended(DecodeId(0), (&mut req, v[0]), Outcome::Completed, &mut wake);
+    assert_eq!(
+        outcome,
+        Outcome::Completed,
+        "its own bytes: the oracle does not watch here"
+    );
     assert_eq!(wake, [Wake::Decode(DecodeId(0))]);
     assert_eq!((d.holders, d.core.pages.available()), (1, 78));
     // `World` drains the mark: the queue's next pass admits the third.
@@ -579,10 +584,12 @@ fn a_request_ending_outside_a_step_end_marks_the_prealloc_queue() {
     assert_eq!(d.running(), 2);
     let mut wake = Vec::new();
     let mut req = reqs.take(a).unwrap();
-    d.request_ended(DecodeId(0), (&mut req, a), true, &mut wake);
+    d.core.request_routed();
+    d.request_ended(DecodeId(0), (&mut req, a), Outcome::Completed, &mut wake);
     assert!(wake.is_empty(), "the step end runs the queue itself");
     let mut req = reqs.take(b).unwrap();
-    d.request_ended(DecodeId(3), (&mut req, b), false, &mut wake);
+    d.core.request_routed();
+    d.request_ended(DecodeId(3), (&mut req, b), Outcome::Failed, &mut wake);
     assert_eq!(wake, [Wake::Decode(DecodeId(3))]);
     assert_eq!((d.running(), d.holders), (0, 0));
 }

@@ -558,7 +558,7 @@ fn write_full_run(
 
 /// What one simulation produced, before any file but the streamed rows is written.
 struct Simulated {
-    stats: crate::sim::RunStats,
+    stats: crate::metrics::summary::RunTotals,
     summary: Summary,
     kv_pages: Vec<u32>,
     ttft: crate::metrics::histogram::Histogram,

@@ -129,8 +129,6 @@ mod result_tests;
 #[cfg(test)]
 mod store_tests;
 
-use serde::Serialize;
-
 use crate::config::Scenario;
 use crate::engine::{EventQueue, Nanos};
 use crate::vocab::flow::FlowTag;
@@ -140,7 +138,7 @@ use crate::vocab::flow::FlowTag;
 pub(crate) type Fabric = crate::fabric::Fabric<FlowTag>;
 /// A flow's end as the simulator receives it.
 pub(crate) type FlowEnd = crate::fabric::FlowEnd<FlowTag>;
-use crate::metrics::summary::Summary;
+use crate::metrics::summary::{RunTotals, Summary};
 use crate::metrics::{Collector, Sink};
 use crate::sglang::colocated::ColocatedServer;
 use crate::sglang::decode::DecodeServer;
@@ -163,42 +161,9 @@ pub use crate::vocab::requests::KvPoll;
 #[derive(Clone, Debug)]
 pub struct RunResult {
     /// The run loop's counts.
-    pub stats: RunStats,
+    pub stats: RunTotals,
     /// `summary.json`, every optional section included.
     pub summary: Summary,
-}
-
-/// Counts of the run for `summary.json`.
-#[derive(Clone, Debug, Serialize)]
-pub struct RunStats {
-    /// Events handled.
-    pub events: u64,
-    /// Simulated time at the end, ns.
-    pub end_ns: Nanos,
-    /// Whether the run hit `duration + drain_timeout` with requests in flight.
-    pub cut_by_drain_timeout: bool,
-    /// Time-weighted gauges of each pool (`summary.json` `pools`).
-    #[serde(skip)]
-    pub pools: Vec<crate::metrics::summary::PoolGauges>,
-    /// Nodes the cluster spans.
-    pub nodes: u32,
-    /// DeepEP all-to-all on the fabric (`sglang::a2a`; `transfer.rs` routes to it).
-    #[serde(skip)]
-    pub a2a: Vec<crate::metrics::summary::A2aSummary>,
-}
-
-impl RunStats {
-    /// The run loop's totals as the summary reads them.
-    pub fn totals(&self) -> crate::metrics::summary::RunTotals {
-        crate::metrics::summary::RunTotals {
-            events: self.events,
-            end_ns: self.end_ns,
-            cut: self.cut_by_drain_timeout,
-            pools: self.pools.clone(),
-            nodes: self.nodes,
-            a2a: self.a2a.clone(),
-        }
-    }
 }
 
 /// Scratch buffers reused by every event, so handlers do not allocate.
@@ -400,10 +365,10 @@ impl<'a> World<'a> {
 
     /// The run's summary with every section the scenario asked for: built here once, so a
     /// run, a sweep row, a plan, the capacity diagnosis and Python read the same one.
-    fn summary(&mut self, stats: &RunStats) -> Summary {
+    fn summary(&mut self, stats: &RunTotals) -> Summary {
         let now = self.q.now();
         let caches = self.prefix_caches();
-        Summary::new(&self.collector, self.sc, &stats.totals(), caches)
+        Summary::new(&self.collector, self.sc, stats, caches)
             .with_router(self.router_decisions())
             .with_kv_store(self.sc.kv_store.as_ref().and_then(|k| {
                 // The decode offloads' host-pool figures, summed.
@@ -508,10 +473,10 @@ impl<'a> World<'a> {
             "request rows left unwritten (seed {})",
             self.sc.seed
         );
-        let stats = RunStats {
+        let stats = RunTotals {
             events: self.q.events_popped(),
             end_ns: end,
-            cut_by_drain_timeout: cut,
+            cut,
             pools,
             nodes: self.nodes,
             a2a: self.a2a.summary(self.sc),

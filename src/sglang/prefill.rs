@@ -351,6 +351,42 @@ impl PrefillServer {
         }
     }
 
+    /// This instance's prefix-cache figures for `summary.json` `prefix_cache` (its pool named
+    /// `pool`), when it has a cache: hits from every tier, the GPU cache's plus HiCache's host
+    /// and store hits.
+    pub fn cache_stats(&self, pool: String) -> Option<crate::metrics::summary::CacheStats> {
+        let c = self.cache.as_ref()?;
+        let tiers = self.hicache.as_deref().map(|h| {
+            let t = h.counts;
+            crate::metrics::summary::TierStats {
+                device_hit_tokens: t.device_hit_tokens,
+                host_hit_tokens: t.host_hit_tokens,
+                store_hit_tokens: t.store_hit_tokens,
+                host_to_gpu_bytes: t.load_bytes,
+                store_read_bytes: t.store_read_bytes,
+                store_write_bytes: t.store_write_bytes,
+            }
+        });
+        let hit_tokens =
+            c.hit_tokens() + tiers.map_or(0, |t| t.host_hit_tokens + t.store_hit_tokens);
+        let input_tokens = c.input_tokens();
+        Some(crate::metrics::summary::CacheStats {
+            instance: self.core.instance.0,
+            pool,
+            lookups: c.lookups(),
+            hit_tokens,
+            input_tokens,
+            hit_rate: if tiers.is_none() {
+                c.hit_rate()
+            } else if input_tokens == 0 {
+                0.0
+            } else {
+                hit_tokens as f64 / input_tokens as f64
+            },
+            tiers,
+        })
+    }
+
     /// A request was routed here: it counts in least-loaded routing until it is done here,
     /// and in this second's arrivals.
     #[inline]

@@ -300,42 +300,10 @@ impl<'a> World<'a> {
     }
 
     /// Prefix-cache figures of every prefill instance that has a cache.
-    fn prefix_caches(&self) -> Vec<crate::report::CacheStats> {
-        self.prefills
-            .iter()
-            .filter_map(|p| {
-                let c = p.cache.as_ref()?;
-                let tiers = p.hicache.as_deref().map(|h| {
-                    let t = h.counts;
-                    crate::metrics::summary::TierStats {
-                        device_hit_tokens: t.device_hit_tokens,
-                        host_hit_tokens: t.host_hit_tokens,
-                        store_hit_tokens: t.store_hit_tokens,
-                        host_to_gpu_bytes: t.load_bytes,
-                        store_read_bytes: t.store_read_bytes,
-                        store_write_bytes: t.store_write_bytes,
-                    }
-                });
-                // Hits from every tier: the GPU cache's, plus host and store hits.
-                let hit_tokens =
-                    c.hit_tokens() + tiers.map_or(0, |t| t.host_hit_tokens + t.store_hit_tokens);
-                let input_tokens = c.input_tokens();
-                Some(crate::report::CacheStats {
-                    instance: p.core.instance.0,
-                    pool: self.sc.pools[p.core.pool.idx()].name.clone(),
-                    lookups: c.lookups(),
-                    hit_tokens,
-                    input_tokens,
-                    hit_rate: if tiers.is_none() {
-                        c.hit_rate()
-                    } else if input_tokens == 0 {
-                        0.0
-                    } else {
-                        hit_tokens as f64 / input_tokens as f64
-                    },
-                    tiers,
-                })
-            })
+    fn prefix_caches(&self) -> Vec<crate::metrics::summary::CacheStats> {
+        let pool = |p: &PrefillServer| self.sc.pools[p.core.pool.idx()].name.clone();
+        (self.prefills.iter())
+            .filter_map(|p| p.cache_stats(pool(p)))
             .collect()
     }
 

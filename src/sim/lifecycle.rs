@@ -19,13 +19,10 @@ impl World<'_> {
     pub(super) fn on_arrival(&mut self) {
         let limits = (self.sc.max_requests, self.sc.duration_ns);
         let arrived = self.collector.counts.arrived;
-        let (nr, stopped) = self
-            .feed
-            .arrival_due(&mut self.source, &mut self.q, arrived, limits);
-        if stopped.is_some() {
-            self.collector.window_end_ns = stopped;
-        }
-        if let Some(nr) = nr {
+        let end = &mut self.collector.window_end_ns;
+        if let Some(nr) =
+            (self.feed).arrival_due(&mut self.source, &mut self.q, (arrived, limits), end)
+        {
             self.arrive(nr);
         }
     }

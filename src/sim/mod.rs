@@ -371,12 +371,8 @@ impl<'a> World<'a> {
             self.q.schedule_at(f.at_ns, Event::Fault { index });
         }
         let limits = (self.sc.max_requests, self.sc.duration_ns);
-        if let Some(end) = self
-            .feed
-            .schedule_next(&mut self.source, &mut self.q, limits)
-        {
-            self.collector.window_end_ns = Some(end);
-        }
+        let end = &mut self.collector.window_end_ns;
+        (self.feed).schedule_next(&mut self.source, &mut self.q, limits, end);
         let hard_stop = self.sc.duration_ns.saturating_add(self.sc.drain_timeout_ns);
         let mut cut = false;
         while let Some(t) = self.q.peek_time() {

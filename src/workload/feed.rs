@@ -32,25 +32,26 @@ impl Feed {
 
     /// Draws the next request of `source` and schedules its arrival on `q` (or a trace
     /// session turn's due time, reading on past it), with at most `max_requests` drawn and
-    /// none arriving at or after `duration_ns`. Returns when the arrival window ended, ns,
-    /// if the stream ended here.
+    /// none arriving at or after `duration_ns`. If the stream ends here, `window_end` is set
+    /// to when the arrival window ended, ns.
     pub fn schedule_next(
         &mut self,
         source: &mut Generator,
         q: &mut EventQueue<Event>,
         (max_requests, duration_ns): (Option<u64>, Nanos),
-    ) -> Option<Nanos> {
+        window_end: &mut Option<Nanos>,
+    ) {
         loop {
             let now = q.now();
             if max_requests.is_some_and(|m| source.produced() >= m) {
-                return Some(self.stop(now));
+                return self.stop(now, window_end);
             }
             let Some(next) = source.next_request() else {
-                return Some(self.stop(now));
+                return self.stop(now, window_end);
             };
             if next.arrival_ns >= duration_ns {
                 source.never_arrived(&next);
-                return Some(self.stop(duration_ns));
+                return self.stop(duration_ns, window_end);
             }
             // A trace session's later turn is not the stream's: it is due when its
             // predecessor ended, or waits for it (`workload::sessions`), and the stream reads
@@ -59,7 +60,7 @@ impl Feed {
                 TraceTurn::Start(nr) => {
                     q.schedule_at(nr.arrival_ns, Event::Arrival);
                     self.pending = Some(nr);
-                    return None;
+                    return;
                 }
                 TraceTurn::Due(session, at) => q.schedule_at(at, Event::TurnDue { session }),
                 TraceTurn::Held => {}
@@ -71,28 +72,31 @@ impl Feed {
     /// (`max_requests`) was filled meanwhile by session turns that arrived in between (issue
     /// 40: 10 → 11) — it then never arrives and the stream ends — with the next one drawn
     /// and scheduled. `arrived` is how many requests have arrived so far. Returns the request
-    /// that arrives, and when the arrival window ended if the stream ended here.
+    /// that arrives; if the stream ends here, `window_end` is set to when the arrival window
+    /// ended, ns.
+    #[inline]
     pub fn arrival_due(
         &mut self,
         source: &mut Generator,
         q: &mut EventQueue<Event>,
-        arrived: u64,
-        (max_requests, duration_ns): (Option<u64>, Nanos),
-    ) -> (Option<NewRequest>, Option<Nanos>) {
+        (arrived, limits): (u64, (Option<u64>, Nanos)),
+        window_end: &mut Option<Nanos>,
+    ) -> Option<NewRequest> {
         let nr = self.pending.take().expect("an arrival was drawn");
         // Without sessions every arrival is the stream's and the budget cannot be full here.
-        if max_requests.is_some_and(|m| arrived >= m) {
+        if limits.0.is_some_and(|m| arrived >= m) {
             source.never_arrived(&nr);
-            return (None, Some(self.stop(q.now())));
+            self.stop(q.now(), window_end);
+            return None;
         }
-        let stopped = self.schedule_next(source, q, (max_requests, duration_ns));
-        (Some(nr), stopped)
+        self.schedule_next(source, q, limits, window_end);
+        Some(nr)
     }
 
     /// The stream ends with the arrival window at `end_ns`.
-    fn stop(&mut self, end_ns: Nanos) -> Nanos {
+    fn stop(&mut self, end_ns: Nanos, window_end: &mut Option<Nanos>) {
         self.done = true;
-        end_ns
+        *window_end = Some(end_ns);
     }
 }
 
@@ -118,14 +122,15 @@ mod tests {
     fn the_stream_ends_at_the_duration() {
         let (mut src, mut q, mut feed) = (constant(10.0), EventQueue::new(), Feed::default());
         let limits = (None, 1_000_000_000);
-        assert_eq!(feed.schedule_next(&mut src, &mut q, limits), None);
-        let mut times = Vec::new();
         let mut end = None;
+        feed.schedule_next(&mut src, &mut q, limits, &mut end);
+        assert_eq!(end, None);
+        let mut times = Vec::new();
         while let Some((t, ev)) = q.pop() {
             assert!(matches!(ev, Event::Arrival));
-            let (nr, stopped) = feed.arrival_due(&mut src, &mut q, times.len() as u64, limits);
+            let arrived = times.len() as u64;
+            let nr = feed.arrival_due(&mut src, &mut q, (arrived, limits), &mut end);
             times.push((t, nr.expect("arrives").arrival_ns));
-            end = end.or(stopped);
         }
         assert_eq!(times.len(), 9);
         assert!(times.iter().all(|(t, a)| t == a));
@@ -141,13 +146,12 @@ mod tests {
     fn the_budget_ends_the_stream_at_its_last_arrival() {
         let (mut src, mut q, mut feed) = (constant(10.0), EventQueue::new(), Feed::default());
         let limits = (Some(3), 10_000_000_000);
-        feed.schedule_next(&mut src, &mut q, limits);
-        let mut arrived = 0;
         let mut end = None;
+        feed.schedule_next(&mut src, &mut q, limits, &mut end);
+        let mut arrived = 0;
         while let Some((_, _)) = q.pop() {
-            let (nr, stopped) = feed.arrival_due(&mut src, &mut q, arrived, limits);
+            let nr = feed.arrival_due(&mut src, &mut q, (arrived, limits), &mut end);
             arrived += u64::from(nr.is_some());
-            end = end.or(stopped);
         }
         assert_eq!((arrived, end), (3, Some(300_000_000)));
 

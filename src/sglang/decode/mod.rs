@@ -376,6 +376,7 @@ impl DecodeServer {
     /// the prefill made it: sglang's `--random-output 1` benchmark) — marks `Wake::Decode(me)`.
     /// Without that mark, one-token requests gave back their pages and nobody let the waiting
     /// ones have them until their `bootstrap_timeout`.
+    #[inline]
     pub fn request_ended(
         &mut self,
         me: DecodeId,

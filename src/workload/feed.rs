@@ -156,12 +156,13 @@ mod tests {
         assert_eq!((arrived, end), (3, Some(300_000_000)));
 
         let (mut src, mut q, mut feed) = (constant(10.0), EventQueue::new(), Feed::default());
-        feed.schedule_next(&mut src, &mut q, limits);
+        let mut end = None;
+        feed.schedule_next(&mut src, &mut q, limits, &mut end);
         q.pop();
-        let (nr, stopped) = feed.arrival_due(&mut src, &mut q, 3, limits);
+        let nr = feed.arrival_due(&mut src, &mut q, (3, limits), &mut end);
         assert!(nr.is_none());
         assert_eq!(
-            stopped,
+            end,
             Some(100_000_000),
             "the window ends when the dropped one was due"
         );

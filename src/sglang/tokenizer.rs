@@ -31,6 +31,21 @@ impl Tokenizers {
         }
     }
 
+    /// `instance`'s manager takes a request of `input` prompt tokens at `now`, at the
+    /// calibration's cost (`ComputeParams::tokenize_s`). Returns when it hands the request to
+    /// the scheduler, ns.
+    #[inline]
+    pub fn tokenize_prompt(
+        &mut self,
+        instance: InstanceId,
+        now: Nanos,
+        input: u32,
+        costs: &crate::spec::ComputeParams,
+    ) -> Nanos {
+        let cost = crate::engine::ns_from_secs_ceil(costs.tokenize_s(input));
+        self.tokenize(instance, now, cost)
+    }
+
     /// `instance`'s manager takes a request that costs `cost_ns` to tokenize at `now`: it
     /// starts when the process is free (first come, first served). Returns when it hands the
     /// request to the scheduler, ns.

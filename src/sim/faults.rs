@@ -106,7 +106,7 @@ impl World<'_> {
                     return;
                 };
                 self.sync_colocated(c);
-                let slo = self.slo();
+                let slo = self.slo;
                 for row in &crash.failed {
                     if let Err(e) = self
                         .collector

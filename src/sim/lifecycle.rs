@@ -10,7 +10,7 @@ use crate::vocab::{ErrorKind, Outcome, RequestRow};
 use super::World;
 use super::sampler::CoreRef;
 use crate::vocab::event::{Event, Wake, lane};
-use crate::vocab::ids::{ColocatedId, DecodeId, InstanceId, PrefillId};
+use crate::vocab::ids::{ColocatedId, DecodeId, PrefillId};
 use crate::vocab::requests::{KvPoll, Req, ReqRef};
 
 impl World<'_> {
@@ -154,8 +154,8 @@ impl World<'_> {
             self.prefills[p].core.instance,
             self.decodes[d].core.instance,
         );
-        let ready_p = self.tokenize(pi, input);
-        let ready_d = self.tokenize(di, input)
+        let ready_p = (self.tokenizers).tokenize_prompt(pi, now, input, &self.sc.compute);
+        let ready_d = (self.tokenizers).tokenize_prompt(di, now, input, &self.sc.compute)
             + crate::engine::ns_from_secs_ceil(self.sc.compute.bootstrap_handshake_s);
         self.reqs
             .get_mut(r)
@@ -169,13 +169,6 @@ impl World<'_> {
             self.decodes[d].enqueue_prealloc(r);
             self.try_prealloc(d);
         }
-    }
-
-    /// Instance `instance`'s tokenizer manager takes a request of `input` tokens
-    /// (`sglang::tokenizer`). Returns when the scheduler has it, ns.
-    pub(super) fn tokenize(&mut self, instance: InstanceId, input: u32) -> Nanos {
-        let cost = crate::engine::ns_from_secs_ceil(self.sc.compute.tokenize_s(input));
-        self.tokenizers.tokenize(instance, self.q.now(), cost)
     }
 
     /// Decode has tokenized the request and handshaken: it enters the prealloc queue.
@@ -467,7 +460,7 @@ impl World<'_> {
     /// A row that never entered the request table (refused at the router or by the server, or
     /// a colocated server's) is written, and its session hears of its end.
     pub(super) fn write_row(&mut self, row: &RequestRow, message: Option<&str>) {
-        if let Err(e) = self.collector.finish(row, message, self.slo(), self.sink) {
+        if let Err(e) = self.collector.finish(row, message, self.slo, self.sink) {
             self.io_error.get_or_insert(e);
         }
         self.turn_ended(row);
@@ -506,7 +499,7 @@ impl World<'_> {
             self.q.cancel(k);
         }
         self.touch_decode(d);
-        let (slo, path) = (self.slo(), first_token_path_ns(self.sc));
+        let (slo, path) = (self.slo, first_token_path_ns(self.sc));
         let req = self.reqs.retired_mut(r);
         // Unless its transfer concluded or it was orphaned (`abort.rs`) first.
         let released_prefill = self.prefills[p].let_go(req);
@@ -596,7 +589,7 @@ impl World<'_> {
         }
         // The scheduler has it once the server's tokenizer manager is done with it.
         let ready = if self.sc.compute.has_serving_costs() {
-            self.tokenize(instance, nr.input_tokens)
+            (self.tokenizers).tokenize_prompt(instance, now, nr.input_tokens, &self.sc.compute)
         } else {
             now
         };

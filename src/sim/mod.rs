@@ -179,6 +179,8 @@ struct Scratch {
 /// The whole simulated cluster.
 pub struct World<'a> {
     sc: &'a Scenario,
+    /// `[slo]`'s per-request thresholds, which every written row is judged by.
+    slo: crate::config::Thresholds,
     q: EventQueue<Event>,
     fabric: Fabric,
     prefills: IdVec<PrefillId, PrefillServer>,
@@ -257,6 +259,7 @@ impl<'a> World<'a> {
         );
         let mut w = Self {
             sc,
+            slo: sc.slo.thresholds(),
             q: EventQueue::new(),
             router: dispatch.router(sc, !colocated.is_empty()),
             turn_stats: Default::default(),
@@ -290,23 +293,6 @@ impl<'a> World<'a> {
         w
     }
 
-    /// The router's `cache_aware` decisions, `[prefill or colocated side, decode side]`.
-    fn router_decisions(&self) -> [Option<crate::metrics::summary::RouterDecisions>; 2] {
-        let mut d = self.router.decisions();
-        if !self.colocated.is_empty() {
-            d[1] = None; // the placeholder side of a plain cluster
-        }
-        d
-    }
-
-    /// Prefix-cache figures of every prefill instance that has a cache.
-    fn prefix_caches(&self) -> Vec<crate::metrics::summary::CacheStats> {
-        let pool = |p: &PrefillServer| self.sc.pools[p.core.pool.idx()].name.clone();
-        (self.prefills.iter())
-            .filter_map(|p| p.cache_stats(pool(p)))
-            .collect()
-    }
-
     /// KV pages of each instance, in result order (for the run report).
     pub fn kv_pages(&self) -> Vec<u32> {
         let p = self.prefills.iter().map(|p| p.core.pages.total());
@@ -335,9 +321,19 @@ impl<'a> World<'a> {
     /// run, a sweep row, a plan, the capacity diagnosis and Python read the same one.
     fn summary(&mut self, stats: &RunTotals) -> Summary {
         let now = self.q.now();
-        let caches = self.prefix_caches();
+        // Prefix-cache figures of every prefill instance that has a cache.
+        let pool = |p: &PrefillServer| self.sc.pools[p.core.pool.idx()].name.clone();
+        let caches = (self.prefills.iter())
+            .filter_map(|p| p.cache_stats(pool(p)))
+            .collect();
+        // The router's `cache_aware` decisions, `[prefill or colocated side, decode side]`;
+        // a plain cluster's decode side is a placeholder.
+        let mut decisions = self.router.decisions();
+        if !self.colocated.is_empty() {
+            decisions[1] = None;
+        }
         Summary::new(&self.collector, self.sc, stats, caches)
-            .with_router(self.router_decisions())
+            .with_router(decisions)
             .with_kv_store(self.sc.kv_store.as_ref().and_then(|k| {
                 // The decode offloads' host-pool figures, summed.
                 let host = (self.decodes.iter())
@@ -417,7 +413,7 @@ impl<'a> World<'a> {
             let req = self.reqs.take(r).expect("listed as live");
             let mut row = req.row;
             row.outcome = Outcome::Unfinished;
-            self.collector.finish(&row, None, self.slo(), self.sink)?;
+            self.collector.finish(&row, None, self.slo, self.sink)?;
             self.turn_ended(&row);
         }
         let mut rows = Vec::new();
@@ -427,7 +423,7 @@ impl<'a> World<'a> {
         for mut row in rows {
             row.outcome = Outcome::Unfinished;
             row.finish_ns = None;
-            self.collector.finish(&row, None, self.slo(), self.sink)?;
+            self.collector.finish(&row, None, self.slo, self.sink)?;
             self.turn_ended(&row);
         }
         let pools = self.pool_gauges();
@@ -447,10 +443,6 @@ impl<'a> World<'a> {
         };
         let summary = self.summary(&stats);
         Ok(RunResult { stats, summary })
-    }
-
-    fn slo(&self) -> crate::config::Thresholds {
-        self.sc.slo.thresholds()
     }
 
     fn handle(&mut self, ev: Event) -> std::io::Result<()> {

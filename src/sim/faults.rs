@@ -29,12 +29,7 @@ impl World<'_> {
                 instance,
                 restart_ns,
             } => {
-                let c = match (self.colocated_of(instance), self.role_of(instance)) {
-                    (Some(c), _) => CoreRef::Colocated(c),
-                    (None, Ok(p)) => CoreRef::Prefill(p),
-                    (None, Err(d)) => CoreRef::Decode(d),
-                };
-                self.crash(c, CrashCause::Injected);
+                self.crash(self.core_of(instance), CrashCause::Injected);
                 if let Some(r) = restart_ns {
                     self.q.schedule_in(r, Event::Restart { instance });
                 }
@@ -130,14 +125,13 @@ impl World<'_> {
     }
 
     pub(super) fn on_restart(&mut self, i: InstanceId) {
-        if let Some(c) = self.colocated_of(i) {
-            if self.colocated[c].restart() {
-                self.sync_colocated(c);
+        match self.core_of(i) {
+            CoreRef::Colocated(k) => {
+                if self.colocated[k].restart() {
+                    self.sync_colocated(k);
+                }
             }
-            return;
-        }
-        match self.role_of(i) {
-            Ok(p) => {
+            CoreRef::Prefill(p) => {
                 if !self.prefills[p].restart() {
                     return;
                 }
@@ -145,7 +139,7 @@ impl World<'_> {
                 self.sync_prefill(p);
                 self.heartbeat.prefill_up(p, &mut self.q);
             }
-            Err(d) => {
+            CoreRef::Decode(d) => {
                 if !self.decodes[d].restart() {
                     return;
                 }

@@ -637,11 +637,6 @@ impl World<'_> {
             .instance_load(FRONT, c.idx(), served!(self, FRONT));
         self.router.set_prefill(k, load);
     }
-
-    /// The colocated server behind a global instance number, when the cluster is colocated.
-    pub(super) fn colocated_of(&self, i: crate::vocab::ids::InstanceId) -> Option<ColocatedId> {
-        (!self.colocated.is_empty()).then_some(ColocatedId(i.0))
-    }
 }
 
 /// A request that arrived at `now` and that the router had nowhere to send: it fails there

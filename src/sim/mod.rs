@@ -530,13 +530,17 @@ impl<'a> World<'a> {
         }
     }
 
-    /// The decode instance behind a global instance number, or the prefill one.
-    fn role_of(&self, i: InstanceId) -> Result<PrefillId, DecodeId> {
+    /// The server behind a global instance number: in a colocated cluster its colocated
+    /// server, else the prefill or the decode one (prefills are numbered first).
+    fn core_of(&self, i: InstanceId) -> sampler::CoreRef {
+        if !self.colocated.is_empty() {
+            return sampler::CoreRef::Colocated(ColocatedId(i.0));
+        }
         let n = self.prefills.len() as u32;
         if i.0 < n {
-            Ok(PrefillId(i.0))
+            sampler::CoreRef::Prefill(PrefillId(i.0))
         } else {
-            Err(DecodeId(i.0 - n))
+            sampler::CoreRef::Decode(DecodeId(i.0 - n))
         }
     }
 }

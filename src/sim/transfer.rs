@@ -38,9 +38,10 @@ impl World<'_> {
     pub(super) fn flow_ended(&mut self, end: &FlowEnd) {
         match end.token {
             FlowTag::A2a(i) => {
-                let alive = match self.role_of(i) {
-                    Ok(p) => self.prefills[p].core.alive(),
-                    Err(d) => self.decodes[d].core.alive(),
+                let alive = match self.core_of(i) {
+                    CoreRef::Prefill(p) => self.prefills[p].core.alive(),
+                    CoreRef::Decode(d) => self.decodes[d].core.alive(),
+                    CoreRef::Colocated(c) => self.colocated[c].core.alive(),
                 };
                 let base = self.scratch.fx.len();
                 let at = (end.end_ns, self.q.now());
@@ -142,9 +143,10 @@ impl World<'_> {
                 }
                 Effect::ForwardEnds { instance, at, done } => {
                     let key = self.q.schedule_keyed(at, done);
-                    match self.role_of(instance) {
-                        Ok(p) => self.prefills[p].core.forward_ends(at, key),
-                        Err(d) => self.decodes[d].core.forward_ends(at, key),
+                    match self.core_of(instance) {
+                        CoreRef::Prefill(p) => self.prefills[p].core.forward_ends(at, key),
+                        CoreRef::Decode(d) => self.decodes[d].core.forward_ends(at, key),
+                        CoreRef::Colocated(c) => self.colocated[c].core.forward_ends(at, key),
                     }
                 }
             }

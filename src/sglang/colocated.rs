@@ -206,6 +206,13 @@ impl ColocatedServer {
         self.live
     }
 
+    /// Its running forward's end moved to `at` (its all-to-all landed, `sglang::a2a`), with
+    /// the event `key` that ends it.
+    #[inline]
+    pub fn forward_ends(&mut self, at: crate::engine::Nanos, key: crate::engine::EventKey) {
+        self.core.forward_ends(at, key);
+    }
+
     /// Request `id` of `input` prompt and `output` output tokens was routed here: it counts in
     /// this second's arrivals, and it is rejected up front when its prompt and output can never
     /// fit in the KV pool, as sglang's tokenizer manager rejects it

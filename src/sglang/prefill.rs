@@ -387,6 +387,13 @@ impl PrefillServer {
         })
     }
 
+    /// Its running forward's end moved to `at` (its all-to-all landed, `sglang::a2a`), with
+    /// the event `key` that ends it.
+    #[inline]
+    pub fn forward_ends(&mut self, at: crate::engine::Nanos, key: crate::engine::EventKey) {
+        self.core.forward_ends(at, key);
+    }
+
     /// A request was routed here: it counts in least-loaded routing until it is done here,
     /// and in this second's arrivals.
     #[inline]

@@ -144,9 +144,9 @@ impl World<'_> {
                 Effect::ForwardEnds { instance, at, done } => {
                     let key = self.q.schedule_keyed(at, done);
                     match self.core_of(instance) {
-                        CoreRef::Prefill(p) => self.prefills[p].core.forward_ends(at, key),
-                        CoreRef::Decode(d) => self.decodes[d].core.forward_ends(at, key),
-                        CoreRef::Colocated(c) => self.colocated[c].core.forward_ends(at, key),
+                        CoreRef::Prefill(p) => self.prefills[p].forward_ends(at, key),
+                        CoreRef::Decode(d) => self.decodes[d].forward_ends(at, key),
+                        CoreRef::Colocated(c) => self.colocated[c].forward_ends(at, key),
                     }
                 }
             }

@@ -198,6 +198,13 @@ impl DecodeServer {
         !oracle && !a2a && self.offload.is_none() && self.spec.is_none()
     }
 
+    /// Its running forward's end moved to `at` (its all-to-all landed, `sglang::a2a`), with
+    /// the event `key` that ends it.
+    #[inline]
+    pub fn forward_ends(&mut self, at: crate::engine::Nanos, key: crate::engine::EventKey) {
+        self.core.forward_ends(at, key);
+    }
+
     /// A request was routed here: it counts in least-loaded routing until it ends
     /// ([`DecodeServer::request_ended`]), and in this second's arrivals.
     #[inline]

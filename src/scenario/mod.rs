@@ -277,15 +277,7 @@ fn nested_arrival_error(
     toml::Value,
     serde_path_to_error::Error<toml::de::Error>,
 )> {
-    let parsed;
-    let root = match table {
-        Some(t) => t,
-        None => {
-            parsed = parse_table(text).ok()?;
-            &parsed
-        }
-    };
-    let arrival = root.get("workload")?.get("arrival")?;
+    let arrival = value_at(text, table, "workload.arrival")?;
     if let Some(p) = arrival.get("rate_profile")
         && let Err(e) = serde_path_to_error::deserialize::<_, file::RateProfileSection>(p.clone())
     {

@@ -1,52 +1,54 @@
 //! The kernel tables that ship with pdsim (`kernels/` at the repository root), one file per GPU
-//! AIConfigurator measured, compiled into the binary so a run needs no file beside it; each is
-//! read on first use, and each of its tables on the first use of that table.
+//! AIConfigurator measured, compiled into the binary so a run needs no file beside it. The
+//! build (`build.rs`) reads each text file and embeds its compiled form
+//! ([`KernelTables::to_compiled`]); a run decodes a file's index on first use, and each of its
+//! tables on the first use of that table.
 
 use std::sync::{Arc, OnceLock};
 
 use super::tables::KernelTables;
 
-/// `(pdsim GPU preset, the file's name, its text)` of every shipped table file.
-const FILES: &[(&str, &str, &str)] = &[
+/// `(pdsim GPU preset, the file's name, its compiled form)` of every shipped table file.
+const FILES: &[(&str, &str, &[u8])] = &[
     (
         "a100-sxm",
         "kernels/a100-sxm.txt",
-        include_str!("../../../kernels/a100-sxm.txt"),
+        include_bytes!(concat!(env!("OUT_DIR"), "/a100-sxm.kt")),
     ),
     (
         "h100-sxm",
         "kernels/h100-sxm.txt",
-        include_str!("../../../kernels/h100-sxm.txt"),
+        include_bytes!(concat!(env!("OUT_DIR"), "/h100-sxm.kt")),
     ),
     (
         "h200",
         "kernels/h200.txt",
-        include_str!("../../../kernels/h200.txt"),
+        include_bytes!(concat!(env!("OUT_DIR"), "/h200.kt")),
     ),
     (
         "b200",
         "kernels/b200.txt",
-        include_str!("../../../kernels/b200.txt"),
+        include_bytes!(concat!(env!("OUT_DIR"), "/b200.kt")),
     ),
     (
         "gb200",
         "kernels/gb200.txt",
-        include_str!("../../../kernels/gb200.txt"),
+        include_bytes!(concat!(env!("OUT_DIR"), "/gb200.kt")),
     ),
     (
         "b300",
         "kernels/b300.txt",
-        include_str!("../../../kernels/b300.txt"),
+        include_bytes!(concat!(env!("OUT_DIR"), "/b300.kt")),
     ),
     (
         "gb300",
         "kernels/gb300.txt",
-        include_str!("../../../kernels/gb300.txt"),
+        include_bytes!(concat!(env!("OUT_DIR"), "/gb300.kt")),
     ),
     (
         "l40s",
         "kernels/l40s.txt",
-        include_str!("../../../kernels/l40s.txt"),
+        include_bytes!(concat!(env!("OUT_DIR"), "/l40s.kt")),
     ),
 ];
 
@@ -62,25 +64,35 @@ pub fn tables(gpu: &str) -> Option<Arc<KernelTables>> {
         [const { OnceLock::new() }; FILES.len()];
     let i = FILES.iter().position(|(g, ..)| *g == gpu)?;
     Some(Arc::clone(PARSED[i].get_or_init(|| {
-        let (_, file, text) = FILES[i];
+        let (_, file, compiled) = FILES[i];
         Arc::new(
-            KernelTables::parse_shipped(file, text)
-                .unwrap_or_else(|e| panic!("a shipped kernel table file parses: {e}")),
+            KernelTables::from_compiled(file, compiled)
+                .unwrap_or_else(|e| panic!("a shipped kernel table file decodes: {e}")),
         )
     })))
 }
 
 #[cfg(test)]
 mod tests {
-    /// Every shipped file parses, every table of it too (the run reads them on first use),
-    /// as the eager reader reads it; each names its GPU and carries the tables every forward
-    /// needs.
+    /// Every shipped file's compiled form decodes, every table of it too (the run decodes
+    /// them on first use), to exactly what the text reader reads from the file (every value's
+    /// bits: `Grid`'s equality is `f64`'s, and no table holds a NaN once filled); each names
+    /// its GPU and carries the tables every forward needs.
     #[test]
-    fn every_shipped_file_parses_and_has_the_core_tables() {
-        for &(g, file, text) in super::FILES {
+    fn every_shipped_file_decodes_as_its_text_reads_and_has_the_core_tables() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        for &(g, file, _) in super::FILES {
             let t = super::tables(g).unwrap();
-            let eager = super::KernelTables::parse(file, text).unwrap();
-            assert_eq!(*t, eager, "{file}: read on use differs from read at once");
+            let text = std::fs::read_to_string(format!("{root}/{file}")).unwrap();
+            let eager = super::KernelTables::parse(file, &text).unwrap();
+            assert_eq!(*t, eager, "{file}: the compiled form differs from the text");
+            for table in &t.tables {
+                assert!(
+                    table.grid().values.iter().all(|v| v.is_finite()),
+                    "{file}: {} holds a value not filled",
+                    table.name
+                );
+            }
             assert_eq!(t.meta.gpu, g);
             assert!(
                 t.meta.source.starts_with("aiconfigurator-core 0.12.0"),

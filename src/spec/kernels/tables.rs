@@ -60,22 +60,9 @@ pub struct Table {
     pub attrs: BTreeMap<String, String>,
     /// The latencies, microseconds: set when read, or on first use for a shipped file.
     grid: OnceLock<Grid>,
-    /// A shipped file's table not read yet: its lines, read on first use.
-    body: Option<Body>,
-}
-
-/// The text of a table (its `axis` lines to its `end`) in a file compiled into the binary,
-/// read on first use: a run prices a handful of a GPU's 125 tables, and reading all of them
-/// was the largest part of a short run's cost. Only the shipped files are read this way; a
-/// test reads each of them whole.
-#[derive(Clone, Debug)]
-struct Body {
-    /// The file's name, for the message should a shipped file not read.
-    origin: &'static str,
-    /// The `table` line's number, for that message.
-    line: usize,
-    /// The lines after the `table` line up to and including `end`.
-    text: &'static str,
+    /// A shipped file's table not decoded yet: its grid in the compiled form, decoded on
+    /// first use.
+    body: Option<&'static [u8]>,
 }
 
 impl PartialEq for Table {
@@ -100,10 +87,10 @@ impl Table {
         self.grid.get_or_init(|| {
             let b = self
                 .body
-                .as_ref()
-                .expect("a table is read when parsed or has its body");
-            read_body(b.origin, b.line, b.text, &self.name)
-                .unwrap_or_else(|e| panic!("a shipped kernel table reads: {e}"))
+                .expect("a table is read when parsed or has its compiled body");
+            Compiled(b).grid().unwrap_or_else(|e| {
+                panic!("a shipped kernel table decodes: table {}: {e}", self.name)
+            })
         })
     }
 
@@ -169,23 +156,79 @@ impl KernelTables {
         Ok(Self { meta, tables })
     }
 
-    /// Parses a file compiled into the binary: its header and table lines now, each table's
-    /// values on first use ([`Table::grid`]).
-    pub fn parse_shipped(origin: &'static str, text: &'static str) -> Result<Self, String> {
-        let (meta, found) = scan(origin, text)?;
-        let tables = found
-            .into_iter()
-            .map(|(line, name, attrs, body)| Table {
+    /// The compiled form of these tables (`build.rs` writes one per shipped file; see
+    /// [`KernelTables::from_compiled`]): every table's grid as read, filled
+    /// ([`Grid::fill_missing`]), in little-endian binary. Nothing is rounded: a compiled file
+    /// decodes to exactly the tables its text parses to (a test compares them).
+    pub fn to_compiled(&self) -> Vec<u8> {
+        let mut out = COMPILED_MAGIC.to_vec();
+        let m = &self.meta;
+        for s in [&m.gpu, &m.system, &m.device, &m.sglang, &m.source] {
+            put_str(&mut out, s);
+        }
+        put_len(&mut out, self.tables.len());
+        for t in &self.tables {
+            put_str(&mut out, &t.name);
+            put_len(&mut out, t.attrs.len());
+            for (k, v) in &t.attrs {
+                put_str(&mut out, k);
+                put_str(&mut out, v);
+            }
+            // The grid's part is prefixed with its length, so the index can skip it.
+            let g = t.grid();
+            let mut body = Vec::new();
+            put_len(&mut body, g.axes.len());
+            for a in &g.axes {
+                put_str(&mut body, &a.name);
+                put_f64s(&mut body, &a.points);
+            }
+            put_f64s(&mut body, &g.values);
+            put_len(&mut out, body.len());
+            out.extend_from_slice(&body);
+        }
+        out
+    }
+
+    /// Reads a shipped file in its compiled form ([`KernelTables::to_compiled`], made from the
+    /// text at build time): its header and table index now, each table's grid on first use
+    /// ([`Table::grid`]). A run prices a handful of a GPU's 125 tables; parsing the text of
+    /// the file and of those tables at every start was most of a short run's cost.
+    pub fn from_compiled(origin: &str, bytes: &'static [u8]) -> Result<Self, String> {
+        let err = |e: String| format!("{origin} (compiled): {e}");
+        let mut c = Compiled(bytes);
+        if c.take(COMPILED_MAGIC.len()).map_err(err)? != COMPILED_MAGIC {
+            return Err(err("not a compiled kernel-table file".into()));
+        }
+        let mut meta = Meta::default();
+        for f in [
+            &mut meta.gpu,
+            &mut meta.system,
+            &mut meta.device,
+            &mut meta.sglang,
+            &mut meta.source,
+        ] {
+            *f = c.str().map_err(err)?.to_string();
+        }
+        let n = c.len().map_err(err)?;
+        let mut tables = Vec::with_capacity(n);
+        for _ in 0..n {
+            let name = c.str().map_err(err)?.to_string();
+            let mut attrs = BTreeMap::new();
+            for _ in 0..c.len().map_err(err)? {
+                let k = c.str().map_err(err)?.to_string();
+                attrs.insert(k, c.str().map_err(err)?.to_string());
+            }
+            let len = c.len().map_err(err)?;
+            tables.push(Table {
                 name,
                 attrs,
                 grid: OnceLock::new(),
-                body: Some(Body {
-                    origin,
-                    line,
-                    text: body,
-                }),
-            })
-            .collect();
+                body: Some(c.take(len).map_err(err)?),
+            });
+        }
+        if !c.0.is_empty() {
+            return Err(err(format!("{} bytes after the last table", c.0.len())));
+        }
         Ok(Self { meta, tables })
     }
 
@@ -228,6 +271,86 @@ impl KernelTables {
             let _ = writeln!(s, "end");
         }
         s
+    }
+}
+
+/// The first bytes of a compiled kernel-table file and its version.
+const COMPILED_MAGIC: &[u8; 8] = b"pdsimkt1";
+
+/// A length or count, as a little-endian `u32`.
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    let n = u32::try_from(n).expect("a kernel table's sizes fit in u32");
+    out.extend_from_slice(&n.to_le_bytes());
+}
+
+/// A string: its length, then its UTF-8 bytes.
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_len(out, s.len());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Numbers: their count, then each as its little-endian IEEE bits.
+fn put_f64s(out: &mut Vec<u8>, xs: &[f64]) {
+    put_len(out, xs.len());
+    for x in xs {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// What is left to read of a compiled file.
+struct Compiled(&'static [u8]);
+
+impl Compiled {
+    /// The next `n` bytes.
+    fn take(&mut self, n: usize) -> Result<&'static [u8], String> {
+        if self.0.len() < n {
+            return Err(format!(
+                "truncated: {n} bytes wanted, {} left",
+                self.0.len()
+            ));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    /// A length or count.
+    fn len(&mut self) -> Result<usize, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    }
+
+    /// A string.
+    fn str(&mut self) -> Result<&'static str, String> {
+        let n = self.len()?;
+        std::str::from_utf8(self.take(n)?).map_err(|e| format!("a name is not UTF-8: {e}"))
+    }
+
+    /// Numbers.
+    fn f64s(&mut self) -> Result<Vec<f64>, String> {
+        let n = self.len()?;
+        let b = self.take(n.checked_mul(8).ok_or("a count overflows")?)?;
+        Ok(b.chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect())
+    }
+
+    /// A table's grid part: its axes, then its values.
+    fn grid(mut self) -> Result<Grid, String> {
+        let n = self.len()?;
+        let mut axes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let name = self.str()?.to_string();
+            axes.push(Axis {
+                name,
+                points: self.f64s()?,
+            });
+        }
+        let values = self.f64s()?;
+        if !self.0.is_empty() {
+            return Err(format!("{} bytes after the grid", self.0.len()));
+        }
+        Grid::new(axes, values)
     }
 }
 
@@ -487,6 +610,24 @@ mod tests {
         assert_eq!(g.attr("version"), Some("0.5.14"));
         let again = KernelTables::parse("y", &t.to_text(&["h".into()])).unwrap();
         assert_eq!(again, t);
+    }
+
+    /// The compiled form decodes to the very tables the text reads (values filled), and a
+    /// cut or foreign one is an error naming the file, not a panic.
+    #[test]
+    fn the_compiled_form_round_trips() {
+        let t = KernelTables::parse("x", TEXT).unwrap();
+        let bytes: &'static [u8] = Box::leak(t.to_compiled().into_boxed_slice());
+        let back = KernelTables::from_compiled("x.kt", bytes).unwrap();
+        assert_eq!(back, t);
+        assert_eq!(back.meta, t.meta);
+        assert_eq!(back.tables[0].attrs, t.tables[0].attrs);
+        for cut in [3, 20, bytes.len() - 1] {
+            let e = KernelTables::from_compiled("x.kt", &bytes[..cut]).unwrap_err();
+            assert!(e.starts_with("x.kt (compiled): "), "{e}");
+        }
+        let e = KernelTables::from_compiled("y.kt", b"not a compiled file").unwrap_err();
+        assert!(e.contains("not a compiled kernel-table file"), "{e}");
     }
 
     #[test]

@@ -583,8 +583,8 @@ fn simulate(
     Ok(Simulated {
         summary,
         kv_pages: world.kv_pages(),
-        ttft: world.collector.ttft.clone(),
-        tpot: world.collector.tpot.clone(),
+        ttft: world.collector.ttft(),
+        tpot: world.collector.tpot(),
         transfer_shape: world.collector.transfer_shape.clone(),
         worker_deaths: world.collector.worker_deaths.clone(),
         stats,

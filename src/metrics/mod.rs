@@ -236,10 +236,12 @@ const NO_ROW: u32 = u32::MAX;
 /// except the id-order buffer, which holds only rows that finished ahead of an earlier request.
 #[derive(Default)]
 pub struct Collector {
-    /// TTFT, ns.
-    pub ttft: Histogram,
-    /// TPOT, ns.
-    pub tpot: Histogram,
+    /// TTFT of corrupted requests, ns: with [`Collector::ttft_completed`], every answered
+    /// request's ([`Collector::ttft`]). Kept apart so a request is recorded once, not in an
+    /// "all" histogram and again in its outcome's.
+    ttft_corrupted: Histogram,
+    /// TPOT of corrupted requests with ≥ 2 output tokens, ns (as `ttft_corrupted`).
+    tpot_corrupted: Histogram,
     /// Inter-token gaps by kind, ns (fed by the servers, one record per step and kind).
     pub itl: gaps::Gaps,
     /// Each corrupted request's worst inter-token gap, ns (with [`Collector::tbt_completed`]:
@@ -426,15 +428,11 @@ impl Collector {
             .expect("a finished request has a first token");
         let fin = row.finish_ns.expect("a finished request has a finish time");
         let ttft = ft - row.arrival_ns;
-        self.ttft.record(ttft);
         let e2e = fin - row.arrival_ns;
         self.e2e.record(e2e);
         let e2e_per_token = e2e / u64::from(row.output_tokens.max(1));
         self.e2e_per_token.record(e2e_per_token);
         let tpot = (row.output_tokens > 1).then(|| (fin - ft) / u64::from(row.output_tokens - 1));
-        if let Some(t) = tpot {
-            self.tpot.record(t);
-        }
         let gap = row.gaps.worst;
         debug_assert!(
             (row.output_tokens > 1) == gap.is_some() || row.outcome != Outcome::Completed,
@@ -450,6 +448,10 @@ impl Collector {
         // A corrupted request decoded from bytes that were not its own: whatever its
         // latency, it met no SLO (docs/architecture.md §3).
         if row.outcome != Outcome::Completed {
+            self.ttft_corrupted.record(ttft);
+            if let Some(t) = tpot {
+                self.tpot_corrupted.record(t);
+            }
             if let Some((g, _)) = gap {
                 self.tbt_corrupted.record(g);
             }
@@ -567,12 +569,26 @@ impl Collector {
         self.held
     }
 
+    /// TTFT of every answered request (completed or corrupted), ns.
+    pub fn ttft(&self) -> Histogram {
+        let mut h = self.ttft_completed.clone();
+        h.merge(&self.ttft_corrupted);
+        h
+    }
+
+    /// TPOT of every answered request with ≥ 2 output tokens, ns.
+    pub fn tpot(&self) -> Histogram {
+        let mut h = self.tpot_completed.clone();
+        h.merge(&self.tpot_corrupted);
+        h
+    }
+
     /// Latency aggregates in ms.
     pub fn latencies(&self) -> Latencies {
         let s = 1e-6;
         Latencies {
-            ttft: self.ttft.summary(s),
-            tpot: self.tpot.summary(s),
+            ttft: self.ttft().summary(s),
+            tpot: self.tpot().summary(s),
             itl: self.itl.merged().summary(s),
             e2e: self.e2e.summary(s),
             queue: self.queue.summary(s),

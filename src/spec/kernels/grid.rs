@@ -38,6 +38,9 @@ pub struct Grid {
     pub values: Vec<f64>,
 }
 
+/// The most axes a table has that [`Grid::eval`] reads (the MoE tables have five).
+const MAX_AXES: usize = 8;
+
 /// Where a coordinate falls on one axis: the two points it is taken between and the weight of
 /// the second (`0` at the first, `1` at the second, above 1 when extrapolating past the last).
 #[derive(Clone, Copy, Debug)]
@@ -81,6 +84,12 @@ impl Grid {
     /// A grid over `axes` with `values` in row-major order; `None` when the sizes disagree or
     /// an axis is empty or not strictly increasing.
     pub fn new(axes: Vec<Axis>, values: Vec<f64>) -> Result<Self, String> {
+        if axes.len() > MAX_AXES {
+            return Err(format!(
+                "{} axes: a table has at most {MAX_AXES}",
+                axes.len()
+            ));
+        }
         let mut n = 1usize;
         for a in &axes {
             if a.points.is_empty() {
@@ -121,13 +130,18 @@ impl Grid {
     /// module's rules. `x.len()` must equal the number of axes.
     pub fn eval(&self, x: &[f64]) -> f64 {
         assert_eq!(x.len(), self.axes.len(), "one coordinate per axis");
-        let brackets: Vec<Bracket> = self
-            .axes
-            .iter()
-            .zip(x)
-            .map(|(a, &v)| a.bracket(v))
-            .collect();
-        self.eval_from(&brackets, 0, 0)
+        // The brackets on the stack: a step model's composition evaluates tables thousands of
+        // times at every start.
+        let mut brackets = [Bracket {
+            lo: 0,
+            hi: 0,
+            w: 0.0,
+        }; MAX_AXES];
+        assert!(x.len() <= MAX_AXES, "a table has at most {MAX_AXES} axes");
+        for ((b, a), &v) in brackets.iter_mut().zip(&self.axes).zip(x) {
+            *b = a.bracket(v);
+        }
+        self.eval_from(&brackets[..x.len()], 0, 0)
     }
 
     /// The value of the sub-grid starting at `offset` over axes `d..`.

@@ -131,15 +131,22 @@ impl KernelTables {
     /// The sglang versions the tables were measured at, each with what it covers, for
     /// provenance lines (`gemm 0.5.14, mla 0.5.10, …`).
     pub fn versions(&self) -> BTreeMap<String, Vec<String>> {
-        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        // Gathered borrowed, owned once at the end: 125 tables, a handful of versions.
+        let mut by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for t in &self.tables {
-            let v = t.attr("version").unwrap_or("?").to_string();
-            let names = out.entry(v).or_default();
-            if !names.contains(&t.name) {
-                names.push(t.name.clone());
+            let names = by.entry(t.attr("version").unwrap_or("?")).or_default();
+            if !names.contains(&t.name.as_str()) {
+                names.push(&t.name);
             }
         }
-        out
+        by.into_iter()
+            .map(|(v, names)| {
+                (
+                    v.to_string(),
+                    names.into_iter().map(str::to_string).collect(),
+                )
+            })
+            .collect()
     }
 
     /// Parses a file's text, every table read; `origin` names it in errors, which also give

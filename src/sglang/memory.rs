@@ -36,7 +36,15 @@ pub struct PageAllocator {
     /// Merges so far (how often `merge_and_sort_free` ran).
     merges: u64,
     total: u32,
+    /// Emptied page lists of requests that ended ([`PageAllocator::recycle`]), reused by
+    /// [`PageAllocator::alloc`]: every request takes a list and gives it back, and a list
+    /// from the allocator's own spares costs no trip to the heap. At most [`SPARE_LISTS`].
+    spare: Vec<Vec<u32>>,
 }
+
+/// The most emptied page lists an allocator keeps for reuse: enough for the requests that end
+/// between two that start, without holding a peak's worth of lists for the rest of a run.
+const SPARE_LISTS: usize = 64;
 
 impl PageAllocator {
     /// A pool of `total` usable pages, ids `1..=total` (0 is the sink), with the unsorted
@@ -59,6 +67,7 @@ impl PageAllocator {
             sort,
             merges: 0,
             total,
+            spare: Vec::new(),
         }
     }
 
@@ -142,8 +151,33 @@ impl PageAllocator {
 
     /// Takes `n` pages, or `None` (taking nothing) when fewer are free.
     pub fn alloc(&mut self, n: u32) -> Option<Vec<u32>> {
-        let mut pages = Vec::with_capacity(n as usize);
-        self.alloc_into(n, &mut pages).then_some(pages)
+        let mut pages = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(n as usize));
+        if self.alloc_into(n, &mut pages) {
+            Some(pages)
+        } else {
+            self.spare.push(pages);
+            None
+        }
+    }
+
+    /// Keeps `pages`, a list [`PageAllocator::alloc`] gave whose pages were freed, for the next
+    /// allocation's ids (its contents are dropped; only the room is kept).
+    #[inline]
+    pub fn recycle(&mut self, mut pages: Vec<u32>) {
+        if self.spare.len() < SPARE_LISTS && pages.capacity() > 0 {
+            pages.clear();
+            self.spare.push(pages);
+        }
+    }
+
+    /// One page, the one `alloc(1)` takes, without a list to hold it (a request's slot).
+    #[inline]
+    pub fn alloc_one(&mut self) -> Option<u32> {
+        self.merge_if_short(1);
+        self.free.pop()
     }
 
     /// Takes `n` pages onto the end of `out` (the order [`PageAllocator::alloc`] gives), or
@@ -285,6 +319,62 @@ mod tests {
                 (vec![7, 8, 9, 10], 1, vec![1, 2, 3, 4, 5, 6], 1, 1),
             ]
         );
+    }
+
+    /// `alloc_one` takes the very page `alloc(1)` takes, merges included, under both
+    /// policies.
+    #[test]
+    fn one_page_is_what_a_list_of_one_would_hold() {
+        for policy in [KvAllocator::Sorted, KvAllocator::Unsorted] {
+            let (mut a, mut b) = (
+                PageAllocator::with_policy(8, policy),
+                PageAllocator::with_policy(8, policy),
+            );
+            let mut held = Vec::new();
+            for i in 0..40u32 {
+                if i % 3 == 2 && !held.is_empty() {
+                    let p: u32 = held.remove((i as usize * 7) % held.len());
+                    a.free(&[p]);
+                    b.free(&[p]);
+                    continue;
+                }
+                let one = a.alloc_one();
+                assert_eq!(one, b.alloc(1).map(|v| v[0]), "{policy:?} step {i}");
+                held.extend(one);
+                assert_eq!(a.merges(), b.merges());
+            }
+        }
+    }
+
+    /// A list given back for reuse changes no page id: the same allocations and frees hand
+    /// out the same pages with and without recycling, under both policies.
+    #[test]
+    fn recycled_lists_hand_out_the_same_pages() {
+        for policy in [KvAllocator::Sorted, KvAllocator::Unsorted] {
+            let (mut a, mut b) = (
+                PageAllocator::with_policy(64, policy),
+                PageAllocator::with_policy(64, policy),
+            );
+            let (mut held_a, mut held_b): (Vec<Vec<u32>>, Vec<Vec<u32>>) = (vec![], vec![]);
+            for i in 0..200usize {
+                if i % 3 == 1 && !held_a.is_empty() {
+                    let k = (i * 7) % held_a.len();
+                    let (x, y) = (held_a.remove(k), held_b.remove(k));
+                    a.free(&x);
+                    a.recycle(x);
+                    b.free(&y);
+                    continue;
+                }
+                let n = 1 + (i * 5 % 9) as u32;
+                let (x, y) = (a.alloc(n), b.alloc(n));
+                assert_eq!(x, y, "{policy:?} step {i}");
+                if let (Some(x), Some(y)) = (x, y) {
+                    held_a.push(x);
+                    held_b.push(y);
+                }
+            }
+            assert!(!a.spare.is_empty(), "lists were kept for reuse");
+        }
     }
 
     #[test]
@@ -498,7 +588,7 @@ impl Store {
                     return None;
                 }
                 let p = pages.alloc(n)?;
-                let s = if slot { Some(slots.alloc(1)?[0]) } else { None };
+                let s = if slot { Some(slots.alloc_one()?) } else { None };
                 Some(Holding {
                     pages: p,
                     slot: s,
@@ -541,6 +631,16 @@ impl Store {
                 Some(mem.release(crate::layout::RequestId(id), None))
             }
         }
+    }
+
+    /// [`Store::free`] of a holding the request gives up for good: its page list is kept for
+    /// the next allocation.
+    pub fn free_owned(&mut self, id: u64, h: Holding) -> Option<crate::layout::RequestReport> {
+        let report = self.free(id, &h);
+        if let Store::Plain { pages, .. } = self {
+            pages.recycle(h.pages);
+        }
+        report
     }
 
     /// Pages free now.
@@ -689,6 +789,15 @@ impl KvPool {
             sh.used -= bytes;
         }
         self.store.free(id, h)
+    }
+
+    /// See [`Store::free_owned`].
+    pub fn free_owned(&mut self, id: u64, h: Holding) -> Option<crate::layout::RequestReport> {
+        let bytes = self.cost(h.reserved, h.slot.is_some());
+        if let Some(sh) = &mut self.shared {
+            sh.used -= bytes;
+        }
+        self.store.free_owned(id, h)
     }
 
     /// See [`Store::grow`].

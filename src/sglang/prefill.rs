@@ -440,7 +440,7 @@ impl PrefillServer {
     #[inline(always)]
     fn free(&mut self, req: &mut Req) {
         let held = std::mem::take(&mut req.on_prefill);
-        self.core.pages.free(req.id, &held);
+        self.core.pages.free_owned(req.id, held);
         self.core.outstanding -= 1;
     }
 

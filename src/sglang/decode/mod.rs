@@ -419,7 +419,10 @@ impl DecodeServer {
         let leaked = req.abort.as_deref().is_some_and(|a| a.decode_leaked);
         if req.decode_allocated
             && !leaked
-            && let Some(mut report) = self.core.pages.free(r.id, &req.on_decode)
+            && let Some(mut report) = self
+                .core
+                .pages
+                .free_owned(r.id, std::mem::take(&mut req.on_decode))
         {
             if !completed {
                 // A request that never decoded is nobody's victim of its own unfinished

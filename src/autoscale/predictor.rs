@@ -21,6 +21,10 @@
 //!   `kalman_min_points` is passed to the base class but never read by `predict_next`, so it is
 //!   not a pdsim key.
 //!
+//! Dynamo's ARIMA predictor fits its first model on the readings as given and keeps a copy
+//! clipped at 0 for the rest; pdsim fits the clipped copy throughout (the series here — request
+//! counts, token means, hit shares — are never negative, so the two agree).
+//!
 //! `prophet` is not implemented (Meta's Prophet fits a Stan model by optimisation; pdsim has no
 //! deterministic equivalent): a scenario naming it is refused.
 

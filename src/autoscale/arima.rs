@@ -18,9 +18,8 @@
 //!   order, `(0,d,0)`, `(1,d,0)`, `(0,d,1)`, `(0,d,0)` without the intercept, then the moves
 //!   p−1, q−1, p+1, q+1, (p−1,q−1), (p−1,q+1), (p+1,q−1), (p+1,q+1) and the intercept's toggle,
 //!   each tried once, at most 100 fits; a fit that fails or whose roots come within 0.01 of the
-//!   unit circle (`_root_test`: the MA check, when `q > 0`, replaces the AR one, as the code
-//!   does) scores +∞; the answer is the lowest AIC, the first fitted on a tie
-//!   (`_sort_and_filter_fits`, a stable sort).
+//!   unit circle (`_root_test`) scores +∞; the answer is the lowest AIC, the first fitted on a
+//!   tie (`_sort_and_filter_fits`, a stable sort).
 //!
 //! **Approximated** (statsmodels' exact Gaussian MLE of SARIMAX by L-BFGS is not reproduced):
 //! - each order is estimated by Hannan–Rissanen — ordinary least squares for pure AR; for MA
@@ -32,11 +31,14 @@
 //!   scored on the same points: AIC = −2 ℓ + 2 (p + q + intercept + 1), σ² counted as
 //!   statsmodels counts it;
 //! - the parameters are not constrained to the stationary and invertible region (statsmodels
-//!   enforces it); the root test then scores such a fit +∞ rather than pulling it inside;
+//!   enforces it); the root test then scores such a fit +∞ rather than pulling it inside — on
+//!   both its AR and MA roots (pmdarima's `_root_test` lets the MA check replace the AR one,
+//!   harmless only because statsmodels keeps the AR part stationary);
 //! - the intercept enters the differenced equation (`φ(L) Δᵈ y = c + θ(L) ε`, SARIMAX's
 //!   `trend="c"` form), so with `d = 1` it is a drift;
 //! - pmdarima's `update(new points)` (a few optimizer steps from the old parameters) is a
-//!   re-estimation of the same order on the whole series;
+//!   re-estimation of the same order on the whole series, the old parameters kept when the new
+//!   ones leave the stationary and invertible region;
 //! - a fit with fewer rows than parameters, or a singular regression, fails (pmdarima's
 //!   optimizer might still return one on very short series).
 //!
@@ -232,20 +234,16 @@ fn roots_within(a: &[f64], r: f64) -> bool {
     true
 }
 
-/// pmdarima's `_root_test`: whether the model's inverse roots stay within 0.99. The AR check
-/// (`1 − φ₁z − …`: inverse roots are those of `zᵖ − φ₁zᵖ⁻¹ − …`) is replaced by the MA one
-/// (`1 + θ₁z + …`) when there are MA terms and the AIC is finite, as the code assigns it.
+/// pmdarima's `_root_test`: whether the model's inverse roots stay within 0.99, the AR ones
+/// (`1 − φ₁z − …`: inverse roots are those of `zᵖ − φ₁zᵖ⁻¹ − …`) and the MA ones
+/// (`1 + θ₁z + …`). pmdarima's code lets the MA check replace the AR one when a model has MA
+/// terms; there that is harmless, as statsmodels' fit keeps the AR part stationary. pdsim's
+/// estimates are unconstrained, so both checks must hold (an explosive AR part would otherwise
+/// pass and its forecasts run away).
 fn roots_ok(m: &ArimaModel) -> bool {
     const R: f64 = 1.0 - 1e-2;
-    let mut ok = true;
-    if m.p > 0 {
-        let a: Vec<f64> = m.ar.iter().map(|phi| -phi).collect();
-        ok = roots_within(&a, R);
-    }
-    if m.q > 0 && m.aic.is_finite() {
-        ok = roots_within(&m.ma, R);
-    }
-    ok
+    let ar: Vec<f64> = m.ar.iter().map(|phi| -phi).collect();
+    (m.p == 0 || roots_within(&ar, R)) && (m.q == 0 || roots_within(&m.ma, R))
 }
 
 /// Hannan–Rissanen's long autoregression order for `m` points (statsmodels' default), shrunk
@@ -495,9 +493,13 @@ pub fn auto_arima(y: &[f64]) -> Option<ArimaModel> {
 }
 
 /// pmdarima's `update`, approximated: the same order (and intercept) re-estimated on the whole
-/// series `y`.
-pub fn refit(model: &ArimaModel, y: &[f64]) -> Option<ArimaModel> {
-    fit(y, model.p, model.d, model.q, model.intercept, model.cond)
+/// series `y`. statsmodels' update starts from the old parameters and keeps them stationary and
+/// invertible; a re-estimate outside that region (or none) keeps the old parameters here.
+pub fn refit(model: &ArimaModel, y: &[f64]) -> ArimaModel {
+    match fit(y, model.p, model.d, model.q, model.intercept, model.cond) {
+        Some(m) if m.aic.is_finite() => m,
+        _ => model.clone(),
+    }
 }
 
 #[cfg(test)]
@@ -561,6 +563,36 @@ mod tests {
         let m = auto_arima(&[4.0; 6]).unwrap();
         assert_eq!((m.p, m.d, m.q, m.intercept), (0, 0, 0, false));
         assert_eq!(m.forecast(&[4.0; 6]), 0.0, "pmdarima predicts 0 here");
+    }
+
+    #[test]
+    fn explosive_fits_are_scored_out_and_updates_keep_viable_parameters() {
+        // y = 1.05ᵗ: an AR(1) without intercept fits φ = 1.05 exactly, outside the unit circle.
+        let y: Vec<f64> = (0..20).map(|t| 1.05f64.powi(t)).collect();
+        let m = fit(&y, 1, 0, 0, false, 0).unwrap();
+        assert!((m.ar[0] - 1.05).abs() < 1e-9, "{m:?}");
+        assert_eq!(m.aic, f64::INFINITY, "the root test scores it out");
+        // With an MA term too the AR check still holds (pmdarima's code would only check the MA).
+        let bad = ArimaModel {
+            q: 1,
+            ma: vec![0.2],
+            aic: 10.0,
+            ..m.clone()
+        };
+        assert!(!roots_ok(&bad));
+        // A viable AR(1) updated on data that re-estimates explosive keeps its parameters.
+        let calm: Vec<f64> = (0..20).map(|t| 0.5f64.powi(t)).collect();
+        let good = fit(&calm, 1, 0, 0, false, 0).unwrap();
+        assert!(
+            (good.ar[0] - 0.5).abs() < 1e-9 && good.aic.is_finite(),
+            "{good:?}"
+        );
+        assert_eq!(refit(&good, &y), good);
+        assert_ne!(
+            refit(&good, &calm[..15]).aic,
+            good.aic,
+            "a viable re-estimate replaces it"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!   on all points — and, when `load_predictor_log1p` is off and it picks `(0, d, 0)`, refitted
 //!   on `log1p(y)` and kept in that space ("better handle spiky time series") —, later points
 //!   folded in by `update`; the forecast is `max(0, ŷ)` (`max(0, expm1(ŷ))` in log space); a
-//!   failed fit or update answers the last reading. [`super::arima`] says how pdsim's
+//!   failed fit answers the last reading (and is tried again next window). [`super::arima`] says how pdsim's
 //!   `auto_arima` and `update` follow pmdarima's and where they differ.
 //! - `kalman` (`KalmanPredictor`, filterpy's `KalmanFilter(dim_x=2, dim_z=1)`): a local linear
 //!   trend, state `[level, trend]`, `F = [[1, 1], [0, 1]]`, `H = [1, 0]`, `P₀ = 1000·I`,
@@ -248,13 +248,7 @@ impl Predictor {
                     }
                     Some(m) => {
                         if a.pending > 0 {
-                            match arima::refit(m, &space(a.log)) {
-                                Some(m) => a.model = Some(m),
-                                None => {
-                                    a.pending = 0;
-                                    return last;
-                                }
-                            }
+                            a.model = Some(arima::refit(m, &space(a.log)));
                         }
                     }
                 }

@@ -31,7 +31,8 @@
 //! Folders are floors and imports only run down (`docs/architecture.md` §1):
 //! `{cli, api} → app → {plan, diagnose, scenario} → sim → assemble → sglang → {compute,
 //! workload, metrics, config} → {layout, fabric} → {vocab, spec, engine}` (`assemble` builds the
-//! cluster `sim` runs). `config` — the checked configuration — embeds
+//! cluster `sim` runs; `autoscale`, the policies that size the pools, sits below `sim` and
+//! above `config`). `config` — the checked configuration — embeds
 //! compiled layout plans and fabric parameters, so it sits above `layout` and `fabric`, not at
 //! the bottom. `vocab` is the ground floor's shared words (ids, events, the request table,
 //! `Outcome` / `ErrorKind`). `report` reads metrics and holds the results schema
@@ -53,6 +54,7 @@
 pub mod api;
 pub mod app;
 pub mod assemble;
+pub mod autoscale;
 pub mod cli;
 pub mod compute;
 pub mod config;

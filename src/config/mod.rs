@@ -4,6 +4,7 @@
 //! (`spec`, `engine`, `layout`, `fabric`) is pure.
 
 pub mod aborts;
+pub mod autoscale;
 pub mod capacity;
 pub mod rate_profile;
 
@@ -866,6 +867,8 @@ pub struct Scenario {
     pub sglang: SglangParams,
     /// Latency targets.
     pub slo: Slo,
+    /// Who sizes the pools during the run (`[autoscaler]`; static when the scenario has none).
+    pub autoscaler: autoscale::Autoscaler,
     /// The transfer plan of every (prefill pool, decode pool) pair, by pool index.
     pub plans: std::collections::BTreeMap<(usize, usize), std::sync::Arc<crate::layout::PairPlan>>,
     /// The file as resolved after `--set`, recorded in `run.json`.

@@ -37,6 +37,9 @@ pub struct ScenarioFile {
     /// `[slo]`
     #[serde(default)]
     pub slo: SloSection,
+    /// `[autoscaler]`: the policy that sizes the pools during the run (static when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<AutoscalerSection>,
     /// `[expect]`: typed expectations that `pdsim check` evaluates; `pdsim run` checks its
     /// keys and records it in `run.json`.
     pub expect: Option<super::expect::Expect>,
@@ -1075,4 +1078,103 @@ pub struct SloSection {
     pub tbt_p99_ms: Option<f64>,
     /// Per-request threshold on end-to-end latency ÷ output tokens (joins attainment), ms.
     pub e2e_per_token_ms: Option<f64>,
+}
+
+/// `[autoscaler]`: `policy` and that policy's settings, flat (checked in
+/// `scenario/sections/autoscaler.rs`: a key of another policy is an error naming it). Every
+/// setting is optional; the defaults are Dynamo's and llm-d's (`config::autoscale`).
+#[derive(Clone, Debug, Deserialize, Serialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AutoscalerSection {
+    /// `"static"`, `"sla_planner"` or `"threshold"`.
+    pub policy: Option<String>,
+    // `policy = "sla_planner"` (Dynamo's `PlannerConfig` names, units added).
+    /// `"sla"`, `"throughput"` or `"latency"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimization_target: Option<String>,
+    /// Seconds between throughput-path ticks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_adjustment_interval_s: Option<f64>,
+    /// Seconds between load-path ticks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_adjustment_interval_s: Option<f64>,
+    /// The predictive path on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_throughput_scaling: Option<bool>,
+    /// The reactive path on or off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enable_load_scaling: Option<bool>,
+    /// Fewest instances of each pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_endpoint: Option<i64>,
+    /// Most GPUs of both pools (−1: no ceiling).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_gpu_budget: Option<i64>,
+    /// Fewest GPUs of both pools (−1: no floor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_gpu_budget: Option<i64>,
+    /// TTFT target, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    /// ITL target, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_ms: Option<f64>,
+    /// `"arima"`, `"kalman"` or `"constant"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_predictor: Option<String>,
+    /// Predict in log1p space.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_predictor_log1p: Option<bool>,
+    /// Kalman level noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kalman_q_level: Option<f64>,
+    /// Kalman trend noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kalman_q_trend: Option<f64>,
+    /// Kalman measurement noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kalman_r: Option<f64>,
+    /// Samples a regression keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_fpm_samples: Option<i64>,
+    /// Buckets the samples spread over (a perfect square).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fpm_sample_bucket_size: Option<i64>,
+    /// Samples before a regression is trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_min_observations: Option<i64>,
+    /// Percent of the SLA headroom a scale-down may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_scaling_down_sensitivity: Option<i64>,
+    /// `"rapid"` or `"none"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_deployment_sweeping_mode: Option<String>,
+    // `policy = "threshold"` (llm-d's saturation config and the HPA's behaviour).
+    /// Seconds between looks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<f64>,
+    /// Saturated at this KV use, 0–1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_threshold: Option<f64>,
+    /// Saturated at this many waiting requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_length_threshold: Option<f64>,
+    /// Scale up below this mean spare KV, 0–1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_spare_trigger: Option<f64>,
+    /// Scale up below this mean spare queue, requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_spare_trigger: Option<f64>,
+    /// HPA scale-up stabilization window, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_up_stabilization_s: Option<f64>,
+    /// HPA scale-down stabilization window, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_down_stabilization_s: Option<f64>,
+    /// HPA `minReplicas` per pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<i64>,
+    /// HPA `maxReplicas` per pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<i64>,
 }

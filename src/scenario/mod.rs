@@ -81,6 +81,38 @@ pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
 /// Parses, overrides and validates scenario `text` read from `path` (used to resolve relative
 /// paths and to name the file in errors).
 pub fn from_str(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
+    let sc = from_str_any_autoscaler(text, path, sets)?;
+    refuse_resizing(&sc, text, path)?;
+    Ok(sc)
+}
+
+/// Until the simulator can change a pool's size during a run (issue 38, item 2), a scenario
+/// whose `[autoscaler]` would is refused rather than run with its policy silently ignored.
+/// The wiring deletes this check (and [`from_str_any_autoscaler`]'s reason to exist).
+fn refuse_resizing(sc: &Scenario, text: &str, path: &Path) -> Result<(), ScenarioError> {
+    if !sc.autoscaler.resizes() {
+        return Ok(());
+    }
+    Err(ScenarioError {
+        file: path.to_path_buf(),
+        line: locate::line_of(text, "autoscaler.policy"),
+        key: "autoscaler.policy".into(),
+        message: format!(
+            "policy = \"{}\" is valid, but pools that change size during a run are not wired into the simulator yet (issue 38): pdsim would run the pools at their fixed sizes and ignore the policy. Use policy = \"static\" (or leave [autoscaler] out) for now; docs/autoscaling.md says what is implemented",
+            sc.autoscaler.name()
+        ),
+    })
+}
+
+/// Everything [`from_str`] checks except whether the simulator can run the scenario's
+/// `[autoscaler]` policy: a scenario whose policy resizes pools passes here, its settings
+/// checked. For the autoscaler's tests and the pool-resizing work that will use it; the verbs
+/// load through [`from_str`].
+pub fn from_str_any_autoscaler(
+    text: &str,
+    path: &Path,
+    sets: &[String],
+) -> Result<Scenario, ScenarioError> {
     let err_at = |line: Option<usize>, key: &str, message: String| ScenarioError {
         file: path.to_path_buf(),
         line,
@@ -595,6 +627,7 @@ fn validate(
     }
     faults.sort_by_key(|f| f.at_ns);
     let kv_store = sections::kv_store(&c, &file, &pools, nodes)?;
+    let autoscaler = sections::autoscaler(&c, &file, &pools)?;
 
     let mut notes = calibration_notes(&c, &calibration, &gpu.name, &pools);
     notes.extend(speculative::notes(&pools));
@@ -641,6 +674,7 @@ fn validate(
         router,
         sglang,
         slo,
+        autoscaler,
         source: path.to_path_buf(),
         resolved: serde_json::to_value(&file).expect("a scenario file serializes"),
         inputs: c.inputs.take(),

@@ -15,11 +15,13 @@ use crate::engine::{NS_PER_US, Nanos, ns_from_secs_ceil};
 use crate::layout::PairPlan;
 use crate::spec::{GpuSpec, gpu};
 
+mod autoscaler;
 mod hicache;
 mod offload;
 mod pool;
 mod workload;
 
+pub(super) use autoscaler::autoscaler;
 pub(super) use hicache::kv_store;
 pub(super) use pool::pools;
 pub(super) use workload::workload;

@@ -28,7 +28,7 @@ use crate::vocab::requests::ReqRef;
 #[derive(Debug, PartialEq)]
 pub enum Effect {
     /// The request fails with this kind and sglang's text: both sides mark the room Failed
-    /// and free what they hold, and its row is written (`World::fail`).
+    /// and free what they hold, and its row is written (`World::end`).
     Fail {
         /// The request.
         req: ReqRef,

@@ -96,8 +96,8 @@ impl World<'_> {
         }
         self.prefills[p].request_routed();
         self.decodes[d].request_routed();
-        self.sync_prefill(p);
-        self.sync_decode(d);
+        self.sync(CoreRef::Prefill(p));
+        self.sync(CoreRef::Decode(d));
         let (pc, dc) = (&self.prefills[p].core, &self.decodes[d].core);
         // The router's pick may be a dead server still in rotation (`sglang::router`); a
         // request whose KV can never fit is rejected up front (`sglang::tokenizer`).
@@ -108,15 +108,18 @@ impl World<'_> {
         });
         if let Some(f) = refused {
             self.catch_up_decode(d, now);
-            self.fail(r, f.kind, &f.message);
+            self.end(r, Outcome::Failed, Some((f.kind, &f.message)));
             return;
         }
         // Decode's first contact with the prefill raises what nothing catches: the decode
         // server dies (`sglang::decode::faults`).
         if let Err(e) = self.decodes[d].ensure_prefill_info(self.transfer.plan(p, d)) {
             self.catch_up_decode(d, now);
-            self.fail(r, e.kind, &e.message);
-            self.server_died(d, &e);
+            self.end(r, Outcome::Failed, Some((e.kind, &e.message)));
+            self.crash(
+                CoreRef::Decode(d),
+                crate::sglang::decode::CrashCause::Exception(&e),
+            );
             return;
         }
         self.bootstrap(r, (p, d), nr.input_tokens);
@@ -332,7 +335,7 @@ impl World<'_> {
         }
         self.decodes[d].kv_landed(id);
         if output == 1 {
-            self.complete(r);
+            self.end(r, Outcome::Completed, None);
             return;
         }
         self.decodes[d].enqueue_ready(r);
@@ -364,7 +367,7 @@ impl World<'_> {
         for &r in &retracted {
             let p = self.reqs.get(r).expect("retracted, not ended").prefill;
             self.prefills[p].request_returned();
-            self.sync_prefill(p);
+            self.sync(CoreRef::Prefill(p));
         }
         self.scratch.refs = retracted;
     }
@@ -389,7 +392,7 @@ impl World<'_> {
             self.apply_effects(base);
         }
         for &r in &finished {
-            self.complete(r);
+            self.end(r, Outcome::Completed, None);
         }
         self.scratch.refs = finished;
         self.try_prealloc(d);
@@ -442,19 +445,7 @@ impl World<'_> {
         if stage == KvPoll::Bootstrapping && self.orphan_decode(r, &f.message) {
             return;
         }
-        self.fail(r, f.kind, &f.message);
-    }
-
-    /// Ends a request that decoded to its last token. The oracle (when it watches the decode)
-    /// decides whether it decoded from its own bytes.
-    pub(super) fn complete(&mut self, r: ReqRef) {
-        self.end(r, Outcome::Completed, None, "");
-    }
-
-    /// Ends a request with an error: both sides mark the room Failed and free what they hold
-    /// (the ABORT to the prefill is taken as immediate for resources).
-    pub(super) fn fail(&mut self, r: ReqRef, kind: ErrorKind, message: &str) {
-        self.end(r, Outcome::Failed, Some(kind), message);
+        self.end(r, Outcome::Failed, Some((f.kind, &f.message)));
     }
 
     /// A row that never entered the request table (refused at the router or by the server, or
@@ -466,17 +457,14 @@ impl World<'_> {
         self.turn_ended(row);
     }
 
-    /// A request reaches its outcome: it gives back what it holds on both instances, its
-    /// pending timeouts are cancelled, and its row is written. What it freed may admit waiting
+    /// A request reaches its `outcome`: `Completed` when it decoded to its last token (the
+    /// oracle, when it watches the decode, may judge it `Corrupted`), `Failed` with its
+    /// `failure` (kind and sglang's text: both sides mark the room Failed, the ABORT to the
+    /// prefill taken as immediate for resources), or `Aborted`. It gives back what it holds on
+    /// both instances, its pending timeouts are cancelled, and its row is written. What it freed may admit waiting
     /// work: the decode marks itself unless the request finished in its batch at a step end
     /// (`DecodeServer::request_ended`), and a failure wakes the prefill.
-    pub(super) fn end(
-        &mut self,
-        r: ReqRef,
-        outcome: Outcome,
-        kind: Option<ErrorKind>,
-        message: &str,
-    ) {
+    pub(super) fn end(&mut self, r: ReqRef, outcome: Outcome, failure: Option<(ErrorKind, &str)>) {
         let now = self.q.now();
         if let Some(a) = self.aborts.as_deref_mut()
             && let Some(req) = self.reqs.get(r)
@@ -506,12 +494,12 @@ impl World<'_> {
         let outcome = self.decodes[d].request_ended(d, (req, r), outcome, &mut self.wake);
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
-        req.row.error_kind = kind;
+        req.row.error_kind = failure.map(|(kind, _)| kind);
         crate::sglang::router::hold_back(&mut req.row, req.prefill_response_ns);
         client_clock(path, &mut req.row);
         if let Err(e) = self
             .collector
-            .finish(&req.row, kind.map(|_| message), slo, self.sink)
+            .finish(&req.row, failure.map(|(_, m)| m), slo, self.sink)
         {
             self.io_error.get_or_insert(e);
         }
@@ -520,9 +508,9 @@ impl World<'_> {
         // The router reads loads only when it picks: telling it after the row is written is
         // telling it at once.
         if released_prefill {
-            self.sync_prefill(p);
+            self.sync(CoreRef::Prefill(p));
         }
-        self.sync_decode(d);
+        self.sync(CoreRef::Decode(d));
         // Decode marked itself (`request_ended`); a failure also frees the prefill's side.
         if matches!(outcome, Outcome::Failed | Outcome::Aborted) {
             self.wake.push(Wake::Prefill(p));
@@ -532,20 +520,24 @@ impl World<'_> {
         }
     }
 
-    /// Tells the router prefill `p`'s load (its outstanding requests; `None` while down).
-    pub(super) fn sync_prefill(&mut self, p: PrefillId) {
-        let (k, load) = self
-            .dispatch
-            .server_load(FRONT, p.idx(), served!(self, FRONT));
-        self.router.set_prefill(k, load);
-    }
-
-    /// Tells the router decode `d`'s load (its outstanding requests; `None` while down).
-    pub(super) fn sync_decode(&mut self, d: DecodeId) {
-        let (k, load) = self
-            .dispatch
-            .server_load(DECODE, d.idx(), served!(self, DECODE));
-        self.router.set_decode(k, load);
+    /// Tells the router instance `c`'s load (its outstanding requests; `None` while down).
+    #[inline(always)]
+    pub(super) fn sync(&mut self, c: CoreRef) {
+        // Each arm with its side fixed, so the dispatch's look-up folds to that side's.
+        match c {
+            CoreRef::Prefill(p) => {
+                let (k, load) = (self.dispatch).server_load(FRONT, p.idx(), served!(self, FRONT));
+                self.router.set_prefill(k, load);
+            }
+            CoreRef::Decode(d) => {
+                let (k, load) = (self.dispatch).server_load(DECODE, d.idx(), served!(self, DECODE));
+                self.router.set_decode(k, load);
+            }
+            CoreRef::Colocated(c) => {
+                let (k, load) = (self.dispatch).server_load(FRONT, c.idx(), served!(self, FRONT));
+                self.router.set_prefill(k, load);
+            }
+        }
     }
 }
 
@@ -599,7 +591,7 @@ impl World<'_> {
         if ready > now {
             self.q.schedule_at(ready, Event::Tokenized { colocated: c });
         }
-        self.sync_colocated(c);
+        self.sync(CoreRef::Colocated(c));
         self.colocated[c].try_step(c, &mut self.q);
         self.observe(CoreRef::Colocated(c));
     }
@@ -625,20 +617,11 @@ impl World<'_> {
             client_clock(path, &mut row);
             self.write_row(&row, None);
         }
-        self.sync_colocated(c);
+        self.sync(CoreRef::Colocated(c));
         self.colocated[c].try_step(c, &mut self.q);
         self.observe(CoreRef::Colocated(c));
     }
-
-    /// Tells the router server `c`'s load (`None` while down).
-    pub(super) fn sync_colocated(&mut self, c: ColocatedId) {
-        let (k, load) = self
-            .dispatch
-            .instance_load(FRONT, c.idx(), served!(self, FRONT));
-        self.router.set_prefill(k, load);
-    }
 }
-
 /// A request that arrived at `now` and that the router had nowhere to send: it fails there
 /// (`PeerLost`).
 fn unroutable(id: u64, nr: &crate::workload::NewRequest, now: Nanos) -> RequestRow {

@@ -12,15 +12,11 @@ use super::World;
 use super::sampler::CoreRef;
 use crate::engine::EventKey;
 use crate::sglang::Effect;
+use crate::vocab::Outcome;
 use crate::vocab::event::Wake;
 use crate::vocab::flow::FlowTag;
 
 impl World<'_> {
-    /// Keeps exactly one `FabricDue` event pending, at the fabric's next due time.
-    pub(super) fn fabric_sync(&mut self) {
-        self.fabric_timer.sync(&mut self.q, &mut self.fabric);
-    }
-
     pub(super) fn on_fabric_due(&mut self) {
         let now = self.q.now();
         self.fabric_timer.fired();
@@ -31,7 +27,8 @@ impl World<'_> {
             self.flow_ended(end);
         }
         self.scratch.ends = ends;
-        self.fabric_sync();
+        // Exactly one `FabricDue` stays pending, at the fabric's next due time.
+        self.fabric_timer.sync(&mut self.q, &mut self.fabric);
     }
 
     /// One fabric flow ended: routed to its owner by its tag.
@@ -98,7 +95,9 @@ impl World<'_> {
         while self.scratch.fx.len() > base {
             let e = self.scratch.fx.pop().expect("above the base");
             match e {
-                Effect::Fail { req, kind, message } => self.fail(req, kind, &message),
+                Effect::Fail { req, kind, message } => {
+                    self.end(req, Outcome::Failed, Some((kind, &message)))
+                }
                 Effect::Release { prefill, req } => {
                     let (now, seed) = (self.q.now(), self.sc.seed);
                     let holdback = self.sc.compute.pd_prefill_response_holdback;
@@ -106,7 +105,7 @@ impl World<'_> {
                         panic!("request {} concluded after its end (seed {seed})", req.id)
                     });
                     self.prefills[prefill].transfer_concluded(r, now, holdback);
-                    self.sync_prefill(prefill);
+                    self.sync(CoreRef::Prefill(prefill));
                     self.wake.push(Wake::Prefill(prefill));
                 }
                 Effect::Kick { prefill, lane } => {

@@ -56,7 +56,7 @@ impl World<'_> {
         }
         // The decode's steps up to now first: where the request is depends on them.
         let d = req.decode;
-        self.touch_decode(d);
+        self.decodes[d].touch(d, &mut self.q, &mut self.reqs, watchers!(self));
         let aborts = self.aborts.as_deref_mut().expect("scheduled by the aborts");
         let req = self.reqs.get_mut(r).expect("live");
         let stage = rules::stage(req);

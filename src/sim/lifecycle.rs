@@ -107,14 +107,14 @@ impl World<'_> {
                 .map(|e| e.failure())
         });
         if let Some(f) = refused {
-            self.catch_up_decode(d, now);
+            self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
             self.end(r, Outcome::Failed, Some((f.kind, &f.message)));
             return;
         }
         // Decode's first contact with the prefill raises what nothing catches: the decode
         // server dies (`sglang::decode::faults`).
         if let Err(e) = self.decodes[d].ensure_prefill_info(self.transfer.plan(p, d)) {
-            self.catch_up_decode(d, now);
+            self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
             self.end(r, Outcome::Failed, Some((e.kind, &e.message)));
             self.crash(
                 CoreRef::Decode(d),
@@ -144,7 +144,7 @@ impl World<'_> {
         let costs = &self.sc.compute;
         if !costs.has_serving_costs() {
             // No serving cost: the request reaches both schedulers at once (the 2023 fit).
-            self.catch_up_decode(d, now);
+            self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
             self.decodes[d].enqueue_prealloc(r);
             self.try_prealloc(d);
             return;
@@ -168,7 +168,7 @@ impl World<'_> {
             self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
         } else {
             // Nothing to wait for on the decode side (only the first-token path is set).
-            self.catch_up_decode(d, now);
+            self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
             self.decodes[d].enqueue_prealloc(r);
             self.try_prealloc(d);
         }
@@ -189,7 +189,7 @@ impl World<'_> {
         }
         // The decode's coalesced steps up to now first: they observe the prealloc queue as it
         // was before this request joined it.
-        self.catch_up_decode(d, self.q.now());
+        (self.decodes[d]).catch_up(self.q.now(), &mut self.reqs, watchers!(self));
         self.decodes[d].enqueue_prealloc(r);
         self.try_prealloc(d);
     }
@@ -197,7 +197,7 @@ impl World<'_> {
     /// Decode's prealloc queue admits what fits; each admitted request's page ids go to its
     /// prefill (after the control latency) and its `WaitingForInput` clock starts.
     pub(super) fn try_prealloc(&mut self, d: DecodeId) {
-        self.catch_up_decode(d, self.q.now());
+        (self.decodes[d]).catch_up(self.q.now(), &mut self.reqs, watchers!(self));
         // Most step ends find nobody waiting: nothing to admit.
         if self.decodes[d].prealloc_is_empty() {
             return;
@@ -320,7 +320,7 @@ impl World<'_> {
         if let Some(k) = req.waiting_timeout.take() {
             self.q.cancel(k);
         }
-        self.touch_decode(d);
+        self.decodes[d].touch(d, &mut self.q, &mut self.reqs, watchers!(self));
         let req = self.reqs.get_mut(r).expect("live");
         // The prefill's first token arrives with the aux data (after a retraction the request
         // already has one: TTFT is not reset).
@@ -377,7 +377,7 @@ impl World<'_> {
     pub(super) fn on_decode_step_done(&mut self, d: DecodeId) {
         let now = self.q.now();
         // The run's last step: the steps before it end first, at their own times.
-        self.catch_up_decode(d, now);
+        self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
         debug_assert!(!self.decodes[d].in_run());
         let mut finished = std::mem::take(&mut self.scratch.refs);
         finished.clear();
@@ -398,39 +398,6 @@ impl World<'_> {
         self.try_prealloc(d);
         self.start_decode_step(d);
         self.observe(CoreRef::Decode(d));
-    }
-
-    /// Materializes decode `d`'s coalesced steps that end at or before `t`
-    /// ([`crate::sglang::decode::DecodeServer::virtual_step`]), each as its own event would have
-    /// run: tokens counted at its end, the step's bookkeeping, the gauges observed at its end.
-    /// A step end at `t` is handled before the event at `t` that asks for it.
-    #[inline(always)]
-    pub(super) fn catch_up_decode(&mut self, d: DecodeId, t: crate::engine::Nanos) {
-        if self.decodes[d].has_due_step(t) {
-            self.materialize_decode(d, t);
-        }
-    }
-
-    /// Every decode's coalesced steps up to `t`.
-    pub(super) fn catch_up_decodes(&mut self, t: crate::engine::Nanos) {
-        for d in self.decodes.ids() {
-            self.catch_up_decode(d, t);
-        }
-    }
-
-    /// Something is about to read or change decode `d` (a request arrives, lands, ends; its
-    /// prealloc queue runs; a fault): its steps up to now are materialized and its run is cut
-    /// at the running step, so the next step sees the change.
-    pub(super) fn touch_decode(&mut self, d: DecodeId) {
-        self.catch_up_decode(d, self.q.now());
-        self.decodes[d].cut_run(d, &mut self.q);
-    }
-
-    /// [`World::touch_decode`] for every decode instance.
-    pub(super) fn touch_decodes(&mut self) {
-        for d in self.decodes.ids() {
-            self.touch_decode(d);
-        }
     }
 
     /// sglang's timeouts: decode's in `WaitingForInput`, prefill's in `Bootstrapping`
@@ -486,7 +453,7 @@ impl World<'_> {
         {
             self.q.cancel(k);
         }
-        self.touch_decode(d);
+        self.decodes[d].touch(d, &mut self.q, &mut self.reqs, watchers!(self));
         let (slo, path) = (self.slo, first_token_path_ns(self.sc));
         let req = self.reqs.retired_mut(r);
         // Unless its transfer concluded or it was orphaned (`abort.rs`) first.

@@ -22,9 +22,10 @@
 //! **Coalesced decode runs.** A decode instance whose batch cannot change — nobody waits to
 //! join, nobody finishes before the run's last step, its free pages cover every step's growth —
 //! plans its next steps at once ([`DecodeServer`]'s `plan_run`) and schedules one event, at the
-//! run's end. The steps before it are *materialized* (each does exactly what its own event would
-//! have done, at its own end time) when their time is reached by something that reads or
-//! changes that instance: a request routed to it or landing on it or ending, its prealloc
+//! run's end. The steps before it are *materialized* by the decode (`DecodeServer::catch_up`:
+//! each does exactly what its own event would have done, at its own end time, and tells the
+//! collector and the sampler what that event would have told them) when their time is reached
+//! by something that reads or changes that instance (`DecodeServer::touch`): a request routed to it or landing on it or ending, its prealloc
 //! queue, the per-second tick, a fault, the end of the run. A landing, a request's end, a fault,
 //! or an admission that leaves too few pages also *cuts* the run: its event moves to the
 //! running step's end. Tie rule, deterministic: a materialized step end at time `t` is handled
@@ -62,6 +63,17 @@ macro_rules! transfer_cx {
             bandwidth: &mut $w.collector.bandwidth,
             retransmitted_bytes: &mut $w.collector.retransmitted_bytes,
             fx: &mut $w.scratch.fx,
+        }
+    };
+}
+
+/// The [`crate::sglang::decode::Watchers`] of `World` `$w`: the observers a decode's
+/// materialized steps tell (its collector and sampler).
+macro_rules! watchers {
+    ($w:expr) => {
+        crate::sglang::decode::Watchers {
+            collector: &mut $w.collector,
+            sampler: &mut $w.sampler,
         }
     };
 }
@@ -224,9 +236,6 @@ pub struct World<'a> {
     /// Instances and their DP controllers (`sglang::dp::Dispatch`; `dispatch.rs` reads the
     /// servers for it).
     dispatch: crate::sglang::dp::Dispatch,
-    /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
-    /// drain timeout ends there when it is past the last event).
-    materialized_ns: Nanos,
     /// Client disconnects and aborts, when the scenario models them: the observer
     /// (`metrics::aborts`) that `abort.rs` tells what sglang's rules (`sglang::abort`) decided.
     aborts: Option<Box<crate::metrics::aborts::Aborts>>,
@@ -284,7 +293,6 @@ impl<'a> World<'a> {
             a2a,
             store,
             dispatch,
-            materialized_ns: 0,
             aborts: sc
                 .aborts
                 .map(|a| Box::new(crate::metrics::aborts::Aborts::new(a, sc.seed))),
@@ -319,6 +327,7 @@ impl<'a> World<'a> {
 
     /// The run's summary with every section the scenario asked for: built here once, so a
     /// run, a sweep row, a plan, the capacity diagnosis and Python read the same one.
+    #[cold]
     fn summary(&mut self, stats: &RunTotals) -> Summary {
         let now = self.q.now();
         // Prefix-cache figures of every prefill instance that has a cache.
@@ -385,8 +394,11 @@ impl<'a> World<'a> {
                 // Cut with requests still to come or in flight (not only store writes).
                 cut = !(self.feed.done() && self.live() == 0 && self.source.no_turn_due());
                 // The coalesced steps the cut run had reached are run as their events would be.
-                self.catch_up_decodes(hard_stop);
-                self.q.advance_to(self.materialized_ns);
+                let (reqs, w) = (&mut self.reqs, watchers!(self));
+                let last = self.decodes.catch_up_all(hard_stop, reqs, w);
+                // A run cut there ends at the latest step end materialized, when that is past
+                // the last event.
+                self.q.advance_to(last);
                 break;
             }
             let (_, ev) = self.q.pop().expect("peeked");
@@ -456,22 +468,22 @@ impl<'a> World<'a> {
             Event::FabricDue => self.on_fabric_due(),
             Event::Fault { index } => {
                 // Faults read and change instances and links beyond any one request.
-                self.touch_decodes();
+                (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
                 self.on_fault(index)
             }
             Event::EmptyChunkSent { prefill, shard } => {
                 transfer!(self, empty_batch_returned(prefill, shard))
             }
             Event::Restart { instance } => {
-                self.touch_decodes();
+                (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
                 self.on_restart(instance)
             }
             Event::HeartbeatLost { prefill } => {
-                self.touch_decodes();
+                (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
                 self.on_heartbeat_lost(prefill)
             }
             Event::RouterHealthCheck => {
-                self.touch_decodes();
+                (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
                 self.router.on_health_check(&mut self.q)
             }
             Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),

@@ -28,6 +28,7 @@ mod run;
 mod tests;
 
 pub use faults::{CrashCause, DecodeCrash, scheduler_hit_an_exception};
+pub use run::Watchers;
 
 /// sglang's `--num-reserved-decode-tokens` (default 512; `SGLANG_NUM_RESERVED_DECODE_TOKENS`
 /// in older builds): decode admits a request only if this many tokens stay free for every
@@ -131,6 +132,8 @@ pub struct DecodeServer {
     cut: bool,
     /// Whether the current run was planned to the horizon (not stopped by a finish or pages).
     full: bool,
+    /// The latest end of a step materialized so far, ns.
+    materialized_ns: Nanos,
     /// The offload of generated KV to the store
     /// (`disaggregation_decode_enable_offload_kvcache`), if on.
     pub offload: Option<Box<super::decode_offload::DecodeOffload>>,
@@ -179,6 +182,7 @@ impl DecodeServer {
             horizon: MIN_RUN_STEPS,
             cut: false,
             full: false,
+            materialized_ns: 0,
             offload: None,
             spec: None,
         };

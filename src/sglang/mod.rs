@@ -1,6 +1,8 @@
 //! sglang's PD components, one file (or folder) each: [`prefill`] (the prefill server's
 //! scheduler, its crash and restart), [`decode`] (prealloc queue, continuous batch,
 //! retraction, coalesced runs; first contact, crash and restart in `decode/faults.rs`),
+//! [`bootstrap`] (the PD handshake of a request between its two servers: the sender's and
+//! the receiver's `KVPoll` moves and clocks, when each side's queue has the request),
 //! [`transfer`] (the Mooncake transfer queues, their shards and worker threads, the session
 //! blacklist, the landing and the oracle, the transfer's conclusion, the poll timeouts), the
 //! [`effect`]s a component's call returns, the [`router`] with its health check, the decodes'
@@ -11,7 +13,8 @@
 //! Each owns its state (private: changed only by its own methods) and answers its events
 //! with what it is handed — a [`Ctx`] (the queue and its clock, the request table, the wake
 //! set) or the part of it it needs — returning a typed outcome when the effect reaches beyond
-//! it (a crash's failures and flows, a [`Failure`], a tokenizer rejection), or pushing
+//! it (a crash's failures and flows, a [`Failure`], a tokenizer rejection, what the
+//! handshake hands on to the servers: [`bootstrap::Handoff`]), or pushing
 //! [`Effect`]s in the order it meets them (the [`transfer`] workers). **A component never
 //! calls another component**: what crosses from one to another (a freed page that may admit a
 //! request, a request that ended, a crash's failures) goes through the simulator's `World`
@@ -21,6 +24,7 @@
 pub mod a2a;
 pub mod abort;
 pub mod approx_tree;
+pub mod bootstrap;
 pub mod colocated;
 pub mod decode;
 pub mod decode_offload;

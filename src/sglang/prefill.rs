@@ -173,7 +173,7 @@ impl PrefillServer {
         };
         req.metadata_at = Some(at);
         if policy == crate::config::PrefetchPolicy::Timeout {
-            // Whichever comes first lets it go; `World::on_metadata` ignores the second.
+            // Whichever comes first lets it go; `Handshake::page_ids_arrived` ignores the second.
             q.schedule_at(at.max(pf.timeout_at()), Event::MetadataArrived { req: r });
         }
         true

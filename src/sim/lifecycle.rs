@@ -1,17 +1,17 @@
-//! The request lifecycle as `World` drives it: arrival and routing, the bootstrap (prealloc,
-//! metadata), the handlers of the components' step events, the timeouts, and the end of a
-//! request (`docs/sglang-pd.md` §2–§3).
+//! The request lifecycle as `World` drives it: arrival and routing, what the handshake
+//! (`sglang::bootstrap`) hands on to the servers, the servers' admission and step events, and
+//! the end of a request (`docs/sglang-pd.md` §2–§3).
 
 use crate::engine::Nanos;
+use crate::sglang::bootstrap::Handoff;
 use crate::sglang::dp::{DECODE, FRONT};
-use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
 
 use super::World;
 use super::sampler::CoreRef;
-use crate::vocab::event::{Event, Wake, lane};
+use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::{ColocatedId, DecodeId, PrefillId};
-use crate::vocab::requests::{KvPoll, Req, ReqRef};
+use crate::vocab::requests::{Req, ReqRef};
 
 impl World<'_> {
     /// The scheduled arrival is due: the request drawn for it arrives (unless the request
@@ -107,14 +107,12 @@ impl World<'_> {
                 .map(|e| e.failure())
         });
         if let Some(f) = refused {
-            self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
             self.end(r, Outcome::Failed, Some((f.kind, &f.message)));
             return;
         }
         // Decode's first contact with the prefill raises what nothing catches: the decode
         // server dies (`sglang::decode::faults`).
         if let Err(e) = self.decodes[d].ensure_prefill_info(self.transfer.plan(p, d)) {
-            self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
             self.end(r, Outcome::Failed, Some((e.kind, &e.message)));
             self.crash(
                 CoreRef::Decode(d),
@@ -122,80 +120,89 @@ impl World<'_> {
             );
             return;
         }
-        self.bootstrap(r, (p, d), nr.input_tokens);
-    }
-
-    /// Request `r`, routed to `p` and `d`, starts its bootstrap: the prefill's sender starts
-    /// `Bootstrapping` (its clock starts), the prefetch from the store starts, and the request
-    /// reaches the decode's prealloc queue once both tokenizer managers are done with it and
-    /// decode has handshaken.
-    fn bootstrap(&mut self, r: ReqRef, (p, d): (PrefillId, DecodeId), input: u32) {
-        let now = self.q.now();
-        let req = self.reqs.get_mut(r).expect("just inserted");
-        PollTimeout::Bootstrap.arm(&mut self.q, req, r, self.sc.sglang.bootstrap_timeout_ns);
+        // The handshake starts: the prefill's sender is `Bootstrapping`, its clock running.
+        self.handshake.routed(r, &mut ctx!(self));
         // HiCache with a storage backend: the prefetch from the store starts now, past what
         // the instance's own tiers hold; its policy may hold the request back from the
         // prefill's scheduler (`try_prealloc`).
         if self.store.present()
-            && let Some(local) = self.prefills[p].local_prefix_blocks(&req.hash_ids)
+            && let Some(local) = (self.reqs.get(r))
+                .and_then(|req| self.prefills[p].local_prefix_blocks(&req.hash_ids))
         {
             store!(self, prefetch((r, p), local));
         }
+        // Both servers' tokenizer managers tokenize it; the handshake says when each
+        // scheduler has it.
         let costs = &self.sc.compute;
-        if !costs.has_serving_costs() {
-            // No serving cost: the request reaches both schedulers at once (the 2023 fit).
-            self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
-            self.decodes[d].enqueue_prealloc(r);
-            self.try_prealloc(d);
-            return;
-        }
-        // Both servers' tokenizer managers tokenize it (sgl-router sends the request to both);
-        // the prefill's scheduler has it when its own is done, and the decode's prealloc
-        // queue once decode's is done and its KV receiver has handshaken with the prefill's
-        // bootstrap server (`DecodePreallocQueue`, sglang `disaggregation/decode.py`).
         let (pi, di) = (
             self.prefills[p].core.instance,
             self.decodes[d].core.instance,
         );
-        let ready_p = (self.tokenizers).tokenize_prompt(pi, now, input, &self.sc.compute);
-        let ready_d = (self.tokenizers).tokenize_prompt(di, now, input, &self.sc.compute)
-            + crate::engine::ns_from_secs_ceil(self.sc.compute.bootstrap_handshake_s);
-        self.reqs
-            .get_mut(r)
-            .expect("just inserted")
-            .prefill_ready_ns = ready_p;
-        if ready_d > self.q.now() {
-            self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
-        } else {
-            // Nothing to wait for on the decode side (only the first-token path is set).
-            self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
-            self.decodes[d].enqueue_prealloc(r);
-            self.try_prealloc(d);
-        }
+        let ready = costs.has_serving_costs().then(|| {
+            let (t, input) = (&mut self.tokenizers, nr.input_tokens);
+            let ready_p = t.tokenize_prompt(pi, now, input, costs);
+            (ready_p, t.tokenize_prompt(di, now, input, costs))
+        });
+        handshake!(self, tokenized(r, ready));
     }
 
-    /// Decode has tokenized the request and handshaken: it enters the prealloc queue.
-    pub(super) fn on_bootstrapped(&mut self, r: ReqRef) {
-        let Some(req) = self.reqs.get_mut(r) else {
-            // It ended meanwhile (a fault, a timeout).
-            return;
-        };
-        if req.receiver != KvPoll::Bootstrapping {
-            return;
+    /// Applies what a move of a request's handshake hands on to its servers
+    /// (`sglang::bootstrap::Handoff`): the request joins the decode's prealloc queue (the
+    /// decode's coalesced steps up to now first: they observe the queue as it was), or the
+    /// prefill's waiting queue (its scheduler runs, the sampler observes it), or its KV landed
+    /// on the decode (the first token counted; done with one output token, else it waits for
+    /// the batch, which an idle decode starts), or it failed on a clock (under `decode_waits`
+    /// a prefill's failure may leave the decode leg waiting: `orphan_decode`).
+    #[inline(always)]
+    pub(super) fn hand_on(&mut self, h: Handoff) {
+        let now = self.q.now();
+        match h {
+            Handoff::Nothing => {}
+            Handoff::Prealloc { decode: d, req } => {
+                self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
+                if self.decodes[d].handshaken(req) {
+                    self.try_prealloc(d);
+                }
+            }
+            Handoff::Waiting { prefill: p, req } => {
+                self.prefills[p].enqueue_waiting(req);
+                self.schedule_prefill(p);
+                self.observe(CoreRef::Prefill(p));
+            }
+            Handoff::Landed {
+                decode: d,
+                req: r,
+                first_token,
+            } => {
+                self.decodes[d].touch(d, &mut self.q, &mut self.reqs, watchers!(self));
+                if let Some(input) = first_token {
+                    self.collector.prompt_done(now, input);
+                    self.collector.tokens_generated(now, 1);
+                }
+                let req = self.reqs.get_mut(r).expect("landed, not ended");
+                if self.decodes[d].landed((r, req), now) {
+                    self.end(r, Outcome::Completed, None);
+                } else if !self.decodes[d].core.busy {
+                    self.start_decode_step(d);
+                    self.observe(CoreRef::Decode(d));
+                }
+            }
+            Handoff::TimedOut {
+                req: r,
+                failure,
+                sender,
+            } => {
+                // Before sgl-model-gateway PR #29017 the decode leg outlives a prefill failure.
+                if sender && self.orphan_decode(r, &failure.message) {
+                    return;
+                }
+                self.end(r, Outcome::Failed, Some((failure.kind, &failure.message)));
+            }
         }
-        let d = req.decode;
-        if !self.decodes[d].core.alive() {
-            return;
-        }
-        // The decode's coalesced steps up to now first: they observe the prealloc queue as it
-        // was before this request joined it.
-        (self.decodes[d]).catch_up(self.q.now(), &mut self.reqs, watchers!(self));
-        self.decodes[d].enqueue_prealloc(r);
-        self.try_prealloc(d);
     }
 
     /// Decode's prealloc queue admits what fits; each admitted request's page ids go to its
-    /// prefill (after the control latency) and its `WaitingForInput` clock starts.
+    /// prefill, where its prefill's prefetch policy may hold it (`Handshake::page_ids_sent`).
     pub(super) fn try_prealloc(&mut self, d: DecodeId) {
         (self.decodes[d]).catch_up(self.q.now(), &mut self.reqs, watchers!(self));
         // Most step ends find nobody waiting: nothing to admit.
@@ -208,55 +215,18 @@ impl World<'_> {
         if !admitted.is_empty() {
             self.decodes[d].check_run(d, &mut self.q);
         }
-        for &r in &admitted {
-            // The page ids wait at the prefill for its own tokenizer manager to be done.
-            let ready = self.reqs.get(r).map_or(0, |q| q.prefill_ready_ns);
-            let arrives = self.q.now() + self.sc.fabric.control_latency_ns;
-            let at = ready.max(arrives);
-            let held = self.store.present()
-                && self.reqs.get_mut(r).is_some_and(|req| {
-                    let p = req.prefill;
-                    self.prefills[p].prefetch_holds((r, req), at, &mut self.q)
-                });
-            if held {
-                // The prefetch policy holds it: the prefetch's end (or its timeout) lets it go.
-            } else if ready > arrives {
-                self.q.schedule_at(ready, Event::MetadataArrived { req: r });
-            } else {
-                self.q.schedule_lane(
-                    lane::CONTROL,
-                    self.sc.fabric.control_latency_ns,
-                    Event::MetadataArrived { req: r },
-                );
-            }
-            let req = self.reqs.get_mut(r).expect("admitted");
-            PollTimeout::Waiting.arm(&mut self.q, req, r, self.sc.sglang.waiting_timeout_ns);
-            if let Some(a) = self.aborts.as_deref() {
-                a.preallocated(req, self.q.now());
+        let (prefills, store) = (&self.prefills, self.store.present());
+        let held = |r, req: &mut Req, at, q: &mut _| {
+            store && prefills[req.prefill].prefetch_holds((r, req), at, q)
+        };
+        self.handshake
+            .page_ids_sent(&admitted, held, &mut ctx!(self));
+        if let Some(a) = self.aborts.as_deref() {
+            for &r in &admitted {
+                a.preallocated(self.reqs.get_mut(r).expect("admitted"), self.q.now());
             }
         }
         self.scratch.refs = admitted;
-    }
-
-    /// Decode's page ids reached the prefill: the sender is connected and the request queues
-    /// for a prefill batch.
-    pub(super) fn on_metadata(&mut self, r: ReqRef) {
-        let now = self.q.now();
-        let Some(req) = self.reqs.get_mut(r) else {
-            return;
-        };
-        if req.sender != KvPoll::Bootstrapping {
-            return;
-        }
-        req.sender = KvPoll::WaitingForInput;
-        req.row.prefill_queued_ns = Some(now);
-        if let Some(k) = req.bootstrap_timeout.take() {
-            self.q.cancel(k);
-        }
-        let p = req.prefill;
-        self.prefills[p].enqueue_waiting(r);
-        self.schedule_prefill(p);
-        self.observe(CoreRef::Prefill(p));
     }
 
     /// `try_schedule` on prefill `p`, then the all-to-all hook if a forward started.
@@ -303,46 +273,6 @@ impl World<'_> {
         self.scratch.jobs = jobs;
         self.schedule_prefill(p);
         self.observe(CoreRef::Prefill(p));
-    }
-
-    /// Prefill's `conclude_transfer(Success)` reached the decode: the request waits to join the
-    /// batch (or, with one output token, is done).
-    pub(super) fn on_transfer_succeeded(&mut self, r: ReqRef) {
-        let now = self.q.now();
-        let Some(req) = self.reqs.get_mut(r) else {
-            return;
-        };
-        if req.receiver != KvPoll::WaitingForInput {
-            return;
-        }
-        req.receiver = KvPoll::Success;
-        let d = req.decode;
-        if let Some(k) = req.waiting_timeout.take() {
-            self.q.cancel(k);
-        }
-        self.decodes[d].touch(d, &mut self.q, &mut self.reqs, watchers!(self));
-        let req = self.reqs.get_mut(r).expect("live");
-        // The prefill's first token arrives with the aux data (after a retraction the request
-        // already has one: TTFT is not reset).
-        if req.row.first_token_ns.is_none() {
-            req.row.first_token_ns = Some(now);
-            self.collector.prompt_done(now, req.input);
-            self.collector.tokens_generated(now, 1);
-        }
-        let (d, id, output) = (req.decode, req.id, req.output - req.extra);
-        if output == 1 {
-            req.row.decode_start_ns.get_or_insert(now);
-        }
-        self.decodes[d].kv_landed(id);
-        if output == 1 {
-            self.end(r, Outcome::Completed, None);
-            return;
-        }
-        self.decodes[d].enqueue_ready(r);
-        if !self.decodes[d].core.busy {
-            self.start_decode_step(d);
-            self.observe(CoreRef::Decode(d));
-        }
     }
 
     /// Starts decode instance `d`'s next step; a retracted request is counted again by its
@@ -398,21 +328,6 @@ impl World<'_> {
         self.try_prealloc(d);
         self.start_decode_step(d);
         self.observe(CoreRef::Decode(d));
-    }
-
-    /// sglang's timeouts: decode's in `WaitingForInput`, prefill's in `Bootstrapping`
-    /// (`sglang::transfer::PollTimeout`: the rule and its text).
-    pub(super) fn on_timeout(&mut self, r: ReqRef, stage: KvPoll) {
-        let (clock, timeout) = match stage {
-            KvPoll::WaitingForInput => (PollTimeout::Waiting, self.sc.sglang.waiting_timeout_ns),
-            _ => (PollTimeout::Bootstrap, self.sc.sglang.bootstrap_timeout_ns),
-        };
-        let f = clock.fired(r, timeout, &mut ctx!(self));
-        // Before sgl-model-gateway PR #29017 the decode leg outlives a prefill failure.
-        if stage == KvPoll::Bootstrapping && self.orphan_decode(r, &f.message) {
-            return;
-        }
-        self.end(r, Outcome::Failed, Some((f.kind, &f.message)));
     }
 
     /// A row that never entered the request table (refused at the router or by the server, or

@@ -118,6 +118,15 @@ macro_rules! store {
     }};
 }
 
+/// Calls `$method` of `World` `$w`'s handshake (`sglang::bootstrap::Handshake`) with `$args`
+/// and the context (`ctx!`), then applies what it hands on (`World::hand_on`).
+macro_rules! handshake {
+    ($w:expr, $method:ident($($arg:expr),* $(,)?)) => {{
+        let h = $w.handshake.$method($($arg,)* &mut ctx!($w));
+        $w.hand_on(h);
+    }};
+}
+
 /// The `(alive, outstanding)` of each server on `$side` of the router as a closure over
 /// `World` `$w`'s server tables (`dispatch::server_state`), for `sglang::dp::Dispatch`.
 macro_rules! served {
@@ -166,6 +175,7 @@ use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PrefillId};
 use crate::vocab::requests::{ChunkJob, ReqRef, Requests};
 
+use crate::sglang::transfer::PollTimeout;
 pub use crate::vocab::requests::KvPoll;
 
 /// What a run produced: the run loop's counts and the one summary built from them
@@ -226,6 +236,9 @@ pub struct World<'a> {
     scratch: Scratch,
     /// Each instance's tokenizer manager, by global instance number (`sglang::tokenizer`).
     tokenizers: Tokenizers,
+    /// The PD handshake of each request between its two servers (`sglang::bootstrap`; called
+    /// through `handshake!`).
+    handshake: crate::sglang::bootstrap::Handshake,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
     /// DeepEP all-to-all on the fabric (`sglang::a2a`; `transfer.rs` routes to it).
@@ -289,6 +302,7 @@ impl<'a> World<'a> {
             sampler,
             scratch: Scratch::default(),
             tokenizers: Tokenizers::new(global as usize),
+            handshake: crate::sglang::bootstrap::Handshake::new(sc),
             io_error: None,
             a2a,
             store,
@@ -461,8 +475,8 @@ impl<'a> World<'a> {
         match ev {
             Event::Arrival => self.on_arrival(),
             Event::TurnDue { session } => self.on_turn_due(session),
-            Event::MetadataArrived { req } => self.on_metadata(req),
-            Event::Bootstrapped { req } => self.on_bootstrapped(req),
+            Event::MetadataArrived { req } => handshake!(self, page_ids_arrived(req)),
+            Event::Bootstrapped { req } => handshake!(self, handshaken(req)),
             Event::Tokenized { colocated } => self.on_tokenized(colocated),
             Event::PrefillStepDone { prefill } => self.on_prefill_step_done(prefill),
             Event::FabricDue => self.on_fabric_due(),
@@ -486,11 +500,13 @@ impl<'a> World<'a> {
                 (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
                 self.router.on_health_check(&mut self.q)
             }
-            Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),
+            Event::TransferSucceeded { req } => handshake!(self, transferred(req)),
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
             Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),
-            Event::WaitingTimeout { req } => self.on_timeout(req, KvPoll::WaitingForInput),
-            Event::BootstrapTimeout { req } => self.on_timeout(req, KvPoll::Bootstrapping),
+            Event::WaitingTimeout { req } => handshake!(self, timed_out(req, PollTimeout::Waiting)),
+            Event::BootstrapTimeout { req } => {
+                handshake!(self, timed_out(req, PollTimeout::Bootstrap))
+            }
             Event::StoreCopied { op, part } => store!(self, copied(op, part)),
             Event::ClientDisconnected { req, detected } => {
                 self.on_client_disconnected(req, detected)

@@ -230,6 +230,22 @@ impl DecodeServer {
         self.ready.push_back(r);
     }
 
+    /// The KV of `r` (`req`) landed at `now`, its receiver `Success`
+    /// (`sglang::bootstrap::Handoff::Landed`; sglang's `DecodeTransferQueue.pop_transferred`):
+    /// from now on decode reads its bytes ([`DecodeServer::kv_landed`]). A request with one
+    /// output token to go is done, the prefill having made it (true); any other waits to join
+    /// the batch.
+    #[inline]
+    pub fn landed(&mut self, (r, req): (ReqRef, &mut Req), now: Nanos) -> bool {
+        self.kv_landed(req.id);
+        if req.output - req.extra == 1 {
+            req.row.decode_start_ns.get_or_insert(now);
+            return true;
+        }
+        self.enqueue_ready(r);
+        false
+    }
+
     /// Requests in the batch.
     #[inline]
     pub fn running(&self) -> u32 {

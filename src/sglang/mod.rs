@@ -57,9 +57,10 @@ use memory::KvPool;
 pub use effect::Effect;
 
 /// What a component is handed while it handles an event: the clock and the event queue, the
-/// request table, the wake set `World` drains after the event, and the seed (every broken
-/// invariant prints it). Built by `World` for one call (`sim::World::ctx`), so a component
-/// reaches exactly these and never another component.
+/// request table, the wake set `World` drains after the event, the effects buffer `World`
+/// applies right after the call, and the seed (every broken invariant prints it). Built by
+/// `World` for one call (`sim`'s `ctx!`), so a component reaches exactly these and never
+/// another component.
 pub struct Ctx<'a> {
     /// The event queue; its clock is the simulated now.
     pub q: &'a mut EventQueue<Event>,
@@ -67,6 +68,8 @@ pub struct Ctx<'a> {
     pub reqs: &'a mut Requests,
     /// Instances that may admit work once the event is handled.
     pub wake: &'a mut Vec<Wake>,
+    /// What the call asks beyond the component, in order ([`Effect`]).
+    pub fx: &'a mut Vec<Effect>,
     /// The run's seed, for invariant messages.
     pub seed: u64,
 }
@@ -154,6 +157,8 @@ pub struct CoreSpec {
     pub hybrid: bool,
     /// KV pages and state slots.
     pub pages: KvPool,
+    /// Whether its forwards' DeepEP all-to-all crosses the fabric (`sglang::a2a`).
+    pub a2a_on_fabric: bool,
 }
 
 /// What every sglang server has, whatever its role.
@@ -169,6 +174,9 @@ pub struct Core {
     /// False between a crash and its restart: only the component's own `crash` and
     /// `restart` change it ([`Core::alive`] reads it).
     alive: bool,
+    /// Whether its forwards' DeepEP all-to-all crosses the fabric: a forward that starts is
+    /// handed to `sglang::a2a` ([`Effect::ForwardStarted`]).
+    a2a_on_fabric: bool,
     /// Step-time model.
     pub step: StepTimes,
     /// `--page-size`, tokens.
@@ -280,6 +288,7 @@ impl Core {
             gpus: spec.gpus,
             nics: spec.nics,
             alive: true,
+            a2a_on_fabric: spec.a2a_on_fabric,
             step: spec.step,
             page_size: spec.page_size,
             hybrid: spec.hybrid,
@@ -296,6 +305,19 @@ impl Core {
     #[inline]
     pub fn alive(&self) -> bool {
         self.alive
+    }
+
+    /// The forward that just started here (the running forward's event was `before`) goes
+    /// to the all-to-all when this server's crosses the fabric: `Effect::ForwardStarted`
+    /// on `fx` (`World` has the server describe it and `sglang::a2a` start its flows).
+    #[inline]
+    pub fn forward_started(&self, before: Option<EventKey>, fx: &mut Vec<Effect>) {
+        if self.a2a_on_fabric && self.step_key != before {
+            fx.push(Effect::ForwardStarted {
+                instance: self.instance,
+                before,
+            });
+        }
     }
 
     /// The server goes down; false if it already was (a second crash changes nothing).
@@ -385,6 +407,7 @@ pub(crate) mod testkit {
                 },
                 None,
             ),
+            a2a_on_fabric: false,
         })
     }
 
@@ -399,12 +422,14 @@ pub(crate) mod testkit {
         c
     }
 
-    /// The simulation a component's test plays: a queue, a request table and a wake set.
+    /// The simulation a component's test plays: a queue, a request table, a wake set and the
+    /// effects pushed.
     #[derive(Default)]
     pub struct Sim {
         pub q: EventQueue<Event>,
         pub reqs: Requests,
         pub wake: Vec<Wake>,
+        pub fx: Vec<super::Effect>,
     }
 
     impl Sim {
@@ -414,6 +439,7 @@ pub(crate) mod testkit {
                 q: &mut self.q,
                 reqs: &mut self.reqs,
                 wake: &mut self.wake,
+                fx: &mut self.fx,
                 seed: 7,
             }
         }

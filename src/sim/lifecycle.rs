@@ -183,7 +183,11 @@ impl World<'_> {
                 if self.decodes[d].landed((r, req), now) {
                     self.end(r, Outcome::Completed, None);
                 } else if !self.decodes[d].core.busy {
-                    self.start_decode_step(d);
+                    let timeout = self.sc.sglang.bootstrap_timeout_ns;
+                    effects!(
+                        self,
+                        self.decodes[d].start_step(d, timeout, &mut ctx!(self))
+                    );
                     self.observe(CoreRef::Decode(d));
                 }
             }
@@ -229,7 +233,8 @@ impl World<'_> {
         self.scratch.refs = admitted;
     }
 
-    /// `try_schedule` on prefill `p`, then the all-to-all hook if a forward started.
+    /// `try_schedule` on prefill `p`, with what the prefetches from the store have landed by
+    /// now.
     pub(super) fn schedule_prefill(&mut self, p: PrefillId) {
         let core = &self.prefills[p].core;
         // Only an idle, live prefill starts a forward (`try_schedule` returns at once on any
@@ -237,14 +242,10 @@ impl World<'_> {
         if core.busy || !core.alive() {
             return;
         }
-        let before = core.step_key;
         // What the prefetches from the store have landed by now is what admission finds.
         let now = self.q.now();
         self.store.refresh(&self.fabric, &mut self.reqs, p, now);
-        self.prefills[p].try_schedule(p, &mut ctx!(self));
-        if self.a2a.any_on_fabric() {
-            self.a2a_forward_started(CoreRef::Prefill(p), before);
-        }
+        effects!(self, self.prefills[p].try_schedule(p, &mut ctx!(self)));
     }
 
     /// A prefill forward ended: its chunks go on their transfer shards (all chunks to one
@@ -275,33 +276,6 @@ impl World<'_> {
         self.observe(CoreRef::Prefill(p));
     }
 
-    /// Starts decode instance `d`'s next step; a retracted request is counted again by its
-    /// prefill.
-    fn start_decode_step(&mut self, d: DecodeId) {
-        let mut retracted = std::mem::take(&mut self.scratch.refs);
-        retracted.clear();
-        let before = self.decodes[d].core.step_key;
-        self.decodes[d].start_step(
-            (d, self.q.now()),
-            &mut self.reqs,
-            &mut self.q,
-            self.sc.sglang.bootstrap_timeout_ns,
-            (&mut retracted, &mut self.wake),
-        );
-        if self.a2a.any_on_fabric() {
-            self.a2a_forward_started(CoreRef::Decode(d), before);
-        }
-        if self.decodes[d].offload.is_some() {
-            self.decodes[d].offload_joined(&self.reqs);
-        }
-        for &r in &retracted {
-            let p = self.reqs.get(r).expect("retracted, not ended").prefill;
-            self.prefills[p].request_returned();
-            self.sync(CoreRef::Prefill(p));
-        }
-        self.scratch.refs = retracted;
-    }
-
     /// A decode step ended: finished requests complete, the prealloc queue admits what fits,
     /// and the next step starts.
     pub(super) fn on_decode_step_done(&mut self, d: DecodeId) {
@@ -326,7 +300,11 @@ impl World<'_> {
         }
         self.scratch.refs = finished;
         self.try_prealloc(d);
-        self.start_decode_step(d);
+        let timeout = self.sc.sglang.bootstrap_timeout_ns;
+        effects!(
+            self,
+            self.decodes[d].start_step(d, timeout, &mut ctx!(self))
+        );
         self.observe(CoreRef::Decode(d));
     }
 

@@ -36,16 +36,30 @@
 //! that put DeepEP all-to-all bytes on the fabric.
 
 /// The [`crate::sglang::Ctx`] of `World` `$w` for one component call: its queue, request
-/// table and wake set (disjoint fields, so a component of `$w` may be borrowed beside it).
+/// table, wake set and effects buffer (disjoint fields, so a component of `$w` may be
+/// borrowed beside it).
 macro_rules! ctx {
     ($w:expr) => {
         crate::sglang::Ctx {
             q: &mut $w.q,
             reqs: &mut $w.reqs,
             wake: &mut $w.wake,
+            fx: &mut $w.scratch.fx,
             seed: $w.sc.seed,
         }
     };
+}
+
+/// Runs `$call`, a component call that may push effects (most push none), then applies what
+/// it pushed (`World::apply_effects`).
+macro_rules! effects {
+    ($w:expr, $call:expr) => {{
+        let base = $w.scratch.fx.len();
+        $call;
+        if $w.scratch.fx.len() > base {
+            $w.apply_effects(base);
+        }
+    }};
 }
 
 /// The [`crate::sglang::transfer::TransferCtx`] of `World` `$w` for one call of its transfer

@@ -10,7 +10,6 @@
 use super::FlowEnd;
 use super::World;
 use super::sampler::CoreRef;
-use crate::engine::EventKey;
 use crate::sglang::Effect;
 use crate::vocab::Outcome;
 use crate::vocab::event::Wake;
@@ -52,30 +51,6 @@ impl World<'_> {
                 flow_ended((op, part), end.outcome, (end.delivered_bytes, end.bytes))
             ),
             FlowTag::Kv { prefill, lane } => transfer!(self, flow_ended(prefill, lane, end)),
-        }
-    }
-
-    /// The all-to-all hook at a forward's start, where some server's all-to-all crosses the
-    /// fabric (the caller tested `any_on_fabric`: the common forward costs that one test):
-    /// called after a component may have started a forward (its `step_key` was `before`). If
-    /// one started on a server whose all-to-all crosses the fabric, the server takes its end
-    /// back and describes it, and its flows start (`sglang::a2a`); for any other server
-    /// nothing changes.
-    #[inline(never)]
-    pub(super) fn a2a_forward_started(&mut self, c: CoreRef, before: Option<EventKey>) {
-        let q = &mut self.q;
-        let f = match c {
-            CoreRef::Prefill(p) if self.a2a.on_fabric(&self.prefills[p].core.gpus) => {
-                self.prefills[p].a2a_forward(p, before, q)
-            }
-            CoreRef::Decode(d) if self.a2a.on_fabric(&self.decodes[d].core.gpus) => {
-                self.decodes[d].a2a_forward(d, before, q)
-            }
-            _ => None,
-        };
-        if let Some(f) = f {
-            let cx = (&mut self.q, &mut self.fabric, &mut self.fabric_timer);
-            self.a2a.start(cx, f);
         }
     }
 
@@ -139,6 +114,22 @@ impl World<'_> {
                 }
                 Effect::StoreWriteCounted { prefill, bytes } => {
                     self.prefills[prefill].wrote_to_store(bytes);
+                }
+                Effect::Retracted { prefill, .. } => {
+                    self.prefills[prefill].request_returned();
+                    self.sync(CoreRef::Prefill(prefill));
+                }
+                Effect::ForwardStarted { instance, before } => {
+                    let (c, q) = (self.core_of(instance), &mut self.q);
+                    let f = match c {
+                        CoreRef::Prefill(p) => self.prefills[p].a2a_forward(p, before, q),
+                        CoreRef::Decode(d) => self.decodes[d].a2a_forward(d, before, q),
+                        CoreRef::Colocated(_) => None,
+                    };
+                    if let Some(f) = f {
+                        let cx = (&mut self.q, &mut self.fabric, &mut self.fabric_timer);
+                        self.a2a.start(cx, f);
+                    }
                 }
                 Effect::ForwardEnds { instance, at, done } => {
                     let key = self.q.schedule_keyed(at, done);

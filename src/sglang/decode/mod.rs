@@ -17,8 +17,8 @@ use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::DecodeId;
 use crate::vocab::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
 
-use super::Core;
 use super::transfer::PollTimeout;
+use super::{Core, Ctx};
 
 pub mod faults;
 pub mod prealloc;
@@ -349,7 +349,7 @@ impl DecodeServer {
 
     /// The offload (if on) learns of the requests that joined at the start of the running
     /// step (`DecodeOffload::batch_joined`).
-    pub fn offload_joined(&mut self, reqs: &Requests) {
+    fn offload_joined(&mut self, reqs: &Requests) {
         if let Some(o) = self.offload.as_deref_mut() {
             o.batch_joined(&self.joined, reqs);
         }
@@ -468,20 +468,29 @@ impl DecodeServer {
 
     /// Starts a decode step: landed requests join the batch (up to `max_running_requests`), the
     /// step takes a page for every request whose next KV slot opens one — retracting the most
-    /// recently joined requests while the pool is short, as sglang's `retract_decode` does — and
-    /// one forward produces a token for every running request. Retracted requests go to
-    /// `retracted` (their prefill must count them again).
+    /// recently joined requests while the pool is short, as sglang's `retract_decode` does
+    /// (each an `Effect::Retracted`: its prefill counts it again), a retracted request's
+    /// sender clock restarted with `bootstrap_timeout_ns` — and one forward produces a token for
+    /// every running request (handed to the all-to-all where it crosses the fabric:
+    /// `Core::forward_started`). The offload, if on, learns who joined.
     ///
     /// The step plans a run ([`DecodeServer::plan_run`]) and schedules its end; the steps
     /// inside a run start in [`DecodeServer::virtual_step`].
-    pub fn start_step(
-        &mut self,
-        (me, now): (DecodeId, Nanos),
-        reqs: &mut Requests,
-        q: &mut EventQueue<Event>,
-        bootstrap_timeout_ns: Nanos,
-        (retracted, wake): (&mut Vec<ReqRef>, &mut Vec<Wake>),
-    ) {
+    pub fn start_step(&mut self, me: DecodeId, bootstrap_timeout_ns: Nanos, cx: &mut Ctx<'_>) {
+        let before = self.core.step_key;
+        self.start_forward(me, bootstrap_timeout_ns, cx);
+        self.core.forward_started(before, cx.fx);
+        if self.offload.is_some() {
+            self.offload_joined(cx.reqs);
+        }
+    }
+
+    /// [`DecodeServer::start_step`]'s batch and forward.
+    fn start_forward(&mut self, me: DecodeId, bootstrap_timeout_ns: Nanos, cx: &mut Ctx<'_>) {
+        let Ctx {
+            q, reqs, wake, fx, ..
+        } = cx;
+        let now = q.now();
         if !self.core.alive {
             return;
         }
@@ -510,14 +519,14 @@ impl DecodeServer {
                 .push(Reverse((steps_done + steps, steps_done, r)));
             self.joined.push(r);
         }
-        let retracted_before = retracted.len();
+        let mut retracted = false;
         loop {
             if self.running == 0 {
                 self.core.busy = false;
                 // Every running request was retracted: no step end will run the prealloc
                 // queue, which now holds them at its front with their pages given back
                 // (sglang's next loop turn resumes them, `resume_retracted_reqs`).
-                if retracted.len() > retracted_before {
+                if retracted {
                     wake.push(Wake::Decode(me));
                 }
                 return;
@@ -532,7 +541,12 @@ impl DecodeServer {
             }
             let victim = self.newest_running(reqs).expect("running > 0");
             self.retract(victim, reqs, q, bootstrap_timeout_ns);
-            retracted.push(victim);
+            let prefill = reqs.get(victim).expect("retracted, not ended").prefill;
+            fx.push(super::Effect::Retracted {
+                req: victim,
+                prefill,
+            });
+            retracted = true;
         }
         if self.gaps.wants_prune() {
             // Here every running request has its finishing entry (those a step finished have

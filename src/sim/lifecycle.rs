@@ -406,7 +406,9 @@ impl World<'_> {
 /// arrival to its end, and `World` only records what each step produced.
 impl World<'_> {
     /// The router picks a live server; a request whose prompt and output can never fit in its
-    /// KV is rejected up front, as sglang's tokenizer manager rejects it.
+    /// KV is rejected up front, as sglang's tokenizer manager rejects it; the server has the
+    /// request once its tokenizer manager is done (`Event::Tokenized`), and steps if idle
+    /// (`Wake::Colocated`).
     fn arrive_colocated(&mut self, id: u64, nr: crate::workload::NewRequest) {
         let now = self.q.now();
         let prompt = crate::sglang::router::Prompt {
@@ -452,17 +454,11 @@ impl World<'_> {
             self.q.schedule_at(ready, Event::Tokenized { colocated: c });
         }
         self.sync(CoreRef::Colocated(c));
-        self.colocated[c].try_step(c, &mut self.q);
-        self.observe(CoreRef::Colocated(c));
+        self.wake.push(Wake::Colocated(c));
     }
 
-    /// A colocated server's tokenizer manager handed a request over: an idle server steps.
-    pub(super) fn on_tokenized(&mut self, c: ColocatedId) {
-        self.colocated[c].try_step(c, &mut self.q);
-        self.observe(CoreRef::Colocated(c));
-    }
-
-    /// A mixed step ended: record its tokens, end the requests that finished, start the next.
+    /// A mixed step ended: record its tokens, end the requests that finished; the server steps
+    /// again (`Wake::Colocated`).
     pub(super) fn on_colocated_step_done(&mut self, c: ColocatedId) {
         let now = self.q.now();
         let mut out = crate::sglang::colocated::StepOutcome::default();
@@ -478,10 +474,10 @@ impl World<'_> {
             self.write_row(&row, None);
         }
         self.sync(CoreRef::Colocated(c));
-        self.colocated[c].try_step(c, &mut self.q);
-        self.observe(CoreRef::Colocated(c));
+        self.wake.push(Wake::Colocated(c));
     }
 }
+
 /// A request that arrived at `now` and that the router had nowhere to send: it fails there
 /// (`PeerLost`).
 fn unroutable(id: u64, nr: &crate::workload::NewRequest, now: Nanos) -> RequestRow {

@@ -491,7 +491,7 @@ impl<'a> World<'a> {
             Event::TurnDue { session } => self.on_turn_due(session),
             Event::MetadataArrived { req } => handshake!(self, page_ids_arrived(req)),
             Event::Bootstrapped { req } => handshake!(self, handshaken(req)),
-            Event::Tokenized { colocated } => self.on_tokenized(colocated),
+            Event::Tokenized { colocated } => self.wake.push(Wake::Colocated(colocated)),
             Event::PrefillStepDone { prefill } => self.on_prefill_step_done(prefill),
             Event::FabricDue => self.on_fabric_due(),
             Event::Fault { index } => {
@@ -548,6 +548,11 @@ impl<'a> World<'a> {
                 match w {
                     Wake::Prefill(p) => self.schedule_prefill(p),
                     Wake::Decode(d) => self.try_prealloc(d),
+                    // An idle server steps; the sampler observes it, as after its every event.
+                    Wake::Colocated(c) => {
+                        self.colocated[c].try_step(c, &mut self.q);
+                        self.observe(sampler::CoreRef::Colocated(c));
+                    }
                 }
             }
             // Admitting work ends no request, so this is empty; if that ever changes, the new

@@ -307,6 +307,12 @@ impl Core {
         self.alive
     }
 
+    /// Whether its forwards' DeepEP all-to-all crosses the fabric (`sglang::a2a`).
+    #[inline]
+    pub fn a2a_on_fabric(&self) -> bool {
+        self.a2a_on_fabric
+    }
+
     /// The forward that just started here (the running forward's event was `before`) goes
     /// to the all-to-all when this server's crosses the fabric: `Effect::ForwardStarted`
     /// on `fx` (`World` has the server describe it and `sglang::a2a` start its flows).

@@ -31,7 +31,7 @@
 //! running step's end. Tie rule, deterministic: a materialized step end at time `t` is handled
 //! before the event at `t` that asked for it; a run's own event keeps the sequence number it got
 //! when the run was planned. Results are byte-identical to stepping one event per step (the
-//! golden files, and `coalesce_tests` against [`World::set_decode_coalescing`]`(false)`);
+//! golden files, and `coalesce_tests` against every `DecodeServer::set_coalescing(false)`);
 //! only `sim.events` falls. Not coalesced: decodes watched by the ownership oracle and steps
 //! that put DeepEP all-to-all bytes on the fabric.
 
@@ -293,7 +293,7 @@ impl<'a> World<'a> {
             prefills.iter().map(PrefillServer::store_client).collect(),
             decodes.iter().map(DecodeServer::store_client).collect(),
         );
-        let mut w = Self {
+        Self {
             sc,
             slo: sc.slo.thresholds(),
             q: EventQueue::new(),
@@ -324,9 +324,7 @@ impl<'a> World<'a> {
             aborts: sc
                 .aborts
                 .map(|a| Box::new(crate::metrics::aborts::Aborts::new(a, sc.seed))),
-        };
-        w.set_decode_coalescing(true);
-        w
+        }
     }
 
     /// KV pages of each instance, in result order (for the run report).
@@ -564,16 +562,6 @@ impl<'a> World<'a> {
         // not allocate again.
         if wake.capacity() > self.wake.capacity() {
             self.wake = wake;
-        }
-    }
-
-    /// Turns decode-step coalescing off (`false`) for every decode instance, or back on where
-    /// it is allowed: the reference the coalescing tests compare against.
-    pub fn set_decode_coalescing(&mut self, on: bool) {
-        for d in self.decodes.ids() {
-            // A forward whose all-to-all is on the fabric ends when its flows do: never planned.
-            let fabric = self.a2a.on_fabric(&self.decodes[d].core.gpus);
-            self.decodes[d].set_coalescing(on && !fabric);
         }
     }
 

@@ -102,13 +102,13 @@ pub struct DecodeServer {
     pub reserved_tokens: u32,
     /// The step model's batch-size terms, per batch size.
     step_cache: DecodeCache,
-    /// Whether steps may be coalesced into runs (see [`DecodeServer::plan_run`]); `World`
-    /// turns it off where a step's effects reach beyond this server (an ownership oracle
-    /// watching the pages, a step that puts all-to-all bytes on the fabric).
+    /// Whether steps may be coalesced into runs (see [`DecodeServer::plan_run`]); off where a
+    /// step's effects reach beyond this server (an ownership oracle watching the pages, a step
+    /// that puts all-to-all bytes on the fabric: [`DecodeServer::set_coalescing`]).
     coalesce: bool,
-    /// Steps of the current run that end without an event of their own: `World` materializes
-    /// them ([`DecodeServer::virtual_step`]) when their time comes or something touches this
-    /// server; the run's scheduled event is the end of the step after them.
+    /// Steps of the current run that end without an event of their own: they are
+    /// materialized ([`DecodeServer::virtual_step`]) when their time comes or something
+    /// touches this server; the run's scheduled event is the end of the step after them.
     virtual_left: u32,
     /// When the running step ends, ns.
     step_end: Nanos,
@@ -283,11 +283,12 @@ impl DecodeServer {
         self.virtual_left > 0
     }
 
-    /// Lets steps coalesce into runs where `allowed` (`World` forbids it where a step's
-    /// effects reach beyond this server) and this server permits it
-    /// ([`DecodeServer::may_coalesce`]).
+    /// Lets steps coalesce into runs where `allowed` (assembly allows it; the coalescing tests
+    /// forbid it for their reference) and this server permits it: not where a forward's
+    /// all-to-all crosses the fabric (it ends when its flows do, so a run could not be planned),
+    /// nor where [`DecodeServer::may_coalesce`] says no.
     pub fn set_coalescing(&mut self, allowed: bool) {
-        self.coalesce = allowed && self.may_coalesce();
+        self.coalesce = allowed && !self.core.a2a_on_fabric() && self.may_coalesce();
     }
 
     /// Requests waiting for pages or to join the batch.

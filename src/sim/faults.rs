@@ -3,7 +3,8 @@
 //! (`docs/architecture.md` §8): a decode's crash, first-contact exception and restart in
 //! `sglang/decode/faults.rs`; a prefill's in `sglang/prefill.rs`; its transfer workers' in
 //! `sglang/transfer.rs`; a colocated server's in `sglang/colocated.rs`; the decodes' heartbeat
-//! to the prefills in `sglang/heartbeat.rs`; the router's health check in `sglang/router.rs`.
+//! to the prefills in `sglang/heartbeat.rs` (its verdict's failures are effects `World`
+//! applies as it routes the event); the router's health check in `sglang/router.rs`.
 
 use crate::config::FaultAction;
 use crate::sglang::decode::{CrashCause, DecodeCrash};
@@ -13,7 +14,7 @@ use crate::vocab::Outcome;
 use super::World;
 use super::sampler::CoreRef;
 use crate::vocab::event::Event;
-use crate::vocab::ids::{InstanceId, PrefillId};
+use crate::vocab::ids::InstanceId;
 
 impl World<'_> {
     pub(super) fn on_fault(&mut self, index: usize) {
@@ -109,15 +110,6 @@ impl World<'_> {
                 }
                 self.observe(CoreRef::Colocated(c));
             }
-        }
-    }
-
-    /// `Event::HeartbeatLost`: `_handle_node_failure` on the decodes (`sglang::heartbeat`).
-    pub(super) fn on_heartbeat_lost(&mut self, p: PrefillId) {
-        let lost = self.heartbeat.lost(p, &self.reqs);
-        for r in lost.rooms {
-            let failure = (lost.failure.kind, lost.failure.message.as_str());
-            self.end(r, Outcome::Failed, Some(failure));
         }
     }
 

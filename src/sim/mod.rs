@@ -506,7 +506,8 @@ impl<'a> World<'a> {
             }
             Event::HeartbeatLost { prefill } => {
                 (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
-                self.on_heartbeat_lost(prefill)
+                // `_handle_node_failure` on the decodes: the rooms fail (`sglang::heartbeat`).
+                effects!(self, self.heartbeat.lost(prefill, &mut ctx!(self)));
             }
             Event::RouterHealthCheck => {
                 (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));

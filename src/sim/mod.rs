@@ -7,11 +7,13 @@
 //! sits above the components and is the only place where one component's outcome reaches
 //! another: a component never calls another component. It holds no sglang rule: it routes
 //! each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`), a component's own
-//! context (`transfer_cx!` for the transfer workers, `store_cx!` for the Mooncake Store) or
-//! the part it needs, and applies the typed outcome it returns (a crash's failures and flows,
-//! a rejection) or the effects it pushed, in their order, right after the call (`transfer!`,
-//! `store!`, `World::apply_effects`); handlers mark a `Wake` set that `World` drains after
-//! every event, in ascending order. What only watches is an observer in `crate::metrics` that
+//! context (`transfer_cx!` for the transfer workers, `store_cx!` for the Mooncake Store,
+//! `watchers!` for a decode's coalesced steps) or the part it needs, and applies the typed
+//! outcome it returns (a crash's failures and flows, a rejection, what the handshake hands on:
+//! `handshake!`, `World::hand_on`) or the effects it pushed, in their order, right after the
+//! call (`effects!`, `transfer!`, `store!`, `World::apply_effects`); handlers mark a `Wake`
+//! set that `World` drains after every event, in ascending order. At most 35 methods and
+//! 2,000 non-test lines (`tests/structure`). What only watches is an observer in `crate::metrics` that
 //! `World` tells what happened: the aborts' costs (`metrics::aborts::Aborts`), the sessions'
 //! turns (`metrics::sessions::TurnStats`), the per-second sampler (`metrics::sampler`). The
 //! cluster it runs is built by `crate::assemble`.

@@ -40,13 +40,14 @@
 //!
 //! ## Where behaviour lives
 //! Every sglang rule is in its component under `sglang/` — its state private, handed a
-//! `sglang::Ctx` (queue and clock, request table, wake set), returning a typed outcome:
-//! crash and restart per role (`sglang/decode/faults.rs`, `prefill.rs`, `transfer.rs`,
-//! `colocated.rs`), the decodes' heartbeat (`heartbeat.rs`), the router's health check
-//! (`router.rs`), tokenizer limits (`tokenizer.rs`), first contact (`decode/faults.rs`), the
-//! poll timeouts (`transfer.rs`), the Mooncake Store's operations on the fabric
-//! (`mooncake_store.rs`, with its own context and effects). `sim::World` routes events, applies outcomes and drains the
-//! wake set (`docs/architecture.md` §1, §7, §8). Bookkeeping that only watches — what aborts
+//! `sglang::Ctx` (queue and clock, request table, wake set, effects buffer), returning a typed
+//! outcome or pushing effects: crash and restart per role (`sglang/decode/faults.rs`,
+//! `prefill.rs`, `transfer.rs`, `colocated.rs`), the decodes' heartbeat (`heartbeat.rs`), the
+//! router's health check (`router.rs`), tokenizer limits (`tokenizer.rs`), first contact
+//! (`decode/faults.rs`), the PD handshake and its clocks (`bootstrap.rs`, the timeouts'
+//! `PollTimeout` in `transfer.rs`), the Mooncake Store's operations on the fabric
+//! (`mooncake_store.rs`, with its own context and effects). `sim::World` routes events,
+//! applies outcomes and effects and drains the wake set (`docs/architecture.md` §1, §7, §8). Bookkeeping that only watches — what aborts
 //! cost, the sessions' turns, the per-second sampler — is an observer in `metrics/` that
 //! `World` tells what happened (`metrics::aborts::Aborts`, `metrics::sessions::TurnStats`,
 //! `metrics::sampler::Sampler`); `assemble/` builds the cluster `World` runs.

@@ -80,6 +80,7 @@ pub fn assemble(sc: &Scenario) -> Cluster {
             let spec_decode = (pool.role == Role::Decode)
                 .then(|| decode_state(sc, pool, &interconnect, &step))
                 .flatten();
+            let a2a_on_fabric = a2a.on_fabric(&gpus);
             let core = Core::new(CoreSpec {
                 instance: InstanceId(id),
                 pool: PoolId::from(pool_idx),
@@ -89,6 +90,7 @@ pub fn assemble(sc: &Scenario) -> Cluster {
                 page_size: pool.server.page_size,
                 hybrid: pool.state_slots > 0,
                 pages: kv_pool(sc, pool_idx, pages),
+                a2a_on_fabric,
             });
             match pool.role {
                 Role::Prefill => {

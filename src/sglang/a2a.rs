@@ -29,10 +29,11 @@
 //!   would cost 2 × layers × GPUs fabric mutations per forward (58 layers on DeepSeek-V3).
 //!
 //! The forward cannot end before its communication does. The component priced the forward at
-//! the uncontended DeepEP rate (`compute::moe`) and scheduled its end; the hook
-//! (`World::a2a_forward_started`, [`take_forward`]) takes that end back, starts the flows, and
-//! when the last one
-//! lands re-prices the MoE layers with the fabric's time for the NIC leg
+//! the uncontended DeepEP rate (`compute::moe`) and scheduled its end; a server whose
+//! all-to-all crosses the fabric hands each forward it starts on
+//! (`crate::sglang::Effect::ForwardStarted`), and `World` has it describe the forward with
+//! that end taken back ([`take_forward`]) and starts the flows; when the last one lands
+//! [`A2aFlows`] re-prices the MoE layers with the fabric's time for the NIC leg
 //! ([`crate::compute::moe::MoeTime::total_with_rdma_s`]: NVLink and NIC legs concurrent; under
 //! two-batch overlap the shorter of compute and communication hidden as before) and schedules
 //! the end. Uncontended, the fabric takes the analytic time (the flows are capped at DeepEP's
@@ -138,13 +139,6 @@ impl A2aFlows {
                 }
             })
             .collect()
-    }
-
-    /// Whether any server's all-to-all crosses the fabric: a cluster without one asks
-    /// nothing more at a forward's start.
-    #[inline(always)]
-    pub fn any_on_fabric(&self) -> bool {
-        !self.peer.is_empty()
     }
 
     /// Whether the forwards of a server on `gpus` put all-to-all bytes on the fabric: the

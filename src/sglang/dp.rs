@@ -276,7 +276,7 @@ impl Dispatch {
 
     /// [`Dispatch::instance_load`] of server `server`'s instance, without the walk over its
     /// ranks when the server is the whole instance (no DP attention).
-    #[inline]
+    #[inline(always)]
     pub fn server_load(
         &self,
         side: usize,

@@ -15,9 +15,11 @@
 //! Who pushes what: the transfer workers (`sglang::transfer`) `Fail`, `Release`, `Kick` and
 //! `WorkerDied`; the Mooncake Store (`sglang::mooncake_store`) `OffloadWritten` and
 //! `StoreWriteCounted`; a decode's offload manager (`sglang::decode_offload`) `Offload` and
-//! `OffloadGoOn`; DeepEP's all-to-all (`sglang::a2a`) `ForwardEnds`.
+//! `OffloadGoOn`; a decode's step (`sglang::decode`) `Retracted`; a server whose all-to-all
+//! crosses the fabric `ForwardStarted` (`Core::forward_started`); DeepEP's all-to-all
+//! (`sglang::a2a`) `ForwardEnds`.
 
-use crate::engine::Nanos;
+use crate::engine::{EventKey, Nanos};
 use crate::metrics::WorkerDeath;
 use crate::vocab::ErrorKind;
 use crate::vocab::event::Event;
@@ -28,7 +30,7 @@ use crate::vocab::requests::ReqRef;
 #[derive(Debug, PartialEq)]
 pub enum Effect {
     /// The request fails with this kind and sglang's text: both sides mark the room Failed
-    /// and free what they hold, and its row is written (`World::fail`).
+    /// and free what they hold, and its row is written (`World::end`).
     Fail {
         /// The request.
         req: ReqRef,
@@ -99,6 +101,26 @@ pub enum Effect {
         prefill: PrefillId,
         /// Bytes put, all ranks.
         bytes: u64,
+    },
+    /// Decode retracted `req` (`retract_decode`: the pool ran dry), which goes back to the
+    /// front of its prealloc queue: its prefill `prefill` computes it again and counts it
+    /// again (`PrefillServer::request_returned`), and the router hears the prefill's load.
+    Retracted {
+        /// The request.
+        req: ReqRef,
+        /// Its prefill instance.
+        prefill: PrefillId,
+    },
+    /// A forward started on instance `instance` (a prefill or a decode, its running forward's
+    /// event was `before`), whose DeepEP all-to-all crosses the fabric: the server describes
+    /// it with its end taken back (`PrefillServer::a2a_forward`, `DecodeServer::a2a_forward`)
+    /// and `sglang::a2a` starts its flows (`A2aFlows::start`), whose landing sets its end
+    /// (`ForwardEnds`).
+    ForwardStarted {
+        /// The server.
+        instance: InstanceId,
+        /// Its forward's event before this one started.
+        before: Option<EventKey>,
     },
     /// The forward of instance `instance` whose all-to-all landed ends at `at`, ns, with the
     /// event `done` (`A2aFlows::flow_ended`): scheduled, and the server's forward end set

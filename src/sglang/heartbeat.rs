@@ -15,10 +15,10 @@ use crate::engine::{EventKey, EventQueue, NS_PER_S, Nanos};
 use crate::vocab::ErrorKind;
 use crate::vocab::event::Event;
 use crate::vocab::ids::{IdVec, PrefillId};
-use crate::vocab::requests::{KvPoll, ReqRef, Requests};
+use crate::vocab::requests::KvPoll;
 
-use super::Failure;
 use super::transfer::BOOTSTRAP_PORT;
+use super::{Ctx, Effect};
 
 /// sglang's `SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL` (5 s), in ns.
 pub const HEARTBEAT_INTERVAL_NS: Nanos = 5 * NS_PER_S;
@@ -44,15 +44,6 @@ pub fn lost_prefill(bootstrap_addr: &str) -> String {
 /// numbering, so its instance number is its prefill index), for messages.
 pub fn bootstrap_addr(p: PrefillId) -> String {
     format!("10.0.{}.{}:{}", p.0 / 256, p.0 % 256, BOOTSTRAP_PORT)
-}
-
-/// What the decodes do when a prefill's heartbeat is lost.
-#[derive(Debug, PartialEq, Eq)]
-pub struct PrefillLost {
-    /// Every room of the prefill not yet `Success` on the decode side, in id order.
-    pub rooms: Vec<ReqRef>,
-    /// How each fails (`peer_lost`, `_handle_node_failure`'s text).
-    pub failure: Failure,
 }
 
 /// The pending heartbeat verdict on each crashed prefill.
@@ -88,13 +79,19 @@ impl Heartbeat {
     }
 
     /// `Event::HeartbeatLost` for `p` fired: `_handle_node_failure` fails every room of `p`
-    /// that has not reached `Success` on the decode side.
-    pub fn lost(&mut self, p: PrefillId, reqs: &Requests) -> PrefillLost {
+    /// that has not reached `Success` on the decode side, in id order (`Effect::Fail`:
+    /// `peer_lost` with its text).
+    pub fn lost(&mut self, p: PrefillId, cx: &mut Ctx<'_>) {
         self.pending[p] = None;
-        PrefillLost {
-            rooms: reqs.matching(|q| q.prefill == p && q.receiver != KvPoll::Success),
-            failure: Failure::new(ErrorKind::PeerLost, lost_prefill(&bootstrap_addr(p))),
-        }
+        let message = lost_prefill(&bootstrap_addr(p));
+        let rooms = cx
+            .reqs
+            .matching(|q| q.prefill == p && q.receiver != KvPoll::Success);
+        cx.fx.extend(rooms.into_iter().map(|req| Effect::Fail {
+            req,
+            kind: ErrorKind::PeerLost,
+            message: message.clone(),
+        }));
     }
 }
 
@@ -161,12 +158,15 @@ mod tests {
         sim.reqs.get_mut(b).unwrap().receiver = KvPoll::Success;
         sim.reqs.get_mut(c).unwrap().prefill = PrefillId(1);
         let mut hb = Heartbeat::new(2);
-        let lost = hb.lost(PrefillId(0), &sim.reqs);
-        assert_eq!(lost.rooms, [a]);
-        assert_eq!(lost.failure.kind, ErrorKind::PeerLost);
+        hb.lost(PrefillId(0), &mut sim.ctx());
+        let message = "Lost connection with prefill instance (bootstrap_addr: 10.0.0.0:8998)";
         assert_eq!(
-            lost.failure.message,
-            "Lost connection with prefill instance (bootstrap_addr: 10.0.0.0:8998)"
+            sim.fx,
+            [Effect::Fail {
+                req: a,
+                kind: ErrorKind::PeerLost,
+                message: message.into(),
+            }]
         );
     }
 }

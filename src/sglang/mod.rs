@@ -1,6 +1,8 @@
 //! sglang's PD components, one file (or folder) each: [`prefill`] (the prefill server's
 //! scheduler, its crash and restart), [`decode`] (prealloc queue, continuous batch,
 //! retraction, coalesced runs; first contact, crash and restart in `decode/faults.rs`),
+//! [`bootstrap`] (the PD handshake of a request between its two servers: the sender's and
+//! the receiver's `KVPoll` moves and clocks, when each side's queue has the request),
 //! [`transfer`] (the Mooncake transfer queues, their shards and worker threads, the session
 //! blacklist, the landing and the oracle, the transfer's conclusion, the poll timeouts), the
 //! [`effect`]s a component's call returns, the [`router`] with its health check, the decodes'
@@ -11,7 +13,8 @@
 //! Each owns its state (private: changed only by its own methods) and answers its events
 //! with what it is handed — a [`Ctx`] (the queue and its clock, the request table, the wake
 //! set) or the part of it it needs — returning a typed outcome when the effect reaches beyond
-//! it (a crash's failures and flows, a [`Failure`], a tokenizer rejection), or pushing
+//! it (a crash's failures and flows, a [`Failure`], a tokenizer rejection, what the
+//! handshake hands on to the servers: [`bootstrap::Handoff`]), or pushing
 //! [`Effect`]s in the order it meets them (the [`transfer`] workers). **A component never
 //! calls another component**: what crosses from one to another (a freed page that may admit a
 //! request, a request that ended, a crash's failures) goes through the simulator's `World`
@@ -21,6 +24,7 @@
 pub mod a2a;
 pub mod abort;
 pub mod approx_tree;
+pub mod bootstrap;
 pub mod colocated;
 pub mod decode;
 pub mod decode_offload;
@@ -53,9 +57,10 @@ use memory::KvPool;
 pub use effect::Effect;
 
 /// What a component is handed while it handles an event: the clock and the event queue, the
-/// request table, the wake set `World` drains after the event, and the seed (every broken
-/// invariant prints it). Built by `World` for one call (`sim::World::ctx`), so a component
-/// reaches exactly these and never another component.
+/// request table, the wake set `World` drains after the event, the effects buffer `World`
+/// applies right after the call, and the seed (every broken invariant prints it). Built by
+/// `World` for one call (`sim`'s `ctx!`), so a component reaches exactly these and never
+/// another component.
 pub struct Ctx<'a> {
     /// The event queue; its clock is the simulated now.
     pub q: &'a mut EventQueue<Event>,
@@ -63,6 +68,8 @@ pub struct Ctx<'a> {
     pub reqs: &'a mut Requests,
     /// Instances that may admit work once the event is handled.
     pub wake: &'a mut Vec<Wake>,
+    /// What the call asks beyond the component, in order ([`Effect`]).
+    pub fx: &'a mut Vec<Effect>,
     /// The run's seed, for invariant messages.
     pub seed: u64,
 }
@@ -150,6 +157,8 @@ pub struct CoreSpec {
     pub hybrid: bool,
     /// KV pages and state slots.
     pub pages: KvPool,
+    /// Whether its forwards' DeepEP all-to-all crosses the fabric (`sglang::a2a`).
+    pub a2a_on_fabric: bool,
 }
 
 /// What every sglang server has, whatever its role.
@@ -165,6 +174,9 @@ pub struct Core {
     /// False between a crash and its restart: only the component's own `crash` and
     /// `restart` change it ([`Core::alive`] reads it).
     alive: bool,
+    /// Whether its forwards' DeepEP all-to-all crosses the fabric: a forward that starts is
+    /// handed to `sglang::a2a` ([`Effect::ForwardStarted`]).
+    a2a_on_fabric: bool,
     /// Step-time model.
     pub step: StepTimes,
     /// `--page-size`, tokens.
@@ -276,6 +288,7 @@ impl Core {
             gpus: spec.gpus,
             nics: spec.nics,
             alive: true,
+            a2a_on_fabric: spec.a2a_on_fabric,
             step: spec.step,
             page_size: spec.page_size,
             hybrid: spec.hybrid,
@@ -292,6 +305,25 @@ impl Core {
     #[inline]
     pub fn alive(&self) -> bool {
         self.alive
+    }
+
+    /// Whether its forwards' DeepEP all-to-all crosses the fabric (`sglang::a2a`).
+    #[inline]
+    pub fn a2a_on_fabric(&self) -> bool {
+        self.a2a_on_fabric
+    }
+
+    /// The forward that just started here (the running forward's event was `before`) goes
+    /// to the all-to-all when this server's crosses the fabric: `Effect::ForwardStarted`
+    /// on `fx` (`World` has the server describe it and `sglang::a2a` start its flows).
+    #[inline]
+    pub fn forward_started(&self, before: Option<EventKey>, fx: &mut Vec<Effect>) {
+        if self.a2a_on_fabric && self.step_key != before {
+            fx.push(Effect::ForwardStarted {
+                instance: self.instance,
+                before,
+            });
+        }
     }
 
     /// The server goes down; false if it already was (a second crash changes nothing).
@@ -381,6 +413,7 @@ pub(crate) mod testkit {
                 },
                 None,
             ),
+            a2a_on_fabric: false,
         })
     }
 
@@ -395,12 +428,14 @@ pub(crate) mod testkit {
         c
     }
 
-    /// The simulation a component's test plays: a queue, a request table and a wake set.
+    /// The simulation a component's test plays: a queue, a request table, a wake set and the
+    /// effects pushed.
     #[derive(Default)]
     pub struct Sim {
         pub q: EventQueue<Event>,
         pub reqs: Requests,
         pub wake: Vec<Wake>,
+        pub fx: Vec<super::Effect>,
     }
 
     impl Sim {
@@ -410,6 +445,7 @@ pub(crate) mod testkit {
                 q: &mut self.q,
                 reqs: &mut self.reqs,
                 wake: &mut self.wake,
+                fx: &mut self.fx,
                 seed: 7,
             }
         }

@@ -173,7 +173,7 @@ impl PrefillServer {
         };
         req.metadata_at = Some(at);
         if policy == crate::config::PrefetchPolicy::Timeout {
-            // Whichever comes first lets it go; `World::on_metadata` ignores the second.
+            // Whichever comes first lets it go; `Handshake::page_ids_arrived` ignores the second.
             q.schedule_at(at.max(pf.timeout_at()), Event::MetadataArrived { req: r });
         }
         true
@@ -193,13 +193,15 @@ impl PrefillServer {
     }
 
     /// Forms the next batch if the instance is idle and alive, by sglang's `PrefillAdder` rules
-    /// (module docs). Schedules the forward's end.
+    /// (module docs). Schedules the forward's end (a forward whose all-to-all crosses the
+    /// fabric is handed on: `Core::forward_started`).
     pub fn try_schedule(&mut self, me: PrefillId, ctx: &mut Ctx<'_>) {
-        let Ctx { q, reqs, .. } = ctx;
+        let Ctx { q, reqs, fx, .. } = ctx;
         let now = q.now();
         if self.core.busy || !self.core.alive {
             return;
         }
+        let before = self.core.step_key;
         // i64: sglang's budgets go negative after a page-rounded admission.
         let mut rem_input = i64::from(self.max_prefill_tokens);
         let mut rem_chunk = i64::from(self.chunk_tokens);
@@ -309,6 +311,7 @@ impl PrefillServer {
         self.forward_ns = dt;
         let key = q.schedule_keyed_in(dt, Event::PrefillStepDone { prefill: me });
         self.core.forward_ends(now.saturating_add(dt), key);
+        self.core.forward_started(before, fx);
     }
 
     /// The forward ended: each request's computed tokens become KV to send. Non-last chunks
@@ -508,11 +511,12 @@ mod tests {
 
     /// `try_schedule` with a context over `reqs` and `q`.
     fn schedule(p: &mut PrefillServer, reqs: &mut Requests, q: &mut EventQueue<Event>) {
-        let mut wake = Vec::new();
+        let (mut wake, mut fx) = (Vec::new(), Vec::new());
         let mut ctx = Ctx {
             q,
             reqs,
             wake: &mut wake,
+            fx: &mut fx,
             seed: 7,
         };
         p.try_schedule(PrefillId(0), &mut ctx);

@@ -56,7 +56,7 @@ impl World<'_> {
         }
         // The decode's steps up to now first: where the request is depends on them.
         let d = req.decode;
-        self.touch_decode(d);
+        self.decodes[d].touch(d, &mut self.q, &mut self.reqs, watchers!(self));
         let aborts = self.aborts.as_deref_mut().expect("scheduled by the aborts");
         let req = self.reqs.get_mut(r).expect("live");
         let stage = rules::stage(req);
@@ -66,8 +66,9 @@ impl World<'_> {
         // is spent on this request.
         let p = req.prefill;
         credit_forward(Some(&*aborts), &self.prefills[p], Some(r), &mut self.reqs);
-        let msg = rules::disconnected(r.id);
-        self.end(r, Outcome::Aborted, None, &msg);
+        // An abort is no error: its row carries no message (sglang's line is
+        // `rules::disconnected`).
+        self.end(r, Outcome::Aborted, None);
     }
 
     /// The prefill side of `r` failed in `Bootstrapping` with `message`. Under `decode_waits`
@@ -90,7 +91,7 @@ impl World<'_> {
         // later (the decode's waiting timeout, or its client's disconnect); the summary's
         // `aborts.orphaned` counts it and quotes sglang's first message.
         aborts.orphaned(req, message, now);
-        self.sync_prefill(p);
+        self.sync(super::sampler::CoreRef::Prefill(p));
         self.wake.push(Wake::Prefill(p));
         true
     }

@@ -30,7 +30,9 @@ fn run_into(
     let sc = crate::scenario::load(Path::new(path), &sets).expect("scenario loads");
     let (mut summary, events) = {
         let mut world = super::World::new(&sc, sink);
-        world.set_decode_coalescing(coalesce);
+        for d in world.decodes.iter_mut() {
+            d.set_coalescing(coalesce);
+        }
         let super::RunResult { stats, summary } = world.run().expect("runs");
         (serde_json::to_value(&summary).unwrap(), stats.events)
     };

@@ -3,16 +3,18 @@
 //! (`docs/architecture.md` §8): a decode's crash, first-contact exception and restart in
 //! `sglang/decode/faults.rs`; a prefill's in `sglang/prefill.rs`; its transfer workers' in
 //! `sglang/transfer.rs`; a colocated server's in `sglang/colocated.rs`; the decodes' heartbeat
-//! to the prefills in `sglang/heartbeat.rs`; the router's health check in `sglang/router.rs`.
+//! to the prefills in `sglang/heartbeat.rs` (its verdict's failures are effects `World`
+//! applies as it routes the event); the router's health check in `sglang/router.rs`.
 
 use crate::config::FaultAction;
-use crate::layout::PdError;
 use crate::sglang::decode::{CrashCause, DecodeCrash};
+use crate::sglang::dp::DECODE;
+use crate::vocab::Outcome;
 
 use super::World;
 use super::sampler::CoreRef;
 use crate::vocab::event::Event;
-use crate::vocab::ids::{DecodeId, InstanceId, PrefillId};
+use crate::vocab::ids::InstanceId;
 
 impl World<'_> {
     pub(super) fn on_fault(&mut self, index: usize) {
@@ -23,7 +25,7 @@ impl World<'_> {
                 for end in &effect.ended {
                     self.flow_ended(end);
                 }
-                self.fabric_sync();
+                self.fabric_timer.sync(&mut self.q, &mut self.fabric);
             }
             FaultAction::Crash {
                 instance,
@@ -37,33 +39,21 @@ impl World<'_> {
         }
     }
 
-    /// Decode `d`'s scheduler raised `e` (its first contact with a mismatched prefill): the
-    /// server dies with every request it holds (`DecodeServer::crash`); the router keeps
-    /// sending it requests until its health check catches it.
-    pub(super) fn server_died(&mut self, d: DecodeId, e: &PdError) {
-        if !self.decodes[d].core.alive() {
-            return;
-        }
-        let k = self
-            .dispatch
-            .instance_of(crate::sglang::dp::DECODE, d.idx());
-        self.router.decode_died_unseen(k);
-        self.crash(CoreRef::Decode(d), CrashCause::Exception(e));
-        self.router.arm_health_check(&mut self.q);
-    }
-
-    /// Instance `c` goes down of `cause` (only a decode dies of an exception), and `World`
-    /// applies what its component's crash says, in the order the outcome's doc gives:
+    /// Instance `c` goes down of `cause`, and `World` applies what its component's crash says,
+    /// in the order the outcome's doc gives:
     /// - a decode (`DecodeCrash`): the flows touching it are aborted, every prefill blacklists
     ///   its sessions, every request routed to it fails as the crash says, then its state is
-    ///   lost (after the failures: they leave the batch it still has);
+    ///   lost (after the failures: they leave the batch it still has). Only a decode dies of
+    ///   an exception (its scheduler raised at first contact with a mismatched prefill): the
+    ///   router keeps sending it requests until its health check catches it;
     /// - a prefill (`PrefillCrash`): its transfer workers go down (their queues lost), the
     ///   flows touching it are aborted, its state is lost, and the decodes' heartbeat will
     ///   declare it lost;
     /// - a colocated server (`ColocatedCrash`): the rows of what it held are written, failed.
-    fn crash(&mut self, c: CoreRef, cause: CrashCause<'_>) {
+    pub(super) fn crash(&mut self, c: CoreRef, cause: CrashCause<'_>) {
         match c {
             CoreRef::Decode(d) => {
+                let exception = matches!(cause, CrashCause::Exception(_));
                 let Some(DecodeCrash {
                     gpus,
                     ranks,
@@ -72,27 +62,34 @@ impl World<'_> {
                 else {
                     return;
                 };
-                self.sync_decode(d);
+                if exception {
+                    let k = self.dispatch.instance_of(DECODE, d.idx());
+                    self.router.decode_died_unseen(k);
+                }
+                self.sync(c);
                 for end in &self.fabric.abort_flows_touching(self.q.now(), &gpus) {
                     self.flow_ended(end);
                 }
-                self.fabric_sync();
+                self.fabric_timer.sync(&mut self.q, &mut self.fabric);
                 self.transfer.decode_down(d, ranks);
                 for r in self.reqs.matching(|q| q.decode == d) {
-                    self.fail(r, failure.kind, &failure.message);
+                    self.end(r, Outcome::Failed, Some((failure.kind, &failure.message)));
                 }
                 self.decodes[d].lose_state(&mut self.q);
+                if exception {
+                    self.router.arm_health_check(&mut self.q);
+                }
             }
             CoreRef::Prefill(p) => {
                 let Some(crash) = self.prefills[p].crash() else {
                     return;
                 };
                 self.transfer.crash(p, &mut self.q);
-                self.sync_prefill(p);
+                self.sync(CoreRef::Prefill(p));
                 for end in &self.fabric.abort_flows_touching(self.q.now(), &crash.gpus) {
                     self.flow_ended(end);
                 }
-                self.fabric_sync();
+                self.fabric_timer.sync(&mut self.q, &mut self.fabric);
                 self.prefills[p].lose_state(&mut self.q);
                 self.heartbeat.prefill_down(p, &mut self.q);
             }
@@ -100,7 +97,7 @@ impl World<'_> {
                 let Some(crash) = self.colocated[c].crash(c, &mut self.q) else {
                     return;
                 };
-                self.sync_colocated(c);
+                self.sync(CoreRef::Colocated(c));
                 let slo = self.slo;
                 for row in &crash.failed {
                     if let Err(e) = self
@@ -116,19 +113,11 @@ impl World<'_> {
         }
     }
 
-    /// `Event::HeartbeatLost`: `_handle_node_failure` on the decodes (`sglang::heartbeat`).
-    pub(super) fn on_heartbeat_lost(&mut self, p: PrefillId) {
-        let lost = self.heartbeat.lost(p, &self.reqs);
-        for r in lost.rooms {
-            self.fail(r, lost.failure.kind, &lost.failure.message);
-        }
-    }
-
     pub(super) fn on_restart(&mut self, i: InstanceId) {
         match self.core_of(i) {
             CoreRef::Colocated(k) => {
                 if self.colocated[k].restart() {
-                    self.sync_colocated(k);
+                    self.sync(CoreRef::Colocated(k));
                 }
             }
             CoreRef::Prefill(p) => {
@@ -136,14 +125,14 @@ impl World<'_> {
                     return;
                 }
                 self.transfer.restart(p);
-                self.sync_prefill(p);
+                self.sync(CoreRef::Prefill(p));
                 self.heartbeat.prefill_up(p, &mut self.q);
             }
             CoreRef::Decode(d) => {
                 if !self.decodes[d].restart() {
                     return;
                 }
-                self.sync_decode(d);
+                self.sync(CoreRef::Decode(d));
                 // A restarted decode registers again, which clears its blacklist entries.
                 self.transfer.decode_registered(d);
                 self.try_prealloc(d);

@@ -1,17 +1,17 @@
-//! The request lifecycle as `World` drives it: arrival and routing, the bootstrap (prealloc,
-//! metadata), the handlers of the components' step events, the timeouts, and the end of a
-//! request (`docs/sglang-pd.md` §2–§3).
+//! The request lifecycle as `World` drives it: arrival and routing, what the handshake
+//! (`sglang::bootstrap`) hands on to the servers, the servers' admission and step events, and
+//! the end of a request (`docs/sglang-pd.md` §2–§3).
 
 use crate::engine::Nanos;
+use crate::sglang::bootstrap::Handoff;
 use crate::sglang::dp::{DECODE, FRONT};
-use crate::sglang::transfer::PollTimeout;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
 
 use super::World;
 use super::sampler::CoreRef;
-use crate::vocab::event::{Event, Wake, lane};
+use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::{ColocatedId, DecodeId, PrefillId};
-use crate::vocab::requests::{KvPoll, Req, ReqRef};
+use crate::vocab::requests::{Req, ReqRef};
 
 impl World<'_> {
     /// The scheduled arrival is due: the request drawn for it arrives (unless the request
@@ -96,8 +96,8 @@ impl World<'_> {
         }
         self.prefills[p].request_routed();
         self.decodes[d].request_routed();
-        self.sync_prefill(p);
-        self.sync_decode(d);
+        self.sync(CoreRef::Prefill(p));
+        self.sync(CoreRef::Decode(d));
         let (pc, dc) = (&self.prefills[p].core, &self.decodes[d].core);
         // The router's pick may be a dead server still in rotation (`sglang::router`); a
         // request whose KV can never fit is rejected up front (`sglang::tokenizer`).
@@ -107,94 +107,108 @@ impl World<'_> {
                 .map(|e| e.failure())
         });
         if let Some(f) = refused {
-            self.catch_up_decode(d, now);
-            self.fail(r, f.kind, &f.message);
+            self.end(r, Outcome::Failed, Some((f.kind, &f.message)));
             return;
         }
         // Decode's first contact with the prefill raises what nothing catches: the decode
         // server dies (`sglang::decode::faults`).
         if let Err(e) = self.decodes[d].ensure_prefill_info(self.transfer.plan(p, d)) {
-            self.catch_up_decode(d, now);
-            self.fail(r, e.kind, &e.message);
-            self.server_died(d, &e);
+            self.end(r, Outcome::Failed, Some((e.kind, &e.message)));
+            self.crash(
+                CoreRef::Decode(d),
+                crate::sglang::decode::CrashCause::Exception(&e),
+            );
             return;
         }
-        self.bootstrap(r, (p, d), nr.input_tokens);
-    }
-
-    /// Request `r`, routed to `p` and `d`, starts its bootstrap: the prefill's sender starts
-    /// `Bootstrapping` (its clock starts), the prefetch from the store starts, and the request
-    /// reaches the decode's prealloc queue once both tokenizer managers are done with it and
-    /// decode has handshaken.
-    fn bootstrap(&mut self, r: ReqRef, (p, d): (PrefillId, DecodeId), input: u32) {
-        let now = self.q.now();
-        let req = self.reqs.get_mut(r).expect("just inserted");
-        PollTimeout::Bootstrap.arm(&mut self.q, req, r, self.sc.sglang.bootstrap_timeout_ns);
+        // The handshake starts: the prefill's sender is `Bootstrapping`, its clock running.
+        self.handshake.routed(r, &mut ctx!(self));
         // HiCache with a storage backend: the prefetch from the store starts now, past what
         // the instance's own tiers hold; its policy may hold the request back from the
         // prefill's scheduler (`try_prealloc`).
         if self.store.present()
-            && let Some(local) = self.prefills[p].local_prefix_blocks(&req.hash_ids)
+            && let Some(local) = (self.reqs.get(r))
+                .and_then(|req| self.prefills[p].local_prefix_blocks(&req.hash_ids))
         {
             store!(self, prefetch((r, p), local));
         }
+        // Both servers' tokenizer managers tokenize it; the handshake says when each
+        // scheduler has it.
         let costs = &self.sc.compute;
-        if !costs.has_serving_costs() {
-            // No serving cost: the request reaches both schedulers at once (the 2023 fit).
-            self.catch_up_decode(d, now);
-            self.decodes[d].enqueue_prealloc(r);
-            self.try_prealloc(d);
-            return;
-        }
-        // Both servers' tokenizer managers tokenize it (sgl-router sends the request to both);
-        // the prefill's scheduler has it when its own is done, and the decode's prealloc
-        // queue once decode's is done and its KV receiver has handshaken with the prefill's
-        // bootstrap server (`DecodePreallocQueue`, sglang `disaggregation/decode.py`).
         let (pi, di) = (
             self.prefills[p].core.instance,
             self.decodes[d].core.instance,
         );
-        let ready_p = (self.tokenizers).tokenize_prompt(pi, now, input, &self.sc.compute);
-        let ready_d = (self.tokenizers).tokenize_prompt(di, now, input, &self.sc.compute)
-            + crate::engine::ns_from_secs_ceil(self.sc.compute.bootstrap_handshake_s);
-        self.reqs
-            .get_mut(r)
-            .expect("just inserted")
-            .prefill_ready_ns = ready_p;
-        if ready_d > self.q.now() {
-            self.q.schedule_at(ready_d, Event::Bootstrapped { req: r });
-        } else {
-            // Nothing to wait for on the decode side (only the first-token path is set).
-            self.catch_up_decode(d, now);
-            self.decodes[d].enqueue_prealloc(r);
-            self.try_prealloc(d);
-        }
+        let ready = costs.has_serving_costs().then(|| {
+            let (t, input) = (&mut self.tokenizers, nr.input_tokens);
+            let ready_p = t.tokenize_prompt(pi, now, input, costs);
+            (ready_p, t.tokenize_prompt(di, now, input, costs))
+        });
+        handshake!(self, tokenized(r, ready));
     }
 
-    /// Decode has tokenized the request and handshaken: it enters the prealloc queue.
-    pub(super) fn on_bootstrapped(&mut self, r: ReqRef) {
-        let Some(req) = self.reqs.get_mut(r) else {
-            // It ended meanwhile (a fault, a timeout).
-            return;
-        };
-        if req.receiver != KvPoll::Bootstrapping {
-            return;
+    /// Applies what a move of a request's handshake hands on to its servers
+    /// (`sglang::bootstrap::Handoff`): the request joins the decode's prealloc queue (the
+    /// decode's coalesced steps up to now first: they observe the queue as it was), or the
+    /// prefill's waiting queue (its scheduler runs, the sampler observes it), or its KV landed
+    /// on the decode (the first token counted; done with one output token, else it waits for
+    /// the batch, which an idle decode starts), or it failed on a clock (under `decode_waits`
+    /// a prefill's failure may leave the decode leg waiting: `orphan_decode`).
+    #[inline(always)]
+    pub(super) fn hand_on(&mut self, h: Handoff) {
+        let now = self.q.now();
+        match h {
+            Handoff::Nothing => {}
+            Handoff::Prealloc { decode: d, req } => {
+                self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
+                if self.decodes[d].handshaken(req) {
+                    self.try_prealloc(d);
+                }
+            }
+            Handoff::Waiting { prefill: p, req } => {
+                self.prefills[p].enqueue_waiting(req);
+                self.schedule_prefill(p);
+                self.observe(CoreRef::Prefill(p));
+            }
+            Handoff::Landed {
+                decode: d,
+                req: r,
+                first_token,
+            } => {
+                self.decodes[d].touch(d, &mut self.q, &mut self.reqs, watchers!(self));
+                if let Some(input) = first_token {
+                    self.collector.prompt_done(now, input);
+                    self.collector.tokens_generated(now, 1);
+                }
+                let req = self.reqs.get_mut(r).expect("landed, not ended");
+                if self.decodes[d].landed((r, req), now) {
+                    self.end(r, Outcome::Completed, None);
+                } else if !self.decodes[d].core.busy {
+                    let timeout = self.sc.sglang.bootstrap_timeout_ns;
+                    effects!(
+                        self,
+                        self.decodes[d].start_step(d, timeout, &mut ctx!(self))
+                    );
+                    self.observe(CoreRef::Decode(d));
+                }
+            }
+            Handoff::TimedOut {
+                req: r,
+                failure,
+                sender,
+            } => {
+                // Before sgl-model-gateway PR #29017 the decode leg outlives a prefill failure.
+                if sender && self.orphan_decode(r, &failure.message) {
+                    return;
+                }
+                self.end(r, Outcome::Failed, Some((failure.kind, &failure.message)));
+            }
         }
-        let d = req.decode;
-        if !self.decodes[d].core.alive() {
-            return;
-        }
-        // The decode's coalesced steps up to now first: they observe the prealloc queue as it
-        // was before this request joined it.
-        self.catch_up_decode(d, self.q.now());
-        self.decodes[d].enqueue_prealloc(r);
-        self.try_prealloc(d);
     }
 
     /// Decode's prealloc queue admits what fits; each admitted request's page ids go to its
-    /// prefill (after the control latency) and its `WaitingForInput` clock starts.
+    /// prefill, where its prefill's prefetch policy may hold it (`Handshake::page_ids_sent`).
     pub(super) fn try_prealloc(&mut self, d: DecodeId) {
-        self.catch_up_decode(d, self.q.now());
+        (self.decodes[d]).catch_up(self.q.now(), &mut self.reqs, watchers!(self));
         // Most step ends find nobody waiting: nothing to admit.
         if self.decodes[d].prealloc_is_empty() {
             return;
@@ -205,58 +219,22 @@ impl World<'_> {
         if !admitted.is_empty() {
             self.decodes[d].check_run(d, &mut self.q);
         }
-        for &r in &admitted {
-            // The page ids wait at the prefill for its own tokenizer manager to be done.
-            let ready = self.reqs.get(r).map_or(0, |q| q.prefill_ready_ns);
-            let arrives = self.q.now() + self.sc.fabric.control_latency_ns;
-            let at = ready.max(arrives);
-            let held = self.store.present()
-                && self.reqs.get_mut(r).is_some_and(|req| {
-                    let p = req.prefill;
-                    self.prefills[p].prefetch_holds((r, req), at, &mut self.q)
-                });
-            if held {
-                // The prefetch policy holds it: the prefetch's end (or its timeout) lets it go.
-            } else if ready > arrives {
-                self.q.schedule_at(ready, Event::MetadataArrived { req: r });
-            } else {
-                self.q.schedule_lane(
-                    lane::CONTROL,
-                    self.sc.fabric.control_latency_ns,
-                    Event::MetadataArrived { req: r },
-                );
-            }
-            let req = self.reqs.get_mut(r).expect("admitted");
-            PollTimeout::Waiting.arm(&mut self.q, req, r, self.sc.sglang.waiting_timeout_ns);
-            if let Some(a) = self.aborts.as_deref() {
-                a.preallocated(req, self.q.now());
+        let (prefills, store) = (&self.prefills, self.store.present());
+        let held = |r, req: &mut Req, at, q: &mut _| {
+            store && prefills[req.prefill].prefetch_holds((r, req), at, q)
+        };
+        self.handshake
+            .page_ids_sent(&admitted, held, &mut ctx!(self));
+        if let Some(a) = self.aborts.as_deref() {
+            for &r in &admitted {
+                a.preallocated(self.reqs.get_mut(r).expect("admitted"), self.q.now());
             }
         }
         self.scratch.refs = admitted;
     }
 
-    /// Decode's page ids reached the prefill: the sender is connected and the request queues
-    /// for a prefill batch.
-    pub(super) fn on_metadata(&mut self, r: ReqRef) {
-        let now = self.q.now();
-        let Some(req) = self.reqs.get_mut(r) else {
-            return;
-        };
-        if req.sender != KvPoll::Bootstrapping {
-            return;
-        }
-        req.sender = KvPoll::WaitingForInput;
-        req.row.prefill_queued_ns = Some(now);
-        if let Some(k) = req.bootstrap_timeout.take() {
-            self.q.cancel(k);
-        }
-        let p = req.prefill;
-        self.prefills[p].enqueue_waiting(r);
-        self.schedule_prefill(p);
-        self.observe(CoreRef::Prefill(p));
-    }
-
-    /// `try_schedule` on prefill `p`, then the all-to-all hook if a forward started.
+    /// `try_schedule` on prefill `p`, with what the prefetches from the store have landed by
+    /// now.
     pub(super) fn schedule_prefill(&mut self, p: PrefillId) {
         let core = &self.prefills[p].core;
         // Only an idle, live prefill starts a forward (`try_schedule` returns at once on any
@@ -264,14 +242,10 @@ impl World<'_> {
         if core.busy || !core.alive() {
             return;
         }
-        let before = core.step_key;
         // What the prefetches from the store have landed by now is what admission finds.
         let now = self.q.now();
         self.store.refresh(&self.fabric, &mut self.reqs, p, now);
-        self.prefills[p].try_schedule(p, &mut ctx!(self));
-        if self.a2a.any_on_fabric() {
-            self.a2a_forward_started(CoreRef::Prefill(p), before);
-        }
+        effects!(self, self.prefills[p].try_schedule(p, &mut ctx!(self)));
     }
 
     /// A prefill forward ended: its chunks go on their transfer shards (all chunks to one
@@ -302,79 +276,12 @@ impl World<'_> {
         self.observe(CoreRef::Prefill(p));
     }
 
-    /// Prefill's `conclude_transfer(Success)` reached the decode: the request waits to join the
-    /// batch (or, with one output token, is done).
-    pub(super) fn on_transfer_succeeded(&mut self, r: ReqRef) {
-        let now = self.q.now();
-        let Some(req) = self.reqs.get_mut(r) else {
-            return;
-        };
-        if req.receiver != KvPoll::WaitingForInput {
-            return;
-        }
-        req.receiver = KvPoll::Success;
-        let d = req.decode;
-        if let Some(k) = req.waiting_timeout.take() {
-            self.q.cancel(k);
-        }
-        self.touch_decode(d);
-        let req = self.reqs.get_mut(r).expect("live");
-        // The prefill's first token arrives with the aux data (after a retraction the request
-        // already has one: TTFT is not reset).
-        if req.row.first_token_ns.is_none() {
-            req.row.first_token_ns = Some(now);
-            self.collector.prompt_done(now, req.input);
-            self.collector.tokens_generated(now, 1);
-        }
-        let (d, id, output) = (req.decode, req.id, req.output - req.extra);
-        if output == 1 {
-            req.row.decode_start_ns.get_or_insert(now);
-        }
-        self.decodes[d].kv_landed(id);
-        if output == 1 {
-            self.complete(r);
-            return;
-        }
-        self.decodes[d].enqueue_ready(r);
-        if !self.decodes[d].core.busy {
-            self.start_decode_step(d);
-            self.observe(CoreRef::Decode(d));
-        }
-    }
-
-    /// Starts decode instance `d`'s next step; a retracted request is counted again by its
-    /// prefill.
-    fn start_decode_step(&mut self, d: DecodeId) {
-        let mut retracted = std::mem::take(&mut self.scratch.refs);
-        retracted.clear();
-        let before = self.decodes[d].core.step_key;
-        self.decodes[d].start_step(
-            (d, self.q.now()),
-            &mut self.reqs,
-            &mut self.q,
-            self.sc.sglang.bootstrap_timeout_ns,
-            (&mut retracted, &mut self.wake),
-        );
-        if self.a2a.any_on_fabric() {
-            self.a2a_forward_started(CoreRef::Decode(d), before);
-        }
-        if self.decodes[d].offload.is_some() {
-            self.decodes[d].offload_joined(&self.reqs);
-        }
-        for &r in &retracted {
-            let p = self.reqs.get(r).expect("retracted, not ended").prefill;
-            self.prefills[p].request_returned();
-            self.sync_prefill(p);
-        }
-        self.scratch.refs = retracted;
-    }
-
     /// A decode step ended: finished requests complete, the prealloc queue admits what fits,
     /// and the next step starts.
     pub(super) fn on_decode_step_done(&mut self, d: DecodeId) {
         let now = self.q.now();
         // The run's last step: the steps before it end first, at their own times.
-        self.catch_up_decode(d, now);
+        self.decodes[d].catch_up(now, &mut self.reqs, watchers!(self));
         debug_assert!(!self.decodes[d].in_run());
         let mut finished = std::mem::take(&mut self.scratch.refs);
         finished.clear();
@@ -389,72 +296,16 @@ impl World<'_> {
             self.apply_effects(base);
         }
         for &r in &finished {
-            self.complete(r);
+            self.end(r, Outcome::Completed, None);
         }
         self.scratch.refs = finished;
         self.try_prealloc(d);
-        self.start_decode_step(d);
+        let timeout = self.sc.sglang.bootstrap_timeout_ns;
+        effects!(
+            self,
+            self.decodes[d].start_step(d, timeout, &mut ctx!(self))
+        );
         self.observe(CoreRef::Decode(d));
-    }
-
-    /// Materializes decode `d`'s coalesced steps that end at or before `t`
-    /// ([`crate::sglang::decode::DecodeServer::virtual_step`]), each as its own event would have
-    /// run: tokens counted at its end, the step's bookkeeping, the gauges observed at its end.
-    /// A step end at `t` is handled before the event at `t` that asks for it.
-    #[inline(always)]
-    pub(super) fn catch_up_decode(&mut self, d: DecodeId, t: crate::engine::Nanos) {
-        if self.decodes[d].has_due_step(t) {
-            self.materialize_decode(d, t);
-        }
-    }
-
-    /// Every decode's coalesced steps up to `t`.
-    pub(super) fn catch_up_decodes(&mut self, t: crate::engine::Nanos) {
-        for d in self.decodes.ids() {
-            self.catch_up_decode(d, t);
-        }
-    }
-
-    /// Something is about to read or change decode `d` (a request arrives, lands, ends; its
-    /// prealloc queue runs; a fault): its steps up to now are materialized and its run is cut
-    /// at the running step, so the next step sees the change.
-    pub(super) fn touch_decode(&mut self, d: DecodeId) {
-        self.catch_up_decode(d, self.q.now());
-        self.decodes[d].cut_run(d, &mut self.q);
-    }
-
-    /// [`World::touch_decode`] for every decode instance.
-    pub(super) fn touch_decodes(&mut self) {
-        for d in self.decodes.ids() {
-            self.touch_decode(d);
-        }
-    }
-
-    /// sglang's timeouts: decode's in `WaitingForInput`, prefill's in `Bootstrapping`
-    /// (`sglang::transfer::PollTimeout`: the rule and its text).
-    pub(super) fn on_timeout(&mut self, r: ReqRef, stage: KvPoll) {
-        let (clock, timeout) = match stage {
-            KvPoll::WaitingForInput => (PollTimeout::Waiting, self.sc.sglang.waiting_timeout_ns),
-            _ => (PollTimeout::Bootstrap, self.sc.sglang.bootstrap_timeout_ns),
-        };
-        let f = clock.fired(r, timeout, &mut ctx!(self));
-        // Before sgl-model-gateway PR #29017 the decode leg outlives a prefill failure.
-        if stage == KvPoll::Bootstrapping && self.orphan_decode(r, &f.message) {
-            return;
-        }
-        self.fail(r, f.kind, &f.message);
-    }
-
-    /// Ends a request that decoded to its last token. The oracle (when it watches the decode)
-    /// decides whether it decoded from its own bytes.
-    pub(super) fn complete(&mut self, r: ReqRef) {
-        self.end(r, Outcome::Completed, None, "");
-    }
-
-    /// Ends a request with an error: both sides mark the room Failed and free what they hold
-    /// (the ABORT to the prefill is taken as immediate for resources).
-    pub(super) fn fail(&mut self, r: ReqRef, kind: ErrorKind, message: &str) {
-        self.end(r, Outcome::Failed, Some(kind), message);
     }
 
     /// A row that never entered the request table (refused at the router or by the server, or
@@ -466,17 +317,14 @@ impl World<'_> {
         self.turn_ended(row);
     }
 
-    /// A request reaches its outcome: it gives back what it holds on both instances, its
-    /// pending timeouts are cancelled, and its row is written. What it freed may admit waiting
+    /// A request reaches its `outcome`: `Completed` when it decoded to its last token (the
+    /// oracle, when it watches the decode, may judge it `Corrupted`), `Failed` with its
+    /// `failure` (kind and sglang's text: both sides mark the room Failed, the ABORT to the
+    /// prefill taken as immediate for resources), or `Aborted`. It gives back what it holds on
+    /// both instances, its pending timeouts are cancelled, and its row is written. What it freed may admit waiting
     /// work: the decode marks itself unless the request finished in its batch at a step end
     /// (`DecodeServer::request_ended`), and a failure wakes the prefill.
-    pub(super) fn end(
-        &mut self,
-        r: ReqRef,
-        outcome: Outcome,
-        kind: Option<ErrorKind>,
-        message: &str,
-    ) {
+    pub(super) fn end(&mut self, r: ReqRef, outcome: Outcome, failure: Option<(ErrorKind, &str)>) {
         let now = self.q.now();
         if let Some(a) = self.aborts.as_deref_mut()
             && let Some(req) = self.reqs.get(r)
@@ -498,7 +346,7 @@ impl World<'_> {
         {
             self.q.cancel(k);
         }
-        self.touch_decode(d);
+        self.decodes[d].touch(d, &mut self.q, &mut self.reqs, watchers!(self));
         let (slo, path) = (self.slo, first_token_path_ns(self.sc));
         let req = self.reqs.retired_mut(r);
         // Unless its transfer concluded or it was orphaned (`abort.rs`) first.
@@ -506,12 +354,12 @@ impl World<'_> {
         let outcome = self.decodes[d].request_ended(d, (req, r), outcome, &mut self.wake);
         req.row.finish_ns = Some(now);
         req.row.outcome = outcome;
-        req.row.error_kind = kind;
+        req.row.error_kind = failure.map(|(kind, _)| kind);
         crate::sglang::router::hold_back(&mut req.row, req.prefill_response_ns);
         client_clock(path, &mut req.row);
         if let Err(e) = self
             .collector
-            .finish(&req.row, kind.map(|_| message), slo, self.sink)
+            .finish(&req.row, failure.map(|(_, m)| m), slo, self.sink)
         {
             self.io_error.get_or_insert(e);
         }
@@ -520,9 +368,9 @@ impl World<'_> {
         // The router reads loads only when it picks: telling it after the row is written is
         // telling it at once.
         if released_prefill {
-            self.sync_prefill(p);
+            self.sync(CoreRef::Prefill(p));
         }
-        self.sync_decode(d);
+        self.sync(CoreRef::Decode(d));
         // Decode marked itself (`request_ended`); a failure also frees the prefill's side.
         if matches!(outcome, Outcome::Failed | Outcome::Aborted) {
             self.wake.push(Wake::Prefill(p));
@@ -532,20 +380,24 @@ impl World<'_> {
         }
     }
 
-    /// Tells the router prefill `p`'s load (its outstanding requests; `None` while down).
-    pub(super) fn sync_prefill(&mut self, p: PrefillId) {
-        let (k, load) = self
-            .dispatch
-            .server_load(FRONT, p.idx(), served!(self, FRONT));
-        self.router.set_prefill(k, load);
-    }
-
-    /// Tells the router decode `d`'s load (its outstanding requests; `None` while down).
-    pub(super) fn sync_decode(&mut self, d: DecodeId) {
-        let (k, load) = self
-            .dispatch
-            .server_load(DECODE, d.idx(), served!(self, DECODE));
-        self.router.set_decode(k, load);
+    /// Tells the router instance `c`'s load (its outstanding requests; `None` while down).
+    #[inline(always)]
+    pub(super) fn sync(&mut self, c: CoreRef) {
+        // Each arm with its side fixed, so the dispatch's look-up folds to that side's.
+        match c {
+            CoreRef::Prefill(p) => {
+                let (k, load) = (self.dispatch).server_load(FRONT, p.idx(), served!(self, FRONT));
+                self.router.set_prefill(k, load);
+            }
+            CoreRef::Decode(d) => {
+                let (k, load) = (self.dispatch).server_load(DECODE, d.idx(), served!(self, DECODE));
+                self.router.set_decode(k, load);
+            }
+            CoreRef::Colocated(c) => {
+                let (k, load) = (self.dispatch).server_load(FRONT, c.idx(), served!(self, FRONT));
+                self.router.set_prefill(k, load);
+            }
+        }
     }
 }
 
@@ -554,7 +406,9 @@ impl World<'_> {
 /// arrival to its end, and `World` only records what each step produced.
 impl World<'_> {
     /// The router picks a live server; a request whose prompt and output can never fit in its
-    /// KV is rejected up front, as sglang's tokenizer manager rejects it.
+    /// KV is rejected up front, as sglang's tokenizer manager rejects it; the server has the
+    /// request once its tokenizer manager is done (`Event::Tokenized`), and steps if idle
+    /// (`Wake::Colocated`).
     fn arrive_colocated(&mut self, id: u64, nr: crate::workload::NewRequest) {
         let now = self.q.now();
         let prompt = crate::sglang::router::Prompt {
@@ -599,18 +453,12 @@ impl World<'_> {
         if ready > now {
             self.q.schedule_at(ready, Event::Tokenized { colocated: c });
         }
-        self.sync_colocated(c);
-        self.colocated[c].try_step(c, &mut self.q);
-        self.observe(CoreRef::Colocated(c));
+        self.sync(CoreRef::Colocated(c));
+        self.wake.push(Wake::Colocated(c));
     }
 
-    /// A colocated server's tokenizer manager handed a request over: an idle server steps.
-    pub(super) fn on_tokenized(&mut self, c: ColocatedId) {
-        self.colocated[c].try_step(c, &mut self.q);
-        self.observe(CoreRef::Colocated(c));
-    }
-
-    /// A mixed step ended: record its tokens, end the requests that finished, start the next.
+    /// A mixed step ended: record its tokens, end the requests that finished; the server steps
+    /// again (`Wake::Colocated`).
     pub(super) fn on_colocated_step_done(&mut self, c: ColocatedId) {
         let now = self.q.now();
         let mut out = crate::sglang::colocated::StepOutcome::default();
@@ -625,17 +473,8 @@ impl World<'_> {
             client_clock(path, &mut row);
             self.write_row(&row, None);
         }
-        self.sync_colocated(c);
-        self.colocated[c].try_step(c, &mut self.q);
-        self.observe(CoreRef::Colocated(c));
-    }
-
-    /// Tells the router server `c`'s load (`None` while down).
-    pub(super) fn sync_colocated(&mut self, c: ColocatedId) {
-        let (k, load) = self
-            .dispatch
-            .instance_load(FRONT, c.idx(), served!(self, FRONT));
-        self.router.set_prefill(k, load);
+        self.sync(CoreRef::Colocated(c));
+        self.wake.push(Wake::Colocated(c));
     }
 }
 

@@ -7,11 +7,13 @@
 //! sits above the components and is the only place where one component's outcome reaches
 //! another: a component never calls another component. It holds no sglang rule: it routes
 //! each event to its component, hands it a `crate::sglang::Ctx` (`ctx!`), a component's own
-//! context (`transfer_cx!` for the transfer workers, `store_cx!` for the Mooncake Store) or
-//! the part it needs, and applies the typed outcome it returns (a crash's failures and flows,
-//! a rejection) or the effects it pushed, in their order, right after the call (`transfer!`,
-//! `store!`, `World::apply_effects`); handlers mark a `Wake` set that `World` drains after
-//! every event, in ascending order. What only watches is an observer in `crate::metrics` that
+//! context (`transfer_cx!` for the transfer workers, `store_cx!` for the Mooncake Store,
+//! `watchers!` for a decode's coalesced steps) or the part it needs, and applies the typed
+//! outcome it returns (a crash's failures and flows, a rejection, what the handshake hands on:
+//! `handshake!`, `World::hand_on`) or the effects it pushed, in their order, right after the
+//! call (`effects!`, `transfer!`, `store!`, `World::apply_effects`); handlers mark a `Wake`
+//! set that `World` drains after every event, in ascending order. At most 35 methods and
+//! 2,000 non-test lines (`tests/structure`). What only watches is an observer in `crate::metrics` that
 //! `World` tells what happened: the aborts' costs (`metrics::aborts::Aborts`), the sessions'
 //! turns (`metrics::sessions::TurnStats`), the per-second sampler (`metrics::sampler`). The
 //! cluster it runs is built by `crate::assemble`.
@@ -22,29 +24,44 @@
 //! **Coalesced decode runs.** A decode instance whose batch cannot change — nobody waits to
 //! join, nobody finishes before the run's last step, its free pages cover every step's growth —
 //! plans its next steps at once ([`DecodeServer`]'s `plan_run`) and schedules one event, at the
-//! run's end. The steps before it are *materialized* (each does exactly what its own event would
-//! have done, at its own end time) when their time is reached by something that reads or
-//! changes that instance: a request routed to it or landing on it or ending, its prealloc
+//! run's end. The steps before it are *materialized* by the decode (`DecodeServer::catch_up`:
+//! each does exactly what its own event would have done, at its own end time, and tells the
+//! collector and the sampler what that event would have told them) when their time is reached
+//! by something that reads or changes that instance (`DecodeServer::touch`): a request routed to it or landing on it or ending, its prealloc
 //! queue, the per-second tick, a fault, the end of the run. A landing, a request's end, a fault,
 //! or an admission that leaves too few pages also *cuts* the run: its event moves to the
 //! running step's end. Tie rule, deterministic: a materialized step end at time `t` is handled
 //! before the event at `t` that asked for it; a run's own event keeps the sequence number it got
 //! when the run was planned. Results are byte-identical to stepping one event per step (the
-//! golden files, and `coalesce_tests` against [`World::set_decode_coalescing`]`(false)`);
+//! golden files, and `coalesce_tests` against every `DecodeServer::set_coalescing(false)`);
 //! only `sim.events` falls. Not coalesced: decodes watched by the ownership oracle and steps
 //! that put DeepEP all-to-all bytes on the fabric.
 
 /// The [`crate::sglang::Ctx`] of `World` `$w` for one component call: its queue, request
-/// table and wake set (disjoint fields, so a component of `$w` may be borrowed beside it).
+/// table, wake set and effects buffer (disjoint fields, so a component of `$w` may be
+/// borrowed beside it).
 macro_rules! ctx {
     ($w:expr) => {
         crate::sglang::Ctx {
             q: &mut $w.q,
             reqs: &mut $w.reqs,
             wake: &mut $w.wake,
+            fx: &mut $w.scratch.fx,
             seed: $w.sc.seed,
         }
     };
+}
+
+/// Runs `$call`, a component call that may push effects (most push none), then applies what
+/// it pushed (`World::apply_effects`).
+macro_rules! effects {
+    ($w:expr, $call:expr) => {{
+        let base = $w.scratch.fx.len();
+        $call;
+        if $w.scratch.fx.len() > base {
+            $w.apply_effects(base);
+        }
+    }};
 }
 
 /// The [`crate::sglang::transfer::TransferCtx`] of `World` `$w` for one call of its transfer
@@ -62,6 +79,17 @@ macro_rules! transfer_cx {
             bandwidth: &mut $w.collector.bandwidth,
             retransmitted_bytes: &mut $w.collector.retransmitted_bytes,
             fx: &mut $w.scratch.fx,
+        }
+    };
+}
+
+/// The [`crate::sglang::decode::Watchers`] of `World` `$w`: the observers a decode's
+/// materialized steps tell (its collector and sampler).
+macro_rules! watchers {
+    ($w:expr) => {
+        crate::sglang::decode::Watchers {
+            collector: &mut $w.collector,
+            sampler: &mut $w.sampler,
         }
     };
 }
@@ -103,6 +131,15 @@ macro_rules! store {
         if $w.scratch.fx.len() > base {
             $w.apply_effects(base);
         }
+    }};
+}
+
+/// Calls `$method` of `World` `$w`'s handshake (`sglang::bootstrap::Handshake`) with `$args`
+/// and the context (`ctx!`), then applies what it hands on (`World::hand_on`).
+macro_rules! handshake {
+    ($w:expr, $method:ident($($arg:expr),* $(,)?)) => {{
+        let h = $w.handshake.$method($($arg,)* &mut ctx!($w));
+        $w.hand_on(h);
     }};
 }
 
@@ -154,6 +191,7 @@ use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, InstanceId, PrefillId};
 use crate::vocab::requests::{ChunkJob, ReqRef, Requests};
 
+use crate::sglang::transfer::PollTimeout;
 pub use crate::vocab::requests::KvPoll;
 
 /// What a run produced: the run loop's counts and the one summary built from them
@@ -214,6 +252,9 @@ pub struct World<'a> {
     scratch: Scratch,
     /// Each instance's tokenizer manager, by global instance number (`sglang::tokenizer`).
     tokenizers: Tokenizers,
+    /// The PD handshake of each request between its two servers (`sglang::bootstrap`; called
+    /// through `handshake!`).
+    handshake: crate::sglang::bootstrap::Handshake,
     /// The first I/O error writing a row; the run stops at the end of the event that met it.
     io_error: Option<std::io::Error>,
     /// DeepEP all-to-all on the fabric (`sglang::a2a`; `transfer.rs` routes to it).
@@ -224,9 +265,6 @@ pub struct World<'a> {
     /// Instances and their DP controllers (`sglang::dp::Dispatch`; `dispatch.rs` reads the
     /// servers for it).
     dispatch: crate::sglang::dp::Dispatch,
-    /// The latest end of a coalesced decode step materialized so far, ns (a run cut by the
-    /// drain timeout ends there when it is past the last event).
-    materialized_ns: Nanos,
     /// Client disconnects and aborts, when the scenario models them: the observer
     /// (`metrics::aborts`) that `abort.rs` tells what sglang's rules (`sglang::abort`) decided.
     aborts: Option<Box<crate::metrics::aborts::Aborts>>,
@@ -257,7 +295,7 @@ impl<'a> World<'a> {
             prefills.iter().map(PrefillServer::store_client).collect(),
             decodes.iter().map(DecodeServer::store_client).collect(),
         );
-        let mut w = Self {
+        Self {
             sc,
             slo: sc.slo.thresholds(),
             q: EventQueue::new(),
@@ -280,17 +318,15 @@ impl<'a> World<'a> {
             sampler,
             scratch: Scratch::default(),
             tokenizers: Tokenizers::new(global as usize),
+            handshake: crate::sglang::bootstrap::Handshake::new(sc),
             io_error: None,
             a2a,
             store,
             dispatch,
-            materialized_ns: 0,
             aborts: sc
                 .aborts
                 .map(|a| Box::new(crate::metrics::aborts::Aborts::new(a, sc.seed))),
-        };
-        w.set_decode_coalescing(true);
-        w
+        }
     }
 
     /// KV pages of each instance, in result order (for the run report).
@@ -319,6 +355,7 @@ impl<'a> World<'a> {
 
     /// The run's summary with every section the scenario asked for: built here once, so a
     /// run, a sweep row, a plan, the capacity diagnosis and Python read the same one.
+    #[cold]
     fn summary(&mut self, stats: &RunTotals) -> Summary {
         let now = self.q.now();
         // Prefix-cache figures of every prefill instance that has a cache.
@@ -385,8 +422,11 @@ impl<'a> World<'a> {
                 // Cut with requests still to come or in flight (not only store writes).
                 cut = !(self.feed.done() && self.live() == 0 && self.source.no_turn_due());
                 // The coalesced steps the cut run had reached are run as their events would be.
-                self.catch_up_decodes(hard_stop);
-                self.q.advance_to(self.materialized_ns);
+                let (reqs, w) = (&mut self.reqs, watchers!(self));
+                let last = self.decodes.catch_up_all(hard_stop, reqs, w);
+                // A run cut there ends at the latest step end materialized, when that is past
+                // the last event.
+                self.q.advance_to(last);
                 break;
             }
             let (_, ev) = self.q.pop().expect("peeked");
@@ -449,36 +489,39 @@ impl<'a> World<'a> {
         match ev {
             Event::Arrival => self.on_arrival(),
             Event::TurnDue { session } => self.on_turn_due(session),
-            Event::MetadataArrived { req } => self.on_metadata(req),
-            Event::Bootstrapped { req } => self.on_bootstrapped(req),
-            Event::Tokenized { colocated } => self.on_tokenized(colocated),
+            Event::MetadataArrived { req } => handshake!(self, page_ids_arrived(req)),
+            Event::Bootstrapped { req } => handshake!(self, handshaken(req)),
+            Event::Tokenized { colocated } => self.wake.push(Wake::Colocated(colocated)),
             Event::PrefillStepDone { prefill } => self.on_prefill_step_done(prefill),
             Event::FabricDue => self.on_fabric_due(),
             Event::Fault { index } => {
                 // Faults read and change instances and links beyond any one request.
-                self.touch_decodes();
+                (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
                 self.on_fault(index)
             }
             Event::EmptyChunkSent { prefill, shard } => {
                 transfer!(self, empty_batch_returned(prefill, shard))
             }
             Event::Restart { instance } => {
-                self.touch_decodes();
+                (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
                 self.on_restart(instance)
             }
             Event::HeartbeatLost { prefill } => {
-                self.touch_decodes();
-                self.on_heartbeat_lost(prefill)
+                (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
+                // `_handle_node_failure` on the decodes: the rooms fail (`sglang::heartbeat`).
+                effects!(self, self.heartbeat.lost(prefill, &mut ctx!(self)));
             }
             Event::RouterHealthCheck => {
-                self.touch_decodes();
+                (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
                 self.router.on_health_check(&mut self.q)
             }
-            Event::TransferSucceeded { req } => self.on_transfer_succeeded(req),
+            Event::TransferSucceeded { req } => handshake!(self, transferred(req)),
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
             Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),
-            Event::WaitingTimeout { req } => self.on_timeout(req, KvPoll::WaitingForInput),
-            Event::BootstrapTimeout { req } => self.on_timeout(req, KvPoll::Bootstrapping),
+            Event::WaitingTimeout { req } => handshake!(self, timed_out(req, PollTimeout::Waiting)),
+            Event::BootstrapTimeout { req } => {
+                handshake!(self, timed_out(req, PollTimeout::Bootstrap))
+            }
             Event::StoreCopied { op, part } => store!(self, copied(op, part)),
             Event::ClientDisconnected { req, detected } => {
                 self.on_client_disconnected(req, detected)
@@ -506,6 +549,11 @@ impl<'a> World<'a> {
                 match w {
                     Wake::Prefill(p) => self.schedule_prefill(p),
                     Wake::Decode(d) => self.try_prealloc(d),
+                    // An idle server steps; the sampler observes it, as after its every event.
+                    Wake::Colocated(c) => {
+                        self.colocated[c].try_step(c, &mut self.q);
+                        self.observe(sampler::CoreRef::Colocated(c));
+                    }
                 }
             }
             // Admitting work ends no request, so this is empty; if that ever changes, the new
@@ -517,16 +565,6 @@ impl<'a> World<'a> {
         // not allocate again.
         if wake.capacity() > self.wake.capacity() {
             self.wake = wake;
-        }
-    }
-
-    /// Turns decode-step coalescing off (`false`) for every decode instance, or back on where
-    /// it is allowed: the reference the coalescing tests compare against.
-    pub fn set_decode_coalescing(&mut self, on: bool) {
-        for d in self.decodes.ids() {
-            // A forward whose all-to-all is on the fabric ends when its flows do: never planned.
-            let fabric = self.a2a.on_fabric(&self.decodes[d].core.gpus);
-            self.decodes[d].set_coalescing(on && !fabric);
         }
     }
 

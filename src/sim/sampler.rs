@@ -44,63 +44,13 @@ impl World<'_> {
         self.sampler.observe(i, now, end, state);
     }
 
-    /// Decode `d`'s coalesced steps that end at or before `t`, in one pass: each step as
-    /// [`crate::sglang::decode::DecodeServer::virtual_step`] materializes it, its tokens
-    /// counted at its end and the gauges integrated to the very integers that
-    /// [`World::observe`] at every step end would give (the batch and queues cannot change
-    /// inside the pass; the pages can, and the gauges are observed where they grow and at the
-    /// pass's first and last step: `Gauge`'s exact integrals need no more).
-    #[inline(never)]
-    pub(super) fn materialize_decode(&mut self, d: DecodeId, t: Nanos) {
-        let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
-        let dec = &mut self.decodes[d];
-        let (running, queued) = (dec.running(), dec.queued());
-        let total = dec.core.pages.total();
-        let i = dec.core.instance.idx();
-        let state = |used| State {
-            running,
-            queued,
-            used,
-            total,
-        };
-        // A copy the pass keeps in registers.
-        let mut g = self.sampler.gauge(i);
-        // Step ends increase: the ones inside the arrival window come first.
-        let itl = &mut self.collector.itl;
-        // The step ends inside the window first (all of them, in the common case): each is
-        // counted, and `observe`'s clip to the window's end is the step end itself.
-        let first = dec.step_span().1;
-        let mut pass = crate::metrics::gauges::PagesPass::new(state(0));
-        let in_window = u64::from(dec.virtual_steps(
-            t.min(end),
-            &mut self.reqs,
-            itl,
-            |at, used| pass.see(&mut g, at, used),
-        ));
-        pass.finish(&mut g);
-        let mut last = if in_window > 0 { dec.step_span().0 } else { 0 };
-        if t > end {
-            // Past the window's end: materialized and observed with the clip, not counted.
-            dec.virtual_steps(t, &mut self.reqs, itl, |at, used| {
-                g.observe(at, end, state(used));
-                last = at;
-            });
-        }
-        self.sampler.set_gauge(i, g);
-        // Their tokens, as each step's `tokens_generated` would have counted them.
-        if in_window > 0 {
-            self.collector
-                .tokens_generated(first, in_window * u64::from(running));
-        }
-        self.materialized_ns = self.materialized_ns.max(last);
-    }
-
     /// The time integrals of every pool over the arrival window, for `summary.json` (observes
     /// every instance first). Busy time and NIC bytes are counted per simulated second (the
     /// ticks), the gauges at every step.
+    #[cold]
     pub(crate) fn pool_gauges(&mut self) -> Vec<PoolGauges> {
         let now = self.q.now();
-        self.catch_up_decodes(now);
+        (self.decodes).catch_up_all(now, &mut self.reqs, watchers!(self));
         let end = self.collector.window_end_ns.unwrap_or(Nanos::MAX);
         let mut out: Vec<PoolGauges> = self.sc.pools.iter().map(PoolGauges::of_pool).collect();
         for c in all_cores(self) {
@@ -140,7 +90,7 @@ impl World<'_> {
     pub(super) fn on_tick(&mut self) -> std::io::Result<()> {
         let now = self.q.now();
         // The second's rows read every decode's counters: its coalesced steps up to now first.
-        self.catch_up_decodes(now);
+        (self.decodes).catch_up_all(now, &mut self.reqs, watchers!(self));
         if now > 0 {
             self.fabric.settle_all(now);
             let in_window = now <= self.collector.window_end_ns.unwrap_or(Nanos::MAX);

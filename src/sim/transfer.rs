@@ -10,17 +10,12 @@
 use super::FlowEnd;
 use super::World;
 use super::sampler::CoreRef;
-use crate::engine::EventKey;
 use crate::sglang::Effect;
+use crate::vocab::Outcome;
 use crate::vocab::event::Wake;
 use crate::vocab::flow::FlowTag;
 
 impl World<'_> {
-    /// Keeps exactly one `FabricDue` event pending, at the fabric's next due time.
-    pub(super) fn fabric_sync(&mut self) {
-        self.fabric_timer.sync(&mut self.q, &mut self.fabric);
-    }
-
     pub(super) fn on_fabric_due(&mut self) {
         let now = self.q.now();
         self.fabric_timer.fired();
@@ -31,7 +26,8 @@ impl World<'_> {
             self.flow_ended(end);
         }
         self.scratch.ends = ends;
-        self.fabric_sync();
+        // Exactly one `FabricDue` stays pending, at the fabric's next due time.
+        self.fabric_timer.sync(&mut self.q, &mut self.fabric);
     }
 
     /// One fabric flow ended: routed to its owner by its tag.
@@ -58,30 +54,6 @@ impl World<'_> {
         }
     }
 
-    /// The all-to-all hook at a forward's start, where some server's all-to-all crosses the
-    /// fabric (the caller tested `any_on_fabric`: the common forward costs that one test):
-    /// called after a component may have started a forward (its `step_key` was `before`). If
-    /// one started on a server whose all-to-all crosses the fabric, the server takes its end
-    /// back and describes it, and its flows start (`sglang::a2a`); for any other server
-    /// nothing changes.
-    #[inline(never)]
-    pub(super) fn a2a_forward_started(&mut self, c: CoreRef, before: Option<EventKey>) {
-        let q = &mut self.q;
-        let f = match c {
-            CoreRef::Prefill(p) if self.a2a.on_fabric(&self.prefills[p].core.gpus) => {
-                self.prefills[p].a2a_forward(p, before, q)
-            }
-            CoreRef::Decode(d) if self.a2a.on_fabric(&self.decodes[d].core.gpus) => {
-                self.decodes[d].a2a_forward(d, before, q)
-            }
-            _ => None,
-        };
-        if let Some(f) = f {
-            let cx = (&mut self.q, &mut self.fabric, &mut self.fabric_timer);
-            self.a2a.start(cx, f);
-        }
-    }
-
     /// Applies the effects a component's call pushed above `base` (what is below is waiting
     /// in an application this one runs inside), in their order: a request fails, the prefill
     /// frees the side of a request whose transfer concluded (the router hears its load; it may
@@ -98,7 +70,9 @@ impl World<'_> {
         while self.scratch.fx.len() > base {
             let e = self.scratch.fx.pop().expect("above the base");
             match e {
-                Effect::Fail { req, kind, message } => self.fail(req, kind, &message),
+                Effect::Fail { req, kind, message } => {
+                    self.end(req, Outcome::Failed, Some((kind, &message)))
+                }
                 Effect::Release { prefill, req } => {
                     let (now, seed) = (self.q.now(), self.sc.seed);
                     let holdback = self.sc.compute.pd_prefill_response_holdback;
@@ -106,7 +80,7 @@ impl World<'_> {
                         panic!("request {} concluded after its end (seed {seed})", req.id)
                     });
                     self.prefills[prefill].transfer_concluded(r, now, holdback);
-                    self.sync_prefill(prefill);
+                    self.sync(CoreRef::Prefill(prefill));
                     self.wake.push(Wake::Prefill(prefill));
                 }
                 Effect::Kick { prefill, lane } => {
@@ -140,6 +114,22 @@ impl World<'_> {
                 }
                 Effect::StoreWriteCounted { prefill, bytes } => {
                     self.prefills[prefill].wrote_to_store(bytes);
+                }
+                Effect::Retracted { prefill, .. } => {
+                    self.prefills[prefill].request_returned();
+                    self.sync(CoreRef::Prefill(prefill));
+                }
+                Effect::ForwardStarted { instance, before } => {
+                    let (c, q) = (self.core_of(instance), &mut self.q);
+                    let f = match c {
+                        CoreRef::Prefill(p) => self.prefills[p].a2a_forward(p, before, q),
+                        CoreRef::Decode(d) => self.decodes[d].a2a_forward(d, before, q),
+                        CoreRef::Colocated(_) => None,
+                    };
+                    if let Some(f) = f {
+                        let cx = (&mut self.q, &mut self.fabric, &mut self.fabric_timer);
+                        self.a2a.start(cx, f);
+                    }
                 }
                 Effect::ForwardEnds { instance, at, done } => {
                     let key = self.q.schedule_keyed(at, done);

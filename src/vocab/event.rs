@@ -110,9 +110,9 @@ pub enum Event {
 
 /// Work a handler leaves for [`super::World`] to do once the event is handled: a component that
 /// frees pages or ends a request marks the instances that may now admit work, instead of
-/// calling into them. Drained in ascending order (prefills by id, then decodes by id), so the
-/// order never depends on which handler marked first — as sglang's scheduler loop frees every
-/// finished room before it forms its next batch.
+/// calling into them. Drained in ascending order (prefills by id, then decodes by id, then
+/// colocated servers by id), so the order never depends on which handler marked first — as
+/// sglang's scheduler loop frees every finished room before it forms its next batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Wake {
     /// The prefill may form a batch (pages freed, requests failed).
@@ -122,6 +122,10 @@ pub enum Wake {
     /// abort, a one-token request completing as its KV lands), or a retraction emptied the
     /// batch (`DecodeServer::request_ended`, `start_step`).
     Decode(DecodeId),
+    /// The colocated server may step (`ColocatedServer::try_step`): a request arrived, its
+    /// tokenizer manager handed one over (`Event::Tokenized`), or its step ended. A plain
+    /// cluster has no other kind, so the mark is drained right after the event as it was made.
+    Colocated(ColocatedId),
 }
 
 /// Event-queue lanes (`EventQueue::schedule_lane`): events always scheduled a fixed delay from

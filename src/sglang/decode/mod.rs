@@ -17,8 +17,8 @@ use crate::vocab::event::{Event, Wake};
 use crate::vocab::ids::DecodeId;
 use crate::vocab::requests::{KvPoll, NOT_RUNNING, Req, ReqRef, Requests};
 
-use super::Core;
 use super::transfer::PollTimeout;
+use super::{Core, Ctx};
 
 pub mod faults;
 pub mod prealloc;
@@ -28,6 +28,7 @@ mod run;
 mod tests;
 
 pub use faults::{CrashCause, DecodeCrash, scheduler_hit_an_exception};
+pub use run::Watchers;
 
 /// sglang's `--num-reserved-decode-tokens` (default 512; `SGLANG_NUM_RESERVED_DECODE_TOKENS`
 /// in older builds): decode admits a request only if this many tokens stay free for every
@@ -101,13 +102,13 @@ pub struct DecodeServer {
     pub reserved_tokens: u32,
     /// The step model's batch-size terms, per batch size.
     step_cache: DecodeCache,
-    /// Whether steps may be coalesced into runs (see [`DecodeServer::plan_run`]); `World`
-    /// turns it off where a step's effects reach beyond this server (an ownership oracle
-    /// watching the pages, a step that puts all-to-all bytes on the fabric).
+    /// Whether steps may be coalesced into runs (see [`DecodeServer::plan_run`]); off where a
+    /// step's effects reach beyond this server (an ownership oracle watching the pages, a step
+    /// that puts all-to-all bytes on the fabric: [`DecodeServer::set_coalescing`]).
     coalesce: bool,
-    /// Steps of the current run that end without an event of their own: `World` materializes
-    /// them ([`DecodeServer::virtual_step`]) when their time comes or something touches this
-    /// server; the run's scheduled event is the end of the step after them.
+    /// Steps of the current run that end without an event of their own: they are
+    /// materialized ([`DecodeServer::virtual_step`]) when their time comes or something
+    /// touches this server; the run's scheduled event is the end of the step after them.
     virtual_left: u32,
     /// When the running step ends, ns.
     step_end: Nanos,
@@ -131,6 +132,8 @@ pub struct DecodeServer {
     cut: bool,
     /// Whether the current run was planned to the horizon (not stopped by a finish or pages).
     full: bool,
+    /// The latest end of a step materialized so far, ns.
+    materialized_ns: Nanos,
     /// The offload of generated KV to the store
     /// (`disaggregation_decode_enable_offload_kvcache`), if on.
     pub offload: Option<Box<super::decode_offload::DecodeOffload>>,
@@ -179,6 +182,7 @@ impl DecodeServer {
             horizon: MIN_RUN_STEPS,
             cut: false,
             full: false,
+            materialized_ns: 0,
             offload: None,
             spec: None,
         };
@@ -226,6 +230,22 @@ impl DecodeServer {
         self.ready.push_back(r);
     }
 
+    /// The KV of `r` (`req`) landed at `now`, its receiver `Success`
+    /// (`sglang::bootstrap::Handoff::Landed`; sglang's `DecodeTransferQueue.pop_transferred`):
+    /// from now on decode reads its bytes ([`DecodeServer::kv_landed`]). A request with one
+    /// output token to go is done, the prefill having made it (true); any other waits to join
+    /// the batch.
+    #[inline]
+    pub fn landed(&mut self, (r, req): (ReqRef, &mut Req), now: Nanos) -> bool {
+        self.kv_landed(req.id);
+        if req.output - req.extra == 1 {
+            req.row.decode_start_ns.get_or_insert(now);
+            return true;
+        }
+        self.enqueue_ready(r);
+        false
+    }
+
     /// Requests in the batch.
     #[inline]
     pub fn running(&self) -> u32 {
@@ -263,11 +283,12 @@ impl DecodeServer {
         self.virtual_left > 0
     }
 
-    /// Lets steps coalesce into runs where `allowed` (`World` forbids it where a step's
-    /// effects reach beyond this server) and this server permits it
-    /// ([`DecodeServer::may_coalesce`]).
+    /// Lets steps coalesce into runs where `allowed` (assembly allows it; the coalescing tests
+    /// forbid it for their reference) and this server permits it: not where a forward's
+    /// all-to-all crosses the fabric (it ends when its flows do, so a run could not be planned),
+    /// nor where [`DecodeServer::may_coalesce`] says no.
     pub fn set_coalescing(&mut self, allowed: bool) {
-        self.coalesce = allowed && self.may_coalesce();
+        self.coalesce = allowed && !self.core.a2a_on_fabric() && self.may_coalesce();
     }
 
     /// Requests waiting for pages or to join the batch.
@@ -329,7 +350,7 @@ impl DecodeServer {
 
     /// The offload (if on) learns of the requests that joined at the start of the running
     /// step (`DecodeOffload::batch_joined`).
-    pub fn offload_joined(&mut self, reqs: &Requests) {
+    fn offload_joined(&mut self, reqs: &Requests) {
         if let Some(o) = self.offload.as_deref_mut() {
             o.batch_joined(&self.joined, reqs);
         }
@@ -451,20 +472,29 @@ impl DecodeServer {
 
     /// Starts a decode step: landed requests join the batch (up to `max_running_requests`), the
     /// step takes a page for every request whose next KV slot opens one — retracting the most
-    /// recently joined requests while the pool is short, as sglang's `retract_decode` does — and
-    /// one forward produces a token for every running request. Retracted requests go to
-    /// `retracted` (their prefill must count them again).
+    /// recently joined requests while the pool is short, as sglang's `retract_decode` does
+    /// (each an `Effect::Retracted`: its prefill counts it again), a retracted request's
+    /// sender clock restarted with `bootstrap_timeout_ns` — and one forward produces a token for
+    /// every running request (handed to the all-to-all where it crosses the fabric:
+    /// `Core::forward_started`). The offload, if on, learns who joined.
     ///
     /// The step plans a run ([`DecodeServer::plan_run`]) and schedules its end; the steps
     /// inside a run start in [`DecodeServer::virtual_step`].
-    pub fn start_step(
-        &mut self,
-        (me, now): (DecodeId, Nanos),
-        reqs: &mut Requests,
-        q: &mut EventQueue<Event>,
-        bootstrap_timeout_ns: Nanos,
-        (retracted, wake): (&mut Vec<ReqRef>, &mut Vec<Wake>),
-    ) {
+    pub fn start_step(&mut self, me: DecodeId, bootstrap_timeout_ns: Nanos, cx: &mut Ctx<'_>) {
+        let before = self.core.step_key;
+        self.start_forward(me, bootstrap_timeout_ns, cx);
+        self.core.forward_started(before, cx.fx);
+        if self.offload.is_some() {
+            self.offload_joined(cx.reqs);
+        }
+    }
+
+    /// [`DecodeServer::start_step`]'s batch and forward.
+    fn start_forward(&mut self, me: DecodeId, bootstrap_timeout_ns: Nanos, cx: &mut Ctx<'_>) {
+        let Ctx {
+            q, reqs, wake, fx, ..
+        } = cx;
+        let now = q.now();
         if !self.core.alive {
             return;
         }
@@ -493,14 +523,14 @@ impl DecodeServer {
                 .push(Reverse((steps_done + steps, steps_done, r)));
             self.joined.push(r);
         }
-        let retracted_before = retracted.len();
+        let mut retracted = false;
         loop {
             if self.running == 0 {
                 self.core.busy = false;
                 // Every running request was retracted: no step end will run the prealloc
                 // queue, which now holds them at its front with their pages given back
                 // (sglang's next loop turn resumes them, `resume_retracted_reqs`).
-                if retracted.len() > retracted_before {
+                if retracted {
                     wake.push(Wake::Decode(me));
                 }
                 return;
@@ -515,7 +545,12 @@ impl DecodeServer {
             }
             let victim = self.newest_running(reqs).expect("running > 0");
             self.retract(victim, reqs, q, bootstrap_timeout_ns);
-            retracted.push(victim);
+            let prefill = reqs.get(victim).expect("retracted, not ended").prefill;
+            fx.push(super::Effect::Retracted {
+                req: victim,
+                prefill,
+            });
+            retracted = true;
         }
         if self.gaps.wants_prune() {
             // Here every running request has its finishing entry (those a step finished have

@@ -26,6 +26,19 @@ impl DecodeServer {
         self.prealloc.push_back(r);
     }
 
+    /// Request `r` has been tokenized and has handshaken with its prefill
+    /// (`sglang::bootstrap::Handoff::Prealloc`): it waits for pages at the back of the
+    /// prealloc queue (`DecodePreallocQueue.add`), unless this server is down, which takes
+    /// nothing (false).
+    #[inline]
+    pub fn handshaken(&mut self, r: ReqRef) -> bool {
+        if !self.core.alive {
+            return false;
+        }
+        self.enqueue_prealloc(r);
+        true
+    }
+
     /// Whether nobody waits for pages (most step ends: nothing to admit).
     #[inline]
     pub fn prealloc_is_empty(&self) -> bool {

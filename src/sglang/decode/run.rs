@@ -1,20 +1,111 @@
 //! Coalesced decode runs: a batch that cannot change plans its next steps at once and
-//! schedules one event at the run's end (`sim/mod.rs`, "Coalesced decode runs").
+//! schedules one event at the run's end (`sim/mod.rs`, "Coalesced decode runs"); the steps
+//! before it are materialized when their time is reached by something that reads or changes
+//! the server ([`DecodeServer::catch_up`], [`DecodeServer::touch`]), each telling the
+//! observers what its own event would have told them ([`Watchers`]).
 
 use super::{DecodeServer, MAX_RUN_STEPS, MIN_RUN_STEPS};
 use crate::engine::{EventQueue, Nanos};
+use crate::metrics::Collector;
 use crate::metrics::gaps::Gaps;
+use crate::metrics::gauges::{PagesPass, State};
 use crate::metrics::histogram::StepRun;
+use crate::metrics::sampler::Sampler;
 use crate::vocab::GapKind;
 use crate::vocab::event::Event;
-use crate::vocab::ids::DecodeId;
+use crate::vocab::ids::{DecodeId, IdVec};
 use crate::vocab::requests::Requests;
 
+/// The observers a decode's materialized steps tell what their own events would have told
+/// them (built by `sim`'s `watchers!` over two `World` fields): the collector (each step's
+/// tokens and inter-token gaps) and the sampler (each instance's gauges, integrated at the
+/// step ends as `World` observes them at a step's event). Two references, so a call passes
+/// them in registers: the common call finds no step due and builds nothing.
+pub struct Watchers<'a> {
+    /// The run's aggregates: tokens and gaps.
+    pub collector: &'a mut Collector,
+    /// The per-second sampler: the gauges.
+    pub sampler: &'a mut Sampler,
+}
+
 impl DecodeServer {
+    /// Materializes this server's coalesced steps that end at or before `t`
+    /// ([`DecodeServer::virtual_step`]), each as its own event would have run: tokens counted
+    /// at its end, the step's bookkeeping, the gauges observed at its end. A step end at `t`
+    /// is handled before the event at `t` that asks for it.
+    #[inline(always)]
+    pub fn catch_up(&mut self, t: Nanos, reqs: &mut Requests, w: Watchers<'_>) {
+        if self.has_due_step(t) {
+            self.materialize(t, reqs, w);
+        }
+    }
+
+    /// Something is about to read or change this server (`me`: a request arrives, lands,
+    /// ends; its prealloc queue runs; a fault): its steps up to now are materialized and its
+    /// run is cut at the running step, so the next step sees the change.
+    #[inline]
+    pub fn touch(
+        &mut self,
+        me: DecodeId,
+        q: &mut EventQueue<Event>,
+        reqs: &mut Requests,
+        w: Watchers<'_>,
+    ) {
+        self.catch_up(q.now(), reqs, w);
+        self.cut_run(me, q);
+    }
+
+    /// The steps [`DecodeServer::catch_up`] found due, in one pass: each step as
+    /// [`DecodeServer::virtual_step`] materializes it, its tokens counted at its end and the
+    /// gauges integrated to the very integers that an observation at every step end would
+    /// give (the batch and queues cannot change inside the pass; the pages can, and the gauges
+    /// are observed where they grow and at the pass's first and last step: `Gauge`'s exact
+    /// integrals need no more).
+    #[inline(never)]
+    fn materialize(&mut self, t: Nanos, reqs: &mut Requests, w: Watchers<'_>) {
+        let Watchers { collector, sampler } = w;
+        let end = collector.window_end_ns.unwrap_or(Nanos::MAX);
+        let (running, queued) = (self.running(), self.queued());
+        let total = self.core.pages.total();
+        let i = self.core.instance.idx();
+        let state = |used| State {
+            running,
+            queued,
+            used,
+            total,
+        };
+        // A copy the pass keeps in registers.
+        let mut g = sampler.gauge(i);
+        // Step ends increase: the ones inside the arrival window come first.
+        let itl = &mut collector.itl;
+        // The step ends inside the window first (all of them, in the common case): each is
+        // counted, and the observation's clip to the window's end is the step end itself.
+        let first = self.step_span().1;
+        let mut pass = PagesPass::new(state(0));
+        let in_window = u64::from(
+            self.virtual_steps(t.min(end), reqs, itl, |at, used| pass.see(&mut g, at, used)),
+        );
+        pass.finish(&mut g);
+        let mut last = if in_window > 0 { self.step_span().0 } else { 0 };
+        if t > end {
+            // Past the window's end: materialized and observed with the clip, not counted.
+            self.virtual_steps(t, reqs, itl, |at, used| {
+                g.observe(at, end, state(used));
+                last = at;
+            });
+        }
+        sampler.set_gauge(i, g);
+        // Their tokens, as each step's `tokens_generated` would have counted them.
+        if in_window > 0 {
+            collector.tokens_generated(first, in_window * u64::from(running));
+        }
+        self.materialized_ns = self.materialized_ns.max(last);
+    }
+
     /// Times the step that starts at `now` (sets `step_end`) and plans a coalesced run from
     /// it. While the batch cannot change —
     /// nobody joins (the ready and prealloc queues are empty, and whatever would fill them
-    /// first cuts the run: `World::touch_decode`), nobody finishes before the run's last step,
+    /// first cuts the run: [`DecodeServer::touch`]), nobody finishes before the run's last step,
     /// and the free pages cover every step's growth — the steps that follow are arithmetic, so
     /// only the run's last step gets an event. Sets `virtual_left` to the steps that end before
     /// it and returns the run's end, ns (without coalescing: `step_end`).
@@ -347,5 +438,31 @@ impl DecodeServer {
         }
         let key = q.schedule_keyed(self.step_end, Event::DecodeStepDone { decode: me });
         self.core.step_key = Some(key);
+    }
+}
+
+/// The decode servers together, for what reaches every one of them.
+impl IdVec<DecodeId, DecodeServer> {
+    /// Every server's coalesced steps up to `t` ([`DecodeServer::catch_up`]); returns the
+    /// latest step end any server has materialized so far, ns (a run cut at `t` ends there).
+    #[inline(never)]
+    pub fn catch_up_all(&mut self, t: Nanos, reqs: &mut Requests, w: Watchers<'_>) -> Nanos {
+        let Watchers { collector, sampler } = w;
+        let mut last = 0;
+        for d in self.ids() {
+            self[d].catch_up(t, reqs, Watchers { collector, sampler });
+            last = last.max(self[d].materialized_ns);
+        }
+        last
+    }
+
+    /// Every server touched ([`DecodeServer::touch`]): a fault, a restart, the heartbeat's
+    /// verdict or the router's health check reads and changes instances beyond any one
+    /// request.
+    pub fn touch_all(&mut self, q: &mut EventQueue<Event>, reqs: &mut Requests, w: Watchers<'_>) {
+        let Watchers { collector, sampler } = w;
+        for d in self.ids() {
+            self[d].touch(d, q, reqs, Watchers { collector, sampler });
+        }
     }
 }

@@ -4,6 +4,34 @@ use super::*;
 use crate::sglang::testkit::{core, request};
 use crate::vocab::GapKind;
 
+/// `start_step` as `World` calls it, at `q`'s now, a retracted request's bootstrap clock
+/// restarted with `timeout`: the requests it retracted (its `Effect::Retracted`, in order) and
+/// the wakes it marked.
+fn start(
+    d: &mut DecodeServer,
+    reqs: &mut Requests,
+    q: &mut EventQueue<Event>,
+    timeout: Nanos,
+) -> (Vec<ReqRef>, Vec<Wake>) {
+    let (mut wake, mut fx) = (Vec::new(), Vec::new());
+    let mut cx = Ctx {
+        q,
+        reqs,
+        wake: &mut wake,
+        fx: &mut fx,
+        seed: 7,
+    };
+    d.start_step(DecodeId(0), timeout, &mut cx);
+    let retracted = fx
+        .into_iter()
+        .filter_map(|e| match e {
+            crate::sglang::Effect::Retracted { req, .. } => Some(req),
+            _ => None,
+        })
+        .collect();
+    (retracted, wake)
+}
+
 /// Request `r` holds one page of `d` (prealloc bypassed) and its KV landed: it joins at the
 /// next step.
 fn landed(d: &mut DecodeServer, reqs: &mut Requests, r: ReqRef) {
@@ -95,14 +123,7 @@ fn need_single_keeps_room_for_the_longest_running_request_to_finish() {
         d.coalesce = false;
         let a = request(&mut reqs, 0, 16, long_output);
         landed(&mut d, &mut reqs, a);
-        let mut retracted = Vec::new();
-        d.start_step(
-            (DecodeId(0), q.now()),
-            &mut reqs,
-            &mut q,
-            1_000,
-            (&mut retracted, &mut Vec::new()),
-        );
+        start(&mut d, &mut reqs, &mut q, 1_000);
         assert_eq!((d.running, d.context_tokens), (1, 17));
         let v: Vec<_> = (1..10).map(|i| request(&mut reqs, i, 16, 4)).collect();
         d.prealloc.extend(v.iter().copied());
@@ -134,13 +155,7 @@ fn a_dry_pool_retracts_the_newest_request() {
     // Steps until the two requests' growth needs more than the 2 free pages.
     let mut steps = 0;
     while retracted.is_empty() && steps < 20 {
-        d.start_step(
-            (DecodeId(0), q.now()),
-            &mut reqs,
-            &mut q,
-            1_000,
-            (&mut retracted, &mut Vec::new()),
-        );
+        retracted.extend(start(&mut d, &mut reqs, &mut q, 1_000).0);
         let (now, _) = q.pop().unwrap();
         let mut finished = Vec::new();
         let mut itl = Gaps::default();
@@ -199,13 +214,7 @@ fn retraction_takes_the_newest_running_request_a_table_scan_finds() {
             d.holders += 1;
             d.enqueue_ready(r);
         }
-        d.start_step(
-            (DecodeId(0), q.now()),
-            &mut reqs,
-            &mut q,
-            1_000,
-            (&mut Vec::new(), &mut Vec::new()),
-        );
+        start(&mut d, &mut reqs, &mut q, 1_000);
         assert_eq!(d.newest_running(&reqs), scan(&reqs));
         match (x >> 30) % 4 {
             // The newest is retracted.
@@ -270,13 +279,7 @@ fn an_injected_crash_fails_its_requests_as_peer_lost_and_loses_the_batch() {
     let mut d = DecodeServer::new(c, vec![17_000], u32::MAX);
     let a = request(&mut reqs, 0, 16, 10);
     d.enqueue_ready(a);
-    d.start_step(
-        (DecodeId(0), q.now()),
-        &mut reqs,
-        &mut q,
-        1_000,
-        (&mut Vec::new(), &mut Vec::new()),
-    );
+    start(&mut d, &mut reqs, &mut q, 1_000);
     let b = request(&mut reqs, 1, 16, 10);
     d.enqueue_prealloc(b);
     assert_eq!((q.len(), d.running(), d.queued()), (1, 1, 1));
@@ -375,13 +378,7 @@ fn step_through(mode: Mode) -> Walk {
     }
     let (mut seen, mut done, mut events, mut worst) = (Vec::new(), Vec::new(), 0, Vec::new());
     let mut itl = Gaps::default();
-    d.start_step(
-        (DecodeId(0), 0),
-        &mut reqs,
-        &mut q,
-        1_000,
-        (&mut Vec::new(), &mut Vec::new()),
-    );
+    start(&mut d, &mut reqs, &mut q, 1_000);
     while let Some((now, _)) = q.pop() {
         events += 1;
         // Halfway through the run first, as a touch would, then to its end.
@@ -450,14 +447,7 @@ fn step_through(mode: Mode) -> Walk {
             done.push(r);
             worst.push(req.row.gaps.worst);
         }
-        let mut retracted = Vec::new();
-        d.start_step(
-            (DecodeId(0), now),
-            &mut reqs,
-            &mut q,
-            1_000,
-            (&mut retracted, &mut Vec::new()),
-        );
+        let (retracted, _) = start(&mut d, &mut reqs, &mut q, 1_000);
         assert!(retracted.is_empty(), "the pool suffices");
         // As a materialized step: its end, then the next step's start (pages grown).
         seen.push(state(&d, now));
@@ -574,13 +564,7 @@ fn a_request_ending_outside_a_step_end_marks_the_prealloc_queue() {
     for r in [a, b] {
         landed(&mut d, &mut reqs, r);
     }
-    d.start_step(
-        (DecodeId(0), q.now()),
-        &mut reqs,
-        &mut q,
-        1_000,
-        (&mut Vec::new(), &mut Vec::new()),
-    );
+    start(&mut d, &mut reqs, &mut q, 1_000);
     assert_eq!(d.running(), 2);
     let mut wake = Vec::new();
     let mut req = reqs.take(a).unwrap();
@@ -613,14 +597,7 @@ fn a_retraction_that_empties_the_batch_marks_the_prealloc_queue() {
     let rb = reqs.get_mut(b).unwrap();
     (rb.on_decode, rb.decode_allocated, rb.receiver) = (h, true, KvPoll::WaitingForInput);
     d.holders += 1;
-    let (mut retracted, mut wake) = (Vec::new(), Vec::new());
-    d.start_step(
-        (DecodeId(0), q.now()),
-        &mut reqs,
-        &mut q,
-        1_000,
-        (&mut retracted, &mut wake),
-    );
+    let (retracted, wake) = start(&mut d, &mut reqs, &mut q, 1_000);
     assert_eq!(retracted, [a]);
     assert_eq!(wake, [Wake::Decode(DecodeId(0))]);
     assert_eq!(d.prealloc.front(), Some(&a));
@@ -686,13 +663,7 @@ fn walk_by_hand(
             d.enqueue_ready(r);
         }
         if !d.core.busy {
-            d.start_step(
-                (DecodeId(0), now),
-                reqs,
-                &mut q,
-                1 << 50,
-                (&mut Vec::new(), &mut Vec::new()),
-            );
+            start(d, reqs, &mut q, 1 << 50);
         }
     }
     let ms = |ns: f64| ns.round() / 1e6;
@@ -867,14 +838,7 @@ fn every_worst_gap_matches_a_per_token_oracle() {
                 d.enqueue_ready(r);
             }
             if !d.core.busy {
-                let mut retracted = Vec::new();
-                d.start_step(
-                    (DecodeId(0), now),
-                    &mut reqs,
-                    &mut q,
-                    1 << 50,
-                    (&mut retracted, &mut Vec::new()),
-                );
+                let (retracted, _) = start(&mut d, &mut reqs, &mut q, 1 << 50);
                 for r in retracted {
                     // Back after a re-prefill and transfer: 50 ms on.
                     land.push((now + 50 * ms, r));

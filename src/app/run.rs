@@ -272,14 +272,6 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
             profiled.join(", ")
         );
     }
-    let lacking = crate::assemble::step_time_fallbacks(sc);
-    if !lacking.is_empty() {
-        let _ = write!(
-            ctx.setup,
-            ". Not in the tables, priced otherwise: {}",
-            lacking.join("; ")
-        );
-    }
     for (pi, p) in sc.pools.iter().enumerate() {
         let first = ctx.instances.len();
         let a = &p.server;
@@ -522,11 +514,20 @@ fn write_full_run(
     sink.context = report_context(sc);
     let io = in_dir(dir);
     let sim = simulate(sc, &mut sink, show_progress).map_err(&io)?;
+    // What the step models the run used could not price: the setup line's last sentence.
+    if !sim.step_time_fallbacks.is_empty() {
+        let _ = write!(
+            sink.context.setup,
+            ". Not in the tables, priced otherwise: {}",
+            sim.step_time_fallbacks.join("; ")
+        );
+    }
     sink.context.events = crate::report::markers::merge(fault_markers(sc), &sim.worker_deaths);
     if let Some(t) = sink.trace.take() {
         t.finish(&sink.context.events)?;
     }
     let (stats, summary, pages) = (sim.stats, sim.summary, sim.kv_pages);
+    let fallbacks = sim.step_time_fallbacks;
     let (ttft, tpot, transfer_shape) = (sim.ttft, sim.tpot, sim.transfer_shape);
     sink.flush().map_err(io)?;
     write_json(&dir.join("summary.json"), &summary)?;
@@ -548,7 +549,7 @@ fn write_full_run(
     )?;
     write_index_html(dir, &sc.name, &summary, &charts, &sink.context)?;
     write_summary_md(dir, &sc.name, &summary, &sink.context)?;
-    write_run_json(sc, dir, &pages, stats.events, started)?;
+    write_run_json(sc, dir, &pages, fallbacks, stats.events, started)?;
     Ok(RunOutput {
         dir: dir.to_path_buf(),
         summary,
@@ -561,6 +562,7 @@ struct Simulated {
     stats: crate::metrics::summary::RunTotals,
     summary: Summary,
     kv_pages: Vec<u32>,
+    step_time_fallbacks: Vec<String>,
     ttft: crate::metrics::histogram::Histogram,
     tpot: crate::metrics::histogram::Histogram,
     /// RDMA writes and transfer time by transfer start, for the fragmentation chart.
@@ -577,12 +579,17 @@ fn simulate(
 ) -> std::io::Result<Simulated> {
     let mut world = World::new(sc, sink);
     let mut bar = Progress::new(sc, show_progress);
-    let crate::sim::RunResult { stats, summary } =
-        world.run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))?;
+    let crate::sim::RunResult {
+        stats,
+        summary,
+        kv_pages,
+        step_time_fallbacks,
+    } = world.run_with_progress(&mut |t, events, arrived| bar.update(t, events, arrived))?;
     bar.finish();
     Ok(Simulated {
         summary,
-        kv_pages: world.kv_pages(),
+        kv_pages,
+        step_time_fallbacks,
         ttft: world.collector.ttft(),
         tpot: world.collector.tpot(),
         transfer_shape: world.collector.transfer_shape.clone(),
@@ -618,7 +625,14 @@ fn write_summary_only(
     let started = Instant::now();
     let sim = simulate(sc, &mut crate::metrics::NullSink, show_progress).map_err(in_dir(dir))?;
     write_json(&dir.join("summary.json"), &sim.summary)?;
-    write_run_json(sc, dir, &sim.kv_pages, sim.stats.events, started)?;
+    write_run_json(
+        sc,
+        dir,
+        &sim.kv_pages,
+        sim.step_time_fallbacks,
+        sim.stats.events,
+        started,
+    )?;
     Ok(RunOutput {
         dir: dir.to_path_buf(),
         summary: sim.summary,
@@ -631,6 +645,7 @@ fn write_run_json(
     sc: &Scenario,
     dir: &Path,
     pages: &[u32],
+    step_time_fallbacks: Vec<String>,
     events: u64,
     started: Instant,
 ) -> Result<(), CliError> {
@@ -666,7 +681,7 @@ fn write_run_json(
         scenario,
         instances,
         step_times: crate::spec::calibration::describe(&sc.calibration, &sc.compute, &sc.gpu),
-        step_time_fallbacks: crate::assemble::step_time_fallbacks(sc),
+        step_time_fallbacks,
         host: HostFacts {
             wall_s: wall,
             events_per_s: events as f64 / wall.max(1e-9),

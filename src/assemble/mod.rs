@@ -292,23 +292,6 @@ fn interconnect(sc: &Scenario, fabric: &Fabric) -> Interconnect {
     }
 }
 
-/// What the kernel tables could not price in `sc`, by pool (`pool: op and how it is priced
-/// instead`), in scenario order; empty under the roofline, for pools with a measured profile,
-/// or when the tables cover every op.
-pub fn step_time_fallbacks(sc: &Scenario) -> Vec<String> {
-    if sc.compute.kernels.is_none() {
-        return Vec::new();
-    }
-    let ic = interconnect(sc, &build_fabric(sc));
-    let mut out = Vec::new();
-    for pool in sc.pools.iter().filter(|p| p.step_times.is_none()) {
-        for f in step_model(sc, pool, &ic).kernel_fallbacks() {
-            out.push(format!("{}: {f}", pool.name));
-        }
-    }
-    out
-}
-
 /// The `[slo]` targets of `sc` no request can meet, each as a warning naming its key: a TTFT
 /// target below the fastest first token any pool can give (a one-token prefill plus the
 /// calibration's first-token path), a TPOT, ITL or TBT target below the fastest decode step

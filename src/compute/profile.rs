@@ -563,6 +563,15 @@ pub enum StepTimes {
 }
 
 impl StepTimes {
+    /// What the kernel tables could not price for this model
+    /// ([`StepModel::kernel_fallbacks`]; none for a measured profile).
+    pub fn kernel_fallbacks(&self) -> &[String] {
+        match self {
+            Self::Model(m) => m.kernel_fallbacks(),
+            Self::Measured(_) => &[],
+        }
+    }
+
     /// One prefill forward over `chunks`, each `(new_tokens, prefix_tokens)`, nanoseconds.
     pub fn prefill_ns(&self, chunks: &[(u32, u32)]) -> Nanos {
         match self {

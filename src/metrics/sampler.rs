@@ -100,17 +100,25 @@ impl Sampler {
         self.gauges[i].add_to(pool, busy_open_ns);
     }
 
-    /// Instance `v`'s row of the second now closing; its NIC bytes since the last one become
-    /// the row's utilisation, and the second's busy time and bytes count in its gauges when
-    /// the second lies `in_window`.
-    pub fn instance_row(&mut self, v: &InstanceSecond, in_window: bool) -> TimeseriesRow {
+    /// Instance `v`'s second closes: its gauges take the second's busy time and NIC bytes,
+    /// and `sink` gets its `timeseries.csv` row if it keeps rows (a summary-only run builds
+    /// none).
+    pub fn instance_second(
+        &mut self,
+        v: &InstanceSecond,
+        in_window: bool,
+        sink: &mut dyn crate::metrics::Sink,
+    ) -> std::io::Result<()> {
         let i = v.instance as usize;
         let moved = v.nic_bytes - self.last_instance_bytes[i];
         self.last_instance_bytes[i] = v.nic_bytes;
         if in_window {
             self.gauges[i].tick_closed(v.busy_ns, moved);
         }
-        TimeseriesRow {
+        if !sink.wants_rows() {
+            return Ok(());
+        }
+        sink.timeseries(&TimeseriesRow {
             second: self.seconds,
             instance: v.instance,
             pool: v.pool.to_string(),
@@ -123,7 +131,7 @@ impl Sampler {
             tokens_out: v.tokens,
             busy_fraction: v.busy_ns as f64 / NS_PER_S as f64,
             link_utilisation: (moved / v.nic_bytes_per_s).clamp(0.0, 1.0),
-        }
+        })
     }
 
     /// One `links.csv` row per link of `fabric` that carried bytes this second or is not

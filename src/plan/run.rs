@@ -36,7 +36,7 @@ pub fn summarize_until(
     if let Some(n) = arrivals {
         world.collector.slo_watch = crate::metrics::slo::SloWatch::new(&sc.slo, n);
     }
-    let crate::sim::RunResult { stats, summary } = world
+    let crate::sim::RunResult { stats, summary, .. } = world
         .run()
         .map_err(|e| PlanError::Io(format!("{}: {e}", sc.source.display())))?;
     let stopped = world

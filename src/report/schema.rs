@@ -62,7 +62,7 @@ pub struct RunRecord {
     #[serde(default)]
     pub step_times: String,
     /// The ops the kernel tables lack for this scenario's models, by pool, each with how it is
-    /// priced instead (`assemble::step_time_fallbacks`); absent when there are none.
+    /// priced instead (`sim::RunResult::step_time_fallbacks`, from the step models the run used); absent when there are none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub step_time_fallbacks: Vec<String>,
     /// Host facts.

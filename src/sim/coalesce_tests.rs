@@ -33,7 +33,7 @@ fn run_into(
         for d in world.decodes.iter_mut() {
             d.set_coalescing(coalesce);
         }
-        let super::RunResult { stats, summary } = world.run().expect("runs");
+        let super::RunResult { stats, summary, .. } = world.run().expect("runs");
         (serde_json::to_value(&summary).unwrap(), stats.events)
     };
     summary["sim"]

@@ -202,6 +202,12 @@ pub struct RunResult {
     pub stats: RunTotals,
     /// `summary.json`, every optional section included.
     pub summary: Summary,
+    /// KV pages of each instance, in result order (for `run.json`).
+    pub kv_pages: Vec<u32>,
+    /// Ops the kernel tables did not cover, priced otherwise, as `"<pool>: <op …>"` (for
+    /// `run.json` and the report's setup line): read from the step models the run used, not
+    /// composed again.
+    pub step_time_fallbacks: Vec<String>,
 }
 
 /// Scratch buffers reused by every event, so handlers do not allocate.
@@ -327,14 +333,6 @@ impl<'a> World<'a> {
                 .aborts
                 .map(|a| Box::new(crate::metrics::aborts::Aborts::new(a, sc.seed))),
         }
-    }
-
-    /// KV pages of each instance, in result order (for the run report).
-    pub fn kv_pages(&self) -> Vec<u32> {
-        let p = self.prefills.iter().map(|p| p.core.pages.total());
-        p.chain(self.decodes.iter().map(|d| d.core.pages.total()))
-            .chain(self.colocated.iter().map(|c| c.core.pages.total()))
-            .collect()
     }
 
     /// Requests in flight, on every kind of server.
@@ -482,7 +480,26 @@ impl<'a> World<'a> {
             a2a: self.a2a.summary(self.sc),
         };
         let summary = self.summary(&stats);
-        Ok(RunResult { stats, summary })
+        let cores = || {
+            let p = self.prefills.iter().map(|p| &p.core);
+            p.chain(self.decodes.iter().map(|d| &d.core))
+                .chain(self.colocated.iter().map(|c| &c.core))
+        };
+        // Every server of a pool runs its pool's one step model: the first one's says it.
+        let step_time_fallbacks = (self.sc.pools.iter().enumerate())
+            .filter(|(_, pool)| pool.step_times.is_none())
+            .flat_map(|(i, pool)| {
+                let core = cores().find(|c| c.pool.idx() == i);
+                let lacking = core.map_or(&[][..], |c| c.step.kernel_fallbacks());
+                lacking.iter().map(|f| format!("{}: {f}", pool.name))
+            })
+            .collect();
+        Ok(RunResult {
+            stats,
+            summary,
+            kv_pages: cores().map(|c| c.pages.total()).collect(),
+            step_time_fallbacks,
+        })
     }
 
     fn handle(&mut self, ev: Event) -> std::io::Result<()> {

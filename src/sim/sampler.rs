@@ -127,8 +127,7 @@ impl World<'_> {
                     nic_bytes,
                     nic_bytes_per_s: nic_bytes_per_s * core.nics.len() as f64,
                 };
-                let row = self.sampler.instance_row(&second, in_window);
-                self.sink.timeseries(&row)?;
+                (self.sampler).instance_second(&second, in_window, self.sink)?;
             }
             self.sampler.link_rows(&self.fabric, self.sink)?;
         }

@@ -254,6 +254,21 @@ mod tests {
         }
     }
 
+    /// A table of more axes than `eval` holds on its stack is refused when read, naming the
+    /// count; one of exactly `MAX_AXES` evaluates.
+    #[test]
+    fn too_many_axes_are_refused_at_read() {
+        let axes = |n: usize| {
+            (0..n)
+                .map(|i| axis(&format!("a{i}"), &[1.0, 2.0]))
+                .collect()
+        };
+        let e = Grid::new(axes(MAX_AXES + 1), vec![1.0; 1 << (MAX_AXES + 1)]).unwrap_err();
+        assert!(e.contains("9 axes") && e.contains("at most 8"), "{e}");
+        let g = Grid::new(axes(MAX_AXES), vec![3.0; 1 << MAX_AXES]).unwrap();
+        assert_eq!(g.eval(&[1.5; MAX_AXES]), 3.0);
+    }
+
     /// A bilinear function is reproduced exactly inside the grid, clamped below and
     /// extrapolated linearly above.
     #[test]

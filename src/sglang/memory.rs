@@ -633,14 +633,12 @@ impl Store {
         }
     }
 
-    /// [`Store::free`] of a holding the request gives up for good: its page list is kept for
-    /// the next allocation.
-    pub fn free_owned(&mut self, id: u64, h: Holding) -> Option<crate::layout::RequestReport> {
-        let report = self.free(id, &h);
-        if let Store::Plain { pages, .. } = self {
-            pages.recycle(h.pages);
+    /// Keeps `pages`, the list of a holding [`Store::free`] gave back, for the next
+    /// allocation (the oracle's pages are its own: nothing to keep).
+    pub fn recycle(&mut self, pages: Vec<u32>) {
+        if let Store::Plain { pages: alloc, .. } = self {
+            alloc.recycle(pages);
         }
-        report
     }
 
     /// Pages free now.
@@ -791,13 +789,12 @@ impl KvPool {
         self.store.free(id, h)
     }
 
-    /// See [`Store::free_owned`].
+    /// [`KvPool::free`] of a holding the request gives up for good: its page list is kept for
+    /// the next allocation ([`Store::recycle`]).
     pub fn free_owned(&mut self, id: u64, h: Holding) -> Option<crate::layout::RequestReport> {
-        let bytes = self.cost(h.reserved, h.slot.is_some());
-        if let Some(sh) = &mut self.shared {
-            sh.used -= bytes;
-        }
-        self.store.free_owned(id, h)
+        let report = self.free(id, &h);
+        self.store.recycle(h.pages);
+        report
     }
 
     /// See [`Store::grow`].

@@ -508,6 +508,9 @@ fn write_full_run(
     if sc.workload.has_sessions() {
         sink = sink.with_sessions(dir)?;
     }
+    if sc.lifecycle.is_some() {
+        sink = sink.with_fleet(dir)?;
+    }
     if trace {
         sink.trace = Some(trace_writer(sc, dir)?);
     }

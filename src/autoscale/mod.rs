@@ -26,6 +26,8 @@
 pub mod arima;
 pub mod bootstrap;
 pub mod budget;
+pub mod controller;
+pub mod fleet;
 mod linalg;
 pub mod predictor;
 pub mod regression;

@@ -4,11 +4,9 @@
 //! `docs/autoscaling.md`. Times are whole nanoseconds, latencies milliseconds (as Dynamo's
 //! planner states its SLAs), shares fractions in [0, 1].
 //!
-//! What is *not* here, on purpose: what a scale-up or a drain costs (weights from storage,
-//! CUDA-graph capture, registration with the router and the bootstrap server, a drain's hand-off,
-//! a live role switch). Those belong to the pools that change size at run time (issue 38, item 2)
-//! and go into [`Autoscaler`] beside the policy — a `lifecycle` field read by `sim` — not into
-//! the policies, which only decide counts.
+//! What a scale-up, a drain or a live role switch costs is not a policy setting: the policies
+//! only decide counts. It is [`Lifecycle`], checked from the same table and read by `sim`
+//! (`docs/autoscaling.md` §7).
 
 use serde::Serialize;
 
@@ -22,6 +20,22 @@ pub const LOAD_PREDICTORS: [&str; 3] = ["arima", "kalman", "constant"];
 
 /// `autoscaler.optimization_target`'s valid values (Dynamo's `PlannerConfig`).
 pub const OPTIMIZATION_TARGETS: [&str; 3] = ["sla", "throughput", "latency"];
+
+/// `autoscaler.throughput_metrics_source`'s valid values (Dynamo's `PlannerConfig`).
+pub const METRICS_SOURCES: [&str; 2] = ["frontend", "router"];
+
+/// Where the throughput path reads its request count (Dynamo's `throughput_metrics_source`,
+/// `planner/utils/prometheus.py`, `get_avg_request_count`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricsSource {
+    /// `increase(dynamo_frontend_requests_total[window])`: the frontend's counter of requests
+    /// that ended, "all success/failed" (Dynamo's default).
+    Frontend,
+    /// The router's `requests_started_total` (requests admitted in the window), falling back to
+    /// its `requests_total`.
+    Router,
+}
 
 /// `autoscaler.pre_deployment_sweeping_mode`'s valid values.
 pub const SWEEPING_MODES: [&str; 2] = ["rapid", "none"];
@@ -141,6 +155,8 @@ pub struct SlaPlannerParams {
     pub load_scaling_down_sensitivity: u32,
     /// `pre_deployment_sweeping_mode` (`rapid`).
     pub pre_deployment_sweeping_mode: SweepingMode,
+    /// `throughput_metrics_source` (`frontend`).
+    pub throughput_metrics_source: MetricsSource,
 }
 
 impl Default for SlaPlannerParams {
@@ -166,6 +182,7 @@ impl Default for SlaPlannerParams {
             load_min_observations: 5,
             load_scaling_down_sensitivity: 80,
             pre_deployment_sweeping_mode: SweepingMode::Rapid,
+            throughput_metrics_source: MetricsSource::Frontend,
         }
     }
 }
@@ -210,5 +227,98 @@ impl Default for ThresholdParams {
             min_replicas: 1,
             max_replicas: 10,
         }
+    }
+}
+
+/// The default weight read rate per GPU at a cold start, bytes/s: 1.7 GiB/s, what one vLLM
+/// rank streamed its checkpoint shard at from a VAST cluster over NFS/RDMA
+/// (`run-ai/runai-model-streamer` issue #135: "69.3 GiB … 41.52s, 1.7 GiB/s"), each rank of
+/// an instance reading its own shard at once.
+pub const DEFAULT_WEIGHT_LOAD_BYTES_PER_S: f64 = 1.7 * 1024.0 * 1024.0 * 1024.0;
+
+/// The default CUDA-graph capture of a starting server, ns: 12 s, sglang's "Capture cuda graph
+/// end. Time elapsed: 12.11 s" for a main model on FA3 (sgl-project/sglang issue #10088); sglang
+/// captures after the weights are loaded (`--startup-weight-load-mode serial`, the default,
+/// PR #32017).
+pub const DEFAULT_CUDA_GRAPH_CAPTURE_NS: Nanos = 12 * crate::engine::NS_PER_S;
+
+/// The default period at which the router checks a worker it was told to add, ns: 30 s,
+/// sgl-router's `worker_startup_check_interval` (`RouterArgs`, `router_args.py`): the worker
+/// joins the rotation at the first check that finds it healthy.
+pub const DEFAULT_ROUTER_CHECK_INTERVAL_NS: Nanos = 30 * crate::engine::NS_PER_S;
+
+/// Index of the prefill pool in [`Lifecycle`]'s pairs.
+pub const PREFILL: usize = 0;
+/// Index of the decode pool in [`Lifecycle`]'s pairs.
+pub const DECODE: usize = 1;
+
+/// How pools change size at run time (issue 38, item 2), for a policy that resizes: the slots
+/// placed before the run, and what a cold start and a live role switch cost. Pairs are
+/// `[prefill, decode]` ([`PREFILL`], [`DECODE`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Lifecycle {
+    /// Instances of each pool serving at the start (the scenario's `instances`).
+    pub initial: [u32; 2],
+    /// Most instances each pool may hold at once: the slots the scenario places (each pool's
+    /// `instances` in the checked scenario is this), from the policy's bounds
+    /// (`max_gpu_budget`, `max_replicas`).
+    pub slots: [u32; 2],
+    /// GPUs of one instance of each pool.
+    pub gpus: [u32; 2],
+    /// Weight bytes each GPU of an instance of each pool reads at a cold start, bytes.
+    pub weight_bytes_per_gpu: [u64; 2],
+    /// A cold start's length from launch to healthy, ns, when the scenario states it
+    /// (`startup_s`); else weights ÷ rate + graph capture.
+    pub startup_ns: Option<Nanos>,
+    /// Weight read rate per GPU, bytes/s (`weight_load_gb_per_s`).
+    pub weight_load_bytes_per_s: f64,
+    /// CUDA-graph capture, ns (`cuda_graph_capture_s`).
+    pub cuda_graph_capture_ns: Nanos,
+    /// The router's check period for a worker it adds, ns (`router_check_interval_s`).
+    pub router_check_interval_ns: Nanos,
+    /// Whether a pool that grows while the other shrinks flips instances live
+    /// (`--enable-pd-role-switch`, sglang PR #28403) instead of draining one and cold-starting
+    /// another.
+    pub role_switch: bool,
+    /// The engines' `--context-length` as the planner reads it (`context_length`), tokens;
+    /// `None`: the longest request the workload can make (`sim::scaling`).
+    pub context_length: Option<u64>,
+}
+
+impl Lifecycle {
+    /// How long a server of pool `role` takes from launch until it is healthy, ns: the stated
+    /// `startup_s`, else its GPU's weight shard at the read rate, then CUDA-graph capture
+    /// (serial, sglang's default).
+    pub fn healthy_after_ns(&self, role: usize) -> Nanos {
+        self.startup_ns.unwrap_or_else(|| {
+            let weights_s = self.weight_bytes_per_gpu[role] as f64 / self.weight_load_bytes_per_s;
+            crate::engine::ns_from_secs_ceil(weights_s) + self.cuda_graph_capture_ns
+        })
+    }
+
+    /// When the router admits a worker that is healthy `healthy_ns` after it was added, ns
+    /// after the add: at the first of its checks (at the add, then every
+    /// `router_check_interval`) that finds it healthy (sgl-router's startup wait loop).
+    pub fn admitted_after_ns(&self, healthy_ns: Nanos) -> Nanos {
+        let every = self.router_check_interval_ns.max(1);
+        healthy_ns.div_ceil(every) * every
+    }
+
+    /// A cold start of pool `role`: launch to the router's rotation, ns.
+    pub fn cold_start_ns(&self, role: usize) -> Nanos {
+        self.admitted_after_ns(self.healthy_after_ns(role))
+    }
+
+    /// A live switch of a drained server into pool `to`: teardown and rebuild of the transfer
+    /// state in place, no weight reload, no KV-pool reallocation; a server becoming decode
+    /// captures its decode CUDA graphs (sglang PR #28403: "decode CUDA graph captured on the
+    /// flip"); then the router's check. ns.
+    pub fn switch_ns(&self, to: usize) -> Nanos {
+        let healthy = if to == DECODE {
+            self.cuda_graph_capture_ns
+        } else {
+            0
+        };
+        self.admitted_after_ns(healthy)
     }
 }

@@ -869,6 +869,9 @@ pub struct Scenario {
     pub slo: Slo,
     /// Who sizes the pools during the run (`[autoscaler]`; static when the scenario has none).
     pub autoscaler: autoscale::Autoscaler,
+    /// How the pools change size under a resizing policy (`None` under `static`): the slots
+    /// each pool's `instances` now counts, its initial size and what starts cost.
+    pub lifecycle: Option<autoscale::Lifecycle>,
     /// The transfer plan of every (prefill pool, decode pool) pair, by pool index.
     pub plans: std::collections::BTreeMap<(usize, usize), std::sync::Arc<crate::layout::PairPlan>>,
     /// The file as resolved after `--set`, recorded in `run.json`.

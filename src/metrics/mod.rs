@@ -16,8 +16,11 @@ use serde::{Deserialize, Serialize};
 use crate::engine::Nanos;
 use crate::vocab::{ErrorKind, Outcome, RequestRow};
 
-/// One row of `timeseries.csv`: one simulated second of one instance.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+/// One row of `timeseries.csv`: one simulated second of one instance. A run whose pools change
+/// size (`[autoscaler]` with a resizing policy) adds three columns, `state`,
+/// `prefill_instances` and `decode_instances` ([`FleetColumns`]); every other run's rows keep
+/// the twelve they had.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct TimeseriesRow {
     /// End of the one-second interval, whole simulated seconds.
     pub second: u64,
@@ -44,6 +47,46 @@ pub struct TimeseriesRow {
     pub busy_fraction: f64,
     /// Busy share of the instance's NICs in its transfer direction (prefill TX, decode RX), 0–1.
     pub link_utilisation: f64,
+    /// The pools' sizes and this instance's slot state, when the pools change size.
+    #[serde(skip)]
+    pub fleet: Option<FleetColumns>,
+}
+
+/// The columns a run whose pools change size adds to `timeseries.csv`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FleetColumns {
+    /// This instance's slot at the second's end: `off`, `starting`, `serving` or `draining`.
+    pub state: &'static str,
+    /// Prefill instances serving (in the router's set) at the second's end.
+    pub prefill_instances: u32,
+    /// Decode instances serving at the second's end.
+    pub decode_instances: u32,
+}
+
+impl Serialize for TimeseriesRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let n = if self.fleet.is_some() { 15 } else { 12 };
+        let mut st = s.serialize_struct("TimeseriesRow", n)?;
+        st.serialize_field("second", &self.second)?;
+        st.serialize_field("instance", &self.instance)?;
+        st.serialize_field("pool", &self.pool)?;
+        st.serialize_field("role", &self.role)?;
+        st.serialize_field("arrivals", &self.arrivals)?;
+        st.serialize_field("running", &self.running)?;
+        st.serialize_field("queued", &self.queued)?;
+        st.serialize_field("kv_pages_used", &self.kv_pages_used)?;
+        st.serialize_field("kv_pages_total", &self.kv_pages_total)?;
+        st.serialize_field("tokens_out", &self.tokens_out)?;
+        st.serialize_field("busy_fraction", &self.busy_fraction)?;
+        st.serialize_field("link_utilisation", &self.link_utilisation)?;
+        if let Some(f) = &self.fleet {
+            st.serialize_field("state", f.state)?;
+            st.serialize_field("prefill_instances", &f.prefill_instances)?;
+            st.serialize_field("decode_instances", &f.decode_instances)?;
+        }
+        st.end()
+    }
 }
 
 /// One row of `links.csv`: one simulated second of one fabric link that carried traffic or was

@@ -57,6 +57,8 @@ pub struct InstanceSecond<'a> {
     pub nic_bytes: f64,
     /// What its NICs can move in a second, bytes.
     pub nic_bytes_per_s: f64,
+    /// Its slot's state and the pools' sizes, when the pools change size.
+    pub fleet: Option<super::FleetColumns>,
 }
 
 impl Sampler {
@@ -131,6 +133,7 @@ impl Sampler {
             tokens_out: v.tokens,
             busy_fraction: v.busy_ns as f64 / NS_PER_S as f64,
             link_utilisation: (moved / v.nic_bytes_per_s).clamp(0.0, 1.0),
+            fleet: v.fleet,
         })
     }
 

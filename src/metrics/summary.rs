@@ -584,6 +584,36 @@ pub struct Summary {
     /// Conversations (absent without sessions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<super::sessions::SessionSummary>,
+    /// Pools that changed size (absent unless `[autoscaler]` names a policy that resizes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaling: Option<AutoscalingSummary>,
+}
+
+/// `summary.json` `autoscaling`: what a run whose pools changed size held and did (issue 38).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AutoscalingSummary {
+    /// `autoscaler.policy`.
+    pub policy: String,
+    /// GPUs held over the run, from the start to its end: an instance holds its GPUs from its
+    /// launch (or the start) until it is off, drains and switches included, GPU-hours.
+    pub gpu_hours: f64,
+    /// `gpu_hours × hardware.usd_per_gpu_hour`, US dollars (absent without a price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Instances launched cold (weights, CUDA graphs, the router's check).
+    pub cold_starts: u64,
+    /// Drained instances flipped live into the other pool.
+    pub role_switches: u64,
+    /// Instances taken out of the router's set to drain (removals and switches).
+    pub drains: u64,
+    /// Starts called off before they ended.
+    pub starts_cancelled: u64,
+    /// Starts that failed (the server crashed while starting).
+    pub starts_failed: u64,
+    /// The policy's decisions that moved the pools.
+    pub decisions: u64,
+    /// Every change of every slot, in time order.
+    pub events: Vec<crate::vocab::scale::ScaleEvent>,
 }
 
 /// A figure of a summary that `[expect]` bounds and `check --baseline` compares, read from the
@@ -804,12 +834,19 @@ impl Summary {
             speculative: Vec::new(),
             aborts: None,
             sessions: None,
+            autoscaling: None,
         }
     }
 
     /// The summary with the abort figures.
     pub fn with_aborts(mut self, a: Option<super::aborts::AbortSummary>) -> Self {
         self.aborts = a;
+        self
+    }
+
+    /// The summary with the autoscaling figures.
+    pub fn with_autoscaling(mut self, a: Option<AutoscalingSummary>) -> Self {
+        self.autoscaling = a;
         self
     }
 

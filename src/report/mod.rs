@@ -328,6 +328,7 @@ impl CsvSink {
             tokens_out: 0,
             busy_fraction: 0.0,
             link_utilisation: 0.0,
+            fleet: None,
         };
         let link = LinkRow {
             second: 0,
@@ -364,6 +365,33 @@ impl CsvSink {
             &(&sample, crate::vocab::SessionCells::of(&sample)),
         )?;
         self.sessions = true;
+        Ok(self)
+    }
+
+    /// `timeseries.csv` gets the columns of pools that change size (`state`,
+    /// `prefill_instances`, `decode_instances`) after the others. Call before any row is
+    /// written.
+    pub fn with_fleet(mut self, dir: &Path) -> Result<Self, IoError> {
+        let sample = TimeseriesRow {
+            second: 0,
+            instance: 0,
+            pool: String::new(),
+            role: "",
+            arrivals: 0,
+            running: 0,
+            queued: 0,
+            kv_pages_used: 0,
+            kv_pages_total: 0,
+            tokens_out: 0,
+            busy_fraction: 0.0,
+            link_utilisation: 0.0,
+            fleet: Some(crate::metrics::FleetColumns {
+                state: "",
+                prefill_instances: 0,
+                decode_instances: 0,
+            }),
+        };
+        self.timeseries = CsvFile::create(dir.join("timeseries.csv"), &sample)?;
         Ok(self)
     }
 
@@ -456,6 +484,7 @@ mod tests {
             tokens_out: second,
             busy_fraction: 0.0,
             link_utilisation: 0.0,
+            fleet: None,
         }
     }
 

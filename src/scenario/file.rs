@@ -1149,6 +1149,9 @@ pub struct AutoscalerSection {
     /// `"rapid"` or `"none"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pre_deployment_sweeping_mode: Option<String>,
+    /// `"frontend"` or `"router"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_metrics_source: Option<String>,
     // `policy = "threshold"` (llm-d's saturation config and the HPA's behaviour).
     /// Seconds between looks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1177,4 +1180,23 @@ pub struct AutoscalerSection {
     /// HPA `maxReplicas` per pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_replicas: Option<i64>,
+    // How the pools change size (any resizing policy): cold starts, drains, role switches.
+    /// A cold start's whole length, s (replaces the weights + CUDA-graph estimate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_s: Option<f64>,
+    /// Weight read rate per GPU during a cold start, GB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_load_gb_per_s: Option<f64>,
+    /// CUDA-graph capture at a cold start (and a prefill → decode switch), s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_graph_capture_s: Option<f64>,
+    /// The router's period of checking a starting worker, s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub router_check_interval_s: Option<f64>,
+    /// Live prefill ↔ decode role switches instead of a drain plus a cold start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_switch: Option<bool>,
+    /// The engines' `--context-length` as the planner reads it, tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_length: Option<i64>,
 }

@@ -81,27 +81,7 @@ pub fn load(path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
 /// Parses, overrides and validates scenario `text` read from `path` (used to resolve relative
 /// paths and to name the file in errors).
 pub fn from_str(text: &str, path: &Path, sets: &[String]) -> Result<Scenario, ScenarioError> {
-    let sc = from_str_any_autoscaler(text, path, sets)?;
-    refuse_resizing(&sc, text, path)?;
-    Ok(sc)
-}
-
-/// Until the simulator can change a pool's size during a run (issue 38, item 2), a scenario
-/// whose `[autoscaler]` would is refused rather than run with its policy silently ignored.
-/// The wiring deletes this check (and [`from_str_any_autoscaler`]'s reason to exist).
-fn refuse_resizing(sc: &Scenario, text: &str, path: &Path) -> Result<(), ScenarioError> {
-    if !sc.autoscaler.resizes() {
-        return Ok(());
-    }
-    Err(ScenarioError {
-        file: path.to_path_buf(),
-        line: locate::line_of(text, "autoscaler.policy"),
-        key: "autoscaler.policy".into(),
-        message: format!(
-            "policy = \"{}\" is valid, but pools that change size during a run are not wired into the simulator yet (issue 38): pdsim would run the pools at their fixed sizes and ignore the policy. Use policy = \"static\" (or leave [autoscaler] out) for now; docs/autoscaling.md says what is implemented",
-            sc.autoscaler.name()
-        ),
-    })
+    from_str_any_autoscaler(text, path, sets)
 }
 
 /// Everything [`from_str`] checks except whether the simulator can run the scenario's
@@ -574,7 +554,7 @@ fn validate(
     let hw = &file.hardware;
     let (gpu, calibration, compute) = sections::hardware(&c, hw)?;
     let domain_gpus = sections::nvlink_domain(&c, hw)?;
-    let pools = sections::pools(&c, &file, &gpu, domain_gpus)?;
+    let mut pools = sections::pools(&c, &file, &gpu, domain_gpus)?;
     // A decode pool that offloads to the store needs the blocks its outputs complete named.
     let offload_key = pools.iter().find(|p| p.decode_offload.is_some()).map(|p| {
         format!(
@@ -612,6 +592,9 @@ fn validate(
     speculative::check_pairs(&c, &pools)?;
     let plans = sections::plans(&c, &pools, sglang.profile)?;
     sections::expect(&c, file.expect.as_ref())?;
+    // A resizing policy grows each pool to the slots it may fill before anything is placed.
+    let autoscaler = sections::autoscaler(&c, &file, &pools)?;
+    let lifecycle = sections::lifecycle(&c, &file, &autoscaler, &mut pools)?;
     let placement = place(&c, &pools, &plans, &gpu, (hw.gpus_per_node, domain_gpus))?;
     let nodes = placement.nodes;
     let fabric = sections::fabric(
@@ -627,7 +610,6 @@ fn validate(
     }
     faults.sort_by_key(|f| f.at_ns);
     let kv_store = sections::kv_store(&c, &file, &pools, nodes)?;
-    let autoscaler = sections::autoscaler(&c, &file, &pools)?;
 
     let mut notes = calibration_notes(&c, &calibration, &gpu.name, &pools);
     notes.extend(speculative::notes(&pools));
@@ -675,6 +657,7 @@ fn validate(
         sglang,
         slo,
         autoscaler,
+        lifecycle,
         source: path.to_path_buf(),
         resolved: serde_json::to_value(&file).expect("a scenario file serializes"),
         inputs: c.inputs.take(),

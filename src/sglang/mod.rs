@@ -174,6 +174,9 @@ pub struct Core {
     /// False between a crash and its restart: only the component's own `crash` and
     /// `restart` change it ([`Core::alive`] reads it).
     alive: bool,
+    /// Whether the router may send it requests: false while its slot is off, starting or
+    /// draining in a pool that changes size (`autoscale::fleet`); a crash leaves it as it is.
+    member: bool,
     /// Whether its forwards' DeepEP all-to-all crosses the fabric: a forward that starts is
     /// handed to `sglang::a2a` ([`Effect::ForwardStarted`]).
     a2a_on_fabric: bool,
@@ -288,6 +291,7 @@ impl Core {
             gpus: spec.gpus,
             nics: spec.nics,
             alive: true,
+            member: true,
             a2a_on_fabric: spec.a2a_on_fabric,
             step: spec.step,
             page_size: spec.page_size,
@@ -305,6 +309,30 @@ impl Core {
     #[inline]
     pub fn alive(&self) -> bool {
         self.alive
+    }
+
+    /// Whether the router may send it requests: up, and in its pool's serving set.
+    #[inline]
+    pub fn routable(&self) -> bool {
+        self.alive & self.member
+    }
+
+    /// Whether it is in its pool's serving set (`autoscale::fleet`; always, in a fixed pool).
+    #[inline]
+    pub fn member(&self) -> bool {
+        self.member
+    }
+
+    /// Puts it in its pool's serving set or takes it out (`sim::scaling`: a start's end, a
+    /// drain).
+    pub fn set_member(&mut self, member: bool) {
+        self.member = member;
+    }
+
+    /// When the running (or last) forward ends (or ended), ns; 0 before the first.
+    #[inline]
+    pub fn forward_end_ns(&self) -> Nanos {
+        self.step_end_ns
     }
 
     /// Whether its forwards' DeepEP all-to-all crosses the fabric (`sglang::a2a`).

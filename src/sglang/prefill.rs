@@ -467,6 +467,40 @@ impl PrefillServer {
         self.waiting.len() as u32
     }
 
+    /// What its scheduler reports to an autoscaler (Dynamo's forward-pass metrics, sglang's
+    /// queue gauges): its queue now, its KV pool, and its last forward if that ended after
+    /// `since` (the controller's last look). The window's peaks are the controller's.
+    pub fn load(&self, since: Nanos, reqs: &Requests) -> crate::autoscale::InstanceLoad {
+        let ran = self.core.forward_end_ns() > since && !self.shape.is_empty();
+        crate::autoscale::InstanceLoad {
+            instance: self.core.instance,
+            queued_prefill_tokens: self.queued_prompt_tokens(reqs),
+            queued_requests: self.queued(),
+            kv_capacity_tokens: u64::from(self.core.pages.total()) * u64::from(self.core.page_size),
+            last_forward: ran.then(|| crate::autoscale::ForwardPass {
+                wall_s: self.forward_ns as f64 / 1e9,
+                prefill_requests: self.shape.len() as u32,
+                prefill_tokens: self.shape.iter().map(|&(n, _)| u64::from(n)).sum(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Prompt tokens waiting to be computed (the waiting queue's and the chunked request's
+    /// rest), tokens: what a planner reads as queued prefill tokens.
+    pub fn queued_prompt_tokens(&self, reqs: &Requests) -> u64 {
+        let left = |r: &ReqRef| {
+            reqs.get(*r)
+                .map_or(0, |q| u64::from(q.prompt().saturating_sub(q.prefilled)))
+        };
+        self.waiting
+            .iter()
+            .chain(self.chunked.iter())
+            .map(left)
+            .sum()
+    }
+
     /// The server goes down (dead first, so that nothing the crash sets off starts new work
     /// on it): `World` aborts the flows touching its GPUs, then calls
     /// [`PrefillServer::lose_state`] and its transfer workers' `crash`. No request fails now:

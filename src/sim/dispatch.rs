@@ -8,7 +8,8 @@ use crate::sglang::dp::FRONT;
 use crate::sglang::prefill::PrefillServer;
 use crate::vocab::ids::{ColocatedId, DecodeId, IdVec, PrefillId};
 
-/// `(alive, outstanding)` of server `i` on `side` of the router: a function of the server
+/// `(routable, outstanding)` of server `i` on `side` of the router (routable: up and in its
+/// pool's serving set): a function of the server
 /// tables, not of `World`, so the dispatch may be borrowed beside them (`served!`).
 #[inline]
 pub(super) fn server_state(
@@ -23,7 +24,7 @@ pub(super) fn server_state(
         FRONT => &colocated[ColocatedId::from(i)].core,
         _ => &decodes[DecodeId::from(i)].core,
     };
-    (core.alive(), core.outstanding)
+    (core.routable(), core.outstanding)
 }
 
 #[cfg(test)]

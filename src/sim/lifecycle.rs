@@ -73,6 +73,9 @@ impl World<'_> {
         );
         row.bootstrap_room = room;
         nr.tag_row(&mut row);
+        if let Some(c) = self.scaling.as_deref_mut() {
+            c.admitted(now, row.input_tokens, row.output_tokens);
+        }
         if !nr.answer.is_empty() {
             self.decodes[d].remember_answer(id, nr.answer);
         }
@@ -314,6 +317,16 @@ impl World<'_> {
         if let Err(e) = self.collector.finish(row, message, self.slo, self.sink) {
             self.io_error.get_or_insert(e);
         }
+        if let Some(c) = self.scaling.as_deref_mut()
+            && row.outcome != Outcome::Unfinished
+        {
+            c.ended(
+                self.q.now(),
+                row.input_tokens,
+                row.output_tokens,
+                row.cached_tokens,
+            );
+        }
         self.turn_ended(row);
     }
 
@@ -362,6 +375,10 @@ impl World<'_> {
             .finish(&req.row, failure.map(|(_, m)| m), slo, self.sink)
         {
             self.io_error.get_or_insert(e);
+        }
+        if let Some(c) = self.scaling.as_deref_mut() {
+            let row = &req.row;
+            c.ended(now, row.input_tokens, row.output_tokens, row.cached_tokens);
         }
         let turn = req.row.session_id.is_some().then(|| req.row.clone());
         self.reqs.release(r);

@@ -156,6 +156,7 @@ mod dispatch;
 mod faults;
 mod lifecycle;
 mod sampler;
+mod scaling;
 mod sessions;
 mod transfer;
 
@@ -274,6 +275,9 @@ pub struct World<'a> {
     /// Client disconnects and aborts, when the scenario models them: the observer
     /// (`metrics::aborts`) that `abort.rs` tells what sglang's rules (`sglang::abort`) decided.
     aborts: Option<Box<crate::metrics::aborts::Aborts>>,
+    /// The pools that change size, their policy and what it sees (`sim::scaling`), when a
+    /// policy resizes them.
+    scaling: Option<Box<crate::autoscale::controller::Controller>>,
 }
 
 impl<'a> World<'a> {
@@ -281,9 +285,9 @@ impl<'a> World<'a> {
     pub fn new(sc: &'a Scenario, sink: &'a mut dyn Sink) -> Self {
         let crate::assemble::Cluster {
             fabric,
-            prefills,
+            mut prefills,
             transfer,
-            decodes,
+            mut decodes,
             colocated,
             instances: global,
             a2a,
@@ -301,11 +305,25 @@ impl<'a> World<'a> {
             prefills.iter().map(PrefillServer::store_client).collect(),
             decodes.iter().map(DecodeServer::store_client).collect(),
         );
+        let scaling = (sc.lifecycle.as_ref())
+            .map(|lc| scaling::controller(sc, lc, &mut prefills, &mut decodes));
+        let mut router = dispatch.router(sc, !colocated.is_empty());
+        // The slots not serving at the start are out of the router's set.
+        for (i, p) in prefills.iter().enumerate() {
+            if !p.core.member() {
+                router.set_prefill(i, None);
+            }
+        }
+        for (i, d) in decodes.iter().enumerate() {
+            if !d.core.member() {
+                router.set_decode(i, None);
+            }
+        }
         Self {
             sc,
             slo: sc.slo.thresholds(),
             q: EventQueue::new(),
-            router: dispatch.router(sc, !colocated.is_empty()),
+            router,
             turn_stats: Default::default(),
             fabric,
             prefills,
@@ -332,6 +350,7 @@ impl<'a> World<'a> {
             aborts: sc
                 .aborts
                 .map(|a| Box::new(crate::metrics::aborts::Aborts::new(a, sc.seed))),
+            scaling,
         }
     }
 
@@ -389,6 +408,13 @@ impl<'a> World<'a> {
             ))
             .with_aborts(self.aborts.as_deref().map(|a| a.summary(now)))
             .with_sessions(self.turn_stats.summary_of(self.source.sessions.as_mut()))
+            .with_autoscaling((self.scaling.as_deref()).map(|c| {
+                c.summary(
+                    self.sc.autoscaler.name(),
+                    self.sc.usd_per_gpu_hour,
+                    stats.end_ns,
+                )
+            }))
     }
 
     /// [`World::run`], calling `progress(simulated ns, events, arrivals)` every 65,536 events (the CLI
@@ -398,6 +424,9 @@ impl<'a> World<'a> {
         progress: &mut dyn FnMut(Nanos, u64, u64),
     ) -> std::io::Result<RunResult> {
         self.q.schedule_at(0, Event::Tick);
+        if self.scaling.is_some() {
+            self.q.schedule_at(0, Event::ScaleTick);
+        }
         for (index, f) in self.sc.faults.iter().enumerate() {
             self.q.schedule_at(f.at_ns, Event::Fault { index });
         }
@@ -544,6 +573,11 @@ impl<'a> World<'a> {
                 self.on_client_disconnected(req, detected)
             }
             Event::Tick => self.on_tick()?,
+            Event::ScaleTick => self.on_scale_tick(),
+            Event::InstanceReady { instance } => {
+                (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
+                self.on_instance_ready(instance)
+            }
         }
         self.drain_wakes();
         match self.io_error.take() {

@@ -96,6 +96,22 @@ impl World<'_> {
             let in_window = now <= self.collector.window_end_ns.unwrap_or(Nanos::MAX);
             let nic_bytes_per_s = self.sc.fabric.topology.nic_bytes_per_ns * NS_PER_S as f64;
             // Each instance's row of the second ending now; its counters reset.
+            // A resizing run's extra columns, by global instance.
+            let fleet: Vec<crate::metrics::FleetColumns> = (self.scaling.as_deref())
+                .map(|s| {
+                    let [p, d] = s.fleet.serving();
+                    (0..self.prefills.len() + self.decodes.len())
+                        .map(|i| {
+                            let (role, slot) = s.fleet.slot_of(i as u32);
+                            crate::metrics::FleetColumns {
+                                state: s.fleet.phase(role, slot).name(),
+                                prefill_instances: p,
+                                decode_instances: d,
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
             for c in all_cores(self) {
                 self.observe(c);
                 let (core, role, running, queued) = state_of(
@@ -126,6 +142,7 @@ impl World<'_> {
                     busy_ns: tick.busy_ns,
                     nic_bytes,
                     nic_bytes_per_s: nic_bytes_per_s * core.nics.len() as f64,
+                    fleet: fleet.get(core.instance.idx()).copied(),
                 };
                 (self.sampler).instance_second(&second, in_window, self.sink)?;
             }
@@ -151,7 +168,7 @@ fn all_cores(w: &World<'_>) -> Vec<CoreRef> {
 
 /// An instance's core, role, running batch and queue (a free function over the three server
 /// tables, so the caller keeps the rest of `World` free to borrow).
-fn state_of<'w>(
+pub(super) fn state_of<'w>(
     prefills: &'w mut IdVec<PrefillId, PrefillServer>,
     decodes: &'w mut IdVec<DecodeId, DecodeServer>,
     colocated: &'w mut IdVec<ColocatedId, ColocatedServer>,

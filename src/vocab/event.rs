@@ -60,6 +60,14 @@ pub enum Event {
         /// The crashed prefill.
         prefill: PrefillId,
     },
+    /// The fleet's look at the pools that change size (`sim::scaling`): every simulated second
+    /// and at the policy's ticks, while the run lasts.
+    ScaleTick,
+    /// A launched instance's cold start (or live role switch) is due to end.
+    InstanceReady {
+        /// The instance.
+        instance: InstanceId,
+    },
     /// The router's periodic health check (every sgl-router `health_check_interval_secs`),
     /// scheduled only while a dead server is still in rotation.
     RouterHealthCheck,

@@ -13,6 +13,7 @@ pub mod ids;
 pub mod limits;
 mod record;
 pub mod requests;
+pub mod scale;
 pub mod suggest;
 
 pub use error_kind::ErrorKind;

@@ -1,11 +1,12 @@
-//! `[autoscaler]` (issue 38, item 3): the scenario table parsed and checked into its config,
-//! the config built into a running policy, and the verbs refusing a policy that would resize
-//! pools until the simulator can (`docs/autoscaling.md`). The bad values are fixtures in
+//! `[autoscaler]` (issue 38): the scenario table parsed and checked into its config, the config
+//! built into a running policy, the verbs running it (`docs/autoscaling.md`), and a run whose
+//! pools change size (`day`). The bad values are fixtures in
 //! `tests/bad_scenarios/autoscaler_*.toml`, checked by `robustness`'s
 //! `every_bad_scenario_gets_a_clear_error`.
 
 #[path = "../common/mod.rs"]
 mod common;
+mod day;
 
 use common::*;
 use pdsim::autoscale::{
@@ -13,7 +14,8 @@ use pdsim::autoscale::{
     Target,
 };
 use pdsim::config::autoscale::{
-    Autoscaler, LoadPredictor, OptimizationTarget, SlaPlannerParams, SweepingMode, ThresholdParams,
+    Autoscaler, LoadPredictor, MetricsSource, OptimizationTarget, SlaPlannerParams, SweepingMode,
+    ThresholdParams,
 };
 use pdsim::engine::NS_PER_S;
 use pdsim::scenario::{self, ScenarioError};
@@ -115,7 +117,7 @@ throughput_adjustment_interval_s = 60
 load_adjustment_interval_s = 2.5
 enable_load_scaling = true
 min_endpoint = 2
-max_gpu_budget = -1
+max_gpu_budget = 64
 min_gpu_budget = 8
 ttft_ms = 300
 itl_ms = 25
@@ -129,6 +131,7 @@ fpm_sample_bucket_size = 25
 load_min_observations = 8
 load_scaling_down_sensitivity = 60
 pre_deployment_sweeping_mode = "rapid"
+throughput_metrics_source = "router"
 "#,
     );
     let a = checked(&text, &[]).unwrap();
@@ -141,7 +144,7 @@ pre_deployment_sweeping_mode = "rapid"
             enable_throughput_scaling: true,
             enable_load_scaling: true,
             min_endpoint: 2,
-            max_gpu_budget: None,
+            max_gpu_budget: Some(64),
             min_gpu_budget: Some(8),
             ttft_ms: 300.0,
             itl_ms: 25.0,
@@ -155,6 +158,7 @@ pre_deployment_sweeping_mode = "rapid"
             load_min_observations: 8,
             load_scaling_down_sensitivity: 60,
             pre_deployment_sweeping_mode: SweepingMode::Rapid,
+            throughput_metrics_source: MetricsSource::Router,
         })
     );
     // --set reaches the same keys, and a threshold target turns the paths around as Dynamo's
@@ -226,8 +230,8 @@ fn a_policy_needs_one_pd_pair() {
 }
 
 #[test]
-fn the_verbs_refuse_a_resizing_policy_with_exit_2() {
-    let out = tmpdir("refused");
+fn the_verbs_run_a_resizing_policy_and_name_a_bad_key() {
+    let out = tmpdir("resizing");
     for policy in ["sla_planner", "threshold"] {
         let set = format!("autoscaler.policy={policy}");
         let (code, _, err) = pdsim(&[
@@ -235,25 +239,22 @@ fn the_verbs_refuse_a_resizing_policy_with_exit_2() {
             "scenarios/quickstart.toml",
             "--set",
             &set,
+            "--set",
+            "run.duration_s=30",
+            "--summary-only",
+            "-q",
             "--out",
             out.to_str().unwrap(),
         ]);
-        assert_eq!(code, 2, "{err}");
-        assert!(
-            err.contains("autoscaler.policy") && err.contains("not wired into the simulator yet"),
-            "{err}"
-        );
-        assert!(!out.join("summary.json").exists(), "nothing is written");
-        let (code, _, err) = pdsim(&[
-            "check",
-            "tests/check_fixtures/too-strict.toml",
-            "--set",
-            &set,
-        ]);
-        assert_eq!(code, 2, "{err}");
-        assert!(err.contains("autoscaler.policy"), "{err}");
+        assert_eq!(code, 0, "{err}");
+        let s: pdsim::metrics::summary::Summary =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        let a = s.autoscaling.expect("`autoscaling` in summary.json");
+        assert_eq!(a.policy, policy);
+        assert!(a.gpu_hours > 0.0);
     }
-    // A bad value is named before the refusal.
+    // A bad value is named, exit 2, nothing written.
+    let bad = tmpdir("resizing-bad");
     let (code, _, err) = pdsim(&[
         "run",
         "scenarios/quickstart.toml",
@@ -261,9 +262,12 @@ fn the_verbs_refuse_a_resizing_policy_with_exit_2() {
         "autoscaler.policy=sla_planner",
         "--set",
         "autoscaler.load_predictor=prophet",
+        "--out",
+        bad.to_str().unwrap(),
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("autoscaler.load_predictor"), "{err}");
+    assert!(!bad.join("summary.json").exists(), "nothing is written");
 }
 
 /// The quickstart's engines, roughly: prefill 20 ms + 60 µs a token, decode 8 ms + 40 µs a
@@ -379,7 +383,7 @@ fn a_checked_table_builds_a_running_policy() {
 fn a_diurnal_day_is_followed_deterministically() {
     let day = || -> Vec<(u64, Option<Target>, String)> {
         let a = checked(
-            &quickstart_with("[autoscaler]\npolicy = \"sla_planner\"\nmax_gpu_budget = -1"),
+            &quickstart_with("[autoscaler]\npolicy = \"sla_planner\"\nmax_gpu_budget = 64"),
             &[],
         )
         .unwrap();

@@ -119,6 +119,7 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
         speculative: Vec::new(),
         aborts: None,
         sessions: None,
+        autoscaling: None,
     }
 }
 
@@ -188,6 +189,7 @@ pub(crate) fn synthetic() -> Fixture {
                 tokens_out: if role == "decode" { 200 + 10 * k } else { 3 },
                 link_utilisation: (k % 10) as f64 / 10.0,
                 busy_fraction: (k % 4) as f64 / 4.0,
+                fleet: None,
             });
         }
     }

@@ -253,6 +253,7 @@ fn many_instances_are_drawn_as_pool_mean_and_max() {
                 tokens_out: 1,
                 link_utilisation: 0.5,
                 busy_fraction: 0.25,
+                fleet: None,
             })
         })
         .collect();

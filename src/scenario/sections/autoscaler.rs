@@ -7,8 +7,10 @@
 use super::super::file::{AutoscalerSection, ScenarioFile};
 use super::super::{Checker, ScenarioError, suggestion};
 use crate::config::autoscale::{
-    Autoscaler, LOAD_PREDICTORS, LoadPredictor, OPTIMIZATION_TARGETS, OptimizationTarget, POLICIES,
-    SWEEPING_MODES, SlaPlannerParams, SweepingMode, ThresholdParams,
+    Autoscaler, DECODE, DEFAULT_CUDA_GRAPH_CAPTURE_NS, DEFAULT_ROUTER_CHECK_INTERVAL_NS,
+    DEFAULT_WEIGHT_LOAD_BYTES_PER_S, LOAD_PREDICTORS, Lifecycle, LoadPredictor, METRICS_SOURCES,
+    MetricsSource, OPTIMIZATION_TARGETS, OptimizationTarget, POLICIES, PREFILL, SWEEPING_MODES,
+    SlaPlannerParams, SweepingMode, ThresholdParams,
 };
 use crate::config::{Pool, Role};
 use crate::engine::ns_from_secs_ceil;
@@ -18,7 +20,7 @@ use crate::engine::ns_from_secs_ceil;
 const MAX_COUNT: i64 = 1 << 20;
 
 /// The keys of `policy = "sla_planner"`, with whether each is set.
-fn sla_keys(a: &AutoscalerSection) -> [(&'static str, bool); 20] {
+fn sla_keys(a: &AutoscalerSection) -> [(&'static str, bool); 21] {
     [
         ("optimization_target", a.optimization_target.is_some()),
         (
@@ -54,6 +56,10 @@ fn sla_keys(a: &AutoscalerSection) -> [(&'static str, bool); 20] {
         (
             "pre_deployment_sweeping_mode",
             a.pre_deployment_sweeping_mode.is_some(),
+        ),
+        (
+            "throughput_metrics_source",
+            a.throughput_metrics_source.is_some(),
         ),
     ]
 }
@@ -143,6 +149,188 @@ pub(in crate::scenario) fn autoscaler(
     };
     pools_fit(c, policy, &checked, pools)?;
     Ok(checked)
+}
+
+/// The keys of how pools change size, with whether each is set (any resizing policy).
+fn lifecycle_keys(a: &AutoscalerSection) -> [(&'static str, bool); 6] {
+    [
+        ("context_length", a.context_length.is_some()),
+        ("startup_s", a.startup_s.is_some()),
+        ("weight_load_gb_per_s", a.weight_load_gb_per_s.is_some()),
+        ("cuda_graph_capture_s", a.cuda_graph_capture_s.is_some()),
+        (
+            "router_check_interval_s",
+            a.router_check_interval_s.is_some(),
+        ),
+        ("role_switch", a.role_switch.is_some()),
+    ]
+}
+
+/// How the pools of a resizing policy change size ([`Lifecycle`]), and the pools grown to the
+/// slots it may fill: each pool's `instances` becomes its slot count (every slot is placed
+/// before the run, so a scale-up finds its GPUs), the scenario's count staying the initial one.
+/// `None` (and the pools untouched) under `static`, where a lifecycle key is an error.
+pub(in crate::scenario) fn lifecycle(
+    c: &Checker,
+    file: &ScenarioFile,
+    checked: &Autoscaler,
+    pools: &mut [Pool],
+) -> Result<Option<Lifecycle>, ScenarioError> {
+    let Some(a) = &file.autoscaler else {
+        return Ok(None);
+    };
+    if !checked.resizes() {
+        if let Some((k, _)) = lifecycle_keys(a).iter().find(|(_, set)| *set) {
+            return Err(c.err(
+                &format!("autoscaler.{k}"),
+                "says how pools change size, and policy = \"static\" never changes them: remove the key, or name a policy that resizes (\"sla_planner\", \"threshold\")",
+            ));
+        }
+        return Ok(None);
+    }
+    let pi = pools.iter().position(|p| p.role == Role::Prefill);
+    let di = pools.iter().position(|p| p.role == Role::Decode);
+    let (Some(pi), Some(di)) = (pi, di) else {
+        unreachable!("pools_fit checked one prefill and one decode pool");
+    };
+    for &i in &[pi, di] {
+        let p = &pools[i];
+        if p.parallel.dp_ranks() > 1 {
+            return Err(c.err(
+                "autoscaler.policy",
+                format!(
+                    "pool {:?} runs DP attention (dp_size = {}): pdsim runs each DP rank as a server of its own and a policy sizes whole instances; resizing a DP-attention pool is not modelled: use policy = \"static\"",
+                    p.name, p.parallel.dp_size
+                ),
+            ));
+        }
+    }
+    let gpus = [pools[pi].server.tp_size, pools[di].server.tp_size];
+    let initial = [pools[pi].instances, pools[di].instances];
+    let bound = match checked {
+        Autoscaler::SlaPlanner(p) => {
+            let Some(max) = p.max_gpu_budget else {
+                return Err(c.err(
+                    "autoscaler.max_gpu_budget",
+                    "-1 leaves the pools without a ceiling, and pdsim places every instance a policy may start before the run (a scale-up needs GPUs to land on): give the most GPUs both pools may use",
+                ));
+            };
+            let m = p.min_endpoint;
+            [
+                max.saturating_sub(m * gpus[DECODE]) / gpus[PREFILL],
+                max.saturating_sub(m * gpus[PREFILL]) / gpus[DECODE],
+            ]
+        }
+        Autoscaler::Threshold(t) => [t.max_replicas, t.max_replicas],
+        Autoscaler::Static => unreachable!("checked.resizes()"),
+    };
+    let slots = [bound[0].max(initial[0]), bound[1].max(initial[1])];
+    let mut lc = Lifecycle {
+        initial,
+        slots,
+        gpus,
+        weight_bytes_per_gpu: [pi, di].map(|i| {
+            let p = &pools[i];
+            crate::config::capacity::weight_bytes_per_gpu(&p.model, &p.server, &p.parallel) as u64
+        }),
+        startup_ns: None,
+        weight_load_bytes_per_s: DEFAULT_WEIGHT_LOAD_BYTES_PER_S,
+        cuda_graph_capture_ns: DEFAULT_CUDA_GRAPH_CAPTURE_NS,
+        router_check_interval_ns: DEFAULT_ROUTER_CHECK_INTERVAL_NS,
+        role_switch: a.role_switch.unwrap_or(false),
+        context_length: None,
+    };
+    if let Some(s) = a.startup_s {
+        let s = c.duration("autoscaler.startup_s", s, true)?;
+        lc.startup_ns = Some(ns_from_secs_ceil(s));
+    }
+    if let Some(g) = a.weight_load_gb_per_s {
+        let g = c.positive(
+            "autoscaler.weight_load_gb_per_s",
+            g,
+            "GB/s each GPU reads its weight shard at",
+        )?;
+        if g < 1e-3 {
+            return Err(c.err(
+                "autoscaler.weight_load_gb_per_s",
+                format!("{g} GB/s is below 1 MB/s: a cold start would outlast any run; give the storage's read rate per GPU in GB/s (1.7 GiB/s ≈ 1.83 is the default)"),
+            ));
+        }
+        lc.weight_load_bytes_per_s = g * 1e9;
+    }
+    if let Some(s) = a.cuda_graph_capture_s {
+        let s = c.duration("autoscaler.cuda_graph_capture_s", s, true)?;
+        lc.cuda_graph_capture_ns = ns_from_secs_ceil(s);
+    }
+    if let Some(s) = a.router_check_interval_s {
+        let s = c.duration("autoscaler.router_check_interval_s", s, false)?;
+        lc.router_check_interval_ns = ns_from_secs_ceil(s);
+    }
+    if let Some(n) = a.context_length {
+        lc.context_length = Some(u64::from(int(
+            c,
+            "autoscaler.context_length",
+            n,
+            1024,
+            i64::from(u32::MAX),
+            "tokens: the engines' --context-length, which Dynamo's pre-deployment sweep spans",
+        )?));
+    }
+    if lc.role_switch {
+        role_switch_fits(c, &pools[pi], &pools[di])?;
+    }
+    pools[pi].instances = slots[PREFILL];
+    pools[di].instances = slots[DECODE];
+    Ok(Some(lc))
+}
+
+/// sglang's role switch flips a server in place (PR #28403): both pools must run the same
+/// server, and the PR rejects at start-up what it does not rebuild on a flip.
+fn role_switch_fits(c: &Checker, p: &Pool, d: &Pool) -> Result<(), ScenarioError> {
+    let key = "autoscaler.role_switch";
+    let same = |what: &str, a: String, b: String| -> Result<(), ScenarioError> {
+        if a == b {
+            return Ok(());
+        }
+        Err(c.err(
+            key,
+            format!(
+                "a role switch flips a server in place, with its weights and its KV pool (sglang PR #28403: \"assumes P/D launch with a matching config\"), so both pools must have the same {what}: prefill pool {:?} has {a}, decode pool {:?} has {b}",
+                p.name, d.name
+            ),
+        ))
+    };
+    same("model", p.model.name.clone(), d.model.name.clone())?;
+    same(
+        "tp_size",
+        p.server.tp_size.to_string(),
+        d.server.tp_size.to_string(),
+    )?;
+    same(
+        "page_size",
+        p.server.page_size.to_string(),
+        d.server.page_size.to_string(),
+    )?;
+    for pool in [p, d] {
+        let par = &pool.parallel;
+        let rejected = if par.ep_size > 1 {
+            Some(format!("--ep-size {}", par.ep_size))
+        } else if par.moe_a2a_backend != crate::spec::server::A2aBackend::None {
+            Some("--moe-a2a-backend deepep".to_string())
+        } else {
+            None
+        };
+        if let Some(flag) = rejected {
+            return Err(c.err(
+                key,
+                format!(
+                    "pool {:?} runs {flag}, which sglang's role switch rejects at start-up (PR #28403: per-role state fixed at launch, not rebuilt on a flip: DP attention, dp_size > 1, ep_size > 1, a MoE all-to-all backend, pp_size > 1): set role_switch = false",
+                    pool.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A policy that resizes pools sizes one prefill and one decode pool.
@@ -463,6 +651,18 @@ fn sla_planner(
             100,
             "percent of the SLA headroom a scale-down may use",
         )?;
+    }
+    if let Some(s) = a.throughput_metrics_source.as_deref() {
+        p.throughput_metrics_source = match choice(
+            c,
+            "autoscaler.throughput_metrics_source",
+            s,
+            &METRICS_SOURCES,
+            " (\"frontend\": requests that ended in the window, success or failure, as the frontend's counter counts them; \"router\": requests the router admitted in the window)",
+        )? {
+            "frontend" => MetricsSource::Frontend,
+            _ => MetricsSource::Router,
+        };
     }
     if let Some(s) = a.pre_deployment_sweeping_mode.as_deref() {
         p.pre_deployment_sweeping_mode = match choice(

@@ -21,7 +21,7 @@ mod offload;
 mod pool;
 mod workload;
 
-pub(super) use autoscaler::autoscaler;
+pub(super) use autoscaler::{autoscaler, lifecycle};
 pub(super) use hicache::kv_store;
 pub(super) use pool::pools;
 pub(super) use workload::workload;

@@ -291,6 +291,29 @@ impl DecodeServer {
         self.coalesce = allowed && !self.core.a2a_on_fabric() && self.may_coalesce();
     }
 
+    /// What its scheduler reports to an autoscaler at `now` (Dynamo's forward-pass metrics):
+    /// its batch and the KV it attends to, its queue, its KV pool, and its last step if that
+    /// ended in `(since, now]`. KV admitted but not yet in the batch is not split out
+    /// (`queued_decode_kv_tokens` 0: the pool's pages hold it either way).
+    pub fn load(&self, since: Nanos, now: Nanos) -> crate::autoscale::InstanceLoad {
+        let (start, end) = self.step_span();
+        let ran = end > since && end <= now && self.running > 0;
+        crate::autoscale::InstanceLoad {
+            instance: self.core.instance,
+            queued_requests: self.queued(),
+            running_decode_requests: self.running,
+            decode_kv_tokens: self.context_tokens,
+            kv_capacity_tokens: u64::from(self.core.pages.total()) * u64::from(self.core.page_size),
+            last_forward: ran.then(|| crate::autoscale::ForwardPass {
+                wall_s: (end - start) as f64 / 1e9,
+                decode_requests: self.running,
+                decode_kv_tokens: self.context_tokens,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
     /// Requests waiting for pages or to join the batch.
     #[inline]
     pub fn queued(&self) -> u32 {

@@ -343,6 +343,12 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
                     p.instances
                 ),
                 _ if first == last => format!("1 (instance {first})"),
+                // A pool that changes size: its slots, and how many serve at the start.
+                _ if let Some(lc) = &sc.lifecycle => format!(
+                    "up to {} ({} at the start; instances {first}–{last})",
+                    p.servers(),
+                    lc.initial[usize::from(p.role == crate::config::Role::Decode)]
+                ),
                 _ => format!("{} (instances {first}–{last})", p.servers()),
             },
             model: p.model.name.clone(),
@@ -510,6 +516,10 @@ fn write_full_run(
     }
     if sc.lifecycle.is_some() {
         sink = sink.with_fleet(dir)?;
+        // The pools chart draws attainment over the day.
+        sink.finish_rates = crate::report::rates::FinishRates::with_ttft_target(
+            sc.slo.thresholds().ttft_ns,
+        );
     }
     if trace {
         sink.trace = Some(trace_writer(sc, dir)?);

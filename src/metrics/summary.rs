@@ -519,15 +519,17 @@ pub fn step_growth(sc: &Scenario, pool: &crate::config::Pool, u: &PoolUsage) -> 
 /// The cluster's size and, when `hardware.usd_per_gpu_hour` is given, its cost.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ClusterSummary {
-    /// GPUs in all pools.
+    /// GPUs in all pools (under a resizing `[autoscaler]`: every slot placed, serving or not).
     pub gpus: u32,
     /// Nodes the pools are placed on.
     pub nodes: u32,
     /// The billed GPUs × `usd_per_gpu_hour`, US dollars per hour: `gpus` under GPU billing,
-    /// `nodes × gpus_per_node` under `hardware.billing = "node"`.
+    /// `nodes × gpus_per_node` under `hardware.billing = "node"`; under a resizing
+    /// `[autoscaler]`, `autoscaling.cost_usd` over the run's hours.
     pub usd_per_hour: Option<f64>,
     /// Dollars per million output tokens at the arrival window's output rate (`null` without a
-    /// price or with no token generated).
+    /// price or with no token generated); under a resizing `[autoscaler]`,
+    /// `autoscaling.cost_usd` over every output token of the run.
     pub usd_per_1m_output_tokens: Option<f64>,
     /// Whole-node billing (`hardware.billing = "node"`); absent under GPU billing, so those
     /// summaries read as before.
@@ -844,8 +846,17 @@ impl Summary {
         self
     }
 
-    /// The summary with the autoscaling figures.
+    /// The summary with the autoscaling figures. The pools changed size, so the cluster's
+    /// cost is what the GPUs held cost over the run (`cost_usd`), not its slots' price: its
+    /// `usd_per_hour` is the run's mean and `usd_per_1m_output_tokens` that cost over every
+    /// output token.
     pub fn with_autoscaling(mut self, a: Option<AutoscalingSummary>) -> Self {
+        if let Some(cost) = a.as_ref().and_then(|a| a.cost_usd) {
+            let secs = self.sim.simulated_s.max(f64::MIN_POSITIVE);
+            let tokens = self.throughput.output_tokens_per_s * secs;
+            self.cluster.usd_per_hour = Some(cost * 3600.0 / secs);
+            self.cluster.usd_per_1m_output_tokens = (tokens > 0.0).then(|| cost / tokens * 1e6);
+        }
         self.autoscaling = a;
         self
     }

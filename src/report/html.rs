@@ -174,6 +174,14 @@ figcaption{color:#666;font-size:.9rem}";
 /// `$20.00 (8 GPUs × $2.50/GPU-hour)`, or why there is no figure.
 fn cost_per_hour(s: &Summary) -> String {
     let c = &s.cluster;
+    if let (Some(h), Some(a)) = (c.usd_per_hour, &s.autoscaling) {
+        return format!(
+            "${h:.2} mean over the run (the pools changed size: {:.2} GPU-hours held, ${:.2} in all; {} GPUs placed)",
+            a.gpu_hours,
+            a.cost_usd.unwrap_or(0.0),
+            c.gpus
+        );
+    }
     match (c.usd_per_hour, &c.node_billing) {
         (Some(h), None) => format!(
             "${h:.2} ({} GPUs × ${:.2}/GPU-hour)",
@@ -231,7 +239,10 @@ pub(super) fn throughput_facts(s: &Summary) -> [(&'static str, String, Option<&'
             "cost per 1M output tokens",
             s.cluster.usd_per_1m_output_tokens.map_or_else(
                 || no_price(s, "no output token in the arrival window"),
-                |c| format!("${c:.2} (at the arrival window's output rate)"),
+                |c| match s.autoscaling {
+                    Some(_) => format!("${c:.2} (the GPU-hours held over every output token)"),
+                    None => format!("${c:.2} (at the arrival window's output rate)"),
+                },
             ),
             None,
         ),
@@ -308,6 +319,7 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
     prefix_cache_table(&mut h, s);
     h.push_str(&super::aborts::html(s));
     sessions_table(&mut h, s);
+    autoscaling_table(&mut h, s);
     speculative_table(&mut h, s);
     fragmentation_table(&mut h, s);
     chart_figures(&mut h, charts);
@@ -597,6 +609,49 @@ fn prefix_cache_table(h: &mut String, s: &Summary) {
                 o.host_full_blocks
             );
         }
+    }
+}
+
+/// Events of a run whose pools changed size listed in the report at most (the rest are in
+/// `summary.json`).
+const SCALING_EVENTS_LISTED: usize = 40;
+
+/// Pools that changed size (`summary.json` `autoscaling`): what the GPUs cost, what the policy
+/// did, and its events with their reasons; absent with fixed pools.
+fn autoscaling_table(h: &mut String, s: &Summary) {
+    let Some(a) = &s.autoscaling else { return };
+    let cost = a.cost_usd.map_or(String::new(), |c| format!(" (${c:.2})"));
+    let _ = writeln!(
+        h,
+        "<h2>Autoscaling</h2>\n<p>Policy <code>{}</code>: {:.2} GPU-hours held{cost}; {} decisions moved the pools: {} cold starts, {} live role switches, {} drains, {} starts called off, {} starts failed. The chart <code>charts/pools.svg</code> draws the pools against the demand and TTFT attainment; <code>pdsim explain</code> tells each window.</p>",
+        escape_html(&a.policy),
+        a.gpu_hours,
+        a.decisions,
+        a.cold_starts,
+        a.role_switches,
+        a.drains,
+        a.starts_cancelled,
+        a.starts_failed
+    );
+    h.push_str("<table>\n<tr><th>time (s)</th><th>event</th><th>pool</th><th>slot</th><th>why</th></tr>\n");
+    for e in a.events.iter().take(SCALING_EVENTS_LISTED) {
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"n\">{:.0}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+            e.at_s,
+            escape_html(&e.kind),
+            escape_html(&e.pool),
+            e.slot,
+            escape_html(&e.why)
+        );
+    }
+    h.push_str("</table>\n");
+    if a.events.len() > SCALING_EVENTS_LISTED {
+        let _ = writeln!(
+            h,
+            "<p>… and {} more events in <code>summary.json</code> <code>autoscaling.events</code>.</p>",
+            a.events.len() - SCALING_EVENTS_LISTED
+        );
     }
 }
 

@@ -16,8 +16,11 @@ const MAX_BUCKETS: usize = 2400;
 #[derive(Clone, Debug)]
 pub struct FinishRates {
     width_s: u64,
-    /// `[completed, failed, corrupted]` per bucket.
-    counts: Vec<[u64; 3]>,
+    /// `[completed, failed, corrupted, completed within the TTFT target]` per bucket.
+    counts: Vec<[u64; 4]>,
+    /// `slo.ttft_ms`, ns, when the run has one: completions are also counted against it (the
+    /// pools chart's attainment over time).
+    ttft_target_ns: Option<u64>,
 }
 
 impl Default for FinishRates {
@@ -25,6 +28,7 @@ impl Default for FinishRates {
         Self {
             width_s: 1,
             counts: Vec::new(),
+            ttft_target_ns: None,
         }
     }
 }
@@ -40,9 +44,20 @@ pub struct RatePoint {
     pub failed: f64,
     /// Requests per second that finished corrupted.
     pub corrupted: f64,
+    /// Requests per second that completed with their TTFT within `slo.ttft_ms` (0 without a
+    /// target).
+    pub ttft_met: f64,
 }
 
 impl FinishRates {
+    /// Also counts completions whose TTFT is within `ttft_target_ns`.
+    pub fn with_ttft_target(ttft_target_ns: Option<u64>) -> Self {
+        Self {
+            ttft_target_ns,
+            ..Self::default()
+        }
+    }
+
     /// Counts one request row; unfinished requests have no finish and are not counted.
     pub fn record(&mut self, row: &RequestRow) {
         let slot = match row.outcome {
@@ -63,9 +78,15 @@ impl FinishRates {
             b = ((second - 1) / self.width_s) as usize;
         }
         if self.counts.len() <= b {
-            self.counts.resize(b + 1, [0; 3]);
+            self.counts.resize(b + 1, [0; 4]);
         }
         self.counts[b][slot] += 1;
+        if slot == 0
+            && let (Some(t), Some(first)) = (self.ttft_target_ns, row.first_token_ns)
+            && first.saturating_sub(row.arrival_ns) <= t
+        {
+            self.counts[b][3] += 1;
+        }
     }
 
     /// Merges neighbouring buckets: twice as wide, half as many.
@@ -76,7 +97,7 @@ impl FinishRates {
             .map(|c| {
                 let mut m = c[0];
                 if let Some(d) = c.get(1) {
-                    for k in 0..3 {
+                    for k in 0..4 {
                         m[k] += d[k];
                     }
                 }
@@ -103,7 +124,7 @@ impl FinishRates {
         let buckets = (through_s.div_ceil(w) as usize).max(self.counts.len());
         (0..buckets)
             .map(|b| {
-                let c = self.counts.get(b).copied().unwrap_or([0; 3]);
+                let c = self.counts.get(b).copied().unwrap_or([0; 4]);
                 let per_s = |n: u64| n as f64 / w as f64;
                 RatePoint {
                     // Seconds b·w+1 ..= (b+1)·w; their middle.
@@ -111,6 +132,7 @@ impl FinishRates {
                     completed: per_s(c[0]),
                     failed: per_s(c[1]),
                     corrupted: per_s(c[2]),
+                    ttft_met: per_s(c[3]),
                 }
             })
             .collect()
@@ -143,12 +165,33 @@ mod tests {
                 second: 1.0,
                 completed: 1.0,
                 failed: 0.0,
-                corrupted: 0.0
+                corrupted: 0.0,
+                ttft_met: 0.0,
             }
         );
         assert_eq!((s[1].second, s[1].failed, s[1].corrupted), (2.0, 1.0, 1.0));
         assert_eq!((s[3].second, s[3].completed), (4.0, 0.0));
         assert_eq!(f.totals(), [1, 1, 1]);
+    }
+
+    #[test]
+    fn completions_are_counted_against_the_ttft_target() {
+        let mut f = FinishRates::with_ttft_target(Some(500_000_000));
+        let mut fast = row(0, Some(NS_PER_S), Outcome::Completed);
+        fast.first_token_ns = Some(500_000_000); // TTFT 500 ms: within
+        let mut slow = row(1, Some(NS_PER_S), Outcome::Completed);
+        slow.first_token_ns = Some(500_000_001); // 1 ns over
+        let mut failed = row(2, Some(NS_PER_S), Outcome::Failed);
+        failed.first_token_ns = Some(1);
+        for r in [&fast, &slow, &failed] {
+            f.record(r);
+        }
+        let s = f.series(1);
+        assert_eq!((s[0].completed, s[0].ttft_met, s[0].failed), (2.0, 1.0, 1.0));
+        // Without a target nothing is counted as met.
+        let mut g = FinishRates::default();
+        g.record(&fast);
+        assert_eq!(g.series(1)[0].ttft_met, 0.0);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! stalled behind them; [`render`] turns the sections into text or Markdown.
 
 mod aborts;
+mod scaling;
 mod failures;
 mod production;
 mod read;
@@ -85,6 +86,7 @@ fn narrative(run: &Run) -> Vec<Section> {
     out.extend(production::fragmentation_section(run));
     out.push(capacity_section(run));
     out.extend(aborts::aborts_section(run));
+    out.extend(scaling::scaling_section(run));
     // Every kind parses: `schema::read_summary` refused any other.
     let mut errors: Vec<(ErrorKind, u64, String)> = run
         .summary

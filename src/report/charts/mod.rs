@@ -51,7 +51,7 @@ pub use cdf::{SloMetric, SloTarget};
 
 use cdf::{cdf_chart, slo_lines};
 use outcomes::outcomes_chart;
-use series::{Metric, fragmentation_chart, instance_chart, throughput_chart};
+use series::{Metric, fragmentation_chart, instance_chart, pools_chart, throughput_chart};
 use sessions::sessions_chart;
 use style::*;
 use timeline::timeline_chart;
@@ -134,6 +134,9 @@ pub enum Chart {
     /// Mean prompt per turn index, cached and recomputed, with the hit share: only in runs
     /// with sessions ([`Chart::for_summary`]), so other runs keep their files.
     Sessions,
+    /// Instances serving and starting per pool, arrivals/s and TTFT attainment over time: only
+    /// in runs whose pools change size.
+    Pools,
 }
 
 impl Chart {
@@ -151,7 +154,7 @@ impl Chart {
     ];
 
     /// Charts drawn only when the run has what they show, in file order after [`Chart::ALL`].
-    pub const CONDITIONAL: [Chart; 1] = [Chart::Sessions];
+    pub const CONDITIONAL: [Chart; 2] = [Chart::Sessions, Chart::Pools];
 
     /// The charts of a run with summary `s`: [`Chart::ALL`], then each of
     /// [`Chart::CONDITIONAL`] whose data the run has.
@@ -159,6 +162,9 @@ impl Chart {
         let mut charts = Chart::ALL.to_vec();
         if s.sessions.is_some() {
             charts.push(Chart::Sessions);
+        }
+        if s.autoscaling.is_some() {
+            charts.push(Chart::Pools);
         }
         charts
     }
@@ -176,6 +182,7 @@ impl Chart {
             Chart::Timeline => "timeline",
             Chart::Fragmentation => "transfer_writes",
             Chart::Sessions => "sessions",
+            Chart::Pools => "pools",
         }
     }
 
@@ -192,6 +199,7 @@ impl Chart {
             Chart::Timeline => "Request timeline (sampled requests)",
             Chart::Fragmentation => "RDMA writes and transfer time per request over the run",
             Chart::Sessions => "Prompt tokens cached and recomputed by turn",
+            Chart::Pools => "Pools, demand and TTFT attainment over time",
         }
     }
 
@@ -340,6 +348,7 @@ fn draw<DB: DrawingBackend>(
         Chart::Timeline => timeline_chart(&body, input.sample, input.markers),
         Chart::Fragmentation => fragmentation_chart(&body, input.transfer_shape, input.markers),
         Chart::Sessions => sessions_chart(&body, input.summary.sessions.as_ref()),
+        Chart::Pools => pools_chart(&body, input.timeseries, input.finish_rates, input.markers),
     }?;
     root.present()
 }

@@ -530,3 +530,109 @@ pub(super) fn instance_chart<DB: DrawingBackend>(
     entries.extend(markers::legend_entries(marks, &x, hidden));
     draw_legend(&legend, &entries)
 }
+
+/// Pools that change size (issue 38, item 4): instances serving and starting per pool, the
+/// demand (arrivals/s), and the share of each bucket's completed requests whose TTFT met
+/// `slo.ttft_ms` — capacity against demand, and what the lag of a scale-up costs.
+pub(super) fn pools_chart<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    ts: &[TimeseriesRow],
+    rates: &FinishRates,
+    marks: &[Marker],
+) -> DrawResult<(), DB> {
+    // second → (prefill serving, decode serving, starting, arrivals)
+    let mut per_s: BTreeMap<u64, (u32, u32, u32, u64)> = BTreeMap::new();
+    for r in ts {
+        let e = per_s.entry(r.second).or_default();
+        if let Some(f) = &r.fleet {
+            (e.0, e.1) = (f.prefill_instances, f.decode_instances);
+            e.2 += u32::from(f.state == "starting");
+        }
+        if r.role != "decode" {
+            e.3 += r.arrivals;
+        }
+    }
+    let line = |label: &str, color, f: &dyn Fn(&(u32, u32, u32, u64)) -> f64| Line {
+        label: label.into(),
+        color,
+        thin: false,
+        sparse: false,
+        points: downsample(per_s.iter().map(|(s, v)| (*s as f64, f(v))).collect()),
+    };
+    let top = [
+        line("prefill serving", PALETTE[0], &|v| f64::from(v.0)),
+        line("decode serving", PALETTE[1], &|v| f64::from(v.1)),
+        line("starting", PALETTE[3], &|v| f64::from(v.2)),
+    ];
+    let middle = [line("arrivals/s", PALETTE[2], &|v| v.3 as f64)];
+    let last_s = per_s.keys().next_back().copied().unwrap_or(0);
+    let attained: Vec<(f64, f64)> = (rates.series(last_s).iter())
+        .filter(|p| p.completed > 0.0)
+        .map(|p| (p.second, p.ttft_met / p.completed))
+        .collect();
+    let bottom = [Line {
+        label: "TTFT within slo.ttft_ms (share of completed)".into(),
+        color: PALETTE[4],
+        thin: false,
+        sparse: false,
+        points: downsample(attained),
+    }];
+    let (plot, legend) = with_legend(area);
+    let x = 0.0..x_range(&top).end.max(x_range(&bottom).end);
+    let groups = markers::groups(marks, &x);
+    let h = plot.dim_in_pixel().1;
+    let (upper, rest) = plot.split_vertically((h.saturating_sub(48)) / 3);
+    let (mid, lower) = rest.split_vertically((h.saturating_sub(48)) / 3);
+    let no_rows = "no data: no timeseries rows";
+    let mut hidden = line_panel(
+        &upper,
+        x.clone(),
+        &Panel {
+            y_desc: "instances",
+            y_fixed: None,
+            counts: true,
+            x_axis: false,
+        },
+        &top,
+        no_rows,
+        &Marks {
+            groups: &groups,
+            labels: true,
+        },
+    )?;
+    let quiet = Marks {
+        groups: &groups,
+        labels: false,
+    };
+    hidden += line_panel(
+        &mid,
+        x.clone(),
+        &Panel {
+            y_desc: "requests in/s",
+            y_fixed: None,
+            counts: false,
+            x_axis: false,
+        },
+        &middle,
+        no_rows,
+        &quiet,
+    )?;
+    hidden += line_panel(
+        &lower,
+        x.clone(),
+        &Panel {
+            y_desc: "TTFT met",
+            y_fixed: Some(0.0..1.0),
+            counts: false,
+            x_axis: true,
+        },
+        &bottom,
+        "no request completed, or no slo.ttft_ms",
+        &quiet,
+    )?;
+    let mut entries: Vec<LegendEntry> = (top.iter().chain(&middle).chain(&bottom))
+        .map(|l| LegendEntry::new(l.label.clone(), l.color, Swatch::Line))
+        .collect();
+    entries.extend(markers::legend_entries(marks, &x, hidden));
+    draw_legend(&legend, &entries)
+}

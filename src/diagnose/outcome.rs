@@ -124,6 +124,7 @@ fn raised_text(e: &PdError, when: &str) -> String {
         Effect::ReturnCodeFailure => {
             format!("the prefill transfer worker, {when}; return code −1, session blacklisted")
         }
+        Effect::SessionRejected => "the prefill, when the decode session registers (sglang PR #37840): the session is rejected before any write; every request to it fails, the worker lives on".into(),
     }
 }
 

@@ -610,7 +610,7 @@ fn validate(
     };
     let aborts = abort_keys::aborts(&c, &file, colocated, trace_deadlines)?;
     speculative::check_pairs(&c, &pools)?;
-    let plans = sections::plans(&c, &pools, sglang.profile)?;
+    let plans = sections::plans(&c, &pools, &sglang, gpu.hbm_bytes_per_s)?;
     sections::expect(&c, file.expect.as_ref())?;
     let placement = place(&c, &pools, &plans, &gpu, (hw.gpus_per_node, domain_gpus))?;
     let nodes = placement.nodes;

@@ -77,6 +77,9 @@ struct ActiveChunk {
     flows_left: u32,
     /// A batch of the current target returned −1 (the room already failed).
     failed: bool,
+    /// This rank already digested the request for `--disaggregation-enable-kv-checksum`
+    /// (once per last chunk, before its first batch).
+    digested: bool,
 }
 
 /// One transfer queue of one prefill rank, with its worker thread.
@@ -666,7 +669,9 @@ impl TransferWorkers {
                     return true;
                 }
                 Step::ChunkDone(job) => {
-                    conclude(p, job, self.control_latency_ns, cx);
+                    let verify = (t.plans[job.decode].kv_checksum())
+                        .map(|c| (*c, self.endpoints[job.decode].page_size));
+                    conclude(p, job, (self.control_latency_ns, verify), cx);
                     // The usual end of a chunk: nothing queued behind it, so going on would
                     // find the worker idle (skipped, not paid for).
                     if t.is_idle(lane) {
@@ -858,9 +863,16 @@ impl TransferWorkers {
 /// rank is done the transfer concludes (`conclude_transfer(Success)`, which the prefill's
 /// scheduler polls as the MIN over its ranks): the sender is `Success`, decode is told over
 /// the control plane `control_latency_ns` later, and the prefill frees its side and may admit
-/// more ([`Effect::Release`]).
+/// more ([`Effect::Release`]). With `--disaggregation-enable-kv-checksum` (`verify`) decode
+/// digests the landed pages before the request may join a batch: its `Success` is handled
+/// that much later (the verdict itself is `sglang::checksum`'s, at that event).
 #[inline]
-fn conclude(p: PrefillId, job: ChunkJob, control_latency_ns: Nanos, cx: &mut TransferCtx<'_>) {
+fn conclude(
+    p: PrefillId,
+    job: ChunkJob,
+    (control_latency_ns, verify): (Nanos, Option<(crate::layout::KvChecksum, u32)>),
+    cx: &mut TransferCtx<'_>,
+) {
     let r = job.req;
     let Some(req) = cx.reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed) else {
         return;
@@ -871,11 +883,25 @@ fn conclude(p: PrefillId, job: ChunkJob, control_latency_ns: Nanos, cx: &mut Tra
     }
     req.sender = KvPoll::Success;
     req.row.transfer_end_ns = Some(cx.q.now());
-    cx.q.schedule_lane(
-        lane::CONTROL,
-        control_latency_ns,
-        Event::TransferSucceeded { req: r },
-    );
+    match verify {
+        None => {
+            cx.q.schedule_lane(
+                lane::CONTROL,
+                control_latency_ns,
+                Event::TransferSucceeded { req: r },
+            );
+        }
+        // Off the control lane: its delay is fixed, and this one grows with the request.
+        Some((c, decode_page_size)) => {
+            // Decode's KV indices cover the prompt (`chunk_request`).
+            let decode_pages = u64::from(req.prompt().div_ceil(decode_page_size.max(1)));
+            let verify_ns = c.digest_ns(decode_pages).1;
+            cx.q.schedule_in(
+                control_latency_ns + verify_ns,
+                Event::TransferSucceeded { req: r },
+            );
+        }
+    }
     cx.fx.push(Effect::Release { prefill: p, req: r });
 }
 
@@ -987,6 +1013,7 @@ impl TransferQueues {
                         busy: false,
                         flows_left: 0,
                         failed: false,
+                        digested: false,
                     });
                 }
             }
@@ -1050,9 +1077,20 @@ impl TransferQueues {
             Some((e, ErrorTiming::AfterKv)) => Some(e),
             None => None,
         };
+        // `--disaggregation-enable-kv-checksum`: the rank digests the whole request's pages
+        // and state once, before its last chunk's first batch goes out (the digest rides in
+        // the metadata row that chunk sends: PR #39500).
+        let mut digest_ns = 0;
+        if job.last
+            && !a.digested
+            && let Some(c) = plan.kv_checksum()
+        {
+            a.digested = true;
+            digest_ns = c.digest_ns(req.on_prefill.pages.len() as u64).0;
+        }
         let batch = Batch {
             now: cx.q.now(),
-            lead: send_lead(cx.fabric.params(), plan.has_state(), job.last),
+            lead: send_lead(cx.fabric.params(), plan.has_state(), job.last) + digest_ns,
             // On the head-sliced path the target's per-layer batches run on the queue's
             // executor threads: that many flows, each with its share of the bytes and writes.
             split: if plan.send_path() == crate::layout::SendPath::Slice {
@@ -1094,6 +1132,14 @@ fn refuse(
                 message: e.message,
             }
         }
+        // sglang PR #37840: the rejected session stays failed and every room to it fails with
+        // the registration error itself (not the blacklist's "not alive" text); the worker
+        // lives on.
+        layout::Effect::SessionRejected => Step::Fail {
+            req,
+            kind: e.kind,
+            message: e.message,
+        },
     }
 }
 

@@ -201,6 +201,7 @@ fn lint(
         decode,
         model_config: model_config.map(PathBuf::from),
         profile,
+        version: None,
     };
     guard(py, "lint", move || api::lint(&q))
 }

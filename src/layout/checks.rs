@@ -387,14 +387,14 @@ pub fn validate_registration(
         Err(PdError::new(
             ErrorKind::PeerLayoutRejected,
             format!(
-                "PD peer layout rejected at registration: {what} differ (prefill={p}, decode={d}). The decode session stays failed until it re-registers with a matching layout."
+                "PD peer layout rejected at registration: {what} (prefill={p}, decode={d}). The decode session stays failed until it re-registers with a matching layout."
             ),
             Effect::SessionRejected,
         ))
     };
     if prefill.page_size != decode.page_size {
         return reject(
-            "page sizes",
+            "page sizes differ",
             prefill.page_size.to_string(),
             decode.page_size.to_string(),
         );
@@ -405,7 +405,7 @@ pub fn validate_registration(
             format!("[{}]", q.join(", "))
         };
         return reject(
-            "state component lists",
+            "state component lists differ",
             list(prefill.state_components),
             list(decode.state_components),
         );
@@ -413,20 +413,31 @@ pub fn validate_registration(
     if prefill.attn_tp != decode.attn_tp {
         return Ok(());
     }
-    if prefill.kv_item_lens != decode.kv_item_lens {
-        return reject(
-            "KV entry strides",
-            py_list(prefill.kv_item_lens),
-            py_list(decode.kv_item_lens),
-        );
-    }
-    if prefill.state_item_lens != decode.state_item_lens {
-        return reject(
-            "state entry strides",
-            py_list(prefill.state_item_lens),
-            py_list(decode.state_item_lens),
-        );
-    }
+    // The first entry whose stride differs (or the counts), not the whole lists: a hybrid
+    // registers one entry per layer and tensor, and one differing entry is the story.
+    let strides = |what: &str, p: &[u64], d: &[u64]| {
+        if p.len() != d.len() {
+            return reject(
+                &format!("{what} counts differ"),
+                p.len().to_string(),
+                d.len().to_string(),
+            );
+        }
+        match p.iter().zip(d).position(|(a, b)| a != b) {
+            Some(i) => reject(
+                &format!("{what} {i} of {} has another stride", p.len()),
+                p[i].to_string(),
+                d[i].to_string(),
+            ),
+            None => Ok(()),
+        }
+    };
+    strides("KV entry", prefill.kv_item_lens, decode.kv_item_lens)?;
+    strides(
+        "state entry",
+        prefill.state_item_lens,
+        decode.state_item_lens,
+    )?;
     Ok(())
 }
 
@@ -437,8 +448,12 @@ pub fn validate_registration(
 /// mismatch")` in CI, `assertIn("KV checksum mismatch", response.text)` over HTTP); the room
 /// that follows is pdsim's rendering (the full f-string was not in the stored sources).
 pub fn kv_checksum_mismatch(bootstrap_room: u64) -> String {
-    format!("KV checksum mismatch for bootstrap_room={bootstrap_room}")
+    KV_CHECKSUM_MISMATCH_TEMPLATE.replace("{bootstrap_room}", &bootstrap_room.to_string())
 }
+
+/// [`kv_checksum_mismatch`]'s template, as `pdsim lint` and `docs/sglang-pd.md` §12 print it.
+pub const KV_CHECKSUM_MISMATCH_TEMPLATE: &str =
+    "KV checksum mismatch for bootstrap_room={bootstrap_room}";
 
 /// A Python `IndexError` raised while the worker builds a transfer (a layer list shorter than
 /// the one it walks): it escapes the worker like a RuntimeError. pdsim files it under

@@ -1252,6 +1252,7 @@ pub(crate) mod tests {
             decode: decode[0].to_string(),
             model_config: None,
             profile: "guarded".into(),
+            version: None,
         })
         .unwrap();
         assert!(report.prediction.compatible, "{:?}", report.prediction);

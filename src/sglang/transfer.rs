@@ -1086,7 +1086,9 @@ impl TransferQueues {
             && let Some(c) = plan.kv_checksum()
         {
             a.digested = true;
-            digest_ns = c.digest_ns(req.on_prefill.pages.len() as u64).0;
+            // `page_indices_for_request(req, end_idx)`: the pages of its prompt.
+            let page_size = plan.prefill_layouts()[0].page_size.max(1);
+            digest_ns = c.digest_ns(u64::from(req.prompt().div_ceil(page_size))).0;
         }
         let batch = Batch {
             now: cx.q.now(),
@@ -1543,6 +1545,7 @@ mod tests {
             busy: true,
             flows_left: 0,
             failed: false,
+            digested: false,
         });
         t.crash(p, &mut env.q);
         assert!(

@@ -165,3 +165,54 @@ fn checksum_on_the_dtype_pair() {
         "KV checksum mismatch for bootstrap_room=7"
     );
 }
+
+/// `pdsim lint` predicts both guards from two launch lines: the dtype pair raises after KV
+/// at the seed, is rejected at registration under PR #37840, and with the checksum on both
+/// lines (unguarded transfer checks) aborts on decode; the checksum flag under the seed is a
+/// usage error naming the versions that have it.
+#[test]
+fn lint_predicts_both_guards() {
+    use crate::diagnose::lint::{LintError, LintQuestion, lint};
+    let line = |side: &str, dtype: &str, extra: &str| {
+        format!(
+            "python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --disaggregation-mode {side} --tp-size 2 --page-size 16 --mamba-ssm-dtype {dtype} {extra}"
+        )
+    };
+    let ask = |profile: &str, version: Option<&str>, extra: &str| LintQuestion {
+        prefill: line("prefill", "float32", extra),
+        decode: line("decode", "bfloat16", extra),
+        model_config: None,
+        profile: profile.into(),
+        version: version.map(String::from),
+    };
+    let kind = |q: &LintQuestion| lint(q).unwrap().prediction.kind;
+    assert_eq!(
+        kind(&ask("guarded", None, "")),
+        Some(ErrorKind::MambaSlotSizeMismatch)
+    );
+    let silent = lint(&ask("unguarded", None, "")).unwrap();
+    assert_eq!(
+        (silent.prediction.outcome, silent.prediction.compatible),
+        ("corrupted", false)
+    );
+    assert_eq!(
+        kind(&ask("unguarded", Some("2026-09+pr37840"), "")),
+        Some(ErrorKind::PeerLayoutRejected)
+    );
+    let flag = "--disaggregation-enable-kv-checksum";
+    assert_eq!(
+        kind(&ask("unguarded", Some("2026-09"), flag)),
+        Some(ErrorKind::KvChecksumMismatch)
+    );
+    match lint(&ask("unguarded", None, flag)) {
+        Err(LintError::Version(m)) => assert!(
+            m.contains("does not exist in sglang version \"seed\"") && m.contains("\"2026-09\""),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        lint(&ask("guarded", Some("2027"), "")),
+        Err(LintError::Version(_))
+    ));
+}

@@ -270,13 +270,20 @@ pub fn fix(kind: ErrorKind, p: &ServerArgs, d: &ServerArgs) -> String {
         ),
         K::WaitingTimeout => "fix the error that killed the transfer worker (above); a timeout alone means the prefill is overloaded: add prefill instances, or raise SGLANG_DISAGGREGATION_WAITING_TIMEOUT".into(),
         K::BootstrapTimeout => "give decode room to preallocate: more decode instances, a larger --mem-fraction-static, or a lower --max-running-requests on prefill; SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT bounds the wait".into(),
-        K::PeerLayoutRejected | K::KvChecksumMismatch => format!(
-            "make both servers register the same layout: the same --page-size, --kv-cache-dtype and --mamba-ssm-dtype (prefill {:?}, decode {:?}), and equal attention TP for unified memory (prefill {}, decode {})",
-            p.mamba_ssm_dtype.as_deref().unwrap_or("the model's"),
-            d.mamba_ssm_dtype.as_deref().unwrap_or("the model's"),
-            tp(p),
-            tp(d)
-        ),
+        K::PeerLayoutRejected | K::KvChecksumMismatch => {
+            let ssm = |a: &ServerArgs| {
+                a.mamba_ssm_dtype
+                    .as_deref()
+                    .map_or("the model's own".to_string(), |d| format!("{d:?}"))
+            };
+            format!(
+                "make both servers register the same layout: the same --page-size, --kv-cache-dtype and --mamba-ssm-dtype (prefill {}, decode {}), and equal attention TP where the state cannot be resliced (prefill {}, decode {})",
+                ssm(p),
+                ssm(d),
+                tp(p),
+                tp(d)
+            )
+        }
         K::PeerLost | K::ServerCrashed => "not a flag: restart the dead instance; the router's health check keeps new requests away meanwhile".into(),
         K::SessionBlacklisted => "fix the transfer that returned −1 first; SGLANG_ENABLE_FAILED_SESSION_PROBE=1 lets the prefill probe and clear the blacklist".into(),
         K::TransferTimeout | K::TransferFailed => "not a launch flag: a network fault (link or NIC down, lossy link); check --disaggregation-ib-device and the fabric".into(),

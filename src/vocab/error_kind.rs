@@ -227,7 +227,7 @@ mod tests {
         assert!(
             msg.starts_with("unknown error kind \"page_size\": use one of page_size_mismatch, ")
         );
-        assert!(msg.ends_with("request_too_long, server_crashed"));
+        assert!(msg.ends_with("server_crashed, peer_layout_rejected, kv_checksum_mismatch"));
         assert!(serde_json::from_str::<ErrorKind>("\"PeerLost\"").is_err());
     }
 }

@@ -35,6 +35,8 @@ use crate::vocab::requests::Requests;
 /// failure of the decode's receiver: `World::hand_on` ends it failed with sglang's text).
 /// `mem` is the decode's corruption oracle, when it watches this decode (an exact plan's
 /// bytes are the request's own by construction: `PairPlan::is_exact`). Anything else passes.
+/// Kept out of line: runs without the flag never call it, and it stays out of `World::handle`.
+#[inline(never)]
 pub fn verify(
     h: Handoff,
     plan: &PairPlan,

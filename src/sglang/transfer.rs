@@ -859,6 +859,24 @@ impl TransferWorkers {
     }
 }
 
+/// `--disaggregation-enable-kv-checksum`: what one prefill rank's digest of a `prompt`-token
+/// request takes, ns (`page_indices_for_request(req, end_idx)`: the pages of its prompt).
+/// Out of line: a run without the flag never calls it.
+#[inline(never)]
+fn prefill_digest_ns(plan: &PairPlan, prompt: u32) -> Nanos {
+    let page_size = plan.prefill_layouts()[0].page_size.max(1);
+    plan.kv_checksum()
+        .map_or(0, |c| c.digest_ns(u64::from(prompt.div_ceil(page_size))).0)
+}
+
+/// What decode's re-digest of a `prompt`-token request takes, ns: decode's KV indices cover
+/// the prompt (`chunk_request`). Out of line, as [`prefill_digest_ns`].
+#[inline(never)]
+fn decode_verify_ns(c: &crate::layout::KvChecksum, prompt: u32, decode_page_size: u32) -> Nanos {
+    c.digest_ns(u64::from(prompt.div_ceil(decode_page_size.max(1))))
+        .1
+}
+
 /// One rank of prefill `p` sent chunk `job` to all its targets. Once the last chunk's last
 /// rank is done the transfer concludes (`conclude_transfer(Success)`, which the prefill's
 /// scheduler polls as the MIN over its ranks): the sender is `Success`, decode is told over
@@ -893,13 +911,8 @@ fn conclude(
         }
         // Off the control lane: its delay is fixed, and this one grows with the request.
         Some((c, decode_page_size)) => {
-            // Decode's KV indices cover the prompt (`chunk_request`).
-            let decode_pages = u64::from(req.prompt().div_ceil(decode_page_size.max(1)));
-            let verify_ns = c.digest_ns(decode_pages).1;
-            cx.q.schedule_in(
-                control_latency_ns + verify_ns,
-                Event::TransferSucceeded { req: r },
-            );
+            let at = control_latency_ns + decode_verify_ns(&c, req.prompt(), decode_page_size);
+            cx.q.schedule_in(at, Event::TransferSucceeded { req: r });
         }
     }
     cx.fx.push(Effect::Release { prefill: p, req: r });
@@ -1081,14 +1094,9 @@ impl TransferQueues {
         // and state once, before its last chunk's first batch goes out (the digest rides in
         // the metadata row that chunk sends: PR #39500).
         let mut digest_ns = 0;
-        if job.last
-            && !a.digested
-            && let Some(c) = plan.kv_checksum()
-        {
+        if job.last && !a.digested && plan.kv_checksum().is_some() {
             a.digested = true;
-            // `page_indices_for_request(req, end_idx)`: the pages of its prompt.
-            let page_size = plan.prefill_layouts()[0].page_size.max(1);
-            digest_ns = c.digest_ns(u64::from(req.prompt().div_ceil(page_size))).0;
+            digest_ns = prefill_digest_ns(plan, req.prompt());
         }
         let batch = Batch {
             now: cx.q.now(),

@@ -532,23 +532,23 @@ impl<'a> World<'a> {
                 (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
                 self.router.on_health_check(&mut self.q)
             }
-            Event::TransferSucceeded { req } if self.sc.sglang.kv_checksum => {
+            Event::TransferSucceeded { req } => {
+                let mut h = self.handshake.transferred(req, &mut ctx!(self));
                 // `--disaggregation-enable-kv-checksum`: decode's verdict before batching
-                // (`sglang::checksum`); without the flag this arm is never taken.
-                let h = self.handshake.transferred(req, &mut ctx!(self));
-                let h = match self.reqs.get(req).map(|q| (q.prefill, q.decode)) {
-                    Some((p, d)) => crate::sglang::checksum::verify(
+                // (`sglang::checksum`); without the flag one test of a bool.
+                if self.sc.sglang.kv_checksum
+                    && let Some((p, d)) = self.reqs.get(req).map(|q| (q.prefill, q.decode))
+                {
+                    h = crate::sglang::checksum::verify(
                         h,
                         self.transfer.plan(p, d),
                         self.decodes[d].core.pages.oracle(),
                         &mut self.reqs,
                         self.sc.seed,
-                    ),
-                    None => h,
-                };
+                    );
+                }
                 self.hand_on(h);
             }
-            Event::TransferSucceeded { req } => handshake!(self, transferred(req)),
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
             Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),
             Event::WaitingTimeout { req } => handshake!(self, timed_out(req, PollTimeout::Waiting)),

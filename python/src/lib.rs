@@ -224,6 +224,7 @@ fn layout(
         page_size,
         kv_cache_dtype,
         enable_unified_memory,
+        mamba_ssm_dtype: None,
         rank,
         json: true,
     };

@@ -604,6 +604,13 @@ fn validate(
         .iter()
         .any(|p| p.role == crate::config::Role::Colocated);
     let router = sections::router(&c, &file.router, colocated)?;
+    // `--disaggregation-enable-kv-checksum` digests a PD transfer; a plain server has none.
+    if colocated && sglang.kv_checksum {
+        return Err(c.err(
+            "sglang.kv_checksum",
+            "--disaggregation-enable-kv-checksum checks the KV a prefill transfers to a decode; this cluster has colocated servers and no transfer: leave kv_checksum out, or use prefill and decode pools".to_string(),
+        ));
+    }
     let trace_deadlines = match &workload {
         Workload::Trace { source } => source.deadlines,
         _ => false,

@@ -25,18 +25,45 @@
 
 use super::Failure;
 use super::bootstrap::Handoff;
+use super::decode::DecodeServer;
+use super::transfer::TransferWorkers;
 use super::transfer::bootstrap_room;
 use crate::layout::{DecodeMemory, PairPlan, RequestId, checks};
 use crate::vocab::ErrorKind;
+use crate::vocab::ids::{DecodeId, IdVec};
 use crate::vocab::requests::Requests;
+
+/// Decode's verdict on a `Landed` handoff `h` (`World::handle` at `TransferSucceeded`, the
+/// flag on): the pair's plan from the transfer workers, the decode's oracle from its server.
+/// Out of line, so the event loop carries one call, not the look-ups.
+#[inline(never)]
+pub fn verdict(
+    h: Handoff,
+    transfer: &TransferWorkers,
+    decodes: &mut IdVec<DecodeId, DecodeServer>,
+    reqs: &mut Requests,
+    seed: u64,
+) -> Handoff {
+    let Handoff::Landed { req: r, .. } = h else {
+        return h;
+    };
+    let Some((p, d)) = reqs.get(r).map(|q| (q.prefill, q.decode)) else {
+        return h;
+    };
+    verify(
+        h,
+        transfer.plan(p, d),
+        decodes[d].core.pages.oracle(),
+        reqs,
+        seed,
+    )
+}
 
 /// Decode's verdict on a `Landed` handoff `h` of a pair whose `plan` has the checksum on:
 /// the handoff itself when the digests agree, else the request's abort (handed on as a
 /// failure of the decode's receiver: `World::hand_on` ends it failed with sglang's text).
 /// `mem` is the decode's corruption oracle, when it watches this decode (an exact plan's
 /// bytes are the request's own by construction: `PairPlan::is_exact`). Anything else passes.
-/// Kept out of line: runs without the flag never call it, and it stays out of `World::handle`.
-#[inline(never)]
 pub fn verify(
     h: Handoff,
     plan: &PairPlan,

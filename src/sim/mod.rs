@@ -535,17 +535,10 @@ impl<'a> World<'a> {
             Event::TransferSucceeded { req } => {
                 let mut h = self.handshake.transferred(req, &mut ctx!(self));
                 // `--disaggregation-enable-kv-checksum`: decode's verdict before batching
-                // (`sglang::checksum`); without the flag one test of a bool.
-                if self.sc.sglang.kv_checksum
-                    && let Some((p, d)) = self.reqs.get(req).map(|q| (q.prefill, q.decode))
-                {
-                    h = crate::sglang::checksum::verify(
-                        h,
-                        self.transfer.plan(p, d),
-                        self.decodes[d].core.pages.oracle(),
-                        &mut self.reqs,
-                        self.sc.seed,
-                    );
+                // (`sglang::checksum`, out of line); without the flag one test of a bool.
+                if self.sc.sglang.kv_checksum {
+                    let (t, d, reqs) = (&self.transfer, &mut self.decodes, &mut self.reqs);
+                    h = crate::sglang::checksum::verdict(h, t, d, reqs, self.sc.seed);
                 }
                 self.hand_on(h);
             }

@@ -201,6 +201,7 @@ fn lint(
         decode,
         model_config: model_config.map(PathBuf::from),
         profile,
+        version: None,
     };
     guard(py, "lint", move || api::lint(&q))
 }
@@ -223,6 +224,7 @@ fn layout(
         page_size,
         kv_cache_dtype,
         enable_unified_memory,
+        mamba_ssm_dtype: None,
         rank,
         json: true,
     };

@@ -1,5 +1,6 @@
 //! `pdsim layout --model M [--tp N] [--page-size P] [--kv-cache-dtype D]
-//! [--enable-unified-memory] [--rank R] [--json]`: the KV and state regions one rank registers.
+//! [--mamba-ssm-dtype T] [--enable-unified-memory] [--rank R] [--json]`: the KV and state
+//! regions one rank registers.
 
 use std::path::Path;
 
@@ -21,6 +22,9 @@ pub struct LayoutRequest {
     pub kv_cache_dtype: String,
     /// `--enable-unified-memory`.
     pub enable_unified_memory: bool,
+    /// `--mamba-ssm-dtype` (`float32`, `bfloat16`, `float16`), when given: the temporal state's
+    /// dtype of a mamba/GDN hybrid (`None`: the model's own).
+    pub mamba_ssm_dtype: Option<String>,
     /// Which attention-TP rank (heads and channels it owns differ; sizes do not).
     pub rank: u32,
     /// Print JSON instead of a table.
@@ -60,7 +64,29 @@ pub fn run(a: &LayoutRequest) -> Result<(), CliError> {
 
 /// The layout the flags ask for, every flag checked (what `run` prints; `crate::api` returns it).
 pub fn layout_of(a: &LayoutRequest) -> Result<RankLayout, CliError> {
-    let spec = load_model(&a.model)?;
+    let mut spec = load_model(&a.model)?;
+    if let Some(dt) = a.mamba_ssm_dtype.as_deref() {
+        let valid: Vec<&str> = server::MAMBA_SSM_DTYPES.iter().map(|x| x.0).collect();
+        let bytes = server::mamba_ssm_dtype_bytes(dt).ok_or_else(|| {
+            CliError::flag(
+                "--mamba-ssm-dtype",
+                format!(
+                    "--mamba-ssm-dtype {dt:?}: sglang takes {}",
+                    valid.join(", ")
+                ),
+            )
+        })?;
+        let m = spec.mamba.as_mut().ok_or_else(|| {
+            CliError::flag(
+                "--mamba-ssm-dtype",
+                format!(
+                    "--mamba-ssm-dtype: model {:?} has no mamba/linear-attention state to set",
+                    spec.name
+                ),
+            )
+        })?;
+        m.ssm_dtype_bytes = bytes;
+    }
     if !server::KV_CACHE_DTYPES.contains(&a.kv_cache_dtype.as_str()) {
         return Err(CliError::Flag {
             flag: "--kv-cache-dtype",
@@ -88,7 +114,48 @@ pub fn layout_of(a: &LayoutRequest) -> Result<RankLayout, CliError> {
     let args = ServerArgs {
         enable_unified_memory: a.enable_unified_memory,
         radix_cache: None,
+        mamba_ssm_dtype: a.mamba_ssm_dtype.clone(),
         ..ServerArgs::sglang_defaults(a.tp, a.page_size, &a.kv_cache_dtype)
     };
     Ok(RankLayout::new(&spec, &args, a.rank)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(dtype: Option<&str>, model: &str) -> Result<RankLayout, CliError> {
+        layout_of(&LayoutRequest {
+            model: model.into(),
+            tp: 2,
+            page_size: 16,
+            kv_cache_dtype: "auto".into(),
+            enable_unified_memory: false,
+            mamba_ssm_dtype: dtype.map(String::from),
+            rank: 0,
+            json: false,
+        })
+    }
+
+    /// Qwen3-Next at TP 2: 16 value heads × 128 × 128 a rank, a 1,048,576-byte temporal row in
+    /// FP32 (the model's own) and 524,288 in BF16; the conv rows (24,576 B) keep their dtype.
+    #[test]
+    fn the_ssm_dtype_sets_the_temporal_row() {
+        let q = "qwen3-next-80b-a3b";
+        let max = |l: RankLayout| l.state_item_lens().into_iter().max().unwrap();
+        assert_eq!(max(ask(None, q).unwrap()), 1_048_576);
+        assert_eq!(max(ask(Some("float32"), q).unwrap()), 1_048_576);
+        let bf16 = ask(Some("bfloat16"), q).unwrap();
+        assert_eq!(bf16.state_item_lens().into_iter().min(), Some(24_576));
+        assert_eq!(max(bf16), 524_288);
+        let bad = ask(Some("fp32"), q).unwrap_err().to_string();
+        assert!(
+            bad.contains("sglang takes float32, bfloat16, float16"),
+            "{bad}"
+        );
+        let dense = ask(Some("float32"), "llama-3.1-8b")
+            .unwrap_err()
+            .to_string();
+        assert!(dense.contains("no mamba/linear-attention state"), "{dense}");
+    }
 }

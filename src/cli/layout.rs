@@ -22,6 +22,10 @@ pub struct LayoutArgs {
     /// `--enable-unified-memory`.
     #[arg(long)]
     pub enable_unified_memory: bool,
+    /// `--mamba-ssm-dtype` as given to sglang (float32, bfloat16, float16): the temporal
+    /// state's dtype of a mamba/GDN hybrid (default: the model's own).
+    #[arg(long, value_name = "DTYPE")]
+    pub mamba_ssm_dtype: Option<String>,
     /// Which attention-TP rank (heads and channels it owns differ; sizes do not).
     #[arg(long, default_value_t = 0)]
     pub rank: u32,
@@ -39,6 +43,7 @@ impl LayoutArgs {
             page_size: self.page_size,
             kv_cache_dtype: self.kv_cache_dtype.clone(),
             enable_unified_memory: self.enable_unified_memory,
+            mamba_ssm_dtype: self.mamba_ssm_dtype.clone(),
             rank: self.rank,
             json: self.json,
         }

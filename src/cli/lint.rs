@@ -27,6 +27,11 @@ pub struct LintArgs {
     /// Which sglang behaviour to predict: guarded (default), slice_dispatch or unguarded.
     #[arg(long, default_value = "guarded")]
     pub profile: String,
+    /// Which sglang release to predict: seed (default, the commit pdsim grew from), 2026-09
+    /// (has --disaggregation-enable-kv-checksum) or 2026-09+pr37840 (also validates peer
+    /// layouts at registration).
+    #[arg(long, value_name = "VERSION")]
+    pub sglang_version: Option<String>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -40,6 +45,7 @@ impl LintArgs {
             decode: self.decode.clone(),
             model_config: self.model_config.clone(),
             profile: self.profile.clone(),
+            version: self.sglang_version.clone(),
         }
     }
 }

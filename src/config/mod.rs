@@ -702,11 +702,22 @@ pub struct FabricConfig {
     pub transport: crate::fabric::Transport,
 }
 
+fn is_seed(v: &crate::spec::SglangVersion) -> bool {
+    *v == crate::spec::SglangVersion::Seed
+}
+
 /// sglang's PD knobs.
 #[derive(Clone, Debug, Serialize)]
 pub struct SglangParams {
     /// Behaviour profile.
     pub profile: Profile,
+    /// The sglang release (`[sglang] version`): which flags exist and which guards run.
+    /// Left out of serialized results at the default, so older scenarios keep their bytes.
+    #[serde(skip_serializing_if = "crate::config::is_seed")]
+    pub version: crate::spec::SglangVersion,
+    /// `--disaggregation-enable-kv-checksum` on every server. Left out when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub kv_checksum: bool,
     /// Decode `WaitingForInput` timeout, ns.
     pub waiting_timeout_ns: Nanos,
     /// Prefill `Bootstrapping` timeout, ns.

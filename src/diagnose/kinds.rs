@@ -41,6 +41,8 @@ pub fn info(kind: ErrorKind) -> KindInfo {
         K::TransferFailed => TRANSFER_FAILED,
         K::RequestTooLong => REQUEST_TOO_LONG,
         K::ServerCrashed => SERVER_CRASHED,
+        K::PeerLayoutRejected => PEER_LAYOUT_REJECTED,
+        K::KvChecksumMismatch => KV_CHECKSUM_MISMATCH,
     }
 }
 
@@ -108,6 +110,21 @@ const MAMBA_SLOT_SIZE_MISMATCH: KindInfo = row(
     "a paired mamba state entry has a different slot size on each side",
     "a RuntimeError: the transfer worker thread of that queue shard dies",
     "§2.5, §3.5",
+    false,
+);
+// The guards sglang grew after the seed (`[sglang] version`, docs/sglang-pd.md §24).
+const PEER_LAYOUT_REJECTED: KindInfo = row(
+    "disaggregation/mooncake/conn.py, registration of the decode's KVArgs (sglang PR #37840, open; [sglang] version \"2026-09+pr37840\")",
+    "when a decode session registers, the prefill compares page size, the state component list and, at equal attention TP, every KV and state entry's stride with its own",
+    "the session is rejected before any write: every request to it fails at once with the registration error; the transfer worker lives on",
+    "§24.3",
+    false,
+);
+const KV_CHECKSUM_MISMATCH: KindInfo = row(
+    "disaggregation/decode.py, the decode scheduler before batching (sglang PR #39500, --disaggregation-enable-kv-checksum; [sglang] version \"2026-09\" or later)",
+    "decode's Adler-32 over the request's landed KV and state pages differs from the digest the prefill sent with the last chunk",
+    "decode aborts the request (HTTP 500) before its first decode step and counts a failed transfer; a request already decoding is never re-checked",
+    "§24.2",
     false,
 );
 const HETERO_TP_UNSUPPORTED: KindInfo = row(
@@ -253,6 +270,20 @@ pub fn fix(kind: ErrorKind, p: &ServerArgs, d: &ServerArgs) -> String {
         ),
         K::WaitingTimeout => "fix the error that killed the transfer worker (above); a timeout alone means the prefill is overloaded: add prefill instances, or raise SGLANG_DISAGGREGATION_WAITING_TIMEOUT".into(),
         K::BootstrapTimeout => "give decode room to preallocate: more decode instances, a larger --mem-fraction-static, or a lower --max-running-requests on prefill; SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT bounds the wait".into(),
+        K::PeerLayoutRejected | K::KvChecksumMismatch => {
+            let ssm = |a: &ServerArgs| {
+                a.mamba_ssm_dtype
+                    .as_deref()
+                    .map_or("the model's own".to_string(), |d| format!("{d:?}"))
+            };
+            format!(
+                "make both servers register the same layout: the same --page-size, --kv-cache-dtype and --mamba-ssm-dtype (prefill {}, decode {}), and equal attention TP where the state cannot be resliced (prefill {}, decode {})",
+                ssm(p),
+                ssm(d),
+                tp(p),
+                tp(d)
+            )
+        }
         K::PeerLost | K::ServerCrashed => "not a flag: restart the dead instance; the router's health check keeps new requests away meanwhile".into(),
         K::SessionBlacklisted => "fix the transfer that returned −1 first; SGLANG_ENABLE_FAILED_SESSION_PROBE=1 lets the prefill probe and clear the blacklist".into(),
         K::TransferTimeout | K::TransferFailed => "not a launch flag: a network fault (link or NIC down, lossy link); check --disaggregation-ib-device and the fabric".into(),

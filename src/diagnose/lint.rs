@@ -9,8 +9,8 @@ use serde::Serialize;
 use super::kinds;
 use super::outcome::{Prediction, predict};
 use crate::layout::{PairPlan, Profile, SendPath};
-use crate::spec::ServerArgs;
 use crate::spec::launch::{LaunchError, ServerLine, parse_line, resolve_model};
+use crate::spec::{ServerArgs, SglangVersion};
 use crate::vocab::ErrorKind;
 
 /// What `lint` is asked: two launch lines, the model config they serve (when their
@@ -25,6 +25,8 @@ pub struct LintQuestion {
     pub model_config: Option<PathBuf>,
     /// `guarded`, `slice_dispatch` or `unguarded`.
     pub profile: String,
+    /// The sglang release (`spec::SglangVersion`'s names; `seed` when `None`).
+    pub version: Option<String>,
 }
 
 /// Why `lint` could not predict (exit 2).
@@ -33,6 +35,9 @@ pub enum LintError {
     /// `--profile` is not one pdsim knows.
     #[error("{0}")]
     Profile(String),
+    /// `--sglang-version` is not one pdsim knows, or a line sets a flag that version lacks.
+    #[error("{0}")]
+    Version(String),
     /// A launch line pdsim cannot read.
     #[error(transparent)]
     Launch(#[from] LaunchError),
@@ -53,12 +58,20 @@ pub struct LintReport {
     pub decode: ServerLine,
     /// The sglang behaviour predicted.
     pub profile: Profile,
+    /// The sglang release predicted (left out at the seed's, so older reports keep their
+    /// bytes).
+    #[serde(skip_serializing_if = "is_seed")]
+    pub version: SglangVersion,
     /// The prediction.
     pub prediction: Prediction,
     /// The flags that fix it (empty when compatible).
     pub fix: Option<String>,
     /// Warnings about the lines.
     pub warnings: Vec<String>,
+}
+
+fn is_seed(v: &SglangVersion) -> bool {
+    *v == SglangVersion::Seed
 }
 
 /// Parses both lines and predicts their outcome.
@@ -72,16 +85,42 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
             )
         ))
     })?;
+    let mut warnings_pre: Vec<String> = Vec::new();
+    let version: SglangVersion = match a.version.as_deref() {
+        None => SglangVersion::default(),
+        Some(v) => v.parse().map_err(|e: String| {
+            LintError::Version(format!(
+                "--sglang-version: {e}{}",
+                crate::vocab::suggest::suggestion(v, &SglangVersion::names())
+            ))
+        })?,
+    };
     let mut p = parse_line(&a.prefill, "prefill")?;
     let mut d = parse_line(&a.decode, "decode")?;
+    for (l, side) in [(&p, "prefill"), (&d, "decode")] {
+        if l.kv_checksum && !version.has_kv_checksum() {
+            return Err(LintError::Version(format!(
+                "--{side}: --disaggregation-enable-kv-checksum does not exist in sglang version {:?} (it came with PR #39500); versions that have it: {}; pass --sglang-version",
+                version.as_str(),
+                SglangVersion::names_where(SglangVersion::has_kv_checksum)
+            )));
+        }
+    }
+    if p.kv_checksum != d.kv_checksum {
+        warnings_pre.push(format!(
+            "--disaggregation-enable-kv-checksum on the {} line only: sglang PR #39500 asks for it on both; the side without it sends or checks no digest, so the prediction has no checksum",
+            if p.kv_checksum { "prefill" } else { "decode" }
+        ));
+    }
     resolve_model(&mut p, a.model_config.as_deref(), "prefill")?;
     resolve_model(&mut d, a.model_config.as_deref(), "decode")?;
-    let mut warnings: Vec<String> = p
-        .warnings
-        .iter()
-        .map(|w| format!("prefill: {w}"))
-        .chain(d.warnings.iter().map(|w| format!("decode: {w}")))
-        .collect();
+    let mut warnings: Vec<String> = std::mem::take(&mut warnings_pre);
+    warnings.extend(
+        p.warnings
+            .iter()
+            .map(|w| format!("prefill: {w}"))
+            .chain(d.warnings.iter().map(|w| format!("decode: {w}"))),
+    );
     if p.model != d.model {
         warnings.push(format!(
             "the two lines serve different models ({} and {}): sglang does not check this; the layouts below are each side's own",
@@ -142,7 +181,14 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
             }
         )));
     }
-    let plan = PairPlan::compile((ps, &p.args), (ds, &d.args), profile)?;
+    let mut plan = PairPlan::compile((ps, &p.args), (ds, &d.args), profile)?;
+    if version.validates_registration() {
+        plan.validate_registration();
+    }
+    if p.kv_checksum && d.kv_checksum {
+        // The rates do not change the verdict lint predicts.
+        plan.enable_kv_checksum(1.0, 1.0);
+    }
     let prediction = predict(&plan);
     let fix = match (prediction.kind, prediction.outcome) {
         (Some(k), _) => Some(kinds::fix(k, &p.args, &d.args)),
@@ -153,6 +199,7 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
         prefill: p,
         decode: d,
         profile,
+        version,
         prediction,
         fix,
         warnings,
@@ -178,6 +225,9 @@ pub fn render(r: &LintReport) -> String {
         },
         r.profile.as_str()
     );
+    if r.version != SglangVersion::Seed {
+        s += &format!("sglang version: {}\n", r.version.as_str());
+    }
     if pr.compatible {
         s += "outcome: COMPATIBLE — requests complete from their own bytes\n";
     } else if let (Some(k), Some(m)) = (pr.kind, &pr.message) {
@@ -222,6 +272,7 @@ mod tests {
                 decode: line("decode", dq),
                 model_config: None,
                 profile: "guarded".into(),
+                version: None,
             })
             .unwrap()
         };

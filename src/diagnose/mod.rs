@@ -14,3 +14,6 @@ pub mod explain;
 pub mod kinds;
 pub mod lint;
 pub mod outcome;
+
+#[cfg(test)]
+mod guard_tests;

@@ -124,6 +124,7 @@ fn raised_text(e: &PdError, when: &str) -> String {
         Effect::ReturnCodeFailure => {
             format!("the prefill transfer worker, {when}; return code −1, session blacklisted")
         }
+        Effect::SessionRejected => "the prefill, when the decode session registers (sglang PR #37840): the session is rejected before any write; every request to it fails, the worker lives on".into(),
     }
 }
 
@@ -160,6 +161,28 @@ pub fn predict(plan: &PairPlan) -> Prediction {
     } else {
         probe(plan)
     };
+    // `--disaggregation-enable-kv-checksum` (sglang PR #39500, `sglang::checksum`): a request
+    // whose landed bytes are not its own, or a pair whose sides digest different item
+    // lengths, aborts on decode before its first token instead of finishing.
+    if let Some(c) = plan.kv_checksum()
+        && err.is_none()
+        && (outcome == "corrupted" || !c.comparable)
+    {
+        return Prediction {
+            compatible: false,
+            outcome: "failed",
+            kind: Some(ErrorKind::KvChecksumMismatch),
+            message: Some(crate::layout::checks::KV_CHECKSUM_MISMATCH_TEMPLATE.into()),
+            raised: Some(if c.comparable {
+                "decode, before the request joins a batch (--disaggregation-enable-kv-checksum): its landed pages are not the ones the prefill digested, so it aborts (HTTP 500) instead of finishing corrupted; a request already decoding that a later stray write hits is not re-checked".into()
+            } else {
+                "decode, before the request joins a batch (--disaggregation-enable-kv-checksum): the two sides register different item lengths, so their digests differ on every request, clean or not (the false aborts sglang PR #39729 reports); every request aborts".into()
+            }),
+            send_path: plan.send_path(),
+            prefill_layout: facts.0,
+            decode_layout: facts.1,
+        };
+    }
     match err {
         Some(e) => failed(&e, "when the RDMA batch returns"),
         None => Prediction {

@@ -22,6 +22,11 @@ pub enum Effect {
     WorkerDies,
     /// Return code −1: the room fails and the decode session is blacklisted.
     ReturnCodeFailure,
+    /// The prefill rejected the decode session's registered layout (sglang PR #37840): every
+    /// room to that session fails with this error before any write, the worker lives on, and
+    /// the session stays failed (a liveness probe does not clear it; a valid re-registration
+    /// would).
+    SessionRejected,
 }
 
 /// A typed PD failure with sglang's own message text.
@@ -336,6 +341,119 @@ pub fn check_kv_layers(layers_current_pp_stage: usize, dst_k_ptrs: usize) -> Res
     }
     Ok(())
 }
+
+/// The state components a rank registers, as PR #37840's registration lists them
+/// (`state_types`, the per-component schema of PR #24932): `[]`, `["mamba"]` or `["swa"]`.
+pub fn state_components(has_state: bool, swa: bool) -> &'static [&'static str] {
+    match (has_state, swa) {
+        (false, _) => &[],
+        (true, true) => &["swa"],
+        (true, false) => &["mamba"],
+    }
+}
+
+/// One side of a registration as sglang PR #37840 compares it: what the decode session
+/// registers and what the prefill holds (rank 0 of each stands for all: every rank of an
+/// instance registers the same list). Item lengths in bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct RegisteredLayout<'a> {
+    /// Attention TP size.
+    pub attn_tp: u32,
+    /// `--page-size`, tokens.
+    pub page_size: u32,
+    /// Ordered state component types.
+    pub state_components: &'static [&'static str],
+    /// Per-entry KV strides (`kv_item_lens`), bytes.
+    pub kv_item_lens: &'a [u64],
+    /// Per-entry state strides (`state_item_lens`), bytes.
+    pub state_item_lens: &'a [u64],
+}
+
+/// Registration-time layout validation (sglang PR #37840, "[PD] Validate Mooncake peer
+/// layouts before state transfer", open; its description: "Reject incompatible page sizes,
+/// state component lists, and incomplete pointer/stride metadata. For equal attention TP,
+/// compare strides using existing global-layer pairing … Heterogeneous TP does not use the
+/// equal-stride check", and "return the registration error through the existing failure
+/// path, before transfer"). Checked in that order; pdsim pairs entries positionally (pp = 1,
+/// no DCP), as sglang's pairing does without layer ids.
+///
+/// The wording is pdsim's: the PR's message text was not in the stored sources
+/// (`docs/sglang-pd.md` §12, §24.3). It names what differs and both values.
+pub fn validate_registration(
+    prefill: RegisteredLayout<'_>,
+    decode: RegisteredLayout<'_>,
+) -> Result<(), PdError> {
+    let reject = |what: &str, p: String, d: String| {
+        Err(PdError::new(
+            ErrorKind::PeerLayoutRejected,
+            format!(
+                "PD peer layout rejected at registration: {what} (prefill={p}, decode={d}). The decode session stays failed until it re-registers with a matching layout."
+            ),
+            Effect::SessionRejected,
+        ))
+    };
+    if prefill.page_size != decode.page_size {
+        return reject(
+            "page sizes differ",
+            prefill.page_size.to_string(),
+            decode.page_size.to_string(),
+        );
+    }
+    if prefill.state_components != decode.state_components {
+        let list = |c: &[&str]| {
+            let q: Vec<String> = c.iter().map(|s| format!("'{s}'")).collect();
+            format!("[{}]", q.join(", "))
+        };
+        return reject(
+            "state component lists differ",
+            list(prefill.state_components),
+            list(decode.state_components),
+        );
+    }
+    if prefill.attn_tp != decode.attn_tp {
+        return Ok(());
+    }
+    // The first entry whose stride differs (or the counts), not the whole lists: a hybrid
+    // registers one entry per layer and tensor, and one differing entry is the story.
+    let strides = |what: &str, p: &[u64], d: &[u64]| {
+        if p.len() != d.len() {
+            return reject(
+                &format!("{what} counts differ"),
+                p.len().to_string(),
+                d.len().to_string(),
+            );
+        }
+        match p.iter().zip(d).position(|(a, b)| a != b) {
+            Some(i) => reject(
+                &format!("{what} {i} of {} has another stride", p.len()),
+                p[i].to_string(),
+                d[i].to_string(),
+            ),
+            None => Ok(()),
+        }
+    };
+    strides("KV entry", prefill.kv_item_lens, decode.kv_item_lens)?;
+    strides(
+        "state entry",
+        prefill.state_item_lens,
+        decode.state_item_lens,
+    )?;
+    Ok(())
+}
+
+/// The abort decode gives a request whose landed pages do not digest to what the prefill sent
+/// (`--disaggregation-enable-kv-checksum`, sglang PR #39500: "Abort a mismatching request and
+/// increment the transfer-failure counter"; HTTP 500). The leading words are sglang's: every
+/// test of the feature matches them (`assertRaisesRegex(RuntimeError, "KV checksum
+/// mismatch")` in CI, `assertIn("KV checksum mismatch", response.text)` over HTTP); the room
+/// that follows is pdsim's rendering (the full f-string was not in the stored sources).
+pub fn kv_checksum_mismatch(bootstrap_room: u64) -> String {
+    KV_CHECKSUM_MISMATCH_TEMPLATE.replace("{bootstrap_room}", &bootstrap_room.to_string())
+}
+
+/// [`kv_checksum_mismatch`]'s template, as `pdsim lint` and `docs/sglang-pd.md` §12 print it.
+pub const KV_CHECKSUM_MISMATCH_TEMPLATE: &str =
+    "KV checksum mismatch for bootstrap_room={bootstrap_room}";
 
 /// A Python `IndexError` raised while the worker builds a transfer (a layer list shorter than
 /// the one it walks): it escapes the worker like a RuntimeError. pdsim files it under

@@ -456,6 +456,10 @@ pub fn server_line(
     if pool.role == Role::Prefill {
         let _ = write!(line, " --disaggregation-bootstrap-port {bootstrap_port}");
     }
+    // `[sglang] kv_checksum`: sglang PR #39500 asks for the flag on both sides of a pair.
+    if pool.role != Role::Colocated && sc.sglang.kv_checksum {
+        line.push_str(" --disaggregation-enable-kv-checksum");
+    }
     if pool.role != Role::Colocated {
         // The devices Mooncake's transfer engine may use (sglang `server_args.py`
         // `disaggregation_ib_device`, handed to `MooncakeTransferEngine` through
@@ -1252,6 +1256,7 @@ pub(crate) mod tests {
             decode: decode[0].to_string(),
             model_config: None,
             profile: "guarded".into(),
+            version: None,
         })
         .unwrap();
         assert!(report.prediction.compatible, "{:?}", report.prediction);

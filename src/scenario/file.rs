@@ -247,6 +247,11 @@ pub struct ServerSection {
     /// the weights keep the checkpoint's dtype. Checked in `sections::pool`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quantization: Option<String>,
+    /// `--mamba-ssm-dtype` (`float32`, `bfloat16`, `float16`): the temporal state dtype of a
+    /// mamba/GDN hybrid; left out, the model's own (`mamba_ssm_dtype`, FP32 by default).
+    /// Checked in `sections::pool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba_ssm_dtype: Option<String>,
     /// `--enable-unified-memory`.
     #[serde(default)]
     pub enable_unified_memory: bool,
@@ -393,6 +398,7 @@ impl Default for ServerSection {
             page_size: default_page_size(),
             kv_cache_dtype: default_kv_dtype(),
             quantization: None,
+            mamba_ssm_dtype: None,
             enable_unified_memory: false,
             chunked_prefill_size: default_chunked_prefill_size(),
             mem_fraction_static: default_mem_fraction(),
@@ -1003,6 +1009,16 @@ pub struct SglangSection {
     /// Which sglang behaviour: `guarded`, `unguarded` or `slice_dispatch`.
     #[serde(default)]
     pub profile: crate::layout::Profile,
+    /// Which sglang release (`spec::SglangVersion`): `seed` (the default), `2026-09`,
+    /// `2026-09+pr37840`. A string here, checked in `sections::sglang_and_slo` so a bad one
+    /// is an error naming the key and the valid versions. Left out of the resolved scenario
+    /// when not set, so older scenarios keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `--disaggregation-enable-kv-checksum` on every prefill and decode server (sglang PR
+    /// #39500; needs a version that has it). Left out of the resolved scenario when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kv_checksum: bool,
     /// `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, s.
     #[serde(default = "default_timeout_s")]
     pub waiting_timeout_s: f64,
@@ -1022,6 +1038,8 @@ impl Default for SglangSection {
     fn default() -> Self {
         Self {
             profile: crate::layout::Profile::default(),
+            version: None,
+            kv_checksum: false,
             waiting_timeout_s: default_timeout_s(),
             bootstrap_timeout_s: default_timeout_s(),
             queue_size: default_queue_size(),

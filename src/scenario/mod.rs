@@ -584,13 +584,20 @@ fn validate(
         .iter()
         .any(|p| p.role == crate::config::Role::Colocated);
     let router = sections::router(&c, &file.router, colocated)?;
+    // `--disaggregation-enable-kv-checksum` digests a PD transfer; a plain server has none.
+    if colocated && sglang.kv_checksum {
+        return Err(c.err(
+            "sglang.kv_checksum",
+            "--disaggregation-enable-kv-checksum checks the KV a prefill transfers to a decode; this cluster has colocated servers and no transfer: leave kv_checksum out, or use prefill and decode pools".to_string(),
+        ));
+    }
     let trace_deadlines = match &workload {
         Workload::Trace { source } => source.deadlines,
         _ => false,
     };
     let aborts = abort_keys::aborts(&c, &file, colocated, trace_deadlines)?;
     speculative::check_pairs(&c, &pools)?;
-    let plans = sections::plans(&c, &pools, sglang.profile)?;
+    let plans = sections::plans(&c, &pools, &sglang, gpu.hbm_bytes_per_s)?;
     sections::expect(&c, file.expect.as_ref())?;
     // A resizing policy grows each pool to the slots it may fill before anything is placed.
     let autoscaler = sections::autoscaler(&c, &file, &pools)?;

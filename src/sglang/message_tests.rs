@@ -190,6 +190,11 @@ fn check_cases() -> Vec<Case> {
             )),
             vec![("n_src", "24"), ("n_dst", "1")],
         ),
+        (
+            "kv_checksum",
+            checks::kv_checksum_mismatch(4_793_981_895_866_140_836),
+            vec![("bootstrap_room", "4793981895866140836")],
+        ),
     ]
 }
 

@@ -25,6 +25,7 @@ pub mod a2a;
 pub mod abort;
 pub mod approx_tree;
 pub mod bootstrap;
+pub mod checksum;
 pub mod colocated;
 pub mod decode;
 pub mod decode_offload;

@@ -150,6 +150,9 @@ pub fn session_port(instance: u32, rank: u32) -> u32 {
 /// rank serves) % queue_size`, as `MooncakeKVManager.add_transfer_request` hashes it
 /// (`docs/sglang-pd.md` §11.3). The workers queue chunks by it; `pdsim explain` uses it to name
 /// the healthy decode instances that share a dead queue.
+// Inlinable across codegen units, whatever modules the crate gains (issue 39's callgrind:
+// left to the partitioning it was called out of line, +2 M instructions on the 30k case).
+#[inline]
 pub fn rank_queue(plan: &PairPlan, decode: u32, rank: u32, queue_size: u32) -> u32 {
     let sum: u64 = plan
         .rank_targets(rank)
@@ -666,7 +669,9 @@ impl TransferWorkers {
                     return true;
                 }
                 Step::ChunkDone(job) => {
-                    conclude(p, job, self.control_latency_ns, cx);
+                    let verify = (t.plans[job.decode].kv_checksum())
+                        .map(|c| (c, self.endpoints[job.decode].page_size));
+                    conclude(p, job, (self.control_latency_ns, verify), cx);
                     // The usual end of a chunk: nothing queued behind it, so going on would
                     // find the worker idle (skipped, not paid for).
                     if t.is_idle(lane) {
@@ -854,13 +859,38 @@ impl TransferWorkers {
     }
 }
 
+/// `--disaggregation-enable-kv-checksum`: what one prefill rank's digest of a `prompt`-token
+/// request takes, ns (`page_indices_for_request(req, end_idx)`: the pages of its prompt).
+/// Out of line: a run without the flag never calls it.
+#[inline(never)]
+fn prefill_digest_ns(plan: &PairPlan, prompt: u32) -> Nanos {
+    let page_size = plan.prefill_layouts()[0].page_size.max(1);
+    plan.kv_checksum()
+        .map_or(0, |c| c.digest_ns(u64::from(prompt.div_ceil(page_size))).0)
+}
+
+/// What decode's re-digest of a `prompt`-token request takes, ns: decode's KV indices cover
+/// the prompt (`chunk_request`). Out of line, as [`prefill_digest_ns`].
+#[inline(never)]
+fn decode_verify_ns(c: &crate::layout::KvChecksum, prompt: u32, decode_page_size: u32) -> Nanos {
+    c.digest_ns(u64::from(prompt.div_ceil(decode_page_size.max(1))))
+        .1
+}
+
 /// One rank of prefill `p` sent chunk `job` to all its targets. Once the last chunk's last
 /// rank is done the transfer concludes (`conclude_transfer(Success)`, which the prefill's
 /// scheduler polls as the MIN over its ranks): the sender is `Success`, decode is told over
 /// the control plane `control_latency_ns` later, and the prefill frees its side and may admit
-/// more ([`Effect::Release`]).
+/// more ([`Effect::Release`]). With `--disaggregation-enable-kv-checksum` (`verify`) decode
+/// digests the landed pages before the request may join a batch: its `Success` is handled
+/// that much later (the verdict itself is `sglang::checksum`'s, at that event).
 #[inline]
-fn conclude(p: PrefillId, job: ChunkJob, control_latency_ns: Nanos, cx: &mut TransferCtx<'_>) {
+fn conclude(
+    p: PrefillId,
+    job: ChunkJob,
+    (control_latency_ns, verify): (Nanos, Option<(&crate::layout::KvChecksum, u32)>),
+    cx: &mut TransferCtx<'_>,
+) {
     let r = job.req;
     let Some(req) = cx.reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed) else {
         return;
@@ -871,11 +901,20 @@ fn conclude(p: PrefillId, job: ChunkJob, control_latency_ns: Nanos, cx: &mut Tra
     }
     req.sender = KvPoll::Success;
     req.row.transfer_end_ns = Some(cx.q.now());
-    cx.q.schedule_lane(
-        lane::CONTROL,
-        control_latency_ns,
-        Event::TransferSucceeded { req: r },
-    );
+    match verify {
+        None => {
+            cx.q.schedule_lane(
+                lane::CONTROL,
+                control_latency_ns,
+                Event::TransferSucceeded { req: r },
+            );
+        }
+        // Off the control lane: its delay is fixed, and this one grows with the request.
+        Some((c, decode_page_size)) => {
+            let at = control_latency_ns + decode_verify_ns(c, req.prompt(), decode_page_size);
+            cx.q.schedule_in(at, Event::TransferSucceeded { req: r });
+        }
+    }
     cx.fx.push(Effect::Release { prefill: p, req: r });
 }
 
@@ -1029,6 +1068,8 @@ impl TransferQueues {
             return Step::ChunkDone(job);
         };
         let decode_rank = plan.target(i).decode_rank;
+        // The chunk's first batch on this rank: `target` and `next_target` part after it.
+        let first_batch = a.target == a.next_target;
         a.next_target = i + 1;
         a.target = i;
         let blacklist = &mut blacklists[rank as usize];
@@ -1050,9 +1091,16 @@ impl TransferQueues {
             Some((e, ErrorTiming::AfterKv)) => Some(e),
             None => None,
         };
+        // `--disaggregation-enable-kv-checksum`: the rank digests the whole request's pages
+        // and state once, before its last chunk's first batch goes out (the digest rides in
+        // the metadata row that chunk sends: PR #39500).
+        let mut digest_ns = 0;
+        if job.last && first_batch && plan.kv_checksum().is_some() {
+            digest_ns = prefill_digest_ns(plan, req.prompt());
+        }
         let batch = Batch {
             now: cx.q.now(),
-            lead: send_lead(cx.fabric.params(), plan.has_state(), job.last),
+            lead: send_lead(cx.fabric.params(), plan.has_state(), job.last) + digest_ns,
             // On the head-sliced path the target's per-layer batches run on the queue's
             // executor threads: that many flows, each with its share of the bytes and writes.
             split: if plan.send_path() == crate::layout::SendPath::Slice {
@@ -1094,6 +1142,14 @@ fn refuse(
                 message: e.message,
             }
         }
+        // sglang PR #37840: the rejected session stays failed and every room to it fails with
+        // the registration error itself (not the blacklist's "not alive" text); the worker
+        // lives on.
+        layout::Effect::SessionRejected => Step::Fail {
+            req,
+            kind: e.kind,
+            message: e.message,
+        },
     }
 }
 

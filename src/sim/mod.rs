@@ -561,7 +561,16 @@ impl<'a> World<'a> {
                 (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
                 self.router.on_health_check(&mut self.q)
             }
-            Event::TransferSucceeded { req } => handshake!(self, transferred(req)),
+            Event::TransferSucceeded { req } => {
+                let mut h = self.handshake.transferred(req, &mut ctx!(self));
+                // `--disaggregation-enable-kv-checksum`: decode's verdict before batching
+                // (`sglang::checksum`, out of line); without the flag one test of a bool.
+                if self.sc.sglang.kv_checksum {
+                    let (t, d, reqs) = (&self.transfer, &mut self.decodes, &mut self.reqs);
+                    h = crate::sglang::checksum::verdict(h, t, d, reqs, self.sc.seed);
+                }
+                self.hand_on(h);
+            }
             Event::DecodeStepDone { decode } => self.on_decode_step_done(decode),
             Event::ColocatedStepDone { colocated } => self.on_colocated_step_done(colocated),
             Event::WaitingTimeout { req } => handshake!(self, timed_out(req, PollTimeout::Waiting)),

@@ -43,6 +43,10 @@ pub struct ServerLine {
     /// `pools.server.speculative_*` keys are resolved (`scenario::speculative_for_line`).
     #[serde(skip)]
     pub speculative_flags: Vec<(String, String)>,
+    /// `--disaggregation-enable-kv-checksum` (sglang PR #39500): whether a release has it is
+    /// `pdsim lint --sglang-version`'s question.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kv_checksum: bool,
 }
 
 /// The launch flags of speculative decoding pdsim reads, with the scenario key each is
@@ -214,6 +218,8 @@ const READ: &[&str] = &[
     "--offload-num-in-group",
     "--offload-prefetch-step",
     "--offload-mode",
+    "--mamba-ssm-dtype",
+    "--disaggregation-enable-kv-checksum",
 ];
 
 /// Hugging Face ids (lowercased, organisation dropped) → preset: the public checkpoints whose
@@ -292,7 +298,10 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, LaunchError> {
         }
         let switch = matches!(
             flag.as_str(),
-            "--enable-dp-attention" | "--enable-unified-memory" | "--disable-radix-cache"
+            "--enable-dp-attention"
+                | "--enable-unified-memory"
+                | "--disable-radix-cache"
+                | "--disaggregation-enable-kv-checksum"
         ) || IGNORED_SWITCHES.contains(&flag.as_str());
         let known = READ.contains(&flag.as_str()) || IGNORED_WITH_VALUE.contains(&flag.as_str());
         if !known && !switch {
@@ -343,6 +352,8 @@ struct Parsed {
     speculative: Vec<(String, String)>,
     /// `--cpu-offload-gb` and `--offload-group-size` as given (sglang's two offloaders).
     offload: (u32, Option<i64>),
+    /// `--disaggregation-enable-kv-checksum`.
+    kv_checksum: bool,
 }
 
 impl Parsed {
@@ -357,6 +368,7 @@ impl Parsed {
             warnings: Vec::new(),
             speculative: Vec::new(),
             offload: (0, None),
+            kv_checksum: false,
         }
     }
 
@@ -388,6 +400,20 @@ impl Parsed {
                 args.kv_cache_dtype = v.to_string();
             }
             "--enable-unified-memory" => args.enable_unified_memory = true,
+            "--disaggregation-enable-kv-checksum" => self.kv_checksum = true,
+            "--mamba-ssm-dtype" => {
+                if crate::spec::server::mamba_ssm_dtype_bytes(v).is_none() {
+                    let valid: Vec<&str> = crate::spec::server::MAMBA_SSM_DTYPES
+                        .iter()
+                        .map(|x| x.0)
+                        .collect();
+                    return Err(LaunchError::Line(format!(
+                        "--{side}: --mamba-ssm-dtype {v:?}: sglang takes {}",
+                        valid.join(", ")
+                    )));
+                }
+                args.mamba_ssm_dtype = Some(v.to_string());
+            }
             "--disaggregation-mode" => self.mode = Some(v.to_string()),
             "--chunked-prefill-size" => args.chunked_prefill_size = parse_u32(flag, v, side)?,
             "--max-prefill-tokens" => args.max_prefill_tokens = parse_u32(flag, v, side)?,
@@ -504,6 +530,7 @@ impl Parsed {
             warnings: self.warnings,
             spec: None,
             speculative_flags: self.speculative,
+            kv_checksum: self.kv_checksum,
         })
     }
 }
@@ -538,6 +565,14 @@ pub fn resolve_model(
     let mut spec = spec;
     if let Some(q) = l.args.quantization {
         q.apply(&mut spec);
+    }
+    // `--mamba-ssm-dtype` sets the temporal state's element size of a mamba/GDN hybrid; on a
+    // model without that state sglang has nothing to set either.
+    if let Some(bytes) =
+        (l.args.mamba_ssm_dtype.as_deref()).and_then(crate::spec::server::mamba_ssm_dtype_bytes)
+        && let Some(m) = spec.mamba.as_mut()
+    {
+        m.ssm_dtype_bytes = bytes;
     }
     l.model = spec.name.clone();
     l.spec = Some(spec);

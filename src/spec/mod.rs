@@ -9,6 +9,7 @@ pub mod launch;
 pub mod model;
 pub mod server;
 pub mod speculative;
+pub mod version;
 
 pub use calibration::{CalibrationFile, ComputeParams};
 pub use gpu::{GpuSpec, gpu_preset};
@@ -17,3 +18,4 @@ pub use model::{
     preset,
 };
 pub use server::ServerArgs;
+pub use version::SglangVersion;

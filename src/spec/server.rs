@@ -34,6 +34,20 @@ pub struct ServerArgs {
     /// `spec::speculative`); `None` when off. Left out of results when `None`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speculative: Option<crate::spec::speculative::SpeculativeArgs>,
+    /// `--mamba-ssm-dtype` as the flag string (`float32`, `bfloat16`, `float16`), when set:
+    /// the dtype of a hybrid model's temporal (SSM) state, applied to the served model's
+    /// `MambaSpec::ssm_dtype_bytes` where the server is built (`None`: the model's own,
+    /// `mamba_ssm_dtype` in its config, FP32 by default). Left out of results when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mamba_ssm_dtype: Option<String>,
+}
+
+/// `--mamba-ssm-dtype`'s choices and their bytes per element (sglang `server_args.py`).
+pub const MAMBA_SSM_DTYPES: [(&str, u32); 3] = [("float32", 4), ("bfloat16", 2), ("float16", 2)];
+
+/// Bytes per element of a `--mamba-ssm-dtype` value, or `None` for one sglang does not take.
+pub fn mamba_ssm_dtype_bytes(s: &str) -> Option<u32> {
+    MAMBA_SSM_DTYPES.iter().find(|(n, _)| *n == s).map(|x| x.1)
 }
 
 /// The one check of a `--page-size` (a scenario's `page_size`, `pdsim layout --page-size`, a
@@ -151,6 +165,7 @@ impl ServerArgs {
             radix_cache: Some(None),
             quantization: None,
             speculative: None,
+            mamba_ssm_dtype: None,
         }
     }
 

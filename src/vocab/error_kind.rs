@@ -64,6 +64,15 @@ pub enum ErrorKind {
     RequestTooLong,
     /// The instance died under the request: an exception escaped sglang's scheduler loop.
     ServerCrashed,
+    /// sglang PR #37840 (`[sglang] version = "2026-09+pr37840"`): the prefill compared the
+    /// layout the decode session registered (page size, state components, per-entry strides at
+    /// equal attention TP) with its own and rejected it; every room to that session fails
+    /// before any write, and the session stays failed until it re-registers.
+    PeerLayoutRejected,
+    /// `--disaggregation-enable-kv-checksum` (sglang PR #39500): the Adler-32 digest decode
+    /// computed over the request's landed KV and state pages differs from the one prefill sent
+    /// with the last chunk; decode aborts the request before it joins a batch.
+    KvChecksumMismatch,
 }
 
 impl ErrorKind {
@@ -86,6 +95,8 @@ impl ErrorKind {
         Self::TransferFailed,
         Self::RequestTooLong,
         Self::ServerCrashed,
+        Self::PeerLayoutRejected,
+        Self::KvChecksumMismatch,
     ];
 
     /// The stable snake_case name (the serde name too).
@@ -108,6 +119,8 @@ impl ErrorKind {
             Self::TransferFailed => "transfer_failed",
             Self::RequestTooLong => "request_too_long",
             Self::ServerCrashed => "server_crashed",
+            Self::PeerLayoutRejected => "peer_layout_rejected",
+            Self::KvChecksumMismatch => "kv_checksum_mismatch",
         }
     }
 }
@@ -158,7 +171,7 @@ mod tests {
     use super::*;
 
     /// The names of docs/architecture.md §4, pinned: output files carry them, so they never change.
-    const NAMES: [(ErrorKind, &str); 17] = [
+    const NAMES: [(ErrorKind, &str); 19] = [
         (ErrorKind::PageSizeMismatch, "page_size_mismatch"),
         (ErrorKind::KvCacheDtypeMismatch, "kv_cache_dtype_mismatch"),
         (
@@ -179,6 +192,8 @@ mod tests {
         (ErrorKind::TransferFailed, "transfer_failed"),
         (ErrorKind::RequestTooLong, "request_too_long"),
         (ErrorKind::ServerCrashed, "server_crashed"),
+        (ErrorKind::PeerLayoutRejected, "peer_layout_rejected"),
+        (ErrorKind::KvChecksumMismatch, "kv_checksum_mismatch"),
     ];
 
     #[test]
@@ -212,7 +227,7 @@ mod tests {
         assert!(
             msg.starts_with("unknown error kind \"page_size\": use one of page_size_mismatch, ")
         );
-        assert!(msg.ends_with("request_too_long, server_crashed"));
+        assert!(msg.ends_with("server_crashed, peer_layout_rejected, kv_checksum_mismatch"));
         assert!(serde_json::from_str::<ErrorKind>("\"PeerLost\"").is_err());
     }
 }

@@ -201,6 +201,7 @@ fn lint_predicts_what_the_simulation_gives_for_every_outcome_table_row() {
                 decode: launch_line(d, "decode"),
                 model_config: None,
                 profile: profile.into(),
+                version: None,
             };
             // The config.json path of rows 12 and 13 is relative to the repository root.
             let cwd = std::env::current_dir().unwrap();

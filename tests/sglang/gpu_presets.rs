@@ -99,6 +99,7 @@ fn the_launch_lines_carry_the_flag_and_lint_reads_it() {
         decode: pick("decode"),
         model_config: None,
         profile: "guarded".into(),
+        version: None,
     })
     .unwrap();
     assert!(

@@ -13,6 +13,7 @@ mod deployments;
 mod dp_dispatch;
 mod fragmentation;
 mod gpu_presets;
+mod guards;
 mod kv_store;
 mod memory;
 mod pd_scenarios;

@@ -124,6 +124,9 @@ pub(super) fn kind_section(
     if !i.knock_on {
         for &(p, d) in &pairs {
             blocks.extend(pair_blocks(sc, p, d));
+            if kind == ErrorKind::KvChecksumMismatch {
+                blocks.push(Block::Para(checksum_story(sc, p, d)));
+            }
             blocks.push(Block::Para(format!(
                 "Fix: {}.",
                 kinds::fix(kind, &sc.pools[p].server, &sc.pools[d].server)
@@ -166,6 +169,48 @@ pub(super) fn kind_section(
         title: format!("{kind} ×{n}"),
         blocks,
     }
+}
+
+/// What the KV checksum caught on pool pair `(p, d)`: the requests' own bytes were not what
+/// landed (without the flag they would have finished corrupted: the oracle's verdict, and
+/// what a run without `kv_checksum` shows), or the two sides digest different item lengths,
+/// so every request aborts whether or not its bytes were right (`sglang::checksum`).
+fn checksum_story(sc: &Scenario, p: usize, d: usize) -> String {
+    let comparable = plan(sc, p, d)
+        .and_then(PairPlan::kv_checksum)
+        .is_none_or(|c| c.comparable);
+    let unchecked = predict_without_checksum(sc, p, d);
+    let before = match unchecked.as_deref() {
+        Some("corrupted") => {
+            "Without --disaggregation-enable-kv-checksum these requests finish corrupted in silence (the oracle's verdict for this pair): the checksum turns that into an abort before the first token. A request already decoding when a later stray write hits it is not re-checked, so the checksum stops the writer's corruption, not a running victim's."
+        }
+        Some("completed") => {
+            "Without the checksum this pair's requests complete from their own bytes."
+        }
+        _ => "",
+    };
+    if comparable {
+        before.to_string()
+    } else {
+        format!(
+            "The two sides register different item lengths, so their Adler-32 digests differ on every request, clean or not: the false aborts sglang's open PR #39729 reports for PR #39500 as merged (it skips the check for such pairs). {before}"
+        )
+    }
+}
+
+/// The outcome `pdsim lint` predicts for pool pair `(p, d)` without the checksum.
+fn predict_without_checksum(sc: &Scenario, p: usize, d: usize) -> Option<String> {
+    let (pp, dp) = (&sc.pools[p], &sc.pools[d]);
+    let mut pl = PairPlan::compile(
+        (&pp.model, &pp.server),
+        (&dp.model, &dp.server),
+        sc.sglang.profile,
+    )
+    .ok()?;
+    if sc.sglang.version.validates_registration() {
+        pl.validate_registration();
+    }
+    Some(predict(&pl).outcome.to_string())
 }
 
 /// The injected `[[faults]]` in one line (`t = 2.0 s link_down …; …`), `None` without any.

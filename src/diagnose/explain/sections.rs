@@ -162,8 +162,27 @@ fn cluster_section(sc: &Scenario) -> Section {
             .to_vec(),
         rows,
     )];
+    // The version and its guards only when they are not the seed's, so the explanation of a
+    // scenario written before versions existed reads as it did.
+    let version = match (sc.sglang.version, sc.sglang.kv_checksum) {
+        (crate::spec::SglangVersion::Seed, _) => String::new(),
+        (v, checksum) => format!(
+            "; sglang version `{}`{}{}",
+            v.as_str(),
+            if checksum {
+                ", --disaggregation-enable-kv-checksum on (PR #39500)"
+            } else {
+                ""
+            },
+            if v.validates_registration() {
+                ", peer layouts validated at registration (PR #37840)"
+            } else {
+                ""
+            }
+        ),
+    };
     blocks.push(Block::Para(format!(
-        "sglang behaviour: profile `{}`; {} transfer-queue shards per prefill; waiting timeout {}.",
+        "sglang behaviour: profile `{}`{version}; {} transfer-queue shards per prefill; waiting timeout {}.",
         sc.sglang.profile.as_str(),
         sc.sglang.queue_size,
         secs(sc.sglang.waiting_timeout_ns)

@@ -72,6 +72,7 @@ impl PairPlan {
             state_error: state.error,
             targets: plans,
             exact: false,
+            kv_checksum: None,
         };
         plan.exact = plan.probe_exact();
         Ok(plan)

@@ -164,6 +164,61 @@ pub struct PairPlan {
     state_error: Option<PdError>,
     targets: Vec<TargetPlan>,
     exact: bool,
+    /// `--disaggregation-enable-kv-checksum` on this pair ([`PairPlan::enable_kv_checksum`]);
+    /// `None` when off, so a run without it does no checksum work at all.
+    kv_checksum: Option<KvChecksum>,
+}
+
+/// What `--disaggregation-enable-kv-checksum` (sglang PR #39500) costs and decides on one
+/// pair. Prefill digests the request's KV pages and state slot
+/// (`disaggregation/checksum.py::KvChecksumComputer.compute`: Adler-32 over every registered
+/// region's `item_len` bytes at the request's page indices, then the state regions at its
+/// state indices) before the last chunk goes out; decode digests what landed in its own pages
+/// before the request joins a batch (`get_new_prebuilt_batch`).
+///
+/// Priced as a read of every digested byte at the GPU's HBM bandwidth: the kernel
+/// (`adler32_strided_checksum`) reads each byte once and does two integer adds per byte, far
+/// below any GPU's integer throughput, so HBM bounds it. That is a lower bound, stated as one:
+/// the kernel's achieved bandwidth was not measured. The ranks of an instance digest their own
+/// bytes in parallel, so one rank's bytes price the instance.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct KvChecksum {
+    /// Bytes one prefill rank digests per KV page (all its KV regions), bytes.
+    pub prefill_page_bytes: u64,
+    /// Bytes one prefill rank digests per request's state slot, bytes.
+    pub prefill_state_bytes: u64,
+    /// Bytes one decode rank digests per KV page, bytes.
+    pub decode_page_bytes: u64,
+    /// Bytes one decode rank digests per state slot, bytes.
+    pub decode_state_bytes: u64,
+    /// Prefill GPU HBM bandwidth, bytes/s.
+    pub prefill_bytes_per_s: f64,
+    /// Decode GPU HBM bandwidth, bytes/s.
+    pub decode_bytes_per_s: f64,
+    /// Whether a healthy transfer digests to the same value on both sides: both register the
+    /// same per-entry item lengths. Where they differ (unequal attention TP on a non-MLA
+    /// model, a different state dtype) each side digests other bytes and every request
+    /// mismatches — the false aborts on "several supported topologies" that sglang's open
+    /// follow-up PR #39729 reports for #39500 as merged and answers by skipping the check.
+    pub comparable: bool,
+}
+
+impl KvChecksum {
+    /// The digest times of a request of `pages` KV pages (with a state slot when the pair has
+    /// state): prefill's and decode's, ns, each rounded up to a whole nanosecond.
+    pub fn digest_ns(&self, pages: u64) -> (u64, u64) {
+        let ns = |bytes: u64, rate: f64| (bytes as f64 / rate * 1e9).ceil() as u64;
+        (
+            ns(
+                pages * self.prefill_page_bytes + self.prefill_state_bytes,
+                self.prefill_bytes_per_s,
+            ),
+            ns(
+                pages * self.decode_page_bytes + self.decode_state_bytes,
+                self.decode_bytes_per_s,
+            ),
+        )
+    }
 }
 
 impl PairPlan {
@@ -231,6 +286,71 @@ impl PairPlan {
     /// The error the last chunk raises after its KV (mamba checks), if any.
     pub fn last_chunk_error(&self) -> Option<&PdError> {
         self.state_error.as_ref()
+    }
+
+    /// Turns on `--disaggregation-enable-kv-checksum` for this pair (both servers set it, as
+    /// sglang PR #39500 requires), with each side's GPU HBM bandwidth in bytes/s.
+    pub fn enable_kv_checksum(&mut self, prefill_bytes_per_s: f64, decode_bytes_per_s: f64) {
+        let (p, d) = (&self.prefill[0], &self.decode[0]);
+        self.kv_checksum = Some(KvChecksum {
+            prefill_page_bytes: p.kv_page_bytes(),
+            prefill_state_bytes: p.state_slot_bytes(),
+            decode_page_bytes: d.kv_page_bytes(),
+            decode_state_bytes: d.state_slot_bytes(),
+            prefill_bytes_per_s,
+            decode_bytes_per_s,
+            comparable: p.kv_item_lens() == d.kv_item_lens()
+                && p.state_item_lens() == d.state_item_lens(),
+        });
+    }
+
+    /// The KV checksum of this pair, when on.
+    #[inline]
+    pub fn kv_checksum(&self) -> Option<&KvChecksum> {
+        self.kv_checksum.as_ref()
+    }
+
+    /// Registration-time layout validation (sglang PR #37840,
+    /// [`crate::layout::checks::validate_registration`]): a rejected pair fails every chunk
+    /// before its first write with [`crate::layout::Effect::SessionRejected`]. Decode's own
+    /// first-contact check (page size, KV dtype) runs before registration and keeps its
+    /// precedence; the rejection replaces any later per-chunk or post-KV error, which no chunk
+    /// reaches any more.
+    pub fn validate_registration(&mut self) {
+        if self.first_contact.is_some() {
+            return;
+        }
+        let (p, d) = (&self.prefill[0], &self.decode[0]);
+        fn side<'a>(
+            l: &RankLayout,
+            kv: &'a [u64],
+            st: &'a [u64],
+        ) -> crate::layout::checks::RegisteredLayout<'a> {
+            crate::layout::checks::RegisteredLayout {
+                attn_tp: l.attn_tp_size,
+                page_size: l.page_size,
+                state_components: crate::layout::checks::state_components(
+                    !l.state_regions.is_empty(),
+                    l.swa,
+                ),
+                kv_item_lens: kv,
+                state_item_lens: st,
+            }
+        }
+        let (pk, ps, dk, ds) = (
+            p.kv_item_lens(),
+            p.state_item_lens(),
+            d.kv_item_lens(),
+            d.state_item_lens(),
+        );
+        if let Err(e) =
+            crate::layout::checks::validate_registration(side(p, &pk, &ps), side(d, &dk, &ds))
+        {
+            self.kv_error = Some(e);
+            self.state_error = None;
+            // Nothing is ever written (`probe_exact`'s first case).
+            self.exact = true;
+        }
     }
 
     /// Whether every write the plan issues lands exactly where its request's decode layout

@@ -361,6 +361,38 @@ pub(super) fn sglang_and_slo(
 ) -> Result<(SglangParams, Slo), ScenarioError> {
     let sg = &file.sglang;
     let profile: Profile = sg.profile;
+    let version = match sg.version.as_deref() {
+        None => crate::spec::SglangVersion::default(),
+        Some(v) => v.parse().map_err(|e: String| {
+            c.err(
+                "sglang.version",
+                format!(
+                    "{e} (the seed's commit is \"seed\", the default){}",
+                    crate::vocab::suggest::suggestion(v, &crate::spec::SglangVersion::names())
+                ),
+            )
+        })?,
+    };
+    // A flag the chosen release does not have is an error naming where it exists.
+    if sg.kv_checksum && !version.has_kv_checksum() {
+        return Err(c.err(
+            "sglang.kv_checksum",
+            format!(
+                "--disaggregation-enable-kv-checksum does not exist in sglang version {:?} (it came with PR #39500, 2026-09-15); versions that have it: {}. Set sglang.version to one of them, or leave kv_checksum out",
+                version.as_str(),
+                crate::spec::SglangVersion::names_where(crate::spec::SglangVersion::has_kv_checksum)
+            ),
+        ));
+    }
+    if profile == Profile::SeedCommit && !version.allows_seed_commit_profile() {
+        return Err(c.err(
+            "sglang.profile",
+            format!(
+                "\"seed_commit\" is the seeds' start-up refusal of unified memory with PD for MHA-attention hybrids, which PR #37506 lifted on 2026-09-02, before sglang version {:?}; use it with sglang.version = \"seed\", or pick guarded, slice_dispatch or unguarded",
+                version.as_str()
+            ),
+        ));
+    }
     let waiting = c.duration("sglang.waiting_timeout_s", sg.waiting_timeout_s, false)?;
     let bootstrap = c.duration("sglang.bootstrap_timeout_s", sg.bootstrap_timeout_s, false)?;
     if sg.queue_size == 0 || sg.queue_size > limits::MAX_QUEUE_SIZE {
@@ -434,6 +466,8 @@ pub(super) fn sglang_and_slo(
     }
     let sglang = SglangParams {
         profile,
+        version,
+        kv_checksum: sg.kv_checksum,
         waiting_timeout_ns: ns_from_secs_ceil(waiting),
         bootstrap_timeout_ns: ns_from_secs_ceil(bootstrap),
         queue_size: sg.queue_size,
@@ -441,12 +475,16 @@ pub(super) fn sglang_and_slo(
     Ok((sglang, slo))
 }
 
-/// One transfer plan per (prefill pool, decode pool): compiled once, used by every request.
+/// One transfer plan per (prefill pool, decode pool): compiled once, used by every request,
+/// with the guards of the sglang version (registration validation) and the KV checksum when
+/// on (every GPU of the cluster is `hardware.gpu`, HBM `hbm_bytes_per_s` bytes/s).
 pub(super) fn plans(
     c: &Checker,
     pools: &[Pool],
-    profile: Profile,
+    sglang: &SglangParams,
+    hbm_bytes_per_s: f64,
 ) -> Result<BTreeMap<(usize, usize), Arc<PairPlan>>, ScenarioError> {
+    let profile = sglang.profile;
     let mut plans = std::collections::BTreeMap::new();
     for (pi, pp) in pools
         .iter()
@@ -458,7 +496,7 @@ pub(super) fn plans(
             .enumerate()
             .filter(|(_, p)| p.role == Role::Decode)
         {
-            let plan = crate::layout::PairPlan::compile(
+            let mut plan = crate::layout::PairPlan::compile(
                 (&pp.model, &pp.server),
                 (&dp.model, &dp.server),
                 profile,
@@ -469,6 +507,12 @@ pub(super) fn plans(
                     format!("prefill pool {:?} cannot pair with it: {e}", pp.name),
                 )
             })?;
+            if sglang.version.validates_registration() {
+                plan.validate_registration();
+            }
+            if sglang.kv_checksum {
+                plan.enable_kv_checksum(hbm_bytes_per_s, hbm_bytes_per_s);
+            }
             plans.insert((pi, di), std::sync::Arc::new(plan));
         }
     }

@@ -138,6 +138,7 @@ fn pool(
         radix_cache: (!s.disable_radix_cache).then_some(s.radix_cache_tokens),
         quantization,
         speculative,
+        mamba_ssm_dtype: s.mamba_ssm_dtype.clone(),
     };
     let kv_dtype_bytes = server
         .kv_dtype_bytes(model.activation_bytes)
@@ -333,6 +334,32 @@ fn model(
     };
     if let Some(q) = quantization {
         q.apply(&mut model);
+    }
+    if let Some(dt) = p.server.mamba_ssm_dtype.as_deref() {
+        let k = format!("{key}.server.mamba_ssm_dtype");
+        let valid: Vec<&str> = server::MAMBA_SSM_DTYPES.iter().map(|x| x.0).collect();
+        let Some(bytes) = server::mamba_ssm_dtype_bytes(dt) else {
+            return Err(c.err(
+                &k,
+                format!(
+                    "{dt:?} is not a --mamba-ssm-dtype sglang takes; valid: {}{}",
+                    valid.join(", "),
+                    crate::vocab::suggest::suggestion(dt, &valid)
+                ),
+            ));
+        };
+        // sglang's flag sets the temporal (SSM) state's dtype of a mamba/GDN hybrid; a model
+        // without such state has nothing for it to set.
+        let Some(m) = model.mamba.as_mut() else {
+            return Err(c.err(
+                &k,
+                format!(
+                    "model {:?} has no mamba/linear-attention state for --mamba-ssm-dtype to set; leave the key out",
+                    model.name
+                ),
+            ));
+        };
+        m.ssm_dtype_bytes = bytes;
     }
     Ok((model, quantization))
 }

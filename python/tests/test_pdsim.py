@@ -518,3 +518,28 @@ def test_sweep_rows_conserve_with_aborts():
     total = sum(rows[k].astype(np.int64) for k in ("completed", "failed", "corrupted", "unfinished", "aborted"))
     assert (total == rows["arrived"]).all()
     assert rows["aborted"].sum() > 0
+
+
+def test_a_run_whose_pools_change_size_shows_its_fleet(cli, tmp_path):
+    """`summary["autoscaling"]` and the timeseries' fleet columns reach Python as the CLI
+    writes them; every request is counted once across starts and drains."""
+    sc = ROOT / "scenarios" / "autoscale" / "scale-up-failure.toml"
+    code, _, err = cli("run", sc, "--out", tmp_path / "cli", "-q")
+    assert code == 0, err
+    r = pdsim.run(sc)
+    assert r.summary_json == (tmp_path / "cli" / "summary.json").read_bytes()
+    a = r.summary["autoscaling"]
+    assert a["policy"] == "threshold" and a["starts_failed"] == 1
+    assert a["cost_usd"] == pytest.approx(2.0 * a["gpu_hours"])
+    kinds = [e["kind"] for e in a["events"]]
+    assert "start_failed" in kinds and kinds.count("cold_start") == a["cold_starts"]
+    n = r.summary["requests"]
+    assert n["arrived"] == n["completed"] + n["failed"] + n["corrupted"] + n["unfinished"] + n.get("aborted", 0)
+    for c in ("state", "prefill_instances", "decode_instances"):
+        assert c in r.timeseries, r.timeseries.names
+    states = set(r.timeseries["state"])
+    assert {"off", "serving"} <= states, states
+    # A bad lifecycle key is a typed error naming it.
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.run(sc, set={"autoscaler.weight_load_gb_per_s": 0}, summary_only=True)
+    assert (e.value.exit_code, e.value.key) == (2, "autoscaler.weight_load_gb_per_s")

@@ -517,9 +517,8 @@ fn write_full_run(
     if sc.lifecycle.is_some() {
         sink = sink.with_fleet(dir)?;
         // The pools chart draws attainment over the day.
-        sink.finish_rates = crate::report::rates::FinishRates::with_ttft_target(
-            sc.slo.thresholds().ttft_ns,
-        );
+        sink.finish_rates =
+            crate::report::rates::FinishRates::with_ttft_target(sc.slo.thresholds().ttft_ns);
     }
     if trace {
         sink.trace = Some(trace_writer(sc, dir)?);

@@ -633,7 +633,9 @@ fn autoscaling_table(h: &mut String, s: &Summary) {
         a.starts_cancelled,
         a.starts_failed
     );
-    h.push_str("<table>\n<tr><th>time (s)</th><th>event</th><th>pool</th><th>slot</th><th>why</th></tr>\n");
+    h.push_str(
+        "<table>\n<tr><th>time (s)</th><th>event</th><th>pool</th><th>slot</th><th>why</th></tr>\n",
+    );
     for e in a.events.iter().take(SCALING_EVENTS_LISTED) {
         let _ = writeln!(
             h,

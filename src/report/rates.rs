@@ -187,7 +187,10 @@ mod tests {
             f.record(r);
         }
         let s = f.series(1);
-        assert_eq!((s[0].completed, s[0].ttft_met, s[0].failed), (2.0, 1.0, 1.0));
+        assert_eq!(
+            (s[0].completed, s[0].ttft_met, s[0].failed),
+            (2.0, 1.0, 1.0)
+        );
         // Without a target nothing is counted as met.
         let mut g = FinishRates::default();
         g.record(&fast);

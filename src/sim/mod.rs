@@ -583,10 +583,8 @@ impl<'a> World<'a> {
             }
             Event::Tick => self.on_tick()?,
             Event::ScaleTick => self.on_scale_tick(),
-            Event::InstanceReady { instance } => {
-                (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
-                self.on_instance_ready(instance)
-            }
+            // Joining the router's set changes nothing a decode's coalesced run reads.
+            Event::InstanceReady { instance } => self.on_instance_ready(instance),
         }
         self.drain_wakes();
         match self.io_error.take() {

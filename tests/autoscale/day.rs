@@ -216,7 +216,7 @@ fn cold_start_time_shifts_attainment() {
 }
 
 #[test]
-fn a_role_switch_flips_in_place_and_holds_fewer_gpu_hours_than_a_cold_start() {
+fn a_role_switch_flips_in_place_holds_fewer_gpu_hours_and_serves_first_when_weights_load_slowly() {
     let (a, b) = (tmpdir("switch"), tmpdir("cold"));
     let sw = run("scenarios/autoscale/mix-shift-role-switch.toml", &[], &a);
     let cold = run("scenarios/autoscale/mix-shift-cold-start.toml", &[], &b);
@@ -267,6 +267,24 @@ fn a_role_switch_flips_in_place_and_holds_fewer_gpu_hours_than_a_cold_start() {
         x.gpu_hours,
         y.gpu_hours
     );
+    // A flip waits for its drain, a cold start for the weights: from storage twenty times
+    // slower (0.05 GB/s a GPU: 35.3 GB in 706 s, plus the graphs, admitted at 720 s) the flip
+    // serves first and fails fewer requests.
+    let slow = ["autoscaler.weight_load_gb_per_s=0.05"];
+    let (c, d) = (tmpdir("switch-slow"), tmpdir("cold-slow"));
+    let sw = run("scenarios/autoscale/mix-shift-role-switch.toml", &slow, &c);
+    let cold = run("scenarios/autoscale/mix-shift-cold-start.toml", &slow, &d);
+    conserved(&sw, "role switch, slow storage");
+    conserved(&cold, "cold start, slow storage");
+    let (x, y) = (scaling(&sw), scaling(&cold));
+    let (tx, ty) = (joined(x).unwrap(), joined(y).unwrap());
+    println!(
+        "slow storage: role switch serves at {tx} s ({} failed, {:.3} GPU-h); cold start at {ty} s ({} failed, {:.3} GPU-h)",
+        sw.requests.failed, x.gpu_hours, cold.requests.failed, y.gpu_hours
+    );
+    assert!(tx < ty, "{tx} vs {ty}");
+    assert!(sw.requests.failed < cold.requests.failed);
+    assert!(x.gpu_hours < y.gpu_hours);
 }
 
 #[test]
@@ -306,5 +324,40 @@ fn on_a_diurnal_day_the_planner_holds_fewer_gpu_hours_than_static_peak_at_the_sa
         x.gpu_hours < 0.8 * static_gpu_h,
         "{} vs {static_gpu_h}",
         x.gpu_hours
+    );
+}
+
+#[test]
+fn a_sweep_of_a_resizing_scenario_is_the_same_bytes_on_any_number_of_threads() {
+    let (a, b) = (tmpdir("sweep-1"), tmpdir("sweep-2"));
+    let sweep = |jobs: &str, dir: &std::path::Path| {
+        let (code, _, err) = pdsim(&[
+            "sweep",
+            "scenarios/autoscale/ramp-threshold.toml",
+            "--vary",
+            "autoscaler.startup_s=0,90",
+            "--seeds",
+            "2",
+            "--jobs",
+            jobs,
+            "-q",
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{err}");
+        std::fs::read(dir.join("sweep.csv")).unwrap()
+    };
+    let one = sweep("1", &a);
+    assert_eq!(one, sweep("2", &b), "sweep.csv differs with --jobs 2");
+    // Each row's cost per hour is the GPU-hours it held, priced, over the run's hours.
+    let rows = read_csv(&a.join("sweep.csv"));
+    assert_eq!(rows.len(), 4);
+    let hours: Vec<f64> = rows
+        .iter()
+        .map(|r| r["usd_per_hour"].parse().unwrap())
+        .collect();
+    assert!(
+        hours.iter().all(|h| *h > 0.0 && *h < 2.0 * 16.0),
+        "{hours:?}"
     );
 }

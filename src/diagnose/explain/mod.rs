@@ -15,11 +15,11 @@
 //! stalled behind them; [`render`] turns the sections into text or Markdown.
 
 mod aborts;
-mod scaling;
 mod failures;
 mod production;
 mod read;
 mod render;
+mod scaling;
 mod sections;
 mod shards;
 

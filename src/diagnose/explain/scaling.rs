@@ -58,7 +58,9 @@ pub(super) fn scaling_section(run: &Run) -> Option<Section> {
         });
     };
     let sizes = serving_over_time(a, lc.initial);
-    let peak = sizes.iter().fold([0u32; 2], |m, (_, n)| [m[0].max(n[0]), m[1].max(n[1])]);
+    let peak = sizes
+        .iter()
+        .fold([0u32; 2], |m, (_, n)| [m[0].max(n[0]), m[1].max(n[1])]);
     let peak_gpu_h = f64::from(peak[0] * lc.gpus[0] + peak[1] * lc.gpus[1]) * end_s / 3600.0;
     blocks.push(Block::Para(format!(
         "At most {} prefill and {} decode instances served at once; held all run, that peak is {:.2} GPU-hours: the policy used {:.0} % of it.",
@@ -94,10 +96,18 @@ pub(super) fn scaling_section(run: &Run) -> Option<Section> {
         ));
         blocks.push(t);
     }
-    let listed: Vec<String> = (a.events.iter().filter(|e| e.kind != "ready" && e.kind != "removed"))
-        .take(LISTED)
-        .map(|e| format!("{:.0} s, {} {} slot {}: {}", e.at_s, e.kind, e.pool, e.slot, e.why))
-        .collect();
+    let listed: Vec<String> = (a
+        .events
+        .iter()
+        .filter(|e| e.kind != "ready" && e.kind != "removed"))
+    .take(LISTED)
+    .map(|e| {
+        format!(
+            "{:.0} s, {} {} slot {}: {}",
+            e.at_s, e.kind, e.pool, e.slot, e.why
+        )
+    })
+    .collect();
     if !listed.is_empty() {
         blocks.push(Block::Para(format!(
             "The first {} scaling events with their reasons ({} events in all in summary.json `autoscaling.events`):",
@@ -133,7 +143,11 @@ fn window_table(run: &Run, sizes: &[(f64, [u32; 2])], end_s: f64) -> Option<Bloc
             }
         }
         let at = to as f64 / 1e9;
-        let size = sizes.iter().rev().find(|(t, _)| *t <= at).map_or([0, 0], |s| s.1);
+        let size = sizes
+            .iter()
+            .rev()
+            .find(|(t, _)| *t <= at)
+            .map_or([0, 0], |s| s.1);
         rows.push(vec![
             format!("{:.0}–{:.0} s", from as f64 / 1e9, at),
             n.to_string(),

@@ -541,7 +541,8 @@ pub(super) fn pools_chart<DB: DrawingBackend>(
     marks: &[Marker],
 ) -> DrawResult<(), DB> {
     // second → (prefill serving, decode serving, starting, arrivals)
-    let mut per_s: BTreeMap<u64, (u32, u32, u32, u64)> = BTreeMap::new();
+    type Second = (u32, u32, u32, u64);
+    let mut per_s: BTreeMap<u64, Second> = BTreeMap::new();
     for r in ts {
         let e = per_s.entry(r.second).or_default();
         if let Some(f) = &r.fleet {
@@ -552,7 +553,7 @@ pub(super) fn pools_chart<DB: DrawingBackend>(
             e.3 += r.arrivals;
         }
     }
-    let line = |label: &str, color, f: &dyn Fn(&(u32, u32, u32, u64)) -> f64| Line {
+    let line = |label: &str, color, f: &dyn Fn(&Second) -> f64| Line {
         label: label.into(),
         color,
         thin: false,

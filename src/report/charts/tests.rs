@@ -181,6 +181,16 @@ fn promised(chart: Chart) -> Vec<&'static str> {
             "turn index (0 = a session's first request)",
             "mean prompt tokens per request",
         ],
+        Chart::Pools => vec![
+            time,
+            "instances",
+            "requests in/s",
+            "TTFT met",
+            "prefill serving",
+            "decode serving",
+            "starting",
+            "arrivals/s",
+        ],
     };
     if matches!(
         chart,
@@ -763,4 +773,61 @@ fn the_sessions_chart_splits_each_turn_by_its_hit_share() {
     }
     let none = svg(Chart::Sessions, &synthetic());
     assert!(texts(&none).contains(&"no data: no session turn arrived".to_string()));
+}
+
+/// The synthetic run with pools that changed size: rows carry the fleet columns (one prefill
+/// serving for 3 s, two from second 4, one decode starting in seconds 2–3), the summary an
+/// `autoscaling` section, and the finish rates count against a 500-ms TTFT target.
+fn with_fleet() -> fixture::Fixture {
+    use crate::metrics::FleetColumns;
+    let mut f = synthetic();
+    for r in &mut f.timeseries {
+        let prefills = if r.second >= 4 { 2 } else { 1 };
+        let starting = r.instance == 2 && (2..=3).contains(&r.second);
+        r.fleet = Some(FleetColumns {
+            state: if starting { "starting" } else { "serving" },
+            prefill_instances: prefills,
+            decode_instances: 1,
+        });
+    }
+    f.summary.autoscaling = Some(crate::metrics::summary::AutoscalingSummary {
+        policy: "threshold".into(),
+        gpu_hours: 1.0,
+        cost_usd: None,
+        cold_starts: 1,
+        role_switches: 0,
+        drains: 0,
+        starts_cancelled: 0,
+        starts_failed: 0,
+        decisions: 1,
+        events: Vec::new(),
+    });
+    let mut rates = crate::report::rates::FinishRates::with_ttft_target(Some(500_000_000));
+    for (i, ttft_ms) in [100u64, 900, 200, 300].into_iter().enumerate() {
+        let mut row = RequestRow::arrived(i as u64, 0, None, 10, 10);
+        row.outcome = Outcome::Completed;
+        row.first_token_ns = Some(ttft_ms * 1_000_000);
+        row.finish_ns = Some(2_000_000_000);
+        rates.record(&row);
+    }
+    f.finish_rates = rates;
+    f
+}
+
+#[test]
+fn only_a_run_whose_pools_changed_size_gets_the_pools_chart() {
+    let f = with_fleet();
+    assert_eq!(
+        Chart::for_summary(&f.summary).last(),
+        Some(&Chart::Pools),
+        "drawn after the others"
+    );
+    assert!(!Chart::for_summary(&synthetic().summary).contains(&Chart::Pools));
+    assert_eq!(Chart::from_name("pools"), Some(Chart::Pools));
+    let s = svg(Chart::Pools, &f);
+    assert_well_formed(&s);
+    assert_texts(Chart::Pools, &s, &promised(Chart::Pools));
+    // Without fleet columns the instance lines have nothing to draw: no panic, a note.
+    let none = svg(Chart::Pools, &synthetic());
+    assert_well_formed(&none);
 }

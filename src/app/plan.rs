@@ -141,6 +141,27 @@ fn run_base_saying(
         note(&format!("warning: {n}"));
     }
     require_slo(args, &sc)?;
+    // Pools that change size cost what the GPUs they held cost, known only once a point has
+    // run (`summary.json` `autoscaling`): every point runs, and the cheapest meeting [slo] is
+    // the one whose GPU-hours cost least — the policy, and its settings, to deploy.
+    let resizing;
+    let args = if sc.lifecycle.is_some() && !args.max_rate {
+        if sc.usd_per_gpu_hour.is_none() {
+            return Err(CliError::Scenario(crate::scenario::ScenarioError {
+                file: args.scenario.path().to_path_buf(),
+                line: None,
+                key: "hardware.usd_per_gpu_hour".into(),
+                message: "a plan over an [autoscaler] that resizes the pools ranks its points by what the GPU-hours they held cost: set a price per GPU-hour".into(),
+            }));
+        }
+        resizing = PlanRequest {
+            full_grid: true,
+            ..args.clone()
+        };
+        &resizing
+    } else {
+        args
+    };
     let jobs = jobs_of(args.jobs)?;
     let dir = args
         .out

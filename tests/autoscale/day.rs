@@ -361,3 +361,66 @@ fn a_sweep_of_a_resizing_scenario_is_the_same_bytes_on_any_number_of_threads() {
         "{hours:?}"
     );
 }
+
+#[test]
+fn plan_compares_policy_settings_by_what_their_gpu_hours_cost() {
+    let dir = tmpdir("plan-policies");
+    let (code, out, err) = pdsim(&[
+        "plan",
+        "scenarios/autoscale/ramp-threshold.toml",
+        "--rate",
+        "60",
+        "--vary",
+        "autoscaler.max_replicas=3,4",
+        "--vary",
+        "autoscaler.startup_s=0,300",
+        "--set",
+        "slo.attainment_min=0.7",
+        "--seeds",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    // Every point ran (their cost is known only after the run), and the answer is the one
+    // meeting [slo] whose GPU-hours cost least.
+    let rows = read_csv(&dir.join("sweep.csv"));
+    assert_eq!(rows.len(), 4, "{out}");
+    let cheapest = rows
+        .iter()
+        .filter(|r| r["slo_met"] == "true")
+        .min_by(|a, b| {
+            let (x, y): (f64, f64) = (
+                a["usd_per_hour"].parse().unwrap(),
+                b["usd_per_hour"].parse().unwrap(),
+            );
+            x.total_cmp(&y)
+        })
+        .expect("a point meets [slo]");
+    let want = format!(
+        "autoscaler.max_replicas={} autoscaler.startup_s={}",
+        cheapest["autoscaler.max_replicas"], cheapest["autoscaler.startup_s"]
+    );
+    println!("{out}");
+    assert!(out.contains(&want), "{want} not the answer:\n{out}");
+    // Without a price there is nothing to rank by: exit 2 naming the key.
+    let text = std::fs::read_to_string(repo().join("scenarios/autoscale/ramp-threshold.toml"))
+        .unwrap()
+        .replace("usd_per_gpu_hour = 2.0\n", "");
+    let unpriced = dir.join("unpriced.toml");
+    std::fs::write(&unpriced, text).unwrap();
+    let (code, _, err) = pdsim(&[
+        "plan",
+        unpriced.to_str().unwrap(),
+        "--rate",
+        "60",
+        "--vary",
+        "autoscaler.max_replicas=3,4",
+        "--seeds",
+        "1",
+        "--out",
+        dir.join("unpriced").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("hardware.usd_per_gpu_hour"), "{err}");
+}

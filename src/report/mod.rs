@@ -312,24 +312,29 @@ impl Picks {
     }
 }
 
+/// A `timeseries.csv` row whose only use is its header (with the fleet's columns or not).
+fn header_row(fleet: Option<crate::metrics::FleetColumns>) -> TimeseriesRow {
+    TimeseriesRow {
+        second: 0,
+        instance: 0,
+        pool: String::new(),
+        role: "",
+        arrivals: 0,
+        running: 0,
+        queued: 0,
+        kv_pages_used: 0,
+        kv_pages_total: 0,
+        tokens_out: 0,
+        busy_fraction: 0.0,
+        link_utilisation: 0.0,
+        fleet,
+    }
+}
+
 impl CsvSink {
     /// Creates the three files in `dir`, each with its header.
     pub fn create(dir: &Path) -> Result<Self, IoError> {
-        let ts = TimeseriesRow {
-            second: 0,
-            instance: 0,
-            pool: String::new(),
-            role: "",
-            arrivals: 0,
-            running: 0,
-            queued: 0,
-            kv_pages_used: 0,
-            kv_pages_total: 0,
-            tokens_out: 0,
-            busy_fraction: 0.0,
-            link_utilisation: 0.0,
-            fleet: None,
-        };
+        let ts = header_row(None);
         let link = LinkRow {
             second: 0,
             link: String::new(),
@@ -372,25 +377,11 @@ impl CsvSink {
     /// `prefill_instances`, `decode_instances`) after the others. Call before any row is
     /// written.
     pub fn with_fleet(mut self, dir: &Path) -> Result<Self, IoError> {
-        let sample = TimeseriesRow {
-            second: 0,
-            instance: 0,
-            pool: String::new(),
-            role: "",
-            arrivals: 0,
-            running: 0,
-            queued: 0,
-            kv_pages_used: 0,
-            kv_pages_total: 0,
-            tokens_out: 0,
-            busy_fraction: 0.0,
-            link_utilisation: 0.0,
-            fleet: Some(crate::metrics::FleetColumns {
-                state: "",
-                prefill_instances: 0,
-                decode_instances: 0,
-            }),
-        };
+        let sample = header_row(Some(crate::metrics::FleetColumns {
+            state: "",
+            prefill_instances: 0,
+            decode_instances: 0,
+        }));
         self.timeseries = CsvFile::create(dir.join("timeseries.csv"), &sample)?;
         Ok(self)
     }

@@ -210,13 +210,6 @@ pub(super) fn throughput_chart<DB: DrawingBackend>(
     ];
     let last_s = per_s.keys().next_back().copied().unwrap_or(0);
     let (bottom, notes) = finished_lines(rates, last_s);
-    let (plot, legend) = with_legend(area);
-    let x = 0.0..x_range(&middle).end.max(x_range(&bottom).end);
-    let groups = markers::groups(marks, &x);
-    let h = plot.dim_in_pixel().1;
-    // Panels without the x axis are shorter by its 48 px.
-    let (upper, rest) = plot.split_vertically((h.saturating_sub(48)) / 3);
-    let (mid, lower) = rest.split_vertically((h.saturating_sub(48)) / 3);
     let panel = |y_desc, x_axis| Panel {
         y_desc,
         y_fixed: None,
@@ -224,44 +217,48 @@ pub(super) fn throughput_chart<DB: DrawingBackend>(
         x_axis,
     };
     let no_rows = "no data: no timeseries rows";
-    let mut hidden = line_panel(
-        &upper,
-        x.clone(),
-        &panel("tokens/s", false),
-        &top,
-        no_rows,
-        &Marks {
+    three_panels(
+        area,
+        [
+            (panel("tokens/s", false), &top, no_rows),
+            (panel("requests in/s", false), &middle, no_rows),
+            (panel("finished/s", true), &bottom, "no request finished"),
+        ],
+        notes,
+        marks,
+    )
+}
+
+/// Three stacked panels over simulated seconds — each `(panel, lines, note when empty)`, the
+/// last with the x axis — sharing the x range and the event markers (labelled on the top
+/// panel), and the legend: every line, then `extra`, then the markers.
+fn three_panels<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panels: [(Panel, &[Line], &str); 3],
+    extra: Vec<LegendEntry>,
+    marks: &[Marker],
+) -> DrawResult<(), DB> {
+    let (plot, legend) = with_legend(area);
+    let end = (panels.iter()).fold(0.0f64, |m, p| m.max(x_range(p.1).end));
+    let x = 0.0..end;
+    let groups = markers::groups(marks, &x);
+    let h = plot.dim_in_pixel().1;
+    // Panels without the x axis are shorter by its 48 px.
+    let (upper, rest) = plot.split_vertically((h.saturating_sub(48)) / 3);
+    let (mid, lower) = rest.split_vertically((h.saturating_sub(48)) / 3);
+    let mut hidden = 0;
+    for (k, (area, (panel, lines, empty))) in [upper, mid, lower].iter().zip(&panels).enumerate() {
+        let marks = Marks {
             groups: &groups,
-            labels: true,
-        },
-    )?;
-    let quiet = Marks {
-        groups: &groups,
-        labels: false,
-    };
-    hidden += line_panel(
-        &mid,
-        x.clone(),
-        &panel("requests in/s", false),
-        &middle,
-        no_rows,
-        &quiet,
-    )?;
-    hidden += line_panel(
-        &lower,
-        x.clone(),
-        &panel("finished/s", true),
-        &bottom,
-        "no request finished",
-        &quiet,
-    )?;
-    let mut entries: Vec<LegendEntry> = top
-        .iter()
-        .chain(&middle)
-        .chain(&bottom)
+            labels: k == 0,
+        };
+        hidden += line_panel(area, x.clone(), panel, lines, empty, &marks)?;
+    }
+    let mut entries: Vec<LegendEntry> = (panels.iter())
+        .flat_map(|p| p.1.iter())
         .map(|l| LegendEntry::new(l.label.clone(), l.color, Swatch::Line))
         .collect();
-    entries.extend(notes);
+    entries.extend(extra);
     entries.extend(markers::legend_entries(marks, &x, hidden));
     draw_legend(&legend, &entries)
 }
@@ -578,62 +575,25 @@ pub(super) fn pools_chart<DB: DrawingBackend>(
         sparse: false,
         points: downsample(attained),
     }];
-    let (plot, legend) = with_legend(area);
-    let x = 0.0..x_range(&top).end.max(x_range(&bottom).end);
-    let groups = markers::groups(marks, &x);
-    let h = plot.dim_in_pixel().1;
-    let (upper, rest) = plot.split_vertically((h.saturating_sub(48)) / 3);
-    let (mid, lower) = rest.split_vertically((h.saturating_sub(48)) / 3);
-    let no_rows = "no data: no timeseries rows";
-    let mut hidden = line_panel(
-        &upper,
-        x.clone(),
-        &Panel {
-            y_desc: "instances",
-            y_fixed: None,
-            counts: true,
-            x_axis: false,
-        },
-        &top,
-        no_rows,
-        &Marks {
-            groups: &groups,
-            labels: true,
-        },
-    )?;
-    let quiet = Marks {
-        groups: &groups,
-        labels: false,
+    let panel = |y_desc, y_fixed, counts, x_axis| Panel {
+        y_desc,
+        y_fixed,
+        counts,
+        x_axis,
     };
-    hidden += line_panel(
-        &mid,
-        x.clone(),
-        &Panel {
-            y_desc: "requests in/s",
-            y_fixed: None,
-            counts: false,
-            x_axis: false,
-        },
-        &middle,
-        no_rows,
-        &quiet,
-    )?;
-    hidden += line_panel(
-        &lower,
-        x.clone(),
-        &Panel {
-            y_desc: "TTFT met",
-            y_fixed: Some(0.0..1.0),
-            counts: false,
-            x_axis: true,
-        },
-        &bottom,
-        "no request completed, or no slo.ttft_ms",
-        &quiet,
-    )?;
-    let mut entries: Vec<LegendEntry> = (top.iter().chain(&middle).chain(&bottom))
-        .map(|l| LegendEntry::new(l.label.clone(), l.color, Swatch::Line))
-        .collect();
-    entries.extend(markers::legend_entries(marks, &x, hidden));
-    draw_legend(&legend, &entries)
+    let no_rows = "no data: no timeseries rows";
+    three_panels(
+        area,
+        [
+            (panel("instances", None, true, false), &top, no_rows),
+            (panel("requests in/s", None, false, false), &middle, no_rows),
+            (
+                panel("TTFT met", Some(0.0..1.0), false, true),
+                &bottom,
+                "no request completed, or no slo.ttft_ms",
+            ),
+        ],
+        Vec::new(),
+        marks,
+    )
 }

@@ -66,7 +66,9 @@ pub struct Observation {
 pub struct Traffic {
     /// The window's length, ns (Dynamo's `duration_s`: demand is `completed / window`).
     pub window_ns: Nanos,
-    /// Requests completed in the window (Dynamo's `num_req`).
+    /// Requests counted in the window (Dynamo's `num_req`): those that ended, whatever their
+    /// outcome (`throughput_metrics_source = "frontend"`), or those the router admitted
+    /// (`"router"`; `autoscale::controller`).
     pub completed: u64,
     /// Mean input length of those requests, tokens; `None` when none completed (Prometheus
     /// answers NaN, which Dynamo's predictors read as 0).

@@ -10,7 +10,7 @@
 use crate::autoscale::controller::{Controller, Steps};
 use crate::autoscale::fleet::Action;
 use crate::config::Scenario;
-use crate::config::autoscale::{Lifecycle, PREFILL};
+use crate::config::autoscale::{DECODE, Lifecycle, PREFILL};
 use crate::sglang::Core;
 use crate::sglang::decode::DecodeServer;
 use crate::sglang::prefill::PrefillServer;
@@ -49,7 +49,7 @@ pub(super) fn controller(
         p.core.set_member((s as u32) < lc.initial[PREFILL]);
     }
     for (s, d) in decodes.iter_mut().enumerate() {
-        d.core.set_member((s as u32) < lc.initial[1]);
+        d.core.set_member((s as u32) < lc.initial[DECODE]);
     }
     c
 }

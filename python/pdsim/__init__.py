@@ -655,14 +655,23 @@ def lint(
     *,
     model_config: Union[str, "os.PathLike[str]", None] = None,
     profile: str = "guarded",
+    sglang_version: Optional[str] = None,
     check: bool = False,
 ) -> Dict[str, Any]:
-    """``pdsim lint --prefill ARGS --decode ARGS --json``: the outcome pdsim predicts for two
-    ``python -m sglang.launch_server`` lines (a string, or a list of arguments). Returns the
-    report (``report["prediction"]["compatible"]``); ``check=True`` raises :class:`Failed`
-    (the CLI's exit 1) when the pair is incompatible."""
+    """``pdsim lint --prefill ARGS --decode ARGS [--sglang-version V] --json``: the outcome
+    pdsim predicts for two ``python -m sglang.launch_server`` lines (a string, or a list of
+    arguments) at an sglang release (``seed`` when ``None``; ``2026-09``, ``2026-09+pr37840``:
+    ``docs/sglang-pd.md`` §24). Returns the report (``report["prediction"]["compatible"]``);
+    ``check=True`` raises :class:`Failed` (the CLI's exit 1) when the pair is incompatible."""
     mc = None if model_config is None else os.fspath(model_config)
-    report_json, compatible = _call(_native.lint, _line(prefill_args), _line(decode_args), mc, profile)
+    if sglang_version is not None and not isinstance(sglang_version, str):
+        raise InvalidInput(
+            f"--sglang-version {sglang_version!r}: give a release name such as 'seed' or '2026-09'",
+            key="--sglang-version",
+        )
+    report_json, compatible = _call(
+        _native.lint, _line(prefill_args), _line(decode_args), mc, profile, sglang_version
+    )
     report = json.loads(report_json)
     if check and not compatible:
         kind = report.get("prediction", {}).get("kind") or "silent corruption"
@@ -677,13 +686,21 @@ def layout(
     kv_cache_dtype: str = "auto",
     enable_unified_memory: bool = False,
     rank: int = 0,
+    mamba_ssm_dtype: Optional[str] = None,
 ) -> Dict[str, Any]:
-    """``pdsim layout --model M --tp N --page-size P ... --json``: the KV and state regions one
-    rank registers."""
+    """``pdsim layout --model M --tp N --page-size P ... [--mamba-ssm-dtype T] --json``: the KV
+    and state regions one rank registers (``mamba_ssm_dtype``: a hybrid's temporal-state dtype,
+    ``float32``, ``bfloat16`` or ``float16``; ``None`` keeps the model's own)."""
+    if mamba_ssm_dtype is not None and not isinstance(mamba_ssm_dtype, str):
+        raise InvalidInput(
+            f"--mamba-ssm-dtype {mamba_ssm_dtype!r}: give float32, bfloat16 or float16", key="--mamba-ssm-dtype"
+        )
     for flag, v in (("--tp", tp), ("--page-size", page_size), ("--rank", rank)):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v >= 2**32:
             raise InvalidInput(f"{flag} {v!r}: give a whole number from 0 to 2^32-1", key=flag)
-    return json.loads(_call(_native.layout, model, tp, page_size, kv_cache_dtype, enable_unified_memory, rank))
+    return json.loads(
+        _call(_native.layout, model, tp, page_size, kv_cache_dtype, enable_unified_memory, rank, mamba_ssm_dtype)
+    )
 
 
 def explain(

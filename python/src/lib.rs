@@ -186,29 +186,31 @@ fn plan_question(
     })
 }
 
-/// `pdsim lint --json`: (the report's JSON, compatible).
+/// `pdsim lint [--sglang-version V] --json`: (the report's JSON, compatible).
 #[pyfunction]
-#[pyo3(signature = (prefill, decode, model_config, profile))]
+#[pyo3(signature = (prefill, decode, model_config, profile, sglang_version=None))]
 fn lint(
     py: Python<'_>,
     prefill: String,
     decode: String,
     model_config: Option<String>,
     profile: String,
+    sglang_version: Option<String>,
 ) -> PyResult<(String, bool)> {
     let q = pdsim::diagnose::lint::LintQuestion {
         prefill,
         decode,
         model_config: model_config.map(PathBuf::from),
         profile,
-        version: None,
+        version: sglang_version,
     };
     guard(py, "lint", move || api::lint(&q))
 }
 
-/// `pdsim layout --json`.
+/// `pdsim layout [--mamba-ssm-dtype T] --json`.
 #[pyfunction]
-#[pyo3(signature = (model, tp, page_size, kv_cache_dtype, enable_unified_memory, rank))]
+#[pyo3(signature = (model, tp, page_size, kv_cache_dtype, enable_unified_memory, rank, mamba_ssm_dtype=None))]
+#[allow(clippy::too_many_arguments)]
 fn layout(
     py: Python<'_>,
     model: String,
@@ -217,6 +219,7 @@ fn layout(
     kv_cache_dtype: String,
     enable_unified_memory: bool,
     rank: u32,
+    mamba_ssm_dtype: Option<String>,
 ) -> PyResult<String> {
     let a = pdsim::app::layout::LayoutRequest {
         model,
@@ -224,7 +227,7 @@ fn layout(
         page_size,
         kv_cache_dtype,
         enable_unified_memory,
-        mamba_ssm_dtype: None,
+        mamba_ssm_dtype,
         rank,
         json: true,
     };

@@ -265,6 +265,45 @@ def test_lint_predicts_as_the_cli(cli):
     assert ok["prediction"]["compatible"] is True
 
 
+QWEN_NEXT = "python -m sglang.launch_server --model-path Qwen/Qwen3-Next-80B-A3B-Instruct --tp 2"
+
+
+def test_lint_takes_the_sglang_version_as_the_cli(cli):
+    # The Mamba-state dtype pair (docs/sglang-pd.md §24): silent at the seed, where the
+    # transfer worker finds the slot sizes apart after the KV was sent, and rejected at
+    # registration under PR #37840's profile.
+    p = QWEN_NEXT + " --disaggregation-mode prefill --mamba-ssm-dtype float32"
+    d = QWEN_NEXT + " --disaggregation-mode decode --mamba-ssm-dtype bfloat16"
+    kinds = {}
+    for v in ("seed", "2026-09+pr37840"):
+        code, out, _ = cli("lint", "--prefill", p, "--decode", d, "--sglang-version", v, "--json")
+        assert code == 1
+        report = pdsim.lint(p, d, sglang_version=v)
+        assert report == json.loads(out)
+        kinds[v] = report["prediction"]["kind"]
+    assert kinds == {"seed": "mamba_slot_size_mismatch", "2026-09+pr37840": "peer_layout_rejected"}
+    assert pdsim.lint(p, d) == pdsim.lint(p, d, sglang_version="seed")
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.lint(p, d, sglang_version="2027-01")
+    assert e.value.exit_code == 2 and "2026-09" in e.value.message
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.lint(p, d, sglang_version=2026)
+    assert e.value.key == "--sglang-version"
+
+
+def test_layout_takes_the_mamba_state_dtype_as_the_cli(cli):
+    code, out, _ = cli(
+        "layout", "--model", "qwen3-next-80b-a3b", "--tp", "2", "--mamba-ssm-dtype", "bfloat16", "--json"
+    )
+    assert code == 0
+    bf16 = pdsim.layout("qwen3-next-80b-a3b", tp=2, mamba_ssm_dtype="bfloat16")
+    assert bf16 == json.loads(out)
+    assert bf16 != pdsim.layout("qwen3-next-80b-a3b", tp=2)
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.layout("qwen3-next-80b-a3b", tp=2, mamba_ssm_dtype="fp8")
+    assert e.value.exit_code == 2 and "float32" in e.value.message
+
+
 def test_layout_and_explain_are_the_cli_output(cli, tmp_path):
     code, out, _ = cli("layout", "--model", "qwen3-next-80b-a3b", "--tp", "2", "--page-size", "16", "--json")
     assert code == 0

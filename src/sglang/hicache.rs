@@ -124,6 +124,12 @@ impl HiCache {
         }
     }
 
+    /// The host tier is the process's pinned memory: a new process starts with it empty. The
+    /// store, another service, keeps what it holds.
+    pub fn forget_host(&mut self) {
+        self.host.forget();
+    }
+
     /// Leading prompt blocks in host memory (no touch).
     pub fn host_blocks(&self, hash_ids: &[u64]) -> u32 {
         self.host.peek_blocks(hash_ids)

@@ -318,6 +318,11 @@ impl Core {
         self.alive & self.member
     }
 
+    /// Its KV pool in use, 0–1 (what an autoscaler's scrape reads).
+    pub fn kv_share(&self) -> f64 {
+        f64::from(self.pages.used()) / f64::from(self.pages.total().max(1))
+    }
+
     /// Whether it is in its pool's serving set (`autoscale::fleet`; always, in a fixed pool).
     #[inline]
     pub fn member(&self) -> bool {

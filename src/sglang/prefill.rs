@@ -512,7 +512,8 @@ impl PrefillServer {
         })
     }
 
-    /// After a crash: the running forward, the chunked request and the queue are lost.
+    /// After a crash: the running forward, the chunked request and the queue are lost, and
+    /// the process's caches with them (a restart is a new process).
     pub fn lose_state(&mut self, q: &mut EventQueue<Event>) {
         if let Some(k) = self.core.step_key.take() {
             q.cancel(k);
@@ -521,6 +522,18 @@ impl PrefillServer {
         self.batch.clear();
         self.chunked = None;
         self.waiting.clear();
+        self.forget_caches();
+    }
+
+    /// A new process on this slot (a restart, an autoscaler's launch): its radix cache and
+    /// HiCache's host tier start empty; a Mooncake Store behind them keeps its blocks.
+    pub fn forget_caches(&mut self) {
+        if let Some(c) = self.cache.as_mut() {
+            c.forget();
+        }
+        if let Some(h) = self.hicache.as_mut() {
+            h.forget_host();
+        }
     }
 
     /// The server is back, empty; false if it was up.
@@ -612,6 +625,43 @@ mod tests {
         assert!(p.restart() && !p.restart());
         schedule(&mut p, &mut reqs, &mut q);
         assert_eq!((p.running(), q.len()), (1, 1), "back, it serves again");
+    }
+
+    /// A restarted prefill is a new process: the radix cache and HiCache's host tier lose
+    /// every block (a prompt seen before the crash misses), and keep their counts.
+    #[test]
+    fn a_crash_empties_the_radix_cache_and_the_host_tier() {
+        use crate::config::{HiCacheParams, PrefetchPolicy, WritePolicy};
+        use crate::sglang::hicache::HiCache;
+        let mut q = EventQueue::new();
+        let cache = Some(crate::sglang::prefix_cache::PrefixCache::new(None));
+        let mut p = PrefillServer::new(core(1 << 10, 16), cache, 64, 64);
+        p.hicache = Some(Box::new(HiCache::new(HiCacheParams {
+            host_tokens: 1 << 20,
+            write_policy: WritePolicy::WriteThrough,
+            storage: false,
+            prefetch: PrefetchPolicy::BestEffort,
+            bytes_per_token: 1000,
+            pcie_bytes_per_ns: 10.0,
+        })));
+        let prompt = [11, 12, 13];
+        let c = p.cache.as_mut().unwrap();
+        c.lookup_and_insert(&prompt, 1536, 0);
+        assert_eq!(c.lookup_and_insert(&prompt, 1536, 1), 1536);
+        let h = p.hicache.as_mut().unwrap();
+        h.admit(&prompt, 1536, 0, None, 0);
+        assert_eq!(h.host_blocks(&prompt), 3);
+        p.crash().expect("it was up");
+        p.lose_state(&mut q);
+        assert!(p.restart());
+        let c = p.cache.as_mut().unwrap();
+        assert_eq!((c.cached_blocks(), c.hit_tokens()), (0, 1536));
+        assert_eq!(
+            c.lookup_and_insert(&prompt, 1536, 2),
+            0,
+            "the prompt misses"
+        );
+        assert_eq!(p.hicache.as_ref().unwrap().host_blocks(&prompt), 0);
     }
 
     /// A request that leaves the prefill before its transfer concluded is let go once: its

@@ -150,6 +150,18 @@ impl PrefixCache {
         self.match_touching(hash_ids, used).1 as u32
     }
 
+    /// Drops every cached block, as a new process starts with an empty radix cache (a
+    /// restart after a crash, a slot an autoscaler launches again). The capacity stays, and
+    /// so do the counts of lookups, hits and evictions: they describe the instance over the
+    /// run, not one process.
+    pub fn forget(&mut self) {
+        self.nodes.clear();
+        self.free.clear();
+        self.index.clear();
+        self.leaves.clear();
+        self.blocks = 0;
+    }
+
     /// Leading blocks of `hash_ids` cached (no touch).
     pub fn peek_blocks(&self, hash_ids: &[u64]) -> u32 {
         let mut parent = ROOT;
@@ -319,6 +331,30 @@ mod tests {
             cache.lookup_and_insert(&r.hash_ids, r.input_tokens, r.arrival_ns);
         }
         cache
+    }
+
+    #[test]
+    fn a_forgotten_cache_starts_empty_and_keeps_its_counts_and_capacity() {
+        let mut c = PrefixCache::new(Some(3 * 512));
+        c.lookup_and_insert(&[1, 2, 3], 1536, 0);
+        assert_eq!(c.lookup_and_insert(&[1, 2, 9], 1536, 1), 1024);
+        let evicted = c.evicted_blocks();
+        assert_eq!(evicted, 1, "a 3-block capacity holds 1, 2 and one of 3 / 9");
+        c.forget();
+        assert_eq!(c.cached_blocks(), 0);
+        assert_eq!(c.peek(&[1, 2, 9], 1536), 0);
+        // A new process: the same prompt misses, and caches again within the capacity.
+        assert_eq!(c.lookup_and_insert(&[1, 2, 9], 1536, 2), 0);
+        assert_eq!(c.lookup_and_insert(&[4, 5], 1024, 3), 0);
+        assert_eq!(
+            c.cached_blocks(),
+            3,
+            "capacity of 3 blocks holds after the forget"
+        );
+        assert_eq!(c.evicted_blocks(), evicted + 2);
+        assert_eq!(c.lookup_and_insert(&[4, 5], 1024, 4), 1024);
+        // The counts span both processes: 1,024 hit tokens before, 1,024 after.
+        assert_eq!(c.hit_tokens(), 2048);
     }
 
     #[test]

@@ -11,7 +11,6 @@ use crate::autoscale::controller::{Controller, Steps};
 use crate::autoscale::fleet::Action;
 use crate::config::Scenario;
 use crate::config::autoscale::{DECODE, Lifecycle, PREFILL};
-use crate::sglang::Core;
 use crate::sglang::decode::DecodeServer;
 use crate::sglang::prefill::PrefillServer;
 use crate::vocab::event::Event;
@@ -63,11 +62,6 @@ fn core_ref(role: usize, slot: u32) -> CoreRef {
     }
 }
 
-/// An instance's KV pool in use, 0–1.
-fn kv_share(core: &Core) -> f64 {
-    f64::from(core.pages.used()) / f64::from(core.pages.total().max(1))
-}
-
 impl World<'_> {
     /// The controller's look: the scrape, draining instances that hold nothing any more (off,
     /// or flipped into the other pool), the policy when its tick is due, the actions; then the
@@ -80,10 +74,10 @@ impl World<'_> {
         // The decodes' coalesced steps up to now: the scrape reads their batches.
         (self.decodes).touch_all(&mut self.q, &mut self.reqs, watchers!(self));
         for p in self.prefills.iter().filter(|p| p.core.member()) {
-            c.scrape(p.core.instance.idx(), p.queued(), kv_share(&p.core));
+            c.scrape(p.core.instance.idx(), p.queued(), p.core.kv_share());
         }
         for d in self.decodes.iter().filter(|d| d.core.member()) {
-            c.scrape(d.core.instance.idx(), d.queued(), kv_share(&d.core));
+            c.scrape(d.core.instance.idx(), d.queued(), d.core.kv_share());
         }
         let mut actions: Vec<Action> = (c.fleet.draining().into_iter())
             .filter(|&(role, slot)| core!(self, core_ref(role, slot)).outstanding == 0)
@@ -111,6 +105,10 @@ impl World<'_> {
                     slot,
                     ready_ns,
                 } => {
+                    // A new process (a cold start, or a decode flipping in): empty caches.
+                    if let CoreRef::Prefill(p) = core_ref(role, slot) {
+                        self.prefills[p].forget_caches();
+                    }
                     let instance = InstanceId(c.fleet.instance(role, slot));
                     self.q
                         .schedule_at(ready_ns, Event::InstanceReady { instance });

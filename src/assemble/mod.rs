@@ -428,6 +428,7 @@ fn decode_server(
         .map_or(u32::MAX, |m| (m / dp).max(1));
     let mut d = DecodeServer::new(core, ports, max_running);
     d.reserved_tokens = pool.num_reserved_decode_tokens;
+    d.extra_slots = pool.decode_extra_slots;
     d.offload = pool
         .decode_offload
         .map(|o| Box::new(crate::sglang::decode_offload::DecodeOffload::new(o)));

@@ -234,6 +234,10 @@ pub struct Pool {
     pub kv_allocator: KvAllocator,
     /// `--num-reserved-decode-tokens` (`pools.server.num_reserved_decode_tokens`, default 512).
     pub num_reserved_decode_tokens: u32,
+    /// `--disaggregation-decode-extra-slots` (`pools.server.disaggregation_decode_extra_slots`,
+    /// decode pools only): request rows per worker beyond `max_running_requests` for requests
+    /// preallocated or in transfer, where that count is above 32 (`None`: sglang's 0).
+    pub decode_extra_slots: Option<u32>,
     /// `--enable-mixed-chunk` (`pools.server.enable_mixed_chunk`, colocated pools only; default
     /// off, as in sglang): a forward mixes the running decode batch with the prefill chunk;
     /// off, a prefill batch that forms runs instead of the decode step.

@@ -298,6 +298,10 @@ pub fn pool_flags(sc: &Scenario, i: usize, notes: &mut Vec<String>) -> String {
             .entry("hicache_storage_backend")
             .or_insert_with(|| "mooncake".into());
     }
+    // The seed reads the decode's extra rows from the environment ([`server_env`]).
+    if !sc.sglang.version.has_decode_extra_slots_flag() {
+        server.remove("disaggregation_decode_extra_slots");
+    }
     server_flags(&server, notes)
 }
 
@@ -501,7 +505,8 @@ fn whole_s(ns: u64) -> u64 {
 ///   `[sglang]` timeout or queue count other than sglang's default (`environ.py`:
 ///   `SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT` and `SGLANG_DISAGGREGATION_QUEUE_SIZE`, read by
 ///   the prefill's `MooncakeKVManager`; `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, by the
-///   decode's), and Mooncake's EFA transport where `fabric.transport = "efa"`
+///   decode's; under the seed, a decode's extra request rows as
+///   `SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS`), and Mooncake's EFA transport where `fabric.transport = "efa"`
 ///   (`MOONCAKE_PROTOCOL=efa`: `MooncakeTransferEngine.initialize` in sglang
 ///   `distributed/device_communicators/mooncake_transfer_engine.py`, default `rdma`);
 /// - where NVLink domains join several nodes (an NVL72 rack's trays) and `fabric.mnnvl` is on,
@@ -538,6 +543,12 @@ pub fn server_env(
         let t = whole_s(p.waiting_timeout_ns);
         if t != SGLANG_DEFAULT_TIMEOUT_S {
             env.push(("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", t.to_string()));
+        }
+        // The seed's name for `--disaggregation-decode-extra-slots` (`model_runner.py`).
+        if let Some(n) = sc.pools[i].decode_extra_slots
+            && !p.version.has_decode_extra_slots_flag()
+        {
+            env.push(("SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS", n.to_string()));
         }
     }
     if role != Role::Colocated && sc.fabric.transport == crate::fabric::Transport::Efa {
@@ -1371,6 +1382,45 @@ pub(crate) mod tests {
             "{text}"
         );
         assert!(text.contains("EFA devices"), "{text}");
+    }
+
+    /// A decode's extra request rows go where the release reads them: the seed's environment
+    /// variable (`model_runner.py`), 2026's flag; never on a prefill's line.
+    #[test]
+    fn decode_extra_slots_are_the_seeds_variable_and_2026s_flag() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/quickstart.toml");
+        let lines = |version: &str| {
+            let sets = vec![
+                "pools.decode.server.disaggregation_decode_extra_slots=48".to_string(),
+                format!("sglang.version={version:?}"),
+            ];
+            let text = launch_text(&crate::scenario::load(&path, &sets).unwrap());
+            let line = |mode: &str| {
+                commands(&text)
+                    .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
+                    .unwrap()
+                    .to_string()
+            };
+            (line("prefill"), line("decode"))
+        };
+        let (p, d) = lines("seed");
+        assert!(
+            d.starts_with("SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS=48 python"),
+            "{d}"
+        );
+        assert!(!d.contains("--disaggregation-decode-extra-slots"), "{d}");
+        assert!(
+            !p.contains("PRE_ALLOCATE") && !p.contains("extra-slots"),
+            "{p}"
+        );
+        let (p, d) = lines("2026-09");
+        assert!(d.contains(" --disaggregation-decode-extra-slots 48"), "{d}");
+        assert!(!d.contains("PRE_ALLOCATE"), "{d}");
+        assert!(
+            !p.contains("PRE_ALLOCATE") && !p.contains("extra-slots"),
+            "{p}"
+        );
     }
 
     #[test]

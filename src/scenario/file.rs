@@ -271,6 +271,12 @@ pub struct ServerSection {
     /// every request a decode instance holds. Default 512, sglang's.
     #[serde(default = "default_reserved_decode_tokens")]
     pub num_reserved_decode_tokens: u32,
+    /// `--disaggregation-decode-extra-slots` (decode; the seed's
+    /// `SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS`): request rows per decode worker beyond
+    /// `max_running_requests` for requests being preallocated or transferred. Unset: sglang's
+    /// 0, or twice the per-worker `max_running_requests` where that is ≤ 32 (always, then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disaggregation_decode_extra_slots: Option<u32>,
     /// `--disable-radix-cache`: no prefix cache on this (prefill) instance.
     #[serde(default)]
     pub disable_radix_cache: bool,
@@ -405,6 +411,7 @@ impl Default for ServerSection {
             max_prefill_tokens: default_max_prefill_tokens(),
             max_running_requests: None,
             num_reserved_decode_tokens: default_reserved_decode_tokens(),
+            disaggregation_decode_extra_slots: None,
             disable_radix_cache: false,
             enable_mixed_chunk: false,
             radix_cache_tokens: None,

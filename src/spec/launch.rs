@@ -144,6 +144,9 @@ const IGNORED_WITH_VALUE: &[&str] = &[
     "--node-rank",
     "--dist-init-addr",
     "--cuda-graph-max-bs",
+    // Request rows on a decode worker (scenarios: `disaggregation_decode_extra_slots`): no
+    // part of the layouts or the handshake a pair is predicted from.
+    "--disaggregation-decode-extra-slots",
     "--context-length",
     "--load-format",
     "--random-seed",

@@ -76,6 +76,13 @@ impl SglangVersion {
         names.join(", ")
     }
 
+    /// Whether the release reads the decode's extra request rows from
+    /// `--disaggregation-decode-extra-slots` (2026 `server_args` fields, `handle_pd_disaggregation`)
+    /// rather than from `SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS` (`environ.py`, the seed).
+    pub fn has_decode_extra_slots_flag(self) -> bool {
+        self != Self::Seed
+    }
+
     /// Every version's name, for "valid: …".
     pub fn names() -> Vec<&'static str> {
         Self::ALL.iter().map(|v| v.as_str()).collect()

@@ -23,6 +23,9 @@ pub const MAX_GPUS_PER_NODE: u32 = 1024;
 /// Most `num_reserved_decode_tokens`: far beyond any context length, so that the budget's
 /// products stay far from overflow.
 pub const MAX_RESERVED_DECODE_TOKENS: u32 = 1 << 24;
+/// Most `disaggregation_decode_extra_slots` per decode worker: a request row each, far beyond
+/// any batch a worker holds.
+pub const MAX_DECODE_EXTRA_SLOTS: u32 = 1 << 20;
 /// NICs per node, per GPU of the node (a rail design has 1–2; 8 leaves room).
 pub const MAX_NICS_PER_GPU: u32 = 8;
 /// GPUs in the whole cluster (instances × tp_size summed over pools): the fabric, the

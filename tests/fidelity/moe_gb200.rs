@@ -114,6 +114,30 @@ fn gb200_nvl72_fp4_offload_and_mtp_rows() {
         decode.bottleneck, "batch_cap",
         "its request rows bind, not its pages"
     );
+    // The rows that bind, given: `--disaggregation-decode-extra-slots` (the seed's
+    // SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS, which deployment scripts of these racks
+    // set) lets the requests preallocated or in transfer sit beside a full batch, and with
+    // enough feeder trays every rank runs its 384. What is left of the gap is the step at 384.
+    let dir = common::tmpdir("gb200-fp4-decode-full");
+    common::run(
+        "scenarios/moe/gb200-nvl72-fp4-decode.toml",
+        &[
+            "pools.decode.server.disaggregation_decode_extra_slots=640",
+            "pools.prefill.instances=400",
+            "workload.arrival.rate_per_s=12000",
+        ],
+        &dir,
+    );
+    let (fp4_full, running_full) = per_server(&dir, "decode", 8, 15);
+    row(
+        "  the same, extra slots: a full batch of 384",
+        fp4_full,
+        13_386.0,
+    );
+    assert!(
+        running_full > 380.0 && running_full > running4 + 50.0,
+        "extra slots should fill the batch: {running_full:.0} running per rank (without: {running4:.0})"
+    );
     // The FP8 decode fed to about the same batch (3,200 req/s instead of 6,000), so the two
     // steps compare at one shape.
     let dir8 = common::tmpdir("gb200-fp8-decode-light");

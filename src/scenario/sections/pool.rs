@@ -188,6 +188,7 @@ fn pool(
             .kv_allocator
             .unwrap_or(crate::config::KvAllocator::default_for(p.role)),
         num_reserved_decode_tokens: s.num_reserved_decode_tokens,
+        decode_extra_slots: s.disaggregation_decode_extra_slots,
         enable_mixed_chunk: s.enable_mixed_chunk,
         parallel,
         hicache: None,
@@ -239,6 +240,7 @@ fn check_shape(
 /// decode batch to mix (its batches are prefill only) and a PD decode server forms no prefill
 /// batch, so on their pools the flag would change nothing: refused rather than ignored.
 fn check_mixed_chunk(c: &Checker, p: &file::PoolSection, key: &str) -> Result<(), ScenarioError> {
+    check_extra_slots(c, p, key)?;
     if p.server.enable_mixed_chunk && p.role != Role::Colocated {
         return Err(c.err(
             &format!("{key}.server.enable_mixed_chunk"),
@@ -247,6 +249,36 @@ fn check_mixed_chunk(c: &Checker, p: &file::PoolSection, key: &str) -> Result<()
                 p.name,
                 p.role.as_str(),
                 p.role.as_str()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `disaggregation_decode_extra_slots` sizes a decode worker's request rows
+/// (`DecodeReqToTokenPool`): a prefill or colocated server has none to size, so the key is
+/// refused there rather than ignored, and a count is bounded.
+fn check_extra_slots(c: &Checker, p: &file::PoolSection, key: &str) -> Result<(), ScenarioError> {
+    let Some(n) = p.server.disaggregation_decode_extra_slots else {
+        return Ok(());
+    };
+    let k = format!("{key}.server.disaggregation_decode_extra_slots");
+    if p.role != Role::Decode {
+        return Err(c.err(
+            &k,
+            format!(
+                "applies to role = \"decode\" pools only (pool {:?} is {}): it adds request rows for the requests a decode worker preallocates or receives; leave it out here",
+                p.name,
+                p.role.as_str()
+            ),
+        ));
+    }
+    if n > limits::MAX_DECODE_EXTRA_SLOTS {
+        return Err(c.err(
+            &k,
+            format!(
+                "must be at most {} rows per decode worker (sglang's default is 0), got {n}",
+                limits::MAX_DECODE_EXTRA_SLOTS
             ),
         ));
     }

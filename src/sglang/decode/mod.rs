@@ -100,6 +100,8 @@ pub struct DecodeServer {
     pub max_running: u32,
     /// `--num-reserved-decode-tokens`: the prealloc budget's room per request held.
     pub reserved_tokens: u32,
+    /// `--disaggregation-decode-extra-slots` (`None`: unset, sglang's 0).
+    pub extra_slots: Option<u32>,
     /// The step model's batch-size terms, per batch size.
     step_cache: DecodeCache,
     /// Whether steps may be coalesced into runs (see [`DecodeServer::plan_run`]); off where a
@@ -171,6 +173,7 @@ impl DecodeServer {
             ports,
             max_running,
             reserved_tokens: RESERVED_DECODE_TOKENS,
+            extra_slots: None,
             step_cache: DecodeCache::default(),
             coalesce: false,
             virtual_left: 0,

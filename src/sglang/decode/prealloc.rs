@@ -8,14 +8,15 @@ use crate::vocab::requests::{KvPoll, ReqRef, Requests};
 
 /// `DecodeReqToTokenPool` rows beyond `--max-running-requests` for requests being preallocated
 /// or transferred: `pre_alloc_size = 2 × max_num_reqs` when `max_num_reqs <= 32`, else
-/// `SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS` (0) (`model_runner.py`; `docs/sglang-pd.md`
-/// §16.1). So above 32 running requests, preallocated, transferring and running requests share
-/// the same rows.
-fn pre_alloc_rows(max_running: u32) -> u32 {
+/// `SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS` (0 unless set; environ.py: "only effective
+/// when max_num_reqs > 32"), which 2026's `--disaggregation-decode-extra-slots` names
+/// (`model_runner.py`; `docs/sglang-pd.md` §16.1). So above 32 running requests and without
+/// extra slots, preallocated, transferring and running requests share the same rows.
+fn pre_alloc_rows(max_running: u32, extra: Option<u32>) -> u32 {
     if max_running <= 32 {
         2 * max_running
     } else {
-        0
+        extra.unwrap_or(0)
     }
 }
 
@@ -71,7 +72,8 @@ impl DecodeServer {
         }
         let ps = u64::from(self.core.page_size);
         let r = u64::from(self.reserved_tokens);
-        let rows = u64::from(self.max_running) + u64::from(pre_alloc_rows(self.max_running));
+        let rows = u64::from(self.max_running)
+            + u64::from(pre_alloc_rows(self.max_running, self.extra_slots));
         let retractable = self.context_tokens;
         // `need_single` is read only when it could beat the holders' reservation: the longest
         // running request's tokens bound it, so the scan of the batch runs on small batches.

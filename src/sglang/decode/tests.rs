@@ -93,17 +93,30 @@ fn a_lone_prompt_that_cannot_keep_its_reservation_waits() {
 }
 
 /// Request rows: `--max-running-requests` 1 (≤ 32) gets `2 × 1` pre-alloc rows, so three
-/// requests are held at most; 40 (> 32) gets none, so 40.
+/// requests are held at most; 40 (> 32) gets none, so 40 — and with
+/// `--disaggregation-decode-extra-slots 7`, 47. At ≤ 32 the extra slots change nothing: the
+/// doubling wins (`model_runner.py`: "only effective when max_num_reqs > 32").
 #[test]
 fn prealloc_stops_when_the_request_rows_are_held() {
-    for (max_running, rows) in [(1u32, 3usize), (40, 40)] {
+    for (max_running, extra, rows) in [
+        (1u32, None, 3usize),
+        (40, None, 40),
+        (40, Some(7), 47),
+        (40, Some(0), 40),
+        (1, Some(7), 3),
+    ] {
         let mut reqs = Requests::default();
         let mut d = DecodeServer::new(core(100_000, 16), vec![17_000], max_running);
+        d.extra_slots = extra;
         let v: Vec<_> = (0..50).map(|i| request(&mut reqs, i, 16, 4)).collect();
         d.prealloc.extend(v.iter().copied());
         let mut admitted = Vec::new();
         d.try_prealloc(&mut reqs, &mut admitted);
-        assert_eq!(admitted.len(), rows, "max_running_requests {max_running}");
+        assert_eq!(
+            admitted.len(),
+            rows,
+            "max_running_requests {max_running}, extra slots {extra:?}"
+        );
     }
 }
 

@@ -107,6 +107,9 @@ impl DecodeServer {
         if let Some(s) = self.spec.as_deref_mut() {
             s.clear();
         }
+        if let Some(t) = self.radix.as_deref_mut() {
+            t.crash(&mut self.core.pages);
+        }
     }
 
     /// The server is back, empty; false if it was up. It registers with the prefills again,

@@ -456,7 +456,10 @@ impl DecodeServer {
         if let Some(o) = self.offload.as_deref_mut() {
             o.forget(r.id);
         }
-        if let Some(t) = self.radix.as_deref_mut() {
+        // A completed request's answer blocks are read when its KV goes into the tree, below.
+        if let Some(t) = self.radix.as_deref_mut()
+            && !(completed && req.decode_allocated)
+        {
             t.forget(r.id);
         }
         if req.decode_allocated {
@@ -504,10 +507,12 @@ impl DecodeServer {
         }
         // A completed request's KV, prompt and output, goes into the tree
         // (`cache_finished_req`); a failed one's does not (`is_insert=False`).
-        if let Some(t) = radix
-            && outcome == Outcome::Completed
-        {
-            t.insert_finished(r.id, &req.hash_ids, req.input, &mut self.core.pages);
+        if let Some(t) = radix {
+            if outcome == Outcome::Completed {
+                t.insert_finished(r.id, &req.hash_ids, req.input, &mut self.core.pages);
+            } else {
+                t.forget(r.id);
+            }
         }
         self.core.request_done();
         outcome

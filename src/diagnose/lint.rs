@@ -68,6 +68,10 @@ pub struct LintReport {
     pub fix: Option<String>,
     /// Warnings about the lines.
     pub warnings: Vec<String>,
+    /// What the decode's radix cache (`--disaggregation-decode-enable-radix-cache`) does to
+    /// the pair's transfers, when the decode line sets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_prefix_reuse: Option<String>,
 }
 
 fn is_seed(v: &SglangVersion) -> bool {
@@ -105,6 +109,18 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
                 SglangVersion::names_where(SglangVersion::has_kv_checksum)
             )));
         }
+    }
+    if d.decode_radix_cache && !version.has_decode_radix_cache() {
+        return Err(LintError::Version(format!(
+            "--decode: --disaggregation-decode-enable-radix-cache does not exist in sglang version {:?} (it came with PR #19746); versions that have it: {}; pass --sglang-version",
+            version.as_str(),
+            SglangVersion::names_where(SglangVersion::has_decode_radix_cache)
+        )));
+    }
+    if p.decode_radix_cache {
+        warnings_pre.push(
+            "prefill: --disaggregation-decode-enable-radix-cache is read only with --disaggregation-mode decode; the prefill's own prefix cache is its radix cache".to_string(),
+        );
     }
     if p.kv_checksum != d.kv_checksum {
         warnings_pre.push(format!(
@@ -169,6 +185,15 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
         p.spec.as_ref().expect("resolved"),
         d.spec.as_ref().expect("resolved"),
     );
+    let decode_prefix_reuse = if d.decode_radix_cache {
+        decode_radix_refusal(&d, ds).map_err(LintError::Unstartable)?;
+        if d.args.attn_tp_size < d.args.tp_size {
+            warnings.push("decode: sglang warns \"EXPERIMENTAL: Decode radix cache with DP attention. Requires prefix-aware DP rank routing for optimal cache hits.\" (handle_pd_disaggregation): each DP rank keeps its own tree".to_string());
+        }
+        Some("on: decode matches each request's prompt against the KV of the requests it finished (page-aligned), locks it, preallocates only the rest and sends the prefill decode_prefix_len; the prefill still computes what its own cache lacks but sends only the suffix pages (fewer bytes and, on a fragmented pool, fewer RDMA writes); a full hit still sends the aux row. Multi-turn traffic re-uses the previous turn's prompt and answer".to_string())
+    } else {
+        None
+    };
     if p.args.enable_unified_memory && !ps.is_hybrid()
         || d.args.enable_unified_memory && !ds.is_hybrid()
     {
@@ -203,7 +228,42 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
         prediction,
         fix,
         warnings,
+        decode_prefix_reuse,
     })
+}
+
+/// sglang's refusals of `--disaggregation-decode-enable-radix-cache` on decode line `d`
+/// serving `model`, with its texts: `handle_pd_disaggregation`
+/// (`arg_groups/pd_disaggregation_hook.py`) for HiSparse, the `fake` backend and speculative
+/// decoding; `build_kv_cache` (`mem_cache/kv_cache_builder.py`) for SWA and Mamba/SSM models.
+fn decode_radix_refusal(d: &ServerLine, model: &crate::spec::ModelSpec) -> Result<(), String> {
+    let flag = "--disaggregation-decode-enable-radix-cache";
+    if d.hisparse {
+        return Err(format!("{flag} is incompatible with --enable-hisparse"));
+    }
+    if d.transfer_backend == "fake" {
+        return Err(format!(
+            "{flag} is incompatible with --disaggregation-transfer-backend fake"
+        ));
+    }
+    if let Some((_, alg)) = d
+        .speculative_flags
+        .iter()
+        .find(|(f, v)| f == "--speculative-algorithm" && !v.eq_ignore_ascii_case("none"))
+    {
+        return Err(format!(
+            "{flag} is incompatible with speculative decoding (--speculative-algorithm {alg})"
+        ));
+    }
+    if model.is_swa() {
+        return Err(format!(
+            "{flag} with sliding window attention (SWA) models requires the unified radix tree (set SGLANG_ENABLE_UNIFIED_RADIX_TREE=1)."
+        ));
+    }
+    if model.is_hybrid() {
+        return Err(format!("{flag} is incompatible with Mamba/SSM models"));
+    }
+    Ok(())
 }
 
 /// The text form of a report.
@@ -246,6 +306,9 @@ pub fn render(r: &LintReport) -> String {
     }
     if let Some(f) = &r.fix {
         s += &format!("  fix: {f}\n");
+    }
+    if let Some(x) = &r.decode_prefix_reuse {
+        s += &format!("decode prefix reuse: {x}\n");
     }
     for w in &r.warnings {
         s += &format!("warning: {w}\n");

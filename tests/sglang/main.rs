@@ -10,6 +10,7 @@ mod common;
 mod aborts;
 mod admission;
 mod deployments;
+mod decode_radix;
 mod dp_dispatch;
 mod fragmentation;
 mod gpu_presets;

@@ -320,6 +320,53 @@ pub fn render(r: &LintReport) -> String {
 mod tests {
     use super::*;
 
+    /// The decode radix cache: refused at the seed's version, refused with sglang's texts
+    /// beside HiSparse, the fake backend, speculative decoding and a Mamba model; warned with
+    /// DP attention; predicted otherwise.
+    #[test]
+    fn the_decode_radix_cache_is_checked_as_sglang_checks_it() {
+        let line = |side: &str, model: &str, extra: &str| {
+            format!(
+                "python -m sglang.launch_server --model-path {model} --disaggregation-mode {side} --tp-size 2 {extra}"
+            )
+        };
+        let ask = |model: &str, extra: &str, version: Option<&str>| {
+            lint(&LintQuestion {
+                prefill: line("prefill", model, ""),
+                decode: line("decode", model, &format!("--disaggregation-decode-enable-radix-cache {extra}")),
+                model_config: None,
+                profile: "guarded".into(),
+                version: version.map(String::from),
+            })
+        };
+        let llama = "meta-llama/Llama-3.1-8B-Instruct";
+        let v = Some("2026-09");
+        let err = |r: Result<LintReport, LintError>| r.err().expect("refused").to_string();
+        assert!(err(ask(llama, "", None)).contains("does not exist in sglang version \"seed\""));
+        for (extra, text) in [
+            ("--enable-hisparse", "is incompatible with --enable-hisparse"),
+            (
+                "--disaggregation-transfer-backend fake",
+                "is incompatible with --disaggregation-transfer-backend fake",
+            ),
+            (
+                "--speculative-algorithm EAGLE --speculative-draft-model-path lmsys/sglang-EAGLE-LLaMA3-Instruct-8B",
+                "is incompatible with speculative decoding (--speculative-algorithm EAGLE)",
+            ),
+        ] {
+            assert!(err(ask(llama, extra, v)).contains(text), "{extra}");
+        }
+        assert!(
+            err(ask("Qwen/Qwen3-Next-80B-A3B-Instruct", "", v))
+                .contains("is incompatible with Mamba/SSM models")
+        );
+        let ok = ask(llama, "", v).unwrap();
+        assert!(ok.decode_prefix_reuse.is_some() && ok.warnings.is_empty());
+        assert!(render(&ok).contains("decode prefix reuse: on"));
+        let dp = ask(llama, "--dp-size 2 --enable-dp-attention", v).unwrap();
+        assert!(dp.warnings.iter().any(|w| w.contains("EXPERIMENTAL: Decode radix cache with DP attention")));
+    }
+
     /// A pair quantized alike is compatible and unwarned; one that differs is compatible (the KV
     /// layout does not depend on it) but warned.
     #[test]

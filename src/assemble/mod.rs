@@ -435,7 +435,9 @@ fn decode_server(
     d.radix = pool.decode_radix.then(|| {
         // One page over every attention rank: what the prefill would write for it.
         let attn_tp = pool.server.attn_tp_size;
-        let page_bytes = pool.model.kv_bytes_per_token_rank(attn_tp, pool.kv_dtype_bytes)
+        let page_bytes = pool
+            .model
+            .kv_bytes_per_token_rank(attn_tp, pool.kv_dtype_bytes)
             * u64::from(attn_tp)
             * u64::from(pool.server.page_size);
         Box::new(crate::sglang::decode_radix::DecodeRadix::new(

@@ -333,7 +333,11 @@ mod tests {
         let ask = |model: &str, extra: &str, version: Option<&str>| {
             lint(&LintQuestion {
                 prefill: line("prefill", model, ""),
-                decode: line("decode", model, &format!("--disaggregation-decode-enable-radix-cache {extra}")),
+                decode: line(
+                    "decode",
+                    model,
+                    &format!("--disaggregation-decode-enable-radix-cache {extra}"),
+                ),
                 model_config: None,
                 profile: "guarded".into(),
                 version: version.map(String::from),
@@ -344,7 +348,10 @@ mod tests {
         let err = |r: Result<LintReport, LintError>| r.err().expect("refused").to_string();
         assert!(err(ask(llama, "", None)).contains("does not exist in sglang version \"seed\""));
         for (extra, text) in [
-            ("--enable-hisparse", "is incompatible with --enable-hisparse"),
+            (
+                "--enable-hisparse",
+                "is incompatible with --enable-hisparse",
+            ),
             (
                 "--disaggregation-transfer-backend fake",
                 "is incompatible with --disaggregation-transfer-backend fake",
@@ -364,7 +371,11 @@ mod tests {
         assert!(ok.decode_prefix_reuse.is_some() && ok.warnings.is_empty());
         assert!(render(&ok).contains("decode prefix reuse: on"));
         let dp = ask(llama, "--dp-size 2 --enable-dp-attention", v).unwrap();
-        assert!(dp.warnings.iter().any(|w| w.contains("EXPERIMENTAL: Decode radix cache with DP attention")));
+        assert!(
+            dp.warnings
+                .iter()
+                .any(|w| w.contains("EXPERIMENTAL: Decode radix cache with DP attention"))
+        );
     }
 
     /// A pair quantized alike is compatible and unwarned; one that differs is compatible (the KV

@@ -98,10 +98,14 @@ fn step_covering(join_step: u64, prompt: u32, tokens: u64) -> u64 {
 
 /// The decode offloads' host-pool figures, summed over `decodes`: (blocks that found the host
 /// pool full, waits for it), for `summary.json` `kv_store`.
-pub fn host_figures<'d>(decodes: impl Iterator<Item = &'d super::decode::DecodeServer>) -> (u64, u64) {
+pub fn host_figures<'d>(
+    decodes: impl Iterator<Item = &'d super::decode::DecodeServer>,
+) -> (u64, u64) {
     decodes
         .filter_map(|d| d.offload.as_deref())
-        .fold((0, 0), |(f, w), o| (f + o.host_full_blocks, w + o.host_waits))
+        .fold((0, 0), |(f, w), o| {
+            (f + o.host_full_blocks, w + o.host_waits)
+        })
 }
 
 impl DecodeOffload {

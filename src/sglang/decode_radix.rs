@@ -256,7 +256,9 @@ impl DecodeRadix {
     /// out of its page list (they stay the tree's) and its lock goes back.
     pub fn release(&mut self, id: u64, holding: &mut Holding) {
         if let Some((last, pages)) = self.held.remove(&id) {
-            holding.pages.drain(..(pages as usize).min(holding.pages.len()));
+            holding
+                .pages
+                .drain(..(pages as usize).min(holding.pages.len()));
             self.tree.unlock(last);
         }
     }
@@ -312,7 +314,10 @@ impl DecodeRadix {
     /// The server crashed and every request on it ended: the tree's pages go back to `pool`
     /// and the tree starts empty.
     pub fn crash(&mut self, pool: &mut KvPool) {
-        debug_assert!(self.held.is_empty(), "a request outlived its decode's crash");
+        debug_assert!(
+            self.held.is_empty(),
+            "a request outlived its decode's crash"
+        );
         self.evict_for(pool.total(), pool);
         self.held.clear();
         self.answers.clear();
@@ -348,7 +353,13 @@ mod tests {
 
     /// Ends request `id` as `request_ended` does: its prefix back to the tree, its pages back
     /// to the pool, then (completed) its blocks into the tree.
-    fn end(t: &mut DecodeRadix, p: &mut KvPool, id: u64, mut h: Holding, ins: Option<(&[u64], u32)>) {
+    fn end(
+        t: &mut DecodeRadix,
+        p: &mut KvPool,
+        id: u64,
+        mut h: Holding,
+        ins: Option<(&[u64], u32)>,
+    ) {
         t.release(id, &mut h);
         p.free_owned(id, h);
         match ins {
@@ -412,7 +423,10 @@ mod tests {
         assert_eq!(t.stats.evicted_blocks, 3);
         assert_eq!(t.cached_pages(), 3);
         conserved(&t, &p, &[&h2, &h3]);
-        assert!(!t.evict_for(1, &mut p), "nothing evictable: 1-2-3 is locked");
+        assert!(
+            !t.evict_for(1, &mut p),
+            "nothing evictable: 1-2-3 is locked"
+        );
         end(&mut t, &mut p, 2, h2, None);
         end(&mut t, &mut p, 3, h3, None);
         conserved(&t, &p, &[]);
@@ -425,7 +439,9 @@ mod tests {
     fn random_traffic_conserves_pages() {
         let mut seed = 7u64;
         let mut next = |n: u64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (seed >> 33) % n
         };
         let mut p = pool(64);

@@ -73,7 +73,11 @@ fn each_turn_transfers_only_what_the_decode_lacks() {
             pages(k, false),
             pages(k, true)
         );
-        assert_eq!(bytes_off, pages(k, false) * PAGE_BYTES + aux, "turn {k} without");
+        assert_eq!(
+            bytes_off,
+            pages(k, false) * PAGE_BYTES + aux,
+            "turn {k} without"
+        );
         assert_eq!(bytes_on, pages(k, true) * PAGE_BYTES + aux, "turn {k} with");
         hits += hit(k);
         saved_pages += pages(k, false) - pages(k, true);
@@ -96,7 +100,10 @@ fn each_turn_transfers_only_what_the_decode_lacks() {
     );
     // The tree holds the whole conversation once: 2, 3, 4, 5, 6, 7 blocks after each turn,
     // each turn adding one (the first two).
-    assert_eq!((d.inserted_blocks, d.peak_blocks, d.evicted_blocks), (7, 7, 0));
+    assert_eq!(
+        (d.inserted_blocks, d.peak_blocks, d.evicted_blocks),
+        (7, 7, 0)
+    );
     assert!(off.decode_prefix.is_none(), "no section without the flag");
     // Less to move, sooner the first token: every later turn's TTFT is lower.
     for k in 1..6 {
@@ -120,7 +127,11 @@ fn each_turn_transfers_only_what_the_decode_lacks() {
 fn the_teaching_scenario_moves_less_and_answers_sooner() {
     let (on_dir, off_dir) = (tmpdir("radix-teach-on"), tmpdir("radix-teach-off"));
     let on = run("scenarios/sessions/decode-prefix-reuse.toml", &[], &on_dir);
-    let off = run("scenarios/sessions/decode-prefix-reuse-off.toml", &[], &off_dir);
+    let off = run(
+        "scenarios/sessions/decode-prefix-reuse-off.toml",
+        &[],
+        &off_dir,
+    );
     for s in [&on, &off] {
         assert_eq!(s.requests.failed + s.requests.corrupted, 0);
     }

@@ -9,8 +9,8 @@ mod common;
 
 mod aborts;
 mod admission;
-mod deployments;
 mod decode_radix;
+mod deployments;
 mod dp_dispatch;
 mod fragmentation;
 mod gpu_presets;

@@ -329,7 +329,10 @@ pub(in crate::scenario) fn decode_radix_scenario(
 ) -> Result<Vec<String>, ScenarioError> {
     let mut notes = Vec::new();
     for (i, p) in pools.iter().enumerate().filter(|(_, p)| p.decode_radix) {
-        let flag = format!("pools.{}.server.disaggregation_decode_enable_radix_cache", p.name);
+        let flag = format!(
+            "pools.{}.server.disaggregation_decode_enable_radix_cache",
+            p.name
+        );
         if !version.has_decode_radix_cache() {
             return Err(c.err(
                 &flag,

@@ -480,7 +480,10 @@ impl DecodeServer {
         // A request decode drops from its waiting queue without freeing it (sglang before
         // PR #9817) keeps its pages taken for the rest of the run.
         let leaked = req.abort.as_deref().is_some_and(|a| a.decode_leaked);
-        let mut radix = self.radix.as_deref_mut().filter(|_| req.decode_allocated && !leaked);
+        let mut radix = self
+            .radix
+            .as_deref_mut()
+            .filter(|_| req.decode_allocated && !leaked);
         if let Some(t) = radix.as_deref_mut() {
             // The prefix pages it borrowed stay the tree's.
             t.release(r.id, &mut req.on_decode);

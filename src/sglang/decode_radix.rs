@@ -314,12 +314,12 @@ impl DecodeRadix {
     /// The server crashed and every request on it ended: the tree's pages go back to `pool`
     /// and the tree starts empty.
     pub fn crash(&mut self, pool: &mut KvPool) {
-        debug_assert!(
-            self.held.is_empty(),
-            "a request outlived its decode's crash"
-        );
+        // Every request routed here failed before this; only a request decode dropped without
+        // freeing (sglang before PR #9817, `decode_leaked`) can still hold a lock.
+        for (_, (last, _)) in std::mem::take(&mut self.held) {
+            self.tree.unlock(last);
+        }
         self.evict_for(pool.total(), pool);
-        self.held.clear();
         self.answers.clear();
     }
 }

@@ -168,3 +168,38 @@ fn the_cache_aware_router_keeps_a_conversation_on_its_decode() {
     assert!(x > y + 0.1, "{x} vs {y}");
     assert!(aware.transfer.bytes < rr.transfer.bytes);
 }
+
+/// A decode pool too small for every conversation: the trees evict unlocked blocks, least
+/// recently used first, to admit new requests and to grow running ones; no request fails, the
+/// hit share falls with the room, and the blocks held at the end are what was inserted less
+/// what was evicted (never more than the peak).
+#[test]
+fn a_full_pool_evicts_and_loses_no_request() {
+    let scenario = "scenarios/sessions/decode-prefix-reuse.toml";
+    let (a, b) = (tmpdir("radix-roomy"), tmpdir("radix-tight"));
+    let roomy = run(scenario, &[], &a);
+    let tight = run(
+        scenario,
+        &["pools.decode.server.mem_fraction_static=0.25"],
+        &b,
+    );
+    let (r, t) = (
+        roomy.decode_prefix.as_ref().unwrap(),
+        tight.decode_prefix.as_ref().unwrap(),
+    );
+    println!(
+        "roomy: hit share {:.3}, evicted {}; tight: hit share {:.3}, evicted {}, peak {}",
+        r.hit_share.unwrap(),
+        r.evicted_blocks,
+        t.hit_share.unwrap(),
+        t.evicted_blocks,
+        t.peak_blocks
+    );
+    assert_eq!(r.evicted_blocks, 0);
+    assert!(t.evicted_blocks > 0);
+    assert!(t.hit_share.unwrap() < r.hit_share.unwrap());
+    assert!(t.inserted_blocks - t.evicted_blocks <= t.peak_blocks);
+    let q = &tight.requests;
+    assert_eq!((q.failed, q.corrupted, q.unfinished), (0, 0, 0));
+    assert_eq!(q.completed, q.arrived);
+}

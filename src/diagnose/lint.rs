@@ -345,7 +345,7 @@ mod tests {
         };
         let llama = "meta-llama/Llama-3.1-8B-Instruct";
         let v = Some("2026-09");
-        let err = |r: Result<LintReport, LintError>| r.err().expect("refused").to_string();
+        let err = |r: Result<LintReport, LintError>| r.expect_err("refused").to_string();
         assert!(err(ask(llama, "", None)).contains("does not exist in sglang version \"seed\""));
         for (extra, text) in [
             (

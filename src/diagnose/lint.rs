@@ -237,33 +237,25 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
 /// (`arg_groups/pd_disaggregation_hook.py`) for HiSparse, the `fake` backend and speculative
 /// decoding; `build_kv_cache` (`mem_cache/kv_cache_builder.py`) for SWA and Mamba/SSM models.
 fn decode_radix_refusal(d: &ServerLine, model: &crate::spec::ModelSpec) -> Result<(), String> {
-    let flag = "--disaggregation-decode-enable-radix-cache";
-    if d.hisparse {
-        return Err(format!("{flag} is incompatible with --enable-hisparse"));
-    }
-    if d.transfer_backend == "fake" {
-        return Err(format!(
-            "{flag} is incompatible with --disaggregation-transfer-backend fake"
-        ));
-    }
-    if let Some((_, alg)) = d
+    use crate::sglang::decode_radix::{Refusal, refusal};
+    let alg = d
         .speculative_flags
         .iter()
-        .find(|(f, v)| f == "--speculative-algorithm" && !v.eq_ignore_ascii_case("none"))
-    {
-        return Err(format!(
-            "{flag} is incompatible with speculative decoding (--speculative-algorithm {alg})"
-        ));
-    }
-    if model.is_swa() {
-        return Err(format!(
-            "{flag} with sliding window attention (SWA) models requires the unified radix tree (set SGLANG_ENABLE_UNIFIED_RADIX_TREE=1)."
-        ));
-    }
-    if model.is_hybrid() {
-        return Err(format!("{flag} is incompatible with Mamba/SSM models"));
-    }
-    Ok(())
+        .find(|(f, v)| f == "--speculative-algorithm" && !v.eq_ignore_ascii_case("none"));
+    let r = if d.hisparse {
+        Refusal::Hisparse
+    } else if d.transfer_backend == "fake" {
+        Refusal::FakeBackend
+    } else if let Some((_, alg)) = alg {
+        Refusal::Speculative(alg)
+    } else if model.is_swa() {
+        Refusal::Swa
+    } else if model.is_hybrid() {
+        Refusal::MambaSsm
+    } else {
+        return Ok(());
+    };
+    Err(refusal(r))
 }
 
 /// The text form of a report.

@@ -118,6 +118,41 @@ impl RadixStats {
     }
 }
 
+/// A combination sglang refuses `--disaggregation-decode-enable-radix-cache` with.
+#[derive(Clone, Copy, Debug)]
+pub enum Refusal<'a> {
+    /// `--enable-hisparse` (`handle_pd_disaggregation`).
+    Hisparse,
+    /// `--disaggregation-transfer-backend fake` (`handle_pd_disaggregation`).
+    FakeBackend,
+    /// Any `--speculative-algorithm`, as given (`handle_pd_disaggregation`).
+    Speculative(&'a str),
+    /// A sliding-window hybrid without the unified radix tree (`build_kv_cache`, PR #27770).
+    Swa,
+    /// A model with recurrent (Mamba/SSM) state (`build_kv_cache`).
+    MambaSsm,
+}
+
+/// sglang's `ValueError` text for `r` (`arg_groups/pd_disaggregation_hook.py::
+/// handle_pd_disaggregation`, `mem_cache/kv_cache_builder.py::build_kv_cache`;
+/// `docs/sglang-pd.md` §12, §25.1).
+pub fn refusal(r: Refusal<'_>) -> String {
+    let flag = "--disaggregation-decode-enable-radix-cache";
+    match r {
+        Refusal::Hisparse => format!("{flag} is incompatible with --enable-hisparse"),
+        Refusal::FakeBackend => {
+            format!("{flag} is incompatible with --disaggregation-transfer-backend fake")
+        }
+        Refusal::Speculative(alg) => format!(
+            "{flag} is incompatible with speculative decoding (--speculative-algorithm {alg})"
+        ),
+        Refusal::Swa => format!(
+            "{flag} with sliding window attention (SWA) models requires the unified radix tree (set SGLANG_ENABLE_UNIFIED_RADIX_TREE=1)."
+        ),
+        Refusal::MambaSsm => format!("{flag} is incompatible with Mamba/SSM models"),
+    }
+}
+
 /// `summary.json` `decode_prefix`: the radix trees of every decode instance that has one,
 /// summed (`None` when none has).
 pub fn summary<'d>(

@@ -262,6 +262,7 @@ pub(super) fn decode_radix(
     key: &str,
     pool: &Pool,
 ) -> Result<bool, ScenarioError> {
+    use crate::sglang::decode_radix::{Refusal, refusal};
     let s = &p.server;
     if !s.disaggregation_decode_enable_radix_cache {
         return Ok(false);
@@ -281,8 +282,8 @@ pub(super) fn decode_radix(
         return Err(c.err(
             &flag,
             format!(
-                "sglang refuses it: \"--disaggregation-decode-enable-radix-cache is incompatible with speculative decoding (--speculative-algorithm {})\" (handle_pd_disaggregation); drop speculative_algorithm on this pool or set it to false",
-                spec.algorithm.as_str().to_uppercase()
+                "sglang refuses it: {:?} (handle_pd_disaggregation); drop speculative_algorithm on this pool or set it to false",
+                refusal(Refusal::Speculative(&spec.algorithm.as_str().to_uppercase()))
             ),
         ));
     }
@@ -290,8 +291,9 @@ pub(super) fn decode_radix(
         return Err(c.err(
             &flag,
             format!(
-                "model {} has sliding-window layers: sglang refuses it: \"--disaggregation-decode-enable-radix-cache with sliding window attention (SWA) models requires the unified radix tree (set SGLANG_ENABLE_UNIFIED_RADIX_TREE=1).\" (build_kv_cache; PR #27770), which pdsim does not model; set it to false",
-                pool.model.name
+                "model {} has sliding-window layers: sglang refuses it: {:?} (build_kv_cache; PR #27770), which pdsim does not model; set it to false",
+                pool.model.name,
+                refusal(Refusal::Swa)
             ),
         ));
     }
@@ -299,8 +301,9 @@ pub(super) fn decode_radix(
         return Err(c.err(
             &flag,
             format!(
-                "model {} keeps recurrent state beside its KV: sglang refuses it: \"--disaggregation-decode-enable-radix-cache is incompatible with Mamba/SSM models\" (build_kv_cache); set it to false",
-                pool.model.name
+                "model {} keeps recurrent state beside its KV: sglang refuses it: {:?} (build_kv_cache); set it to false",
+                pool.model.name,
+                refusal(Refusal::MambaSsm)
             ),
         ));
     }

@@ -433,6 +433,19 @@ fn decode_server(
         .decode_offload
         .map(|o| Box::new(crate::sglang::decode_offload::DecodeOffload::new(o)));
     d.spec = spec;
+    d.radix = pool.decode_radix.then(|| {
+        // One page over every attention rank: what the prefill would write for it.
+        let attn_tp = pool.server.attn_tp_size;
+        let page_bytes = pool
+            .model
+            .kv_bytes_per_token_rank(attn_tp, pool.kv_dtype_bytes)
+            * u64::from(attn_tp)
+            * u64::from(pool.server.page_size);
+        Box::new(crate::sglang::decode_radix::DecodeRadix::new(
+            pool.server.page_size,
+            page_bytes,
+        ))
+    });
     d.set_coalescing(true);
     d
 }

@@ -254,6 +254,9 @@ pub struct Pool {
     /// The decode side's offload to the store
     /// (`disaggregation_decode_enable_offload_kvcache`) on this decode pool, if on.
     pub decode_offload: Option<DecodeOffloadParams>,
+    /// The decode side's radix cache (`disaggregation_decode_enable_radix_cache`) on this
+    /// decode pool: matched prefixes are not transferred (`sglang::decode_radix`).
+    pub decode_radix: bool,
     /// pdsim's side of speculative decoding on this pool (the acceptance model), when
     /// `server.speculative` is on; sglang's flags are in `server.speculative`.
     pub speculative: Option<SpeculativeParams>,

@@ -68,6 +68,10 @@ pub struct LintReport {
     pub fix: Option<String>,
     /// Warnings about the lines.
     pub warnings: Vec<String>,
+    /// What the decode's radix cache (`--disaggregation-decode-enable-radix-cache`) does to
+    /// the pair's transfers, when the decode line sets it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_prefix_reuse: Option<String>,
 }
 
 fn is_seed(v: &SglangVersion) -> bool {
@@ -105,6 +109,18 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
                 SglangVersion::names_where(SglangVersion::has_kv_checksum)
             )));
         }
+    }
+    if d.decode_radix_cache && !version.has_decode_radix_cache() {
+        return Err(LintError::Version(format!(
+            "--decode: --disaggregation-decode-enable-radix-cache does not exist in sglang version {:?} (it came with PR #19746); versions that have it: {}; pass --sglang-version",
+            version.as_str(),
+            SglangVersion::names_where(SglangVersion::has_decode_radix_cache)
+        )));
+    }
+    if p.decode_radix_cache {
+        warnings_pre.push(
+            "prefill: --disaggregation-decode-enable-radix-cache is read only with --disaggregation-mode decode; the prefill's own prefix cache is its radix cache".to_string(),
+        );
     }
     if p.kv_checksum != d.kv_checksum {
         warnings_pre.push(format!(
@@ -169,6 +185,15 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
         p.spec.as_ref().expect("resolved"),
         d.spec.as_ref().expect("resolved"),
     );
+    let decode_prefix_reuse = if d.decode_radix_cache {
+        decode_radix_refusal(&d, ds).map_err(LintError::Unstartable)?;
+        if d.args.attn_tp_size < d.args.tp_size {
+            warnings.push("decode: sglang warns \"EXPERIMENTAL: Decode radix cache with DP attention. Requires prefix-aware DP rank routing for optimal cache hits.\" (handle_pd_disaggregation): each DP rank keeps its own tree".to_string());
+        }
+        Some("on: decode matches each request's prompt against the KV of the requests it finished (page-aligned), locks it, preallocates only the rest and sends the prefill decode_prefix_len; the prefill still computes what its own cache lacks but sends only the suffix pages (fewer bytes and, on a fragmented pool, fewer RDMA writes); a full hit still sends the aux row. Multi-turn traffic re-uses the previous turn's prompt and answer".to_string())
+    } else {
+        None
+    };
     if p.args.enable_unified_memory && !ps.is_hybrid()
         || d.args.enable_unified_memory && !ds.is_hybrid()
     {
@@ -203,7 +228,34 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
         prediction,
         fix,
         warnings,
+        decode_prefix_reuse,
     })
+}
+
+/// sglang's refusals of `--disaggregation-decode-enable-radix-cache` on decode line `d`
+/// serving `model`, with its texts: `handle_pd_disaggregation`
+/// (`arg_groups/pd_disaggregation_hook.py`) for HiSparse, the `fake` backend and speculative
+/// decoding; `build_kv_cache` (`mem_cache/kv_cache_builder.py`) for SWA and Mamba/SSM models.
+fn decode_radix_refusal(d: &ServerLine, model: &crate::spec::ModelSpec) -> Result<(), String> {
+    use crate::sglang::decode_radix::{Refusal, refusal};
+    let alg = d
+        .speculative_flags
+        .iter()
+        .find(|(f, v)| f == "--speculative-algorithm" && !v.eq_ignore_ascii_case("none"));
+    let r = if d.hisparse {
+        Refusal::Hisparse
+    } else if d.transfer_backend == "fake" {
+        Refusal::FakeBackend
+    } else if let Some((_, alg)) = alg {
+        Refusal::Speculative(alg)
+    } else if model.is_swa() {
+        Refusal::Swa
+    } else if model.is_hybrid() {
+        Refusal::MambaSsm
+    } else {
+        return Ok(());
+    };
+    Err(refusal(r))
 }
 
 /// The text form of a report.
@@ -247,6 +299,9 @@ pub fn render(r: &LintReport) -> String {
     if let Some(f) = &r.fix {
         s += &format!("  fix: {f}\n");
     }
+    if let Some(x) = &r.decode_prefix_reuse {
+        s += &format!("decode prefix reuse: {x}\n");
+    }
     for w in &r.warnings {
         s += &format!("warning: {w}\n");
     }
@@ -256,6 +311,64 @@ pub fn render(r: &LintReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The decode radix cache: refused at the seed's version, refused with sglang's texts
+    /// beside HiSparse, the fake backend, speculative decoding and a Mamba model; warned with
+    /// DP attention; predicted otherwise.
+    #[test]
+    fn the_decode_radix_cache_is_checked_as_sglang_checks_it() {
+        let line = |side: &str, model: &str, extra: &str| {
+            format!(
+                "python -m sglang.launch_server --model-path {model} --disaggregation-mode {side} --tp-size 2 {extra}"
+            )
+        };
+        let ask = |model: &str, extra: &str, version: Option<&str>| {
+            lint(&LintQuestion {
+                prefill: line("prefill", model, ""),
+                decode: line(
+                    "decode",
+                    model,
+                    &format!("--disaggregation-decode-enable-radix-cache {extra}"),
+                ),
+                model_config: None,
+                profile: "guarded".into(),
+                version: version.map(String::from),
+            })
+        };
+        let llama = "meta-llama/Llama-3.1-8B-Instruct";
+        let v = Some("2026-09");
+        let err = |r: Result<LintReport, LintError>| r.expect_err("refused").to_string();
+        assert!(err(ask(llama, "", None)).contains("does not exist in sglang version \"seed\""));
+        for (extra, text) in [
+            (
+                "--enable-hisparse",
+                "is incompatible with --enable-hisparse",
+            ),
+            (
+                "--disaggregation-transfer-backend fake",
+                "is incompatible with --disaggregation-transfer-backend fake",
+            ),
+            (
+                "--speculative-algorithm EAGLE --speculative-draft-model-path lmsys/sglang-EAGLE-LLaMA3-Instruct-8B",
+                "is incompatible with speculative decoding (--speculative-algorithm EAGLE)",
+            ),
+        ] {
+            assert!(err(ask(llama, extra, v)).contains(text), "{extra}");
+        }
+        assert!(
+            err(ask("Qwen/Qwen3-Next-80B-A3B-Instruct", "", v))
+                .contains("is incompatible with Mamba/SSM models")
+        );
+        let ok = ask(llama, "", v).unwrap();
+        assert!(ok.decode_prefix_reuse.is_some() && ok.warnings.is_empty());
+        assert!(render(&ok).contains("decode prefix reuse: on"));
+        let dp = ask(llama, "--dp-size 2 --enable-dp-attention", v).unwrap();
+        assert!(
+            dp.warnings
+                .iter()
+                .any(|w| w.contains("EXPERIMENTAL: Decode radix cache with DP attention"))
+        );
+    }
 
     /// A pair quantized alike is compatible and unwarned; one that differs is compatible (the KV
     /// layout does not depend on it) but warned.

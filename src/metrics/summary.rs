@@ -589,6 +589,37 @@ pub struct Summary {
     /// Pools that changed size (absent unless `[autoscaler]` names a policy that resizes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autoscaling: Option<AutoscalingSummary>,
+    /// Decode-side prefix reuse (absent unless a decode pool sets
+    /// `disaggregation_decode_enable_radix_cache`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_prefix: Option<DecodePrefixSummary>,
+}
+
+/// `summary.json` `decode_prefix`: what the decode instances' radix trees
+/// (`--disaggregation-decode-enable-radix-cache`, `sglang::decode_radix`) matched and what the
+/// transfers therefore did not move, summed over the instances.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DecodePrefixSummary {
+    /// Requests decode admitted (a retracted request counts at each admission).
+    pub requests_admitted: u64,
+    /// Of those, requests whose prompt began with KV the tree held.
+    pub requests_hit: u64,
+    /// Prompt tokens admitted.
+    pub prompt_tokens: u64,
+    /// Prompt tokens the tree held at admission (page-aligned): KV the prefill did not send.
+    pub hit_tokens: u64,
+    /// `hit_tokens ÷ prompt_tokens` (`null` before any admission).
+    pub hit_share: Option<f64>,
+    /// Pages of the hit tokens.
+    pub hit_pages: u64,
+    /// Bytes of those pages over every attention rank of the decode: KV bytes not transferred.
+    pub bytes_not_transferred: u64,
+    /// 512-token blocks finished requests added to the trees.
+    pub inserted_blocks: u64,
+    /// Blocks evicted to make room for requests.
+    pub evicted_blocks: u64,
+    /// The most blocks each tree held at once, summed over the instances.
+    pub peak_blocks: u64,
 }
 
 /// `summary.json` `autoscaling`: what a run whose pools changed size held and did (issue 38).
@@ -837,6 +868,7 @@ impl Summary {
             aborts: None,
             sessions: None,
             autoscaling: None,
+            decode_prefix: None,
         }
     }
 
@@ -858,6 +890,12 @@ impl Summary {
             self.cluster.usd_per_1m_output_tokens = (tokens > 0.0).then(|| cost / tokens * 1e6);
         }
         self.autoscaling = a;
+        self
+    }
+
+    /// The summary with the decode trees' figures.
+    pub fn with_decode_prefix(mut self, d: Option<DecodePrefixSummary>) -> Self {
+        self.decode_prefix = d;
         self
     }
 

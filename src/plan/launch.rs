@@ -1161,6 +1161,33 @@ pub(crate) mod tests {
         }
     }
 
+    /// A decode pool with the radix cache gets sglang's flag on its decode lines only, and
+    /// `pdsim lint` reads the pair back with the reuse predicted.
+    #[test]
+    fn a_decode_radix_cache_writes_its_flag() {
+        let text = launch_text(&load("scenarios/sessions/decode-prefix-reuse.toml"));
+        let flag = " --disaggregation-decode-enable-radix-cache";
+        let decode: Vec<&str> = commands(&text)
+            .filter(|l| l.contains("--disaggregation-mode decode"))
+            .collect();
+        assert_eq!(decode.len(), 2, "{text}");
+        assert!(decode.iter().all(|l| l.contains(flag)), "{text}");
+        let prefill = commands(&text)
+            .find(|l| l.contains("--disaggregation-mode prefill"))
+            .unwrap();
+        assert!(!prefill.contains(flag), "{prefill}");
+        let cmd = |l: &str| l[l.find("python").unwrap()..].to_string();
+        let r = crate::diagnose::lint::lint(&crate::diagnose::lint::LintQuestion {
+            prefill: cmd(prefill),
+            decode: cmd(decode[0]),
+            model_config: None,
+            profile: "guarded".into(),
+            version: Some("2026-09".into()),
+        })
+        .unwrap();
+        assert!(r.decode.decode_radix_cache && r.decode_prefix_reuse.is_some());
+    }
+
     /// A decode pool that offloads gets sglang's flag and the storage backend it needs
     /// (`tests/sglang/kv_store.rs` has `pdsim lint` read the pair back).
     #[test]

@@ -262,6 +262,19 @@ fn reuse_list(m: &mut String, s: &Summary) {
             );
         }
     }
+    if let Some(d) = &s.decode_prefix {
+        let _ = writeln!(
+            m,
+            "- decode radix cache: {:.1} % of {} admitted prompt tokens already on decode ({} of {} requests hit), {:.2} GB of KV not transferred; {} blocks inserted, {} evicted",
+            100.0 * d.hit_share.unwrap_or(0.0),
+            d.prompt_tokens,
+            d.requests_hit,
+            d.requests_admitted,
+            d.bytes_not_transferred as f64 / 1e9,
+            d.inserted_blocks,
+            d.evicted_blocks
+        );
+    }
 }
 
 #[cfg(test)]

@@ -329,6 +329,12 @@ pub struct ServerSection {
     /// (sglang's `DecodeKVCacheOffloadManager`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub disaggregation_decode_enable_offload_kvcache: bool,
+    /// `--disaggregation-decode-enable-radix-cache` (decode pools; sglang `2026-09` and later,
+    /// PR #19746): decode keeps a radix tree over finished requests' KV, matches each new
+    /// request's prefix and receives only the rest (`sglang::decode_radix`). Checked in
+    /// `sections::hicache::decode_radix` and against `[sglang] version`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub disaggregation_decode_enable_radix_cache: bool,
     /// `--speculative-algorithm`: `none` (default), `eagle`, `eagle3`, `nextn` (sglang's alias
     /// of eagle). Checked in `scenario::speculative`, as are the four below.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -430,6 +436,7 @@ impl Default for ServerSection {
             hicache_storage_backend: None,
             hicache_storage_prefetch_policy: None,
             disaggregation_decode_enable_offload_kvcache: false,
+            disaggregation_decode_enable_radix_cache: false,
             speculative_algorithm: None,
             speculative_num_steps: None,
             speculative_eagle_topk: None,

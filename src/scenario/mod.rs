@@ -562,6 +562,17 @@ fn validate(
             p.name
         )
     });
+    // So does a decode radix tree fed by a trace (a synthetic workload without sessions
+    // just never hits it).
+    let offload_key = offload_key.or_else(|| {
+        let p = pools.iter().find(|p| p.decode_radix)?;
+        file.workload.trace.as_ref().map(|_| {
+            format!(
+                "pools.{}.server.disaggregation_decode_enable_radix_cache",
+                p.name
+            )
+        })
+    });
     let workload = sections::workload(&c, &file.workload, offload_key.as_deref())?;
     if let (Workload::Synthetic { arrival, .. } | Workload::Sessions { arrival, .. }, None) =
         (&workload, run.max_requests)
@@ -598,6 +609,7 @@ fn validate(
     let aborts = abort_keys::aborts(&c, &file, colocated, trace_deadlines)?;
     speculative::check_pairs(&c, &pools)?;
     let plans = sections::plans(&c, &pools, &sglang, gpu.hbm_bytes_per_s)?;
+    let radix_notes = sections::decode_radix_scenario(&c, &pools, sglang.version, &plans)?;
     sections::expect(&c, file.expect.as_ref())?;
     // A resizing policy grows each pool to the slots it may fill before anything is placed.
     let autoscaler = sections::autoscaler(&c, &file, &pools)?;
@@ -620,6 +632,7 @@ fn validate(
 
     let mut notes = calibration_notes(&c, &calibration, &gpu.name, &pools);
     notes.extend(speculative::notes(&pools));
+    notes.extend(radix_notes);
     notes.extend(hf_id_notes(&file));
     Ok(Scenario {
         notes,

@@ -144,7 +144,7 @@ fn finish_answers(
         return Err(c.err(
             key,
             format!(
-                "needs a trace with prefix ids (hash_ids: Mooncake traces, or pdsim CSV with the column): the store names a block by its prefix, and {} has none",
+                "needs a trace with prefix ids (hash_ids: Mooncake traces, or pdsim CSV with the column): the store and a decode's radix tree name a block by its prefix, and {} has none",
                 path.display()
             ),
         ));

@@ -822,6 +822,28 @@ impl KvPool {
         self.store.shrink(n);
     }
 
+    /// Takes `n` pages onto `out` for a decode's radix tree (`sglang::decode_radix`), or
+    /// returns `false` taking nothing. Tree pages belong to no request; a pool the oracle
+    /// watches is never given a tree (the scenario refuses it), so only the plain store has
+    /// ids to hand out.
+    pub fn take_for_tree(&mut self, n: u32, out: &mut Vec<u32>) -> bool {
+        if self.available() < n {
+            return false;
+        }
+        match &mut self.store {
+            Store::Plain { pages, .. } => pages.alloc_into(n, out),
+            Store::Oracle { .. } => unreachable!("a decode radix tree on an oracle-watched pool"),
+        }
+    }
+
+    /// Gives back pages a decode's radix tree evicted.
+    pub fn give_from_tree(&mut self, ids: &[u32]) {
+        match &mut self.store {
+            Store::Plain { pages, .. } => pages.free(ids),
+            Store::Oracle { .. } => unreachable!("a decode radix tree on an oracle-watched pool"),
+        }
+    }
+
     /// The oracle, if this instance has one.
     pub fn oracle(&mut self) -> Option<&mut crate::layout::DecodeMemory> {
         self.store.oracle()

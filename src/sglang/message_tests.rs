@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::layout::checks;
 use crate::sglang::decode::scheduler_hit_an_exception;
+use crate::sglang::decode_radix::{Refusal, refusal};
 use crate::sglang::heartbeat::lost_prefill;
 use crate::sglang::transfer::{
     DecodeEndpoint, failed_to_send, session_not_alive, timed_out, transfer_thread_failed,
@@ -249,6 +250,15 @@ fn conn_cases() -> Vec<Case> {
             scheduler_hit_an_exception("Page size mismatch"),
             vec![("traceback", "RuntimeError: Page size mismatch")],
         ),
+        ("radix_hisparse", refusal(Refusal::Hisparse), vec![]),
+        ("radix_fake", refusal(Refusal::FakeBackend), vec![]),
+        (
+            "radix_speculative",
+            refusal(Refusal::Speculative("EAGLE3")),
+            vec![("server_args.speculative_algorithm", "EAGLE3")],
+        ),
+        ("radix_swa", refusal(Refusal::Swa), vec![]),
+        ("radix_mamba", refusal(Refusal::MambaSsm), vec![]),
         ("index_error", checks::index_error().message, vec![]),
         (
             "zero_division",

@@ -29,6 +29,7 @@ pub mod checksum;
 pub mod colocated;
 pub mod decode;
 pub mod decode_offload;
+pub mod decode_radix;
 pub mod dp;
 pub mod effect;
 pub mod heartbeat;

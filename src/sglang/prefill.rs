@@ -335,11 +335,15 @@ impl PrefillServer {
             if last {
                 req.row.prefill_end_ns.get_or_insert(now);
             }
-            if end > req.sent || last {
+            // What decode's radix cache holds is not sent (sglang `prefill.py`:
+            // `req.start_send_idx = pop_decode_prefix_len()`, PR #19746; 0 without it): a
+            // chunk wholly inside it queues nothing, the last still carries the aux row.
+            let from = req.sent.max(req.decode_prefix);
+            if end > from || last {
                 jobs.push(ChunkJob {
                     req: r,
                     decode: req.decode,
-                    first_page: req.sent / ps,
+                    first_page: from / ps,
                     end_page: end.div_ceil(ps),
                     last,
                 });

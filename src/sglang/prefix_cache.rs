@@ -48,6 +48,10 @@ struct Node {
     children: u32,
     /// Last use: (simulated ns, call sequence).
     used: (u64, u64),
+    /// Live requests whose matched prefix runs through this node (sglang's `lock_ref`): a
+    /// locked node is never evicted. Only a decode's tree locks (`sglang::decode_radix`);
+    /// a prefill's stays 0.
+    lock: u32,
 }
 
 /// A prefix cache over 512-token blocks. Capacity and counts are in tokens.
@@ -69,6 +73,8 @@ pub struct PrefixCache {
     hit_tokens: u64,
     input_tokens: u64,
     evicted_blocks: u64,
+    /// Blocks some live request has locked (sglang's `protected_size`, in blocks).
+    protected: u64,
 }
 
 impl PrefixCache {
@@ -86,6 +92,7 @@ impl PrefixCache {
             hit_tokens: 0,
             input_tokens: 0,
             evicted_blocks: 0,
+            protected: 0,
         }
     }
 
@@ -160,6 +167,7 @@ impl PrefixCache {
         self.index.clear();
         self.leaves.clear();
         self.blocks = 0;
+        self.protected = 0;
     }
 
     /// Leading blocks of `hash_ids` cached (no touch).
@@ -205,7 +213,7 @@ impl PrefixCache {
     /// Marks `node` used at `used`, keeping the leaf set's order right.
     fn touch(&mut self, node: u32, used: (u64, u64)) {
         let n = &mut self.nodes[node as usize];
-        if n.children == 0 {
+        if n.children == 0 && n.lock == 0 {
             self.leaves.remove(&(n.used, node));
             self.leaves.insert((used, node));
         }
@@ -236,6 +244,7 @@ impl PrefixCache {
             parent,
             children: 0,
             used,
+            lock: 0,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -255,8 +264,9 @@ impl PrefixCache {
         idx
     }
 
-    /// Evicts the least recently used leaf; its parent becomes a leaf if it has no other child.
-    fn evict_lru_leaf(&mut self) {
+    /// Evicts the least recently used leaf; its parent becomes a leaf if it has no other child
+    /// (and no lock). Returns the evicted node's index.
+    fn evict_lru_leaf(&mut self) -> u32 {
         let (_, idx) = self
             .leaves
             .pop_first()
@@ -269,10 +279,97 @@ impl PrefixCache {
         if parent != ROOT {
             let p = &mut self.nodes[parent as usize];
             p.children -= 1;
-            if p.children == 0 {
+            if p.children == 0 && p.lock == 0 {
                 self.leaves.insert((p.used, parent));
             }
         }
+        idx
+    }
+
+    /// Matches the leading cached blocks of `hash_ids`, touching them at `now`, and locks the
+    /// matched path (sglang's `match_prefix` then `inc_lock_ref(last_node)`: every node from
+    /// the last matched one up to the root gains a lock). Returns the blocks matched and the
+    /// last matched node, the handle [`PrefixCache::unlock`] takes (`None`: nothing matched,
+    /// nothing locked). Counts no lookup in the hit figures.
+    pub fn match_and_lock(&mut self, hash_ids: &[u64], now: u64) -> (u32, Option<u32>) {
+        let used = (now, self.lookups);
+        self.lookups += 1;
+        let (last, matched) = self.match_touching(hash_ids, used);
+        if matched == 0 {
+            return (0, None);
+        }
+        let mut node = last;
+        while node != ROOT {
+            let n = &mut self.nodes[node as usize];
+            if n.lock == 0 {
+                self.protected += 1;
+                if n.children == 0 {
+                    self.leaves.remove(&(n.used, node));
+                }
+            }
+            n.lock += 1;
+            node = n.parent;
+        }
+        (matched as u32, Some(last))
+    }
+
+    /// Takes back one lock [`PrefixCache::match_and_lock`] put on the path ending at `last`
+    /// (sglang's `dec_lock_ref`): a node no request locks any more is evictable again.
+    pub fn unlock(&mut self, last: u32) {
+        let mut node = last;
+        while node != ROOT {
+            let n = &mut self.nodes[node as usize];
+            debug_assert!(n.lock > 0, "unlocking an unlocked prefix");
+            n.lock -= 1;
+            if n.lock == 0 {
+                self.protected -= 1;
+                if n.children == 0 {
+                    self.leaves.insert((n.used, node));
+                }
+            }
+            node = n.parent;
+        }
+    }
+
+    /// The nodes of the path ending at `last`, root side first, onto `out`.
+    pub fn path(&self, last: u32, out: &mut Vec<u32>) {
+        let at = out.len();
+        let mut node = last;
+        while node != ROOT {
+            out.push(node);
+            node = self.nodes[node as usize].parent;
+        }
+        out[at..].reverse();
+    }
+
+    /// Caches every block of `hash_ids` at `now` without eviction or a counted lookup (a
+    /// decode inserting a finished request's KV: sglang's `cache_finished_req`); the nodes
+    /// it created, in path order, go onto `created`.
+    pub fn insert_path(&mut self, hash_ids: &[u64], now: u64, created: &mut Vec<u32>) {
+        let used = (now, self.lookups);
+        self.lookups += 1;
+        let (mut parent, matched) = self.match_touching(hash_ids, used);
+        let rest = &hash_ids[matched..];
+        for (k, &id) in rest.iter().enumerate() {
+            parent = self.insert(parent, id, used, k == 0, k + 1 == rest.len());
+            created.push(parent);
+        }
+    }
+
+    /// Evicts up to `blocks` least recently used unlocked leaves (sglang's `evict`: leaves
+    /// first, a parent once its last child went); their indices go onto `evicted`.
+    pub fn evict_blocks(&mut self, blocks: u64, evicted: &mut Vec<u32>) {
+        for _ in 0..blocks {
+            if self.leaves.is_empty() {
+                break;
+            }
+            evicted.push(self.evict_lru_leaf());
+        }
+    }
+
+    /// Blocks no live request locks (sglang's `evictable_size`, in blocks).
+    pub fn evictable_blocks(&self) -> u64 {
+        self.blocks - self.protected
     }
 
     /// Calls to [`PrefixCache::lookup_and_insert`].

@@ -389,14 +389,10 @@ impl<'a> World<'a> {
         Summary::new(&self.collector, self.sc, stats, caches)
             .with_router(decisions)
             .with_kv_store(self.sc.kv_store.as_ref().and_then(|k| {
-                // The decode offloads' host-pool figures, summed.
-                let host = (self.decodes.iter())
-                    .filter_map(|d| d.offload.as_deref())
-                    .fold((0, 0), |(f, w), o| {
-                        (f + o.host_full_blocks, w + o.host_waits)
-                    });
+                let host = crate::sglang::decode_offload::host_figures(self.decodes.iter());
                 self.store.summary(now, k.capacity_tokens, host)
             }))
+            .with_decode_prefix(crate::sglang::decode_radix::summary(self.decodes.iter()))
             .with_speculative(crate::sglang::speculative::summary(
                 self.sc,
                 &(self.prefills.iter())

@@ -105,9 +105,11 @@ impl World<'_> {
                     slot,
                     ready_ns,
                 } => {
-                    // A new process (a cold start, or a decode flipping in): empty caches.
-                    if let CoreRef::Prefill(p) = core_ref(role, slot) {
-                        self.prefills[p].forget_caches();
+                    // A new process (a cold start, or a server flipping in): empty caches.
+                    match core_ref(role, slot) {
+                        CoreRef::Prefill(p) => self.prefills[p].forget_caches(),
+                        CoreRef::Decode(d) => self.decodes[d].forget_caches(),
+                        CoreRef::Colocated(_) => {}
                     }
                     let instance = InstanceId(c.fleet.instance(role, slot));
                     self.q

@@ -47,6 +47,16 @@ pub struct ServerLine {
     /// `pdsim lint --sglang-version`'s question.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kv_checksum: bool,
+    /// `--disaggregation-decode-enable-radix-cache` (sglang PR #19746): decode-side prefix
+    /// reuse, `pdsim lint`'s to check against the version and sglang's refusals.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub decode_radix_cache: bool,
+    /// `--disaggregation-transfer-backend` as given (`mooncake` when absent).
+    #[serde(skip)]
+    pub transfer_backend: String,
+    /// `--enable-hisparse`, which sglang refuses with the decode radix cache.
+    #[serde(skip)]
+    pub hisparse: bool,
 }
 
 /// The launch flags of speculative decoding pdsim reads, with the scenario key each is
@@ -223,6 +233,8 @@ const READ: &[&str] = &[
     "--offload-mode",
     "--mamba-ssm-dtype",
     "--disaggregation-enable-kv-checksum",
+    "--disaggregation-decode-enable-radix-cache",
+    "--enable-hisparse",
 ];
 
 /// Hugging Face ids (lowercased, organisation dropped) → preset: the public checkpoints whose
@@ -305,6 +317,8 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, LaunchError> {
                 | "--enable-unified-memory"
                 | "--disable-radix-cache"
                 | "--disaggregation-enable-kv-checksum"
+                | "--disaggregation-decode-enable-radix-cache"
+                | "--enable-hisparse"
         ) || IGNORED_SWITCHES.contains(&flag.as_str());
         let known = READ.contains(&flag.as_str()) || IGNORED_WITH_VALUE.contains(&flag.as_str());
         if !known && !switch {
@@ -357,6 +371,9 @@ struct Parsed {
     offload: (u32, Option<i64>),
     /// `--disaggregation-enable-kv-checksum`.
     kv_checksum: bool,
+    /// `--disaggregation-decode-enable-radix-cache`, `--disaggregation-transfer-backend`,
+    /// `--enable-hisparse`.
+    decode_radix: (bool, String, bool),
 }
 
 impl Parsed {
@@ -372,6 +389,7 @@ impl Parsed {
             speculative: Vec::new(),
             offload: (0, None),
             kv_checksum: false,
+            decode_radix: (false, "mooncake".to_string(), false),
         }
     }
 
@@ -404,6 +422,8 @@ impl Parsed {
             }
             "--enable-unified-memory" => args.enable_unified_memory = true,
             "--disaggregation-enable-kv-checksum" => self.kv_checksum = true,
+            "--disaggregation-decode-enable-radix-cache" => self.decode_radix.0 = true,
+            "--enable-hisparse" => self.decode_radix.2 = true,
             "--mamba-ssm-dtype" => {
                 if crate::spec::server::mamba_ssm_dtype_bytes(v).is_none() {
                     let valid: Vec<&str> = crate::spec::server::MAMBA_SSM_DTYPES
@@ -435,9 +455,14 @@ impl Parsed {
                     })?;
             }
             "--disable-radix-cache" => args.radix_cache = None,
-            "--disaggregation-transfer-backend" if v != "mooncake" => self.warnings.push(format!(
-                "--disaggregation-transfer-backend {v}: pdsim models the mooncake backend; the prediction is mooncake's"
-            )),
+            "--disaggregation-transfer-backend" => {
+                self.decode_radix.1 = v.to_string();
+                if v != "mooncake" {
+                    self.warnings.push(format!(
+                        "--disaggregation-transfer-backend {v}: pdsim models the mooncake backend; the prediction is mooncake's"
+                    ));
+                }
+            }
             "--pp-size" | "--pp" if v != "1" => self.warnings.push(format!(
                 "{flag} {v}: pdsim models pipeline parallelism 1; the prediction ignores PP"
             )),
@@ -534,6 +559,9 @@ impl Parsed {
             spec: None,
             speculative_flags: self.speculative,
             kv_checksum: self.kv_checksum,
+            decode_radix_cache: self.decode_radix.0,
+            transfer_backend: self.decode_radix.1,
+            hisparse: self.decode_radix.2,
         })
     }
 }

@@ -53,6 +53,15 @@ impl SglangVersion {
         self != Self::Seed
     }
 
+    /// Whether the release has `--disaggregation-decode-enable-radix-cache` (PR #19746, with
+    /// Mooncake's incremental transfer: `TransferInfo.decode_prefix_len`,
+    /// `pop_decode_prefix_len()`). Every 2026-09 build has it (the flag is in that era's
+    /// `arg_groups/fields/disagg.py` and `handle_pd_disaggregation`); the seed's commit is
+    /// modelled without it.
+    pub fn has_decode_radix_cache(self) -> bool {
+        self != Self::Seed
+    }
+
     /// Whether the prefill validates a decode's registered layout before any write
     /// (PR #37840; always on in the releases that have it: it is not a flag).
     pub fn validates_registration(self) -> bool {
@@ -113,6 +122,7 @@ mod tests {
         let v = SglangVersion::default();
         assert_eq!(v, SglangVersion::Seed);
         assert!(!v.has_kv_checksum());
+        assert!(!v.has_decode_radix_cache());
         assert!(!v.validates_registration());
         assert!(v.allows_seed_commit_profile());
     }

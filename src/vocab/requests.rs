@@ -68,6 +68,10 @@ pub struct Req {
     pub on_decode: Holding,
     /// Whether the decode allocation happened (so it must be given back).
     pub decode_allocated: bool,
+    /// Prompt tokens decode's radix cache already held when it admitted the request (sglang's
+    /// `decode_prefix_len`, page-aligned; 0 without `disaggregation_decode_enable_radix_cache`):
+    /// the prefill sends the KV from here on (`sglang::decode_radix`).
+    pub decode_prefix: u32,
     /// Prompt block ids for the prefix cache (empty without prefix information).
     pub hash_ids: Vec<u64>,
     /// Tokens decode generated before a retraction: their KV is rebuilt by the next prefill,
@@ -128,6 +132,7 @@ impl Req {
             on_prefill: Holding::default(),
             on_decode: Holding::default(),
             decode_allocated: false,
+            decode_prefix: 0,
             hash_ids,
             extra: 0,
             join_step: NOT_RUNNING,

@@ -9,6 +9,7 @@ mod common;
 
 mod aborts;
 mod admission;
+mod decode_radix;
 mod deployments;
 mod dp_dispatch;
 mod fragmentation;

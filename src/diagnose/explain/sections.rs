@@ -26,7 +26,40 @@ pub(super) fn overview(run: &Run) -> Vec<Section> {
     out.push(per_instance_section(run, sc));
     out.extend(reuse_section(&run.summary));
     out.extend(sessions_section(&run.summary));
+    out.extend(decode_prefix_section(&run.summary));
     out
+}
+
+/// Decode-side prefix reuse (`--disaggregation-decode-enable-radix-cache`): what the decodes'
+/// radix trees held of the prompts they admitted, and the transfer bytes that did not move.
+fn decode_prefix_section(s: &Summary) -> Option<Section> {
+    let d = s.decode_prefix.as_ref()?;
+    let moved = s.transfer.bytes;
+    let would = moved + d.bytes_not_transferred;
+    Some(Section {
+        title: "Decode prefix reuse".into(),
+        blocks: vec![Block::Para(format!(
+            "The decodes' radix trees (--disaggregation-decode-enable-radix-cache, sglang PR #19746) held a prefix of {} of the {} requests they admitted: {} of {} prompt tokens ({}), {} pages the prefills did not send. The transfers moved {:.3} GB instead of {:.3} GB ({:.3} GB not transferred, {:.1} % less); the prefills still computed what their own caches lacked. The trees took {} blocks of 512 tokens from finished requests (prompt and answer), held at most {} at once, and evicted {} to make room.",
+            d.requests_hit,
+            d.requests_admitted,
+            d.hit_tokens,
+            d.prompt_tokens,
+            d.hit_share
+                .map_or("–".to_string(), |v| format!("{:.1} %", 100.0 * v)),
+            d.hit_pages,
+            moved as f64 / 1e9,
+            would as f64 / 1e9,
+            d.bytes_not_transferred as f64 / 1e9,
+            if would > 0 {
+                100.0 * d.bytes_not_transferred as f64 / would as f64
+            } else {
+                0.0
+            },
+            d.inserted_blocks,
+            d.peak_blocks,
+            d.evicted_blocks,
+        ))],
+    })
 }
 
 /// Conversations: how sessions ended, and the prefix hit share by turn — the prefill work the

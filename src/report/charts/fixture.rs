@@ -120,6 +120,7 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
         aborts: None,
         sessions: None,
         autoscaling: None,
+        decode_prefix: None,
     }
 }
 

@@ -250,6 +250,123 @@ pub(super) fn decode_offload(
     }))
 }
 
+/// `pools.<name>.server.disaggregation_decode_enable_radix_cache` (sglang's
+/// `--disaggregation-decode-enable-radix-cache`, default false; `docs/sglang-pd.md` §25): a
+/// decode pool's radix tree over finished requests' KV. sglang refuses it where
+/// `handle_pd_disaggregation` (`arg_groups/pd_disaggregation_hook.py`) or `build_kv_cache`
+/// (`mem_cache/kv_cache_builder.py`) do, with their texts; the sglang version and the
+/// corruption oracle are checked with the whole scenario (`scenario::check_decode_radix`).
+pub(super) fn decode_radix(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    pool: &Pool,
+) -> Result<bool, ScenarioError> {
+    use crate::sglang::decode_radix::{Refusal, refusal};
+    let s = &p.server;
+    if !s.disaggregation_decode_enable_radix_cache {
+        return Ok(false);
+    }
+    let flag = format!("{key}.server.disaggregation_decode_enable_radix_cache");
+    if p.role != Role::Decode {
+        return Err(c.err(
+            &flag,
+            format!(
+                "only a decode pool has it (sglang reads --disaggregation-decode-enable-radix-cache only with --disaggregation-mode decode; pool {:?} is {}): a prefill pool's prefix cache is its radix cache (disable_radix_cache = false, the default); set it to false here",
+                p.name,
+                p.role.as_str()
+            ),
+        ));
+    }
+    if let Some(spec) = &pool.server.speculative {
+        return Err(c.err(
+            &flag,
+            format!(
+                "sglang refuses it: {:?} (handle_pd_disaggregation); drop speculative_algorithm on this pool or set it to false",
+                refusal(Refusal::Speculative(&spec.algorithm.as_str().to_uppercase()))
+            ),
+        ));
+    }
+    if pool.model.is_swa() {
+        return Err(c.err(
+            &flag,
+            format!(
+                "model {} has sliding-window layers: sglang refuses it: {:?} (build_kv_cache; PR #27770), which pdsim does not model; set it to false",
+                pool.model.name,
+                refusal(Refusal::Swa)
+            ),
+        ));
+    }
+    if pool.model.is_hybrid() {
+        return Err(c.err(
+            &flag,
+            format!(
+                "model {} keeps recurrent state beside its KV: sglang refuses it: {:?} (build_kv_cache); set it to false",
+                pool.model.name,
+                refusal(Refusal::MambaSsm)
+            ),
+        ));
+    }
+    let ps = s.page_size;
+    if ps == 0 || !crate::workload::trace::HASH_BLOCK_TOKENS.is_multiple_of(ps) {
+        return Err(c.err(
+            &format!("{key}.server.page_size"),
+            format!(
+                "is {ps}: with disaggregation_decode_enable_radix_cache pdsim names prefixes in the traces' 512-token blocks and keeps whole pages per block, so page_size must divide 512 (1, 2, 4, … 512); sglang itself matches page by page"
+            ),
+        ));
+    }
+    Ok(true)
+}
+
+/// The decode pools with `disaggregation_decode_enable_radix_cache`, against the whole
+/// scenario: the sglang release must have the flag, and pdsim's corruption oracle must not
+/// watch the pool (it follows request-owned pages; the tree's pages are no request's, so a
+/// pool with an inexact plan into it, or a unified one, is refused here as not modelled).
+/// Returns sglang's warnings for DP attention, as notes.
+pub(in crate::scenario) fn decode_radix_scenario(
+    c: &Checker,
+    pools: &[Pool],
+    version: crate::spec::SglangVersion,
+    plans: &std::collections::BTreeMap<(usize, usize), std::sync::Arc<crate::layout::PairPlan>>,
+) -> Result<Vec<String>, ScenarioError> {
+    let mut notes = Vec::new();
+    for (i, p) in pools.iter().enumerate().filter(|(_, p)| p.decode_radix) {
+        let flag = format!(
+            "pools.{}.server.disaggregation_decode_enable_radix_cache",
+            p.name
+        );
+        if !version.has_decode_radix_cache() {
+            return Err(c.err(
+                &flag,
+                format!(
+                    "--disaggregation-decode-enable-radix-cache does not exist in sglang version {:?} (it came with PR #19746 and Mooncake's incremental transfer); versions that have it: {}. Set sglang.version to one of them, or leave it out",
+                    version.as_str(),
+                    crate::spec::SglangVersion::names_where(
+                        crate::spec::SglangVersion::has_decode_radix_cache
+                    )
+                ),
+            ));
+        }
+        if crate::config::capacity::oracle_watched(pools, plans, i) {
+            return Err(c.err(
+                &flag,
+                format!(
+                    "pdsim's corruption oracle watches pool {:?} (a prefill's transfer plan into it is not exact, or its pool is unified) and follows request-owned pages only, not a radix tree's: decode prefix reuse with a layout hazard is not modelled; set it to false, or make every prefill match this pool's layout",
+                    p.name
+                ),
+            ));
+        }
+        if p.parallel.enable_dp_attention {
+            notes.push(format!(
+                "pool {:?}: sglang warns \"EXPERIMENTAL: Decode radix cache with DP attention. Requires prefix-aware DP rank routing for optimal cache hits.\" (handle_pd_disaggregation); each DP rank keeps its own tree, and the DP controller's load_balance_method does not look at prefixes",
+                p.name
+            ));
+        }
+    }
+    Ok(notes)
+}
+
 /// `[kv_store]`: needed by, and only by, prefill pools with `hicache_storage_backend =
 /// "mooncake"` and decode pools that offload (`disaggregation_decode_enable_offload_kvcache`). Its capacity is counted in the
 /// tokens of the first such pool (every such pool must store the same KV bytes per token: the

@@ -22,7 +22,7 @@ mod pool;
 mod workload;
 
 pub(super) use autoscaler::{autoscaler, lifecycle};
-pub(super) use hicache::kv_store;
+pub(super) use hicache::{decode_radix_scenario, kv_store};
 pub(super) use pool::pools;
 pub(super) use workload::workload;
 

@@ -195,10 +195,12 @@ fn pool(
         decode_offload: None,
         speculative: None,
         offload,
+        decode_radix: false,
     };
     pool.hicache = hicache(c, p, key, &pool, gpu)?;
     pool.decode_offload = decode_offload(c, p, key, &pool, gpu)?;
     pool.speculative = crate::scenario::speculative::params(c, p, key, &pool, spec_notes)?;
+    pool.decode_radix = super::hicache::decode_radix(c, p, key, &pool)?;
     Ok(pool)
 }
 

@@ -107,6 +107,15 @@ impl DecodeServer {
         if let Some(s) = self.spec.as_deref_mut() {
             s.clear();
         }
+        self.forget_caches();
+    }
+
+    /// A new process on this slot (a restart, an autoscaler's launch): the decode radix tree
+    /// starts empty, its pages back in the pool.
+    pub fn forget_caches(&mut self) {
+        if let Some(t) = self.radix.as_deref_mut() {
+            t.crash(&mut self.core.pages);
+        }
     }
 
     /// The server is back, empty; false if it was up. It registers with the prefills again,

@@ -142,6 +142,10 @@ pub struct DecodeServer {
     /// Speculative decoding (`sglang::speculative`), when the pool runs it: each step emits
     /// its requests' accepted tokens instead of one each.
     pub spec: Option<Box<super::speculative::SpecDecode>>,
+    /// The radix tree over finished requests' KV
+    /// (`disaggregation_decode_enable_radix_cache`), if on; without it decode runs sglang's
+    /// chunk cache.
+    pub radix: Option<Box<super::decode_radix::DecodeRadix>>,
 }
 
 /// The most steps one coalesced run covers.
@@ -188,6 +192,7 @@ impl DecodeServer {
             materialized_ns: 0,
             offload: None,
             spec: None,
+            radix: None,
         };
         d.coalesce = d.may_coalesce();
         d
@@ -202,7 +207,9 @@ impl DecodeServer {
             if m.moe_time(1.0, false).is_some_and(|t| t.rdma_bytes_per_gpu > 0.0));
         // A speculative step advances each request by its own accepted tokens: no run of
         // steps is arithmetic.
-        !oracle && !a2a && self.offload.is_none() && self.spec.is_none()
+        // A radix tree may evict at any step that grows the batch's pages: its steps stay
+        // events too.
+        !oracle && !a2a && self.offload.is_none() && self.spec.is_none() && self.radix.is_none()
     }
 
     /// Its running forward's end moved to `at` (its all-to-all landed, `sglang::a2a`), with
@@ -369,8 +376,14 @@ impl DecodeServer {
     /// Request `id`, routed here, completes the blocks `answer` with its output: kept for the
     /// offload, if on (`DecodeOffload::remember`).
     pub fn remember_answer(&mut self, id: u64, answer: Vec<u64>) {
-        if let Some(o) = self.offload.as_deref_mut() {
-            o.remember(id, answer);
+        match (self.offload.as_deref_mut(), self.radix.as_deref_mut()) {
+            (Some(o), Some(t)) => {
+                t.remember(id, answer.clone());
+                o.remember(id, answer);
+            }
+            (Some(o), None) => o.remember(id, answer),
+            (None, Some(t)) => t.remember(id, answer),
+            (None, None) => {}
         }
     }
 
@@ -446,6 +459,12 @@ impl DecodeServer {
         if let Some(o) = self.offload.as_deref_mut() {
             o.forget(r.id);
         }
+        // A completed request's answer blocks are read when its KV goes into the tree, below.
+        if let Some(t) = self.radix.as_deref_mut()
+            && !(completed && req.decode_allocated)
+        {
+            t.forget(r.id);
+        }
         if req.decode_allocated {
             self.holders -= 1;
         }
@@ -464,6 +483,14 @@ impl DecodeServer {
         // A request decode drops from its waiting queue without freeing it (sglang before
         // PR #9817) keeps its pages taken for the rest of the run.
         let leaked = req.abort.as_deref().is_some_and(|a| a.decode_leaked);
+        let mut radix = self
+            .radix
+            .as_deref_mut()
+            .filter(|_| req.decode_allocated && !leaked);
+        if let Some(t) = radix.as_deref_mut() {
+            // The prefix pages it borrowed stay the tree's.
+            t.release(r.id, &mut req.on_decode);
+        }
         if req.decode_allocated
             && !leaked
             && let Some(mut report) = self
@@ -482,6 +509,15 @@ impl DecodeServer {
             req.row.corrupted_by = id_list(&report.corrupted_by);
             if completed && matches!(report.verdict, Verdict::Corrupted { .. }) {
                 outcome = Outcome::Corrupted;
+            }
+        }
+        // A completed request's KV, prompt and output, goes into the tree
+        // (`cache_finished_req`); a failed one's does not (`is_insert=False`).
+        if let Some(t) = radix {
+            if outcome == Outcome::Completed {
+                t.insert_finished(r.id, &req.hash_ids, req.input, &mut self.core.pages);
+            } else {
+                t.forget(r.id);
             }
         }
         self.core.request_done();
@@ -567,6 +603,14 @@ impl DecodeServer {
                 Some(s) => s.plan(self.core.page_size),
             };
             if self.core.pages.grow(need) {
+                break;
+            }
+            // sglang's `alloc_token_slots` evicts unlocked tree nodes before the batch gives
+            // up a request (`evict_from_tree_cache`).
+            if let Some(t) = self.radix.as_deref_mut()
+                && t.evict_for(need, &mut self.core.pages)
+                && self.core.pages.grow(need)
+            {
                 break;
             }
             let victim = self.newest_running(reqs).expect("running > 0");
@@ -666,7 +710,13 @@ impl DecodeServer {
         if let Some(k) = req.waiting_timeout.take() {
             q.cancel(k);
         }
-        let held = std::mem::take(&mut req.on_decode);
+        let mut held = std::mem::take(&mut req.on_decode);
+        if let Some(t) = self.radix.as_deref_mut() {
+            // The retracted request re-matches when it is admitted again (sglang's own TODO in
+            // `_pre_alloc`: retraction is not radix-aware; its resume re-allocates).
+            t.release(req.id, &mut held);
+            req.decode_prefix = 0;
+        }
         self.holders -= 1;
         self.retractions += 1;
         if let Some(report) = self.core.pages.free(req.id, &held)

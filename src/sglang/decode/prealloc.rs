@@ -66,6 +66,11 @@ impl DecodeServer {
     ///
     /// Only the prompt's pages are taken; `R` is a budget, never allocated. There is no
     /// exception for an empty server: a prompt that cannot fit with its reservation waits.
+    ///
+    /// With a radix tree (`sglang::decode_radix`) the request's prefix is matched and locked
+    /// first; `free` counts the tree's unlocked pages, the request asks for the pages past its
+    /// prefix (`pages(prompt) − prefix`, and `prompt − prefix` in the finish term), and the
+    /// tree's least recently used unlocked blocks make room if the pool is short.
     pub fn try_prealloc(&mut self, reqs: &mut Requests, admitted: &mut Vec<ReqRef>) {
         if !self.core.alive {
             return;
@@ -95,21 +100,39 @@ impl DecodeServer {
             } else {
                 0
             };
-            let free = u64::from(self.core.pages.available()) * ps;
+            let (prefix, evictable) = match self.radix.as_deref_mut() {
+                Some(t) => {
+                    let hash_ids = &reqs.get(q).expect("looked up above").hash_ids;
+                    let prefix = t.match_prefix(id, hash_ids, prompt);
+                    (u64::from(prefix), t.evictable_pages())
+                }
+                None => (0, 0),
+            };
+            let free = u64::from(self.core.pages.available() + evictable) * ps;
             let allocatable = free.saturating_sub(reserve.max(single));
             let prompt = u64::from(prompt);
-            let pages = prompt.div_ceil(ps);
-            let finish =
-                (prompt + u64::from(output.min(CLIP_MAX_NEW_TOKENS))).saturating_sub(retractable);
-            if (pages * ps + r).max(finish) > allocatable {
-                self.prealloc_stops[1] += 1;
-                break;
+            let pages = prompt.div_ceil(ps) - prefix;
+            let finish = (prompt - prefix * ps + u64::from(output.min(CLIP_MAX_NEW_TOKENS)))
+                .saturating_sub(retractable);
+            let mut holding = None;
+            if (pages * ps + r).max(finish) <= allocatable {
+                if let Some(t) = self.radix.as_deref_mut() {
+                    t.evict_for(pages as u32, &mut self.core.pages);
+                }
+                holding = self.core.pages.alloc(id, pages as u32, self.core.hybrid);
             }
-            let Some(holding) = self.core.pages.alloc(id, pages as u32, self.core.hybrid) else {
+            let Some(mut holding) = holding else {
+                if let Some(t) = self.radix.as_deref_mut() {
+                    t.unmatch(id);
+                }
                 self.prealloc_stops[1] += 1;
                 break;
             };
             let req = reqs.get_mut(q).expect("looked up above");
+            if let Some(t) = self.radix.as_deref_mut() {
+                t.admitted(id, req.prompt(), &mut holding);
+                req.decode_prefix = (prefix * ps) as u32;
+            }
             self.prealloc.pop_front();
             self.holders += 1;
             req.on_decode = holding;

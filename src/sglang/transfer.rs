@@ -96,6 +96,9 @@ struct Shard {
     dead: bool,
     /// The pending return of an empty batch call (cancelled by a crash).
     empty_key: Option<EventKey>,
+    /// The pending call is the staging buffer's watermark wait, not an empty batch: when it
+    /// returns the worker tries the same target again (`sglang::staging`).
+    deferred: bool,
 }
 
 /// What the simulation knows of a decode instance when sending to it (fixed for the run).
@@ -216,6 +219,9 @@ pub struct TransferWorkers {
     endpoints: IdVec<DecodeId, DecodeEndpoint>,
     /// What the control plane takes to tell decode a transfer concluded, ns.
     control_latency_ns: Nanos,
+    /// Every decode rank's staging ring (`SGLANG_DISAGG_STAGING_BUFFER`); empty unless a plan
+    /// stages.
+    staging: super::staging::StagingRings,
 }
 
 /// What one step of a lane's worker did ([`TransferQueues::step`]).
@@ -599,6 +605,7 @@ impl TransferWorkers {
             prefills: queues,
             endpoints,
             control_latency_ns,
+            staging: Default::default(),
         }
     }
 
@@ -652,7 +659,7 @@ impl TransferWorkers {
             return true;
         }
         loop {
-            match t.step(p, lane, &self.endpoints, cx) {
+            match t.step(p, lane, (&self.endpoints, &mut self.staging), cx) {
                 Step::Done => return true,
                 Step::Started => {
                     cx.timer.sync(cx.q, cx.fabric);
@@ -669,9 +676,11 @@ impl TransferWorkers {
                     return true;
                 }
                 Step::ChunkDone(job) => {
-                    let verify = (t.plans[job.decode].kv_checksum())
-                        .map(|c| (c, self.endpoints[job.decode].page_size));
-                    conclude(p, job, (self.control_latency_ns, verify), cx);
+                    let plan = &t.plans[job.decode];
+                    let verify =
+                        (plan.kv_checksum()).map(|c| (c, self.endpoints[job.decode].page_size));
+                    let scatter_ns = plan.staging().map_or(0, |s| last_scatter_ns(s, &job));
+                    conclude(p, job, (self.control_latency_ns, scatter_ns, verify), cx);
                     // The usual end of a chunk: nothing queued behind it, so going on would
                     // find the worker idle (skipped, not paid for).
                     if t.is_idle(lane) {
@@ -745,6 +754,9 @@ impl TransferWorkers {
     pub fn empty_batch_returned(&mut self, p: PrefillId, lane: ShardId, cx: &mut TransferCtx<'_>) {
         let sh = &mut self.prefills[p].shards[lane];
         sh.empty_key = None;
+        if std::mem::take(&mut sh.deferred) {
+            return self.retry_staged(p, lane, cx);
+        }
         if sh
             .active
             .as_ref()
@@ -789,6 +801,10 @@ impl TransferWorkers {
             });
             return self.go_on(p, lane, false, cx);
         }
+        if plan.staging().is_some() {
+            let at = (plan, self.control_latency_ns);
+            staged_landed(&mut self.staging, at, (d, target), &job, cx.q.now());
+        }
         if let Some(e) = after_kv {
             // The KV went; then the state check raised and the worker died.
             let sh = &mut t.shards[lane];
@@ -799,6 +815,20 @@ impl TransferWorkers {
             return;
         }
         self.go_on(p, lane, at_once, cx)
+    }
+
+    /// The staging buffer's watermark wait of prefill `p`'s lane `lane` ended: the worker
+    /// tries the target it waited on again. sglang puts the chunk back on the queue and takes
+    /// the next one after the wait (`_do_staging_transfer` → `queue.put`, then the worker
+    /// loop), so a chunk queued behind may go first there; pdsim retries the same chunk at the
+    /// same target (targets it already sent are not sent again).
+    #[inline(never)]
+    fn retry_staged(&mut self, p: PrefillId, lane: ShardId, cx: &mut TransferCtx<'_>) {
+        if let Some(a) = self.prefills[p].shards[lane].active.as_mut() {
+            a.busy = false;
+            a.next_target = a.target;
+        }
+        self.kick(p, lane, cx);
     }
 
     /// The lane's worker goes on: at once, or after the effects pushed so far are applied
@@ -824,6 +854,7 @@ impl TransferWorkers {
             sh.dead = false;
             if let Some(k) = sh.empty_key.take() {
                 q.cancel(k);
+                sh.deferred = false;
                 sh.active = None;
                 sh.after_kv = None;
                 sh.writes = None;
@@ -839,6 +870,7 @@ impl TransferWorkers {
     /// Decode `d` crashed: every rank of every prefill blacklists each of its `ranks`
     /// sessions.
     pub fn decode_down(&mut self, d: DecodeId, ranks: u32) {
+        self.staging.decode_down(d);
         for t in self.prefills.iter_mut() {
             for b in &mut t.blacklists {
                 for r in 0..ranks {
@@ -888,7 +920,11 @@ fn decode_verify_ns(c: &crate::layout::KvChecksum, prompt: u32, decode_page_size
 fn conclude(
     p: PrefillId,
     job: ChunkJob,
-    (control_latency_ns, verify): (Nanos, Option<(&crate::layout::KvChecksum, u32)>),
+    (control_latency_ns, scatter_ns, verify): (
+        Nanos,
+        Nanos,
+        Option<(&crate::layout::KvChecksum, u32)>,
+    ),
     cx: &mut TransferCtx<'_>,
 ) {
     let r = job.req;
@@ -902,7 +938,7 @@ fn conclude(
     req.sender = KvPoll::Success;
     req.row.transfer_end_ns = Some(cx.q.now());
     match verify {
-        None => {
+        None if scatter_ns == 0 => {
             cx.q.schedule_lane(
                 lane::CONTROL,
                 control_latency_ns,
@@ -910,8 +946,12 @@ fn conclude(
             );
         }
         // Off the control lane: its delay is fixed, and this one grows with the request.
-        Some((c, decode_page_size)) => {
-            let at = control_latency_ns + decode_verify_ns(c, req.prompt(), decode_page_size);
+        // With the staging buffer decode scatters the last chunk first (`scatter_ns`).
+        _ => {
+            let verify_ns = verify.map_or(0, |(c, decode_page_size)| {
+                decode_verify_ns(c, req.prompt(), decode_page_size)
+            });
+            let at = control_latency_ns + scatter_ns + verify_ns;
             cx.q.schedule_in(at, Event::TransferSucceeded { req: r });
         }
     }
@@ -994,7 +1034,7 @@ impl TransferQueues {
         &mut self,
         me: PrefillId,
         lane: ShardId,
-        endpoints: &IdVec<DecodeId, DecodeEndpoint>,
+        decodes: Decodes<'_>,
         cx: &mut TransferCtx<'_>,
     ) -> Step {
         let rank = self.rank_of(lane);
@@ -1029,7 +1069,7 @@ impl TransferQueues {
                     });
                 }
             }
-            return self.advance(me, lane, rank, endpoints, cx);
+            return self.advance(me, lane, rank, decodes, cx);
         }
     }
 
@@ -1041,7 +1081,7 @@ impl TransferQueues {
         me: PrefillId,
         lane: ShardId,
         rank: u32,
-        endpoints: &IdVec<DecodeId, DecodeEndpoint>,
+        (endpoints, rings): Decodes<'_>,
         cx: &mut TransferCtx<'_>,
     ) -> Step {
         let Self {
@@ -1098,12 +1138,28 @@ impl TransferQueues {
         if job.last && first_batch && plan.kv_checksum().is_some() {
             digest_ns = prefill_digest_ns(plan, req.prompt());
         }
+        // `SGLANG_DISAGG_STAGING_BUFFER`: the target's region on the decode's ring must be
+        // free (else the worker waits for the watermark), and the prefill gathers the head
+        // slices before the one bulk write (`sglang::staging`).
+        if let Some(s) = plan.staging() {
+            let at = (cx.q.now(), &*cx.reqs);
+            match admit_staged(rings, s, (d, i, plan), (req, &job, &creq), at) {
+                Staged::Go(gather_ns) => digest_ns += gather_ns,
+                Staged::Wait => return defer(sh, (me, lane), first_batch, cx),
+                Staged::Died(e) => {
+                    sh.active = None;
+                    sh.dead = true;
+                    return Step::WorkerDied(e);
+                }
+            }
+        }
         let batch = Batch {
             now: cx.q.now(),
             lead: send_lead(cx.fabric.params(), plan.has_state(), job.last) + digest_ns,
             // On the head-sliced path the target's per-layer batches run on the queue's
             // executor threads: that many flows, each with its share of the bytes and writes.
-            split: if plan.send_path() == crate::layout::SendPath::Slice {
+            split: if plan.send_path() == crate::layout::SendPath::Slice && plan.staging().is_none()
+            {
                 SLICE_EXECUTOR_THREADS
             } else {
                 1
@@ -1114,6 +1170,112 @@ impl TransferQueues {
         req.row.transfer_start_ns.get_or_insert(batch.now);
         let n = start_flows(flows, cx.fabric, (gpus, &dst.gpus), &mut req.row, batch);
         arm(sh, (me, lane), n, (after_kv, writes), cx)
+    }
+}
+
+/// What a staged batch does now ([`admit_staged`]).
+enum Staged {
+    /// It goes after the prefill's gather, ns.
+    Go(Nanos),
+    /// Its ring region is not free yet.
+    Wait,
+    /// The region exceeds the ring: the worker raised.
+    Died(PdError),
+}
+
+/// The watermark has not passed the region of the lane's current target: the worker waits
+/// [`super::staging::STAGING_WATERMARK_WAIT_NS`] (as a pending call, cancelled by a crash)
+/// and then tries the same target again ([`TransferWorkers::retry_staged`]). Whether the
+/// target was the chunk's first batch on this rank is kept (a later target leaves `target`
+/// apart from `next_target`), so the retry pays what a first batch pays only if it is one.
+#[inline(never)]
+fn defer(
+    sh: &mut Shard,
+    (me, lane): (PrefillId, ShardId),
+    first_batch: bool,
+    cx: &mut TransferCtx<'_>,
+) -> Step {
+    let a = sh.active.as_mut().expect("still active");
+    a.busy = true;
+    a.flows_left = 0;
+    a.next_target = a.target;
+    if !first_batch {
+        a.target = usize::MAX;
+    }
+    sh.deferred = true;
+    sh.empty_key = Some(cx.q.schedule_keyed_in(
+        super::staging::STAGING_WATERMARK_WAIT_NS,
+        Event::EmptyChunkSent {
+            prefill: me,
+            shard: lane,
+        },
+    ));
+    Step::Done
+}
+
+/// One writer's staged batch of `job` for target `target` of `plan` landed on decode `d` at
+/// `now`: its ring region is freed once the chunk's last writer landed, decode was told
+/// (`CHUNK_READY` over the control plane), its scatter ran, and the watermark went back
+/// (`WATERMARK`, the control plane again) [INFERRED: both messages at the control latency].
+#[inline(never)]
+fn staged_landed(
+    rings: &mut super::staging::StagingRings,
+    (plan, control_latency_ns): (&PairPlan, Nanos),
+    (d, target): (DecodeId, usize),
+    job: &ChunkJob,
+    now: Nanos,
+) {
+    let Some(s) = plan.staging() else { return };
+    let rank = plan.target(target).decode_rank;
+    let pages = u64::from(job.end_page - job.first_page);
+    let after = s.scatter_ns(pages) + 2 * control_latency_ns;
+    rings.landed((d, rank), (job.req, job.first_page), now, after);
+}
+
+/// Decode's scatter of a request's last chunk, which it finishes before the request may join
+/// a batch (`DecodeStagingHandler.advance_scatter`: the room is done once every allocation
+/// was scattered), ns.
+#[inline(never)]
+fn last_scatter_ns(s: &crate::layout::Staging, job: &ChunkJob) -> Nanos {
+    s.scatter_ns(u64::from(job.end_page - job.first_page))
+}
+
+/// The decode instances a worker sends to and their staging rings.
+type Decodes<'a> = (
+    &'a IdVec<DecodeId, DecodeEndpoint>,
+    &'a mut super::staging::StagingRings,
+);
+
+/// Asks decode `d`'s ring for target `i`'s region of the chunk `creq` of `job` and prices the
+/// gather. A chunk with no KV to send (no pages) stages nothing. Out of line: a run without
+/// the staging buffer never calls it.
+#[inline(never)]
+fn admit_staged(
+    rings: &mut super::staging::StagingRings,
+    s: &crate::layout::Staging,
+    (d, i, plan): (DecodeId, usize, &PairPlan),
+    (req, job, creq): (&Req, &ChunkJob, &ChunkRequest<'_>),
+    (now, reqs): (Nanos, &Requests),
+) -> Staged {
+    use super::staging::Admit;
+    let pages = creq.src_pages.len().min(creq.dst_pages.len()) as u64;
+    let bytes = plan.sliced_kv_bytes(i, pages);
+    if bytes == 0 {
+        return Staged::Go(0);
+    }
+    let rank = plan.target(i).decode_rank;
+    let key = (job.req, pages, req.row.bootstrap_room);
+    match rings.admit(
+        s,
+        (d, rank),
+        (key.0, job.first_page, key.1),
+        key.2,
+        now,
+        reqs,
+    ) {
+        Admit::Go => Staged::Go(s.gather_ns(bytes)),
+        Admit::Wait => Staged::Wait,
+        Admit::Oversized(e) => Staged::Died(e),
     }
 }
 

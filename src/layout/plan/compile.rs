@@ -73,6 +73,7 @@ impl PairPlan {
             targets: plans,
             exact: false,
             kv_checksum: None,
+            staging: None,
         };
         plan.exact = plan.probe_exact();
         Ok(plan)

@@ -445,8 +445,9 @@ pub fn server_line(
     if pool.role != Role::Colocated {
         let _ = write!(
             line,
-            " --disaggregation-mode {} --disaggregation-transfer-backend mooncake",
-            pool.role.as_str()
+            " --disaggregation-mode {} --disaggregation-transfer-backend {}",
+            pool.role.as_str(),
+            sc.sglang.transfer_backend.as_str()
         );
     }
     let _ = write!(line, " --host 0.0.0.0 --port {port}");
@@ -538,6 +539,15 @@ pub fn server_env(
         let t = whole_s(p.waiting_timeout_ns);
         if t != SGLANG_DEFAULT_TIMEOUT_S {
             env.push(("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", t.to_string()));
+        }
+    }
+    // `[sglang] staging_buffer` (docs/sglang-pd.md §26): both sides read the flag
+    // (`MooncakeKVManager.__init__`: prefill staging buffers, decode ring); the ring's size is
+    // decode's, written only when it is not sglang's 4096 MiB.
+    if let Some(mb) = p.staging_pool_mb.filter(|_| role != Role::Colocated) {
+        env.push(("SGLANG_DISAGG_STAGING_BUFFER", "1".into()));
+        if role == Role::Decode && mb != crate::sglang::staging::DEFAULT_POOL_MB {
+            env.push(("SGLANG_DISAGG_STAGING_POOL_SIZE_MB", mb.to_string()));
         }
     }
     if role != Role::Colocated && sc.fabric.transport == crate::fabric::Transport::Efa {

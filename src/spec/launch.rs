@@ -432,7 +432,7 @@ impl Parsed {
                     })?;
             }
             "--disable-radix-cache" => args.radix_cache = None,
-            "--disaggregation-transfer-backend" if v != "mooncake" => self.warnings.push(format!(
+            "--disaggregation-transfer-backend" if v != "mooncake" && v != "mooncake_tcp" => self.warnings.push(format!(
                 "--disaggregation-transfer-backend {v}: pdsim models the mooncake backend; the prediction is mooncake's"
             )),
             "--pp-size" | "--pp" if v != "1" => self.warnings.push(format!(

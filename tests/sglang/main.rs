@@ -20,4 +20,5 @@ mod pd_scenarios;
 mod router_policies;
 mod sessions;
 mod speculative;
+mod staging;
 mod trace_deadlines;

@@ -94,11 +94,11 @@ struct Shard {
     writes: Option<Vec<Write>>,
     /// The worker thread died on a raised error: nothing on this queue moves again (docs/sglang-pd.md §2.4).
     dead: bool,
-    /// The pending return of an empty batch call (cancelled by a crash).
-    empty_key: Option<EventKey>,
     /// The pending call is the staging buffer's watermark wait, not an empty batch: when it
     /// returns the worker tries the same target again (`sglang::staging`).
     deferred: bool,
+    /// The pending return of an empty batch call (cancelled by a crash).
+    empty_key: Option<EventKey>,
 }
 
 /// What the simulation knows of a decode instance when sending to it (fixed for the run).
@@ -676,11 +676,10 @@ impl TransferWorkers {
                     return true;
                 }
                 Step::ChunkDone(job) => {
-                    let plan = &t.plans[job.decode];
-                    let verify =
-                        (plan.kv_checksum()).map(|c| (c, self.endpoints[job.decode].page_size));
-                    let scatter_ns = plan.staging().map_or(0, |s| last_scatter_ns(s, &job));
-                    conclude(p, job, (self.control_latency_ns, scatter_ns, verify), cx);
+                    let plan = &*t.plans[job.decode];
+                    let late =
+                        (plan.has_extras()).then(|| (plan, self.endpoints[job.decode].page_size));
+                    conclude(p, job, (self.control_latency_ns, late), cx);
                     // The usual end of a chunk: nothing queued behind it, so going on would
                     // find the worker idle (skipped, not paid for).
                     if t.is_idle(lane) {
@@ -801,7 +800,7 @@ impl TransferWorkers {
             });
             return self.go_on(p, lane, false, cx);
         }
-        if plan.staging().is_some() {
+        if plan.has_extras() {
             let at = (plan, self.control_latency_ns);
             staged_landed(&mut self.staging, at, (d, target), &job, cx.q.now());
         }
@@ -822,6 +821,7 @@ impl TransferWorkers {
     /// the next one after the wait (`_do_staging_transfer` → `queue.put`, then the worker
     /// loop), so a chunk queued behind may go first there; pdsim retries the same chunk at the
     /// same target (targets it already sent are not sent again).
+    #[cold]
     #[inline(never)]
     fn retry_staged(&mut self, p: PrefillId, lane: ShardId, cx: &mut TransferCtx<'_>) {
         if let Some(a) = self.prefills[p].shards[lane].active.as_mut() {
@@ -909,6 +909,19 @@ fn decode_verify_ns(c: &crate::layout::KvChecksum, prompt: u32, decode_page_size
         .1
 }
 
+/// What decode does with a landed request before it may join a batch, beyond being told, ns:
+/// with the staging buffer it scatters the last chunk first ([`last_scatter_ns`]), then with
+/// `--disaggregation-enable-kv-checksum` it digests the landed pages ([`decode_verify_ns`]).
+/// Out of line: a plan with neither never calls it.
+#[cold]
+#[inline(never)]
+fn late_ns(plan: &PairPlan, job: &ChunkJob, prompt: u32, decode_page_size: u32) -> Nanos {
+    plan.staging().map_or(0, |s| last_scatter_ns(s, job))
+        + plan
+            .kv_checksum()
+            .map_or(0, |c| decode_verify_ns(c, prompt, decode_page_size))
+}
+
 /// One rank of prefill `p` sent chunk `job` to all its targets. Once the last chunk's last
 /// rank is done the transfer concludes (`conclude_transfer(Success)`, which the prefill's
 /// scheduler polls as the MIN over its ranks): the sender is `Success`, decode is told over
@@ -920,11 +933,7 @@ fn decode_verify_ns(c: &crate::layout::KvChecksum, prompt: u32, decode_page_size
 fn conclude(
     p: PrefillId,
     job: ChunkJob,
-    (control_latency_ns, scatter_ns, verify): (
-        Nanos,
-        Nanos,
-        Option<(&crate::layout::KvChecksum, u32)>,
-    ),
+    (control_latency_ns, late): (Nanos, Option<(&PairPlan, u32)>),
     cx: &mut TransferCtx<'_>,
 ) {
     let r = job.req;
@@ -937,8 +946,8 @@ fn conclude(
     }
     req.sender = KvPoll::Success;
     req.row.transfer_end_ns = Some(cx.q.now());
-    match verify {
-        None if scatter_ns == 0 => {
+    match late {
+        None => {
             cx.q.schedule_lane(
                 lane::CONTROL,
                 control_latency_ns,
@@ -946,12 +955,8 @@ fn conclude(
             );
         }
         // Off the control lane: its delay is fixed, and this one grows with the request.
-        // With the staging buffer decode scatters the last chunk first (`scatter_ns`).
-        _ => {
-            let verify_ns = verify.map_or(0, |(c, decode_page_size)| {
-                decode_verify_ns(c, req.prompt(), decode_page_size)
-            });
-            let at = control_latency_ns + scatter_ns + verify_ns;
+        Some((plan, decode_page_size)) => {
+            let at = control_latency_ns + late_ns(plan, &job, req.prompt(), decode_page_size);
             cx.q.schedule_in(at, Event::TransferSucceeded { req: r });
         }
     }
@@ -1131,20 +1136,14 @@ impl TransferQueues {
             Some((e, ErrorTiming::AfterKv)) => Some(e),
             None => None,
         };
-        // `--disaggregation-enable-kv-checksum`: the rank digests the whole request's pages
-        // and state once, before its last chunk's first batch goes out (the digest rides in
-        // the metadata row that chunk sends: PR #39500).
+        // `--disaggregation-enable-kv-checksum` and `SGLANG_DISAGG_STAGING_BUFFER`: what the
+        // batch pays before it goes, or whether it waits for the decode's ring
+        // ([`extra_lead`]).
         let mut digest_ns = 0;
-        if job.last && first_batch && plan.kv_checksum().is_some() {
-            digest_ns = prefill_digest_ns(plan, req.prompt());
-        }
-        // `SGLANG_DISAGG_STAGING_BUFFER`: the target's region on the decode's ring must be
-        // free (else the worker waits for the watermark), and the prefill gathers the head
-        // slices before the one bulk write (`sglang::staging`).
-        if let Some(s) = plan.staging() {
+        if plan.has_extras() {
             let at = (cx.q.now(), &*cx.reqs);
-            match admit_staged(rings, s, (d, i, plan), (req, &job, &creq), at) {
-                Staged::Go(gather_ns) => digest_ns += gather_ns,
+            match extra_lead(rings, (d, i, plan), (req, &job, &creq), first_batch, at) {
+                Staged::Go(ns) => digest_ns = ns,
                 Staged::Wait => return defer(sh, (me, lane), first_batch, cx),
                 Staged::Died(e) => {
                     sh.active = None;
@@ -1188,6 +1187,7 @@ enum Staged {
 /// and then tries the same target again ([`TransferWorkers::retry_staged`]). Whether the
 /// target was the chunk's first batch on this rank is kept (a later target leaves `target`
 /// apart from `next_target`), so the retry pays what a first batch pays only if it is one.
+#[cold]
 #[inline(never)]
 fn defer(
     sh: &mut Shard,
@@ -1217,6 +1217,7 @@ fn defer(
 /// `now`: its ring region is freed once the chunk's last writer landed, decode was told
 /// (`CHUNK_READY` over the control plane), its scatter ran, and the watermark went back
 /// (`WATERMARK`, the control plane again) [INFERRED: both messages at the control latency].
+#[cold]
 #[inline(never)]
 fn staged_landed(
     rings: &mut super::staging::StagingRings,
@@ -1246,10 +1247,37 @@ type Decodes<'a> = (
     &'a mut super::staging::StagingRings,
 );
 
-/// Asks decode `d`'s ring for target `i`'s region of the chunk `creq` of `job` and prices the
-/// gather. A chunk with no KV to send (no pages) stages nothing. Out of line: a run without
-/// the staging buffer never calls it.
+/// What target `i`'s batch of the chunk `creq` of `job` pays before it goes, beyond the
+/// worker's own lead, on a plan with extras: with `--disaggregation-enable-kv-checksum`, the
+/// rank digests the whole request's pages and state once, before its last chunk's first batch
+/// goes out (the digest rides in the metadata row that chunk sends: PR #39500); with the
+/// staging buffer, the region on the decode's ring must be free and the prefill gathers
+/// ([`admit_staged`]). Out of line: a plan without extras never calls it.
+#[cold]
 #[inline(never)]
+fn extra_lead(
+    rings: &mut super::staging::StagingRings,
+    (d, i, plan): (DecodeId, usize, &PairPlan),
+    (req, job, creq): (&Req, &ChunkJob, &ChunkRequest<'_>),
+    first_batch: bool,
+    at: (Nanos, &Requests),
+) -> Staged {
+    let digest_ns = if job.last && first_batch && plan.kv_checksum().is_some() {
+        prefill_digest_ns(plan, req.prompt())
+    } else {
+        0
+    };
+    match plan.staging() {
+        None => Staged::Go(digest_ns),
+        Some(s) => match admit_staged(rings, s, (d, i, plan), (req, job, creq), at) {
+            Staged::Go(gather_ns) => Staged::Go(digest_ns + gather_ns),
+            other => other,
+        },
+    }
+}
+
+/// Asks decode `d`'s ring for target `i`'s region of the chunk `creq` of `job` and prices the
+/// gather. A chunk with no KV to send (no pages) stages nothing.
 fn admit_staged(
     rings: &mut super::staging::StagingRings,
     s: &crate::layout::Staging,

@@ -74,6 +74,7 @@ impl PairPlan {
             exact: false,
             kv_checksum: None,
             staging: None,
+            extras: false,
         };
         plan.exact = plan.probe_exact();
         Ok(plan)

@@ -170,6 +170,9 @@ pub struct PairPlan {
     /// `SGLANG_DISAGG_STAGING_BUFFER` on this pair's head-sliced path
     /// ([`PairPlan::enable_staging`]); `None` when off or when the pair sends no sliced KV.
     staging: Option<Staging>,
+    /// `kv_checksum` or `staging` is on: one flag the transfer worker tests per batch and per
+    /// concluded chunk, so a pair with neither pays one branch for both.
+    extras: bool,
 }
 
 /// The GPU staging buffer on one heterogeneous-TP pair (`SGLANG_DISAGG_STAGING_BUFFER=1`,
@@ -354,6 +357,7 @@ impl PairPlan {
             comparable: p.kv_item_lens() == d.kv_item_lens()
                 && p.state_item_lens() == d.state_item_lens(),
         });
+        self.extras = true;
     }
 
     /// Turns on `SGLANG_DISAGG_STAGING_BUFFER` for this pair with each decode rank's ring of
@@ -385,6 +389,14 @@ impl PairPlan {
             prefill_bytes_per_s,
             decode_bytes_per_s,
         });
+        self.extras = true;
+    }
+
+    /// Whether the pair has the KV checksum or the staging buffer on
+    /// ([`PairPlan::kv_checksum`], [`PairPlan::staging`]).
+    #[inline]
+    pub fn has_extras(&self) -> bool {
+        self.extras
     }
 
     /// The staging buffer of this pair, when on and used.

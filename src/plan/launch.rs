@@ -1095,6 +1095,42 @@ pub(crate) mod tests {
         }
     }
 
+    /// `[sglang] staging_buffer`, `staging_pool_mb` and `transfer_backend` (docs/sglang-pd.md
+    /// §26): both servers get `SGLANG_DISAGG_STAGING_BUFFER=1`, only the decode the ring's
+    /// size (not sglang's 4096), and both lines name the backend.
+    #[test]
+    fn launch_lines_carry_the_staging_buffer_and_the_backend() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios/transfer/hetero-tp-staged.toml");
+        let sets = [
+            "sglang.staging_pool_mb=2048".to_string(),
+            "sglang.transfer_backend=mooncake_tcp".to_string(),
+            "sglang.tcp_gbps=100".to_string(),
+        ];
+        let text = launch_text(&crate::scenario::load(&path, &sets).unwrap());
+        let lines: Vec<&str> = commands(&text).collect();
+        let line = |mode: &str| {
+            *lines
+                .iter()
+                .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
+                .unwrap_or_else(|| panic!("{text}"))
+        };
+        let (p, d) = (line("prefill"), line("decode"));
+        for l in [p, d] {
+            assert!(l.contains("SGLANG_DISAGG_STAGING_BUFFER=1"), "{l}");
+            assert!(
+                l.contains("--disaggregation-transfer-backend mooncake_tcp "),
+                "{l}"
+            );
+        }
+        assert!(d.contains("SGLANG_DISAGG_STAGING_POOL_SIZE_MB=2048"), "{d}");
+        assert!(!p.contains("SGLANG_DISAGG_STAGING_POOL_SIZE_MB"), "{p}");
+        // sglang's defaults write nothing.
+        let plain = launch_text(&load("scenarios/transfer/hetero-tp-sliced.toml"));
+        assert!(!plain.contains("STAGING"), "{plain}");
+        assert!(plain.contains("--disaggregation-transfer-backend mooncake "));
+    }
+
     #[test]
     fn instances_sharing_a_node_get_their_own_gpus_and_ports() {
         // Four TP1 prefills on GPUs 0-3 and four TP1 decodes on GPUs 4-7 of node 0.

@@ -249,6 +249,11 @@ fn conn_cases() -> Vec<Case> {
             scheduler_hit_an_exception("Page size mismatch"),
             vec![("traceback", "RuntimeError: Page size mismatch")],
         ),
+        (
+            "staging_oversized",
+            crate::sglang::staging::oversized(5_946_051_343_055_743_272),
+            vec![("kv_chunk.room", "5946051343055743272")],
+        ),
         ("index_error", checks::index_error().message, vec![]),
         (
             "zero_division",

@@ -161,3 +161,27 @@ fn staging_refuses_mla_and_other_backends() {
     let e = load(STAGED, "sglang.transfer_backend=mori");
     assert_eq!(e.key, "sglang.transfer_backend");
 }
+
+/// `transfer_backend = "mooncake_tcp"` (sglang PR #26346: the Mooncake manager over TCP,
+/// `MC_FORCE_TCP=1`) at a stated 25 Gb/s a GPU: each prefill rank of the p2d4 pair sends
+/// half the request's KV, 134,217,728 B, through its GPU's engine at ≤ 3.125 B/ns, so no
+/// transfer can take less than 42.95 ms — against the RDMA engine's 23.75 B/ns. The default
+/// backend's results are the scenario's own (golden).
+#[test]
+fn mooncake_over_tcp_moves_at_the_stated_rate() {
+    let sets = ["run.max_requests=5"];
+    let tcp = [
+        "run.max_requests=5",
+        "sglang.transfer_backend=mooncake_tcp",
+        "sglang.tcp_gbps=25",
+    ];
+    let (_, rdma) = run_rows(STAGED, &sets, "tcp-rdma");
+    let (s, over_tcp) = run_rows(STAGED, &tcp, "tcp-tcp");
+    assert_eq!(s.requests.completed, 5);
+    let floor_ns = (134_217_728.0_f64 / 3.125).ceil() as u64;
+    for (a, b) in rdma.iter().zip(&over_tcp) {
+        let t = |r: &Row| ns(r, "transfer_end_ns") - ns(r, "transfer_start_ns");
+        assert!(t(b) >= floor_ns, "request {}: {} ns", b["id"], t(b));
+        assert!(t(a) < floor_ns / 3, "request {}: {} ns over RDMA", a["id"], t(a));
+    }
+}

@@ -97,6 +97,13 @@ fn staging_shortens_the_transfer_and_ttft() {
     assert!(t1 > 1e6, "{t1}");
     let (f0, f1) = (ttft(&sliced), ttft(&staged));
     assert!(f1 < f0, "TTFT mean {f0} ns sliced, {f1} ns staged");
+    // sglang's docs: staged heterogeneous TP runs "within ~5 %" of homogeneous TP. The same
+    // cluster with a TP-2 decode (equal TP, `send_kvcache`): the staged p2d4's mean TTFT is
+    // within 5 % of it, the sliced one's several times it.
+    let (_, equal) = run_rows(SLICED, &["pools.decode.server.tp_size=2"], "time-equal");
+    let fe = ttft(&equal);
+    assert!(f1 <= fe * 1.05, "TTFT mean {f1} ns staged, {fe} ns at equal TP");
+    assert!(f0 > fe * 2.0, "TTFT mean {f0} ns sliced, {fe} ns at equal TP");
 }
 
 /// The ring's back-pressure: a decode rank's region of a 2,048-token chunk is 2,048 × 32 ×

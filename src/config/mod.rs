@@ -728,6 +728,10 @@ pub struct SglangParams {
     /// `mooncake_tcp`'s per-GPU TCP rate, bytes/ns (`None` otherwise).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_bytes_per_ns: Option<f64>,
+    /// `SGLANG_ENABLE_FAILED_SESSION_PROBE` with a pass every this many ns; `None` when off
+    /// (left out of results then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_session_probe_ns: Option<Nanos>,
     /// Decode `WaitingForInput` timeout, ns.
     pub waiting_timeout_ns: Nanos,
     /// Prefill `Bootstrapping` timeout, ns.

@@ -534,6 +534,14 @@ pub fn server_env(
         if p.queue_size != SGLANG_DEFAULT_QUEUE_SIZE {
             env.push(("SGLANG_DISAGGREGATION_QUEUE_SIZE", p.queue_size.to_string()));
         }
+        // `[sglang] failed_session_probe`: the prefill's `MooncakeKVManager` reads both.
+        if let Some(every) = p.failed_session_probe_ns {
+            env.push(("SGLANG_ENABLE_FAILED_SESSION_PROBE", "1".into()));
+            let s = every as f64 / 1e9;
+            if s != crate::sglang::staging::DEFAULT_PROBE_INTERVAL_S {
+                env.push(("SGLANG_FAILED_SESSION_PROBE_INTERVAL_S", s.to_string()));
+            }
+        }
     }
     if role == Role::Decode {
         let t = whole_s(p.waiting_timeout_ns);

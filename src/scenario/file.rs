@@ -1037,6 +1037,14 @@ pub struct SglangSection {
     /// each way, Gb/s (no default: pdsim has no measured figure for it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_gbps: Option<f64>,
+    /// `SGLANG_ENABLE_FAILED_SESSION_PROBE=1` on every prefill: each rank probes its
+    /// blacklisted decode sessions and takes back the ones that answer. Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed_session_probe: bool,
+    /// `SGLANG_FAILED_SESSION_PROBE_INTERVAL_S` (sglang's default 30), s; only with
+    /// `failed_session_probe`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_session_probe_interval_s: Option<f64>,
     /// `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, s.
     #[serde(default = "default_timeout_s")]
     pub waiting_timeout_s: f64,
@@ -1062,6 +1070,8 @@ impl Default for SglangSection {
             staging_pool_mb: None,
             transfer_backend: None,
             tcp_gbps: None,
+            failed_session_probe: false,
+            failed_session_probe_interval_s: None,
             waiting_timeout_s: default_timeout_s(),
             bootstrap_timeout_s: default_timeout_s(),
             queue_size: default_queue_size(),

@@ -1200,6 +1200,12 @@ fn transfer_paths(
             "SGLANG_DISAGG_STAGING_BUFFER stages the KV a prefill transfers to a decode; this cluster has colocated servers and no transfer: leave staging_buffer out, or use prefill and decode pools".to_string(),
         ));
     }
+    if colocated && sglang.failed_session_probe_ns.is_some() {
+        return Err(c.err(
+            "sglang.failed_session_probe",
+            "SGLANG_ENABLE_FAILED_SESSION_PROBE probes the decode sessions a prefill blacklisted; this cluster has colocated servers and no transfer: leave failed_session_probe out, or use prefill and decode pools".to_string(),
+        ));
+    }
     if colocated && !sglang.transfer_backend.is_mooncake() {
         return Err(c.err(
             "sglang.transfer_backend",

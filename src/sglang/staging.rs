@@ -35,6 +35,11 @@ use crate::vocab::requests::{KvPoll, ReqRef, Requests};
 /// MiB per decode rank.
 pub const DEFAULT_POOL_MB: u64 = 4096;
 
+/// `SGLANG_FAILED_SESSION_PROBE_INTERVAL_S`'s default (`environ.py`: `EnvFloat(30.0)`), s:
+/// the blacklist's probe (`sglang::transfer`, docs/sglang-pd.md §26.5), kept beside the
+/// staging defaults as the other transfer-path environment default.
+pub const DEFAULT_PROBE_INTERVAL_S: f64 = 30.0;
+
 /// `STAGING_WATERMARK_WAIT_S = 0.001` (`common/staging_handler.py`): how long a worker whose
 /// chunk's region is not yet free waits for a watermark before it tries again, ns. pdsim waits
 /// the whole bound (sglang's condition variable may wake it sooner, when a watermark arrives).

@@ -19,7 +19,7 @@
 //! Lanes: the shards of all ranks of a prefill live in one list, lane `rank · queue_size +
 //! queue`, so an event names a lane with one [`ShardId`].
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::engine::{EventKey, EventQueue, Nanos};
@@ -254,7 +254,11 @@ struct TransferQueues {
     shards: IdVec<ShardId, Shard>,
     /// Per prefill rank, the decode sessions `(instance, decode rank)` that rank blacklisted
     /// after a return code −1 (docs/sglang-pd.md §2.6): later chunks to them fail at once.
-    blacklists: Vec<BTreeSet<(DecodeId, u32)>>,
+    /// Each with when it failed, or `None` when its decode went down (no probe can reach a
+    /// dead process; its re-registration takes it off).
+    blacklists: Vec<Blacklist>,
+    /// `SGLANG_ENABLE_FAILED_SESSION_PROBE`: the probe's interval, ns (`None`: off).
+    probe_ns: Option<Nanos>,
     /// The flows of the batch being started (reused, so a batch allocates nothing).
     flows: Vec<RankFlow>,
     /// GPU of each TP rank of the prefill.
@@ -264,6 +268,10 @@ struct TransferQueues {
     /// False between the prefill's crash and its restart: its workers died with it.
     up: bool,
 }
+
+/// One prefill rank's blacklisted decode sessions, each with when it failed (`None`: its
+/// decode went down).
+type Blacklist = BTreeMap<(DecodeId, u32), Option<Nanos>>;
 
 /// The chunk as the plan sees it: prefill and decode page ids at the chunk's page positions.
 /// sglang indexes decode's page list with the prefill's positions (and truncates the source
@@ -609,6 +617,14 @@ impl TransferWorkers {
         }
     }
 
+    /// Turns on `SGLANG_ENABLE_FAILED_SESSION_PROBE` on every prefill rank, a pass every
+    /// `interval_ns` ([`probed_back`]).
+    pub fn set_failed_session_probe(&mut self, interval_ns: Nanos) {
+        for t in self.prefills.iter_mut() {
+            t.probe_ns = Some(interval_ns.max(1));
+        }
+    }
+
     /// The compiled plan from prefill `p` to decode `d` (decode's first contact reads its
     /// checks).
     pub fn plan(&self, p: PrefillId, d: DecodeId) -> &PairPlan {
@@ -726,7 +742,7 @@ impl TransferWorkers {
                 if let Some((d, room)) = cx.reqs.get(r).map(|q| (q.decode, q.row.bootstrap_room)) {
                     let ep = &self.endpoints[d];
                     let drank = ep.gpus.iter().position(|&g| g == end.dst).unwrap_or(0) as u32;
-                    t.blacklists[rank as usize].insert((d, drank));
+                    t.blacklists[rank as usize].insert((d, drank), Some(cx.q.now()));
                     let kind = match reason {
                         FailReason::Timeout => ErrorKind::TransferTimeout,
                         _ => ErrorKind::TransferFailed,
@@ -790,7 +806,7 @@ impl TransferWorkers {
         let ep = &self.endpoints[d];
         if let Some(e) = land(cx.memories, ep, (req, plan, &job), writes, whole) {
             let drank = plan.target(target).decode_rank;
-            t.blacklists[rank as usize].insert((d, drank));
+            t.blacklists[rank as usize].insert((d, drank), Some(cx.q.now()));
             let message = failed_to_send(req.row.bootstrap_room, ep, drank);
             t.shards[lane].active = None;
             cx.fx.push(Effect::Fail {
@@ -874,7 +890,7 @@ impl TransferWorkers {
         for t in self.prefills.iter_mut() {
             for b in &mut t.blacklists {
                 for r in 0..ranks {
-                    b.insert((d, r));
+                    b.insert((d, r), None);
                 }
             }
         }
@@ -885,7 +901,7 @@ impl TransferWorkers {
     pub fn decode_registered(&mut self, d: DecodeId) {
         for t in self.prefills.iter_mut() {
             for b in &mut t.blacklists {
-                b.retain(|&(x, _)| x != d);
+                b.retain(|&(x, _), _| x != d);
             }
         }
     }
@@ -973,7 +989,8 @@ impl TransferQueues {
         Self {
             queue_size,
             shards,
-            blacklists: vec![BTreeSet::new(); p.ranks as usize],
+            blacklists: vec![BTreeMap::new(); p.ranks as usize],
+            probe_ns: None,
             flows: Vec::new(),
             gpus: p.gpus,
             plans: p.plans,
@@ -1095,6 +1112,7 @@ impl TransferQueues {
             flows,
             gpus,
             plans,
+            probe_ns,
             ..
         } = self;
         let sh = &mut shards[lane];
@@ -1118,7 +1136,16 @@ impl TransferQueues {
         a.next_target = i + 1;
         a.target = i;
         let blacklist = &mut blacklists[rank as usize];
-        if blacklist.contains(&(d, decode_rank)) {
+        if let Some(&failed_at) = blacklist.get(&(d, decode_rank))
+            && !probed_back(
+                blacklist,
+                (d, decode_rank, failed_at),
+                *probe_ns,
+                &*cx.fabric,
+                (gpus[rank as usize], dst.gpus[decode_rank as usize]),
+                cx.q.now(),
+            )
+        {
             sh.active = None;
             return Step::Fail {
                 req: job.req,
@@ -1131,7 +1158,7 @@ impl TransferQueues {
         let writes = oracle_writes(dst, plan, &creq, i, error.as_ref());
         let after_kv = match error {
             Some((e, ErrorTiming::BeforeAnyWrite)) => {
-                return refuse(sh, blacklist, (d, decode_rank), job.req, e);
+                return refuse(sh, blacklist, (d, decode_rank, cx.q.now()), job.req, e);
             }
             Some((e, ErrorTiming::AfterKv)) => Some(e),
             None => None,
@@ -1170,6 +1197,38 @@ impl TransferQueues {
         let n = start_flows(flows, cx.fabric, (gpus, &dst.gpus), &mut req.row, batch);
         arm(sh, (me, lane), n, (after_kv, writes), cx)
     }
+}
+
+/// `SGLANG_ENABLE_FAILED_SESSION_PROBE` (`MooncakeKVManager._failed_session_probe_loop`,
+/// `_run_one_probe_pass`): every `probe_ns` from the manager's start the prefill rank probes
+/// each blacklisted session (`engine.send_probe`) and takes the ones that answer off its list
+/// (sglang counts them in `sglang:failed_session_recoveries_total`). Asked when the worker
+/// meets the session `(d, rank)`, blacklisted at `failed_at`: it is back if a probe pass ran
+/// since (the last one at or before `now` is after `failed_at`), its decode did not go down
+/// (`failed_at` is `None` then: a dead process answers no probe; re-registration clears it),
+/// and a batch from the prefill rank's GPU to the decode rank's would find a path
+/// ([`crate::fabric::Fabric::reachable`]). pdsim judges the path at `now`, not at the pass's
+/// own time: a link that came back after the last pass reads as back one pass early. Out of
+/// line and cold: a run without the probe, or without a blacklisted session, never calls it.
+#[cold]
+#[inline(never)]
+fn probed_back(
+    blacklist: &mut Blacklist,
+    (d, rank, failed_at): (DecodeId, u32, Option<Nanos>),
+    probe_ns: Option<Nanos>,
+    fabric: &Fabric,
+    (src, dst): (GpuId, GpuId),
+    now: Nanos,
+) -> bool {
+    let (Some(every), Some(t0)) = (probe_ns, failed_at) else {
+        return false;
+    };
+    let last_pass = now / every * every;
+    if last_pass <= t0 || !fabric.reachable(src, dst) {
+        return false;
+    }
+    blacklist.remove(&(d, rank));
+    true
 }
 
 /// What a staged batch does now ([`admit_staged`]).
@@ -1313,8 +1372,8 @@ fn admit_staged(
 /// room (§2.6).
 fn refuse(
     sh: &mut Shard,
-    blacklist: &mut BTreeSet<(DecodeId, u32)>,
-    session: (DecodeId, u32),
+    blacklist: &mut Blacklist,
+    (d, rank, now): (DecodeId, u32, Nanos),
     req: ReqRef,
     e: PdError,
 ) -> Step {
@@ -1325,7 +1384,7 @@ fn refuse(
             Step::WorkerDied(e)
         }
         layout::Effect::ReturnCodeFailure | layout::Effect::RaisedOnDecode => {
-            blacklist.insert(session);
+            blacklist.insert((d, rank), Some(now));
             Step::Fail {
                 req,
                 kind: e.kind,

@@ -17,6 +17,7 @@ mod guards;
 mod kv_store;
 mod memory;
 mod pd_scenarios;
+mod probe;
 mod router_policies;
 mod sessions;
 mod speculative;

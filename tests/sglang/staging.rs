@@ -102,8 +102,14 @@ fn staging_shortens_the_transfer_and_ttft() {
     // within 5 % of it, the sliced one's several times it.
     let (_, equal) = run_rows(SLICED, &["pools.decode.server.tp_size=2"], "time-equal");
     let fe = ttft(&equal);
-    assert!(f1 <= fe * 1.05, "TTFT mean {f1} ns staged, {fe} ns at equal TP");
-    assert!(f0 > fe * 2.0, "TTFT mean {f0} ns sliced, {fe} ns at equal TP");
+    assert!(
+        f1 <= fe * 1.05,
+        "TTFT mean {f1} ns staged, {fe} ns at equal TP"
+    );
+    assert!(
+        f0 > fe * 2.0,
+        "TTFT mean {f0} ns sliced, {fe} ns at equal TP"
+    );
 }
 
 /// The ring's back-pressure: a decode rank's region of a 2,048-token chunk is 2,048 × 32 ×
@@ -189,6 +195,11 @@ fn mooncake_over_tcp_moves_at_the_stated_rate() {
     for (a, b) in rdma.iter().zip(&over_tcp) {
         let t = |r: &Row| ns(r, "transfer_end_ns") - ns(r, "transfer_start_ns");
         assert!(t(b) >= floor_ns, "request {}: {} ns", b["id"], t(b));
-        assert!(t(a) < floor_ns / 3, "request {}: {} ns over RDMA", a["id"], t(a));
+        assert!(
+            t(a) < floor_ns / 3,
+            "request {}: {} ns over RDMA",
+            a["id"],
+            t(a)
+        );
     }
 }

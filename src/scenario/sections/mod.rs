@@ -451,6 +451,29 @@ pub(super) fn sglang_and_slo(
             ),
         ));
     }
+    let failed_session_probe_ns = match (
+        sg.failed_session_probe,
+        sg.failed_session_probe_interval_s,
+    ) {
+        (false, Some(_)) => {
+            return Err(c.err(
+                "sglang.failed_session_probe_interval_s",
+                "SGLANG_FAILED_SESSION_PROBE_INTERVAL_S is read only with SGLANG_ENABLE_FAILED_SESSION_PROBE: set sglang.failed_session_probe = true, or leave the interval out".to_string(),
+            ));
+        }
+        (false, None) => None,
+        (true, s) => {
+            let every = s.unwrap_or(crate::sglang::staging::DEFAULT_PROBE_INTERVAL_S);
+            if !(every.is_finite() && every > 0.0) {
+                return Err(c.err(
+                    "sglang.failed_session_probe_interval_s",
+                    format!("must be a positive number of seconds between probe passes (sglang's default is 30); got {every}"),
+                ));
+            }
+            let every = c.duration("sglang.failed_session_probe_interval_s", every, false)?;
+            Some(ns_from_secs_ceil(every))
+        }
+    };
     if profile == Profile::SeedCommit && !version.allows_seed_commit_profile() {
         return Err(c.err(
             "sglang.profile",
@@ -538,6 +561,7 @@ pub(super) fn sglang_and_slo(
         staging_pool_mb,
         transfer_backend,
         tcp_bytes_per_ns,
+        failed_session_probe_ns,
         waiting_timeout_ns: ns_from_secs_ceil(waiting),
         bootstrap_timeout_ns: ns_from_secs_ceil(bootstrap),
         queue_size: sg.queue_size,

@@ -1103,9 +1103,10 @@ pub(crate) mod tests {
         }
     }
 
-    /// `[sglang] staging_buffer`, `staging_pool_mb` and `transfer_backend` (docs/sglang-pd.md
-    /// §26): both servers get `SGLANG_DISAGG_STAGING_BUFFER=1`, only the decode the ring's
-    /// size (not sglang's 4096), and both lines name the backend.
+    /// `[sglang] staging_buffer`, `staging_pool_mb`, `transfer_backend` and
+    /// `failed_session_probe` (docs/sglang-pd.md §26): both servers get
+    /// `SGLANG_DISAGG_STAGING_BUFFER=1`, only the decode the ring's size (not sglang's 4096),
+    /// only the prefill the probe, and both lines name the backend.
     #[test]
     fn launch_lines_carry_the_staging_buffer_and_the_backend() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1114,6 +1115,8 @@ pub(crate) mod tests {
             "sglang.staging_pool_mb=2048".to_string(),
             "sglang.transfer_backend=mooncake_tcp".to_string(),
             "sglang.tcp_gbps=100".to_string(),
+            "sglang.failed_session_probe=true".to_string(),
+            "sglang.failed_session_probe_interval_s=5".to_string(),
         ];
         let text = launch_text(&crate::scenario::load(&path, &sets).unwrap());
         let lines: Vec<&str> = commands(&text).collect();
@@ -1133,6 +1136,13 @@ pub(crate) mod tests {
         }
         assert!(d.contains("SGLANG_DISAGG_STAGING_POOL_SIZE_MB=2048"), "{d}");
         assert!(!p.contains("SGLANG_DISAGG_STAGING_POOL_SIZE_MB"), "{p}");
+        // The probe is the prefill's (`MooncakeKVManager` in prefill mode).
+        assert!(
+            p.contains("SGLANG_ENABLE_FAILED_SESSION_PROBE=1")
+                && p.contains("SGLANG_FAILED_SESSION_PROBE_INTERVAL_S=5 "),
+            "{p}"
+        );
+        assert!(!d.contains("PROBE"), "{d}");
         // sglang's defaults write nothing.
         let plain = launch_text(&load("scenarios/transfer/hetero-tp-sliced.toml"));
         assert!(!plain.contains("STAGING"), "{plain}");

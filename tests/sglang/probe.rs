@@ -11,9 +11,19 @@ type Row = BTreeMap<String, String>;
 
 const PROBE: &str = "scenarios/faults/blacklist-probe.toml";
 
+/// The same cluster without the probe: the link-down scenario with one NIC a node (same
+/// seed, workload and faults).
+const NO_PROBE: (&str, &str) = ("scenarios/faults/link-down.toml", "fabric.nics_per_node=1");
+
 fn rows(sets: &[&str], tag: &str) -> (pdsim::report::Summary, Vec<Row>) {
     let dir = tmpdir(&format!("probe-{tag}"));
     let s = run(PROBE, sets, &dir);
+    (s, read_csv(&dir.join("requests.csv")))
+}
+
+fn rows_without_probe(tag: &str) -> (pdsim::report::Summary, Vec<Row>) {
+    let dir = tmpdir(&format!("probe-{tag}"));
+    let s = run(NO_PROBE.0, &[NO_PROBE.1], &dir);
     (s, read_csv(&dir.join("requests.csv")))
 }
 
@@ -24,7 +34,7 @@ fn rows(sets: &[&str], tag: &str) -> (pdsim::report::Summary, Vec<Row>) {
 /// fails, and the arrivals before the fault are the same in both runs.
 #[test]
 fn the_probe_takes_a_healed_session_off_the_blacklist() {
-    let (off, off_rows) = rows(&["sglang.failed_session_probe=false"], "off");
+    let (off, off_rows) = rows_without_probe("off");
     let (on, on_rows) = rows(&[], "on");
     assert_eq!(off.requests.arrived, on.requests.arrived);
     let late_failures = |rows: &[Row]| {
@@ -56,8 +66,17 @@ fn a_pass_that_meets_a_dead_link_keeps_the_session() {
     let (five, _) = rows(&[], "five");
     let (four, _) = rows(&["sglang.failed_session_probe_interval_s=4"], "four");
     assert_eq!(four.requests, five.requests);
-    // A 30 s pass (sglang's default) comes after the run's last arrival: nothing comes back.
+    // With sglang's default of 30 s the first pass after the repair is at 30 s, when arrivals
+    // end: only requests whose chunks the workers meet after it come back — more than
+    // without the probe, fewer than with 5 s.
     let (thirty, _) = rows(&["sglang.failed_session_probe_interval_s=30"], "thirty");
-    let (off, _) = rows(&["sglang.failed_session_probe=false"], "off2");
-    assert_eq!(thirty.requests, off.requests);
+    let (off, _) = rows_without_probe("off2");
+    assert!(
+        off.requests.completed < thirty.requests.completed
+            && thirty.requests.completed < five.requests.completed,
+        "{:?} {:?} {:?}",
+        off.requests,
+        thirty.requests,
+        five.requests
+    );
 }

@@ -149,7 +149,6 @@ impl StagingRings {
     /// assigns when the chunk's first writer is about to send. The order of regions on a ring
     /// is then the order the workers send in, which is the order sglang's forwards finish in
     /// unless a worker lags behind another prefill's.
-    #[allow(clippy::too_many_arguments)]
     pub fn admit(
         &mut self,
         s: &Staging,

@@ -1434,6 +1434,7 @@ fn arm(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     /// The prefill's `Bootstrapping` clock: armed at 2 s with sglang's 300 s and re-armed at
     /// 3 s (a retraction), it fires once, at 303 s, and fails the request as

@@ -173,12 +173,16 @@ fn transfer_workers(
             }
         })
         .collect();
-    TransferWorkers::new(
+    let mut workers = TransferWorkers::new(
         sides,
         endpoints,
         sc.sglang.queue_size,
         sc.fabric.control_latency_ns,
-    )
+    );
+    if let Some(every) = sc.sglang.failed_session_probe_ns {
+        workers.set_failed_session_probe(every);
+    }
+    workers
 }
 
 /// The fabric of `sc` over `nodes` nodes, with the calibrated Mooncake parameters

@@ -725,6 +725,20 @@ pub struct SglangParams {
     /// `--disaggregation-enable-kv-checksum` on every server. Left out when false.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub kv_checksum: bool,
+    /// `SGLANG_DISAGG_STAGING_BUFFER=1` with `SGLANG_DISAGG_STAGING_POOL_SIZE_MB` of this many
+    /// MiB per decode rank; `None` when off (left out of results then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staging_pool_mb: Option<u64>,
+    /// `--disaggregation-transfer-backend`. Left out at the default (`mooncake`).
+    #[serde(skip_serializing_if = "crate::spec::TransferBackend::is_mooncake")]
+    pub transfer_backend: crate::spec::TransferBackend,
+    /// `mooncake_tcp`'s per-GPU TCP rate, bytes/ns (`None` otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp_bytes_per_ns: Option<f64>,
+    /// `SGLANG_ENABLE_FAILED_SESSION_PROBE` with a pass every this many ns; `None` when off
+    /// (left out of results then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_session_probe_ns: Option<Nanos>,
     /// Decode `WaitingForInput` timeout, ns.
     pub waiting_timeout_ns: Nanos,
     /// Prefill `Bootstrapping` timeout, ns.

@@ -5,7 +5,7 @@
 use std::cmp::Reverse;
 
 use super::maxmin::LinkIdx;
-use super::topology::{MAX_PATH, Path};
+use super::topology::{GpuId, MAX_PATH, Path};
 use super::{Fabric, FailReason, Flow, FlowEnd, FlowId, FlowOutcome, Kind, Phase};
 use crate::engine::Nanos;
 
@@ -267,6 +267,25 @@ impl<T: Copy> Fabric<T> {
                     l.nic_path(a, b)
                 })
             })
+        })
+    }
+
+    /// Whether a Mooncake batch from GPU `src` to GPU `dst` would find a path now: some NIC
+    /// pair of its preference list (or the NVLink path, where the batch takes it) with every
+    /// link up — what a probe of the session (`send_probe`, sglang's failed-session probe)
+    /// learns. O(1) while every link is up.
+    pub fn reachable(&self, src: GpuId, dst: GpuId) -> bool {
+        if self.links_down == 0 {
+            return true;
+        }
+        let l = &self.layout;
+        if src.node == dst.node || l.nvlink_reach(src, dst) {
+            return self.path_is_up(&l.nvlink_path(src, dst));
+        }
+        let n = l.cfg.nics_per_node;
+        (0..n).any(|i| {
+            let a = l.candidate(src, i);
+            (0..n).any(|j| self.path_is_up(&l.rdma_path(src, a, l.candidate(dst, j), dst)))
         })
     }
 

@@ -51,7 +51,9 @@ pub use checks::{Effect, PdError, Profile, SendPath};
 pub use oracle::{
     ApplyOutcome, DecodeMemory, ORACLE_UNIT_BYTES, RequestId, RequestReport, Verdict,
 };
-pub use plan::{ChunkRequest, ChunkTransfer, ErrorTiming, KvChecksum, PairPlan, RankFlow, Target};
+pub use plan::{
+    ChunkRequest, ChunkTransfer, ErrorTiming, KvChecksum, PairPlan, RankFlow, Staging, Target,
+};
 pub use rank::{Capacity, KvDtype, RankLayout, Registration, render_table};
 pub use write::{Pattern, Write, WriteDst};
 

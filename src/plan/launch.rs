@@ -449,8 +449,9 @@ pub fn server_line(
     if pool.role != Role::Colocated {
         let _ = write!(
             line,
-            " --disaggregation-mode {} --disaggregation-transfer-backend mooncake",
-            pool.role.as_str()
+            " --disaggregation-mode {} --disaggregation-transfer-backend {}",
+            pool.role.as_str(),
+            sc.sglang.transfer_backend.as_str()
         );
     }
     let _ = write!(line, " --host 0.0.0.0 --port {port}");
@@ -538,6 +539,14 @@ pub fn server_env(
         if p.queue_size != SGLANG_DEFAULT_QUEUE_SIZE {
             env.push(("SGLANG_DISAGGREGATION_QUEUE_SIZE", p.queue_size.to_string()));
         }
+        // `[sglang] failed_session_probe`: the prefill's `MooncakeKVManager` reads both.
+        if let Some(every) = p.failed_session_probe_ns {
+            env.push(("SGLANG_ENABLE_FAILED_SESSION_PROBE", "1".into()));
+            let s = every as f64 / 1e9;
+            if s != crate::sglang::staging::DEFAULT_PROBE_INTERVAL_S {
+                env.push(("SGLANG_FAILED_SESSION_PROBE_INTERVAL_S", s.to_string()));
+            }
+        }
     }
     if role == Role::Decode {
         let t = whole_s(p.waiting_timeout_ns);
@@ -549,6 +558,15 @@ pub fn server_env(
             && !p.version.has_decode_extra_slots_flag()
         {
             env.push(("SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS", n.to_string()));
+        }
+    }
+    // `[sglang] staging_buffer` (docs/sglang-pd.md §26): both sides read the flag
+    // (`MooncakeKVManager.__init__`: prefill staging buffers, decode ring); the ring's size is
+    // decode's, written only when it is not sglang's 4096 MiB.
+    if let Some(mb) = p.staging_pool_mb.filter(|_| role != Role::Colocated) {
+        env.push(("SGLANG_DISAGG_STAGING_BUFFER", "1".into()));
+        if role == Role::Decode && mb != crate::sglang::staging::DEFAULT_POOL_MB {
+            env.push(("SGLANG_DISAGG_STAGING_POOL_SIZE_MB", mb.to_string()));
         }
     }
     if role != Role::Colocated && sc.fabric.transport == crate::fabric::Transport::Efa {
@@ -1094,6 +1112,52 @@ pub(crate) mod tests {
                 assert!(other.is_empty(), "{other:?}");
             }
         }
+    }
+
+    /// `[sglang] staging_buffer`, `staging_pool_mb`, `transfer_backend` and
+    /// `failed_session_probe` (docs/sglang-pd.md §26): both servers get
+    /// `SGLANG_DISAGG_STAGING_BUFFER=1`, only the decode the ring's size (not sglang's 4096),
+    /// only the prefill the probe, and both lines name the backend.
+    #[test]
+    fn launch_lines_carry_the_staging_buffer_and_the_backend() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios/transfer/hetero-tp-staged.toml");
+        let sets = [
+            "sglang.staging_pool_mb=2048".to_string(),
+            "sglang.transfer_backend=mooncake_tcp".to_string(),
+            "sglang.tcp_gbps=100".to_string(),
+            "sglang.failed_session_probe=true".to_string(),
+            "sglang.failed_session_probe_interval_s=5".to_string(),
+        ];
+        let text = launch_text(&crate::scenario::load(&path, &sets).unwrap());
+        let lines: Vec<&str> = commands(&text).collect();
+        let line = |mode: &str| {
+            *lines
+                .iter()
+                .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
+                .unwrap_or_else(|| panic!("{text}"))
+        };
+        let (p, d) = (line("prefill"), line("decode"));
+        for l in [p, d] {
+            assert!(l.contains("SGLANG_DISAGG_STAGING_BUFFER=1"), "{l}");
+            assert!(
+                l.contains("--disaggregation-transfer-backend mooncake_tcp "),
+                "{l}"
+            );
+        }
+        assert!(d.contains("SGLANG_DISAGG_STAGING_POOL_SIZE_MB=2048"), "{d}");
+        assert!(!p.contains("SGLANG_DISAGG_STAGING_POOL_SIZE_MB"), "{p}");
+        // The probe is the prefill's (`MooncakeKVManager` in prefill mode).
+        assert!(
+            p.contains("SGLANG_ENABLE_FAILED_SESSION_PROBE=1")
+                && p.contains("SGLANG_FAILED_SESSION_PROBE_INTERVAL_S=5 "),
+            "{p}"
+        );
+        assert!(!d.contains("PROBE"), "{d}");
+        // sglang's defaults write nothing.
+        let plain = launch_text(&load("scenarios/transfer/hetero-tp-sliced.toml"));
+        assert!(!plain.contains("STAGING"), "{plain}");
+        assert!(plain.contains("--disaggregation-transfer-backend mooncake "));
     }
 
     #[test]

@@ -1033,6 +1033,32 @@ pub struct SglangSection {
     /// #39500; needs a version that has it). Left out of the resolved scenario when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub kv_checksum: bool,
+    /// `SGLANG_DISAGG_STAGING_BUFFER=1` on every prefill and decode server (sglang PR #19890,
+    /// #22536): heterogeneous-TP KV goes gathered, in one bulk write per rank pair, and is
+    /// scattered on decode. Left out of the resolved scenario when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub staging_buffer: bool,
+    /// `SGLANG_DISAGG_STAGING_POOL_SIZE_MB`: each decode rank's staging ring, MiB (sglang's
+    /// default 4096). Only with `staging_buffer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging_pool_mb: Option<u64>,
+    /// `--disaggregation-transfer-backend` (`spec::TransferBackend`): `mooncake` (the default),
+    /// `mooncake_tcp`, `nixl`, `mori`, `ascend`, `fake`. A string here, checked in
+    /// `sections::sglang_and_slo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_backend: Option<String>,
+    /// With `transfer_backend = "mooncake_tcp"`: what one GPU's Mooncake TCP transport moves
+    /// each way, Gb/s (no default: pdsim has no measured figure for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_gbps: Option<f64>,
+    /// `SGLANG_ENABLE_FAILED_SESSION_PROBE=1` on every prefill: each rank probes its
+    /// blacklisted decode sessions and takes back the ones that answer. Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed_session_probe: bool,
+    /// `SGLANG_FAILED_SESSION_PROBE_INTERVAL_S` (sglang's default 30), s; only with
+    /// `failed_session_probe`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_session_probe_interval_s: Option<f64>,
     /// `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, s.
     #[serde(default = "default_timeout_s")]
     pub waiting_timeout_s: f64,
@@ -1054,6 +1080,12 @@ impl Default for SglangSection {
             profile: crate::layout::Profile::default(),
             version: None,
             kv_checksum: false,
+            staging_buffer: false,
+            staging_pool_mb: None,
+            transfer_backend: None,
+            tcp_gbps: None,
+            failed_session_probe: false,
+            failed_session_probe_interval_s: None,
             waiting_timeout_s: default_timeout_s(),
             bootstrap_timeout_s: default_timeout_s(),
             queue_size: default_queue_size(),

@@ -602,6 +602,7 @@ fn validate(
             "--disaggregation-enable-kv-checksum checks the KV a prefill transfers to a decode; this cluster has colocated servers and no transfer: leave kv_checksum out, or use prefill and decode pools".to_string(),
         ));
     }
+    transfer_paths(&c, &sglang, &pools, colocated)?;
     let trace_deadlines = match &workload {
         Workload::Trace { source } => source.deadlines,
         _ => false,
@@ -616,13 +617,17 @@ fn validate(
     let lifecycle = sections::lifecycle(&c, &file, &autoscaler, &mut pools)?;
     let placement = place(&c, &pools, &plans, &gpu, (hw.gpus_per_node, domain_gpus))?;
     let nodes = placement.nodes;
-    let fabric = sections::fabric(
+    let mut fabric = sections::fabric(
         &c,
         &file.fabric,
         &gpu,
         (hw.gpus_per_node, domain_gpus),
         nodes,
     )?;
+    // `mooncake_tcp`: the same Mooncake engine over its TCP transport, at the stated rate.
+    if let Some(tcp) = sglang.tcp_bytes_per_ns {
+        fabric.model.engine_bytes_per_ns = fabric.model.engine_bytes_per_ns.min(tcp);
+    }
     let mut faults = Vec::new();
     for (i, f) in file.faults.iter().enumerate() {
         faults.push(fault(&c, i, f, &pools, &fabric)?);
@@ -1190,4 +1195,48 @@ pub fn speculative_for_line(
         }
         None => Vec::new(),
     })
+}
+
+/// `[sglang]`'s transfer paths and backend against the cluster: the staging buffer and a
+/// backend other than the default move a PD transfer, which a colocated cluster has none of;
+/// and sglang's decode refuses the staging buffer on an MLA model at start-up
+/// (`DecodePreallocQueue.__init__`, docs/sglang-pd.md §26.1).
+fn transfer_paths(
+    c: &Checker,
+    sglang: &crate::config::SglangParams,
+    pools: &[crate::config::Pool],
+    colocated: bool,
+) -> Result<(), ScenarioError> {
+    if colocated && sglang.staging_pool_mb.is_some() {
+        return Err(c.err(
+            "sglang.staging_buffer",
+            "SGLANG_DISAGG_STAGING_BUFFER stages the KV a prefill transfers to a decode; this cluster has colocated servers and no transfer: leave staging_buffer out, or use prefill and decode pools".to_string(),
+        ));
+    }
+    if colocated && sglang.failed_session_probe_ns.is_some() {
+        return Err(c.err(
+            "sglang.failed_session_probe",
+            "SGLANG_ENABLE_FAILED_SESSION_PROBE probes the decode sessions a prefill blacklisted; this cluster has colocated servers and no transfer: leave failed_session_probe out, or use prefill and decode pools".to_string(),
+        ));
+    }
+    if colocated && !sglang.transfer_backend.is_mooncake() {
+        return Err(c.err(
+            "sglang.transfer_backend",
+            "--disaggregation-transfer-backend picks how a prefill sends KV to a decode; this cluster has colocated servers and no transfer: leave transfer_backend out, or use prefill and decode pools".to_string(),
+        ));
+    }
+    if sglang.staging_pool_mb.is_some()
+        && let Some(p) = pools
+            .iter()
+            .find(|p| p.role == crate::config::Role::Decode && p.model.is_mla())
+    {
+        return Err(c.err(
+            "sglang.staging_buffer",
+            format!(
+                "decode pool {:?} serves an MLA model, and sglang's decode refuses to start: \"SGLANG_DISAGG_STAGING_BUFFER is designed for non-MLA models (e.g. GQA, MHA). MLA models should not set this flag.\" Leave staging_buffer out (MLA's latent row is not head-sliced: it never needs staging)",
+                p.name
+            ),
+        ));
+    }
+    Ok(())
 }

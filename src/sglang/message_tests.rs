@@ -259,6 +259,11 @@ fn conn_cases() -> Vec<Case> {
         ),
         ("radix_swa", refusal(Refusal::Swa), vec![]),
         ("radix_mamba", refusal(Refusal::MambaSsm), vec![]),
+        (
+            "staging_oversized",
+            crate::sglang::staging::oversized(5_946_051_343_055_743_272),
+            vec![("kv_chunk.room", "5946051343055743272")],
+        ),
         ("index_error", checks::index_error().message, vec![]),
         (
             "zero_division",

@@ -41,6 +41,7 @@ pub mod prefill;
 pub mod prefix_cache;
 pub mod router;
 pub mod speculative;
+pub mod staging;
 pub mod tokenizer;
 pub mod transfer;
 

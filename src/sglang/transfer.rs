@@ -19,7 +19,7 @@
 //! Lanes: the shards of all ranks of a prefill live in one list, lane `rank · queue_size +
 //! queue`, so an event names a lane with one [`ShardId`].
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::engine::{EventKey, EventQueue, Nanos};
@@ -94,6 +94,9 @@ struct Shard {
     writes: Option<Vec<Write>>,
     /// The worker thread died on a raised error: nothing on this queue moves again (docs/sglang-pd.md §2.4).
     dead: bool,
+    /// The pending call is the staging buffer's watermark wait, not an empty batch: when it
+    /// returns the worker tries the same target again (`sglang::staging`).
+    deferred: bool,
     /// The pending return of an empty batch call (cancelled by a crash).
     empty_key: Option<EventKey>,
 }
@@ -216,6 +219,9 @@ pub struct TransferWorkers {
     endpoints: IdVec<DecodeId, DecodeEndpoint>,
     /// What the control plane takes to tell decode a transfer concluded, ns.
     control_latency_ns: Nanos,
+    /// Every decode rank's staging ring (`SGLANG_DISAGG_STAGING_BUFFER`); empty unless a plan
+    /// stages.
+    staging: super::staging::StagingRings,
 }
 
 /// What one step of a lane's worker did ([`TransferQueues::step`]).
@@ -248,7 +254,11 @@ struct TransferQueues {
     shards: IdVec<ShardId, Shard>,
     /// Per prefill rank, the decode sessions `(instance, decode rank)` that rank blacklisted
     /// after a return code −1 (docs/sglang-pd.md §2.6): later chunks to them fail at once.
-    blacklists: Vec<BTreeSet<(DecodeId, u32)>>,
+    /// Each with when it failed, or `None` when its decode went down (no probe can reach a
+    /// dead process; its re-registration takes it off).
+    blacklists: Vec<Blacklist>,
+    /// `SGLANG_ENABLE_FAILED_SESSION_PROBE`: the probe's interval, ns (`None`: off).
+    probe_ns: Option<Nanos>,
     /// The flows of the batch being started (reused, so a batch allocates nothing).
     flows: Vec<RankFlow>,
     /// GPU of each TP rank of the prefill.
@@ -258,6 +268,10 @@ struct TransferQueues {
     /// False between the prefill's crash and its restart: its workers died with it.
     up: bool,
 }
+
+/// One prefill rank's blacklisted decode sessions, each with when it failed (`None`: its
+/// decode went down).
+type Blacklist = BTreeMap<(DecodeId, u32), Option<Nanos>>;
 
 /// The chunk as the plan sees it: prefill and decode page ids at the chunk's page positions.
 /// sglang indexes decode's page list with the prefill's positions (and truncates the source
@@ -599,6 +613,15 @@ impl TransferWorkers {
             prefills: queues,
             endpoints,
             control_latency_ns,
+            staging: Default::default(),
+        }
+    }
+
+    /// Turns on `SGLANG_ENABLE_FAILED_SESSION_PROBE` on every prefill rank, a pass every
+    /// `interval_ns` ([`probed_back`]).
+    pub fn set_failed_session_probe(&mut self, interval_ns: Nanos) {
+        for t in self.prefills.iter_mut() {
+            t.probe_ns = Some(interval_ns.max(1));
         }
     }
 
@@ -652,7 +675,7 @@ impl TransferWorkers {
             return true;
         }
         loop {
-            match t.step(p, lane, &self.endpoints, cx) {
+            match t.step(p, lane, (&self.endpoints, &mut self.staging), cx) {
                 Step::Done => return true,
                 Step::Started => {
                     cx.timer.sync(cx.q, cx.fabric);
@@ -669,9 +692,10 @@ impl TransferWorkers {
                     return true;
                 }
                 Step::ChunkDone(job) => {
-                    let verify = (t.plans[job.decode].kv_checksum())
-                        .map(|c| (c, self.endpoints[job.decode].page_size));
-                    conclude(p, job, (self.control_latency_ns, verify), cx);
+                    let plan = &*t.plans[job.decode];
+                    let late =
+                        (plan.has_extras()).then(|| (plan, self.endpoints[job.decode].page_size));
+                    conclude(p, job, (self.control_latency_ns, late), cx);
                     // The usual end of a chunk: nothing queued behind it, so going on would
                     // find the worker idle (skipped, not paid for).
                     if t.is_idle(lane) {
@@ -718,7 +742,7 @@ impl TransferWorkers {
                 if let Some((d, room)) = cx.reqs.get(r).map(|q| (q.decode, q.row.bootstrap_room)) {
                     let ep = &self.endpoints[d];
                     let drank = ep.gpus.iter().position(|&g| g == end.dst).unwrap_or(0) as u32;
-                    t.blacklists[rank as usize].insert((d, drank));
+                    t.blacklists[rank as usize].insert((d, drank), Some(cx.q.now()));
                     let kind = match reason {
                         FailReason::Timeout => ErrorKind::TransferTimeout,
                         _ => ErrorKind::TransferFailed,
@@ -745,6 +769,9 @@ impl TransferWorkers {
     pub fn empty_batch_returned(&mut self, p: PrefillId, lane: ShardId, cx: &mut TransferCtx<'_>) {
         let sh = &mut self.prefills[p].shards[lane];
         sh.empty_key = None;
+        if std::mem::take(&mut sh.deferred) {
+            return self.retry_staged(p, lane, cx);
+        }
         if sh
             .active
             .as_ref()
@@ -779,7 +806,7 @@ impl TransferWorkers {
         let ep = &self.endpoints[d];
         if let Some(e) = land(cx.memories, ep, (req, plan, &job), writes, whole) {
             let drank = plan.target(target).decode_rank;
-            t.blacklists[rank as usize].insert((d, drank));
+            t.blacklists[rank as usize].insert((d, drank), Some(cx.q.now()));
             let message = failed_to_send(req.row.bootstrap_room, ep, drank);
             t.shards[lane].active = None;
             cx.fx.push(Effect::Fail {
@@ -788,6 +815,10 @@ impl TransferWorkers {
                 message,
             });
             return self.go_on(p, lane, false, cx);
+        }
+        if plan.has_extras() {
+            let at = (plan, self.control_latency_ns);
+            staged_landed(&mut self.staging, at, (d, target), &job, cx.q.now());
         }
         if let Some(e) = after_kv {
             // The KV went; then the state check raised and the worker died.
@@ -799,6 +830,21 @@ impl TransferWorkers {
             return;
         }
         self.go_on(p, lane, at_once, cx)
+    }
+
+    /// The staging buffer's watermark wait of prefill `p`'s lane `lane` ended: the worker
+    /// tries the target it waited on again. sglang puts the chunk back on the queue and takes
+    /// the next one after the wait (`_do_staging_transfer` → `queue.put`, then the worker
+    /// loop), so a chunk queued behind may go first there; pdsim retries the same chunk at the
+    /// same target (targets it already sent are not sent again).
+    #[cold]
+    #[inline(never)]
+    fn retry_staged(&mut self, p: PrefillId, lane: ShardId, cx: &mut TransferCtx<'_>) {
+        if let Some(a) = self.prefills[p].shards[lane].active.as_mut() {
+            a.busy = false;
+            a.next_target = a.target;
+        }
+        self.kick(p, lane, cx);
     }
 
     /// The lane's worker goes on: at once, or after the effects pushed so far are applied
@@ -824,6 +870,7 @@ impl TransferWorkers {
             sh.dead = false;
             if let Some(k) = sh.empty_key.take() {
                 q.cancel(k);
+                sh.deferred = false;
                 sh.active = None;
                 sh.after_kv = None;
                 sh.writes = None;
@@ -839,10 +886,11 @@ impl TransferWorkers {
     /// Decode `d` crashed: every rank of every prefill blacklists each of its `ranks`
     /// sessions.
     pub fn decode_down(&mut self, d: DecodeId, ranks: u32) {
+        self.staging.decode_down(d);
         for t in self.prefills.iter_mut() {
             for b in &mut t.blacklists {
                 for r in 0..ranks {
-                    b.insert((d, r));
+                    b.insert((d, r), None);
                 }
             }
         }
@@ -853,7 +901,7 @@ impl TransferWorkers {
     pub fn decode_registered(&mut self, d: DecodeId) {
         for t in self.prefills.iter_mut() {
             for b in &mut t.blacklists {
-                b.retain(|&(x, _)| x != d);
+                b.retain(|&(x, _), _| x != d);
             }
         }
     }
@@ -877,6 +925,19 @@ fn decode_verify_ns(c: &crate::layout::KvChecksum, prompt: u32, decode_page_size
         .1
 }
 
+/// What decode does with a landed request before it may join a batch, beyond being told, ns:
+/// with the staging buffer it scatters the last chunk first ([`last_scatter_ns`]), then with
+/// `--disaggregation-enable-kv-checksum` it digests the landed pages ([`decode_verify_ns`]).
+/// Out of line: a plan with neither never calls it.
+#[cold]
+#[inline(never)]
+fn late_ns(plan: &PairPlan, job: &ChunkJob, prompt: u32, decode_page_size: u32) -> Nanos {
+    plan.staging().map_or(0, |s| last_scatter_ns(s, job))
+        + plan
+            .kv_checksum()
+            .map_or(0, |c| decode_verify_ns(c, prompt, decode_page_size))
+}
+
 /// One rank of prefill `p` sent chunk `job` to all its targets. Once the last chunk's last
 /// rank is done the transfer concludes (`conclude_transfer(Success)`, which the prefill's
 /// scheduler polls as the MIN over its ranks): the sender is `Success`, decode is told over
@@ -888,7 +949,7 @@ fn decode_verify_ns(c: &crate::layout::KvChecksum, prompt: u32, decode_page_size
 fn conclude(
     p: PrefillId,
     job: ChunkJob,
-    (control_latency_ns, verify): (Nanos, Option<(&crate::layout::KvChecksum, u32)>),
+    (control_latency_ns, late): (Nanos, Option<(&PairPlan, u32)>),
     cx: &mut TransferCtx<'_>,
 ) {
     let r = job.req;
@@ -901,7 +962,7 @@ fn conclude(
     }
     req.sender = KvPoll::Success;
     req.row.transfer_end_ns = Some(cx.q.now());
-    match verify {
+    match late {
         None => {
             cx.q.schedule_lane(
                 lane::CONTROL,
@@ -910,8 +971,8 @@ fn conclude(
             );
         }
         // Off the control lane: its delay is fixed, and this one grows with the request.
-        Some((c, decode_page_size)) => {
-            let at = control_latency_ns + decode_verify_ns(c, req.prompt(), decode_page_size);
+        Some((plan, decode_page_size)) => {
+            let at = control_latency_ns + late_ns(plan, &job, req.prompt(), decode_page_size);
             cx.q.schedule_in(at, Event::TransferSucceeded { req: r });
         }
     }
@@ -928,7 +989,8 @@ impl TransferQueues {
         Self {
             queue_size,
             shards,
-            blacklists: vec![BTreeSet::new(); p.ranks as usize],
+            blacklists: vec![BTreeMap::new(); p.ranks as usize],
+            probe_ns: None,
             flows: Vec::new(),
             gpus: p.gpus,
             plans: p.plans,
@@ -994,7 +1056,7 @@ impl TransferQueues {
         &mut self,
         me: PrefillId,
         lane: ShardId,
-        endpoints: &IdVec<DecodeId, DecodeEndpoint>,
+        decodes: Decodes<'_>,
         cx: &mut TransferCtx<'_>,
     ) -> Step {
         let rank = self.rank_of(lane);
@@ -1029,7 +1091,7 @@ impl TransferQueues {
                     });
                 }
             }
-            return self.advance(me, lane, rank, endpoints, cx);
+            return self.advance(me, lane, rank, decodes, cx);
         }
     }
 
@@ -1041,7 +1103,7 @@ impl TransferQueues {
         me: PrefillId,
         lane: ShardId,
         rank: u32,
-        endpoints: &IdVec<DecodeId, DecodeEndpoint>,
+        (endpoints, rings): Decodes<'_>,
         cx: &mut TransferCtx<'_>,
     ) -> Step {
         let Self {
@@ -1050,6 +1112,7 @@ impl TransferQueues {
             flows,
             gpus,
             plans,
+            probe_ns,
             ..
         } = self;
         let sh = &mut shards[lane];
@@ -1073,7 +1136,16 @@ impl TransferQueues {
         a.next_target = i + 1;
         a.target = i;
         let blacklist = &mut blacklists[rank as usize];
-        if blacklist.contains(&(d, decode_rank)) {
+        if let Some(&failed_at) = blacklist.get(&(d, decode_rank))
+            && !probed_back(
+                blacklist,
+                (d, decode_rank, failed_at),
+                *probe_ns,
+                &*cx.fabric,
+                (gpus[rank as usize], dst.gpus[decode_rank as usize]),
+                cx.q.now(),
+            )
+        {
             sh.active = None;
             return Step::Fail {
                 req: job.req,
@@ -1086,24 +1158,34 @@ impl TransferQueues {
         let writes = oracle_writes(dst, plan, &creq, i, error.as_ref());
         let after_kv = match error {
             Some((e, ErrorTiming::BeforeAnyWrite)) => {
-                return refuse(sh, blacklist, (d, decode_rank), job.req, e);
+                return refuse(sh, blacklist, (d, decode_rank, cx.q.now()), job.req, e);
             }
             Some((e, ErrorTiming::AfterKv)) => Some(e),
             None => None,
         };
-        // `--disaggregation-enable-kv-checksum`: the rank digests the whole request's pages
-        // and state once, before its last chunk's first batch goes out (the digest rides in
-        // the metadata row that chunk sends: PR #39500).
+        // `--disaggregation-enable-kv-checksum` and `SGLANG_DISAGG_STAGING_BUFFER`: what the
+        // batch pays before it goes, or whether it waits for the decode's ring
+        // ([`extra_lead`]).
         let mut digest_ns = 0;
-        if job.last && first_batch && plan.kv_checksum().is_some() {
-            digest_ns = prefill_digest_ns(plan, req.prompt());
+        if plan.has_extras() {
+            let at = (cx.q.now(), &*cx.reqs);
+            match extra_lead(rings, (d, i, plan), (req, &job, &creq), first_batch, at) {
+                Staged::Go(ns) => digest_ns = ns,
+                Staged::Wait => return defer(sh, (me, lane), first_batch, cx),
+                Staged::Died(e) => {
+                    sh.active = None;
+                    sh.dead = true;
+                    return Step::WorkerDied(e);
+                }
+            }
         }
         let batch = Batch {
             now: cx.q.now(),
             lead: send_lead(cx.fabric.params(), plan.has_state(), job.last) + digest_ns,
             // On the head-sliced path the target's per-layer batches run on the queue's
             // executor threads: that many flows, each with its share of the bytes and writes.
-            split: if plan.send_path() == crate::layout::SendPath::Slice {
+            split: if plan.send_path() == crate::layout::SendPath::Slice && plan.staging().is_none()
+            {
                 SLICE_EXECUTOR_THREADS
             } else {
                 1
@@ -1117,14 +1199,181 @@ impl TransferQueues {
     }
 }
 
+/// `SGLANG_ENABLE_FAILED_SESSION_PROBE` (`MooncakeKVManager._failed_session_probe_loop`,
+/// `_run_one_probe_pass`): every `probe_ns` from the manager's start the prefill rank probes
+/// each blacklisted session (`engine.send_probe`) and takes the ones that answer off its list
+/// (sglang counts them in `sglang:failed_session_recoveries_total`). Asked when the worker
+/// meets the session `(d, rank)`, blacklisted at `failed_at`: it is back if a probe pass ran
+/// since (the last one at or before `now` is after `failed_at`), its decode did not go down
+/// (`failed_at` is `None` then: a dead process answers no probe; re-registration clears it),
+/// and a batch from the prefill rank's GPU to the decode rank's would find a path
+/// ([`crate::fabric::Fabric::reachable`]). pdsim judges the path at `now`, not at the pass's
+/// own time: a link that came back after the last pass reads as back one pass early. Out of
+/// line and cold: a run without the probe, or without a blacklisted session, never calls it.
+#[cold]
+#[inline(never)]
+fn probed_back(
+    blacklist: &mut Blacklist,
+    (d, rank, failed_at): (DecodeId, u32, Option<Nanos>),
+    probe_ns: Option<Nanos>,
+    fabric: &Fabric,
+    (src, dst): (GpuId, GpuId),
+    now: Nanos,
+) -> bool {
+    let (Some(every), Some(t0)) = (probe_ns, failed_at) else {
+        return false;
+    };
+    let last_pass = now / every * every;
+    if last_pass <= t0 || !fabric.reachable(src, dst) {
+        return false;
+    }
+    blacklist.remove(&(d, rank));
+    true
+}
+
+/// What a staged batch does now ([`admit_staged`]).
+enum Staged {
+    /// It goes after the prefill's gather, ns.
+    Go(Nanos),
+    /// Its ring region is not free yet.
+    Wait,
+    /// The region exceeds the ring: the worker raised.
+    Died(PdError),
+}
+
+/// The watermark has not passed the region of the lane's current target: the worker waits
+/// [`super::staging::STAGING_WATERMARK_WAIT_NS`] (as a pending call, cancelled by a crash)
+/// and then tries the same target again ([`TransferWorkers::retry_staged`]). Whether the
+/// target was the chunk's first batch on this rank is kept (a later target leaves `target`
+/// apart from `next_target`), so the retry pays what a first batch pays only if it is one.
+#[cold]
+#[inline(never)]
+fn defer(
+    sh: &mut Shard,
+    (me, lane): (PrefillId, ShardId),
+    first_batch: bool,
+    cx: &mut TransferCtx<'_>,
+) -> Step {
+    let a = sh.active.as_mut().expect("still active");
+    a.busy = true;
+    a.flows_left = 0;
+    a.next_target = a.target;
+    if !first_batch {
+        a.target = usize::MAX;
+    }
+    sh.deferred = true;
+    sh.empty_key = Some(cx.q.schedule_keyed_in(
+        super::staging::STAGING_WATERMARK_WAIT_NS,
+        Event::EmptyChunkSent {
+            prefill: me,
+            shard: lane,
+        },
+    ));
+    Step::Done
+}
+
+/// One writer's staged batch of `job` for target `target` of `plan` landed on decode `d` at
+/// `now`: its ring region is freed once the chunk's last writer landed, decode was told
+/// (`CHUNK_READY` over the control plane), its scatter ran, and the watermark went back
+/// (`WATERMARK`, the control plane again) [INFERRED: both messages at the control latency].
+#[cold]
+#[inline(never)]
+fn staged_landed(
+    rings: &mut super::staging::StagingRings,
+    (plan, control_latency_ns): (&PairPlan, Nanos),
+    (d, target): (DecodeId, usize),
+    job: &ChunkJob,
+    now: Nanos,
+) {
+    let Some(s) = plan.staging() else { return };
+    let rank = plan.target(target).decode_rank;
+    let pages = u64::from(job.end_page - job.first_page);
+    let after = s.scatter_ns(pages) + 2 * control_latency_ns;
+    rings.landed((d, rank), (job.req, job.first_page), now, after);
+}
+
+/// Decode's scatter of a request's last chunk, which it finishes before the request may join
+/// a batch (`DecodeStagingHandler.advance_scatter`: the room is done once every allocation
+/// was scattered), ns.
+#[inline(never)]
+fn last_scatter_ns(s: &crate::layout::Staging, job: &ChunkJob) -> Nanos {
+    s.scatter_ns(u64::from(job.end_page - job.first_page))
+}
+
+/// The decode instances a worker sends to and their staging rings.
+type Decodes<'a> = (
+    &'a IdVec<DecodeId, DecodeEndpoint>,
+    &'a mut super::staging::StagingRings,
+);
+
+/// What target `i`'s batch of the chunk `creq` of `job` pays before it goes, beyond the
+/// worker's own lead, on a plan with extras: with `--disaggregation-enable-kv-checksum`, the
+/// rank digests the whole request's pages and state once, before its last chunk's first batch
+/// goes out (the digest rides in the metadata row that chunk sends: PR #39500); with the
+/// staging buffer, the region on the decode's ring must be free and the prefill gathers
+/// ([`admit_staged`]). Out of line: a plan without extras never calls it.
+#[cold]
+#[inline(never)]
+fn extra_lead(
+    rings: &mut super::staging::StagingRings,
+    (d, i, plan): (DecodeId, usize, &PairPlan),
+    (req, job, creq): (&Req, &ChunkJob, &ChunkRequest<'_>),
+    first_batch: bool,
+    at: (Nanos, &Requests),
+) -> Staged {
+    let digest_ns = if job.last && first_batch && plan.kv_checksum().is_some() {
+        prefill_digest_ns(plan, req.prompt())
+    } else {
+        0
+    };
+    match plan.staging() {
+        None => Staged::Go(digest_ns),
+        Some(s) => match admit_staged(rings, s, (d, i, plan), (req, job, creq), at) {
+            Staged::Go(gather_ns) => Staged::Go(digest_ns + gather_ns),
+            other => other,
+        },
+    }
+}
+
+/// Asks decode `d`'s ring for target `i`'s region of the chunk `creq` of `job` and prices the
+/// gather. A chunk with no KV to send (no pages) stages nothing.
+fn admit_staged(
+    rings: &mut super::staging::StagingRings,
+    s: &crate::layout::Staging,
+    (d, i, plan): (DecodeId, usize, &PairPlan),
+    (req, job, creq): (&Req, &ChunkJob, &ChunkRequest<'_>),
+    (now, reqs): (Nanos, &Requests),
+) -> Staged {
+    use super::staging::Admit;
+    let pages = creq.src_pages.len().min(creq.dst_pages.len()) as u64;
+    let bytes = plan.sliced_kv_bytes(i, pages);
+    if bytes == 0 {
+        return Staged::Go(0);
+    }
+    let rank = plan.target(i).decode_rank;
+    let key = (job.req, pages, req.row.bootstrap_room);
+    match rings.admit(
+        s,
+        (d, rank),
+        (key.0, job.first_page, key.1),
+        key.2,
+        now,
+        reqs,
+    ) {
+        Admit::Go => Staged::Go(s.gather_ns(bytes)),
+        Admit::Wait => Staged::Wait,
+        Admit::Oversized(e) => Staged::Died(e),
+    }
+}
+
 /// The plan's check refused the target before any write: the chunk is dropped; a raised
 /// error kills the lane's worker (docs/sglang-pd.md §2.4), a return code −1 (or a raise on
 /// decode) blacklists the decode session `session` on this rank (`blacklist`) and fails the
 /// room (§2.6).
 fn refuse(
     sh: &mut Shard,
-    blacklist: &mut BTreeSet<(DecodeId, u32)>,
-    session: (DecodeId, u32),
+    blacklist: &mut Blacklist,
+    (d, rank, now): (DecodeId, u32, Nanos),
     req: ReqRef,
     e: PdError,
 ) -> Step {
@@ -1135,7 +1384,7 @@ fn refuse(
             Step::WorkerDied(e)
         }
         layout::Effect::ReturnCodeFailure | layout::Effect::RaisedOnDecode => {
-            blacklist.insert(session);
+            blacklist.insert((d, rank), Some(now));
             Step::Fail {
                 req,
                 kind: e.kind,
@@ -1185,6 +1434,7 @@ fn arm(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     /// The prefill's `Bootstrapping` clock: armed at 2 s with sglang's 300 s and re-armed at
     /// 3 s (a retraction), it fires once, at 303 s, and fails the request as

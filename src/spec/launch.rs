@@ -457,7 +457,7 @@ impl Parsed {
             "--disable-radix-cache" => args.radix_cache = None,
             "--disaggregation-transfer-backend" => {
                 self.decode_radix.1 = v.to_string();
-                if v != "mooncake" {
+                if v != "mooncake" && v != "mooncake_tcp" {
                     self.warnings.push(format!(
                         "--disaggregation-transfer-backend {v}: pdsim models the mooncake backend; the prediction is mooncake's"
                     ));

@@ -107,7 +107,13 @@ impl PairPlan {
                 } => {
                     let regions: u64 = rr.iter().map(|r| u64::from(r.count)).sum();
                     let w = regions * n_pages * u64::from(*page_size);
-                    writes += w;
+                    // The staging buffer sends the same bytes as one block
+                    // (`send_kvcache_staged`: one `_transfer_data` entry per chunk and target).
+                    writes += if self.staging.is_some() {
+                        u64::from(w > 0)
+                    } else {
+                        w
+                    };
                     bytes += w * len;
                 }
             }

@@ -73,6 +73,8 @@ impl PairPlan {
             targets: plans,
             exact: false,
             kv_checksum: None,
+            staging: None,
+            extras: false,
         };
         plan.exact = plan.probe_exact();
         Ok(plan)

@@ -167,6 +167,61 @@ pub struct PairPlan {
     /// `--disaggregation-enable-kv-checksum` on this pair ([`PairPlan::enable_kv_checksum`]);
     /// `None` when off, so a run without it does no checksum work at all.
     kv_checksum: Option<KvChecksum>,
+    /// `SGLANG_DISAGG_STAGING_BUFFER` on this pair's head-sliced path
+    /// ([`PairPlan::enable_staging`]); `None` when off or when the pair sends no sliced KV.
+    staging: Option<Staging>,
+    /// `kv_checksum` or `staging` is on: one flag the transfer worker tests per batch and per
+    /// concluded chunk, so a pair with neither pays one branch for both.
+    extras: bool,
+}
+
+/// The GPU staging buffer on one heterogeneous-TP pair (`SGLANG_DISAGG_STAGING_BUFFER=1`,
+/// sglang PR #19890 for Mooncake, #22536 for NIXL): what it changes and what it costs.
+/// `MooncakeKVManager.transfer_worker` takes `_do_staging_transfer` where it would take
+/// `send_kvcache_slice` (attention TP differs, not MLA, the decode registered a ring);
+/// `send_kvcache_staged` gathers the target's head slices of every layer into the prefill
+/// queue's staging buffer (`gather_all_layers_to_staging`, one fused Triton kernel) and makes
+/// **one** `_transfer_data` call with **one** block per (chunk, target); decode scatters the
+/// ring region into its pages once every writer of the chunk arrived
+/// (`DecodeStagingHandler.handle_chunk_arrived` → `scatter_staging_to_kv`). Both copies are
+/// priced as HBM-bound device copies (every byte read once and written once), a lower bound
+/// stated as one: the kernels' achieved bandwidth was not measured.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Staging {
+    /// `SGLANG_DISAGG_STAGING_POOL_SIZE_MB` × 2^20: each decode rank's ring, bytes.
+    pub pool_bytes: u64,
+    /// Bytes one decode rank receives per page of a chunk, summed over its writers
+    /// (`compute_staging_layout`'s total: the decode rank's own KV page), bytes.
+    pub decode_page_bytes: u64,
+    /// Writers of each decode rank's chunk region (`DecodeStagingHandler.num_writers_for`:
+    /// `tp_P / tp_D` when the prefill is wider, else 1), by decode rank.
+    pub writers: Vec<u32>,
+    /// Prefill GPU HBM bandwidth, bytes/s.
+    pub prefill_bytes_per_s: f64,
+    /// Decode GPU HBM bandwidth, bytes/s.
+    pub decode_bytes_per_s: f64,
+}
+
+impl Staging {
+    /// A device copy of `bytes` (read once, written once) at `bytes_per_s`, ns, rounded up.
+    fn copy_ns(bytes: u64, bytes_per_s: f64) -> u64 {
+        (2.0 * bytes as f64 / bytes_per_s * 1e9).ceil() as u64
+    }
+
+    /// The prefill's gather of `bytes` of one target into its staging buffer, ns.
+    pub fn gather_ns(&self, bytes: u64) -> u64 {
+        Self::copy_ns(bytes, self.prefill_bytes_per_s)
+    }
+
+    /// What one decode rank's ring region of a chunk of `pages` pages holds, bytes.
+    pub fn region_bytes(&self, pages: u64) -> u64 {
+        pages * self.decode_page_bytes
+    }
+
+    /// The decode's scatter of a chunk of `pages` pages from its ring region, ns.
+    pub fn scatter_ns(&self, pages: u64) -> u64 {
+        Self::copy_ns(self.region_bytes(pages), self.decode_bytes_per_s)
+    }
 }
 
 /// What `--disaggregation-enable-kv-checksum` (sglang PR #39500) costs and decides on one
@@ -302,6 +357,69 @@ impl PairPlan {
             comparable: p.kv_item_lens() == d.kv_item_lens()
                 && p.state_item_lens() == d.state_item_lens(),
         });
+        self.extras = true;
+    }
+
+    /// Turns on `SGLANG_DISAGG_STAGING_BUFFER` for this pair with each decode rank's ring of
+    /// `pool_bytes` and each side's GPU HBM bandwidth in bytes/s. Only the head-sliced path
+    /// changes (docs/sglang-pd.md §26): a pair of equal attention TP, or MLA, keeps
+    /// `send_kvcache` (`transfer_worker` tests that branch first), so its plan is untouched.
+    pub fn enable_staging(
+        &mut self,
+        pool_bytes: u64,
+        prefill_bytes_per_s: f64,
+        decode_bytes_per_s: f64,
+    ) {
+        if self.path != SendPath::Slice
+            || !self
+                .targets
+                .iter()
+                .any(|t| matches!(t.kv, KvSend::Sliced { .. }))
+        {
+            return;
+        }
+        let mut writers = vec![0u32; self.decode.len()];
+        for t in self.targets.iter().filter(|t| !t.target.dummy) {
+            writers[t.target.decode_rank as usize] += 1;
+        }
+        self.staging = Some(Staging {
+            pool_bytes,
+            decode_page_bytes: self.decode[0].kv_page_bytes(),
+            writers,
+            prefill_bytes_per_s,
+            decode_bytes_per_s,
+        });
+        self.extras = true;
+    }
+
+    /// Whether the pair has the KV checksum or the staging buffer on
+    /// ([`PairPlan::kv_checksum`], [`PairPlan::staging`]).
+    #[inline]
+    pub fn has_extras(&self) -> bool {
+        self.extras
+    }
+
+    /// The staging buffer of this pair, when on and used.
+    #[inline]
+    pub fn staging(&self) -> Option<&Staging> {
+        self.staging.as_ref()
+    }
+
+    /// The KV bytes target `i` sends for a chunk of `pages` pages on the head-sliced path
+    /// (what its gather copies), bytes; 0 on another path.
+    pub fn sliced_kv_bytes(&self, i: usize, pages: u64) -> u64 {
+        match &self.targets[i].kv {
+            KvSend::Sliced {
+                runs,
+                page_size,
+                len,
+                ..
+            } => {
+                let regions: u64 = runs.iter().map(|r| u64::from(r.count)).sum();
+                regions * pages * u64::from(*page_size) * len
+            }
+            _ => 0,
+        }
     }
 
     /// The KV checksum of this pair, when on.

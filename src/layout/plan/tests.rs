@@ -185,3 +185,81 @@ fn hybrid_state_and_aux_on_the_last_chunk() {
     let kv = 24 * 2 * 16 * 512;
     assert_eq!(f.bytes, kv + 36 * (12288 + 524_288) + aux);
 }
+
+/// `SGLANG_DISAGG_STAGING_BUFFER` (docs/sglang-pd.md §26), counted by hand: Llama-3.1-8B,
+/// page 16, prefill TP 2 → decode TP 4, a 3-page chunk (48 tokens). Each prefill rank owes
+/// each of its 2 decode ranks 2 heads × 128 × 2 B = 512 B per token per layer region.
+/// Sliced: 64 regions × 48 tokens = 3,072 writes a target; staged: 1 write a target, the same
+/// 3,072 × 512 = 1,572,864 bytes. The decode rank's ring region holds its whole KV for the
+/// chunk, 3 pages × 64 regions × 8,192 B = 1,572,864 B, from its 1 writer (a decode rank has
+/// one prefill rank writing to it when the decode is wider). An equal-TP pair and an MLA pair
+/// keep their plan.
+#[test]
+fn the_staging_buffer_sends_one_write_per_target_and_chunk() {
+    let mut pl = plan(
+        "llama-3.1-8b",
+        args(2, 16, "auto", false),
+        args(4, 16, "auto", false),
+        Profile::Guarded,
+    );
+    let src = [7, 9, 11];
+    let dst = [1, 2, 3];
+    let req = ChunkRequest {
+        src_pages: &src,
+        dst_pages: &dst,
+        last: false,
+        src_slot: None,
+        dst_slot: None,
+        src_aux: 0,
+        dst_aux: 0,
+    };
+    let sliced = pl.chunk(&req);
+    assert_eq!(sliced.flows.len(), 4);
+    assert!(
+        sliced
+            .flows
+            .iter()
+            .all(|f| f.writes == 3_072 && f.bytes == 1_572_864)
+    );
+    assert!(pl.staging().is_none() && !pl.has_extras());
+    pl.enable_staging(4096 << 20, 3.35e12, 3.35e12);
+    let staged = pl.chunk(&req);
+    assert!(
+        staged
+            .flows
+            .iter()
+            .all(|f| f.writes == 1 && f.bytes == 1_572_864)
+    );
+    let s = pl.staging().unwrap();
+    assert_eq!(s.writers, vec![1, 1, 1, 1]);
+    assert_eq!(s.region_bytes(3), 1_572_864);
+    assert_eq!(pl.sliced_kv_bytes(0, 3), 1_572_864);
+    // Gather: 1,572,864 B read and written at 3.35 TB/s = 939.02… ns, rounded up.
+    assert_eq!(s.gather_ns(1_572_864), 940);
+    // The concrete writes the oracle applies are the sliced path's: the scatter puts the
+    // bytes exactly where `send_kvcache_slice` would.
+    let mut w = Vec::new();
+    pl.writes(&req, &mut w);
+    assert!(!w.is_empty());
+
+    // A wider prefill: TP 4 → TP 2, two writers a decode rank.
+    let mut wide = plan(
+        "llama-3.1-8b",
+        args(4, 16, "auto", false),
+        args(2, 16, "auto", false),
+        Profile::Guarded,
+    );
+    wide.enable_staging(4096 << 20, 3.35e12, 3.35e12);
+    assert_eq!(wide.staging().unwrap().writers, vec![2, 2]);
+
+    for (model, p, d) in [("llama-3.1-8b", 2, 2), ("deepseek-v3", 8, 16)] {
+        let mut same = plan(
+            model,
+            args(p, 64, "auto", false),
+            args(d, 64, "auto", false),
+            Profile::Guarded,
+        );
+        same.enable_staging(4096 << 20, 3.35e12, 3.35e12);
+        assert!(same.staging().is_none(), "{model} {p} → {d}");
+    }
+}

@@ -384,6 +384,96 @@ pub(super) fn sglang_and_slo(
             ),
         ));
     }
+    let transfer_backend = match sg.transfer_backend.as_deref() {
+        None => crate::spec::TransferBackend::default(),
+        Some(b) => b.parse().map_err(|e: String| {
+            c.err(
+                "sglang.transfer_backend",
+                format!(
+                    "{e}{}",
+                    crate::vocab::suggest::suggestion(b, &crate::spec::TransferBackend::names())
+                ),
+            )
+        })?,
+    };
+    if let Some(why) = transfer_backend.not_modelled() {
+        return Err(c.err(
+            "sglang.transfer_backend",
+            format!(
+                "{:?} is not modelled: {why}. pdsim runs \"mooncake\" (the default) and \"mooncake_tcp\" (docs/sglang-pd.md §26.3)",
+                transfer_backend.as_str()
+            ),
+        ));
+    }
+    let tcp_bytes_per_ns = match (transfer_backend, sg.tcp_gbps) {
+        (crate::spec::TransferBackend::MooncakeTcp, Some(g)) if g.is_finite() && g > 0.0 => {
+            Some(g / 8.0)
+        }
+        (crate::spec::TransferBackend::MooncakeTcp, g) => {
+            return Err(c.err(
+                "sglang.tcp_gbps",
+                format!(
+                    "transfer_backend = \"mooncake_tcp\" moves KV over Mooncake's TCP transport (MC_FORCE_TCP=1); say what one GPU's TCP transport moves each way, a positive number of Gb/s (pdsim has no measured figure to default to); got {}",
+                    g.map_or("nothing".to_string(), |g| g.to_string())
+                ),
+            ));
+        }
+        (_, Some(_)) => {
+            return Err(c.err(
+                "sglang.tcp_gbps",
+                "is read only with transfer_backend = \"mooncake_tcp\": leave it out, or set that backend".to_string(),
+            ));
+        }
+        (_, None) => None,
+    };
+    let staging_pool_mb = match (sg.staging_buffer, sg.staging_pool_mb) {
+        (false, Some(_)) => {
+            return Err(c.err(
+                "sglang.staging_pool_mb",
+                "SGLANG_DISAGG_STAGING_POOL_SIZE_MB is read only with SGLANG_DISAGG_STAGING_BUFFER: set sglang.staging_buffer = true, or leave staging_pool_mb out".to_string(),
+            ));
+        }
+        (false, None) => None,
+        (true, Some(0)) => {
+            return Err(c.err(
+                "sglang.staging_pool_mb",
+                "must be a positive number of MiB per decode rank (sglang's default is 4096); got 0".to_string(),
+            ));
+        }
+        (true, mb) => Some(mb.unwrap_or(crate::sglang::staging::DEFAULT_POOL_MB)),
+    };
+    if staging_pool_mb.is_some() && !transfer_backend.allows_staging() {
+        return Err(c.err(
+            "sglang.staging_buffer",
+            format!(
+                "SGLANG_DISAGG_STAGING_BUFFER requires disaggregation_transfer_backend='mooncake' or 'nixl', got '{}'.",
+                transfer_backend.as_str()
+            ),
+        ));
+    }
+    let failed_session_probe_ns = match (
+        sg.failed_session_probe,
+        sg.failed_session_probe_interval_s,
+    ) {
+        (false, Some(_)) => {
+            return Err(c.err(
+                "sglang.failed_session_probe_interval_s",
+                "SGLANG_FAILED_SESSION_PROBE_INTERVAL_S is read only with SGLANG_ENABLE_FAILED_SESSION_PROBE: set sglang.failed_session_probe = true, or leave the interval out".to_string(),
+            ));
+        }
+        (false, None) => None,
+        (true, s) => {
+            let every = s.unwrap_or(crate::sglang::staging::DEFAULT_PROBE_INTERVAL_S);
+            if !(every.is_finite() && every > 0.0) {
+                return Err(c.err(
+                    "sglang.failed_session_probe_interval_s",
+                    format!("must be a positive number of seconds between probe passes (sglang's default is 30); got {every}"),
+                ));
+            }
+            let every = c.duration("sglang.failed_session_probe_interval_s", every, false)?;
+            Some(ns_from_secs_ceil(every))
+        }
+    };
     if profile == Profile::SeedCommit && !version.allows_seed_commit_profile() {
         return Err(c.err(
             "sglang.profile",
@@ -468,6 +558,10 @@ pub(super) fn sglang_and_slo(
         profile,
         version,
         kv_checksum: sg.kv_checksum,
+        staging_pool_mb,
+        transfer_backend,
+        tcp_bytes_per_ns,
+        failed_session_probe_ns,
         waiting_timeout_ns: ns_from_secs_ceil(waiting),
         bootstrap_timeout_ns: ns_from_secs_ceil(bootstrap),
         queue_size: sg.queue_size,
@@ -512,6 +606,9 @@ pub(super) fn plans(
             }
             if sglang.kv_checksum {
                 plan.enable_kv_checksum(hbm_bytes_per_s, hbm_bytes_per_s);
+            }
+            if let Some(mb) = sglang.staging_pool_mb {
+                plan.enable_staging(mb << 20, hbm_bytes_per_s, hbm_bytes_per_s);
             }
             plans.insert((pi, di), std::sync::Arc::new(plan));
         }

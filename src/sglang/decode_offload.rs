@@ -96,18 +96,6 @@ fn step_covering(join_step: u64, prompt: u32, tokens: u64) -> u64 {
     join_step + tokens.saturating_sub(u64::from(prompt)).max(1)
 }
 
-/// The decode offloads' host-pool figures, summed over `decodes`: (blocks that found the host
-/// pool full, waits for it), for `summary.json` `kv_store`.
-pub fn host_figures<'d>(
-    decodes: impl Iterator<Item = &'d super::decode::DecodeServer>,
-) -> (u64, u64) {
-    decodes
-        .filter_map(|d| d.offload.as_deref())
-        .fold((0, 0), |(f, w), o| {
-            (f + o.host_full_blocks, w + o.host_waits)
-        })
-}
-
 impl DecodeOffload {
     /// An idle manager with an empty host pool.
     pub fn new(params: DecodeOffloadParams) -> Self {

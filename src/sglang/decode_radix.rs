@@ -153,29 +153,6 @@ pub fn refusal(r: Refusal<'_>) -> String {
     }
 }
 
-/// `summary.json` `decode_prefix`: the radix trees of every decode instance that has one,
-/// summed (`None` when none has).
-pub fn summary<'d>(
-    decodes: impl Iterator<Item = &'d super::decode::DecodeServer>,
-) -> Option<crate::metrics::summary::DecodePrefixSummary> {
-    let mut total: Option<RadixStats> = None;
-    for t in decodes.filter_map(|d| d.radix.as_deref()) {
-        total.get_or_insert_with(RadixStats::default).add(&t.stats);
-    }
-    total.map(|s| crate::metrics::summary::DecodePrefixSummary {
-        requests_admitted: s.admitted,
-        requests_hit: s.hit_requests,
-        prompt_tokens: s.prompt_tokens,
-        hit_tokens: s.hit_tokens,
-        hit_share: (s.prompt_tokens > 0).then(|| s.hit_tokens as f64 / s.prompt_tokens as f64),
-        hit_pages: s.hit_pages,
-        bytes_not_transferred: s.bytes_not_transferred,
-        inserted_blocks: s.inserted_blocks,
-        evicted_blocks: s.evicted_blocks,
-        peak_blocks: s.peak_blocks,
-    })
-}
-
 impl DecodeRadix {
     /// An empty tree over pages of `page_size` tokens (a divisor of 512) of `page_bytes`
     /// bytes (all attention ranks).

@@ -389,10 +389,13 @@ impl<'a> World<'a> {
         Summary::new(&self.collector, self.sc, stats, caches)
             .with_router(decisions)
             .with_kv_store(self.sc.kv_store.as_ref().and_then(|k| {
-                let host = crate::sglang::decode_offload::host_figures(self.decodes.iter());
+                let host =
+                    crate::sglang::decode::summary::offload_host_figures(self.decodes.iter());
                 self.store.summary(now, k.capacity_tokens, host)
             }))
-            .with_decode_prefix(crate::sglang::decode_radix::summary(self.decodes.iter()))
+            .with_decode_prefix(crate::sglang::decode::summary::radix_summary(
+                self.decodes.iter(),
+            ))
             .with_speculative(crate::sglang::speculative::summary(
                 self.sc,
                 &(self.prefills.iter())

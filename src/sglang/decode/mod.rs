@@ -23,6 +23,7 @@ use super::{Core, Ctx};
 pub mod faults;
 pub mod prealloc;
 mod run;
+pub mod summary;
 
 #[cfg(test)]
 mod tests;

@@ -190,7 +190,7 @@ const PEER_LOST: KindInfo = row(
 const SESSION_BLACKLISTED: KindInfo = row(
     "disaggregation/mooncake/conn.py, MooncakeKVManager.transfer_worker (failed_sessions)",
     "an earlier transfer to this decode session returned −1, so the prefill blacklisted it",
-    "later chunks to that decode fail at once (\"Decode instance could be dead, remote mooncake session … is not alive\") until decode re-registers",
+    "later chunks to that decode fail at once (\"Decode instance could be dead, remote mooncake session … is not alive\") until decode re-registers, or the failed-session probe (SGLANG_ENABLE_FAILED_SESSION_PROBE) finds its path back",
     "§2.6",
     true,
 );

@@ -1130,14 +1130,8 @@ pub(crate) mod tests {
             "sglang.failed_session_probe_interval_s=5".to_string(),
         ];
         let text = launch_text(&crate::scenario::load(&path, &sets).unwrap());
-        let lines: Vec<&str> = commands(&text).collect();
-        let line = |mode: &str| {
-            *lines
-                .iter()
-                .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
-                .unwrap_or_else(|| panic!("{text}"))
-        };
-        let (p, d) = (line("prefill"), line("decode"));
+        let (p, d) = pd_lines(&text);
+        let (p, d) = (p.as_str(), d.as_str());
         for l in [p, d] {
             assert!(l.contains("SGLANG_DISAGG_STAGING_BUFFER=1"), "{l}");
             assert!(
@@ -1435,6 +1429,17 @@ pub(crate) mod tests {
         }
     }
 
+    /// The first prefill and the first decode line of a `launch.txt`.
+    fn pd_lines(text: &str) -> (String, String) {
+        let line = |mode: &str| {
+            commands(text)
+                .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
+                .unwrap()
+                .to_string()
+        };
+        (line("prefill"), line("decode"))
+    }
+
     /// What the scenario simulated that sglang reads from its environment is on the lines of
     /// the side that reads it, and only when it is not sglang's default: `[sglang]` timeouts
     /// (whole seconds, rounded up with a note) and transfer queues, EFA.
@@ -1453,13 +1458,7 @@ pub(crate) mod tests {
         .map(String::from)
         .to_vec();
         let text = launch_text(&crate::scenario::load(&path, &sets).unwrap());
-        let line = |mode: &str| {
-            commands(&text)
-                .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
-                .unwrap()
-                .to_string()
-        };
-        let (p, d) = (line("prefill"), line("decode"));
+        let (p, d) = pd_lines(&text);
         assert!(
             p.starts_with("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT=30 SGLANG_DISAGGREGATION_QUEUE_SIZE=8 MOONCAKE_PROTOCOL=efa python"),
             "{p}"
@@ -1486,14 +1485,7 @@ pub(crate) mod tests {
                 "pools.decode.server.disaggregation_decode_extra_slots=48".to_string(),
                 format!("sglang.version={version:?}"),
             ];
-            let text = launch_text(&crate::scenario::load(&path, &sets).unwrap());
-            let line = |mode: &str| {
-                commands(&text)
-                    .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
-                    .unwrap()
-                    .to_string()
-            };
-            (line("prefill"), line("decode"))
+            pd_lines(&launch_text(&crate::scenario::load(&path, &sets).unwrap()))
         };
         let (p, d) = lines("seed");
         assert!(

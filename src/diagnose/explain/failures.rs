@@ -160,10 +160,15 @@ pub(super) fn kind_section(
             blocks.push(Block::Para(format!("Injected faults: {f}.")));
         }
         let (p, d) = pairs.first().copied().unwrap_or((0, 0));
-        blocks.push(Block::Para(format!(
-            "Fix: {}.",
-            kinds::fix(kind, &sc.pools[p].server, &sc.pools[d].server)
-        )));
+        let fix = match sc.sglang.failed_session_probe_ns {
+            // The run already probes: the advice is the transfer, and how often it probes.
+            Some(every) if kind == ErrorKind::SessionBlacklisted => format!(
+                "fix the transfer that returned −1 first; the failed-session probe is on here (every {:.0} s, SGLANG_FAILED_SESSION_PROBE_INTERVAL_S) and clears a session once its path is back: a shorter interval ends the refusals sooner",
+                every as f64 / 1e9
+            ),
+            _ => kinds::fix(kind, &sc.pools[p].server, &sc.pools[d].server),
+        };
+        blocks.push(Block::Para(format!("Fix: {fix}.")));
     }
     Section {
         title: format!("{kind} ×{n}"),

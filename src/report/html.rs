@@ -523,7 +523,8 @@ fn pools_table(h: &mut String, s: &Summary) {
 }
 
 /// Per-instance prefix cache hits (with HiCache, per tier); absent when no instance has a
-/// prefix cache. Then the router's `cache_aware` decisions and the shared store, when present.
+/// prefix cache. Then the router's `cache_aware` decisions, the shared store and the decodes' radix
+/// trees, when present.
 fn prefix_cache_table(h: &mut String, s: &Summary) {
     if !s.prefix_cache.is_empty() {
         let tiers = s.prefix_cache.iter().any(|c| c.tiers.is_some());
@@ -609,6 +610,21 @@ fn prefix_cache_table(h: &mut String, s: &Summary) {
                 o.host_full_blocks
             );
         }
+    }
+    if let Some(d) = &s.decode_prefix {
+        let _ = writeln!(
+            h,
+            "<h2>Decode prefix reuse</h2>\n<p>The decodes' radix trees (<code>--disaggregation-decode-enable-radix-cache</code>) held {:.1} % of the {} prompt tokens they admitted ({} of {} requests hit, {} pages): {:.2} GB of KV the prefills did not send. {} blocks of 512 tokens went into the trees, at most {} at once; {} evicted.</p>",
+            100.0 * d.hit_share.unwrap_or(0.0),
+            d.prompt_tokens,
+            d.requests_hit,
+            d.requests_admitted,
+            d.hit_pages,
+            d.bytes_not_transferred as f64 / 1e9,
+            d.inserted_blocks,
+            d.peak_blocks,
+            d.evicted_blocks
+        );
     }
 }
 

@@ -148,6 +148,14 @@ fn the_teaching_scenario_moves_less_and_answers_sooner() {
     assert!(on.transfer.bytes * 2 < off.transfer.bytes);
     assert!(on.latency_ms.ttft.mean.unwrap() < off.latency_ms.ttft.mean.unwrap());
     assert!(on.latency_ms.transfer.mean.unwrap() < off.latency_ms.transfer.mean.unwrap());
+    // The report says it where the run has a tree, with the bytes the summary counts.
+    let html = |dir: &std::path::Path| std::fs::read_to_string(dir.join("index.html")).unwrap();
+    let gb = format!(
+        "{:.2} GB of KV the prefills did not send",
+        d.bytes_not_transferred as f64 / 1e9
+    );
+    assert!(html(&on_dir).contains("<h2>Decode prefix reuse</h2>") && html(&on_dir).contains(&gb));
+    assert!(!html(&off_dir).contains("Decode prefix reuse"));
 }
 
 /// sgl-model-gateway picks the decode with its own policy (`pd_router.rs::select_pd_pair`:

@@ -117,6 +117,20 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
             SglangVersion::names_where(SglangVersion::has_decode_radix_cache)
         )));
     }
+    for (l, side) in [(&p, "prefill"), (&d, "decode")] {
+        if l.decode_extra_slots.is_some() && !version.has_decode_extra_slots_flag() {
+            return Err(LintError::Version(format!(
+                "--{side}: --disaggregation-decode-extra-slots does not exist in sglang version {:?} (the seed reads SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS from the environment); versions that have it: {}; pass --sglang-version",
+                version.as_str(),
+                SglangVersion::names_where(SglangVersion::has_decode_extra_slots_flag)
+            )));
+        }
+    }
+    if p.decode_extra_slots.is_some() {
+        warnings_pre.push(
+            "prefill: --disaggregation-decode-extra-slots is read only with --disaggregation-mode decode".to_string(),
+        );
+    }
     if p.decode_radix_cache {
         warnings_pre.push(
             "prefill: --disaggregation-decode-enable-radix-cache is read only with --disaggregation-mode decode; the prefill's own prefix cache is its radix cache".to_string(),
@@ -315,6 +329,45 @@ mod tests {
     /// The decode radix cache: refused at the seed's version, refused with sglang's texts
     /// beside HiSparse, the fake backend, speculative decoding and a Mamba model; warned with
     /// DP attention; predicted otherwise.
+    #[test]
+    fn decode_extra_slots_exist_from_2026_09() {
+        let q = |extra: &str, version: Option<&str>| {
+            LintQuestion {
+            prefill: "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode prefill --tp-size 2".into(),
+            decode: format!("python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode decode --tp-size 2 {extra}"),
+            model_config: None,
+            profile: "guarded".into(),
+            version: version.map(String::from),
+        }
+        };
+        let e = lint(&q("--disaggregation-decode-extra-slots 48", None)).expect_err("seed");
+        let e = e.to_string();
+        assert!(
+            e.contains("does not exist in sglang version \"seed\"")
+                && e.contains("SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS")
+                && e.contains("\"2026-09\""),
+            "{e}"
+        );
+        let r = lint(&q(
+            "--disaggregation-decode-extra-slots 48",
+            Some("2026-09"),
+        ))
+        .unwrap();
+        assert!(r.prediction.compatible);
+        assert!(
+            !r.warnings.iter().any(|w| w.contains("extra-slots")),
+            "{:?}",
+            r.warnings
+        );
+        let e = lint(&q(
+            "--disaggregation-decode-extra-slots lots",
+            Some("2026-09"),
+        ))
+        .expect_err("not a number")
+        .to_string();
+        assert!(e.contains("must be a whole number"), "{e}");
+    }
+
     #[test]
     fn the_decode_radix_cache_is_checked_as_sglang_checks_it() {
         let line = |side: &str, model: &str, extra: &str| {

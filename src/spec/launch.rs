@@ -57,6 +57,10 @@ pub struct ServerLine {
     /// `--enable-hisparse`, which sglang refuses with the decode radix cache.
     #[serde(skip)]
     pub hisparse: bool,
+    /// `--disaggregation-decode-extra-slots` as given (2026; the seed reads
+    /// `SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS` instead).
+    #[serde(skip)]
+    pub decode_extra_slots: Option<u32>,
 }
 
 /// The launch flags of speculative decoding pdsim reads, with the scenario key each is
@@ -154,9 +158,6 @@ const IGNORED_WITH_VALUE: &[&str] = &[
     "--node-rank",
     "--dist-init-addr",
     "--cuda-graph-max-bs",
-    // Request rows on a decode worker (scenarios: `disaggregation_decode_extra_slots`): no
-    // part of the layouts or the handshake a pair is predicted from.
-    "--disaggregation-decode-extra-slots",
     "--context-length",
     "--load-format",
     "--random-seed",
@@ -199,6 +200,9 @@ const IGNORED_SWITCHES: &[&str] = &[
 ];
 /// Every flag lint reads.
 const READ: &[&str] = &[
+    // Request rows on a decode worker (scenarios: `disaggregation_decode_extra_slots`): no part
+    // of the layouts a pair is predicted from, read for the version that has the flag.
+    "--disaggregation-decode-extra-slots",
     "--model-path",
     "--model",
     "--tp-size",
@@ -374,6 +378,8 @@ struct Parsed {
     /// `--disaggregation-decode-enable-radix-cache`, `--disaggregation-transfer-backend`,
     /// `--enable-hisparse`.
     decode_radix: (bool, String, bool),
+    /// `--disaggregation-decode-extra-slots`.
+    extra_slots: Option<u32>,
 }
 
 impl Parsed {
@@ -390,6 +396,7 @@ impl Parsed {
             offload: (0, None),
             kv_checksum: false,
             decode_radix: (false, "mooncake".to_string(), false),
+            extra_slots: None,
         }
     }
 
@@ -424,6 +431,11 @@ impl Parsed {
             "--disaggregation-enable-kv-checksum" => self.kv_checksum = true,
             "--disaggregation-decode-enable-radix-cache" => self.decode_radix.0 = true,
             "--enable-hisparse" => self.decode_radix.2 = true,
+            "--disaggregation-decode-extra-slots" => {
+                self.extra_slots = Some(v.parse::<u32>().map_err(|_| {
+                    LaunchError::Line(format!("--{side}: {flag} {v:?} must be a whole number ≥ 0"))
+                })?);
+            }
             "--mamba-ssm-dtype" => {
                 if crate::spec::server::mamba_ssm_dtype_bytes(v).is_none() {
                     let valid: Vec<&str> = crate::spec::server::MAMBA_SSM_DTYPES
@@ -562,6 +574,7 @@ impl Parsed {
             decode_radix_cache: self.decode_radix.0,
             transfer_backend: self.decode_radix.1,
             hisparse: self.decode_radix.2,
+            decode_extra_slots: self.extra_slots,
         })
     }
 }

@@ -194,6 +194,9 @@ pub struct StepModel {
     kernels: Option<std::sync::Arc<crate::compute::kernels::compose::KernelStep>>,
     /// Decoder layers (each launches its kernels in an eager forward).
     layers: f64,
+    /// Of them, layers with a mixture-of-experts block (they launch more kernels:
+    /// [`ComputeParams::eager_launch_per_moe_layer_s`]).
+    moe_layers: f64,
     /// Largest decode batch replayed from a CUDA graph (`--cuda-graph-max-bs`); larger
     /// batches run eagerly and pay [`ComputeParams::eager_launch_per_layer_s`].
     graph_max_bs: u32,
@@ -411,6 +414,7 @@ impl StepModel {
             tbo_share: 0.0,
             kernels: None,
             layers: f64::from(model.num_layers),
+            moe_layers: f64::from(model.moe_layers.min(model.num_layers)),
             graph_max_bs: crate::spec::server::cuda_graph_max_bs(gpu, tp),
             scan_flops_per_token_gpu: model.mamba_scan_flops_per_token() / tp_f,
             offload: None,
@@ -655,7 +659,31 @@ impl StepModel {
         } else {
             p.decode_overhead_s
         } + p.decode_per_seq_overhead_s * b;
-        host + gpu.max(self.allreduces * p.launch_per_block_s)
+        // The host work the GPU's hides (0 in the calibrations that price host costs
+        // serially, where the floor is the per-block launch floor alone, as before).
+        let cpu = if new > 0.0 {
+            self.eager_launch_s()
+                + if f.batch > 0 {
+                    p.decode_cpu_s + p.decode_cpu_per_seq_s * b
+                } else {
+                    0.0
+                }
+        } else {
+            self.decode_cpu_s(f.batch)
+        };
+        host + gpu.max((self.allreduces * p.launch_per_block_s).max(cpu))
+    }
+
+    /// Host seconds to launch one forward's kernels without a CUDA graph (a prefill, or a
+    /// decode batch above `cuda_graph_max_bs`): the dense rate for every layer, the MoE rate
+    /// for the layers with experts where the calibration separates them.
+    pub(crate) fn eager_launch_s(&self) -> f64 {
+        let p = &self.params;
+        if p.eager_launch_per_moe_layer_s == 0.0 || self.moe_layers == 0.0 {
+            return self.layers * p.eager_launch_per_layer_s;
+        }
+        (self.layers - self.moe_layers) * p.eager_launch_per_layer_s
+            + self.moe_layers * p.eager_launch_per_moe_layer_s
     }
 
     /// The context-independent terms of a decode-only forward of `batch` sequences, for
@@ -689,7 +717,7 @@ impl StepModel {
             offloaded: self.offload.is_some(),
             batch,
             host: p.decode_overhead_s + p.decode_per_seq_overhead_s * b,
-            floor: self.allreduces * p.launch_per_block_s,
+            floor: (self.allreduces * p.launch_per_block_s).max(self.decode_cpu_s(batch)),
             empty: batch == 0,
         }
     }

@@ -94,6 +94,13 @@ pub struct ComputeParams {
     /// launches run ahead of the GPU, so they show only when the GPU's work is shorter.
     #[serde(default)]
     pub eager_launch_per_layer_s: f64,
+    /// The same for a layer with a mixture-of-experts block, seconds: the router's top-k, the
+    /// fused-MoE kernels (Triton, each launched from Python) and the shared experts add
+    /// launches a dense MLP does not have. A MoE model's other layers pay
+    /// `eager_launch_per_layer_s`. 0 where a calibration does not separate them: every layer
+    /// then pays the dense rate.
+    #[serde(default)]
+    pub eager_launch_per_moe_layer_s: f64,
     /// PD: the router streams a request's tokens only after the prefill's HTTP response,
     /// which the prefill's event loop sends at its first turn after the KV transfer
     /// concluded — the end of the forward running then (sgl-model-gateway `pd_router.rs`
@@ -145,6 +152,10 @@ impl ComputeParams {
             ("decode_cpu_s", self.decode_cpu_s),
             ("decode_cpu_per_seq_s", self.decode_cpu_per_seq_s),
             ("eager_launch_per_layer_s", self.eager_launch_per_layer_s),
+            (
+                "eager_launch_per_moe_layer_s",
+                self.eager_launch_per_moe_layer_s,
+            ),
         ];
         for (name, v) in times {
             // 1e3 s per step (or 1e9 tokens) is far beyond any GPU; it bounds the clock.
@@ -229,6 +240,15 @@ pub const SGLANG_2026: ComputeParams = ComputeParams {
     // layer (~15 launches of ~14 µs). Paid by prefill forwards and decode batches above
     // `cuda_graph_max_bs`, as a floor.
     eager_launch_per_layer_s: 2.06e-4,
+    // Fitted: the same PR's DeepSeek-Coder-V2-Lite decode step at batch 1 (H100, triton
+    // attention, `--enable-mla`): 6.22 ms with CUDA graphs, "4x faster" than without, so
+    // ~24.9 ms eager, all of it host: (24.88 − 0.60 − 1.03 − 0.206) ms over its 26 MoE
+    // layers (its first layer is dense) = 0.886 ms a MoE layer, ~4.3× a dense Llama layer.
+    // Its layers are MLA, so the rate holds MLA's extra launches too; a GQA MoE layer
+    // launches somewhat fewer [borrowed from MLA]. Held out against it: Mooncake's sglang PD
+    // table on H20-3e (Qwen3-235B, chunked prefill off, so every prefill eager), whose
+    // short prompts' TTFT is flat at ~125–130 ms (`tests/fidelity/h20_pd_ttft.rs`).
+    eager_launch_per_moe_layer_s: 8.86e-4,
     // sgl-model-gateway's PD router (`pd_router.rs::execute_dual_dispatch_internal`) joins the
     // prefill's response before streaming decode's (sglang issue #22853; PRs #22856 and
     // #24812 that would stop it closed unmerged).
@@ -317,6 +337,7 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     decode_cpu_s: 0.0,
     decode_cpu_per_seq_s: 0.0,
     eager_launch_per_layer_s: 0.0,
+    eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
     kernels: None,
 };
@@ -348,6 +369,7 @@ pub const VLLM_2023_A100: ComputeParams = ComputeParams {
     decode_cpu_s: 0.0,
     decode_cpu_per_seq_s: 0.0,
     eager_launch_per_layer_s: 0.0,
+    eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
     kernels: None,
 };
@@ -378,6 +400,7 @@ pub const VLLM_2023_H100: ComputeParams = ComputeParams {
     decode_cpu_s: 0.0,
     decode_cpu_per_seq_s: 0.0,
     eager_launch_per_layer_s: 0.0,
+    eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
     kernels: None,
 };

@@ -5,8 +5,9 @@
 //! gpu  = per-token ops (GEMMs, elementwise, all-reduce, TP experts) + LM head
 //!      + attention (prefill per-pair rate; decode max(floor, a + β·C) per batch size)
 //!      + MLA decompress / absorb + recurrent scan (analytic) + routed experts (compute::moe)
-//! cpu  = eager launches (layers × eager_launch_per_layer_s; a prefill, or a decode batch
-//!        above cuda_graph_max_bs) + decode scheduling (decode_cpu_s + b × decode_cpu_per_seq_s)
+//! cpu  = eager launches (dense layers × eager_launch_per_layer_s + MoE layers ×
+//!        eager_launch_per_moe_layer_s; a prefill, or a decode batch above cuda_graph_max_bs)
+//!        + decode scheduling (decode_cpu_s + b × decode_cpu_per_seq_s)
 //! step = exposed host + max(gpu, cpu)
 //! exposed host = prefill_overhead_s + seqs × prefill_per_seq_overhead_s   (a prefill)
 //!              = decode_overhead_s + b × decode_per_seq_overhead_s         (a decode)
@@ -39,23 +40,19 @@ impl StepModel {
         compute.max(memory)
     }
 
-    /// The host time a decode step of `b` sequences hides behind its GPU work, seconds: under
-    /// measured kernels what [`StepModel::forward_s`] takes as the step's floor; 0 under the
-    /// roofline (its host costs are all exposed). A speculative step's forwards share one.
+    /// The host time a decode step of `b` sequences hides behind its GPU work, seconds: what
+    /// [`StepModel::forward_s`] takes as the step's floor (0 in the calibrations that price
+    /// host costs serially). A speculative step's forwards share one.
     pub fn decode_cpu_floor_s(&self, b: u32) -> f64 {
-        if self.kernels.is_some() {
-            self.decode_cpu_s(b)
-        } else {
-            0.0
-        }
+        self.decode_cpu_s(b)
     }
 
     /// The host time a decode of `b` sequences overlaps with the GPU's: scheduling, and the
     /// eager launches of a batch above the CUDA-graph limit. Seconds.
-    fn decode_cpu_s(&self, b: u32) -> f64 {
+    pub(super) fn decode_cpu_s(&self, b: u32) -> f64 {
         let p = &self.params;
         let eager = if b > self.graph_max_bs {
-            self.layers * p.eager_launch_per_layer_s
+            self.eager_launch_s()
         } else {
             0.0
         };
@@ -167,7 +164,7 @@ impl StepModel {
                 p.prefill_overhead_s
                     + p.prefill_per_seq_overhead_s * seqs
                     + p.decode_per_seq_overhead_s * b,
-                self.layers * p.eager_launch_per_layer_s
+                self.eager_launch_s()
                     + if f.batch > 0 {
                         p.decode_cpu_s + p.decode_cpu_per_seq_s * b
                     } else {

@@ -253,6 +253,24 @@ impl ApproxTree {
         removed
     }
 
+    /// The gateway's `remove_tenant(url)`, which `CacheAwarePolicy::remove_worker` /
+    /// `remove_worker_by_url` call when a worker leaves the router
+    /// (`sgl-model-gateway/src/policies/cache_aware.rs`): tenant `t` lets go of every node it
+    /// holds, leaf by leaf, and a node nobody holds any more is freed. A worker that joins
+    /// again starts with nothing, as its new process's cache does. Returns the holds removed.
+    pub fn remove_tenant(&mut self, t: usize) -> u64 {
+        let tenant = t as u32;
+        let mut removed = 0;
+        while let Some((_, _, node)) = self.leaves[t].pop_first() {
+            removed += 1;
+            if let Some((stamp, parent)) = self.drop_leaf(node, tenant) {
+                self.leaves[t].insert((stamp.0, stamp.1, parent));
+            }
+        }
+        debug_assert_eq!(self.size[t], 0, "tenant {t} holds nothing once removed");
+        removed
+    }
+
     /// Tenant `tenant` lets go of its leaf `node`: its tokens leave the tenant's size, a node
     /// nobody holds any more is freed, and the parent loses a child. Returns the parent's
     /// (stamp, node) when it became one of the tenant's leaves (both eviction orders put it in
@@ -345,6 +363,40 @@ impl ApproxTree {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A removed tenant holds nothing and is never named by a match; the others keep every
+    /// hold, nodes only it held are freed, and a match on its prompt now names whoever else
+    /// holds the deepest shared node — each checked against a walk of the whole tree.
+    #[test]
+    fn a_removed_tenant_holds_nothing_and_the_rest_keep_theirs() {
+        let mut t = ApproxTree::new(3);
+        t.insert(&[1, 2, 3], 1536, 0, 10);
+        t.insert(&[1, 2, 9], 1100, 1, 11);
+        t.insert(&[1, 2, 3, 4], 2000, 0, 12);
+        t.insert(&[7], 300, 2, 13);
+        let nodes = t.nodes();
+        let (one, two) = (t.tenant_tokens(1), t.tenant_tokens(2));
+        assert_eq!(t.prefix_match(&[1, 2, 3, 4], 2000), (2000, Some(0)));
+        // Tenant 0 held 1, 2, 3, 4: four holds; 3 and 4 were only its own.
+        assert_eq!(t.remove_tenant(0), 4);
+        assert_eq!(t.tenant_tokens(0), 0);
+        assert_eq!((t.tenant_tokens(1), t.tenant_tokens(2)), (one, two));
+        assert_eq!(t.nodes(), nodes - 2);
+        assert!(t.leaves[0].is_empty());
+        for k in 0..3 {
+            assert_eq!(
+                t.leaves[k],
+                t.leaves_by_walk(k as u32),
+                "tenant {k}'s leaves"
+            );
+        }
+        // Its prompt now matches only the blocks tenant 1 shares, and names tenant 1.
+        assert_eq!(t.prefix_match(&[1, 2, 3, 4], 2000), (1024, Some(1)));
+        assert_eq!(t.remove_tenant(0), 0);
+        // Joining again, it starts from nothing.
+        t.insert(&[1, 2, 3], 1500, 0, 20);
+        assert_eq!(t.tenant_tokens(0), 1500);
+    }
 
     #[test]
     fn the_deepest_match_names_its_creator_and_counts_partial_blocks() {

@@ -346,13 +346,28 @@ impl Router {
     }
 
     /// Prefill instance `i` now has `load` outstanding requests (`None`: it is down).
-    pub fn set_prefill(&mut self, i: usize, load: Option<u32>) {
+    /// Returns `i`.
+    pub fn set_prefill(&mut self, i: usize, load: Option<u32>) -> usize {
         self.sides[PREFILL].set(i, load);
+        i
     }
 
-    /// Decode instance `i` now has `load` outstanding requests (`None`: it is down).
-    pub fn set_decode(&mut self, i: usize, load: Option<u32>) {
+    /// Decode instance `i` now has `load` outstanding requests (`None`: it is down). Returns
+    /// `i`.
+    pub fn set_decode(&mut self, i: usize, load: Option<u32>) -> usize {
         self.sides[DECODE].set(i, load);
+        i
+    }
+
+    /// Instance `i` of the prefill side (`decode = false`) or the decode side left the router
+    /// (an autoscaler drained it): `cache_aware` drops it from its tree, as sgl-model-gateway's
+    /// `CacheAwarePolicy::remove_worker` does (`tree.remove_tenant(url)`), so when the slot
+    /// joins again its new process is matched as empty. Nothing under other policies.
+    pub fn forget_worker(&mut self, decode: bool, i: usize) {
+        let side = if decode { DECODE } else { PREFILL };
+        if let Some(c) = self.sides[side].cache.as_mut() {
+            c.tree.remove_tenant(i);
+        }
     }
 
     /// Decode instance `i`'s server died under an exception: it stays in rotation until the
@@ -721,6 +736,25 @@ mod tests {
             hash_ids: h,
             input_tokens: n,
         }
+    }
+
+    /// A worker that left the router (an autoscaler drained it) is forgotten by its tree, as
+    /// the gateway's `remove_worker` does: its prefix no longer draws affinity when it joins
+    /// again, and the other side's tree is untouched.
+    #[test]
+    fn a_forgotten_worker_draws_no_affinity_when_it_joins_again() {
+        let mut r = cache_aware(2, CacheAwareParams::default());
+        assert_eq!(r.pick(prompt(&[1, 2, 3], 1536), 0).unwrap().0, 0);
+        r.set_prefill(0, Some(1));
+        // Remembered: the same prefix goes back to 0 despite its load.
+        assert_eq!(r.pick(prompt(&[1, 2, 3], 1536), 1).unwrap().0, 0);
+        r.forget_worker(true, 0); // the decode side: nothing (round_robin)
+        assert_eq!(r.pick(prompt(&[1, 2, 3], 1536), 2).unwrap().0, 0);
+        r.forget_worker(false, 0);
+        // Forgotten: no match anywhere, so the least loaded, instance 1.
+        assert_eq!(r.pick(prompt(&[1, 2, 3], 1536), 3).unwrap().0, 1);
+        let d = r.decisions()[0].unwrap();
+        assert_eq!((d.affinity, d.low_match), (2, 2));
     }
 
     /// The decision rule by hand, at the router's defaults (threshold 0.3, 64, 1.5).

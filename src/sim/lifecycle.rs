@@ -399,20 +399,21 @@ impl World<'_> {
 
     /// Tells the router instance `c`'s load (its outstanding requests; `None` while down).
     #[inline(always)]
-    pub(super) fn sync(&mut self, c: CoreRef) {
-        // Each arm with its side fixed, so the dispatch's look-up folds to that side's.
+    pub(super) fn sync(&mut self, c: CoreRef) -> usize {
+        // Each arm with its side fixed, so the dispatch's look-up folds to that side's. Returns
+        // the instance's index in the router's side.
         match c {
             CoreRef::Prefill(p) => {
                 let (k, load) = (self.dispatch).server_load(FRONT, p.idx(), served!(self, FRONT));
-                self.router.set_prefill(k, load);
+                self.router.set_prefill(k, load)
             }
             CoreRef::Decode(d) => {
                 let (k, load) = (self.dispatch).server_load(DECODE, d.idx(), served!(self, DECODE));
-                self.router.set_decode(k, load);
+                self.router.set_decode(k, load)
             }
             CoreRef::Colocated(c) => {
                 let (k, load) = (self.dispatch).server_load(FRONT, c.idx(), served!(self, FRONT));
-                self.router.set_prefill(k, load);
+                self.router.set_prefill(k, load)
             }
         }
     }

@@ -119,7 +119,8 @@ impl World<'_> {
                     let core = core!(self, core_ref(role, slot));
                     core.set_member(false);
                     let held = core.outstanding;
-                    self.sync(core_ref(role, slot));
+                    let k = self.sync(core_ref(role, slot));
+                    self.router.forget_worker(role == DECODE, k);
                     if held == 0 {
                         actions.extend(c.fleet.drained(role, slot, now));
                     }

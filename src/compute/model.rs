@@ -268,13 +268,17 @@ impl StepModel {
         let mut s =
             Self::with_interconnect(gpu, model, attn_tp, kv_dtype_bytes, params, interconnect);
         if let Some(m) = moe {
-            // The routed experts leave the TP body: their FLOPs, their weights and the MoE
-            // blocks' all-reduces are the expert model's (dispatch/combine replace them).
+            // The routed experts leave the TP body: their FLOPs and weights are the expert
+            // model's, and so are the MoE blocks' all-reduces where a dispatch and combine
+            // replace them (under TP attention without DeepEP the all-reduce stays: it is
+            // the combine, `ExpertCost::combines_by_allreduce`).
             let one = s.expert_bytes_gpu * s.tp / model.weights.experts.bytes();
             s.body_flops_per_token -= 2.0 * s.experts_active * one;
             s.experts = 0.0;
             s.expert_bytes_gpu = 0.0;
-            s.allreduces -= f64::from(model.moe_layers);
+            if !m.combines_by_allreduce() {
+                s.allreduces -= f64::from(model.moe_layers);
+            }
             s.tbo_share = f64::from(model.moe_layers) / f64::from(model.kv_layers().max(1));
             let m = match &s.params.kernels {
                 Some(k) => m.with_tables(k.tables(), model),
@@ -501,6 +505,12 @@ impl StepModel {
         let s = Self::new(gpu, model, tp, kv_dtype_bytes, plain);
         let setup = s.kernel_setup(gpu, model, tp, kv_dtype_bytes, Some(tp), k);
         crate::compute::kernels::compose::KernelStep::new(&setup).map(|_| ())
+    }
+
+    /// All-reduces per forward (one per block whose output the TP group sums).
+    #[cfg(test)]
+    pub(crate) fn allreduce_count(&self) -> f64 {
+        self.allreduces
     }
 
     /// Sets the largest decode batch sglang replays from a CUDA graph (`--cuda-graph-max-bs`).

@@ -383,7 +383,7 @@ impl ExpertCost {
                 let grid = if prefill { &m.prefill } else { &m.decode };
                 let tokens_eff = all_tokens * busiest / mean.max(f64::MIN_POSITIVE);
                 let compute = self.layers * grid.eval(&[m.degree, tokens_eff]) * 1e-6;
-                return self.finish(compute, self.a2a_s(tokens * self.dp / self.gpus, prefill));
+                return self.finish(compute, self.ep_comm(tokens, prefill));
             }
             let flops = busiest * self.pair_flops;
             let touched = self.experts_per_gpu
@@ -391,7 +391,7 @@ impl ExpertCost {
             let weights = touched * self.expert_bytes;
             let compute =
                 (flops / (self.peak_flops * eff)).max(weights / (self.hbm_bytes_per_s * hbm_eff));
-            (compute, self.a2a_s(tokens * self.dp / self.gpus, prefill))
+            (compute, self.ep_comm(tokens, prefill))
         } else if let Some(m) = &self.measured {
             let grid = if prefill { &m.prefill } else { &m.decode };
             let compute = self.layers * grid.eval(&[m.degree, all_tokens]) * 1e-6;
@@ -433,6 +433,18 @@ impl ExpertCost {
         }
     }
 
+    /// Whether the routed experts' outputs are combined by the TP group's all-reduce rather
+    /// than by an all-to-all: expert parallelism without DeepEP under TP attention (no DP
+    /// attention). Every rank then holds every token (the attention's all-reduce left them
+    /// there), runs its own experts on the tokens routed to them, and the MoE block's
+    /// all-reduce sums the ranks' partial outputs with the shared expert's — sglang's
+    /// `DeepseekV2MoE.forward_normal` (`tensor_model_parallel_all_reduce(final_hidden_states)`
+    /// when `tp_size > 1`), as a TP-sharded MoE does. No dispatch or combine runs, so the
+    /// body keeps the block's all-reduce ([`crate::compute::StepModel::with_parallel`]).
+    pub fn combines_by_allreduce(&self) -> bool {
+        self.ep > 1.0 && !self.deepep && self.dp <= 1.0
+    }
+
     /// Whether a decode forward runs DeepEP's four-part two-micro-batch pipeline (two-batch
     /// overlap over DeepEP's low-latency kernels), so that its attention and dense work is
     /// priced inside the MoE layers ([`ExpertCost::decode_time`]).
@@ -461,6 +473,17 @@ impl ExpertCost {
         t.total_s = mb.pipeline_s(t.rdma_s.max(t.nvlink_s), A2A_LATENCY_S);
         t.stages = Some(mb);
         t
+    }
+
+    /// The expert-parallel MoE layers' communication when one DP rank carries `tokens`
+    /// tokens: DeepEP's (or the gathered tokens') all-to-all legs, or nothing where the TP
+    /// all-reduce combines them ([`ExpertCost::combines_by_allreduce`]: the body prices it).
+    fn ep_comm(&self, tokens: f64, prefill: bool) -> A2a {
+        if self.combines_by_allreduce() {
+            A2a::default()
+        } else {
+            self.a2a_s(tokens * self.dp / self.gpus, prefill)
+        }
     }
 
     /// DeepEP dispatch and combine for `per_gpu` tokens originating on each GPU, over all MoE
@@ -547,6 +570,67 @@ mod tests {
             nvlink_one_way_bytes_per_s: 225e9,
         };
         ExpertCost::new(&g, &preset("deepseek-v3").unwrap(), ep, &p, net, 1979e12).unwrap()
+    }
+
+    /// Expert parallelism without DeepEP under TP attention runs no all-to-all: sglang's
+    /// `DeepseekV2MoE.forward_normal` combines the ranks' experts with the block's TP
+    /// all-reduce, which the step's body keeps. With DeepEP, or with DP attention (the tokens
+    /// gathered across DP ranks), the expert model carries the communication and the body
+    /// drops the block's all-reduce.
+    #[test]
+    fn ep_without_deepep_under_tp_attention_combines_by_the_all_reduce() {
+        let g = gpu_preset("b200").unwrap();
+        let model = preset("deepseek-v3").unwrap();
+        let net = A2aNetwork {
+            gpus_per_node: 8,
+            nic_bytes_per_s_per_gpu: 50e9,
+            nvlink_one_way_bytes_per_s: 900e9,
+        };
+        let tp_ep = Parallel {
+            ep_size: 8,
+            ..Parallel::default()
+        };
+        let deepep = Parallel {
+            moe_a2a_backend: A2aBackend::Deepep,
+            ..tp_ep.clone()
+        };
+        let dp = Parallel {
+            dp_size: 8,
+            enable_dp_attention: true,
+            ..tp_ep.clone()
+        };
+        let cost = |p: &Parallel| ExpertCost::new(&g, &model, 8, p, net.clone(), 4500e12).unwrap();
+        let plain = cost(&tp_ep);
+        assert!(plain.combines_by_allreduce());
+        assert!(!cost(&deepep).combines_by_allreduce());
+        assert!(!cost(&dp).combines_by_allreduce());
+        for tokens in [1.0, 32.0, 4096.0] {
+            let t = plain.time(tokens, tokens > 100.0, 0.7, 0.7);
+            assert_eq!(
+                (t.comm_s, t.rdma_bytes_per_gpu),
+                (0.0, 0.0),
+                "{tokens} tokens"
+            );
+            assert!(t.compute_s > 0.0 && t.total_s == t.compute_s);
+            assert!(cost(&deepep).time(tokens, false, 0.7, 0.7).comm_s > 0.0);
+        }
+        // The step: the TP all-reduce of every MoE layer stays in the body (61 attention + 58
+        // MoE blocks + 3 dense MLPs' all-reduces), where DeepEP's step drops the MoE ones.
+        let params = crate::spec::calibration::SGLANG_2025;
+        let step = |p: &Parallel| {
+            crate::compute::StepModel::with_parallel(
+                &g,
+                &model,
+                8,
+                2,
+                params.clone(),
+                None,
+                Some(cost(p)),
+            )
+        };
+        let (kept, dropped) = (step(&tp_ep), step(&deepep));
+        assert!(kept.decode_ns(1, 1000) > 0 && dropped.decode_ns(1, 1000) > 0);
+        assert_eq!(kept.allreduce_count() - dropped.allreduce_count(), 58.0);
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod calibrate_sample;
 mod colocated_rows;
 mod h20_pd_ttft;
 mod lint_vs_sim;
+mod moe_fp4_b200;
 mod moe_gb200;
 mod moe_k2_r1;
 mod moe_lmsys;

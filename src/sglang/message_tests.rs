@@ -12,6 +12,7 @@ use crate::sglang::heartbeat::lost_prefill;
 use crate::sglang::transfer::{
     DecodeEndpoint, failed_to_send, session_not_alive, timed_out, transfer_thread_failed,
 };
+use crate::spec::TransferBackend;
 use crate::vocab::ErrorKind;
 use crate::vocab::ids::InstanceId;
 
@@ -263,6 +264,26 @@ fn conn_cases() -> Vec<Case> {
             "staging_oversized",
             crate::sglang::staging::oversized(5_946_051_343_055_743_272),
             vec![("kv_chunk.room", "5946051343055743272")],
+        ),
+        (
+            "nixl_err",
+            TransferBackend::Nixl.write_failed_text(42, || unreachable!()),
+            vec![("room", "42")],
+        ),
+        (
+            "mori_bootstrap_timeout",
+            TransferBackend::Mori.bootstrap_timeout_text(7, 29.96),
+            vec![("self.bootstrap_room", "7"), ("elapsed:.1f", "30.0")],
+        ),
+        (
+            "mori_submission",
+            TransferBackend::Mori.raised_text("boom"),
+            vec![("e", "boom")],
+        ),
+        (
+            "mori_failed",
+            TransferBackend::Mori.write_failed_text(42, || unreachable!()),
+            vec![("status.Message()", "write failed")],
         ),
         ("index_error", checks::index_error().message, vec![]),
         (

@@ -168,7 +168,7 @@ impl TransferBackend {
     }
 
     /// The threads that post one head-sliced target's descriptors, or `None` for Mooncake's
-    /// executor ([`crate::sglang::transfer::SLICE_EXECUTOR_THREADS`]). NIXL builds the
+    /// executor (`sglang::transfer::SLICE_EXECUTOR_THREADS`). NIXL builds the
     /// target's whole list and posts it as **one** transfer from the worker thread
     /// (`send_kvcache_slice` → `initialize_xfer` → `transfer`): 1 [INFERRED: that NIXL's UCX
     /// backend does not spread one request's descriptors over its threads]. MORI submits one
@@ -213,7 +213,7 @@ impl TransferBackend {
 
     /// sglang's text for a room whose write failed on the wire (a fabric path down, the
     /// transport's timeout, a write out of bounds), `mooncake` the Mooncake text
-    /// ([`crate::sglang::transfer::failed_to_send`]). NIXL: the worker raises
+    /// (`sglang::transfer::failed_to_send`). NIXL: the worker raises
     /// `RuntimeError(f"NIXL transfer encountered ERR room={room}")` when a handle's state is
     /// `ERR` and records it as the room's failure. MORI: `_collect_failure_reason`,
     /// `f"KV transfer failed: {status.Message()}"`, the status message MORI's engine gives

@@ -773,6 +773,31 @@ mod tests {
         }
     }
 
+    /// `--disaggregation-transfer-backend`: the four backends pdsim runs read quietly; the
+    /// others (and a typo) are warned (docs/sglang-pd.md §26.3).
+    #[test]
+    fn only_backends_pdsim_does_not_run_are_warned() {
+        for (b, warned) in [
+            ("mooncake", false),
+            ("mooncake_tcp", false),
+            ("nixl", false),
+            ("mori", false),
+            ("ascend", true),
+            ("fake", true),
+            ("nixl2", true),
+        ] {
+            let l = parse_line(
+                &format!(
+                    "x --model-path llama-3.1-8b --disaggregation-mode prefill --disaggregation-transfer-backend {b}"
+                ),
+                "prefill",
+            )
+            .unwrap();
+            assert_eq!(l.transfer_backend, b);
+            assert_eq!(!l.warnings.is_empty(), warned, "{b}: {:?}", l.warnings);
+        }
+    }
+
     #[test]
     fn quantization_is_read_into_the_server_args() {
         let line = |side: &str, q: &str| {

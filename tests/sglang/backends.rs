@@ -50,6 +50,9 @@ fn a_nixl_request_posts_sglangs_descriptors_and_does_not_wait_for_the_aux_call()
     assert_eq!(s_n.requests.arrived, s_m.requests.arrived);
     assert_eq!(s_n.requests.completed, s_n.requests.arrived);
     assert!(s_n.requests.completed >= 40);
+    // summary.json names the backend only when it is not Mooncake.
+    assert_eq!(s_n.transfer.backend.as_deref(), Some("nixl"));
+    assert_eq!(s_m.transfer.backend, None);
     let regions = 2 * 32;
     let runs = 1;
     let aux_buffers = 10;

@@ -23,8 +23,12 @@ fn templates() -> BTreeMap<String, String> {
     let start = DOC
         .find("## 12. Every message pdsim attributes to sglang")
         .expect("§12 exists");
+    // §12 only: its table ends where §13 begins (later tables have backticked cells too).
+    let end = DOC[start..]
+        .find("\n## 13.")
+        .map_or(DOC.len(), |e| start + e);
     let mut out = BTreeMap::new();
-    for line in DOC[start..].lines() {
+    for line in DOC[start..end].lines() {
         let cells: Vec<&str> = line.split(" | ").collect();
         if cells.len() < 3 || !cells[1].starts_with('`') {
             continue;

@@ -1626,7 +1626,7 @@ mod tests {
         env.q.pop();
         t.enqueue(PrefillId(0), job, &mut env.cx());
         let lanes: Vec<ShardId> = (0..2)
-            .map(|rank| t.prefills[PrefillId(0)].chunk_lane(DecodeId(0), 1, rank))
+            .map(|rank| t.prefills[PrefillId(0)].chunk_lane(DecodeId(0), (1, 0), rank))
             .collect();
         assert_eq!(env.fx.len(), 2, "{:?}", env.fx);
         for (rank, (e, &lane)) in env.fx.iter().zip(&lanes).enumerate() {
@@ -1801,7 +1801,7 @@ mod tests {
         t.decode_down(DecodeId(0), 1);
         let (r, job) = computed(&mut env.reqs, 0);
         t.enqueue(PrefillId(0), job, &mut env.cx());
-        let lane = t.prefills[PrefillId(0)].chunk_lane(DecodeId(0), 1, 0);
+        let lane = t.prefills[PrefillId(0)].chunk_lane(DecodeId(0), (1, 0), 0);
         assert_eq!(
             env.fx,
             [

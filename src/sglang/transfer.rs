@@ -488,6 +488,7 @@ struct Batch {
 /// synchronous Mooncake batch of its own, so each pays a batch's floor. Paid before the KV
 /// batch, as one lead: the request's time is the same, and the tiny aux/state bytes ride with
 /// the KV flows.
+///
 /// NIXL and MORI post the aux and state writes with the KV and wait for all together
 /// (`TransferBackend::aux_after_kv` false): their last chunk pays no extra floor.
 #[inline]

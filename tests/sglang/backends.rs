@@ -190,6 +190,38 @@ fn nixl_fails_the_rooms_that_met_the_fault_and_blacklists_nothing() {
     );
 }
 
+/// gpt-oss-120b (SWA hybrid) from a TP-1 prefill into a TP-4 decode: `maybe_send_extra` raises
+/// "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet."
+/// — the same f-string in Mooncake's manager and NIXL's (`NixlKVManager.maybe_send_extra`). On
+/// Mooncake it escapes `transfer_worker` and kills the queue's thread: one raise, and all 24
+/// requests wait for the 70-s waiting timeout. NIXL's worker catches it: each of the 24 rooms
+/// fails at once with that text, and none waits.
+#[test]
+fn on_nixl_a_raise_fails_its_room_and_the_worker_lives() {
+    const GPT: &str = "scenarios/pd/gpt-oss-hetero-tp.toml";
+    let (moon, _) = run_rows(GPT, &["sglang.transfer_backend=mooncake"], "gpt-moon");
+    let (nixl, rows) = run_rows(GPT, &["sglang.transfer_backend=nixl"], "gpt-nixl");
+    let text = "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet.";
+    let kinds = |s: &pdsim::report::Summary| -> Vec<(String, u64)> {
+        s.errors.iter().map(|e| (e.kind.clone(), e.count)).collect()
+    };
+    assert_eq!(
+        kinds(&moon),
+        [
+            ("hetero_tp_unsupported".to_string(), 1),
+            ("waiting_timeout".to_string(), 24)
+        ]
+    );
+    assert_eq!(kinds(&nixl), [("hetero_tp_unsupported".to_string(), 24)]);
+    assert_eq!(nixl.errors[0].message, text);
+    for r in &rows {
+        assert!(
+            ns(r, "finish_ns") - ns(r, "arrival_ns") < 70_000_000_000,
+            "{r:?}"
+        );
+    }
+}
+
 /// The head-sliced p2d4 pair (`hetero-tp-sliced.toml`, 524,288 descriptors a request): NIXL
 /// posts a target's whole list as one transfer from its worker thread, Mooncake spreads a
 /// target's per-layer batches over 2 executor threads, MORI's engine over its 4 workers

@@ -182,6 +182,7 @@ fn transfer_workers(
     if let Some(every) = sc.sglang.failed_session_probe_ns {
         workers.set_failed_session_probe(every);
     }
+    workers.set_backend(sc.sglang.transfer_backend);
     workers
 }
 

@@ -747,6 +747,17 @@ pub struct SglangParams {
     pub queue_size: u32,
 }
 
+impl SglangParams {
+    /// The prefill sender's `Bootstrapping` clock, ns, or `None` where the backend's sender has
+    /// none in this version (NIXL before sglang PR #34692:
+    /// [`crate::spec::TransferBackend::has_sender_bootstrap_timeout`]).
+    pub fn sender_timeout_ns(&self) -> Option<Nanos> {
+        self.transfer_backend
+            .has_sender_bootstrap_timeout(self.version)
+            .then_some(self.bootstrap_timeout_ns)
+    }
+}
+
 /// Latency targets (`[slo]`): per-request thresholds for attainment, percentile targets, and
 /// the least attainment a run must reach to meet them. Each target's population is stated
 /// where it is evaluated (`metrics::slo`).

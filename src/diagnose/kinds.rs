@@ -46,6 +46,38 @@ pub fn info(kind: ErrorKind) -> KindInfo {
     }
 }
 
+/// What a run on `--disaggregation-transfer-backend` `backend` does differently for `kind`
+/// from the Mooncake facts of [`info`] (`docs/sglang-pd.md` §26.3), or `None` where it does the
+/// same (every kind on `mooncake` / `mooncake_tcp`).
+pub fn backend_note(backend: crate::spec::TransferBackend, kind: ErrorKind) -> Option<String> {
+    use crate::spec::TransferBackend as B;
+    use ErrorKind as K;
+    let b = backend.as_str();
+    match (backend, kind) {
+        (B::Mooncake | B::MooncakeTcp, _) => None,
+        (B::Nixl, K::TransferFailed | K::TransferTimeout) => Some(format!(
+            "On {b}: NixlKVManager.transfer_worker polls the chunk's transfer handles (check_xfer_state) and raises \"NIXL transfer encountered ERR room=…\" when one is ERR; it records that as the room's failure and goes on. No session is blacklisted: the next room to the same decode tries again."
+        )),
+        (B::Mori, K::TransferFailed | K::TransferTimeout) => Some(format!(
+            "On {b}: MoriKVSender.poll finds a failed batch_write status and fails the room with \"KV transfer failed: …\", then tells decode over ZMQ (notify_decode_status). No session is blacklisted: the next room to the same decode tries again."
+        )),
+        (B::Nixl, K::BootstrapTimeout) => Some(format!(
+            "On {b}: NixlKVSender.poll calls _check_bootstrap_timeout only since sglang PR #34692 (in pdsim's 2026-09 versions); before it a room whose decode metadata never came stayed Bootstrapping for ever."
+        )),
+        (B::Mori, K::BootstrapTimeout) => Some(format!(
+            "On {b}: MoriKVSender.poll checks its own deadline (SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT) with its own text, \"… waiting for decode handshake\"."
+        )),
+        (B::Nixl | B::Mori, k)
+            if info(k).effect.contains("worker") || info(k).effect.contains("thread") =>
+        {
+            Some(format!(
+                "On {b}: the raise does not kill a transfer thread — NIXL's transfer_worker catches every exception (MORI's add_transfer_request: \"Transfer submission failed: …\") and fails the room only."
+            ))
+        }
+        _ => None,
+    }
+}
+
 /// A row of the table below, positionally (the fields in [`KindInfo`]'s order).
 const fn row(
     raised_in: &'static str,

@@ -49,6 +49,10 @@ pub use super::slo::{SloSummary, SloTarget};
 /// Transfer totals.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct TransferSummary {
+    /// `--disaggregation-transfer-backend` when it is not `mooncake` (left out then, so runs
+    /// that do not set it keep their bytes; docs/sglang-pd.md §26.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
     /// KV and state bytes moved.
     pub bytes: u64,
     /// RDMA writes posted.
@@ -823,6 +827,8 @@ impl Summary {
             },
             slo: super::slo::evaluate(c, &sc.slo, span),
             transfer: TransferSummary {
+                backend: (!sc.sglang.transfer_backend.is_mooncake())
+                    .then(|| sc.sglang.transfer_backend.as_str().to_string()),
                 bytes: c.kv_bytes,
                 writes: c.rdma_writes,
                 bandwidth_gbps: c.bandwidth.summary(1e-3),

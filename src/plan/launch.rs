@@ -1154,6 +1154,16 @@ pub(crate) mod tests {
         assert!(plain.contains("--disaggregation-transfer-backend mooncake "));
     }
 
+    /// `transfer_backend = "nixl"` (docs/sglang-pd.md §26.3): both lines name it.
+    #[test]
+    fn launch_lines_name_the_nixl_backend() {
+        let text = launch_text(&load("scenarios/transfer/backend-nixl.toml"));
+        let (p, d) = pd_lines(&text);
+        for l in [p, d] {
+            assert!(l.contains("--disaggregation-transfer-backend nixl "), "{l}");
+        }
+    }
+
     #[test]
     fn instances_sharing_a_node_get_their_own_gpus_and_ports() {
         // Four TP1 prefills on GPUs 0-3 and four TP1 decodes on GPUs 4-7 of node 0.

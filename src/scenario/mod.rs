@@ -628,6 +628,18 @@ fn validate(
     if let Some(tcp) = sglang.tcp_bytes_per_ns {
         fabric.model.engine_bytes_per_ns = fabric.model.engine_bytes_per_ns.min(tcp);
     }
+    // EFA is Mooncake's transport (`MOONCAKE_PROTOCOL=efa`); NIXL and MORI pick theirs otherwise.
+    if fabric.transport == crate::fabric::Transport::Efa
+        && !sglang.transfer_backend.mooncake_manager()
+    {
+        return Err(c.err(
+            "fabric.transport",
+            format!(
+                "\"efa\" is Mooncake's EFA transport (MOONCAKE_PROTOCOL=efa); transfer_backend = {:?} does not use it: leave fabric.transport at \"rdma\", or use transfer_backend = \"mooncake\"",
+                sglang.transfer_backend.as_str()
+            ),
+        ));
+    }
     let mut faults = Vec::new();
     for (i, f) in file.faults.iter().enumerate() {
         faults.push(fault(&c, i, f, &pools, &fabric)?);

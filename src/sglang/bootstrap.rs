@@ -86,8 +86,12 @@ pub enum Handoff {
 /// clocks, `Req::prefill_ready_ns`).
 #[derive(Clone, Copy, Debug)]
 pub struct Handshake {
-    /// `SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT`, ns: the sender's clock.
-    bootstrap_timeout_ns: Nanos,
+    /// `SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT`, ns: the sender's clock; `None` where the
+    /// backend's sender has none (NIXL before sglang PR #34692: a room whose decode metadata
+    /// never comes stays `Bootstrapping`).
+    bootstrap_timeout_ns: Option<Nanos>,
+    /// `--disaggregation-transfer-backend`: whose text a sender's timeout has.
+    backend: crate::spec::TransferBackend,
     /// `SGLANG_DISAGGREGATION_WAITING_TIMEOUT`, ns: the receiver's clock.
     waiting_timeout_ns: Nanos,
     /// One control message from decode to prefill (the page ids), ns.
@@ -101,7 +105,8 @@ impl Handshake {
     /// The handshake of `sc`'s servers.
     pub fn new(sc: &Scenario) -> Self {
         Self {
-            bootstrap_timeout_ns: sc.sglang.bootstrap_timeout_ns,
+            bootstrap_timeout_ns: sc.sglang.sender_timeout_ns(),
+            backend: sc.sglang.transfer_backend,
             waiting_timeout_ns: sc.sglang.waiting_timeout_ns,
             control_latency_ns: sc.fabric.control_latency_ns,
             handshake_ns: crate::engine::ns_from_secs_ceil(sc.compute.bootstrap_handshake_s),
@@ -109,11 +114,14 @@ impl Handshake {
     }
 
     /// The router sent `r` to its prefill and decode: the prefill's sender is
-    /// `Bootstrapping`, its clock running (`CommonKVSender._check_bootstrap_timeout`).
+    /// `Bootstrapping`, its clock running (`CommonKVSender._check_bootstrap_timeout`), if the
+    /// backend's sender has one.
     #[inline]
     pub fn routed(&self, r: ReqRef, cx: &mut Ctx<'_>) {
         let req = cx.reqs.get_mut(r).expect("just routed");
-        PollTimeout::Bootstrap.arm(cx.q, req, r, self.bootstrap_timeout_ns);
+        if let Some(t) = self.bootstrap_timeout_ns {
+            PollTimeout::Bootstrap.arm(cx.q, req, r, t);
+        }
     }
 
     /// Both servers' tokenizer managers have `r` (sgl-router sends the request to both):
@@ -242,12 +250,21 @@ impl Handshake {
     /// request fails with sglang's text (`PollTimeout::fired`).
     pub fn timed_out(&self, r: ReqRef, clock: PollTimeout, cx: &mut Ctx<'_>) -> Handoff {
         let timeout = match clock {
-            PollTimeout::Bootstrap => self.bootstrap_timeout_ns,
+            PollTimeout::Bootstrap => self
+                .bootstrap_timeout_ns
+                .expect("a sender clock fired that was never armed"),
             PollTimeout::Waiting => self.waiting_timeout_ns,
         };
+        let mut failure = clock.fired(r, timeout, cx);
+        // MORI's sender checks its own deadline, with its own text (`MoriKVSender.poll`).
+        if clock == PollTimeout::Bootstrap && self.backend == crate::spec::TransferBackend::Mori {
+            let room = super::transfer::bootstrap_room(cx.seed, r.id);
+            let elapsed_s = timeout as f64 / crate::engine::NS_PER_S as f64;
+            failure.message = self.backend.bootstrap_timeout_text(room, elapsed_s);
+        }
         Handoff::TimedOut {
             req: r,
-            failure: clock.fired(r, timeout, cx),
+            failure,
             sender: clock == PollTimeout::Bootstrap,
         }
     }
@@ -262,7 +279,8 @@ mod tests {
     /// Timeouts of 30 s and 300 s, a 5 ns control message and a 2 ns handshake.
     fn handshake() -> Handshake {
         Handshake {
-            bootstrap_timeout_ns: 30_000_000_000,
+            bootstrap_timeout_ns: Some(30_000_000_000),
+            backend: crate::spec::TransferBackend::Mooncake,
             waiting_timeout_ns: 300_000_000_000,
             control_latency_ns: 5,
             handshake_ns: 2,

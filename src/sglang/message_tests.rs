@@ -12,6 +12,7 @@ use crate::sglang::heartbeat::lost_prefill;
 use crate::sglang::transfer::{
     DecodeEndpoint, failed_to_send, session_not_alive, timed_out, transfer_thread_failed,
 };
+use crate::spec::TransferBackend;
 use crate::vocab::ErrorKind;
 use crate::vocab::ids::InstanceId;
 
@@ -22,8 +23,12 @@ fn templates() -> BTreeMap<String, String> {
     let start = DOC
         .find("## 12. Every message pdsim attributes to sglang")
         .expect("§12 exists");
+    // §12 only: its table ends where §13 begins (later tables have backticked cells too).
+    let end = DOC[start..]
+        .find("\n## 13.")
+        .map_or(DOC.len(), |e| start + e);
     let mut out = BTreeMap::new();
-    for line in DOC[start..].lines() {
+    for line in DOC[start..end].lines() {
         let cells: Vec<&str> = line.split(" | ").collect();
         if cells.len() < 3 || !cells[1].starts_with('`') {
             continue;
@@ -263,6 +268,26 @@ fn conn_cases() -> Vec<Case> {
             "staging_oversized",
             crate::sglang::staging::oversized(5_946_051_343_055_743_272),
             vec![("kv_chunk.room", "5946051343055743272")],
+        ),
+        (
+            "nixl_err",
+            TransferBackend::Nixl.write_failed_text(42, || unreachable!()),
+            vec![("room", "42")],
+        ),
+        (
+            "mori_bootstrap_timeout",
+            TransferBackend::Mori.bootstrap_timeout_text(7, 29.96),
+            vec![("self.bootstrap_room", "7"), ("elapsed:.1f", "30.0")],
+        ),
+        (
+            "mori_submission",
+            TransferBackend::Mori.raised_text("boom"),
+            vec![("e", "boom")],
+        ),
+        (
+            "mori_failed",
+            TransferBackend::Mori.write_failed_text(42, || unreachable!()),
+            vec![("status.Message()", "write failed")],
         ),
         ("index_error", checks::index_error().message, vec![]),
         (

@@ -32,6 +32,7 @@ use crate::layout::{
     self, ChunkRequest, DecodeMemory, ErrorTiming, PairPlan, PdError, RankFlow, RequestId, Write,
 };
 use crate::metrics::{Histogram, WorkerDeath};
+use crate::spec::TransferBackend;
 use crate::vocab::event::{Event, lane};
 use crate::vocab::ids::{DecodeId, IdVec, InstanceId, PrefillId, ShardId};
 use crate::vocab::requests::{ChunkJob, KvPoll, Req, ReqRef, Requests};
@@ -267,6 +268,10 @@ struct TransferQueues {
     plans: IdVec<DecodeId, Arc<PairPlan>>,
     /// False between the prefill's crash and its restart: its workers died with it.
     up: bool,
+    /// `--disaggregation-transfer-backend`: where its manager differs from Mooncake's
+    /// (`spec::TransferBackend`: the aux call, the blacklist, a raise, the slice's posting,
+    /// the queue a room's chunks take).
+    backend: TransferBackend,
 }
 
 /// One prefill rank's blacklisted decode sessions, each with when it failed (`None`: its
@@ -483,10 +488,17 @@ struct Batch {
 /// synchronous Mooncake batch of its own, so each pays a batch's floor. Paid before the KV
 /// batch, as one lead: the request's time is the same, and the tiny aux/state bytes ride with
 /// the KV flows.
+///
+/// NIXL and MORI post the aux and state writes with the KV and wait for all together
+/// (`TransferBackend::aux_after_kv` false): their last chunk pays no extra floor.
 #[inline]
-fn send_lead(p: &FabricParams, has_state: bool, last: bool) -> Nanos {
+fn send_lead(p: &FabricParams, has_state: bool, last: bool, aux_after_kv: bool) -> Nanos {
     let floor = p.base_latency_ns + p.batch_overhead_ns;
-    let calls = if last { 1 + u64::from(has_state) } else { 0 };
+    let calls = if last && aux_after_kv {
+        1 + u64::from(has_state)
+    } else {
+        0
+    };
     SEND_OVERHEAD_NS + calls * floor
 }
 
@@ -617,6 +629,13 @@ impl TransferWorkers {
         }
     }
 
+    /// Runs every prefill's workers as `backend`'s manager does (the default is Mooncake's).
+    pub fn set_backend(&mut self, backend: TransferBackend) {
+        for t in self.prefills.iter_mut() {
+            t.backend = backend;
+        }
+    }
+
     /// Turns on `SGLANG_ENABLE_FAILED_SESSION_PROBE` on every prefill rank, a pass every
     /// `interval_ns` ([`probed_back`]).
     pub fn set_failed_session_probe(&mut self, interval_ns: Nanos) {
@@ -638,21 +657,23 @@ impl TransferWorkers {
         let t = &mut self.prefills[p];
         let decode = self.endpoints[job.decode].instance.0;
         let ranks = t.plans[job.decode].prefill_layouts().len() as u32;
+        let mut room = 0;
         if let Some(req) = cx.reqs.get_mut(job.req) {
             // The prefill's `step_done` counted the chunk once; every further rank adds one.
             req.chunks_in_flight += ranks - 1;
+            room = req.row.bootstrap_room;
         }
         // Every rank's lane gets the chunk before any worker moves (the lane is recomputed,
         // cheaply, rather than kept in a list allocated per chunk).
         for rank in 0..ranks {
-            let l = t.chunk_lane(job.decode, decode, rank);
+            let l = t.chunk_lane(job.decode, (decode, room), rank);
             t.push(l, job);
         }
         // A worker that failed a room stopped until the failure is applied: the ranks after it
         // go on after that too, in order.
         let mut at_once = true;
         for rank in 0..ranks {
-            let l = self.prefills[p].chunk_lane(job.decode, decode, rank);
+            let l = self.prefills[p].chunk_lane(job.decode, (decode, room), rank);
             if at_once {
                 at_once = self.kick(p, l, cx);
             } else {
@@ -742,12 +763,16 @@ impl TransferWorkers {
                 if let Some((d, room)) = cx.reqs.get(r).map(|q| (q.decode, q.row.bootstrap_room)) {
                     let ep = &self.endpoints[d];
                     let drank = ep.gpus.iter().position(|&g| g == end.dst).unwrap_or(0) as u32;
-                    t.blacklists[rank as usize].insert((d, drank), Some(cx.q.now()));
+                    if t.backend.blacklists_sessions() {
+                        t.blacklists[rank as usize].insert((d, drank), Some(cx.q.now()));
+                    }
                     let kind = match reason {
                         FailReason::Timeout => ErrorKind::TransferTimeout,
                         _ => ErrorKind::TransferFailed,
                     };
-                    let message = failed_to_send(room, ep, drank);
+                    let message = t
+                        .backend
+                        .write_failed_text(room, || failed_to_send(room, ep, drank));
                     cx.fx.push(Effect::Fail {
                         req: r,
                         kind,
@@ -806,8 +831,13 @@ impl TransferWorkers {
         let ep = &self.endpoints[d];
         if let Some(e) = land(cx.memories, ep, (req, plan, &job), writes, whole) {
             let drank = plan.target(target).decode_rank;
-            t.blacklists[rank as usize].insert((d, drank), Some(cx.q.now()));
-            let message = failed_to_send(req.row.bootstrap_room, ep, drank);
+            if t.backend.blacklists_sessions() {
+                t.blacklists[rank as usize].insert((d, drank), Some(cx.q.now()));
+            }
+            let room = req.row.bootstrap_room;
+            let message = t
+                .backend
+                .write_failed_text(room, || failed_to_send(room, ep, drank));
             t.shards[lane].active = None;
             cx.fx.push(Effect::Fail {
                 req: job.req,
@@ -821,6 +851,16 @@ impl TransferWorkers {
             staged_landed(&mut self.staging, at, (d, target), &job, cx.q.now());
         }
         if let Some(e) = after_kv {
+            if !t.backend.raise_kills_worker() {
+                // The KV went; then the state check raised: NIXL's worker fails the room only.
+                t.shards[lane].active = None;
+                cx.fx.push(Effect::Fail {
+                    req: job.req,
+                    kind: e.kind,
+                    message: t.backend.raised_text(&e.message),
+                });
+                return self.go_on(p, lane, false, cx);
+            }
             // The KV went; then the state check raised and the worker died.
             let sh = &mut t.shards[lane];
             sh.dead = true;
@@ -991,6 +1031,7 @@ impl TransferQueues {
             shards,
             blacklists: vec![BTreeMap::new(); p.ranks as usize],
             probe_ns: None,
+            backend: TransferBackend::default(),
             flows: Vec::new(),
             gpus: p.gpus,
             plans: p.plans,
@@ -1009,7 +1050,13 @@ impl TransferQueues {
     }
 
     /// The lane of rank `rank` that a chunk to decode `d` (global instance `decode`) goes on.
-    fn chunk_lane(&self, d: DecodeId, decode: u32, rank: u32) -> ShardId {
+    fn chunk_lane(&self, d: DecodeId, (decode, room): (u32, u64), rank: u32) -> ShardId {
+        // NIXL shards a room by its number (`add_transfer_request`: `bootstrap_room %
+        // len(self.transfer_queues)`); MORI has no queues (its scheduler submits) and is given
+        // the same [simplified].
+        if self.backend.queues_by_room() {
+            return self.lane(rank, (room % u64::from(self.queue_size.max(1))) as u32);
+        }
         self.lane(
             rank,
             rank_queue(&self.plans[d], decode, rank, self.queue_size),
@@ -1113,8 +1160,10 @@ impl TransferQueues {
             gpus,
             plans,
             probe_ns,
+            backend,
             ..
         } = self;
+        let backend = *backend;
         let sh = &mut shards[lane];
         let a = sh.active.as_mut().expect("an active chunk");
         let job = a.job;
@@ -1158,7 +1207,8 @@ impl TransferQueues {
         let writes = oracle_writes(dst, plan, &creq, i, error.as_ref());
         let after_kv = match error {
             Some((e, ErrorTiming::BeforeAnyWrite)) => {
-                return refuse(sh, blacklist, (d, decode_rank, cx.q.now()), job.req, e);
+                let at = (d, decode_rank, cx.q.now());
+                return refuse(sh, (blacklist, backend), at, job.req, e);
             }
             Some((e, ErrorTiming::AfterKv)) => Some(e),
             None => None,
@@ -1174,6 +1224,14 @@ impl TransferQueues {
                 Staged::Wait => return defer(sh, (me, lane), first_batch, cx),
                 Staged::Died(e) => {
                     sh.active = None;
+                    // NIXL's worker catches the raise and fails the room only.
+                    if !backend.raise_kills_worker() {
+                        return Step::Fail {
+                            req: job.req,
+                            kind: e.kind,
+                            message: backend.raised_text(&e.message),
+                        };
+                    }
                     sh.dead = true;
                     return Step::WorkerDied(e);
                 }
@@ -1181,12 +1239,20 @@ impl TransferQueues {
         }
         let batch = Batch {
             now: cx.q.now(),
-            lead: send_lead(cx.fabric.params(), plan.has_state(), job.last) + digest_ns,
+            lead: send_lead(
+                cx.fabric.params(),
+                plan.has_state(),
+                job.last,
+                backend.aux_after_kv(),
+            ) + digest_ns,
             // On the head-sliced path the target's per-layer batches run on the queue's
-            // executor threads: that many flows, each with its share of the bytes and writes.
+            // executor threads (NIXL: one transfer from the worker; MORI: its engine's
+            // workers): that many flows, each with its share of the bytes and writes.
             split: if plan.send_path() == crate::layout::SendPath::Slice && plan.staging().is_none()
             {
-                SLICE_EXECUTOR_THREADS
+                backend
+                    .slice_posting_threads()
+                    .unwrap_or(SLICE_EXECUTOR_THREADS)
             } else {
                 1
             },
@@ -1372,19 +1438,27 @@ fn admit_staged(
 /// room (§2.6).
 fn refuse(
     sh: &mut Shard,
-    blacklist: &mut Blacklist,
+    (blacklist, backend): (&mut Blacklist, TransferBackend),
     (d, rank, now): (DecodeId, u32, Nanos),
     req: ReqRef,
     e: PdError,
 ) -> Step {
     sh.active = None;
     match e.effect {
-        layout::Effect::WorkerDies => {
+        layout::Effect::WorkerDies if backend.raise_kills_worker() => {
             sh.dead = true;
             Step::WorkerDied(e)
         }
+        // NIXL's worker (MORI's submission) catches the raise and fails the room only.
+        layout::Effect::WorkerDies => Step::Fail {
+            req,
+            kind: e.kind,
+            message: backend.raised_text(&e.message),
+        },
         layout::Effect::ReturnCodeFailure | layout::Effect::RaisedOnDecode => {
-            blacklist.insert((d, rank), Some(now));
+            if backend.blacklists_sessions() {
+                blacklist.insert((d, rank), Some(now));
+            }
             Step::Fail {
                 req,
                 kind: e.kind,
@@ -1553,7 +1627,7 @@ mod tests {
         env.q.pop();
         t.enqueue(PrefillId(0), job, &mut env.cx());
         let lanes: Vec<ShardId> = (0..2)
-            .map(|rank| t.prefills[PrefillId(0)].chunk_lane(DecodeId(0), 1, rank))
+            .map(|rank| t.prefills[PrefillId(0)].chunk_lane(DecodeId(0), (1, 0), rank))
             .collect();
         assert_eq!(env.fx.len(), 2, "{:?}", env.fx);
         for (rank, (e, &lane)) in env.fx.iter().zip(&lanes).enumerate() {
@@ -1728,7 +1802,7 @@ mod tests {
         t.decode_down(DecodeId(0), 1);
         let (r, job) = computed(&mut env.reqs, 0);
         t.enqueue(PrefillId(0), job, &mut env.cx());
-        let lane = t.prefills[PrefillId(0)].chunk_lane(DecodeId(0), 1, 0);
+        let lane = t.prefills[PrefillId(0)].chunk_lane(DecodeId(0), (1, 0), 0);
         assert_eq!(
             env.fx,
             [
@@ -1818,7 +1892,7 @@ mod tests {
         t.enqueue(p, job, &mut env.cx());
         assert_eq!(env.fabric.live_flows(), 0, "its workers are down");
         t.restart(p);
-        let lane = t.prefills[p].chunk_lane(DecodeId(0), 1, 0);
+        let lane = t.prefills[p].chunk_lane(DecodeId(0), (1, 0), 0);
         assert!(t.kick(p, lane, &mut env.cx()));
         assert_eq!(env.fabric.live_flows(), 1);
     }

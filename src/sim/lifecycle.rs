@@ -186,7 +186,7 @@ impl World<'_> {
                 if self.decodes[d].landed((r, req), now) {
                     self.end(r, Outcome::Completed, None);
                 } else if !self.decodes[d].core.busy {
-                    let timeout = self.sc.sglang.bootstrap_timeout_ns;
+                    let timeout = self.sc.sglang.sender_timeout_ns();
                     effects!(
                         self,
                         self.decodes[d].start_step(d, timeout, &mut ctx!(self))
@@ -303,7 +303,7 @@ impl World<'_> {
         }
         self.scratch.refs = finished;
         self.try_prealloc(d);
-        let timeout = self.sc.sglang.bootstrap_timeout_ns;
+        let timeout = self.sc.sglang.sender_timeout_ns();
         effects!(
             self,
             self.decodes[d].start_step(d, timeout, &mut ctx!(self))

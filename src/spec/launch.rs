@@ -469,9 +469,14 @@ impl Parsed {
             "--disable-radix-cache" => args.radix_cache = None,
             "--disaggregation-transfer-backend" => {
                 self.decode_radix.1 = v.to_string();
-                if v != "mooncake" && v != "mooncake_tcp" {
+                // Layouts and hazards do not depend on the backend; pdsim runs four of them
+                // (`spec::TransferBackend::not_modelled`) and warns for the rest.
+                let run = v
+                    .parse::<crate::spec::TransferBackend>()
+                    .is_ok_and(|b| b.not_modelled().is_none());
+                if !run {
                     self.warnings.push(format!(
-                        "--disaggregation-transfer-backend {v}: pdsim models the mooncake backend; the prediction is mooncake's"
+                        "--disaggregation-transfer-backend {v}: pdsim runs mooncake, mooncake_tcp, nixl and mori; the prediction is mooncake's"
                     ));
                 }
             }
@@ -765,6 +770,31 @@ mod tests {
             )
             .unwrap();
             assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        }
+    }
+
+    /// `--disaggregation-transfer-backend`: the four backends pdsim runs read quietly; the
+    /// others (and a typo) are warned (docs/sglang-pd.md §26.3).
+    #[test]
+    fn only_backends_pdsim_does_not_run_are_warned() {
+        for (b, warned) in [
+            ("mooncake", false),
+            ("mooncake_tcp", false),
+            ("nixl", false),
+            ("mori", false),
+            ("ascend", true),
+            ("fake", true),
+            ("nixl2", true),
+        ] {
+            let l = parse_line(
+                &format!(
+                    "x --model-path llama-3.1-8b --disaggregation-mode prefill --disaggregation-transfer-backend {b}"
+                ),
+                "prefill",
+            )
+            .unwrap();
+            assert_eq!(l.transfer_backend, b);
+            assert_eq!(!l.warnings.is_empty(), warned, "{b}: {:?}", l.warnings);
         }
     }
 

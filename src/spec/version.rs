@@ -92,6 +92,18 @@ impl SglangVersion {
         self != Self::Seed
     }
 
+    /// Whether NIXL's prefill sender has the bootstrap timeout (sglang PR #34692, "[PD] Add the
+    /// missing Prefill bootstrap timeout for NIXL": `NixlKVSender.__init__` records
+    /// `init_time`, `poll` calls `_check_bootstrap_timeout()` while `Bootstrapping`). The PR
+    /// (and #34686 before it, filed 2026-08-13) names the gap; the store marks #34692 merged but
+    /// holds no merge date, and every stored `nixl/conn.py` read (2026 versions with the decode
+    /// radix cache and the staging buffer) lacks the check. The seed (2026-08-27, two weeks after
+    /// the PR was opened) is modelled without it; the 2026-09 builds (sglang main after
+    /// 2026-09-15) with it [INFERRED: merged between 2026-08-13 and 2026-09-15].
+    pub fn has_nixl_bootstrap_timeout(self) -> bool {
+        self != Self::Seed
+    }
+
     /// Every version's name, for "valid: …".
     pub fn names() -> Vec<&'static str> {
         Self::ALL.iter().map(|v| v.as_str()).collect()
@@ -125,6 +137,7 @@ mod tests {
         assert!(!v.has_decode_radix_cache());
         assert!(!v.validates_registration());
         assert!(v.allows_seed_commit_profile());
+        assert!(!v.has_nixl_bootstrap_timeout());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The simulated servers behave as sglang's code does: memory and the prefix cache, HiCache and
 //! the Mooncake Store, decode admission, router policies, DP dispatch, the PD teaching scenarios, speculative
-//! decoding, aborts, page fragmentation, sessions and the GPU presets. One test binary; each
+//! decoding, aborts, page fragmentation, sessions, the GPU presets and the transfer backends. One test binary; each
 //! former test crate is a module of the same name (`cargo test --release --test sglang
 //! kv_store`).
 
@@ -9,6 +9,7 @@ mod common;
 
 mod aborts;
 mod admission;
+mod backends;
 mod decode_radix;
 mod deployments;
 mod dp_dispatch;

@@ -172,7 +172,9 @@ fn staging_refuses_mla_and_other_backends() {
     let m = e.to_string();
     assert!(m.contains("SGLANG_DISAGG_STAGING_BUFFER is designed for non-MLA models (e.g. GQA, MHA). MLA models should not set this flag."), "{m}");
     let e = load(STAGED, "sglang.transfer_backend=mori");
-    assert_eq!(e.key, "sglang.transfer_backend");
+    assert_eq!(e.key, "sglang.staging_buffer");
+    let m = e.to_string();
+    assert!(m.contains("SGLANG_DISAGG_STAGING_BUFFER requires disaggregation_transfer_backend='mooncake' or 'nixl', got 'mori'."), "{m}");
 }
 
 /// `transfer_backend = "mooncake_tcp"` (sglang PR #26346: the Mooncake manager over TCP,

@@ -119,6 +119,9 @@ pub(super) fn kind_section(
             blocks,
         };
     };
+    if let Some(note) = kinds::backend_note(sc.sglang.transfer_backend, kind) {
+        blocks.push(Block::Para(note));
+    }
     let dead = dead_shards(run, sc);
     let pairs = pairs_with(run, sc, kind);
     if !i.knock_on {

@@ -93,6 +93,7 @@ pub(crate) fn summary(ttft: &Histogram, tpot: &Histogram, counts: Counts) -> Sum
             e2e_per_token_ms: None,
         },
         transfer: TransferSummary {
+            backend: None,
             bytes: 3 << 30,
             writes: 12_345,
             bandwidth_gbps: ttft.summary(1e-6),

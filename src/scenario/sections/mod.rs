@@ -400,7 +400,7 @@ pub(super) fn sglang_and_slo(
         return Err(c.err(
             "sglang.transfer_backend",
             format!(
-                "{:?} is not modelled: {why}. pdsim runs \"mooncake\" (the default) and \"mooncake_tcp\" (docs/sglang-pd.md §26.3)",
+                "{:?} is not modelled: {why}. pdsim runs \"mooncake\" (the default), \"mooncake_tcp\", \"nixl\" and \"mori\" (docs/sglang-pd.md §26.3)",
                 transfer_backend.as_str()
             ),
         ));
@@ -474,6 +474,17 @@ pub(super) fn sglang_and_slo(
             Some(ns_from_secs_ceil(every))
         }
     };
+    // The probe is Mooncake's (`MooncakeKVManager._failed_session_probe_loop`): NIXL and MORI
+    // keep no session blacklist to probe.
+    if failed_session_probe_ns.is_some() && !transfer_backend.mooncake_manager() {
+        return Err(c.err(
+            "sglang.failed_session_probe",
+            format!(
+                "SGLANG_ENABLE_FAILED_SESSION_PROBE probes Mooncake's blacklisted sessions (MooncakeKVManager._failed_session_probe_loop); transfer_backend = {:?} keeps no blacklist to probe: leave failed_session_probe out, or use \"mooncake\"",
+                transfer_backend.as_str()
+            ),
+        ));
+    }
     if profile == Profile::SeedCommit && !version.allows_seed_commit_profile() {
         return Err(c.err(
             "sglang.profile",

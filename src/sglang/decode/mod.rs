@@ -537,13 +537,18 @@ impl DecodeServer {
     /// step takes a page for every request whose next KV slot opens one — retracting the most
     /// recently joined requests while the pool is short, as sglang's `retract_decode` does
     /// (each an `Effect::Retracted`: its prefill counts it again), a retracted request's
-    /// sender clock restarted with `bootstrap_timeout_ns` — and one forward produces a token for
+    /// sender clock restarted with `bootstrap_timeout_ns` (if the backend has one) — and one forward produces a token for
     /// every running request (handed to the all-to-all where it crosses the fabric:
     /// `Core::forward_started`). The offload, if on, learns who joined.
     ///
     /// The step plans a run ([`DecodeServer::plan_run`]) and schedules its end; the steps
     /// inside a run start in [`DecodeServer::virtual_step`].
-    pub fn start_step(&mut self, me: DecodeId, bootstrap_timeout_ns: Nanos, cx: &mut Ctx<'_>) {
+    pub fn start_step(
+        &mut self,
+        me: DecodeId,
+        bootstrap_timeout_ns: Option<Nanos>,
+        cx: &mut Ctx<'_>,
+    ) {
         let before = self.core.step_key;
         self.start_forward(me, bootstrap_timeout_ns, cx);
         self.core.forward_started(before, cx.fx);
@@ -553,7 +558,12 @@ impl DecodeServer {
     }
 
     /// [`DecodeServer::start_step`]'s batch and forward.
-    fn start_forward(&mut self, me: DecodeId, bootstrap_timeout_ns: Nanos, cx: &mut Ctx<'_>) {
+    fn start_forward(
+        &mut self,
+        me: DecodeId,
+        bootstrap_timeout_ns: Option<Nanos>,
+        cx: &mut Ctx<'_>,
+    ) {
         let Ctx {
             q, reqs, wake, fx, ..
         } = cx;
@@ -695,7 +705,7 @@ impl DecodeServer {
         r: ReqRef,
         reqs: &mut Requests,
         q: &mut EventQueue<Event>,
-        bootstrap_timeout_ns: Nanos,
+        bootstrap_timeout_ns: Option<Nanos>,
     ) {
         let req = reqs.get_mut(r).expect("a running request is live");
         let generated = self.leave_batch(req, r);
@@ -729,7 +739,10 @@ impl DecodeServer {
             )));
         }
         self.prealloc.push_front(r);
-        PollTimeout::Bootstrap.arm(q, req, r, bootstrap_timeout_ns);
+        // No clock where the backend's sender has none (NIXL before PR #34692).
+        if let Some(t) = bootstrap_timeout_ns {
+            PollTimeout::Bootstrap.arm(q, req, r, t);
+        }
     }
 
     /// The step ended: every running request produced a token. Inter-token gaps go to `itl`;

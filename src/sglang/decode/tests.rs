@@ -21,7 +21,7 @@ fn start(
         fx: &mut fx,
         seed: 7,
     };
-    d.start_step(DecodeId(0), timeout, &mut cx);
+    d.start_step(DecodeId(0), Some(timeout), &mut cx);
     let retracted = fx
         .into_iter()
         .filter_map(|e| match e {
@@ -233,7 +233,7 @@ fn retraction_takes_the_newest_running_request_a_table_scan_finds() {
             // The newest is retracted.
             0 => {
                 if let Some(v) = scan(&reqs) {
-                    d.retract(v, &mut reqs, &mut q, 1_000);
+                    d.retract(v, &mut reqs, &mut q, Some(1_000));
                     retracted += 1;
                 }
             }

@@ -27,36 +27,24 @@ const REASONS: &[(&str, &str)] = &[
          1.05 ms) that AIC's static_ctx leaves out; on a 9 ms forward that is +11 %",
     ),
     (
-        "q235b-h200-gen128",
-        "routing: pdsim prices the busiest EP rank's experts at its skew (1.38x the mean load \
-         at EP8 over 128 experts, no EPLB), AIC its power_law_1.01 rows; with the all-to-all \
-         the MoE is 31.2 ms of pdsim's 39.4",
-    ),
-    (
-        "q235b-h200-ctx4k",
-        "routing: pdsim's skew at EP8 over 128 experts (1.38x on the balanced rows) is below \
-         what AIC's power_law_1.01 rows measure for this shape (1.51x the balanced at 4,096 \
-         tokens): MoE with its all-to-all 131 vs 169 ms; the rest 48 vs 30 ms",
-    ),
-    (
         "ds3-h200-gen64",
         "MLA: AIC prices TP8 decode attention from the 0.5.14 generation_mla table (BF16, \
          20.9 ms a step), pdsim from the generation_mla_module table of sglang's DeepSeek \
-         deployments (FA3, FP8 KV, projections included: 9.3 ms with everything but the MoE); \
-         MoE 29.3 vs 22.8 ms (pdsim's skew 1.27 at EP8)",
+         deployments (FA3, FP8 KV, projections included: 10.1 ms with everything but the MoE, \
+         the TP all-reduces included); MoE 24.5 vs 22.8 ms (pdsim's skew 1.27 at EP8)",
     ),
     (
         "ds3-h200-gen256",
         "MLA: AIC's 0.5.14 generation_mla table gives 71.1 ms a step at batch 256 (1.17 ms a \
-         layer), pdsim's generation_mla_module table 19.6 ms with everything but the MoE; \
-         MoE 36.2 vs 27.8 ms",
+         layer), pdsim's generation_mla_module table 21.3 ms with everything but the MoE; \
+         MoE 30.9 vs 27.8 ms",
     ),
     (
         "ds3-h200-ctx4k",
         "routing: AIC prices DeepSeek's experts from its power_law_1.01 rows, which on this \
          shape measure below the balanced ones (1.75 vs 2.68 ms a layer at 4,096 tokens, \
-         EP8); pdsim from the balanced rows at its busiest GPU's load (skew 1.27): MoE with \
-         its all-to-all 216 vs 142 ms; the rest (MLA module, dense layers, host) 90 vs 65 ms",
+         EP8); pdsim from the balanced rows at its busiest GPU's load (skew 1.27): MoE 199 vs \
+         142 ms; the rest (MLA module, dense layers, the TP all-reduces, host) 108 vs 65 ms",
     ),
     (
         "ds3-h200-ctx2kx8",
@@ -65,14 +53,14 @@ const REASONS: &[(&str, &str)] = &[
     ),
     (
         "ds3-b200-gen128",
-        "MoE: pdsim's skew at EP8 (1.27) over the balanced rows with the all-to-all, 24.3 vs \
-         AIC's 18.8 ms a step; the rest (MLA module, dense and shared experts, LM head, host \
-         floor) 11.1 vs AIC's 6.2 ms",
+        "MoE: pdsim's skew at EP8 (1.27) over the balanced rows, 19.5 vs AIC's 18.8 ms a \
+         step; the rest (MLA module, dense and shared experts, LM head, the TP all-reduces, \
+         host floor) 12.2 vs AIC's 6.2 ms",
     ),
     (
         "ds3-b200-ctx4k",
-        "routing, as ds3-h200-ctx4k: MoE with its all-to-all 164 vs AIC's 110 ms; the rest \
-         (MLA module, dense layers, host) 70 vs 29 ms",
+        "routing, as ds3-h200-ctx4k: MoE 153 vs AIC's 110 ms; the rest (MLA module, dense \
+         layers, the TP all-reduces, host) 85 vs 29 ms",
     ),
 ];
 

@@ -103,7 +103,9 @@ pub fn assemble(sc: &Scenario) -> Cluster {
                 }
                 Role::Decode => {
                     let ports = (0..tp).map(|r| session_port(id, r)).collect();
-                    decodes.push(decode_server(pool, core, ports, spec_decode));
+                    let mut d = decode_server(pool, core, ports, spec_decode);
+                    d.sender_timeout_ns = sc.sglang.sender_timeout_ns();
+                    decodes.push(d);
                 }
                 Role::Colocated => {
                     let budget = pool

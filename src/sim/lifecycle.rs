@@ -186,11 +186,7 @@ impl World<'_> {
                 if self.decodes[d].landed((r, req), now) {
                     self.end(r, Outcome::Completed, None);
                 } else if !self.decodes[d].core.busy {
-                    let timeout = self.sc.sglang.sender_timeout_ns();
-                    effects!(
-                        self,
-                        self.decodes[d].start_step(d, timeout, &mut ctx!(self))
-                    );
+                    effects!(self, self.decodes[d].start_step(d, &mut ctx!(self)));
                     self.observe(CoreRef::Decode(d));
                 }
             }
@@ -303,11 +299,7 @@ impl World<'_> {
         }
         self.scratch.refs = finished;
         self.try_prealloc(d);
-        let timeout = self.sc.sglang.sender_timeout_ns();
-        effects!(
-            self,
-            self.decodes[d].start_step(d, timeout, &mut ctx!(self))
-        );
+        effects!(self, self.decodes[d].start_step(d, &mut ctx!(self)));
         self.observe(CoreRef::Decode(d));
     }
 

@@ -147,6 +147,10 @@ pub struct DecodeServer {
     /// (`disaggregation_decode_enable_radix_cache`), if on; without it decode runs sglang's
     /// chunk cache.
     pub radix: Option<Box<super::decode_radix::DecodeRadix>>,
+    /// The sender's bootstrap clock a retracted request's prefill restarts, ns
+    /// (`SglangParams::sender_timeout_ns`: `None` where the transfer backend's sender has
+    /// none). Set when the server is assembled.
+    pub sender_timeout_ns: Option<Nanos>,
 }
 
 /// The most steps one coalesced run covers.
@@ -194,6 +198,7 @@ impl DecodeServer {
             offload: None,
             spec: None,
             radix: None,
+            sender_timeout_ns: None,
         };
         d.coalesce = d.may_coalesce();
         d
@@ -537,20 +542,15 @@ impl DecodeServer {
     /// step takes a page for every request whose next KV slot opens one — retracting the most
     /// recently joined requests while the pool is short, as sglang's `retract_decode` does
     /// (each an `Effect::Retracted`: its prefill counts it again), a retracted request's
-    /// sender clock restarted with `bootstrap_timeout_ns` (if the backend has one) — and one forward produces a token for
+    /// sender clock restarted with [`DecodeServer::sender_timeout_ns`] (if the backend has one) — and one forward produces a token for
     /// every running request (handed to the all-to-all where it crosses the fabric:
     /// `Core::forward_started`). The offload, if on, learns who joined.
     ///
     /// The step plans a run ([`DecodeServer::plan_run`]) and schedules its end; the steps
     /// inside a run start in [`DecodeServer::virtual_step`].
-    pub fn start_step(
-        &mut self,
-        me: DecodeId,
-        bootstrap_timeout_ns: Option<Nanos>,
-        cx: &mut Ctx<'_>,
-    ) {
+    pub fn start_step(&mut self, me: DecodeId, cx: &mut Ctx<'_>) {
         let before = self.core.step_key;
-        self.start_forward(me, bootstrap_timeout_ns, cx);
+        self.start_forward(me, cx);
         self.core.forward_started(before, cx.fx);
         if self.offload.is_some() {
             self.offload_joined(cx.reqs);
@@ -558,12 +558,7 @@ impl DecodeServer {
     }
 
     /// [`DecodeServer::start_step`]'s batch and forward.
-    fn start_forward(
-        &mut self,
-        me: DecodeId,
-        bootstrap_timeout_ns: Option<Nanos>,
-        cx: &mut Ctx<'_>,
-    ) {
+    fn start_forward(&mut self, me: DecodeId, cx: &mut Ctx<'_>) {
         let Ctx {
             q, reqs, wake, fx, ..
         } = cx;
@@ -625,7 +620,7 @@ impl DecodeServer {
                 break;
             }
             let victim = self.newest_running(reqs).expect("running > 0");
-            self.retract(victim, reqs, q, bootstrap_timeout_ns);
+            self.retract(victim, reqs, q, self.sender_timeout_ns);
             let prefill = reqs.get(victim).expect("retracted, not ended").prefill;
             fx.push(super::Effect::Retracted {
                 req: victim,

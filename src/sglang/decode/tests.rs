@@ -21,7 +21,8 @@ fn start(
         fx: &mut fx,
         seed: 7,
     };
-    d.start_step(DecodeId(0), Some(timeout), &mut cx);
+    d.sender_timeout_ns = Some(timeout);
+    d.start_step(DecodeId(0), &mut cx);
     let retracted = fx
         .into_iter()
         .filter_map(|e| match e {

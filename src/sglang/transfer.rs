@@ -1181,7 +1181,13 @@ impl TransferQueues {
         }
         let batch = Batch {
             now: cx.q.now(),
-            lead: send_lead(cx.fabric.params(), plan.has_state(), job.last) + digest_ns,
+            // A pipeline stage other than the last makes no aux call (`send_aux` only on
+            // `pp_group.is_last_rank`).
+            lead: send_lead(
+                cx.fabric.params(),
+                plan.has_state(),
+                job.last && (plan.pp_size() == 1 || plan.target_sends_aux(i)),
+            ) + digest_ns,
             // On the head-sliced path the target's per-layer batches run on the queue's
             // executor threads: that many flows, each with its share of the bytes and writes.
             split: if plan.send_path() == crate::layout::SendPath::Slice && plan.staging().is_none()

@@ -205,7 +205,7 @@ pub(in crate::scenario) fn lifecycle(
             ));
         }
     }
-    let gpus = [pools[pi].server.tp_size, pools[di].server.tp_size];
+    let gpus = [pools[pi].server.gpus(), pools[di].server.gpus()];
     let initial = [pools[pi].instances, pools[di].instances];
     let bound = match checked {
         Autoscaler::SlaPlanner(p) => {
@@ -363,7 +363,7 @@ fn pools_fit(
     if let Autoscaler::SlaPlanner(p) = checked
         && let Some(max) = p.max_gpu_budget
     {
-        let (gp, gd) = (pre[0].server.tp_size, dec[0].server.tp_size);
+        let (gp, gd) = (pre[0].server.gpus(), dec[0].server.gpus());
         let need = u64::from(p.min_endpoint) * u64::from(gp + gd);
         if u64::from(max) < need {
             return Err(c.err(

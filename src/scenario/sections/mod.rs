@@ -18,6 +18,7 @@ use crate::spec::{GpuSpec, gpu};
 mod autoscaler;
 mod hicache;
 mod offload;
+mod pipeline;
 mod pool;
 mod workload;
 

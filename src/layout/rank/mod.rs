@@ -41,6 +41,8 @@ pub struct RankLayout {
     pub rank: u32,
     /// Its pipeline stage (`kv_args.pp_rank`; 0 without `--pp-size`).
     pub pp_rank: u32,
+    /// The instance's pipeline stages (`--pp-size`; 1 without PP).
+    pub pp_size: u32,
     /// The first layer its stage holds (`kv_args.prefill_start_layer`, the KV pool's
     /// `start_layer`; 0 without `--pp-size`): its KV regions are the stage's layers only,
     /// `[start_layer, start_layer + regions)`, with their global layer ids in the labels.
@@ -138,6 +140,7 @@ impl RankLayout {
             attn_tp_size: tp,
             rank,
             pp_rank: 0,
+            pp_size: 1,
             start_layer: 0,
             page_size: ps,
             kv_cache_dtype: server.kv_cache_dtype.clone(),
@@ -191,8 +194,18 @@ impl RankLayout {
             .retain(|r| r.layer.is_some_and(|id| (start..end).contains(&id)));
         l.kv_layer_ids.retain(|id| (start..end).contains(id));
         l.pp_rank = pp_rank;
+        l.pp_size = server.pp_size;
         l.start_layer = start;
         Ok(l)
+    }
+
+    /// One past the last layer its stage holds (the model's layer count without PP).
+    pub fn end_layer(&self) -> u32 {
+        self.kv_regions
+            .iter()
+            .filter_map(|r| r.layer)
+            .max()
+            .map_or(self.start_layer, |l| l + 1)
     }
 
     /// MLA attention on a model with mamba layers (Kimi-Linear type, `is_hybrid_mla_backend`).

@@ -192,4 +192,42 @@ mod tests {
             .to_string();
         assert!(dense.contains("no mamba/linear-attention state"), "{dense}");
     }
+
+    /// `--pp-size 2 --pp-rank 1` on Llama-3.1-8B: the second stage's 16 layers (16–31), K then
+    /// V, 32 regions; a stage out of range, 0 stages and a hybrid model are refused naming the
+    /// flag.
+    #[test]
+    fn a_pipeline_stage_registers_its_layers() {
+        let stage = |pp: u32, r: u32, model: &str| {
+            layout_of(&LayoutRequest {
+                model: model.into(),
+                tp: 2,
+                page_size: 64,
+                kv_cache_dtype: "auto".into(),
+                enable_unified_memory: false,
+                mamba_ssm_dtype: None,
+                rank: 0,
+                pp_size: pp,
+                pp_rank: r,
+                json: false,
+            })
+        };
+        let l = stage(2, 1, "llama-3.1-8b").unwrap();
+        assert_eq!(
+            (l.pp_rank, l.pp_size, l.start_layer, l.end_layer()),
+            (1, 2, 16, 32)
+        );
+        let layers: Vec<u32> = l.kv_regions.iter().filter_map(|r| r.layer).collect();
+        let want: Vec<u32> = (16..32).chain(16..32).collect();
+        assert_eq!(layers, want);
+        assert!(crate::layout::render_table(&l).contains("pipeline stage 1 of 2"));
+        for (pp, r, m, flag) in [
+            (2, 2, "llama-3.1-8b", "--pp-rank"),
+            (0, 0, "llama-3.1-8b", "--pp-size"),
+            (2, 0, "qwen3-next-80b-a3b", "--pp-size"),
+        ] {
+            let e = stage(pp, r, m).expect_err("refused");
+            assert_eq!(e.key().as_deref(), Some(flag), "{e}");
+        }
+    }
 }

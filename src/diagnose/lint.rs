@@ -407,6 +407,53 @@ mod tests {
     /// The decode radix cache: refused at the seed's version, refused with sglang's texts
     /// beside HiSparse, the fake backend, speculative decoding and a Mamba model; warned with
     /// DP attention; predicted otherwise.
+    /// `--pp-size` on the prefill line (docs/sglang-pd.md §27): Llama-3.1-8B's 32 layers over 2
+    /// stages of TP 2 into a TP-4 decode are compatible, each stage's 2 ranks serving 2 decode
+    /// ranks: 4 targets a stage, 8 in all; 3 stages (10, 11, 11 layers) are silent corruption
+    /// with a fix naming the stage's layer count; a decode line's `--pp-size` is read as 1 with
+    /// sglang's assert text; more stages than layers cannot start.
+    #[test]
+    fn a_pp_prefill_line_is_read_stage_by_stage() {
+        let q = |p: &str, d: &str| LintQuestion {
+            prefill: format!(
+                "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode prefill --page-size 64 {p}"
+            ),
+            decode: format!(
+                "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode decode --page-size 64 {d}"
+            ),
+            model_config: None,
+            profile: "guarded".into(),
+            version: None,
+        };
+        let r = lint(&q("--tp-size 2 --pp-size 2", "--tp-size 4")).unwrap();
+        assert!(r.prediction.compatible);
+        let pipe = r.pipeline.as_deref().expect("a pipeline line");
+        assert!(
+            pipe.contains("layers 0..16, 16..32")
+                && pipe.contains("4 writer target(s) a stage, 8 in all"),
+            "{pipe}"
+        );
+        assert!(render(&r).contains("pipeline: 2 stages of TP 2"));
+        let r = lint(&q("--tp-size 2 --pp-size 3", "--tp-size 2 --pp-size 2")).unwrap();
+        assert_eq!(r.prediction.outcome, "corrupted");
+        let fix = r.fix.as_deref().unwrap_or_default();
+        assert!(
+            fix.contains("--pp-size") && fix.contains("10 layers"),
+            "{fix}"
+        );
+        assert!(
+            r.warnings.iter().any(|w| w.contains("decode: --pp-size 2")
+                && w.contains("Decode pp size should be equal to prefill pp size or 1")),
+            "{:?}",
+            r.warnings
+        );
+        assert_eq!(r.decode.args.pp_size, 1);
+        let e = lint(&q("--tp-size 1 --pp-size 40", "--tp-size 1")).expect_err("too many stages");
+        assert!(e.to_string().contains("--pp-size 40"), "{e}");
+        let r = lint(&q("--tp-size 2", "--tp-size 2")).unwrap();
+        assert!(r.pipeline.is_none());
+    }
+
     #[test]
     fn decode_extra_slots_exist_from_2026_09() {
         let q = |extra: &str, version: Option<&str>| {

@@ -306,6 +306,12 @@ fn role_switch_fits(c: &Checker, p: &Pool, d: &Pool) -> Result<(), ScenarioError
         p.server.tp_size.to_string(),
         d.server.tp_size.to_string(),
     )?;
+    // A decode pool is one pipeline stage (`sections::pipeline`): so must a flipped prefill be.
+    same(
+        "pp_size",
+        p.server.pp_size.to_string(),
+        d.server.pp_size.to_string(),
+    )?;
     same(
         "page_size",
         p.server.page_size.to_string(),

@@ -1,7 +1,8 @@
 //! Where instances sit and how much KV they hold.
 //!
 //! Placement rule: pools are laid out in scenario order (prefill pools first), each instance on
-//! `tp_size` consecutive GPUs: an instance no larger than a node starts at a multiple of
+//! `tp_size` consecutive GPUs (`tp_size × pp_size` for a pipeline-parallel prefill, stage-major;
+//! `tp_size` below stands for that): an instance no larger than a node starts at a multiple of
 //! `tp_size` and never spans two nodes (`tp_size` divides `gpus_per_node`); one larger than a
 //! node takes `tp_size / gpus_per_node` whole nodes (a multiple of `gpus_per_node`, checked at
 //! validation) starting at the next node boundary — any free node, not only a multiple of its

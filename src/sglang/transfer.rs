@@ -200,9 +200,10 @@ pub struct TransferCtx<'a> {
 
 /// One prefill instance as its transfer workers see it ([`TransferWorkers::new`]).
 pub struct PrefillSide {
-    /// Its attention-TP ranks: each has its own queues, workers and blacklist.
+    /// Its ranks, every attention-TP rank of every pipeline stage (stage-major): each has its
+    /// own queues, workers and blacklist.
     pub ranks: u32,
-    /// GPU of each TP rank.
+    /// GPU of each rank.
     pub gpus: Vec<GpuId>,
     /// The compiled plan from it to each decode instance.
     pub plans: IdVec<DecodeId, Arc<PairPlan>>,

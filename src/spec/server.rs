@@ -5,7 +5,7 @@ use serde::Serialize;
 /// The launch arguments of one sglang instance that matter to PD transfer and capacity.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ServerArgs {
-    /// `--tp-size`: GPUs per instance.
+    /// `--tp-size`: GPUs per instance, per pipeline stage with `pp_size` > 1.
     pub tp_size: u32,
     /// Attention TP (`tp_size / dp` in sglang); defaults to `tp_size`.
     pub attn_tp_size: u32,

@@ -75,8 +75,10 @@ pub(super) fn check(
             "with speculative decoding: prefill-side PP with EAGLE is sglang PR #33584, open (not merged)",
         );
     }
-    if parallel.dp_ranks() > 1 || parallel.ep_size > 1 {
-        return refuse("with DP attention or expert parallelism (enable_dp_attention, ep_size)");
+    if parallel.dp_ranks() > 1 || parallel.ep_size > 1 || server.attn_tp_size != server.tp_size {
+        return refuse(
+            "with DP attention, expert parallelism or an attention TP below tp_size (enable_dp_attention, ep_size, attn_tp_size)",
+        );
     }
     let s = &p.server;
     if s.enable_hierarchical_cache || s.cpu_offload_gb.is_some() || s.offload_group_size.is_some() {

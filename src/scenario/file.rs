@@ -237,13 +237,13 @@ pub struct ServerSection {
     pub tp_size: u32,
     /// Attention TP; defaults to `tp_size`.
     pub attn_tp_size: Option<u32>,
+    /// `--page-size`, tokens.
+    #[serde(default = "default_page_size")]
+    pub page_size: u32,
     /// `--pp-size`: pipeline stages of `tp_size` GPUs each (prefill pools only; default 1).
     /// Checked in `sections::pipeline`.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub pp_size: u32,
-    /// `--page-size`, tokens.
-    #[serde(default = "default_page_size")]
-    pub page_size: u32,
     /// `--kv-cache-dtype`.
     #[serde(default = "default_kv_dtype")]
     pub kv_cache_dtype: String,

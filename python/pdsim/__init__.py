@@ -687,19 +687,40 @@ def layout(
     enable_unified_memory: bool = False,
     rank: int = 0,
     mamba_ssm_dtype: Optional[str] = None,
+    pp_size: int = 1,
+    pp_rank: int = 0,
 ) -> Dict[str, Any]:
-    """``pdsim layout --model M --tp N --page-size P ... [--mamba-ssm-dtype T] --json``: the KV
-    and state regions one rank registers (``mamba_ssm_dtype``: a hybrid's temporal-state dtype,
-    ``float32``, ``bfloat16`` or ``float16``; ``None`` keeps the model's own)."""
+    """``pdsim layout --model M --tp N --page-size P ... [--mamba-ssm-dtype T] [--pp-size N
+    --pp-rank S] --json``: the KV and state regions one rank registers (``mamba_ssm_dtype``: a
+    hybrid's temporal-state dtype, ``float32``, ``bfloat16`` or ``float16``; ``None`` keeps the
+    model's own; ``pp_size``/``pp_rank``: a prefill's pipeline stage, which holds only its
+    layers)."""
     if mamba_ssm_dtype is not None and not isinstance(mamba_ssm_dtype, str):
         raise InvalidInput(
             f"--mamba-ssm-dtype {mamba_ssm_dtype!r}: give float32, bfloat16 or float16", key="--mamba-ssm-dtype"
         )
-    for flag, v in (("--tp", tp), ("--page-size", page_size), ("--rank", rank)):
+    for flag, v in (
+        ("--tp", tp),
+        ("--page-size", page_size),
+        ("--rank", rank),
+        ("--pp-size", pp_size),
+        ("--pp-rank", pp_rank),
+    ):
         if not isinstance(v, int) or isinstance(v, bool) or v < 0 or v >= 2**32:
             raise InvalidInput(f"{flag} {v!r}: give a whole number from 0 to 2^32-1", key=flag)
     return json.loads(
-        _call(_native.layout, model, tp, page_size, kv_cache_dtype, enable_unified_memory, rank, mamba_ssm_dtype)
+        _call(
+            _native.layout,
+            model,
+            tp,
+            page_size,
+            kv_cache_dtype,
+            enable_unified_memory,
+            rank,
+            mamba_ssm_dtype,
+            pp_size,
+            pp_rank,
+        )
     )
 
 

@@ -207,9 +207,9 @@ fn lint(
     guard(py, "lint", move || api::lint(&q))
 }
 
-/// `pdsim layout [--mamba-ssm-dtype T] --json`.
+/// `pdsim layout [--mamba-ssm-dtype T] [--pp-size N --pp-rank S] --json`.
 #[pyfunction]
-#[pyo3(signature = (model, tp, page_size, kv_cache_dtype, enable_unified_memory, rank, mamba_ssm_dtype=None))]
+#[pyo3(signature = (model, tp, page_size, kv_cache_dtype, enable_unified_memory, rank, mamba_ssm_dtype=None, pp_size=1, pp_rank=0))]
 #[allow(clippy::too_many_arguments)]
 fn layout(
     py: Python<'_>,
@@ -220,6 +220,8 @@ fn layout(
     enable_unified_memory: bool,
     rank: u32,
     mamba_ssm_dtype: Option<String>,
+    pp_size: u32,
+    pp_rank: u32,
 ) -> PyResult<String> {
     let a = pdsim::app::layout::LayoutRequest {
         model,
@@ -229,6 +231,8 @@ fn layout(
         enable_unified_memory,
         mamba_ssm_dtype,
         rank,
+        pp_size,
+        pp_rank,
         json: true,
     };
     guard(py, "layout", move || api::layout(&a))

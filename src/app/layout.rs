@@ -1,5 +1,5 @@
 //! `pdsim layout --model M [--tp N] [--page-size P] [--kv-cache-dtype D]
-//! [--mamba-ssm-dtype T] [--enable-unified-memory] [--rank R] [--json]`: the KV and state
+//! [--mamba-ssm-dtype T] [--enable-unified-memory] [--rank R] [--pp-size N --pp-rank S] [--json]`: the KV and state
 //! regions one rank registers.
 
 use std::path::Path;
@@ -27,6 +27,10 @@ pub struct LayoutRequest {
     pub mamba_ssm_dtype: Option<String>,
     /// Which attention-TP rank (heads and channels it owns differ; sizes do not).
     pub rank: u32,
+    /// `--pp-size`: pipeline stages of a prefill instance (1: none).
+    pub pp_size: u32,
+    /// Which pipeline stage (its layers differ).
+    pub pp_rank: u32,
     /// Print JSON instead of a table.
     pub json: bool,
 }
@@ -111,13 +115,41 @@ pub fn layout_of(a: &LayoutRequest) -> Result<RankLayout, CliError> {
             ),
         });
     }
+    if a.pp_size == 0 || a.pp_size > spec.num_layers {
+        return Err(CliError::flag(
+            "--pp-size",
+            format!(
+                "--pp-size {}: must be 1 (no pipeline) to {} (the layers of {}; a stage needs one)",
+                a.pp_size, spec.num_layers, spec.name
+            ),
+        ));
+    }
+    if a.pp_size > 1 && (spec.is_hybrid() || spec.is_swa() || a.enable_unified_memory) {
+        return Err(CliError::flag(
+            "--pp-size",
+            format!(
+                "--pp-size {}: pipeline stages are modelled for models without recurrent or sliding-window state; {} has it",
+                a.pp_size, spec.name
+            ),
+        ));
+    }
+    if a.pp_rank >= a.pp_size {
+        return Err(CliError::flag(
+            "--pp-rank",
+            format!(
+                "--pp-rank {} is out of range for --pp-size {} (0..{})",
+                a.pp_rank, a.pp_size, a.pp_size
+            ),
+        ));
+    }
     let args = ServerArgs {
         enable_unified_memory: a.enable_unified_memory,
         radix_cache: None,
         mamba_ssm_dtype: a.mamba_ssm_dtype.clone(),
+        pp_size: a.pp_size,
         ..ServerArgs::sglang_defaults(a.tp, a.page_size, &a.kv_cache_dtype)
     };
-    Ok(RankLayout::new(&spec, &args, a.rank)?)
+    Ok(RankLayout::stage(&spec, &args, a.rank, a.pp_rank)?)
 }
 
 #[cfg(test)]
@@ -133,6 +165,8 @@ mod tests {
             enable_unified_memory: false,
             mamba_ssm_dtype: dtype.map(String::from),
             rank: 0,
+            pp_size: 1,
+            pp_rank: 0,
             json: false,
         })
     }
@@ -157,5 +191,43 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(dense.contains("no mamba/linear-attention state"), "{dense}");
+    }
+
+    /// `--pp-size 2 --pp-rank 1` on Llama-3.1-8B: the second stage's 16 layers (16–31), K then
+    /// V, 32 regions; a stage out of range, 0 stages and a hybrid model are refused naming the
+    /// flag.
+    #[test]
+    fn a_pipeline_stage_registers_its_layers() {
+        let stage = |pp: u32, r: u32, model: &str| {
+            layout_of(&LayoutRequest {
+                model: model.into(),
+                tp: 2,
+                page_size: 64,
+                kv_cache_dtype: "auto".into(),
+                enable_unified_memory: false,
+                mamba_ssm_dtype: None,
+                rank: 0,
+                pp_size: pp,
+                pp_rank: r,
+                json: false,
+            })
+        };
+        let l = stage(2, 1, "llama-3.1-8b").unwrap();
+        assert_eq!(
+            (l.pp_rank, l.pp_size, l.start_layer, l.end_layer()),
+            (1, 2, 16, 32)
+        );
+        let layers: Vec<u32> = l.kv_regions.iter().filter_map(|r| r.layer).collect();
+        let want: Vec<u32> = (16..32).chain(16..32).collect();
+        assert_eq!(layers, want);
+        assert!(crate::layout::render_table(&l).contains("pipeline stage 1 of 2"));
+        for (pp, r, m, flag) in [
+            (2, 2, "llama-3.1-8b", "--pp-rank"),
+            (0, 0, "llama-3.1-8b", "--pp-size"),
+            (2, 0, "qwen3-next-80b-a3b", "--pp-size"),
+        ] {
+            let e = stage(pp, r, m).expect_err("refused");
+            assert_eq!(e.key().as_deref(), Some(flag), "{e}");
+        }
     }
 }

@@ -169,7 +169,9 @@ fn transfer_workers(
                 ));
             }
             PrefillSide {
-                ranks: sc.pools[p.core.pool.idx()].server.attn_tp_size,
+                // Every TP rank of every pipeline stage runs its own manager and queues.
+                ranks: sc.pools[p.core.pool.idx()].server.attn_tp_size
+                    * sc.pools[p.core.pool.idx()].server.pp_size,
                 gpus: p.core.gpus.clone(),
                 plans,
             }
@@ -416,7 +418,41 @@ fn prefill_server(
         .hicache
         .map(|h| Box::new(crate::sglang::hicache::HiCache::new(h)));
     server.spec = prefill_state(sc, pool, interconnect);
+    server.pp = pp_forward(sc, pool, interconnect);
     server
+}
+
+/// The stage-to-stage hand-off of a PP prefill of `pool` (`sglang::pipeline`), `None` without
+/// `--pp-size`: over NVLink (one-way, at the all-reduce's link efficiency) when an instance
+/// fits an NVLink domain, else over the GPU's share of its NICs with the network's latency.
+fn pp_forward(
+    sc: &Scenario,
+    pool: &Pool,
+    ic: &Interconnect,
+) -> Option<crate::sglang::pipeline::PpForward> {
+    let s = &pool.server;
+    if s.pp_size <= 1 {
+        return None;
+    }
+    let p = &sc.compute;
+    let one_domain = s.gpus() <= sc.nvlink_domain_gpus;
+    let (link, latency_s) = if one_domain {
+        (sc.gpu.nvlink_bytes_per_s / 2.0, p.allreduce_step_latency_s)
+    } else {
+        (
+            ic.nic_bytes_per_s_per_gpu,
+            p.allreduce_step_latency_s + ic.network_latency_s,
+        )
+    };
+    Some(crate::sglang::pipeline::PpForward {
+        hops: s.pp_size - 1,
+        bytes_per_token: 2
+            * u64::from(pool.model.hidden_size)
+            * u64::from(pool.model.activation_bytes),
+        tp: s.tp_size,
+        link_bytes_per_s: link * p.nvlink_efficiency,
+        latency_ns: crate::engine::ns_from_secs_ceil(latency_s),
+    })
 }
 
 /// A decode server (one DP rank) of `pool` over `core`, its ranks listening on `ports`.

@@ -29,6 +29,13 @@ pub struct LayoutArgs {
     /// Which attention-TP rank (heads and channels it owns differ; sizes do not).
     #[arg(long, default_value_t = 0)]
     pub rank: u32,
+    /// `--pp-size` as given to a prefill server: pipeline stages, each holding a contiguous
+    /// range of layers (sglang's `get_pp_indices`).
+    #[arg(long, default_value_t = 1)]
+    pub pp_size: u32,
+    /// Which pipeline stage (0..pp-size): its layers are the ones it registers.
+    #[arg(long, default_value_t = 0)]
+    pub pp_rank: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -45,6 +52,8 @@ impl LayoutArgs {
             enable_unified_memory: self.enable_unified_memory,
             mamba_ssm_dtype: self.mamba_ssm_dtype.clone(),
             rank: self.rank,
+            pp_size: self.pp_size,
+            pp_rank: self.pp_rank,
             json: self.json,
         }
     }

@@ -1,7 +1,8 @@
 //! Where instances sit and how much KV they hold.
 //!
 //! Placement rule: pools are laid out in scenario order (prefill pools first), each instance on
-//! `tp_size` consecutive GPUs: an instance no larger than a node starts at a multiple of
+//! `tp_size` consecutive GPUs (`tp_size × pp_size` for a pipeline-parallel prefill, stage-major;
+//! `tp_size` below stands for that): an instance no larger than a node starts at a multiple of
 //! `tp_size` and never spans two nodes (`tp_size` divides `gpus_per_node`); one larger than a
 //! node takes `tp_size / gpus_per_node` whole nodes (a multiple of `gpus_per_node`, checked at
 //! validation) starting at the next node boundary — any free node, not only a multiple of its
@@ -37,7 +38,8 @@ pub fn place_pools(pools: &[Pool], gpus_per_node: u32, domain_gpus: u32) -> Plac
     let mut gpus = Vec::new();
     let mut max_node = 0u32;
     for pool in pools {
-        let tp = pool.server.tp_size;
+        // An instance's GPUs: `tp_size` per pipeline stage (`--pp-size`), stage-major.
+        let tp = pool.server.gpus();
         // `tp` divides `g`, or `g` divides `tp` (validated): the smaller is the alignment.
         let align = tp.min(g);
         let mut cursor = pool.node.unwrap_or(next_free_node) * g + pool.gpu;
@@ -164,7 +166,7 @@ pub fn weight_bytes_per_gpu(
     let tp = f64::from(server.tp_size.max(1));
     let total = model.weight_bytes_total();
     if par.dp_ranks() == 1 && par.ep_size <= 1 {
-        return total / tp;
+        return total / tp * pp_weight_share(model, server);
     }
     let (wd, we) = (model.weights.dense.bytes(), model.weights.experts.bytes());
     let h = f64::from(model.hidden_size);
@@ -186,6 +188,26 @@ pub fn weight_bytes_per_gpu(
         return (rest / f64::from(server.attn_tp_size.max(1)) + routed + vocab / tp) * wd;
     }
     (rest / f64::from(server.attn_tp_size.max(1)) + vocab / tp) * wd + routed * we
+}
+
+/// The share of the model's weights the fullest pipeline stage holds (1 without `--pp-size`):
+/// its layers' (`max_stage_layers / num_layers` of everything but the vocabulary matrices)
+/// and one vocabulary matrix — the embedding on the first stage, the LM head on the last
+/// (sglang's models build `PPMissingLayer` for what a stage does not own: `embed_tokens` off
+/// the first rank, `lm_head` off the last; a tied head is loaded on the last rank as its own
+/// copy). Counted in parameters, as a share of the weight bytes. A stage's memory bounds the
+/// instance: every stage's KV pool holds the same tokens (one scheduler allocates the page ids
+/// of all stages). docs/sglang-pd.md §27.
+pub fn pp_weight_share(model: &crate::spec::ModelSpec, server: &crate::spec::ServerArgs) -> f64 {
+    if server.pp_size <= 1 {
+        return 1.0;
+    }
+    let all = model.total_params().max(1.0);
+    let one_vocab = f64::from(model.vocab_size) * f64::from(model.hidden_size);
+    let vocab = one_vocab * if model.tie_word_embeddings { 1.0 } else { 2.0 };
+    let layers =
+        f64::from(server.max_stage_layers(model.num_layers)) / f64::from(model.num_layers.max(1));
+    (((all - vocab).max(0.0) * layers + one_vocab) / all).min(1.0)
 }
 
 /// Bytes one GPU holds of the routed experts of one MoE layer: its `(E + redundant) / ep`
@@ -231,6 +253,13 @@ pub fn kv_pages(gpu: &GpuSpec, pool: &Pool) -> u32 {
     let mut per_token = pool
         .model
         .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes);
+    // A pipeline stage's GPUs keep its layers' KV only: the fullest stage bounds the tokens
+    // (pdsim takes PP on models whose every layer is full attention: exact division).
+    if pool.server.pp_size > 1 {
+        let layers = u64::from(pool.model.num_layers.max(1));
+        per_token =
+            per_token / layers * u64::from(pool.server.max_stage_layers(pool.model.num_layers));
+    }
     // The draft's KV pool has as many tokens as the target's, at the same page indices
     // (docs/sglang-pd.md §19.4): a page costs both.
     if let Some(s) = &pool.server.speculative {

@@ -72,6 +72,9 @@ pub struct LintReport {
     /// the pair's transfers, when the decode line sets it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_prefix_reuse: Option<String>,
+    /// The prefill's pipeline stages and what each writes, when its line sets `--pp-size` > 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<String>,
 }
 
 fn is_seed(v: &SglangVersion) -> bool {
@@ -220,6 +223,7 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
             }
         )));
     }
+    let pipeline = pipeline_check(&mut p.args, p.kv_checksum, ps, (version, &mut warnings))?;
     let mut plan = PairPlan::compile((ps, &p.args), (ds, &d.args), profile)?;
     if version.validates_registration() {
         plan.validate_registration();
@@ -229,7 +233,22 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
         plan.enable_kv_checksum(1.0, 1.0);
     }
     let prediction = predict(&plan);
+    let pipeline = pipeline.map(|s| {
+        let w = plan.targets().len() as u32 / plan.pp_size();
+        format!(
+            "{s}; {w} writer target(s) a stage, {} in all",
+            plan.targets().len()
+        )
+    });
     let fix = match (prediction.kind, prediction.outcome) {
+        // A stage whose layer count does not divide the decode's: `get_mha_kv_ptrs_with_pp`
+        // takes it for a decode with draft layers and puts its V regions at the wrong offset.
+        (None, "corrupted") if p.args.pp_size > 1 => Some(format!(
+            "a --pp-size whose every stage's layer count divides the model's {} layers (get_pp_indices gives the last num_layers % pp_size stages one more): get_mha_kv_ptrs_with_pp reads a stage of {} layers into a decode of {} as the \"decode has draft model KV\" case and writes its V at the wrong layers",
+            ps.num_layers,
+            crate::spec::server::pp_indices(ps.num_layers, 0, p.args.pp_size).1,
+            ps.num_layers
+        )),
         (Some(k), _) => Some(kinds::fix(k, &p.args, &d.args)),
         (None, "corrupted") => Some(kinds::fix(ErrorKind::TransferOutOfBounds, &p.args, &d.args)),
         _ => None,
@@ -243,7 +262,63 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
         fix,
         warnings,
         decode_prefix_reuse,
+        pipeline,
     })
+}
+
+/// A prefill line's `--pp-size` (docs/sglang-pd.md §27): what its stages hold, or `None`
+/// without PP. A line pdsim cannot predict with PP (more stages than layers is refused; a
+/// model with state, a draft, the checksum or registration validation) is read with
+/// `--pp-size 1` and a warning.
+fn pipeline_check(
+    args: &mut ServerArgs,
+    kv_checksum: bool,
+    model: &crate::spec::ModelSpec,
+    (version, warnings): (SglangVersion, &mut Vec<String>),
+) -> Result<Option<String>, LintError> {
+    let pp = args.pp_size;
+    if pp <= 1 {
+        return Ok(None);
+    }
+    if pp > model.num_layers {
+        return Err(LintError::Unstartable(format!(
+            "--prefill: --pp-size {pp} for the {} layers of {}: sglang's get_pp_indices would leave a stage without a layer",
+            model.num_layers, model.name
+        )));
+    }
+    let why = if model.is_hybrid() || model.is_swa() {
+        Some(
+            "a model with recurrent or sliding-window state (each stage's state pairing was not read)",
+        )
+    } else if args.speculative.is_some() {
+        Some("speculative decoding (prefill PP with EAGLE is sglang PR #33584, open)")
+    } else if kv_checksum {
+        Some("--disaggregation-enable-kv-checksum (its digest of a stage's layers was not read)")
+    } else if version.validates_registration() {
+        Some(
+            "registration-time validation (PR #37840 on a stage's partial layer list was not read)",
+        )
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        warnings.push(format!(
+            "prefill: --pp-size {pp} is not modelled with {why}; the prediction reads the prefill with --pp-size 1"
+        ));
+        args.pp_size = 1;
+        return Ok(None);
+    }
+    let stages: Vec<String> = (0..pp)
+        .map(|r| {
+            let (a, b) = crate::spec::server::pp_indices(model.num_layers, r, pp);
+            format!("{a}..{b}")
+        })
+        .collect();
+    Ok(Some(format!(
+        "{pp} stages of TP {} hold layers {} (get_pp_indices); each stage's ranks write their own layers to the decode ranks (get_mha_kv_ptrs_with_pp), the last stage the metadata row",
+        args.tp_size,
+        stages.join(", ")
+    )))
 }
 
 /// sglang's refusals of `--disaggregation-decode-enable-radix-cache` on decode line `d`
@@ -316,6 +391,9 @@ pub fn render(r: &LintReport) -> String {
     if let Some(x) = &r.decode_prefix_reuse {
         s += &format!("decode prefix reuse: {x}\n");
     }
+    if let Some(x) = &r.pipeline {
+        s += &format!("pipeline: {x}\n");
+    }
     for w in &r.warnings {
         s += &format!("warning: {w}\n");
     }
@@ -329,6 +407,53 @@ mod tests {
     /// The decode radix cache: refused at the seed's version, refused with sglang's texts
     /// beside HiSparse, the fake backend, speculative decoding and a Mamba model; warned with
     /// DP attention; predicted otherwise.
+    /// `--pp-size` on the prefill line (docs/sglang-pd.md §27): Llama-3.1-8B's 32 layers over 2
+    /// stages of TP 2 into a TP-4 decode are compatible, each stage's 2 ranks serving 2 decode
+    /// ranks: 4 targets a stage, 8 in all; 3 stages (10, 11, 11 layers) are silent corruption
+    /// with a fix naming the stage's layer count; a decode line's `--pp-size` is read as 1 with
+    /// sglang's assert text; more stages than layers cannot start.
+    #[test]
+    fn a_pp_prefill_line_is_read_stage_by_stage() {
+        let q = |p: &str, d: &str| LintQuestion {
+            prefill: format!(
+                "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode prefill --page-size 64 {p}"
+            ),
+            decode: format!(
+                "python -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --disaggregation-mode decode --page-size 64 {d}"
+            ),
+            model_config: None,
+            profile: "guarded".into(),
+            version: None,
+        };
+        let r = lint(&q("--tp-size 2 --pp-size 2", "--tp-size 4")).unwrap();
+        assert!(r.prediction.compatible);
+        let pipe = r.pipeline.as_deref().expect("a pipeline line");
+        assert!(
+            pipe.contains("layers 0..16, 16..32")
+                && pipe.contains("4 writer target(s) a stage, 8 in all"),
+            "{pipe}"
+        );
+        assert!(render(&r).contains("pipeline: 2 stages of TP 2"));
+        let r = lint(&q("--tp-size 2 --pp-size 3", "--tp-size 2 --pp-size 2")).unwrap();
+        assert_eq!(r.prediction.outcome, "corrupted");
+        let fix = r.fix.as_deref().unwrap_or_default();
+        assert!(
+            fix.contains("--pp-size") && fix.contains("10 layers"),
+            "{fix}"
+        );
+        assert!(
+            r.warnings.iter().any(|w| w.contains("decode: --pp-size 2")
+                && w.contains("Decode pp size should be equal to prefill pp size or 1")),
+            "{:?}",
+            r.warnings
+        );
+        assert_eq!(r.decode.args.pp_size, 1);
+        let e = lint(&q("--tp-size 1 --pp-size 40", "--tp-size 1")).expect_err("too many stages");
+        assert!(e.to_string().contains("--pp-size 40"), "{e}");
+        let r = lint(&q("--tp-size 2", "--tp-size 2")).unwrap();
+        assert!(r.pipeline.is_none());
+    }
+
     #[test]
     fn decode_extra_slots_exist_from_2026_09() {
         let q = |extra: &str, version: Option<&str>| {

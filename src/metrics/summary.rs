@@ -379,7 +379,7 @@ impl PoolGauges {
             role: Some(p.role),
             instances: p.instances,
             servers: p.servers(),
-            gpus: p.instances * p.server.tp_size,
+            gpus: p.instances * p.server.gpus(),
             // Per server, as sglang caps each DP rank.
             batch_cap: p
                 .server
@@ -797,11 +797,7 @@ impl Summary {
             output_tokens_per_s: w.output_tokens as f64 / wspan,
             goodput_requests_per_s: w.slo_met as f64 / wspan,
         };
-        let gpus: u32 = sc
-            .pools
-            .iter()
-            .map(|p| p.instances * p.server.tp_size)
-            .sum();
+        let gpus: u32 = sc.pools.iter().map(|p| p.instances * p.server.gpus()).sum();
         let billed = sc.billing.billed_gpus(gpus, run.nodes, sc.gpus_per_node);
         let usd_per_hour = sc.usd_per_gpu_hour.map(|u| u * f64::from(billed));
         let usd_per_1m_output_tokens = usd_per_hour

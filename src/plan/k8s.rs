@@ -640,8 +640,9 @@ fn leader_worker_set(
     notes: &mut Vec<String>,
 ) -> Y {
     let pool = &sc.pools[i];
-    let tp = pool.server.tp_size;
-    // An instance larger than a node takes whole nodes: one pod per node.
+    // An instance's GPUs (`tp_size × pp_size`); one larger than a node takes whole nodes: one
+    // pod per node.
+    let tp = pool.server.gpus();
     let size = tp.div_ceil(sc.gpus_per_node).max(1);
     let per_pod = tp / size;
     let command = server_command(sc, i, size, ports, notes);

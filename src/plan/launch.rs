@@ -446,6 +446,10 @@ pub fn server_line(
         model_path(sc, i, notes),
         pool.server.tp_size
     );
+    // Pipeline stages of a prefill (docs/sglang-pd.md §27): `tp_size × pp_size` GPUs.
+    if pool.server.pp_size > 1 {
+        let _ = write!(line, " --pp-size {}", pool.server.pp_size);
+    }
     if pool.role != Role::Colocated {
         let _ = write!(
             line,
@@ -777,7 +781,7 @@ pub fn launch(sc: &Scenario) -> Launch {
             pool.name,
             pool.role.as_str(),
             pool.instances,
-            pool.server.tp_size
+            pool.server.gpus()
         );
         let mut lines = Vec::new();
         for _ in 0..pool.instances {

@@ -240,6 +240,10 @@ pub struct ServerSection {
     /// `--page-size`, tokens.
     #[serde(default = "default_page_size")]
     pub page_size: u32,
+    /// `--pp-size`: pipeline stages of `tp_size` GPUs each (prefill pools only; default 1).
+    /// Checked in `sections::pipeline`.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub pp_size: u32,
     /// `--kv-cache-dtype`.
     #[serde(default = "default_kv_dtype")]
     pub kv_cache_dtype: String,
@@ -407,6 +411,7 @@ impl Default for ServerSection {
         Self {
             tp_size: 1,
             attn_tp_size: None,
+            pp_size: 1,
             page_size: default_page_size(),
             kv_cache_dtype: default_kv_dtype(),
             quantization: None,
@@ -454,6 +459,9 @@ impl Default for ServerSection {
 
 fn one() -> u32 {
     1
+}
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 fn default_page_size() -> u32 {
     1

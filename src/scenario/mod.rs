@@ -811,24 +811,24 @@ fn place(
                     ),
                 ));
             }
-            if !p.gpu.is_multiple_of(p.server.tp_size) {
+            if !p.gpu.is_multiple_of(p.server.gpus()) {
                 return Err(c.err(
                     &key,
                     format!(
-                        "must be a multiple of tp_size = {} (an instance takes tp_size GPUs aligned to tp_size), got {}",
-                        p.server.tp_size, p.gpu
+                        "must be a multiple of tp_size × pp_size = {} (an instance takes that many GPUs, aligned to it), got {}",
+                        p.server.gpus(), p.gpu
                     ),
                 ));
             }
         }
-        total_gpus += u64::from(p.instances) * u64::from(p.server.tp_size);
+        total_gpus += u64::from(p.instances) * u64::from(p.server.gpus());
         if total_gpus > u64::from(limits::MAX_CLUSTER_GPUS) {
             return Err(c.err(
                 &format!("pools.{}.instances", p.name),
                 format!(
-                    "{} instance(s) × tp_size {} bring the cluster to {total_gpus} GPUs, above the bound of {} GPUs in all pools together",
+                    "{} instance(s) × {} GPUs (tp_size × pp_size) bring the cluster to {total_gpus} GPUs, above the bound of {} GPUs in all pools together",
                     p.instances,
-                    p.server.tp_size,
+                    p.server.gpus(),
                     limits::MAX_CLUSTER_GPUS
                 ),
             ));

@@ -37,6 +37,7 @@ pub mod hicache;
 pub mod kv_store;
 pub mod memory;
 pub mod mooncake_store;
+pub mod pipeline;
 pub mod prefill;
 pub mod prefix_cache;
 pub mod router;

@@ -61,6 +61,9 @@ pub struct PrefillServer {
     /// The running (or last) forward's time, ns: what an aborted request's share of it is
     /// taken from (`sim::abort`).
     pub forward_ns: Nanos,
+    /// `--pp-size` > 1: the stage-to-stage hand-offs every forward pays
+    /// (`sglang::pipeline`); `None` without pipeline parallelism.
+    pub pp: Option<super::pipeline::PpForward>,
 }
 
 impl PrefillServer {
@@ -84,6 +87,7 @@ impl PrefillServer {
             shape: Vec::new(),
             spec: None,
             forward_ns: 0,
+            pp: None,
         }
     }
 
@@ -306,6 +310,10 @@ impl PrefillServer {
         let mut dt: Nanos = self.core.step.prefill_ns(&self.shape).max(load_ns);
         if let Some(s) = self.spec.as_deref_mut() {
             dt = s.forward_ns(dt, &self.shape);
+        }
+        if let Some(pp) = &self.pp {
+            let tokens: u64 = self.shape.iter().map(|&(n, _)| u64::from(n)).sum();
+            dt += pp.extra_ns(tokens);
         }
         self.core.start_busy(now);
         self.forward_ns = dt;

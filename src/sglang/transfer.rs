@@ -201,9 +201,10 @@ pub struct TransferCtx<'a> {
 
 /// One prefill instance as its transfer workers see it ([`TransferWorkers::new`]).
 pub struct PrefillSide {
-    /// Its attention-TP ranks: each has its own queues, workers and blacklist.
+    /// Its ranks, every attention-TP rank of every pipeline stage (stage-major): each has its
+    /// own queues, workers and blacklist.
     pub ranks: u32,
-    /// GPU of each TP rank.
+    /// GPU of each rank.
     pub gpus: Vec<GpuId>,
     /// The compiled plan from it to each decode instance.
     pub plans: IdVec<DecodeId, Arc<PairPlan>>,
@@ -1239,10 +1240,12 @@ impl TransferQueues {
         }
         let batch = Batch {
             now: cx.q.now(),
+            // A pipeline stage other than the last makes no aux call (`send_aux` only on
+            // `pp_group.is_last_rank`).
             lead: send_lead(
                 cx.fabric.params(),
                 plan.has_state(),
-                job.last,
+                job.last && (plan.pp_size() == 1 || plan.target_sends_aux(i)),
                 backend.aux_after_kv(),
             ) + digest_ns,
             // On the head-sliced path the target's per-layer batches run on the queue's

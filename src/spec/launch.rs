@@ -480,9 +480,9 @@ impl Parsed {
                     ));
                 }
             }
-            "--pp-size" | "--pp" if v != "1" => self.warnings.push(format!(
-                "{flag} {v}: pdsim models pipeline parallelism 1; the prediction ignores PP"
-            )),
+            // Pipeline stages (docs/sglang-pd.md §27): a prefill's stages each write their own
+            // layers; `finish` reads a decode's as one stage.
+            "--pp-size" | "--pp" => args.pp_size = parse_ranks(flag, v, side)?,
             f if SPECULATIVE_FLAGS.iter().any(|(g, _)| *g == f) => {
                 self.speculative.push((f.to_string(), v.to_string()));
             }
@@ -557,6 +557,13 @@ impl Parsed {
                     self.args.tp_size
                 ));
             }
+        }
+        if side == "decode" && self.args.pp_size > 1 {
+            self.warnings.push(format!(
+                "--pp-size {} on the decode line: sglang's CommonKVReceiver takes a decode pp_size equal to the prefill's (\"Decode pp size should be equal to prefill pp size or 1\") and runs event_loop_pp_disagg_decode; pdsim models a decode of one stage, so the prediction reads this decode with --pp-size 1",
+                self.args.pp_size
+            ));
+            self.args.pp_size = 1;
         }
         match self.mode.as_deref() {
             Some(m) if m == side => {}

@@ -5,7 +5,7 @@ use serde::Serialize;
 /// The launch arguments of one sglang instance that matter to PD transfer and capacity.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ServerArgs {
-    /// `--tp-size`: GPUs per instance.
+    /// `--tp-size`: GPUs per instance, per pipeline stage with `pp_size` > 1.
     pub tp_size: u32,
     /// Attention TP (`tp_size / dp` in sglang); defaults to `tp_size`.
     pub attn_tp_size: u32,
@@ -40,6 +40,31 @@ pub struct ServerArgs {
     /// `mamba_ssm_dtype` in its config, FP32 by default). Left out of results when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mamba_ssm_dtype: Option<String>,
+    /// `--pp-size`: pipeline stages, each `tp_size` GPUs holding a contiguous range of layers
+    /// ([`pp_indices`]); 1 without pipeline parallelism. pdsim takes it on PD prefill servers
+    /// only (`docs/sglang-pd.md` §26.4). Left out of results when 1, so scenarios which never
+    /// set it keep their bytes.
+    #[serde(skip_serializing_if = "is_one")]
+    pub pp_size: u32,
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// `[start, end)`: the layers pipeline stage `pp_rank` of `pp_size` holds, as sglang's
+/// `get_pp_indices` (`python/sglang/srt/distributed/utils.py`) splits `num_layers` without
+/// `SGLANG_PP_LAYER_PARTITION`: `num_layers // pp_size` each, and the last
+/// `num_layers % pp_size` stages one more (e.g. 32 layers over 3 stages: 10, 11, 11).
+pub fn pp_indices(num_layers: u32, pp_rank: u32, pp_size: u32) -> (u32, u32) {
+    let pp = pp_size.max(1);
+    let (base, rem) = (num_layers / pp, num_layers % pp);
+    if pp_rank >= pp - rem {
+        let start = pp_rank * (base + 1) - (pp - rem);
+        (start, start + base + 1)
+    } else {
+        (pp_rank * base, pp_rank * base + base)
+    }
 }
 
 /// `--mamba-ssm-dtype`'s choices and their bytes per element (sglang `server_args.py`).
@@ -166,7 +191,25 @@ impl ServerArgs {
             quantization: None,
             speculative: None,
             mamba_ssm_dtype: None,
+            pp_size: 1,
         }
+    }
+
+    /// GPUs one instance takes: `tp_size` per pipeline stage, `tp_size × pp_size`.
+    pub fn gpus(&self) -> u32 {
+        self.tp_size * self.pp_size.max(1)
+    }
+
+    /// The most layers one pipeline stage holds of a model of `num_layers` layers (all of
+    /// them without PP): what bounds a stage's GPU memory ([`pp_indices`]).
+    pub fn max_stage_layers(&self, num_layers: u32) -> u32 {
+        (0..self.pp_size.max(1))
+            .map(|r| {
+                let (a, b) = pp_indices(num_layers, r, self.pp_size);
+                b - a
+            })
+            .max()
+            .unwrap_or(num_layers)
     }
 
     /// Bytes per KV element for this flag on a model whose activations are `activation_bytes`

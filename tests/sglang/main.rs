@@ -19,6 +19,7 @@ mod guards;
 mod kv_store;
 mod memory;
 mod pd_scenarios;
+mod pipeline;
 mod probe;
 mod router_policies;
 mod sessions;

@@ -184,7 +184,24 @@ fn cluster_section(sc: &Scenario) -> Section {
                 format!("{first}–{last}")
             },
             p.model.name.clone(),
-            format!("--tp-size {}", p.server.tp_size),
+            if p.server.pp_size > 1 {
+                // docs/sglang-pd.md §27: every stage's TP ranks write their own layers.
+                let stages: Vec<String> = (0..p.server.pp_size)
+                    .map(|r| {
+                        let (a, b) =
+                            crate::spec::server::pp_indices(p.model.num_layers, r, p.server.pp_size);
+                        format!("{a}..{b}")
+                    })
+                    .collect();
+                format!(
+                    "--tp-size {} --pp-size {} (stages hold layers {}; each stage's ranks write their own layers)",
+                    p.server.tp_size,
+                    p.server.pp_size,
+                    stages.join(", ")
+                )
+            } else {
+                format!("--tp-size {}", p.server.tp_size)
+            },
             LayoutFacts::of(&p.layout[0]).line(),
         ]);
         first = last + 1;

@@ -50,17 +50,36 @@ impl PairPlan {
 
         // docs/sglang-pd.md §4.4: the send function, and whether the validator guards it.
         let path = profile.kv_send_path(p0.mla, p0.unified, tp_p, tp_d);
-        let (kv_runs, kv_error) = kv_pairing(profile, path, p0, d0);
         let state = state_pairing(profile, p0, d0);
 
-        let plans = targets
-            .into_iter()
-            .map(|t| {
+        // docs/sglang-pd.md §27: with `--pp-size` every stage's TP ranks are writers of their
+        // own layers. A decode of pp_size 1 contacts every stage (`CommonKVReceiver`:
+        // `target_pp_ranks = range(prefill pp_size)`), so each stage repeats the TP rank
+        // mapping, its prefill ranks numbered `stage · tp_p + tp rank` (stage-major, as
+        // `RankLayout::all_ranks` lists them), and pairs its regions from its `start_layer`.
+        let stages = p_layouts.len() as u32 / tp_p.max(1);
+        let mut kv_error = None;
+        let mut plans = Vec::with_capacity(targets.len() * stages as usize);
+        for stage in 0..stages {
+            let s0 = &p_layouts[(stage * tp_p) as usize];
+            let (kv_runs, error) = kv_pairing(profile, path, s0, d0, stages == 1);
+            kv_error = kv_error.or(error);
+            for t in &targets {
+                let t = Target {
+                    prefill_rank: stage * tp_p + t.prefill_rank,
+                    ..*t
+                };
                 let p = &p_layouts[t.prefill_rank as usize];
                 let d = &d_layouts[t.decode_rank as usize];
-                target_plan(t, p, d, path, &kv_runs, &state)
-            })
-            .collect();
+                let mut plan = target_plan(t, p, d, path, &kv_runs, &state);
+                // `transfer_worker`: `if kv_chunk.is_last and self.pp_group.is_last_rank:
+                // send_aux(...)`: only the last stage writes the metadata row.
+                if stage + 1 != stages {
+                    plan.aux.clear();
+                }
+                plans.push(plan);
+            }
+        }
 
         let mut plan = PairPlan {
             profile,
@@ -90,7 +109,11 @@ fn kv_pairing(
     path: SendPath,
     p0: &RankLayout,
     d0: &RankLayout,
+    one_stage: bool,
 ) -> (Vec<RegionRun>, Option<PdError>) {
+    // `kv_args.prefill_start_layer`: where a pipeline stage's layers start in the decode's
+    // full-model list (0 without PP).
+    let start = p0.start_layer;
     let (tp_p, tp_d) = (p0.attn_tp_size, d0.attn_tp_size);
     let mut kv_error = None;
     if profile.validator_runs(path, p0.unified) {
@@ -114,13 +137,13 @@ fn kv_pairing(
     let mut kv_runs = Vec::new();
     if kv_error.is_none() {
         let by_ids = || {
-            // `allow_positional_fallback = self.pp_size == 1`: pdsim models pp = 1.
+            // `allow_positional_fallback = self.pp_size == 1`.
             checks::build_transfer_entry_pairs(
                 &p0.kv_layer_ids,
                 &d0.kv_layer_ids,
                 n_src as usize,
                 n_dst as usize,
-                true,
+                one_stage,
                 ErrorKind::KvLayersOutOfRange,
             )
         };
@@ -138,13 +161,15 @@ fn kv_pairing(
                 // `get_mla_kv_ptrs_with_pp`: equal lengths pair whole; otherwise
                 // `dst[start : start + len(src)]`, which the list comprehension indexes past
                 // when it is shorter than src.
-                if n_dst < n_src {
+                if n_dst == n_src {
+                    pair((0..n_src).map(|i| (i, i)).collect());
+                } else if n_dst < start + n_src {
                     kv_error = Some(checks::index_error());
                 } else {
-                    pair((0..n_src).map(|i| (i, i)).collect());
+                    pair((0..n_src).map(|i| (i, start + i)).collect());
                 }
             }
-            SendPath::SendKvcache => match mha_pairs(n_src, n_dst) {
+            SendPath::SendKvcache => match mha_pairs(n_src, n_dst, start) {
                 Ok(m) => {
                     kv_error = checks::check_kv_layers(m.layers, m.dst_k)
                         .err()
@@ -161,7 +186,7 @@ fn kv_pairing(
                 Ok(pairs) => pair(pairs),
                 Err(e) => kv_error = Some(e),
             },
-            SendPath::Slice => match mha_pairs(n_src, n_dst) {
+            SendPath::Slice => match mha_pairs(n_src, n_dst, start) {
                 // No explicit range check on this path: `dst_k_ptrs[i]` raises IndexError.
                 Ok(m) => match m.index_error {
                     Some(e) => kv_error = Some(e),
@@ -419,7 +444,9 @@ struct MhaPairs {
 /// (`dst_total % layers != 0`) → K `dst[:layers]`, V from `layers · (dst_total // layers)`;
 /// otherwise K `dst[:layers]`, V `dst[dst_total : dst_total + layers]`. A slice past the end
 /// is short, not an error, so `len(dst_k_ptrs) = min(layers, len(dst))`, not `len(dst) / 2`.
-fn mha_pairs(n_src: u32, n_dst: u32) -> Result<MhaPairs, PdError> {
+/// A pipeline stage's slices start at its `start_layer` (`dst[start_layer:end_layer]`, V at
+/// the same offset past its base): with pp = 1 every start is 0 (docs/sglang-pd.md §27).
+fn mha_pairs(n_src: u32, n_dst: u32, start: u32) -> Result<MhaPairs, PdError> {
     let (layers, dst_total) = (n_src / 2, n_dst / 2);
     let slice = |start: u32, len: u32| start.min(n_dst)..(start + len).min(n_dst);
     let (k, v) = if layers == dst_total {
@@ -431,14 +458,14 @@ fn mha_pairs(n_src: u32, n_dst: u32) -> Result<MhaPairs, PdError> {
         }
         if dst_total % layers != 0 {
             (
-                slice(0, layers),
-                slice(layers * (dst_total / layers), layers),
+                slice(start, layers),
+                slice(layers * (dst_total / layers) + start, layers),
             )
         } else {
-            (slice(0, layers), slice(dst_total, layers))
+            (slice(start, layers), slice(dst_total + start, layers))
         }
     } else {
-        (slice(0, layers), slice(dst_total, layers))
+        (slice(start, layers), slice(dst_total + start, layers))
     };
     let dst_k = k.len();
     let mut pairs = Vec::new();

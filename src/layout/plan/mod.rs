@@ -292,6 +292,19 @@ impl PairPlan {
         &self.decode
     }
 
+    /// The prefill's pipeline stages (`--pp-size`; 1 without PP): its ranks are
+    /// `stage · attn_tp + tp rank`, each stage writing its own layers (docs/sglang-pd.md §27).
+    pub fn pp_size(&self) -> u32 {
+        self.prefill.len() as u32 / self.prefill[0].attn_tp_size.max(1)
+    }
+
+    /// Whether target `i` writes the metadata (aux) row on the last chunk: every target
+    /// without PP; with PP only the last stage's (`transfer_worker`: `if kv_chunk.is_last and
+    /// self.pp_group.is_last_rank: send_aux`).
+    pub fn target_sends_aux(&self, i: usize) -> bool {
+        !self.targets[i].aux.is_empty()
+    }
+
     /// Whether the prefill registers state regions (Mamba / GDN / SWA state), which its last
     /// chunk sends with a call of their own.
     pub fn has_state(&self) -> bool {

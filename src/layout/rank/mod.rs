@@ -37,8 +37,16 @@ pub struct RankLayout {
     pub model: String,
     /// Attention TP of the instance.
     pub attn_tp_size: u32,
-    /// This rank.
+    /// This rank: its attention-TP rank within its pipeline stage.
     pub rank: u32,
+    /// Its pipeline stage (`kv_args.pp_rank`; 0 without `--pp-size`).
+    pub pp_rank: u32,
+    /// The instance's pipeline stages (`--pp-size`; 1 without PP).
+    pub pp_size: u32,
+    /// The first layer its stage holds (`kv_args.prefill_start_layer`, the KV pool's
+    /// `start_layer`; 0 without `--pp-size`): its KV regions are the stage's layers only,
+    /// `[start_layer, start_layer + regions)`, with their global layer ids in the labels.
+    pub start_layer: u32,
     /// Tokens per page.
     pub page_size: u32,
     /// The `--kv-cache-dtype` flag as given (sglang compares peers by this string).
@@ -131,6 +139,9 @@ impl RankLayout {
             model: model.name.clone(),
             attn_tp_size: tp,
             rank,
+            pp_rank: 0,
+            pp_size: 1,
+            start_layer: 0,
             page_size: ps,
             kv_cache_dtype: server.kv_cache_dtype.clone(),
             kv_dtype: dtype,
@@ -152,11 +163,49 @@ impl RankLayout {
             aux: metadata::aux_regions(model),
         })
     }
-    /// Layouts of every attention-TP rank of an instance, rank order.
+    /// Layouts of every rank of an instance: every attention-TP rank of every pipeline stage,
+    /// stage-major (rank `pp_rank · attn_tp + tp_rank`), so a stage's ranks are consecutive.
     pub fn all_ranks(model: &ModelSpec, server: &ServerArgs) -> Result<Vec<Self>, LayoutError> {
-        (0..server.attn_tp_size.max(1))
-            .map(|r| Self::new(model, server, r))
+        let tp = server.attn_tp_size.max(1);
+        (0..server.pp_size.max(1))
+            .flat_map(|s| (0..tp).map(move |r| (s, r)))
+            .map(|(s, r)| Self::stage(model, server, r, s))
             .collect()
+    }
+
+    /// The layout TP rank `rank` of pipeline stage `pp_rank` registers: the whole instance's
+    /// layout ([`RankLayout::new`]) cut to the stage's layers, as sglang's KV pool on a stage
+    /// allocates only `[start_layer, end_layer)` (`get_pp_indices`) and registers them K then
+    /// V, as without PP (`docs/sglang-pd.md` §27). pdsim takes PP on plain attention models
+    /// only (no state, no draft: `scenario::sections::pipeline`), so only KV regions move.
+    pub fn stage(
+        model: &ModelSpec,
+        server: &ServerArgs,
+        rank: u32,
+        pp_rank: u32,
+    ) -> Result<Self, LayoutError> {
+        let mut l = Self::new(model, server, rank)?;
+        if server.pp_size <= 1 {
+            return Ok(l);
+        }
+        let (start, end) =
+            crate::spec::server::pp_indices(model.num_layers, pp_rank, server.pp_size);
+        l.kv_regions
+            .retain(|r| r.layer.is_some_and(|id| (start..end).contains(&id)));
+        l.kv_layer_ids.retain(|id| (start..end).contains(id));
+        l.pp_rank = pp_rank;
+        l.pp_size = server.pp_size;
+        l.start_layer = start;
+        Ok(l)
+    }
+
+    /// One past the last layer its stage holds (the model's layer count without PP).
+    pub fn end_layer(&self) -> u32 {
+        self.kv_regions
+            .iter()
+            .filter_map(|r| r.layer)
+            .max()
+            .map_or(self.start_layer, |l| l + 1)
     }
 
     /// MLA attention on a model with mamba layers (Kimi-Linear type, `is_hybrid_mla_backend`).

@@ -160,6 +160,14 @@ struct StateView {
 }
 
 #[derive(Serialize)]
+struct PipelineView {
+    pp_size: u32,
+    pp_rank: u32,
+    start_layer: u32,
+    end_layer: u32,
+}
+
+#[derive(Serialize)]
 struct RankLayoutView<'a> {
     model: &'a str,
     attn_tp_size: u32,
@@ -173,6 +181,9 @@ struct RankLayoutView<'a> {
     hybrid: bool,
     kv_heads_per_rank: u32,
     first_kv_head: u32,
+    /// `--pp-size` > 1 only: the stage and its layers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pipeline: Option<PipelineView>,
     kv: RegionsView<'a>,
     state: StateView,
     aux: &'a [AuxRegion],
@@ -210,6 +221,12 @@ impl Serialize for RankLayout {
             hybrid: self.hybrid,
             kv_heads_per_rank: self.kv_heads_per_rank,
             first_kv_head: self.first_kv_head,
+            pipeline: (self.pp_size > 1).then(|| PipelineView {
+                pp_size: self.pp_size,
+                pp_rank: self.pp_rank,
+                start_layer: self.start_layer,
+                end_layer: self.end_layer(),
+            }),
             kv: RegionsView {
                 count: self.kv_regions.len(),
                 order: self.kv_order(),
@@ -279,6 +296,17 @@ pub fn render_table(l: &RankLayout) -> String {
         l.kv_dtype.bytes(),
         if l.unified { "on" } else { "off" }
     );
+    if l.pp_size > 1 {
+        let _ = writeln!(
+            s,
+            "pipeline stage {} of {} (--pp-size {}): layers {}..{} only (get_pp_indices); it writes them to every decode rank it serves, the other stages write theirs",
+            l.pp_rank,
+            l.pp_size,
+            l.pp_size,
+            l.start_layer,
+            l.end_layer()
+        );
+    }
     let heads = if l.mla {
         "MLA latent, replicated on every rank".to_string()
     } else if l.attn_tp_size > l.total_kv_heads {

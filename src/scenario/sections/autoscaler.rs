@@ -205,7 +205,7 @@ pub(in crate::scenario) fn lifecycle(
             ));
         }
     }
-    let gpus = [pools[pi].server.tp_size, pools[di].server.tp_size];
+    let gpus = [pools[pi].server.gpus(), pools[di].server.gpus()];
     let initial = [pools[pi].instances, pools[di].instances];
     let bound = match checked {
         Autoscaler::SlaPlanner(p) => {
@@ -306,6 +306,12 @@ fn role_switch_fits(c: &Checker, p: &Pool, d: &Pool) -> Result<(), ScenarioError
         p.server.tp_size.to_string(),
         d.server.tp_size.to_string(),
     )?;
+    // A decode pool is one pipeline stage (`sections::pipeline`): so must a flipped prefill be.
+    same(
+        "pp_size",
+        p.server.pp_size.to_string(),
+        d.server.pp_size.to_string(),
+    )?;
     same(
         "page_size",
         p.server.page_size.to_string(),
@@ -363,7 +369,7 @@ fn pools_fit(
     if let Autoscaler::SlaPlanner(p) = checked
         && let Some(max) = p.max_gpu_budget
     {
-        let (gp, gd) = (pre[0].server.tp_size, dec[0].server.tp_size);
+        let (gp, gd) = (pre[0].server.gpus(), dec[0].server.gpus());
         let need = u64::from(p.min_endpoint) * u64::from(gp + gd);
         if u64::from(max) < need {
             return Err(c.err(

@@ -18,6 +18,7 @@ use crate::spec::{GpuSpec, gpu};
 mod autoscaler;
 mod hicache;
 mod offload;
+mod pipeline;
 mod pool;
 mod workload;
 
@@ -591,6 +592,26 @@ pub(super) fn plans(
 ) -> Result<BTreeMap<(usize, usize), Arc<PairPlan>>, ScenarioError> {
     let profile = sglang.profile;
     let mut plans = std::collections::BTreeMap::new();
+    // A PP prefill's stages register part of the layers each: what the KV checksum digests
+    // and what registration-time validation compares per stage were not read (PR #39500 and
+    // PR #37840 show pp_size 1 only).
+    if let Some(p) = pools.iter().find(|p| p.server.pp_size > 1) {
+        let guard = if sglang.kv_checksum {
+            Some("sglang.kv_checksum (--disaggregation-enable-kv-checksum)")
+        } else if sglang.version.validates_registration() {
+            Some("registration-time layout validation (sglang.version with PR #37840)")
+        } else {
+            None
+        };
+        if let Some(guard) = guard {
+            return Err(c.err(
+                &format!("pools.{}.server.pp_size", p.name),
+                format!(
+                    "pipeline-parallel prefill is not modelled with {guard}: how each stage's partial layer list is digested or validated was not read; leave pp_size out (1) or the guard off"
+                ),
+            ));
+        }
+    }
     for (pi, pp) in pools
         .iter()
         .enumerate()

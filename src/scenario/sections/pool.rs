@@ -139,7 +139,9 @@ fn pool(
         quantization,
         speculative,
         mamba_ssm_dtype: s.mamba_ssm_dtype.clone(),
+        pp_size: s.pp_size,
     };
+    super::pipeline::check(c, p, key, (&model, &server, &parallel))?;
     let kv_dtype_bytes = server
         .kv_dtype_bytes(model.activation_bytes)
         .ok_or_else(|| {
@@ -231,7 +233,7 @@ fn check_shape(
             ),
         ));
     }
-    Ok(())
+    super::pipeline::check_shape(c, p, key, gpus_per_node)
 }
 
 /// The server's scheduling and memory flags in range: page size, prefill token budgets,

@@ -671,16 +671,7 @@ impl StepModel {
         } + p.decode_per_seq_overhead_s * b;
         // The host work the GPU's hides (0 in the calibrations that price host costs
         // serially, where the floor is the per-block launch floor alone, as before).
-        let cpu = if new > 0.0 {
-            self.eager_launch_s()
-                + if f.batch > 0 {
-                    p.decode_cpu_s + p.decode_cpu_per_seq_s * b
-                } else {
-                    0.0
-                }
-        } else {
-            self.decode_cpu_s(f.batch)
-        };
+        let cpu = self.hidden_host_s(new > 0.0, f.batch);
         host + gpu.max((self.allreduces * p.launch_per_block_s).max(cpu))
     }
 

@@ -78,6 +78,25 @@ pub fn run(scenario: &str, sets: &[&str], dir: &Path) -> Summary {
         .summary
 }
 
+/// Runs `scenario` with `sets` into a scratch folder named `tag` and returns its summary and
+/// its `requests.csv` rows (the folder is removed when the test passes).
+pub fn run_rows(
+    scenario: &str,
+    sets: &[&str],
+    tag: &str,
+) -> (Summary, Vec<std::collections::BTreeMap<String, String>>) {
+    let dir = tmpdir(tag);
+    let s = run(scenario, sets, &dir);
+    let rows = read_csv(&dir.join("requests.csv"));
+    (s, rows)
+}
+
+/// A column that must hold a number, as u64 (the panic names the column and the request).
+pub fn ns(r: &std::collections::BTreeMap<String, String>, k: &str) -> u64 {
+    r[k].parse()
+        .unwrap_or_else(|_| panic!("{k} of request {}", r["id"]))
+}
+
 /// Rows of a CSV file as header → value maps, in file order.
 pub fn read_csv(path: &Path) -> Vec<std::collections::BTreeMap<String, String>> {
     let mut r = csv::Reader::from_path(path).unwrap();

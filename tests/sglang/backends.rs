@@ -15,18 +15,6 @@ const NIXL: &str = "scenarios/transfer/backend-nixl.toml";
 const STUCK: &str = "tests/scenarios/backend-stuck-prealloc.toml";
 const LINK_DOWN: &str = "scenarios/faults/link-down.toml";
 
-fn run_rows(scenario: &str, sets: &[&str], tag: &str) -> (pdsim::report::Summary, Vec<Row>) {
-    let dir = tmpdir(&format!("backends-{tag}"));
-    let s = run(scenario, sets, &dir);
-    let rows = read_csv(&dir.join("requests.csv"));
-    (s, rows)
-}
-
-fn ns(r: &Row, k: &str) -> u64 {
-    r[k].parse()
-        .unwrap_or_else(|_| panic!("{k} of request {}", r["id"]))
-}
-
 /// Llama-3.1-8B (32 layers, 8 KV heads of 128, BF16) on a TP-1 pair, page 64, a fixed
 /// 2,048-token prompt (one chunk: 2,048 ≤ `chunked_prefill_size`). NIXL's `transfer_worker`
 /// sends it with `send_kvcache` → `_send_kvcache_generic`: MHA, so `layers_params` is the K
@@ -45,8 +33,12 @@ fn ns(r: &Row, k: &str) -> u64 {
 /// NIXL, and nothing else moves.
 #[test]
 fn a_nixl_request_posts_sglangs_descriptors_and_does_not_wait_for_the_aux_call() {
-    let (s_n, nixl) = run_rows(NIXL, &[], "nixl");
-    let (s_m, mooncake) = run_rows(NIXL, &["sglang.transfer_backend=mooncake"], "mooncake");
+    let (s_n, nixl) = run_rows(NIXL, &[], "backends-nixl");
+    let (s_m, mooncake) = run_rows(
+        NIXL,
+        &["sglang.transfer_backend=mooncake"],
+        "backends-mooncake",
+    );
     assert_eq!(s_n.requests.arrived, s_m.requests.arrived);
     assert_eq!(s_n.requests.completed, s_n.requests.arrived);
     assert!(s_n.requests.completed >= 40);
@@ -86,10 +78,18 @@ fn a_nixl_request_posts_sglangs_descriptors_and_does_not_wait_for_the_aux_call()
 ///   deadline in `MoriKVSender.poll`) fails them with "… waiting for decode handshake".
 #[test]
 fn nixl_before_pr_34692_has_no_prefill_bootstrap_timeout() {
-    let (seed, seed_rows) = run_rows(STUCK, &[], "stuck-nixl");
-    let (moon, moon_rows) = run_rows(STUCK, &["sglang.transfer_backend=mooncake"], "stuck-moon");
-    let (fixed, _) = run_rows(STUCK, &["sglang.version=2026-09"], "stuck-fixed");
-    let (mori, _) = run_rows(STUCK, &["sglang.transfer_backend=mori"], "stuck-mori");
+    let (seed, seed_rows) = run_rows(STUCK, &[], "backends-stuck-nixl");
+    let (moon, moon_rows) = run_rows(
+        STUCK,
+        &["sglang.transfer_backend=mooncake"],
+        "backends-stuck-moon",
+    );
+    let (fixed, _) = run_rows(STUCK, &["sglang.version=2026-09"], "backends-stuck-fixed");
+    let (mori, _) = run_rows(
+        STUCK,
+        &["sglang.transfer_backend=mori"],
+        "backends-stuck-mori",
+    );
     assert_eq!(seed.requests.arrived, 40);
     assert_eq!((seed.requests.completed, seed.requests.failed), (40, 0));
     assert!(seed.errors.is_empty());
@@ -147,7 +147,7 @@ fn nixl_before_pr_34692_has_no_prefill_bootstrap_timeout() {
 #[test]
 fn nixl_fails_the_rooms_that_met_the_fault_and_blacklists_nothing() {
     let sets = ["fabric.nics_per_node=1"];
-    let (moon, moon_rows) = run_rows(LINK_DOWN, &sets, "link-moon");
+    let (moon, moon_rows) = run_rows(LINK_DOWN, &sets, "backends-link-moon");
     let dir = tmpdir("backends-link-nixl");
     let nixl = run(
         LINK_DOWN,
@@ -199,8 +199,12 @@ fn nixl_fails_the_rooms_that_met_the_fault_and_blacklists_nothing() {
 #[test]
 fn on_nixl_a_raise_fails_its_room_and_the_worker_lives() {
     const GPT: &str = "scenarios/pd/gpt-oss-hetero-tp.toml";
-    let (moon, _) = run_rows(GPT, &["sglang.transfer_backend=mooncake"], "gpt-moon");
-    let (nixl, rows) = run_rows(GPT, &["sglang.transfer_backend=nixl"], "gpt-nixl");
+    let (moon, _) = run_rows(
+        GPT,
+        &["sglang.transfer_backend=mooncake"],
+        "backends-gpt-moon",
+    );
+    let (nixl, rows) = run_rows(GPT, &["sglang.transfer_backend=nixl"], "backends-gpt-nixl");
     let text = "PD Disaggregation does NOT support PD different TP sizes for non-MLA SWA hybrid models yet.";
     let kinds = |s: &pdsim::report::Summary| -> Vec<(String, u64)> {
         s.errors.iter().map(|e| (e.kind.clone(), e.count)).collect()
@@ -234,17 +238,17 @@ fn a_head_sliced_transfer_is_bound_by_its_posting_threads() {
     let (m, _) = run_rows(
         "scenarios/transfer/hetero-tp-sliced.toml",
         &sets("sglang.transfer_backend=mooncake"),
-        "sliced-moon",
+        "backends-sliced-moon",
     );
     let (n, nixl) = run_rows(
         "scenarios/transfer/hetero-tp-sliced.toml",
         &sets("sglang.transfer_backend=nixl"),
-        "sliced-nixl",
+        "backends-sliced-nixl",
     );
     let (o, _) = run_rows(
         "scenarios/transfer/hetero-tp-sliced.toml",
         &sets("sglang.transfer_backend=mori"),
-        "sliced-mori",
+        "backends-sliced-mori",
     );
     for r in &nixl {
         assert_eq!(ns(r, "rdma_writes"), 4 * 64 * 2_048 + 40);

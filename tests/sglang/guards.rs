@@ -11,13 +11,6 @@ use std::collections::BTreeMap;
 
 type Row = BTreeMap<String, String>;
 
-fn run_rows(scenario: &str, sets: &[&str], tag: &str) -> (pdsim::report::Summary, Vec<Row>) {
-    let dir = tmpdir(&format!("guards-{tag}"));
-    let s = run(scenario, sets, &dir);
-    let rows = read_csv(&dir.join("requests.csv"));
-    (s, rows)
-}
-
 const UNGUARDED: &str = "scenarios/regression/unguarded-corruption.toml";
 const CHECKSUM: [&str; 2] = ["sglang.version=2026-09", "sglang.kv_checksum=true"];
 
@@ -28,7 +21,7 @@ const CHECKSUM: [&str; 2] = ["sglang.version=2026-09", "sglang.kv_checksum=true"
 /// none is corrupted. The figures come from the first run, not from constants.
 #[test]
 fn the_checksum_aborts_every_corrupted_request_and_corrupts_none() {
-    let (plain, plain_rows) = run_rows(UNGUARDED, &[], "plain");
+    let (plain, plain_rows) = run_rows(UNGUARDED, &[], "guards-plain");
     assert!(plain.requests.corrupted >= 10, "{:?}", plain.requests);
     let corrupted: Vec<&str> = plain_rows
         .iter()
@@ -36,7 +29,7 @@ fn the_checksum_aborts_every_corrupted_request_and_corrupts_none() {
         .map(|r| r["id"].as_str())
         .collect();
 
-    let (s, rows) = run_rows(UNGUARDED, &CHECKSUM, "checksum");
+    let (s, rows) = run_rows(UNGUARDED, &CHECKSUM, "guards-checksum");
     assert_eq!(s.requests.arrived, plain.requests.arrived);
     assert_eq!(s.requests.corrupted, 0);
     assert_eq!(s.requests.completed, 0);
@@ -97,7 +90,7 @@ fn the_mamba_state_dtype_hazard_is_silent_without_registration_validation_and_re
     let (silent, _) = run_rows(
         "scenarios/guards/mamba-state-dtype-silent.toml",
         &[],
-        "m-silent",
+        "guards-m-silent",
     );
     assert!(silent.errors.is_empty(), "{:?}", silent.errors);
     assert_eq!(silent.requests.completed, 0);
@@ -106,7 +99,7 @@ fn the_mamba_state_dtype_hazard_is_silent_without_registration_validation_and_re
     let (s, rows) = run_rows(
         "scenarios/guards/mamba-state-dtype-rejected.toml",
         &[],
-        "m-rej",
+        "guards-m-rej",
     );
     assert_eq!(s.requests.arrived, silent.requests.arrived);
     assert_eq!(s.requests.corrupted, 0);
@@ -130,7 +123,7 @@ fn the_mamba_state_dtype_hazard_is_silent_without_registration_validation_and_re
     let (seed, _) = run_rows(
         "scenarios/guards/mamba-state-dtype-silent.toml",
         &["sglang.profile=guarded"],
-        "m-seed",
+        "guards-m-seed",
     );
     assert!(
         seed.errors
@@ -150,8 +143,8 @@ fn the_mamba_state_dtype_hazard_is_silent_without_registration_validation_and_re
 #[test]
 fn the_checksum_costs_each_request_its_two_digests() {
     const S: &str = "tests/data/guards/checksum-1p1d.toml";
-    let (on, on_rows) = run_rows(S, &[], "cost-on");
-    let (off, off_rows) = run_rows(S, &["sglang.kv_checksum=false"], "cost-off");
+    let (on, on_rows) = run_rows(S, &[], "guards-cost-on");
+    let (off, off_rows) = run_rows(S, &["sglang.kv_checksum=false"], "guards-cost-off");
     assert_eq!(on.requests.completed, on.requests.arrived);
     assert_eq!(off.requests.completed, on.requests.completed);
     assert!(on.requests.completed >= 9, "{:?}", on.requests);

@@ -13,18 +13,6 @@ type Row = BTreeMap<String, String>;
 const SLICED: &str = "scenarios/transfer/hetero-tp-sliced.toml";
 const STAGED: &str = "scenarios/transfer/hetero-tp-staged.toml";
 
-fn run_rows(scenario: &str, sets: &[&str], tag: &str) -> (pdsim::report::Summary, Vec<Row>) {
-    let dir = tmpdir(&format!("staging-{tag}"));
-    let s = run(scenario, sets, &dir);
-    let rows = read_csv(&dir.join("requests.csv"));
-    (s, rows)
-}
-
-fn ns(r: &Row, k: &str) -> u64 {
-    r[k].parse()
-        .unwrap_or_else(|_| panic!("{k} of request {}", r["id"]))
-}
-
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
@@ -43,8 +31,8 @@ fn mean(v: &[f64]) -> f64 {
 #[test]
 fn a_staged_request_issues_one_write_per_rank_pair_and_chunk() {
     let sets = ["run.max_requests=5"];
-    let (a, sliced) = run_rows(SLICED, &sets, "count-sliced");
-    let (b, staged) = run_rows(STAGED, &sets, "count-staged");
+    let (a, sliced) = run_rows(SLICED, &sets, "staging-count-sliced");
+    let (b, staged) = run_rows(STAGED, &sets, "staging-count-staged");
     assert_eq!((a.requests.completed, b.requests.completed), (5, 5));
     const KV_BYTES: u64 = 268_435_456;
     let aux = |r: &Row, kv_writes: u64| {
@@ -70,8 +58,8 @@ fn a_staged_request_issues_one_write_per_rank_pair_and_chunk() {
 /// scatter it adds, and TTFT falls with it. The figures come from the runs.
 #[test]
 fn staging_shortens_the_transfer_and_ttft() {
-    let (_, sliced) = run_rows(SLICED, &[], "time-sliced");
-    let (_, staged) = run_rows(STAGED, &[], "time-staged");
+    let (_, sliced) = run_rows(SLICED, &[], "staging-time-sliced");
+    let (_, staged) = run_rows(STAGED, &[], "staging-time-staged");
     let transfer = |rows: &[Row]| {
         mean(
             &rows
@@ -100,7 +88,11 @@ fn staging_shortens_the_transfer_and_ttft() {
     // sglang's docs: staged heterogeneous TP runs "within ~5 %" of homogeneous TP. The same
     // cluster with a TP-2 decode (equal TP, `send_kvcache`): the staged p2d4's mean TTFT is
     // within 5 % of it, the sliced one's several times it.
-    let (_, equal) = run_rows(SLICED, &["pools.decode.server.tp_size=2"], "time-equal");
+    let (_, equal) = run_rows(
+        SLICED,
+        &["pools.decode.server.tp_size=2"],
+        "staging-time-equal",
+    );
     let fe = ttft(&equal);
     assert!(
         f1 <= fe * 1.05,
@@ -130,7 +122,7 @@ fn a_small_ring_holds_chunks_back_and_a_too_small_one_kills_the_worker() {
         let pool = format!("sglang.staging_pool_mb={mb}");
         let mut sets = busy.to_vec();
         sets.push(&pool);
-        let (s, rows) = run_rows(STAGED, &sets, &format!("ring-{mb}"));
+        let (s, rows) = run_rows(STAGED, &sets, &format!("staging-ring-{mb}"));
         assert_eq!(s.requests.completed, s.requests.arrived, "{mb} MiB");
         let w: Vec<f64> = rows
             .iter()
@@ -143,7 +135,7 @@ fn a_small_ring_holds_chunks_back_and_a_too_small_one_kills_the_worker() {
     assert!(small_mean > big_mean, "{small_mean} vs {big_mean}");
     assert!(small_max >= big_max + 1e6, "{small_max} vs {big_max}");
 
-    let (s, _) = run_rows(STAGED, &["sglang.staging_pool_mb=63"], "ring-63");
+    let (s, _) = run_rows(STAGED, &["sglang.staging_pool_mb=63"], "staging-ring-63");
     assert_eq!(s.requests.completed, 0);
     let e = &s.errors[0];
     assert!(
@@ -190,8 +182,8 @@ fn mooncake_over_tcp_moves_at_the_stated_rate() {
         "sglang.transfer_backend=mooncake_tcp",
         "sglang.tcp_gbps=25",
     ];
-    let (_, rdma) = run_rows(STAGED, &sets, "tcp-rdma");
-    let (s, over_tcp) = run_rows(STAGED, &tcp, "tcp-tcp");
+    let (_, rdma) = run_rows(STAGED, &sets, "staging-tcp-rdma");
+    let (s, over_tcp) = run_rows(STAGED, &tcp, "staging-tcp-tcp");
     assert_eq!(s.requests.completed, 5);
     let floor_ns = (134_217_728.0_f64 / 3.125).ceil() as u64;
     for (a, b) in rdma.iter().zip(&over_tcp) {

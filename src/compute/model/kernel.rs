@@ -47,6 +47,22 @@ impl StepModel {
         self.decode_cpu_s(b)
     }
 
+    /// The host time a forward hides behind its GPU's, seconds: a prefill's eager launches
+    /// (and the scheduling of the decode batch riding with it, if any); a decode's scheduling
+    /// and, above the CUDA-graph limit, its eager launches.
+    pub(super) fn hidden_host_s(&self, prefill: bool, batch: u32) -> f64 {
+        let p = &self.params;
+        if !prefill {
+            return self.decode_cpu_s(batch);
+        }
+        self.eager_launch_s()
+            + if batch > 0 {
+                p.decode_cpu_s + p.decode_cpu_per_seq_s * f64::from(batch)
+            } else {
+                0.0
+            }
+    }
+
     /// The host time a decode of `b` sequences overlaps with the GPU's: scheduling, and the
     /// eager launches of a batch above the CUDA-graph limit. Seconds.
     pub(super) fn decode_cpu_s(&self, b: u32) -> f64 {
@@ -159,24 +175,12 @@ impl StepModel {
             body + lm + moe
         };
         let gpu = self.offloaded(gpu);
-        let (host, cpu) = if new > 0.0 {
-            (
-                p.prefill_overhead_s
-                    + p.prefill_per_seq_overhead_s * seqs
-                    + p.decode_per_seq_overhead_s * b,
-                self.eager_launch_s()
-                    + if f.batch > 0 {
-                        p.decode_cpu_s + p.decode_cpu_per_seq_s * b
-                    } else {
-                        0.0
-                    },
-            )
+        let host = if new > 0.0 {
+            p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
         } else {
-            (
-                p.decode_overhead_s + p.decode_per_seq_overhead_s * b,
-                self.decode_cpu_s(f.batch),
-            )
-        };
+            p.decode_overhead_s
+        } + p.decode_per_seq_overhead_s * b;
+        let cpu = self.hidden_host_s(new > 0.0, f.batch);
         host + gpu.max(cpu)
     }
 

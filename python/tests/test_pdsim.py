@@ -304,6 +304,26 @@ def test_layout_takes_the_mamba_state_dtype_as_the_cli(cli):
     assert e.value.exit_code == 2 and "float32" in e.value.message
 
 
+def test_layout_takes_a_pipeline_stage_as_the_cli(cli):
+    code, out, _ = cli(
+        "layout", "--model", "llama-3.1-8b", "--tp", "2", "--pp-size", "2", "--pp-rank", "1", "--json"
+    )
+    assert code == 0
+    stage = pdsim.layout("llama-3.1-8b", tp=2, pp_size=2, pp_rank=1)
+    assert stage == json.loads(out)
+    assert (stage["pipeline"]["start_layer"], stage["pipeline"]["end_layer"]) == (16, 32)
+    assert stage != pdsim.layout("llama-3.1-8b", tp=2)
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.layout("llama-3.1-8b", tp=2, pp_size=2, pp_rank=2)
+    assert e.value.exit_code == 2 and "--pp-rank" in e.value.message
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.layout("llama-3.1-8b", tp=2, pp_size=0)
+    assert e.value.exit_code == 2 and "--pp-size" in e.value.message
+    with pytest.raises(pdsim.InvalidInput) as e:
+        pdsim.layout("llama-3.1-8b", tp=2, pp_size="2")
+    assert e.value.key == "--pp-size"
+
+
 def test_layout_and_explain_are_the_cli_output(cli, tmp_path):
     code, out, _ = cli("layout", "--model", "qwen3-next-80b-a3b", "--tp", "2", "--page-size", "16", "--json")
     assert code == 0

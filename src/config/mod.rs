@@ -751,6 +751,7 @@ impl SglangParams {
     /// The prefill sender's `Bootstrapping` clock, ns, or `None` where the backend's sender has
     /// none in this version (NIXL before sglang PR #34692:
     /// [`crate::spec::TransferBackend::has_sender_bootstrap_timeout`]).
+    #[inline]
     pub fn sender_timeout_ns(&self) -> Option<Nanos> {
         self.transfer_backend
             .has_sender_bootstrap_timeout(self.version)

@@ -93,6 +93,7 @@ impl TransferBackend {
     }
 
     /// Whether it is the default (for `skip_serializing_if`: older scenarios keep their bytes).
+    #[inline]
     pub fn is_mooncake(&self) -> bool {
         *self == Self::Mooncake
     }
@@ -101,6 +102,7 @@ impl TransferBackend {
     /// "SGLANG_DISAGG_STAGING_BUFFER requires disaggregation_transfer_backend='mooncake' or
     /// 'nixl'"). `mooncake_tcp` counts as `mooncake`: the same function rewrites it
     /// [UNCHECKED: the order of the rewrite and the check].
+    #[inline]
     pub fn allows_staging(self) -> bool {
         matches!(self, Self::Mooncake | Self::MooncakeTcp | Self::Nixl)
     }
@@ -134,6 +136,7 @@ impl TransferBackend {
     /// check_xfer_state`), and MORI's `add_transfer_request` collects the asynchronous
     /// `batch_write` statuses and sends the aux row over ZMQ (`send_aux_tcp`, the default
     /// without `SGLANG_MORI_SEND_AUX_RDMA`): neither waits for the KV before the aux goes.
+    #[inline]
     pub fn aux_after_kv(self) -> bool {
         matches!(self, Self::Mooncake | Self::MooncakeTcp)
     }
@@ -144,6 +147,7 @@ impl TransferBackend {
     /// records the room's failure and goes on (`except Exception: record_failure;
     /// update_status(room, KVPoll.Failed)`), MORI's poll fails the room (`_has_transfer_error`):
     /// neither keeps a list, so the next room to the same decode tries again.
+    #[inline]
     pub fn blacklists_sessions(self) -> bool {
         matches!(self, Self::Mooncake | Self::MooncakeTcp)
     }
@@ -154,6 +158,7 @@ impl TransferBackend {
     /// killing this worker thread") and fails the room only; MORI has no transfer thread (the
     /// scheduler submits in `add_transfer_request`, whose `except Exception` fails the room with
     /// "Transfer submission failed: {e}").
+    #[inline]
     pub fn raise_kills_worker(self) -> bool {
         matches!(self, Self::Mooncake | Self::MooncakeTcp)
     }
@@ -163,6 +168,7 @@ impl TransferBackend {
     /// rather than Mooncake's sum of the decode session ports (§11.3). MORI has no transfer
     /// queues — its scheduler submits in `add_transfer_request` — and pdsim gives it NIXL's
     /// [simplified: one lane still sends one target at a time].
+    #[inline]
     pub fn queues_by_room(self) -> bool {
         matches!(self, Self::Nixl | Self::Mori)
     }
@@ -175,6 +181,7 @@ impl TransferBackend {
     /// `batch_write` per layer region, executed by `SGLANG_MORI_NUM_WORKERS` (default 4)
     /// worker threads over `SGLANG_MORI_QP_PER_TRANSFER` (default 4) queue pairs
     /// (`MoriKVManager._init_engine`): 4 [INFERRED: the workers post in parallel].
+    #[inline]
     pub fn slice_posting_threads(self) -> Option<u64> {
         match self {
             Self::Nixl => Some(NIXL_SLICE_POSTING_THREADS),
@@ -188,6 +195,7 @@ impl TransferBackend {
     /// sglang version `v`. Mooncake's sender always had it; MORI's `poll` has its own check;
     /// NIXL's `NixlKVSender.poll` had none — a room stayed `Bootstrapping` for ever — until PR
     /// #34692 ([`crate::spec::SglangVersion::has_nixl_bootstrap_timeout`]).
+    #[inline]
     pub fn has_sender_bootstrap_timeout(self, v: crate::spec::SglangVersion) -> bool {
         match self {
             Self::Nixl => v.has_nixl_bootstrap_timeout(),

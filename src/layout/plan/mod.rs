@@ -294,6 +294,7 @@ impl PairPlan {
 
     /// The prefill's pipeline stages (`--pp-size`; 1 without PP): its ranks are
     /// `stage · attn_tp + tp rank`, each stage writing its own layers (docs/sglang-pd.md §27).
+    #[inline]
     pub fn pp_size(&self) -> u32 {
         self.prefill.len() as u32 / self.prefill[0].attn_tp_size.max(1)
     }
@@ -301,6 +302,7 @@ impl PairPlan {
     /// Whether target `i` writes the metadata (aux) row on the last chunk: every target
     /// without PP; with PP only the last stage's (`transfer_worker`: `if kv_chunk.is_last and
     /// self.pp_group.is_last_rank: send_aux`).
+    #[inline]
     pub fn target_sends_aux(&self, i: usize) -> bool {
         !self.targets[i].aux.is_empty()
     }

@@ -17,6 +17,19 @@ fn pages(n: u32) -> Vec<u32> {
     (1..=n).collect()
 }
 
+/// A non-last chunk of `src` into `dst` pages, without state slots or metadata rows.
+fn plain<'a>(src: &'a [u32], dst: &'a [u32]) -> ChunkRequest<'a> {
+    ChunkRequest {
+        src_pages: src,
+        dst_pages: dst,
+        last: false,
+        src_slot: None,
+        dst_slot: None,
+        src_aux: 0,
+        dst_aux: 0,
+    }
+}
+
 #[test]
 fn mha_equal_tp_bytes_and_writes() {
     // Llama-3.1-8B, tp 2 both sides, ps 16: 64 regions of 16384 B per rank.
@@ -29,15 +42,7 @@ fn mha_equal_tp_bytes_and_writes() {
     assert!(pl.is_exact());
     let src = [10, 11, 12, 20];
     let dst = [3, 4, 5, 6];
-    let req = ChunkRequest {
-        src_pages: &src,
-        dst_pages: &dst,
-        last: false,
-        src_slot: None,
-        dst_slot: None,
-        src_aux: 0,
-        dst_aux: 0,
-    };
+    let req = plain(&src, &dst);
     let t = pl.chunk(&req);
     assert_eq!(t.error, None);
     assert_eq!(t.flows.len(), 2);
@@ -64,15 +69,7 @@ fn head_sliced_write_count_is_arithmetic() {
     assert!(pl.is_exact());
     let src = pages(512);
     let dst = pages(512);
-    let req = ChunkRequest {
-        src_pages: &src,
-        dst_pages: &dst,
-        last: false,
-        src_slot: None,
-        dst_slot: None,
-        src_aux: 0,
-        dst_aux: 0,
-    };
+    let req = plain(&src, &dst);
     let t = pl.chunk(&req);
     assert_eq!(t.flows.len(), 2);
     for f in &t.flows {
@@ -128,15 +125,7 @@ fn mla_replicates_the_latent_and_uses_dummies() {
     );
     assert!(pl.is_exact());
     let src = pages(3);
-    let req = ChunkRequest {
-        src_pages: &src,
-        dst_pages: &src,
-        last: false,
-        src_slot: None,
-        dst_slot: None,
-        src_aux: 0,
-        dst_aux: 0,
-    };
+    let req = plain(&src, &src);
     let t = pl.chunk(&req);
     // Every decode rank gets the whole latent: 61 × 3 × 73728 B.
     assert_eq!(t.flows.len(), 8);
@@ -204,15 +193,7 @@ fn the_staging_buffer_sends_one_write_per_target_and_chunk() {
     );
     let src = [7, 9, 11];
     let dst = [1, 2, 3];
-    let req = ChunkRequest {
-        src_pages: &src,
-        dst_pages: &dst,
-        last: false,
-        src_slot: None,
-        dst_slot: None,
-        src_aux: 0,
-        dst_aux: 0,
-    };
+    let req = plain(&src, &dst);
     let sliced = pl.chunk(&req);
     assert_eq!(sliced.flows.len(), 4);
     assert!(

@@ -211,6 +211,8 @@ fn step_model(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> S
         &sc.gpu,
         pool.server.tp_size,
     ));
+    m.set_overlap_schedule(pool.overlap_schedule);
+    m.set_dp_attention(pool.parallel.dp_ranks() > 1);
     m
 }
 

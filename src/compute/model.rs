@@ -200,6 +200,13 @@ pub struct StepModel {
     /// Largest decode batch replayed from a CUDA graph (`--cuda-graph-max-bs`); larger
     /// batches run eagerly and pay [`ComputeParams::eager_launch_per_layer_s`].
     graph_max_bs: u32,
+    /// Whether sglang's overlap scheduler runs (`--disable-overlap-schedule` unset, the
+    /// default): the decode scheduling's host work hides behind the GPU's; off, it is added
+    /// to every forward that carries a decode batch ([`StepModel::decode_sched_s`]).
+    overlap: bool,
+    /// Whether this is a DP-attention rank (`dp_size > 1` with `enable_dp_attention`): its
+    /// decode scheduling carries [`ComputeParams::dp_attention_cpu_s`].
+    dp_attention: bool,
     /// Recurrent-scan FLOPs per token on one GPU (hybrid models), priced analytically under
     /// measured kernels.
     scan_flops_per_token_gpu: f64,
@@ -420,6 +427,8 @@ impl StepModel {
             layers: f64::from(model.num_layers),
             moe_layers: f64::from(model.moe_layers.min(model.num_layers)),
             graph_max_bs: crate::spec::server::cuda_graph_max_bs(gpu, tp),
+            overlap: true,
+            dp_attention: false,
             scan_flops_per_token_gpu: model.mamba_scan_flops_per_token() / tp_f,
             offload: None,
             params,
@@ -516,6 +525,21 @@ impl StepModel {
     /// Sets the largest decode batch sglang replays from a CUDA graph (`--cuda-graph-max-bs`).
     pub fn set_graph_max_bs(&mut self, bs: u32) {
         self.graph_max_bs = bs;
+    }
+
+    /// Runs the server without sglang's overlap scheduler (`--disable-overlap-schedule`):
+    /// `Scheduler.event_loop_normal` prepares the next batch and processes this one's result
+    /// after the forward instead of `event_loop_overlap` doing it beside the next one, so the
+    /// decode scheduling that [`StepModel::decode_cpu_floor_s`] hides becomes part of the
+    /// exposed host time. Kernel launches stay asynchronous either way.
+    pub fn set_overlap_schedule(&mut self, on: bool) {
+        self.overlap = on;
+    }
+
+    /// Marks the model as one DP-attention rank's, whose every decode iteration synchronises
+    /// with the other ranks ([`ComputeParams::dp_attention_cpu_s`]).
+    pub fn set_dp_attention(&mut self, on: bool) {
+        self.dp_attention = on;
     }
 
     /// What the kernel tables could not price for this model, each with how pdsim prices it
@@ -664,11 +688,14 @@ impl StepModel {
             t_compute.max(t_memory) + self.allreduce_s(tokens) + moe
         };
         let gpu = self.offloaded(gpu);
-        let host = if new > 0.0 {
-            p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
-        } else {
-            p.decode_overhead_s
-        } + p.decode_per_seq_overhead_s * b;
+        let host = self.exposed_host_s(
+            if new > 0.0 {
+                p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
+            } else {
+                p.decode_overhead_s
+            } + p.decode_per_seq_overhead_s * b,
+            f.batch,
+        );
         // The host work the GPU's hides (0 in the calibrations that price host costs
         // serially, where the floor is the per-block launch floor alone, as before).
         let cpu = self.hidden_host_s(new > 0.0, f.batch);
@@ -717,7 +744,7 @@ impl StepModel {
             pipelined: self.decode_pipelined(),
             offloaded: self.offload.is_some(),
             batch,
-            host: p.decode_overhead_s + p.decode_per_seq_overhead_s * b,
+            host: self.decode_host_s(batch),
             floor: (self.allreduces * p.launch_per_block_s).max(self.decode_cpu_s(batch)),
             empty: batch == 0,
         }

@@ -232,6 +232,48 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
 
+    /// A chain step of Llama-3.1-8B with a one-layer draft on an H100: without the overlap
+    /// scheduler (sglang before spec v2 ran EAGLE so) its host time holds the iteration's
+    /// scheduling on top of the forwards, where with it the scheduling hid under them.
+    #[test]
+    fn a_speculative_step_without_the_overlap_scheduler_adds_its_scheduling() {
+        let gpu = crate::spec::gpu_preset("h100-sxm").unwrap();
+        let p = crate::compute::calibrated_params(&gpu);
+        let target_model = crate::spec::preset("llama-3.1-8b").unwrap();
+        let mut draft_model = target_model.clone();
+        draft_model.num_layers = 1;
+        let target = StepModel::new(&gpu, &target_model, 1, 2, p.clone());
+        let draft = StepModel::new(&gpu, &draft_model, 1, 2, p.clone());
+        let on = SpecStepModel {
+            target: target.clone(),
+            draft: draft.clone(),
+            num_steps: 3,
+            topk: 1,
+            num_draft_tokens: 4,
+        };
+        let mut off = on.clone();
+        off.target.set_overlap_schedule(false);
+        off.draft.set_overlap_schedule(false);
+        let (b, ctx) = (16u32, 16 * 2_000u64);
+        let (a, z) = (on.step(b, ctx, 40), off.step(b, ctx, 40));
+        let sched = p.decode_cpu_s + p.decode_cpu_per_seq_s * f64::from(b);
+        assert_eq!(
+            (a.draft_s, a.verify_s, a.extend_s),
+            (z.draft_s, z.verify_s, z.extend_s)
+        );
+        let gpu_s = a.draft_s + a.verify_s + a.extend_s;
+        assert!(
+            gpu_s > sched,
+            "the forwards ({gpu_s} s) hide the scheduling"
+        );
+        assert!(
+            (z.host_s - a.host_s - sched).abs() < 1e-12,
+            "{} − {} vs {sched}",
+            z.host_s,
+            a.host_s
+        );
+    }
+
     #[test]
     fn the_chain_formula_and_its_inverse() {
         // DeepSeek-V3's MTP at one draft token: τ = 1 + α.

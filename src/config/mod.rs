@@ -242,6 +242,10 @@ pub struct Pool {
     /// off, as in sglang): a forward mixes the running decode batch with the prefill chunk;
     /// off, a prefill batch that forms runs instead of the decode step.
     pub enable_mixed_chunk: bool,
+    /// Whether the overlap scheduler runs (sglang's default; `pools.server.disable_overlap_schedule`
+    /// turns it off): the scheduler's host work for the next batch hides behind this batch's
+    /// forward, and shows only where it is longer ([`crate::compute::StepModel`]).
+    pub overlap_schedule: bool,
     /// Rank 0's layout (KV regions, state regions, aux rows).
     pub layout: std::sync::Arc<Vec<crate::layout::RankLayout>>,
     /// Mamba/GDN state slots per instance (0 for models without recurrent layers).

@@ -307,6 +307,11 @@ pub struct ServerSection {
     /// `--enable-two-batch-overlap`.
     #[serde(default)]
     pub enable_two_batch_overlap: bool,
+    /// `--disable-overlap-schedule`: the scheduler's work for the next batch runs after this
+    /// one's forward instead of beside it (sglang's `event_loop_normal` instead of
+    /// `event_loop_overlap`). Checked in `sections::pool`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub disable_overlap_schedule: bool,
     /// `--load-balance-method`: how the DP controller picks a DP rank.
     #[serde(default)]
     pub load_balance_method: crate::spec::server::LoadBalanceMethod,
@@ -433,6 +438,7 @@ impl Default for ServerSection {
             ep_num_redundant_experts: 0,
             enable_eplb: false,
             enable_two_batch_overlap: false,
+            disable_overlap_schedule: false,
             load_balance_method: Default::default(),
             enable_hierarchical_cache: false,
             hicache_ratio: None,

@@ -555,6 +555,7 @@ fn validate(
     let (gpu, calibration, compute) = sections::hardware(&c, hw)?;
     let domain_gpus = sections::nvlink_domain(&c, hw)?;
     let mut pools = sections::pools(&c, &file, &gpu, domain_gpus)?;
+    sections::overlap_schedule(&c, &pools, &calibration, &compute)?;
     // A decode pool that offloads to the store needs the blocks its outputs complete named.
     let offload_key = pools.iter().find(|p| p.decode_offload.is_some()).map(|p| {
         format!(

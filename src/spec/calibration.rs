@@ -89,6 +89,13 @@ pub struct ComputeParams {
     /// The overlapped scheduler CPU time per running sequence of a decode step, seconds.
     #[serde(default)]
     pub decode_cpu_per_seq_s: f64,
+    /// The overlapped scheduler CPU time a decode step of a DP-attention rank adds, seconds:
+    /// the DP ranks' per-iteration synchronisation (`Scheduler.prepare_mlp_sync_batch` gathers
+    /// every rank's batch shape over the CPU process group, across nodes when the instance
+    /// spans them, before the MoE layers can meet). Hidden like `decode_cpu_s`; exposed
+    /// without the overlap scheduler.
+    #[serde(default)]
+    pub dp_attention_cpu_s: f64,
     /// CPU time to launch one decoder layer's kernels in a forward that is not replayed from a
     /// CUDA graph (a prefill, or a decode batch above `cuda_graph_max_bs`), seconds: the
     /// launches run ahead of the GPU, so they show only when the GPU's work is shorter.
@@ -151,6 +158,7 @@ impl ComputeParams {
             ("first_token_path_s", self.first_token_path_s),
             ("decode_cpu_s", self.decode_cpu_s),
             ("decode_cpu_per_seq_s", self.decode_cpu_per_seq_s),
+            ("dp_attention_cpu_s", self.dp_attention_cpu_s),
             ("eager_launch_per_layer_s", self.eager_launch_per_layer_s),
             (
                 "eager_launch_per_moe_layer_s",
@@ -235,6 +243,15 @@ pub const SGLANG_2026: ComputeParams = ComputeParams {
     // time vs batch is not published (docs/performance-model.md, "still missing").
     decode_cpu_s: 1.0e-3,
     decode_cpu_per_seq_s: 3.0e-5,
+    // Fitted: LMSYS 2025-07-17 ("Accelerating SGLang with Multiple Token Prediction"): a
+    // DeepSeek-V3 decode over two H200 nodes (DP attention 16, EP16 over DeepEP), 2 requests
+    // per rank at 64K/4K, made 51 output tok/s per rank without the overlap scheduler and 60.4
+    // with it — 39.22 against 33.11 ms a step, 6.11 ms of scheduler work the overlap hides, of
+    // which `decode_cpu_s` and the two requests' 60 µs price 1.06 ms. The rest, 5.05 ms, is put
+    // on the DP ranks' per-iteration synchronisation [INFERRED: the post does not split it].
+    // Held out: the same post's MTP row, whose engine (July 2025) turned the overlap off for
+    // speculative decoding (docs/performance-model.md §7.7).
+    dp_attention_cpu_s: 5.05e-3,
     // Fitted: PR #1401's same decode step without CUDA graphs (8.23 ms): the host launches
     // every kernel, so the CPU binds — (8.23 − 0.60 − 1.03) ms over 32 layers, 0.206 ms per
     // layer (~15 launches of ~14 µs). Paid by prefill forwards and decode batches above
@@ -336,6 +353,7 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     // The roofline calibrations price host costs serially (above): no overlap floor.
     decode_cpu_s: 0.0,
     decode_cpu_per_seq_s: 0.0,
+    dp_attention_cpu_s: 0.0,
     eager_launch_per_layer_s: 0.0,
     eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
@@ -368,6 +386,7 @@ pub const VLLM_2023_A100: ComputeParams = ComputeParams {
     first_token_path_s: 0.0,
     decode_cpu_s: 0.0,
     decode_cpu_per_seq_s: 0.0,
+    dp_attention_cpu_s: 0.0,
     eager_launch_per_layer_s: 0.0,
     eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
@@ -399,6 +418,7 @@ pub const VLLM_2023_H100: ComputeParams = ComputeParams {
     first_token_path_s: 0.0,
     decode_cpu_s: 0.0,
     decode_cpu_per_seq_s: 0.0,
+    dp_attention_cpu_s: 0.0,
     eager_launch_per_layer_s: 0.0,
     eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,

@@ -194,6 +194,9 @@ const IGNORED_SWITCHES: &[&str] = &[
     // `pools.server.enable_mixed_chunk`, which `plan` writes into `launch.txt`); a PD server
     // never mixes (its batches are prefill only or decode only), and no layout depends on it.
     "--enable-mixed-chunk",
+    // How long a step takes (`pools.server.disable_overlap_schedule`: the scheduler's host work
+    // after the forward instead of beside it), never what a transfer carries.
+    "--disable-overlap-schedule",
     "--skip-server-warmup",
     "--enable-cache-report",
     "--log-requests",
@@ -764,19 +767,23 @@ mod tests {
     /// `--quantization fp8` becomes the server arg a scenario's `quantization = "fp8"` sets, on
     /// both sides alike; a pair that differs is compatible but warned; a method pdsim does not
     /// model is warned and read as unquantized.
-    /// `--enable-mixed-chunk` is accepted without a warning, on either side (issue 43): it
-    /// changes a plain server's scheduling, not the transfer contract.
+    /// `--enable-mixed-chunk` and `--disable-overlap-schedule` are accepted without a warning,
+    /// on either side (issue 43): they change how a server schedules its forwards, not the
+    /// transfer contract; a value after either is not swallowed as the switch's.
     #[test]
-    fn mixed_chunk_is_accepted_quietly() {
-        for side in ["prefill", "decode"] {
-            let l = parse_line(
-                &format!(
-                    "x --model-path llama-3.1-8b --enable-mixed-chunk --disaggregation-mode {side}"
-                ),
-                side,
-            )
-            .unwrap();
-            assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+    fn mixed_chunk_and_overlap_are_accepted_quietly() {
+        for flag in ["--enable-mixed-chunk", "--disable-overlap-schedule"] {
+            for side in ["prefill", "decode"] {
+                let l = parse_line(
+                    &format!(
+                        "x --model-path llama-3.1-8b {flag} --tp 2 --disaggregation-mode {side}"
+                    ),
+                    side,
+                )
+                .unwrap();
+                assert!(l.warnings.is_empty(), "{flag}: {:?}", l.warnings);
+                assert_eq!(l.args.tp_size, 2, "{flag}");
+            }
         }
     }
 

@@ -18,8 +18,10 @@
 //! −44 % and therefore the NVFP4 decode it feeds −37 % (not met: its MoE at EP4 is priced at
 //! the table's balanced time × the routing skew of a deployment without EPLB, 1.16 at EP4, and
 //! its MLA attention by the context-MLA module table; AIConfigurator's own estimate of the tray
-//! on the same tables reads −24.5 %, docs/performance-model.md §7.8); the MTP row +51 % (the
-//! speedup 2.0× where LMSYS measured 1.35×). `cargo test --release --test fidelity
+//! on the same tables reads −24.5 %, docs/performance-model.md §7.8); the MTP row +28 %
+//! without the overlap scheduler, as July 2025's sglang ran speculation (the speedup 1.72×
+//! where LMSYS measured 1.35×; the post's no-MTP, no-overlap row is in-sample, the fit of
+//! `dp_attention_cpu_s`). `cargo test --release --test fidelity
 //! moe_gb200 -- --nocapture` prints them.
 
 use crate::common;
@@ -173,23 +175,45 @@ fn gb200_nvl72_fp4_offload_and_mtp_rows() {
     let mtp_dir = common::tmpdir("mtp-deepep");
     common::run("scenarios/moe/mtp-deepep-two-nodes.toml", &[], &mtp_dir);
     let (mtp, r1) = per_server(&mtp_dir, "decode", 55, 70);
-    let plain_dir = common::tmpdir("mtp-deepep-off");
-    common::run(
-        "scenarios/moe/mtp-deepep-two-nodes.toml",
-        &[
-            "pools.prefill.server.speculative_algorithm=\"none\"",
-            "pools.decode.server.speculative_algorithm=\"none\"",
-        ],
-        &plain_dir,
+    // Without MTP, with the overlap scheduler (the post's 60.4) and without it (its 51, the
+    // row `dp_attention_cpu_s` is fitted to: in-sample).
+    let without_mtp = |overlap: bool, name: &str| {
+        let dir = common::tmpdir(name);
+        let off = format!("pools.decode.server.disable_overlap_schedule={}", !overlap);
+        common::run(
+            "scenarios/moe/mtp-deepep-two-nodes.toml",
+            &[
+                "pools.prefill.server.speculative_algorithm=\"none\"",
+                "pools.decode.server.speculative_algorithm=\"none\"",
+                &off,
+            ],
+            &dir,
+        );
+        per_server(&dir, "decode", 55, 70)
+    };
+    let (plain, r2) = without_mtp(true, "mtp-deepep-off");
+    let (serial, r3) = without_mtp(false, "mtp-deepep-off-serial");
+    assert!(
+        r1 > 1.8 && r2 > 1.8 && r3 > 1.8,
+        "2 per rank: {r1:.2}, {r2:.2}, {r3:.2}"
     );
-    let (plain, r2) = per_server(&plain_dir, "decode", 55, 70);
-    assert!(r1 > 1.8 && r2 > 1.8, "2 per rank: {r1:.2} and {r2:.2}");
     row(
         "H200 × 2 nodes, EP16 DeepEP, MTP 2 steps: tok/s per rank",
         mtp,
         81.5,
     );
     row("  the same without MTP", plain, 60.4);
+    let fitted = row(
+        "  without MTP or the overlap scheduler (in-sample)",
+        serial,
+        51.0,
+    );
     row("  MTP speedup", mtp / plain, 81.5 / 60.4);
     assert!(mtp > plain, "MTP {mtp:.1} not above {plain:.1}");
+    // The fit: the scheduler's work the overlap hides is what separates 51 from 60.4.
+    assert!(fitted.abs() < 0.02, "the fitted row moved: {fitted:+.3}");
+    assert!(
+        serial < plain,
+        "no overlap {serial:.1} not below {plain:.1}"
+    );
 }

@@ -51,28 +51,57 @@ impl StepModel {
     /// (and the scheduling of the decode batch riding with it, if any); a decode's scheduling
     /// and, above the CUDA-graph limit, its eager launches.
     pub(super) fn hidden_host_s(&self, prefill: bool, batch: u32) -> f64 {
-        let p = &self.params;
         if !prefill {
             return self.decode_cpu_s(batch);
         }
         self.eager_launch_s()
-            + if batch > 0 {
-                p.decode_cpu_s + p.decode_cpu_per_seq_s * f64::from(batch)
+            + if batch > 0 && self.overlap {
+                self.decode_sched_s(batch)
             } else {
                 0.0
             }
     }
 
-    /// The host time a decode of `b` sequences overlaps with the GPU's: scheduling, and the
-    /// eager launches of a batch above the CUDA-graph limit. Seconds.
+    /// The host time a decode of `b` sequences overlaps with the GPU's: scheduling (under the
+    /// overlap scheduler), and the eager launches of a batch above the CUDA-graph limit.
+    /// Seconds.
     pub(super) fn decode_cpu_s(&self, b: u32) -> f64 {
-        let p = &self.params;
         let eager = if b > self.graph_max_bs {
             self.eager_launch_s()
         } else {
             0.0
         };
-        p.decode_cpu_s + p.decode_cpu_per_seq_s * f64::from(b) + eager
+        if self.overlap {
+            self.decode_sched_s(b) + eager
+        } else {
+            eager
+        }
+    }
+
+    /// The scheduler's host work for a decode batch of `b` sequences, seconds
+    /// (`decode_cpu_s + b × decode_cpu_per_seq_s`, and `dp_attention_cpu_s` on a DP-attention
+    /// rank): hidden under the overlap scheduler, exposed without it.
+    pub(super) fn decode_sched_s(&self, b: u32) -> f64 {
+        let p = &self.params;
+        let sched = p.decode_cpu_s + p.decode_cpu_per_seq_s * f64::from(b);
+        if self.dp_attention {
+            sched + p.dp_attention_cpu_s
+        } else {
+            sched
+        }
+    }
+
+    /// A forward's exposed host seconds: `serial` (the calibration's per-forward and
+    /// per-sequence costs), plus, without the overlap scheduler, the scheduling of the
+    /// `batch` decode sequences it carries. With the scheduler on it is `serial` itself (the
+    /// bit-identical results of every scenario that does not set the flag).
+    #[inline]
+    pub(super) fn exposed_host_s(&self, serial: f64, batch: u32) -> f64 {
+        if self.overlap || batch == 0 {
+            serial
+        } else {
+            serial + self.decode_sched_s(batch)
+        }
     }
 
     /// The batch-size terms of a decode under measured kernels, in the roofline's form so the
@@ -108,7 +137,7 @@ impl StepModel {
             moe,
             pipelined,
             batch,
-            host: p.decode_overhead_s + p.decode_per_seq_overhead_s * b,
+            host: self.decode_host_s(batch),
             floor: self.decode_cpu_s(batch),
             empty: batch == 0,
             offloaded: self.offload.is_some(),
@@ -175,11 +204,14 @@ impl StepModel {
             body + lm + moe
         };
         let gpu = self.offloaded(gpu);
-        let host = if new > 0.0 {
-            p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
-        } else {
-            p.decode_overhead_s
-        } + p.decode_per_seq_overhead_s * b;
+        let host = self.exposed_host_s(
+            if new > 0.0 {
+                p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
+            } else {
+                p.decode_overhead_s
+            } + p.decode_per_seq_overhead_s * b,
+            f.batch,
+        );
         let cpu = self.hidden_host_s(new > 0.0, f.batch);
         host + gpu.max(cpu)
     }

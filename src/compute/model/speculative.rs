@@ -11,7 +11,10 @@ impl StepModel {
     /// and the per-sequence cost [`StepModel::forward_s`] adds to a decode forward.
     pub fn decode_host_s(&self, batch: u32) -> f64 {
         let p = &self.params;
-        p.decode_overhead_s + p.decode_per_seq_overhead_s * f64::from(batch)
+        self.exposed_host_s(
+            p.decode_overhead_s + p.decode_per_seq_overhead_s * f64::from(batch),
+            batch,
+        )
     }
 
     /// GPU seconds (no host cost; the launch floor included) of one decode-mode forward of

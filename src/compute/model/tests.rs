@@ -347,14 +347,17 @@ pub(super) fn every_shape() -> Vec<StepModel> {
                 for cal in crate::spec::calibration::CALIBRATIONS {
                     let params = crate::spec::calibration::named(cal, &gpu).unwrap();
                     for tp in [1, 2, 8, 16] {
-                        out.push(StepModel::with_interconnect(
+                        let mut m = StepModel::with_interconnect(
                             &gpu,
                             &model,
                             tp,
                             kv,
                             params.clone(),
                             Some(&ic),
-                        ));
+                        );
+                        // `--disable-overlap-schedule` on one TP of each.
+                        m.set_overlap_schedule(tp != 8);
+                        out.push(m);
                     }
                     let par = Parallel {
                         dp_size: 8,
@@ -375,7 +378,7 @@ pub(super) fn every_shape() -> Vec<StepModel> {
                     if let Some(m) =
                         crate::compute::moe::ExpertCost::new(&gpu, &model, 16, &par, net, peak)
                     {
-                        out.push(StepModel::with_parallel(
+                        let mut m = StepModel::with_parallel(
                             &gpu,
                             &model,
                             2,
@@ -383,7 +386,10 @@ pub(super) fn every_shape() -> Vec<StepModel> {
                             params.clone(),
                             Some(&ic),
                             Some(m),
-                        ));
+                        );
+                        m.set_dp_attention(true);
+                        m.set_overlap_schedule(fp8);
+                        out.push(m);
                     }
                 }
             }
@@ -560,4 +566,75 @@ fn the_host_floor_holds_on_gpus_without_tables_and_not_in_serial_calibrations() 
     let old = StepModel::new(&gpu, &model, 8, 2, SGLANG_2025);
     assert!((old.prefill_ns(&[(128, 0)]) as f64 / 1e9) < floor / 2.0);
     assert_eq!(old.decode_terms(64).floor, 0.0);
+}
+
+/// `--disable-overlap-schedule` adds the decode scheduling the overlap hid to the step, and
+/// nothing else: a decode step whose GPU time exceeds its host work grows by exactly
+/// `decode_cpu_s + b × decode_cpu_per_seq_s` (plus `dp_attention_cpu_s` on a DP-attention
+/// rank); a prefill forward without a decode batch does not move (its host work is priced
+/// exposed either way); a host-bound step (eager launches above the CUDA-graph limit) keeps
+/// its launches as the floor and adds the scheduling on top.
+#[test]
+fn without_the_overlap_scheduler_the_decode_scheduling_shows() {
+    let gpu = gpu_preset("h100-sxm").unwrap();
+    let p = calibrated_params(&gpu);
+    let model = preset("llama-3.1-70b").unwrap();
+    let on = StepModel::new(&gpu, &model, 4, 2, p.clone());
+    let mut off = on.clone();
+    off.set_overlap_schedule(false);
+    for (b, ctx) in [(1u32, 1_000u64), (32, 32 * 2_000), (128, 128 * 1_000)] {
+        let sched = p.decode_cpu_s + p.decode_cpu_per_seq_s * f64::from(b);
+        let f = Forward {
+            chunks: &[],
+            batch: b,
+            context_tokens: ctx,
+        };
+        let (a, z) = (on.forward_s(&f), off.forward_s(&f));
+        println!(
+            "70B TP4 b {b}: overlap {:.3} ms, without {:.3} ms",
+            a * 1e3,
+            z * 1e3
+        );
+        assert!(
+            ((z - a) - sched).abs() < 1e-12,
+            "b {b}: {z} − {a} is not the scheduling {sched}"
+        );
+        // The cached terms agree with the uncached forward.
+        assert_eq!(
+            off.decode_s_with(&off.decode_terms(b), ctx).to_bits(),
+            z.to_bits()
+        );
+    }
+    let prefill = [(4096u32, 0u32)];
+    assert_eq!(on.prefill_ns(&prefill), off.prefill_ns(&prefill));
+    // A DP-attention rank adds its synchronisation.
+    let mut dp = off.clone();
+    dp.set_dp_attention(true);
+    let f = Forward {
+        chunks: &[],
+        batch: 8,
+        context_tokens: 8 * 4_000,
+    };
+    let extra = dp.forward_s(&f) - off.forward_s(&f);
+    assert!(
+        (extra - p.dp_attention_cpu_s).abs() < 1e-12 && p.dp_attention_cpu_s > 0.0,
+        "{extra} vs {}",
+        p.dp_attention_cpu_s
+    );
+    // Host-bound: a batch above the CUDA-graph limit of a small model.
+    let small = preset("llama-3.1-8b").unwrap();
+    let mut eager_on = StepModel::new(&gpu, &small, 1, 2, p.clone());
+    eager_on.set_graph_max_bs(0);
+    let mut eager_off = eager_on.clone();
+    eager_off.set_overlap_schedule(false);
+    let f = Forward {
+        chunks: &[],
+        batch: 4,
+        context_tokens: 4 * 100,
+    };
+    let launches = 32.0 * p.eager_launch_per_layer_s;
+    let host = p.decode_overhead_s + p.decode_per_seq_overhead_s * 4.0;
+    let sched = p.decode_cpu_s + p.decode_cpu_per_seq_s * 4.0;
+    assert!((eager_on.forward_s(&f) - (host + launches + sched)).abs() < 1e-12);
+    assert!((eager_off.forward_s(&f) - (host + sched + launches)).abs() < 1e-12);
 }

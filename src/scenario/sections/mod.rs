@@ -24,7 +24,7 @@ mod workload;
 
 pub(super) use autoscaler::{autoscaler, lifecycle};
 pub(super) use hicache::{decode_radix_scenario, kv_store};
-pub(super) use pool::pools;
+pub(super) use pool::{overlap_schedule, pools};
 pub(super) use workload::workload;
 
 /// `[run]`: the name, and the arrival and drain durations in seconds.

@@ -97,6 +97,37 @@ pub(in crate::scenario) fn pools(
     Ok(pools)
 }
 
+/// `pools.<name>.server.disable_overlap_schedule` where it can change something: the step
+/// model hides the decode scheduling's host work only under a calibration that prices it
+/// apart (`decode_cpu_s`, `decode_cpu_per_seq_s`: `sglang-2026`); the serial calibrations
+/// fitted their host costs with the overlap as it ran, and a measured profile already holds
+/// the engine's host time. Refused there rather than ignored.
+pub(in crate::scenario) fn overlap_schedule(
+    c: &Checker,
+    pools: &[Pool],
+    calibration: &str,
+    compute: &crate::spec::ComputeParams,
+) -> Result<(), ScenarioError> {
+    for p in pools.iter().filter(|p| !p.overlap_schedule) {
+        let key = format!("pools.{}.server.disable_overlap_schedule", p.name);
+        if p.step_times.is_some() {
+            return Err(c.err(
+                &key,
+                "pools.step_times is a measured profile, whose step times already hold the host work the engine ran with: measure the profile with --disable-overlap-schedule instead, and leave the key out here",
+            ));
+        }
+        if compute.decode_cpu_s == 0.0 && compute.decode_cpu_per_seq_s == 0.0 {
+            return Err(c.err(
+                &key,
+                format!(
+                    "hardware.calibration {calibration:?} prices the host's work serially (decode_cpu_s = decode_cpu_per_seq_s = 0: its per-step costs were fitted with the overlap scheduler as it ran), so there is no hidden scheduling work to expose; use calibration \"sglang-2026\" (or a file with decode_cpu_s set) for this flag, or leave it out"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// One `[[pools]]` entry, its key `key` (`pools.<name>`).
 fn pool(
     c: &Checker,
@@ -192,6 +223,7 @@ fn pool(
         num_reserved_decode_tokens: s.num_reserved_decode_tokens,
         decode_extra_slots: s.disaggregation_decode_extra_slots,
         enable_mixed_chunk: s.enable_mixed_chunk,
+        overlap_schedule: !s.disable_overlap_schedule,
         parallel,
         hicache: None,
         decode_offload: None,

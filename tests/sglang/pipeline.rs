@@ -506,7 +506,7 @@ fn bad_pp_sizes_are_refused_naming_the_key() {
 }
 
 /// `launch.txt` gives the prefill `--pp-size 2` after its `--tp-size`, the decode none, and a
-/// scenario without PP no `--pp-size` at all.
+/// scenario without PP no `--pp-size` at all; `--pp-async-batch-depth` only when set.
 #[test]
 fn the_launch_line_carries_the_pp_size() {
     let text = pdsim::plan::launch::launch_text(&load(&[]).unwrap());
@@ -532,4 +532,11 @@ fn the_launch_line_carries_the_pp_size() {
     let plain =
         pdsim::plan::launch::launch_text(&load(&["pools.prefill.server.pp_size=1"]).unwrap());
     assert!(!plain.contains("--pp-size"), "{plain}");
+    assert!(!text.contains("--pp-async-batch-depth"), "{text}");
+    let deep = load(&["pools.prefill.server.pp_async_batch_depth=2"]).unwrap();
+    let deep = pdsim::plan::launch::launch_text(&deep);
+    assert!(
+        deep.contains("--pp-size 2 --pp-async-batch-depth 2"),
+        "{deep}"
+    );
 }

@@ -334,9 +334,9 @@ fn a_burst_leaves_the_pipeline_one_stage_time_apart() {
 /// Under a saturating burst (8 prompts, one a batch), prefill throughput follows the
 /// pipeline formula: one batch every `F(TP 2)` on TP 2 alone, every `max(t0, t1)` on TP 2 ×
 /// PP 2 (the same GPUs a stage), every `F(TP 4)` on TP 4 (the four GPUs as one stage). With
-/// the H100 calibration: `F(TP 2)` = 29,106,609 ns; `max(t0, t1) = host + (F(TP 2) − host) / 2
-/// + hop` = 15,130,218 ns; `F(TP 4)` = 21,971,193 ns (its all-reduces over four ranks and its
-/// fixed costs keep it well above half of `F(TP 2)`). So 34.4 prompts a second on TP 2, 66.1
+/// the H100 calibration: `F(TP 2)` = 29,106,609 ns; `max(t0, t1)` = `t0` = host +
+/// (`F(TP 2)` − host) / 2 + hop = 15,130,218 ns; `F(TP 4)` = 21,971,193 ns (its all-reduces
+/// over four ranks and its fixed costs keep it well above half of `F(TP 2)`). So 34.4 prompts a second on TP 2, 66.1
 /// on TP 2 × PP 2 and 45.5 on TP 4: on the same four GPUs the pipeline serves more, and
 /// nearly twice TP 2 (one batch at a time, as pdsim modelled PP before, it served 34.3 — less
 /// than TP 2 alone).

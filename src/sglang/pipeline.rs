@@ -175,6 +175,11 @@ impl Pipeline {
         (forward_ns, host_ns, tokens): (Nanos, Nanos, u64),
     ) -> (Nanos, EventKey) {
         let now = q.now();
+        // The stage was open, so a pending wake is stale (an exit at the same nanosecond opened
+        // it first): left pending it would close the ring this entry books.
+        if let Some(k) = self.wake.take() {
+            q.cancel(k);
+        }
         let (mut at, mut sum, mut first_free) = (now, 0, now);
         for k in 0..self.layers.len() {
             let t = self.stage_ns(k, forward_ns, host_ns, tokens);
@@ -200,9 +205,6 @@ impl Pipeline {
             return (oldest, key);
         }
         self.open_at = first_free;
-        if let Some(k) = self.wake.take() {
-            q.cancel(k);
-        }
         let wake = q.schedule_keyed(first_free, Event::PrefillStageFree { prefill: me });
         self.wake = Some(wake);
         (first_free, wake)
@@ -341,6 +343,30 @@ mod tests {
         assert_eq!(p.leave().exit_ns, 9_000);
         let ev = q.pop().unwrap();
         assert_eq!(ev, (12_000, Event::PrefillStageFree { prefill: me }));
+    }
+
+    /// An entry cancels a wake still pending: a micro-batch entering at 0 leaves a wake at
+    /// 4,000 (stages of 4,000 and 6,000, as below); a second entering at once fills the ring,
+    /// which opens at the first's exit, 10,000 — and no wake is left to open it earlier.
+    #[test]
+    fn an_entry_cancels_a_pending_wake() {
+        let me = PrefillId(0);
+        let mut q = EventQueue::new();
+        let mut p = Pipeline::new(two(0).fwd, 3, 0);
+        p.enter((me, &mut q), Vec::new(), (9_000, 0, 64));
+        let (open, _) = p.enter((me, &mut q), Vec::new(), (9_000, 0, 64));
+        assert_eq!(open, 10_000);
+        let mut left = Vec::new();
+        while let Some(e) = q.pop() {
+            left.push(e);
+        }
+        assert_eq!(
+            left,
+            [
+                (10_000, Event::PrefillStepDone { prefill: me }),
+                (16_000, Event::PrefillStepDone { prefill: me })
+            ]
+        );
     }
 
     /// 3 layers over 2 stages are 1 and 2: a 9,000-ns forward without host cost gives stages

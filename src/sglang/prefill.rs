@@ -316,21 +316,30 @@ impl PrefillServer {
         if let Some(s) = self.spec.as_deref_mut() {
             dt = s.forward_ns(dt, &self.shape);
         }
-        if let Some(pp) = self.pp.as_deref_mut() {
-            let tokens: u64 = self.shape.iter().map(|&(n, _)| u64::from(n)).sum();
-            let host = self.core.step.prefill_host_ns(self.shape.len() as u32);
-            let batch = std::mem::replace(&mut self.batch, pp.spare());
-            let (open, key) = pp.enter((me, q), batch, (dt, host, tokens));
-            self.forward_ns = pp.head().map_or(0, |m| m.forward_ns);
-            self.core.start_busy(now);
-            self.core.forward_ends(open, key);
-            return;
+        if self.pp.is_some() {
+            return self.enter_pipeline(me, q, dt);
         }
         self.core.start_busy(now);
         self.forward_ns = dt;
         let key = q.schedule_keyed_in(dt, Event::PrefillStepDone { prefill: me });
         self.core.forward_ends(now.saturating_add(dt), key);
         self.core.forward_started(before, fx);
+    }
+
+    /// [`PrefillServer::try_schedule`] with `--pp-size`: the batch just formed, whose
+    /// one-stage forward is `dt`, enters the first stage as a micro-batch
+    /// (`sglang::pipeline`); the instance is busy until the first stage opens again.
+    #[inline(never)]
+    fn enter_pipeline(&mut self, me: PrefillId, q: &mut EventQueue<Event>, dt: Nanos) {
+        let now = q.now();
+        let pp = self.pp.as_deref_mut().expect("a PP prefill");
+        let tokens: u64 = self.shape.iter().map(|&(n, _)| u64::from(n)).sum();
+        let host = self.core.step.prefill_host_ns(self.shape.len() as u32);
+        let batch = std::mem::replace(&mut self.batch, pp.spare());
+        let (open, key) = pp.enter((me, q), batch, (dt, host, tokens));
+        self.forward_ns = pp.head().map_or(0, |m| m.forward_ns);
+        self.core.start_busy(now);
+        self.core.forward_ends(open, key);
     }
 
     /// The forward ended: each request's computed tokens become KV to send. Non-last chunks
@@ -474,6 +483,7 @@ impl PrefillServer {
     }
 
     /// Requests in the running forward (with `--pp-size`, in every micro-batch in flight).
+    #[inline]
     pub fn running(&self) -> u32 {
         match self.pp.as_deref() {
             None => self.batch.len() as u32,

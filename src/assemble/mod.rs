@@ -420,7 +420,14 @@ fn prefill_server(
         .hicache
         .map(|h| Box::new(crate::sglang::hicache::HiCache::new(h)));
     server.spec = prefill_state(sc, pool, interconnect);
-    server.pp = pp_forward(sc, pool, interconnect);
+    server.pp = pp_forward(sc, pool, interconnect).map(|f| {
+        let depth = pool.server.pp_async_batch_depth;
+        Box::new(crate::sglang::pipeline::Pipeline::new(
+            f,
+            pool.model.num_layers,
+            depth,
+        ))
+    });
     server
 }
 

@@ -894,6 +894,14 @@ impl StepModel {
         }))
     }
 
+    /// The host part of a prefill forward over `seqs` sequences, the per-forward and
+    /// per-sequence overheads [`StepModel::forward_s`] adds to the GPU's time: nanoseconds,
+    /// rounded up (a PP prefill puts it on its first stage, `sglang::pipeline`).
+    pub fn prefill_host_ns(&self, seqs: u32) -> Nanos {
+        let p = &self.params;
+        ns_from_secs_ceil(p.prefill_overhead_s + p.prefill_per_seq_overhead_s * f64::from(seqs))
+    }
+
     /// One decode step of `batch` sequences whose contexts sum to `context_tokens`: one new
     /// token per sequence. Nanoseconds, rounded up; 0 for an empty batch.
     pub fn decode_ns(&self, batch: u32, context_tokens: u64) -> Nanos {

@@ -580,6 +580,16 @@ impl StepTimes {
         }
     }
 
+    /// The host part of a prefill forward over `seqs` sequences, ns
+    /// ([`StepModel::prefill_host_ns`]); 0 for a measured profile, whose times do not
+    /// separate it.
+    pub fn prefill_host_ns(&self, seqs: u32) -> Nanos {
+        match self {
+            Self::Model(m) => m.prefill_host_ns(seqs),
+            Self::Measured(_) => 0,
+        }
+    }
+
     /// The routed-expert part of a forward over `tokens` tokens (`prefill` when it computes
     /// prompt tokens): the roofline model's, `None` for a measured profile (its times already
     /// contain whatever communication the measured deployment did). `context_tokens`: the

@@ -449,6 +449,10 @@ pub fn server_line(
     // Pipeline stages of a prefill (docs/sglang-pd.md §27): `tp_size × pp_size` GPUs.
     if pool.server.pp_size > 1 {
         let _ = write!(line, " --pp-size {}", pool.server.pp_size);
+        if pool.server.pp_async_batch_depth > 0 {
+            let d = pool.server.pp_async_batch_depth;
+            let _ = write!(line, " --pp-async-batch-depth {d}");
+        }
     }
     if pool.role != Role::Colocated {
         let _ = write!(

@@ -244,6 +244,10 @@ pub struct ServerSection {
     /// Checked in `sections::pipeline`.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub pp_size: u32,
+    /// `--pp-async-batch-depth`: PP micro-batches in flight beyond `pp_size` (default 0).
+    /// Checked in `sections::pipeline`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pp_async_batch_depth: u32,
     /// `--kv-cache-dtype`.
     #[serde(default = "default_kv_dtype")]
     pub kv_cache_dtype: String,
@@ -417,6 +421,7 @@ impl Default for ServerSection {
             tp_size: 1,
             attn_tp_size: None,
             pp_size: 1,
+            pp_async_batch_depth: 0,
             page_size: default_page_size(),
             kv_cache_dtype: default_kv_dtype(),
             quantization: None,
@@ -466,6 +471,10 @@ impl Default for ServerSection {
 fn one() -> u32 {
     1
 }
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 fn is_one(n: &u32) -> bool {
     *n == 1
 }

@@ -59,11 +59,14 @@ pub struct PrefillServer {
     /// Speculative decoding's draft prefill (`sglang::speculative`), when the pool runs it.
     pub spec: Option<Box<super::speculative::SpecPrefill>>,
     /// The running (or last) forward's time, ns: what an aborted request's share of it is
-    /// taken from (`sim::abort`).
+    /// taken from (`sim::abort`); with `--pp-size`, the next micro-batch to leave's stages
+    /// summed.
     pub forward_ns: Nanos,
-    /// `--pp-size` > 1: the stage-to-stage hand-offs every forward pays
-    /// (`sglang::pipeline`); `None` without pipeline parallelism.
-    pub pp: Option<super::pipeline::PpForward>,
+    /// `--pp-size` > 1: the micro-batches in flight and the stage-to-stage hand-offs
+    /// (`sglang::pipeline`); `None` without pipeline parallelism. With it, `core.busy` means
+    /// the first stage cannot take a micro-batch (it runs one, or the ring is full), and
+    /// `batch` is only the batch being formed.
+    pub pp: Option<Box<super::pipeline::Pipeline>>,
 }
 
 impl PrefillServer {
@@ -218,10 +221,12 @@ impl PrefillServer {
         if let Some(r) = self.chunked.take()
             && let Some(req) = reqs.get_mut(r).filter(|q| q.sender != KvPoll::Failed)
         {
-            let left = req.prompt() - req.prefilled;
+            // With PP its earlier chunks may still be in the pipeline (`sglang::pipeline`).
+            let done = req.prefilled + self.pp.as_deref().map_or(0, |p| p.in_flight_tokens(r));
+            let left = req.prompt() - done;
             let n = left.min(u32::try_from(rem_chunk.max(0)).unwrap_or(u32::MAX));
             if n > 0 {
-                self.shape.push((n, req.prefilled));
+                self.shape.push((n, done));
                 self.batch.push((r, n));
                 rem_input -= paged(n);
                 rem_chunk -= paged(n);
@@ -311,9 +316,8 @@ impl PrefillServer {
         if let Some(s) = self.spec.as_deref_mut() {
             dt = s.forward_ns(dt, &self.shape);
         }
-        if let Some(pp) = &self.pp {
-            let tokens: u64 = self.shape.iter().map(|&(n, _)| u64::from(n)).sum();
-            dt += pp.extra_ns(tokens);
+        if self.pp.is_some() {
+            return self.enter_pipeline(me, q, dt);
         }
         self.core.start_busy(now);
         self.forward_ns = dt;
@@ -322,48 +326,62 @@ impl PrefillServer {
         self.core.forward_started(before, fx);
     }
 
+    /// [`PrefillServer::try_schedule`] with `--pp-size`: the batch just formed, whose
+    /// one-stage forward is `dt`, enters the first stage as a micro-batch
+    /// (`sglang::pipeline`); the instance is busy until the first stage opens again.
+    #[inline(never)]
+    fn enter_pipeline(&mut self, me: PrefillId, q: &mut EventQueue<Event>, dt: Nanos) {
+        let now = q.now();
+        let pp = self.pp.as_deref_mut().expect("a PP prefill");
+        let tokens: u64 = self.shape.iter().map(|&(n, _)| u64::from(n)).sum();
+        let host = self.core.step.prefill_host_ns(self.shape.len() as u32);
+        let batch = std::mem::replace(&mut self.batch, pp.spare());
+        let (open, key) = pp.enter((me, q), batch, (dt, host, tokens));
+        self.forward_ns = pp.head().map_or(0, |m| m.forward_ns);
+        self.core.start_busy(now);
+        self.core.forward_ends(open, key);
+    }
+
     /// The forward ended: each request's computed tokens become KV to send. Non-last chunks
     /// send only whole pages; the partial page waits (sglang `send_kv_chunk` rounds `end` down
     /// to a page boundary). The chunks to queue go to `jobs`, in batch order.
     pub fn step_done(&mut self, now: Nanos, reqs: &mut Requests, jobs: &mut Vec<ChunkJob>) {
+        if self.pp.is_some() {
+            return self.micro_batch_left(now, reqs, jobs);
+        }
         self.core.end_busy(now);
         let ps = self.core.page_size;
         for (r, n) in self.batch.drain(..) {
-            let Some(req) = reqs.get_mut(r) else { continue };
-            if req.sender == KvPoll::Failed {
-                continue;
-            }
-            req.prefilled += n;
-            let last = req.prefilled == req.prompt();
-            let end = if last {
-                req.prompt()
-            } else {
-                req.prefilled / ps * ps
-            };
-            if last {
-                req.row.prefill_end_ns.get_or_insert(now);
-            }
-            // What decode's radix cache holds is not sent (sglang `prefill.py`:
-            // `req.start_send_idx = pop_decode_prefix_len()`, PR #19746; 0 without it): a
-            // chunk wholly inside it queues nothing, the last still carries the aux row.
-            let from = req.sent.max(req.decode_prefix);
-            if end > from || last {
-                jobs.push(ChunkJob {
-                    req: r,
-                    decode: req.decode,
-                    first_page: from / ps,
-                    end_page: end.div_ceil(ps),
-                    last,
-                });
-                req.sent = end;
-                req.chunks_in_flight += 1;
-                req.last_queued |= last;
-                req.sender = KvPoll::Transferring.max(req.sender);
-                if last {
-                    self.core.tick.tokens += 1;
-                }
-            }
+            computed((r, n), (now, ps), &mut self.core.tick.tokens, reqs, jobs);
         }
+    }
+
+    /// [`PrefillServer::step_done`] with `--pp-size`: the oldest micro-batch left the last
+    /// stage (its results are processed, its chunks' KV queued, as sglang does once the last
+    /// stage's output came round); the first stage takes the next if it is open.
+    #[inline(never)]
+    fn micro_batch_left(&mut self, now: Nanos, reqs: &mut Requests, jobs: &mut Vec<ChunkJob>) {
+        let pp = self.pp.as_deref_mut().expect("a PP prefill");
+        let mb = pp.leave();
+        self.forward_ns = pp.head().map_or(mb.forward_ns, |m| m.forward_ns);
+        if self.core.busy && pp.open(now) {
+            self.core.end_busy(now);
+        }
+        let ps = self.core.page_size;
+        for &(r, n) in &mb.batch {
+            computed((r, n), (now, ps), &mut self.core.tick.tokens, reqs, jobs);
+        }
+        pp.recycle(mb.batch);
+    }
+
+    /// A PP prefill's first stage may take its next micro-batch (`Event::PrefillStageFree`,
+    /// which fires when it opens: a later entry cancels a pending one): it is marked on
+    /// `wake` to form one.
+    pub fn opened(&mut self, me: PrefillId, wake: &mut Vec<crate::vocab::event::Wake>) {
+        if let Some(p) = self.pp.as_deref().filter(|_| self.core.busy) {
+            self.core.end_busy(p.open_at());
+        }
+        wake.push(crate::vocab::event::Wake::Prefill(me));
     }
 
     /// This instance's prefix-cache figures for `summary.json` `prefix_cache` (its pool named
@@ -464,14 +482,22 @@ impl PrefillServer {
         self.waiting.push_back(r);
     }
 
-    /// Requests in the running forward.
+    /// Requests in the running forward (with `--pp-size`, in every micro-batch in flight).
+    #[inline]
     pub fn running(&self) -> u32 {
-        self.batch.len() as u32
+        match self.pp.as_deref() {
+            None => self.batch.len() as u32,
+            Some(p) => p.running(),
+        }
     }
 
-    /// The running forward: each request and the prompt tokens it computes in it.
+    /// The running forward: each request and the prompt tokens it computes in it (with
+    /// `--pp-size`, the next micro-batch to leave's).
     pub fn batch(&self) -> &[(ReqRef, u32)] {
-        &self.batch
+        match self.pp.as_deref().and_then(|p| p.head()) {
+            None => &self.batch,
+            Some(m) => &m.batch,
+        }
     }
 
     /// Requests waiting for a batch.
@@ -532,6 +558,9 @@ impl PrefillServer {
         }
         self.core.busy = false;
         self.batch.clear();
+        if let Some(p) = self.pp.as_deref_mut() {
+            p.clear(q);
+        }
         self.chunked = None;
         self.waiting.clear();
         self.forget_caches();
@@ -551,6 +580,54 @@ impl PrefillServer {
     /// The server is back, empty; false if it was up.
     pub fn restart(&mut self) -> bool {
         self.core.come_up()
+    }
+}
+
+/// Request `r`'s `n` prompt tokens were computed at `now` (page size `ps`): they become KV to
+/// send. Non-last chunks send only whole pages; the partial page waits (sglang `send_kv_chunk`
+/// rounds `end` down to a page boundary). Its chunk to queue goes to `jobs`; a finished prompt
+/// counts in `done` (the second's prompts finished).
+#[inline(always)]
+fn computed(
+    (r, n): (ReqRef, u32),
+    (now, ps): (Nanos, u32),
+    done: &mut u64,
+    reqs: &mut Requests,
+    jobs: &mut Vec<ChunkJob>,
+) {
+    let Some(req) = reqs.get_mut(r) else { return };
+    if req.sender == KvPoll::Failed {
+        return;
+    }
+    req.prefilled += n;
+    let last = req.prefilled == req.prompt();
+    let end = if last {
+        req.prompt()
+    } else {
+        req.prefilled / ps * ps
+    };
+    if last {
+        req.row.prefill_end_ns.get_or_insert(now);
+    }
+    // What decode's radix cache holds is not sent (sglang `prefill.py`:
+    // `req.start_send_idx = pop_decode_prefix_len()`, PR #19746; 0 without it): a chunk
+    // wholly inside it queues nothing, the last still carries the aux row.
+    let from = req.sent.max(req.decode_prefix);
+    if end > from || last {
+        jobs.push(ChunkJob {
+            req: r,
+            decode: req.decode,
+            first_page: from / ps,
+            end_page: end.div_ceil(ps),
+            last,
+        });
+        req.sent = end;
+        req.chunks_in_flight += 1;
+        req.last_queued |= last;
+        req.sender = KvPoll::Transferring.max(req.sender);
+        if last {
+            *done += 1;
+        }
     }
 }
 
@@ -703,6 +780,73 @@ mod tests {
             "its transfer concluded: the conclusion freed it"
         );
         assert_eq!(p.core.outstanding, 1);
+    }
+
+    /// With `--pp-size 2`, a 10,000-token prompt (chunk 4,096, pages of one token) takes its
+    /// prompt's 10,000 pages once, at admission; its second chunk enters the next
+    /// micro-batch when the first stage opens, while the first chunk is still in the pipeline
+    /// (sglang forms micro-batch `mb_id + 1` before `mb_id`'s output comes round), priced with
+    /// the first chunk's 4,096 tokens as its context. Both are in flight (the request counts
+    /// twice as running); the first leaves first and queues its KV (4,096 tokens computed,
+    /// pages 0..4,096); a crash then cancels the rest.
+    #[test]
+    fn a_pp_prefill_holds_micro_batches_in_flight() {
+        use crate::sglang::pipeline::{Pipeline, PpForward};
+        let mut reqs = Requests::default();
+        let mut q = EventQueue::new();
+        let mut p = PrefillServer::new(core(1 << 20, 1), None, 4096, 16_384);
+        let fwd = PpForward {
+            hops: 1,
+            bytes_per_token: 16_384,
+            tp: 2,
+            link_bytes_per_s: 100e9,
+            latency_ns: 10_000,
+        };
+        p.pp = Some(Box::new(Pipeline::new(fwd, 32, 0)));
+        let a = request(&mut reqs, 0, 10_000, 8);
+        p.enqueue_waiting(a);
+        schedule(&mut p, &mut reqs, &mut q);
+        assert_eq!(p.core.pages.used(), 10_000);
+        assert_eq!((p.running(), p.chunked, p.core.busy), (1, Some(a), true));
+        let whole = p.forward_ns;
+        // The first stage opens: the second chunk enters behind the first.
+        let (at, ev) = q.pop().unwrap();
+        assert_eq!(
+            ev,
+            Event::PrefillStageFree {
+                prefill: PrefillId(0)
+            }
+        );
+        let mut wake = Vec::new();
+        p.opened(PrefillId(0), &mut wake);
+        assert!(!p.core.busy && p.core.forward_end_ns() == at);
+        schedule(&mut p, &mut reqs, &mut q);
+        assert_eq!(p.forward_shape(), [(4096, 4096)]);
+        assert_eq!((p.running(), p.core.pages.used()), (2, 10_000));
+        assert_eq!(p.batch(), [(a, 4096)], "the next to leave");
+        let (left, ev) = q.pop().unwrap();
+        assert_eq!(
+            ev,
+            Event::PrefillStepDone {
+                prefill: PrefillId(0)
+            }
+        );
+        assert_eq!(left, whole, "a micro-batch alone takes its stages' sum");
+        let mut jobs = Vec::new();
+        p.step_done(left, &mut reqs, &mut jobs);
+        assert_eq!(
+            (jobs.len(), jobs[0].first_page, jobs[0].end_page),
+            (1, 0, 4096)
+        );
+        assert_eq!(reqs.get(a).unwrap().prefilled, 4096);
+        assert_eq!(p.running(), 1);
+        p.crash().expect("it was up");
+        p.lose_state(&mut q);
+        assert!(
+            q.pop().is_none(),
+            "the micro-batch's exit and the stage's wake are cancelled"
+        );
+        assert_eq!(p.running(), 0);
     }
 
     #[test]

@@ -232,8 +232,7 @@ impl World<'_> {
         self.scratch.refs = admitted;
     }
 
-    /// `try_schedule` on prefill `p`, with what the prefetches from the store have landed by
-    /// now.
+    /// `try_schedule` on prefill `p`, with what the store's prefetches have landed by now.
     pub(super) fn schedule_prefill(&mut self, p: PrefillId) {
         let core = &self.prefills[p].core;
         // Only an idle, live prefill starts a forward (`try_schedule` returns at once on any

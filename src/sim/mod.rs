@@ -538,6 +538,7 @@ impl<'a> World<'a> {
             Event::Bootstrapped { req } => handshake!(self, handshaken(req)),
             Event::Tokenized { colocated } => self.wake.push(Wake::Colocated(colocated)),
             Event::PrefillStepDone { prefill } => self.on_prefill_step_done(prefill),
+            Event::PrefillStageFree { prefill: p } => self.prefills[p].opened(p, &mut self.wake),
             Event::FabricDue => self.on_fabric_due(),
             Event::Fault { index } => {
                 // Faults read and change instances and links beyond any one request.

@@ -46,6 +46,15 @@ pub struct ServerArgs {
     /// set it keep their bytes.
     #[serde(skip_serializing_if = "is_one")]
     pub pp_size: u32,
+    /// `--pp-async-batch-depth`: micro-batches a PP prefill keeps in flight beyond `pp_size`
+    /// (sglang's `pp_loop_size = pp_size + pp_async_batch_depth`, default 0;
+    /// `sglang::pipeline`). Left out of results when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pp_async_batch_depth: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn is_one(n: &u32) -> bool {
@@ -192,6 +201,7 @@ impl ServerArgs {
             speculative: None,
             mamba_ssm_dtype: None,
             pp_size: 1,
+            pp_async_batch_depth: 0,
         }
     }
 

@@ -31,8 +31,13 @@ pub enum Event {
         /// The instance.
         colocated: ColocatedId,
     },
-    /// A prefill forward finished.
+    /// A prefill forward finished (with `--pp-size`, a micro-batch left the last stage).
     PrefillStepDone {
+        /// The instance.
+        prefill: PrefillId,
+    },
+    /// A PP prefill's first stage may take its next micro-batch (`sglang::pipeline`).
+    PrefillStageFree {
         /// The instance.
         prefill: PrefillId,
     },

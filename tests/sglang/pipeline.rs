@@ -1,7 +1,8 @@
 //! Pipeline-parallel prefill with per-stage writers (`--pp-size`, sglang PR #33807;
 //! `docs/sglang-pd.md` §27) on Llama-3.1-8B (32 layers, 8 KV heads of 128, hidden 4,096,
 //! BF16): what each stage writes, counted by hand against the PP-1 pair; the staging
-//! buffer's writers; a prefill GPU's KV capacity; a lone prompt's forward; the refusals; the
+//! buffer's writers; a prefill GPU's KV capacity; a lone prompt's forward; micro-batches in
+//! flight under a burst and under saturation (sglang's `event_loop_pp`); the refusals; the
 //! launch line; and the teaching scenario `scenarios/transfer/pp-prefill.toml`.
 
 use crate::common;
@@ -212,8 +213,9 @@ fn a_stage_holds_half_the_weights_and_half_the_kv_per_token() {
 /// layer once on 2 GPUs) plus one hand-off of the hidden states and residual, 2,048 × 2 ×
 /// 4,096 × 2 B = 33,554,432 B, each of the 2 ranks sending half over NVLink (H100: 900 GB/s,
 /// one way half, at the calibration's link efficiency) after one collective step's latency.
-/// That is ~0.05 ms on a ~29 ms forward: PP buys memory and (in sglang, with micro-batches in
-/// flight) throughput, not a lone prompt's latency.
+/// That is ~0.05 ms on a ~29 ms forward: PP buys memory and, with micro-batches in flight,
+/// throughput under load, not a lone prompt's latency. The stages of a lone micro-batch add
+/// up to exactly this (as when pdsim ran one batch at a time).
 #[test]
 fn a_lone_prompt_pays_one_hand_off_per_stage_boundary() {
     let sets = ["run.max_requests=1"];
@@ -238,6 +240,176 @@ fn a_lone_prompt_pays_one_hand_off_per_stage_boundary() {
     assert_eq!(t(r2) - t(r1), hop, "PP 1 {} ns, PP 2 {} ns", t(r1), t(r2));
     assert!(hop > 10_000 && hop < 200_000, "{hop}");
     assert!(t(r1) > 10_000_000, "{}", t(r1));
+}
+
+/// A lone 2,048-token prompt's prefill (start to end) on the teaching pair with `sets`, ns.
+fn lone_prefill_ns(sets: &[&str], tag: &str) -> u64 {
+    let mut all = vec!["run.max_requests=1"];
+    all.extend_from_slice(sets);
+    let (_, rows) = run_rows(TEACH, &all, tag);
+    ns(&rows[0], "prefill_end_ns") - ns(&rows[0], "prefill_start_ns")
+}
+
+/// One hand-off of a 2,048-token micro-batch between two TP-2 stages over NVLink, ns (as
+/// `a_lone_prompt_pays_one_hand_off_per_stage_boundary` derives it).
+fn hop_ns(sc: &pdsim::config::Scenario) -> u64 {
+    let c = &sc.compute;
+    let bytes = 2048.0 * 2.0 * 4096.0 * 2.0 / 2.0;
+    let link = sc.gpu.nvlink_bytes_per_s / 2.0 * c.nvlink_efficiency;
+    (c.allreduce_step_latency_s * 1e9).ceil() as u64 + (bytes / link * 1e9).ceil() as u64
+}
+
+/// A burst of `k` 2,048-token prompts, 10 µs apart, each prefill batch holding one (the chunk
+/// and the input budget are one prompt: sglang's `PrefillAdder` closes the batch when the
+/// chunk is spent).
+fn burst(k: u32) -> Vec<String> {
+    vec![
+        format!("run.max_requests={k}"),
+        "workload.arrival={ process = \"constant\", rate_per_s = 100000 }".into(),
+        "pools.prefill.server.chunked_prefill_size=2048".into(),
+        "pools.prefill.server.max_prefill_tokens=2048".into(),
+    ]
+}
+
+/// Each request's `(prefill_start_ns, prefill_end_ns)` in a burst of `k` with `sets` more.
+fn burst_prefills(k: u32, sets: &[&str], tag: &str) -> Vec<(u64, u64)> {
+    let mut all = burst(k);
+    all.extend(sets.iter().map(|s| s.to_string()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let (s, rows) = run_rows(TEACH, &all, tag);
+    assert_eq!(s.requests.completed, u64::from(k), "{tag}");
+    rows.iter()
+        .map(|r| (ns(r, "prefill_start_ns"), ns(r, "prefill_end_ns")))
+        .collect()
+}
+
+/// The two stages of a 2,048-token micro-batch on TP 2 × PP 2, by hand from the step model:
+/// the forward `f` (a lone prompt's at PP 1, every layer at TP 2) less its host cost
+/// (`prefill_overhead_s` + one sequence's `prefill_per_seq_overhead_s`, rounded up) is the GPU
+/// time, half on each stage (16 of the 32 layers each); stage 0 adds the host cost and the
+/// hand-off, stage 1 neither.
+fn stages(sc: &pdsim::config::Scenario, f: u64) -> (u64, u64) {
+    let c = &sc.compute;
+    let host =
+        pdsim::engine::ns_from_secs_ceil(c.prefill_overhead_s + c.prefill_per_seq_overhead_s * 1.0);
+    let gpu = f - host;
+    (host + gpu / 2 + hop_ns(sc), gpu - gpu / 2)
+}
+
+/// sglang's `event_loop_pp` keeps `pp_loop_size` = 2 micro-batches in flight on two stages: a
+/// burst of 6 equal prompts, one a micro-batch, leaves the pipeline first after the whole
+/// forward plus one hand-off (`t0 + t1`), then one every `max(t0, t1)` — stage 0's time,
+/// which carries the host cost and the hand-off — and each enters when stage 0 is free, one
+/// `t0` after the one before. On the H100 calibration: the forward, 29,106,609 ns at TP 2,
+/// less its host cost, 1,050,000 ns (1 ms + 50 µs for one sequence), is 28,056,609 ns of GPU
+/// time: stage 0 takes 1,050,000 + 14,028,304 + a 51,914-ns hand-off = 15,130,218 ns, stage 1
+/// 14,028,305 ns. The first prompt leaves after 29,158,523 ns, the next ones 15,130,218 ns
+/// apart, where one batch at a time leaves them 29,106,609 ns apart.
+#[test]
+fn a_burst_leaves_the_pipeline_one_stage_time_apart() {
+    let sc = load(&[]).unwrap();
+    let f = lone_prefill_ns(&["pools.prefill.server.pp_size=1"], "pp-burst-f");
+    let (t0, t1) = stages(&sc, f);
+    assert!(t0 > t1, "{t0} vs {t1}");
+    let rows = burst_prefills(6, &[], "pp-burst");
+    let (s0, e0) = rows[0];
+    assert_eq!(e0 - s0, t0 + t1, "first: the forward plus one hand-off");
+    assert_eq!(e0 - s0, f + hop_ns(&sc));
+    for (j, &(s, e)) in rows.iter().enumerate() {
+        let j = j as u64;
+        assert_eq!(s - s0, j * t0, "request {j} enters when stage 0 is free");
+        assert_eq!(
+            e - e0,
+            j * t0,
+            "request {j} leaves one stage time after the one before"
+        );
+    }
+    // One batch at a time (PP 1) leaves them one whole forward apart.
+    let one = burst_prefills(6, &["pools.prefill.server.pp_size=1"], "pp-burst-1");
+    for (j, &(_, e)) in one.iter().enumerate() {
+        assert_eq!(e - one[0].1, j as u64 * f, "PP 1, request {j}");
+    }
+}
+
+/// Under a saturating burst (8 prompts, one a batch), prefill throughput follows the
+/// pipeline formula: one batch every `F(TP 2)` on TP 2 alone, every `max(t0, t1)` on TP 2 ×
+/// PP 2 (the same GPUs a stage), every `F(TP 4)` on TP 4 (the four GPUs as one stage). With
+/// the H100 calibration: `F(TP 2)` = 29,106,609 ns; `max(t0, t1)` = `t0` = host +
+/// (`F(TP 2)` − host) / 2 + hop = 15,130,218 ns; `F(TP 4)` = 21,971,193 ns (its all-reduces
+/// over four ranks and its fixed costs keep it well above half of `F(TP 2)`). So 34.4 prompts a second on TP 2, 66.1
+/// on TP 2 × PP 2 and 45.5 on TP 4: on the same four GPUs the pipeline serves more, and
+/// nearly twice TP 2 (one batch at a time, as pdsim modelled PP before, it served 34.3 — less
+/// than TP 2 alone).
+#[test]
+fn saturated_throughput_follows_the_pipeline_formula() {
+    let sc = load(&[]).unwrap();
+    let k = 8;
+    let f2 = lone_prefill_ns(&["pools.prefill.server.pp_size=1"], "pp-sat-f2");
+    let f4 = lone_prefill_ns(
+        &[
+            "pools.prefill.server.pp_size=1",
+            "pools.prefill.server.tp_size=4",
+        ],
+        "pp-sat-f4",
+    );
+    let (t0, t1) = stages(&sc, f2);
+    let period =
+        |rows: &[(u64, u64)]| (rows[rows.len() - 1].1 - rows[0].1) / (rows.len() as u64 - 1);
+    let tp2 = period(&burst_prefills(
+        k,
+        &["pools.prefill.server.pp_size=1"],
+        "pp-sat-tp2",
+    ));
+    let pp2 = period(&burst_prefills(k, &[], "pp-sat-pp2"));
+    let tp4 = period(&burst_prefills(
+        k,
+        &[
+            "pools.prefill.server.pp_size=1",
+            "pools.prefill.server.tp_size=4",
+        ],
+        "pp-sat-tp4",
+    ));
+    assert_eq!(tp2, f2);
+    assert_eq!(pp2, t0.max(t1));
+    assert_eq!(tp4, f4);
+    assert!(
+        pp2 < tp4 && tp4 < tp2,
+        "TP 2 × PP 2 {pp2}, TP 4 {tp4}, TP 2 {tp2} ns a prompt"
+    );
+    assert!(
+        2 * pp2 < tp2 + tp2 / 10,
+        "nearly twice TP 2's throughput: {pp2} vs {tp2}"
+    );
+}
+
+/// `pp_async_batch_depth` 1 (a ring of 3) runs the same burst the same way here — stage 0 is
+/// the longer stage, so the ring never fills — and, like every run, gives the same bytes
+/// twice.
+#[test]
+fn a_deeper_ring_changes_nothing_when_stage_0_sets_the_pace_and_runs_repeat() {
+    let two = burst_prefills(6, &[], "pp-depth-0");
+    let sets = ["pools.prefill.server.pp_async_batch_depth=1"];
+    let three = burst_prefills(6, &sets, "pp-depth-1");
+    assert_eq!(two, three);
+    let mut all = burst(6);
+    all.push(sets[0].into());
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    let (a, b) = (tmpdir("pp-det-a"), tmpdir("pp-det-b"));
+    run(TEACH, &all, &a);
+    run(TEACH, &all, &b);
+    for f in [
+        "requests.csv",
+        "summary.json",
+        "timeseries.csv",
+        "links.csv",
+    ] {
+        let x = std::fs::read(a.join(f)).unwrap();
+        let y = std::fs::read(b.join(f)).unwrap();
+        assert!(
+            x == y,
+            "{f} differs between two runs of one scenario and seed"
+        );
+    }
 }
 
 /// The teaching scenario end to end: every request completes; each moves the PP-1 pair's KV
@@ -313,6 +485,19 @@ fn bad_pp_sizes_are_refused_naming_the_key() {
         e.contains("pools.prefill.server.pp_size") && e.contains("state"),
         "{e}"
     );
+    let e = err(&["pools.prefill.server.pp_async_batch_depth=65"]);
+    assert!(
+        e.contains("pools.prefill.server.pp_async_batch_depth") && e.contains("0..=64"),
+        "{e}"
+    );
+    let e = err(&[
+        "pools.prefill.server.pp_size=1",
+        "pools.prefill.server.pp_async_batch_depth=1",
+    ]);
+    assert!(
+        e.contains("pools.prefill.server.pp_async_batch_depth") && e.contains("pp_size > 1"),
+        "{e}"
+    );
     let e = err(&["sglang.version=2026-09", "sglang.kv_checksum=true"]);
     assert!(
         e.contains("pools.prefill.server.pp_size") && e.contains("kv_checksum"),
@@ -321,7 +506,7 @@ fn bad_pp_sizes_are_refused_naming_the_key() {
 }
 
 /// `launch.txt` gives the prefill `--pp-size 2` after its `--tp-size`, the decode none, and a
-/// scenario without PP no `--pp-size` at all.
+/// scenario without PP no `--pp-size` at all; `--pp-async-batch-depth` only when set.
 #[test]
 fn the_launch_line_carries_the_pp_size() {
     let text = pdsim::plan::launch::launch_text(&load(&[]).unwrap());
@@ -347,4 +532,11 @@ fn the_launch_line_carries_the_pp_size() {
     let plain =
         pdsim::plan::launch::launch_text(&load(&["pools.prefill.server.pp_size=1"]).unwrap());
     assert!(!plain.contains("--pp-size"), "{plain}");
+    assert!(!text.contains("--pp-async-batch-depth"), "{text}");
+    let deep = load(&["pools.prefill.server.pp_async_batch_depth=2"]).unwrap();
+    let deep = pdsim::plan::launch::launch_text(&deep);
+    assert!(
+        deep.contains("--pp-size 2 --pp-async-batch-depth 2"),
+        "{deep}"
+    );
 }

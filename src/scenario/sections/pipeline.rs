@@ -8,6 +8,11 @@ use crate::scenario::{Checker, ScenarioError, divisors};
 use crate::spec::server::Parallel;
 use crate::spec::{ModelSpec, ServerArgs};
 
+/// The most micro-batches beyond `pp_size` pdsim keeps in flight (`pp_async_batch_depth`):
+/// sglang sets no bound; one keeps `pp_size + depth` within `u32` and a ring of that many
+/// buffers a GPU could hold.
+const MAX_ASYNC_DEPTH: u32 = 64;
+
 /// Checks `pp_size` on pool `p` (key `key`, `pools.<name>`) with its resolved model, server
 /// args and parallelism. Without pipeline parallelism (`pp_size = 1`) nothing is checked.
 pub(super) fn check(
@@ -22,6 +27,22 @@ pub(super) fn check(
         return Err(c.err(
             &k,
             "must be ≥ 1 (sglang --pp-size: pipeline stages, 1 = no pipeline parallelism)",
+        ));
+    }
+    let depth = server.pp_async_batch_depth;
+    let dk = format!("{key}.server.pp_async_batch_depth");
+    if pp == 1 && depth > 0 {
+        return Err(c.err(
+            &dk,
+            "takes effect only with pp_size > 1 (sglang's pp_loop_size = pp_size + pp_async_batch_depth rotates a PP server's micro-batches; without stages it is never read): leave it out (0) or set pp_size",
+        ));
+    }
+    if depth > MAX_ASYNC_DEPTH {
+        return Err(c.err(
+            &dk,
+            format!(
+                "{depth} is more than pdsim's bound of {MAX_ASYNC_DEPTH} micro-batches beyond pp_size (sglang's own PD tests run 2); use 0..={MAX_ASYNC_DEPTH}"
+            ),
         ));
     }
     if pp == 1 {

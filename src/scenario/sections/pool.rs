@@ -171,6 +171,7 @@ fn pool(
         speculative,
         mamba_ssm_dtype: s.mamba_ssm_dtype.clone(),
         pp_size: s.pp_size,
+        pp_async_batch_depth: s.pp_async_batch_depth,
     };
     super::pipeline::check(c, p, key, (&model, &server, &parallel))?;
     let kv_dtype_bytes = server

@@ -153,6 +153,10 @@ const IGNORED_WITH_VALUE: &[&str] = &[
     "--log-level",
     "--disaggregation-ib-device",
     "--disaggregation-bootstrap-port",
+    // Micro-batches a PP prefill keeps in flight beyond its stages (`pools.server.
+    // pp_async_batch_depth`, docs/sglang-pd.md §27): throughput under load, never what a
+    // stage writes.
+    "--pp-async-batch-depth",
     "--base-gpu-id",
     "--nnodes",
     "--node-rank",
@@ -767,12 +771,16 @@ mod tests {
     /// `--quantization fp8` becomes the server arg a scenario's `quantization = "fp8"` sets, on
     /// both sides alike; a pair that differs is compatible but warned; a method pdsim does not
     /// model is warned and read as unquantized.
-    /// `--enable-mixed-chunk` and `--disable-overlap-schedule` are accepted without a warning,
-    /// on either side (issue 43): they change how a server schedules its forwards, not the
-    /// transfer contract; a value after either is not swallowed as the switch's.
+    /// `--enable-mixed-chunk`, `--disable-overlap-schedule` and `--pp-async-batch-depth N` are
+    /// accepted without a warning, on either side (issues 39, 43): they change how a server
+    /// schedules its forwards, not the transfer contract; the next flag is read as its own.
     #[test]
     fn mixed_chunk_and_overlap_are_accepted_quietly() {
-        for flag in ["--enable-mixed-chunk", "--disable-overlap-schedule"] {
+        for flag in [
+            "--enable-mixed-chunk",
+            "--disable-overlap-schedule",
+            "--pp-async-batch-depth 2",
+        ] {
             for side in ["prefill", "decode"] {
                 let l = parse_line(
                     &format!(

@@ -29,7 +29,8 @@ use crate::vocab::flow::FlowTag;
 /// The fabric as the simulator runs it: each flow tagged with its owner.
 type Fabric = crate::fabric::Fabric<FlowTag>;
 use crate::layout::{
-    self, ChunkRequest, DecodeMemory, ErrorTiming, PairPlan, PdError, RankFlow, RequestId, Write,
+    self, ChunkRequest, DcpSpan, DecodeMemory, ErrorTiming, PairPlan, PdError, RankFlow, RequestId,
+    Write,
 };
 use crate::metrics::{Histogram, WorkerDeath};
 use crate::spec::TransferBackend;
@@ -282,7 +283,17 @@ type Blacklist = BTreeMap<(DecodeId, u32), Option<Nanos>>;
 /// The chunk as the plan sees it: prefill and decode page ids at the chunk's page positions.
 /// sglang indexes decode's page list with the prefill's positions (and truncates the source
 /// when the decode list is shorter), which is exactly where a page-size mismatch bites.
-pub fn chunk_request<'r>(req: &'r Req, job: &ChunkJob, decode_page_size: u32) -> ChunkRequest<'r> {
+///
+/// With decode context parallelism (`dcp > 1`; `decode_page_size` is then the virtual page of
+/// `page_size × dcp` tokens) the decode list is not sliced: `transfer_worker` hands
+/// `send_kvcache_dcp` the whole `req.dst_kv_indices` and the chunk's place in the request
+/// ([`dcp_span`]).
+pub fn chunk_request<'r>(
+    req: &'r Req,
+    job: &ChunkJob,
+    decode_page_size: u32,
+    dcp: u32,
+) -> ChunkRequest<'r> {
     let (a, b) = (job.first_page as usize, job.end_page as usize);
     let src =
         &req.on_prefill.pages[a.min(req.on_prefill.pages.len())..b.min(req.on_prefill.pages.len())];
@@ -290,7 +301,11 @@ pub fn chunk_request<'r>(req: &'r Req, job: &ChunkJob, decode_page_size: u32) ->
     let prompt_pages =
         (req.prompt().div_ceil(decode_page_size) as usize).min(req.on_decode.pages.len());
     let dst_all = &req.on_decode.pages[..prompt_pages];
-    let dst = &dst_all[a.min(dst_all.len())..b.min(dst_all.len())];
+    let dst = if dcp > 1 {
+        dst_all
+    } else {
+        &dst_all[a.min(dst_all.len())..b.min(dst_all.len())]
+    };
     ChunkRequest {
         src_pages: src,
         dst_pages: dst,
@@ -299,6 +314,21 @@ pub fn chunk_request<'r>(req: &'r Req, job: &ChunkJob, decode_page_size: u32) ->
         dst_slot: req.on_decode.slot,
         src_aux: 0,
         dst_aux: req.on_decode.aux,
+    }
+}
+
+/// Where chunk `job` of `req` sits in its request, for a decode of `dcp` context-parallel
+/// ranks whose virtual page is `decode_page_size` tokens: its first page position and its KV
+/// tokens (`kv_chunk.num_kv_tokens`), the physical page being `decode_page_size / dcp` tokens
+/// on both sides (sglang's first contact refuses unequal page sizes).
+#[cold]
+pub fn dcp_span(req: &Req, job: &ChunkJob, decode_page_size: u32, dcp: u32) -> DcpSpan {
+    let ps = decode_page_size / dcp.max(1);
+    let start = job.first_page.saturating_mul(ps);
+    let end = job.end_page.saturating_mul(ps).min(req.prompt());
+    DcpSpan {
+        src_page_offset: job.first_page,
+        tokens: end.saturating_sub(start),
     }
 }
 
@@ -597,7 +627,7 @@ fn land(
             .error;
     }
     if endpoint.watched {
-        let c = chunk_request(req, job, endpoint.page_size);
+        let c = chunk_request(req, job, endpoint.page_size, plan.dcp_size());
         memories.watched(d).apply_exact(
             RequestId(req.id),
             c.dst_pages,
@@ -1203,8 +1233,13 @@ impl TransferQueues {
                 message: session_not_alive(&dst.session(decode_rank)),
             };
         }
-        let creq = chunk_request(req, &job, dst.page_size);
-        let error = plan.chunk_target_into(&creq, i, flows);
+        let creq = chunk_request(req, &job, dst.page_size, plan.dcp_size());
+        let (error, span) = if plan.dcp_size() > 1 {
+            let span = dcp_span(req, &job, dst.page_size, plan.dcp_size());
+            (plan.chunk_target_dcp_into(&creq, span, i, flows), span)
+        } else {
+            (plan.chunk_target_into(&creq, i, flows), DcpSpan::default())
+        };
         let writes = oracle_writes(dst, plan, &creq, i, error.as_ref());
         let after_kv = match error {
             Some((e, ErrorTiming::BeforeAnyWrite)) => {
@@ -1220,7 +1255,13 @@ impl TransferQueues {
         let mut digest_ns = 0;
         if plan.has_extras() {
             let at = (cx.q.now(), &*cx.reqs);
-            match extra_lead(rings, (d, i, plan), (req, &job, &creq), first_batch, at) {
+            match extra_lead(
+                rings,
+                (d, i, plan),
+                (req, &job, &creq, span),
+                first_batch,
+                at,
+            ) {
                 Staged::Go(ns) => digest_ns = ns,
                 Staged::Wait => return defer(sh, (me, lane), first_batch, cx),
                 Staged::Died(e) => {
@@ -1386,7 +1427,7 @@ type Decodes<'a> = (
 fn extra_lead(
     rings: &mut super::staging::StagingRings,
     (d, i, plan): (DecodeId, usize, &PairPlan),
-    (req, job, creq): (&Req, &ChunkJob, &ChunkRequest<'_>),
+    (req, job, creq, span): (&Req, &ChunkJob, &ChunkRequest<'_>, DcpSpan),
     first_batch: bool,
     at: (Nanos, &Requests),
 ) -> Staged {
@@ -1395,6 +1436,10 @@ fn extra_lead(
     } else {
         0
     };
+    if plan.dcp_pack().is_some() {
+        // The pack kernel gathers the target's owned rows before its blocks go (PR #35762).
+        return Staged::Go(digest_ns + plan.dcp_gather_ns(i, creq, span));
+    }
     match plan.staging() {
         None => Staged::Go(digest_ns),
         Some(s) => match admit_staged(rings, s, (d, i, plan), (req, job, creq), at) {

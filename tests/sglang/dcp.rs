@@ -317,3 +317,97 @@ fn the_teaching_pair_moves_the_latent_once_in_packed_blocks() {
         assert_eq!(ns(a, "rdma_writes"), 976 + 80, "request {}", a["id"]);
     }
 }
+
+fn lint(prefill: &str, decode: &str) -> Result<pdsim::diagnose::lint::LintReport, String> {
+    pdsim::diagnose::lint::lint(&pdsim::diagnose::lint::LintQuestion {
+        prefill: format!(
+            "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --disaggregation-mode prefill {prefill}"
+        ),
+        decode: format!(
+            "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --disaggregation-mode decode {decode}"
+        ),
+        model_config: None,
+        profile: "guarded".into(),
+        version: None,
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// `pdsim lint` reads `--dcp-size` (and sglang's alias) on the decode line: the pair is
+/// compatible, the report says what DCP does; sglang's start-up refusals stop it; a prefill's
+/// DCP and a model without MLA are read as 1 with a warning.
+#[test]
+fn lint_reads_the_dcp_size() {
+    let r = lint(
+        "--tp-size 8 --page-size 64",
+        "--tp-size 8 --page-size 64 --dcp-size 8",
+    )
+    .expect("predicted");
+    assert_eq!(r.decode.args.dcp_size, 8);
+    assert_eq!(r.prediction.outcome, "completed");
+    let x = r.decode_context_parallel.as_deref().expect("a DCP line");
+    assert!(
+        x.contains("virtual pages of 512") && x.contains("8×"),
+        "{x}"
+    );
+    let text = pdsim::diagnose::lint::render(&r);
+    assert!(text.contains("send_kvcache_dcp"), "{text}");
+    let alias = lint(
+        "--tp-size 8",
+        "--tp-size 8 --decode-context-parallel-size 4",
+    )
+    .unwrap();
+    assert_eq!(alias.decode.args.dcp_size, 4);
+    let e = lint(
+        "--tp-size 8",
+        "--tp-size 8 --dcp-size 8 --disaggregation-transfer-backend mori",
+    )
+    .expect_err("refused");
+    assert!(
+        e.contains(
+            "PD decode DCP requires --disaggregation-transfer-backend mooncake or nixl, got 'mori'."
+        ),
+        "{e}"
+    );
+    let e = lint("--tp-size 8", "--tp-size 8 --dcp-size 3").expect_err("refused");
+    assert!(e.contains("does not divide --tp-size 8"), "{e}");
+    let p = lint("--tp-size 8 --dcp-size 8", "--tp-size 8").unwrap();
+    assert_eq!(p.prefill.args.dcp_size, 1);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("usually adds communication overhead")),
+        "{:?}",
+        p.warnings
+    );
+    assert!(p.decode_context_parallel.is_none());
+}
+
+/// `launch.txt` gives the decode `--dcp-size 8` after its `--tp-size` (no more GPUs), the
+/// prefill none, and a scenario without DCP no `--dcp-size` at all.
+#[test]
+fn the_launch_line_carries_the_dcp_size() {
+    let text = pdsim::plan::launch::launch_text(&load(&[]).unwrap());
+    let lines: Vec<&str> = pdsim::plan::launch::commands(&text).collect();
+    let decode: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.contains("--disaggregation-mode decode"))
+        .collect();
+    assert!(!decode.is_empty());
+    assert!(
+        decode
+            .iter()
+            .all(|l| l.contains("--tp-size 8 --dcp-size 8")),
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.contains("--disaggregation-mode prefill"))
+            .all(|l| !l.contains("--dcp-size")),
+        "{text}"
+    );
+    let plain =
+        pdsim::plan::launch::launch_text(&load(&["pools.decode.server.dcp_size=1"]).unwrap());
+    assert!(!plain.contains("--dcp-size"), "{plain}");
+}

@@ -6,26 +6,9 @@
 use crate::config::Role;
 use crate::scenario::file;
 use crate::scenario::{Checker, ScenarioError, divisors};
+use crate::sglang::dcp::{HICACHE_REFUSAL, RADIX_REFUSAL};
 use crate::spec::server::Parallel;
 use crate::spec::{ModelSpec, ServerArgs};
-
-/// sglang's refusal when a PD decode with `--dcp-size > 1` keeps a radix cache
-/// (`arg_groups/pd_disaggregation_hook.py::handle_pd_disaggregation`, stored id 57404440577;
-/// lifted by PR #40263 in later versions, which pdsim does not model).
-pub const RADIX_REFUSAL: &str = "PD decode DCP currently requires chunk cache; --disaggregation-decode-enable-radix-cache is not supported.";
-
-/// sglang's refusal when a PD decode with `--dcp-size > 1` enables HiCache (same function).
-pub const HICACHE_REFUSAL: &str =
-    "PD decode DCP currently requires chunk cache; --enable-hierarchical-cache is not supported.";
-
-/// sglang's refusal of a transfer backend without a DCP relayout path (same function, the
-/// version that names mooncake and nixl only; later versions also let `fake` through for
-/// synthetic benchmarks). `backend` is the flag's value as sglang prints it (`repr`).
-pub fn backend_refusal(backend: &str) -> String {
-    format!(
-        "PD decode DCP requires --disaggregation-transfer-backend mooncake or nixl, got '{backend}'."
-    )
-}
 
 /// Checks `dcp_size` on pool `p` (key `key`, `pools.<name>`) with its resolved model, server
 /// args and parallelism. Without decode context parallelism (`dcp_size = 1`) nothing is checked.

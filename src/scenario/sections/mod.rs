@@ -625,7 +625,7 @@ pub(super) fn plans(
                 &key,
                 format!(
                     "{} (sglang handle_pd_disaggregation; set sglang.transfer_backend = \"mooncake\" or \"nixl\", or dcp_size = 1)",
-                    dcp::backend_refusal(backend.as_str())
+                    crate::sglang::dcp::backend_refusal(backend.as_str())
                 ),
             ));
         }

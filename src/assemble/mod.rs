@@ -87,7 +87,9 @@ pub fn assemble(sc: &Scenario) -> Cluster {
                 nics: gpus.iter().map(|&g| fabric.nic_of(g)).collect(),
                 gpus,
                 step,
-                page_size: pool.server.page_size,
+                // A DCP decode's allocator hands out virtual pages of `page_size × dcp_size`
+                // tokens (each rank holds its `page_size` of them at the same page id).
+                page_size: pool.server.tokens_per_page(),
                 hybrid: pool.state_slots > 0,
                 pages: kv_pool(sc, pool_idx, pages),
                 a2a_on_fabric,
@@ -213,7 +215,42 @@ fn step_model(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> S
     ));
     m.set_overlap_schedule(pool.overlap_schedule);
     m.set_dp_attention(pool.parallel.dp_ranks() > 1);
+    if pool.server.dcp_size > 1 {
+        m = m.with_dcp(dcp_merge(sc, pool, ic));
+    }
     m
+}
+
+/// The cross-rank merge of a DCP decode of `pool` (`compute::model::dcp`): a DCP group is
+/// `dcp_size` consecutive GPUs of a TP group, so it talks over NVLink (one-way, at the
+/// all-reduce's link efficiency and step latency) when the instance fits an NVLink domain,
+/// else over the GPU's share of its NICs with the network's latency.
+fn dcp_merge(
+    sc: &Scenario,
+    pool: &Pool,
+    ic: &Interconnect,
+) -> crate::compute::model::dcp::DcpMerge {
+    let s = &pool.server;
+    let p = &sc.compute;
+    let link = if s.tp_size <= sc.nvlink_domain_gpus {
+        (
+            sc.gpu.nvlink_bytes_per_s / 2.0 * p.nvlink_efficiency,
+            p.allreduce_step_latency_s,
+        )
+    } else {
+        (
+            ic.nic_bytes_per_s_per_gpu * p.nvlink_efficiency,
+            p.allreduce_step_latency_s + ic.network_latency_s,
+        )
+    };
+    let link = (link.0, link.1, p.allreduce_log_steps);
+    crate::compute::model::dcp::DcpMerge::mla(&pool.model, s.tp_size, s.dcp_size, link)
+        .unwrap_or_else(|| {
+            panic!(
+                "a validated DCP pool serves an MLA model (seed {})",
+                sc.seed
+            )
+        })
 }
 
 /// [`step_model`] before the server-wide settings.

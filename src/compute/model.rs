@@ -64,6 +64,7 @@ use crate::engine::{Nanos, ns_from_secs_ceil};
 pub use crate::spec::calibration::ComputeParams;
 use crate::spec::{GpuSpec, KvAttention, ModelSpec};
 
+pub mod dcp;
 mod kernel;
 mod plain;
 mod speculative;
@@ -213,6 +214,9 @@ pub struct StepModel {
     /// Weights kept in host memory and fetched every forward ([`crate::compute::offload`]);
     /// `None` when every weight stays on the GPU.
     offload: Option<crate::compute::offload::Offload>,
+    /// Decode context parallelism's cross-rank merge ([`dcp::DcpMerge`]); `None` without
+    /// `--dcp-size` (every DCP term is then skipped or adds +0.0, bit for bit).
+    dcp: Option<dcp::DcpMerge>,
     params: ComputeParams,
 }
 
@@ -431,6 +435,7 @@ impl StepModel {
             dp_attention: false,
             scan_flops_per_token_gpu: model.mamba_scan_flops_per_token() / tp_f,
             offload: None,
+            dcp: None,
             params,
         };
         s.attach_kernels(gpu, model, tp, kv_dtype_bytes, Some(tp));
@@ -563,6 +568,28 @@ impl StepModel {
         self
     }
 
+    /// This model on a decode of `merge.size` context-parallel ranks a TP group
+    /// (`--dcp-size`, [`dcp`]): each GPU reads `1/dcp` of the context's KV (its token shard),
+    /// does the same attention FLOPs (the group's heads over its shard), and every decode step
+    /// pays the merge's collectives. A decode server only runs decode forwards, so the whole
+    /// model takes the shard.
+    pub fn with_dcp(mut self, merge: dcp::DcpMerge) -> Self {
+        if merge.size > 1 {
+            self.kv_bytes_per_token_gpu /= f64::from(merge.size);
+            self.dcp = Some(merge);
+        }
+        self
+    }
+
+    /// Seconds of the DCP merge in a forward of `batch` decode sequences; 0.0 without DCP.
+    #[inline]
+    fn dcp_merge_s(&self, batch: f64) -> f64 {
+        match &self.dcp {
+            Some(d) => d.secs(batch),
+            None => 0.0,
+        }
+    }
+
     /// `gpu` seconds of a forward's GPU work with the offloaded weights fetched.
     #[inline]
     fn offloaded(&self, gpu: f64) -> f64 {
@@ -685,7 +712,7 @@ impl StepModel {
             t_compute.max(t_memory) * (1.0 - self.tbo_share) + self.allreduce_s(tokens) + m.total_s
         } else {
             let moe = self.moe_time(tokens, new > 0.0).map_or(0.0, |m| m.total_s);
-            t_compute.max(t_memory) + self.allreduce_s(tokens) + moe
+            t_compute.max(t_memory) + self.allreduce_s(tokens) + moe + self.dcp_merge_s(b)
         };
         let gpu = self.offloaded(gpu);
         let host = self.exposed_host_s(
@@ -733,7 +760,7 @@ impl StepModel {
             state_bytes: 2.0 * self.state_bytes_per_seq_gpu * b,
             t_weights: self.weight_bytes_gpu(b) / (self.hbm_bytes_per_s * p.hbm_efficiency),
             kv_denom: self.hbm_bytes_per_s * p.kv_hbm_efficiency,
-            allreduce: self.allreduce_s(b),
+            allreduce: self.allreduce_s(b) + self.dcp_merge_s(b),
             moe: if self.decode_pipelined() {
                 0.0
             } else {

@@ -75,6 +75,10 @@ pub struct LintReport {
     /// The prefill's pipeline stages and what each writes, when its line sets `--pp-size` > 1.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<String>,
+    /// What the decode's context parallelism (`--dcp-size` > 1) does to its KV and the
+    /// pair's transfers (docs/sglang-pd.md §28).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_context_parallel: Option<String>,
 }
 
 fn is_seed(v: &SglangVersion) -> bool {
@@ -223,6 +227,16 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
             }
         )));
     }
+    let decode_context_parallel = dcp_check(
+        (
+            &mut d.args,
+            &d.transfer_backend,
+            d.decode_radix_cache,
+            d.kv_checksum,
+        ),
+        ds,
+        &mut warnings,
+    )?;
     let pipeline = pipeline_check(&mut p.args, p.kv_checksum, ps, (version, &mut warnings))?;
     let mut plan = PairPlan::compile((ps, &p.args), (ds, &d.args), profile)?;
     if version.validates_registration() {
@@ -263,7 +277,73 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
         warnings,
         decode_prefix_reuse,
         pipeline,
+        decode_context_parallel,
     })
+}
+
+/// A decode line's `--dcp-size` (docs/sglang-pd.md §28): sglang's start-up refusals
+/// (`handle_pd_disaggregation`: a backend other than mooncake or nixl, the decode radix cache;
+/// the DCP group inside the TP group), then what it does, or `None` without DCP. A line pdsim
+/// does not model with DCP (a model without MLA, a draft, DP attention, the KV checksum) is
+/// read with `--dcp-size 1` and a warning. `--enable-hierarchical-cache`, which sglang also
+/// refuses here, is a flag `lint` does not read.
+fn dcp_check(
+    (args, transfer_backend, decode_radix_cache, kv_checksum): (&mut ServerArgs, &str, bool, bool),
+    model: &crate::spec::ModelSpec,
+    warnings: &mut Vec<String>,
+) -> Result<Option<String>, LintError> {
+    use crate::sglang::dcp as refusal;
+    let dcp = args.dcp_size;
+    if dcp <= 1 {
+        return Ok(None);
+    }
+    // `handle_pd_disaggregation` rewrites `mooncake_tcp` to `mooncake` before this check.
+    let backend = if transfer_backend == "mooncake_tcp" {
+        "mooncake"
+    } else {
+        transfer_backend
+    };
+    if !matches!(backend, "mooncake" | "nixl") {
+        return Err(LintError::Unstartable(format!(
+            "--decode: {}",
+            refusal::backend_refusal(transfer_backend)
+        )));
+    }
+    if decode_radix_cache {
+        return Err(LintError::Unstartable(format!(
+            "--decode: {}",
+            refusal::RADIX_REFUSAL
+        )));
+    }
+    let tp = args.tp_size;
+    if !tp.is_multiple_of(dcp) {
+        return Err(LintError::Unstartable(format!(
+            "--decode: --dcp-size {dcp} does not divide --tp-size {tp}: sglang takes the DCP ranks from inside each TP group (tp_size % dcp_size == 0)"
+        )));
+    }
+    let why = if !model.is_mla() || model.is_hybrid() {
+        Some("a model without plain MLA (sglang's relayout sends MLA latent rows)")
+    } else if args.speculative.is_some() {
+        Some("speculative decoding (the draft's DCP relayout, PR #40500, was not read)")
+    } else if args.attn_tp_size != tp {
+        Some("DP attention")
+    } else if kv_checksum {
+        Some("--disaggregation-enable-kv-checksum (its digest of a token shard was not read)")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        warnings.push(format!(
+            "decode: --dcp-size {dcp} is not modelled with {why}; the prediction reads the decode with --dcp-size 1"
+        ));
+        args.dcp_size = 1;
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "--dcp-size {dcp}: each decode rank keeps the tokens p with p % {dcp} == its TP rank % {dcp} (pages of {} tokens a rank, virtual pages of {}), so the instance holds {dcp}× the tokens of its latent; the prefill relays each chunk out with send_kvcache_dcp, one block per layer and run of destination pages when it packs (PR #35762), one per token and layer when a rank's rows outgrow its pack region (max_prefill_tokens / {dcp} tokens); a decode step reads 1/{dcp} of the context a GPU and merges by LSE (Q all-gather, LSE all-gather, output reduce-scatter per layer)",
+        args.page_size,
+        args.tokens_per_page()
+    )))
 }
 
 /// A prefill line's `--pp-size` (docs/sglang-pd.md §27): what its stages hold, or `None`
@@ -359,6 +439,8 @@ pub fn render(r: &LintReport) -> String {
         r.decode.model_path,
         pr.decode_layout.line(),
         match pr.send_path {
+            SendPath::SendKvcache if r.decode_context_parallel.is_some() =>
+                "send_kvcache_dcp (each decode rank's tokens, relaid out per DCP rank)",
             SendPath::SendKvcache =>
                 "send_kvcache → _send_kvcache_generic (whole pages per region)",
             SendPath::Slice =>
@@ -390,6 +472,9 @@ pub fn render(r: &LintReport) -> String {
     }
     if let Some(x) = &r.decode_prefix_reuse {
         s += &format!("decode prefix reuse: {x}\n");
+    }
+    if let Some(x) = &r.decode_context_parallel {
+        s += &format!("decode context parallel: {x}\n");
     }
     if let Some(x) = &r.pipeline {
         s += &format!("pipeline: {x}\n");

@@ -52,7 +52,8 @@ pub use oracle::{
     ApplyOutcome, DecodeMemory, ORACLE_UNIT_BYTES, RequestId, RequestReport, Verdict,
 };
 pub use plan::{
-    ChunkRequest, ChunkTransfer, ErrorTiming, KvChecksum, PairPlan, RankFlow, Staging, Target,
+    ChunkRequest, ChunkTransfer, DcpChunk, DcpPack, DcpSpan, ErrorTiming, KvChecksum, PairPlan,
+    RankFlow, Staging, Target,
 };
 pub use rank::{Capacity, KvDtype, RankLayout, Registration, render_table};
 pub use write::{Pattern, Write, WriteDst};

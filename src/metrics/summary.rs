@@ -513,7 +513,7 @@ pub fn step_growth(sc: &Scenario, pool: &crate::config::Pool, u: &PoolUsage) -> 
     );
     // Tokens the batch holds: the occupied share of the instance's KV pages.
     let pages = f64::from(crate::config::capacity::kv_pages(&sc.gpu, pool));
-    let held = u.kv_occupancy.unwrap_or(0.0) * pages * f64::from(pool.server.page_size);
+    let held = u.kv_occupancy.unwrap_or(0.0) * pages * f64::from(pool.server.tokens_per_page());
     let b = batch.min(f64::from(u32::MAX)) as u32;
     let all = model.decode_ns(b, held as u64) as f64;
     let one = model.decode_ns(1, (held / batch) as u64) as f64;

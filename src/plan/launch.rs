@@ -454,6 +454,10 @@ pub fn server_line(
             let _ = write!(line, " --pp-async-batch-depth {d}");
         }
     }
+    // Decode context parallelism (docs/sglang-pd.md §28): ranks of the TP group, no more GPUs.
+    if pool.server.dcp_size > 1 {
+        let _ = write!(line, " --dcp-size {}", pool.server.dcp_size);
+    }
     if pool.role != Role::Colocated {
         let _ = write!(
             line,

@@ -248,6 +248,10 @@ pub struct ServerSection {
     /// Checked in `sections::pipeline`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pp_async_batch_depth: u32,
+    /// `--dcp-size`: decode context parallelism, ranks of each TP group splitting a request's
+    /// KV tokens (decode pools of MLA models only; default 1). Checked in `sections::dcp`.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub dcp_size: u32,
     /// `--kv-cache-dtype`.
     #[serde(default = "default_kv_dtype")]
     pub kv_cache_dtype: String,
@@ -422,6 +426,7 @@ impl Default for ServerSection {
             attn_tp_size: None,
             pp_size: 1,
             pp_async_batch_depth: 0,
+            dcp_size: 1,
             page_size: default_page_size(),
             kv_cache_dtype: default_kv_dtype(),
             quantization: None,

@@ -27,6 +27,7 @@ pub mod approx_tree;
 pub mod bootstrap;
 pub mod checksum;
 pub mod colocated;
+pub mod dcp;
 pub mod decode;
 pub mod decode_offload;
 pub mod decode_radix;

@@ -29,7 +29,8 @@ use crate::vocab::flow::FlowTag;
 /// The fabric as the simulator runs it: each flow tagged with its owner.
 type Fabric = crate::fabric::Fabric<FlowTag>;
 use crate::layout::{
-    self, ChunkRequest, DecodeMemory, ErrorTiming, PairPlan, PdError, RankFlow, RequestId, Write,
+    self, ChunkRequest, DcpSpan, DecodeMemory, ErrorTiming, PairPlan, PdError, RankFlow, RequestId,
+    Write,
 };
 use crate::metrics::{Histogram, WorkerDeath};
 use crate::spec::TransferBackend;
@@ -281,25 +282,84 @@ type Blacklist = BTreeMap<(DecodeId, u32), Option<Nanos>>;
 
 /// The chunk as the plan sees it: prefill and decode page ids at the chunk's page positions.
 /// sglang indexes decode's page list with the prefill's positions (and truncates the source
-/// when the decode list is shorter), which is exactly where a page-size mismatch bites.
+/// when the decode list is shorter), which is exactly where a page-size mismatch bites. A
+/// decode with context parallelism takes [`chunk_request_dcp`] instead.
 pub fn chunk_request<'r>(req: &'r Req, job: &ChunkJob, decode_page_size: u32) -> ChunkRequest<'r> {
     let (a, b) = (job.first_page as usize, job.end_page as usize);
-    let src =
-        &req.on_prefill.pages[a.min(req.on_prefill.pages.len())..b.min(req.on_prefill.pages.len())];
-    // Decode's KV indices cover the prompt only (the rest of its reservation is for output).
+    let dst_all = decode_prompt_pages(req, decode_page_size);
+    ChunkRequest {
+        dst_pages: &dst_all[a.min(dst_all.len())..b.min(dst_all.len())],
+        ..chunk_source(req, job)
+    }
+}
+
+/// [`chunk_request`] for a decode with context parallelism (`decode_page_size` is then its
+/// virtual page of `page_size × dcp` tokens): `transfer_worker` hands `send_kvcache_dcp` the
+/// whole `req.dst_kv_indices`, unsliced, and the chunk's place in the request ([`dcp_span`]).
+#[cold]
+pub fn chunk_request_dcp<'r>(
+    req: &'r Req,
+    job: &ChunkJob,
+    decode_page_size: u32,
+) -> ChunkRequest<'r> {
+    ChunkRequest {
+        dst_pages: decode_prompt_pages(req, decode_page_size),
+        ..chunk_source(req, job)
+    }
+}
+
+/// The request's decode page ids that hold its prompt: decode's KV indices cover the prompt
+/// only (the rest of its reservation is for output).
+#[inline]
+fn decode_prompt_pages(req: &Req, decode_page_size: u32) -> &[u32] {
     let prompt_pages =
         (req.prompt().div_ceil(decode_page_size) as usize).min(req.on_decode.pages.len());
-    let dst_all = &req.on_decode.pages[..prompt_pages];
-    let dst = &dst_all[a.min(dst_all.len())..b.min(dst_all.len())];
+    &req.on_decode.pages[..prompt_pages]
+}
+
+/// Chunk `job` of `req` with its prefill pages, slots and aux rows, and no decode pages yet.
+#[inline]
+fn chunk_source<'r>(req: &'r Req, job: &ChunkJob) -> ChunkRequest<'r> {
+    let (a, b) = (job.first_page as usize, job.end_page as usize);
+    let n = req.on_prefill.pages.len();
     ChunkRequest {
-        src_pages: src,
-        dst_pages: dst,
+        src_pages: &req.on_prefill.pages[a.min(n)..b.min(n)],
+        dst_pages: &[],
         last: job.last,
         src_slot: req.on_prefill.slot,
         dst_slot: req.on_decode.slot,
         src_aux: 0,
         dst_aux: req.on_decode.aux,
     }
+}
+
+/// Where chunk `job` of `req` sits in its request, on a pair whose decode has context
+/// parallelism: its first page position and its KV tokens (`kv_chunk.num_kv_tokens`). The
+/// physical page is the decode rank's registered `page_size`, the prefill's too (sglang's
+/// first contact refuses unequal page sizes).
+#[cold]
+pub fn dcp_span(plan: &PairPlan, req: &Req, job: &ChunkJob) -> DcpSpan {
+    let ps = plan.decode_layouts()[0].page_size;
+    let start = job.first_page.saturating_mul(ps);
+    let end = job.end_page.saturating_mul(ps).min(req.prompt());
+    DcpSpan {
+        src_page_offset: job.first_page,
+        tokens: end.saturating_sub(start),
+    }
+}
+
+/// Target `i`'s flows of chunk `creq` (chunk `job` of `req`) on a pair whose decode has
+/// context parallelism (`send_kvcache_dcp`). Out of line: a pair without DCP never calls it.
+#[cold]
+#[inline(never)]
+fn dcp_target_chunk(
+    plan: &PairPlan,
+    (req, job): (&Req, &ChunkJob),
+    creq: &ChunkRequest<'_>,
+    i: usize,
+    flows: &mut Vec<RankFlow>,
+) -> Option<(PdError, ErrorTiming)> {
+    plan.chunk_target_dcp_into(creq, dcp_span(plan, req, job), i, flows)
 }
 
 /// The bootstrap room of request `id`: sglang's router draws
@@ -597,7 +657,11 @@ fn land(
             .error;
     }
     if endpoint.watched {
-        let c = chunk_request(req, job, endpoint.page_size);
+        let c = if plan.dcp_size() > 1 {
+            chunk_request_dcp(req, job, endpoint.page_size)
+        } else {
+            chunk_request(req, job, endpoint.page_size)
+        };
         memories.watched(d).apply_exact(
             RequestId(req.id),
             c.dst_pages,
@@ -1203,8 +1267,19 @@ impl TransferQueues {
                 message: session_not_alive(&dst.session(decode_rank)),
             };
         }
-        let creq = chunk_request(req, &job, dst.page_size);
-        let error = plan.chunk_target_into(&creq, i, flows);
+        // A DCP decode takes `send_kvcache_dcp` (cold, out of line); the values are built in
+        // place on both paths (no tuple of a request and an error moved about).
+        let dcp = plan.dcp_size() > 1;
+        let creq = if dcp {
+            chunk_request_dcp(req, &job, dst.page_size)
+        } else {
+            chunk_request(req, &job, dst.page_size)
+        };
+        let error = if dcp {
+            dcp_target_chunk(plan, (req, &job), &creq, i, flows)
+        } else {
+            plan.chunk_target_into(&creq, i, flows)
+        };
         let writes = oracle_writes(dst, plan, &creq, i, error.as_ref());
         let after_kv = match error {
             Some((e, ErrorTiming::BeforeAnyWrite)) => {
@@ -1395,6 +1470,10 @@ fn extra_lead(
     } else {
         0
     };
+    if plan.dcp_pack().is_some() {
+        // The pack kernel gathers the target's owned rows before its blocks go (PR #35762).
+        return Staged::Go(digest_ns + plan.dcp_gather_ns(i, creq, dcp_span(plan, req, job)));
+    }
     match plan.staging() {
         None => Staged::Go(digest_ns),
         Some(s) => match admit_staged(rings, s, (d, i, plan), (req, job, creq), at) {

@@ -229,6 +229,8 @@ const READ: &[&str] = &[
     "--disaggregation-transfer-backend",
     "--pp-size",
     "--pp",
+    "--dcp-size",
+    "--decode-context-parallel-size",
     "--speculative-algorithm",
     "--speculative-num-steps",
     "--speculative-eagle-topk",
@@ -490,6 +492,11 @@ impl Parsed {
             // Pipeline stages (docs/sglang-pd.md §27): a prefill's stages each write their own
             // layers; `finish` reads a decode's as one stage.
             "--pp-size" | "--pp" => args.pp_size = parse_ranks(flag, v, side)?,
+            // Decode context parallelism (docs/sglang-pd.md §28); `--decode-context-parallel-size`
+            // is sglang's alias. `finish` reads a prefill's as 1; lint checks a decode's.
+            "--dcp-size" | "--decode-context-parallel-size" => {
+                args.dcp_size = parse_ranks(flag, v, side)?;
+            }
             f if SPECULATIVE_FLAGS.iter().any(|(g, _)| *g == f) => {
                 self.speculative.push((f.to_string(), v.to_string()));
             }
@@ -564,6 +571,13 @@ impl Parsed {
                     self.args.tp_size
                 ));
             }
+        }
+        if side == "prefill" && self.args.dcp_size > 1 {
+            self.warnings.push(format!(
+                "--dcp-size {} on the prefill line: sglang warns \"DCP on a PD prefill server is supported when prefill and decode use the same DCP layout, but it usually adds communication overhead without improving prefill performance.\" (handle_pd_disaggregation); pdsim models a DCP-1 prefill into a DCP decode, so the prediction reads this prefill with --dcp-size 1",
+                self.args.dcp_size
+            ));
+            self.args.dcp_size = 1;
         }
         if side == "decode" && self.args.pp_size > 1 {
             self.warnings.push(format!(

@@ -51,6 +51,13 @@ pub struct ServerArgs {
     /// `sglang::pipeline`). Left out of results when 0.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pp_async_batch_depth: u32,
+    /// `--dcp-size`: decode context parallelism, the ranks of each TP group that split a
+    /// request's KV tokens among them (token `p` on DCP rank `p % dcp_size`, at local slot
+    /// `p / dcp_size`; a rank's DCP rank is `tp_rank % dcp_size`); 1 without it. pdsim takes it
+    /// on PD decode servers of MLA models only (`docs/sglang-pd.md` §28). Left out of results
+    /// when 1, so scenarios which never set it keep their bytes.
+    #[serde(skip_serializing_if = "is_one")]
+    pub dcp_size: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -202,7 +209,17 @@ impl ServerArgs {
             mamba_ssm_dtype: None,
             pp_size: 1,
             pp_async_batch_depth: 0,
+            dcp_size: 1,
         }
+    }
+
+    /// Tokens one KV page id holds on this server: `page_size`, times `dcp_size` on a decode
+    /// with context parallelism, whose allocator hands out sglang's widened virtual pages of
+    /// `page_size × dcp_size` tokens, each rank keeping `page_size` of them in its own
+    /// physical page of the same id (`build_dcp_token_transfer_plan`: `virtual_page_size =
+    /// physical_page_size * dcp_size`).
+    pub fn tokens_per_page(&self) -> u32 {
+        self.page_size * self.dcp_size.max(1)
     }
 
     /// GPUs one instance takes: `tp_size` per pipeline stage, `tp_size × pp_size`.

@@ -1,6 +1,7 @@
 //! The simulated servers behave as sglang's code does: memory and the prefix cache, HiCache and
 //! the Mooncake Store, decode admission, router policies, DP dispatch, the PD teaching scenarios, speculative
-//! decoding, aborts, page fragmentation, sessions, the GPU presets and the transfer backends. One test binary; each
+//! decoding, aborts, page fragmentation, sessions, the GPU presets, the transfer backends and decode context
+//! parallelism. One test binary; each
 //! former test crate is a module of the same name (`cargo test --release --test sglang
 //! kv_store`).
 
@@ -10,6 +11,7 @@ mod common;
 mod aborts;
 mod admission;
 mod backends;
+mod dcp;
 mod decode_radix;
 mod deployments;
 mod dp_dispatch;

@@ -128,12 +128,19 @@ impl StepModel {
         DecodeTerms {
             flops0: floor,
             pair_flops: 0.0,
-            kv_per_token: beta,
+            // A DCP rank's attention reads its `1/dcp` token shard: the measured line's
+            // per-context-token slope falls with it [INFERRED: the decode kernel's time per
+            // context token tracks the KV it reads, as for a memory-bound kernel; the group's
+            // `dcp`-times wider heads were not measured] (docs/sglang-pd.md §28).
+            kv_per_token: match &self.dcp {
+                Some(d) => beta / f64::from(d.size),
+                None => beta,
+            },
             compute_denom: 1.0,
             state_bytes: 0.0,
             t_weights: a,
             kv_denom: 1.0,
-            allreduce: fixed,
+            allreduce: fixed + self.dcp_merge_s(b),
             moe,
             pipelined,
             batch,

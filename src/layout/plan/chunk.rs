@@ -3,7 +3,10 @@
 //!
 //! Units: bytes; page ids are the instances' physical ids.
 
-use super::{ChunkRequest, ChunkTransfer, ErrorTiming, KvSend, PairPlan, RankFlow};
+use super::{
+    ChunkRequest, ChunkTransfer, DcpChunk, DcpSpan, ErrorTiming, KvSend, PairPlan, RankFlow,
+    TargetPlan,
+};
 use crate::layout::write::{Pattern, Write, WriteDst};
 
 /// `group_concurrent_contiguous` (docs/sglang-pd.md §3.2 step 1): `(src start, dst start, pages)` runs where both
@@ -58,7 +61,27 @@ impl PairPlan {
         req: &ChunkRequest,
         flows: &mut Vec<RankFlow>,
     ) -> Option<(crate::layout::PdError, ErrorTiming)> {
-        self.chunk_some_into(req, 0..self.targets.len(), flows)
+        self.chunk_some_into(req, DcpSpan::default(), 0..self.targets.len(), flows)
+    }
+
+    /// [`PairPlan::chunk`] on a pair with decode context parallelism: the chunk at `span` of
+    /// its request, `req.dst_pages` the request's whole decode page list.
+    pub fn chunk_dcp(&self, req: &ChunkRequest, span: DcpSpan) -> ChunkTransfer {
+        let mut flows = Vec::new();
+        let error = self.chunk_some_into(req, span, 0..self.targets.len(), &mut flows);
+        ChunkTransfer { flows, error }
+    }
+
+    /// [`PairPlan::chunk_target_into`] on a pair with decode context parallelism (see
+    /// [`PairPlan::chunk_dcp`]).
+    pub fn chunk_target_dcp_into(
+        &self,
+        req: &ChunkRequest,
+        span: DcpSpan,
+        target: usize,
+        flows: &mut Vec<RankFlow>,
+    ) -> Option<(crate::layout::PdError, ErrorTiming)> {
+        self.chunk_some_into(req, span, target..target + 1, flows)
     }
 
     /// [`PairPlan::chunk_into`] for target number `target` alone (an index into
@@ -70,12 +93,13 @@ impl PairPlan {
         target: usize,
         flows: &mut Vec<RankFlow>,
     ) -> Option<(crate::layout::PdError, ErrorTiming)> {
-        self.chunk_some_into(req, target..target + 1, flows)
+        self.chunk_some_into(req, DcpSpan::default(), target..target + 1, flows)
     }
 
     fn chunk_some_into(
         &self,
         req: &ChunkRequest,
+        span: DcpSpan,
         which: std::ops::Range<usize>,
         flows: &mut Vec<RankFlow>,
     ) -> Option<(crate::layout::PdError, ErrorTiming)> {
@@ -93,7 +117,8 @@ impl PairPlan {
         for t in &self.targets[which] {
             let (mut bytes, mut writes) = (0u64, 0u64);
             match &t.kv {
-                KvSend::Nothing => {}
+                // Counted below, out of this match's hot arms.
+                KvSend::Nothing | KvSend::Dcp { .. } => {}
                 KvSend::Generic { runs: rr, item } => {
                     let regions: u64 = rr.iter().map(|r| u64::from(r.count)).sum();
                     writes += regions * n_runs;
@@ -116,6 +141,11 @@ impl PairPlan {
                     };
                     bytes += w * len;
                 }
+            }
+            if let KvSend::Dcp { .. } = &t.kv {
+                let c = self.dcp_target_chunk(t, req, span);
+                writes += c.regions * c.writes_per_region;
+                bytes += c.owned * c.token_bytes;
             }
             if send_extra {
                 if req.src_slot.is_some() && req.dst_slot.is_some() {
@@ -161,7 +191,9 @@ impl PairPlan {
         for t in &self.targets[which] {
             let (prefill_rank, decode_rank) = (t.target.prefill_rank, t.target.decode_rank);
             match &t.kv {
-                KvSend::Nothing => {}
+                // A DCP pair is exact by construction and outside the oracle
+                // (`PairPlan::compile`): it has no page-row writes to give.
+                KvSend::Nothing | KvSend::Dcp { .. } => {}
                 KvSend::Generic { runs: rr, item } => {
                     for g in rr {
                         for &(_, d0, n) in &runs {
@@ -257,6 +289,75 @@ impl PairPlan {
                     pattern: Pattern::ONE,
                 });
             }
+        }
+    }
+}
+
+impl PairPlan {
+    /// What target `i` sends of chunk `req` at `span` on a DCP pair (`None` on another path):
+    /// `build_dcp_token_transfer_plan`'s owned tokens, then `group_concurrent_contiguous`'s
+    /// blocks, computed from the owned range, not enumerated per token.
+    pub fn dcp_chunk(&self, i: usize, req: &ChunkRequest, span: DcpSpan) -> Option<DcpChunk> {
+        let t = &self.targets[i];
+        matches!(t.kv, KvSend::Dcp { .. }).then(|| self.dcp_target_chunk(t, req, span))
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn dcp_target_chunk(&self, t: &TargetPlan, req: &ChunkRequest, span: DcpSpan) -> DcpChunk {
+        let KvSend::Dcp {
+            runs,
+            token_item,
+            page_size,
+            dcp_size,
+            dcp_rank,
+            ..
+        } = &t.kv
+        else {
+            unreachable!("called on DCP targets only");
+        };
+        let (ps, dcp) = (u64::from(*page_size), u64::from(*dcp_size));
+        let regions: u64 = runs.iter().map(|r| u64::from(r.count)).sum();
+        // `chunk_start = decode_prefix_len + src_page_offset * page_size` (no decode prefix:
+        // DCP refuses the decode radix cache); `first_owned_offset = (dcp_rank - chunk_start)
+        // % dcp_size`; owned offsets `first, first + dcp, … < num_kv_tokens`.
+        let start = u64::from(span.src_page_offset) * ps;
+        let n = u64::from(span.tokens);
+        let first = (u64::from(*dcp_rank) + dcp - start % dcp) % dcp;
+        let owned = if first < n {
+            (n - 1 - first) / dcp + 1
+        } else {
+            0
+        };
+        let packed = self
+            .dcp_pack
+            .is_some_and(|p| owned <= (dcp - u64::from(*dcp_rank)) * p.rank_tokens);
+        let writes_per_region = if owned == 0 {
+            0
+        } else if packed {
+            // Packed rows are contiguous in the buffer; the destination slots `p / dcp` are
+            // consecutive, so a block breaks only where the decode page list jumps.
+            let l0 = (start + first) / dcp;
+            let (o0, o1) = (l0 / ps, (l0 + owned - 1) / ps);
+            let d = req.dst_pages;
+            let o1 = (o1 as usize).min(d.len().saturating_sub(1));
+            let o0 = (o0 as usize).min(o1);
+            1 + d[o0..=o1]
+                .windows(2)
+                .filter(|w| w[1] != w[0].wrapping_add(1))
+                .count() as u64
+        } else {
+            // Unpacked, consecutive owned rows sit `dcp_size` slots apart on the prefill:
+            // every row is a group of its own (page size 1 with page ids that happen to run
+            // `+1` across `dcp_size` positions could merge two; not counted).
+            owned
+        };
+        DcpChunk {
+            owned,
+            regions,
+            writes_per_region,
+            packed,
+            token_bytes: regions * token_item,
         }
     }
 }

@@ -93,10 +93,58 @@ impl PairPlan {
             exact: false,
             kv_checksum: None,
             staging: None,
+            dcp_size: decode.1.dcp_size.max(1),
+            dcp_pack: None,
             extras: false,
         };
+        if plan.dcp_size > 1 {
+            plan.relayout_dcp();
+            // The oracle's boxes pair whole page rows; a DCP rank's page holds every
+            // `dcp_size`-th token of a virtual page, which its labels do not describe. The
+            // relayout's source and destination come from one owner rule
+            // (`build_dcp_token_transfer_plan`, the decode planner's `p % dcp_size`, `p /
+            // dcp_size`), so the pair is taken as exact, not probed (docs/sglang-pd.md §28).
+            plan.exact = true;
+            return Ok(plan);
+        }
         plan.exact = plan.probe_exact();
         Ok(plan)
+    }
+}
+
+impl PairPlan {
+    /// Turns every MLA target's `send_kvcache` into `send_kvcache_dcp` for a decode of
+    /// `dcp_size` ranks a TP group: `transfer_worker` takes the DCP branch for a registration
+    /// with `requires_dcp_relayout` (decode DCP > 1 from a DCP-1 prefill) before the MLA /
+    /// equal-TP one, pairing the same layer regions (`get_mla_kv_ptrs_with_pp`) at
+    /// `dcp_token_item_lens` = each region's `item_len / page_size` bytes a token. A decode
+    /// rank's DCP rank is its TP rank `% dcp_size` (`_pack_dcp_rank_once`'s note). Dummy and
+    /// empty targets stay as they are.
+    fn relayout_dcp(&mut self) {
+        let dcp = self.dcp_size;
+        let mut packed_by: Vec<(u32, u32)> = Vec::new();
+        for t in &mut self.targets {
+            let KvSend::Generic { runs, item } = &t.kv else {
+                continue;
+            };
+            let ps = self.prefill[t.target.prefill_rank as usize]
+                .page_size
+                .max(1);
+            let dcp_rank = t.target.decode_rank % dcp;
+            let key = (t.target.prefill_rank, dcp_rank);
+            let packs = !packed_by.contains(&key);
+            if packs {
+                packed_by.push(key);
+            }
+            t.kv = KvSend::Dcp {
+                runs: runs.clone(),
+                token_item: item / u64::from(ps),
+                page_size: ps,
+                dcp_size: dcp,
+                dcp_rank,
+                packs,
+            };
+        }
     }
 }
 

@@ -128,6 +128,71 @@ enum KvSend {
         dst_off: u64,
         len: u64,
     },
+    /// `send_kvcache_dcp` into a decode with context parallelism (docs/sglang-pd.md §28):
+    /// the target's decode rank owns the chunk's tokens `p` with `p % dcp_size == dcp_rank`,
+    /// at its local slot `p / dcp_size` (`build_dcp_token_transfer_plan`). One block per
+    /// (region, group of `group_concurrent_contiguous`): per owned token without packing
+    /// (the source rows are `dcp_size` apart), per run of destination-contiguous slots when
+    /// the prefill packed the rows first (PR #35762, [`DcpPack`]).
+    Dcp {
+        runs: Vec<RegionRun>,
+        /// Bytes of one token's row in one region (`dcp_token_item_lens`: `item_len /
+        /// page_size`).
+        token_item: u64,
+        /// Physical tokens per page, both sides.
+        page_size: u32,
+        dcp_size: u32,
+        dcp_rank: u32,
+        /// The first of its prefill rank's targets with this DCP rank: it packs the rows, the
+        /// others reuse them (`_pack_dcp_rank_once`: "TP ranks may share a DCP rank ... so they
+        /// reuse one packed source").
+        packs: bool,
+    },
+}
+
+/// Where a chunk sits in its request, which only a decode with context parallelism reads
+/// ([`PairPlan::dcp_size`]; its chunk's `dst_pages` are then the request's whole decode page
+/// list, as `send_kvcache_dcp` takes `req.dst_kv_indices` unsliced; docs/sglang-pd.md §28).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DcpSpan {
+    /// The chunk's first page position in the request (`kv_chunk.index_slice.start`): its
+    /// tokens start at `src_page_offset × page_size`.
+    pub src_page_offset: u32,
+    /// The KV tokens of this chunk (`kv_chunk.num_kv_tokens`: its pages' tokens, fewer on a
+    /// last page the prompt does not fill).
+    pub tokens: u32,
+}
+
+/// What one DCP target sends of one chunk ([`PairPlan::dcp_chunk`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DcpChunk {
+    /// Tokens of the chunk its decode rank owns.
+    pub owned: u64,
+    /// KV regions (layers) it writes.
+    pub regions: u64,
+    /// Blocks (RDMA writes) per region: `owned` per token, or the destination-contiguous runs
+    /// when packed.
+    pub writes_per_region: u64,
+    /// The rows went through the prefill's pack buffer (they fit its rank region).
+    pub packed: bool,
+    /// Bytes of one owned token over every region.
+    pub token_bytes: u64,
+}
+
+/// The prefill's DCP pack buffer (sglang PR #35762, `common/dcp_pack.py`): one per transfer
+/// worker, `dcp_size × ceil(max_tokens / dcp_size) × Σ token_item_lens` bytes
+/// (`dcp_pack_buffer_bytes`), each DCP rank packing at its fixed offset `rank × size /
+/// dcp_size` (`_pack_dcp_rank_once`). `try_pack_dcp_src` returns `None` — the per-token RDMA
+/// fallback — when `offset + owned × Σ token_item_lens` passes the buffer's end, i.e. when the
+/// rank owns more than `(dcp_size − rank) × ceil(max_tokens / dcp_size)` tokens of the chunk
+/// (PR #40336 describes exactly this, for chunks larger than `max_prefill_tokens`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DcpPack {
+    /// `ceil(max_tokens / dcp_size)`: tokens of one rank region, tokens.
+    pub rank_tokens: u64,
+    /// Prefill GPU HBM bandwidth, bytes/s (the gather kernel `copy_mla_rows_into_pack` reads
+    /// each owned row once and writes it once).
+    pub prefill_bytes_per_s: f64,
 }
 
 /// One state block kind per (group of layers): `count` consecutive entries with equal offsets.
@@ -170,8 +235,13 @@ pub struct PairPlan {
     /// `SGLANG_DISAGG_STAGING_BUFFER` on this pair's head-sliced path
     /// ([`PairPlan::enable_staging`]); `None` when off or when the pair sends no sliced KV.
     staging: Option<Staging>,
-    /// `kv_checksum` or `staging` is on: one flag the transfer worker tests per batch and per
-    /// concluded chunk, so a pair with neither pays one branch for both.
+    /// The decode's `--dcp-size` (1 without decode context parallelism).
+    dcp_size: u32,
+    /// The prefill's DCP pack buffer ([`PairPlan::enable_dcp_pack`]); `None`: every DCP
+    /// target sends per token, as before sglang PR #35762.
+    dcp_pack: Option<DcpPack>,
+    /// `kv_checksum`, `staging` or `dcp_pack` is on: one flag the transfer worker tests per
+    /// batch and per concluded chunk, so a pair with none pays one branch for all.
     extras: bool,
 }
 
@@ -407,7 +477,51 @@ impl PairPlan {
         self.extras = true;
     }
 
-    /// Whether the pair has the KV checksum or the staging buffer on
+    /// The decode's `--dcp-size` (1 without decode context parallelism): its chunks take
+    /// `send_kvcache_dcp` and their `dst_pages` are the request's whole decode list.
+    #[inline]
+    pub fn dcp_size(&self) -> u32 {
+        self.dcp_size
+    }
+
+    /// Gives the prefill of a DCP pair its pack buffer (sglang PR #35762), sized for
+    /// `max_tokens` tokens a chunk (`init_dcp_pack_buffers`), with the prefill GPU's HBM
+    /// bandwidth in bytes/s for the gather. Nothing changes on a pair without DCP.
+    pub fn enable_dcp_pack(&mut self, max_tokens: u32, prefill_bytes_per_s: f64) {
+        if self.dcp_size <= 1 {
+            return;
+        }
+        self.dcp_pack = Some(DcpPack {
+            rank_tokens: u64::from(max_tokens).div_ceil(u64::from(self.dcp_size)),
+            prefill_bytes_per_s,
+        });
+        self.extras = true;
+    }
+
+    /// The DCP pack buffer of this pair, when on.
+    #[inline]
+    pub fn dcp_pack(&self) -> Option<&DcpPack> {
+        self.dcp_pack.as_ref()
+    }
+
+    /// The prefill's gather of target `i`'s owned rows of `req` (at `span`) into its pack
+    /// buffer, ns
+    /// (rounded up): read once and written once at HBM speed, a lower bound as for the
+    /// staging buffer's gather; 0 when the target does not pack (no buffer, another target
+    /// of its rank packed the same DCP rank, or the rows do not fit and go per token).
+    pub fn dcp_gather_ns(&self, i: usize, req: &ChunkRequest, span: DcpSpan) -> u64 {
+        let (Some(pack), Some(c)) = (&self.dcp_pack, self.dcp_chunk(i, req, span)) else {
+            return 0;
+        };
+        let packs = matches!(self.targets[i].kv, KvSend::Dcp { packs: true, .. });
+        if !packs || !c.packed {
+            return 0;
+        }
+        let bytes = c.owned * c.token_bytes;
+        (2.0 * bytes as f64 / pack.prefill_bytes_per_s * 1e9).ceil() as u64
+    }
+
+    /// Whether the pair has the KV checksum, the staging buffer or the DCP pack buffer on
     /// ([`PairPlan::kv_checksum`], [`PairPlan::staging`]).
     #[inline]
     pub fn has_extras(&self) -> bool {

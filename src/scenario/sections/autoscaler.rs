@@ -312,6 +312,13 @@ fn role_switch_fits(c: &Checker, p: &Pool, d: &Pool) -> Result<(), ScenarioError
         p.server.pp_size.to_string(),
         d.server.pp_size.to_string(),
     )?;
+    // A prefill pool has no decode context parallelism (`sections::dcp`): a DCP decode
+    // flipped in place would be one, with its token-sharded KV pool.
+    same(
+        "dcp_size",
+        p.server.dcp_size.to_string(),
+        d.server.dcp_size.to_string(),
+    )?;
     same(
         "page_size",
         p.server.page_size.to_string(),

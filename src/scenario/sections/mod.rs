@@ -16,6 +16,7 @@ use crate::layout::PairPlan;
 use crate::spec::{GpuSpec, gpu};
 
 mod autoscaler;
+mod dcp;
 mod hicache;
 mod offload;
 mod pipeline;
@@ -612,6 +613,29 @@ pub(super) fn plans(
             ));
         }
     }
+    // Decode context parallelism: sglang's backend refusal (`handle_pd_disaggregation`, which
+    // rewrites `mooncake_tcp` to `mooncake` first), and the guards whose digests or
+    // validation of a token-sharded pool pdsim did not read.
+    if let Some(p) = pools.iter().find(|p| p.server.dcp_size > 1) {
+        use crate::spec::TransferBackend as B;
+        let key = format!("pools.{}.server.dcp_size", p.name);
+        let backend = sglang.transfer_backend;
+        if !matches!(backend, B::Mooncake | B::MooncakeTcp | B::Nixl) {
+            return Err(c.err(
+                &key,
+                format!(
+                    "{} (sglang handle_pd_disaggregation; set sglang.transfer_backend = \"mooncake\" or \"nixl\", or dcp_size = 1)",
+                    crate::sglang::dcp::backend_refusal(backend.as_str())
+                ),
+            ));
+        }
+        if sglang.kv_checksum {
+            return Err(c.err(
+                &key,
+                "decode context parallelism is not modelled with sglang.kv_checksum (--disaggregation-enable-kv-checksum): what each DCP rank digests of its token shard against the prefill's whole pages was not read; leave dcp_size out (1) or the checksum off",
+            ));
+        }
+    }
     for (pi, pp) in pools
         .iter()
         .enumerate()
@@ -641,6 +665,12 @@ pub(super) fn plans(
             }
             if let Some(mb) = sglang.staging_pool_mb {
                 plan.enable_staging(mb << 20, hbm_bytes_per_s, hbm_bytes_per_s);
+            }
+            if dp.server.dcp_size > 1 {
+                // The prefill's pack buffer holds `max_prefill_tokens` tokens
+                // (`init_dcp_pack_buffers`: `max_prefill_buffer_tokens()`, else the
+                // schedule's `max_prefill_tokens`).
+                plan.enable_dcp_pack(pp.server.max_prefill_tokens, hbm_bytes_per_s);
             }
             plans.insert((pi, di), std::sync::Arc::new(plan));
         }

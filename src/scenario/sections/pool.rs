@@ -172,8 +172,10 @@ fn pool(
         mamba_ssm_dtype: s.mamba_ssm_dtype.clone(),
         pp_size: s.pp_size,
         pp_async_batch_depth: s.pp_async_batch_depth,
+        dcp_size: s.dcp_size,
     };
     super::pipeline::check(c, p, key, (&model, &server, &parallel))?;
+    super::dcp::check(c, p, key, (&model, &server, &parallel))?;
     let kv_dtype_bytes = server
         .kv_dtype_bytes(model.activation_bytes)
         .ok_or_else(|| {

@@ -715,14 +715,7 @@ impl StepModel {
             t_compute.max(t_memory) + self.allreduce_s(tokens) + moe + self.dcp_merge_s(b)
         };
         let gpu = self.offloaded(gpu);
-        let host = self.exposed_host_s(
-            if new > 0.0 {
-                p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
-            } else {
-                p.decode_overhead_s
-            } + p.decode_per_seq_overhead_s * b,
-            f.batch,
-        );
+        let host = self.forward_host_s(new > 0.0, seqs, f.batch);
         // The host work the GPU's hides (0 in the calibrations that price host costs
         // serially, where the floor is the per-block launch floor alone, as before).
         let cpu = self.hidden_host_s(new > 0.0, f.batch);

@@ -91,6 +91,20 @@ impl StepModel {
         }
     }
 
+    /// The exposed host seconds of a forward with `seqs` prefill chunks (`prefill`: any) and a
+    /// decode batch of `batch` (both step paths): the calibration's per-forward and
+    /// per-sequence costs, through [`StepModel::exposed_host_s`].
+    #[inline]
+    pub(super) fn forward_host_s(&self, prefill: bool, seqs: f64, batch: u32) -> f64 {
+        let p = &self.params;
+        let serial = if prefill {
+            p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
+        } else {
+            p.decode_overhead_s
+        } + p.decode_per_seq_overhead_s * f64::from(batch);
+        self.exposed_host_s(serial, batch)
+    }
+
     /// A forward's exposed host seconds: `serial` (the calibration's per-forward and
     /// per-sequence costs), plus, without the overlap scheduler, the scheduling of the
     /// `batch` decode sequences it carries. With the scheduler on it is `serial` itself (the
@@ -211,14 +225,7 @@ impl StepModel {
             body + lm + moe
         };
         let gpu = self.offloaded(gpu);
-        let host = self.exposed_host_s(
-            if new > 0.0 {
-                p.prefill_overhead_s + p.prefill_per_seq_overhead_s * seqs
-            } else {
-                p.decode_overhead_s
-            } + p.decode_per_seq_overhead_s * b,
-            f.batch,
-        );
+        let host = self.forward_host_s(new > 0.0, seqs, f.batch);
         let cpu = self.hidden_host_s(new > 0.0, f.batch);
         host + gpu.max(cpu)
     }

@@ -231,7 +231,7 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
         (
             &mut d.args,
             &d.transfer_backend,
-            d.decode_radix_cache,
+            (d.decode_radix_cache, d.hierarchical_cache),
             d.kv_checksum,
         ),
         ds,
@@ -282,13 +282,17 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
 }
 
 /// A decode line's `--dcp-size` (docs/sglang-pd.md §28): sglang's start-up refusals
-/// (`handle_pd_disaggregation`: a backend other than mooncake or nixl, the decode radix cache;
-/// the DCP group inside the TP group), then what it does, or `None` without DCP. A line pdsim
-/// does not model with DCP (a model without MLA, a draft, DP attention, the KV checksum) is
-/// read with `--dcp-size 1` and a warning. `--enable-hierarchical-cache`, which sglang also
-/// refuses here, is a flag `lint` does not read.
+/// (`handle_pd_disaggregation`: a backend other than mooncake or nixl, the decode radix cache,
+/// HiCache; the DCP group inside the TP group), then what it does, or `None` without DCP. A
+/// line pdsim does not model with DCP (a model without MLA, a draft, DP attention, the KV
+/// checksum) is read with `--dcp-size 1` and a warning.
 fn dcp_check(
-    (args, transfer_backend, decode_radix_cache, kv_checksum): (&mut ServerArgs, &str, bool, bool),
+    (args, transfer_backend, (decode_radix_cache, hicache), kv_checksum): (
+        &mut ServerArgs,
+        &str,
+        (bool, bool),
+        bool,
+    ),
     model: &crate::spec::ModelSpec,
     warnings: &mut Vec<String>,
 ) -> Result<Option<String>, LintError> {
@@ -313,6 +317,12 @@ fn dcp_check(
         return Err(LintError::Unstartable(format!(
             "--decode: {}",
             refusal::RADIX_REFUSAL
+        )));
+    }
+    if hicache {
+        return Err(LintError::Unstartable(format!(
+            "--decode: {}",
+            refusal::HICACHE_REFUSAL
         )));
     }
     let tp = args.tp_size;

@@ -57,6 +57,10 @@ pub struct ServerLine {
     /// `--enable-hisparse`, which sglang refuses with the decode radix cache.
     #[serde(skip)]
     pub hisparse: bool,
+    /// `--enable-hierarchical-cache` (HiCache), which sglang refuses on a decode with
+    /// `--dcp-size > 1`; otherwise not part of what lint predicts.
+    #[serde(skip)]
+    pub hierarchical_cache: bool,
     /// `--disaggregation-decode-extra-slots` as given (2026; the seed reads
     /// `SGLANG_DISAGGREGATION_NUM_PRE_ALLOCATE_REQS` instead).
     #[serde(skip)]
@@ -190,7 +194,6 @@ const IGNORED_SWITCHES: &[&str] = &[
     "--enable-metrics",
     "--enable-two-batch-overlap",
     "--enable-eplb",
-    "--enable-hierarchical-cache",
     // The decode side's offload to the store: what it changes is prefix reuse and store
     // traffic (`pools.server.disaggregation_decode_enable_offload_kvcache`), not the contract.
     "--disaggregation-decode-enable-offload-kvcache",
@@ -332,6 +335,7 @@ pub fn parse_line(line: &str, side: &str) -> Result<ServerLine, LaunchError> {
                 | "--disaggregation-enable-kv-checksum"
                 | "--disaggregation-decode-enable-radix-cache"
                 | "--enable-hisparse"
+                | "--enable-hierarchical-cache"
         ) || IGNORED_SWITCHES.contains(&flag.as_str());
         let known = READ.contains(&flag.as_str()) || IGNORED_WITH_VALUE.contains(&flag.as_str());
         if !known && !switch {
@@ -389,6 +393,8 @@ struct Parsed {
     decode_radix: (bool, String, bool),
     /// `--disaggregation-decode-extra-slots`.
     extra_slots: Option<u32>,
+    /// `--enable-hierarchical-cache`.
+    hierarchical_cache: bool,
 }
 
 impl Parsed {
@@ -406,6 +412,7 @@ impl Parsed {
             kv_checksum: false,
             decode_radix: (false, "mooncake".to_string(), false),
             extra_slots: None,
+            hierarchical_cache: false,
         }
     }
 
@@ -440,6 +447,7 @@ impl Parsed {
             "--disaggregation-enable-kv-checksum" => self.kv_checksum = true,
             "--disaggregation-decode-enable-radix-cache" => self.decode_radix.0 = true,
             "--enable-hisparse" => self.decode_radix.2 = true,
+            "--enable-hierarchical-cache" => self.hierarchical_cache = true,
             "--disaggregation-decode-extra-slots" => {
                 self.extra_slots = Some(v.parse::<u32>().map_err(|_| {
                     LaunchError::Line(format!("--{side}: {flag} {v:?} must be a whole number ≥ 0"))
@@ -607,6 +615,7 @@ impl Parsed {
             decode_radix_cache: self.decode_radix.0,
             transfer_backend: self.decode_radix.1,
             hisparse: self.decode_radix.2,
+            hierarchical_cache: self.hierarchical_cache,
             decode_extra_slots: self.extra_slots,
         })
     }

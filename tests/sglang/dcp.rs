@@ -334,7 +334,8 @@ fn lint(prefill: &str, decode: &str) -> Result<pdsim::diagnose::lint::LintReport
 }
 
 /// `pdsim lint` reads `--dcp-size` (and sglang's alias) on the decode line: the pair is
-/// compatible, the report says what DCP does; sglang's start-up refusals stop it; a prefill's
+/// compatible, the report says what DCP does; sglang's start-up refusals (the backend, HiCache,
+/// the TP group) stop it; a prefill's
 /// DCP and a model without MLA are read as 1 with a warning.
 #[test]
 fn lint_reads_the_dcp_size() {
@@ -368,6 +369,24 @@ fn lint_reads_the_dcp_size() {
             "PD decode DCP requires --disaggregation-transfer-backend mooncake or nixl, got 'mori'."
         ),
         "{e}"
+    );
+    let e = lint(
+        "--tp-size 8",
+        "--tp-size 8 --dcp-size 8 --enable-hierarchical-cache",
+    )
+    .expect_err("refused");
+    assert!(
+        e.contains(
+            "PD decode DCP currently requires chunk cache; --enable-hierarchical-cache is not supported."
+        ),
+        "{e}"
+    );
+    // HiCache without DCP is a flag lint reads quietly.
+    let h = lint("--tp-size 8", "--tp-size 8 --enable-hierarchical-cache").unwrap();
+    assert!(
+        !h.warnings.iter().any(|w| w.contains("hierarchical")),
+        "{:?}",
+        h.warnings
     );
     let e = lint("--tp-size 8", "--tp-size 8 --dcp-size 3").expect_err("refused");
     assert!(e.contains("does not divide --tp-size 8"), "{e}");

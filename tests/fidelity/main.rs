@@ -12,6 +12,7 @@ mod aic_side_by_side;
 mod calibrate;
 mod calibrate_sample;
 mod colocated_rows;
+mod deepep_tables;
 mod h20_pd_ttft;
 mod lint_vs_sim;
 mod moe_fp4_b200;

@@ -203,6 +203,18 @@ impl Frame {
     }
 }
 
+/// The numeric columns `names` of the Parquet file `path`, row by row: what a test reads to
+/// check a model against a table this module does not derive (AIConfigurator's DeepEP
+/// dispatch/combine tables, `tests/fidelity/deepep_tables.rs`). A missing or text column is an
+/// error naming the file and the columns it has.
+pub fn numeric_columns(path: &Path, names: &[&str]) -> Result<Vec<Vec<f64>>, String> {
+    let f = Frame::read(path)?;
+    names
+        .iter()
+        .map(|n| f.num(n).map(<[f64]>::to_vec))
+        .collect()
+}
+
 /// A version string's order: numeric parts compare as numbers; a `postN` suffix sorts after the
 /// release it follows.
 fn version_key(v: &str) -> Vec<(u64, u64)> {

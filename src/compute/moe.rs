@@ -49,6 +49,8 @@
 //! Every constant is named with its source; none is fitted to the LMSYS figures that
 //! `tests/fidelity/moe_lmsys.rs` compares against.
 
+use crate::compute::kernels::derive::version_key;
+use crate::spec::kernels::grid::Grid;
 use crate::spec::{GpuSpec, ModelSpec, server::A2aBackend, server::Parallel};
 
 /// Popularity skew of DeepSeek-V3's experts without EPLB: the busiest GPU's share over the
@@ -114,6 +116,23 @@ pub struct ExpertCost {
     /// The experts' kernel time from the MoE tables, when the calibration has them and a
     /// table measures this model's expert shape ([`ExpertCost::with_tables`]).
     measured: Option<MeasuredExperts>,
+    /// DeepEP's dispatch and combine as measured, when the calibration has tables of this
+    /// hidden width and top-k ([`ExpertCost::with_tables`]).
+    measured_a2a: Option<MeasuredA2a>,
+}
+
+/// DeepEP's dispatch and combine per call as AIConfigurator measured them (`deepep` tables:
+/// nodes of 8 GPUs × tokens per rank, microseconds), per kernel newest version first, each a
+/// (dispatch, combine) pair. They set the legs' rate: the analytic legs (bytes over the NIC
+/// and NVLink, [`A2A_LATENCY_S`] a kernel) are scaled so that one call of a forward's token
+/// count takes the measured time ([`ExpertCost::measured_scale`]); past the tables' largest
+/// node count the scale there carries over (the analytic legs follow the nodes).
+#[derive(Clone, Debug)]
+pub struct MeasuredA2a {
+    /// The low-latency kernels (decode).
+    ll: Vec<(Grid, Grid)>,
+    /// The normal kernels (prefill) at DeepEP's default 20 SMs.
+    normal: Vec<(Grid, Grid)>,
 }
 
 /// One MoE layer's routed-expert kernels as measured (`compute::kernels`): per phase a grid
@@ -153,6 +172,11 @@ pub struct MoeTime {
     /// micro-batches' compute parts the four-part pipeline pairs with their communication
     /// (`total_s` is that pipeline and includes `MicroBatches::attn_s` twice).
     pub stages: Option<MicroBatches>,
+    /// How much longer than the analytic legs (at [`A2A_RDMA_EFFICIENCY`] of the NIC) the
+    /// measured DeepEP tables make the legs' bytes take (`rdma_s` and `nvlink_s` include
+    /// it); `None` for analytic legs. The fabric caps the forward's flows at the rate this
+    /// leaves (`sglang::a2a`).
+    pub a2a_scale: Option<f64>,
 }
 
 /// One micro-batch's compute in a decode forward under two-batch overlap, summed over the MoE
@@ -217,6 +241,8 @@ struct A2a {
     nvlink_s: f64,
     latency_s: f64,
     rdma_bytes: f64,
+    /// The measured tables' scale on the bytes' time ([`MoeTime::a2a_scale`]).
+    scale: Option<f64>,
 }
 
 /// EP degree at which [`EXPERT_SKEW`] and [`EXPERT_SKEW_EPLB`] hold: the smallest of the
@@ -291,6 +317,7 @@ impl ExpertCost {
             peak_flops,
             hbm_bytes_per_s: gpu.hbm_bytes_per_s,
             measured: None,
+            measured_a2a: None,
         })
     }
 
@@ -348,7 +375,46 @@ impl ExpertCost {
                 ),
             });
         }
+        if self.deepep {
+            let hidden = model.hidden_size.to_string();
+            let topk = moe.active.to_string();
+            let legs = |kernel: &str| -> Vec<(Grid, Grid)> {
+                let of = |leg: &str| {
+                    tables.all(
+                        "deepep",
+                        &[
+                            ("kernel", kernel),
+                            ("leg", leg),
+                            ("hidden", &hidden),
+                            ("topk", &topk),
+                        ],
+                    )
+                };
+                // Each version's dispatch and combine tables, newest first (derived so).
+                let mut pairs: Vec<(Vec<(u64, u64)>, Grid, Grid)> = of("dispatch")
+                    .into_iter()
+                    .filter_map(|d| {
+                        let v = d.attr("version")?;
+                        let c = of("combine")
+                            .into_iter()
+                            .find(|c| c.attr("version") == Some(v))?;
+                        Some((version_key(v), d.grid().clone(), c.grid().clone()))
+                    })
+                    .collect();
+                pairs.sort_by(|a, b| b.0.cmp(&a.0));
+                pairs.into_iter().map(|(_, d, c)| (d, c)).collect()
+            };
+            let (ll, normal) = (legs("ll"), legs("normal"));
+            if !ll.is_empty() || !normal.is_empty() {
+                self.measured_a2a = Some(MeasuredA2a { ll, normal });
+            }
+        }
         self
+    }
+
+    /// Whether DeepEP's legs take their rate from measured tables.
+    pub fn a2a_is_measured(&self) -> bool {
+        self.measured_a2a.is_some()
     }
 
     /// Whether the experts' time comes from measured tables.
@@ -430,6 +496,7 @@ impl ExpertCost {
             latency_s: a2a.latency_s,
             tbo: self.tbo,
             stages: None,
+            a2a_scale: a2a.scale,
         }
     }
 
@@ -492,6 +559,45 @@ impl ExpertCost {
     fn a2a_s(&self, per_gpu: f64, prefill: bool) -> A2a {
         let per_node = f64::from(self.net.gpus_per_node).min(self.gpus);
         let nodes = (self.gpus / per_node).max(1.0);
+        let mut a = self.legs(per_gpu, prefill, nodes);
+        if let Some(scale) = self.measured_scale(per_gpu, prefill, nodes) {
+            a.rdma_s *= scale;
+            a.nvlink_s *= scale;
+            a.scale = Some(scale);
+        }
+        a
+    }
+
+    /// The measured tables' scale on the analytic legs' bytes for `per_gpu` tokens a GPU on
+    /// `nodes` nodes ([`MeasuredA2a`]): one call's measured dispatch + combine, less the two
+    /// kernel latencies the composition adds, over one call's analytic bytes time. A call
+    /// carries half the tokens under two-batch overlap. `None` without tables for this
+    /// kernel, or where the tables' unit does not hold: they measure nodes of 8 GPUs (an
+    /// NVL72 rack, a 4-GPU tray or an instance of part of a node keeps the analytic legs).
+    fn measured_scale(&self, per_gpu: f64, prefill: bool, nodes: f64) -> Option<f64> {
+        let m = self.measured_a2a.as_ref()?;
+        if self.net.gpus_per_node != 8 || self.gpus % 8.0 != 0.0 || per_gpu <= 0.0 {
+            return None;
+        }
+        let grids = if prefill { &m.normal } else { &m.ll };
+        // The newest version measuring this many nodes, else the one measuring the most.
+        let most = |g: &(Grid, Grid)| g.0.axes[0].points.last().copied().unwrap_or(0.0);
+        let pair = grids
+            .iter()
+            .find(|g| most(g) >= nodes)
+            .or_else(|| grids.iter().max_by(|a, b| most(a).total_cmp(&most(b))))?;
+        let at = nodes.min(most(pair));
+        let (d, c) = pair;
+        let calls = if self.tbo { 2.0 } else { 1.0 };
+        let n = per_gpu / calls;
+        let measured_s = (d.eval(&[at, n]) + c.eval(&[at, n])) * 1e-6;
+        let a = self.legs(n, prefill, at);
+        let analytic_s = a.rdma_s.max(a.nvlink_s) / self.layers;
+        (analytic_s > 0.0).then(|| (measured_s - 2.0 * A2A_LATENCY_S).max(0.0) / analytic_s)
+    }
+
+    /// The analytic legs ([`ExpertCost::a2a_s`]) over `nodes` nodes.
+    fn legs(&self, per_gpu: f64, prefill: bool, nodes: f64) -> A2a {
         // FP8 dispatch with per-128 scales, BF16 combine.
         let bytes_per_copy = self.hidden + self.hidden / 128.0 * 4.0 + 2.0 * self.hidden;
         let k = self.active;
@@ -524,6 +630,7 @@ impl ExpertCost {
             nvlink_s: t_nv,
             latency_s: latency,
             rdma_bytes: if nodes > 1.0 { rdma } else { 0.0 },
+            scale: None,
         }
     }
 
@@ -826,5 +933,90 @@ mod tests {
         let one =
             ExpertCost::new(&g, &preset("deepseek-v3").unwrap(), 8, &p, net, 1979e12).unwrap();
         assert_eq!(one.time(256.0, false, 0.5, 0.7).rdma_bytes_per_gpu, 0.0);
+    }
+}
+
+#[cfg(test)]
+mod measured_legs {
+    use super::*;
+    use crate::spec::{gpu_preset, preset};
+
+    /// DeepSeek-V3 over `ep / 8` H100 nodes with DP attention and DeepEP, the H100 tables'
+    /// DeepEP legs attached or not, on nodes of `per_node` GPUs.
+    fn cost(ep: u32, tbo: bool, tables: bool, per_node: u32) -> ExpertCost {
+        let g = gpu_preset("h100-sxm").unwrap();
+        let model = preset("deepseek-v3").unwrap();
+        let p = Parallel {
+            dp_size: ep,
+            enable_dp_attention: true,
+            ep_size: ep,
+            moe_a2a_backend: A2aBackend::Deepep,
+            enable_two_batch_overlap: tbo,
+            ..Parallel::default()
+        };
+        let net = A2aNetwork {
+            gpus_per_node: per_node,
+            nic_bytes_per_s_per_gpu: 50e9,
+            nvlink_one_way_bytes_per_s: 450e9,
+        };
+        let c = ExpertCost::new(&g, &model, ep, &p, net, 989e12).unwrap();
+        if tables {
+            let t = crate::spec::kernels::builtin::tables("h100-sxm").unwrap();
+            c.with_tables(&t, &model)
+        } else {
+            c
+        }
+    }
+
+    /// One call of the measured grid points takes the measured dispatch + combine: EP32 (4
+    /// nodes), 128 tokens a rank, the low-latency kernels measure 143.0 + 263.3 µs and the
+    /// normal ones 106.9 + 217.5 µs (`h100_sxm/comm/sglang/0.5.6.post2`); EP8 (one node, the
+    /// 0.5.12 table) 36.7 + 67.0 µs.
+    #[test]
+    fn a_call_at_a_measured_point_takes_the_measured_time() {
+        for (ep, prefill, want_us) in [
+            (32, false, 143.0 + 263.3),
+            (32, true, 106.9 + 217.5),
+            (8, false, 36.7 + 67.0),
+        ] {
+            let c = cost(ep, false, true, 8);
+            assert!(c.a2a_is_measured());
+            let t = c.time(128.0, prefill, 0.5, 0.7);
+            let per_layer_us = t.comm_s / 58.0 * 1e6;
+            assert!(
+                (per_layer_us / want_us - 1.0).abs() < 2e-3,
+                "EP{ep} prefill {prefill}: {per_layer_us:.1} µs, measured {want_us:.1}"
+            );
+            assert!(t.a2a_scale.is_some());
+        }
+    }
+
+    /// Past the tables' eight nodes the scale at eight carries over; under two-batch overlap a
+    /// call carries half the tokens; without tables, or on nodes that are not of 8 GPUs (an
+    /// NVL72 domain), the legs stay analytic and carry no scale.
+    #[test]
+    fn beyond_the_tables_the_scale_carries_and_elsewhere_the_legs_stay_analytic() {
+        let at = |ep: u32, tokens: f64, tbo: bool| {
+            let m = cost(ep, tbo, true, 8).time(tokens, false, 0.5, 0.7);
+            let a = cost(ep, tbo, false, 8).time(tokens, false, 0.5, 0.7);
+            (m.a2a_scale.unwrap(), m.rdma_s / a.rdma_s)
+        };
+        let (s64, r64) = at(64, 256.0, false);
+        let (s96, r96) = at(96, 256.0, false);
+        assert!(
+            (s64 - s96).abs() < 1e-12 && (r64 - s64).abs() < 1e-12 && (r96 - s96).abs() < 1e-12
+        );
+        // Two micro-batches of 128: the scale of a 128-token call.
+        assert!((at(64, 256.0, true).0 - at(64, 128.0, false).0).abs() < 1e-12);
+        let plain = cost(64, false, false, 8).time(256.0, false, 0.5, 0.7);
+        assert_eq!(plain.a2a_scale, None);
+        let rack = cost(64, false, true, 72).time(256.0, false, 0.5, 0.7);
+        let rack_plain = cost(64, false, false, 72).time(256.0, false, 0.5, 0.7);
+        // (The experts' own tables still apply: only the legs are compared.)
+        assert_eq!(rack.a2a_scale, None);
+        assert_eq!(
+            (rack.comm_s, rack.rdma_s, rack.nvlink_s),
+            (rack_plain.comm_s, rack_plain.rdma_s, rack_plain.nvlink_s)
+        );
     }
 }

@@ -36,8 +36,9 @@
 //! [`A2aFlows`] re-prices the MoE layers with the fabric's time for the NIC leg
 //! ([`crate::compute::moe::MoeTime::total_with_rdma_s`]: NVLink and NIC legs concurrent; under
 //! two-batch overlap the shorter of compute and communication hidden as before) and schedules
-//! the end. Uncontended, the fabric takes the analytic time (the flows are capped at DeepEP's
-//! RDMA rate), so the step is the same; contended, it grows — and so do the KV transfers
+//! the end. Uncontended, the fabric takes the priced time (the flows are capped at DeepEP's
+//! RDMA rate, or at the rate the measured DeepEP tables leave: `MoeTime::a2a_scale`), so the
+//! step is the same; contended, it grows — and so do the KV transfers
 //! sharing those NICs.
 //!
 //! Measured step profiles keep their times (they already contain whatever communication the
@@ -268,16 +269,24 @@ impl A2aFlows {
             done,
             bytes,
         } = f;
+        // Legs priced from measured DeepEP tables run at the rate those leave (the parts'
+        // bytes over their scaled times); analytic legs at DeepEP's RDMA rate, exactly.
+        let cap = if parts.iter().any(|(m, _)| m.a2a_scale.is_some()) {
+            let (b, scaled) = parts.iter().fold((0.0, 0.0), |(b, s), (m, w)| {
+                let x = w * m.rdma_bytes_per_gpu;
+                (b + x, s + x * m.a2a_scale.unwrap_or(1.0))
+            });
+            if scaled > 0.0 {
+                self.cap * b / scaled
+            } else {
+                self.cap
+            }
+        } else {
+            self.cap
+        };
         for &g in gpus {
             let to = self.peer[&g];
-            fabric.start_a2a(
-                start,
-                g,
-                to,
-                bytes,
-                self.cap,
-                FlowTag::A2a(InstanceId(instance)),
-            );
+            fabric.start_a2a(start, g, to, bytes, cap, FlowTag::A2a(InstanceId(instance)));
         }
         let left = gpus.len() as u32;
         let old = self.pending.insert(

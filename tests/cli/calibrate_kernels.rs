@@ -223,3 +223,50 @@ fn the_ops_the_tables_lack_are_named_in_run_json_and_the_report() {
     let run = std::fs::read_to_string(q.join("run.json")).unwrap();
     assert!(!run.contains("step_time_fallbacks"), "{run}");
 }
+
+/// DeepEP's dispatch and combine tables (`deepep`, docs/performance-model.md §7.10): each
+/// shape from the newest version at or below the one asked, and an older version's table only
+/// where it measures more nodes — on H100, 0.5.12's one-node tables of every shape and
+/// 0.5.6.post2's one-to-eight-node tables of DeepSeek's (hidden 7,168, top-8), for both
+/// kernels and both legs; on B200 (no multi-node measurement) one node only.
+#[test]
+fn deepep_tables_take_more_nodes_only_from_an_older_version() {
+    let text =
+        |gpu: &str| std::fs::read_to_string(repo().join(format!("kernels/{gpu}.txt"))).unwrap();
+    // (the table line, its first axis line) of every `deepep` table.
+    let tables = |t: &str| -> Vec<(String, String)> {
+        let lines: Vec<&str> = t.lines().collect();
+        (0..lines.len())
+            .filter(|&i| lines[i].starts_with("table deepep "))
+            .map(|i| (lines[i].to_string(), lines[i + 1].to_string()))
+            .collect()
+    };
+    let h100 = tables(&text("h100-sxm"));
+    let older: Vec<_> = h100
+        .iter()
+        .filter(|(t, _)| t.ends_with("version=0.5.6.post2"))
+        .collect();
+    assert_eq!(older.len(), 4, "{older:?}");
+    for (t, nodes) in &older {
+        assert!(t.contains("hidden=7168") && t.contains("topk=8"), "{t}");
+        assert_eq!(nodes, "axis nodes 1 2 4 8", "{t}");
+    }
+    for kernel in ["ll", "normal"] {
+        for leg in ["dispatch", "combine"] {
+            let newest =
+                format!("table deepep hidden=7168 kernel={kernel} leg={leg} topk=8 version=0.5.12");
+            let found = h100.iter().find(|(t, _)| *t == newest);
+            assert_eq!(
+                found.map(|(_, a)| a.as_str()),
+                Some("axis nodes 1"),
+                "{newest}"
+            );
+        }
+    }
+    let b200 = tables(&text("b200"));
+    assert!(!b200.is_empty());
+    assert!(
+        b200.iter()
+            .all(|(t, a)| t.ends_with("version=0.5.12") && a == "axis nodes 1")
+    );
+}

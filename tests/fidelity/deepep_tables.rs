@@ -1,6 +1,7 @@
-//! pdsim's DeepEP dispatch and combine legs (`compute::moe`, analytic: bytes over the NIC and
-//! NVLink at borrowed efficiencies plus a kernel latency, `docs/performance-model.md` §7)
-//! against AIConfigurator's measured DeepEP tables — the only measured multi-node DeepEP
+//! pdsim's analytic DeepEP dispatch and combine legs (`compute::moe`: bytes over the NIC and
+//! NVLink at borrowed efficiencies plus a kernel latency, `docs/performance-model.md` §7) —
+//! what a GPU without DeepEP tables is priced with; on H100 and H200 the step takes the
+//! tables' rate (§7.10) — against AIConfigurator's measured DeepEP tables — the only measured multi-node DeepEP
 //! figures in its database: `h100_sxm/comm/sglang/0.5.6.post2/wideep_deepep_ll_perf.parquet`
 //! and `wideep_deepep_normal_perf.parquet` (DeepSeek's shape: hidden 7,168, top-8, 256
 //! experts; 1, 2, 4 and 8 nodes of 8 GPUs, i.e. EP8–EP64; tokens per rank; the normal kernels
@@ -14,7 +15,8 @@
 //! the normal kernels a prefill runs have a ~40–60 µs floor (pdsim: 20 µs) and do not reach a
 //! fixed share of the NIC's rate — within 7 % on 4 nodes from 1,024 tokens a rank (the LMSYS
 //! and Kimi K2 EP32 prefills), 15–30 % fast on 2 nodes, the dispatch ~45 % fast on 8, 16–29 %
-//! slow on one node at large batches (`docs/performance-model.md` §7.10).
+//! slow on one node at large batches (`docs/performance-model.md` §7.10: why the tables set the
+//! rate where they exist).
 
 use std::path::Path;
 

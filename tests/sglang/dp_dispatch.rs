@@ -134,12 +134,13 @@ fn bad_methods_exit_2_naming_the_key_and_the_valid_names() {
 /// 2,048 tokens, one output token each:
 /// - prefill, 32 ranks of 7,587 pages: a forward takes `chunked_prefill_size / 2,048 = 4`
 ///   prompts, 4 × 32 = 128 pages held: 128 / 7,587 = 1.69 % of a rank's KV (summed over the
-///   ranks this read 54 %); the pool serves ~97.9 prompts/s (`throughput`), so the backlog grows
-///   by 400 − 97.9 = 302.1 a second and its mean over the window, spread over the ranks, is
-///   302.1 × 10 / 32 = 94.4 waiting per rank;
+///   ranks this read 54 %); the pool serves ~99.2 prompts/s (`throughput`; 97.9 before DeepEP's
+///   legs took the measured tables' rate), so the backlog grows by 400 − 99.2 = 300.8 a second
+///   and its mean over the window, spread over the ranks, is 300.8 × 10 / 32 = 94.0 waiting per
+///   rank;
 /// - decode, 72 ranks of 10,151 pages, nothing to decode: its pages are held by the backlog,
 ///   preallocated at the handshake before the prefill (2,048 / 64 = 32 pages each), a mean of
-///   302.1 × 10 / 72 × 32 / 10,151 = 13.2 % of a rank's KV (summed: 9.5 → "100 %"). 13 % is
+///   300.8 × 10 / 72 × 32 / 10,151 = 13.2 % of a rank's KV (summed: 9.5 → "100 %"). 13 % is
 ///   headroom: decode binds on nothing.
 #[test]
 fn a_dp_attention_pools_figures_are_per_rank() {
@@ -151,7 +152,7 @@ fn a_dp_attention_pools_figures_are_per_rank() {
         assert!((g - want).abs() <= tol * want, "{g} vs {want} ± {tol}");
     };
     let served = s.throughput.requests_per_s;
-    assert!((97.0..99.0).contains(&served), "{served}");
+    assert!((98.5..100.0).contains(&served), "{served}");
     near(p.kv_occupancy, 128.0 / 7_587.0, 0.1);
     near(p.batch_mean, 4.0, 0.05);
     near(p.queue_mean, (400.0 - served) * 10.0 / 32.0, 0.05);

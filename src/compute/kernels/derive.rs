@@ -20,6 +20,7 @@
 //! | `context_mla_module gemm=G kv=K`, `generation_mla_module …` | `heads, batch, isl` / `context` | the whole MLA module as sglang's DeepEP deployments run it — the attention with its `q_b`, `kv_b` (or the absorbed matmuls) and `o` projections — with the GPU's default MLA kernel (FA3 on Hopper, TRT-LLM MLA on Blackwell) |
 //! | `moe dtype=D hidden=H inter=I topk=K experts=E split=tp\|ep` | `tp` or `ep`, `tokens` | sglang's fused MoE, `balanced` routing, `tokens` entering the layer over the whole instance; `split=tp` varies `moe_tp` at EP 1, `split=ep` varies `moe_ep` at TP 1 |
 //! | `wideep_moe phase=P dtype=D hidden=H inter=I topk=K experts=E` | `ep, tokens` | DeepEP's MoE (DeepGEMM) behind DeepEP, `uniform` routing, `tokens` over the whole instance |
+//! | `deepep kernel=ll\|normal leg=dispatch\|combine hidden=H topk=K` | `nodes, tokens` | DeepEP's dispatch or combine per call, nodes of 8 GPUs, tokens per rank (`normal` at DeepEP's default 20 SMs); per shape the experts count 256 (or the largest measured: the bytes do not depend on it); one table per version that adds node counts a newer one lacks (0.5.12 one node; 0.5.6.post2 one to eight on Hopper) |
 //! | `allreduce mode=graph\|eager` | `gpus, elements` | sglang's custom all-reduce of `elements` BF16 values; `graph` as a CUDA graph replays it (decode), `eager` as a prefill launches it |
 //!
 //! Routing skew is pdsim's own (`compute::moe::skew`: EPLB and redundant experts), applied on
@@ -217,7 +218,7 @@ pub fn numeric_columns(path: &Path, names: &[&str]) -> Result<Vec<Vec<f64>>, Str
 
 /// A version string's order: numeric parts compare as numbers; a `postN` suffix sorts after the
 /// release it follows.
-fn version_key(v: &str) -> Vec<(u64, u64)> {
+pub fn version_key(v: &str) -> Vec<(u64, u64)> {
     v.split('.')
         .map(|p| {
             if let Some(n) = p.strip_prefix("post") {
@@ -393,6 +394,34 @@ pub fn derive(dir: &Path, gpu: &str, version: &str) -> Result<Derivation, String
         wideep_moe(f, v, "generation")
     })?;
     optional("comm", "custom_allreduce_perf.parquet", &allreduce)?;
+
+    // DeepEP's dispatch and combine (`comm/…/wideep_deepep_{ll,normal}_perf.parquet`): every
+    // version at or below `version` that measures node counts a newer one lacks (0.5.12
+    // measures one node, 0.5.6.post2 one to eight on Hopper), each table its own version.
+    for (kind, file) in [
+        ("ll", "wideep_deepep_ll_perf.parquet"),
+        ("normal", "wideep_deepep_normal_perf.parquet"),
+    ] {
+        let want = version_key(version);
+        let mut covered: BTreeMap<(u64, u64), f64> = BTreeMap::new();
+        let mut any = false;
+        for v in versions(&data, "comm").into_iter().rev() {
+            let path = data.join("comm").join("sglang").join(&v).join(file);
+            if version_key(&v) > want || !path.is_file() {
+                continue;
+            }
+            let f = Frame::read(&path)?;
+            let tables = deepep(&f, &v, kind, &mut covered)?;
+            if !tables.is_empty() {
+                any = true;
+                d.files.push(rel(&path));
+                d.tables.tables.extend(tables);
+            }
+        }
+        if !any {
+            d.missing.push(format!("comm/{file}"));
+        }
+    }
 
     d.tables.meta = Meta {
         gpu: preset_of(gpu).unwrap_or(gpu).to_string(),
@@ -891,6 +920,84 @@ fn wideep_moe(f: &Frame, version: &str, phase: &str) -> Result<Vec<Table>, Strin
             ],
             grid,
         ));
+    }
+    Ok(out)
+}
+
+/// DeepEP's dispatch and combine per call (`kind` `ll`: the low-latency kernels a decode runs,
+/// `avg_t_us`; `normal`: the normal kernels a prefill runs at DeepEP's default 20 SMs,
+/// `transmit_us`), one table per leg and (hidden, top-k) over (nodes of 8 GPUs, tokens per
+/// rank), microseconds — only where this version measures more nodes than `covered` (what
+/// newer versions already gave) holds for that shape. The experts' count does not change the
+/// bytes a token sends (one copy per expert in `ll`, per node in `normal`): of the counts
+/// measured, 256 is kept, or else the largest.
+fn deepep(
+    f: &Frame,
+    version: &str,
+    kind: &str,
+    covered: &mut BTreeMap<(u64, u64), f64>,
+) -> Result<Vec<Table>, String> {
+    let (dispatch, combine) = if kind == "ll" {
+        (f.num("dispatch_avg_t_us")?, f.num("combine_avg_t_us")?)
+    } else {
+        (
+            f.num("dispatch_transmit_us")?,
+            f.num("combine_transmit_us")?,
+        )
+    };
+    let (nodes, hid, topk, e, tok) = (
+        f.num("node_num")?,
+        f.num("hidden_size")?,
+        f.num("num_topk")?,
+        f.num("num_experts")?,
+        f.num("num_token")?,
+    );
+    let sms = f.num_or("dispatch_sms", 20.0);
+    let csms = f.num_or("combine_sms", 20.0);
+    let ok = |i: usize| sms[i] == 20.0 && csms[i] == 20.0;
+    let shapes: BTreeSet<(u64, u64)> = (0..f.rows)
+        .filter(|&i| ok(i))
+        .map(|i| (hid[i] as u64, topk[i] as u64))
+        .collect();
+    let mut out = Vec::new();
+    for (hh, kk) in shapes {
+        let of_shape = |i: usize| ok(i) && hid[i] as u64 == hh && topk[i] as u64 == kk;
+        let counts = uniq((0..f.rows).filter(|&i| of_shape(i)).map(|i| e[i]));
+        let experts = if counts.contains(&256.0) {
+            256.0
+        } else {
+            counts[counts.len() - 1]
+        };
+        let rows: Vec<usize> = (0..f.rows)
+            .filter(|&i| of_shape(i) && e[i] == experts)
+            .collect();
+        let most = rows.iter().map(|&i| nodes[i]).fold(0.0, f64::max);
+        let seen = covered.entry((hh, kk)).or_insert(0.0);
+        if most <= *seen {
+            continue;
+        }
+        *seen = most;
+        for (leg, lat) in [("dispatch", dispatch), ("combine", combine)] {
+            let grid = grid_of(
+                vec![
+                    axis("nodes", uniq(rows.iter().map(|&i| nodes[i]))),
+                    axis("tokens", uniq(rows.iter().map(|&i| tok[i]))),
+                ],
+                // `grid_of` takes milliseconds.
+                rows.iter().map(|&i| (vec![nodes[i], tok[i]], lat[i] / 1e3)),
+            );
+            out.push(table(
+                "deepep",
+                &[
+                    ("kernel", kind.to_string()),
+                    ("leg", leg.to_string()),
+                    ("hidden", hh.to_string()),
+                    ("topk", kk.to_string()),
+                    ("version", version.to_string()),
+                ],
+                grid,
+            ));
+        }
     }
     Ok(out)
 }

@@ -502,7 +502,7 @@ impl DecodeStep<'_> {
     /// written to `out` in order, one step a slot (a run's plan reuses its buffer). Returns
     /// their sum, ns (saturating). The plain model steps its context in `f64` (exact below 2^53 tokens) instead
     /// of converting it at every step, with the batch's terms held by value
-    /// ([`crate::compute::model::PlainStep`]) below 2^63 ns a step. Inlined into the one hot
+    /// ([`crate::compute::model::PlainStep`]) below 2^52 ns a step. Inlined into the one hot
     /// caller (a run's plan), where a call costs as much as a short run's planning.
     #[inline(always)]
     pub fn fill_run(&self, ctx: u64, per_step: u64, out: &mut [Nanos]) -> Nanos {

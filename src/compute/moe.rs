@@ -391,18 +391,21 @@ impl ExpertCost {
                     )
                 };
                 // Each version's dispatch and combine tables, newest first (derived so).
-                let mut pairs: Vec<(Vec<(u64, u64)>, Grid, Grid)> = of("dispatch")
+                let mut pairs: Vec<_> = of("dispatch")
                     .into_iter()
                     .filter_map(|d| {
                         let v = d.attr("version")?;
                         let c = of("combine")
                             .into_iter()
                             .find(|c| c.attr("version") == Some(v))?;
-                        Some((version_key(v), d.grid().clone(), c.grid().clone()))
+                        Some((v, d, c))
                     })
                     .collect();
-                pairs.sort_by(|a, b| b.0.cmp(&a.0));
-                pairs.into_iter().map(|(_, d, c)| (d, c)).collect()
+                pairs.sort_by_cached_key(|p| std::cmp::Reverse(version_key(p.0)));
+                pairs
+                    .into_iter()
+                    .map(|(_, d, c)| (d.grid().clone(), c.grid().clone()))
+                    .collect()
             };
             let (ll, normal) = (legs("ll"), legs("normal"));
             if !ll.is_empty() || !normal.is_empty() {

@@ -431,9 +431,17 @@ impl KernelStep {
         }
         push(dense_layers, h, di / tp);
         let moe_layers = f64::from(m.moe_layers);
+        // The router (`MoEGate`, replicated) is never quantized: sglang keeps its weight in
+        // the model's dtype (`quant_config=None`) and AIConfigurator prices it from the BF16
+        // table (`context_router_gemm` / `generation_router_gemm`, `GEMMQuantMode.bfloat16`).
+        // (It was read from the FFN's table before: on a B200 the FP8-block row of its shape
+        // at 4 tokens is 1.6x the BF16 one.)
+        let router = m.moe.as_ref().map(|moe| Linear {
+            count: moe_layers,
+            n: f64::from(moe.experts),
+            k: h,
+        });
         if let Some(moe) = &m.moe {
-            // The router runs in BF16 (replicated); priced with the FFN's GEMMs for brevity.
-            push(moe_layers, f64::from(moe.experts), h);
             let si = f64::from(moe.shared_intermediate);
             push(moe_layers, 2.0 * si / tp, h);
             push(moe_layers, h, si / tp);
@@ -556,6 +564,7 @@ impl KernelStep {
 
         let per_token = |tokens: f64, graph: bool| -> f64 {
             let mut sec: f64 = lin.iter().map(|l| l.count * gemm.s(tokens, l.n, l.k)).sum();
+            sec += router.map_or(0.0, |r| r.count * bf16.s(tokens, r.n, r.k));
             sec += ew_s_per_token * tokens;
             sec += allreduce_s(if graph { &ar_graph } else { &ar_eager }, tokens);
             if let Some((g, etp, layers)) = &experts {
@@ -1124,6 +1133,52 @@ mod tests {
             .collect();
         let (a, b) = relative_line(&pts);
         assert!((a - 2.0).abs() < 1e-9 && (b - 0.5).abs() < 1e-9, "{a} {b}");
+    }
+
+    /// DeepSeek-V3 at attention TP 8 on `gpu`'s built-in tables, routed experts priced
+    /// elsewhere (as under expert parallelism), FP8 KV; with `experts` routed experts.
+    fn deepseek(gpu: &str, experts: u32) -> (KernelStep, std::sync::Arc<KernelTables>) {
+        let mut m = crate::spec::preset("deepseek-v3").expect("a preset");
+        m.moe.as_mut().expect("MoE").experts = experts;
+        let t = crate::spec::kernels::builtin::tables(gpu).expect("built-in tables");
+        let s = Setup {
+            tables: &t,
+            model: &m,
+            attn_tp: 8,
+            experts_tp: None,
+            kv_dtype_bytes: 1,
+            allreduces: 0.0,
+            span: None,
+            hbm_bytes_per_s: 8e12,
+            peak_flops: 2e15,
+            analytic: (0.5, 0.5, 0.5),
+        };
+        (KernelStep::new(&s).expect("composes"), t)
+    }
+
+    /// The MoE router is priced from the BF16 GEMM table whatever the checkpoint's dtype:
+    /// twice the experts adds the BF16 GEMMs' difference to the per-token curve.
+    #[test]
+    fn the_router_is_a_bf16_gemm() {
+        let (a, t) = deepseek("b200", 256);
+        let (b, _) = deepseek("b200", 512);
+        let g = |dtype: &str, m: f64, n: f64| {
+            t.find("gemm", &[("dtype", dtype)])
+                .expect("a GEMM table")
+                .grid()
+                .eval(&[m, n, 7168.0])
+                * 58.0
+                * 1e-6
+        };
+        for m in [4.0, 128.0, 4096.0] {
+            let got = b.dense_s(m, true) - a.dense_s(m, true);
+            let want = g("bfloat16", m, 512.0) - g("bfloat16", m, 256.0);
+            let fp8 = g("fp8_block", m, 512.0) - g("fp8_block", m, 256.0);
+            assert!(
+                (got - want).abs() < 1e-12,
+                "{m}: {got} vs {want} (fp8 {fp8})"
+            );
+        }
     }
 
     #[test]

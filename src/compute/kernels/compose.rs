@@ -653,8 +653,6 @@ impl KernelStep {
         let mla_decompress_c = curve_of(&mla_decompress);
         let mla_absorb_c = curve_of(&mla_absorb);
 
-        let mla_kernel_proj = (curve_of(&mla_kernel_q_o), curve_of(&mla_kernel_kv_b));
-
         // Attention grids for this model's heads.
         let (full_layers, swa) = match &m.swa {
             Some(w) if !w.layers.is_empty() => {
@@ -741,7 +739,7 @@ impl KernelStep {
         let mla_kernel_prefill = if kernel_prefill {
             let rate = scale_grid(mla_grids(t, hq, kv)?.1, l_att);
             let one = one_of(&rate);
-            let (q_o, kv_b) = mla_kernel_proj;
+            let (q_o, kv_b) = (curve_of(&mla_kernel_q_o), curve_of(&mla_kernel_kv_b));
             Some(MlaKernelPrefill {
                 rate,
                 one,

@@ -43,8 +43,9 @@ const REASONS: &[(&str, &str)] = &[
         "ds3-h200-ctx4k",
         "routing: AIC prices DeepSeek's experts from its power_law_1.01 rows, which on this \
          shape measure below the balanced ones (1.75 vs 2.68 ms a layer at 4,096 tokens, \
-         EP8); pdsim from the balanced rows at its busiest GPU's load (skew 1.27): MoE 199 vs \
-         142 ms; the rest (MLA module, dense layers, the TP all-reduces, host) 108 vs 65 ms",
+         EP8); pdsim from the balanced rows at its busiest GPU's load (skew 1.27): routed \
+         experts 199 vs 107 ms; the rest 107 vs 100 ms (AIC counts the 122 TP all-reduces, \
+         38 vs 35 ms, in its MoE as MoEDispatch)",
     ),
     (
         "ds3-h200-ctx2kx8",
@@ -53,14 +54,17 @@ const REASONS: &[(&str, &str)] = &[
     ),
     (
         "ds3-b200-gen128",
-        "MoE: pdsim's skew at EP8 (1.27) over the balanced rows, 19.5 vs AIC's 18.8 ms a \
-         step; the rest (MLA module, dense and shared experts, LM head, the TP all-reduces, \
-         host floor) 12.2 vs AIC's 6.2 ms",
+        "routing: the routed experts 19.5 ms a step at pdsim's skew (1.27) over the balanced \
+         rows vs AIC's 16.1 from its power_law_1.01 rows; MLA 7.4 vs 5.7 ms (pdsim the \
+         generation_mla_module table, AIC 0.12 the per-kernel ops: its sglang 0.5.14 database \
+         has no module table); the shared experts in series, 1.1 ms, where AIC overlaps them \
+         with the routed ones (sglang forward_normal_dual_stream); host 0.6 ms. The 122 \
+         all-reduces agree (2.19 ms each side; AIC's MoEDispatch)",
     ),
     (
         "ds3-b200-ctx4k",
-        "routing, as ds3-h200-ctx4k: MoE 153 vs AIC's 110 ms; the rest (MLA module, dense \
-         layers, the TP all-reduces, host) 85 vs 29 ms",
+        "routing, as ds3-h200-ctx4k: routed experts 153 vs AIC's 79 ms; the rest 62 vs 60 ms \
+         (MLA 18.2 ms each side, the 122 all-reduces 32.0 vs 30.6, host 1.05)",
     ),
 ];
 

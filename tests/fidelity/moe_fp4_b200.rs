@@ -8,9 +8,12 @@
 //! pdsim charged this EP mode an all-to-all it does not run (four all-to-all latencies a MoE
 //! layer, and the block's all-reduce dropped); with the TP all-reduce as its combine
 //! (`ExpertCost::combines_by_allreduce`, sglang's `DeepseekV2MoE.forward_normal`) it reads
-//! −24 … −26 %: not met. What stays is outside the experts (at concurrency 4, ~7 of an
-//! ~11 ms step: the MLA module, the 122 all-reduces, dense and shared experts, LM head), where
-//! the benchmark ran kernels the tables do not measure (TRT-LLM MLA, FlashInfer's fused
+//! −24 … −26 %, and −22 … −24 % with the router priced in BF16 and a Blackwell prefill's MLA
+//! from its kernels under the context module's host floor: not met. At concurrency 4 a decode
+//! step is ~10.6 ms, ~6.9 of it outside the routed experts (the MLA module, the 122
+//! all-reduces, dense and shared experts, router, host) where AIConfigurator's own estimate
+//! of the step is 8.0 ms (its power-law expert rows, shared experts overlapped on a second
+//! stream); the benchmark also ran kernels the tables do not measure (FlashInfer's fused
 //! all-reduce with symmetric memory). The test holds a ±35 % band so a change is seen.
 //! `cargo test --release --test fidelity moe_fp4_b200 -- --nocapture`.
 

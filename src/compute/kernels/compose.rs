@@ -17,7 +17,10 @@
 //!   decompresses the new and cached latent with `kv_b_proj` (`forward_normal`, `n =
 //!   hq·(nope + d_v)`, `k = kv_lora`, over every context token of the chunk); a decode
 //!   absorbs it into two batched matmuls per head (`forward_absorb`: `w_kc`, `w_vc`); the MLA
-//!   attention kernel (the MLA tables); `o_proj`.
+//!   attention kernel (the MLA tables); `o_proj`. For FP8-block checkpoints the module tables
+//!   of sglang's DeepSeek deployments price the block whole; on Blackwell a prefill takes the
+//!   shorter of the module and these kernels, the module's short-prompt rows being its eager
+//!   host floor ([`KernelStep::new`]).
 //! * **Recurrent mixers** (Mamba2 / GDN / KDA): the in- and out-projections as GEMMs; the
 //!   convolution and state scan analytically (no table measures them for every mixer pdsim
 //!   supports): FLOPs at the calibration's compute efficiency, the state read and written
@@ -260,6 +263,10 @@ pub struct KernelStep {
     /// tokens each), all layers, microseconds, and the extra microseconds per (new × cached)
     /// pair a chunk's prefix adds; `None`: [`KernelStep::prefill_rate`] prices the attention.
     mla_module_prefill: Option<(Grid, f64)>,
+    /// MLA under the module tables, where the per-kernel tables measure the module's
+    /// attention kernel: the prefill composed from them, which the forward takes where it is
+    /// shorter than the module's wall time.
+    mla_kernel_prefill: Option<MlaKernelPrefill>,
     /// Sliding-window layers' share: (layers, window); their attention is priced at the window.
     swa: Option<(f64, f64)>,
     /// Decode attention of the sliding-window layers per forward over batch, seconds.
@@ -270,6 +277,20 @@ pub struct KernelStep {
     pub source: String,
     /// Ops the tables did not cover for this model, priced analytically instead.
     pub fallbacks: Vec<String>,
+}
+
+/// A prefill's MLA from the per-kernel tables (see [`KernelStep::prefill_attention_s`]).
+#[derive(Clone, Debug)]
+struct MlaKernelPrefill {
+    /// The attention kernel per (query × context) pair over (prompts, length), all layers,
+    /// microseconds per pair.
+    rate: Grid,
+    /// `rate` at one prompt over its length.
+    one: Curve,
+    /// `q_b_proj` and `o_proj` over the new tokens, seconds.
+    q_o: Curve,
+    /// `kv_b_proj` over the new and cached tokens, seconds.
+    kv_b: Curve,
 }
 
 /// `n·p + n(n + 1)/2`: the (query, context) pairs of a causal chunk of `n` new tokens after
@@ -343,6 +364,7 @@ impl KernelStep {
         };
         let mut mla_decompress = Vec::new();
         let mut mla_absorb = Vec::new();
+        let (mut mla_kernel_q_o, mut mla_kernel_kv_b) = (Vec::new(), Vec::new());
         // sglang's DeepEP-era MLA module tables (attention with q_b, kv_b / absorb and o), for
         // FP8 block checkpoints: what the deployments of DeepSeek-architecture models run.
         let module_tables = (
@@ -353,6 +375,29 @@ impl KernelStep {
             && prec == Precision::Fp8Block
             && module_tables.0.is_some()
             && module_tables.1.is_some();
+        let kv = if s.kv_dtype_bytes == 1 {
+            "fp8"
+        } else {
+            "bfloat16"
+        };
+        // The context module's rows are an eager module's wall time, the longer of its host
+        // and GPU work: at every shape whose GPU work is short they sit on a flat host floor
+        // (B200 ~0.53 ms a layer from 1 to 2,048 tokens at 16 heads, B300 ~0.57; GB200
+        // ~0.85-1.15 and GB300 ~0.9-1.1 on their Grace CPUs, where the per-kernel tables of
+        // the same GPU agree within 10 %), which the forward's eager launches
+        // (`eager_launch_per_moe_layer_s`, fitted on an MLA model) already price on the host.
+        // Where the GPU's per-kernel `context_mla` table measures the module's own attention
+        // kernel (TRT-LLM MLA on Blackwell), a prefill's MLA is also composed from it and the
+        // GEMM table as `forward_normal` runs it (`q_b_proj`, `kv_b_proj` over the new and
+        // cached tokens, the kernel, `o_proj`), and the forward takes the shorter of the two:
+        // the module bounds its GPU time from above. On Hopper the per-kernel table measures
+        // another kernel (`flash_attention`, up to 3x the module's FA3 at long prompts) and
+        // the module alone prices it. The decode module (CUDA-graph replay) has no host floor.
+        let kernel_prefill = mla_module
+            && module_tables
+                .0
+                .zip(t.find("context_mla", &[("kv", kv)]))
+                .is_some_and(|(module, plain)| module.attr("kernel") == plain.attr("kernel"));
         match m.attention {
             KvAttention::Mha {
                 head_dim,
@@ -379,18 +424,29 @@ impl KernelStep {
                 let ql = q_lora_rank.map_or(0.0, f64::from);
                 // The fused down-projection (`fused_qkv_a_proj_with_mqa`, replicated).
                 push(l_att, ql + r + rope, h);
+                let q_b = Linear {
+                    count: l_att,
+                    n: hq * (nope + rope),
+                    k: if ql > 0.0 { ql } else { h },
+                };
+                let o = Linear {
+                    count: l_att,
+                    n: h,
+                    k: hq * dv,
+                };
+                let kv_b = Linear {
+                    count: l_att,
+                    n: hq * (nope + dv),
+                    k: r,
+                };
+                if kernel_prefill {
+                    mla_kernel_q_o.extend([q_b, o]);
+                    mla_kernel_kv_b.push(kv_b);
+                }
                 if !mla_module {
-                    if ql > 0.0 {
-                        push(l_att, hq * (nope + rope), ql);
-                    } else {
-                        push(l_att, hq * (nope + rope), h);
-                    }
-                    push(l_att, h, hq * dv);
-                    mla_decompress.push(Linear {
-                        count: l_att,
-                        n: hq * (nope + dv),
-                        k: r,
-                    });
+                    push(q_b.count, q_b.n, q_b.k);
+                    push(o.count, o.n, o.k);
+                    mla_decompress.push(kv_b);
                     // Per head a (tokens × nope)·(nope × r) and a (tokens × r)·(r × d_v)
                     // matmul: as one GEMM of the heads' outputs side by side (the same bytes and
                     // FLOPs).
@@ -431,9 +487,17 @@ impl KernelStep {
         }
         push(dense_layers, h, di / tp);
         let moe_layers = f64::from(m.moe_layers);
+        // The router (`MoEGate`, replicated) is never quantized: sglang keeps its weight in
+        // the model's dtype (`quant_config=None`) and AIConfigurator prices it from the BF16
+        // table (`context_router_gemm` / `generation_router_gemm`, `GEMMQuantMode.bfloat16`).
+        // (It was read from the FFN's table before: on a B200 the FP8-block row of its shape
+        // at 4 tokens is 1.7x the BF16 one.)
+        let router = m.moe.as_ref().map(|moe| Linear {
+            count: moe_layers,
+            n: f64::from(moe.experts),
+            k: h,
+        });
         if let Some(moe) = &m.moe {
-            // The router runs in BF16 (replicated); priced with the FFN's GEMMs for brevity.
-            push(moe_layers, f64::from(moe.experts), h);
             let si = f64::from(moe.shared_intermediate);
             push(moe_layers, 2.0 * si / tp, h);
             push(moe_layers, h, si / tp);
@@ -556,6 +620,7 @@ impl KernelStep {
 
         let per_token = |tokens: f64, graph: bool| -> f64 {
             let mut sec: f64 = lin.iter().map(|l| l.count * gemm.s(tokens, l.n, l.k)).sum();
+            sec += router.map_or(0.0, |r| r.count * bf16.s(tokens, r.n, r.k));
             sec += ew_s_per_token * tokens;
             sec += allreduce_s(if graph { &ar_graph } else { &ar_eager }, tokens);
             if let Some((g, etp, layers)) = &experts {
@@ -589,11 +654,6 @@ impl KernelStep {
         let mla_absorb_c = curve_of(&mla_absorb);
 
         // Attention grids for this model's heads.
-        let kv = if s.kv_dtype_bytes == 1 {
-            "fp8"
-        } else {
-            "bfloat16"
-        };
         let (full_layers, swa) = match &m.swa {
             Some(w) if !w.layers.is_empty() => {
                 let n_swa = w.layers.len() as f64;
@@ -676,6 +736,20 @@ impl KernelStep {
             None => one_of(&prefill_rate),
         };
 
+        let mla_kernel_prefill = if kernel_prefill {
+            let rate = scale_grid(mla_grids(t, hq, kv)?.1, l_att);
+            let one = one_of(&rate);
+            let (q_o, kv_b) = (curve_of(&mla_kernel_q_o), curve_of(&mla_kernel_kv_b));
+            Some(MlaKernelPrefill {
+                rate,
+                one,
+                q_o,
+                kv_b,
+            })
+        } else {
+            None
+        };
+
         let versions: Vec<String> = t
             .versions()
             .into_iter()
@@ -694,6 +768,7 @@ impl KernelStep {
             lm_head,
             mla_decompress: mla_decompress_c,
             mla_absorb: mla_absorb_c,
+            mla_kernel_prefill,
             decode_attn,
             prefill_rate,
             prefill_one,
@@ -751,7 +826,11 @@ impl KernelStep {
     }
 
     /// Seconds of a prefill's attention over `chunks` (`(new, cached)` tokens each), all
-    /// layers: the per-pair rate at the chunks' count and mean length times their pairs.
+    /// layers: the per-pair rate at the chunks' count and mean length times their pairs. MLA
+    /// under the module tables: the module's time at the chunks' count and mean new tokens,
+    /// plus its per-pair cost of the cached prefixes, projections included; on Blackwell the
+    /// shorter of that and the per-kernel composition (`q_b` and `o` over the new tokens,
+    /// `kv_b` over new and cached, the kernel's pairs).
     pub fn prefill_attention_s(&self, chunks: &[(u32, u32)]) -> f64 {
         let (mut k, mut len, mut p, mut swa_pairs) = (0.0, 0.0, 0.0, 0.0);
         for &(n, c) in chunks.iter().filter(|c| c.0 > 0) {
@@ -778,7 +857,18 @@ impl KernelStep {
             } else {
                 module.eval(&[k, new / k])
             };
-            return (t + per_pair * cached) * 1e-6;
+            let module_s = (t + per_pair * cached) * 1e-6;
+            return match &self.mla_kernel_prefill {
+                Some(kp) => {
+                    let rate = if k == 1.0 {
+                        kp.one.eval(len)
+                    } else {
+                        kp.rate.eval(&[k, len / k])
+                    } * 1e-6;
+                    module_s.min(rate * p + kp.q_o.eval(new) + kp.kv_b.eval(len))
+                }
+                None => module_s,
+            };
         }
         let rate = if k == 1.0 {
             self.prefill_one.eval(len)
@@ -1124,6 +1214,120 @@ mod tests {
             .collect();
         let (a, b) = relative_line(&pts);
         assert!((a - 2.0).abs() < 1e-9 && (b - 0.5).abs() < 1e-9, "{a} {b}");
+    }
+
+    /// DeepSeek-V3 at attention TP 8 on `gpu`'s built-in tables, routed experts priced
+    /// elsewhere (as under expert parallelism), FP8 KV; with `experts` routed experts.
+    fn deepseek(gpu: &str, experts: u32) -> (KernelStep, std::sync::Arc<KernelTables>) {
+        let mut m = crate::spec::preset("deepseek-v3").expect("a preset");
+        m.moe.as_mut().expect("MoE").experts = experts;
+        let t = crate::spec::kernels::builtin::tables(gpu).expect("built-in tables");
+        let s = Setup {
+            tables: &t,
+            model: &m,
+            attn_tp: 8,
+            experts_tp: None,
+            kv_dtype_bytes: 1,
+            allreduces: 0.0,
+            span: None,
+            hbm_bytes_per_s: 8e12,
+            peak_flops: 2e15,
+            analytic: (0.5, 0.5, 0.5),
+        };
+        (KernelStep::new(&s).expect("composes"), t)
+    }
+
+    /// On Blackwell a DeepSeek prefill's MLA is the shorter of the context module's eager
+    /// wall time and its per-kernel composition (`q_b`, `kv_b`, the TRT-LLM MLA context
+    /// kernel, `o`): the composition where the module sits on its host floor (short prompts,
+    /// ~0.53 ms a layer on a B200), the module where it is the shorter; on Hopper, whose
+    /// per-kernel table measures another kernel, the module alone.
+    #[test]
+    fn blackwell_prefill_mla_is_its_kernels_under_the_modules_host_floor() {
+        let layers = 61.0;
+        let us = |t: &KernelTables, name: &str, want: &[(&str, &str)], x: &[f64]| {
+            t.find(name, want).expect(name).grid().eval(x) * layers * 1e-6
+        };
+        let composed = |t: &KernelTables, heads: f64, b: f64, n: f64| {
+            let g =
+                |m: f64, nn: f64, kk: f64| us(t, "gemm", &[("dtype", "fp8_block")], &[m, nn, kk]);
+            g(b * n, heads * 192.0, 1536.0)
+                + g(b * n, heads * 256.0, 512.0)
+                + g(b * n, 7168.0, heads * 128.0)
+                + us(t, "context_mla", &[("kv", "fp8")], &[heads, b, n])
+        };
+        let (k, t) = deepseek("b200", 256);
+        for n in [256.0, 1024.0, 4096.0] {
+            let want = composed(&t, 16.0, 1.0, n);
+            let module = us(&t, "context_mla_module", &[], &[16.0, 1.0, n]);
+            let got = k.prefill_attention_s(&[(n as u32, 0)]);
+            assert!(
+                (got / want - 1.0).abs() < 1e-9,
+                "{n} tokens: {got} vs {want}"
+            );
+            assert!(
+                got < 0.5 * module,
+                "{n} tokens: {got} vs the module's {module}"
+            );
+        }
+        // A cached prefix: the kernel's pairs over it and kv_b over every token.
+        let with_prefix = k.prefill_attention_s(&[(1024, 3072)]);
+        assert!(with_prefix > k.prefill_attention_s(&[(1024, 0)]));
+        // The decode keeps the module: its projections are not charged twice.
+        assert_eq!(k.mla_absorb_s(64.0), 0.0);
+        assert_eq!(k.mla_decompress_s(1024.0), 0.0);
+        // Where the composition is the longer, the module: GB200, one DP rank (128 heads),
+        // 16 prompts of 2,048 tokens.
+        let mut m = crate::spec::preset("deepseek-v3").expect("a preset");
+        m.moe.as_mut().expect("MoE").experts = 256;
+        let gb = crate::spec::kernels::builtin::tables("gb200").expect("built-in tables");
+        let s = Setup {
+            tables: &gb,
+            model: &m,
+            attn_tp: 1,
+            experts_tp: None,
+            kv_dtype_bytes: 1,
+            allreduces: 0.0,
+            span: None,
+            hbm_bytes_per_s: 8e12,
+            peak_flops: 2e15,
+            analytic: (0.5, 0.5, 0.5),
+        };
+        let g1 = KernelStep::new(&s).expect("composes");
+        let module = us(&gb, "context_mla_module", &[], &[128.0, 16.0, 2048.0]);
+        assert!(composed(&gb, 128.0, 16.0, 2048.0) > module);
+        let got = g1.prefill_attention_s(&[(2048, 0); 16]);
+        assert!((got / module - 1.0).abs() < 1e-9, "{got} vs {module}");
+        // Hopper: the module.
+        let (h, ht) = deepseek("h200", 256);
+        let module = us(&ht, "context_mla_module", &[], &[16.0, 1.0, 1024.0]);
+        let got = h.prefill_attention_s(&[(1024, 0)]);
+        assert!((got / module - 1.0).abs() < 1e-9, "{got} vs {module}");
+    }
+
+    /// The MoE router is priced from the BF16 GEMM table whatever the checkpoint's dtype:
+    /// twice the experts adds the BF16 GEMMs' difference to the per-token curve.
+    #[test]
+    fn the_router_is_a_bf16_gemm() {
+        let (a, t) = deepseek("b200", 256);
+        let (b, _) = deepseek("b200", 512);
+        let g = |dtype: &str, m: f64, n: f64| {
+            t.find("gemm", &[("dtype", dtype)])
+                .expect("a GEMM table")
+                .grid()
+                .eval(&[m, n, 7168.0])
+                * 58.0
+                * 1e-6
+        };
+        for m in [4.0, 128.0, 4096.0] {
+            let got = b.dense_s(m, true) - a.dense_s(m, true);
+            let want = g("bfloat16", m, 512.0) - g("bfloat16", m, 256.0);
+            let fp8 = g("fp8_block", m, 512.0) - g("fp8_block", m, 256.0);
+            assert!(
+                (got - want).abs() < 1e-12,
+                "{m}: {got} vs {want} (fp8 {fp8})"
+            );
+        }
     }
 
     #[test]

@@ -272,6 +272,7 @@ fn step_model_of(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -
         gpus_per_node: sc.nvlink_domain_gpus,
         nic_bytes_per_s_per_gpu: ic.nic_bytes_per_s_per_gpu,
         nvlink_one_way_bytes_per_s: sc.gpu.nvlink_bytes_per_s / 2.0,
+        nic_efficiency: sc.fabric.model.nic_efficiency,
     };
     let moe = crate::compute::moe::ExpertCost::new(
         &sc.gpu,

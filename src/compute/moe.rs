@@ -74,6 +74,13 @@ pub const A2A_RDMA_EFFICIENCY: f64 = 0.9;
 /// keeps the ratio, 0.95 × `nvlink_efficiency`-free. Borrowed.
 pub const A2A_NVLINK_EFFICIENCY: f64 = 0.95;
 
+/// The NIC one GPU had where AIConfigurator measured DeepEP across nodes, bytes/s: one
+/// 400 Gb/s ConnectX-7 a GPU, as DeepEP's own figures (`docs/legacy.md`, "CX7 InfiniBand 400
+/// Gb/s") and the H100/H200 systems the database describes. The measured tables' scale is taken
+/// against the analytic legs on this NIC ([`ExpertCost::measured_scale`]), so an instance on
+/// slower or faster NICs keeps its own line rate.
+pub const MEASURED_NIC_BYTES_PER_S: f64 = 400e9 / 8.0;
+
 /// The network an instance's all-to-all runs over.
 #[derive(Clone, Debug, PartialEq)]
 pub struct A2aNetwork {
@@ -83,6 +90,11 @@ pub struct A2aNetwork {
     pub nic_bytes_per_s_per_gpu: f64,
     /// One-way NVLink bytes per second of one GPU.
     pub nvlink_one_way_bytes_per_s: f64,
+    /// The share of its line rate a NIC carries on this fabric (`FabricParams::nic_efficiency`;
+    /// 1 for a bare line rate): the measured DeepEP tables' 400 Gb/s NIC is taken at the same
+    /// share, so an instance on that NIC gets the measured time exactly
+    /// ([`ExpertCost::measured_scale`]).
+    pub nic_efficiency: f64,
 }
 
 /// The routed-expert cost model of one instance.
@@ -562,7 +574,7 @@ impl ExpertCost {
     fn a2a_s(&self, per_gpu: f64, prefill: bool) -> A2a {
         let per_node = f64::from(self.net.gpus_per_node).min(self.gpus);
         let nodes = (self.gpus / per_node).max(1.0);
-        let mut a = self.legs(per_gpu, prefill, nodes);
+        let mut a = self.legs(per_gpu, prefill, nodes, self.net.nic_bytes_per_s_per_gpu);
         if let Some(scale) = self.measured_scale(per_gpu, prefill, nodes) {
             a.rdma_s *= scale;
             a.nvlink_s *= scale;
@@ -573,7 +585,8 @@ impl ExpertCost {
 
     /// The measured tables' scale on the analytic legs' bytes for `per_gpu` tokens a GPU on
     /// `nodes` nodes ([`MeasuredA2a`]): one call's measured dispatch + combine, less the two
-    /// kernel latencies the composition adds, over one call's analytic bytes time. A call
+    /// kernel latencies the composition adds, over one call's analytic bytes time on the
+    /// tables' own NICs ([`MEASURED_NIC_BYTES_PER_S`] at this fabric's NIC efficiency). A call
     /// carries half the tokens under two-batch overlap. `None` without tables for this
     /// kernel, or where the tables' unit does not hold: they measure nodes of 8 GPUs (an
     /// NVL72 rack, a 4-GPU tray or an instance of part of a node keeps the analytic legs).
@@ -594,13 +607,21 @@ impl ExpertCost {
         let calls = if self.tbo { 2.0 } else { 1.0 };
         let n = per_gpu / calls;
         let measured_s = (d.eval(&[at, n]) + c.eval(&[at, n])) * 1e-6;
-        let a = self.legs(n, prefill, at);
+        // Against the legs on the tables' own fabric: the scale is the kernels' efficiency
+        // there, carried to this instance's NICs.
+        let a = self.legs(
+            n,
+            prefill,
+            at,
+            MEASURED_NIC_BYTES_PER_S * self.net.nic_efficiency,
+        );
         let analytic_s = a.rdma_s.max(a.nvlink_s) / self.layers;
         (analytic_s > 0.0).then(|| (measured_s - 2.0 * A2A_LATENCY_S).max(0.0) / analytic_s)
     }
 
-    /// The analytic legs ([`ExpertCost::a2a_s`]) over `nodes` nodes.
-    fn legs(&self, per_gpu: f64, prefill: bool, nodes: f64) -> A2a {
+    /// The analytic legs ([`ExpertCost::a2a_s`]) over `nodes` nodes with `nic` bytes/s of
+    /// NIC a GPU.
+    fn legs(&self, per_gpu: f64, prefill: bool, nodes: f64, nic: f64) -> A2a {
         // FP8 dispatch with per-128 scales, BF16 combine.
         let bytes_per_copy = self.hidden + self.hidden / 128.0 * 4.0 + 2.0 * self.hidden;
         let k = self.active;
@@ -622,7 +643,7 @@ impl ExpertCost {
         let rdma = per_gpu * remote_copies * bytes_per_copy * self.layers;
         let nvlink = per_gpu * local_copies * bytes_per_copy * self.layers;
         let t_rdma = if nodes > 1.0 {
-            rdma / (self.net.nic_bytes_per_s_per_gpu * A2A_RDMA_EFFICIENCY)
+            rdma / (nic * A2A_RDMA_EFFICIENCY)
         } else {
             0.0
         };
@@ -678,6 +699,7 @@ mod tests {
             gpus_per_node: 8,
             nic_bytes_per_s_per_gpu: 50e9,
             nvlink_one_way_bytes_per_s: 225e9,
+            nic_efficiency: 1.0,
         };
         ExpertCost::new(&g, &preset("deepseek-v3").unwrap(), ep, &p, net, 1979e12).unwrap()
     }
@@ -695,6 +717,7 @@ mod tests {
             gpus_per_node: 8,
             nic_bytes_per_s_per_gpu: 50e9,
             nvlink_one_way_bytes_per_s: 900e9,
+            nic_efficiency: 1.0,
         };
         let tp_ep = Parallel {
             ep_size: 8,
@@ -932,6 +955,7 @@ mod tests {
             gpus_per_node: 8,
             nic_bytes_per_s_per_gpu: 50e9,
             nvlink_one_way_bytes_per_s: 225e9,
+            nic_efficiency: 1.0,
         };
         let one =
             ExpertCost::new(&g, &preset("deepseek-v3").unwrap(), 8, &p, net, 1979e12).unwrap();
@@ -945,8 +969,12 @@ mod measured_legs {
     use crate::spec::{gpu_preset, preset};
 
     /// DeepSeek-V3 over `ep / 8` H100 nodes with DP attention and DeepEP, the H100 tables'
-    /// DeepEP legs attached or not, on nodes of `per_node` GPUs.
+    /// DeepEP legs attached or not, on nodes of `per_node` GPUs with 400 Gb/s a GPU.
     fn cost(ep: u32, tbo: bool, tables: bool, per_node: u32) -> ExpertCost {
+        cost_on(ep, tbo, tables, per_node, 50e9)
+    }
+
+    fn cost_on(ep: u32, tbo: bool, tables: bool, per_node: u32, nic: f64) -> ExpertCost {
         let g = gpu_preset("h100-sxm").unwrap();
         let model = preset("deepseek-v3").unwrap();
         let p = Parallel {
@@ -959,8 +987,9 @@ mod measured_legs {
         };
         let net = A2aNetwork {
             gpus_per_node: per_node,
-            nic_bytes_per_s_per_gpu: 50e9,
+            nic_bytes_per_s_per_gpu: nic,
             nvlink_one_way_bytes_per_s: 450e9,
+            nic_efficiency: 1.0,
         };
         let c = ExpertCost::new(&g, &model, ep, &p, net, 989e12).unwrap();
         if tables {
@@ -992,6 +1021,17 @@ mod measured_legs {
             );
             assert!(t.a2a_scale.is_some());
         }
+    }
+
+    /// The tables were measured on 400 Gb/s a GPU: on 200 Gb/s NICs the scale is the same
+    /// (the kernels' efficiency there), so the NIC leg takes twice as long, not the measured
+    /// 400 Gb/s time.
+    #[test]
+    fn the_scale_is_taken_on_the_tables_own_nics() {
+        let at = |nic: f64| cost_on(32, false, true, 8, nic).time(128.0, false, 0.5, 0.7);
+        let (fast, slow) = (at(50e9), at(25e9));
+        assert_eq!(fast.a2a_scale, slow.a2a_scale);
+        assert!((slow.rdma_s / fast.rdma_s - 2.0).abs() < 1e-9);
     }
 
     /// Past the tables' eight nodes the scale at eight carries over; under two-batch overlap a

@@ -76,14 +76,19 @@ fn kv_transfers_and_deepep_all_to_all_slow_each_other_on_shared_nics() {
         );
         // Measured with the defaults (issue 22: the engine limit on each GPU, none on DeepEP;
         // decode under DeepEP's two-micro-batch pipeline; 400 / 200 Gb/s NICs; sglang-2026's
-        // step times): KV transfer mean +0.3 / +50 %, TPOT +6.3 / +14.1 %, output −3.1 /
-        // −11.9 %, decode all-to-all +8.3 / +11.6 % over uncontended. At 400 Gb/s one
-        // Mooncake batch's ceiling (18.3 GB/s) sits below its max-min share of the NIC next to
-        // the all-to-all (23 GB/s), so the KV keeps its speed and the all-to-all absorbs the
-        // contention; at 200 Gb/s the share (11.5 GB/s) falls below that ceiling and both slow.
-        // The bounds are about half of it.
-        let (t_min, p_min) = if gbps == 400 { (0.1, 1.5) } else { (20.0, 3.5) };
-        assert!(t > t_min, "{gbps} Gb/s: KV transfers grew only {t:.1} %");
+        // step times with DeepEP's legs at the measured tables' rate): KV transfer mean
+        // −0.1 / +52 %, TPOT +7.4 / +19.3 %, output −2.8 / −11.7 %, decode all-to-all +9.6 /
+        // +12.9 % over uncontended. At 400 Gb/s one Mooncake batch's ceiling (18.3 GB/s) sits below
+        // its max-min share of the NIC next to the all-to-all (23 GB/s), so the KV keeps its
+        // speed (within noise: +0.3 % and −0.1 % in earlier versions of the step) and the
+        // all-to-all absorbs the contention; at 200 Gb/s the share (11.5 GB/s) falls below
+        // that ceiling and both slow. The bounds are about half of it.
+        if gbps == 400 {
+            assert!(t.abs() < 2.0, "400 Gb/s: the KV transfers moved {t:.1} %");
+        } else {
+            assert!(t > 20.0, "{gbps} Gb/s: KV transfers grew only {t:.1} %");
+        }
+        let p_min = if gbps == 400 { 1.5 } else { 3.5 };
         assert!(p > p_min, "{gbps} Gb/s: TPOT grew only {p:.1} %");
         assert!(o < -1.5, "{gbps} Gb/s: output fell only {o:.1} %");
         assert!(

@@ -110,6 +110,7 @@ fn step_model(g: &GpuSpec, m: &ModelSpec, tp: u32, ep: u32, params: ComputeParam
         gpus_per_node: 8,
         nic_bytes_per_s_per_gpu: 50e9,
         nvlink_one_way_bytes_per_s: g.nvlink_bytes_per_s / 2.0,
+        nic_efficiency: 1.0,
     };
     let e =
         pdsim::compute::moe::ExpertCost::new(g, m, tp, &p, net, StepModel::peak_flops_for(g, m));

@@ -46,6 +46,7 @@ fn pdsim_legs(tokens: f64, nodes: u32, normal: bool) -> (f64, f64) {
         gpus_per_node: 8,
         nic_bytes_per_s_per_gpu: 400e9 / 8.0,
         nvlink_one_way_bytes_per_s: gpu.nvlink_bytes_per_s / 2.0,
+        nic_efficiency: 1.0,
     };
     let c = ExpertCost::new(&gpu, &model, ep, &p, net, 989e12).unwrap();
     let t = c.time(tokens, normal, 0.5, 0.7);

@@ -285,6 +285,7 @@ fn a_pipelined_decode_step_hides_attention_under_the_all_to_all() {
             gpus_per_node: 8,
             nic_bytes_per_s_per_gpu: 50e9,
             nvlink_one_way_bytes_per_s: gpu.nvlink_bytes_per_s / 2.0,
+            nic_efficiency: 1.0,
         };
         let peak = StepModel::peak_flops_for(&gpu, &model);
         let m = crate::compute::moe::ExpertCost::new(&gpu, &model, 72, &par, net, peak);
@@ -373,6 +374,7 @@ pub(super) fn every_shape() -> Vec<StepModel> {
                         gpus_per_node: 8,
                         nic_bytes_per_s_per_gpu: 50e9,
                         nvlink_one_way_bytes_per_s: gpu.nvlink_bytes_per_s / 2.0,
+                        nic_efficiency: 1.0,
                     };
                     let peak = StepModel::peak_flops_for(&gpu, &model);
                     if let Some(m) =

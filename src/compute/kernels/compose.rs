@@ -1219,13 +1219,22 @@ mod tests {
     /// DeepSeek-V3 at attention TP 8 on `gpu`'s built-in tables, routed experts priced
     /// elsewhere (as under expert parallelism), FP8 KV; with `experts` routed experts.
     fn deepseek(gpu: &str, experts: u32) -> (KernelStep, std::sync::Arc<KernelTables>) {
+        deepseek_at(gpu, experts, 8)
+    }
+
+    /// [`deepseek`] at attention TP `attn_tp`.
+    fn deepseek_at(
+        gpu: &str,
+        experts: u32,
+        attn_tp: u32,
+    ) -> (KernelStep, std::sync::Arc<KernelTables>) {
         let mut m = crate::spec::preset("deepseek-v3").expect("a preset");
         m.moe.as_mut().expect("MoE").experts = experts;
         let t = crate::spec::kernels::builtin::tables(gpu).expect("built-in tables");
         let s = Setup {
             tables: &t,
             model: &m,
-            attn_tp: 8,
+            attn_tp,
             experts_tp: None,
             kv_dtype_bytes: 1,
             allreduces: 0.0,
@@ -1278,22 +1287,7 @@ mod tests {
         assert_eq!(k.mla_decompress_s(1024.0), 0.0);
         // Where the composition is the longer, the module: GB200, one DP rank (128 heads),
         // 16 prompts of 2,048 tokens.
-        let mut m = crate::spec::preset("deepseek-v3").expect("a preset");
-        m.moe.as_mut().expect("MoE").experts = 256;
-        let gb = crate::spec::kernels::builtin::tables("gb200").expect("built-in tables");
-        let s = Setup {
-            tables: &gb,
-            model: &m,
-            attn_tp: 1,
-            experts_tp: None,
-            kv_dtype_bytes: 1,
-            allreduces: 0.0,
-            span: None,
-            hbm_bytes_per_s: 8e12,
-            peak_flops: 2e15,
-            analytic: (0.5, 0.5, 0.5),
-        };
-        let g1 = KernelStep::new(&s).expect("composes");
+        let (g1, gb) = deepseek_at("gb200", 256, 1);
         let module = us(&gb, "context_mla_module", &[], &[128.0, 16.0, 2048.0]);
         assert!(composed(&gb, 128.0, 16.0, 2048.0) > module);
         let got = g1.prefill_attention_s(&[(2048, 0); 16]);

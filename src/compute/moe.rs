@@ -49,8 +49,8 @@
 //! Every constant is named with its source; none is fitted to the LMSYS figures that
 //! `tests/fidelity/moe_lmsys.rs` compares against.
 
-use crate::compute::kernels::derive::version_key;
 use crate::spec::kernels::grid::Grid;
+use crate::spec::kernels::tables::version_key;
 use crate::spec::{GpuSpec, ModelSpec, server::A2aBackend, server::Parallel};
 
 /// Popularity skew of DeepSeek-V3's experts without EPLB: the busiest GPU's share over the

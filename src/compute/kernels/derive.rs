@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::grid::{Axis, Grid};
-use super::tables::{KernelTables, Meta, Table};
+use super::tables::{KernelTables, Meta, Table, version_key};
 
 /// pdsim's GPU presets that AIConfigurator measured, with its system name for each.
 pub const SYSTEMS: &[(&str, &str)] = &[
@@ -213,20 +213,6 @@ pub fn numeric_columns(path: &Path, names: &[&str]) -> Result<Vec<Vec<f64>>, Str
     names
         .iter()
         .map(|n| f.num(n).map(<[f64]>::to_vec))
-        .collect()
-}
-
-/// A version string's order: numeric parts compare as numbers; a `postN` suffix sorts after the
-/// release it follows.
-pub fn version_key(v: &str) -> Vec<(u64, u64)> {
-    v.split('.')
-        .map(|p| {
-            if let Some(n) = p.strip_prefix("post") {
-                (u64::MAX, n.parse().unwrap_or(0))
-            } else {
-                (p.parse().unwrap_or(0), 0)
-            }
-        })
         .collect()
 }
 

@@ -128,9 +128,9 @@ impl KernelTables {
         self.tables.iter().filter(|t| t.is(name, want)).collect()
     }
 
-    /// The sglang versions the tables were measured at, each with what it covers, for
-    /// provenance lines (`gemm 0.5.14, mla 0.5.10, …`).
-    pub fn versions(&self) -> BTreeMap<String, Vec<String>> {
+    /// The sglang versions the tables were measured at, oldest first ([`version_key`]), each
+    /// with what it covers, for provenance lines (`gemm 0.5.14, mla 0.5.10, …`).
+    pub fn versions(&self) -> Vec<(String, Vec<String>)> {
         // Gathered borrowed, owned once at the end: 125 tables, a handful of versions.
         let mut by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for t in &self.tables {
@@ -139,14 +139,17 @@ impl KernelTables {
                 names.push(&t.name);
             }
         }
-        by.into_iter()
+        let mut out: Vec<(String, Vec<String>)> = by
+            .into_iter()
             .map(|(v, names)| {
                 (
                     v.to_string(),
                     names.into_iter().map(str::to_string).collect(),
                 )
             })
-            .collect()
+            .collect();
+        out.sort_by_cached_key(|(v, _)| version_key(v));
+        out
     }
 
     /// Parses a file's text, every table read; `origin` names it in errors, which also give
@@ -597,6 +600,20 @@ fn sig4(x: f64) -> String {
     } else {
         s
     }
+}
+
+/// A version string's order: numeric parts compare as numbers; a `postN` suffix sorts after the
+/// release it follows (`0.5.6 < 0.5.6.post2 < 0.5.10`).
+pub fn version_key(v: &str) -> Vec<(u64, u64)> {
+    v.split('.')
+        .map(|p| {
+            if let Some(n) = p.strip_prefix("post") {
+                (u64::MAX, n.parse().unwrap_or(0))
+            } else {
+                (p.parse().unwrap_or(0), 0)
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

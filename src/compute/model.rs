@@ -295,9 +295,13 @@ impl StepModel {
                 Some(k) => m.with_tables(k.tables(), model),
                 None => m,
             };
+            let a2a_fallback = m.a2a_fallback();
             s.moe = Some(m);
             // The routed experts are the expert model's: recompose the forward without them.
             s.attach_kernels(gpu, model, attn_tp, kv_dtype_bytes, None);
+            if let (Some(k), Some(why)) = (s.kernels.as_mut(), a2a_fallback) {
+                std::sync::Arc::make_mut(k).fallbacks.push(why);
+            }
         }
         s
     }
@@ -479,6 +483,11 @@ impl StepModel {
             model,
             attn_tp: tp,
             experts_tp,
+            dual_stream: crate::compute::kernels::compose::dual_stream_shared_experts(
+                model,
+                self.moe.as_ref().map_or(1, |m| m.ep_size()),
+                self.moe.as_ref().is_some_and(|m| m.deepep()),
+            ),
             kv_dtype_bytes,
             allreduces: self.allreduces,
             span: self.span.map(|(nodes, per_node, nic, latency)| {

@@ -427,6 +427,47 @@ impl ExpertCost {
         self
     }
 
+    /// Expert-parallel GPUs (1 when the experts are TP-sharded).
+    pub fn ep_size(&self) -> u32 {
+        self.ep as u32
+    }
+
+    /// Whether the tokens reach the experts through DeepEP's all-to-all.
+    pub fn deepep(&self) -> bool {
+        self.deepep
+    }
+
+    /// Tokens entering each MoE block when one DP rank carries `tokens`: every DP rank's
+    /// (under DP attention without DeepEP the block runs on the gathered batch).
+    pub fn block_tokens(&self, tokens: f64) -> f64 {
+        tokens * self.dp
+    }
+
+    /// Why DeepEP's dispatch and combine are priced analytically on this instance, for the
+    /// fallbacks a run lists (`None` without DeepEP, or where [`ExpertCost::measured_scale`]
+    /// applies: tables for this hidden width and top-k, on whole 8-GPU nodes).
+    pub fn a2a_fallback(&self) -> Option<String> {
+        if !self.deepep {
+            return None;
+        }
+        let why = if self.measured_a2a.is_none() {
+            format!(
+                "no DeepEP table for hidden {} and top-{}",
+                self.hidden, self.active
+            )
+        } else if self.net.gpus_per_node != 8 || self.gpus % 8.0 != 0.0 {
+            format!(
+                "the tables measure 8-GPU nodes, this instance's NVLink domain is {} GPUs",
+                self.net.gpus_per_node
+            )
+        } else {
+            return None;
+        };
+        Some(format!(
+            "DeepEP dispatch and combine: {why}; priced analytically (its bytes over NVLink and the NICs)"
+        ))
+    }
+
     /// Whether DeepEP's legs take their rate from measured tables.
     pub fn a2a_is_measured(&self) -> bool {
         self.measured_a2a.is_some()
@@ -998,6 +1039,34 @@ mod measured_legs {
         } else {
             c
         }
+    }
+
+    /// A run lists DeepEP's legs among the analytic fallbacks where the tables do not price
+    /// them: without tables, or on an NVLink domain other than the tables' 8-GPU node (an
+    /// NVL72 rack); not where they do, and not without DeepEP.
+    #[test]
+    fn analytic_legs_are_named_as_a_fallback() {
+        assert_eq!(cost(32, true, true, 8).a2a_fallback(), None);
+        let none = cost(32, true, false, 8).a2a_fallback().expect("no tables");
+        assert!(
+            none.contains("no DeepEP table for hidden 7168 and top-8"),
+            "{none}"
+        );
+        let rack = cost(72, true, true, 72).a2a_fallback().expect("a rack");
+        assert!(rack.contains("NVLink domain is 72 GPUs"), "{rack}");
+        let g = gpu_preset("h100-sxm").unwrap();
+        let p = Parallel {
+            ep_size: 8,
+            ..Parallel::default()
+        };
+        let net = A2aNetwork {
+            gpus_per_node: 8,
+            nic_bytes_per_s_per_gpu: 50e9,
+            nvlink_one_way_bytes_per_s: 450e9,
+            nic_efficiency: 1.0,
+        };
+        let plain = ExpertCost::new(&g, &preset("deepseek-v3").unwrap(), 8, &p, net, 989e12);
+        assert_eq!(plain.expect("EP8").a2a_fallback(), None);
     }
 
     /// One call of the measured grid points takes the measured dispatch + combine: EP32 (4

@@ -31,13 +31,16 @@ const REASONS: &[(&str, &str)] = &[
         "MLA: AIC prices TP8 decode attention from the 0.5.14 generation_mla table (BF16, \
          20.9 ms a step), pdsim from the generation_mla_module table of sglang's DeepSeek \
          deployments (FA3, FP8 KV, projections included: 10.1 ms with everything but the MoE, \
-         the TP all-reduces included); MoE 24.5 vs 22.8 ms (pdsim's skew 1.27 at EP8)",
+         the TP all-reduces included); MoE 24.5 vs 22.8 ms (pdsim's skew 1.27 at EP8); the \
+         shared experts (0.87 ms) hidden beside the routed ones on both sides (sglang's \
+         forward_normal_dual_stream, AIC's OverlapOp)",
     ),
     (
         "ds3-h200-gen256",
         "MLA: AIC's 0.5.14 generation_mla table gives 71.1 ms a step at batch 256 (1.17 ms a \
          layer), pdsim's generation_mla_module table 21.3 ms with everything but the MoE; \
-         MoE 30.9 vs 27.8 ms",
+         MoE 30.9 vs 27.8 ms; the shared experts (1.37 ms) hidden beside the routed ones on \
+         both sides",
     ),
     (
         "ds3-h200-ctx4k",
@@ -57,9 +60,9 @@ const REASONS: &[(&str, &str)] = &[
         "routing: the routed experts 19.5 ms a step at pdsim's skew (1.27) over the balanced \
          rows vs AIC's 16.1 from its power_law_1.01 rows; MLA 7.4 vs 5.7 ms (pdsim the \
          generation_mla_module table, AIC 0.12 the per-kernel ops: its sglang 0.5.14 database \
-         has no module table); the shared experts in series, 1.1 ms, where AIC overlaps them \
-         with the routed ones (sglang forward_normal_dual_stream); host 0.6 ms. The 122 \
-         all-reduces agree (2.19 ms each side; AIC's MoEDispatch)",
+         has no module table); host 0.6 ms. The shared experts (1.07 ms) hide beside the \
+         routed ones on both sides (sglang forward_normal_dual_stream, AIC's OverlapOp); the \
+         122 all-reduces agree (2.19 ms each side; AIC's MoEDispatch)",
     ),
     (
         "ds3-b200-ctx4k",

@@ -153,6 +153,11 @@ impl Curve {
         }
     }
 
+    /// Whether the curve has no points (it is 0 everywhere).
+    pub fn is_empty(&self) -> bool {
+        self.xs.is_empty()
+    }
+
     /// The value at `x`.
     #[inline]
     pub fn eval(&self, x: f64) -> f64 {
@@ -210,6 +215,30 @@ pub struct Span {
     pub efficiency: f64,
 }
 
+/// Tokens up to which sglang runs a DeepSeek MoE block's shared experts on a second stream
+/// (`DUAL_STREAM_TOKEN_THRESHOLD` in `DeepseekV2MoE.forward`, sglang 3e4a39ee).
+pub const DUAL_STREAM_TOKENS: f64 = 1024.0;
+
+/// Whether sglang runs `model`'s shared experts beside its routed experts on a second CUDA
+/// stream, on an instance of `ep` expert-parallel GPUs with (`a2a`) or without an all-to-all
+/// backend: `DeepseekV2MoE.forward` (sglang 3e4a39ee) takes `forward_normal_dual_stream` when
+/// no all-to-all backend runs, the model has an alternate stream (CUDA), the shared experts
+/// are not fused into the routed kernel and 1–1,024 tokens enter the block.
+/// `DeepseekV2ForCausalLM.determine_num_fused_shared_experts` fuses them only for
+/// DeepSeek-V3's shape (256 routed experts, one shared expert of the routed width) without
+/// expert parallelism, on GPUs of compute capability 8.0 and up (every GPU with tables).
+/// DeepSeek-architecture models only (MLA with shared experts, no linear-attention layers):
+/// other MoE models' blocks (`Qwen2MoeSparseMoeBlock`) gate their own second stream on
+/// CUDA-graph capture, and hybrids have their own; they are priced in series.
+pub fn dual_stream_shared_experts(model: &ModelSpec, ep: u32, a2a: bool) -> bool {
+    let Some(moe) = &model.moe else { return false };
+    if !model.is_mla() || model.mamba.is_some() || moe.shared_intermediate == 0 || a2a {
+        return false;
+    }
+    let fused = moe.experts == 256 && moe.shared_intermediate == moe.expert_intermediate && ep <= 1;
+    !fused
+}
+
 /// What [`KernelStep::new`] needs to know of one server.
 #[derive(Clone, Debug)]
 pub struct Setup<'a> {
@@ -222,6 +251,12 @@ pub struct Setup<'a> {
     /// GPUs the routed experts are sharded over (the instance) when they are part of this
     /// forward; `None` when another model prices them ([`crate::compute::moe`]).
     pub experts_tp: Option<u32>,
+    /// Whether sglang runs this model's shared experts on a second CUDA stream beside the
+    /// router and the routed experts (`DeepseekV2MoE.forward_normal_dual_stream`, up to
+    /// [`DUAL_STREAM_TOKENS`] tokens entering the MoE): a DeepSeek-architecture model whose
+    /// shared experts are not fused into the routed kernel, without an all-to-all backend
+    /// ([`dual_stream_shared_experts`]).
+    pub dual_stream: bool,
     /// KV element bytes.
     pub kv_dtype_bytes: u32,
     /// All-reduces per forward.
@@ -267,6 +302,12 @@ pub struct KernelStep {
     /// attention kernel: the prefill composed from them, which the forward takes where it is
     /// shorter than the module's wall time.
     mla_kernel_prefill: Option<MlaKernelPrefill>,
+    /// The shared experts' GEMMs over the tokens, seconds (all MoE layers), where they run on
+    /// their own stream ([`Setup::dual_stream`]); empty otherwise.
+    shared: Curve,
+    /// The other stream's work in this forward: the router GEMM and, where this forward holds
+    /// them, the TP-sharded routed experts, seconds over the tokens.
+    routed: Curve,
     /// Sliding-window layers' share: (layers, window); their attention is priced at the window.
     swa: Option<(f64, f64)>,
     /// Decode attention of the sliding-window layers per forward over batch, seconds.
@@ -497,10 +538,23 @@ impl KernelStep {
             n: f64::from(moe.experts),
             k: h,
         });
+        let mut shared_lin = Vec::new();
         if let Some(moe) = &m.moe {
             let si = f64::from(moe.shared_intermediate);
             push(moe_layers, 2.0 * si / tp, h);
             push(moe_layers, h, si / tp);
+            if s.dual_stream && si > 0.0 {
+                shared_lin.push(Linear {
+                    count: moe_layers,
+                    n: 2.0 * si / tp,
+                    k: h,
+                });
+                shared_lin.push(Linear {
+                    count: moe_layers,
+                    n: h,
+                    k: si / tp,
+                });
+            }
         }
 
         // Routed experts in this forward (TP-sharded), from the MoE table or the roofline.
@@ -618,13 +672,10 @@ impl KernelStep {
         xs.sort_by(f64::total_cmp);
         xs.dedup();
 
-        let per_token = |tokens: f64, graph: bool| -> f64 {
-            let mut sec: f64 = lin.iter().map(|l| l.count * gemm.s(tokens, l.n, l.k)).sum();
-            sec += router.map_or(0.0, |r| r.count * bf16.s(tokens, r.n, r.k));
-            sec += ew_s_per_token * tokens;
-            sec += allreduce_s(if graph { &ar_graph } else { &ar_eager }, tokens);
+        // The TP-sharded routed experts of this forward, if it holds them.
+        let experts_s = |tokens: f64| -> f64 {
             if let Some((g, etp, layers)) = &experts {
-                sec += layers * g.eval(&[*etp, tokens]) * 1e-6;
+                return layers * g.eval(&[*etp, tokens]) * 1e-6;
             }
             if let Some((e, k, inter, layers)) = expert_gemms {
                 // Tokens per touched expert under uniform routing. sglang's fused MoE runs
@@ -632,10 +683,38 @@ impl KernelStep {
                 // spans them prices its weight reads and FLOPs without a launch per expert.
                 let touched = e * (1.0 - (1.0 - k / e).powf(tokens));
                 let per = tokens * k / touched.max(1.0);
-                sec += layers
+                return layers
                     * (gemm.s(per, 2.0 * inter * touched, h) + gemm.s(per, h * touched, inter));
             }
-            sec
+            0.0
+        };
+        let router_s = |tokens: f64| router.map_or(0.0, |r| r.count * bf16.s(tokens, r.n, r.k));
+        let per_token = |tokens: f64, graph: bool| -> f64 {
+            let mut sec: f64 = lin.iter().map(|l| l.count * gemm.s(tokens, l.n, l.k)).sum();
+            sec += router_s(tokens);
+            sec += ew_s_per_token * tokens;
+            sec += allreduce_s(if graph { &ar_graph } else { &ar_eager }, tokens);
+            sec + experts_s(tokens)
+        };
+        // The router and the TP-sharded routed experts: the stream beside the shared experts'.
+        let routed_s = |tokens: f64| router_s(tokens) + experts_s(tokens);
+        let (shared, routed) = if shared_lin.is_empty() {
+            (Curve::new(Vec::new()), Curve::new(Vec::new()))
+        } else {
+            (
+                Curve::new(
+                    xs.iter()
+                        .map(|&x| {
+                            let t: f64 = shared_lin
+                                .iter()
+                                .map(|l| l.count * gemm.s(x, l.n, l.k))
+                                .sum();
+                            (x, t)
+                        })
+                        .collect(),
+                ),
+                Curve::new(xs.iter().map(|&x| (x, routed_s(x))).collect()),
+            )
         };
         let dense_eager = Curve::new(xs.iter().map(|&x| (x, per_token(x, false))).collect());
         let dense_graph = Curve::new(xs.iter().map(|&x| (x, per_token(x, true))).collect());
@@ -773,6 +852,8 @@ impl KernelStep {
             prefill_rate,
             prefill_one,
             mla_module_prefill,
+            shared,
+            routed,
             swa,
             swa_decode,
             attn_layers: l_att,
@@ -793,6 +874,28 @@ impl KernelStep {
         } else {
             self.dense_eager.eval(tokens)
         }
+    }
+
+    /// Seconds the shared experts' stream hides of a forward over `tokens` tokens on this
+    /// rank, with `moe_tokens` entering each MoE block (all DP ranks' under DP attention) and
+    /// `routed_elsewhere_s` of routed experts priced outside this composition (the expert
+    /// model's): the shorter of the two streams, as sglang's `forward_normal_dual_stream`
+    /// runs them (the shared experts on the current stream, router and routed experts on the
+    /// alternate one, joined before the add) — 0 where sglang runs them in series.
+    /// AIConfigurator prices the same overlap as the longer of the two (`OverlapOp`).
+    #[inline]
+    pub fn dual_stream_hidden_s(
+        &self,
+        tokens: f64,
+        moe_tokens: f64,
+        routed_elsewhere_s: f64,
+    ) -> f64 {
+        if self.shared.is_empty() || tokens <= 0.0 || moe_tokens > DUAL_STREAM_TOKENS {
+            return 0.0;
+        }
+        self.shared
+            .eval(tokens)
+            .min(self.routed.eval(tokens) + routed_elsewhere_s)
     }
 
     /// Seconds of the LM head over `seqs` sequences.
@@ -1228,6 +1331,16 @@ mod tests {
         experts: u32,
         attn_tp: u32,
     ) -> (KernelStep, std::sync::Arc<KernelTables>) {
+        deepseek_with(gpu, experts, attn_tp, false)
+    }
+
+    /// [`deepseek_at`], with the shared experts on their own stream where `dual_stream`.
+    fn deepseek_with(
+        gpu: &str,
+        experts: u32,
+        attn_tp: u32,
+        dual_stream: bool,
+    ) -> (KernelStep, std::sync::Arc<KernelTables>) {
         let mut m = crate::spec::preset("deepseek-v3").expect("a preset");
         m.moe.as_mut().expect("MoE").experts = experts;
         let t = crate::spec::kernels::builtin::tables(gpu).expect("built-in tables");
@@ -1236,6 +1349,7 @@ mod tests {
             model: &m,
             attn_tp,
             experts_tp: None,
+            dual_stream,
             kv_dtype_bytes: 1,
             allreduces: 0.0,
             span: None,
@@ -1244,6 +1358,72 @@ mod tests {
             analytic: (0.5, 0.5, 0.5),
         };
         (KernelStep::new(&s).expect("composes"), t)
+    }
+
+    /// sglang's DeepSeek MoE block runs the shared experts on one stream and the router with
+    /// the routed experts on another up to 1,024 tokens entering the block
+    /// (`DeepseekV2MoE.forward_normal_dual_stream`): the forward hides the shorter of the two.
+    /// By hand from the H100 tables: 58 MoE layers of the shared expert's `gate_up`
+    /// (2 × 2,048 / 8 outputs over 7,168) and `down` (7,168 over 2,048 / 8) in FP8 blocks, and
+    /// the router, BF16, 256 outputs over 7,168.
+    #[test]
+    fn the_shared_experts_stream_hides_the_shorter_side_up_to_1024_tokens() {
+        let (plain, t) = deepseek_with("h100-sxm", 256, 8, false);
+        let (dual, _) = deepseek_with("h100-sxm", 256, 8, true);
+        let g = |dtype: &str, m: f64, n: f64, k: f64| {
+            t.find("gemm", &[("dtype", dtype)])
+                .expect("a GEMM table")
+                .grid()
+                .eval(&[m, n, k])
+                * 58.0
+                * 1e-6
+        };
+        let shared = |x: f64| g("fp8_block", x, 512.0, 7168.0) + g("fp8_block", x, 7168.0, 256.0);
+        let router = |x: f64| g("bfloat16", x, 256.0, 7168.0);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1e-12);
+        for x in [1.0, 4.0, 64.0, 300.0, 1024.0] {
+            // The flag moves nothing into or out of the per-token work.
+            assert_eq!(plain.dense_s(x, true), dual.dense_s(x, true));
+            assert_eq!(plain.dense_s(x, false), dual.dense_s(x, false));
+            // Routed experts priced elsewhere for a second: the shared experts all hide.
+            let hidden = dual.dual_stream_hidden_s(x, x, 1.0);
+            assert!(close(hidden, shared(x)), "{x}: {hidden} vs {}", shared(x));
+            // None elsewhere: the router alone runs beside them.
+            let hidden = dual.dual_stream_hidden_s(x, x, 0.0);
+            let want = shared(x).min(router(x));
+            assert!(close(hidden, want), "{x}: {hidden} vs {want}");
+            assert!(hidden > 0.0);
+            assert_eq!(plain.dual_stream_hidden_s(x, x, 1.0), 0.0);
+        }
+        // Above 1,024 tokens entering the block (every DP rank's), in series again.
+        assert_eq!(dual.dual_stream_hidden_s(4.0, 1025.0, 1.0), 0.0);
+        assert!(dual.dual_stream_hidden_s(4.0, 1024.0, 1.0) > 0.0);
+    }
+
+    /// Which deployments run the second stream (sglang 3e4a39ee,
+    /// `DeepseekV2ForCausalLM.determine_num_fused_shared_experts` and
+    /// `DeepseekV2MoE.forward`): DeepSeek-V3's shape fuses its shared expert into the routed
+    /// kernel unless experts are spread by EP; Kimi K2 (384 experts) never fuses; an
+    /// all-to-all backend (DeepEP) takes `forward_deepep`; models without MLA or shared
+    /// experts are not DeepSeek's block.
+    #[test]
+    fn the_second_stream_runs_where_sglang_does_not_fuse_the_shared_expert() {
+        let v3 = crate::spec::preset("deepseek-v3").expect("a preset");
+        let k2 = crate::spec::preset("kimi-k2").expect("a preset");
+        assert!(!dual_stream_shared_experts(&v3, 1, false));
+        assert!(dual_stream_shared_experts(&v3, 8, false));
+        assert!(!dual_stream_shared_experts(&v3, 8, true));
+        assert!(dual_stream_shared_experts(&k2, 1, false));
+        assert!(!dual_stream_shared_experts(&k2, 32, true));
+        for name in [
+            "llama-3.1-8b",
+            "qwen3-235b-a22b",
+            "qwen3-next-80b-a3b",
+            "kimi-linear-48b-a3b",
+        ] {
+            let m = crate::spec::preset(name).expect("a preset");
+            assert!(!dual_stream_shared_experts(&m, 8, false), "{name}");
+        }
     }
 
     /// On Blackwell a DeepSeek prefill's MLA is the shorter of the context module's eager

@@ -5,6 +5,8 @@
 //! gpu  = per-token ops (GEMMs, elementwise, all-reduce, TP experts) + LM head
 //!      + attention (prefill per-pair rate; decode max(floor, a + β·C) per batch size)
 //!      + MLA decompress / absorb + recurrent scan (analytic) + routed experts (compute::moe)
+//!      − the shorter of the shared experts and router + routed experts where sglang runs
+//!        them on two streams (DeepSeek's block up to 1,024 tokens: `dual_stream_hidden_s`)
 //! cpu  = eager launches (dense layers × eager_launch_per_layer_s + MoE layers ×
 //!        eager_launch_per_moe_layer_s; a prefill, or a decode batch above cuda_graph_max_bs)
 //!        + decode scheduling (decode_cpu_s + b × decode_cpu_per_seq_s)
@@ -129,8 +131,6 @@ impl StepModel {
         let pipelined = self.decode_pipelined();
         let (floor, a, beta) = k.decode_attention(batch);
         let graph = batch <= self.graph_max_bs;
-        let fixed =
-            k.dense_s(b, graph) + k.lm_head_s(b) + k.mla_absorb_s(b) + self.mixer_s(b, b, false);
         let moe = if pipelined {
             0.0
         } else {
@@ -139,6 +139,9 @@ impl StepModel {
                     .total_s
             })
         };
+        let fixed =
+            k.dense_s(b, graph) + k.lm_head_s(b) + k.mla_absorb_s(b) + self.mixer_s(b, b, false)
+                - self.shared_hidden_s(k, b, moe);
         DecodeTerms {
             flops0: floor,
             pair_flops: 0.0,
@@ -222,7 +225,7 @@ impl StepModel {
                 m.time(tokens, true, p.prefill_flops_efficiency, p.hbm_efficiency)
                     .total_s
             });
-            body + lm + moe
+            body + lm + moe - self.shared_hidden_s(k, tokens, moe)
         };
         let gpu = self.offloaded(gpu);
         let host = self.forward_host_s(new > 0.0, seqs, f.batch);
@@ -266,9 +269,19 @@ impl StepModel {
                 m.time(t, false, p.decode_flops_efficiency, p.hbm_efficiency)
                     .total_s
             });
-            body + k.lm_head_s(t) + moe
+            body + k.lm_head_s(t) + moe - self.shared_hidden_s(k, t, moe)
         };
         self.offloaded(gpu)
+    }
+
+    /// Seconds of a forward over `tokens` tokens on this rank that sglang's second stream
+    /// hides: the shorter of the shared experts and the router with the routed experts
+    /// (`moe_s` of them priced by the expert model), where the model runs them side by side
+    /// ([`KernelStep::dual_stream_hidden_s`]); 0 elsewhere.
+    #[inline]
+    fn shared_hidden_s(&self, k: &KernelStep, tokens: f64, moe_s: f64) -> f64 {
+        let block = self.moe.as_ref().map_or(tokens, |m| m.block_tokens(tokens));
+        k.dual_stream_hidden_s(tokens, block, moe_s)
     }
 
     /// Under measured kernels, one micro-batch's attention and dense seconds inside the MoE

@@ -393,6 +393,32 @@ pub(super) fn every_shape() -> Vec<StepModel> {
                         m.set_overlap_schedule(fp8);
                         out.push(m);
                     }
+                    // Expert parallelism without DeepEP or DP attention: the TP all-reduce
+                    // combines the experts, and DeepSeek's shared experts run on their own
+                    // stream beside them (`KernelStep::dual_stream_hidden_s`).
+                    let par = Parallel {
+                        ep_size: 8,
+                        ..Parallel::default()
+                    };
+                    let net = crate::compute::moe::A2aNetwork {
+                        gpus_per_node: 8,
+                        nic_bytes_per_s_per_gpu: 50e9,
+                        nvlink_one_way_bytes_per_s: gpu.nvlink_bytes_per_s / 2.0,
+                        nic_efficiency: 1.0,
+                    };
+                    if let Some(m) =
+                        crate::compute::moe::ExpertCost::new(&gpu, &model, 8, &par, net, peak)
+                    {
+                        out.push(StepModel::with_parallel(
+                            &gpu,
+                            &model,
+                            8,
+                            kv,
+                            params.clone(),
+                            Some(&ic),
+                            Some(m),
+                        ));
+                    }
                 }
             }
         }

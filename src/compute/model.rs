@@ -866,9 +866,15 @@ impl StepModel {
             let ctx = context_tokens as f64;
             if let Some(k) = &self.kernels {
                 let p = &self.params;
-                let half = self.kernel_half_batch_s(k, tokens, ctx);
+                let (half, core) = self.kernel_half_batch_s(k, tokens, ctx);
                 return self.moe.as_ref().map(|m| {
-                    m.decode_time(tokens, p.decode_flops_efficiency, p.hbm_efficiency, half)
+                    m.decode_time(
+                        tokens,
+                        p.decode_flops_efficiency,
+                        p.hbm_efficiency,
+                        half,
+                        core,
+                    )
                 });
             }
             let flops = self.body_flops_per_token * tokens
@@ -899,18 +905,27 @@ impl StepModel {
     /// The MoE layers of a pipelined decode forward of `b` sequences whose whole-batch FLOPs
     /// and KV bytes are `flops` and `kv_bytes`: one micro-batch's attention and dense seconds
     /// are the roofline over half the batch (half the FLOPs and KV, the weights of half the
-    /// tokens — every micro-batch streams them) in the MoE layers' share of the body.
+    /// tokens — every micro-batch streams them) in the MoE layers' share of the body, its
+    /// attention core the half batch's KV read.
     fn decode_moe(&self, b: f64, flops: f64, kv_bytes: f64) -> crate::compute::moe::MoeTime {
         let p = &self.params;
         let half_compute = flops / 2.0 / (self.tp * self.peak_flops * p.decode_flops_efficiency);
-        let half_memory = self.weight_bytes_gpu(b / 2.0)
-            / (self.hbm_bytes_per_s * p.hbm_efficiency)
-            + kv_bytes / 2.0 / (self.hbm_bytes_per_s * p.kv_hbm_efficiency);
+        let half_kv = kv_bytes / 2.0 / (self.hbm_bytes_per_s * p.kv_hbm_efficiency);
+        let half_memory =
+            self.weight_bytes_gpu(b / 2.0) / (self.hbm_bytes_per_s * p.hbm_efficiency) + half_kv;
         let attn_s = half_compute.max(half_memory) * self.tbo_share;
+        // The attention core's share: the roofline's KV read (the attention kernel's bytes).
+        let core_s = half_kv * self.tbo_share;
         self.moe
             .as_ref()
             .expect("pipelined decode has an expert model")
-            .decode_time(b, p.decode_flops_efficiency, p.hbm_efficiency, attn_s)
+            .decode_time(
+                b,
+                p.decode_flops_efficiency,
+                p.hbm_efficiency,
+                attn_s,
+                core_s,
+            )
     }
 
     /// One prefill forward over `chunks`, each `(new_tokens, prefix_tokens)`: the new tokens

@@ -27,20 +27,25 @@
 //!     `max(compute, comm) + min(compute, comm) / 2` instead of the sum (half of the shorter
 //!     side cannot hide: the pipeline's fill and drain).
 //!   - *Decode* (low-latency kernels with receive hooks, which free every SM once the RDMA
-//!     writes are issued: DeepSeek `profile-data` README, "Decoding"): each MoE layer is
-//!     DeepEP's four-part pipeline (DeepEP `docs/legacy.md`, "two-micro-batch overlapping",
-//!     the four parts attention / dispatch / MoE / combine), each of one micro-batch's
-//!     dispatch and combine under a compute part of the other:
-//!     `max(a, d) + max(e, d) + max(e, m) + max(a, m)` per layer, with `a` one micro-batch's
-//!     attention and dense work of the layer (its share of the rank's roofline over half the
-//!     batch: every micro-batch streams the layer's weights), `e` its expert GEMMs, `d` and
-//!     `m` its dispatch and combine (half the bytes, a whole kernel latency each). The
-//!     attention is inside the overlap — as in sglang's `_compute_moe_deepseek_blog_decode`
-//!     (`srt/operations_strategy.py` as of sglang PR #6598, merged 2025-05-26, the LMSYS
-//!     blog's month; `srt/batch_overlap/` later: five stages, `tbo_delta_stages = 2`,
-//!     a micro-batch's dispatch under the other's attention preparation, its combine under
-//!     the other's attention core), which pdsim's roofline cannot split finer than
-//!     attention/experts. The first `first_k_dense_replace` layers run outside it on the
+//!     writes are issued: DeepSeek `profile-data` README, "Decoding"): sglang's
+//!     `_compute_moe_deepseek_blog_decode` (`srt/operations_strategy.py` since sglang PR
+//!     #6598, merged 2025-05-26, the LMSYS blog's month; `srt/batch_overlap/` later) cuts each
+//!     MoE layer into five stages — P (the previous layer's output and this one's
+//!     projections), C (the attention core, `op_core`, and the router), D (dispatch sent,
+//!     shared experts), E (dispatch received, experts, combine sent), W (combine received) —
+//!     and `execute_overlapped_operations` runs micro-batch B two stages behind A
+//!     (`tbo_delta_stages = 2`) on the one compute stream: A.D, B.P, A.E, B.C, A.W, B.D, A.P,
+//!     B.E, A.C, B.W. A dispatch in flight is covered by the micro-batch's own shared experts
+//!     and the other's projections, a combine by the other's attention core, and the experts
+//!     wait for their own dispatch: `2 × (max(a − c, d) + e + max(c, m))` per layer, with `a`
+//!     one micro-batch's attention and dense work of the layer (every micro-batch streams the
+//!     layer's weights), `c` of it the attention core (the decode attention and its absorbed
+//!     matmuls under measured kernels; the KV read under the roofline), `e` its expert GEMMs,
+//!     `d` and `m` its dispatch and combine (half the bytes, a whole kernel latency each).
+//!     (pdsim paired each leg with a whole compute part of the other micro-batch before —
+//!     DeepEP's four-part picture, `max(a, d) + max(e, d) + max(e, m) + max(a, m)` — which
+//!     hid a micro-batch's experts under its own all-to-all.) The first
+//!     `first_k_dense_replace` layers run outside it on the
 //!     whole batch (`DeepseekV2Model.forward`, `normal_num_layers`).
 //! * **Without EP** (`ep_size = 1`) the experts are TP-sharded over all `tp` GPUs: the ranks'
 //!   tokens are gathered, every GPU computes `1/tp` of every expert, and the result is
@@ -181,8 +186,8 @@ pub struct MoeTime {
     /// Whether two-batch overlap hides communication behind compute.
     pub tbo: bool,
     /// A decode forward under two-batch overlap with DeepEP's low-latency kernels: the
-    /// micro-batches' compute parts the four-part pipeline pairs with their communication
-    /// (`total_s` is that pipeline and includes `MicroBatches::attn_s` twice).
+    /// micro-batches' compute parts sglang's two-micro-batch schedule pairs with their
+    /// communication (`total_s` is that schedule and includes `MicroBatches::attn_s` twice).
     pub stages: Option<MicroBatches>,
     /// How much longer than the analytic legs (at [`A2A_RDMA_EFFICIENCY`] of the NIC) the
     /// measured DeepEP tables make the legs' bytes take (`rdma_s` and `nvlink_s` include
@@ -197,6 +202,10 @@ pub struct MoeTime {
 pub struct MicroBatches {
     /// Attention and dense work of one micro-batch (half the rank's batch) in the MoE layers.
     pub attn_s: f64,
+    /// Of `attn_s`, the attention core: the stage sglang runs between a micro-batch's
+    /// projections and its router (`self_attn.op_core`: the attention kernel, its absorbed
+    /// matmuls and `o_proj`), seconds over the MoE layers.
+    pub core_s: f64,
     /// Expert GEMMs of one micro-batch on the busiest GPU.
     pub experts_s: f64,
     /// MoE layers.
@@ -206,18 +215,26 @@ pub struct MicroBatches {
 }
 
 impl MicroBatches {
-    /// DeepEP's four-part pipeline over all MoE layers when the whole forward's
+    /// The MoE layers of a decode under two-batch overlap when the whole forward's
     /// communication (both micro-batches, dispatch + combine, kernel latencies excluded)
-    /// takes `bytes_s`, and each kernel pays `latency_s` once per micro-batch and layer:
-    /// per layer `max(a, d) + max(e, d) + max(e, m) + max(a, m)`, seconds.
+    /// takes `bytes_s`, and each kernel pays `latency_s` once per micro-batch and layer, as
+    /// sglang schedules them: `_compute_moe_deepseek_blog_decode` cuts a layer into five
+    /// stages — P (the previous layer's output, this one's projections), C (`op_core`, the
+    /// router), D (dispatch sent, shared experts), E (dispatch received, experts, combine
+    /// sent), W (combine received) — and `execute_overlapped_operations` runs micro-batch B
+    /// two stages behind A on the one compute stream (`tbo_delta_stages = 2`): A.D, B.P, A.E,
+    /// B.C, A.W, B.D, A.P, B.E, A.C, B.W. A dispatch in flight is covered by its own shared
+    /// experts and the other micro-batch's projections, a combine by the other's attention
+    /// core; a micro-batch's experts wait for its own dispatch. Per layer
+    /// `2 × (max(a − c, d) + e + max(c, m))`, seconds.
     fn pipeline_s(&self, bytes_s: f64, latency_s: f64) -> f64 {
         let l = self.layers.max(1.0);
-        let (a, e) = (self.attn_s / l, self.experts_s / l);
+        let (a, c, e) = (self.attn_s / l, self.core_s / l, self.experts_s / l);
         // One micro-batch's half of the bytes, per layer.
         let per = bytes_s / 2.0 / l;
         let d = per * self.dispatch_share + latency_s;
         let m = per * (1.0 - self.dispatch_share) + latency_s;
-        l * (a.max(d) + e.max(d) + e.max(m) + a.max(m))
+        l * 2.0 * ((a - c).max(d) + e + c.max(m))
     }
 }
 
@@ -568,7 +585,7 @@ impl ExpertCost {
         self.ep > 1.0 && !self.deepep && self.dp <= 1.0
     }
 
-    /// Whether a decode forward runs DeepEP's four-part two-micro-batch pipeline (two-batch
+    /// Whether a decode forward runs sglang's two-micro-batch schedule (two-batch
     /// overlap over DeepEP's low-latency kernels), so that its attention and dense work is
     /// priced inside the MoE layers ([`ExpertCost::decode_time`]).
     pub fn decode_pipelined(&self) -> bool {
@@ -576,11 +593,18 @@ impl ExpertCost {
     }
 
     /// The MoE layers of a decode forward of `tokens` tokens per DP rank, as
-    /// [`ExpertCost::time`]; where [`ExpertCost::decode_pipelined`], the four-part pipeline
-    /// with `attn_s`, one micro-batch's attention and dense seconds in the MoE layers (the
-    /// caller's roofline over half the batch): `total_s` then holds both micro-batches'
-    /// attention, expert and communication time.
-    pub fn decode_time(&self, tokens: f64, eff: f64, hbm_eff: f64, attn_s: f64) -> MoeTime {
+    /// [`ExpertCost::time`]; where [`ExpertCost::decode_pipelined`], sglang's two-micro-batch
+    /// schedule ([`MicroBatches`]) with `attn_s`, one micro-batch's attention and dense
+    /// seconds in the MoE layers, `core_s` of them its attention core: `total_s` then holds
+    /// both micro-batches' attention, expert and communication time.
+    pub fn decode_time(
+        &self,
+        tokens: f64,
+        eff: f64,
+        hbm_eff: f64,
+        attn_s: f64,
+        core_s: f64,
+    ) -> MoeTime {
         let mut t = self.time(tokens, false, eff, hbm_eff);
         if !self.decode_pipelined() || tokens <= 0.0 {
             return t;
@@ -589,6 +613,7 @@ impl ExpertCost {
         let dispatch = h + h / 128.0 * 4.0;
         let mb = MicroBatches {
             attn_s,
+            core_s: core_s.min(attn_s),
             experts_s: self.time(tokens / 2.0, false, eff, hbm_eff).compute_s,
             layers: self.layers,
             dispatch_share: dispatch / (dispatch + 2.0 * h),
@@ -924,22 +949,41 @@ mod tests {
     fn the_decode_pipeline_pairs_each_micro_batchs_comm_with_the_others_compute() {
         let c = lmsys(72, true, true);
         assert!(c.decode_pipelined() && !lmsys(72, true, false).decode_pipelined());
-        let attn = 0.015;
-        let t = c.decode_time(256.0, 0.5, 0.7, attn);
+        let (attn, core) = (0.015, 0.009);
+        let t = c.decode_time(256.0, 0.5, 0.7, attn, core);
         let mb = t.stages.expect("pipelined");
-        // Hand computation of the four parts per layer.
+        // Hand computation of sglang's ten stages a layer (A.D, B.P, A.E, B.C, A.W, B.D, A.P,
+        // B.E, A.C, B.W): a dispatch under the projections, a combine under the other
+        // micro-batch's attention core, the experts after their own dispatch.
         let l = 58.0;
-        let (a, e) = (attn / l, mb.experts_s / l);
+        let (a, cc, e) = (attn / l, core / l, mb.experts_s / l);
         let per = t.rdma_s.max(t.nvlink_s) / 2.0 / l;
         let d = per * mb.dispatch_share + A2A_LATENCY_S;
         let m = per * (1.0 - mb.dispatch_share) + A2A_LATENCY_S;
-        let want = l * (a.max(d) + e.max(d) + e.max(m) + a.max(m));
+        let want = l * 2.0 * ((a - cc).max(d) + e + cc.max(m));
         assert!((t.total_s - want).abs() < 1e-12, "{} vs {want}", t.total_s);
+        // The same slots walked one by one on the compute stream, the legs in flight beside it.
+        // Each half: one micro-batch's D, E, W against the other's P and C.
+        let mut now = 0.0;
+        for _ in 0..2 {
+            let sent = now; // D: dispatch sent, then its shared experts (part of a − c)
+            now += (a - cc) / 2.0;
+            now += (a - cc) / 2.0; // the other's P: output and projections
+            now = f64::max(now, sent + d) + e; // E: dispatch received, experts, combine sent
+            let combined = now;
+            now += cc; // the other's C: attention core
+            now = f64::max(now, combined + m); // W: combine received
+        }
+        assert!((now * l - want).abs() < 1e-12, "{} vs {want}", now * l);
         // Never below either resource's busy time, never above running them in sequence.
         let compute = 2.0 * (attn + mb.experts_s);
         let comm = t.rdma_s.max(t.nvlink_s) + 4.0 * l * A2A_LATENCY_S;
         assert!(t.total_s >= compute.max(comm) - 1e-12);
         assert!(t.total_s <= compute + comm + 1e-12);
+        // A micro-batch's experts never hide under its own dispatch: more than the four-part
+        // picture that paired every leg with a whole compute part of the other.
+        let four = l * (a.max(d) + e.max(d) + e.max(m) + a.max(m));
+        assert!(t.total_s > four, "{} vs {four}", t.total_s);
         // Half a batch's experts cost more than half the batch's (the busiest GPU's excess
         // over the mean grows slower than the mean).
         assert!(mb.experts_s > t.compute_s / 2.0 && mb.experts_s < t.compute_s);
@@ -947,7 +991,7 @@ mod tests {
         assert!((t.total_with_rdma_s(t.rdma_s) - t.total_s).abs() < 1e-15);
         assert!(t.total_with_rdma_s(2.0 * t.rdma_s) > t.total_s);
         // Prefill and non-pipelined decode keep the `max + min / 2` composition.
-        let plain = lmsys(72, true, false).decode_time(256.0, 0.5, 0.7, attn);
+        let plain = lmsys(72, true, false).decode_time(256.0, 0.5, 0.7, attn, core);
         assert!(plain.stages.is_none());
     }
 

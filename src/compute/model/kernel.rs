@@ -211,14 +211,14 @@ impl StepModel {
         let lm = k.lm_head_s(seqs + b);
         let gpu = if new == 0.0 {
             // A pipelined decode (two-batch overlap over DeepEP's low-latency kernels): the
-            // MoE layers' share of the body runs inside the four-part pipeline, one
+            // MoE layers' share of the body runs inside sglang's two-micro-batch schedule, one
             // micro-batch (half the batch and its context) against the other's all-to-all.
-            let half = self.kernel_half_batch_s(k, b, ctx);
+            let (half, core) = self.kernel_half_batch_s(k, b, ctx);
             let m = self
                 .moe
                 .as_ref()
                 .expect("a pipelined decode has an expert model")
-                .decode_time(b, p.decode_flops_efficiency, p.hbm_efficiency, half);
+                .decode_time(b, p.decode_flops_efficiency, p.hbm_efficiency, half, core);
             body * (1.0 - self.tbo_share) + lm + m.total_s
         } else {
             let moe = self.moe.as_ref().map_or(0.0, |m| {
@@ -257,12 +257,12 @@ impl StepModel {
         let attn = k.decode_attention_s(batch, ctx + (t - b));
         let body = k.dense_s(t, graph) + attn + k.mla_absorb_s(t) + self.mixer_s(t, b, false);
         let gpu = if self.decode_pipelined() {
-            let half = self.kernel_half_batch_s(k, t, ctx + (t - b));
+            let (half, core) = self.kernel_half_batch_s(k, t, ctx + (t - b));
             let m = self
                 .moe
                 .as_ref()
                 .expect("a pipelined decode has an expert model")
-                .decode_time(t, p.decode_flops_efficiency, p.hbm_efficiency, half);
+                .decode_time(t, p.decode_flops_efficiency, p.hbm_efficiency, half, core);
             body * (1.0 - self.tbo_share) + k.lm_head_s(t) + m.total_s
         } else {
             let moe = self.moe.as_ref().map_or(0.0, |m| {
@@ -285,12 +285,16 @@ impl StepModel {
     }
 
     /// Under measured kernels, one micro-batch's attention and dense seconds inside the MoE
-    /// layers of a pipelined decode of `b` sequences over `ctx` context tokens.
-    pub(super) fn kernel_half_batch_s(&self, k: &KernelStep, b: f64, ctx: f64) -> f64 {
+    /// layers of a pipelined decode of `b` sequences over `ctx` context tokens, and of them
+    /// its attention core (the decode attention — the MLA module table's projections with
+    /// it, which it does not split — and the absorbed matmuls).
+    pub(super) fn kernel_half_batch_s(&self, k: &KernelStep, b: f64, ctx: f64) -> (f64, f64) {
         let graph = (b as u32) <= self.graph_max_bs;
-        (k.dense_s(b / 2.0, graph)
-            + k.decode_attention_s(((b / 2.0).ceil()) as u32, ctx / 2.0)
-            + k.mla_absorb_s(b / 2.0))
-            * self.tbo_share
+        let core =
+            k.decode_attention_s(((b / 2.0).ceil()) as u32, ctx / 2.0) + k.mla_absorb_s(b / 2.0);
+        (
+            (k.dense_s(b / 2.0, graph) + core) * self.tbo_share,
+            core * self.tbo_share,
+        )
     }
 }

@@ -1,8 +1,10 @@
 //! The LMSYS large-EP figures (2025-05-05, "Deploying DeepSeek with PD Disaggregation and
 //! Large-scale Expert Parallelism on 96 H100 GPUs"), reproduced from the published setup
 //! only — no parameter here or in `compute::moe` is fitted to them. Each row prints its error;
-//! the test holds the prefill rows within 15 % and the decode row within 20 % (issue 22's
-//! bar). `cargo test --release --test fidelity moe_lmsys -- --nocapture`.
+//! the test holds every row within 15 % (issue 42's bar for decode and prefill rows; the decode
+//! row was held within issue 22's 20 % until the decode step followed sglang's two-batch
+//! schedule, docs/performance-model.md §7). `cargo test --release --test fidelity moe_lmsys --
+//! --nocapture`.
 
 use crate::common;
 
@@ -124,7 +126,7 @@ fn lmsys_large_ep_per_node_throughputs_within_15_and_20_percent() {
     let got = per_second(&dir, "decode", 9, 14) / 9.0;
     errors.push((
         "decode output tok/s per node".into(),
-        0.20,
+        0.15,
         row(
             "decode EP72, 2K input, 256/GPU: output tok/s/node",
             got,

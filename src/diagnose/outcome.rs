@@ -73,7 +73,7 @@ pub fn fp4_scales_only(pr: &Prediction) -> bool {
 
 /// The sentence `raised` carries for a pair whose only fault is FP4 scales that no transfer
 /// sends (docs/sglang-pd.md §29).
-pub const FP4_SCALES_RAISED: &str = "nobody: no check fires; sglang's FP4 KV pools (MHATokenToKVPoolFP4, MLATokenToKVPoolFP4) register only their packed E2M1 data for PD (get_contiguous_buf_infos is the base class's), so the decode dequantises every transferred token with its own zero-filled, never-written scale buffers";
+pub const FP4_SCALES_RAISED: &str = "nobody: no check fires; sglang's FP4 KV pools (MHATokenToKVPoolFP4, MLATokenToKVPoolFP4) register no scale buffer for PD (get_contiguous_buf_infos is the base class's), so the decode dequantises every transferred token with its own zero-filled, never-written scale buffers";
 
 impl LayoutFacts {
     /// The facts of one rank layout.

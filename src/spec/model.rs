@@ -340,7 +340,7 @@ impl ModelSpec {
     }
 
     /// Bytes one rank's FP4 KV pool holds per token per layer, data and scales, as sglang
-    /// allocates them (`mem_cache/memory_pool.py`, stored sglang id 54903128358):
+    /// allocates them (`mem_cache/memory_pool.py`, stored sglang ids 71289913139, 54903128358):
     /// `MHATokenToKVPoolFP4._create_buffers` gives K and V each `[n, head_dim // 2]` uint8
     /// (two E2M1 elements a byte) and a scale row of `(n · head_dim) // 16` uint8, `n` the
     /// rank's KV heads; `MLATokenToKVPoolFP4._create_buffers` the latent `[1, dim // 2]` and

@@ -179,7 +179,7 @@ pub const KV_CACHE_DTYPES: &[&str] = &[
 /// "supported for CUDA 12.8+ and PyTorch 2.8.0+" in `server_args.py`'s help): each K, V (MHA,
 /// `MHATokenToKVPoolFP4`) or latent (MLA, `MLATokenToKVPoolFP4`) row stored as packed E2M1
 /// nibbles, two elements a byte, beside a `uint8` scale buffer of one byte per 16 elements
-/// (`mem_cache/memory_pool.py`, stored sglang id 54903128358; docs/sglang-pd.md §29).
+/// (`mem_cache/memory_pool.py`, stored sglang ids 71289913139 and 54903128358; docs/sglang-pd.md §29).
 pub fn is_fp4_kv(v: &str) -> bool {
     v == "fp4_e2m1"
 }

@@ -229,3 +229,29 @@ fn explain_names_the_fp4_pools_and_the_fix() {
         assert!(text.contains(want), "{want}: {text}");
     }
 }
+
+/// Decode attention streams the KV: under the measured kernel tables (B200, the default
+/// calibration) there is no FP4-KV table, so the FP8 one is read and scaled by FP4's bytes over
+/// FP8's (36,864 / 65,536 = 0.5625), and the run's step-time fallbacks say so. A long-context
+/// decode step is cheaper than FP8's; the FP8 model itself is untouched.
+#[test]
+fn fp4_decode_attention_reads_its_true_bytes_and_says_how() {
+    let sc = pdsim::scenario::load(&repo().join("scenarios/pd/fp4-kv-pd.toml"), &[]).unwrap();
+    let m = &sc.pools[1].model;
+    let fp8 = pdsim::compute::StepModel::new(&sc.gpu, m, 1, 1, sc.compute.clone());
+    let fp4 = fp8.clone().with_fp4_kv(m, 1);
+    assert!(
+        fp4.kernel_fallbacks()
+            .iter()
+            .any(|f| f.contains("FP4 KV cache") && f.contains("× 0.5625")),
+        "{:?}",
+        fp4.kernel_fallbacks()
+    );
+    assert!(!fp8.kernel_fallbacks().iter().any(|f| f.contains("FP4")));
+    let (b, ctx) = (64, 64 * 8192);
+    assert!(fp4.decode_ns(b, ctx) < fp8.decode_ns(b, ctx));
+    assert_eq!(
+        fp8.decode_ns(b, ctx),
+        pdsim::compute::StepModel::new(&sc.gpu, m, 1, 1, sc.compute.clone()).decode_ns(b, ctx)
+    );
+}

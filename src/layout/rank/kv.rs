@@ -159,8 +159,10 @@ pub(super) fn kv_regions(
 /// every layer's `k_scale_buffer`, then every `v_scale_buffer` (`[m, (n · head_dim) // 16]`
 /// uint8, `n` the rank's KV heads); MLA every `kv_scale_buffer` (`[m, dim // 16]`). One page of
 /// a region is `ps` rows of those bytes. Empty for every other dtype. `get_contiguous_buf_infos`
-/// is the base classes' (`MHATokenToKVPool`, `MLATokenToKVPool`: the data buffers only), so
-/// these are allocated, counted in the pool's size, and never registered for PD transfer.
+/// is the base classes' (`MLATokenToKVPool`: the data buffers only; `MHATokenToKVPool`: each
+/// layer through the FP4 pool's dequantising `_get_key_buffer`, docs/sglang-pd.md §29.2), so
+/// these are allocated, counted in the pool's size, and never registered for PD transfer;
+/// pdsim registers the packed data, as the MLA pool does.
 pub(super) fn kv_scale_regions(
     model: &ModelSpec,
     dtype: KvDtype,

@@ -432,7 +432,7 @@ pub fn render_table(l: &RankLayout) -> String {
     if !l.kv_scale_regions.is_empty() {
         let _ = writeln!(
             s,
-            "\nKV scale regions (FP4): {}, allocated beside the KV and NOT registered for PD transfer (get_contiguous_buf_infos returns the packed data only): a decode dequantises transferred KV with scales nobody sent",
+            "\nKV scale regions (FP4): {}, allocated beside the KV and NOT registered for PD transfer (get_contiguous_buf_infos never returns them): a decode dequantises transferred KV with scales nobody sent",
             l.kv_scale_regions.len()
         );
         table(&mut s, &l.kv_scale_groups());

@@ -255,3 +255,58 @@ fn fp4_decode_attention_reads_its_true_bytes_and_says_how() {
         pdsim::compute::StepModel::new(&sc.gpu, m, 1, 1, sc.compute.clone()).decode_ns(b, ctx)
     );
 }
+
+/// `launch.txt` writes `--kv-cache-dtype fp4_e2m1` on both servers, and `pdsim lint` reads its
+/// two lines back to the same verdict.
+#[test]
+fn launch_txt_writes_the_flag_and_lint_reads_it_back() {
+    let sc = pdsim::scenario::load(&repo().join("scenarios/pd/fp4-kv-pd.toml"), &[]).unwrap();
+    let text = pdsim::plan::launch::launch_text(&sc);
+    let line = |mode: &str| {
+        pdsim::plan::launch::commands(&text)
+            .find(|l| l.contains(&format!("--disaggregation-mode {mode}")))
+            .unwrap()
+            .to_string()
+    };
+    let (p, d) = (line("prefill"), line("decode"));
+    assert!(p.contains("--kv-cache-dtype fp4_e2m1"), "{p}");
+    assert!(d.contains("--kv-cache-dtype fp4_e2m1"), "{d}");
+    let r = pdsim::diagnose::lint::lint(&pdsim::diagnose::lint::LintQuestion {
+        prefill: p,
+        decode: d,
+        model_config: None,
+        profile: "guarded".into(),
+        version: None,
+    })
+    .unwrap();
+    assert_eq!(r.prediction.outcome, "corrupted");
+    assert!(pdsim::diagnose::outcome::fp4_scales_only(&r.prediction));
+}
+
+/// `--disaggregation-enable-kv-checksum` (sglang 2026-09, docs/sglang-pd.md §24) digests the
+/// registered pages, which both sides hold alike: the FP4 pair passes it and its requests still
+/// finish corrupted — no abort — and lint predicts the same.
+#[test]
+fn the_kv_checksum_does_not_catch_the_missing_scales() {
+    let (s, _) = run_rows(
+        "scenarios/pd/fp4-kv-pd.toml",
+        &["sglang.version=\"2026-09\"", "sglang.kv_checksum=true"],
+        "fp4-kv-pd-checksum",
+    );
+    assert_eq!(s.requests.corrupted, s.requests.arrived, "{:?}", s.requests);
+    assert!(s.errors.is_empty(), "{:?}", s.errors);
+    let line = |mode: &str| {
+        format!(
+            "python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct --kv-cache-dtype fp4_e2m1 --disaggregation-enable-kv-checksum --disaggregation-mode {mode}"
+        )
+    };
+    let r = pdsim::diagnose::lint::lint(&pdsim::diagnose::lint::LintQuestion {
+        prefill: line("prefill"),
+        decode: line("decode"),
+        model_config: None,
+        profile: "guarded".into(),
+        version: Some("2026-09".into()),
+    })
+    .unwrap();
+    assert_eq!(r.prediction.outcome, "corrupted", "{:?}", r.prediction);
+}

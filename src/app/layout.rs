@@ -95,8 +95,10 @@ pub fn layout_of(a: &LayoutRequest) -> Result<RankLayout, CliError> {
         return Err(CliError::Flag {
             flag: "--kv-cache-dtype",
             message: format!(
-                "--kv-cache-dtype {:?}: valid values are {}",
+                "--kv-cache-dtype {:?}: {}valid values are {}",
                 a.kv_cache_dtype,
+                server::unmodelled_kv_dtype(&a.kv_cache_dtype)
+                    .map_or_else(String::new, |w| format!("{w}; ")),
                 server::KV_CACHE_DTYPES.join(", ")
             ),
         });

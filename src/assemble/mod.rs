@@ -215,6 +215,9 @@ fn step_model(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -> S
     ));
     m.set_overlap_schedule(pool.overlap_schedule);
     m.set_dp_attention(pool.parallel.dp_ranks() > 1);
+    if pool.kv_elem() == crate::spec::model::KvElem::Fp4 {
+        m = m.with_fp4_kv(&pool.model, pool.server.attn_tp_size);
+    }
     if pool.server.dcp_size > 1 {
         m = m.with_dcp(dcp_merge(sc, pool, ic));
     }
@@ -526,9 +529,7 @@ fn decode_server(
     d.radix = pool.decode_radix.then(|| {
         // One page over every attention rank: what the prefill would write for it.
         let attn_tp = pool.server.attn_tp_size;
-        let page_bytes = pool
-            .model
-            .kv_bytes_per_token_rank(attn_tp, pool.kv_dtype_bytes)
+        let page_bytes = pool.model.kv_token_bytes_rank(attn_tp, pool.kv_elem())
             * u64::from(attn_tp)
             * u64::from(pool.server.page_size);
         Box::new(crate::sglang::decode_radix::DecodeRadix::new(

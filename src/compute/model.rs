@@ -577,6 +577,25 @@ impl StepModel {
         self
     }
 
+    /// This model on sglang's FP4 KV cache (`--kv-cache-dtype fp4_e2m1`), built at the FP8
+    /// width (`kv_dtype_bytes` 1, [`crate::spec::ServerArgs::kv_dtype_bytes`]): the KV a
+    /// forward streams is FP4's true bytes, data and scales
+    /// ([`ModelSpec::kv_token_bytes_rank`]), and the kernel tables' decode attention is scaled
+    /// alike ([`crate::compute::kernels::compose::KernelStep::with_fp4_kv`]).
+    pub fn with_fp4_kv(mut self, model: &ModelSpec, tp: u32) -> Self {
+        use crate::spec::model::KvElem;
+        let fp8 = model.kv_token_bytes_rank(tp, KvElem::Bytes(1));
+        if fp8 == 0 {
+            return self;
+        }
+        let ratio = model.kv_token_bytes_rank(tp, KvElem::Fp4) as f64 / fp8 as f64;
+        self.kv_bytes_per_token_gpu *= ratio;
+        if let Some(k) = self.kernels.take() {
+            self.kernels = Some(std::sync::Arc::new((*k).clone().with_fp4_kv(ratio)));
+        }
+        self
+    }
+
     /// This model on a decode of `merge.size` context-parallel ranks a TP group
     /// (`--dcp-size`, [`dcp`]): each GPU reads `1/dcp` of the context's KV (its token shard),
     /// does the same attention FLOPs (the group's heads over its shard), and every decode step

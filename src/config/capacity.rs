@@ -252,7 +252,7 @@ pub fn activation_reserve_bytes(pool: &Pool) -> f64 {
 pub fn kv_pages(gpu: &GpuSpec, pool: &Pool) -> u32 {
     let mut per_token = pool
         .model
-        .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes);
+        .kv_token_bytes_rank(pool.server.attn_tp_size, pool.kv_elem());
     // A pipeline stage's GPUs keep its layers' KV only: the fullest stage bounds the tokens
     // (pdsim takes PP on models whose every layer is full attention: exact division).
     if pool.server.pp_size > 1 {
@@ -265,7 +265,7 @@ pub fn kv_pages(gpu: &GpuSpec, pool: &Pool) -> u32 {
     if let Some(s) = &pool.server.speculative {
         per_token += s
             .draft_model(&pool.model)
-            .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes);
+            .kv_token_bytes_rank(pool.server.attn_tp_size, pool.kv_elem());
     }
     let per_page = per_token * u64::from(pool.server.page_size);
     // Hybrid models keep one recurrent-state slot per request (plus the sink) beside the KV;

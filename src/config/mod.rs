@@ -221,7 +221,8 @@ pub struct Pool {
     pub server: ServerArgs,
     /// The model this pool serves.
     pub model: ModelSpec,
-    /// Bytes per KV element (from `kv_cache_dtype` and the model).
+    /// Bytes per KV element (from `kv_cache_dtype` and the model); 1 for FP4, the FP8 width
+    /// its compute is priced from ([`Pool::kv_elem`] has its true bytes).
     pub kv_dtype_bytes: u32,
     /// Measured step times replacing the roofline model (`pools.step_times`).
     pub step_times: Option<std::sync::Arc<crate::compute::profile::MeasuredProfile>>,
@@ -419,6 +420,17 @@ impl Pool {
     /// faults and the timeseries number these.
     pub fn servers(&self) -> u32 {
         self.instances * self.parallel.dp_ranks()
+    }
+
+    /// How this pool stores a KV element, for the bytes a token takes
+    /// ([`crate::spec::ModelSpec::kv_token_bytes_rank`]): sglang's FP4 pool under
+    /// `--kv-cache-dtype fp4_e2m1`, whole bytes otherwise.
+    pub fn kv_elem(&self) -> crate::spec::model::KvElem {
+        if crate::spec::server::is_fp4_kv(&self.server.kv_cache_dtype) {
+            crate::spec::model::KvElem::Fp4
+        } else {
+            crate::spec::model::KvElem::Bytes(self.kv_dtype_bytes)
+        }
     }
 }
 

@@ -264,6 +264,9 @@ pub fn lint(a: &LintQuestion) -> Result<LintReport, LintError> {
             ps.num_layers
         )),
         (Some(k), _) => Some(kinds::fix(k, &p.args, &d.args)),
+        (None, "corrupted") if super::outcome::fp4_scales_only(&prediction) => {
+            Some(super::outcome::FP4_FIX.to_string())
+        }
         (None, "corrupted") => Some(kinds::fix(ErrorKind::TransferOutOfBounds, &p.args, &d.args)),
         _ => None,
     };
@@ -474,6 +477,9 @@ pub fn render(r: &LintReport) -> String {
             i.effect,
             i.doc
         );
+    } else if super::outcome::fp4_scales_only(pr) {
+        s += "outcome: INCOMPATIBLE — silent corruption: no error is raised, but the decode dequantises the transferred FP4 KV with scales nobody sent (requests finish corrupted; see docs/sglang-pd.md §29)\n";
+        s += &format!("  raised by: {}\n", pr.raised.as_deref().unwrap_or(""));
     } else {
         s += "outcome: INCOMPATIBLE — silent corruption: no error is raised, but the writes land on bytes the request does not own (requests finish corrupted; see docs/sglang-pd.md §4)\n";
     }

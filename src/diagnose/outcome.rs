@@ -53,7 +53,27 @@ pub struct LayoutFacts {
     pub state_item_lens: Vec<u64>,
     /// Whether per-tensor dims are published (sliced state transfer possible).
     pub state_dims: bool,
+    /// FP4 KV only: the scale regions the pool allocates and does not register
+    /// (docs/sglang-pd.md §29); absent (0) otherwise.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub kv_scale_regions_unregistered: usize,
 }
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The fix for a pair corrupted by FP4 scales that no transfer sends (docs/sglang-pd.md §29).
+pub const FP4_FIX: &str = "--kv-cache-dtype fp8_e4m3 on both sides (sglang's FP8 pools register the whole KV, one byte an element with no scales apart; 16/9 the bytes of FP4), or serve the FP4 KV cache colocated, where no PD transfer happens";
+
+/// Whether `pr` is the corruption of FP4 scales that no transfer sends, and nothing else.
+pub fn fp4_scales_only(pr: &Prediction) -> bool {
+    pr.outcome == "corrupted" && pr.raised.as_deref() == Some(FP4_SCALES_RAISED)
+}
+
+/// The sentence `raised` carries for a pair whose only fault is FP4 scales that no transfer
+/// sends (docs/sglang-pd.md §29).
+pub const FP4_SCALES_RAISED: &str = "nobody: no check fires; sglang's FP4 KV pools (MHATokenToKVPoolFP4, MLATokenToKVPoolFP4) register no scale buffer for PD (get_contiguous_buf_infos is the base class's), so the decode dequantises every transferred token with its own zero-filled, never-written scale buffers";
 
 impl LayoutFacts {
     /// The facts of one rank layout.
@@ -74,6 +94,7 @@ impl LayoutFacts {
             state_regions: st.len(),
             state_item_lens: dedup(st),
             state_dims: !l.state_dim_per_tensor().is_empty(),
+            kv_scale_regions_unregistered: l.kv_scale_regions.len(),
         }
     }
 
@@ -98,6 +119,12 @@ impl LayoutFacts {
             self.kv_regions,
             list(&self.kv_item_lens)
         );
+        if self.kv_scale_regions_unregistered > 0 {
+            s += &format!(
+                "; {} FP4 scale region(s) not registered",
+                self.kv_scale_regions_unregistered
+            );
+        }
         if self.state_regions > 0 {
             s += &format!(
                 "; state {} region(s) × {} B{}",
@@ -156,17 +183,18 @@ pub fn predict(plan: &PairPlan) -> Prediction {
     if let Some(e) = plan.last_chunk_error() {
         return failed(e, "after the last chunk's KV was sent");
     }
-    let (outcome, err) = if plan.is_exact() {
-        ("completed", None)
+    let (outcome, err, registered_clean) = if plan.is_exact() {
+        ("completed", None, true)
     } else {
         probe(plan)
     };
     // `--disaggregation-enable-kv-checksum` (sglang PR #39500, `sglang::checksum`): a request
     // whose landed bytes are not its own, or a pair whose sides digest different item
-    // lengths, aborts on decode before its first token instead of finishing.
+    // lengths, aborts on decode before its first token instead of finishing. It digests the
+    // registered pages: FP4 scales nobody sent pass it (docs/sglang-pd.md §29).
     if let Some(c) = plan.kv_checksum()
         && err.is_none()
-        && (outcome == "corrupted" || !c.comparable)
+        && ((outcome == "corrupted" && !registered_clean) || !c.comparable)
     {
         return Prediction {
             compatible: false,
@@ -191,7 +219,12 @@ pub fn predict(plan: &PairPlan) -> Prediction {
             kind: None,
             message: None,
             raised: (outcome == "corrupted").then(|| {
-                "nobody: no check fires; the writes land on bytes the request does not own".into()
+                if registered_clean && facts.1.kv_scale_regions_unregistered > 0 {
+                    FP4_SCALES_RAISED.into()
+                } else {
+                    "nobody: no check fires; the writes land on bytes the request does not own"
+                        .into()
+                }
             }),
             send_path: plan.send_path(),
             prefill_layout: facts.0,
@@ -202,8 +235,9 @@ pub fn predict(plan: &PairPlan) -> Prediction {
 
 /// Two requests on a small decode memory, each sending a two-chunk transfer: an out-of-bounds
 /// write, or the first request's verdict (corrupted when its bytes are not its own or it
-/// clobbered its neighbour).
-fn probe(plan: &PairPlan) -> (&'static str, Option<PdError>) {
+/// clobbered its neighbour), and whether every registered byte landed as its owner's (false
+/// only when the corruption is more than an FP4 pool's unsent scales).
+fn probe(plan: &PairPlan) -> (&'static str, Option<PdError>, bool) {
     let cap = Capacity {
         // Room past the probe's units, as a real pool has: a write that lands beyond its own
         // unit (an unsliced copy into smaller slots) stays in bounds unless it would in any
@@ -219,11 +253,12 @@ fn probe(plan: &PairPlan) -> (&'static str, Option<PdError>) {
     let mut reqs = Vec::new();
     for r in 0..2u64 {
         let Some((pages, slot, aux)) = mem.alloc_fresh(RequestId(r + 1), 3, hybrid) else {
-            return ("completed", None);
+            return ("completed", None, true);
         };
         reqs.push((RequestId(r + 1), pages, slot, aux));
     }
     let _ = reg;
+    let mut registered_clean = true;
     let mut writes = Vec::new();
     for (id, pages, slot, aux) in &reqs {
         let src: Vec<u32> = (1..=pages.len() as u32)
@@ -243,19 +278,21 @@ fn probe(plan: &PairPlan) -> (&'static str, Option<PdError>) {
             plan.writes(&req, &mut writes);
             let out = mem.apply(plan, *id, &writes);
             if let Some(e) = out.error {
-                return ("failed", Some(e));
+                return ("failed", Some(e), false);
             }
         }
-        mem.landed(*id);
+        registered_clean &= mem.landed(*id);
     }
     let mut corrupted = false;
     for (id, ..) in &reqs {
         let rep = mem.release(*id, None);
         corrupted |= !matches!(rep.verdict, Verdict::Completed) || !rep.victims.is_empty();
+        // A neighbour hit after it landed is corrupted by a registered write.
+        registered_clean &= rep.corrupted_by.iter().all(|b| b == id);
     }
     if corrupted {
-        ("corrupted", None)
+        ("corrupted", None, registered_clean)
     } else {
-        ("completed", None)
+        ("completed", None, true)
     }
 }

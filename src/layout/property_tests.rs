@@ -59,7 +59,7 @@ struct Reference<'a> {
 
 fn fam(s: Space) -> u8 {
     match s {
-        Space::Kv => 0,
+        Space::Kv | Space::KvScale => 0,
         Space::State(_) => 1,
         Space::Aux(_) => 2,
     }
@@ -68,6 +68,7 @@ fn fam(s: Space) -> u8 {
 fn dst_cell(l: &RankLayout, s: Space, region_in_space: u32) -> &CellFormat {
     match s {
         Space::Kv => &l.kv_regions[region_in_space as usize].cell,
+        Space::KvScale => &l.kv_scale_regions[region_in_space as usize].cell,
         Space::State(g) => {
             let (first, _, _) = l.state_group_regions(g);
             &l.state_regions[(first + region_in_space) as usize].cell

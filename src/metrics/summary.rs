@@ -504,13 +504,16 @@ pub fn step_growth(sc: &Scenario, pool: &crate::config::Pool, u: &PoolUsage) -> 
     if batch < 1.0 {
         return None;
     }
-    let model = crate::compute::StepModel::new(
+    let mut model = crate::compute::StepModel::new(
         &sc.gpu,
         &pool.model,
         pool.server.attn_tp_size,
         pool.kv_dtype_bytes,
         sc.compute.clone(),
     );
+    if pool.kv_elem() == crate::spec::model::KvElem::Fp4 {
+        model = model.with_fp4_kv(&pool.model, pool.server.attn_tp_size);
+    }
     // Tokens the batch holds: the occupied share of the instance's KV pages.
     let pages = f64::from(crate::config::capacity::kv_pages(&sc.gpu, pool));
     let held = u.kv_occupancy.unwrap_or(0.0) * pages * f64::from(pool.server.tokens_per_page());

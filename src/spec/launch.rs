@@ -894,7 +894,11 @@ mod tests {
             ),
             ("--offload-mode disk", "--offload-mode \"disk\""),
             ("--cpu-offload-gb -3", "--cpu-offload-gb \"-3\""),
-            ("--kv-cache-dtype fp4_e2m1", "sglang's FP4 KV cache"),
+            ("--kv-cache-dtype nvfp4", "recipe-based FP4 KV cache"),
+            (
+                "--kv-cache-dtype fp4_mx_block16",
+                "fp4_e2m1 (MHATokenToKVPoolFP4",
+            ),
         ] {
             let e = parse_line(&format!("{base} {flags}"), "prefill")
                 .map(|_| ())
@@ -902,6 +906,9 @@ mod tests {
                 .to_string();
             assert!(e.contains(want), "{flags}: {e}");
         }
+        // sglang's FP4 KV cache of the version pdsim read is a flag it takes (docs/sglang-pd.md §29).
+        let fp4 = parse_line(&format!("{base} --kv-cache-dtype fp4_e2m1"), "prefill").unwrap();
+        assert_eq!(fp4.args.kv_cache_dtype, "fp4_e2m1");
         // sglang's default group size, -1, leaves V2 off: no conflict.
         assert!(
             parse_line(

@@ -7,6 +7,20 @@
 
 use serde::Serialize;
 
+/// Elements of one FP4 KV block sharing one `uint8` scale (`scale_block_size = 16` in
+/// sglang's `MHATokenToKVPoolFP4` / `MLATokenToKVPoolFP4`).
+pub const FP4_KV_SCALE_BLOCK: u64 = 16;
+
+/// How one KV element is stored, for the bytes a token takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvElem {
+    /// Whole bytes per element (BF16 2, FP8 1).
+    Bytes(u32),
+    /// sglang's FP4 KV pool: E2M1 nibbles, two a byte, and one `uint8` scale per
+    /// [`FP4_KV_SCALE_BLOCK`] elements — 4.5 bits an element.
+    Fp4,
+}
+
 /// How a layer with attention keeps its KV cache.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -310,6 +324,47 @@ impl ModelSpec {
         self.full_attention_layers().len() as u64
             * self.kv_elems_per_token_layer_rank(tp)
             * u64::from(dtype_bytes)
+    }
+
+    /// KV bytes per token held by one rank (all KV layers) stored as `elem`: whole bytes
+    /// ([`ModelSpec::kv_bytes_per_token_rank`]), or sglang's FP4 pool with its scales
+    /// ([`ModelSpec::kv_fp4_bytes_per_token_layer_rank`] a layer).
+    pub fn kv_token_bytes_rank(&self, tp: u32, elem: KvElem) -> u64 {
+        match elem {
+            KvElem::Bytes(b) => self.kv_bytes_per_token_rank(tp, b),
+            KvElem::Fp4 => {
+                self.full_attention_layers().len() as u64
+                    * self.kv_fp4_bytes_per_token_layer_rank(tp)
+            }
+        }
+    }
+
+    /// Bytes one rank's FP4 KV pool holds per token per layer, data and scales, as sglang
+    /// allocates them (`mem_cache/memory_pool.py`, stored sglang ids 71289913139, 54903128358):
+    /// `MHATokenToKVPoolFP4._create_buffers` gives K and V each `[n, head_dim // 2]` uint8
+    /// (two E2M1 elements a byte) and a scale row of `(n · head_dim) // 16` uint8, `n` the
+    /// rank's KV heads; `MLATokenToKVPoolFP4._create_buffers` the latent `[1, dim // 2]` and
+    /// `dim // 16` scale bytes, `dim = kv_lora_rank + qk_rope_head_dim`. The profiler sizes the
+    /// pool with the same bytes (`get_cell_size_per_token`: `cell_size // 2` plus the
+    /// `kv_scale_buffer` term). Llama-3.1-8B at TP 1: 2 × (8 · 64 + 8 · 128 / 16) = 1,152 B a
+    /// layer; DeepSeek-V3: 576 / 2 + 576 / 16 = 324 B.
+    pub fn kv_fp4_bytes_per_token_layer_rank(&self, tp: u32) -> u64 {
+        let row = |elems: u64| elems / 2 + elems / FP4_KV_SCALE_BLOCK;
+        match self.attention {
+            KvAttention::Mha {
+                head_dim,
+                v_head_dim,
+                ..
+            } => {
+                let n = u64::from(self.kv_heads_per_rank(tp));
+                row(n * u64::from(head_dim)) + row(n * u64::from(v_head_dim))
+            }
+            KvAttention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => row(u64::from(kv_lora_rank + qk_rope_head_dim)),
+        }
     }
 
     /// KV bytes per token across all `tp` ranks of an instance: for MHA

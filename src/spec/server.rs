@@ -171,20 +171,29 @@ impl Quantization {
 }
 
 /// KV dtype flag values sglang accepts, and what pdsim knows of them.
-pub const KV_CACHE_DTYPES: &[&str] = &["auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2"];
+pub const KV_CACHE_DTYPES: &[&str] = &[
+    "auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2", "fp4_e2m1",
+];
+
+/// Whether `--kv-cache-dtype v` selects sglang's FP4 KV pool (`fp4_e2m1`: "only mxfp4",
+/// "supported for CUDA 12.8+ and PyTorch 2.8.0+" in `server_args.py`'s help): each K, V (MHA,
+/// `MHATokenToKVPoolFP4`) or latent (MLA, `MLATokenToKVPoolFP4`) row stored as packed E2M1
+/// nibbles, two elements a byte, beside a `uint8` scale buffer of one byte per 16 elements
+/// (`mem_cache/memory_pool.py`, stored sglang ids 71289913139 and 54903128358; docs/sglang-pd.md §29).
+pub fn is_fp4_kv(v: &str) -> bool {
+    v == "fp4_e2m1"
+}
 
 /// Why a KV dtype sglang accepts is not one pdsim models, for the error that refuses it;
 /// `None` for values sglang does not know either.
 ///
-/// sglang's FP4 KV cache (`--kv-cache-dtype fp4_e2m1`, "only mxfp4", CUDA 12.8+ and PyTorch
-/// 2.8+; renamed `nvfp4` / `fp4_mx_block16` later) stores each token's K and V as packed E2M1
-/// nibbles plus one uint8 scale per 16 elements (`MHATokenToKVPoolFP4`, `MLATokenToKVPoolFP4`
-/// in `mem_cache/memory_pool.py`): 4.5 bits an element, which pdsim's whole-byte layouts
-/// cannot say, and those pools register only their packed data buffers for the PD transfer
-/// (`get_contiguous_buf_infos` is inherited), not the scales.
+/// Later sglang renamed its FP4 KV cache: `fp4_e2m1` raises "deprecated" there, and `nvfp4` /
+/// `fp4_mx_block16` pick a recipe (`KV_CACHE_QUANT_REGISTRY`: NVFP4's FP8 E4M3 block scales
+/// and a per-tensor global scale) whose buffers and PD registration pdsim has not read; the
+/// version pdsim models is `fp4_e2m1` (docs/sglang-pd.md §29).
 pub fn unmodelled_kv_dtype(v: &str) -> Option<&'static str> {
-    matches!(v, "fp4_e2m1" | "nvfp4" | "fp4_mx_block16").then_some(
-        "sglang's FP4 KV cache (E2M1 nibbles + one scale byte per 16 elements, 4.5 bits) is not modelled: pdsim's KV layouts are whole bytes per element, and sglang's FP4 pools register only their packed data, not the scales, for PD transfers; use fp8_e4m3",
+    matches!(v, "nvfp4" | "fp4_mx_block16").then_some(
+        "later sglang's recipe-based FP4 KV cache (KV_CACHE_QUANT_REGISTRY: nvfp4, fp4_mx_block16) is not modelled: pdsim has not read its pools' buffers and PD registration; fp4_e2m1 (MHATokenToKVPoolFP4 / MLATokenToKVPoolFP4) is, or use fp8_e4m3",
     )
 }
 
@@ -241,11 +250,15 @@ impl ServerArgs {
 
     /// Bytes per KV element for this flag on a model whose activations are `activation_bytes`
     /// wide: `auto` follows the model; fp8 is stored as `uint8` (1 byte). `None` for an unknown flag.
+    /// FP4 ([`is_fp4_kv`]) gives 1, the FP8 width the step model's kernel tables are read at
+    /// (the measured tables have no FP4-KV attention); its true bytes, 9/16 of FP8's with the
+    /// scales, come from [`crate::spec::ModelSpec::kv_token_bytes_rank`] with
+    /// [`crate::spec::model::KvElem::Fp4`].
     pub fn kv_dtype_bytes(&self, activation_bytes: u32) -> Option<u32> {
         match self.kv_cache_dtype.as_str() {
             "auto" => Some(activation_bytes),
             "bf16" | "bfloat16" => Some(2),
-            "fp8_e4m3" | "fp8_e5m2" => Some(1),
+            "fp8_e4m3" | "fp8_e5m2" | "fp4_e2m1" => Some(1),
             _ => None,
         }
     }

@@ -489,9 +489,31 @@ fn deployment_keys_name_themselves_and_what_is_valid() {
         ),
         (
             nvl,
+            vec![format!("{p}.kv_cache_dtype=\"nvfp4\"")],
+            format!("{p}.kv_cache_dtype"),
+            "recipe-based FP4 KV cache (KV_CACHE_QUANT_REGISTRY",
+        ),
+        // sglang's FP4 KV cache where pdsim does not model it (docs/sglang-pd.md §29).
+        (
+            quick,
+            vec![
+                "hardware.gpu=\"mi300x\"".into(),
+                format!("{p}.kv_cache_dtype=\"fp4_e2m1\""),
+            ],
+            format!("{p}.kv_cache_dtype"),
+            "CUDA 12.8+ and PyTorch 2.8.0+ (server_args.py), and mi300x is a ROCm GPU",
+        ),
+        (
+            "scenarios/guards/mamba-state-dtype-silent.toml",
             vec![format!("{p}.kv_cache_dtype=\"fp4_e2m1\"")],
             format!("{p}.kv_cache_dtype"),
-            "FP4 KV cache (E2M1 nibbles + one scale byte per 16 elements",
+            "has mamba or sliding-window layers",
+        ),
+        (
+            "scenarios/production/speculative-decoding.toml",
+            vec![format!("{p}.kv_cache_dtype=\"fp4_e2m1\"")],
+            format!("{p}.kv_cache_dtype"),
+            "not with speculative decoding",
         ),
         (
             quick,

@@ -15,6 +15,7 @@ mod dcp;
 mod decode_radix;
 mod deployments;
 mod dp_dispatch;
+mod fp4_kv;
 mod fragmentation;
 mod gpu_presets;
 mod guards;

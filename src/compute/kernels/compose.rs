@@ -1019,6 +1019,27 @@ impl KernelStep {
             + self.swa_decode.eval(f64::from(b))
     }
 
+    /// This forward on sglang's FP4 KV cache (`--kv-cache-dtype fp4_e2m1`), composed from the
+    /// FP8 tables (the measured tables have no FP4-KV attention): the decode attention, which
+    /// streams the KV, is the FP8 grid's time × `ratio`, FP4's bytes a token (data and scales)
+    /// over FP8's — 9/16 on every model pdsim knows. Under sglang's MLA module tables the grid
+    /// is the whole generation module, whose projections do not shrink with the KV: kept at
+    /// FP8's time. Prefill attention, FLOP-bound, keeps FP8's. Either way a fallback line says
+    /// so.
+    pub fn with_fp4_kv(mut self, ratio: f64) -> Self {
+        if self.mla_module_prefill.is_some() {
+            self.fallbacks.push(
+                "decode attention on the FP4 KV cache (--kv-cache-dtype fp4_e2m1): no FP4-KV table; the FP8 generation module's time, unscaled (its projections do not shrink with the KV)".into(),
+            );
+        } else {
+            self.decode_attn = scale_grid(self.decode_attn, ratio);
+            self.fallbacks.push(format!(
+                "decode attention on the FP4 KV cache (--kv-cache-dtype fp4_e2m1): no FP4-KV table; the FP8 table's time × {ratio:.4} (FP4's bytes a token, scales included, over FP8's); prefill attention at FP8's"
+            ));
+        }
+        self
+    }
+
     /// [`KernelStep::decode_attention`] evaluated at total context `ctx`, seconds.
     pub fn decode_attention_s(&self, b: u32, ctx: f64) -> f64 {
         let (floor, a, beta) = self.decode_attention(b);

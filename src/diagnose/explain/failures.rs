@@ -6,7 +6,7 @@ use super::read::Run;
 use super::shards::{dead_shards, knock_on};
 use super::{Block, Section, instances, plan};
 use crate::diagnose::kinds;
-use crate::diagnose::outcome::{LayoutFacts, predict};
+use crate::diagnose::outcome::{FP4_FIX, LayoutFacts, fp4_scales_only, predict};
 use crate::layout::PairPlan;
 use crate::scenario::Scenario;
 use crate::vocab::ErrorKind;
@@ -244,26 +244,53 @@ pub(super) fn faults_line(faults: &[crate::scenario::file::FaultSection]) -> Opt
     )
 }
 
+/// What happens to an FP4 KV pair, with sglang's classes and functions (docs/sglang-pd.md §29).
+const FP4_WHY: &str = "Why: --kv-cache-dtype fp4_e2m1 gives both sides sglang's FP4 KV pool (MHATokenToKVPoolFP4, or MLATokenToKVPoolFP4 for MLA, in mem_cache/memory_pool.py): packed E2M1 nibbles in k_buffer / v_buffer (kv_buffer for MLA) and one uint8 scale per 16 elements in k_scale_buffer / v_scale_buffer (kv_scale_buffer), both zero-filled at start (torch.zeros). The PD transfer registers what get_contiguous_buf_infos returns, and the FP4 pools inherit it from MLATokenToKVPool (the data buffers only) or MHATokenToKVPool (whose layers go through the FP4 pool's dequantising _get_key_buffer / _get_value_buffer: temporaries made at start-up): never the scale buffers. So the prefill's scales never arrive; the decode's set_kv_buffer writes scales only for the tokens it computes itself, and _get_key_buffer / _get_value_buffer (KVFP4QuantizeUtil.batched_dequantize) dequantise the transferred prompt with never-written zero scales: the answer is wrong and nothing says so. Colocated FP4 serving, where the same server writes and reads both buffers, is unaffected.";
+
 /// The requests corrupted in silence (only when there were any): the pool pairs that wrote
 /// them, what a guarded sglang does with each pair instead, the fix, and the first victims.
 pub(super) fn corruption_section(run: &Run) -> Option<Section> {
     if run.corrupted_total == 0 {
         return None;
     }
-    let mut blocks = vec![Block::Para(format!(
-        "{} request(s) finished with no error but decoded from bytes that were not their own. No check fired: the writes landed, in bounds, on pages or slots another request owns. {} of them name a culprit or victims.",
-        run.corrupted_total, run.corrupted_named
-    ))];
+    let mut blocks = Vec::new();
+    let mut pairs = std::collections::BTreeSet::new();
     if let Some(sc) = &run.sc {
         let names = instances(sc);
-        let mut pairs = std::collections::BTreeSet::new();
         for (&(p, d), c) in &run.per_pair {
             if c.corrupted > 0 {
                 pairs.insert((names[p as usize].0, names[d as usize].0));
             }
         }
+    }
+    // docs/sglang-pd.md §29: a pair whose only fault is the FP4 scales no transfer sends.
+    let fp4 = |p: usize, d: usize| {
+        run.sc
+            .as_ref()
+            .and_then(|sc| plan(sc, p, d))
+            .is_some_and(|pl| fp4_scales_only(&predict(pl)))
+    };
+    blocks.push(Block::Para(
+        if !pairs.is_empty() && pairs.iter().all(|&(p, d)| fp4(p, d)) {
+            format!(
+                "{} request(s) finished with no error but decoded from KV dequantised with scales nobody sent. No check fired: every byte the transfer wrote was the request's own, in bounds, but sglang's FP4 KV pool keeps its scales in buffers PD does not register. {} of them name their own transfer as the culprit.",
+                run.corrupted_total, run.corrupted_named
+            )
+        } else {
+            format!(
+                "{} request(s) finished with no error but decoded from bytes that were not their own. No check fired: the writes landed, in bounds, on pages or slots another request owns. {} of them name a culprit or victims.",
+                run.corrupted_total, run.corrupted_named
+            )
+        },
+    ));
+    if let Some(sc) = &run.sc {
         for (p, d) in pairs {
             blocks.extend(pair_blocks(sc, p, d));
+            if fp4(p, d) {
+                blocks.push(Block::Para(FP4_WHY.into()));
+                blocks.push(Block::Para(format!("Fix: {FP4_FIX}.")));
+                continue;
+            }
             if let Some(pl) = plan(sc, p, d) {
                 blocks.push(Block::Para(format!(
                     "What a guarded sglang does with this pair instead: {}.",

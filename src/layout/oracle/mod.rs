@@ -130,7 +130,7 @@ enum Family {
 
 fn family(s: Space) -> Family {
     match s {
-        Space::Kv => Family::Page,
+        Space::Kv | Space::KvScale => Family::Page,
         Space::State(_) => Family::Slot,
         Space::Aux(_) => Family::Aux,
     }
@@ -200,6 +200,8 @@ impl DecodeMemory {
     fn spaces_of(&self, rank: usize, f: Family) -> Vec<Space> {
         let l = &self.layouts[rank];
         match f {
+            // FP4 pools' scale pages go with the KV pages (docs/sglang-pd.md §29).
+            Family::Page if !l.kv_scale_regions.is_empty() => vec![Space::Kv, Space::KvScale],
             Family::Page => vec![Space::Kv],
             Family::Slot => (0..l.state_groups()).map(Space::State).collect(),
             Family::Aux => (0..l.aux.len() as u32).map(Space::Aux).collect(),
@@ -225,6 +227,11 @@ impl DecodeMemory {
                     }
                 }
             }
+            Space::KvScale => SpaceGeom {
+                regions: l.kv_scale_regions.len() as u32,
+                rows: l.page_size,
+                row_len: l.kv_scale_regions[0].item_len / u64::from(l.page_size),
+            },
             Space::State(g) => {
                 let (_, count, item) = l.state_group_regions(g);
                 SpaceGeom {
@@ -390,7 +397,10 @@ impl DecodeMemory {
     }
 
     /// The decode polled Success for `req`: from now on it decodes from its units. Checks that
-    /// every byte of them holds its own content; returns whether it does.
+    /// every byte of them holds its own content; returns whether its registered bytes do (what
+    /// a digest of the registered pages sees, `sglang::checksum`). An FP4 pool's scale pages
+    /// (docs/sglang-pd.md §29), which no transfer writes, make it corrupted by its own transfer
+    /// without changing the return value.
     pub fn landed(&mut self, req: RequestId) -> bool {
         let Some(r) = self.reqs.get(&req) else {
             return false;
@@ -407,6 +417,7 @@ impl DecodeMemory {
         // Its own transfer is to blame when its own bytes sit at the wrong place in its unit,
         // or when part of a unit was written by nobody (its bytes went elsewhere).
         let mut own_fault = false;
+        let mut stale_scales = false;
         for (f, id) in units {
             let u = self.units(f)[id as usize];
             for rank in 0..self.layouts.len() {
@@ -417,6 +428,12 @@ impl DecodeMemory {
                 for s in self.spaces_of(rank, f) {
                     let g = self.geom(rank, s);
                     let full = u64::from(g.regions) * u64::from(g.rows) * g.row_len;
+                    if s == Space::KvScale {
+                        // No registered buffer holds them: the decode's own scale bytes, which
+                        // sglang's FP4 pool zero-fills and only a forward on this server writes.
+                        stale_scales |= full > 0;
+                        continue;
+                    }
                     let frags = self.frags[rank]
                         .get(&(s, id))
                         .map_or(&[][..], Vec::as_slice);
@@ -444,10 +461,10 @@ impl DecodeMemory {
         }
         let r = self.reqs.get_mut(&req).expect("checked above");
         r.landed = true;
-        if !whole {
+        if !whole || stale_scales {
             r.corrupted = true;
         }
-        if own_fault {
+        if own_fault || stale_scales {
             // Every corrupted request names a culprit, and every culprit its victims: a
             // request its own transfer failed names itself on both sides.
             by.insert(req);

@@ -23,6 +23,10 @@ pub enum KvDtype {
     Fp8E4m3,
     /// float8 e5m2, 1 byte.
     Fp8E5m2,
+    /// sglang's FP4 KV cache (`fp4_e2m1`): E2M1 nibbles, two a byte, in the registered K, V or
+    /// latent regions, and one `uint8` scale per 16 elements in scale buffers the pool
+    /// allocates but does not register (`RankLayout::kv_scale_regions`, docs/sglang-pd.md §29).
+    Fp4E2m1,
 }
 
 impl KvDtype {
@@ -33,18 +37,32 @@ impl KvDtype {
             "bf16" | "bfloat16" => Ok(Self::Bf16),
             "fp8_e4m3" => Ok(Self::Fp8E4m3),
             "fp8_e5m2" => Ok(Self::Fp8E5m2),
+            "fp4_e2m1" => Ok(Self::Fp4E2m1),
             _ => Err(LayoutError::UnknownKvDtype {
                 flag: flag.to_string(),
             }),
         }
     }
 
-    /// Bytes per element.
-    pub fn bytes(self) -> u32 {
+    /// Bits per stored element of the registered data (scales apart): 16, 8, or 4 for FP4.
+    pub fn bits(self) -> u32 {
         match self {
-            Self::Bf16 => 2,
-            Self::Fp8E4m3 | Self::Fp8E5m2 => 1,
+            Self::Bf16 => 16,
+            Self::Fp8E4m3 | Self::Fp8E5m2 => 8,
+            Self::Fp4E2m1 => 4,
         }
+    }
+
+    /// Bytes of `elems` stored elements of the registered data: `elems · bits / 8` (FP4 packs
+    /// two a byte; sglang's FP4 rows are `head_dim // 2` bytes, every dim pdsim knows even).
+    pub fn bytes_of(self, elems: u32) -> u32 {
+        elems * self.bits() / 8
+    }
+
+    /// Whole bytes per element: 0 for FP4, which packs two elements a byte (sizes go through
+    /// [`KvDtype::bytes_of`]).
+    pub fn bytes(self) -> u32 {
+        self.bits() / 8
     }
 
     /// Short name as printed in tables.
@@ -53,6 +71,7 @@ impl KvDtype {
             Self::Bf16 => "bf16",
             Self::Fp8E4m3 => "fp8_e4m3",
             Self::Fp8E5m2 => "fp8_e5m2",
+            Self::Fp4E2m1 => "fp4_e2m1",
         }
     }
 }
@@ -69,6 +88,13 @@ pub enum KvPart {
     Latent,
     /// All full-attention layers of one page (`--enable-unified-memory`, docs/sglang-pd.md §1.6).
     PageEnvelope,
+    /// FP4 only: the `uint8` scales of one layer's keys (`k_scale_buffer`), allocated, not
+    /// registered for PD transfer.
+    KScale,
+    /// FP4 only: the scales of one layer's values (`v_scale_buffer`).
+    VScale,
+    /// FP4 MLA only: the scales of one layer's latent (`kv_scale_buffer`).
+    LatentScale,
 }
 
 /// Which tensor of a mamba/GDN layer, or a whole unified slot envelope.

@@ -72,7 +72,6 @@ pub(super) fn kv_regions(
     (h_r, first_head): (u32, u32),
     unified: bool,
 ) -> Vec<KvRegion> {
-    let b = dtype.bytes();
     let ps64 = u64::from(ps);
     // Sliding-window layers are not in the full-attention pool (they are the SWA state).
     let layers = &model.full_attention_layers();
@@ -80,7 +79,7 @@ pub(super) fn kv_regions(
     let kv_block = |layer: u32, part: KvPart| -> Block {
         match model.attention {
             KvAttention::Mha { head_dim, .. } => {
-                let head_bytes = head_dim * b;
+                let head_bytes = dtype.bytes_of(head_dim);
                 Block {
                     stream: Stream::Kv {
                         layer,
@@ -99,7 +98,7 @@ pub(super) fn kv_regions(
                 qk_rope_head_dim,
                 ..
             } => {
-                let row_bytes = (kv_lora_rank + qk_rope_head_dim) * b;
+                let row_bytes = dtype.bytes_of(kv_lora_rank + qk_rope_head_dim);
                 Block {
                     stream: Stream::Latent {
                         layer,
@@ -154,4 +153,68 @@ pub(super) fn kv_regions(
     };
     debug_assert!(kv_regions.iter().all(|r| r.item_len % ps64 == 0));
     kv_regions
+}
+
+/// docs/sglang-pd.md §29: the scale buffers of sglang's FP4 KV pools, in allocation order — MHA
+/// every layer's `k_scale_buffer`, then every `v_scale_buffer` (`[m, (n · head_dim) // 16]`
+/// uint8, `n` the rank's KV heads); MLA every `kv_scale_buffer` (`[m, dim // 16]`). One page of
+/// a region is `ps` rows of those bytes. Empty for every other dtype. `get_contiguous_buf_infos`
+/// is the base classes' (`MLATokenToKVPool`: the data buffers only; `MHATokenToKVPool`: each
+/// layer through the FP4 pool's dequantising `_get_key_buffer`, docs/sglang-pd.md §29.2), so
+/// these are allocated, counted in the pool's size, and never registered for PD transfer;
+/// pdsim registers the packed data, as the MLA pool does.
+pub(super) fn kv_scale_regions(
+    model: &ModelSpec,
+    dtype: KvDtype,
+    ps: u32,
+    (h_r, first_head): (u32, u32),
+) -> Vec<KvRegion> {
+    if dtype != KvDtype::Fp4E2m1 {
+        return Vec::new();
+    }
+    let block = crate::spec::model::FP4_KV_SCALE_BLOCK as u32;
+    let (parts, head_bytes, heads): (&[KvPart], u32, u32) = match model.attention {
+        // One scale byte per 16 elements of a head row: `head_dim // 16` a head (pdsim's
+        // presets have head dims that are multiples of 16, so the row splits by head).
+        KvAttention::Mha { head_dim, .. } => {
+            (&[KvPart::KScale, KvPart::VScale], head_dim / block, h_r)
+        }
+        KvAttention::Mla {
+            kv_lora_rank,
+            qk_rope_head_dim,
+            ..
+        } => (
+            &[KvPart::LatentScale],
+            (kv_lora_rank + qk_rope_head_dim) / block,
+            1,
+        ),
+    };
+    let first = if model.is_mla() { 0 } else { first_head };
+    let layers = model.full_attention_layers();
+    parts
+        .iter()
+        .flat_map(|&p| layers.iter().map(move |&l| (l, p)))
+        .map(|(layer, part)| {
+            let cell = CellFormat {
+                blocks: vec![Block {
+                    stream: Stream::Kv {
+                        layer,
+                        part,
+                        dtype,
+                        head_bytes,
+                    },
+                    rows: ps,
+                    row_bytes: u64::from(heads) * u64::from(head_bytes),
+                    token_rows: true,
+                    first_col: u64::from(first) * u64::from(head_bytes),
+                }],
+            };
+            KvRegion {
+                part,
+                layer: Some(layer),
+                item_len: cell.len(),
+                cell,
+            }
+        })
+        .collect()
 }

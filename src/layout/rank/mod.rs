@@ -67,6 +67,10 @@ pub struct RankLayout {
     pub first_kv_head: u32,
     /// KV regions in registration order (MHA: all K layers then all V layers).
     pub kv_regions: Vec<KvRegion>,
+    /// FP4 only (`--kv-cache-dtype fp4_e2m1`): the pool's scale buffers, allocated beside the
+    /// KV regions and **not registered** for PD transfer (docs/sglang-pd.md §29), so a decode
+    /// dequantises transferred KV with scales nobody wrote. Empty for every other dtype.
+    pub kv_scale_regions: Vec<KvRegion>,
     /// `kv_layer_ids` as published (`get_transfer_kv_layer_ids`, docs/sglang-pd.md §1.1): a non-unified hybrid
     /// pool (`HybridLinearKVPool`, the SWA pool) publishes the global layer id of each KV
     /// region (every K then every V); plain MHA/MLA pools publish none, and the unified pool's
@@ -109,11 +113,20 @@ impl RankLayout {
             });
         }
         let dtype = KvDtype::resolve(&server.kv_cache_dtype, model.activation_bytes)?;
+        if dtype == KvDtype::Fp4E2m1 && (hybrid || server.speculative.is_some()) {
+            // sglang's hybrid pools build the plain MHA/MLA classes, never the FP4 ones; the
+            // draft's FP4 pool pdsim has not read (docs/sglang-pd.md §29).
+            return Err(LayoutError::Unsupported {
+                model: model.name.clone(),
+                what: "sglang's FP4 KV cache (fp4_e2m1) with mamba or sliding-window layers or a speculative draft: only MHATokenToKVPoolFP4 and MLATokenToKVPoolFP4 on their own",
+            });
+        }
 
         // docs/sglang-pd.md §1.2: heads per rank and which global heads this rank holds.
         let (total_heads, h_r, first_head) = kv::kv_heads(model, tp, rank)?;
         let unified = server.enable_unified_memory;
         let mut kv_regions = kv::kv_regions(model, dtype, ps, (h_r, first_head), unified);
+        let kv_scale_regions = kv::kv_scale_regions(model, dtype, ps, (h_r, first_head));
         // docs/sglang-pd.md §19.4: with speculative decoding the draft's KV pool is registered
         // after the target's, at the same page indices (`kv_data_ptrs += draft_kv_data_ptrs`,
         // `PrefillBootstrapQueue._init_kv_manager`; "The indices are always shared with a
@@ -157,6 +170,7 @@ impl RankLayout {
                 Vec::new()
             },
             kv_regions,
+            kv_scale_regions,
             state_regions,
             swa: model.is_swa(),
             conv_shard_groups,
@@ -191,6 +205,8 @@ impl RankLayout {
         let (start, end) =
             crate::spec::server::pp_indices(model.num_layers, pp_rank, server.pp_size);
         l.kv_regions
+            .retain(|r| r.layer.is_some_and(|id| (start..end).contains(&id)));
+        l.kv_scale_regions
             .retain(|r| r.layer.is_some_and(|id| (start..end).contains(&id)));
         l.kv_layer_ids.retain(|id| (start..end).contains(id));
         l.pp_rank = pp_rank;

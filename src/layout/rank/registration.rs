@@ -33,6 +33,10 @@ pub enum Space {
     State(u32),
     /// Rows of one aux buffer.
     Aux(u32),
+    /// FP4 KV only: the pages of the scale buffers (`RankLayout::kv_scale_regions`). They are
+    /// no registered buffer's — nothing is ever written to them by a transfer — but they are
+    /// part of every page a request decodes from, so the oracle checks them at landing.
+    KvScale,
 }
 
 /// A unit family laid out inside a registered buffer: unit `u` of `region` (an index within its

@@ -53,6 +53,9 @@ pub struct RegionGroup {
 
 fn kv_dims(l: &RankLayout, r: &KvRegion) -> Vec<Dim> {
     let ps = u64::from(l.page_size);
+    if l.kv_dtype == KvDtype::Fp4E2m1 {
+        return fp4_dims(l, r);
+    }
     let b = u64::from(l.kv_dtype.bytes());
     match r.cell.blocks.as_slice() {
         [blk] => match blk.stream {
@@ -64,6 +67,30 @@ fn kv_dims(l: &RankLayout, r: &KvRegion) -> Vec<Dim> {
             ]),
             _ => dims(&[("tokens", ps), ("latent", blk.row_bytes / b), ("bytes", b)]),
         },
+        _ => dims(&[("tokens", ps), ("entry_bytes", r.item_len / ps)]),
+    }
+}
+
+/// An FP4 region's dims: packed E2M1 bytes (two elements each) or scale bytes (one per 16
+/// elements) per head, or per latent row.
+fn fp4_dims(l: &RankLayout, r: &KvRegion) -> Vec<Dim> {
+    let ps = u64::from(l.page_size);
+    let unit = match r.part {
+        KvPart::KScale | KvPart::VScale | KvPart::LatentScale => "scale_bytes",
+        _ => "e2m1_pair_bytes",
+    };
+    match r.cell.blocks.as_slice() {
+        [blk] if !l.mla => {
+            let Stream::Kv { head_bytes, .. } = blk.stream else {
+                return dims(&[("tokens", ps), ("entry_bytes", r.item_len / ps)]);
+            };
+            dims(&[
+                ("tokens", ps),
+                ("heads", u64::from(l.kv_heads_per_rank)),
+                (unit, u64::from(head_bytes)),
+            ])
+        }
+        [blk] => dims(&[("tokens", ps), (unit, blk.row_bytes)]),
         _ => dims(&[("tokens", ps), ("entry_bytes", r.item_len / ps)]),
     }
 }
@@ -129,6 +156,15 @@ impl RankLayout {
         )
     }
 
+    /// FP4 scale regions grouped for display (empty for other dtypes).
+    pub fn kv_scale_groups(&self) -> Vec<RegionGroup> {
+        group_regions(
+            self.kv_scale_regions
+                .iter()
+                .map(|r| (snake(&r.part), r.layer, r.item_len, kv_dims(self, r), None)),
+        )
+    }
+
     /// State regions grouped for display.
     pub fn state_groups_display(&self) -> Vec<RegionGroup> {
         group_regions(self.state_regions.iter().map(|r| {
@@ -149,6 +185,12 @@ struct RegionsView<'a> {
     order: &'static str,
     layer_ids_published: &'a [u32],
     item_lens_distinct: Vec<u64>,
+    groups: Vec<RegionGroup>,
+}
+
+#[derive(Serialize)]
+struct ScaleView {
+    count: usize,
     groups: Vec<RegionGroup>,
 }
 
@@ -175,7 +217,12 @@ struct RankLayoutView<'a> {
     page_size: u32,
     kv_cache_dtype: &'a str,
     kv_dtype: KvDtype,
-    kv_dtype_bytes: u32,
+    /// Whole bytes an element; absent for FP4, whose elements are `kv_dtype_bits` wide.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kv_dtype_bytes: Option<u32>,
+    /// FP4 only: bits of one stored element of the registered data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kv_dtype_bits: Option<u32>,
     unified: bool,
     mla: bool,
     hybrid: bool,
@@ -185,6 +232,9 @@ struct RankLayoutView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pipeline: Option<PipelineView>,
     kv: RegionsView<'a>,
+    /// FP4 only: the scale buffers, allocated and not registered (docs/sglang-pd.md §29).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kv_scale_unregistered: Option<ScaleView>,
     state: StateView,
     aux: &'a [AuxRegion],
 }
@@ -215,7 +265,8 @@ impl Serialize for RankLayout {
             page_size: self.page_size,
             kv_cache_dtype: &self.kv_cache_dtype,
             kv_dtype: self.kv_dtype,
-            kv_dtype_bytes: self.kv_dtype.bytes(),
+            kv_dtype_bytes: (self.kv_dtype != KvDtype::Fp4E2m1).then(|| self.kv_dtype.bytes()),
+            kv_dtype_bits: (self.kv_dtype == KvDtype::Fp4E2m1).then(|| self.kv_dtype.bits()),
             unified: self.unified,
             mla: self.mla,
             hybrid: self.hybrid,
@@ -234,6 +285,10 @@ impl Serialize for RankLayout {
                 item_lens_distinct: distinct,
                 groups: self.kv_groups(),
             },
+            kv_scale_unregistered: (!self.kv_scale_regions.is_empty()).then(|| ScaleView {
+                count: self.kv_scale_regions.len(),
+                groups: self.kv_scale_groups(),
+            }),
             state: StateView {
                 count: self.state_regions.len(),
                 conv_shard_groups: self.conv_shard_groups.clone(),
@@ -284,16 +339,20 @@ fn dims_text(dims: &[Dim]) -> String {
 /// The human table of `pdsim layout`: what one rank registers.
 pub fn render_table(l: &RankLayout) -> String {
     let mut s = String::new();
+    let width = if l.kv_dtype == KvDtype::Fp4E2m1 {
+        "4 bits, 2 a byte, + 1 scale byte per 16 elements".to_string()
+    } else {
+        format!("{} B", l.kv_dtype.bytes())
+    };
     let _ = writeln!(
         s,
-        "{}: attention TP {} (rank {}), page size {} tokens, --kv-cache-dtype {} ({}, {} B), unified memory {}",
+        "{}: attention TP {} (rank {}), page size {} tokens, --kv-cache-dtype {} ({}, {width}), unified memory {}",
         l.model,
         l.attn_tp_size,
         l.rank,
         l.page_size,
         l.kv_cache_dtype,
         l.kv_dtype.name(),
-        l.kv_dtype.bytes(),
         if l.unified { "on" } else { "off" }
     );
     if l.pp_size > 1 {
@@ -370,6 +429,14 @@ pub fn render_table(l: &RankLayout) -> String {
         }
     };
     table(&mut s, &l.kv_groups());
+    if !l.kv_scale_regions.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nKV scale regions (FP4): {}, allocated beside the KV and NOT registered for PD transfer (get_contiguous_buf_infos never returns them): a decode dequantises transferred KV with scales nobody sent",
+            l.kv_scale_regions.len()
+        );
+        table(&mut s, &l.kv_scale_groups());
+    }
     if l.state_regions.is_empty() {
         let _ = writeln!(s, "\nState regions: none");
     } else {

@@ -149,7 +149,7 @@ fn host_pool(
     let k = |f: &str| format!("{key}.server.{f}");
     let per_rank = pool
         .model
-        .kv_bytes_per_token_rank(pool.server.attn_tp_size, pool.kv_dtype_bytes)
+        .kv_token_bytes_rank(pool.server.attn_tp_size, pool.kv_elem())
         .max(1);
     let size_gb = s.hicache_size.unwrap_or(0.0);
     if !(size_gb.is_finite() && (0.0..=1e6).contains(&size_gb)) {

@@ -195,6 +195,9 @@ fn pool(
                 },
             )
         })?;
+    if server::is_fp4_kv(&server.kv_cache_dtype) {
+        fp4_kv_check(c, p, key, (&model, &server), gpu)?;
+    }
     let offload = super::offload::offload(c, p, key, (&model, &server, &parallel), gpu)?;
     check_weights_fit(c, key, (&model, &server, &parallel), offload.as_ref(), gpu)?;
     let layouts = crate::layout::RankLayout::all_ranks(&model, &server)
@@ -540,4 +543,56 @@ fn step_times(
         })
         .and_then(|text| parse_profile(&path, &text))
         .map_err(|e| c.err(&format!("{key}.step_times"), e.to_string()))
+}
+
+/// `--kv-cache-dtype fp4_e2m1` where pdsim models it (docs/sglang-pd.md §29): sglang documents
+/// it for "CUDA 12.8+ and PyTorch 2.8.0+" (`server_args.py`, the flag's help), so a ROCm GPU
+/// (the MI300X) is refused; and only on the plain pools whose FP4 classes pdsim read
+/// (`MHATokenToKVPoolFP4`, `MLATokenToKVPoolFP4`). Hybrid models are refused (sglang's
+/// `HybridLinearKVPool` builds the plain `MHATokenToKVPool` / `MLATokenToKVPool`, never the
+/// FP4 ones), and so are the features whose FP4 buffers pdsim has not read: the speculative
+/// draft's pool, pipeline stages, decode context parallelism and HiCache's host pool.
+fn fp4_kv_check(
+    c: &Checker,
+    p: &file::PoolSection,
+    key: &str,
+    (model, server): (&crate::spec::ModelSpec, &ServerArgs),
+    gpu: &GpuSpec,
+) -> Result<(), ScenarioError> {
+    let k = format!("{key}.server.kv_cache_dtype");
+    let refuse = |why: String| {
+        Err(c.err(
+            &k,
+            format!("\"fp4_e2m1\": {why}; valid here: auto, bf16, bfloat16, fp8_e4m3, fp8_e5m2"),
+        ))
+    };
+    if gpu.name == "mi300x" {
+        return refuse(format!(
+            "sglang's FP4 KV cache is documented for CUDA 12.8+ and PyTorch 2.8.0+ (server_args.py), and {} is a ROCm GPU",
+            gpu.name
+        ));
+    }
+    if model.is_hybrid() {
+        return refuse(format!(
+            "model {} has mamba or sliding-window layers, whose pool (HybridLinearKVPool, SWAKVPool) builds the plain MHATokenToKVPool / MLATokenToKVPool, not the FP4 classes pdsim models",
+            model.name
+        ));
+    }
+    let unmodelled = if server.speculative.is_some() {
+        Some("speculative decoding (the draft's KV pool)")
+    } else if server.pp_size > 1 {
+        Some("--pp-size > 1")
+    } else if server.dcp_size > 1 {
+        Some("--dcp-size > 1")
+    } else if p.server.enable_hierarchical_cache || p.server.hicache_size.is_some() {
+        Some("HiCache (its host pool)")
+    } else {
+        None
+    };
+    match unmodelled {
+        Some(what) => refuse(format!(
+            "pdsim models sglang's FP4 KV pools (MHATokenToKVPoolFP4, MLATokenToKVPoolFP4) on their own, not with {what}, whose FP4 buffers it has not read"
+        )),
+        None => Ok(()),
+    }
 }

@@ -370,7 +370,8 @@ pub(super) fn every_shape() -> Vec<StepModel> {
                         enable_two_batch_overlap: fp8,
                         ..Parallel::default()
                     };
-                    let net = crate::compute::moe::A2aNetwork {
+                    // Nodes of 8 GPUs, 400 Gb/s a GPU.
+                    let net = || crate::compute::moe::A2aNetwork {
                         gpus_per_node: 8,
                         nic_bytes_per_s_per_gpu: 50e9,
                         nvlink_one_way_bytes_per_s: gpu.nvlink_bytes_per_s / 2.0,
@@ -378,7 +379,7 @@ pub(super) fn every_shape() -> Vec<StepModel> {
                     };
                     let peak = StepModel::peak_flops_for(&gpu, &model);
                     if let Some(m) =
-                        crate::compute::moe::ExpertCost::new(&gpu, &model, 16, &par, net, peak)
+                        crate::compute::moe::ExpertCost::new(&gpu, &model, 16, &par, net(), peak)
                     {
                         let mut m = StepModel::with_parallel(
                             &gpu,
@@ -400,14 +401,8 @@ pub(super) fn every_shape() -> Vec<StepModel> {
                         ep_size: 8,
                         ..Parallel::default()
                     };
-                    let net = crate::compute::moe::A2aNetwork {
-                        gpus_per_node: 8,
-                        nic_bytes_per_s_per_gpu: 50e9,
-                        nvlink_one_way_bytes_per_s: gpu.nvlink_bytes_per_s / 2.0,
-                        nic_efficiency: 1.0,
-                    };
                     if let Some(m) =
-                        crate::compute::moe::ExpertCost::new(&gpu, &model, 8, &par, net, peak)
+                        crate::compute::moe::ExpertCost::new(&gpu, &model, 8, &par, net(), peak)
                     {
                         out.push(StepModel::with_parallel(
                             &gpu,

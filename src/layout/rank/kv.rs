@@ -63,6 +63,31 @@ pub(super) fn kv_heads(
     })
 }
 
+/// One page of one layer's `part` as token rows of `heads` head slices of `head_bytes` each,
+/// starting at global head `first` (the rank's columns of the full row): a KV buffer of an MHA
+/// pool, or an FP4 pool's scale buffer.
+fn head_rows_block(
+    layer: u32,
+    part: KvPart,
+    dtype: KvDtype,
+    head_bytes: u32,
+    ps: u32,
+    (heads, first): (u32, u32),
+) -> Block {
+    Block {
+        stream: Stream::Kv {
+            layer,
+            part,
+            dtype,
+            head_bytes,
+        },
+        rows: ps,
+        row_bytes: u64::from(heads) * u64::from(head_bytes),
+        token_rows: true,
+        first_col: u64::from(first) * u64::from(head_bytes),
+    }
+}
+
 /// docs/sglang-pd.md §1.3 / §1.6: the KV regions in registration order, for a rank holding `h_r` KV heads from
 /// global head `first_head` on, with pages of `ps` tokens.
 pub(super) fn kv_regions(
@@ -78,21 +103,14 @@ pub(super) fn kv_regions(
     // Per-layer KV blocks (one page of one layer), docs/sglang-pd.md §1.3.
     let kv_block = |layer: u32, part: KvPart| -> Block {
         match model.attention {
-            KvAttention::Mha { head_dim, .. } => {
-                let head_bytes = dtype.bytes_of(head_dim);
-                Block {
-                    stream: Stream::Kv {
-                        layer,
-                        part,
-                        dtype,
-                        head_bytes,
-                    },
-                    rows: ps,
-                    row_bytes: u64::from(h_r) * u64::from(head_bytes),
-                    token_rows: true,
-                    first_col: u64::from(first_head) * u64::from(head_bytes),
-                }
-            }
+            KvAttention::Mha { head_dim, .. } => head_rows_block(
+                layer,
+                part,
+                dtype,
+                dtype.bytes_of(head_dim),
+                ps,
+                (h_r, first_head),
+            ),
             KvAttention::Mla {
                 kv_lora_rank,
                 qk_rope_head_dim,
@@ -196,18 +214,14 @@ pub(super) fn kv_scale_regions(
         .flat_map(|&p| layers.iter().map(move |&l| (l, p)))
         .map(|(layer, part)| {
             let cell = CellFormat {
-                blocks: vec![Block {
-                    stream: Stream::Kv {
-                        layer,
-                        part,
-                        dtype,
-                        head_bytes,
-                    },
-                    rows: ps,
-                    row_bytes: u64::from(heads) * u64::from(head_bytes),
-                    token_rows: true,
-                    first_col: u64::from(first) * u64::from(head_bytes),
-                }],
+                blocks: vec![head_rows_block(
+                    layer,
+                    part,
+                    dtype,
+                    head_bytes,
+                    ps,
+                    (heads, first),
+                )],
             };
             KvRegion {
                 part,

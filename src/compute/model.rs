@@ -296,11 +296,14 @@ impl StepModel {
                 None => m,
             };
             let a2a_fallback = m.a2a_fallback();
+            let experts_fallback = m.experts_fallback().map(str::to_string);
             s.moe = Some(m);
             // The routed experts are the expert model's: recompose the forward without them.
             s.attach_kernels(gpu, model, attn_tp, kv_dtype_bytes, None);
-            if let (Some(k), Some(why)) = (s.kernels.as_mut(), a2a_fallback) {
-                std::sync::Arc::make_mut(k).fallbacks.push(why);
+            if let Some(k) = s.kernels.as_mut() {
+                for why in [experts_fallback, a2a_fallback].into_iter().flatten() {
+                    std::sync::Arc::make_mut(k).fallbacks.push(why);
+                }
             }
         }
         s

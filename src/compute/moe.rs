@@ -136,6 +136,9 @@ pub struct ExpertCost {
     /// DeepEP's dispatch and combine as measured, when the calibration has tables of this
     /// hidden width and top-k ([`ExpertCost::with_tables`]).
     measured_a2a: Option<MeasuredA2a>,
+    /// Why the experts' time is not this model's own measured table, for the fallbacks a run
+    /// lists ([`ExpertCost::with_tables`]).
+    experts_fallback: Option<String>,
 }
 
 /// DeepEP's dispatch and combine per call as AIConfigurator measured them (`deepep` tables:
@@ -162,8 +165,49 @@ pub struct MeasuredExperts {
     decode: crate::spec::kernels::grid::Grid,
     /// The grid's first coordinate: the EP degree, or the TP degree of TP-sharded experts.
     degree: f64,
+    /// DeepEP's tables (`wideep_moe`): the routed experts of the model the table measured and
+    /// of this one, read by each rank's shape ([`MeasuredExperts::layer_us`]); `None` for the
+    /// fused-MoE tables, read at (degree, tokens).
+    per_rank: Option<(f64, f64)>,
     /// Which table, for provenance.
     pub source: String,
+}
+
+impl MeasuredExperts {
+    /// One MoE layer's routed experts, µs, when `tokens` enter it over the whole instance
+    /// (the busiest rank's load, skew included) from `grid`.
+    ///
+    /// The fused-MoE tables are read at (degree, tokens). DeepEP's are read by the shape one
+    /// rank runs — DeepGEMM's grouped GEMM over the experts the rank holds (`experts ÷ ep`)
+    /// and the token-expert rows it receives (`tokens × top-k ÷ ep`) — which is what the
+    /// table measures at each of its EP degrees: the rank's experts fix the EP degree `e*`
+    /// of the table's model with that many a rank, and the table is read at each bracketing
+    /// degree `e` with the same rows a rank (`tokens ÷ ep × e`), weighted linearly in the
+    /// experts a rank holds (`experts ÷ e`). So a model whose expert count no table has (Kimi
+    /// K2's 384 beside DeepSeek-V3's 256, the same width and top-k) takes the measured kernel
+    /// at its own rank shape, and a degree between the table's points (EP72) is read at that
+    /// shape rather than at the same total tokens (which holds a rank's rows ∝ 1/ep, not
+    /// linear in ep). Past the table's degrees: the nearest degree at the same rows a rank.
+    fn layer_us(&self, grid: &crate::spec::kernels::grid::Grid, tokens: f64) -> f64 {
+        let Some((table_experts, experts)) = self.per_rank else {
+            return grid.eval(&[self.degree, tokens]);
+        };
+        let per_rank = tokens / self.degree;
+        let at = |e: f64| grid.eval(&[e, per_rank * e]);
+        let degree = table_experts * self.degree / experts;
+        let points = &grid.axes[0].points;
+        let i = points.partition_point(|&e| e <= degree);
+        if i == 0 {
+            return at(points[0]);
+        }
+        if i == points.len() || points[i - 1] == degree {
+            return at(points[i - 1]);
+        }
+        let (lo, hi) = (points[i - 1], points[i]);
+        // Linear in the experts a rank holds (`table_experts ÷ e`).
+        let w = (1.0 / lo - 1.0 / degree) / (1.0 / lo - 1.0 / hi);
+        at(lo) + (at(hi) - at(lo)) * w
+    }
 }
 
 /// What the MoE layers of one forward cost on the busiest GPU, seconds.
@@ -347,6 +391,7 @@ impl ExpertCost {
             hbm_bytes_per_s: gpu.hbm_bytes_per_s,
             measured: None,
             measured_a2a: None,
+            experts_fallback: None,
         })
     }
 
@@ -372,16 +417,36 @@ impl ExpertCost {
             shape.iter().all(|(k, v)| t.attr(k) == Some(v.as_str()))
         };
         let dtype = prec.moe();
+        let experts = f64::from(moe.experts);
         let found = if self.deepep {
-            let p = tables
-                .all("wideep_moe", &[("phase", "context"), ("dtype", dtype)])
-                .into_iter()
-                .find(fits);
-            let d = tables
-                .all("wideep_moe", &[("phase", "generation"), ("dtype", dtype)])
-                .into_iter()
-                .find(fits);
-            p.zip(d).map(|(p, d)| (p, d, self.ep))
+            // This model's shape, else DeepEP's MoE of the same width and top-k over another
+            // expert count, read at this model's rank shape ([`MeasuredExperts::layer_us`]).
+            let width = |t: &&crate::spec::kernels::tables::Table| {
+                shape[..3]
+                    .iter()
+                    .all(|(k, v)| t.attr(k) == Some(v.as_str()))
+            };
+            let phase = |phase: &str| {
+                let all = tables.all("wideep_moe", &[("phase", phase), ("dtype", dtype)]);
+                let first = |f: &dyn Fn(&&crate::spec::kernels::tables::Table) -> bool| {
+                    all.iter().copied().find(|t| f(t))
+                };
+                first(&fits).or_else(|| first(&width))
+            };
+            phase("context")
+                .zip(phase("generation"))
+                .and_then(|(p, d)| {
+                    let of = |t: &crate::spec::kernels::tables::Table| {
+                        t.attr("experts")?.parse::<f64>().ok().filter(|e| *e > 0.0)
+                    };
+                    let table_experts = of(p)?;
+                    (of(d)? == table_experts).then_some((
+                        p,
+                        d,
+                        self.ep,
+                        Some((table_experts, experts)),
+                    ))
+                })
         } else {
             let split = if self.ep > 1.0 { "ep" } else { "tp" };
             let degree = if self.ep > 1.0 { self.ep } else { self.gpus };
@@ -389,18 +454,45 @@ impl ExpertCost {
                 .all("moe", &[("dtype", dtype), ("split", split)])
                 .into_iter()
                 .find(fits)
-                .map(|t| (t, t, degree))
+                .map(|t| (t, t, degree, None))
         };
-        if let Some((p, d, degree)) = found {
+        let what = format!(
+            "routed experts (hidden {}, inter {}, top-{} of {}, {dtype}{})",
+            model.hidden_size,
+            moe.expert_intermediate,
+            moe.active,
+            moe.experts,
+            if self.deepep { ", DeepEP" } else { "" }
+        );
+        self.experts_fallback = match &found {
+            None => Some(format!(
+                "{what}: no MoE table of that shape; priced by the roofline (their FLOPs, or their weights' bytes, on the busiest GPU)"
+            )),
+            Some((p, _, _, Some((table_experts, _)))) if *table_experts != experts => {
+                Some(format!(
+                    "{what}: no DeepEP MoE table of {} experts; the {}-expert table ({}) read at this instance's rank shape: {:.1} experts and the same token-expert rows a rank, as at EP {:.1} of that model",
+                    moe.experts,
+                    table_experts,
+                    p.attr("version")
+                        .map_or("?".to_string(), |v| format!("sglang {v}")),
+                    experts / self.ep,
+                    table_experts * self.ep / experts,
+                ))
+            }
+            _ => None,
+        };
+        if let Some((p, d, degree, per_rank)) = found {
             self.measured = Some(MeasuredExperts {
                 prefill: p.grid().clone(),
                 decode: d.grid().clone(),
                 degree,
+                per_rank,
                 source: format!(
-                    "{} {} (sglang {})",
+                    "{} {} (sglang {}, {} experts)",
                     p.name,
                     p.attr("kernel").unwrap_or("?"),
-                    p.attr("version").unwrap_or("?")
+                    p.attr("version").unwrap_or("?"),
+                    p.attr("experts").unwrap_or("?"),
                 ),
             });
         }
@@ -485,6 +577,12 @@ impl ExpertCost {
         ))
     }
 
+    /// Why the routed experts are not priced from this model's own MoE table, for the
+    /// fallbacks a run lists (`None` where one measures its shape, or without tables).
+    pub fn experts_fallback(&self) -> Option<&str> {
+        self.experts_fallback.as_deref()
+    }
+
     /// Whether DeepEP's legs take their rate from measured tables.
     pub fn a2a_is_measured(&self) -> bool {
         self.measured_a2a.is_some()
@@ -521,7 +619,7 @@ impl ExpertCost {
                 // one's load.
                 let grid = if prefill { &m.prefill } else { &m.decode };
                 let tokens_eff = all_tokens * busiest / mean.max(f64::MIN_POSITIVE);
-                let compute = self.layers * grid.eval(&[m.degree, tokens_eff]) * 1e-6;
+                let compute = self.layers * m.layer_us(grid, tokens_eff) * 1e-6;
                 return self.finish(compute, self.ep_comm(tokens, prefill));
             }
             let flops = busiest * self.pair_flops;
@@ -533,7 +631,7 @@ impl ExpertCost {
             (compute, self.ep_comm(tokens, prefill))
         } else if let Some(m) = &self.measured {
             let grid = if prefill { &m.prefill } else { &m.decode };
-            let compute = self.layers * grid.eval(&[m.degree, all_tokens]) * 1e-6;
+            let compute = self.layers * m.layer_us(grid, all_tokens) * 1e-6;
             let a2a = A2a {
                 latency_s: self.gather_scatter_s(all_tokens),
                 ..A2a::default()
@@ -1174,5 +1272,143 @@ mod measured_legs {
             (rack.comm_s, rack.rdma_s, rack.nvlink_s),
             (rack_plain.comm_s, rack_plain.rdma_s, rack_plain.nvlink_s)
         );
+    }
+}
+
+#[cfg(test)]
+mod rank_shape {
+    use super::*;
+    use crate::spec::kernels::grid::{Axis, Grid};
+    use crate::spec::{gpu_preset, preset};
+
+    /// A DeepEP MoE table of a 256-expert, top-8 model whose every point is a function of the
+    /// shape one rank runs: `alpha` µs per expert it holds (`256 ÷ ep`, the weights it
+    /// streams) plus `beta` µs per token-expert row it receives (`tokens × 8 ÷ ep`).
+    fn rank_table(alpha: f64, beta: f64) -> Grid {
+        let eps = [8.0, 16.0, 32.0, 64.0, 128.0];
+        let tokens = [1024.0, 8192.0, 65536.0, 524288.0, 4194304.0];
+        let values = eps
+            .iter()
+            .flat_map(|&e| tokens.map(|t| alpha * 256.0 / e + beta * t * 8.0 / e))
+            .collect();
+        let axis = |name: &str, p: &[f64]| Axis {
+            name: name.into(),
+            points: p.to_vec(),
+        };
+        Grid::new(vec![axis("ep", &eps), axis("tokens", &tokens)], values).unwrap()
+    }
+
+    fn measured(grid: &Grid, model_experts: f64, ep: f64) -> MeasuredExperts {
+        MeasuredExperts {
+            prefill: grid.clone(),
+            decode: grid.clone(),
+            degree: ep,
+            per_rank: Some((256.0, model_experts)),
+            source: String::new(),
+        }
+    }
+
+    /// Where the table's time is a function of a rank's shape, reading it by that shape is
+    /// exact at any expert count and EP degree: 384 experts at EP32 (12 a rank, as 256 at
+    /// EP 21.3, between the table's 16 and 32) and at EP96 (4 a rank, as 256 at EP 64, a
+    /// measured degree), and 256 experts at EP72 (between 64 and 128). Reading the same
+    /// total tokens at the EP degree, linearly between degrees, is not: a rank's rows go as
+    /// 1/ep, which a line between EP64 and EP128 overstates at EP72.
+    #[test]
+    fn a_deepep_table_is_read_at_the_ranks_shape() {
+        let (alpha, beta) = (40.0, 0.05);
+        let g = rank_table(alpha, beta);
+        for (experts, ep, tokens) in [
+            (384.0, 32.0, 524288.0 * 1.12),
+            (384.0, 96.0, 46080.0),
+            (256.0, 72.0, 18432.0),
+            (256.0, 32.0, 262144.0),
+            (160.0, 20.0, 30000.0),
+        ] {
+            let want = alpha * experts / ep + beta * tokens * 8.0 / ep;
+            let got = measured(&g, experts, ep).layer_us(&g, tokens);
+            assert!(
+                (got - want).abs() < 1e-9 * want,
+                "{experts} experts at EP{ep}, {tokens} tokens: {got} µs, the rank's shape {want} µs"
+            );
+        }
+        // By hand at 384 experts, EP32, 524,288 tokens: 12 experts and 131,072 rows a rank,
+        // 40 × 12 + 0.05 × 131,072 = 7,033.6 µs. The old reading at (32, 524,288) takes the
+        // 256-expert rank's 8 experts: 40 × 8 + 6,553.6 = 6,873.6 µs.
+        let k2 = measured(&g, 384.0, 32.0).layer_us(&g, 524288.0);
+        assert!((k2 - 7033.6).abs() < 1e-6, "{k2}");
+        assert!((g.eval(&[32.0, 524288.0]) - 6873.6).abs() < 1e-6);
+        // At EP72 the old reading (linear in the degree at the same total tokens) overstated
+        // the rank's rows: 18,432 tokens → 2,048 rows a rank; between EP64's 2,304 and
+        // EP128's 1,152 at w = 8/64 it read 2,160.
+        let old = g.eval(&[72.0, 18432.0]);
+        let new = measured(&g, 256.0, 72.0).layer_us(&g, 18432.0);
+        assert!(old > new * 1.04, "old {old} new {new}");
+        // Past the table's degrees: the nearest degree at the same rows a rank (EP256 of a
+        // 256-expert model reads EP128's row, its 2 experts a rank, at EP256's rows a rank).
+        let far = measured(&g, 256.0, 256.0).layer_us(&g, 524288.0);
+        let rows = 524288.0 * 8.0 / 256.0;
+        assert!((far - (alpha * 2.0 + beta * rows)).abs() < 1e-6, "{far}");
+    }
+
+    /// Kimi K2 (384 experts, DeepSeek-V3's width and top-k) behind DeepEP on H200 takes
+    /// DeepEP's measured MoE at its rank shape, and the run says which table it read; a
+    /// model whose width no DeepEP table has is priced by the roofline, said so too.
+    #[test]
+    fn a_model_without_its_own_deepep_table_names_what_priced_its_experts() {
+        let g = gpu_preset("h200").unwrap();
+        let t = crate::spec::kernels::builtin::tables("h200").unwrap();
+        let p = |ep: u32| Parallel {
+            dp_size: ep,
+            enable_dp_attention: true,
+            ep_size: ep,
+            moe_a2a_backend: A2aBackend::Deepep,
+            enable_eplb: true,
+            ..Parallel::default()
+        };
+        let net = A2aNetwork {
+            gpus_per_node: 8,
+            nic_bytes_per_s_per_gpu: 50e9,
+            nvlink_one_way_bytes_per_s: 450e9,
+            nic_efficiency: 1.0,
+        };
+        let cost = |model: &str, ep: u32| {
+            let m = preset(model).unwrap();
+            ExpertCost::new(&g, &m, ep, &p(ep), net.clone(), 989e12)
+                .unwrap()
+                .with_tables(&t, &m)
+        };
+        let k2 = cost("kimi-k2", 32);
+        assert!(k2.is_measured());
+        let why = k2.experts_fallback().expect("K2 has no table of its own");
+        assert!(
+            why.contains("no DeepEP MoE table of 384 experts")
+                && why.contains("12.0 experts")
+                && why.contains("EP 21.3"),
+            "{why}"
+        );
+        let v3 = cost("deepseek-v3", 32);
+        assert!(v3.is_measured() && v3.experts_fallback().is_none());
+        // K2's rank holds 12 experts: halfway in experts a rank between V3's EP16 (16) and
+        // EP32 (8), so at the same token-expert rows a rank its layer is the mean of those
+        // two measured rows (the table itself is not monotone in the experts a rank: at
+        // 131,072 rows a rank EP16 reads faster than EP32).
+        let layer = |c: &ExpertCost, tokens: f64| {
+            let m = c.measured.as_ref().unwrap();
+            m.layer_us(&m.prefill, tokens)
+        };
+        let tokens = 32.0 * 16384.0;
+        let (k, v32) = (layer(&k2, tokens), layer(&v3, tokens));
+        let v16 = layer(&cost("deepseek-v3", 16), tokens / 2.0);
+        assert!(
+            (k - (v16 + v32) / 2.0).abs() < 1e-9 * k,
+            "K2 {k} µs, V3 at EP32 {v32} µs, at EP16 {v16} µs"
+        );
+        let qwen = cost("qwen3-235b-a22b", 16);
+        assert!(!qwen.is_measured());
+        let why = qwen
+            .experts_fallback()
+            .expect("no DeepEP table of Qwen3's width");
+        assert!(why.contains("priced by the roofline"), "{why}");
     }
 }

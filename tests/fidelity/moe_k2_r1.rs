@@ -18,7 +18,10 @@
 //! whatever the step model's constants: every run completes and conserves its requests, the
 //! prefill capacity does not move with the arrival rate, the decode ranks are full where the
 //! decode row is read, and every row is within ±60 % of its figure (a sanity band that catches
-//! a broken model, not issue 22's 20 % bar, which the rows are printed against).
+//! a broken model, not issue 22's 20 % bar, which the rows are printed against). The two K2
+//! rows are held to issue 42's decode and prefill bar, 15 %, which they meet since DeepEP's MoE
+//! table is read at a rank's shape (K2's 384 experts through DeepSeek-V3's 256-expert table;
+//! `docs/performance-model.md` §2.1): +12.6 % and +13.6 %.
 //! `cargo test --release --test fidelity moe_k2_r1 -- --nocapture`.
 
 use crate::common;
@@ -30,6 +33,9 @@ const SANITY: f64 = 0.60;
 
 /// Issue 22's bar, printed against (not asserted: these rows are held out).
 const BAR: f64 = 0.20;
+
+/// Issue 42's bar for decode and prefill rows, held on the two K2 rows.
+const K2_BAR: f64 = 0.15;
 
 /// Every request of the run completed, and the outcomes add up to the arrivals.
 fn completes(what: &str, s: &pdsim::report::Summary) {
@@ -182,6 +188,14 @@ fn kimi_k2_and_deepseek_r1_h200_rows() {
         errors.push((what, e));
     }
 
+    for (what, e) in errors.iter().filter(|(w, _)| w.starts_with("K2")) {
+        assert!(
+            e.abs() <= K2_BAR,
+            "{what}: {:+.1} % is beyond issue 42's ±{:.0} %",
+            e * 100.0,
+            K2_BAR * 100.0
+        );
+    }
     for (what, e) in errors {
         assert!(
             e.abs() <= SANITY,

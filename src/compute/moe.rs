@@ -165,9 +165,10 @@ pub struct MeasuredExperts {
     decode: crate::spec::kernels::grid::Grid,
     /// The grid's first coordinate: the EP degree, or the TP degree of TP-sharded experts.
     degree: f64,
-    /// DeepEP's tables (`wideep_moe`): the routed experts of the model the table measured and
-    /// of this one, read by each rank's shape ([`MeasuredExperts::layer_us`]); `None` for the
-    /// fused-MoE tables, read at (degree, tokens).
+    /// DeepEP's tables (`wideep_moe`): the routed experts of the model the table measured (no
+    /// redundant replicas) and this instance's physical experts (routed experts and their
+    /// redundant replicas), read by each rank's shape ([`MeasuredExperts::layer_us`]); `None`
+    /// for the fused-MoE tables, read at (degree, tokens).
     per_rank: Option<(f64, f64)>,
     /// Which table, for provenance.
     pub source: String,
@@ -178,8 +179,9 @@ impl MeasuredExperts {
     /// (the busiest rank's load, skew included) from `grid`.
     ///
     /// The fused-MoE tables are read at (degree, tokens). DeepEP's are read by the shape one
-    /// rank runs — DeepGEMM's grouped GEMM over the experts the rank holds (`experts ÷ ep`)
-    /// and the token-expert rows it receives (`tokens × top-k ÷ ep`) — which is what the
+    /// rank runs — DeepGEMM's grouped GEMM over the experts the rank holds (`experts ÷ ep`,
+    /// redundant replicas included: EPLB places `experts + ep_num_redundant_experts` physical
+    /// experts) and the token-expert rows it receives (`tokens × top-k ÷ ep`) — which is what the
     /// table measures at each of its EP degrees: the rank's experts fix the EP degree `e*`
     /// of the table's model with that many a rank, and the table is read at each bracketing
     /// degree `e` with the same rows a rank (`tokens ÷ ep × e`), weighted linearly in the
@@ -440,11 +442,13 @@ impl ExpertCost {
                         t.attr("experts")?.parse::<f64>().ok().filter(|e| *e > 0.0)
                     };
                     let table_experts = of(p)?;
+                    // A rank holds its share of the physical experts (redundant replicas
+                    // included); the table's ranks held `table_experts ÷ e`, none redundant.
                     (of(d)? == table_experts).then_some((
                         p,
                         d,
                         self.ep,
-                        Some((table_experts, experts)),
+                        Some((table_experts, self.experts_per_gpu * self.ep)),
                     ))
                 })
         } else {
@@ -475,8 +479,8 @@ impl ExpertCost {
                     table_experts,
                     p.attr("version")
                         .map_or("?".to_string(), |v| format!("sglang {v}")),
-                    experts / self.ep,
-                    table_experts * self.ep / experts,
+                    self.experts_per_gpu,
+                    table_experts / self.experts_per_gpu,
                 ))
             }
             _ => None,
@@ -1309,7 +1313,7 @@ mod rank_shape {
     }
 
     /// Where the table's time is a function of a rank's shape, reading it by that shape is
-    /// exact at any expert count and EP degree: 384 experts at EP32 (12 a rank, as 256 at
+    /// exact at any expert count (physical: redundant replicas included) and EP degree: 384 experts at EP32 (12 a rank, as 256 at
     /// EP 21.3, between the table's 16 and 32) and at EP96 (4 a rank, as 256 at EP 64, a
     /// measured degree), and 256 experts at EP72 (between 64 and 128). Reading the same
     /// total tokens at the EP degree, linearly between degrees, is not: a rank's rows go as
@@ -1324,6 +1328,10 @@ mod rank_shape {
             (256.0, 72.0, 18432.0),
             (256.0, 32.0, 262144.0),
             (160.0, 20.0, 30000.0),
+            // Physical experts, redundant replicas included: DeepSeek-V3 at EP72 with 32
+            // (4 a rank: the table's EP64 row), Kimi K2 at EP96 with 96 (5 a rank).
+            (288.0, 72.0, 18432.0),
+            (480.0, 96.0, 46080.0),
         ] {
             let want = alpha * experts / ep + beta * tokens * 8.0 / ep;
             let got = measured(&g, experts, ep).layer_us(&g, tokens);

@@ -14,7 +14,7 @@
 //! the figures: the rows run, the FP8 decode saturates, the KV stays on NVLink inside the rack,
 //! NVFP4 decodes faster than FP8 at one batch, MTP speeds the multi-node decode up. Issue 43
 //! asks the NVL72 and FP4 rows within 20 % with the kernel-table step times of issue 42. Under
-//! `sglang-2026` (measured GB200 kernels) the FP8 decode reads −5.6 % (met); the NVFP4 prefill
+//! `sglang-2026` (measured GB200 kernels) the FP8 decode reads −5.4 % (met); the NVFP4 prefill
 //! −44 % and therefore the NVFP4 decode it feeds −36 % (not met: its MoE at EP4 is priced at
 //! the table's balanced time × the routing skew of a deployment without EPLB, 1.16 at EP4, and
 //! its MLA attention by the context-MLA module table; AIConfigurator's own estimate of the tray

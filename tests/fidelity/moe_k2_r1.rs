@@ -21,7 +21,7 @@
 //! a broken model, not issue 22's 20 % bar, which the rows are printed against). The two K2
 //! rows are held to issue 42's decode and prefill bar, 15 %, which they meet since DeepEP's MoE
 //! table is read at a rank's shape (K2's 384 experts through DeepSeek-V3's 256-expert table;
-//! `docs/performance-model.md` §2.1): +12.6 % and +13.6 %.
+//! `docs/performance-model.md` §2.1): +12.6 % and +13.9 %.
 //! `cargo test --release --test fidelity moe_k2_r1 -- --nocapture`.
 
 use crate::common;

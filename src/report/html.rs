@@ -102,7 +102,7 @@ pub(super) fn outcome_rows(s: &Summary) -> Vec<(&'static str, u64, &'static str)
         (
             "corrupted",
             r.corrupted,
-            "finished with no error but decoded from bytes that were not their own; counted in throughput",
+            "finished with no error but decoded from a KV cache whose bytes were wrong (another request's writes, or their own without what reads them, e.g. FP4 scales); counted in throughput",
         ),
         ("unfinished", r.unfinished, "in flight when the run stopped"),
     ];
@@ -304,8 +304,9 @@ pub fn index_html(run_name: &str, s: &Summary, charts: &[PathBuf]) -> String {
         let _ = writeln!(
             h,
             "<p class=\"hazard\"><strong>{} corrupted request(s)</strong>: they finished with no \
-             error but decoded from bytes that were not their own (the silent hazard). They \
-             count in throughput, as they would in production.</p>",
+             error but decoded from a KV cache whose bytes were wrong — another request's writes, \
+             or their own without what reads them (the silent hazard; <code>pdsim explain</code> names \
+             which). They count in throughput, as they would in production.</p>",
             r.corrupted
         );
     }

@@ -84,8 +84,9 @@ fn headline(m: &mut String, run_name: &str, s: &Summary) {
     if r.corrupted > 0 {
         let _ = writeln!(
             m,
-            "\n**{} corrupted request(s)**: finished with no error but decoded from bytes that \
-             were not their own (the silent hazard). They count in throughput.",
+            "\n**{} corrupted request(s)**: finished with no error but decoded from a KV cache \
+             whose bytes were wrong — another request's writes, or their own without what reads \
+             them (the silent hazard; `pdsim explain` names which). They count in throughput.",
             r.corrupted
         );
     }

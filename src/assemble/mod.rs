@@ -283,7 +283,7 @@ fn step_model_of(sc: &Scenario, pool: &crate::config::Pool, ic: &Interconnect) -
         pool.server.tp_size,
         par,
         net,
-        StepModel::expert_peak_flops_for(&sc.gpu, &pool.model),
+        StepModel::expert_peak_flops_for(&sc.gpu, &pool.model, &sc.compute),
     );
     StepModel::with_parallel(
         &sc.gpu,

@@ -222,17 +222,22 @@ pub struct StepModel {
 
 /// The dense peak, TFLOP/s, of GEMMs over weights stored as `d` on `gpu`; the BF16 peak where
 /// the GPU has no tensor cores for `d` (an NVFP4 model on a GPU without FP4, which
-/// `scenario/` refuses before any step model is built).
-fn peak_tflops(gpu: &GpuSpec, d: crate::spec::WeightDtype) -> f64 {
-    gpu.gemm_tflops(d).unwrap_or(gpu.bf16_tflops)
+/// `scenario/` refuses before any step model is built). FP8 GEMMs on FP8 tensor cores run at
+/// `fp8_ratio` of the FLOP efficiency BF16 ones do (`ComputeParams::fp8_gemm_ratio`), so
+/// their peak is taken that much lower: the efficiencies are the BF16 GEMMs'.
+fn peak_tflops(gpu: &GpuSpec, d: crate::spec::WeightDtype, fp8_ratio: f64) -> f64 {
+    match (d, gpu.fp8_tflops) {
+        (crate::spec::WeightDtype::Fp8, Some(fp8)) => fp8 * fp8_ratio,
+        _ => gpu.gemm_tflops(d).unwrap_or(gpu.bf16_tflops),
+    }
 }
 
 /// The peak, TFLOP/s, the body's GEMMs run at: the one peak of a uniformly stored model, or,
 /// with routed experts stored apart, `1 / (s_d / peak_d + s_e / peak_e)` over the shares of
 /// a token's body FLOPs in the dense part and in its active experts.
-fn body_peak_tflops(gpu: &GpuSpec, model: &ModelSpec) -> f64 {
+fn body_peak_tflops(gpu: &GpuSpec, model: &ModelSpec, fp8_ratio: f64) -> f64 {
     let w = &model.weights;
-    let dense = peak_tflops(gpu, w.dense);
+    let dense = peak_tflops(gpu, w.dense, fp8_ratio);
     if w.is_uniform() {
         return dense;
     }
@@ -247,7 +252,7 @@ fn body_peak_tflops(gpu: &GpuSpec, model: &ModelSpec) -> f64 {
     };
     let body = model.active_params() - f64::from(model.vocab_size) * f64::from(model.hidden_size);
     let share = (experts / body.max(1.0)).clamp(0.0, 1.0);
-    1.0 / ((1.0 - share) / dense + share / peak_tflops(gpu, w.experts))
+    1.0 / ((1.0 - share) / dense + share / peak_tflops(gpu, w.experts, fp8_ratio))
 }
 
 impl StepModel {
@@ -312,15 +317,16 @@ impl StepModel {
     /// The peak FLOP/s this model's GEMMs run at on `gpu` (FP8 where the checkpoint and the
     /// GPU have it, FP4 for NVFP4 weights: [`GpuSpec::gemm_tflops`]). With routed experts
     /// stored apart from the rest ([`crate::spec::WeightFormat`]), the peak of the whole
-    /// body: the harmonic mean of the two peaks weighted by each part's FLOPs per token.
-    pub fn peak_flops_for(gpu: &GpuSpec, model: &ModelSpec) -> f64 {
-        body_peak_tflops(gpu, model) * 1e12
+    /// body: the harmonic mean of the two peaks weighted by each part's FLOPs per token. FP8
+    /// peaks are taken at `params.fp8_gemm_ratio` ([`ComputeParams::fp8_gemm_ratio`]).
+    pub fn peak_flops_for(gpu: &GpuSpec, model: &ModelSpec, params: &ComputeParams) -> f64 {
+        body_peak_tflops(gpu, model, params.fp8_gemm_ratio) * 1e12
     }
 
     /// The peak FLOP/s of the routed experts' GEMMs alone (what the expert-parallel cost
-    /// model, [`crate::compute::moe`], prices them at).
-    pub fn expert_peak_flops_for(gpu: &GpuSpec, model: &ModelSpec) -> f64 {
-        peak_tflops(gpu, model.weights.experts) * 1e12
+    /// model, [`crate::compute::moe`], prices them at), as [`StepModel::peak_flops_for`].
+    pub fn expert_peak_flops_for(gpu: &GpuSpec, model: &ModelSpec, params: &ComputeParams) -> f64 {
+        peak_tflops(gpu, model.weights.experts, params.fp8_gemm_ratio) * 1e12
     }
 
     /// As [`StepModel::new`]; an instance of more GPUs than `interconnect.gpus_per_node`
@@ -335,7 +341,7 @@ impl StepModel {
     ) -> Self {
         // FP8 checkpoints run their linear layers on FP8 tensor cores where the GPU has them
         // (NVFP4 ones on FP4 tensor cores).
-        let peak_tflops = body_peak_tflops(gpu, model);
+        let peak_tflops = body_peak_tflops(gpu, model, params.fp8_gemm_ratio);
         let tp_f = f64::from(tp.max(1));
         let h = f64::from(model.hidden_size);
         let vocab_h = f64::from(model.vocab_size) * h;

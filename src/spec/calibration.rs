@@ -116,6 +116,13 @@ pub struct ComputeParams {
     /// when decode has it.
     #[serde(default)]
     pub pd_prefill_response_holdback: bool,
+    /// The roofline's FP8 GEMMs' efficiency as a multiple of its BF16 GEMMs' (each a fraction
+    /// of its own peak): FP8 weights run at `fp8 peak × this × the FLOP efficiencies`. 1 in
+    /// the fitted calibrations; `sglang-2026` takes the tabled GPUs' median
+    /// (`spec::kernels::balance`: block-scaled FP8 GEMMs keep ~0.87 of the fraction of peak
+    /// BF16 ones do).
+    #[serde(default = "unit")]
+    pub fp8_gemm_ratio: f64,
     /// Measured kernel tables the step model composes forwards from (`compute::kernels`):
     /// `sglang-2026` on a GPU AIConfigurator measured, or a file `pdsim calibrate
     /// --from-aiconfigurator` wrote. `None`: the roofline. Not part of a calibration file's
@@ -124,9 +131,23 @@ pub struct ComputeParams {
     pub kernels: Option<Kernels>,
 }
 
+/// serde's default of a ratio: 1.
+fn unit() -> f64 {
+    1.0
+}
+
 impl ComputeParams {
     /// Checks every field's range; the message names the field and what is valid.
     pub fn validate(&self) -> Result<(), String> {
+        if !(self.fp8_gemm_ratio.is_finite()
+            && self.fp8_gemm_ratio > 0.0
+            && self.fp8_gemm_ratio <= 2.0)
+        {
+            return Err(format!(
+                "fp8_gemm_ratio must be in (0, 2] (FP8 GEMMs' efficiency over BF16's), got {}",
+                self.fp8_gemm_ratio
+            ));
+        }
         let fractions = [
             ("prefill_flops_efficiency", self.prefill_flops_efficiency),
             ("decode_flops_efficiency", self.decode_flops_efficiency),
@@ -270,6 +291,7 @@ pub const SGLANG_2026: ComputeParams = ComputeParams {
     // prefill's response before streaming decode's (sglang issue #22853; PRs #22856 and
     // #24812 that would stop it closed unmerged).
     pd_prefill_response_holdback: true,
+    fp8_gemm_ratio: 1.0,
     kernels: None,
 };
 
@@ -282,6 +304,7 @@ pub fn sglang_2026(gpu: &GpuSpec) -> ComputeParams {
         decode_flops_efficiency: e.decode_flops,
         hbm_efficiency: e.hbm,
         kv_hbm_efficiency: e.kv_hbm,
+        fp8_gemm_ratio: e.fp8_gemm,
         kernels: super::kernels::builtin::tables(&gpu.name).map(super::kernels::Kernels),
         ..SGLANG_2026
     }
@@ -357,6 +380,7 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     eager_launch_per_layer_s: 0.0,
     eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
+    fp8_gemm_ratio: 1.0,
     kernels: None,
 };
 
@@ -390,6 +414,7 @@ pub const VLLM_2023_A100: ComputeParams = ComputeParams {
     eager_launch_per_layer_s: 0.0,
     eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
+    fp8_gemm_ratio: 1.0,
     kernels: None,
 };
 
@@ -422,6 +447,7 @@ pub const VLLM_2023_H100: ComputeParams = ComputeParams {
     eager_launch_per_layer_s: 0.0,
     eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
+    fp8_gemm_ratio: 1.0,
     kernels: None,
 };
 
@@ -567,6 +593,28 @@ impl CalibrationFile {
 mod tests {
     use super::*;
     use crate::spec::gpu_preset;
+
+    #[test]
+    fn the_fp8_gemm_ratio_is_checked_and_defaults_to_one() {
+        for bad in [0.0, -1.0, 2.5, f64::NAN] {
+            let p = ComputeParams {
+                fp8_gemm_ratio: bad,
+                ..SGLANG_2025
+            };
+            let e = p.validate().expect_err("out of range");
+            assert!(e.contains("fp8_gemm_ratio must be in (0, 2]"), "{e}");
+        }
+        // A calibration file without the key keeps the datasheet's FP8 peak.
+        let text = toml::to_string(&SGLANG_2025).unwrap();
+        assert!(text.contains("fp8_gemm_ratio"));
+        let without: String = text
+            .lines()
+            .filter(|l| !l.starts_with("fp8_gemm_ratio"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let p: ComputeParams = toml::from_str(&without).unwrap();
+        assert_eq!(p.fp8_gemm_ratio, 1.0);
+    }
 
     #[test]
     fn named_calibrations_and_their_gpu_rule() {

@@ -115,8 +115,8 @@ fn step_model(g: &GpuSpec, m: &ModelSpec, tp: u32, ep: u32, params: ComputeParam
         nvlink_one_way_bytes_per_s: g.nvlink_bytes_per_s / 2.0,
         nic_efficiency: 1.0,
     };
-    let e =
-        pdsim::compute::moe::ExpertCost::new(g, m, tp, &p, net, StepModel::peak_flops_for(g, m));
+    let peak = StepModel::peak_flops_for(g, m, &params);
+    let e = pdsim::compute::moe::ExpertCost::new(g, m, tp, &p, net, peak);
     StepModel::with_parallel(g, m, tp, 2, params, None, e)
 }
 

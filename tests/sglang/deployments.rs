@@ -139,7 +139,7 @@ fn nvfp4_experts_take_nine_sixteenths_of_fp8_and_need_blackwell() {
     );
     // The FP4 peak for the experts: GB200's 10 PFLOPS dense.
     assert_eq!(
-        pdsim::compute::StepModel::expert_peak_flops_for(&fp4.gpu, &a.model),
+        pdsim::compute::StepModel::expert_peak_flops_for(&fp4.gpu, &a.model, &fp4.compute),
         10_000e12
     );
     let e = load(

@@ -287,7 +287,7 @@ fn a_pipelined_decode_step_hides_attention_under_the_all_to_all() {
             nvlink_one_way_bytes_per_s: gpu.nvlink_bytes_per_s / 2.0,
             nic_efficiency: 1.0,
         };
-        let peak = StepModel::peak_flops_for(&gpu, &model);
+        let peak = StepModel::peak_flops_for(&gpu, &model, &SGLANG_2025);
         let m = crate::compute::moe::ExpertCost::new(&gpu, &model, 72, &par, net, peak);
         StepModel::with_parallel(&gpu, &model, 1, 2, SGLANG_2025, Some(&ic), m)
     };
@@ -377,7 +377,7 @@ pub(super) fn every_shape() -> Vec<StepModel> {
                         nvlink_one_way_bytes_per_s: gpu.nvlink_bytes_per_s / 2.0,
                         nic_efficiency: 1.0,
                     };
-                    let peak = StepModel::peak_flops_for(&gpu, &model);
+                    let peak = StepModel::peak_flops_for(&gpu, &model, &params);
                     if let Some(m) =
                         crate::compute::moe::ExpertCost::new(&gpu, &model, 16, &par, net(), peak)
                     {
@@ -660,4 +660,52 @@ fn without_the_overlap_scheduler_the_decode_scheduling_shows() {
     let sched = p.decode_cpu_s + p.decode_cpu_per_seq_s * 4.0;
     assert!((eager_on.forward_s(&f) - (host + launches + sched)).abs() < 1e-12);
     assert!((eager_off.forward_s(&f) - (host + sched + launches)).abs() < 1e-12);
+}
+
+/// An FP8 checkpoint on a GPU without kernel tables runs its GEMMs at the FP8 peak times the
+/// tabled GPUs' FP8-over-BF16 standing (`balance`: block-scaled FP8 GEMMs keep 0.8647 of the
+/// fraction of peak BF16 ones do), under `sglang-2026` only; BF16 weights keep the BF16 peak,
+/// and the fitted calibrations keep the datasheet's FP8 peak. On an 8 × H20, DeepSeek-R1's
+/// 4,096-token prefill is GEMM-bound, so it slows by close to 1 / 0.8647.
+#[test]
+fn fp8_gemms_without_tables_take_the_tables_fp8_standing() {
+    let h20 = gpu_preset("h20").unwrap();
+    let ds = preset("deepseek-v3").unwrap();
+    let llama = preset("llama-3.1-8b").unwrap();
+    let p26 = crate::spec::calibration::sglang_2026(&h20);
+    assert!(p26.kernels.is_none(), "the H20 has no tables");
+    assert!(
+        (p26.fp8_gemm_ratio - 0.8647).abs() < 1e-12,
+        "{}",
+        p26.fp8_gemm_ratio
+    );
+    assert_eq!(SGLANG_2025.fp8_gemm_ratio, 1.0);
+    let rel = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-12;
+    assert!(rel(
+        StepModel::peak_flops_for(&h20, &ds, &p26),
+        296e12 * 0.8647
+    ));
+    assert!(rel(
+        StepModel::peak_flops_for(&h20, &ds, &SGLANG_2025),
+        296e12
+    ));
+    assert!(rel(StepModel::peak_flops_for(&h20, &llama, &p26), 148e12));
+    // The forward: the same step model but for the ratio.
+    let unit = ComputeParams {
+        fp8_gemm_ratio: 1.0,
+        ..p26.clone()
+    };
+    let chunks = [(4096u32, 0u32)];
+    let f = Forward {
+        chunks: &chunks,
+        batch: 0,
+        context_tokens: 0,
+    };
+    let slow = StepModel::new(&h20, &ds, 8, 1, p26).forward_s(&f);
+    let fast = StepModel::new(&h20, &ds, 8, 1, unit).forward_s(&f);
+    let r = slow / fast;
+    assert!(
+        r > 1.08 && r <= 1.0 / 0.8647 + 1e-9,
+        "{slow} / {fast} = {r}"
+    );
 }

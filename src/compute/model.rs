@@ -170,6 +170,11 @@ pub struct StepModel {
     state_bytes_per_seq_gpu: f64,
     /// Peak FLOP/s of one GPU for this model's GEMMs.
     peak_flops: f64,
+    /// The time of a prefill attention FLOP over a GEMM FLOP's: `peak_flops` over the peak
+    /// the attention runs at ([`ComputeParams::attention_at_kv_precision`]); 1 when both
+    /// run at one peak. Applied to the prefill's pair and prefix FLOPs in
+    /// [`StepModel::forward_s`].
+    prefill_attention_scale: f64,
     /// Peak HBM bytes/s of one GPU.
     hbm_bytes_per_s: f64,
     /// GPUs of the instance.
@@ -229,6 +234,18 @@ fn peak_tflops(gpu: &GpuSpec, d: crate::spec::WeightDtype, fp8_ratio: f64) -> f6
     match (d, gpu.fp8_tflops) {
         (crate::spec::WeightDtype::Fp8, Some(fp8)) => fp8 * fp8_ratio,
         _ => gpu.gemm_tflops(d).unwrap_or(gpu.bf16_tflops),
+    }
+}
+
+/// The peak, TFLOP/s, a prefill's attention runs at under
+/// [`ComputeParams::attention_at_kv_precision`]: FP8's, at `fp8_ratio` as the FP8 GEMMs, for a
+/// one-byte KV cache on a GPU with FP8 tensor cores (an FP4 KV cache is built at FP8's width,
+/// [`StepModel::with_fp4_kv`], and only Blackwell GPUs, all of them tabled, run one);
+/// otherwise BF16's.
+fn attention_peak_tflops(gpu: &GpuSpec, kv_dtype_bytes: u32, fp8_ratio: f64) -> f64 {
+    match (kv_dtype_bytes, gpu.fp8_tflops) {
+        (1, Some(fp8)) => fp8 * fp8_ratio,
+        _ => gpu.bf16_tflops,
     }
 }
 
@@ -422,6 +439,11 @@ impl StepModel {
             kv_bytes_per_token_gpu: model.kv_bytes_per_token_rank(tp, kv_dtype_bytes) as f64,
             state_bytes_per_seq_gpu: state_bytes_per_seq / tp_f,
             peak_flops: peak_tflops * 1e12,
+            prefill_attention_scale: if params.attention_at_kv_precision {
+                peak_tflops / attention_peak_tflops(gpu, kv_dtype_bytes, params.fp8_gemm_ratio)
+            } else {
+                1.0
+            },
             hbm_bytes_per_s: gpu.hbm_bytes_per_s,
             tp: tp_f,
             allreduces,
@@ -729,8 +751,8 @@ impl StepModel {
         let p = &self.params;
         let flops = self.body_flops_per_token * tokens
             + self.lm_head_flops * (seqs + b)
-            + self.prefill_pair_flops * pairs
-            + self.prefix_flops_per_token * prefix
+            + (self.prefill_pair_flops * pairs + self.prefix_flops_per_token * prefix)
+                * self.prefill_attention_scale
             + self.decode_pair_flops * ctx;
         let eff = if new > 0.0 {
             self.prefill_efficiency(tokens)

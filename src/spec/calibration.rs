@@ -123,6 +123,16 @@ pub struct ComputeParams {
     /// BF16 ones do).
     #[serde(default = "unit")]
     pub fp8_gemm_ratio: f64,
+    /// Whether the roofline prices a prefill's attention at the KV cache's precision rather
+    /// than at the weights': sglang's prefill attention kernels (FlashAttention 3, FlashInfer,
+    /// FlashMLA's and TRT-LLM's MLA prefill) take Q, K and V in the KV cache's dtype, so an FP8
+    /// checkpoint with a 16-bit KV cache runs them on BF16 tensor cores, and only an FP8 KV
+    /// cache (`--kv-cache-dtype fp8_e4m3`) runs them at the FP8 peak. `false` (the fitted
+    /// calibrations, whose rows were BF16 models): the body's peak, as they were fitted.
+    /// `sglang-2026` sets it; under its kernel tables the attention is measured and this only
+    /// reaches GPUs without tables.
+    #[serde(default)]
+    pub attention_at_kv_precision: bool,
     /// Measured kernel tables the step model composes forwards from (`compute::kernels`):
     /// `sglang-2026` on a GPU AIConfigurator measured, or a file `pdsim calibrate
     /// --from-aiconfigurator` wrote. `None`: the roofline. Not part of a calibration file's
@@ -292,6 +302,8 @@ pub const SGLANG_2026: ComputeParams = ComputeParams {
     // #24812 that would stop it closed unmerged).
     pd_prefill_response_holdback: true,
     fp8_gemm_ratio: 1.0,
+    // sglang's prefill attention runs at the KV cache's precision (the field's docs).
+    attention_at_kv_precision: true,
     kernels: None,
 };
 
@@ -381,6 +393,7 @@ pub const SGLANG_2025: ComputeParams = ComputeParams {
     eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
     fp8_gemm_ratio: 1.0,
+    attention_at_kv_precision: false,
     kernels: None,
 };
 
@@ -415,6 +428,7 @@ pub const VLLM_2023_A100: ComputeParams = ComputeParams {
     eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
     fp8_gemm_ratio: 1.0,
+    attention_at_kv_precision: false,
     kernels: None,
 };
 
@@ -448,6 +462,7 @@ pub const VLLM_2023_H100: ComputeParams = ComputeParams {
     eager_launch_per_moe_layer_s: 0.0,
     pd_prefill_response_holdback: false,
     fp8_gemm_ratio: 1.0,
+    attention_at_kv_precision: false,
     kernels: None,
 };
 
@@ -671,5 +686,14 @@ mod tests {
         let typo = text.replace("decode_overhead_s", "decode_overhead");
         let e = CalibrationFile::parse(&typo).unwrap_err();
         assert!(e.contains("decode_overhead"), "{e}");
+        // The attention's precision: a flag, named when it is not one; a file written before
+        // it keeps one peak.
+        let key = "attention_at_kv_precision = false";
+        assert!(text.contains(key), "{text}");
+        let wrong = text.replace(key, "attention_at_kv_precision = \"bf16\"");
+        let e = CalibrationFile::parse(&wrong).unwrap_err();
+        assert!(e.contains("params.attention_at_kv_precision"), "{e}");
+        let before = CalibrationFile::parse(&text.replace(key, "")).unwrap();
+        assert!(!before.params.attention_at_kv_precision);
     }
 }

@@ -90,9 +90,11 @@ fn h20_pd_ttft_one_request_at_a_time() {
 /// with one output token): "each node achieves 16.5k input tokens per second". Held out, on a
 /// GPU without kernel tables (the roofline at the H20's balance-derived efficiencies); the
 /// prompts arrive faster than the node prefills them, so its forwards run back to back. Reads
-/// +4.8 % (+18.0 % while an FP8 checkpoint's GEMMs on a GPU without tables ran at the BF16
-/// GEMMs' fraction of the FP8 peak; `ComputeParams::fp8_gemm_ratio`); held within issue 42's
-/// 15 %.
+/// −2.6 % (+4.8 % while its prefill attention ran at the FP8 peak with the GEMMs, where
+/// sglang runs it on BF16 tensor cores with a BF16 KV cache,
+/// `ComputeParams::attention_at_kv_precision`; +18.0 % while an FP8 checkpoint's GEMMs on a
+/// GPU without tables ran at the BF16 GEMMs' fraction of the FP8 peak,
+/// `ComputeParams::fp8_gemm_ratio`); held within issue 42's 15 %.
 #[test]
 fn deepseek_r1_prefill_per_h20_node() {
     let dir = common::tmpdir("ant-h20-prefill");

@@ -709,3 +709,65 @@ fn fp8_gemms_without_tables_take_the_tables_fp8_standing() {
         "{slow} / {fast} = {r}"
     );
 }
+
+/// sglang's prefill attention takes Q, K and V in the KV cache's dtype: an FP8 checkpoint
+/// with a BF16 KV cache runs it on BF16 tensor cores (`sglang-2026` on a GPU without tables),
+/// an FP8 KV cache at FP8's peak; the fitted calibrations keep the body's peak.
+#[test]
+fn prefill_attention_runs_at_the_kv_caches_precision() {
+    let h20 = gpu_preset("h20").unwrap();
+    let ds = preset("deepseek-v3").unwrap();
+    let llama = preset("llama-3.1-8b").unwrap();
+    let p26 = crate::spec::calibration::sglang_2026(&h20);
+    assert!(p26.kernels.is_none() && p26.attention_at_kv_precision);
+    const { assert!(!SGLANG_2025.attention_at_kv_precision) };
+    // By hand: the body at 296 × 0.8647 TFLOP/s, the attention at the H20's BF16 148.
+    let bf16_kv = StepModel::new(&h20, &ds, 8, 2, p26.clone());
+    let rel = |a: f64, b: f64| (a / b - 1.0).abs() < 1e-12;
+    assert!(rel(bf16_kv.prefill_attention_scale, 296.0 * 0.8647 / 148.0));
+    // An FP8 KV cache, a BF16 model, and the fitted calibration: one peak.
+    assert_eq!(
+        StepModel::new(&h20, &ds, 8, 1, p26.clone()).prefill_attention_scale,
+        1.0
+    );
+    assert_eq!(
+        StepModel::new(&h20, &llama, 1, 2, p26.clone()).prefill_attention_scale,
+        1.0
+    );
+    let fitted = ComputeParams {
+        fp8_gemm_ratio: p26.fp8_gemm_ratio,
+        ..SGLANG_2025
+    };
+    assert_eq!(
+        StepModel::new(&h20, &ds, 8, 2, fitted).prefill_attention_scale,
+        1.0
+    );
+    // The forward: a 4,096-token prompt (compute-bound on the H20) is slower by exactly its
+    // attention FLOPs' extra time, 4,096·4,097/2 pairs × the pair FLOPs × (scale − 1) over
+    // the instance's FLOP rate; the MoE, the memory and the host terms do not move.
+    let off = StepModel::new(
+        &h20,
+        &ds,
+        8,
+        2,
+        ComputeParams {
+            attention_at_kv_precision: false,
+            ..p26
+        },
+    );
+    let chunks = [(4096u32, 0u32)];
+    let f = Forward {
+        chunks: &chunks,
+        batch: 0,
+        context_tokens: 0,
+    };
+    let pairs = 4096.0 * 4097.0 / 2.0;
+    let extra = bf16_kv.prefill_pair_flops * pairs * (bf16_kv.prefill_attention_scale - 1.0)
+        / (bf16_kv.tp * bf16_kv.peak_flops * bf16_kv.prefill_efficiency(4096.0));
+    let got = bf16_kv.forward_s(&f) - off.forward_s(&f);
+    assert!((got / extra - 1.0).abs() < 1e-9, "{got} vs {extra}");
+    assert!(
+        got > 0.01,
+        "a 4k DeepSeek prefill's attention on 8 H20s: {got} s more"
+    );
+}

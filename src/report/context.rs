@@ -61,10 +61,8 @@ impl RunContext {
             .iter()
             .position(|o| *o == r.outcome)
             .unwrap_or(3);
-        for i in [r.prefill_instance, r.decode_instance]
-            .into_iter()
-            .flatten()
-        {
+        // A colocated server is both of a row's instances: counted once.
+        for i in r.instances() {
             if let Some(inst) = self.instances.get_mut(i as usize) {
                 inst.requests += 1;
                 inst.outcomes[slot] += 1;

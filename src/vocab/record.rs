@@ -205,6 +205,15 @@ impl SessionCells {
 }
 
 impl RequestRow {
+    /// The instances that served the request, each once: its prefill and its decode, or the
+    /// one server of a colocated pool (which the row names as both).
+    pub fn instances(&self) -> impl Iterator<Item = u32> {
+        let decode = self
+            .decode_instance
+            .filter(|&d| Some(d) != self.prefill_instance);
+        self.prefill_instance.into_iter().chain(decode)
+    }
+
     /// A request that just arrived: every stage still ahead of it.
     pub fn arrived(
         id: u64,
@@ -242,5 +251,24 @@ impl RequestRow {
             server_first_token_ns: None,
             gaps: TokenGaps::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RequestRow;
+
+    /// A PD request names two instances, a colocated one its server twice (counted once), an
+    /// unrouted one none.
+    #[test]
+    fn a_rows_instances_are_each_named_once() {
+        let of = |i| {
+            RequestRow::arrived(0, 0, i, 10, 10)
+                .instances()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(of(Some((3, 7))), vec![3, 7]);
+        assert_eq!(of(Some((4, 4))), vec![4]);
+        assert_eq!(of(None), Vec::<u32>::new());
     }
 }

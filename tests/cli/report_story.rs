@@ -226,3 +226,50 @@ fn the_report_shows_every_flag_and_dp_ranks() {
         "decode ranks"
     );
 }
+
+/// Rows of a `| instance | pool | role | requests | completed | … |` table in Markdown text:
+/// (requests, completed) per instance.
+fn per_instance(md: &str) -> Vec<(u64, u64)> {
+    let Some(table) = md.split("## Per instance").nth(1) else {
+        return Vec::new();
+    };
+    table
+        .lines()
+        .skip_while(|l| !l.starts_with("|---") && !l.starts_with("|--"))
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let c: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+            (c[3].parse().unwrap(), c[4].parse().unwrap())
+        })
+        .collect()
+}
+
+/// A colocated server is a row's prefill and its decode instance at once: the per-instance
+/// tables of `summary.md` and of `pdsim explain --markdown` count each request once, so
+/// their requests sum to the arrivals (they read twice the arrivals before).
+#[test]
+fn a_colocated_servers_requests_are_counted_once_per_instance() {
+    let dir = common::tmpdir("colocated-per-instance");
+    let s = common::run(
+        "scenarios/calibration/sharegpt-colocated.toml",
+        &["run.duration_s=20", "pools.server.instances=2"],
+        &dir,
+    );
+    let arrived = s.requests.arrived;
+    assert!(arrived > 50, "{arrived}");
+    let md = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    let rows = per_instance(&md);
+    assert_eq!(rows.len(), 2, "{md}");
+    assert_eq!(rows.iter().map(|r| r.0).sum::<u64>(), arrived, "{rows:?}");
+    assert_eq!(
+        rows.iter().map(|r| r.1).sum::<u64>(),
+        s.requests.completed,
+        "{rows:?}"
+    );
+    let (code, out, err) = common::pdsim(&["explain", dir.to_str().unwrap(), "--markdown"]);
+    assert_eq!(code, 0, "{err}");
+    let rows = per_instance(&out);
+    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows.iter().map(|r| r.0).sum::<u64>(), arrived, "{rows:?}");
+}

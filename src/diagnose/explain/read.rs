@@ -130,10 +130,8 @@ pub(super) fn read_run(dir: &Path) -> Result<Run, ReadError> {
             r.arrival_ns,
             r.first_token_ns.map(|f| f.saturating_sub(r.arrival_ns)),
         ));
-        for i in [r.prefill_instance, r.decode_instance]
-            .into_iter()
-            .flatten()
-        {
+        // A colocated server is both of a row's instances: counted once.
+        for i in r.instances() {
             run.per_instance.entry(i).or_default().add(r);
         }
         if let (Some(p), Some(d)) = (r.prefill_instance, r.decode_instance) {

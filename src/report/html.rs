@@ -340,9 +340,12 @@ fn requests_table(h: &mut String, s: &Summary) {
          <th class=\"n\">share of arrived</th><th>meaning</th></tr>\n",
     );
     for (outcome, n, note) in outcome_rows(s) {
+        // A row stands out (`tr.corrupted`) only when it counts something: an empty corrupted
+        // row in the hazard's colours drew the eye to nothing.
+        let class = if n > 0 { outcome } else { "none" };
         let _ = writeln!(
             h,
-            "<tr class=\"{outcome}\"><td>{outcome}</td><td class=\"n\">{n}</td>\
+            "<tr class=\"{class}\"><td>{outcome}</td><td class=\"n\">{n}</td>\
              <td class=\"n\">{}</td><td>{}</td></tr>",
             pct(n, r.arrived),
             escape_html(note)
@@ -967,6 +970,19 @@ mod tests {
         ));
         assert!(html.contains("&lt;b&gt;run&lt;/b&gt; &amp; co"));
         assert_eq!(escape_html("a<b>&\"'"), "a&lt;b&gt;&amp;&quot;&#39;");
+    }
+
+    /// The corrupted row wears the hazard's colours only when it counts a request.
+    #[test]
+    fn the_corrupted_row_stands_out_only_when_it_counts_one() {
+        let mut f = synthetic();
+        let html = index_html("unit-run", &f.summary, &[]);
+        assert!(html.contains("<tr class=\"corrupted\"><td>corrupted</td><td class=\"n\">2</td>"));
+        f.summary.requests.completed += f.summary.requests.corrupted;
+        f.summary.requests.corrupted = 0;
+        let html = index_html("unit-run", &f.summary, &[]);
+        assert!(!html.contains("<tr class=\"corrupted\">"), "{html}");
+        assert!(html.contains("<tr class=\"none\"><td>corrupted</td><td class=\"n\">0</td>"));
     }
 
     #[test]

@@ -331,26 +331,16 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
                 ..InstanceOutcomes::default()
             });
         }
-        let last = ctx.instances.len() - 1;
         ctx.pools.push(PoolFacts {
             name: p.name.clone(),
             role: p.role.as_str().into(),
-            // Each DP rank is a server of its own (its batch, queue and KV pool), not an
-            // instance: an instance of 16 ranks is one sglang server of 16 GPUs' ranks.
-            instances: match (p.instances, p.servers() / p.instances.max(1)) {
-                (_, ranks) if ranks > 1 => format!(
-                    "{} × {ranks} DP ranks (servers {first}–{last})",
-                    p.instances
-                ),
-                _ if first == last => format!("1 (instance {first})"),
-                // A pool that changes size: its slots, and how many serve at the start.
-                _ if let Some(lc) = &sc.lifecycle => format!(
-                    "up to {} ({} at the start; instances {first}–{last})",
-                    p.servers(),
-                    lc.initial[usize::from(p.role == crate::config::Role::Decode)]
-                ),
-                _ => format!("{} (instances {first}–{last})", p.servers()),
-            },
+            // A pool that changes size: its slots, and how many serve at the start.
+            instances: p.instances_text(
+                first as u32,
+                sc.lifecycle
+                    .as_ref()
+                    .map(|lc| lc.initial[usize::from(p.role == crate::config::Role::Decode)]),
+            ),
             model: p.model.name.clone(),
             flags,
         });

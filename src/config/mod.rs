@@ -415,6 +415,28 @@ pub struct KvStoreParams {
 }
 
 impl Pool {
+    /// This pool's instances in words, with the global numbers of its servers (`first` the
+    /// first's): `1 (instance 4)`, `4 (instances 0–3)`, DP ranks as servers of an instance, a
+    /// resizing pool's slots and starting count (`initial`, this role's of `[autoscaler]`).
+    /// The reports and `pdsim explain` say it alike.
+    pub fn instances_text(&self, first: u32, initial: Option<u32>) -> String {
+        let last = first + self.servers().max(1) - 1;
+        match (self.instances, self.servers() / self.instances.max(1)) {
+            // Each DP rank is a server of its own (its batch, queue and KV pool), not an
+            // instance: an instance of 16 ranks is one sglang server of 16 GPUs' ranks.
+            (_, ranks) if ranks > 1 => format!(
+                "{} × {ranks} DP ranks (servers {first}–{last})",
+                self.instances
+            ),
+            _ if first == last => format!("1 (instance {first})"),
+            _ if let Some(n) = initial => format!(
+                "up to {} ({n} at the start; instances {first}–{last})",
+                self.servers()
+            ),
+            _ => format!("{} (instances {first}–{last})", self.servers()),
+        }
+    }
+
     /// Servers the simulation runs for this pool: one per instance, or one per DP rank of
     /// each instance with DP attention (each rank has its own batch and KV pool). Results,
     /// faults and the timeseries number these.

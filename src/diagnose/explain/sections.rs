@@ -178,11 +178,12 @@ fn cluster_section(sc: &Scenario) -> Section {
         rows.push(vec![
             p.name.clone(),
             p.role.as_str().into(),
-            if first == last {
-                format!("{first}")
-            } else {
-                format!("{first}–{last}")
-            },
+            p.instances_text(
+                first,
+                sc.lifecycle
+                    .as_ref()
+                    .map(|lc| lc.initial[usize::from(p.role == crate::config::Role::Decode)]),
+            ),
             p.model.name.clone(),
             if p.server.pp_size > 1 {
                 // docs/sglang-pd.md §27: every stage's TP ranks write their own layers.

@@ -337,9 +337,7 @@ fn report_context(sc: &Scenario) -> crate::report::context::RunContext {
             // A pool that changes size: its slots, and how many serve at the start.
             instances: p.instances_text(
                 first as u32,
-                sc.lifecycle
-                    .as_ref()
-                    .map(|lc| lc.initial[usize::from(p.role == crate::config::Role::Decode)]),
+                sc.lifecycle.as_ref().map(|lc| lc.initial_of(p.role)),
             ),
             model: p.model.name.clone(),
             flags,

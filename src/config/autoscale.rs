@@ -286,6 +286,11 @@ pub struct Lifecycle {
 }
 
 impl Lifecycle {
+    /// Servers of pool `role` serving at the start (`initial`, indexed prefill then decode).
+    pub fn initial_of(&self, role: super::Role) -> u32 {
+        self.initial[usize::from(role == super::Role::Decode)]
+    }
+
     /// How long a server of pool `role` takes from launch until it is healthy, ns: the stated
     /// `startup_s`, else its GPU's weight shard at the read rate, then CUDA-graph capture
     /// (serial, sglang's default).

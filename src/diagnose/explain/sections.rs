@@ -182,7 +182,7 @@ fn cluster_section(sc: &Scenario) -> Section {
                 first,
                 sc.lifecycle
                     .as_ref()
-                    .map(|lc| lc.initial[usize::from(p.role == crate::config::Role::Decode)]),
+                    .map(|lc| lc.initial_of(p.role)),
             ),
             p.model.name.clone(),
             if p.server.pp_size > 1 {
